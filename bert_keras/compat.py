@@ -1,0 +1,87 @@
+"""Checks the installed TensorFlow / TF-Text / Keras against the tested matrix.
+
+A TensorFlow and TF-Text pair built for different releases does not fail with a
+readable message: it fails with `undefined symbol` while loading `_*_ops.so`, or
+with "Op type not registered" much later, inside a SavedModel load. So this
+check runs before TensorFlow is imported, from package metadata alone, and
+raises one message that says what is installed and what is needed.
+
+Set `BERT_KERAS_SKIP_VERSION_CHECK=1` to bypass it (at your own risk).
+"""
+
+import os
+from importlib import metadata
+
+# distribution -> (human readable requirement, predicate on the version tuple)
+TESTED_MATRIX = {
+    "tensorflow": ("~=2.20.0 (2.20.x)", lambda v: v[:2] == (2, 20)),
+    "tensorflow-text": ("~=2.20.0 (2.20.x, same minor as tensorflow)", lambda v: v[:2] == (2, 20)),
+    "keras": (">=3.15,<4 (Keras 3)", lambda v: (3, 15) <= v[:2] and v[0] == 3),
+}
+
+INSTALL_HINT = 'pip install "tensorflow~=2.20.0" "tensorflow-text~=2.20.0" "keras>=3.15,<4"'
+
+
+class IncompatibleEnvironmentError(ImportError):
+    """Raised when the installed TensorFlow stack is outside the tested matrix."""
+
+
+def _version_tuple(version):
+    parts = []
+    for piece in version.split("+")[0].split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        if not digits:
+            break
+        parts.append(int(digits))
+    return tuple(parts)
+
+
+def installed_versions():
+    """Returns {distribution: version or None} for the checked distributions."""
+    found = {}
+    for name in TESTED_MATRIX:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    # GPU / CPU builds of TensorFlow publish under other names.
+    if found["tensorflow"] is None:
+        for alias in ("tensorflow-cpu", "tf-nightly", "tensorflow-intel", "tensorflow-macos"):
+            try:
+                found["tensorflow"] = metadata.version(alias)
+                break
+            except metadata.PackageNotFoundError:
+                pass
+    return found
+
+
+def problems(found=None):
+    """Lists every mismatch as a readable line; an empty list means all is well."""
+    found = installed_versions() if found is None else found
+    lines = []
+    for name, (wanted, ok) in TESTED_MATRIX.items():
+        have = found.get(name)
+        if have is None:
+            lines.append(f"{name}: not installed, need {wanted}")
+        elif not ok(_version_tuple(have)):
+            lines.append(f"{name}: {have} installed, need {wanted}")
+    tf_v, text_v = found.get("tensorflow"), found.get("tensorflow-text")
+    if tf_v and text_v and _version_tuple(tf_v)[:2] != _version_tuple(text_v)[:2]:
+        lines.append(
+            f"tensorflow {tf_v} and tensorflow-text {text_v} are built for different "
+            "releases; TF-Text ops would fail to load with 'undefined symbol'"
+        )
+    return lines
+
+
+def check_environment():
+    if os.environ.get("BERT_KERAS_SKIP_VERSION_CHECK") == "1":
+        return
+    found = problems()
+    if found:
+        raise IncompatibleEnvironmentError(
+            "bert_keras needs the tested TensorFlow stack:\n  - "
+            + "\n  - ".join(found)
+            + f"\nFix it with:\n  {INSTALL_HINT}\n"
+            "(or set BERT_KERAS_SKIP_VERSION_CHECK=1 to try anyway)."
+        )
