@@ -1,0 +1,14 @@
+"""Exact BERT tokenization in the TensorFlow graph."""
+
+from pipelines.tokenizer.bert_tokenizer import BACKENDS, BertTokenizer
+from pipelines.tokenizer.normalize import BertPreTokenizer
+from pipelines.tokenizer.vocab import (
+    RESERVED_TOKENS,
+    SpecialTokens,
+    VocabularyError,
+    build_vocabulary,
+    count_words,
+    load_vocabulary,
+    special_tokens_from_vocabulary,
+    write_vocabulary,
+)

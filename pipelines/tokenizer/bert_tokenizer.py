@@ -1,0 +1,188 @@
+"""`BertTokenizer`: the original BERT tokenization, inside the TensorFlow graph."""
+
+import tensorflow as tf
+
+from pipelines.tokenizer.core_ops import CoreWordpiece
+from pipelines.tokenizer.normalize import BertPreTokenizer
+from pipelines.tokenizer.vocab import (
+    VocabularyError,
+    load_vocabulary,
+    special_tokens_from_vocabulary,
+)
+
+BACKENDS = ("tf_text", "core")
+
+# tokenization.py's `WordpieceTokenizer(max_input_chars_per_word=200)`. HF
+# tokenizers use 100; pass that to reproduce them.
+ORIGINAL_MAX_CHARS_PER_WORD = 200
+
+# Stands in for words longer than the limit: a code point no vocabulary should
+# contain, so the word piece step answers [UNK] for it in one step.
+_LONG_WORD_SENTINEL = "\U0010FFFF"
+
+
+class BertTokenizer(tf.Module):
+    """BERT WordPiece tokenization that reproduces google-research/bert exactly, in graph.
+
+    Text is cleaned, CJK-spaced, (for uncased models) lowercased, NFD-decomposed
+    and stripped of accents, split on whitespace and punctuation, and split
+    into word pieces by greedy longest-match-first, exactly as `FullTokenizer`
+    of the original `tokenization.py`. Every op is a TensorFlow graph op, so the
+    tokenizer runs in `tf.data`, in `tf.function` and inside a SavedModel.
+    Offsets point into the ORIGINAL input bytes.
+
+    Two backends give identical ids and offsets:
+    - `"tf_text"` (default): word pieces with TF-Text's FastWordpiece (fast).
+    - `"core"`: core TensorFlow ops only, for SavedModels that must load on a
+      stock TensorFlow Serving whose bundled TF-Text ops lag pip.
+
+    Example:
+
+    >>> tokenizer = BertTokenizer("vocab.txt", lowercase=True)
+    >>> ids = tokenizer.tokenize(["Hello, world!"])        # RaggedTensor int64
+    >>> ids, begin, end = tokenizer.tokenize_with_offsets(["Hello, world!"])
+    >>> tokenizer.detokenize(ids)                           # [b"hello , world !"]
+
+    Args:
+        vocab_file: path of a `vocab.txt` (one token per line, line = id).
+        lowercase: uncased rules (`do_lower_case=True` in the original).
+        vocabulary: the token list itself, instead of `vocab_file`.
+        backend: `"tf_text"` or `"core"`.
+        max_input_chars_per_word: words longer than this become [UNK] (200 as
+            the original; 100 reproduces HF tokenizers).
+        unk_token, cls_token, sep_token, pad_token, mask_token: the special
+            token strings of this vocabulary; their ids are looked up.
+    """
+
+    def __init__(
+        self,
+        vocab_file=None,
+        lowercase=True,
+        *,
+        vocabulary=None,
+        backend="tf_text",
+        max_input_chars_per_word=ORIGINAL_MAX_CHARS_PER_WORD,
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        pad_token="[PAD]",
+        mask_token="[MASK]",
+        name=None,
+    ):
+        super().__init__(name=name)
+        if (vocab_file is None) == (vocabulary is None):
+            raise ValueError("Pass exactly one of `vocab_file` or `vocabulary`.")
+        if backend not in BACKENDS:
+            raise ValueError(f"Unknown tokenizer backend {backend!r}; choose one of {BACKENDS}.")
+        if int(max_input_chars_per_word) < 1:
+            raise ValueError("max_input_chars_per_word must be at least 1.")
+        tokens = load_vocabulary(vocab_file) if vocabulary is None else list(vocabulary)
+        source = vocab_file if vocab_file is not None else "the vocabulary"
+        self.special_tokens = special_tokens_from_vocabulary(
+            tokens, pad=pad_token, unk=unk_token, cls=cls_token, sep=sep_token,
+            mask=mask_token, require_mask=False, source=source,
+        )
+        if _LONG_WORD_SENTINEL in tokens or "##" + _LONG_WORD_SENTINEL in tokens:
+            raise VocabularyError(f"{source} contains U+10FFFF, which the tokenizer reserves.")
+        self.vocabulary = tokens
+        self.vocab_file = vocab_file
+        self.lowercase = bool(lowercase)
+        self.backend = backend
+        self.max_input_chars_per_word = int(max_input_chars_per_word)
+        self.pre_tokenizer = BertPreTokenizer(lowercase=lowercase)
+        if backend == "core":
+            self.wordpiece = CoreWordpiece(tokens, unk_token=unk_token)
+        else:
+            # Imported here so that the core backend never loads TF-Text ops.
+            from pipelines.tokenizer import wordpiece
+
+            self.wordpiece = wordpiece.FastWordpiece(
+                tokens, unk_token=unk_token, max_chars_per_word=self.max_input_chars_per_word
+            )
+            self._ascii_pattern = wordpiece.ASCII_SAFE_PATTERN
+            self._ascii = wordpiece.FastAsciiBert(
+                tokens, lowercase=self.lowercase, unk_token=unk_token,
+                max_chars_per_word=self.max_input_chars_per_word,
+            )
+        self._tokens = tf.constant(tokens)
+
+    @property
+    def vocabulary_size(self):
+        return len(self.vocabulary)
+
+    @property
+    def uses_tf_text_ops(self):
+        return self.wordpiece.uses_tf_text_ops
+
+    def token_to_id(self, token):
+        return self.vocabulary.index(token)
+
+    def id_to_token(self, token_id):
+        return self.vocabulary[int(token_id)]
+
+    # -- graph API -----------------------------------------------------------
+
+    def tokenize(self, strings):
+        """Token ids (no special tokens added): RaggedTensor int64 [batch, (tokens)].
+
+        A scalar string gives a dense 1-D tensor.
+        """
+        return self.tokenize_with_offsets(strings)[0]
+
+    def tokenize_with_offsets(self, strings):
+        """(ids, begin, end): begin/end are byte offsets into the original strings.
+
+        `strings[i][begin[i][j]:end[i][j]]` is the original text of token j
+        (all of it for each piece when one character became several pieces,
+        e.g. a Hangul syllable decomposed by NFD).
+        """
+        strings = tf.convert_to_tensor(strings, tf.string)
+        if strings.shape.rank == 0:
+            ids, begin, end = self._tokenize_batch(strings[None])
+            return ids[0], begin[0], end[0]
+        return self._tokenize_batch(strings)
+
+    def detokenize(self, ids):
+        """Joins word pieces back into text (one string per row; normalized text)."""
+        ids = tf.convert_to_tensor(ids) if not isinstance(ids, tf.RaggedTensor) else ids
+        tokens = tf.gather(self._tokens, ids)
+        text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
+        return tf.strings.strip(tf.strings.regex_replace(text, " ##", ""))
+
+    def _tokenize_batch(self, strings):
+        if self.backend == "core":
+            return self._tokenize_exact(strings)
+        # Printable-ASCII strings take the one-pass FastBert path; the rest the
+        # exact path. Both give the original's ids; rows are put back in order.
+        ascii_safe = tf.strings.regex_full_match(strings, self._ascii_pattern)
+        ascii_rows = tf.reshape(tf.where(ascii_safe), [-1])
+        other_rows = tf.reshape(tf.where(tf.logical_not(ascii_safe)), [-1])
+        fast = self._ascii.tokenize_with_offsets(tf.gather(strings, ascii_rows))
+        exact = self._tokenize_exact(tf.gather(strings, other_rows))
+        order = tf.math.invert_permutation(tf.concat([ascii_rows, other_rows], axis=0))
+        return tuple(
+            tf.gather(tf.concat([a, b], axis=0), order) for a, b in zip(fast, exact)
+        )
+
+    def _tokenize_exact(self, strings):
+        pre = self.pre_tokenizer.pretokenize(strings)
+        word_lengths = pre.word_char_splits[1:] - pre.word_char_splits[:-1]
+        too_long = word_lengths > self.max_input_chars_per_word
+        words = tf.where(too_long, _LONG_WORD_SENTINEL, pre.words.flat_values)
+        ids, begin_char, end_char = self.wordpiece.tokenize_words(words, pre)
+
+        piece_word = ids.value_rowids()
+        piece_too_long = tf.gather(too_long, piece_word)
+        word_start = tf.gather(pre.word_char_splits, piece_word)
+        # A too-long word is one [UNK] that spans the whole word.
+        begin_char = tf.where(piece_too_long, tf.zeros_like(begin_char.flat_values), begin_char.flat_values)
+        end_char = tf.where(piece_too_long, tf.gather(word_lengths, piece_word), end_char.flat_values)
+        begin = tf.gather(pre.char_begin, word_start + begin_char)
+        end = tf.gather(pre.char_end, word_start + end_char - 1)
+
+        rows = tf.gather(pre.word_rows, piece_word)
+
+        def per_row(values):
+            return tf.RaggedTensor.from_value_rowids(values, rows, nrows=pre.nrows, validate=False)
+
+        return per_row(ids.flat_values), per_row(begin), per_row(end)

@@ -1,0 +1,158 @@
+"""The Unicode facts BERT's tokenization rules depend on, as sorted integer tables.
+
+google-research/bert `tokenization.py` decides everything with Python's
+`unicodedata` of the running interpreter. To reproduce it exactly inside a
+TensorFlow graph, we ask the same `unicodedata` once, here, and freeze the
+answers into constant tensors (range tables looked up with `tf.searchsorted`).
+RE2 character classes or ICU case mapping inside TensorFlow would use other
+Unicode versions and other definitions (e.g. ICU folds '™' to "tm" in NFKC-like
+normalizers), which is exactly where `tf_text.FastBertTokenizer` drifts.
+
+Everything here is plain numpy; nothing depends on TensorFlow.
+"""
+
+import functools
+import sys
+import unicodedata
+
+import numpy as np
+
+MAX_CODEPOINT = sys.maxunicode  # 0x10FFFF
+
+# Character classes used by the pre-tokenizer. One class per code point.
+OTHER = 0  # part of a word
+REMOVE = 1  # U+0000, U+FFFD and control characters: deleted before anything else
+SPACE = 2  # separates words
+CJK = 3  # a word of its own (the original puts spaces around it)
+PUNCT = 4  # a word of its own (split off by `_run_split_on_punc`)
+
+# Context classes for the Greek final-sigma rule of `str.lower()` (Unicode
+# SpecialCasing "Final_Sigma"): case-ignorable characters are skipped, the first
+# other character decides.
+SIGMA_BREAK = 0
+SIGMA_IGNORABLE = 1
+SIGMA_CASED = 2
+
+CAPITAL_SIGMA = 0x03A3
+SMALL_SIGMA = 0x03C3
+FINAL_SIGMA = 0x03C2
+
+
+def _is_whitespace(char):
+    # tokenization.py `_is_whitespace`: \t \n \r count as whitespace although
+    # they are control characters.
+    return char in " \t\n\r" or unicodedata.category(char) == "Zs"
+
+
+def _is_control(char):
+    # tokenization.py `_is_control`: Cc and Cf, except \t \n \r.
+    return char not in "\t\n\r" and unicodedata.category(char) in ("Cc", "Cf")
+
+
+def is_punctuation(char):
+    # tokenization.py `_is_punctuation`: every non-letter/number ASCII character,
+    # and every Unicode P* category.
+    cp = ord(char)
+    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+        return True
+    return unicodedata.category(char).startswith("P")
+
+
+def is_cjk(cp):
+    # tokenization.py `_is_chinese_char`: the CJK Unified Ideographs blocks only
+    # (not Hangul, Hiragana or Katakana, which are written with spaces).
+    return (
+        0x4E00 <= cp <= 0x9FFF
+        or 0x3400 <= cp <= 0x4DBF
+        or 0x20000 <= cp <= 0x2A6DF
+        or 0x2A700 <= cp <= 0x2B73F
+        or 0x2B740 <= cp <= 0x2B81F
+        or 0x2B820 <= cp <= 0x2CEAF
+        or 0xF900 <= cp <= 0xFAFF
+        or 0x2F800 <= cp <= 0x2FA1F
+    )
+
+
+def character_class(cp):
+    char = chr(cp)
+    if cp == 0 or cp == 0xFFFD or _is_control(char):
+        return REMOVE
+    if _is_whitespace(char):
+        return SPACE
+    if is_cjk(cp):
+        return CJK
+    if is_punctuation(char):
+        return PUNCT
+    return OTHER
+
+
+def normalize_uncased(char):
+    """What the original does to one character of an uncased token:
+    `token.lower()`, then NFD (not NFKD: '™' and '…' stay), then drop Mn marks."""
+    decomposed = unicodedata.normalize("NFD", char.lower())
+    return "".join(c for c in decomposed if unicodedata.category(c) != "Mn")
+
+
+def _runs(values):
+    """Compresses a per-code-point array into (starts, values) of constant runs."""
+    change = np.flatnonzero(np.diff(values)) + 1
+    starts = np.concatenate([[0], change]).astype(np.int32)
+    return starts, values[starts].astype(np.int32)
+
+
+@functools.lru_cache(maxsize=None)
+def class_table():
+    """int8 [0x110000]: the character class of every code point (1.1 MB).
+
+    A dense table costs one gather per character, against a binary search over
+    thousands of ranges: the pre-tokenizer spends most of its time here.
+    """
+    return np.fromiter(
+        (character_class(cp) for cp in range(MAX_CODEPOINT + 1)), np.int8, MAX_CODEPOINT + 1
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def sigma_context_runs():
+    """(starts, context classes) for the final-sigma rule, derived from `str.lower()`.
+
+    For a character c: in "AΣc" Σ stays non-final iff c is cased (and not
+    ignorable); in "AΣc," Σ is final iff c is ignorable or not cased, and in
+    "AΣcA" Σ is non-final iff c is ignorable or cased.
+    """
+    context = np.zeros(MAX_CODEPOINT + 1, np.int8)
+    final = chr(FINAL_SIGMA)
+    for cp in range(MAX_CODEPOINT + 1):
+        category = unicodedata.category(chr(cp))
+        if category in ("Cn", "Cs", "Co"):
+            continue  # unassigned, surrogates, private use: neither cased nor ignorable
+        char = chr(cp)
+        followed_by_letter = ("AΣ" + char + "A").lower()[1] != final
+        if not followed_by_letter:
+            continue  # breaks the context: SIGMA_BREAK
+        directly = ("AΣ" + char + ",").lower()[1] != final
+        context[cp] = SIGMA_CASED if directly else SIGMA_IGNORABLE
+    return _runs(context)
+
+
+@functools.lru_cache(maxsize=None)
+def uncased_expansions():
+    """The code points that uncased normalization changes, and what they become.
+
+    Returns (slots, row_splits, values): int16 slots[cp] = i >= 0 means the code point becomes values[row_splits[i]:row_splits[i + 1]]
+    (possibly nothing, e.g. for a combining accent); slots[cp] = -1 leaves it
+    unchanged. Capital sigma maps to small sigma here; the final form is decided
+    from context by the caller.
+    """
+    slots = np.full(MAX_CODEPOINT + 1, -1, np.int16)  # ~16k changed code points fit int16
+    splits, values = [0], []
+    for cp in range(MAX_CODEPOINT + 1):
+        char = chr(cp)
+        if unicodedata.category(char) in ("Cn", "Cs", "Co"):
+            continue
+        normalized = normalize_uncased(char)
+        if normalized != char:
+            slots[cp] = len(splits) - 1
+            values.extend(ord(c) for c in normalized)
+            splits.append(len(values))
+    return slots, np.asarray(splits, np.int32), np.asarray(values, np.int32)

@@ -1,0 +1,109 @@
+"""WordPiece on pre-split words, backed by TF-Text's FastWordpieceTokenizer.
+
+FastWordpiece implements the same greedy longest-match-first algorithm as the
+original `WordpieceTokenizer` (LinMaxMatch gives identical output), in linear
+time. It is used here with `no_pretokenization=True`: the exact BERT word split
+and normalization happen before, in `normalize.py`, because FastBertTokenizer's
+own normalizer differs from the original (no CJK spacing, NFKD-like folding of
+'™' and '…').
+"""
+
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+
+def utf8_lengths(codepoints):
+    """Bytes each code point takes in UTF-8."""
+    return (
+        1
+        + tf.cast(codepoints >= 0x80, tf.int64)
+        + tf.cast(codepoints >= 0x800, tf.int64)
+        + tf.cast(codepoints >= 0x10000, tf.int64)
+    )
+
+
+class FastWordpiece(tf.Module):
+    """WordPiece for a flat list of normalized words (TF-Text custom ops).
+
+    Args:
+        vocabulary: list of str, the vocabulary in id order.
+        unk_token: the token for words that cannot be split.
+        max_chars_per_word: longer words never reach this class (the caller
+            maps them to the unknown token), so the byte budget only needs to
+            cover words of at most this many characters.
+    """
+
+    uses_tf_text_ops = True
+
+    def __init__(self, vocabulary, *, unk_token="[UNK]", max_chars_per_word=200, name=None):
+        super().__init__(name=name)
+        self._tokenizer = tf_text.FastWordpieceTokenizer(
+            vocab=list(vocabulary),
+            suffix_indicator="##",
+            max_bytes_per_word=4 * max_chars_per_word + 4,
+            token_out_type=tf.int64,
+            unknown_token=unk_token,
+            no_pretokenization=True,
+            support_detokenization=False,
+        )
+
+    def tokenize_words(self, words, pre):
+        """Returns (ids, begin_char, end_char), each a RaggedTensor [num_words, (pieces)].
+
+        Characters are counted within each word: piece p of word w covers the
+        normalized characters [begin_char, end_char) of w.
+        """
+        ids, begin_byte, end_byte = self._tokenizer.tokenize_with_offsets(words)
+        # FastWordpiece reports byte offsets inside each word; convert them to
+        # character indices, which the caller maps back to the original text.
+        char_bytes = utf8_lengths(pre.char_codepoints)
+        char_byte_start = tf.math.cumsum(char_bytes, exclusive=True)
+        total = tf.reduce_sum(char_bytes)
+        word_byte_start = tf.gather(
+            tf.concat([char_byte_start, [total]], axis=0), pre.word_char_splits[:-1]
+        )
+        piece_word = ids.value_rowids()
+        base = tf.gather(word_byte_start, piece_word)
+        first_char = tf.gather(pre.word_char_splits, piece_word)
+
+        def char_index(global_byte):
+            return tf.searchsorted(char_byte_start, global_byte, side="right", out_type=tf.int64) - 1
+
+        begin = char_index(base + begin_byte.flat_values) - first_char
+        end = char_index(base + end_byte.flat_values - 1) + 1 - first_char
+        return ids, ids.with_flat_values(begin), ids.with_flat_values(end)
+
+
+# Printable ASCII plus \t \n \r: on such text FastBertTokenizer's own
+# normalizer and splitter agree with the original rule for rule (ASCII
+# lowercase only, the same whitespace, the same ASCII punctuation ranges, and
+# byte lengths equal character lengths for the word limit). Other control
+# characters, which the original deletes, are not in the set.
+ASCII_SAFE_PATTERN = r"[\t\n\r\x20-\x7e]*"
+
+
+class FastAsciiBert(tf.Module):
+    """End-to-end FastBertTokenizer for strings that are printable ASCII.
+
+    It is several times faster than the exact path because normalization,
+    splitting and word pieces happen in one pass. `BertTokenizer` sends only
+    the strings that match `ASCII_SAFE_PATTERN` here.
+    """
+
+    def __init__(self, vocabulary, *, lowercase, unk_token="[UNK]", max_chars_per_word=200,
+                 name=None):
+        super().__init__(name=name)
+        self._tokenizer = tf_text.FastBertTokenizer(
+            vocab=list(vocabulary),
+            suffix_indicator="##",
+            max_bytes_per_word=max_chars_per_word,
+            token_out_type=tf.int64,
+            unknown_token=unk_token,
+            no_pretokenization=False,
+            support_detokenization=False,
+            lower_case_nfd_strip_accents=lowercase,
+        )
+
+    def tokenize_with_offsets(self, strings):
+        """(ids, begin, end) RaggedTensors [batch, (tokens)], byte offsets."""
+        return self._tokenizer.tokenize_with_offsets(strings)

