@@ -9,3 +9,24 @@ from bert_keras.compat import check_environment as _check_environment
 _check_environment()
 
 __version__ = "0.1.0"
+
+# The public front door, imported lazily so that `import bert_keras` (and
+# `bert-keras --help`) do not pay for TensorFlow until a model is needed.
+_LAZY = {
+    "load_pretrained": "bert_keras.checkpoints",
+    "save_pretrained": "bert_keras.checkpoints",
+    "BertConfig": "bert_keras.config",
+    "BertEncoder": "bert_keras.encoder",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'bert_keras' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))

@@ -213,7 +213,7 @@ def special_tokens_from_vocabulary(
 
 
 def count_words(
-    text_dataset: tf.data.Dataset, pre_tokenizer, batch_size: int = 1024
+    text_dataset: tf.data.Dataset, pre_tokenizer, batch_size: int = 1024, progress=None
 ) -> collections.Counter:
     """Counts the words of a text corpus, split exactly as BERT will split them.
 
@@ -235,6 +235,8 @@ def count_words(
         pre_tokenizer: object with `split(strings) -> RaggedTensor [batch,
             (words)]`, e.g. `pipelines.tokenizer.normalize.BertPreTokenizer`.
         batch_size: int. Lines split per call when the dataset is unbatched.
+        progress: optional object with `update(n)` (e.g. a `tqdm` bar), told
+            how many lines each batch held.
 
     Returns:
         A `collections.Counter` mapping each word (str) to its count.
@@ -251,24 +253,30 @@ def count_words(
         raise TypeError(
             f"count_words needs scalar strings or string vectors, got shape {spec.shape}."
         )
-    words_dataset = text_dataset.map(pre_tokenizer.split, num_parallel_calls=tf.data.AUTOTUNE)
-    return _count_word_tensors(words_dataset)
+    words_dataset = text_dataset.map(
+        lambda lines: (pre_tokenizer.split(lines), tf.size(lines)),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+    return _count_word_tensors(words_dataset, progress)
 
 
-def _count_word_tensors(words_dataset: tf.data.Dataset) -> collections.Counter:
-    """Counts the strings in a dataset of word tensors (dense or ragged, any shape)."""
+def _count_word_tensors(words_dataset: tf.data.Dataset, progress=None) -> collections.Counter:
+    """Counts the strings in a dataset of word tensors (dense or ragged, any shape),
+    optionally paired with the number of lines they came from."""
 
-    def count_batch(words):
+    def count_batch(words, lines=None):
         words = getattr(words, "flat_values", words)
         # Count inside the pipeline (parallel, in C++): Python then does one
         # update per distinct word of a batch instead of one per occurrence.
         unique = tf.unique_with_counts(tf.reshape(words, [-1]))
-        return unique.y, unique.count
+        return unique.y, unique.count, (tf.constant(0) if lines is None else lines)
 
     counts = collections.Counter()
     batches = words_dataset.map(count_batch, num_parallel_calls=tf.data.AUTOTUNE)
-    for words, word_counts in batches.as_numpy_iterator():
+    for words, word_counts, lines in batches.as_numpy_iterator():
         counts.update({w.decode("utf-8"): int(c) for w, c in zip(words, word_counts)})
+        if progress is not None:
+            progress.update(int(lines))
     return counts
 
 

