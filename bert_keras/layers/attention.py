@@ -1,0 +1,112 @@
+"""BERT multi-head self-attention with one fused QKV projection.
+
+Written here rather than using `keras.layers.MultiHeadAttention` because it
+must (a) return the attention probabilities, (b) be fast on CPU: one
+`[H, 3H]` matmul instead of three `[H, H]` ones, and no mask broadcasting
+through Keras' generic masking machinery.
+"""
+
+import math
+
+import keras
+from keras import ops
+
+# Added to the scores of padded keys. Large enough that exp() underflows to
+# exactly 0 in float32, small enough that it never overflows to -inf (a row of
+# only padding then gets a uniform distribution, not NaN).
+MASK_VALUE = -1e9
+
+
+@keras.saving.register_keras_serializable(package="bert_keras")
+class BertSelfAttention(keras.layers.Layer):
+    """Scaled dot-product self-attention with a padding mask.
+
+    The QKV kernel is one `[H, 3H]` matrix whose column blocks are query,
+    key and value (each `[H, H]`, heads contiguous within a block), i.e. the
+    google-research `query/kernel`, `key/kernel`, `value/kernel` concatenated
+    on the output axis. Scores, mask and softmax are computed in float32
+    whatever the compute dtype.
+
+    Example:
+
+    >>> import numpy as np
+    >>> attn = BertSelfAttention(hidden_size=16, num_heads=2)
+    >>> x = np.random.rand(2, 5, 16).astype("float32")
+    >>> out, probs = attn(x, np.ones((2, 5), "int32"), return_attention_probs=True)
+    >>> tuple(out.shape), tuple(probs.shape)
+    ((2, 5, 16), (2, 2, 5, 5))
+
+    Args:
+        hidden_size: int. Model width H; divisible by `num_heads`.
+        num_heads: int. Number of heads.
+        dropout: float. Dropout on the attention probabilities.
+        initializer_range: float. Stddev of the truncated-normal initializer.
+    """
+
+    def __init__(self, hidden_size, num_heads, dropout=0.1, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        if hidden_size % num_heads:
+            raise ValueError(f"hidden_size {hidden_size} not divisible by num_heads {num_heads}")
+        self.hidden_size = hidden_size
+        self.num_heads = num_heads
+        self.head_size = hidden_size // num_heads
+        self.dropout_rate = dropout
+        self.initializer_range = initializer_range
+        init = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        self.qkv = keras.layers.Dense(
+            3 * hidden_size, kernel_initializer=init, dtype=self.dtype_policy, name="qkv"
+        )
+        self.output_dense = keras.layers.Dense(
+            hidden_size, kernel_initializer=init, dtype=self.dtype_policy, name="output"
+        )
+        self.probs_dropout = keras.layers.Dropout(dropout, dtype="float32", name="probs_dropout")
+
+    def build(self, inputs_shape, padding_mask_shape=None):
+        self.qkv.build(inputs_shape)
+        self.output_dense.build(tuple(inputs_shape[:-1]) + (self.hidden_size,))
+        self.built = True
+
+    def call(
+        self, inputs, padding_mask, training=None, return_attention_probs=False, token_indices=None
+    ):
+        qkv = self.qkv(inputs)  # [B, S, 3H], or [T, 3H] when packed
+        batch, seq = ops.shape(padding_mask)[0], ops.shape(padding_mask)[1]
+        if token_indices is not None:
+            # Packed inputs hold only the T real tokens (`token_indices` are
+            # their flat positions in [B * S]). Scatter back to [B, S] for the
+            # score matmuls; padded rows become zeros, and their keys are
+            # masked below anyway.
+            qkv = ops.scatter(token_indices, qkv, (batch * seq, 3 * self.hidden_size))
+        qkv = ops.reshape(qkv, (batch, seq, 3, self.num_heads, self.head_size))
+        # One transpose to [3, B, N, S, D] instead of one per projection.
+        qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))
+        query, key, value = qkv[0], qkv[1], qkv[2]
+
+        # Scale the query (S*D values) rather than the scores (S*S values).
+        query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
+        scores = ops.matmul(query, ops.swapaxes(key, -1, -2))  # [B, N, S, S]
+        scores = ops.cast(scores, "float32")
+        # padding_mask: 1 = real token, 0 = padding; masks keys only.
+        key_mask = ops.cast(padding_mask, "float32")[:, None, None, :]
+        scores = scores + (1.0 - key_mask) * MASK_VALUE
+        probs = ops.softmax(scores, axis=-1)
+        dropped = self.probs_dropout(probs, training=training)
+
+        context = ops.matmul(ops.cast(dropped, value.dtype), value)  # [B, N, S, D]
+        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (batch, seq, self.hidden_size))
+        if token_indices is not None:
+            context = ops.take(ops.reshape(context, (-1, self.hidden_size)), token_indices[:, 0], axis=0)
+        output = self.output_dense(context)
+        if return_attention_probs:
+            return output, probs
+        return output
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            hidden_size=self.hidden_size,
+            num_heads=self.num_heads,
+            dropout=self.dropout_rate,
+            initializer_range=self.initializer_range,
+        )
+        return config

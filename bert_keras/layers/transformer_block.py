@@ -1,0 +1,129 @@
+"""One post-LayerNorm BERT transformer block."""
+
+import keras
+
+from bert_keras.layers.activations import get_activation
+from bert_keras.layers.attention import BertSelfAttention
+
+
+@keras.saving.register_keras_serializable(package="bert_keras")
+class BertTransformerBlock(keras.layers.Layer):
+    """Self-attention and feed-forward sub-layers, each `LN(x + dropout(f(x)))`.
+
+    This is BERT's post-LN order (google-research `transformer_model`):
+
+        a = LayerNorm(x + Dropout(Dense(Attention(x))))
+        y = LayerNorm(a + Dropout(Dense(act(Dense(a)))))
+
+    Both LayerNorms run in float32 (mean/variance of half-precision values
+    lose too much), so under a mixed policy the block returns float32 and
+    the next block's matmuls cast it back to the compute dtype.
+
+    Example:
+
+    >>> import numpy as np
+    >>> block = BertTransformerBlock(hidden_size=16, num_heads=2, intermediate_size=64)
+    >>> tuple(block(np.random.rand(2, 5, 16).astype("float32"), np.ones((2, 5), "int32")).shape)
+    (2, 5, 16)
+
+    Args:
+        hidden_size: int. Model width H.
+        num_heads: int. Attention heads.
+        intermediate_size: int. Feed-forward width I.
+        hidden_act: str. `BertConfig.hidden_act` name of the feed-forward
+            activation.
+        hidden_dropout: float. Dropout on each sub-layer output.
+        attention_dropout: float. Dropout on attention probabilities.
+        layer_norm_eps: float. LayerNorm epsilon.
+        initializer_range: float. Stddev of the truncated-normal initializer.
+    """
+
+    def __init__(
+        self,
+        hidden_size,
+        num_heads,
+        intermediate_size,
+        hidden_act="gelu",
+        hidden_dropout=0.1,
+        attention_dropout=0.1,
+        layer_norm_eps=1e-12,
+        initializer_range=0.02,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.num_heads = num_heads
+        self.intermediate_size = intermediate_size
+        self.hidden_act = hidden_act
+        self.hidden_dropout = hidden_dropout
+        self.attention_dropout = attention_dropout
+        self.layer_norm_eps = layer_norm_eps
+        self.initializer_range = initializer_range
+
+        init = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        policy = self.dtype_policy
+        self.attention = BertSelfAttention(
+            hidden_size, num_heads, dropout=attention_dropout,
+            initializer_range=initializer_range, dtype=policy, name="attention",
+        )
+        self.attention_dropout_layer = keras.layers.Dropout(
+            hidden_dropout, dtype=policy, name="attention_output_dropout"
+        )
+        self.attention_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_eps, dtype="float32", name="attention_layer_norm"
+        )
+        self.intermediate_dense = keras.layers.Dense(
+            intermediate_size, activation=get_activation(hidden_act),
+            kernel_initializer=init, dtype=policy, name="intermediate",
+        )
+        self.output_dense = keras.layers.Dense(
+            hidden_size, kernel_initializer=init, dtype=policy, name="output"
+        )
+        self.output_dropout = keras.layers.Dropout(hidden_dropout, dtype=policy, name="output_dropout")
+        self.output_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_eps, dtype="float32", name="output_layer_norm"
+        )
+
+    def build(self, inputs_shape, padding_mask_shape=None):
+        self.attention.build(inputs_shape)
+        self.attention_layer_norm.build(inputs_shape)
+        self.intermediate_dense.build(inputs_shape)
+        self.output_dense.build(tuple(inputs_shape[:-1]) + (self.intermediate_size,))
+        self.output_layer_norm.build(inputs_shape)
+        self.built = True
+
+    def call(
+        self, inputs, padding_mask, training=None, return_attention_probs=False, token_indices=None
+    ):
+        # `inputs` arrives in the compute dtype (Keras autocasts layer inputs).
+        # It is [B, S, H], or [T, H] real tokens only when `token_indices`
+        # (flat [T, 1] positions in B * S) is given: everything but the
+        # attention scores is per token, so padding need not be computed.
+        attention_output, probs = self.attention(
+            inputs, padding_mask, training=training, return_attention_probs=True,
+            token_indices=token_indices,
+        )
+        attention_output = self.attention_dropout_layer(attention_output, training=training)
+        x = self.attention_layer_norm(inputs + attention_output)
+
+        # x is float32 (LayerNorm); Dense casts it to the compute dtype.
+        hidden = self.output_dense(self.intermediate_dense(x))
+        hidden = self.output_dropout(hidden, training=training)
+        output = self.output_layer_norm(x + keras.ops.cast(hidden, x.dtype))
+        if return_attention_probs:
+            return output, probs
+        return output
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            hidden_size=self.hidden_size,
+            num_heads=self.num_heads,
+            intermediate_size=self.intermediate_size,
+            hidden_act=self.hidden_act,
+            hidden_dropout=self.hidden_dropout,
+            attention_dropout=self.attention_dropout,
+            layer_norm_eps=self.layer_norm_eps,
+            initializer_range=self.initializer_range,
+        )
+        return config

@@ -1,0 +1,219 @@
+"""BertEncoder: outputs, padding, attention probs, mixed precision, saving, HF parity."""
+
+import keras
+import numpy as np
+import pytest
+
+from bert_keras.checkpoints.layout import assign_canonical
+from bert_keras.config import BertConfig
+from bert_keras.encoder import BertEncoder
+
+CONFIG = BertConfig(
+    vocab_size=60, hidden_size=32, num_layers=2, num_heads=4, intermediate_size=64,
+    max_position_embeddings=40, type_vocab_size=2,
+)
+
+
+def make_inputs(batch=3, seq=10, seed=0):
+    """Random ids; row b has `seq - 2*b` real tokens followed by padding (id 0)."""
+    rng = np.random.default_rng(seed)
+    token_ids = rng.integers(1, CONFIG.vocab_size, size=(batch, seq)).astype("int32")
+    segment_ids = rng.integers(0, 2, size=(batch, seq)).astype("int32")
+    lengths = np.maximum(seq - 2 * np.arange(batch), 2)
+    padding_mask = (np.arange(seq)[None, :] < lengths[:, None]).astype("int32")
+    return {
+        "token_ids": token_ids * padding_mask,
+        "segment_ids": segment_ids * padding_mask,
+        "padding_mask": padding_mask,
+    }
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    keras.utils.set_random_seed(1)
+    return BertEncoder(CONFIG, output_hidden_states=True, output_attentions=True)
+
+
+def test_output_shapes_and_keys(encoder):
+    outputs = encoder(make_inputs())
+    assert set(outputs) == {"sequence_output", "pooled_output", "hidden_states", "attention_probs"}
+    assert outputs["sequence_output"].shape == (3, 10, 32)
+    assert outputs["pooled_output"].shape == (3, 32)
+    assert len(outputs["hidden_states"]) == CONFIG.num_layers + 1
+    assert all(h.shape == (3, 10, 32) for h in outputs["hidden_states"])
+    assert len(outputs["attention_probs"]) == CONFIG.num_layers
+    assert all(p.shape == (3, 4, 10, 10) for p in outputs["attention_probs"])
+    np.testing.assert_array_equal(outputs["hidden_states"][-1], outputs["sequence_output"])
+    assert encoder.config == CONFIG
+    assert tuple(encoder.token_embedding.embeddings.shape) == (60, 32)
+
+
+def test_default_outputs_only_sequence_and_pooled():
+    outputs = BertEncoder(CONFIG)(make_inputs())
+    assert set(outputs) == {"sequence_output", "pooled_output"}
+
+
+def test_attention_probs_normalised_and_masked(encoder):
+    inputs = make_inputs()
+    probs = [np.asarray(p) for p in encoder(inputs)["attention_probs"]]
+    key_is_pad = inputs["padding_mask"][:, None, None, :] == 0
+    for p in probs:
+        np.testing.assert_allclose(p.sum(-1), 1.0, atol=1e-5)
+        assert np.all(np.where(np.broadcast_to(key_is_pad, p.shape), p, 0.0) < 1e-9)
+
+
+def test_padding_invariance(encoder):
+    """Extra padding (any ids under it) leaves the real positions unchanged."""
+    inputs = make_inputs(batch=2, seq=8)
+    padded = {k: np.pad(v, ((0, 0), (0, 5))) for k, v in inputs.items()}
+    padded["token_ids"][:, 8:] = 7  # garbage under the mask must not leak
+    short = encoder(inputs)
+    long = encoder(padded)
+    real = inputs["padding_mask"].astype(bool)
+    np.testing.assert_allclose(
+        np.asarray(long["sequence_output"])[:, :8][real], np.asarray(short["sequence_output"])[real], atol=1e-5
+    )
+    np.testing.assert_allclose(long["pooled_output"], short["pooled_output"], atol=1e-5)
+
+
+def test_inference_paths_agree(encoder):
+    inputs = make_inputs()
+    eager = encoder(inputs)["sequence_output"]
+    for jit in (True, False):
+        fast = encoder.inference_function(jit_compile=jit)(inputs)["sequence_output"]
+        np.testing.assert_allclose(fast, eager, atol=1e-5)
+    predicted = encoder.predict(inputs, verbose=0)["sequence_output"]
+    np.testing.assert_allclose(predicted, eager, atol=1e-5)
+
+
+def test_skip_padding_path_matches_on_real_tokens(encoder):
+    inputs = make_inputs(batch=4, seq=12)
+    full = encoder(inputs)
+    packed = encoder.inference_function(skip_padding=True)(inputs)
+    assert set(packed) == {"sequence_output", "pooled_output"}
+    real = inputs["padding_mask"].astype(bool)
+    sequence = np.asarray(packed["sequence_output"])
+    np.testing.assert_allclose(sequence[real], np.asarray(full["sequence_output"])[real], atol=1e-5)
+    assert np.all(sequence[~real] == 0)
+    np.testing.assert_allclose(packed["pooled_output"], full["pooled_output"], atol=1e-5)
+    with pytest.raises(ValueError, match="XLA"):
+        encoder.inference_function(jit_compile=True, skip_padding=True)
+
+
+def test_skip_padding_path_mixed_precision():
+    encoder = BertEncoder(CONFIG, dtype="mixed_float16")
+    inputs = make_inputs()
+    packed = encoder.inference_function(skip_padding=True)(inputs)
+    full = encoder(inputs)
+    np.testing.assert_allclose(packed["pooled_output"], full["pooled_output"], atol=2e-2)
+    assert np.all(np.isfinite(np.asarray(packed["sequence_output"])))
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_mixed_precision_global_policy(policy):
+    keras.mixed_precision.set_dtype_policy(policy)
+    try:
+        encoder = BertEncoder(CONFIG, output_attentions=True)
+        outputs = encoder(make_inputs())
+    finally:
+        keras.mixed_precision.set_dtype_policy("float32")
+    assert encoder.dtype_policy.name == policy
+    # Variables stay float32; compute is half precision.
+    assert encoder.transformer_layers[0].attention.qkv.kernel.dtype == "float32"
+    assert encoder.transformer_layers[0].attention.qkv.compute_dtype == policy.split("_")[1]
+    for name in ("sequence_output", "pooled_output"):
+        value = np.asarray(outputs[name])
+        assert value.dtype == np.float32 and np.all(np.isfinite(value))
+    probs = np.asarray(outputs["attention_probs"][0])
+    assert probs.dtype == np.float32
+    np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-4)
+
+
+def test_mixed_precision_dtype_argument_close_to_float32(encoder):
+    inputs = make_inputs()
+    half = BertEncoder(CONFIG, dtype="mixed_bfloat16")
+    half.set_weights(BertEncoder(CONFIG).get_weights())  # any weights; same in both
+    full = BertEncoder(CONFIG, dtype="float32")
+    full.set_weights(half.get_weights())
+    diff = np.abs(np.asarray(half(inputs)["sequence_output"]) - np.asarray(full(inputs)["sequence_output"]))
+    assert keras.config.dtype_policy().name == "float32"
+    assert diff.max() < 0.2  # bfloat16 has ~3 significant digits
+
+
+def test_keras_save_load_round_trip(encoder, tmp_path):
+    path = str(tmp_path / "encoder.keras")
+    encoder.save(path)
+    loaded = keras.saving.load_model(path)
+    assert isinstance(loaded, BertEncoder)
+    assert loaded.config == CONFIG and loaded.output_attentions
+    inputs = make_inputs()
+    before, after = encoder(inputs), loaded(inputs)
+    for name in ("sequence_output", "pooled_output"):
+        np.testing.assert_array_equal(before[name], after[name])
+    assert len(after["attention_probs"]) == CONFIG.num_layers
+
+
+def test_dropout_active_only_in_training(encoder):
+    inputs = make_inputs()
+    a = encoder(inputs, training=True)["sequence_output"]
+    b = encoder(inputs, training=False)["sequence_output"]
+    assert not np.allclose(a, b)
+
+
+def _hf_to_canonical(state_dict, num_layers):
+    """Maps a HF BertModel state_dict to the canonical TF1 names (test-local)."""
+    sd = {k: v.detach().numpy().astype(np.float32) for k, v in state_dict.items()}
+    out = {
+        "bert/embeddings/word_embeddings": sd["embeddings.word_embeddings.weight"],
+        "bert/embeddings/token_type_embeddings": sd["embeddings.token_type_embeddings.weight"],
+        "bert/embeddings/position_embeddings": sd["embeddings.position_embeddings.weight"],
+        "bert/embeddings/LayerNorm/gamma": sd["embeddings.LayerNorm.weight"],
+        "bert/embeddings/LayerNorm/beta": sd["embeddings.LayerNorm.bias"],
+        "bert/pooler/dense/kernel": sd["pooler.dense.weight"].T,
+        "bert/pooler/dense/bias": sd["pooler.dense.bias"],
+    }
+    linears = {
+        "attention/self/query": "attention.self.query",
+        "attention/self/key": "attention.self.key",
+        "attention/self/value": "attention.self.value",
+        "attention/output/dense": "attention.output.dense",
+        "intermediate/dense": "intermediate.dense",
+        "output/dense": "output.dense",
+    }
+    norms = {"attention/output/LayerNorm": "attention.output.LayerNorm", "output/LayerNorm": "output.LayerNorm"}
+    for i in range(num_layers):
+        for tf_name, hf_name in linears.items():
+            out[f"bert/encoder/layer_{i}/{tf_name}/kernel"] = sd[f"encoder.layer.{i}.{hf_name}.weight"].T
+            out[f"bert/encoder/layer_{i}/{tf_name}/bias"] = sd[f"encoder.layer.{i}.{hf_name}.bias"]
+        for tf_name, hf_name in norms.items():
+            out[f"bert/encoder/layer_{i}/{tf_name}/gamma"] = sd[f"encoder.layer.{i}.{hf_name}.weight"]
+            out[f"bert/encoder/layer_{i}/{tf_name}/beta"] = sd[f"encoder.layer.{i}.{hf_name}.bias"]
+    return out
+
+
+def test_parity_with_hf_bert_model():
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    hf_config = transformers.BertConfig(**CONFIG.to_hf_dict())
+    assert hf_config.hidden_act == "gelu"
+    hf = transformers.BertModel(hf_config).eval()
+    # Random (not initial) LayerNorm/bias values so every weight is exercised.
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+
+    encoder = BertEncoder(CONFIG)
+    assign_canonical(encoder, _hf_to_canonical(hf.state_dict(), CONFIG.num_layers))
+    inputs = make_inputs(batch=4, seq=12)
+    with torch.inference_mode():
+        ref = hf(
+            input_ids=torch.from_numpy(inputs["token_ids"].astype(np.int64)),
+            token_type_ids=torch.from_numpy(inputs["segment_ids"].astype(np.int64)),
+            attention_mask=torch.from_numpy(inputs["padding_mask"].astype(np.int64)),
+        )
+    ours = encoder(inputs)
+    real = inputs["padding_mask"].astype(bool)
+    seq_diff = np.abs(np.asarray(ours["sequence_output"]) - ref.last_hidden_state.numpy())[real]
+    assert seq_diff.max() <= 1e-4
+    np.testing.assert_allclose(ours["pooled_output"], ref.pooler_output.numpy(), atol=1e-4, rtol=0)
