@@ -17,6 +17,7 @@ import warnings
 
 import numpy as np
 
+from bert_keras.checkpoints.atomic_files import atomic_directory
 from bert_keras.checkpoints.errors import CheckpointFormatError, CheckpointMismatchError
 from bert_keras.config import BertConfig
 
@@ -227,8 +228,6 @@ def write_keras_hub_preset(directory, config, canonical, vocab_file=None, *, low
         The directory written.
     """
     import keras_hub
-
-    from bert_keras.checkpoints.hf import atomic_directory
 
     dropped = sorted(name for name in canonical if name.startswith("cls/"))
     if dropped:
