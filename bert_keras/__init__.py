@@ -17,6 +17,7 @@ _LAZY = {
     "save_pretrained": "bert_keras.checkpoints",
     "BertConfig": "bert_keras.config",
     "BertEncoder": "bert_keras.encoder",
+    "BertPretrainer": "bert_keras.models",
 }
 
 

@@ -140,6 +140,9 @@ class BertEncoder(keras.Model):
         if output_attentions:
             outputs["attention_probs"] = attention_probs
         super().__init__(inputs=inputs, outputs=outputs, dtype=policy, name=name, **kwargs)
+        # A functional Model drops the `dtype` it is given; keep it, so that
+        # get_config / .keras round trips and compile's loss scaling see it.
+        self.dtype_policy = policy
 
         # ---- public attributes -----------------------------------------------
         self.config = config

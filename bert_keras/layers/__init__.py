@@ -1,8 +1,17 @@
-"""Keras layers that make up the BERT encoder."""
+"""Keras layers that make up the BERT encoder and its heads."""
 
 from bert_keras.layers.activations import get_activation
 from bert_keras.layers.attention import BertSelfAttention
 from bert_keras.layers.embeddings import BertEmbeddings
+from bert_keras.layers.masked_lm_head import MaskedLMHead
+from bert_keras.layers.next_sentence_head import NextSentenceHead
 from bert_keras.layers.transformer_block import BertTransformerBlock
 
-__all__ = ["BertEmbeddings", "BertSelfAttention", "BertTransformerBlock", "get_activation"]
+__all__ = [
+    "BertEmbeddings",
+    "BertSelfAttention",
+    "BertTransformerBlock",
+    "MaskedLMHead",
+    "NextSentenceHead",
+    "get_activation",
+]

@@ -217,3 +217,16 @@ def test_parity_with_hf_bert_model():
     seq_diff = np.abs(np.asarray(ours["sequence_output"]) - ref.last_hidden_state.numpy())[real]
     assert seq_diff.max() <= 1e-4
     np.testing.assert_allclose(ours["pooled_output"], ref.pooler_output.numpy(), atol=1e-4, rtol=0)
+
+
+def test_per_model_mixed_precision_policy_survives_keras_round_trip(tmp_path):
+    import keras
+
+    from bert_keras.config import BertConfig
+    from bert_keras.encoder import BertEncoder
+
+    encoder = BertEncoder(BertConfig.named("tiny", vocab_size=50), dtype="mixed_float16")
+    assert encoder.dtype_policy.name == "mixed_float16"
+    path = str(tmp_path / "encoder.keras")
+    encoder.save(path)
+    assert keras.saving.load_model(path).dtype_policy.name == "mixed_float16"

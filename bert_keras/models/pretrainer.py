@@ -1,0 +1,255 @@
+"""`BertPretrainer`: a `BertEncoder` with BERT's masked-LM and next-sentence heads and loss."""
+
+import logging
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from bert_keras.encoder import BertEncoder
+from bert_keras.layers.masked_lm_head import MaskedLMHead
+from bert_keras.layers.next_sentence_head import NextSentenceHead
+
+logger = logging.getLogger(__name__)
+
+# google-research run_pretraining.py: denominator = sum(weights) + 1e-5, so a
+# batch with no masked token gives a 0 loss instead of a NaN.
+MLM_DENOMINATOR_EPSILON = 1e-5
+
+_ENCODER_INPUTS = ("token_ids", "segment_ids", "padding_mask")
+
+
+@keras.saving.register_keras_serializable(package="bert_keras")
+class BertPretrainer(keras.Model):
+    """BERT pretraining: masked-LM + next-sentence prediction on a `BertEncoder`.
+
+    Inputs are a dict `token_ids`, `segment_ids`, `padding_mask` (int `[B, S]`)
+    and `masked_lm_positions` (int `[B, P]`); outputs a dict `mlm_logits`
+    (float32 `[B, P, V]`, only the masked positions are ever scored) and
+    `nsp_logits` (float32 `[B, 2]`, 0 = IsNext, 1 = random).
+
+    The loss is built in (`compile` takes no `loss=`) and is google-research
+    `run_pretraining.py`'s: targets `y` are a dict `masked_lm_ids` (int
+    `[B, P]`), `masked_lm_weights` (float `[B, P]`, 1 real / 0 padding) and
+    `next_sentence_labels` (int `[B]`), and
+
+        mlm_loss = sum(w * CE(mlm)) / (sum(w) + 1e-5)
+        nsp_loss = mean(CE(nsp))
+        loss     = mlm_loss + nsp_loss
+
+    with the sums and the mean taken over the GLOBAL batch under a
+    `tf.distribute` strategy, so a replicated run follows the same loss (and
+    gradients) as one device on the same global batch. `fit` reports `loss`,
+    `mlm_loss`, `nsp_loss`, `mlm_accuracy` (weighted by `masked_lm_weights`)
+    and `nsp_accuracy`.
+
+    Under a `mixed_float16` encoder, `compile` wraps the optimizer in a
+    `LossScaleOptimizer` (the model carries the encoder's dtype policy); the
+    logits and the loss are float32 under any policy.
+
+    Example:
+
+    >>> import numpy as np
+    >>> from bert_keras.config import BertConfig
+    >>> encoder = BertEncoder(BertConfig.named("tiny", vocab_size=100))
+    >>> pretrainer = BertPretrainer(encoder)
+    >>> ids = np.array([[2, 4, 7, 3, 8, 3], [2, 9, 4, 3, 6, 3]], "int32")
+    >>> x = {"token_ids": ids, "segment_ids": np.array([[0, 0, 0, 0, 1, 1]] * 2, "int32"),
+    ...      "padding_mask": np.ones_like(ids), "masked_lm_positions": np.array([[1], [2]], "int32")}
+    >>> y = {"masked_lm_ids": np.array([[5], [5]], "int32"),
+    ...      "masked_lm_weights": np.ones((2, 1), "float32"),
+    ...      "next_sentence_labels": np.array([0, 1], "int32")}
+    >>> tuple(pretrainer(x)["mlm_logits"].shape)
+    (2, 1, 100)
+    >>> pretrainer.compile(optimizer=keras.optimizers.Adam(1e-3))
+    >>> sorted(pretrainer.fit(x, y, epochs=1, verbose=0).history)
+    ['loss', 'mlm_accuracy', 'mlm_loss', 'nsp_accuracy', 'nsp_loss']
+
+    Args:
+        encoder: a `BertEncoder`. Its word embeddings are shared with the
+            masked-LM output projection; its dtype policy is the heads'.
+        name: str. Model name.
+        **kwargs: `keras.Model` arguments (`trainable`, ...).
+    """
+
+    def __init__(self, encoder, *, name="bert_pretrainer", **kwargs):
+        config = encoder.config
+        # Read from a layer: a functional model's own `dtype_policy` ignores
+        # the `dtype=` it was built with, its layers carry it.
+        policy = encoder.token_embedding.dtype_policy
+
+        # ---- layers --------------------------------------------------------
+        masked_lm_head = MaskedLMHead(
+            encoder.token_embedding,
+            hidden_act=config.hidden_act,
+            layer_norm_eps=config.layer_norm_eps,
+            initializer_range=config.initializer_range,
+            dtype=policy,
+            name="masked_lm_head",
+        )
+        next_sentence_head = NextSentenceHead(
+            initializer_range=config.initializer_range, name="next_sentence_head"
+        )
+
+        # ---- functional graph ----------------------------------------------
+        inputs = {
+            key: keras.Input(shape=(None,), dtype="int32", name=key)
+            for key in _ENCODER_INPUTS + ("masked_lm_positions",)
+        }
+        encoded = encoder({key: inputs[key] for key in _ENCODER_INPUTS})
+        outputs = {
+            "mlm_logits": masked_lm_head(encoded["sequence_output"], inputs["masked_lm_positions"]),
+            "nsp_logits": next_sentence_head(encoded["pooled_output"]),
+        }
+        super().__init__(inputs=inputs, outputs=outputs, name=name, **kwargs)
+        # The encoder's policy, so that `compile` adds loss scaling when it is
+        # mixed_float16 even if the global policy is not (assigned: a
+        # functional model drops a `dtype=` constructor argument).
+        self.dtype_policy = policy
+
+        # ---- public attributes -----------------------------------------------
+        self.encoder = encoder
+        self.masked_lm_head = masked_lm_head
+        self.next_sentence_head = next_sentence_head
+        # Trackers assigned as attributes are listed in `self.metrics`, so
+        # `fit` reports and resets them with Keras' own `loss`.
+        self.mlm_loss_tracker = keras.metrics.Mean(name="mlm_loss")
+        self.nsp_loss_tracker = keras.metrics.Mean(name="nsp_loss")
+        self.mlm_accuracy = keras.metrics.SparseCategoricalAccuracy(name="mlm_accuracy")
+        self.nsp_accuracy = keras.metrics.SparseCategoricalAccuracy(name="nsp_accuracy")
+
+    # ---- training ------------------------------------------------------------
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """The masked-LM + next-sentence loss of one batch (this replica's share of it).
+
+        Keras' TensorFlow trainer sums the gradients of all replicas and
+        reports the mean of `loss * num_replicas` over replicas, i.e. it
+        expects each replica to return its share of the global loss. Both
+        denominators (the masked-token weight sum and the example count) are
+        therefore summed over replicas before dividing: each replica returns
+        `its numerator / global denominator`, and the shares add up to
+        google-research's formula on the global batch. (Dividing by the local
+        weight sum and then by the replica count, as a plain Keras loss does,
+        would give each replica's masked tokens an unequal say whenever
+        replicas hold different numbers of them.)
+        """
+        del x, sample_weight, training  # the weights are in y
+        if self._compile_loss is not None:
+            raise ValueError(
+                "BertPretrainer computes the google-research pretraining loss itself; "
+                "compile it without loss= / loss_weights="
+            )
+        mlm_logits = ops.cast(y_pred["mlm_logits"], "float32")
+        nsp_logits = ops.cast(y_pred["nsp_logits"], "float32")
+        mlm_weights = ops.cast(y["masked_lm_weights"], "float32")
+        mlm_ce = keras.losses.sparse_categorical_crossentropy(
+            y["masked_lm_ids"], mlm_logits, from_logits=True
+        )
+        nsp_ce = keras.losses.sparse_categorical_crossentropy(
+            y["next_sentence_labels"], nsp_logits, from_logits=True
+        )
+        local_denominators = ops.stack(
+            [ops.sum(mlm_weights), ops.cast(ops.shape(nsp_ce)[0], "float32")]
+        )
+        denominators = _sum_over_replicas(local_denominators)
+        mlm_loss = ops.sum(mlm_weights * mlm_ce) / (denominators[0] + MLM_DENOMINATOR_EPSILON)
+        nsp_loss = ops.sum(nsp_ce) / denominators[1]
+
+        # A share times the replica count, averaged over replicas by the
+        # metric's on-read sum, is the global value.
+        replicas = _num_replicas()
+        self.mlm_loss_tracker.update_state(mlm_loss * replicas)
+        self.nsp_loss_tracker.update_state(nsp_loss * replicas)
+
+        total = mlm_loss + nsp_loss
+        # Regularizers and add_loss() terms are per model, not per example:
+        # each replica contributes 1/replicas of them.
+        for extra in self.losses:
+            total = total + ops.cast(ops.sum(extra), "float32") / replicas
+        return total
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        self.mlm_accuracy.update_state(
+            y["masked_lm_ids"], y_pred["mlm_logits"], sample_weight=y["masked_lm_weights"]
+        )
+        self.nsp_accuracy.update_state(y["next_sentence_labels"], y_pred["nsp_logits"])
+        return super().compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+
+    # ---- checkpoints -----------------------------------------------------------
+
+    @classmethod
+    def from_pretrained(cls, spec, *, strict=False, dtype=None, name="bert_pretrainer"):
+        """Builds a pretrainer from a checkpoint: encoder and, where present, heads.
+
+        A checkpoint with pretraining heads (`BertForPreTraining`, a
+        google-research `bert_model.ckpt`) initialises both heads; one without
+        them (e.g. a sentence-transformers MiniLM) gets freshly initialised
+        heads and a logged warning.
+
+        Example:
+
+        >>> pretrainer = BertPretrainer.from_pretrained("hf:bert-base-uncased")  # doctest: +SKIP
+        >>> save_pretrained(pretrainer.encoder, "hf:out",  # doctest: +SKIP
+        ...                 heads=pretrainer_heads_to_canonical(pretrainer))
+
+        Args:
+            spec: any `bert_keras.checkpoints` spec (`hf:DIR`, `tf1:PREFIX`,
+                `keras-hub:DIR`, `pip:DISTRIBUTION`, ...).
+            strict: bool. If True, missing encoder or head weights and unknown
+                tensors are errors. If False (default), missing weights keep
+                their fresh initialization and unknown tensors are dropped.
+            dtype: dtype policy of the encoder and heads, e.g.
+                `"mixed_float16"`; defaults to the global policy.
+            name: str. Model name.
+        """
+        # Imported here: checkpoints depend on models (heads), not the reverse.
+        from bert_keras.checkpoints import read_pretrained
+        from bert_keras.checkpoints.heads import assign_pretrainer_heads
+        from bert_keras.checkpoints.layout import assign_canonical
+
+        config, weights, _ = read_pretrained(spec, strict=strict)
+        encoder = BertEncoder(config, dtype=dtype)
+        encoder_report = assign_canonical(encoder, weights, strict=strict)
+        pretrainer = cls(encoder, name=name)
+        heads_report = assign_pretrainer_heads(pretrainer, weights, strict=strict)
+        if encoder_report["missing"]:
+            logger.warning(
+                "%s: %d encoder weight(s) not in the checkpoint keep their random initialization: %s",
+                spec, len(encoder_report["missing"]), encoder_report["missing"][:8],
+            )
+        if heads_report["missing"]:
+            logger.warning(
+                "%s: no pretraining head weights for %s; they start freshly initialized",
+                spec, heads_report["missing"],
+            )
+        return pretrainer
+
+    # ---- serialization -----------------------------------------------------------
+
+    def get_config(self):
+        return {
+            "encoder": keras.saving.serialize_keras_object(self.encoder),
+            "name": self.name,
+            "trainable": self.trainable,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
+        return cls(**config)
+
+
+def _num_replicas():
+    """How many replicas share the batch this (replica) code sees; 1 outside tf.distribute."""
+    context = tf.distribute.get_replica_context()
+    return 1 if context is None else context.num_replicas_in_sync
+
+
+def _sum_over_replicas(value):
+    """`value` summed over the replicas of the current `tf.distribute` step."""
+    context = tf.distribute.get_replica_context()
+    if context is None or context.num_replicas_in_sync == 1:
+        return value
+    return context.all_reduce("SUM", value)
