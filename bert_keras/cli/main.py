@@ -17,6 +17,8 @@ SUBCOMMANDS = [
     ("tokenize", "tokenize text exactly as the original BERT, with offsets"),
     ("encode", "load a model and encode sentences into vectors"),
     ("convert", "convert weights between HF, TF1 (Google), keras-hub and .keras"),
+    ("create-pretraining-data", "write masked-LM + next-sentence TFRecords (google-research format)"),
+    ("pretrain", "pretrain BERT (masked-LM + next-sentence) with model.fit; resumable"),
 ]
 
 

@@ -1,0 +1,286 @@
+"""`run_pretraining`: build under a strategy, compile, and `fit` with checkpoints and resume.
+
+The loop is model- and data-agnostic: it takes a function that builds the model
+(a `BertPretrainer`, or any Keras model whose `compute_loss` needs no `loss=`)
+and one that makes the training `tf.data.Dataset` of *global* batches, so that
+`bert_keras` never imports the data pipelines.
+"""
+
+import logging
+import math
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+
+import keras
+import numpy as np
+
+from bert_keras.training.callbacks import StepCheckpoint, ThroughputLogger, resumed_step
+from bert_keras.training.optimizer import create_optimizer
+from bert_keras.training.precision import with_loss_scaling
+from bert_keras.training.strategy import describe, is_chief
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class PretrainingResult:
+    """What `run_pretraining` did: the model, steps, metrics, speed and where things went."""
+
+    model: object
+    initial_step: int
+    final_step: int
+    metrics: dict = field(default_factory=dict)
+    steps_per_sec: float = 0.0
+    examples_per_sec: float = 0.0
+    checkpoint: str = None
+    jit_compile: bool = False
+    notes: list = field(default_factory=list)
+
+
+class _StopAtStep(keras.callbacks.Callback):
+    """Stop `fit` at the requested total step when it is not a multiple of the epoch length."""
+
+    def __init__(self, initial_step, final_step):
+        super().__init__()
+        self.step = initial_step
+        self.final_step = final_step
+        self._last_batch = -1
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._last_batch = -1
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += batch - self._last_batch
+        self._last_batch = batch
+        if self.step >= self.final_step:
+            self.model.stop_training = True
+
+
+def _example_batch(dataset):
+    """A batch shaped like `dataset`'s: zeros from its element_spec when shapes are static.
+
+    Zeros cost nothing, where drawing a real batch would first fill the input
+    pipeline's shuffle buffer (thousands of records).
+    """
+    import tensorflow as tf
+
+    specs = tf.nest.flatten(dataset.element_spec)
+    if all(spec.shape.is_fully_defined() for spec in specs):
+        return tf.nest.map_structure(lambda spec: tf.zeros(spec.shape, spec.dtype), dataset.element_spec)
+    return next(iter(dataset.take(1)))
+
+
+def _build_from_own_batch(model, batch):
+    """Make `fit` build the compiled metrics from `batch` instead of from its training iterator.
+
+    Under a `tf.distribute` strategy, Keras 3.15 `fit` (`_maybe_symbolic_build`)
+    takes the first batch off the training iterator to build its metrics: that
+    batch is never trained on (so a resumed run would be one batch off), and it
+    averages the batch over replicas with `strategy.reduce`, which fails for dict
+    inputs under `MultiWorkerMirroredStrategy` ("Attempt to convert a value
+    ({'token_ids': PerReplica...})"). The build only needs shapes, so a batch
+    of our own does.
+    """
+
+    def build(iterator=None, data_batch=None):
+        del iterator, data_batch
+        with model.distribute_strategy.scope():
+            model._symbolic_build(data_batch=batch)
+
+    model._maybe_symbolic_build = build
+
+
+def _log_vectors_for_multiworker(model):
+    """Make `fit` work under `MultiWorkerMirroredStrategy` with Keras 3.15.
+
+    Keras averages each step's logs over workers with
+    `strategy.reduce("MEAN", value, axis=0)`, which fails on the scalar logs
+    every model returns ("Invalid reduction dimension 0 for input with 0
+    dimensions", tensorflow/tensorflow#72388). Returning each log as a
+    1-element vector makes that reduction valid, and it yields the scalar mean
+    over replicas, as on one machine.
+    """
+    import tensorflow as tf
+
+    train_step = model.train_step
+
+    def train_step_with_vector_logs(data):
+        return {name: tf.reshape(value, [1]) for name, value in train_step(data).items()}
+
+    model.train_step = train_step_with_vector_logs
+
+
+def resolve_jit_compile(jit_compile, strategy):
+    """Resolve "auto"/"on"/"off" (or a bool) to what `compile(jit_compile=...)` gets, with a note.
+
+    Keras 3 turns XLA off under every `tf.distribute` strategy when
+    `jit_compile="auto"` (keras-team/keras#19005) and on CPU-only machines. That
+    is decided silently inside Keras; here it is said in the log.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> resolve_jit_compile("off", tf.distribute.get_strategy())
+    (False, None)
+
+    Returns:
+        (value for `compile`, a note to log or None).
+    """
+    import tensorflow as tf
+
+    if jit_compile in (True, "on"):
+        return True, None
+    if jit_compile in (False, "off"):
+        return False, None
+    if jit_compile != "auto":
+        raise ValueError(f"jit_compile must be auto, on or off, got {jit_compile!r}")
+    accelerators = [d for d in tf.config.list_physical_devices() if d.device_type != "CPU"]
+    if not accelerators:
+        return "auto", "XLA (jit_compile) is off: Keras enables it automatically only on GPU/TPU"
+    if strategy is not tf.distribute.get_strategy() or tf.distribute.has_strategy():
+        return "auto", ("XLA (jit_compile) is off: Keras 3 disables auto XLA under tf.distribute "
+                        "strategies (keras-team/keras#19005); pass --jit-compile on to force it")
+    return "auto", None
+
+
+def run_pretraining(
+    *,
+    build_model,
+    make_dataset,
+    output_dir,
+    num_train_steps,
+    global_batch_size,
+    num_warmup_steps=0,
+    learning_rate=1e-4,
+    weight_decay=0.01,
+    strategy=None,
+    steps_per_execution=1,
+    jit_compile="auto",
+    checkpoint_every=1000,
+    keep_checkpoints=3,
+    tensorboard=True,
+    callbacks=(),
+    verbose="auto",
+):
+    """Pretrain with `model.fit`: AdamW + warmup/decay, step checkpoints, TensorBoard, resume after a kill.
+
+    Layout of `output_dir`: `checkpoints/ckpt-STEP*` (last `keep_checkpoints`),
+    `backup/` (fault tolerance, deleted when the run completes), `logs/`
+    (TensorBoard). Run the same call again after a crash or preemption and it
+    resumes at the last backup, with the data position restored by skipping the
+    batches already consumed (see `bert_keras.training.callbacks.resumed_step`).
+
+    Example:
+
+    >>> # result = run_pretraining(
+    >>> #     build_model=lambda: BertPretrainer(BertEncoder(BertConfig.named("mini", vocab_size=30522))),
+    >>> #     make_dataset=lambda: pretraining_dataset("out/*.tfrecord", batch_size=32, seq_length=128,
+    >>> #                                              max_predictions_per_seq=20, seed=0),
+    >>> #     output_dir="run", num_train_steps=10000, num_warmup_steps=1000, global_batch_size=32)
+    >>> # result.final_step, result.metrics["loss"]
+
+    Args:
+        build_model: callable () -> Keras model, called inside `strategy.scope()`.
+            Its `compute_loss` must handle the `(x, y)` batches (no `loss=`).
+        make_dataset: callable () -> infinite `tf.data.Dataset` of `(x, y)`
+            global batches; must be deterministic (seeded) for exact resume.
+        output_dir: str. Checkpoints, backup and logs go here.
+        num_train_steps: int. Total optimizer steps (including resumed ones).
+        global_batch_size: int. Examples per step over all replicas (for throughput).
+        num_warmup_steps, learning_rate, weight_decay: see `create_optimizer`.
+        strategy: `tf.distribute.Strategy`; None = the current (default) one.
+        steps_per_execution: int. Steps per `tf.function` call (fewer host round trips).
+        jit_compile: "auto" | "on" | "off" (or bool): XLA.
+        checkpoint_every: int. Steps between checkpoints and backups (= one Keras epoch).
+        keep_checkpoints: int. Checkpoints kept.
+        tensorboard: bool. Write TensorBoard logs.
+        callbacks: more Keras callbacks for `fit`.
+        verbose: passed to `fit`.
+
+    Returns:
+        `PretrainingResult`.
+    """
+    import tensorflow as tf
+
+    strategy = strategy or tf.distribute.get_strategy()
+    chief = is_chief(strategy)
+    notes = []
+    compile_jit, note = resolve_jit_compile(jit_compile, strategy)
+    if note:
+        notes.append(note)
+        logger.warning(note)
+
+    steps_per_epoch = min(int(checkpoint_every), int(num_train_steps))
+    epochs = math.ceil(num_train_steps / steps_per_epoch)
+    # Every worker restores its own copy of the state, so non-chief workers keep
+    # their own backup next to the chief's; their checkpoints and TensorBoard
+    # logs go to a throw-away directory.
+    if chief:
+        worker_dir, backup_dir = output_dir, os.path.join(output_dir, "backup")
+    else:
+        worker_dir = tempfile.mkdtemp(prefix="bert_keras_worker_")
+        backup_dir = os.path.join(output_dir, f"backup-worker-{strategy.cluster_resolver.task_id}")
+    initial_step = min(resumed_step(backup_dir, steps_per_epoch), num_train_steps)
+
+    dataset = make_dataset()
+    if initial_step:
+        # Same seeded stream, minus the batches the killed run already trained on.
+        dataset = dataset.skip(initial_step)
+        logger.info("resuming at step %d from %s", initial_step, backup_dir)
+
+    first_batch = _example_batch(dataset)
+    with strategy.scope():
+        model = build_model()
+        if not model.built:
+            # BackupAndRestore loads weights before the first step: build now.
+            model(first_batch[0])
+        optimizer = create_optimizer(
+            learning_rate=learning_rate,
+            num_train_steps=num_train_steps,
+            num_warmup_steps=num_warmup_steps,
+            weight_decay=weight_decay,
+        )
+        optimizer = with_loss_scaling(optimizer, model)
+        model.compile(optimizer=optimizer, steps_per_execution=steps_per_execution, jit_compile=compile_jit)
+    if tf.distribute.has_strategy() or strategy is not tf.distribute.get_strategy():
+        _build_from_own_batch(model, first_batch)
+    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        _log_vectors_for_multiworker(model)
+
+    throughput = ThroughputLogger(global_batch_size)
+    checkpoints = StepCheckpoint(
+        os.path.join(output_dir, "checkpoints"),
+        every=checkpoint_every,
+        keep=keep_checkpoints,
+        initial_step=initial_step,
+        chief=chief,
+    )
+    all_callbacks = [
+        keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch", delete_checkpoint=True, double_checkpoint=True),
+        throughput,
+        checkpoints,
+        _StopAtStep(initial_step, num_train_steps),
+    ]
+    all_callbacks += list(callbacks)  # after ThroughputLogger: they see its keys in the logs
+    if tensorboard:
+        all_callbacks.append(keras.callbacks.TensorBoard(os.path.join(worker_dir, "logs"), update_freq="epoch"))
+
+    # shuffle=False: the dataset shuffles itself (Keras warns that it ignores shuffle=True for datasets).
+    history = model.fit(dataset, steps_per_epoch=steps_per_epoch, epochs=epochs, callbacks=all_callbacks,
+                        shuffle=False, verbose=verbose)
+    if not chief:
+        shutil.rmtree(worker_dir, ignore_errors=True)
+    metrics = {name: float(np.mean(values[-1])) for name, values in history.history.items() if values}
+    return PretrainingResult(
+        model=model,
+        initial_step=initial_step,
+        final_step=checkpoints.step,
+        metrics=metrics,
+        steps_per_sec=throughput.steps_per_sec,
+        examples_per_sec=throughput.examples_per_sec,
+        checkpoint=checkpoints.saved[-1] if checkpoints.saved and chief else None,
+        jit_compile=bool(model.jit_compile),
+        notes=notes,
+    )

@@ -1,0 +1,167 @@
+"""The BERT pretraining optimizer: AdamW, linear warmup then linear decay, global-norm clipping.
+
+This reproduces the recipe of google-research/bert `optimization.py` and
+tf-models-official `AdamWeightDecay` with Keras 3 parts:
+
+* learning rate: `WarmupLinearDecay`, 0 -> peak linearly over `num_warmup_steps`,
+  then peak -> 0 linearly at `num_train_steps`;
+* decoupled weight decay (`variable -= lr * weight_decay * variable`, outside
+  the Adam moments) that skips LayerNorm and bias variables;
+* gradients clipped by their *global* norm (1.0), as `clip_by_global_norm`.
+
+Bias correction: Keras `AdamW` applies Adam's bias correction
+(`lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)`), as tf-models-official's
+`AdamWeightDecay` does (it subclasses the Keras 2 Adam, i.e. `ResourceApplyAdam`).
+The original google-research `AdamWeightDecayOptimizer` has *no* bias
+correction. The difference matters only in the first few hundred steps, which
+the warmup covers anyway; epsilon is added to the uncorrected `sqrt(v)`, as in
+both references.
+"""
+
+import keras
+
+# Variables whose *path* contains one of these substrings are not decayed. Paths
+# look like "transformer_layer_0/attention_layer_norm/gamma": Keras 3 variable
+# *names* are only the last part ("gamma", "bias"), so name matching alone would
+# silently decay every LayerNorm scale.
+DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ("LayerNorm", "layer_norm", "bias")
+
+
+@keras.saving.register_keras_serializable(package="bert_keras")
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warmup from 0 to `peak_learning_rate`, then linear decay to 0.
+
+    `lr(step) = peak * step / warmup` for `step < warmup`, then
+    `peak * (total - step) / (total - warmup)`, and 0 from `total` on.
+
+    Example:
+
+    >>> schedule = WarmupLinearDecay(1e-4, num_train_steps=100, num_warmup_steps=10)
+    >>> [round(float(schedule(s)), 8) for s in (0, 5, 10, 55, 100)]
+    [0.0, 5e-05, 0.0001, 5e-05, 0.0]
+
+    Args:
+        peak_learning_rate: float. The rate reached at the end of warmup.
+        num_train_steps: int. Step at which the rate reaches 0.
+        num_warmup_steps: int. Warmup length; 0 starts at the peak.
+    """
+
+    def __init__(self, peak_learning_rate, num_train_steps, num_warmup_steps):
+        if num_train_steps <= 0:
+            raise ValueError(f"num_train_steps must be positive, got {num_train_steps}")
+        if not 0 <= num_warmup_steps <= num_train_steps:
+            raise ValueError(
+                f"num_warmup_steps must be in [0, num_train_steps={num_train_steps}], "
+                f"got {num_warmup_steps}"
+            )
+        self.peak_learning_rate = float(peak_learning_rate)
+        self.num_train_steps = int(num_train_steps)
+        self.num_warmup_steps = int(num_warmup_steps)
+
+    def __call__(self, step):
+        ops = keras.ops
+        step = ops.cast(step, "float32")
+        peak = self.peak_learning_rate
+        # max(..., 1) keeps both ratios finite when warmup is 0 or covers every step.
+        warmup = ops.maximum(float(self.num_warmup_steps), 1.0)
+        decay = ops.maximum(float(self.num_train_steps - self.num_warmup_steps), 1.0)
+        warming = peak * step / warmup
+        decaying = peak * (float(self.num_train_steps) - step) / decay
+        rate = ops.where(step < float(self.num_warmup_steps), warming, decaying)
+        return ops.clip(rate, 0.0, peak)
+
+    def get_config(self):
+        return {
+            "peak_learning_rate": self.peak_learning_rate,
+            "num_train_steps": self.num_train_steps,
+            "num_warmup_steps": self.num_warmup_steps,
+        }
+
+
+@keras.saving.register_keras_serializable(package="bert_keras")
+class BertAdamW(keras.optimizers.AdamW):
+    """`keras.optimizers.AdamW` that excludes variables from weight decay by *path*.
+
+    Keras matches `exclude_from_weight_decay(var_names=...)` against
+    `variable.name`, which in Keras 3 is only the last path component
+    ("gamma"), so "layer_norm" never matches a LayerNorm scale. When the
+    optimizer is built, this class turns the path substrings into the exact
+    variable list and hands it to the public `exclude_from_weight_decay`.
+
+    Example:
+
+    >>> opt = BertAdamW(learning_rate=1e-3, weight_decay=0.01,
+    ...                 exclude_from_weight_decay_paths=("layer_norm", "bias"))
+    >>> opt.exclude_from_weight_decay_paths
+    ('layer_norm', 'bias')
+
+    Args:
+        exclude_from_weight_decay_paths: tuple of str. Substrings of
+            `variable.path` (e.g. "layer_norm", "bias") not to decay.
+        **kwargs: everything `keras.optimizers.AdamW` takes.
+    """
+
+    def __init__(self, *, exclude_from_weight_decay_paths=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY, **kwargs):
+        super().__init__(**kwargs)
+        self.exclude_from_weight_decay_paths = tuple(exclude_from_weight_decay_paths)
+
+    def build(self, var_list):
+        if not self.built:
+            excluded = [
+                variable for variable in var_list
+                if any(part in variable.path for part in self.exclude_from_weight_decay_paths)
+            ]
+            self.exclude_from_weight_decay(var_list=excluded)
+        super().build(var_list)
+
+    def get_config(self):
+        config = super().get_config()
+        config["exclude_from_weight_decay_paths"] = list(self.exclude_from_weight_decay_paths)
+        return config
+
+
+def create_optimizer(
+    *,
+    learning_rate=1e-4,
+    num_train_steps,
+    num_warmup_steps,
+    weight_decay=0.01,
+    beta_1=0.9,
+    beta_2=0.999,
+    epsilon=1e-6,
+    clipnorm=1.0,
+    exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+):
+    """The BERT optimizer: AdamW + warmup/linear-decay schedule + global-norm clipping.
+
+    Example:
+
+    >>> opt = create_optimizer(learning_rate=1e-4, num_train_steps=1000, num_warmup_steps=100)
+    >>> type(opt).__name__, opt.global_clipnorm, round(float(opt.learning_rate), 8)
+    ('BertAdamW', 1.0, 0.0)
+
+    Args:
+        learning_rate: float. Peak learning rate, reached after warmup.
+        num_train_steps: int. Total optimizer steps; the rate is 0 from here on.
+        num_warmup_steps: int. Linear warmup length.
+        weight_decay: float. Decoupled weight decay rate (0: off).
+        beta_1, beta_2, epsilon: Adam hyper-parameters (BERT: 0.9, 0.999, 1e-6).
+        clipnorm: float or None. Clip gradients by their *global* norm
+            (all variables together), as BERT's `clip_by_global_norm(1.0)`.
+        exclude_from_weight_decay: tuple of str. Substrings of variable paths
+            that are not decayed (default: LayerNorm and bias variables).
+
+    Returns:
+        A `BertAdamW` (a `keras.optimizers.AdamW`), ready for `model.compile`.
+    """
+    schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
+    return BertAdamW(
+        learning_rate=schedule,
+        weight_decay=float(weight_decay or 0.0),  # 0: no decay (AdamW rejects None)
+        beta_1=beta_1,
+        beta_2=beta_2,
+        epsilon=epsilon,
+        global_clipnorm=clipnorm,
+        exclude_from_weight_decay_paths=exclude_from_weight_decay,
+        name="adamw",
+    )

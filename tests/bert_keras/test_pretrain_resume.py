@@ -1,0 +1,153 @@
+"""Fault tolerance and multi-worker training of `run_pretraining`, in real subprocesses.
+
+* A run killed with SIGKILL after its first backup, started again with the same
+  arguments, resumes at the backed-up step and ends at the total step count.
+* Two `MultiWorkerMirroredStrategy` workers on 127.0.0.1 train together; only
+  the chief writes checkpoints.
+
+Models are 1 layer of width 32 and runs a dozen steps, so each test takes
+seconds beyond the TensorFlow start-up of its processes.
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("tensorflow")
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# The training script each subprocess runs: tiny BertPretrainer, synthetic deterministic
+# batches, an optional per-step sleep so that the parent can kill it mid-run.
+TRAIN_SCRIPT = r'''
+import json, logging, os, sys, time
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+logging.basicConfig(level=logging.INFO, format="%(message)s")
+import keras
+import tensorflow as tf
+from bert_keras.config import BertConfig
+from bert_keras.encoder import BertEncoder
+from bert_keras.models import BertPretrainer
+from bert_keras.training import get_strategy, is_chief, run_pretraining
+
+output, steps, every, delay = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
+config = BertConfig(vocab_size=99, hidden_size=32, num_layers=1, num_heads=4,
+                    intermediate_size=37, max_position_embeddings=40)
+
+def make_dataset(batch=4, seq=12, predictions=3):
+    def batch_number(i):
+        seed = tf.stack([i, tf.constant(7, tf.int64)])
+        uniform = tf.random.stateless_uniform
+        x = {"token_ids": uniform([batch, seq], seed, 0, 99, tf.int32),
+             "segment_ids": tf.zeros([batch, seq], tf.int32),
+             "padding_mask": tf.ones([batch, seq], tf.int32),
+             "masked_lm_positions": uniform([batch, predictions], seed + 1, 1, seq, tf.int32)}
+        y = {"masked_lm_ids": uniform([batch, predictions], seed + 2, 0, 99, tf.int32),
+             "masked_lm_weights": tf.ones([batch, predictions]),
+             "next_sentence_labels": uniform([batch], seed + 3, 0, 2, tf.int32)}
+        return x, y
+    return tf.data.Dataset.counter().map(batch_number)
+
+class Slow(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        time.sleep(delay)
+
+strategy = get_strategy("multiworker" if "TF_CONFIG" in os.environ else "default")
+result = run_pretraining(
+    build_model=lambda: BertPretrainer(BertEncoder(config)), make_dataset=make_dataset,
+    output_dir=output, num_train_steps=steps, num_warmup_steps=1, global_batch_size=4,
+    checkpoint_every=every, keep_checkpoints=2, tensorboard=False, callbacks=[Slow()], verbose=0,
+    strategy=strategy)
+print("RESULT " + json.dumps({
+    "initial_step": result.initial_step, "final_step": result.final_step,
+    "iterations": int(result.model.optimizer.iterations.numpy()), "checkpoint": result.checkpoint,
+    "chief": is_chief(strategy), "replicas": strategy.num_replicas_in_sync}), flush=True)
+'''
+
+
+def start(script, args, env=None):
+    return subprocess.Popen(
+        [sys.executable, str(script), *map(str, args)],
+        cwd=REPO, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", **(env or {})},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+
+
+def finish(process, timeout=120):
+    output, _ = process.communicate(timeout=timeout)
+    assert process.returncode == 0, output[-3000:]
+    line = [line for line in output.splitlines() if line.startswith("RESULT ")][-1]
+    return json.loads(line[len("RESULT "):]), output
+
+
+def backed_up_epoch(backup_dir):
+    try:
+        with open(os.path.join(backup_dir, "training_metadata.json")) as f:
+            return json.load(f)["epoch"]
+    except (OSError, ValueError, KeyError):
+        return 0  # not written yet, or caught mid-write
+
+
+@pytest.fixture
+def train_script(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text(TRAIN_SCRIPT)
+    return path
+
+
+def test_killed_run_resumes_at_the_backed_up_step(train_script, tmp_path):
+    output, steps, every = tmp_path / "run", 12, 3
+    backup = output / "backup"
+    first = start(train_script, [output, steps, every, 0.25])
+    deadline = time.time() + 90
+    while backed_up_epoch(backup) < 1:
+        assert first.poll() is None, first.communicate()[0][-3000:]
+        assert time.time() < deadline, "no backup written in 90 s"
+        time.sleep(0.05)
+    os.kill(first.pid, signal.SIGKILL)
+    first.wait()
+    assert first.returncode == -signal.SIGKILL
+    epoch = backed_up_epoch(backup)  # read again: the process may have backed up once more
+    assert 1 <= epoch < steps // every
+
+    result, log = finish(start(train_script, [output, steps, every, 0.0]))
+    assert f"resuming at step {epoch * every}" in log
+    assert result["initial_step"] == epoch * every
+    # The optimizer state came back with the weights: its step count goes on from the backup.
+    assert result["final_step"] == steps and result["iterations"] == steps
+    assert result["checkpoint"].endswith(f"ckpt-{steps}")
+    assert not backup.exists()  # a completed run removes its backup
+
+
+def free_ports(count):
+    sockets = [socket.socket() for _ in range(count)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+def test_two_multiworker_processes_train_together_and_the_chief_checkpoints(train_script, tmp_path):
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    output, steps = tmp_path / "run", 4
+
+    def tf_config(index):
+        return json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
+
+    processes = [start(train_script, [output, steps, 2, 0.0], env={"TF_CONFIG": tf_config(i)}) for i in range(2)]
+    results = [finish(process) for process in processes]
+    chief, other = results[0][0], results[1][0]
+    assert chief["replicas"] == other["replicas"] == 2
+    assert chief["chief"] and not other["chief"]
+    assert chief["final_step"] == other["final_step"] == steps
+    assert chief["iterations"] == other["iterations"] == steps
+    assert chief["checkpoint"].endswith(f"ckpt-{steps}") and other["checkpoint"] is None
+    assert os.path.exists(chief["checkpoint"] + ".index")

@@ -1,0 +1,309 @@
+"""bert_keras.training: LR schedule, AdamW decay exclusion and clipping, strategies, precision, the fit loop, the CLI."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+keras = pytest.importorskip("keras")
+tf = pytest.importorskip("tensorflow")
+
+from bert_keras.cli.main import main  # noqa: E402
+from bert_keras.encoder import BertEncoder  # noqa: E402
+from bert_keras.models import BertPretrainer  # noqa: E402
+from bert_keras.training import (  # noqa: E402
+    StrategyError,
+    WarmupLinearDecay,
+    check_tf_config,
+    choose_policy,
+    create_optimizer,
+    get_strategy,
+    resumed_step,
+    run_pretraining,
+)
+from bert_keras.training.loop import resolve_jit_compile  # noqa: E402
+from bert_keras.training.precision import with_loss_scaling  # noqa: E402
+
+BATCH, SEQ, PREDICTIONS = 4, 12, 3
+
+
+@pytest.fixture
+def one_layer_config(tiny_config):
+    """`tiny_config` with one layer: tracing a training step costs seconds per layer on CPU."""
+    import dataclasses
+
+    return dataclasses.replace(tiny_config, num_layers=1)
+
+
+def synthetic_dataset(vocab_size, batch=BATCH, seq=SEQ, predictions=PREDICTIONS):
+    """An infinite, deterministic stream of (x, y) pretraining batches (batch i depends on i only)."""
+
+    def batch_number(i):
+        seed = tf.stack([i, tf.constant(7, tf.int64)])
+        uniform = tf.random.stateless_uniform
+        x = {
+            "token_ids": uniform([batch, seq], seed, 0, vocab_size, tf.int32),
+            "segment_ids": tf.concat([tf.zeros([batch, seq // 2], tf.int32), tf.ones([batch, seq - seq // 2], tf.int32)], 1),
+            "padding_mask": tf.ones([batch, seq], tf.int32),
+            "masked_lm_positions": uniform([batch, predictions], seed + 1, 1, seq, tf.int32),
+        }
+        y = {
+            "masked_lm_ids": uniform([batch, predictions], seed + 2, 0, vocab_size, tf.int32),
+            "masked_lm_weights": tf.ones([batch, predictions], tf.float32),
+            "next_sentence_labels": uniform([batch], seed + 3, 0, 2, tf.int32),
+        }
+        return x, y
+
+    return tf.data.Dataset.counter().map(batch_number)
+
+
+# ---- learning-rate schedule ------------------------------------------------------
+
+
+def test_schedule_warms_up_linearly_then_decays_to_zero():
+    schedule = WarmupLinearDecay(1e-3, num_train_steps=110, num_warmup_steps=10)
+    values = {step: float(schedule(step)) for step in (0, 1, 5, 10, 60, 109, 110, 200)}
+    assert values[0] == 0.0
+    assert values[1] == pytest.approx(1e-4)
+    assert values[5] == pytest.approx(5e-4)
+    assert values[10] == pytest.approx(1e-3)  # the peak at the end of warmup
+    assert values[60] == pytest.approx(5e-4)  # halfway down
+    assert values[109] == pytest.approx(1e-5)
+    assert values[110] == 0.0 and values[200] == 0.0
+
+
+def test_schedule_without_warmup_starts_at_peak_and_round_trips():
+    schedule = WarmupLinearDecay(2e-5, num_train_steps=100, num_warmup_steps=0)
+    assert float(schedule(0)) == pytest.approx(2e-5)
+    assert float(schedule(50)) == pytest.approx(1e-5)
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(schedule))
+    assert isinstance(restored, WarmupLinearDecay) and restored.get_config() == schedule.get_config()
+    with pytest.raises(ValueError, match="num_warmup_steps"):
+        WarmupLinearDecay(1e-4, num_train_steps=10, num_warmup_steps=11)
+
+
+def test_optimizer_serialises_with_its_schedule_and_exclusions():
+    optimizer = create_optimizer(num_train_steps=100, num_warmup_steps=10)
+    restored = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
+    assert type(restored).__name__ == "BertAdamW"
+    assert restored.exclude_from_weight_decay_paths == ("LayerNorm", "layer_norm", "bias")
+    assert restored.global_clipnorm == 1.0 and restored.epsilon == 1e-6
+    assert isinstance(restored._learning_rate, WarmupLinearDecay)
+
+
+# ---- weight decay and clipping -------------------------------------------------------
+
+
+def test_weight_decay_skips_layer_norm_and_bias_but_decays_kernels(tiny_config):
+    """Zero gradients: Adam moves nothing, so any change is weight decay alone."""
+    model = BertPretrainer(BertEncoder(tiny_config))
+    optimizer = create_optimizer(learning_rate=0.5, num_train_steps=10, num_warmup_steps=0, weight_decay=0.1)
+    variables = model.trainable_variables
+    before = [v.numpy().copy() for v in variables]
+    optimizer.apply_gradients([(tf.zeros_like(v), v) for v in variables])
+
+    decayed, kept = [], []
+    for variable, old in zip(variables, before):
+        new = variable.numpy()
+        if np.allclose(new, old):
+            kept.append(variable.path)
+        else:
+            np.testing.assert_allclose(new, old * (1 - 0.5 * 0.1), rtol=1e-6)  # lr * wd, decoupled
+            decayed.append(variable.path)
+    layer_norms = [p for p in kept if "layer_norm" in p]
+    assert layer_norms and all(p.endswith(("gamma", "beta")) for p in layer_norms)
+    # Every LayerNorm and bias variable (including the MLM head's) is kept; nothing else is.
+    assert sorted(kept) == sorted(p for p in map(lambda v: v.path, variables) if "layer_norm" in p or "bias" in p)
+    assert any(p.endswith("kernel") for p in decayed) and any("embeddings" in p for p in decayed)
+
+
+def test_gradients_are_clipped_by_global_norm():
+    """One Adam step on g = [3, 4] (norm 5): with clipnorm=1 the update sees [0.6, 0.8].
+
+    Keras Adam's first step is lr * g / (|g| + eps / sqrt(1 - beta_2)) per element (bias
+    corrected, epsilon on the uncorrected sqrt(v)); a large epsilon makes it depend on |g|.
+    """
+    gradient = np.array([3.0, 4.0], "float32")
+
+    def first_step(clipnorm):
+        variable = keras.Variable(np.zeros(2, "float32"), name="kernel")
+        optimizer = create_optimizer(learning_rate=1.0, num_train_steps=10, num_warmup_steps=0,
+                                     weight_decay=0.0, epsilon=1.0, clipnorm=clipnorm)
+        optimizer.apply_gradients([(tf.constant(gradient), variable)])
+        return -variable.numpy()
+
+    def expected(g, beta_2=0.999, epsilon=1.0):
+        return g / (np.abs(g) + epsilon / np.sqrt(1 - beta_2))
+
+    np.testing.assert_allclose(first_step(1.0), expected(gradient / 5.0), rtol=1e-5)
+    np.testing.assert_allclose(first_step(None), expected(gradient), rtol=1e-5)
+
+
+# ---- strategies, precision, XLA -----------------------------------------------------------
+
+
+def test_multiworker_without_tf_config_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    with pytest.raises(StrategyError, match="needs the TF_CONFIG environment variable"):
+        get_strategy("multiworker")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("{not json", "not valid JSON"),
+    ('{"task": {"type": "worker", "index": 0}}', "no cluster.worker"),
+    ('{"cluster": {"worker": ["localhost:1"]}}', "no task.type"),
+    ('{"cluster": {"worker": ["localhost:1"]}, "task": {"type": "worker", "index": 3}}', "not in cluster.worker"),
+])
+def test_invalid_tf_config_is_named(text, message):
+    with pytest.raises(StrategyError, match=message):
+        check_tf_config({"TF_CONFIG": text})
+
+
+def test_default_and_auto_strategies_on_this_machine():
+    assert get_strategy("default").num_replicas_in_sync == 1
+    assert get_strategy("auto").num_replicas_in_sync >= 1
+    with pytest.raises(StrategyError, match="unknown strategy"):
+        get_strategy("horovod")
+
+
+def test_precision_policy_choice_and_float16_loss_scaling(tiny_config):
+    assert choose_policy("off") == "float32"
+    assert choose_policy("bfloat16") == "mixed_bfloat16"
+    assert choose_policy("float16") == "mixed_float16"
+    if not tf.config.list_physical_devices("GPU"):
+        assert choose_policy("auto") == "float32"
+    # With the global policy set before building, Keras' compile adds dynamic loss scaling.
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        model = BertPretrainer(BertEncoder(tiny_config))
+    finally:
+        keras.config.set_dtype_policy(previous)
+    model.compile(optimizer=create_optimizer(num_train_steps=10, num_warmup_steps=1))
+    assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+    assert type(model.optimizer.inner_optimizer).__name__ == "BertAdamW"
+    # A per-model dtype leaves the functional model's own policy float32, so Keras does
+    # not wrap; with_loss_scaling (used by run_pretraining) does.
+    model = BertPretrainer(BertEncoder(tiny_config, dtype="mixed_float16"))
+    optimizer = create_optimizer(num_train_steps=10, num_warmup_steps=1)
+    assert isinstance(with_loss_scaling(optimizer, model), keras.optimizers.LossScaleOptimizer)
+    float32_model = BertPretrainer(BertEncoder(tiny_config, dtype="float32"))
+    assert with_loss_scaling(optimizer, float32_model) is optimizer
+
+
+def test_jit_compile_resolution_explains_itself():
+    default = tf.distribute.get_strategy()
+    assert resolve_jit_compile("on", default) == (True, None)
+    assert resolve_jit_compile("off", default) == (False, None)
+    value, note = resolve_jit_compile("auto", default)
+    assert value == "auto"
+    if not tf.config.list_physical_devices("GPU"):
+        assert "only on GPU/TPU" in note
+
+
+# ---- the fit loop --------------------------------------------------------------------------
+
+
+def test_run_pretraining_trains_checkpoints_and_resumes_from_a_backup(one_layer_config, tmp_path):
+    output = str(tmp_path / "run")
+    result = run_pretraining(
+        build_model=lambda: BertPretrainer(BertEncoder(one_layer_config)),
+        make_dataset=lambda: synthetic_dataset(one_layer_config.vocab_size),
+        output_dir=output, num_train_steps=7, num_warmup_steps=2, global_batch_size=BATCH,
+        checkpoint_every=3, keep_checkpoints=2, verbose=0,
+    )
+    assert (result.initial_step, result.final_step) == (0, 7)
+    assert int(result.model.optimizer.iterations) == 7  # stopped inside the third 3-step epoch
+    assert {"loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy"} <= set(result.metrics)
+    assert result.steps_per_sec > 0 and result.examples_per_sec == pytest.approx(result.steps_per_sec * BATCH)
+    # Last 2 of ckpt-3, ckpt-6, ckpt-7 kept; the completed run's backup is gone.
+    assert result.checkpoint.endswith("ckpt-7")
+    assert tf.train.get_checkpoint_state(os.path.join(output, "checkpoints")).all_model_checkpoint_paths == [
+        os.path.join(output, "checkpoints", "ckpt-6"), os.path.join(output, "checkpoints", "ckpt-7")]
+    assert not os.path.exists(os.path.join(output, "backup"))
+    assert os.listdir(os.path.join(output, "logs"))
+
+    # The checkpoint holds the model and the optimizer state.
+    fresh = BertPretrainer(BertEncoder(one_layer_config))
+    fresh.compile(optimizer=create_optimizer(num_train_steps=7, num_warmup_steps=2))
+    fresh.optimizer.build(fresh.trainable_variables)
+    tf.train.Checkpoint(model=fresh, optimizer=fresh.optimizer).restore(result.checkpoint).assert_consumed()
+    assert int(fresh.optimizer.iterations) == 7
+    for a, b in zip(fresh.weights, result.model.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_resumed_step_reads_the_backup_epoch(tmp_path):
+    assert resumed_step(str(tmp_path), steps_per_epoch=5) == 0
+    (tmp_path / "training_metadata.json").write_text(json.dumps({"epoch": 3, "batch": 0}))
+    assert resumed_step(str(tmp_path), steps_per_epoch=5) == 15
+
+
+# ---- the CLI ---------------------------------------------------------------------------------
+
+
+def test_cli_multiworker_without_tf_config_exits_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    code = main(["pretrain", "--data", "x*.tfrecord", "--steps", "1", "--strategy", "multiworker",
+                 "--output-dir", str(tmp_path)])
+    assert code == 2
+    assert "TF_CONFIG" in capsys.readouterr().err
+
+
+def write_google_tfrecord(path, vocab_size, examples=16, seq=SEQ, predictions=PREDICTIONS):
+    """Examples in google-research create_pretraining_data.py's feature layout."""
+    rng = np.random.default_rng(0)
+
+    def ints(values):
+        return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
+
+    with tf.io.TFRecordWriter(path) as writer:
+        for _ in range(examples):
+            length = int(rng.integers(6, seq + 1))
+            ids = [2] + list(rng.integers(5, vocab_size, length - 2)) + [3] + [0] * (seq - length)
+            positions = sorted(rng.choice(np.arange(1, length - 1), predictions, replace=False))
+            features = {
+                "input_ids": ints(ids),
+                "input_mask": ints([1] * length + [0] * (seq - length)),
+                "segment_ids": ints([0] * (length // 2) + [1] * (seq - length // 2)),
+                "masked_lm_positions": ints(positions),
+                "masked_lm_ids": ints(rng.integers(5, vocab_size, predictions)),
+                "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(value=[1.0] * predictions)),
+                "next_sentence_labels": ints([rng.integers(0, 2)]),
+            }
+            writer.write(tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString())
+
+
+def test_cli_pretrain_end_to_end(one_layer_config, tiny_vocab_file, tmp_path, capsys):
+    pytest.importorskip("pipelines.pretraining_data")
+    write_google_tfrecord(str(tmp_path / "part-0.tfrecord"), one_layer_config.vocab_size)
+    config_file = tmp_path / "config.json"
+    one_layer_config.to_json(str(config_file))
+    output = tmp_path / "run"
+    code = main(["pretrain", "--data", str(tmp_path / "*.tfrecord"), "--vocab", tiny_vocab_file,
+                 "--config", str(config_file), "--seq-length", str(SEQ), "--max-predictions", str(PREDICTIONS),
+                 "--global-batch-size", "4", "--steps", "4", "--warmup-steps", "1", "--checkpoint-every", "2",
+                 "--strategy", "default", "--output-dir", str(output)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "steps 0 -> 4 of 4" in printed and "next: bert-keras encode --init" in printed
+    assert {"encoder.keras", "config.json", "vocab.txt", "checkpoints", "logs"} <= set(os.listdir(output))
+    encoder = keras.saving.load_model(str(output / "encoder.keras"))
+    assert encoder.config == one_layer_config
+
+
+def test_cli_pretrain_dynamic_masking_from_text(one_layer_config, tiny_vocab_file, tmp_path, capsys):
+    pytest.importorskip("pipelines.pretraining_data")
+    corpus = os.path.join(os.path.dirname(__file__), "..", "..", "pipelines", "data", "sample_corpus.txt")
+    if not os.path.exists(corpus):
+        pytest.skip("pipelines/data/sample_corpus.txt is missing")
+    config_file = tmp_path / "config.json"
+    one_layer_config.to_json(str(config_file))
+    output = tmp_path / "run"
+    code = main(["pretrain", "--text", corpus, "--vocab", tiny_vocab_file, "--config", str(config_file),
+                 "--seq-length", "16", "--max-predictions", "3", "--global-batch-size", "4", "--steps", "2",
+                 "--checkpoint-every", "2", "--strategy", "default", "--output-dir", str(output)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "steps 0 -> 2 of 2" in printed
