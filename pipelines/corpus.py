@@ -1,0 +1,407 @@
+"""Pretraining corpora: text files or a TFDS dataset, read as documents of sentences.
+
+BERT's next-sentence task needs sentence boundaries (segments A and B are
+made of whole sentences) and document boundaries (a "random next" segment
+comes from another document). Three text layouts are read:
+
+- `"bert"`: the original `create_pretraining_data.py` input. One sentence per
+  line, a blank line between documents.
+- `"text"`: ordinary prose, one document per file. Blank lines separate
+  paragraphs; the lines of a paragraph are joined (hard-wrapped text is fine)
+  and split into sentences with `split_sentences`.
+- `"lines"`: one document per line (a common dump layout; also what a TFDS
+  text dataset gives), split into sentences with `split_sentences`.
+
+Rules the readers share, whatever the layout:
+
+- Every file starts a new document (the original let a document run on into
+  the next file when no blank line separated them).
+- Text must be UTF-8. With `decode_errors="strict"` (default) a bad byte is an
+  error naming the file and line; with `"replace"` bad bytes become U+FFFD
+  and the corpus counts the lines and remembers where the first ones were, so
+  the caller can report them. Nothing is dropped silently.
+- Long lines are accepted as they are: tokens beyond the sequence budget are
+  cut when instances are built (`truncate_seq_pair`).
+- An empty corpus (no sentence in any file) is an error naming the files.
+"""
+
+import dataclasses
+import os
+from typing import Iterator, List, Sequence, Union
+
+import numpy as np
+import tensorflow as tf
+
+FORMATS = ("bert", "text", "lines")
+# `tfds:NAME` in place of file patterns reads a TFDS dataset.
+TFDS_PREFIX = "tfds:"
+# How many bad-line locations a corpus remembers for its report.
+_MAX_REPORTED_LINES = 10
+
+# -- sentence splitting ------------------------------------------------------
+
+# Abbreviations whose period does not end a sentence (matched case-insensitively
+# before a period). A sentence that really ends in one of them ("... and so
+# on, etc. Then") is not split there: the price of a rule-based splitter.
+ABBREVIATIONS = (
+    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs", "etc", "cf", "al",
+    "e\\.g", "i\\.e", "fig", "no", "vol", "approx", "inc", "ltd", "co", "jan",
+    "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec",
+)
+# Protected periods are swapped for this control character while splitting.
+# BERT's text cleaning deletes control characters, so a stray one left in
+# the input changes nothing.
+_PROTECTED_PERIOD = "\x01"
+_ABBREVIATION_PATTERN = r"(?i)\b(" + "|".join(ABBREVIATIONS) + r")\."
+# A single capital letter and a period: initials ("J. R. R. Tolkien") and
+# dotted acronyms ("U.S.").
+_INITIAL_PATTERN = r"\b(\p{Lu})\."
+# End punctuation (. ! ? and the ellipsis character, possibly repeated and
+# followed by closing quotes/brackets), whitespace, then a capital letter or
+# an opening quote/bracket: a sentence boundary.
+_BOUNDARY_PATTERN = "([.!?\u2026]+[\"'\u201d\u2019)\\]]*)\\s+([\"'\u201c\u2018(\\[]*\\p{Lu})"
+
+
+class CorpusError(ValueError):
+    """A corpus that cannot be used: nothing in it, bad bytes, unknown layout."""
+
+
+def split_sentences(texts):
+    """Splits text into sentences with a small documented rule set, in the TF graph.
+
+    A sentence ends at `.`, `!`, `?` or `…` (repeats allowed, closing quotes
+    or brackets included) when whitespace and then a capital letter or an
+    opening quote/bracket follow. Periods of common abbreviations
+    (`ABBREVIATIONS`: "Mr.", "Dr.", "e.g.", "i.e.", "etc.", ...) and of single
+    capital initials ("J. R. R.", "U.S.") never end a sentence. All
+    whitespace runs (newlines included) become one space, and empty
+    sentences are dropped.
+
+    It runs eagerly and inside `tf.data`, so the static writer and the
+    dynamic pipeline split identically.
+
+    Example:
+
+    >>> split_sentences(["Mr. Smith arrived. He sat down! Then, e.g. tea? Yes."]).to_list()
+    [[b'Mr. Smith arrived.', b'He sat down!', b'Then, e.g. tea?', b'Yes.']]
+
+    Args:
+        texts: string tensor `[batch]` (or a list of str).
+
+    Returns:
+        RaggedTensor of strings `[batch, (sentences)]`.
+    """
+    texts = tf.convert_to_tensor(texts, tf.string)
+    text = tf.strings.regex_replace(texts, r"\s+", " ")
+    text = tf.strings.regex_replace(text, _ABBREVIATION_PATTERN, "\\1" + _PROTECTED_PERIOD)
+    text = tf.strings.regex_replace(text, _INITIAL_PATTERN, "\\1" + _PROTECTED_PERIOD)
+    text = tf.strings.regex_replace(text, _BOUNDARY_PATTERN, "\\1\n\\2")
+    text = tf.strings.regex_replace(text, _PROTECTED_PERIOD, ".")
+    sentences = tf.strings.strip(tf.strings.split(text, "\n"))
+    return tf.ragged.boolean_mask(sentences, tf.strings.length(sentences) > 0)
+
+
+# -- files ---------------------------------------------------------------------
+
+
+def list_files(patterns: Union[str, Sequence[str]]) -> List[str]:
+    """Expands file names, comma-separated lists and glob patterns, in order.
+
+    Example:
+
+    >>> list_files("/data/wiki-*.txt,/data/books.txt")  # doctest: +SKIP
+    ['/data/wiki-00000.txt', '/data/wiki-00001.txt', '/data/books.txt']
+
+    Args:
+        patterns: str (comma-separated) or list of str. Globs (`*`, `?`,
+            `[...]`) are expanded with `tf.io.gfile.glob` (`gs://` works).
+
+    Returns:
+        The files, each glob's matches sorted, duplicates removed.
+
+    Raises:
+        CorpusError: a pattern matches nothing.
+    """
+    if isinstance(patterns, (str, os.PathLike)):
+        patterns = [p for p in os.fspath(patterns).split(",") if p.strip()]
+    files = []
+    for pattern in patterns:
+        pattern = os.fspath(pattern).strip()
+        matches = sorted(tf.io.gfile.glob(pattern))
+        if not matches:
+            raise CorpusError(f"No file matches {pattern!r}.")
+        files.extend(m for m in matches if m not in files)
+    if not files:
+        raise CorpusError("No input files given.")
+    return files
+
+
+@dataclasses.dataclass
+class Corpus:
+    """Documents of sentences, stored flat.
+
+    Attributes:
+        sentences: list of str, all sentences in reading order.
+        document_splits: int64 array `[num_documents + 1]`: document `d` is
+            `sentences[document_splits[d]:document_splits[d + 1]]`.
+        files: the files (or `tfds:NAME/SPLIT`) read.
+        replaced_lines: how many lines had bytes that were not UTF-8 and were
+            decoded with U+FFFD replacements (`decode_errors="replace"`).
+        replaced_at: `"file, line N"` of the first of them.
+    """
+
+    sentences: List[str]
+    document_splits: np.ndarray
+    files: List[str]
+    replaced_lines: int = 0
+    replaced_at: List[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def num_documents(self) -> int:
+        return len(self.document_splits) - 1
+
+    def documents(self) -> Iterator[List[str]]:
+        """Yields each document as a list of sentences."""
+        for start, end in zip(self.document_splits[:-1], self.document_splits[1:]):
+            yield self.sentences[start:end]
+
+    def replacement_report(self) -> str:
+        """One line saying which lines had bytes replaced, or "" when none."""
+        if not self.replaced_lines:
+            return ""
+        more = self.replaced_lines - len(self.replaced_at)
+        where = "; ".join(self.replaced_at) + (f"; and {more} more" if more > 0 else "")
+        return f"{self.replaced_lines} line(s) were not valid UTF-8; bad bytes became U+FFFD: {where}"
+
+
+class _CorpusBuilder:
+    """Collects sentences and document boundaries while files are read."""
+
+    def __init__(self):
+        self.sentences = []
+        self.splits = [0]
+        self.replaced_lines = 0
+        self.replaced_at = []
+
+    def end_document(self):
+        if len(self.sentences) > self.splits[-1]:  # empty documents are skipped
+            self.splits.append(len(self.sentences))
+
+    def add_document(self, sentences):
+        self.sentences.extend(sentences)
+        self.end_document()
+
+    def decode(self, raw: bytes, path: str, line_number: int, decode_errors: str) -> str:
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            if decode_errors == "strict":
+                raise CorpusError(
+                    f"{path}, line {line_number}: not valid UTF-8 ({error.reason} at byte {error.start} of "
+                    f"the line: {raw[max(0, error.start - 20):error.start + 20]!r}). Fix the file, or pass "
+                    "decode_errors='replace' (--decode_errors=replace) to read bad bytes as U+FFFD."
+                ) from None
+            self.replaced_lines += 1
+            if len(self.replaced_at) < _MAX_REPORTED_LINES:
+                self.replaced_at.append(f"{path}, line {line_number}")
+            return raw.decode("utf-8", "replace")
+
+    def build(self, files) -> Corpus:
+        self.end_document()
+        if len(self.splits) == 1:
+            shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+            raise CorpusError(f"The corpus is empty: no sentence in {shown}.")
+        return Corpus(
+            sentences=self.sentences,
+            document_splits=np.asarray(self.splits, np.int64),
+            files=list(files),
+            replaced_lines=self.replaced_lines,
+            replaced_at=self.replaced_at,
+        )
+
+
+def _raw_lines(path: str) -> Iterator[bytes]:
+    """The lines of a file as bytes, without line terminators."""
+    opener = open if "://" not in path else tf.io.gfile.GFile
+    with opener(path, "rb") as f:
+        for raw in f:
+            yield raw.rstrip(b"\r\n")
+
+
+def read_corpus(
+    patterns: Union[str, Sequence[str]],
+    *,
+    format: str = "bert",
+    decode_errors: str = "strict",
+    tfds_split: str = "train",
+    tfds_text_field: str = "text",
+    tfds_data_dir: str = None,
+) -> Corpus:
+    """Reads text files (or a TFDS dataset) into documents of sentences.
+
+    Example:
+
+    >>> corpus = read_corpus("pipelines/data/sample_corpus.txt")
+    >>> corpus.num_documents > 1
+    True
+    >>> first_document = next(corpus.documents())
+
+    Args:
+        patterns: str or list of str: files, comma-separated lists and globs
+            (see `list_files`), or `"tfds:NAME"` for a TFDS text dataset (one
+            document per example, split into sentences).
+        format: `"bert"`, `"text"` or `"lines"` (see the module docstring).
+        decode_errors: `"strict"` (bad UTF-8 is an error naming file and
+            line) or `"replace"` (U+FFFD; counted in the corpus).
+        tfds_split, tfds_text_field, tfds_data_dir: for `tfds:` sources: the
+            split, the text feature, and where the prepared data lives.
+
+    Returns:
+        A `Corpus`.
+
+    Raises:
+        CorpusError: no file matches, bad UTF-8 (strict), or no sentence at all.
+    """
+    if format not in FORMATS:
+        raise CorpusError(f"Unknown corpus format {format!r}; choose one of {FORMATS}.")
+    if decode_errors not in ("strict", "replace"):
+        raise CorpusError(f"decode_errors must be 'strict' or 'replace', got {decode_errors!r}.")
+    if isinstance(patterns, str) and patterns.startswith(TFDS_PREFIX):
+        return _read_tfds(patterns[len(TFDS_PREFIX):], tfds_split, tfds_text_field, tfds_data_dir)
+
+    files = list_files(patterns)
+    builder = _CorpusBuilder()
+    for path in files:
+        if format == "bert":
+            for line_number, raw in enumerate(_raw_lines(path), start=1):
+                line = builder.decode(raw, path, line_number, decode_errors).strip()
+                if line:
+                    builder.sentences.append(line)
+                else:
+                    builder.end_document()
+        else:
+            texts = []  # paragraphs ("text") or documents ("lines")
+            paragraph = []
+            for line_number, raw in enumerate(_raw_lines(path), start=1):
+                line = builder.decode(raw, path, line_number, decode_errors).strip()
+                if format == "lines":
+                    texts.append(line)
+                elif line:
+                    paragraph.append(line)
+                elif paragraph:
+                    texts.append(" ".join(paragraph))
+                    paragraph = []
+            if paragraph:
+                texts.append(" ".join(paragraph))
+            split = _split_in_batches(texts)
+            if format == "lines":
+                for sentences in split:
+                    builder.add_document(sentences)
+            else:
+                builder.add_document([s for sentences in split for s in sentences])
+        builder.end_document()  # every file starts a new document
+    return builder.build(files)
+
+
+def _split_in_batches(texts: List[str], batch_size: int = 4096) -> List[List[str]]:
+    out = []
+    for start in range(0, len(texts), batch_size):
+        ragged = split_sentences(tf.constant(texts[start:start + batch_size], tf.string))
+        out.extend([s.decode("utf-8", "replace") for s in row] for row in ragged.to_list())
+    return out
+
+
+def _read_tfds(name: str, split: str, text_field: str, data_dir) -> Corpus:
+    where = f"tfds:{name}/{split}"
+    dataset = tfds_documents(name, split=split, text_field=text_field, data_dir=data_dir)
+    builder = _CorpusBuilder()
+    for sentences in dataset.prefetch(tf.data.AUTOTUNE).as_numpy_iterator():
+        builder.add_document([s.decode("utf-8", "replace") for s in sentences])
+    return builder.build([where])
+
+
+def tfds_documents(name: str, *, split: str = "train", text_field: str = "text", data_dir=None) -> tf.data.Dataset:
+    """A TFDS text dataset as a `tf.data.Dataset` of documents (string vectors of sentences).
+
+    Each example's `text_field` is one document, split with `split_sentences`.
+
+    Example:
+
+    >>> documents = tfds_documents("wikipedia/20230601.en", split="train")  # doctest: +SKIP
+
+    Args:
+        name: TFDS dataset name (with config/version if needed).
+        split: the split to read (TFDS slicing like `"train[:1%]"` works).
+        text_field: the string feature holding the text.
+        data_dir: where TFDS keeps prepared data (default: TFDS's own).
+    """
+    import tensorflow_datasets as tfds
+
+    dataset = tfds.load(name, split=split, data_dir=data_dir, shuffle_files=False)
+    spec = dataset.element_spec
+    if not isinstance(spec, dict) or text_field not in spec:
+        fields = sorted(spec) if isinstance(spec, dict) else spec
+        raise CorpusError(f"tfds:{name} has no text field {text_field!r}; its features are {fields}.")
+    return dataset.map(
+        lambda example: split_sentences(example[text_field][None])[0],
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    ).filter(lambda sentences: tf.size(sentences) > 0)
+
+
+def file_documents(files: Sequence[str], *, format: str = "bert") -> tf.data.Dataset:
+    """Text files as a `tf.data.Dataset` of documents (string vectors of sentences), read in graph.
+
+    The graph counterpart of `read_corpus` for streaming pipelines: same
+    layouts, same splitting, files in the given order. Bytes that are not
+    UTF-8 are replaced by U+FFFD here (a stream cannot stop to report them;
+    check a corpus once with `read_corpus` to find them).
+
+    Example:
+
+    >>> documents = file_documents(list_files("pipelines/data/sample_corpus.txt"))
+
+    Args:
+        files: list of file names (see `list_files`).
+        format: `"bert"`, `"text"` or `"lines"`.
+    """
+    if format not in FORMATS:
+        raise CorpusError(f"Unknown corpus format {format!r}; choose one of {FORMATS}.")
+    files = tf.data.Dataset.from_tensor_slices(list(files))
+
+    def clean(lines):
+        lines = tf.strings.unicode_transcode(lines, "UTF-8", "UTF-8", errors="replace")
+        return tf.strings.strip(lines)
+
+    if format == "text":
+        def read_text(path):
+            text = clean(tf.io.read_file(path))
+            paragraphs = tf.strings.split(tf.strings.regex_replace(text, r"\r?\n[ \t\r]*\n", "\x02"), "\x02")
+            return split_sentences(paragraphs).flat_values
+
+        return files.map(read_text).filter(lambda s: tf.size(s) > 0)
+
+    if format == "lines":
+        lines = files.flat_map(tf.data.TextLineDataset).map(clean)
+        return lines.filter(lambda line: tf.strings.length(line) > 0).map(
+            lambda line: split_sentences(line[None])[0]
+        ).filter(lambda s: tf.size(s) > 0)
+
+    def bert_documents(path):
+        # A trailing blank line closes the file's last document.
+        lines = tf.data.TextLineDataset(path).map(clean).concatenate(tf.data.Dataset.from_tensors(tf.constant("")))
+
+        def step(document, line):
+            # The state is the document read so far; a blank line emits it and
+            # starts an empty one.
+            done = tf.equal(line, "")
+            grown = tf.concat([document, [line]], axis=0)
+            following = tf.cond(done, lambda: tf.zeros([0], tf.string), lambda: grown)
+            return following, (done, document)
+
+        return lines.scan(tf.zeros([0], tf.string), step).filter(
+            lambda done, document: done & (tf.size(document) > 0)
+        ).map(lambda done, document: document)
+
+    return files.flat_map(bert_documents)
+

@@ -1,0 +1,129 @@
+"""Reading pretraining corpora: layouts, sentence splitting, globs, TFDS, and bad input."""
+
+import os
+
+import pytest
+import tensorflow as tf
+
+from pipelines import corpus as corpus_lib
+from pipelines.corpus import CorpusError, file_documents, list_files, read_corpus, split_sentences
+
+SAMPLE = os.path.join(os.path.dirname(corpus_lib.__file__), "data", "sample_corpus.txt")
+
+
+def write(path, data):
+    mode = "wb" if isinstance(data, bytes) else "w"
+    with open(path, mode) as f:
+        f.write(data)
+    return str(path)
+
+
+def test_bert_format_documents_and_sentences(tmp_path):
+    path = write(tmp_path / "a.txt", "One.\nTwo.\n\n\n  \nThree.\n  Four.  \n")
+    corpus = read_corpus(path)
+    assert list(corpus.documents()) == [["One.", "Two."], ["Three.", "Four."]]
+    assert corpus.files == [path]
+
+
+def test_every_file_starts_a_document_and_globs_expand_in_order(tmp_path):
+    write(tmp_path / "part-1.txt", "B1.\nB2.\n")
+    write(tmp_path / "part-0.txt", "A1.\n")
+    other = write(tmp_path / "z.txt", "Z.\n")
+    corpus = read_corpus(f"{tmp_path}/part-*.txt,{other}")
+    assert list(corpus.documents()) == [["A1."], ["B1.", "B2."], ["Z."]]
+    assert list_files([str(tmp_path / "part-*.txt")]) == [str(tmp_path / "part-0.txt"), str(tmp_path / "part-1.txt")]
+
+
+def test_sample_corpus_ships_with_the_package():
+    corpus = read_corpus(SAMPLE)
+    assert corpus.num_documents >= 8
+    assert len(corpus.sentences) >= 150
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Mr. Smith arrived. He sat down! Then, e.g. tea? Yes.",
+         ["Mr. Smith arrived.", "He sat down!", "Then, e.g. tea?", "Yes."]),
+        ('She said "Go." "Now?" he asked.', ['She said "Go."', '"Now?" he asked.']),
+        ("J. R. R. Tolkien lived in the U.S. for a while. Not really.",
+         ["J. R. R. Tolkien lived in the U.S. for a while.", "Not really."]),
+        ("Wait\u2026 What? version 2.5 is out. ok. lowercase after a period stays.",
+         # Only a capital (or an opening quote/bracket) starts a new sentence.
+         ["Wait\u2026", "What? version 2.5 is out. ok. lowercase after a period stays."]),
+        ("Dr. Who (the show) ended. (It came back.) Fine", ["Dr. Who (the show) ended.", "(It came back.)", "Fine"]),
+        ("  \n ", []),
+    ],
+)
+def test_split_sentences(text, expected):
+    assert [s.decode() for s in split_sentences([text])[0].numpy()] == expected
+
+
+def test_text_format_joins_wrapped_lines_and_splits_sentences(tmp_path):
+    path = write(tmp_path / "doc.txt", "The first line\nwraps here. A second\nsentence.\n\nNew paragraph. End.\n")
+    corpus = read_corpus(path, format="text")
+    assert list(corpus.documents()) == [
+        ["The first line wraps here.", "A second sentence.", "New paragraph.", "End."]
+    ]
+
+
+def test_lines_format_is_one_document_per_line(tmp_path):
+    path = write(tmp_path / "docs.txt", "A one. A two.\n\nB one.\n")
+    assert list(read_corpus(path, format="lines").documents()) == [["A one.", "A two."], ["B one."]]
+
+
+def test_graph_reader_matches_python_reader(tmp_path):
+    prose = write(tmp_path / "prose.txt", "Hard\nwrapped. Text here.\n\nMore text!\n")
+    for path, layout in [(SAMPLE, "bert"), (prose, "text"), (prose, "lines")]:
+        graph = [[s.decode() for s in doc] for doc in file_documents([path], format=layout).as_numpy_iterator()]
+        assert graph == list(read_corpus(path, format=layout).documents()), layout
+
+
+def test_empty_corpus_names_the_files(tmp_path):
+    empty = write(tmp_path / "empty.txt", "\n  \n\n")
+    with pytest.raises(CorpusError, match="empty.*empty.txt"):
+        read_corpus(empty)
+
+
+def test_no_matching_file_names_the_pattern(tmp_path):
+    with pytest.raises(CorpusError, match="nothing-\\*.txt"):
+        read_corpus(str(tmp_path / "nothing-*.txt"))
+
+
+def test_invalid_utf8_strict_names_file_and_line(tmp_path):
+    path = write(tmp_path / "bad.txt", b"Fine line.\nBad \xff\xfe byte.\n")
+    with pytest.raises(CorpusError, match=r"bad.txt, line 2: not valid UTF-8"):
+        read_corpus(path)
+
+
+def test_invalid_utf8_replace_counts_and_reports(tmp_path):
+    path = write(tmp_path / "bad.txt", b"Fine line.\nBad \xff byte.\n\nAlso \xc3 bad.\n")
+    corpus = read_corpus(path, decode_errors="replace")
+    assert corpus.sentences[1] == "Bad \ufffd byte."
+    assert corpus.replaced_lines == 2
+    report = corpus.replacement_report()
+    assert "2 line(s)" in report and "bad.txt, line 2" in report and "bad.txt, line 4" in report
+
+
+def test_long_lines_and_one_sentence_documents_are_kept(tmp_path):
+    long_line = "word " * 50000
+    path = write(tmp_path / "long.txt", f"{long_line}\n\nAlone.\n")
+    corpus = read_corpus(path)
+    assert corpus.num_documents == 2
+    assert len(corpus.sentences[0]) == len(long_line.strip())
+
+
+def test_bad_format_is_rejected(tmp_path):
+    with pytest.raises(CorpusError, match="format"):
+        read_corpus(SAMPLE, format="xml")
+
+
+def test_tfds_dataset_by_name():
+    import tensorflow_datasets as tfds
+
+    with tfds.testing.mock_data(num_examples=5):
+        corpus = read_corpus("tfds:imdb_reviews", tfds_split="train")
+        assert corpus.num_documents == 5
+        assert corpus.files == ["tfds:imdb_reviews/train"]
+        with pytest.raises(CorpusError, match="no text field 'body'"):
+            read_corpus("tfds:imdb_reviews", tfds_text_field="body")
