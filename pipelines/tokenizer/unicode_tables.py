@@ -12,10 +12,15 @@ Everything here is plain numpy; nothing depends on TensorFlow.
 """
 
 import functools
+import os
 import sys
+import tempfile
 import unicodedata
 
 import numpy as np
+
+# Bump when a rule below changes, so cached tables are rebuilt.
+TABLES_VERSION = 1
 
 MAX_CODEPOINT = sys.maxunicode  # 0x10FFFF
 
@@ -93,6 +98,47 @@ def normalize_uncased(char):
     return "".join(c for c in decomposed if unicodedata.category(c) != "Mn")
 
 
+def _cache_path(name):
+    root = os.environ.get("BERT_KERAS_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "bert_keras"
+    )
+    # The tables answer what this interpreter's `unicodedata` and `str.lower`
+    # answer, so they are keyed by both.
+    key = f"unicode-{unicodedata.unidata_version}-py{sys.version_info[0]}{sys.version_info[1]}"
+    return os.path.join(root, key, f"{name}-v{TABLES_VERSION}.npz")
+
+
+def _disk_cached(build):
+    """Memoises a table builder in memory and on disk (a scan of all code points
+    takes seconds; loading the saved arrays takes milliseconds). Any problem with
+    the cache directory just means the tables are computed."""
+
+    @functools.lru_cache(maxsize=None)
+    def cached():
+        path = _cache_path(build.__name__)
+        try:
+            with np.load(path) as saved:
+                arrays = tuple(saved[f"a{i}"] for i in range(len(saved.files)))
+            return arrays[0] if len(arrays) == 1 else arrays
+        except (OSError, ValueError, KeyError):
+            pass
+        result = build()
+        arrays = result if isinstance(result, tuple) else (result,)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            handle, staging = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".npz")
+            with os.fdopen(handle, "wb") as f:
+                np.savez(f, **{f"a{i}": a for i, a in enumerate(arrays)})
+            os.replace(staging, path)  # atomic: readers never see a partial file
+        except OSError:
+            pass
+        return result
+
+    cached.__doc__ = build.__doc__
+    cached.__name__ = build.__name__
+    return cached
+
+
 def _runs(values):
     """Compresses a per-code-point array into (starts, values) of constant runs."""
     change = np.flatnonzero(np.diff(values)) + 1
@@ -100,7 +146,7 @@ def _runs(values):
     return starts, values[starts].astype(np.int32)
 
 
-@functools.lru_cache(maxsize=None)
+@_disk_cached
 def class_table():
     """int8 [0x110000]: the character class of every code point (1.1 MB).
 
@@ -112,7 +158,7 @@ def class_table():
     )
 
 
-@functools.lru_cache(maxsize=None)
+@_disk_cached
 def sigma_context_runs():
     """(starts, context classes) for the final-sigma rule, derived from `str.lower()`.
 
@@ -135,7 +181,7 @@ def sigma_context_runs():
     return _runs(context)
 
 
-@functools.lru_cache(maxsize=None)
+@_disk_cached
 def uncased_expansions():
     """The code points that uncased normalization changes, and what they become.
 

@@ -281,3 +281,19 @@ def test_unicode_tables_match_python_unicodedata():
                          (0xAC00, ut.OTHER), (ord("$"), ut.PUNCT), (0x2122, ut.OTHER)]:
         assert classes[cp] == expected, hex(cp)
     assert unicodedata.unidata_version  # tables follow the running interpreter
+
+
+def test_unicode_tables_disk_cache_round_trips(tmp_path, monkeypatch):
+    from pipelines.tokenizer import unicode_tables as ut
+
+    monkeypatch.setenv("BERT_KERAS_CACHE", str(tmp_path))
+    ut.class_table.cache_clear()
+    try:
+        built = ut.class_table()
+        ut.class_table.cache_clear()
+        loaded = ut.class_table()  # now from the .npz file
+        assert list(tmp_path.rglob("class_table-*.npz"))
+        assert loaded.dtype == built.dtype and (loaded == built).all()
+        assert built[0x4E2D] == ut.CJK and built[0x200B] == ut.REMOVE
+    finally:
+        ut.class_table.cache_clear()
