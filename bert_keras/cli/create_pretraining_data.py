@@ -21,35 +21,36 @@ def register(subparsers, summary):
         description=(
             "Build BERT pretraining TFRecords (masked LM + next sentence prediction) exactly as the "
             "original create_pretraining_data.py, with the features run_pretraining.py reads. Shards are "
-            "written in parallel, atomically, and a rerun skips the ones already complete."
+            "written in parallel, atomically, and a rerun skips the ones already complete. Flags also "
+            "accept the original script's underscore spellings (--max_seq_length)."
         ),
     )
     parser.add_argument("--input", required=True,
                         help="text files: comma-separated names and globs, or tfds:NAME for a TFDS text dataset")
     parser.add_argument("--vocab", required=True, help="vocab.txt (must contain [MASK])")
-    parser.add_argument("--output_prefix", required=True,
+    parser.add_argument("--output-prefix", "--output_prefix", dest="output_prefix", required=True,
                         help="shards are written as PREFIX-00000-of-0000N.tfrecord")
     parser.add_argument("--format", choices=["bert", "text", "lines"], default="bert",
                         help="bert: one sentence per line, blank line between documents (default); "
                              "text: prose, one document per file, sentences split by rule; "
                              "lines: one document per line")
     parser.add_argument("--cased", action="store_true", help="cased rules (do_lower_case=False)")
-    parser.add_argument("--decode_errors", choices=["strict", "replace"], default="strict",
+    parser.add_argument("--decode-errors", "--decode_errors", dest="decode_errors", choices=["strict", "replace"], default="strict",
                         help="bytes that are not UTF-8: stop with file and line (strict), or read them as "
                              "U+FFFD and report how many lines had them (replace)")
-    parser.add_argument("--max_seq_length", type=int, default=128)
-    parser.add_argument("--max_predictions_per_seq", type=int, default=20)
-    parser.add_argument("--masked_lm_prob", type=float, default=0.15)
-    parser.add_argument("--short_seq_prob", type=float, default=0.1)
-    parser.add_argument("--dupe_factor", type=int, default=10, help="passes over the corpus, each with new masks")
-    parser.add_argument("--whole_word_mask", action="store_true", help="mask whole words (a token and its ## pieces)")
-    parser.add_argument("--random_seed", type=int, default=12345)
-    parser.add_argument("--num_output_shards", type=int, default=8, help="number of output files")
-    parser.add_argument("--num_shards", type=int, default=1, help="machines sharing the work")
-    parser.add_argument("--shard_index", type=int, default=0, help="this machine's index in [0, num_shards)")
+    parser.add_argument("--max-seq-length", "--max_seq_length", dest="max_seq_length", type=int, default=128)
+    parser.add_argument("--max-predictions-per-seq", "--max_predictions_per_seq", dest="max_predictions_per_seq", type=int, default=20)
+    parser.add_argument("--masked-lm-prob", "--masked_lm_prob", dest="masked_lm_prob", type=float, default=0.15)
+    parser.add_argument("--short-seq-prob", "--short_seq_prob", dest="short_seq_prob", type=float, default=0.1)
+    parser.add_argument("--dupe-factor", "--dupe_factor", dest="dupe_factor", type=int, default=10, help="passes over the corpus, each with new masks")
+    parser.add_argument("--whole-word-mask", "--whole_word_mask", dest="whole_word_mask", action="store_true", help="mask whole words (a token and its ## pieces)")
+    parser.add_argument("--random-seed", "--random_seed", dest="random_seed", type=int, default=12345)
+    parser.add_argument("--num-output-shards", "--num_output_shards", dest="num_output_shards", type=int, default=8, help="number of output files")
+    parser.add_argument("--num-shards", "--num_shards", dest="num_shards", type=int, default=1, help="machines sharing the work")
+    parser.add_argument("--shard-index", "--shard_index", dest="shard_index", type=int, default=0, help="this machine's index in [0, num_shards)")
     parser.add_argument("--workers", type=int, default=None, help="processes writing shards (default: CPU count)")
-    parser.add_argument("--tfds_split", default="train", help="split of a tfds: input")
-    parser.add_argument("--tfds_text_field", default="text", help="text feature of a tfds: input")
+    parser.add_argument("--tfds-split", "--tfds_split", dest="tfds_split", default="train", help="split of a tfds: input")
+    parser.add_argument("--tfds-text-field", "--tfds_text_field", dest="tfds_text_field", default="text", help="text feature of a tfds: input")
     parser.set_defaults(func=run)
 
 
