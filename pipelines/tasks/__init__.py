@@ -1,5 +1,9 @@
-"""Task-specific data pipelines built on `pipelines` (datasets in, model-ready arrays out).
+"""Task-specific data pipelines built on `pipelines` (sources in, model-ready tensors out, and back).
 
-- `pipelines.tasks.squad`: SQuAD v1.1 / v2.0 reading, sliding-window features
-  and span decoding.
+- `squad`: SQuAD v1.1 / v2.0 reading, sliding-window features and span decoding.
+- `glue`: the GLUE tasks (and IMDB) from TFDS, with their text fields, labels and metrics.
+- `text_files`: generic CSV / TSV / JSONL classification and regression files, label vocabularies.
+- `conll`: CoNLL-2003 NER files and TFDS, tag schemes, word/sub-token alignment and aggregation.
+- `swag`: SWAG multiple choice from its CSV files.
+- `batching`: padding to the longest (multiple of 8), length bucketing, static shapes for TPU.
 """

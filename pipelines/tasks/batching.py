@@ -1,0 +1,178 @@
+"""Turns texts into padded batches: shared by every task module.
+
+Two steps, used by `glue`, `text_files`, `swag` and `conll`:
+
+1. `encode_texts`: tokenizes and packs texts in large chunks (one
+   tokenizer call per chunk, not per example) and hands back UNPADDED
+   examples: `token_ids` / `segment_ids` / `padding_mask` as long as the
+   packed sequence (`[length]`, or `[choices, length]` for multiple choice).
+2. `batch`: pads those examples into batches, one of three ways:
+
+   - default: to the longest sequence of the batch rounded up to a multiple
+     of 8 (at most `seq_length`): little padding, few distinct shapes (fewer
+     retraces / XLA compilations, tensor-core friendly widths).
+   - `bucket_boundaries=[...]`: `tf.data.Dataset.bucket_by_sequence_length`
+     first groups examples of similar length, then pads as above: even less
+     padding on corpora with very uneven lengths. Order is shuffled by it.
+   - `static_shapes=True`: every batch exactly `[batch_size, seq_length]`,
+     incomplete last batch dropped: what TPUs (and XLA without dynamic
+     shapes) need.
+
+Padding values: features 0 (`token_ids` pad, `segment_ids`, `padding_mask`),
+except `word_ids` -1 (no word); token-level labels (any label with a sequence
+axis) `-100`, the value losses skip. Scalar labels are not padded.
+
+Example:
+    >>> import tensorflow as tf
+    >>> from pipelines import BertTokenizer
+    >>> from pipelines.tasks import batching
+    >>> tokenizer = BertTokenizer("vocab.txt")
+    >>> texts = tf.data.Dataset.from_tensor_slices(
+    ...     ((["a short one", "and a longer sentence here"],), [0, 1]))
+    >>> examples = batching.encode_texts(texts, tokenizer, seq_length=128)
+    >>> x, y = next(iter(batching.batch(examples, 2, seq_length=128)))
+    >>> x["token_ids"].shape        # longest is 7 tokens, rounded up to 8
+    TensorShape([2, 8])
+"""
+
+import tensorflow as tf
+
+from pipelines.packing import BertPacker
+
+# Padding multiple for dynamic shapes (same as BertPacker(pad_to="longest")).
+PAD_MULTIPLE = 8
+# Label value of padding / non-first sub-tokens: Keras/PyTorch-style "ignore".
+IGNORE_LABEL = -100
+# Padding value per feature name; anything else pads with 0.
+FEATURE_PAD_VALUES = {"word_ids": -1}
+# Texts tokenized per tokenizer call in `encode_texts`: bounds ragged tensor
+# sizes while amortizing per-op overhead.
+ENCODE_CHUNK = 256
+
+
+def encode_texts(dataset, tokenizer, *, seq_length, truncation="longest_first"):
+    """Tokenizes and packs `(texts, label)` examples into unpadded BERT inputs.
+
+    Example:
+        >>> ds = tf.data.Dataset.from_tensor_slices(((["a b", "c"], ["d", "e f"]), [0, 1]))
+        >>> x, y = next(iter(encode_texts(ds, tokenizer, seq_length=16)))
+        >>> x["segment_ids"].numpy().tolist()    # [CLS] a b [SEP] d [SEP]
+        [0, 0, 0, 0, 1, 1]
+
+    Args:
+        dataset: unbatched `tf.data.Dataset` of `(texts, label)`; `texts` is
+            a tuple of one (single sentence) or two (pair) string tensors,
+            each a scalar or `[choices]` (multiple choice: every choice is
+            packed separately, sharing one length).
+        tokenizer: a `pipelines.BertTokenizer`.
+        seq_length: maximum packed length, special tokens included.
+        truncation: `BertPacker` truncation rule.
+
+    Returns:
+        Unbatched dataset of `(x, label)`: `x` holds int32 `token_ids`,
+        `segment_ids`, `padding_mask` of shape `[length]` (or
+        `[choices, length]`), `length <= seq_length` the packed length (the
+        longest choice's for multiple choice).
+    """
+    special = tokenizer.special_tokens
+    packer = BertPacker(seq_length, cls_id=special.cls, sep_id=special.sep,
+                        pad_id=special.pad, truncation=truncation, pad_to="fixed")
+
+    def encode_chunk(texts, labels):
+        leading = tf.shape(texts[0])  # [chunk] or [chunk, choices]
+        flat = [tokenizer.tokenize(tf.reshape(t, [-1])) for t in texts]
+        packed = packer(tuple(flat))
+        shape = tf.concat([leading, [seq_length]], axis=0)
+        packed = {k: tf.reshape(v, shape) for k, v in packed.items()}
+        # Per-example length: real tokens of the longest choice.
+        lengths = tf.reduce_sum(packed["padding_mask"], axis=-1)
+        if texts[0].shape.rank == 2:
+            lengths = tf.reduce_max(lengths, axis=-1)
+        return packed, labels, lengths
+
+    def trim(x, label, length):
+        return {k: v[..., :length] for k, v in x.items()}, label
+
+    return (dataset.batch(ENCODE_CHUNK)
+            .map(encode_chunk, num_parallel_calls=tf.data.AUTOTUNE)
+            .unbatch()
+            .map(trim, num_parallel_calls=tf.data.AUTOTUNE))
+
+
+def batch(dataset, batch_size, *, seq_length, static_shapes=False, bucket_boundaries=None,
+          drop_remainder=None):
+    """Pads unpadded `(x, y)` examples into batches (see the module docstring).
+
+    Example:
+        >>> batched = batch(examples, 32, seq_length=128, static_shapes=True)
+        >>> batched.element_spec[0]["token_ids"].shape
+        TensorShape([32, 128])
+
+    Args:
+        dataset: unbatched dataset of `(x, y)`: `x` a dict of int tensors
+            whose LAST axis is the sequence (`[length]` or `[choices, length]`,
+            at most `seq_length`); `y` a scalar label or a `[length]` token
+            label sequence.
+        batch_size: examples per batch.
+        seq_length: the maximum length; the fixed width with `static_shapes`.
+        static_shapes: pad every batch to `[batch_size, seq_length]` and drop
+            the incomplete last batch (TPU).
+        bucket_boundaries: increasing lengths that delimit buckets (e.g.
+            `[32, 64]`: lengths < 32, 32..63, >= 64); each batch comes from
+            one bucket. Not with `static_shapes`.
+        drop_remainder: drop the incomplete last batch; default True with
+            `static_shapes`, else False.
+
+    Returns:
+        Batched dataset of `(x, y)`, widths a multiple of 8 (or `seq_length`).
+    """
+    if static_shapes and bucket_boundaries:
+        raise ValueError("static_shapes and bucket_boundaries exclude each other: "
+                         "static batches all have width seq_length already.")
+    if drop_remainder is None:
+        drop_remainder = bool(static_shapes)
+    x_spec, y_spec = dataset.element_spec
+    pad_values = ({k: tf.constant(FEATURE_PAD_VALUES.get(k, 0), spec.dtype) for k, spec in x_spec.items()},
+                  _label_pad_value(y_spec))
+
+    if static_shapes:
+        shapes = ({k: spec.shape[:-1].concatenate([seq_length]) for k, spec in x_spec.items()},
+                  y_spec.shape[:-1].concatenate([seq_length]) if y_spec.shape.rank else y_spec.shape)
+        return dataset.padded_batch(batch_size, padded_shapes=shapes, padding_values=pad_values,
+                                    drop_remainder=drop_remainder)
+
+    if bucket_boundaries:
+        boundaries = sorted(int(b) for b in bucket_boundaries)
+        batched = dataset.bucket_by_sequence_length(
+            element_length_func=lambda x, y: tf.shape(x["token_ids"])[-1],
+            bucket_boundaries=boundaries,
+            bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
+            padding_values=pad_values, drop_remainder=drop_remainder)
+    else:
+        batched = dataset.padded_batch(batch_size, padding_values=pad_values,
+                                       drop_remainder=drop_remainder)
+    return batched.map(lambda x, y: _pad_to_multiple(x, y, pad_values, seq_length),
+                       num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def _label_pad_value(y_spec):
+    if y_spec.shape.rank == 0:
+        return tf.constant(0, y_spec.dtype)  # never used: scalars are not padded
+    return tf.constant(IGNORE_LABEL, y_spec.dtype)
+
+
+def _pad_to_multiple(x, y, pad_values, seq_length):
+    """Widens the last axis to a multiple of PAD_MULTIPLE (at most seq_length)."""
+    width = tf.shape(x["token_ids"])[-1]
+    target = tf.minimum((width + PAD_MULTIPLE - 1) // PAD_MULTIPLE * PAD_MULTIPLE, seq_length)
+    target = tf.maximum(target, width)  # never cut real tokens
+
+    def widen(tensor, value):
+        rank = tensor.shape.rank
+        paddings = [[0, 0]] * (rank - 1) + [[0, target - width]]
+        return tf.pad(tensor, paddings, constant_values=value)
+
+    x = {k: widen(v, pad_values[0][k]) for k, v in x.items()}
+    if y.shape.rank and y.shape.rank > 1:  # token labels [batch, length]
+        y = widen(y, pad_values[1])
+    return x, y

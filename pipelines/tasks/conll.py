@@ -1,0 +1,442 @@
+"""Token classification (NER) from CoNLL-2003 files or TFDS `conll2003`.
+
+1. `read_conll` / `conll_from_tfds`: sentences as `(words, tags)`.
+2. `convert_tags`: between tag schemes IOB1 (CoNLL-2003's original files:
+   `B-` only between two adjacent entities of the same type), IOB2 (a.k.a.
+   BIO: every entity starts with `B-`) and IOBES.
+3. `encode_sentences`: words -> word pieces with one label per piece. Each
+   word is tokenized on its own (the tokenizer's ragged output per word), so
+   piece -> word is exact. The FIRST piece of a word carries the word's
+   label; the other pieces, `[CLS]`, `[SEP]` and padding get -100 (ignored
+   by the loss). With `label_all_tokens=True` every piece carries a label;
+   a continuation piece of a `B-X` word gets `I-X` (when the label set has
+   it), so that the piece sequence is still valid IOB2 (`B-X I-X`, never
+   `B-X B-X`, which would read as two entities). `word_ids` maps each piece to
+   its word (-1 for special tokens and padding).
+4. `aggregate_word_predictions`: piece scores back to one label per word.
+
+A word the tokenizer turns into no piece at all (e.g. only control
+characters) becomes one `[UNK]` so every word keeps a label. Sentences
+longer than `seq_length` are truncated (their last words lose their labels;
+`encode_sentences` reports how many were cut).
+
+Example:
+    >>> from pipelines import BertTokenizer
+    >>> from pipelines.tasks import conll
+    >>> sentences = conll.read_conll("tests/data/tasks/conll2003_mini.txt")
+    >>> sentences[0].words[:3], sentences[0].tags[:3]
+    (['EU', 'rejects', 'German'], ['I-ORG', 'O', 'I-MISC'])
+    >>> sentences = [s.with_tags(conll.convert_tags(s.tags, "IOB1", "IOB2")) for s in sentences]
+    >>> tokenizer = BertTokenizer("vocab.txt")
+    >>> features = conll.encode_sentences(sentences, tokenizer, conll.CONLL2003_NER_LABELS,
+    ...                                   seq_length=32)
+    >>> ds = conll.token_dataset(features, batch_size=8)
+"""
+
+import dataclasses
+import logging
+import os
+from typing import List
+
+import numpy as np
+import tensorflow as tf
+
+from pipelines.tasks import batching
+
+logger = logging.getLogger(__name__)
+
+# TFDS `conll2003` label order (IOB2), the usual order for CoNLL-2003 NER heads.
+CONLL2003_NER_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
+SCHEMES = ("IOB1", "IOB2", "BIO", "IOBES")
+STRATEGIES = ("first", "average", "max")
+IGNORE_LABEL = batching.IGNORE_LABEL
+DOCSTART = "-DOCSTART-"
+
+
+class ConllFormatError(ValueError):
+    """A CoNLL file that cannot be read (names the file and line)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Sentence:
+    """One sentence: its words and one tag per word.
+
+    Args:
+        words: list of words as in the file.
+        tags: list of tags (e.g. `"B-PER"`), same length as `words`.
+        source: where it starts (`"file:line"`), for messages.
+    """
+
+    words: List[str]
+    tags: List[str]
+    source: str = ""
+
+    def with_tags(self, tags):
+        return dataclasses.replace(self, tags=list(tags))
+
+
+# -- reading -------------------------------------------------------------------
+
+
+def read_conll(path, *, tag_column=-1):
+    """Reads a CoNLL-2003 style file: one `word POS chunk NER` line per word.
+
+    Sentences are separated by blank lines; `-DOCSTART-` lines (document
+    boundaries) are skipped. Every word line must have as many
+    whitespace-separated columns as the first one.
+
+    Example:
+        >>> read_conll("tests/data/tasks/conll2003_mini.txt", tag_column=1)[0].tags[:2]
+        ['NNP', 'VBZ']
+
+    Args:
+        path: the file.
+        tag_column: which column holds the tags (default: the last, NER);
+            the word is always column 0.
+
+    Returns:
+        List of `Sentence`, tags as written (CoNLL-2003 files are IOB1).
+
+    Raises:
+        ConllFormatError: empty file, or a line whose column count differs
+            from the first word line's, or `tag_column` out of range; names
+            the file and line.
+    """
+    path = os.fspath(path)
+    sentences, words, tags = [], [], []
+    num_columns, start, docstarts = None, None, 0
+
+    def flush():
+        if words:
+            sentences.append(Sentence(list(words), list(tags), f"{path}:{start}"))
+            words.clear()
+            tags.clear()
+
+    with open(path, encoding="utf-8") as f:
+        for line_number, line in enumerate(f, start=1):
+            columns = line.split()
+            if not columns:
+                flush()
+                continue
+            if columns[0] == DOCSTART:
+                flush()
+                docstarts += 1
+                continue
+            if num_columns is None:
+                num_columns = len(columns)
+                if not -num_columns <= tag_column < num_columns or tag_column in (0, -num_columns):
+                    raise ConllFormatError(f"{path}:{line_number}: tag_column {tag_column} is not a tag "
+                                           f"column of a line with {num_columns} columns.")
+            if len(columns) != num_columns:
+                raise ConllFormatError(f"{path}:{line_number}: {len(columns)} columns, expected "
+                                       f"{num_columns} (as the first word line): {line.rstrip()!r}.")
+            if not words:
+                start = line_number
+            words.append(columns[0])
+            tags.append(columns[tag_column])
+    flush()
+    if not sentences:
+        raise ConllFormatError(f"{path}: no sentences (empty file?).")
+    logger.info("%s: %d sentences, %d -DOCSTART- lines skipped.", path, len(sentences), docstarts)
+    return sentences
+
+
+def conll_from_tfds(split="train", *, data_dir=None):
+    """TFDS `conll2003` NER as `Sentence`s (tags as names, IOB2).
+
+    Example:
+        >>> dev = conll_from_tfds("validation")
+
+    Args:
+        split: `"train"`, `"validation"` or `"test"`.
+        data_dir: TFDS data directory.
+
+    Returns:
+        List of `Sentence`; label names are `CONLL2003_NER_LABELS`.
+    """
+    import tensorflow_datasets as tfds  # only this function needs it
+
+    builder = tfds.builder("conll2003", data_dir=data_dir)
+    names = builder.info.features["ner"].feature.names
+    dataset = tfds.load("conll2003", split=split, data_dir=data_dir, shuffle_files=False)
+    sentences = []
+    for i, example in enumerate(tfds.as_numpy(dataset)):
+        words = [w.decode("utf-8") for w in example["tokens"]]
+        tags = [names[t] for t in example["ner"]]
+        if len(words) != len(tags):
+            raise ConllFormatError(f"tfds:conll2003[{split}] example {i}: {len(words)} tokens, {len(tags)} tags.")
+        sentences.append(Sentence(words, tags, f"tfds:conll2003[{split}]:{i}"))
+    return sentences
+
+
+# -- tag schemes -----------------------------------------------------------------
+
+
+def convert_tags(tags, from_scheme, to_scheme):
+    """Converts one sentence's tags between IOB1, IOB2 (= BIO) and IOBES.
+
+    Example:
+        >>> convert_tags(["I-PER", "I-PER", "O", "I-LOC", "B-LOC"], "IOB1", "IOB2")
+        ['B-PER', 'I-PER', 'O', 'B-LOC', 'B-LOC']
+        >>> convert_tags(["B-PER", "I-PER", "O", "B-LOC"], "IOB2", "IOBES")
+        ['B-PER', 'E-PER', 'O', 'S-LOC']
+
+    Args:
+        tags: list of tags (`"O"` or `"<prefix>-<type>"`).
+        from_scheme, to_scheme: `"IOB1"`, `"IOB2"`/`"BIO"` or `"IOBES"`.
+
+    Returns:
+        The converted list.
+
+    Lenient like seqeval: an `I-X` that follows `O` or another type starts
+    a new entity in every scheme (IOB2 files produced by models do that).
+
+    Raises:
+        ValueError: unknown scheme, a malformed tag, or `E-`/`S-` outside IOBES.
+    """
+    spans = _entities(tags, _scheme(from_scheme))
+    return _tags_from_entities(spans, len(tags), _scheme(to_scheme))
+
+
+def _scheme(name):
+    upper = str(name).upper()
+    if upper not in SCHEMES:
+        raise ValueError(f"Unknown tag scheme {name!r}; known: {SCHEMES}.")
+    return "IOB2" if upper == "BIO" else upper
+
+
+def _split(tag):
+    if tag == "O":
+        return "O", None
+    prefix, sep, kind = tag.partition("-")
+    if not sep or prefix not in ("B", "I", "E", "S") or not kind:
+        raise ValueError(f"Tag {tag!r} is neither 'O' nor '<B|I|E|S>-<type>'.")
+    return prefix, kind
+
+
+def _entities(tags, scheme):
+    """(start, end_exclusive, type) of every entity."""
+    entities = []
+    current = None  # [start, type]
+    for i, tag in enumerate(tags):
+        prefix, kind = _split(tag)
+        if prefix in ("E", "S") and scheme != "IOBES":
+            raise ValueError(f"Tag {tag!r} at position {i} is not valid {scheme}.")
+        begins = (prefix in ("B", "S")
+                  or (prefix in ("I", "E") and (current is None or current[1] != kind)))
+        if prefix == "O" or begins:
+            if current is not None:
+                entities.append((current[0], i, current[1]))
+                current = None
+        if begins:
+            current = [i, kind]
+        if prefix in ("E", "S") and current is not None:
+            entities.append((current[0], i + 1, current[1]))
+            current = None
+    if current is not None:
+        entities.append((current[0], len(tags), current[1]))
+    return entities
+
+
+def _tags_from_entities(entities, length, scheme):
+    tags = ["O"] * length
+    previous = None  # (end, type) of the previous entity, for IOB1
+    for start, end, kind in entities:
+        for i in range(start, end):
+            tags[i] = f"I-{kind}"
+        if scheme == "IOB2":
+            tags[start] = f"B-{kind}"
+        elif scheme == "IOB1":
+            # B- only where an entity directly follows one of the same type.
+            if previous == (start, kind):
+                tags[start] = f"B-{kind}"
+        else:  # IOBES
+            if end - start == 1:
+                tags[start] = f"S-{kind}"
+            else:
+                tags[start], tags[end - 1] = f"B-{kind}", f"E-{kind}"
+        previous = (end, kind)
+    return tags
+
+
+# -- word pieces and labels ------------------------------------------------------
+
+
+@dataclasses.dataclass
+class TokenClassificationFeatures:
+    """Encoded sentences, numpy arrays `[num_sentences, seq_length]`.
+
+    Args:
+        token_ids, segment_ids, padding_mask: int32 BERT inputs.
+        labels: int32 label id per piece; -100 where no label.
+        word_ids: int32 word index (in its sentence) per piece; -1 for
+            `[CLS]`, `[SEP]` and padding.
+        num_truncated: how many sentences lost words to `seq_length`.
+    """
+
+    token_ids: np.ndarray
+    segment_ids: np.ndarray
+    padding_mask: np.ndarray
+    labels: np.ndarray
+    word_ids: np.ndarray
+    num_truncated: int = 0
+
+    def __len__(self):
+        return len(self.token_ids)
+
+
+def encode_sentences(sentences, tokenizer, label_names, *, seq_length=128, label_all_tokens=False):
+    """Word pieces, per-piece labels and `word_ids` for `Sentence`s (see the module docstring).
+
+    Example (`"Johanson"` -> `johan ##son`, `"Paris"` -> `paris`):
+        >>> s = Sentence(["Johanson", "visits", "Paris"], ["B-PER", "O", "B-LOC"])
+        >>> f = encode_sentences([s], tokenizer, CONLL2003_NER_LABELS, seq_length=8)
+        >>> f.labels[0].tolist()          # [CLS] johan ##son visits paris [SEP] pad pad
+        [-100, 1, -100, 0, 5, -100, -100, -100]
+        >>> f.word_ids[0].tolist()
+        [-1, 0, 0, 1, 2, -1, -1, -1]
+
+    Args:
+        sentences: list of `Sentence` (tags in the scheme of `label_names`).
+        tokenizer: a `pipelines.BertTokenizer`.
+        label_names: tag names in label-id order (e.g. `CONLL2003_NER_LABELS`).
+        seq_length: packed length, `[CLS]` and `[SEP]` included.
+        label_all_tokens: label every piece, not only the first of a word
+            (continuations of `B-X` get `I-X`).
+
+    Returns:
+        `TokenClassificationFeatures`.
+
+    Raises:
+        ValueError: a tag not in `label_names` (names the sentence and tag).
+    """
+    if seq_length < 3:
+        raise ValueError(f"seq_length must be at least 3, got {seq_length}.")
+    index = {name: i for i, name in enumerate(label_names)}
+    continuation = {i: index.get("I-" + name[2:], i) if name.startswith("B-") else i
+                    for i, name in enumerate(label_names)}
+    special = tokenizer.special_tokens
+    all_words = [w for s in sentences for w in s.words]
+    pieces = tokenizer.tokenize(tf.constant(all_words or [""], tf.string))
+    piece_values = pieces.flat_values.numpy()
+    piece_splits = pieces.row_splits.numpy()
+
+    n = len(sentences)
+    shape = (n, seq_length)
+    token_ids = np.full(shape, special.pad, np.int32)
+    labels = np.full(shape, IGNORE_LABEL, np.int32)
+    word_ids = np.full(shape, -1, np.int32)
+    padding_mask = np.zeros(shape, np.int32)
+    truncated = 0
+    word = 0  # index into all_words
+    for row, sentence in enumerate(sentences):
+        ids, tags, wids = [], [], []
+        for w, tag in enumerate(sentence.tags):
+            if tag not in index:
+                raise ValueError(f"{sentence.source or f'sentence {row}'}: tag {tag!r} (word "
+                                 f"{sentence.words[w]!r}) is not in label_names {list(label_names)}.")
+            word_pieces = piece_values[piece_splits[word]:piece_splits[word + 1]].tolist() or [special.unk]
+            word += 1
+            label = index[tag]
+            rest = continuation[label] if label_all_tokens else IGNORE_LABEL
+            ids += word_pieces
+            tags += [label] + [rest] * (len(word_pieces) - 1)
+            wids += [w] * len(word_pieces)
+        if len(ids) > seq_length - 2:
+            truncated += 1
+            ids, tags, wids = ids[:seq_length - 2], tags[:seq_length - 2], wids[:seq_length - 2]
+        length = len(ids) + 2
+        token_ids[row, :length] = [special.cls] + ids + [special.sep]
+        labels[row, 1:length - 1] = tags
+        word_ids[row, 1:length - 1] = wids
+        padding_mask[row, :length] = 1
+    if truncated:
+        logger.warning("%d of %d sentences longer than seq_length=%d were truncated (their last "
+                       "words get no prediction).", truncated, n, seq_length)
+    return TokenClassificationFeatures(token_ids, np.zeros(shape, np.int32), padding_mask, labels,
+                                       word_ids, truncated)
+
+
+def token_dataset(features, *, batch_size=32, shuffle=False, static_shapes=False,
+                  bucket_boundaries=None, with_word_ids=False, seed=None):
+    """Batched `(x, labels)` for `model.fit` from `TokenClassificationFeatures`.
+
+    Example:
+        >>> ds = token_dataset(features, batch_size=16, bucket_boundaries=[16, 32])
+
+    Args:
+        features: from `encode_sentences`.
+        batch_size: sentences per batch.
+        shuffle: shuffle every epoch.
+        static_shapes, bucket_boundaries: padding mode
+            (`pipelines.tasks.batching.batch`); labels pad with -100.
+        with_word_ids: also put `word_ids` in `x` (pads with -1), for
+            prediction: keep it out of the model's inputs.
+        seed: shuffle seed.
+
+    Returns:
+        `tf.data.Dataset` of `(x, y)`: `x` int32 `[batch, length]` inputs,
+        `y` int32 `[batch, length]` labels.
+    """
+    seq_length = features.token_ids.shape[1]
+    x = {"token_ids": features.token_ids, "segment_ids": features.segment_ids,
+         "padding_mask": features.padding_mask}
+    if with_word_ids:
+        x["word_ids"] = features.word_ids
+    lengths = features.padding_mask.sum(axis=1).astype(np.int32)
+    dataset = tf.data.Dataset.from_tensor_slices((x, features.labels, lengths))
+    if shuffle:
+        dataset = dataset.shuffle(len(features), seed=seed, reshuffle_each_iteration=True)
+    # Back to unpadded rows so `batch` can pad to each batch's longest.
+    dataset = dataset.map(lambda x, y, n: ({k: v[:n] for k, v in x.items()}, y[:n]))
+    return batching.batch(dataset, batch_size, seq_length=seq_length, static_shapes=static_shapes,
+                          bucket_boundaries=bucket_boundaries).prefetch(tf.data.AUTOTUNE)
+
+
+def aggregate_word_predictions(scores, word_ids, strategy="first"):
+    """Per-piece scores back to one label id per word.
+
+    Example:
+        >>> probs = np.array([[.9, .1], [.2, .8], [.6, .4], [.3, .7]])  # [CLS] w0 w0 w1
+        >>> aggregate_word_predictions(probs, [-1, 0, 0, 1], "first")
+        [1, 1]
+        >>> aggregate_word_predictions(probs, [-1, 0, 0, 1], "average")  # w0: [.4, .6]
+        [1, 1]
+
+    Args:
+        scores: `[length, classes]` or `[batch, length, classes]` logits or
+            probabilities (use probabilities for `"average"`: averaging
+            logits weighs pieces differently).
+        word_ids: `[length]` / `[batch, length]`, -1 for pieces of no word
+            (as from `encode_sentences` or `x["word_ids"]`).
+        strategy: `"first"`: the word's first piece decides (how the model
+            was trained by default). `"average"`: mean score over the word's
+            pieces, then argmax. `"max"`: the label of the single highest
+            score among the word's pieces.
+
+    Returns:
+        A list of label ids per word (`[num_words]`) for one sentence, or a
+        list of such lists for a batch. Words cut off by truncation are
+        absent: the list covers words 0..max(word_ids).
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"Unknown strategy {strategy!r}; choose one of {STRATEGIES}.")
+    scores = np.asarray(scores)
+    word_ids = np.asarray(word_ids)
+    if scores.ndim == 3:
+        return [aggregate_word_predictions(s, w, strategy) for s, w in zip(scores, word_ids)]
+    if scores.ndim != 2 or word_ids.shape != scores.shape[:1]:
+        raise ValueError(f"scores must be [length, classes] with word_ids [length], got "
+                         f"{scores.shape} and {word_ids.shape}.")
+    num_words = int(word_ids.max()) + 1 if word_ids.size else 0
+    result = []
+    for w in range(num_words):
+        rows = scores[word_ids == w]
+        if strategy == "first":
+            word_scores = rows[0]
+        elif strategy == "average":
+            word_scores = rows.mean(axis=0)
+        else:
+            word_scores = rows.max(axis=0)
+        result.append(int(np.argmax(word_scores)))
+    return result

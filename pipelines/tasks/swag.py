@@ -1,0 +1,162 @@
+"""SWAG multiple choice: a context and four endings, pick the right one.
+
+Reads the SWAG CSV files (`train.csv` / `val.csv` of rowanz/swagaf, columns
+`video-id, fold-ind, startphrase, sent1, sent2, gold-source, ending0..ending3,
+label`) and packs every example as four `(context, ending)` pairs:
+
+    text_a = sent1
+    text_b = sent2 + " " + ending_i
+
+`sent2` is the beginning of the sentence that each ending finishes (e.g.
+"The woman" + "picks up the ball."), so it belongs with the ending: segment B
+then reads as one complete candidate sentence, and `sent1` (the shared
+context) is segment A, as in the original BERT SWAG setup and HF
+`run_swag.py`. Inputs are `[batch, 4, length]`; a multiple-choice head scores
+each of the 4 rows and takes a softmax over them; the label is the index of
+the right ending.
+
+Example:
+    >>> from pipelines import BertTokenizer
+    >>> from pipelines.tasks import swag
+    >>> examples = swag.read_swag_csv("tests/data/tasks/swag_mini.csv")
+    >>> examples[1].endings[examples[1].label]
+    'pulls up a chair and sits down.'
+    >>> ds = swag.swag_dataset(examples, BertTokenizer("vocab.txt"), seq_length=64, batch_size=2)
+    >>> x, y = next(iter(ds))
+    >>> x["token_ids"].shape[:2], y.shape
+    (TensorShape([2, 4]), TensorShape([2]))
+"""
+
+import csv
+import dataclasses
+import logging
+import os
+from typing import Optional, Tuple
+
+import tensorflow as tf
+
+from pipelines.tasks import batching
+
+logger = logging.getLogger(__name__)
+
+NUM_CHOICES = 4
+REQUIRED_COLUMNS = ("sent1", "sent2", "ending0", "ending1", "ending2", "ending3")
+
+
+class SwagFormatError(ValueError):
+    """A SWAG file that cannot be read (names the file and line)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SwagExample:
+    """One SWAG question.
+
+    Args:
+        context: `sent1`.
+        start: `sent2`, the start of the sentence each ending completes.
+        endings: the four endings.
+        label: index of the right ending; None for the unlabelled test file.
+        source: `"file:line"`.
+    """
+
+    context: str
+    start: str
+    endings: Tuple[str, ...]
+    label: Optional[int]
+    source: str = ""
+
+    def choices(self):
+        """The 4 `(text_a, text_b)` pairs, `text_b = start + " " + ending`."""
+        return [(self.context, f"{self.start} {ending}".strip()) for ending in self.endings]
+
+
+def read_swag_csv(path, *, labelled=True):
+    """Reads a SWAG CSV file (with header) into `SwagExample`s.
+
+    Example:
+        >>> len(read_swag_csv("tests/data/tasks/swag_mini.csv"))
+        3
+
+    Args:
+        path: the CSV file.
+        labelled: the file has a `label` column (train / val); False for the
+            test file.
+
+    Returns:
+        List of `SwagExample`, in file order.
+
+    Raises:
+        SwagFormatError: empty file, missing column (lists the columns
+            found), a row with the wrong field count, or a label outside 0..3
+            (names file, line and value).
+    """
+    path = os.fspath(path)
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if not header:
+            raise SwagFormatError(f"{path}: the file is empty.")
+        header = [h.strip() for h in header]
+        required = REQUIRED_COLUMNS + (("label",) if labelled else ())
+        missing = [c for c in required if c not in header]
+        if missing:
+            raise SwagFormatError(f"{path}: missing column(s) {missing}; columns found: {header}.")
+        examples, blank = [], 0
+        for fields in reader:
+            line = reader.line_num
+            if not fields or all(not field.strip() for field in fields):
+                blank += 1
+                continue
+            if len(fields) != len(header):
+                raise SwagFormatError(f"{path}:{line}: {len(fields)} fields, the header has {len(header)}.")
+            row = dict(zip(header, fields))
+            label = None
+            if labelled:
+                value = row["label"].strip()
+                if value not in {str(i) for i in range(NUM_CHOICES)}:
+                    raise SwagFormatError(f"{path}:{line}: label {value!r} is not one of 0..{NUM_CHOICES - 1}.")
+                label = int(value)
+            endings = tuple(row[f"ending{i}"] for i in range(NUM_CHOICES))
+            examples.append(SwagExample(row["sent1"], row["sent2"], endings, label, f"{path}:{line}"))
+    if not examples:
+        raise SwagFormatError(f"{path}: no examples.")
+    logger.info("%s: %d examples, %d blank lines skipped.", path, len(examples), blank)
+    return examples
+
+
+def swag_dataset(examples, tokenizer, *, seq_length=128, batch_size=16, shuffle=False,
+                 static_shapes=False, bucket_boundaries=None, seed=None):
+    """Batched `(x, y)` for a multiple-choice model.
+
+    Example:
+        >>> ds = swag_dataset(examples, tokenizer, seq_length=128, static_shapes=True)
+        >>> ds.element_spec[0]["token_ids"].shape
+        TensorShape([16, 4, 128])
+
+    Args:
+        examples: from `read_swag_csv` (unlabelled ones get label -1).
+        tokenizer: a `pipelines.BertTokenizer`.
+        seq_length: packed length of each (context, ending) pair.
+        batch_size: questions per batch (each is 4 sequences).
+        shuffle: shuffle every epoch.
+        static_shapes, bucket_boundaries: padding mode
+            (`pipelines.tasks.batching.batch`); all 4 choices of a question
+            share one width.
+        seed: shuffle seed.
+
+    Returns:
+        `tf.data.Dataset` of `(x, y)`: int32 `token_ids` / `segment_ids` /
+        `padding_mask` `[batch, 4, length]` and int32 `y` `[batch]`.
+    """
+    if not examples:
+        raise ValueError("No examples.")
+    pairs = [example.choices() for example in examples]
+    text_a = tf.constant([[a for a, _ in choices] for choices in pairs])  # [n, 4]
+    text_b = tf.constant([[b for _, b in choices] for choices in pairs])
+    labels = tf.constant([-1 if e.label is None else e.label for e in examples], tf.int32)
+    dataset = tf.data.Dataset.from_tensor_slices(((text_a, text_b), labels))
+    if shuffle:
+        dataset = dataset.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True)
+    dataset = batching.encode_texts(dataset, tokenizer, seq_length=seq_length)
+    return batching.batch(dataset, batch_size, seq_length=seq_length, static_shapes=static_shapes,
+                          bucket_boundaries=bucket_boundaries).prefetch(tf.data.AUTOTUNE)
