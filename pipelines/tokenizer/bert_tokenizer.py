@@ -100,7 +100,7 @@ class BertTokenizer(tf.Module):
                 tokens, unk_token=unk_token, max_chars_per_word=self.max_input_chars_per_word
             )
             self._ascii_pattern = wordpiece.ASCII_SAFE_PATTERN
-            self._ascii = wordpiece.FastAsciiBert(
+            self._ascii = wordpiece.FastAsciiWordpiece(
                 tokens, lowercase=self.lowercase, unk_token=unk_token,
                 max_chars_per_word=self.max_input_chars_per_word,
             )
@@ -127,7 +127,10 @@ class BertTokenizer(tf.Module):
 
         A scalar string gives a dense 1-D tensor.
         """
-        return self.tokenize_with_offsets(strings)[0]
+        strings = tf.convert_to_tensor(strings, tf.string)
+        if strings.shape.rank == 0:
+            return self._tokenize_batch(strings[None], with_offsets=False)[0][0]
+        return self._tokenize_batch(strings, with_offsets=False)[0]
 
     def tokenize_with_offsets(self, strings):
         """(ids, begin, end): begin/end are byte offsets into the original strings.
@@ -138,9 +141,9 @@ class BertTokenizer(tf.Module):
         """
         strings = tf.convert_to_tensor(strings, tf.string)
         if strings.shape.rank == 0:
-            ids, begin, end = self._tokenize_batch(strings[None])
+            ids, begin, end = self._tokenize_batch(strings[None], with_offsets=True)
             return ids[0], begin[0], end[0]
-        return self._tokenize_batch(strings)
+        return self._tokenize_batch(strings, with_offsets=True)
 
     def detokenize(self, ids):
         """Joins word pieces back into text (one string per row; normalized text)."""
@@ -149,15 +152,20 @@ class BertTokenizer(tf.Module):
         text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
         return tf.strings.strip(tf.strings.regex_replace(text, " ##", ""))
 
-    def _tokenize_batch(self, strings):
+    def _tokenize_batch(self, strings, with_offsets):
+        """(ids,) or (ids, begin, end) for a batch of strings."""
         if self.backend == "core":
             return self._tokenize_exact(strings)
-        # Printable-ASCII strings take the one-pass FastBert path; the rest the
-        # exact path. Both give the original's ids; rows are put back in order.
+        # Printable-ASCII strings take the one-pass FastWordpiece path; the rest
+        # the exact path. Both give the original's ids; rows are put back in order.
         ascii_safe = tf.strings.regex_full_match(strings, self._ascii_pattern)
         ascii_rows = tf.reshape(tf.where(ascii_safe), [-1])
         other_rows = tf.reshape(tf.where(tf.logical_not(ascii_safe)), [-1])
-        fast = self._ascii.tokenize_with_offsets(tf.gather(strings, ascii_rows))
+        ascii_strings = tf.gather(strings, ascii_rows)
+        if with_offsets:
+            fast = self._ascii.tokenize_with_offsets(ascii_strings)
+        else:
+            fast = (self._ascii.tokenize(ascii_strings),)
         exact = self._tokenize_exact(tf.gather(strings, other_rows))
         order = tf.math.invert_permutation(tf.concat([ascii_rows, other_rows], axis=0))
         return tuple(

@@ -74,26 +74,29 @@ class FastWordpiece(tf.Module):
         return ids, ids.with_flat_values(begin), ids.with_flat_values(end)
 
 
-# Printable ASCII plus \t \n \r: on such text FastBertTokenizer's own
-# normalizer and splitter agree with the original rule for rule (ASCII
-# lowercase only, the same whitespace, the same ASCII punctuation ranges, and
-# byte lengths equal character lengths for the word limit). Other control
-# characters, which the original deletes, are not in the set.
+# Printable ASCII plus \t \n \r: on such text the original rules reduce to
+# ASCII lowercasing, splitting on the same whitespace and the same ASCII
+# punctuation ranges FastWordpiece's own pre-tokenizer uses, and a word limit
+# where bytes equal characters. Other control characters, which the original
+# deletes, are not in the set, so those strings take the exact path.
 ASCII_SAFE_PATTERN = r"[\t\n\r\x20-\x7e]*"
 
 
-class FastAsciiBert(tf.Module):
-    """End-to-end FastBertTokenizer for strings that are printable ASCII.
+class FastAsciiWordpiece(tf.Module):
+    """End-to-end FastWordpiece for strings that are printable ASCII.
 
-    It is several times faster than the exact path because normalization,
-    splitting and word pieces happen in one pass. `BertTokenizer` sends only
-    the strings that match `ASCII_SAFE_PATTERN` here.
+    One pass splits words and word pieces; lowercasing ASCII keeps every byte
+    where it was, so the offsets it reports are offsets into the original
+    string. (FastBertTokenizer would give the same ids, but its normalizer
+    makes `tokenize_with_offsets` several times slower.) `BertTokenizer` sends
+    only the strings that match `ASCII_SAFE_PATTERN` here.
     """
 
     def __init__(self, vocabulary, *, lowercase, unk_token="[UNK]", max_chars_per_word=200,
                  name=None):
         super().__init__(name=name)
-        self._tokenizer = tf_text.FastBertTokenizer(
+        self.lowercase = lowercase
+        self._tokenizer = tf_text.FastWordpieceTokenizer(
             vocab=list(vocabulary),
             suffix_indicator="##",
             max_bytes_per_word=max_chars_per_word,
@@ -101,9 +104,15 @@ class FastAsciiBert(tf.Module):
             unknown_token=unk_token,
             no_pretokenization=False,
             support_detokenization=False,
-            lower_case_nfd_strip_accents=lowercase,
         )
+
+    def _prepare(self, strings):
+        return tf.strings.lower(strings) if self.lowercase else strings
+
+    def tokenize(self, strings):
+        """ids RaggedTensor [batch, (tokens)]."""
+        return self._tokenizer.tokenize(self._prepare(strings))
 
     def tokenize_with_offsets(self, strings):
         """(ids, begin, end) RaggedTensors [batch, (tokens)], byte offsets."""
-        return self._tokenizer.tokenize_with_offsets(strings)
+        return self._tokenizer.tokenize_with_offsets(self._prepare(strings))

@@ -297,3 +297,29 @@ def test_unicode_tables_disk_cache_round_trips(tmp_path, monkeypatch):
         assert built[0x4E2D] == ut.CJK and built[0x200B] == ut.REMOVE
     finally:
         ut.class_table.cache_clear()
+
+
+def random_ascii_texts(count, seed):
+    """Printable ASCII only: the strings the fast one-pass path takes."""
+    rng = random.Random(seed)
+    alphabet = [chr(c) for c in range(0x20, 0x7F)] + ["\t", "\n", "\r"] + list("eeeetaoinshr  ")
+    texts = []
+    for _ in range(count):
+        if rng.random() < 0.1:  # words around the length limits
+            texts.append(" ".join("x" * rng.choice([99, 100, 101, 199, 200, 201]) for _ in range(2)))
+        else:
+            texts.append("".join(rng.choice(alphabet) for _ in range(rng.randint(0, 80))))
+    return texts
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+@pytest.mark.parametrize("limit", [100, 200])
+def test_ascii_fast_path_matches_original_rules(vocab, lowercase, limit):
+    texts = random_ascii_texts(500, seed=limit + lowercase)
+    fast = BertTokenizer(VOCAB, lowercase=lowercase, max_input_chars_per_word=limit)
+    assert_ids_equal(fast, vocab, texts, lowercase=lowercase, max_chars=limit)
+    core = BertTokenizer(VOCAB, lowercase=lowercase, max_input_chars_per_word=limit, backend="core")
+    a = fast.tokenize_with_offsets(tf.constant(texts[:150]))
+    b = core.tokenize_with_offsets(tf.constant(texts[:150]))
+    for x, y in zip(a, b):
+        assert x.to_list() == y.to_list()
