@@ -18,6 +18,11 @@ _LAZY = {
     "BertConfig": "bert_keras.config",
     "BertEncoder": "bert_keras.encoder",
     "BertPretrainer": "bert_keras.models",
+    "BertClassifier": "bert_keras.models",
+    "BertTokenClassifier": "bert_keras.models",
+    "BertSpanQA": "bert_keras.models",
+    "BertMultipleChoice": "bert_keras.models",
+    "BertEmbedder": "bert_keras.models",
 }
 
 

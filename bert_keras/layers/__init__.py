@@ -2,16 +2,20 @@
 
 from bert_keras.layers.activations import get_activation
 from bert_keras.layers.attention import BertSelfAttention
+from bert_keras.layers.choice_flattening import FlattenChoices
 from bert_keras.layers.embeddings import BertEmbeddings
 from bert_keras.layers.masked_lm_head import MaskedLMHead
 from bert_keras.layers.next_sentence_head import NextSentenceHead
+from bert_keras.layers.span_head import SpanHead
 from bert_keras.layers.transformer_block import BertTransformerBlock
 
 __all__ = [
     "BertEmbeddings",
     "BertSelfAttention",
     "BertTransformerBlock",
+    "FlattenChoices",
     "MaskedLMHead",
     "NextSentenceHead",
+    "SpanHead",
     "get_activation",
 ]

@@ -1,0 +1,8 @@
+"""Keras losses of the fine-tuning tasks that Keras does not ship."""
+
+from bert_keras.losses.masked_sparse_categorical_crossentropy import (
+    IGNORE_INDEX,
+    MaskedSparseCategoricalCrossentropy,
+)
+
+__all__ = ["IGNORE_INDEX", "MaskedSparseCategoricalCrossentropy"]

@@ -1,0 +1,76 @@
+"""Sparse categorical cross-entropy that skips positions labelled `ignore_index` (-100)."""
+
+import keras
+from keras import ops
+
+IGNORE_INDEX = -100
+
+
+@keras.saving.register_keras_serializable(package="bert_keras")
+class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
+    """Per-token cross-entropy from logits, averaged over the labelled tokens only.
+
+    Token classification labels only the first word piece of each word;
+    later pieces, `[CLS]`, `[SEP]` and padding carry `ignore_index` (-100, the
+    Hugging Face / PyTorch convention). Those positions contribute nothing,
+    and with the default `"sum_over_batch_size"` reduction the sum is divided
+    by the number of labelled tokens, not by `batch * seq`, as
+    `torch.nn.CrossEntropyLoss(ignore_index=-100)`: the loss of a sentence
+    does not shrink because the batch holds more padding.
+
+    `sample_weight` (`[B]` per example or `[B, S]` per token) multiplies the
+    per-token losses as in any Keras loss. `reduction="none"` returns the
+    `[B, S]` losses with 0 at ignored positions; `"sum"` their sum.
+
+    Example:
+
+    >>> import numpy as np
+    >>> loss = MaskedSparseCategoricalCrossentropy()
+    >>> logits = np.log(np.array([[[0.5, 0.5], [0.9, 0.1], [0.1, 0.9]]], "float32"))
+    >>> round(float(loss(np.array([[0, -100, 1]]), logits)), 4)  # mean of -log .5, -log .9
+    0.3993
+    >>> round(float(loss(np.array([[0, 0, 1]]), logits)), 4)
+    0.3013
+
+    Args:
+        ignore_index: int. Label value of positions to skip.
+        reduction: a Keras loss reduction; see above.
+        name: str. Loss name.
+    """
+
+    def __init__(
+        self,
+        ignore_index=IGNORE_INDEX,
+        reduction="sum_over_batch_size",
+        name="masked_sparse_categorical_crossentropy",
+        **kwargs,
+    ):
+        super().__init__(reduction=reduction, name=name, **kwargs)
+        self.ignore_index = int(ignore_index)
+
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        y_true = ops.convert_to_tensor(y_true)
+        labelled = ops.not_equal(y_true, self.ignore_index)
+        weights = ops.cast(labelled, "float32")
+        if sample_weight is not None:
+            sample_weight = ops.cast(sample_weight, "float32")
+            if len(sample_weight.shape) < len(weights.shape):
+                sample_weight = ops.expand_dims(sample_weight, -1)  # [B] per example -> [B, 1]
+            weights = weights * sample_weight
+        if self.reduction == "sum_over_batch_size":
+            # Keras divides the weighted sum by the element count (batch * seq);
+            # scale the weights by count / labelled so that it divides by the
+            # labelled tokens instead (how Keras itself reduces masked losses).
+            count = ops.cast(ops.size(weights), "float32")
+            weights = weights * ops.divide_no_nan(count, ops.sum(ops.cast(labelled, "float32")))
+        # Any valid class id stands in for ignore_index: its loss is weighted by 0.
+        y_true = ops.where(labelled, y_true, ops.zeros_like(y_true))
+        return super().__call__(y_true, y_pred, sample_weight=weights)
+
+    def call(self, y_true, y_pred):
+        return keras.losses.sparse_categorical_crossentropy(y_true, y_pred, from_logits=True)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(ignore_index=self.ignore_index)
+        return config
