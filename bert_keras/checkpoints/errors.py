@@ -42,3 +42,26 @@ class CheckpointMismatchError(ValueError):
                 )
             message = "checkpoint does not match the encoder: " + "; ".join(parts)
         super().__init__(message)
+
+
+def reject_or_drop_unused(source, unused, *, strict, what="tensor(s)"):
+    """Reports checkpoint entries that neither the encoder nor its pretraining heads use.
+
+    With `strict` they are an error that lists them (a fine-tuned task head is
+    the usual cause); otherwise they are dropped with a warning that lists them.
+    Shared by every reader, so the message is the same for every format.
+    """
+    if not unused:
+        return
+    message = (
+        f"{source}: {len(unused)} {what} not used by the BERT encoder or its "
+        f"pretraining heads: {sorted(unused)}"
+    )
+    if strict:
+        raise CheckpointMismatchError(
+            message + " (a fine-tuned task head? pass strict=False / --no-strict to drop them)",
+            unexpected=unused,
+        )
+    import warnings
+
+    warnings.warn(message + "; dropped", stacklevel=3)

@@ -20,12 +20,15 @@ import json
 import os
 import re
 import shutil
-import warnings
 
 import numpy as np
 
 from bert_keras.checkpoints.atomic_files import atomic_directory
-from bert_keras.checkpoints.errors import CheckpointFormatError, CheckpointMismatchError
+from bert_keras.checkpoints.errors import (
+    CheckpointFormatError,
+    CheckpointMismatchError,
+    reject_or_drop_unused,
+)
 from bert_keras.config import BertConfig
 
 CONFIG_FILE = "config.json"
@@ -235,17 +238,7 @@ def read_hf(directory, *, strict=True):
         weights[canonical] = np.ascontiguousarray(value.T) if transpose else value
 
     _check_tied_decoder(directory, tensors, weights, unknown)
-    if unknown:
-        message = (
-            f"{directory}: {len(unknown)} tensor(s) not used by the BERT encoder or its "
-            f"pretraining heads: {sorted(unknown)}"
-        )
-        if strict:
-            raise CheckpointMismatchError(
-                message + " (a fine-tuned task head? pass strict=False / --no-strict to drop them)",
-                unexpected=unknown,
-            )
-        warnings.warn(message + "; dropped", stacklevel=2)
+    reject_or_drop_unused(directory, unknown, strict=strict, what="tensor(s)")
     if not weights:
         raise CheckpointMismatchError(
             f"{directory}: no BERT weights found (first names: {sorted(tensors)[:5]})"

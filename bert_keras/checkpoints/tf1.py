@@ -24,7 +24,11 @@ import warnings
 
 import numpy as np
 
-from bert_keras.checkpoints.errors import CheckpointFormatError, CheckpointMismatchError
+from bert_keras.checkpoints.errors import (
+    CheckpointFormatError,
+    CheckpointMismatchError,
+    reject_or_drop_unused,
+)
 from bert_keras.config import BertConfig
 
 # Every name the canonical dict may hold: the google-research encoder and its
@@ -161,17 +165,7 @@ def read_tf1(path, *, config=None, strict=True):
             weights[canonical] = np.asarray(reader.get_tensor(name), dtype=np.float32)
         else:
             unknown.append(name)
-    if unknown:
-        message = (
-            f"{prefix}: {len(unknown)} variable(s) not used by the BERT encoder or its "
-            f"pretraining heads: {unknown}"
-        )
-        if strict:
-            raise CheckpointMismatchError(
-                message + " (a fine-tuned task head? pass strict=False / --no-strict to drop them)",
-                unexpected=unknown,
-            )
-        warnings.warn(message + "; dropped", stacklevel=2)
+    reject_or_drop_unused(prefix, unknown, strict=strict, what="variable(s)")
     if not weights:
         raise CheckpointMismatchError(
             f"{prefix}: no BERT variables found (first names: {names[:5]}); "

@@ -2,12 +2,13 @@
 
 import keras
 from keras import ops
+from bert_keras.models.encoder_task import EncoderTask
 
 _ENCODER_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
-class BertClassifier(keras.Model):
+class BertClassifier(EncoderTask):
     """A `BertEncoder` with a dropout + dense head on `pooled_output` (GLUE-style tasks).
 
     google-research `run_classifier.py` / Hugging Face
@@ -50,6 +51,8 @@ class BertClassifier(keras.Model):
         name: str. Model name.
         **kwargs: `keras.Model` arguments (`trainable`, ...).
     """
+
+    config_fields = ("num_classes", "dropout")
 
     def __init__(self, encoder, num_classes, *, dropout=0.1, name="bert_classifier", **kwargs):
         if int(num_classes) < 1:
@@ -101,18 +104,3 @@ class BertClassifier(keras.Model):
         if self.is_regression:
             return []
         return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
-
-    def get_config(self):
-        return {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            "num_classes": self.num_classes,
-            "dropout": self.dropout,
-            "name": self.name,
-            "trainable": self.trainable,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)

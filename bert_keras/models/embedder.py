@@ -31,6 +31,7 @@ normalize=True``.
 import keras
 import numpy as np
 from keras import ops
+from bert_keras.models.encoder_task import EncoderTask
 
 _ENCODER_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 POOLING_MODES = ("mean", "cls", "max", "pooled", "concat_last4", "sum_last4", "weighted")
@@ -88,7 +89,7 @@ class ScalarMix(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
-class BertEmbedder(keras.Model):
+class BertEmbedder(EncoderTask):
     """A `BertEncoder` that returns token embeddings and a pooled sentence embedding.
 
     Inputs are the encoder's dict (`token_ids`, `segment_ids`, `padding_mask`,
@@ -131,6 +132,8 @@ class BertEmbedder(keras.Model):
         name: str. Model name.
         **kwargs: `keras.Model` arguments (`trainable`, ...).
     """
+
+    config_fields = ("pooling", "normalize")
 
     def __init__(self, encoder, *, pooling="mean", normalize=False, name="bert_embedder", **kwargs):
         if pooling not in POOLING_MODES:
@@ -188,21 +191,6 @@ class BertEmbedder(keras.Model):
         self.pooling = pooling
         self.normalize = bool(normalize)
         self.scalar_mix = mix
-
-    def get_config(self):
-        return {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            "pooling": self.pooling,
-            "normalize": self.normalize,
-            "name": self.name,
-            "trainable": self.trainable,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)
 
 
 def _with_hidden_states(encoder):

@@ -4,12 +4,13 @@ import keras
 from keras import ops
 
 from bert_keras.layers.choice_flattening import FlattenChoices
+from bert_keras.models.encoder_task import EncoderTask
 
 _ENCODER_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
-class BertMultipleChoice(keras.Model):
+class BertMultipleChoice(EncoderTask):
     """A `BertEncoder` scoring each (context, choice) pair by its `[CLS]` vector.
 
     The BERT paper's SWAG setup (section 4.4) / Hugging Face
@@ -42,6 +43,8 @@ class BertMultipleChoice(keras.Model):
         name: str. Model name.
         **kwargs: `keras.Model` arguments (`trainable`, ...).
     """
+
+    config_fields = ("num_choices", "dropout")
 
     def __init__(self, encoder, num_choices, *, dropout=0.1, name="bert_multiple_choice", **kwargs):
         if int(num_choices) < 2:
@@ -87,18 +90,3 @@ class BertMultipleChoice(keras.Model):
     def default_metrics(self):
         """Accuracy: how often the highest-scoring choice is the right one."""
         return [keras.metrics.SparseCategoricalAccuracy(name="accuracy")]
-
-    def get_config(self):
-        return {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            "num_choices": self.num_choices,
-            "dropout": self.dropout,
-            "name": self.name,
-            "trainable": self.trainable,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)

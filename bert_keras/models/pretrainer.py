@@ -9,6 +9,7 @@ from keras import ops
 from bert_keras.encoder import BertEncoder
 from bert_keras.layers.masked_lm_head import MaskedLMHead
 from bert_keras.layers.next_sentence_head import NextSentenceHead
+from bert_keras.models.encoder_task import EncoderTask
 
 logger = logging.getLogger(__name__)
 
@@ -20,7 +21,7 @@ _ENCODER_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
-class BertPretrainer(keras.Model):
+class BertPretrainer(EncoderTask):
     """BERT pretraining: masked-LM + next-sentence prediction on a `BertEncoder`.
 
     Inputs are a dict `token_ids`, `segment_ids`, `padding_mask` (int `[B, S]`)
@@ -71,6 +72,8 @@ class BertPretrainer(keras.Model):
         name: str. Model name.
         **kwargs: `keras.Model` arguments (`trainable`, ...).
     """
+
+    config_fields = ()
 
     def __init__(self, encoder, *, name="bert_pretrainer", **kwargs):
         config = encoder.config
@@ -226,19 +229,6 @@ class BertPretrainer(keras.Model):
         return pretrainer
 
     # ---- serialization -----------------------------------------------------------
-
-    def get_config(self):
-        return {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            "name": self.name,
-            "trainable": self.trainable,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)
 
 
 def _num_replicas():

@@ -3,12 +3,13 @@
 import keras
 
 from bert_keras.layers.span_head import SpanHead
+from bert_keras.models.encoder_task import EncoderTask
 
 _ENCODER_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
-class BertSpanQA(keras.Model):
+class BertSpanQA(EncoderTask):
     """A `BertEncoder` with the BERT paper's span head: start and end logits per token.
 
     Inputs are the encoder's dict (question as segment A, context as segment
@@ -50,6 +51,8 @@ class BertSpanQA(keras.Model):
         name: str. Model name.
         **kwargs: `keras.Model` arguments (`trainable`, ...).
     """
+
+    config_fields = ("dropout",)
 
     def __init__(self, encoder, *, dropout=0.1, name="bert_span_qa", **kwargs):
         # Read from a layer: a functional model drops the `dtype=` it is built with.
@@ -99,17 +102,3 @@ class BertSpanQA(keras.Model):
         for extra in self.losses:
             total = total + keras.ops.cast(keras.ops.sum(extra), "float32")
         return total
-
-    def get_config(self):
-        return {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            "dropout": self.dropout,
-            "name": self.name,
-            "trainable": self.trainable,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)

@@ -3,12 +3,13 @@
 import keras
 
 from bert_keras.losses.masked_sparse_categorical_crossentropy import MaskedSparseCategoricalCrossentropy
+from bert_keras.models.encoder_task import EncoderTask
 
 _ENCODER_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
-class BertTokenClassifier(keras.Model):
+class BertTokenClassifier(EncoderTask):
     """A `BertEncoder` with a dropout + dense head on every token of `sequence_output`.
 
     The BERT paper's NER setup (section 5.3) / Hugging Face
@@ -43,6 +44,8 @@ class BertTokenClassifier(keras.Model):
         name: str. Model name.
         **kwargs: `keras.Model` arguments (`trainable`, ...).
     """
+
+    config_fields = ("num_labels", "dropout")
 
     def __init__(self, encoder, num_labels, *, dropout=0.1, name="bert_token_classifier", **kwargs):
         if int(num_labels) < 2:
@@ -83,18 +86,3 @@ class BertTokenClassifier(keras.Model):
     def default_metrics(self):
         """None: token accuracy rewards the easy `O` tags; score with `bert_keras.metrics.entity_scores`."""
         return []
-
-    def get_config(self):
-        return {
-            "encoder": keras.saving.serialize_keras_object(self.encoder),
-            "num_labels": self.num_labels,
-            "dropout": self.dropout,
-            "name": self.name,
-            "trainable": self.trainable,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)

@@ -19,7 +19,7 @@ import numpy as np
 from bert_keras.training.callbacks import StepCheckpoint, ThroughputLogger, resumed_step
 from bert_keras.training.optimizer import create_optimizer
 from bert_keras.training.precision import with_loss_scaling
-from bert_keras.training.strategy import describe, is_chief
+from bert_keras.training.strategy import is_chief
 
 logger = logging.getLogger(__name__)
 
