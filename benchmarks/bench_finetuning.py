@@ -26,6 +26,8 @@ import time
 
 import numpy as np
 
+from step_timer import StepTimer  # benchmarks/ is on sys.path when run as a script
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # name -> (layers, hidden, heads, intermediate)
@@ -55,26 +57,6 @@ def keras_dataset(x, y, batch):
 
     return (tf.data.Dataset.from_tensor_slices((x, y)).batch(batch, drop_remainder=True)
             .cache().repeat().prefetch(2))
-
-
-class StepTimer:
-    """Times batch ends; `rate(skip)` = steps/s over the steps after the first `skip`."""
-
-    def __init__(self):
-        import keras
-
-        timer = self
-
-        class _Callback(keras.callbacks.Callback):
-            def on_train_batch_end(self, batch, logs=None):
-                timer.times.append(time.perf_counter())
-
-        self.times = []
-        self.callback = _Callback()
-
-    def rate(self, skip):
-        timed = self.times[skip - 1:]
-        return (len(timed) - 1) / (timed[-1] - timed[0])
 
 
 def bert_optimizer():

@@ -26,6 +26,8 @@ import time
 
 import numpy as np
 
+from step_timer import StepTimer  # benchmarks/ is on sys.path when run as a script
+
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 # name -> (layers, hidden, heads, intermediate)
@@ -73,26 +75,6 @@ def keras_hub_dataset(data, batch):
          "padding_mask": data["padding_mask"], "mask_positions": data["positions"]}
     return (tf.data.Dataset.from_tensor_slices((x, data["ids"], data["weights"]))
             .batch(batch, drop_remainder=True).cache().repeat().prefetch(2))
-
-
-class StepTimer:
-    """Times batch ends; `rate(skip)` = steps/s over the steps after the first `skip`."""
-
-    def __init__(self):
-        import keras
-
-        timer = self
-
-        class _Callback(keras.callbacks.Callback):
-            def on_train_batch_end(self, batch, logs=None):
-                timer.times.append(time.perf_counter())
-
-        self.times = []
-        self.callback = _Callback()
-
-    def rate(self, skip):
-        timed = self.times[skip - 1:]
-        return (len(timed) - 1) / (timed[-1] - timed[0])
 
 
 def build_ours(layers, hidden, heads, intermediate, seq):

@@ -17,7 +17,7 @@ non-trivial mapping is the next-sentence kernel: Keras `[H, 2]`, transposed.
 
 import numpy as np
 
-from bert_keras.checkpoints.errors import CheckpointMismatchError
+from bert_keras.checkpoints.layout import check_names_and_shapes
 from bert_keras.checkpoints.loading import head_shapes
 
 HEADS_PREFIX = "cls/"
@@ -94,20 +94,7 @@ def assign_pretrainer_heads(pretrainer, weights, *, strict=True):
             mis-shaped name at once.
     """
     expected = head_shapes(pretrainer.encoder.config)
-    given = {name for name in weights if name.startswith(HEADS_PREFIX)}
-    missing = sorted(set(expected) - given)
-    unexpected = sorted(given - set(expected))
-    mismatches = [
-        (name, expected[name], tuple(np.shape(weights[name])))
-        for name in sorted(given & set(expected))
-        if tuple(np.shape(weights[name])) != tuple(expected[name])
-    ]
-    if mismatches or (strict and (missing or unexpected)):
-        raise CheckpointMismatchError(
-            missing=missing if strict else (),
-            unexpected=unexpected if strict else (),
-            shape_mismatches=mismatches,
-        )
+    missing, unexpected = check_names_and_shapes(expected, weights, HEADS_PREFIX, strict=strict)
     for name, variable, transpose in _bindings(pretrainer):
         if name in weights:
             value = np.asarray(weights[name], dtype=np.float32)

@@ -137,6 +137,30 @@ def encoder_to_canonical(encoder):
     return weights
 
 
+def check_names_and_shapes(expected, weights, prefix, *, strict):
+    """Compares the `prefix` names of `weights` with `expected` {name: shape}.
+
+    Shape mismatches always raise (they mean a wrong config); missing and
+    unexpected names raise only with `strict`. Returns (missing, unexpected),
+    sorted. Shared by the encoder and the pretraining-head assignments.
+    """
+    given = {name for name in weights if name.startswith(prefix)}
+    missing = sorted(set(expected) - given)
+    unexpected = sorted(given - set(expected))
+    mismatches = [
+        (name, expected[name], tuple(np.shape(weights[name])))
+        for name in sorted(given & set(expected))
+        if tuple(np.shape(weights[name])) != tuple(expected[name])
+    ]
+    if mismatches or (strict and (missing or unexpected)):
+        raise CheckpointMismatchError(
+            missing=missing if strict else (),
+            unexpected=unexpected if strict else (),
+            shape_mismatches=mismatches,
+        )
+    return missing, unexpected
+
+
 def assign_canonical(encoder, weights, *, strict=True):
     """Loads a canonical `{name: array}` dict into a `BertEncoder`'s variables.
 
@@ -171,20 +195,7 @@ def assign_canonical(encoder, weights, *, strict=True):
     """
     bindings = list(_bindings(encoder))
     expected = canonical_shapes(encoder.config)
-    given = {name for name in weights if name.startswith(ENCODER_PREFIX)}
-    missing = sorted(set(expected) - given)
-    unexpected = sorted(given - set(expected))
-    mismatches = [
-        (name, expected[name], tuple(np.shape(weights[name])))
-        for name in sorted(given & set(expected))
-        if tuple(np.shape(weights[name])) != tuple(expected[name])
-    ]
-    if mismatches or (strict and (missing or unexpected)):
-        raise CheckpointMismatchError(
-            missing=missing if strict else (),
-            unexpected=unexpected if strict else (),
-            shape_mismatches=mismatches,
-        )
+    missing, unexpected = check_names_and_shapes(expected, weights, ENCODER_PREFIX, strict=strict)
 
     # Build each variable's new value (a fused QKV variable gets three
     # column blocks), then assign every variable exactly once.
