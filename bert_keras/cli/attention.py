@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 from bert_keras.cli.main import CommandError
-from bert_keras.cli.tokenize import vocabulary_of
+from bert_keras.cli.tokenize import tokenizer_and_packer_for
 
 
 def register(subparsers, summary):
@@ -51,7 +51,6 @@ def run(args):
 
     from bert_keras.checkpoints import load_pretrained
     from bert_keras.visualization import attention_heatmaps_png, save_head_view_html
-    from pipelines import BertPacker, BertTokenizer
 
     encoder = load_pretrained(args.init, output_attentions=True)
     config = encoder.config
@@ -63,15 +62,7 @@ def run(args):
     if args.head is not None and not 0 <= args.head < config.num_heads:
         raise CommandError(f"--head {args.head} is out of range: this model has {config.num_heads} heads per "
                            f"layer, valid --head values are 0..{config.num_heads - 1}")
-    tokenizer = BertTokenizer(vocabulary_of(args), lowercase=not args.cased)
-    if tokenizer.vocabulary_size != config.vocab_size:
-        raise CommandError(
-            f"the vocabulary has {tokenizer.vocabulary_size} tokens but the model expects "
-            f"{config.vocab_size}: pass the model's own vocab.txt with --vocab"
-        )
-    special = tokenizer.special_tokens
-    packer = BertPacker(min(args.max_length, config.max_position_embeddings),
-                        cls_id=special.cls, sep_id=special.sep, pad_id=special.pad, pad_to="longest")
+    tokenizer, packer = tokenizer_and_packer_for(config, args)
     segments = tuple(tokenizer.tokenize(tf.constant([text])) for text in args.texts)
     inputs = packer(segments)
     outputs = encoder(inputs, training=False)

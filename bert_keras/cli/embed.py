@@ -9,7 +9,7 @@ import tempfile
 import numpy as np
 
 from bert_keras.cli.main import CommandError
-from bert_keras.cli.tokenize import vocabulary_of
+from bert_keras.cli.tokenize import tokenizer_and_packer_for
 
 POOLINGS = ("mean", "cls", "max", "pooled", "concat_last4", "sum_last4", "weighted")
 OUTPUT_SUFFIXES = (".npy", ".jsonl")
@@ -65,23 +65,14 @@ def run(args):
 
     from bert_keras.checkpoints import load_pretrained
     from bert_keras.models.embedder import BertEmbedder, rank_by_similarity
-    from pipelines import BertPacker, BertTokenizer
 
     encoder = load_pretrained(args.init, output_hidden_states=args.pooling in ("concat_last4", "sum_last4", "weighted"))
     config = encoder.config
-    tokenizer = BertTokenizer(vocabulary_of(args), lowercase=not args.cased)
-    if tokenizer.vocabulary_size != config.vocab_size:
-        raise CommandError(
-            f"the vocabulary has {tokenizer.vocabulary_size} tokens but the model expects "
-            f"{config.vocab_size}: pass the model's own vocab.txt with --vocab"
-        )
+    tokenizer, packer = tokenizer_and_packer_for(config, args)
     try:
         embedder = BertEmbedder(encoder, pooling=args.pooling, normalize=args.normalize)
     except ValueError as error:
         raise CommandError(str(error)) from None
-    special = tokenizer.special_tokens
-    packer = BertPacker(min(args.max_length, config.max_position_embeddings),
-                        cls_id=special.cls, sep_id=special.sep, pad_id=special.pad, pad_to="longest")
     # One traced graph per padded width (pad_to="longest" rounds up to multiples of 8).
     forward = tf.function(lambda inputs: embedder(inputs, training=False)["sentence_embedding"],
                           reduce_retracing=True)

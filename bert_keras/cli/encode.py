@@ -5,8 +5,7 @@ import time
 
 import numpy as np
 
-from bert_keras.cli.main import CommandError
-from bert_keras.cli.tokenize import vocabulary_of
+from bert_keras.cli.tokenize import tokenizer_and_packer_for
 
 
 def register(subparsers, summary):
@@ -44,20 +43,11 @@ def run(args):
     import tensorflow as tf
 
     from bert_keras.checkpoints import load_pretrained
-    from pipelines import BertPacker, BertTokenizer
 
     started = time.time()
     encoder = load_pretrained(args.init)
     config = encoder.config
-    tokenizer = BertTokenizer(vocabulary_of(args), lowercase=not args.cased)
-    if tokenizer.vocabulary_size != config.vocab_size:
-        raise CommandError(
-            f"the vocabulary has {tokenizer.vocabulary_size} tokens but the model expects "
-            f"{config.vocab_size}: pass the model's own vocab.txt with --vocab"
-        )
-    special = tokenizer.special_tokens
-    packer = BertPacker(min(args.max_length, config.max_position_embeddings),
-                        cls_id=special.cls, sep_id=special.sep, pad_id=special.pad, pad_to="longest")
+    tokenizer, packer = tokenizer_and_packer_for(config, args)
     ids = tokenizer.tokenize(tf.constant(args.texts))
     inputs = packer(ids)
     outputs = encoder(inputs, training=False)

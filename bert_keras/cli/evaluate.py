@@ -1,7 +1,6 @@
 """`bert-keras evaluate`: score a `finetune` output directory on its dev data (or --data FILE)."""
 
 import json
-import os
 import time
 
 from bert_keras.cli.main import CommandError

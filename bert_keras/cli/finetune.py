@@ -95,7 +95,6 @@ def run(args):
     seq_length = args.seq_length or task.default_seq_length
 
     import keras
-    import tensorflow as tf
 
     from bert_keras.checkpoints import load_pretrained
     from bert_keras.models import compile_for_finetuning
