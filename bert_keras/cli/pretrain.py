@@ -185,7 +185,8 @@ def run(args):
     print(f"\npretrained {config.num_layers} layers, hidden {config.hidden_size}, vocab {config.vocab_size}: "
           f"steps {result.initial_step} -> {result.final_step} of {args.steps} "
           f"in {time.time() - started:.0f}s ({result.steps_per_sec:.2f} steps/s, "
-          f"{result.examples_per_sec:.0f} examples/s, XLA {'on' if result.jit_compile is True else 'off'})")
+          f"{result.examples_per_sec:.0f} examples/s, XLA {'on' if result.jit_compile is True else 'off'}, "
+          f"padding {'skipped' if result.skip_padding else 'computed'})")
     if metrics:
         print("final " + ", ".join(f"{k} {metrics[k]:.4f}" for k in
                                    ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy") if k in metrics))

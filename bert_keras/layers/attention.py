@@ -67,24 +67,40 @@ class BertSelfAttention(keras.layers.Layer):
         self.built = True
 
     def call(
-        self, inputs, padding_mask, training=None, return_attention_probs=False, token_indices=None
+        self,
+        inputs,
+        padding_mask,
+        training=None,
+        return_attention_probs=False,
+        token_indices=None,
+        query_positions=None,
     ):
-        qkv = self.qkv(inputs)  # [B, S, 3H], or [T, 3H] when packed
+        """Attention output `[B, S, H]` (and probs `[B, N, S, S]` on request).
+
+        `token_indices` (flat `[T, 1]` positions of the real tokens): `inputs`
+        are packed `[T, H]` and so is the output. `query_positions` (int
+        `[B, Q]`): only those positions attend (keys and values are still
+        every token), so the output is `[B, Q, H]` and probs `[B, N, Q, S]`.
+        """
         batch, seq = ops.shape(padding_mask)[0], ops.shape(padding_mask)[1]
-        if token_indices is not None:
-            # Packed inputs hold only the T real tokens (`token_indices` are
-            # their flat positions in [B * S]). Scatter back to [B, S] for the
-            # score matmuls; padded rows become zeros, and their keys are
-            # masked below anyway.
-            qkv = ops.scatter(token_indices, qkv, (batch * seq, 3 * self.hidden_size))
-        qkv = ops.reshape(qkv, (batch, seq, 3, self.num_heads, self.head_size))
-        # One transpose to [3, B, N, S, D] instead of one per projection.
-        qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))
-        query, key, value = qkv[0], qkv[1], qkv[2]
+        if query_positions is not None:
+            query, key, value = self._project_at_positions(inputs, query_positions)
+        else:
+            qkv = self.qkv(inputs)  # [B, S, 3H], or [T, 3H] when packed
+            if token_indices is not None:
+                # Packed inputs hold only the T real tokens (`token_indices`
+                # are their flat positions in [B * S]). Scatter back to [B, S]
+                # for the score matmuls; padded rows become zeros, and their
+                # keys are masked below anyway.
+                qkv = ops.scatter(token_indices, qkv, (batch * seq, 3 * self.hidden_size))
+            qkv = ops.reshape(qkv, (batch, seq, 3, self.num_heads, self.head_size))
+            # One transpose to [3, B, N, S, D] instead of one per projection.
+            qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))
+            query, key, value = qkv[0], qkv[1], qkv[2]
 
         # Scale the query (S*D values) rather than the scores (S*S values).
         query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
-        scores = ops.matmul(query, ops.swapaxes(key, -1, -2))  # [B, N, S, S]
+        scores = ops.matmul(query, ops.swapaxes(key, -1, -2))  # [B, N, Q, S]
         scores = ops.cast(scores, "float32")
         # padding_mask: 1 = real token, 0 = padding; masks keys only.
         key_mask = ops.cast(padding_mask, "float32")[:, None, None, :]
@@ -92,14 +108,35 @@ class BertSelfAttention(keras.layers.Layer):
         probs = ops.softmax(scores, axis=-1)
         dropped = self.probs_dropout(probs, training=training)
 
-        context = ops.matmul(ops.cast(dropped, value.dtype), value)  # [B, N, S, D]
-        context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (batch, seq, self.hidden_size))
+        context = ops.matmul(ops.cast(dropped, value.dtype), value)  # [B, N, Q, D]
+        context = ops.transpose(context, (0, 2, 1, 3))
+        context = ops.reshape(context, (batch, ops.shape(context)[1], self.hidden_size))
         if token_indices is not None:
             context = ops.take(ops.reshape(context, (-1, self.hidden_size)), token_indices[:, 0], axis=0)
         output = self.output_dense(context)
         if return_attention_probs:
             return output, probs
         return output
+
+    def _project_at_positions(self, inputs, query_positions):
+        """Query `[B, N, Q, D]` at `query_positions`; key and value `[B, N, S, D]` everywhere.
+
+        The fused kernel's query columns are applied to the Q gathered
+        vectors only, which saves the query projection of the other tokens.
+        """
+        hidden = self.hidden_size
+        kernel = ops.cast(self.qkv.kernel, self.compute_dtype)
+        bias = ops.cast(self.qkv.bias, self.compute_dtype)
+        batch, seq = ops.shape(inputs)[0], ops.shape(inputs)[1]
+        at_positions = ops.take_along_axis(
+            inputs, ops.cast(query_positions, "int32")[:, :, None], axis=1
+        )
+        query = ops.matmul(at_positions, kernel[:, :hidden]) + bias[:hidden]
+        query = ops.reshape(query, (batch, -1, self.num_heads, self.head_size))
+        key_value = ops.matmul(inputs, kernel[:, hidden:]) + bias[hidden:]
+        key_value = ops.reshape(key_value, (batch, seq, 2, self.num_heads, self.head_size))
+        key_value = ops.transpose(key_value, (2, 0, 3, 1, 4))
+        return ops.transpose(query, (0, 2, 1, 3)), key_value[0], key_value[1]
 
     def get_config(self):
         config = super().get_config()

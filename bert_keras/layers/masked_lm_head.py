@@ -92,21 +92,28 @@ class MaskedLMHead(keras.layers.Layer):
         )
         self.built = True
 
-    def call(self, inputs, masked_lm_positions):
-        # [B, S, H] -> [B, P, H]: everything after this sees masked tokens only.
-        positions = ops.cast(masked_lm_positions, "int32")[:, :, None]
-        x = ops.take_along_axis(inputs, positions, axis=1)
+    def call(self, inputs, masked_lm_positions=None):
+        """Logits `[B, P, V]`; `masked_lm_positions=None`: `inputs` are already the `[B, P, H]` vectors."""
+        x = inputs
+        if masked_lm_positions is not None:
+            # [B, S, H] -> [B, P, H]: everything after this sees masked tokens only.
+            positions = ops.cast(masked_lm_positions, "int32")[:, :, None]
+            x = ops.take_along_axis(inputs, positions, axis=1)
         x = self.transform_layer_norm(self.transform_dense(x))
         # The tied projection: the encoder's embedding variable itself.
         embeddings = ops.cast(self.token_embedding.embeddings, self.compute_dtype)
         logits = ops.matmul(ops.cast(x, self.compute_dtype), ops.transpose(embeddings))
         return ops.cast(logits, "float32") + self.output_bias
 
-    def compute_output_shape(self, inputs_shape, masked_lm_positions_shape):
+    def compute_output_shape(self, inputs_shape, masked_lm_positions_shape=None):
+        if masked_lm_positions_shape is None:
+            return tuple(inputs_shape[:2]) + (self.vocab_size,)
         return tuple(masked_lm_positions_shape) + (self.vocab_size,)
 
-    def compute_output_spec(self, inputs, masked_lm_positions):
-        shape = self.compute_output_shape(inputs.shape, masked_lm_positions.shape)
+    def compute_output_spec(self, inputs, masked_lm_positions=None):
+        shape = self.compute_output_shape(
+            inputs.shape, None if masked_lm_positions is None else masked_lm_positions.shape
+        )
         return keras.KerasTensor(shape, dtype="float32")
 
     def get_config(self):

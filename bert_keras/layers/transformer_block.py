@@ -4,6 +4,7 @@ import keras
 
 from bert_keras.layers.activations import get_activation
 from bert_keras.layers.attention import BertSelfAttention
+from bert_keras.layers.token_packing import pack_tokens, real_token_indices, unpack_tokens
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -36,6 +37,11 @@ class BertTransformerBlock(keras.layers.Layer):
         attention_dropout: float. Dropout on attention probabilities.
         layer_norm_eps: float. LayerNorm epsilon.
         initializer_range: float. Stddev of the truncated-normal initializer.
+        skip_padding: bool. Run the per-token sub-layers on the real tokens
+            only (`token_packing`): same results on real tokens, 0 at padded
+            positions, less work the more padding a batch has. Needs dynamic
+            shapes: not under XLA (`jit_compile=True`) or on TPUs. Settable
+            after construction (before the model is traced).
     """
 
     def __init__(
@@ -48,9 +54,11 @@ class BertTransformerBlock(keras.layers.Layer):
         attention_dropout=0.1,
         layer_norm_eps=1e-12,
         initializer_range=0.02,
+        skip_padding=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.skip_padding = bool(skip_padding)
         self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.intermediate_size = intermediate_size
@@ -93,26 +101,63 @@ class BertTransformerBlock(keras.layers.Layer):
         self.built = True
 
     def call(
-        self, inputs, padding_mask, training=None, return_attention_probs=False, token_indices=None
+        self,
+        inputs,
+        padding_mask,
+        training=None,
+        return_attention_probs=False,
+        token_indices=None,
+        query_positions=None,
     ):
+        """Block output `[B, S, H]` (or `[T, H]` packed by `token_indices`).
+
+        `query_positions` (int `[B, Q]`) computes the output at those
+        positions only, `[B, Q, H]`: every token is still a key and value, so
+        the result equals the full output gathered at them. A model that
+        reads the last layer at a few positions (masked-LM pretraining: the
+        masked tokens and [CLS]) skips most of the last block's work.
+        """
+        if query_positions is not None:
+            output, probs = self._block(inputs, padding_mask, training, None, query_positions)
+        elif self.skip_padding and token_indices is None:
+            # Pack, run the block on real tokens, unpack. (The encoder's
+            # inference path packs once for all blocks and passes
+            # `token_indices` instead.)
+            batch, seq = keras.ops.shape(padding_mask)[0], keras.ops.shape(padding_mask)[1]
+            token_indices = real_token_indices(padding_mask)
+            output, probs = self._block(
+                pack_tokens(inputs, token_indices), padding_mask, training, token_indices, None
+            )
+            output = unpack_tokens(output, token_indices, batch, seq)
+        else:
+            output, probs = self._block(inputs, padding_mask, training, token_indices, None)
+        if return_attention_probs:
+            return output, probs
+        return output
+
+    def _block(self, inputs, padding_mask, training, token_indices, query_positions):
+        """(output, attention probs) of the block on `[B, S, H]` or packed `[T, H]` inputs."""
         # `inputs` arrives in the compute dtype (Keras autocasts layer inputs).
         # It is [B, S, H], or [T, H] real tokens only when `token_indices`
         # (flat [T, 1] positions in B * S) is given: everything but the
         # attention scores is per token, so padding need not be computed.
         attention_output, probs = self.attention(
             inputs, padding_mask, training=training, return_attention_probs=True,
-            token_indices=token_indices,
+            token_indices=token_indices, query_positions=query_positions,
         )
         attention_output = self.attention_dropout_layer(attention_output, training=training)
-        x = self.attention_layer_norm(inputs + attention_output)
+        residual = inputs
+        if query_positions is not None:
+            residual = keras.ops.take_along_axis(
+                inputs, keras.ops.cast(query_positions, "int32")[:, :, None], axis=1
+            )
+        x = self.attention_layer_norm(residual + attention_output)
 
         # x is float32 (LayerNorm); Dense casts it to the compute dtype.
         hidden = self.output_dense(self.intermediate_dense(x))
         hidden = self.output_dropout(hidden, training=training)
         output = self.output_layer_norm(x + keras.ops.cast(hidden, x.dtype))
-        if return_attention_probs:
-            return output, probs
-        return output
+        return output, probs
 
     def get_config(self):
         config = super().get_config()
@@ -125,5 +170,6 @@ class BertTransformerBlock(keras.layers.Layer):
             attention_dropout=self.attention_dropout,
             layer_norm_eps=self.layer_norm_eps,
             initializer_range=self.initializer_range,
+            skip_padding=self.skip_padding,
         )
         return config

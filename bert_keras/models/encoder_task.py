@@ -8,6 +8,7 @@ its arguments.
 """
 
 import keras
+import tensorflow as tf
 
 
 class EncoderTask(keras.Model):
@@ -19,6 +20,28 @@ class EncoderTask(keras.Model):
     """
 
     config_fields = ()
+
+    def use_skip_padding(self, skip_padding="auto"):
+        """Turns the encoder's `skip_padding` on or off for training; call after `compile`.
+
+        `"auto"`: on unless the train step compiles with XLA (`jit_compile`,
+        as Keras resolved it in `compile`) or runs under a `TPUStrategy`,
+        which both need static shapes. The heads never read padded
+        positions, so training computes the same loss and gradients with less
+        work. Returns the value set.
+        """
+        static_shapes = bool(getattr(self, "jit_compile", False)) or isinstance(
+            self.distribute_strategy, tf.distribute.TPUStrategy
+        )
+        if skip_padding == "auto":
+            skip_padding = not static_shapes
+        elif skip_padding and static_shapes:
+            raise ValueError(
+                "skip_padding=True needs dynamic shapes, which XLA (jit_compile=True) and TPUs "
+                "do not allow; pass skip_padding=False (or \"auto\")."
+            )
+        self.encoder.skip_padding = bool(skip_padding)
+        return self.encoder.skip_padding
 
     def get_config(self):
         config = {

@@ -9,6 +9,7 @@ def compile_for_finetuning(
     warmup_ratio=0.1,
     weight_decay=0.01,
     metrics="auto",
+    skip_padding="auto",
     **compile_kwargs,
 ):
     """Compiles a task model with the BERT fine-tuning recipe.
@@ -19,6 +20,11 @@ def compile_for_finetuning(
     `num_train_steps`, decoupled weight decay (not on LayerNorm and biases),
     global-norm clipping at 1.0. The loss is `model.default_loss()` (None for
     a model with a built-in loss, e.g. `BertSpanQA`).
+
+    Padded tokens are skipped in every per-token layer (`BertEncoder`'s
+    `skip_padding`) unless the step compiles with XLA or runs on a TPU, which
+    need static shapes: the heads never read padded positions, so training
+    computes the same thing with less work.
 
     Example:
 
@@ -40,6 +46,8 @@ def compile_for_finetuning(
         warmup_ratio: float. Fraction of `num_train_steps` spent warming up.
         weight_decay: float. Decoupled weight decay rate.
         metrics: `"auto"` for `model.default_metrics()`, else as `compile`.
+        skip_padding: `"auto"` (on unless XLA or TPU), True or False; sets
+            `model.encoder.skip_padding`.
         **compile_kwargs: further `keras.Model.compile` arguments
             (`jit_compile`, `steps_per_execution`, ...).
     """
@@ -60,3 +68,5 @@ def compile_for_finetuning(
         metrics=model.default_metrics() if metrics == "auto" else metrics,
         **compile_kwargs,
     )
+    # After compile, `model.jit_compile` holds what Keras resolved "auto" to.
+    model.use_skip_padding(skip_padding)

@@ -36,6 +36,7 @@ class PretrainingResult:
     examples_per_sec: float = 0.0
     checkpoint: str = None
     jit_compile: bool = False
+    skip_padding: bool = False
     notes: list = field(default_factory=list)
 
 
@@ -158,6 +159,7 @@ def run_pretraining(
     strategy=None,
     steps_per_execution=1,
     jit_compile="auto",
+    skip_padding="auto",
     checkpoint_every=1000,
     keep_checkpoints=3,
     tensorboard=True,
@@ -193,6 +195,9 @@ def run_pretraining(
         strategy: `tf.distribute.Strategy`; None = the current (default) one.
         steps_per_execution: int. Steps per `tf.function` call (fewer host round trips).
         jit_compile: "auto" | "on" | "off" (or bool): XLA.
+        skip_padding: "auto" | True | False: the encoder's per-token layers
+            skip padded tokens (`EncoderTask.use_skip_padding`; "auto" = unless
+            XLA or TPU).
         checkpoint_every: int. Steps between checkpoints and backups (= one Keras epoch).
         keep_checkpoints: int. Checkpoints kept.
         tensorboard: bool. Write TensorBoard logs.
@@ -244,6 +249,8 @@ def run_pretraining(
         )
         optimizer = with_loss_scaling(optimizer, model)
         model.compile(optimizer=optimizer, steps_per_execution=steps_per_execution, jit_compile=compile_jit)
+        # Without XLA, the encoder's per-token layers skip padded tokens.
+        skip_padding = model.use_skip_padding(skip_padding) if hasattr(model, "use_skip_padding") else False
     if tf.distribute.has_strategy() or strategy is not tf.distribute.get_strategy():
         _build_from_own_batch(model, first_batch)
     if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
@@ -282,5 +289,6 @@ def run_pretraining(
         examples_per_sec=throughput.examples_per_sec,
         checkpoint=checkpoints.saved[-1] if checkpoints.saved and chief else None,
         jit_compile=bool(model.jit_compile),
+        skip_padding=bool(skip_padding),
         notes=notes,
     )

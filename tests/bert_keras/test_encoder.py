@@ -109,6 +109,80 @@ def test_skip_padding_path_mixed_precision():
     assert np.all(np.isfinite(np.asarray(packed["sequence_output"])))
 
 
+@pytest.mark.parametrize("task", ["classifier", "span_qa", "multiple_choice"])
+def test_skip_padding_training_gives_the_same_loss_and_gradients(task):
+    """The per-block packed path is the same computation: loss and every gradient match."""
+    import tensorflow as tf
+
+    from bert_keras.models import BertClassifier, BertMultipleChoice, BertSpanQA
+
+    config = BertConfig.from_dict({**CONFIG.to_dict(), "hidden_dropout": 0.0, "attention_dropout": 0.0})
+    keras.utils.set_random_seed(3)
+    encoder = BertEncoder(config)
+    inputs = make_inputs(batch=4, seq=12, seed=5)
+    cross_entropy = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    if task == "classifier":
+        model = BertClassifier(encoder, num_classes=3, dropout=0.0)
+        loss_of = lambda out: cross_entropy(np.array([0, 2, 1, 2]), out)
+    elif task == "span_qa":
+        model = BertSpanQA(encoder, dropout=0.0)
+        loss_of = lambda out: (cross_entropy(np.array([1, 2, 0, 3]), out["start_logits"])
+                               + cross_entropy(np.array([4, 2, 0, 5]), out["end_logits"]))
+    else:
+        model = BertMultipleChoice(encoder, num_choices=2, dropout=0.0)
+        inputs = {k: v.reshape(2, 2, 12) for k, v in inputs.items()}
+        loss_of = lambda out: cross_entropy(np.array([1, 0]), out)
+
+    def loss_and_gradients():
+        with tf.GradientTape() as tape:
+            loss = loss_of(model(inputs, training=True))
+        gradients = tape.gradient(loss, model.trainable_variables)
+        # None: a variable the task does not use (the pooler, for span QA).
+        return float(loss), [None if g is None else np.asarray(tf.convert_to_tensor(g)) for g in gradients]
+
+    assert not encoder.skip_padding
+    loss, gradients = loss_and_gradients()
+    encoder.skip_padding = True
+    assert all(block.skip_padding for block in encoder.transformer_layers)
+    packed_loss, packed_gradients = loss_and_gradients()
+    assert packed_loss == pytest.approx(loss, abs=1e-6)
+    assert len(packed_gradients) == len(gradients) > 0
+    for full, packed in zip(gradients, packed_gradients):
+        assert (full is None) == (packed is None)
+        if full is not None:
+            np.testing.assert_allclose(packed, full, atol=1e-6)
+
+
+def test_skip_padding_training_zeroes_padded_outputs_and_round_trips():
+    encoder = BertEncoder(CONFIG, skip_padding=True, output_hidden_states=True)
+    inputs = make_inputs(batch=3, seq=10)
+    outputs = encoder(inputs, training=True)
+    padded = inputs["padding_mask"] == 0
+    assert np.all(np.asarray(outputs["sequence_output"])[padded] == 0)
+    assert np.all(np.asarray(outputs["hidden_states"][1])[padded] == 0)
+    restored = BertEncoder.from_config(encoder.get_config())
+    assert restored.skip_padding and all(b.skip_padding for b in restored.transformer_layers)
+
+
+def test_compile_for_finetuning_skips_padding_only_without_xla():
+    from bert_keras.models import BertClassifier, compile_for_finetuning
+
+    classifier = BertClassifier(BertEncoder(CONFIG), num_classes=2)
+    compile_for_finetuning(classifier, num_train_steps=10)  # CPU: Keras resolves XLA "auto" to off
+    assert classifier.encoder.skip_padding
+    compile_for_finetuning(classifier, num_train_steps=10, jit_compile=True)
+    assert not classifier.encoder.skip_padding
+    with pytest.raises(ValueError, match="skip_padding=True needs dynamic shapes"):
+        compile_for_finetuning(classifier, num_train_steps=10, jit_compile=True, skip_padding=True)
+    compile_for_finetuning(classifier, num_train_steps=10, skip_padding=False)
+    assert not classifier.encoder.skip_padding
+    compile_for_finetuning(classifier, num_train_steps=10)
+    assert classifier.encoder.skip_padding
+    inputs = make_inputs(batch=4, seq=10)
+    fit = classifier.fit(inputs, np.array([0, 1, 0, 1]), epochs=2, verbose=0)
+    assert np.all(np.isfinite(fit.history["loss"]))
+
+
 @pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
 def test_mixed_precision_global_policy(policy):
     keras.mixed_precision.set_dtype_policy(policy)

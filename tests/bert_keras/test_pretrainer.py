@@ -182,6 +182,52 @@ def test_no_masked_tokens_gives_zero_mlm_loss_not_nan(pretrainer):
     np.testing.assert_allclose(loss, nsp_ce.mean(), rtol=1e-5)
 
 
+def _loss_and_gradients(model, x, y):
+    with tf.GradientTape() as tape:
+        loss = model.compute_loss(x, y, model(x, training=True))
+    gradients = tape.gradient(loss, model.trainable_variables)
+    return float(loss), [np.asarray(tf.convert_to_tensor(g)) for g in gradients]
+
+
+@pytest.mark.parametrize("skip_padding", [False, True])
+def test_sparse_last_layer_gives_the_full_encoders_loss_and_gradients(pretrainer, skip_padding):
+    """The last layer at [CLS] + masked positions only (the default) is the same computation."""
+    x, y = make_batch(seed=4)
+    dense = BertPretrainer(pretrainer.encoder, sparse_last_layer=False)
+    dense.set_weights(pretrainer.get_weights())
+    assert pretrainer.sparse_last_layer and not dense.sparse_last_layer
+    assert [v.path for v in dense.weights] == [v.path for v in pretrainer.weights]
+    loss, gradients = _loss_and_gradients(dense, x, y)
+    pretrainer.encoder.skip_padding = skip_padding
+    try:
+        sparse_loss, sparse_gradients = _loss_and_gradients(pretrainer, x, y)
+    finally:
+        pretrainer.encoder.skip_padding = False
+    assert sparse_loss == pytest.approx(loss, abs=1e-6)
+    for full, sparse in zip(gradients, sparse_gradients):
+        np.testing.assert_allclose(sparse, full, atol=1e-6)
+    outputs, sparse_outputs = dense(x), pretrainer(x)
+    for key in ("mlm_logits", "nsp_logits"):
+        np.testing.assert_allclose(sparse_outputs[key], outputs[key], atol=1e-5)
+
+
+def test_sparse_and_dense_pretrainers_share_one_weight_layout(tmp_path):
+    """A `.weights.h5` or TF checkpoint of one mode restores into the other."""
+    x, _ = make_batch()
+    dense = make_pretrainer(seed=2)
+    dense = BertPretrainer(dense.encoder, sparse_last_layer=False)
+    dense.save_weights(str(tmp_path / "dense.weights.h5"))
+    tf.train.Checkpoint(model=dense).write(str(tmp_path / "dense-ckpt"))
+    expected = np.asarray(dense(x)["mlm_logits"])
+    sparse = make_pretrainer(seed=3)
+    sparse.load_weights(str(tmp_path / "dense.weights.h5"))
+    np.testing.assert_allclose(sparse(x)["mlm_logits"], expected, atol=1e-5)
+    restored = make_pretrainer(seed=4)
+    restored(x)
+    tf.train.Checkpoint(model=restored).read(str(tmp_path / "dense-ckpt")).assert_existing_objects_matched()
+    np.testing.assert_allclose(restored(x)["mlm_logits"], expected, atol=1e-5)
+
+
 def test_compile_with_a_loss_is_refused():
     model = make_pretrainer()
     model.compile(optimizer="sgd", loss="mse")
