@@ -20,6 +20,15 @@ MLM_DENOMINATOR_EPSILON = 1e-5
 _ENCODER_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 
+def _real_slots(masked_lm_positions):
+    """`[M, 2]` (row, slot) indices of the real masked-LM slots.
+
+    google-research pads `masked_lm_positions` with 0, and position 0 is
+    [CLS], which is never masked, so a slot is real iff its position is > 0.
+    """
+    return ops.cast(tf.where(ops.cast(masked_lm_positions, "int32") > 0), "int32")
+
+
 class _EncodeForPretraining(keras.layers.Layer):
     """The encoder as the pretraining heads see it: `(pooled [B, H], masked [B, P, H])`.
 
@@ -28,6 +37,11 @@ class _EncodeForPretraining(keras.layers.Layer):
     at those positions alone (`BertEncoder.output_at_positions`); without, the
     full encoder runs and its output is gathered. One layer for both, so that
     both save their weights under the same paths.
+
+    In training with the encoder's `skip_padding` on (dynamic shapes), the
+    padding slots of `masked_lm_positions` are dropped too: `masked` is then
+    `[M, H]`, the M real slots of the batch (`_real_slots` order), so the
+    vocabulary projection, the largest matmul of pretraining, skips them.
     """
 
     def __init__(self, encoder, sparse_last_layer, **kwargs):
@@ -40,12 +54,17 @@ class _EncodeForPretraining(keras.layers.Layer):
         if not self.sparse_last_layer:
             encoded = self.encoder(inputs, training=training)
             masked = ops.take_along_axis(encoded["sequence_output"], positions[:, :, None], axis=1)
-            return encoded["pooled_output"], masked
+            return encoded["pooled_output"], self._real_slots_only(masked, positions, training)
         cls_position = ops.zeros_like(positions[:, :1])
         output = self.encoder.output_at_positions(
             inputs, ops.concatenate([cls_position, positions], axis=1), training=training
         )
-        return self.encoder.pooler(output[:, 0]), output[:, 1:]
+        return self.encoder.pooler(output[:, 0]), self._real_slots_only(output[:, 1:], positions, training)
+
+    def _real_slots_only(self, masked, positions, training):
+        if training and self.encoder.skip_padding:
+            return tf.gather_nd(masked, _real_slots(positions))
+        return masked
 
     def compute_output_spec(self, inputs, masked_lm_positions, training=None):
         hidden = self.encoder.config.hidden_size
@@ -178,7 +197,7 @@ class BertPretrainer(EncoderTask):
         would give each replica's masked tokens an unequal say whenever
         replicas hold different numbers of them.)
         """
-        del x, sample_weight, training  # the weights are in y
+        del sample_weight, training  # the weights are in y
         if self._compile_loss is not None:
             raise ValueError(
                 "BertPretrainer computes the google-research pretraining loss itself; "
@@ -187,9 +206,8 @@ class BertPretrainer(EncoderTask):
         mlm_logits = ops.cast(y_pred["mlm_logits"], "float32")
         nsp_logits = ops.cast(y_pred["nsp_logits"], "float32")
         mlm_weights = ops.cast(y["masked_lm_weights"], "float32")
-        mlm_ce = keras.losses.sparse_categorical_crossentropy(
-            y["masked_lm_ids"], mlm_logits, from_logits=True
-        )
+        mlm_ids, slot_weights = self._targets_of_logits(x, y, mlm_logits)
+        mlm_ce = keras.losses.sparse_categorical_crossentropy(mlm_ids, mlm_logits, from_logits=True)
         nsp_ce = keras.losses.sparse_categorical_crossentropy(
             y["next_sentence_labels"], nsp_logits, from_logits=True
         )
@@ -197,7 +215,7 @@ class BertPretrainer(EncoderTask):
             [ops.sum(mlm_weights), ops.cast(ops.shape(nsp_ce)[0], "float32")]
         )
         denominators = _sum_over_replicas(local_denominators)
-        mlm_loss = ops.sum(mlm_weights * mlm_ce) / (denominators[0] + MLM_DENOMINATOR_EPSILON)
+        mlm_loss = ops.sum(slot_weights * mlm_ce) / (denominators[0] + MLM_DENOMINATOR_EPSILON)
         nsp_loss = ops.sum(nsp_ce) / denominators[1]
 
         # A share times the replica count, averaged over replicas by the
@@ -213,10 +231,23 @@ class BertPretrainer(EncoderTask):
             total = total + ops.cast(ops.sum(extra), "float32") / replicas
         return total
 
+    @staticmethod
+    def _targets_of_logits(x, y, mlm_logits):
+        """(ids, float32 weights) lined up with `mlm_logits`: `[B, P]`, or `[M]` for packed logits.
+
+        Packed `[M, V]` logits (training with `skip_padding`, see
+        `_EncodeForPretraining`) score the real slots only; their targets are
+        gathered the same way. The padding slots they leave out have weight 0.
+        """
+        ids, weights = y["masked_lm_ids"], ops.cast(y["masked_lm_weights"], "float32")
+        if len(mlm_logits.shape) == 3:
+            return ids, weights
+        slots = _real_slots(x["masked_lm_positions"])
+        return tf.gather_nd(ids, slots), tf.gather_nd(weights, slots)
+
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        self.mlm_accuracy.update_state(
-            y["masked_lm_ids"], y_pred["mlm_logits"], sample_weight=y["masked_lm_weights"]
-        )
+        mlm_ids, slot_weights = self._targets_of_logits(x, y, y_pred["mlm_logits"])
+        self.mlm_accuracy.update_state(mlm_ids, y_pred["mlm_logits"], sample_weight=slot_weights)
         self.nsp_accuracy.update_state(y["next_sentence_labels"], y_pred["nsp_logits"])
         return super().compute_metrics(x, y, y_pred, sample_weight=sample_weight)
 

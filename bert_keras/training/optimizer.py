@@ -114,6 +114,39 @@ class BertAdamW(keras.optimizers.AdamW):
             self.exclude_from_weight_decay(var_list=excluded)
         super().build(var_list)
 
+    def update_step(self, gradient, variable, learning_rate):
+        """Keras' Adam update, as one fused `ResourceApplyAdam` kernel per variable.
+
+        The kernel computes exactly Keras' formula (`m += (g - m)(1 - b1)`,
+        `v += (g^2 - v)(1 - b2)`, `var -= lr sqrt(1 - b2^t) / (1 - b1^t) m /
+        (sqrt(v) + eps)`) in one multi-threaded pass over the variable instead
+        of about ten element-wise ops, each a pass over memory: for the
+        `[30522, H]` word embeddings that is most of the optimizer's time.
+        Decoupled weight decay stays Keras' own step before this one.
+        """
+        if keras.backend.backend() != "tensorflow" or self.amsgrad:
+            return super().update_step(gradient, variable, learning_rate)
+        import tensorflow as tf
+
+        dtype = variable.dtype
+        local_step = tf.cast(self.iterations + 1, dtype)
+        index = self._get_variable_index(variable)
+        momentum, velocity = self._momentums[index], self._velocities[index]
+        tf.raw_ops.ResourceApplyAdam(
+            var=variable.handle,
+            m=momentum.value.handle,
+            v=velocity.value.handle,
+            beta1_power=tf.pow(tf.cast(self.beta_1, dtype), local_step),
+            beta2_power=tf.pow(tf.cast(self.beta_2, dtype), local_step),
+            lr=tf.cast(learning_rate, dtype),
+            beta1=tf.cast(self.beta_1, dtype),
+            beta2=tf.cast(self.beta_2, dtype),
+            epsilon=tf.cast(self.epsilon, dtype),
+            grad=tf.cast(tf.convert_to_tensor(gradient), dtype),
+            use_locking=False,
+            use_nesterov=False,
+        )
+
     def get_config(self):
         config = super().get_config()
         config["exclude_from_weight_decay_paths"] = list(self.exclude_from_weight_decay_paths)

@@ -201,6 +201,16 @@ def test_sparse_last_layer_gives_the_full_encoders_loss_and_gradients(pretrainer
     pretrainer.encoder.skip_padding = skip_padding
     try:
         sparse_loss, sparse_gradients = _loss_and_gradients(pretrainer, x, y)
+        training_logits = pretrainer(x, training=True)["mlm_logits"]
+        # With skip_padding, training scores only the real slots (position > 0).
+        real_slots = int((x["masked_lm_positions"] > 0).sum())
+        assert tuple(training_logits.shape) == ((real_slots, CONFIG.vocab_size) if skip_padding
+                                                else (B, P, CONFIG.vocab_size))
+        for model in (dense, pretrainer):
+            model.mlm_accuracy.reset_state()
+            model.compute_metrics(x, y, model(x, training=True))
+        assert float(pretrainer.mlm_accuracy.result()) == pytest.approx(float(dense.mlm_accuracy.result()))
+        assert int((y["masked_lm_weights"] == 0).sum()) > 0 and real_slots < B * P
     finally:
         pretrainer.encoder.skip_padding = False
     assert sparse_loss == pytest.approx(loss, abs=1e-6)

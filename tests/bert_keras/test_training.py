@@ -140,6 +140,34 @@ def test_gradients_are_clipped_by_global_norm():
     np.testing.assert_allclose(first_step(None), expected(gradient), rtol=1e-5)
 
 
+def test_fused_adam_update_equals_keras_adamw_step_by_step():
+    """BertAdamW's one-kernel update follows `keras.optimizers.AdamW` for dense and sparse gradients."""
+    from bert_keras.training.optimizer import BertAdamW
+
+    def train(fused):
+        rng = np.random.default_rng(0)
+        variables = [keras.Variable(rng.normal(size=shape).astype("float32"), name=name)
+                     for shape, name in [((50, 8), "embeddings"), ((8,), "bias"), ((8,), "gamma")]]
+        optimizer = create_optimizer(learning_rate=1e-2, num_train_steps=20, num_warmup_steps=2)
+        if not fused:  # Keras' own element-wise update
+            optimizer.update_step = lambda g, v, lr: keras.optimizers.AdamW.update_step(optimizer, g, v, lr)
+        for step in range(5):
+            step_rng = np.random.default_rng(10 + step)
+            gradients = [tf.constant(step_rng.normal(size=v.shape).astype("float32")) for v in variables]
+            gradients[0] = tf.IndexedSlices(  # an embedding lookup's gradient
+                tf.constant(step_rng.normal(size=(3, 8)).astype("float32")), tf.constant([1, 7, 7]),
+                tf.constant([50, 8]))
+            optimizer.apply(gradients, variables)
+        return [v.numpy() for v in variables], optimizer
+
+    fused, optimizer = train(True)
+    reference, _ = train(False)
+    assert isinstance(optimizer, BertAdamW) and int(optimizer.iterations) == 5
+    for ours, theirs in zip(fused, reference):
+        np.testing.assert_allclose(ours, theirs, atol=2e-6)
+    assert not np.allclose(fused[0], np.random.default_rng(0).normal(size=(50, 8)))
+
+
 # ---- strategies, precision, XLA -----------------------------------------------------------
 
 
