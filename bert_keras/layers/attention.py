@@ -95,8 +95,11 @@ class BertSelfAttention(keras.layers.Layer):
                 qkv = ops.scatter(token_indices, qkv, (batch * seq, 3 * self.hidden_size))
             qkv = ops.reshape(qkv, (batch, seq, 3, self.num_heads, self.head_size))
             # One transpose to [3, B, N, S, D] instead of one per projection.
+            # Unstacked, not indexed: the gradient of three `qkv[i]` slices
+            # is three zero-filled [3, B, N, S, D] tensors summed (a third of
+            # a training step on CPU), that of an unstack one stack.
             qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))
-            query, key, value = qkv[0], qkv[1], qkv[2]
+            query, key, value = ops.unstack(qkv, 3, axis=0)
 
         # Scale the query (S*D values) rather than the scores (S*S values).
         query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
@@ -125,18 +128,21 @@ class BertSelfAttention(keras.layers.Layer):
         vectors only, which saves the query projection of the other tokens.
         """
         hidden = self.hidden_size
-        kernel = ops.cast(self.qkv.kernel, self.compute_dtype)
-        bias = ops.cast(self.qkv.bias, self.compute_dtype)
+        # Split, not sliced (see `call`): cheap gradients.
+        query_kernel, key_value_kernel = ops.split(
+            ops.cast(self.qkv.kernel, self.compute_dtype), [hidden], axis=1
+        )
+        query_bias, key_value_bias = ops.split(ops.cast(self.qkv.bias, self.compute_dtype), [hidden])
         batch, seq = ops.shape(inputs)[0], ops.shape(inputs)[1]
         at_positions = ops.take_along_axis(
             inputs, ops.cast(query_positions, "int32")[:, :, None], axis=1
         )
-        query = ops.matmul(at_positions, kernel[:, :hidden]) + bias[:hidden]
+        query = ops.matmul(at_positions, query_kernel) + query_bias
         query = ops.reshape(query, (batch, -1, self.num_heads, self.head_size))
-        key_value = ops.matmul(inputs, kernel[:, hidden:]) + bias[hidden:]
+        key_value = ops.matmul(inputs, key_value_kernel) + key_value_bias
         key_value = ops.reshape(key_value, (batch, seq, 2, self.num_heads, self.head_size))
-        key_value = ops.transpose(key_value, (2, 0, 3, 1, 4))
-        return ops.transpose(query, (0, 2, 1, 3)), key_value[0], key_value[1]
+        key, value = ops.unstack(ops.transpose(key_value, (2, 0, 3, 1, 4)), 2, axis=0)
+        return ops.transpose(query, (0, 2, 1, 3)), key, value
 
     def get_config(self):
         config = super().get_config()

@@ -59,7 +59,9 @@ class _EncodeForPretraining(keras.layers.Layer):
         output = self.encoder.output_at_positions(
             inputs, ops.concatenate([cls_position, positions], axis=1), training=training
         )
-        return self.encoder.pooler(output[:, 0]), self._real_slots_only(output[:, 1:], positions, training)
+        cls_output, masked = ops.split(output, [1], axis=1)  # split: cheaper gradient than slices
+        pooled = self.encoder.pooler(ops.squeeze(cls_output, axis=1))
+        return pooled, self._real_slots_only(masked, positions, training)
 
     def _real_slots_only(self, masked, positions, training):
         if training and self.encoder.skip_padding:
