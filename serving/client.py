@@ -19,6 +19,7 @@ REST statuses are mapped back to the same names) and the server's message.
 """
 
 import base64
+import contextlib
 import http.client
 import json
 import socket
@@ -183,11 +184,12 @@ class ServingClient:
         self._grpc = grpc
         options = [("grpc.max_receive_message_length", max_message_bytes),
                    ("grpc.max_send_message_length", max_message_bytes)]
+        self._grpc_options, self._grpc_credentials = options, None
         if self.tls:
             if self._server_name:
                 options.append(("grpc.ssl_target_name_override", self._server_name))
-            credentials = grpc.ssl_channel_credentials(root_certificates=self._root_certificates)
-            self._channel = grpc.secure_channel(self.address, credentials, options=options)
+            self._grpc_credentials = grpc.ssl_channel_credentials(root_certificates=self._root_certificates)
+            self._channel = grpc.secure_channel(self.address, self._grpc_credentials, options=options)
         else:
             self._channel = grpc.insecure_channel(self.address, options=options)
         self._prediction = prediction_service_pb2_grpc.PredictionServiceStub(self._channel)
@@ -263,6 +265,34 @@ class ServingClient:
             model_spec.signature_name = signature_name
 
     # -- transport ------------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def async_sender(self):
+        """Async context manager giving `send(prepared) -> awaitable` over a `grpc.aio` channel.
+
+        For many requests in flight from one asyncio loop (`serving.loadtest`);
+        same address, TLS, message limits and deadline as this client. gRPC
+        errors raise `grpc.aio.AioRpcError` (`.code()`, `.details()`).
+
+        Example:
+
+            async with client.async_sender() as send:
+                response = await send(client.prepare_predict(["great movie"]))
+        """
+        if self.protocol != "grpc":
+            raise ValueError("async_sender is for gRPC clients; REST clients use send()")
+        from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+        aio = self._grpc.aio
+        if self._grpc_credentials is not None:
+            channel = aio.secure_channel(self.address, self._grpc_credentials, options=self._grpc_options)
+        else:
+            channel = aio.insecure_channel(self.address, options=self._grpc_options)
+        stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+        try:
+            yield lambda prepared: stub.Predict(prepared, timeout=self.timeout)
+        finally:
+            await channel.close()
+
     def _grpc_call(self, method, request):
         try:
             return method(request, timeout=self.timeout)

@@ -15,7 +15,8 @@ def register(subparsers, summary):
         "loadtest",
         help=summary,
         description=(
-            "Send predict requests from --concurrency client threads, for --requests N or --duration S,\n"
+            "Send predict requests with --concurrency in flight (gRPC: one asyncio loop; REST: threads),\n"
+            "for --requests N or --duration S,\n"
             "and report throughput (requests/s, rows/s), latency p50/p95/p99 and errors by status code.\n"
             "Works against `bert-keras serve` and tensorflow_model_server alike (gRPC or --rest)."
         ),
@@ -34,7 +35,7 @@ def register(subparsers, summary):
     bound = parser.add_mutually_exclusive_group()
     bound.add_argument("--requests", type=int, help="send this many requests (default 200)")
     bound.add_argument("--duration", type=float, metavar="S", help="send requests for S seconds")
-    parser.add_argument("--concurrency", type=int, default=8, help="client threads (default 8)")
+    parser.add_argument("--concurrency", type=int, default=8, help="requests in flight at once (default 8)")
     parser.add_argument("--batch-size", type=int, default=1, help="rows per request (default 1)")
     parser.add_argument("--warmup", type=int, default=10, help="untimed requests first (default 10)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")

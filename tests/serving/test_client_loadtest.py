@@ -145,6 +145,48 @@ def test_run_load_validates_its_bounds():
     assert sorted(seen) == list(range(10)) and result.ok == 10
 
 
+def test_run_load_async_counts_requests_and_errors_by_code():
+    import contextlib
+
+    from serving.client import ServingClientError
+    from serving.loadtest import run_load_async
+
+    opened, closed, seen = [], [], []
+
+    @contextlib.asynccontextmanager
+    async def open_sender():
+        opened.append(1)
+
+        async def send(index):
+            seen.append(index)
+            if index % 5 == 4:
+                raise ServingClientError("INVALID_ARGUMENT", f"request {index} is bad")
+
+        yield send
+        closed.append(1)
+
+    result = run_load_async(open_sender, lambda send, index: send(index), concurrency=4, requests=20, warmup=3)
+    assert (result.requests, result.ok, result.errors) == (20, 16, {"INVALID_ARGUMENT": 4})
+    assert result.first_error.startswith("INVALID_ARGUMENT: request") and len(result.latencies_ms) == 16
+    assert sorted(seen[3:]) == list(range(20)) and opened == closed == [1]  # 3 warmup calls, then 0..19
+    with pytest.raises(ValueError, match="exactly one"):
+        run_load_async(open_sender, lambda send, index: send(index), requests=5, duration_s=1)
+
+
+def test_load_test_inside_a_running_event_loop_falls_back_to_threads(server):
+    import asyncio
+
+    from serving.client import ServingClient
+    from serving.loadtest import load_test
+
+    async def from_a_notebook_cell():
+        with ServingClient(server.grpc_address, "tiny") as client:
+            return load_test(client, [["hello"]], concurrency=2, requests=6)
+
+    result = asyncio.run(from_a_notebook_cell())
+    assert (result.requests, result.ok) == (6, 6)
+
+
 def test_query_cli_prints_the_answer(server, capsys):
     from bert_keras.cli.main import main
 
