@@ -97,7 +97,7 @@ def run(args):
     import keras
 
     from bert_keras.checkpoints import load_pretrained
-    from bert_keras.models import compile_for_finetuning
+    from bert_keras.models import BertSpanQA, BertTokenClassifier, compile_for_finetuning
     from bert_keras.training import get_strategy
     from pipelines import BertTokenizer
 
@@ -121,6 +121,11 @@ def run(args):
             raise CommandError(f"--seq-length {seq_length} exceeds the model's "
                                f"{encoder.config.max_position_embeddings} positions")
         model = task.build_model(encoder)
+        if isinstance(model, (BertSpanQA, BertTokenClassifier)):
+            # These heads read the sequence output only: the pooler gets no
+            # gradient (as in google-research run_squad.py); frozen, Keras
+            # does not warn about it every epoch.
+            encoder.pooler.trainable = False
         compile_for_finetuning(model, num_train_steps=total_steps, learning_rate=args.learning_rate,
                                warmup_ratio=args.warmup_ratio,
                                # [] would still make Keras match metrics to dict outputs (SQuAD).
@@ -130,9 +135,11 @@ def run(args):
           f"{total_steps} steps, lr {args.learning_rate:g}, seq {seq_length}"
           + (f", {len(labels)} labels" if labels else "")
           + f"; model {args.init} ({encoder.config.num_layers} layers, "
-            f"hidden {encoder.config.hidden_size}), strategy {type(strategy).__name__}")
+            f"hidden {encoder.config.hidden_size}), strategy {type(strategy).__name__}"
+          + (", padded tokens skipped" if encoder.skip_padding else ""))
     # Repeat so that fractional epochs / --max-steps split into full `fit` epochs.
-    history = model.fit(dataset.repeat(), epochs=epochs,
+    # shuffle=False: the dataset shuffles itself (Keras ignores shuffle=True for datasets, with a warning).
+    history = model.fit(dataset.repeat(), epochs=epochs, shuffle=False,
                         steps_per_epoch=min(steps_per_epoch, total_steps), verbose=2)
     losses = history.history.get("loss", [])
 
