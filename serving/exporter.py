@@ -33,6 +33,7 @@ Example:
     ...                             tokenizer_backend="core", normalize=True)
 """
 
+import contextlib
 import dataclasses
 import os
 import re
@@ -130,7 +131,8 @@ def export_saved_model(source, base_path, model_name, *, version=None, tokenizer
     try:
         say(f"tracing the {source.kind} signatures ({tokenizer_backend} tokenizer, "
             f"seq_length {source.seq_length}) and saving ...")
-        signatures = save_signatures(source, staging, tokenizer_backend)
+        with padding_skipped(source.model):
+            signatures = save_signatures(source, staging, tokenizer_backend)
         audit = audit_ops(staging, release=release, strict=strict, say=say)
         samples = sample_inputs(source, count=8)
         warmup = None
@@ -155,6 +157,27 @@ def export_saved_model(source, base_path, model_name, *, version=None, tokenizer
 
 
 # -- 2-3. signatures, saved ----------------------------------------------------------
+
+
+@contextlib.contextmanager
+def padding_skipped(model):
+    """Traces the serving graph with the encoder skipping padded tokens (`BertEncoder.skip_padding`).
+
+    Requests are padded to `seq_length`, so a short text is mostly padding;
+    the per-token layers then run on its real tokens only. Exact (outputs at
+    real tokens are the same), and TF Serving runs graphs without XLA, whose
+    static shapes are the only reason not to. The model is left as it was.
+    """
+    encoder = getattr(model, "encoder", None)
+    if encoder is None or not hasattr(encoder, "skip_padding"):
+        yield
+        return
+    before = encoder.skip_padding
+    encoder.skip_padding = True
+    try:
+        yield
+    finally:
+        encoder.skip_padding = before
 
 
 def save_signatures(source, export_dir, tokenizer_backend):
