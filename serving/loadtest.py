@@ -152,35 +152,24 @@ def run_load(send, *, concurrency=1, requests=None, duration_s=None, warmup=0, r
             thread.join()
 
     counter = itertools.count()  # next() is atomic under the GIL: one index per request
-    lock = threading.Lock()
-    latencies, errors, first_error = [], {}, []
-    done = [0]
+    tallies = []  # one per thread, merged at the end (no shared counters to race on)
     start = time.perf_counter()
     deadline = None if duration_s is None else start + duration_s
 
     def worker():
-        local_latencies, local_errors = [], {}
+        tally = _Tally(requests, deadline)
+        tallies.append(tally)
         while True:
             index = next(counter)
-            if requests is not None and index >= requests:
-                break
-            if deadline is not None and time.perf_counter() >= deadline:
+            if tally.finished(index):
                 break
             began = time.perf_counter()
             try:
                 send(index)
             except Exception as error:  # noqa: BLE001 - counted by code
-                code = _error_code(error)
-                local_errors[code] = local_errors.get(code, 0) + 1
-                if not first_error:
-                    first_error.append(f"{code}: {_error_message(error)}")
+                tally.failed(error)
             else:
-                local_latencies.append((time.perf_counter() - began) * 1000.0)
-            done[0] += 1  # progress display only (a lost update under a race is harmless)
-        with lock:
-            latencies.extend(local_latencies)
-            for code, count in local_errors.items():
-                errors[code] = errors.get(code, 0) + count
+                tally.succeeded(began)
 
     threads = [threading.Thread(target=worker, name=f"load-{i}", daemon=True) for i in range(concurrency)]
     bar = _progress_bar(progress, requests, duration_s, description)
@@ -193,7 +182,8 @@ def run_load(send, *, concurrency=1, requests=None, duration_s=None, warmup=0, r
             break
         alive[0].join(0.2)
         if bar is not None:
-            now = done[0] if requests is not None else min(time.perf_counter() - start, duration_s)
+            done = sum(tally.count for tally in tallies)
+            now = done if requests is not None else min(time.perf_counter() - start, duration_s)
             bar.update(now - last)
             last = now
     for thread in threads:
@@ -201,10 +191,46 @@ def run_load(send, *, concurrency=1, requests=None, duration_s=None, warmup=0, r
     elapsed = time.perf_counter() - start
     if bar is not None:
         bar.close()
-    total = len(latencies) + sum(errors.values())
-    return LoadTestResult(requests=total, ok=len(latencies), errors=errors, elapsed_s=elapsed,
-                          concurrency=concurrency, rows_per_request=rows_per_request, latencies_ms=latencies,
-                          first_error=first_error[0] if first_error else "")
+    return _Tally.result(tallies, elapsed, concurrency, rows_per_request)
+
+
+class _Tally:
+    """One load worker's bookkeeping: when to stop, latencies, errors by status code."""
+
+    def __init__(self, requests, deadline):
+        self.requests, self.deadline = requests, deadline
+        self.latencies, self.errors, self.first_error = [], {}, ""
+
+    @property
+    def count(self):
+        return len(self.latencies) + sum(self.errors.values())
+
+    def finished(self, index):
+        """True once request `index` is past the request count or the deadline has passed."""
+        if self.requests is not None and index >= self.requests:
+            return True
+        return self.deadline is not None and time.perf_counter() >= self.deadline
+
+    def failed(self, error):
+        code = _error_code(error)
+        self.errors[code] = self.errors.get(code, 0) + 1
+        if not self.first_error:
+            self.first_error = f"{code}: {_error_message(error)}"
+
+    def succeeded(self, began):
+        self.latencies.append((time.perf_counter() - began) * 1000.0)
+
+    @staticmethod
+    def result(tallies, elapsed, concurrency, rows_per_request):
+        latencies, errors = [], {}
+        for tally in tallies:
+            latencies.extend(tally.latencies)
+            for code, count in tally.errors.items():
+                errors[code] = errors.get(code, 0) + count
+        first_error = next((tally.first_error for tally in tallies if tally.first_error), "")
+        return LoadTestResult(requests=len(latencies) + sum(errors.values()), ok=len(latencies), errors=errors,
+                              elapsed_s=elapsed, concurrency=concurrency, rows_per_request=rows_per_request,
+                              latencies_ms=latencies, first_error=first_error)
 
 
 def run_load_async(open_sender, request, *, concurrency=1, requests=None, duration_s=None, warmup=0,
@@ -229,7 +255,6 @@ def run_load_async(open_sender, request, *, concurrency=1, requests=None, durati
     import asyncio
 
     _check_bounds(concurrency, requests, duration_s)
-    latencies, errors, first_error = [], {}, []
 
     async def main():
         async with open_sender() as send:
@@ -249,40 +274,33 @@ def run_load_async(open_sender, request, *, concurrency=1, requests=None, durati
             await asyncio.gather(*(warm_worker() for _ in range(min(concurrency, warmup))))
         counter = itertools.count()
         start = time.perf_counter()
-        deadline = None if duration_s is None else start + duration_s
+        # One loop, one thread: a single tally is shared by every coroutine.
+        tally = _Tally(requests, None if duration_s is None else start + duration_s)
         bar = _progress_bar(progress, requests, duration_s, description)
 
         async def worker():
             while True:
                 index = next(counter)
-                if requests is not None and index >= requests:
-                    return
-                if deadline is not None and time.perf_counter() >= deadline:
+                if tally.finished(index):
                     return
                 began = time.perf_counter()
                 try:
                     await call(index)
                 except Exception as error:  # noqa: BLE001 - counted by code
-                    code = _error_code(error)
-                    errors[code] = errors.get(code, 0) + 1
-                    if not first_error:
-                        first_error.append(f"{code}: {_error_message(error)}")
+                    tally.failed(error)
                 else:
-                    latencies.append((time.perf_counter() - began) * 1000.0)
+                    tally.succeeded(began)
                 if bar is not None:
-                    done = bar.n + 1 if requests is not None else min(time.perf_counter() - start, duration_s)
+                    done = tally.count if requests is not None else min(time.perf_counter() - start, duration_s)
                     bar.update(done - bar.n)
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         if bar is not None:
             bar.close()
-        return time.perf_counter() - start
+        return tally, time.perf_counter() - start
 
-    elapsed = asyncio.run(main())
-    total = len(latencies) + sum(errors.values())
-    return LoadTestResult(requests=total, ok=len(latencies), errors=errors, elapsed_s=elapsed,
-                          concurrency=concurrency, rows_per_request=rows_per_request, latencies_ms=latencies,
-                          first_error=first_error[0] if first_error else "")
+    tally, elapsed = asyncio.run(main())
+    return _Tally.result([tally], elapsed, concurrency, rows_per_request)
 
 
 def _in_event_loop():
