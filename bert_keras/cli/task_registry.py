@@ -391,21 +391,28 @@ class ConllNer(Task):
         return text
 
     def predict_texts(self, model, tokenizer, texts, *, seq_length, batch_size=32):
-        """Per text: [{"entity", "type", "words"}] from whitespace-split words."""
-        from bert_keras.metrics import get_entities
-        from pipelines.tasks.conll import Sentence
+        """Per text: its words, their tags and the entities, with code point offsets.
 
-        sentences = [Sentence(t.split(), ["O"] * len(t.split())) for t in texts]
+        Words are the tokenizer's (punctuation split off: "Paris." is "Paris", "."),
+        the words the exported model decodes, so both give the same entities:
+        `{"type", "text", "start_char", "end_char", "start_word", "end_word"}` with
+        `text == input[start_char:end_char]`.
+        """
+        from bert_keras.metrics import get_entities
+        from pipelines.tasks.conll import Sentence, split_words
+
+        split = split_words(texts, tokenizer)
+        sentences = [Sentence(words, ["O"] * len(words)) for words, _, _ in split]
         results = []
-        for sentence, tags in zip(sentences, self._tag(model, tokenizer, sentences, seq_length,
-                                                        batch_size)):
+        for text, (words, starts, ends), tags in zip(
+                texts, split, self._tag(model, tokenizer, sentences, seq_length, batch_size)):
             entities = []
             for entity in get_entities(tags):
-                kind, start, end = entity[0], entity[1], entity[2]
-                words = sentence.words[start:end + 1]
-                entities.append({"type": kind, "text": " ".join(words), "start_word": start,
-                                 "end_word": end})
-            results.append({"words": sentence.words, "tags": tags, "entities": entities})
+                kind, first, last = entity[0], entity[1], entity[2]
+                entities.append({"type": kind, "text": text[starts[first]:ends[last]],
+                                 "start_char": starts[first], "end_char": ends[last],
+                                 "start_word": first, "end_word": last})
+            results.append({"words": words, "tags": tags, "entities": entities})
         return results
 
 

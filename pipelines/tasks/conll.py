@@ -393,6 +393,41 @@ def token_dataset(features, *, batch_size=32, shuffle=False, static_shapes=False
                           bucket_boundaries=bucket_boundaries).prefetch(tf.data.AUTOTUNE)
 
 
+def split_words(texts, tokenizer):
+    """Raw texts -> the tokenizer's words, each with its code point span in the text.
+
+    The words of BERT's basic tokenizer (whitespace split, punctuation and CJK
+    characters words of their own), as the exported NER signature sees them:
+    `"Paris."` is `["Paris", "."]`. Each word is the ORIGINAL substring (case and
+    accents kept), so `encode_sentences` tokenizes it exactly as the whole text
+    would be, and `text[start:end] == word`.
+
+    Example:
+        >>> split_words(["Hi, Zoë!"], tokenizer)  # doctest: +SKIP
+        [(['Hi', ',', 'Zoë', '!'], [0, 2, 4, 7], [2, 3, 7, 8])]
+
+    Args:
+        texts: list of `str`.
+        tokenizer: a `pipelines.BertTokenizer` (its `pre_tokenizer` splits).
+
+    Returns:
+        One `(words, starts, ends)` per text: lists of str and code point offsets.
+    """
+    texts = [str(t) for t in texts]
+    if not texts:
+        return []
+    _, begin, end = tokenizer.pre_tokenizer.split_with_offsets(tf.constant(texts))
+    result = []
+    for text, byte_begin, byte_end in zip(texts, begin.to_list(), end.to_list()):
+        data = np.frombuffer(text.encode("utf-8"), np.uint8)
+        # Every byte that is not a UTF-8 continuation byte (0b10xxxxxx) starts a character.
+        char_of_byte = np.append(np.cumsum((data & 0xC0) != 0x80) - 1, len(text))
+        starts = [int(char_of_byte[b]) for b in byte_begin]
+        ends = [int(char_of_byte[e]) for e in byte_end]
+        result.append(([text[b:e] for b, e in zip(starts, ends)], starts, ends))
+    return result
+
+
 def aggregate_word_predictions(scores, word_ids, strategy="first"):
     """Per-piece scores back to one label id per word.
 

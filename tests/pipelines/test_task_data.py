@@ -314,6 +314,19 @@ def test_aggregate_word_predictions():
         conll.aggregate_word_predictions(probs, word_ids, "vote")
 
 
+def test_split_words_matches_basic_tokenizer_with_code_point_spans(tokenizer):
+    texts = ["John lives in New York, far from Paris.", "Zoë's café\u00a0— 東京!", "", "  "]
+    (words, starts, ends), (words2, starts2, ends2), empty, blank = conll.split_words(texts, tokenizer)
+    assert words == ["John", "lives", "in", "New", "York", ",", "far", "from", "Paris", "."]
+    assert [texts[0][b:e] for b, e in zip(starts, ends)] == words
+    # Original case and accents kept; punctuation and each CJK character are words of their own.
+    assert words2 == ["Zoë", "'", "s", "café", "—", "東", "京", "!"]
+    assert [texts[1][b:e] for b, e in zip(starts2, ends2)] == words2  # code points, not bytes
+    assert starts2[3] == 6 and ends2[3] == 10
+    assert empty == blank == ([], [], [])
+    assert conll.split_words([], tokenizer) == []
+
+
 def test_conll2003_tfds(tokenizer):
     def as_dataset(self, split, **kwargs):
         return tf.data.Dataset.from_tensor_slices({

@@ -8,7 +8,7 @@
 * NER: `token_classification.decode_entities` chunks tags like
   `bert_keras.metrics.get_entities` (IOB1, IOB2, IOBES, malformed, across rows);
   the exported model's entities equal `ConllNer.predict_texts` (the
-  `bert-keras predict` path) and its code point offsets cut the entity text out
+  `bert-keras predict` path, punctuation split off as the tokenizer does) and its code point offsets cut the entity text out
   of non-ASCII inputs.
 """
 
@@ -190,6 +190,7 @@ NER_TEXTS = [
     "Zürich and São Paulo are cities where John Smith and Angela Merkel met in 1998 .",
     "John Smith lives in New York , far from Paris .",
     "東 京 is the capital ; the film was great and the battery died .",
+    "John Smith lives in New York, far from Paris.",  # punctuation attached: the same words
     "the",
 ]
 
@@ -206,15 +207,7 @@ def test_exported_entities_equal_predict_texts(finetuned_dir, exported_model):
 
     after_non_ascii = 0
     for row, (text, result) in enumerate(zip(NER_TEXTS, predicted)):
-        # Word w of predict_texts (whitespace-split) starts at starts[w] in the text.
-        starts, position = [], 0
-        for word in result["words"]:
-            position = text.index(word, position)
-            starts.append(position)
-            position += len(word)
-        expected = [(e["text"], e["type"], starts[e["start_word"]],
-                     starts[e["end_word"]] + len(result["words"][e["end_word"]]))
-                    for e in result["entities"]]
+        expected = [(e["text"], e["type"], e["start_char"], e["end_char"]) for e in result["entities"]]
         count = int(outputs["num_entities"][row])
         got = [(outputs["entity_text"][row, i].decode(), outputs["entity_label"][row, i].decode(),
                 int(outputs["start_char"][row, i]), int(outputs["end_char"][row, i]))
@@ -228,6 +221,9 @@ def test_exported_entities_equal_predict_texts(finetuned_dir, exported_model):
         assert (outputs["start_char"][row, padding] == -1).all()
         assert (outputs["score"][row, padding] == 0).all()
         assert ((outputs["score"][row, :count] > 0) & (outputs["score"][row, :count] <= 1)).all()
+    assert predicted[3]["words"] == ["John", "Smith", "lives", "in", "New", "York", ",", "far", "from",
+                                     "Paris", "."]
+    assert predicted[3]["words"] == predicted[1]["words"]  # the spaces before punctuation do not matter
     assert sum(len(r["entities"]) for r in predicted) >= 4
     assert after_non_ascii > 0  # offsets after "ü", "ã", "東" were checked
     json.dumps({k: v.tolist() for k, v in outputs.items() if v.dtype != object})  # dense, plain
