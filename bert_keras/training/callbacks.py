@@ -8,6 +8,8 @@
 * Fault tolerance uses `keras.callbacks.BackupAndRestore`; `resumed_step` reads
   how far a killed run got, so that the caller can skip the batches it consumed
   (see `resumed_step` for why skipping, not a checkpointed iterator).
+  `roll_back_backup` steps a backup back to its previous save, so that all
+  workers of a multi-worker job resume from the same epoch.
 
 TensorBoard is Keras's own `keras.callbacks.TensorBoard`.
 """
@@ -174,9 +176,62 @@ def resumed_step(backup_dir, steps_per_epoch):
         backup_dir: str. The `backup_dir` given to `BackupAndRestore`.
         steps_per_epoch: int. Steps per Keras epoch (= per backup).
     """
-    path = os.path.join(backup_dir, "training_metadata.json")
-    if not os.path.exists(path):
+    return backed_up_epoch(backup_dir) * int(steps_per_epoch)
+
+
+# File names of keras.callbacks.BackupAndRestore (double_checkpoint keeps the previous pair).
+_BACKUP_FILES = ("latest.weights.h5", "training_metadata.json")
+
+
+def backed_up_epoch(backup_dir, previous=False):
+    """The epoch a `BackupAndRestore` backup holds (0 when there is none or it cannot be read).
+
+    Args:
+        backup_dir: str. The callback's `backup_dir`.
+        previous: bool. Read the previous backup (the `.bkp` pair that
+            `double_checkpoint=True` keeps) instead of the latest.
+    """
+    path = os.path.join(backup_dir, "training_metadata.json" + (".bkp" if previous else ""))
+    try:
+        with open(path, encoding="utf-8") as f:
+            return int(json.load(f).get("epoch", 0))
+    except (OSError, ValueError, AttributeError):
         return 0
-    with open(path, encoding="utf-8") as f:
-        metadata = json.load(f)
-    return int(metadata.get("epoch", 0)) * int(steps_per_epoch)
+
+
+def roll_back_backup(backup_dir, epoch):
+    """Makes `backup_dir` hold the backup of `epoch`: the latest one, or the previous (`.bkp`) one.
+
+    Multi-worker runs need every worker to resume from the same epoch. A worker
+    killed while writing its backup has one epoch fewer than the others (Keras
+    falls back to its previous backup); the others then step back to theirs.
+    The backup that is given up is moved to `<file>.ahead` (removed with the backup
+    directory when the run completes).
+
+    Args:
+        backup_dir: str. A `BackupAndRestore` backup directory (double_checkpoint=True).
+        epoch: int. The epoch to resume from; 0 moves the backup aside (start afresh).
+
+    Raises:
+        RuntimeError: neither the latest nor the previous backup is of `epoch`.
+    """
+    latest = backed_up_epoch(backup_dir)
+    if latest == epoch:
+        return
+    names = [os.path.join(backup_dir, name) for name in _BACKUP_FILES]
+    if epoch == 0:
+        for name in names:
+            for path in (name, name + ".bkp"):
+                if os.path.exists(path):
+                    os.replace(path, path + ".ahead")
+        return
+    previous = backed_up_epoch(backup_dir, previous=True)
+    if previous != epoch or not all(os.path.exists(name + ".bkp") for name in names):
+        raise RuntimeError(
+            f"{backup_dir} holds the backups of epochs {latest} and {previous}, but the other workers can only "
+            f"resume from epoch {epoch}: their backups differ by more than one save. Start every worker "
+            f"afresh (move the backup directories aside) or restore matching backups."
+        )
+    for name in names:
+        os.replace(name, name + ".ahead")
+        os.replace(name + ".bkp", name)

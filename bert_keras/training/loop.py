@@ -16,10 +16,16 @@ from dataclasses import dataclass, field
 import keras
 import numpy as np
 
-from bert_keras.training.callbacks import StepCheckpoint, ThroughputLogger, resumed_step
+from bert_keras.training.callbacks import (
+    StepCheckpoint,
+    ThroughputLogger,
+    backed_up_epoch,
+    resumed_step,
+    roll_back_backup,
+)
 from bert_keras.training.optimizer import create_optimizer
 from bert_keras.training.precision import with_loss_scaling
-from bert_keras.training.strategy import is_chief
+from bert_keras.training.strategy import gather_from_replicas, in_multi_worker_mode, is_chief
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +117,25 @@ def _log_vectors_for_multiworker(model):
         return {name: tf.reshape(value, [1]) for name, value in train_step(data).items()}
 
     model.train_step = train_step_with_vector_logs
+
+
+def agree_on_backup(strategy, backup_dir):
+    """Multi-worker: the epoch every worker resumes from, each backup rolled back to it.
+
+    Each worker keeps its own `BackupAndRestore` backup. A kill during a save can
+    leave one worker a save behind the others (Keras then falls back to its
+    previous backup); resuming from different epochs would train different
+    weights under one MirroredStrategy, silently. So the workers all-gather their
+    epochs and step back to the lowest (the previous backup, which
+    `double_checkpoint=True` keeps).
+    """
+    mine = backed_up_epoch(backup_dir)
+    epochs = gather_from_replicas(strategy, mine)
+    agreed = min(epochs)
+    if agreed != mine:
+        logger.warning("worker backups hold epochs %s: resuming every worker from epoch %d", epochs, agreed)
+        roll_back_backup(backup_dir, agreed)
+    return agreed
 
 
 def resolve_jit_compile(jit_compile, strategy):
@@ -227,7 +252,12 @@ def run_pretraining(
     else:
         worker_dir = tempfile.mkdtemp(prefix="bert_keras_worker_")
         backup_dir = os.path.join(output_dir, f"backup-worker-{strategy.cluster_resolver.task_id}")
-    initial_step = min(resumed_step(backup_dir, steps_per_epoch), num_train_steps)
+    if in_multi_worker_mode(strategy):
+        # Every worker resumes from the same epoch, or their mirrored weights would differ.
+        epoch = agree_on_backup(strategy, backup_dir)
+        initial_step = min(epoch * steps_per_epoch, num_train_steps)
+    else:
+        initial_step = min(resumed_step(backup_dir, steps_per_epoch), num_train_steps)
 
     dataset = make_dataset()
     if initial_step:

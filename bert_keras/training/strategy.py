@@ -118,12 +118,41 @@ def is_chief(strategy):
     True
     """
     resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or not getattr(strategy.extended, "_in_multi_worker_mode", lambda: False)():
+    if resolver is None or not in_multi_worker_mode(strategy):
         return True
     if resolver.task_type == "chief":
         return True
     has_chief = "chief" in resolver.cluster_spec().as_dict()
     return resolver.task_type == "worker" and resolver.task_id == 0 and not has_chief
+
+
+def in_multi_worker_mode(strategy):
+    """Whether `strategy` spans more than one worker process (MultiWorkerMirrored over a cluster)."""
+    return bool(getattr(strategy.extended, "_in_multi_worker_mode", lambda: False)())
+
+
+def gather_from_replicas(strategy, value):
+    """The int `value` of every replica, in replica order: one all-gather (a collective).
+
+    Every worker must call it at the same point of its program, as with any
+    collective. Used to agree on a resume point before training starts.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> gather_from_replicas(tf.distribute.get_strategy(), 3)
+    [3]
+    """
+    import tensorflow as tf
+
+    local = tf.constant([int(value)], tf.int64)
+
+    @tf.function
+    def gather():
+        return tf.distribute.get_replica_context().all_gather(local, axis=0)
+
+    gathered = strategy.experimental_local_results(strategy.run(gather))[0]
+    return [int(v) for v in gathered.numpy()]
 
 
 def _tpu_strategy(tpu):

@@ -151,3 +151,76 @@ def test_two_multiworker_processes_train_together_and_the_chief_checkpoints(trai
     assert chief["iterations"] == other["iterations"] == steps
     assert chief["checkpoint"].endswith(f"ckpt-{steps}") and other["checkpoint"] is None
     assert os.path.exists(chief["checkpoint"] + ".index")
+
+
+def test_killed_multiworker_run_resumes_every_worker_from_the_same_epoch(train_script, tmp_path):
+    # Both workers are killed; worker 1 then holds one backup fewer, as when a kill lands
+    # during its save. Resuming from different epochs would train different weights under one
+    # MirroredStrategy: the workers must agree on the older backup.
+    workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
+    output, steps, every = tmp_path / "run", 12, 3
+    backups = [output / "backup", output / "backup-worker-1"]
+
+    def tf_config(index):
+        return {"TF_CONFIG": json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})}
+
+    first = [start(train_script, [output, steps, every, 0.25], env=tf_config(i)) for i in range(2)]
+    deadline = time.time() + 120
+    while min(backed_up_epoch(b) for b in backups) < 2:
+        for process in first:
+            assert process.poll() is None, process.communicate()[0][-3000:]
+        assert time.time() < deadline, "no second backup in 120 s"
+        time.sleep(0.05)
+    for process in first:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+    epochs = [backed_up_epoch(b) for b in backups]
+    if epochs[0] == epochs[1]:  # step worker 1 back to its previous backup
+        for name in ("latest.weights.h5", "training_metadata.json"):
+            os.replace(backups[1] / (name + ".bkp"), backups[1] / name)
+        epochs[1] = backed_up_epoch(backups[1])
+    agreed = min(epochs)
+    assert agreed >= 1 and abs(epochs[0] - epochs[1]) == 1
+
+    results = [finish(process, timeout=180) for process in
+               [start(train_script, [output, steps, every, 0.0], env=tf_config(i)) for i in range(2)]]
+    for result, log in results:
+        assert f"resuming at step {agreed * every}" in log, log[-3000:]
+        assert result["initial_step"] == agreed * every
+        assert result["final_step"] == steps and result["iterations"] == steps
+    ahead = 0 if epochs[0] > epochs[1] else 1
+    assert "resuming every worker from epoch" in results[ahead][1]
+
+
+def test_roll_back_backup_steps_back_to_the_previous_pair(tmp_path):
+    from bert_keras.training.callbacks import backed_up_epoch as epoch_of, roll_back_backup
+
+    def write(epoch, suffix=""):
+        (tmp_path / ("latest.weights.h5" + suffix)).write_bytes(b"weights %d" % epoch)
+        (tmp_path / ("training_metadata.json" + suffix)).write_text(json.dumps({"epoch": epoch, "batch": 0}))
+
+    write(2, ".bkp")
+    write(3)
+    roll_back_backup(str(tmp_path), 3)  # already there: nothing moves
+    assert epoch_of(str(tmp_path)) == 3 and not (tmp_path / "latest.weights.h5.ahead").exists()
+    roll_back_backup(str(tmp_path), 2)
+    assert epoch_of(str(tmp_path)) == 2 and (tmp_path / "latest.weights.h5").read_bytes() == b"weights 2"
+    assert (tmp_path / "latest.weights.h5.ahead").read_bytes() == b"weights 3"  # kept, not deleted
+    with pytest.raises(RuntimeError, match="epochs 2 and 0.*resume from epoch 1"):
+        roll_back_backup(str(tmp_path), 1)
+    roll_back_backup(str(tmp_path), 0)  # start afresh: the backup moves aside
+    assert epoch_of(str(tmp_path)) == 0 and (tmp_path / "training_metadata.json.ahead").exists()
+    (tmp_path / "training_metadata.json").write_text('{"epo')  # cut off mid-write
+    assert epoch_of(str(tmp_path)) == 0
+
+
+def test_gather_from_replicas_on_mirrored_cpus():
+    import tensorflow as tf
+
+    from bert_keras.training.strategy import gather_from_replicas
+
+    assert gather_from_replicas(tf.distribute.get_strategy(), 5) == [5]
+    cpus = tf.config.list_logical_devices("CPU")
+    if len(cpus) >= 2:
+        strategy = tf.distribute.MirroredStrategy([d.name for d in cpus[:2]])
+        assert gather_from_replicas(strategy, 4) == [4, 4]
