@@ -42,6 +42,7 @@ import numpy as np
 import tensorflow as tf
 
 from pipelines.tasks import batching
+from pipelines.tokenizer.char_offsets import byte_to_char_offsets
 
 logger = logging.getLogger(__name__)
 
@@ -419,9 +420,7 @@ def split_words(texts, tokenizer):
     _, begin, end = tokenizer.pre_tokenizer.split_with_offsets(tf.constant(texts))
     result = []
     for text, byte_begin, byte_end in zip(texts, begin.to_list(), end.to_list()):
-        data = np.frombuffer(text.encode("utf-8"), np.uint8)
-        # Every byte that is not a UTF-8 continuation byte (0b10xxxxxx) starts a character.
-        char_of_byte = np.append(np.cumsum((data & 0xC0) != 0x80) - 1, len(text))
+        char_of_byte = byte_to_char_offsets(text)
         starts = [int(char_of_byte[b]) for b in byte_begin]
         ends = [int(char_of_byte[e]) for e in byte_end]
         result.append(([text[b:e] for b, e in zip(starts, ends)], starts, ends))

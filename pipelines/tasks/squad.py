@@ -53,6 +53,8 @@ from typing import List
 import numpy as np
 import tensorflow as tf
 
+from pipelines.tokenizer.char_offsets import byte_to_char_offsets
+
 logger = logging.getLogger(__name__)
 
 VERSIONS = ("1.1", "2.0")
@@ -495,25 +497,12 @@ def _tokenize_with_char_offsets(tokenizer, texts):
         ids, begin, end = (t.flat_values.numpy() for t in (ids, begin, end))
         for j, text in enumerate(batch):
             row = slice(splits[j], splits[j + 1])
-            byte_to_char = _byte_to_char(text)
+            byte_to_char = byte_to_char_offsets(text)
             char_begin, char_end = byte_to_char[begin[row]], byte_to_char[end[row]]
             if (char_begin < 0).any() or (char_end < 0).any():
                 raise ValueError(f"Tokenizer offsets fall inside a UTF-8 character of {text!r}.")
             out.append((ids[row].astype(np.int32), char_begin, char_end))
     return out
-
-
-def _byte_to_char(text):
-    """Array mapping each UTF-8 byte offset of `text` (and its end) to a character offset.
-
-    Offsets inside a multi-byte character map to -1: a token boundary there
-    would be a tokenizer bug, caught by the caller.
-    """
-    data = np.frombuffer(text.encode("utf-8"), np.uint8)
-    # Continuation bytes look like 0b10xxxxxx; every other byte starts a character.
-    starts = (data & 0xC0) != 0x80
-    char_index = np.cumsum(starts) - 1
-    return np.append(np.where(starts, char_index, -1), len(text)).astype(np.int32)
 
 
 def _doc_spans(num_tokens, max_tokens_for_doc, doc_stride):

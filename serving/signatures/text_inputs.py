@@ -161,10 +161,8 @@ def python_token_spans(tokenizer, text):
     The same code point offsets as `TextInputs.char_offsets`, computed without
     the graph: for the reference outputs the export is checked against.
     """
-    import numpy as np
+    from pipelines.tokenizer import byte_to_char_offsets
 
     ids, begin, end = (t.numpy() for t in tokenizer.tokenize_with_offsets(tf.constant(text)))
-    data = np.frombuffer(text.encode("utf-8"), np.uint8)
-    # Every byte that is not a UTF-8 continuation byte (0b10xxxxxx) starts a character.
-    char_of_byte = np.append(np.cumsum((data & 0xC0) != 0x80) - 1, len(text))
+    char_of_byte = byte_to_char_offsets(text)
     return ids, char_of_byte[begin], char_of_byte[end]

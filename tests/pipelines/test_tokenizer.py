@@ -323,3 +323,17 @@ def test_ascii_fast_path_matches_original_rules(vocab, lowercase, limit):
     b = core.tokenize_with_offsets(tf.constant(texts[:150]))
     for x, y in zip(a, b):
         assert x.to_list() == y.to_list()
+
+
+def test_byte_to_char_offsets_cuts_what_python_slicing_cuts():
+    from pipelines.tokenizer import byte_to_char_offsets
+
+    text = "aé東😀 z"
+    table = byte_to_char_offsets(text)
+    assert table.tolist() == [0, 1, -1, 2, -1, -1, 3, -1, -1, -1, 4, 5, 6]
+    data = text.encode("utf-8")
+    for i, char in enumerate(text):  # every character's byte span maps back onto it
+        begin = len(text[:i].encode("utf-8"))
+        end = begin + len(char.encode("utf-8"))
+        assert text[table[begin]:table[end]] == data[begin:end].decode("utf-8") == char
+    assert byte_to_char_offsets("").tolist() == [0]
