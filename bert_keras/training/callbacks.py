@@ -199,6 +199,35 @@ def backed_up_epoch(backup_dir, previous=False):
         return 0
 
 
+def repair_backup(backup_dir):
+    """Falls back to the previous backup when the latest one's metadata was cut off mid-write.
+
+    Keras writes the weights, then `training_metadata.json`; a kill during the
+    second write leaves a file that `BackupAndRestore` cannot parse (it raises on
+    restart). The previous pair (`double_checkpoint=True`) is restored instead;
+    the cut-off pair is kept as `<file>.ahead`. Returns True when it repaired.
+
+    Args:
+        backup_dir: str. A `BackupAndRestore` backup directory.
+    """
+    path = os.path.join(backup_dir, "training_metadata.json")
+    if not os.path.exists(path):
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            int(json.load(f)["epoch"])
+        return False
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    names = [os.path.join(backup_dir, name) for name in _BACKUP_FILES]
+    for name in names:
+        if os.path.exists(name):
+            os.replace(name, name + ".ahead")
+        if os.path.exists(name + ".bkp"):
+            os.replace(name + ".bkp", name)
+    return True
+
+
 def roll_back_backup(backup_dir, epoch):
     """Makes `backup_dir` hold the backup of `epoch`: the latest one, or the previous (`.bkp`) one.
 

@@ -20,6 +20,7 @@ from bert_keras.training.callbacks import (
     StepCheckpoint,
     ThroughputLogger,
     backed_up_epoch,
+    repair_backup,
     resumed_step,
     roll_back_backup,
 )
@@ -252,6 +253,8 @@ def run_pretraining(
     else:
         worker_dir = tempfile.mkdtemp(prefix="bert_keras_worker_")
         backup_dir = os.path.join(output_dir, f"backup-worker-{strategy.cluster_resolver.task_id}")
+    if repair_backup(backup_dir):
+        logger.warning("the last backup in %s was cut off mid-write: resuming from the one before", backup_dir)
     if in_multi_worker_mode(strategy):
         # Every worker resumes from the same epoch, or their mirrored weights would differ.
         epoch = agree_on_backup(strategy, backup_dir)

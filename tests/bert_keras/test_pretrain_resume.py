@@ -1,7 +1,9 @@
 """Fault tolerance and multi-worker training of `run_pretraining`, in real subprocesses.
 
-* A run killed with SIGKILL after its first backup, started again with the same
-  arguments, resumes at the backed-up step and ends at the total step count.
+* A run killed with SIGKILL after its second backup, started again with the same
+  arguments, resumes at the backed-up step and ends at the total step count (the
+  last backup's metadata cut off mid-write: it resumes from the one before).
+* Killed multi-worker runs resume every worker from the same backup.
 * Two `MultiWorkerMirroredStrategy` workers on 127.0.0.1 train together; only
   the chief writes checkpoints.
 
@@ -106,17 +108,23 @@ def test_killed_run_resumes_at_the_backed_up_step(train_script, tmp_path):
     backup = output / "backup"
     first = start(train_script, [output, steps, every, 0.25])
     deadline = time.time() + 90
-    while backed_up_epoch(backup) < 1:
+    while backed_up_epoch(backup) < 2:
         assert first.poll() is None, first.communicate()[0][-3000:]
-        assert time.time() < deadline, "no backup written in 90 s"
+        assert time.time() < deadline, "no second backup written in 90 s"
         time.sleep(0.05)
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
     assert first.returncode == -signal.SIGKILL
     epoch = backed_up_epoch(backup)  # read again: the process may have backed up once more
-    assert 1 <= epoch < steps // every
+    assert 2 <= epoch < steps // every
+    # As if the kill had landed while Keras wrote the metadata after the weights: Keras
+    # itself cannot parse such a file; the run resumes from the backup before it.
+    metadata = backup / "training_metadata.json"
+    metadata.write_text(metadata.read_text()[:7])
+    epoch -= 1
 
     result, log = finish(start(train_script, [output, steps, every, 0.0]))
+    assert "cut off mid-write" in log
     assert f"resuming at step {epoch * every}" in log
     assert result["initial_step"] == epoch * every
     # The optimizer state came back with the weights: its step count goes on from the backup.
@@ -224,3 +232,18 @@ def test_gather_from_replicas_on_mirrored_cpus():
     if len(cpus) >= 2:
         strategy = tf.distribute.MirroredStrategy([d.name for d in cpus[:2]])
         assert gather_from_replicas(strategy, 4) == [4, 4]
+
+
+def test_repair_backup_falls_back_when_the_metadata_was_cut_off(tmp_path):
+    from bert_keras.training.callbacks import backed_up_epoch as epoch_of, repair_backup
+
+    (tmp_path / "latest.weights.h5.bkp").write_bytes(b"weights 4")
+    (tmp_path / "training_metadata.json.bkp").write_text(json.dumps({"epoch": 4, "batch": 0}))
+    (tmp_path / "latest.weights.h5").write_bytes(b"weights 5")
+    (tmp_path / "training_metadata.json").write_text('{"epoch": 5, "batch": 0}')
+    assert not repair_backup(str(tmp_path)) and epoch_of(str(tmp_path)) == 5  # intact: untouched
+    (tmp_path / "training_metadata.json").write_text('{"epoch": ')  # killed mid-write
+    assert repair_backup(str(tmp_path))
+    assert epoch_of(str(tmp_path)) == 4 and (tmp_path / "latest.weights.h5").read_bytes() == b"weights 4"
+    assert (tmp_path / "latest.weights.h5.ahead").read_bytes() == b"weights 5"
+    assert not repair_backup(str(tmp_path / "missing"))
