@@ -841,8 +841,11 @@ def dynamic_pretraining_dataset(
       chunk, the text that really follows A.
     - NotNext: B = sentences from a random position of a chunk drawn from a
       second, independently shuffled stream of chunks (its own file order and
-      shuffle buffer), up to the length A leaves free. Unlike the original,
-      the unused sentences of the chunk are not put back. When the partner
+      shuffle buffer), up to the length A leaves free. The chunk's sentences
+      after A are "put back" as the original does: they make a second pair of
+      their own, split and labelled the same way (a NotNext B from another
+      position of the same partner chunk); what that pair leaves unused is
+      dropped (the original would put it back again). When the partner
       chunk is from the same document (rare: about `chunks per document /
       shuffle_buffer`; documents are told apart by a hash of their first
       sentence), the pair is IsNext instead, unless the chunk is a single
@@ -912,10 +915,12 @@ def dynamic_pretraining_dataset(
     partners = chunks(1).repeat()  # never runs dry
     pair_seeds = tf.data.Dataset.random(seed=seed + 30, rerandomize_each_iteration=True).batch(2)
     pairs = tf.data.Dataset.zip(chunks(0), partners, pair_seeds).map(
-        lambda chunk, partner, pair_seed: _make_pair(chunk, partner, pair_seed, max_num_tokens),
+        lambda chunk, partner, pair_seed: _make_pairs(chunk, partner, pair_seed, max_num_tokens),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
     )
+    # One or two pairs per chunk (the second from sentences "put back").
+    pairs = pairs.unbatch().filter(lambda a, b, label, exists: exists).map(lambda a, b, label, exists: (a, b, label))
     packer = BertPacker(seq_length, cls_id=special.cls, sep_id=special.sep, pad_id=special.pad)
     masker = MaskedLmMasker.from_vocabulary(
         tokenizer.vocabulary, special_tokens=special, max_predictions_per_seq=max_predictions_per_seq,
@@ -998,11 +1003,33 @@ def _document_chunks(ids, sentences, seed, max_num_tokens, short_seq_prob):
     return grouped, tf.fill([grouped.nrows()], key)
 
 
-def _make_pair(chunk, partner, seed, max_num_tokens):
-    """One (A, B, label) from a chunk and a partner chunk of another stream."""
+def _make_pairs(chunk, partner, seed, max_num_tokens):
+    """Up to two (A, B, label) pairs from a chunk and a partner chunk of another stream.
+
+    The first pair is built from the whole chunk. When it is NotNext, the
+    sentences after A were not used: as the original "puts them back", they
+    make a second pair of their own (its B, when NotNext, from another random
+    position of the same partner chunk; what that second pair leaves unused is
+    dropped). Returns ragged `[2, (tokens)]` A and B, labels `[2]` and a
+    `[2]` mask of the pairs that exist, for `unbatch` + `filter`.
+    """
     sentences, key = chunk
     partner_sentences, partner_key = partner
-    seeds = tf.unstack(tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 6))
+    first_seed, second_seed = tf.unstack(tf.random.experimental.stateless_split(tf.cast(seed, tf.int64), 2))
+    a_1, b_1, next_1, a_end = _pair_from(sentences, key, partner_sentences, partner_key, first_seed,
+                                         max_num_tokens)
+    unused = sentences[a_end:]
+    # An IsNext pair used the whole chunk (B is the rest of it); so did a one-sentence chunk.
+    put_back = next_1 & (unused.nrows(out_type=tf.int32) > 0)
+    a_2, b_2, next_2, _ = _pair_from(unused, key, partner_sentences, partner_key, second_seed, max_num_tokens)
+    tokens_a = tf.ragged.stack([a_1, a_2])
+    tokens_b = tf.ragged.stack([b_1, b_2])
+    return tokens_a, tokens_b, tf.cast(tf.stack([next_1, next_2]), tf.int32), tf.stack([True, put_back])
+
+
+def _pair_from(sentences, key, partner_sentences, partner_key, seed, max_num_tokens):
+    """One pair from `sentences` (`[n, (tokens)]`): (A, B, random_next, a_end); any n >= 0 is safe."""
+    seeds = tf.unstack(tf.random.experimental.stateless_split(seed, 6))
     n = sentences.nrows(out_type=tf.int32)
     a_end = tf.where(
         n >= 2,
@@ -1011,7 +1038,7 @@ def _make_pair(chunk, partner, seed, max_num_tokens):
     )
     # A partner from the same document would make a wrong NotNext label: the
     # pair stays IsNext then (one-sentence chunks have no real next and stay NotNext).
-    random_next = (n == 1) | ((tf.random.stateless_uniform([], seeds[1]) < 0.5) & (key != partner_key))
+    random_next = (n <= 1) | ((tf.random.stateless_uniform([], seeds[1]) < 0.5) & (key != partner_key))
     tokens_a = sentences[:a_end].flat_values
     target_b = max_num_tokens - tf.shape(tokens_a)[0]
 
@@ -1025,7 +1052,7 @@ def _make_pair(chunk, partner, seed, max_num_tokens):
     tokens_b = tf.cond(random_next, lambda: random_b, lambda: sentences[a_end:].flat_values)
 
     tokens_a, tokens_b = _truncate_pair_in_graph(tokens_a, tokens_b, max_num_tokens, seeds[3], seeds[4])
-    return tokens_a, tokens_b, tf.cast(random_next, tf.int32)
+    return tokens_a, tokens_b, random_next, tf.minimum(a_end, n)
 
 
 def _truncate_pair_in_graph(tokens_a, tokens_b, max_num_tokens, seed_a, seed_b):

@@ -5,6 +5,7 @@ import collections
 import glob
 import os
 import random
+import re
 
 import numpy as np
 import pytest
@@ -400,6 +401,35 @@ def test_dynamic_is_next_pairs_are_consecutive_text(tokenizer, tmp_path):
                 assert last_a[1] == first_b[1] and int(first_b[3]) == int(last_a[3]) + 1, (a, b)
                 checked += 1
     assert checked >= 5
+
+
+def test_dynamic_puts_back_the_sentences_a_random_next_pair_left_unused(tokenizer, tmp_path):
+    # Numbered sentences; each document is one chunk of 5 sentences. A NotNext pair uses only
+    # its A sentences of the chunk: without the put-back about a quarter of all sentences would
+    # never be trained on as their own document's text (in A, or in an IsNext B).
+    lines = []
+    for d in range(60):
+        lines += [f"document {d} sentence {k} ." for k in range(5)] + [""]
+    path = tmp_path / "numbered.txt"
+    path.write_text("\n".join(lines) + "\n")
+    dataset = dynamic_pretraining_dataset(
+        str(path), tokenizer, batch_size=4, seq_length=48, max_predictions_per_seq=1, masked_lm_prob=0.01,
+        short_seq_prob=0.0, seed=5, shuffle_buffer=20, repeat=False,
+    )
+    used, pairs = set(), 0
+    for x, y in dataset:
+        ids = x["token_ids"].numpy()
+        for row, (positions, labels, weights) in enumerate(zip(
+                x["masked_lm_positions"].numpy(), y["masked_lm_ids"].numpy(), y["masked_lm_weights"].numpy())):
+            ids[row, positions[weights > 0]] = labels[weights > 0]
+        for row in range(ids.shape[0]):
+            pairs += 1
+            segments, mask = x["segment_ids"].numpy()[row], x["padding_mask"].numpy()[row]
+            own = (mask == 1) & ((segments == 0) | (y["next_sentence_labels"].numpy()[row] == 0))
+            text = tokenizer.detokenize(ids[row][own][None]).numpy()[0].decode()
+            used.update(re.findall(r"document (\d+) sentence (\d+)", text))
+    assert pairs > 60  # more pairs than chunks: the put-back sentences made pairs of their own
+    assert len(used) / (60 * 5) > 0.9, len(used)
 
 
 def test_dynamic_needs_a_mask_token(tmp_path):
