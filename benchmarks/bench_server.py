@@ -1,7 +1,8 @@
 """Embedded server (`bert-keras serve`) throughput and latency vs in-process calls of the same SavedModel signature.
 
-Exports a small random BERT sentiment classifier with `serving.exporter.export_saved_model`
-(tokenizer inside, raw text in), then, in one run:
+Exports random BERT sentiment classifiers (--size, by default the all-MiniLM-L6-v2 shape 6x384
+and the 4-layer / 256 mini) with `serving.exporter.export_saved_model` (tokenizer inside, raw
+text in), then, in one run per model:
 
 1. in-process: `loaded.signatures["serving_default"](text=...)` from C threads at batch 1,
    and from 1 or --num-batch-threads threads at batch 8, --max-batch-size / 2 and
@@ -15,7 +16,8 @@ Each server row is compared with in-process calls the server's model could have 
 run with at most C rows in flight, batch <= --max-batch-size, threads <= --num-batch-threads),
 so the ratio is what the transport, the request handling and the batching queue cost.
 
-    python benchmarks/bench_server.py --size mini --duration 3 --repeats 3
+    python benchmarks/bench_server.py                      # 6x384 and mini, ~12 min on 2 cores
+    python benchmarks/bench_server.py --size base --duration 10 --repeats 2 --concurrency 32 --rest-concurrency
     python benchmarks/bench_server.py --model-base-path models/sentiment --duration 10 --repeats 1
 
 Each configuration is measured in --repeats windows, round-robin, and the fastest window is
@@ -182,9 +184,9 @@ def measure_server(address, protocol, texts, concurrency, duration, warmup):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--size", default="mini", choices=sorted(SIZES),
-                        help="random BERT to export: tiny L2/H128, mini L4/H256, small L4/H512, 6x384 (the "
-                             "all-MiniLM-L6-v2 shape), base L12/H768 (default mini)")
+    parser.add_argument("--size", nargs="+", default=["6x384", "mini"], choices=sorted(SIZES),
+                        help="random BERTs to export, one after the other: tiny L2/H128, mini L4/H256, small "
+                             "L4/H512, 6x384 (the all-MiniLM-L6-v2 shape), base L12/H768 (default 6x384 mini)")
     parser.add_argument("--seq-length", type=int, default=128)
     parser.add_argument("--model-base-path", help="benchmark this export (<base>/<version>/) instead; "
                                                    "its serving_default must take one `text` input")
@@ -202,17 +204,36 @@ def main():
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
     workdir = tempfile.mkdtemp(prefix="bench_server_")
-    if args.model_base_path:
-        model_dir, description = os.path.abspath(args.model_base_path), args.model_base_path
-    else:
-        started = time.time()
-        model_dir, config = export_classifier(workdir, args.size, args.seq_length)
-        description = (f"random BertClassifier {args.size} (L{config.num_layers}/H{config.hidden_size}), "
-                       f"seq_length {args.seq_length}, exported in {time.time() - started:.0f} s")
     texts = make_texts(256)
-    print(f"model: {description}; {os.cpu_count()} CPUs; best of {args.repeats} windows of {args.duration:g} s",
-          flush=True)
+    models = []
+    try:
+        for size in ([None] if args.model_base_path else args.size):
+            if size is None:
+                model_dir, description = os.path.abspath(args.model_base_path), args.model_base_path
+            else:
+                started = time.time()
+                os.makedirs(os.path.join(workdir, size))
+                model_dir, config = export_classifier(os.path.join(workdir, size), size, args.seq_length)
+                description = (f"random BertClassifier {size} (L{config.num_layers}/H{config.hidden_size}), "
+                               f"seq_length {args.seq_length}, exported in {time.time() - started:.0f} s")
+            print(f"\nmodel: {description}; {os.cpu_count()} CPUs; best of {args.repeats} windows of "
+                  f"{args.duration:g} s", flush=True)
+            models.append({"model": description, "rows": benchmark_model(model_dir, texts, args)})
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(f"\nconcurrency {max(args.concurrency)} with batching, vs in-process (target >= 0.85):")
+    for model in models:
+        ratios = [f"{row['path']} {row['batching']} {row['ratio']:.2f}" for row in model["rows"]
+                  if row["batching"].startswith("on") and row["concurrency"] == max(args.concurrency)
+                  and row["ratio"] is not None]
+        print(f"  {model['model'].split(',')[0]}: " + ", ".join(ratios))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump({"cpus": os.cpu_count(), "args": vars(args), "models": models}, f, indent=2)
 
+
+def benchmark_model(model_dir, texts, args):
+    """Every in-process and server measurement of one exported model; prints the table, returns its rows."""
     def best(results):
         # Other processes only ever slow a run down: the fastest window is the least disturbed.
         return max(results, key=lambda r: r.rows_per_s)
@@ -292,10 +313,7 @@ def main():
           f"or (batching on) over the fastest in-process run with batch <= {args.max_batch_size} from <= "
           f"{args.num_batch_threads} threads and at most conc rows in flight.\n"
           "Latency: per request, measured by the client, ms.")
-    shutil.rmtree(workdir, ignore_errors=True)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"model": description, "cpus": os.cpu_count(), "args": vars(args), "rows": report}, f, indent=2)
+    return report
 
 
 if __name__ == "__main__":
