@@ -373,24 +373,34 @@ def test_dynamic_contract_determinism_and_fresh_masks(tokenizer):
         assert (x["padding_mask"].numpy()[np.arange(8)[:, None], positions][weights > 0] == 1).all()
 
 
-def test_dynamic_is_next_pairs_are_consecutive_text(tokenizer, tmp_path):
-    # Every sentence is unique and numbered; a pair is "next" if B starts where A ends.
+def numbered_corpus(path, documents, sentences):
+    """Every sentence unique and numbered: "document d sentence k ."; documents end with a blank line."""
     lines = []
-    for d in range(30):
-        lines += [f"document {d} sentence {k} ." for k in range(6)] + [""]
-    path = tmp_path / "numbered.txt"
+    for d in range(documents):
+        lines += [f"document {d} sentence {k} ." for k in range(sentences)] + [""]
     path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def unmasked_token_ids(x, y):
+    """The batch's token ids with the original tokens put back at the masked positions."""
+    ids = x["token_ids"].numpy()
+    for row, (positions, labels, weights) in enumerate(zip(
+            x["masked_lm_positions"].numpy(), y["masked_lm_ids"].numpy(), y["masked_lm_weights"].numpy())):
+        ids[row, positions[weights > 0]] = labels[weights > 0]
+    return ids
+
+
+def test_dynamic_is_next_pairs_are_consecutive_text(tokenizer, tmp_path):
+    # A pair is "next" if B starts where A ends.
     dataset = dynamic_pretraining_dataset(
-        str(path), tokenizer, batch_size=4, seq_length=40, max_predictions_per_seq=1, masked_lm_prob=0.01,
+        numbered_corpus(tmp_path / "numbered.txt", 30, 6), tokenizer,
+        batch_size=4, seq_length=40, max_predictions_per_seq=1, masked_lm_prob=0.01,
         seed=3, shuffle_buffer=20, repeat=False,
     )
     checked = 0
     for x, y in dataset:
-        ids = x["token_ids"].numpy()
-        # Undo the masking: put the original tokens back at the masked positions.
-        for row, (positions, labels, weights) in enumerate(zip(
-                x["masked_lm_positions"].numpy(), y["masked_lm_ids"].numpy(), y["masked_lm_weights"].numpy())):
-            ids[row, positions[weights > 0]] = labels[weights > 0]
+        ids = unmasked_token_ids(x, y)
         for row in range(4):
             segments, mask = x["segment_ids"].numpy()[row], x["padding_mask"].numpy()[row]
             a = tokenizer.detokenize(ids[row][(segments == 0) & (mask == 1)][1:-1][None]).numpy()[0].decode()
@@ -407,21 +417,14 @@ def test_dynamic_puts_back_the_sentences_a_random_next_pair_left_unused(tokenize
     # Numbered sentences; each document is one chunk of 5 sentences. A NotNext pair uses only
     # its A sentences of the chunk: without the put-back about a quarter of all sentences would
     # never be trained on as their own document's text (in A, or in an IsNext B).
-    lines = []
-    for d in range(60):
-        lines += [f"document {d} sentence {k} ." for k in range(5)] + [""]
-    path = tmp_path / "numbered.txt"
-    path.write_text("\n".join(lines) + "\n")
     dataset = dynamic_pretraining_dataset(
-        str(path), tokenizer, batch_size=4, seq_length=48, max_predictions_per_seq=1, masked_lm_prob=0.01,
+        numbered_corpus(tmp_path / "numbered.txt", 60, 5), tokenizer,
+        batch_size=4, seq_length=48, max_predictions_per_seq=1, masked_lm_prob=0.01,
         short_seq_prob=0.0, seed=5, shuffle_buffer=20, repeat=False,
     )
     used, pairs = set(), 0
     for x, y in dataset:
-        ids = x["token_ids"].numpy()
-        for row, (positions, labels, weights) in enumerate(zip(
-                x["masked_lm_positions"].numpy(), y["masked_lm_ids"].numpy(), y["masked_lm_weights"].numpy())):
-            ids[row, positions[weights > 0]] = labels[weights > 0]
+        ids = unmasked_token_ids(x, y)
         for row in range(ids.shape[0]):
             pairs += 1
             segments, mask = x["segment_ids"].numpy()[row], x["padding_mask"].numpy()[row]
