@@ -231,7 +231,7 @@ class BertTokenizer(tf.Module):
     def _tokenize_batch(self, strings, with_offsets):
         """(ids,) or (ids, begin, end) for a batch of strings."""
         if self.backend == "core":
-            return self._tokenize_exact(strings)
+            return self._tokenize_exact(strings, with_offsets)
         # Printable-ASCII strings take the one-pass FastWordpiece path; the rest
         # the exact path. Both give the original's ids; rows are put back in order.
         ascii_safe = tf.strings.regex_full_match(strings, self._ascii_pattern)
@@ -242,17 +242,24 @@ class BertTokenizer(tf.Module):
             fast = self._ascii.tokenize_with_offsets(ascii_strings)
         else:
             fast = (self._ascii.tokenize(ascii_strings),)
-        exact = self._tokenize_exact(tf.gather(strings, other_rows))
+        exact = self._tokenize_exact(tf.gather(strings, other_rows), with_offsets)
         order = tf.math.invert_permutation(tf.concat([ascii_rows, other_rows], axis=0))
         return tuple(
             tf.gather(tf.concat([a, b], axis=0), order) for a, b in zip(fast, exact)
         )
 
-    def _tokenize_exact(self, strings):
-        pre = self.pre_tokenizer.pretokenize(strings)
+    def _tokenize_exact(self, strings, with_offsets):
+        """(ids,) or (ids, begin, end) by the original rules, for any strings."""
+        pre = self.pre_tokenizer.pretokenize(strings, with_offsets=with_offsets)
         word_lengths = pre.word_char_splits[1:] - pre.word_char_splits[:-1]
         too_long = word_lengths > self.max_input_chars_per_word
         words = tf.where(too_long, _LONG_WORD_SENTINEL, pre.words.flat_values)
+        if not with_offsets:
+            # The sentinel is not in the vocabulary: a too-long word is one [UNK].
+            ids = self.wordpiece.tokenize_word_ids(words, word_lengths)
+            rows = tf.gather(pre.word_rows, ids.value_rowids())
+            return (tf.RaggedTensor.from_value_rowids(ids.flat_values, rows, nrows=pre.nrows,
+                                                      validate=False),)
         ids, begin_char, end_char = self.wordpiece.tokenize_words(words, pre)
 
         piece_word = ids.value_rowids()

@@ -42,6 +42,10 @@ class CoreWordpiece(tf.Module):
             len(t[len(SUFFIX):]) if t.startswith(SUFFIX) else len(t) for t in vocabulary
         )
 
+    def tokenize_word_ids(self, words, word_lengths):
+        """ids RaggedTensor [num_words, (pieces)]."""
+        return self._tokenize(words, word_lengths)[0]
+
     def tokenize_words(self, words, pre):
         """Returns (ids, begin_char, end_char), each a RaggedTensor [num_words, (pieces)]."""
         word_lengths = pre.word_char_splits[1:] - pre.word_char_splits[:-1]

@@ -38,8 +38,8 @@ PreTokenized = collections.namedtuple(
         "word_char_splits",  # int64 [num_words + 1]: word w owns chars [splits[w], splits[w+1])
         "word_rows",  # int64 [num_words]: the batch row of each word
         "char_codepoints",  # int32 [num_chars]: the normalized characters of all words
-        "char_begin",  # int64 [num_chars]: byte where the source character starts in its input
-        "char_end",  # int64 [num_chars]: byte where the source character ends in its input
+        "char_begin",  # int64 [num_chars]: byte where the source character starts in its input (or None)
+        "char_end",  # int64 [num_chars]: byte where the source character ends in its input (or None)
         "nrows",  # int64 scalar: batch size
     ],
 )
@@ -106,20 +106,33 @@ class BertPreTokenizer(tf.Module):
         )
         return pre.words, begin, end
 
-    def pretokenize(self, strings):
-        """The full analysis used by the word-piece backends (see `PreTokenized`)."""
+    def pretokenize(self, strings, with_offsets=True):
+        """The full analysis used by the word-piece backends (see `PreTokenized`).
+
+        With `with_offsets=False` (token ids only), `char_begin` and `char_end`
+        are None and the byte positions are never computed: every array that
+        follows the characters through cleaning and normalization costs a
+        gather per step, and ids do not need these two.
+        """
         strings = tf.convert_to_tensor(strings, tf.string)
         strings = tf.reshape(strings, [-1])
         # Invalid UTF-8 becomes U+FFFD, which the cleaning step drops: the same
         # result as the original's `decode("utf-8", "ignore")`.
-        codepoints, byte_begin = tf.strings.unicode_decode_with_offsets(
-            strings, "UTF-8", errors="replace", replacement_char=0xFFFD
-        )
+        if with_offsets:
+            codepoints, byte_begin = tf.strings.unicode_decode_with_offsets(
+                strings, "UTF-8", errors="replace", replacement_char=0xFFFD
+            )
+        else:
+            codepoints = tf.strings.unicode_decode(
+                strings, "UTF-8", errors="replace", replacement_char=0xFFFD
+            )
         nrows = tf.cast(codepoints.nrows(), tf.int64)
-        rows = codepoints.value_rowids()
         cps = codepoints.flat_values
-        begin = byte_begin.flat_values
-        end = self._char_ends(begin, codepoints.row_splits, strings)
+        # Per-character arrays that follow the characters through every step.
+        carried = [codepoints.value_rowids()]
+        if with_offsets:
+            begin = byte_begin.flat_values
+            carried += [begin, self._char_ends(begin, codepoints.row_splits, strings)]
 
         # _clean_text: removed characters vanish (they do not separate words).
         classes = tf.gather(self._classes, cps)
@@ -127,20 +140,19 @@ class BertPreTokenizer(tf.Module):
 
         def drop_removed():
             kept = tf.reshape(tf.where(tf.logical_not(removed)), [-1])
-            return [tf.gather(t, kept) for t in (cps, classes, rows, begin, end)]
+            return [tf.gather(t, kept) for t in [cps, classes] + carried]
 
-        cps, classes, rows, begin, end = tf.cond(
-            tf.reduce_any(removed), drop_removed, lambda: [cps, classes, rows, begin, end]
+        cps, classes, *carried = tf.cond(
+            tf.reduce_any(removed), drop_removed, lambda: [cps, classes] + carried
         )
         if self.lowercase:
             # Whitespace/CJK classes stay those of the source character; the
             # normalized character gets its own class (for punctuation).
-            source_classes, cps, rows, begin, end = self._normalize_uncased(
-                cps, classes, rows, begin, end
-            )
+            source_classes, cps, *carried = self._normalize_uncased(cps, classes, carried)
             classes = tf.gather(self._classes, cps)
         else:
             source_classes = classes
+        rows = carried[0]
 
         # Whitespace and CJK are decided on the cleaned original text (before
         # lower/NFD), punctuation on the normalized text, as in the original.
@@ -160,8 +172,8 @@ class BertPreTokenizer(tf.Module):
         )
         in_word = tf.logical_not(is_space)
         cps = tf.boolean_mask(cps, in_word)
-        rows = tf.boolean_mask(rows, in_word)
-        begin, end = tf.boolean_mask(begin, in_word), tf.boolean_mask(end, in_word)
+        rows, *offsets = [tf.boolean_mask(t, in_word) for t in carried]
+        begin, end = offsets if with_offsets else (None, None)
         starts_word = tf.boolean_mask(starts_word, in_word)
 
         word_first_char = tf.cast(tf.reshape(tf.where(starts_word), [-1]), tf.int64)
@@ -187,13 +199,16 @@ class BertPreTokenizer(tf.Module):
         string_bytes = tf.cast(tf.gather(tf.strings.length(strings), nonempty), begin.dtype)
         return tf.tensor_scatter_nd_update(following, last_char[:, None], string_bytes)
 
-    def _normalize_uncased(self, cps, classes, rows, begin, end):
+    def _normalize_uncased(self, cps, classes, carried):
         """`token.lower()` + NFD + strip Mn, character by character.
 
         One character may become zero (an accent), one, or several characters
         (a Hangul syllable, 'İ'); the per-character arrays are repeated to
         follow. Only capital sigma depends on context (Final_Sigma), handled apart.
+        Returns [classes, normalized code points, *carried], each per output
+        character; `carried[0]` is the row of each character.
         """
+        rows = carried[0]
         final_sigma = tf.cond(
             tf.reduce_any(tf.equal(cps, ut.CAPITAL_SIGMA)),
             lambda: self._final_sigma(cps, rows),
@@ -211,7 +226,7 @@ class BertPreTokenizer(tf.Module):
             mapped = tf.gather(self._expansion_values, tf.minimum(start, last_value))
             out = tf.where(changed, mapped, cps)
             out = tf.where(final_sigma, tf.constant(ut.FINAL_SIGMA), out)
-            return [classes, out, rows, begin, end]
+            return [classes, out] + carried
 
         def expand():
             source = tf.repeat(tf.range(tf.size(cps)), length)
@@ -223,9 +238,7 @@ class BertPreTokenizer(tf.Module):
             )
             out = tf.where(tf.gather(changed, source), mapped, tf.gather(cps, source))
             out = tf.where(tf.gather(final_sigma, source), tf.constant(ut.FINAL_SIGMA), out)
-            return [tf.gather(t, source) for t in (classes,)] + [out] + [
-                tf.gather(t, source) for t in (rows, begin, end)
-            ]
+            return [tf.gather(classes, source), out] + [tf.gather(t, source) for t in carried]
 
         return tf.cond(tf.reduce_all(tf.equal(length, 1)), one_to_one, expand)
 

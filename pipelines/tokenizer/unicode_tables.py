@@ -109,28 +109,37 @@ def _cache_path(name):
     return os.path.join(root, key, f"{name}-v{TABLES_VERSION}.npz")
 
 
+def cached_arrays(name, build):
+    """`build()` (an array or a tuple of arrays), saved on disk under `name` the first time.
+
+    A scan of all code points takes seconds; loading the saved arrays takes
+    milliseconds. Any problem with the cache directory just means the arrays
+    are computed. `name` must say everything the result depends on beyond this
+    interpreter's Unicode data (which the directory already says).
+    """
+    path = _cache_path(name)
+    try:
+        with np.load(path) as saved:
+            arrays = tuple(saved[f"a{i}"] for i in range(len(saved.files)))
+        return arrays[0] if len(arrays) == 1 else arrays
+    except (OSError, ValueError, KeyError):
+        pass
+    result = build()
+    arrays = result if isinstance(result, tuple) else (result,)
+    try:
+        with atomic_file(path, "wb") as f:  # readers never see a partial file
+            np.savez(f, **{f"a{i}": a for i, a in enumerate(arrays)})
+    except OSError:
+        pass
+    return result
+
+
 def _disk_cached(build):
-    """Memoises a table builder in memory and on disk (a scan of all code points
-    takes seconds; loading the saved arrays takes milliseconds). Any problem with
-    the cache directory just means the tables are computed."""
+    """Memoises a table builder in memory and on disk (see `cached_arrays`)."""
 
     @functools.lru_cache(maxsize=None)
     def cached():
-        path = _cache_path(build.__name__)
-        try:
-            with np.load(path) as saved:
-                arrays = tuple(saved[f"a{i}"] for i in range(len(saved.files)))
-            return arrays[0] if len(arrays) == 1 else arrays
-        except (OSError, ValueError, KeyError):
-            pass
-        result = build()
-        arrays = result if isinstance(result, tuple) else (result,)
-        try:
-            with atomic_file(path, "wb") as f:  # readers never see a partial file
-                np.savez(f, **{f"a{i}": a for i, a in enumerate(arrays)})
-        except OSError:
-            pass
-        return result
+        return cached_arrays(build.__name__, build)
 
     cached.__doc__ = build.__doc__
     cached.__name__ = build.__name__

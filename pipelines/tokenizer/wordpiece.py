@@ -47,6 +47,11 @@ class FastWordpiece(tf.Module):
             support_detokenization=False,
         )
 
+    def tokenize_word_ids(self, words, word_lengths):
+        """ids RaggedTensor [num_words, (pieces)] (no offsets: `tokenize_words` has them)."""
+        del word_lengths  # FastWordpiece needs none; CoreWordpiece does.
+        return self._tokenizer.tokenize(words)
+
     def tokenize_words(self, words, pre):
         """Returns (ids, begin_char, end_char), each a RaggedTensor [num_words, (pieces)].
 
