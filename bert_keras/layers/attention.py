@@ -11,6 +11,8 @@ import math
 import keras
 from keras import ops
 
+from bert_keras.layers.token_packing import heads_at_positions, packed_from_heads
+
 # Added to the scores of padded keys. Large enough that exp() underflows to
 # exactly 0 in float32, small enough that it never overflows to -inf (a row of
 # only padding then gets a uniform distribution, not NaN).
@@ -89,33 +91,36 @@ class BertSelfAttention(keras.layers.Layer):
             qkv = self.qkv(inputs)  # [B, S, 3H], or [T, 3H] when packed
             if token_indices is not None:
                 # Packed inputs hold only the T real tokens (`token_indices`
-                # are their flat positions in [B * S]). Scatter back to [B, S]
-                # for the score matmuls; padded rows become zeros, and their
-                # keys are masked below anyway.
-                qkv = ops.scatter(token_indices, qkv, (batch * seq, 3 * self.hidden_size))
-            qkv = ops.reshape(qkv, (batch, seq, 3, self.num_heads, self.head_size))
-            # One transpose to [3, B, N, S, D] instead of one per projection.
+                # are their flat positions in [B * S]). One gather lays them
+                # out as [3, B, N, S, D] for the score matmuls; padded
+                # positions get some real token's values: their keys are
+                # masked below, their queries' outputs dropped.
+                qkv = heads_at_positions(qkv, padding_mask, 3, self.num_heads)
+            else:
+                qkv = ops.reshape(qkv, (batch, seq, 3, self.num_heads, self.head_size))
+                # One transpose to [3, B, N, S, D] instead of one per projection.
+                qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))
             # Unstacked, not indexed: the gradient of three `qkv[i]` slices
             # is three zero-filled [3, B, N, S, D] tensors summed (a third of
             # a training step on CPU), that of an unstack one stack.
-            qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))
             query, key, value = ops.unstack(qkv, 3, axis=0)
 
-        # Scale the query (S*D values) rather than the scores (S*S values).
-        query = query * ops.cast(1.0 / math.sqrt(self.head_size), query.dtype)
         scores = ops.matmul(query, ops.swapaxes(key, -1, -2))  # [B, N, Q, S]
-        scores = ops.cast(scores, "float32")
         # padding_mask: 1 = real token, 0 = padding; masks keys only.
         key_mask = ops.cast(padding_mask, "float32")[:, None, None, :]
+        # Scaled after the matmul and then masked: on CPU the graph optimizer
+        # fuses matmul, scale and mask into one oneDNN kernel.
+        scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_size))
         scores = scores + (1.0 - key_mask) * MASK_VALUE
         probs = ops.softmax(scores, axis=-1)
         dropped = self.probs_dropout(probs, training=training)
 
         context = ops.matmul(ops.cast(dropped, value.dtype), value)  # [B, N, Q, D]
-        context = ops.transpose(context, (0, 2, 1, 3))
-        context = ops.reshape(context, (batch, ops.shape(context)[1], self.hidden_size))
-        if token_indices is not None:
-            context = ops.take(ops.reshape(context, (-1, self.hidden_size)), token_indices[:, 0], axis=0)
+        if token_indices is not None:  # back to packed [T, H] rows
+            context = packed_from_heads(context, token_indices)
+        else:
+            context = ops.transpose(context, (0, 2, 1, 3))
+            context = ops.reshape(context, (batch, ops.shape(context)[1], self.hidden_size))
         output = self.output_dense(context)
         if return_attention_probs:
             return output, probs

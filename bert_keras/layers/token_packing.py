@@ -6,7 +6,11 @@ tokens only and the padding costs nothing: a batch that is 25% padding does
 ~25% less dense-layer work, forward and backward. The attention layer scatters
 its query/key/value back to the padded grid for the score matmuls (see
 `BertSelfAttention(token_indices=...)`), so results on real tokens are the
-same as with padding.
+same as with padding: `heads_at_positions` gathers the packed query/key/value
+rows straight into the `[parts, B, N, S, D]` layout of the score matmuls (one
+gather instead of a scatter and a transpose), and `packed_from_heads` gathers
+the `[B, N, S, D]` context back into `[T, H]` rows (instead of a transpose and
+a gather).
 
 `token_indices` are flat positions `[T, 1]` (int64) into `B * S`, the layout
 `tf.scatter_nd` and `tf.gather` take. The number of real tokens is only known
@@ -34,3 +38,45 @@ def unpack_tokens(packed, token_indices, batch, seq):
     rows = tf.cast(batch, tf.int64) * tf.cast(seq, tf.int64)
     flat = tf.scatter_nd(token_indices, packed, tf.stack([rows, tf.cast(hidden, tf.int64)]))
     return tf.reshape(flat, [batch, seq, hidden])
+
+
+def heads_at_positions(packed, padding_mask, parts, num_heads):
+    """`[T, parts * N * D]` packed rows -> `[parts, B, N, S, D]` on the padded grid.
+
+    The rows of each part (query, key, value) are split into `num_heads`
+    heads and laid out for batched per-head matmuls, in one gather (pure data
+    movement: exact). A padded position holds the values of some real token
+    of the batch (or zeros when the batch has none), not zeros: only for
+    consumers that ignore padded positions (masked keys, discarded queries).
+
+    Args:
+        packed: `[T, parts * num_heads * D]`, the real tokens in the row-major
+            order of `padding_mask`'s nonzeros (`real_token_indices`).
+        padding_mask: `[B, S]`, nonzero at real tokens.
+        parts: int. How many `[N * D]` blocks a row holds (3 for QKV).
+        num_heads: int. N.
+    """
+    batch, seq = tf.shape(padding_mask)[0], tf.shape(padding_mask)[1]
+    width = tf.shape(packed)[-1] // (parts * num_heads)
+    real = tf.reshape(tf.cast(padding_mask != 0, tf.int32), [-1])
+    row = tf.reshape(tf.maximum(tf.cumsum(real) - 1, 0), [1, batch, 1, seq])  # packed row of each position
+    part = tf.reshape(tf.range(parts), [parts, 1, 1, 1])
+    head = tf.reshape(tf.range(num_heads), [1, 1, num_heads, 1])
+    slices = (row * parts + part) * num_heads + head  # [parts, B, N, S] into [T * parts * N, D]
+    vectors = tf.reshape(packed, [-1, width])
+    return tf.cond(
+        tf.shape(vectors)[0] > 0,
+        lambda: tf.gather(vectors, slices),
+        lambda: tf.zeros(tf.concat([tf.shape(slices), [width]], 0), packed.dtype),
+    )
+
+
+def packed_from_heads(heads, token_indices):
+    """`[B, N, S, D]` per-head vectors -> `[T, N * D]` rows at `token_indices` (exact)."""
+    shape = tf.shape(heads)
+    num_heads, seq, width = shape[1], shape[2], shape[3]
+    flat = tf.cast(token_indices[:, 0], tf.int32)
+    example, position = flat // seq, flat % seq
+    slices = (example[:, None] * num_heads + tf.range(num_heads)[None, :]) * seq + position[:, None]
+    rows = tf.gather(tf.reshape(heads, [-1, width]), slices)  # [T, N, D]
+    return tf.reshape(rows, [-1, num_heads * width])
