@@ -45,6 +45,9 @@ class BertTokenizer(tf.Module):
 
     Two backends give identical ids and offsets:
     - `"tf_text"` (default): word pieces with TF-Text's FastWordpiece (fast).
+      Strings TF-Text's own normalizer and splitter handle exactly as the
+      original (all printable ASCII; for ids, most other scripts: see
+      `tf_text_agreement`) skip the exact pre-tokenizer.
     - `"core"`: core TensorFlow ops only, for SavedModels that must load on a
       stock TensorFlow Serving whose bundled TF-Text ops lag pip.
 
@@ -114,6 +117,14 @@ class BertTokenizer(tf.Module):
             )
             self._ascii_pattern = wordpiece.ASCII_SAFE_PATTERN
             self._ascii = wordpiece.FastAsciiWordpiece(
+                tokens, lowercase=self.lowercase, unk_token=unk_token,
+                max_chars_per_word=self.max_input_chars_per_word,
+            )
+            from pipelines.tokenizer import tf_text_agreement
+
+            self._agreeing_patterns = tf_text_agreement.fast_path_patterns(
+                self.lowercase, self.max_input_chars_per_word)
+            self._agreeing = None if self._agreeing_patterns is None else wordpiece.FastAgreeingWordpiece(
                 tokens, lowercase=self.lowercase, unk_token=unk_token,
                 max_chars_per_word=self.max_input_chars_per_word,
             )
@@ -229,23 +240,40 @@ class BertTokenizer(tf.Module):
         return tf.strings.strip(tf.strings.regex_replace(text, " ##", ""))
 
     def _tokenize_batch(self, strings, with_offsets):
-        """(ids,) or (ids, begin, end) for a batch of strings."""
+        """(ids,) or (ids, begin, end) for a batch of strings.
+
+        Each string takes the fastest path that gives the original's result
+        for it; rows are put back in order. With the TF-Text backend:
+        printable ASCII goes through one FastWordpiece pass; for ids only,
+        text whose every character TF-Text's normalizer and splitter handle as
+        the original does (`tf_text_agreement`) goes through
+        `FastBertNormalizer` + FastWordpiece; the rest takes the exact path.
+        """
         if self.backend == "core":
             return self._tokenize_exact(strings, with_offsets)
-        # Printable-ASCII strings take the one-pass FastWordpiece path; the rest
-        # the exact path. Both give the original's ids; rows are put back in order.
         ascii_safe = tf.strings.regex_full_match(strings, self._ascii_pattern)
-        ascii_rows = tf.reshape(tf.where(ascii_safe), [-1])
-        other_rows = tf.reshape(tf.where(tf.logical_not(ascii_safe)), [-1])
-        ascii_strings = tf.gather(strings, ascii_rows)
         if with_offsets:
-            fast = self._ascii.tokenize_with_offsets(ascii_strings)
+            paths = [(self._ascii.tokenize_with_offsets, ascii_safe)]
         else:
-            fast = (self._ascii.tokenize(ascii_strings),)
-        exact = self._tokenize_exact(tf.gather(strings, other_rows), with_offsets)
-        order = tf.math.invert_permutation(tf.concat([ascii_rows, other_rows], axis=0))
+            paths = [(lambda s: (self._ascii.tokenize(s),), ascii_safe)]
+            if self._agreeing is not None:
+                agreeing_pattern, long_run_pattern = self._agreeing_patterns
+                agreeing = tf.logical_and(
+                    tf.logical_and(tf.logical_not(ascii_safe),
+                                   tf.strings.regex_full_match(strings, agreeing_pattern)),
+                    tf.logical_not(tf.strings.regex_full_match(strings, long_run_pattern)),
+                )
+                paths.append((lambda s: (self._agreeing.tokenize(s),), agreeing))
+        taken = paths[0][1]
+        for _, mask in paths[1:]:
+            taken = tf.logical_or(taken, mask)
+        paths.append((lambda s: self._tokenize_exact(s, with_offsets), tf.logical_not(taken)))
+
+        rows = [tf.reshape(tf.where(mask), [-1]) for _, mask in paths]
+        results = [tokenize(tf.gather(strings, chosen)) for (tokenize, _), chosen in zip(paths, rows)]
+        order = tf.math.invert_permutation(tf.concat(rows, axis=0))
         return tuple(
-            tf.gather(tf.concat([a, b], axis=0), order) for a, b in zip(fast, exact)
+            tf.gather(tf.concat(parts, axis=0), order) for parts in zip(*results)
         )
 
     def _tokenize_exact(self, strings, with_offsets):

@@ -121,3 +121,35 @@ class FastAsciiWordpiece(tf.Module):
     def tokenize_with_offsets(self, strings):
         """(ids, begin, end) RaggedTensors [batch, (tokens)], byte offsets."""
         return self._tokenizer.tokenize_with_offsets(self._prepare(strings))
+
+
+class FastAgreeingWordpiece(tf.Module):
+    """TF-Text's `FastBertNormalizer` + end-to-end FastWordpiece, for text where they agree.
+
+    On strings that `tf_text_agreement.fast_path_patterns` accepts (every
+    character handled as the original handles it, no word near the length
+    limit), this gives the original's token ids in two C++ passes. Ids only:
+    offsets take the exact path. `BertTokenizer` routes strings here.
+    """
+
+    def __init__(self, vocabulary, *, lowercase, unk_token="[UNK]", max_chars_per_word=200,
+                 name=None):
+        super().__init__(name=name)
+        from pipelines.tokenizer import tf_text_agreement
+
+        self._normalizer = tf_text_agreement.fast_normalizer(lowercase)
+        self._tokenizer = tf_text.FastWordpieceTokenizer(
+            vocab=list(vocabulary),
+            suffix_indicator="##",
+            # Accepted strings have no word over `max_chars_per_word` characters,
+            # so the byte budget never turns a word into [UNK] by itself.
+            max_bytes_per_word=4 * max_chars_per_word + 4,
+            token_out_type=tf.int64,
+            unknown_token=unk_token,
+            no_pretokenization=False,
+            support_detokenization=False,
+        )
+
+    def tokenize(self, strings):
+        """ids RaggedTensor [batch, (tokens)]."""
+        return self._tokenizer.tokenize(self._normalizer.normalize(strings))

@@ -396,3 +396,64 @@ def test_eager_calls_trace_once_whatever_the_batch_size():
     other = BertTokenizer(vocabulary=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello"], lowercase=True)
     assert other.tokenize(["hello world"]).to_list() == [[4, 1]]
     assert tokenizer.tokenize(["hello world"]).to_list() == [[7592, 2088]]
+
+
+def agreeing_texts(count, seed, lowercase, limit):
+    """Strings made only of code points on which TF-Text agrees with the original rules
+    (`tf_text_agreement`), in script-like runs, with words around the length guard."""
+    import numpy as np
+
+    from pipelines.tokenizer import tf_text_agreement
+
+    agreeing = tf_text_agreement.agreeing_codepoints(lowercase)
+    rng = random.Random(seed)
+    by_block = {}
+    for cp in agreeing.tolist():
+        by_block.setdefault(cp >> 7, []).append(chr(cp))
+    blocks = list(by_block.values())
+    hangul = [chr(c) for c in range(0xAC00, 0xD7A4)]
+    known = set(agreeing.tolist())
+    spaces = [c for c in " \t\n\u00a0\u3000\u2003" if ord(c) in known]
+    latin = [c for c in "abcXYZ019.,!?'-()\u00e9\u00fc\u00f1\u0301" if ord(c) in known]
+    texts = []
+    for _ in range(count):
+        words = []
+        for _ in range(rng.randint(0, 12)):
+            pool = rng.choice([hangul, hangul, rng.choice(blocks), rng.choice(blocks),
+                               latin])
+            length = rng.randint(1, 8)
+            if rng.random() < 0.04:  # around the length guard and the word limit
+                length = rng.choice([limit // 3, limit // 3 + 1, limit // 2, limit + 1])
+            words.append("".join(rng.choice(pool) for _ in range(length)))
+        texts.append("".join(w + rng.choice(spaces) for w in words))
+    assert np.all(np.isin([ord(c) for t in texts for c in t], agreeing))
+    return texts
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+@pytest.mark.parametrize("limit", [100, 200])
+def test_tf_text_agreeing_path_matches_original_rules(vocab, lowercase, limit):
+    """Text made of agreeing code points mostly goes through FastBertNormalizer +
+    FastWordpiece (ids only) and must give the original's ids, like the exact path."""
+    from pipelines.tokenizer import tf_text_agreement
+
+    texts = agreeing_texts(400, seed=limit + lowercase, lowercase=lowercase, limit=limit)
+    agreeing, long_run = tf_text_agreement.fast_path_patterns(lowercase, limit)
+    routed = tf.logical_and(tf.strings.regex_full_match(texts, agreeing),
+                            tf.logical_not(tf.strings.regex_full_match(texts, long_run))).numpy()
+    assert 0.3 < routed.mean() < 1.0  # both paths taken: the guard sends long words to the exact path
+    fast = BertTokenizer(VOCAB, lowercase=lowercase, max_input_chars_per_word=limit)
+    core = BertTokenizer(VOCAB, lowercase=lowercase, max_input_chars_per_word=limit, backend="core")
+    assert fast.tokenize(tf.constant(texts)).to_list() == core.tokenize(tf.constant(texts)).to_list()
+    assert_ids_equal(fast, vocab, texts, lowercase=lowercase, max_chars=limit)
+
+
+def test_tf_text_agreement_leaves_out_what_tf_text_changes():
+    """The code points TF-Text's normalizer treats differently never take its path."""
+    from pipelines.tokenizer import tf_text_agreement
+
+    agreeing = set(tf_text_agreement.agreeing_codepoints(True).tolist())
+    for char in "™…ﬁＡ½²ΣßǄ\u0345\u200b\u00ad\x07\ufffd\u2028":
+        assert ord(char) not in agreeing, repr(char)
+    for char in "가힣ᄀéñüçøłαωβжЖ中日ひカا \u00a0\u3000\u0301":
+        assert ord(char) in agreeing, repr(char)

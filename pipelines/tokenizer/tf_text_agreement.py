@@ -1,0 +1,161 @@
+"""Where TF-Text's fast BERT normalizer and word splitter agree with the original rules.
+
+`tf_text.FastBertNormalizer` + `FastWordpieceTokenizer` (end to end) run in
+one C++ pass each, several times faster than the exact pre-tokenizer of
+`normalize.py`, but they are not the original rules: the normalizer folds
+compatibility characters ('™' -> "tm", '…' -> "...", 'ﬁ' -> "fi", fullwidth
+letters), turns control characters into spaces where the original deletes
+them, and some symbols are split differently. On most code points, though,
+they do exactly what `tokenization.py` does: every Hangul syllable, Latin with
+accents, Greek (but capital sigma), Cyrillic, CJK ideographs, kana, Arabic...
+
+This module finds those code points by asking both sides, one code point at a
+time, in the installed TF-Text and this interpreter's `unicodedata`:
+
+* the normalizer's output for the character alone equals the original's
+  `normalize_uncased` (or the character itself, cased), and
+* the word pieces of "a<c>a" and "<c>" under a probe vocabulary agree between
+  `normalizer + FastWordpiece` and the exact pre-tokenizer, so the character
+  is deleted, splits words, stands alone or joins its neighbours the same way.
+
+Both sides work character by character, so text made only of agreeing code
+points gets the original's words from TF-Text. Code points are also left out
+where per-character agreement is not enough: capital sigma (its lowercase
+depends on the neighbours), anything whose normalized form keeps a combining
+mark (NFD reorders those across characters), forms longer than
+`MAX_EXPANSION` characters (the word-length guard below relies on it),
+unassigned and private-use code points. The answer is cached on disk per
+TF-Text version.
+
+`BertTokenizer` sends a string down the fast path only when every character
+agrees and no run of non-blank characters is long enough for a word to reach
+the per-word character limit (the original counts characters after
+normalization, FastWordpiece counts bytes); everything else takes the exact path.
+"""
+
+import functools
+import unicodedata
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from pipelines.tokenizer import unicode_tables as ut
+
+# A character normalizes to at most this many characters on the fast path
+# (a Hangul syllable becomes 2 or 3 jamo).
+MAX_EXPANSION = 3
+# Bump when the probe below changes, so cached answers are recomputed.
+AGREEMENT_VERSION = 1
+
+_PROBE_VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "##a"]
+_PROBE_WIDTH = 3 * MAX_EXPANSION + 3
+
+
+@functools.lru_cache(maxsize=None)
+def normalizer_model(lowercase):
+    """The `FastBertNormalizer` model buffer (uint8 numpy), built once per process (~0.2 s)."""
+    from tensorflow_text.core.pybinds import pywrap_fast_bert_normalizer_model_builder as builder
+
+    return np.frombuffer(builder.build_fast_bert_normalizer_model(bool(lowercase)), np.uint8)
+
+
+def fast_normalizer(lowercase):
+    """A `tf_text.FastBertNormalizer` for the uncased (lowercase, NFD, strip accents) or cased rules."""
+    return tf_text.FastBertNormalizer(model_buffer=tf.constant(normalizer_model(lowercase)))
+
+
+@functools.lru_cache(maxsize=None)
+def agreeing_codepoints(lowercase):
+    """Sorted int32 code points on which TF-Text's fast path gives the original's words."""
+    case = "uncased" if lowercase else "cased"
+    name = f"tf_text_agreement{AGREEMENT_VERSION}-{case}-tf_text{tf_text.__version__}"
+    return ut.cached_arrays(name, lambda: _find_agreeing_codepoints(bool(lowercase)))
+
+
+def _find_agreeing_codepoints(lowercase):
+    from pipelines.tokenizer.normalize import BertPreTokenizer
+
+    codepoints = np.arange(ut.MAX_CODEPOINT + 1)
+    category = np.array([unicodedata.category(chr(c)) for c in codepoints])
+    classes = ut.class_table()
+    candidates = codepoints[
+        ~np.isin(category, ["Cn", "Cs", "Co"])
+        & (classes != ut.REMOVE)
+        & (codepoints != ut.CAPITAL_SIGMA)
+    ]
+    chars = [chr(c) for c in candidates]
+    normalizer = fast_normalizer(lowercase)
+
+    # 1. The normalized form of each character alone.
+    normalized = normalizer.normalize(tf.constant([c.encode() for c in chars])).numpy()
+    agree = np.zeros(len(candidates), bool)
+    for i, (char, got) in enumerate(zip(chars, normalized)):
+        if classes[candidates[i]] == ut.SPACE:
+            agree[i] = got.decode() == " "  # a separator either way
+            continue
+        want = ut.normalize_uncased(char) if lowercase else char
+        agree[i] = (
+            got.decode() == want
+            and len(want) <= MAX_EXPANSION
+            and not any(unicodedata.combining(c) for c in want)
+        )
+
+    # 2. How it splits words: "a<c>a" and "<c>" under a probe vocabulary.
+    pre = BertPreTokenizer(lowercase=lowercase)
+    fast = tf_text.FastWordpieceTokenizer(
+        vocab=_PROBE_VOCABULARY, max_bytes_per_word=4 * _PROBE_WIDTH, token_out_type=tf.int64,
+        no_pretokenization=False,
+    )
+    for template in ("a{}a", "{}"):
+        probes = tf.constant([template.format(c).encode() for c in chars])
+        exact = _probe_ids(pre.split(probes))
+        ids = fast.tokenize(normalizer.normalize(probes))
+        agree &= (ids.row_lengths() == exact.row_lengths()).numpy()
+        agree &= np.all(
+            ids.to_tensor(-1, shape=[None, _PROBE_WIDTH]).numpy()
+            == exact.to_tensor(-1, shape=[None, _PROBE_WIDTH]).numpy(), axis=1)
+    return candidates[agree].astype(np.int32)
+
+
+def _probe_ids(words):
+    """The original's word pieces of `words` under `_PROBE_VOCABULARY` (only 'a' runs are known)."""
+    unk, a, suffix_a = (_PROBE_VOCABULARY.index(t) for t in ("[UNK]", "a", "##a"))
+    values, lengths = [], []
+    for row in words.to_list():
+        start = len(values)
+        for word in row:
+            if word and set(word) == {ord("a")}:
+                values += [a] + [suffix_a] * (len(word) - 1)
+            else:
+                values.append(unk)
+        lengths.append(len(values) - start)
+    return tf.RaggedTensor.from_row_lengths(np.asarray(values, np.int64), np.asarray(lengths, np.int64))
+
+
+def character_class_pattern(codepoints):
+    """An RE2 character class (`[...]`) of exactly these code points, as ranges."""
+    codepoints = np.unique(np.asarray(codepoints, np.int64))
+    if codepoints.size == 0:
+        return "[^\\x00-\\x{10ffff}]"  # matches nothing
+    breaks = np.flatnonzero(np.diff(codepoints) != 1) + 1
+    starts = codepoints[np.concatenate([[0], breaks])]
+    ends = codepoints[np.concatenate([breaks - 1, [codepoints.size - 1]])]
+    ranges = "".join(
+        f"\\x{{{s:x}}}" if s == e else f"\\x{{{s:x}}}-\\x{{{e:x}}}" for s, e in zip(starts, ends)
+    )
+    return f"[{ranges}]"
+
+
+def fast_path_patterns(lowercase, max_chars_per_word):
+    """(agreeing text, too-long run) RE2 patterns, or None when no word limit leaves room.
+
+    A string takes TF-Text's path when it fully matches the first and does not
+    match the second: a run of non-blank characters that could normalize to
+    more than `max_chars_per_word` characters.
+    """
+    longest_run = int(max_chars_per_word) // MAX_EXPANSION
+    if longest_run < 1:
+        return None
+    agreeing = character_class_pattern(agreeing_codepoints(bool(lowercase)))
+    return f"{agreeing}*", f"(?s).*[^ \\t\\n\\r]{{{longest_run + 1},}}.*"
