@@ -45,6 +45,9 @@ from pipelines.tokenizer import unicode_tables as ut
 # A character normalizes to at most this many characters on the fast path
 # (a Hangul syllable becomes 2 or 3 jamo).
 MAX_EXPANSION = 3
+# RE2 refuses counted repetitions over 1,000: longer limits guard at this run
+# length, which is only more cautious (longer runs take the exact path).
+_LONGEST_GUARDED_RUN = 999
 # Bump when the probe below changes, so cached answers are recomputed.
 AGREEMENT_VERSION = 1
 
@@ -154,7 +157,7 @@ def fast_path_patterns(lowercase, max_chars_per_word):
     match the second: a run of non-blank characters that could normalize to
     more than `max_chars_per_word` characters.
     """
-    longest_run = int(max_chars_per_word) // MAX_EXPANSION
+    longest_run = min(int(max_chars_per_word) // MAX_EXPANSION, _LONGEST_GUARDED_RUN)
     if longest_run < 1:
         return None
     agreeing = character_class_pattern(agreeing_codepoints(bool(lowercase)))

@@ -448,6 +448,15 @@ def test_tf_text_agreeing_path_matches_original_rules(vocab, lowercase, limit):
     assert_ids_equal(fast, vocab, texts, lowercase=lowercase, max_chars=limit)
 
 
+@pytest.mark.parametrize("limit", [2, 3, 5000])
+def test_tf_text_agreeing_path_with_extreme_word_limits(vocab, limit):
+    """No room for the guard (limit < 3) turns the path off; a limit past RE2's
+    repetition bound guards at that bound."""
+    texts = ["안녕하세요 세계 ab", "café 中文 " + "가" * 1200, "ἀ ж " + "é" * 4000]
+    fast = BertTokenizer(VOCAB, max_input_chars_per_word=limit)
+    assert_ids_equal(fast, vocab, texts, max_chars=limit)
+
+
 def test_tf_text_agreement_leaves_out_what_tf_text_changes():
     """The code points TF-Text's normalizer treats differently never take its path."""
     from pipelines.tokenizer import tf_text_agreement
