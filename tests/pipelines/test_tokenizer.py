@@ -432,9 +432,10 @@ def agreeing_texts(count, seed, lowercase, limit):
 
 @pytest.mark.parametrize("lowercase", [True, False])
 @pytest.mark.parametrize("limit", [100, 200])
-def test_tf_text_agreeing_path_matches_original_rules(vocab, lowercase, limit):
+def test_tf_text_agreeing_path_equals_exact_path(lowercase, limit):
     """Text made of agreeing code points mostly goes through FastBertNormalizer +
-    FastWordpiece (ids only) and must give the original's ids, like the exact path."""
+    FastWordpiece (ids only) and gives the exact path's ids (the core backend's).
+    Runs with every TF-Text release (the agreement is found per release)."""
     from pipelines.tokenizer import tf_text_agreement
 
     texts = agreeing_texts(400, seed=limit + lowercase, lowercase=lowercase, limit=limit)
@@ -445,7 +446,13 @@ def test_tf_text_agreeing_path_matches_original_rules(vocab, lowercase, limit):
     fast = BertTokenizer(VOCAB, lowercase=lowercase, max_input_chars_per_word=limit)
     core = BertTokenizer(VOCAB, lowercase=lowercase, max_input_chars_per_word=limit, backend="core")
     assert fast.tokenize(tf.constant(texts)).to_list() == core.tokenize(tf.constant(texts)).to_list()
-    assert_ids_equal(fast, vocab, texts, lowercase=lowercase, max_chars=limit)
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_tf_text_agreeing_path_matches_original_rules(vocab, lowercase):
+    texts = agreeing_texts(400, seed=10 + lowercase, lowercase=lowercase, limit=100)
+    fast = BertTokenizer(VOCAB, lowercase=lowercase, max_input_chars_per_word=100)
+    assert_ids_equal(fast, vocab, texts, lowercase=lowercase, max_chars=100)
 
 
 @pytest.mark.parametrize("limit", [2, 3, 5000])
