@@ -49,6 +49,9 @@ INT8_OPS = ("QuantizeV2", "QuantizedMatMulWithBiasAndDequantize", "Bitcast")
 # A constant input still needs a non-empty range.
 _MIN_RANGE = 1e-6
 _SQRT_HALF = 0.7071067811865476
+# min over y of sqrt(2) * gelu(y) (= z + z * erf(z), z = y / sqrt 2) is -0.2403735 (at
+# y ~ -0.7518); a bound a little below it, for the input range of the layer after GELU.
+SCALED_GELU_FLOOR = -0.2404
 
 
 def is_exact_gelu(activation):
@@ -104,10 +107,21 @@ class Int8Dense(tf.Module):
         bias: float `[N]` or None.
         activation: callable applied to the float32 output, or None.
         name: module name (variables are saved under it).
+        input_floor: None, or a float <= 0 known to bound every input from
+            below: the activation range then starts there (one reduction
+            over the inputs less).
+        scaled_gelu_output: with an exact GELU activation, return
+            `sqrt(2) * gelu(y)` (one multiply less per output); only for a
+            consumer built with its kernel times `1/sqrt(2)` (`int8_dense_layers`
+            pairs a transformer block's FFN layers so).
     """
 
-    def __init__(self, kernel, bias=None, activation=None, name=None):
+    def __init__(self, kernel, bias=None, activation=None, name=None, input_floor=None,
+                 scaled_gelu_output=False):
         super().__init__(name=name)
+        if input_floor is not None and not input_floor <= 0:
+            raise ValueError(f"input_floor must be <= 0, got {input_floor}")
+        self.input_floor = None if input_floor is None else float(input_floor)
         weights, scales = quantize_per_channel(kernel)
         bias = np.zeros(weights.shape[1], np.float32) if bias is None else np.asarray(bias, np.float32)
         self.units = weights.shape[1]
@@ -123,19 +137,25 @@ class Int8Dense(tf.Module):
         # forward pass here (Erfc is 3x Erf). The same function through Erf, with the
         # 1/sqrt(2) folded into the scales, is ~2x cheaper.
         self.exact_gelu = is_exact_gelu(activation)
+        if scaled_gelu_output and not self.exact_gelu:
+            raise ValueError("scaled_gelu_output needs an exact GELU activation")
+        self.scaled_gelu_output = bool(scaled_gelu_output)
         if self.exact_gelu:
             self.gelu_scales = tf.Variable(scales * np.float32(_SQRT_HALF), trainable=False,
                                            name="gelu_scales")
 
     @classmethod
-    def from_dense(cls, layer):
-        """The `Int8Dense` of a built `keras.layers.Dense` (2-D kernel)."""
-        kernel = np.asarray(layer.kernel)
+    def from_dense(cls, layer, kernel_scale=1.0, **options):
+        """The `Int8Dense` of a built `keras.layers.Dense` (2-D kernel), its kernel times `kernel_scale`.
+
+        `options`: `input_floor`, `scaled_gelu_output` (see the class).
+        """
+        kernel = np.asarray(layer.kernel) * np.float32(kernel_scale)
         bias = np.asarray(layer.bias) if layer.use_bias else None
         activation = layer.activation
         if activation is not None and getattr(activation, "__name__", "") == "linear":
             activation = None
-        return cls(kernel, bias, activation, name=f"{layer.name}_int8")
+        return cls(kernel, bias, activation, name=f"{layer.name}_int8", **options)
 
     def dequantized_kernel(self):
         """The float32 `[K, N]` kernel the int8 weights stand for (what is actually multiplied)."""
@@ -146,7 +166,8 @@ class Int8Dense(tf.Module):
         dtype = inputs.dtype
         x = tf.cast(inputs, tf.float32)
         rows = tf.reshape(x, [-1, tf.shape(x)[-1]])
-        low = tf.minimum(tf.reduce_min(rows), 0.0)
+        low = (tf.constant(self.input_floor) if self.input_floor is not None
+               else tf.minimum(tf.reduce_min(rows), 0.0))
         high = tf.maximum(tf.reduce_max(rows), low + _MIN_RANGE)
         quantized = tf.raw_ops.QuantizeV2(input=rows, min_range=low, max_range=high, T=tf.quint8,
                                           mode="MIN_FIRST")
@@ -161,7 +182,9 @@ class Int8Dense(tf.Module):
         if self.exact_gelu:
             # gelu(y) = y/2 * (1 + erf(y/sqrt2)) = (z + z*erf(z)) / sqrt2, z = y/sqrt2.
             z = product * self.gelu_scales
-            outputs = (z + z * tf.math.erf(z)) * _SQRT_HALF
+            outputs = z + z * tf.math.erf(z)
+            if not self.scaled_gelu_output:
+                outputs = outputs * _SQRT_HALF
         else:
             outputs = product * self.scales
             if self.activation is not None:
@@ -199,15 +222,23 @@ def encoder_dense_layers(model):
 def int8_dense_layers(model):
     """Within the block, `model`'s encoder runs its per-token dense layers as `Int8Dense`.
 
-    Yields the list of `Int8Dense` modules (a `tf.Module` must track them for
+    Its LayerNorms run as `FusedLayerNorm` (`serving/fused_layer_norm.py`: the
+    same function in the op pattern oneDNN fuses into one kernel; with int8
+    matmuls, Keras' layer-norm ops were the next largest cost).
+    Yields the list of swapped-in modules (a `tf.Module` must track them for
     `tf.saved_model.save`). The Keras layers are put back on exit; the swap
     bypasses Keras' attribute tracking, so the model's weights are untouched.
     The encoder's caches of traced inference functions are emptied on entry
     and restored on exit, so no graph traced with one kind of layer runs
     with the other.
     """
-    swapped = [(owner, attribute, dense, Int8Dense.from_dense(dense))
+    from serving.fused_layer_norm import FusedLayerNorm, encoder_layer_norms
+
+    paired = _gelu_pairs(model)
+    swapped = [(owner, attribute, dense, paired.get((id(owner), attribute)) or Int8Dense.from_dense(dense))
                for owner, attribute, dense in encoder_dense_layers(model)]
+    swapped += [(owner, attribute, norm, FusedLayerNorm.from_keras(norm))
+                for owner, attribute, norm in encoder_layer_norms(model)]
     caches = _traced_function_caches(getattr(model, "encoder", model))
     saved = [dict(cache) for cache in caches]
     try:
@@ -222,6 +253,32 @@ def int8_dense_layers(model):
         for cache, before in zip(caches, saved):  # nor those traced with the int8 ones
             cache.clear()
             cache.update(before)
+
+
+def _gelu_pairs(model):
+    """`{(id(block), attribute): Int8Dense}` for each block's FFN with exact GELU, built as a pair.
+
+    The FFN-in layer returns `sqrt(2) * gelu(y)` and the FFN-out layer takes
+    it with its kernel times `1/sqrt(2)` (the same per-channel int8 weights,
+    scales divided by sqrt 2) and the known floor of GELU as the bottom of its
+    input range: two passes over the `[tokens, intermediate]` activations
+    fewer, the same function. Blocks are `BertTransformerBlock`s (their
+    `intermediate_dense` feeds `output_dense`); others are left alone.
+    """
+    from bert_keras.layers.transformer_block import BertTransformerBlock
+
+    encoder = getattr(model, "encoder", model)
+    pairs = {}
+    for block in getattr(encoder, "transformer_layers", []):
+        if not isinstance(block, BertTransformerBlock):
+            continue
+        first, second = block.intermediate_dense, block.output_dense
+        if not is_exact_gelu(first.activation):
+            continue
+        pairs[(id(block), "intermediate_dense")] = Int8Dense.from_dense(first, scaled_gelu_output=True)
+        pairs[(id(block), "output_dense")] = Int8Dense.from_dense(
+            second, kernel_scale=_SQRT_HALF, input_floor=SCALED_GELU_FLOOR)
+    return pairs
 
 
 def _traced_function_caches(encoder):

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from serving.fused_layer_norm import FusedLayerNorm, encoder_layer_norms
 from serving.int8_dense import (
     INT8_OPS,
     Int8Dense,
@@ -105,10 +106,15 @@ def test_swap_covers_the_four_dense_layers_of_each_block_and_restores_them(finet
     blocks = model.encoder.transformer_layers
     assert len(found) == 4 * len(blocks)
     before = [getattr(owner, name) for owner, name, _ in found]
+    norms = encoder_layer_norms(model)
+    assert len(norms) == 2 * len(blocks) + 1  # each block's two, the embeddings' one
+    norms_before = [getattr(owner, name) for owner, name, _ in norms]
     with int8_dense_layers(model) as swapped:
-        assert len(swapped) == len(found)
+        assert len(swapped) == len(found) + len(norms)
         assert all(isinstance(getattr(owner, name), Int8Dense) for owner, name, _ in found)
+        assert all(isinstance(getattr(owner, name), FusedLayerNorm) for owner, name, _ in norms)
     assert [getattr(owner, name) for owner, name, _ in found] == before
+    assert [getattr(owner, name) for owner, name, _ in norms] == norms_before
     # Eager calls run cached graphs: none traced with float layers may run inside the
     # swap, nor one traced inside it after.
     ids = np.array([[2, 30, 31, 32, 3, 0, 0, 0], [2, 40, 41, 3, 50, 51, 3, 0]], "int32")
@@ -208,3 +214,57 @@ def test_embedded_server_batches_the_int8_export(int8_export):
         assert version == result.version
         # Merged rows share one activation range per call: close to, not equal to, alone.
         np.testing.assert_allclose(arrays["probabilities"], single["probabilities"].numpy(), atol=0.05)
+
+
+def test_fused_layer_norm_matches_keras_and_runs_as_one_onednn_kernel(tmp_path):
+    import keras
+
+    norm = keras.layers.LayerNormalization(epsilon=1e-12)
+    norm.build((None, 16))
+    rng = np.random.default_rng(0)
+    norm.gamma.assign(rng.uniform(0.5, 1.5, 16).astype("float32"))
+    norm.beta.assign(rng.normal(size=16).astype("float32"))
+    fused = FusedLayerNorm.from_keras(norm)
+    x = (rng.normal(size=(3, 7, 16)) * 4 + 2).astype("float32")
+    function = tf.function(fused, input_signature=[tf.TensorSpec([None, None, 16])])
+    np.testing.assert_allclose(function(x).numpy(), np.asarray(norm(x)), atol=1e-5)
+    np.testing.assert_allclose(fused(x).numpy(), np.asarray(norm(x)), atol=1e-5)
+    # The saved graph holds standard ops only; grappler rewrites them into _MklLayerNorm
+    # when the graph runs (the profile names the kernel).
+    graph_ops = {node.op for node in function.get_concrete_function().graph.as_graph_def().node}
+    assert "FusedBatchNormV3" in graph_ops and "Mean" not in graph_ops
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    tf.profiler.experimental.start(str(tmp_path))
+    function(x)
+    tf.profiler.experimental.stop()
+    kernels = set()
+    for path in tmp_path.rglob("*.xplane.pb"):
+        space = xplane_pb2.XSpace()
+        space.ParseFromString(path.read_bytes())
+        kernels |= {meta.name.split(":")[-1] for plane in space.planes
+                    for meta in plane.event_metadata.values()}
+    assert "_MklLayerNorm" in kernels
+
+
+def test_ffn_pair_folds_the_gelu_scale_into_the_next_layer():
+    import keras
+
+    from serving.int8_dense import SCALED_GELU_FLOOR
+
+    rng = np.random.default_rng(1)
+    first = keras.layers.Dense(64, activation="gelu")
+    first.build((None, 16))
+    second = keras.layers.Dense(16)
+    second.build((None, 64))
+    x = rng.normal(size=(40, 16)).astype("float32") * 3
+    reference = np.asarray(second(first(x)))
+    plain = Int8Dense.from_dense(second)(Int8Dense.from_dense(first)(x)).numpy()
+    scaled = Int8Dense.from_dense(first, scaled_gelu_output=True)(x).numpy()
+    assert scaled.min() >= SCALED_GELU_FLOOR  # the floor the next layer's range starts at
+    paired = Int8Dense.from_dense(second, kernel_scale=np.sqrt(0.5),
+                                  input_floor=SCALED_GELU_FLOOR)(scaled).numpy()
+    bound = 2 * np.max(np.abs(plain - reference)) + 1e-3
+    assert np.max(np.abs(paired - reference)) < bound
+    with pytest.raises(ValueError, match="exact GELU"):
+        Int8Dense.from_dense(second, scaled_gelu_output=True)
