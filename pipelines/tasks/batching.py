@@ -96,10 +96,17 @@ def encode_texts(dataset, tokenizer, *, seq_length, truncation="longest_first"):
     def trim(x, label, length):
         return {k: v[..., :length] for k, v in x.items()}, label
 
-    return (dataset.batch(ENCODE_CHUNK)
-            .map(encode_chunk, num_parallel_calls=tf.data.AUTOTUNE)
-            .unbatch()
-            .map(trim, num_parallel_calls=tf.data.AUTOTUNE))
+    encoded = (dataset.batch(ENCODE_CHUNK)
+               .map(encode_chunk, num_parallel_calls=tf.data.AUTOTUNE)
+               .unbatch()
+               .map(trim, num_parallel_calls=tf.data.AUTOTUNE))
+    count = dataset.cardinality()
+    if count >= 0:
+        # One example out per example in; `unbatch` hides that. A known length lets
+        # Keras' evaluate/predict stop at the last batch instead of running into the
+        # end of the data (its "Your input ran out of data" warning).
+        encoded = encoded.apply(tf.data.experimental.assert_cardinality(count))
+    return encoded
 
 
 def batch(dataset, batch_size, *, seq_length, static_shapes=False, bucket_boundaries=None,

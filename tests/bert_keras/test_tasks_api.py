@@ -340,3 +340,16 @@ def test_pretrainer_fits_a_corpus_and_resumes_where_it_stopped(tmp_path):
     assert (again.initial_step, again.final_step) == (4, 6)
     with pytest.raises(tasks.TaskInputError, match="corpus=.*no such file"):
         pretrainer.fit(corpus=str(tmp_path / "missing.txt"), output_dir=str(tmp_path / "x"), steps=1)
+
+
+def test_raw_text_predict_and_evaluate_know_their_length(spec):
+    """Encoded raw text keeps the number of examples, so Keras' loops stop at the last
+    batch instead of running into the end of the data ("Your input ran out of data")."""
+    import warnings
+
+    classifier = small(tasks.TextClassifier, spec, labels=["neg", "neutral", "pos"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        classifier.predict(PAIRS)
+        classifier.evaluate(PAIRS, PAIR_LABELS)
+    assert not [w for w in caught if "ran out of data" in str(w.message)]
