@@ -152,13 +152,24 @@ def test_int8_export_round_trips_and_passes_the_fresh_process_check(int8_export,
         text_b=tf.constant(["The actors were great.", "It was terrible."]))
     probabilities = outputs["probabilities"].numpy()
     np.testing.assert_allclose(probabilities.sum(-1), 1.0, atol=1e-5)
-    # The float kernels of the replaced layers are not saved, the int8 weights are.
+    # The float kernels of the replaced layers are not saved; the int8 weights are graph
+    # constants (oneDNN packs a constant weight once), not variables.
     model = load_finetuned(finetuned_dir("classification")).model
     replaced = {tuple(dense.kernel.shape) for _, _, dense in encoder_dense_layers(model)}
     reader = tf.train.load_checkpoint(os.path.join(result.path, "variables", "variables"))
     shapes, dtypes = reader.get_variable_to_shape_map(), reader.get_variable_to_dtype_map()
     saved = {name: (tuple(shapes[name]), dtypes[name]) for name in shapes}
-    assert sum(dtype == tf.int8 for _, dtype in saved.values()) == len(replaced) == 4
+    assert len(replaced) == 4 and not [name for name, (_, dtype) in saved.items() if dtype == tf.int8]
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    graph = saved_model_pb2.SavedModel()
+    with open(os.path.join(result.path, "saved_model.pb"), "rb") as f:
+        graph.ParseFromString(f.read())
+    int8_constants = {tuple(d.size for d in node.attr["value"].tensor.tensor_shape.dim)
+                      for function in graph.meta_graphs[0].graph_def.library.function
+                      for node in function.node_def
+                      if node.op == "Const" and node.attr["dtype"].type == tf.int8.as_datatype_enum}
+    assert replaced <= int8_constants
     hidden = model.encoder.transformer_layers[0].hidden_size
     ffn_and_qkv = replaced - {(hidden, hidden)}  # [H, H] is also the (float) pooler's shape
     assert not [name for name, (shape, dtype) in saved.items()
