@@ -73,7 +73,9 @@ def agreeing_codepoints(lowercase):
     """Sorted int32 code points on which TF-Text's fast path gives the original's words."""
     case = "uncased" if lowercase else "cased"
     name = f"tf_text_agreement{AGREEMENT_VERSION}-{case}-tf_text{tf_text.__version__}"
-    return ut.cached_arrays(name, lambda: _find_agreeing_codepoints(bool(lowercase)))
+    # The probe runs eagerly, also when a tokenizer is built inside a tf.function or a graph.
+    with tf.init_scope():
+        return ut.cached_arrays(name, lambda: _find_agreeing_codepoints(bool(lowercase)))
 
 
 def _find_agreeing_codepoints(lowercase):

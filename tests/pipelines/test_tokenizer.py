@@ -473,3 +473,23 @@ def test_tf_text_agreement_leaves_out_what_tf_text_changes():
         assert ord(char) not in agreeing, repr(char)
     for char in "가힣ᄀéñüçøłαωβжЖ中日ひカا \u00a0\u3000\u0301":
         assert ord(char) in agreeing, repr(char)
+
+
+def test_tokenizer_built_inside_a_tf_function_with_a_cold_cache(tmp_path, monkeypatch):
+    """Finding the agreeing code points runs eagerly even from inside a traced function."""
+    from pipelines.tokenizer import tf_text_agreement
+
+    monkeypatch.setenv("BERT_KERAS_CACHE", str(tmp_path))
+    tf_text_agreement.agreeing_codepoints.cache_clear()
+    try:
+        vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "##a", "ᄀ", "##ᅡ"]
+
+        @tf.function
+        def tokenize(strings):
+            return BertTokenizer(vocabulary=vocabulary).tokenize(strings).to_tensor()
+
+        assert tokenize(tf.constant(["가 aa"])).numpy().tolist() == [[6, 7, 4, 5]]
+        assert any(name.startswith("tf_text_agreement") for _, _, files in os.walk(tmp_path)
+                   for name in files)
+    finally:
+        tf_text_agreement.agreeing_codepoints.cache_clear()
