@@ -27,7 +27,11 @@ the official `tensorflow/serving` CPU images are (see `serving/op_sets.py`).
 `int8_dense_layers(model)` is the export-time switch: inside it, the encoder's
 per-token dense layers (attention QKV, attention output, FFN in, FFN out) are
 replaced by their `Int8Dense`; the pooler and task heads stay float32 (one row
-per example: too small to gain anything). Outside it the model is unchanged.
+per example: too small to gain anything). Each block's FFN pair shares GELU's
+`1/sqrt(2)` (folded into the second layer's scales) and the second layer's
+input range starts at GELU's known floor. The encoder's LayerNorms run as
+`FusedLayerNorm` (`serving/fused_layer_norm.py`, one oneDNN kernel each).
+Outside it the model is unchanged.
 
 Example:
 
