@@ -16,7 +16,7 @@ Example:
 (True, ())
 >>> print(audit.summary())
 Op audit of models/sentiment/1 for tensorflow/serving 2.20 ...: OK.
-  ... op types, 1 from TF-Text (FastWordpieceTokenizeWithOffsets); all of them run in tensorflow_model_server 2.20.
+  ... op types, 2 from TF-Text (FastBertNormalize, FastWordpieceTokenizeWithOffsets); all of them run in tensorflow_model_server 2.20.
 >>> audit.raise_if_unsupported().ok      # OpAuditError naming the ops, when not ok
 True
 
