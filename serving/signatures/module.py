@@ -89,8 +89,22 @@ class ServingModule(tf.Module):
         self.model_variables = captured
 
     def run_model(self, inputs):
-        """The Keras model in inference mode on packed int32 inputs."""
-        return self.model(inputs, training=False)
+        """The Keras model in inference mode on packed int32 inputs.
+
+        Every signature calls the same traced function (one per input
+        structure, every dimension unknown), so the SavedModel holds the
+        model's graph once, not once per signature: an int8 export keeps its
+        weights as graph constants (oneDNN packs them once), and four copies
+        of them would make `saved_model.pb` four times the weights.
+        """
+        inputs = dict(inputs)
+        key = tuple(sorted((name, tensor.shape.rank, tensor.dtype.name) for name, tensor in inputs.items()))
+        forwards = self.__dict__.setdefault("_model_functions", {})  # untracked: not saved as an attribute
+        if key not in forwards:
+            spec = {name: tf.TensorSpec([None] * tensor.shape.rank, tensor.dtype, name=name)
+                    for name, tensor in inputs.items()}
+            forwards[key] = tf.function(lambda x: self.model(x, training=False), input_signature=[spec])
+        return forwards[key](inputs)
 
     def label_names(self, ids):
         """Label names (tf.string) of int label ids, any shape."""

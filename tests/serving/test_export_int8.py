@@ -165,11 +165,13 @@ def test_int8_export_round_trips_and_passes_the_fresh_process_check(int8_export,
     graph = saved_model_pb2.SavedModel()
     with open(os.path.join(result.path, "saved_model.pb"), "rb") as f:
         graph.ParseFromString(f.read())
-    int8_constants = {tuple(d.size for d in node.attr["value"].tensor.tensor_shape.dim)
+    int8_constants = [tuple(d.size for d in node.attr["value"].tensor.tensor_shape.dim)
                       for function in graph.meta_graphs[0].graph_def.library.function
                       for node in function.node_def
-                      if node.op == "Const" and node.attr["dtype"].type == tf.int8.as_datatype_enum}
-    assert replaced <= int8_constants
+                      if node.op == "Const" and node.attr["dtype"].type == tf.int8.as_datatype_enum]
+    assert replaced <= set(int8_constants)
+    # Saved once, not once per signature: every signature calls the same model function.
+    assert len([shape for shape in int8_constants if len(shape) == 2]) == len(encoder_dense_layers(model))
     hidden = model.encoder.transformer_layers[0].hidden_size
     ffn_and_qkv = replaced - {(hidden, hidden)}  # [H, H] is also the (float) pooler's shape
     assert not [name for name, (shape, dtype) in saved.items()
