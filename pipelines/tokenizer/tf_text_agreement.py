@@ -41,6 +41,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from pipelines.tokenizer import unicode_tables as ut
+from pipelines.tokenizer import wordpiece
 
 # A character normalizes to at most this many characters on the fast path
 # (a Hangul syllable becomes 2 or 3 jamo).
@@ -53,19 +54,6 @@ AGREEMENT_VERSION = 1
 
 _PROBE_VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "##a"]
 _PROBE_WIDTH = 3 * MAX_EXPANSION + 3
-
-
-@functools.lru_cache(maxsize=None)
-def normalizer_model(lowercase):
-    """The `FastBertNormalizer` model buffer (uint8 numpy), built once per process (~0.2 s)."""
-    from tensorflow_text.core.pybinds import pywrap_fast_bert_normalizer_model_builder as builder
-
-    return np.frombuffer(builder.build_fast_bert_normalizer_model(bool(lowercase)), np.uint8)
-
-
-def fast_normalizer(lowercase):
-    """A `tf_text.FastBertNormalizer` for the uncased (lowercase, NFD, strip accents) or cased rules."""
-    return tf_text.FastBertNormalizer(model_buffer=tf.constant(normalizer_model(lowercase)))
 
 
 @functools.lru_cache(maxsize=None)
@@ -90,7 +78,7 @@ def _find_agreeing_codepoints(lowercase):
         & (codepoints != ut.CAPITAL_SIGMA)
     ]
     chars = [chr(c) for c in candidates]
-    normalizer = fast_normalizer(lowercase)
+    normalizer = wordpiece.fast_normalizer(lowercase)
 
     # 1. The normalized form of each character alone.
     normalized = normalizer.normalize(tf.constant([c.encode() for c in chars])).numpy()
@@ -108,10 +96,8 @@ def _find_agreeing_codepoints(lowercase):
 
     # 2. How it splits words: "a<c>a" and "<c>" under a probe vocabulary.
     pre = BertPreTokenizer(lowercase=lowercase)
-    fast = tf_text.FastWordpieceTokenizer(
-        vocab=_PROBE_VOCABULARY, max_bytes_per_word=4 * _PROBE_WIDTH, token_out_type=tf.int64,
-        no_pretokenization=False,
-    )
+    fast = wordpiece.fast_wordpiece(_PROBE_VOCABULARY, unk_token="[UNK]",
+                                    max_bytes_per_word=4 * _PROBE_WIDTH, split_words=True)
     for template in ("a{}a", "{}"):
         probes = tf.constant([template.format(c).encode() for c in chars])
         exact = _probe_ids(pre.split(probes))

@@ -8,6 +8,9 @@ own normalizer differs from the original (no CJK spacing, NFKD-like folding of
 '™' and '…').
 """
 
+import functools
+
+import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
@@ -19,6 +22,37 @@ def utf8_lengths(codepoints):
         + tf.cast(codepoints >= 0x80, tf.int64)
         + tf.cast(codepoints >= 0x800, tf.int64)
         + tf.cast(codepoints >= 0x10000, tf.int64)
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def normalizer_model(lowercase):
+    """The `FastBertNormalizer` model buffer (uint8 numpy), built once per process (~0.2 s)."""
+    from tensorflow_text.core.pybinds import pywrap_fast_bert_normalizer_model_builder as builder
+
+    return np.frombuffer(builder.build_fast_bert_normalizer_model(bool(lowercase)), np.uint8)
+
+
+def fast_normalizer(lowercase):
+    """A `tf_text.FastBertNormalizer` for the uncased (lowercase, NFD, strip accents) or cased rules."""
+    return tf_text.FastBertNormalizer(model_buffer=tf.constant(normalizer_model(lowercase)))
+
+
+def fast_wordpiece(vocabulary, *, unk_token, max_bytes_per_word, split_words):
+    """TF-Text's `FastWordpieceTokenizer` as every path here uses it: int64 ids, "##" suffixes.
+
+    Args:
+        split_words: True: it splits raw text on whitespace and punctuation
+            itself (end to end); False: its inputs are words already.
+    """
+    return tf_text.FastWordpieceTokenizer(
+        vocab=list(vocabulary),
+        suffix_indicator="##",
+        max_bytes_per_word=max_bytes_per_word,
+        token_out_type=tf.int64,
+        unknown_token=unk_token,
+        no_pretokenization=not split_words,
+        support_detokenization=False,
     )
 
 
@@ -37,15 +71,9 @@ class FastWordpiece(tf.Module):
 
     def __init__(self, vocabulary, *, unk_token="[UNK]", max_chars_per_word=200, name=None):
         super().__init__(name=name)
-        self._tokenizer = tf_text.FastWordpieceTokenizer(
-            vocab=list(vocabulary),
-            suffix_indicator="##",
-            max_bytes_per_word=4 * max_chars_per_word + 4,
-            token_out_type=tf.int64,
-            unknown_token=unk_token,
-            no_pretokenization=True,
-            support_detokenization=False,
-        )
+        self._tokenizer = fast_wordpiece(vocabulary, unk_token=unk_token,
+                                         max_bytes_per_word=4 * max_chars_per_word + 4,
+                                         split_words=False)
 
     def tokenize_word_ids(self, words, word_lengths):
         """ids RaggedTensor [num_words, (pieces)] (no offsets: `tokenize_words` has them)."""
@@ -101,15 +129,8 @@ class FastAsciiWordpiece(tf.Module):
                  name=None):
         super().__init__(name=name)
         self.lowercase = lowercase
-        self._tokenizer = tf_text.FastWordpieceTokenizer(
-            vocab=list(vocabulary),
-            suffix_indicator="##",
-            max_bytes_per_word=max_chars_per_word,
-            token_out_type=tf.int64,
-            unknown_token=unk_token,
-            no_pretokenization=False,
-            support_detokenization=False,
-        )
+        self._tokenizer = fast_wordpiece(vocabulary, unk_token=unk_token,
+                                         max_bytes_per_word=max_chars_per_word, split_words=True)
 
     def _prepare(self, strings):
         return tf.strings.lower(strings) if self.lowercase else strings
@@ -135,20 +156,12 @@ class FastAgreeingWordpiece(tf.Module):
     def __init__(self, vocabulary, *, lowercase, unk_token="[UNK]", max_chars_per_word=200,
                  name=None):
         super().__init__(name=name)
-        from pipelines.tokenizer import tf_text_agreement
-
-        self._normalizer = tf_text_agreement.fast_normalizer(lowercase)
-        self._tokenizer = tf_text.FastWordpieceTokenizer(
-            vocab=list(vocabulary),
-            suffix_indicator="##",
-            # Accepted strings have no word over `max_chars_per_word` characters,
-            # so the byte budget never turns a word into [UNK] by itself.
-            max_bytes_per_word=4 * max_chars_per_word + 4,
-            token_out_type=tf.int64,
-            unknown_token=unk_token,
-            no_pretokenization=False,
-            support_detokenization=False,
-        )
+        self._normalizer = fast_normalizer(lowercase)
+        # Accepted strings have no word over `max_chars_per_word` characters,
+        # so the byte budget never turns a word into [UNK] by itself.
+        self._tokenizer = fast_wordpiece(vocabulary, unk_token=unk_token,
+                                         max_bytes_per_word=4 * max_chars_per_word + 4,
+                                         split_words=True)
 
     def tokenize(self, strings):
         """ids RaggedTensor [batch, (tokens)]."""
