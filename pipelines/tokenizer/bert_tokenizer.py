@@ -252,26 +252,25 @@ class BertTokenizer(tf.Module):
         if self.backend == "core":
             return self._tokenize_exact(strings, with_offsets)
         ascii_safe = tf.strings.regex_full_match(strings, self._ascii_pattern)
+        ascii_rows = tf.reshape(tf.where(ascii_safe), [-1])
+        other_rows = tf.reshape(tf.where(tf.logical_not(ascii_safe)), [-1])
         if with_offsets:
-            paths = [(self._ascii.tokenize_with_offsets, ascii_safe)]
+            paths = [(self._ascii.tokenize_with_offsets, ascii_rows)]
         else:
-            paths = [(lambda s: (self._ascii.tokenize(s),), ascii_safe)]
+            paths = [(lambda s: (self._ascii.tokenize(s),), ascii_rows)]
             if self._agreeing is not None:
+                # Only the non-ASCII strings are matched against the agreement patterns.
                 agreeing_pattern, long_run_pattern = self._agreeing_patterns
-                agreeing = tf.logical_and(
-                    tf.logical_and(tf.logical_not(ascii_safe),
-                                   tf.strings.regex_full_match(strings, agreeing_pattern)),
-                    tf.logical_not(tf.strings.regex_full_match(strings, long_run_pattern)),
-                )
-                paths.append((lambda s: (self._agreeing.tokenize(s),), agreeing))
-        taken = paths[0][1]
-        for _, mask in paths[1:]:
-            taken = tf.logical_or(taken, mask)
-        paths.append((lambda s: self._tokenize_exact(s, with_offsets), tf.logical_not(taken)))
+                others = tf.gather(strings, other_rows)
+                agreeing = tf.logical_and(tf.strings.regex_full_match(others, agreeing_pattern),
+                                          tf.logical_not(tf.strings.regex_full_match(others, long_run_pattern)))
+                paths.append((lambda s: (self._agreeing.tokenize(s),),
+                              tf.boolean_mask(other_rows, agreeing)))
+                other_rows = tf.boolean_mask(other_rows, tf.logical_not(agreeing))
+        paths.append((lambda s: self._tokenize_exact(s, with_offsets), other_rows))
 
-        rows = [tf.reshape(tf.where(mask), [-1]) for _, mask in paths]
-        results = [tokenize(tf.gather(strings, chosen)) for (tokenize, _), chosen in zip(paths, rows)]
-        order = tf.math.invert_permutation(tf.concat(rows, axis=0))
+        results = [tokenize(tf.gather(strings, rows)) for tokenize, rows in paths]
+        order = tf.math.invert_permutation(tf.concat([rows for _, rows in paths], axis=0))
         return tuple(
             tf.gather(tf.concat(parts, axis=0), order) for parts in zip(*results)
         )

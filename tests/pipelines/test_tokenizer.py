@@ -445,7 +445,22 @@ def test_tf_text_agreeing_path_equals_exact_path(lowercase, limit):
     assert 0.3 < routed.mean() < 1.0  # both paths taken: the guard sends long words to the exact path
     fast = BertTokenizer(VOCAB, lowercase=lowercase, max_input_chars_per_word=limit)
     core = BertTokenizer(VOCAB, lowercase=lowercase, max_input_chars_per_word=limit, backend="core")
-    assert fast.tokenize(tf.constant(texts)).to_list() == core.tokenize(tf.constant(texts)).to_list()
+    want = core.tokenize(tf.constant(texts)).to_list()
+    assert fast.tokenize(tf.constant(texts)).to_list() == want
+
+    # The routed rows really skip the exact path: with it broken (every row it gets comes
+    # out empty), routed rows are still right and only the others are empty.
+    broken = BertTokenizer(VOCAB, lowercase=lowercase, max_input_chars_per_word=limit)
+
+    def no_exact_path(strings, with_offsets):
+        rows = tf.shape(strings, out_type=tf.int64)[0]
+        return (tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int64), tf.zeros([rows], tf.int64)),)
+
+    broken._tokenize_exact = no_exact_path
+    got = broken.tokenize(tf.constant(texts)).to_list()
+    ascii_only = tf.strings.regex_full_match(texts, r"[\t\n\r\x20-\x7e]*").numpy()
+    for text, row, expected, fast_path in zip(texts, got, want, routed | ascii_only):
+        assert row == (expected if fast_path else []), text
 
 
 @pytest.mark.parametrize("lowercase", [True, False])
