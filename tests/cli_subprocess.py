@@ -14,6 +14,8 @@ BERT_KERAS = os.path.join(os.path.dirname(sys.executable), "bert-keras")
 # What the issue saw on every command, and what else TensorFlow and numpy print.
 NOISE = {
     "TF C++ log line": re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] ", re.M),
+    # TensorFlow 2.21 logs through absl, before absl is initialised, whatever TF_CPP_MIN_LOG_LEVEL says.
+    "TF C++ log line (absl)": re.compile(r"^[IWEF]\d{4} [\d:.]+ +\d+ \S+\.cc:\d+\]|absl::InitializeLog", re.M),
     "CUDA probe": re.compile(r"cuInit"),
     "oneDNN": re.compile(r"oneDNN"),
     "absl checkpoint saver": re.compile(r"Sharding callback duration"),

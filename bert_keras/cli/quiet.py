@@ -25,8 +25,14 @@ Example:
 True
 """
 
+import contextlib
+import importlib.abc
+import importlib.machinery
 import logging
 import os
+import re
+import sys
+import tempfile
 import warnings
 
 # Python loggers whose records below ERROR are TensorFlow's chatter, not the command's:
@@ -65,9 +71,75 @@ def configure(verbose=False):
     # 3 = FATAL only: the CUDA probe and oneDNN report at ERROR level on healthy machines.
     # Real failures still reach the user as Python exceptions with TensorFlow's message.
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    quiet_tensorflow_load()
     for name in NOISY_LOGGERS:
         _logger(name).setLevel(logging.ERROR)
     filter_noisy_warnings()
+
+
+# C++ lines TensorFlow prints while its libraries load, on healthy CPU machines. From 2.21 they go
+# through absl logging before it is initialised, which TF_CPP_MIN_LOG_LEVEL no longer silences.
+LOAD_TIME_NOISE = re.compile(
+    r"^(WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
+    r"|[IWE]\d{4} [\d:.]+ +\d+ (port|cudart_stub|cuda_platform|cpu_feature_guard)\.cc:\d+\]"
+    r"|To enable the following instructions: .*rebuild TensorFlow with the appropriate compiler flags)")
+
+
+def quiet_tensorflow_load():
+    """Makes the first `import tensorflow` drop `LOAD_TIME_NOISE` from stderr (any other line stays).
+
+    A one-shot import hook, so commands that never load TensorFlow (`--help`) do not pay for it.
+    """
+    if "tensorflow" in sys.modules or any(isinstance(f, _QuietLoadFinder) for f in sys.meta_path):
+        return
+    sys.meta_path.insert(0, _QuietLoadFinder())
+
+
+class _QuietLoadFinder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "tensorflow":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _QuietLoader(spec.loader)
+        return spec
+
+
+class _QuietLoader(importlib.abc.Loader):
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        with _load_time_noise_filtered():
+            self._loader.exec_module(module)
+
+    def __getattr__(self, name):  # resource readers, is_package, ...
+        return getattr(self._loader, name)
+
+
+@contextlib.contextmanager
+def _load_time_noise_filtered():
+    """Captures file descriptor 2 (C++ writes there), then replays what is not `LOAD_TIME_NOISE`."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            kept = [line for line in captured.read().decode("utf-8", "replace").splitlines(keepends=True)
+                    if not LOAD_TIME_NOISE.match(line)]
+            if kept:
+                sys.stderr.write("".join(kept))
+                sys.stderr.flush()
 
 
 def filter_noisy_warnings():
