@@ -3,8 +3,8 @@
 Workers start with multiprocessing's "forkserver" method: they are forked from
 a clean server process that has imported this package (and so TensorFlow) once
 but run no TF op — one TF start-up for all workers instead of one per worker
-with "spawn", and no fork of a multi-threaded TF process (which can
-deadlock). A script calling `write_pretraining_data` with `workers > 1` needs
+with "spawn", and no fork of a TF process that has run ops (its thread pools
+may hold locks at the fork; the server's few import-time threads are idle). A script calling `write_pretraining_data` with `workers > 1` needs
 the usual `if __name__ == "__main__":` guard.
 
 The corpus goes to the workers as `.npy` files in a scratch directory that
@@ -15,6 +15,14 @@ raises, and by the workers when the parent is killed (each worker watches its
 parent from a thread; on its death it removes its half-written shard and the
 scratch directory and exits). A rerun removes scratch directories of dead
 processes.
+
+Stopping: after a run that went well the workers are told to finish and are
+joined (no signal). After an error or an interrupt (Ctrl-C reaches the parent
+only: workers ignore SIGINT) they get SIGTERM, which the same watching thread
+takes with `sigtimedwait` while every other thread blocks it. A Python signal
+handler is not enough there: an idle worker's main thread waits on the task
+queue's lock in C, and a SIGTERM that lands just before it blocks only trips a
+flag nobody reads again, so `Pool.terminate` waits for that worker forever.
 """
 
 import atexit
@@ -67,7 +75,14 @@ class ShardWorkers:
             shutil.rmtree(directory, ignore_errors=True)
 
     def close(self):
-        """Stops the workers (a worker stopped mid-shard removes its temporary file)."""
+        """Lets the workers finish their current job and exit, and waits for them."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool.join()
+            self._pool = None
+
+    def terminate(self):
+        """Stops the workers at once (a worker stopped mid-shard removes its temporary file)."""
         if self._pool is not None:
             self._pool.terminate()
             self._pool.join()
@@ -76,8 +91,11 @@ class ShardWorkers:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, exc, traceback):
+        if exc_type is None:
+            self.close()
+        else:
+            self.terminate()
 
 
 def make_scratch_directory(near: str) -> str:
@@ -134,14 +152,26 @@ _current = {"temporary_path": None, "scratch": None}
 
 
 def _start_parent_watch(parent_pid):
-    """Pool initializer: stop cleanly on SIGTERM, and exit (cleaning up) when the parent dies."""
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    """Pool initializer: exit (cleaning up) on SIGTERM or when the parent dies; leave SIGINT to the parent."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     watched_ppid = os.getppid()
+    if hasattr(signal, "sigtimedwait"):
+        # Blocked here, in the only thread so far, SIGTERM stays blocked in every
+        # thread started later (TensorFlow's included): only `watch` takes it.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+        def terminated():
+            return signal.sigtimedwait([signal.SIGTERM], PARENT_POLL_SECONDS) is not None
+    else:  # macOS has no sigtimedwait: a handler, which unwinds `write_shard` (removing its file)
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+
+        def terminated():
+            time.sleep(PARENT_POLL_SECONDS)
+            return False
 
     def watch():
         while True:
-            time.sleep(PARENT_POLL_SECONDS)
-            if os.getppid() != watched_ppid or not process_is_running(parent_pid):
+            if terminated() or os.getppid() != watched_ppid or not process_is_running(parent_pid):
                 _remove_own_temporary_files()
                 os._exit(1)
 

@@ -5,6 +5,7 @@ tokenize the corpus once, and write the missing shards (`shard_writer`) in
 this process or in worker processes (`workers`).
 """
 
+import contextlib
 import functools
 import os
 from typing import Optional
@@ -88,12 +89,9 @@ def write_pretraining_data(settings: PretrainingDataSettings, *, workers: Option
         workers = max(1, min(len(todo), workers))
         # Worker processes take seconds to start: start them first, so they get
         # ready while this process builds the tokenizer and tokenizes the corpus.
-        pool = ShardWorkers(workers) if workers > 1 else None
-        try:
+        # On an error or an interrupt the workers stop mid-shard, removing their temporary files.
+        with ShardWorkers(workers) if workers > 1 else contextlib.nullcontext() as pool:
             _write(settings, todo, paths, pool, summary, log)
-        finally:
-            if pool is not None:
-                pool.close()
     summary["complete"] = mark_complete_if_done(settings, record)
     return summary
 
