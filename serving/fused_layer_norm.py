@@ -56,9 +56,11 @@ class FusedLayerNorm(tf.Module):
         """Whether `layer` (a Keras `LayerNormalization`) is plain last-axis layer norm with both weights."""
         axis = getattr(layer, "axis", None)
         axis = list(axis) if isinstance(axis, (list, tuple)) else [axis]
-        return (getattr(layer, "center", False) and getattr(layer, "scale", False)
-                and not getattr(layer, "rms_scaling", False) and axis in ([-1], [len(layer.gamma.shape) - 2])
-                and layer.gamma is not None and len(layer.gamma.shape) == 1)
+        # Only axis -1 is surely the last axis whatever the input rank; a layer given a positive
+        # axis keeps Keras' own (exact, unfused) computation.
+        return bool(getattr(layer, "center", False) and getattr(layer, "scale", False)
+                    and not getattr(layer, "rms_scaling", False) and axis == [-1]
+                    and getattr(layer, "gamma", None) is not None and len(layer.gamma.shape) == 1)
 
     @classmethod
     def from_keras(cls, layer):

@@ -260,6 +260,23 @@ def test_fused_layer_norm_matches_keras_and_runs_as_one_onednn_kernel(tmp_path):
     assert "_MklLayerNorm" in kernels
 
 
+def test_only_plain_last_axis_layer_norms_are_fused():
+    import keras
+
+    def built(**options):
+        norm = keras.layers.LayerNormalization(**options)
+        norm.build((None, 5, 16))
+        return norm
+
+    assert FusedLayerNorm.supports(built())  # the encoder's LayerNorms: axis -1, gamma and beta
+    assert FusedLayerNorm.supports(built(axis=[-1]))
+    assert not FusedLayerNorm.supports(built(axis=1))  # a middle axis: other statistics
+    assert not FusedLayerNorm.supports(built(axis=[1, 2]))
+    assert not FusedLayerNorm.supports(built(scale=False))
+    assert not FusedLayerNorm.supports(built(center=False))
+    assert not FusedLayerNorm.supports(built(rms_scaling=True))
+
+
 def test_ffn_pair_folds_the_gelu_scale_into_the_next_layer():
     import keras
 
