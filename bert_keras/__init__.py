@@ -1,7 +1,9 @@
 """bert_keras: BERT on Keras 3 + TensorFlow.
 
-Keras layers and models only: this package never opens a dataset and never
-imports `pipelines` (tokenization) outside `bert_keras.cli`.
+The core (config, layers, encoder, heads, checkpoints, training) is Keras only
+and knows nothing of raw text; `bert_keras.tasks` (raw text in `fit` /
+`predict`) and `bert_keras.cli` compose it with `pipelines` (tokenization,
+tf.data) and `serving`. `docs/architecture.md` draws the layers.
 """
 
 from bert_keras.compat import check_environment as _check_environment
