@@ -9,6 +9,7 @@ through Keras' generic masking machinery.
 import math
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from bert_keras.layers.token_packing import heads_at_positions, packed_from_heads
@@ -82,10 +83,11 @@ class BertSelfAttention(keras.layers.Layer):
         `token_indices` (flat `[T, 1]` positions of the real tokens): `inputs`
         are packed `[T, H]` and so is the output. `query_positions` (int
         `[B, Q]`): only those positions attend (keys and values are still
-        every token), so the output is `[B, Q, H]` and probs `[B, N, Q, S]`.
+        every token), so the output is `[B, Q, H]` and probs `[B, N, Q, S]`,
+        with padded or packed inputs alike.
         """
         batch, seq = ops.shape(padding_mask)[0], ops.shape(padding_mask)[1]
-        if query_positions is not None:
+        if query_positions is not None and token_indices is None:
             query, key, value = self._project_at_positions(inputs, query_positions)
         else:
             qkv = self.qkv(inputs)  # [B, S, 3H], or [T, 3H] when packed
@@ -104,6 +106,10 @@ class BertSelfAttention(keras.layers.Layer):
             # is three zero-filled [3, B, N, S, D] tensors summed (a third of
             # a training step on CPU), that of an unstack one stack.
             query, key, value = ops.unstack(qkv, 3, axis=0)
+            if query_positions is not None:
+                # Packed inputs: the projection ran on every real token (keys
+                # and values need them all); keep the queries at the positions.
+                query = tf.gather(query, tf.cast(query_positions, tf.int32), axis=2, batch_dims=1)
 
         scores = ops.matmul(query, ops.swapaxes(key, -1, -2))  # [B, N, Q, S]
         # padding_mask: 1 = real token, 0 = padding; masks keys only.
@@ -116,7 +122,7 @@ class BertSelfAttention(keras.layers.Layer):
         dropped = self.probs_dropout(probs, training=training)
 
         context = ops.matmul(ops.cast(dropped, value.dtype), value)  # [B, N, Q, D]
-        if token_indices is not None:  # back to packed [T, H] rows
+        if token_indices is not None and query_positions is None:  # back to packed [T, H] rows
             context = packed_from_heads(context, token_indices)
         else:
             context = ops.transpose(context, (0, 2, 1, 3))

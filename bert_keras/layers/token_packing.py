@@ -10,7 +10,8 @@ same as with padding: `heads_at_positions` gathers the packed query/key/value
 rows straight into the `[parts, B, N, S, D]` layout of the score matmuls (one
 gather instead of a scatter and a transpose), and `packed_from_heads` gathers
 the `[B, N, S, D]` context back into `[T, H]` rows (instead of a transpose and
-a gather).
+a gather). `rows_at_positions` reads packed rows back at given sequence
+positions (the residual of a block that computes a few query positions only).
 
 `token_indices` are flat positions `[T, 1]` (int64) into `B * S`, the layout
 `tf.scatter_nd` and `tf.gather` take. The number of real tokens is only known
@@ -80,3 +81,23 @@ def packed_from_heads(heads, token_indices):
     slices = (example[:, None] * num_heads + tf.range(num_heads)[None, :]) * seq + position[:, None]
     rows = tf.gather(tf.reshape(heads, [-1, width]), slices)  # [T, N, D]
     return tf.reshape(rows, [-1, num_heads * width])
+
+
+def rows_at_positions(packed, padding_mask, positions):
+    """`[T, H]` packed rows -> `[B, Q, H]`: the rows at sequence `positions` `[B, Q]`.
+
+    A position that is padding gets a row of zeros (what `unpack_tokens`
+    puts there). Exact: pure data movement.
+
+    Args:
+        packed: `[T, H]`, the real tokens in the row-major order of
+            `padding_mask`'s nonzeros (`real_token_indices`).
+        padding_mask: `[B, S]`, nonzero at real tokens.
+        positions: int `[B, Q]`, positions in `[0, S)`.
+    """
+    real = tf.cast(padding_mask != 0, tf.int32)
+    row = tf.reshape(tf.cumsum(tf.reshape(real, [-1])) - 1, tf.shape(real))
+    row = tf.where(real != 0, row, tf.shape(packed)[0])  # padding: the zero row appended below
+    picked = tf.gather(row, tf.cast(positions, tf.int32), batch_dims=1)
+    with_zero_row = tf.concat([packed, tf.zeros([1, tf.shape(packed)[-1]], packed.dtype)], axis=0)
+    return tf.gather(with_zero_row, picked)

@@ -4,7 +4,12 @@ import keras
 
 from bert_keras.layers.activations import get_activation
 from bert_keras.layers.attention import BertSelfAttention
-from bert_keras.layers.token_packing import pack_tokens, real_token_indices, unpack_tokens
+from bert_keras.layers.token_packing import (
+    pack_tokens,
+    real_token_indices,
+    rows_at_positions,
+    unpack_tokens,
+)
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -115,10 +120,12 @@ class BertTransformerBlock(keras.layers.Layer):
         positions only, `[B, Q, H]`: every token is still a key and value, so
         the result equals the full output gathered at them. A model that
         reads the last layer at a few positions (masked-LM pretraining: the
-        masked tokens and [CLS]) skips most of the last block's work.
+        masked tokens and [CLS]; the pooled output: [CLS] only) skips most of
+        the last block's work. With `token_indices` the inputs are packed
+        `[T, H]` and the output is still `[B, Q, H]`.
         """
         if query_positions is not None:
-            output, probs = self._block(inputs, padding_mask, training, None, query_positions)
+            output, probs = self._block(inputs, padding_mask, training, token_indices, query_positions)
         elif self.skip_padding and token_indices is None:
             # Pack, run the block on real tokens, unpack. (The encoder's
             # inference path packs once for all blocks and passes
@@ -147,7 +154,9 @@ class BertTransformerBlock(keras.layers.Layer):
         )
         attention_output = self.attention_dropout_layer(attention_output, training=training)
         residual = inputs
-        if query_positions is not None:
+        if query_positions is not None and token_indices is not None:
+            residual = rows_at_positions(inputs, padding_mask, query_positions)
+        elif query_positions is not None:
             residual = keras.ops.take_along_axis(
                 inputs, keras.ops.cast(query_positions, "int32")[:, :, None], axis=1
             )
