@@ -299,7 +299,9 @@ class BertEncoder(keras.Model):
         `token_indices`-aware blocks. Same results as the full computation on
         real tokens and for `pooled_output`; `sequence_output` and
         `hidden_states` are 0 at padding; a padded query (all zeros) attends
-        uniformly to the real keys.
+        uniformly to the real keys. `pooled_output` comes from a second run of
+        the last block with [CLS] as its only query (`_cls_output`), so a
+        graph that reads only `pooled_output` skips the full last layer.
         """
         padding_mask = inputs["padding_mask"]
         batch, seq = tf.shape(padding_mask)[0], tf.shape(padding_mask)[1]
@@ -318,7 +320,8 @@ class BertEncoder(keras.Model):
                 x = block(x, padding_mask, training=False, token_indices=token_indices)
             hidden_states.append(x)
         sequence_output = unpack_tokens(x, token_indices, batch, seq)
-        outputs = {"sequence_output": sequence_output, "pooled_output": self.pooler(sequence_output[:, 0])}
+        outputs = {"sequence_output": sequence_output,
+                   "pooled_output": self.pooler(self._cls_output(hidden_states, padding_mask, token_indices))}
         if self.output_hidden_states:
             outputs["hidden_states"] = [
                 unpack_tokens(h, token_indices, batch, seq) for h in hidden_states[:-1]
@@ -326,6 +329,25 @@ class BertEncoder(keras.Model):
         if self.output_attentions:
             outputs["attention_probs"] = attention_probs
         return outputs
+
+    def _cls_output(self, hidden_states, padding_mask, token_indices):
+        """The last layer's `[B, H]` output at [CLS] (position 0), 0 where that is padding.
+
+        Computed apart from `sequence_output`: the last block runs again with
+        [CLS] as its only query (`query_positions`), on B rows instead of T.
+        A graph that reads only `pooled_output` (a classifier, multiple
+        choice) never runs the full last block: TensorFlow prunes what no
+        output needs, and the last layer costs ~B/T of its work.
+        """
+        if not self.transformer_layers:
+            return unpack_tokens(hidden_states[-1], token_indices, tf.shape(padding_mask)[0],
+                                 tf.shape(padding_mask)[1])[:, 0]
+        at_cls = tf.zeros([tf.shape(padding_mask)[0], 1], tf.int32)
+        output = self.transformer_layers[-1](
+            hidden_states[-2], padding_mask, training=False, token_indices=token_indices,
+            query_positions=at_cls,
+        )[:, 0]
+        return tf.where(padding_mask[:, :1] != 0, output, tf.zeros_like(output))
 
     def inference_function(self, jit_compile=False, skip_padding=False):
         """Returns a cached `tf.function(inputs_dict) -> outputs_dict` for inference.

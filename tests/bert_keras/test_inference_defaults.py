@@ -146,3 +146,56 @@ def test_task_models_predict_and_evaluate_skip_padding_with_the_same_results(enc
     bias = np.asarray(tagger.token_classifier.bias)
     np.testing.assert_allclose(tags[~real], np.broadcast_to(bias, tags[~real].shape), atol=1e-6)
     assert not np.allclose(full_tags[~real], np.broadcast_to(bias, full_tags[~real].shape), atol=1e-6)
+
+
+def executed_kernels(function, *args, logdir):
+    """`{op name: kernel}` of the ops one call of `function` ran (TensorFlow's profiler)."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    tf.profiler.experimental.start(str(logdir))
+    function(*args)
+    tf.profiler.experimental.stop()
+    kernels = {}
+    for path in logdir.rglob("*.xplane.pb"):
+        space = xplane_pb2.XSpace()
+        space.ParseFromString(path.read_bytes())
+        for plane in space.planes:
+            for meta in plane.event_metadata.values():
+                name, _, kernel = meta.name.rpartition(":")
+                if name:
+                    kernels[name] = kernel
+    return kernels
+
+
+def test_pooled_output_runs_the_last_layer_at_cls_only(encoder, tmp_path):
+    """A pooled-only model (classifier) never runs the last block on every token.
+
+    The skip-padding forward computes `pooled_output` with [CLS] as the last
+    block's only query; TensorFlow prunes the full last block when nothing
+    reads `sequence_output`. Same logits as the full computation, including a
+    row whose [CLS] slot is padding (pooled from zeros, as before) and a
+    batch without a real token.
+    """
+    inputs = make_inputs(batch=5)
+    inputs["padding_mask"][4] = np.roll(inputs["padding_mask"][4], 2)  # position 0 is padding
+    classifier = BertClassifier(encoder, num_classes=3)
+    reference = BertClassifier(full_computation_twin(encoder), num_classes=3)
+    reference.set_weights(classifier.get_weights())
+    logits = np.asarray(classifier.predict_on_batch(inputs))
+    np.testing.assert_allclose(logits[:4], np.asarray(reference.predict_on_batch(inputs))[:4], **TOLERANCE)
+    sequence = encoder(inputs)["sequence_output"]
+    np.testing.assert_allclose(encoder(inputs)["pooled_output"], encoder.pooler(sequence[:, 0]), **TOLERANCE)
+    empty = {name: np.zeros_like(value) for name, value in inputs.items()}
+    assert np.all(np.isfinite(classifier.predict_on_batch(empty)))
+
+    function = tf.function(lambda x: classifier(x, training=False))
+    graph = function.get_concrete_function(inputs).graph.as_graph_def()
+    dense_in_graph = sum(node.op == "MatMul" for node in graph.node)
+    ran = executed_kernels(function, inputs, logdir=tmp_path)
+    dense_ran = [name for name, kernel in ran.items() if kernel.endswith("MatMul") and "Batch" not in kernel]
+    per_block = 4  # QKV, attention output, FFN in, FFN out
+    # The graph holds the last block twice (every token; [CLS] only) ...
+    assert dense_in_graph == per_block * (CONFIG.num_layers + 1) + 2  # + pooler and head
+    # ... and the run does the [CLS]-only one (its QKV on every token: keys and values):
+    # as many dense layers as one forward pass, 3 of them on one row per example.
+    assert len(dense_ran) == per_block * CONFIG.num_layers + 2, sorted(dense_ran)
