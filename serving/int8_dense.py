@@ -44,6 +44,7 @@ Example:
 """
 
 import contextlib
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -134,6 +135,9 @@ class Int8Dense(tf.Module):
         # copy of a constant weight across calls, a variable's it reorders on every
         # call (~0.2 ms per [384 x 1536] matmul, ~15% of a short-text batch).
         self.weights_int8 = weights
+        # One constant per graph, however often the layer is called in it (the
+        # encoder calls its last block twice: once for [CLS] alone).
+        self._weights_in_graph = weakref.WeakKeyDictionary()
         self.scales = tf.Variable(scales, trainable=False, name="scales")
         # In units of `scales`, so that one multiply after the matmul restores both.
         self.scaled_bias = tf.Variable(bias / scales, trainable=False, name="scaled_bias")
@@ -169,6 +173,15 @@ class Int8Dense(tf.Module):
         """The float32 `[K, N]` kernel the int8 weights stand for (what is actually multiplied)."""
         return tf.cast(self.weights_int8, tf.float32) * self.scales
 
+    def _quantized_weights(self):
+        """The int8 weights as a `qint8` tensor: the same graph constant on every call in a graph."""
+        if tf.executing_eagerly():
+            return tf.bitcast(tf.constant(self.weights_int8), tf.qint8)
+        graph = tf.compat.v1.get_default_graph()
+        if graph not in self._weights_in_graph:
+            self._weights_in_graph[graph] = tf.bitcast(tf.constant(self.weights_int8), tf.qint8)
+        return self._weights_in_graph[graph]
+
     def __call__(self, inputs, training=None):
         inputs = tf.convert_to_tensor(inputs)
         dtype = inputs.dtype
@@ -183,7 +196,7 @@ class Int8Dense(tf.Module):
         bias = self.scaled_bias + low * self.column_sums
         zero = tf.constant(0.0)
         product = tf.raw_ops.QuantizedMatMulWithBiasAndDequantize(
-            a=quantized.output, b=tf.bitcast(tf.constant(self.weights_int8), tf.qint8), bias=bias,
+            a=quantized.output, b=self._quantized_weights(), bias=bias,
             min_a=zero, max_a=high - low, min_b=tf.constant(-127.0), max_b=tf.constant(127.0),
             min_freezed_output=zero, max_freezed_output=zero, Toutput=tf.float32,
             input_quant_mode="SCALED")
