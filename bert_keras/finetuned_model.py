@@ -29,7 +29,23 @@ file                content
 Format version 1 is the layout `bert-keras finetune` wrote before versioning (a
 `task.json` without `format_version`, with the task spec in `task`); it is read and
 converted on the fly. A directory written by a newer library is refused by name.
-The directory is written atomically: staged beside the target, fsynced, renamed.
+
+Saving never deletes what the user owns: a missing or empty directory is written; one
+that holds a fine-tuned model is updated only with `overwrite=True`, and then only the
+files of the format (`OWNED_FILES`) are replaced, other files in it stay; a directory
+holding anything else is refused (`DirectoryInUseError`). `check_can_save` asks the same
+question before a long training run.
+
+Writes are atomic (`pipelines.atomic_writes.atomic_directory`): a new directory is staged
+beside its target and renamed in one step; an update stages the new files inside the
+directory, fsyncs them, writes a commit manifest, then renames each into place. A run killed
+before the manifest leaves the old model readable (its staging is removed by the next
+save or read); one killed after it leaves a manifest that the next `save_finetuned` or
+`read_finetuned` finishes, so the directory then holds the whole new model.
+
+Reading checks everything it reads: `task.json` field by field, `labels.txt` under
+`pipelines.label_names` (one rule for every label file) and against the head's number
+of classes, and a damaged `model.keras`; errors are `FinetunedModelError` naming the file.
 
 Example:
 
@@ -52,14 +68,19 @@ import json
 import math
 import os
 import shutil
+import zipfile
 from typing import Any, Dict, List, Optional
 
-from pipelines.atomic_writes import atomic_directory, write_json, write_text
+from pipelines.atomic_writes import (atomic_directory, is_staging_name, remove_stale_staging,
+                                     write_json, write_text)
+from pipelines.label_names import LabelNamesError, check_label_count, check_label_names, read_label_names
 
 FORMAT_VERSION = 2
 KINDS = ("classification", "regression", "ner", "squad", "multiple_choice", "embedding")
 MODEL_FILE, TASK_FILE, VOCAB_FILE, LABELS_FILE = "model.keras", "task.json", "vocab.txt", "labels.txt"
 EVAL_RESULTS_FILE = "eval_results.json"
+# The files the format owns: the only ones a save replaces or removes in an existing directory.
+OWNED_FILES = (MODEL_FILE, TASK_FILE, VOCAB_FILE, LABELS_FILE, EVAL_RESULTS_FILE)
 # Settings each kind records (and their defaults: run_squad.py's for SQuAD).
 DEFAULT_SETTINGS = {
     "classification": {"text_pair": False},
@@ -76,6 +97,10 @@ DEFAULT_SETTINGS = {
 
 class FinetunedModelError(ValueError):
     """A directory that is not a (readable) fine-tuned model; the message names what is wrong."""
+
+
+class DirectoryInUseError(FinetunedModelError):
+    """A save would replace a model without `overwrite`, or mix the model into a directory of other files."""
 
 
 @dataclasses.dataclass
@@ -124,17 +149,68 @@ def is_finetuned_directory(path):
     return os.path.isdir(os.fspath(path)) and os.path.isfile(os.path.join(path, TASK_FILE))
 
 
-def save_finetuned(directory, finetuned):
-    """Writes `finetuned` (a `FinetunedModel`) as `directory`, atomically; returns the path.
+def check_can_save(directory, overwrite=False):
+    """Raises `DirectoryInUseError` when `save_finetuned(directory, ..., overwrite=overwrite)` would.
 
-    An existing directory is replaced as a whole.
+    Call it before training, so that a run refused at the end is refused at the start.
+
+    Args:
+        directory: where the model is to be saved.
+        overwrite: whether an existing fine-tuned model there may be replaced.
+
+    Raises:
+        DirectoryInUseError: `directory` is a file; holds a fine-tuned model and `overwrite`
+            is False; or holds other files and no fine-tuned model (names the first few).
     """
     directory = os.path.abspath(os.fspath(directory))
-    with atomic_directory(directory, replace=True) as staging:
+    if not os.path.exists(directory):
+        return
+    if not os.path.isdir(directory):
+        raise DirectoryInUseError(f"{directory}: exists and is not a directory")
+    names = sorted(name for name in os.listdir(directory) if not is_staging_name(name))
+    if not names:
+        return
+    if _holds_finetuned_model(directory):
+        if overwrite:
+            return
+        raise DirectoryInUseError(
+            f"{directory} already holds a fine-tuned model; pass overwrite=True (--overwrite) to "
+            f"replace it (only {', '.join(OWNED_FILES)} are replaced, other files stay), or choose "
+            "another directory")
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    raise DirectoryInUseError(
+        f"{directory} is not empty and holds no fine-tuned model ({shown}); choose a new or empty "
+        "directory (saving is refused even with overwrite, so that none of these files is lost)")
+
+
+def save_finetuned(directory, finetuned, *, overwrite=False):
+    """Writes `finetuned` (a `FinetunedModel`) into `directory`, atomically; returns the path.
+
+    Args:
+        directory: the model directory: missing or empty, or (with `overwrite`) one that
+            holds a fine-tuned model.
+        finetuned: the `FinetunedModel`.
+        overwrite: replace the fine-tuned model already in `directory`. Only the format's
+            files (`OWNED_FILES`) are replaced or removed; other files in it stay.
+
+    Raises:
+        DirectoryInUseError: see `check_can_save`.
+        FinetunedModelError: label names that break the rule (`pipelines.label_names`) or
+            do not match the head's number of classes.
+    """
+    directory = os.path.abspath(os.fspath(directory))
+    check_can_save(directory, overwrite)
+    if finetuned.labels:
+        _check_labels(finetuned.labels, "labels", by_line=False)
+        _check_label_count(finetuned.labels, finetuned.model, "labels")
+    written = {MODEL_FILE, TASK_FILE, VOCAB_FILE}
+    written |= {LABELS_FILE} if finetuned.labels else set()
+    written |= {EVAL_RESULTS_FILE} if finetuned.eval_results is not None else set()
+    stale = [name for name in OWNED_FILES if name not in written]
+    with atomic_directory(directory, remove=stale) as staging:
         finetuned.model.save(os.path.join(staging, MODEL_FILE))
         shutil.copyfile(finetuned.vocab_file, os.path.join(staging, VOCAB_FILE))
         if finetuned.labels:
-            _check_labels(finetuned.labels)
             write_text(os.path.join(staging, LABELS_FILE), "".join(f"{l}\n" for l in finetuned.labels))
         if finetuned.eval_results is not None:
             write_json(os.path.join(staging, EVAL_RESULTS_FILE), finetuned.eval_results, sort_keys=True)
@@ -152,6 +228,11 @@ def save_finetuned(directory, finetuned):
     return directory
 
 
+def _holds_finetuned_model(directory):
+    # task.json is what marks the directory (even a damaged one, so that it can be overwritten).
+    return os.path.isfile(os.path.join(directory, TASK_FILE))
+
+
 def write_eval_results(directory, metrics):
     """Writes (atomically) the dev metrics beside a saved model; returns the path."""
     return write_json(os.path.join(os.fspath(directory), EVAL_RESULTS_FILE), metrics, sort_keys=True)
@@ -160,6 +241,9 @@ def write_eval_results(directory, metrics):
 def read_finetuned(directory, *, load_model=True):
     """The `FinetunedModel` of a directory (format version 1 or 2).
 
+    A save that a killed run left half done is finished (or dropped) first; see the
+    module docstring.
+
     Args:
         directory: the fine-tuned model directory.
         load_model: build the Keras model (False: settings only, `model=None`).
@@ -167,7 +251,9 @@ def read_finetuned(directory, *, load_model=True):
     Raises:
         FinetunedModelError: no such directory, not a fine-tuned model (says
             which files are missing), a format version newer than this library,
-            or an inconsistent `task.json` (names the field).
+            an inconsistent `task.json` (names the field), a label file that breaks
+            the rule of `pipelines.label_names` or does not match the head's number
+            of classes (names file, line and both numbers), or a damaged `model.keras`.
     """
     directory = os.fspath(directory)
     if not os.path.exists(directory):
@@ -175,13 +261,14 @@ def read_finetuned(directory, *, load_model=True):
     if not os.path.isdir(directory):
         raise FinetunedModelError(f"{directory}: not a directory (a fine-tuned model is a directory "
                                   f"holding {MODEL_FILE}, {TASK_FILE} and {VOCAB_FILE})")
+    _finish_interrupted_save(directory)
     missing = [name for name in (TASK_FILE, MODEL_FILE) if not os.path.isfile(os.path.join(directory, name))]
     if missing:
         raise FinetunedModelError(f"{directory}: not a fine-tuned model directory: no "
                                   f"{' and no '.join(missing)}")
-    info = _read_json(os.path.join(directory, TASK_FILE))
+    info = _read_json_object(os.path.join(directory, TASK_FILE))
     version = info.get("format_version", 1)
-    if not isinstance(version, int) or version < 1:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise FinetunedModelError(f"{directory}/{TASK_FILE}: format_version {version!r} is not a "
                                   "positive integer")
     if version > FORMAT_VERSION:
@@ -189,18 +276,32 @@ def read_finetuned(directory, *, load_model=True):
             f"{directory}: format_version {version} is newer than this library reads "
             f"(up to {FORMAT_VERSION}); upgrade bert_keras to load it")
     fields = _fields_v2(directory, info) if version == 2 else _fields_v1(directory, info)
+    labels_source = fields.pop("labels_source")
     vocab = fields["vocab_file"]
     if not os.path.isfile(vocab):
         raise FinetunedModelError(f"{directory}: not a fine-tuned model directory: no "
                                   f"{os.path.basename(vocab)}")
     results = os.path.join(directory, EVAL_RESULTS_FILE)
-    eval_results = _read_json(results) if os.path.isfile(results) else None
+    eval_results = _read_json_object(results) if os.path.isfile(results) else None
     model = _load_model(os.path.join(directory, MODEL_FILE)) if load_model else None
     try:
-        return FinetunedModel(model=model, eval_results=eval_results, directory=os.path.abspath(directory),
-                              format_version=version, **fields)
+        finetuned = FinetunedModel(model=model, eval_results=eval_results,
+                                   directory=os.path.abspath(directory), format_version=version, **fields)
     except FinetunedModelError as error:
         raise FinetunedModelError(f"{directory}/{TASK_FILE}: {error}") from None
+    if model is not None and finetuned.labels:
+        _check_label_count(finetuned.labels, model, labels_source)
+    return finetuned
+
+
+def _finish_interrupted_save(directory):
+    """Completes (or drops) the staged save a killed run left inside `directory`."""
+    try:
+        remove_stale_staging(directory)
+    except OSError as error:
+        raise FinetunedModelError(
+            f"{directory}: a save into it was interrupted and cannot be finished here ({error}); "
+            "open it once with write permission, or save the model again") from None
 
 
 def _load_model(path):
@@ -208,48 +309,137 @@ def _load_model(path):
 
     import bert_keras.models  # noqa: F401  (registers the task models for load_model)
 
-    # compile=False: no optimizer to rebuild; a task compiles again when trained.
-    return keras.saving.load_model(path, compile=False)
+    try:
+        # compile=False: no optimizer to rebuild; a task compiles again when trained.
+        return keras.saving.load_model(path, compile=False)
+    except Exception as error:
+        damage = _zip_damage(path)
+        if damage is None:
+            raise
+        raise FinetunedModelError(f"{path}: the file is damaged ({damage}); save or fine-tune "
+                                  "it again") from error
+
+
+def _zip_damage(path):
+    """What is wrong with the zip archive `path` (a `.keras` file), or None when it reads whole."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()  # reads every member and checks its CRC-32
+    except zipfile.BadZipFile as error:
+        return f"not a readable zip archive: {error}"
+    except (OSError, EOFError, RuntimeError, ValueError) as error:
+        return f"{type(error).__name__}: {error}"
+    return f"member {bad} fails its CRC-32 check" if bad is not None else None
+
+
+# -- task.json, field by field ------------------------------------------------------------------
+
+_MISSING = object()
+
+
+def _field(info, name, types, where, *, default=_MISSING, check=None, expected=None):
+    """`info[name]` when it has one of `types` (and passes `check`), else a FinetunedModelError.
+
+    Args:
+        info: the parsed JSON object.
+        name: the field.
+        types: accepted Python types (bool is never an int here).
+        where: the file, for the message.
+        default: the value when the field is absent (or null); absent without one: an error.
+        check: optional predicate on the value.
+        expected: how the accepted values are described in the message.
+    """
+    value = info.get(name)
+    if value is None:
+        if default is _MISSING:
+            raise FinetunedModelError(f"{where}: field {name!r} is missing")
+        return default
+    ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+    if not ok or (check is not None and not check(value)):
+        described = expected or " or ".join(t.__name__ for t in types)
+        raise FinetunedModelError(f"{where}: field {name!r} is {value!r}; expected {described}")
+    return value
+
+
+def _positive_int(info, name, where, default=_MISSING):
+    return _field(info, name, (int,), where, default=default, check=lambda v: v >= 1,
+                  expected="a positive integer")
+
+
+def _label_list(info, where):
+    labels = _field(info, "labels", (list,), where, default=None, expected="a list of names or null")
+    if labels is not None:
+        _check_labels(labels, f"{where} field 'labels'", by_line=False)
+    return labels
+
+
+def _check_settings(kind, settings, where):
+    """Each known setting of `kind` has its default's type (`DEFAULT_SETTINGS`)."""
+    for key, default in DEFAULT_SETTINGS[kind].items():
+        if key not in settings:
+            continue
+        if isinstance(default, bool):
+            types, expected = (bool,), "true or false"
+        elif isinstance(default, int):
+            types, expected = (int,), "an integer"
+        elif isinstance(default, str):
+            types, expected = (str,), "a string"
+        else:  # null_score_diff_threshold: a number, or null for the dev best
+            types, expected = (int, float), "a number or null"
+        _field(settings, key, types, f"{where} field 'settings'", default=default, expected=expected)
+    return settings
 
 
 def _fields_v2(directory, info):
+    where = f"{directory}/{TASK_FILE}"
     kind = info.get("kind")
     if kind not in KINDS:
-        raise FinetunedModelError(f"{directory}/{TASK_FILE}: unknown kind {kind!r}")
-    tokenizer = info.get("tokenizer") or {}
-    labels = info.get("labels")
+        raise FinetunedModelError(f"{where}: unknown kind {kind!r}")
+    tokenizer = _field(info, "tokenizer", (dict,), where, default={}, expected="an object")
+    vocab = _field(tokenizer, "vocab", (str,), f"{where} field 'tokenizer'", default=VOCAB_FILE)
+    lowercase = _field(tokenizer, "lowercase", (bool,), f"{where} field 'tokenizer'", default=True)
+    settings = _field(info, "settings", (dict,), where, default={}, expected="an object")
+    training = _field(info, "training", (dict,), where, default={}, expected="an object")
+    labels, labels_source = _label_list(info, where), f"{where} field 'labels'"
     if os.path.isfile(os.path.join(directory, LABELS_FILE)):
-        labels = _read_labels(os.path.join(directory, LABELS_FILE))
-    return dict(kind=kind, seq_length=int(info["seq_length"]), labels=labels,
-                vocab_file=os.path.join(directory, tokenizer.get("vocab", VOCAB_FILE)),
-                lowercase=bool(tokenizer.get("lowercase", True)),
-                settings=dict(info.get("settings") or {}), training=dict(info.get("training") or {}))
+        labels_source = os.path.join(directory, LABELS_FILE)
+        labels = _read_labels(labels_source)
+    return dict(kind=kind, seq_length=_positive_int(info, "seq_length", where), labels=labels,
+                labels_source=labels_source, vocab_file=os.path.join(directory, vocab),
+                lowercase=lowercase, settings=_check_settings(kind, dict(settings), where),
+                training=dict(training))
 
 
 def _fields_v1(directory, info):
     """Today's `bert-keras finetune` layout, converted (see the module docstring)."""
+    where = f"{directory}/{TASK_FILE}"
     kind = info.get("kind")
     spec = str(info.get("task", ""))
     if kind not in ("classification", "ner", "squad", "multiple_choice"):
-        raise FinetunedModelError(f"{directory}/{TASK_FILE}: unknown kind {kind!r}")
-    labels = info.get("labels")
-    if info.get("label_file"):
-        labels = _read_labels(os.path.join(directory, info["label_file"]))
+        raise FinetunedModelError(f"{where}: unknown kind {kind!r}")
+    labels, labels_source = _label_list(info, where), f"{where} field 'labels'"
+    label_file = _field(info, "label_file", (str,), where, default="")
+    if label_file:
+        labels_source = os.path.join(directory, label_file)
+        labels = _read_labels(labels_source)
     settings = {}
     if kind == "classification":
-        if info.get("regression"):
+        if _field(info, "regression", (bool,), where, default=False):
             kind, labels = "regression", None
         settings["text_pair"] = _v1_text_pair(info)
     elif kind == "squad":
         settings = {key: info[key] for key in DEFAULT_SETTINGS["squad"] if info.get(key) is not None}
         settings["version_2"] = spec.lower().endswith("v2.0")
+        _check_settings("squad", settings, where)
     training = {key: info.get(key) for key in ("init", "train_steps", "batch_size", "learning_rate",
                                               "epochs", "train_path", "eval_path") if key in info}
     training["task"] = spec
     default_length = 384 if kind == "squad" else 128
-    return dict(kind=kind, seq_length=int(info.get("seq_length") or default_length), labels=labels,
-                vocab_file=os.path.join(directory, info.get("vocab") or VOCAB_FILE),
-                lowercase=bool(info.get("lowercase", True)), settings=settings, training=training)
+    return dict(kind=kind, seq_length=_positive_int(info, "seq_length", where, default=default_length),
+                labels=labels, labels_source=labels_source,
+                vocab_file=os.path.join(directory, _field(info, "vocab", (str,), where, default=VOCAB_FILE)),
+                lowercase=_field(info, "lowercase", (bool,), where, default=True), settings=settings,
+                training=training)
 
 
 def _v1_text_pair(info):
@@ -284,29 +474,43 @@ def squad_threshold(settings, eval_results):
     return 0.0, "default 0.0"
 
 
-def _check_labels(labels):
-    for label in labels:
-        if not label or label != label.strip() or "\n" in label:
-            raise FinetunedModelError(f"label {label!r} cannot be saved one per line "
-                                      "(empty, padded or multi-line)")
-    if len(set(labels)) != len(labels):
-        raise FinetunedModelError(f"duplicate labels: {labels}")
+def _check_labels(labels, where, *, by_line=True):
+    """`pipelines.label_names.check_label_names`, its error as a `FinetunedModelError`."""
+    try:
+        return check_label_names(labels, where, by_line=by_line)
+    except LabelNamesError as error:
+        raise FinetunedModelError(str(error)) from None
+
+
+def _check_label_count(labels, model, where):
+    """One label name per output of the head (classes of a classifier, tags of a token classifier)."""
+    num_classes = getattr(model, "num_classes", None) or getattr(model, "num_labels", None)
+    if num_classes is None:
+        return
+    try:
+        check_label_count(labels, int(num_classes), where)
+    except LabelNamesError as error:
+        raise FinetunedModelError(str(error)) from None
 
 
 def _read_labels(path):
     if not os.path.isfile(path):
         raise FinetunedModelError(f"{os.path.dirname(path)}: not a fine-tuned model directory: no "
                                   f"{os.path.basename(path)}")
-    with open(path, encoding="utf-8") as f:
-        labels = [line.rstrip("\n") for line in f]
-    if not labels or any(not label for label in labels):
-        raise FinetunedModelError(f"{path}: empty label list or an empty line in it")
-    return labels
+    try:
+        return read_label_names(path)
+    except LabelNamesError as error:
+        raise FinetunedModelError(str(error)) from None
 
 
-def _read_json(path):
+def _read_json_object(path):
+    """The JSON object in `path`; anything else (invalid JSON, a list, a number) is an error."""
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            content = json.load(f)
     except ValueError as error:
         raise FinetunedModelError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(content, dict):
+        raise FinetunedModelError(f"{path}: expected a JSON object ({{...}}), got a "
+                                  f"{type(content).__name__}")
+    return content

@@ -9,6 +9,15 @@ Every file the project writes goes through here. The rules, once:
   `mkdtemp` create 0600 / 0700 entries, which a TF Serving process running as another user
   cannot read).
 - On any exception the temporary entry is removed and the target is left as it was.
+- Every staged entry (a temporary file, a staging directory, a replaced directory moved aside)
+  carries its owner in its name: pid, process start time and a host id (`owner_tag`). A run
+  killed with SIGKILL cannot clean up, so the next write in the same directory removes the
+  entries whose owner is gone (`remove_stale_staging`); a live run's, or another host's, stay.
+- Updating an existing directory (`atomic_directory` without `replace`) stages the new files in
+  a hidden directory inside it, then writes a commit manifest, then renames each file into
+  place. A run killed before the manifest leaves the old files; one killed after it leaves a
+  manifest that the next `atomic_directory` or `remove_stale_staging` on that directory finishes,
+  so the directory ends up holding all the new files (or keeps all the old ones).
 - Paths with a scheme (`gs://...`, any `tf.io.gfile` file system) are written to a temporary
   object and renamed with `tf.io.gfile.rename(overwrite=True)`, the closest thing object stores
   offer.
@@ -29,11 +38,20 @@ Every file the project writes goes through here. The rules, once:
 """
 
 import contextlib
+import hashlib
 import json
 import os
 import posixpath
+import re
 import shutil
+import socket
 import tempfile
+
+# `...-o<pid>.<start>.<host>-<random>[.suffix]`: the owner part of every staged name.
+_OWNED_NAME = re.compile(r"-o(\d+)\.(\d+)\.([0-9a-f]{8})-[A-Za-z0-9_]+(\.[A-Za-z0-9]+)?$")
+_REPLACED_PREFIX = ".replaced-"
+_MERGE_PREFIX = ".update.tmp-"
+COMMIT_MANIFEST = ".commit.json"
 
 
 def current_umask():
@@ -112,9 +130,10 @@ def staged_path(path):
     path = os.path.abspath(os.fspath(path))
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
+    remove_stale_staging(directory)
     suffix = os.path.splitext(path)[1]  # some writers dispatch on the extension (".keras")
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.tmp-",
-                                         suffix=suffix)
+    handle, temporary = tempfile.mkstemp(
+        dir=directory, prefix=f".{os.path.basename(path)}.tmp-{owner_tag()}-", suffix=suffix)
     os.close(handle)
     try:
         yield temporary
@@ -150,49 +169,181 @@ def write_json(path, content, *, indent=2, sort_keys=False, default=None, ensure
 
 
 def make_staging_directory(parent, prefix):
-    """An empty hidden directory in `parent` (created if needed) with the mode `mkdir` would give."""
+    """An empty hidden directory in `parent` (created if needed) with the mode `mkdir` would give.
+
+    Its name is `prefix` + `owner_tag()` + a random part. Staged entries in `parent` left by
+    runs that died first are removed first (`remove_stale_staging`).
+
+    Args:
+        parent: the directory to create it in (the target's, so that a rename is atomic).
+        prefix: the start of its name, e.g. `".export-3-"`; should start with "." and end with "-".
+    """
     os.makedirs(parent, exist_ok=True)
-    staging = tempfile.mkdtemp(dir=parent, prefix=prefix)
+    remove_stale_staging(parent)
+    staging = tempfile.mkdtemp(dir=parent, prefix=f"{prefix}{owner_tag()}-")
     os.chmod(staging, 0o777 & ~current_umask())
     return staging
 
 
+# -- owners of staged entries: a killed run's are removed by the next run ----------------------
+
+
+def owner_tag(pid=None):
+    """`o<pid>.<start>.<host>`: who owns a staged entry, written into its name.
+
+    `start` is the process start time (clock ticks since boot, from `/proc`; 0 where there
+    is none), so that a recycled pid does not keep a dead run's entry alive; `host` is 8 hex
+    digits of the host name, so that a run on another machine sharing the directory is never
+    judged by this machine's process table.
+    """
+    pid = os.getpid() if pid is None else pid
+    return f"o{pid}.{_start_time(pid)}.{_host_id()}"
+
+
+def staging_owner_is_gone(name):
+    """True when `name` is a staged entry of a run on this host that no longer runs.
+
+    Names without an owner part (not ours, or written before owners were recorded) and
+    entries of other hosts are never "gone": nothing can tell, so they are left alone.
+    """
+    match = _OWNED_NAME.search(name)
+    if not name.startswith(".") or not match or match.group(3) != _host_id():
+        return False
+    pid, start = int(match.group(1)), int(match.group(2))
+    return not _process_runs(pid) or (start != 0 and _start_time(pid) not in (0, start))
+
+
+def is_staging_name(name):
+    """True for the names this module gives staged entries (any owner, alive or not)."""
+    return name.startswith(".") and bool(_OWNED_NAME.search(name))
+
+
+def remove_stale_staging(parent):
+    """Removes the staged entries in `parent` whose owner run is gone; returns their paths.
+
+    Temporary files and staging directories are deleted. A directory an interrupted
+    `install_directory` moved aside (`.replaced-NAME-...`) is deleted when `NAME` exists
+    again, and renamed back to `NAME` when the run died before the new one got there.
+    An update of `parent` itself (`atomic_directory` on an existing directory) that wrote its
+    commit manifest is finished: its remaining files are renamed into place and the files it
+    replaces are removed; one without a manifest is deleted, leaving the old files.
+    """
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        if not staging_owner_is_gone(name):
+            continue
+        path = os.path.join(parent, name)
+        if name.startswith(_MERGE_PREFIX) and os.path.isfile(os.path.join(path, COMMIT_MANIFEST)):
+            _finish_update(path, parent)
+        elif name.startswith(_REPLACED_PREFIX):
+            target = os.path.join(parent, _OWNED_NAME.sub("", name[len(_REPLACED_PREFIX):]))
+            if not os.path.exists(target):
+                with contextlib.suppress(OSError):
+                    os.rename(path, target)  # the only complete copy: put it back
+                continue
+        _remove(path)
+        removed.append(path)
+    return removed
+
+
+def _finish_update(staging, target):
+    with open(os.path.join(staging, COMMIT_MANIFEST), encoding="utf-8") as f:
+        manifest = json.load(f)
+    _move_tree(staging, target, skip=(COMMIT_MANIFEST,))
+    for name in manifest.get("remove", []):
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(target, name))
+    _fsync_directory(target)
+
+
+def _remove(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+
+
+def _host_id():
+    return hashlib.sha1(socket.gethostname().encode("utf-8", "replace")).hexdigest()[:8]
+
+
+def _start_time(pid):
+    """Start time of `pid` in clock ticks since boot (field 22 of /proc/PID/stat); 0 when unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _process_runs(pid):
+    """True when `pid` is a live process of this machine (a zombie counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
 class atomic_directory:  # noqa: N801 (used as a context manager, like open())
-    """Context manager: yields a staging directory beside `target`, then moves it in.
+    """Context manager: yields a staging directory, then moves its files into `target`.
 
     Args:
         target: str or PathLike. The directory to create or update.
         replace: False (default): if `target` exists, each staged file replaces its
-            namesake (one atomic `os.replace` per file) and unrelated files stay.
+            namesake and unrelated files stay (an update, below).
             True: an existing `target` is replaced as a whole (moved aside, the staging
             directory renamed in, the old one deleted), so no file of the old one survives.
+        remove: names of files in an existing `target` to delete with the update (files
+            the previous version had and this one does not write), e.g. `["labels.txt"]`.
 
-    If `target` does not exist the staging directory is renamed to it in one step. Every
-    staged file and the staging directory are fsynced before the rename. On an exception
-    nothing is moved and the staging directory is deleted.
+    If `target` does not exist the staging directory (beside it) is renamed to it in one
+    step. An update stages inside `target` (the same file system, even for "."), writes a
+    commit manifest once every staged file is fsynced, then renames the files one by one
+    and removes `remove`: a run killed before the manifest leaves the old files, one killed
+    after it is finished by the next write in `target` (`remove_stale_staging`). On an
+    exception nothing is moved and the staging directory is deleted.
     """
 
-    def __init__(self, target, *, replace=False):
+    def __init__(self, target, *, replace=False, remove=()):
         self.target = os.path.abspath(os.fspath(target))
         self.replace = replace
+        self.remove = [os.fspath(name) for name in remove]
 
     def __enter__(self):
         if os.path.exists(self.target) and not os.path.isdir(self.target):
             raise NotADirectoryError(f"{self.target}: exists and is not a directory")
-        self.staging = make_staging_directory(os.path.dirname(self.target),
-                                              f".{os.path.basename(self.target)}.tmp-")
+        self.update = os.path.isdir(self.target) and not self.replace
+        if self.update:
+            self.staging = make_staging_directory(self.target, _MERGE_PREFIX)
+        else:
+            self.staging = make_staging_directory(os.path.dirname(self.target),
+                                                  f".{os.path.basename(self.target)}.tmp-")
         return self.staging
 
     def __exit__(self, exc_type, exc, tb):
         try:
             if exc_type is None:
                 fsync_tree(self.staging)
-                if not os.path.exists(self.target):
+                if self.update:
+                    # The commit point: from here on the update is finished, by us or the next run.
+                    write_json(os.path.join(self.staging, COMMIT_MANIFEST), {"remove": self.remove})
+                    _finish_update(self.staging, self.target)
+                elif not os.path.exists(self.target):
                     os.rename(self.staging, self.target)
-                elif self.replace:
-                    install_directory(self.staging, self.target, overwrite=True)
                 else:
-                    _move_tree(self.staging, self.target)
+                    install_directory(self.staging, self.target, overwrite=True)
                 _fsync_directory(os.path.dirname(self.target))
         finally:
             shutil.rmtree(self.staging, ignore_errors=True)
@@ -217,7 +368,7 @@ def install_directory(staging, target, *, overwrite=False):
             # Another writer won the race for this name: fall through.
     if not overwrite:
         raise FileExistsError(f"{target} already exists")
-    aside = tempfile.mkdtemp(prefix=f".replaced-{os.path.basename(target)}-",
+    aside = tempfile.mkdtemp(prefix=f"{_REPLACED_PREFIX}{os.path.basename(target)}-{owner_tag()}-",
                              dir=os.path.dirname(os.path.abspath(target)))
     os.rmdir(aside)  # only its unique name is wanted
     os.rename(target, aside)
@@ -259,10 +410,13 @@ def _fsync_directory(path):
         os.close(descriptor)
 
 
-def _move_tree(source, target):
+def _move_tree(source, target, *, skip=()):
+    """Renames every file under `source` to the same place under `target` (`skip`: top-level names)."""
     for root, _, files in os.walk(source):
         relative = os.path.relpath(root, source)
         destination = os.path.normpath(os.path.join(target, relative))
         os.makedirs(destination, exist_ok=True)
         for name in files:
+            if relative == "." and name in skip:
+                continue
             os.replace(os.path.join(root, name), os.path.join(destination, name))

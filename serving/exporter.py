@@ -8,7 +8,7 @@ The export is composed of small steps, each its own piece:
    dense named outputs out; see `serving/signatures/`).
 3. `tf.saved_model.save` into a STAGING directory beside the versions
    (`<base>/<name>/.export-<version>-...`: TF Serving only loads integer
-   directory names), then `set_method_names` gives the `classification` /
+   directory names; a killed export's is removed by the next one), then `set_method_names` gives the `classification` /
    `regression` signatures TF Serving's Classify / Regress method names (TF2
    saves every signature as Predict) by rewriting `saved_model.pb` atomically.
 4. `serving.op_audit`: can the targeted tensorflow/serving release run every
@@ -384,7 +384,10 @@ def make_staging_dir(model_dir, version):
     """An empty hidden sibling of the version directories (same file system: rename is atomic).
 
     Its mode is what `mkdir` gives under the umask (not `mkdtemp`'s 0700), so a server running as
-    another user can read the version it becomes.
+    another user can read the version it becomes. Its name records its owner (pid, start time,
+    host): staging directories of exports that were killed (SIGKILL, OOM) are removed here, by the
+    next export into `model_dir`; a running export's are left alone
+    (`pipelines.atomic_writes.remove_stale_staging`).
     """
     return make_staging_directory(model_dir, f".export-{version}-")
 

@@ -110,3 +110,82 @@ def test_an_export_version_is_readable_by_a_server_running_as_another_user(tmp_p
     assert _mode(os.path.join(model_dir, "1", "saved_model.pb")) == 0o644
     with pytest.raises(FileExistsError, match="--overwrite"):
         install_version(make_staging_dir(model_dir, 1), os.path.join(model_dir, "1"))
+
+
+# -- staging left by a killed run (SIGKILL: no cleanup runs) -------------------------------------
+
+_KILLED_WRITER = """
+import importlib.util, os, signal, sys
+spec = importlib.util.spec_from_file_location("atomic_writes", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+staging = module.make_staging_directory(sys.argv[2], sys.argv[3])
+open(os.path.join(staging, "variables.data"), "wb").write(b"\\0" * 100000)
+with module.staged_path(os.path.join(sys.argv[2], "model.keras")) as temporary:
+    open(temporary, "wb").write(b"half")
+    print(staging, flush=True)
+    if sys.argv[4] == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    sys.stdin.readline()  # "live": wait until the test is done
+"""
+
+
+def _start_writer(parent, prefix, how):
+    import subprocess
+    import sys
+
+    import pipelines.atomic_writes as module
+
+    child = subprocess.Popen([sys.executable, "-c", _KILLED_WRITER, module.__file__, parent, prefix, how],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    staging = child.stdout.readline().strip()
+    assert os.path.isdir(staging)
+    return child, staging
+
+
+def test_the_next_write_removes_staging_of_killed_runs_only(tmp_path):
+    from serving.exporter import make_staging_dir
+
+    model_dir = str(tmp_path / "sentiment")
+    live, live_staging = _start_writer(model_dir, ".export-2-", "live")
+    killed, killed_staging = _start_writer(model_dir, ".export-1-", "kill")
+    killed.wait()
+    try:
+        leftovers = _hidden(model_dir)
+        assert len(leftovers) == 4  # two staging directories, two half-written model.keras
+        mine = make_staging_dir(model_dir, 3)  # what the next export does first
+        # the killed run's directory and temporary file are gone; the live run's stay
+        assert sorted(_hidden(model_dir)) == sorted(
+            [os.path.basename(live_staging), os.path.basename(mine)]
+            + [name for name in leftovers if name.startswith(".model.keras.tmp-o%d." % live.pid)])
+    finally:
+        live.communicate("\n")
+    assert not os.path.exists(killed_staging)
+
+
+def test_staging_of_a_recycled_pid_or_another_host_is_judged_right(tmp_path):
+    from pipelines.atomic_writes import owner_tag, staging_owner_is_gone
+
+    pid, start, host = owner_tag().split("-")[-1][1:].split(".")
+    assert not staging_owner_is_gone(f".x.tmp-{owner_tag()}-abc")
+    assert staging_owner_is_gone(f".x.tmp-o{pid}.{int(start) + 1}.{host}-abc")  # same pid, another process
+    assert not staging_owner_is_gone(f".x.tmp-o999999999.1.{'0' * 8 if host != '0' * 8 else '1' * 8}-abc")
+    assert not staging_owner_is_gone("x.tmp-abc") and not staging_owner_is_gone("notes.txt")
+
+
+def test_a_replaced_directory_moved_aside_by_a_killed_run_is_put_back(tmp_path):
+    import subprocess
+    import sys
+
+    from pipelines.atomic_writes import owner_tag, remove_stale_staging
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    aside = tmp_path / f".replaced-1-{owner_tag(child.pid)}-abc"
+    aside.mkdir()
+    (aside / "saved_model.pb").write_text("v1")
+    remove_stale_staging(str(tmp_path))  # killed between "old aside" and "new in": the old comes back
+    assert (tmp_path / "1" / "saved_model.pb").read_text() == "v1"
+    aside.mkdir()
+    remove_stale_staging(str(tmp_path))  # killed after "new in": the old copy goes
+    assert os.listdir(tmp_path) == ["1"]
