@@ -34,6 +34,7 @@ Example:
 """
 
 import dataclasses
+import io
 import logging
 import os
 from typing import List
@@ -42,6 +43,7 @@ import numpy as np
 import tensorflow as tf
 
 from pipelines.tasks import batching
+from pipelines.tasks.text_files import decode_text_file
 from pipelines.tokenizer.char_offsets import byte_to_char_offsets
 
 logger = logging.getLogger(__name__)
@@ -113,7 +115,8 @@ def read_conll(path, *, tag_column=-1):
             words.clear()
             tags.clear()
 
-    with open(path, encoding="utf-8") as f:
+    # A bad byte or a byte order mark: the error names file and line, the mark is dropped.
+    with io.StringIO(decode_text_file(path, error=ConllFormatError)) as f:
         for line_number, line in enumerate(f, start=1):
             columns = line.split()
             if not columns:
@@ -361,7 +364,8 @@ def encode_sentences(sentences, tokenizer, label_names, *, seq_length=128, label
 
 
 def token_dataset(features, *, batch_size=32, shuffle=False, static_shapes=False,
-                  bucket_boundaries=None, with_word_ids=False, seed=None, drop_remainder=None):
+                  bucket_boundaries=None, with_word_ids=False, seed=None, drop_remainder=None,
+                  sample_weights=None):
     """Batched `(x, labels)` for `model.fit` from `TokenClassificationFeatures`.
 
     Example:
@@ -385,10 +389,12 @@ def token_dataset(features, *, batch_size=32, shuffle=False, static_shapes=False
         seed: shuffle seed.
         drop_remainder: drop the last incomplete batch (default: with
             `static_shapes`); False for prediction.
+        sample_weights: float32 `[sentences]`, one weight per sentence (Keras'
+            `sample_weight`), or None.
 
     Returns:
-        `tf.data.Dataset` of `(x, y)`: `x` int32 `[batch, length]` inputs,
-        `y` int32 `[batch, length]` labels.
+        `tf.data.Dataset` of `(x, y)` (`(x, y, sample_weight)` with weights):
+        `x` int32 `[batch, length]` inputs, `y` int32 `[batch, length]` labels.
     """
     seq_length = features.token_ids.shape[1]
     x = {"token_ids": features.token_ids, "segment_ids": features.segment_ids,
@@ -396,11 +402,12 @@ def token_dataset(features, *, batch_size=32, shuffle=False, static_shapes=False
     if with_word_ids:
         x["word_ids"] = features.word_ids
     lengths = features.padding_mask.sum(axis=1).astype(np.int32)
-    dataset = tf.data.Dataset.from_tensor_slices((x, features.labels, lengths))
+    weights = () if sample_weights is None else (np.asarray(sample_weights, np.float32),)
+    dataset = tf.data.Dataset.from_tensor_slices((x, features.labels, lengths) + weights)
     if shuffle:
         dataset = dataset.shuffle(len(features), seed=seed, reshuffle_each_iteration=True)
     # Back to unpadded rows so `batch` can pad to each batch's longest.
-    dataset = dataset.map(lambda x, y, n: ({k: v[:n] for k, v in x.items()}, y[:n]))
+    dataset = dataset.map(lambda x, y, n, *w: ({k: v[:n] for k, v in x.items()}, y[:n]) + w)
     return batching.batch(dataset, batch_size, seq_length=seq_length, static_shapes=static_shapes,
                           bucket_boundaries=bucket_boundaries,
                           drop_remainder=drop_remainder).prefetch(tf.data.AUTOTUNE)

@@ -53,6 +53,7 @@ import numpy as np
 import tensorflow as tf
 
 from pipelines.atomic_writes import write_json
+from pipelines.tasks.text_files import decode_text_file
 from pipelines.tokenizer.char_offsets import byte_to_char_offsets
 
 logger = logging.getLogger(__name__)
@@ -137,8 +138,7 @@ def read_squad_json(path_or_obj, *, is_training, version="auto", on_mismatch="er
         source, dataset = "<SQuAD dict>", path_or_obj
     else:
         source = os.fspath(path_or_obj)
-        with open(source, encoding="utf-8") as f:
-            text = f.read()
+        text = decode_text_file(source, error=SquadFormatError)
         if not text.strip():
             raise SquadFormatError(f"{source}: the file is empty.")
         try:

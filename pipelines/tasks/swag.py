@@ -29,6 +29,7 @@ Example:
 
 import csv
 import dataclasses
+import io
 import logging
 import os
 from typing import Optional, Tuple
@@ -36,6 +37,7 @@ from typing import Optional, Tuple
 import tensorflow as tf
 
 from pipelines.tasks import batching
+from pipelines.tasks.text_files import decode_text_file
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +93,7 @@ def read_swag_csv(path, *, labelled=True):
             (names file, line and value).
     """
     path = os.fspath(path)
-    with open(path, encoding="utf-8", newline="") as f:
+    with io.StringIO(decode_text_file(path, error=SwagFormatError), newline="") as f:
         reader = csv.reader(f)
         header = next(reader, None)
         if not header:
@@ -125,7 +127,8 @@ def read_swag_csv(path, *, labelled=True):
 
 
 def swag_dataset(examples, tokenizer, *, seq_length=128, batch_size=16, shuffle=False,
-                 static_shapes=False, bucket_boundaries=None, seed=None, drop_remainder=None):
+                 static_shapes=False, bucket_boundaries=None, seed=None, drop_remainder=None,
+                 sample_weights=None):
     """Batched `(x, y)` for a multiple-choice model.
 
     Example:
@@ -148,9 +151,10 @@ def swag_dataset(examples, tokenizer, *, seq_length=128, batch_size=16, shuffle=
         seed: shuffle seed.
         drop_remainder: drop the last incomplete batch (default: with
             `static_shapes`); False for prediction.
+        sample_weights: float32 `[examples]` (Keras' `sample_weight`), or None.
 
     Returns:
-        `tf.data.Dataset` of `(x, y)`: int32 `token_ids` / `segment_ids` /
+        `tf.data.Dataset` of `(x, y)` (`(x, y, sample_weight)` with weights): int32 `token_ids` / `segment_ids` /
         `padding_mask` `[batch, 4, length]` and int32 `y` `[batch]`.
     """
     if not examples:
@@ -159,7 +163,8 @@ def swag_dataset(examples, tokenizer, *, seq_length=128, batch_size=16, shuffle=
     text_a = tf.constant([[a for a, _ in choices] for choices in pairs])  # [n, 4]
     text_b = tf.constant([[b for _, b in choices] for choices in pairs])
     labels = tf.constant([-1 if e.label is None else e.label for e in examples], tf.int32)
-    dataset = tf.data.Dataset.from_tensor_slices(((text_a, text_b), labels))
+    weights = () if sample_weights is None else (tf.constant(sample_weights, tf.float32),)
+    dataset = tf.data.Dataset.from_tensor_slices(((text_a, text_b), labels) + weights)
     if shuffle:
         dataset = dataset.shuffle(len(examples), seed=seed, reshuffle_each_iteration=True)
     dataset = batching.encode_texts(dataset, tokenizer, seq_length=seq_length)

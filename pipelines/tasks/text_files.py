@@ -11,7 +11,13 @@ an evaluation file that the vocabulary does not know is an error naming the
 file, the line and the value. With `regression=True` labels are floats.
 
 Nothing is dropped silently: blank lines are skipped and counted in the log;
-any other bad line is an error naming the file and line.
+any other bad line is an error naming the file and line: an empty or
+whitespace-only text (the rule of training, the Python API and the server), a
+text that is not a string (JSONL `null`, a number, a list), a class label that
+is a number with a fraction or the same number written twice ("1" and "1.0":
+use `regression=True`), a regression target that is not a finite number, a
+byte that is not in the file's encoding (UTF-8 by default; a byte order mark,
+as Excel writes, is ignored). Label files follow `pipelines.label_names`.
 
 Example:
     >>> from pipelines import BertTokenizer
@@ -28,21 +34,28 @@ Example:
     (2, tf.int32)
 """
 
+import contextlib
 import csv
 import dataclasses
+import io
 import json
 import logging
+import math
 import os
 from typing import Optional, Union
 
 import tensorflow as tf
 
 from pipelines.atomic_writes import write_text
+from pipelines.label_names import check_label_names, read_label_names
 from pipelines.tasks import batching
 
 logger = logging.getLogger(__name__)
 
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
+# The csv module refuses cells over 131,072 characters; a long document is no reason to fail.
+# 64 MiB still stops a file whose unbalanced quote swallows the rest of it at a sane size.
+MAX_CELL_CHARS = 64 * 1024 * 1024
 
 
 class TextFileError(ValueError):
@@ -67,7 +80,7 @@ class TextExample:
 
 
 def read_text_file(path, *, text_column="text", text_b_column="text_b", label_column="label",
-                   regression=False, file_format=None):
+                   regression=False, file_format=None, encoding="utf-8"):
     """Reads a CSV / TSV / JSONL file into `TextExample`s.
 
     Example:
@@ -84,6 +97,8 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
         label_column: column of the label.
         regression: labels are numbers (parsed as float) instead of classes.
         file_format: `"csv"`, `"tsv"` or `"jsonl"` (overrides the extension).
+        encoding: the file's text encoding (default UTF-8; a leading byte order
+            mark is ignored), e.g. `"latin-1"` or `"cp1252"` for older exports.
 
     Returns:
         The list of `TextExample`, in file order.
@@ -91,15 +106,17 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
     Raises:
         TextFileError: empty file, a missing column (the message lists the
             columns found), invalid JSON, a row with the wrong number of
-            fields, an empty label, or (regression) a label that is no number;
-            each names the file and line.
+            fields, a byte not in `encoding`, an empty or whitespace-only text
+            or one that is no string, an empty label, a class label that is a
+            fractional number or a number written two ways, or (regression) a
+            label that is no finite number; each names the file and line.
     """
     path = os.fspath(path)
     file_format = file_format or FORMATS.get(os.path.splitext(path)[1].lower())
     if file_format not in ("csv", "tsv", "jsonl"):
         raise TextFileError(f"{path}: unknown format; use .csv, .tsv or .jsonl or pass file_format=.")
-    with open(path, encoding="utf-8", newline="") as f:
-        rows, blank = (_jsonl_rows if file_format == "jsonl" else _table_rows)(f, path, file_format)
+    f = io.StringIO(decode_text_file(path, encoding), newline="")
+    rows, blank = (_jsonl_rows if file_format == "jsonl" else _table_rows)(f, path, file_format)
     if not rows:
         raise TextFileError(f"{path}: the file is empty (no examples).")
 
@@ -116,19 +133,93 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
                    if c not in row]
         if missing:
             raise TextFileError(f"{source}: no field {missing[0]!r}; fields found: {sorted(row)}.")
-        label = row[label_column]
-        label = "" if label is None else str(label).strip()
-        if not label:
-            raise TextFileError(f"{source}: empty label.")
-        if regression:
-            try:
-                label = float(label)
-            except ValueError:
-                raise TextFileError(f"{source}: label {label!r} is not a number (regression).") from None
-        examples.append(TextExample(str(row[text_column]), str(row[text_b_column]) if use_b else None,
-                                    label, source))
+        text = _text_field(row, text_column, source)
+        text_b = _text_field(row, text_b_column, source) if use_b else None
+        label = _label_field(row, label_column, source, regression)
+        examples.append(TextExample(text, text_b, label, source))
+    if not regression:
+        _check_class_labels(examples)
     logger.info("%s: %d examples, %d blank lines skipped.", path, len(examples), blank)
     return examples
+
+
+def decode_text_file(path, encoding="utf-8", *, error=None):
+    """The text of a data file; a byte not in `encoding` is an error naming the file and line.
+
+    Shared by the readers of `pipelines/tasks` so that each reports a bad byte the same way.
+
+    Args:
+        path: the file.
+        encoding: its encoding; UTF-8 drops a leading byte order mark (Excel's "CSV UTF-8").
+        error: the exception class to raise (the reader's own; default `TextFileError`).
+    """
+    with open(path, "rb") as f:
+        data = f.read()
+    if encoding.lower().replace("_", "-") in ("utf-8", "utf8"):
+        encoding = "utf-8-sig"  # Excel's "CSV UTF-8" starts with a byte order mark
+    try:
+        return data.decode(encoding)
+    except UnicodeDecodeError as bad:
+        line = data.count(b"\n", 0, bad.start) + 1
+        byte = data[bad.start:bad.start + 1].hex()
+        raise (error or TextFileError)(
+            f"{path}:{line}: byte 0x{byte} is not valid {bad.encoding.replace('-sig', '')} "
+            f"({bad.reason}); save the file as UTF-8, or pass its encoding (encoding=\"latin-1\", "
+            "\"cp1252\", ...).") from None
+
+
+def _text_field(row, column, source):
+    """A text cell: a string with at least one character other than whitespace."""
+    text = row[column]
+    if not isinstance(text, str):
+        shown = "null" if text is None else f"{type(text).__name__} {json.dumps(text)[:40]}"
+        raise TextFileError(f"{source}: field {column!r} is {shown}, not a text (a JSON string).")
+    if not text.strip():
+        raise TextFileError(f"{source}: field {column!r} is empty (no characters other than "
+                            "whitespace); remove the row or give it a text.")
+    return text
+
+
+def _label_field(row, column, source, regression):
+    """A label cell: a non-empty string (a class), or a finite number (regression)."""
+    label = row[column]
+    if isinstance(label, (list, dict)):
+        raise TextFileError(f"{source}: label {json.dumps(label)[:40]} is a "
+                            f"{type(label).__name__}, not a single value.")
+    label = "" if label is None else str(label).strip()
+    if not label:
+        raise TextFileError(f"{source}: empty label.")
+    if not regression:
+        return label
+    try:
+        value = float(label)
+    except ValueError:
+        raise TextFileError(f"{source}: label {label!r} is not a number (regression).") from None
+    if not math.isfinite(value):
+        raise TextFileError(f"{source}: field {column!r}: label {label!r} is not a finite number "
+                            "(regression targets cannot be NaN or infinite).")
+    return value
+
+
+def _check_class_labels(examples):
+    """Class labels that are numbers: refuse fractions and one number written two ways."""
+    numbers = {}
+    for example in examples:
+        try:
+            value = float(example.label)
+        except ValueError:
+            continue
+        if math.isfinite(value) and value != int(value):
+            raise TextFileError(
+                f"{example.source}: label {example.label!r} is a fractional number, read as a class "
+                "name; for a numeric target pass regression=True (bert-keras: --regression).")
+        first = numbers.setdefault(value, example)
+        if first.label != example.label:
+            raise TextFileError(
+                f"{example.source}: label {example.label!r} is the number {first.label!r} of "
+                f"{first.source} written another way, and would become a separate class; write "
+                "each class one way, or pass regression=True (bert-keras: --regression) for a "
+                "numeric target.")
 
 
 def read_columns(path):
@@ -140,7 +231,7 @@ def read_columns(path):
     """
     path = os.fspath(path)
     file_format = FORMATS.get(os.path.splitext(path)[1].lower())
-    with open(path, encoding="utf-8", newline="") as f:
+    with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
         if file_format == "jsonl":
             first = next((line for line in f if line.strip()), "{}")
             try:
@@ -171,23 +262,23 @@ def save_label_vocabulary(labels, path):
     Args:
         labels: list of label strings, in class-id order.
         path: destination, e.g. `<model_dir>/labels.txt`.
+
+    Raises:
+        pipelines.label_names.LabelNamesError (a ValueError): names that break the
+            rule of `pipelines.label_names` (empty, padded, multi-line, duplicate).
     """
-    labels = [str(label) for label in labels]
-    for label in labels:
-        if not label or label != label.strip() or "\n" in label:
-            raise ValueError(f"Label {label!r} cannot be saved one per line (empty, padded or multi-line).")
-    if len(set(labels)) != len(labels):
-        raise ValueError(f"Duplicate labels: {labels}.")
+    labels = check_label_names([str(label) for label in labels], "labels", by_line=False)
     write_text(path, "".join(label + "\n" for label in labels))
 
 
 def load_label_vocabulary(path):
-    """Reads labels written by `save_label_vocabulary` (list, line i = class id i)."""
-    with open(path, encoding="utf-8") as f:
-        labels = [line.rstrip("\n") for line in f]
-    if not labels or any(not label for label in labels):
-        raise ValueError(f"{path}: empty label vocabulary or an empty line in it.")
-    return labels
+    """Reads labels written by `save_label_vocabulary` (list, line i = class id i).
+
+    Raises:
+        pipelines.label_names.LabelNamesError (a ValueError): a file that breaks the
+            rule of `pipelines.label_names`, naming the file and line.
+    """
+    return read_label_names(os.fspath(path))
 
 
 def label_ids(examples, labels):
@@ -259,6 +350,31 @@ def text_dataset(examples, tokenizer, *, labels=None, regression=False, seq_leng
 # -- readers: yield (line number, dict) and count blank lines -------------------
 
 
+def _csv_records(reader, path):
+    """`(line, fields)` of a csv reader; cells up to `MAX_CELL_CHARS`, its errors naming file and line."""
+    with _cell_limit(MAX_CELL_CHARS):
+        while True:
+            try:
+                fields = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as error:
+                hint = (" (a cell over 64 MiB: is a quote left open?)" if "field larger" in str(error)
+                        else "")
+                raise TextFileError(f"{path}:{reader.line_num}: not valid CSV ({error}){hint}.") from None
+            yield reader.line_num, fields
+
+
+@contextlib.contextmanager
+def _cell_limit(limit):
+    # The limit is global to the csv module: raise it only while reading, then put it back.
+    previous = csv.field_size_limit(max(limit, csv.field_size_limit()))
+    try:
+        yield
+    finally:
+        csv.field_size_limit(previous)
+
+
 def _table_rows(f, path, file_format):
     if file_format == "tsv":
         # GLUE-style TSV: tabs separate, quotes are ordinary characters.
@@ -267,8 +383,7 @@ def _table_rows(f, path, file_format):
         reader = csv.reader(f)
     header = None
     rows, blank = [], 0
-    for fields in reader:
-        line = reader.line_num
+    for line, fields in _csv_records(reader, path):
         if not fields or all(not field.strip() for field in fields):
             blank += 1
             continue

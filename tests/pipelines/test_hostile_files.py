@@ -1,0 +1,133 @@
+"""Text task files as people really have them: Excel's BOM, Latin-1, huge cells, nulls, NaN, float labels.
+
+Every refusal names the file and line (and the field where there is one) and says what to do.
+"""
+
+import csv
+
+import pytest
+
+from pipelines.label_names import LabelNamesError
+from pipelines.tasks import text_files
+from pipelines.tasks.text_files import TextFileError, read_text_file
+
+
+def _write(path, content):
+    path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8"))
+    return str(path)
+
+
+def test_an_excel_csv_with_a_byte_order_mark_is_read(tmp_path):
+    path = _write(tmp_path / "excel.csv", "\ufefftext,label\ngood film,pos\nbad film,neg\n")
+    examples = read_text_file(path)
+    assert [(e.text, e.label) for e in examples] == [("good film", "pos"), ("bad film", "neg")]
+    assert text_files.read_columns(path) == ["text", "label"]
+    jsonl = _write(tmp_path / "bom.jsonl", '\ufeff{"text": "good", "label": "pos"}\n')
+    assert read_text_file(jsonl)[0].text == "good"
+
+
+def test_a_latin_1_file_names_file_and_line_and_the_encoding_argument(tmp_path):
+    path = _write(tmp_path / "latin.csv", "text,label\ngood,pos\ncaf\xe9 au lait,neg\n".encode("latin-1"))
+    with pytest.raises(TextFileError, match=r"latin.csv:3: byte 0xe9 is not valid utf-8 .*encoding=\"latin-1\""):
+        read_text_file(path)
+    assert read_text_file(path, encoding="latin-1")[1].text == "caf\xe9 au lait"
+
+
+def test_a_cell_over_the_csv_modules_limit_is_read(tmp_path):
+    long_text = "word " * 40000  # 200,000 characters: over the csv module's 131,072
+    path = _write(tmp_path / "long.csv", f'text,label\n"{long_text}",pos\nshort,neg\n')
+    limit = csv.field_size_limit()
+    assert read_text_file(path)[0].text == long_text
+    assert csv.field_size_limit() == limit  # the module's global limit is put back
+
+
+def test_a_csv_error_names_file_and_line(tmp_path, monkeypatch):
+    import contextlib
+
+    @contextlib.contextmanager
+    def low_limit(_):  # a 64 MiB file is not needed to hit the limit
+        previous = csv.field_size_limit(50)
+        try:
+            yield
+        finally:
+            csv.field_size_limit(previous)
+
+    monkeypatch.setattr(text_files, "_cell_limit", low_limit)
+    path = _write(tmp_path / "open_quote.csv", 'text,label\ngood,pos\n"' + "x" * 200 + ',neg\n')
+    with pytest.raises(TextFileError, match=r"open_quote.csv:\d+: not valid CSV \(field larger than field limit"):
+        read_text_file(path)
+
+
+@pytest.mark.parametrize("value, shown", [("null", "null"), ("3", "int 3"), ('["a"]', "list")])
+def test_jsonl_text_that_is_no_string_is_refused(tmp_path, value, shown):
+    path = _write(tmp_path / "bad.jsonl", '{"text": "good", "label": "pos"}\n'
+                                          f'{{"text": {value}, "label": "neg"}}\n')
+    with pytest.raises(TextFileError, match=rf"bad.jsonl:2: field 'text' is {shown}.*not a text"):
+        read_text_file(path)
+
+
+@pytest.mark.parametrize("text", ['""', '"   "', '"\\t\\u3000"'])
+def test_empty_or_whitespace_only_text_is_refused(tmp_path, text):
+    path = _write(tmp_path / "empty.jsonl", f'{{"text": "good", "label": "pos"}}\n{{"text": {text}, "label": "neg"}}\n')
+    with pytest.raises(TextFileError, match=r"empty.jsonl:2: field 'text' is empty \(no characters other "
+                                            r"than whitespace\)"):
+        read_text_file(path)
+    pairs = _write(tmp_path / "pairs.tsv", "text\ttext_b\tlabel\na\tb\tpos\nc\t \tneg\n")
+    with pytest.raises(TextFileError, match=r"pairs.tsv:3: field 'text_b' is empty"):
+        read_text_file(pairs)
+
+
+@pytest.mark.parametrize("labels, message", [
+    (["0.1", "0.7", "0.3"], r"f.csv:2: label '0.1' is a fractional number.*--regression"),
+    (["1", "0", "1.0"], r"f.csv:4: label '1.0' is the number '1' of .*f.csv:2 written another way.*--regression"),
+])
+def test_numbers_as_class_labels_point_to_regression(tmp_path, labels, message):
+    rows = "".join(f"text {i},{label}\n" for i, label in enumerate(labels))
+    path = _write(tmp_path / "f.csv", "text,label\n" + rows)
+    with pytest.raises(TextFileError, match=message):
+        read_text_file(path)
+    assert [e.label for e in read_text_file(path, regression=True)] == [float(label) for label in labels]
+
+
+def test_integer_class_labels_are_still_classes(tmp_path):
+    path = _write(tmp_path / "ints.csv", "text,label\na,0\nb,1\nc,2\n")
+    assert text_files.build_label_vocabulary(read_text_file(path)) == ["0", "1", "2"]
+
+
+@pytest.mark.parametrize("target", ["nan", "inf", "-Infinity", "1e400"])
+def test_non_finite_regression_targets_are_refused(tmp_path, target):
+    path = _write(tmp_path / "r.csv", f"text,label\na,0.5\nb,{target}\n")
+    with pytest.raises(TextFileError, match=rf"r.csv:3: field 'label': label '{target}' is not a finite number"):
+        read_text_file(path, regression=True)
+
+
+def test_jsonl_nan_regression_target_is_refused(tmp_path):
+    path = _write(tmp_path / "r.jsonl", '{"text": "a", "label": 0.5}\n{"text": "b", "label": NaN}\n')
+    with pytest.raises(TextFileError, match=r"r.jsonl:2: field 'label'.*not a finite number"):
+        read_text_file(path, regression=True)
+
+
+def test_label_vocabulary_files_follow_the_one_rule(tmp_path):
+    duplicate = _write(tmp_path / "labels.txt", "pos\npos\n")
+    with pytest.raises(LabelNamesError, match=r"labels.txt:2: duplicate label 'pos'"):
+        text_files.load_label_vocabulary(duplicate)
+    bom = _write(tmp_path / "bom.txt", "\ufeffneg\npos\n")
+    assert text_files.load_label_vocabulary(bom) == ["neg", "pos"]
+    with pytest.raises(ValueError, match=r"labels\[1\]: duplicate label 'a'"):
+        text_files.save_label_vocabulary(["a", "a"], tmp_path / "out.txt")
+
+
+def test_the_other_readers_name_file_and_line_of_a_bad_byte(tmp_path):
+    from pipelines.tasks.conll import ConllFormatError, read_conll
+    from pipelines.tasks.squad import SquadFormatError, read_squad_json
+    from pipelines.tasks.swag import SwagFormatError, read_swag_csv
+
+    conll = _write(tmp_path / "train.conll", "EU B-ORG\nrejects O\n\nCaf\xe9 B-LOC\n".encode("latin-1"))
+    with pytest.raises(ConllFormatError, match=r"train.conll:4: byte 0xe9 is not valid utf-8"):
+        read_conll(conll)
+    swag = _write(tmp_path / "swag.csv", b"sent1,sent2\n\xff,b\n")
+    with pytest.raises(SwagFormatError, match=r"swag.csv:2: byte 0xff"):
+        read_swag_csv(swag)
+    squad = _write(tmp_path / "dev.json", b'{"data": [\n"\xe9"]}')
+    with pytest.raises(SquadFormatError, match=r"dev.json:2: byte 0xe9"):
+        read_squad_json(squad)
