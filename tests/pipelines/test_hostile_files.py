@@ -130,4 +130,4 @@ def test_the_other_readers_name_file_and_line_of_a_bad_byte(tmp_path):
         read_swag_csv(swag)
     squad = _write(tmp_path / "dev.json", b'{"data": [\n"\xe9"]}')
     with pytest.raises(SquadFormatError, match=r"dev.json:2: byte 0xe9"):
-        read_squad_json(squad)
+        read_squad_json(squad, is_training=False)
