@@ -169,7 +169,7 @@ class ServingClient:
             self._connections = []
             self._connections_lock = threading.Lock()
             host, _, port = address.rpartition(":")
-            if not host or not port.isdigit():
+            if not host or not (port.isascii() and port.isdigit()):  # "²".isdigit() is True; int() refuses it
                 raise ValueError(f"REST address must be host:port, got {address!r}")
             self._host, self._port = host.strip("[]"), int(port)
             self._ssl_context = None

@@ -39,7 +39,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from serving.server.batching import BatchingOptions, BatchScheduler
-from serving.server.errors import ServingError, from_tf_error
+from serving.server.errors import ServingError, from_tf_error, name_list
 from serving.server.model_config import ModelSource, read_models_config
 from serving.server.model_registry import LoadRetryOptions, ModelRegistry, ServableVersion
 from serving.server.request_validation import Limits, validate_inputs
@@ -63,6 +63,9 @@ class InferenceEngine:
             (<= 0: load once at start()).
         load_retries: How often and how far apart failed loads are retried (TF Serving's
             --max_num_load_retries / --load_retry_interval_micros).
+        allow_version_labels_for_unavailable_models: Accept version labels that point at a
+            version not AVAILABLE once `start()` has loaded the models (TF Serving's flag of the
+            same name, default False: `start()` refuses such a label with FAILED_PRECONDITION).
     """
 
     def __init__(
@@ -73,6 +76,7 @@ class InferenceEngine:
         limits: Limits = Limits(),
         poll_interval_s: float = 1.0,
         load_retries: LoadRetryOptions = LoadRetryOptions(),
+        allow_version_labels_for_unavailable_models: bool = False,
     ):
         if not models:
             raise ValueError("InferenceEngine needs at least one ModelSource")
@@ -81,6 +85,7 @@ class InferenceEngine:
         self.models = list(models)
         self.batching = batching
         self.limits = limits
+        self.allow_version_labels_for_unavailable_models = allow_version_labels_for_unavailable_models
         self._registry = ModelRegistry(
             self.models,
             warmup=lambda servable: replay_warmup(self, servable),
@@ -104,6 +109,11 @@ class InferenceEngine:
         """Load every model's versions (with warmup), then start polling and batching threads.
 
         Versions that fail to load are reported by `model_status`, not raised; check `is_ready()`.
+
+        Raises:
+            ServingError: FAILED_PRECONDITION for a version label pointing at a version that is
+                not AVAILABLE (see `allow_version_labels_for_unavailable_models`); the engine is
+                stopped again.
         """
         if self._started:
             return
@@ -111,6 +121,33 @@ class InferenceEngine:
             self._scheduler = BatchScheduler(self.batching, name="batch")
         self._registry.start()
         self._started = True
+        if not self.allow_version_labels_for_unavailable_models:
+            try:
+                self._check_labels()
+            except ServingError:
+                self.stop(drain_timeout_s=0)
+                raise
+
+    def _check_labels(self):
+        """TF Serving assigns a label only to an AVAILABLE version: a label to any other is refused."""
+        for source in self.models:
+            if not source.labels:
+                continue
+            available = sorted(s["version"] for s in self._safe_status(source.name) if s["state"] == "AVAILABLE")
+            for label, version in sorted(source.labels.items()):
+                if version not in available:
+                    raise ServingError(
+                        "FAILED_PRECONDITION",
+                        f"model '{source.name}': version label '{label}' points to version {version}, which is not "
+                        f"available (available versions: {available}; base_path {source.base_path}). Fix the label "
+                        "in models.config, or add the version first",
+                    )
+
+    def _safe_status(self, name):
+        try:
+            return self.model_status(name)
+        except ServingError:  # no version at all
+            return []
 
     def stop(self, drain_timeout_s: float = 30.0) -> bool:
         """Refuse new requests (UNAVAILABLE), finish in-flight and queued ones, stop threads, unload.
@@ -227,12 +264,12 @@ class InferenceEngine:
         signature_name = signature_name or DEFAULT_SIGNATURE
         signature = self.signature(servable, signature_name)
         if output_filter:
-            unknown = sorted(set(output_filter) - set(signature.outputs))
+            unknown = set(output_filter) - set(signature.outputs)
             if unknown:
                 raise ServingError(
                     "INVALID_ARGUMENT",
-                    f"output_filter names unknown output(s) {unknown[:20]}; signature '{signature_name}' "
-                    f"outputs: {sorted(signature.outputs)}",
+                    f"output_filter names unknown output(s) {name_list(unknown)}; signature '{signature_name}' "
+                    f"outputs: {name_list(signature.outputs, limit=20)}",
                 )
         where = f"model '{servable.model_name}' version {servable.version} signature '{signature_name}': "
         arrays, rows = validate_inputs(signature, inputs, self.limits, where=where)

@@ -83,6 +83,24 @@ class ServingError(Exception):
         return (ServingError, (self.code, self.message))
 
 
+def name_list(names, limit: int = 5, width: int = 64) -> str:
+    """Client-supplied names for an error message, bounded: the first `limit`, and how many more.
+
+    A request may carry thousands of names, each as long as the request allows; the message
+    must stay short (it travels back in a gRPC trailer or a JSON body, and into the log).
+
+    Example:
+        >>> name_list(["b", "a"] + [f"x{i}" for i in range(10)], limit=3)
+        "['a', 'b', 'x0'] and 9 more"
+        >>> name_list(["y" * 100], width=8)
+        "['yyyyyyyy...']"
+    """
+    names = sorted(names)
+    shown = [n if len(n) <= width else n[:width] + "..." for n in names[:limit]]
+    more = len(names) - len(shown)
+    return f"{shown}" + (f" and {more} more" if more > 0 else "")
+
+
 def grpc_status(code: str):
     """The `grpc.StatusCode` member for a canonical code name.
 

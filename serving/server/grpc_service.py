@@ -35,7 +35,7 @@ from tensorflow_serving.apis import (
     regression_pb2,
 )
 
-from serving.server.errors import ServingError, code_number, grpc_status
+from serving.server.errors import ServingError, code_number, grpc_status, name_list
 from serving.server.signatures import signature_def_map_any
 from serving.server.tensor_proto import ndarray_from_proto, proto_from_ndarray, serialized_examples_from_input
 
@@ -87,17 +87,10 @@ class GrpcApi:
             proto_from_ndarray(array, response.outputs[key])
         return response
 
-    def _check_examples(self, serialized):
-        limit = self.engine.limits.max_batch_size_per_request
-        if len(serialized) > limit:
-            raise ServingError("RESOURCE_EXHAUSTED",
-                               f"request has {len(serialized)} examples; the limit per request is {limit}")
-        return serialized
-
     def classify(self, request):
         """ClassificationRequest (tf.Examples) -> ClassificationResponse."""
         name, version, label = _spec(request)
-        serialized = self._check_examples(serialized_examples_from_input(request.input))
+        serialized = serialized_examples_from_input(request.input, self.engine.limits)
         resolved, signature_name, rows = self.engine.classify_examples(
             name, version=version, version_label=label, signature_name=request.model_spec.signature_name,
             serialized=serialized)
@@ -114,7 +107,7 @@ class GrpcApi:
     def regress(self, request):
         """RegressionRequest (tf.Examples) -> RegressionResponse."""
         name, version, label = _spec(request)
-        serialized = self._check_examples(serialized_examples_from_input(request.input))
+        serialized = serialized_examples_from_input(request.input, self.engine.limits)
         resolved, signature_name, values = self.engine.regress_examples(
             name, version=version, version_label=label, signature_name=request.model_spec.signature_name,
             serialized=serialized)
@@ -134,7 +127,7 @@ class GrpcApi:
                                "GetModelMetadataRequest must name at least one metadata_field ('signature_def')")
         unsupported = sorted(set(fields) - {"signature_def"})
         if unsupported:
-            raise ServingError("INVALID_ARGUMENT", f"metadata field(s) {[f[:64] for f in unsupported[:10]]} not "
+            raise ServingError("INVALID_ARGUMENT", f"metadata field(s) {name_list(unsupported)} not "
                                                    "supported; supported: ['signature_def']")
         resolved, sig_map = self.engine.metadata(name, version, label)
         response = get_model_metadata_pb2.GetModelMetadataResponse()
@@ -156,11 +149,39 @@ class GrpcApi:
         return response
 
 
+class MalformedRequest:
+    """What a request deserializer returns for bytes that are not the request message.
+
+    grpc answers a deserializer that raises with INTERNAL "Exception deserializing request!";
+    malformed bytes are the client's mistake, so the deserializer returns this instead and the
+    handler (`_call`) answers INVALID_ARGUMENT.
+    """
+
+    def __init__(self, type_name, error):
+        self.type_name = type_name
+        self.error = error
+
+    def message(self, what):
+        return f"{what}: the request bytes are not a valid {self.type_name} ({type(self.error).__name__})"
+
+
+def lenient_deserializer(request_class):
+    """`request_class.FromString`, returning a `MalformedRequest` instead of raising."""
+    def parse(data):
+        try:
+            return request_class.FromString(data)
+        except (Exception, RecursionError) as error:  # noqa: BLE001 - DecodeError, nesting, bad UTF-8
+            return MalformedRequest(request_class.DESCRIPTOR.full_name, error)
+    return parse
+
+
 def _call(context, method, request, what, metrics=None):
     """Runs `method(request)`; a failure aborts the RPC with a status and a message, never a crash."""
     started = time.perf_counter()
     code = "OK"
     try:
+        if isinstance(request, MalformedRequest):
+            raise ServingError("INVALID_ARGUMENT", request.message(what))
         return method(request)
     except ServingError as error:
         code = error.code
@@ -258,6 +279,8 @@ class HealthServicer:
             self._serving = bool(serving)
 
     def Check(self, request, context):  # noqa: N802
+        if isinstance(request, MalformedRequest):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, request.message("Check"))
         # "" is the whole server; the two TF Serving services are reported the same way.
         known = ("", "tensorflow.serving.PredictionService", "tensorflow.serving.ModelService", HEALTH_SERVICE)
         if request.service not in known:
@@ -275,7 +298,7 @@ class HealthServicer:
         return grpc.method_handlers_generic_handler(HEALTH_SERVICE, {
             "Check": grpc.unary_unary_rpc_method_handler(
                 self.Check,
-                request_deserializer=self.request_class.FromString,
+                request_deserializer=lenient_deserializer(self.request_class),
                 response_serializer=self.response_class.SerializeToString,
             ),
         })
@@ -329,8 +352,45 @@ def add_services(server, engine, metrics=None):
         metrics: optional object with `record(transport, method, code, seconds)` (see
             `serving.server.server.ServerMetrics`).
     """
-    prediction_service_pb2_grpc.add_PredictionServiceServicer_to_server(PredictionServicer(engine, metrics), server)
-    model_service_pb2_grpc.add_ModelServiceServicer_to_server(ModelServicer(engine, metrics), server)
+    server.add_generic_rpc_handlers((
+        _service_handler("tensorflow.serving.PredictionService", PredictionServicer(engine, metrics)),
+        _service_handler("tensorflow.serving.ModelService", ModelServicer(engine, metrics)),
+    ))
     health = HealthServicer(engine)
     server.add_generic_rpc_handlers((health.handler(),))
     return health
+
+
+def _methods():
+    """{service: {method: (request class, response class)}} of TF Serving's two services
+    (prediction_service.proto, model_service.proto: the generated `add_..._to_server` tables)."""
+    from tensorflow_serving.apis import inference_pb2, model_management_pb2
+
+    return {
+        "tensorflow.serving.PredictionService": {
+            "Classify": (classification_pb2.ClassificationRequest, classification_pb2.ClassificationResponse),
+            "Regress": (regression_pb2.RegressionRequest, regression_pb2.RegressionResponse),
+            "Predict": (predict_pb2.PredictRequest, predict_pb2.PredictResponse),
+            "MultiInference": (inference_pb2.MultiInferenceRequest, inference_pb2.MultiInferenceResponse),
+            "GetModelMetadata": (get_model_metadata_pb2.GetModelMetadataRequest,
+                                 get_model_metadata_pb2.GetModelMetadataResponse),
+        },
+        "tensorflow.serving.ModelService": {
+            "GetModelStatus": (get_model_status_pb2.GetModelStatusRequest, get_model_status_pb2.GetModelStatusResponse),
+            "HandleReloadConfigRequest": (model_management_pb2.ReloadConfigRequest,
+                                          model_management_pb2.ReloadConfigResponse),
+        },
+    }
+
+
+def _service_handler(service, servicer):
+    """The generic handler of a TF Serving service, as its generated `add_..._to_server` builds it,
+    with `lenient_deserializer`s: malformed request bytes reach the servicer, which answers
+    INVALID_ARGUMENT (grpc's own answer would be INTERNAL)."""
+    handlers = {
+        name: grpc.unary_unary_rpc_method_handler(
+            getattr(servicer, name), request_deserializer=lenient_deserializer(request_class),
+            response_serializer=response_class.SerializeToString)
+        for name, (request_class, response_class) in _methods()[service].items()
+    }
+    return grpc.method_handlers_generic_handler(service, handlers)

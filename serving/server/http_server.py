@@ -14,8 +14,13 @@ of the maximum size): a body that does not fit waits, and is answered 503 after 
 Everything the HTTP layer refuses itself is answered as TF Serving's REST API answers
 errors, JSON `{"error": "..."}`: 400 (bad request line or header), 408 (header or body not
 received in time), 411 (no Content-Length), 413 (body over the limit), 414 (request line
-over 8 KiB), 431 (headers over 64 KiB or 100 lines), 503 (connection cap reached). HEAD
-gets the status and headers of the same request without the body.
+over 8 KiB), 415 (a Content-Encoding other than gzip), 431 (headers over 64 KiB or 100 lines),
+503 (connection cap reached). HEAD gets the status and headers of the same request without the
+body. Content-Length is ASCII digits only. A `Content-Encoding: gzip` body is decompressed, as
+TF Serving's HTTP server does, in a worker thread and never past `max_request_bytes` (`gunzip`);
+it holds its bound on the decompressed size (1,032 x its length at most) in the body budget.
+Answers are encoded in the worker too (`RestService.respond`), so one that cannot be encoded is
+a 500 answer, never a connection closed without one.
 
 Example (loopback, any free port):
 
@@ -28,21 +33,27 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import socket
 import threading
 import time
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 
-from serving.server.rest_service import RestService, dumps
+from serving.server.rest_service import RestService, encode_payload
 
 logger = logging.getLogger(__name__)
 
 MAX_REQUEST_LINE = 8 << 10
 MAX_HEADER_BYTES = 64 << 10
 MAX_HEADER_LINES = 100
+# Content-Length is ASCII digits only: str.isdigit() also takes "²" and "９", which int() refuses or reads.
+_CONTENT_LENGTH = re.compile(r"[0-9]{1,18}")
+# The most deflate can expand: 1032 bytes out per byte in (zlib's documented worst case).
+_GZIP_RATIO = 1032
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
             408: "Request Timeout", 409: "Conflict", 411: "Length Required", 413: "Content Too Large",
-            414: "URI Too Long", 429: "Too Many Requests", 431: "Request Header Fields Too Large",
+            414: "URI Too Long", 415: "Unsupported Media Type", 429: "Too Many Requests", 431: "Request Header Fields Too Large",
             499: "Client Closed Request", 500: "Internal Server Error", 501: "Not Implemented",
             503: "Service Unavailable", 504: "Gateway Timeout"}
 
@@ -167,8 +178,8 @@ class RestServer:
     async def _connection(self, reader, writer):
         if len(self._writers) >= self.max_connections:
             if not self._waiting:
-                await self._write(writer, 503, {"error": f"too many connections (limit {self.max_connections}); "
-                                                         "retry later"}, close=True)
+                await self._write(writer, 503, *self._error_body(
+                    f"too many connections (limit {self.max_connections}); retry later"), close=True)
                 writer.close()
                 return
             victim = next(iter(self._waiting))  # the longest wait for a request: make room
@@ -194,17 +205,19 @@ class RestServer:
                     return  # the client closed the connection
                 method, target, headers, keep_alive = request
                 length = self._content_length(method, headers)
-                held = await self._reserve_body(length) if length <= self.max_request_bytes else 0
+                coding = self._encoding(headers)
+                held = await self._reserve_body(self._held_for(length, coding)) \
+                    if length <= self.max_request_bytes else 0
                 body = await self._read_body(reader, writer, headers, length)
-                status, payload = await self._answer(method, target, body)
+                status, content_type, data = await self._answer(method, target, body, coding)
                 del body
                 keep_alive = keep_alive and not self.service.draining
-                await self._write(writer, status, payload, close=not keep_alive, head=method == "HEAD")
+                await self._write(writer, status, content_type, data, close=not keep_alive, head=method == "HEAD")
                 held = await self._release_body(held)
                 if not keep_alive:
                     return
         except _Refused as refused:
-            await self._write(writer, refused.status, {"error": refused.message}, close=True)
+            await self._write(writer, refused.status, *self._error_body(refused.message), close=True)
         except (ConnectionError, OSError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:  # stop(): end quietly (3.11's stream callback logs a cancelled task)
@@ -295,17 +308,31 @@ class RestServer:
             if method == "POST":
                 raise _Refused(411, "POST needs a Content-Length header")
             return 0
-        if not length.isdigit() or len(length) > 18:
-            raise _Refused(400, f"bad Content-Length header: {length[:40]!r}")
+        if not _CONTENT_LENGTH.fullmatch(length):
+            raise _Refused(400, f"bad Content-Length header: {length[:40]!r} (expected ASCII digits)")
         return int(length)
+
+    @staticmethod
+    def _encoding(headers):
+        """"gzip" or "" (identity) from Content-Encoding; _Refused 415 for any other coding."""
+        coding = headers.get("content-encoding", "").strip().lower()
+        if coding in ("", "identity"):
+            return ""
+        if coding in ("gzip", "x-gzip"):
+            return "gzip"
+        raise _Refused(415, f"Content-Encoding {coding[:40]!r} is not supported (send gzip or an uncompressed body)")
+
+    def _held_for(self, length, coding):
+        """Body bytes a request may hold in memory: a gzip body up to what it can decompress to."""
+        return min(length * _GZIP_RATIO, self.max_request_bytes) if coding else length
 
     async def _read_body(self, reader, writer, headers, length):
         if not length:
             return b""
         if length > self.max_request_bytes:
-            await self._write(writer, 413, {"error": f"request body of {length} bytes exceeds the server limit of "
-                                                     f"{self.max_request_bytes} bytes (RESOURCE_EXHAUSTED; raise "
-                                                     "--max-request-bytes)"}, close=True)
+            await self._write(writer, 413, *self._error_body(
+                f"request body of {length} bytes exceeds the server limit of {self.max_request_bytes} bytes "
+                "(RESOURCE_EXHAUSTED; raise --max-request-bytes)"), close=True)
             await self._discard(reader, length)
             raise ConnectionResetError  # answered: just close
         if headers.get("expect", "").lower() == "100-continue":
@@ -329,22 +356,34 @@ class RestServer:
         except (asyncio.TimeoutError, ConnectionError, OSError):
             pass
 
-    async def _answer(self, method, target, body):
+    async def _answer(self, method, target, body, coding=""):
+        """(status, content type, body bytes) from a worker thread: decompressing, handling and encoding
+        all run there, off the event loop."""
         with self._idle:
             self._in_flight += 1
         try:
             return await asyncio.get_running_loop().run_in_executor(
-                self._pool, self.service.handle, method, target, body)
+                self._pool, self._respond, method, target, body, coding)
         finally:
             with self._idle:
                 self._in_flight -= 1
                 self._idle.notify_all()
 
-    async def _write(self, writer, status, payload, *, close, head=False):
-        text = isinstance(payload, str)
-        data = payload.encode("utf-8") if text else dumps(payload)
-        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}",
-                 f"Content-Type: {'text/plain; version=0.0.4' if text else 'application/json'}",
+    def _respond(self, method, target, body, coding):
+        if coding == "gzip":
+            try:
+                body = gunzip(body, self.max_request_bytes)
+            except _Refused as refused:
+                return (refused.status, *self._error_body(refused.message))
+        return self.service.respond(method, target, body)
+
+    @staticmethod
+    def _error_body(message):
+        """(content type, bytes) of TF Serving's error body {"error": message}; never fails to encode."""
+        return encode_payload({"error": message})
+
+    async def _write(self, writer, status, content_type, data, *, close, head=False):
+        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}", f"Content-Type: {content_type}",
                  f"Content-Length: {len(data)}", "Server: bert-keras-serving"]
         if close:
             lines.append("Connection: close")
@@ -354,3 +393,33 @@ class RestServer:
         except (asyncio.TimeoutError, ConnectionError, OSError):
             writer.close()
 
+
+def gunzip(data: bytes, limit: int) -> bytes:
+    """The decompressed body of a `Content-Encoding: gzip` request, never more than `limit` bytes.
+
+    TF Serving's HTTP server decompresses gzip bodies. The output is bounded while it is
+    produced (`max_length`), so a small body that would expand to gigabytes (a zip bomb) is
+    refused after `limit` bytes, never held whole. Concatenated gzip members are read as one
+    body, as `gzip -d` does.
+
+    Raises:
+        _Refused: 400 for data that is not gzip (or is truncated), 413 past `limit`.
+    """
+    out, size = [], 0
+    while data:
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            while data:
+                chunk = inflater.decompress(data, limit + 1 - size)
+                size += len(chunk)
+                out.append(chunk)
+                if size > limit:
+                    raise _Refused(413, f"gzip request body decompresses to more than the server limit of {limit} "
+                                        "bytes (RESOURCE_EXHAUSTED; raise --max-request-bytes)")
+                data = inflater.unconsumed_tail
+            if not inflater.eof:
+                raise _Refused(400, "gzip request body is truncated")
+        except zlib.error as error:
+            raise _Refused(400, f"Content-Encoding gzip, but the body is not valid gzip data ({error})") from None
+        data = inflater.unused_data
+    return b"".join(out)

@@ -29,13 +29,14 @@ from __future__ import annotations
 import base64
 import json
 import math
+import re
 import sys
 from typing import Mapping
 
 import numpy as np
 
-from serving.server.errors import ServingError
-from serving.server.request_validation import STRING_ELEMENT_BYTES, Limits, check_declared_size
+from serving.server.errors import ServingError, name_list
+from serving.server.request_validation import STRING_ELEMENT_BYTES, Limits, check_declared_size, check_examples_size
 from serving.server.signatures import DT_BOOL, DT_STRING, TensorSpecInfo, dtype_name
 
 MAX_RANK = 32  # nesting of a tensor of unknown rank
@@ -84,7 +85,38 @@ def parse_json_body(body: bytes):
         raise _bad_json(f"malformed JSON: a number has more than {limit} digits") from None
     if not isinstance(value, dict):
         raise _bad_json(f"request body must be a JSON object, got {type(value).__name__}")
+    if _SURROGATE_ESCAPE.search(text):
+        _refuse_lone_surrogates(value)
     return value
+
+
+# Python's decoder turns "\ud800" into a str no UTF-8 encoder accepts; TF Serving's (RapidJSON)
+# refuses it. Only an escape can make one (the body decoded as UTF-8 holds none), so the
+# walk below runs only when the text has a surrogate escape at all.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _refuse_lone_surrogates(value):
+    """INVALID_ARGUMENT when a key or string of `value` holds an unpaired UTF-16 surrogate."""
+    stack = [value]
+    while stack:  # iterative: the nesting is as deep as the decoder allowed
+        item = stack.pop()
+        if isinstance(item, str):
+            strings = (item,)
+        elif isinstance(item, dict):
+            strings = item.keys()
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+            continue
+        else:
+            continue
+        for text in strings:
+            match = _LONE_SURROGATE.search(text)
+            if match:
+                raise _bad_json(f"malformed JSON: the string escape \\u{ord(match.group(0)):04x} is a lone UTF-16 "
+                                "surrogate (not a character); escape characters above U+FFFF as a surrogate pair")
 
 
 def _is_b64(value) -> bool:
@@ -159,13 +191,27 @@ def _numeric_leaves(leaves, spec, where, finite=True):
                     text = str(bad) if abs(bad) < 10**40 else f"an integer of {bad.bit_length()} bits"
                     raise _bad_json(f"{where}: {text} is out of range for {name} [{info.min}, {info.max}]")
         return np.array(leaves, dtype=np_dtype)
+    if np_dtype.kind == "c":
+        raise _bad_json(f"{where}: {name} values cannot be written in JSON (TF Serving's REST API has no "
+                        "complex numbers); send them over gRPC")
     try:
         wide = np.array(leaves, dtype=np.float64)
     except OverflowError:
         raise _bad_json(f"{where}: a number is out of range for {name}") from None
-    if finite and wide.size and np.abs(wide).max() > np.finfo(np_dtype).max:
-        raise _bad_json(f"{where}: a number is out of range for {name} (largest {np.finfo(np_dtype).max})")
+    largest = _float_max(np_dtype)
+    if finite and wide.size and np.abs(wide).max() > largest:
+        raise _bad_json(f"{where}: a number is out of range for {name} (largest {largest})")
     return wide.astype(np_dtype)
+
+
+def _float_max(np_dtype) -> float:
+    """The largest finite value of a float dtype, bfloat16 (an ml_dtypes type numpy's finfo refuses) included."""
+    try:
+        return float(np.finfo(np_dtype).max)
+    except ValueError:
+        import ml_dtypes  # TensorFlow's own dependency: bfloat16 and the float8 types
+
+        return float(ml_dtypes.finfo(np_dtype).max)
 
 
 def json_to_ndarray(value, spec: TensorSpecInfo, where: str, limits: Limits | None = None) -> np.ndarray:
@@ -237,7 +283,7 @@ def decode_predict_json(body: Mapping, inputs: Mapping[str, TensorSpecInfo], lim
             if not isinstance(row, dict) or _is_b64(row):
                 raise _bad_json(f"instance {i} is not an object like instance 0")
             if row.keys() != keys:
-                raise _bad_json(f"instance {i} has inputs {sorted(row)[:20]} but instance 0 has {sorted(keys)[:20]}")
+                raise _bad_json(f"instance {i} has inputs {name_list(row)} but instance 0 has {name_list(keys)}")
             for key, value in row.items():
                 columns[key].append(value)
         _check_names(columns, names)
@@ -252,9 +298,9 @@ def decode_predict_json(body: Mapping, inputs: Mapping[str, TensorSpecInfo], lim
 
 
 def _check_names(given, names):
-    unknown = sorted(set(given) - set(names))
+    unknown = set(given) - set(names)
     if unknown:
-        raise _bad_json(f"unknown input(s) {[u[:64] for u in unknown[:20]]}; signature inputs: {names}")
+        raise _bad_json(f"unknown input(s) {name_list(unknown)}; signature inputs: {name_list(names, limit=20)}")
 
 
 def _json_strings(array: np.ndarray, binary: bool):
@@ -275,11 +321,22 @@ def _json_strings(array: np.ndarray, binary: bool):
 
 
 def ndarray_to_json(array: np.ndarray, name: str = ""):
-    """A numpy array as JSON-ready nested lists (strings decoded; "*_bytes" names -> b64)."""
+    """A numpy array as JSON-ready nested lists (strings decoded; "*_bytes" names -> b64).
+
+    Raises:
+        ServingError: UNIMPLEMENTED for complex outputs, which JSON (and TF Serving's REST API)
+            cannot hold.
+    """
     if array.dtype == object or array.dtype.kind in "SU":
         if array.dtype.kind == "U":
             return array.tolist()
         return _json_strings(array, binary=name.endswith("_bytes"))
+    if array.dtype.kind == "c":
+        raise ServingError("UNIMPLEMENTED", f"output '{name}' is {array.dtype.name}, which the REST API cannot "
+                                            "write as JSON; ask for it over gRPC, or leave it out with the "
+                                            "gRPC output_filter")
+    if array.dtype.kind not in "biuf":  # bfloat16 and other ml_dtypes floats: their items are not JSON numbers
+        return array.astype(np.float32).tolist()
     return array.tolist()
 
 
@@ -361,10 +418,21 @@ def examples_from_json(body: Mapping):
     return out, context
 
 
-def serialized_examples(examples, context) -> list:
-    """Serialized tf.Examples of feature dicts; a context is prepended to each (TF Serving's merge)."""
+def serialized_examples(examples, context, limits: Limits | None = None) -> list:
+    """Serialized tf.Examples of feature dicts; a context is prepended to each (TF Serving's merge).
+
+    Args:
+        examples: Feature dicts (from `examples_from_json`).
+        context: The shared context's feature dict, or None.
+        limits: Checked on the merged size (`check_examples_size`) before anything is merged.
+    """
     prefix = example_from_features(context, "context").SerializeToString() if context else b""
-    return [prefix + example_from_features(ex, f"example {i}").SerializeToString() for i, ex in enumerate(examples)]
+    if limits is not None and len(examples) > limits.max_batch_size_per_request:
+        check_examples_size(len(examples), len(prefix), 0, limits)  # too many: refused before building them
+    serialized = [example_from_features(ex, f"example {i}").SerializeToString() for i, ex in enumerate(examples)]
+    if limits is not None:
+        check_examples_size(len(serialized), len(prefix), sum(map(len, serialized)), limits)
+    return [prefix + ex for ex in serialized] if prefix else serialized
 
 
 def example_from_features(features: Mapping, where: str = "example"):

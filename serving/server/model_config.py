@@ -111,8 +111,9 @@ class ModelSource:
         for key, value in dict(self.labels).items():
             if not isinstance(key, str) or not key:
                 raise ValueError(f"model {self.name!r}: version label names must be non-empty strings")
-            if key.isdigit():
-                # A numeric label would be ambiguous with a version in REST paths.
+            if re.fullmatch(r"[0-9]+", key):
+                # A numeric label would be ambiguous with a version in REST paths (ASCII digits
+                # only: "/versions/" reads no other, see rest_service).
                 raise ValueError(f"model {self.name!r}: version label {key!r} must not be a number")
             if int(value) < 1:
                 raise ValueError(f"model {self.name!r}: label {key!r} points to version {value} (< 1)")
@@ -132,7 +133,7 @@ _TOKEN_RE = re.compile(
     (?P<nl>\n) |
     (?P<comment>\#[^\n]*) |
     (?P<string>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*') |
-    (?P<number>[-+]?(?:0[xX][0-9a-fA-F]+|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)[fF]?) |
+    (?P<number>[-+]?(?:0[xX][0-9a-fA-F]+|[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)[fF]?) |
     (?P<ident>[A-Za-z_][A-Za-z0-9_]*) |
     (?P<punct>[{}<>:;,\[\]])
     """,
@@ -219,7 +220,14 @@ class _Field:
     is_message: bool = False
 
 
-def _parse_message(tokens: _Tokens, closer: str | None) -> list:
+# Deepest message nesting read (a models.config nests 5 deep): deeper text is an error naming the
+# line, not a RecursionError from the parser's recursion.
+MAX_NESTING = 64
+
+
+def _parse_message(tokens: _Tokens, closer: str | None, depth: int = 0) -> list:
+    if depth > MAX_NESTING:
+        raise tokens.error(f"messages nested more than {MAX_NESTING} deep")
     fields = []
     while True:
         kind, value, line = tokens.peek()
@@ -241,7 +249,7 @@ def _parse_message(tokens: _Tokens, closer: str | None) -> list:
             kind, value, _ = tokens.peek()
         if kind == "punct" and value in ("{", "<"):
             tokens.take()
-            body = _parse_message(tokens, "}" if value == "{" else ">")
+            body = _parse_message(tokens, "}" if value == "{" else ">", depth + 1)
             fields.append(_Field(name, line, body, is_message=True))
         elif not has_colon:
             raise tokens.error(f"expected ':' or '{{' after field name {name!r}")
@@ -310,7 +318,7 @@ class _Walker:
         return f.value[1]
 
     def integer(self, f, message_name):
-        if f.is_message or f.value[0] != "number" or not re.fullmatch(r"[-+]?\d+", f.value[1]):
+        if f.is_message or f.value[0] != "number" or not re.fullmatch(r"[-+]?[0-9]+", f.value[1]):
             raise self.error(f.line, f"{message_name}.{f.name} must be an integer")
         return int(f.value[1])
 
@@ -462,7 +470,7 @@ def parse_batching_parameters(text: str, *, source: str = "batching_parameters.t
                 raise ModelConfigError(f"{source}:{field.line}: {field.name} {{ value: N }} expected")
             scalar = inner[0].value
         kind, raw = scalar
-        if kind != "number" or not raw.lstrip("-").isdigit():
+        if kind != "number" or not re.fullmatch(r"-?[0-9]+", raw):
             raise ModelConfigError(f"{source}:{field.line}: {field.name} must be an integer, got {raw!r}")
         values[field.name] = int(raw)
     values["ignored"] = ignored

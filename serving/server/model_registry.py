@@ -39,6 +39,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
+import struct
 import threading
 import time
 from typing import Callable, Sequence
@@ -52,6 +54,8 @@ from serving.server.version_files import snapshot, version_ready
 __all__ = ["ModelRegistry", "LoadRetryOptions", "ServableVersion", "START", "LOADING", "AVAILABLE", "UNLOADING", "END"]
 
 log = logging.getLogger(__name__)
+
+_VERSION_NAME = re.compile(r"[0-9]{1,18}")  # what TF Serving parses as a version (int64)
 
 
 _tf_text_lock = threading.Lock()
@@ -95,6 +99,9 @@ def _one_line(text, limit=300):
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+_DAMAGED = (IndexError, EOFError, struct.error, OverflowError)
+
+
 def _load_error(exc, path) -> ServingError:
     """The canonical code and message of a failed load (never UNKNOWN for a known cause)."""
     where = f"loading {path}"
@@ -110,6 +117,13 @@ def _load_error(exc, path) -> ServingError:
         return ServingError("UNAVAILABLE", f"{where}: {exc.strerror or exc}")
     if isinstance(exc, (ValueError, TypeError, KeyError)) or type(exc).__name__ == "DecodeError":
         return ServingError("DATA_LOSS", f"{where}: not a loadable SavedModel: {exc}")
+    if isinstance(exc, _DAMAGED):
+        # What TF's Python readers raise on a file cut short or overwritten ("IndexError: Read less
+        # bytes than requested" from a truncated variables.data shard): the version is damaged.
+        return ServingError("DATA_LOSS", f"{where}: the version directory is damaged (a file is truncated or "
+                                         f"corrupt; copy the version again): {type(exc).__name__}: {exc}")
+    if isinstance(exc, MemoryError):
+        return ServingError("RESOURCE_EXHAUSTED", f"{where}: out of memory while loading")
     return ServingError("UNKNOWN", f"{where}: {type(exc).__name__}: {exc}")
 
 
@@ -121,6 +135,7 @@ class _Model:
         self.versions: dict = {}  # every tracked version, failed and unloaded ones included
         self.available: dict = {}  # routing table: replaced (never mutated) under `lock`
         self.error = None  # base path problem, for messages
+        self.ignored = set()  # directory names already reported as not a version (logged once each)
 
 
 class ModelRegistry:
@@ -217,14 +232,30 @@ class ModelRegistry:
         with model.lock:
             known = {v: s.state for v, s in model.versions.items()}
         for entry in entries:
-            if not entry.isdigit() or int(entry) < 1 or len(entry) > 18:
-                continue  # temp dirs ("2.tmp"), hidden files, assets
+            version = self._version_of(model, entry)
+            if version is None:
+                continue
             path = os.path.join(base, entry)
-            version = int(entry)
             if known.get(version) in (AVAILABLE, UNLOADING) or version_ready(path):
                 found[version] = path
         model.error = None if found else f"no complete version directory with a saved_model.pb under {base}"
         return found
+
+    @staticmethod
+    def _version_of(model: _Model, entry: str):
+        """The version a directory name stands for, or None: TF Serving reads ASCII digits only.
+
+        `str.isdigit()` also accepts "²" (which int() refuses) and "９" (which int() reads as 9):
+        such names are not versions. They are logged once, since they look like one.
+        """
+        if _VERSION_NAME.fullmatch(entry):
+            version = int(entry)
+            return version if version >= 1 else None
+        if entry.isdigit() and entry not in model.ignored:  # temp dirs, hidden files, assets: silently
+            model.ignored.add(entry)
+            log.warning("model %r: ignoring %r under %s: version directories are named with ASCII digits 0-9",
+                        model.source.name, entry, model.source.base_path)
+        return None
 
     def _aspired(self, source: ModelSource, on_disk: dict, failed: set) -> set:
         loadable = sorted((v for v in on_disk if v not in failed), reverse=True)

@@ -42,7 +42,7 @@ from typing import Mapping
 
 import numpy as np
 
-from serving.server.errors import ServingError
+from serving.server.errors import ServingError, name_list
 from serving.server.signatures import DT_STRING, SignatureInfo, dtype_name
 
 _OBJECT = np.dtype(object)
@@ -111,6 +111,33 @@ def check_declared_size(name: str, shape, itemsize: int, limits: Limits, where: 
             f"{where}input '{name}' of shape {list(shape)} holds {count} tokens (rows x sequence length); "
             f"the limit per request is {limits.max_tokens_per_request} (--max-tokens-per-request)",
         )
+
+
+def check_examples_size(count: int, context_bytes: int, example_bytes: int, limits: Limits) -> None:
+    """Refuse Classify / Regress examples over the limits before they are merged with their context.
+
+    TF Serving's merge prepends the context to every example, so a request of `count` examples
+    and one shared context becomes `count x context_bytes + example_bytes` bytes: a 1 MB context
+    and 1,000 tiny examples make 1 GB from a 1 MB request. Counted here, on sizes alone.
+
+    Args:
+        count: Number of examples.
+        context_bytes: Serialized size of the shared context (0 without one).
+        example_bytes: Serialized size of all examples together.
+        limits: The request limits (rows: `max_batch_size_per_request`; bytes: `max_request_bytes`,
+            each example also costing `STRING_ELEMENT_BYTES` as a string element).
+
+    Raises:
+        ServingError: RESOURCE_EXHAUSTED naming the limit.
+    """
+    if count > limits.max_batch_size_per_request:
+        raise ServingError("RESOURCE_EXHAUSTED", f"request has {count} examples; the limit per request is "
+                                                 f"{limits.max_batch_size_per_request}")
+    merged = count * (context_bytes + STRING_ELEMENT_BYTES) + example_bytes
+    if merged > limits.max_request_bytes:
+        shared = f" with the context of {context_bytes} bytes copied into each" if context_bytes else ""
+        raise ServingError("RESOURCE_EXHAUSTED", f"request has {count} examples{shared}: {merged} bytes of input; "
+                                                 f"the limit is {limits.max_request_bytes}")
 
 
 @functools.lru_cache(maxsize=None)
@@ -223,15 +250,15 @@ def validate_inputs(signature: SignatureInfo, inputs: Mapping, limits: Limits, *
     """
     specs = signature.inputs
     if inputs.keys() != specs.keys():
-        missing = sorted(set(specs) - set(inputs))
-        extra = sorted(set(inputs) - set(specs))
+        missing = set(specs) - set(inputs)
+        extra = set(inputs) - set(specs)
         parts = []
         if missing:
-            parts.append(f"missing input(s) {missing}")
-        if extra:
-            parts.append(f"unknown input(s) {extra}")
+            parts.append(f"missing input(s) {name_list(missing, limit=20)}")
+        if extra:  # the client's names: thousands of them must not make a huge message
+            parts.append(f"unknown input(s) {name_list(extra)}")
         raise _invalid(
-            where, f"{'; '.join(parts)}; signature '{signature.name}' takes inputs {sorted(specs)}"
+            where, f"{'; '.join(parts)}; signature '{signature.name}' takes inputs {name_list(specs, limit=20)}"
         )
     text_inputs = signature.text_inputs
     arrays = {}

@@ -34,7 +34,7 @@ import time
 
 import numpy as np
 
-from serving.server.errors import ServingError, http_status
+from serving.server.errors import ServingError, http_status, name_list
 from serving.server.json_codec import (
     classify_results_json,
     decode_predict_json,
@@ -48,11 +48,12 @@ from serving.server.json_codec import (
 
 logger = logging.getLogger(__name__)
 
-# TF Serving's own URL patterns (model_servers/http_rest_api_util.cc), case-insensitive.
+# TF Serving's own URL patterns (model_servers/http_rest_api_util.cc), case-insensitive. RE2's \d is
+# ASCII only; Python's also matches other scripts' digits, which int() would read: [0-9] here.
 _PREDICTION_PATH = re.compile(
-    r"/v1/models/([^/:]+)(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?:(classify|regress|predict)", re.I)
+    r"/v1/models/([^/:]+)(?:(?:/versions/([0-9]+))|(?:/labels/([^/:]+)))?:(classify|regress|predict)", re.I)
 _STATUS_PATH = re.compile(
-    r"/v1/models(?:/([^/:]+))?(?:(?:/versions/(\d+))|(?:/labels/([^/:]+)))?(?:/(metadata))?", re.I)
+    r"/v1/models(?:/([^/:]+))?(?:(?:/versions/([0-9]+))|(?:/labels/([^/:]+)))?(?:/(metadata))?", re.I)
 
 
 # Where TF Serving's monitoring config puts Prometheus metrics (serving/deploy/monitoring_config.py).
@@ -91,9 +92,32 @@ def _json_default(value):
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def dumps(payload) -> bytes:
-    """UTF-8 JSON of a response payload (numpy values converted)."""
-    return json.dumps(payload, default=_json_default, ensure_ascii=False).encode("utf-8")
+    """UTF-8 JSON of a response payload (numpy values converted).
+
+    Text never makes it fail: a message may quote what a client sent, and a lone UTF-16
+    surrogate in it (which no UTF-8 encoder takes) is written as U+FFFD. A value JSON cannot
+    hold still raises TypeError / ValueError (`RestService.respond` answers those 500).
+    """
+    text = json.dumps(payload, default=_json_default, ensure_ascii=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub("\ufffd", text).encode("utf-8")
+
+
+JSON_TYPE = "application/json"
+TEXT_TYPE = "text/plain; version=0.0.4"  # Prometheus' exposition format, the one text answer
+
+
+def encode_payload(payload):
+    """(content type, body bytes) of a payload: str is Prometheus text, anything else JSON (see `dumps`)."""
+    if isinstance(payload, str):
+        return TEXT_TYPE, payload.encode("utf-8", errors="replace")
+    return JSON_TYPE, dumps(payload)
 
 
 _INT64_MAX = (1 << 63) - 1
@@ -115,6 +139,19 @@ class RestService:
         self.engine = engine
         self.metrics = metrics
         self.draining = False
+
+    def respond(self, method, path, body):
+        """(http_status, content type, body bytes) for one request; never raises.
+
+        `handle`, then the payload encoded: a payload JSON cannot hold is a server bug,
+        answered 500 (logged) rather than a connection closed without an answer.
+        """
+        status, payload = self.handle(method, path, body)
+        try:
+            return (status, *encode_payload(payload))
+        except (TypeError, ValueError, RecursionError):
+            logger.exception("REST %s %s: the answer cannot be encoded as JSON", method, path[:200])
+            return 500, JSON_TYPE, dumps({"error": "internal error (see the server log)"})
 
     def handle(self, method, path, body):
         """Returns (http_status, payload) for one request, payload a dict (JSON) or str (text); never raises."""
@@ -206,7 +243,7 @@ class RestService:
     def _check_keys(request, allowed):
         unknown = set(request) - set(allowed)
         if unknown:
-            raise RestError(400, f"unknown key(s) in request body: {', '.join(sorted(k[:64] for k in unknown)[:10])} "
+            raise RestError(400, f"unknown key(s) in request body: {name_list(unknown)} "
                                  f"(expected {', '.join(allowed)})")
 
     def _predict(self, spec, request):
@@ -223,11 +260,7 @@ class RestService:
     def _examples(self, request):
         self._check_keys(request, ("signature_name", "examples", "context"))
         examples, context = examples_from_json(request)
-        limit = self.engine.limits.max_batch_size_per_request
-        if len(examples) > limit:
-            raise ServingError("RESOURCE_EXHAUSTED",
-                               f"request has {len(examples)} examples; the limit per request is {limit}")
-        return serialized_examples(examples, context)
+        return serialized_examples(examples, context, self.engine.limits)
 
     def _classify(self, spec, request):
         _, _, results = self.engine.classify_examples(

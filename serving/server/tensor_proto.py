@@ -38,7 +38,7 @@ import math
 import numpy as np
 
 from serving.server.errors import ServingError
-from serving.server.request_validation import STRING_ELEMENT_BYTES, Limits, check_declared_size
+from serving.server.request_validation import STRING_ELEMENT_BYTES, Limits, check_declared_size, check_examples_size
 from serving.server.signatures import (
     _DT_OF_NUMPY,
     _NUMPY_OF_DT,
@@ -204,16 +204,25 @@ def proto_from_ndarray(array: np.ndarray, proto=None):
     return proto
 
 
-def serialized_examples_from_input(input_proto) -> list:
+def serialized_examples_from_input(input_proto, limits: Limits | None = None) -> list:
     """Serialized tf.Examples of a Classify/Regress `tensorflow.serving.Input` proto.
 
     With `example_list_with_context`, the context's bytes are prepended to each example's,
     as TF Serving does (a tf.Example parses the concatenation as the merged features).
+
+    Args:
+        input_proto: A `tensorflow.serving.Input`.
+        limits: Checked on the merged size (`check_examples_size`) before any merged example
+            exists; None checks nothing.
     """
     which = input_proto.WhichOneof("kind")
     if which == "example_list":
-        return [ex.SerializeToString() for ex in input_proto.example_list.examples]
-    if which == "example_list_with_context":
+        examples, context = input_proto.example_list.examples, b""
+    elif which == "example_list_with_context":
+        examples = input_proto.example_list_with_context.examples
         context = input_proto.example_list_with_context.context.SerializeToString()
-        return [context + ex.SerializeToString() for ex in input_proto.example_list_with_context.examples]
-    return []
+    else:
+        return []
+    if limits is not None:
+        check_examples_size(len(examples), len(context), sum(ex.ByteSize() for ex in examples), limits)
+    return [context + ex.SerializeToString() for ex in examples]

@@ -24,7 +24,7 @@ import os
 import re
 import time
 
-_SHARD = re.compile(r"variables\.data-(\d+)-of-(\d+)")
+_SHARD = re.compile(r"variables\.data-([0-9]+)-of-([0-9]+)")  # ASCII digits: what TensorFlow writes
 
 
 def snapshot(path: str) -> tuple:

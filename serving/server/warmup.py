@@ -36,7 +36,7 @@ def _replay_one(engine, servable, entry):
         request = getattr(entry, kind).request
         method = CLASSIFY_METHOD if kind == "classify_log" else REGRESS_METHOD
         engine.run_examples(servable, method, request.model_spec.signature_name,
-                            serialized_examples_from_input(request.input), batch=False)
+                            serialized_examples_from_input(request.input, engine.limits), batch=False)
     else:
         raise ServingError("INVALID_ARGUMENT", f"log type {kind!r} is not supported for warmup")
 
