@@ -4,18 +4,23 @@ Every text signature starts the same way, inside the SavedModel so that a
 stock TF Serving answers bad requests with INVALID_ARGUMENT itself:
 
 1. `validate`: each string must be valid UTF-8 (else
-   `InvalidArgumentError: input 'text': invalid UTF-8 ...`). The check
+   `InvalidArgumentError: input 'text': invalid UTF-8 at row 1`). The check
    transcodes the string and compares; it is O(bytes) and cheap even for 1 MB.
+   Then the project's one rule for texts (training files, the Python API, the
+   server): a text that is empty or only whitespace (Python's `str.isspace`
+   characters) is refused with `input 'text': empty text (no characters other
+   than whitespace) at row 1`.
 2. Cut: a model reads at most `seq_length` tokens, so only the first
    `max_tokens * chars_per_token` code points (default 64 per token: 8,192 for
-   128 tokens) are tokenized. A 1 MB string then costs milliseconds, not the
+   128 tokens) after any leading whitespace are tokenized. A 1 MB string then costs milliseconds, not the
    ~1-2 s of tokenizing all of it. The result is exact whenever that prefix
    holds the tokens the model reads, i.e. for any real text (a token covers
    one word piece; 64 characters per token would need a 200-character word or
    long whitespace runs between every word).
 3. `tokenize` / `tokenize_with_offsets`: the exported `pipelines.BertTokenizer`;
-   a string with no token at all (empty, whitespace or control characters
-   only) fails with `input 'text': empty text`.
+   a string that is not whitespace but still has no token (control or format
+   characters only, which BERT's cleaning drops) fails with `input 'text': no
+   token (only characters the tokenizer drops, such as control characters) at row 1`.
 4. `pack`: `pipelines.BertPacker` padding to the longest row of the batch
    (rounded up to 8, at most `seq_length`): padding never changes a BERT output,
    and short requests run on short tensors.
@@ -50,6 +55,8 @@ from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
 # Enough for any natural text: the longest English words are ~30 characters
 # and WordPiece splits every word into at least one token.
 DEFAULT_CHARS_PER_TOKEN = 64
+# Python's `str.isspace` characters in RE2 (whose `\s` is ASCII only): the one rule's "whitespace".
+WHITESPACE = r"[\t\n\x{0b}\f\r\x{1c}-\x{1f}\x{85}\p{Z}]"
 
 
 class TextInputs(tf.Module):
@@ -86,12 +93,21 @@ class TextInputs(tf.Module):
                                                   replacement_char=0xFFFD)
         check = input_check(tf.equal(transcoded, strings), f"input '{name}': invalid UTF-8")
         with tf.control_dependencies([check]):
+            # Leading whitespace does not count against the cut, so a text after a long run of
+            # spaces is still read (offsets stay those of the input: the cut keeps the prefix).
+            text = tf.strings.regex_replace(strings, f"^{WHITESPACE}+", "", replace_global=False)
+            check = input_check(tf.not_equal(text, ""), f"input '{name}': empty text (no characters "
+                                                        "other than whitespace)")
+        with tf.control_dependencies([check]):
+            leading = (tf.strings.length(strings, unit="UTF8_CHAR")
+                       - tf.strings.length(text, unit="UTF8_CHAR"))
             max_chars = (max_tokens or self.seq_length) * self.chars_per_token
-            return tf.strings.substr(strings, 0, max_chars, unit="UTF8_CHAR")
+            return tf.strings.substr(strings, tf.zeros_like(leading), leading + max_chars, unit="UTF8_CHAR")
 
     def _check_not_empty(self, ids, name):
-        """Fails unless every row of the ragged `ids` has a token."""
-        return input_check(ids.row_lengths() > 0, f"input '{name}': empty text")
+        """Fails unless every row of the ragged `ids` has a token (whitespace-only rows failed before)."""
+        return input_check(ids.row_lengths() > 0, f"input '{name}': no token (only characters the "
+                                                  "tokenizer drops, such as control characters)")
 
     # -- tokenization ------------------------------------------------------------
 
@@ -140,15 +156,28 @@ class TextInputs(tf.Module):
 
 
 def input_check(ok, message):
-    """An op that fails with InvalidArgumentError "<message> : ..." unless all of `ok` is True.
+    """An op that fails with InvalidArgumentError "<message> at row <i>" unless all of `ok` is True.
 
-    `CheckNumerics` on a NaN flag rather than `Assert`: `Assert` C-escapes its
-    message ("input \\'text\\'"), `CheckNumerics` keeps it verbatim, so clients
-    (and TF Serving's INVALID_ARGUMENT status) read "input 'text': invalid UTF-8
-    : Tensor had NaN values" (the suffix is CheckNumerics' own).
+    An `Assert` op (in every TF Serving release), not `CheckNumerics` on a NaN flag, which
+    appended " : Tensor had NaN values" to every message. `Assert` prints its message in
+    brackets and C-escapes it: a stock TF Serving client reads
+    `assertion failed: [input \\'text\\': empty text (...) at row] [1]`; this project's server
+    (`serving.server.errors`) turns it back into "input 'text': empty text (...) at row 1".
+
+    Args:
+        ok: bool tensor; rank 0, or rows along its first axis (a row fails when any of its
+            entries is False).
+        message: what is wrong, naming the input; " at row" and the first failing row
+            (counted from 0 in the request's batch) are appended for rank >= 1.
     """
-    flags = tf.where(tf.reshape(ok, [-1]), 0.0, float("nan"))
-    return tf.debugging.check_numerics(flags, message)
+    ok = tf.convert_to_tensor(ok, tf.bool)
+    if ok.shape.rank == 0:
+        return tf.raw_ops.Assert(condition=ok, data=[tf.constant(message)], summarize=1)
+    rows = tf.reduce_all(tf.reshape(ok, [tf.shape(ok)[0], -1]), axis=1)
+    # The first failing row (int32 max when none fails: then it is never printed); empty batches pass.
+    first_bad = tf.reduce_min(tf.where(rows, tf.int32.max, tf.range(tf.size(rows), dtype=tf.int32)))
+    return tf.raw_ops.Assert(condition=tf.reduce_all(rows), data=[tf.constant(f"{message} at row"), first_bad],
+                             summarize=1)
 
 
 def string_spec(name, rank=1):

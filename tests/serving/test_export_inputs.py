@@ -1,8 +1,9 @@
 """Raw-text inputs inside the exported graph: bad input errors, huge input.
 
 * Invalid UTF-8 and empty / whitespace-only text raise InvalidArgumentError
-  naming the input ("input 'context': empty text"), from the graph itself (so
-  TF Serving answers INVALID_ARGUMENT too).
+  naming the input and the row ("input 'context': empty text (no characters other
+  than whitespace) at row 1"), from the graph itself (so TF Serving answers
+  INVALID_ARGUMENT too); `Assert` prints the message C-escaped (\\'context\\').
 * A 1 MB text is truncated, never an error, answers as the Python path on the
   whole text does, and takes well under a few seconds.
 
@@ -30,11 +31,18 @@ def serve(exported, signature="serving_default"):
 
 
 BAD_INPUTS = [
-    (b"caf\xc3", "invalid UTF-8"),        # truncated multi-byte character
-    (b"\xed\xa0\x80", "invalid UTF-8"),   # UTF-16 surrogate, not valid UTF-8
-    (b"", "empty text"),
-    (" \t\n\u3000".encode("utf-8"), "empty text"),     # ASCII and ideographic spaces
+    (b"caf\xc3", "invalid UTF-8 at row\\] \\[1\\]"),        # truncated multi-byte character
+    (b"\xed\xa0\x80", "invalid UTF-8 at row\\] \\[1\\]"),   # UTF-16 surrogate, not valid UTF-8
+    (b"", r"empty text \(no characters other than whitespace\) at row\] \[1\]"),
+    (" \t\n\u3000\u2028".encode("utf-8"),                   # ASCII, ideographic spaces, line separator
+     r"empty text \(no characters other than whitespace\) at row\] \[1\]"),
+    ("\x01\u200b".encode("utf-8"), r"no token \(only characters the tokenizer drops"),
 ]
+
+
+def _named(name, problem):
+    """The graph's message as `Assert` prints it: quotes C-escaped, never CheckNumerics' NaN suffix."""
+    return rf"input \\'{name}\\': {problem}"
 
 
 @pytest.mark.parametrize("kind, name, other", [
@@ -50,15 +58,16 @@ def test_bad_text_raises_invalid_argument_naming_the_input(kind, name, other, ex
         # The bad row is the second of a batch: the whole request is rejected.
         inputs = {k: tf.constant([b"fine", v]) for k, v in other.items()}
         inputs[name] = tf.constant([b"A good row.", bad])
-        with pytest.raises(tf.errors.InvalidArgumentError, match=f"input '{name}': {problem}"):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=_named(name, problem)) as raised:
             function(**inputs)
+        assert "Tensor had NaN values" not in str(raised.value)
 
 
 def test_wrong_number_of_endings_names_the_input(exported_model):
     function = serve(exported_model("multiple_choice"))
-    with pytest.raises(tf.errors.InvalidArgumentError, match="input 'endings': expected 4 endings"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=_named("endings", "expected 4 endings")):
         function(context=tf.constant(["He sat."]), endings=tf.constant([["a", "b", "c"]]))
-    with pytest.raises(tf.errors.InvalidArgumentError, match="input 'endings': empty text"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=_named("endings", "empty text")):
         function(context=tf.constant(["He sat."]), endings=tf.constant([["a", "b", "", "d"]]))
 
 
@@ -107,3 +116,24 @@ def test_one_megabyte_text_is_truncated_not_an_error(finetuned_dir, exported_mod
         if kind == "squad" and outputs["has_answer"][0]:
             start, end = int(outputs["start_char"][0]), int(outputs["end_char"][0])
             assert huge[start:end].encode() == outputs["answer"][0].numpy()
+
+
+def test_text_inputs_apply_the_one_rule_for_empty_text(tmp_path):
+    """Empty or whitespace-only (Python's `str.isspace`) is refused naming the row; leading spaces do not eat the cut."""
+    from pipelines import BertTokenizer
+    from serving.signatures.text_inputs import TextInputs
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello"]) + "\n")
+    text_inputs = TextInputs(BertTokenizer(str(vocab)), seq_length=8)
+    tokenize = tf.function(lambda texts: text_inputs.tokenize(texts, "text"))
+    for blank in ["", " ", "\t\n\r\x0b\x0c", "\x1c\x1f\x85\xa0\u2028\u2029\u3000"]:
+        assert blank.isspace() or not blank
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match=r"input \\'text\\': empty text \(no characters other than whitespace\) "
+                                 r"at row\] \[2\]") as raised:
+            tokenize(tf.constant(["hello", "hello", blank]))
+        assert "NaN" not in str(raised.value)
+    # 8 tokens * 64 characters are read after the leading whitespace, not from the start
+    assert tokenize(tf.constant([" " * 5000 + "hello"])).to_list() == [[5]]
+    assert tokenize(tf.constant([], tf.string)).to_list() == []
