@@ -35,6 +35,7 @@ class Embedder(TextTask):
     """
 
     kind = "embedding"
+    fixed_settings = ("pooling", "normalize")
 
     @classmethod
     def _needs_hidden_states(cls, options):
@@ -76,6 +77,8 @@ class Embedder(TextTask):
             dataset = tf.data.Dataset.from_tensor_slices(
                 {k: np.asarray(v, np.int32) for k, v in x.items()}).batch(batch_size)
         else:
+            if isinstance(x, tf.data.Dataset):
+                x, _, _ = self._in_memory(x, None)
             columns = text_columns(x)
             texts = tf.data.Dataset.from_tensor_slices(
                 (tuple(tf.constant(c) for c in columns), tf.zeros(len(columns[0]), tf.int32)))

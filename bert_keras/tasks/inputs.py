@@ -15,7 +15,21 @@ bert_keras.tasks.inputs.TaskInputError: x: a tuple must hold two lists of texts 
 (['a b', 'c'],)
 >>> label_ids(["pos", "neg"], ["neg", "pos"], "y")
 [1, 0]
+
+The label rule, stated once: with `labels=` given, `y` holds label NAMES; an int (or
+an integral float) is compared as its name, so star ratings `labels=[1, 2, 3, 4, 5]`
+take `y=5`, and `labels=["1", "0"]` reads `y=1` as the class named "1" (id 0).
+Ids are names too when the task was built with `num_classes=` (its labels are
+"0", "1", ...).
+
+>>> label_ids([5, 1], ["1", "2", "3", "4", "5"], "y")
+[4, 0]
+>>> label_ids([1], ["1", "0"], "y")
+[0]
 """
+
+import math
+import numbers
 
 import numpy as np
 
@@ -43,8 +57,12 @@ def check_tokenized(x, name="x"):
     return {key: np.asarray(x[key], np.int32) for key in ENCODER_INPUT_NAMES}
 
 
-def text_list(texts, name):
-    """A list of `str` from a list / tuple / numpy array of strings (bytes are decoded)."""
+def text_list(texts, name, *, allow_empty=False):
+    """A list of `str` from a list / tuple / numpy array of strings (bytes are decoded).
+
+    An empty or whitespace-only text is refused (the rule of the server and of the data
+    readers too), unless `allow_empty`.
+    """
     if isinstance(texts, str):
         raise TaskInputError(f"{name}: expected a list of texts, got one string; wrap it: [{texts[:30]!r}]")
     if isinstance(texts, np.ndarray):
@@ -62,6 +80,9 @@ def text_list(texts, name):
         if not isinstance(text, str):
             raise TaskInputError(f"{name}[{index}]: expected a string, got {type(text).__name__} "
                                  f"({text!r:.40})")
+        if not allow_empty and not text.strip():
+            raise TaskInputError(f"{name}[{index}]: an empty text (nothing but whitespace); the "
+                                 "model reads no token of it, and the server refuses it too")
         result.append(text)
     return result
 
@@ -90,32 +111,131 @@ def check_lengths(num_x, y, x_name="x", y_name="y"):
 
 
 def label_ids(y, labels, name="y"):
-    """Class ids of `y` (names in `labels`, or ids 0..len(labels)-1)."""
+    """Class ids of `y`, label names in `labels` (the rule of the module docstring)."""
     index = {label: i for i, label in enumerate(labels)}
     ids = []
     for position, label in enumerate(y):
-        if isinstance(label, (bytes, np.bytes_)):
-            label = label.decode("utf-8")
-        if isinstance(label, (bool, np.bool_)):
-            raise TaskInputError(f"{name}[{position}]: a boolean label; give a label name or id")
-        if isinstance(label, (int, np.integer)):
-            if not 0 <= int(label) < len(labels):
-                raise TaskInputError(f"{name}[{position}]: label id {int(label)} is outside "
-                                     f"0..{len(labels) - 1} (labels {list(labels)})")
-            ids.append(int(label))
-        elif str(label) in index:
-            ids.append(index[str(label)])
-        else:
+        key = label_key(label, f"{name}[{position}]")
+        if key not in index:
+            hint = ""
+            if isinstance(label, (numbers.Integral, float)) and not any(l.lstrip("-").isdigit()
+                                                                       for l in labels):
+                hint = (f"; with labels= given, y holds label names: pass labels[i] for id i, or build "
+                        f"the task with num_classes={len(labels)} to train on ids")
             raise TaskInputError(f"{name}[{position}]: label {label!r} was never seen in training; "
-                                 f"the model knows {list(labels)}")
+                                 f"the model knows {list(labels)}{hint}")
+        ids.append(index[key])
     return ids
 
 
+def label_key(label, where):
+    """The name a label value stands for: str as is, ints / integral floats as their digits."""
+    if isinstance(label, (bytes, np.bytes_)):
+        label = label.decode("utf-8")
+    if isinstance(label, np.generic):
+        label = label.item()
+    if isinstance(label, bool):
+        raise TaskInputError(f"{where}: a boolean label; give a label name")
+    if isinstance(label, numbers.Integral):
+        return str(int(label))
+    if isinstance(label, float):
+        if not math.isfinite(label) or not label.is_integer():
+            raise TaskInputError(f"{where}: {label!r} is not a class name; a classifier takes names "
+                                 "(or whole numbers); for numeric targets build it with num_classes=1 "
+                                 "(regression)")
+        return str(int(label))
+    if isinstance(label, str):
+        return label
+    raise TaskInputError(f"{where}: expected a label name, got {type(label).__name__} ({label!r:.40})")
+
+
+def check_label_names(labels, name="labels"):
+    """`labels` as a list of str: each non-empty, without surrounding whitespace or newlines, unique."""
+    if isinstance(labels, (str, bytes)):
+        raise TaskInputError(f"{name}: expected a list of names, got one string {labels!r:.40}")
+    names = []
+    for position, label in enumerate(labels):
+        if isinstance(label, float) and label.is_integer():
+            label = int(label)
+        text = label_key(label, f"{name}[{position}]")
+        if not text or text != text.strip() or "\n" in text or "\r" in text:
+            raise TaskInputError(f"{name}[{position}]: {text!r} is not a usable label name (empty, "
+                                 "whitespace around it, or a line break)")
+        names.append(text)
+    seen = set()
+    for position, text in enumerate(names):
+        if text in seen:
+            raise TaskInputError(f"{name}[{position}]: {text!r} appears twice in {names}")
+        seen.add(text)
+    return names
+
+
 def float_targets(y, name="y"):
+    """Regression targets as float32; a value that is not a finite number is refused by row."""
     values = []
     for position, value in enumerate(y):
         try:
-            values.append(float(value))
+            number = float(value)
         except (TypeError, ValueError):
             raise TaskInputError(f"{name}[{position}]: {value!r} is not a number (regression)") from None
+        if not math.isfinite(number) or not math.isfinite(np.float32(number)):
+            raise TaskInputError(f"{name}[{position}]: {value!r} is not a finite number; a NaN or "
+                                 "infinite target trains the weights to NaN")
+        values.append(number)
     return np.asarray(values, np.float32)
+
+
+def check_count(name, value, *, allow_none=True):
+    """A positive whole number (`batch_size`, `epochs`, `max_steps`, `steps_per_epoch`), or None."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
+        raise TaskInputError(f"{name}={value!r}: expected a positive whole number")
+    return int(value)
+
+
+def check_epochs(epochs):
+    """A positive number of epochs (a float: the last epoch is partial)."""
+    if isinstance(epochs, bool) or not isinstance(epochs, numbers.Real) or not epochs > 0 \
+            or not math.isfinite(epochs):
+        raise TaskInputError(f"epochs={epochs!r}: expected a positive number")
+    return epochs
+
+
+def check_sample_weight(sample_weight, count, name="sample_weight"):
+    """Per-example weights as float32 `[count]`, checked (finite, >= 0), or None."""
+    if sample_weight is None:
+        return None
+    weights = np.asarray(sample_weight, dtype=np.float64)
+    if weights.shape != (count,):
+        raise TaskInputError(f"{name}: expected one weight per example ({count}), got shape "
+                             f"{weights.shape}")
+    bad = np.flatnonzero(~np.isfinite(weights) | (weights < 0))
+    if bad.size:
+        raise TaskInputError(f"{name}[{bad[0]}]: {weights[bad[0]]!r} is not a finite weight >= 0")
+    return weights.astype(np.float32)
+
+
+def num_rows(x, name="x"):
+    """The number of examples of an in-memory input (list, array, tuple of columns, dict)."""
+    if isinstance(x, dict):
+        first = next(iter(x.values()))
+        return len(first)
+    if isinstance(x, tuple):
+        return len(x[0]) if x else 0
+    try:
+        return len(x)
+    except TypeError:
+        raise TaskInputError(f"{name}: expected a list, an array or a tf.data.Dataset, got "
+                             f"{type(x).__name__}") from None
+
+
+def take_rows(x, start, stop):
+    """Rows `start:stop` of an in-memory input, any form `num_rows` takes (None stays None)."""
+    if x is None:
+        return None
+    if isinstance(x, dict):
+        return {key: value[start:stop] for key, value in x.items()}
+    if isinstance(x, tuple):
+        return tuple(column[start:stop] for column in x)
+    return x[start:stop]

@@ -1,8 +1,10 @@
 """`MultipleChoice`: pick the ending that completes a context (SWAG) on raw text."""
 
 import numpy as np
+import tensorflow as tf
 
-from bert_keras.tasks.inputs import TaskInputError, check_lengths, is_tokenized, label_ids, text_list
+from bert_keras.tasks.inputs import TaskInputError, check_lengths, check_sample_weight, is_tokenized
+from bert_keras.tasks.inputs import label_ids, text_list
 from bert_keras.tasks.text_task import TextTask, steps_for
 
 
@@ -33,6 +35,7 @@ class MultipleChoice(TextTask):
     """
 
     kind = "multiple_choice"
+    fixed_settings = ("num_choices",)
 
     @classmethod
     def _build_head(cls, encoder, *, labels, num_classes, dropout, num_choices=4):
@@ -50,6 +53,7 @@ class MultipleChoice(TextTask):
     def _examples(self, x, y):
         from pipelines.tasks.swag import SwagExample
 
+        x, y, _ = self._in_memory(x, y, x_is_tuple=True)
         if isinstance(x, list) and x and isinstance(x[0], SwagExample):
             if y is None and all(e.label is not None for e in x):
                 y = [e.label for e in x]
@@ -75,20 +79,26 @@ class MultipleChoice(TextTask):
         return [SwagExample(context, "", tuple(row), None if ids is None else ids[i], f"x[{i}]")
                 for i, (context, row) in enumerate(zip(contexts, endings))]
 
-    def _dataset(self, examples, batch_size, shuffle=False, seed=None):
+    def _dataset(self, examples, batch_size, shuffle=False, seed=None, sample_weights=None):
         from pipelines.tasks.swag import swag_dataset
 
         # Prediction keeps the last, incomplete batch even with static shapes.
         return swag_dataset(examples, self.tokenizer, seq_length=self.seq_length, batch_size=batch_size,
                             shuffle=shuffle, static_shapes=self.static_shapes, seed=seed,
-                            drop_remainder=None if shuffle else False)
+                            drop_remainder=None if shuffle else False, sample_weights=sample_weights)
 
-    def _train_dataset(self, x, y, *, batch_size, shuffle, seed):
+    def _train_dataset(self, x, y, *, batch_size, shuffle, seed, sample_weight=None):
         if is_tokenized(x):
             return self._tokenized_dataset(x, np.asarray(y, np.int32), batch_size=batch_size,
-                                           shuffle=shuffle, seed=seed)
+                                           shuffle=shuffle, seed=seed, sample_weight=sample_weight)
+        if isinstance(x, tf.data.Dataset):
+            x, y, sample_weight = self._in_memory(x, y, sample_weight, x_is_tuple=True)
         examples = self._examples(x, y)
-        return self._dataset(examples, batch_size, shuffle, seed), steps_for(len(examples), batch_size)
+        if any(e.label is None for e in examples):
+            raise TaskInputError("y: no labels given (fit needs the right ending of each context)")
+        weights = check_sample_weight(sample_weight, len(examples))
+        return (self._dataset(examples, batch_size, shuffle, seed, weights),
+                steps_for(len(examples), batch_size))
 
     def _logits(self, examples, batch_size):
         return np.asarray(self._outputs(self._dataset(examples, batch_size)))

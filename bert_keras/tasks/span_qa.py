@@ -3,7 +3,9 @@
 import numpy as np
 import tensorflow as tf
 
-from bert_keras.tasks.inputs import TaskInputError, check_lengths, is_tokenized, text_columns
+from bert_keras.tasks.inputs import TaskInputError, check_lengths, check_sample_weight, is_tokenized
+from bert_keras.tasks.inputs import text_columns
+from pipelines.tasks.squad import SquadExample
 from bert_keras.tasks.text_task import TextTask, steps_for
 
 
@@ -74,14 +76,45 @@ class SpanQA(TextTask):
 
     @property
     def null_threshold(self):
+        """The v2.0 "no answer" threshold of `predict` and the export.
+
+        It changes only when you set it (`qa.null_threshold = 1.5`) or ask
+        `evaluate(..., tune_threshold=True)` to adopt the dev set's best.
+        """
         from bert_keras.finetuned_model import squad_threshold
 
         return squad_threshold(self._text.settings, self._text.eval_results)[0]
+
+    @null_threshold.setter
+    def null_threshold(self, value):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) \
+                or not np.isfinite(value):
+            raise TaskInputError(f"null_threshold={value!r}: expected a finite number")
+        self._text.settings["null_score_diff_threshold"] = float(value)
+
+    def evaluate(self, x=None, y=None, batch_size=None, verbose=0, sample_weight=None, steps=None,
+                 callbacks=None, return_dict=False, *, tune_threshold=False, **kwargs):
+        """The official SQuAD metrics (see the class docstring).
+
+        Args:
+            tune_threshold: SQuAD v2.0: afterwards, `predict` and the export use
+                the threshold that gave this data's best F1 (`best_f1_thresh`).
+                Off by default: evaluating never changes what `predict` answers.
+        """
+        metrics = super().evaluate(x, y, batch_size=batch_size, verbose=verbose,
+                                   sample_weight=sample_weight, steps=steps, callbacks=callbacks,
+                                   return_dict=return_dict, **kwargs)
+        if tune_threshold:
+            if not self._text.settings["version_2"] or "best_f1_thresh" not in metrics:
+                raise TaskInputError("tune_threshold: only a SQuAD v2.0 model has a null threshold")
+            self.null_threshold = metrics["best_f1_thresh"]
+        return metrics
 
     # -- data -------------------------------------------------------------------------
     def _examples(self, x, y, *, training):
         from pipelines.tasks.squad import SquadExample, examples_from_records
 
+        x, y, _ = self._in_memory(x, y, x_is_tuple=True)
         if isinstance(x, (list, tuple)) and x and isinstance(x[0], SquadExample):
             return list(x)
         if isinstance(x, list) and x and isinstance(x[0], (list, tuple)):
@@ -94,7 +127,7 @@ class SpanQA(TextTask):
         records = []
         for index, (question, context, answer) in enumerate(zip(questions, contexts, answers)):
             if isinstance(answer, dict):
-                answer = [answer]
+                answer = _answer_list(answer, f"y[{index}]")
             answer = [dict(a) for a in (answer or [])]
             for a in answer:
                 if "text" not in a or "answer_start" not in a:
@@ -117,11 +150,21 @@ class SpanQA(TextTask):
                                     max_seq_length=self.seq_length, doc_stride=settings["doc_stride"],
                                     max_query_length=settings["max_query_length"])
 
-    def _train_dataset(self, x, y, *, batch_size, shuffle, seed):
+    def _train_dataset(self, x, y, *, batch_size, shuffle, seed, sample_weight=None):
         if is_tokenized(x):
-            return self._tokenized_dataset(x, y, batch_size=batch_size, shuffle=shuffle, seed=seed)
-        features = self._features(self._examples(x, y, training=True), True)
+            return self._tokenized_dataset(x, y, batch_size=batch_size, shuffle=shuffle, seed=seed,
+                                           sample_weight=sample_weight)
+        if isinstance(x, tf.data.Dataset):
+            x, y, sample_weight = self._in_memory(x, y, sample_weight, x_is_tuple=True)
+        if y is None and not (isinstance(x, (list, tuple)) and x and isinstance(x[0], SquadExample)):
+            raise TaskInputError("y: no answers given (fit needs one answer, or None, per question)")
+        examples = self._examples(x, y, training=True)
+        features = self._features(examples, True)
         dataset = features.as_dataset()
+        weights = check_sample_weight(sample_weight, len(examples))
+        if weights is not None:  # each window weighs as its question
+            dataset = tf.data.Dataset.zip(dataset, tf.data.Dataset.from_tensor_slices(
+                weights[features.example_index])).map(lambda inputs, weight: inputs + (weight,))
         if shuffle:
             dataset = dataset.shuffle(len(features), seed=seed, reshuffle_each_iteration=True)
         return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE), steps_for(len(features), batch_size)
@@ -179,6 +222,17 @@ class SpanQA(TextTask):
         `threshold`, `n_best_size`, `max_answer_length` override the task's settings.
         """
         return self._decode(list(examples), batch_size, threshold, n_best_size, max_answer_length)
+
+
+def _answer_list(answer, where):
+    """One answer dict, or SQuAD's columnar `{"text": [...], "answer_start": [...]}`, as a list."""
+    texts, starts = answer.get("text"), answer.get("answer_start")
+    if isinstance(texts, (list, tuple)) or isinstance(starts, (list, tuple)):
+        if not isinstance(texts, (list, tuple)) or not isinstance(starts, (list, tuple)) \
+                or len(texts) != len(starts):
+            raise TaskInputError(f"{where}: answer texts and answer_start differ in length: {answer}")
+        return [{"text": t, "answer_start": int(s)} for t, s in zip(texts, starts)]
+    return [answer]
 
 
 def squad_json(examples):

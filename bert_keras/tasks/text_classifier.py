@@ -3,8 +3,10 @@
 import numpy as np
 import tensorflow as tf
 
-from bert_keras.tasks.inputs import TaskInputError, check_lengths, float_targets, is_tokenized
-from bert_keras.tasks.inputs import label_ids, text_columns
+from bert_keras.tasks.dataset_inputs import to_python
+from bert_keras.tasks.inputs import TaskInputError, check_count, check_label_names, check_lengths
+from bert_keras.tasks.inputs import check_sample_weight, float_targets, is_tokenized, label_ids
+from bert_keras.tasks.inputs import text_columns
 from bert_keras.tasks.text_task import TextTask, steps_for
 
 
@@ -40,6 +42,8 @@ class TextClassifier(TextTask):
         text_pair: the task reads text pairs; default: as the first `fit`'s data.
     """
 
+    fixed_settings = ("text_pair",)
+
     @property
     def kind(self):
         return "regression" if self.is_regression else "classification"
@@ -60,23 +64,22 @@ class TextClassifier(TextTask):
         if labels is None and num_classes is None:
             raise TaskInputError("TextClassifier needs labels=[names] or num_classes= (1: regression)")
         if labels is not None:
-            labels = [str(label) for label in labels]
-            if len(set(labels)) != len(labels):
-                raise TaskInputError(f"labels: duplicate names in {labels}")
+            labels = check_label_names(labels)
             if num_classes is not None and num_classes != len(labels):
                 raise TaskInputError(f"num_classes={num_classes} but {len(labels)} labels {labels}")
             if len(labels) < 2:
                 raise TaskInputError(f"labels: {labels}: classification needs at least two classes "
                                      "(num_classes=1 for regression)")
-        elif num_classes > 1:
-            labels = [str(i) for i in range(num_classes)]
+        else:
+            num_classes = check_count("num_classes", num_classes, allow_none=False)
+            if num_classes > 1:
+                labels = [str(i) for i in range(num_classes)]
         size = len(labels) if labels else 1
         return labels, BertClassifier(encoder, num_classes=size, dropout=dropout), {"text_pair": text_pair}
 
     # -- data ------------------------------------------------------------------------
-    def _texts(self, x, name="x"):
-        columns = text_columns(x, name)
-        pair = len(columns) == 2
+    def _check_pair(self, pair, name="x"):
+        """Records whether the task reads pairs (first data seen), or checks it against that."""
         if self.text_pair is None:
             self._text.settings["text_pair"] = pair
         elif pair != self.text_pair:
@@ -84,6 +87,10 @@ class TextClassifier(TextTask):
                 f"{name}: this classifier reads text pairs; pass x as a tuple (texts, texts_b)"
                 if self.text_pair else
                 f"{name}: this classifier reads single texts, not (texts, texts_b) pairs")
+
+    def _texts(self, x, name="x"):
+        columns = text_columns(x, name)
+        self._check_pair(len(columns) == 2, name)
         return columns
 
     def _targets(self, y, count, name="y"):
@@ -92,76 +99,134 @@ class TextClassifier(TextTask):
             return float_targets(y, name)
         return np.asarray(label_ids(y, self.labels, name), np.int32)
 
-    def _examples(self, x, y, *, shuffle, seed):
+    def _rows(self, x, y, sample_weight, *, needs_y):
+        """`(unbatched dataset of ((texts...), target[, weight]), count)` from any form of `x`.
+
+        Everything is checked here, before a step runs: texts, labels, weights.
+        """
+        if isinstance(x, tf.data.Dataset):
+            return self._dataset_rows(x, needs_y=needs_y)
+        columns = self._texts(x)
+        count = len(columns[0])
+        if y is not None:
+            targets = self._targets(y, count)
+        elif needs_y:
+            raise TaskInputError("y: no labels given (fit and evaluate need y)")
+        else:
+            targets = np.zeros(count, np.float32 if self.is_regression else np.int32)
+        parts = (tuple(tf.constant(c) for c in columns), targets)
+        weights = check_sample_weight(sample_weight, count)
+        if weights is not None:
+            parts += (weights,)
+        return tf.data.Dataset.from_tensor_slices(parts), count
+
+    def _dataset_rows(self, dataset, *, needs_y):
+        """A dataset of raw texts (batched or not) as rows with label ids, read once to check it."""
+        from bert_keras.tasks import dataset_inputs
+
+        parts = dataset_inputs.element_parts(dataset.element_spec, x_is_tuple=bool(self.text_pair))
+        rows = dataset_inputs.unbatched(dataset, parts, example_rank=0)
+        text_spec = rows.element_spec[0]
+        if isinstance(text_spec, tuple) and len(text_spec) == 1:
+            rows = rows.map(lambda t, *rest: (t[0],) + rest)
+            text_spec = text_spec[0]
+        pair = isinstance(text_spec, tuple)
+        if pair and len(text_spec) != 2:
+            raise TaskInputError(f"x: a dataset's texts are a string or a pair (text, text_b), got a "
+                                 f"tuple of {len(text_spec)}")
+        self._check_pair(pair)
+        if needs_y and not parts.has_y:
+            raise TaskInputError("x: the dataset has no labels; its elements must be (text, label) "
+                                 "or ((text, text_b), label)")
+        count = self._check_dataset(rows, parts)
+        to_id = self._label_lookup(rows.element_spec[1]) if parts.has_y else None
+        zero = tf.constant(0, tf.float32 if self.is_regression else tf.int32)
+
+        def normalise(texts, *rest):
+            texts = texts if pair else (texts,)
+            target = to_id(rest[0]) if to_id is not None else zero
+            weights = tuple(tf.cast(w, tf.float32) for w in rest[1:])
+            return (texts, target) + weights
+
+        return rows.map(normalise, num_parallel_calls=tf.data.AUTOTUNE).apply(
+            tf.data.experimental.assert_cardinality(count)), count
+
+    def _check_dataset(self, rows, parts):
+        """One pass over the texts, labels and weights of a dataset: the door checks; its size."""
+        count = 0
+        for chunk in rows.batch(8192).as_numpy_iterator():
+            texts = chunk[0] if isinstance(chunk[0], tuple) else (chunk[0],)
+            for column_index, column in enumerate(texts):
+                empty = np.flatnonzero(np.char.str_len(np.char.strip(column.astype(bytes))) == 0)
+                if empty.size:
+                    column_name = "" if len(texts) == 1 else f"[{column_index}]"
+                    raise TaskInputError(f"x{column_name}: element {count + empty[0]} of the dataset is "
+                                         "an empty text (nothing but whitespace)")
+            size = len(texts[0])
+            if parts.has_y:
+                labels = [to_python(v) for v in chunk[1].tolist()]
+                names = [f"y (dataset element {count + i})" for i in range(size)]
+                if self.is_regression:
+                    for name, value in zip(names, labels):
+                        float_targets([value], name)
+                else:
+                    for name, value in zip(names, labels):
+                        label_ids([value], self.labels, name)
+            if parts.has_weight:
+                check_sample_weight(np.reshape(chunk[2], [-1]), size, f"sample_weight (dataset elements {count}..)")
+            count += size
+        if count == 0:
+            raise TaskInputError("x: an empty dataset")
+        return count
+
+    def _label_lookup(self, label_spec):
+        """In-graph label value -> id, by the rule of `bert_keras.tasks.inputs` (checked beforehand)."""
+        if self.is_regression:
+            return lambda label: tf.cast(label, tf.float32)
+        table = tf.lookup.StaticHashTable(
+            tf.lookup.KeyValueTensorInitializer(tf.constant(self.labels),
+                                                tf.range(len(self.labels), dtype=tf.int32)), -1)
+
+        def to_id(label):
+            if label.dtype.is_floating:
+                label = tf.cast(label, tf.int64)
+            if label.dtype != tf.string:
+                label = tf.strings.as_string(label)
+            return table.lookup(label)
+
+        return to_id
+
+    def _examples(self, x, y, *, shuffle, seed, sample_weight=None, needs_y=False):
         """`(unbatched encoded examples, count)` from raw texts or a dataset of raw texts."""
         from pipelines.tasks import batching
 
-        if isinstance(x, tf.data.Dataset):
-            dataset, count = self._raw_dataset(x)
-        else:
-            columns = self._texts(x)
-            count = len(columns[0])
-            targets = (self._targets(y, count) if y is not None
-                       else np.zeros(count, np.float32 if self.is_regression else np.int32))
-            dataset = tf.data.Dataset.from_tensor_slices((tuple(tf.constant(c) for c in columns), targets))
+        dataset, count = self._rows(x, y, sample_weight, needs_y=needs_y)
         if shuffle:
             dataset = dataset.shuffle(count, seed=seed, reshuffle_each_iteration=True)
         return batching.encode_texts(dataset, self.tokenizer, seq_length=self.seq_length), count
 
-    def _raw_dataset(self, dataset):
-        """A dataset of `(text | (text, text_b), label)` with label names mapped to ids."""
-        text_spec, label_spec = dataset.element_spec
-        if isinstance(text_spec, tuple) and len(text_spec) == 1:
-            dataset = dataset.map(lambda t, l: (t[0], l))
-        pair = isinstance(text_spec, tuple) and len(text_spec) == 2
-        if self.text_pair is None:
-            self._text.settings["text_pair"] = pair
-        elif pair != self.text_pair:
-            raise TaskInputError("x: the dataset's texts are " + ("pairs" if pair else "single texts")
-                                 + " but this classifier reads " + ("pairs" if self.text_pair else
-                                                                    "single texts"))
-        if label_spec.dtype == tf.string and not self.is_regression:
-            table = tf.lookup.StaticHashTable(
-                tf.lookup.KeyValueTensorInitializer(tf.constant(self.labels),
-                                                    tf.range(len(self.labels), dtype=tf.int32)), -1)
-
-            def to_id(label):
-                index = table.lookup(label)
-                tf.debugging.assert_non_negative(index, message="y: a label never seen in training")
-                return index
-        else:
-            dtype = tf.float32 if self.is_regression else tf.int32
-
-            def to_id(label):
-                return tf.cast(label, dtype)
-        dataset = dataset.map(lambda t, l: (t if pair else (t,), to_id(l)))
-        count = int(dataset.cardinality())
-        if count < 0:
-            count = int(dataset.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
-        if count == 0:
-            raise TaskInputError("x: an empty dataset")
-        return dataset, count
-
-    def _train_dataset(self, x, y, *, batch_size, shuffle, seed):
+    def _train_dataset(self, x, y, *, batch_size, shuffle, seed, sample_weight=None):
         if is_tokenized(x):
             y = self._targets(y, len(x["token_ids"]))
-            return self._tokenized_dataset(x, y, batch_size=batch_size, shuffle=shuffle, seed=seed)
-        examples, count = self._examples(x, y, shuffle=shuffle, seed=seed)
+            return self._tokenized_dataset(x, y, batch_size=batch_size, shuffle=shuffle, seed=seed,
+                                           sample_weight=sample_weight)
+        examples, count = self._examples(x, y, shuffle=shuffle, seed=seed, sample_weight=sample_weight,
+                                         needs_y=True)
         return self._batch(examples, batch_size), steps_for(count, batch_size)
 
     # -- outputs ------------------------------------------------------------------------
-    def _scores(self, x, y, batch_size):
+    def _scores(self, x, y, batch_size, needs_y=False):
         if is_tokenized(x):
             dataset, _ = self._tokenized_dataset(x, None, batch_size=batch_size, shuffle=False, seed=None)
             gold = None if y is None else self._targets(y, len(x["token_ids"]))
         else:
-            examples, _ = self._examples(x, y, shuffle=False, seed=None)
+            examples, _ = self._examples(x, y, shuffle=False, seed=None, needs_y=needs_y)
             dataset = self._batch(examples, batch_size)
             gold = None
         dataset = dataset.cache()  # tokenized once: the outputs, then the gold labels
         outputs = np.asarray(self._outputs(dataset))
-        if gold is None and isinstance(dataset.element_spec, tuple):
-            gold = np.concatenate([y.numpy() for _, y in dataset])
+        if gold is None and needs_y:
+            gold = np.concatenate([y.numpy() for _, y, *_ in dataset])
         return outputs, gold
 
     def _predict(self, x, *, batch_size):
@@ -174,7 +239,7 @@ class TextClassifier(TextTask):
     def _evaluate(self, x, y, *, batch_size):
         from bert_keras.metrics import accuracy, f1, matthews_corrcoef, pearson, spearman
 
-        outputs, gold = self._scores(x, y, batch_size)
+        outputs, gold = self._scores(x, y, batch_size, needs_y=True)
         if self.is_regression:
             metrics = {"pearson": float(pearson(outputs, gold)), "spearman": float(spearman(outputs, gold))}
         else:

@@ -24,7 +24,9 @@ import tensorflow as tf
 from bert_keras.finetuned_model import DEFAULT_SETTINGS, FinetunedModel, is_finetuned_directory
 from bert_keras.finetuned_model import read_finetuned, save_finetuned
 from bert_keras.models.encoder_task import EncoderTask
-from bert_keras.tasks.inputs import TaskInputError, check_tokenized, is_tokenized
+from bert_keras.tasks.inputs import TaskInputError, check_count, check_epochs, check_label_names
+from bert_keras.tasks.inputs import check_tokenized
+from bert_keras.tasks.inputs import check_sample_weight, is_tokenized, label_ids, num_rows, take_rows
 
 
 @dataclasses.dataclass
@@ -146,6 +148,7 @@ class TextTask(keras.Model):
         spec_path = os.fspath(spec)
         if is_finetuned_directory(spec_path):
             task = load(spec_path, expected=cls)
+            task._keep_head(spec_path, labels=labels, num_classes=num_classes, **options)
             if seq_length:
                 task._text.seq_length = int(seq_length)
         else:
@@ -161,6 +164,33 @@ class TextTask(keras.Model):
                        settings=settings, training={"init": spec_path})
         task._compile_recipe(**recipe)
         return task
+
+    # Settings that shape the head: a fine-tuned directory keeps them (others may be overridden).
+    fixed_settings = ()
+
+    def _keep_head(self, directory, *, labels, num_classes, **options):
+        """Checks `from_pretrained(fine-tuned directory, ...)` options against the saved head.
+
+        Training continues from the saved head, so its classes stay; asking for other
+        labels is an error (a new head starts from the encoder: `load(dir).encoder`).
+        """
+        if labels is not None and check_label_names(labels) != self.labels:
+            raise TaskInputError(f"labels={list(labels)}: {directory} was fine-tuned with labels "
+                                 f"{self.labels}; continue with those, or start a new head from its "
+                                 "encoder")
+        if num_classes is not None and num_classes != len(self.labels or [None]):
+            raise TaskInputError(f"num_classes={num_classes}: {directory} has "
+                                 f"{len(self.labels or [None])} classes")
+        for key, value in options.items():
+            if key not in self._text.settings:
+                raise TaskInputError(f"{key}=: not a setting of a {type(self).__name__}; its settings: "
+                                     f"{', '.join(sorted(self._text.settings))}")
+            if value is None or value == self._text.settings[key]:
+                continue
+            if key in self.fixed_settings:
+                raise TaskInputError(f"{key}={value!r}: {directory} was fine-tuned with {key}="
+                                     f"{self._text.settings[key]!r}, which its head keeps")
+            self._text.settings[key] = value
 
     @classmethod
     def _needs_hidden_states(cls, options):
@@ -221,53 +251,162 @@ class TextTask(keras.Model):
             self.distribute_strategy, tf.distribute.TPUStrategy)
 
     # -- fit / evaluate / predict -------------------------------------------------------
-    def fit(self, x=None, y=None, *, batch_size=32, epochs=3, max_steps=None, shuffle=True, seed=None,
-            validation_data=None, callbacks=None, verbose="auto", **kwargs):
+    def fit(self, x=None, y=None, batch_size=None, epochs=3, verbose="auto", callbacks=None,
+            validation_split=0.0, validation_data=None, shuffle=True, class_weight=None,
+            sample_weight=None, initial_epoch=0, steps_per_epoch=None, validation_steps=None,
+            validation_batch_size=None, validation_freq=1, *, max_steps=None, seed=None):
         """Fine-tunes on raw text (see the class docstring for `x` / `y`); returns the `History`.
 
+        Takes what `keras.Model.fit` takes, in the same order; everything is checked
+        before the first step (a `TaskInputError` names the argument or row).
+
         Args:
-            x, y: inputs and labels, or `x` a `tf.data.Dataset` of `(input, label)`.
-            batch_size: examples per step.
+            x, y: inputs and labels (lists, numpy arrays, a tuple of columns
+                for pairs), or `x` a `tf.data.Dataset` of `(x, y)` /
+                `(x, y, sample_weight)`, batched or not.
+            batch_size: examples per step (default 32; a batched dataset is
+                re-batched to it after tokenization).
             epochs: passes over the data (a float: the last one is partial).
-            max_steps: stop after this many steps.
+            validation_split: the last fraction of in-memory `x` / `y` held
+                out and scored after each epoch (as Keras: before shuffling).
+            validation_data: `(x, y)`, `(x, y, sample_weight)` or a dataset,
+                in the same forms as `x` / `y`.
             shuffle: shuffle the examples every epoch.
+            class_weight: `{label name or id: weight}` (classification).
+            sample_weight: one weight per example.
+            steps_per_epoch: steps in one Keras epoch (default: one pass).
+            max_steps: stop after this many steps.
             seed: shuffle seed.
-            validation_data: `(x, y)` in the same forms, scored with the
-                Keras loss / metrics after each epoch.
-            callbacks, verbose, **kwargs: as `keras.Model.fit`.
+            verbose, callbacks, initial_epoch, validation_steps,
+            validation_batch_size, validation_freq: as `keras.Model.fit`.
         """
-        dataset, steps_per_epoch = self._train_dataset(x, y, batch_size=batch_size, shuffle=shuffle,
-                                                       seed=seed)
+        batch_size = check_count("batch_size", batch_size) or 32
+        epochs = check_epochs(epochs)
+        max_steps = check_count("max_steps", max_steps)
+        steps_per_epoch = check_count("steps_per_epoch", steps_per_epoch)
+        validation_batch_size = check_count("validation_batch_size", validation_batch_size) or batch_size
+        if isinstance(x, tf.data.Dataset):
+            if y is not None or sample_weight is not None:
+                raise TaskInputError("y / sample_weight: with a tf.data.Dataset as x, labels and weights "
+                                     "come from its elements ((x, y) or (x, y, sample_weight))")
+            if validation_split:
+                raise TaskInputError("validation_split: works on in-memory data only (as in Keras); with "
+                                     "a dataset, pass validation_data= (e.g. dataset.take(n))")
+            if _is_tokenized_dataset(x):
+                return super().fit(x, epochs=epochs, verbose=verbose, callbacks=callbacks,
+                                   validation_data=validation_data, class_weight=class_weight,
+                                   initial_epoch=initial_epoch, steps_per_epoch=steps_per_epoch,
+                                   validation_steps=validation_steps, validation_freq=validation_freq)
+        elif validation_split:
+            x, y, sample_weight, held_out = _split_off_validation(x, y, sample_weight, validation_split)
+            if validation_data is None:
+                validation_data = held_out
+        if x is None:
+            raise TaskInputError("x: no training data given")
+        dataset, steps = self._train_dataset(x, y, sample_weight=sample_weight, batch_size=batch_size,
+                                             shuffle=shuffle, seed=seed)
+        if validation_data is not None:
+            validation_data = self._validation_dataset(validation_data, validation_batch_size)
+        if class_weight is not None:
+            class_weight = self._class_weight_ids(class_weight)
+        steps_per_epoch = steps_per_epoch or steps
         total_steps = max(1, int(round(epochs * steps_per_epoch)))
         if max_steps:
-            total_steps = min(total_steps, int(max_steps))
+            total_steps = min(total_steps, max_steps)
         if self._recipe is not None:  # the schedule ends exactly at the last step
             self._size_schedule(total_steps)
-        if validation_data is not None and not isinstance(validation_data, tf.data.Dataset):
-            validation_data, _ = self._train_dataset(*validation_data, batch_size=batch_size,
-                                                     shuffle=False, seed=None)
         keras_epochs = max(1, -(-total_steps // steps_per_epoch))
         # Repeat: fractional epochs and max_steps split into whole Keras epochs. shuffle=False:
         # the dataset shuffles itself.
-        return super().fit(dataset.repeat(), epochs=keras_epochs, shuffle=False,
-                           steps_per_epoch=min(steps_per_epoch, total_steps),
-                           validation_data=validation_data, callbacks=callbacks, verbose=verbose,
-                           **kwargs)
+        return super().fit(dataset.repeat(), epochs=keras_epochs, shuffle=False, verbose=verbose,
+                           steps_per_epoch=min(steps_per_epoch, total_steps), callbacks=callbacks,
+                           validation_data=validation_data, class_weight=class_weight,
+                           initial_epoch=initial_epoch, validation_steps=validation_steps,
+                           validation_freq=validation_freq)
 
-    def evaluate(self, x=None, y=None, *, batch_size=32, verbose=0, **kwargs):
-        """The task's metrics on raw text, as a dict (see the class docstring)."""
-        if kwargs or isinstance(x, tf.data.Dataset) and _is_tokenized_dataset(x):
-            # Keras' own evaluation (fit's validation, tokenized datasets): loss + compiled metrics.
-            return super().evaluate(x, y, batch_size=batch_size, verbose=verbose, **kwargs)
+    def evaluate(self, x=None, y=None, batch_size=None, verbose=0, sample_weight=None, steps=None,
+                 callbacks=None, return_dict=False, **kwargs):
+        """The task's metrics on raw text, as a dict (see the class docstring).
+
+        `x` / `y` take the forms of `fit` (a dataset: batched or not). Tokenized
+        inputs, and the validation of `fit`, go to Keras' own loop (loss and the
+        compiled metrics).
+        """
+        batch_size = check_count("batch_size", batch_size) or 32
+        if (kwargs or is_tokenized(x)
+                or isinstance(x, tf.data.Dataset) and _is_tokenized_dataset(x)):
+            if is_tokenized(x) and not kwargs:
+                return self._evaluate(x, y, batch_size=batch_size)
+            return super().evaluate(x, y, batch_size=batch_size, verbose=verbose,
+                                    sample_weight=sample_weight, steps=steps, callbacks=callbacks,
+                                    return_dict=return_dict, **kwargs)
+        if sample_weight is not None:
+            raise TaskInputError("sample_weight: the task's metrics (accuracy, F1, SQuAD, ...) are "
+                                 "unweighted; weights apply to the loss in fit")
+        if isinstance(x, tf.data.Dataset) and y is not None:
+            raise TaskInputError("y: with a tf.data.Dataset as x, labels come from its elements")
         return self._evaluate(x, y, batch_size=batch_size)
 
-    def predict(self, x, *, batch_size=32, verbose=0, **kwargs):
-        """The task's predictions for raw text (see the class docstring)."""
-        if kwargs:
-            return super().predict(x, batch_size=batch_size, verbose=verbose, **kwargs)
+    def predict(self, x, batch_size=None, verbose=0, steps=None, callbacks=None):
+        """The task's predictions for raw text (see the class docstring).
+
+        `x` takes the forms of `fit` without labels: a list, an array, a tuple of
+        columns, or a dataset of texts (batched or not; labels in it are ignored).
+        The output has the same structure whatever the form.
+        """
+        batch_size = check_count("batch_size", batch_size) or 32
+        if isinstance(x, tf.data.Dataset) and _is_tokenized_dataset(x):
+            return super().predict(x, verbose=verbose, steps=steps, callbacks=callbacks)
         return self._predict(x, batch_size=batch_size)
 
-    def _train_dataset(self, x, y, *, batch_size, shuffle, seed):
+    def _validation_dataset(self, validation_data, batch_size):
+        """`validation_data` in any form of `fit`'s, as encoded batches for Keras' evaluation."""
+        if isinstance(validation_data, tf.data.Dataset):
+            if _is_tokenized_dataset(validation_data):
+                return validation_data
+            dataset, _ = self._train_dataset(validation_data, None, sample_weight=None,
+                                             batch_size=batch_size, shuffle=False, seed=None)
+            return dataset
+        if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
+            raise TaskInputError("validation_data: expected (x, y), (x, y, sample_weight) or a "
+                                 "tf.data.Dataset")
+        vx, vy, *weights = validation_data
+        dataset, _ = self._train_dataset(vx, vy, sample_weight=weights[0] if weights else None,
+                                         batch_size=batch_size, shuffle=False, seed=None)
+        return dataset
+
+    def _class_weight_ids(self, class_weight):
+        """`{class id: weight}` from a dict keyed by label names (or ids, compared as names)."""
+        if not isinstance(class_weight, dict) or not class_weight:
+            raise TaskInputError("class_weight: expected a dict {label: weight}")
+        if not self.labels:
+            raise TaskInputError(f"class_weight: a {type(self).__name__} has no classes; "
+                                 "use sample_weight")
+        ids = label_ids(list(class_weight), self.labels, "class_weight")
+        weights = {}
+        for key, i in zip(class_weight, ids):
+            weight = class_weight[key]
+            if not isinstance(weight, (int, float, np.number)) or not np.isfinite(weight) or weight < 0:
+                raise TaskInputError(f"class_weight[{key!r}]: {weight!r} is not a finite weight >= 0")
+            weights[i] = float(weight)
+        return weights
+
+    def _in_memory(self, x, y, sample_weight=None, *, x_is_tuple=False, example_rank=0,
+                   is_batched=None):
+        """`(x, y, sample_weight)` as lists: a dataset is read into them, other forms pass through.
+
+        For the tasks whose features are built in Python (NER, SQuAD, multiple choice).
+        """
+        from bert_keras.tasks import dataset_inputs
+
+        if not isinstance(x, tf.data.Dataset):
+            return x, y, sample_weight
+        parts = dataset_inputs.element_parts(x.element_spec, x_is_tuple=x_is_tuple)
+        rows = dataset_inputs.unbatched(x, parts, example_rank=example_rank, is_batched=is_batched)
+        return dataset_inputs.to_columns(rows, x_is_tuple=x_is_tuple)
+
+    def _train_dataset(self, x, y, *, batch_size, shuffle, seed, sample_weight=None):
+        """`(batched (x, y[, sample_weight]) dataset, steps per pass)`; subclasses implement."""
         raise NotImplementedError
 
     def _evaluate(self, x, y, *, batch_size):
@@ -277,11 +416,12 @@ class TextTask(keras.Model):
         raise NotImplementedError
 
     # -- shared pieces for subclasses ---------------------------------------------------
-    def _tokenized_dataset(self, x, y, *, batch_size, shuffle, seed):
+    def _tokenized_dataset(self, x, y, *, batch_size, shuffle, seed, sample_weight=None):
         """`(dataset, steps)` of an already tokenized dict `x` and targets `y`."""
         x = check_tokenized(x)
         count = len(x["token_ids"])
-        dataset = tf.data.Dataset.from_tensor_slices((x, y) if y is not None else x)
+        parts = (x,) + tuple(part for part in (y, check_sample_weight(sample_weight, count)) if part is not None)
+        dataset = tf.data.Dataset.from_tensor_slices(parts if len(parts) > 1 else x)
         if shuffle:
             dataset = dataset.shuffle(count, seed=seed, reshuffle_each_iteration=True)
         return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE), steps_for(count, batch_size)
@@ -313,18 +453,19 @@ class TextTask(keras.Model):
                               labels=self.labels, settings=self.settings, training=self._text.training,
                               eval_results=self._text.eval_results)
 
-    def save(self, directory, overwrite=True, **kwargs):
+    def save(self, directory, overwrite=None, **kwargs):
         """Writes the fine-tuned model directory (`bert_keras.finetuned_model`), atomically.
 
-        A path ending in `.keras` / `.h5` (Keras callbacks) saves the head alone.
-        Returns the directory.
+        Never deletes what you own: a directory holding anything but a fine-tuned
+        model is refused (the error lists what is there); an existing fine-tuned
+        model is replaced only with `overwrite=True`, and then only the files of
+        the format. A path ending in `.keras` / `.h5` (Keras callbacks) saves the
+        head alone, as `keras.Model.save` (overwrite by default). Returns the directory.
         """
         path = os.fspath(directory)
         if path.endswith((".keras", ".h5")):
-            return self.head.save(path, overwrite=overwrite, **kwargs)
-        if not overwrite and os.path.exists(path):
-            raise FileExistsError(f"{path}: exists (pass overwrite=True to replace it)")
-        return save_finetuned(path, self.to_finetuned())
+            return self.head.save(path, overwrite=True if overwrite is None else overwrite, **kwargs)
+        return save_finetuned(path, self.to_finetuned(), overwrite=bool(overwrite))
 
     def record(self, *, training=None, eval_results=None):
         """Adds provenance (saved in `task.json`'s `training`) and dev metrics to what `save` writes."""
@@ -365,6 +506,22 @@ class TextTask(keras.Model):
 
 def steps_for(count, batch_size):
     return max(1, math.ceil(count / batch_size))
+
+
+def _split_off_validation(x, y, sample_weight, validation_split):
+    """Keras' `validation_split`: the last fraction of the rows, taken before any shuffling."""
+    if isinstance(validation_split, bool) or not 0 < validation_split < 1:
+        raise TaskInputError(f"validation_split={validation_split!r}: expected a fraction in (0, 1)")
+    count = num_rows(x)
+    split_at = int(math.ceil(count * (1.0 - validation_split)))
+    if not 0 < split_at < count:
+        raise TaskInputError(f"validation_split={validation_split}: {count} examples leave none for "
+                             "training or none for validation")
+    head = (take_rows(x, 0, split_at), take_rows(y, 0, split_at), take_rows(sample_weight, 0, split_at))
+    tail = (take_rows(x, split_at, count), take_rows(y, split_at, count))
+    if sample_weight is not None:
+        tail += (take_rows(sample_weight, split_at, count),)
+    return head + (tail,)
 
 
 def _is_tokenized_dataset(dataset):

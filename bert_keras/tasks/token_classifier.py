@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from bert_keras.tasks.inputs import TaskInputError, check_lengths, is_tokenized, label_ids, text_list
+from bert_keras.tasks.inputs import TaskInputError, check_label_names, check_lengths, check_sample_weight
+from bert_keras.tasks.inputs import is_tokenized, label_ids, text_list
 from bert_keras.tasks.text_task import TextTask, steps_for
 
 
@@ -49,10 +50,16 @@ class TokenClassifier(TextTask):
         if not labels:
             raise TaskInputError("TokenClassifier needs labels=[tag names] "
                                  "(e.g. pipelines.tasks.conll.CONLL2003_NER_LABELS)")
-        labels = [str(label) for label in labels]
+        labels = check_label_names(labels)
+        if num_classes is not None and num_classes != len(labels):
+            raise TaskInputError(f"num_classes={num_classes} but {len(labels)} labels {labels}")
         return labels, BertTokenClassifier(encoder, num_labels=len(labels), dropout=dropout), {}
 
     # -- data -------------------------------------------------------------------------
+    def _in_memory_rows(self, x, y, sample_weight=None):
+        """`(x, y, sample_weight)` with a dataset read into lists (batched or not, see below)."""
+        return self._in_memory(x, y, sample_weight, is_batched=_is_batched_ner)
+
     def _sentences(self, x, y, name="x"):
         """(`Sentence`s, per input (text, starts, ends) or None) from raw inputs."""
         from pipelines.tasks.conll import Sentence, split_words
@@ -90,16 +97,20 @@ class TokenClassifier(TextTask):
 
         return encode_sentences(sentences, self.tokenizer, self.labels, seq_length=self.seq_length)
 
-    def _train_dataset(self, x, y, *, batch_size, shuffle, seed):
+    def _train_dataset(self, x, y, *, batch_size, shuffle, seed, sample_weight=None):
         from pipelines.tasks.conll import token_dataset
 
         if is_tokenized(x):
             return self._tokenized_dataset(x, np.asarray(y, np.int32), batch_size=batch_size,
-                                           shuffle=shuffle, seed=seed)
+                                           shuffle=shuffle, seed=seed, sample_weight=sample_weight)
+        x, y, sample_weight = self._in_memory_rows(x, y, sample_weight)
+        if y is None:
+            raise TaskInputError("y: no tags given (fit needs one tag per word)")
         sentences, _ = self._sentences(x, y)
         features = self._features(sentences)
         dataset = token_dataset(features, batch_size=batch_size, shuffle=shuffle,
-                                static_shapes=self.static_shapes, seed=seed)
+                                static_shapes=self.static_shapes, seed=seed,
+                                sample_weights=check_sample_weight(sample_weight, len(sentences)))
         return dataset, steps_for(len(features), batch_size)
 
     # -- outputs -----------------------------------------------------------------------
@@ -121,6 +132,7 @@ class TokenClassifier(TextTask):
 
         if is_tokenized(x):
             return _softmax(np.asarray(self.head.predict(x, batch_size=batch_size, verbose=0)))
+        x, _, _ = self._in_memory_rows(x, None)
         sentences, spans = self._sentences(x, None)
         results = []
         for sentence, (text, starts, ends), tags in zip(sentences, spans,
@@ -137,11 +149,29 @@ class TokenClassifier(TextTask):
     def _evaluate(self, x, y, *, batch_size):
         from bert_keras.metrics import entity_scores
 
+        x, y, _ = self._in_memory_rows(x, y)
+        if y is None:
+            raise TaskInputError("y: no tags given (evaluate needs one tag per word)")
         sentences, _ = self._sentences(x, y)
         predicted = self._tag(sentences, batch_size)
         metrics = {k: float(v) for k, v in entity_scores([s.tags for s in sentences], predicted).items()}
         metrics["num_examples"] = len(sentences)
         return metrics
+
+
+def _is_batched_ner(x_spec, y_spec):
+    """Whether a NER dataset is batched: one example is a text (rank 0) or a list of words (rank 1).
+
+    With tags, their rank decides (one sentence: `[words]`, a batch: `[batch, words]`).
+    Without, as Keras reads datasets: a rank-1 string tensor is a batch of texts, a
+    rank-2 one (ragged) a batch of word lists.
+    """
+    if y_spec is not None:
+        return y_spec.shape.rank == 2
+    rank = x_spec.shape.rank
+    if rank is None:
+        raise TaskInputError("x: the dataset's texts have an unknown rank; give its TensorSpec a shape")
+    return rank >= 1
 
 
 def _joined_spans(words):

@@ -63,7 +63,8 @@ def encode_texts(dataset, tokenizer, *, seq_length, truncation="longest_first"):
         [0, 0, 0, 0, 1, 1]
 
     Args:
-        dataset: unbatched `tf.data.Dataset` of `(texts, label)`; `texts` is
+        dataset: unbatched `tf.data.Dataset` of `(texts, label)` or `(texts,
+            label, sample_weight)` (the weight passes through); `texts` is
             a tuple of one (single sentence) or two (pair) string tensors,
             each a scalar or `[choices]` (multiple choice: every choice is
             packed separately, sharing one length).
@@ -72,7 +73,7 @@ def encode_texts(dataset, tokenizer, *, seq_length, truncation="longest_first"):
         truncation: `BertPacker` truncation rule.
 
     Returns:
-        Unbatched dataset of `(x, label)`: `x` holds int32 `token_ids`,
+        Unbatched dataset of `(x, label[, sample_weight])`: `x` holds int32 `token_ids`,
         `segment_ids`, `padding_mask` of shape `[length]` (or
         `[choices, length]`), `length <= seq_length` the packed length (the
         longest choice's for multiple choice).
@@ -81,7 +82,7 @@ def encode_texts(dataset, tokenizer, *, seq_length, truncation="longest_first"):
     packer = BertPacker(seq_length, cls_id=special.cls, sep_id=special.sep,
                         pad_id=special.pad, truncation=truncation, pad_to="fixed")
 
-    def encode_chunk(texts, labels):
+    def encode_chunk(texts, *labels):
         leading = tf.shape(texts[0])  # [chunk] or [chunk, choices]
         flat = [tokenizer.tokenize(tf.reshape(t, [-1])) for t in texts]
         packed = packer(tuple(flat))
@@ -91,10 +92,10 @@ def encode_texts(dataset, tokenizer, *, seq_length, truncation="longest_first"):
         lengths = tf.reduce_sum(packed["padding_mask"], axis=-1)
         if texts[0].shape.rank == 2:
             lengths = tf.reduce_max(lengths, axis=-1)
-        return packed, labels, lengths
+        return (packed, lengths) + labels
 
-    def trim(x, label, length):
-        return {k: v[..., :length] for k, v in x.items()}, label
+    def trim(x, length, *labels):
+        return ({k: v[..., :length] for k, v in x.items()},) + labels
 
     encoded = (dataset.batch(ENCODE_CHUNK)
                .map(encode_chunk, num_parallel_calls=tf.data.AUTOTUNE)
@@ -123,7 +124,7 @@ def batch(dataset, batch_size, *, seq_length, static_shapes=False, bucket_bounda
         TensorShape([32, 128])
 
     Args:
-        dataset: unbatched dataset of `(x, y)`: `x` a dict of int tensors
+        dataset: unbatched dataset of `(x, y)` or `(x, y, sample_weight)`: `x` a dict of int tensors
             whose LAST axis is the sequence (`[length]` or `[choices, length]`,
             at most `seq_length`); `y` a scalar label or a `[length]` token
             label sequence.
@@ -145,27 +146,29 @@ def batch(dataset, batch_size, *, seq_length, static_shapes=False, bucket_bounda
                          "static batches all have width seq_length already.")
     if drop_remainder is None:
         drop_remainder = bool(static_shapes)
-    x_spec, y_spec = dataset.element_spec
+    x_spec, y_spec, *weight_spec = dataset.element_spec
+    # A per-example sample weight (Keras' third element) is a scalar: never padded.
     pad_values = ({k: tf.constant(FEATURE_PAD_VALUES.get(k, 0), spec.dtype) for k, spec in x_spec.items()},
-                  _label_pad_value(y_spec))
+                  _label_pad_value(y_spec)) + tuple(tf.constant(0, w.dtype) for w in weight_spec)
 
     if static_shapes:
         shapes = ({k: spec.shape[:-1].concatenate([seq_length]) for k, spec in x_spec.items()},
-                  y_spec.shape[:-1].concatenate([seq_length]) if y_spec.shape.rank else y_spec.shape)
+                  y_spec.shape[:-1].concatenate([seq_length]) if y_spec.shape.rank else y_spec.shape
+                  ) + tuple(w.shape for w in weight_spec)
         return dataset.padded_batch(batch_size, padded_shapes=shapes, padding_values=pad_values,
                                     drop_remainder=drop_remainder)
 
     if bucket_boundaries:
         boundaries = sorted(int(b) for b in bucket_boundaries)
         batched = dataset.bucket_by_sequence_length(
-            element_length_func=lambda x, y: tf.shape(x["token_ids"])[-1],
+            element_length_func=lambda x, *_: tf.shape(x["token_ids"])[-1],
             bucket_boundaries=boundaries,
             bucket_batch_sizes=[batch_size] * (len(boundaries) + 1),
             padding_values=pad_values, drop_remainder=drop_remainder)
     else:
         batched = dataset.padded_batch(batch_size, padding_values=pad_values,
                                        drop_remainder=drop_remainder)
-    return batched.map(lambda x, y: _pad_to_multiple(x, y, pad_values, seq_length),
+    return batched.map(lambda x, y, *weight: _pad_to_multiple(x, y, pad_values, seq_length) + weight,
                        num_parallel_calls=tf.data.AUTOTUNE)
 
 

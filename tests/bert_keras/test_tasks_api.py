@@ -60,8 +60,10 @@ def test_pair_classification_predicts_probabilities_in_label_order_and_round_tri
     assert isinstance(loaded, tasks.TextClassifier) and loaded.labels == ["neg", "neutral", "pos"]
     assert loaded.text_pair is True
     np.testing.assert_allclose(loaded.predict(PAIRS), probabilities, atol=1e-5)
-    # ids work as labels as well as names
-    assert loaded.evaluate(PAIRS, [2, 0, 1, 2, 0, 1])["accuracy"] == pytest.approx(metrics["accuracy"])
+    # with labels= given, y holds names: ids are refused, saying how to pass them
+    with pytest.raises(tasks.TaskInputError, match=r"y\[0\]: label 2 was never seen in training"
+                                                   r".*num_classes=3 to train on ids"):
+        loaded.evaluate(PAIRS, [2, 0, 1, 2, 0, 1])
 
 
 def test_regression_round_trip_and_pearson_spearman(spec, tmp_path):
@@ -274,12 +276,25 @@ def test_format_version_1_directories_still_load(spec, tmp_path):
     np.testing.assert_allclose(loaded.predict(["good"]), classifier.predict(["good"]), atol=1e-5)
 
 
-def test_save_replaces_a_directory_whole_and_leaves_no_staging(spec, tmp_path):
+def test_save_replaces_a_model_only_when_asked_and_never_deletes_user_files(spec, tmp_path):
+    from bert_keras.finetuned_model import DirectoryInUseError
+
     target = str(tmp_path / "model")
     small(tasks.TextClassifier, spec, labels=["neg", "pos"]).save(target)
-    small(tasks.TextClassifier, spec, num_classes=1).save(target)
+    regressor = small(tasks.TextClassifier, spec, num_classes=1)
+    with pytest.raises(DirectoryInUseError, match="already holds a fine-tuned model; pass overwrite=True"):
+        regressor.save(target)
+    assert tasks.load(target).labels == ["neg", "pos"]  # untouched
+    regressor.save(target, overwrite=True)
     assert sorted(os.listdir(target)) == ["model.keras", "task.json", "vocab.txt"]  # no stale labels.txt
     assert os.listdir(tmp_path) == ["model"]
+    # a directory of the user's own files (the training CSV, notes) is never emptied
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "train.csv").write_text("text,label\na,pos\n")
+    with pytest.raises(DirectoryInUseError, match="train.csv"):
+        regressor.save(str(mine), overwrite=True)
+    assert os.listdir(mine) == ["train.csv"]
 
 
 # -- strategies --------------------------------------------------------------------------

@@ -1,0 +1,171 @@
+"""`tf.data.Dataset` inputs of `fit` / `evaluate` / `predict`: batched or not, with or without labels.
+
+Keras reads a dataset element as `x`, `(x,)`, `(x, y)` or `(x, y, sample_weight)`; so do
+the tasks. `x` is raw text in the task's form: a string (one text), a pair of strings
+`(text, text_b)` (pair classification, `(question, context)`, `(context, endings)`), or
+a list of words (NER). Keras expects datasets to be batched; people also pass
+unbatched ones (`from_tensor_slices(...)` without `.batch`). Both work: a task knows
+the rank of one example's text, so a dataset whose texts have one more axis is
+batched and is unbatched here; the task then batches the encoded examples itself
+(padded to the longest text of each batch, or to `seq_length` for XLA / TPU).
+
+Tasks whose features are built in Python (NER words, SQuAD windows, multiple choice)
+read the dataset once into lists (`to_columns`); the classifier and the embedder stream
+it through `tf.data`.
+
+Example:
+
+>>> import tensorflow as tf
+>>> batched = tf.data.Dataset.from_tensor_slices((["a b", "c", "d e"], ["pos", "neg", "pos"])).batch(2)
+>>> parts = element_parts(batched.element_spec, x_is_tuple=False)
+>>> rows = unbatched(batched, parts, example_rank=0)
+>>> [(x.numpy(), y.numpy()) for x, y in rows][:2]
+[(b'a b', b'pos'), (b'c', b'neg')]
+>>> to_columns(rows, x_is_tuple=False)
+(['a b', 'c', 'd e'], ['pos', 'neg', 'pos'], None)
+"""
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+from bert_keras.tasks.inputs import TaskInputError
+
+
+@dataclasses.dataclass(frozen=True)
+class ElementParts:
+    """Which parts a dataset element has: `x` alone, `(x, y)` or `(x, y, sample_weight)`."""
+
+    has_y: bool
+    has_weight: bool
+    wrapped: bool  # the element is a tuple (x, ...), not x itself
+
+
+def element_parts(spec, *, x_is_tuple):
+    """The `ElementParts` of a dataset's `element_spec`.
+
+    Args:
+        spec: `dataset.element_spec`.
+        x_is_tuple: the task's `x` is itself a pair (pair classification, QA,
+            multiple choice): then a 2-tuple of plain tensors is `x`, and
+            labelled elements are `((a, b), y)`.
+    """
+    if isinstance(spec, dict):
+        return ElementParts(False, False, False)
+    if not isinstance(spec, tuple):
+        return ElementParts(False, False, False)
+    if len(spec) == 1:
+        return ElementParts(False, False, True)
+    if x_is_tuple and len(spec) == 2 and not any(isinstance(part, (tuple, dict)) for part in spec):
+        return ElementParts(False, False, False)
+    if len(spec) in (2, 3):
+        return ElementParts(True, len(spec) == 3, True)
+    raise TaskInputError(f"x: a dataset element is x, (x, y) or (x, y, sample_weight); got a tuple of "
+                         f"{len(spec)} parts")
+
+
+def split_element(element, parts):
+    """`(x, y, sample_weight)` of one element (None for the parts it lacks)."""
+    if not parts.wrapped:
+        return element, None, None
+    x = element[0]
+    y = element[1] if parts.has_y else None
+    weight = element[2] if parts.has_weight else None
+    return x, y, weight
+
+
+def first_leaf(structure):
+    return tf.nest.flatten(structure)[0]
+
+
+def unbatched(dataset, parts, *, example_rank=None, is_batched=None):
+    """The dataset as unbatched `(x, y, sample_weight)` elements (y / weight only when present).
+
+    Args:
+        dataset: the user's dataset.
+        parts: its `element_parts`.
+        example_rank: rank of one example's (first) text tensor (0 for a string).
+        is_batched: instead of `example_rank`, a function of `(x_spec, y_spec)`
+            that says True / False (NER, whose examples are texts or word lists).
+
+    Raises:
+        TaskInputError: texts of a rank that is neither one example nor a batch.
+    """
+    x_spec, y_spec, _ = split_element(dataset.element_spec, parts)
+    rank = first_leaf(x_spec).shape.rank
+    if is_batched is not None:
+        batched = is_batched(x_spec, y_spec)
+    elif rank is None:
+        raise TaskInputError("x: the dataset's texts have an unknown rank; give its TensorSpec a shape "
+                             "(e.g. from_generator(..., output_signature=tf.TensorSpec([None], tf.string)))")
+    elif rank == example_rank + 1:
+        batched = True
+    elif rank == example_rank:
+        batched = False
+    else:
+        raise TaskInputError(f"x: the dataset's texts have rank {rank}; this task reads one example as "
+                             f"rank {example_rank} (a batch: rank {example_rank + 1})")
+
+    def as_tuple(*element):
+        if parts.wrapped:
+            x, y, weight = split_element(element, parts)
+        else:  # x itself: a tuple element arrives as several arguments
+            x, y, weight = (element if len(element) > 1 else element[0]), None, None
+        return tuple(part for part in (x, y, weight) if part is not None)
+
+    rows = dataset.map(as_tuple)
+    return rows.unbatch() if batched else rows
+
+
+def count_rows(dataset):
+    """Examples in an (unbatched) dataset: its cardinality, else one pass over it."""
+    count = int(dataset.cardinality())
+    if count == tf.data.INFINITE_CARDINALITY:
+        raise TaskInputError("x: an infinite dataset (.repeat()); pass a finite one and set epochs / "
+                             "steps_per_epoch")
+    if count < 0:
+        count = int(dataset.reduce(tf.constant(0, tf.int64), lambda n, *_: n + 1))
+    if count == 0:
+        raise TaskInputError("x: an empty dataset")
+    return count
+
+
+def to_python(value):
+    """numpy values of a dataset element as Python: bytes -> str, arrays -> lists, dicts kept."""
+    if isinstance(value, dict):
+        return {key: to_python(item) for key, item in value.items()}
+    if isinstance(value, (tuple, list)):
+        return type(value)(to_python(item) for item in value)
+    if isinstance(value, np.ndarray):
+        return [to_python(item) for item in value.tolist()] if value.ndim else to_python(value.item())
+    if isinstance(value, (bytes, np.bytes_)):
+        return value.decode("utf-8")
+    if isinstance(value, np.generic):
+        return value.item()
+    if hasattr(value, "to_list"):  # a ragged row
+        return to_python(value.to_list())
+    return value
+
+
+def to_columns(rows, *, x_is_tuple):
+    """`(x, y, sample_weight)` in the in-memory forms of an unbatched `unbatched(...)` dataset.
+
+    `x` is a list, or a tuple of lists when the task's x is a pair; `y` and
+    `sample_weight` lists or None.
+    """
+    xs, ys, weights = [], [], []
+    for element in rows.as_numpy_iterator():
+        element = element if isinstance(element, tuple) else (element,)
+        xs.append(to_python(element[0]))
+        if len(element) > 1:
+            ys.append(to_python(element[1]))
+        if len(element) > 2:
+            weights.append(to_python(element[2]))
+    if not xs:
+        raise TaskInputError("x: an empty dataset")
+    if x_is_tuple and isinstance(xs[0], tuple):
+        x = tuple(list(column) for column in zip(*xs))
+    else:
+        x = xs
+    return x, (ys or None), (np.asarray(weights, np.float32) if weights else None)
