@@ -15,7 +15,7 @@ def register(subparsers, summary):
             "tensorflow_model_server: gRPC PredictionService/ModelService (+ grpc.health.v1) on --port,\n"
             "REST /v1/models/NAME[:predict|:classify|:regress|/metadata] on --rest-port. New version\n"
             "directories are picked up while serving. SIGTERM/Ctrl-C drain: in-flight requests finish,\n"
-            "then the process exits 0."
+            "then the process exits 0; during startup (models loading) they stop it at once, also with 0."
         ),
         epilog=(
             "examples:\n"
@@ -177,7 +177,7 @@ def _print_ready(server, sources, args):
     print("\n".join(lines), flush=True)
 
 
-def run(args):
+def _check_args(args):
     if (args.tls_cert is None) != (args.tls_key is None):
         raise CommandError("TLS needs both --tls-cert and --tls-key")
     for flag, path in (("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key)):
@@ -196,11 +196,11 @@ def run(args):
         raise CommandError("--max-num-load-retries and --load-retry-interval-micros must be >= 0")
     if args.port < 0 or args.rest_port < -1:
         raise CommandError("--port must be >= 0 and --rest-port >= -1 (-1: no REST)")
-    sources = _sources(args)
-    batching = _batching(args)
 
+
+def _server(args, sources, batching):
+    """The EmbeddedServer the arguments describe (not started)."""
     from serving.server.engine import InferenceEngine, Limits, LoadRetryOptions
-    from serving.server.errors import ServingError
     from serving.server.server import EmbeddedServer
 
     limits = Limits(max_request_bytes=args.max_request_bytes, max_batch_size_per_request=args.max_rows_per_request,
@@ -209,14 +209,20 @@ def run(args):
                                load_retry_interval_s=args.load_retry_interval_micros / 1e6)
     engine = InferenceEngine(sources, batching=batching, limits=limits,
                              poll_interval_s=args.file_system_poll_wait_seconds, load_retries=retries)
-    server = EmbeddedServer(engine, host=args.host, grpc_port=args.port,
-                            rest_port=None if args.rest_port == -1 else args.rest_port,
-                            tls_cert=args.tls_cert, tls_key=args.tls_key, max_request_bytes=args.max_request_bytes,
-                            grpc_workers=args.grpc_max_threads,
-                            grpc_max_concurrent_rpcs=args.grpc_max_concurrent_rpcs,
-                            rest_workers=args.rest_max_threads, rest_max_connections=args.rest_max_connections,
-                            rest_header_timeout_s=args.rest_header_timeout_seconds,
-                            rest_body_timeout_s=args.rest_body_timeout_seconds)
+    return EmbeddedServer(engine, host=args.host, grpc_port=args.port,
+                          rest_port=None if args.rest_port == -1 else args.rest_port,
+                          tls_cert=args.tls_cert, tls_key=args.tls_key, max_request_bytes=args.max_request_bytes,
+                          grpc_workers=args.grpc_max_threads,
+                          grpc_max_concurrent_rpcs=args.grpc_max_concurrent_rpcs,
+                          rest_workers=args.rest_max_threads, rest_max_connections=args.rest_max_connections,
+                          rest_header_timeout_s=args.rest_header_timeout_seconds,
+                          rest_body_timeout_s=args.rest_body_timeout_seconds)
+
+
+def _start(server, sources, batching):
+    """Loads the models and opens the ports; CommandError for what stops the server from starting."""
+    from serving.server.errors import ServingError
+
     print(f"bert-keras serve: loading {', '.join(f'{s.name} ({s.base_path})' for s in sources)}"
           + (f" with batching (max_batch_size {batching.max_batch_size}, timeout {batching.batch_timeout_micros} us)"
              if batching else ""), flush=True)
@@ -226,18 +232,42 @@ def run(args):
         raise CommandError(f"cannot start: {error.message}") from None
     except OSError as error:
         raise CommandError(str(error)) from None
-    try:
-        _print_ready(server, sources, args)
-    except BaseException:
-        server.stop(grace_s=0)
-        raise
 
-    def on_signal(number):
-        import signal
 
-        print(f"bert-keras serve: {signal.Signals(number).name}: draining (up to {args.grace_seconds:g} s)",
-              flush=True)
+def run(args):
+    # This module imports nothing slow, and so does serving.server.server: the SIGTERM / SIGINT
+    # handlers are in place before TensorFlow is imported and the models load, so that a
+    # supervisor's SIGTERM at any moment ends the process cleanly: during startup it abandons
+    # loading (exit 0, nothing served), after the ready line it drains.
+    from serving.server.server import ShutdownRequested, ShutdownSignals
 
-    drained = server.serve_until_signal(grace_s=args.grace_seconds, on_signal=on_signal)
+    with ShutdownSignals() as signals:
+        server = None
+        try:
+            _check_args(args)
+            sources = _sources(args)
+            batching = _batching(args)
+            server = _server(args, sources, batching)
+            _start(server, sources, batching)
+            signals.interrupting = False  # ready from here on: a signal drains
+        except ShutdownRequested as stop:
+            signals.interrupting = False
+            if server is not None:
+                server.stop(grace_s=0)
+            print(f"bert-keras serve: {stop}: stopped while starting (nothing was served)", flush=True)
+            return 0
+        try:
+            _print_ready(server, sources, args)
+        except BaseException:
+            server.stop(grace_s=0)
+            raise
+
+        def on_signal(number):
+            import signal
+
+            print(f"bert-keras serve: {signal.Signals(number).name}: draining (up to {args.grace_seconds:g} s)",
+                  flush=True)
+
+        drained = server.serve_until_signal(grace_s=args.grace_seconds, signals=signals, on_signal=on_signal)
     print("bert-keras serve: stopped" + ("" if drained else " (some requests did not finish in time)"), flush=True)
     return 0

@@ -27,7 +27,6 @@ from concurrent import futures
 
 import grpc
 
-from serving.server.grpc_service import add_services
 from serving.server.http_server import RestServer
 
 logger = logging.getLogger(__name__)
@@ -86,6 +85,66 @@ class ServerMetrics:
         lines += [f"# HELP {p}_ready 1 when every model has an AVAILABLE version.", f"# TYPE {p}_ready gauge",
                   f"{p}_ready {int(ready)}"]
         return "\n".join(lines) + "\n"
+
+
+class ShutdownRequested(BaseException):
+    """Raised by `ShutdownSignals` in the main thread when a signal arrives during startup.
+
+    A BaseException (like KeyboardInterrupt), so that no `except Exception` on the way (a failed
+    model load is caught and retried) swallows it.
+    """
+
+    def __init__(self, number):
+        super().__init__(signal.Signals(number).name)
+        self.number = number
+
+
+class ShutdownSignals:
+    """SIGTERM / SIGINT handlers installed once, before anything slow, for the whole life of a server.
+
+    A process that loads models for a minute must not die mid-load on the supervisor's SIGTERM,
+    nor miss one that arrives between "ready" and the wait for it. While `interrupting` (startup),
+    a signal raises `ShutdownRequested` in the main thread, which abandons loading; afterwards it
+    only sets `received`, which `EmbeddedServer.serve_until_signal` waits for. Use as a context
+    manager in the main thread; the previous handlers come back on exit.
+
+    Example:
+        with ShutdownSignals() as signals:
+            try:
+                server.start()                  # a SIGTERM here raises ShutdownRequested
+            except ShutdownRequested:
+                return server.stop(grace_s=0)
+            server.serve_until_signal(signals=signals)   # from here on a SIGTERM means: drain
+    """
+
+    def __init__(self, signals=(signal.SIGTERM, signal.SIGINT), *, interrupting=True):
+        self.signals = tuple(signals)
+        self.interrupting = interrupting
+        self.received = threading.Event()
+        self.number = None
+        self._previous = {}
+
+    def _handle(self, number, frame):
+        if self.number is None:
+            self.number = number
+        self.received.set()
+        if self.interrupting:
+            self.interrupting = False  # one raise: a second signal must not hit the cleanup
+            raise ShutdownRequested(number)
+
+    def __enter__(self):
+        for sig in self.signals:
+            self._previous[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        self.restore()
+
+    def restore(self):
+        """Put the previous handlers back (a second SIGTERM / Ctrl-C while draining then ends the process)."""
+        for sig, old in self._previous.items():
+            signal.signal(sig, old)
+        self._previous = {}
 
 
 def _host_port(host, port):
@@ -191,6 +250,10 @@ class EmbeddedServer:
         ]
         server = grpc.server(futures.ThreadPoolExecutor(max_workers=self.grpc_workers, thread_name_prefix="grpc"),
                              options=options, maximum_concurrent_rpcs=self.grpc_max_concurrent_rpcs)
+        # Imported here: grpc_service imports TensorFlow (its protos), and this module must stay
+        # light for `ShutdownSignals`, which `bert-keras serve` installs before anything slow.
+        from serving.server.grpc_service import add_services
+
         self._health = add_services(server, self.engine, self.metrics)
         address = _host_port(self.host, port)
         try:
@@ -269,29 +332,27 @@ class EmbeddedServer:
 
         Args:
             grace_s: how long in-flight requests may take to finish after the signal.
-            signals: the signals that trigger the drain.
+            signals: the signals that trigger the drain, or a `ShutdownSignals` installed earlier
+                (before startup, so that no signal is missed between "ready" and this wait; a
+                signal it already received drains at once).
             on_signal: called with the signal number before draining (e.g. to print a line).
 
         Returns:
             True when every in-flight request finished in time.
         """
-        received = threading.Event()
-        number = []
+        if isinstance(signals, ShutdownSignals):
+            return self._serve_until(signals, grace_s, on_signal)
+        with ShutdownSignals(signals, interrupting=False) as installed:
+            return self._serve_until(installed, grace_s, on_signal)
 
-        def handler(signum, frame):
-            number.append(signum)
-            received.set()
-
-        previous = {sig: signal.signal(sig, handler) for sig in signals}
-        try:
-            # A timed wait, so that the main thread wakes up to run Python signal handlers.
-            while not received.wait(0.5) and not self._stopped.is_set():
-                pass
-        finally:
-            for sig, old in previous.items():
-                signal.signal(sig, old)
-        if number and on_signal is not None:
-            on_signal(number[0])
+    def _serve_until(self, signals, grace_s, on_signal):
+        signals.interrupting = False
+        # A timed wait, so that the main thread wakes up to run Python signal handlers.
+        while not signals.received.wait(0.5) and not self._stopped.is_set():
+            pass
+        signals.restore()
+        if signals.number is not None and on_signal is not None:
+            on_signal(signals.number)
         return self.stop(grace_s)
 
     def __enter__(self):

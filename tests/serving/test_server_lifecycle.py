@@ -143,6 +143,83 @@ def test_sigterm_to_bert_keras_serve_finishes_in_flight_requests_and_exits_0(mod
     assert "bert-keras query --address" in log  # the example commands printed at start
 
 
+def _serve(model_base, *extra):
+    """`bert-keras serve` of `model_base` in a subprocess (free ports, no polling), stdout+stderr piped."""
+    command = [sys.executable, "-m", "bert_keras.cli.main", "serve", "--model-base-path", model_base,
+               "--port", "0", "--rest-port", "0", "--file-system-poll-wait-seconds", "0", *extra]
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
+    return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _read_until(process, pattern, output, timeout=90):
+    """Reads lines into `output` until one matches `pattern`; the match (None at EOF or timeout)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            return None
+        output.append(line)
+        match = re.search(pattern, line)
+        if match:
+            return match
+    return None
+
+
+def _finish(process, output, timeout=40):
+    """Reads to EOF (a timer kills a process that never exits); the whole log."""
+    killer = threading.Timer(timeout, process.kill)
+    killer.start()
+    try:
+        output.append(process.stdout.read())
+        process.wait()
+    finally:
+        killer.cancel()
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return "".join(output)
+
+
+@pytest.fixture(scope="module")
+def slow_loading_base(tmp_path_factory, model_base):
+    """The tiny model with 1,000 warmup requests (TF Serving's most): loading takes seconds."""
+    from engine_fixtures import write_warmup
+
+    base = tmp_path_factory.mktemp("slow_loading") / "tiny"
+    shutil.copytree(os.path.join(model_base, "1"), str(base / "1"))
+    shutil.rmtree(str(base / "1" / "assets.extra"), ignore_errors=True)
+    write_warmup(str(base / "1"), [["warm " * 20]] * 1000)
+    return str(base)
+
+
+def test_sigterm_during_model_loading_exits_0_without_a_traceback(slow_loading_base):
+    """The handler is installed before the models load: SIGTERM mid-load used to kill the process (-15)."""
+    process = _serve(slow_loading_base)
+    output = []
+    try:
+        assert _read_until(process, r"bert-keras serve: loading", output), "".join(output)
+        time.sleep(0.3)  # TensorFlow is loading the version / replaying its warmup requests
+        process.send_signal(signal.SIGTERM)
+    finally:
+        log = _finish(process, output)
+    assert process.returncode == 0, log
+    assert "SIGTERM: stopped while starting" in log and "ready:" not in log, log
+    assert "Traceback" not in log, log
+
+
+def test_sigterm_right_after_the_ready_line_drains_and_exits_0(model_base):
+    """The ready line used to come before the drain handler: a SIGTERM at once killed the process."""
+    process = _serve(model_base)
+    output = []
+    try:
+        assert _read_until(process, r"ready: gRPC", output), "".join(output)
+        process.send_signal(signal.SIGTERM)
+    finally:
+        log = _finish(process, output)
+    assert process.returncode == 0, log
+    assert "SIGTERM: draining" in log and "bert-keras serve: stopped" in log and "Traceback" not in log, log
+
+
 def _self_signed_certificate(directory):
     """(cert.pem, key.pem) for localhost / 127.0.0.1, made with `cryptography`, else the openssl binary."""
     cert, key = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
