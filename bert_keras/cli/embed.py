@@ -1,12 +1,12 @@
 """`bert-keras embed`: sentence embeddings for texts or a file, saved as .npy or .jsonl, with search."""
 
 import argparse
-import json
 import os
 import sys
 
 import numpy as np
 
+from bert_keras.cli import json_output
 from bert_keras.cli.main import CommandError
 from bert_keras.cli.tokenize import tokenizer_and_packer_for
 
@@ -148,4 +148,4 @@ def _write_vectors(path, texts, vectors):
         else:
             for text, vector in zip(texts, vectors):
                 record = {"text": text, "embedding": [round(float(v), 7) for v in vector]}
-                f.write((json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))
+                f.write((json_output.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))

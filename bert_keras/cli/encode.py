@@ -1,10 +1,10 @@
 """`bert-keras encode`: load a model, tokenize sentences, and encode them into vectors."""
 
-import json
 import time
 
 import numpy as np
 
+from bert_keras.cli import json_output
 from bert_keras.cli.tokenize import tokenizer_and_packer_for
 
 
@@ -56,7 +56,7 @@ def run(args):
     unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     similarity = unit @ unit.T
     if args.json:
-        print(json.dumps({
+        print(json_output.dumps({
             "model": args.init, "pooling": args.pooling,
             "vectors": vectors.tolist(), "cosine_similarity": similarity.tolist(),
         }))

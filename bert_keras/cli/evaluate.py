@@ -1,8 +1,8 @@
 """`bert-keras evaluate`: score a `finetune` output directory on its dev data (or --data FILE)."""
 
-import json
 import time
 
+from bert_keras.cli import json_output
 from bert_keras.cli.main import CommandError
 
 
@@ -52,14 +52,14 @@ def run(args):
         raise CommandError(str(error)) from None
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
-            json.dump(metrics, f, indent=2, sort_keys=True)
+            json_output.dump(metrics, f, indent=2, sort_keys=True)
     elif not args.data and not args.task:
         write_eval_results(args.model, metrics)
     if args.json:
-        print(json.dumps(metrics, sort_keys=True))
+        print(json_output.dumps(metrics, sort_keys=True))
         return 0
     print(spec.format_metrics(metrics))
-    print(json.dumps(metrics, sort_keys=True))
+    print(json_output.dumps(metrics, sort_keys=True))
     example = "--squad FILE.json" if task.kind == "squad" else '"your text"'
     print(f"\n({time.time() - started:.0f}s) next: bert-keras predict --model {args.model} {example}")
     return 0

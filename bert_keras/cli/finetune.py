@@ -5,7 +5,9 @@ Thin: the task spec's data (`bert_keras.tasks.registry`), `X.from_pretrained(...
 32, peak learning rate 2e-5 with 10% linear warmup then linear decay, 3 epochs,
 sequence length 128 (384 with a 128-token document stride for SQuAD). The output
 directory is a fine-tuned model directory (`bert_keras.finetuned_model`), plus
-`eval_results.json`.
+`eval_results.json`. An --output-dir that already holds a fine-tuned model needs
+--overwrite (only the model's own files are replaced); one holding other files is
+refused. Both are checked before training starts.
 """
 
 import time
@@ -30,6 +32,10 @@ def register(subparsers, summary):
     add_task_arguments(parser)
     parser.add_argument("--init", required=True, metavar="SPEC", help=INIT_HELP)
     parser.add_argument("--output-dir", required=True, metavar="DIR")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace the fine-tuned model in a --output-dir that holds one "
+                             "(only model.keras, task.json, vocab.txt, labels.txt and "
+                             "eval_results.json; other files stay)")
     parser.add_argument("--train", metavar="PATH",
                         help="training file (conll2003 / swag / squad; default TFDS where it has one)")
     parser.add_argument("--eval", metavar="PATH", help="dev file to score at the end")
@@ -89,6 +95,7 @@ def task_spec(args, *, train_path=None, eval_path=None, training=None):
 
 def run(args):
     started = time.time()
+    check_output_dir(args.output_dir, args.overwrite)
     spec = task_spec(args, train_path=args.train, eval_path=args.eval)
     from bert_keras.cli.tokenize import vocabulary_of
 
@@ -127,7 +134,7 @@ def run(args):
     task.record(training=dict(spec.provenance(), init=args.init, train_steps=int(task.optimizer.iterations),
                               batch_size=args.batch_size, learning_rate=args.learning_rate,
                               epochs=args.epochs, seed=args.seed))
-    task.save(args.output_dir)
+    task.save(args.output_dir, overwrite=args.overwrite)
     print(f"\nsaved {args.output_dir} (model.keras, task.json, vocab.txt"
           + (", labels.txt" if task.labels else "") + ")"
           + (f"; train loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""))
@@ -147,6 +154,21 @@ def run(args):
     print(f"next: bert-keras evaluate --model {args.output_dir}   |   "
           f"bert-keras predict --model {args.output_dir} {example}")
     return 0
+
+
+def check_output_dir(directory, overwrite):
+    """Refuses, before any training, an --output-dir the model could not be saved into.
+
+    Raises:
+        CommandError: it holds a fine-tuned model and `overwrite` is False, or holds
+            other files (`bert_keras.finetuned_model.check_can_save`).
+    """
+    from bert_keras.finetuned_model import DirectoryInUseError, check_can_save
+
+    try:
+        check_can_save(directory, overwrite)
+    except DirectoryInUseError as error:
+        raise CommandError(str(error).replace("overwrite=True (--overwrite)", "--overwrite")) from None
 
 
 def load_task(directory):

@@ -1,8 +1,9 @@
 """`bert-keras info`: versions, devices, and whether they are the tested matrix."""
 
-import json
 import platform
 import sys
+
+from bert_keras.cli import json_output
 
 
 def register(subparsers, summary):
@@ -40,7 +41,7 @@ def run(args):
         "xla_available": hasattr(tf.config.optimizer, "get_jit"),
     }
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json_output.dumps(report, indent=2))
         return 0
     print(f"bert-keras on Python {report['python']} ({report['platform']})")
     for name, version in found.items():

@@ -1,9 +1,9 @@
 """`bert-keras loadtest`: QPS and latency percentiles of any TF Serving-compatible endpoint (gRPC or REST)."""
 
 import argparse
-import json
 import os
 
+from bert_keras.cli import json_output
 from bert_keras.cli.main import CommandError
 from bert_keras.cli.query import add_connection_arguments, add_input_arguments, build_inputs, make_client
 
@@ -91,7 +91,7 @@ def run(args):
                            progress=not args.no_progress and not args.json)
     target = f"{client.protocol} {client.address} model {args.model}"
     if args.json:
-        print(json.dumps({"target": target, **result.to_json()}, indent=2))
+        print(json_output.dumps({"target": target, **result.to_json()}, indent=2))
     else:
         print(f"load test of {target} (signature {args.signature})")
         print(result.summary())

@@ -1,8 +1,8 @@
 """`bert-keras predict`: labels + probabilities, NER entities, or SQuAD answers from a fine-tuned model."""
 
-import json
 import sys
 
+from bert_keras.cli import json_output
 from bert_keras.cli.main import CommandError
 
 
@@ -83,9 +83,9 @@ def run(args):
         raise CommandError(str(error)) from None
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
-            f.writelines(json.dumps(row) + "\n" for row in rows)
+            f.writelines(json_output.dumps(row) + "\n" for row in rows)
     for row in rows:
-        print(json.dumps(row) if args.json else _shown(task, row))
+        print(json_output.dumps(row) if args.json else _shown(task, row))
     if args.output:
         print(f"wrote {len(rows)} predictions to {args.output}")
     return 0

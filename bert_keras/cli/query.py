@@ -1,11 +1,11 @@
 """`bert-keras query`: send raw text to a running server (bert-keras serve or TF Serving), print the answer."""
 
 import argparse
-import json
 import sys
 
 import numpy as np
 
+from bert_keras.cli import json_output
 from bert_keras.cli.main import CommandError
 
 PAIR_SEPARATOR = " ||| "
@@ -193,7 +193,7 @@ def format_row(outputs, i):
     else:
         for name in sorted(outputs):
             value = _json_ready(outputs[name][i] if np.ndim(outputs[name]) else outputs[name])
-            lines.append(f"  {name}: {json.dumps(value)[:200]}")
+            lines.append(f"  {name}: {json_output.dumps(value)[:200]}")
     return lines
 
 
@@ -211,7 +211,7 @@ def run(args):
     for i in range(rows):
         shown = _row_input(inputs, i)
         if args.json:
-            print(json.dumps({"input": shown, "outputs": {name: _json_ready(value[i] if np.ndim(value) else value)
+            print(json_output.dumps({"input": shown, "outputs": {name: _json_ready(value[i] if np.ndim(value) else value)
                                                           for name, value in outputs.items()}},
                              ensure_ascii=False))
             continue

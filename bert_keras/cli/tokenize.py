@@ -1,8 +1,8 @@
 """`bert-keras tokenize`: BERT tokenization of text, with ids and offsets."""
 
-import json
 import sys
 
+from bert_keras.cli import json_output
 from bert_keras.cli.main import CommandError
 
 
@@ -89,7 +89,7 @@ def run(args):
             record = {"text": text, "tokens": tokens}
             if packed:
                 record.update({k: v[row] for k, v in packed.items()})
-            print(json.dumps(record, ensure_ascii=False))
+            print(json_output.dumps(record, ensure_ascii=False))
             continue
         print(f"{text!r}: {len(tokens)} tokens")
         for t in tokens:

@@ -91,3 +91,23 @@ def test_unknown_spec_is_a_clear_error(capsys):
     assert main(["encode", "--init", "zip:/nowhere", "hi"]) == 2
     err = capsys.readouterr().err
     assert "zip:/nowhere" in err
+
+
+def test_json_output_never_writes_nan_or_infinity():
+    import json
+    import re
+
+    import numpy as np
+
+    from bert_keras.cli import json_output
+
+    text = json_output.dumps({"pearson": float("nan"), "loss": [np.float32(np.inf), 0.5],
+                              "vector": np.array([1.0, -np.inf]), "n": np.int64(3)}, sort_keys=True)
+    assert text == '{"loss": [null, 0.5], "n": 3, "pearson": null, "vector": [1.0, null]}'
+    assert json.loads(text)["n"] == 3
+    # one place: no subcommand calls json.dump(s) itself
+    cli = os.path.join(os.path.dirname(__file__), "..", "..", "bert_keras", "cli")
+    for name in sorted(os.listdir(cli)):
+        if name.endswith(".py") and name not in ("json_output.py", "serve.py"):
+            source = open(os.path.join(cli, name), encoding="utf-8").read()
+            assert not re.search(r"\bjson\.dumps?\(", source), f"bert_keras/cli/{name} writes JSON itself"

@@ -146,3 +146,24 @@ def test_conll_finetune_evaluate_predict(tiny_encoder, tmp_path, capsys):
     assert run(predict, ["predict", "--model", out, "--json", "EU rejects German call"]) == 0
     row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert row["words"] == ["EU", "rejects", "German", "call"] and len(row["tags"]) == 4
+
+
+def test_an_output_dir_it_would_not_save_into_is_refused_before_training(tmp_path, monkeypatch):
+    """Issue 21: `--output-dir .` once deleted the user's training CSV; now nothing starts."""
+    (tmp_path / "train.csv").write_text("text,label\ngood,pos\nbad,neg\n")
+    (tmp_path / "notes.md").write_text("my notes")
+    monkeypatch.chdir(tmp_path)
+    for extra in ([], ["--overwrite"]):
+        # --init names nothing loadable: the refusal comes before any model or data is read
+        with pytest.raises(CommandError, match=r"holds no fine-tuned model \(notes.md, train.csv\)"):
+            run(finetune, ["finetune", "--task", "csv:train.csv", "--init", "hf:/nonexistent",
+                           "--output-dir", "."] + extra)
+    assert sorted(os.listdir(tmp_path)) == ["notes.md", "train.csv"]
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "task.json").write_text('{"kind": "classification"}')
+    with pytest.raises(CommandError, match=r"already holds a fine-tuned model; pass --overwrite to replace it"):
+        run(finetune, ["finetune", "--task", "csv:train.csv", "--init", "hf:/nonexistent",
+                       "--output-dir", str(model)])
+    assert parse(finetune, ["finetune", "--task", "t", "--init", "i", "--output-dir", "o",
+                            "--overwrite"]).overwrite
