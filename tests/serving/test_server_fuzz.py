@@ -1,19 +1,26 @@
-"""Property-based fuzzing of the embedded server (issue 13): whatever a client sends, it gets a proper status.
+r"""Property-based fuzzing of the embedded server (issue 13): whatever a client sends, it gets a proper status.
 
 Hypothesis generates PredictRequest / ClassificationRequest protos (any dtype, declared
 shapes up to 2**40 elements, value counts that agree or not, odd names and versions), REST
-bodies (arbitrary JSON, nested deep, huge and non-finite numbers) and URLs, and raw HTTP
-request heads. Properties:
+bodies (arbitrary JSON, nested deep, huge and non-finite numbers; JSON text with any `\uXXXX`
+escape, lone UTF-16 surrogates included, wherever a string goes) and URLs, raw HTTP request
+heads, header values written with other scripts' digits ("²", "９", "٣"), Classify / Regress
+requests with a shared context (up to the size limits, times up to the row limit), and
+version directory names. Properties:
 
 - gRPC answers OK or a client status, never INTERNAL / UNKNOWN / DATA_LOSS;
-- REST answers a JSON `{"error": ...}` with a 4xx (or 200 / 503), never a 5xx for input;
-- the server's RSS (this process: the server runs in it) stays within 200 MB of where it started.
+- REST answers a JSON `{"error": ...}` with a 4xx (or 200 / 503), never a 5xx for input, and
+  never closes a connection without an answer;
+- a lone surrogate anywhere in a REST body is a 400 that says so;
+- the server's RSS (this process: the server runs in it) stays within 200 MB of where it started;
+- only names of ASCII digits are version directories, and listing them never raises.
 
 The default run tries a few dozen examples per property (seconds); `-m slow` runs thousands.
 """
 
 import json
 import os
+import re
 import socket
 
 import numpy as np
@@ -124,27 +131,40 @@ def predict_requests(draw):
 
 @st.composite
 def classification_requests(draw):
-    from tensorflow.core.example import example_pb2
     from tensorflow_serving.apis import classification_pb2
 
     request = classification_pb2.ClassificationRequest()
     request.model_spec.name = draw(MODELS)
     request.model_spec.signature_name = draw(SIGNATURES)
-    examples = (request.input.example_list.examples if draw(st.booleans())
-                else request.input.example_list_with_context.examples)
-    for _ in range(draw(st.integers(0, 4))):
-        example = example_pb2.Example()
-        for key in draw(st.lists(st.sampled_from(["text", "other", ""]), max_size=2)):
-            feature = example.features.feature[key]
-            which = draw(st.integers(0, 2))
-            if which == 0:
-                feature.bytes_list.value.extend(draw(st.lists(st.binary(max_size=12), max_size=3)))
-            elif which == 1:
-                feature.int64_list.value.extend(draw(st.lists(st.integers(-2 ** 63, 2 ** 63 - 1), max_size=3)))
-            else:
-                feature.float_list.value.extend(draw(st.lists(st.floats(width=32), max_size=3)))
-        examples.add().CopyFrom(example)
+    with_context = draw(st.booleans())
+    examples = (request.input.example_list_with_context.examples if with_context
+                else request.input.example_list.examples)
+    if with_context and draw(st.booleans()):
+        # A shared context is copied into every example: sizes up to the limits, times many rows.
+        context = request.input.example_list_with_context.context
+        context.CopyFrom(draw(example_protos()))
+        size = draw(st.sampled_from([0, 1000, 20_000, 300_000]))
+        context.features.feature["big"].bytes_list.value.append(b"c" * size)
+    for _ in range(draw(st.one_of(st.integers(0, 4), st.sampled_from([16, 64, 65, 200])))):
+        examples.add().CopyFrom(draw(example_protos()))
     return request
+
+
+@st.composite
+def example_protos(draw):
+    from tensorflow.core.example import example_pb2
+
+    example = example_pb2.Example()
+    for key in draw(st.lists(st.sampled_from(["text", "other", ""]), max_size=2)):
+        feature = example.features.feature[key]
+        which = draw(st.integers(0, 2))
+        if which == 0:
+            feature.bytes_list.value.extend(draw(st.lists(st.binary(max_size=12), max_size=3)))
+        elif which == 1:
+            feature.int64_list.value.extend(draw(st.lists(st.integers(-2 ** 63, 2 ** 63 - 1), max_size=3)))
+        else:
+            feature.float_list.value.extend(draw(st.lists(st.floats(width=32), max_size=3)))
+    return example
 
 
 JSON_LEAVES = st.one_of(st.none(), st.booleans(), st.integers(-2 ** 70, 2 ** 70), st.floats(allow_nan=False,
@@ -163,6 +183,83 @@ def rest_bodies(draw):
     text = json.dumps(body)
     tail = draw(st.sampled_from(["", "", "", "garbage", "NaN", "[" * 3000, "9" * 5000, "\udcff"]))
     return (text[:-1] + ', "z": ' + tail + "}" if tail and text != "{}" else text).encode("utf-8", "surrogatepass")
+
+
+# JSON strings written with escapes: any UTF-16 code unit, lone surrogates often.
+_ESCAPE = st.one_of(st.integers(0, 0xFFFF), st.integers(0xD800, 0xDFFF)).map(lambda unit: "\\u%04x" % unit)
+JSON_STRINGS = st.lists(st.one_of(_ESCAPE, st.sampled_from(["a", "é", "\\\\", '\\"', " ", "東"])),
+                        max_size=5).map(lambda parts: '"' + "".join(parts) + '"')
+ESCAPE_TEMPLATES = [  # (verb, body with %s wherever a JSON string goes)
+    ("predict", '{"instances": [%s]}'),
+    ("predict", '{"instances": [%s, %s]}'),
+    ("predict", '{"signature_name": %s, "instances": ["a"]}'),
+    ("predict", '{%s: 1, "instances": ["a"]}'),
+    ("predict", '{"inputs": {%s: ["a"]}}'),
+    ("predict", '{"signature_name": "pair", "instances": [{"text": %s, "text_b": %s}]}'),
+    ("classify", '{"examples": [{%s: "a"}]}'),
+    ("classify", '{"examples": [{"text": %s}]}'),
+    ("classify", '{"examples": [{"text": [%s, "b"]}], "context": {%s: %s}}'),
+    ("regress", '{"examples": [{"text": "a"}], "context": {"c": %s}}'),
+    ("regress", '{"examples": [{"text": %s}], "context": {"text": {"b64": %s}}}'),
+]
+
+
+@st.composite
+def escaped_rest_bodies(draw):
+    """(verb, body): JSON text whose strings are written with \\u escapes (surrogates included)."""
+    verb, template = draw(st.sampled_from(ESCAPE_TEMPLATES))
+    return verb, (template % tuple(draw(JSON_STRINGS) for _ in range(template.count("%s")))).encode()
+
+
+def _has_lone_surrogate(body):
+    try:
+        json.dumps(json.loads(body), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+@st.composite
+def context_rest_bodies(draw):
+    """(verb, body): REST :classify / :regress with a shared context, up to the size limits times the row limit."""
+    rows = draw(st.one_of(st.integers(1, 4), st.sampled_from([64, 65, 500])))
+    body = {"examples": [{"text": draw(TEXTS)}] * rows,
+            "context": {"c": "x" * draw(st.sampled_from([0, 100, 20_000, 200_000])), "n": draw(st.integers(-5, 5))}}
+    if draw(st.booleans()):
+        body["signature_name"] = draw(st.sampled_from(["classification", "regression", "", "nope"]))
+    return draw(st.sampled_from(["classify", "regress"])), json.dumps(body).encode()
+
+
+# Digits of every script (Nd: "٣", "９"; No: "²", "½") mixed with ASCII ones.
+OTHER_DIGITS = st.text(alphabet=st.one_of(st.characters(categories=("Nd", "No")), st.sampled_from("0123456789")),
+                       min_size=1, max_size=6)
+
+
+@st.composite
+def digit_header_requests(draw):
+    """Raw POSTs whose Content-Length (or another header) is written with digits of any script."""
+    value = draw(OTHER_DIGITS)
+    name = draw(st.sampled_from(["Content-Length", "content-length", "Content-Encoding", "Expect", "Connection",
+                                 "Transfer-Encoding", "X-Digits"]))
+    # "Connection: close" last: the last of repeated headers counts, and the test reads to the end
+    head = f"POST /v1/models/tiny:predict HTTP/1.1\r\n{name}: {value}\r\nConnection: close\r\n"
+    body = b'{"instances": ["a"]}'
+    if name.lower() == "content-length":
+        # a length the server can read gets that many bytes: the test must not wait for a body timeout
+        body = b"x" * int(value) if re.fullmatch("[0-9]+", value) else body
+    else:
+        head += f"Content-Length: {len(body)}\r\n"
+    encoding = draw(st.sampled_from(["utf-8", "latin-1"]))
+    return head.encode(encoding, errors="replace") + b"\r\n" + body
+
+
+# Directory names under a base path: digits of any script, signs, spaces, dots, leading zeros, long ones.
+DIRECTORY_NAMES = st.one_of(
+    OTHER_DIGITS,
+    st.text(alphabet=st.one_of(st.sampled_from("0123456789 .-+_x"), st.characters(categories=("Nd", "No"))),
+            min_size=1, max_size=22),
+    st.text(alphabet=st.characters(exclude_categories=("Cs",), exclude_characters="/\x00"), min_size=1, max_size=12),
+).filter(lambda name: name not in (".", "..") and len(os.fsencode(name)) < 200)
 
 
 TEXTS = st.one_of(st.text(max_size=30), st.text(alphabet=st.sampled_from("\x00\x01\x7f\u200b \t\u3000\ufffd\u0301a"),
@@ -302,6 +399,83 @@ def test_fuzz_raw_http_heads(server, head):
         status = int(first.split(b" ", 2)[1])
         assert status < 500 or status == 503, data[:300]
         assert b"application/json" in data.partition(b"\r\n\r\n")[0], data[:300]
+
+
+def _run_escaped(server, verb, body):
+    status, payload = _rest(server, "POST", f"/v1/models/tiny:{verb}", body)
+    _check_rest_status(status, payload)
+    if _has_lone_surrogate(body):
+        assert status == 400 and "surrogate" in payload["error"], (body, status, payload)
+
+
+def _run_context_rest(server, verb, body):
+    status, payload = _rest(server, "POST", f"/v1/models/tiny:{verb}", body)
+    _check_rest_status(status, payload)
+    assert rss_bytes() - server.rss_start < RSS_BOUND
+
+
+def _run_digit_header(server, data):
+    with socket.create_connection(("127.0.0.1", server.rest_port), timeout=30) as sock:
+        sock.sendall(data)
+        answer = b""
+        while chunk := sock.recv(1 << 16):
+            answer += chunk
+    head, _, raw = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 "), (data[:200], answer[:200])  # an answer, never a closed connection
+    _check_rest_status(int(head.split(b" ", 2)[1]), json.loads(raw))
+
+
+def _run_version_names(root, names):
+    """Version directories named `names` (each with a settled saved_model.pb): what a poll lists."""
+    from serving.server import ModelSource
+    from serving.server.model_registry import ModelRegistry
+
+    base = root / f"names-{len(os.listdir(root))}"
+    base.mkdir()
+    for name in set(names):
+        (base / name).mkdir()
+        (base / name / "saved_model.pb").write_bytes(b"")
+        os.utime(base / name / "saved_model.pb", (1, 1))  # settled: not a copy in progress
+    registry = ModelRegistry([ModelSource("m", str(base))], poll_interval_s=0)
+    for _ in range(2):  # listing again must not fail either
+        found = registry._list_versions(registry._models["m"])
+    expected = {int(n) for n in names if re.fullmatch("[0-9]{1,18}", n) and int(n) >= 1}
+    assert set(found) == expected, (names, found)
+
+
+@FAST
+@given(case=escaped_rest_bodies())
+def test_fuzz_rest_unicode_escapes_and_lone_surrogates(server, case):
+    _run_escaped(server, *case)
+
+
+@FAST
+@given(case=context_rest_bodies())
+def test_fuzz_rest_classify_regress_with_a_context(server, case):
+    _run_context_rest(server, *case)
+
+
+@FAST
+@given(data=digit_header_requests())
+def test_fuzz_header_values_with_other_scripts_digits(server, data):
+    _run_digit_header(server, data)
+
+
+@FAST
+@given(names=st.lists(DIRECTORY_NAMES, max_size=6))
+def test_fuzz_version_directory_names(tmp_path_factory, names):
+    _run_version_names(tmp_path_factory.getbasetemp(), names)
+
+
+@pytest.mark.slow
+@LONG
+@given(escaped=escaped_rest_bodies(), context=context_rest_bodies(), header=digit_header_requests(),
+       names=st.lists(DIRECTORY_NAMES, max_size=6))
+def test_fuzz_long_run_round_2_surfaces(server, tmp_path_factory, escaped, context, header, names):
+    _run_escaped(server, *escaped)
+    _run_context_rest(server, *context)
+    _run_digit_header(server, header)
+    _run_version_names(tmp_path_factory.getbasetemp(), names)
 
 
 @pytest.mark.slow
