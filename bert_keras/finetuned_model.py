@@ -460,17 +460,19 @@ def _v1_text_pair(info):
     return False
 
 
-def squad_threshold(settings, eval_results):
-    """The v2.0 null threshold: the settings' own, else the dev best threshold, else 0.0.
+def squad_threshold(settings, eval_results=None):
+    """The v2.0 null threshold: the settings' own, else 0.0 (run_squad.py's default).
 
+    The dev set's best threshold (`eval_results.json`'s `best_f1_thresh`) is adopted
+    only when asked (`SpanQA.evaluate(..., tune_threshold=True)`, `bert-keras finetune
+    --tune-threshold`), which writes it into the settings: evaluating never changes
+    what a model answers. `eval_results` is accepted for callers of the old signature.
     Returns `(threshold, where it came from)`.
     """
-    for origin, values in (("settings", settings), (EVAL_RESULTS_FILE, eval_results or {})):
-        for key in ("null_score_diff_threshold", "best_f1_thresh", "best_exact_thresh"):
-            value = values.get(key)
-            # NO_SPAN_NULL_ODDS (float max) is "never answer", not a threshold.
-            if isinstance(value, (int, float)) and math.isfinite(value) and abs(value) < 1e30:
-                return float(value), f"{origin} {key}"
+    value = (settings or {}).get("null_score_diff_threshold")
+    # NO_SPAN_NULL_ODDS (float max) is "never answer", not a threshold.
+    if isinstance(value, (int, float)) and math.isfinite(value) and abs(value) < 1e30:
+        return float(value), "settings null_score_diff_threshold"
     return 0.0, "default 0.0"
 
 

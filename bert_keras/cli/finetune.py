@@ -54,6 +54,9 @@ def register(subparsers, summary):
     parser.add_argument("--tpu", default=None, help="TPU name/address for --strategy tpu")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-eval", action="store_true", help="skip the final dev evaluation")
+    parser.add_argument("--tune-threshold", action="store_true",
+                        help="SQuAD v2.0: keep the dev set's best null threshold (best_f1_thresh) for "
+                             "predict and export (default: 0.0, as run_squad.py)")
     parser.set_defaults(func=run)
 
 
@@ -141,10 +144,14 @@ def run(args):
 
     if not args.no_eval:
         try:
-            metrics = task.evaluate(*spec.evaluation_data(), batch_size=args.batch_size)
+            tune = {"tune_threshold": True} if args.tune_threshold and task.kind == "squad" else {}
+            metrics = task.evaluate(*spec.evaluation_data(), batch_size=args.batch_size, **tune)
         except (TaskSpecError, FileNotFoundError) as error:  # no dev data: keep the model, say why
             print(f"no dev evaluation: {error}")
         else:
+            if tune:  # the tuned threshold is a setting of the saved model
+                task.save(args.output_dir, overwrite=True)
+                print(f"null threshold {task.null_threshold:.4f} (dev best F1)")
             from bert_keras.finetuned_model import write_eval_results
 
             write_eval_results(args.output_dir, metrics)

@@ -113,19 +113,21 @@ def check_lengths(num_x, y, x_name="x", y_name="y"):
 def label_ids(y, labels, name="y"):
     """Class ids of `y`, label names in `labels` (the rule of the module docstring)."""
     index = {label: i for i, label in enumerate(labels)}
-    ids = []
-    for position, label in enumerate(y):
-        key = label_key(label, f"{name}[{position}]")
-        if key not in index:
-            hint = ""
-            if isinstance(label, (numbers.Integral, float)) and not any(l.lstrip("-").isdigit()
-                                                                       for l in labels):
-                hint = (f"; with labels= given, y holds label names: pass labels[i] for id i, or build "
-                        f"the task with num_classes={len(labels)} to train on ids")
-            raise TaskInputError(f"{name}[{position}]: label {label!r} was never seen in training; "
-                                 f"the model knows {list(labels)}{hint}")
-        ids.append(index[key])
-    return ids
+    return [label_id(label, index, f"{name}[{position}]") for position, label in enumerate(y)]
+
+
+def label_id(label, index, where):
+    """The id of one label value; `index` maps names to ids. A `TaskInputError` names `where`."""
+    key = label_key(label, where)
+    if key not in index:
+        hint = ""
+        if isinstance(label, (numbers.Integral, float)) and not any(name.lstrip("-").isdigit()
+                                                                   for name in index):
+            hint = (f"; with labels= given, y holds label names: pass labels[i] for id i, or build the "
+                    f"task with num_classes={len(index)} to train on ids")
+        raise TaskInputError(f"{where}: label {label!r} was never seen in training; the model knows "
+                             f"{list(index)}{hint}")
+    return index[key]
 
 
 def label_key(label, where):
@@ -150,39 +152,39 @@ def label_key(label, where):
 
 
 def check_label_names(labels, name="labels"):
-    """`labels` as a list of str: each non-empty, without surrounding whitespace or newlines, unique."""
+    """`labels` as a list of str under the one rule of `pipelines.label_names` (ints: their digits)."""
+    from pipelines.label_names import LabelNamesError
+    from pipelines.label_names import check_label_names as check_names
+
     if isinstance(labels, (str, bytes)):
         raise TaskInputError(f"{name}: expected a list of names, got one string {labels!r:.40}")
     names = []
     for position, label in enumerate(labels):
         if isinstance(label, float) and label.is_integer():
             label = int(label)
-        text = label_key(label, f"{name}[{position}]")
-        if not text or text != text.strip() or "\n" in text or "\r" in text:
-            raise TaskInputError(f"{name}[{position}]: {text!r} is not a usable label name (empty, "
-                                 "whitespace around it, or a line break)")
-        names.append(text)
-    seen = set()
-    for position, text in enumerate(names):
-        if text in seen:
-            raise TaskInputError(f"{name}[{position}]: {text!r} appears twice in {names}")
-        seen.add(text)
-    return names
+        names.append(label_key(label, f"{name}[{position}]"))
+    try:
+        return check_names(names, name, by_line=False)
+    except LabelNamesError as error:
+        raise TaskInputError(str(error)) from None
 
 
 def float_targets(y, name="y"):
     """Regression targets as float32; a value that is not a finite number is refused by row."""
-    values = []
-    for position, value in enumerate(y):
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise TaskInputError(f"{name}[{position}]: {value!r} is not a number (regression)") from None
-        if not math.isfinite(number) or not math.isfinite(np.float32(number)):
-            raise TaskInputError(f"{name}[{position}]: {value!r} is not a finite number; a NaN or "
-                                 "infinite target trains the weights to NaN")
-        values.append(number)
-    return np.asarray(values, np.float32)
+    return np.asarray([float_target(value, f"{name}[{position}]") for position, value in enumerate(y)],
+                      np.float32)
+
+
+def float_target(value, where):
+    """One regression target as a float, or a `TaskInputError` naming `where`."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise TaskInputError(f"{where}: {value!r} is not a number (regression)") from None
+    if not math.isfinite(number) or not math.isfinite(np.float32(number)):
+        raise TaskInputError(f"{where}: {value!r} is not a finite number; a NaN or infinite target "
+                             "trains the weights to NaN")
+    return number
 
 
 def check_count(name, value, *, allow_none=True):
@@ -212,7 +214,7 @@ def check_sample_weight(sample_weight, count, name="sample_weight"):
                              f"{weights.shape}")
     bad = np.flatnonzero(~np.isfinite(weights) | (weights < 0))
     if bad.size:
-        raise TaskInputError(f"{name}[{bad[0]}]: {weights[bad[0]]!r} is not a finite weight >= 0")
+        raise TaskInputError(f"{name}[{bad[0]}]: {float(weights[bad[0]])!r} is not a finite weight >= 0")
     return weights.astype(np.float32)
 
 

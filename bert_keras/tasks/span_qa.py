@@ -49,8 +49,9 @@ class SpanQA(TextTask):
         max_query_length: question tokens kept (64).
         max_answer_length: longest answer in tokens (30).
         n_best_size: candidates per window and n-best length (20).
-        null_score_diff_threshold: v2.0 "no answer" threshold (default: the
-            dev best threshold once `evaluate` has run, else 0.0).
+        null_score_diff_threshold: v2.0 "no answer" threshold (default 0.0;
+            `evaluate(..., tune_threshold=True)` adopts the dev best, the
+            `null_threshold` setter any value; nothing else changes it).
     """
 
     kind = "squad"

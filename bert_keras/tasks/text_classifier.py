@@ -5,7 +5,8 @@ import tensorflow as tf
 
 from bert_keras.tasks.dataset_inputs import to_python
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_label_names, check_lengths
-from bert_keras.tasks.inputs import check_sample_weight, float_targets, is_tokenized, label_ids
+from bert_keras.tasks.inputs import check_sample_weight, float_target, float_targets, is_tokenized
+from bert_keras.tasks.inputs import label_id, label_ids
 from bert_keras.tasks.inputs import text_columns
 from bert_keras.tasks.text_task import TextTask, steps_for
 
@@ -138,6 +139,9 @@ class TextClassifier(TextTask):
         if needs_y and not parts.has_y:
             raise TaskInputError("x: the dataset has no labels; its elements must be (text, label) "
                                  "or ((text, text_b), label)")
+        if not needs_y and parts.has_y:  # predict ignores labels, as Keras does
+            rows = rows.map(lambda texts, *_: (texts,))
+            parts = dataset_inputs.ElementParts(False, False, True)
         count = self._check_dataset(rows, parts)
         to_id = self._label_lookup(rows.element_spec[1]) if parts.has_y else None
         zero = tf.constant(0, tf.float32 if self.is_regression else tf.int32)
@@ -168,10 +172,11 @@ class TextClassifier(TextTask):
                 names = [f"y (dataset element {count + i})" for i in range(size)]
                 if self.is_regression:
                     for name, value in zip(names, labels):
-                        float_targets([value], name)
+                        float_target(value, name)
                 else:
+                    index = {label: i for i, label in enumerate(self.labels)}
                     for name, value in zip(names, labels):
-                        label_ids([value], self.labels, name)
+                        label_id(value, index, name)
             if parts.has_weight:
                 check_sample_weight(np.reshape(chunk[2], [-1]), size, f"sample_weight (dataset elements {count}..)")
             count += size

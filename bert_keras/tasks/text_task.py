@@ -72,6 +72,9 @@ class TextTask(keras.Model):
                 f"{vocab_file}: the vocabulary has {tokenizer.vocabulary_size} tokens but the model "
                 f"expects {head.encoder.config.vocab_size}; pass the model's own vocab_file=")
         self._recipe = None
+        # The head holds its weights already: callbacks that save / restore them before the first
+        # step (BackupAndRestore) need the wrapper to say so.
+        self.built = bool(head.built)
 
     # -- the wrapped head -------------------------------------------------------
     @property

@@ -152,11 +152,22 @@ def glue_texts(name, split, *, data_dir=None, shuffle=False, seed=None):
     """One GLUE split as raw text: an unbatched dataset of `(text, label)`, or
     `((text, text_b), label)` for pair tasks (what `bert_keras.tasks.TextClassifier` reads).
 
+    Labels are the class NAMES (`label_names`, e.g. b"positive"), float scores for
+    regression (STS-B): a classifier built with `labels=task.label_names` reads them.
+
     Example:
         >>> next(iter(glue_texts("sst2", "validation")))[0].dtype  # TFDS download  # doctest: +SKIP
         tf.string
     """
-    return _raw_examples(glue_task(name), split, data_dir=data_dir, shuffle=shuffle, seed=seed)
+    task = glue_task(name)
+    examples = _raw_examples(task, split, data_dir=data_dir, shuffle=shuffle, seed=seed)
+    if task.is_regression:
+        return examples
+    names = tf.constant(task.label_names)
+    # Test splits have no labels (-1): an empty name there.
+    return examples.map(lambda text, label: (text, tf.where(label >= 0, tf.gather(names, tf.maximum(label, 0)),
+                                                            "")),
+                        num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def _raw_examples(task, split, *, data_dir, shuffle, seed):

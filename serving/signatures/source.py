@@ -121,7 +121,7 @@ def load_source(source, *, pooling="mean", normalize=False, seq_length=None, low
         text_pair: classification reads (text, text_b) pairs; default: what
             the task's data had (GLUE pair tasks; CSV files with a text_b column).
         null_score_diff_threshold: SQuAD v2.0 threshold (default: task.json's,
-            then the best threshold of eval_results.json, then 0.0).
+            else 0.0; the dev best only once adopted into the settings).
         max_windows: SQuAD: context windows read per question (default 16).
 
     Raises:

@@ -1,0 +1,298 @@
+"""The Keras idioms a user writes, on every task family: each call of the task-layer issue.
+
+`fit` / `evaluate` / `predict` take what `keras.Model` takes — lists, numpy arrays,
+batched or unbatched `tf.data.Dataset`s, `validation_split`, `validation_data`,
+`sample_weight`, `class_weight`, `steps_per_epoch`, callbacks — and give the same
+numbers whatever the form: dropout 0 and `shuffle=False` make two runs on the same
+data in two forms step for step identical, which is what most tests assert.
+
+Tiny random encoders (the 150-token vocabulary of `export_fixtures`): plumbing and
+equality of forms, not accuracy (test_tasks_minilm.py has the real-model checks).
+"""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import export_fixtures
+from bert_keras import tasks
+
+TEXTS = ["i loved this film.", "the battery died.", "a great film.", "it was terrible.", "good film.",
+         "bad film.", "the actors were great.", "a dull city.", "great actors.", "terrible battery."]
+LABELS = ["pos", "neg", "pos", "neg", "pos", "neg", "pos", "neg", "pos", "neg"]
+TEXTS_B = ["great.", "terrible.", "good.", "bad.", "great.", "bad.", "good.", "terrible.", "good.", "bad."]
+CONTEXT = "john smith lives in paris. the capital of france is paris. the film began when he moved."
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory):
+    return export_fixtures.make_encoder_spec(str(tmp_path_factory.mktemp("tiny")))
+
+
+def build(cls, spec, **options):
+    """A task with dropout 0 and a seeded head: two fits on the same data are identical step for step."""
+    keras.utils.set_random_seed(0)
+    return cls.from_pretrained(spec, seq_length=options.pop("seq_length", 32), learning_rate=1e-3,
+                               dropout=0.0, **options)
+
+
+def losses(history):
+    return np.asarray(history.history["loss"])
+
+
+# -- classification: every form of x gives the same training and the same predictions ------
+
+
+@pytest.mark.parametrize("form", ["numpy", "unbatched", "batched", "batched_by_3", "int_ids_as_names"])
+def test_classifier_fits_any_form_like_a_list(spec, form):
+    reference = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    expected = losses(reference.fit(TEXTS, LABELS, epochs=2, batch_size=4, shuffle=False, verbose=0))
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    if form == "numpy":
+        history = classifier.fit(np.array(TEXTS), np.array(LABELS), epochs=2, batch_size=4, shuffle=False,
+                                 verbose=0)
+    elif form == "int_ids_as_names":
+        # labels=[0, 1]: the names "0", "1"; y as ints compared as names (the label rule)
+        classifier = build(tasks.TextClassifier, spec, labels=[0, 1])
+        history = classifier.fit(TEXTS, [int(l == "pos") for l in LABELS], epochs=2, batch_size=4,
+                                 shuffle=False, verbose=0)
+    else:
+        dataset = tf.data.Dataset.from_tensor_slices((TEXTS, LABELS))
+        if form != "unbatched":
+            dataset = dataset.batch(32 if form == "batched" else 3)
+        history = classifier.fit(dataset, epochs=2, batch_size=4, shuffle=False, verbose=0)
+    np.testing.assert_allclose(losses(history), expected, rtol=1e-5)
+    predicted = reference.predict(TEXTS)
+    for x in (np.array(TEXTS), tf.data.Dataset.from_tensor_slices(TEXTS),
+              tf.data.Dataset.from_tensor_slices(TEXTS).batch(4),
+              tf.data.Dataset.from_tensor_slices((TEXTS, LABELS)).batch(3)):  # labels ignored
+        np.testing.assert_allclose(reference.predict(x), predicted, atol=1e-6)
+    metrics = reference.evaluate(TEXTS, LABELS)
+    assert reference.evaluate(tf.data.Dataset.from_tensor_slices((TEXTS, LABELS)).batch(32)) == metrics
+    assert metrics["num_examples"] == 10
+
+
+def test_star_ratings_and_digit_names_follow_the_label_rule(spec):
+    stars = build(tasks.TextClassifier, spec, labels=[1, 2, 3, 4, 5])
+    assert stars.labels == ["1", "2", "3", "4", "5"]
+    stars.fit(TEXTS, [5, 1, 4, 2, 5, 1, 4, 2, 3, 3], epochs=1, verbose=0)  # 5 is the name "5", id 4
+    assert stars.evaluate(TEXTS, [5, 1, 4, 2, 5, 1, 4, 2, 3, 3])["num_examples"] == 10
+    swapped = build(tasks.TextClassifier, spec, labels=["1", "0"])
+    ids = tf.data.Dataset.from_tensor_slices((TEXTS[:2], [1, 0]))
+    named = tf.data.Dataset.from_tensor_slices((TEXTS[:2], ["1", "0"]))
+    # y=1 means the class NAMED "1" (id 0), in lists and datasets alike
+    assert swapped._targets([1, 0], 2).tolist() == [0, 1]
+    rows = [y for _, y in swapped._dataset_rows(ids, needs_y=True)[0].as_numpy_iterator()]
+    assert rows == [y for _, y in swapped._dataset_rows(named, needs_y=True)[0].as_numpy_iterator()] == [0, 1]
+
+
+def test_pairs_from_a_batched_dataset_and_predict_on_pair_datasets(spec):
+    reference = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    expected = losses(reference.fit((TEXTS, TEXTS_B), LABELS, epochs=1, batch_size=4, shuffle=False,
+                                    verbose=0))
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    dataset = tf.data.Dataset.from_tensor_slices(((TEXTS, TEXTS_B), LABELS)).batch(5)
+    np.testing.assert_allclose(losses(classifier.fit(dataset, epochs=1, batch_size=4, shuffle=False,
+                                                     verbose=0)), expected, rtol=1e-5)
+    predicted = reference.predict((TEXTS, TEXTS_B))
+    for x in (tf.data.Dataset.from_tensor_slices((TEXTS, TEXTS_B)),
+              tf.data.Dataset.from_tensor_slices((TEXTS, TEXTS_B)).batch(4)):
+        np.testing.assert_allclose(reference.predict(x), predicted, atol=1e-6)
+
+
+def test_regression_from_datasets_and_non_finite_targets_refused_by_row(spec):
+    scores = [4.5, 0.5, 4.0, 1.0, 3.5, 1.5, 4.0, 1.0, 3.0, 0.0]
+    reference = build(tasks.TextClassifier, spec, num_classes=1)
+    expected = losses(reference.fit(TEXTS, scores, epochs=1, batch_size=4, shuffle=False, verbose=0))
+    regressor = build(tasks.TextClassifier, spec, num_classes=1)
+    dataset = tf.data.Dataset.from_tensor_slices((TEXTS, scores)).batch(4)
+    np.testing.assert_allclose(losses(regressor.fit(dataset, epochs=1, batch_size=4, shuffle=False,
+                                                    verbose=0)), expected, rtol=1e-5)
+    for bad in (float("nan"), float("inf"), "1e400"):
+        with pytest.raises(tasks.TaskInputError, match=r"y\[2\]: .* not a finite number"):
+            regressor.fit(TEXTS[:3], [1.0, 2.0, bad], verbose=0)
+    with pytest.raises(tasks.TaskInputError, match=r"y \(dataset element 2\): .* not a finite number"):
+        regressor.fit(tf.data.Dataset.from_tensor_slices((TEXTS[:3], [1.0, 2.0, np.nan])).batch(2),
+                      verbose=0)
+    assert np.isfinite(regressor.predict(TEXTS)).all()
+
+
+# -- validation, weights, steps, callbacks ---------------------------------------------------
+
+
+def test_validation_split_holds_out_the_last_rows_as_keras_does(spec):
+    split = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    history = split.fit(TEXTS, LABELS, epochs=2, batch_size=4, shuffle=False, validation_split=0.2,
+                        verbose=0)
+    explicit = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    reference = explicit.fit(TEXTS[:8], LABELS[:8], epochs=2, batch_size=4, shuffle=False,
+                             validation_data=(TEXTS[8:], LABELS[8:]), verbose=0)
+    for key in ("loss", "val_loss"):
+        np.testing.assert_allclose(history.history[key], reference.history[key], rtol=1e-5)
+    as_dataset = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    again = as_dataset.fit(TEXTS[:8], LABELS[:8], epochs=2, batch_size=4, shuffle=False, verbose=0,
+                           validation_data=tf.data.Dataset.from_tensor_slices((TEXTS[8:], LABELS[8:])).batch(2))
+    np.testing.assert_allclose(again.history["val_loss"], reference.history["val_loss"], rtol=1e-5)
+    with pytest.raises(tasks.TaskInputError, match="validation_split: works on in-memory data only"):
+        split.fit(tf.data.Dataset.from_tensor_slices((TEXTS, LABELS)), validation_split=0.2, verbose=0)
+
+
+def test_sample_and_class_weights_scale_the_loss(spec):
+    def first_step_loss(**weights):
+        classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+        return losses(classifier.fit(TEXTS[:4], LABELS[:4], batch_size=4, max_steps=1, shuffle=False,
+                                     verbose=0, **weights))[0]
+
+    plain = first_step_loss()
+    assert first_step_loss(sample_weight=np.full(4, 2.0)) == pytest.approx(2 * plain, rel=1e-5)
+    assert first_step_loss(class_weight={"pos": 2.0, "neg": 2.0}) == pytest.approx(2 * plain, rel=1e-5)
+    # weights in a dataset's third element
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    dataset = tf.data.Dataset.from_tensor_slices((TEXTS[:4], LABELS[:4], np.full(4, 2.0))).batch(4)
+    assert losses(classifier.fit(dataset, batch_size=4, max_steps=1, shuffle=False, verbose=0))[0] \
+        == pytest.approx(2 * plain, rel=1e-5)
+    with pytest.raises(tasks.TaskInputError, match=r"class_weight\[0\]: label 'meh' was never seen"):
+        classifier.fit(TEXTS, LABELS, class_weight={"meh": 1.0}, verbose=0)
+    with pytest.raises(tasks.TaskInputError, match=r"sample_weight\[1\]: nan is not a finite weight"):
+        classifier.fit(TEXTS[:2], LABELS[:2], sample_weight=[1.0, np.nan], verbose=0)
+
+
+def test_steps_per_epoch_and_callbacks(spec, tmp_path):
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    history = classifier.fit(TEXTS, LABELS, epochs=3, batch_size=4, steps_per_epoch=1, verbose=0)
+    assert len(history.history["loss"]) == 3 and int(classifier.optimizer.iterations) == 3
+    checkpoint = str(tmp_path / "best.keras")
+    logs = str(tmp_path / "logs")
+    history = classifier.fit(
+        TEXTS, LABELS, epochs=4, batch_size=4, validation_split=0.2, verbose=0,
+        callbacks=[keras.callbacks.EarlyStopping(monitor="val_loss", patience=0, min_delta=10.0),
+                   keras.callbacks.ModelCheckpoint(checkpoint),
+                   keras.callbacks.TensorBoard(logs)])
+    assert len(history.history["loss"]) == 2  # stopped: no val_loss improvement of 10
+    assert os.path.isfile(checkpoint) and os.listdir(os.path.join(logs, "train"))
+    reloaded = keras.saving.load_model(checkpoint, compile=False)
+    assert reloaded.num_classes == 2
+
+
+def test_backup_and_restore_resumes_an_interrupted_fit(spec, tmp_path):
+    class Interrupt(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == 2:
+                raise RuntimeError("killed")
+
+    backup = keras.callbacks.BackupAndRestore(str(tmp_path / "backup"))
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    with pytest.raises(RuntimeError, match="killed"):
+        classifier.fit(TEXTS, LABELS, epochs=4, batch_size=5, verbose=0, callbacks=[backup, Interrupt()])
+    resumed = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    history = resumed.fit(TEXTS, LABELS, epochs=4, batch_size=5, verbose=0, callbacks=[backup])
+    assert len(history.history["loss"]) == 2  # epochs 3 and 4 only
+    assert int(resumed.optimizer.iterations) == 8  # 2 steps x 4 epochs, counting the restored ones
+
+
+# -- the other families: datasets batched or not ---------------------------------------------
+
+
+def test_token_classifier_on_batched_datasets(spec):
+    labels = export_fixtures.CONLL_LABELS
+    words = [["john", "smith", "lives", "in", "paris"], ["the", "capital", "of", "france"]] * 3
+    tags = [["B-PER", "I-PER", "O", "O", "B-LOC"], ["O", "O", "O", "B-LOC"]] * 3
+    reference = build(tasks.TokenClassifier, spec, labels=labels)
+    expected = losses(reference.fit(words, tags, epochs=1, batch_size=2, shuffle=False, verbose=0))
+    tagger = build(tasks.TokenClassifier, spec, labels=labels)
+    dataset = tf.data.Dataset.from_tensor_slices((tf.ragged.constant(words), tf.ragged.constant(tags)))
+    np.testing.assert_allclose(losses(tagger.fit(dataset.batch(4), epochs=1, batch_size=2, shuffle=False,
+                                                 verbose=0)), expected, rtol=1e-5)
+    assert tagger.evaluate(dataset) == reference.evaluate(words, tags)
+    texts = ["John Smith lives in Paris.", "the capital of france."]
+    predicted = reference.predict(texts)
+    assert reference.predict(tf.data.Dataset.from_tensor_slices(texts)) == predicted
+    assert reference.predict(tf.data.Dataset.from_tensor_slices(texts).batch(1)) == predicted
+
+
+def test_span_qa_on_datasets_and_the_threshold_changes_only_when_asked(spec):
+    questions = ["who lives in paris?", "what is the capital of spain?", "when did the film begin?"]
+    answers = [{"text": "john smith", "answer_start": 0}, None,
+               {"text": "when he moved", "answer_start": CONTEXT.index("when he moved")}]
+    qa = build(tasks.SpanQA, spec, seq_length=64, version_2=True, doc_stride=16, max_query_length=16)
+    qa.fit((questions, [CONTEXT] * 3), answers, epochs=1, batch_size=2, verbose=0)
+    x = (questions, [CONTEXT] * 3)
+    predicted = qa.predict(x)
+    as_dataset = qa.predict(tf.data.Dataset.from_tensor_slices(x).batch(2))
+    assert [r["answer"] for r in as_dataset] == [r["answer"] for r in predicted]
+    np.testing.assert_allclose([r["null_odds"] for r in as_dataset], [r["null_odds"] for r in predicted],
+                               atol=1e-5)
+    # SQuAD's columnar answers in a dataset: {"text": [...], "answer_start": [...]}, [] = no answer
+    columnar = {"text": tf.ragged.constant([["john smith"], [], ["when he moved"]]),
+                "answer_start": tf.ragged.constant([[0], [], [CONTEXT.index("when he moved")]])}
+    labelled = tf.data.Dataset.from_tensor_slices((x, columnar))
+    metrics = qa.evaluate(labelled.batch(2))
+    assert metrics == qa.evaluate(x, answers) and metrics["NoAns_total"] == 1
+    threshold = qa.null_threshold
+    assert qa.null_threshold == threshold  # evaluate changed nothing
+    assert [r["answer"] for r in qa.predict(x)] == [r["answer"] for r in predicted]
+    tuned = qa.evaluate(x, answers, tune_threshold=True)
+    assert qa.null_threshold == pytest.approx(tuned["best_f1_thresh"])
+    qa.null_threshold = -1e6  # the explicit setter: null odds always above it, never an answer
+    assert not any(r["has_answer"] for r in qa.predict(x))
+
+
+def test_multiple_choice_and_embedder_on_datasets(spec):
+    contexts = ["he opens the door.", "she reads the film."] * 3
+    endings = [["he walks in.", "he eats the door.", "a city.", "paris."],
+               ["she likes it.", "the battery.", "a dog.", "great."]] * 3
+    answers = [0, 0, 0, 0, 0, 0]
+    reference = build(tasks.MultipleChoice, spec)
+    expected = losses(reference.fit((contexts, endings), answers, epochs=1, batch_size=2, shuffle=False,
+                                    verbose=0))
+    chooser = build(tasks.MultipleChoice, spec)
+    dataset = tf.data.Dataset.from_tensor_slices(((contexts, endings), answers))
+    np.testing.assert_allclose(losses(chooser.fit(dataset.batch(4), epochs=1, batch_size=2, shuffle=False,
+                                                  verbose=0)), expected, rtol=1e-5)
+    np.testing.assert_allclose(reference.predict(tf.data.Dataset.from_tensor_slices((contexts, endings))
+                                                 .batch(3)),
+                               reference.predict((contexts, endings)), atol=1e-6)
+    embedder = tasks.Embedder.from_pretrained(spec, seq_length=32)
+    vectors = embedder.predict(TEXTS)
+    np.testing.assert_allclose(embedder.predict(tf.data.Dataset.from_tensor_slices(TEXTS).batch(3)), vectors,
+                               atol=1e-6)
+    np.testing.assert_allclose(embedder.predict(tf.data.Dataset.from_tensor_slices(TEXTS)), vectors,
+                               atol=1e-6)
+
+
+# -- the door: bad input refused before any step, naming the argument ----------------------
+
+
+def test_bad_arguments_are_refused_before_a_step(spec, tmp_path):
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    classifier.compile(optimizer=keras.optimizers.SGD(0.01), loss=classifier.default_loss())
+    for kwargs, message in [(dict(max_steps=-2), r"max_steps=-2: expected a positive whole number"),
+                            (dict(epochs=0), r"epochs=0: expected a positive number"),
+                            (dict(batch_size=0), r"batch_size=0: expected a positive whole number"),
+                            (dict(steps_per_epoch=0), r"steps_per_epoch=0"),
+                            (dict(validation_split=1.5), r"validation_split=1.5")]:
+        with pytest.raises(tasks.TaskInputError, match=message):
+            classifier.fit(TEXTS, LABELS, verbose=0, **kwargs)
+    assert int(classifier.optimizer.iterations) == 0
+    with pytest.raises(tasks.TaskInputError, match=r"x\[1\]: an empty text"):
+        classifier.fit(["good.", "   "], ["pos", "neg"], verbose=0)
+    with pytest.raises(tasks.TaskInputError, match=r"element 1 of the dataset is an empty text"):
+        classifier.fit(tf.data.Dataset.from_tensor_slices((["good.", ""], ["pos", "neg"])).batch(2),
+                       verbose=0)
+    with pytest.raises(tasks.TaskInputError, match=r"y \(dataset element 1\): label 'meh' was never seen"):
+        classifier.fit(tf.data.Dataset.from_tensor_slices((["good.", "bad."], ["pos", "meh"])), verbose=0)
+    for labels, message in [([" pos", "neg"], r"labels\[0\]: label ' pos' has leading or trailing whitespace"),
+                            (["pos", "pos"], r"labels\[1\]: duplicate label 'pos' \(also index 0\)"),
+                            (["", "pos"], r"labels\[0\]: empty label name")]:
+        with pytest.raises(tasks.TaskInputError, match=message):
+            tasks.TextClassifier.from_pretrained(spec, labels=labels)
+    saved = classifier.save(str(tmp_path / "saved"))
+    with pytest.raises(tasks.TaskInputError, match=r"labels=\['a', 'b', 'c'\]: .* fine-tuned with labels "
+                                                   r"\['neg', 'pos'\]"):
+        tasks.TextClassifier.from_pretrained(saved, labels=["a", "b", "c"])
+    assert tasks.TextClassifier.from_pretrained(saved, labels=["neg", "pos"]).labels == ["neg", "pos"]
+    with pytest.raises(tasks.TaskInputError, match="text_pair=True: .* fine-tuned with text_pair=False"):
+        tasks.TextClassifier.from_pretrained(saved, text_pair=True)
