@@ -196,10 +196,12 @@ def save_finetuned(directory, finetuned, *, overwrite=False):
     Raises:
         DirectoryInUseError: see `check_can_save`.
         FinetunedModelError: label names that break the rule (`pipelines.label_names`) or
-            do not match the head's number of classes.
+            do not match the head's number of classes; weights that are NaN or infinite
+            (a diverged run: nothing is written).
     """
     directory = os.path.abspath(os.fspath(directory))
     check_can_save(directory, overwrite)
+    _check_finite_weights(finetuned.model, directory)
     if finetuned.labels:
         _check_labels(finetuned.labels, "labels", by_line=False)
         _check_label_count(finetuned.labels, finetuned.model, "labels")
@@ -226,6 +228,18 @@ def save_finetuned(directory, finetuned, *, overwrite=False):
         }
         write_json(os.path.join(staging, TASK_FILE), info, default=str)
     return directory
+
+
+def _check_finite_weights(model, directory):
+    """Refuses a model whose weights hold NaN / inf: it would save, load and answer NaN."""
+    import numpy as np
+
+    for weight in model.weights:
+        values = np.asarray(weight.numpy())
+        if values.dtype.kind == "f" and not np.isfinite(values).all():
+            raise FinetunedModelError(
+                f"{directory}: not saved: weight {weight.path} holds NaN or infinite values (the training "
+                "diverged: lower the learning rate, check the targets for huge values)")
 
 
 def _holds_finetuned_model(directory):

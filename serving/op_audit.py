@@ -33,6 +33,7 @@ import os
 import sys
 
 from serving.op_sets import load_op_set, matching_release, onednn_only_kernels
+from serving.server.version_files import is_version_name
 
 # The release of the installed TensorFlow (TF Serving X.Y runs SavedModels of TensorFlow X.Y).
 DEFAULT_RELEASE = matching_release()
@@ -159,7 +160,7 @@ def read_saved_model(saved_model_dir):
         if os.path.isdir(saved_model_dir):
             versions = sorted(
                 (int(n) for n in os.listdir(saved_model_dir)
-                 if n.isdigit() and os.path.isdir(os.path.join(saved_model_dir, n))),
+                 if is_version_name(n) and os.path.isdir(os.path.join(saved_model_dir, n))),
             )
             if versions:
                 hint = f" (it holds versions {versions}: pass {os.path.join(saved_model_dir, str(versions[-1]))})"

@@ -34,6 +34,7 @@ import numbers
 import numpy as np
 
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
+from pipelines.tokenizer.tokenless import has_no_token
 
 
 class TaskInputError(ValueError):
@@ -60,8 +61,9 @@ def check_tokenized(x, name="x"):
 def text_list(texts, name, *, allow_empty=False):
     """A list of `str` from a list / tuple / numpy array of strings (bytes are decoded).
 
-    An empty or whitespace-only text is refused (the rule of the server and of the data
-    readers too), unless `allow_empty`.
+    A text with no token (empty, whitespace or control characters only:
+    `pipelines.tokenizer.tokenless`) is refused, as the server and the data readers
+    refuse it, unless `allow_empty`.
     """
     if isinstance(texts, str):
         raise TaskInputError(f"{name}: expected a list of texts, got one string; wrap it: [{texts[:30]!r}]")
@@ -80,9 +82,10 @@ def text_list(texts, name, *, allow_empty=False):
         if not isinstance(text, str):
             raise TaskInputError(f"{name}[{index}]: expected a string, got {type(text).__name__} "
                                  f"({text!r:.40})")
-        if not allow_empty and not text.strip():
-            raise TaskInputError(f"{name}[{index}]: an empty text (nothing but whitespace); the "
-                                 "model reads no token of it, and the server refuses it too")
+        if not allow_empty and has_no_token(text):
+            raise TaskInputError(f"{name}[{index}]: an empty text (nothing but whitespace or control "
+                                 "characters): the model would read no token of it, and the server "
+                                 "refuses it too")
         result.append(text)
     return result
 

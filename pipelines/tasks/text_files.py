@@ -49,6 +49,7 @@ import tensorflow as tf
 from pipelines.atomic_writes import write_text
 from pipelines.label_names import check_label_names, read_label_names
 from pipelines.tasks import batching
+from pipelines.tokenizer.tokenless import has_no_token
 
 logger = logging.getLogger(__name__)
 
@@ -169,14 +170,15 @@ def decode_text_file(path, encoding="utf-8", *, error=None):
 
 
 def _text_field(row, column, source):
-    """A text cell: a string with at least one character other than whitespace."""
+    """A text cell: a string with at least one token (`pipelines.tokenizer.tokenless`)."""
     text = row[column]
     if not isinstance(text, str):
         shown = "null" if text is None else f"{type(text).__name__} {json.dumps(text)[:40]}"
         raise TextFileError(f"{source}: field {column!r} is {shown}, not a text (a JSON string).")
-    if not text.strip():
+    if has_no_token(text):
         raise TextFileError(f"{source}: field {column!r} is empty (no characters other than "
-                            "whitespace); remove the row or give it a text.")
+                            "whitespace or control characters: no token); remove the row or give it "
+                            "a text.")
     return text
 
 

@@ -26,6 +26,7 @@ import os
 import re
 
 from serving.server.model_config import ModelSource
+from serving.server.version_files import is_version_name
 
 _POLICY_RE = re.compile(r"^(latest|all|specific)(?:=(.*))?$")
 _LABEL_RE = re.compile(r"^([^:=\s]+):([A-Za-z_][A-Za-z0-9_\-]*)=(\d+)$")
@@ -81,11 +82,11 @@ def parse_model_spec(text):
     if kind == "latest":
         if value is None:
             return ModelSpec(name)
-        if not value.isdigit() or int(value) < 1:
+        if not is_version_name(value) or int(value) < 1:
             raise ModelSpecError(f"--model {text!r}: latest=N needs a positive integer N, got {value!r}")
         return ModelSpec(name, "latest", num_versions=int(value))
     parts = [p.strip() for p in (value or "").split(",") if p.strip()]
-    if not parts or not all(p.isdigit() and int(p) >= 1 for p in parts):
+    if not parts or not all(is_version_name(p) and int(p) >= 1 for p in parts):
         raise ModelSpecError(
             f"--model {text!r}: specific= needs positive version numbers separated by commas, got {value!r}"
         )
@@ -139,7 +140,7 @@ def inspect_model_dir(path):
         full = os.path.join(path, entry)
         if not os.path.isdir(full) or entry.startswith("."):
             continue  # stray files and hidden staging directories of atomic writers
-        if entry.isdigit():
+        if is_version_name(entry):
             versions.append(int(entry))
         else:
             ignored.append(entry)

@@ -39,7 +39,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import re
 import struct
 import threading
 import time
@@ -49,13 +48,12 @@ from serving.server.errors import ServingError, from_tf_error
 from serving.server.model_config import ModelSource
 from serving.server.servable import AVAILABLE, END, LOADING, START, UNLOADING, ServableVersion
 from serving.server.signatures import read_signatures
-from serving.server.version_files import snapshot, version_ready
+from serving.server.version_files import is_version_name, snapshot, version_ready
 
 __all__ = ["ModelRegistry", "LoadRetryOptions", "ServableVersion", "START", "LOADING", "AVAILABLE", "UNLOADING", "END"]
 
 log = logging.getLogger(__name__)
 
-_VERSION_NAME = re.compile(r"[0-9]{1,18}")  # what TF Serving parses as a version (int64)
 
 
 _tf_text_lock = threading.Lock()
@@ -248,7 +246,7 @@ class ModelRegistry:
         `str.isdigit()` also accepts "²" (which int() refuses) and "９" (which int() reads as 9):
         such names are not versions. They are logged once, since they look like one.
         """
-        if _VERSION_NAME.fullmatch(entry):
+        if is_version_name(entry):
             version = int(entry)
             return version if version >= 1 else None
         if entry.isdigit() and entry not in model.ignored:  # temp dirs, hidden files, assets: silently

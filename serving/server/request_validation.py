@@ -35,13 +35,12 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
-import re
 from typing import Mapping
 
 import numpy as np
 
+from pipelines.tokenizer.tokenless import has_no_token
 from serving.server.errors import ServingError, name_list
 from serving.server.signatures import DT_STRING, SignatureInfo, dtype_name
 
@@ -138,37 +137,6 @@ def check_examples_size(count: int, context_bytes: int, example_bytes: int, limi
         shared = f" with the context of {context_bytes} bytes copied into each" if context_bytes else ""
         raise ServingError("RESOURCE_EXHAUSTED", f"request has {count} examples{shared}: {merged} bytes of input; "
                                                  f"the limit is {limits.max_request_bytes}")
-
-
-@functools.lru_cache(maxsize=None)
-def _tokenless_text():
-    """A regex matching text in which the BERT pre-tokenizer finds no token.
-
-    Built from the pre-tokenizer's own character table (`pipelines.tokenizer.unicode_tables`):
-    the REMOVE class (U+0000, U+FFFD, Cc/Cf controls other than \\t\\n\\r) and the SPACE class
-    (" ", \\t, \\n, \\r, Zs). Every other character yields a token (a word piece, a
-    punctuation mark, or [UNK]), so this is exactly what the graph calls "empty text".
-    """
-    from pipelines.tokenizer import unicode_tables as ut
-
-    table = ut.class_table()
-    dropped = np.isin(table, (ut.REMOVE, ut.SPACE)).astype(np.int8)
-    edges = np.flatnonzero(np.diff(np.concatenate([[0], dropped, [0]])))
-    ranges = "".join(
-        re.escape(chr(begin)) + ("" if end - 1 == begin else "-" + re.escape(chr(end - 1)))
-        for begin, end in zip(edges[::2], edges[1::2])
-        if not 0xD800 <= begin <= 0xDFFF
-    )
-    return re.compile(f"[{ranges}]*")
-
-
-def has_no_token(text: str) -> bool:
-    """True when BERT's pre-tokenizer keeps no character of `text` (see `_tokenless_text`).
-
-    >>> has_no_token("\\x00\\u200b \\t"), has_no_token("\\u2028"), has_no_token("ok")
-    (True, False, False)
-    """
-    return _tokenless_text().fullmatch(text) is not None
 
 
 def _invalid(where, message):

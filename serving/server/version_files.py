@@ -25,6 +25,18 @@ import re
 import time
 
 _SHARD = re.compile(r"variables\.data-([0-9]+)-of-([0-9]+)")  # ASCII digits: what TensorFlow writes
+_VERSION_NAME = re.compile(r"[0-9]{1,18}")  # what TF Serving parses as a version (int64)
+
+
+def is_version_name(name: str) -> bool:
+    """True for a version directory name as TF Serving reads one: ASCII digits only.
+
+    `str.isdigit()` also takes "²" (which int() refuses) and "９" (which int() reads as 9).
+
+    >>> is_version_name("12"), is_version_name("９"), is_version_name("²"), is_version_name("1a")
+    (True, False, False, False)
+    """
+    return _VERSION_NAME.fullmatch(name) is not None
 
 
 def snapshot(path: str) -> tuple:

@@ -296,3 +296,14 @@ def test_bad_arguments_are_refused_before_a_step(spec, tmp_path):
     assert tasks.TextClassifier.from_pretrained(saved, labels=["neg", "pos"]).labels == ["neg", "pos"]
     with pytest.raises(tasks.TaskInputError, match="text_pair=True: .* fine-tuned with text_pair=False"):
         tasks.TextClassifier.from_pretrained(saved, text_pair=True)
+
+
+def test_a_diverged_model_is_never_written(spec, tmp_path):
+    from bert_keras.finetuned_model import FinetunedModelError
+
+    regressor = build(tasks.TextClassifier, spec, num_classes=1)
+    kernel = regressor.head.weights[-2]
+    kernel.assign(np.full(kernel.shape, np.nan, np.float32))
+    with pytest.raises(FinetunedModelError, match=r"not saved: weight .* holds NaN or infinite values"):
+        regressor.save(str(tmp_path / "diverged"))
+    assert not os.path.exists(tmp_path / "diverged")

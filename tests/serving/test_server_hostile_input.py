@@ -486,7 +486,7 @@ def test_7_python_text_check_agrees_with_the_tokenizer_of_the_graph(tmp_path, lo
     import tensorflow as tf
 
     from pipelines import BertTokenizer
-    from serving.server.request_validation import has_no_token
+    from pipelines.tokenizer.tokenless import has_no_token
 
     vocab = tmp_path / "vocab.txt"
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b", "##b", ",", "."]) + "\n")
