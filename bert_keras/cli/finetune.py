@@ -10,6 +10,7 @@ directory is a fine-tuned model directory (`bert_keras.finetuned_model`), plus
 refused. Both are checked before training starts.
 """
 
+import sys
 import time
 
 from bert_keras.cli.main import CommandError
@@ -42,8 +43,11 @@ def register(subparsers, summary):
     parser.add_argument("--vocab", help="vocab.txt, when the model directory has none")
     parser.add_argument("--cased", action="store_true", help="cased tokenization")
     parser.add_argument("--epochs", type=float, default=3, help="training epochs (default 3)")
-    parser.add_argument("--batch-size", type=int, default=32, help="batch size (default 32)")
-    parser.add_argument("--learning-rate", type=float, default=2e-5, help="peak learning rate (2e-5)")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="batch size (default by data size: 16 under 1,000 examples, else 32)")
+    parser.add_argument("--learning-rate", type=float, default=None,
+                        help="peak learning rate (default by data size: 1e-4 under 1,000 examples, "
+                             "else 2e-5, the BERT paper's)")
     parser.add_argument("--warmup-ratio", type=float, default=0.1, help="warmup fraction (0.1)")
     parser.add_argument("--seq-length", type=int, default=None,
                         help="sequence length (default 128; 384 for SQuAD)")
@@ -106,6 +110,7 @@ def run(args):
     import keras
 
     from bert_keras.tasks import TaskInputError
+    from bert_keras.tasks import recipe_for_data
     from bert_keras.tasks.registry import TaskSpecError
     from bert_keras.training import get_strategy
 
@@ -114,6 +119,8 @@ def run(args):
         x, y = spec.training_data(seed=args.seed)
     except TaskSpecError as error:
         raise CommandError(str(error)) from None
+    recipe = recipe_for_data(x, learning_rate=args.learning_rate, batch_size=args.batch_size)
+    args.learning_rate, args.batch_size = recipe.learning_rate, recipe.batch_size
     strategy = get_strategy(args.strategy, args.tpu)
     with strategy.scope():
         try:
@@ -126,13 +133,13 @@ def run(args):
     config = task.encoder.config
     print(f"task {spec.spec}: batch {args.batch_size}, {args.epochs:g} epochs"
           + (f" (at most {args.max_steps} steps)" if args.max_steps else "")
-          + f", lr {args.learning_rate:g}, seq {task.seq_length}"
+          + f", lr {args.learning_rate:g}{recipe.note}, seq {task.seq_length}"
           + (f", {len(task.labels)} labels" if task.labels else "")
           + f"; model {args.init} ({config.num_layers} layers, hidden {config.hidden_size}), "
             f"strategy {type(strategy).__name__}"
           + (", padded tokens skipped" if task.encoder.skip_padding else ""))
     history = task.fit(x, y, batch_size=args.batch_size, epochs=args.epochs, max_steps=args.max_steps,
-                       seed=args.seed, verbose=2)
+                       seed=args.seed, verbose=1 if sys.stdout.isatty() else 2)
     losses = history.history.get("loss", [])
     task.record(training=dict(spec.provenance(), init=args.init, train_steps=int(task.optimizer.iterations),
                               batch_size=args.batch_size, learning_rate=args.learning_rate,
