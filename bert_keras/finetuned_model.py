@@ -81,6 +81,9 @@ MODEL_FILE, TASK_FILE, VOCAB_FILE, LABELS_FILE = "model.keras", "task.json", "vo
 EVAL_RESULTS_FILE = "eval_results.json"
 # The files the format owns: the only ones a save replaces or removes in an existing directory.
 OWNED_FILES = (MODEL_FILE, TASK_FILE, VOCAB_FILE, LABELS_FILE, EVAL_RESULTS_FILE)
+# The backups of a `bert-keras finetune` run in progress (`TextTask.fit(run_dir=...)`): a rerun
+# after a kill resumes from them; the fit removes them when it completes.
+RUN_DIRECTORY = ".finetune-run"
 # Settings each kind records (and their defaults: run_squad.py's for SQuAD).
 DEFAULT_SETTINGS = {
     "classification": {"text_pair": False},
@@ -167,7 +170,8 @@ def check_can_save(directory, overwrite=False):
         return
     if not os.path.isdir(directory):
         raise DirectoryInUseError(f"{directory}: exists and is not a directory")
-    names = sorted(name for name in os.listdir(directory) if not is_staging_name(name))
+    names = sorted(name for name in os.listdir(directory)
+                   if not is_staging_name(name) and name != RUN_DIRECTORY)
     if not names:
         return
     if _holds_finetuned_model(directory):

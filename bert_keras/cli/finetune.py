@@ -10,6 +10,7 @@ directory is a fine-tuned model directory (`bert_keras.finetuned_model`), plus
 refused. Both are checked before training starts.
 """
 
+import os
 import sys
 import time
 
@@ -53,6 +54,9 @@ def register(subparsers, summary):
                         help="sequence length (default 128; 384 for SQuAD)")
     parser.add_argument("--max-steps", type=int, default=None,
                         help="stop after this many steps (quick runs)")
+    parser.add_argument("--checkpoint-every", type=int, default=None, metavar="STEPS",
+                        help="back up the run every STEPS steps (default: every epoch) in "
+                             "DIR/.finetune-run; after Ctrl-C or a kill, the same command resumes")
     parser.add_argument("--strategy", default="auto",
                         help="auto | default | mirrored | multiworker | tpu")
     parser.add_argument("--tpu", default=None, help="TPU name/address for --strategy tpu")
@@ -138,8 +142,17 @@ def run(args):
           + f"; model {args.init} ({config.num_layers} layers, hidden {config.hidden_size}), "
             f"strategy {type(strategy).__name__}"
           + (", padded tokens skipped" if task.encoder.skip_padding else ""))
-    history = task.fit(x, y, batch_size=args.batch_size, epochs=args.epochs, max_steps=args.max_steps,
-                       seed=args.seed, verbose=1 if sys.stdout.isatty() else 2)
+    from bert_keras.finetuned_model import RUN_DIRECTORY
+
+    run_dir = os.path.join(args.output_dir, RUN_DIRECTORY)
+    if os.path.isdir(run_dir):
+        print(f"resuming the interrupted run backed up in {run_dir}")
+    try:
+        history = task.fit(x, y, batch_size=args.batch_size, epochs=args.epochs, max_steps=args.max_steps,
+                           seed=args.seed, verbose=1 if sys.stdout.isatty() else 2, run_dir=run_dir,
+                           checkpoint_every=args.checkpoint_every)
+    except TaskInputError as error:
+        raise CommandError(str(error)) from None
     losses = history.history.get("loss", [])
     task.record(training=dict(spec.provenance(), init=args.init, train_steps=int(task.optimizer.iterations),
                               batch_size=args.batch_size, learning_rate=args.learning_rate,

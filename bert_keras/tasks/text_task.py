@@ -257,7 +257,8 @@ class TextTask(keras.Model):
     def fit(self, x=None, y=None, batch_size=None, epochs=3, verbose="auto", callbacks=None,
             validation_split=0.0, validation_data=None, shuffle=True, class_weight=None,
             sample_weight=None, initial_epoch=0, steps_per_epoch=None, validation_steps=None,
-            validation_batch_size=None, validation_freq=1, *, max_steps=None, seed=None):
+            validation_batch_size=None, validation_freq=1, *, max_steps=None, seed=None, run_dir=None,
+            checkpoint_every=None):
         """Fine-tunes on raw text (see the class docstring for `x` / `y`); returns the `History`.
 
         Takes what `keras.Model.fit` takes, in the same order; everything is checked
@@ -280,6 +281,13 @@ class TextTask(keras.Model):
             steps_per_epoch: steps in one Keras epoch (default: one pass).
             max_steps: stop after this many steps.
             seed: shuffle seed.
+            run_dir: a directory for the run's backups (weights, optimizer,
+                epoch): a fit killed (Ctrl-C, SIGKILL) and run again with the
+                same arguments resumes from the last backup
+                (`keras.callbacks.BackupAndRestore`); removed when the fit
+                completes. It must be new, or hold only a backup of this run.
+            checkpoint_every: with `run_dir`, back up every this many steps
+                (Keras epochs are then this long) instead of every epoch.
             verbose, callbacks, initial_epoch, validation_steps,
             validation_batch_size, validation_freq: as `keras.Model.fit`.
         """
@@ -288,6 +296,9 @@ class TextTask(keras.Model):
         max_steps = check_count("max_steps", max_steps)
         steps_per_epoch = check_count("steps_per_epoch", steps_per_epoch)
         validation_batch_size = check_count("validation_batch_size", validation_batch_size) or batch_size
+        checkpoint_every = check_count("checkpoint_every", checkpoint_every)
+        if checkpoint_every and not run_dir:
+            raise TaskInputError("checkpoint_every: needs run_dir= (where the backups go)")
         if isinstance(x, tf.data.Dataset):
             if y is not None or sample_weight is not None:
                 raise TaskInputError("y / sample_weight: with a tf.data.Dataset as x, labels and weights "
@@ -318,6 +329,10 @@ class TextTask(keras.Model):
             total_steps = min(total_steps, max_steps)
         if self._recipe is not None:  # the schedule ends exactly at the last step
             self._size_schedule(total_steps)
+        if run_dir:
+            steps_per_epoch = checkpoint_every or steps_per_epoch
+            callbacks = list(callbacks or []) + [_backup_callback(
+                run_dir, total_steps=total_steps, steps_per_epoch=steps_per_epoch, batch_size=batch_size)]
         keras_epochs = max(1, -(-total_steps // steps_per_epoch))
         # Repeat: fractional epochs and max_steps split into whole Keras epochs. shuffle=False:
         # the dataset shuffles itself.
@@ -545,6 +560,43 @@ def recipe_for_data(x, *, learning_rate=None, batch_size=None):
 
 def steps_for(count, batch_size):
     return max(1, math.ceil(count / batch_size))
+
+
+# What a run directory may hold: Keras' BackupAndRestore files and the run's description.
+_RUN_FILES = ("latest.weights.h5", "training_metadata.json", "latest.weights.h5.bkp",
+              "training_metadata.json.bkp", "run.json")
+
+
+def _backup_callback(run_dir, **run):
+    """`BackupAndRestore` in `run_dir`, after checking the directory holds nothing else.
+
+    BackupAndRestore deletes its directory when the fit completes, so a directory with
+    other files (the user's) is refused; so is the backup of a different run (another
+    number of steps, epoch length or batch size), which would resume the wrong schedule.
+    """
+    import json
+
+    from pipelines.atomic_writes import is_staging_name, write_json
+
+    run_dir = os.path.abspath(os.fspath(run_dir))
+    if os.path.exists(run_dir):
+        if not os.path.isdir(run_dir):
+            raise TaskInputError(f"run_dir={run_dir}: exists and is not a directory")
+        foreign = sorted(name for name in set(os.listdir(run_dir)) - set(_RUN_FILES)
+                         if not is_staging_name(name))
+        if foreign:
+            raise TaskInputError(f"run_dir={run_dir}: holds other files ({', '.join(foreign[:5])}); a run "
+                                 "directory is removed when the fit completes: give a new one")
+        description = os.path.join(run_dir, "run.json")
+        if os.path.isfile(description):
+            with open(description, encoding="utf-8") as f:
+                previous = json.load(f)
+            if previous != run:
+                raise TaskInputError(f"run_dir={run_dir}: holds the backup of another run ({previous}, now "
+                                     f"{run}); remove it to start over, or give a new run_dir")
+    os.makedirs(run_dir, exist_ok=True)
+    write_json(os.path.join(run_dir, "run.json"), run)
+    return keras.callbacks.BackupAndRestore(run_dir, save_freq="epoch", delete_checkpoint=True)
 
 
 def _split_off_validation(x, y, sample_weight, validation_split):

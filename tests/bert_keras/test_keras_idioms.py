@@ -193,6 +193,33 @@ def test_backup_and_restore_resumes_an_interrupted_fit(spec, tmp_path):
     assert int(resumed.optimizer.iterations) == 8  # 2 steps x 4 epochs, counting the restored ones
 
 
+def test_run_dir_resumes_and_never_takes_a_directory_of_other_files(spec, tmp_path):
+    class Interrupt(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == 3:
+                raise KeyboardInterrupt
+
+    run_dir = str(tmp_path / "run")
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    with pytest.raises(KeyboardInterrupt):  # Ctrl-C after 3 backups of 1 step each
+        classifier.fit(TEXTS, LABELS, epochs=1, batch_size=2, run_dir=run_dir, checkpoint_every=1,
+                       callbacks=[Interrupt()], verbose=0)
+    with pytest.raises(tasks.TaskInputError, match="holds the backup of another run"):
+        build(tasks.TextClassifier, spec, labels=["neg", "pos"]).fit(
+            TEXTS, LABELS, epochs=2, batch_size=2, run_dir=run_dir, verbose=0)
+    resumed = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    history = resumed.fit(TEXTS, LABELS, epochs=1, batch_size=2, run_dir=run_dir, checkpoint_every=1,
+                          verbose=0)
+    assert len(history.history["loss"]) == 2 and int(resumed.optimizer.iterations) == 5
+    assert not os.path.exists(run_dir)  # removed when the fit completed
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("mine")
+    with pytest.raises(tasks.TaskInputError, match=r"holds other files \(notes.txt\)"):
+        resumed.fit(TEXTS, LABELS, run_dir=str(mine), verbose=0)
+    assert os.listdir(mine) == ["notes.txt"]
+
+
 # -- the other families: datasets batched or not ---------------------------------------------
 
 
