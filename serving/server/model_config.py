@@ -1,42 +1,29 @@
 """TF Serving's models.config (a ModelServerConfig text proto): parse into `ModelSource`s, format back.
 
-The embedded server and `tensorflow_model_server --model_config_file=...` read the same file,
-so a deployment directory works with either. Only the fields the embedded server honours are
-accepted, and everything else is an error naming the line, so a typo (`num_version`) never
-turns silently into a default:
-
-    model_config_list {
-      config {
-        name: "bert"
-        base_path: "/models/bert"
-        model_platform: "tensorflow"
-        model_version_policy { latest { num_versions: 2 } }   # or all {} / specific { versions: 1 versions: 3 }
-        version_labels { key: "stable" value: 1 }
-        version_labels { key: "canary" value: 3 }
-      }
-    }
-
-The parser is self-contained (a tokenizer plus a schema walk) because older
-tensorflow-serving-api wheels ship no `model_server_config_pb2`; where that module exists the
-tests check that both read a file the same way.
+The file is read as `tensorflow_model_server --model_config_file=...` reads it: protobuf's
+`text_format` on TF Serving's own `ModelServerConfig`. The fields the embedded server honours are
+an allow-list (`HONOURED_FIELDS`): setting any other is an error, never a setting ignored in
+silence. Errors name the file, then line:column where text_format gives one (or else the config
+entry), and what to change.
 
 Example:
-    >>> models = parse_models_config('model_config_list { config { name: "m" base_path: "/m" } }')
-    >>> models[0].name, models[0].version_policy, models[0].num_versions
-    ('m', 'latest', 1)
-    >>> print(format_models_config(models))  # doctest: +NORMALIZE_WHITESPACE
-    model_config_list {
-      config {
-        name: "m"
-        base_path: "/m"
-        model_platform: "tensorflow"
-        model_version_policy {
-          latest {
-            num_versions: 1
-          }
-        }
-      }
-    }
+    >>> text = '''
+    ... model_config_list {
+    ...   config {
+    ...     name: "bert"  base_path: "/models/bert"  model_platform: "tensorflow"
+    ...     model_version_policy { specific { versions: 1 versions: 3 } }  # or latest { num_versions: 2 }, all {}
+    ...     version_labels { key: "stable" value: 1 }
+    ...     version_labels { key: "canary" value: 3 }
+    ...   }
+    ... }'''
+    >>> parse_models_config(text)
+    [ModelSource(name='bert', base_path='/models/bert', version_policy='specific', num_versions=1,
+                 versions=(1, 3), labels={'stable': 1, 'canary': 3})]
+    >>> try:
+    ...     parse_models_config(text.replace("versions: 3", "version: 3"))
+    ... except ModelConfigError as error:
+    ...     print(error)
+    models.config:5:51: unknown field 'version' in Specific (expected one of: versions)
 """
 
 from __future__ import annotations
@@ -44,7 +31,16 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
+
+from google.protobuf import (
+    descriptor_pb2,
+    descriptor_pool,
+    message,
+    message_factory,
+    text_format,
+)
+from tensorflow_serving.config import model_server_config_pb2
 
 from pipelines.atomic_writes import write_text
 
@@ -83,342 +79,162 @@ class ModelSource:
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not _NAME_RE.match(self.name):
-            raise ValueError(
-                f"model name {self.name!r} must be non-empty and use only letters, digits, '_', '.', '-'"
-            )
+            raise ValueError(f"model name {self.name!r} must be non-empty and use only letters, digits, '_', '.', '-'")
+        model = f"model {self.name!r}"
         if not self.base_path:
-            raise ValueError(f"model {self.name!r}: base_path is empty")
+            raise ValueError(f"{model}: base_path is empty")
         self.base_path = os.fspath(self.base_path)
         if self.version_policy not in VERSION_POLICIES:
-            raise ValueError(
-                f"model {self.name!r}: version_policy must be one of {VERSION_POLICIES}, "
-                f"got {self.version_policy!r}"
-            )
+            raise ValueError(f"{model}: version_policy must be one of {VERSION_POLICIES}, got {self.version_policy!r}")
         if int(self.num_versions) < 1:
-            raise ValueError(f"model {self.name!r}: num_versions must be >= 1, got {self.num_versions}")
+            raise ValueError(f"{model}: num_versions must be >= 1, got {self.num_versions}")
         self.num_versions = int(self.num_versions)
         versions = tuple(int(v) for v in self.versions)
         if any(v < 1 for v in versions):
-            raise ValueError(f"model {self.name!r}: versions must be positive integers, got {versions}")
+            raise ValueError(f"{model}: versions must be positive integers, got {versions}")
         if self.version_policy == "specific" and not versions:
-            raise ValueError(f"model {self.name!r}: version_policy 'specific' needs at least one version")
+            raise ValueError(f"{model}: version_policy 'specific' needs at least one version")
         if self.version_policy != "specific" and versions:
-            raise ValueError(
-                f"model {self.name!r}: versions={versions} is only used with version_policy='specific'"
-            )
+            raise ValueError(f"{model}: versions={versions} is only used with version_policy='specific'")
         self.versions = tuple(sorted(set(versions)))
         labels = {}
         for key, value in dict(self.labels).items():
             if not isinstance(key, str) or not key:
-                raise ValueError(f"model {self.name!r}: version label names must be non-empty strings")
+                raise ValueError(f"{model}: version label names must be non-empty strings")
             if re.fullmatch(r"[0-9]+", key):
                 # A numeric label would be ambiguous with a version in REST paths (ASCII digits
                 # only: "/versions/" reads no other, see rest_service).
-                raise ValueError(f"model {self.name!r}: version label {key!r} must not be a number")
+                raise ValueError(f"{model}: version label {key!r} must not be a number")
             if int(value) < 1:
-                raise ValueError(f"model {self.name!r}: label {key!r} points to version {value} (< 1)")
+                raise ValueError(f"{model}: label {key!r} points to version {value} (< 1)")
             labels[key] = int(value)
         self.labels = labels
 
 
 class ModelConfigError(ValueError):
-    """A models.config file that does not follow the schema; the message starts with "file:line:"."""
+    """A config file that does not follow the schema; the message starts with "file:line:column:" or "file:"."""
 
 
-# ----------------------------------------------------------------------------- tokenizer
-
-_TOKEN_RE = re.compile(
-    r"""
-    (?P<ws>[ \t\r\f\v]+) |
-    (?P<nl>\n) |
-    (?P<comment>\#[^\n]*) |
-    (?P<string>"(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*') |
-    (?P<number>[-+]?(?:0[xX][0-9a-fA-F]+|[0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)[fF]?) |
-    (?P<ident>[A-Za-z_][A-Za-z0-9_]*) |
-    (?P<punct>[{}<>:;,\[\]])
-    """,
-    re.VERBOSE,
-)
-
-_SIMPLE_ESCAPES = {
-    "n": b"\n", "t": b"\t", "r": b"\r", "a": b"\a", "b": b"\b", "f": b"\f", "v": b"\v",
-    "\\": b"\\", "'": b"'", '"': b'"', "?": b"?",
+# The fields the embedded server honours, per message of TF Serving's schema; setting any other is an error.
+HONOURED_FIELDS = {
+    "ModelServerConfig": ("model_config_list",), "ModelConfigList": ("config",),
+    "ModelConfig": ("name", "base_path", "model_platform", "model_version_policy", "version_labels"),
+    "ServableVersionPolicy": VERSION_POLICIES, "Latest": ("num_versions",), "All": (), "Specific": ("versions",),
+    "VersionLabelsEntry": ("key", "value"),
+}
+_WHY_NOT = {
+    "custom_model_config": "the embedded server serves model_config_list only",
+    "model_type": 'deprecated in TF Serving; use model_platform: "tensorflow"',
+    "logging_config": "request logging is not implemented by the embedded server",
 }
 
-
-def _unescape(body: str, where: str) -> str:
-    """Decode a text-proto string literal body (C escapes, octal, hex) as UTF-8."""
-    out = bytearray()
-    i = 0
-    while i < len(body):
-        ch = body[i]
-        if ch != "\\":
-            out += ch.encode("utf-8")
-            i += 1
-            continue
-        i += 1
-        esc = body[i]
-        if esc in _SIMPLE_ESCAPES:
-            out += _SIMPLE_ESCAPES[esc]
-            i += 1
-        elif esc in "01234567":
-            digits = re.match(r"[0-7]{1,3}", body[i:]).group(0)
-            out.append(int(digits, 8) & 0xFF)
-            i += len(digits)
-        elif esc in "xX":
-            match = re.match(r"[0-9a-fA-F]{1,2}", body[i + 1 :])
-            if not match:
-                raise ModelConfigError(f"{where}: bad \\x escape in string")
-            out.append(int(match.group(0), 16))
-            i += 1 + len(match.group(0))
-        else:
-            raise ModelConfigError(f"{where}: unknown escape \\{esc} in string")
-    try:
-        return out.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ModelConfigError(f"{where}: string is not valid UTF-8") from None
-
-
-class _Tokens:
-    def __init__(self, text: str, source: str):
-        self.source = source
-        self.items = []  # (kind, value, line)
-        line, pos = 1, 0
-        while pos < len(text):
-            match = _TOKEN_RE.match(text, pos)
-            if not match:
-                raise ModelConfigError(f"{source}:{line}: unexpected character {text[pos]!r}")
-            kind = match.lastgroup
-            value = match.group(0)
-            if kind == "nl":
-                line += 1
-            elif kind == "string":
-                self.items.append(("string", _unescape(value[1:-1], f"{source}:{line}"), line))
-            elif kind not in ("ws", "comment"):
-                self.items.append((kind, value, line))
-            pos = match.end()
-        self.index = 0
-        self.last_line = line
-
-    def peek(self):
-        return self.items[self.index] if self.index < len(self.items) else ("eof", "", self.last_line)
-
-    def take(self):
-        token = self.peek()
-        self.index += 1
-        return token
-
-    def error(self, message, line=None):
-        return ModelConfigError(f"{self.source}:{line if line is not None else self.peek()[2]}: {message}")
-
-
-@dataclasses.dataclass
-class _Field:
-    name: str
-    line: int
-    value: object = None  # scalar: (kind, value); message: list[_Field]
-    is_message: bool = False
-
-
 # Deepest message nesting read (a models.config nests 5 deep): deeper text is an error naming the
-# line, not a RecursionError from the parser's recursion.
+# line, not a RecursionError from text_format's recursive parser.
 MAX_NESTING = 64
 
 
-def _parse_message(tokens: _Tokens, closer: str | None, depth: int = 0) -> list:
-    if depth > MAX_NESTING:
-        raise tokens.error(f"messages nested more than {MAX_NESTING} deep")
-    fields = []
-    while True:
-        kind, value, line = tokens.peek()
-        if kind == "eof":
-            if closer is not None:
-                raise tokens.error(f"missing '{closer}' at end of file")
-            return fields
-        if kind == "punct" and value == closer:
-            tokens.take()
-            return fields
-        if kind != "ident":
-            raise tokens.error(f"expected a field name, got {value!r}")
-        tokens.take()
-        name = value
-        kind, value, _ = tokens.peek()
-        has_colon = kind == "punct" and value == ":"
-        if has_colon:
-            tokens.take()
-            kind, value, _ = tokens.peek()
-        if kind == "punct" and value in ("{", "<"):
-            tokens.take()
-            body = _parse_message(tokens, "}" if value == "{" else ">", depth + 1)
-            fields.append(_Field(name, line, body, is_message=True))
-        elif not has_colon:
-            raise tokens.error(f"expected ':' or '{{' after field name {name!r}")
-        elif kind == "punct" and value == "[":
-            tokens.take()  # list syntax for repeated scalars: versions: [1, 2]
-            while True:
-                k, v, l = tokens.take()
-                if k == "punct" and v == "]":
-                    break
-                if k not in ("string", "number", "ident"):
-                    raise tokens.error(f"expected a value in the list for {name!r}, got {v!r}", l)
-                fields.append(_Field(name, l, (k, v)))
-                k, v, l = tokens.peek()
-                if k == "punct" and v == ",":
-                    tokens.take()
-        else:
-            tokens.take()
-            if kind not in ("string", "number", "ident"):
-                raise tokens.error(f"expected a value for {name!r}, got {value!r}", line)
-            if kind == "string":  # adjacent literals concatenate, as in C and protobuf
-                while tokens.peek()[0] == "string":
-                    value += tokens.take()[1]
-            fields.append(_Field(name, line, (kind, value)))
-        kind, value, _ = tokens.peek()
-        if kind == "punct" and value in (",", ";"):
-            tokens.take()
+def _schema():
+    """ModelServerConfig as TF Serving declares it, except that version_labels reads as a list of
+    entries, not as a map (which keeps the last of a label set twice, in silence)."""
+    pool, added = descriptor_pool.DescriptorPool(), set()
+
+    def add(file):
+        for dependency in file.dependencies:
+            add(dependency)
+        if file.name not in added:
+            added.add(file.name)
+            proto = descriptor_pb2.FileDescriptorProto()
+            file.CopyToProto(proto)
+            for nested in (n for m in proto.message_type for n in m.nested_type):
+                nested.options.ClearField("map_entry")
+            pool.Add(proto)
+
+    add(model_server_config_pb2.DESCRIPTOR)
+    return pool, message_factory.GetMessageClass(pool.FindMessageTypeByName("tensorflow.serving.ModelServerConfig"))
 
 
-# ----------------------------------------------------------------------------- schema walk
+_POOL, _ServerConfig = _schema()
 
 
-class _Walker:
-    def __init__(self, source: str):
-        self.source = source
+def _error(source, message, line=None, column=None) -> ModelConfigError:
+    return ModelConfigError(":".join(str(part) for part in (source, line, column) if part is not None) + f": {message}")
 
-    def error(self, line, message):
-        return ModelConfigError(f"{self.source}:{line}: {message}")
 
-    def check_fields(self, fields, message_name, allowed, repeated=(), unsupported=None):
-        """Reject unknown fields and repeats of non-repeated ones; return {name: [fields]}."""
-        unsupported = unsupported or {}
-        seen = {}
-        for f in fields:
-            if f.name in unsupported:
-                raise self.error(f.line, f"{message_name}.{f.name} is not supported: {unsupported[f.name]}")
-            if f.name not in allowed:
-                raise self.error(
-                    f.line,
-                    f"unknown field {f.name!r} in {message_name} (expected one of: {', '.join(allowed)})",
-                )
-            if f.name in seen and f.name not in repeated:
-                raise self.error(
-                    f.line, f"{message_name}.{f.name} is set twice (first on line {seen[f.name][0].line})"
-                )
-            seen.setdefault(f.name, []).append(f)
-        return seen
+def _from_parse_error(exc: text_format.ParseError, text: str, source) -> ModelConfigError:
+    """text_format's error as "file:line:column: what" (and for an unknown field, what is known)."""
+    line, message = exc.GetLine(), str(exc)
+    if line is not None:
+        message = message.split(" : ", 1)[-1]  # text_format's own "line:column : "
+        lines = text.split("\n")  # as text_format splits it; its message may quote the whole line: cut it
+        quoted = f"'{lines[line - 1]}': " if 0 < line <= len(lines) else None
+        message = message[len(quoted):] if quoted and message.startswith(quoted) else message
+    unknown = re.fullmatch(r'Message type "[\w.]*?(\w+)" has no field named "(.*)"\.', message)
+    if unknown and unknown[1] in HONOURED_FIELDS:
+        message = (f"unknown field {unknown[2]!r} in {unknown[1]} "
+                   f"(expected one of: {', '.join(HONOURED_FIELDS[unknown[1]]) or 'none'})")
+    return _error(source, message, line, exc.GetColumn())
 
-    def message(self, f, message_name):
-        if not f.is_message:
-            raise self.error(f.line, f"{message_name}.{f.name} must be a message ({f.name} {{ ... }})")
-        return f.value
 
-    def string(self, f, message_name):
-        if f.is_message or f.value[0] != "string":
-            raise self.error(f.line, f"{message_name}.{f.name} must be a quoted string")
-        return f.value[1]
+def _tokens(text: str, source: str) -> text_format.Tokenizer:
+    """text_format's tokenizer over `text`, after a pass that refuses what text_format reads in
+    silence or recurses on: non-ASCII outside strings ('９' reads as 9) and nesting past MAX_NESTING."""
+    tokens, depth = text_format.Tokenizer(text.split("\n")), 0
+    try:
+        while not tokens.AtEnd():
+            if not tokens.token.startswith(("'", '"')) and not tokens.token.isascii():
+                raise tokens.ParseError(f"{tokens.token!r} is not ASCII: outside quoted strings, write names "
+                                        "with ASCII letters and numbers with the digits 0-9")
+            depth += (tokens.token in ("{", "<")) - (tokens.token in ("}", ">"))
+            if depth > MAX_NESTING:
+                raise tokens.ParseError(f"messages nested more than {MAX_NESTING} deep")
+            tokens.NextToken()
+    except text_format.ParseError as exc:
+        raise _from_parse_error(exc, text, source) from None
+    return text_format.Tokenizer(text.split("\n"))
 
-    def integer(self, f, message_name):
-        if f.is_message or f.value[0] != "number" or not re.fullmatch(r"[-+]?[0-9]+", f.value[1]):
-            raise self.error(f.line, f"{message_name}.{f.name} must be an integer")
-        return int(f.value[1])
 
-    def server_config(self, fields):
-        seen = self.check_fields(
-            fields,
-            "ModelServerConfig",
-            ("model_config_list",),
-            unsupported={"custom_model_config": "the embedded server serves model_config_list only"},
-        )
-        if "model_config_list" not in seen:
-            raise self.error(1, "missing model_config_list { config { ... } }")
-        block = seen["model_config_list"][0]
-        configs = self.check_fields(
-            self.message(block, "ModelServerConfig"), "model_config_list", ("config",), repeated=("config",)
-        ).get("config", [])
-        if not configs:
-            raise self.error(block.line, "model_config_list has no config { ... } entries")
-        models, names = [], {}
-        for f in configs:
-            model = self.model_config(self.message(f, "model_config_list"), f.line)
-            if model.name in names:
-                raise self.error(f.line, f"model name {model.name!r} is used twice (first on line {names[model.name]})")
-            names[model.name] = f.line
-            models.append(model)
-        return models
+def _where(number: int, config) -> str:
+    return f"config #{number}" + (f" ({config.name!r})" if config.name else "")
 
-    def model_config(self, fields, line):
-        where = "config"
-        seen = self.check_fields(
-            fields,
-            where,
-            ("name", "base_path", "model_platform", "model_version_policy", "version_labels"),
-            repeated=("version_labels",),
-            unsupported={
-                "model_type": "deprecated in TF Serving; use model_platform: \"tensorflow\"",
-                "logging_config": "request logging is not implemented by the embedded server",
-            },
-        )
-        for required in ("name", "base_path"):
-            if required not in seen:
-                raise self.error(line, f"config is missing {required}")
-        name = self.string(seen["name"][0], where)
-        base_path = self.string(seen["base_path"][0], where)
-        if "model_platform" in seen:
-            platform = self.string(seen["model_platform"][0], where)
-            if platform != "tensorflow":
-                raise self.error(
-                    seen["model_platform"][0].line,
-                    f"model_platform {platform!r} is not supported (only \"tensorflow\")",
-                )
-        policy = {"version_policy": "latest", "num_versions": 1, "versions": ()}
-        if "model_version_policy" in seen:
-            policy = self.version_policy(seen["model_version_policy"][0])
-        labels, label_lines = {}, {}
-        for f in seen.get("version_labels", []):
-            label_fields = self.check_fields(self.message(f, where), "version_labels", ("key", "value"))
-            if "key" not in label_fields or "value" not in label_fields:
-                raise self.error(f.line, "version_labels needs both key and value")
-            key = self.string(label_fields["key"][0], "version_labels")
-            value = self.integer(label_fields["value"][0], "version_labels")
-            if key in labels:
-                raise self.error(f.line, f"version label {key!r} is set twice (first on line {label_lines[key]})")
-            labels[key], label_lines[key] = value, f.line
-        try:
-            return ModelSource(name=name, base_path=base_path, labels=labels, **policy)
-        except ValueError as exc:
-            raise self.error(line, str(exc)) from None
 
-    def version_policy(self, f):
-        where = "model_version_policy"
-        seen = self.check_fields(self.message(f, "config"), where, VERSION_POLICIES)
-        if len(seen) != 1:
-            raise self.error(
-                f.line,
-                f"{where} must set exactly one of latest {{}}, all {{}}, specific {{}}; got {sorted(seen) or 'none'}",
-            )
-        (kind, (block,)), = seen.items()
-        body = self.message(block, where)
-        if kind == "latest":
-            latest = self.check_fields(body, "latest", ("num_versions",))
-            num = self.integer(latest["num_versions"][0], "latest") if "num_versions" in latest else 1
-            if num < 1:
-                raise self.error(block.line, f"latest.num_versions must be >= 1, got {num}")
-            return {"version_policy": "latest", "num_versions": num, "versions": ()}
-        if kind == "all":
-            self.check_fields(body, "all", ())
-            return {"version_policy": "all", "num_versions": 1, "versions": ()}
-        specific = self.check_fields(body, "specific", ("versions",), repeated=("versions",))
-        versions = [self.integer(v, "specific") for v in specific.get("versions", [])]
-        if not versions:
-            raise self.error(block.line, "specific { } needs at least one versions: N")
-        for v, vf in zip(versions, specific["versions"]):
-            if v < 1:
-                raise self.error(vf.line, f"specific.versions must be positive, got {v}")
-        return {"version_policy": "specific", "num_versions": 1, "versions": tuple(versions)}
+def _refuse_unhonoured(proto, source: str, where: str = "") -> None:
+    for field, value in proto.ListFields():
+        if field.name not in HONOURED_FIELDS[proto.DESCRIPTOR.name]:
+            why = _WHY_NOT.get(field.name, "the embedded server does not read it")
+            raise _error(source, f"{where}{field.name} is not supported ({why}); remove it")
+        for number, item in enumerate(value if field.is_repeated else (value,), 1):
+            if field.message_type is not None:
+                _refuse_unhonoured(item, source, f"{_where(number, item)}: " if field.name == "config" else where)
+
+
+def _model_source(config, where: str, source: str) -> ModelSource:
+    for required in ("name", "base_path"):
+        if not getattr(config, required):
+            raise _error(source, f'{where} is missing {required} (add {required}: "...")')
+    if config.model_platform not in ("", "tensorflow"):
+        raise _error(source, f'{where}: model_platform {config.model_platform!r} is not supported (only "tensorflow")')
+    policy = config.model_version_policy
+    kind = policy.WhichOneof("policy_choice")
+    if config.HasField("model_version_policy") and kind is None:
+        raise _error(source, f"{where}: model_version_policy must set one of latest {{}}, all {{}}, specific {{}}")
+    if kind == "specific" and not policy.specific.versions:
+        raise _error(source, f"{where}: specific {{ }} needs at least one versions: N")
+    labels = {}
+    for entry in config.version_labels:
+        if entry.key in labels:
+            raise _error(source, f"{where}: version label {entry.key!r} is set twice; keep one")
+        if entry.value < 1:
+            raise _error(source, f"{where}: version label {entry.key!r} needs value: N, a version >= 1")
+        labels[entry.key] = entry.value
+    try:  # num_versions 0 is "not set" in proto3, and TF Serving reads it as 1
+        return ModelSource(config.name, config.base_path, kind or "latest", policy.latest.num_versions or 1,
+                           tuple(policy.specific.versions), labels)
+    except ValueError as exc:
+        raise _error(source, str(exc)) from None
 
 
 def parse_models_config(text: str, *, source: str = "models.config") -> list:
-    """Parse a models.config text proto into `ModelSource`s (strict; errors name the line).
+    """Parse a models.config text proto into `ModelSource`s (strict; errors name file and place).
 
     Example:
         >>> parse_models_config('model_config_list { config { name: "m" base_path: "/m" '
@@ -427,15 +243,32 @@ def parse_models_config(text: str, *, source: str = "models.config") -> list:
 
     Args:
         text: The file's content.
-        source: Name used in error messages ("path/models.config:7: ...").
+        source: Name used in error messages ("path/models.config:7:12: ...").
 
     Raises:
-        ModelConfigError: Unknown or repeated fields, wrong value types, unsupported
-            settings (model_type, logging_config, custom_model_config), duplicate model names.
+        ModelConfigError: Text that is not a ModelServerConfig, a field outside `HONOURED_FIELDS`
+            (model_type, logging_config, custom_model_config), a bad value, a name used twice.
     """
-    tokens = _Tokens(text, source)
-    fields = _parse_message(tokens, None)
-    return _Walker(source).server_config(fields)
+    _tokens(text, source)
+    try:
+        server = text_format.Parse(text, _ServerConfig(), descriptor_pool=_POOL)
+    except text_format.ParseError as exc:
+        raise _from_parse_error(exc, text, source) from None
+    except (message.DecodeError, RecursionError) as exc:  # not expected after _tokens; never a traceback
+        raise _error(source, f"cannot read it as a ModelServerConfig ({type(exc).__name__})") from None
+    _refuse_unhonoured(server, source)
+    if not server.model_config_list.config:
+        raise _error(source, "model_config_list has no config { ... } entries" if server.HasField("model_config_list")
+                     else "missing model_config_list { config { ... } }")
+    models, first = [], {}
+    for number, config in enumerate(server.model_config_list.config, 1):
+        model = _model_source(config, _where(number, config), source)
+        if model.name in first:
+            raise _error(source, f"{_where(number, config)}: model name {model.name!r} is used twice "
+                                 f"(first by config #{first[model.name]}); give each model its own name")
+        first[model.name] = number
+        models.append(model)
+    return models
 
 
 BATCHING_FIELDS = ("max_batch_size", "batch_timeout_micros", "num_batch_threads", "max_enqueued_batches")
@@ -444,8 +277,8 @@ BATCHING_FIELDS = ("max_batch_size", "batch_timeout_micros", "num_batch_threads"
 def parse_batching_parameters(text: str, *, source: str = "batching_parameters.txt") -> dict:
     """TF Serving's `--batching_parameters_file` (a BatchingParameters text proto) -> settings.
 
-    The same tokenizer and parser as models.config. Both forms TF Serving accepts are read:
-    `max_batch_size { value: 32 }` (the wrapper TF Serving writes) and `max_batch_size: 32`.
+    tensorflow-serving-api ships no BatchingParameters, so this reads text_format's tokens a field
+    at a time: `max_batch_size { value: 32 }` (the wrapper TF Serving writes) or `max_batch_size: 32`.
 
     Example:
         >>> parse_batching_parameters("max_batch_size { value: 48 }  pad_variable_length_inputs: true")
@@ -458,31 +291,44 @@ def parse_batching_parameters(text: str, *, source: str = "batching_parameters.t
     Raises:
         ModelConfigError: unparsable text or a non-integer value, naming the line.
     """
-    values, ignored = {}, []
-    for field in _parse_message(_Tokens(text, source), None):
-        if field.name not in BATCHING_FIELDS:
-            ignored.append(field.name)
-            continue
-        scalar = field.value
-        if field.is_message:
-            inner = [f for f in field.value if f.name == "value" and not f.is_message]
-            if len(inner) != 1 or len(field.value) != 1:
-                raise ModelConfigError(f"{source}:{field.line}: {field.name} {{ value: N }} expected")
-            scalar = inner[0].value
-        kind, raw = scalar
-        if kind != "number" or not re.fullmatch(r"-?[0-9]+", raw):
-            raise ModelConfigError(f"{source}:{field.line}: {field.name} must be an integer, got {raw!r}")
-        values[field.name] = int(raw)
+    tokens, values, ignored = _tokens(text, source), {}, []
+    try:
+        while not tokens.AtEnd():
+            name = tokens.ConsumeIdentifier()
+            line = tokens.ParseErrorPreviousToken("").GetLine()
+            colon = tokens.TryConsume(":")
+            closer = "}" if tokens.TryConsume("{") else ">" if tokens.TryConsume("<") else None
+            if not colon and not closer:
+                raise _error(source, f"expected ':' or '{{' after {name}", line)
+            if name not in BATCHING_FIELDS:  # skip its value, whatever it is (_tokens bounds the nesting)
+                ignored.append(name)
+                depth = 1 if closer or tokens.TryConsume("[") else 0
+                while True:
+                    if tokens.AtEnd() and depth:
+                        raise _error(source, f"{name} is not closed", line)
+                    depth += (tokens.token in ("{", "<", "[")) - (tokens.token in ("}", ">", "]"))
+                    tokens.NextToken()
+                    if depth <= 0:
+                        break
+            else:
+                if closer and not (tokens.TryConsume("value") and tokens.TryConsume(":")):
+                    raise _error(source, f"{name} {{ value: N }} expected", line)
+                raw = tokens.token
+                try:
+                    values[name] = tokens.ConsumeInteger()
+                except text_format.ParseError:
+                    raise _error(source, f"{name} must be an integer, got {raw!r}", line) from None
+                if closer and not tokens.TryConsume(closer):
+                    raise _error(source, f"{name} {{ value: N }} expected", line)
+            tokens.TryConsume(",") or tokens.TryConsume(";")
+    except text_format.ParseError as exc:
+        raise _from_parse_error(exc, text, source) from None
     values["ignored"] = ignored
     return values
 
 
 def read_models_config(path) -> list:
-    """Read a models.config file; relative base_paths are taken relative to the file's directory.
-
-    Args:
-        path: The models.config file.
-    """
+    """Read a models.config file; relative base_paths are taken relative to the file's directory."""
     path = os.fspath(path)
     try:
         with open(path, encoding="utf-8") as f:
@@ -492,56 +338,33 @@ def read_models_config(path) -> list:
     except UnicodeDecodeError:
         raise ModelConfigError(f"{path}: models.config is not UTF-8 text") from None
     models = parse_models_config(text, source=path)
-    folder = os.path.dirname(os.path.abspath(path))
     for model in models:
         if not os.path.isabs(model.base_path):
-            model.base_path = os.path.normpath(os.path.join(folder, model.base_path))
+            model.base_path = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)), model.base_path))
     return models
 
 
-def _quote(value: str) -> str:
-    escaped = []
-    for ch in value:
-        if ch == "\\":
-            escaped.append("\\\\")
-        elif ch == '"':
-            escaped.append('\\"')
-        elif ch == "\n":
-            escaped.append("\\n")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            escaped.append("\\%03o" % ord(ch))
-        else:
-            escaped.append(ch)  # non-ASCII stays UTF-8 (both parsers accept it)
-    return '"' + "".join(escaped) + '"'
-
-
 def format_models_config(models: Sequence[ModelSource]) -> str:
-    """The models.config text proto for `models` (what `parse_models_config` reads back).
+    """The models.config text proto for `models`, in order (labels sorted by name), via text_format.
 
-    Args:
-        models: The models to serve, in order.
+    Example:
+        >>> models = [ModelSource("m", "/m", "specific", versions=(1, 2), labels={"stable": 1})]
+        >>> parse_models_config(format_models_config(models)) == models
+        True
     """
-    lines = ["model_config_list {"]
+    server = model_server_config_pb2.ModelServerConfig()
+    server.model_config_list.SetInParent()
     for m in models:
-        lines += [
-            "  config {",
-            f"    name: {_quote(m.name)}",
-            f"    base_path: {_quote(m.base_path)}",
-            '    model_platform: "tensorflow"',
-            "    model_version_policy {",
-        ]
+        config = server.model_config_list.config.add(name=m.name, base_path=m.base_path, model_platform="tensorflow")
+        policy = config.model_version_policy
         if m.version_policy == "latest":
-            lines += ["      latest {", f"        num_versions: {m.num_versions}", "      }"]
+            policy.latest.num_versions = m.num_versions
         elif m.version_policy == "all":
-            lines += ["      all {", "      }"]
+            policy.all.SetInParent()
         else:
-            lines += ["      specific {"] + [f"        versions: {v}" for v in m.versions] + ["      }"]
-        lines.append("    }")
-        for key, value in m.labels.items():
-            lines += ["    version_labels {", f"      key: {_quote(key)}", f"      value: {value}", "    }"]
-        lines.append("  }")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+            policy.specific.versions.extend(m.versions)
+        config.version_labels.update(m.labels)
+    return text_format.MessageToString(server, as_utf8=True)
 
 
 def write_models_config(path, models: Sequence[ModelSource]) -> None:
