@@ -7,6 +7,9 @@ tf.data) and `serving`. `docs/architecture.md` draws the layers.
 """
 
 from bert_keras.compat import check_environment as _check_environment
+from pipelines.tensorflow_logs import quiet_by_default as _quiet_by_default
+
+_quiet_by_default()  # before anything loads TensorFlow: scripts as quiet as the CLI
 
 _check_environment()
 

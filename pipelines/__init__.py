@@ -1,19 +1,34 @@
 """pipelines: tf.data + TF-Text. Text in, integer tensors out, and back again.
 
-Knows TensorFlow and TF-Text, never Keras models.
+Knows TensorFlow and TF-Text, never Keras models. The public names load lazily, so
+that importing the package (the CLI's `--help`, `bert_keras`) does not load TensorFlow
+before its logs are configured (`pipelines.tensorflow_logs`).
 """
 
-from pipelines.environment import check_tf_text_pairing as _check_tf_text_pairing
+import importlib
+
+from pipelines.tensorflow_logs import quiet_by_default as _quiet_by_default
+
+_quiet_by_default()  # before anything loads TensorFlow
+
+from pipelines.environment import check_tf_text_pairing as _check_tf_text_pairing  # noqa: E402
 
 _check_tf_text_pairing()
 
-from pipelines.packing import BertPacker  # noqa: E402  (after the version check on purpose)
-from pipelines.tokenizer import (  # noqa: E402
-    BertPreTokenizer,
-    BertTokenizer,
-    VocabularyError,
-    build_vocabulary,
-    count_words,
-    load_vocabulary,
-    write_vocabulary,
-)
+_LAZY = {
+    "BertPacker": "pipelines.packing",
+    "BertPreTokenizer": "pipelines.tokenizer",
+    "BertTokenizer": "pipelines.tokenizer",
+    "VocabularyError": "pipelines.tokenizer",
+    "build_vocabulary": "pipelines.tokenizer",
+    "count_words": "pipelines.tokenizer",
+    "load_vocabulary": "pipelines.tokenizer",
+    "write_vocabulary": "pipelines.tokenizer",
+}
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'pipelines' has no attribute {name!r}")

@@ -1,4 +1,9 @@
-"""Quiet logs for the `bert-keras` command: stderr carries only what the command says.
+"""Quiet TensorFlow start-up and chatter: stderr carries only what our code (or yours) says.
+
+Importing `pipelines`, `bert_keras` or `serving` makes a script as quiet as the
+`bert-keras` command (`quiet_by_default`); `BERT_KERAS_VERBOSE=1` in the environment,
+or the command's `--verbose`, keeps TensorFlow's own logs. A level you set yourself
+(`TF_CPP_MIN_LOG_LEVEL`) is kept.
 
 TensorFlow and its neighbours talk on stderr whatever the command does: C++ log
 lines at import (`failed call to cuInit ... (303)` from the CUDA probe, the
@@ -16,8 +21,8 @@ TensorFlow at import time).
 Example:
 
 >>> import os
->>> from bert_keras.cli import quiet
->>> quiet.configure(verbose=False)  # before `import tensorflow`
+>>> from pipelines import tensorflow_logs
+>>> tensorflow_logs.configure(verbose=False)  # before `import tensorflow`
 >>> os.environ["TF_CPP_MIN_LOG_LEVEL"]
 '3'
 >>> import logging
@@ -52,6 +57,28 @@ NOISY_WARNINGS = (
 )
 
 
+# Whether `quiet_by_default` chose the C++ level (not the user): `configure(verbose=True)` may undo it.
+_LEVEL_CHOSEN_HERE = False
+
+
+def quiet_by_default():
+    """What importing the project does: `configure(verbose=False)`, keeping a level you set.
+
+    Skipped when `BERT_KERAS_VERBOSE` is set (not "0"). Runs before TensorFlow loads when the
+    project is imported first; after, only the Python loggers and warnings can be quieted.
+    """
+    global _LEVEL_CHOSEN_HERE
+    if os.environ.get("BERT_KERAS_VERBOSE", "0") not in ("", "0"):
+        return
+    if "TF_CPP_MIN_LOG_LEVEL" not in os.environ:
+        os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+        _LEVEL_CHOSEN_HERE = True
+    quiet_tensorflow_load()
+    for name in NOISY_LOGGERS:
+        _logger(name).setLevel(logging.ERROR)
+    filter_noisy_warnings()
+
+
 def configure(verbose=False):
     """Sets TensorFlow's C++ log level, the noisy Python loggers and warning filters.
 
@@ -64,9 +91,13 @@ def configure(verbose=False):
             user, Python loggers at INFO) and no warning is filtered.
     """
     if verbose:
+        if _LEVEL_CHOSEN_HERE:  # undo the import-time default, not a level the user set
+            os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0")
+        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _QuietLoadFinder)]
         for name in NOISY_LOGGERS:
             _logger(name).setLevel(logging.INFO)
+        _unfilter_noisy_warnings()
         return
     # 3 = FATAL only: the CUDA probe and oneDNN report at ERROR level on healthy machines.
     # Real failures still reach the user as Python exceptions with TensorFlow's message.
@@ -157,6 +188,13 @@ def filter_noisy_warnings():
     """
     for message, category in NOISY_WARNINGS:
         warnings.filterwarnings("ignore", message=message, category=category)
+
+
+def _unfilter_noisy_warnings():
+    noisy = {(message, category) for message, category in NOISY_WARNINGS}
+    warnings.filters[:] = [f for f in warnings.filters
+                           if not (f[0] == "ignore" and f[1] is not None
+                                   and (f[1].pattern, f[2]) in noisy)]
 
 
 def _logger(name):

@@ -54,9 +54,9 @@ def run(args):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if not getattr(args, "verbose", False):
-            from bert_keras.cli import quiet
+            from pipelines import tensorflow_logs
 
-            quiet.filter_noisy_warnings()  # numpy's copy-keyword notes from keras-hub
+            tensorflow_logs.filter_noisy_warnings()  # numpy's copy-keyword notes from keras-hub
         destination, config, weights, vocab, written = _convert(args)
     for warning in caught:
         print(f"warning: {warning.message}", file=sys.stderr)

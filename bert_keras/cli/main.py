@@ -58,11 +58,11 @@ def build_parser():
 
 
 def main(argv=None):
-    from bert_keras.cli import quiet
+    from pipelines import tensorflow_logs
 
     # Before anything imports TensorFlow (its C++ log level is read when it loads), so
     # before the subcommand modules are imported to build the parser.
-    quiet.configure(verbose="--verbose" in (sys.argv[1:] if argv is None else argv))
+    tensorflow_logs.configure(verbose="--verbose" in (sys.argv[1:] if argv is None else argv))
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):

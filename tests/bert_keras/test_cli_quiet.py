@@ -89,7 +89,7 @@ def test_quiet_configuration_before_tensorflow_import():
 def test_quiet_drops_only_the_known_warnings():
     import warnings
 
-    from bert_keras.cli import quiet
+    from pipelines import tensorflow_logs as quiet
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -106,7 +106,7 @@ def test_tensorflow_load_noise_is_dropped_and_other_lines_are_kept(capfd):
     initialised: TF_CPP_MIN_LOG_LEVEL cannot stop it) goes; anything else is replayed."""
     import os
 
-    from bert_keras.cli import quiet
+    from pipelines import tensorflow_logs as quiet
 
     noise = ("WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
              "I0000 00:00:1795500742.407056   26856 port.cc:153] oneDNN custom operations are on.\n"
@@ -115,3 +115,39 @@ def test_tensorflow_load_noise_is_dropped_and_other_lines_are_kept(capfd):
     with quiet._load_time_noise_filtered():
         os.write(2, (noise + real).encode())
     assert capfd.readouterr().err == real
+
+
+_SCRIPT = """
+import sys
+from bert_keras import tasks
+from bert_keras.checkpoints import save_pretrained
+from bert_keras.config import BertConfig
+from bert_keras.encoder import BertEncoder
+vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad", "film", "."]
+with open(sys.argv[1] + "/vocab.txt", "w") as f:
+    f.write("\\n".join(vocab) + "\\n")
+encoder = BertEncoder(BertConfig(vocab_size=len(vocab), hidden_size=16, num_layers=1, num_heads=2,
+                                 intermediate_size=20, max_position_embeddings=32))
+save_pretrained(encoder, sys.argv[1] + "/encoder.keras", vocab_file=sys.argv[1] + "/vocab.txt")
+classifier = tasks.TextClassifier.from_pretrained(sys.argv[1] + "/encoder.keras", labels=["neg", "pos"],
+                                                  seq_length=16)
+for n in (1, 2, 3, 5, 7, 9, 11):  # new shapes: retracing our own calls must not warn
+    classifier.predict(["good film ."] * n)
+classifier.fit(["good film .", "bad film ."] * 4, ["pos", "neg"] * 4, epochs=1, verbose=0)
+print("done")
+"""
+
+
+def test_a_script_that_imports_the_library_is_as_quiet_as_the_cli(tmp_path):
+    env = user_environment()
+    env.pop("BERT_KERAS_VERBOSE", None)
+    result = subprocess.run([sys.executable, "-c", _SCRIPT, str(tmp_path)], capture_output=True, text=True,
+                            env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "done"
+    assert not noise_in(result.stderr), result.stderr[-2000:]
+    # BERT_KERAS_VERBOSE=1 keeps TensorFlow's own start-up lines
+    loud = subprocess.run([sys.executable, "-c", "import bert_keras.tasks, tensorflow as tf; "
+                           "tf.constant(1.0) + 1"], capture_output=True, text=True,
+                          env={**env, "BERT_KERAS_VERBOSE": "1"}, timeout=300)
+    assert noise_in(loud.stderr), loud.stderr[-2000:]
