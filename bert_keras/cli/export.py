@@ -77,7 +77,7 @@ def register(subparsers, summary):
                       help="classification: input text only")
     parser.add_argument("--null-threshold", type=float, default=None, metavar="X",
                         help="SQuAD v2.0: no answer when null score - best span score > X "
-                             "(default: task.json's, then the dev best threshold, then 0.0)")
+                             "(default: task.json's, else 0.0; finetune --tune-threshold stores the dev best there)")
     parser.add_argument("--max-windows", type=int, default=None,
                         help="SQuAD: context windows read per question (default 16)")
     parser.add_argument("--pooling", choices=POOLINGS, default="mean", help="--init: pooling (mean)")

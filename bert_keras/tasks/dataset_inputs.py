@@ -65,6 +65,41 @@ def element_parts(spec, *, x_is_tuple):
                          f"{len(spec)} parts")
 
 
+@dataclasses.dataclass(frozen=True)
+class DatasetLayout:
+    """How a task reads one dataset example: `x` a pair or not, the rank of its first text.
+
+    `is_batched`, when given, decides instead of the rank (NER: a text or a word list).
+    """
+
+    x_is_tuple: bool = False
+    example_rank: int = 0
+    is_batched: object = None
+
+
+def batch_size_of(dataset, layout):
+    """The batch size of a batched dataset (its static first axis, else its first batch's), or None.
+
+    Keras trains on a dataset's own batches; so do the tasks when `batch_size` is not given.
+    """
+    parts = element_parts(dataset.element_spec, x_is_tuple=layout.x_is_tuple)
+    x_spec, y_spec, _ = split_element(dataset.element_spec, parts)
+    leaf = first_leaf(x_spec)
+    if layout.is_batched is not None:
+        batched = layout.is_batched(x_spec, y_spec)
+    else:
+        batched = leaf.shape.rank == layout.example_rank + 1
+    if not batched:
+        return None
+    if leaf.shape.rank and leaf.shape[0] is not None:
+        return int(leaf.shape[0])
+    for element in dataset.take(1):
+        x, _, _ = split_element(element, parts)
+        first = first_leaf(x)
+        return int(first.nrows() if hasattr(first, "nrows") else tf.shape(first)[0])
+    return None
+
+
 def split_element(element, parts):
     """`(x, y, sample_weight)` of one element (None for the parts it lacks)."""
     if not parts.wrapped:

@@ -2,7 +2,7 @@
 
 Raw text comes as a list (or numpy array) of strings, a pair of such lists as a
 tuple `(texts, texts_b)`, or already tokenized as a dict of int arrays; labels as
-names (the task's `labels`) or ids. Every mistake is a `TaskInputError` that
+names (the task's `labels`; ids are names with `num_classes=`). Every mistake is a `TaskInputError` that
 names the argument and, where there is one, the position.
 
 Example:

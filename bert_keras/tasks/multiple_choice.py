@@ -37,6 +37,12 @@ class MultipleChoice(TextTask):
     kind = "multiple_choice"
     fixed_settings = ("num_choices",)
 
+    @property
+    def dataset_layout(self):
+        from bert_keras.tasks.dataset_inputs import DatasetLayout
+
+        return DatasetLayout(x_is_tuple=True)  # (context, endings)
+
     @classmethod
     def _build_head(cls, encoder, *, labels, num_classes, dropout, num_choices=4):
         from bert_keras.models import BertMultipleChoice
@@ -53,7 +59,7 @@ class MultipleChoice(TextTask):
     def _examples(self, x, y):
         from pipelines.tasks.swag import SwagExample
 
-        x, y, _ = self._in_memory(x, y, x_is_tuple=True)
+        x, y, _ = self._in_memory(x, y)
         if isinstance(x, list) and x and isinstance(x[0], SwagExample):
             if y is None and all(e.label is not None for e in x):
                 y = [e.label for e in x]
@@ -92,7 +98,7 @@ class MultipleChoice(TextTask):
             return self._tokenized_dataset(x, np.asarray(y, np.int32), batch_size=batch_size,
                                            shuffle=shuffle, seed=seed, sample_weight=sample_weight)
         if isinstance(x, tf.data.Dataset):
-            x, y, sample_weight = self._in_memory(x, y, sample_weight, x_is_tuple=True)
+            x, y, sample_weight = self._in_memory(x, y, sample_weight)
         examples = self._examples(x, y)
         if any(e.label is None for e in examples):
             raise TaskInputError("y: no labels given (fit needs the right ending of each context)")

@@ -58,6 +58,12 @@ class SpanQA(TextTask):
     default_seq_length = 384
     freeze_pooler = True
 
+    @property
+    def dataset_layout(self):
+        from bert_keras.tasks.dataset_inputs import DatasetLayout
+
+        return DatasetLayout(x_is_tuple=True)  # (question, context)
+
     @classmethod
     def _build_head(cls, encoder, *, labels, num_classes, dropout, version_2=False, doc_stride=128,
                     max_query_length=64, max_answer_length=30, n_best_size=20,
@@ -115,7 +121,7 @@ class SpanQA(TextTask):
     def _examples(self, x, y, *, training):
         from pipelines.tasks.squad import SquadExample, examples_from_records
 
-        x, y, _ = self._in_memory(x, y, x_is_tuple=True)
+        x, y, _ = self._in_memory(x, y)
         if isinstance(x, (list, tuple)) and x and isinstance(x[0], SquadExample):
             return list(x)
         if isinstance(x, list) and x and isinstance(x[0], (list, tuple)):
@@ -156,7 +162,7 @@ class SpanQA(TextTask):
             return self._tokenized_dataset(x, y, batch_size=batch_size, shuffle=shuffle, seed=seed,
                                            sample_weight=sample_weight)
         if isinstance(x, tf.data.Dataset):
-            x, y, sample_weight = self._in_memory(x, y, sample_weight, x_is_tuple=True)
+            x, y, sample_weight = self._in_memory(x, y, sample_weight)
         if y is None and not (isinstance(x, (list, tuple)) and x and isinstance(x[0], SquadExample)):
             raise TaskInputError("y: no answers given (fit needs one answer, or None, per question)")
         examples = self._examples(x, y, training=True)

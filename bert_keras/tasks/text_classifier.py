@@ -3,6 +3,7 @@
 import numpy as np
 import tensorflow as tf
 
+from bert_keras.tasks import dataset_inputs
 from bert_keras.tasks.dataset_inputs import to_python
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_label_names, check_lengths
 from bert_keras.tasks.inputs import check_sample_weight, float_target, float_targets, is_tokenized
@@ -27,9 +28,10 @@ class TextClassifier(TextTask):
 
     Inputs (`x`): a list or numpy array of strings; a pair task takes a tuple
     `(texts, texts_b)` of two equally long lists; a `tf.data.Dataset` of
-    `(text, label)` or `((text, text_b), label)` unbatched elements; or a
+    `(text, label)` or `((text, text_b), label)` elements, batched or not; or a
     tokenized dict (`token_ids`, `segment_ids`, `padding_mask`). Labels (`y`):
-    names from `labels`, or ids; floats for regression (`num_classes=1`).
+    names from `labels` (an int is compared as its name: `labels=[1, 2, 3]`
+    takes `y=3`; ids with `num_classes=`); floats for regression (`num_classes=1`).
 
     Outputs:
         `predict`: float32 `[N, C]` class probabilities, columns in `labels`
@@ -44,6 +46,10 @@ class TextClassifier(TextTask):
     """
 
     fixed_settings = ("text_pair",)
+
+    @property
+    def dataset_layout(self):
+        return dataset_inputs.DatasetLayout(x_is_tuple=bool(self.text_pair), example_rank=0)
 
     @property
     def kind(self):
@@ -123,8 +129,6 @@ class TextClassifier(TextTask):
 
     def _dataset_rows(self, dataset, *, needs_y):
         """A dataset of raw texts (batched or not) as rows with label ids, read once to check it."""
-        from bert_keras.tasks import dataset_inputs
-
         parts = dataset_inputs.element_parts(dataset.element_spec, x_is_tuple=bool(self.text_pair))
         rows = dataset_inputs.unbatched(dataset, parts, example_rank=0)
         text_spec = rows.element_spec[0]

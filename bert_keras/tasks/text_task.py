@@ -268,8 +268,9 @@ class TextTask(keras.Model):
             x, y: inputs and labels (lists, numpy arrays, a tuple of columns
                 for pairs), or `x` a `tf.data.Dataset` of `(x, y)` /
                 `(x, y, sample_weight)`, batched or not.
-            batch_size: examples per step (default 32; a batched dataset is
-                re-batched to it after tokenization).
+            batch_size: examples per step (default: a batched dataset's own
+                batch size, as in Keras, else 32; texts are re-batched to it
+                after tokenization, each batch padded to its longest text).
             epochs: passes over the data (a float: the last one is partial).
             validation_split: the last fraction of in-memory `x` / `y` held
                 out and scored after each epoch (as Keras: before shuffling).
@@ -291,7 +292,7 @@ class TextTask(keras.Model):
             verbose, callbacks, initial_epoch, validation_steps,
             validation_batch_size, validation_freq: as `keras.Model.fit`.
         """
-        batch_size = check_count("batch_size", batch_size) or 32
+        batch_size = self._batch_size(x, batch_size)
         epochs = check_epochs(epochs)
         max_steps = check_count("max_steps", max_steps)
         steps_per_epoch = check_count("steps_per_epoch", steps_per_epoch)
@@ -350,7 +351,7 @@ class TextTask(keras.Model):
         inputs, and the validation of `fit`, go to Keras' own loop (loss and the
         compiled metrics).
         """
-        batch_size = check_count("batch_size", batch_size) or 32
+        batch_size = self._batch_size(x, batch_size)
         if (kwargs or is_tokenized(x)
                 or isinstance(x, tf.data.Dataset) and _is_tokenized_dataset(x)):
             if is_tokenized(x) and not kwargs:
@@ -372,7 +373,7 @@ class TextTask(keras.Model):
         columns, or a dataset of texts (batched or not; labels in it are ignored).
         The output has the same structure whatever the form.
         """
-        batch_size = check_count("batch_size", batch_size) or 32
+        batch_size = self._batch_size(x, batch_size)
         if isinstance(x, tf.data.Dataset) and _is_tokenized_dataset(x):
             return super().predict(x, verbose=verbose, steps=steps, callbacks=callbacks)
         return self._predict(x, batch_size=batch_size)
@@ -409,8 +410,23 @@ class TextTask(keras.Model):
             weights[i] = float(weight)
         return weights
 
-    def _in_memory(self, x, y, sample_weight=None, *, x_is_tuple=False, example_rank=0,
-                   is_batched=None):
+    @property
+    def dataset_layout(self):
+        """How this task reads one dataset example (`dataset_inputs.DatasetLayout`)."""
+        from bert_keras.tasks.dataset_inputs import DatasetLayout
+
+        return DatasetLayout()
+
+    def _batch_size(self, x, batch_size):
+        """`batch_size`, else a batched dataset's own batch size (as Keras), else 32."""
+        batch_size = check_count("batch_size", batch_size)
+        if batch_size is None and isinstance(x, tf.data.Dataset) and not _is_tokenized_dataset(x):
+            from bert_keras.tasks.dataset_inputs import batch_size_of
+
+            batch_size = batch_size_of(x, self.dataset_layout)
+        return batch_size or 32
+
+    def _in_memory(self, x, y, sample_weight=None):
         """`(x, y, sample_weight)` as lists: a dataset is read into them, other forms pass through.
 
         For the tasks whose features are built in Python (NER, SQuAD, multiple choice).
@@ -419,9 +435,11 @@ class TextTask(keras.Model):
 
         if not isinstance(x, tf.data.Dataset):
             return x, y, sample_weight
-        parts = dataset_inputs.element_parts(x.element_spec, x_is_tuple=x_is_tuple)
-        rows = dataset_inputs.unbatched(x, parts, example_rank=example_rank, is_batched=is_batched)
-        return dataset_inputs.to_columns(rows, x_is_tuple=x_is_tuple)
+        layout = self.dataset_layout
+        parts = dataset_inputs.element_parts(x.element_spec, x_is_tuple=layout.x_is_tuple)
+        rows = dataset_inputs.unbatched(x, parts, example_rank=layout.example_rank,
+                                        is_batched=layout.is_batched)
+        return dataset_inputs.to_columns(rows, x_is_tuple=layout.x_is_tuple)
 
     def _train_dataset(self, x, y, *, batch_size, shuffle, seed, sample_weight=None):
         """`(batched (x, y[, sample_weight]) dataset, steps per pass)`; subclasses implement."""

@@ -23,7 +23,7 @@ class TokenClassifier(TextTask):
     Inputs (`x`): a list of sentences, each a list of words (CoNLL style) or a
     raw string (split into the tokenizer's words: whitespace, punctuation and
     CJK characters); labels (`y`): one tag per word, names from `labels` (BIO
-    / IOB2) or ids. Every word is labelled by its first word piece (the
+    / IOB2). Every word is labelled by its first word piece (the
     google-research recipe); the other pieces are ignored by the loss.
 
     Outputs:
@@ -56,9 +56,15 @@ class TokenClassifier(TextTask):
         return labels, BertTokenClassifier(encoder, num_labels=len(labels), dropout=dropout), {}
 
     # -- data -------------------------------------------------------------------------
+    @property
+    def dataset_layout(self):
+        from bert_keras.tasks.dataset_inputs import DatasetLayout
+
+        return DatasetLayout(is_batched=_is_batched_ner)
+
     def _in_memory_rows(self, x, y, sample_weight=None):
         """`(x, y, sample_weight)` with a dataset read into lists (batched or not, see below)."""
-        return self._in_memory(x, y, sample_weight, is_batched=_is_batched_ner)
+        return self._in_memory(x, y, sample_weight)
 
     def _sentences(self, x, y, name="x"):
         """(`Sentence`s, per input (text, starts, ends) or None) from raw inputs."""

@@ -75,6 +75,22 @@ def test_classifier_fits_any_form_like_a_list(spec, form):
     assert metrics["num_examples"] == 10
 
 
+def test_a_batched_dataset_keeps_its_own_batch_size_as_in_keras(spec):
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    dataset = tf.data.Dataset.from_tensor_slices((TEXTS, LABELS))
+    classifier.fit(dataset.batch(2), epochs=1, verbose=0)  # no batch_size: the dataset's 2
+    assert int(classifier.optimizer.iterations) == 5
+    classifier.fit(dataset.batch(2), epochs=1, batch_size=5, verbose=0)  # given: re-batched to 5
+    assert int(classifier.optimizer.iterations) == 7
+    classifier.fit(dataset, epochs=1, verbose=0)  # unbatched: 32 (one step for 10 texts)
+    assert int(classifier.optimizer.iterations) == 8
+    tagger = build(tasks.TokenClassifier, spec, labels=export_fixtures.CONLL_LABELS)
+    words = tf.ragged.constant([["john", "lives"], ["in", "paris"], ["the", "capital"]])
+    tags = tf.ragged.constant([["B-PER", "O"], ["O", "B-LOC"], ["O", "O"]])
+    tagger.fit(tf.data.Dataset.from_tensor_slices((words, tags)).batch(1), epochs=1, verbose=0)
+    assert int(tagger.optimizer.iterations) == 3
+
+
 def test_star_ratings_and_digit_names_follow_the_label_rule(spec):
     stars = build(tasks.TextClassifier, spec, labels=[1, 2, 3, 4, 5])
     assert stars.labels == ["1", "2", "3", "4", "5"]
