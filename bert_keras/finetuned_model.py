@@ -71,12 +71,12 @@ import shutil
 import zipfile
 from typing import Any, Dict, List, Optional
 
+from bert_keras.families import KINDS, UnknownFamilyError, family
 from pipelines.atomic_writes import (atomic_directory, is_staging_name, remove_stale_staging,
                                      write_json, write_text)
 from pipelines.label_names import LabelNamesError, check_label_count, check_label_names, read_label_names
 
 FORMAT_VERSION = 2
-KINDS = ("classification", "regression", "ner", "squad", "multiple_choice", "embedding")
 MODEL_FILE, TASK_FILE, VOCAB_FILE, LABELS_FILE = "model.keras", "task.json", "vocab.txt", "labels.txt"
 EVAL_RESULTS_FILE = "eval_results.json"
 # The files the format owns: the only ones a save replaces or removes in an existing directory.
@@ -84,18 +84,6 @@ OWNED_FILES = (MODEL_FILE, TASK_FILE, VOCAB_FILE, LABELS_FILE, EVAL_RESULTS_FILE
 # The backups of a `bert-keras finetune` run in progress (`TextTask.fit(run_dir=...)`): a rerun
 # after a kill resumes from them; the fit removes them when it completes.
 RUN_DIRECTORY = ".finetune-run"
-# Settings each kind records (and their defaults: run_squad.py's for SQuAD).
-DEFAULT_SETTINGS = {
-    "classification": {"text_pair": False},
-    "regression": {"text_pair": False},
-    "ner": {"aggregation": "first"},
-    "squad": {"version_2": False, "doc_stride": 128, "max_query_length": 64,
-              "max_answer_length": 30, "n_best_size": 20,
-              # None: the dev best threshold of eval_results.json, else 0.0.
-              "null_score_diff_threshold": None},
-    "multiple_choice": {"num_choices": 4},
-    "embedding": {"pooling": "mean", "normalize": False},
-}
 
 
 class FinetunedModelError(ValueError):
@@ -118,7 +106,7 @@ class FinetunedModel:
         lowercase: uncased tokenization.
         labels: class / tag names in id order (classification, NER), else None.
         settings: the kind's settings (see the module docstring); missing ones
-            take `DEFAULT_SETTINGS`.
+            take the family's defaults (`bert_keras.families`).
         training: provenance of the run (free-form, JSON-serialisable).
         eval_results: the run's dev metrics, or None.
         directory: where it was read from (None when built in memory).
@@ -138,12 +126,14 @@ class FinetunedModel:
     format_version: int = FORMAT_VERSION
 
     def __post_init__(self):
-        if self.kind not in KINDS:
-            raise FinetunedModelError(f"unknown task kind {self.kind!r}; one of {', '.join(KINDS)}")
-        self.settings = {**DEFAULT_SETTINGS[self.kind], **(self.settings or {})}
+        try:
+            kind_family = family(self.kind)
+        except UnknownFamilyError as error:
+            raise FinetunedModelError(str(error)) from None
+        self.settings = kind_family.settings_with_defaults(self.settings)
         if self.labels is not None:
             self.labels = [str(label) for label in self.labels]
-        if self.kind in ("classification", "ner") and not self.labels:
+        if kind_family.needs_labels and not self.labels:
             raise FinetunedModelError(f"a {self.kind} model needs its label names")
 
 
@@ -208,7 +198,7 @@ def save_finetuned(directory, finetuned, *, overwrite=False):
     _check_finite_weights(finetuned.model, directory)
     if finetuned.labels:
         _check_labels(finetuned.labels, "labels", by_line=False)
-        _check_label_count(finetuned.labels, finetuned.model, "labels")
+        _check_label_count(finetuned.labels, finetuned.model, "labels", finetuned.kind)
     written = {MODEL_FILE, TASK_FILE, VOCAB_FILE}
     written |= {LABELS_FILE} if finetuned.labels else set()
     written |= {EVAL_RESULTS_FILE} if finetuned.eval_results is not None else set()
@@ -308,7 +298,7 @@ def read_finetuned(directory, *, load_model=True):
     except FinetunedModelError as error:
         raise FinetunedModelError(f"{directory}/{TASK_FILE}: {error}") from None
     if model is not None and finetuned.labels:
-        _check_label_count(finetuned.labels, model, labels_source)
+        _check_label_count(finetuned.labels, model, labels_source, finetuned.kind)
     return finetuned
 
 
@@ -392,8 +382,8 @@ def _label_list(info, where):
 
 
 def _check_settings(kind, settings, where):
-    """Each known setting of `kind` has its default's type (`DEFAULT_SETTINGS`)."""
-    for key, default in DEFAULT_SETTINGS[kind].items():
+    """Each known setting of `kind` has its default's type (`bert_keras.families`)."""
+    for key, default in family(kind).default_settings.items():
         if key not in settings:
             continue
         if isinstance(default, bool):
@@ -412,7 +402,7 @@ def _fields_v2(directory, info):
     where = f"{directory}/{TASK_FILE}"
     kind = info.get("kind")
     if kind not in KINDS:
-        raise FinetunedModelError(f"{where}: unknown kind {kind!r}")
+        raise FinetunedModelError(f"{where}: unknown kind {kind!r} (one of {', '.join(KINDS)})")
     tokenizer = _field(info, "tokenizer", (dict,), where, default={}, expected="an object")
     vocab = _field(tokenizer, "vocab", (str,), f"{where} field 'tokenizer'", default=VOCAB_FILE)
     lowercase = _field(tokenizer, "lowercase", (bool,), f"{where} field 'tokenizer'", default=True)
@@ -446,13 +436,13 @@ def _fields_v1(directory, info):
             kind, labels = "regression", None
         settings["text_pair"] = _v1_text_pair(info)
     elif kind == "squad":
-        settings = {key: info[key] for key in DEFAULT_SETTINGS["squad"] if info.get(key) is not None}
+        settings = {key: info[key] for key in family(kind).default_settings if info.get(key) is not None}
         settings["version_2"] = spec.lower().endswith("v2.0")
-        _check_settings("squad", settings, where)
+        _check_settings(kind, settings, where)
     training = {key: info.get(key) for key in ("init", "train_steps", "batch_size", "learning_rate",
                                               "epochs", "train_path", "eval_path") if key in info}
     training["task"] = spec
-    default_length = 384 if kind == "squad" else 128
+    default_length = family(kind).default_seq_length
     return dict(kind=kind, seq_length=_positive_int(info, "seq_length", where, default=default_length),
                 labels=labels, labels_source=labels_source,
                 vocab_file=os.path.join(directory, _field(info, "vocab", (str,), where, default=VOCAB_FILE)),
@@ -502,9 +492,11 @@ def _check_labels(labels, where, *, by_line=True):
         raise FinetunedModelError(str(error)) from None
 
 
-def _check_label_count(labels, model, where):
-    """One label name per output of the head (classes of a classifier, tags of a token classifier)."""
-    num_classes = getattr(model, "num_classes", None) or getattr(model, "num_labels", None)
+def _check_label_count(labels, model, where, kind=None):
+    """One label name per output of the head (its family's `label_count_attribute`)."""
+    attribute = family(kind).label_count_attribute if kind else None
+    num_classes = (getattr(model, attribute, None) if attribute else
+                   getattr(model, "num_classes", None) or getattr(model, "num_labels", None))
     if num_classes is None:
         return
     try:

@@ -129,7 +129,7 @@ def run(args):
     with strategy.scope():
         try:
             task = spec.task_class.from_pretrained(
-                args.init, seq_length=args.seq_length or spec.default_seq_length,
+                args.init, seq_length=args.seq_length,
                 learning_rate=args.learning_rate, warmup_ratio=args.warmup_ratio, vocab_file=vocab,
                 lowercase=not args.cased, **spec.model_options())
         except TaskInputError as error:

@@ -70,6 +70,15 @@ class Embedder(TextTask):
         raise TaskInputError("an Embedder has no metrics to evaluate; compare its vectors "
                              "(bert_keras.models.embedder.rank_by_similarity)")
 
+    def predict_rows(self, items, *, batch_size=32):
+        """`{"text", "embedding"}` per text (a pair is read as one text)."""
+        texts = [item if isinstance(item, str) else " ".join(item) for item in items]
+        vectors = self.predict(texts, batch_size=batch_size)
+        return [{"text": text, "embedding": [float(v) for v in row]} for text, row in zip(texts, vectors)]
+
+    def row_text(self, row):
+        return f"{row['text']!r}: [{', '.join(f'{v:+.4f}' for v in row['embedding'][:6])}, ...]"
+
     def _predict(self, x, *, batch_size):
         from pipelines.tasks import batching
 

@@ -117,6 +117,25 @@ class MultipleChoice(TextTask):
         exp = np.exp(logits - logits.max(-1, keepdims=True))
         return (exp / exp.sum(-1, keepdims=True)).astype(np.float32)
 
+    def predict_rows(self, items, *, batch_size=32):
+        """`{"context", "endings", "choice", "ending", "probabilities"}` per item.
+
+        An item is `"context ||| ending ||| ending ..."` (a tab also separates), or a
+        `(context, "ending ||| ending ...")` tuple.
+        """
+        parsed = [_context_and_endings(item) for item in items]
+        for number, (_, endings) in enumerate(parsed, 1):
+            if len(endings) != self.num_choices:
+                raise TaskInputError(f"input {number}: this model scores exactly {self.num_choices} endings, "
+                                     f"got {len(endings)} ('context ||| ending ||| ending ...')")
+        probabilities = self.predict(([c for c, _ in parsed], [e for _, e in parsed]), batch_size=batch_size)
+        return [{"context": c, "endings": e, "choice": int(p.argmax()), "ending": e[int(p.argmax())],
+                 "probabilities": [float(v) for v in p]} for (c, e), p in zip(parsed, probabilities)]
+
+    def row_text(self, row):
+        probabilities = "  ".join(f"[{i}] {v:.3f}" for i, v in enumerate(row["probabilities"]))
+        return f"{row['context']!r}\n  -> {row['ending']!r}   ({probabilities})"
+
     def _evaluate(self, x, y, *, batch_size):
         from bert_keras.metrics import accuracy
 
@@ -126,3 +145,13 @@ class MultipleChoice(TextTask):
         predictions = self._logits(examples, batch_size).argmax(-1)
         gold = [e.label for e in examples]
         return {"accuracy": float(accuracy(gold, predictions)), "num_examples": len(gold)}
+
+
+def _context_and_endings(item):
+    """`(context, [endings])` of `"context ||| ending ||| ..."` or `(context, "ending ||| ...")`."""
+    if isinstance(item, tuple):
+        context, rest = item
+        parts = [context] + [p.strip() for p in rest.replace("\t", " ||| ").split(" ||| ")]
+    else:
+        parts = [p.strip() for p in item.replace("\t", " ||| ").split(" ||| ")]
+    return parts[0], parts[1:]

@@ -70,7 +70,6 @@ def spec_of_saved(training, **options):
 class TaskSpec:
     """Common settings; subclasses read their data."""
 
-    default_seq_length = 128
     task_class = None
 
     def __init__(self, spec, *, train_path=None, eval_path=None, text_column=None, text_b_column=None,
@@ -271,7 +270,6 @@ class SwagSpec(TaskSpec):
 
 
 class SquadSpec(TaskSpec):
-    default_seq_length = 384
 
     def __init__(self, spec, *, doc_stride=128, max_query_length=64, **options):
         from bert_keras.tasks.span_qa import SpanQA

@@ -55,7 +55,6 @@ class SpanQA(TextTask):
     """
 
     kind = "squad"
-    default_seq_length = 384
     freeze_pooler = True
 
     @property
@@ -221,6 +220,20 @@ class SpanQA(TextTask):
         metrics = {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in metrics.items()}
         metrics["num_examples"] = len(examples)
         return metrics
+
+    def predict_rows(self, items, *, batch_size=32):
+        """`{"question", "context", "answer", ...}` per `(question, context)` item."""
+        if not all(isinstance(item, tuple) and len(item) == 2 for item in items):
+            raise TaskInputError("a SQuAD model answers (question, context) pairs: 'question ||| context' "
+                                 "(or --squad FILE.json for a whole SQuAD file)")
+        questions, contexts = [q for q, _ in items], [c for _, c in items]
+        rows = self.predict((questions, contexts), batch_size=batch_size)
+        return [{"question": q, "context": c, **{k: v for k, v in row.items() if k != "nbest"}}
+                for q, c, row in zip(questions, contexts, rows)]
+
+    def row_text(self, row):
+        answer = repr(row["answer"]) if row["has_answer"] else "(no answer)"
+        return f"{row['question']!r}\n  -> {answer}"
 
     def predict_squad(self, examples, *, batch_size=32, threshold=None, n_best_size=None,
                       max_answer_length=None):

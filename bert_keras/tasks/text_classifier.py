@@ -262,6 +262,26 @@ class TextClassifier(TextTask):
         metrics["num_examples"] = int(len(gold))
         return metrics
 
+    def predict_rows(self, items, *, batch_size=32):
+        """`{"text", "label", "probabilities": {name: p}}` (regression `{"text", "score"}`) per item."""
+        pairs = {isinstance(item, tuple) for item in items}
+        if len(pairs) > 1:
+            raise TaskInputError("x: a mix of single texts and (text, text_b) pairs")
+        x = ([a for a, _ in items], [b for _, b in items]) if pairs == {True} else list(items)
+        outputs = self.predict(x, batch_size=batch_size)
+        shown = [item if isinstance(item, str) else list(item) for item in items]
+        if self.is_regression:
+            return [{"text": text, "score": float(value)} for text, value in zip(shown, outputs)]
+        return [{"text": text, "label": self.labels[int(p.argmax())],
+                 "probabilities": {name: float(v) for name, v in zip(self.labels, p)}}
+                for text, p in zip(shown, outputs)]
+
+    def row_text(self, row):
+        if self.is_regression:
+            return f"{row['score']:+.4f}  {row['text']!r}"
+        probabilities = "  ".join(f"{k}={v:.3f}" for k, v in row["probabilities"].items())
+        return f"{row['label']:<12} {probabilities}   {row['text']!r}"
+
     def predict_labels(self, x, *, batch_size=32):
         """`[label name]` per input (the argmax of `predict`); regression: the scores."""
         scores = self.predict(x, batch_size=batch_size)

@@ -21,7 +21,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_keras.finetuned_model import DEFAULT_SETTINGS, FinetunedModel, is_finetuned_directory
+from bert_keras.families import family, resolve
+from bert_keras.finetuned_model import FinetunedModel, is_finetuned_directory
 from bert_keras.finetuned_model import read_finetuned, save_finetuned
 from bert_keras.models.encoder_task import EncoderTask
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_epochs, check_label_names
@@ -47,7 +48,6 @@ class TextTask(keras.Model):
     """Base class of the tasks; see the module docstring. Not used directly."""
 
     kind = None
-    default_seq_length = 128
     # Heads that read the sequence output only: the pooler gets no gradient (as in
     # google-research run_squad.py); frozen, Keras does not warn about it every epoch.
     freeze_pooler = False
@@ -59,13 +59,13 @@ class TextTask(keras.Model):
             head.encoder.pooler.trainable = False
         self.head = head
         positions = head.encoder.config.max_position_embeddings
-        seq_length = int(seq_length or min(self.default_seq_length, positions))
+        seq_length = int(seq_length or min(family(self.kind).default_seq_length, positions))
         if seq_length > positions:
             raise TaskInputError(f"seq_length {seq_length} exceeds the model's {positions} positions")
         self._text = TextSide(os.fspath(vocab_file), bool(lowercase), seq_length,
                               tuple(str(label) for label in labels) if labels is not None else None,
                               {}, dict(training or {}), eval_results)
-        self._text.settings = {**DEFAULT_SETTINGS[self.kind], **(settings or {})}
+        self._text.settings = family(self.kind).settings_with_defaults(settings)
         tokenizer = self.tokenizer
         if tokenizer.vocabulary_size != head.encoder.config.vocab_size:
             raise TaskInputError(
@@ -378,6 +378,17 @@ class TextTask(keras.Model):
             return super().predict(x, verbose=verbose, steps=steps, callbacks=callbacks)
         return self._predict(x, batch_size=batch_size)
 
+    # -- rows: one JSON-able dict per input, and one line of text for a terminal -------------
+    def predict_rows(self, items, *, batch_size=32):
+        """`predict` as one JSON-able dict per input, the input included (what `bert-keras
+        predict --json` prints). `items`: texts, or `(a, b)` tuples where the task reads pairs.
+        """
+        raise TaskInputError(f"a {type(self).__name__} has no row predictions")
+
+    def row_text(self, row):
+        """One `predict_rows` row as a line (or two) for a terminal."""
+        return str(row)
+
     def _validation_dataset(self, validation_data, batch_size):
         """`validation_data` in any form of `fit`'s, as encoded batches for Keras' evaluation."""
         if isinstance(validation_data, tf.data.Dataset):
@@ -656,10 +667,8 @@ def load(directory, *, expected=None):
             or written by a newer library.
         TaskInputError: the directory holds another kind of task than `expected`.
     """
-    from bert_keras.tasks.kinds import task_class_of
-
     finetuned = read_finetuned(directory)
-    cls = task_class_of(finetuned.kind)
+    cls = resolve(family(finetuned.kind).task_class)
     if expected is not None and not issubclass(cls, expected):
         raise TaskInputError(f"{directory}: holds a {finetuned.kind} model, not a {expected.__name__}; "
                              f"load it with bert_keras.tasks.{cls.__name__} or bert_keras.tasks.load")

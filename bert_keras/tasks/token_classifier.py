@@ -152,6 +152,15 @@ class TokenClassifier(TextTask):
             results.append({"words": list(sentence.words), "tags": tags, "entities": entities})
         return results
 
+    def predict_rows(self, items, *, batch_size=32):
+        """`{"text", "words", "tags", "entities"}` per text (a pair is read as one text)."""
+        texts = [_plain(item) for item in items]
+        return [dict(text=text, **row) for text, row in zip(texts, self.predict(texts, batch_size=batch_size))]
+
+    def row_text(self, row):
+        found = ", ".join(f"{e['text']} ({e['type']})" for e in row["entities"]) or "(none)"
+        return f"{row['text']!r}\n  entities: {found}"
+
     def _evaluate(self, x, y, *, batch_size):
         from bert_keras.metrics import entity_scores
 
@@ -163,6 +172,10 @@ class TokenClassifier(TextTask):
         metrics = {k: float(v) for k, v in entity_scores([s.tags for s in sentences], predicted).items()}
         metrics["num_examples"] = len(sentences)
         return metrics
+
+
+def _plain(item):
+    return item if isinstance(item, str) else " ".join(item)
 
 
 def _is_batched_ner(x_spec, y_spec):

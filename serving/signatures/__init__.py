@@ -1,6 +1,6 @@
 """Serving signatures per task kind, and the module that carries them into a SavedModel.
 
-One file per kind, each with `build(module, source)` -> `{signature name:
+One file per family (`bert_keras.families` names it), each with `build(module, source)` -> `{signature name:
 (concrete function, method name)}` and `reference_outputs(source, inputs)`
 (the same outputs computed the Python way, for the export check):
 
@@ -28,25 +28,13 @@ Example:
     ['classification', 'serving_default', 'token_ids']
 """
 
-import importlib
-
-from serving.signatures.source import KINDS, ExportSource, load_source
-
-_MODULES = {
-    "classification": "classification",
-    "regression": "classification",
-    "ner": "token_classification",
-    "squad": "span_qa",
-    "embedding": "embedding",
-    "multiple_choice": "multiple_choice",
-}
+from bert_keras.families import KINDS, family, resolve
+from serving.signatures.source import ExportSource, load_source
 
 
 def kind_module(kind):
-    """The signature module of `kind` (one of `KINDS`)."""
-    if kind not in _MODULES:
-        raise ValueError(f"unknown export kind {kind!r}; one of {', '.join(KINDS)}")
-    return importlib.import_module(f"serving.signatures.{_MODULES[kind]}")
+    """The signature module of `kind`, as its family names it (`bert_keras.families`)."""
+    return resolve(family(kind).signatures)
 
 
 def build_signatures(source, *, tokenizer_backend="tf_text", asset_dir):

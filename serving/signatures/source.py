@@ -23,11 +23,11 @@ import dataclasses
 import os
 from typing import Any, Dict, List, Optional
 
-KINDS = ("classification", "regression", "ner", "squad", "multiple_choice", "embedding")
+from bert_keras.families import family
 
-# SQuAD settings when task.json does not give them (run_squad.py's defaults).
-SQUAD_DEFAULTS = dict(doc_stride=128, max_query_length=64, max_answer_length=30,
-                      n_best_size=20)
+# SQuAD settings when task.json does not give them (run_squad.py's defaults, from its family).
+SQUAD_DEFAULTS = {key: family("squad").default_settings[key]
+                  for key in ("doc_stride", "max_query_length", "max_answer_length", "n_best_size")}
 
 
 @dataclasses.dataclass
@@ -35,7 +35,7 @@ class ExportSource:
     """One model to export and the settings of its task.
 
     Args:
-        kind: one of `KINDS`.
+        kind: a kind of `bert_keras.families`.
         model: the Keras task model (`BertClassifier`, `BertTokenClassifier`,
             `BertSpanQA`, `BertMultipleChoice`, `BertEmbedder`).
         vocab_file: its WordPiece `vocab.txt`.
@@ -68,13 +68,12 @@ class ExportSource:
     notes: List[str] = dataclasses.field(default_factory=list)
 
     def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"unknown export kind {self.kind!r}; one of {', '.join(KINDS)}")
-        if self.kind in ("classification", "ner") and not self.labels:
+        kind_family = family(self.kind)  # UnknownFamilyError (a ValueError) names the known kinds
+        if kind_family.needs_labels and not self.labels:
             raise ValueError(f"a {self.kind} export needs its label names (labels=[...])")
-        outputs = getattr(self.model, "num_classes" if self.kind == "classification" else "num_labels",
-                          None)
-        if self.kind in ("classification", "ner") and outputs and outputs != len(self.labels):
+        outputs = (getattr(self.model, kind_family.label_count_attribute, None)
+                   if kind_family.label_count_attribute else None)
+        if kind_family.needs_labels and outputs and outputs != len(self.labels):
             raise ValueError(f"{self.origin}: {len(self.labels)} labels {self.labels} but the model "
                              f"has {outputs} outputs (labels.txt / task.json 'labels')")
         if self.kind == "squad":

@@ -1,0 +1,126 @@
+"""Task families: the one registry every layer asks about a kind of fine-tuned model.
+
+A family (classification, NER, SQuAD-style QA, multiple choice, embeddings) is one
+registered `Family`: its kind names (what `task.json` records), settings with their
+defaults, whether it needs label names and which head attribute counts them, its
+default packed length, and where its pieces live in the layers above — the task class
+(`bert_keras.tasks`, layer 5) and the serving signatures (`serving.signatures`, layer 4),
+named by module path so that this module (layer 2) imports nothing above it. Each layer
+resolves only its own piece (`resolve`).
+
+Loading a directory, exporting it, its model card and sample requests, and the CLI all
+dispatch through `family(kind)`; no if-chain on a kind name lives outside a family's
+own modules. Adding a family: `register(Family(...))` below, its task class, its
+signature module, its dataset reader if new, and tests (`docs/python-api.md`).
+
+Example:
+
+>>> family("ner").needs_labels, family("ner").task_class
+(True, 'bert_keras.tasks.token_classifier:TokenClassifier')
+>>> family("squad").default_settings["doc_stride"], family("squad").default_seq_length
+(128, 384)
+>>> KINDS
+('classification', 'regression', 'ner', 'squad', 'multiple_choice', 'embedding')
+>>> family("summarization")
+Traceback (most recent call last):
+...
+bert_keras.families.UnknownFamilyError: unknown task kind 'summarization'; one of classification, regression, ner, squad, multiple_choice, embedding
+"""
+
+import dataclasses
+import importlib
+import types
+from typing import Mapping, Optional
+
+
+class UnknownFamilyError(ValueError):
+    """A kind no family registered (a typo in `task.json`, or a newer library's kind)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """What the layers ask of one kind of fine-tuned model.
+
+    Args:
+        kind: the name `task.json` records.
+        default_settings: the settings the kind records, with their defaults (a
+            saved value must have its default's type).
+        needs_labels: a model of this kind has label names (class / tag names).
+        label_count_attribute: the head's attribute holding its number of
+            classes, checked against the label names (None: not counted).
+        default_seq_length: packed length when none is given.
+        task_class: `"module:Class"` of its `bert_keras.tasks` class.
+        signatures: module path of its `serving.signatures` module.
+        description: one line, for listings.
+    """
+
+    kind: str
+    default_settings: Mapping
+    needs_labels: bool
+    label_count_attribute: Optional[str]
+    task_class: str
+    signatures: str
+    default_seq_length: int = 128
+    description: str = ""
+
+    def settings_with_defaults(self, settings=None):
+        """`settings` completed with this kind's defaults (a new dict)."""
+        return {**self.default_settings, **(settings or {})}
+
+
+_REGISTRY = {}
+
+
+def register(entry):
+    """Adds a `Family`; a kind registered twice is a programming error."""
+    if entry.kind in _REGISTRY:
+        raise ValueError(f"task kind {entry.kind!r} is registered twice")
+    entry = dataclasses.replace(entry, default_settings=types.MappingProxyType(dict(entry.default_settings)))
+    _REGISTRY[entry.kind] = entry
+    return entry
+
+
+def family(kind):
+    """The `Family` of `kind`; `UnknownFamilyError` names the known kinds."""
+    try:
+        return _REGISTRY[kind]
+    except (KeyError, TypeError):
+        raise UnknownFamilyError(f"unknown task kind {kind!r}; one of {', '.join(_REGISTRY)}") from None
+
+
+def resolve(path):
+    """The object a `"module:attribute"` (or module) path names: the layer that owns it calls this."""
+    module, _, attribute = path.partition(":")
+    loaded = importlib.import_module(module)
+    return getattr(loaded, attribute) if attribute else loaded
+
+
+_TEXT_CLASSIFIER = "bert_keras.tasks.text_classifier:TextClassifier"
+register(Family("classification", {"text_pair": False}, needs_labels=True,
+                label_count_attribute="num_classes", task_class=_TEXT_CLASSIFIER,
+                signatures="serving.signatures.classification",
+                description="sentence or sentence-pair classification (GLUE, your CSV)"))
+register(Family("regression", {"text_pair": False}, needs_labels=False, label_count_attribute=None,
+                task_class=_TEXT_CLASSIFIER, signatures="serving.signatures.classification",
+                description="sentence or sentence-pair regression (STS-B)"))
+register(Family("ner", {"aggregation": "first"}, needs_labels=True, label_count_attribute="num_labels",
+                task_class="bert_keras.tasks.token_classifier:TokenClassifier",
+                signatures="serving.signatures.token_classification",
+                description="word tagging, entities with character offsets (CoNLL-2003)"))
+register(Family("squad",
+                # run_squad.py's defaults; the v2.0 null threshold is 0.0 until set or tuned.
+                {"version_2": False, "doc_stride": 128, "max_query_length": 64, "max_answer_length": 30,
+                 "n_best_size": 20, "null_score_diff_threshold": None},
+                needs_labels=False, label_count_attribute=None, default_seq_length=384,
+                task_class="bert_keras.tasks.span_qa:SpanQA", signatures="serving.signatures.span_qa",
+                description="extractive question answering (SQuAD v1.1 / v2.0)"))
+register(Family("multiple_choice", {"num_choices": 4}, needs_labels=False, label_count_attribute=None,
+                task_class="bert_keras.tasks.multiple_choice:MultipleChoice",
+                signatures="serving.signatures.multiple_choice",
+                description="pick the ending of a context (SWAG)"))
+register(Family("embedding", {"pooling": "mean", "normalize": False}, needs_labels=False,
+                label_count_attribute=None, task_class="bert_keras.tasks.embedder:Embedder",
+                signatures="serving.signatures.embedding",
+                description="sentence vectors"))
+
+KINDS = tuple(_REGISTRY)
