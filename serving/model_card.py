@@ -42,13 +42,9 @@ def build_model_card(source, *, model_name, version, tokenizer_backend, chars_pe
         warmup: `{"requests": N, "batch_sizes": [...]}` (or None).
     """
     task = source.task or {}
-    settings = {"text_pair": source.text_pair} if source.kind in ("classification", "regression") else {}
-    if source.kind == "squad":
-        settings = dict(source.squad)
-    elif source.kind == "embedding":
-        settings = dict(source.embedding)
-    elif source.kind == "multiple_choice":
-        settings = {"num_choices": int(source.model.num_choices)}
+    from serving.signatures import kind_module
+
+    settings = kind_module(source.kind).card_settings(source)
     return {
         "format": CARD_FORMAT,
         "model_name": model_name,

@@ -185,3 +185,100 @@ def test_the_module_graph_has_no_cycles():
 ])
 def test_the_cycle_finder_finds_cycles(graph, expected):
     assert _cycles(graph) == expected
+
+
+# -- one owner per task family (bert_keras.families) ------------------------------------------
+
+
+def _family_modules():
+    """{kind: the modules that own it}: the registry, its task class's module, its signature module."""
+    from bert_keras.families import KINDS, family
+
+    owners = {}
+    for kind in KINDS:
+        entry = family(kind)
+        owners[kind] = {"bert_keras.families", entry.task_class.partition(":")[0], entry.signatures}
+    return owners
+
+
+def _mentions_kind(node):
+    return any(isinstance(n, ast.Name) and n.id == "kind" or isinstance(n, ast.Attribute) and n.attr == "kind"
+               for n in ast.walk(node))
+
+
+def _kind_constants(node, kinds):
+    return {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and n.value in kinds}
+
+
+def _kind_dispatch(tree, kinds):
+    """(line, kind names) of each if-chain test on a kind name, and of each dict keyed by kind names."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and _mentions_kind(node):
+            names = _kind_constants(node, kinds)
+            if names:
+                found.append((node.lineno, names))
+        elif isinstance(node, ast.Dict):
+            names = {k.value for k in node.keys if isinstance(k, ast.Constant) and k.value in kinds}
+            if len(names) >= 2:
+                found.append((node.lineno, names))
+    return found
+
+
+# The reader of format version 1 (before the registry) converts its kinds by hand, once.
+LEGACY_KIND_READERS = {("bert_keras.finetuned_model", "_fields_v1")}
+
+
+def _legacy_lines(tree, module):
+    lines = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and (module, node.name) in LEGACY_KIND_READERS:
+            lines |= set(range(node.lineno, node.end_lineno + 1))
+    return lines
+
+
+def test_a_family_is_dispatched_only_by_its_own_modules():
+    owners = _family_modules()
+    kinds = set(owners)
+    problems = []
+    for module, path in MODULES.items():
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        legacy = _legacy_lines(tree, module)
+        for line, names in _kind_dispatch(tree, kinds):
+            foreign = sorted(name for name in names if module not in owners[name])
+            if foreign and line not in legacy:
+                problems.append(f"{path}:{line}: dispatches on {foreign}")
+    assert not problems, "ask bert_keras.families instead:\n" + "\n".join(problems)
+
+
+def test_the_dispatch_finder_finds_if_chains_and_tables():
+    source = 'if task.kind == "ner":\n    pass\nTABLE = {"squad": 1, "ner": 2}\nok = {"squad": 1}\n'
+    assert _kind_dispatch(ast.parse(source), {"ner", "squad"}) == [(1, {"ner"}), (3, {"squad", "ner"})]
+
+
+def test_only_the_fine_tuned_model_module_names_task_json():
+    problems = []
+    for module, path in MODULES.items():
+        if module == FINETUNED_DIRECTORY_MODULE:
+            continue
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        problems += [f"{path}:{n.lineno}" for n in ast.walk(tree)
+                     if isinstance(n, ast.Constant) and n.value == "task.json"]
+    assert not problems, "read and write task.json through bert_keras.finetuned_model: " + ", ".join(problems)
+
+
+def test_no_cli_subcommand_imports_another():
+    """A subcommand (a `bert_keras.cli` module with `register`) shares code through the
+    `*_arguments` modules, never by importing another subcommand."""
+    subcommands = set()
+    for module, path in MODULES.items():
+        if module.startswith("bert_keras.cli."):
+            with open(path, encoding="utf-8") as f:
+                if any(isinstance(n, ast.FunctionDef) and n.name == "register" for n in ast.parse(f.read()).body):
+                    subcommands.add(module)
+    assert "bert_keras.cli.finetune" in subcommands and "bert_keras.cli.predict" in subcommands
+    problems = [f"{module} imports {target}" for module in sorted(subcommands)
+                for target in sorted(GRAPH[module] & subcommands) if target != module]
+    assert not problems, problems

@@ -6,7 +6,7 @@ import os
 import numpy as np
 
 from bert_keras.cli.main import CommandError
-from bert_keras.cli.tokenize import tokenizer_and_packer_for
+from bert_keras.cli.vocabulary_arguments import tokenizer_and_packer_for
 
 
 def register(subparsers, summary):

@@ -8,7 +8,7 @@ import numpy as np
 
 from bert_keras.cli import json_output
 from bert_keras.cli.main import CommandError
-from bert_keras.cli.tokenize import tokenizer_and_packer_for
+from bert_keras.cli.vocabulary_arguments import tokenizer_and_packer_for
 
 POOLINGS = ("mean", "cls", "max", "pooled", "concat_last4", "sum_last4", "weighted")
 OUTPUT_SUFFIXES = (".npy", ".jsonl")

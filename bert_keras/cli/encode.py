@@ -5,7 +5,7 @@ import time
 import numpy as np
 
 from bert_keras.cli import json_output
-from bert_keras.cli.tokenize import tokenizer_and_packer_for
+from bert_keras.cli.vocabulary_arguments import tokenizer_and_packer_for
 
 
 def register(subparsers, summary):

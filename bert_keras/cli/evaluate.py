@@ -30,7 +30,7 @@ def register(subparsers, summary):
 
 
 def run(args):
-    from bert_keras.cli.finetune import load_task, task_spec
+    from bert_keras.cli.task_arguments import load_task, task_spec
     from bert_keras.finetuned_model import write_eval_results
     from bert_keras.tasks import TaskInputError
     from bert_keras.tasks.registry import TaskSpecError
@@ -60,6 +60,6 @@ def run(args):
         return 0
     print(spec.format_metrics(metrics))
     print(json_output.dumps(metrics, sort_keys=True))
-    example = "--squad FILE.json" if task.kind == "squad" else '"your text"'
+    example = task.predict_example
     print(f"\n({time.time() - started:.0f}s) next: bert-keras predict --model {args.model} {example}")
     return 0

@@ -123,24 +123,15 @@ def run(args):
     return 0
 
 
-_QUERY_EXAMPLES = {
-    "classification": '"your text"',
-    "regression": '"your text"',
-    "ner": '"John Smith lives in New York."',
-    "squad": '--question "Who lives there?" --context "John Smith lives in New York."',
-    "multiple_choice": ('--context "He enters the room." --ending "He sits down." '
-                        '--ending "He eats the window." ...'),
-    "embedding": '"your text"',
-}
-
-
 def next_steps(args, result):
     """What to run next: the embedded server, a query, and stock TF Serving in docker."""
     model_dir = os.path.join(args.base_path, args.name)
-    kind = result.card["task"]["kind"]
+    from serving.signatures import kind_module
+
+    query_example = kind_module(result.card["task"]["kind"]).QUERY_EXAMPLE
     lines = [
         f"\nnext: bert-keras serve --model-base-path {model_dir}      (gRPC :8500, REST :8501)",
-        f"      bert-keras query --model {args.name} {_QUERY_EXAMPLES[kind]}",
+        f"      bert-keras query --model {args.name} {query_example}",
         f"  or: docker run --rm -p 8500:8500 -p 8501:8501 "
         f"-v \"{os.path.abspath(model_dir)}:/models/{args.name}\" -e MODEL_NAME={args.name} "
         f"tensorflow/serving:{args.release}.0",

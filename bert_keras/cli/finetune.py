@@ -15,6 +15,8 @@ import sys
 import time
 
 from bert_keras.cli.main import CommandError
+from bert_keras.cli.task_arguments import add_task_arguments, check_output_dir, task_spec
+from bert_keras.cli.vocabulary_arguments import vocabulary_of
 
 INIT_HELP = "hf:DIR | tf1:CKPT_PREFIX | keras-hub:DIR | pip:PACKAGE | model.keras"
 
@@ -68,47 +70,10 @@ def register(subparsers, summary):
     parser.set_defaults(func=run)
 
 
-def add_task_arguments(parser, required=True):
-    parser.add_argument("--task", required=required, metavar="TASK",
-                        help="glue/NAME | csv:PATH | conll2003 | swag | squad/v1.1 | squad/v2.0")
-    parser.add_argument("--regression", action="store_true",
-                        help="csv: labels are numbers (one output, mean squared error)")
-    parser.add_argument("--text-column", default=None,
-                        help="csv: text column (default: text / sentence / sentence1)")
-    parser.add_argument("--text-b-column", default=None,
-                        help="csv: second text column (default: text_b / sentence2, when present)")
-    parser.add_argument("--label-column", default=None, help="csv: label column (default: label)")
-    parser.add_argument("--doc-stride", type=int, default=128, help="squad: window stride (128)")
-    parser.add_argument("--data-dir", default=None, help="TFDS data directory")
-
-
-def task_spec(args, *, train_path=None, eval_path=None, training=None):
-    """The `bert_keras.tasks.registry.TaskSpec` of `--task` (or of a saved model's provenance)."""
-    from bert_keras.tasks.registry import TaskSpecError, parse_task, spec_of_saved
-
-    options = dict(train_path=train_path, eval_path=eval_path,
-                   text_column=getattr(args, "text_column", None),
-                   text_b_column=getattr(args, "text_b_column", None),
-                   label_column=getattr(args, "label_column", None),
-                   data_dir=getattr(args, "data_dir", None))
-    spec = (getattr(args, "task", None) or "").lower()
-    if spec.startswith("csv:"):
-        options["regression"] = getattr(args, "regression", None)
-    if spec.startswith("squad"):
-        options["doc_stride"] = getattr(args, "doc_stride", 128)
-    try:
-        if not spec and training is not None:
-            return spec_of_saved(training, **options)
-        return parse_task(args.task, **{k: v for k, v in options.items() if v is not None})
-    except TaskSpecError as error:
-        raise CommandError(str(error)) from None
-
-
 def run(args):
     started = time.time()
     check_output_dir(args.output_dir, args.overwrite)
     spec = task_spec(args, train_path=args.train, eval_path=args.eval)
-    from bert_keras.cli.tokenize import vocabulary_of
 
     vocab = vocabulary_of(args)
     import keras
@@ -164,7 +129,7 @@ def run(args):
 
     if not args.no_eval:
         try:
-            tune = {"tune_threshold": True} if args.tune_threshold and task.kind == "squad" else {}
+            tune = {"tune_threshold": True} if args.tune_threshold and hasattr(task, "null_threshold") else {}
             metrics = task.evaluate(*spec.evaluation_data(), batch_size=args.batch_size, **tune)
         except (TaskSpecError, FileNotFoundError) as error:  # no dev data: keep the model, say why
             print(f"no dev evaluation: {error}")
@@ -177,42 +142,11 @@ def run(args):
             write_eval_results(args.output_dir, metrics)
             print("\n" + spec.format_metrics(metrics))
     print(f"\ndone in {time.time() - started:.0f}s")
-    example = "--squad dev.json" if task.kind == "squad" else '"your text"'
+    example = task.predict_example
     print(f"next: bert-keras evaluate --model {args.output_dir}   |   "
           f"bert-keras predict --model {args.output_dir} {example}")
     return 0
 
 
-def check_output_dir(directory, overwrite):
-    """Refuses, before any training, an --output-dir the model could not be saved into.
-
-    Raises:
-        CommandError: it holds a fine-tuned model and `overwrite` is False, or holds
-            other files (`bert_keras.finetuned_model.check_can_save`).
-    """
-    from bert_keras.finetuned_model import DirectoryInUseError, check_can_save
-
-    try:
-        check_can_save(directory, overwrite)
-    except DirectoryInUseError as error:
-        raise CommandError(str(error).replace("overwrite=True (--overwrite)", "--overwrite")) from None
-
-
-def load_task(directory):
-    """The task saved in `directory` (`bert_keras.tasks.load`), errors as `CommandError`."""
-    from bert_keras.tasks import FinetunedModelError, load
-
-    try:
-        return load(directory)
-    except FinetunedModelError as error:
-        raise CommandError(str(error)) from None
-
-
 # `read_finetuned(directory).model` is the saved Keras head; kept under its old name here
 # for callers that imported it from the CLI (tests/serving/test_export_int8.py).
-def load_finetuned(directory):
-    """`bert_keras.finetuned_model.read_finetuned(directory)`, imported on call: importing this
-    module must not import TensorFlow (`bert-keras --help` stays instant)."""
-    from bert_keras.finetuned_model import read_finetuned
-
-    return read_finetuned(directory)

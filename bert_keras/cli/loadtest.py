@@ -5,7 +5,7 @@ import os
 
 from bert_keras.cli import json_output
 from bert_keras.cli.main import CommandError
-from bert_keras.cli.query import add_connection_arguments, add_input_arguments, build_inputs, make_client
+from bert_keras.cli.server_arguments import add_connection_arguments, add_input_arguments, build_inputs, make_client
 
 DEFAULT_TEXT = "The quick brown fox jumps over the lazy dog."
 

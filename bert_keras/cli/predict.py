@@ -56,7 +56,7 @@ def _read_texts(args):
 
 
 def run(args):
-    from bert_keras.cli.finetune import load_task
+    from bert_keras.cli.task_arguments import load_task
     from bert_keras.tasks import TaskInputError
 
     task = load_task(args.model)

@@ -36,6 +36,7 @@ class MultipleChoice(TextTask):
 
     kind = "multiple_choice"
     fixed_settings = ("num_choices",)
+    predict_example = "'context ||| ending 1 ||| ending 2 ||| ending 3 ||| ending 4'"
 
     @property
     def dataset_layout(self):

@@ -56,6 +56,7 @@ class SpanQA(TextTask):
 
     kind = "squad"
     freeze_pooler = True
+    predict_example = "--squad dev.json   (or 'question ||| context')"
 
     @property
     def dataset_layout(self):

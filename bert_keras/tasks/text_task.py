@@ -168,6 +168,8 @@ class TextTask(keras.Model):
         task._compile_recipe(**recipe)
         return task
 
+    # What `bert-keras predict --model DIR ...` takes after the model, for "next:" hints.
+    predict_example = '"your text"'
     # Settings that shape the head: a fine-tuned directory keeps them (others may be overridden).
     fixed_settings = ()
 

@@ -105,3 +105,42 @@ def reference_outputs(source, inputs):
     return {"label": np.array([source.labels[i].encode() for i in class_id], object),
             "class_id": class_id.astype(np.int64),
             "probabilities": probabilities.astype(np.float32)}
+
+
+# -- what the export path asks of this family (serving.signatures.kind_module) -------------
+
+QUERY_EXAMPLE = '"your text"'
+
+
+def export_fields(finetuned, settings, overrides):
+    """`ExportSource` fields of a fine-tuned classifier / regressor: labels and text pairs."""
+    pair = settings.get("text_pair") if overrides.get("text_pair") is None else overrides["text_pair"]
+    labels = list(finetuned.labels) if finetuned.labels and finetuned.kind != "regression" else None
+    return {"labels": labels, "text_pair": bool(pair)}
+
+
+def card_settings(source):
+    return {"text_pair": source.text_pair}
+
+
+def sample_rows(source):
+    """Built-in `serving_default` inputs (single texts, or consecutive sentences as pairs)."""
+    from serving.signatures.samples import SENTENCES
+
+    if source.text_pair:
+        return [{"text": a, "text_b": b} for a, b in zip(SENTENCES, SENTENCES[1:])]
+    return [{"text": s} for s in SENTENCES]
+
+
+def rows_from_file(source, path, count):
+    """The first `count` inputs of the run's evaluation file (CSV / TSV / JSONL)."""
+    from pipelines.tasks.text_files import read_text_file
+
+    task = source.task
+    examples = read_text_file(path, text_column=task.get("text_column") or "text",
+                              text_b_column=task.get("text_b_column") or "text_b",
+                              label_column=task.get("label_column") or "label",
+                              regression=source.kind == "regression")[:count]
+    if source.text_pair:
+        return [{"text": e.text, "text_b": e.text_b or ""} for e in examples]
+    return [{"text": e.text} for e in examples]

@@ -69,3 +69,31 @@ def reference_outputs(source, inputs):
     probabilities /= probabilities.sum(-1, keepdims=True)
     return {"choice": logits.argmax(-1).astype(np.int64),
             "probabilities": probabilities.astype(np.float32)}
+
+
+# -- what the export path asks of this family (serving.signatures.kind_module) -------------
+
+QUERY_EXAMPLE = ('--context "He enters the room." --ending "He sits down." '
+                 '--ending "He eats the window." ...')
+
+
+def export_fields(finetuned, settings, overrides):
+    return {}
+
+
+def card_settings(source):
+    return {"num_choices": int(source.model.num_choices)}
+
+
+def sample_rows(source):
+    from serving.signatures.samples import CHOICES
+
+    choices = int(source.model.num_choices)
+    return [{"context": c, "endings": list((e * choices)[:choices])} for c, e in CHOICES]
+
+
+def rows_from_file(source, path, count):
+    """The first `count` questions of the run's SWAG evaluation file."""
+    from pipelines.tasks.swag import read_swag_csv
+
+    return [{"context": e.context, "endings": [b for _, b in e.choices()]} for e in read_swag_csv(path)[:count]]

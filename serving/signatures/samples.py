@@ -60,40 +60,12 @@ def sample_inputs(source, count=8):
 
 
 def _built_in(source):
-    if source.kind == "squad":
-        return [{"question": q, "context": c} for q, c in QUESTIONS]
-    if source.kind == "multiple_choice":
-        choices = int(source.model.num_choices)
-        return [{"context": c, "endings": list((e * choices)[:choices])} for c, e in CHOICES]
-    if source.text_pair:
-        return [{"text": a, "text_b": b} for a, b in zip(SENTENCES, SENTENCES[1:])]
-    return [{"text": s} for s in SENTENCES]
+    from serving.signatures import kind_module
+
+    return kind_module(source.kind).sample_rows(source)
 
 
 def _from_eval_file(source, path, count):
-    if source.kind in ("classification", "regression"):
-        from pipelines.tasks.text_files import read_text_file
+    from serving.signatures import kind_module
 
-        task = source.task
-        examples = read_text_file(path, text_column=task.get("text_column") or "text",
-                                  text_b_column=task.get("text_b_column") or "text_b",
-                                  label_column=task.get("label_column") or "label",
-                                  regression=source.kind == "regression")[:count]
-        if source.text_pair:
-            return [{"text": e.text, "text_b": e.text_b or ""} for e in examples]
-        return [{"text": e.text} for e in examples]
-    if source.kind == "ner":
-        from pipelines.tasks.conll import read_conll
-
-        return [{"text": " ".join(s.words)} for s in read_conll(path)[:count]]
-    if source.kind == "squad":
-        from pipelines.tasks.squad import read_squad_json
-
-        return [{"question": e.question, "context": e.context}
-                for e in read_squad_json(path, is_training=False)[:count]]
-    if source.kind == "multiple_choice":
-        from pipelines.tasks.swag import read_swag_csv
-
-        return [{"context": e.context, "endings": [b for _, b in e.choices()]}
-                for e in read_swag_csv(path)[:count]]
-    return None
+    return kind_module(source.kind).rows_from_file(source, path, count)

@@ -24,10 +24,7 @@ import os
 from typing import Any, Dict, List, Optional
 
 from bert_keras.families import family
-
-# SQuAD settings when task.json does not give them (run_squad.py's defaults, from its family).
-SQUAD_DEFAULTS = {key: family("squad").default_settings[key]
-                  for key in ("doc_stride", "max_query_length", "max_answer_length", "n_best_size")}
+from bert_keras.finetuned_model import is_finetuned_directory
 
 
 @dataclasses.dataclass
@@ -76,13 +73,11 @@ class ExportSource:
         if kind_family.needs_labels and outputs and outputs != len(self.labels):
             raise ValueError(f"{self.origin}: {len(self.labels)} labels {self.labels} but the model "
                              f"has {outputs} outputs (labels.txt / task.json 'labels')")
-        if self.kind == "squad":
-            self.squad = {**SQUAD_DEFAULTS, "version_2": False, "max_windows": 16,
-                          "null_score_diff_threshold": 0.0, "threshold_from": "default 0.0",
-                          **self.squad}
-            if self.seq_length <= self.squad["max_query_length"] + 3:
-                raise ValueError(f"seq_length {self.seq_length} must exceed max_query_length + 3 "
-                                 f"({self.squad['max_query_length'] + 3})")
+        from serving.signatures import kind_module
+
+        complete = getattr(kind_module(self.kind), "complete_source", None)
+        if complete is not None:  # the family's own settings and checks (SQuAD windows)
+            complete(self)
         positions = self.config.max_position_embeddings
         if self.seq_length > positions:
             raise ValueError(f"seq_length {self.seq_length} exceeds the model's {positions} positions")
@@ -133,13 +128,15 @@ def load_source(source, *, pooling="mean", normalize=False, seq_length=None, low
         raise ValueError("source must be a finetune directory, an encoder spec or an ExportSource; "
                          f"got {type(source).__name__} (wrap an in-memory model in ExportSource)")
     source = os.fspath(source)
-    if os.path.isdir(source) and (os.path.isfile(os.path.join(source, "task.json"))
+    if os.path.isdir(source) and (is_finetuned_directory(source)
                                   or os.path.isfile(os.path.join(source, "model.keras"))):
         return _from_finetune_dir(source, seq_length=seq_length, lowercase=lowercase,
                                   text_pair=text_pair, threshold=null_score_diff_threshold,
                                   max_windows=max_windows)
-    return _from_encoder_spec(source, pooling=pooling, normalize=normalize, seq_length=seq_length,
-                              lowercase=lowercase, vocab_file=vocab_file)
+    from serving.signatures.embedding import encoder_spec_fields
+
+    return ExportSource(**encoder_spec_fields(source, pooling=pooling, normalize=normalize,
+                                              seq_length=seq_length, lowercase=lowercase, vocab_file=vocab_file))
 
 
 # -- fine-tuned model directories (read only through bert_keras.finetuned_model) ------
@@ -159,56 +156,16 @@ def source_from_finetuned(finetuned, *, seq_length=None, lowercase=None, text_pa
 
     Args: as `load_source` (overrides of the model's own settings).
     """
-    from bert_keras.finetuned_model import squad_threshold
+    from serving.signatures import kind_module
 
     settings = dict(finetuned.settings)
     # What the model card and the sample inputs read: the run's provenance (task spec,
     # eval_path, text columns) with the kind and its settings.
     task = {**finetuned.training, "kind": finetuned.kind, "settings": settings}
-    fields = dict(model=finetuned.model, vocab_file=finetuned.vocab_file, task=task,
-                  origin=finetuned.directory or "<in memory>",
-                  lowercase=finetuned.lowercase if lowercase is None else lowercase,
-                  seq_length=seq_length or finetuned.seq_length, eval_results=finetuned.eval_results)
-    kind = finetuned.kind
-    if kind in ("classification", "regression"):
-        pair = settings.get("text_pair") if text_pair is None else text_pair
-        return ExportSource(kind=kind, labels=None if kind == "regression" else list(finetuned.labels),
-                            text_pair=bool(pair), **fields)
-    if kind == "ner":
-        return ExportSource(kind="ner", labels=list(finetuned.labels), **fields)
-    if kind == "multiple_choice":
-        return ExportSource(kind="multiple_choice", **fields)
-    if kind == "embedding":
-        return ExportSource(kind="embedding", embedding={"pooling": settings["pooling"],
-                                                         "normalize": bool(settings["normalize"])},
-                            **fields)
-    squad = {key: settings[key] for key in SQUAD_DEFAULTS if settings.get(key) is not None}
-    squad["version_2"] = bool(settings.get("version_2"))
-    if max_windows is not None:
-        squad["max_windows"] = int(max_windows)
-    if squad["version_2"]:
-        if null_score_diff_threshold is not None:
-            value, origin = float(null_score_diff_threshold), "export option"
-        else:
-            value, origin = squad_threshold(settings, finetuned.eval_results)
-        squad.update(null_score_diff_threshold=value, threshold_from=origin)
-    return ExportSource(kind="squad", squad=squad, **fields)
-
-
-# -- encoder specs (embeddings) --------------------------------------------------
-
-
-def _from_encoder_spec(spec, *, pooling, normalize, seq_length, lowercase, vocab_file):
-    from bert_keras.checkpoints import find_vocabulary, load_pretrained
-    from bert_keras.models import BertEmbedder
-
-    vocab = vocab_file or find_vocabulary(spec)
-    if vocab is None:
-        raise ValueError(f"{spec}: no vocab.txt beside the model; pass vocab_file= / --vocab")
-    encoder = load_pretrained(
-        spec, output_hidden_states=pooling in ("concat_last4", "sum_last4", "weighted"))
-    model = BertEmbedder(encoder, pooling=pooling, normalize=normalize)
-    length = seq_length or min(128, encoder.config.max_position_embeddings)
-    return ExportSource(kind="embedding", model=model, vocab_file=vocab, seq_length=length,
-                        lowercase=True if lowercase is None else lowercase, origin=spec,
-                        embedding={"pooling": pooling, "normalize": bool(normalize)})
+    overrides = dict(text_pair=text_pair, null_score_diff_threshold=null_score_diff_threshold,
+                     max_windows=max_windows)
+    return ExportSource(kind=finetuned.kind, model=finetuned.model, vocab_file=finetuned.vocab_file,
+                        task=task, origin=finetuned.directory or "<in memory>",
+                        lowercase=finetuned.lowercase if lowercase is None else lowercase,
+                        seq_length=seq_length or finetuned.seq_length, eval_results=finetuned.eval_results,
+                        **kind_module(finetuned.kind).export_fields(finetuned, settings, overrides))

@@ -290,3 +290,58 @@ def _read_part(tokenizer, question, context, source):
     step = min(room, settings["doc_stride"])
     kept = room + (settings["max_windows"] - 1) * step
     return context if len(ids) <= kept else context[:int(char_end[kept - 1])]
+
+
+# -- what the export path asks of this family (serving.signatures.kind_module) -------------
+
+QUERY_EXAMPLE = '--question "Who lives there?" --context "John Smith lives in New York."'
+# Context windows read per question unless the export says otherwise.
+DEFAULT_MAX_WINDOWS = 16
+_WINDOW_SETTINGS = ("doc_stride", "max_query_length", "max_answer_length", "n_best_size")
+
+
+def complete_source(source):
+    """Fills an `ExportSource`'s SQuAD settings with the family's defaults and checks them."""
+    from bert_keras.families import family
+
+    defaults = {key: family(source.kind).default_settings[key] for key in _WINDOW_SETTINGS}
+    source.squad = {**defaults, "version_2": False, "max_windows": DEFAULT_MAX_WINDOWS,
+                    "null_score_diff_threshold": 0.0, "threshold_from": "default 0.0", **source.squad}
+    if source.seq_length <= source.squad["max_query_length"] + 3:
+        raise ValueError(f"seq_length {source.seq_length} must exceed max_query_length + 3 "
+                         f"({source.squad['max_query_length'] + 3})")
+
+
+def export_fields(finetuned, settings, overrides):
+    """The SQuAD settings of a fine-tuned model, with the export's overrides (threshold, windows)."""
+    from bert_keras.finetuned_model import squad_threshold
+
+    squad = {key: settings[key] for key in _WINDOW_SETTINGS if settings.get(key) is not None}
+    squad["version_2"] = bool(settings.get("version_2"))
+    if overrides.get("max_windows") is not None:
+        squad["max_windows"] = int(overrides["max_windows"])
+    if squad["version_2"]:
+        if overrides.get("null_score_diff_threshold") is not None:
+            value, origin = float(overrides["null_score_diff_threshold"]), "export option"
+        else:
+            value, origin = squad_threshold(settings)
+        squad.update(null_score_diff_threshold=value, threshold_from=origin)
+    return {"squad": squad}
+
+
+def card_settings(source):
+    return dict(source.squad)
+
+
+def sample_rows(source):
+    from serving.signatures.samples import QUESTIONS
+
+    return [{"question": q, "context": c} for q, c in QUESTIONS]
+
+
+def rows_from_file(source, path, count):
+    """The first `count` questions of the run's SQuAD evaluation file."""
+    from pipelines.tasks.squad import read_squad_json
+
+    return [{"question": e.question, "context": e.context}
+            for e in read_squad_json(path, is_training=False)[:count]]

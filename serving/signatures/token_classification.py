@@ -237,3 +237,29 @@ def reference_outputs(source, inputs):
             "start_char": column(2, -1, np.int64), "end_char": column(3, -1, np.int64),
             "score": column(4, 0.0, np.float32),
             "num_entities": np.array([len(r) for r in rows], np.int64)}
+
+
+# -- what the export path asks of this family (serving.signatures.kind_module) -------------
+
+QUERY_EXAMPLE = '"John Smith lives in New York."'
+
+
+def export_fields(finetuned, settings, overrides):
+    return {"labels": list(finetuned.labels)}
+
+
+def card_settings(source):
+    return {}
+
+
+def sample_rows(source):
+    from serving.signatures.samples import SENTENCES
+
+    return [{"text": s} for s in SENTENCES]
+
+
+def rows_from_file(source, path, count):
+    """The first `count` sentences of the run's CoNLL evaluation file, as texts."""
+    from pipelines.tasks.conll import read_conll
+
+    return [{"text": " ".join(s.words)} for s in read_conll(path)[:count]]

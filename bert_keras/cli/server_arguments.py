@@ -1,0 +1,102 @@
+"""What `query` and `loadtest` share: the server connection flags and client, and request
+inputs built from `--text` / `--question` / ... flags for a signature."""
+
+import numpy as np
+
+from bert_keras.cli.main import CommandError
+
+# A sentence pair in one text argument: 'A ||| B'.
+PAIR_SEPARATOR = " ||| "
+
+
+def add_connection_arguments(parser):
+    """--address/--model/--rest/--signature/--version/--label/--tls-ca/--timeout (shared with loadtest)."""
+    parser.add_argument("--address", default=None,
+                        help="server host:port (default 127.0.0.1:8500, or 127.0.0.1:8501 with --rest)")
+    parser.add_argument("--model", required=True, metavar="NAME", help="model name on the server")
+    parser.add_argument("--rest", action="store_true", help="use the REST API instead of gRPC")
+    parser.add_argument("--signature", default="serving_default", help="signature (default serving_default)")
+    version = parser.add_mutually_exclusive_group()
+    version.add_argument("--version", type=int, help="ask for this model version")
+    version.add_argument("--label", metavar="LABEL", help="ask for this version label (e.g. stable)")
+    parser.add_argument("--tls-ca", metavar="PEM", help="CA certificate of a TLS server (turns TLS on)")
+    parser.add_argument("--server-name", metavar="HOST", help="host name on the server's certificate")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
+
+
+def add_input_arguments(parser):
+    """--text-b/--question/--context/--ending (shared with loadtest)."""
+    parser.add_argument("--text-b", action="append", default=[], metavar="TEXT",
+                        help="second sentence of a pair task (once per TEXT, or once for all)")
+    parser.add_argument("--question", action="append", default=[], metavar="Q", help="SQuAD-style question")
+    parser.add_argument("--context", action="append", default=[], metavar="C",
+                        help="SQuAD passage, or multiple-choice context")
+    parser.add_argument("--ending", action="append", default=[], metavar="E", help="multiple-choice ending")
+
+
+def make_client(args):
+    """A ServingClient for the connection arguments; CommandError when the server cannot be reached."""
+    from serving.client import ServingClient, ServingClientError
+
+    # An http(s):// address can only be REST.
+    rest = args.rest or (args.address or "").startswith(("http://", "https://"))
+    protocol = "rest" if rest else "grpc"
+    address = args.address or ("127.0.0.1:8501" if rest else "127.0.0.1:8500")
+    try:
+        client = ServingClient(address, args.model, protocol=protocol, version=args.version,
+                               version_label=args.label, signature_name=args.signature, timeout=args.timeout,
+                               root_certificates=args.tls_ca, server_name=args.server_name)
+    except (OSError, ValueError) as error:
+        raise CommandError(str(error)) from None
+    try:
+        signature = client.signature(args.signature)
+    except ServingClientError as error:
+        hint = "" if error.code != "UNAVAILABLE" else (
+            f" (is `bert-keras serve` running on {address}? REST needs --rest)")
+        raise CommandError(f"{protocol} {address}: {error.code}: {error.message}{hint}") from None
+    return client, signature
+
+
+def _broadcast(values, count, flag):
+    if len(values) == count:
+        return list(values)
+    if len(values) == 1:
+        return list(values) * count
+    raise CommandError(f"give {flag} once, or once per input ({count}); got {len(values)}")
+
+
+def build_inputs(signature_inputs, args):
+    """The signature's inputs from the command line: {input name: list of rows}; CommandError when missing."""
+    names = set(signature_inputs)
+    texts = list(getattr(args, "texts", []) or [])
+    string_inputs = [name for name, info in signature_inputs.items() if info["dtype"] == "DT_STRING"]
+    if len(string_inputs) != len(names):
+        raise CommandError(f"signature takes non-text inputs {sorted(names - set(string_inputs))}: "
+                           "query sends raw text only (use serving.client.ServingClient for tensors)")
+    if names == {"question", "context"}:
+        questions = args.question or texts
+        if not questions or not args.context:
+            raise CommandError("this model answers questions: give --question Q --context C")
+        return {"question": questions, "context": _broadcast(args.context, len(questions), "--context")}
+    if names == {"context", "endings"}:
+        if len(args.context) != 1 or len(args.ending) < 2:
+            raise CommandError("this model picks an ending: give one --context C and two or more --ending E")
+        return {"context": args.context, "endings": [args.ending]}
+    if names == {"text", "text_b"}:
+        firsts, seconds = [], []
+        for text in texts:
+            a, separator, b = text.partition(PAIR_SEPARATOR)
+            firsts.append(a)
+            seconds.append(b if separator else None)
+        if not firsts:
+            raise CommandError("this model takes sentence pairs: give 'A ||| B' or TEXT --text-b B")
+        if args.text_b:
+            seconds = _broadcast(args.text_b, len(firsts), "--text-b")
+        if any(b is None for b in seconds):
+            raise CommandError("this model takes sentence pairs: give 'A ||| B' or TEXT --text-b B")
+        return {"text": firsts, "text_b": seconds}
+    if len(names) == 1:
+        if not texts:
+            raise CommandError("give at least one TEXT")
+        return {next(iter(names)): texts}
+    raise CommandError(f"cannot build inputs {sorted(names)} from the command line")
