@@ -210,7 +210,7 @@ def staging_owner_is_gone(name):
     if not name.startswith(".") or not match or match.group(3) != _host_id():
         return False
     pid, start = int(match.group(1)), int(match.group(2))
-    return not _process_runs(pid) or (start != 0 and _start_time(pid) not in (0, start))
+    return not process_is_running(pid) or (start != 0 and _start_time(pid) not in (0, start))
 
 
 def is_staging_name(name):
@@ -281,7 +281,7 @@ def _start_time(pid):
         return 0
 
 
-def _process_runs(pid):
+def process_is_running(pid):
     """True when `pid` is a live process of this machine (a zombie counts as gone)."""
     try:
         os.kill(pid, 0)

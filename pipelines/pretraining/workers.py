@@ -38,6 +38,7 @@ import time
 
 import numpy as np
 
+from pipelines.atomic_writes import process_is_running
 from pipelines.pretraining.instances import TokenizedCorpus
 from pipelines.pretraining.shard_writer import write_shard
 
@@ -126,23 +127,8 @@ def remove_stale_scratch(near: str):
         if not name.startswith(stem):
             continue
         pid = name[len(stem):].split("-")[0]
-        if pid.isdigit() and not process_is_running(int(pid)):
+        if pid.isascii() and pid.isdigit() and not process_is_running(int(pid)):
             shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
-
-
-def process_is_running(pid: int) -> bool:
-    """True when `pid` is a live process of this machine (a zombie counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
 
 
 # -- inside a worker -------------------------------------------------------------

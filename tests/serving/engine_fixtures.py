@@ -235,3 +235,15 @@ def make_base_path(root, base, layout):
         else:
             shutil.copytree(built_model(root, what), target)
     return str(base)
+
+
+def ok_predict(prediction, text="still here"):
+    """A good Predict call on the tiny model (`prediction`: a PredictionService stub): after a
+    hostile request, the server must still answer it."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import predict_pb2
+
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = "tiny"
+    request.inputs["text"].CopyFrom(tf.make_tensor_proto(np.array([text.encode()], dtype=object)))
+    return prediction.Predict(request, timeout=30)

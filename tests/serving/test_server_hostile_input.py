@@ -20,6 +20,7 @@ import pytest
 import grpc  # noqa: E402
 
 import engine_fixtures as ef  # noqa: E402
+from engine_fixtures import ok_predict  # noqa: E402
 
 TOKEN_BUDGET = 4096
 
@@ -91,16 +92,6 @@ def raw_http(server, data, read_timeout=10.0):
     status = int(head.split(b" ", 2)[1])
     assert b"Content-Type: application/json" in head, head
     return status, json.loads(body[:length])
-
-
-def ok_predict(prediction, text="still here"):
-    import tensorflow as tf
-    from tensorflow_serving.apis import predict_pb2
-
-    request = predict_pb2.PredictRequest()
-    request.model_spec.name = "tiny"
-    request.inputs["text"].CopyFrom(tf.make_tensor_proto(np.array([text.encode()], dtype=object)))
-    return prediction.Predict(request, timeout=30)
 
 
 def grpc_code(call):

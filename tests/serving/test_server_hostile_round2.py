@@ -31,6 +31,7 @@ import pytest
 import grpc  # noqa: E402
 
 import engine_fixtures as ef  # noqa: E402
+from engine_fixtures import ok_predict  # noqa: E402
 
 MB = 1 << 20
 
@@ -147,16 +148,6 @@ def raw_http(server, data):
     head, _, body = received.partition(b"\r\n\r\n")
     assert b"Content-Type: application/json" in head, head
     return int(head.split(b" ", 2)[1]), json.loads(body)
-
-
-def ok_predict(prediction, text="still here"):
-    import tensorflow as tf
-    from tensorflow_serving.apis import predict_pb2
-
-    request = predict_pb2.PredictRequest()
-    request.model_spec.name = "tiny"
-    request.inputs["text"].CopyFrom(tf.make_tensor_proto(np.array([text.encode()], dtype=object)))
-    return prediction.Predict(request, timeout=30)
 
 
 def ok_rest(server):
