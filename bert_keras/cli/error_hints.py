@@ -60,7 +60,7 @@ def _column_hint(message, args):
 
 
 def _task_hint(message, args):
-    from bert_keras.tasks.registry import GLUE_NAMES, TASK_FORMS
+    from bert_keras.tasks.named_datasets import GLUE_NAMES, TASK_FORMS
 
     match = re.search(r"unknown task '([^']*)'", message, re.IGNORECASE)
     if match:

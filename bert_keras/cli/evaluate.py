@@ -33,7 +33,7 @@ def run(args):
     from bert_keras.cli.task_arguments import load_task, task_spec
     from bert_keras.finetuned_model import write_eval_results
     from bert_keras.tasks import TaskInputError
-    from bert_keras.tasks.registry import TaskSpecError
+    from bert_keras.tasks.named_datasets import DatasetSpecError
 
     started = time.time()
     task = load_task(args.model)
@@ -48,7 +48,7 @@ def run(args):
     spec.labels = task.labels
     try:
         metrics = task.evaluate(*spec.evaluation_data(args.data), batch_size=args.batch_size)
-    except (TaskSpecError, TaskInputError, ValueError) as error:
+    except (DatasetSpecError, TaskInputError, ValueError) as error:
         raise CommandError(str(error)) from None
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:

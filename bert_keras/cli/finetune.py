@@ -1,6 +1,6 @@
 """`bert-keras finetune`: fine-tune a pretrained BERT on a task, save it, and score it on dev.
 
-Thin: the task spec's data (`bert_keras.tasks.registry`), `X.from_pretrained(...)`,
+Thin: the task spec's data (`bert_keras.tasks.named_datasets`), `X.from_pretrained(...)`,
 `fit`, `save`, `evaluate` (`bert_keras.tasks`). The paper's recipe by default: batch
 32, peak learning rate 2e-5 with 10% linear warmup then linear decay, 3 epochs,
 sequence length 128 (384 with a 128-token document stride for SQuAD). The output
@@ -80,13 +80,13 @@ def run(args):
 
     from bert_keras.tasks import TaskInputError
     from bert_keras.tasks import recipe_for_data
-    from bert_keras.tasks.registry import TaskSpecError
+    from bert_keras.tasks.named_datasets import DatasetSpecError
     from bert_keras.training import get_strategy
 
     keras.utils.set_random_seed(args.seed)
     try:
         x, y = spec.training_data(seed=args.seed)
-    except TaskSpecError as error:
+    except DatasetSpecError as error:
         raise CommandError(str(error)) from None
     recipe = recipe_for_data(x, learning_rate=args.learning_rate, batch_size=args.batch_size)
     args.learning_rate, args.batch_size = recipe.learning_rate, recipe.batch_size
@@ -131,7 +131,7 @@ def run(args):
         try:
             tune = {"tune_threshold": True} if args.tune_threshold and hasattr(task, "null_threshold") else {}
             metrics = task.evaluate(*spec.evaluation_data(), batch_size=args.batch_size, **tune)
-        except (TaskSpecError, FileNotFoundError) as error:  # no dev data: keep the model, say why
+        except (DatasetSpecError, FileNotFoundError) as error:  # no dev data: keep the model, say why
             print(f"no dev evaluation: {error}")
         else:
             if tune:  # the tuned threshold is a setting of the saved model

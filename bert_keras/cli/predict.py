@@ -83,14 +83,14 @@ def run(args):
 
 
 def _predict_squad(args, task):
-    from bert_keras.tasks.registry import TaskSpecError, write_squad_predictions
+    from bert_keras.tasks.named_datasets import DatasetSpecError, write_squad_predictions
 
     try:
         count, answered, paths = write_squad_predictions(
             task, args.squad, args.output or args.model, batch_size=args.batch_size,
             threshold=args.null_threshold, n_best_size=args.n_best_size,
             max_answer_length=args.max_answer_length)
-    except TaskSpecError as error:
+    except DatasetSpecError as error:
         raise CommandError(str(error)) from None
     print(f"{count} questions, {answered} answered; wrote " + ", ".join(sorted(paths.values())))
     print(f"next: bert-keras evaluate --model {args.model} --data {args.squad}")

@@ -1,8 +1,6 @@
 """What `query` and `loadtest` share: the server connection flags and client, and request
 inputs built from `--text` / `--question` / ... flags for a signature."""
 
-import numpy as np
-
 from bert_keras.cli.main import CommandError
 
 # A sentence pair in one text argument: 'A ||| B'.

@@ -1,5 +1,5 @@
 """What several commands share about fine-tuned models: the `--task` arguments and their
-`TaskSpec`, loading a fine-tuned directory, checking an `--output-dir` before training."""
+`DatasetSpec`, loading a fine-tuned directory, checking an `--output-dir` before training."""
 
 from bert_keras.cli.main import CommandError
 
@@ -19,8 +19,8 @@ def add_task_arguments(parser, required=True):
 
 
 def task_spec(args, *, train_path=None, eval_path=None, training=None):
-    """The `bert_keras.tasks.registry.TaskSpec` of `--task` (or of a saved model's provenance)."""
-    from bert_keras.tasks.registry import TaskSpecError, parse_task, spec_of_saved
+    """The `bert_keras.tasks.named_datasets.DatasetSpec` of `--task` (or of a saved model's provenance)."""
+    from bert_keras.tasks.named_datasets import DatasetSpecError, parse_task, spec_of_saved
 
     options = dict(train_path=train_path, eval_path=eval_path,
                    text_column=getattr(args, "text_column", None),
@@ -36,7 +36,7 @@ def task_spec(args, *, train_path=None, eval_path=None, training=None):
         if not spec and training is not None:
             return spec_of_saved(training, **options)
         return parse_task(args.task, **{k: v for k, v in options.items() if v is not None})
-    except TaskSpecError as error:
+    except DatasetSpecError as error:
         raise CommandError(str(error)) from None
 
 

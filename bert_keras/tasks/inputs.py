@@ -91,7 +91,14 @@ def text_list(texts, name, *, allow_empty=False):
 
 
 def text_columns(x, name="x"):
-    """`(texts,)` or `(texts, texts_b)`: one or two equally long lists of strings."""
+    """`(texts,)` or `(texts, texts_b)`: one or two equally long lists of strings.
+
+    Pairs come as a tuple of two columns `(texts, texts_b)`, or as a list of `(text, text_b)`
+    rows (or an `[N, 2]` array).
+
+    >>> text_columns([("a", "b"), ("c", "d")], "x")
+    (['a', 'c'], ['b', 'd'])
+    """
     if isinstance(x, tuple):
         if len(x) != 2 or any(isinstance(column, str) for column in x):
             raise TaskInputError(f"{name}: a tuple must hold two lists of texts (texts, texts_b), got "
@@ -100,6 +107,12 @@ def text_columns(x, name="x"):
         if len(first) != len(second):
             raise TaskInputError(f"{name}: {len(first)} texts but {len(second)} texts_b")
         return first, second
+    rows = x.tolist() if isinstance(x, np.ndarray) and x.ndim == 2 and x.shape[1] == 2 else x
+    if isinstance(rows, list) and rows and all(isinstance(row, (tuple, list)) and len(row) == 2
+                                               and all(isinstance(t, (str, bytes)) for t in row)
+                                               for row in rows):
+        # A list of (text, text_b) pairs (or an [N, 2] array): the same as the tuple of columns.
+        return text_columns((tuple(a for a, _ in rows), tuple(b for _, b in rows)), name)
     return (text_list(x, name),)
 
 

@@ -114,7 +114,8 @@ def test_pairs_from_a_batched_dataset_and_predict_on_pair_datasets(spec):
     np.testing.assert_allclose(losses(classifier.fit(dataset, epochs=1, batch_size=4, shuffle=False,
                                                      verbose=0)), expected, rtol=1e-5)
     predicted = reference.predict((TEXTS, TEXTS_B))
-    for x in (tf.data.Dataset.from_tensor_slices((TEXTS, TEXTS_B)),
+    for x in (list(zip(TEXTS, TEXTS_B)), np.array(list(zip(TEXTS, TEXTS_B))),  # rows of pairs
+              tf.data.Dataset.from_tensor_slices((TEXTS, TEXTS_B)),
               tf.data.Dataset.from_tensor_slices((TEXTS, TEXTS_B)).batch(4)):
         np.testing.assert_allclose(reference.predict(x), predicted, atol=1e-6)
 

@@ -1,6 +1,6 @@
-"""Named tasks and their data: what `bert-keras finetune / evaluate / predict` run by `--task`.
+"""Named datasets and their data: what `bert-keras finetune / evaluate / predict` read by `--task`.
 
-A task spec names the data, the task class and how its metrics read:
+A dataset spec names the data, the task class and how its metrics read:
 
 * `glue/NAME` (`glue/mrpc`, `glue/stsb`, ...): TFDS GLUE, `TextClassifier`.
 * `csv:PATH`: your CSV / TSV / JSONL file (`text`/`sentence`, optional `text_b` /
@@ -9,7 +9,7 @@ A task spec names the data, the task class and how its metrics read:
 * `swag`: SWAG CSV files, `MultipleChoice`.
 * `squad/v1.1`, `squad/v2.0`: SQuAD (TFDS, or JSON files), `SpanQA`.
 
-`parse_task(spec, ...)` gives a `TaskSpec`: `training_data()` and `evaluation_data()`
+`parse_task(spec, ...)` gives a `DatasetSpec`: `training_data()` and `evaluation_data()`
 return `(x, y)` in the forms the task classes take, `model_options()` the
 `from_pretrained` arguments, `provenance()` what the saved model records of the run.
 
@@ -28,12 +28,12 @@ TASK_FORMS = (f"glue/NAME ({', '.join(GLUE_NAMES)})", "csv:PATH", "conll2003", "
               "squad/v2.0")
 
 
-class TaskSpecError(ValueError):
+class DatasetSpecError(ValueError):
     """An unknown task spec or missing task data (a user error)."""
 
 
 def parse_task(spec, **options):
-    """The `TaskSpec` of `spec` (see the module docstring); `options` are its settings."""
+    """The `DatasetSpec` of `spec` (see the module docstring); `options` are its settings."""
     spec = (spec or "").strip()
     lowered = spec.lower()
     if lowered.startswith("glue/"):
@@ -42,7 +42,7 @@ def parse_task(spec, **options):
         try:
             glue_task(lowered)
         except KeyError as error:
-            raise TaskSpecError(f"{error.args[0]} Valid task forms: {', '.join(TASK_FORMS)}") from None
+            raise DatasetSpecError(f"{error.args[0]} Valid task forms: {', '.join(TASK_FORMS)}") from None
         return GlueSpec(lowered, **options)
     if lowered.startswith("csv:") and len(spec) > 4:
         return CsvSpec(spec, **options)
@@ -52,11 +52,11 @@ def parse_task(spec, **options):
         return SwagSpec("swag", **options)
     if lowered in ("squad/v1.1", "squad/v2.0", "squad"):
         return SquadSpec("squad/v1.1" if lowered == "squad" else lowered, **options)
-    raise TaskSpecError(f"unknown task {spec!r}; valid forms: {', '.join(TASK_FORMS)}")
+    raise DatasetSpecError(f"unknown task {spec!r}; valid forms: {', '.join(TASK_FORMS)}")
 
 
 def spec_of_saved(training, **options):
-    """The `TaskSpec` a saved model was trained on (its `training` provenance), or None."""
+    """The `DatasetSpec` a saved model was trained on (its `training` provenance), or None."""
     spec = (training or {}).get("task")
     if not spec:
         return None
@@ -67,7 +67,7 @@ def spec_of_saved(training, **options):
     return parse_task(spec, **{**kept, **{k: v for k, v in options.items() if v is not None}})
 
 
-class TaskSpec:
+class DatasetSpec:
     """Common settings; subclasses read their data."""
 
     task_class = None
@@ -108,14 +108,14 @@ class TaskSpec:
     def _eval_path(self, path):
         path = path or self.eval_path
         if not path:
-            raise TaskSpecError(f"{self.spec}: no evaluation file; pass --eval PATH (or --data PATH)")
+            raise DatasetSpecError(f"{self.spec}: no evaluation file; pass --eval PATH (or --data PATH)")
         if not os.path.isfile(path):
-            raise TaskSpecError(f"{path}: no such file")
+            raise DatasetSpecError(f"{path}: no such file")
         self.scored = path
         return path
 
 
-class GlueSpec(TaskSpec):
+class GlueSpec(DatasetSpec):
     def __init__(self, spec, **options):
         from pipelines.tasks.glue import glue_task
         from bert_keras.tasks.text_classifier import TextClassifier
@@ -140,7 +140,7 @@ class GlueSpec(TaskSpec):
         from pipelines.tasks.glue import glue_texts
 
         if path:
-            raise TaskSpecError(f"{self.spec} reads its dev split from TFDS; --data/--eval files are "
+            raise DatasetSpecError(f"{self.spec} reads its dev split from TFDS; --data/--eval files are "
                                 "for csv:, conll2003, swag and squad tasks")
         split = "validation_matched" if self.glue.name == "mnli" else "validation"
         self.scored = f"tfds {self.glue.tfds_name}[{split}]"
@@ -154,7 +154,7 @@ class GlueSpec(TaskSpec):
                 + format_glue_table({self.glue.name: scores}))
 
 
-class CsvSpec(TaskSpec):
+class CsvSpec(DatasetSpec):
     """`csv:PATH`: classes from the training file's labels (sorted)."""
 
     TEXT_COLUMNS = ("text", "sentence", "sentence1", "question", "premise")
@@ -180,7 +180,7 @@ class CsvSpec(TaskSpec):
         from pipelines.tasks.text_files import read_columns, read_text_file
 
         if not os.path.isfile(path):
-            raise TaskSpecError(f"{path}: no such file")
+            raise DatasetSpecError(f"{path}: no such file")
         columns = read_columns(path)
         self.text_column = self.text_column or next((c for c in self.TEXT_COLUMNS if c in columns), "text")
         self.text_b_column = self.text_b_column or next(
@@ -199,7 +199,7 @@ class CsvSpec(TaskSpec):
         if not self.regression:
             self.labels = build_label_vocabulary(examples)
             if len(self.labels) < 2:
-                raise TaskSpecError(f"{self.train_path}: only one label {self.labels}; "
+                raise DatasetSpecError(f"{self.train_path}: only one label {self.labels}; "
                                     "classification needs at least two")
         return x, y
 
@@ -212,7 +212,7 @@ class CsvSpec(TaskSpec):
         return x, y
 
 
-class ConllSpec(TaskSpec):
+class ConllSpec(DatasetSpec):
     def __init__(self, spec, **options):
         from bert_keras.tasks.token_classifier import TokenClassifier
 
@@ -224,7 +224,7 @@ class ConllSpec(TaskSpec):
 
         if path:
             if not os.path.isfile(path):
-                raise TaskSpecError(f"{path}: no such file")
+                raise DatasetSpecError(f"{path}: no such file")
             self.scored = path
             # CoNLL-2003 files are IOB1; train and score in IOB2 (BIO), as TFDS.
             return [s.with_tags(conll.convert_tags(s.tags, "IOB1", "IOB2")) for s in conll.read_conll(path)]
@@ -244,7 +244,7 @@ class ConllSpec(TaskSpec):
         return [list(s.words) for s in sentences], [list(s.tags) for s in sentences]
 
 
-class SwagSpec(TaskSpec):
+class SwagSpec(DatasetSpec):
     def __init__(self, spec, **options):
         from bert_keras.tasks.multiple_choice import MultipleChoice
 
@@ -258,7 +258,7 @@ class SwagSpec(TaskSpec):
         from pipelines.tasks.swag import read_swag_csv
 
         if not self.train_path:
-            raise TaskSpecError("swag: pass --train train.csv (and --eval val.csv), the SWAG CSV files")
+            raise DatasetSpecError("swag: pass --train train.csv (and --eval val.csv), the SWAG CSV files")
         examples = read_swag_csv(self.train_path)
         return examples, [e.label for e in examples]
 
@@ -269,7 +269,7 @@ class SwagSpec(TaskSpec):
         return examples, [e.label for e in examples]
 
 
-class SquadSpec(TaskSpec):
+class SquadSpec(DatasetSpec):
 
     def __init__(self, spec, *, doc_stride=128, max_query_length=64, **options):
         from bert_keras.tasks.span_qa import SpanQA
@@ -289,7 +289,7 @@ class SquadSpec(TaskSpec):
 
         if path:
             if not os.path.isfile(path):
-                raise TaskSpecError(f"{path}: no such file")
+                raise DatasetSpecError(f"{path}: no such file")
             self.scored = path
             return read_squad_json(path, is_training=is_training)
         self.scored = f"tfds {self.spec}[{split}]"
@@ -311,7 +311,7 @@ def write_squad_predictions(task, path, directory, *, batch_size=32, **decoding)
     from pipelines.tasks.squad import read_squad_json, write_predictions
 
     if not os.path.isfile(path):
-        raise TaskSpecError(f"{path}: no such file")
+        raise DatasetSpecError(f"{path}: no such file")
     examples = read_squad_json(path, is_training=False)
     predictions, nbest, null_odds = task.predict_squad(examples, batch_size=batch_size, **decoding)
     paths = write_predictions(predictions, nbest, null_odds, directory)
