@@ -98,7 +98,7 @@ for _module, _path in MODULES.items():
 
 def test_the_source_tree_was_found():
     assert "pipelines.packing" in MODULES and "bert_keras.encoder" in MODULES
-    assert "bert_keras.models.encoder_task" in GRAPH["bert_keras.models.classifier"]
+    assert "bert_keras.models.encoder_head" in GRAPH["bert_keras.models.classifier"]
     assert "bert_keras.compat" in GRAPH["bert_keras"]
 
 

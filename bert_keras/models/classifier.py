@@ -2,12 +2,12 @@
 
 import keras
 from keras import ops
-from bert_keras.models.encoder_task import EncoderTask
+from bert_keras.models.encoder_head import EncoderHead
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
-class BertClassifier(EncoderTask):
+class BertClassifier(EncoderHead):
     """A `BertEncoder` with a dropout + dense head on `pooled_output` (GLUE-style tasks).
 
     google-research `run_classifier.py` / Hugging Face

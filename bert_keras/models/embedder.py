@@ -31,7 +31,7 @@ normalize=True``.
 import keras
 import numpy as np
 from keras import ops
-from bert_keras.models.encoder_task import EncoderTask
+from bert_keras.models.encoder_head import EncoderHead
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
 
 POOLING_MODES = ("mean", "cls", "max", "pooled", "concat_last4", "sum_last4", "weighted")
@@ -89,7 +89,7 @@ class ScalarMix(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
-class BertEmbedder(EncoderTask):
+class BertEmbedder(EncoderHead):
     """A `BertEncoder` that returns token embeddings and a pooled sentence embedding.
 
     Inputs are the encoder's dict (`token_ids`, `segment_ids`, `padding_mask`,

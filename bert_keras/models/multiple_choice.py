@@ -4,12 +4,12 @@ import keras
 from keras import ops
 
 from bert_keras.layers.choice_flattening import FlattenChoices
-from bert_keras.models.encoder_task import EncoderTask
+from bert_keras.models.encoder_head import EncoderHead
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
-class BertMultipleChoice(EncoderTask):
+class BertMultipleChoice(EncoderHead):
     """A `BertEncoder` scoring each (context, choice) pair by its `[CLS]` vector.
 
     The BERT paper's SWAG setup (section 4.4) / Hugging Face

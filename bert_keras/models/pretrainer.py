@@ -9,7 +9,7 @@ from keras import ops
 from bert_keras.encoder import BertEncoder
 from bert_keras.layers.masked_lm_head import MaskedLMHead
 from bert_keras.layers.next_sentence_head import NextSentenceHead
-from bert_keras.models.encoder_task import EncoderTask
+from bert_keras.models.encoder_head import EncoderHead
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
 
 logger = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class _EncodeForPretraining(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
-class BertPretrainer(EncoderTask):
+class BertPretrainer(EncoderHead):
     """BERT pretraining: masked-LM + next-sentence prediction on a `BertEncoder`.
 
     Inputs are a dict `token_ids`, `segment_ids`, `padding_mask` (int `[B, S]`)

@@ -3,12 +3,12 @@
 import keras
 
 from bert_keras.layers.span_head import SpanHead
-from bert_keras.models.encoder_task import EncoderTask
+from bert_keras.models.encoder_head import EncoderHead
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
-class BertSpanQA(EncoderTask):
+class BertSpanQA(EncoderHead):
     """A `BertEncoder` with the BERT paper's span head: start and end logits per token.
 
     Inputs are the encoder's dict (question as segment A, context as segment

@@ -3,12 +3,12 @@
 import keras
 
 from bert_keras.losses.masked_sparse_categorical_crossentropy import MaskedSparseCategoricalCrossentropy
-from bert_keras.models.encoder_task import EncoderTask
+from bert_keras.models.encoder_head import EncoderHead
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
-class BertTokenClassifier(EncoderTask):
+class BertTokenClassifier(EncoderHead):
     """A `BertEncoder` with a dropout + dense head on every token of `sequence_output`.
 
     The BERT paper's NER setup (section 5.3) / Hugging Face

@@ -24,7 +24,7 @@ import tensorflow as tf
 from bert_keras.families import family, resolve
 from bert_keras.finetuned_model import FinetunedModel, is_finetuned_directory
 from bert_keras.finetuned_model import read_finetuned, save_finetuned
-from bert_keras.models.encoder_task import EncoderTask
+from bert_keras.models.encoder_head import EncoderHead
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_epochs, check_label_names
 from bert_keras.tasks.inputs import check_tokenized
 from bert_keras.tasks.inputs import check_sample_weight, is_tokenized, label_ids, num_rows, take_rows
@@ -113,7 +113,7 @@ class TextTask(keras.Model):
     def default_metrics(self):
         return self.head.default_metrics()
 
-    use_skip_padding = EncoderTask.use_skip_padding
+    use_skip_padding = EncoderHead.use_skip_padding
 
     # -- construction -------------------------------------------------------------
     @classmethod

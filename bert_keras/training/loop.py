@@ -244,7 +244,7 @@ def run_pretraining(
         steps_per_execution: int. Steps per `tf.function` call (fewer host round trips).
         jit_compile: "auto" | "on" | "off" (or bool): XLA.
         skip_padding: "auto" | True | False: the encoder's per-token layers
-            skip padded tokens (`EncoderTask.use_skip_padding`; "auto" = unless
+            skip padded tokens (`EncoderHead.use_skip_padding`; "auto" = unless
             XLA or TPU).
         checkpoint_every: int. Steps between checkpoints and backups (= one Keras epoch).
         keep_checkpoints: int. Checkpoints kept.

@@ -1,4 +1,5 @@
-"""`EncoderTask`: what every model that wraps one `BertEncoder` shares.
+"""`EncoderHead`: what every head model that wraps one `BertEncoder` shares (a head, not a task:
+`bert_keras.tasks` adds the text side).
 
 keras-hub calls this a Task: a backbone plus a head. The shared part here is
 serialisation: `get_config` nests the encoder and lists the head's own
@@ -11,7 +12,7 @@ import keras
 import tensorflow as tf
 
 
-class EncoderTask(keras.Model):
+class EncoderHead(keras.Model):
     """Base class of the task models (pretrainer, classifiers, span QA, embedder).
 
     Subclasses build a functional graph around `self.encoder` and set
