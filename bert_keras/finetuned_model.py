@@ -454,7 +454,7 @@ def _v1_text_pair(info):
     """Did a version-1 classification task read (text, text_b) pairs? GLUE knows; a CSV header tells."""
     spec = str(info.get("task", "")).lower()
     if spec.startswith("glue/"):
-        from pipelines.tasks.glue import glue_task
+        from pipelines.datasets.glue import glue_task
 
         return len(glue_task(spec).text_fields) == 2
     column = info.get("text_b_column") or "text_b"
@@ -462,7 +462,7 @@ def _v1_text_pair(info):
         path = info.get(key) or (info["task"][4:] if key == "train_path" and spec.startswith("csv:")
                                  else None)
         if path and os.path.isfile(path):
-            from pipelines.tasks.text_files import read_columns
+            from pipelines.datasets.text_files import read_columns
 
             return column in read_columns(path)
     return False

@@ -80,7 +80,7 @@ class Embedder(TextTask):
         return f"{row['text']!r}: [{', '.join(f'{v:+.4f}' for v in row['embedding'][:6])}, ...]"
 
     def _predict(self, x, *, batch_size):
-        from pipelines.tasks import batching
+        from pipelines.datasets import batching
 
         if is_tokenized(x):
             dataset = tf.data.Dataset.from_tensor_slices(

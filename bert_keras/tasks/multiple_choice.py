@@ -22,7 +22,7 @@ class MultipleChoice(TextTask):
 
     Inputs (`x`): a tuple `(contexts, endings)`: a list of strings and a list
     of `num_choices`-long lists of endings; or a list of
-    `pipelines.tasks.swag.SwagExample` (from `read_swag_csv`; `y` then comes
+    `pipelines.datasets.swag.SwagExample` (from `read_swag_csv`; `y` then comes
     from them). Each choice is packed `[CLS] context [SEP] ending [SEP]`.
     Labels (`y`): the index of the right ending.
 
@@ -58,7 +58,7 @@ class MultipleChoice(TextTask):
         return self.head.num_choices
 
     def _examples(self, x, y):
-        from pipelines.tasks.swag import SwagExample
+        from pipelines.datasets.swag import SwagExample
 
         x, y, _ = self._in_memory(x, y)
         if isinstance(x, list) and x and isinstance(x[0], SwagExample):
@@ -87,7 +87,7 @@ class MultipleChoice(TextTask):
                 for i, (context, row) in enumerate(zip(contexts, endings))]
 
     def _dataset(self, examples, batch_size, shuffle=False, seed=None, sample_weights=None):
-        from pipelines.tasks.swag import swag_dataset
+        from pipelines.datasets.swag import swag_dataset
 
         # Prediction keeps the last, incomplete batch even with static shapes.
         return swag_dataset(examples, self.tokenizer, seq_length=self.seq_length, batch_size=batch_size,

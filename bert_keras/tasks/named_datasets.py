@@ -37,7 +37,7 @@ def parse_task(spec, **options):
     spec = (spec or "").strip()
     lowered = spec.lower()
     if lowered.startswith("glue/"):
-        from pipelines.tasks.glue import glue_task
+        from pipelines.datasets.glue import glue_task
 
         try:
             glue_task(lowered)
@@ -117,7 +117,7 @@ class DatasetSpec:
 
 class GlueSpec(DatasetSpec):
     def __init__(self, spec, **options):
-        from pipelines.tasks.glue import glue_task
+        from pipelines.datasets.glue import glue_task
         from bert_keras.tasks.text_classifier import TextClassifier
 
         super().__init__(spec, **options)
@@ -132,12 +132,12 @@ class GlueSpec(DatasetSpec):
         return {"labels": self.labels, "text_pair": pair}
 
     def training_data(self, seed=None):
-        from pipelines.tasks.glue import glue_texts
+        from pipelines.datasets.glue import glue_texts
 
         return glue_texts(self.glue.name, "train", data_dir=self.data_dir, shuffle=True, seed=seed), None
 
     def evaluation_data(self, path=None):
-        from pipelines.tasks.glue import glue_texts
+        from pipelines.datasets.glue import glue_texts
 
         if path:
             raise DatasetSpecError(f"{self.spec} reads its dev split from TFDS; --data/--eval files are "
@@ -177,7 +177,7 @@ class CsvSpec(DatasetSpec):
         return dict(super().provenance(), regression=self.regression)
 
     def _read(self, path):
-        from pipelines.tasks.text_files import read_columns, read_text_file
+        from pipelines.datasets.text_files import read_columns, read_text_file
 
         if not os.path.isfile(path):
             raise DatasetSpecError(f"{path}: no such file")
@@ -193,7 +193,7 @@ class CsvSpec(DatasetSpec):
         return x, [e.label for e in examples], pair, examples
 
     def training_data(self, seed=None):
-        from pipelines.tasks.text_files import build_label_vocabulary
+        from pipelines.datasets.text_files import build_label_vocabulary
 
         x, y, self.text_pair, examples = self._read(self.train_path)
         if not self.regression:
@@ -204,7 +204,7 @@ class CsvSpec(DatasetSpec):
         return x, y
 
     def evaluation_data(self, path=None):
-        from pipelines.tasks.text_files import label_ids
+        from pipelines.datasets.text_files import label_ids
 
         x, y, _, examples = self._read(self._eval_path(path))
         if self.labels:
@@ -220,7 +220,7 @@ class ConllSpec(DatasetSpec):
         self.task_class = TokenClassifier
 
     def _sentences(self, path, split):
-        from pipelines.tasks import conll
+        from pipelines.datasets import conll
 
         if path:
             if not os.path.isfile(path):
@@ -232,7 +232,7 @@ class ConllSpec(DatasetSpec):
         return conll.conll_from_tfds(split, data_dir=self.data_dir)
 
     def training_data(self, seed=None):
-        from pipelines.tasks import conll
+        from pipelines.datasets import conll
 
         sentences = self._sentences(self.train_path, "train")
         seen = {t for s in sentences for t in s.tags}
@@ -255,7 +255,7 @@ class SwagSpec(DatasetSpec):
         return {"num_choices": 4}
 
     def training_data(self, seed=None):
-        from pipelines.tasks.swag import read_swag_csv
+        from pipelines.datasets.swag import read_swag_csv
 
         if not self.train_path:
             raise DatasetSpecError("swag: pass --train train.csv (and --eval val.csv), the SWAG CSV files")
@@ -263,7 +263,7 @@ class SwagSpec(DatasetSpec):
         return examples, [e.label for e in examples]
 
     def evaluation_data(self, path=None):
-        from pipelines.tasks.swag import read_swag_csv
+        from pipelines.datasets.swag import read_swag_csv
 
         examples = read_swag_csv(self._eval_path(path))
         return examples, [e.label for e in examples]
@@ -285,7 +285,7 @@ class SquadSpec(DatasetSpec):
                 "max_query_length": self.max_query_length}
 
     def _examples(self, path, split, is_training):
-        from pipelines.tasks.squad import read_squad_json, squad_examples_from_tfds
+        from pipelines.datasets.squad import read_squad_json, squad_examples_from_tfds
 
         if path:
             if not os.path.isfile(path):
@@ -308,7 +308,7 @@ def write_squad_predictions(task, path, directory, *, batch_size=32, **decoding)
     `decoding`: `SpanQA.predict_squad` options (threshold, n_best_size, max_answer_length).
     Returns `(number of questions, number answered, {name: path})`.
     """
-    from pipelines.tasks.squad import read_squad_json, write_predictions
+    from pipelines.datasets.squad import read_squad_json, write_predictions
 
     if not os.path.isfile(path):
         raise DatasetSpecError(f"{path}: no such file")

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from bert_keras.tasks.inputs import TaskInputError, check_lengths, check_sample_weight, is_tokenized
 from bert_keras.tasks.inputs import text_columns
-from pipelines.tasks.squad import SquadExample
+from pipelines.datasets.squad import SquadExample
 from bert_keras.tasks.text_task import TextTask, steps_for
 
 
@@ -23,7 +23,7 @@ class SpanQA(TextTask):
     'October 1973'
 
     Inputs (`x`): a tuple `(questions, contexts)` of two equally long lists of
-    strings, or a list of `pipelines.tasks.squad.SquadExample` (from
+    strings, or a list of `pipelines.datasets.squad.SquadExample` (from
     `read_squad_json`, then `y` is not needed). Answers (`y`), one per
     question: `{"text", "answer_start"}` (a code point offset into the
     context), a list of such dicts (evaluation scores against each), or None /
@@ -119,7 +119,7 @@ class SpanQA(TextTask):
 
     # -- data -------------------------------------------------------------------------
     def _examples(self, x, y, *, training):
-        from pipelines.tasks.squad import SquadExample, examples_from_records
+        from pipelines.datasets.squad import SquadExample, examples_from_records
 
         x, y, _ = self._in_memory(x, y)
         if isinstance(x, (list, tuple)) and x and isinstance(x[0], SquadExample):
@@ -150,7 +150,7 @@ class SpanQA(TextTask):
         return examples_from_records(records, is_training=training, version=version, source="y")
 
     def _features(self, examples, training):
-        from pipelines.tasks.squad import build_squad_features
+        from pipelines.datasets.squad import build_squad_features
 
         settings = self._text.settings
         return build_squad_features(examples, self.tokenizer, is_training=training,
@@ -178,7 +178,7 @@ class SpanQA(TextTask):
 
     # -- outputs -------------------------------------------------------------------------
     def _decode(self, examples, batch_size, threshold=None, n_best_size=None, max_answer_length=None):
-        from pipelines.tasks.squad import decode_predictions
+        from pipelines.datasets.squad import decode_predictions
 
         features = self._features(examples, False)
         dataset = tf.data.Dataset.from_tensor_slices(features.inputs).batch(batch_size)

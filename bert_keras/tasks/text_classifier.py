@@ -207,7 +207,7 @@ class TextClassifier(TextTask):
 
     def _examples(self, x, y, *, shuffle, seed, sample_weight=None, needs_y=False):
         """`(unbatched encoded examples, count)` from raw texts or a dataset of raw texts."""
-        from pipelines.tasks import batching
+        from pipelines.datasets import batching
 
         dataset, count = self._rows(x, y, sample_weight, needs_y=needs_y)
         if shuffle:

@@ -476,8 +476,8 @@ class TextTask(keras.Model):
         return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE), steps_for(count, batch_size)
 
     def _batch(self, examples, batch_size):
-        """Pads unpadded `(x, y)` examples (`pipelines.tasks.batching.batch`) as this task needs."""
-        from pipelines.tasks import batching
+        """Pads unpadded `(x, y)` examples (`pipelines.datasets.batching.batch`) as this task needs."""
+        from pipelines.datasets import batching
 
         return batching.batch(examples, batch_size, seq_length=self.seq_length,
                               static_shapes=self.static_shapes,

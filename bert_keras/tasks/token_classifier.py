@@ -49,7 +49,7 @@ class TokenClassifier(TextTask):
 
         if not labels:
             raise TaskInputError("TokenClassifier needs labels=[tag names] "
-                                 "(e.g. pipelines.tasks.conll.CONLL2003_NER_LABELS)")
+                                 "(e.g. pipelines.datasets.conll.CONLL2003_NER_LABELS)")
         labels = check_label_names(labels)
         if num_classes is not None and num_classes != len(labels):
             raise TaskInputError(f"num_classes={num_classes} but {len(labels)} labels {labels}")
@@ -68,7 +68,7 @@ class TokenClassifier(TextTask):
 
     def _sentences(self, x, y, name="x"):
         """(`Sentence`s, per input (text, starts, ends) or None) from raw inputs."""
-        from pipelines.tasks.conll import Sentence, split_words
+        from pipelines.datasets.conll import Sentence, split_words
 
         if isinstance(x, str) or not hasattr(x, "__len__"):
             raise TaskInputError(f"{name}: expected a list of sentences (strings or lists of words)")
@@ -99,12 +99,12 @@ class TokenClassifier(TextTask):
         return [Sentence(w, t, f"x[{i}]") for i, (w, t) in enumerate(zip(words, tags))], spans
 
     def _features(self, sentences):
-        from pipelines.tasks.conll import encode_sentences
+        from pipelines.datasets.conll import encode_sentences
 
         return encode_sentences(sentences, self.tokenizer, self.labels, seq_length=self.seq_length)
 
     def _train_dataset(self, x, y, *, batch_size, shuffle, seed, sample_weight=None):
-        from pipelines.tasks.conll import token_dataset
+        from pipelines.datasets.conll import token_dataset
 
         if is_tokenized(x):
             return self._tokenized_dataset(x, np.asarray(y, np.int32), batch_size=batch_size,
@@ -122,7 +122,7 @@ class TokenClassifier(TextTask):
     # -- outputs -----------------------------------------------------------------------
     def _tag(self, sentences, batch_size):
         """Tag names per word of each sentence (words past `seq_length` get "O")."""
-        from pipelines.tasks.conll import aggregate_word_predictions, token_dataset
+        from pipelines.datasets.conll import aggregate_word_predictions, token_dataset
 
         features = self._features(sentences)
         # One width (seq_length) for every batch: per-token outputs concatenate; the encoder

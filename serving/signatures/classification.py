@@ -134,7 +134,7 @@ def sample_rows(source):
 
 def rows_from_file(source, path, count):
     """The first `count` inputs of the run's evaluation file (CSV / TSV / JSONL)."""
-    from pipelines.tasks.text_files import read_text_file
+    from pipelines.datasets.text_files import read_text_file
 
     task = source.task
     examples = read_text_file(path, text_column=task.get("text_column") or "text",

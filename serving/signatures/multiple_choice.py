@@ -2,7 +2,7 @@
 
 Each row is one question: a `context` and its `C` candidate `endings`; every
 `(context, ending)` pair is packed `[CLS] context [SEP] ending [SEP]` (the
-SWAG layout of `pipelines.tasks.swag`: put the shared start of the ending
+SWAG layout of `pipelines.datasets.swag`: put the shared start of the ending
 sentence into each ending, `"He" + " pulls up a chair."`).
 
 * `serving_default` (predict): `context` string `[B]`, `endings` string `[B, C]`
@@ -94,6 +94,6 @@ def sample_rows(source):
 
 def rows_from_file(source, path, count):
     """The first `count` questions of the run's SWAG evaluation file."""
-    from pipelines.tasks.swag import read_swag_csv
+    from pipelines.datasets.swag import read_swag_csv
 
     return [{"context": e.context, "endings": [b for _, b in e.choices()]} for e in read_swag_csv(path)[:count]]

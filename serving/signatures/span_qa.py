@@ -1,6 +1,6 @@
 """Signatures of an extractive QA model (`BertSpanQA`, SQuAD v1.1 / v2.0), decoded in the graph.
 
-The same three steps as `pipelines.tasks.squad` (and google-research `run_squad.py`),
+The same three steps as `pipelines.datasets.squad` (and google-research `run_squad.py`),
 as TensorFlow ops so that TF Serving returns answer strings:
 
 1. `window_layout` + `pack_windows`: the question keeps its first
@@ -237,7 +237,7 @@ def build(module, source):
 
 def reference_outputs(source, inputs):
     """`serving_default`'s outputs the Python way: `build_squad_features` + Keras + `decode_predictions`."""
-    from pipelines.tasks import squad
+    from pipelines.datasets import squad
 
     settings = source.squad
     tokenizer = source.tokenizer()
@@ -341,7 +341,7 @@ def sample_rows(source):
 
 def rows_from_file(source, path, count):
     """The first `count` questions of the run's SQuAD evaluation file."""
-    from pipelines.tasks.squad import read_squad_json
+    from pipelines.datasets.squad import read_squad_json
 
     return [{"question": e.question, "context": e.context}
             for e in read_squad_json(path, is_training=False)[:count]]

@@ -4,7 +4,7 @@ Words are the tokenizer's own words (what BERT's basic tokenizer splits:
 punctuation is a word of its own, as in CoNLL data): a word is a word piece
 that does not start with "##" plus the "##" pieces after it. Each word gets
 the label of its FIRST piece (how the model was trained, and
-`pipelines.tasks.conll.aggregate_word_predictions(..., "first")`); words cut
+`pipelines.datasets.conll.aggregate_word_predictions(..., "first")`); words cut
 off by `seq_length` get "O". Word labels are grouped into entities with the
 CoNLL `conlleval` chunking rules that `bert_keras.metrics.get_entities` uses,
 so one decoder reads IOB1, IOB2 (BIO) and IOBES label sets alike.
@@ -192,7 +192,7 @@ def tokenizer_words(tokenizer, text):
 
 
 def reference_outputs(source, inputs):
-    """`serving_default`'s outputs the Python way: `pipelines.tasks.conll` + Keras + `get_entities`.
+    """`serving_default`'s outputs the Python way: `pipelines.datasets.conll` + Keras + `get_entities`.
 
     The words are `tokenizer_words`; each is encoded by `conll.encode_sentences`
     (word by word, first-piece labels), the model's logits go through
@@ -200,7 +200,7 @@ def reference_outputs(source, inputs):
     with `bert_keras.metrics.get_entities`.
     """
     from bert_keras.metrics import get_entities
-    from pipelines.tasks import conll
+    from pipelines.datasets import conll
 
     tokenizer = source.tokenizer()
     texts = [t.decode() if isinstance(t, bytes) else t for t in inputs["text"]]
@@ -260,6 +260,6 @@ def sample_rows(source):
 
 def rows_from_file(source, path, count):
     """The first `count` sentences of the run's CoNLL evaluation file, as texts."""
-    from pipelines.tasks.conll import read_conll
+    from pipelines.datasets.conll import read_conll
 
     return [{"text": " ".join(s.words)} for s in read_conll(path)[:count]]

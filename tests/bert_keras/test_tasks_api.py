@@ -124,7 +124,7 @@ def test_squad_v2_with_null_answers_round_trips(spec, tmp_path):
 
 
 def test_swag_multiple_choice_round_trip(spec, tmp_path):
-    from pipelines.tasks.swag import read_swag_csv
+    from pipelines.datasets.swag import read_swag_csv
 
     chooser = small(tasks.MultipleChoice, spec)
     examples = read_swag_csv(os.path.join(export_fixtures.DATA, "tasks", "swag_mini.csv"))

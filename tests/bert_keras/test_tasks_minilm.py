@@ -24,7 +24,7 @@ import sys
 from importlib.resources import files
 import keras
 from bert_keras.tasks import TextClassifier
-from pipelines.tasks.text_files import read_text_file
+from pipelines.datasets.text_files import read_text_file
 
 def read(name):
     rows = read_text_file(files("pipelines") / "data" / name, text_column="sentence")
@@ -62,7 +62,7 @@ def test_script_and_cli_fine_tune_minilm_to_the_same_accuracy_and_model(tmp_path
     assert script_accuracy == pytest.approx(cli_accuracy, abs=1e-9)
 
     from bert_keras import tasks
-    from pipelines.tasks.text_files import read_text_file
+    from pipelines.datasets.text_files import read_text_file
 
     dev = [row.text for row in read_text_file(os.path.join(DATA, "sample_sentiment_dev.tsv"),
                                               text_column="sentence")]

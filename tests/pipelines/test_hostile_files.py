@@ -8,8 +8,8 @@ import csv
 import pytest
 
 from pipelines.label_names import LabelNamesError
-from pipelines.tasks import text_files
-from pipelines.tasks.text_files import TextFileError, read_text_file
+from pipelines.datasets import text_files
+from pipelines.datasets.text_files import TextFileError, read_text_file
 
 
 def _write(path, content):
@@ -118,9 +118,9 @@ def test_label_vocabulary_files_follow_the_one_rule(tmp_path):
 
 
 def test_the_other_readers_name_file_and_line_of_a_bad_byte(tmp_path):
-    from pipelines.tasks.conll import ConllFormatError, read_conll
-    from pipelines.tasks.squad import SquadFormatError, read_squad_json
-    from pipelines.tasks.swag import SwagFormatError, read_swag_csv
+    from pipelines.datasets.conll import ConllFormatError, read_conll
+    from pipelines.datasets.squad import SquadFormatError, read_squad_json
+    from pipelines.datasets.swag import SwagFormatError, read_swag_csv
 
     conll = _write(tmp_path / "train.conll", "EU B-ORG\nrejects O\n\nCaf\xe9 B-LOC\n".encode("latin-1"))
     with pytest.raises(ConllFormatError, match=r"train.conll:4: byte 0xe9 is not valid utf-8"):

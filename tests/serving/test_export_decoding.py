@@ -1,7 +1,7 @@
 """The in-graph decoders agree with the Python ones they replace.
 
 * SQuAD: `span_qa.window_layout` / `max_context` build the windows of
-  `pipelines.tasks.squad.build_squad_features`, and `span_qa.best_spans` picks
+  `pipelines.datasets.squad.build_squad_features`, and `span_qa.best_spans` picks
   the answers of `decode_predictions` on the SAME logits: stand-in logits that
   peak at the gold spans (multi-window contexts, v2.0 unanswerable questions
   answered ""), random logits in v2.0 and v1.1.
@@ -20,7 +20,7 @@ import pytest
 import tensorflow as tf
 
 from pipelines import BertTokenizer
-from pipelines.tasks import squad
+from pipelines.datasets import squad
 from serving.signatures import span_qa, token_classification
 
 import export_fixtures

@@ -22,7 +22,7 @@ is exact for any non-ASCII text ("Zürich", "東京").
 Example (from the repository root, with any uncased BERT `vocab.txt`):
     >>> import numpy as np
     >>> from pipelines import BertTokenizer
-    >>> from pipelines.tasks import squad
+    >>> from pipelines.datasets import squad
     >>> examples = squad.read_squad_json("tests/data/squad/dev-v1.1-mini.json",
     ...                                  is_training=False)
     >>> tokenizer = BertTokenizer("vocab.txt", lowercase=True)
@@ -53,7 +53,7 @@ import numpy as np
 import tensorflow as tf
 
 from pipelines.atomic_writes import write_json
-from pipelines.tasks.text_files import decode_text_file
+from pipelines.datasets.text_files import decode_text_file
 from pipelines.tokenizer.char_offsets import byte_to_char_offsets
 
 logger = logging.getLogger(__name__)

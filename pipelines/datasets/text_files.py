@@ -21,7 +21,7 @@ as Excel writes, is ignored). Label files follow `pipelines.label_names`.
 
 Example:
     >>> from pipelines import BertTokenizer
-    >>> from pipelines.tasks import text_files
+    >>> from pipelines.datasets import text_files
     >>> tokenizer = BertTokenizer("vocab.txt")
     >>> train = text_files.read_text_file("tests/data/tasks/pairs_train.tsv")
     >>> labels = text_files.build_label_vocabulary(train)
@@ -48,7 +48,7 @@ import tensorflow as tf
 
 from pipelines.atomic_writes import write_text
 from pipelines.label_names import check_label_names, read_label_names
-from pipelines.tasks import batching
+from pipelines.datasets import batching
 from pipelines.tokenizer.tokenless import has_no_token
 
 logger = logging.getLogger(__name__)
@@ -147,7 +147,7 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
 def decode_text_file(path, encoding="utf-8", *, error=None):
     """The text of a data file; a byte not in `encoding` is an error naming the file and line.
 
-    Shared by the readers of `pipelines/tasks` so that each reports a bad byte the same way.
+    Shared by the readers of `pipelines/datasets` so that each reports a bad byte the same way.
 
     Args:
         path: the file.
@@ -320,7 +320,7 @@ def text_dataset(examples, tokenizer, *, labels=None, regression=False, seq_leng
         seq_length, batch_size: packed length and batch size.
         shuffle: shuffle the examples every epoch (training).
         static_shapes, bucket_boundaries: padding mode
-            (`pipelines.tasks.batching.batch`).
+            (`pipelines.datasets.batching.batch`).
         seed: shuffle seed.
 
     Returns:

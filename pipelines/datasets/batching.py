@@ -25,7 +25,7 @@ axis) `-100`, the value losses skip. Scalar labels are not padded.
 Example:
     >>> import tensorflow as tf
     >>> from pipelines import BertTokenizer
-    >>> from pipelines.tasks import batching
+    >>> from pipelines.datasets import batching
     >>> tokenizer = BertTokenizer("vocab.txt")
     >>> texts = tf.data.Dataset.from_tensor_slices(
     ...     ((["a short one", "and a longer sentence here"],), [0, 1]))

@@ -17,7 +17,7 @@ the right ending.
 
 Example:
     >>> from pipelines import BertTokenizer
-    >>> from pipelines.tasks import swag
+    >>> from pipelines.datasets import swag
     >>> examples = swag.read_swag_csv("tests/data/tasks/swag_mini.csv")
     >>> examples[1].endings[examples[1].label]
     'pulls up a chair and sits down.'
@@ -36,8 +36,8 @@ from typing import Optional, Tuple
 
 import tensorflow as tf
 
-from pipelines.tasks import batching
-from pipelines.tasks.text_files import decode_text_file
+from pipelines.datasets import batching
+from pipelines.datasets.text_files import decode_text_file
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ def swag_dataset(examples, tokenizer, *, seq_length=128, batch_size=16, shuffle=
         batch_size: questions per batch (each is 4 sequences).
         shuffle: shuffle every epoch.
         static_shapes, bucket_boundaries: padding mode
-            (`pipelines.tasks.batching.batch`); all 4 choices of a question
+            (`pipelines.datasets.batching.batch`); all 4 choices of a question
             share one width.
         seed: shuffle seed.
         drop_remainder: drop the last incomplete batch (default: with

@@ -1,4 +1,4 @@
-"""Task-specific data pipelines built on `pipelines` (sources in, model-ready tensors out, and back).
+"""Dataset readers and `tf.data` builders on `pipelines`: sources in, model-ready tensors out, and back.
 
 - `squad`: SQuAD v1.1 / v2.0 reading, sliding-window features and span decoding.
 - `glue`: the GLUE tasks (and IMDB) from TFDS, with their text fields, labels and metrics.

@@ -3,7 +3,7 @@
 `GLUE_TASKS` is the table of the nine GLUE tasks: TFDS name, text field(s),
 label names (none for STS-B: a float similarity score, regression), the
 metric(s) GLUE reports, and the splits. `load_glue` reads one split with
-`tfds.load`, tokenizes, packs and batches it (see `pipelines.tasks.batching`).
+`tfds.load`, tokenizes, packs and batches it (see `pipelines.datasets.batching`).
 `load_imdb` does the same for `imdb_reviews` (one text field, neg/pos).
 
 GLUE test splits carry no labels (TFDS stores -1): use them for prediction
@@ -11,7 +11,7 @@ only.
 
 Example:
     >>> from pipelines import BertTokenizer
-    >>> from pipelines.tasks import glue
+    >>> from pipelines.datasets import glue
     >>> tokenizer = BertTokenizer("vocab.txt")
     >>> glue.glue_task("mrpc").metrics
     ('accuracy', 'f1')
@@ -26,7 +26,7 @@ from typing import Optional, Tuple
 
 import tensorflow as tf
 
-from pipelines.tasks import batching
+from pipelines.datasets import batching
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,7 +118,7 @@ def load_glue(name, split, tokenizer, *, seq_length=128, batch_size=32, shuffle=
         shuffle: shuffle examples (buffer 10,000) and files; default: True for
             `"train"` splits only.
         static_shapes, bucket_boundaries: padding mode, see
-            `pipelines.tasks.batching.batch`.
+            `pipelines.datasets.batching.batch`.
         data_dir: TFDS data directory (default: TFDS's own).
         seed: shuffle seed.
 

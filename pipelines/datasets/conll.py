@@ -22,7 +22,7 @@ longer than `seq_length` are truncated (their last words lose their labels;
 
 Example:
     >>> from pipelines import BertTokenizer
-    >>> from pipelines.tasks import conll
+    >>> from pipelines.datasets import conll
     >>> sentences = conll.read_conll("tests/data/tasks/conll2003_mini.txt")
     >>> sentences[0].words[:3], sentences[0].tags[:3]
     (['EU', 'rejects', 'German'], ['I-ORG', 'O', 'I-MISC'])
@@ -42,8 +42,8 @@ from typing import List
 import numpy as np
 import tensorflow as tf
 
-from pipelines.tasks import batching
-from pipelines.tasks.text_files import decode_text_file
+from pipelines.datasets import batching
+from pipelines.datasets.text_files import decode_text_file
 from pipelines.tokenizer.char_offsets import byte_to_char_offsets
 
 logger = logging.getLogger(__name__)
@@ -383,7 +383,7 @@ def token_dataset(features, *, batch_size=32, shuffle=False, static_shapes=False
         batch_size: sentences per batch.
         shuffle: shuffle every epoch.
         static_shapes, bucket_boundaries: padding mode
-            (`pipelines.tasks.batching.batch`); labels pad with -100.
+            (`pipelines.datasets.batching.batch`); labels pad with -100.
         with_word_ids: also put `word_ids` in `x` (pads with -1), for
             prediction: keep it out of the model's inputs.
         seed: shuffle seed.
