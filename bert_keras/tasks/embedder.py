@@ -80,8 +80,6 @@ class Embedder(TextTask):
         return f"{row['text']!r}: [{', '.join(f'{v:+.4f}' for v in row['embedding'][:6])}, ...]"
 
     def _predict(self, x, *, batch_size):
-        from pipelines.datasets import batching
-
         if is_tokenized(x):
             dataset = tf.data.Dataset.from_tensor_slices(
                 {k: np.asarray(v, np.int32) for k, v in x.items()}).batch(batch_size)
@@ -91,6 +89,5 @@ class Embedder(TextTask):
             columns = text_columns(x)
             texts = tf.data.Dataset.from_tensor_slices(
                 (tuple(tf.constant(c) for c in columns), tf.zeros(len(columns[0]), tf.int32)))
-            dataset = self._batch(batching.encode_texts(texts, self.tokenizer, seq_length=self.seq_length),
-                                  batch_size)
+            dataset = self._batch(self.preprocessor.encode_rows(texts), batch_size)
         return np.asarray(self._outputs(dataset), np.float32)

@@ -54,6 +54,15 @@ class MultipleChoice(TextTask):
             "num_choices": int(num_choices)}
 
     @property
+    def preprocessor(self):
+        """`(contexts, endings)` [+ right-ending indices] -> packed `[batch, choices, length]` [+ ids]."""
+        from bert_keras.tasks.preprocessor import MultipleChoicePreprocessor
+
+        return MultipleChoicePreprocessor(self.tokenizer, seq_length=self.seq_length,
+                                          num_choices=self.num_choices,
+                                          pad_to="fixed" if self.static_shapes else "longest")
+
+    @property
     def num_choices(self):
         return self.head.num_choices
 
@@ -115,6 +124,10 @@ class MultipleChoice(TextTask):
             logits = np.asarray(self.head.predict(x, batch_size=batch_size, verbose=0))
         else:
             logits = self._logits(self._examples(x, None), batch_size)
+        return self._from_outputs(logits)
+
+    def _from_outputs(self, outputs):
+        logits = np.asarray(outputs, np.float32)
         exp = np.exp(logits - logits.max(-1, keepdims=True))
         return (exp / exp.sum(-1, keepdims=True)).astype(np.float32)
 

@@ -82,6 +82,11 @@ class SpanQA(TextTask):
         return self.head.compute_loss(x, y, y_pred, sample_weight, training)
 
     @property
+    def preprocessor(self):
+        raise TaskInputError("a SpanQA builds its features in Python (context windows, doc_stride): "
+                             "give fit / predict (questions, contexts)")
+
+    @property
     def null_threshold(self):
         """The v2.0 "no answer" threshold of `predict` and the export.
 

@@ -48,6 +48,16 @@ class TextClassifier(TextTask):
     fixed_settings = ("text_pair",)
 
     @property
+    def preprocessor(self):
+        """Texts or `(texts, texts_b)` [+ label names / targets] -> packed inputs [+ ids]."""
+        from bert_keras.tasks.preprocessor import TextPreprocessor
+
+        return TextPreprocessor(self.tokenizer, seq_length=self.seq_length,
+                                labels=None if self.is_regression else self.labels,
+                                regression=self.is_regression,
+                                pad_to="fixed" if self.static_shapes else "longest")
+
+    @property
     def dataset_layout(self):
         return dataset_inputs.DatasetLayout(x_is_tuple=bool(self.text_pair), example_rank=0)
 
@@ -147,7 +157,7 @@ class TextClassifier(TextTask):
             rows = rows.map(lambda texts, *_: (texts,))
             parts = dataset_inputs.ElementParts(False, False, True)
         count = self._check_dataset(rows, parts)
-        to_id = self._label_lookup(rows.element_spec[1]) if parts.has_y else None
+        to_id = self.preprocessor.label_ids if parts.has_y else None
         zero = tf.constant(0, tf.float32 if self.is_regression else tf.int32)
 
         def normalise(texts, *rest):
@@ -188,23 +198,6 @@ class TextClassifier(TextTask):
             raise TaskInputError("x: an empty dataset")
         return count
 
-    def _label_lookup(self, label_spec):
-        """In-graph label value -> id, by the rule of `bert_keras.tasks.inputs` (checked beforehand)."""
-        if self.is_regression:
-            return lambda label: tf.cast(label, tf.float32)
-        table = tf.lookup.StaticHashTable(
-            tf.lookup.KeyValueTensorInitializer(tf.constant(self.labels),
-                                                tf.range(len(self.labels), dtype=tf.int32)), -1)
-
-        def to_id(label):
-            if label.dtype.is_floating:
-                label = tf.cast(label, tf.int64)
-            if label.dtype != tf.string:
-                label = tf.strings.as_string(label)
-            return table.lookup(label)
-
-        return to_id
-
     def _examples(self, x, y, *, shuffle, seed, sample_weight=None, needs_y=False):
         """`(unbatched encoded examples, count)` from raw texts or a dataset of raw texts."""
         from pipelines.datasets import batching
@@ -240,8 +233,12 @@ class TextClassifier(TextTask):
 
     def _predict(self, x, *, batch_size):
         outputs, _ = self._scores(x, None, batch_size)
+        return self._from_outputs(outputs)
+
+    def _from_outputs(self, outputs):
+        outputs = np.asarray(outputs, np.float32)
         if self.is_regression:
-            return outputs.astype(np.float32)
+            return outputs
         exp = np.exp(outputs - outputs.max(-1, keepdims=True))
         return (exp / exp.sum(-1, keepdims=True)).astype(np.float32)
 

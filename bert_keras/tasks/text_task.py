@@ -104,6 +104,16 @@ class TextTask(keras.Model):
             self._text.tokenizer = BertTokenizer(self._text.vocab_file, lowercase=self._text.lowercase)
         return self._text.tokenizer
 
+    @property
+    def preprocessor(self):
+        """This task's preprocessor layer (`bert_keras.tasks.preprocessor`): raw text in a batch ->
+        packed inputs, what `fit` / `evaluate` / `predict` run; map it over your own `tf.data`
+        pipeline (`dataset.batch(32).map(task.preprocessor)`) to feed `fit` tokenized batches."""
+        from bert_keras.tasks.preprocessor import TextPreprocessor
+
+        return TextPreprocessor(self.tokenizer, seq_length=self.seq_length,
+                                pad_to="fixed" if self.static_shapes else "longest")
+
     def call(self, inputs, training=None):
         return self.head(inputs, training=training)
 
@@ -310,10 +320,11 @@ class TextTask(keras.Model):
                 raise TaskInputError("validation_split: works on in-memory data only (as in Keras); with "
                                      "a dataset, pass validation_data= (e.g. dataset.take(n))")
             if _is_tokenized_dataset(x):
-                return super().fit(x, epochs=epochs, verbose=verbose, callbacks=callbacks,
-                                   validation_data=validation_data, class_weight=class_weight,
-                                   initial_epoch=initial_epoch, steps_per_epoch=steps_per_epoch,
-                                   validation_steps=validation_steps, validation_freq=validation_freq)
+                return self._fit_batches(x, epochs=epochs, max_steps=max_steps, verbose=verbose,
+                                         callbacks=callbacks, validation_data=validation_data,
+                                         class_weight=class_weight, initial_epoch=initial_epoch,
+                                         steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
+                                         validation_freq=validation_freq)
         elif validation_split:
             x, y, sample_weight, held_out = _split_off_validation(x, y, sample_weight, validation_split)
             if validation_data is None:
@@ -344,6 +355,26 @@ class TextTask(keras.Model):
                            validation_data=validation_data, class_weight=class_weight,
                            initial_epoch=initial_epoch, validation_steps=validation_steps,
                            validation_freq=validation_freq)
+
+    def _fit_batches(self, dataset, *, epochs, max_steps, steps_per_epoch, **keras_options):
+        """`fit` on already packed batches (the preprocessor's, or your own): Keras' loop, with the
+        recipe's schedule sized to the steps it will run, as for raw text."""
+        if steps_per_epoch is None:
+            steps_per_epoch = int(dataset.cardinality())
+            if steps_per_epoch == tf.data.INFINITE_CARDINALITY:
+                raise TaskInputError("x: an infinite dataset (.repeat()); pass steps_per_epoch=")
+            if steps_per_epoch < 0:
+                steps_per_epoch = int(dataset.reduce(tf.constant(0, tf.int64), lambda n, *_: n + 1))
+        if steps_per_epoch == 0:
+            raise TaskInputError("x: an empty dataset")
+        total_steps = max(1, int(round(epochs * steps_per_epoch)))
+        if max_steps:
+            total_steps = min(total_steps, max_steps)
+        if self._recipe is not None:
+            self._size_schedule(total_steps)
+        keras_epochs = max(1, -(-total_steps // steps_per_epoch))
+        return super().fit(dataset.repeat(), epochs=keras_epochs, shuffle=False,
+                           steps_per_epoch=min(steps_per_epoch, total_steps), **keras_options)
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose=0, sample_weight=None, steps=None,
                  callbacks=None, return_dict=False, **kwargs):
@@ -377,8 +408,13 @@ class TextTask(keras.Model):
         """
         batch_size = self._batch_size(x, batch_size)
         if isinstance(x, tf.data.Dataset) and _is_tokenized_dataset(x):
-            return super().predict(x, verbose=verbose, steps=steps, callbacks=callbacks)
+            # Batches from the preprocessor (or your own packing): the same outputs as raw text.
+            return self._from_outputs(self._outputs(x))
         return self._predict(x, batch_size=batch_size)
+
+    def _from_outputs(self, outputs):
+        """`predict`'s outputs from the head's (logits -> probabilities where the family says so)."""
+        return outputs
 
     # -- rows: one JSON-able dict per input, and one line of text for a terminal -------------
     def predict_rows(self, items, *, batch_size=32):

@@ -133,6 +133,14 @@ class TokenClassifier(TextTask):
                 for row in aggregate_word_predictions(logits, features.word_ids, "first")]
         return [row + ["O"] * (len(s.words) - len(row)) for row, s in zip(tags, sentences)]
 
+    @property
+    def preprocessor(self):
+        raise TaskInputError("a TokenClassifier builds its features in Python (tags aligned to the "
+                             "first piece of each word): give fit / predict raw texts or word lists")
+
+    def _from_outputs(self, outputs):
+        return _softmax(np.asarray(outputs, np.float32))
+
     def _predict(self, x, *, batch_size):
         from bert_keras.metrics import get_entities
 

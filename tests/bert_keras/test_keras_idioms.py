@@ -351,3 +351,30 @@ def test_a_diverged_model_is_never_written(spec, tmp_path):
     with pytest.raises(FinetunedModelError, match=r"not saved: weight .* holds NaN or infinite values"):
         regressor.save(str(tmp_path / "diverged"))
     assert not os.path.exists(tmp_path / "diverged")
+
+
+def test_the_preprocessor_layer_feeds_fit_and_predict_like_raw_text(spec):
+    reference = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    expected = losses(reference.fit(TEXTS, LABELS, epochs=1, batch_size=4, shuffle=False, verbose=0))
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    packed = tf.data.Dataset.from_tensor_slices((TEXTS, LABELS)).batch(4).map(classifier.preprocessor)
+    x, y = next(iter(packed))
+    assert y.numpy().tolist() == [1, 0, 1, 0] and x["token_ids"].shape[1] % 8 == 0
+    np.testing.assert_allclose(losses(classifier.fit(packed, epochs=1, verbose=0)), expected, rtol=1e-5)
+    texts_only = tf.data.Dataset.from_tensor_slices(TEXTS).batch(3).map(reference.preprocessor)
+    np.testing.assert_allclose(reference.predict(texts_only), reference.predict(TEXTS), atol=1e-6)
+    # the layer is a Keras object: it serializes with its vocabulary, labels and length
+    config = keras.saving.serialize_keras_object(classifier.preprocessor)
+    again = keras.saving.deserialize_keras_object(config)
+    assert again.labels == ["neg", "pos"] and again.seq_length == 32
+    np.testing.assert_array_equal(again(tf.constant(TEXTS[:2]))["token_ids"],
+                                  classifier.preprocessor(tf.constant(TEXTS[:2]))["token_ids"])
+    # multiple choice: [batch, choices, length], the same probabilities as raw (contexts, endings)
+    chooser = build(tasks.MultipleChoice, spec, num_choices=2)
+    contexts, endings = ["he opens the door.", "a dog."], [["he walks in.", "paris."], ["great.", "bad."]]
+    choices = tf.data.Dataset.from_tensor_slices((contexts, endings)).batch(2).map(
+        lambda c, e: chooser.preprocessor((c, e)))
+    assert next(iter(choices))["token_ids"].shape[:2] == (2, 2)
+    np.testing.assert_allclose(chooser.predict(choices), chooser.predict((contexts, endings)), atol=1e-6)
+    with pytest.raises(tasks.TaskInputError, match="builds its features in Python"):
+        build(tasks.TokenClassifier, spec, labels=export_fixtures.CONLL_LABELS).preprocessor

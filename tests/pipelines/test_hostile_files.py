@@ -66,11 +66,11 @@ def test_jsonl_text_that_is_no_string_is_refused(tmp_path, value, shown):
         read_text_file(path)
 
 
-@pytest.mark.parametrize("text", ['""', '"   "', '"\\t\\u3000"'])
+@pytest.mark.parametrize("text", ['""', '"   "', '"\\t\\u3000"', '"\\u0000\\u200b "'])
 def test_empty_or_whitespace_only_text_is_refused(tmp_path, text):
     path = _write(tmp_path / "empty.jsonl", f'{{"text": "good", "label": "pos"}}\n{{"text": {text}, "label": "neg"}}\n')
     with pytest.raises(TextFileError, match=r"empty.jsonl:2: field 'text' is empty \(no characters other "
-                                            r"than whitespace\)"):
+                                            r"than whitespace or control characters: no token\)"):
         read_text_file(path)
     pairs = _write(tmp_path / "pairs.tsv", "text\ttext_b\tlabel\na\tb\tpos\nc\t \tneg\n")
     with pytest.raises(TextFileError, match=r"pairs.tsv:3: field 'text_b' is empty"):

@@ -1,0 +1,141 @@
+"""Preprocessors: raw text (and label names) in, packed BERT inputs (and label ids) out, as Keras layers.
+
+keras-hub's pattern: a task owns a preprocessor layer that you can also map over your own
+`tf.data` pipeline; `fit` / `evaluate` / `predict` run the same layer on whatever they are
+given. It tokenizes with the task's `pipelines.BertTokenizer` and packs with
+`pipelines.BertPacker` (`[CLS] a [SEP] b [SEP]`, longest-first truncation) — the tokenizer
+and packer the exported SavedModel runs in its graph.
+
+`TextPreprocessor` serves the classifier (single texts or pairs, label names or float
+targets) and the embedder; `MultipleChoicePreprocessor` packs `(context, endings)` as
+`[batch, choices, length]`.
+
+Example:
+
+>>> import tensorflow as tf
+>>> from pipelines import BertTokenizer
+>>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "good", "bad", "film"]
+>>> preprocessor = TextPreprocessor(BertTokenizer(vocabulary=vocab), seq_length=16, labels=["neg", "pos"])
+>>> x, y = preprocessor(tf.constant(["a good film", "bad"]), tf.constant(["pos", "neg"]))
+>>> x["token_ids"].numpy().tolist(), y.numpy().tolist()     # padded to the longest, a multiple of 8
+([[2, 5, 6, 8, 3, 0, 0, 0], [2, 7, 3, 0, 0, 0, 0, 0]], [1, 0])
+>>> dataset = tf.data.Dataset.from_tensor_slices((["a film"], ["pos"])).batch(8).map(preprocessor)
+>>> sorted(next(iter(dataset))[0])
+['padding_mask', 'segment_ids', 'token_ids']
+"""
+
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="bert_keras")
+class TextPreprocessor(keras.layers.Layer):
+    """Texts or `(texts, texts_b)` [+ labels, + sample weights] -> packed inputs [+ label ids, weights].
+
+    Args:
+        tokenizer: a `pipelines.BertTokenizer`.
+        seq_length: the longest packed sequence, special tokens included.
+        labels: class names in id order (labels in, ids out: a name, or an int /
+            integral float compared as its name — the rule of `bert_keras.tasks.inputs`;
+            an unknown one maps to -1, which the tasks refuse before training); None:
+            labels pass through (`regression=True` casts them to float32).
+        regression: targets are numbers.
+        pad_to: `"longest"` (each batch to its longest text, a multiple of 8) or
+            `"fixed"` (every batch `[batch, seq_length]`: XLA / TPU).
+
+    Call: `preprocessor(x, y=None, sample_weight=None)` with `x` a string tensor
+    `[batch]` or a tuple of two; returns `x` alone or `(x, y[, sample_weight])`
+    (`keras.utils.pack_x_y_sample_weight`), so `dataset.map(preprocessor)` feeds
+    `fit` directly.
+    """
+
+    def __init__(self, tokenizer, *, seq_length, labels=None, regression=False, pad_to="longest",
+                 **kwargs):
+        kwargs.setdefault("trainable", False)
+        super().__init__(**kwargs)
+        from pipelines import BertPacker
+
+        self.tokenizer = tokenizer
+        self.seq_length = int(seq_length)
+        self.labels = list(labels) if labels is not None else None
+        self.regression = bool(regression)
+        self.pad_to = pad_to
+        special = tokenizer.special_tokens
+        self.packer = BertPacker(self.seq_length, cls_id=special.cls, sep_id=special.sep,
+                                 pad_id=special.pad, pad_to=pad_to)
+        self._table = None
+        if self.labels is not None:
+            self._table = tf.lookup.StaticHashTable(
+                tf.lookup.KeyValueTensorInitializer(tf.constant(self.labels),
+                                                    tf.range(len(self.labels), dtype=tf.int32)), -1)
+
+    def call(self, x, y=None, sample_weight=None):
+        packed = self.pack(x)
+        if y is not None:
+            y = self.label_ids(y)
+        return keras.utils.pack_x_y_sample_weight(packed, y, sample_weight)
+
+    def pack(self, x):
+        """`{token_ids, segment_ids, padding_mask}` int32 `[batch, length]` of a batch of texts / pairs."""
+        texts = tuple(x) if isinstance(x, (tuple, list)) else (x,)
+        return self.packer(tuple(self.tokenizer.tokenize(tf.reshape(t, [-1])) for t in texts))
+
+    def label_ids(self, y):
+        """Label values -> ids (names looked up; ints and integral floats as their names)."""
+        y = tf.convert_to_tensor(y)
+        if self.regression or self._table is None:
+            return tf.cast(y, tf.float32) if self.regression else y
+        if y.dtype.is_floating:
+            y = tf.cast(y, tf.int64)
+        if y.dtype != tf.string:
+            y = tf.strings.as_string(y)
+        return self._table.lookup(y)
+
+    def encode_rows(self, rows):
+        """Unbatched `((texts...), target[, weight])` rows -> unpadded packed examples (`batching`)."""
+        from pipelines.datasets import batching
+
+        return batching.encode_texts(rows, self.tokenizer, seq_length=self.seq_length)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(vocab_file=self.tokenizer.vocab_file, lowercase=self.tokenizer.lowercase,
+                      seq_length=self.seq_length, labels=self.labels, regression=self.regression,
+                      pad_to=self.pad_to)
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        from pipelines import BertTokenizer
+
+        config = dict(config)
+        tokenizer = BertTokenizer(config.pop("vocab_file"), lowercase=config.pop("lowercase"))
+        return cls(tokenizer, **config)
+
+
+@keras.saving.register_keras_serializable(package="bert_keras")
+class MultipleChoicePreprocessor(TextPreprocessor):
+    """`(contexts [batch], endings [batch, choices])` -> packed `[batch, choices, length]`.
+
+    Each choice is `[CLS] context [SEP] ending [SEP]`; labels are the right ending's index.
+    """
+
+    def __init__(self, tokenizer, *, seq_length, num_choices, **kwargs):
+        kwargs.pop("labels", None)
+        self.num_choices = int(num_choices)
+        super().__init__(tokenizer, seq_length=seq_length,
+                         labels=[str(i) for i in range(self.num_choices)], **kwargs)
+
+    def pack(self, x):
+        contexts, endings = x
+        endings = tf.convert_to_tensor(endings)
+        shape = tf.shape(endings)
+        contexts = tf.broadcast_to(tf.expand_dims(tf.convert_to_tensor(contexts), -1), shape)
+        packed = super().pack((tf.reshape(contexts, [-1]), tf.reshape(endings, [-1])))
+        return {key: tf.reshape(value, tf.concat([shape, [-1]], 0)) for key, value in packed.items()}
+
+    def get_config(self):
+        config = super().get_config()
+        config.pop("labels")
+        config["num_choices"] = self.num_choices
+        return config
