@@ -40,7 +40,7 @@ LITERAL_SPECIAL = re.compile(r"\[(CLS|SEP|MASK|PAD|UNK)\]")
 
 
 def hf_departs(line):
-    """Where HF tokenizers departs from the original rules (see the README): literal special tokens
+    """Where HF tokenizers departs from the original rules (see docs/tokenization.md): literal special tokens
     in the text, capital sigma (never final 'ς'), unassigned / private-use / line and paragraph separators."""
     return bool(LITERAL_SPECIAL.search(line)) or "Σ" in line or any(
         unicodedata.category(c) in ("Cn", "Co", "Zl", "Zp") for c in line)
