@@ -79,6 +79,13 @@ class Embedder(TextTask):
     def row_text(self, row):
         return f"{row['text']!r}: [{', '.join(f'{v:+.4f}' for v in row['embedding'][:6])}, ...]"
 
+    @property
+    def dataset_layout(self):
+        from bert_keras.tasks.dataset_inputs import DatasetLayout
+
+        # An embedder has no labels: a dataset's (a, b) element is a pair of texts.
+        return DatasetLayout(x_is_tuple=True)
+
     def _predict(self, x, *, batch_size):
         if is_tokenized(x):
             dataset = tf.data.Dataset.from_tensor_slices(

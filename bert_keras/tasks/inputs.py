@@ -58,6 +58,30 @@ def check_tokenized(x, name="x"):
     return {key: np.asarray(x[key], np.int32) for key in ENCODER_INPUT_NAMES}
 
 
+def as_column(values, name):
+    """An in-memory column as a list: tensors, numpy arrays (`[N]` or `[N, 1]`), pandas Series.
+
+    A Python generator, a `keras.utils.PyDataset` or a dict of columns is refused by name
+    (Keras' forms the tasks do not read; `tf.data.Dataset.from_generator` is the way).
+    """
+    if hasattr(values, "numpy") and not isinstance(values, np.ndarray):  # a tf.Tensor
+        values = values.numpy()
+    if isinstance(values, dict):
+        raise TaskInputError(f"{name}: a dict of columns ({', '.join(map(str, list(values)[:4]))}); pass "
+                             f"the text column itself, or (texts, texts_b) for pairs")
+    if hasattr(values, "__next__") or type(values).__name__ == "PyDataset" or \
+            any(cls.__name__ == "PyDataset" for cls in type(values).__mro__):
+        raise TaskInputError(f"{name}: a Python generator / PyDataset; wrap it in "
+                             "tf.data.Dataset.from_generator(..., output_signature=...) or pass a list")
+    if hasattr(values, "to_numpy") and not isinstance(values, np.ndarray):  # pandas
+        values = values.to_numpy()
+    if isinstance(values, np.ndarray):
+        if values.ndim == 2 and values.shape[1] == 1:
+            values = values[:, 0]
+        return values.tolist()
+    return values
+
+
 def text_list(texts, name, *, allow_empty=False):
     """A list of `str` from a list / tuple / numpy array of strings (bytes are decoded).
 
@@ -67,8 +91,7 @@ def text_list(texts, name, *, allow_empty=False):
     """
     if isinstance(texts, str):
         raise TaskInputError(f"{name}: expected a list of texts, got one string; wrap it: [{texts[:30]!r}]")
-    if isinstance(texts, np.ndarray):
-        texts = texts.tolist()
+    texts = as_column(texts, name)
     try:
         texts = list(texts)
     except TypeError:
@@ -90,8 +113,21 @@ def text_list(texts, name, *, allow_empty=False):
     return result
 
 
+def _frame_columns(x, name):
+    """A DataFrame's columns as `x`: one text column, or two as (texts, texts_b)."""
+    columns = list(x.columns)
+    if len(columns) == 1:
+        return x[columns[0]]
+    if len(columns) == 2:
+        return (x[columns[0]], x[columns[1]])
+    raise TaskInputError(f"{name}: a DataFrame of {len(columns)} columns {columns[:6]}; pass the text "
+                         "column (df['text']) or two for pairs (df[['text', 'text_b']])")
+
+
 def text_columns(x, name="x"):
     """`(texts,)` or `(texts, texts_b)`: one or two equally long lists of strings.
+
+    A pandas DataFrame gives its one column, or its two columns as a pair.
 
     Pairs come as a tuple of two columns `(texts, texts_b)`, or as a list of `(text, text_b)`
     rows (or an `[N, 2]` array).
@@ -99,6 +135,8 @@ def text_columns(x, name="x"):
     >>> text_columns([("a", "b"), ("c", "d")], "x")
     (['a', 'c'], ['b', 'd'])
     """
+    if hasattr(x, "columns") and hasattr(x, "to_numpy"):  # a pandas DataFrame
+        x = _frame_columns(x, name)
     if isinstance(x, tuple):
         if len(x) != 2 or any(isinstance(column, str) for column in x):
             raise TaskInputError(f"{name}: a tuple must hold two lists of texts (texts, texts_b), got "
@@ -120,25 +158,29 @@ def check_lengths(num_x, y, x_name="x", y_name="y"):
     """y as a list, as long as x."""
     if y is None:
         raise TaskInputError(f"{y_name}: no labels given (fit and evaluate need y)")
-    y = y.tolist() if isinstance(y, np.ndarray) else list(y)
+    y = as_column(y, y_name)
+    y = list(y)
     if len(y) != num_x:
         raise TaskInputError(f"{x_name} and {y_name} differ in length: {num_x} inputs but {len(y)} labels")
     return y
 
 
-def label_ids(y, labels, name="y"):
+def label_ids(y, labels, name="y", *, ids_hint=True):
     """Class ids of `y`, label names in `labels` (the rule of the module docstring)."""
     index = {label: i for i, label in enumerate(labels)}
-    return [label_id(label, index, f"{name}[{position}]") for position, label in enumerate(y)]
+    return [label_id(label, index, f"{name}[{position}]", ids_hint=ids_hint)
+            for position, label in enumerate(y)]
 
 
-def label_id(label, index, where):
+def label_id(label, index, where, *, ids_hint=True):
     """The id of one label value; `index` maps names to ids. A `TaskInputError` names `where`."""
     key = label_key(label, where)
     if key not in index:
         hint = ""
-        if isinstance(label, (numbers.Integral, float)) and not any(name.lstrip("-").isdigit()
-                                                                   for name in index):
+        if not ids_hint and isinstance(label, (numbers.Integral, float)):
+            hint = "; tags are names: pass labels[i] for id i"
+        elif isinstance(label, (numbers.Integral, float)) and not any(name.lstrip("-").isdigit()
+                                                                     for name in index):
             hint = (f"; with labels= given, y holds label names: pass labels[i] for id i, or build the "
                     f"task with num_classes={len(index)} to train on ids")
         raise TaskInputError(f"{where}: label {label!r} was never seen in training; the model knows "
@@ -148,6 +190,14 @@ def label_id(label, index, where):
 
 def label_key(label, where):
     """The name a label value stands for: str as is, ints / integral floats as their digits."""
+    if isinstance(label, (bytes, np.bytes_)):
+        label = label.decode("utf-8")
+    if hasattr(label, "numpy") and not isinstance(label, np.ndarray):  # a scalar tf.Tensor
+        label = label.numpy()
+    if isinstance(label, np.ndarray) and label.size == 1:  # a row of an [N, 1] column
+        label = label.reshape(()).item()
+    if isinstance(label, (list, tuple)) and len(label) == 1:
+        label = label[0]
     if isinstance(label, (bytes, np.bytes_)):
         label = label.decode("utf-8")
     if isinstance(label, np.generic):
@@ -224,7 +274,7 @@ def check_sample_weight(sample_weight, count, name="sample_weight"):
     """Per-example weights as float32 `[count]`, checked (finite, >= 0), or None."""
     if sample_weight is None:
         return None
-    weights = np.asarray(sample_weight, dtype=np.float64)
+    weights = np.asarray(as_column(sample_weight, name), dtype=np.float64)
     if weights.shape != (count,):
         raise TaskInputError(f"{name}: expected one weight per example ({count}), got shape "
                              f"{weights.shape}")

@@ -62,6 +62,15 @@ class MultipleChoice(TextTask):
                                           num_choices=self.num_choices,
                                           pad_to="fixed" if self.static_shapes else "longest")
 
+    def _packed_batch(self, x, y):
+        examples = self._examples(x, y)
+        packed = self.preprocessor.pack((tf.constant([e.context for e in examples]),
+                                         tf.constant([[b for _, b in e.choices()] for e in examples])))
+        return packed, (None if y is None else np.asarray([e.label for e in examples], np.int32))
+
+    def _class_names(self):
+        return [str(i) for i in range(self.num_choices)]  # the right ending's index
+
     @property
     def num_choices(self):
         return self.head.num_choices
@@ -70,6 +79,9 @@ class MultipleChoice(TextTask):
         from pipelines.datasets.swag import SwagExample
 
         x, y, _ = self._in_memory(x, y)
+        if isinstance(x, list) and x and all(isinstance(row, (list, tuple)) and len(row) == 2
+                                             and isinstance(row[0], str) for row in x):
+            x = ([c for c, _ in x], [list(e) for _, e in x])  # (context, endings) rows
         if isinstance(x, list) and x and isinstance(x[0], SwagExample):
             if y is None and all(e.label is not None for e in x):
                 y = [e.label for e in x]

@@ -129,8 +129,8 @@ class SpanQA(TextTask):
         x, y, _ = self._in_memory(x, y)
         if isinstance(x, (list, tuple)) and x and isinstance(x[0], SquadExample):
             return list(x)
-        if isinstance(x, list) and x and isinstance(x[0], (list, tuple)):
-            raise TaskInputError("x: pass (questions, contexts) as a tuple of two lists")
+        if isinstance(x, list) and x and all(isinstance(row, (list, tuple)) and len(row) == 2 for row in x):
+            x = ([q for q, _ in x], [c for _, c in x])  # (question, context) rows
         if not isinstance(x, tuple):
             raise TaskInputError("x: SpanQA reads (questions, contexts), a tuple of two lists of strings"
                                  + ("; got single texts" if isinstance(x, (list, np.ndarray)) else ""))
@@ -140,6 +140,10 @@ class SpanQA(TextTask):
         for index, (question, context, answer) in enumerate(zip(questions, contexts, answers)):
             if isinstance(answer, dict):
                 answer = _answer_list(answer, f"y[{index}]")
+            if answer is not None and not isinstance(answer, (list, tuple)) or \
+                    any(not isinstance(a, dict) for a in answer or []):
+                raise TaskInputError(f"y[{index}]: an answer is {{'text': ..., 'answer_start': ...}} (a list of "
+                                     f"them, or None for no answer), got {answer!r:.60}")
             answer = [dict(a) for a in (answer or [])]
             for a in answer:
                 if "text" not in a or "answer_start" not in a:
@@ -151,8 +155,13 @@ class SpanQA(TextTask):
                                      "(from_pretrained(..., version_2=True) for unanswerable questions)")
             records.append(dict(id=str(index), question=question, context=context, title="",
                                 answers=answer, is_impossible=impossible))
+        from pipelines.datasets.squad import SquadFormatError
+
         version = "2.0" if self._text.settings["version_2"] else "1.1"
-        return examples_from_records(records, is_training=training, version=version, source="y")
+        try:
+            return examples_from_records(records, is_training=training, version=version, source="y")
+        except SquadFormatError as error:  # an answer that is not in its context, ...
+            raise TaskInputError(str(error)) from None
 
     def _features(self, examples, training):
         from pipelines.datasets.squad import build_squad_features

@@ -57,6 +57,14 @@ class TextClassifier(TextTask):
                                 regression=self.is_regression,
                                 pad_to="fixed" if self.static_shapes else "longest")
 
+    def _packed_batch(self, x, y):
+        columns = self._texts(x)
+        packed = self.preprocessor.pack(tuple(tf.constant(c) for c in columns))
+        return packed, (None if y is None else self._targets(y, len(columns[0])))
+
+    def _class_names(self):
+        return None if self.is_regression else self.labels
+
     @property
     def dataset_layout(self):
         return dataset_inputs.DatasetLayout(x_is_tuple=bool(self.text_pair), example_rank=0)
@@ -150,24 +158,33 @@ class TextClassifier(TextTask):
             raise TaskInputError(f"x: a dataset's texts are a string or a pair (text, text_b), got a "
                                  f"tuple of {len(text_spec)}")
         self._check_pair(pair)
+        infinite = rows.cardinality() == tf.data.INFINITE_CARDINALITY
+        if infinite and not needs_y:
+            raise TaskInputError("x: an infinite dataset (.repeat()); predict and evaluate need a finite one")
         if needs_y and not parts.has_y:
             raise TaskInputError("x: the dataset has no labels; its elements must be (text, label) "
                                  "or ((text, text_b), label)")
         if not needs_y and parts.has_y:  # predict ignores labels, as Keras does
             rows = rows.map(lambda texts, *_: (texts,))
             parts = dataset_inputs.ElementParts(False, False, True)
-        count = self._check_dataset(rows, parts)
+        # An infinite dataset (fit with steps_per_epoch) cannot be read through first: its
+        # labels are checked as they stream (an unknown one stops training, naming it).
+        count = None if infinite else self._check_dataset(rows, parts)
         to_id = self.preprocessor.label_ids if parts.has_y else None
         zero = tf.constant(0, tf.float32 if self.is_regression else tf.int32)
 
         def normalise(texts, *rest):
             texts = texts if pair else (texts,)
             target = to_id(rest[0]) if to_id is not None else zero
+            if to_id is not None and not self.is_regression:
+                tf.debugging.assert_non_negative(target, message="y: a label the model does not know")
             weights = tuple(tf.cast(w, tf.float32) for w in rest[1:])
             return (texts, target) + weights
 
-        return rows.map(normalise, num_parallel_calls=tf.data.AUTOTUNE).apply(
-            tf.data.experimental.assert_cardinality(count)), count
+        rows = rows.map(normalise, num_parallel_calls=tf.data.AUTOTUNE)
+        if count is not None:
+            rows = rows.apply(tf.data.experimental.assert_cardinality(count))
+        return rows, count
 
     def _check_dataset(self, rows, parts):
         """One pass over the texts, labels and weights of a dataset: the door checks; its size."""
@@ -204,7 +221,7 @@ class TextClassifier(TextTask):
 
         dataset, count = self._rows(x, y, sample_weight, needs_y=needs_y)
         if shuffle:
-            dataset = dataset.shuffle(count, seed=seed, reshuffle_each_iteration=True)
+            dataset = dataset.shuffle(count or 10_000, seed=seed, reshuffle_each_iteration=True)
         return batching.encode_texts(dataset, self.tokenizer, seq_length=self.seq_length), count
 
     def _train_dataset(self, x, y, *, batch_size, shuffle, seed, sample_weight=None):
@@ -214,7 +231,7 @@ class TextClassifier(TextTask):
                                            sample_weight=sample_weight)
         examples, count = self._examples(x, y, shuffle=shuffle, seed=seed, sample_weight=sample_weight,
                                          needs_y=True)
-        return self._batch(examples, batch_size), steps_for(count, batch_size)
+        return self._batch(examples, batch_size), (steps_for(count, batch_size) if count else None)
 
     # -- outputs ------------------------------------------------------------------------
     def _scores(self, x, y, batch_size, needs_y=False):

@@ -312,6 +312,9 @@ class TextTask(keras.Model):
         checkpoint_every = check_count("checkpoint_every", checkpoint_every)
         if checkpoint_every and not run_dir:
             raise TaskInputError("checkpoint_every: needs run_dir= (where the backups go)")
+        if class_weight is not None:
+            class_weight = self._class_weight_ids(class_weight)
+        self._check_callbacks(callbacks)
         if isinstance(x, tf.data.Dataset):
             if y is not None or sample_weight is not None:
                 raise TaskInputError("y / sample_weight: with a tf.data.Dataset as x, labels and weights "
@@ -333,10 +336,11 @@ class TextTask(keras.Model):
             raise TaskInputError("x: no training data given")
         dataset, steps = self._train_dataset(x, y, sample_weight=sample_weight, batch_size=batch_size,
                                              shuffle=shuffle, seed=seed)
+        if steps is None and steps_per_epoch is None:
+            raise TaskInputError("x: an infinite dataset (.repeat()); pass steps_per_epoch= (as Keras), or "
+                                 "a finite dataset")
         if validation_data is not None:
             validation_data = self._validation_dataset(validation_data, validation_batch_size)
-        if class_weight is not None:
-            class_weight = self._class_weight_ids(class_weight)
         steps_per_epoch = steps_per_epoch or steps
         total_steps = max(1, int(round(epochs * steps_per_epoch)))
         if max_steps:
@@ -395,6 +399,10 @@ class TextTask(keras.Model):
         if sample_weight is not None:
             raise TaskInputError("sample_weight: the task's metrics (accuracy, F1, SQuAD, ...) are "
                                  "unweighted; weights apply to the loss in fit")
+        if callbacks or steps is not None:
+            raise TaskInputError("callbacks / steps: the task's metrics need every example and run no "
+                                 "Keras test loop; for Keras' loss on a few batches, evaluate packed "
+                                 "batches (dataset.map(task.preprocessor))")
         if isinstance(x, tf.data.Dataset) and y is not None:
             raise TaskInputError("y: with a tf.data.Dataset as x, labels come from its elements")
         return self._evaluate(x, y, batch_size=batch_size)
@@ -407,10 +415,53 @@ class TextTask(keras.Model):
         The output has the same structure whatever the form.
         """
         batch_size = self._batch_size(x, batch_size)
-        if isinstance(x, tf.data.Dataset) and _is_tokenized_dataset(x):
-            # Batches from the preprocessor (or your own packing): the same outputs as raw text.
-            return self._from_outputs(self._outputs(x))
-        return self._predict(x, batch_size=batch_size)
+        if steps is not None:  # as Keras: the first `steps` batches only
+            x = self._first_batches(x, check_count("steps", steps), batch_size)
+        self._predict_callbacks = callbacks
+        try:
+            if isinstance(x, tf.data.Dataset) and _is_tokenized_dataset(x):
+                # Batches from the preprocessor (or your own packing): the same outputs as raw text.
+                return self._from_outputs(self._outputs(x))
+            return self._predict(x, batch_size=batch_size)
+        finally:
+            self._predict_callbacks = None
+
+    def _first_batches(self, x, steps, batch_size):
+        """The first `steps` batches of `x` (in memory: `steps * batch_size` rows)."""
+        if not isinstance(x, tf.data.Dataset):
+            return take_rows(x, 0, steps * batch_size)
+        if _is_tokenized_dataset(x):
+            return x.take(steps)
+        from bert_keras.tasks.dataset_inputs import batch_size_of
+
+        return x.take(steps if batch_size_of(x, self.dataset_layout) else steps * batch_size)
+
+    # -- the *_on_batch calls of Keras, on raw text too ---------------------------------------
+    def predict_on_batch(self, x):
+        """`predict` on one batch (raw text, or packed inputs as Keras takes them)."""
+        if is_tokenized(x):
+            return self._from_outputs(np.asarray(super().predict_on_batch(x)))
+        return self.predict(x, batch_size=max(1, num_rows(x)))
+
+    def train_on_batch(self, x=None, y=None, sample_weight=None, class_weight=None, return_dict=False):
+        """One training step on one batch of raw text (packed by the preprocessor) or packed inputs."""
+        if not is_tokenized(x):
+            x, y = self._packed_batch(x, y)
+        if class_weight is not None:
+            class_weight = self._class_weight_ids(class_weight)
+        return super().train_on_batch(x, y, sample_weight=sample_weight, class_weight=class_weight,
+                                      return_dict=return_dict)
+
+    def test_on_batch(self, x=None, y=None, sample_weight=None, return_dict=False):
+        """Keras' loss and compiled metrics on one batch of raw text or packed inputs."""
+        if not is_tokenized(x):
+            x, y = self._packed_batch(x, y)
+        return super().test_on_batch(x, y, sample_weight=sample_weight, return_dict=return_dict)
+
+    def _packed_batch(self, x, y):
+        """`(packed inputs, label ids)` of one in-memory batch of raw text (families with a preprocessor)."""
+        raise TaskInputError(f"a {type(self).__name__} takes raw text in fit / evaluate / predict; "
+                             "its *_on_batch calls take packed inputs")
 
     def _from_outputs(self, outputs):
         """`predict`'s outputs from the head's (logits -> probabilities where the family says so)."""
@@ -447,11 +498,12 @@ class TextTask(keras.Model):
         """`{class id: weight}` from a dict keyed by label names (or ids, compared as names)."""
         if not isinstance(class_weight, dict) or not class_weight:
             raise TaskInputError("class_weight: expected a dict {label: weight}")
-        if not self.labels:
-            raise TaskInputError(f"class_weight: a {type(self).__name__} has no classes; "
-                                 "use sample_weight")
-        ids = label_ids(list(class_weight), self.labels, "class_weight")
-        weights = {}
+        classes = self._class_names()
+        if not classes:
+            raise TaskInputError(f"class_weight: a {type(self).__name__} has no class per example "
+                                 "(tags per word, answer spans or targets); use sample_weight")
+        ids = label_ids(list(class_weight), classes, "class_weight")
+        weights = {i: 1.0 for i in range(len(classes))}  # as Keras: a class not named weighs 1
         for key, i in zip(class_weight, ids):
             weight = class_weight[key]
             if not isinstance(weight, (int, float, np.number)) or not np.isfinite(weight) or weight < 0:
@@ -475,6 +527,20 @@ class TextTask(keras.Model):
             batch_size = batch_size_of(x, self.dataset_layout)
         return batch_size or 32
 
+    def _check_callbacks(self, callbacks):
+        """Callbacks that set the learning rate need a constant one, not the recipe's schedule."""
+        setters = [c for c in callbacks or [] if isinstance(c, (keras.callbacks.ReduceLROnPlateau,
+                                                                 keras.callbacks.LearningRateScheduler))]
+        schedule = getattr(self.optimizer, "_learning_rate", None) if self.optimizer is not None else None
+        if setters and isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
+            raise TaskInputError(f"callbacks: {type(setters[0]).__name__} sets the learning rate, but the "
+                                 "fine-tuning recipe's is a schedule (warmup + linear decay); compile(...) "
+                                 "with a constant learning rate to use it")
+
+    def _class_names(self):
+        """The names of the one class per example that `class_weight` keys name, or None."""
+        return None
+
     def _in_memory(self, x, y, sample_weight=None):
         """`(x, y, sample_weight)` as lists: a dataset is read into them, other forms pass through.
 
@@ -484,6 +550,10 @@ class TextTask(keras.Model):
 
         if not isinstance(x, tf.data.Dataset):
             return x, y, sample_weight
+        if x.cardinality() == tf.data.INFINITE_CARDINALITY:
+            raise TaskInputError(f"x: an infinite dataset (.repeat()); a {type(self).__name__} reads its "
+                                 "data into memory: pass a finite dataset (fit repeats it for epochs / "
+                                 "steps_per_epoch / max_steps)")
         layout = self.dataset_layout
         parts = dataset_inputs.element_parts(x.element_spec, x_is_tuple=layout.x_is_tuple)
         rows = dataset_inputs.unbatched(x, parts, example_rank=layout.example_rank,
@@ -527,7 +597,8 @@ class TextTask(keras.Model):
         """
         if isinstance(dataset.element_spec, tuple):
             dataset = dataset.map(lambda x, *_: x)
-        return keras.Model.predict(self, dataset, verbose=0)
+        return keras.Model.predict(self, dataset, verbose=0,
+                                   callbacks=getattr(self, "_predict_callbacks", None))
 
     # -- save / load / export -------------------------------------------------------
     def to_finetuned(self):

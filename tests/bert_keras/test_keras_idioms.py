@@ -378,3 +378,72 @@ def test_the_preprocessor_layer_feeds_fit_and_predict_like_raw_text(spec):
     np.testing.assert_allclose(chooser.predict(choices), chooser.predict((contexts, endings)), atol=1e-6)
     with pytest.raises(tasks.TaskInputError, match="builds its features in Python"):
         build(tasks.TokenClassifier, spec, labels=export_fixtures.CONLL_LABELS).preprocessor
+
+
+# -- a second round of Keras forms (a probe as a Keras user) ----------------------------------
+
+
+def test_more_keras_forms_read_the_same_data(spec):
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    predicted = classifier.predict(TEXTS)
+    # tensors, [N, 1] columns, a one-column DataFrame
+    np.testing.assert_allclose(classifier.predict(tf.constant(TEXTS)), predicted, atol=1e-6)
+    np.testing.assert_allclose(classifier.predict(np.array(TEXTS)[:, None]), predicted, atol=1e-6)
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.DataFrame({"text": TEXTS, "text_b": TEXTS_B})
+    np.testing.assert_allclose(classifier.predict(frame[["text"]]), predicted, atol=1e-6)
+    with pytest.raises(tasks.TaskInputError, match="a dict of columns"):
+        classifier.predict({"text": TEXTS})
+    with pytest.raises(tasks.TaskInputError, match="a Python generator"):
+        classifier.predict(text for text in TEXTS)
+    # labels and weights as [N, 1] columns; an infinite dataset with steps_per_epoch (as Keras)
+    classifier.fit(TEXTS, np.array(LABELS)[:, None], sample_weight=np.ones((10, 1)), epochs=1, verbose=0)
+    steps = int(classifier.optimizer.iterations)
+    classifier.fit(tf.data.Dataset.from_tensor_slices((TEXTS, LABELS)).repeat().batch(2), steps_per_epoch=3,
+                   epochs=2, verbose=0)
+    assert int(classifier.optimizer.iterations) == steps + 6
+    with pytest.raises(tasks.TaskInputError, match="an infinite dataset .* pass steps_per_epoch"):
+        classifier.fit(tf.data.Dataset.from_tensor_slices((TEXTS, LABELS)).repeat(), verbose=0)
+    tagger = build(tasks.TokenClassifier, spec, labels=export_fixtures.CONLL_LABELS)
+    with pytest.raises(tasks.TaskInputError, match="an infinite dataset"):
+        tagger.fit(tf.data.Dataset.from_tensor_slices((["john lives"], [["B-PER", "O"]])).repeat(),
+                   steps_per_epoch=1, verbose=0)
+    # steps= takes the first batches; *_on_batch take raw text
+    predicted = classifier.predict(TEXTS)  # after the fits above
+    np.testing.assert_allclose(classifier.predict(TEXTS, steps=1, batch_size=4), predicted[:4], atol=1e-6)
+    np.testing.assert_allclose(classifier.predict_on_batch(TEXTS[:3]), predicted[:3], atol=1e-6)
+    loss = classifier.test_on_batch(TEXTS[:4], LABELS[:4])
+    assert np.isfinite(np.ravel(loss)[0])
+    assert np.isfinite(np.ravel(classifier.train_on_batch(TEXTS[:4], LABELS[:4]))[0])
+    # an embedder reads a dataset's (a, b) elements as pairs (it has no labels)
+    embedder = tasks.Embedder.from_pretrained(spec, seq_length=32)
+    np.testing.assert_allclose(embedder.predict(tf.data.Dataset.from_tensor_slices((TEXTS, TEXTS_B)).batch(4)),
+                               embedder.predict((TEXTS, TEXTS_B)), atol=1e-6)
+
+
+def test_weights_and_callbacks_are_checked_at_the_door(spec):
+    def first_step_loss(**options):
+        classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+        return losses(classifier.fit(TEXTS[:4], LABELS[:4], batch_size=4, max_steps=1, shuffle=False,
+                                     verbose=0, **options))[0]
+
+    # a class left out of class_weight weighs 1, as in Keras
+    assert first_step_loss(class_weight={"pos": 3.0}) == pytest.approx(
+        first_step_loss(sample_weight=[3.0, 1.0, 3.0, 1.0]), rel=1e-5)
+    tagger = build(tasks.TokenClassifier, spec, labels=export_fixtures.CONLL_LABELS)
+    with pytest.raises(tasks.TaskInputError, match="no class per example .* use sample_weight"):
+        tagger.fit([["john"]], [["B-PER"]], class_weight={"O": 1.0}, verbose=0)
+    with pytest.raises(tasks.TaskInputError, match=r"y\[0\]\[0\]: label 1 was never seen.* tags are names"):
+        tagger.fit([["john"]], [[1]], verbose=0)
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    with pytest.raises(tasks.TaskInputError, match="ReduceLROnPlateau sets the learning rate"):
+        classifier.fit(TEXTS, LABELS, validation_split=0.2, verbose=0,
+                       callbacks=[keras.callbacks.ReduceLROnPlateau(patience=0)])
+    assert int(classifier.optimizer.iterations) == 0
+    qa = build(tasks.SpanQA, spec, seq_length=64, version_2=True, doc_stride=16, max_query_length=16)
+    with pytest.raises(tasks.TaskInputError, match=r"y\[0\]: an answer is"):
+        qa.fit((["who lives in paris?"], [CONTEXT]), ["john smith"], verbose=0)
+    with pytest.raises(tasks.TaskInputError, match="does not match|not in|answer"):
+        qa.fit((["who lives in paris?"], [CONTEXT]), [{"text": "mary", "answer_start": 0}], verbose=0)
+    rows = qa.predict([("who lives in paris?", CONTEXT)])  # (question, context) rows
+    assert rows[0]["answer"] == qa.predict((["who lives in paris?"], [CONTEXT]))[0]["answer"]
