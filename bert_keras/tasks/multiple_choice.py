@@ -152,7 +152,7 @@ class MultipleChoice(TextTask):
         parsed = [_context_and_endings(item) for item in items]
         for number, (_, endings) in enumerate(parsed, 1):
             if len(endings) != self.num_choices:
-                raise TaskInputError(f"input {number}: this model scores exactly {self.num_choices} endings, "
+                raise TaskInputError(f"input {number}: a SWAG model scores exactly {self.num_choices} endings, "
                                      f"got {len(endings)} ('context ||| ending ||| ending ...')")
         probabilities = self.predict(([c for c, _ in parsed], [e for _, e in parsed]), batch_size=batch_size)
         return [{"context": c, "endings": e, "choice": int(p.argmax()), "ending": e[int(p.argmax())],
