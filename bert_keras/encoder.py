@@ -13,19 +13,11 @@ Weights map 1:1 to the google-research variable names through
 import keras
 import tensorflow as tf
 
-try:  # Whether a graph is being compiled by XLA (jit_compile=True, TPUs): no public API says.
-    from tensorflow.python.framework import ops as _tf_ops
-    from tensorflow.python.ops import control_flow_util as _control_flow_util
-except ImportError:  # pragma: no cover - a TensorFlow without these internals
-    _control_flow_util = None
-
+from bert_keras import padding_skipping
 from bert_keras.config import BertConfig
 from bert_keras.layers.embeddings import BertEmbeddings
-from bert_keras.layers.token_packing import pack_tokens, real_token_indices, unpack_tokens
 from bert_keras.layers.transformer_block import BertTransformerBlock
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
-
-_INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
 
 
 class _FunctionCache:
@@ -67,18 +59,14 @@ class BertEncoder(keras.Model):
     >>> tuple(outputs["sequence_output"].shape), tuple(outputs["pooled_output"].shape)
     ((1, 5, 128), (1, 128))
 
-    Inference skips padding by default: `encoder(inputs)` /
-    `encoder(inputs, training=False)`, `predict`, `predict_on_batch`,
-    `evaluate`, and every model that wraps the encoder (the task models),
-    run the per-token layers on the real tokens only (`skip_padding` below),
-    wherever shapes may be dynamic: not inside an XLA-compiled function
-    (`jit_compile=True`) or on TPUs, where the full computation runs. Outputs
-    at real tokens and `pooled_output` are the full computation's;
-    `sequence_output` and `hidden_states` are 0 at padded positions (a
-    padded query attends uniformly to the real tokens). An eager call runs
-    a cached `tf.function`, traced once: the skip-padding graph when some
-    position is padded, the plain graph when none is
-    (`full_batch_jit_compile=True` makes that one XLA). Pass
+    Padded tokens are skipped where that is exact and shapes may be dynamic
+    (`bert_keras.padding_skipping`, the one place that decides and does it):
+    inference does it by default (`encoder(inputs)`, `predict`, `evaluate`
+    and every task model that wraps the encoder), training when `skip_padding`
+    is on (the task API and `compile_for_finetuning` turn it on unless the
+    step is XLA), never inside an XLA-compiled function or on TPUs. Outputs at
+    real tokens and `pooled_output` are the full computation's;
+    `sequence_output` and `hidden_states` are 0 at padded positions. Pass
     `padding="compute"` to a call for the full computation, or build with
     `inference_skip_padding=False` for it everywhere;
     `encoder.inference_function()` returns cached functions of each path.
@@ -87,14 +75,11 @@ class BertEncoder(keras.Model):
         config: `BertConfig` (or its `to_dict()`).
         output_hidden_states: bool. Also return every layer's output.
         output_attentions: bool. Also return every layer's attention probs.
-        skip_padding: bool. Run the per-token layers (all dense layers,
-            LayerNorms, dropout; nearly all FLOPs) on the real tokens only,
-            in training too: a batch that is 25% padding trains ~1.25x
-            faster. Outputs at real tokens are unchanged; `sequence_output`
-            and `hidden_states` are 0 at padded positions. Needs dynamic
-            shapes, so not with XLA (`jit_compile=True`) or on TPUs;
-            `compile_for_finetuning` turns it on where it can. Also a
-            settable attribute (set it before the model is traced).
+        skip_padding: bool. Skip padded tokens in training too: a batch that
+            is 25% padding trains ~1.25x faster, with the same loss and
+            gradients. `compile_for_finetuning` turns it on where shapes may
+            be dynamic. Also a settable attribute (set it before the train
+            step is traced).
         inference_skip_padding: bool. Skip padded tokens in inference (see
             above; default True). Also a settable attribute: set it before
             the first inference call, since Keras traces `predict` once.
@@ -197,20 +182,9 @@ class BertEncoder(keras.Model):
         # Plain dicts inside an untracked holder: a SavedModel of a module that
         # holds this encoder must not save these cached functions (one is XLA).
         self._function_cache = _FunctionCache()
-        self.skip_padding = skip_padding
+        self.skip_padding = bool(skip_padding)
         self.inference_skip_padding = bool(inference_skip_padding)
         self.full_batch_jit_compile = bool(full_batch_jit_compile)
-
-    @property
-    def skip_padding(self):
-        """Whether the transformer blocks skip padded tokens (see the class docstring)."""
-        return self._skip_padding
-
-    @skip_padding.setter
-    def skip_padding(self, value):
-        self._skip_padding = bool(value)
-        for block in self.transformer_layers:
-            block.skip_padding = self._skip_padding
 
     @property
     def token_embedding(self):
@@ -241,6 +215,8 @@ class BertEncoder(keras.Model):
             positions: int `[B, Q]` positions in the sequence.
             training: bool. Dropout on or off.
         """
+        if padding_skipping.runs_on_real_tokens(self, training):
+            return padding_skipping.output_at_positions(self, inputs, positions, training)
         padding_mask = inputs["padding_mask"]
         x = self.embeddings(inputs["token_ids"], inputs["segment_ids"], training=training)
         for block in self.transformer_layers[:-1]:
@@ -251,103 +227,16 @@ class BertEncoder(keras.Model):
         return tf.cast(output, "float32")
 
     def call(self, inputs, training=None, mask=None, padding="auto"):
-        """The forward pass; in inference it skips padded tokens where it can.
+        """The forward pass: the functional graph, or the same layers on the real tokens only.
 
-        `padding="auto"` (what Keras passes): in training, or where shapes
-        must be static (XLA, TPU), or with `inference_skip_padding=False`,
-        the full computation (the functional graph); otherwise the
-        skip-padding path, which an eager call runs through a cached
-        `tf.function` (see the class docstring). `padding="compute"` forces
-        the full computation, `padding="skip"` the skip-padding path.
+        `padding="auto"` (what Keras passes) lets `bert_keras.padding_skipping` decide (the
+        encoder's `skip_padding` in training, `inference_skip_padding` otherwise, never where
+        XLA / TPUs need static shapes); `"compute"` forces the full computation, `"skip"` the
+        real-token path.
         """
-        if padding not in ("auto", "compute", "skip"):
-            raise ValueError(f'padding must be "auto", "compute" or "skip", got {padding!r}')
-        if padding == "compute" or not isinstance(inputs, dict) or (padding == "auto" and (
-                training or not self.inference_skip_padding or _needs_static_shapes())):
-            return super().call(inputs, training=training, mask=mask)
-        if padding == "auto" and tf.executing_eagerly():
-            return self._eager_inference(inputs)
-        return self._forward_without_padding(inputs)
-
-    def _eager_inference(self, inputs):
-        """An eager inference call, run by the cached graph that fits the batch.
-
-        Batches with padding run the skip-padding graph, batches without the
-        plain (or, with `full_batch_jit_compile`, XLA) graph. Each is traced
-        once for int32 `[None, None]` inputs: no retracing per batch shape.
-        """
-        inputs = {name: tf.cast(inputs[name], tf.int32) for name in _INPUT_NAMES}
-        if bool(tf.reduce_all(inputs["padding_mask"] != 0)):
-            key = ("compute", self.full_batch_jit_compile)
-        else:
-            key = ("skip", False)
-        if key not in self._function_cache.eager:
-            padding, jit_compile = key
-            signature = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in _INPUT_NAMES}
-            self._function_cache.eager[key] = tf.function(
-                lambda x: self(x, training=False, padding=padding),
-                input_signature=[signature],
-                jit_compile=jit_compile,
-            )
-        return self._function_cache.eager[key](inputs)
-
-    def _forward_without_padding(self, inputs):
-        """Inference forward that runs per-token layers on the real tokens only.
-
-        The layers are the model's own; only the data layout differs: the
-        residual stream is `[T, H]` (T = real tokens in the batch) between
-        `token_indices`-aware blocks. Same results as the full computation on
-        real tokens and for `pooled_output`; `sequence_output` and
-        `hidden_states` are 0 at padding; a padded query (all zeros) attends
-        uniformly to the real keys. `pooled_output` comes from a second run of
-        the last block with [CLS] as its only query (`_cls_output`), so a
-        graph that reads only `pooled_output` skips the full last layer.
-        """
-        padding_mask = inputs["padding_mask"]
-        batch, seq = tf.shape(padding_mask)[0], tf.shape(padding_mask)[1]
-        token_indices = real_token_indices(padding_mask)
-        x = self.embeddings(inputs["token_ids"], inputs["segment_ids"], training=False)
-        x = pack_tokens(x, token_indices)
-        hidden_states = [x]
-        attention_probs = []
-        for block in self.transformer_layers:
-            if self.output_attentions:
-                x, probs = block(
-                    x, padding_mask, training=False, token_indices=token_indices, return_attention_probs=True
-                )
-                attention_probs.append(probs)
-            else:
-                x = block(x, padding_mask, training=False, token_indices=token_indices)
-            hidden_states.append(x)
-        sequence_output = unpack_tokens(x, token_indices, batch, seq)
-        outputs = {"sequence_output": sequence_output,
-                   "pooled_output": self.pooler(self._cls_output(hidden_states, padding_mask, token_indices))}
-        if self.output_hidden_states:
-            outputs["hidden_states"] = [
-                unpack_tokens(h, token_indices, batch, seq) for h in hidden_states[:-1]
-            ] + [sequence_output]
-        if self.output_attentions:
-            outputs["attention_probs"] = attention_probs
-        return outputs
-
-    def _cls_output(self, hidden_states, padding_mask, token_indices):
-        """The last layer's `[B, H]` output at [CLS] (position 0), 0 where that is padding.
-
-        Computed apart from `sequence_output`: the last block runs again with
-        [CLS] as its only query (`query_positions`), on B rows instead of T.
-        A graph that reads only `pooled_output` (a classifier, multiple
-        choice) never runs the full last block: TensorFlow prunes what no
-        output needs, and the last layer costs ~B/T of its work.
-        """
-        if not self.transformer_layers:
-            return unpack_tokens(hidden_states[-1], token_indices, tf.shape(padding_mask)[0],
-                                 tf.shape(padding_mask)[1])[:, 0]
-        at_cls = tf.zeros([tf.shape(padding_mask)[0], 1], tf.int32)
-        output = self.transformer_layers[-1](
-            hidden_states[-2], padding_mask, training=False, token_indices=token_indices,
-            query_positions=at_cls,
-        )[:, 0]
-        return tf.where(padding_mask[:, :1] != 0, output, tf.zeros_like(output))
+        if isinstance(inputs, dict) and padding_skipping.runs_on_real_tokens(self, training, padding):
+            return padding_skipping.forward(self, inputs, training)
+        return super().call(inputs, training=training, mask=mask)
 
     def inference_function(self, jit_compile=False, skip_padding=False):
         """Returns a cached `tf.function(inputs_dict) -> outputs_dict` for inference.
@@ -421,11 +310,3 @@ class BertEncoder(keras.Model):
             config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
         return cls(**config)
 
-
-def _needs_static_shapes():
-    """True inside a graph XLA compiles (`jit_compile=True`, TPU) or under a TPU strategy."""
-    if isinstance(tf.distribute.get_strategy(), tf.distribute.TPUStrategy):
-        return True
-    if tf.executing_eagerly() or _control_flow_util is None:
-        return False
-    return bool(_control_flow_util.GraphOrParentsInXlaContext(_tf_ops.get_default_graph()))

@@ -4,12 +4,7 @@ import keras
 
 from bert_keras.layers.activations import get_activation
 from bert_keras.layers.attention import BertSelfAttention
-from bert_keras.layers.token_packing import (
-    pack_tokens,
-    real_token_indices,
-    rows_at_positions,
-    unpack_tokens,
-)
+from bert_keras.layers.token_packing import rows_at_positions
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -42,11 +37,10 @@ class BertTransformerBlock(keras.layers.Layer):
         attention_dropout: float. Dropout on attention probabilities.
         layer_norm_eps: float. LayerNorm epsilon.
         initializer_range: float. Stddev of the truncated-normal initializer.
-        skip_padding: bool. Run the per-token sub-layers on the real tokens
-            only (`token_packing`): same results on real tokens, 0 at padded
-            positions, less work the more padding a batch has. Needs dynamic
-            shapes: not under XLA (`jit_compile=True`) or on TPUs. Settable
-            after construction (before the model is traced).
+
+    Call with `token_indices` (flat `[T, 1]` positions of the real tokens,
+    `token_packing.real_token_indices`) and `[T, H]` packed inputs to run on
+    the real tokens only; `bert_keras.padding_skipping` decides when.
     """
 
     def __init__(
@@ -59,11 +53,9 @@ class BertTransformerBlock(keras.layers.Layer):
         attention_dropout=0.1,
         layer_norm_eps=1e-12,
         initializer_range=0.02,
-        skip_padding=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.skip_padding = bool(skip_padding)
         self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.intermediate_size = intermediate_size
@@ -124,26 +116,6 @@ class BertTransformerBlock(keras.layers.Layer):
         the last block's work. With `token_indices` the inputs are packed
         `[T, H]` and the output is still `[B, Q, H]`.
         """
-        if query_positions is not None:
-            output, probs = self._block(inputs, padding_mask, training, token_indices, query_positions)
-        elif self.skip_padding and token_indices is None:
-            # Pack, run the block on real tokens, unpack. (The encoder's
-            # inference path packs once for all blocks and passes
-            # `token_indices` instead.)
-            batch, seq = keras.ops.shape(padding_mask)[0], keras.ops.shape(padding_mask)[1]
-            token_indices = real_token_indices(padding_mask)
-            output, probs = self._block(
-                pack_tokens(inputs, token_indices), padding_mask, training, token_indices, None
-            )
-            output = unpack_tokens(output, token_indices, batch, seq)
-        else:
-            output, probs = self._block(inputs, padding_mask, training, token_indices, None)
-        if return_attention_probs:
-            return output, probs
-        return output
-
-    def _block(self, inputs, padding_mask, training, token_indices, query_positions):
-        """(output, attention probs) of the block on `[B, S, H]` or packed `[T, H]` inputs."""
         # `inputs` arrives in the compute dtype (Keras autocasts layer inputs).
         # It is [B, S, H], or [T, H] real tokens only when `token_indices`
         # (flat [T, 1] positions in B * S) is given: everything but the
@@ -166,7 +138,9 @@ class BertTransformerBlock(keras.layers.Layer):
         hidden = self.output_dense(self.intermediate_dense(x))
         hidden = self.output_dropout(hidden, training=training)
         output = self.output_layer_norm(x + keras.ops.cast(hidden, x.dtype))
-        return output, probs
+        if return_attention_probs:
+            return output, probs
+        return output
 
     def get_config(self):
         config = super().get_config()
@@ -179,6 +153,12 @@ class BertTransformerBlock(keras.layers.Layer):
             attention_dropout=self.attention_dropout,
             layer_norm_eps=self.layer_norm_eps,
             initializer_range=self.initializer_range,
-            skip_padding=self.skip_padding,
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        # Models saved before padding skipping moved to `bert_keras.padding_skipping` carry a
+        # per-block `skip_padding`; the encoder's own switch now decides.
+        config = {key: value for key, value in config.items() if key != "skip_padding"}
+        return cls(**config)

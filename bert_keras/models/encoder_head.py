@@ -9,7 +9,8 @@ its arguments.
 """
 
 import keras
-import tensorflow as tf
+
+from bert_keras import padding_skipping
 
 
 class EncoderHead(keras.Model):
@@ -40,9 +41,7 @@ class EncoderHead(keras.Model):
         positions, so training computes the same loss and gradients with less
         work. Returns the value set.
         """
-        static_shapes = bool(getattr(self, "jit_compile", False)) or isinstance(
-            self.distribute_strategy, tf.distribute.TPUStrategy
-        )
+        static_shapes = padding_skipping.train_step_needs_static_shapes(self)
         if skip_padding == "auto":
             skip_padding = not static_shapes
         elif skip_padding and static_shapes:

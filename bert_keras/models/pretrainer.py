@@ -6,6 +6,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from bert_keras import padding_skipping
 from bert_keras.encoder import BertEncoder
 from bert_keras.layers.masked_lm_head import MaskedLMHead
 from bert_keras.layers.next_sentence_head import NextSentenceHead
@@ -63,7 +64,7 @@ class _EncodeForPretraining(keras.layers.Layer):
         return pooled, self._real_slots_only(masked, positions, training)
 
     def _real_slots_only(self, masked, positions, training):
-        if training and self.encoder.skip_padding:
+        if training and padding_skipping.runs_on_real_tokens(self.encoder, training):
             return tf.gather_nd(masked, _real_slots(positions))
         return masked
 

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from bert_keras.checkpoints.layout import assign_canonical
+from bert_keras import padding_skipping
 from bert_keras.config import BertConfig
 from bert_keras.encoder import BertEncoder
 
@@ -117,7 +118,8 @@ def test_skip_padding_path_mixed_precision():
 
 @pytest.mark.parametrize("task", ["classifier", "span_qa", "multiple_choice"])
 def test_skip_padding_training_gives_the_same_loss_and_gradients(task):
-    """The per-block packed path is the same computation: loss and every gradient match."""
+    """The real-token path (`bert_keras.padding_skipping`) is the same computation: loss and every
+    gradient match."""
     import tensorflow as tf
 
     from bert_keras.models import BertClassifier, BertMultipleChoice, BertSpanQA
@@ -149,7 +151,7 @@ def test_skip_padding_training_gives_the_same_loss_and_gradients(task):
     assert not encoder.skip_padding
     loss, gradients = loss_and_gradients()
     encoder.skip_padding = True
-    assert all(block.skip_padding for block in encoder.transformer_layers)
+    assert padding_skipping.runs_on_real_tokens(encoder, training=True)
     packed_loss, packed_gradients = loss_and_gradients()
     assert packed_loss == pytest.approx(loss, abs=1e-6)
     assert len(packed_gradients) == len(gradients) > 0
@@ -167,7 +169,32 @@ def test_skip_padding_training_zeroes_padded_outputs_and_round_trips():
     assert np.all(np.asarray(outputs["sequence_output"])[padded] == 0)
     assert np.all(np.asarray(outputs["hidden_states"][1])[padded] == 0)
     restored = BertEncoder.from_config(encoder.get_config())
-    assert restored.skip_padding and all(b.skip_padding for b in restored.transformer_layers)
+    assert restored.skip_padding and padding_skipping.runs_on_real_tokens(restored, training=True)
+
+
+def test_padding_skipping_decides_in_one_place():
+    """Inference skips by default, training only with `skip_padding`, XLA never; an explicit
+    `padding=` wins; blocks saved with the old per-block switch still load."""
+    import tensorflow as tf
+
+    from bert_keras.layers.transformer_block import BertTransformerBlock
+
+    encoder = BertEncoder(CONFIG)
+    assert padding_skipping.runs_on_real_tokens(encoder, training=False)
+    assert not padding_skipping.runs_on_real_tokens(encoder, training=True)
+    assert not padding_skipping.runs_on_real_tokens(encoder, training=False, padding="compute")
+    assert padding_skipping.runs_on_real_tokens(encoder, training=True, padding="skip")
+    with pytest.raises(ValueError, match="padding must be one of"):
+        padding_skipping.runs_on_real_tokens(encoder, padding="never")
+
+    @tf.function(jit_compile=True)
+    def decided_under_xla():
+        return tf.constant(padding_skipping.runs_on_real_tokens(encoder, training=False))
+
+    assert not bool(decided_under_xla())
+    block = encoder.transformer_layers[0]
+    old_config = {**block.get_config(), "skip_padding": True}
+    assert BertTransformerBlock.from_config(old_config).hidden_size == block.hidden_size
 
 
 def test_compile_for_finetuning_skips_padding_only_without_xla():
