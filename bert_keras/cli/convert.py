@@ -48,64 +48,32 @@ def register(subparsers, summary):
 
 def run(args):
     """Converts `args.source` to `args.dest`; prints what was written."""
-    # Library warnings (exact GELU exported to a tanh-GELU format, dropped
-    # tensors) are part of the result: print them as plain lines, not as
-    # Python warnings with a source line.
+    from bert_keras.checkpoints.loading import convert, vocabulary_candidates
+
+    # Library warnings (exact GELU exported to a tanh-GELU format, dropped tensors) are part
+    # of the result: printed as plain lines, not as Python warnings with a source line.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if not getattr(args, "verbose", False):
             from pipelines import tensorflow_logs
 
             tensorflow_logs.filter_noisy_warnings()  # numpy's copy-keyword notes from keras-hub
-        destination, config, weights, vocab, written = _convert(args)
+        result = convert(args.source, args.dest, strict=args.strict)
     for warning in caught:
         print(f"warning: {warning.message}", file=sys.stderr)
-
-    heads = sorted({name.split("/")[1] for name in weights if name.startswith("cls/")})
+    config, heads = result.config, result.heads
     print(f"read   {args.source}: {config.num_layers} layers, hidden {config.hidden_size}, "
           f"{config.num_heads} heads, vocab {config.vocab_size}, hidden_act {config.hidden_act}"
           + (f", heads {heads}" if heads else ""))
-    print(f"wrote  {destination.kind}: {written}")
-    if heads and destination.kind == "keras":
+    print(f"wrote  {result.kind}: {result.written}")
+    if heads and result.kind == "keras":
         print(f"note   the pretraining heads {heads} are not part of a .keras BertEncoder: not written")
-    if vocab:
-        print(f"vocab  copied from {vocab}")
-        print(f'next: bert-keras encode --init {args.dest} "hello world"')
-    else:
-        print(f"vocab  none found next to the source (looked for {', '.join(_vocabulary_candidates(args.source))}): "
-              f"pass the model's own vocab.txt to the next command, or build one with "
-              f"`bert-keras vocab CORPUS.txt -o vocab.txt`")
-        print(f'next: bert-keras encode --init {args.dest} --vocab vocab.txt "hello world"')
+    if result.vocab:
+        print(f"vocab  copied from {result.vocab}")
+        print(f'next: bert-keras embed --init {args.dest} "hello world"')
+        return 0
+    print(f"vocab  none found next to the source (looked for {', '.join(vocabulary_candidates(args.source))}): "
+          "pass the model's own vocab.txt to the next command, or build one with "
+          "`bert-keras vocab CORPUS.txt -o vocab.txt`")
+    print(f'next: bert-keras embed --init {args.dest} --vocab vocab.txt "hello world"')
     return 0
-
-
-def _convert(args):
-    """Reads SOURCE and writes DEST; library errors become `CommandError`s."""
-    # Heavy imports here, not at module import: `bert-keras --help` stays instant.
-    from bert_keras.checkpoints import loading
-    from bert_keras.checkpoints.errors import CheckpointFormatError, CheckpointMismatchError
-    from bert_keras.cli.main import CommandError
-    from bert_keras.config import ConfigError
-
-    try:
-        destination = loading.parse_spec(args.dest, for_writing=True)
-        config, weights, vocab = loading.read_pretrained(args.source, strict=args.strict)
-        if destination.kind == "keras":
-            from bert_keras.checkpoints.layout import assign_canonical
-            from bert_keras.encoder import BertEncoder
-
-            # Only .keras needs a model; every other format is written from arrays.
-            encoder = BertEncoder(config)
-            assign_canonical(encoder, weights, strict=args.strict)  # ignores cls/ heads
-            written = loading.save_pretrained(encoder, destination.path, vocab_file=vocab)
-        else:
-            written = loading.write_pretrained(destination, config, weights, vocab_file=vocab)
-    except (CheckpointFormatError, CheckpointMismatchError, ConfigError) as error:
-        raise CommandError(str(error)) from error
-    return destination, config, weights, vocab, written
-
-
-def _vocabulary_candidates(spec):
-    from bert_keras.checkpoints.loading import vocabulary_candidates
-
-    return vocabulary_candidates(spec)

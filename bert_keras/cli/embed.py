@@ -1,28 +1,31 @@
-"""`bert-keras embed`: sentence embeddings for texts or a file, saved as .npy or .jsonl, with search."""
+"""`bert-keras embed` (alias `encode`): sentence embeddings of texts or a file, saved or searched.
+
+Thin: `bert_keras.tasks.Embedder` pools and normalizes, `write_embeddings` writes,
+`bert_keras.models.embedder` ranks; this module parses and prints.
+"""
 
 import argparse
 import os
 import sys
 
-import numpy as np
-
 from bert_keras.cli import json_output
+from bert_keras.cli.flag_arguments import add_option
 from bert_keras.cli.main import CommandError
-from bert_keras.cli.vocabulary_arguments import tokenizer_and_packer_for
 
 POOLINGS = ("mean", "cls", "max", "pooled", "concat_last4", "sum_last4", "weighted")
-OUTPUT_SUFFIXES = (".npy", ".jsonl")
 
 
 def register(subparsers, summary):
     parser = subparsers.add_parser(
         "embed",
+        aliases=["encode"],
         help=summary,
         description=(
             "Compute one vector per text with a BERT encoder (any format load_pretrained reads):\n"
             "tokenize in the graph, run the encoder, pool the token vectors over the real tokens.\n"
             "Save the vectors (.npy: a float32 [N, D] array in input order; .jsonl: one\n"
-            '{"text", "embedding"} object per line), and/or rank the texts against a --query.'
+            '{"text", "embedding"} object per line), and/or rank the texts against a --query.\n'
+            "`bert-keras encode` is the former name of this command."
         ),
         epilog=(
             "examples:\n"
@@ -36,7 +39,7 @@ def register(subparsers, summary):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("texts", nargs="*", metavar="TEXT", help="texts to embed (or use --input)")
-    parser.add_argument("--input", metavar="FILE", help="UTF-8 text file, one text per line")
+    parser.add_argument("--input", metavar="FILE", help="UTF-8 text file, one (non-empty) text per line")
     parser.add_argument("--output", metavar="OUT", help="write vectors to OUT.npy or OUT.jsonl (atomically)")
     parser.add_argument("--init", required=True, metavar="SPEC",
                         help="hf:DIR | tf1:CKPT_PREFIX | keras-hub:DIR | pip:PACKAGE | model.keras")
@@ -45,59 +48,59 @@ def register(subparsers, summary):
     parser.add_argument("--pooling", choices=POOLINGS, default="mean",
                         help="how token vectors become one (default mean)")
     parser.add_argument("--normalize", action="store_true", help="L2-normalize the vectors (unit length)")
-    parser.add_argument("--max-length", type=int, default=128,
-                        help="tokens per text, [CLS]/[SEP] included; longer texts are truncated (default 128)")
+    add_option(parser, "--seq-length", "--max-length", type=int, default=None,
+               help="tokens per text, [CLS]/[SEP] included; longer texts are cut (default 128)")
     parser.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default 32)")
     parser.add_argument("--query", metavar="TEXT", help="rank the texts by cosine similarity to this text")
     parser.add_argument("--top-k", type=int, default=5, help="results shown for --query (default 5)")
+    parser.add_argument("--json", action="store_true",
+                        help="print JSON: the vectors and their cosine similarities")
     parser.set_defaults(func=run)
 
 
 def run(args):
+    if getattr(args, "command", None) == "encode":
+        print("note: `bert-keras encode` is now `bert-keras embed` (same flags)", file=sys.stderr)
     texts = _read_texts(args)
-    if args.output and not args.output.endswith(OUTPUT_SUFFIXES):
+    if args.output and not args.output.endswith((".npy", ".jsonl")):
         raise CommandError(f"--output {args.output}: name a .npy or .jsonl file")
-    if args.batch_size < 1 or args.max_length < 2 or args.top_k < 1:
-        raise CommandError("--batch-size and --top-k must be at least 1, --max-length at least 2")
+    if args.batch_size < 1 or args.top_k < 1:
+        raise CommandError("--batch-size and --top-k must be at least 1")
 
-    import tensorflow as tf
+    from bert_keras.models.embedder import cosine_similarity, rank_by_similarity
+    from bert_keras.tasks import Embedder
+    from bert_keras.tasks.embedder import write_embeddings
 
-    from bert_keras.checkpoints import load_pretrained
-    from bert_keras.models.embedder import BertEmbedder, rank_by_similarity
-
-    encoder = load_pretrained(args.init, output_hidden_states=args.pooling in ("concat_last4", "sum_last4", "weighted"))
-    config = encoder.config
-    tokenizer, packer = tokenizer_and_packer_for(config, args)
-    try:
-        embedder = BertEmbedder(encoder, pooling=args.pooling, normalize=args.normalize)
-    except ValueError as error:
-        raise CommandError(str(error)) from None
-    # One traced graph per padded width (pad_to="longest" rounds up to multiples of 8).
-    forward = tf.function(lambda inputs: embedder(inputs, training=False)["sentence_embedding"],
-                          reduce_retracing=True)
-
-    def embed(batch_texts):
-        return forward(packer(tokenizer.tokenize(tf.constant(batch_texts)))).numpy()
-
-    vectors = _embed_all(texts, embed, args.batch_size, progress=bool(args.input))
+    embedder = Embedder.from_pretrained(args.init, pooling=args.pooling, normalize=args.normalize,
+                                        vocab_file=args.vocab, lowercase=not args.cased,
+                                        seq_length=args.seq_length)
+    progress = 1 if args.input and sys.stdout.isatty() and not args.json else 0
+    vectors = embedder.predict(texts, batch_size=args.batch_size, verbose=progress)
     if args.output:
-        _write_vectors(args.output, texts, vectors)
+        write_embeddings(args.output, texts, vectors)
         print(f"wrote {len(texts)} x {vectors.shape[1]} {args.pooling}"
               f"{' normalized' if args.normalize else ''} vectors to {args.output}")
+    if args.json:
+        print(json_output.dumps({"model": args.init, "pooling": args.pooling, "vectors": vectors,
+                                 "cosine_similarity": cosine_similarity(vectors, vectors)}))
+        return 0
     if args.query is not None:
-        indices, scores = rank_by_similarity(embed([args.query]), vectors, args.top_k)
+        indices, scores = rank_by_similarity(embedder.predict([args.query]), vectors, args.top_k)
         print(f"\ntop {indices.shape[1]} of {len(texts)} for {args.query!r} (cosine similarity):")
         for rank, (index, score) in enumerate(zip(indices[0], scores[0]), start=1):
             print(f"  {rank}. {score:.4f}  [{index}] {texts[index][:100]}")
-    if not args.output and args.query is None:
+    elif not args.output:
         for text, vector in zip(texts, vectors):
-            head = ", ".join(f"{v:+.4f}" for v in vector[:6])
-            print(f"{text[:60]!r}: [{head}, ...] ({vector.shape[0]} dims)")
+            print(f"{text[:60]!r}: [{', '.join(f'{v:+.4f}' for v in vector[:6])}, ...] ({vector.shape[0]} dims)")
+        if 1 < len(texts) <= 10:
+            print("\ncosine similarity:")
+            for row, text in zip(cosine_similarity(vectors, vectors), texts):
+                print(f"  {' '.join(f'{s:6.3f}' for s in row)}   {text[:50]!r}")
+    vocab = f" --vocab {args.vocab}" if args.vocab else ""
     print("\nnext: " + (
-        f'bert-keras embed --init {args.init} --input FILE --query "TEXT"  (semantic search over FILE)'
+        f'bert-keras tokenize {vocab[1:] or "--init " + args.init} "your text"  (see the tokens and offsets)'
         if args.query is None else
-        f'bert-keras attention --init {args.init} "{args.query}"  (see what the model attends to)'
-    ))
+        f'bert-keras attention --init {args.init}{vocab} "{args.query}"  (see what the model attends to)'))
     return 0
 
 
@@ -108,44 +111,9 @@ def _read_texts(args):
         if not os.path.isfile(args.input):
             raise CommandError(f"--input {args.input}: no such file")
         with open(args.input, encoding="utf-8") as f:
-            # Every line is a text (blank ones too), so row i of the output is line i.
-            texts = f.read().splitlines()
+            texts = f.read().splitlines()  # row i of the output is line i
     else:
         texts = list(args.texts)
     if not texts:
         raise CommandError("no text given: pass TEXT arguments or --input FILE")
     return texts
-
-
-def _embed_all(texts, embed, batch_size, progress):
-    """Vectors for `texts` in their order, computed in batches of similar length.
-
-    Sorting by length first means each batch pads to a similar width, so
-    little compute goes to padding; the result is put back in input order.
-    """
-    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-    batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
-    if progress:
-        from tqdm import tqdm
-
-        batches = tqdm(batches, desc="embedding", unit="batch", file=sys.stderr)
-    vectors = None
-    for batch in batches:
-        result = embed([texts[i] for i in batch])
-        if vectors is None:
-            vectors = np.zeros((len(texts), result.shape[1]), np.float32)
-        vectors[batch] = result
-    return vectors
-
-
-def _write_vectors(path, texts, vectors):
-    """Writes .npy or .jsonl through a temporary file renamed into place: never half a file."""
-    from pipelines.atomic_writes import atomic_file  # here: `pipelines` imports TensorFlow
-
-    with atomic_file(path, "wb") as f:
-        if path.endswith(".npy"):
-            np.save(f, vectors)  # a file object: np.save appends no second suffix
-        else:
-            for text, vector in zip(texts, vectors):
-                record = {"text": text, "embedding": [round(float(v), 7) for v in vector]}
-                f.write((json_output.dumps(record, ensure_ascii=False) + "\n").encode("utf-8"))

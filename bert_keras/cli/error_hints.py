@@ -8,7 +8,8 @@ reads the message of the error (and, for flags, the parsed arguments):
   `--text-b-column`, with the columns the file has;
 - a task given as a bare GLUE name (`sst2`) or misspelled -> `--task glue/sst2` (close match);
 - `pip:DISTRIBUTION` not installed -> the installed distribution closest to it;
-- a model without its vocabulary -> `--vocab FILE`, or `bert-keras vocab` to make one.
+- a model without its vocabulary -> `--vocab FILE`, or `bert-keras vocab` to make one;
+- pretraining records of other shapes -> `--seq-length` / `--max-predictions`.
 
 Example:
 
@@ -36,7 +37,7 @@ def hint_for(error, args):
         args: the parsed `argparse.Namespace` of the command.
     """
     message = str(error)
-    for rule in (_column_hint, _task_hint, _pip_hint, _vocabulary_hint):
+    for rule in (_column_hint, _task_hint, _pip_hint, _vocabulary_hint, _records_hint):
         hint = rule(message, args)
         if hint:
             return hint
@@ -99,6 +100,12 @@ def _vocabulary_hint(message, args):
         return None
     return ("pass the model's own vocabulary with --vocab FILE, or make one from text with "
             "`bert-keras vocab CORPUS.txt -o vocab.txt` (only for a model you train from scratch)")
+
+
+def _records_hint(message, args):
+    if "The records were written with" not in message:
+        return None
+    return "pass --seq-length and --max-predictions that match the records"
 
 
 def installed_distributions():

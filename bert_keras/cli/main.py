@@ -16,14 +16,13 @@ SUBCOMMANDS = [
     ("info", "show versions, devices and the tested matrix"),
     ("vocab", "build a WordPiece vocabulary from text files"),
     ("tokenize", "tokenize text exactly as the original BERT, with offsets"),
-    ("encode", "load a model and encode sentences into vectors"),
     ("convert", "convert weights between HF, TF1 (Google), keras-hub and .keras"),
     ("create-pretraining-data", "write masked-LM + next-sentence TFRecords (google-research format)"),
     ("pretrain", "pretrain BERT (masked-LM + next-sentence) with model.fit; resumable"),
     ("finetune", "fine-tune on GLUE, CSV/TSV/JSONL, CoNLL-2003, SQuAD or SWAG and evaluate"),
     ("evaluate", "evaluate a fine-tuned model: GLUE table, SQuAD EM/F1, entity P/R/F1"),
     ("predict", "predict with a fine-tuned model (SQuAD: official predictions.json)"),
-    ("embed", "sentence and token embeddings to .npy/.jsonl, with --query search"),
+    ("embed", "sentence embeddings: cosine similarities, .npy/.jsonl files, --query search"),
     ("attention", "visualise attention: interactive HTML head view + PNG heatmaps"),
     ("serve", "serve exported models with TF Serving's gRPC + REST APIs (batching, TLS, graceful drain)"),
     ("query", "send text to a served model (bert-keras serve or TF Serving) and print the answer"),
@@ -52,7 +51,7 @@ def build_parser():
         module = importlib.import_module(f"bert_keras.cli.{name.replace('-', '_')}")
         module.register(sub, summary)
     # `bert-keras COMMAND ... --verbose` works too; SUPPRESS keeps a global `--verbose`.
-    for subparser in sub.choices.values():
+    for subparser in {id(p): p for p in sub.choices.values()}.values():  # an alias shares its parser
         subparser.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
     return parser
 

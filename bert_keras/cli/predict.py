@@ -17,7 +17,7 @@ def register(subparsers, summary):
             "nbest_predictions.json (+ null_odds.json for v2.0) in the official format."
         ),
         epilog=('examples: bert-keras predict --model out/sentiment "I loved it." "Dreadful."\n'
-                "          bert-keras predict --model out/squad --squad dev-v1.1.json --output out/pred"),
+                "          bert-keras predict --model out/squad --squad dev-v1.1.json --output-dir out/pred"),
     )
     parser.add_argument("texts", nargs="*", metavar="TEXT",
                         help="texts; a sentence pair as 'A ||| B' (or A<TAB>B in --input); SWAG: "
@@ -25,8 +25,9 @@ def register(subparsers, summary):
     parser.add_argument("--model", required=True, metavar="DIR", help="a finetune --output-dir")
     parser.add_argument("--input", metavar="FILE", help="one text per line ('-' = stdin)")
     parser.add_argument("--squad", metavar="FILE", help="SQuAD JSON file (span QA models)")
-    parser.add_argument("--output", metavar="PATH",
-                        help="JSONL file of predictions (SQuAD: the output directory)")
+    parser.add_argument("--output", metavar="FILE", help="JSONL file of predictions")
+    parser.add_argument("--output-dir", metavar="DIR",
+                        help="SQuAD: where the prediction files go (default: the model directory)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--n-best-size", type=int, default=20, help="squad: n-best list length")
     parser.add_argument("--max-answer-length", type=int, default=30, help="squad: in tokens")
@@ -56,10 +57,9 @@ def _read_texts(args):
 
 
 def run(args):
-    from bert_keras.cli.task_arguments import load_task
-    from bert_keras.tasks import TaskInputError
+    from bert_keras.tasks import load
 
-    task = load_task(args.model)
+    task = load(args.model)
     if args.squad:
         if not hasattr(task, "predict_squad"):
             raise CommandError(f"--squad needs a SQuAD model; {args.model} is a {task.kind} model")
@@ -68,10 +68,8 @@ def run(args):
     if not texts:
         raise CommandError("no text given: pass TEXT arguments or --input FILE"
                            + (" (or --squad FILE.json)" if hasattr(task, "predict_squad") else ""))
-    try:
+    with task.verbosity(int(sys.stdout.isatty() and not args.json)):  # a progress bar on a terminal
         rows = task.predict_rows(texts, batch_size=args.batch_size)
-    except TaskInputError as error:
-        raise CommandError(str(error)) from None
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             f.writelines(json_output.dumps(row) + "\n" for row in rows)
@@ -83,15 +81,14 @@ def run(args):
 
 
 def _predict_squad(args, task):
-    from bert_keras.tasks.named_datasets import DatasetSpecError, write_squad_predictions
+    from bert_keras.tasks.named_datasets import write_squad_predictions
 
-    try:
+    # --output DIR: the former spelling for SQuAD's directory
+    directory = args.output_dir or args.output or args.model
+    with task.verbosity(int(sys.stdout.isatty())):
         count, answered, paths = write_squad_predictions(
-            task, args.squad, args.output or args.model, batch_size=args.batch_size,
-            threshold=args.null_threshold, n_best_size=args.n_best_size,
-            max_answer_length=args.max_answer_length)
-    except DatasetSpecError as error:
-        raise CommandError(str(error)) from None
+            task, args.squad, directory, batch_size=args.batch_size, threshold=args.null_threshold,
+            n_best_size=args.n_best_size, max_answer_length=args.max_answer_length)
     print(f"{count} questions, {answered} answered; wrote " + ", ".join(sorted(paths.values())))
     print(f"next: bert-keras evaluate --model {args.model} --data {args.squad}")
     return 0

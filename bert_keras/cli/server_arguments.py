@@ -1,17 +1,16 @@
 """What `query` and `loadtest` share: the server connection flags and client, and request
 inputs built from `--text` / `--question` / ... flags for a signature."""
 
+from bert_keras.cli.flag_arguments import add_option
 from bert_keras.cli.main import CommandError
-
-# A sentence pair in one text argument: 'A ||| B'.
-PAIR_SEPARATOR = " ||| "
 
 
 def add_connection_arguments(parser):
-    """--address/--model/--rest/--signature/--version/--label/--tls-ca/--timeout (shared with loadtest)."""
+    """--address/--model-name/--rest/--signature/--version/--label/--tls-ca/--timeout (shared with loadtest)."""
     parser.add_argument("--address", default=None,
                         help="server host:port (default 127.0.0.1:8500, or 127.0.0.1:8501 with --rest)")
-    parser.add_argument("--model", required=True, metavar="NAME", help="model name on the server")
+    add_option(parser, "--model-name", "--model", dest="model", required=True, metavar="NAME",
+               help="model name on the server")
     parser.add_argument("--rest", action="store_true", help="use the REST API instead of gRPC")
     parser.add_argument("--signature", default="serving_default", help="signature (default serving_default)")
     version = parser.add_mutually_exclusive_group()
@@ -55,46 +54,9 @@ def make_client(args):
     return client, signature
 
 
-def _broadcast(values, count, flag):
-    if len(values) == count:
-        return list(values)
-    if len(values) == 1:
-        return list(values) * count
-    raise CommandError(f"give {flag} once, or once per input ({count}); got {len(values)}")
-
-
 def build_inputs(signature_inputs, args):
-    """The signature's inputs from the command line: {input name: list of rows}; CommandError when missing."""
-    names = set(signature_inputs)
-    texts = list(getattr(args, "texts", []) or [])
-    string_inputs = [name for name, info in signature_inputs.items() if info["dtype"] == "DT_STRING"]
-    if len(string_inputs) != len(names):
-        raise CommandError(f"signature takes non-text inputs {sorted(names - set(string_inputs))}: "
-                           "query sends raw text only (use serving.client.ServingClient for tensors)")
-    if names == {"question", "context"}:
-        questions = args.question or texts
-        if not questions or not args.context:
-            raise CommandError("this model answers questions: give --question Q --context C")
-        return {"question": questions, "context": _broadcast(args.context, len(questions), "--context")}
-    if names == {"context", "endings"}:
-        if len(args.context) != 1 or len(args.ending) < 2:
-            raise CommandError("this model picks an ending: give one --context C and two or more --ending E")
-        return {"context": args.context, "endings": [args.ending]}
-    if names == {"text", "text_b"}:
-        firsts, seconds = [], []
-        for text in texts:
-            a, separator, b = text.partition(PAIR_SEPARATOR)
-            firsts.append(a)
-            seconds.append(b if separator else None)
-        if not firsts:
-            raise CommandError("this model takes sentence pairs: give 'A ||| B' or TEXT --text-b B")
-        if args.text_b:
-            seconds = _broadcast(args.text_b, len(firsts), "--text-b")
-        if any(b is None for b in seconds):
-            raise CommandError("this model takes sentence pairs: give 'A ||| B' or TEXT --text-b B")
-        return {"text": firsts, "text_b": seconds}
-    if len(names) == 1:
-        if not texts:
-            raise CommandError("give at least one TEXT")
-        return {next(iter(names)): texts}
-    raise CommandError(f"cannot build inputs {sorted(names)} from the command line")
+    """The signature's inputs from the command line (`serving.text_requests.request_inputs`)."""
+    from serving.text_requests import request_inputs
+
+    return request_inputs(signature_inputs, getattr(args, "texts", None) or [], text_b=args.text_b,
+                          question=args.question, context=args.context, ending=args.ending)

@@ -1,5 +1,5 @@
 """What several commands share about fine-tuned models: the `--task` arguments and their
-`DatasetSpec`, loading a fine-tuned directory, checking an `--output-dir` before training."""
+`DatasetSpec`, checking an `--output-dir` before training."""
 
 from bert_keras.cli.main import CommandError
 
@@ -20,7 +20,7 @@ def add_task_arguments(parser, required=True):
 
 def task_spec(args, *, train_path=None, eval_path=None, training=None):
     """The `bert_keras.tasks.named_datasets.DatasetSpec` of `--task` (or of a saved model's provenance)."""
-    from bert_keras.tasks.named_datasets import DatasetSpecError, parse_task, spec_of_saved
+    from bert_keras.tasks.named_datasets import parse_task, spec_of_saved
 
     options = dict(train_path=train_path, eval_path=eval_path,
                    text_column=getattr(args, "text_column", None),
@@ -32,12 +32,9 @@ def task_spec(args, *, train_path=None, eval_path=None, training=None):
         options["regression"] = getattr(args, "regression", None)
     if spec.startswith("squad"):
         options["doc_stride"] = getattr(args, "doc_stride", 128)
-    try:
-        if not spec and training is not None:
-            return spec_of_saved(training, **options)
-        return parse_task(args.task, **{k: v for k, v in options.items() if v is not None})
-    except DatasetSpecError as error:
-        raise CommandError(str(error)) from None
+    if not spec and training is not None:
+        return spec_of_saved(training, **options)
+    return parse_task(args.task, **{k: v for k, v in options.items() if v is not None})
 
 
 def check_output_dir(directory, overwrite):
@@ -53,21 +50,3 @@ def check_output_dir(directory, overwrite):
         check_can_save(directory, overwrite)
     except DirectoryInUseError as error:
         raise CommandError(str(error).replace("overwrite=True (--overwrite)", "--overwrite")) from None
-
-
-def load_task(directory):
-    """The task saved in `directory` (`bert_keras.tasks.load`), errors as `CommandError`."""
-    from bert_keras.tasks import FinetunedModelError, load
-
-    try:
-        return load(directory)
-    except FinetunedModelError as error:
-        raise CommandError(str(error)) from None
-
-
-def load_finetuned(directory):
-    """`bert_keras.finetuned_model.read_finetuned(directory)`, imported on call: importing this
-    module must not import TensorFlow (`bert-keras --help` stays instant)."""
-    from bert_keras.finetuned_model import read_finetuned
-
-    return read_finetuned(directory)

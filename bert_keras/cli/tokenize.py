@@ -3,8 +3,8 @@
 import sys
 
 from bert_keras.cli import json_output
+from bert_keras.cli.flag_arguments import add_option
 from bert_keras.cli.main import CommandError
-from bert_keras.cli.vocabulary_arguments import vocabulary_of
 
 
 def register(subparsers, summary):
@@ -16,15 +16,19 @@ def register(subparsers, summary):
             "Shows each token, its id and the part of the original text it came from."
         ),
     )
-    parser.add_argument("texts", nargs="*", metavar="TEXT", help="texts to tokenize (default: read lines from stdin)")
+    parser.add_argument("texts", nargs="*", metavar="TEXT", help="texts to tokenize (default: lines of stdin)")
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--vocab", help="vocab.txt")
-    source.add_argument("--init", metavar="SPEC", help="take the vocabulary of a model (hf:DIR, tf1:CKPT, keras-hub:DIR, pip:PACKAGE)")
+    source.add_argument("--init", metavar="SPEC",
+                        help="take the vocabulary of a model (hf:DIR, tf1:CKPT, keras-hub:DIR, pip:PACKAGE)")
     parser.add_argument("--cased", action="store_true", help="cased rules (no lowercasing or accent stripping)")
-    parser.add_argument("--backend", choices=["tf_text", "core"], default="tf_text", help="tokenizer backend (identical output)")
+    add_option(parser, "--tokenizer", "--backend", choices=["tf_text", "core"], default="tf_text",
+               help="tokenizer backend (identical output)")
     parser.add_argument("--pair", metavar="TEXT_B", help="second segment: show the packed [CLS] A [SEP] B [SEP] input")
-    parser.add_argument("--max-length", type=int, default=None, help="pack to this length ([CLS]/[SEP] included)")
-    parser.add_argument("--max-chars-per-word", type=int, default=200, help="longer words become [UNK] (original 200; HF 100)")
+    add_option(parser, "--seq-length", "--max-length", type=int, default=None,
+               help="pack to this length ([CLS]/[SEP] included)")
+    parser.add_argument("--max-chars-per-word", type=int, default=200,
+                        help="longer words become [UNK] (original 200; HF 100)")
     parser.add_argument("--json", action="store_true", help="one JSON object per text")
     parser.set_defaults(func=run)
 
@@ -35,20 +39,22 @@ def run(args):
         raise CommandError("no text given: pass TEXT arguments or pipe lines to stdin")
     import tensorflow as tf
 
+    from bert_keras.checkpoints import find_vocabulary
     from pipelines import BertPacker, BertTokenizer
 
+    vocab = args.vocab or find_vocabulary(args.init)
+    if vocab is None:
+        raise CommandError(f"{args.init} has no vocab.txt; pass --vocab FILE")
     tokenizer = BertTokenizer(
-        vocabulary_of(args), lowercase=not args.cased, backend=args.backend,
+        vocab, lowercase=not args.cased, backend=args.tokenizer,
         max_input_chars_per_word=args.max_chars_per_word,
     )
     ids, begin, end = tokenizer.tokenize_with_offsets(tf.constant(texts))
     packed = None
-    if args.pair is not None or args.max_length:
+    if args.pair is not None or args.seq_length:
         special = tokenizer.special_tokens
-        packer = BertPacker(
-            args.max_length or 512, cls_id=special.cls, sep_id=special.sep, pad_id=special.pad,
-            pad_to="longest" if not args.max_length else "fixed",
-        )
+        packer = BertPacker(args.seq_length or 512, cls_id=special.cls, sep_id=special.sep, pad_id=special.pad,
+                            pad_to="fixed" if args.seq_length else "longest")
         segments = (ids,) if args.pair is None else (ids, tokenizer.tokenize(tf.constant([args.pair] * len(texts))))
         packed = {k: v.numpy().tolist() for k, v in packer(segments).items()}
     for row, text in enumerate(texts):

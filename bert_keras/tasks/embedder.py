@@ -98,3 +98,39 @@ class Embedder(TextTask):
                 (tuple(tf.constant(c) for c in columns), tf.zeros(len(columns[0]), tf.int32)))
             dataset = self._batch(self.preprocessor.encode_rows(texts), batch_size)
         return np.asarray(self._outputs(dataset), np.float32)
+
+
+def write_embeddings(path, texts, vectors):
+    """Writes `vectors` to `path` atomically: `.npy` (float32 `[N, D]`) or `.jsonl`.
+
+    A `.jsonl` file holds one `{"text", "embedding"}` object per line, in input
+    order. The file appears complete or not at all (`pipelines.atomic_writes`).
+
+    Example:
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "v.jsonl")
+    >>> write_embeddings(path, ["a"], np.array([[0.5, 1.0]], np.float32))
+    >>> open(path).read()
+    '{"text": "a", "embedding": [0.5, 1.0]}\\n'
+
+    Args:
+        path: a name ending in `.npy` or `.jsonl`.
+        texts: the `N` texts (written to `.jsonl` only).
+        vectors: `[N, D]` array.
+    """
+    import json
+
+    from pipelines.atomic_writes import atomic_file
+
+    if not str(path).endswith((".npy", ".jsonl")):
+        raise TaskInputError(f"{path}: name a .npy or .jsonl file")
+    with atomic_file(path, "wb") as f:
+        if str(path).endswith(".npy"):
+            np.save(f, np.asarray(vectors, np.float32))  # a file object: no second suffix
+            return
+        for text, vector in zip(texts, vectors):
+            # strict JSON: a non-finite value (a diverged model) is null, never NaN
+            embedding = [round(float(v), 7) if np.isfinite(v) else None for v in vector]
+            record = {"text": text, "embedding": embedding}
+            f.write((json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8"))

@@ -5,7 +5,7 @@ A dataset spec names the data, the task class and how its metrics read:
 * `glue/NAME` (`glue/mrpc`, `glue/stsb`, ...): TFDS GLUE, `TextClassifier`.
 * `csv:PATH`: your CSV / TSV / JSONL file (`text`/`sentence`, optional `text_b` /
   `sentence2`, `label`), `TextClassifier` (labels: the training file's, sorted).
-* `conll2003`: CoNLL-2003 NER (TFDS, or `--train/--eval` files in IOB1), `TokenClassifier`.
+* `conll2003`: CoNLL-2003 NER (TFDS, or `--data` / `--eval-data` files in IOB1), `TokenClassifier`.
 * `swag`: SWAG CSV files, `MultipleChoice`.
 * `squad/v1.1`, `squad/v2.0`: SQuAD (TFDS, or JSON files), `SpanQA`.
 
@@ -108,7 +108,8 @@ class DatasetSpec:
     def _eval_path(self, path):
         path = path or self.eval_path
         if not path:
-            raise DatasetSpecError(f"{self.spec}: no evaluation file; pass --eval PATH (or --data PATH)")
+            raise DatasetSpecError(f"{self.spec}: no evaluation file; pass --eval-data PATH "
+                                   "(evaluate: --data PATH)")
         if not os.path.isfile(path):
             raise DatasetSpecError(f"{path}: no such file")
         self.scored = path
@@ -140,7 +141,7 @@ class GlueSpec(DatasetSpec):
         from pipelines.datasets.glue import glue_texts
 
         if path:
-            raise DatasetSpecError(f"{self.spec} reads its dev split from TFDS; --data/--eval files are "
+            raise DatasetSpecError(f"{self.spec} reads its dev split from TFDS; --data/--eval-data files are "
                                 "for csv:, conll2003, swag and squad tasks")
         split = "validation_matched" if self.glue.name == "mnli" else "validation"
         self.scored = f"tfds {self.glue.tfds_name}[{split}]"
@@ -258,7 +259,7 @@ class SwagSpec(DatasetSpec):
         from pipelines.datasets.swag import read_swag_csv
 
         if not self.train_path:
-            raise DatasetSpecError("swag: pass --train train.csv (and --eval val.csv), the SWAG CSV files")
+            raise DatasetSpecError("swag: pass --data train.csv (and --eval-data val.csv), the SWAG CSV files")
         examples = read_swag_csv(self.train_path)
         return examples, [e.label for e in examples]
 

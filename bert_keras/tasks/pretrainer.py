@@ -1,11 +1,17 @@
 """`Pretrainer`: masked-LM + next-sentence pretraining from a text corpus or from records."""
 
+import json
+import logging
 import os
+import shutil
 
 import keras
 
 from bert_keras.models.pretrainer import BertPretrainer
 from bert_keras.tasks.inputs import TaskInputError
+
+# The size names `from_config` takes (`bert-keras pretrain --config NAME`).
+NAMED_CONFIGS = ("tiny", "mini", "small", "medium", "base", "large")
 
 
 @keras.saving.register_keras_serializable(package="bert_keras.tasks")
@@ -28,25 +34,41 @@ class Pretrainer(BertPretrainer):
     >>> result = pretrainer.fit(corpus="corpus.txt", output_dir="run", steps=1000)  # doctest: +SKIP
     >>> pretrainer.encoder.save("run/encoder.keras")                                # doctest: +SKIP
 
-    Outputs of `fit(corpus= | records=)`: a `bert_keras.training.PretrainingResult`
-    (`final_step`, `metrics` with `loss`, `mlm_accuracy`, `nsp_accuracy`,
-    `examples_per_sec`, `checkpoint`).
+    The whole run of `bert-keras pretrain` (distribution strategy, mixed
+    precision, the model built in the strategy's scope, resume, and
+    `encoder.keras` + `config.json` + `vocab.txt` written at the end) is
+    the class method `pretrain`:
+
+    >>> result = Pretrainer.pretrain("run", steps=1000, corpus="corpus.txt",
+    ...                              vocab_file="vocab.txt", config="mini")  # doctest: +SKIP
+
+    Outputs of `fit(corpus= | records=)` and `pretrain`: a
+    `bert_keras.training.PretrainingResult` (`initial_step`, `final_step`,
+    `metrics` with `loss`, `mlm_accuracy`, `nsp_accuracy`, `steps_per_sec`,
+    `examples_per_sec`, `checkpoint`, `notes`, `already_complete`, `chief`).
     """
 
     vocab_file = None
     lowercase = True
 
     @classmethod
-    def from_config(cls, config, *, vocab_file, lowercase=True):
-        """A randomly initialised pretrainer of a `BertConfig` or a size name (`"mini"`, `"base"`, ...)."""
-        from bert_keras.config import BertConfig
-        from bert_keras.encoder import BertEncoder
-        from pipelines.tokenizer.vocab import load_vocabulary
+    def from_config(cls, config, *, vocab_file=None, lowercase=True, dtype=None):
+        """A randomly initialised pretrainer.
 
-        if isinstance(config, str):
-            config = BertConfig.named(config, vocab_size=len(load_vocabulary(vocab_file)))
-        pretrainer = cls(BertEncoder(config))
-        pretrainer.vocab_file, pretrainer.lowercase = os.fspath(vocab_file), bool(lowercase)
+        Args:
+            config: a `BertConfig`, a size name (`NAMED_CONFIGS`: `"mini"`,
+                `"base"`, ...; the vocabulary gives its `vocab_size`), or a
+                config JSON file (ours, google-research's or Hugging Face's).
+            vocab_file: the WordPiece vocabulary (needed by a size name and
+                by `fit(corpus=)`).
+            lowercase: uncased tokenization of the corpus.
+            dtype: a Keras dtype policy (`"mixed_float16"`, ...); None = the global one.
+        """
+        from bert_keras.encoder import BertEncoder
+
+        pretrainer = cls(BertEncoder(read_config(config, vocab_file), dtype=dtype))
+        pretrainer.vocab_file = None if vocab_file is None else os.fspath(vocab_file)
+        pretrainer.lowercase = bool(lowercase)
         return pretrainer
 
     @classmethod
@@ -67,7 +89,7 @@ class Pretrainer(BertPretrainer):
 
         Args:
             x, y, **kwargs: Keras' `fit` on your own `(x, y)` batches (no corpus / records).
-            corpus: a one-sentence-per-line text file, masked on the fly.
+            corpus: a one-sentence-per-line text file (or a list of them), masked on the fly.
             records: a glob of `create-pretraining-data` TFRecord files.
             output_dir: checkpoints, backup and TensorBoard logs.
             steps: total optimizer steps.
@@ -80,33 +102,207 @@ class Pretrainer(BertPretrainer):
         if corpus is None and records is None:
             return super().fit(x, y, **kwargs)
         from bert_keras.training import run_pretraining
-        from pipelines import pretraining as pretraining_data
 
-        if (corpus is None) == (records is None):
-            raise TaskInputError("pass corpus= (a text file) or records= (TFRecord files), not both")
         if not output_dir or not steps or steps < 1:
             raise TaskInputError("pretraining needs output_dir= and steps= (a positive number)")
-        common = dict(batch_size=batch_size, seq_length=seq_length, max_predictions_per_seq=max_predictions,
-                      seed=seed, shuffle=True, repeat=True)
-        if records is not None:
-            import tensorflow as tf
-
-            if not tf.io.gfile.glob(records):
-                raise TaskInputError(f"records={records!r} matches no file")
-            make_dataset = lambda: pretraining_data.pretraining_dataset(records, **common)  # noqa: E731
-        else:
-            if not os.path.isfile(corpus):
-                raise TaskInputError(f"corpus={corpus!r}: no such file")
-            if self.vocab_file is None:
-                raise TaskInputError("corpus= needs the vocabulary: Pretrainer.from_config(..., vocab_file=)")
-            from pipelines import BertTokenizer
-
-            tokenizer = BertTokenizer(self.vocab_file, lowercase=self.lowercase)
-            make_dataset = lambda: pretraining_data.dynamic_pretraining_dataset(  # noqa: E731
-                corpus, tokenizer, **common)
+        make_dataset = dataset_factory(
+            corpus=corpus, records=records, vocab_file=self.vocab_file, lowercase=self.lowercase,
+            batch_size=batch_size, seq_length=seq_length, max_predictions=max_predictions, seed=seed)
         return run_pretraining(
             build_model=lambda: self, make_dataset=make_dataset, output_dir=output_dir,
             num_train_steps=int(steps), global_batch_size=batch_size,
             num_warmup_steps=steps // 10 if warmup_steps is None else warmup_steps,
             learning_rate=learning_rate, weight_decay=weight_decay, strategy=strategy,
             checkpoint_every=min(checkpoint_every, int(steps)), verbose=kwargs.get("verbose", "auto"))
+
+    @classmethod
+    def pretrain(cls, output_dir, *, steps, corpus=None, records=None, config="base", init=None,
+                 vocab_file=None, lowercase=True, seq_length=128, max_predictions=20, batch_size=32,
+                 learning_rate=1e-4, warmup_steps=None, weight_decay=0.01, seed=0,
+                 checkpoint_every=1000, keep_checkpoints=3, strategy="auto", tpu=None,
+                 mixed_precision="auto", jit_compile="auto", steps_per_execution=1, overwrite=False,
+                 verbose="auto", log=None):
+        """One resumable pretraining run in `output_dir`, from a fresh model or from `init`.
+
+        It never destroys work (`bert_keras.training.run_pretraining`): a killed
+        run resumes where it stopped when called again with the same
+        arguments; a finished run is returned `already_complete` and left
+        untouched; a larger `steps` continues a finished run from its last
+        checkpoint; any other non-empty `output_dir` needs `overwrite=True`.
+        At the end the chief writes `encoder.keras` (atomically), `config.json`
+        and a copy of `vocab_file` into `output_dir`.
+
+        Example:
+
+        >>> result = Pretrainer.pretrain("runs/mini", steps=10000, records="out/*.tfrecord",
+        ...                              vocab_file="vocab.txt", config="mini")  # doctest: +SKIP
+        >>> result.final_step, result.metrics["loss"]                            # doctest: +SKIP
+
+        Args:
+            output_dir: checkpoints, backup, TensorBoard logs, `run.json` and the outputs.
+            steps: total optimizer steps (resumed ones included).
+            corpus, records: the data, one of them (see `fit`).
+            config: model size or config (see `from_config`); ignored with `init`.
+            init: start from these weights (encoder, and pretraining heads when
+                present): any spec `BertPretrainer.from_pretrained` reads.
+            vocab_file, lowercase: the vocabulary (copied to `output_dir`) and its case rule.
+            seq_length, max_predictions, batch_size: the global batch and its shapes.
+            learning_rate, warmup_steps (default steps // 10), weight_decay: the optimizer.
+            seed: model initialisation, dropout, data order and masking.
+            checkpoint_every, keep_checkpoints: checkpoints (and backups) every
+                that many steps; how many are kept.
+            strategy, tpu: a `tf.distribute.Strategy`, or its name for
+                `bert_keras.training.get_strategy` (`"auto"`, `"mirrored"`, ...).
+            mixed_precision: `bert_keras.training.apply_policy` mode (`"auto"`, `"off"`, ...).
+            jit_compile, steps_per_execution: XLA, and steps per `tf.function` call.
+            overwrite: start afresh in an `output_dir` holding other work.
+            verbose: Keras' `fit` verbosity (1: a progress bar, 2: one line per checkpoint).
+            log: callable taking one line (the strategy and precision chosen); default logging.
+
+        Returns:
+            `bert_keras.training.PretrainingResult`.
+
+        Raises:
+            TaskInputError: bad arguments; `RunDirectoryError`: `output_dir` holds
+            other work; `RecordsMismatchError`: records of other shapes (before
+            any model is built); `StrategyError`: a strategy that cannot start.
+        """
+        from bert_keras.training import apply_policy, get_strategy, run_pretraining
+        from bert_keras.training.strategy import describe
+
+        if steps <= 0:
+            raise TaskInputError("steps must be positive")
+        if checkpoint_every % steps_per_execution:
+            raise TaskInputError("checkpoint_every must be a multiple of steps_per_execution")
+        if isinstance(strategy, str):
+            strategy = get_strategy(strategy, tpu=tpu)
+        replicas = strategy.num_replicas_in_sync
+        if batch_size % replicas:
+            raise TaskInputError(f"the global batch size {batch_size} is not divisible by {replicas} replicas")
+        policy = apply_policy(mixed_precision, strategy)
+        model_config = None if init else read_config(config, vocab_file)
+        make_dataset = dataset_factory(
+            corpus=corpus, records=records, vocab_file=vocab_file, lowercase=lowercase,
+            batch_size=batch_size, seq_length=seq_length, max_predictions=max_predictions, seed=seed)
+
+        def build_model():
+            if init:
+                return cls.from_pretrained(init, vocab_file=vocab_file, lowercase=lowercase, dtype=policy)
+            return cls.from_config(model_config, vocab_file=vocab_file, lowercase=lowercase, dtype=policy)
+
+        (log or logging.getLogger(__name__).info)(
+            f"strategy: {describe(strategy)}; dtype policy {policy}; global batch {batch_size}")
+        settings = run_settings(
+            records=records, corpus=corpus, vocab_file=vocab_file, lowercase=lowercase, config=config,
+            init=init, seq_length=seq_length, max_predictions=max_predictions, batch_size=batch_size,
+            learning_rate=learning_rate, weight_decay=weight_decay, seed=seed,
+            checkpoint_every=checkpoint_every, steps_per_execution=steps_per_execution)
+        return run_pretraining(
+            build_model=build_model, make_dataset=make_dataset, output_dir=output_dir,
+            num_train_steps=steps, num_warmup_steps=steps // 10 if warmup_steps is None else warmup_steps,
+            learning_rate=learning_rate, weight_decay=weight_decay, global_batch_size=batch_size,
+            strategy=strategy, steps_per_execution=steps_per_execution, jit_compile=jit_compile,
+            checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints, verbose=verbose,
+            run_settings=settings, overwrite=overwrite, seed=seed,
+            save_outputs=lambda model: save_outputs(model, output_dir, vocab_file))
+
+
+def read_config(config, vocab_file=None):
+    """A `BertConfig` from a `BertConfig`, a size name, or a JSON file in our, google-research or HF format.
+
+    Example:
+
+    >>> read_config("tiny", None)
+    Traceback (most recent call last):
+    ...
+    bert_keras.tasks.inputs.TaskInputError: config 'tiny' needs the vocabulary (vocab_file=) for its vocab_size
+    """
+    from bert_keras.config import BertConfig
+    from pipelines.tokenizer.vocab import load_vocabulary
+
+    if isinstance(config, BertConfig):
+        return config
+    if config in NAMED_CONFIGS:
+        if vocab_file is None:
+            raise TaskInputError(f"config {config!r} needs the vocabulary (vocab_file=) for its vocab_size")
+        return BertConfig.named(config, vocab_size=len(load_vocabulary(vocab_file)))
+    if not os.path.isfile(config):
+        raise TaskInputError(f"config {config!r} is neither a size ({', '.join(NAMED_CONFIGS)}) nor a JSON file")
+    with open(config, encoding="utf-8") as f:
+        data = json.load(f)
+    if "model_type" in data:
+        return BertConfig.from_hf_json(data)
+    if "num_hidden_layers" in data:
+        return BertConfig.from_google_json(data)
+    return BertConfig.from_json(data)
+
+
+def dataset_factory(*, corpus, records, vocab_file, lowercase, batch_size, seq_length, max_predictions, seed):
+    """A () -> infinite `tf.data.Dataset` of global `(x, y)` batches, the same stream on every call.
+
+    The inputs are checked before any model is built: records must exist and
+    have the asked shapes (`pipelines.pretraining.RecordsMismatchError`), a
+    corpus must exist and have a vocabulary.
+    """
+    import tensorflow as tf
+
+    from pipelines import pretraining as pretraining_data
+
+    if (corpus is None) == (records is None):
+        raise TaskInputError("pass corpus= (text files) or records= (TFRecord files), not both")
+    common = dict(batch_size=batch_size, seq_length=seq_length, max_predictions_per_seq=max_predictions,
+                  seed=seed, shuffle=True, repeat=True)
+    if records is not None:
+        if not tf.io.gfile.glob(records):
+            raise TaskInputError(f"records={records!r} matches no file")
+        pretraining_data.check_records_layout(records, seq_length=seq_length,
+                                              max_predictions_per_seq=max_predictions)
+        return lambda: pretraining_data.pretraining_dataset(records, **common)
+    for path in [corpus] if isinstance(corpus, (str, os.PathLike)) else corpus:
+        if not tf.io.gfile.glob(os.fspath(path)):
+            raise TaskInputError(f"corpus={os.fspath(path)!r}: no such file")
+    if vocab_file is None:
+        raise TaskInputError("corpus= needs the vocabulary: Pretrainer.from_config(..., vocab_file=)")
+    from pipelines import BertTokenizer
+
+    tokenizer = BertTokenizer(vocab_file, lowercase=lowercase)
+    return lambda: pretraining_data.dynamic_pretraining_dataset(corpus, tokenizer, **common)
+
+
+def run_settings(*, records, corpus, vocab_file, lowercase, config, init, seq_length, max_predictions,
+                 batch_size, learning_rate, weight_decay, seed, checkpoint_every, steps_per_execution):
+    """What identifies a run in its `run.json`: a rerun must match it to resume or continue."""
+    def absolute(path):
+        if path is None:
+            return None
+        path = os.fspath(path)
+        return path if "://" in path or ":" in path.split("/")[0] else os.path.abspath(path)
+
+    def weights(spec):
+        kind, colon, rest = (spec or "").partition(":")
+        if colon and kind in ("hf", "tf1", "keras-hub"):
+            return f"{kind}:{os.path.abspath(rest)}"
+        return spec if colon or spec is None else os.path.abspath(spec)
+
+    if corpus is not None and isinstance(corpus, (str, os.PathLike)):
+        corpus = [corpus]
+    named = isinstance(config, str) and (config in NAMED_CONFIGS or init)
+    return {
+        "data": absolute(records), "text": [absolute(p) for p in corpus] if corpus else None,
+        "vocab": absolute(vocab_file), "cased": not lowercase,
+        "config": config if named else absolute(config) if isinstance(config, str) else config.to_dict(),
+        "init": weights(init), "seq_length": seq_length, "max_predictions": max_predictions,
+        "global_batch_size": batch_size, "learning_rate": learning_rate, "weight_decay": weight_decay,
+        "seed": seed, "checkpoint_every": checkpoint_every, "steps_per_execution": steps_per_execution,
+    }
+
+
+def save_outputs(model, output_dir, vocab_file=None):
+    """`encoder.keras` (atomically), `config.json` and a copy of `vocab_file` into `output_dir`."""
+    from pipelines.atomic_writes import staged_path
+
+    with staged_path(os.path.join(output_dir, "encoder.keras")) as staging:
+        model.encoder.save(staging)
+    model.encoder.config.to_json(os.path.join(output_dir, "config.json"))
+    if vocab_file:
+        shutil.copyfile(vocab_file, os.path.join(output_dir, "vocab.txt"))

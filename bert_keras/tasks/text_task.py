@@ -12,6 +12,7 @@ Subclasses define `kind`, `_build_head`, `_train_dataset`, `_evaluate` and
 schedule sized to the run, save / load, export) lives here.
 """
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -380,14 +381,16 @@ class TextTask(keras.Model):
         return super().fit(dataset.repeat(), epochs=keras_epochs, shuffle=False,
                            steps_per_epoch=min(steps_per_epoch, total_steps), **keras_options)
 
-    def evaluate(self, x=None, y=None, batch_size=None, verbose=0, sample_weight=None, steps=None,
+    def evaluate(self, x=None, y=None, batch_size=None, verbose=None, sample_weight=None, steps=None,
                  callbacks=None, return_dict=False, **kwargs):
         """The task's metrics on raw text, as a dict (see the class docstring).
 
         `x` / `y` take the forms of `fit` (a dataset: batched or not). Tokenized
         inputs, and the validation of `fit`, go to Keras' own loop (loss and the
-        compiled metrics).
+        compiled metrics). `verbose=1` shows Keras' progress bar (with ETA) over the
+        prediction batches the metrics are computed from (default: `verbosity`'s level, 0).
         """
+        verbose = self._verbose if verbose is None else verbose
         batch_size = self._batch_size(x, batch_size)
         if (kwargs or is_tokenized(x)
                 or isinstance(x, tf.data.Dataset) and _is_tokenized_dataset(x)):
@@ -405,26 +408,48 @@ class TextTask(keras.Model):
                                  "batches (dataset.map(task.preprocessor))")
         if isinstance(x, tf.data.Dataset) and y is not None:
             raise TaskInputError("y: with a tf.data.Dataset as x, labels come from its elements")
-        return self._evaluate(x, y, batch_size=batch_size)
+        with self.verbosity(verbose):
+            return self._evaluate(x, y, batch_size=batch_size)
 
-    def predict(self, x, batch_size=None, verbose=0, steps=None, callbacks=None):
+    def predict(self, x, batch_size=None, verbose=None, steps=None, callbacks=None):
         """The task's predictions for raw text (see the class docstring).
 
         `x` takes the forms of `fit` without labels: a list, an array, a tuple of
         columns, or a dataset of texts (batched or not; labels in it are ignored).
-        The output has the same structure whatever the form.
+        The output has the same structure whatever the form. `verbose=1` shows Keras'
+        progress bar (with ETA); default: `verbosity`'s level, 0.
         """
         batch_size = self._batch_size(x, batch_size)
         if steps is not None:  # as Keras: the first `steps` batches only
             x = self._first_batches(x, check_count("steps", steps), batch_size)
         self._predict_callbacks = callbacks
         try:
-            if isinstance(x, tf.data.Dataset) and _is_tokenized_dataset(x):
-                # Batches from the preprocessor (or your own packing): the same outputs as raw text.
-                return self._from_outputs(self._outputs(x))
-            return self._predict(x, batch_size=batch_size)
+            with self.verbosity(self._verbose if verbose is None else verbose):
+                if isinstance(x, tf.data.Dataset) and _is_tokenized_dataset(x):
+                    # Batches from the preprocessor (or your own packing): the same outputs as raw text.
+                    return self._from_outputs(self._outputs(x))
+                return self._predict(x, batch_size=batch_size)
         finally:
             self._predict_callbacks = None
+
+    # Keras' progress bar level of the `predict` / `evaluate` calls that pass no `verbose`.
+    _verbose = 0
+
+    @contextlib.contextmanager
+    def verbosity(self, verbose):
+        """Within the block, `predict` and `evaluate` (also inside `predict_rows` and the
+        family's file writers) show Keras' progress bar at this level unless told otherwise.
+
+        Example:
+
+        >>> with task.verbosity(1):                                    # doctest: +SKIP
+        ...     rows = task.predict_rows(["a text", "another"])
+        """
+        previous, self._verbose = self._verbose, verbose
+        try:
+            yield self
+        finally:
+            self._verbose = previous
 
     def _first_batches(self, x, steps, batch_size):
         """The first `steps` batches of `x` (in memory: `steps * batch_size` rows)."""
@@ -597,7 +622,7 @@ class TextTask(keras.Model):
         """
         if isinstance(dataset.element_spec, tuple):
             dataset = dataset.map(lambda x, *_: x)
-        return keras.Model.predict(self, dataset, verbose=0,
+        return keras.Model.predict(self, dataset, verbose=self._verbose,
                                    callbacks=getattr(self, "_predict_callbacks", None))
 
     # -- save / load / export -------------------------------------------------------

@@ -46,6 +46,7 @@ class PretrainingResult:
     skip_padding: bool = False
     notes: list = field(default_factory=list)
     already_complete: bool = False
+    chief: bool = True  # this process writes the outputs (multi-worker: only the chief)
 
 
 class _StopAtStep(keras.callbacks.Callback):
@@ -295,7 +296,7 @@ def run_pretraining(
         logger.info("%s is complete at step %d: nothing to do", output_dir, plan.completed_step)
         return PretrainingResult(model=None, initial_step=plan.completed_step, final_step=plan.completed_step,
                                  metrics=dict(plan.metrics), checkpoint=plan.checkpoint, notes=notes,
-                                 already_complete=True)
+                                 already_complete=True, chief=chief)
     worker_dir = output_dir if chief else tempfile.mkdtemp(prefix="bert_keras_worker_")
     segment_start = plan.segment_start
     steps_per_epoch = plan.steps_per_epoch or max(1, min(int(checkpoint_every), int(num_train_steps) - segment_start))
@@ -390,4 +391,5 @@ def run_pretraining(
         jit_compile=bool(model.jit_compile),
         skip_padding=bool(skip_padding),
         notes=notes,
+        chief=chief,
     )

@@ -2,7 +2,8 @@
 
 >>> from bert_keras.visualization import head_view_html, attention_heatmaps_png  # doctest: +SKIP
 
-`attention_view`: attention as an interactive HTML head view and as PNG heatmaps.
+`attention_view`: attention as an interactive HTML head view and as PNG heatmaps;
+`encoder_attention`: an encoder's attention on one text or a pair (runs the model).
 """
 
 from bert_keras.visualization.attention_view import (
@@ -10,5 +11,7 @@ from bert_keras.visualization.attention_view import (
     head_view_html,
     save_head_view_html,
 )
+from bert_keras.visualization.encoder_attention import EncoderAttention, encoder_attention
 
-__all__ = ["attention_heatmaps_png", "head_view_html", "save_head_view_html"]
+__all__ = ["EncoderAttention", "attention_heatmaps_png", "encoder_attention", "head_view_html",
+           "save_head_view_html"]

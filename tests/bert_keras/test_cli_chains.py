@@ -1,6 +1,6 @@
 """Every "next:" line a `bert-keras` command prints works when pasted.
 
-The chains a new user walks: vocab -> pretrain -> convert -> encode (-> tokenize), and
+The chains a new user walks: vocab -> pretrain -> convert -> embed (-> tokenize), and
 finetune -> evaluate / predict, export -> serve -> query. Each command runs as the installed
 script in a fresh process; the commands after the first are taken from the "next:" lines
 the previous ones printed, not written here.
@@ -81,19 +81,19 @@ def free_port():
 
 
 @pytest.mark.slow
-def test_vocab_pretrain_convert_encode_chain(tmp_path):
+def test_vocab_pretrain_convert_embed_chain(tmp_path):
     (tmp_path / "corpus.txt").write_text(CORPUS, encoding="utf-8")
     out = run(["bert-keras", "vocab", "corpus.txt", "-o", "vocab.txt", "--size", "120"], tmp_path)
     ran = follow(out, tmp_path)
     assert [c[1] for c in ran] == ["tokenize"]
 
-    out = run(["bert-keras", "pretrain", "--text", "corpus.txt", "--vocab", "vocab.txt", "--config", "tiny",
-               "--steps", "2", "--global-batch-size", "4", "--seq-length", "32", "--max-predictions", "4",
+    out = run(["bert-keras", "pretrain", "--input", "corpus.txt", "--vocab", "vocab.txt", "--config", "tiny",
+               "--steps", "2", "--batch-size", "4", "--seq-length", "32", "--max-predictions", "4",
                "--output-dir", "run"], tmp_path)
     ran = follow(out, tmp_path)
     names = [c[1] for c in ran]
-    # pretrain -> encode and convert; convert -> encode of the converted model; encode -> tokenize.
-    assert names.count("convert") == 1 and names.count("encode") == 2 and "tokenize" in names, ran
+    # pretrain -> embed and convert; convert -> embed of the converted model; embed -> tokenize.
+    assert names.count("convert") == 1 and names.count("embed") == 2 and "tokenize" in names, ran
     converted = next(c for c in ran if c[1] == "convert")[3]
     assert os.path.isfile(tmp_path / converted.split(":", 1)[1] / "vocab.txt")
 

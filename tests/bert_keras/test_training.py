@@ -314,7 +314,7 @@ def test_cli_pretrain_end_to_end(one_layer_config, tiny_vocab_file, tmp_path, ca
                  "--strategy", "default", "--output-dir", str(output)])
     printed = capsys.readouterr().out
     assert code == 0, printed
-    assert "steps 0 -> 4 of 4" in printed and "next: bert-keras encode --init" in printed
+    assert "steps 0 -> 4 of 4" in printed and "next: bert-keras embed --init" in printed
     assert {"encoder.keras", "config.json", "vocab.txt", "checkpoints", "logs"} <= set(os.listdir(output))
     encoder = keras.saving.load_model(str(output / "encoder.keras"))
     assert encoder.config == one_layer_config
@@ -374,7 +374,7 @@ def test_cli_pretrain_rerun_of_a_finished_run_touches_nothing_and_more_steps_con
     # The same command again: reported complete, nothing written, no checkpoint rotated.
     assert main(pretrain_args(data, tiny_vocab_file, config_file, output, 4)) == 0
     printed = capsys.readouterr().out
-    assert "already complete at step 4" in printed and "next: bert-keras encode" in printed
+    assert "already complete at step 4" in printed and "next: bert-keras embed" in printed
     assert snapshot(output) == finished
 
     # A larger --steps continues from the last checkpoint (model and optimizer), not from step 0.

