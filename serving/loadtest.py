@@ -334,6 +334,24 @@ def _progress_bar(progress, requests, duration_s, description):
                 bar_format="{l_bar}{bar}| {n:.1f}/{total:.1f} s")
 
 
+def request_batches(rows, batch_size):
+    """Predict inputs of `batch_size` rows each, rotating over `rows`; enough to send every row once.
+
+    >>> request_batches({"text": ["a", "b", "c"]}, 2)
+    [{'text': ['a', 'b']}, {'text': ['c', 'a']}]
+
+    Args:
+        rows: {input name: one value per row}, every list as long.
+        batch_size: rows per request.
+    """
+    count = len(next(iter(rows.values())))
+    requests = []
+    for start in range(0, max(count, 1), batch_size):
+        indices = [(start + k) % count for k in range(batch_size)]
+        requests.append({name: [values[i] for i in indices] for name, values in rows.items()})
+    return requests
+
+
 def load_test(client, inputs_list, *, signature_name=None, concurrency=1, requests=None, duration_s=None,
               warmup=0, progress=False):
     """Load-tests `client.predict` with prepared requests, rotating through `inputs_list`.

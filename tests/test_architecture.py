@@ -19,7 +19,7 @@ LAYERS = {
     3: "fine-tuned model directory",
     4: "serving",
     5: "bert_keras.tasks",
-    6: "bert_keras.cli",
+    6: "bert_keras.cli and bert_keras.examples",
 }
 FINETUNED_DIRECTORY_MODULE = "bert_keras.finetuned_model"
 THIRD_PARTY_ABOVE_PIPELINES = ("keras", "keras_hub", "keras_nlp", "tf_keras")
@@ -36,6 +36,8 @@ def layer_of(module):
     if module == "bert_keras.tasks" or module.startswith("bert_keras.tasks."):
         return 5
     if module == "bert_keras.cli" or module.startswith("bert_keras.cli."):
+        return 6
+    if module == "bert_keras.examples" or module.startswith("bert_keras.examples."):
         return 6
     return 2
 
@@ -281,4 +283,14 @@ def test_no_cli_subcommand_imports_another():
     assert "bert_keras.cli.finetune" in subcommands and "bert_keras.cli.predict" in subcommands
     problems = [f"{module} imports {target}" for module in sorted(subcommands)
                 for target in sorted(GRAPH[module] & subcommands) if target != module]
+    assert not problems, problems
+
+
+def test_examples_use_the_public_api_not_the_cli():
+    """An example script (`bert_keras.examples`, which `bert-keras quickstart` runs) is what a user
+    would write: it calls `bert_keras.tasks`, `serving` and `pipelines`, never the CLI's modules."""
+    examples = [module for module in MODULES if module.startswith("bert_keras.examples.")]
+    assert "bert_keras.examples.quickstart" in examples
+    problems = [f"{module} imports {target}" for module in sorted(examples) for target in sorted(GRAPH[module])
+                if target == "bert_keras.cli" or target.startswith("bert_keras.cli.")]
     assert not problems, problems

@@ -60,7 +60,6 @@ def run(args):
         DeployKitOptions, KitExistsError, KubernetesOptions, ModelSpecError, build_deploy_kit,
         write_deploy_kit,
     )
-    from serving.deploy.server_settings import DEFAULT_TF_SERVING_VERSION
 
     try:
         kubernetes = KubernetesOptions(
@@ -70,8 +69,8 @@ def run(args):
         )
         options = DeployKitOptions(
             base_path=args.base_path, models=args.model, labels=args.label, output=args.output,
-            gpu=args.gpu, version=args.serving_version or DEFAULT_TF_SERVING_VERSION,
-            kubernetes=kubernetes,
+            gpu=args.gpu, kubernetes=kubernetes,
+            **({"version": args.serving_version} if args.serving_version else {}),
         )
         kit = build_deploy_kit(options)
         written = write_deploy_kit(kit, args.output, overwrite=args.overwrite)
@@ -84,7 +83,7 @@ def run(args):
         print(f"warning: {warning}", file=sys.stderr)
     for model in kit.models:
         labels = ", ".join(f"{k} -> {v}" for k, v in model.labels.items())
-        print(f"model {model.name}: serves {_policy(model)}" + (f"; labels {labels}" if labels else ""))
+        print(f"model {model.name}: serves {model.describe_versions()}" + (f"; labels {labels}" if labels else ""))
     print(f"wrote {len(written)} files to {args.output}:")
     for path in written:
         print(f"  {path}")
@@ -96,10 +95,3 @@ def run(args):
     print(f"  kubectl apply -f {os.path.join(output, 'k8s')}     # Kubernetes (see README_DEPLOY.md)")
     return 0
 
-
-def _policy(model):
-    if model.version_policy == "latest":
-        return "the latest version" if model.num_versions == 1 else f"the latest {model.num_versions} versions"
-    if model.version_policy == "all":
-        return "all versions"
-    return "versions " + ", ".join(map(str, model.versions))

@@ -55,14 +55,9 @@ def _request_inputs(signature_inputs, args):
     if needs_texts and not texts:
         texts = [DEFAULT_TEXT]
     args.texts = texts
-    rows = build_inputs(signature_inputs, args)  # {input: one value per text}
-    count = len(next(iter(rows.values())))
-    requests = []
-    # Enough distinct requests to cover every text once, at least one.
-    for start in range(0, max(count, 1), args.batch_size):
-        indices = [(start + k) % count for k in range(args.batch_size)]
-        requests.append({name: [values[i] for i in indices] for name, values in rows.items()})
-    return requests
+    from serving.loadtest import request_batches
+
+    return request_batches(build_inputs(signature_inputs, args), args.batch_size)
 
 
 def run(args):

@@ -100,21 +100,20 @@ def _sources(args):
             return read_models_config(args.model_config_file)
         except ModelConfigError as error:
             raise CommandError(str(error)) from None
-    base = os.path.abspath(args.model_base_path)
-    if not os.path.isdir(base):
+    if not os.path.isdir(args.model_base_path):
         raise CommandError(f"--model-base-path {args.model_base_path}: no such directory")
     if args.num_versions < 1:
         raise CommandError("--num-versions must be at least 1")
-    name = args.model_name or os.path.basename(base.rstrip(os.sep))
     try:
-        return [ModelSource(name, base, version_policy="latest", num_versions=args.num_versions)]
+        return [ModelSource.for_base_path(args.model_base_path, args.model_name, args.num_versions)]
     except (ValueError, TypeError) as error:
+        name = args.model_name or os.path.basename(os.path.abspath(args.model_base_path).rstrip(os.sep))
         raise CommandError(f"--model-name {name!r}: {error}") from None
 
 
 def _batching(args):
     from serving.server.engine import BatchingOptions
-    from serving.server.model_config import BATCHING_FIELDS, ModelConfigError, parse_batching_parameters
+    from serving.server.model_config import BATCHING_FIELDS, ModelConfigError, read_batching_parameters
 
     if args.batching_parameters_file and not args.enable_batching:
         raise CommandError("--batching-parameters-file needs --enable-batching")
@@ -125,11 +124,10 @@ def _batching(args):
         path = args.batching_parameters_file
         if not os.path.isfile(path):
             raise CommandError(f"--batching-parameters-file {path}: no such file")
-        with open(path, encoding="utf-8") as f:
-            try:
-                parsed = parse_batching_parameters(f.read(), source=path)
-            except ModelConfigError as error:
-                raise CommandError(str(error)) from None
+        try:
+            parsed = read_batching_parameters(path)
+        except ModelConfigError as error:
+            raise CommandError(str(error)) from None
         for name in parsed.pop("ignored"):
             print(f"bert-keras serve: note: {path}: {name} is not used by the embedded server", file=sys.stderr)
         values.update(parsed)
@@ -144,17 +142,10 @@ def _print_ready(server, sources, args):
     print(f"bert-keras serve: ready: gRPC {server.grpc_address}"
           + (f"  REST {server.rest_url}" if server.rest_url else "")
           + f"  models: {', '.join(names)}", flush=True)
-    from serving.server.errors import ServingError
+    from serving.server.server import version_states
 
     for source in sources:
-        # Versions that failed to load do not stop the server (TF Serving keeps serving the
-        # others too, and polling may find a good version later): say what serves and what not.
-        try:
-            status = server.engine.model_status(source.name)
-        except ServingError as error:
-            status, reason = [], error.message
-        else:
-            reason = "see the versions above"
+        status, reason = version_states(server.engine, source.name)
         for entry in status:
             problem = f": {entry['error_code']}: {entry['error_message']}" if entry["error_code"] != "OK" else ""
             print(f"  model {source.name} version {entry['version']}: {entry['state']}{problem}", flush=True)
@@ -236,38 +227,31 @@ def _start(server, sources, batching):
 
 def run(args):
     # This module imports nothing slow, and so does serving.server.server: the SIGTERM / SIGINT
-    # handlers are in place before TensorFlow is imported and the models load, so that a
-    # supervisor's SIGTERM at any moment ends the process cleanly: during startup it abandons
-    # loading (exit 0, nothing served), after the ready line it drains.
-    from serving.server.server import ShutdownRequested, ShutdownSignals
+    # handlers are in place before TensorFlow is imported and the models load (during startup a
+    # signal abandons loading, exit 0, nothing served; after the ready line it drains).
+    from serving.server.server import serve_until_shutdown
 
-    with ShutdownSignals() as signals:
-        server = None
-        try:
-            _check_args(args)
-            sources = _sources(args)
-            batching = _batching(args)
-            server = _server(args, sources, batching)
-            _start(server, sources, batching)
-            signals.interrupting = False  # ready from here on: a signal drains
-        except ShutdownRequested as stop:
-            signals.interrupting = False
-            if server is not None:
-                server.stop(grace_s=0)
-            print(f"bert-keras serve: {stop}: stopped while starting (nothing was served)", flush=True)
-            return 0
-        try:
-            _print_ready(server, sources, args)
-        except BaseException:
-            server.stop(grace_s=0)
-            raise
+    settings = {}
 
-        def on_signal(number):
-            import signal
+    def build():
+        _check_args(args)
+        settings["sources"], settings["batching"] = _sources(args), _batching(args)
+        return _server(args, settings["sources"], settings["batching"])
 
-            print(f"bert-keras serve: {signal.Signals(number).name}: draining (up to {args.grace_seconds:g} s)",
-                  flush=True)
+    def on_signal(number):
+        import signal
 
-        drained = server.serve_until_signal(grace_s=args.grace_seconds, signals=signals, on_signal=on_signal)
-    print("bert-keras serve: stopped" + ("" if drained else " (some requests did not finish in time)"), flush=True)
+        print(f"bert-keras serve: {signal.Signals(number).name}: draining (up to {args.grace_seconds:g} s)",
+              flush=True)
+
+    outcome = serve_until_shutdown(
+        build, start=lambda server: _start(server, settings["sources"], settings["batching"]),
+        on_ready=lambda server: _print_ready(server, settings["sources"], args),
+        grace_s=args.grace_seconds, on_signal=on_signal)
+    if outcome.stopped_while_starting:
+        print(f"bert-keras serve: {outcome.stopped_while_starting}: stopped while starting (nothing was served)",
+              flush=True)
+    else:
+        print("bert-keras serve: stopped" + ("" if outcome.drained else " (some requests did not finish in time)"),
+              flush=True)
     return 0

@@ -110,6 +110,29 @@ class ModelSource:
             labels[key] = int(value)
         self.labels = labels
 
+    @classmethod
+    def for_base_path(cls, base_path, name=None, num_versions=1):
+        """The `num_versions` latest versions under `base_path`, named after its directory by default.
+
+        >>> ModelSource.for_base_path("/models/sentiment/").name
+        'sentiment'
+        """
+        base = os.path.abspath(os.fspath(base_path))
+        return cls(name or os.path.basename(base.rstrip(os.sep)), base, version_policy="latest",
+                   num_versions=num_versions)
+
+    def describe_versions(self):
+        """Which versions this source serves, in words ("the latest version", "versions 1, 3").
+
+        >>> ModelSource("bert", "/models/bert", version_policy="specific", versions=(1, 3)).describe_versions()
+        'versions 1, 3'
+        """
+        if self.version_policy == "latest":
+            return "the latest version" if self.num_versions == 1 else f"the latest {self.num_versions} versions"
+        if self.version_policy == "all":
+            return "all versions"
+        return "versions " + ", ".join(map(str, self.versions))
+
 
 class ModelConfigError(ValueError):
     """A config file that does not follow the schema; the message starts with "file:line:column:" or "file:"."""
@@ -325,6 +348,13 @@ def parse_batching_parameters(text: str, *, source: str = "batching_parameters.t
         raise _from_parse_error(exc, text, source) from None
     values["ignored"] = ignored
     return values
+
+
+def read_batching_parameters(path) -> dict:
+    """`parse_batching_parameters` of a file (TF Serving's `--batching_parameters_file`)."""
+    path = os.fspath(path)
+    with open(path, encoding="utf-8") as f:
+        return parse_batching_parameters(f.read(), source=path)
 
 
 def read_models_config(path) -> list:

