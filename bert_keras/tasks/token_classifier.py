@@ -2,7 +2,8 @@
 
 import numpy as np
 
-from bert_keras.tasks.inputs import TaskInputError, check_label_names, check_lengths, check_sample_weight
+from bert_keras.tasks.inputs import TaskInputError, check_count, check_label_names, check_lengths
+from bert_keras.tasks.inputs import check_sample_weight
 from bert_keras.tasks.inputs import is_tokenized, label_ids, text_list
 from bert_keras.tasks.text_task import TextTask, steps_for
 
@@ -26,25 +27,43 @@ class TokenClassifier(TextTask):
     / IOB2). Every word is labelled by its first word piece (the
     google-research recipe); the other pieces are ignored by the loss.
 
+    Long documents: an input may be a whole document. With `max_length=N` (word
+    pieces) a text is read as overlapping windows of `seq_length - 2` pieces,
+    `stride` pieces apart (`pipelines.windowing`; SpanQA's windows), all in
+    `fit`, `evaluate` and `predict`: every word of its first N pieces gets a tag,
+    from the window where its first piece is most central (the original BERT's
+    max-context rule), and entities keep code point offsets into the whole text,
+    across window edges. `fit` labels each word in that one window only (each
+    word counts once in the loss). By default (`max_length=None`) a text is one
+    window, its first `seq_length - 2` pieces; `predict` reports any text read
+    only in part (`truncated`).
+
     Outputs:
         `predict`: per input `{"words", "tags", "entities"}`; an entity is
         `{"type", "text", "start_char", "end_char", "start_word", "end_word"}`
         with `start_char` / `end_char` code point offsets into the original
         string (`text == input[start_char:end_char]`; for a list of words,
-        into `" ".join(words)`), `end_word` inclusive. Words cut off by
-        `seq_length` are tagged "O".
+        into `" ".join(words)`), `end_word` inclusive; `truncated`: the text
+        has more than `max_length` word pieces, and only its first `words_read`
+        words were read: the words after them are tagged "O" unread.
         `evaluate`: seqeval entity `{"precision", "recall", "f1",
-        "num_examples"}` (micro averages over entities, conlleval rules).
+        "num_examples"}` (micro averages over entities, conlleval rules), and
+        `num_truncated` when some texts were read only in part (their unread
+        words count as predicted "O").
 
-    Args (`from_pretrained`, besides the common ones):
+    Args (`from_pretrained`, besides the common ones; saved with the model):
         labels: the tag names (required).
+        max_length: word pieces of a text read, in windows (None: one window of
+            `seq_length - 2`). `predict(..., max_length=)` overrides it per call.
+        stride: word pieces between the starts of two windows (None: half a
+            window; at most `seq_length - 2`). The step, as SpanQA's
+            `doc_stride`, not the overlap (`window - stride` pieces).
     """
 
     kind = "ner"
     freeze_pooler = True
-
     @classmethod
-    def _build_head(cls, encoder, *, labels, num_classes, dropout):
+    def _build_head(cls, encoder, *, labels, num_classes, dropout, max_length=None, stride=None):
         from bert_keras.models import BertTokenClassifier
 
         if not labels:
@@ -53,7 +72,8 @@ class TokenClassifier(TextTask):
         labels = check_label_names(labels)
         if num_classes is not None and num_classes != len(labels):
             raise TaskInputError(f"num_classes={num_classes} but {len(labels)} labels {labels}")
-        return labels, BertTokenClassifier(encoder, num_labels=len(labels), dropout=dropout), {}
+        settings = {"max_length": check_count("max_length", max_length), "stride": check_count("stride", stride)}
+        return labels, BertTokenClassifier(encoder, num_labels=len(labels), dropout=dropout), settings
 
     # -- data -------------------------------------------------------------------------
     @property
@@ -101,7 +121,9 @@ class TokenClassifier(TextTask):
     def _features(self, sentences):
         from pipelines.datasets.conll import encode_sentences
 
-        return encode_sentences(sentences, self.tokenizer, self.labels, seq_length=self.seq_length)
+        _, stride, max_length = self.window_options()
+        return encode_sentences(sentences, self.tokenizer, self.labels, seq_length=self.seq_length,
+                                max_length=max_length, stride=stride)
 
     def _train_dataset(self, x, y, *, batch_size, shuffle, seed, sample_weight=None):
         from pipelines.datasets.conll import token_dataset
@@ -114,24 +136,32 @@ class TokenClassifier(TextTask):
             raise TaskInputError("y: no tags given (fit needs one tag per word)")
         sentences, _ = self._sentences(x, y)
         features = self._features(sentences)
+        weights = check_sample_weight(sample_weight, len(sentences))
+        if weights is not None:  # a document's weight on each of its windows
+            weights = np.asarray(weights)[features.document]
         dataset = token_dataset(features, batch_size=batch_size, shuffle=shuffle,
-                                static_shapes=self.static_shapes, seed=seed,
-                                sample_weights=check_sample_weight(sample_weight, len(sentences)))
+                                static_shapes=self.static_shapes, seed=seed, sample_weights=weights)
         return dataset, steps_for(len(features), batch_size)
 
     # -- outputs -----------------------------------------------------------------------
-    def _tag(self, sentences, batch_size):
-        """Tag names per word of each sentence (words past `seq_length` get "O")."""
-        from pipelines.datasets.conll import aggregate_word_predictions, token_dataset
+    def _word_logits(self, sentences, batch_size):
+        """(`[words_read, labels]` logits per sentence, the features): each word from the window
+        where its first piece is most central."""
+        from pipelines.datasets.conll import token_dataset, word_scores
 
         features = self._features(sentences)
         # One width (seq_length) for every batch: per-token outputs concatenate; the encoder
-        # still skips the padded tokens where that is exact.
+        # still skips the padded tokens where that is exact. A document's windows are
+        # consecutive rows, so they batch together.
         dataset = token_dataset(features, batch_size=batch_size, static_shapes=True, drop_remainder=False)
         logits = np.asarray(self._outputs(dataset))
-        tags = [[self.labels[i] for i in row]
-                for row in aggregate_word_predictions(logits, features.word_ids, "first")]
-        return [row + ["O"] * (len(s.words) - len(row)) for row, s in zip(tags, sentences)]
+        return word_scores(logits, features, "first"), features
+
+    def _tag(self, sentences, batch_size):
+        """(tag names per word of each sentence, the features); unread words (past `max_length`) get "O"."""
+        logits, features = self._word_logits(sentences, batch_size)
+        tags = [[self.labels[i] for i in row.argmax(-1)] if len(row) else [] for row in logits]
+        return [row + ["O"] * (len(s.words) - len(row)) for row, s in zip(tags, sentences)], features
 
     @property
     def preprocessor(self):
@@ -149,25 +179,30 @@ class TokenClassifier(TextTask):
         x, _, _ = self._in_memory_rows(x, None)
         sentences, spans = self._sentences(x, None)
         results = []
-        for sentence, (text, starts, ends), tags in zip(sentences, spans,
-                                                        self._tag(sentences, batch_size)):
+        all_tags, features = self._tag(sentences, batch_size)
+        for i, (sentence, (text, starts, ends), tags) in enumerate(zip(sentences, spans, all_tags)):
             entities = []
             for entity in get_entities(tags):
                 kind, first, last = entity[0], entity[1], entity[2]
                 entities.append({"type": kind, "text": text[starts[first]:ends[last]],
                                  "start_char": starts[first], "end_char": ends[last],
                                  "start_word": first, "end_word": last})
-            results.append({"words": list(sentence.words), "tags": tags, "entities": entities})
+            results.append({"words": list(sentence.words), "tags": tags, "entities": entities,
+                            "truncated": bool(features.truncated[i]),
+                            "words_read": int(features.words_read[i])})
         return results
 
     def predict_rows(self, items, *, batch_size=32):
-        """`{"text", "words", "tags", "entities"}` per text (a pair is read as one text)."""
+        """`{"text", "words", "tags", "entities", "truncated", "words_read"}` per text (a pair is
+        read as one text)."""
         texts = [_plain(item) for item in items]
         return [dict(text=text, **row) for text, row in zip(texts, self.predict(texts, batch_size=batch_size))]
 
     def row_text(self, row):
         found = ", ".join(f"{e['text']} ({e['type']})" for e in row["entities"]) or "(none)"
-        return f"{row['text']!r}\n  entities: {found}"
+        cut = (f"\n  truncated: only the first {row['words_read']} of {len(row['words'])} words were read "
+               "(raise max_length)" if row.get("truncated") else "")
+        return f"{row['text']!r}\n  entities: {found}{cut}"
 
     def _evaluate(self, x, y, *, batch_size):
         from bert_keras.metrics import entity_scores
@@ -176,9 +211,11 @@ class TokenClassifier(TextTask):
         if y is None:
             raise TaskInputError("y: no tags given (evaluate needs one tag per word)")
         sentences, _ = self._sentences(x, y)
-        predicted = self._tag(sentences, batch_size)
+        predicted, features = self._tag(sentences, batch_size)
         metrics = {k: float(v) for k, v in entity_scores([s.tags for s in sentences], predicted).items()}
         metrics["num_examples"] = len(sentences)
+        if features.num_truncated:
+            metrics["num_truncated"] = int(features.num_truncated)
         return metrics
 
 

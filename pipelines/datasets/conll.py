@@ -13,12 +13,19 @@
    it), so that the piece sequence is still valid IOB2 (`B-X I-X`, never
    `B-X B-X`, which would read as two entities). `word_ids` maps each piece to
    its word (-1 for special tokens and padding).
-4. `aggregate_word_predictions`: piece scores back to one label per word.
+4. `word_scores` (windows) / `aggregate_word_predictions` (one row per
+   sentence): piece scores back to one label per word.
 
 A word the tokenizer turns into no piece at all (e.g. only control
-characters) becomes one `[UNK]` so every word keeps a label. Sentences
-longer than `seq_length` are truncated (their last words lose their labels;
-`encode_sentences` reports how many were cut).
+characters) becomes one `[UNK]` so every word keeps a label.
+
+Long documents: a "sentence" may be a whole document. `encode_sentences` reads
+at most `max_length` word pieces of it, as overlapping windows of
+`seq_length - 2` pieces `stride` apart (`pipelines.windowing`, the windows of
+SQuAD); `word_scores` takes each word from the window where its first piece is
+most central. By default (`max_length=None`) a sentence is one window and
+longer ones are truncated: their last words lose their labels, and
+`encode_sentences` reports which (`truncated`, `words_read`) and logs how many.
 
 Example:
     >>> from pipelines import BertTokenizer
@@ -268,14 +275,27 @@ def _tags_from_entities(entities, length, scheme):
 
 @dataclasses.dataclass
 class TokenClassificationFeatures:
-    """Encoded sentences, numpy arrays `[num_sentences, seq_length]`.
+    """Encoded sentences as windows, numpy arrays `[num_windows, seq_length]`.
+
+    With the default `max_length` (one window) there is one row per sentence, in order;
+    a longer document is several rows, its windows in order (`document` says whose).
 
     Args:
         token_ids, segment_ids, padding_mask: int32 BERT inputs.
-        labels: int32 label id per piece; -100 where no label.
+        labels: int32 label id per piece; -100 where no label (see `encode_sentences`:
+            a word is labelled only in the window where its first piece is most central).
         word_ids: int32 word index (in its sentence) per piece; -1 for
             `[CLS]`, `[SEP]` and padding.
-        num_truncated: how many sentences lost words to `seq_length`.
+        num_truncated: how many sentences lost words to `max_length`.
+        document: int32 `[num_windows]`, the sentence of each row.
+        window_start: int32 `[num_windows]`, index (among its sentence's pieces) of
+            the row's first piece.
+        is_max_context: bool `[num_windows, seq_length]`, the pieces this row
+            predicts: each piece of a sentence is max-context in exactly one row
+            (`pipelines.windowing`).
+        truncated: bool `[num_sentences]`, sentences longer than `max_length` pieces.
+        words_read: int32 `[num_sentences]`, words whose first piece was read (the
+            words after them get no prediction).
     """
 
     token_ids: np.ndarray
@@ -284,13 +304,27 @@ class TokenClassificationFeatures:
     labels: np.ndarray
     word_ids: np.ndarray
     num_truncated: int = 0
+    document: np.ndarray = None
+    window_start: np.ndarray = None
+    is_max_context: np.ndarray = None
+    truncated: np.ndarray = None
+    words_read: np.ndarray = None
 
     def __len__(self):
         return len(self.token_ids)
 
 
-def encode_sentences(sentences, tokenizer, label_names, *, seq_length=128, label_all_tokens=False):
+def encode_sentences(sentences, tokenizer, label_names, *, seq_length=128, label_all_tokens=False,
+                     max_length=None, stride=None):
     """Word pieces, per-piece labels and `word_ids` for `Sentence`s (see the module docstring).
+
+    A sentence (or a whole document) of more than `seq_length - 2` pieces is read as
+    overlapping windows (`pipelines.windowing`): `max_length` pieces at most, in windows
+    of `seq_length - 2` pieces starting `stride` pieces apart, on exact word-piece
+    boundaries (a window may start inside a word). Each row is `[CLS] window [SEP]`.
+    Training labels: a word is labelled in ONE window, the one where its first piece has
+    the most context (where it is predicted); with `label_all_tokens` its other pieces
+    are labelled in that window too. So every word counts once in the loss.
 
     Example (`"Johanson"` -> `johan ##son`, `"Paris"` -> `paris`):
         >>> from pipelines import BertTokenizer
@@ -301,66 +335,103 @@ def encode_sentences(sentences, tokenizer, label_names, *, seq_length=128, label
         [-100, 1, -100, 0, 5, -100, -100, -100]
         >>> f.word_ids[0].tolist()
         [-1, 0, 0, 1, 2, -1, -1, -1]
+        >>> f = encode_sentences([s], tokenizer, CONLL2003_NER_LABELS, seq_length=5,
+        ...                      max_length=100, stride=2)   # windows of 3 pieces, 2 apart
+        >>> f.word_ids.tolist(), f.labels.tolist()
+        ([[-1, 0, 0, 1, -1], [-1, 1, 2, -1, -1]], [[-100, 1, -100, 0, -100], [-100, -100, 5, -100, -100]])
 
     Args:
-        sentences: list of `Sentence` (tags in the scheme of `label_names`).
+        sentences: list of `Sentence` (tags in the scheme of `label_names`); a
+            sentence may be a whole document.
         tokenizer: a `pipelines.BertTokenizer`.
         label_names: tag names in label-id order (e.g. `CONLL2003_NER_LABELS`).
         seq_length: packed length, `[CLS]` and `[SEP]` included.
         label_all_tokens: label every piece, not only the first of a word
             (continuations of `B-X` get `I-X`).
+        max_length: word pieces of a sentence read at all; None: one window
+            (`seq_length - 2`). Longer sentences are truncated (counted, logged).
+        stride: word pieces between the starts of consecutive windows (None:
+            half a window; see `pipelines.windowing`).
 
     Returns:
         `TokenClassificationFeatures`.
 
     Raises:
-        ValueError: a tag not in `label_names` (names the sentence and tag).
+        ValueError: a tag not in `label_names` (names the sentence and tag), or
+            bad window options.
     """
-    if seq_length < 3:
-        raise ValueError(f"seq_length must be at least 3, got {seq_length}.")
+    from pipelines.windowing import Windows, window_options
+
+    window, stride, max_length = window_options(seq_length, max_length, stride)
     index = {name: i for i, name in enumerate(label_names)}
     continuation = {i: index.get("I-" + name[2:], i) if name.startswith("B-") else i
                     for i, name in enumerate(label_names)}
     special = tokenizer.special_tokens
     all_words = [w for s in sentences for w in s.words]
     pieces = tokenizer.tokenize(tf.constant(all_words or [""], tf.string))
-    piece_values = pieces.flat_values.numpy()
+    piece_values = pieces.flat_values.numpy().astype(np.int32)
     piece_splits = pieces.row_splits.numpy()
 
-    n = len(sentences)
-    shape = (n, seq_length)
-    token_ids = np.full(shape, special.pad, np.int32)
-    labels = np.full(shape, IGNORE_LABEL, np.int32)
-    word_ids = np.full(shape, -1, np.int32)
-    padding_mask = np.zeros(shape, np.int32)
-    truncated = 0
-    word = 0  # index into all_words
+    word_labels = []
     for row, sentence in enumerate(sentences):
-        ids, tags, wids = [], [], []
         for w, tag in enumerate(sentence.tags):
             if tag not in index:
                 raise ValueError(f"{sentence.source or f'sentence {row}'}: tag {tag!r} (word "
                                  f"{sentence.words[w]!r}) is not in label_names {list(label_names)}.")
-            word_pieces = piece_values[piece_splits[word]:piece_splits[word + 1]].tolist() or [special.unk]
-            word += 1
-            label = index[tag]
-            rest = continuation[label] if label_all_tokens else IGNORE_LABEL
-            ids += word_pieces
-            tags += [label] + [rest] * (len(word_pieces) - 1)
-            wids += [w] * len(word_pieces)
-        if len(ids) > seq_length - 2:
-            truncated += 1
-            ids, tags, wids = ids[:seq_length - 2], tags[:seq_length - 2], wids[:seq_length - 2]
-        length = len(ids) + 2
-        token_ids[row, :length] = [special.cls] + ids + [special.sep]
-        labels[row, 1:length - 1] = tags
-        word_ids[row, 1:length - 1] = wids
-        padding_mask[row, :length] = 1
-    if truncated:
-        logger.warning("%d of %d sentences longer than seq_length=%d were truncated (their last "
-                       "words get no prediction).", truncated, n, seq_length)
-    return TokenClassificationFeatures(token_ids, np.zeros(shape, np.int32), padding_mask, labels,
-                                       word_ids, truncated)
+            word_labels.append(index[tag])
+    num_words = len(all_words)
+    word_labels = np.asarray(word_labels, np.int32)
+    # A word the tokenizer drops entirely becomes one [UNK], so that every word keeps a label.
+    counts = np.diff(piece_splits)[:num_words]
+    empty = np.flatnonzero(counts == 0)
+    piece_values = np.insert(piece_values[:piece_splits[num_words]], piece_splits[empty], special.unk)
+    counts = np.maximum(counts, 1)
+    piece_word = np.repeat(np.arange(num_words), counts)              # global word of each piece
+    word_first_piece = (np.cumsum(counts) - counts).astype(np.int64)
+    is_first = np.zeros(len(piece_values), bool)
+    is_first[word_first_piece] = True
+    words_per_sentence = np.asarray([len(s.words) for s in sentences], np.int64)
+    sentence_first_word = np.concatenate([[0], np.cumsum(words_per_sentence)[:-1]]).astype(np.int64)
+    word_sentence = np.repeat(np.arange(len(sentences)), words_per_sentence)
+    word_in_sentence = (np.arange(num_words) - sentence_first_word[word_sentence]).astype(np.int32)
+    pieces_per_sentence = np.bincount(word_sentence, weights=counts, minlength=len(sentences)).astype(np.int64)
+
+    windows = Windows.of(pieces_per_sentence, window=window, stride=stride, max_length=max_length)
+    # Labels: on a word's first piece (all its pieces with label_all_tokens), in the window
+    # where that first piece is at its max context.
+    rest = (np.asarray([continuation[i] for i in range(len(label_names))], np.int32)[word_labels]
+            if label_all_tokens else np.full(num_words, IGNORE_LABEL, np.int32))
+    piece_label = np.where(is_first, word_labels[piece_word], rest[piece_word]).astype(np.int32)
+    owner = windows.token_window[word_first_piece][piece_word]
+    window_index = np.arange(len(windows))[:, None]
+    labelled = windows.take(owner, pad=-1) == window_index
+
+    n, length = len(windows), windows.length
+    shape = (n, seq_length)
+    token_ids = np.full(shape, special.pad, np.int32)
+    token_ids[:, 0] = special.cls
+    token_ids[:, 1:1 + window] = windows.take(piece_values, pad=special.pad)
+    token_ids[np.arange(n), length + 1] = special.sep
+    labels = np.full(shape, IGNORE_LABEL, np.int32)
+    labels[:, 1:1 + window] = np.where(labelled, windows.take(piece_label, pad=IGNORE_LABEL), IGNORE_LABEL)
+    word_ids = np.full(shape, -1, np.int32)
+    word_ids[:, 1:1 + window] = windows.take(word_in_sentence[piece_word], pad=-1)
+    padding_mask = (np.arange(seq_length)[None, :] < (length + 2)[:, None]).astype(np.int32)
+    is_max_context = np.zeros(shape, bool)
+    is_max_context[:, 1:1 + window] = windows.is_max_context
+
+    # Words read: those whose first piece is within max_length.
+    first_kept = windows.token_window[word_first_piece] >= 0
+    words_read = np.bincount(word_sentence[first_kept], minlength=len(sentences)).astype(np.int32)
+    truncated = windows.truncated
+    if truncated.any():
+        logger.warning("%d of %d sentences longer than max_length=%d word pieces (seq_length=%d) were "
+                       "truncated (their last words get no prediction).", int(truncated.sum()),
+                       len(sentences), max_length, seq_length)
+    return TokenClassificationFeatures(
+        token_ids, np.zeros(shape, np.int32), padding_mask, labels, word_ids, int(truncated.sum()),
+        document=windows.document.astype(np.int32), window_start=windows.start.astype(np.int32),
+        is_max_context=is_max_context, truncated=truncated, words_read=words_read)
 
 
 def token_dataset(features, *, batch_size=32, shuffle=False, static_shapes=False,
@@ -380,7 +451,7 @@ def token_dataset(features, *, batch_size=32, shuffle=False, static_shapes=False
 
     Args:
         features: from `encode_sentences`.
-        batch_size: sentences per batch.
+        batch_size: rows (sentences, or windows of long ones) per batch.
         shuffle: shuffle every epoch.
         static_shapes, bucket_boundaries: padding mode
             (`pipelines.datasets.batching.batch`); labels pad with -100.
@@ -389,8 +460,9 @@ def token_dataset(features, *, batch_size=32, shuffle=False, static_shapes=False
         seed: shuffle seed.
         drop_remainder: drop the last incomplete batch (default: with
             `static_shapes`); False for prediction.
-        sample_weights: float32 `[sentences]`, one weight per sentence (Keras'
-            `sample_weight`), or None.
+        sample_weights: float32 `[rows]`, one weight per row of `features`
+            (Keras' `sample_weight`; a sentence read as several windows repeats
+            its weight: `weights[features.document]`), or None.
 
     Returns:
         `tf.data.Dataset` of `(x, y)` (`(x, y, sample_weight)` with weights):
@@ -444,6 +516,64 @@ def split_words(texts, tokenizer):
         ends = [int(char_of_byte[e]) for e in byte_end]
         result.append(([text[b:e] for b, e in zip(starts, ends)], starts, ends))
     return result
+
+
+def word_scores(scores, features, strategy="first"):
+    """Per-window piece scores back to one score row per word of each sentence (document).
+
+    Every piece is taken from the window where it is most central
+    (`features.is_max_context`), so a word seen in several windows gets the scores
+    of the window where its first piece has the most context; windows of one sentence
+    join into one list of words.
+
+    Example (one sentence of 3 one-piece words read as two windows of 2 pieces, 1 apart):
+        >>> from pipelines import BertTokenizer
+        >>> s = Sentence(["the", "oil", "crisis"], ["O", "O", "O"])
+        >>> f = encode_sentences([s], BertTokenizer("vocab.txt"), ["O", "B-X"], seq_length=4,
+        ...                      max_length=10, stride=1)
+        >>> f.word_ids.tolist(), f.is_max_context.astype(int).tolist()
+        ([[-1, 0, 1, -1], [-1, 1, 2, -1]], [[0, 1, 1, 0], [0, 0, 1, 0]])
+        >>> scores = np.arange(16.0).reshape(2, 4, 2)     # [windows, seq_length, classes]
+        >>> word_scores(scores, f)[0].tolist()            # words 0, 1 from window 0; 2 from window 1
+        [[2.0, 3.0], [4.0, 5.0], [12.0, 13.0]]
+
+    Args:
+        scores: `[num_windows, seq_length, classes]` logits or probabilities of
+            every row of `features` (use probabilities for `"average"`).
+        features: the `TokenClassificationFeatures` they were computed on.
+        strategy: as `aggregate_word_predictions` (`"first"`, `"average"`,
+            `"max"`), over the word's pieces each from its max-context window.
+
+    Returns:
+        One float array `[words_read, classes]` per sentence (`features.words_read`:
+        words after a truncation have none).
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"Unknown strategy {strategy!r}; choose one of {STRATEGIES}.")
+    scores = np.asarray(scores)
+    if scores.ndim != 3 or scores.shape[:2] != features.token_ids.shape:
+        raise ValueError(f"scores must be [windows, seq_length, classes] = {features.token_ids.shape} + "
+                         f"[classes], got {scores.shape}.")
+    rows, positions = np.nonzero(features.is_max_context & (features.word_ids >= 0))
+    sentence = features.document[rows].astype(np.int64)
+    piece = features.window_start[rows].astype(np.int64) + positions - 1
+    order = np.lexsort((piece, sentence))       # document order: sentence, then piece
+    rows, positions, sentence = rows[order], positions[order], sentence[order]
+    words = features.word_ids[rows, positions].astype(np.int64)
+    values = scores[rows, positions]
+    num_sentences = len(features.words_read)
+    if not len(values):
+        return [np.zeros((0, scores.shape[-1]), scores.dtype) for _ in range(num_sentences)]
+    # Pieces of one word are consecutive: a new word starts where (sentence, word) changes.
+    starts = np.flatnonzero(np.concatenate([[True], (np.diff(sentence) != 0) | (np.diff(words) != 0)]))
+    if strategy == "first":
+        per_word = values[starts]
+    elif strategy == "average":
+        per_word = np.add.reduceat(values, starts, axis=0) / np.diff(np.append(starts, len(values)))[:, None]
+    else:
+        per_word = np.maximum.reduceat(values, starts, axis=0)
+    splits = np.searchsorted(sentence[starts], np.arange(num_sentences + 1))
+    return [per_word[splits[i]:splits[i + 1]] for i in range(num_sentences)]
 
 
 def aggregate_word_predictions(scores, word_ids, strategy="first"):

@@ -6,7 +6,8 @@ goes through the tokenizer's offsets instead of whitespace words:
 1. `read_squad_json` / `squad_examples_from_tfds`: questions with their
    context and gold answers (`SquadExample`), checked against the context.
 2. `build_squad_features`: `[CLS] question [SEP] context-window [SEP]` windows
-   (`max_seq_length=384`, `doc_stride=128`, `max_query_length=64`) with
+   (`max_seq_length=384`, `doc_stride=128`, `max_query_length=64`; the windows
+   and the max-context rule of `pipelines.windowing`) with
    start/end targets, and for every context token its character span in the
    original context (`token_char_spans`) and whether this window is its
    "max context" (the original's `_check_is_max_context`).
@@ -52,6 +53,7 @@ from typing import List
 import numpy as np
 import tensorflow as tf
 
+from pipelines import windowing
 from pipelines.atomic_writes import write_json
 from pipelines.datasets.text_files import decode_text_file
 from pipelines.tokenizer.char_offsets import byte_to_char_offsets
@@ -399,8 +401,9 @@ def build_squad_features(examples, tokenizer, *, is_training, max_seq_length=384
             keeps every window (its targets, from the first gold answer, are
             for diagnostics).
         max_seq_length: window length in tokens, special tokens included.
-        doc_stride: tokens between the starts of consecutive windows (less
-            only when a window is shorter than the stride).
+        doc_stride: tokens between the starts of consecutive windows (the
+            `stride` of `pipelines.windowing`, the project's one windowing;
+            above the window's size it acts as that size).
         max_query_length: question tokens kept (the rest are cut).
         out_of_window: training windows of an answerable question that do not
             contain the whole answer: `"cls"` (as the original) targets
@@ -431,8 +434,10 @@ def build_squad_features(examples, tokenizer, *, is_training, max_seq_length=384
     num_out_of_window = num_dropped = num_skipped = 0
     for index, (ex, query) in enumerate(zip(examples, question_ids)):
         doc_ids, doc_begin, doc_end = context_tokens[ex.context]
-        spans = _doc_spans(len(doc_ids), max_seq_length - len(query) - 3, doc_stride)
-        best_span = _max_context_span(spans, len(doc_ids))
+        room = max_seq_length - len(query) - 3  # context tokens per window
+        starts, lengths = windowing.window_spans(len(doc_ids), room, doc_stride)
+        spans = list(zip(starts.tolist(), lengths.tolist()))
+        best_span = windowing.max_context_windows(len(doc_ids), room, doc_stride)
         answer = None  # (first, last) context token of the first gold answer
         if ex.answers and not ex.is_impossible:
             a = ex.answers[0]
@@ -521,37 +526,6 @@ def _tokenize_with_char_offsets(tokenizer, texts):
                 raise ValueError(f"Tokenizer offsets fall inside a UTF-8 character of {text!r}.")
             out.append((ids[row].astype(np.int32), char_begin, char_end))
     return out
-
-
-def _doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
-    """(start, length) of each context window: `run_squad.py`'s sliding window.
-
-    A context with no tokens still gets one (empty) window, so that every
-    example has a prediction.
-    """
-    spans, start = [], 0
-    while True:
-        length = min(num_tokens - start, max_tokens_for_doc)
-        spans.append((start, length))
-        if start + length >= num_tokens:
-            return spans
-        start += min(length, doc_stride)
-
-
-def _max_context_span(spans, num_tokens):
-    """For each context token, the window in which it has the most context.
-
-    The original `_check_is_max_context`: score = min(tokens left, tokens
-    right) + 0.01 * window length; the first window wins ties.
-    """
-    scores = np.full((len(spans), num_tokens), -np.inf)
-    positions = np.arange(num_tokens)
-    for i, (start, length) in enumerate(spans):
-        inside = slice(start, start + length)
-        left = positions[inside] - start
-        right = start + length - 1 - positions[inside]
-        scores[i, inside] = np.minimum(left, right) + 0.01 * length
-    return np.argmax(scores, axis=0) if num_tokens else np.zeros(0, np.int64)
 
 
 def _answer_token_span(token_begin, token_end, char_start, char_end):
