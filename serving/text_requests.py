@@ -17,9 +17,9 @@ Example:
 ["  answer: 'Ann'  [17:20]  score 2.500"]
 """
 
-import json
-
 import numpy as np
+
+from bert_keras import json_output
 
 # A sentence pair in one text argument: 'A ||| B'.
 PAIR_SEPARATOR = " ||| "
@@ -135,11 +135,4 @@ def answer_lines(outputs, i):
 
 
 def _json_line(value):
-    return json.dumps(_finite_or_null(json_ready(value)), allow_nan=False, default=str)
-
-
-def _finite_or_null(value):
-    """Strict JSON: a non-finite number (in lists too) becomes null."""
-    if isinstance(value, list):
-        return [_finite_or_null(v) for v in value]
-    return None if isinstance(value, float) and not np.isfinite(value) else value
+    return json_output.dumps(json_ready(value), default=str)

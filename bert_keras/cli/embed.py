@@ -8,7 +8,7 @@ import argparse
 import os
 import sys
 
-from bert_keras.cli import json_output
+from bert_keras import json_output
 from bert_keras.cli.flag_arguments import add_option
 from bert_keras.cli.main import CommandError
 

@@ -1,8 +1,9 @@
 """What to type instead: a `hint:` line under a `bert-keras` error.
 
 The library's errors name the problem in library terms (a file, a column, a spec, a
-distribution); the command line adds the flag or the command that fixes it. Each rule
-reads the message of the error (and, for flags, the parsed arguments):
+distribution) and, where it knows one, the value probably meant (`error.suggestion`:
+`bert_keras.tasks.named_datasets.suggest_task`, the installed distribution closest to a
+`pip:` spec); the command line adds the flag or the command that fixes it:
 
 - a column missing from a CSV/TSV/JSONL file -> `--label-column` / `--text-column` /
   `--text-b-column`, with the columns the file has;
@@ -14,7 +15,8 @@ reads the message of the error (and, for flags, the parsed arguments):
 Example:
 
 >>> import argparse
->>> hint_for(ValueError("unknown task 'sst2'; valid forms: glue/NAME, csv:PATH"), argparse.Namespace())
+>>> from bert_keras.tasks.named_datasets import DatasetSpecError
+>>> hint_for(DatasetSpecError("unknown task 'sst2'", suggestion="glue/sst2"), argparse.Namespace())
 'did you mean --task glue/sst2?'
 """
 
@@ -36,12 +38,12 @@ def hint_for(error, args):
         error: the exception `bert-keras` is about to print.
         args: the parsed `argparse.Namespace` of the command.
     """
-    message = str(error)
-    for rule in (_column_hint, _task_hint, _pip_hint, _vocabulary_hint, _records_hint):
-        hint = rule(message, args)
-        if hint:
-            return hint
-    return None
+    # a CommandError raised while handling a library error keeps it as its context
+    suggestion = getattr(error, "suggestion", None) or getattr(error.__context__, "suggestion", None)
+    hint = _suggestion_hint(suggestion)
+    for rule in (_column_hint, _vocabulary_hint, _records_hint):
+        hint = hint or rule(str(error), args)
+    return hint
 
 
 def _column_hint(message, args):
@@ -60,39 +62,14 @@ def _column_hint(message, args):
     return None
 
 
-def _task_hint(message, args):
-    from bert_keras.tasks.named_datasets import GLUE_NAMES, TASK_FORMS
-
-    match = re.search(r"unknown task '([^']*)'", message, re.IGNORECASE)
-    if match:
-        name = match.group(1).strip().lower()
-        if name in GLUE_NAMES:
-            return f"did you mean --task glue/{name}?"
-        if name.startswith(("csv", "tsv", "jsonl")) or name.endswith((".csv", ".tsv", ".jsonl")):
-            return f"a file of your own is --task csv:PATH (e.g. --task csv:{name.split(':')[-1]})"
-        others = [form for form in TASK_FORMS if not form.startswith(("glue/", "csv:"))]
-        candidates = [f"glue/{n}" for n in GLUE_NAMES] + others
-        close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
-        bare = difflib.get_close_matches(name, GLUE_NAMES, n=1, cutoff=0.6)
-        if close or bare:
-            return f"did you mean --task {close[0] if close else 'glue/' + bare[0]}?"
+def _suggestion_hint(suggestion):
+    if not suggestion:
         return None
-    match = re.search(r"unknown GLUE task '([^']*)'", message, re.IGNORECASE)
-    if match:
-        close = difflib.get_close_matches(match.group(1).lower(), GLUE_NAMES, n=1, cutoff=0.5)
-        return f"did you mean --task glue/{close[0]}?" if close else None
-    return None
-
-
-def _pip_hint(message, args):
-    match = re.search(r"distribution '([^']*)' is not installed", message)
-    if not match:
-        return None
-    wanted = _normalized(match.group(1))
-    close = difflib.get_close_matches(wanted, installed_distributions(), n=1, cutoff=0.6)
-    if close:
-        return f"did you mean pip:{close[0]}? (an installed distribution)"
-    return None
+    if suggestion.startswith("pip:"):
+        return f"did you mean {suggestion}? (an installed distribution)"
+    if suggestion.startswith("csv:"):
+        return f"a file of your own is --task csv:PATH (e.g. --task {suggestion})"
+    return f"did you mean --task {suggestion}?"
 
 
 def _vocabulary_hint(message, args):
@@ -106,20 +83,3 @@ def _records_hint(message, args):
     if "The records were written with" not in message:
         return None
     return "pass --seq-length and --max-predictions that match the records"
-
-
-def installed_distributions():
-    """Names of the installed Python distributions, normalised (lowercase, `-` separators).
-
-    Example:
-
-    >>> "numpy" in installed_distributions()
-    True
-    """
-    from importlib import metadata
-
-    return sorted({_normalized(d.metadata["Name"]) for d in metadata.distributions() if d.metadata["Name"]})
-
-
-def _normalized(name):
-    return re.sub(r"[-_.]+", "-", name).lower()

@@ -3,7 +3,7 @@
 import sys
 import time
 
-from bert_keras.cli import json_output
+from bert_keras import json_output
 from bert_keras.cli.main import CommandError
 
 

@@ -9,7 +9,6 @@ embeddings from any encoder (`--init`).
 """
 
 import argparse
-import os
 
 from bert_keras.cli.flag_arguments import add_option
 from bert_keras.cli.main import CommandError
@@ -127,18 +126,9 @@ def run(args):
 
 def next_steps(args, result):
     """What to run next: the embedded server, a query, and stock TF Serving in docker."""
-    model_dir = os.path.join(args.base_path, args.name)
+    from serving.next_steps import export_steps
     from serving.signatures import kind_module
 
     query_example = kind_module(result.card["task"]["kind"]).QUERY_EXAMPLE
-    lines = [
-        f"\nnext: bert-keras serve --model-base-path {model_dir}      (gRPC :8500, REST :8501)",
-        f"      bert-keras query --model-name {args.name} {query_example}",
-        f"  or: docker run --rm -p 8500:8500 -p 8501:8501 "
-        f"-v \"{os.path.abspath(model_dir)}:/models/{args.name}\" -e MODEL_NAME={args.name} "
-        f"tensorflow/serving:{args.release}.0",
-    ]
-    if result.audit is not None and getattr(result.audit, "tf_text_ops", ()):
-        lines.append(f"      (this export uses TF-Text ops {', '.join(result.audit.tf_text_ops)}: if a "
-                     "server answers 'Op type not registered', export with --tokenizer core)")
-    return "\n".join(lines)
+    tf_text_ops = getattr(result.audit, "tf_text_ops", ()) if result.audit is not None else ()
+    return export_steps(args.base_path, args.name, args.release, query_example, tf_text_ops)

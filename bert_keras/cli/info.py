@@ -2,7 +2,7 @@
 
 import sys
 
-from bert_keras.cli import json_output
+from bert_keras import json_output
 
 
 def register(subparsers, summary):

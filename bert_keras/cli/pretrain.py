@@ -98,17 +98,7 @@ def run(args):
               "nothing changed. A larger --steps continues it; --overwrite starts afresh.")
         print(f'next: bert-keras embed --init {encoder_path}{vocab} "A sentence."')
         return 0
-    config, metrics = result.model.encoder.config, result.metrics
-    print(f"\npretrained {config.num_layers} layers, hidden {config.hidden_size}, vocab {config.vocab_size}: "
-          f"steps {result.initial_step} -> {result.final_step} of {args.steps} "
-          f"in {time.time() - started:.0f}s ({result.steps_per_sec:.2f} steps/s, "
-          f"{result.examples_per_sec:.0f} examples/s, XLA {'on' if result.jit_compile is True else 'off'}, "
-          f"padding {'skipped' if result.skip_padding else 'computed'})")
-    names = ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy")
-    if metrics:
-        print("final " + ", ".join(f"{k} {metrics[k]:.4f}" for k in names if k in metrics))
-    for note in result.notes:
-        print(f"note: {note}")
+    print("\n" + result.summary(args.steps, time.time() - started))
     print(f"wrote {encoder_path}, config.json{', vocab.txt' if args.vocab else ''}, checkpoints/ "
           f"(latest {os.path.basename(result.checkpoint or '-')}), logs/ (tensorboard --logdir {out}/logs)")
     print(f'next: bert-keras embed --init {encoder_path}{vocab} "A sentence."')

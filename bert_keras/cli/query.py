@@ -5,7 +5,7 @@ import sys
 
 import numpy as np
 
-from bert_keras.cli import json_output
+from bert_keras import json_output
 from bert_keras.cli.main import CommandError
 from bert_keras.cli.server_arguments import add_connection_arguments, add_input_arguments, build_inputs, make_client
 

@@ -1,5 +1,8 @@
 """What `query` and `loadtest` share: the server connection flags and client, and request
-inputs built from `--text` / `--question` / ... flags for a signature."""
+inputs built from `--text` / `--question` / ... flags for a signature; `serve`'s flags, one per
+field of `serving.server.options.ServerOptions`."""
+
+import dataclasses
 
 from bert_keras.cli.flag_arguments import add_option
 from bert_keras.cli.main import CommandError
@@ -60,3 +63,20 @@ def build_inputs(signature_inputs, args):
 
     return request_inputs(signature_inputs, getattr(args, "texts", None) or [], text_b=args.text_b,
                           question=args.question, context=args.context, ending=args.ending)
+
+
+def add_server_options(parser):
+    """One flag per `ServerOptions` field (`rest_max_threads` -> `--rest-max-threads`), in its help group."""
+    from serving.server.options import ServerOptions  # no TensorFlow: --help stays fast
+
+    groups = {}
+    for field in dataclasses.fields(ServerOptions):
+        flag = field.metadata["flag"]
+        if flag["group"] not in groups:
+            groups[flag["group"]] = parser.add_argument_group(flag["group"])
+        name = "--" + field.name.replace("_", "-")
+        if field.type is bool:
+            groups[flag["group"]].add_argument(name, action="store_true", help=flag["help"])
+        else:
+            groups[flag["group"]].add_argument(name, type=field.type, default=field.default,
+                                               metavar=flag["metavar"], help=flag["help"])

@@ -2,7 +2,7 @@
 
 import sys
 
-from bert_keras.cli import json_output
+from bert_keras import json_output
 from bert_keras.cli.flag_arguments import add_option
 from bert_keras.cli.main import CommandError
 
@@ -49,21 +49,16 @@ def run(args):
         vocab, lowercase=not args.cased, backend=args.tokenizer,
         max_input_chars_per_word=args.max_chars_per_word,
     )
-    ids, begin, end = tokenizer.tokenize_with_offsets(tf.constant(texts))
+    records = tokenizer.token_records(texts)
     packed = None
     if args.pair is not None or args.seq_length:
         special = tokenizer.special_tokens
         packer = BertPacker(args.seq_length or 512, cls_id=special.cls, sep_id=special.sep, pad_id=special.pad,
                             pad_to="fixed" if args.seq_length else "longest")
+        ids = tokenizer.tokenize(tf.constant(texts))
         segments = (ids,) if args.pair is None else (ids, tokenizer.tokenize(tf.constant([args.pair] * len(texts))))
         packed = {k: v.numpy().tolist() for k, v in packer(segments).items()}
-    for row, text in enumerate(texts):
-        raw = text.encode("utf-8")
-        tokens = [
-            {"token": tokenizer.id_to_token(i), "id": i, "start": b, "end": e,
-             "text": raw[b:e].decode("utf-8", "replace")}
-            for i, b, e in zip(ids[row].numpy().tolist(), begin[row].numpy().tolist(), end[row].numpy().tolist())
-        ]
+    for row, (text, tokens) in enumerate(zip(texts, records)):
         if args.json:
             record = {"text": text, "tokens": tokens}
             if packed:

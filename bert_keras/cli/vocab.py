@@ -1,6 +1,5 @@
 """`bert-keras vocab`: learn a WordPiece vocabulary from text files."""
 
-import glob
 import os
 
 from bert_keras.cli.main import CommandError
@@ -28,30 +27,18 @@ def register(subparsers, summary):
     parser.set_defaults(func=run)
 
 
-def expand_inputs(patterns):
-    files = []
-    for pattern in patterns:
-        matched = sorted(glob.glob(pattern)) if any(c in pattern for c in "*?[") else [pattern]
-        if not matched:
-            raise CommandError(f"no file matches {pattern!r}")
-        for path in matched:
-            if not os.path.isfile(path):
-                raise CommandError(f"input file not found: {path}")
-        files.extend(matched)
-    return files
-
-
 def run(args):
     if os.path.exists(args.output) and not args.overwrite:
         raise CommandError(f"{args.output} exists; pass --overwrite to replace it")
-    files = expand_inputs(args.inputs)
     import tensorflow as tf
     from tqdm import tqdm
 
+    from pipelines.corpus import list_files
     from pipelines.tokenizer import (
         RESERVED_TOKENS, BertPreTokenizer, build_vocabulary, count_words, write_vocabulary,
     )
 
+    files = list_files(args.inputs)  # globs expanded; CorpusError names a pattern that matches nothing
     lines = tf.data.TextLineDataset(files)
     with tqdm(desc="counting words", unit=" lines") as bar:
         counts = count_words(lines, BertPreTokenizer(lowercase=not args.cased), progress=bar)

@@ -200,9 +200,9 @@ def write_pretraining_data(args, workdir, corpus, vocab, steps):
     prefix = os.path.join(workdir, "pretraining", "sample")
     steps.start("write masked-LM + next-sentence training data",
                 ["create-pretraining-data", "--input", corpus, "--vocab", vocab,
-                 "--output-prefix", prefix, "--max-seq-length", str(args.seq_length),
-                 "--max-predictions-per-seq", "10", "--dupe-factor", "10",
-                 "--random-seed", str(args.seed), "--workers", "1"])
+                 "--output-prefix", prefix, "--seq-length", str(args.seq_length),
+                 "--max-predictions", "10", "--dupe-factor", "10",
+                 "--seed", str(args.seed), "--workers", "1"])
     settings = PretrainingDataSettings(
         input=corpus, vocab_file=vocab, output_prefix=prefix, max_seq_length=args.seq_length,
         max_predictions_per_seq=10, dupe_factor=10, seed=args.seed)
@@ -231,7 +231,7 @@ def pretrain(args, workdir, records, vocab, steps):
     steps.start(title, ["pretrain", "--data", records, "--vocab", vocab,
                         *(["--config", args.config] if args.from_scratch else ["--init", args.init]),
                         "--seq-length", str(args.seq_length), "--max-predictions", "10",
-                        "--global-batch-size", "32", "--steps", str(pretrain_steps),
+                        "--batch-size", "32", "--steps", str(pretrain_steps),
                         "--learning-rate", str(learning_rate),
                         "--checkpoint-every", str(max(pretrain_steps // 2, 1)), "--keep-checkpoints", "1",
                         "--seed", str(args.seed), "--output-dir", run_dir])
@@ -260,7 +260,7 @@ def finetune(args, model_dir, encoder, train_file, dev_file, steps):
     vocab = os.path.join(os.path.dirname(encoder), "vocab.txt")
     epochs, learning_rate = setting(args, "epochs"), setting(args, "learning_rate")
     steps.start("fine-tune a sentiment classifier on the sample reviews",
-                ["finetune", "--task", f"csv:{train_file}", "--eval", dev_file, "--init", encoder,
+                ["finetune", "--task", f"csv:{train_file}", "--eval-data", dev_file, "--init", encoder,
                  "--vocab", vocab, "--output-dir", model_dir, "--epochs", str(epochs),
                  "--batch-size", "16", "--seq-length", str(args.seq_length),
                  "--learning-rate", str(learning_rate), "--seed", str(args.seed), "--no-eval"])
@@ -301,7 +301,7 @@ def evaluate(classifier, dataset, model_dir, steps):
 def export(args, classifier, model_dir, base_path, steps):
     """A TF Serving SavedModel: raw text in, label and probabilities out."""
     steps.start("export a SavedModel with the tokenizer inside the graph",
-                ["export", "--model", model_dir, "--base-path", base_path, "--name", "sentiment",
+                ["export", "--model", model_dir, "--base-path", base_path, "--model-name", "sentiment",
                  "--tokenizer", args.tokenizer])
     path = classifier.export(base_path, "sentiment", tokenizer_backend=args.tokenizer)
     steps.finish(path)
@@ -327,7 +327,7 @@ def serve_and_query(args, base_path, steps):
     texts = [text for text, _ in QUERIES]
     try:
         steps.start("query it over gRPC with raw text",
-                    ["query", "--address", server.grpc_address, "--model", "sentiment", *texts])
+                    ["query", "--address", server.grpc_address, "--model-name", "sentiment", *texts])
         with ServingClient(server.grpc_address, "sentiment") as client:
             outputs = client.predict({"text": texts})
         with ServingClient(server.rest_url, "sentiment", protocol="rest") as client:
@@ -342,7 +342,7 @@ def serve_and_query(args, base_path, steps):
         steps.finish("the same labels over REST")
         if args.serve:
             print(f"\nserving until Ctrl-C: gRPC {server.grpc_address}, REST {server.rest_url}\n"
-                  f"  bert-keras query --address {server.grpc_address} --model sentiment \"your text\"\n"
+                  f"  bert-keras query --address {server.grpc_address} --model-name sentiment \"your text\"\n"
                   f"  curl -d '{{\"instances\": [\"your text\"]}}' "
                   f"{server.rest_url}/v1/models/sentiment:predict", flush=True)
             server.serve_until_signal()
@@ -376,7 +376,7 @@ def summary(args, workdir, base_path, metrics, answers, steps, started):
     print("\nnext:")
     print(f"  bert-keras serve --model-base-path {base_path}/sentiment      "
           "# serve it again (gRPC :8500, REST :8501)")
-    print(f"  bert-keras deploy-kit --base-path {base_path} --model sentiment --output deploy   "
+    print(f"  bert-keras deploy-kit --base-path {base_path} --model-name sentiment --output-dir deploy   "
           "# docker compose / Kubernetes for the official tensorflow/serving image")
     print(f"  bert-keras finetune --task csv:YOUR.tsv --init {WEIGHTS} --output-dir out/mine")
 

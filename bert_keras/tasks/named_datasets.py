@@ -29,7 +29,39 @@ TASK_FORMS = (f"glue/NAME ({', '.join(GLUE_NAMES)})", "csv:PATH", "conll2003", "
 
 
 class DatasetSpecError(ValueError):
-    """An unknown task spec or missing task data (a user error)."""
+    """An unknown task spec or missing task data (a user error).
+
+    `suggestion` is the spec that was probably meant (`glue/sst2` for `sst2`), or None.
+    """
+
+    def __init__(self, message, suggestion=None):
+        super().__init__(message + (f"; did you mean {suggestion}?" if suggestion else ""))
+        self.suggestion = suggestion
+
+
+def suggest_task(spec, glue=False):
+    """The task spec closest to an unknown one, or None.
+
+    A bare GLUE name gets its `glue/` prefix, a file name `csv:`, a misspelling the close form.
+    `glue`: `spec` is a GLUE name that is not one (`glue/sst`).
+
+    >>> suggest_task("sst2"), suggest_task("train.tsv"), suggest_task("glue/sst", glue=True)
+    ('glue/sst2', 'csv:train.tsv', 'glue/sst2')
+    """
+    import difflib
+
+    name = spec.strip().lower()
+    if glue:
+        close = difflib.get_close_matches(name, GLUE_NAMES, n=1, cutoff=0.5)
+        return f"glue/{close[0]}" if close else None
+    if name in GLUE_NAMES:
+        return f"glue/{name}"
+    if name.startswith(("csv", "tsv", "jsonl")) or name.endswith((".csv", ".tsv", ".jsonl")):
+        return f"csv:{name.split(':')[-1]}"
+    others = [form for form in TASK_FORMS if not form.startswith(("glue/", "csv:"))]
+    close = difflib.get_close_matches(name, [f"glue/{n}" for n in GLUE_NAMES] + others, n=1, cutoff=0.6)
+    bare = difflib.get_close_matches(name, GLUE_NAMES, n=1, cutoff=0.6)
+    return close[0] if close else f"glue/{bare[0]}" if bare else None
 
 
 def parse_task(spec, **options):
@@ -42,7 +74,8 @@ def parse_task(spec, **options):
         try:
             glue_task(lowered)
         except KeyError as error:
-            raise DatasetSpecError(f"{error.args[0]} Valid task forms: {', '.join(TASK_FORMS)}") from None
+            raise DatasetSpecError(f"{error.args[0]} Valid task forms: {', '.join(TASK_FORMS)}",
+                                   suggest_task(lowered, glue=True)) from None
         return GlueSpec(lowered, **options)
     if lowered.startswith("csv:") and len(spec) > 4:
         return CsvSpec(spec, **options)
@@ -52,7 +85,7 @@ def parse_task(spec, **options):
         return SwagSpec("swag", **options)
     if lowered in ("squad/v1.1", "squad/v2.0", "squad"):
         return SquadSpec("squad/v1.1" if lowered == "squad" else lowered, **options)
-    raise DatasetSpecError(f"unknown task {spec!r}; valid forms: {', '.join(TASK_FORMS)}")
+    raise DatasetSpecError(f"unknown task {spec!r}; valid forms: {', '.join(TASK_FORMS)}", suggest_task(spec))
 
 
 def spec_of_saved(training, **options):

@@ -48,6 +48,20 @@ class PretrainingResult:
     already_complete: bool = False
     chief: bool = True  # this process writes the outputs (multi-worker: only the chief)
 
+    def summary(self, steps, seconds):
+        """What the run did, as lines: size, steps of `steps`, speed in `seconds`, final metrics, notes."""
+        config, metrics = self.model.encoder.config, self.metrics
+        lines = [f"pretrained {config.num_layers} layers, hidden {config.hidden_size}, "
+                 f"vocab {config.vocab_size}: "
+                 f"steps {self.initial_step} -> {self.final_step} of {steps} in {seconds:.0f}s "
+                 f"({self.steps_per_sec:.2f} steps/s, {self.examples_per_sec:.0f} examples/s, "
+                 f"XLA {'on' if self.jit_compile is True else 'off'}, "
+                 f"padding {'skipped' if self.skip_padding else 'computed'})"]
+        names = ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy")
+        if metrics:
+            lines.append("final " + ", ".join(f"{k} {metrics[k]:.4f}" for k in names if k in metrics))
+        return "\n".join(lines + [f"note: {note}" for note in self.notes])
+
 
 class _StopAtStep(keras.callbacks.Callback):
     """Stop `fit` at the requested total step when it is not a multiple of the epoch length."""

@@ -185,6 +185,24 @@ class BertTokenizer(tf.Module):
             return self._eager_function(self._tokenize_with_offsets_ops, strings)(strings)
         return self._tokenize_with_offsets_ops(strings)
 
+    def token_records(self, texts):
+        """Per text, each token as a dict: `token`, `id`, byte `start` / `end`, and the `text` it came from.
+
+        What `bert-keras tokenize` shows; eager only.
+
+        >>> tokenizer = BertTokenizer(vocabulary=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello", "!"])
+        >>> tokenizer.token_records(["Héllo!"])[0][1]
+        {'token': '!', 'id': 5, 'start': 6, 'end': 7, 'text': '!'}
+        """
+        ids, begin, end = (tensor.to_list() for tensor in self.tokenize_with_offsets(list(texts)))
+        records = []
+        for row, text in enumerate(texts):
+            raw = text.encode("utf-8")
+            records.append([{"token": self.id_to_token(i), "id": i, "start": b, "end": e,
+                             "text": raw[b:e].decode("utf-8", "replace")}
+                            for i, b, e in zip(ids[row], begin[row], end[row])])
+        return records
+
     def detokenize(self, ids):
         """Joins word pieces back into text (one string per row; normalized text).
 

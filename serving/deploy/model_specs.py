@@ -33,12 +33,12 @@ _LABEL_RE = re.compile(r"^([^:=\s]+):([A-Za-z_][A-Za-z0-9_\-]*)=(\d+)$")
 
 
 class ModelSpecError(ValueError):
-    """A `--model` / `--label` argument or a model directory that cannot be served."""
+    """A `--model-name` / `--label` argument or a model directory that cannot be served."""
 
 
 @dataclasses.dataclass(frozen=True)
 class ModelSpec:
-    """One `--model` argument, parsed.
+    """One `--model-name` argument, parsed.
 
     Args:
         name: model name (also the directory under the base path).
@@ -65,30 +65,31 @@ def parse_model_spec(text):
     name, _, policy = str(text).partition(":")
     name, policy = name.strip(), policy.strip()
     if not name:
-        raise ModelSpecError(f"--model {text!r}: the model name is empty")
+        raise ModelSpecError(f"--model-name {text!r}: the model name is empty")
     if not policy:
         return ModelSpec(name)
     match = _POLICY_RE.match(policy)
     if not match:
         raise ModelSpecError(
-            f"--model {text!r}: unknown version policy {policy!r}; use latest, latest=N, all or "
+            f"--model-name {text!r}: unknown version policy {policy!r}; use latest, latest=N, all or "
             f"specific=V1,V2"
         )
     kind, value = match.group(1), match.group(2)
     if kind == "all":
         if value is not None:
-            raise ModelSpecError(f"--model {text!r}: 'all' takes no value")
+            raise ModelSpecError(f"--model-name {text!r}: 'all' takes no value")
         return ModelSpec(name, "all")
     if kind == "latest":
         if value is None:
             return ModelSpec(name)
         if not is_version_name(value) or int(value) < 1:
-            raise ModelSpecError(f"--model {text!r}: latest=N needs a positive integer N, got {value!r}")
+            raise ModelSpecError(f"--model-name {text!r}: latest=N needs a positive integer N, got {value!r}")
         return ModelSpec(name, "latest", num_versions=int(value))
     parts = [p.strip() for p in (value or "").split(",") if p.strip()]
     if not parts or not all(is_version_name(p) and int(p) >= 1 for p in parts):
         raise ModelSpecError(
-            f"--model {text!r}: specific= needs positive version numbers separated by commas, got {value!r}"
+            f"--model-name {text!r}: specific= needs positive version numbers separated by commas, "
+            f"got {value!r}"
         )
     return ModelSpec(name, "specific", versions=tuple(sorted({int(p) for p in parts})))
 
@@ -177,13 +178,13 @@ def resolve_models(specs, labels, base_path, container_base="/models"):
     names = [spec.name for spec in specs]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise ModelSpecError(f"--model given twice for {', '.join(duplicates)}")
+        raise ModelSpecError(f"--model-name given twice for {', '.join(duplicates)}")
     if not os.path.isdir(base_path):
         raise ModelSpecError(f"--base-path {base_path} is not a directory")
     by_model = {name: {} for name in names}
     for name, label, version in labels:
         if name not in by_model:
-            raise ModelSpecError(f"--label {name}:{label}={version}: no --model {name}")
+            raise ModelSpecError(f"--label {name}:{label}={version}: no --model-name {name}")
         if label in by_model[name]:
             raise ModelSpecError(f"--label {name}:{label} given twice")
         by_model[name][label] = version

@@ -21,7 +21,7 @@ USED_BY = {
     "--eval-data": {"finetune"},
     "--input": {"embed", "predict", "pretrain", "create-pretraining-data", "loadtest"},
     "--output": {"vocab", "evaluate", "predict", "embed"},
-    "--output-dir": {"finetune", "pretrain", "attention", "predict"},
+    "--output-dir": {"finetune", "pretrain", "attention", "predict", "deploy-kit"},
     "--vocab": {"finetune", "pretrain", "embed", "attention", "tokenize", "export", "create-pretraining-data"},
     "--cased": {"finetune", "pretrain", "embed", "attention", "tokenize", "export", "vocab",
                 "create-pretraining-data"},
@@ -30,10 +30,10 @@ USED_BY = {
     "--max-predictions": {"pretrain", "create-pretraining-data"},
     "--batch-size": {"finetune", "pretrain", "evaluate", "predict", "embed", "loadtest"},
     "--seed": {"finetune", "pretrain", "create-pretraining-data", "quickstart"},
-    "--overwrite": {"finetune", "pretrain", "vocab", "export", "create-pretraining-data"},
+    "--overwrite": {"finetune", "pretrain", "vocab", "export", "create-pretraining-data", "deploy-kit"},
     "--json": {"info", "tokenize", "evaluate", "predict", "embed", "query", "loadtest"},
     "--tokenizer": {"tokenize", "export", "quickstart"},
-    "--model-name": {"export", "query", "loadtest", "serve"},
+    "--model-name": {"export", "query", "loadtest", "serve", "deploy-kit"},
     "--top-k": {"embed", "attention"},
     "--null-threshold": {"predict", "export"},
 }
@@ -96,6 +96,8 @@ def test_former_spellings_are_hidden_aliases_of_the_same_destination():
       "--max_seq_length", "64", "--random_seed", "3"], "seq_length", 64),
     (["export", "--model", "m", "--base-path", "b", "--name", "n"], "name", "n"),
     (["query", "--model", "sentiment", "hi"], "model", "sentiment"),
+    (["deploy-kit", "--base-path", "b", "--model", "m", "--model", "n", "-o", "d"], "model", ["m", "n"]),
+    (["deploy-kit", "--base-path", "b", "--model", "m", "--output", "d"], "output_dir", "d"),
     (["encode", "--init", "x", "a"], "pooling", "mean"),
 ])
 def test_scripts_written_for_the_former_names_still_parse(argv, dest, value):
@@ -107,3 +109,6 @@ def test_a_required_flag_is_still_required_under_its_new_name(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["export", "--model", "m", "--base-path", "b"])
     assert "--model-name" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["deploy-kit", "--base-path", "b", "--model-name", "m"])
+    assert "--output-dir" in capsys.readouterr().err

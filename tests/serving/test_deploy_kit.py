@@ -319,7 +319,7 @@ def test_health_check_needs_every_model_available():
 def test_labels_and_missing_versions(model_base, tmp_path):
     with pytest.raises(ModelSpecError, match=r"serves only versions \[2, 3\]"):
         _kit(model_base, tmp_path, labels=["sentiment:stable=1"])
-    with pytest.raises(ModelSpecError, match="no --model ner2"):
+    with pytest.raises(ModelSpecError, match="no --model-name ner2"):
         _kit(model_base, tmp_path, labels=["ner2:stable=1"])
     kit = _kit(model_base, tmp_path, models=["sentiment:latest=1"], labels=["sentiment:stable=1"])
     assert any("label 'stable' -> version 1" in w for w in kit.warnings)

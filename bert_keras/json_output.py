@@ -1,10 +1,11 @@
-"""The JSON every subcommand prints or writes: strict JSON, never `NaN` or `Infinity`.
+"""Strict JSON, never `NaN` or `Infinity`: what every `bert-keras` subcommand prints or writes.
 
 Python's `json.dumps` writes `NaN`, `Infinity` and `-Infinity` for non-finite floats, which
 no JSON parser but Python's accepts (`jq`, JavaScript, Go, Java all fail on the line). A metric
 of a degenerate dev set (Pearson of a constant prediction), a diverged loss or an empty
-latency list can be non-finite, so every JSON of the CLI goes through `dumps`: non-finite
-floats become `null`, and `allow_nan=False` guarantees nothing else slips through.
+latency list can be non-finite, so every JSON of the CLI (and of `serving.text_requests`) goes
+through `dumps`: non-finite floats become `null`, and `allow_nan=False` guarantees nothing else
+slips through.
 
 >>> dumps({"pearson": float("nan"), "loss": [0.5, float("inf")]}, sort_keys=True)
 '{"loss": [0.5, null], "pearson": null}'

@@ -1,0 +1,56 @@
+"""What to run next with a served model: the `next:` / `try:` lines of `bert-keras export`,
+`serve` and `deploy-kit`, and of scripts that export or serve (plain strings, no I/O).
+
+>>> print(deploy_kit_steps("deploy", "sentiment"))
+next:
+  cd deploy && docker compose up -d        # gRPC :8500, REST :8501
+  bert-keras query --model sentiment "some text"
+  kubectl apply -f deploy/k8s     # Kubernetes (see README_DEPLOY.md)
+"""
+
+import os
+
+
+def export_steps(base_path, name, release, query_example, tf_text_ops=()):
+    """After an export to `base_path/name`: the embedded server, a query, stock TF Serving in docker.
+
+    Args:
+        query_example: the family's example arguments of `bert-keras query` (its `QUERY_EXAMPLE`).
+        tf_text_ops: TF-Text ops the export uses (the op audit's), which stock images may lack.
+    """
+    model_dir = os.path.join(base_path, name)
+    lines = [
+        f"\nnext: bert-keras serve --model-base-path {model_dir}      (gRPC :8500, REST :8501)",
+        f"      bert-keras query --model-name {name} {query_example}",
+        f"  or: docker run --rm -p 8500:8500 -p 8501:8501 "
+        f"-v \"{os.path.abspath(model_dir)}:/models/{name}\" -e MODEL_NAME={name} "
+        f"tensorflow/serving:{release}.0",
+    ]
+    if tf_text_ops:
+        lines.append(f"      (this export uses TF-Text ops {', '.join(tf_text_ops)}: if a "
+                     "server answers 'Op type not registered', export with --tokenizer core)")
+    return "\n".join(lines)
+
+
+def try_commands(server, model_name, tls_ca=None):
+    """Commands that reach a started `EmbeddedServer` (query, curl, loadtest) for one of its models."""
+    tls = f" --tls-ca {tls_ca}" if server.tls else ""
+    lines = [f'  bert-keras query --address {server.grpc_address} --model {model_name}{tls} "some text"']
+    if server.rest_url:
+        cacert = f" --cacert {tls_ca}" if server.tls else ""
+        lines += [f"  curl{cacert} {server.rest_url}/v1/models/{model_name}",
+                  f"  curl{cacert} -d '{{\"instances\": [\"some text\"]}}' "
+                  f"{server.rest_url}/v1/models/{model_name}:predict"]
+    lines.append(f"  bert-keras loadtest --address {server.grpc_address} --model {model_name}{tls} "
+                 "--concurrency 8 --duration 10")
+    return lines
+
+
+def deploy_kit_steps(output_dir, model_name):
+    """After `write_deploy_kit` into `output_dir`: docker compose, a query, kubectl."""
+    return "\n".join([
+        "next:",
+        f"  cd {output_dir} && docker compose up -d        # gRPC :8500, REST :8501",
+        f'  bert-keras query --model {model_name} "some text"',
+        f"  kubectl apply -f {os.path.join(output_dir, 'k8s')}     # Kubernetes (see README_DEPLOY.md)",
+    ])

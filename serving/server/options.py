@@ -1,0 +1,238 @@
+"""`ServerOptions`: every setting of the embedded server, checked, and the server they describe.
+
+The settings of `tensorflow_model_server` that `bert-keras serve` takes as flags (a field
+`rest_max_threads` is the flag `--rest-max-threads`), so the checks name the flag to change.
+This module imports nothing slow: TensorFlow loads only when `build_server` builds the engine,
+after `serve_until_shutdown` has installed its signal handlers.
+
+Example:
+
+    from serving.server.options import ServerOptions
+    from serving.server.server import serve_until_shutdown
+
+    options = ServerOptions(model_base_path="models/sentiment", port=0, rest_port=0)
+    sources, batching = options.model_sources(), options.batching()
+    serve_until_shutdown(lambda: options.build_server(sources, batching))
+
+>>> ServerOptions(model_base_path="models/sentiment", max_request_bytes=10).check()
+Traceback (most recent call last):
+...
+serving.server.options.ServerOptionsError: --max-request-bytes must be at least 1024
+"""
+
+import dataclasses
+import os
+
+# fields that must be at least 1, and fields that must be positive (seconds)
+_AT_LEAST_ONE = ("grpc_max_threads", "grpc_max_concurrent_rpcs", "rest_max_threads", "rest_max_connections",
+                 "max_rows_per_request", "max_tokens_per_request")
+_POSITIVE = ("rest_header_timeout_seconds", "rest_body_timeout_seconds")
+
+
+# the groups of `bert-keras serve --help`
+MODELS = "models (one of)"
+NETWORK = "network"
+LIMITS = "request limits (checked before anything is allocated)"
+BATCHING = "batching (like tensorflow_model_server --enable_batching)"
+
+
+def _option(group, default, help, metavar=None):
+    """A field with its flag's group, help and metavar (`metadata["flag"]`), read by the command line."""
+    flag = {"group": group, "help": help, "metavar": metavar}
+    return dataclasses.field(default=default, metadata={"flag": flag})
+
+
+class ServerOptionsError(ValueError):
+    """A setting the server cannot start with; the message names its flag."""
+
+
+def _flag(name):
+    return "--" + name.replace("_", "-")
+
+
+@dataclasses.dataclass
+class ServerOptions:
+    """What to serve, on which ports, with which limits; defaults are TF Serving's.
+
+    Each field documents itself in `metadata["flag"]["help"]`, which is also the help of its
+    flag. Models: `model_base_path` (+ `model_name`, `num_versions`) or `model_config_file`.
+    Network: ports (`rest_port` -1: no REST), TLS files, thread and connection caps, REST
+    deadlines, `grace_seconds` of drain on SIGTERM. Request limits are checked before anything is
+    allocated. Batching: `enable_batching` with TF Serving's four parameters, which a
+    `batching_parameters_file` overrides.
+    """
+
+    model_base_path: str = _option(MODELS, None, "directory of numbered version directories", "DIR")
+    model_name: str = _option(MODELS, None, "name clients use (default: the base path's name)", "NAME")
+    model_config_file: str = _option(
+        MODELS, None, "TF Serving models.config (model_config_list text proto): several models, "
+        "version policies and labels", "FILE")
+    num_versions: int = _option(
+        MODELS, 1, "serve the N highest versions of --model-base-path (default 1)", "N")
+    file_system_poll_wait_seconds: float = _option(
+        MODELS, 1.0, "how often to look for new / removed versions (0 = never; default 1)", "S")
+    max_num_load_retries: int = _option(
+        MODELS, 5, "retries of a version that failed to load (default 5, as TF Serving)", "N")
+    load_retry_interval_micros: int = _option(
+        MODELS, 60_000_000, "wait between load retries in microseconds (default 60 s, as TF Serving)", "US")
+    host: str = _option(NETWORK, "127.0.0.1",
+                        "interface to listen on (default 127.0.0.1: this machine only; 0.0.0.0: all)")
+    port: int = _option(NETWORK, 8500, "gRPC port (default 8500; 0 = any free port)")
+    rest_port: int = _option(NETWORK, 8501, "REST port (default 8501; 0 = any free port; -1 = no REST)")
+    tls_cert: str = _option(
+        NETWORK, None, "certificate chain: serve gRPC over TLS and REST over HTTPS", "PEM")
+    tls_key: str = _option(NETWORK, None, "private key of --tls-cert", "PEM")
+    max_request_bytes: int = _option(
+        NETWORK, 64 << 20, "largest request accepted, gRPC message or HTTP body (default 64 MiB)", "N")
+    grpc_max_threads: int = _option(
+        NETWORK, 64, "gRPC requests handled at once, waiting-for-a-batch included (default 64)", "N")
+    grpc_max_concurrent_rpcs: int = _option(
+        NETWORK, 1024, "gRPC requests accepted at once, queued included; more get RESOURCE_EXHAUSTED "
+        "(default 1024)", "N")
+    rest_max_threads: int = _option(
+        NETWORK, 32, "REST requests handled at once (connections cost no thread; default 32)", "N")
+    rest_max_connections: int = _option(
+        NETWORK, 1000, "open REST connections at most; more are answered 503 (default 1000)", "N")
+    rest_header_timeout_seconds: float = _option(
+        NETWORK, 10.0, "a REST request's line and headers must arrive within S seconds (default 10)", "S")
+    rest_body_timeout_seconds: float = _option(
+        NETWORK, 60.0, "a REST request's body must arrive within S seconds (default 60)", "S")
+    grace_seconds: float = _option(
+        NETWORK, 30.0, "on SIGTERM, how long in-flight requests may take to finish (default 30)", "S")
+    max_rows_per_request: int = _option(
+        LIMITS, 1024, "rows (batch dimension) of one request; more: RESOURCE_EXHAUSTED (default 1024)", "N")
+    max_tokens_per_request: int = _option(
+        LIMITS, 16384, "rows x sequence length of a token_ids input; more: RESOURCE_EXHAUSTED "
+        "(default 16384)", "N")
+    enable_batching: bool = _option(BATCHING, False, "merge concurrent requests into one model call")
+    batching_parameters_file: str = _option(
+        BATCHING, None, "TF Serving batching parameters text file (max_batch_size { value: 32 } ...)", "FILE")
+    max_batch_size: int = _option(BATCHING, 32, "rows per merged batch (default 32)")
+    batch_timeout_micros: int = _option(
+        BATCHING, 2000, "longest wait for a batch to fill, in microseconds (default 2000)")
+    num_batch_threads: int = _option(BATCHING, 2, "batches run at once (default 2)")
+    max_enqueued_batches: int = _option(
+        BATCHING, 100, "queued batches before requests are refused with UNAVAILABLE (default 100)")
+
+    @classmethod
+    def from_namespace(cls, namespace):
+        """The options an `argparse.Namespace` holds (attributes named as the fields; others ignored)."""
+        return cls(**{field.name: getattr(namespace, field.name) for field in dataclasses.fields(cls)
+                      if hasattr(namespace, field.name)})
+
+    def check(self):
+        """Raises `ServerOptionsError` for the network and limit settings the server cannot use."""
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ServerOptionsError("TLS needs both --tls-cert and --tls-key")
+        for name in ("tls_cert", "tls_key"):
+            path = getattr(self, name)
+            if path and not os.path.isfile(path):
+                raise ServerOptionsError(f"{_flag(name)} {path}: no such file")
+        if self.max_request_bytes < 1024:
+            raise ServerOptionsError("--max-request-bytes must be at least 1024")
+        for name in _AT_LEAST_ONE:
+            if getattr(self, name) < 1:
+                raise ServerOptionsError(f"{_flag(name)} must be at least 1")
+        for name in _POSITIVE:
+            if not getattr(self, name) > 0:
+                raise ServerOptionsError(f"{_flag(name)} must be positive")
+        if self.max_num_load_retries < 0 or self.load_retry_interval_micros < 0:
+            raise ServerOptionsError("--max-num-load-retries and --load-retry-interval-micros must be >= 0")
+        if self.port < 0 or self.rest_port < -1:
+            raise ServerOptionsError("--port must be >= 0 and --rest-port >= -1 (-1: no REST)")
+        return self
+
+    def model_sources(self):
+        """The `ModelSource`s to serve: the config file's, or the one base path's latest versions."""
+        from serving.server.model_config import ModelSource, read_models_config
+
+        if bool(self.model_base_path) == bool(self.model_config_file):
+            raise ServerOptionsError("give --model-base-path DIR or --model-config-file FILE (one of them)")
+        if self.model_config_file:
+            if not os.path.isfile(self.model_config_file):
+                raise ServerOptionsError(f"--model-config-file {self.model_config_file}: no such file")
+            return read_models_config(self.model_config_file)  # ModelConfigError names file and line
+        if not os.path.isdir(self.model_base_path):
+            raise ServerOptionsError(f"--model-base-path {self.model_base_path}: no such directory")
+        if self.num_versions < 1:
+            raise ServerOptionsError("--num-versions must be at least 1")
+        try:
+            return [ModelSource.for_base_path(self.model_base_path, self.model_name, self.num_versions)]
+        except (ValueError, TypeError) as error:
+            name = self.model_name or os.path.basename(os.path.abspath(self.model_base_path).rstrip(os.sep))
+            raise ServerOptionsError(f"--model-name {name!r}: {error}") from None
+
+    def batching(self, note=None):
+        """`BatchingOptions` (None without `enable_batching`); the parameters file overrides the fields.
+
+        Args:
+            note: called with a line for each setting of the parameters file the server does not use.
+        """
+        from serving.server.batching import BatchingOptions
+        from serving.server.model_config import BATCHING_FIELDS, read_batching_parameters
+
+        if self.batching_parameters_file and not self.enable_batching:
+            raise ServerOptionsError("--batching-parameters-file needs --enable-batching")
+        if not self.enable_batching:
+            return None
+        values = {name: getattr(self, name) for name in BATCHING_FIELDS}
+        path = self.batching_parameters_file
+        if path:
+            if not os.path.isfile(path):
+                raise ServerOptionsError(f"--batching-parameters-file {path}: no such file")
+            parsed = read_batching_parameters(path)  # ModelConfigError names file and line
+            for name in parsed.pop("ignored"):
+                if note is not None:
+                    note(f"{path}: {name} is not used by the embedded server")
+            values.update(parsed)
+        for name, value in values.items():
+            if value < (0 if name == "batch_timeout_micros" else 1):
+                raise ServerOptionsError(f"{_flag(name)} must be positive, got {value}")
+        return BatchingOptions(**values)
+
+    def build_server(self, sources, batching=None):
+        """The `EmbeddedServer` of these options serving `sources` (not started)."""
+        from serving.server.engine import InferenceEngine, Limits, LoadRetryOptions
+        from serving.server.server import EmbeddedServer
+
+        limits = Limits(max_request_bytes=self.max_request_bytes,
+                        max_batch_size_per_request=self.max_rows_per_request,
+                        max_tokens_per_request=self.max_tokens_per_request)
+        retries = LoadRetryOptions(max_num_load_retries=self.max_num_load_retries,
+                                   load_retry_interval_s=self.load_retry_interval_micros / 1e6)
+        engine = InferenceEngine(sources, batching=batching, limits=limits,
+                                 poll_interval_s=self.file_system_poll_wait_seconds, load_retries=retries)
+        return EmbeddedServer(engine, host=self.host, grpc_port=self.port,
+                              rest_port=None if self.rest_port == -1 else self.rest_port,
+                              tls_cert=self.tls_cert, tls_key=self.tls_key,
+                              max_request_bytes=self.max_request_bytes, grpc_workers=self.grpc_max_threads,
+                              grpc_max_concurrent_rpcs=self.grpc_max_concurrent_rpcs,
+                              rest_workers=self.rest_max_threads,
+                              rest_max_connections=self.rest_max_connections,
+                              rest_header_timeout_s=self.rest_header_timeout_seconds,
+                              rest_body_timeout_s=self.rest_body_timeout_seconds)
+
+
+def loading_line(sources, batching=None):
+    """What is about to load: "m (base path)" of each source, and the batching in use."""
+    return (f"loading {', '.join(f'{s.name} ({s.base_path})' for s in sources)}"
+            + (f" with batching (max_batch_size {batching.max_batch_size}, "
+               f"timeout {batching.batch_timeout_micros} us)" if batching else ""))
+
+
+def ready_report(server, sources):
+    """(lines, warnings) once `server` serves: each model's versions and their states; a warning
+    per model with no AVAILABLE version (its requests answer NOT_FOUND until one loads)."""
+    from serving.server.server import version_states
+
+    lines, warnings = [], []
+    for source in sources:
+        status, reason = version_states(server.engine, source.name)
+        for entry in status:
+            failed = entry["error_code"] != "OK"
+            problem = f": {entry['error_code']}: {entry['error_message']}" if failed else ""
+            lines.append(f"  model {source.name} version {entry['version']}: {entry['state']}{problem}")
+        if not any(entry["state"] == "AVAILABLE" for entry in status):
+            warnings.append(f"model {source.name} has no AVAILABLE version ({reason}); "
+                            "its requests answer NOT_FOUND until one loads")
+    return lines, warnings
