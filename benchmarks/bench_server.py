@@ -75,17 +75,17 @@ def export_classifier(base_path, size, seq_length):
     from bert_keras.config import BertConfig
     from bert_keras.encoder import BertEncoder
     from bert_keras.models.classifier import BertClassifier
+    from bert_keras.finetuned_model import FinetunedModel
     from serving.exporter import export_saved_model
-    from serving.signatures.source import ExportSource
 
     vocab = write_vocab(os.path.join(base_path, "vocab.txt"))
     layers, hidden, heads, intermediate = SIZES[size]
     config = BertConfig(vocab_size=1000, num_layers=layers, hidden_size=hidden, num_heads=heads,
                         intermediate_size=intermediate, max_position_embeddings=max(seq_length, 128))
     model = BertClassifier(BertEncoder(config), num_classes=2)
-    source = ExportSource(kind="classification", model=model, vocab_file=vocab, seq_length=seq_length,
-                          labels=["neg", "pos"])
-    export_saved_model(source, base_path, "bench", version=1, check=False, progress=None)
+    finetuned = FinetunedModel(kind="classification", model=model, vocab_file=vocab, seq_length=seq_length,
+                               labels=["neg", "pos"])
+    export_saved_model(finetuned, base_path, "bench", version=1, check=False, progress=None)
     return os.path.join(base_path, "bench"), config
 
 

@@ -30,7 +30,7 @@ bert_keras.families.UnknownFamilyError: unknown task kind 'summarization'; one o
 import dataclasses
 import importlib
 import types
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 
 class UnknownFamilyError(ValueError):
@@ -48,10 +48,12 @@ class Family:
         needs_labels: a model of this kind has label names (class / tag names).
         label_count_attribute: the head's attribute holding its number of
             classes, checked against the label names (None: not counted).
-        default_seq_length: packed length when none is given.
         task_class: `"module:Class"` of its `bert_keras.tasks` class.
         signatures: module path of its `serving.signatures` module.
+        default_seq_length: packed length when none is given.
         description: one line, for listings.
+        check: `check(seq_length, settings)` -> what is wrong with these settings at this
+            packed length (a message), or None; `FinetunedModel` asks it of every record.
     """
 
     kind: str
@@ -62,6 +64,7 @@ class Family:
     signatures: str
     default_seq_length: int = 128
     description: str = ""
+    check: Optional[Callable[[int, Mapping], Optional[str]]] = None
 
     def settings_with_defaults(self, settings=None):
         """`settings` completed with this kind's defaults (a new dict)."""
@@ -107,13 +110,26 @@ register(Family("ner", {"aggregation": "first"}, needs_labels=True, label_count_
                 task_class="bert_keras.tasks.token_classifier:TokenClassifier",
                 signatures="serving.signatures.token_classification",
                 description="word tagging, entities with character offsets (CoNLL-2003)"))
+
+def _squad_windows_fit(seq_length, settings):
+    """A window must hold [CLS] question [SEP] at least one context token [SEP]."""
+    if seq_length <= settings["max_query_length"] + 3:
+        return (f"seq_length {seq_length} must exceed max_query_length + 3 "
+                f"({settings['max_query_length'] + 3})")
+    if settings["max_windows"] < 1:
+        return f"max_windows {settings['max_windows']} must be at least 1"
+    return None
+
+
 register(Family("squad",
                 # run_squad.py's defaults; the v2.0 null threshold is 0.0 until set or tuned.
+                # max_windows: context windows a SavedModel reads per question (the export's cap).
                 {"version_2": False, "doc_stride": 128, "max_query_length": 64, "max_answer_length": 30,
-                 "n_best_size": 20, "null_score_diff_threshold": None},
+                 "n_best_size": 20, "null_score_diff_threshold": None, "max_windows": 16},
                 needs_labels=False, label_count_attribute=None, default_seq_length=384,
                 task_class="bert_keras.tasks.span_qa:SpanQA", signatures="serving.signatures.span_qa",
-                description="extractive question answering (SQuAD v1.1 / v2.0)"))
+                description="extractive question answering (SQuAD v1.1 / v2.0)",
+                check=_squad_windows_fit))
 register(Family("multiple_choice", {"num_choices": 4}, needs_labels=False, label_count_attribute=None,
                 task_class="bert_keras.tasks.multiple_choice:MultipleChoice",
                 signatures="serving.signatures.multiple_choice",

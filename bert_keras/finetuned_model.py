@@ -4,6 +4,12 @@ A fine-tuned task (`bert_keras.tasks.TextClassifier(...).save(D)`, `bert-keras f
 --output-dir D`) is a directory; `bert_keras.tasks.load(D)`, `bert-keras evaluate /
 predict / export` and `serving` read it back, only through `read_finetuned`.
 
+`FinetunedModel` is the one description of a fine-tuned model, read or in memory (a
+task's `to_finetuned()`): the export takes it as it is, and its options (packed length,
+SQuAD windows and threshold, text pairs) are a copy with other settings (`with_settings`),
+checked as every record is: the kind's settings and defaults come from its family
+(`bert_keras.families`), and so does the family's own check (SQuAD windows).
+
 Layout, format version 2 (`FORMAT_VERSION`):
 
 ==================  ======================================================================
@@ -23,7 +29,8 @@ file                content
 
 `kind` and its `settings`: `classification` / `regression` (`text_pair`), `ner`
 (`aggregation`: how word labels come from pieces), `squad` (`version_2`, `doc_stride`,
-`max_query_length`, `max_answer_length`, `n_best_size`, `null_score_diff_threshold`),
+`max_query_length`, `max_answer_length`, `n_best_size`, `null_score_diff_threshold`,
+`max_windows`: context windows a SavedModel export reads per question),
 `multiple_choice` (`num_choices`), `embedding` (`pooling`, `normalize`).
 
 Format version 1 is the layout `bert-keras finetune` wrote before versioning (a
@@ -106,11 +113,18 @@ class FinetunedModel:
         lowercase: uncased tokenization.
         labels: class / tag names in id order (classification, NER), else None.
         settings: the kind's settings (see the module docstring); missing ones
-            take the family's defaults (`bert_keras.families`).
+            take the family's defaults (`bert_keras.families`). One dict: an export's
+            options are a copy with other settings (`with_settings`).
         training: provenance of the run (free-form, JSON-serialisable).
         eval_results: the run's dev metrics, or None.
         directory: where it was read from (None when built in memory).
         format_version: the version it was read in.
+
+    Raises (on construction):
+        FinetunedModelError: an unknown kind, a labelled kind without labels, settings
+            its family refuses (SQuAD: `seq_length` must exceed `max_query_length + 3`),
+            and with a model: `seq_length` over its positions, or a label count that is
+            not the head's number of classes.
     """
 
     kind: str
@@ -135,6 +149,73 @@ class FinetunedModel:
             self.labels = [str(label) for label in self.labels]
         if kind_family.needs_labels and not self.labels:
             raise FinetunedModelError(f"a {self.kind} model needs its label names")
+        problem = kind_family.check(self.seq_length, self.settings) if kind_family.check else None
+        if problem:
+            raise FinetunedModelError(problem)
+        if self.model is not None:
+            config = getattr(getattr(self.model, "encoder", None), "config", None)
+            positions = getattr(config, "max_position_embeddings", None)
+            if positions is not None and self.seq_length > positions:
+                raise FinetunedModelError(f"seq_length {self.seq_length} exceeds the model's "
+                                          f"{positions} positions")
+            if self.labels:
+                _check_label_count(self.labels, self.model, "labels", self.kind)
+
+    def with_settings(self, **overrides):
+        """A copy with some settings replaced, checked as a record is (e.g. an export's options).
+
+        Args:
+            **overrides: `seq_length`, `lowercase`, or a setting of the kind
+                (`bert_keras.families`: `text_pair`, `null_score_diff_threshold`,
+                `max_windows`, ...); None leaves a value as it is.
+
+        Raises:
+            FinetunedModelError: a name that is not a setting of this kind (lists
+                them), a value of the wrong type, or settings that do not fit the
+                model (packed length over its positions, SQuAD windows).
+
+        >>> record = FinetunedModel(kind="squad", model=None, vocab_file="vocab.txt", seq_length=384)
+        >>> short = record.with_settings(seq_length=128, max_windows=4, text_pair=None)
+        >>> short.seq_length, short.settings["max_windows"], record.settings["max_windows"]
+        (128, 4, 16)
+        >>> record.with_settings(pooling="cls")
+        Traceback (most recent call last):
+        ...
+        bert_keras.finetuned_model.FinetunedModelError: pooling=: not a setting of a squad model; its settings: doc_stride, max_answer_length, max_query_length, max_windows, n_best_size, null_score_diff_threshold, version_2 (and seq_length, lowercase)
+        """
+        given = {key: value for key, value in overrides.items() if value is not None}
+        fields = {key: given.pop(key) for key in ("seq_length", "lowercase") if key in given}
+        defaults = family(self.kind).default_settings
+        for key, value in given.items():
+            if key not in defaults:
+                raise FinetunedModelError(
+                    f"{key}=: not a setting of a {self.kind} model; its settings: "
+                    f"{', '.join(sorted(defaults))} (and seq_length, lowercase)")
+            _check_override(key, value, *_setting_types(defaults[key]))
+        if "seq_length" in fields:
+            _check_override("seq_length", fields["seq_length"], (int,), "a positive integer",
+                            lambda v: v >= 1)
+        if "lowercase" in fields:
+            _check_override("lowercase", fields["lowercase"], (bool,), "true or false")
+        return dataclasses.replace(self, settings={**self.settings, **given}, **fields)
+
+    @property
+    def config(self):
+        """The encoder's `BertConfig`."""
+        return self.model.encoder.config
+
+    def tokenizer(self, backend="tf_text"):
+        """A `pipelines.BertTokenizer` of this model's vocabulary and casing."""
+        from pipelines import BertTokenizer
+
+        return BertTokenizer(self.vocab_file, lowercase=self.lowercase, backend=backend)
+
+    def packer(self, tokenizer):
+        """A `pipelines.BertPacker` at this model's `seq_length` with `tokenizer`'s special ids."""
+        from pipelines import BertPacker
+
+        special = tokenizer.special_tokens
+        return BertPacker(self.seq_length, cls_id=special.cls, sep_id=special.sep, pad_id=special.pad)
 
 
 def is_finetuned_directory(path):
@@ -292,14 +373,13 @@ def read_finetuned(directory, *, load_model=True):
     results = os.path.join(directory, EVAL_RESULTS_FILE)
     eval_results = _read_json_object(results) if os.path.isfile(results) else None
     model = _load_model(os.path.join(directory, MODEL_FILE)) if load_model else None
+    if model is not None and fields["labels"]:  # named by the file they came from
+        _check_label_count(fields["labels"], model, labels_source, fields["kind"])
     try:
-        finetuned = FinetunedModel(model=model, eval_results=eval_results,
-                                   directory=os.path.abspath(directory), format_version=version, **fields)
+        return FinetunedModel(model=model, eval_results=eval_results,
+                              directory=os.path.abspath(directory), format_version=version, **fields)
     except FinetunedModelError as error:
         raise FinetunedModelError(f"{directory}/{TASK_FILE}: {error}") from None
-    if model is not None and finetuned.labels:
-        _check_label_count(finetuned.labels, model, labels_source, finetuned.kind)
-    return finetuned
 
 
 def _finish_interrupted_save(directory):
@@ -386,16 +466,27 @@ def _check_settings(kind, settings, where):
     for key, default in family(kind).default_settings.items():
         if key not in settings:
             continue
-        if isinstance(default, bool):
-            types, expected = (bool,), "true or false"
-        elif isinstance(default, int):
-            types, expected = (int,), "an integer"
-        elif isinstance(default, str):
-            types, expected = (str,), "a string"
-        else:  # null_score_diff_threshold: a number, or null for the dev best
-            types, expected = (int, float), "a number or null"
+        types, expected = _setting_types(default)
         _field(settings, key, types, f"{where} field 'settings'", default=default, expected=expected)
     return settings
+
+
+def _check_override(key, value, types, expected, check=None):
+    """`with_settings`' check of one value (bool is never an int here)."""
+    ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+    if not ok or (check is not None and not check(value)):
+        raise FinetunedModelError(f"{key}={value!r}: expected {expected}")
+
+
+def _setting_types(default):
+    """(accepted types, how they are described) of a setting, from its default's type."""
+    if isinstance(default, bool):
+        return (bool,), "true or false"
+    if isinstance(default, int):
+        return (int,), "an integer"
+    if isinstance(default, str):
+        return (str,), "a string"
+    return (int, float), "a number or null"  # null_score_diff_threshold: a number, or null (0.0)
 
 
 def _fields_v2(directory, info):

@@ -2,7 +2,10 @@
 
 The export is composed of small steps, each its own piece:
 
-1. `serving.signatures.load_source`: the model and its task settings.
+1. `serving.signatures.finetuned_for_export`: the `bert_keras.finetuned_model.FinetunedModel`
+   (model, vocabulary, labels, one settings dict), read from a fine-tuned directory,
+   built from an encoder spec, or given; the export's options are a copy with other
+   settings (`FinetunedModel.with_settings`). Every later step reads that record.
 2. `serving.signatures.build_signatures`: a `tf.Module` holding model,
    tokenizer, tables and assets, with the task's signatures (raw strings in,
    dense named outputs out; see `serving/signatures/`).
@@ -88,8 +91,8 @@ def export_saved_model(source, base_path, model_name, *, version=None, tokenizer
 
     Args:
         source: a `bert-keras finetune` output directory, an encoder spec
-            (embeddings: `pip:...`, `hf:DIR`, `encoder.keras`) or an
-            `serving.signatures.ExportSource`.
+            (embeddings: `pip:...`, `hf:DIR`, `encoder.keras`) or a
+            `bert_keras.finetuned_model.FinetunedModel` (a task's `to_finetuned()`).
         base_path: the model base directory (TF Serving's `--model_base_path`
             is `<base_path>/<model_name>`).
         model_name: the served model's name (also in the warmup requests).
@@ -110,9 +113,10 @@ def export_saved_model(source, base_path, model_name, *, version=None, tokenizer
             compares with the same int8 computation run the Python way, and
             the card records the largest difference from float32.
         progress: `print`-like callable for progress lines; None for silence.
-        **source_options: passed to `load_source` (`pooling`, `normalize`,
-            `seq_length`, `text_pair`, `null_score_diff_threshold`, `max_windows`,
-            `lowercase`, `vocab_file`).
+        **source_options: passed to `serving.signatures.finetuned_for_export`: an
+            encoder spec's `pooling`, `normalize`, `vocab_file`; and settings of
+            the record (`seq_length`, `lowercase`, `text_pair`,
+            `null_score_diff_threshold`, `max_windows`, ...; None: the model's own).
 
     Returns:
         An `ExportResult`.
@@ -125,7 +129,7 @@ def export_saved_model(source, base_path, model_name, *, version=None, tokenizer
     """
     from serving.int8_dense import check_quantize
     from serving.model_card import build_model_card, write_model_card
-    from serving.signatures import load_source
+    from serving.signatures import finetuned_for_export
     from serving.signatures.samples import sample_inputs
 
     say = progress or (lambda *args, **kwargs: None)
@@ -137,31 +141,30 @@ def export_saved_model(source, base_path, model_name, *, version=None, tokenizer
     model_dir = os.path.join(os.fspath(base_path), model_name)
     version = choose_version(model_dir, version, overwrite=overwrite)
     check_release(release)
-    say(f"loading {source if isinstance(source, str) else 'the model'} ...")
-    source = load_source(source, **source_options)
-    for note in source.notes:
-        say(f"note: {note}")
+    named = os.fspath(source) if isinstance(source, (str, os.PathLike)) else None
+    say(f"loading {named or 'the model'} ...")
+    finetuned = finetuned_for_export(source, **source_options)
     target = os.path.join(model_dir, str(version))
     staging = make_staging_dir(model_dir, version)
     try:
-        say(f"tracing the {source.kind} signatures ({tokenizer_backend} tokenizer, "
-            f"seq_length {source.seq_length}{', int8 dense layers' if quantize else ''}) "
+        say(f"tracing the {finetuned.kind} signatures ({tokenizer_backend} tokenizer, "
+            f"seq_length {finetuned.seq_length}{', int8 dense layers' if quantize else ''}) "
             f"and saving ...")
-        with padding_skipped(source.model):
-            signatures = save_signatures(source, staging, tokenizer_backend, quantize=quantize)
+        with padding_skipped(finetuned.model):
+            signatures = save_signatures(finetuned, staging, tokenizer_backend, quantize=quantize)
         audit = audit_ops(staging, release=release, strict=strict, say=say)
-        samples = sample_inputs(source, count=8)
+        samples = sample_inputs(finetuned, count=8)
         warmup = None
         if warmup_requests:
             warmup = write_warmup(staging, model_name, samples, warmup_requests)
             say(f"wrote {warmup['requests']} warmup requests (batch sizes {warmup['batch_sizes']})")
-        report = (check_portability(staging, source, samples, audit, say, quantize=quantize)
+        report = (check_portability(staging, finetuned, samples, audit, say, quantize=quantize)
                   if check else None)
-        card = build_model_card(source, model_name=model_name, version=version,
+        card = build_model_card(finetuned, model_name=model_name, version=version,
                                 tokenizer_backend=tokenizer_backend,
                                 chars_per_token=DEFAULT_CHARS_PER_TOKEN, signatures=signatures,
                                 audit=audit.to_json(), check=report and report.to_json(),
-                                warmup=warmup)
+                                warmup=warmup, origin=finetuned.directory or named)
         write_model_card(staging, card)
         install_version(staging, target, overwrite=overwrite)
     except BaseException:
@@ -197,8 +200,8 @@ def padding_skipped(model):
         encoder.skip_padding = before
 
 
-def save_signatures(source, export_dir, tokenizer_backend, quantize=None):
-    """Builds the signatures of `source`, saves them to `export_dir`; returns their summary.
+def save_signatures(finetuned, export_dir, tokenizer_backend, quantize=None):
+    """Builds the signatures of a `FinetunedModel`, saves them to `export_dir`; returns their summary.
 
     `quantize="int8"`: traced with the encoder's dense layers as `Int8Dense`.
 
@@ -215,9 +218,9 @@ def save_signatures(source, export_dir, tokenizer_backend, quantize=None):
     from serving.int8_dense import int8_dense_layers
     from serving.signatures import build_signatures
 
-    swap = int8_dense_layers(source.model) if quantize == "int8" else contextlib.nullcontext()
+    swap = int8_dense_layers(finetuned.model) if quantize == "int8" else contextlib.nullcontext()
     with tempfile.TemporaryDirectory(prefix="bert-keras-assets-") as asset_dir, swap:
-        module, signatures = build_signatures(source, tokenizer_backend=tokenizer_backend,
+        module, signatures = build_signatures(finetuned, tokenizer_backend=tokenizer_backend,
                                               asset_dir=asset_dir)
         module.keep_only_variables_of([fn for fn, _ in signatures.values()])
         tf.saved_model.save(module, export_dir,
@@ -322,7 +325,7 @@ def write_warmup(export_dir, model_name, samples, num_requests):
 # -- 6. portability check -------------------------------------------------------------
 
 
-def check_portability(export_dir, source, samples, audit, say, quantize=None):
+def check_portability(export_dir, finetuned, samples, audit, say, quantize=None):
     """A fresh `python` runs the export on `samples`; it must give the Python path's outputs.
 
     An int8 export is compared with the same int8 computation run the Python
@@ -337,16 +340,16 @@ def check_portability(export_dir, source, samples, audit, say, quantize=None):
     if quantize == "int8":
         # Activation ranges are per call, so the reference must see the rows
         # the export sees: real tokens only.
-        with padding_skipped(source.model), int8_dense_layers(source.model):
-            expected = reference_outputs(source, samples)
+        with padding_skipped(finetuned.model), int8_dense_layers(finetuned.model):
+            expected = reference_outputs(finetuned, samples)
     else:
-        expected = reference_outputs(source, samples)
+        expected = reference_outputs(finetuned, samples)
     report = check_export(export_dir, samples, expected, needs_tf_text=bool(audit.tf_text_ops))
     rows = len(next(iter(samples.values())))
     say(f"check passed: {rows} sample inputs, outputs equal, "
         f"max abs diff {max(report.max_abs_diff.values(), default=0.0):.2g}")
     if quantize:
-        float32 = compare_outputs(expected, reference_outputs(source, samples), atol=float("inf"))
+        float32 = compare_outputs(expected, reference_outputs(finetuned, samples), atol=float("inf"))
         report.float32_max_abs_diff = {name: diff for name, diff in float32.max_abs_diff.items()
                                        if diff != float("inf")}
         say(f"{quantize} vs float32 (the Python path): max abs diff "

@@ -26,12 +26,12 @@ CARD_FORMAT = "bert-keras-model-card/1"
 LIBRARIES = ("tensorflow", "tensorflow-text", "keras", "bert-keras", "tensorflow-serving-api")
 
 
-def build_model_card(source, *, model_name, version, tokenizer_backend, chars_per_token,
-                     signatures, audit=None, check=None, warmup=None):
+def build_model_card(finetuned, *, model_name, version, tokenizer_backend, chars_per_token,
+                     signatures, audit=None, check=None, warmup=None, origin=None):
     """The model card dict of an export.
 
     Args:
-        source: the `ExportSource`.
+        finetuned: the `bert_keras.finetuned_model.FinetunedModel` exported.
         model_name, version: where it is served.
         tokenizer_backend: `"tf_text"` or `"core"`.
         chars_per_token: the text cut (see `serving.signatures.text_inputs`).
@@ -40,35 +40,38 @@ def build_model_card(source, *, model_name, version, tokenizer_backend, chars_pe
         audit: the op audit's `to_json()` dict (or None).
         check: the portability `CheckReport.to_json()` (None: skipped).
         warmup: `{"requests": N, "batch_sizes": [...]}` (or None).
+        origin: where the model came from (default: the directory it was read
+            from, else "<in memory>").
     """
-    task = source.task or {}
-    from serving.signatures import kind_module
+    from serving.signatures import card_settings
 
-    settings = kind_module(source.kind).card_settings(source)
+    settings = card_settings(finetuned)
+    labels = list(finetuned.labels) if finetuned.labels else None
     return {
         "format": CARD_FORMAT,
         "model_name": model_name,
         "version": int(version),
         "exported_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "source": source.origin,
-        "task": {"kind": source.kind, "spec": task.get("task"), "settings": settings,
-                 "task_json": task},
-        "labels": list(source.labels) if source.labels else None,
-        "tokenization": {"vocab_size": source.config.vocab_size, "lowercase": source.lowercase,
-                         "tokenizer_backend": tokenizer_backend, "seq_length": source.seq_length,
+        "source": origin or finetuned.directory or "<in memory>",
+        # task_json: the run's provenance (task spec, eval_path, text columns), kind and settings.
+        "task": {"kind": finetuned.kind, "spec": finetuned.training.get("task"), "settings": settings,
+                 "task_json": {**finetuned.training, "kind": finetuned.kind,
+                               "settings": dict(finetuned.settings)}},
+        "labels": labels,
+        "tokenization": {"vocab_size": finetuned.config.vocab_size, "lowercase": finetuned.lowercase,
+                         "tokenizer_backend": tokenizer_backend, "seq_length": finetuned.seq_length,
                          "chars_per_token": chars_per_token, "vocab_asset": "assets/vocab.txt",
-                         "labels_asset": "assets/labels.txt" if source.labels else None},
-        "seq_length": source.seq_length,
-        "lowercase": source.lowercase,
+                         "labels_asset": "assets/labels.txt" if labels else None},
+        "seq_length": finetuned.seq_length,
+        "lowercase": finetuned.lowercase,
         "tokenizer_backend": tokenizer_backend,
-        "config": source.config.to_dict(),
+        "config": finetuned.config.to_dict(),
         "libraries": library_versions(),
-        "evaluation": source.eval_results,
+        "evaluation": finetuned.eval_results,
         "signatures": signatures,
         "op_audit": audit,
         "check": check if check is not None else {"skipped": True},
         "warmup": warmup,
-        "notes": list(source.notes),
     }
 
 

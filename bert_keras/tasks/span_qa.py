@@ -52,6 +52,8 @@ class SpanQA(TextTask):
         null_score_diff_threshold: v2.0 "no answer" threshold (default 0.0;
             `evaluate(..., tune_threshold=True)` adopts the dev best, the
             `null_threshold` setter any value; nothing else changes it).
+        max_windows: context windows a SavedModel export reads per question
+            (16; `predict` reads them all).
     """
 
     kind = "squad"
@@ -67,14 +69,15 @@ class SpanQA(TextTask):
     @classmethod
     def _build_head(cls, encoder, *, labels, num_classes, dropout, version_2=False, doc_stride=128,
                     max_query_length=64, max_answer_length=30, n_best_size=20,
-                    null_score_diff_threshold=None):
+                    null_score_diff_threshold=None, max_windows=16):
         from bert_keras.models import BertSpanQA
 
         if labels is not None or num_classes is not None:
             raise TaskInputError("SpanQA takes no labels / num_classes (answers are spans)")
         settings = dict(version_2=bool(version_2), doc_stride=int(doc_stride),
                         max_query_length=int(max_query_length), max_answer_length=int(max_answer_length),
-                        n_best_size=int(n_best_size), null_score_diff_threshold=null_score_diff_threshold)
+                        n_best_size=int(n_best_size), null_score_diff_threshold=null_score_diff_threshold,
+                        max_windows=int(max_windows))
         return None, BertSpanQA(encoder, dropout=dropout), settings
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):

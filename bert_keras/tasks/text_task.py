@@ -668,21 +668,20 @@ class TextTask(keras.Model):
             version: positive int; default the highest existing + 1.
             **options: `serving.exporter.export_saved_model` options
                 (`tokenizer_backend`, `strict`, `check`, `overwrite`,
-                `warmup_requests`, `release`, `quantize`, ...) and the
-                overrides `seq_length`, `text_pair`,
-                `null_score_diff_threshold`, `max_windows`, `lowercase`.
+                `warmup_requests`, `release`, `quantize`, ...) and overrides
+                of the record's settings (`FinetunedModel.with_settings`):
+                `seq_length`, `lowercase`, and the task's own (`text_pair`,
+                `null_score_diff_threshold`, `max_windows`, ...).
         """
         return self.export_result(base_path, name, version, **options).path
 
     def export_result(self, base_path, name, version=None, **options):
         """`export`, returning the whole `serving.exporter.ExportResult` (audit, model card, check)."""
         from serving.exporter import export_saved_model
-        from serving.signatures.source import source_from_finetuned
 
-        source_keys = ("seq_length", "text_pair", "null_score_diff_threshold", "max_windows", "lowercase")
-        overrides = {key: options.pop(key) for key in source_keys if key in options}
-        source = source_from_finetuned(self.to_finetuned(), **overrides)
-        return export_saved_model(source, base_path, name, version=version, **options)
+        # The overrides (seq_length, text_pair, ...) become a copy of the record with those
+        # settings (`FinetunedModel.with_settings`); the task itself is left as it is.
+        return export_saved_model(self.to_finetuned(), base_path, name, version=version, **options)
 
 
 @dataclasses.dataclass(frozen=True)

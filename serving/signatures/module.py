@@ -16,9 +16,9 @@ Example:
 
     >>> import tempfile
     >>> import tensorflow as tf
-    >>> from serving.signatures.source import load_source
-    >>> source = load_source("out/sentiment")
-    >>> module = ServingModule(source, tokenizer_backend="core", asset_dir=tempfile.mkdtemp())
+    >>> from bert_keras.finetuned_model import read_finetuned
+    >>> sentiment = read_finetuned("out/sentiment")
+    >>> module = ServingModule(sentiment, tokenizer_backend="core", asset_dir=tempfile.mkdtemp())
     >>> module.label_names(tf.constant([0, 1], tf.int64)).numpy().tolist()
     [b'neg', b'pos']
 """
@@ -39,26 +39,26 @@ class ServingModule(tf.Module):
     """Tracks the model, tokenizer, tables and assets of one export (see module docstring).
 
     Args:
-        source: an `ExportSource`.
+        finetuned: the `bert_keras.finetuned_model.FinetunedModel` to export.
         tokenizer_backend: `"tf_text"` or `"core"` (no TF-Text ops in the graph).
         asset_dir: an empty scratch directory; `vocab.txt` / `labels.txt` are
             written there under the names they get in `assets/`.
     """
 
-    def __init__(self, source, *, tokenizer_backend, asset_dir):
+    def __init__(self, finetuned, *, tokenizer_backend, asset_dir):
         super().__init__(name="bert_keras_serving")
-        self.model = source.model
-        tokenizer = source.tokenizer(tokenizer_backend)
-        if tokenizer.vocabulary_size != source.config.vocab_size:
-            raise ValueError(f"{source.vocab_file} has {tokenizer.vocabulary_size} tokens but the "
-                             f"model expects {source.config.vocab_size}")
-        self.text = TextInputs(tokenizer, source.seq_length)
+        self.model = finetuned.model
+        tokenizer = finetuned.tokenizer(tokenizer_backend)
+        if tokenizer.vocabulary_size != finetuned.config.vocab_size:
+            raise ValueError(f"{finetuned.vocab_file} has {tokenizer.vocabulary_size} tokens but the "
+                             f"model expects {finetuned.config.vocab_size}")
+        self.text = TextInputs(tokenizer, finetuned.seq_length)
         vocab_copy = os.path.join(asset_dir, "vocab.txt")
-        shutil.copyfile(source.vocab_file, vocab_copy)  # named vocab.txt in assets/, whatever its name
+        shutil.copyfile(finetuned.vocab_file, vocab_copy)  # named vocab.txt in assets/, whatever its name
         self.vocab = tf.saved_model.Asset(vocab_copy)
-        self.num_labels = len(source.labels or [])
-        if source.labels:
-            path = _write_lines(os.path.join(asset_dir, "labels.txt"), source.labels)
+        self.num_labels = len(finetuned.labels or [])
+        if finetuned.labels:
+            path = _write_lines(os.path.join(asset_dir, "labels.txt"), finetuned.labels)
             self.labels = tf.saved_model.Asset(path)
             # Built from the asset itself, so labels.txt is the one source of truth.
             self.label_table = tf.lookup.StaticHashTable(

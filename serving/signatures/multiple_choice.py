@@ -27,9 +27,9 @@ from serving.signatures.module import PREDICT
 from serving.signatures.text_inputs import ids_specs, input_check, string_spec
 
 
-def build(module, source):
+def build(module, finetuned):
     """`{signature name: (concrete function, method name)}` for `module` (a `ServingModule`)."""
-    num_choices = int(source.model.num_choices)
+    num_choices = int(finetuned.model.num_choices)
 
     def serve(inputs):
         context, endings = inputs["context"], inputs["endings"]
@@ -54,17 +54,17 @@ def build(module, source):
             "token_ids": (token_ids.get_concrete_function(), PREDICT)}
 
 
-def reference_outputs(source, inputs):
+def reference_outputs(finetuned, inputs):
     """`serving_default`'s outputs the Python way: tokenizer + packer per pair + Keras model."""
-    tokenizer = source.tokenizer()
-    packer = source.packer(tokenizer)
+    tokenizer = finetuned.tokenizer()
+    packer = finetuned.packer(tokenizer)
     endings = np.asarray(inputs["endings"], object)
     batch, choices = endings.shape
     contexts = [c for c in inputs["context"] for _ in range(choices)]
     x = packer((tokenizer.tokenize(tf.constant(contexts)),
                 tokenizer.tokenize(tf.constant(endings.reshape(-1).tolist()))))
     x = {k: tf.reshape(v, [batch, choices, -1]) for k, v in x.items()}
-    logits = np.asarray(source.model(x, training=False), np.float64)
+    logits = np.asarray(finetuned.model(x, training=False), np.float64)
     probabilities = np.exp(logits - logits.max(-1, keepdims=True))
     probabilities /= probabilities.sum(-1, keepdims=True)
     return {"choice": logits.argmax(-1).astype(np.int64),
@@ -77,22 +77,19 @@ QUERY_EXAMPLE = ('--context "He enters the room." --ending "He sits down." '
                  '--ending "He eats the window." ...')
 
 
-def export_fields(finetuned, settings, overrides):
-    return {}
+def card_settings(finetuned):
+    """The head's number of choices (what the export serves)."""
+    return {"num_choices": int(finetuned.model.num_choices)}
 
 
-def card_settings(source):
-    return {"num_choices": int(source.model.num_choices)}
-
-
-def sample_rows(source):
+def sample_rows(finetuned):
     from serving.signatures.samples import CHOICES
 
-    choices = int(source.model.num_choices)
+    choices = int(finetuned.model.num_choices)
     return [{"context": c, "endings": list((e * choices)[:choices])} for c, e in CHOICES]
 
 
-def rows_from_file(source, path, count):
+def rows_from_file(finetuned, path, count):
     """The first `count` questions of the run's SWAG evaluation file."""
     from pipelines.datasets.swag import read_swag_csv
 

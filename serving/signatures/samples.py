@@ -1,14 +1,15 @@
 """Representative `serving_default` inputs of an export: for warmup requests and the export check.
 
-Taken from the task's evaluation file when `task.json` points at one that
-exists (`eval_path`: CSV/TSV/JSONL, CoNLL, SQuAD JSON, SWAG CSV), otherwise
+Taken from the task's evaluation file when the model's provenance (`training`
+in `task.json`) points at one that exists (`eval_path`: CSV/TSV/JSONL, CoNLL,
+SQuAD JSON, SWAG CSV), otherwise
 built-in sentences. Always a few rows, in a fixed order, so that exports are
 reproducible.
 
 Example:
 
-    >>> from serving.signatures.source import load_source
-    >>> inputs = sample_inputs(load_source("out/sentiment"), count=8)
+    >>> from bert_keras.finetuned_model import read_finetuned
+    >>> inputs = sample_inputs(read_finetuned("out/sentiment"), count=8)
     >>> sorted(inputs), len(inputs["text"])
     (['text'], 8)
 """
@@ -45,27 +46,27 @@ CHOICES = (
 )
 
 
-def sample_inputs(source, count=8):
-    """`{input name: list}` of `count` rows for `source.kind` (see module docstring)."""
+def sample_inputs(finetuned, count=8):
+    """`{input name: list}` of `count` rows for a `FinetunedModel` (see module docstring)."""
     rows = None
-    path = source.task.get("eval_path")
+    path = finetuned.training.get("eval_path")
     if path and os.path.isfile(path):
         try:
-            rows = _from_eval_file(source, path, count)
+            rows = _from_eval_file(finetuned, path, count)
         except Exception as error:  # a sample is a convenience: never fail an export on it
             logger.warning("%s: no sample inputs from it (%s); using built-in sentences", path, error)
-    rows = rows or _built_in(source)
+    rows = rows or _built_in(finetuned)
     rows = (rows * (-(-count // len(rows))))[:count]
     return {name: [row[name] for row in rows] for name in rows[0]}
 
 
-def _built_in(source):
+def _built_in(finetuned):
     from serving.signatures import kind_module
 
-    return kind_module(source.kind).sample_rows(source)
+    return kind_module(finetuned.kind).sample_rows(finetuned)
 
 
-def _from_eval_file(source, path, count):
+def _from_eval_file(finetuned, path, count):
     from serving.signatures import kind_module
 
-    return kind_module(source.kind).rows_from_file(source, path, count)
+    return kind_module(finetuned.kind).rows_from_file(finetuned, path, count)

@@ -8,7 +8,8 @@ as TensorFlow ops so that TF Serving returns answer strings:
    `seq_length - len(question) - 3` tokens that start `doc_stride` tokens apart
    (`build_squad_features`' `_doc_spans`), each packed
    `[CLS] question [SEP] window [SEP]`. At most `max_windows` windows are read
-   per question (default 16: ~2,000 context tokens at 384/128); the context
+   per question (a squad setting, `bert_keras.families`; default 16: ~2,000
+   context tokens at 384/128, `export(..., max_windows=N)` for another); the context
    beyond them is ignored, so that a 1 MB context costs what 16 windows cost.
    `max_context` marks the window in which each context token has the most
    context (`_check_is_max_context`): only there may an answer start.
@@ -174,12 +175,12 @@ def best_spans(start_logits, end_logits, is_context, is_max_context, example, in
             "null_score": tf.math.unsorted_segment_min(null, example, num_examples)}
 
 
-def build(module, source):
+def build(module, finetuned):
     """`{signature name: (concrete function, method name)}` for `module` (a `ServingModule`)."""
-    settings = source.squad
-    seq_length, stride = source.seq_length, int(settings["doc_stride"])
+    settings = finetuned.settings
+    seq_length, stride = finetuned.seq_length, int(settings["doc_stride"])
     max_query, max_windows = int(settings["max_query_length"]), int(settings["max_windows"])
-    threshold = float(settings["null_score_diff_threshold"])
+    threshold = null_threshold(finetuned)[0]
     version_2 = bool(settings["version_2"])
 
     def serve(inputs):
@@ -235,25 +236,24 @@ def build(module, source):
             "token_ids": (token_ids.get_concrete_function(), PREDICT)}
 
 
-def reference_outputs(source, inputs):
+def reference_outputs(finetuned, inputs):
     """`serving_default`'s outputs the Python way: `build_squad_features` + Keras + `decode_predictions`."""
     from pipelines.datasets import squad
 
-    settings = source.squad
-    tokenizer = source.tokenizer()
+    settings = finetuned.settings
+    tokenizer = finetuned.tokenizer()
     examples = [squad.SquadExample(id=str(i), question=_text(q),
-                                   context=_read_part(tokenizer, _text(q), _text(c), source),
+                                   context=_read_part(tokenizer, _text(q), _text(c), finetuned),
                                    answers=[])
                 for i, (q, c) in enumerate(zip(inputs["question"], inputs["context"]))]
     features = squad.build_squad_features(
-        examples, tokenizer, is_training=False, max_seq_length=source.seq_length,
+        examples, tokenizer, is_training=False, max_seq_length=finetuned.seq_length,
         doc_stride=settings["doc_stride"], max_query_length=settings["max_query_length"])
-    outputs = source.model(features.inputs, training=False)
+    outputs = finetuned.model(features.inputs, training=False)
     predictions, nbest, null_odds = squad.decode_predictions(
         examples, features, np.asarray(outputs["start_logits"]), np.asarray(outputs["end_logits"]),
         n_best_size=settings["n_best_size"], max_answer_length=settings["max_answer_length"],
-        version_2=settings["version_2"],
-        null_score_diff_threshold=settings["null_score_diff_threshold"])
+        version_2=settings["version_2"], null_score_diff_threshold=null_threshold(finetuned)[0])
     start_logits = np.asarray(outputs["start_logits"], np.float64)
     end_logits = np.asarray(outputs["end_logits"], np.float64)
     rows = []
@@ -277,16 +277,16 @@ def _text(value):
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
-def _read_part(tokenizer, question, context, source):
+def _read_part(tokenizer, question, context, finetuned):
     """The part of `context` the export reads: its first `max_windows` windows' tokens.
 
     Cut right after the last kept token; WordPiece is greedy longest-match
     first, so the kept tokens of a word cut there are unchanged.
     """
-    settings = source.squad
+    settings = finetuned.settings
     query = tokenizer.tokenize(tf.constant(question)).shape[0]
     ids, _, char_end = python_token_spans(tokenizer, context)
-    room = source.seq_length - min(query, settings["max_query_length"]) - 3
+    room = finetuned.seq_length - min(query, settings["max_query_length"]) - 3
     step = min(room, settings["doc_stride"])
     kept = room + (settings["max_windows"] - 1) * step
     return context if len(ids) <= kept else context[:int(char_end[kept - 1])]
@@ -295,51 +295,28 @@ def _read_part(tokenizer, question, context, source):
 # -- what the export path asks of this family (serving.signatures.kind_module) -------------
 
 QUERY_EXAMPLE = '--question "Who lives there?" --context "John Smith lives in New York."'
-# Context windows read per question unless the export says otherwise.
-DEFAULT_MAX_WINDOWS = 16
-_WINDOW_SETTINGS = ("doc_stride", "max_query_length", "max_answer_length", "n_best_size")
 
 
-def complete_source(source):
-    """Fills an `ExportSource`'s SQuAD settings with the family's defaults and checks them."""
-    from bert_keras.families import family
-
-    defaults = {key: family(source.kind).default_settings[key] for key in _WINDOW_SETTINGS}
-    source.squad = {**defaults, "version_2": False, "max_windows": DEFAULT_MAX_WINDOWS,
-                    "null_score_diff_threshold": 0.0, "threshold_from": "default 0.0", **source.squad}
-    if source.seq_length <= source.squad["max_query_length"] + 3:
-        raise ValueError(f"seq_length {source.seq_length} must exceed max_query_length + 3 "
-                         f"({source.squad['max_query_length'] + 3})")
-
-
-def export_fields(finetuned, settings, overrides):
-    """The SQuAD settings of a fine-tuned model, with the export's overrides (threshold, windows)."""
+def null_threshold(finetuned):
+    """The v2.0 "no answer" threshold the export uses, and where it came from (`squad_threshold`)."""
     from bert_keras.finetuned_model import squad_threshold
 
-    squad = {key: settings[key] for key in _WINDOW_SETTINGS if settings.get(key) is not None}
-    squad["version_2"] = bool(settings.get("version_2"))
-    if overrides.get("max_windows") is not None:
-        squad["max_windows"] = int(overrides["max_windows"])
-    if squad["version_2"]:
-        if overrides.get("null_score_diff_threshold") is not None:
-            value, origin = float(overrides["null_score_diff_threshold"]), "export option"
-        else:
-            value, origin = squad_threshold(settings)
-        squad.update(null_score_diff_threshold=value, threshold_from=origin)
-    return {"squad": squad}
+    return squad_threshold(finetuned.settings)
 
 
-def card_settings(source):
-    return dict(source.squad)
+def card_settings(finetuned):
+    """The settings, with the threshold the export uses (v1.1: 0.0, unused) and its origin."""
+    value, origin = null_threshold(finetuned)
+    return {**finetuned.settings, "null_score_diff_threshold": value, "threshold_from": origin}
 
 
-def sample_rows(source):
+def sample_rows(finetuned):
     from serving.signatures.samples import QUESTIONS
 
     return [{"question": q, "context": c} for q, c in QUESTIONS]
 
 
-def rows_from_file(source, path, count):
+def rows_from_file(finetuned, path, count):
     """The first `count` questions of the run's SQuAD evaluation file."""
     from pipelines.datasets.squad import read_squad_json
 

@@ -110,11 +110,11 @@ def decode_entities(word_labels, word_rows, tables):
     return tf.where(inside, entity, -1), tf.size(first_word, out_type=tf.int64), first_word
 
 
-def build(module, source):
+def build(module, finetuned):
     """`{signature name: (concrete function, method name)}` for `module` (a `ServingModule`)."""
-    tables = _TagTables(source.labels)
+    tables = _TagTables(finetuned.labels)
     type_names = tf.constant(tables.type_names)
-    max_tokens = source.seq_length - 2
+    max_tokens = finetuned.seq_length - 2
 
     def serve(text):
         text, ids, begin, end = module.text.tokenize_with_offsets(text, "text")
@@ -191,7 +191,7 @@ def tokenizer_words(tokenizer, text):
     return [tuple(w) for w in words]
 
 
-def reference_outputs(source, inputs):
+def reference_outputs(finetuned, inputs):
     """`serving_default`'s outputs the Python way: `pipelines.datasets.conll` + Keras + `get_entities`.
 
     The words are `tokenizer_words`; each is encoded by `conll.encode_sentences`
@@ -202,21 +202,21 @@ def reference_outputs(source, inputs):
     from bert_keras.metrics import get_entities
     from pipelines.datasets import conll
 
-    tokenizer = source.tokenizer()
+    tokenizer = finetuned.tokenizer()
     texts = [t.decode() if isinstance(t, bytes) else t for t in inputs["text"]]
     spans = [tokenizer_words(tokenizer, text) for text in texts]
     sentences = [conll.Sentence([text[s:e] for _, _, s, e in words], ["O"] * len(words))
                  for text, words in zip(texts, spans)]
-    features = conll.encode_sentences(sentences, tokenizer, source.labels,
-                                      seq_length=source.seq_length)
+    features = conll.encode_sentences(sentences, tokenizer, finetuned.labels,
+                                      seq_length=finetuned.seq_length)
     x = {k: getattr(features, k) for k in ENCODER_INPUT_NAMES}
-    logits = np.asarray(source.model(x, training=False), np.float64)
+    logits = np.asarray(finetuned.model(x, training=False), np.float64)
     probabilities = np.exp(logits - logits.max(-1, keepdims=True))
     probabilities /= probabilities.sum(-1, keepdims=True)
     label_ids = conll.aggregate_word_predictions(logits, features.word_ids, "first")
     rows = []
     for b, (text, words) in enumerate(zip(texts, spans)):
-        tags = [source.labels[i] for i in label_ids[b]] + ["O"] * (len(words) - len(label_ids[b]))
+        tags = [finetuned.labels[i] for i in label_ids[b]] + ["O"] * (len(words) - len(label_ids[b]))
         first_piece = {w: int(np.argmax(features.word_ids[b] == w)) for w in range(len(label_ids[b]))}
         entities = []
         for kind, first, last in get_entities(tags):
@@ -244,21 +244,13 @@ def reference_outputs(source, inputs):
 QUERY_EXAMPLE = '"John Smith lives in New York."'
 
 
-def export_fields(finetuned, settings, overrides):
-    return {"labels": list(finetuned.labels)}
-
-
-def card_settings(source):
-    return {}
-
-
-def sample_rows(source):
+def sample_rows(finetuned):
     from serving.signatures.samples import SENTENCES
 
     return [{"text": s} for s in SENTENCES]
 
 
-def rows_from_file(source, path, count):
+def rows_from_file(finetuned, path, count):
     """The first `count` sentences of the run's CoNLL evaluation file, as texts."""
     from pipelines.datasets.conll import read_conll
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from serving.signatures import load_source, reference_outputs
+from serving.signatures import finetuned_for_export, reference_outputs
 
 _LOADED = {}
 
@@ -95,7 +95,7 @@ def test_one_megabyte_text_is_truncated_not_an_error(finetuned_dir, exported_mod
     print(f"1 MB text pair (classification): {first_call:.3f}s first call, {second_call:.3f}s next")
     assert first_call < 5.0 and second_call < 3.0
     # The Python path tokenizes all of it and lets the packer truncate: same answer.
-    expected = reference_outputs(load_source(finetuned_dir("classification")), inputs)
+    expected = reference_outputs(finetuned_for_export(finetuned_dir("classification")), inputs)
     np.testing.assert_allclose(outputs["probabilities"], expected["probabilities"], atol=1e-5)
     np.testing.assert_array_equal(outputs["label"], expected["label"])
 

@@ -194,9 +194,9 @@ def test_compare_outputs_names_what_differs():
 
 
 def test_portability_check_fails_on_wrong_expected_values(finetuned_dir, exported_model):
-    from serving.signatures import load_source, reference_outputs
+    from serving.signatures import finetuned_for_export, reference_outputs
 
-    source = load_source(finetuned_dir("regression"))
+    source = finetuned_for_export(finetuned_dir("regression"))
     inputs = {"text": ["A great film.", "A terrible film."]}
     expected = reference_outputs(source, inputs)
     corrupted = {"score": expected["score"] + np.float32(0.01)}

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from serving.signatures import load_source, reference_outputs
+from serving.signatures import finetuned_for_export, reference_outputs
 from serving.signatures.samples import sample_inputs
 
 from export_fixtures import EXPORT_KINDS
@@ -52,7 +52,7 @@ def as_tensors(inputs):
 
 @pytest.mark.parametrize("kind", EXPORT_KINDS)
 def test_serving_default_matches_the_python_path(kind, finetuned_dir, exported_model):
-    source = load_source(finetuned_dir(kind), normalize=True)
+    source = finetuned_for_export(finetuned_dir(kind), normalize=True)
     inputs = sample_inputs(source, count=8)
     outputs = load(exported_model(kind)).signatures["serving_default"](**as_tensors(inputs))
     expected = reference_outputs(source, inputs)
@@ -76,7 +76,7 @@ def test_serving_default_matches_the_python_path(kind, finetuned_dir, exported_m
 def test_token_ids_signature_equals_the_keras_model(kind, finetuned_dir, exported_model):
     from pipelines import BertPacker
 
-    source = load_source(finetuned_dir(kind), normalize=True)
+    source = finetuned_for_export(finetuned_dir(kind), normalize=True)
     tokenizer = source.tokenizer()
     special = tokenizer.special_tokens
     packer = BertPacker(source.seq_length, cls_id=special.cls, sep_id=special.sep,

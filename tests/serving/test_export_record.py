@@ -1,0 +1,68 @@
+"""An export reads one `FinetunedModel`: a directory, a task in memory, or an encoder spec.
+
+Its options are a checked copy of the record (`FinetunedModel.with_settings`): a name that is
+not a setting of the kind, a value of the wrong type, or settings that cannot work (a packed
+length over the model's positions, SQuAD windows without room) are refused by name, before
+anything is traced.
+"""
+
+import pytest
+
+from bert_keras.finetuned_model import FinetunedModel, FinetunedModelError, read_finetuned
+from serving.signatures import card_settings, finetuned_for_export
+
+
+def test_a_directory_is_read_as_it_is_and_options_make_a_checked_copy(finetuned_dir):
+    saved = read_finetuned(finetuned_dir("squad"), load_model=False)
+    record = finetuned_for_export(finetuned_dir("squad"), max_windows=3, null_score_diff_threshold=1.5,
+                                  seq_length=48, text_pair=None)
+    assert (record.seq_length, record.settings["max_windows"]) == (48, 3)
+    assert record.settings["null_score_diff_threshold"] == 1.5
+    assert {k: v for k, v in record.settings.items()
+            if k not in ("max_windows", "null_score_diff_threshold")} == {
+        k: v for k, v in saved.settings.items() if k not in ("max_windows", "null_score_diff_threshold")}
+    assert card_settings(record)["threshold_from"] == "settings null_score_diff_threshold"
+    unchanged = finetuned_for_export(record)
+    assert unchanged.settings == record.settings and unchanged.model is record.model
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"max_windows": "4"}, r"max_windows='4': expected an integer"),
+    ({"max_windows": 0}, r"max_windows 0 must be at least 1"),
+    ({"seq_length": 19}, r"seq_length 19 must exceed max_query_length \+ 3 \(19\)"),
+    ({"seq_length": 4096}, r"seq_length 4096 exceeds the model's \d+ positions"),
+    ({"seq_length": True}, r"seq_length=True: expected a positive integer"),
+    ({"aggregation": "max"}, r"aggregation=: not a setting of a squad model; its settings: doc_stride"),
+])
+def test_options_that_do_not_fit_are_refused_by_name(finetuned_dir, options, message):
+    with pytest.raises(FinetunedModelError, match=message):
+        finetuned_for_export(finetuned_dir("squad"), **options)
+
+
+def test_a_classifier_takes_text_pair_and_refuses_squad_options(finetuned_dir):
+    record = finetuned_for_export(finetuned_dir("classification"), text_pair=False)
+    assert record.settings["text_pair"] is False and card_settings(record) == {"text_pair": False}
+    with pytest.raises(FinetunedModelError, match="max_windows=: not a setting of a classification model"):
+        finetuned_for_export(finetuned_dir("classification"), max_windows=2)
+
+
+def test_an_encoder_spec_is_an_embedding_record(finetuned_dir):
+    record = finetuned_for_export(finetuned_dir("embedding"), pooling="cls", normalize=True, seq_length=24)
+    assert (record.kind, record.seq_length, record.lowercase, record.directory) == ("embedding", 24, True, None)
+    assert (record.settings["pooling"], record.settings["normalize"]) == ("cls", True)
+    assert record.training == {"init": finetuned_dir("embedding")}
+    assert (record.model.pooling, record.model.normalize) == ("cls", True)
+
+
+def test_label_count_and_positions_are_checked_when_the_record_is_made(finetuned_dir):
+    saved = read_finetuned(finetuned_dir("classification"))
+    with pytest.raises(FinetunedModelError, match="labels: 2 label names for a model with 3 classes"):
+        FinetunedModel(kind="classification", model=saved.model, vocab_file=saved.vocab_file,
+                       seq_length=16, labels=["a", "b"])
+    with pytest.raises(FinetunedModelError, match="exceeds the model's"):
+        saved.with_settings(seq_length=saved.config.max_position_embeddings + 1)
+
+
+def test_not_a_source(finetuned_dir):
+    with pytest.raises(ValueError, match=r"got int \(a task: task.to_finetuned\(\)\)"):
+        finetuned_for_export(3)
