@@ -99,17 +99,25 @@ def resolve(path):
 
 
 _TEXT_CLASSIFIER = "bert_keras.tasks.text_classifier:TextClassifier"
-register(Family("classification", {"text_pair": False}, needs_labels=True,
+# Long texts (`pipelines.windowing`): word pieces read in windows (None: one window) and the
+# step between window starts (None: half a window).
+_WINDOWS = {"max_length": None, "stride": None}
+# A document's class scores from its windows' logits: their mean (or per-class max).
+_CLASSIFIER_WINDOWS = {**_WINDOWS, "window_aggregation": "mean"}
+register(Family("classification", {"text_pair": False, **_CLASSIFIER_WINDOWS}, needs_labels=True,
                 label_count_attribute="num_classes", task_class=_TEXT_CLASSIFIER,
                 signatures="serving.signatures.classification",
                 description="sentence or sentence-pair classification (GLUE, your CSV)"))
-register(Family("regression", {"text_pair": False}, needs_labels=False, label_count_attribute=None,
+register(Family("regression", {"text_pair": False, **_CLASSIFIER_WINDOWS}, needs_labels=False,
+                label_count_attribute=None,
                 task_class=_TEXT_CLASSIFIER, signatures="serving.signatures.classification",
                 description="sentence or sentence-pair regression (STS-B)"))
-register(Family("ner", {"aggregation": "first"}, needs_labels=True, label_count_attribute="num_labels",
+register(Family("ner", {"aggregation": "first", **_WINDOWS}, needs_labels=True,
+                label_count_attribute="num_labels",
                 task_class="bert_keras.tasks.token_classifier:TokenClassifier",
                 signatures="serving.signatures.token_classification",
                 description="word tagging, entities with character offsets (CoNLL-2003)"))
+
 
 def _squad_windows_fit(seq_length, settings):
     """A window must hold [CLS] question [SEP] at least one context token [SEP]."""
@@ -134,7 +142,7 @@ register(Family("multiple_choice", {"num_choices": 4}, needs_labels=False, label
                 task_class="bert_keras.tasks.multiple_choice:MultipleChoice",
                 signatures="serving.signatures.multiple_choice",
                 description="pick the ending of a context (SWAG)"))
-register(Family("embedding", {"pooling": "mean", "normalize": False}, needs_labels=False,
+register(Family("embedding", {"pooling": "mean", "normalize": False, **_WINDOWS}, needs_labels=False,
                 label_count_attribute=None, task_class="bert_keras.tasks.embedder:Embedder",
                 signatures="serving.signatures.embedding",
                 description="sentence vectors"))

@@ -3,7 +3,7 @@
 import numpy as np
 import tensorflow as tf
 
-from bert_keras.tasks.inputs import TaskInputError, is_tokenized, text_columns
+from bert_keras.tasks.inputs import TaskInputError, check_count, is_tokenized, text_columns
 from bert_keras.tasks.text_task import TextTask
 
 
@@ -21,6 +21,13 @@ class Embedder(TextTask):
     Inputs (`x`): a list or numpy array of strings (or a tuple `(texts,
     texts_b)` of pairs, packed as one sequence), or a tokenized dict.
 
+    Long texts: with `max_length=N` (word pieces) a single text longer than one
+    window (`seq_length - 2` pieces) is read as overlapping windows, `stride`
+    pieces apart (`pipelines.windowing`); its vector is the mean of its windows'
+    vectors weighted by each window's real tokens (then L2-normalized with
+    `normalize=True`). By default (`max_length=None`) a text is its first window
+    and `predict` warns how many texts were read only in part.
+
     Outputs:
         `predict`: float32 `[N, D]` sentence embeddings (`D` = hidden size;
         4H for `concat_last4`), unit length with `normalize=True`.
@@ -32,6 +39,8 @@ class Embedder(TextTask):
         pooling: `mean` (sentence-transformers), `cls`, `max`, `pooled`,
             `concat_last4`, `sum_last4`, `weighted`.
         normalize: L2-normalize the vectors.
+        max_length, stride: word pieces of a text read in windows (None: one
+            window) and between window starts (None: half a window).
     """
 
     kind = "embedding"
@@ -42,7 +51,8 @@ class Embedder(TextTask):
         return options.get("pooling") in ("concat_last4", "sum_last4", "weighted")
 
     @classmethod
-    def _build_head(cls, encoder, *, labels, num_classes, dropout, pooling="mean", normalize=False):
+    def _build_head(cls, encoder, *, labels, num_classes, dropout, pooling="mean", normalize=False,
+                    max_length=None, stride=None):
         from bert_keras.models import BertEmbedder
 
         if labels is not None or num_classes is not None:
@@ -51,16 +61,16 @@ class Embedder(TextTask):
             head = BertEmbedder(encoder, pooling=pooling, normalize=normalize)
         except ValueError as error:
             raise TaskInputError(str(error)) from None
-        return None, head, {"pooling": pooling, "normalize": bool(normalize)}
+        return None, head, {"pooling": pooling, "normalize": bool(normalize),
+                            "max_length": check_count("max_length", max_length),
+                            "stride": check_count("stride", stride)}
 
     def call(self, inputs, training=None):
         """The sentence embedding `[B, D]` (the head also gives `token_embeddings`)."""
         return self.head(inputs, training=training)["sentence_embedding"]
 
     def _compile_recipe(self, **recipe):
-        """No training objective: inference only, padded tokens skipped (exact)."""
-        if not isinstance(self.distribute_strategy, tf.distribute.TPUStrategy):
-            self.encoder.skip_padding = True
+        """No training objective: inference only (which skips padded tokens by default)."""
 
     def fit(self, *args, **kwargs):
         raise TaskInputError("an Embedder has no labels to fit; fine-tune a TextClassifier (or train "
@@ -96,8 +106,29 @@ class Embedder(TextTask):
             columns = text_columns(x)
             texts = tf.data.Dataset.from_tensor_slices(
                 (tuple(tf.constant(c) for c in columns), tf.zeros(len(columns[0]), tf.int32)))
+            if len(columns) == 1:
+                return self._document_vectors(texts, batch_size)
             dataset = self._batch(self.preprocessor.encode_rows(texts), batch_size)
         return np.asarray(self._outputs(dataset), np.float32)
+
+    def _document_vectors(self, texts, batch_size):
+        """One vector per text from its windows: their mean, weighted by real tokens."""
+        from pipelines.datasets import batching
+
+        _, stride, max_length = self.window_options()
+        windows = self._window_outputs(self._batch(batching.encode_text_windows(
+            texts, self.tokenizer, seq_length=self.seq_length, stride=stride, max_length=max_length),
+            batch_size))
+        self._warn_truncated(windows.truncated)
+        vectors = np.asarray(windows.outputs, np.float64)
+        if len(windows.starts) == len(vectors):
+            return vectors.astype(np.float32)
+        weights = windows.num_tokens.astype(np.float64)[:, None]
+        vectors = (np.add.reduceat(vectors * weights, windows.starts, axis=0)
+                   / np.add.reduceat(weights, windows.starts, axis=0))
+        if self._text.settings.get("normalize"):
+            vectors /= np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
+        return vectors.astype(np.float32)
 
 
 def write_embeddings(path, texts, vectors):

@@ -12,6 +12,9 @@ from bert_keras.tasks.inputs import text_columns
 from bert_keras.tasks.text_task import TextTask, steps_for
 
 
+WINDOW_AGGREGATIONS = ("mean", "max")
+
+
 class TextClassifier(TextTask):
     """Classifies texts or text pairs (GLUE-style) with `bert_keras.models.BertClassifier`.
 
@@ -33,9 +36,20 @@ class TextClassifier(TextTask):
     names from `labels` (an int is compared as its name: `labels=[1, 2, 3]`
     takes `y=3`; ids with `num_classes=`); floats for regression (`num_classes=1`).
 
+    Long texts: with `max_length=N` (word pieces), a single text longer than one
+    window (`seq_length - 2` pieces) is read as overlapping windows, `stride` pieces
+    apart (`pipelines.windowing`, SpanQA's and NER's windows); its scores come from
+    the mean of its windows' logits (`window_aggregation="max"`: the per-class max,
+    for evidence that sits in one window). `fit` trains on every window with the
+    text's label (a long text counts once per window, as Hugging Face's overflowing
+    windows). By default (`max_length=None`) a text is its first window, and
+    `predict` / `evaluate` warn how many texts were read only in part. A pair is
+    read as one window (longest-first truncation), not windowed.
+
     Outputs:
         `predict`: float32 `[N, C]` class probabilities, columns in `labels`
-        order; regression: float32 `[N]` scores.
+        order; regression: float32 `[N]` scores. `predict_rows` marks a text read
+        only in part with `"truncated": true`.
         `evaluate`: `{"accuracy", "f1" (2 classes) or "macro_f1",
         "matthews_corrcoef", "num_examples"}`; regression: `{"pearson",
         "spearman", "num_examples"}`.
@@ -43,6 +57,10 @@ class TextClassifier(TextTask):
     Args (`from_pretrained`, besides the common ones):
         labels / num_classes: the classes (`num_classes=1`: regression).
         text_pair: the task reads text pairs; default: as the first `fit`'s data.
+        max_length: word pieces of a text read, in windows (None: one window).
+            `predict(..., max_length=)` overrides it per call.
+        stride: word pieces between the starts of two windows (None: half a window).
+        window_aggregation: `"mean"` (of the windows' logits) or `"max"` (per class).
     """
 
     fixed_settings = ("text_pair",)
@@ -83,7 +101,8 @@ class TextClassifier(TextTask):
         return self._text.settings.get("text_pair")
 
     @classmethod
-    def _build_head(cls, encoder, *, labels, num_classes, dropout, text_pair=None):
+    def _build_head(cls, encoder, *, labels, num_classes, dropout, text_pair=None, max_length=None,
+                    stride=None, window_aggregation="mean"):
         from bert_keras.models import BertClassifier
 
         if labels is None and num_classes is None:
@@ -99,8 +118,12 @@ class TextClassifier(TextTask):
             num_classes = check_count("num_classes", num_classes, allow_none=False)
             if num_classes > 1:
                 labels = [str(i) for i in range(num_classes)]
+        if window_aggregation not in WINDOW_AGGREGATIONS:
+            raise TaskInputError(f"window_aggregation={window_aggregation!r}: one of {WINDOW_AGGREGATIONS}")
         size = len(labels) if labels else 1
-        return labels, BertClassifier(encoder, num_classes=size, dropout=dropout), {"text_pair": text_pair}
+        settings = {"text_pair": text_pair, "max_length": check_count("max_length", max_length),
+                    "stride": check_count("stride", stride), "window_aggregation": window_aggregation}
+        return labels, BertClassifier(encoder, num_classes=size, dropout=dropout), settings
 
     # -- data ------------------------------------------------------------------------
     def _check_pair(self, pair, name="x"):
@@ -215,14 +238,23 @@ class TextClassifier(TextTask):
             raise TaskInputError("x: an empty dataset")
         return count
 
-    def _examples(self, x, y, *, shuffle, seed, sample_weight=None, needs_y=False):
-        """`(unbatched encoded examples, count)` from raw texts or a dataset of raw texts."""
+    def _examples(self, x, y, *, shuffle, seed, sample_weight=None, needs_y=False, training=False):
+        """`(unbatched encoded examples, count)` from raw texts or a dataset of raw texts.
+
+        Single texts are read in windows (`batching.encode_text_windows`): in training every
+        window is an example; otherwise each also carries its window marks (a text's first
+        window, truncated), which `_scores` turns back into one row per text.
+        """
         from pipelines.datasets import batching
 
         dataset, count = self._rows(x, y, sample_weight, needs_y=needs_y)
         if shuffle:
             dataset = dataset.shuffle(count or 10_000, seed=seed, reshuffle_each_iteration=True)
-        return batching.encode_texts(dataset, self.tokenizer, seq_length=self.seq_length), count
+        if self.text_pair:
+            return batching.encode_texts(dataset, self.tokenizer, seq_length=self.seq_length), count
+        _, stride, max_length = self.window_options()
+        return batching.encode_text_windows(dataset, self.tokenizer, seq_length=self.seq_length,
+                                            stride=stride, max_length=max_length, training=training), count
 
     def _train_dataset(self, x, y, *, batch_size, shuffle, seed, sample_weight=None):
         if is_tokenized(x):
@@ -230,11 +262,34 @@ class TextClassifier(TextTask):
             return self._tokenized_dataset(x, y, batch_size=batch_size, shuffle=shuffle, seed=seed,
                                            sample_weight=sample_weight)
         examples, count = self._examples(x, y, shuffle=shuffle, seed=seed, sample_weight=sample_weight,
-                                         needs_y=True)
+                                         needs_y=True, training=True)
+        if count and self._windows_may_split():
+            count = self._num_windows(x)  # steps (and the schedule) follow the windows
+            examples = examples.apply(tf.data.experimental.assert_cardinality(count))
+            if shuffle:  # a text's windows come out together: spread them over the epoch
+                examples = examples.shuffle(min(count, 4096), seed=seed, reshuffle_each_iteration=True)
         return self._batch(examples, batch_size), (steps_for(count, batch_size) if count else None)
+
+    def _windows_may_split(self):
+        window, _, max_length = self.window_options()
+        return not self.text_pair and max_length > window
+
+    def _num_windows(self, x):
+        """Windows of the single texts `x` (a list or a dataset of raw text): one tokenizer pass."""
+        from pipelines.windowing import num_windows
+
+        window, stride, max_length = self.window_options()
+        rows, _ = self._rows(x, None, None, needs_y=False)
+        total = 0
+        for texts, *_ in rows.batch(1024).as_numpy_iterator():
+            lengths = self.tokenizer.tokenize(texts[0] if isinstance(texts, tuple) else texts).row_lengths()
+            total += int(num_windows(np.minimum(lengths.numpy(), max_length), window, stride).sum())
+        return total
 
     # -- outputs ------------------------------------------------------------------------
     def _scores(self, x, y, batch_size, needs_y=False):
+        """`(outputs [N, C] or [N], gold labels or None, truncated bool [N] or None)`, one row per
+        text: a text read in several windows gets its windows' aggregated logits."""
         if is_tokenized(x):
             dataset, _ = self._tokenized_dataset(x, None, batch_size=batch_size, shuffle=False, seed=None)
             gold = None if y is None else self._targets(y, len(x["token_ids"]))
@@ -242,14 +297,28 @@ class TextClassifier(TextTask):
             examples, _ = self._examples(x, y, shuffle=False, seed=None, needs_y=needs_y)
             dataset = self._batch(examples, batch_size)
             gold = None
+        if self._has_window_marks(dataset):
+            windows = self._window_outputs(dataset)
+            outputs = self._aggregate_windows(windows.outputs, windows.starts)
+            return outputs, (windows.labels[windows.starts] if needs_y else None), windows.truncated
         dataset = dataset.cache()  # tokenized once: the outputs, then the gold labels
         outputs = np.asarray(self._outputs(dataset))
         if gold is None and needs_y:
             gold = np.concatenate([y.numpy() for _, y, *_ in dataset])
-        return outputs, gold
+        return outputs, gold, None
+
+    def _aggregate_windows(self, outputs, starts):
+        """One row per text from its consecutive windows' rows (`starts`: each text's first)."""
+        if len(starts) == len(outputs):
+            return outputs
+        if self._text.settings.get("window_aggregation", "mean") == "max":
+            return np.maximum.reduceat(outputs, starts, axis=0)
+        counts = np.diff(np.append(starts, len(outputs))).reshape((-1,) + (1,) * (outputs.ndim - 1))
+        return np.add.reduceat(outputs.astype(np.float64), starts, axis=0) / counts
 
     def _predict(self, x, *, batch_size):
-        outputs, _ = self._scores(x, None, batch_size)
+        outputs, _, truncated = self._scores(x, None, batch_size)
+        self._warn_truncated(truncated)
         return self._from_outputs(outputs)
 
     def _from_outputs(self, outputs):
@@ -262,7 +331,8 @@ class TextClassifier(TextTask):
     def _evaluate(self, x, y, *, batch_size):
         from bert_keras.metrics import accuracy, f1, matthews_corrcoef, pearson, spearman
 
-        outputs, gold = self._scores(x, y, batch_size, needs_y=True)
+        outputs, gold, truncated = self._scores(x, y, batch_size, needs_y=True)
+        self._warn_truncated(truncated)
         if self.is_regression:
             metrics = {"pearson": float(pearson(outputs, gold)), "spearman": float(spearman(outputs, gold))}
         else:
@@ -274,6 +344,8 @@ class TextClassifier(TextTask):
                 metrics["macro_f1"] = float(f1(gold, predictions, average="macro"))
             metrics["matthews_corrcoef"] = float(matthews_corrcoef(gold, predictions))
         metrics["num_examples"] = int(len(gold))
+        if truncated is not None and truncated.any():
+            metrics["num_truncated"] = int(truncated.sum())
         return metrics
 
     def predict_rows(self, items, *, batch_size=32):
@@ -282,13 +354,19 @@ class TextClassifier(TextTask):
         if len(pairs) > 1:
             raise TaskInputError("x: a mix of single texts and (text, text_b) pairs")
         x = ([a for a, _ in items], [b for _, b in items]) if pairs == {True} else list(items)
-        outputs = self.predict(x, batch_size=batch_size)
+        outputs, _, truncated = self._scores(x, None, batch_size)
+        outputs = self._from_outputs(outputs)
         shown = [item if isinstance(item, str) else list(item) for item in items]
         if self.is_regression:
-            return [{"text": text, "score": float(value)} for text, value in zip(shown, outputs)]
-        return [{"text": text, "label": self.labels[int(p.argmax())],
-                 "probabilities": {name: float(v) for name, v in zip(self.labels, p)}}
-                for text, p in zip(shown, outputs)]
+            rows = [{"text": text, "score": float(value)} for text, value in zip(shown, outputs)]
+        else:
+            rows = [{"text": text, "label": self.labels[int(p.argmax())],
+                     "probabilities": {name: float(v) for name, v in zip(self.labels, p)}}
+                    for text, p in zip(shown, outputs)]
+        for row, cut in zip(rows, truncated if truncated is not None else []):
+            if cut:
+                row["truncated"] = True
+        return rows
 
     def row_text(self, row):
         if self.is_regression:

@@ -16,6 +16,7 @@ import contextlib
 import dataclasses
 import math
 import os
+import warnings
 from typing import Any, Dict, Optional, Tuple
 
 import keras
@@ -73,6 +74,7 @@ class TextTask(keras.Model):
                 f"{vocab_file}: the vocabulary has {tokenizer.vocabulary_size} tokens but the model "
                 f"expects {head.encoder.config.vocab_size}; pass the model's own vocab_file=")
         self._recipe = None
+        self._window_override = ()  # (key, value) pairs of one predict call (Keras tracks no tuple)
         # The head holds its weights already: callbacks that save / restore them before the first
         # step (BackupAndRestore) need the wrapper to say so.
         self.built = bool(head.built)
@@ -411,14 +413,29 @@ class TextTask(keras.Model):
         with self.verbosity(verbose):
             return self._evaluate(x, y, batch_size=batch_size)
 
-    def predict(self, x, batch_size=None, verbose=None, steps=None, callbacks=None):
+    def predict(self, x, batch_size=None, verbose=None, steps=None, callbacks=None, *, max_length=None,
+                stride=None):
         """The task's predictions for raw text (see the class docstring).
 
         `x` takes the forms of `fit` without labels: a list, an array, a tuple of
         columns, or a dataset of texts (batched or not; labels in it are ignored).
-        The output has the same structure whatever the form. `verbose=1` shows Keras'
-        progress bar (with ETA); default: `verbosity`'s level, 0.
+        The output has the same structure whatever the form. `max_length` / `stride`
+        override the window settings for this call (families that read long texts in
+        windows: classification, NER, embeddings). `verbose=1` shows Keras' progress bar
+        (with ETA); default: `verbosity`'s level, 0.
         """
+        override = tuple((key, value) for key, value in (("max_length", max_length), ("stride", stride))
+                         if value is not None)
+        if override and "max_length" not in self._text.settings:
+            raise TaskInputError(f"max_length / stride: a {type(self).__name__} does not read texts in "
+                                 "windows")
+        self._window_override = override
+        try:
+            return self._predict_in_windows(x, batch_size, verbose, steps, callbacks)
+        finally:
+            self._window_override = ()
+
+    def _predict_in_windows(self, x, batch_size, verbose, steps, callbacks):
         batch_size = self._batch_size(x, batch_size)
         if steps is not None:  # as Keras: the first `steps` batches only
             x = self._first_batches(x, check_count("steps", steps), batch_size)
@@ -450,6 +467,20 @@ class TextTask(keras.Model):
             yield self
         finally:
             self._verbose = previous
+
+    def window_options(self):
+        """`(window, stride, max_length)` in word pieces (`pipelines.windowing`): the settings, or
+        this `predict` call's. A family reads long texts in windows when its settings hold
+        `max_length` (None: one window, the first `seq_length - 2` pieces, and the rest reported
+        as truncated) and `stride` (None: half a window)."""
+        from pipelines.windowing import window_options
+
+        settings = {**self._text.settings, **dict(self._window_override)}
+        try:
+            return window_options(self.seq_length, check_count("max_length", settings.get("max_length")),
+                                  check_count("stride", settings.get("stride")))
+        except ValueError as error:
+            raise TaskInputError(str(error).rstrip(".")) from None
 
     def _first_batches(self, x, steps, batch_size):
         """The first `steps` batches of `x` (in memory: `steps * batch_size` rows)."""
@@ -625,6 +656,40 @@ class TextTask(keras.Model):
         return keras.Model.predict(self, dataset, verbose=self._verbose,
                                    callbacks=getattr(self, "_predict_callbacks", None))
 
+    @staticmethod
+    def _has_window_marks(dataset):
+        """Whether `dataset`'s batches come from `batching.encode_text_windows` (marks third)."""
+        spec = dataset.element_spec
+        return isinstance(spec, tuple) and len(spec) == 3 and isinstance(spec[2], dict)
+
+    def _window_outputs(self, dataset):
+        """Keras' predict over batches of windows, with their marks (`WindowOutputs`).
+
+        The marks are read first (that pass fills the cache, so the texts are tokenized
+        once): how many windows there are, and so how many batches the predict loop reads.
+        """
+        dataset = dataset.cache()
+        labels, marks = [], {"first_window": [], "truncated": [], "num_tokens": []}
+        for _, label, batch_marks in dataset:
+            labels.append(label.numpy())
+            for key in marks:
+                marks[key].append(batch_marks[key].numpy())
+        marks = {key: np.concatenate(values) for key, values in marks.items()}
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(len(labels)))
+        starts = np.flatnonzero(marks["first_window"])
+        return WindowOutputs(outputs=np.asarray(self._outputs(dataset)), labels=np.concatenate(labels),
+                             starts=starts, truncated=marks["truncated"][starts],
+                             num_tokens=marks["num_tokens"])
+
+    def _warn_truncated(self, truncated):
+        """Truncation is never silent: how many texts were read only in part, and what reads them."""
+        if truncated is None or not np.any(truncated):
+            return
+        _, _, max_length = self.window_options()
+        warnings.warn(f"{int(np.sum(truncated))} of {len(truncated)} texts have more than {max_length} "
+                      "word pieces; only their first were read (max_length=N reads N, in windows)",
+                      stacklevel=4)
+
     # -- save / load / export -------------------------------------------------------
     def to_finetuned(self):
         """This task as a `bert_keras.finetuned_model.FinetunedModel` (what `save` writes)."""
@@ -782,6 +847,25 @@ def _is_tokenized_dataset(dataset):
     first = spec[0] if isinstance(spec, tuple) else spec
     return isinstance(first, dict)
 
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowOutputs:
+    """A predict pass over windows of texts (`TextTask._window_outputs`).
+
+    Attributes:
+        outputs: the head's outputs, one row per window (texts' windows consecutive).
+        labels: the label of each window (its text's).
+        starts: int `[texts]`, each text's first window (`np.add.reduceat` boundaries).
+        truncated: bool `[texts]`, texts with word pieces past `max_length` unread.
+        num_tokens: int `[windows]`, real tokens of each window ([CLS] / [SEP] included).
+    """
+
+    outputs: Any
+    labels: Any
+    starts: Any
+    truncated: Any
+    num_tokens: Any
 
 def load(directory, *, expected=None):
     """The task saved in a fine-tuned model directory (`save`, `bert-keras finetune`).

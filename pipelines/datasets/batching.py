@@ -110,6 +110,74 @@ def encode_texts(dataset, tokenizer, *, seq_length, truncation="longest_first"):
     return encoded
 
 
+
+def encode_text_windows(dataset, tokenizer, *, seq_length, stride, max_length=None, training=False):
+    """Tokenizes single texts and packs each as windows of its word pieces (`pipelines.windowing`).
+
+    A text of up to `seq_length - 2` pieces is one window, packed exactly as `encode_texts`
+    packs it; a longer one is `[CLS] window [SEP]` windows of `seq_length - 2` pieces,
+    `stride` pieces apart, over its first `max_length` pieces (None: one window, the first
+    `seq_length - 2`). A text's windows are consecutive, in text order.
+
+    Example:
+        >>> from pipelines import BertTokenizer
+        >>> tokenizer = BertTokenizer(vocabulary=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+        ...                                       "a", "b", "c", "d", "e", "f"])
+        >>> ds = tf.data.Dataset.from_tensor_slices(((["a b c d e f", "a"],), [0, 1]))
+        >>> windows = encode_text_windows(ds, tokenizer, seq_length=6, stride=2, max_length=100)
+        >>> [(x["token_ids"].numpy().tolist(), int(y), bool(info["first_window"]),
+        ...   bool(info["truncated"])) for x, y, info in windows]
+        [([2, 5, 6, 7, 8, 3], 0, True, False), ([2, 7, 8, 9, 10, 3], 0, False, False), ([2, 5, 3], 1, True, False)]
+
+    Args:
+        dataset: unbatched `((text,), label[, sample_weight])`, `text` a scalar string.
+        tokenizer: a `pipelines.BertTokenizer`.
+        seq_length: the packed length of a window, special tokens included.
+        stride: word pieces between the starts of two windows of a text.
+        max_length: word pieces of a text read at all (None: `seq_length - 2`).
+        training: every window is an example with its text's label (and weight): a long
+            text counts once per window, as Hugging Face's overflowing windows do.
+
+    Returns:
+        Unbatched windows, `(x, label[, sample_weight])` when `training`, else
+        `(x, label, {"first_window", "truncated", "num_tokens"})`: bools that mark each
+        text's first window (`cumsum - 1` is the text's index) and a text whose pieces past
+        `max_length` were not read, and the window's real tokens (special tokens included).
+    """
+    from pipelines.windowing import ragged_windows
+
+    special = tokenizer.special_tokens
+    packer = BertPacker(seq_length, cls_id=special.cls, sep_id=special.sep, pad_id=special.pad,
+                        pad_to="fixed")
+    window = seq_length - 2
+    max_length = window if max_length is None else max_length
+
+    def encode_chunk(texts, label, *weight):
+        ids = tokenizer.tokenize(tf.reshape(texts[0], [-1]))
+        windows, document, truncated = ragged_windows(ids, window=window, stride=stride,
+                                                      max_length=max_length)
+        packed = packer((windows,))
+        lengths = tf.reduce_sum(packed["padding_mask"], axis=-1)
+        first = tf.concat([[True], document[1:] != document[:-1]], axis=0)
+        per_window = [tf.gather(part, document) for part in (label,) + weight]
+        if training:
+            return (packed, lengths, *per_window)
+        info = {"first_window": first, "truncated": tf.gather(truncated, document),
+                "num_tokens": lengths}
+        return (packed, lengths, per_window[0], info)
+
+    def trim(x, length, *rest):
+        return ({k: v[..., :length] for k, v in x.items()},) + rest
+
+    encoded = (dataset.batch(ENCODE_CHUNK)
+               .map(encode_chunk, num_parallel_calls=tf.data.AUTOTUNE)
+               .unbatch()
+               .map(trim, num_parallel_calls=tf.data.AUTOTUNE))
+    count = dataset.cardinality()
+    if max_length <= window and count >= 0:  # one window per text: the count is known (see encode_texts)
+        encoded = encoded.apply(tf.data.experimental.assert_cardinality(count))
+    return encoded
+
 def batch(dataset, batch_size, *, seq_length, static_shapes=False, bucket_boundaries=None,
           drop_remainder=None):
     """Pads unpadded `(x, y)` examples into batches (see the module docstring).
@@ -147,14 +215,16 @@ def batch(dataset, batch_size, *, seq_length, static_shapes=False, bucket_bounda
     if drop_remainder is None:
         drop_remainder = bool(static_shapes)
     x_spec, y_spec, *weight_spec = dataset.element_spec
-    # A per-example sample weight (Keras' third element) is a scalar: never padded.
+    # A per-example sample weight (Keras' third element; or `encode_text_windows`' window
+    # marks) is scalars: never padded.
     pad_values = ({k: tf.constant(FEATURE_PAD_VALUES.get(k, 0), spec.dtype) for k, spec in x_spec.items()},
-                  _label_pad_value(y_spec)) + tuple(tf.constant(0, w.dtype) for w in weight_spec)
+                  _label_pad_value(y_spec)) + tuple(
+        tf.nest.map_structure(lambda spec: tf.zeros([], spec.dtype), w) for w in weight_spec)
 
     if static_shapes:
         shapes = ({k: spec.shape[:-1].concatenate([seq_length]) for k, spec in x_spec.items()},
                   y_spec.shape[:-1].concatenate([seq_length]) if y_spec.shape.rank else y_spec.shape
-                  ) + tuple(w.shape for w in weight_spec)
+                  ) + tuple(tf.nest.map_structure(lambda spec: spec.shape, w) for w in weight_spec)
         return dataset.padded_batch(batch_size, padded_shapes=shapes, padding_values=pad_values,
                                     drop_remainder=drop_remainder)
 

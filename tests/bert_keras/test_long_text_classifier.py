@@ -1,0 +1,131 @@
+"""Long texts in a TextClassifier: windows (`pipelines.windowing`) instead of silent truncation.
+
+A tiny random encoder (the one-token words of `export_fixtures`) at `seq_length=16`: a window
+holds 14 word pieces, so a 100-word text is several windows, and each window can be rebuilt
+as a short text of its own words. Exactness is the point: the document's logits are the
+aggregate of exactly those windows' logits.
+"""
+
+import warnings
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import export_fixtures
+from bert_keras import tasks
+from bert_keras.tasks.inputs import TaskInputError
+from pipelines.windowing import Windows
+
+SEQ_LENGTH = 16
+WINDOW = SEQ_LENGTH - 2
+WORDS = export_fixtures.WORDS
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory):
+    return export_fixtures.make_encoder_spec(str(tmp_path_factory.mktemp("tiny")))
+
+
+def classifier(spec, **options):
+    keras.utils.set_random_seed(0)
+    return tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=SEQ_LENGTH,
+                                                dropout=0.0, **options)
+
+
+def document(length, seed):
+    rng = np.random.default_rng(seed)
+    return [WORDS[i] for i in rng.integers(0, len(WORDS), length)]
+
+
+def logits(probabilities):
+    return np.log(probabilities[:, 1] / probabilities[:, 0])  # 2 classes: the logit difference
+
+
+@pytest.mark.parametrize("aggregation", ["mean", "max"])
+def test_a_long_text_is_the_aggregate_of_its_windows(spec, aggregation):
+    model = classifier(spec, max_length=1000, stride=5, window_aggregation=aggregation)
+    words = [document(100, 1), document(9, 2), document(37, 3)]
+    windows = Windows.of([len(w) for w in words], window=WINDOW, stride=5)
+    window_texts = [" ".join(words[d][s:s + n])
+                    for d, s, n in zip(windows.document, windows.start, windows.length)]
+    assert len(window_texts) > len(words)
+    # each window's raw logits, as a short text of its own (the head's outputs)
+    per_window = np.asarray(model.head.predict(
+        model.preprocessor.pack(tf.constant(window_texts)), verbose=0), np.float64)
+    starts = windows.window_splits[:-1]
+    if aggregation == "mean":
+        expected = np.add.reduceat(per_window, starts, axis=0) / np.diff(windows.window_splits)[:, None]
+    else:
+        expected = np.maximum.reduceat(per_window, starts, axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing was cut: no warning
+        probabilities = model.predict([" ".join(w) for w in words], batch_size=4)
+    np.testing.assert_allclose(logits(probabilities), expected[:, 1] - expected[:, 0], atol=1e-5)
+
+
+def test_truncation_is_reported_never_silent(spec):
+    model = classifier(spec)  # max_length=None: one window
+    texts = [" ".join(document(40, 4)), "good film", " ".join(document(200, 5))]
+    with pytest.warns(UserWarning, match=r"2 of 3 texts have more than 14 word pieces"):
+        short = model.predict(texts)
+    # what was read is the first window: the same as predicting its first 14 words
+    first = model.predict([" ".join(document(40, 4)[:WINDOW])])
+    np.testing.assert_allclose(short[0], first[0], atol=1e-6)
+    rows = model.predict_rows(texts)
+    assert [row.get("truncated", False) for row in rows] == [True, False, True]
+    with pytest.warns(UserWarning, match="2 of 3 texts"):
+        metrics = model.evaluate(texts, ["pos", "neg", "pos"])
+    assert metrics["num_truncated"] == 2 and metrics["num_examples"] == 3
+    # a per-call max_length reads all of them, and says nothing
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.predict(texts, max_length=400)
+    assert model.window_options() == (WINDOW, WINDOW // 2, WINDOW)  # the call left the settings
+
+
+def test_fit_trains_on_every_window_and_round_trips(spec, tmp_path):
+    texts = [" ".join(document(60, i)) for i in range(6)] + ["good film", "bad film"]
+    labels = ["pos", "neg", "pos", "neg", "pos", "neg", "pos", "neg"]
+    model = classifier(spec, max_length=200, stride=7)
+    history = model.fit(texts, labels, epochs=2, batch_size=8, verbose=0)
+    assert np.all(np.isfinite(history.history["loss"]))
+    before = model.predict(texts)
+    model.save(str(tmp_path / "model"))
+    loaded = tasks.load(str(tmp_path / "model"))
+    assert loaded.settings["max_length"] == 200 and loaded.settings["stride"] == 7
+    np.testing.assert_allclose(loaded.predict(texts), before, atol=1e-6)
+
+
+def test_bad_window_settings_are_named(spec):
+    with pytest.raises(TaskInputError, match="max_length=-3"):
+        classifier(spec, max_length=-3)
+    with pytest.raises(TaskInputError, match="window_aggregation='median'"):
+        classifier(spec, window_aggregation="median")
+    model = classifier(spec, max_length=100)
+    with pytest.raises(TaskInputError, match="stride 40 exceeds the window"):
+        model.predict(["good film"], stride=40)
+    multiple_choice = tasks.MultipleChoice.from_pretrained(spec, seq_length=SEQ_LENGTH, num_choices=2)
+    with pytest.raises(TaskInputError, match="does not read texts in windows"):
+        multiple_choice.predict([("a", ["b", "c"])], max_length=100)
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+def test_an_embedders_long_text_is_its_windows_weighted_by_tokens(spec, normalize):
+    keras.utils.set_random_seed(0)
+    embedder = tasks.Embedder.from_pretrained(spec, seq_length=SEQ_LENGTH, normalize=normalize,
+                                              max_length=500)
+    words = [document(70, 7), document(5, 8)]
+    windows = Windows.of([len(w) for w in words], window=WINDOW, stride=WINDOW // 2)
+    window_texts = [" ".join(words[d][s:s + n])
+                    for d, s, n in zip(windows.document, windows.start, windows.length)]
+    per_window = embedder.predict(window_texts).astype(np.float64)  # each window a short text
+    weights = (windows.length + 2).astype(np.float64)[:, None]      # real tokens: [CLS] w [SEP]
+    starts = windows.window_splits[:-1]
+    expected = np.add.reduceat(per_window * weights, starts, axis=0) / np.add.reduceat(weights, starts, axis=0)
+    if normalize:
+        expected /= np.linalg.norm(expected, axis=-1, keepdims=True)
+    np.testing.assert_allclose(embedder.predict([" ".join(w) for w in words]), expected, atol=1e-5)
+    with pytest.warns(UserWarning, match="1 of 2 texts have more than 20 word pieces"):
+        embedder.predict([" ".join(w) for w in words], max_length=20)
