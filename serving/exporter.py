@@ -48,7 +48,6 @@ import re
 import shutil
 import tempfile
 import time
-import warnings
 from typing import Any, Dict, Optional
 
 from pipelines.atomic_writes import install_directory, make_staging_directory, write_bytes
@@ -145,7 +144,6 @@ def export_saved_model(source, base_path, model_name, *, version=None, tokenizer
     named = os.fspath(source) if isinstance(source, (str, os.PathLike)) else None
     say(f"loading {named or 'the model'} ...")
     finetuned = finetuned_for_export(source, **source_options)
-    _warn_if_windows_are_cut(finetuned)
     target = os.path.join(model_dir, str(version))
     staging = make_staging_dir(model_dir, version)
     try:
@@ -179,17 +177,6 @@ def export_saved_model(source, base_path, model_name, *, version=None, tokenizer
 
 
 # -- 2-3. signatures, saved ----------------------------------------------------------
-
-
-def _warn_if_windows_are_cut(finetuned):
-    """The signatures read one window per text (SpanQA: its context windows): a model whose
-    `predict` reads long texts in windows (`max_length`) answers differently when served on
-    them. Say so rather than let the two disagree in silence."""
-    max_length = finetuned.settings.get("max_length")
-    if finetuned.kind != "squad" and max_length and max_length > finetuned.seq_length - 2:
-        warnings.warn(f"{finetuned.kind}: the model's predict reads up to {max_length} word pieces in "
-                      f"windows, but the exported signatures read the first {finetuned.seq_length - 2} "
-                      "of each text (windows inside the SavedModel are not built yet)", stacklevel=3)
 
 
 @contextlib.contextmanager

@@ -4,10 +4,26 @@ Words are the tokenizer's own words (what BERT's basic tokenizer splits:
 punctuation is a word of its own, as in CoNLL data): a word is a word piece
 that does not start with "##" plus the "##" pieces after it. Each word gets
 the label of its FIRST piece (how the model was trained, and
-`pipelines.datasets.conll.aggregate_word_predictions(..., "first")`); words cut
-off by `seq_length` get "O". Word labels are grouped into entities with the
+`pipelines.datasets.conll.aggregate_word_predictions(..., "first")`); words
+that are not read get "O". Word labels are grouped into entities with the
 CoNLL `conlleval` chunking rules that `bert_keras.metrics.get_entities` uses,
 so one decoder reads IOB1, IOB2 (BIO) and IOBES label sets alike.
+
+Long texts (issue 23) are read as `TokenClassifier.predict` reads them, in the graph: the
+model's settings `max_length` / `stride` (`pipelines.windowing.window_options`) give windows
+of `seq_length - 2` word pieces, `stride` apart, over the first `max_length` pieces of each
+text (the text is first cut at `max_length * chars_per_token` code points, as
+`TextInputs.validate` cuts every input). All windows of the batch (`[CLS] window [SEP]`)
+run through the model at once, and each word takes the logits of its first piece in the
+window where that piece is most central (`pipelines.windowing`'s max-context rule: the
+highest `min(left, right context) + 0.01 * window length`, the first window on ties;
+`max_context_windows` below, in closed form). Entities keep code point offsets into the
+whole text and may cross window edges. Without `max_length` (or `max_length <= seq_length
+- 2`) a text is one window, its first `min(max_length, seq_length - 2)` pieces.
+
+Bound: a text gives at most `1 + ceil(max(0, max_length - window) / min(stride, window))`
+windows (`window = seq_length - 2`), so a request of B texts runs the model on at most
+B times that many rows of `seq_length` positions, whatever the texts' lengths (`max_windows(finetuned)`).
 
 Entity score: the MEAN over the entity's words of the probability of the
 word's chosen label (softmax of its first piece's logits). The mean (rather
@@ -18,7 +34,9 @@ otherwise confident entity; filter with it as a confidence.
   `entity_label` string `[B, E]` (the entity type, e.g. "PER"), `start_char` /
   `end_char` int64 `[B, E]` (Unicode code point offsets into the input:
   `text[start_char:end_char] == entity_text` in Python), `score` float32 `[B, E]`,
-  `num_entities` int64 `[B]`. E is the most entities of any row; rows are
+  `num_entities` int64 `[B]`, `truncated` bool `[B]` (the text has more word pieces
+  than are read: `max_length`, or one window without it; its words past them are "O"
+  unread, as `predict`'s `truncated`). E is the most entities of any row; rows are
   padded with "" / "" / -1 / -1 / 0.
 * `token_ids` (predict): int32 `[B, S]` inputs -> `logits` float32 `[B, S, L]`.
 
@@ -27,7 +45,7 @@ Example (a loaded export):
     >>> out = tf.saved_model.load("models/ner/1").signatures["serving_default"](
     ...     text=tf.constant(["John Smith lives in New York."]))
     >>> sorted(out)
-    ['end_char', 'entity_label', 'entity_text', 'num_entities', 'score', 'start_char']
+    ['end_char', 'entity_label', 'entity_text', 'num_entities', 'score', 'start_char', 'truncated']
     >>> int(out["num_entities"][0]) == out["entity_text"].shape[1]   # one row: E is its count
     True
     >>> # a trained model: [[b'John Smith', b'New York']], [[b'PER', b'LOC']], start_char [[0, 20]]
@@ -37,8 +55,9 @@ import numpy as np
 import tensorflow as tf
 
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
+from pipelines.windowing import ragged_windows, window_options
 from serving.signatures.module import PREDICT
-from serving.signatures.text_inputs import ids_specs, python_token_spans, string_spec
+from serving.signatures.text_inputs import WHITESPACE, ids_specs, python_token_spans, string_spec
 
 # Prefix classes of a tag, as conlleval's startOfChunk / endOfChunk test them.
 _PREFIX_SETS = ("BS", "ES", "BI", "EI", "BSO", "ESO", "O.")
@@ -110,16 +129,77 @@ def decode_entities(word_labels, word_rows, tables):
     return tf.where(inside, entity, -1), tf.size(first_word, out_type=tf.int64), first_word
 
 
+def windows_of(finetuned):
+    """`(window, stride, max_length)` the model reads texts with (`predict`'s settings)."""
+    settings = finetuned.settings or {}
+    return window_options(finetuned.seq_length, settings.get("max_length"), settings.get("stride"))
+
+
+def max_windows(finetuned):
+    """The most windows one text is read as (the module docstring's bound)."""
+    window, stride, max_length = windows_of(finetuned)
+    step = min(window, stride)
+    return 1 + -(-max(0, max_length - window) // step)
+
+
+def max_context_windows(positions, num_tokens, window, stride):
+    """Graph ops: the max-context window of the token at `positions` of a text of `num_tokens`.
+
+    Exactly `pipelines.windowing.max_context_windows` (its index among the text's windows),
+    in closed form: the windows before the last one are full (`window` tokens), and on them
+    `min(left, right context)` is a tent in the window index peaked where the token is
+    central, so the best full window is one of the two indexes around that peak (clipped
+    to the full windows holding the token); the last (maybe shorter) window is the third
+    candidate. Scores in float64 as numpy computes them; the first window wins ties.
+
+    Args:
+        positions, num_tokens: int64 tensors of one shape, `0 <= positions < num_tokens`.
+        window, stride: Python ints (`pipelines.windowing`).
+    """
+    step = min(int(window), int(stride))
+    t = tf.cast(positions, tf.int64)
+    n = tf.cast(num_tokens, tf.int64)
+    last = (tf.maximum(n - window, 0) + step - 1) // step
+    low = tf.maximum(-tf.math.floordiv(window - 1 - t, step), 0)  # first window holding t
+    high = tf.minimum(last - 1, tf.math.floordiv(t, step))         # last FULL window holding t
+    peak = tf.math.floordiv(2 * t - window + 1, 2 * step)
+
+    def score(k, ok):
+        start = k * step
+        length = tf.minimum(n - start, window)
+        value = (tf.cast(tf.minimum(t - start, start + length - 1 - t), tf.float64)
+                 + tf.constant(0.01, tf.float64) * tf.cast(length, tf.float64))
+        return tf.where(ok, value, tf.constant(-np.inf, tf.float64))
+
+    has_full = low <= high
+    best = tf.minimum(tf.maximum(peak, low), high)
+    best_score = score(best, has_full)
+    after = tf.minimum(tf.maximum(peak + 1, low), high)
+    after_score = score(after, has_full)
+    best = tf.where(after_score > best_score, after, best)
+    best_score = tf.maximum(best_score, after_score)
+    last_score = score(last, last * step <= t)
+    return tf.where(last_score > best_score, last, best)
+
+
 def build(module, finetuned):
     """`{signature name: (concrete function, method name)}` for `module` (a `ServingModule`)."""
     tables = _TagTables(finetuned.labels)
     type_names = tf.constant(tables.type_names)
-    max_tokens = finetuned.seq_length - 2
+    window, stride, max_length = windows_of(finetuned)
+    step = min(window, stride)
+    # The code points tokenized: enough for `max_length` pieces (the default cut, for
+    # `seq_length` pieces, when one window is read).
+    max_tokens = max_length if max_length > window else None
 
     def serve(text):
-        text, ids, begin, end = module.text.tokenize_with_offsets(text, "text")
-        logits = module.run_model(module.text.pack([ids]))  # [B, W, L]
-        batch = tf.shape(text, out_type=tf.int64)[0]
+        cut, ids, begin, end = module.text.tokenize_with_offsets(text, "text", max_tokens=max_tokens)
+        batch = tf.shape(cut, out_type=tf.int64)[0]
+        windows, _, truncated = ragged_windows(ids, window=window, stride=stride, max_length=max_length)
+        logits = module.run_model(module.text.pack([windows]))  # [num_windows, width, L]
+        # Text the cut dropped (beyond what the tokenized prefix holds) is unread too.
+        dropped = tf.strings.substr(text, tf.strings.length(cut), tf.strings.length(text) - tf.strings.length(cut))
+        truncated |= ~tf.strings.regex_full_match(dropped, f"{WHITESPACE}*")
 
         # Tokens (flat over the batch) -> words.
         token_rows = ids.value_rowids()
@@ -134,12 +214,20 @@ def build(module, finetuned):
         word_begin = tf.gather(begin.flat_values, first_token)
         word_end = tf.math.unsorted_segment_max(end.flat_values, word_of_token, num_words)
 
-        # Each word: the label of its first piece, "O" when truncated away.
+        # Each word: the label of its first piece in that piece's max-context window, "O"
+        # when the piece is not read (past max_length). Windows as `ragged_windows` lays
+        # them out: a text's windows consecutive, in text order.
+        kept = tf.minimum(ids.row_lengths(), max_length)  # >= 1: every row has a token
+        counts = 1 + (tf.maximum(kept - window, 0) + step - 1) // step
+        first_window = tf.cumsum(counts, exclusive=True)
         first_position = tf.gather(position, first_token)
-        kept = first_position < max_tokens
-        piece_logits = tf.gather_nd(
-            logits, tf.stack([word_rows, tf.minimum(first_position, max_tokens - 1) + 1], axis=1))
-        label = tf.where(kept, tf.argmax(piece_logits, axis=-1, output_type=tf.int32),
+        word_kept = tf.gather(kept, word_rows)
+        read = first_position < word_kept
+        piece = tf.minimum(first_position, word_kept - 1)
+        k = max_context_windows(piece, word_kept, window, stride)
+        piece_logits = tf.gather_nd(logits, tf.stack(
+            [tf.gather(first_window, word_rows) + k, piece - k * step + 1], axis=1))
+        label = tf.where(read, tf.argmax(piece_logits, axis=-1, output_type=tf.int32),
                          tables.outside)
         probability = tf.reduce_max(tf.nn.softmax(piece_logits), axis=-1)
 
@@ -151,7 +239,7 @@ def build(module, finetuned):
         entity_rows = tf.gather(word_rows, first_word)
         byte_begin = tf.gather(word_begin, first_word)
         byte_end = tf.gather(word_end, last_word)
-        entity_text = tf.strings.substr(tf.gather(text, entity_rows), byte_begin, byte_end - byte_begin)
+        entity_text = tf.strings.substr(tf.gather(cut, entity_rows), byte_begin, byte_end - byte_begin)
         entity_label = tf.gather(type_names,
                                  tf.gather(tables.type_ids, tf.gather(label, first_word)))
 
@@ -163,10 +251,11 @@ def build(module, finetuned):
         return {
             "entity_text": padded(entity_text, ""),
             "entity_label": padded(entity_label, ""),
-            "start_char": module.text.char_offsets(text, start_byte),
-            "end_char": module.text.char_offsets(text, end_byte),
+            "start_char": module.text.char_offsets(cut, start_byte),
+            "end_char": module.text.char_offsets(cut, end_byte),
             "score": padded(score, 0.0),
             "num_entities": tf.math.unsorted_segment_sum(tf.ones_like(entity_rows), entity_rows, batch),
+            "truncated": truncated,
         }
 
     serving = tf.function(serve, input_signature=[string_spec("text")])
@@ -194,34 +283,39 @@ def tokenizer_words(tokenizer, text):
 def reference_outputs(finetuned, inputs):
     """`serving_default`'s outputs the Python way: `pipelines.datasets.conll` + Keras + `get_entities`.
 
-    The words are `tokenizer_words`; each is encoded by `conll.encode_sentences`
-    (word by word, first-piece labels), the model's logits go through
-    `conll.aggregate_word_predictions(..., "first")`, and tags become entities
-    with `bert_keras.metrics.get_entities`.
+    The words are `tokenizer_words`; they are encoded by `conll.encode_sentences` (word
+    by word, first-piece labels) in the model's windows (`max_length` / `stride`:
+    `pipelines.windowing.Windows`, as `TokenClassifier.predict` reads), the model runs on
+    every window, `conll.word_scores(..., "first")` takes each word's logits from the
+    window where its first piece is most central, and tags become entities with
+    `bert_keras.metrics.get_entities`.
     """
     from bert_keras.metrics import get_entities
     from pipelines.datasets import conll
 
     tokenizer = finetuned.tokenizer()
+    _, stride, max_length = windows_of(finetuned)
     texts = [t.decode() if isinstance(t, bytes) else t for t in inputs["text"]]
     spans = [tokenizer_words(tokenizer, text) for text in texts]
     sentences = [conll.Sentence([text[s:e] for _, _, s, e in words], ["O"] * len(words))
                  for text, words in zip(texts, spans)]
     features = conll.encode_sentences(sentences, tokenizer, finetuned.labels,
-                                      seq_length=finetuned.seq_length)
+                                      seq_length=finetuned.seq_length, max_length=max_length,
+                                      stride=stride)
     x = {k: getattr(features, k) for k in ENCODER_INPUT_NAMES}
-    logits = np.asarray(finetuned.model(x, training=False), np.float64)
-    probabilities = np.exp(logits - logits.max(-1, keepdims=True))
-    probabilities /= probabilities.sum(-1, keepdims=True)
-    label_ids = conll.aggregate_word_predictions(logits, features.word_ids, "first")
+    logits = np.concatenate([np.asarray(finetuned.model({k: v[i:i + 64] for k, v in x.items()},
+                                                        training=False), np.float64)
+                             for i in range(0, len(features), 64)])
     rows = []
-    for b, (text, words) in enumerate(zip(texts, spans)):
-        tags = [finetuned.labels[i] for i in label_ids[b]] + ["O"] * (len(words) - len(label_ids[b]))
-        first_piece = {w: int(np.argmax(features.word_ids[b] == w)) for w in range(len(label_ids[b]))}
+    for text, words, word_logits in zip(texts, spans, conll.word_scores(logits, features, "first")):
+        probabilities = np.exp(word_logits - word_logits.max(-1, keepdims=True))
+        probabilities /= probabilities.sum(-1, keepdims=True)
+        tags = ([finetuned.labels[i] for i in word_logits.argmax(-1)] if len(word_logits) else []) + (
+            ["O"] * (len(words) - len(word_logits)))
         entities = []
         for kind, first, last in get_entities(tags):
             start, end = words[first][2], words[last][3]
-            score = np.mean([probabilities[b, first_piece[w]].max() for w in range(first, last + 1)])
+            score = np.mean([probabilities[w].max() for w in range(first, last + 1)])
             entities.append((text[start:end], kind, start, end, score))
         rows.append(entities)
     width = max((len(r) for r in rows), default=0)
@@ -236,7 +330,8 @@ def reference_outputs(finetuned, inputs):
             if width else np.zeros((len(rows), 0), object),
             "start_char": column(2, -1, np.int64), "end_char": column(3, -1, np.int64),
             "score": column(4, 0.0, np.float32),
-            "num_entities": np.array([len(r) for r in rows], np.int64)}
+            "num_entities": np.array([len(r) for r in rows], np.int64),
+            "truncated": np.asarray(features.truncated, bool)}
 
 
 # -- what the export path asks of this family (serving.signatures.kind_module) -------------
