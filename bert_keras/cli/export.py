@@ -1,11 +1,9 @@
-"""`bert-keras export`: a fine-tuned model -> a TF Serving SavedModel with the tokenizer inside.
-
-Writes `<base-path>/<name>/<version>/` (saved_model.pb, variables/, assets/vocab.txt,
-assets/labels.txt, assets.extra/tf_serving_warmup_requests, assets.extra/model_card.json)
-through the task API (`bert_keras.tasks.load(DIR).export(...)`, `Embedder.from_pretrained(SPEC)`
-for `--init`), i.e. `serving.exporter.export_saved_model`: raw strings in, named dense
-outputs out, for every task `bert-keras finetune` trains, and sentence
-embeddings from any encoder (`--init`).
+"""Export a `bert-keras finetune` output directory (classification, regression, NER,
+SQuAD, multiple choice) or an encoder (--init, sentence embeddings) as a TF Serving
+SavedModel: tokenization, packing and decoding run inside the graph, so clients send
+raw UTF-8 text and get labels / entities / answers / vectors back. The export goes to
+a temporary directory and is renamed into <base-path>/<model-name>/<version> when complete;
+a fresh Python that imports only TensorFlow must reproduce the model's outputs.
 """
 
 import argparse
@@ -20,14 +18,7 @@ def register(subparsers, summary):
     parser = subparsers.add_parser(
         "export",
         help=summary,
-        description=(
-            "Export a `bert-keras finetune` output directory (classification, regression, NER,\n"
-            "SQuAD, multiple choice) or an encoder (--init, sentence embeddings) as a TF Serving\n"
-            "SavedModel: tokenization, packing and decoding run inside the graph, so clients send\n"
-            "raw UTF-8 text and get labels / entities / answers / vectors back. The export goes to\n"
-            "a temporary directory and is renamed into <base-path>/<model-name>/<version> when complete;\n"
-            "a fresh Python that imports only TensorFlow must reproduce the model's outputs."
-        ),
+        description=__doc__,
         epilog=(
             "examples:\n"
             "  bert-keras export --model out/sentiment --base-path models --model-name sentiment\n"

