@@ -179,3 +179,22 @@ def test_truncated_without_windows(finetuned_dir, exported_model):
     assert out["truncated"].tolist() == [r["truncated"] for r in predicted] == [False, True, False]
     for row, result_row in enumerate(predicted):
         assert entities_of(out, row) == predicted_entities(result_row)
+
+
+@pytest.mark.slow
+def test_core_tokenizer_export_passes_the_audit_and_equals_tf_text(tagger, served, documents, tmp_path):
+    """Both tokenizer backends: the windowed graph passes the strict op audit (core: no
+    TF-Text op at all) and the fresh-process check, and both serve the same entities."""
+    signature, fast_result = served
+    result = tagger.export_result(str(tmp_path), "ner-core", tokenizer_backend="core", strict=True,
+                                  warmup_requests=0, progress=None)
+    assert result.audit.ok and not result.audit.tf_text_ops and fast_result.audit.ok
+    assert result.card["check"]["ok"]
+    core = tf.saved_model.load(result.path).signatures["serving_default"]
+    texts = list(documents)
+    fast_out, core_out = call(signature, texts), call(core, texts)
+    for name in fast_out:
+        if fast_out[name].dtype.kind == "f":
+            np.testing.assert_allclose(core_out[name], fast_out[name], atol=1e-5, err_msg=name)
+        else:
+            np.testing.assert_array_equal(core_out[name], fast_out[name], err_msg=name)
