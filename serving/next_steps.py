@@ -4,7 +4,7 @@
 >>> print(deploy_kit_steps("deploy", "sentiment"))
 next:
   cd deploy && docker compose up -d        # gRPC :8500, REST :8501
-  bert-keras query --model sentiment "some text"
+  bert-keras query --model-name sentiment "some text"
   kubectl apply -f deploy/k8s     # Kubernetes (see README_DEPLOY.md)
 """
 
@@ -35,13 +35,13 @@ def export_steps(base_path, name, release, query_example, tf_text_ops=()):
 def try_commands(server, model_name, tls_ca=None):
     """Commands that reach a started `EmbeddedServer` (query, curl, loadtest) for one of its models."""
     tls = f" --tls-ca {tls_ca}" if server.tls else ""
-    lines = [f'  bert-keras query --address {server.grpc_address} --model {model_name}{tls} "some text"']
+    lines = [f'  bert-keras query --address {server.grpc_address} --model-name {model_name}{tls} "some text"']
     if server.rest_url:
         cacert = f" --cacert {tls_ca}" if server.tls else ""
         lines += [f"  curl{cacert} {server.rest_url}/v1/models/{model_name}",
                   f"  curl{cacert} -d '{{\"instances\": [\"some text\"]}}' "
                   f"{server.rest_url}/v1/models/{model_name}:predict"]
-    lines.append(f"  bert-keras loadtest --address {server.grpc_address} --model {model_name}{tls} "
+    lines.append(f"  bert-keras loadtest --address {server.grpc_address} --model-name {model_name}{tls} "
                  "--concurrency 8 --duration 10")
     return lines
 
@@ -51,6 +51,6 @@ def deploy_kit_steps(output_dir, model_name):
     return "\n".join([
         "next:",
         f"  cd {output_dir} && docker compose up -d        # gRPC :8500, REST :8501",
-        f'  bert-keras query --model {model_name} "some text"',
+        f'  bert-keras query --model-name {model_name} "some text"',
         f"  kubectl apply -f {os.path.join(output_dir, 'k8s')}     # Kubernetes (see README_DEPLOY.md)",
     ])

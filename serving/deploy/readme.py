@@ -39,7 +39,7 @@ def format_readme(models, settings, models_mount, kubernetes_name="bert-serving"
     )
     labelled = next((m for m in models if m.labels), None)
     label_example = (
-        f"bert-keras query --model {labelled.name} --label {next(iter(labelled.labels))} \"some text\"\n"
+        f"bert-keras query --model-name {labelled.name} --label {next(iter(labelled.labels))} \"some text\"\n"
         if labelled else ""
     )
     warning_block = (
@@ -102,7 +102,7 @@ curl http://localhost:{rest}/v1/models/{first}             # version states
 curl http://localhost:{rest}/v1/models/{first}/metadata    # signatures
 curl -X POST http://localhost:{rest}/v1/models/{first}:predict \\
      -d '{{"inputs": {{"text": ["a great movie"]}}}}'
-bert-keras query --model {first} "a great movie"       # gRPC on localhost:{grpc}
+bert-keras query --model-name {first} "a great movie"       # gRPC on localhost:{grpc}
 {label_example}docker compose logs -f                 # load errors
 docker compose down
 ```
@@ -113,7 +113,7 @@ docker compose down
 kubectl apply -f k8s/
 kubectl rollout status deployment/{kubernetes_name}
 kubectl port-forward service/{kubernetes_name} {grpc}:{grpc} {rest}:{rest}
-bert-keras query --model {first} "a great movie"
+bert-keras query --model-name {first} "a great movie"
 ```
 
 Copy the model base path into the `{kubernetes_name}-models` volume first (see the comments in

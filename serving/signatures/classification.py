@@ -3,7 +3,10 @@
 * `serving_default` (predict): `text` (+ `text_b` for pair tasks), raw UTF-8 `[B]`.
   Classification -> `label` string `[B]`, `class_id` int64 `[B]`,
   `probabilities` float32 `[B, K]` (softmax of the logits).
-  Regression -> `score` float32 `[B]`.
+  Regression -> `score` float32 `[B]`. Both: `truncated` bool `[B]`, texts read only in part.
+  A model with `max_length` past one window reads single texts in windows inside the graph
+  (`TextInputs.windows`), as its `predict` does: the mean (or, `window_aggregation="max"`, the
+  per-class max) of the windows' logits; a text has at most `num_windows(max_length)` windows.
 * `token_ids` (predict): int32 `token_ids` / `segment_ids` / `padding_mask`
   `[B, S]` -> `logits` (`[B, K]`, or `[B]` for regression), and for
   classification `probabilities` and `class_id`.
@@ -28,7 +31,8 @@ import numpy as np
 import tensorflow as tf
 
 from serving.signatures.module import CLASSIFY, PREDICT, REGRESS
-from serving.signatures.text_inputs import ids_specs, string_spec
+from serving.signatures.text_inputs import DEFAULT_CHARS_PER_TOKEN, ids_specs, python_windows, string_spec
+from serving.signatures.text_inputs import window_reading
 
 
 def text_names(finetuned):
@@ -40,20 +44,30 @@ def build(module, finetuned):
     """`{signature name: (concrete function, method name)}` for `module` (a `ServingModule`)."""
     names = text_names(finetuned)
     regression = finetuned.kind == "regression"
+    windows = window_reading(finetuned)
+    aggregate = (tf.math.segment_max if finetuned.settings.get("window_aggregation") == "max"
+                 else tf.math.segment_mean)
 
     def logits_of_texts(texts):
+        """`(logits, truncated)`: one row per text (its windows' aggregate, when windowed)."""
+        if windows:
+            stride, max_length = windows
+            inputs, document, truncated = module.text.windows(texts["text"], "text", max_length=max_length,
+                                                              stride=stride)
+            return aggregate(module.run_model(inputs), document), truncated
         ids = [module.text.tokenize(texts[name], name) for name in names]
-        return module.run_model(module.text.pack(ids))
+        truncated = module.text.truncated(ids, [texts[name] for name in names])
+        return module.run_model(module.text.pack(ids)), truncated
 
-    def named_outputs(logits):
+    def named_outputs(logits, truncated):
         if regression:
-            return {"score": logits}
+            return {"score": logits, "truncated": truncated}
         class_id = tf.argmax(logits, axis=-1)
         return {"label": module.label_names(class_id), "class_id": class_id,
-                "probabilities": tf.nn.softmax(logits)}
+                "probabilities": tf.nn.softmax(logits), "truncated": truncated}
 
     text_spec = {name: string_spec(name) for name in names}
-    serve = tf.function(lambda texts: named_outputs(logits_of_texts(texts)),
+    serve = tf.function(lambda texts: named_outputs(*logits_of_texts(texts)),
                         input_signature=[text_spec])
 
     def on_token_ids(inputs):
@@ -69,7 +83,7 @@ def build(module, finetuned):
     def on_examples(serialized):
         features = tf.io.parse_example(
             serialized, {name: tf.io.FixedLenFeature([], tf.string) for name in names})
-        logits = logits_of_texts(features)
+        logits, _ = logits_of_texts(features)
         if regression:
             return {"outputs": logits}
         probabilities = tf.nn.softmax(logits)
@@ -93,18 +107,33 @@ def reference_outputs(finetuned, inputs):
         finetuned: the `bert_keras.finetuned_model.FinetunedModel`.
         inputs: `{"text": [...], ("text_b": [...])}` lists of str.
     """
-    tokenizer = finetuned.tokenizer()
-    packer = finetuned.packer(tokenizer)
-    segments = [tokenizer.tokenize(tf.constant(list(inputs[name]))) for name in text_names(finetuned)]
-    logits = np.asarray(finetuned.model(packer(tuple(segments)), training=False), np.float64)
+    if window_reading(finetuned):
+        x, document, truncated = python_windows(finetuned, inputs["text"])
+        logits = np.asarray(finetuned.model(x, training=False), np.float64)
+        starts = np.flatnonzero(np.diff(np.concatenate([[-1], document])))
+        if finetuned.settings.get("window_aggregation") == "max":
+            logits = np.maximum.reduceat(logits, starts, axis=0)
+        else:
+            counts = np.diff(np.append(starts, len(logits))).reshape((-1,) + (1,) * (logits.ndim - 1))
+            logits = np.add.reduceat(logits, starts, axis=0) / counts
+    else:
+        tokenizer = finetuned.tokenizer()
+        packer = finetuned.packer(tokenizer)
+        columns = [list(inputs[name]) for name in text_names(finetuned)]
+        segments = [tokenizer.tokenize(tf.constant(column)) for column in columns]
+        logits = np.asarray(finetuned.model(packer(tuple(segments)), training=False), np.float64)
+        pieces = sum(segment.row_lengths().numpy() for segment in segments)
+        cut = np.any([[len(t.lstrip()) > finetuned.seq_length * DEFAULT_CHARS_PER_TOKEN for t in column]
+                      for column in columns], axis=0)
+        truncated = (pieces > finetuned.seq_length - len(segments) - 1) | cut
     if finetuned.kind == "regression":
-        return {"score": logits.astype(np.float32)}
+        return {"score": logits.astype(np.float32), "truncated": np.asarray(truncated)}
     probabilities = np.exp(logits - logits.max(-1, keepdims=True))
     probabilities /= probabilities.sum(-1, keepdims=True)
     class_id = logits.argmax(-1)
     return {"label": np.array([finetuned.labels[i].encode() for i in class_id], object),
             "class_id": class_id.astype(np.int64),
-            "probabilities": probabilities.astype(np.float32)}
+            "probabilities": probabilities.astype(np.float32), "truncated": np.asarray(truncated)}
 
 
 # -- what the export path asks of this family (serving.signatures.kind_module) -------------

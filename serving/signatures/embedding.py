@@ -2,7 +2,9 @@
 
 * `serving_default` (predict): `text` string `[B]` -> `embedding` float32 `[B, H]`
   (the embedder's pooling over real tokens; unit length when exported with
-  `normalize=True`).
+  `normalize=True`) and `truncated` bool `[B]` (texts read only in part). A model with
+  `max_length` past one window reads a text in windows inside the graph, as its `predict`
+  does: the mean of the windows' vectors weighted by their real tokens (re-normalized).
 * `token_ids` (predict): int32 `token_ids` / `segment_ids` / `padding_mask`
   `[B, S]` -> `embedding` float32 `[B, H]`.
 
@@ -17,17 +19,34 @@ import numpy as np
 import tensorflow as tf
 
 from serving.signatures.module import PREDICT
-from serving.signatures.text_inputs import ids_specs, string_spec
+from serving.signatures.text_inputs import DEFAULT_CHARS_PER_TOKEN, ids_specs, python_windows, string_spec
+from serving.signatures.text_inputs import window_reading
 
 
 def build(module, finetuned):
     """`{signature name: (concrete function, method name)}` for `module` (a `ServingModule`)."""
 
+    windows = window_reading(finetuned)
+    normalize = bool(finetuned.settings.get("normalize"))
+
     def embed(inputs):
         return {"embedding": module.run_model(inputs)["sentence_embedding"]}
 
-    serve = tf.function(lambda text: embed(module.text.pack([module.text.tokenize(text, "text")])),
-                        input_signature=[string_spec("text")])
+    def embed_texts(text):
+        if not windows:
+            ids = module.text.tokenize(text, "text")
+            return {**embed(module.text.pack([ids])), "truncated": module.text.truncated([ids], [text])}
+        stride, max_length = windows
+        inputs, document, truncated = module.text.windows(text, "text", max_length=max_length, stride=stride)
+        vectors = module.run_model(inputs)["sentence_embedding"]
+        weights = tf.cast(tf.reduce_sum(inputs["padding_mask"], axis=-1, keepdims=True), vectors.dtype)
+        vectors = (tf.math.segment_sum(vectors * weights, document)
+                   / tf.math.segment_sum(weights, document))
+        if normalize:
+            vectors = tf.math.l2_normalize(vectors, axis=-1, epsilon=1e-24)
+        return {"embedding": vectors, "truncated": truncated}
+
+    serve = tf.function(embed_texts, input_signature=[string_spec("text")])
     token_ids = tf.function(embed, input_signature=[ids_specs(2)])
     return {"serving_default": (serve.get_concrete_function(), PREDICT),
             "token_ids": (token_ids.get_concrete_function(), PREDICT)}
@@ -35,11 +54,24 @@ def build(module, finetuned):
 
 def reference_outputs(finetuned, inputs):
     """`serving_default`'s outputs the Python way: tokenizer + packer + Keras embedder."""
+    texts = list(inputs["text"])
+    if window_reading(finetuned):
+        x, document, truncated = python_windows(finetuned, texts)
+        vectors = np.asarray(finetuned.model(x, training=False)["sentence_embedding"], np.float64)
+        weights = np.asarray(x["padding_mask"]).sum(-1).astype(np.float64)[:, None]
+        starts = np.flatnonzero(np.diff(np.concatenate([[-1], document])))
+        vectors = (np.add.reduceat(vectors * weights, starts, axis=0)
+                   / np.add.reduceat(weights, starts, axis=0))
+        if finetuned.settings.get("normalize"):
+            vectors /= np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
+        return {"embedding": vectors.astype(np.float32), "truncated": np.asarray(truncated)}
     tokenizer = finetuned.tokenizer()
     packer = finetuned.packer(tokenizer)
-    x = packer(tokenizer.tokenize(tf.constant(list(inputs["text"]))))
-    return {"embedding": np.asarray(finetuned.model(x, training=False)["sentence_embedding"],
-                                    np.float32)}
+    ids = tokenizer.tokenize(tf.constant(texts))
+    x = packer(ids)
+    cut = np.array([len(t.lstrip()) > finetuned.seq_length * DEFAULT_CHARS_PER_TOKEN for t in texts])
+    return {"embedding": np.asarray(finetuned.model(x, training=False)["sentence_embedding"], np.float32),
+            "truncated": (ids.row_lengths().numpy() > finetuned.seq_length - 2) | cut}
 
 
 # -- what the export path asks of this family (serving.signatures.kind_module) -------------

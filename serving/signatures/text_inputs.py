@@ -129,6 +129,38 @@ class TextInputs(tf.Module):
         with tf.control_dependencies([self._check_not_empty(ids, name)]):
             return tf.identity(strings), tf.identity(ids), begin, end
 
+    def windows(self, strings, name, *, max_length, stride):
+        """Single texts as packed windows of their word pieces (`pipelines.windowing`).
+
+        Returns `(inputs, document, truncated)`: packed int32 `[W, width]` inputs of every
+        window of the batch (`[CLS] window [SEP]`, windows of `seq_length - 2` pieces, `stride`
+        apart, over each text's first `max_length` pieces), the text (row) of each window, and
+        bool `[batch]`: texts with pieces (or characters past the `max_length *
+        chars_per_token` cut) not read. A text has at most
+        `pipelines.windowing.num_windows(max_length, ...)` windows: the bound is `max_length`,
+        fixed at export, so a request's size is bounded before the model runs.
+        """
+        from pipelines.windowing import ragged_windows
+
+        ids = self.tokenize(strings, name, max_tokens=max_length)
+        windows, document, truncated = ragged_windows(ids, window=self.seq_length - 2, stride=stride,
+                                                      max_length=max_length)
+        cut = self.was_cut(strings, max_length)
+        return self.pack([windows]), document, tf.logical_or(truncated, cut)
+
+    def was_cut(self, strings, max_tokens):
+        """Bool: strings longer than `validate`'s cut (`max_tokens * chars_per_token` code points)."""
+        text = tf.strings.regex_replace(strings, f"^{WHITESPACE}+", "", replace_global=False)
+        return tf.strings.length(text, unit="UTF8_CHAR") > max_tokens * self.chars_per_token
+
+    def truncated(self, segments, strings):
+        """Bool `[batch]`: rows the packer cuts (pieces past `seq_length` less the special
+        tokens), or whose text was cut before tokenization (`validate`)."""
+        pieces = tf.add_n([segment.row_lengths() for segment in segments])
+        special = len(segments) + 1
+        cut = tf.reduce_any(tf.stack([self.was_cut(s, self.seq_length) for s in strings]), axis=0)
+        return tf.logical_or(pieces > self.seq_length - special, cut)
+
     def word_starts(self, ids):
         """Bool ragged `[batch, (tokens)]`: True where a piece starts a new word (not "##...")."""
         return tf.ragged.map_flat_values(
@@ -153,6 +185,38 @@ class TextInputs(tf.Module):
         chars = tf.searchsorted(starts, tf.maximum(byte_offsets, 0), side="left",
                                 out_type=tf.int64)
         return tf.where(byte_offsets < 0, tf.constant(-1, tf.int64), chars)
+
+
+def window_reading(finetuned):
+    """`(stride, max_length)` when a model reads single texts in windows (its settings'
+    `max_length` past one window, `pipelines.windowing.window_options`), else None."""
+    from pipelines.windowing import window_options
+
+    if finetuned.settings.get("text_pair") or finetuned.settings.get("max_length") is None:
+        return None
+    window, stride, max_length = window_options(finetuned.seq_length, finetuned.settings["max_length"],
+                                                finetuned.settings.get("stride"))
+    return (stride, max_length) if max_length > window else None
+
+
+def python_windows(finetuned, texts):
+    """The Python side of `TextInputs.windows` (export checks): `(inputs, document, truncated)`
+    with `pipelines.windowing.Windows` over the tokenizer's pieces of each text."""
+    import numpy as np
+
+    from pipelines.windowing import Windows
+
+    stride, max_length = window_reading(finetuned)
+    tokenizer = finetuned.tokenizer()
+    ids = tokenizer.tokenize(tf.constant(list(texts)))
+    windows = Windows.of(ids.row_lengths().numpy(), window=finetuned.seq_length - 2, stride=stride,
+                         max_length=max_length)
+    taken = windows.take(ids.flat_values.numpy(), pad=-1)
+    pieces = tf.ragged.constant([[int(i) for i in row if i >= 0] for row in taken], tf.int64,
+                                row_splits_dtype=tf.int64)
+    inputs = finetuned.packer(tokenizer)((pieces,))
+    cut = np.array([len(t.lstrip()) > max_length * DEFAULT_CHARS_PER_TOKEN for t in texts])
+    return inputs, windows.document, windows.truncated | cut
 
 
 def input_check(ok, message):

@@ -1,0 +1,75 @@
+"""Long texts in the SavedModel: a classifier / embedder that reads windows in `predict` reads
+the same windows inside the graph (issue 23), and every raw-text signature says which texts it
+read only in part (`truncated`).
+
+Tiny random encoders on one-token words (`export_fixtures`) at `seq_length=16` (windows of 14
+word pieces): a 3,000-word document is a few hundred windows, served in one request.
+"""
+
+import warnings
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import export_fixtures
+from bert_keras import tasks
+
+SEQ_LENGTH = 16
+WORDS = export_fixtures.WORDS
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory):
+    return export_fixtures.make_encoder_spec(str(tmp_path_factory.mktemp("tiny")))
+
+
+def documents():
+    rng = np.random.default_rng(0)
+    lengths = [3200, 9, 40, 700]
+    return [" ".join(WORDS[i] for i in rng.integers(0, len(WORDS), n)) for n in lengths]
+
+
+def served(task, tmp_path, name):
+    path = task.export(str(tmp_path), name)
+    return tf.saved_model.load(path).signatures["serving_default"]
+
+
+@pytest.mark.parametrize("aggregation", ["mean", pytest.param("max", marks=pytest.mark.slow)])
+def test_served_classifier_reads_the_windows_predict_reads(spec, tmp_path, aggregation):
+    keras.utils.set_random_seed(0)
+    classifier = tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=SEQ_LENGTH,
+                                                      max_length=4000, stride=9,
+                                                      window_aggregation=aggregation)
+    texts = documents()
+    expected = classifier.predict(texts)
+    outputs = served(classifier, tmp_path, f"windows_{aggregation}")(text=tf.constant(texts))
+    np.testing.assert_allclose(outputs["probabilities"].numpy(), expected, atol=1e-5)
+    assert outputs["truncated"].numpy().tolist() == [False] * 4
+    # a per-call max_length below the longest: predict cuts it (and says so), as an export of it would
+    with pytest.warns(UserWarning, match="1 of 4 texts"):
+        classifier.predict(texts, max_length=1000)
+
+
+def test_served_embedder_reads_the_windows_predict_reads(spec, tmp_path):
+    keras.utils.set_random_seed(0)
+    embedder = tasks.Embedder.from_pretrained(spec, seq_length=SEQ_LENGTH, normalize=True, max_length=1000)
+    texts = documents()
+    with pytest.warns(UserWarning, match="1 of 4 texts have more than 1000 word pieces"):
+        expected = embedder.predict(texts)
+    outputs = served(embedder, tmp_path, "embedder")(text=tf.constant(texts))
+    np.testing.assert_allclose(outputs["embedding"].numpy(), expected, atol=1e-5)
+    assert outputs["truncated"].numpy().tolist() == [True, False, False, False]
+
+
+def test_without_windows_the_served_model_flags_what_it_cut(spec, tmp_path):
+    keras.utils.set_random_seed(0)
+    classifier = tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=SEQ_LENGTH)
+    texts = documents()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = classifier.predict(texts)
+    outputs = served(classifier, tmp_path, "one_window")(text=tf.constant(texts))
+    np.testing.assert_allclose(outputs["probabilities"].numpy(), expected, atol=1e-5)
+    assert outputs["truncated"].numpy().tolist() == [True, False, True, True]
