@@ -369,10 +369,14 @@ class TextClassifier(TextTask):
         return rows
 
     def row_text(self, row):
+        cut = ""
+        if row.get("truncated"):
+            cut = (f"\n  truncated: only the first {self.window_options()[2]} word pieces were read "
+                   "(raise max_length)")
         if self.is_regression:
-            return f"{row['score']:+.4f}  {row['text']!r}"
+            return f"{row['score']:+.4f}  {row['text']!r}{cut}"
         probabilities = "  ".join(f"{k}={v:.3f}" for k, v in row["probabilities"].items())
-        return f"{row['label']:<12} {probabilities}   {row['text']!r}"
+        return f"{row['label']:<12} {probabilities}   {row['text']!r}{cut}"
 
     def predict_labels(self, x, *, batch_size=32):
         """`[label name]` per input (the argmax of `predict`); regression: the scores."""

@@ -75,6 +75,8 @@ def test_truncation_is_reported_never_silent(spec):
     np.testing.assert_allclose(short[0], first[0], atol=1e-6)
     rows = model.predict_rows(texts)
     assert [row.get("truncated", False) for row in rows] == [True, False, True]
+    assert "truncated: only the first 14 word pieces were read" in model.row_text(rows[0])
+    assert "truncated" not in model.row_text(rows[1])
     with pytest.warns(UserWarning, match="2 of 3 texts"):
         metrics = model.evaluate(texts, ["pos", "neg", "pos"])
     assert metrics["num_truncated"] == 2 and metrics["num_examples"] == 3
