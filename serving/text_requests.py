@@ -17,6 +17,9 @@ Example:
 ["  answer: 'Ann'  [17:20]  score 2.500"]
 """
 
+import os
+import sys
+
 import numpy as np
 
 from bert_keras import json_output
@@ -27,6 +30,40 @@ PAIR_SEPARATOR = " ||| "
 
 class TextRequestError(ValueError):
     """The texts given do not fit the signature's inputs; the message says what to give."""
+
+
+def read_texts(path, *, keep_blank=False):
+    """The lines of UTF-8 file `path` (`-`: standard input), one text each, as `--input FILE` reads them.
+
+    Blank lines are dropped unless `keep_blank` (then row i is line i).
+
+    Raises:
+        TextRequestError: no such file.
+    """
+    if path != "-" and not os.path.isfile(path):
+        raise TextRequestError(f"--input {path}: no such file")
+    with (sys.stdin if path == "-" else open(path, encoding="utf-8")) as stream:
+        if keep_blank:
+            return stream.read().splitlines()
+        return [line.rstrip("\n") for line in stream if line.strip()]
+
+
+def split_pairs(texts):
+    """Each text as a `(text, text_b)` pair where it holds a tab or `PAIR_SEPARATOR`, else as is.
+
+    >>> split_pairs(["one", "A ||| B", "C\\tD"])
+    ['one', ('A', 'B'), ('C', 'D')]
+    """
+    result = []
+    for text in texts:
+        for separator in ("\t", PAIR_SEPARATOR):
+            if separator in text:
+                a, b = text.split(separator, 1)
+                result.append((a.strip(), b.strip()))
+                break
+        else:
+            result.append(text)
+    return result
 
 
 def request_inputs(signature_inputs, texts=(), *, text_b=(), question=(), context=(), ending=()):

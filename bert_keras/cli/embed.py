@@ -6,7 +6,6 @@ Save the vectors (.npy: a float32 [N, D] array in input order; .jsonl: one
 """
 
 import argparse
-import os
 import sys
 
 from bert_keras import json_output
@@ -102,13 +101,9 @@ def run(args):
 def _read_texts(args):
     if args.input and args.texts:
         raise CommandError("give TEXT arguments or --input FILE, not both")
-    if args.input:
-        if not os.path.isfile(args.input):
-            raise CommandError(f"--input {args.input}: no such file")
-        with open(args.input, encoding="utf-8") as f:
-            texts = f.read().splitlines()  # row i of the output is line i
-    else:
-        texts = list(args.texts)
+    from serving.text_requests import read_texts
+
+    texts = read_texts(args.input, keep_blank=True) if args.input else list(args.texts)  # row i: line i
     if not texts:
         raise CommandError("no text given: pass TEXT arguments or --input FILE")
     return texts

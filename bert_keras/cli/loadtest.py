@@ -1,7 +1,6 @@
 """`bert-keras loadtest`: QPS and latency percentiles of any TF Serving-compatible endpoint (gRPC or REST)."""
 
 import argparse
-import os
 
 from bert_keras import json_output
 from bert_keras.cli.main import CommandError
@@ -45,12 +44,9 @@ def register(subparsers, summary):
 
 def _request_inputs(signature_inputs, args):
     """One inputs dict per request: `batch_size` rows each, rotating over the given texts."""
-    texts = list(args.texts)
-    if args.input:
-        if not os.path.isfile(args.input):
-            raise CommandError(f"--input {args.input}: no such file")
-        with open(args.input, encoding="utf-8") as f:
-            texts += [line.rstrip("\n") for line in f if line.strip()]
+    from serving.text_requests import read_texts
+
+    texts = list(args.texts) + (read_texts(args.input) if args.input else [])
     needs_texts = set(signature_inputs) not in ({"question", "context"}, {"context", "endings"})
     if needs_texts and not texts:
         texts = [DEFAULT_TEXT]

@@ -39,21 +39,9 @@ def register(subparsers, summary):
 
 
 def _read_texts(args):
-    texts = list(args.texts)
-    if args.input:
-        stream = sys.stdin if args.input == "-" else open(args.input, encoding="utf-8")
-        with stream:
-            texts += [line.rstrip("\n") for line in stream if line.strip()]
-    result = []
-    for text in texts:
-        for separator in ("\t", " ||| "):
-            if separator in text:
-                a, b = text.split(separator, 1)
-                result.append((a.strip(), b.strip()))
-                break
-        else:
-            result.append(text)
-    return result
+    from serving.text_requests import read_texts, split_pairs
+
+    return split_pairs(list(args.texts) + (read_texts(args.input) if args.input else []))
 
 
 def run(args):
