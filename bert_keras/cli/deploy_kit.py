@@ -3,7 +3,7 @@
 import argparse
 import sys
 
-from bert_keras.cli.flag_arguments import add_option
+from bert_keras.cli.flag_arguments import add_field_options, add_option
 from bert_keras.cli.main import CommandError
 
 
@@ -46,39 +46,26 @@ def register(subparsers, summary):
     parser.add_argument("--gpu", action="store_true", help="GPU image, batching and resources")
     parser.add_argument("--serving-version", default=None, metavar="X.Y.Z",
                         help="tensorflow/serving image version (default: the audited release, the installed TensorFlow's: 2.20.0 or 2.21.0)")
-    parser.add_argument("--name", default="bert-serving", help="Kubernetes app name (default bert-serving)")
-    parser.add_argument("--cpu", default="2", metavar="Q", help="Kubernetes CPU request per pod (default 2)")
-    parser.add_argument("--cpu-limit", default="4", metavar="Q", help="Kubernetes CPU limit per pod (default 4)")
-    parser.add_argument("--memory", default="2Gi", metavar="Q", help="Kubernetes memory request (default 2Gi)")
-    parser.add_argument("--memory-limit", default="4Gi", metavar="Q", help="Kubernetes memory limit (default 4Gi)")
-    parser.add_argument("--min-replicas", type=int, default=1, help="HPA minimum (default 1)")
-    parser.add_argument("--max-replicas", type=int, default=4, help="HPA maximum (default 4)")
+    from serving.deploy.kubernetes import KubernetesOptions  # no TensorFlow: --help stays fast
+
+    add_field_options(parser, KubernetesOptions)  # --name, --cpu, --cpu-limit, ... --max-replicas
     parser.add_argument("--overwrite", action="store_true", help="replace the files of an existing kit")
     parser.set_defaults(func=run)
 
 
 def run(args):
-    from serving.deploy import (
-        DeployKitOptions, KitExistsError, KubernetesOptions, ModelSpecError, build_deploy_kit,
-        write_deploy_kit,
-    )
+    from serving.deploy import DeployKitOptions, KitExistsError, KubernetesOptions, build_deploy_kit
+    from serving.deploy import write_deploy_kit
 
     try:
-        kubernetes = KubernetesOptions(
-            name=args.name, cpu_request=args.cpu, cpu_limit=args.cpu_limit,
-            memory_request=args.memory, memory_limit=args.memory_limit,
-            min_replicas=args.min_replicas, max_replicas=args.max_replicas,
-        )
         options = DeployKitOptions(
             base_path=args.base_path, models=args.model, labels=args.label, output=args.output_dir,
-            gpu=args.gpu, kubernetes=kubernetes,
+            gpu=args.gpu, kubernetes=KubernetesOptions.from_namespace(args),
             **({"version": args.serving_version} if args.serving_version else {}),
         )
         kit = build_deploy_kit(options)
         written = write_deploy_kit(kit, args.output_dir, overwrite=args.overwrite)
-    except (ModelSpecError, KitExistsError) as error:
-        raise CommandError(str(error)) from None
-    except ValueError as error:  # KubernetesOptions / CPU quantities
+    except (KitExistsError, ValueError) as error:  # model specs, KubernetesOptions, CPU quantities
         raise CommandError(str(error)) from None
 
     for warning in kit.warnings:

@@ -12,6 +12,7 @@ destination, so scripts written against an older name do not break.
 """
 
 import argparse
+import dataclasses
 
 # concept -> the flag that names it in every subcommand that takes it
 FLAG_NAMES = {
@@ -73,3 +74,20 @@ def add_option(parser, name, *old_names, required=False, **options):
     hidden = {key: value for key, value in options.items() if key not in ("help", "default", "metavar")}
     for old in old_names:
         parser.add_argument(old, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **hidden)
+
+
+def add_field_options(parser, options_class):
+    """A flag per field of dataclass `options_class` with `metadata["flag"]` (`help`, `metavar`; `name`, else
+    `--field-name`; `group`: its argument group); the destination is the field's name; a bool is a switch."""
+    groups = {}
+    for field in dataclasses.fields(options_class):
+        flag = field.metadata.get("flag")
+        if flag is None:
+            continue
+        group = flag.get("group")
+        if group and group not in groups:
+            groups[group] = parser.add_argument_group(group)
+        name = flag.get("name") or "--" + field.name.replace("_", "-")
+        options = ({"action": "store_true"} if field.type is bool else
+                   {"type": field.type, "default": field.default, "metavar": flag.get("metavar")})
+        (groups[group] if group else parser).add_argument(name, dest=field.name, help=flag["help"], **options)

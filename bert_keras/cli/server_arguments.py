@@ -2,9 +2,7 @@
 inputs built from `--text` / `--question` / ... flags for a signature; `serve`'s flags, one per
 field of `serving.server.options.ServerOptions`."""
 
-import dataclasses
-
-from bert_keras.cli.flag_arguments import add_option
+from bert_keras.cli.flag_arguments import add_field_options, add_option
 from bert_keras.cli.main import CommandError
 
 
@@ -69,14 +67,4 @@ def add_server_options(parser):
     """One flag per `ServerOptions` field (`rest_max_threads` -> `--rest-max-threads`), in its help group."""
     from serving.server.options import ServerOptions  # no TensorFlow: --help stays fast
 
-    groups = {}
-    for field in dataclasses.fields(ServerOptions):
-        flag = field.metadata["flag"]
-        if flag["group"] not in groups:
-            groups[flag["group"]] = parser.add_argument_group(flag["group"])
-        name = "--" + field.name.replace("_", "-")
-        if field.type is bool:
-            groups[flag["group"]].add_argument(name, action="store_true", help=flag["help"])
-        else:
-            groups[flag["group"]].add_argument(name, type=field.type, default=field.default,
-                                               metavar=flag["metavar"], help=flag["help"])
+    add_field_options(parser, ServerOptions)

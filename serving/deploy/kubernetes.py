@@ -28,6 +28,12 @@ from serving.deploy.server_settings import (
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 
 
+def _option(default, help, name=None, metavar="Q"):
+    """A field with its `bert-keras deploy-kit` flag (`metadata["flag"]`: name, help, metavar)."""
+    flag = {"name": name, "help": help, "metavar": metavar}
+    return dataclasses.field(default=default, metadata={"flag": flag})
+
+
 @dataclasses.dataclass(frozen=True)
 class KubernetesOptions:
     """Sizes and names of the Kubernetes objects.
@@ -41,15 +47,21 @@ class KubernetesOptions:
         models_storage: size of the models PVC.
     """
 
-    name: str = "bert-serving"
-    cpu_request: str = "2"
-    cpu_limit: str = "4"
-    memory_request: str = "2Gi"
-    memory_limit: str = "4Gi"
-    min_replicas: int = 1
-    max_replicas: int = 4
+    name: str = _option("bert-serving", "Kubernetes app name (default bert-serving)", metavar="NAME")
+    cpu_request: str = _option("2", "Kubernetes CPU request per pod (default 2)", name="--cpu")
+    cpu_limit: str = _option("4", "Kubernetes CPU limit per pod (default 4)")
+    memory_request: str = _option("2Gi", "Kubernetes memory request (default 2Gi)", name="--memory")
+    memory_limit: str = _option("4Gi", "Kubernetes memory limit (default 4Gi)")
+    min_replicas: int = _option(1, "HPA minimum (default 1)", metavar=None)
+    max_replicas: int = _option(4, "HPA maximum (default 4)", metavar=None)
     target_cpu_utilization: int = 70
     models_storage: str = "10Gi"
+
+    @classmethod
+    def from_namespace(cls, namespace):
+        """The options an `argparse.Namespace` holds (attributes named as the fields; others ignored)."""
+        return cls(**{field.name: getattr(namespace, field.name) for field in dataclasses.fields(cls)
+                      if hasattr(namespace, field.name)})
 
     def __post_init__(self):
         if not _DNS_LABEL.match(self.name):
