@@ -4,7 +4,6 @@ import sys
 import time
 
 from bert_keras import json_output
-from bert_keras.cli.main import CommandError
 
 
 def register(subparsers, summary):
@@ -34,18 +33,11 @@ def run(args):
     from bert_keras.cli.task_arguments import task_spec
     from bert_keras.finetuned_model import write_eval_results
     from bert_keras.tasks import load
+    from bert_keras.tasks.named_datasets import spec_for_model
 
     started = time.time()
     task = load(args.model)
-    training = task.to_finetuned().training
-    spec = task_spec(args, training=training)
-    if spec is None:
-        raise CommandError(f"{args.model} records no task spec (saved from a script): pass --task "
-                           "and --data, or score it with task.evaluate(x, y) in Python")
-    if not isinstance(task, spec.task_class):
-        raise CommandError(f"--task {args.task} needs a {spec.task_class.__name__}; {args.model} holds "
-                           f"a {type(task).__name__} ({training.get('task') or task.kind})")
-    spec.labels = task.labels
+    spec = spec_for_model(task_spec(args, training=task.to_finetuned().training), task, args.model, args.task)
     progress = int(sys.stdout.isatty() and not args.json)  # a progress bar with ETA on a terminal
     metrics = task.evaluate(*spec.evaluation_data(args.data), batch_size=args.batch_size, verbose=progress)
     if args.output:

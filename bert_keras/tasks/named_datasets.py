@@ -100,6 +100,29 @@ def spec_of_saved(training, **options):
     return parse_task(spec, **{**kept, **{k: v for k, v in options.items() if v is not None}})
 
 
+def spec_for_model(spec, task, directory, override=None):
+    """`spec` (None: the model records none) checked to fit `task`, loaded from `directory`; labels set.
+
+    Args:
+        spec: a `DatasetSpec` (`parse_task` / `spec_of_saved`), or None.
+        task: the task loaded from `directory`.
+        directory: named in the messages.
+        override: the task spec the user gave instead of the saved one (`--task`).
+
+    Raises:
+        DatasetSpecError: no spec, or one whose head is not the model's.
+    """
+    if spec is None:
+        raise DatasetSpecError(f"{directory} records no task spec (saved from a script): pass --task "
+                               "and --data, or score it with task.evaluate(x, y) in Python")
+    if not isinstance(task, spec.task_class):
+        saved = (task.to_finetuned().training or {}).get("task") or task.kind
+        raise DatasetSpecError(f"--task {override} needs a {spec.task_class.__name__}; {directory} holds "
+                               f"a {type(task).__name__} ({saved})")
+    spec.labels = task.labels
+    return spec
+
+
 class DatasetSpec:
     """Common settings; subclasses read their data."""
 
