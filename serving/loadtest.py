@@ -105,6 +105,16 @@ def _error_code(error):
     return name if isinstance(name, str) and name else f"CLIENT_{type(error).__name__}"
 
 
+def check_settings(*, concurrency, batch_size, warmup, requests=None, duration_s=None):
+    """Raises ValueError, naming `bert-keras loadtest`'s flags, for settings a load test cannot run with."""
+    if concurrency < 1 or batch_size < 1 or warmup < 0:
+        raise ValueError("--concurrency and --batch-size must be at least 1, --warmup at least 0")
+    if requests is not None and requests < 1:
+        raise ValueError("--requests must be at least 1")
+    if duration_s is not None and duration_s <= 0:
+        raise ValueError("--duration must be positive")
+
+
 def _check_bounds(concurrency, requests, duration_s):
     if (requests is None) == (duration_s is None):
         raise ValueError("give exactly one of requests=N or duration_s=S")

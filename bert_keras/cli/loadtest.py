@@ -57,18 +57,13 @@ def _request_inputs(signature_inputs, args):
 
 
 def run(args):
-    if args.concurrency < 1 or args.batch_size < 1 or args.warmup < 0:
-        raise CommandError("--concurrency and --batch-size must be at least 1, --warmup at least 0")
-    if args.requests is not None and args.requests < 1:
-        raise CommandError("--requests must be at least 1")
-    if args.duration is not None and args.duration <= 0:
-        raise CommandError("--duration must be positive")
+    from serving.client import ServingClientError
+    from serving.loadtest import check_settings, load_test
+
+    check_settings(concurrency=args.concurrency, batch_size=args.batch_size, warmup=args.warmup,
+                   requests=args.requests, duration_s=args.duration)
     if args.requests is None and args.duration is None:
         args.requests = 200
-
-    from serving.client import ServingClientError
-    from serving.loadtest import load_test
-
     client, signature = make_client(args)
     with client:
         inputs_list = _request_inputs(signature["inputs"], args)
