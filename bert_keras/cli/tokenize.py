@@ -37,10 +37,8 @@ def run(args):
     texts = args.texts or [line.rstrip("\n") for line in sys.stdin]
     if not texts:
         raise CommandError("no text given: pass TEXT arguments or pipe lines to stdin")
-    import tensorflow as tf
-
     from bert_keras.checkpoints import find_vocabulary
-    from pipelines import BertPacker, BertTokenizer
+    from pipelines import BertTokenizer
 
     vocab = args.vocab or find_vocabulary(args.init)
     if vocab is None:
@@ -50,14 +48,8 @@ def run(args):
         max_input_chars_per_word=args.max_chars_per_word,
     )
     records = tokenizer.token_records(texts)
-    packed = None
-    if args.pair is not None or args.seq_length:
-        special = tokenizer.special_tokens
-        packer = BertPacker(args.seq_length or 512, cls_id=special.cls, sep_id=special.sep, pad_id=special.pad,
-                            pad_to="fixed" if args.seq_length else "longest")
-        ids = tokenizer.tokenize(tf.constant(texts))
-        segments = (ids,) if args.pair is None else (ids, tokenizer.tokenize(tf.constant([args.pair] * len(texts))))
-        packed = {k: v.numpy().tolist() for k, v in packer(segments).items()}
+    packed = (tokenizer.packed_rows(texts, args.pair, args.seq_length)
+              if args.pair is not None or args.seq_length else None)
     for row, (text, tokens) in enumerate(zip(texts, records)):
         if args.json:
             record = {"text": text, "tokens": tokens}

@@ -203,6 +203,26 @@ class BertTokenizer(tf.Module):
                             for i, b, e in zip(ids[row], begin[row], end[row])])
         return records
 
+    def packed_rows(self, texts, pair=None, seq_length=None):
+        """`texts` packed as the encoder reads them (`[CLS] text [SEP] pair [SEP]`); eager only.
+
+        What `bert-keras tokenize --pair / --seq-length` shows: `{"token_ids", "segment_ids",
+        "padding_mask"}`, one list per text, padded to `seq_length` (None: to the longest, at most 512).
+
+        Args:
+            texts: the first segments.
+            pair: a second segment, the same for every text (None: single texts).
+            seq_length: the packed length.
+        """
+        from pipelines.packing import BertPacker
+
+        special = self.special_tokens
+        packer = BertPacker(seq_length or 512, cls_id=special.cls, sep_id=special.sep, pad_id=special.pad,
+                            pad_to="fixed" if seq_length else "longest")
+        ids = self.tokenize(tf.constant(texts))
+        segments = (ids,) if pair is None else (ids, self.tokenize(tf.constant([pair] * len(texts))))
+        return {k: v.numpy().tolist() for k, v in packer(segments).items()}
+
     def detokenize(self, ids):
         """Joins word pieces back into text (one string per row; normalized text).
 
