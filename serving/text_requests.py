@@ -131,6 +131,13 @@ def json_ready(value):
     return value
 
 
+def answer_rows(inputs, outputs):
+    """Per row of a request, its `(inputs, outputs)`, JSON-ready (what `bert-keras query --json` prints)."""
+    for i in range(len(next(iter(inputs.values())))):
+        yield ({name: json_ready(rows[i]) for name, rows in inputs.items()},
+               {name: json_ready(value[i] if np.ndim(value) else value) for name, value in outputs.items()})
+
+
 def answer_lines(outputs, i):
     """Readable lines for row `i` of a served model's outputs (the export contract's output names)."""
     def get(name):

@@ -3,8 +3,6 @@
 import argparse
 import sys
 
-import numpy as np
-
 from bert_keras import json_output
 from bert_keras.cli.main import CommandError
 from bert_keras.cli.server_arguments import add_connection_arguments, add_input_arguments, build_inputs, make_client
@@ -39,7 +37,7 @@ def register(subparsers, summary):
 
 def run(args):
     from serving.client import ServingClientError
-    from serving.text_requests import answer_lines, json_ready
+    from serving.text_requests import answer_lines, answer_rows
 
     client, signature = make_client(args)
     with client:
@@ -48,10 +46,8 @@ def run(args):
             outputs = client.predict(inputs, signature_name=args.signature)
         except ServingClientError as error:
             raise CommandError(f"{error.code}: {error.message}") from None
-    for i in range(len(next(iter(inputs.values())))):
-        shown = {name: json_ready(rows[i]) for name, rows in inputs.items()}
+    for i, (shown, answer) in enumerate(answer_rows(inputs, outputs)):
         if args.json:
-            answer = {name: json_ready(value[i] if np.ndim(value) else value) for name, value in outputs.items()}
             print(json_output.dumps({"input": shown, "outputs": answer}, ensure_ascii=False))
             continue
         print(" | ".join(f"{value!r}" if len(shown) == 1 else f"{name}={value!r}" for name, value in shown.items()))
