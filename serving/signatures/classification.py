@@ -22,7 +22,7 @@ Example (a loaded export):
     >>> loaded = tf.saved_model.load("models/sentiment/1")
     >>> out = loaded.signatures["serving_default"](text=tf.constant(["I loved it."]))
     >>> sorted(out), out["probabilities"].shape
-    (['class_id', 'label', 'probabilities'], TensorShape([1, 2]))
+    (['class_id', 'label', 'probabilities', 'truncated'], TensorShape([1, 2]))
     >>> out["label"].numpy()[0] in (b"neg", b"pos")          # b'pos' from a trained model
     True
 """
