@@ -77,8 +77,10 @@ def add_option(parser, name, *old_names, required=False, **options):
 
 
 def add_field_options(parser, options_class):
-    """A flag per field of dataclass `options_class` with `metadata["flag"]` (`help`, `metavar`; `name`, else
-    `--field-name`; `group`: its argument group); the destination is the field's name; a bool is a switch."""
+    """A flag per field of dataclass `options_class` with `metadata["flag"]`: `help`; `name` (else
+    `--field-name`), `old_names` (hidden, as `add_option`), `group` (its argument group), `metavar`,
+    `choices`, `type` (else the field's). The destination is the field's name; a field without a
+    default is required; a bool is a switch that flips its default."""
     groups = {}
     for field in dataclasses.fields(options_class):
         flag = field.metadata.get("flag")
@@ -88,6 +90,21 @@ def add_field_options(parser, options_class):
         if group and group not in groups:
             groups[group] = parser.add_argument_group(group)
         name = flag.get("name") or "--" + field.name.replace("_", "-")
-        options = ({"action": "store_true"} if field.type is bool else
-                   {"type": field.type, "default": field.default, "metavar": flag.get("metavar")})
-        (groups[group] if group else parser).add_argument(name, dest=field.name, help=flag["help"], **options)
+        required = field.default is dataclasses.MISSING
+        if field.type is bool:
+            options = {"action": "store_false" if field.default else "store_true"}
+        else:
+            metavar = flag.get("metavar")
+            if metavar is None and not flag.get("choices"):
+                metavar = name.lstrip("-").replace("-", "_").upper()  # not the field's name
+            options = {"type": flag.get("type", field.type), "metavar": metavar,
+                       **({} if required else {"default": field.default})}
+            options.update({"choices": flag["choices"]} if flag.get("choices") else {})
+        add_option(groups[group] if group else parser, name, *flag.get("old_names", ()), required=required,
+                   dest=field.name, help=flag["help"], **options)
+
+
+def field_values(options_class, namespace):
+    """{field: value} of dataclass `options_class` from the `argparse.Namespace` attributes named as its fields."""
+    return {field.name: getattr(namespace, field.name) for field in dataclasses.fields(options_class)
+            if hasattr(namespace, field.name)}

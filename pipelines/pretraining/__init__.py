@@ -18,23 +18,21 @@ Example:
 'segment_ids'
 """
 
-from pipelines.pretraining.contract import FEATURE_DTYPES, feature_spec, shard_file_name
-from pipelines.pretraining.dynamic import dynamic_pretraining_dataset
-from pipelines.pretraining.instances import (
-    TokenizedCorpus,
-    create_instances_from_document,
-    tokenize_corpus,
-    truncate_seq_pair,
-)
-from pipelines.pretraining.reader import (
-    RecordsMismatchError,
-    check_records_layout,
-    pretraining_dataset,
-    records_layout,
-)
-from pipelines.pretraining.run_record import OutputExistsError
-from pipelines.pretraining.settings import PretrainingDataSettings
-from pipelines.pretraining.writer import write_pretraining_data
+import importlib
+
+# The public names load lazily: `settings` imports no TensorFlow, so the command line's `--help`
+# reads `PretrainingDataSettings` fast; the rest loads on first use.
+_LAZY = {
+    "FEATURE_DTYPES": "contract", "feature_spec": "contract", "shard_file_name": "contract",
+    "dynamic_pretraining_dataset": "dynamic",
+    "TokenizedCorpus": "instances", "create_instances_from_document": "instances",
+    "tokenize_corpus": "instances", "truncate_seq_pair": "instances",
+    "RecordsMismatchError": "reader", "check_records_layout": "reader",
+    "pretraining_dataset": "reader", "records_layout": "reader",
+    "OutputExistsError": "run_record",
+    "PretrainingDataSettings": "settings",
+    "write_pretraining_data": "writer",
+}
 
 __all__ = [
     "FEATURE_DTYPES",
@@ -53,3 +51,9 @@ __all__ = [
     "truncate_seq_pair",
     "write_pretraining_data",
 ]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"pipelines.pretraining.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'pipelines.pretraining' has no attribute {name!r}")

@@ -1,13 +1,28 @@
-"""`PretrainingDataSettings`: every setting of a static pretraining data run, as one typed object."""
+"""`PretrainingDataSettings`: every setting of a static pretraining data run, as one typed object.
+
+This module imports no TensorFlow (`pipelines.corpus` loads only when a settings object is
+made), so `bert-keras create-pretraining-data --help` builds its flags from the fields: each
+field's `metadata["flag"]` holds its flag (`name`, former spellings `old_names`, `help`, ...).
+"""
 
 import dataclasses
 import os
 from typing import Sequence, Tuple, Union
 
-from pipelines import corpus as corpus_lib
-
 FORMATS = ("bert", "text", "lines")
 DECODE_ERRORS = ("strict", "replace")
+
+
+def _tfds_prefix():
+    from pipelines.corpus import TFDS_PREFIX  # imports TensorFlow: not at module level
+
+    return TFDS_PREFIX
+
+
+def _setting(default=dataclasses.MISSING, help=None, name=None, *old_names, **flag):
+    """A field with its command-line flag in `metadata["flag"]` (read by `bert-keras`)."""
+    flag = dict(flag, help=help, name=name, old_names=old_names)
+    return dataclasses.field(default=default, metadata={"flag": flag})
 
 
 def normalize_path(path: str) -> str:
@@ -21,7 +36,7 @@ def normalize_path(path: str) -> str:
     '/data/a.txt'
     """
     path = os.fspath(path).strip()
-    if "://" in path or path.startswith(corpus_lib.TFDS_PREFIX):
+    if "://" in path or path.startswith(_tfds_prefix()):
         return path
     return os.path.abspath(os.path.expanduser(path))
 
@@ -64,25 +79,35 @@ class PretrainingDataSettings:
         ValueError: a setting out of range.
     """
 
-    input: Union[str, Sequence[str]]
-    vocab_file: str
-    output_prefix: str
-    lowercase: bool = True
-    format: str = "bert"
-    decode_errors: str = "strict"
-    max_seq_length: int = 128
-    max_predictions_per_seq: int = 20
-    masked_lm_prob: float = 0.15
-    short_seq_prob: float = 0.1
-    dupe_factor: int = 10
-    whole_word_mask: bool = False
-    seed: int = 12345
-    num_output_shards: int = 8
-    num_shards: int = 1
-    shard_index: int = 0
-    tfds_split: str = "train"
-    tfds_text_field: str = "text"
-
+    input: Union[str, Sequence[str]] = _setting(
+        help="text files: comma-separated names and globs (a directory is an error: give "
+             "'DIR/*.txt'), or tfds:NAME for a TFDS text dataset", type=str)
+    vocab_file: str = _setting(help="vocab.txt (must contain [MASK])", name="--vocab")
+    output_prefix: str = _setting(
+        dataclasses.MISSING, "shards are written as PREFIX-00000-of-0000N.tfrecord", None, "--output_prefix")
+    lowercase: bool = _setting(True, "cased rules (do_lower_case=False)", "--cased")
+    format: str = _setting("bert", "bert: one sentence per line, blank line between documents (default); "
+                                   "text: prose, one document per file, sentences split by rule; "
+                                   "lines: one document per line", choices=FORMATS)
+    decode_errors: str = _setting(
+        "strict", "bytes that are not UTF-8: stop with file and line (strict), or read them as "
+        "U+FFFD and report how many lines had them (replace)", None, "--decode_errors", choices=DECODE_ERRORS)
+    max_seq_length: int = _setting(128, "tokens per example (default 128)", "--seq-length",
+                                   "--max-seq-length", "--max_seq_length")
+    max_predictions_per_seq: int = _setting(20, "masked positions per example (default 20)", "--max-predictions",
+                                            "--max-predictions-per-seq", "--max_predictions_per_seq")
+    masked_lm_prob: float = _setting(0.15, "share of the tokens masked (default 0.15)", None, "--masked_lm_prob")
+    short_seq_prob: float = _setting(0.1, "share of examples made shorter than --seq-length (default 0.1)",
+                                     None, "--short_seq_prob")
+    dupe_factor: int = _setting(10, "passes over the corpus, each with new masks", None, "--dupe_factor")
+    whole_word_mask: bool = _setting(False, "mask whole words (a token and its ## pieces)", None,
+                                     "--whole_word_mask")
+    seed: int = _setting(12345, "the random seed (default 12345)", None, "--random-seed", "--random_seed")
+    num_output_shards: int = _setting(8, "number of output files", None, "--num_output_shards")
+    num_shards: int = _setting(1, "machines sharing the work", None, "--num_shards")
+    shard_index: int = _setting(0, "this machine's index in [0, num_shards)", None, "--shard_index")
+    tfds_split: str = _setting("train", "split of a tfds: input", None, "--tfds_split")
+    tfds_text_field: str = _setting("text", "text feature of a tfds: input", None, "--tfds_text_field")
     def __post_init__(self):
         patterns = self.input.split(",") if isinstance(self.input, str) else list(self.input)
         patterns = tuple(normalize_path(p) for p in patterns if os.fspath(p).strip())
@@ -111,7 +136,7 @@ class PretrainingDataSettings:
     @property
     def is_tfds(self) -> bool:
         """True for a `tfds:NAME` input."""
-        return len(self.input) == 1 and self.input[0].startswith(corpus_lib.TFDS_PREFIX)
+        return len(self.input) == 1 and self.input[0].startswith(_tfds_prefix())
 
     @property
     def corpus_source(self) -> Union[str, Tuple[str, ...]]:

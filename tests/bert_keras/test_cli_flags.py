@@ -93,7 +93,7 @@ def test_former_spellings_are_hidden_aliases_of_the_same_destination():
     (["tokenize", "--vocab", "v.txt", "--backend", "core", "--max-length", "16", "x"], "tokenizer", "core"),
     (["embed", "--init", "x", "--max-length", "16", "a"], "seq_length", 16),
     (["create-pretraining-data", "--input", "c", "--vocab", "v", "--output_prefix", "p",
-      "--max_seq_length", "64", "--random_seed", "3"], "seq_length", 64),
+      "--max_seq_length", "64", "--random_seed", "3"], "max_seq_length", 64),
     (["export", "--model", "m", "--base-path", "b", "--name", "n"], "name", "n"),
     (["query", "--model", "sentiment", "hi"], "model", "sentiment"),
     (["deploy-kit", "--base-path", "b", "--model", "m", "--model", "n", "-o", "d"], "model", ["m", "n"]),
