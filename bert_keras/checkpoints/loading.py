@@ -486,6 +486,27 @@ class Conversion:
     vocab: str  # the vocabulary copied along, or None
     kind: str  # the destination's format
     written: str  # the path written (for tf1:, the checkpoint prefix)
+    source: str = None  # the specs converted from and to
+    dest: str = None
+
+    def summary(self):
+        """What `bert-keras convert` prints: what was read and written, the vocabulary, what to run next."""
+        config, heads = self.config, self.heads
+        lines = [f"read   {self.source}: {config.num_layers} layers, hidden {config.hidden_size}, "
+                 f"{config.num_heads} heads, vocab {config.vocab_size}, hidden_act {config.hidden_act}"
+                 + (f", heads {heads}" if heads else ""),
+                 f"wrote  {self.kind}: {self.written}"]
+        if heads and self.kind == "keras":
+            lines.append(f"note   the pretraining heads {heads} are not part of a .keras BertEncoder: not written")
+        if self.vocab:
+            return "\n".join([*lines, f"vocab  copied from {self.vocab}",
+                              f'next: bert-keras embed --init {self.dest} "hello world"'])
+        looked_for = ", ".join(vocabulary_candidates(self.source))
+        return "\n".join([
+            *lines, f"vocab  none found next to the source (looked for {looked_for}): "
+            "pass the model's own vocab.txt to the next command, or build one with "
+            "`bert-keras vocab CORPUS.txt -o vocab.txt`",
+            f'next: bert-keras embed --init {self.dest} --vocab vocab.txt "hello world"'])
 
 
 def convert(source, dest, *, strict=True):
@@ -519,4 +540,5 @@ def convert(source, dest, *, strict=True):
     else:
         written = write_pretrained(destination, config, weights, vocab_file=vocab)
     heads = sorted({name.split("/")[1] for name in weights if name.startswith("cls/")})
-    return Conversion(config=config, heads=heads, vocab=vocab, kind=destination.kind, written=written)
+    return Conversion(config=config, heads=heads, vocab=vocab, kind=destination.kind, written=written,
+                      source=source, dest=dest)

@@ -48,7 +48,7 @@ def register(subparsers, summary):
 
 def run(args):
     """Converts `args.source` to `args.dest`; prints what was written."""
-    from bert_keras.checkpoints.loading import convert, vocabulary_candidates
+    from bert_keras.checkpoints.loading import convert
 
     # Library warnings (exact GELU exported to a tanh-GELU format, dropped tensors) are part
     # of the result: printed as plain lines, not as Python warnings with a source line.
@@ -61,19 +61,5 @@ def run(args):
         result = convert(args.source, args.dest, strict=args.strict)
     for warning in caught:
         print(f"warning: {warning.message}", file=sys.stderr)
-    config, heads = result.config, result.heads
-    print(f"read   {args.source}: {config.num_layers} layers, hidden {config.hidden_size}, "
-          f"{config.num_heads} heads, vocab {config.vocab_size}, hidden_act {config.hidden_act}"
-          + (f", heads {heads}" if heads else ""))
-    print(f"wrote  {result.kind}: {result.written}")
-    if heads and result.kind == "keras":
-        print(f"note   the pretraining heads {heads} are not part of a .keras BertEncoder: not written")
-    if result.vocab:
-        print(f"vocab  copied from {result.vocab}")
-        print(f'next: bert-keras embed --init {args.dest} "hello world"')
-        return 0
-    print(f"vocab  none found next to the source (looked for {', '.join(vocabulary_candidates(args.source))}): "
-          "pass the model's own vocab.txt to the next command, or build one with "
-          "`bert-keras vocab CORPUS.txt -o vocab.txt`")
-    print(f'next: bert-keras embed --init {args.dest} --vocab vocab.txt "hello world"')
+    print(result.summary())
     return 0
