@@ -48,24 +48,19 @@ def run(args):
 
     attention = encoder_attention(args.init, args.texts, vocab_file=args.vocab, lowercase=not args.cased,
                                   seq_length=args.seq_length)
-    layers, heads = attention.probs.shape[:2]
-    layer = layers - 1 if args.layer is None else args.layer
-    for flag, value, count, what in (("--layer", layer, layers, "layers"), ("--head", args.head, heads, "heads")):
-        if value is not None and not 0 <= value < count:
-            raise CommandError(f"{flag} {value} is out of range: this model has {count} {what}, "
-                               f"valid {flag} values are 0..{count - 1}")
-    tokens, out = attention.tokens, args.output_dir
+    try:
+        layer, head = attention.checked_view(args.layer, args.head, flag_prefix="--")
+    except ValueError as error:
+        raise CommandError(str(error)) from None
+    tokens, out, (layers, heads) = attention.tokens, args.output_dir, attention.probs.shape[:2]
     title = f"{args.init}: " + " / ".join(repr(t) for t in args.texts)
-    html_path = save_head_view_html(os.path.join(out, "attention.html"), tokens, attention.probs, head=args.head,
+    html_path = save_head_view_html(os.path.join(out, "attention.html"), tokens, attention.probs, head=head,
                                     title=title, segment_ids=attention.segment_ids, initial_layer=layer)
-    png_path = attention_heatmaps_png(tokens, attention.probs, layer, args.head, os.path.join(out, f"layer{layer}.png"))
-    which = "all heads" if args.head is None else f"head {args.head}"
+    png_path = attention_heatmaps_png(tokens, attention.probs, layer, head, os.path.join(out, f"layer{layer}.png"))
     print(f"{len(tokens)} tokens: {' '.join(tokens)}")
     print(f"wrote {html_path}  ({layers} layers x {heads} heads, interactive)")
-    print(f"wrote {png_path}  (layer {layer}, {which})")
-    print(f"\n[CLS] attends most to (layer {layer}, {'mean of all heads' if args.head is None else which}):")
-    for weight, j in attention.most_attended(layer, args.head, top_k=args.top_k):
-        print(f"  {weight:.3f}  {tokens[j]}  (position {j})")
+    print(f"wrote {png_path}  (layer {layer}, {'all heads' if head is None else f'head {head}'})")
+    print("\n" + "\n".join(attention.most_attended_lines(layer, head, top_k=args.top_k)))
     print(f"\nnext: open {html_path} in a browser; "
           f"bert-keras attention --init {args.init} --layer N --head H ... for one head's heatmap")
     return 0

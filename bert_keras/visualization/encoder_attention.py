@@ -29,6 +29,27 @@ class EncoderAttention:
     segment_ids: list
     probs: np.ndarray
 
+    def checked_view(self, layer=None, head=None, flag_prefix=""):
+        """`(layer, head)` with `layer` None made the last one; ValueError for a layer or head the model lacks.
+
+        `flag_prefix` ("--" on the command line) is put before the names in the message.
+        """
+        layers, heads = self.probs.shape[:2]
+        layer = layers - 1 if layer is None else layer
+        for name, value, count in (("layer", layer, layers), ("head", head, heads)):
+            if value is not None and not 0 <= value < count:
+                flag = flag_prefix + name
+                raise ValueError(f"{flag} {value} is out of range: this model has {count} {name}s, "
+                                 f"valid {flag} values are 0..{count - 1}")
+        return layer, head
+
+    def most_attended_lines(self, layer, head=None, top_k=5):
+        """The printout of `most_attended`: a heading, then one `weight  token  (position j)` line each."""
+        which = "mean of all heads" if head is None else f"head {head}"
+        return [f"[CLS] attends most to (layer {layer}, {which}):"] + [
+            f"  {weight:.3f}  {self.tokens[j]}  (position {j})"
+            for weight, j in self.most_attended(layer, head, top_k=top_k)]
+
     def most_attended(self, layer, head=None, query=0, top_k=5):
         """`(weight, position)` of the `top_k` tokens `query` attends to most, best first.
 
