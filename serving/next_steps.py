@@ -32,6 +32,15 @@ def export_steps(base_path, name, release, query_example, tf_text_ops=()):
     return "\n".join(lines)
 
 
+def export_result_steps(result, base_path, name, release):
+    """`export_steps` for a `serving.exporter.ExportResult`: its family's query example, its TF-Text ops."""
+    from serving.signatures import kind_module
+
+    query_example = kind_module(result.card["task"]["kind"]).QUERY_EXAMPLE
+    tf_text_ops = getattr(result.audit, "tf_text_ops", ()) if result.audit is not None else ()
+    return export_steps(base_path, name, release, query_example, tf_text_ops)
+
+
 def try_commands(server, model_name, tls_ca=None):
     """Commands that reach a started `EmbeddedServer` (query, curl, loadtest) for one of its models."""
     tls = f" --tls-ca {tls_ca}" if server.tls else ""

@@ -111,15 +111,8 @@ def run(args):
         # ValueError covers serving.op_audit.OpAuditError (--strict), FinetunedModelError,
         # TaskInputError and bad settings.
         raise CommandError(str(error)) from None
-    print(next_steps(args, result))
+    from serving.next_steps import export_result_steps
+
+    print(export_result_steps(result, args.base_path, args.name, args.release))
     return 0
 
-
-def next_steps(args, result):
-    """What to run next: the embedded server, a query, and stock TF Serving in docker."""
-    from serving.next_steps import export_steps
-    from serving.signatures import kind_module
-
-    query_example = kind_module(result.card["task"]["kind"]).QUERY_EXAMPLE
-    tf_text_ops = getattr(result.audit, "tf_text_ops", ()) if result.audit is not None else ()
-    return export_steps(args.base_path, args.name, args.release, query_example, tf_text_ops)
