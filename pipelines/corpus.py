@@ -26,8 +26,9 @@ Rules the readers share, whatever the layout:
 """
 
 import dataclasses
+import functools
 import os
-from typing import Iterator, List, Sequence, Union
+from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -123,12 +124,29 @@ def list_files(patterns: Union[str, Sequence[str]]) -> List[str]:
         CorpusError: a pattern matches nothing, or names a directory (pass
             the files in it, e.g. `DIR/*.txt`: a directory may hold other files).
     """
+    files = []
+    for _, matches in match_patterns(patterns):
+        files.extend(m for m in matches if m not in files)
+    if not files:
+        raise CorpusError("No input files given.")
+    return files
+
+
+def match_patterns(patterns: Union[str, Sequence[str]], glob=None) -> List[Tuple[str, List[str]]]:
+    """(pattern, its sorted matches) for each pattern, checked as `list_files` checks them.
+
+    Args:
+        patterns: as `list_files`.
+        glob: `pattern -> paths` (default `tf.io.gfile.glob`; the Beam path
+            passes Beam's file systems).
+    """
     if isinstance(patterns, (str, os.PathLike)):
         patterns = [p for p in os.fspath(patterns).split(",") if p.strip()]
-    files = []
+    glob = glob or tf.io.gfile.glob
+    out = []
     for pattern in patterns:
         pattern = os.fspath(pattern).strip()
-        matches = sorted(tf.io.gfile.glob(pattern))
+        matches = sorted(glob(pattern))
         if not matches:
             raise CorpusError(f"No file matches {pattern!r}.")
         directories = [m for m in matches if tf.io.gfile.isdir(m)]
@@ -139,10 +157,8 @@ def list_files(patterns: Union[str, Sequence[str]]) -> List[str]:
                 f"{directory} is a directory: give the text files in it, e.g. {example!r} "
                 "(quoted, so that the shell does not expand it)."
             )
-        files.extend(m for m in matches if m not in files)
-    if not files:
-        raise CorpusError("No input files given.")
-    return files
+        out.append((pattern, matches))
+    return out
 
 
 @dataclasses.dataclass
@@ -157,6 +173,11 @@ class Corpus:
         replaced_lines: how many lines had bytes that were not UTF-8 and were
             decoded with U+FFFD replacements (`decode_errors="replace"`).
         replaced_at: `"file, line N"` of the first of them.
+        document_files, document_ordinals: int arrays `[num_documents]`:
+            each document's file (index into `files`) and its ordinal among
+            that file's documents, which identify a document however the
+            input is split (None for `tfds:` corpora, whose documents are
+            numbered in `document_ordinals` alone).
     """
 
     sentences: List[str]
@@ -164,6 +185,8 @@ class Corpus:
     files: List[str]
     replaced_lines: int = 0
     replaced_at: List[str] = dataclasses.field(default_factory=list)
+    document_files: Optional[np.ndarray] = None
+    document_ordinals: Optional[np.ndarray] = None
 
     @property
     def num_documents(self) -> int:
@@ -191,13 +214,18 @@ class _CorpusBuilder:
         self.splits = [0]
         self.replaced_lines = 0
         self.replaced_at = []
+        self.document_files = []
+        self.document_ordinals = []
 
     def end_document(self):
         if len(self.sentences) > self.splits[-1]:  # empty documents are skipped
             self.splits.append(len(self.sentences))
 
-    def add_document(self, sentences):
+    def add_document(self, sentences, file_index=0, ordinal=None):
         self.sentences.extend(sentences)
+        if len(self.sentences) > self.splits[-1]:
+            self.document_files.append(file_index)
+            self.document_ordinals.append(len(self.document_ordinals) if ordinal is None else ordinal)
         self.end_document()
 
     def decode(self, raw: bytes, path: str, line_number: int, decode_errors: str) -> str:
@@ -226,6 +254,8 @@ class _CorpusBuilder:
             files=list(files),
             replaced_lines=self.replaced_lines,
             replaced_at=self.replaced_at,
+            document_files=np.asarray(self.document_files, np.int64),
+            document_ordinals=np.asarray(self.document_ordinals, np.int64),
         )
 
 
@@ -280,36 +310,61 @@ def read_corpus(
 
     files = list_files(patterns)
     builder = _CorpusBuilder()
-    for path in files:
-        if format == "bert":
-            for line_number, raw in enumerate(_raw_lines(path), start=1):
-                line = builder.decode(raw, path, line_number, decode_errors).strip()
-                if line:
-                    builder.sentences.append(line)
-                else:
-                    builder.end_document()
-        else:
-            texts = []  # paragraphs ("text") or documents ("lines")
-            paragraph = []
-            for line_number, raw in enumerate(_raw_lines(path), start=1):
-                line = builder.decode(raw, path, line_number, decode_errors).strip()
-                if format == "lines":
-                    texts.append(line)
-                elif line:
-                    paragraph.append(line)
-                elif paragraph:
-                    texts.append(" ".join(paragraph))
-                    paragraph = []
-            if paragraph:
-                texts.append(" ".join(paragraph))
-            split = _split_in_batches(texts)
-            if format == "lines":
-                for sentences in split:
-                    builder.add_document(sentences)
-            else:
-                builder.add_document([s for sentences in split for s in sentences])
-        builder.end_document()  # every file starts a new document
+    for file_index, path in enumerate(files):
+        decode = functools.partial(builder.decode, decode_errors=decode_errors)
+        for ordinal, sentences in enumerate(read_file_documents(_raw_lines(path), path, format=format, decode=decode)):
+            builder.add_document(sentences, file_index, ordinal)
     return builder.build(files)
+
+
+def read_file_documents(raw_lines: Iterable[bytes], path: str, *, format: str = "bert",
+                        decode: Optional[Callable[[bytes, str, int], str]] = None) -> Iterator[List[str]]:
+    """The documents of one file, each a non-empty list of sentences, in file order.
+
+    What `read_corpus` reads from each file (every file starts a new
+    document); the Apache Beam path reads files with it too, so a document's
+    ordinal in its file is the same in both.
+
+    Args:
+        raw_lines: the file's lines as bytes, without line terminators.
+        path: the file's name (for error messages).
+        format: `"bert"`, `"text"` or `"lines"`.
+        decode: `(raw, path, line_number) -> str`; default strict UTF-8 with
+            `CorpusError` naming file and line.
+    """
+    decode = decode or functools.partial(_CorpusBuilder().decode, decode_errors="strict")
+    if format == "bert":
+        document = []
+        for line_number, raw in enumerate(raw_lines, start=1):
+            line = decode(raw, path, line_number).strip()
+            if line:
+                document.append(line)
+            elif document:
+                yield document
+                document = []
+        if document:
+            yield document
+        return
+    texts = []  # paragraphs ("text") or documents ("lines")
+    paragraph = []
+    for line_number, raw in enumerate(raw_lines, start=1):
+        line = decode(raw, path, line_number).strip()
+        if format == "lines":
+            texts.append(line)
+        elif line:
+            paragraph.append(line)
+        elif paragraph:
+            texts.append(" ".join(paragraph))
+            paragraph = []
+    if paragraph:
+        texts.append(" ".join(paragraph))
+    split = _split_in_batches(texts)
+    if format == "lines":
+        yield from (sentences for sentences in split if sentences)
+    else:
+        document = [s for sentences in split for s in sentences]
+        if document:
+            yield document
 
 
 def _split_in_batches(texts: List[str], batch_size: int = 4096) -> List[List[str]]:

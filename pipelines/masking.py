@@ -134,7 +134,7 @@ class MaskedLmMasker:
             **kwargs,
         )
 
-    def __call__(self, token_ids, seed, padding_mask=None):
+    def __call__(self, token_ids, seed=None, padding_mask=None, noise=None):
         """Masks a batch.
 
         Args:
@@ -143,6 +143,12 @@ class MaskedLmMasker:
                 inputs and seed give the same masks.
             padding_mask: optional int/bool `[batch, seq_length]`, 1 for real
                 tokens. Without it, only the special ids decide eligibility.
+            noise: instead of `seed`, the random draws themselves, a dict of
+                `[batch, seq_length]` tensors: `score`, `action`, `keep`
+                (float32 uniform in [0, 1)) and `random_ids` (int32 uniform in
+                `[0, vocab_size)`). Each row's masks then depend on its own
+                row only (the static writer seeds them per instance:
+                `pipelines.pretraining.seeding.masking_noise`).
 
         Returns:
             A dict: `token_ids` (same dtype and shape, corrupted),
@@ -153,12 +159,26 @@ class MaskedLmMasker:
         token_ids = tf.convert_to_tensor(token_ids)
         dtype = token_ids.dtype
         ids = tf.cast(token_ids, tf.int32)
-        seed = tf.cast(tf.convert_to_tensor(seed), tf.int64)
-        word_seed, action_seed, keep_seed, random_seed = tf.unstack(
-            tf.random.experimental.stateless_split(seed, num=4)
-        )
         shape = tf.shape(ids)
         batch, width = shape[0], shape[1]
+        if noise is None:
+            if seed is None:
+                raise ValueError("Pass a `seed` or the `noise` to mask with.")
+            seed = tf.cast(tf.convert_to_tensor(seed), tf.int64)
+            word_seed, action_seed, keep_seed, random_seed = tf.unstack(
+                tf.random.experimental.stateless_split(seed, num=4)
+            )
+            noise = {
+                "score": lambda: tf.random.stateless_uniform(shape, word_seed),
+                "action": lambda: tf.random.stateless_uniform(shape, action_seed),
+                "keep": lambda: tf.random.stateless_uniform(shape, keep_seed),
+                "random_ids": lambda: tf.random.stateless_uniform(
+                    shape, random_seed, minval=0, maxval=self.vocab_size, dtype=tf.int32),
+            }
+        else:
+            noise = {name: (lambda value=noise[name], dtype=dtype: tf.cast(value, dtype))
+                     for name, dtype in (("score", tf.float32), ("action", tf.float32), ("keep", tf.float32),
+                                         ("random_ids", tf.int32))}
 
         eligible = tf.reduce_all(ids[:, :, None] != tf.constant(self.special_ids, tf.int32), axis=-1)
         if padding_mask is not None:
@@ -195,7 +215,7 @@ class MaskedLmMasker:
             start_of = tf.where(eligible, position, -1)
 
         # Words in random order: sort word starts by a uniform score.
-        score = tf.random.stateless_uniform(shape, word_seed)
+        score = noise["score"]()
         score = tf.where(word_start, score, 2.0)  # non-starts sort last
         order = tf.argsort(score, axis=1, stable=True)
         if self.whole_word_mask:
@@ -216,14 +236,14 @@ class MaskedLmMasker:
         chosen = eligible & tf.gather(chosen_start, tf.maximum(start_of, 0), batch_dims=1)
 
         # One action per word (read at its start), as the original's per-gram choice.
-        action = tf.random.stateless_uniform(shape, action_seed)
-        keep = tf.random.stateless_uniform(shape, keep_seed)
+        action = noise["action"]()
+        keep = noise["keep"]()
         action = tf.gather(action, tf.maximum(start_of, 0), batch_dims=1)
         keep = tf.gather(keep, tf.maximum(start_of, 0), batch_dims=1)
         to_mask = chosen & (action < self.mask_token_rate)
         unchanged_share = self.unchanged_rate / max(1e-12, 1.0 - self.mask_token_rate)
         to_random = chosen & (action >= self.mask_token_rate) & (keep >= unchanged_share)
-        random_ids = tf.random.stateless_uniform(shape, random_seed, minval=0, maxval=self.vocab_size, dtype=tf.int32)
+        random_ids = noise["random_ids"]()
         corrupted = tf.where(to_mask, self.mask_id, ids)
         corrupted = tf.where(to_random, random_ids, corrupted)
 

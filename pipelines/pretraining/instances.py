@@ -8,6 +8,7 @@ original's truncation in closed form. Masking is `pipelines.masking`.
 
 import dataclasses
 import random
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -25,18 +26,23 @@ class TokenizedCorpus:
         sentence_splits: int64 `[num_sentences + 1]`: sentence `s` is
             `ids[sentence_splits[s]:sentence_splits[s + 1]]`.
         document_splits: int64 `[num_documents + 1]` in sentences.
+        document_ids: optional uint64 `[num_documents]`: each document's
+            stable id (`pipelines.pretraining.seeding`), which seeds its
+            instances.
     """
 
     ids: np.ndarray
     sentence_splits: np.ndarray
     document_splits: np.ndarray
+    document_ids: Optional[np.ndarray] = None
 
     @property
     def num_documents(self) -> int:
         return len(self.document_splits) - 1
 
 
-def tokenize_corpus(corpus: corpus_lib.Corpus, tokenizer: BertTokenizer, batch_size: int = 4096) -> TokenizedCorpus:
+def tokenize_corpus(corpus: corpus_lib.Corpus, tokenizer: BertTokenizer, batch_size: int = 4096,
+                    document_ids: Optional[np.ndarray] = None) -> TokenizedCorpus:
     """Tokenizes every sentence with the in-graph tokenizer, in batches.
 
     As in the original, a sentence with no tokens is dropped, and so is a
@@ -46,6 +52,8 @@ def tokenize_corpus(corpus: corpus_lib.Corpus, tokenizer: BertTokenizer, batch_s
         corpus: a `Corpus` from `read_corpus`.
         tokenizer: a `BertTokenizer`.
         batch_size: sentences per tokenizer call.
+        document_ids: optional uint64 `[corpus.num_documents]`: the ids of the
+            corpus's documents; those of the documents kept go into the result.
     """
     # Eager calls, not tf.data/tf.function: the tokenizer's large Unicode
     # tables make tracing cost seconds, and its ops already use all cores.
@@ -60,13 +68,52 @@ def tokenize_corpus(corpus: corpus_lib.Corpus, tokenizer: BertTokenizer, batch_s
     # Drop empty sentences, then empty documents.
     kept = lengths > 0
     kept_before = np.concatenate([[0], np.cumsum(kept)])
-    document_splits = np.unique(kept_before[corpus.document_splits])
+    boundaries = kept_before[corpus.document_splits]
+    document_splits = np.unique(boundaries)
     sentence_splits = np.concatenate([[0], np.cumsum(lengths[kept])]).astype(np.int64)
-    return TokenizedCorpus(ids=ids, sentence_splits=sentence_splits, document_splits=document_splits.astype(np.int64))
+    if document_ids is not None:
+        document_ids = np.asarray(document_ids, np.uint64)[boundaries[1:] > boundaries[:-1]]
+    return TokenizedCorpus(ids=ids, sentence_splits=sentence_splits, document_splits=document_splits.astype(np.int64),
+                           document_ids=document_ids)
+
+
+def tokenize_documents(documents: Sequence[Sequence[str]], tokenizer: BertTokenizer, batch_size: int = 4096):
+    """Token ids of documents given as lists of sentences: one `(ids, sentence_lengths)` per document.
+
+    Empty sentences are dropped (as `tokenize_corpus`); a document left with
+    none gets empty arrays. What the Apache Beam path tokenizes with.
+    """
+    sentences = [s for document in documents for s in document]
+    document_splits = np.concatenate([[0], np.cumsum([len(d) for d in documents])]).astype(np.int64)
+    values, lengths = [], []
+    for start in range(0, len(sentences), batch_size):
+        ragged = tokenizer.tokenize(tf.constant(sentences[start:start + batch_size], tf.string))
+        values.append(ragged.flat_values.numpy())
+        lengths.append(ragged.row_lengths().numpy())
+    ids = np.concatenate(values).astype(np.int32) if values else np.zeros([0], np.int32)
+    lengths = np.concatenate(lengths) if lengths else np.zeros([0], np.int64)
+    token_splits = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    out = []
+    for start, stop in zip(document_splits[:-1], document_splits[1:]):
+        sentence_lengths = lengths[start:stop]
+        out.append((ids[token_splits[start]:token_splits[stop]], sentence_lengths[sentence_lengths > 0]))
+    return out
+
+
+def corpus_of_documents(documents: Sequence[Tuple[int, np.ndarray, np.ndarray]]) -> TokenizedCorpus:
+    """A `TokenizedCorpus` of `(document id, ids, sentence lengths)` tuples, in the order given."""
+    lengths = [np.asarray(d[2], np.int64) for d in documents]
+    flat_lengths = np.concatenate(lengths) if lengths else np.zeros([0], np.int64)
+    return TokenizedCorpus(
+        ids=np.concatenate([np.asarray(d[1], np.int32) for d in documents]) if documents else np.zeros([0], np.int32),
+        sentence_splits=np.concatenate([[0], np.cumsum(flat_lengths)]).astype(np.int64),
+        document_splits=np.concatenate([[0], np.cumsum([len(x) for x in lengths])]).astype(np.int64),
+        document_ids=np.asarray([d[0] for d in documents], np.uint64),
+    )
 
 
 def create_instances_from_document(tokens: TokenizedCorpus, document_index: int, rng: random.Random, *,
-                                   max_seq_length: int, short_seq_prob: float):
+                                   max_seq_length: int, short_seq_prob: float, candidates=None):
     """The original `create_instances_from_document`, on token ids, without masking.
 
     Same steps and same probabilities as google-research/bert: a target
@@ -77,6 +124,12 @@ def create_instances_from_document(tokens: TokenizedCorpus, document_index: int,
     when the chunk is one sentence, sentences from a random other document
     (NotNext), in which case the unused sentences are "put back"; the pair
     is cut to fit by `truncate_seq_pair`.
+
+    `candidates` (a sorted int array of document indices, this one's NSP
+    bucket: `pipelines.pretraining.seeding`) narrows the random other
+    document to one of them: drawn as the original draws from the whole
+    corpus, `candidates[rng.randint(0, len(candidates) - 1)]`, so a bucket
+    read as a corpus of its own gives the same draws. Default: every document.
 
     Yields:
         (tokens_a, tokens_b, is_random_next): int32 arrays and a bool.
@@ -105,7 +158,10 @@ def create_instances_from_document(tokens: TokenizedCorpus, document_index: int,
                 is_random_next = True
                 target_b_length = target_seq_length - len(tokens_a)
                 for _ in range(10):
-                    random_document = rng.randint(0, tokens.num_documents - 1)
+                    if candidates is None:
+                        random_document = rng.randint(0, tokens.num_documents - 1)
+                    else:
+                        random_document = int(candidates[rng.randint(0, len(candidates) - 1)])
                     if random_document != document_index:
                         break
                 r_first = int(document_splits[random_document])

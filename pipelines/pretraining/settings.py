@@ -74,6 +74,11 @@ class PretrainingDataSettings:
         num_shards, shard_index: split the work over machines: one call
             writes the output shards `j` with `j % num_shards == shard_index`.
         tfds_split, tfds_text_field: for `tfds:` inputs.
+        documents_per_bucket: documents are hashed into
+            `max(1, documents // documents_per_bucket)` buckets; a random
+            next segment comes from another document of the same bucket
+            (`pipelines.pretraining.seeding`): what lets a runner build
+            instances bucket by bucket.
 
     Raises:
         ValueError: a setting out of range.
@@ -108,6 +113,10 @@ class PretrainingDataSettings:
     shard_index: int = _setting(0, "this machine's index in [0, num_shards)", None, "--shard_index")
     tfds_split: str = _setting("train", "split of a tfds: input", None, "--tfds_split")
     tfds_text_field: str = _setting("text", "text feature of a tfds: input", None, "--tfds_text_field")
+    documents_per_bucket: int = _setting(
+        10_000, "documents per next-sentence bucket: a random next segment comes from another document of the "
+        "same bucket (one bucket, the whole corpus, below this many documents; default 10000)", None,
+        "--documents_per_bucket")
     def __post_init__(self):
         patterns = self.input.split(",") if isinstance(self.input, str) else list(self.input)
         patterns = tuple(normalize_path(p) for p in patterns if os.fspath(p).strip())
@@ -126,6 +135,8 @@ class PretrainingDataSettings:
             raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}.")
         if self.num_output_shards < 1 or self.dupe_factor < 1:
             raise ValueError("num_output_shards and dupe_factor must be at least 1.")
+        if self.documents_per_bucket < 1:
+            raise ValueError(f"documents_per_bucket must be at least 1, got {self.documents_per_bucket}.")
         if not 0 <= self.shard_index < self.num_shards:
             raise ValueError(f"shard_index must be in [0, num_shards={self.num_shards}), got {self.shard_index}.")
         if self.format not in FORMATS:

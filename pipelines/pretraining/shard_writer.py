@@ -1,21 +1,24 @@
-"""Writing one output shard: its documents' instances, every dupe, masked and written atomically.
+"""Writing one output shard: the instances of its (document, dupe) pairs, masked and written atomically.
 
-Output shard `j` holds the instances of every `N`-th document of a seeded
-permutation, all dupes, shuffled: a function of the corpus, the settings, the
-seed and `j` only, so any process writes the same bytes for it.
+Every random choice is seeded from (seed, document id, dupe index)
+(`pipelines.pretraining.seeding`): output shard `j` holds the instances of the
+(document, dupe) pairs that hash to `j`, ordered by their instance keys, each
+masked with its own key's draws. A shard is thus a function of the corpus, the
+settings and `j` only: any process, and the Apache Beam path, writes the same
+bytes for it.
 """
 
 import concurrent.futures
 import dataclasses
 import functools
 import os
-import random
 
 import numpy as np
 import tensorflow as tf
 
 from pipelines.atomic_writes import fsync_file
 from pipelines.masking import MaskedLmMasker
+from pipelines.pretraining import seeding
 from pipelines.pretraining.instances import TokenizedCorpus, create_instances_from_document
 from pipelines.pretraining.settings import PretrainingDataSettings
 from pipelines.pretraining.wire_format import encode_examples
@@ -65,22 +68,16 @@ def write_shard(job: ShardJob, tokens: TokenizedCorpus) -> int:
     """
     s = job.settings
     seq_length = s.max_seq_length
-    rng = random.Random(f"bert-pretraining-data:{s.seed}:shard:{job.index}")
-    documents = list(range(tokens.num_documents))
-    random.Random(f"bert-pretraining-data:{s.seed}:documents").shuffle(documents)
-    documents = documents[job.index::s.num_output_shards]
-
-    rows, a_lengths, labels = [], [], []
-    for _ in range(s.dupe_factor):
-        for document in documents:
-            for a, b, is_random_next in create_instances_from_document(
-                tokens, document, rng, max_seq_length=seq_length, short_seq_prob=s.short_seq_prob
-            ):
-                rows.append(np.concatenate([[job.cls_id], a, [job.sep_id], b, [job.sep_id]]))
-                a_lengths.append(len(a))
-                labels.append(int(is_random_next))
-    order = list(range(len(rows)))
-    rng.shuffle(order)
+    buckets = nsp_buckets(tokens, s.seed, s.documents_per_bucket)
+    ids = tokens.document_ids
+    shards = seeding.shard_of(s.seed, ids[None, :], np.arange(s.dupe_factor, dtype=np.uint64)[:, None],
+                              s.num_output_shards)
+    rows, a_lengths, labels, keys = [], [], [], []
+    for dupe in range(s.dupe_factor):
+        for document in np.flatnonzero(shards[dupe] == job.index).tolist():
+            document_instances(tokens, document, dupe, s, job.cls_id, job.sep_id, buckets.candidates(document),
+                               rows, a_lengths, labels, keys)
+    order = seeding.key_order(keys).tolist()
 
     masker = _masker_for(job)
     batches = [order[start:start + WRITE_BATCH] for start in range(0, len(order), WRITE_BATCH)]
@@ -89,7 +86,7 @@ def write_shard(job: ShardJob, tokens: TokenizedCorpus) -> int:
         batch = batches[batch_number]
         return pad_and_mask_batch([rows[i] for i in batch], [a_lengths[i] for i in batch],
                                   [labels[i] for i in batch], masker, seq_length, job.pad_id,
-                                  seed=[s.seed, job.index * 2**32 + batch_number])
+                                  keys=[keys[i] for i in batch], vocab_size=job.vocab_size)
 
     tmp = job.temporary_path
     try:
@@ -120,8 +117,75 @@ def write_shard(job: ShardJob, tokens: TokenizedCorpus) -> int:
     return len(rows)
 
 
-def pad_and_mask_batch(rows, a_lengths, labels, masker, seq_length, pad_id, seed):
+class NspBuckets:
+    """The NSP buckets of a corpus: for each document, the documents its random next segment comes from.
+
+    A bucket's documents are sorted by id: drawn from them, as
+    `create_instances_from_document` draws, a local run and the Beam path
+    (which reads each bucket as a corpus of its own, sorted by id) pick the
+    same document.
+    """
+
+    def __init__(self, tokens: TokenizedCorpus, seed: int, documents_per_bucket: int):
+        ids = tokens.document_ids
+        count = seeding.bucket_count(len(ids), documents_per_bucket)
+        self.bucket = seeding.bucket_of(seed, ids, count)
+        by_id = np.argsort(ids, kind="stable")
+        by_bucket = by_id[np.argsort(self.bucket[by_id], kind="stable")]
+        splits = np.searchsorted(self.bucket[by_bucket], np.arange(count + 1))
+        self.members = [by_bucket[splits[b]:splits[b + 1]] for b in range(count)]
+
+    def candidates(self, document: int) -> np.ndarray:
+        return self.members[self.bucket[document]]
+
+
+_BUCKETS_CACHE = {}
+
+
+def nsp_buckets(tokens: TokenizedCorpus, seed: int, documents_per_bucket: int) -> NspBuckets:
+    """`NspBuckets` of `tokens`, computed once per corpus object (a worker writes several shards of one corpus)."""
+    key = (id(tokens), len(tokens.document_ids), seed, documents_per_bucket)
+    if key not in _BUCKETS_CACHE:
+        _BUCKETS_CACHE.clear()
+        _BUCKETS_CACHE[key] = NspBuckets(tokens, seed, documents_per_bucket)
+    return _BUCKETS_CACHE[key]
+
+
+def document_instances(tokens: TokenizedCorpus, document: int, dupe: int, settings: PretrainingDataSettings,
+                       cls_id: int, sep_id: int, candidates, rows, a_lengths, labels, keys):
+    """Appends the instances of (document, dupe) to `rows`, `a_lengths`, `labels` and `keys`.
+
+    Seeded by (seed, document id, dupe) alone (`seeding.instance_rng`, `seeding.instance_keys`).
+
+    Args:
+        tokens: a `TokenizedCorpus` with `document_ids`.
+        document: the document's index in `tokens`.
+        dupe: the dupe index in `[0, dupe_factor)`.
+        settings: the run's `PretrainingDataSettings`.
+        cls_id, sep_id: ids of `[CLS]` and `[SEP]`.
+        candidates: the documents of its NSP bucket, sorted by id (None: all of `tokens`, in order).
+        rows, a_lengths, labels, keys: lists appended to (rows: `[CLS] A [SEP] B [SEP]` id arrays).
+    """
+    document_id = int(tokens.document_ids[document])
+    rng = seeding.instance_rng(settings.seed, document_id, dupe)
+    count = 0
+    for a, b, is_random_next in create_instances_from_document(
+        tokens, document, rng, max_seq_length=settings.max_seq_length, short_seq_prob=settings.short_seq_prob,
+        candidates=candidates,
+    ):
+        rows.append(np.concatenate([[cls_id], a, [sep_id], b, [sep_id]]))
+        a_lengths.append(len(a))
+        labels.append(int(is_random_next))
+        count += 1
+    keys.extend(seeding.instance_keys(settings.seed, document_id, dupe, count).tolist())
+    return count
+
+
+def pad_and_mask_batch(rows, a_lengths, labels, masker, seq_length, pad_id, *, keys, vocab_size):
     """Pads and masks a batch of instances: the feature columns of their records.
+
+    Each instance is masked with the draws of its own key
+    (`seeding.masking_noise`): its record does not depend on the batch.
 
     Args:
         rows: int arrays `[CLS] A [SEP] B [SEP]`.
@@ -130,7 +194,8 @@ def pad_and_mask_batch(rows, a_lengths, labels, masker, seq_length, pad_id, seed
         masker: a (traced) `MaskedLmMasker`.
         seq_length: `S`.
         pad_id: id of `[PAD]`.
-        seed: the masker's `[2]` seed.
+        keys: the instances' uint64 keys (`seeding.instance_keys`).
+        vocab_size: the vocabulary size (random replacement ids).
 
     Returns:
         A dict of numpy columns named as `run_pretraining.py`'s features.
@@ -143,7 +208,8 @@ def pad_and_mask_batch(rows, a_lengths, labels, masker, seq_length, pad_id, seed
     token_ids[input_mask.astype(bool)] = np.concatenate(rows) if rows else []
     # B and its [SEP] start after [CLS] A [SEP].
     segment_ids = ((position >= np.asarray(a_lengths)[:, None] + 2) & (input_mask > 0)).astype(np.int64)
-    masked = masker(tf.constant(token_ids), seed=tf.constant(seed, tf.int64), padding_mask=tf.constant(input_mask))
+    noise = {name: tf.constant(value) for name, value in seeding.masking_noise(keys, seq_length, vocab_size).items()}
+    masked = masker(tf.constant(token_ids), noise=noise, padding_mask=tf.constant(input_mask))
     masked = {name: value.numpy() for name, value in masked.items()}
     return {
         "input_ids": masked["token_ids"], "input_mask": input_mask, "segment_ids": segment_ids,

@@ -70,6 +70,8 @@ class ShardWorkers:
         directory = make_scratch_directory(scratch_near)
         try:
             for field in dataclasses.fields(tokens):
+                if getattr(tokens, field.name) is None:
+                    continue
                 np.save(os.path.join(directory, field.name + ".npy"), getattr(tokens, field.name))
             return self._pool.map(_write_shard_in_worker, [(directory, job) for job in jobs], chunksize=1)
         finally:
@@ -187,7 +189,8 @@ def _write_shard_in_worker(directory_and_job):
         _worker_tokens.clear()
         _worker_tokens[directory] = TokenizedCorpus(
             **{name: np.load(os.path.join(directory, name + ".npy"), mmap_mode="r")
-               for name in ("ids", "sentence_splits", "document_splits")}
+               for name in ("ids", "sentence_splits", "document_splits", "document_ids")
+               if os.path.exists(os.path.join(directory, name + ".npy"))}
         )
     _current["scratch"] = directory
     _current["temporary_path"] = job.temporary_path if "://" not in job.path else None

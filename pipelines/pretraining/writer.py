@@ -10,9 +10,11 @@ import functools
 import os
 from typing import Optional
 
+import numpy as np
 import tensorflow as tf
 
 from pipelines import corpus as corpus_lib
+from pipelines.pretraining import seeding
 from pipelines.pretraining.contract import shard_file_name
 from pipelines.pretraining.instances import tokenize_corpus
 from pipelines.pretraining.run_record import corpus_fingerprint, mark_complete_if_done, prepare_output
@@ -32,10 +34,14 @@ def write_pretraining_data(settings: PretrainingDataSettings, *, workers: Option
     of `run_pretraining.py` (`feature_spec`), so our reader, the original
     TF1 trainer and tf-models-official all read them.
 
-    Output shard `j` (`prefix-0000j-of-0000N.tfrecord`) is a function of the
-    corpus, the settings, the seed and `j` only: the same seed gives
-    byte-identical shards whatever `workers`, `num_shards` or the order shards
-    are written in. Each shard is written to a temporary file and renamed into
+    Every random choice is seeded from (seed, document id, dupe index), never
+    from a process's order (`pipelines.pretraining.seeding`): output shard `j`
+    (`prefix-0000j-of-0000N.tfrecord`) is a function of the corpus, the
+    settings and `j` only. The same seed gives byte-identical shards whatever
+    `workers`, `num_shards` or the order shards are written in, and the same
+    shards as the Apache Beam path (`write_pretraining_data_with_beam`) on any
+    runner; the multiset of instances does not depend on `num_output_shards`
+    either. Each shard is written to a temporary file and renamed into
     place when complete, so an existing shard is always whole, and a rerun
     skips it. A killed run leaves only `*.tmp-*` files, which the rerun
     replaces. `prefix-config.json` records the settings and a fingerprint of
@@ -117,7 +123,7 @@ def _write(settings, todo, paths, pool, summary, log):
     summary["replaced_lines"] = corpus.replaced_lines
     if corpus.replaced_lines:
         log("warning: " + corpus.replacement_report())
-    tokens = tokenize_corpus(corpus, tokenizer)
+    tokens = tokenize_corpus(corpus, tokenizer, document_ids=corpus_document_ids(settings, corpus))
     summary["documents"] = tokens.num_documents
     summary["sentences"] = len(tokens.sentence_splits) - 1
     if tokens.num_documents == 0:
@@ -132,6 +138,16 @@ def _write(settings, todo, paths, pool, summary, log):
         log(f"wrote {job.path} ({count} instances)")
     summary["written"] = [job.path for job in jobs]
     summary["instances"] = int(sum(counts))
+
+
+def corpus_document_ids(settings: PretrainingDataSettings, corpus: corpus_lib.Corpus) -> np.ndarray:
+    """The stable uint64 id of each document of `corpus`: (file key, ordinal in file) hashed (`seeding`)."""
+    if settings.is_tfds:
+        file_keys = [corpus.files[0]]
+    else:
+        keyed = dict((path, key) for key, path in seeding.keyed_files(*zip(*corpus_lib.match_patterns(settings.input))))
+        file_keys = [keyed[path] for path in corpus.files]
+    return seeding.document_ids([file_keys[f] for f in corpus.document_files.tolist()], corpus.document_ordinals)
 
 
 def _file_version(path):
