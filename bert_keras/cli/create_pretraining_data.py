@@ -25,6 +25,13 @@ def register(subparsers, summary):
                         help="processes writing shards (default: CPU count for a big corpus, else 1)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace shards under the prefix made with other settings or from a changed corpus")
+    parser.add_argument("--runner", default=None,
+                        help="run on Apache Beam (pip install bert-keras[beam]): DirectRunner, DataflowRunner, "
+                             "FlinkRunner, SparkRunner or PortableRunner; the same records as the default "
+                             "single-machine path. Beam pipeline options go after '--', e.g. -- "
+                             "--direct_num_workers=4 --direct_running_mode=multi_processing")
+    parser.add_argument("beam_options", nargs="*", metavar="-- BEAM_OPTION",
+                        help="Beam pipeline options (with --runner), after '--'")
     parser.set_defaults(func=run)
 
 
@@ -35,8 +42,15 @@ def run(args):
 
     start = time.perf_counter()
     settings = PretrainingDataSettings(**field_values(PretrainingDataSettings, args))
-    summary = write_pretraining_data(settings, workers=args.workers, overwrite=args.overwrite,
-                                     log=lambda line: print(line, flush=True))
+    if getattr(args, "runner", None) or getattr(args, "beam_options", None):
+        from pipelines.pretraining.beam_pipeline import parse_runner, write_pretraining_data_with_beam
+
+        summary = write_pretraining_data_with_beam(
+            settings, runner=parse_runner(args.runner or "DirectRunner"), pipeline_args=args.beam_options,
+            overwrite=args.overwrite, log=lambda line: print(line, flush=True))
+    else:
+        summary = write_pretraining_data(settings, workers=args.workers, overwrite=args.overwrite,
+                                         log=lambda line: print(line, flush=True))
     print(f"{len(summary['written'])} shard(s) written, {len(summary['skipped'])} skipped, "
           f"{summary['instances']} instances in {time.perf_counter() - start:.1f}s")
     return 0

@@ -7,7 +7,9 @@ Two modes feed the same `(x, y)` batches to a model (`contract`):
   (`instances`), writes shards atomically (`shard_writer`, `wire_format`),
   in parallel (`workers`), checked against `PREFIX-config.json`
   (`run_record`); `pretraining_dataset` reads them, ours or the original's
-  (`reader`).
+  (`reader`). `write_pretraining_data_with_beam` writes the same shards
+  with an Apache Beam pipeline on any runner (`beam_pipeline`); both seed
+  every random choice from (seed, document id, dupe index) (`seeding`).
 - Dynamic: `dynamic_pretraining_dataset` tokenizes, pairs and masks inside
   `tf.data`, with fresh masks every epoch (`dynamic`).
 
@@ -32,6 +34,7 @@ _LAZY = {
     "OutputExistsError": "run_record",
     "PretrainingDataSettings": "settings",
     "write_pretraining_data": "writer",
+    "write_pretraining_data_with_beam": "beam_pipeline",  # needs apache-beam (extra `beam`)
 }
 
 __all__ = [
@@ -50,6 +53,7 @@ __all__ = [
     "tokenize_corpus",
     "truncate_seq_pair",
     "write_pretraining_data",
+    "write_pretraining_data_with_beam",
 ]
 
 

