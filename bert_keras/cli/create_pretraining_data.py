@@ -30,6 +30,9 @@ def register(subparsers, summary):
                              "FlinkRunner, SparkRunner or PortableRunner; the same records as the default "
                              "single-machine path. Beam pipeline options go after '--', e.g. -- "
                              "--direct_num_workers=4 --direct_running_mode=multi_processing")
+    parser.add_argument("--write-documents", action="store_true",
+                        help="with --runner: also write the documents as BERT-format text, "
+                             "PREFIX-documents-0000j-of-0000N.txt, for dynamic masking (pretrain --input)")
     parser.add_argument("beam_options", nargs="*", metavar="-- BEAM_OPTION",
                         help="Beam pipeline options (with --runner), after '--'")
     parser.set_defaults(func=run)
@@ -42,12 +45,15 @@ def run(args):
 
     start = time.perf_counter()
     settings = PretrainingDataSettings(**field_values(PretrainingDataSettings, args))
+    if args.write_documents and not args.runner:
+        raise ValueError("--write-documents writes from the Beam path: add --runner (e.g. DirectRunner).")
     if getattr(args, "runner", None) or getattr(args, "beam_options", None):
         from pipelines.pretraining.beam_pipeline import parse_runner, write_pretraining_data_with_beam
 
         summary = write_pretraining_data_with_beam(
             settings, runner=parse_runner(args.runner or "DirectRunner"), pipeline_args=args.beam_options,
-            overwrite=args.overwrite, log=lambda line: print(line, flush=True))
+            overwrite=args.overwrite, write_documents=args.write_documents,
+            log=lambda line: print(line, flush=True))
     else:
         summary = write_pretraining_data(settings, workers=args.workers, overwrite=args.overwrite,
                                          log=lambda line: print(line, flush=True))

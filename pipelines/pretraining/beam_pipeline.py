@@ -56,7 +56,8 @@ _NAMESPACE = "bert_keras.pretraining"
 
 
 def write_pretraining_data_with_beam(settings: PretrainingDataSettings, *, runner: str = "DirectRunner",
-                                     pipeline_args: Sequence[str] = (), overwrite: bool = False, log=None) -> dict:
+                                     pipeline_args: Sequence[str] = (), overwrite: bool = False,
+                                     write_documents: bool = False, log=None) -> dict:
     """Writes the static pretraining TFRecords of `write_pretraining_data` with an Apache Beam pipeline.
 
     Same settings, same shards (byte for byte), same `PREFIX-config.json`;
@@ -78,11 +79,15 @@ def write_pretraining_data_with_beam(settings: PretrainingDataSettings, *, runne
         pipeline_args: further Beam pipeline options, e.g.
             `["--direct_num_workers=4", "--direct_running_mode=multi_processing"]`.
         overwrite: replace shards of other settings or of a changed corpus.
+        write_documents: also write the documents as BERT-format text shards,
+            `PREFIX-documents-0000j-of-0000N.txt` (`documents_file_name`): a
+            cleaned corpus that `dynamic_pretraining_dataset` streams and the
+            static writer reads.
         log: optional `print`-like callable for progress lines.
 
     Returns:
         A dict as `write_pretraining_data`'s: `written`, `skipped`,
-        `instances`, `documents`, `sentences`, `replaced_lines`, `complete`,
+        `instances`, `documents`, `sentences`, `tokens`, `replaced_lines`, `complete`,
         and `runner`.
 
     Raises:
@@ -105,9 +110,11 @@ def write_pretraining_data_with_beam(settings: PretrainingDataSettings, *, runne
     paths = {j: shard_file_name(settings.output_prefix, j, settings.num_output_shards) for j in settings.output_shards()}
     todo = sorted(j for j in paths if not tf.io.gfile.exists(paths[j]))
     summary = {"runner": runner, "written": [], "skipped": [paths[j] for j in paths if j not in todo],
-               "instances": 0, "documents": 0, "sentences": 0, "replaced_lines": 0, "complete": False}
+               "instances": 0, "documents": 0, "sentences": 0, "tokens": 0, "replaced_lines": 0, "complete": False}
     if summary["skipped"]:
         log(f"{len(summary['skipped'])} shard(s) already complete, skipped")
+    if write_documents:
+        todo = sorted(paths)  # the documents come from the same run
     if todo:
         vocabulary = load_vocabulary(settings.vocab_file)
         special = special_tokens_from_vocabulary(vocabulary)
@@ -120,12 +127,12 @@ def write_pretraining_data_with_beam(settings: PretrainingDataSettings, *, runne
         options = PipelineOptions(list(pipeline_args) + [f"--runner={runner}"])
         log(f"{runner}: {len(keyed)} file(s), {len(todo)} shard(s) to write")
         pipeline = beam.Pipeline(options=options)
-        build_pipeline(pipeline, settings, keyed, vocab, todo)
+        build_pipeline(pipeline, settings, keyed, vocab, todo, write_documents=write_documents)
         result = pipeline.run()
         result.wait_until_finish()
         counters = _counters(result)
-        summary.update(instances=counters.get("instances", 0), documents=counters.get("documents", 0),
-                       sentences=counters.get("sentences", 0), replaced_lines=counters.get("replaced_lines", 0))
+        summary.update({name: counters.get(name, 0)
+                        for name in ("instances", "documents", "sentences", "tokens", "replaced_lines")})
         if summary["replaced_lines"]:
             log(f"warning: {summary['replaced_lines']} line(s) were not valid UTF-8; bad bytes became U+FFFD")
         if summary["documents"] == 0 and not any(tf.io.gfile.exists(paths[j]) for j in todo):
@@ -135,18 +142,36 @@ def write_pretraining_data_with_beam(settings: PretrainingDataSettings, *, runne
                 with tf.io.TFRecordWriter(paths[j]):
                     pass
         summary["written"] = [paths[j] for j in todo]
+        if write_documents:
+            summary["documents_written"] = [documents_file_name(settings.output_prefix, j, settings.num_output_shards)
+                                            for j in range(settings.num_output_shards)]
+            for path in summary["documents_written"]:
+                if not tf.io.gfile.exists(path):
+                    with tf.io.gfile.GFile(path, "w"):
+                        pass
         log(f"{summary['documents']} documents, {summary['instances']} instances in {len(todo)} shard(s)")
     summary["complete"] = mark_complete_if_done(settings, record)
     return summary
 
 
-def build_pipeline(pipeline, settings: PretrainingDataSettings, keyed_files, vocab, shards):
+def build_pipeline(pipeline, settings: PretrainingDataSettings, keyed_files, vocab, shards, write_documents=False):
     """Adds the stage's transforms to `pipeline` (see the module docstring); returns the written shard paths."""
-    tokenized = (
+    documents = (
         pipeline
         | "Files" >> beam.Create(list(keyed_files))
         | "SpreadFiles" >> beam.Reshuffle()
         | "ReadDocuments" >> beam.ParDo(_ReadDocuments(settings.format, settings.decode_errors))
+    )
+    if write_documents:
+        n = settings.num_output_shards
+        _ = (
+            documents
+            | "DocumentShard" >> beam.Map(lambda d: (int(seeding.shard_of(settings.seed, np.uint64(d[0]), 0, n)), d))
+            | "GroupDocumentShards" >> beam.GroupByKey()
+            | "WriteDocuments" >> beam.ParDo(_WriteDocuments(settings.output_prefix, n))
+        )
+    tokenized = (
+        documents
         | "BatchDocuments" >> beam.BatchElements(min_batch_size=16, max_batch_size=512)
         | "Tokenize" >> beam.ParDo(_Tokenize(settings.vocab_file, settings.lowercase))
     )
@@ -254,6 +279,7 @@ class _Tokenize(beam.DoFn):
         self.lowercase = lowercase
         self.documents = _counter("documents")
         self.sentences = _counter("sentences")
+        self.tokens = _counter("tokens")
 
     def setup(self):
         from pipelines.tokenizer import BertTokenizer
@@ -266,6 +292,7 @@ class _Tokenize(beam.DoFn):
             if len(lengths):
                 self.documents.inc()
                 self.sentences.inc(len(lengths))
+                self.tokens.inc(len(ids))
                 yield document_id, ids, lengths
 
 
@@ -359,6 +386,31 @@ class _WriteShard(beam.DoFn):
             except Exception:
                 pass
             raise
+        yield path
+
+
+def documents_file_name(prefix: str, index: int, num_shards: int) -> str:
+    """`prefix-documents-00003-of-00008.txt`: a BERT-format text shard of the documents (`write_documents`)."""
+    return f"{prefix}-documents-{index:05d}-of-{num_shards:05d}.txt"
+
+
+class _WriteDocuments(beam.DoFn):
+    """(shard, its (document id, sentences)) -> a BERT-format text file, documents in id order, written atomically."""
+
+    def __init__(self, prefix, num_shards):
+        self.prefix = prefix
+        self.num_shards = num_shards
+
+    def process(self, shard_documents):
+        import tensorflow as tf
+
+        shard, documents = shard_documents
+        path = documents_file_name(self.prefix, shard, self.num_shards)
+        tmp = f"{path}.tmp-beam-{uuid.uuid4().hex}"
+        with tf.io.gfile.GFile(tmp, "w") as f:
+            for _, sentences in sorted(documents, key=lambda d: d[0]):
+                f.write("\n".join(sentences) + "\n\n")
+        tf.io.gfile.rename(tmp, path, overwrite=True)
         yield path
 
 

@@ -72,7 +72,7 @@ def write_pretraining_data(settings: PretrainingDataSettings, *, workers: Option
 
     Returns:
         A dict: `written` and `skipped` shard paths, `workers` (processes used), `instances` written,
-        `documents`, `sentences`, `replaced_lines` (bad UTF-8 lines read
+        `documents`, `sentences`, `tokens`, `replaced_lines` (bad UTF-8 lines read
         with replacement) and `complete` (every output shard exists).
 
     Raises:
@@ -86,7 +86,7 @@ def write_pretraining_data(settings: PretrainingDataSettings, *, workers: Option
     paths = {j: shard_file_name(settings.output_prefix, j, settings.num_output_shards) for j in settings.output_shards()}
     todo = [j for j in paths if not tf.io.gfile.exists(paths[j])]
     summary = {"workers": 1, "written": [], "skipped": [paths[j] for j in paths if j not in todo], "instances": 0,
-               "documents": 0, "sentences": 0, "replaced_lines": 0, "complete": False}
+               "documents": 0, "sentences": 0, "tokens": 0, "replaced_lines": 0, "complete": False}
     if summary["skipped"]:
         log(f"{len(summary['skipped'])} shard(s) already complete, skipped")
     if todo:
@@ -126,6 +126,7 @@ def _write(settings, todo, paths, pool, summary, log):
     tokens = tokenize_corpus(corpus, tokenizer, document_ids=corpus_document_ids(settings, corpus))
     summary["documents"] = tokens.num_documents
     summary["sentences"] = len(tokens.sentence_splits) - 1
+    summary["tokens"] = len(tokens.ids)
     if tokens.num_documents == 0:
         raise corpus_lib.CorpusError(f"No sentence of {corpus.files[:5]} has any token.")
     log(f"{tokens.num_documents} documents, {summary['sentences']} sentences, {len(tokens.ids)} tokens")
