@@ -24,6 +24,11 @@ def register(subparsers, summary):
         help="extra reserved tokens after the five special ones (e.g. [unused0])",
     )
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")
+    parser.add_argument("--runner", default=None,
+                        help="count the words on Apache Beam (pip install bert-keras[beam]): DirectRunner, "
+                             "DataflowRunner, FlinkRunner, SparkRunner or PortableRunner; the same counts")
+    parser.add_argument("--beam-option", action="append", default=[], dest="beam_options", metavar="OPTION",
+                        help="a Beam pipeline option, repeatable: --beam-option=--direct_num_workers=4")
     parser.set_defaults(func=run)
 
 
@@ -38,10 +43,18 @@ def run(args):
         RESERVED_TOKENS, BertPreTokenizer, build_vocabulary, count_words, write_vocabulary,
     )
 
-    files = list_files(args.inputs)  # globs expanded; CorpusError names a pattern that matches nothing
-    lines = tf.data.TextLineDataset(files)
-    with tqdm(desc="counting words", unit=" lines") as bar:
-        counts = count_words(lines, BertPreTokenizer(lowercase=not args.cased), progress=bar)
+    if args.runner:
+        from pipelines.pretraining.beam_pipeline import parse_runner
+        from pipelines.tokenizer.beam_vocab import count_words_with_beam
+
+        files = args.inputs
+        counts = count_words_with_beam(args.inputs, lowercase=not args.cased, runner=parse_runner(args.runner),
+                                       pipeline_args=args.beam_options)
+    else:
+        files = list_files(args.inputs)  # globs expanded; CorpusError names a pattern that matches nothing
+        lines = tf.data.TextLineDataset(files)
+        with tqdm(desc="counting words", unit=" lines") as bar:
+            counts = count_words(lines, BertPreTokenizer(lowercase=not args.cased), progress=bar)
     if not counts:
         raise CommandError(f"no words found in {', '.join(files)}: are the files empty?")
     reserved = RESERVED_TOKENS + list(args.reserved or [])

@@ -238,3 +238,23 @@ def test_beam_multi_process_equals_local_on_a_few_mb_and_both_pass_the_whole_out
     write_pretraining_data(settings_for(corpus, vocab_file, local7, num_output_shards=7, **settings), workers=2)
     assert shard_bytes(local7) == shard_bytes(beam)
     assert beam_summary["instances"] == summary["instances"]
+
+
+# -- vocabulary ---------------------------------------------------------------------------------------------
+
+
+def test_beam_word_counts_and_vocabulary_equal_the_local_ones(tmp_path):
+    pytest.importorskip("apache_beam")
+    from bert_keras.cli.main import main
+    from pipelines.tokenizer import BertPreTokenizer, count_words, load_vocabulary
+    from pipelines.tokenizer.beam_vocab import count_words_with_beam
+
+    other = tmp_path / "other.txt"
+    other.write_text("Ünïcode wörds, ÇAFÉ café!\r\nback\\slash\tand tab\n\nMore words here.\n")
+    inputs = [SAMPLE, str(other)]
+    local = count_words(tf.data.TextLineDataset(inputs), BertPreTokenizer(lowercase=True))
+    assert count_words_with_beam(inputs) == local
+    # The command line: the same vocabulary with --runner.
+    for name, extra in (("local", []), ("beam", ["--runner", "DirectRunner"])):
+        assert main(["vocab", *inputs, "-o", str(tmp_path / f"{name}.txt"), "--size", "400", *extra]) == 0
+    assert load_vocabulary(str(tmp_path / "beam.txt")) == load_vocabulary(str(tmp_path / "local.txt"))
