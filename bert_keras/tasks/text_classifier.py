@@ -13,6 +13,12 @@ from bert_keras.tasks.text_task import TextTask, steps_for
 
 
 WINDOW_AGGREGATIONS = ("mean", "max")
+# How `fit` trains on texts longer than a window: "texts" (each text one example, its loss on
+# the windows' aggregated score, as `predict` scores it) or "windows" (each window one
+# example with its text's label, as Hugging Face's overflowing windows).
+WINDOW_TRAININGS = ("texts", "windows")
+# Windows per text that get a gradient in a "texts" step with the mean aggregation.
+GRADIENT_WINDOWS = 4
 
 
 class TextClassifier(TextTask):
@@ -40,9 +46,11 @@ class TextClassifier(TextTask):
     window (`seq_length - 2` pieces) is read as overlapping windows, `stride` pieces
     apart (`pipelines.windowing`, SpanQA's and NER's windows); its scores come from
     the mean of its windows' logits (`window_aggregation="max"`: the per-class max,
-    for evidence that sits in one window). `fit` trains on every window with the
-    text's label (a long text counts once per window, as Hugging Face's overflowing
-    windows). By default (`max_length=None`) a text is its first window, and
+    for evidence that sits in one window). `fit` trains each text as one example on
+    that same aggregated score (`window_training="texts"`, see `_text_logits`), so
+    the windows that hold no evidence learn to stay out of the way;
+    `window_training="windows"` trains every window as an example with the text's
+    label instead (Hugging Face's overflowing windows). By default (`max_length=None`) a text is its first window, and
     `predict` / `evaluate` warn how many texts were read only in part. A pair is
     read as one window (longest-first truncation), not windowed.
 
@@ -61,6 +69,8 @@ class TextClassifier(TextTask):
             `predict(..., max_length=)` overrides it per call.
         stride: word pieces between the starts of two windows (None: half a window).
         window_aggregation: `"mean"` (of the windows' logits) or `"max"` (per class).
+        window_training: `"texts"` (a text's loss on its aggregated score) or
+            `"windows"` (every window an example with its text's label).
     """
 
     fixed_settings = ("text_pair",)
@@ -74,6 +84,73 @@ class TextClassifier(TextTask):
                                 labels=None if self.is_regression else self.labels,
                                 regression=self.is_regression,
                                 pad_to="fixed" if self.static_shapes else "longest")
+
+    def call(self, inputs, training=None):
+        if len(inputs["token_ids"].shape) == 3:  # texts in windows: [texts, windows, length]
+            return self._text_logits(inputs, training=training)
+        return self.head(inputs, training=training)
+
+    def _text_logits(self, inputs, training=None):
+        """One row of logits per text from its windows, as `predict` aggregates them.
+
+        Every window is scored without a gradient (dropout off; empty padding windows
+        skipped), and a text's logits are its windows' mean or per-class max. In training,
+        only the windows that aggregate depends on run again with a gradient: for the max,
+        the window holding each class's max (the max's exact gradient, up to dropout); for
+        the mean, a random sample of at most `GRADIENT_WINDOWS` of the text's windows (an
+        unbiased estimate of the mean's gradient; exact for shorter texts). The value is
+        the full aggregate either way (`stop_gradient(full - part) + part`), so a step's
+        memory is bounded by `batch x max(classes, GRADIENT_WINDOWS)` windows, however
+        long a text is.
+        """
+        shape = tf.shape(inputs["token_ids"])
+        texts, windows, length = shape[0], shape[1], shape[2]
+        classes = max(1, self.head.num_classes)
+        flat = {k: tf.reshape(v, [-1, length]) for k, v in inputs.items()}
+        real = tf.reduce_any(flat["padding_mask"] > 0, axis=-1)
+
+        def scores(rows, training):
+            return tf.reshape(self.head(rows, training=training), [-1, classes])
+
+        if self.static_shapes:
+            scored = scores(flat, False)
+        else:  # padding windows cost nothing
+            index = tf.cast(tf.where(real), tf.int32)
+            scored = tf.scatter_nd(index, scores({k: tf.gather_nd(v, index) for k, v in flat.items()}, False),
+                                   tf.stack([texts * windows, classes]))
+        scored = tf.stop_gradient(tf.reshape(scored, [texts, windows, classes]))
+        mask = tf.reshape(real, [texts, windows])
+        maximum = self._text.settings.get("window_aggregation", "mean") == "max"
+        if maximum:
+            lowest = tf.fill(tf.shape(scored), tf.constant(-3e38, scored.dtype))
+            full = tf.reduce_max(tf.where(mask[..., None], scored, lowest), axis=1)
+        else:
+            weights = tf.cast(mask, scored.dtype)[..., None]
+            full = tf.reduce_sum(scored * weights, axis=1) / tf.maximum(tf.reduce_sum(weights, axis=1), 1.0)
+        if training:
+            if maximum:  # [texts, classes]: the window of each class's max
+                chosen = tf.argmax(tf.where(mask[..., None], scored, lowest), axis=1, output_type=tf.int32)
+                valid = tf.ones_like(chosen, tf.bool)
+            else:  # [texts, k]: a uniform sample of the real windows
+                noise = tf.where(mask, tf.random.uniform(tf.shape(mask)), -1.0)
+                noise = tf.pad(noise, [[0, 0], [0, GRADIENT_WINDOWS]], constant_values=-2.0)
+                top, chosen = tf.math.top_k(noise, k=GRADIENT_WINDOWS)
+                valid = top >= 0.0
+                chosen = tf.where(valid, chosen, 0)
+            rows = tf.reshape(chosen + tf.range(texts)[:, None] * windows, [-1])
+            if self.static_shapes:
+                trained = scores({k: tf.gather(v, rows) for k, v in flat.items()}, True)
+            else:  # a window chosen for several classes runs once
+                unique, position = tf.unique(rows)
+                trained = tf.gather(scores({k: tf.gather(v, unique) for k, v in flat.items()}, True), position)
+            trained = tf.reshape(trained, [texts, -1, classes])
+            if maximum:
+                part = tf.linalg.diag_part(trained)
+            else:
+                weights = tf.cast(valid, trained.dtype)[..., None]
+                part = tf.reduce_sum(trained * weights, axis=1) / tf.maximum(tf.reduce_sum(weights, axis=1), 1.0)
+            full = tf.stop_gradient(full - part) + part
+        return full[:, 0] if self.is_regression else full
 
     def _packed_batch(self, x, y):
         columns = self._texts(x)
@@ -102,7 +179,7 @@ class TextClassifier(TextTask):
 
     @classmethod
     def _build_head(cls, encoder, *, labels, num_classes, dropout, text_pair=None, max_length=None,
-                    stride=None, window_aggregation="mean"):
+                    stride=None, window_aggregation="mean", window_training="texts"):
         from bert_keras.models import BertClassifier
 
         if labels is None and num_classes is None:
@@ -120,9 +197,12 @@ class TextClassifier(TextTask):
                 labels = [str(i) for i in range(num_classes)]
         if window_aggregation not in WINDOW_AGGREGATIONS:
             raise TaskInputError(f"window_aggregation={window_aggregation!r}: one of {WINDOW_AGGREGATIONS}")
+        if window_training not in WINDOW_TRAININGS:
+            raise TaskInputError(f"window_training={window_training!r}: one of {WINDOW_TRAININGS}")
         size = len(labels) if labels else 1
         settings = {"text_pair": text_pair, "max_length": check_count("max_length", max_length),
-                    "stride": check_count("stride", stride), "window_aggregation": window_aggregation}
+                    "stride": check_count("stride", stride), "window_aggregation": window_aggregation,
+                    "window_training": window_training}
         return labels, BertClassifier(encoder, num_classes=size, dropout=dropout), settings
 
     # -- data ------------------------------------------------------------------------
@@ -261,6 +341,9 @@ class TextClassifier(TextTask):
             y = self._targets(y, len(x["token_ids"]))
             return self._tokenized_dataset(x, y, batch_size=batch_size, shuffle=shuffle, seed=seed,
                                            sample_weight=sample_weight)
+        if self._windows_may_split() and self._text.settings.get("window_training", "texts") == "texts":
+            return self._text_dataset(x, y, batch_size=batch_size, shuffle=shuffle, seed=seed,
+                                      sample_weight=sample_weight)
         examples, count = self._examples(x, y, shuffle=shuffle, seed=seed, sample_weight=sample_weight,
                                          needs_y=True, training=True)
         if count and self._windows_may_split():
@@ -269,6 +352,22 @@ class TextClassifier(TextTask):
             if shuffle:  # a text's windows come out together: spread them over the epoch
                 examples = examples.shuffle(min(count, 4096), seed=seed, reshuffle_each_iteration=True)
         return self._batch(examples, batch_size), (steps_for(count, batch_size) if count else None)
+
+    def _text_dataset(self, x, y, *, batch_size, shuffle, seed, sample_weight=None):
+        """`(batches, steps)` of whole texts in windows, `[texts, windows, length]`
+        (`window_training="texts"`): a step is `batch_size` texts, whatever their length."""
+        from pipelines.datasets import batching
+
+        rows, count = self._rows(x, y, sample_weight, needs_y=True)
+        if shuffle:
+            rows = rows.shuffle(count or 10_000, seed=seed, reshuffle_each_iteration=True)
+        if self.text_pair:  # known once the data is read: a pair is one window
+            examples = batching.encode_texts(rows, self.tokenizer, seq_length=self.seq_length)
+            return self._batch(examples, batch_size), (steps_for(count, batch_size) if count else None)
+        _, stride, max_length = self.window_options()
+        texts = batching.encode_text_documents(rows, self.tokenizer, seq_length=self.seq_length,
+                                               stride=stride, max_length=max_length)
+        return self._batch(texts, batch_size), (steps_for(count, batch_size) if count else None)
 
     def _windows_may_split(self):
         window, _, max_length = self.window_options()

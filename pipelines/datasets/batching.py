@@ -178,6 +178,64 @@ def encode_text_windows(dataset, tokenizer, *, seq_length, stride, max_length=No
         encoded = encoded.apply(tf.data.experimental.assert_cardinality(count))
     return encoded
 
+def encode_text_documents(dataset, tokenizer, *, seq_length, stride, max_length=None):
+    """Tokenizes single texts into one example each: all its windows, `[windows, length]`.
+
+    The windows of `encode_text_windows` (same pieces, same packing), grouped by text: a
+    text is one training example whatever its length, so a step of `batch_size` texts
+    scores each text as a whole (`TextClassifier`'s text-level training). `batch` pads
+    a batch to `[texts, most windows, longest window]`; a padding window has no real
+    token (`padding_mask` all 0).
+
+    Example:
+        >>> from pipelines import BertTokenizer
+        >>> tokenizer = BertTokenizer(vocabulary=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+        ...                                       "a", "b", "c", "d", "e", "f"])
+        >>> ds = tf.data.Dataset.from_tensor_slices(((["a b c d e f", "a"],), [0, 1]))
+        >>> texts = encode_text_documents(ds, tokenizer, seq_length=6, stride=2, max_length=100)
+        >>> [(x["token_ids"].numpy().tolist(), int(y)) for x, y in texts]
+        [([[2, 5, 6, 7, 8, 3], [2, 7, 8, 9, 10, 3]], 0), ([[2, 5, 3]], 1)]
+
+    Args:
+        dataset: unbatched `((text,), label[, sample_weight])`, `text` a scalar string.
+        tokenizer, seq_length, stride, max_length: as `encode_text_windows`.
+
+    Returns:
+        Unbatched `(x, label[, sample_weight])`, `x` a dict of int32 `[windows, length]`
+        (`length` the text's longest window).
+    """
+    from pipelines.windowing import ragged_windows
+
+    special = tokenizer.special_tokens
+    packer = BertPacker(seq_length, cls_id=special.cls, sep_id=special.sep, pad_id=special.pad,
+                        pad_to="fixed")
+    window = seq_length - 2
+    max_length = window if max_length is None else max_length
+
+    def encode_chunk(texts, *rest):
+        texts = tf.reshape(texts[0], [-1])
+        ids = tokenizer.tokenize(texts)
+        windows, document, _ = ragged_windows(ids, window=window, stride=stride, max_length=max_length)
+        packed = packer((windows,))
+        rows = tf.size(texts, out_type=tf.int64)
+        lengths = tf.math.unsorted_segment_max(tf.reduce_sum(packed["padding_mask"], axis=-1),
+                                               document, rows)
+        by_text = {k: tf.RaggedTensor.from_value_rowids(v, document, nrows=rows) for k, v in packed.items()}
+        return (by_text, lengths) + rest
+
+    def trim(x, length, *rest):
+        return ({k: v[:, :length] for k, v in x.items()},) + rest
+
+    encoded = (dataset.batch(ENCODE_CHUNK)
+               .map(encode_chunk, num_parallel_calls=tf.data.AUTOTUNE)
+               .unbatch()
+               .map(trim, num_parallel_calls=tf.data.AUTOTUNE))
+    count = dataset.cardinality()
+    if count >= 0:  # one example per text
+        encoded = encoded.apply(tf.data.experimental.assert_cardinality(count))
+    return encoded
+
+
 def batch(dataset, batch_size, *, seq_length, static_shapes=False, bucket_boundaries=None,
           drop_remainder=None):
     """Pads unpadded `(x, y)` examples into batches (see the module docstring).

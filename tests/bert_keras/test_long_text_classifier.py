@@ -87,7 +87,7 @@ def test_truncation_is_reported_never_silent(spec):
     assert model.window_options() == (WINDOW, WINDOW // 2, WINDOW)  # the call left the settings
 
 
-def test_fit_trains_on_every_window_and_round_trips(spec, tmp_path):
+def test_fit_on_long_texts_round_trips(spec, tmp_path):
     texts = [" ".join(document(60, i)) for i in range(6)] + ["good film", "bad film"]
     labels = ["pos", "neg", "pos", "neg", "pos", "neg", "pos", "neg"]
     model = classifier(spec, max_length=200, stride=7)
@@ -98,6 +98,89 @@ def test_fit_trains_on_every_window_and_round_trips(spec, tmp_path):
     loaded = tasks.load(str(tmp_path / "model"))
     assert loaded.settings["max_length"] == 200 and loaded.settings["stride"] == 7
     np.testing.assert_allclose(loaded.predict(texts), before, atol=1e-6)
+
+
+def text_batch(model, texts, labels):
+    """One `fit` batch of whole texts in windows (`window_training="texts"`)."""
+    dataset, steps = model._train_dataset(texts, labels, batch_size=len(texts), shuffle=False, seed=None)
+    assert steps == 1
+    x, y = next(iter(dataset))
+    return x, y
+
+
+@pytest.mark.parametrize("aggregation", ["mean", "max"])
+def test_text_level_training_scores_a_text_as_predict_does(spec, aggregation):
+    model = classifier(spec, max_length=300, stride=6, window_aggregation=aggregation)
+    texts = [" ".join(document(n, n)) for n in (90, 5, 31, 14)]
+    x, y = text_batch(model, texts, ["pos", "neg", "pos", "neg"])
+    windows = Windows.of([len(t.split()) for t in texts], window=WINDOW, stride=6)
+    assert x["token_ids"].shape[:2] == (4, max(windows.window_splits[1:] - windows.window_splits[:-1]))
+    assert y.numpy().tolist() == [1, 0, 1, 0]
+    expected = logits(model.predict(texts))
+    for training in (False, True):  # training: the same value (dropout is 0), gradients differ
+        scores = model(x, training=training).numpy()
+        np.testing.assert_allclose(scores[:, 1] - scores[:, 0], expected, atol=1e-5)
+
+
+def full_aggregate(model, x, aggregation):
+    """The text logits with every window in the gradient: what `_text_logits` estimates."""
+    texts, windows, length = x["token_ids"].shape
+    flat = {k: tf.reshape(v, [-1, length]) for k, v in x.items()}
+    real = tf.reshape(tf.reduce_any(flat["padding_mask"] > 0, -1), [texts, windows])
+    index = tf.where(tf.reshape(real, [-1]))
+    scores = tf.scatter_nd(index, model.head({k: tf.gather_nd(v, index) for k, v in flat.items()},
+                                             training=True), [texts * windows, 2])
+    scores = tf.reshape(scores, [texts, windows, 2])
+    if aggregation == "max":
+        return tf.reduce_max(tf.where(real[..., None], scores, -1e30), axis=1)
+    weights = tf.cast(real, tf.float32)[..., None]
+    return tf.reduce_sum(scores * weights, 1) / tf.reduce_sum(weights, 1)
+
+
+@pytest.mark.parametrize("aggregation,words", [("max", (90, 5, 31)), ("mean", (40, 5, 31))])
+def test_text_level_gradients_are_exact(spec, aggregation, words):
+    # max: only the argmax windows carry a gradient; mean: texts of at most GRADIENT_WINDOWS
+    # windows (40 words at stride 9: 4 windows) are trained on all of them.
+    from bert_keras.tasks.text_classifier import GRADIENT_WINDOWS
+
+    model = classifier(spec, max_length=300, stride=9, window_aggregation=aggregation)
+    for layer in model.head._flatten_layers():  # the encoder's dropout too: exact comparisons
+        if isinstance(layer, keras.layers.Dropout):
+            layer.rate = 0.0
+    texts = [" ".join(document(n, n)) for n in words]
+    x, y = text_batch(model, texts, ["pos", "neg", "pos"])
+    if aggregation == "mean":
+        assert x["token_ids"].shape[1] <= GRADIENT_WINDOWS
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    variables = model.head.trainable_variables
+    with tf.GradientTape() as tape:
+        ours = loss(y, model(x, training=True))
+    with tf.GradientTape() as reference_tape:
+        reference = loss(y, full_aggregate(model, x, aggregation))
+    np.testing.assert_allclose(ours.numpy(), reference.numpy(), atol=1e-6)
+    pairs = [(a, b) for a, b in zip(tape.gradient(ours, variables),
+                                    reference_tape.gradient(reference, variables)) if b is not None]
+    assert len(pairs) > 10
+    for a, b in pairs:
+        np.testing.assert_allclose(tf.convert_to_tensor(a).numpy(), tf.convert_to_tensor(b).numpy(),
+                                   atol=2e-6)
+
+
+def test_text_level_training_takes_keras_idioms(spec):
+    model = classifier(spec, max_length=200, stride=7, window_aggregation="max")
+    texts = [" ".join(document(60 + i, i)) for i in range(10)]
+    labels = ["pos", "neg"] * 5
+    batched = tf.data.Dataset.from_tensor_slices((texts, labels)).batch(3)
+    history = model.fit(batched, epochs=1, validation_data=batched, verbose=0)
+    assert np.isfinite(history.history["val_loss"][0])
+    history = model.fit(texts, labels, epochs=1, batch_size=4, validation_split=0.2,
+                        sample_weight=np.linspace(0.5, 1.5, 10), verbose=0)
+    assert set(history.history) >= {"loss", "val_loss", "accuracy"}
+    windows = classifier(spec, max_length=200, stride=7, window_training="windows")
+    _, steps = windows._train_dataset(texts, labels, batch_size=4, shuffle=False, seed=None)
+    assert steps > 3  # a step per 4 windows, not per 4 texts
+    with pytest.raises(TaskInputError, match="window_training='all'"):
+        classifier(spec, window_training="all")
 
 
 def test_bad_window_settings_are_named(spec):
