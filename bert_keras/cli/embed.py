@@ -11,8 +11,7 @@ import sys
 from bert_keras import json_output
 from bert_keras.cli.flag_arguments import add_option
 from bert_keras.cli.main import CommandError
-
-POOLINGS = ("mean", "cls", "max", "pooled", "concat_last4", "sum_last4", "weighted")
+from bert_keras.pooling_modes import POOLING_MODES
 
 
 def register(subparsers, summary):
@@ -39,7 +38,7 @@ def register(subparsers, summary):
                         help="hf:DIR | tf1:CKPT_PREFIX | keras-hub:DIR | pip:PACKAGE | model.keras")
     parser.add_argument("--vocab", help="vocab.txt, when the model has none beside it")
     parser.add_argument("--cased", action="store_true", help="cased tokenization")
-    parser.add_argument("--pooling", choices=POOLINGS, default="mean",
+    parser.add_argument("--pooling", choices=POOLING_MODES, default="mean",
                         help="how token vectors become one (default mean)")
     parser.add_argument("--normalize", action="store_true", help="L2-normalize the vectors (unit length)")
     add_option(parser, "--seq-length", "--max-length", type=int, default=None,

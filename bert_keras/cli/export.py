@@ -10,8 +10,7 @@ import argparse
 
 from bert_keras.cli.flag_arguments import add_option
 from bert_keras.cli.main import CommandError
-
-POOLINGS = ("mean", "cls", "max", "pooled", "concat_last4", "sum_last4", "weighted")
+from bert_keras.pooling_modes import POOLING_MODES
 
 
 def register(subparsers, summary):
@@ -72,7 +71,7 @@ def register(subparsers, summary):
                              "(default: task.json's, else 0.0; finetune --tune-threshold stores the dev best there)")
     parser.add_argument("--max-windows", type=int, default=None,
                         help="SQuAD: context windows read per question (default 16)")
-    parser.add_argument("--pooling", choices=POOLINGS, default="mean", help="--init: pooling (mean)")
+    parser.add_argument("--pooling", choices=POOLING_MODES, default="mean", help="--init: pooling (mean)")
     parser.add_argument("--normalize", action="store_true", help="--init: L2-normalize the vectors")
     parser.add_argument("--vocab", help="--init: vocab.txt, when the model has none beside it")
     parser.add_argument("--cased", action="store_true", help="--init: cased tokenization")

@@ -32,9 +32,9 @@ import keras
 import numpy as np
 from keras import ops
 from bert_keras.models.encoder_head import EncoderHead
+from bert_keras.pooling_modes import POOLING_MODES
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
 
-POOLING_MODES = ("mean", "cls", "max", "pooled", "concat_last4", "sum_last4", "weighted")
 # Modes that read every layer's output, not only the last one.
 _NEEDS_HIDDEN_STATES = ("concat_last4", "sum_last4", "weighted")
 
