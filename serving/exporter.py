@@ -83,6 +83,25 @@ class ExportResult:
     seconds: float = 0.0
 
 
+def check_export_options(version=None, warmup_requests=DEFAULT_WARMUP_REQUESTS, *, flag_prefix=""):
+    """ValueError for a `version` below 1 or a negative `warmup_requests`: before anything loads.
+
+    `flag_prefix` ("--" on the command line) names them as flags (`--warmup-requests`) in the message.
+
+    >>> check_export_options(version=0, flag_prefix="--")
+    Traceback (most recent call last):
+    ...
+    ValueError: --version must be a positive integer
+    """
+    def name(option):
+        return flag_prefix + option.replace("_", "-") if flag_prefix else option
+
+    if version is not None and version < 1:
+        raise ValueError(f"{name('version')} must be a positive integer")
+    if warmup_requests < 0:
+        raise ValueError(f"{name('warmup_requests')} must be 0 or more")
+
+
 def export_saved_model(source, base_path, model_name, *, version=None, tokenizer_backend="tf_text",
                        overwrite=False, strict=False, check=True,
                        warmup_requests=DEFAULT_WARMUP_REQUESTS, release=DEFAULT_RELEASE,

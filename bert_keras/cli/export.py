@@ -79,11 +79,10 @@ def register(subparsers, summary):
 
 
 def run(args):
-    if args.version is not None and args.version < 1:
-        raise CommandError("--version must be a positive integer")
-    if args.warmup_requests < 0:
-        raise CommandError("--warmup-requests must be 0 or more")
     from bert_keras.finetuned_model import is_finetuned_directory
+    from serving.exporter import check_export_options
+
+    check_export_options(args.version, args.warmup_requests, flag_prefix="--")  # before anything loads
 
     if args.model and not is_finetuned_directory(args.model):
         raise CommandError(f"--model {args.model}: not a `bert-keras finetune` output directory "
