@@ -65,12 +65,13 @@ def write_pretraining_data_with_beam(settings: PretrainingDataSettings, *, runne
 
     Example:
 
-    >>> settings = PretrainingDataSettings(  # doctest: +SKIP
-    ...     input="gs://bucket/wiki/*.txt", vocab_file="gs://bucket/vocab.txt",
-    ...     output_prefix="gs://bucket/pretrain/wiki", num_output_shards=1024)
-    >>> write_pretraining_data_with_beam(settings, runner="DataflowRunner", pipeline_args=[  # doctest: +SKIP
-    ...     "--project=my-project", "--region=us-central1", "--temp_location=gs://bucket/tmp",
-    ...     "--requirements_file=requirements-beam.txt"])
+    settings = PretrainingDataSettings(
+        input="gs://bucket/wiki/*.txt", vocab_file="gs://bucket/vocab.txt",
+        output_prefix="gs://bucket/pretrain/wiki", num_output_shards=1024)
+    write_pretraining_data_with_beam(settings, runner="DataflowRunner", pipeline_args=[
+        "--project=my-project", "--region=us-central1", "--temp_location=gs://bucket/tmp",
+        "--extra_package=dist/bert_keras-0.1.0-py3-none-any.whl",
+        "--requirements_file=requirements-beam.txt"])  # tensorflow, tensorflow-text, apache-beam[gcp]
 
     Args:
         settings: a `PretrainingDataSettings` (text files only: `tfds:` inputs

@@ -30,8 +30,8 @@ def count_words_with_beam(patterns: Union[str, Sequence[str]], *, lowercase: boo
 
     Example:
 
-    >>> counts = count_words_with_beam("corpus/*.txt", runner="DirectRunner")  # doctest: +SKIP
-    >>> counts["the"]  # doctest: +SKIP
+    counts = count_words_with_beam("corpus/*.txt", runner="DirectRunner")
+    counts["the"]
     120345
 
     Args:
@@ -83,7 +83,7 @@ def learn_vocabulary_with_beam(patterns, *, vocab_size: int, lowercase: bool = T
 
     Example:
 
-    >>> tokens = learn_vocabulary_with_beam("corpus/*.txt", vocab_size=30522)  # doctest: +SKIP
+    tokens = learn_vocabulary_with_beam("corpus/*.txt", vocab_size=30522)
     """
     from pipelines.tokenizer.vocab import build_vocabulary
 
