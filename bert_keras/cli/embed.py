@@ -60,40 +60,23 @@ def run(args):
     if args.batch_size < 1 or args.top_k < 1:
         raise CommandError("--batch-size and --top-k must be at least 1")
 
-    from bert_keras.models.embedder import cosine_similarity, rank_by_similarity
     from bert_keras.tasks import Embedder
-    from bert_keras.tasks.embedder import write_embeddings
 
     embedder = Embedder.from_pretrained(args.init, pooling=args.pooling, normalize=args.normalize,
                                         vocab_file=args.vocab, lowercase=not args.cased,
                                         seq_length=args.seq_length)
     progress = 1 if args.input and sys.stdout.isatty() and not args.json else 0
-    vectors = embedder.predict(texts, batch_size=args.batch_size, verbose=progress)
+    result = embedder.embed(texts, query=None if args.json else args.query, top_k=args.top_k,
+                            batch_size=args.batch_size, verbose=progress)
     if args.output:
-        write_embeddings(args.output, texts, vectors)
-        print(f"wrote {len(texts)} x {vectors.shape[1]} {args.pooling}"
-              f"{' normalized' if args.normalize else ''} vectors to {args.output}")
+        result.save(args.output)
+        print(f"wrote {result.description} to {args.output}")
     if args.json:
-        print(json_output.dumps({"model": args.init, "pooling": args.pooling, "vectors": vectors,
-                                 "cosine_similarity": cosine_similarity(vectors, vectors)}))
+        print(json_output.dumps({"model": args.init, **result.to_json()}))
         return 0
-    if args.query is not None:
-        indices, scores = rank_by_similarity(embedder.predict([args.query]), vectors, args.top_k)
-        print(f"\ntop {indices.shape[1]} of {len(texts)} for {args.query!r} (cosine similarity):")
-        for rank, (index, score) in enumerate(zip(indices[0], scores[0]), start=1):
-            print(f"  {rank}. {score:.4f}  [{index}] {texts[index][:100]}")
-    elif not args.output:
-        for text, vector in zip(texts, vectors):
-            print(f"{text[:60]!r}: [{', '.join(f'{v:+.4f}' for v in vector[:6])}, ...] ({vector.shape[0]} dims)")
-        if 1 < len(texts) <= 10:
-            print("\ncosine similarity:")
-            for row, text in zip(cosine_similarity(vectors, vectors), texts):
-                print(f"  {' '.join(f'{s:6.3f}' for s in row)}   {text[:50]!r}")
-    vocab = f" --vocab {args.vocab}" if args.vocab else ""
-    print("\nnext: " + (
-        f'bert-keras tokenize {vocab[1:] or "--init " + args.init} "your text"  (see the tokens and offsets)'
-        if args.query is None else
-        f'bert-keras attention --init {args.init}{vocab} "{args.query}"  (see what the model attends to)'))
+    if args.query is not None or not args.output:
+        print("\n".join(result.summary_lines()))
+    print("\n" + result.next_step(args.init, args.vocab))
     return 0
 
 

@@ -1,5 +1,8 @@
 """`Embedder`: sentence vectors from raw text, with the pooling modes of `bert-keras embed`."""
 
+import dataclasses
+from typing import Optional
+
 import numpy as np
 import tensorflow as tf
 
@@ -89,6 +92,26 @@ class Embedder(TextTask):
     def row_text(self, row):
         return f"{row['text']!r}: [{', '.join(f'{v:+.4f}' for v in row['embedding'][:6])}, ...]"
 
+    def embed(self, texts, *, query=None, top_k=5, batch_size=32, verbose=0):
+        """`Embeddings` of `texts`: their vectors, ranked against `query` (cosine similarity) when given.
+
+        Args:
+            texts: the texts (row i: text i).
+            query: a text to rank `texts` against (None: no ranking).
+            top_k: how many ranked results are kept.
+            batch_size: texts per forward pass.
+            verbose: Keras progress bar (0: none).
+        """
+        from bert_keras.models.embedder import rank_by_similarity
+
+        texts = list(texts)
+        vectors = self.predict(texts, batch_size=batch_size, verbose=verbose)
+        indices = scores = None
+        if query is not None:
+            (indices,), (scores,) = rank_by_similarity(self.predict([query]), vectors, top_k)
+        settings = self._text.settings
+        return Embeddings(texts, vectors, settings["pooling"], settings["normalize"], query, indices, scores)
+
     @property
     def dataset_layout(self):
         from bert_keras.tasks.dataset_inputs import DatasetLayout
@@ -165,3 +188,72 @@ def write_embeddings(path, texts, vectors):
             embedding = [round(float(v), 7) if np.isfinite(v) else None for v in vector]
             record = {"text": text, "embedding": embedding}
             f.write((json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Embeddings:
+    """Texts and their vectors (`Embedder.embed`), and their ranking against a query when one was given.
+
+    `bert-keras embed` prints `summary_lines()` and `to_json()`; `save` writes the vectors.
+
+    Example:
+
+    >>> result = Embeddings(["a cat", "a dog"], np.array([[1.0, 0.0], [0.6, 0.8]], np.float32), "mean", True)
+    >>> result.description
+    '2 x 2 mean normalized vectors'
+    >>> print("\\n".join(result.summary_lines()))
+    'a cat': [+1.0000, +0.0000, ...] (2 dims)
+    'a dog': [+0.6000, +0.8000, ...] (2 dims)
+    <BLANKLINE>
+    cosine similarity:
+       1.000  0.600   'a cat'
+       0.600  1.000   'a dog'
+    """
+
+    texts: list
+    vectors: np.ndarray  # float32 [N, D], row i: texts[i]
+    pooling: str
+    normalize: bool
+    query: Optional[str] = None
+    indices: Optional[np.ndarray] = None  # [k] rows of `texts` most similar to `query`, best first
+    scores: Optional[np.ndarray] = None  # [k] their cosine similarities
+
+    @property
+    def description(self):
+        """`"N x D POOLING[ normalized] vectors"`."""
+        normalized = " normalized" if self.normalize else ""
+        return f"{len(self.texts)} x {self.vectors.shape[1]} {self.pooling}{normalized} vectors"
+
+    def save(self, path):
+        """`write_embeddings(path, ...)`: `.npy` or `.jsonl`, atomically."""
+        write_embeddings(path, self.texts, self.vectors)
+
+    def to_json(self):
+        """`{"pooling", "vectors", "cosine_similarity"}` (every pair of texts)."""
+        from bert_keras.models.embedder import cosine_similarity
+
+        return {"pooling": self.pooling, "vectors": self.vectors,
+                "cosine_similarity": cosine_similarity(self.vectors, self.vectors)}
+
+    def summary_lines(self):
+        """The ranking (with a query), else each vector's first values and, for 2..10 texts, their similarities."""
+        if self.query is not None:
+            return [f"\ntop {len(self.indices)} of {len(self.texts)} for {self.query!r} (cosine similarity):"] + [
+                f"  {rank}. {score:.4f}  [{index}] {self.texts[index][:100]}"
+                for rank, (index, score) in enumerate(zip(self.indices, self.scores), start=1)]
+        lines = [f"{text[:60]!r}: [{', '.join(f'{v:+.4f}' for v in vector[:6])}, ...] ({vector.shape[0]} dims)"
+                 for text, vector in zip(self.texts, self.vectors)]
+        if 1 < len(self.texts) <= 10:
+            from bert_keras.models.embedder import cosine_similarity
+
+            lines.append("\ncosine similarity:")
+            lines += [f"  {' '.join(f'{s:6.3f}' for s in row)}   {text[:50]!r}"
+                      for row, text in zip(cosine_similarity(self.vectors, self.vectors), self.texts)]
+        return lines
+
+    def next_step(self, spec, vocab_file=None):
+        """What to try next on the command line: `tokenize` the texts, or (after a query) `attention`."""
+        vocab = f" --vocab {vocab_file}" if vocab_file else ""
+        if self.query is None:
+            return f'next: bert-keras tokenize {vocab[1:] or "--init " + spec} "your text"  (see the tokens and offsets)'
+        return f'next: bert-keras attention --init {spec}{vocab} "{self.query}"  (see what the model attends to)'
