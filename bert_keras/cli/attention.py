@@ -3,7 +3,7 @@
 import argparse
 import os
 
-from bert_keras.cli.flag_arguments import add_option
+from bert_keras.cli.flag_arguments import add_encoder_options
 from bert_keras.cli.main import CommandError
 
 
@@ -27,16 +27,11 @@ def register(subparsers, summary):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("texts", nargs="+", metavar="TEXT", help="text A, and optionally text B (a pair)")
-    parser.add_argument("--init", required=True, metavar="SPEC",
-                        help="hf:DIR | tf1:CKPT_PREFIX | keras-hub:DIR | pip:PACKAGE | model.keras")
-    parser.add_argument("--vocab", help="vocab.txt, when the model has none beside it")
-    parser.add_argument("--cased", action="store_true", help="cased tokenization")
+    add_encoder_options(parser, seq_length_default=128, seq_length_help="tokens, [CLS]/[SEP] included (default 128)")
     parser.add_argument("--layer", type=int, default=None,
                         help="layer for the PNG and the printout (default: the last)")
     parser.add_argument("--head", type=int, default=None,
                         help="one head for the PNG and the printout (default: all heads, averaged)")
-    add_option(parser, "--seq-length", "--max-length", type=int, default=128,
-               help="tokens, [CLS]/[SEP] included (default 128)")
     parser.add_argument("--top-k", type=int, default=5, help="tokens listed for [CLS] (default 5)")
     parser.add_argument("--output-dir", default="attention", metavar="DIR",
                         help="where to write (default ./attention)")

@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from bert_keras import json_output
-from bert_keras.cli.flag_arguments import add_option
+from bert_keras.cli.flag_arguments import add_encoder_options
 from bert_keras.cli.main import CommandError
 from bert_keras.pooling_modes import POOLING_MODES
 
@@ -34,15 +34,11 @@ def register(subparsers, summary):
     parser.add_argument("texts", nargs="*", metavar="TEXT", help="texts to embed (or use --input)")
     parser.add_argument("--input", metavar="FILE", help="UTF-8 text file, one (non-empty) text per line")
     parser.add_argument("--output", metavar="OUT", help="write vectors to OUT.npy or OUT.jsonl (atomically)")
-    parser.add_argument("--init", required=True, metavar="SPEC",
-                        help="hf:DIR | tf1:CKPT_PREFIX | keras-hub:DIR | pip:PACKAGE | model.keras")
-    parser.add_argument("--vocab", help="vocab.txt, when the model has none beside it")
-    parser.add_argument("--cased", action="store_true", help="cased tokenization")
+    add_encoder_options(parser, seq_length_help="tokens per text, [CLS]/[SEP] included; longer texts are cut "
+                                                "(default 128)")
     parser.add_argument("--pooling", choices=POOLING_MODES, default="mean",
                         help="how token vectors become one (default mean)")
     parser.add_argument("--normalize", action="store_true", help="L2-normalize the vectors (unit length)")
-    add_option(parser, "--seq-length", "--max-length", type=int, default=None,
-               help="tokens per text, [CLS]/[SEP] included; longer texts are cut (default 128)")
     parser.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default 32)")
     parser.add_argument("--query", metavar="TEXT", help="rank the texts by cosine similarity to this text")
     parser.add_argument("--top-k", type=int, default=5, help="results shown for --query (default 5)")

@@ -8,7 +8,7 @@ a fresh Python that imports only TensorFlow must reproduce the model's outputs.
 
 import argparse
 
-from bert_keras.cli.flag_arguments import add_option
+from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options, add_option
 from bert_keras.cli.main import CommandError
 from bert_keras.pooling_modes import POOLING_MODES
 
@@ -31,8 +31,7 @@ def register(subparsers, summary):
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", metavar="DIR", help="a `bert-keras finetune --output-dir` directory")
     source.add_argument("--init", metavar="SPEC",
-                        help="an encoder for a sentence-embedding export: "
-                             "hf:DIR | tf1:CKPT | keras-hub:DIR | pip:PACKAGE | encoder.keras")
+                        help=f"an encoder for a sentence-embedding export: {INIT_HELP}")
     parser.add_argument("--base-path", required=True, metavar="DIR",
                         help="model base directory (the export goes to DIR/NAME/VERSION)")
     add_option(parser, "--model-name", "--name", dest="name", required=True, metavar="NAME",
@@ -59,8 +58,8 @@ def register(subparsers, summary):
                         help="skip the fresh-process check of the export's outputs")
     parser.add_argument("--warmup-requests", type=int, default=2, metavar="N",
                         help="warmup requests to write, batch sizes 1 and 8 alternating (default 2; 0: none)")
-    parser.add_argument("--seq-length", type=int, default=None,
-                        help="packed length (default: the finetune run's; 128 for --init)")
+    add_encoder_options(parser, init_help=None, applies_to="--init: ",
+                        seq_length_help="packed length (default: the finetune run's; 128 for --init)")
     pair = parser.add_mutually_exclusive_group()
     pair.add_argument("--text-pair", dest="text_pair", action="store_true", default=None,
                       help="classification: inputs text and text_b (default: as the task's data)")
@@ -73,8 +72,6 @@ def register(subparsers, summary):
                         help="SQuAD: context windows read per question (default 16)")
     parser.add_argument("--pooling", choices=POOLING_MODES, default="mean", help="--init: pooling (mean)")
     parser.add_argument("--normalize", action="store_true", help="--init: L2-normalize the vectors")
-    parser.add_argument("--vocab", help="--init: vocab.txt, when the model has none beside it")
-    parser.add_argument("--cased", action="store_true", help="--init: cased tokenization")
     parser.set_defaults(func=run)
 
 

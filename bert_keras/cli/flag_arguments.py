@@ -76,6 +76,23 @@ def add_option(parser, name, *old_names, required=False, **options):
         parser.add_argument(old, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **hidden)
 
 
+INIT_HELP = "hf:DIR | tf1:CKPT_PREFIX | keras-hub:DIR | pip:PACKAGE | model.keras"
+
+
+def add_encoder_options(parser, *, seq_length_help, seq_length_default=None, init_help=INIT_HELP, applies_to=""):
+    """`--init SPEC` (required), `--vocab`, `--cased` and `--seq-length`: a command that runs an encoder.
+
+    `init_help` None: the caller adds `--init` (among alternatives); `applies_to` ("--init: ")
+    starts the help of `--vocab` and `--cased`.
+    """
+    if init_help:
+        parser.add_argument("--init", required=True, metavar="SPEC", help=init_help)
+    parser.add_argument("--vocab", help=f"{applies_to}vocab.txt, when the model has none beside it")
+    parser.add_argument("--cased", action="store_true",
+                        help=f"{applies_to}cased tokenization (no lowercasing or accent stripping)")
+    add_option(parser, "--seq-length", "--max-length", type=int, default=seq_length_default, help=seq_length_help)
+
+
 def add_field_options(parser, options_class):
     """A flag per field of dataclass `options_class` with `metadata["flag"]`: `help`; `name` (else
     `--field-name`), `old_names` (hidden, as `add_option`), `group` (its argument group), `metavar`,

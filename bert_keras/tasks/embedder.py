@@ -255,5 +255,6 @@ class Embeddings:
         """What to try next on the command line: `tokenize` the texts, or (after a query) `attention`."""
         vocab = f" --vocab {vocab_file}" if vocab_file else ""
         if self.query is None:
-            return f'next: bert-keras tokenize {vocab[1:] or "--init " + spec} "your text"  (see the tokens and offsets)'
+            source = vocab[1:] or f"--init {spec}"
+            return f'next: bert-keras tokenize {source} "your text"  (see the tokens and offsets)'
         return f'next: bert-keras attention --init {spec}{vocab} "{self.query}"  (see what the model attends to)'
