@@ -713,6 +713,14 @@ class TextTask(keras.Model):
             return self.head.save(path, overwrite=True if overwrite is None else overwrite, **kwargs)
         return save_finetuned(path, self.to_finetuned(), overwrite=bool(overwrite))
 
+    def distill(self, x, y=None, **options):
+        """A smaller student of this task trained on its outputs for `x` (and labels `y`, optional);
+        an ordinary task of this class. `bert_keras.tasks.distillation.distill` has the options
+        (`layers=`, `temperature=`, `alpha=`, `init=`, `epochs=`, `seed=`, `run_dir=`, ...)."""
+        from bert_keras.tasks.distillation import distill
+
+        return distill(self, x, y, **options)
+
     def record(self, *, training=None, eval_results=None):
         """Adds provenance (saved in `task.json`'s `training`) and dev metrics to what `save` writes."""
         if training:
