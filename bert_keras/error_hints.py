@@ -3,7 +3,8 @@
 The library's errors name the problem in library terms (a file, a column, a spec, a
 distribution) and, where it knows one, the value probably meant (`error.suggestion`:
 `bert_keras.tasks.named_datasets.suggest_task`, the installed distribution closest to a
-`pip:` spec); the command line adds the flag or the command that fixes it:
+`pip:` spec); `hint_for` adds the flag or the command that fixes it (`bert_keras.cli.main`
+prints it; plain Python, no TensorFlow: an early error stays fast):
 
 - a column missing from a CSV/TSV/JSONL file -> `--label-column` / `--text-column` /
   `--text-b-column`, with the columns the file has;
