@@ -115,6 +115,38 @@ def _signatures_from_json(signature_defs):
             for name, sig in signature_defs.items()}
 
 
+class ServerConnectionError(Exception):
+    """`connect` found no signature to call: the message names the protocol, the address and the server's answer."""
+
+
+def connect(address=None, model_name=None, *, rest=False, signature_name=DEFAULT_SIGNATURE, **options):
+    """A `ServingClient` and the signature it calls (`{"inputs": ..., "outputs": ...}`), asked of the server now.
+
+    Args:
+        address: "host:port"; None: 127.0.0.1:8500 (gRPC), or 127.0.0.1:8501 with `rest`. An
+            http(s):// address can only be REST.
+        model_name: the model to query.
+        rest: use the REST API instead of gRPC.
+        signature_name: the signature to look up (and `predict`'s default).
+        **options: the other `ServingClient` arguments (`version`, `version_label`, `timeout`, TLS, ...).
+
+    Raises:
+        ServerConnectionError: the server did not answer the metadata request (UNAVAILABLE: is a
+            server running there?), or lacks the model or the signature.
+        ValueError / OSError: bad options, an unreadable certificate file.
+    """
+    rest = rest or (address or "").startswith(("http://", "https://"))
+    protocol = "rest" if rest else "grpc"
+    address = address or ("127.0.0.1:8501" if rest else "127.0.0.1:8500")
+    client = ServingClient(address, model_name, protocol=protocol, signature_name=signature_name, **options)
+    try:
+        return client, client.signature(signature_name)
+    except ServingClientError as error:
+        hint = "" if error.code != "UNAVAILABLE" else (
+            f" (is `bert-keras serve` running on {address}? REST needs --rest)")
+        raise ServerConnectionError(f"{protocol} {address}: {error.code}: {error.message}{hint}") from None
+
+
 class ServingClient:
     """A TF Serving client (gRPC or REST) for one model.
 

@@ -66,6 +66,16 @@ def split_pairs(texts):
     return result
 
 
+def takes_texts(signature_inputs):
+    """Whether a signature's requests are built from `texts` (not SQuAD's question + context, nor
+    multiple choice's context + endings).
+
+    >>> takes_texts({"question": {}, "context": {}}), takes_texts({"text": {}})
+    (False, True)
+    """
+    return set(signature_inputs) not in ({"question", "context"}, {"context", "endings"})
+
+
 def request_inputs(signature_inputs, texts=(), *, text_b=(), question=(), context=(), ending=()):
     """`{input name: list of rows}` for a signature from raw text.
 

@@ -42,23 +42,10 @@ def register(subparsers, summary):
     parser.set_defaults(func=run)
 
 
-def _request_inputs(signature_inputs, args):
-    """One inputs dict per request: `batch_size` rows each, rotating over the given texts."""
-    from serving.text_requests import read_texts
-
-    texts = list(args.texts) + (read_texts(args.input) if args.input else [])
-    needs_texts = set(signature_inputs) not in ({"question", "context"}, {"context", "endings"})
-    if needs_texts and not texts:
-        texts = [DEFAULT_TEXT]
-    args.texts = texts
-    from serving.loadtest import request_batches
-
-    return request_batches(build_inputs(signature_inputs, args), args.batch_size)
-
-
 def run(args):
     from serving.client import ServingClientError
-    from serving.loadtest import check_settings, load_test
+    from serving.loadtest import check_settings, load_test, request_batches
+    from serving.text_requests import read_texts, takes_texts
 
     check_settings(concurrency=args.concurrency, batch_size=args.batch_size, warmup=args.warmup,
                    requests=args.requests, duration_s=args.duration)
@@ -66,7 +53,9 @@ def run(args):
         args.requests = 200
     client, signature = make_client(args)
     with client:
-        inputs_list = _request_inputs(signature["inputs"], args)
+        texts = list(args.texts) + (read_texts(args.input) if args.input else [])
+        args.texts = texts or ([DEFAULT_TEXT] if takes_texts(signature["inputs"]) else [])
+        inputs_list = request_batches(build_inputs(signature["inputs"], args), args.batch_size)  # rotating
         try:
             # One request first: a model that rejects the input fails here with its message.
             client.predict(inputs_list[0], signature_name=args.signature)

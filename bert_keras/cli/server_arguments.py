@@ -33,26 +33,15 @@ def add_input_arguments(parser):
 
 
 def make_client(args):
-    """A ServingClient for the connection arguments; CommandError when the server cannot be reached."""
-    from serving.client import ServingClient, ServingClientError
+    """A ServingClient and its signature for the connection arguments; CommandError when the server cannot be reached."""
+    from serving.client import ServerConnectionError, connect
 
-    # An http(s):// address can only be REST.
-    rest = args.rest or (args.address or "").startswith(("http://", "https://"))
-    protocol = "rest" if rest else "grpc"
-    address = args.address or ("127.0.0.1:8501" if rest else "127.0.0.1:8500")
     try:
-        client = ServingClient(address, args.model, protocol=protocol, version=args.version,
-                               version_label=args.label, signature_name=args.signature, timeout=args.timeout,
-                               root_certificates=args.tls_ca, server_name=args.server_name)
-    except (OSError, ValueError) as error:
+        return connect(args.address, args.model, rest=args.rest, signature_name=args.signature,
+                       version=args.version, version_label=args.label, timeout=args.timeout,
+                       root_certificates=args.tls_ca, server_name=args.server_name)
+    except (OSError, ValueError, ServerConnectionError) as error:
         raise CommandError(str(error)) from None
-    try:
-        signature = client.signature(args.signature)
-    except ServingClientError as error:
-        hint = "" if error.code != "UNAVAILABLE" else (
-            f" (is `bert-keras serve` running on {address}? REST needs --rest)")
-        raise CommandError(f"{protocol} {address}: {error.code}: {error.message}{hint}") from None
-    return client, signature
 
 
 def build_inputs(signature_inputs, args):
