@@ -38,20 +38,10 @@ def register(subparsers, summary):
 
 
 def _print_ready(server, sources, args):
-    from serving.next_steps import try_commands
     from serving.server.options import ready_report
 
-    print(f"bert-keras serve: ready: gRPC {server.grpc_address}"
-          + (f"  REST {server.rest_url}" if server.rest_url else "")
-          + f"  models: {', '.join(source.name for source in sources)}", flush=True)
-    lines, warnings = ready_report(server, sources)
-    for line in lines:
+    for line in ready_report(server, sources, grace_s=args.grace_seconds, tls_ca=args.tls_cert):
         print(line, flush=True)
-    for warning in warnings:
-        print(f"bert-keras serve: warning: {warning}", flush=True)
-    lines = ["", "try:", *try_commands(server, sources[0].name, args.tls_cert),
-             f"stop with Ctrl-C or SIGTERM (in-flight requests finish first, up to {args.grace_seconds:g} s)"]
-    print("\n".join(lines), flush=True)
 
 
 def _start(server, sources, batching):
@@ -95,10 +85,5 @@ def run(args):
         build, start=lambda server: _start(server, settings["sources"], settings["batching"]),
         on_ready=lambda server: _print_ready(server, settings["sources"], args),
         grace_s=args.grace_seconds, on_signal=on_signal)
-    if outcome.stopped_while_starting:
-        print(f"bert-keras serve: {outcome.stopped_while_starting}: stopped while starting (nothing was served)",
-              flush=True)
-    else:
-        print("bert-keras serve: stopped" + ("" if outcome.drained else " (some requests did not finish in time)"),
-              flush=True)
+    print(f"bert-keras serve: {outcome.summary()}", flush=True)
     return 0

@@ -220,12 +220,16 @@ def loading_line(sources, batching=None):
                f"timeout {batching.batch_timeout_micros} us)" if batching else ""))
 
 
-def ready_report(server, sources):
-    """(lines, warnings) once `server` serves: each model's versions and their states; a warning
-    per model with no AVAILABLE version (its requests answer NOT_FOUND until one loads)."""
+def ready_report(server, sources, *, grace_s, tls_ca=None, program="bert-keras serve"):
+    """The lines `program` prints once `server` serves: its addresses and models, each model's
+    versions and their states, a warning per model with no AVAILABLE version (its requests answer
+    NOT_FOUND until one loads), commands to try (`serving.next_steps.try_commands`) and how to stop."""
+    from serving.next_steps import try_commands
     from serving.server.server import version_states
 
-    lines, warnings = [], []
+    lines = [f"{program}: ready: gRPC {server.grpc_address}" + (f"  REST {server.rest_url}" if server.rest_url else "")
+             + f"  models: {', '.join(source.name for source in sources)}"]
+    warnings = []
     for source in sources:
         status, reason = version_states(server.engine, source.name)
         for entry in status:
@@ -233,6 +237,7 @@ def ready_report(server, sources):
             problem = f": {entry['error_code']}: {entry['error_message']}" if failed else ""
             lines.append(f"  model {source.name} version {entry['version']}: {entry['state']}{problem}")
         if not any(entry["state"] == "AVAILABLE" for entry in status):
-            warnings.append(f"model {source.name} has no AVAILABLE version ({reason}); "
+            warnings.append(f"{program}: warning: model {source.name} has no AVAILABLE version ({reason}); "
                             "its requests answer NOT_FOUND until one loads")
-    return lines, warnings
+    return lines + warnings + ["", "try:", *try_commands(server, sources[0].name, tls_ca),
+                               f"stop with Ctrl-C or SIGTERM (in-flight requests finish first, up to {grace_s:g} s)"]

@@ -387,6 +387,12 @@ class ServeOutcome:
     stopped_while_starting: str = None
     drained: bool = True
 
+    def summary(self):
+        """The last line of `bert-keras serve`: stopped (drained or not), or stopped while starting."""
+        if self.stopped_while_starting:
+            return f"{self.stopped_while_starting}: stopped while starting (nothing was served)"
+        return "stopped" + ("" if self.drained else " (some requests did not finish in time)")
+
 
 def serve_until_shutdown(build, *, start=None, on_ready=None, grace_s=30.0, on_signal=None):
     """Builds, starts and serves a server until SIGTERM / SIGINT; a signal at any moment ends it cleanly.
