@@ -20,6 +20,7 @@ SUBCOMMANDS = [
     ("create-pretraining-data", "write masked-LM + next-sentence TFRecords (google-research format)"),
     ("pretrain", "pretrain BERT (masked-LM + next-sentence) with model.fit; resumable"),
     ("finetune", "fine-tune on GLUE, CSV/TSV/JSONL, CoNLL-2003, SQuAD or SWAG and evaluate"),
+    ("distill", "distil a fine-tuned model into a smaller, faster student of the same task"),
     ("evaluate", "evaluate a fine-tuned model: GLUE table, SQuAD EM/F1, entity P/R/F1"),
     ("predict", "predict with a fine-tuned model (SQuAD: official predictions.json)"),
     ("embed", "sentence embeddings: cosine similarities, .npy/.jsonl files, --query search"),

@@ -423,3 +423,79 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
 
 _SOFT_LOSS = {"classification": "kl", "multiple_choice": "kl", "ner": "kl_per_token",
               "squad": "kl_start_end", "regression": "mse", "embedding": "cosine+mse"}
+
+
+@dataclasses.dataclass
+class DistillationResult:
+    """What `distill_directory` did: the saved student, its directory, losses and dev metrics."""
+
+    task: object
+    output_dir: str
+    losses: list = dataclasses.field(default_factory=list)
+    metrics: Optional[dict] = None  # the student's; None: not evaluated
+    teacher_metrics: Optional[dict] = None
+
+    def next_steps(self):
+        """The commands that use the saved student, as one line."""
+        return (f"next: bert-keras evaluate --model {self.output_dir}   |   bert-keras export --model "
+                f"{self.output_dir} --base-path models --model-name NAME --quantize int8")
+
+
+def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size=None, init=None,
+                      temperature=2.0, alpha=None, epochs=3, batch_size=None, learning_rate=None,
+                      warmup_ratio=0.1, max_steps=None, checkpoint_every=None, seed=0, overwrite=False,
+                      evaluate=True, verbose=2, log=print):
+    """The whole run of `bert-keras distill`: teacher directory + data spec -> a saved student.
+
+    The data of `spec` (a `named_datasets.DatasetSpec`; None: the one the teacher records),
+    `distill` (resumable from `output_dir/.finetune-run`), `save`, then the teacher and the
+    student scored on the dev split (the student's metrics go to `eval_results.json`).
+    `alpha=0` ignores the data's labels (the teacher's soft targets alone).
+
+    Returns:
+        A `DistillationResult`.
+    """
+    from bert_keras.finetuned_model import RUN_DIRECTORY, write_eval_results
+    from bert_keras.tasks.named_datasets import DatasetSpecError, spec_for_model, spec_of_saved
+    from bert_keras.tasks.text_task import load
+
+    teacher = load(teacher_dir)
+    if spec is None:
+        spec = spec_of_saved(teacher.to_finetuned().training)
+    spec = spec_for_model(spec, teacher, teacher_dir)
+    x, y = spec.training_data(seed=seed)
+    spec.labels = teacher.labels
+    if alpha == 0:
+        y = None
+    config = teacher.encoder.config
+    plan = plan_student(teacher, layers=layers, hidden_size=hidden_size, init=init)
+    log(f"teacher {teacher_dir} ({config.num_layers} layers, hidden {config.hidden_size}) -> student "
+        f"{len(plan.layers)} layers (blocks {list(plan.layers)} of "
+        f"{init or 'the teacher'}, hidden {plan.hidden_size}); task {spec.spec}, {num_rows(x)} examples"
+        f"{'' if y is not None else ' (unlabelled: soft targets only)'}, temperature {temperature:g}")
+    run_dir = os.path.join(output_dir, RUN_DIRECTORY)
+    if os.path.isdir(run_dir):
+        log(f"resuming the interrupted run backed up in {run_dir}")
+    student = distill(teacher, x, y, layers=plan.layers if init is None else layers, hidden_size=hidden_size,
+                      init=init, temperature=temperature, alpha=alpha, epochs=epochs, batch_size=batch_size,
+                      learning_rate=learning_rate, warmup_ratio=warmup_ratio, max_steps=max_steps, seed=seed,
+                      run_dir=run_dir, checkpoint_every=checkpoint_every, verbose=verbose)
+    student.record(training=dict(spec.provenance(), distilled_from=os.path.abspath(teacher_dir)))
+    student.save(output_dir, overwrite=overwrite)
+    losses = student.history.history.get("loss", []) if student.history is not None else []
+    result = DistillationResult(student, output_dir, losses=losses)
+    log(f"\nsaved {output_dir}" + (f"; distillation loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""))
+    if not evaluate or teacher.kind == "embedding":
+        return result
+    try:
+        dev_x, dev_y = spec.evaluation_data()
+    except (DatasetSpecError, FileNotFoundError) as error:
+        log(f"no dev evaluation: {error}")
+        return result
+    batch = student.to_finetuned().training["distillation"]["batch_size"]
+    result.teacher_metrics = teacher.evaluate(dev_x, dev_y, batch_size=batch)
+    result.metrics = student.evaluate(dev_x, dev_y, batch_size=batch)
+    write_eval_results(output_dir, result.metrics)
+    log("\nteacher " + spec.format_metrics(result.teacher_metrics))
+    log("student " + spec.format_metrics(result.metrics))
+    return result

@@ -251,3 +251,27 @@ def test_minilm_student_keeps_the_teachers_accuracy_on_sample_reviews(tmp_path):
     student_accuracy = student.evaluate(dev_x, dev_y)["accuracy"]
     assert teacher_accuracy > 0.8
     assert student_accuracy > 0.75 and student_accuracy >= teacher_accuracy - 0.1
+
+
+@pytest.mark.slow
+def test_cli_distill_saves_a_scored_student_and_refuses_bad_layers(tmp_path, capsys):
+    from bert_keras.cli.main import main
+
+    teacher = tiny_teacher("classification", tmp_path)
+    train = tmp_path / "train.tsv"
+    train.write_text(export_fixtures.PAIR_TRAIN + export_fixtures.PAIR_TRAIN.split("\n", 1)[1])
+    teacher.record(training={"task": f"csv:{train}", "train_path": str(train), "eval_path": str(train)})
+    teacher.save(str(tmp_path / "teacher"))
+    out = str(tmp_path / "student")
+    assert main(["distill", "--teacher", str(tmp_path / "teacher"), "--layers", "2", "--output-dir", out,
+                 "--epochs", "1", "--batch-size", "2"]) == 0
+    printed = capsys.readouterr().out
+    assert "-> student 2 layers (blocks [0, 2]" in printed and "bert-keras export --model" in printed
+    student = tasks.load(out)
+    assert student.encoder.config.num_layers == 2
+    assert os.path.isfile(os.path.join(out, "eval_results.json"))
+    assert student.to_finetuned().training["distilled_from"] == str(tmp_path / "teacher")
+    assert main(["distill", "--teacher", str(tmp_path / "teacher"), "--layers", "9", "--output-dir",
+                 str(tmp_path / "bad")]) != 0
+    assert "fewer layers than the teacher's 4" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "bad" / "model.keras")

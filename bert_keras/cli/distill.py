@@ -1,0 +1,64 @@
+"""Distil a fine-tuned model into a smaller student of the same task (fewer layers, same
+tokenizer and outputs) for cheaper serving; save it and score teacher and student on dev.
+
+(`bert-keras distill`: parse, `bert_keras.tasks.distillation.distill_directory(...)`, print.)
+"""
+
+import sys
+import time
+
+from bert_keras.cli.flag_arguments import add_option
+from bert_keras.cli.task_arguments import add_task_arguments, check_output_dir, task_spec
+
+
+def register(subparsers, summary):
+    parser = subparsers.add_parser(
+        "distill", help=summary, description=__doc__.split("\n\n")[0],
+        epilog="example: bert-keras distill --teacher out/sentiment --layers 3 --output-dir out/sentiment-3l")
+    add_task_arguments(parser, required=False)
+    parser.add_argument("--teacher", required=True, metavar="DIR", help="the fine-tuned model to distil")
+    parser.add_argument("--layers", required=True, type=int, help="the student's transformer layers")
+    parser.add_argument("--init", default=None, metavar="SPEC",
+                        help="start from this smaller pretrained encoder (same vocabulary) instead of "
+                             "the teacher's layers (needed for another hidden size)")
+    parser.add_argument("--hidden-size", type=int, default=None, help="the student's hidden size (with --init)")
+    parser.add_argument("--output-dir", required=True, metavar="DIR")
+    parser.add_argument("--overwrite", action="store_true", help="replace the student in --output-dir")
+    add_option(parser, "--data", "--train", metavar="PATH",
+               help="training data (default: the teacher's recorded training file)")
+    add_option(parser, "--eval-data", "--eval", metavar="PATH", help="dev file to score at the end")
+    parser.add_argument("--temperature", type=float, default=2.0, help="soft-target temperature (2)")
+    parser.add_argument("--alpha", type=float, default=None,
+                        help="weight of the data's labels (default 0.5; 0: the teacher's outputs only)")
+    parser.add_argument("--epochs", type=float, default=3, help="training epochs (default 3)")
+    parser.add_argument("--batch-size", type=int, default=None, help="batch size (default as finetune)")
+    parser.add_argument("--learning-rate", type=float, default=None, help="peak learning rate (default as finetune)")
+    parser.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
+    parser.add_argument("--checkpoint-every", type=int, default=None, metavar="STEPS",
+                        help="back up every STEPS steps (default: every epoch) in DIR/.finetune-run; "
+                             "the same command resumes")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-eval", action="store_true", help="skip the final dev evaluation")
+    parser.set_defaults(func=run)
+
+
+def run(args):
+    started = time.time()
+    check_output_dir(args.output_dir, args.overwrite)
+    spec = task_spec(args, train_path=args.data, eval_path=args.eval_data) if args.task else None
+    from bert_keras.tasks.distillation import distill_directory
+    from bert_keras.tasks.named_datasets import spec_of_saved
+    from bert_keras.finetuned_model import read_finetuned
+
+    if spec is None:
+        spec = spec_of_saved(read_finetuned(args.teacher).training, train_path=args.data,
+                             eval_path=args.eval_data)
+    result = distill_directory(
+        args.teacher, spec, args.output_dir, layers=args.layers, hidden_size=args.hidden_size, init=args.init,
+        temperature=args.temperature, alpha=args.alpha, epochs=args.epochs, batch_size=args.batch_size,
+        learning_rate=args.learning_rate, max_steps=args.max_steps, checkpoint_every=args.checkpoint_every,
+        seed=args.seed, overwrite=args.overwrite, evaluate=not args.no_eval,
+        verbose=1 if sys.stdout.isatty() else 2, log=print)
+    print(f"\ndone in {time.time() - started:.0f}s")
+    print(result.next_steps())
+    return 0
