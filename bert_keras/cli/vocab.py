@@ -35,28 +35,14 @@ def register(subparsers, summary):
 def run(args):
     if os.path.exists(args.output) and not args.overwrite:
         raise CommandError(f"{args.output} exists; pass --overwrite to replace it")
-    import tensorflow as tf
     from tqdm import tqdm
 
-    from pipelines.corpus import list_files
-    from pipelines.tokenizer import (
-        RESERVED_TOKENS, BertPreTokenizer, build_vocabulary, count_words, write_vocabulary,
-    )
+    from pipelines.tokenizer import RESERVED_TOKENS, build_vocabulary, write_vocabulary
+    from pipelines.tokenizer.corpus_words import count_corpus_words
 
-    if args.runner:
-        from pipelines.pretraining.beam_pipeline import parse_runner
-        from pipelines.tokenizer.beam_vocab import count_words_with_beam
-
-        files = args.inputs
-        counts = count_words_with_beam(args.inputs, lowercase=not args.cased, runner=parse_runner(args.runner),
-                                       pipeline_args=args.beam_options)
-    else:
-        files = list_files(args.inputs)  # globs expanded; CorpusError names a pattern that matches nothing
-        lines = tf.data.TextLineDataset(files)
-        with tqdm(desc="counting words", unit=" lines") as bar:
-            counts = count_words(lines, BertPreTokenizer(lowercase=not args.cased), progress=bar)
-    if not counts:
-        raise CommandError(f"no words found in {', '.join(files)}: are the files empty?")
+    counts = count_corpus_words(args.inputs, lowercase=not args.cased, runner=args.runner,
+                                pipeline_args=args.beam_options,
+                                progress=lambda: tqdm(desc="counting words", unit=" lines"))
     reserved = RESERVED_TOKENS + list(args.reserved or [])
     print(f"{sum(counts.values()):,} words, {len(counts):,} distinct; learning {args.size:,} pieces...")
     tokens = build_vocabulary(counts, vocab_size=args.size, reserved_tokens=reserved)
