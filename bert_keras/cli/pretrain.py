@@ -5,7 +5,6 @@ logs, and the final encoder as encoder.keras. Rerunning a finished run does noth
 --overwrite.
 """
 
-import os
 import sys
 import time
 
@@ -81,19 +80,6 @@ def run(args):
         strategy=args.strategy, tpu=args.tpu, mixed_precision=args.mixed_precision,
         jit_compile=args.jit_compile, steps_per_execution=args.steps_per_execution,
         overwrite=args.overwrite, verbose=1 if sys.stdout.isatty() else 2, log=print)
-    if not result.chief:
-        return 0
-    out = args.output_dir
-    encoder_path = os.path.join(out, "encoder.keras")
-    vocab = f" --vocab {out}/vocab.txt" if args.vocab else ""
-    if result.already_complete:
-        print(f"{out} is already complete at step {result.final_step} (asked: {args.steps}): nothing to do, "
-              "nothing changed. A larger --steps continues it; --overwrite starts afresh.")
-        print(f'next: bert-keras embed --init {encoder_path}{vocab} "A sentence."')
-        return 0
-    print("\n" + result.summary(args.steps, time.time() - started))
-    print(f"wrote {encoder_path}, config.json{', vocab.txt' if args.vocab else ''}, checkpoints/ "
-          f"(latest {os.path.basename(result.checkpoint or '-')}), logs/ (tensorboard --logdir {out}/logs)")
-    print(f'next: bert-keras embed --init {encoder_path}{vocab} "A sentence."')
-    print(f"      bert-keras convert {encoder_path} hf:{out}/hf   (or tf1:{out}/tf1/bert_model.ckpt)")
+    if result.chief:  # multi-worker: the chief reports
+        print(result.report(args.output_dir, args.steps, time.time() - started, vocab_copied=bool(args.vocab)))
     return 0

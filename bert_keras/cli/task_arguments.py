@@ -19,22 +19,12 @@ def add_task_arguments(parser, required=True):
 
 
 def task_spec(args, *, train_path=None, eval_path=None, training=None):
-    """The `bert_keras.tasks.named_datasets.DatasetSpec` of `--task` (or of a saved model's provenance)."""
-    from bert_keras.tasks.named_datasets import parse_task, spec_of_saved
+    """`bert_keras.tasks.named_datasets.task_spec` of `--task` and its flags (or of a saved model's provenance)."""
+    from bert_keras.tasks.named_datasets import task_spec as spec_of
 
-    options = dict(train_path=train_path, eval_path=eval_path,
-                   text_column=getattr(args, "text_column", None),
-                   text_b_column=getattr(args, "text_b_column", None),
-                   label_column=getattr(args, "label_column", None),
-                   data_dir=getattr(args, "data_dir", None))
-    spec = (getattr(args, "task", None) or "").lower()
-    if spec.startswith("csv:"):
-        options["regression"] = getattr(args, "regression", None)
-    if spec.startswith("squad"):
-        options["doc_stride"] = getattr(args, "doc_stride", 128)
-    if not spec and training is not None:
-        return spec_of_saved(training, **options)
-    return parse_task(args.task, **{k: v for k, v in options.items() if v is not None})
+    names = ("regression", "text_column", "text_b_column", "label_column", "doc_stride", "data_dir")
+    return spec_of(getattr(args, "task", None), training=training, train_path=train_path, eval_path=eval_path,
+                   **{name: getattr(args, name, None) for name in names})
 
 
 def check_output_dir(directory, overwrite):

@@ -39,6 +39,7 @@ def run(args):
         raise CommandError("no text given: pass TEXT arguments or pipe lines to stdin")
     from bert_keras.checkpoints import find_vocabulary
     from pipelines import BertTokenizer
+    from pipelines.tokenizer.bert_tokenizer import tokenization_lines
 
     vocab = args.vocab or find_vocabulary(args.init)
     if vocab is None:
@@ -47,21 +48,6 @@ def run(args):
         vocab, lowercase=not args.cased, backend=args.tokenizer,
         max_input_chars_per_word=args.max_chars_per_word,
     )
-    records = tokenizer.token_records(texts)
-    packed = (tokenizer.packed_rows(texts, args.pair, args.seq_length)
-              if args.pair is not None or args.seq_length else None)
-    for row, (text, tokens) in enumerate(zip(texts, records)):
-        if args.json:
-            record = {"text": text, "tokens": tokens}
-            if packed:
-                record.update({k: v[row] for k, v in packed.items()})
-            print(json_output.dumps(record, ensure_ascii=False))
-            continue
-        print(f"{text!r}: {len(tokens)} tokens")
-        for t in tokens:
-            print(f"  {t['id']:>6}  {t['token']:<20} [{t['start']}:{t['end']}] {t['text']!r}")
-        if packed:
-            print("  token_ids:  ", packed["token_ids"][row])
-            print("  segment_ids:", packed["segment_ids"][row])
-            print("  padding_mask:", packed["padding_mask"][row])
+    for record in tokenizer.tokenization_records(texts, args.pair, args.seq_length):
+        print(json_output.dumps(record, ensure_ascii=False) if args.json else "\n".join(tokenization_lines(record)))
     return 0

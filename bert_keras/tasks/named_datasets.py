@@ -100,6 +100,23 @@ def spec_of_saved(training, **options):
     return parse_task(spec, **{**kept, **{k: v for k, v in options.items() if v is not None}})
 
 
+def task_spec(task=None, *, training=None, regression=None, doc_stride=None, **options):
+    """The `DatasetSpec` of `task` (`glue/NAME`, `csv:PATH`, ...) with its settings; with no `task`, the
+    one a saved model was trained on (`training`, its provenance: `spec_of_saved`), or None.
+
+    `regression` counts for `csv:` specs only, `doc_stride` for `squad/...` ones; None settings
+    are left at their defaults.
+    """
+    lowered = (task or "").lower()
+    if lowered.startswith("csv:"):
+        options["regression"] = regression
+    if lowered.startswith("squad"):
+        options["doc_stride"] = doc_stride
+    if not lowered and training is not None:
+        return spec_of_saved(training, **options)
+    return parse_task(task, **{key: value for key, value in options.items() if value is not None})
+
+
 def spec_for_model(spec, task, directory, override=None):
     """`spec` (None: the model records none) checked to fit `task`, loaded from `directory`; labels set.
 

@@ -62,6 +62,21 @@ class PretrainingResult:
             lines.append("final " + ", ".join(f"{k} {metrics[k]:.4f}" for k in names if k in metrics))
         return "\n".join(lines + [f"note: {note}" for note in self.notes])
 
+    def report(self, output_dir, steps, seconds, vocab_copied=False):
+        """What `bert-keras pretrain` prints at the end: the `summary` and the files written (or that a
+        finished run had nothing to do), then commands to try on `output_dir`'s `encoder.keras`."""
+        encoder = os.path.join(output_dir, "encoder.keras")
+        vocab = f" --vocab {output_dir}/vocab.txt" if vocab_copied else ""
+        embed = f'next: bert-keras embed --init {encoder}{vocab} "A sentence."'
+        if self.already_complete:
+            return (f"{output_dir} is already complete at step {self.final_step} (asked: {steps}): nothing to do, "
+                    f"nothing changed. A larger --steps continues it; --overwrite starts afresh.\n{embed}")
+        return "\n".join([
+            "\n" + self.summary(steps, seconds),
+            f"wrote {encoder}, config.json{', vocab.txt' if vocab_copied else ''}, checkpoints/ "
+            f"(latest {os.path.basename(self.checkpoint or '-')}), logs/ (tensorboard --logdir {output_dir}/logs)",
+            embed, f"      bert-keras convert {encoder} hf:{output_dir}/hf   (or tf1:{output_dir}/tf1/bert_model.ckpt)"])
+
 
 class _StopAtStep(keras.callbacks.Callback):
     """Stop `fit` at the requested total step when it is not a multiple of the epoch length."""

@@ -223,6 +223,24 @@ class BertTokenizer(tf.Module):
         segments = (ids,) if pair is None else (ids, self.tokenize(tf.constant([pair] * len(texts))))
         return {k: v.numpy().tolist() for k, v in packer(segments).items()}
 
+    def tokenization_records(self, texts, pair=None, seq_length=None):
+        """What `bert-keras tokenize` prints per text: `{"text", "tokens"}` (`token_records`), and the
+        `packed_rows` (`token_ids`, `segment_ids`, `padding_mask`) when `pair` or `seq_length` is given.
+
+        >>> tokenizer = BertTokenizer(vocabulary=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello", "!"])
+        >>> record = tokenizer.tokenization_records(["Hello!"], seq_length=6)[0]
+        >>> print("\\n".join(tokenization_lines(record)))
+        'Hello!': 2 tokens
+               4  hello                [0:5] 'Hello'
+               5  !                    [5:6] '!'
+          token_ids:   [2, 4, 5, 3, 0, 0]
+          segment_ids: [0, 0, 0, 0, 0, 0]
+          padding_mask: [1, 1, 1, 1, 0, 0]
+        """
+        packed = self.packed_rows(texts, pair, seq_length) if pair is not None or seq_length else {}
+        return [{"text": text, "tokens": tokens, **{key: rows[row] for key, rows in packed.items()}}
+                for row, (text, tokens) in enumerate(zip(texts, self.token_records(texts)))]
+
     def detokenize(self, ids):
         """Joins word pieces back into text (one string per row; normalized text).
 
@@ -342,3 +360,14 @@ class BertTokenizer(tf.Module):
             return tf.RaggedTensor.from_value_rowids(values, rows, nrows=pre.nrows, validate=False)
 
         return per_row(ids.flat_values), per_row(begin), per_row(end)
+
+
+def tokenization_lines(record):
+    """A `tokenization_records` record as text: a heading, a line per token (id, token, byte span,
+    source text), then the packed rows when the record has them."""
+    lines = [f"{record['text']!r}: {len(record['tokens'])} tokens"]
+    lines += [f"  {t['id']:>6}  {t['token']:<20} [{t['start']}:{t['end']}] {t['text']!r}" for t in record["tokens"]]
+    if "token_ids" in record:
+        lines += [f"  token_ids:   {record['token_ids']}", f"  segment_ids: {record['segment_ids']}",
+                  f"  padding_mask: {record['padding_mask']}"]
+    return lines
