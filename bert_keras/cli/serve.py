@@ -5,9 +5,9 @@ and builds the server), `serving.server.server.serve_until_shutdown` runs it; th
 """
 
 import argparse
+import signal
 import sys
 
-from bert_keras.cli.main import CommandError
 from bert_keras.cli.server_arguments import add_server_options
 
 def register(subparsers, summary):
@@ -37,32 +37,11 @@ def register(subparsers, summary):
     parser.set_defaults(func=run)
 
 
-def _print_ready(server, sources, args):
-    from serving.server.options import ready_report
-
-    for line in ready_report(server, sources, grace_s=args.grace_seconds, tls_ca=args.tls_cert):
-        print(line, flush=True)
-
-
-def _start(server, sources, batching):
-    """Loads the models and opens the ports; CommandError for what stops the server from starting."""
-    from serving.server.errors import ServingError
-    from serving.server.options import loading_line
-
-    print(f"bert-keras serve: {loading_line(sources, batching)}", flush=True)
-    try:
-        server.start()
-    except ServingError as error:
-        raise CommandError(f"cannot start: {error.message}") from None
-    except OSError as error:
-        raise CommandError(str(error)) from None
-
-
 def run(args):
     # This module imports nothing slow, and neither do serving.server.server and .options: the
     # SIGTERM / SIGINT handlers are in place before TensorFlow is imported and the models load
     # (during startup a signal abandons loading, exit 0, nothing served; after the ready line it drains).
-    from serving.server.options import ServerOptions
+    from serving.server.options import ServerOptions, ready_report, start_server
     from serving.server.server import serve_until_shutdown
 
     options = ServerOptions.from_namespace(args)
@@ -71,19 +50,19 @@ def run(args):
     def build():
         options.check()
         settings["sources"] = options.model_sources()
-        settings["batching"] = options.batching(
-            note=lambda line: print(f"bert-keras serve: note: {line}", file=sys.stderr))
+        settings["batching"] = options.batching(note=lambda line: say(f"note: {line}", file=sys.stderr))
         return options.build_server(settings["sources"], settings["batching"])
 
-    def on_signal(number):
-        import signal
+    def say(line, file=sys.stdout):
+        print(f"bert-keras serve: {line}", file=file, flush=True)
 
-        print(f"bert-keras serve: {signal.Signals(number).name}: draining (up to {args.grace_seconds:g} s)",
-              flush=True)
+    def on_ready(server):
+        report = ready_report(server, settings["sources"], grace_s=args.grace_seconds, tls_ca=args.tls_cert)
+        print("\n".join(report), flush=True)
 
     outcome = serve_until_shutdown(
-        build, start=lambda server: _start(server, settings["sources"], settings["batching"]),
-        on_ready=lambda server: _print_ready(server, settings["sources"], args),
-        grace_s=args.grace_seconds, on_signal=on_signal)
-    print(f"bert-keras serve: {outcome.summary()}", flush=True)
+        build, start=lambda server: start_server(server, settings["sources"], settings["batching"], say=say),
+        on_ready=on_ready, grace_s=args.grace_seconds,
+        on_signal=lambda number: say(f"{signal.Signals(number).name}: draining (up to {args.grace_seconds:g} s)"))
+    say(outcome.summary())
     return 0

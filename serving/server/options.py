@@ -213,6 +213,27 @@ class ServerOptions:
                               rest_body_timeout_s=self.rest_body_timeout_seconds)
 
 
+class ServerStartError(ValueError):
+    """The server did not start (a model failed to load, a port in use, a bad TLS file): the message says why."""
+
+
+def start_server(server, sources, batching=None, say=print):
+    """Says what is about to load (`loading_line`), then loads the models and opens the ports.
+
+    Raises:
+        ServerStartError: what stopped it ("cannot start: ..." for a serving error, else the OS error).
+    """
+    from serving.server.errors import ServingError
+
+    say(loading_line(sources, batching))
+    try:
+        server.start()
+    except ServingError as error:
+        raise ServerStartError(f"cannot start: {error.message}") from None
+    except OSError as error:
+        raise ServerStartError(str(error)) from None
+
+
 def loading_line(sources, batching=None):
     """What is about to load: "m (base path)" of each source, and the batching in use."""
     return (f"loading {', '.join(f'{s.name} ({s.base_path})' for s in sources)}"
