@@ -70,14 +70,6 @@ def run(args):
 
     for warning in kit.warnings:
         print(f"warning: {warning}", file=sys.stderr)
-    for model in kit.models:
-        labels = ", ".join(f"{k} -> {v}" for k, v in model.labels.items())
-        print(f"model {model.name}: serves {model.describe_versions()}" + (f"; labels {labels}" if labels else ""))
-    print(f"wrote {len(written)} files to {args.output_dir}:")
-    for path in written:
-        print(f"  {path}")
-    from serving.next_steps import deploy_kit_steps
-
-    print(deploy_kit_steps(args.output_dir, kit.models[0].name))
+    print(kit.report(written, args.output_dir))
     return 0
 

@@ -71,6 +71,19 @@ class DeployKit:
     models: list
     warnings: list
 
+    def report(self, written, output_dir):
+        """What `bert-keras deploy-kit` prints once `written` (the paths) are in `output_dir`: what each
+        model serves and its labels, the files, then the commands to run (`serving.next_steps`)."""
+        from serving.next_steps import deploy_kit_steps
+
+        lines = []
+        for model in self.models:
+            labels = ", ".join(f"{k} -> {v}" for k, v in model.labels.items())
+            lines.append(f"model {model.name}: serves {model.describe_versions()}"
+                         + (f"; labels {labels}" if labels else ""))
+        lines += [f"wrote {len(written)} files to {output_dir}:", *(f"  {path}" for path in written)]
+        return "\n".join([*lines, deploy_kit_steps(output_dir, self.models[0].name)])
+
 
 def _cpu_count(quantity):
     """Whole CPUs of a Kubernetes quantity ("4", "2500m") for thread counts."""
