@@ -155,3 +155,15 @@ def environment_report():
         "devices": [f"{d.device_type}:{d.name.split(':', 1)[-1]}" for d in tf.config.list_physical_devices()],
         "xla_available": hasattr(tf.config.optimizer, "get_jit"),
     }
+
+
+def environment_lines(report):
+    """`environment_report()` as `bert-keras info` prints it: Python and platform, each version, the devices.
+
+    >>> environment_lines({"python": "3.11.7", "platform": "Linux", "versions": {"keras": "3.11.3"},
+    ...                    "devices": ["CPU:0"]})
+    ['bert-keras on Python 3.11.7 (Linux)', '  keras                    3.11.3', 'devices: CPU:0']
+    """
+    return ([f"bert-keras on Python {report['python']} ({report['platform']})"]
+            + [f"  {name:24s} {version or '-'}" for name, version in report["versions"].items()]
+            + ["devices: " + ", ".join(report["devices"])])

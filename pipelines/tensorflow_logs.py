@@ -190,6 +190,23 @@ def filter_noisy_warnings():
         warnings.filterwarnings("ignore", message=message, category=category)
 
 
+@contextlib.contextmanager
+def collected_warnings(verbose=False):
+    """Every Python warning raised inside (none hidden by "once"), collected into the yielded list,
+    to print as plain lines; `NOISY_WARNINGS` dropped unless `verbose`.
+
+    >>> with collected_warnings() as caught:
+    ...     warnings.warn("tanh-GELU", UserWarning)
+    >>> [str(w.message) for w in caught]
+    ['tanh-GELU']
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if not verbose:
+            filter_noisy_warnings()  # numpy's copy-keyword notes from keras-hub
+        yield caught
+
+
 def _unfilter_noisy_warnings():
     noisy = {(message, category) for message, category in NOISY_WARNINGS}
     warnings.filters[:] = [f for f in warnings.filters

@@ -12,7 +12,6 @@ found next to SOURCE is copied along.
 """
 
 import sys
-import warnings
 
 _SPECS_HELP = (
     "hf:DIR (Hugging Face), tf1:PREFIX (google-research checkpoint, or a directory holding "
@@ -49,15 +48,11 @@ def register(subparsers, summary):
 def run(args):
     """Converts `args.source` to `args.dest`; prints what was written."""
     from bert_keras.checkpoints.loading import convert
+    from pipelines.tensorflow_logs import collected_warnings
 
     # Library warnings (exact GELU exported to a tanh-GELU format, dropped tensors) are part
     # of the result: printed as plain lines, not as Python warnings with a source line.
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        if not getattr(args, "verbose", False):
-            from pipelines import tensorflow_logs
-
-            tensorflow_logs.filter_noisy_warnings()  # numpy's copy-keyword notes from keras-hub
+    with collected_warnings(verbose=getattr(args, "verbose", False)) as caught:
         result = convert(args.source, args.dest, strict=args.strict)
     for warning in caught:
         print(f"warning: {warning.message}", file=sys.stderr)

@@ -14,16 +14,13 @@ def register(subparsers, summary):
 
 
 def run(args):
-    from bert_keras.compat import environment_report
+    from bert_keras.compat import environment_lines, environment_report
 
     report = environment_report()
     if args.json:
         print(json_output.dumps(report, indent=2))
         return 0
-    print(f"bert-keras on Python {report['python']} ({report['platform']})")
-    for name, version in report["versions"].items():
-        print(f"  {name:24s} {version or '-'}")
-    print("devices: " + ", ".join(report["devices"]))
+    print("\n".join(environment_lines(report)))
     if report["problems"]:
         print("NOT the tested matrix:\n  - " + "\n  - ".join(report["problems"]), file=sys.stderr)
         return 1
