@@ -190,6 +190,49 @@ def hf_peer(args):
     return accuracy(teacher), accuracy(student)
 
 
+def _each_family_alone(args, argv):
+    import subprocess
+
+    keep, skip = [], False
+    for item in argv:  # the argv without --families / --output / --download and their values
+        if item in ("--families", "--output"):
+            skip = True
+            continue
+        if item.startswith("--"):
+            skip = False
+        if not skip and item != "--download":
+            keep.append(item)
+    results = {"settings": {k: v for k, v in vars(args).items() if k != "output"}}
+    with tempfile.TemporaryDirectory(prefix="bench-distillation-") as workdir:
+        for family in args.families:
+            output = os.path.join(workdir, f"{family}.json")
+            peer = ["--hf-peer"] if args.hf_peer and family == "sst2" else []
+            subprocess.run([sys.executable, os.path.abspath(__file__), *[k for k in keep if k != "--hf-peer"],
+                            *peer, "--families", family, "--output", output], check=True)
+            with open(output, encoding="utf-8") as f:
+                results.update({k: v for k, v in json.load(f).items() if k != "settings"})
+    print("\nall families")
+    _summary(results, args.families)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            json.dump(results, f, indent=1)
+    return results
+
+
+def _summary(results, families):
+    for family in families:
+        r = results[family]
+        speed = r["rows_per_s"]
+        print(f"{family}: {r['metric']} teacher {r['python']['teacher']:.4f} -> student {r['python']['student']:.4f} "
+              f"({100 * (r['python']['student'] - r['python']['teacher']):+.1f} points); student int8 / teacher "
+              f"fp32 rows/s: short {speed['short']['student int8'] / speed['short']['teacher fp32']:.2f}x, long "
+              f"{speed['long']['student int8'] / speed['long']['teacher fp32']:.2f}x")
+    if "hf_peer_sst2" in results:
+        peer = results["hf_peer_sst2"]
+        print(f"HF torch DistilBERT-style (sst2): teacher {peer['teacher']:.4f} -> student {peer['student']:.4f} "
+              f"({100 * (peer['student'] - peer['teacher']):+.1f} points)")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-dir", default=os.path.join(os.path.dirname(__file__), ".data"))
@@ -208,6 +251,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.download:
         data.download(args, ["sst2" if f == "sst2" else "conll" for f in args.families])
+    if len(args.families) > 1:  # one process per family: each starts from a fresh TensorFlow
+        return _each_family_alone(args, argv if argv is not None else sys.argv[1:])
     results = {"settings": {k: v for k, v in vars(args).items() if k != "output"}}
     short_source = None
     long_batches = [long_texts()[i * BATCH:(i + 1) * BATCH] for i in range(args.batches)]
@@ -230,17 +275,7 @@ def main(argv=None):
             teacher_accuracy, student_accuracy = hf_peer(args)
             results["hf_peer_sst2"] = {"teacher": teacher_accuracy, "student": student_accuracy}
     print("\nsummary")
-    for family in args.families:
-        r = results[family]
-        speed = r["rows_per_s"]
-        print(f"{family}: {r['metric']} teacher {r['python']['teacher']:.4f} -> student {r['python']['student']:.4f} "
-              f"({100 * (r['python']['student'] - r['python']['teacher']):+.1f} points); student int8 / teacher "
-              f"fp32 rows/s: short {speed['short']['student int8'] / speed['short']['teacher fp32']:.2f}x, long "
-              f"{speed['long']['student int8'] / speed['long']['teacher fp32']:.2f}x")
-    if "hf_peer_sst2" in results:
-        peer = results["hf_peer_sst2"]
-        print(f"HF torch DistilBERT-style (sst2): teacher {peer['teacher']:.4f} -> student {peer['student']:.4f} "
-              f"({100 * (peer['student'] - peer['teacher']):+.1f} points)")
+    _summary(results, args.families)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=1)

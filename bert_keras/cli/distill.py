@@ -17,7 +17,9 @@ def register(subparsers, summary):
         epilog="example: bert-keras distill --teacher out/sentiment --layers 3 --output-dir out/sentiment-3l")
     add_task_arguments(parser, required=False)
     parser.add_argument("--teacher", required=True, metavar="DIR", help="the fine-tuned model to distil")
-    parser.add_argument("--layers", required=True, type=int, help="the student's transformer layers")
+    parser.add_argument("--layers", type=int, default=None,
+                        help="the student's transformer layers, picked evenly from the teacher's "
+                             "(required unless --init: then all of its layers)")
     parser.add_argument("--init", default=None, metavar="SPEC",
                         help="start from this smaller pretrained encoder (same vocabulary) instead of "
                              "the teacher's layers (needed for another hidden size)")
