@@ -139,3 +139,73 @@ class MultipleChoicePreprocessor(TextPreprocessor):
         config.pop("labels")
         config["num_choices"] = self.num_choices
         return config
+
+
+@keras.saving.register_keras_serializable(package="bert_keras")
+class TokenClassifierPreprocessor(TextPreprocessor):
+    """Word lists [+ tag names per word] -> packed inputs [+ a label id on each word's first piece].
+
+    The features of `pipelines.datasets.conll.encode_sentences` for a text of one window, as
+    graph ops (a `tf.data` map, a serving graph): each word is tokenized on its own (a word
+    the tokenizer drops becomes one `[UNK]`, so every word keeps its tag), the pieces of a
+    text are its words' pieces in order, cut after `seq_length - 2` (`TokenClassifier`'s
+    `max_length` reads longer texts in windows instead), and packed `[CLS] pieces [SEP]`.
+    Labels: the tag's id on a word's first piece, `-100` (ignored by the loss) elsewhere.
+
+    Example:
+
+    >>> from pipelines import BertTokenizer
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "anna", "visits", "rome", "##s"]
+    >>> preprocessor = TokenClassifierPreprocessor(BertTokenizer(vocabulary=vocab), seq_length=16,
+    ...                                            labels=["O", "B-PER", "B-LOC"])
+    >>> words = tf.ragged.constant([["Anna", "visits", "Romes"], ["Rome"]])
+    >>> x, y = preprocessor(words, tf.ragged.constant([["B-PER", "O", "B-LOC"], ["B-LOC"]]))
+    >>> x["token_ids"].numpy().tolist()
+    [[2, 5, 6, 7, 8, 3, 0, 0], [2, 7, 3, 0, 0, 0, 0, 0]]
+    >>> y.numpy().tolist()
+    [[-100, 1, 0, 2, -100, -100, -100, -100], [-100, 2, -100, -100, -100, -100, -100, -100]]
+
+    Call: `preprocessor(words, tags=None, sample_weight=None)`, `words` a string
+    `tf.RaggedTensor` `[batch, (words)]` (or a dense `[batch, words]` without padding),
+    `tags` the same shape of tag names; returns `x` alone or `(x, y[, sample_weight])`.
+    """
+
+    def pack(self, words):
+        return self._pack(words, None)[0]
+
+    def call(self, x, y=None, sample_weight=None):
+        packed, labels = self._pack(x, y)
+        return keras.utils.pack_x_y_sample_weight(packed, labels, sample_weight)
+
+    def _pack(self, words, tags):
+        from pipelines.datasets.batching import IGNORE_LABEL
+
+        if not isinstance(words, tf.RaggedTensor):
+            words = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(words))
+        special = self.tokenizer.special_tokens
+        pieces = self.tokenizer.tokenize(words.flat_values)  # [words, (pieces)]
+        pieces = tf.cast(pieces, tf.int64)
+        counts = pieces.row_lengths()
+        kept = tf.maximum(counts, 1)  # a dropped word: one [UNK]
+        pieces = tf.concat([pieces, tf.RaggedTensor.from_tensor(
+            tf.fill([tf.size(counts), 1], tf.constant(special.unk, tf.int64)))], axis=1)
+        take = tf.ragged.range(kept) + tf.expand_dims(pieces.row_starts(), 1)
+        flat_ids = tf.gather(pieces.flat_values, take.flat_values)
+        per_text = tf.math.unsorted_segment_sum(kept, words.value_rowids(), words.nrows())
+        window = self.seq_length - 2
+        ids = tf.RaggedTensor.from_row_lengths(flat_ids, per_text)[:, :window]
+        packed = self.packer((ids,))
+        if tags is None:
+            return packed, None
+        if not isinstance(tags, tf.RaggedTensor):
+            tags = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(tags))
+        first = tf.equal(tf.ragged.range(kept).flat_values, 0)
+        word_of_piece = tf.repeat(tf.range(tf.size(kept, out_type=tf.int64)), kept)
+        piece_label = tf.where(first, tf.gather(self.label_ids(tags.flat_values), word_of_piece),
+                               IGNORE_LABEL)
+        labels = tf.RaggedTensor.from_row_lengths(piece_label, per_text)[:, :window]
+        width = tf.shape(packed["token_ids"])[1]
+        labels = tf.concat([tf.fill([labels.nrows(), 1], IGNORE_LABEL), labels], axis=1)
+        labels = labels.to_tensor(default_value=IGNORE_LABEL)
+        labels = tf.pad(labels, [[0, 0], [0, width - tf.shape(labels)[1]]], constant_values=IGNORE_LABEL)
+        return packed, tf.cast(labels, tf.int32)

@@ -165,8 +165,14 @@ class TokenClassifier(TextTask):
 
     @property
     def preprocessor(self):
-        raise TaskInputError("a TokenClassifier builds its features in Python (tags aligned to the "
-                             "first piece of each word): give fit / predict raw texts or word lists")
+        """Word lists [+ tag names] -> packed inputs [+ a label id on each word's first piece], one
+        window per text (`TokenClassifierPreprocessor`): map it over your own `tf.data` pipeline of
+        ragged word lists to feed `fit` packed batches. `fit` / `predict` on words or raw texts
+        build the same features (and windows past `seq_length`) themselves."""
+        from bert_keras.tasks.preprocessor import TokenClassifierPreprocessor
+
+        return TokenClassifierPreprocessor(self.tokenizer, seq_length=self.seq_length, labels=self.labels,
+                                           pad_to="fixed" if self.static_shapes else "longest")
 
     def _from_outputs(self, outputs):
         return _softmax(np.asarray(outputs, np.float32))

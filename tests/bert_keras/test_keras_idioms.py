@@ -376,8 +376,28 @@ def test_the_preprocessor_layer_feeds_fit_and_predict_like_raw_text(spec):
         lambda c, e: chooser.preprocessor((c, e)))
     assert next(iter(choices))["token_ids"].shape[:2] == (2, 2)
     np.testing.assert_allclose(chooser.predict(choices), chooser.predict((contexts, endings)), atol=1e-6)
-    with pytest.raises(tasks.TaskInputError, match="builds its features in Python"):
-        build(tasks.TokenClassifier, spec, labels=export_fixtures.CONLL_LABELS).preprocessor
+
+
+def test_the_ner_preprocessor_builds_the_features_fit_builds(spec):
+    from pipelines.datasets.conll import encode_sentences, read_conll
+
+    sentences = read_conll(os.path.join(os.path.dirname(__file__), "..", "data", "tasks", "conll2003_mini.txt"))
+    words, tags = [s.words for s in sentences], [s.tags for s in sentences]
+    reference = build(tasks.TokenClassifier, spec, labels=export_fixtures.CONLL_LABELS)
+    expected = losses(reference.fit(words, tags, epochs=1, batch_size=4, shuffle=False, verbose=0))
+    tagger = build(tasks.TokenClassifier, spec, labels=export_fixtures.CONLL_LABELS)
+    features = encode_sentences(sentences, tagger.tokenizer, tagger.labels, seq_length=tagger.seq_length)
+    x, y = tagger.preprocessor(tf.ragged.constant(words), tf.ragged.constant(tags))
+    width = x["token_ids"].shape[1]
+    assert width % 8 == 0 and width >= features.padding_mask.sum(1).max()
+    np.testing.assert_array_equal(x["token_ids"], features.token_ids[:, :width])
+    np.testing.assert_array_equal(y, features.labels[:, :width])
+    packed = tf.data.Dataset.from_tensor_slices((tf.ragged.constant(words), tf.ragged.constant(tags))
+                                                ).batch(4).map(tagger.preprocessor)
+    np.testing.assert_allclose(losses(tagger.fit(packed, epochs=1, verbose=0)), expected, rtol=1e-5)
+    again = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(tagger.preprocessor))
+    assert again.labels == export_fixtures.CONLL_LABELS
+    np.testing.assert_array_equal(again.pack(tf.ragged.constant(words))["token_ids"], x["token_ids"])
 
 
 # -- a second round of Keras forms (a probe as a Keras user) ----------------------------------
