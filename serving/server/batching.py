@@ -2,7 +2,8 @@
 
 TF Serving's batching semantics with the same four knobs (--batching_parameters_file):
 requests with the same queue key (model version, signature, and the non-batch shape of
-every input) join the queue's open batch until it holds `max_batch_size` rows or
+every input) join the queue's open batch until it holds `max_batch_size` rows (or units of
+the request's `cost`: the windows of a long-text signature, `serving.server.window_cost`) or
 `batch_timeout_micros` have passed since its first request; `num_batch_threads` workers run
 closed batches, oldest first; a queue holding `max_enqueued_batches` batches refuses new
 work with RESOURCE_EXHAUSTED instead of growing without bound.
@@ -44,7 +45,8 @@ class BatchingOptions:
     """TF Serving's batching parameters.
 
     Args:
-        max_batch_size: Most rows in one merged call.
+        max_batch_size: Most rows in one merged call (or cost units: the windows of a
+            long-text signature, `serving.server.window_cost`).
         batch_timeout_micros: Longest a request waits for others to join its batch.
         num_batch_threads: Worker threads running batches (the parallelism of model calls).
         max_enqueued_batches: Batches a queue may hold (open + waiting) before new requests
@@ -91,22 +93,24 @@ class _Done:
 
 
 class _Task:
-    __slots__ = ("inputs", "rows", "event", "result", "error")
+    __slots__ = ("inputs", "rows", "cost", "event", "result", "error")
 
-    def __init__(self, inputs, rows):
+    def __init__(self, inputs, rows, cost):
         self.inputs = inputs
         self.rows = rows
+        self.cost = cost
         self.event = _Done()
         self.result = None
         self.error = None
 
 
 class _Batch:
-    __slots__ = ("tasks", "rows", "deadline", "closed")
+    __slots__ = ("tasks", "rows", "cost", "deadline", "closed")
 
     def __init__(self, deadline):
         self.tasks = []
         self.rows = 0
+        self.cost = 0
         self.deadline = deadline
         self.closed = False
 
@@ -154,6 +158,7 @@ class BatchScheduler:
         run_fn: Callable[[Mapping[str, np.ndarray]], Mapping[str, np.ndarray]],
         inputs: Mapping[str, np.ndarray],
         rows: int,
+        cost: int | None = None,
     ) -> Mapping[str, np.ndarray]:
         """Run `inputs` (with `rows` rows) as part of a batch; blocks until done.
 
@@ -164,6 +169,8 @@ class BatchScheduler:
                 All requests with one key must pass the same function.
             inputs: This request's arrays, all with `rows` rows.
             rows: dim 0 of every input.
+            cost: what the request counts against `max_batch_size` (default: `rows`), e.g.
+                the windows its long texts become inside the model.
 
         Returns:
             {name: this request's rows of each output} (views into the batch's outputs).
@@ -172,7 +179,8 @@ class BatchScheduler:
             ServingError: RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE after stop(),
                 or whatever `run_fn` raised for this request.
         """
-        task = _Task(inputs, rows)
+        cost = rows if cost is None else max(1, int(cost))
+        task = _Task(inputs, rows, cost)
         limit = self.options.max_batch_size
         with self._cond:
             if self._stopping:
@@ -182,7 +190,7 @@ class BatchScheduler:
                 queue = self._queues[key] = _Queue(key, run_fn)
             batches = queue.batches
             batch = batches[-1] if batches and not batches[-1].closed else None
-            if batch is not None and batch.rows + rows > limit:
+            if batch is not None and batch.cost + cost > limit:
                 batch.closed = True  # cannot take this request: ready to run now
                 self._cond.notify()
                 batch = None
@@ -199,7 +207,8 @@ class BatchScheduler:
                 self._cond.notify()
             batch.tasks.append(task)
             batch.rows += rows
-            if batch.rows >= limit:
+            batch.cost += cost
+            if batch.cost >= limit:
                 batch.closed = True
                 self._cond.notify()
         task.event.wait()
@@ -231,6 +240,7 @@ class BatchScheduler:
         stats["batches"] += 1
         stats["tasks"] += len(batch.tasks)
         stats["rows"] += batch.rows
+        stats["cost"] += batch.cost
         if len(batch.tasks) > 1:
             stats["merged_batches"] += 1
         return (best_queue, batch), None

@@ -276,7 +276,10 @@ class InferenceEngine:
         runner = self._runner(servable, signature_name)
         if batch and self._scheduler is not None and rows is not None and signature.batchable:
             key = (servable, signature_name, tuple(a.shape[1:] for a in arrays.values()))
-            outputs = self._scheduler.submit(key, runner, arrays, rows)
+            # A long-text signature's real batch is its windows: they count, not the rows.
+            window_cost = servable.window_cost
+            cost = window_cost.cost(arrays) if window_cost is not None else None
+            outputs = self._scheduler.submit(key, runner, arrays, rows, cost=cost)
         else:
             outputs = runner(arrays)
         if output_filter:

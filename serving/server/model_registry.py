@@ -49,6 +49,7 @@ from serving.server.model_config import ModelSource
 from serving.server.servable import AVAILABLE, END, LOADING, START, UNLOADING, ServableVersion
 from serving.server.signatures import read_signatures
 from serving.server.version_files import is_version_name, snapshot, version_ready
+from serving.server.window_cost import WindowCost
 
 __all__ = ["ModelRegistry", "LoadRetryOptions", "ServableVersion", "START", "LOADING", "AVAILABLE", "UNLOADING", "END"]
 
@@ -316,6 +317,7 @@ class ModelRegistry:
             servable.signatures, servable.signature_def_map = read_signatures(path)
             servable.loaded = tf.saved_model.load(path)
             servable.functions = dict(servable.loaded.signatures.items())
+            servable.window_cost = WindowCost.of_export(path)
             if self._warmup is not None:
                 self._warmup(servable)
         except Exception as exc:

@@ -48,6 +48,7 @@ class ServableVersion:
         self.functions = {}
         self.runners = {}  # engine's cache: signature key -> numpy-in/numpy-out callable
         self.loaded = None
+        self.window_cost = None  # a WindowCost when its signatures read long texts in windows
         self._cond = threading.Condition(threading.Lock())
         self._refs = 0
         self._closed = False

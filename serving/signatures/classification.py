@@ -142,7 +142,13 @@ QUERY_EXAMPLE = '"your text"'
 
 
 def card_settings(finetuned):
-    return {"text_pair": len(text_names(finetuned)) == 2}
+    settings = {"text_pair": len(text_names(finetuned)) == 2}
+    reading = window_reading(finetuned)
+    if reading is not None:  # long texts in windows: how, in the card a reader sees
+        stride, max_length = reading
+        settings.update(max_length=max_length, stride=stride,
+                        window_aggregation=finetuned.settings.get("window_aggregation", "mean"))
+    return settings
 
 
 def sample_rows(finetuned):

@@ -248,3 +248,19 @@ def test_engine_stop_drains_in_flight_requests(engine_factory):
         engine.predict_arrays("tiny", inputs={"text": _texts("late")})
     assert info.value.code == "UNAVAILABLE" and "shutting down" in info.value.message
     assert not engine.is_ready()
+
+
+def test_a_request_costs_its_windows_when_given_a_cost():
+    # Long-text signatures: max_batch_size counts the windows a request becomes, not its rows.
+    scheduler = BatchScheduler(BatchingOptions(max_batch_size=8, batch_timeout_micros=100_000, num_batch_threads=1))
+    model = CountingModel()
+    try:
+        results = run_threads(6, lambda i: scheduler.submit("k", model, {"x": np.array([float(i)])}, rows=1,
+                                                            cost=5 if i % 2 else 1))
+    finally:
+        scheduler.stop()
+    assert all(not isinstance(r, Exception) for r in results)
+    stats = scheduler.stats()
+    assert stats["rows"] == 6 and stats["cost"] == 3 * 5 + 3 * 1
+    # no batch holds two requests of 5 windows (10 > 8); by rows alone all six would fit one batch
+    assert stats["batches"] >= 3 and max(model.calls) <= 4

@@ -52,6 +52,44 @@ def test_served_classifier_reads_the_windows_predict_reads(spec, tmp_path, aggre
         classifier.predict(texts, max_length=1000)
 
 
+def test_the_embedded_server_batches_windows_not_requests(spec, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from serving.server.engine import BatchingOptions, InferenceEngine, ModelSource
+    from serving.server.window_cost import WindowCost
+
+    keras.utils.set_random_seed(0)
+    classifier = tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=SEQ_LENGTH,
+                                                      max_length=4000, stride=9)
+    texts = documents()
+    expected = classifier.predict(texts)
+    path = classifier.export(str(tmp_path), "windows")
+    cost = WindowCost.of_export(path)
+    assert (cost.window, cost.stride, cost.max_length) == (SEQ_LENGTH - 2, 9, 4000)
+    estimated = cost.windows(np.array([t.encode() for t in texts], dtype=object))
+    assert estimated[0] > 100 and estimated[1] == 1  # the 3,200-word text is hundreds of windows
+    engine = InferenceEngine([ModelSource("windows", str(tmp_path / "windows"))], poll_interval_s=0,
+                             batching=BatchingOptions(max_batch_size=64, batch_timeout_micros=200_000))
+    engine.start()
+    try:
+        def request(i):
+            text = np.array([texts[i % 4].encode()], dtype=object)
+            return engine.predict_arrays("windows", inputs={"text": text})[2]["probabilities"][0]
+
+        with ThreadPoolExecutor(8) as pool:
+            results = list(pool.map(request, range(8)))
+        stats = engine.batching_stats()
+    finally:
+        engine.stop(drain_timeout_s=5)
+    np.testing.assert_allclose(results, [expected[i % 4] for i in range(8)], atol=1e-5)
+    # Each long document fills a batch of windows by itself; the short ones merge.
+    assert stats["cost"] == 2 * int(estimated.sum()) and stats["rows"] == 8
+    assert stats["batches"] >= 3
+    # A model without windows costs its rows, as in TF Serving.
+    one_window = tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=SEQ_LENGTH)
+    assert WindowCost.of_export(one_window.export(str(tmp_path), "one_window")) is None
+
+
 def test_served_embedder_reads_the_windows_predict_reads(spec, tmp_path):
     keras.utils.set_random_seed(0)
     embedder = tasks.Embedder.from_pretrained(spec, seq_length=SEQ_LENGTH, normalize=True, max_length=1000)

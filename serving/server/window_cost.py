@@ -1,0 +1,81 @@
+"""What a request costs the model when its signature reads long texts in windows.
+
+A signature exported with `max_length` past one window (`pipelines.windowing`) turns each text
+into up to `1 + ceil((pieces - window) / stride)` windows inside the graph, and the windows
+are the model's real batch. Batching such requests by their rows would put 32 long documents
+(thousands of windows) into one call as readily as 32 short texts. The scheduler batches by
+this cost instead (`BatchScheduler.submit(..., cost=)`): `max_batch_size` counts windows.
+
+The cost is an estimate made before the model runs, from each text's UTF-8 length, so the
+server never tokenizes twice: `BYTES_PER_PIECE` bytes per word piece (English WordPiece
+averages 4-5 characters per piece; a lower figure over-counts, which only closes batches
+early), capped by the export's `max_length` (pieces read at all) and its
+`max_length * chars_per_token` cut. The export's settings come from its model card
+(`assets.extra/model_card.json`, written by `serving.exporter`); a SavedModel without one, or
+one that does not read windows, costs its rows, as in TF Serving.
+
+Example:
+    >>> import numpy as np
+    >>> cost = WindowCost(window=126, stride=63, max_length=4096)
+    >>> cost.windows(np.array([b"short text", b"word " * 600]))
+    array([ 1, 11])
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import numpy as np
+
+BYTES_PER_PIECE = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class WindowCost:
+    """The windows a batch of texts becomes.
+
+    Args:
+        window: word pieces per window (`seq_length - 2`).
+        stride: word pieces between window starts.
+        max_length: word pieces of a text read at all.
+    """
+
+    window: int
+    stride: int
+    max_length: int
+
+    @classmethod
+    def of_export(cls, path: str) -> WindowCost | None:
+        """The cost of the export at `path` (a version directory), or None (rows count)."""
+        from pipelines.windowing import window_options
+
+        card_path = os.path.join(path, "assets.extra", "model_card.json")
+        try:
+            with open(card_path, encoding="utf-8") as f:
+                card = json.load(f)
+            settings = card["task"]["task_json"]["settings"] or {}  # the fine-tuned model's record
+            seq_length = int(card["seq_length"])
+            if settings.get("text_pair") or settings.get("max_length") is None:
+                return None
+            window, stride, max_length = window_options(seq_length, int(settings["max_length"]),
+                                                        settings.get("stride"))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None  # not one of our exports, or an older card: rows count
+        return cls(window, stride, max_length) if max_length > window else None
+
+    def windows(self, texts: np.ndarray) -> np.ndarray:
+        """Estimated windows of each text (int64, at least 1)."""
+        lengths = np.fromiter((len(t) if isinstance(t, bytes) else len(str(t).encode()) for t in texts.ravel()),
+                              np.int64, count=texts.size)
+        pieces = np.minimum(-(-lengths // BYTES_PER_PIECE), self.max_length)
+        step = min(self.window, self.stride)
+        return 1 + -(-np.maximum(pieces - self.window, 0) // step)
+
+    def cost(self, arrays: dict) -> int | None:
+        """The windows of a request: its one string input's texts (None when it has none)."""
+        texts = [a for a in arrays.values() if a.dtype.kind in "OSU"]
+        if len(texts) != 1:
+            return None
+        return int(self.windows(texts[0]).sum())
