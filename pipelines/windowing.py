@@ -28,7 +28,9 @@ API (token indexes are 0-based within a text; window indexes are global over the
 
 - `window_spans(num_tokens, window, stride)` -> `(starts, lengths)` of one text's windows.
 - `max_context_windows(num_tokens, window, stride)` -> for each token of one text, the
-  index of its max-context window (among that text's windows).
+  index of its max-context window (among that text's windows);
+  `max_context_windows_in_graph(positions, num_tokens, window, stride)` the same as graph
+  ops (serving signatures).
 - `Windows.of(lengths, window=, stride=, max_length=None)`: the windows of a BATCH of
   tokenized texts (their token counts), flat: the windows of text 0, then of text 1, ...
   (a text's windows are consecutive, so they batch together). It holds
@@ -300,6 +302,48 @@ def ragged_windows(token_ids, *, window, stride, max_length=None):
     begin = tf.gather(token_ids.row_starts(), document) + start
     windows = tf.gather(token_ids.flat_values, tf.ragged.range(begin, begin + length))
     return windows, document, lengths > kept
+
+
+def max_context_windows_in_graph(positions, num_tokens, window, stride):
+    """Graph ops: the max-context window of the token at `positions` of a text of `num_tokens`.
+
+    Exactly `max_context_windows` (its index among the text's windows),
+    in closed form: the windows before the last one are full (`window` tokens), and on them
+    `min(left, right context)` is a tent in the window index peaked where the token is
+    central, so the best full window is one of the two indexes around that peak (clipped
+    to the full windows holding the token); the last (maybe shorter) window is the third
+    candidate. Scores in float64 as numpy computes them; the first window wins ties.
+
+    Args:
+        positions, num_tokens: int64 tensors of one shape, `0 <= positions < num_tokens`.
+        window, stride: Python ints (`pipelines.windowing`).
+    """
+    import tensorflow as tf
+
+    step = min(int(window), int(stride))
+    t = tf.cast(positions, tf.int64)
+    n = tf.cast(num_tokens, tf.int64)
+    last = (tf.maximum(n - window, 0) + step - 1) // step
+    low = tf.maximum(-tf.math.floordiv(window - 1 - t, step), 0)  # first window holding t
+    high = tf.minimum(last - 1, tf.math.floordiv(t, step))         # last FULL window holding t
+    peak = tf.math.floordiv(2 * t - window + 1, 2 * step)
+
+    def score(k, ok):
+        start = k * step
+        length = tf.minimum(n - start, window)
+        value = (tf.cast(tf.minimum(t - start, start + length - 1 - t), tf.float64)
+                 + tf.constant(0.01, tf.float64) * tf.cast(length, tf.float64))
+        return tf.where(ok, value, tf.constant(-np.inf, tf.float64))
+
+    has_full = low <= high
+    best = tf.minimum(tf.maximum(peak, low), high)
+    best_score = score(best, has_full)
+    after = tf.minimum(tf.maximum(peak + 1, low), high)
+    after_score = score(after, has_full)
+    best = tf.where(after_score > best_score, after, best)
+    best_score = tf.maximum(best_score, after_score)
+    last_score = score(last, last * step <= t)
+    return tf.where(last_score > best_score, last, best)
 
 
 def window_options(seq_length, max_length=None, stride=None):

@@ -17,8 +17,8 @@ text (the text is first cut at `max_length * chars_per_token` code points, as
 run through the model at once, and each word takes the logits of its first piece in the
 window where that piece is most central (`pipelines.windowing`'s max-context rule: the
 highest `min(left, right context) + 0.01 * window length`, the first window on ties;
-`max_context_windows` below, in closed form). Entities keep code point offsets into the
-whole text and may cross window edges. Without `max_length` (or `max_length <= seq_length
+`pipelines.windowing.max_context_windows_in_graph`, in closed form). Entities keep code
+point offsets into the whole text and may cross window edges. Without `max_length` (or `max_length <= seq_length
 - 2`) a text is one window, its first `min(max_length, seq_length - 2)` pieces.
 
 Bound: a text gives at most `1 + ceil(max(0, max_length - window) / min(stride, window))`
@@ -54,8 +54,9 @@ Example (a loaded export):
 import numpy as np
 import tensorflow as tf
 
+
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
-from pipelines.windowing import ragged_windows, window_options
+from pipelines.windowing import max_context_windows_in_graph, ragged_windows, window_options
 from serving.signatures.module import PREDICT
 from serving.signatures.text_inputs import WHITESPACE, ids_specs, python_token_spans, string_spec
 
@@ -142,46 +143,6 @@ def max_windows(finetuned):
     return 1 + -(-max(0, max_length - window) // step)
 
 
-def max_context_windows(positions, num_tokens, window, stride):
-    """Graph ops: the max-context window of the token at `positions` of a text of `num_tokens`.
-
-    Exactly `pipelines.windowing.max_context_windows` (its index among the text's windows),
-    in closed form: the windows before the last one are full (`window` tokens), and on them
-    `min(left, right context)` is a tent in the window index peaked where the token is
-    central, so the best full window is one of the two indexes around that peak (clipped
-    to the full windows holding the token); the last (maybe shorter) window is the third
-    candidate. Scores in float64 as numpy computes them; the first window wins ties.
-
-    Args:
-        positions, num_tokens: int64 tensors of one shape, `0 <= positions < num_tokens`.
-        window, stride: Python ints (`pipelines.windowing`).
-    """
-    step = min(int(window), int(stride))
-    t = tf.cast(positions, tf.int64)
-    n = tf.cast(num_tokens, tf.int64)
-    last = (tf.maximum(n - window, 0) + step - 1) // step
-    low = tf.maximum(-tf.math.floordiv(window - 1 - t, step), 0)  # first window holding t
-    high = tf.minimum(last - 1, tf.math.floordiv(t, step))         # last FULL window holding t
-    peak = tf.math.floordiv(2 * t - window + 1, 2 * step)
-
-    def score(k, ok):
-        start = k * step
-        length = tf.minimum(n - start, window)
-        value = (tf.cast(tf.minimum(t - start, start + length - 1 - t), tf.float64)
-                 + tf.constant(0.01, tf.float64) * tf.cast(length, tf.float64))
-        return tf.where(ok, value, tf.constant(-np.inf, tf.float64))
-
-    has_full = low <= high
-    best = tf.minimum(tf.maximum(peak, low), high)
-    best_score = score(best, has_full)
-    after = tf.minimum(tf.maximum(peak + 1, low), high)
-    after_score = score(after, has_full)
-    best = tf.where(after_score > best_score, after, best)
-    best_score = tf.maximum(best_score, after_score)
-    last_score = score(last, last * step <= t)
-    return tf.where(last_score > best_score, last, best)
-
-
 def build(module, finetuned):
     """`{signature name: (concrete function, method name)}` for `module` (a `ServingModule`)."""
     tables = _TagTables(finetuned.labels)
@@ -224,7 +185,7 @@ def build(module, finetuned):
         word_kept = tf.gather(kept, word_rows)
         read = first_position < word_kept
         piece = tf.minimum(first_position, word_kept - 1)
-        k = max_context_windows(piece, word_kept, window, stride)
+        k = max_context_windows_in_graph(piece, word_kept, window, stride)
         piece_logits = tf.gather_nd(logits, tf.stack(
             [tf.gather(first_window, word_rows) + k, piece - k * step + 1], axis=1))
         label = tf.where(read, tf.argmax(piece_logits, axis=-1, output_type=tf.int32),

@@ -22,6 +22,7 @@ import export_fixtures
 from bert_keras import models, tasks
 from pipelines.datasets import conll
 from pipelines.windowing import max_context_windows as numpy_max_context_windows
+from pipelines.windowing import max_context_windows_in_graph
 from pipelines.windowing import window_options
 from serving.signatures import token_classification
 from serving.signatures.text_inputs import python_token_spans
@@ -100,14 +101,14 @@ def test_max_context_windows_in_the_graph_equal_numpy():
                 positions += range(n)
                 lengths += [n] * n
                 want.append(numpy_max_context_windows(n, window, stride))
-            got = token_classification.max_context_windows(
+            got = max_context_windows_in_graph(
                 tf.constant(positions, tf.int64), tf.constant(lengths, tf.int64), window, stride)
             np.testing.assert_array_equal(got.numpy(), np.concatenate(want),
                                           err_msg=f"window {window}, stride {stride}")
     # Long texts, model-sized windows.
     for window, stride, n in ((126, 63, 4096), (126, 100, 3001), (510, 128, 8192), (30, 12, 5000),
                               (62, 1, 700), (62, 61, 4000)):
-        got = token_classification.max_context_windows(tf.range(n, dtype=tf.int64),
+        got = max_context_windows_in_graph(tf.range(n, dtype=tf.int64),
                                                        tf.fill([n], tf.constant(n, tf.int64)), window, stride)
         np.testing.assert_array_equal(got.numpy(), numpy_max_context_windows(n, window, stride))
 
