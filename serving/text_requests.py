@@ -149,7 +149,18 @@ def answer_rows(inputs, outputs):
 
 
 def answer_lines(outputs, i):
-    """Readable lines for row `i` of a served model's outputs (the export contract's output names)."""
+    """Readable lines for row `i` of a served model's outputs (the export contract's output names).
+
+    A row the model read only in part (its `truncated` output) says so: truncation is never
+    silent, on the command line either."""
+    lines = _answer_lines(outputs, i)
+    if "truncated" in outputs and np.ndim(outputs["truncated"]) and bool(outputs["truncated"][i]):
+        lines.append("  truncated: the text is longer than this model reads; only its first part "
+                     "was read (export with max_length=N to read N word pieces in windows)")
+    return lines
+
+
+def _answer_lines(outputs, i):
     def get(name):
         return outputs[name][i]
 

@@ -227,6 +227,10 @@ def test_query_formats_every_export_kind():
     choice = {"choice": np.array([1]), "probabilities": np.array([[0.25, 0.75]], dtype=np.float32)}
     assert format_row(choice, 0)[0] == "  choice: ending 1  (p=0.750)"
     assert format_row({"score": np.array([3.25], dtype=np.float32)}, 0) == ["  score: 3.2500"]
+    label = {"label": np.array([b"pos", b"neg"], dtype=object), "truncated": np.array([False, True]),
+             "probabilities": np.array([[0.1, 0.9], [0.8, 0.2]], dtype=np.float32)}
+    assert len(format_row(label, 0)) == 2 and "truncated" not in " ".join(format_row(label, 0))
+    assert format_row(label, 1)[-1].startswith("  truncated: the text is longer than this model reads")
 
 
 def test_loadtest_cli_reports_json(server, capsys):
