@@ -113,7 +113,7 @@ def test_student_round_trips_save_load_export(kind, tmp_path):
     assert student.encoder.config.num_layers == 2
     assert student.settings == teacher.settings and student.labels == teacher.labels
     record = student.to_finetuned().training["distillation"]
-    assert record["layers"] == [0, 2] and record["teacher_layers"] == 4
+    assert record["layers"] == [0, 3] and record["teacher_layers"] == 4
     student.save(str(tmp_path / "student"))
     loaded = tasks.load(str(tmp_path / "student"))
     assert loaded.encoder.config.num_layers == 2
@@ -199,9 +199,10 @@ def test_an_init_with_another_hidden_size_or_vocabulary(tmp_path):
 
 
 def test_student_layers_picks_evenly():
-    assert student_layers(12, 6) == (0, 2, 4, 6, 8, 10)
-    assert student_layers(12, 4) == (0, 3, 6, 9)
-    assert student_layers(6, 3) == (0, 2, 4)
+    assert student_layers(12, 6) == (0, 2, 4, 7, 9, 11)  # DistilBERT's
+    assert student_layers(12, 4) == (0, 4, 7, 11)
+    assert student_layers(6, 3) == (0, 2, 5)
+    assert student_layers(4, 2) == (0, 3)
     assert student_layers(6, 6) == tuple(range(6))
     assert student_layers(6, 1) == (0,)
 
@@ -266,7 +267,7 @@ def test_cli_distill_saves_a_scored_student_and_refuses_bad_layers(tmp_path, cap
     assert main(["distill", "--teacher", str(tmp_path / "teacher"), "--layers", "2", "--output-dir", out,
                  "--epochs", "1", "--batch-size", "2"]) == 0
     printed = capsys.readouterr().out
-    assert "-> student 2 layers (blocks [0, 2]" in printed and "bert-keras export --model" in printed
+    assert "-> student 2 layers (blocks [0, 3]" in printed and "bert-keras export --model" in printed
     student = tasks.load(out)
     assert student.encoder.config.num_layers == 2
     assert os.path.isfile(os.path.join(out, "eval_results.json"))
@@ -275,3 +276,14 @@ def test_cli_distill_saves_a_scored_student_and_refuses_bad_layers(tmp_path, cap
                  str(tmp_path / "bad")]) != 0
     assert "fewer layers than the teacher's 4" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "bad" / "model.keras")
+
+
+@pytest.mark.slow
+def test_long_texts_are_distilled_as_the_teacher_reads_them(tmp_path):
+    teacher = tiny_teacher("regression", tmp_path)
+    teacher._text.settings["max_length"] = 96  # texts read in windows of 30 pieces
+    long = [" ".join([text] * 6) for text in TEXTS]
+    student = teacher.distill(long, layers=1, epochs=1, batch_size=3, seed=0, verbose=0)
+    assert student.settings["max_length"] == 96
+    assert student.predict(long).shape == (len(long),)
+    assert student.to_finetuned().training["distillation"]["labelled"] is False
