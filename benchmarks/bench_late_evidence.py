@@ -1,14 +1,17 @@
-"""Long-text classification when the evidence sits late: windows vs one window, mean vs max.
+"""Long-text classification when the evidence sits late: one window vs windows, mean vs max,
+trained per text or per window.
 
 Reviews of `pipelines/data/sample_sentiment_dev.tsv` placed after ~25 lines (300-450 word
 pieces) of unrelated prose (the lighthouse story of `sample_corpus.txt`). MiniLM is fine-tuned
-either on the short reviews (`--train short`) or on the same kind of documents, every window
-labelled with its document's label (`--train documents`, `max_length=1024`). Reports dev
-accuracy on the short reviews and on the documents read three ways: cut at one window (what a
-model without windows sees: prose only), windows with the mean of their logits, windows with
-the per-class max.
+either on the short reviews (`--train short`) or on the same kind of documents
+(`--train documents`, `max_length=1024`), each text trained on its windows' aggregated score
+(`--window-training texts`, the default) or every window labelled with its text's label
+(`--window-training windows`, Hugging Face's overflowing windows), the windows aggregated by
+`--aggregation` (mean of the logits or per-class max). Reports dev accuracy on the short
+reviews and on the documents read cut at one window (what a model without windows sees: prose
+only) and in windows.
 
-    python benchmarks/bench_late_evidence.py --train documents --epochs 3
+    python benchmarks/bench_late_evidence.py --train documents --aggregation max --epochs 8 --batch-size 8
 """
 
 import argparse
@@ -21,6 +24,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--train", choices=("short", "documents"), default="documents")
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--seq-length", type=int, default=64)
     parser.add_argument("--aggregation", choices=("mean", "max"), default="max",
                         help="window_aggregation: how a text's score comes from its windows")
@@ -53,7 +57,7 @@ def main():
                                            seq_length=args.seq_length, learning_rate=1e-4, max_length=1024,
                                            window_aggregation=args.aggregation,
                                            window_training=args.window_training)
-    model.fit(texts, labels, epochs=args.epochs, batch_size=16, seed=0, verbose=0)
+    model.fit(texts, labels, epochs=args.epochs, batch_size=args.batch_size, seed=0, verbose=0)
     short_texts, short_labels = read("sample_sentiment_dev.tsv", 1, False)
     documents, gold = read("sample_sentiment_dev.tsv", 1, True)
 

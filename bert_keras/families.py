@@ -103,8 +103,8 @@ _TEXT_CLASSIFIER = "bert_keras.tasks.text_classifier:TextClassifier"
 # step between window starts (None: half a window).
 _WINDOWS = {"max_length": None, "stride": None}
 # A document's class scores from its windows' logits: their mean (or per-class max); `fit`
-# trains a text on that score ("texts") or every window on the text's label ("windows").
-_CLASSIFIER_WINDOWS = {**_WINDOWS, "window_aggregation": "mean", "window_training": "texts"}
+# trains every window on the text's label ("windows") or a text on its aggregated score ("texts").
+_CLASSIFIER_WINDOWS = {**_WINDOWS, "window_aggregation": "mean", "window_training": "windows"}
 register(Family("classification", {"text_pair": False, **_CLASSIFIER_WINDOWS}, needs_labels=True,
                 label_count_attribute="num_classes", task_class=_TEXT_CLASSIFIER,
                 signatures="serving.signatures.classification",

@@ -46,11 +46,12 @@ class TextClassifier(TextTask):
     window (`seq_length - 2` pieces) is read as overlapping windows, `stride` pieces
     apart (`pipelines.windowing`, SpanQA's and NER's windows); its scores come from
     the mean of its windows' logits (`window_aggregation="max"`: the per-class max,
-    for evidence that sits in one window). `fit` trains each text as one example on
-    that same aggregated score (`window_training="texts"`, see `_text_logits`), so
-    the windows that hold no evidence learn to stay out of the way;
-    `window_training="windows"` trains every window as an example with the text's
-    label instead (Hugging Face's overflowing windows). By default (`max_length=None`) a text is its first window, and
+    for evidence that sits in one window). `fit` trains every window as an example
+    with the text's label (`window_training="windows"`, Hugging Face's overflowing
+    windows: a long text counts once per window); `window_training="texts"` trains
+    each text as one example on its windows' aggregated score, the rule `predict`
+    uses (see `_text_logits`): measured no better on late evidence, and slower to
+    learn with the mean (docs/python-api.md). By default (`max_length=None`) a text is its first window, and
     `predict` / `evaluate` warn how many texts were read only in part. A pair is
     read as one window (longest-first truncation), not windowed.
 
@@ -69,8 +70,8 @@ class TextClassifier(TextTask):
             `predict(..., max_length=)` overrides it per call.
         stride: word pieces between the starts of two windows (None: half a window).
         window_aggregation: `"mean"` (of the windows' logits) or `"max"` (per class).
-        window_training: `"texts"` (a text's loss on its aggregated score) or
-            `"windows"` (every window an example with its text's label).
+        window_training: `"windows"` (every window an example with its text's
+            label) or `"texts"` (a text's loss on its windows' aggregated score).
     """
 
     fixed_settings = ("text_pair",)
@@ -179,7 +180,7 @@ class TextClassifier(TextTask):
 
     @classmethod
     def _build_head(cls, encoder, *, labels, num_classes, dropout, text_pair=None, max_length=None,
-                    stride=None, window_aggregation="mean", window_training="texts"):
+                    stride=None, window_aggregation="mean", window_training="windows"):
         from bert_keras.models import BertClassifier
 
         if labels is None and num_classes is None:
@@ -341,7 +342,7 @@ class TextClassifier(TextTask):
             y = self._targets(y, len(x["token_ids"]))
             return self._tokenized_dataset(x, y, batch_size=batch_size, shuffle=shuffle, seed=seed,
                                            sample_weight=sample_weight)
-        if self._windows_may_split() and self._text.settings.get("window_training", "texts") == "texts":
+        if self._windows_may_split() and self._text.settings.get("window_training", "windows") == "texts":
             return self._text_dataset(x, y, batch_size=batch_size, shuffle=shuffle, seed=seed,
                                       sample_weight=sample_weight)
         examples, count = self._examples(x, y, shuffle=shuffle, seed=seed, sample_weight=sample_weight,

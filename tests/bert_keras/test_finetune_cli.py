@@ -57,7 +57,7 @@ def test_finetune_writes_model_labels_and_results(sentiment_dir, capsys):
     assert info["seq_length"] == 64 and info["tokenizer"]["lowercase"] and info["labels"] == ["0", "1"]
     assert info["training"]["task"] == f"csv:{TRAIN}" and info["settings"] == {
         "text_pair": False, "max_length": None, "stride": None, "window_aggregation": "mean",
-        "window_training": "texts"}
+        "window_training": "windows"}
     results = json.load(open(os.path.join(sentiment_dir, "eval_results.json")))
     print(f"sentiment dev accuracy {results['accuracy']:.3f}")
     assert results["num_examples"] == 40

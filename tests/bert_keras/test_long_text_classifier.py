@@ -110,7 +110,7 @@ def text_batch(model, texts, labels):
 
 @pytest.mark.parametrize("aggregation", ["mean", "max"])
 def test_text_level_training_scores_a_text_as_predict_does(spec, aggregation):
-    model = classifier(spec, max_length=300, stride=6, window_aggregation=aggregation)
+    model = classifier(spec, max_length=300, stride=6, window_aggregation=aggregation, window_training="texts")
     texts = [" ".join(document(n, n)) for n in (90, 5, 31, 14)]
     x, y = text_batch(model, texts, ["pos", "neg", "pos", "neg"])
     windows = Windows.of([len(t.split()) for t in texts], window=WINDOW, stride=6)
@@ -143,7 +143,7 @@ def test_text_level_gradients_are_exact(spec, aggregation, words):
     # windows (40 words at stride 9: 4 windows) are trained on all of them.
     from bert_keras.tasks.text_classifier import GRADIENT_WINDOWS
 
-    model = classifier(spec, max_length=300, stride=9, window_aggregation=aggregation)
+    model = classifier(spec, max_length=300, stride=9, window_aggregation=aggregation, window_training="texts")
     for layer in model.head._flatten_layers():  # the encoder's dropout too: exact comparisons
         if isinstance(layer, keras.layers.Dropout):
             layer.rate = 0.0
@@ -167,7 +167,7 @@ def test_text_level_gradients_are_exact(spec, aggregation, words):
 
 
 def test_text_level_training_takes_keras_idioms(spec):
-    model = classifier(spec, max_length=200, stride=7, window_aggregation="max")
+    model = classifier(spec, max_length=200, stride=7, window_aggregation="max", window_training="texts")
     texts = [" ".join(document(60 + i, i)) for i in range(10)]
     labels = ["pos", "neg"] * 5
     batched = tf.data.Dataset.from_tensor_slices((texts, labels)).batch(3)
@@ -176,7 +176,7 @@ def test_text_level_training_takes_keras_idioms(spec):
     history = model.fit(texts, labels, epochs=1, batch_size=4, validation_split=0.2,
                         sample_weight=np.linspace(0.5, 1.5, 10), verbose=0)
     assert set(history.history) >= {"loss", "val_loss", "accuracy"}
-    windows = classifier(spec, max_length=200, stride=7, window_training="windows")
+    windows = classifier(spec, max_length=200, stride=7)  # the default: every window an example
     _, steps = windows._train_dataset(texts, labels, batch_size=4, shuffle=False, seed=None)
     assert steps > 3  # a step per 4 windows, not per 4 texts
     with pytest.raises(TaskInputError, match="window_training='all'"):
