@@ -168,6 +168,30 @@ def write_json(path, content, *, indent=2, sort_keys=False, default=None, ensure
     return write_text(path, text + "\n")
 
 
+@contextlib.contextmanager
+def atomic_tfrecord_writer(path, temporary_path):
+    """A `tf.io.TFRecordWriter` on `temporary_path`, renamed to `path` when the block completes.
+
+    Any filesystem TensorFlow reads (local, `gs://`). The file is fsynced (local) before the
+    rename, so `path` is always whole; on any failure, a full disk or an interrupt, the
+    temporary file is removed (if it can be) and `path` is left as it was. Name the temporary
+    file per writer (`path.tmp-<unique>`): retried and speculative writers then never share one.
+    """
+    import tensorflow as tf
+
+    try:
+        with tf.io.TFRecordWriter(temporary_path) as writer:
+            yield writer
+        fsync_file(temporary_path)
+        tf.io.gfile.rename(temporary_path, path, overwrite=True)
+    except BaseException:
+        try:
+            tf.io.gfile.remove(temporary_path)
+        except Exception:  # never read: readers look for the final name only
+            pass
+        raise
+
+
 def make_staging_directory(parent, prefix):
     """An empty hidden directory in `parent` (created if needed) with the mode `mkdir` would give.
 

@@ -369,24 +369,15 @@ class _WriteShard(beam.DoFn):
         self.num_output_shards = num_output_shards
 
     def process(self, shard_records):
-        import tensorflow as tf
+        from pipelines.atomic_writes import atomic_tfrecord_writer
 
         shard, records = shard_records
         records = sorted(records, key=lambda pair: pair[0])
         path = shard_file_name(self.prefix, shard, self.num_output_shards)
         # A retried or speculative bundle writes the same bytes under another temporary name.
-        tmp = f"{path}.tmp-beam-{uuid.uuid4().hex}"
-        try:
-            with tf.io.TFRecordWriter(tmp) as writer:
-                for _, record in records:
-                    writer.write(record)
-            tf.io.gfile.rename(tmp, path, overwrite=True)
-        except BaseException:
-            try:
-                tf.io.gfile.remove(tmp)
-            except Exception:
-                pass
-            raise
+        with atomic_tfrecord_writer(path, f"{path}.tmp-beam-{uuid.uuid4().hex}") as writer:
+            for _, record in records:
+                writer.write(record)
         yield path
 
 
@@ -403,15 +394,13 @@ class _WriteDocuments(beam.DoFn):
         self.num_shards = num_shards
 
     def process(self, shard_documents):
-        import tensorflow as tf
+        from pipelines.atomic_writes import atomic_file
 
         shard, documents = shard_documents
         path = documents_file_name(self.prefix, shard, self.num_shards)
-        tmp = f"{path}.tmp-beam-{uuid.uuid4().hex}"
-        with tf.io.gfile.GFile(tmp, "w") as f:
+        with atomic_file(path) as f:  # any Beam filesystem; removed if the bundle fails
             for _, sentences in sorted(documents, key=lambda d: d[0]):
                 f.write("\n".join(sentences) + "\n\n")
-        tf.io.gfile.rename(tmp, path, overwrite=True)
         yield path
 
 

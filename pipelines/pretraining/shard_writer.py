@@ -16,7 +16,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from pipelines.atomic_writes import fsync_file
+from pipelines.atomic_writes import atomic_tfrecord_writer
 from pipelines.masking import MaskedLmMasker
 from pipelines.pretraining import seeding
 from pipelines.pretraining.instances import TokenizedCorpus, create_instances_from_document
@@ -88,32 +88,21 @@ def write_shard(job: ShardJob, tokens: TokenizedCorpus) -> int:
                                   [labels[i] for i in batch], masker, seq_length, job.pad_id,
                                   keys=[keys[i] for i in batch], vocab_size=job.vocab_size)
 
-    tmp = job.temporary_path
-    try:
-        # TF releases the GIL while it masks: mask batch k + 1 on a thread
-        # while this one encodes and writes batch k.
-        with tf.io.TFRecordWriter(tmp) as writer, concurrent.futures.ThreadPoolExecutor(1) as executor:
-            upcoming = executor.submit(pad_and_mask, 0) if batches else None
-            for batch_number in range(len(batches)):
-                columns = upcoming.result()
-                if batch_number + 1 < len(batches):
-                    upcoming = executor.submit(pad_and_mask, batch_number + 1)
-                for record in encode_examples(columns):
-                    writer.write(record)
-        fsync_file(tmp)
-        tf.io.gfile.rename(tmp, job.path, overwrite=True)
-        # Leftovers of killed runs for this shard are garbage now.
-        for stale in tf.io.gfile.glob(f"{job.path}.tmp-*"):
-            tf.io.gfile.remove(stale)
-    except BaseException:
-        # A full disk or an interrupt: never leave a file a rerun would trust.
-        # The temp file is left only if it cannot be removed (and it is never
-        # read: reruns look for the final name).
-        try:
-            tf.io.gfile.remove(tmp)
-        except Exception:
-            pass
-        raise
+    # A full disk or an interrupt never leaves a file a rerun would trust (atomic_tfrecord_writer).
+    # TF releases the GIL while it masks: mask batch k + 1 on a thread while this one encodes
+    # and writes batch k.
+    with atomic_tfrecord_writer(job.path, job.temporary_path) as writer, \
+            concurrent.futures.ThreadPoolExecutor(1) as executor:
+        upcoming = executor.submit(pad_and_mask, 0) if batches else None
+        for batch_number in range(len(batches)):
+            columns = upcoming.result()
+            if batch_number + 1 < len(batches):
+                upcoming = executor.submit(pad_and_mask, batch_number + 1)
+            for record in encode_examples(columns):
+                writer.write(record)
+    # Leftovers of killed runs for this shard are garbage now.
+    for stale in tf.io.gfile.glob(f"{job.path}.tmp-*"):
+        tf.io.gfile.remove(stale)
     return len(rows)
 
 
