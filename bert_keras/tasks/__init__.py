@@ -8,10 +8,13 @@
 
 `TextClassifier` (single texts, pairs, regression), `TokenClassifier` (NER),
 `SpanQA` (SQuAD v1.1 / v2.0), `MultipleChoice` (SWAG), `Embedder` (sentence
-vectors), `Pretrainer` (MLM + NSP). `load(directory)` reads any saved task.
+vectors), `Pretrainer` (MLM + NSP). `load(directory)` reads any saved task;
+`distill(teacher, x, layers=N)` (or `task.distill(...)`) makes a smaller student of a
+fine-tuned task.
 """
 
 from bert_keras.finetuned_model import FinetunedModelError
+from bert_keras.tasks.distillation import distill
 from bert_keras.tasks.embedder import Embedder
 from bert_keras.tasks.inputs import TaskInputError
 from bert_keras.tasks.multiple_choice import MultipleChoice
@@ -22,4 +25,4 @@ from bert_keras.tasks.text_task import TextTask, load, recipe_for_data
 from bert_keras.tasks.token_classifier import TokenClassifier
 
 __all__ = ["Embedder", "FinetunedModelError", "MultipleChoice", "Pretrainer", "SpanQA", "TaskInputError",
-           "TextClassifier", "TextTask", "TokenClassifier", "load", "recipe_for_data"]
+           "TextClassifier", "TextTask", "TokenClassifier", "distill", "load", "recipe_for_data"]

@@ -39,7 +39,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_keras.tasks.inputs import TaskInputError, check_count, num_rows, text_columns
+from bert_keras.tasks.inputs import TaskInputError, check_count, num_rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -202,51 +202,10 @@ def _copy_matching(source, target):
             t.assign(s)
 
 
-# -- the loss -----------------------------------------------------------------------------------
-def _kl(teacher_logits, student_logits, temperature):
-    """Per-row `T^2 * KL(softmax(t / T) || softmax(s / T))` over the last axis."""
-    t = tf.nn.log_softmax(tf.cast(teacher_logits, tf.float32) / temperature, axis=-1)
-    s = tf.nn.log_softmax(tf.cast(student_logits, tf.float32) / temperature, axis=-1)
-    return tf.reduce_sum(tf.exp(t) * (t - s), axis=-1) * (temperature ** 2)
-
-
-def _weighted_mean(values, weights):
-    weights = tf.cast(weights, tf.float32)
-    return tf.reduce_sum(values * weights) / tf.maximum(tf.reduce_sum(weights), 1e-9)
-
-
-def soft_loss(kind, x, teacher_out, student_out, temperature, sample_weight=None):
-    """The distillation loss of one batch for a task `kind` (see the module docstring)."""
-    rows = sample_weight if sample_weight is not None else None
-    if kind in ("classification", "multiple_choice"):
-        per_row = _kl(teacher_out, student_out, temperature)
-        return _weighted_mean(per_row, rows if rows is not None else tf.ones_like(per_row))
-    if kind == "regression":
-        per_row = tf.square(tf.cast(student_out, tf.float32) - tf.cast(teacher_out, tf.float32))
-        per_row = tf.reshape(per_row, [tf.shape(per_row)[0], -1])
-        per_row = tf.reduce_mean(per_row, axis=-1)
-        return _weighted_mean(per_row, rows if rows is not None else tf.ones_like(per_row))
-    if kind == "ner":
-        per_token = _kl(teacher_out, student_out, temperature)  # [B, L]
-        weights = tf.cast(x["padding_mask"] > 0, tf.float32)
-        if rows is not None:
-            weights = weights * tf.cast(tf.reshape(rows, [-1, 1]), tf.float32)
-        return _weighted_mean(per_token, weights)
-    if kind == "squad":
-        per_row = (_kl(teacher_out["start_logits"], student_out["start_logits"], temperature)
-                   + _kl(teacher_out["end_logits"], student_out["end_logits"], temperature)) / 2.0
-        return _weighted_mean(per_row, rows if rows is not None else tf.ones_like(per_row))
-    if kind == "embedding":
-        t = tf.cast(teacher_out, tf.float32)
-        s = tf.cast(student_out, tf.float32)
-        cosine = tf.reduce_sum(tf.math.l2_normalize(t, -1) * tf.math.l2_normalize(s, -1), axis=-1)
-        per_row = 1.0 - cosine + tf.reduce_mean(tf.square(t - s), axis=-1)
-        return _weighted_mean(per_row, rows if rows is not None else tf.ones_like(per_row))
-    raise TaskInputError(f"no distillation loss for a {kind} task")
-
-
-def _distillation_step(student, teacher, kind, temperature, alpha):
-    """The student's train step: the teacher's outputs on the batch, the soft (+ hard) loss."""
+# -- the train step -----------------------------------------------------------------------------
+def _distillation_step(student, teacher, temperature, alpha):
+    """The student's train step: the teacher's outputs on the batch, the family's soft loss
+    (`TextTask._soft_loss`), plus `alpha` x the task's own loss on the labels."""
     from keras.src import tree
     from keras.src.trainers.data_adapters import data_adapter_utils
 
@@ -255,7 +214,7 @@ def _distillation_step(student, teacher, kind, temperature, alpha):
         teacher_out = tf.nest.map_structure(tf.stop_gradient, teacher(x, training=False))
         with tf.GradientTape() as tape:
             y_pred = student(x, training=True)
-            loss = soft_loss(kind, x, teacher_out, y_pred, temperature, sample_weight)
+            loss = student._soft_loss(x, teacher_out, y_pred, temperature, sample_weight)
             if alpha:
                 hard = student.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight)
                 loss = (1.0 - alpha) * loss + alpha * hard
@@ -269,52 +228,6 @@ def _distillation_step(student, teacher, kind, temperature, alpha):
         return {"loss": student._loss_tracker.result()}
 
     return train_step
-
-
-# -- the data: the task's own training batches (labels, or placeholders when there are none) -------
-def _batches(student, x, y, *, batch_size, seed):
-    """`(dataset of (x, y[, sample_weight]) batches, steps per pass)`, shuffled with `seed`."""
-    kind = student.to_finetuned().kind
-    if kind == "embedding":
-        if isinstance(x, tf.data.Dataset):
-            x, _, _ = student._in_memory(x, None)
-        columns = text_columns(x)
-        count = len(columns[0])
-        texts = tf.data.Dataset.from_tensor_slices(
-            (tuple(tf.constant(c) for c in columns), tf.zeros(count, tf.int32)))
-        texts = texts.shuffle(count, seed=seed, reshuffle_each_iteration=True)
-        dataset = student._batch(student.preprocessor.encode_rows(texts), batch_size)
-        return dataset, max(1, -(-count // batch_size))
-    if y is None and not isinstance(x, tf.data.Dataset):
-        x, y = _placeholders(student, kind, x)
-    if kind == "squad" and y is not None and all(answer is None for answer in y) \
-            and not student._text.settings["version_2"]:
-        # Unlabelled questions of a v1.1 model: built as v2.0 "no answer" features (every window
-        # of the context kept); the placeholders never reach the loss (alpha = 0).
-        student._text.settings["version_2"] = True
-        try:
-            return student._train_dataset(x, y, batch_size=batch_size, shuffle=True, seed=seed)
-        finally:
-            student._text.settings["version_2"] = False
-    return student._train_dataset(x, y, batch_size=batch_size, shuffle=True, seed=seed)
-
-
-def _placeholders(student, kind, x):
-    """`(x, y)` with labels that are never read (alpha = 0): the families' fit needs some."""
-    if kind == "ner":
-        sentences, _ = student._sentences(x, None)
-        return [list(s.words) for s in sentences], [list(s.tags) for s in sentences]
-    if kind == "squad":
-        x, _, _ = student._in_memory(x, None)
-        if isinstance(x, list) and x and not isinstance(x[0], (list, tuple)):
-            return x, None  # SquadExamples
-        return x, [None] * num_rows(x)
-    count = num_rows(x)
-    if kind == "regression":
-        return x, np.zeros(count, np.float32)
-    if kind == "multiple_choice":
-        return x, np.zeros(count, np.int32)
-    return x, [student.labels[0]] * count
 
 
 # -- the run --------------------------------------------------------------------------------------
@@ -354,14 +267,11 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
     if not isinstance(teacher, TextTask):
         teacher_path = os.path.abspath(os.fspath(teacher))
         teacher = load(teacher_path)
-    kind = teacher.to_finetuned().kind
     if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or \
             not np.isfinite(temperature) or temperature <= 0:
         raise TaskInputError(f"temperature={temperature!r}: expected a number > 0")
-    if kind == "embedding" and y is not None:
-        raise TaskInputError("y: an Embedder has no labels; its student learns the teacher's vectors")
     if alpha is None:
-        alpha = 0.5 if y is not None and kind != "embedding" else 0.0
+        alpha = 0.5 if y is not None else 0.0
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
         raise TaskInputError(f"alpha={alpha!r}: the weight of the hard labels, in [0, 1]")
     if alpha and y is None and not isinstance(x, tf.data.Dataset):
@@ -380,7 +290,7 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
 
     keras.utils.set_random_seed(seed)
     student = make_student(teacher, plan, dropout=dropout)
-    dataset, steps = _batches(student, x, y, batch_size=batch_size, seed=seed)
+    dataset, steps = student._distillation_dataset(x, y, batch_size=batch_size, seed=seed)
     total_steps = max(1, int(round(epochs_checked * steps)))
     if max_steps:
         total_steps = min(total_steps, max_steps)
@@ -391,19 +301,19 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
     student.compile(optimizer=create_optimizer(
         learning_rate=recipe.learning_rate, num_train_steps=total_steps,
         num_warmup_steps=int(round(warmup_ratio * total_steps)), weight_decay=weight_decay),
-        loss=student.default_loss() if hard and kind != "squad" else None,
+        loss=student.default_loss() if hard else None,
         metrics=(student.default_metrics() or None) if hard else None)
     settings = dict(layers=list(plan.layers), teacher_layers=teacher.encoder.config.num_layers,
                     teacher_hidden_size=teacher.encoder.config.hidden_size,
                     hidden_size=plan.hidden_size, init=plan.init, temperature=float(temperature),
-                    alpha=float(alpha), soft_loss=_SOFT_LOSS[kind], epochs=epochs_checked,
+                    alpha=float(alpha), epochs=epochs_checked,
                     batch_size=batch_size, learning_rate=recipe.learning_rate, train_steps=total_steps,
                     seed=seed, labelled=y is not None)
     callbacks = list(callbacks or [])
     if run_dir:
         callbacks.append(_backup_callback(run_dir, total_steps=total_steps, steps_per_epoch=steps_per_epoch,
                                           batch_size=batch_size, distillation=settings))
-    student.train_step = _distillation_step(student, teacher, kind, float(temperature), float(alpha))
+    student.train_step = _distillation_step(student, teacher, float(temperature), float(alpha))
     try:
         keras.Model.fit(student, dataset.repeat(), epochs=max(1, -(-total_steps // steps_per_epoch)),
                                   steps_per_epoch=steps_per_epoch, shuffle=False, verbose=verbose,
@@ -420,9 +330,6 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
                              "distillation": settings})
     return student
 
-
-_SOFT_LOSS = {"classification": "kl", "multiple_choice": "kl", "ner": "kl_per_token",
-              "squad": "kl_start_end", "regression": "mse", "embedding": "cosine+mse"}
 
 
 @dataclasses.dataclass
@@ -485,7 +392,7 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     losses = student.history.history.get("loss", []) if student.history is not None else []
     result = DistillationResult(student, output_dir, losses=losses)
     log(f"\nsaved {output_dir}" + (f"; distillation loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""))
-    if not evaluate or teacher.kind == "embedding":
+    if not evaluate:
         return result
     try:
         dev_x, dev_y = spec.evaluation_data()

@@ -79,6 +79,25 @@ class Embedder(TextTask):
         raise TaskInputError("an Embedder has no labels to fit; fine-tune a TextClassifier (or train "
                              "embedder.head, the BertEmbedder, with your own loss)")
 
+    def _soft_loss(self, x, teacher_out, student_out, temperature, sample_weight=None):
+        """`1 - cosine + squared error` between the student's vectors and the teacher's."""
+        from bert_keras.losses.distillation import vector_distance
+
+        return vector_distance(teacher_out, student_out, sample_weight)
+
+    def _distillation_dataset(self, x, y, *, batch_size, seed):
+        """Shuffled packed batches of the texts (their first window), with a dummy label."""
+        if y is not None:
+            raise TaskInputError("y: an Embedder has no labels; its student learns the teacher's vectors")
+        if isinstance(x, tf.data.Dataset):
+            x, _, _ = self._in_memory(x, None)
+        columns = text_columns(x)
+        count = len(columns[0])
+        texts = tf.data.Dataset.from_tensor_slices((tuple(tf.constant(c) for c in columns),
+                                                    tf.zeros(count, tf.int32)))
+        texts = texts.shuffle(count, seed=seed, reshuffle_each_iteration=True)
+        return self._batch(self.preprocessor.encode_rows(texts), batch_size), max(1, -(-count // batch_size))
+
     def _evaluate(self, x, y, *, batch_size):
         raise TaskInputError("an Embedder has no metrics to evaluate; compare its vectors "
                              "(bert_keras.models.embedder.rank_by_similarity)")

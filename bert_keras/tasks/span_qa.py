@@ -193,6 +193,30 @@ class SpanQA(TextTask):
             dataset = dataset.shuffle(len(features), seed=seed, reshuffle_each_iteration=True)
         return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE), steps_for(len(features), batch_size)
 
+    def _soft_loss(self, x, teacher_out, student_out, temperature, sample_weight=None):
+        """KL at `temperature` over the positions, the mean of the start and the end."""
+        from bert_keras.losses.distillation import soft_cross_entropy
+
+        return (soft_cross_entropy(teacher_out["start_logits"], student_out["start_logits"], temperature,
+                                   sample_weight)
+                + soft_cross_entropy(teacher_out["end_logits"], student_out["end_logits"], temperature,
+                                     sample_weight)) / 2.0
+
+    def _distillation_dataset(self, x, y, *, batch_size, seed):
+        """Unlabelled questions are built as "no answer" features (every window of the context
+        kept), a v1.1 model's too; those placeholders never reach the loss."""
+        if y is not None or isinstance(x, tf.data.Dataset) or (
+                isinstance(x, list) and x and isinstance(x[0], SquadExample)):
+            return self._train_dataset(x, y, batch_size=batch_size, shuffle=True, seed=seed)
+        x, _, _ = self._in_memory(x, None)
+        version_2 = self._text.settings["version_2"]
+        self._text.settings["version_2"] = True
+        try:
+            return self._train_dataset(x, [None] * len(text_columns(x)[0]), batch_size=batch_size,
+                                       shuffle=True, seed=seed)
+        finally:
+            self._text.settings["version_2"] = version_2
+
     # -- outputs -------------------------------------------------------------------------
     def _decode(self, examples, batch_size, threshold=None, n_best_size=None, max_answer_length=None):
         from pipelines.datasets.squad import decode_predictions

@@ -717,9 +717,26 @@ class TextTask(keras.Model):
         """A smaller student of this task trained on its outputs for `x` (and labels `y`, optional);
         an ordinary task of this class. `bert_keras.tasks.distillation.distill` has the options
         (`layers=`, `temperature=`, `alpha=`, `init=`, `epochs=`, `seed=`, `run_dir=`, ...)."""
-        from bert_keras.tasks.distillation import distill
+        # Resolved by path: the distillation module is a layer above the tasks (it imports them).
+        return resolve("bert_keras.tasks.distillation:distill")(self, x, y, **options)
 
-        return distill(self, x, y, **options)
+    # -- distillation hooks (`bert_keras.tasks.distillation`); families override them ----------
+    def _soft_loss(self, x, teacher_out, student_out, temperature, sample_weight=None):
+        """A student's loss against the teacher's outputs on one batch: the soft-target
+        counterpart of the task's own loss (KL at `temperature` for logits trained with
+        cross-entropy, squared error for regression scores)."""
+        from bert_keras.losses import distillation
+
+        if isinstance(self.default_loss(), keras.losses.MeanSquaredError):
+            return distillation.squared_error(teacher_out, student_out, sample_weight)
+        return distillation.soft_cross_entropy(teacher_out, student_out, temperature, sample_weight)
+
+    def _distillation_dataset(self, x, y, *, batch_size, seed):
+        """`(shuffled batches, steps per pass)` to distil on: `fit`'s, with placeholder labels
+        (never read: the loss is the teacher's soft targets alone) when `y` is None."""
+        if y is None and not isinstance(x, tf.data.Dataset):
+            y = [self.labels[0] if self.labels else 0] * num_rows(x)
+        return self._train_dataset(x, y, batch_size=batch_size, shuffle=True, seed=seed)
 
     def record(self, *, training=None, eval_results=None):
         """Adds provenance (saved in `task.json`'s `training`) and dev metrics to what `save` writes."""

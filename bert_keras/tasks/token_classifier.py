@@ -1,6 +1,7 @@
 """`TokenClassifier`: named-entity recognition with word-level labels in and out."""
 
 import numpy as np
+import tensorflow as tf
 
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_label_names, check_lengths
 from bert_keras.tasks.inputs import check_sample_weight
@@ -142,6 +143,18 @@ class TokenClassifier(TextTask):
         dataset = token_dataset(features, batch_size=batch_size, shuffle=shuffle,
                                 static_shapes=self.static_shapes, seed=seed, sample_weights=weights)
         return dataset, steps_for(len(features), batch_size)
+
+    def _soft_loss(self, x, teacher_out, student_out, temperature, sample_weight=None):
+        """KL at `temperature` per token, over every real token (not only first pieces)."""
+        from bert_keras.losses.distillation import soft_cross_entropy
+
+        return soft_cross_entropy(teacher_out, student_out, temperature, sample_weight, mask=x["padding_mask"])
+
+    def _distillation_dataset(self, x, y, *, batch_size, seed):
+        if y is None and not isinstance(x, tf.data.Dataset):  # words, and placeholder tags
+            sentences, _ = self._sentences(x, None)
+            x, y = [list(s.words) for s in sentences], [list(s.tags) for s in sentences]
+        return self._train_dataset(x, y, batch_size=batch_size, shuffle=True, seed=seed)
 
     # -- outputs -----------------------------------------------------------------------
     def _word_logits(self, sentences, batch_size):
