@@ -237,7 +237,6 @@ def test_distillation_resumes_from_its_run_dir(tmp_path):
 
 @pytest.mark.slow
 def test_minilm_student_keeps_the_teachers_accuracy_on_sample_reviews(tmp_path):
-    from pipelines.datasets.text_files import read_text_file  # noqa: F401  (the reader finetune uses)
     from bert_keras.tasks.named_datasets import parse_task
 
     data = os.path.join(ROOT, "pipelines", "data")
