@@ -145,8 +145,12 @@ def ndarray_from_proto(proto, name: str = "tensor", limits: Limits | None = None
 
 def _values_array(values, dt, np_dtype, name, field):
     """The flat numeric array of a typed repeated field; integers out of range refused."""
-    if dt == DT_HALF:
-        return np.array(values, dtype=np.uint16).view(np.float16)
+    if dt == DT_HALF:  # half_val: each value's 16 bits in an int32
+        bits = np.array(values, dtype=np.int64)
+        if bits.size and (bits.min() < 0 or bits.max() > 0xFFFF):
+            raise _invalid(name, "half_val holds values outside [0, 65535] (each is the 16 bits of "
+                                 "one float16)")
+        return bits.astype(np.uint16).view(np.float16)
     if np_dtype.kind in "iu" and field == "int_val" and dt != DT_INT32:
         wide = np.array(values, dtype=np.int64)
         info = np.iinfo(np_dtype)

@@ -157,6 +157,25 @@ def test_1_the_short_form_tensorflow_reads_is_accepted_within_the_limits():
     assert raised.value.code == "INVALID_ARGUMENT" and "carries 3" in raised.value.message
 
 
+def test_1_half_val_out_of_16_bits_is_invalid_argument_not_internal():
+    # Found by the long fuzz run: half_val=-1 (a DT_HALF scalar) crashed the reader (INTERNAL).
+    import tensorflow as tf
+    from tensorflow.core.framework import tensor_pb2, types_pb2
+
+    from serving.server import Limits, ServingError
+    from serving.server.tensor_proto import ndarray_from_proto
+
+    for bits in (-1, 70_000):
+        proto = tensor_pb2.TensorProto(dtype=types_pb2.DT_HALF, half_val=[bits])
+        with pytest.raises(ServingError) as raised:
+            ndarray_from_proto(proto, "x", Limits())
+        assert raised.value.code == "INVALID_ARGUMENT" and "half_val" in raised.value.message
+    good = tf.make_tensor_proto(np.array([1.5, -2.0], np.float16))
+    good.ClearField("tensor_content")
+    good.half_val.extend(np.array([1.5, -2.0], np.float16).view(np.uint16).tolist())
+    assert ndarray_from_proto(good, "x", Limits()).tolist() == [1.5, -2.0]
+
+
 def test_1_a_declared_shape_over_the_row_limit_is_resource_exhausted_before_allocating():
     from tensorflow.core.framework import tensor_pb2, types_pb2
 
