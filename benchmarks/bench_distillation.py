@@ -208,7 +208,12 @@ def _each_family_alone(args, argv):
                             *peer, "--families", family, "--output", output], check=True)
             with open(output, encoding="utf-8") as f:
                 results.update({k: v for k, v in json.load(f).items() if k != "settings"})
-    print("\nall families")
+    return _report("all families", results, args)
+
+
+def _report(title, results, args):
+    """Prints the summary table and writes `--output`; returns the results."""
+    print(f"\n{title}")
     _summary(results, args.families)
     if args.output:
         with open(args.output, "w", encoding="utf-8") as f:
@@ -272,12 +277,7 @@ def main(argv=None):
         if args.hf_peer:
             teacher_accuracy, student_accuracy = hf_peer(args)
             results["hf_peer_sst2"] = {"teacher": teacher_accuracy, "student": student_accuracy}
-    print("\nsummary")
-    _summary(results, args.families)
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=1)
-    return results
+    return _report("summary", results, args)
 
 
 if __name__ == "__main__":
