@@ -27,6 +27,7 @@ flag nobody reads again, so `Pool.terminate` waits for that worker forever.
 
 import atexit
 import dataclasses
+import glob
 import multiprocessing
 import os
 import shutil
@@ -64,10 +65,12 @@ class ShardWorkers:
         context.set_forkserver_preload([__name__])
         self.processes = processes
         self._pool = context.Pool(processes, initializer=_start_parent_watch, initargs=(os.getpid(),))
+        self._paths = []  # local shard paths handed to the workers: their temporary files to check on terminate
 
     def write(self, jobs, tokens: TokenizedCorpus, scratch_near: str):
         """Writes `jobs` with `tokens` shared through a scratch directory; returns instance counts in order."""
         directory = make_scratch_directory(scratch_near)
+        self._paths.extend(job.path for job in jobs if "://" not in job.path)
         try:
             for field in dataclasses.fields(tokens):
                 if getattr(tokens, field.name) is None:
@@ -85,11 +88,17 @@ class ShardWorkers:
             self._pool = None
 
     def terminate(self):
-        """Stops the workers at once (a worker stopped mid-shard removes its temporary file)."""
+        """Stops the workers at once and removes their temporary files.
+
+        A worker stopped mid-shard removes its own file, but SIGTERM can land while it is
+        between jobs and the next job opens its file before the worker exits: once the
+        workers are gone, the files named after a process that no longer runs are removed.
+        """
         if self._pool is not None:
             self._pool.terminate()
             self._pool.join()
             self._pool = None
+            remove_dead_writers_files(self._paths)
 
     def __enter__(self):
         return self
@@ -99,6 +108,18 @@ class ShardWorkers:
             self.close()
         else:
             self.terminate()
+
+
+def remove_dead_writers_files(paths):
+    """Removes `{path}.tmp-PID` files (the shard writer's temporary names) whose process is gone."""
+    for path in paths:
+        for leftover in glob.glob(glob.escape(path) + ".tmp-*"):
+            pid = leftover.rsplit(".tmp-", 1)[1]
+            if pid.isascii() and pid.isdigit() and not process_is_running(int(pid)):
+                try:
+                    os.remove(leftover)
+                except OSError:
+                    pass
 
 
 def make_scratch_directory(near: str) -> str:

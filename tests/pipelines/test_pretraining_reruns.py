@@ -240,3 +240,20 @@ def test_workers_stopped_by_an_error_always_exit(tmp_path):
         pytest.fail("a worker pool did not stop within 120 s: a worker ignored SIGTERM")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "stopped 100 times" in result.stdout
+
+
+def test_terminate_removes_temporary_files_of_dead_workers_only(tmp_path):
+    # SIGTERM can land while a worker is between jobs; the next job then opens its file just
+    # before the worker exits. Once the workers are gone, the parent removes what they left.
+    from pipelines.pretraining.workers import remove_dead_writers_files
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    path = str(tmp_path / "data-00001-of-00004.tfrecord")
+    left = f"{path}.tmp-{dead.pid}"
+    live = f"{path}.tmp-{os.getpid()}"  # a live writer's (another run's) file stays
+    beam = f"{path}.tmp-beam-0123abcd"  # not a pid: not ours to judge
+    for name in (left, live, beam, path):
+        open(name, "w").close()
+    remove_dead_writers_files([path])
+    assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(n) for n in (live, beam, path))
