@@ -68,7 +68,8 @@ def build(args, family, workdir):
     started = time.time()
     student = teacher.distill(x, y, layers=args.layers, epochs=args.student_epochs or args.epochs,
                               batch_size=args.batch_size,
-                              learning_rate=args.learning_rate, seed=SEED, verbose=2)
+                              learning_rate=args.learning_rate, seed=SEED, augment=args.augment,
+                              mask_rate=args.mask_rate, verbose=2)
     student_seconds = time.time() - started
     return teacher, student, (dev_x, dev_y), metric, (teacher_seconds, student_seconds)
 
@@ -247,6 +248,8 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=1e-4)
     parser.add_argument("--layers", type=int, default=3, help="student layers (teacher: 6)")
+    parser.add_argument("--augment", type=int, default=0, help="masked copies of each batch (distill's augment)")
+    parser.add_argument("--mask-rate", type=float, default=0.1, help="token mask rate of the copies")
     parser.add_argument("--rounds", type=int, default=5, help="alternating timing rounds (median)")
     parser.add_argument("--batches", type=int, default=4, help="batches of 32 per contestant a round")
     parser.add_argument("--hf-peer", action="store_true", help="also run HF's recipe in torch (SST-2)")

@@ -16,7 +16,9 @@ batch (no dropout) and the student matches its soft targets, `T^2 * KL(softmax(t
 softmax(s / T))` at temperature `T` (per token for NER, over positions for SQuAD's start /
 end, over choices for SWAG), mean squared error for regression and `1 - cosine + MSE` for
 sentence vectors; with labels `y`, `(1 - alpha) * soft + alpha * the task's own loss`.
-Unlabelled text is enough (`y=None`: soft targets only). Hidden-state / attention transfer
+Unlabelled text is enough (`y=None`: soft targets only). With little text, `augment=N` adds N
+copies of every batch with 10% of their tokens masked (`masked_copies`, Tang et al. 2019): the
+teacher labels them and the student matches it there too. Hidden-state / attention transfer
 (TinyBERT, MiniLM) is not used: with the teacher's blocks as the starting point the
 student's layers already produce the teacher's representations, and soft targets alone
 reach the teacher's accuracy on the measured tasks (`benchmarks/bench_distillation.py`).
@@ -32,6 +34,7 @@ Every setting is checked before anything is built or trained (`TaskInputError`).
 
 import dataclasses
 import inspect
+import numbers
 import os
 from typing import Optional, Tuple
 
@@ -203,18 +206,58 @@ def _copy_matching(source, target):
 
 
 # -- the train step -----------------------------------------------------------------------------
-def _distillation_step(student, teacher, temperature, alpha):
-    """The student's train step: the teacher's outputs on the batch, the family's soft loss
-    (`TextTask._soft_loss`), plus `alpha` x the task's own loss on the labels."""
+def masked_copies(x, copies, *, mask_id, special_ids, rate, seed):
+    """`x` followed by `copies` copies of it with some tokens replaced by [MASK]: more inputs for the
+    teacher to label (Tang et al. 2019, "Distilling Task-Specific Knowledge from BERT into Simple
+    Neural Networks": masking augmentation).
+
+    Each real token (not padding, not [CLS] / [SEP]) of each copy is masked with probability
+    `rate`; positions, segments and the padding mask stay, so per-token outputs (NER) and spans
+    (SQuAD) keep their places. Every input of `x` is repeated along the batch axis.
+
+    Args:
+        x: the packed inputs (`token_ids`, `padding_mask`, ...; any rank after the batch axis).
+        copies: how many masked copies (>= 1).
+        mask_id, special_ids: the vocabulary's [MASK] id and the ids never masked.
+        rate: the probability that a token is masked.
+        seed: a `[2]` int tensor; the same seed gives the same masks.
+    """
+    ids = x["token_ids"]
+    maskable = tf.cast(x["padding_mask"], tf.bool)
+    for special in special_ids:
+        maskable &= tf.not_equal(ids, special)
+    masked = [ids]
+    for copy in range(copies):
+        draw = tf.random.stateless_uniform(tf.shape(ids), seed=seed + tf.constant([0, 1], seed.dtype) * copy)
+        masked.append(tf.where(maskable & (draw < rate), tf.cast(mask_id, ids.dtype), ids))
+    out = {name: tf.concat([value] * (copies + 1), axis=0) for name, value in x.items()}
+    out["token_ids"] = tf.concat(masked, axis=0)
+    return out
+
+
+def _distillation_step(student, teacher, temperature, alpha, augment=None):
+    """The student's train step: the teacher's outputs on the batch (and on its masked copies,
+    `augment`), the family's soft loss (`TextTask._soft_loss`), plus `alpha` x the task's own loss
+    on the labels of the original rows."""
     from keras.src import tree
     from keras.src.trainers.data_adapters import data_adapter_utils
 
     def train_step(data):
         x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
-        teacher_out = tf.nest.map_structure(tf.stop_gradient, teacher(x, training=False))
+        rows = tf.shape(x["token_ids"])[0]
+        inputs, soft_weight = x, sample_weight
+        if augment:
+            step = tf.cast(student.optimizer.iterations, tf.int64)
+            inputs = masked_copies(x, augment["copies"], mask_id=augment["mask_id"],
+                                   special_ids=augment["special_ids"], rate=augment["rate"],
+                                   seed=tf.stack([tf.constant(augment["seed"], tf.int64), step * 1009]))
+            if sample_weight is not None:
+                soft_weight = tf.concat([sample_weight] * (augment["copies"] + 1), axis=0)
+        teacher_out = tf.nest.map_structure(tf.stop_gradient, teacher(inputs, training=False))
         with tf.GradientTape() as tape:
-            y_pred = student(x, training=True)
-            loss = student._soft_loss(x, teacher_out, y_pred, temperature, sample_weight)
+            y_pred_all = student(inputs, training=True)
+            loss = student._soft_loss(inputs, teacher_out, y_pred_all, temperature, soft_weight)
+            y_pred = tf.nest.map_structure(lambda t: t[:rows], y_pred_all) if augment else y_pred_all
             if alpha:
                 hard = student.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight)
                 loss = (1.0 - alpha) * loss + alpha * hard
@@ -233,8 +276,8 @@ def _distillation_step(student, teacher, temperature, alpha):
 # -- the run --------------------------------------------------------------------------------------
 def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, temperature=2.0, alpha=None,
             epochs=3, batch_size=None, learning_rate=None, warmup_ratio=0.1, weight_decay=0.01,
-            max_steps=None, seed=0, dropout=None, run_dir=None, checkpoint_every=None, verbose="auto",
-            callbacks=None):
+            max_steps=None, seed=0, dropout=None, augment=0, mask_rate=0.1, run_dir=None, checkpoint_every=None,
+            verbose="auto", callbacks=None):
     """A student of `teacher` trained on the teacher's outputs for `x`; returns the student task.
 
     Args:
@@ -255,6 +298,10 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
         seed: seeds the weights of anything new, dropout and shuffling (the same seed, data
             and machine give the same student).
         dropout: the student head's dropout (default the teacher's).
+        augment: masked copies of every batch (`masked_copies`): the teacher labels them too
+            and the student learns its soft targets on them (not the labels). More text to
+            match for little labelled data; each copy costs one more forward pass of both.
+        mask_rate: the probability that a token of a copy is masked.
         run_dir, checkpoint_every: resumable run backups, as `TextTask.fit`.
         verbose, callbacks: as `keras.Model.fit`.
 
@@ -281,6 +328,10 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
     if not np.isfinite(epochs_checked) or epochs_checked <= 0:
         raise TaskInputError(f"epochs={epochs!r}: expected a number > 0")
     max_steps = check_count("max_steps", max_steps)
+    augment = 0 if isinstance(augment, numbers.Integral) and not isinstance(augment, bool) and augment == 0 \
+        else check_count("augment", augment, allow_none=False)
+    if isinstance(mask_rate, bool) or not isinstance(mask_rate, (int, float)) or not 0.0 < mask_rate < 1.0:
+        raise TaskInputError(f"mask_rate={mask_rate!r}: the probability that a token is masked, in (0, 1)")
     checkpoint_every = check_count("checkpoint_every", checkpoint_every)
     if checkpoint_every and not run_dir:
         raise TaskInputError("checkpoint_every: needs run_dir= (where the backups go)")
@@ -308,12 +359,22 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
                     hidden_size=plan.hidden_size, init=plan.init, temperature=float(temperature),
                     alpha=float(alpha), epochs=epochs_checked,
                     batch_size=batch_size, learning_rate=recipe.learning_rate, train_steps=total_steps,
-                    seed=seed, labelled=y is not None)
+                    seed=seed, labelled=y is not None, augment=augment,
+                    mask_rate=float(mask_rate) if augment else None)
     callbacks = list(callbacks or [])
     if run_dir:
         callbacks.append(_backup_callback(run_dir, total_steps=total_steps, steps_per_epoch=steps_per_epoch,
                                           batch_size=batch_size, distillation=settings))
-    student.train_step = _distillation_step(student, teacher, float(temperature), float(alpha))
+    masking = None
+    if augment:
+        inputs_spec = dataset.element_spec[0] if isinstance(dataset.element_spec, tuple) else dataset.element_spec
+        if not isinstance(inputs_spec, dict) or not {"token_ids", "padding_mask"} <= set(inputs_spec):
+            raise TaskInputError(f"augment={augment}: {type(student).__name__} inputs have no token_ids / "
+                                 "padding_mask to mask")
+        tokenizer = student.tokenizer
+        masking = dict(copies=augment, rate=float(mask_rate), seed=int(seed), mask_id=tokenizer.token_to_id("[MASK]"),
+                       special_ids=[tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]")])
+    student.train_step = _distillation_step(student, teacher, float(temperature), float(alpha), masking)
     try:
         keras.Model.fit(student, dataset.repeat(), epochs=max(1, -(-total_steps // steps_per_epoch)),
                                   steps_per_epoch=steps_per_epoch, shuffle=False, verbose=verbose,
@@ -350,14 +411,15 @@ class DistillationResult:
 
 def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size=None, init=None,
                       temperature=2.0, alpha=None, epochs=3, batch_size=None, learning_rate=None,
-                      warmup_ratio=0.1, max_steps=None, checkpoint_every=None, seed=0, overwrite=False,
-                      evaluate=True, verbose=2, log=print):
+                      warmup_ratio=0.1, max_steps=None, checkpoint_every=None, seed=0, augment=0, mask_rate=0.1,
+                      overwrite=False, evaluate=True, verbose=2, log=print):
     """The whole run of `bert-keras distill`: teacher directory + data spec -> a saved student.
 
     The data of `spec` (a `named_datasets.DatasetSpec`; None: the one the teacher records),
     `distill` (resumable from `output_dir/.finetune-run`), `save`, then the teacher and the
     student scored on the dev split (the student's metrics go to `eval_results.json`).
-    `alpha=0` ignores the data's labels (the teacher's soft targets alone).
+    `alpha=0` ignores the data's labels (the teacher's soft targets alone); `augment`,
+    `mask_rate`: masked copies of each batch, as `distill`.
 
     Returns:
         A `DistillationResult`.
@@ -379,14 +441,16 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     log(f"teacher {teacher_dir} ({config.num_layers} layers, hidden {config.hidden_size}) -> student "
         f"{len(plan.layers)} layers (blocks {list(plan.layers)} of "
         f"{init or 'the teacher'}, hidden {plan.hidden_size}); task {spec.spec}, {num_rows(x)} examples"
-        f"{'' if y is not None else ' (unlabelled: soft targets only)'}, temperature {temperature:g}")
+        f"{'' if y is not None else ' (unlabelled: soft targets only)'}, temperature {temperature:g}"
+        f"{f', {augment} masked copies of each batch' if augment else ''}")
     run_dir = os.path.join(output_dir, RUN_DIRECTORY)
     if os.path.isdir(run_dir):
         log(f"resuming the interrupted run backed up in {run_dir}")
     student = distill(teacher, x, y, layers=plan.layers if init is None else layers, hidden_size=hidden_size,
                       init=init, temperature=temperature, alpha=alpha, epochs=epochs, batch_size=batch_size,
                       learning_rate=learning_rate, warmup_ratio=warmup_ratio, max_steps=max_steps, seed=seed,
-                      run_dir=run_dir, checkpoint_every=checkpoint_every, verbose=verbose)
+                      run_dir=run_dir, checkpoint_every=checkpoint_every, augment=augment, mask_rate=mask_rate,
+                      verbose=verbose)
     student.record(training=dict(spec.provenance(), distilled_from=os.path.abspath(teacher_dir)))
     student.save(output_dir, overwrite=overwrite)
     losses = student.history.history.get("loss", []) if student.history is not None else []

@@ -159,6 +159,9 @@ def test_distillation_is_reproducible_with_a_seed(tmp_path):
     ({"layers": 2, "alpha": 1.5}, "alpha=1.5"),
     ({"layers": 2, "alpha": 0.5}, "no y was given"),
     ({"layers": 2, "checkpoint_every": 2}, "needs run_dir"),
+    ({"layers": 2, "augment": -1}, "augment=-1"),
+    ({"layers": 2, "augment": 1.5}, "augment=1.5"),
+    ({"layers": 2, "augment": 1, "mask_rate": 1.0}, "mask_rate=1.0"),
 ])
 def test_bad_settings_fail_before_any_step(options, message, tmp_path, monkeypatch):
     import keras
@@ -170,6 +173,50 @@ def test_bad_settings_fail_before_any_step(options, message, tmp_path, monkeypat
     teacher = tiny_teacher("classification", tmp_path)
     with pytest.raises(TaskInputError, match=message.replace("(", r"\(").replace("[", r"\[")):
         teacher.distill(DATA["classification"][0], **options)
+
+
+def test_masked_copies_mask_only_real_tokens_at_the_rate_and_keep_positions():
+    import tensorflow as tf
+
+    from bert_keras.tasks.distillation import masked_copies
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(3, 64, size=256)
+    ids = np.zeros((256, 64), np.int32)
+    for row, length in enumerate(lengths):
+        ids[row, :length] = rng.integers(10, 1000, size=length)
+        ids[row, 0], ids[row, length - 1] = 2, 3  # [CLS] ... [SEP]
+    x = {"token_ids": tf.constant(ids), "padding_mask": tf.constant(ids != 0),
+         "segment_ids": tf.constant(np.zeros_like(ids))}
+    out = masked_copies(x, 2, mask_id=4, special_ids=[2, 3], rate=0.15, seed=tf.constant([5, 0], tf.int64))
+    got = out["token_ids"].numpy()
+    assert got.shape == (768, 64)
+    np.testing.assert_array_equal(got[:256], ids)  # the original rows first, untouched
+    for name in ("padding_mask", "segment_ids"):
+        np.testing.assert_array_equal(out[name].numpy(), np.concatenate([x[name].numpy()] * 3))
+    maskable = (ids != 0) & (ids != 2) & (ids != 3)
+    for copy in (got[256:512], got[512:]):
+        changed = copy != ids
+        assert not (changed & ~maskable).any()  # never [CLS], [SEP] or padding
+        assert (copy[changed] == 4).all()
+        assert abs(changed.sum() / maskable.sum() - 0.15) < 0.01
+    assert (got[256:512] != got[512:]).any()  # each copy its own masks
+    again = masked_copies(x, 2, mask_id=4, special_ids=[2, 3], rate=0.15, seed=tf.constant([5, 0], tf.int64))
+    np.testing.assert_array_equal(again["token_ids"].numpy(), got)
+
+
+@pytest.mark.parametrize("kind", export_fixtures.EXPORT_KINDS)
+def test_masked_copies_distil_every_family_reproducibly(kind, tmp_path):
+    teacher = tiny_teacher(kind, tmp_path)
+    x, y = DATA[kind]
+    runs = [teacher.distill(x, y, layers=2, max_steps=2, batch_size=4, seed=3, augment=2, verbose=0)
+            for _ in range(2)]
+    plain = teacher.distill(x, y, layers=2, max_steps=2, batch_size=4, seed=3, verbose=0)
+    for a, b in zip(runs[0].get_weights(), runs[1].get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert any(not np.allclose(a, b) for a, b in zip(runs[0].get_weights(), plain.get_weights()))
+    record = runs[0].to_finetuned().training["distillation"]
+    assert record["augment"] == 2 and record["mask_rate"] == 0.1
 
 
 def test_an_init_with_another_hidden_size_or_vocabulary(tmp_path):
