@@ -248,7 +248,8 @@ def main(argv=None):
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--learning-rate", type=float, default=1e-4)
     parser.add_argument("--layers", type=int, default=3, help="student layers (teacher: 6)")
-    parser.add_argument("--augment", type=int, default=0, help="masked copies of each batch (distill's augment)")
+    parser.add_argument("--augment", type=int, default=None,
+                        help="masked copies of each batch (distill's augment; default: distill's)")
     parser.add_argument("--mask-rate", type=float, default=0.1, help="token mask rate of the copies")
     parser.add_argument("--rounds", type=int, default=5, help="alternating timing rounds (median)")
     parser.add_argument("--batches", type=int, default=4, help="batches of 32 per contestant a round")

@@ -39,8 +39,8 @@ def register(subparsers, summary):
     parser.add_argument("--checkpoint-every", type=int, default=None, metavar="STEPS",
                         help="back up every STEPS steps (default: every epoch) in DIR/.finetune-run; "
                              "the same command resumes")
-    parser.add_argument("--augment", type=int, default=0, metavar="N", help="also distil on N copies of each "
-                        "batch with 10%% of the tokens masked (helps with little data; N+1 times the step cost)")
+    parser.add_argument("--augment", type=int, default=None, metavar="N", help="also distil on N copies of each "
+                        "batch with 10%% of the tokens masked (N+1 times the step cost; default 2 below 20,000 examples)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-eval", action="store_true", help="skip the final dev evaluation")
     parser.set_defaults(func=run)

@@ -235,6 +235,25 @@ def masked_copies(x, copies, *, mask_id, special_ids, rate, seed):
     return out
 
 
+# Below this many examples a student sees too little text to match its teacher (`default_augment`).
+AUGMENT_BELOW_EXAMPLES = 20_000
+
+
+def default_augment(x):
+    """Masked copies per batch by default: 2 for fewer than `AUGMENT_BELOW_EXAMPLES` in-memory
+    examples, else 0 (a dataset: 0, its size is not read ahead).
+
+    >>> default_augment(["a text"] * 2000), default_augment(["a text"] * 50_000)
+    (2, 0)
+    """
+    if isinstance(x, tf.data.Dataset):
+        return 0
+    try:
+        return 2 if num_rows(x) < AUGMENT_BELOW_EXAMPLES else 0
+    except TaskInputError:
+        return 0
+
+
 def _distillation_step(student, teacher, temperature, alpha, augment=None):
     """The student's train step: the teacher's outputs on the batch (and on its masked copies,
     `augment`), the family's soft loss (`TextTask._soft_loss`), plus `alpha` x the task's own loss
@@ -276,7 +295,7 @@ def _distillation_step(student, teacher, temperature, alpha, augment=None):
 # -- the run --------------------------------------------------------------------------------------
 def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, temperature=2.0, alpha=None,
             epochs=3, batch_size=None, learning_rate=None, warmup_ratio=0.1, weight_decay=0.01,
-            max_steps=None, seed=0, dropout=None, augment=0, mask_rate=0.1, run_dir=None, checkpoint_every=None,
+            max_steps=None, seed=0, dropout=None, augment=None, mask_rate=0.1, run_dir=None, checkpoint_every=None,
             verbose="auto", callbacks=None):
     """A student of `teacher` trained on the teacher's outputs for `x`; returns the student task.
 
@@ -300,7 +319,9 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
         dropout: the student head's dropout (default the teacher's).
         augment: masked copies of every batch (`masked_copies`): the teacher labels them too
             and the student learns its soft targets on them (not the labels). More text to
-            match for little labelled data; each copy costs one more forward pass of both.
+            match for little data; each copy costs one more pass of both models. Default
+            (`default_augment`): 2 below 20,000 examples (SST-2, 2,000 sentences: -1.4 / -1.5
+            points without, -0.7 / -0.8 with), else 0.
         mask_rate: the probability that a token of a copy is masked.
         run_dir, checkpoint_every: resumable run backups, as `TextTask.fit`.
         verbose, callbacks: as `keras.Model.fit`.
@@ -328,6 +349,9 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
     if not np.isfinite(epochs_checked) or epochs_checked <= 0:
         raise TaskInputError(f"epochs={epochs!r}: expected a number > 0")
     max_steps = check_count("max_steps", max_steps)
+    defaulted = augment is None
+    if defaulted:
+        augment = default_augment(x)
     augment = 0 if isinstance(augment, numbers.Integral) and not isinstance(augment, bool) and augment == 0 \
         else check_count("augment", augment, allow_none=False)
     if isinstance(mask_rate, bool) or not isinstance(mask_rate, (int, float)) or not 0.0 < mask_rate < 1.0:
@@ -342,6 +366,19 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
     keras.utils.set_random_seed(seed)
     student = make_student(teacher, plan, dropout=dropout)
     dataset, steps = student._distillation_dataset(x, y, batch_size=batch_size, seed=seed)
+    masking = None
+    inputs_spec = dataset.element_spec[0] if isinstance(dataset.element_spec, tuple) else dataset.element_spec
+    if augment and not (isinstance(inputs_spec, dict) and {"token_ids", "padding_mask"} <= set(inputs_spec)):
+        if defaulted:
+            augment = 0
+        else:
+            raise TaskInputError(f"augment={augment}: {type(student).__name__} inputs have no token_ids / "
+                                 "padding_mask to mask")
+    if augment:
+        tokenizer = student.tokenizer
+        masking = dict(copies=augment, rate=float(mask_rate), seed=int(seed),
+                       mask_id=tokenizer.token_to_id("[MASK]"),
+                       special_ids=[tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]")])
     total_steps = max(1, int(round(epochs_checked * steps)))
     if max_steps:
         total_steps = min(total_steps, max_steps)
@@ -365,15 +402,6 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
     if run_dir:
         callbacks.append(_backup_callback(run_dir, total_steps=total_steps, steps_per_epoch=steps_per_epoch,
                                           batch_size=batch_size, distillation=settings))
-    masking = None
-    if augment:
-        inputs_spec = dataset.element_spec[0] if isinstance(dataset.element_spec, tuple) else dataset.element_spec
-        if not isinstance(inputs_spec, dict) or not {"token_ids", "padding_mask"} <= set(inputs_spec):
-            raise TaskInputError(f"augment={augment}: {type(student).__name__} inputs have no token_ids / "
-                                 "padding_mask to mask")
-        tokenizer = student.tokenizer
-        masking = dict(copies=augment, rate=float(mask_rate), seed=int(seed), mask_id=tokenizer.token_to_id("[MASK]"),
-                       special_ids=[tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]")])
     student.train_step = _distillation_step(student, teacher, float(temperature), float(alpha), masking)
     try:
         keras.Model.fit(student, dataset.repeat(), epochs=max(1, -(-total_steps // steps_per_epoch)),
@@ -411,7 +439,7 @@ class DistillationResult:
 
 def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size=None, init=None,
                       temperature=2.0, alpha=None, epochs=3, batch_size=None, learning_rate=None,
-                      warmup_ratio=0.1, max_steps=None, checkpoint_every=None, seed=0, augment=0, mask_rate=0.1,
+                      warmup_ratio=0.1, max_steps=None, checkpoint_every=None, seed=0, augment=None, mask_rate=0.1,
                       overwrite=False, evaluate=True, verbose=2, log=print):
     """The whole run of `bert-keras distill`: teacher directory + data spec -> a saved student.
 
@@ -438,11 +466,12 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
         y = None
     config = teacher.encoder.config
     plan = plan_student(teacher, layers=layers, hidden_size=hidden_size, init=init)
+    copies = default_augment(x) if augment is None else augment
     log(f"teacher {teacher_dir} ({config.num_layers} layers, hidden {config.hidden_size}) -> student "
         f"{len(plan.layers)} layers (blocks {list(plan.layers)} of "
         f"{init or 'the teacher'}, hidden {plan.hidden_size}); task {spec.spec}, {num_rows(x)} examples"
         f"{'' if y is not None else ' (unlabelled: soft targets only)'}, temperature {temperature:g}"
-        f"{f', {augment} masked copies of each batch' if augment else ''}")
+        f"{f', {copies} masked copies of each batch' if copies else ''}")
     run_dir = os.path.join(output_dir, RUN_DIRECTORY)
     if os.path.isdir(run_dir):
         log(f"resuming the interrupted run backed up in {run_dir}")
