@@ -263,9 +263,9 @@ def _distillation_step(student, teacher, temperature, alpha, augment=None):
 
     def train_step(data):
         x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
-        rows = tf.shape(x["token_ids"])[0]
-        inputs, soft_weight = x, sample_weight
+        inputs, soft_weight, rows = x, sample_weight, None
         if augment:
+            rows = tf.shape(x["token_ids"])[0]
             step = tf.cast(student.optimizer.iterations, tf.int64)
             inputs = masked_copies(x, augment["copies"], mask_id=augment["mask_id"],
                                    special_ids=augment["special_ids"], rate=augment["rate"],
