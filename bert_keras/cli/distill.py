@@ -8,7 +8,7 @@ import sys
 import time
 
 from bert_keras.cli.flag_arguments import add_option
-from bert_keras.cli.task_arguments import add_task_arguments, check_output_dir, task_spec
+from bert_keras.cli.task_arguments import add_task_arguments, add_training_options, check_output_dir, task_spec
 
 
 def register(subparsers, summary):
@@ -32,17 +32,9 @@ def register(subparsers, summary):
     parser.add_argument("--temperature", type=float, default=2.0, help="soft-target temperature (2)")
     parser.add_argument("--alpha", type=float, default=None,
                         help="weight of the data's labels (default 0.5; 0: the teacher's outputs only)")
-    parser.add_argument("--epochs", type=float, default=3, help="training epochs (default 3)")
-    parser.add_argument("--batch-size", type=int, default=None, help="batch size (default as finetune)")
-    parser.add_argument("--learning-rate", type=float, default=None, help="peak learning rate (default as finetune)")
-    parser.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
-    parser.add_argument("--checkpoint-every", type=int, default=None, metavar="STEPS",
-                        help="back up every STEPS steps (default: every epoch) in DIR/.finetune-run; "
-                             "the same command resumes")
+    add_training_options(parser)
     parser.add_argument("--augment", type=int, default=None, metavar="N", help="also distil on N copies of each "
                         "batch with 10%% of the tokens masked (N+1 times the step cost; default 2 below 20,000 examples)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-eval", action="store_true", help="skip the final dev evaluation")
     parser.set_defaults(func=run)
 
 

@@ -9,7 +9,7 @@ import sys
 import time
 
 from bert_keras.cli.flag_arguments import add_encoder_options, add_option
-from bert_keras.cli.task_arguments import add_task_arguments, check_output_dir, task_spec
+from bert_keras.cli.task_arguments import add_task_arguments, add_training_options, check_output_dir, task_spec
 
 
 def register(subparsers, summary):
@@ -30,23 +30,11 @@ def register(subparsers, summary):
     add_option(parser, "--data", "--train", metavar="PATH",
                help="training file (conll2003 / swag / squad; default TFDS where it has one)")
     add_option(parser, "--eval-data", "--eval", metavar="PATH", help="dev file to score at the end")
-    parser.add_argument("--epochs", type=float, default=3, help="training epochs (default 3)")
-    parser.add_argument("--batch-size", type=int, default=None,
-                        help="batch size (default by data size: 16 under 1,000 examples, else 32)")
-    parser.add_argument("--learning-rate", type=float, default=None,
-                        help="peak learning rate (default by data size: 1e-4 under 1,000 examples, "
-                             "else 2e-5, the BERT paper's)")
+    add_training_options(parser)
     parser.add_argument("--warmup-ratio", type=float, default=0.1, help="warmup fraction (0.1)")
-    parser.add_argument("--max-steps", type=int, default=None,
-                        help="stop after this many steps (quick runs)")
-    parser.add_argument("--checkpoint-every", type=int, default=None, metavar="STEPS",
-                        help="back up the run every STEPS steps (default: every epoch) in "
-                             "DIR/.finetune-run; after Ctrl-C or a kill, the same command resumes")
     parser.add_argument("--strategy", default="auto",
                         help="auto | default | mirrored | multiworker | tpu")
     parser.add_argument("--tpu", default=None, help="TPU name/address for --strategy tpu")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--no-eval", action="store_true", help="skip the final dev evaluation")
     parser.add_argument("--tune-threshold", action="store_true",
                         help="SQuAD v2.0: keep the dev set's best null threshold (best_f1_thresh) for "
                              "predict and export (default: 0.0, as run_squad.py)")

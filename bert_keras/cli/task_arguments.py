@@ -18,6 +18,22 @@ def add_task_arguments(parser, required=True):
     parser.add_argument("--data-dir", default=None, help="TFDS data directory")
 
 
+def add_training_options(parser):
+    """The run flags `finetune` and `distill` share: one name, default and help for each."""
+    parser.add_argument("--epochs", type=float, default=3, help="training epochs (default 3)")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="batch size (default by data size: 16 under 1,000 examples, else 32)")
+    parser.add_argument("--learning-rate", type=float, default=None,
+                        help="peak learning rate (default by data size: 1e-4 under 1,000 examples, "
+                             "else 2e-5, the BERT paper's)")
+    parser.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (quick runs)")
+    parser.add_argument("--checkpoint-every", type=int, default=None, metavar="STEPS",
+                        help="back up the run every STEPS steps (default: every epoch) in "
+                             "DIR/.finetune-run; after Ctrl-C or a kill, the same command resumes")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--no-eval", action="store_true", help="skip the final dev evaluation")
+
+
 def task_spec(args, *, train_path=None, eval_path=None, training=None):
     """`bert_keras.tasks.named_datasets.task_spec` of `--task` and its flags (or of a saved model's provenance)."""
     from bert_keras.tasks.named_datasets import task_spec as spec_of
