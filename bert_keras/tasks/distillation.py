@@ -254,6 +254,15 @@ def default_augment(x):
         return 0
 
 
+def masked_copy_count(augment, x):
+    """`augment` checked (a whole number >= 0), or `default_augment(x)` when None."""
+    if augment is None:
+        return default_augment(x)
+    if isinstance(augment, bool) or not isinstance(augment, numbers.Integral) or augment < 0:
+        raise TaskInputError(f"augment={augment!r}: expected a whole number >= 0 (masked copies of each batch)")
+    return int(augment)
+
+
 def _distillation_step(student, teacher, temperature, alpha, augment=None):
     """The student's train step: the teacher's outputs on the batch (and on its masked copies,
     `augment`), the family's soft loss (`TextTask._soft_loss`), plus `alpha` x the task's own loss
@@ -350,10 +359,7 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
         raise TaskInputError(f"epochs={epochs!r}: expected a number > 0")
     max_steps = check_count("max_steps", max_steps)
     defaulted = augment is None
-    if defaulted:
-        augment = default_augment(x)
-    augment = 0 if isinstance(augment, numbers.Integral) and not isinstance(augment, bool) and augment == 0 \
-        else check_count("augment", augment, allow_none=False)
+    augment = masked_copy_count(augment, x)
     if isinstance(mask_rate, bool) or not isinstance(mask_rate, (int, float)) or not 0.0 < mask_rate < 1.0:
         raise TaskInputError(f"mask_rate={mask_rate!r}: the probability that a token is masked, in (0, 1)")
     checkpoint_every = check_count("checkpoint_every", checkpoint_every)
@@ -466,7 +472,7 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
         y = None
     config = teacher.encoder.config
     plan = plan_student(teacher, layers=layers, hidden_size=hidden_size, init=init)
-    copies = default_augment(x) if augment is None else augment
+    copies = masked_copy_count(augment, x)  # checked before anything is logged or built
     log(f"teacher {teacher_dir} ({config.num_layers} layers, hidden {config.hidden_size}) -> student "
         f"{len(plan.layers)} layers (blocks {list(plan.layers)} of "
         f"{init or 'the teacher'}, hidden {plan.hidden_size}); task {spec.spec}, {num_rows(x)} examples"
