@@ -44,6 +44,8 @@ API (token indexes are 0-based within a text; window indexes are global over the
   max-context window (per-token outputs of a model: NER tags, SQuAD start logits).
 - `ragged_windows(token_ids, window=, stride=, max_length=None)`: the same windows as
   graph ops on a `tf.RaggedTensor` (in `tf.data` maps and serving graphs).
+- `question_context_layout` / `question_context_windows` / `question_context_max_context`:
+  SQuAD's `[CLS] question [SEP] context window [SEP]` windows as graph ops.
 - `window_options(seq_length, max_length=None, stride=None)` -> `(window, stride,
   max_length)`: a family's settings resolved (window `seq_length - 2`, stride None: half a
   window, max_length None: one window), checked.
@@ -344,6 +346,115 @@ def max_context_windows_in_graph(positions, num_tokens, window, stride):
     best_score = tf.maximum(best_score, after_score)
     last_score = score(last, last * step <= t)
     return tf.where(last_score > best_score, last, best)
+
+
+# -- question + context windows (SQuAD), as graph ops ----------------------------------------
+# `SpanQAPreprocessor` (tf.data) and the SpanQA export's graph read a question's context with
+# these, so that training, `predict` and TF Serving see the same windows as
+# `pipelines.datasets.squad.build_squad_features` (google-research `run_squad.py`).
+
+
+def question_context_layout(question_lengths, context_lengths, *, seq_length, doc_stride,
+                            max_windows=None):
+    """Where the context windows of each question start and how long they are (`_doc_spans`).
+
+    A window is `[CLS] question [SEP] context tokens [SEP]`: it holds `seq_length -
+    len(question) - 3` context tokens, and windows start `doc_stride` tokens apart (the
+    module's rules, with the question's own room as `window`).
+
+    Example:
+        >>> import tensorflow as tf
+        >>> layout = question_context_layout(tf.constant([2, 3], tf.int64), tf.constant([9, 4], tf.int64),
+        ...                                  seq_length=10, doc_stride=3)
+        >>> {k: layout[k].numpy().tolist() for k in ("example", "start", "length", "offset")}
+        {'example': [0, 0, 0, 1], 'start': [0, 3, 6, 0], 'length': [5, 5, 3, 4], 'offset': [4, 4, 4, 5]}
+
+    Args:
+        question_lengths, context_lengths: int64 `[B]` token counts (questions already cut
+            to `max_query_length`).
+        seq_length, doc_stride: Python ints.
+        max_windows: windows read per question at most (the context past them is not
+            read); None: every window.
+
+    Returns:
+        dict of int64 tensors: per window (`[TW]`, all questions' windows in order)
+        `example`, `index` (window number within its question), `start` (first context
+        token), `length`, `offset` (position of the first context token, `len(question) +
+        2`); per question (`[B]`) `num_windows`, `first_window`.
+    """
+    import tensorflow as tf
+
+    question_lengths = tf.cast(question_lengths, tf.int64)
+    context_lengths = tf.cast(context_lengths, tf.int64)
+    room = seq_length - question_lengths - 3  # context tokens per window
+    step = tf.minimum(room, doc_stride)
+    kept = (context_lengths if max_windows is None
+            else tf.minimum(context_lengths, room + (max_windows - 1) * step))
+    num_windows = tf.where(kept <= room, tf.ones_like(kept),
+                           1 + (kept - room + step - 1) // tf.maximum(step, 1))
+    example = tf.repeat(tf.range(tf.size(num_windows, out_type=tf.int64)), num_windows)
+    index = tf.ragged.range(num_windows).flat_values
+    start = index * tf.gather(step, example)
+    length = tf.minimum(tf.gather(kept, example) - start, tf.gather(room, example))
+    first_window = tf.cumsum(num_windows, exclusive=True)
+    return {"example": example, "index": index, "start": start, "length": length,
+            "offset": tf.gather(question_lengths, example) + 2, "num_windows": num_windows,
+            "first_window": first_window}
+
+
+def question_context_windows(question_ids, context_ids, layout):
+    """`(questions, windows)`: ragged `[TW, (tokens)]` segments to pack, one row per window.
+
+    Args:
+        question_ids, context_ids: ragged `[B, (tokens)]` (questions already cut).
+        layout: `question_context_layout` of their lengths.
+    """
+    import tensorflow as tf
+
+    first_token = tf.gather(context_ids.row_starts(), layout["example"]) + layout["start"]
+    token_index = tf.ragged.range(first_token, first_token + layout["length"]).flat_values
+    windows = tf.RaggedTensor.from_row_lengths(tf.gather(context_ids.flat_values, token_index),
+                                               layout["length"])
+    return tf.gather(question_ids, layout["example"]), windows
+
+
+def question_context_max_context(layout, width):
+    """Bool `[TW, width]`: context positions whose window gives them the most context.
+
+    The original's score `min(tokens left, tokens right) + 0.01 * window length`,
+    in float64 as numpy, first window on ties.
+    """
+    import tensorflow as tf
+
+    positions = tf.range(width, dtype=tf.int64)[tf.newaxis, :]
+    offset, start, length = (layout[k][:, tf.newaxis] for k in ("offset", "start", "length"))
+    is_context = (positions >= offset) & (positions < offset + length)
+    token = start + positions - offset  # context token index at each position [TW, width]
+    # Every window of the same question, padded: [TW, Wmax].
+    per_question = tf.RaggedTensor.from_row_lengths(
+        tf.stack([layout["start"], layout["length"]], axis=1), layout["num_windows"])
+    others = tf.gather(per_question, layout["example"]).to_tensor(default_value=0)
+    other_start = others[:, :, 0][:, :, tf.newaxis]  # [TW, Wmax, 1]
+    other_length = others[:, :, 1][:, :, tf.newaxis]
+    token = token[:, tf.newaxis, :]  # [TW, 1, width]
+    inside = (token >= other_start) & (token < other_start + other_length)
+    score = (tf.cast(tf.minimum(token - other_start, other_start + other_length - 1 - token), tf.float64)
+             + 0.01 * tf.cast(other_length, tf.float64))
+    score = tf.where(inside, score, -np.inf)
+    window_ids = tf.range(tf.shape(others, out_type=tf.int64)[1])[tf.newaxis, :, tf.newaxis]
+    best = first_argmax(score, window_ids, axis=1)
+    return is_context & tf.equal(best, layout["index"][:, tf.newaxis])
+
+
+def first_argmax(values, indices, axis):
+    """Graph ops: `indices` at the first maximum of `values` along `axis` (`tf.argmax` leaves
+    ties unspecified)."""
+    import tensorflow as tf
+
+    top = tf.reduce_max(values, axis=axis, keepdims=True)
+    big = tf.constant(np.iinfo(np.int64).max, tf.int64)
+    return tf.reduce_min(tf.where(tf.equal(values, top), indices + tf.zeros_like(values, tf.int64), big),
+                         axis=axis)
 
 
 def window_options(seq_length, max_length=None, stride=None):

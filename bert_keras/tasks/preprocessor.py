@@ -8,7 +8,9 @@ and packer the exported SavedModel runs in its graph.
 
 `TextPreprocessor` serves the classifier (single texts or pairs, label names or float
 targets) and the embedder; `MultipleChoicePreprocessor` packs `(context, endings)` as
-`[batch, choices, length]`.
+`[batch, choices, length]`; `TokenClassifierPreprocessor` packs word lists with a tag id on
+each word's first piece; `SpanQAPreprocessor` reads `(questions, contexts)` in SQuAD's context
+windows with their answer positions.
 
 Example:
 
@@ -26,6 +28,9 @@ Example:
 
 import keras
 import tensorflow as tf
+
+from pipelines.windowing import question_context_layout, question_context_max_context
+from pipelines.windowing import question_context_windows
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -209,3 +214,141 @@ class TokenClassifierPreprocessor(TextPreprocessor):
         labels = labels.to_tensor(default_value=IGNORE_LABEL)
         labels = tf.pad(labels, [[0, 0], [0, width - tf.shape(labels)[1]]], constant_values=IGNORE_LABEL)
         return packed, tf.cast(labels, tf.int32)
+
+
+@keras.saving.register_keras_serializable(package="bert_keras")
+class SpanQAPreprocessor(TextPreprocessor):
+    """`(questions, contexts)` [+ answers] -> packed context windows [+ start / end positions].
+
+    `pipelines.datasets.squad.build_squad_features` (google-research `run_squad.py`) as graph
+    ops, with the windows of the SpanQA export (`pipelines.windowing.question_context_*`):
+    the question keeps its first `max_query_length` pieces, the context is read in windows
+    `doc_stride` pieces apart, each packed `[CLS] question [SEP] window [SEP]`. A question
+    becomes as many rows as its context has windows, so a batch of `B` questions comes out
+    as `[W, length]` windows (`W >= B`), ready for `BertSpanQA` / `SpanQA.fit`.
+
+    Answers (`y`) are SQuAD's fields as tensors: `{"text": [B] string, "answer_start": [B]
+    int}` (a code point offset into the context); an unanswerable question (v2.0) has
+    `answer_start` -1 (or an empty `text`). The target of a window is the first and last
+    piece that overlap the answer's characters, or `[CLS]` (0, 0) when the window does not
+    hold the whole answer or there is none (the original's training features). A question
+    whose answer covers no piece (only whitespace) has no windows, as `build_squad_features`
+    skips it.
+
+    Example:
+
+    >>> from pipelines import BertTokenizer
+    >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "when", "?", "in", "october", "1973", "."]
+    >>> preprocessor = SpanQAPreprocessor(BertTokenizer(vocabulary=vocab), seq_length=8, doc_stride=2,
+    ...                                   max_query_length=4)
+    >>> x, y = preprocessor((tf.constant(["when?"]), tf.constant(["in October 1973."])),
+    ...                     {"text": tf.constant(["October 1973"]), "answer_start": tf.constant([3])})
+    >>> x["token_ids"].numpy().tolist()       # two windows of three context pieces
+    [[2, 5, 6, 3, 7, 8, 9, 3], [2, 5, 6, 3, 9, 10, 3, 0]]
+    >>> y["start_positions"].numpy().tolist(), y["end_positions"].numpy().tolist()
+    ([5, 0], [6, 0])
+
+    Call: `preprocessor(x, y=None, sample_weight=None)`; returns the windows alone or
+    `(windows, {"start_positions", "end_positions"}[, sample_weight per window])`, so that
+    `dataset.batch(B).map(preprocessor)` feeds `fit`. `windows(x)` also returns where each
+    window sits (its question, first context piece, offset, max-context positions), what
+    decoding an answer needs.
+
+    Args:
+        tokenizer: a `pipelines.BertTokenizer`.
+        seq_length: window length, special tokens included.
+        doc_stride: context pieces between the starts of two windows.
+        max_query_length: question pieces kept.
+        max_windows: windows read per question (None: all, as `fit` and `predict`;
+            the export's `max_windows` caps what a request costs).
+        pad_to: `"fixed"` (`[W, seq_length]`, as `build_squad_features`) or `"longest"`.
+    """
+
+    def __init__(self, tokenizer, *, seq_length, doc_stride=128, max_query_length=64, max_windows=None,
+                 pad_to="fixed", **kwargs):
+        kwargs.pop("labels", None)
+        kwargs.pop("regression", None)
+        self.doc_stride = int(doc_stride)
+        self.max_query_length = int(max_query_length)
+        self.max_windows = None if max_windows is None else int(max_windows)
+        if seq_length <= self.max_query_length + 3:
+            raise ValueError(f"seq_length ({seq_length}) must exceed max_query_length + 3 "
+                             f"({self.max_query_length + 3}) to leave room for context")
+        if self.doc_stride < 1:
+            raise ValueError(f"doc_stride must be at least 1, got {doc_stride}")
+        super().__init__(tokenizer, seq_length=seq_length, pad_to=pad_to, **kwargs)
+
+    def pack(self, x):
+        return self.windows(x)[0]
+
+    def call(self, x, y=None, sample_weight=None):
+        packed, layout, answer = self._windows(x, y)
+        if y is None:
+            return packed
+        keep = tf.gather(answer["usable"], layout["example"])
+        first, last = (tf.gather(answer[k], layout["example"]) for k in ("first", "last"))
+        inside = (first >= layout["start"]) & (last < layout["start"] + layout["length"])
+        shift = layout["offset"] - layout["start"]
+        labels = {"start_positions": tf.cast(tf.where(inside, first + shift, 0), tf.int32),
+                  "end_positions": tf.cast(tf.where(inside, last + shift, 0), tf.int32)}
+        if sample_weight is not None:
+            sample_weight = tf.gather(tf.reshape(sample_weight, [-1]), layout["example"])
+            sample_weight = tf.boolean_mask(sample_weight, keep)
+        packed = {k: tf.boolean_mask(v, keep) for k, v in packed.items()}
+        labels = {k: tf.boolean_mask(v, keep) for k, v in labels.items()}
+        return keras.utils.pack_x_y_sample_weight(packed, labels, sample_weight)
+
+    def windows(self, x):
+        """`(packed windows, layout)`: the windows and, per window, `example` (its question),
+        `index` (its number there), `start` / `length` (its context pieces), `offset` (the
+        position of its first context piece) and bool `is_max_context` `[W, width]`."""
+        packed, layout, _ = self._windows(x, None)
+        width = tf.shape(packed["token_ids"], out_type=tf.int64)[1]
+        layout = dict(layout, is_max_context=question_context_max_context(layout, width))
+        return packed, layout
+
+    def _windows(self, x, answers):
+        questions, contexts = (tf.reshape(tf.convert_to_tensor(t), [-1]) for t in x)
+        question = tf.cast(self.tokenizer.tokenize(questions)[:, :self.max_query_length], tf.int64)
+        ids, begin, end = self.tokenizer.tokenize_with_offsets(contexts)
+        ids = tf.cast(ids, tf.int64)
+        layout = question_context_layout(question.row_lengths(), ids.row_lengths(), seq_length=self.seq_length,
+                                         doc_stride=self.doc_stride, max_windows=self.max_windows)
+        packed = self.packer(question_context_windows(question, ids, layout))
+        return packed, layout, (None if answers is None else self._answer_pieces(contexts, begin, end, answers))
+
+    @staticmethod
+    def _answer_pieces(contexts, begin, end, answers):
+        """`{"first", "last", "usable"}` `[B]`: the context pieces overlapping each answer's
+        characters (-1 when unanswerable) and whether a question has training windows."""
+        text = tf.reshape(tf.convert_to_tensor(answers["text"]), [-1])
+        start_char = tf.cast(tf.reshape(answers["answer_start"], [-1]), tf.int64)
+        answered = (start_char >= 0) & (tf.strings.length(text) > 0)
+        end_char = start_char + tf.cast(tf.strings.length(text, unit="UTF8_CHAR"), tf.int64)
+        # Code points -> bytes: the tokenizer's offsets are bytes.
+        _, char_bytes = tf.strings.unicode_decode_with_offsets(contexts, "UTF-8")
+        lengths = tf.cast(tf.strings.length(contexts), tf.int64)
+        char_bytes = tf.concat([tf.cast(char_bytes, tf.int64), tf.expand_dims(lengths, 1)], axis=1)
+        char_bytes = char_bytes.to_tensor(default_value=tf.int64.max)
+
+        def to_bytes(chars):
+            return tf.gather(char_bytes, tf.clip_by_value(chars, 0, tf.shape(char_bytes, out_type=tf.int64)[1] - 1),
+                             batch_dims=1)
+
+        big = tf.int64.max
+        token_end = tf.cast(end, tf.int64).to_tensor(default_value=big)
+        token_begin = tf.cast(begin, tf.int64).to_tensor(default_value=big)
+        count = tf.cast(end.row_lengths(), tf.int64)
+        first = tf.searchsorted(token_end, to_bytes(start_char)[:, None], side="right", out_type=tf.int64)[:, 0]
+        last = tf.searchsorted(token_begin, to_bytes(end_char)[:, None], side="left", out_type=tf.int64)[:, 0] - 1
+        covers = (first < count) & (last >= first)
+        return {"first": tf.where(answered & covers, first, -1), "last": tf.where(answered & covers, last, -1),
+                "usable": ~answered | covers}
+
+    def get_config(self):
+        config = super().get_config()
+        for key in ("labels", "regression"):
+            config.pop(key)
+        config.update(doc_stride=self.doc_stride, max_query_length=self.max_query_length,
+                      max_windows=self.max_windows)
+        return config

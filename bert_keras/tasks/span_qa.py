@@ -86,8 +86,19 @@ class SpanQA(TextTask):
 
     @property
     def preprocessor(self):
-        raise TaskInputError("a SpanQA builds its features in Python (context windows, doc_stride): "
-                             "give fit / predict (questions, contexts)")
+        """`(questions, contexts)` [+ `{"text", "answer_start"}`] -> context windows [+ positions].
+
+        The features `fit` builds (`build_squad_features`) as a Keras layer for your own
+        `tf.data` pipeline: `dataset.batch(32).map(qa.preprocessor)` feeds `fit` (a batch of
+        questions becomes its windows). Answers come back from `predict((questions,
+        contexts))`, which decodes over each question's windows.
+        """
+        from bert_keras.tasks.preprocessor import SpanQAPreprocessor
+
+        settings = self._text.settings
+        return SpanQAPreprocessor(self.tokenizer, seq_length=self.seq_length, doc_stride=settings["doc_stride"],
+                                  max_query_length=settings["max_query_length"],
+                                  pad_to="fixed" if self.static_shapes else "longest")
 
     @property
     def null_threshold(self):

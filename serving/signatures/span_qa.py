@@ -3,7 +3,7 @@
 The same three steps as `pipelines.datasets.squad` (and google-research `run_squad.py`),
 as TensorFlow ops so that TF Serving returns answer strings:
 
-1. `window_layout` + `pack_windows`: the question keeps its first
+1. `pipelines.windowing.question_context_layout` / `question_context_windows`: the question keeps its first
    `max_query_length` tokens; the context is cut into windows of
    `seq_length - len(question) - 3` tokens that start `doc_stride` tokens apart
    (`build_squad_features`' `_doc_spans`), each packed
@@ -11,7 +11,7 @@ as TensorFlow ops so that TF Serving returns answer strings:
    per question (a squad setting, `bert_keras.families`; default 16: ~2,000
    context tokens at 384/128, `export(..., max_windows=N)` for another); the context
    beyond them is ignored, so that a 1 MB context costs what 16 windows cost.
-   `max_context` marks the window in which each context token has the most
+   `question_context_max_context` marks the window in which each context token has the most
    context (`_check_is_max_context`): only there may an answer start.
 2. The model runs on every window of the batch at once.
 3. `best_spans`: per window the `n_best_size` best start and end positions,
@@ -49,70 +49,9 @@ import numpy as np
 import tensorflow as tf
 
 from serving.signatures.module import PREDICT
+from pipelines.windowing import first_argmax, question_context_layout, question_context_max_context
+from pipelines.windowing import question_context_windows
 from serving.signatures.text_inputs import ids_specs, python_token_spans, string_spec
-
-
-def window_layout(question_lengths, context_lengths, *, seq_length, doc_stride, max_windows):
-    """Where the windows of each question start and how long they are (`_doc_spans`).
-
-    Args:
-        question_lengths, context_lengths: int64 `[B]` token counts.
-        seq_length, doc_stride, max_windows: the export's settings.
-
-    Returns:
-        dict of int64 tensors: per window (`[TW]`, all questions' windows in
-        order) `example`, `index` (window number within its question),
-        `start` (first context token), `length`, `offset` (position of the
-        first context token, `len(question) + 2`); per question (`[B]`)
-        `num_windows`, `first_window`.
-    """
-    room = seq_length - question_lengths - 3  # context tokens per window
-    step = tf.minimum(room, doc_stride)
-    kept = tf.minimum(context_lengths, room + (max_windows - 1) * step)
-    num_windows = tf.where(kept <= room, tf.ones_like(kept),
-                           1 + (kept - room + step - 1) // tf.maximum(step, 1))
-    example = tf.repeat(tf.range(tf.size(num_windows, out_type=tf.int64)), num_windows)
-    index = tf.ragged.range(num_windows).flat_values
-    start = index * tf.gather(step, example)
-    length = tf.minimum(tf.gather(kept, example) - start, tf.gather(room, example))
-    first_window = tf.cumsum(num_windows, exclusive=True)
-    return {"example": example, "index": index, "start": start, "length": length,
-            "offset": tf.gather(question_lengths, example) + 2, "num_windows": num_windows,
-            "first_window": first_window}
-
-
-def max_context(layout, width):
-    """Bool `[TW, width]`: context positions whose window gives them the most context.
-
-    The original's score `min(tokens left, tokens right) + 0.01 * window length`,
-    in float64 as numpy, first window on ties.
-    """
-    positions = tf.range(width, dtype=tf.int64)[tf.newaxis, :]
-    offset, start, length = (layout[k][:, tf.newaxis] for k in ("offset", "start", "length"))
-    is_context = (positions >= offset) & (positions < offset + length)
-    token = start + positions - offset  # context token index at each position [TW, width]
-    # Every window of the same question, padded: [TW, Wmax].
-    per_question = tf.RaggedTensor.from_row_lengths(
-        tf.stack([layout["start"], layout["length"]], axis=1), layout["num_windows"])
-    others = tf.gather(per_question, layout["example"]).to_tensor(default_value=0)
-    other_start = others[:, :, 0][:, :, tf.newaxis]  # [TW, Wmax, 1]
-    other_length = others[:, :, 1][:, :, tf.newaxis]
-    token = token[:, tf.newaxis, :]  # [TW, 1, width]
-    inside = (token >= other_start) & (token < other_start + other_length)
-    score = (tf.cast(tf.minimum(token - other_start, other_start + other_length - 1 - token), tf.float64)
-             + 0.01 * tf.cast(other_length, tf.float64))
-    score = tf.where(inside, score, -np.inf)
-    window_ids = tf.range(tf.shape(others, out_type=tf.int64)[1])[tf.newaxis, :, tf.newaxis]
-    best = _first_argmax(score, window_ids, axis=1)
-    return is_context & tf.equal(best, layout["index"][:, tf.newaxis])
-
-
-def _first_argmax(values, indices, axis):
-    """Index of the first maximum along `axis` (`tf.argmax` leaves ties unspecified)."""
-    top = tf.reduce_max(values, axis=axis, keepdims=True)
-    big = tf.constant(np.iinfo(np.int64).max, tf.int64)
-    return tf.reduce_min(tf.where(tf.equal(values, top), indices + tf.zeros_like(values, tf.int64), big),
-                         axis=axis)
 
 
 def best_spans(start_logits, end_logits, is_context, is_max_context, example, index, num_examples,
@@ -158,7 +97,7 @@ def best_spans(start_logits, end_logits, is_context, is_max_context, example, in
         tf.stack([example, index], axis=1), score)
     flat = tf.reshape(per_question, [tf.cast(num_examples, tf.int32), -1])
     best_score = tf.reduce_max(flat, axis=1)
-    candidate = _first_argmax(flat, tf.range(tf.shape(flat, out_type=tf.int64)[1])[tf.newaxis, :],
+    candidate = first_argmax(flat, tf.range(tf.shape(flat, out_type=tf.int64)[1])[tf.newaxis, :],
                               axis=1)
     candidate = tf.where(tf.math.is_finite(best_score), candidate, 0)
     pairs = tf.cast(k * k, tf.int64)
@@ -188,17 +127,12 @@ def build(module, finetuned):
         question = question[:, :max_query]
         context, ids, begin, end = module.text.tokenize_with_offsets(
             inputs["context"], "context", max_tokens=seq_length + (max_windows - 1) * stride)
-        layout = window_layout(question.row_lengths(), ids.row_lengths(), seq_length=seq_length,
-                               doc_stride=stride, max_windows=max_windows)
-        # Context tokens of each window, gathered from the flat token list.
-        first_token = tf.gather(ids.row_starts(), layout["example"]) + layout["start"]
-        token_index = tf.ragged.range(first_token, first_token + layout["length"]).flat_values
-        window_ids = tf.RaggedTensor.from_row_lengths(tf.gather(ids.flat_values, token_index),
-                                                      layout["length"])
-        x = module.text.pack([tf.gather(question, layout["example"]), window_ids])
+        layout = question_context_layout(question.row_lengths(), ids.row_lengths(), seq_length=seq_length,
+                                         doc_stride=stride, max_windows=max_windows)
+        x = module.text.pack(question_context_windows(question, ids, layout))
         logits = module.run_model(x)
         width = tf.shape(x["token_ids"], out_type=tf.int64)[1]
-        is_max = max_context(layout, width)
+        is_max = question_context_max_context(layout, width)
         positions = tf.range(width)[tf.newaxis, :]
         is_context = ((positions >= layout["offset"][:, tf.newaxis])
                       & (positions < (layout["offset"] + layout["length"])[:, tf.newaxis]))

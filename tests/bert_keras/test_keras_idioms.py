@@ -400,6 +400,74 @@ def test_the_ner_preprocessor_builds_the_features_fit_builds(spec):
     np.testing.assert_array_equal(again.pack(tf.ragged.constant(words))["token_ids"], x["token_ids"])
 
 
+@pytest.mark.parametrize("version", ["1.1", "2.0"])
+def test_the_squad_preprocessor_builds_the_features_fit_builds(minilm_dir, version):
+    """Real SQuAD dev questions (long contexts: several windows each), the real vocabulary."""
+    from pipelines import BertTokenizer
+    from pipelines.datasets.squad import build_squad_features, examples_from_records, read_squad_json
+    from bert_keras.tasks.preprocessor import SpanQAPreprocessor
+
+    examples = read_squad_json(os.path.join(export_fixtures.DATA, "squad", f"dev-v{version}-mini.json"),
+                               is_training=True)
+    tokenizer = BertTokenizer(os.path.join(minilm_dir, "vocab.txt"))
+    preprocessor = SpanQAPreprocessor(tokenizer, seq_length=48, doc_stride=16, max_query_length=16)
+    features = build_squad_features(examples, tokenizer, is_training=True, max_seq_length=48, doc_stride=16,
+                                    max_query_length=16)
+    questions, contexts = [e.question for e in examples], [e.context for e in examples]
+    answers = {"text": [e.answers[0]["text"] if e.answers and not e.is_impossible else "" for e in examples],
+               "answer_start": [e.answers[0]["answer_start"] if e.answers and not e.is_impossible else -1
+                                for e in examples]}
+    batches = tf.data.Dataset.from_tensor_slices(((questions, contexts), answers)).batch(3).map(preprocessor)
+    x = {k: np.concatenate([b[0][k].numpy() for b in batches]) for k in features.inputs}
+    y = {k: np.concatenate([b[1][k].numpy() for b in batches]) for k in ("start_positions", "end_positions")}
+    assert len(features) > 2 * len(examples)  # contexts in several windows
+    assert (features.start_positions > 0).sum() >= len(examples) // 2  # answers inside windows
+    for key in features.inputs:
+        np.testing.assert_array_equal(x[key], features.inputs[key], err_msg=key)
+    np.testing.assert_array_equal(y["start_positions"], features.start_positions)
+    np.testing.assert_array_equal(y["end_positions"], features.end_positions)
+    # inference: the same windows, and where each sits (what decoding needs)
+    windows, layout = preprocessor.windows((tf.constant(questions), tf.constant(contexts)))
+    np.testing.assert_array_equal(windows["token_ids"], features.token_ids)
+    np.testing.assert_array_equal(layout["example"], features.example_index)
+    np.testing.assert_array_equal(layout["start"], features.window_start)
+    np.testing.assert_array_equal(layout["is_max_context"], features.token_is_max_context)
+    again = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(preprocessor))
+    assert (again.doc_stride, again.max_query_length, again.seq_length) == (16, 16, 48)
+    # answers are code point offsets; the tokenizer's offsets are bytes
+    context = "Der Kölner Dom — über 157 m hoch — steht in Köln, nicht in Zürich. " * 3
+    start = context.index("Köln,", 40)
+    records = [dict(id="k", question="Wo steht der Dom?", context=context, title="", is_impossible=False,
+                    answers=[{"text": "Köln", "answer_start": start}])]
+    expected = build_squad_features(examples_from_records(records, is_training=True, version="1.1"), tokenizer,
+                                    is_training=True, max_seq_length=48, doc_stride=16, max_query_length=16)
+    x, y = preprocessor((tf.constant(["Wo steht der Dom?"]), tf.constant([context])),
+                        {"text": tf.constant(["Köln"]), "answer_start": tf.constant([start])})
+    assert expected.start_positions.max() > 0
+    np.testing.assert_array_equal(y["start_positions"], expected.start_positions)
+    np.testing.assert_array_equal(x["token_ids"], expected.token_ids)
+
+
+def test_squad_fit_on_the_preprocessor_layer_equals_fit_on_raw_questions(spec):
+    questions = ["where does john live?", "what is the capital of france?", "when did the film begin?",
+                 "who lives in paris?"]
+    answers = [{"text": "paris", "answer_start": CONTEXT.index("paris")},
+               {"text": "paris", "answer_start": CONTEXT.index("paris", 30)}, None,
+               {"text": "john smith", "answer_start": 0}]
+    contexts = [CONTEXT] * len(questions)
+    reference = build(tasks.SpanQA, spec, seq_length=32, version_2=True, doc_stride=8, max_query_length=8)
+    expected = losses(reference.fit((questions, contexts), answers, epochs=2, batch_size=4, shuffle=False,
+                                    verbose=0))
+    qa = build(tasks.SpanQA, spec, seq_length=32, version_2=True, doc_stride=8, max_query_length=8)
+    columns = {"text": [a["text"] if a else "" for a in answers],
+               "answer_start": [a["answer_start"] if a else -1 for a in answers]}
+    windows = tf.data.Dataset.from_tensor_slices(((questions, contexts), columns)).batch(4).map(
+        qa.preprocessor).unbatch().batch(4)  # the windows of all questions, 4 a step, as fit batches them
+    np.testing.assert_allclose(losses(qa.fit(windows, epochs=2, verbose=0)), expected, rtol=1e-5)
+    np.testing.assert_allclose(qa.predict((questions, contexts))[0]["start_char"],
+                               reference.predict((questions, contexts))[0]["start_char"])
+
+
 # -- a second round of Keras forms (a probe as a Keras user) ----------------------------------
 
 

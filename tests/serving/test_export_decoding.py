@@ -1,6 +1,7 @@
 """The in-graph decoders agree with the Python ones they replace.
 
-* SQuAD: `span_qa.window_layout` / `max_context` build the windows of
+* SQuAD: `pipelines.windowing.question_context_layout` / `question_context_max_context`
+  (the export's windows) build the windows of
   `pipelines.datasets.squad.build_squad_features`, and `span_qa.best_spans` picks
   the answers of `decode_predictions` on the SAME logits: stand-in logits that
   peak at the gold spans (multi-window contexts, v2.0 unanswerable questions
@@ -19,7 +20,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pipelines import BertTokenizer
+from pipelines import BertTokenizer, windowing
 from pipelines.datasets import squad
 from serving.signatures import span_qa, token_classification
 
@@ -54,13 +55,13 @@ def test_windows_and_max_context_equal_build_squad_features(squad_features):
     tokenizer, examples, features = squad_features
     questions = tokenizer.tokenize(tf.constant([e.question for e in examples])).row_lengths()
     contexts = tokenizer.tokenize(tf.constant([e.context for e in examples])).row_lengths()
-    layout = span_qa.window_layout(tf.minimum(questions, MAX_QUERY), contexts,
-                                   seq_length=SEQ_LENGTH, doc_stride=DOC_STRIDE, max_windows=10_000)
+    layout = windowing.question_context_layout(tf.minimum(questions, MAX_QUERY), contexts,
+                                               seq_length=SEQ_LENGTH, doc_stride=DOC_STRIDE)
     assert np.bincount(features.example_index).max() > 5  # long contexts: many windows
     np.testing.assert_array_equal(layout["example"], features.example_index)
     np.testing.assert_array_equal(layout["start"], features.window_start)
     np.testing.assert_array_equal(layout["offset"], features.context_offset)
-    np.testing.assert_array_equal(span_qa.max_context(layout, SEQ_LENGTH),
+    np.testing.assert_array_equal(windowing.question_context_max_context(layout, SEQ_LENGTH),
                                   features.token_is_max_context)
 
 
