@@ -228,8 +228,9 @@ class SpanQAPreprocessor(TextPreprocessor):
     as `[W, length]` windows (`W >= B`), ready for `BertSpanQA` / `SpanQA.fit`.
 
     Answers (`y`) are SQuAD's fields as tensors: `{"text": [B] string, "answer_start": [B]
-    int}` (a code point offset into the context); an unanswerable question (v2.0) has
-    `answer_start` -1 (or an empty `text`). The target of a window is the first and last
+    int}` (a code point offset into the context), or SQuAD's lists per question (ragged
+    `[B, (answers)]`: the first one is trained on); an unanswerable question (v2.0) has
+    `answer_start` -1, an empty `text` or no answers. The target of a window is the first and last
     piece that overlap the answer's characters, or `[CLS]` (0, 0) when the window does not
     hold the whole answer or there is none (the original's training features). A question
     whose answer covers no piece (only whitespace) has no windows, as `build_squad_features`
@@ -321,8 +322,8 @@ class SpanQAPreprocessor(TextPreprocessor):
     def _answer_pieces(contexts, begin, end, answers):
         """`{"first", "last", "usable"}` `[B]`: the context pieces overlapping each answer's
         characters (-1 when unanswerable) and whether a question has training windows."""
-        text = tf.reshape(tf.convert_to_tensor(answers["text"]), [-1])
-        start_char = tf.cast(tf.reshape(answers["answer_start"], [-1]), tf.int64)
+        text = _first_answer(answers["text"], "")
+        start_char = tf.cast(_first_answer(answers["answer_start"], -1), tf.int64)
         answered = (start_char >= 0) & (tf.strings.length(text) > 0)
         end_char = start_char + tf.cast(tf.strings.length(text, unit="UTF8_CHAR"), tf.int64)
         # Code points -> bytes: the tokenizer's offsets are bytes.
@@ -352,3 +353,14 @@ class SpanQAPreprocessor(TextPreprocessor):
         config.update(doc_stride=self.doc_stride, max_query_length=self.max_query_length,
                       max_windows=self.max_windows)
         return config
+
+
+def _first_answer(values, default):
+    """`[B]`: a question's answer field, or its first answer's (SQuAD's columns hold a list
+    per question, `[B, (answers)]`; an empty list -> `default`, no answer)."""
+    if isinstance(values, tf.RaggedTensor):
+        return values[:, :1].to_tensor(default_value=default, shape=[None, 1])[:, 0]
+    values = tf.convert_to_tensor(values)
+    if values.shape.rank == 2:
+        return tf.pad(values[:, :1], [[0, 0], [0, 1 - tf.shape(values[:, :1])[1]]], constant_values=default)[:, 0]
+    return tf.reshape(values, [-1])

@@ -190,6 +190,8 @@ class SpanQA(TextTask):
             return self._tokenized_dataset(x, y, batch_size=batch_size, shuffle=shuffle, seed=seed,
                                            sample_weight=sample_weight)
         if isinstance(x, tf.data.Dataset):
+            if x.cardinality() == tf.data.INFINITE_CARDINALITY:
+                return self._streamed_dataset(x, batch_size=batch_size, shuffle=shuffle, seed=seed), None
             x, y, sample_weight = self._in_memory(x, y, sample_weight)
         if y is None and not (isinstance(x, (list, tuple)) and x and isinstance(x[0], SquadExample)):
             raise TaskInputError("y: no answers given (fit needs one answer, or None, per question)")
@@ -203,6 +205,27 @@ class SpanQA(TextTask):
         if shuffle:
             dataset = dataset.shuffle(len(features), seed=seed, reshuffle_each_iteration=True)
         return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE), steps_for(len(features), batch_size)
+
+    def _streamed_dataset(self, dataset, *, batch_size, shuffle, seed):
+        """Batches of `batch_size` windows from an infinite dataset of `((question, context),
+        answers[, weight])`: the windows are built as it streams (`SpanQAPreprocessor`, the
+        features `_features` builds in memory), so its size is not bounded by memory."""
+        from bert_keras.tasks import dataset_inputs
+        from bert_keras.tasks.preprocessor import SpanQAPreprocessor
+
+        parts = dataset_inputs.element_parts(dataset.element_spec, x_is_tuple=True)
+        if not parts.has_y:
+            raise TaskInputError("x: the dataset has no answers; its elements must be ((question, context), "
+                                 "{'text': ..., 'answer_start': ...})")
+        rows = dataset_inputs.unbatched(dataset, parts, example_rank=0)
+        if shuffle:
+            rows = rows.shuffle(10_000, seed=seed, reshuffle_each_iteration=True)
+        settings = self._text.settings
+        preprocessor = SpanQAPreprocessor(self.tokenizer, seq_length=self.seq_length,
+                                          doc_stride=settings["doc_stride"],
+                                          max_query_length=settings["max_query_length"], pad_to="fixed")
+        windows = rows.ragged_batch(batch_size).map(preprocessor, num_parallel_calls=tf.data.AUTOTUNE)
+        return windows.unbatch().batch(batch_size).prefetch(tf.data.AUTOTUNE)
 
     def _soft_loss(self, x, teacher_out, student_out, temperature, sample_weight=None):
         """KL at `temperature` over the positions, the mean of the start and the end."""

@@ -468,6 +468,29 @@ def test_squad_fit_on_the_preprocessor_layer_equals_fit_on_raw_questions(spec):
                                reference.predict((questions, contexts))[0]["start_char"])
 
 
+def test_squad_fit_streams_an_infinite_dataset_through_the_preprocessor(spec):
+    questions = ["where does john live?", "what is the capital of france?", "when did the film begin?",
+                 "who lives in paris?"]
+    answers = [{"text": "paris", "answer_start": CONTEXT.index("paris")},
+               {"text": "paris", "answer_start": CONTEXT.index("paris", 30)}, None,
+               {"text": "john smith", "answer_start": 0}]
+    contexts = [CONTEXT + " " + CONTEXT] * len(questions)  # several windows each
+    reference = build(tasks.SpanQA, spec, seq_length=32, version_2=True, doc_stride=8, max_query_length=8)
+    expected = losses(reference.fit((questions, contexts), answers, epochs=1, batch_size=4, max_steps=3,
+                                    shuffle=False, verbose=0))
+    qa = build(tasks.SpanQA, spec, seq_length=32, version_2=True, doc_stride=8, max_query_length=8)
+    _, layout = qa.preprocessor.windows((tf.constant(questions), tf.constant(contexts)))
+    assert len(layout["example"]) >= 12  # 3 steps of 4 windows inside the first pass
+    columns = {"text": tf.ragged.constant([[a["text"]] if a else [] for a in answers]),
+               "answer_start": tf.ragged.constant([[a["answer_start"]] if a else [] for a in answers])}
+    stream = tf.data.Dataset.from_tensor_slices(((questions, contexts), columns)).repeat()
+    history = qa.fit(stream, steps_per_epoch=3, epochs=1, batch_size=4, shuffle=False, verbose=0)
+    np.testing.assert_allclose(losses(history), expected, rtol=1e-5)
+    assert int(qa.optimizer.iterations) == 3
+    with pytest.raises(tasks.TaskInputError, match="has no answers"):
+        qa.fit(tf.data.Dataset.from_tensor_slices((questions, contexts)).repeat(), steps_per_epoch=1, verbose=0)
+
+
 # -- a second round of Keras forms (a probe as a Keras user) ----------------------------------
 
 
