@@ -103,6 +103,7 @@ class BertPacker:
             f"pad_id={self.pad_id}, truncation={self.truncation!r}, pad_to={self.pad_to!r})"
         )
 
+    @tf.autograph.experimental.do_not_convert  # graph code as written: no autograph pass when traced
     def __call__(self, segments):
         segments, unbatched = self._standardize(segments)
         lengths = [tf.cast(s.row_lengths(), tf.int32) for s in segments]

@@ -147,6 +147,7 @@ class BertTokenizer(tf.Module):
 
     # -- public API: eager calls run a cached graph, graph calls the ops ----
 
+    @tf.autograph.experimental.do_not_convert  # graph code as written: tracing it is 10x faster
     def tokenize(self, strings):
         """Token ids (no special tokens added): RaggedTensor int64 [batch, (tokens)].
 
@@ -169,6 +170,7 @@ class BertTokenizer(tf.Module):
             return self._eager_function(self._tokenize_ops, strings)(strings)
         return self._tokenize_ops(strings)
 
+    @tf.autograph.experimental.do_not_convert  # graph code as written: tracing it is 10x faster
     def tokenize_with_offsets(self, strings):
         """(ids, begin, end): begin/end are byte offsets into the original strings.
 
@@ -241,6 +243,7 @@ class BertTokenizer(tf.Module):
         return [{"text": text, "tokens": tokens, **{key: rows[row] for key, rows in packed.items()}}
                 for row, (text, tokens) in enumerate(zip(texts, self.token_records(texts)))]
 
+    @tf.autograph.experimental.do_not_convert  # graph code as written: tracing it is 10x faster
     def detokenize(self, ids):
         """Joins word pieces back into text (one string per row; normalized text).
 
