@@ -25,6 +25,11 @@ TEXTS = ["i loved this film.", "the battery died.", "a great film.", "it was ter
 LABELS = ["pos", "neg", "pos", "neg", "pos", "neg", "pos", "neg", "pos", "neg"]
 TEXTS_B = ["great.", "terrible.", "good.", "bad.", "great.", "bad.", "good.", "terrible.", "good.", "bad."]
 CONTEXT = "john smith lives in paris. the capital of france is paris. the film began when he moved."
+SQUAD_QUESTIONS = ["where does john live?", "what is the capital of france?", "when did the film begin?",
+                   "who lives in paris?"]
+SQUAD_ANSWERS = [{"text": "paris", "answer_start": CONTEXT.index("paris")},
+                 {"text": "paris", "answer_start": CONTEXT.index("paris", 30)}, None,
+                 {"text": "john smith", "answer_start": 0}]
 
 
 @pytest.fixture(scope="module")
@@ -449,11 +454,7 @@ def test_the_squad_preprocessor_builds_the_features_fit_builds(minilm_dir, versi
 
 
 def test_squad_fit_on_the_preprocessor_layer_equals_fit_on_raw_questions(spec):
-    questions = ["where does john live?", "what is the capital of france?", "when did the film begin?",
-                 "who lives in paris?"]
-    answers = [{"text": "paris", "answer_start": CONTEXT.index("paris")},
-               {"text": "paris", "answer_start": CONTEXT.index("paris", 30)}, None,
-               {"text": "john smith", "answer_start": 0}]
+    questions, answers = SQUAD_QUESTIONS, SQUAD_ANSWERS
     contexts = [CONTEXT] * len(questions)
     reference = build(tasks.SpanQA, spec, seq_length=32, version_2=True, doc_stride=8, max_query_length=8)
     expected = losses(reference.fit((questions, contexts), answers, epochs=2, batch_size=4, shuffle=False,
@@ -469,11 +470,7 @@ def test_squad_fit_on_the_preprocessor_layer_equals_fit_on_raw_questions(spec):
 
 
 def test_squad_fit_streams_an_infinite_dataset_through_the_preprocessor(spec):
-    questions = ["where does john live?", "what is the capital of france?", "when did the film begin?",
-                 "who lives in paris?"]
-    answers = [{"text": "paris", "answer_start": CONTEXT.index("paris")},
-               {"text": "paris", "answer_start": CONTEXT.index("paris", 30)}, None,
-               {"text": "john smith", "answer_start": 0}]
+    questions, answers = SQUAD_QUESTIONS, SQUAD_ANSWERS
     contexts = [CONTEXT + " " + CONTEXT] * len(questions)  # several windows each
     reference = build(tasks.SpanQA, spec, seq_length=32, version_2=True, doc_stride=8, max_query_length=8)
     expected = losses(reference.fit((questions, contexts), answers, epochs=1, batch_size=4, max_steps=3,
