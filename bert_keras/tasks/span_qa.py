@@ -218,6 +218,11 @@ class SpanQA(TextTask):
             raise TaskInputError("x: the dataset has no answers; its elements must be ((question, context), "
                                  "{'text': ..., 'answer_start': ...})")
         rows = dataset_inputs.unbatched(dataset, parts, example_rank=0)
+        answers = rows.element_spec[1]
+        if not isinstance(answers, dict) or not {"text", "answer_start"} <= set(answers):
+            raise TaskInputError("y: a streamed SQuAD dataset's answers are SQuAD's columns, "
+                                 "{'text': ..., 'answer_start': ...} per question; got "
+                                 f"{sorted(answers) if isinstance(answers, dict) else answers}")
         if shuffle:
             rows = rows.shuffle(10_000, seed=seed, reshuffle_each_iteration=True)
         settings = self._text.settings

@@ -179,7 +179,19 @@ class TextTask(keras.Model):
             task = cls(head, vocab_file=vocab, seq_length=seq_length, lowercase=lowercase, labels=labels,
                        settings=settings, training={"init": spec_path})
         task._compile_recipe(**recipe)
+        task._check_family_rule()
         return task
+
+    def _check_family_rule(self):
+        """The family's own rule on `seq_length` and its settings (SQuAD: a window must hold the
+        question and some context), checked when the task is made, not at `fit` or `save`."""
+        from bert_keras.families import family
+
+        kind_family = family(self.kind)
+        if kind_family.check is not None:
+            problem = kind_family.check(self.seq_length, kind_family.settings_with_defaults(self._text.settings))
+            if problem:
+                raise TaskInputError(problem)
 
     # What `bert-keras predict --model DIR ...` takes after the model, for "next:" hints.
     predict_example = '"your text"'

@@ -486,6 +486,11 @@ def test_squad_fit_streams_an_infinite_dataset_through_the_preprocessor(spec):
     assert int(qa.optimizer.iterations) == 3
     with pytest.raises(tasks.TaskInputError, match="has no answers"):
         qa.fit(tf.data.Dataset.from_tensor_slices((questions, contexts)).repeat(), steps_per_epoch=1, verbose=0)
+    with pytest.raises(tasks.TaskInputError, match=r"seq_length 24 must exceed max_query_length \+ 3 \(67\)"):
+        tasks.SpanQA.from_pretrained(spec, seq_length=24)  # the default question room leaves no context
+    with pytest.raises(tasks.TaskInputError, match=r"SQuAD's columns.*got \['answer'\]"):
+        qa.fit(tf.data.Dataset.from_tensor_slices(((questions, contexts), {"answer": columns["text"]})).repeat(),
+               steps_per_epoch=1, verbose=0)
 
 
 # -- a second round of Keras forms (a probe as a Keras user) ----------------------------------
