@@ -93,12 +93,14 @@ class SpanQA(TextTask):
         questions becomes its windows). Answers come back from `predict((questions,
         contexts))`, which decodes over each question's windows.
         """
+        return self._windows_preprocessor("fixed" if self.static_shapes else "longest")
+
+    def _windows_preprocessor(self, pad_to):
         from bert_keras.tasks.preprocessor import SpanQAPreprocessor
 
         settings = self._text.settings
         return SpanQAPreprocessor(self.tokenizer, seq_length=self.seq_length, doc_stride=settings["doc_stride"],
-                                  max_query_length=settings["max_query_length"],
-                                  pad_to="fixed" if self.static_shapes else "longest")
+                                  max_query_length=settings["max_query_length"], pad_to=pad_to)
 
     @property
     def null_threshold(self):
@@ -211,7 +213,6 @@ class SpanQA(TextTask):
         answers[, weight])`: the windows are built as it streams (`SpanQAPreprocessor`, the
         features `_features` builds in memory), so its size is not bounded by memory."""
         from bert_keras.tasks import dataset_inputs
-        from bert_keras.tasks.preprocessor import SpanQAPreprocessor
 
         parts = dataset_inputs.element_parts(dataset.element_spec, x_is_tuple=True)
         if not parts.has_y:
@@ -225,11 +226,9 @@ class SpanQA(TextTask):
                                  f"{sorted(answers) if isinstance(answers, dict) else answers}")
         if shuffle:
             rows = rows.shuffle(10_000, seed=seed, reshuffle_each_iteration=True)
-        settings = self._text.settings
-        preprocessor = SpanQAPreprocessor(self.tokenizer, seq_length=self.seq_length,
-                                          doc_stride=settings["doc_stride"],
-                                          max_query_length=settings["max_query_length"], pad_to="fixed")
-        windows = rows.ragged_batch(batch_size).map(preprocessor, num_parallel_calls=tf.data.AUTOTUNE)
+        # Fixed width: windows of different batches are re-batched together.
+        windows = rows.ragged_batch(batch_size).map(self._windows_preprocessor("fixed"),
+                                                    num_parallel_calls=tf.data.AUTOTUNE)
         return windows.unbatch().batch(batch_size).prefetch(tf.data.AUTOTUNE)
 
     def _soft_loss(self, x, teacher_out, student_out, temperature, sample_weight=None):
