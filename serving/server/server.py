@@ -22,6 +22,7 @@ import dataclasses
 import logging
 import signal
 import ssl
+import sys
 import threading
 import time
 from concurrent import futures
@@ -123,7 +124,9 @@ class ShutdownSignals:
         self.interrupting = interrupting
         self.received = threading.Event()
         self.number = None
+        self.startup_signal = None
         self._previous = {}
+        self._previous_unraisablehook = None
 
     def _handle(self, number, frame):
         if self.number is None:
@@ -131,11 +134,23 @@ class ShutdownSignals:
         self.received.set()
         if self.interrupting:
             self.interrupting = False  # one raise: a second signal must not hit the cleanup
+            # Kept as well as raised: Python runs the handler wherever the main thread is, and a
+            # raise inside a finalizer (TensorFlow's Executor.__del__ while a model loads) is
+            # swallowed there ("Exception ignored in ..."); the caller checks this after startup.
+            self.startup_signal = signal.Signals(number).name
             raise ShutdownRequested(number)
+
+    def _unraisable(self, unraisable):
+        """A `ShutdownRequested` swallowed by a finalizer is not news (see `_handle`): no traceback."""
+        if isinstance(unraisable.exc_value, ShutdownRequested):
+            return
+        self._previous_unraisablehook(unraisable)
 
     def __enter__(self):
         for sig in self.signals:
             self._previous[sig] = signal.signal(sig, self._handle)
+        self._previous_unraisablehook = sys.unraisablehook
+        sys.unraisablehook = self._unraisable
         return self
 
     def __exit__(self, *exc):
@@ -146,6 +161,9 @@ class ShutdownSignals:
         for sig, old in self._previous.items():
             signal.signal(sig, old)
         self._previous = {}
+        if self._previous_unraisablehook is not None:
+            sys.unraisablehook = self._previous_unraisablehook
+            self._previous_unraisablehook = None
 
 
 def _host_port(host, port):
@@ -417,6 +435,8 @@ def serve_until_shutdown(build, *, start=None, on_ready=None, grace_s=30.0, on_s
             server = build()
             (start or EmbeddedServer.start)(server)
             signals.interrupting = False  # ready from here on: a signal drains
+            if signals.startup_signal is not None:  # its raise was swallowed by a finalizer
+                raise ShutdownRequested(signal.Signals[signals.startup_signal])
         except ShutdownRequested as stop:
             signals.interrupting = False
             if server is not None:

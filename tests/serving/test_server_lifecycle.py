@@ -361,3 +361,38 @@ def test_health_reports_draining(model_base):
     finally:
         engine.stop(drain_timeout_s=2)
     np.testing.assert_equal(engine.is_ready(), False)
+
+
+class _SignalsInFinalizer:
+    """Sends SIGTERM from inside `__del__`: Python runs the handler there, and swallows its raise."""
+
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(10_000):  # bytecode boundaries, so the handler runs inside this finalizer
+            pass
+
+
+class _NeverServed:
+    def __init__(self):
+        self.stopped = False
+
+    def stop(self, grace_s):
+        self.stopped = True
+
+
+def test_a_startup_signal_swallowed_by_a_finalizer_still_stops_startup(capsys):
+    """CI caught this: SIGTERM landed in TensorFlow's Executor.__del__ while a model loaded; the raise
+    was swallowed there, and the server went on to print "ready" and drain instead of stopping."""
+    from serving.server.server import serve_until_shutdown
+
+    server = _NeverServed()
+    ready = []
+    hook, handler = sys.unraisablehook, signal.getsignal(signal.SIGTERM)
+
+    def start(server):
+        _SignalsInFinalizer()  # dropped at once: the finalizer runs here
+
+    outcome = serve_until_shutdown(lambda: server, start=start, on_ready=ready.append)
+    assert outcome.stopped_while_starting == "SIGTERM" and not ready and server.stopped
+    assert "Traceback" not in capsys.readouterr().err  # the swallowed raise prints nothing
+    assert sys.unraisablehook is hook and signal.getsignal(signal.SIGTERM) is handler  # both put back
