@@ -204,3 +204,107 @@ def to_columns(rows, *, x_is_tuple):
     else:
         x = xs
     return x, (ys or None), (np.asarray(weights, np.float32) if weights else None)
+
+
+# -- Keras' other sources of batches: a Python generator / iterator, a keras.utils.PyDataset ------
+
+def is_batch_source(x):
+    """A `keras.utils.PyDataset` or a Python generator / iterator: what Keras reads batch by batch."""
+    import keras
+
+    if isinstance(x, keras.utils.PyDataset):
+        return True
+    return hasattr(x, "__next__") and not isinstance(x, (str, bytes, np.ndarray, tf.data.Dataset))
+
+
+def dataset_of_batches(source, *, streamed=False, name="x"):
+    """`(dataset, batch size of the first batch)` for a Keras batch source, in Keras' element forms.
+
+    Each batch is `x`, `(x,)`, `(x, y)` or `(x, y, sample_weight)` (as Keras reads a generator's
+    items); columns are lists, numpy arrays or tensors (word lists of NER: nested lists, read as
+    ragged). A `PyDataset` is read by index on every pass (`len()` batches, or an endless stream
+    when it has no length) and gets `on_epoch_end()` after each pass. A generator is read once:
+    with `streamed=True` (fit with `steps_per_epoch`, as Keras) it is an endless stream that stops
+    when the generator does; otherwise it is read to its end (Keras ends the epoch there too) and
+    its batches are kept, so that every pass and epoch sees them all.
+
+    Raises:
+        TaskInputError: a source that yields no batch, or batches whose columns do not convert.
+    """
+    import keras
+
+    if isinstance(source, keras.utils.PyDataset):
+        count = source.num_batches
+
+        def batches():
+            index = 0
+            while count is None or index < count:
+                yield _as_tensors(source[index], name)
+                index += 1
+            source.on_epoch_end()
+
+        if count == 0:
+            raise TaskInputError(f"{name}: the PyDataset has no batch (len() is 0)")
+        first = _as_tensors(source[0], name)
+    else:
+        iterator = iter(source)
+        try:
+            first = _as_tensors(next(iterator), name)
+        except StopIteration:
+            raise TaskInputError(f"{name}: the generator yields no batch") from None
+        if streamed:
+            pending = [first]
+
+            def batches():
+                while pending:
+                    yield pending.pop()
+                for batch in iterator:
+                    yield _as_tensors(batch, name)
+        else:
+            kept = [first] + [_as_tensors(batch, name) for batch in iterator]
+
+            def batches():
+                yield from kept
+    signature = tf.nest.map_structure(_any_batch_spec, tf.nest.map_structure(tf.type_spec_from_value, first))
+    dataset = tf.data.Dataset.from_generator(batches, output_signature=signature)
+    if isinstance(source, keras.utils.PyDataset):
+        if source.num_batches is None:
+            dataset = dataset.repeat()
+        else:
+            dataset = dataset.apply(tf.data.experimental.assert_cardinality(source.num_batches))
+    elif streamed:
+        dataset = dataset.repeat()  # each pass goes on with the same generator; it ends when that does
+    else:
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(len(kept)))
+    leaf = first_leaf(first[0] if isinstance(first, tuple) else first)
+    size = int(leaf.nrows() if isinstance(leaf, tf.RaggedTensor) else (tf.shape(leaf)[0] if leaf.shape.rank else 1))
+    return dataset, size
+
+
+def _as_tensors(batch, name):
+    """One batch as tensors: tuples and dicts are structure, anything else one column."""
+    if isinstance(batch, tuple):
+        return tuple(_as_tensors(part, name) for part in batch)
+    if isinstance(batch, dict):
+        return {key: _as_tensors(part, name) for key, part in batch.items()}
+    if isinstance(batch, (tf.Tensor, tf.RaggedTensor)):
+        return batch
+    if hasattr(batch, "to_numpy"):  # pandas
+        batch = batch.to_numpy()
+    try:
+        return tf.constant(np.asarray(batch).tolist() if isinstance(batch, np.ndarray) and
+                           batch.dtype == object else batch)
+    except (ValueError, TypeError):
+        pass
+    try:
+        return tf.ragged.constant(batch.tolist() if isinstance(batch, np.ndarray) else batch)
+    except (ValueError, TypeError) as error:
+        raise TaskInputError(f"{name}: a batch column of {type(batch).__name__} does not convert to a "
+                             f"tensor ({error})") from None
+
+
+def _any_batch_spec(spec):
+    """The first batch's spec with every length left open (batches differ in size)."""
+    if isinstance(spec, tf.RaggedTensorSpec):
+        return tf.RaggedTensorSpec([None] * spec.shape.rank, spec.dtype, ragged_rank=spec.ragged_rank)
+    return tf.TensorSpec([None] * spec.shape.rank, spec.dtype)

@@ -61,8 +61,8 @@ def check_tokenized(x, name="x"):
 def as_column(values, name):
     """An in-memory column as a list: tensors, numpy arrays (`[N]` or `[N, 1]`), pandas Series.
 
-    A Python generator, a `keras.utils.PyDataset` or a dict of columns is refused by name
-    (Keras' forms the tasks do not read; `tf.data.Dataset.from_generator` is the way).
+    A Python generator or a `keras.utils.PyDataset` as a column, or a dict of columns, is refused
+    by name (a generator / PyDataset is read as `x` itself: `dataset_inputs.dataset_of_batches`).
     """
     if hasattr(values, "numpy") and not isinstance(values, np.ndarray):  # a tf.Tensor
         values = values.numpy()
@@ -71,8 +71,8 @@ def as_column(values, name):
                              f"the text column itself, or (texts, texts_b) for pairs")
     if hasattr(values, "__next__") or type(values).__name__ == "PyDataset" or \
             any(cls.__name__ == "PyDataset" for cls in type(values).__mro__):
-        raise TaskInputError(f"{name}: a Python generator / PyDataset; wrap it in "
-                             "tf.data.Dataset.from_generator(..., output_signature=...) or pass a list")
+        raise TaskInputError(f"{name}: a Python generator / PyDataset as one column; pass it as x itself "
+                             "(its items are batches: x, (x, y) or (x, y, sample_weight)), or pass a list")
     if hasattr(values, "to_numpy") and not isinstance(values, np.ndarray):  # pandas
         values = values.to_numpy()
     if isinstance(values, np.ndarray):

@@ -27,6 +27,7 @@ from bert_keras.families import family, resolve
 from bert_keras.finetuned_model import FinetunedModel, is_finetuned_directory
 from bert_keras.finetuned_model import read_finetuned, save_finetuned
 from bert_keras.models.encoder_head import EncoderHead
+from bert_keras.tasks.dataset_inputs import dataset_of_batches, is_batch_source
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_epochs, check_label_names
 from bert_keras.tasks.inputs import check_tokenized
 from bert_keras.tasks.inputs import check_sample_weight, is_tokenized, label_ids, num_rows, take_rows
@@ -294,7 +295,8 @@ class TextTask(keras.Model):
         Args:
             x, y: inputs and labels (lists, numpy arrays, a tuple of columns
                 for pairs), or `x` a `tf.data.Dataset` of `(x, y)` /
-                `(x, y, sample_weight)`, batched or not.
+                `(x, y, sample_weight)`, batched or not, or a Python generator /
+                `keras.utils.PyDataset` of such batches.
             batch_size: examples per step (default: a batched dataset's own
                 batch size, as in Keras, else 32; texts are re-batched to it
                 after tokenization, each batch padded to its longest text).
@@ -319,6 +321,9 @@ class TextTask(keras.Model):
             verbose, callbacks, initial_epoch, validation_steps,
             validation_batch_size, validation_freq: as `keras.Model.fit`.
         """
+        if is_batch_source(x):  # a generator / PyDataset: Keras' batches, as a dataset
+            x, first_batch = dataset_of_batches(x, streamed=steps_per_epoch is not None)
+            batch_size = batch_size or first_batch
         batch_size = self._batch_size(x, batch_size)
         epochs = check_epochs(epochs)
         max_steps = check_count("max_steps", max_steps)
@@ -418,6 +423,9 @@ class TextTask(keras.Model):
         prediction batches the metrics are computed from (default: `verbosity`'s level, 0).
         """
         verbose = self._verbose if verbose is None else verbose
+        if is_batch_source(x):
+            x, first_batch = dataset_of_batches(x)
+            batch_size = batch_size or first_batch
         batch_size = self._batch_size(x, batch_size)
         if (kwargs or is_tokenized(x)
                 or isinstance(x, tf.data.Dataset) and _is_tokenized_dataset(x)):
@@ -461,6 +469,9 @@ class TextTask(keras.Model):
             self._window_override = ()
 
     def _predict_in_windows(self, x, batch_size, verbose, steps, callbacks):
+        if is_batch_source(x):
+            x, first_batch = dataset_of_batches(x)
+            batch_size = batch_size or first_batch
         batch_size = self._batch_size(x, batch_size)
         if steps is not None:  # as Keras: the first `steps` batches only
             x = self._first_batches(x, check_count("steps", steps), batch_size)
@@ -561,6 +572,8 @@ class TextTask(keras.Model):
 
     def _validation_dataset(self, validation_data, batch_size):
         """`validation_data` in any form of `fit`'s, as encoded batches for Keras' evaluation."""
+        if is_batch_source(validation_data):
+            validation_data, _ = dataset_of_batches(validation_data, name="validation_data")
         if isinstance(validation_data, tf.data.Dataset):
             if _is_tokenized_dataset(validation_data):
                 return validation_data

@@ -504,8 +504,8 @@ def test_more_keras_forms_read_the_same_data(spec):
     np.testing.assert_allclose(classifier.predict(np.array(TEXTS)[:, None]), predicted, atol=1e-6)
     with pytest.raises(tasks.TaskInputError, match="a dict of columns"):
         classifier.predict({"text": TEXTS})
-    with pytest.raises(tasks.TaskInputError, match="a Python generator"):
-        classifier.predict(text for text in TEXTS)
+    # a generator of single texts: each a batch of one, as Keras reads a generator's items
+    np.testing.assert_allclose(classifier.predict(text for text in TEXTS), predicted, atol=1e-6)
     # labels and weights as [N, 1] columns; an infinite dataset with steps_per_epoch (as Keras)
     classifier.fit(TEXTS, np.array(LABELS)[:, None], sample_weight=np.ones((10, 1)), epochs=1, verbose=0)
     steps = int(classifier.optimizer.iterations)
@@ -529,6 +529,87 @@ def test_more_keras_forms_read_the_same_data(spec):
     embedder = tasks.Embedder.from_pretrained(spec, seq_length=32)
     np.testing.assert_allclose(embedder.predict(tf.data.Dataset.from_tensor_slices((TEXTS, TEXTS_B)).batch(4)),
                                embedder.predict((TEXTS, TEXTS_B)), atol=1e-6)
+
+
+class _Batches(keras.utils.PyDataset):
+    """A `keras.utils.PyDataset` over in-memory batches; counts its `on_epoch_end` calls."""
+
+    def __init__(self, batches):
+        super().__init__()
+        self.batches, self.epochs_ended = batches, 0
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __getitem__(self, index):
+        return self.batches[index]
+
+    def on_epoch_end(self):
+        self.epochs_ended += 1
+
+
+def _in_batches(columns, size):
+    """`columns` (a tuple of lists) cut into Keras batches of numpy arrays / lists."""
+    count = len(columns[0])
+    return [tuple(np.array(column[i:i + size]) if isinstance(column[0], str) else column[i:i + size]
+                  for column in columns) for i in range(0, count, size)]
+
+
+def test_generators_and_py_datasets_are_read_as_keras_reads_them(spec):
+    """Keras' fit / evaluate / predict take a Python generator of batches and a PyDataset:
+    each batch is (x, y[, sample_weight]); a batch's size is the step's, as in Keras."""
+    reference = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    expected = losses(reference.fit(TEXTS, LABELS, epochs=2, batch_size=4, shuffle=False, verbose=0))
+    batches = _in_batches((TEXTS, LABELS), 4)
+    from_py_dataset = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    source = _Batches(batches)
+    np.testing.assert_allclose(losses(from_py_dataset.fit(source, epochs=2, shuffle=False, verbose=0)),
+                               expected, rtol=1e-5)
+    assert int(from_py_dataset.optimizer.iterations) == 6 and source.epochs_ended >= 2
+    one_epoch = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    history = one_epoch.fit((batch for batch in batches), epochs=1, shuffle=False, verbose=0)
+    one_epoch_reference = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    np.testing.assert_allclose(losses(history), losses(one_epoch_reference.fit(
+        TEXTS, LABELS, epochs=1, batch_size=4, shuffle=False, verbose=0)), rtol=1e-5)
+    # a finite generator is read to its end once: a second epoch sees the same batches (Keras
+    # would run out of data); with steps_per_epoch it is a stream, stopped when it ends
+    two_epochs = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    history = two_epochs.fit(iter(batches), epochs=2, shuffle=False, verbose=0)
+    np.testing.assert_allclose(losses(history), expected, rtol=1e-5)
+    streamed = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+
+    def endless():
+        while True:
+            yield from batches
+
+    streamed.fit(endless(), steps_per_epoch=2, epochs=3, verbose=0)
+    assert int(streamed.optimizer.iterations) == 6
+    # predict / evaluate / validation_data
+    predicted = reference.predict(TEXTS)
+    np.testing.assert_allclose(reference.predict(_Batches([np.array(TEXTS[:4]), np.array(TEXTS[4:])])),
+                               predicted, atol=1e-6)
+    np.testing.assert_allclose(reference.predict((x for x, _ in batches)), predicted, atol=1e-6)
+    assert reference.evaluate(_Batches(batches)) == reference.evaluate(TEXTS, LABELS)
+    history = build(tasks.TextClassifier, spec, labels=["neg", "pos"]).fit(
+        TEXTS, LABELS, epochs=1, validation_data=(batch for batch in batches), verbose=0)
+    assert "val_loss" in history.history
+    # word lists of NER (ragged columns) and pairs
+    words = [["john", "smith", "lives", "in", "paris"], ["the", "capital", "of", "france"]] * 2
+    tags = [["B-PER", "I-PER", "O", "O", "B-LOC"], ["O", "O", "O", "B-LOC"]] * 2
+    tagger = build(tasks.TokenClassifier, spec, labels=export_fixtures.CONLL_LABELS)
+    ner_reference = build(tasks.TokenClassifier, spec, labels=export_fixtures.CONLL_LABELS)
+    np.testing.assert_allclose(
+        losses(tagger.fit(((words[i:i + 2], tags[i:i + 2]) for i in (0, 2)), epochs=1, shuffle=False,
+                          verbose=0)),
+        losses(ner_reference.fit(words, tags, epochs=1, batch_size=2, shuffle=False, verbose=0)), rtol=1e-5)
+    pairs = build(tasks.TextClassifier, spec, labels=["neg", "pos"], text_pair=True)
+    np.testing.assert_allclose(pairs.predict(_Batches([(np.array(TEXTS[:5]), np.array(TEXTS_B[:5])),
+                                                       (np.array(TEXTS[5:]), np.array(TEXTS_B[5:]))])),
+                               pairs.predict((TEXTS, TEXTS_B)), atol=1e-6)
+    with pytest.raises(tasks.TaskInputError, match="the generator yields no batch"):
+        reference.fit((batch for batch in []), verbose=0)
+    with pytest.raises(tasks.TaskInputError, match="the PyDataset has no batch"):
+        reference.predict(_Batches([]))
 
 
 def test_dataframes_give_their_columns(spec):
