@@ -168,6 +168,56 @@ def test_fused_adam_update_equals_keras_adamw_step_by_step():
     assert not np.allclose(fused[0], np.random.default_rng(0).normal(size=(50, 8)))
 
 
+def test_an_embedding_gradient_is_clipped_as_rows_like_the_dense_gradient():
+    """An embedding's IndexedSlices gradient (duplicate rows included) is clipped by the global norm
+    without densifying it: variables and moments as when the same gradient comes dense."""
+
+    def train(dense):
+        rng = np.random.default_rng(0)
+        variables = [keras.Variable(rng.normal(size=shape).astype("float32"), name=name)
+                     for shape, name in [((50, 8), "embeddings"), ((8, 4), "kernel"), ((4,), "bias")]]
+        optimizer = create_optimizer(learning_rate=1e-2, num_train_steps=20, num_warmup_steps=2)
+        for step in range(8):
+            step_rng = np.random.default_rng(10 + step)
+            indices = step_rng.integers(0, 10 + 5 * step, size=6)  # repeats, and new rows every step
+            sparse = tf.IndexedSlices(tf.constant(3 * step_rng.normal(size=(6, 8)).astype("float32")),
+                                      tf.constant(indices), tf.constant([50, 8]))
+            gradients = [tf.convert_to_tensor(sparse) if dense else sparse] + [
+                tf.constant(step_rng.normal(size=v.shape).astype("float32")) for v in variables[1:]]
+            optimizer.apply(gradients, variables)
+        return [v.numpy() for v in variables] + [optimizer._momentums[0].numpy(), optimizer._velocities[0].numpy()]
+
+    for ours, reference in zip(train(dense=False), train(dense=True)):
+        np.testing.assert_allclose(ours, reference, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("norm", [0.5, 40.0, float("inf")])
+def test_clipping_sparse_gradients_follows_keras_below_above_and_at_a_non_finite_norm(norm):
+    """Compiled as in a train step, and under XLA (where the rows are densified first), the scale
+    is Keras' clip_by_global_norm of the dense gradient: 1 below the limit, 1 / norm above it, NaN
+    for a non-finite norm."""
+
+    def clipped(xla=None):
+        optimizer = create_optimizer(learning_rate=1e-2, num_train_steps=20, num_warmup_steps=2)
+        values = np.zeros((2, 4), "float32")
+        values[0, 0] = values[1, 0] = norm / 2  # one row, twice: the dense row's norm is `norm`
+        sparse = tf.IndexedSlices(tf.constant(values), tf.constant([3, 3]), tf.constant([10, 4]))
+        if xla is None:
+            return tf.convert_to_tensor(optimizer._clip_gradients([sparse])[0]).numpy()
+        function = tf.function(lambda: tf.convert_to_tensor(optimizer._clip_gradients([sparse])[0]),
+                               jit_compile=xla)
+        return function().numpy()
+
+    expected = keras.optimizers.AdamW(global_clipnorm=1.0)._clip_gradients(
+        [tf.convert_to_tensor(tf.IndexedSlices(tf.constant([[norm / 2, 0, 0, 0]] * 2, "float32"),
+                                               tf.constant([3, 3]), tf.constant([10, 4])))])[0].numpy()
+    for got in (clipped(), clipped(xla=False), clipped(xla=True)):
+        if np.isfinite(norm):
+            np.testing.assert_allclose(got, expected, rtol=1e-6)
+        else:  # the rows a batch touched are NaN (and every dense gradient): the step is visibly lost
+            assert np.isnan(got[3]).all() and np.isnan(expected).all()
+
+
 # ---- strategies, precision, XLA -----------------------------------------------------------
 
 
