@@ -274,7 +274,9 @@ class BertTokenizer(tf.Module):
         key = (method.__name__, spec)
         functions = self._eager_functions.by_key
         if key not in functions:
-            functions[key] = tf.function(method, input_signature=[spec])
+            # autograph=False: the ops are graph code as written (as in `tf.data`, where the
+            # public methods are `do_not_convert`); converting them took ~4 s per first call.
+            functions[key] = tf.function(method, input_signature=[spec], autograph=False)
         return functions[key]
 
     @property
