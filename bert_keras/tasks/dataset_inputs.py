@@ -128,6 +128,10 @@ def unbatched(dataset, parts, *, example_rank=None, is_batched=None):
         TaskInputError: texts of a rank that is neither one example nor a batch.
     """
     x_spec, y_spec, _ = split_element(dataset.element_spec, parts)
+    not_text = [spec.dtype.name for spec in tf.nest.flatten(x_spec) if spec.dtype != tf.string]
+    if not_text:
+        raise TaskInputError(f"x: the dataset's texts are {not_text[0]}, not strings (raw text in; "
+                             "packed token ids go in a dict: input_ids, segment_ids, padding_mask)")
     rank = first_leaf(x_spec).shape.rank
     if is_batched is not None:
         batched = is_batched(x_spec, y_spec)
@@ -246,12 +250,14 @@ def dataset_of_batches(source, *, streamed=False, name="x"):
         if count == 0:
             raise TaskInputError(f"{name}: the PyDataset has no batch (len() is 0)")
         first = _as_tensors(source[0], name)
+        _check_batch(first, first, f"{name} (batch 0)")
     else:
         iterator = iter(source)
         try:
             first = _as_tensors(next(iterator), name)
         except StopIteration:
             raise TaskInputError(f"{name}: the generator yields no batch") from None
+        _check_batch(first, first, f"{name} (batch 0)")
         if streamed:
             pending = [first]
 
@@ -262,6 +268,8 @@ def dataset_of_batches(source, *, streamed=False, name="x"):
                     yield _as_tensors(batch, name)
         else:
             kept = [first] + [_as_tensors(batch, name) for batch in iterator]
+            for index, batch in enumerate(kept):  # read already: every batch checked before a step
+                _check_batch(batch, first, f"{name} (batch {index})")
 
             def batches():
                 yield from kept
@@ -301,6 +309,32 @@ def _as_tensors(batch, name):
     except (ValueError, TypeError) as error:
         raise TaskInputError(f"{name}: a batch column of {type(batch).__name__} does not convert to a "
                              f"tensor ({error})") from None
+
+
+def _check_batch(batch, first, where):
+    """A batch has the first batch's structure and dtypes, and one row count in all its columns."""
+    try:
+        tf.nest.assert_same_structure(batch, first)
+    except (ValueError, TypeError):
+        raise TaskInputError(f"{where}: its structure differs from the first batch's "
+                             f"({_structure_name(batch)} vs {_structure_name(first)})") from None
+    for got, expected in zip(tf.nest.flatten(batch), tf.nest.flatten(first)):
+        if got.dtype != expected.dtype:
+            raise TaskInputError(f"{where}: a column of {got.dtype.name} where the first batch has "
+                                 f"{expected.dtype.name}")
+    rows = {int(leaf.nrows()) if isinstance(leaf, tf.RaggedTensor) else int(leaf.shape[0])
+            for leaf in tf.nest.flatten(batch) if leaf.shape.rank}
+    if len(rows) > 1:
+        raise TaskInputError(f"{where}: its columns differ in length ({sorted(rows)} rows): x, y and "
+                             "sample_weight need one entry per example")
+
+
+def _structure_name(batch):
+    if isinstance(batch, tuple):
+        return "(" + ", ".join(_structure_name(part) for part in batch) + ")"
+    if isinstance(batch, dict):
+        return "{" + ", ".join(map(str, batch)) + "}"
+    return "column"
 
 
 def _any_batch_spec(spec):

@@ -610,6 +610,16 @@ def test_generators_and_py_datasets_are_read_as_keras_reads_them(spec):
         reference.fit((batch for batch in []), verbose=0)
     with pytest.raises(tasks.TaskInputError, match="the PyDataset has no batch"):
         reference.predict(_Batches([]))
+    # a finite generator is read before the first step: each bad batch is named
+    with pytest.raises(tasks.TaskInputError, match=r"x \(batch 0\): its columns differ in length \(\[3, 4\]"):
+        reference.fit(iter([(TEXTS[:4], LABELS[:3])]), verbose=0)
+    with pytest.raises(tasks.TaskInputError, match=r"x \(batch 1\): its structure differs"):
+        reference.fit(iter([(TEXTS[:4], LABELS[:4]), (TEXTS[4:],)]), verbose=0)
+    with pytest.raises(tasks.TaskInputError, match=r"x \(batch 1\): a column of int32 where the first batch has string"):
+        reference.predict(iter([TEXTS[:4], [1, 2]]))
+    with pytest.raises(tasks.TaskInputError, match="the dataset's texts are int32, not strings"):
+        reference.predict(tf.data.Dataset.from_tensor_slices([1, 2]))
+    assert int(reference.optimizer.iterations) == 6  # nothing trained on any of them
 
 
 def test_dataframes_give_their_columns(spec):
