@@ -233,7 +233,9 @@ def dataset_of_batches(source, *, streamed=False, name="x"):
     its batches are kept, so that every pass and epoch sees them all.
 
     Raises:
-        TaskInputError: a source that yields no batch, or batches whose columns do not convert.
+        TaskInputError: a source that yields no batch; a batch whose columns do not convert, differ
+            in length, or differ in structure / dtype from the first batch (every batch of a
+            generator read to its end, the first of a stream or a `PyDataset`).
     """
     import keras
 
