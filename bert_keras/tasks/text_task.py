@@ -321,9 +321,7 @@ class TextTask(keras.Model):
             verbose, callbacks, initial_epoch, validation_steps,
             validation_batch_size, validation_freq: as `keras.Model.fit`.
         """
-        if is_batch_source(x):  # a generator / PyDataset: Keras' batches, as a dataset
-            x, first_batch = dataset_of_batches(x, streamed=steps_per_epoch is not None)
-            batch_size = batch_size or first_batch
+        x, batch_size = _read_batch_source(x, batch_size, streamed=steps_per_epoch is not None)
         batch_size = self._batch_size(x, batch_size)
         epochs = check_epochs(epochs)
         max_steps = check_count("max_steps", max_steps)
@@ -423,9 +421,7 @@ class TextTask(keras.Model):
         prediction batches the metrics are computed from (default: `verbosity`'s level, 0).
         """
         verbose = self._verbose if verbose is None else verbose
-        if is_batch_source(x):
-            x, first_batch = dataset_of_batches(x)
-            batch_size = batch_size or first_batch
+        x, batch_size = _read_batch_source(x, batch_size)
         batch_size = self._batch_size(x, batch_size)
         if (kwargs or is_tokenized(x)
                 or isinstance(x, tf.data.Dataset) and _is_tokenized_dataset(x)):
@@ -469,9 +465,7 @@ class TextTask(keras.Model):
             self._window_override = ()
 
     def _predict_in_windows(self, x, batch_size, verbose, steps, callbacks):
-        if is_batch_source(x):
-            x, first_batch = dataset_of_batches(x)
-            batch_size = batch_size or first_batch
+        x, batch_size = _read_batch_source(x, batch_size)
         batch_size = self._batch_size(x, batch_size)
         if steps is not None:  # as Keras: the first `steps` batches only
             x = self._first_batches(x, check_count("steps", steps), batch_size)
@@ -903,6 +897,15 @@ def _split_off_validation(x, y, sample_weight, validation_split):
     if sample_weight is not None:
         tail += (take_rows(sample_weight, split_at, count),)
     return head + (tail,)
+
+
+def _read_batch_source(x, batch_size, *, streamed=False):
+    """A generator / `PyDataset` (Keras' batches) as a dataset, and its first batch's size as the
+    batch size unless one is given; any other `x` as it is."""
+    if not is_batch_source(x):
+        return x, batch_size
+    dataset, first_batch = dataset_of_batches(x, streamed=streamed)
+    return dataset, batch_size or first_batch
 
 
 def _is_tokenized_dataset(dataset):
