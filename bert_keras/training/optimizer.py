@@ -138,15 +138,48 @@ class BertAdamW(keras.optimizers.AdamW):
             return super()._clip_gradients([tf.convert_to_tensor(g) if _is_indexed_slices(g) else g
                                             for g in grads])
         grads = [_summed_rows(g) if _is_indexed_slices(g) else g for g in grads]
-        squares = [tf.reduce_sum(tf.square(g.values if _is_indexed_slices(g) else g))
-                   for g in grads if g is not None]
-        norm = tf.sqrt(tf.add_n(squares))
+        # l2_loss is sum(g^2) / 2 in one pass (square + reduce_sum writes then reads a temporary).
+        halves = [tf.nn.l2_loss(g.values if _is_indexed_slices(g) else g) for g in grads if g is not None]
+        norm = tf.sqrt(2.0 * tf.add_n(halves))
         # As keras.optimizers' clip_by_global_norm: a non-finite norm makes the gradients NaN
         # (here the rows a batch touched, and every dense gradient).
         scale = self.global_clipnorm * tf.minimum(1.0 / norm, 1.0 / self.global_clipnorm) + (norm - norm)
         return [None if g is None else
                 tf.IndexedSlices(g.values * scale, g.indices, g.dense_shape) if _is_indexed_slices(g)
                 else g * scale for g in grads]
+
+    def _apply_weight_decay(self, variables):
+        """Decoupled weight decay as one pass over each variable: `var *= 1 - lr * weight_decay`.
+
+        Keras writes it `var.assign_sub(var * wd * lr)`: two multiplications over the whole
+        variable, then a subtraction reading it again, three passes over the `[30522, H]` word
+        embeddings each step. One multiplication whose result becomes the variable's buffer
+        does the same (torch's `AdamW` writes it `p.mul_(1 - lr * wd)`); the factor is
+        computed once a step, not once per variable.
+        """
+        if isinstance(self.weight_decay, (int, float)) and self.weight_decay == 0:
+            return  # weight_decay=0: Keras would still multiply every variable by 1
+        if self.weight_decay is None or keras.backend.backend() != "tensorflow":
+            return super()._apply_weight_decay(variables)
+        import tensorflow as tf
+
+        decayed = [variable for variable in variables if self._use_weight_decay(variable)]
+        if not decayed:
+            return
+        factors = {}
+        for variable in decayed:
+            if variable.dtype not in factors:
+                rate = tf.cast(self.learning_rate, variable.dtype) * tf.cast(self.weight_decay, variable.dtype)
+                factors[variable.dtype] = 1 - rate
+
+        def apply(distribution, variables):
+            for variable in variables:
+                factor = factors[variable.dtype]
+                distribution.extended.update(
+                    variable.value if isinstance(variable, keras.Variable) else variable,
+                    lambda v: v.assign(v * factor), group=False)
+
+        tf.__internal__.distribute.interim.maybe_merge_call(apply, self._distribution_strategy, decayed)
 
     def update_step(self, gradient, variable, learning_rate):
         """Keras' Adam update, as one fused `ResourceApplyAdam` kernel per variable.

@@ -141,7 +141,7 @@ def test_gradients_are_clipped_by_global_norm():
 
 
 def test_fused_adam_update_equals_keras_adamw_step_by_step():
-    """BertAdamW's one-kernel update follows `keras.optimizers.AdamW` for dense and sparse gradients."""
+    """BertAdamW's one-kernel update and one-pass decay follow `keras.optimizers.AdamW` (dense, sparse)."""
     from bert_keras.training.optimizer import BertAdamW
 
     def train(fused):
@@ -149,8 +149,9 @@ def test_fused_adam_update_equals_keras_adamw_step_by_step():
         variables = [keras.Variable(rng.normal(size=shape).astype("float32"), name=name)
                      for shape, name in [((50, 8), "embeddings"), ((8,), "bias"), ((8,), "gamma")]]
         optimizer = create_optimizer(learning_rate=1e-2, num_train_steps=20, num_warmup_steps=2)
-        if not fused:  # Keras' own element-wise update
+        if not fused:  # Keras' own element-wise update and weight decay
             optimizer.update_step = lambda g, v, lr: keras.optimizers.AdamW.update_step(optimizer, g, v, lr)
+            optimizer._apply_weight_decay = lambda vs: keras.optimizers.AdamW._apply_weight_decay(optimizer, vs)
         for step in range(5):
             step_rng = np.random.default_rng(10 + step)
             gradients = [tf.constant(step_rng.normal(size=v.shape).astype("float32")) for v in variables]
