@@ -13,9 +13,18 @@ Bias correction: Keras `AdamW` applies Adam's bias correction
 (`lr * sqrt(1 - beta_2^t) / (1 - beta_1^t)`), as tf-models-official's
 `AdamWeightDecay` does (it subclasses the Keras 2 Adam, i.e. `ResourceApplyAdam`).
 The original google-research `AdamWeightDecayOptimizer` has *no* bias
-correction. The difference matters only in the first few hundred steps, which
-the warmup covers anyway; epsilon is added to the uncorrected `sqrt(v)`, as in
-both references.
+correction.
+
+Epsilon: `torch.optim.AdamW` (what Hugging Face fine-tunes with) adds it to the
+bias-corrected `sqrt(v_hat)`; Keras and tf-models-official add it to the uncorrected
+`sqrt(v)`, which makes the effective epsilon `1 / sqrt(1 - beta_2^t)` times larger:
+22x at step 2, 3x at step 126. With BERT's epsilon of 1e-6 that is not negligible: many
+gradient elements are that small, and the first hundred steps move less. Measured: with
+dropout off and the same batches, 20 fine-tuning steps end 0.008 apart from HF torch in
+probability under Keras' rule and 6e-8 apart under torch's, and MiniLM on 2,000 SST-2
+sentences scored 1.2-2.4 points below HF on each of 4 seeds under Keras' rule. The
+default is torch's rule (`bias_corrected_epsilon=True`), computed by the same fused
+kernel with epsilon scaled by `sqrt(1 - beta_2^t)`; `False` gives Keras'.
 """
 
 import keras
@@ -100,12 +109,21 @@ class BertAdamW(keras.optimizers.AdamW):
     Args:
         exclude_from_weight_decay_paths: tuple of str. Substrings of
             `variable.path` (e.g. "layer_norm", "bias") not to decay.
+        bias_corrected_epsilon: bool. True (default): epsilon is added to the
+            bias-corrected `sqrt(v_hat)`, as `torch.optim.AdamW`; False: to the
+            uncorrected `sqrt(v)`, as `keras.optimizers.AdamW` (see the module
+            docstring for why the default is torch's).
         **kwargs: everything `keras.optimizers.AdamW` takes.
     """
 
-    def __init__(self, *, exclude_from_weight_decay_paths=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY, **kwargs):
+    def __init__(self, *, exclude_from_weight_decay_paths=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+                 bias_corrected_epsilon=True, **kwargs):
         super().__init__(**kwargs)
         self.exclude_from_weight_decay_paths = tuple(exclude_from_weight_decay_paths)
+        self.bias_corrected_epsilon = bool(bias_corrected_epsilon)
+        if self.bias_corrected_epsilon and (self.amsgrad or keras.backend.backend() != "tensorflow"):
+            raise ValueError("bias_corrected_epsilon=True needs the TensorFlow backend and amsgrad=False; "
+                             "pass bias_corrected_epsilon=False for Keras' own update")
 
     def build(self, var_list):
         if not self.built:
@@ -182,14 +200,17 @@ class BertAdamW(keras.optimizers.AdamW):
         tf.__internal__.distribute.interim.maybe_merge_call(apply, self._distribution_strategy, decayed)
 
     def update_step(self, gradient, variable, learning_rate):
-        """Keras' Adam update, as one fused `ResourceApplyAdam` kernel per variable.
+        """The Adam update, as one fused `ResourceApplyAdam` kernel per variable.
 
-        The kernel computes exactly Keras' formula (`m += (g - m)(1 - b1)`,
+        The kernel computes Keras' formula (`m += (g - m)(1 - b1)`,
         `v += (g^2 - v)(1 - b2)`, `var -= lr sqrt(1 - b2^t) / (1 - b1^t) m /
         (sqrt(v) + eps)`) in one multi-threaded pass over the variable instead
         of about ten element-wise ops, each a pass over memory: for the
-        `[30522, H]` word embeddings that is most of the optimizer's time.
-        Decoupled weight decay stays Keras' own step before this one.
+        `[30522, H]` word embeddings that is most of the optimizer's time. With
+        `bias_corrected_epsilon` the kernel gets `eps sqrt(1 - b2^t)`, which
+        turns the formula into torch's exactly: `lr / (1 - b1^t) m /
+        (sqrt(v / (1 - b2^t)) + eps)`. The decoupled weight decay is the step
+        before this one (`_apply_weight_decay`).
         """
         if keras.backend.backend() != "tensorflow" or self.amsgrad:
             return super().update_step(gradient, variable, learning_rate)
@@ -199,16 +220,20 @@ class BertAdamW(keras.optimizers.AdamW):
         local_step = tf.cast(self.iterations + 1, dtype)
         index = self._get_variable_index(variable)
         momentum, velocity = self._momentums[index], self._velocities[index]
+        beta2_power = tf.pow(tf.cast(self.beta_2, dtype), local_step)
+        epsilon = tf.cast(self.epsilon, dtype)
+        if self.bias_corrected_epsilon:
+            epsilon = epsilon * tf.sqrt(1 - beta2_power)
         tf.raw_ops.ResourceApplyAdam(
             var=variable.handle,
             m=momentum.value.handle,
             v=velocity.value.handle,
             beta1_power=tf.pow(tf.cast(self.beta_1, dtype), local_step),
-            beta2_power=tf.pow(tf.cast(self.beta_2, dtype), local_step),
+            beta2_power=beta2_power,
             lr=tf.cast(learning_rate, dtype),
             beta1=tf.cast(self.beta_1, dtype),
             beta2=tf.cast(self.beta_2, dtype),
-            epsilon=tf.cast(self.epsilon, dtype),
+            epsilon=epsilon,
             grad=tf.cast(tf.convert_to_tensor(gradient), dtype),
             use_locking=False,
             use_nesterov=False,
@@ -217,6 +242,7 @@ class BertAdamW(keras.optimizers.AdamW):
     def get_config(self):
         config = super().get_config()
         config["exclude_from_weight_decay_paths"] = list(self.exclude_from_weight_decay_paths)
+        config["bias_corrected_epsilon"] = self.bias_corrected_epsilon
         return config
 
 
@@ -231,6 +257,7 @@ def create_optimizer(
     epsilon=1e-6,
     clipnorm=1.0,
     exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+    bias_corrected_epsilon=True,
 ):
     """The BERT optimizer: AdamW + warmup/linear-decay schedule + global-norm clipping.
 
@@ -250,6 +277,8 @@ def create_optimizer(
             (all variables together), as BERT's `clip_by_global_norm(1.0)`.
         exclude_from_weight_decay: tuple of str. Substrings of variable paths
             that are not decayed (default: LayerNorm and bias variables).
+        bias_corrected_epsilon: bool. Epsilon on the bias-corrected `sqrt(v_hat)`
+            as `torch.optim.AdamW` (default), or on `sqrt(v)` as Keras (False).
 
     Returns:
         A `BertAdamW` (a `keras.optimizers.AdamW`), ready for `model.compile`.
@@ -263,6 +292,7 @@ def create_optimizer(
         epsilon=epsilon,
         global_clipnorm=clipnorm,
         exclude_from_weight_decay_paths=exclude_from_weight_decay,
+        bias_corrected_epsilon=bias_corrected_epsilon,
         name="adamw",
     )
 

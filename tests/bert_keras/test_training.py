@@ -121,8 +121,8 @@ def test_weight_decay_skips_layer_norm_and_bias_but_decays_kernels(tiny_config):
 def test_gradients_are_clipped_by_global_norm():
     """One Adam step on g = [3, 4] (norm 5): with clipnorm=1 the update sees [0.6, 0.8].
 
-    Keras Adam's first step is lr * g / (|g| + eps / sqrt(1 - beta_2)) per element (bias
-    corrected, epsilon on the uncorrected sqrt(v)); a large epsilon makes it depend on |g|.
+    The first Adam step is lr * g / (|g| + eps) per element (bias corrected, epsilon on the
+    corrected sqrt(v_hat), as torch); a large epsilon makes it depend on |g|.
     """
     gradient = np.array([3.0, 4.0], "float32")
 
@@ -133,8 +133,8 @@ def test_gradients_are_clipped_by_global_norm():
         optimizer.apply_gradients([(tf.constant(gradient), variable)])
         return -variable.numpy()
 
-    def expected(g, beta_2=0.999, epsilon=1.0):
-        return g / (np.abs(g) + epsilon / np.sqrt(1 - beta_2))
+    def expected(g, epsilon=1.0):
+        return g / (np.abs(g) + epsilon)
 
     np.testing.assert_allclose(first_step(1.0), expected(gradient / 5.0), rtol=1e-5)
     np.testing.assert_allclose(first_step(None), expected(gradient), rtol=1e-5)
@@ -148,7 +148,8 @@ def test_fused_adam_update_equals_keras_adamw_step_by_step():
         rng = np.random.default_rng(0)
         variables = [keras.Variable(rng.normal(size=shape).astype("float32"), name=name)
                      for shape, name in [((50, 8), "embeddings"), ((8,), "bias"), ((8,), "gamma")]]
-        optimizer = create_optimizer(learning_rate=1e-2, num_train_steps=20, num_warmup_steps=2)
+        optimizer = create_optimizer(learning_rate=1e-2, num_train_steps=20, num_warmup_steps=2,
+                                     bias_corrected_epsilon=False)  # Keras' epsilon rule
         if not fused:  # Keras' own element-wise update and weight decay
             optimizer.update_step = lambda g, v, lr: keras.optimizers.AdamW.update_step(optimizer, g, v, lr)
             optimizer._apply_weight_decay = lambda vs: keras.optimizers.AdamW._apply_weight_decay(optimizer, vs)
@@ -167,6 +168,56 @@ def test_fused_adam_update_equals_keras_adamw_step_by_step():
     for ours, theirs in zip(fused, reference):
         np.testing.assert_allclose(ours, theirs, atol=2e-6)
     assert not np.allclose(fused[0], np.random.default_rng(0).normal(size=(50, 8)))
+
+
+def test_default_update_follows_torch_adamw_and_hf_schedule_step_by_step():
+    """The default BertAdamW step is `torch.optim.AdamW` + HF's linear warmup schedule.
+
+    Gradients of 1e-6..1e-4 make epsilon (1e-6) matter: torch adds it to the bias-corrected
+    sqrt(v_hat), Keras to sqrt(v) (effectively 1 / sqrt(1 - beta_2^t) times larger). The default
+    follows torch (an embedding's sparse gradient as the dense one); Keras' rule measurably does not.
+    """
+    import torch
+    from transformers import get_linear_schedule_with_warmup
+
+    shapes = {"embeddings": (50, 8), "kernel": (8, 4), "bias": (4,)}
+    start = {name: np.random.default_rng(1).normal(size=shape).astype("float32") for name, shape in shapes.items()}
+    rng = np.random.default_rng(2)
+    steps = [{name: (rng.normal(size=shape) * 10.0 ** rng.uniform(-6, -4, size=shape)).astype("float32")
+              for name, shape in shapes.items()} for _ in range(12)]
+    for gradients in steps:  # an embedding lookup touches a few rows
+        gradients["embeddings"][rng.permutation(50)[:44]] = 0.0
+
+    def ours(**rule):
+        variables = {name: keras.Variable(value, name=name) for name, value in start.items()}
+        optimizer = create_optimizer(learning_rate=1e-2, num_train_steps=12, num_warmup_steps=2,
+                                     weight_decay=0.01, clipnorm=None, **rule)
+        for gradients in steps:
+            rows = np.flatnonzero(np.abs(gradients["embeddings"]).sum(-1))
+            sparse = tf.IndexedSlices(tf.constant(gradients["embeddings"][rows]), tf.constant(rows),
+                                      tf.constant(shapes["embeddings"]))
+            optimizer.apply([sparse, tf.constant(gradients["kernel"]), tf.constant(gradients["bias"])],
+                            [variables["embeddings"], variables["kernel"], variables["bias"]])
+        return {name: v.numpy() for name, v in variables.items()}
+
+    parameters = {name: torch.nn.Parameter(torch.tensor(value)) for name, value in start.items()}
+    optimizer = torch.optim.AdamW(
+        [{"params": [parameters["embeddings"], parameters["kernel"]], "weight_decay": 0.01},
+         {"params": [parameters["bias"]], "weight_decay": 0.0}], lr=1e-2, betas=(0.9, 0.999), eps=1e-6)
+    schedule = get_linear_schedule_with_warmup(optimizer, 2, 12)
+    for gradients in steps:
+        for name, parameter in parameters.items():
+            parameter.grad = torch.tensor(gradients[name])
+        optimizer.step()
+        schedule.step()
+    theirs = {name: p.detach().numpy() for name, p in parameters.items()}
+
+    default, keras_rule = ours(), ours(bias_corrected_epsilon=False)
+    for name in shapes:
+        moved = np.abs(theirs[name] - start[name]).max()
+        assert moved > 1e-3
+        np.testing.assert_allclose(default[name], theirs[name], atol=1e-4 * moved)
+        assert np.abs(keras_rule[name] - theirs[name]).max() > 0.05 * moved  # Keras' rule moves less early
 
 
 def test_an_embedding_gradient_is_clipped_as_rows_like_the_dense_gradient():
