@@ -121,7 +121,7 @@ class SpanQA(TextTask):
         self._text.settings["null_score_diff_threshold"] = float(value)
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose=0, sample_weight=None, steps=None,
-                 callbacks=None, return_dict=False, *, tune_threshold=False, **kwargs):
+                 callbacks=None, return_dict=None, *, tune_threshold=False, **kwargs):
         """The official SQuAD metrics (see the class docstring).
 
         Args:
@@ -131,11 +131,13 @@ class SpanQA(TextTask):
         """
         metrics = super().evaluate(x, y, batch_size=batch_size, verbose=verbose,
                                    sample_weight=sample_weight, steps=steps, callbacks=callbacks,
-                                   return_dict=return_dict, **kwargs)
+                                   return_dict=True if tune_threshold else return_dict, **kwargs)
         if tune_threshold:
             if not self._text.settings["version_2"] or "best_f1_thresh" not in metrics:
                 raise TaskInputError("tune_threshold: only a SQuAD v2.0 model has a null threshold")
             self.null_threshold = metrics["best_f1_thresh"]
+            if return_dict is False:
+                return list(metrics.values())
         return metrics
 
     # -- data -------------------------------------------------------------------------

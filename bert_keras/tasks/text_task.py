@@ -412,14 +412,27 @@ class TextTask(keras.Model):
                 self.optimizer.build(self.trainable_variables)
 
     def evaluate(self, x=None, y=None, batch_size=None, verbose=None, sample_weight=None, steps=None,
-                 callbacks=None, return_dict=False, **kwargs):
+                 callbacks=None, return_dict=None, **kwargs):
         """The task's metrics on raw text, as a dict (see the class docstring).
 
         `x` / `y` take the forms of `fit` (a dataset: batched or not). Tokenized
         inputs, and the validation of `fit`, go to Keras' own loop (loss and the
         compiled metrics). `verbose=1` shows Keras' progress bar (with ETA) over the
         prediction batches the metrics are computed from (default: `verbosity`'s level, 0).
+        `return_dict`: None (default) gives the metrics dict on raw text and Keras' own
+        default (a list) in Keras' loop; `False` gives a list in either case (on raw text,
+        the dict's values in its order, as `loss, accuracy = model.evaluate(...)` expects
+        of Keras), `True` a dict.
         """
+        metrics = self._evaluate_metrics(x, y, batch_size=batch_size, verbose=verbose,
+                                         sample_weight=sample_weight, steps=steps, callbacks=callbacks,
+                                         return_dict=bool(return_dict), **kwargs)
+        if return_dict is False and isinstance(metrics, dict):
+            return list(metrics.values())
+        return metrics
+
+    def _evaluate_metrics(self, x, y, *, batch_size, verbose, sample_weight, steps, callbacks, return_dict,
+                          **kwargs):
         verbose = self._verbose if verbose is None else verbose
         x, batch_size = _read_batch_source(x, batch_size)
         batch_size = self._batch_size(x, batch_size)

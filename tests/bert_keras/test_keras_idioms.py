@@ -285,8 +285,27 @@ def test_span_qa_on_datasets_and_the_threshold_changes_only_when_asked(spec):
     assert [r["answer"] for r in qa.predict(x)] == [r["answer"] for r in predicted]
     tuned = qa.evaluate(x, answers, tune_threshold=True)
     assert qa.null_threshold == pytest.approx(tuned["best_f1_thresh"])
+    assert qa.evaluate(x, answers, tune_threshold=True, return_dict=False) == list(tuned.values())
     qa.null_threshold = -1e6  # the explicit setter: null odds always above it, never an answer
     assert not any(r["has_answer"] for r in qa.predict(x))
+
+
+def test_evaluate_return_dict_false_gives_a_list_as_keras_does(spec):
+    """`loss, accuracy = model.evaluate(x, y)` is Keras' idiom: with `return_dict=False` a task gives
+    its metrics as a list (the dict's values, in its order); Keras' own loop (tokenized input) too."""
+    texts, labels = ["good film", "bad film", "great fun", "awful plot"] * 2, ["pos", "neg"] * 4
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    classifier.fit(texts, labels, epochs=1, batch_size=4, verbose=0)
+    metrics = classifier.evaluate(texts, labels)
+    assert isinstance(metrics, dict) and metrics == classifier.evaluate(texts, labels, return_dict=True)
+    listed = classifier.evaluate(texts, labels, return_dict=False)
+    assert listed == list(metrics.values()) and len(listed) == len(metrics) > 1
+    packed = classifier.preprocessor(tf.constant(texts))
+    ids = np.array([["neg", "pos"].index(label) for label in labels])
+    keras_loop = classifier.evaluate(tf.data.Dataset.from_tensor_slices((packed, ids)).batch(4), return_dict=False)
+    assert isinstance(keras_loop, list) and np.isfinite(keras_loop[0])  # [loss, compiled metrics...]
+    as_dict = classifier.evaluate(tf.data.Dataset.from_tensor_slices((packed, ids)).batch(4), return_dict=True)
+    assert as_dict["loss"] == pytest.approx(keras_loop[0], rel=1e-5)
 
 
 def test_multiple_choice_and_embedder_on_datasets(spec):
