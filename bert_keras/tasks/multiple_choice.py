@@ -36,6 +36,7 @@ class MultipleChoice(TextTask):
 
     kind = "multiple_choice"
     fixed_settings = ("num_choices",)
+    _packed_rank = 3  # [batch, choices, length]
     predict_example = "'context ||| ending 1 ||| ending 2 ||| ending 3 ||| ending 4'"
 
     @property

@@ -74,6 +74,33 @@ class TextPreprocessor(keras.layers.Layer):
                 tf.lookup.KeyValueTensorInitializer(tf.constant(self.labels),
                                                     tf.range(len(self.labels), dtype=tf.int32)), -1)
 
+    def __call__(self, x, y=None, sample_weight=None, **kwargs):
+        """Python values are converted to tensors first, as keras-hub's preprocessors do: a
+        string, a list of strings (a batch), a tuple of them (the segments of a pair), numpy
+        arrays, nested lists (word lists, endings). One example (a scalar string or pair; a
+        word list for `TokenClassifierPreprocessor`) comes out unbatched and padded to
+        `seq_length`, so `dataset.map(preprocessor).batch(n)` works on an unbatched dataset."""
+        x, y, sample_weight = (_as_tensors(value) for value in (x, y, sample_weight))
+        if not self._is_one_example(x):
+            return super().__call__(x, y=y, sample_weight=sample_weight, **kwargs)
+        batch = lambda value: None if value is None else tf.nest.map_structure(lambda t: t[None], value)
+        outputs = super().__call__(batch(x), y=batch(y), sample_weight=batch(sample_weight), **kwargs)
+        x, y, sample_weight = keras.utils.unpack_x_y_sample_weight(outputs)
+        pad_id = self.tokenizer.special_tokens.pad
+        x = {name: _padded_to(value, self.seq_length, pad_id if name == "token_ids" else 0)[0]
+             for name, value in x.items()}
+        if y is not None:
+            y = self._one_example_labels(y)
+        return keras.utils.pack_x_y_sample_weight(x, y, None if sample_weight is None else sample_weight[0])
+
+    def _is_one_example(self, x):
+        """Whether `x` is one example rather than a batch (texts: scalar strings)."""
+        leaves = tf.nest.flatten(x)
+        return bool(leaves) and all(isinstance(t, tf.Tensor) and t.shape.rank == 0 for t in leaves)
+
+    def _one_example_labels(self, y):
+        return y[0]
+
     def call(self, x, y=None, sample_weight=None):
         packed = self.pack(x)
         if y is not None:
@@ -131,6 +158,10 @@ class MultipleChoicePreprocessor(TextPreprocessor):
         super().__init__(tokenizer, seq_length=seq_length,
                          labels=[str(i) for i in range(self.num_choices)], **kwargs)
 
+    def _is_one_example(self, x):
+        contexts = tf.nest.flatten(x)[0]
+        return isinstance(contexts, tf.Tensor) and contexts.shape.rank == 0
+
     def pack(self, x):
         contexts, endings = x
         endings = tf.convert_to_tensor(endings)
@@ -174,6 +205,14 @@ class TokenClassifierPreprocessor(TextPreprocessor):
     `tf.RaggedTensor` `[batch, (words)]` (or a dense `[batch, words]` without padding),
     `tags` the same shape of tag names; returns `x` alone or `(x, y[, sample_weight])`.
     """
+
+    def _is_one_example(self, x):
+        return isinstance(x, tf.Tensor) and x.shape.rank == 1  # one text's words
+
+    def _one_example_labels(self, y):
+        from pipelines.datasets.batching import IGNORE_LABEL
+
+        return _padded_to(y, self.seq_length, IGNORE_LABEL)[0]
 
     def pack(self, words):
         return self._pack(words, None)[0]
@@ -279,6 +318,9 @@ class SpanQAPreprocessor(TextPreprocessor):
             raise ValueError(f"doc_stride must be at least 1, got {doc_stride}")
         super().__init__(tokenizer, seq_length=seq_length, pad_to=pad_to, **kwargs)
 
+    def _is_one_example(self, x):
+        return False  # one question is already a batch of windows; `_windows` reads a scalar pair
+
     def pack(self, x):
         return self.windows(x)[0]
 
@@ -364,3 +406,39 @@ def _first_answer(values, default):
     if values.shape.rank == 2:
         return tf.pad(values[:, :1], [[0, 0], [0, 1 - tf.shape(values[:, :1])[1]]], constant_values=default)[:, 0]
     return tf.reshape(values, [-1])
+
+
+def _as_tensors(value):
+    """Python inputs of a preprocessor as tensors (tensors, and None, pass through).
+
+    A tuple stays a tuple (segments, or `(contexts, endings)`); a dict (SpanQA's answers) keeps
+    its keys; a list, numpy array or scalar becomes one tensor, ragged when its rows differ
+    in length (word lists of several texts).
+    """
+    if value is None or isinstance(value, (tf.Tensor, tf.RaggedTensor, tf.SparseTensor)):
+        return value
+    if keras.ops.is_tensor(value) or hasattr(value, "_keras_history"):  # symbolic Keras inputs
+        return value
+    if isinstance(value, tuple):
+        return tuple(_as_tensors(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _as_tensors(item) for key, item in value.items()}
+    if hasattr(value, "__array__") and not isinstance(value, (list, str, bytes)):
+        import numpy as np
+
+        array = np.asarray(value)
+        value = array.tolist() if array.dtype == object else array
+    try:
+        return tf.constant(value)
+    except (ValueError, TypeError):
+        return tf.ragged.constant(value)
+
+
+def _padded_to(value, length, pad_value):
+    """`value` `[..., width]` padded at the end of its last axis to `length`."""
+    width = tf.shape(value)[-1]
+    rank = value.shape.rank
+    paddings = tf.concat([tf.zeros([rank - 1, 2], tf.int32), [[0, tf.maximum(length - width, 0)]]], axis=0)
+    padded = tf.pad(value, paddings, constant_values=tf.cast(pad_value, value.dtype))
+    padded.set_shape(value.shape[:-1].concatenate([length]))  # the packer never exceeds `length`
+    return padded

@@ -341,7 +341,10 @@ class TextTask(keras.Model):
                 raise TaskInputError("validation_split: works on in-memory data only (as in Keras); with "
                                      "a dataset, pass validation_data= (e.g. dataset.take(n))")
             if _is_tokenized_dataset(x):
-                return self._fit_batches(x, epochs=epochs, max_steps=max_steps, verbose=verbose,
+                if validation_data is not None:
+                    validation_data = self._validation_dataset(validation_data, validation_batch_size)
+                return self._fit_batches(self._packed_batches(x, batch_size), epochs=epochs,
+                                         max_steps=max_steps, verbose=verbose,
                                          callbacks=callbacks, validation_data=validation_data,
                                          class_weight=class_weight, initial_epoch=initial_epoch,
                                          steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
@@ -440,6 +443,8 @@ class TextTask(keras.Model):
                 or isinstance(x, tf.data.Dataset) and _is_tokenized_dataset(x)):
             if is_tokenized(x) and not kwargs:
                 return self._evaluate(x, y, batch_size=batch_size)
+            if isinstance(x, tf.data.Dataset):
+                x = self._packed_batches(x, batch_size)
             return super().evaluate(x, y, batch_size=batch_size, verbose=verbose,
                                     sample_weight=sample_weight, steps=steps, callbacks=callbacks,
                                     return_dict=return_dict, **kwargs)
@@ -487,7 +492,7 @@ class TextTask(keras.Model):
             with self.verbosity(self._verbose if verbose is None else verbose):
                 if isinstance(x, tf.data.Dataset) and _is_tokenized_dataset(x):
                     # Batches from the preprocessor (or your own packing): the same outputs as raw text.
-                    return self._from_outputs(self._outputs(x))
+                    return self._from_outputs(self._outputs(self._packed_batches(x, batch_size)))
                 return self._predict(x, batch_size=batch_size)
         finally:
             self._predict_callbacks = None
@@ -530,7 +535,7 @@ class TextTask(keras.Model):
         if not isinstance(x, tf.data.Dataset):
             return take_rows(x, 0, steps * batch_size)
         if _is_tokenized_dataset(x):
-            return x.take(steps)
+            return self._packed_batches(x, batch_size).take(steps)
         from bert_keras.tasks.dataset_inputs import batch_size_of
 
         return x.take(steps if batch_size_of(x, self.dataset_layout) else steps * batch_size)
@@ -583,7 +588,7 @@ class TextTask(keras.Model):
             validation_data, _ = dataset_of_batches(validation_data, name="validation_data")
         if isinstance(validation_data, tf.data.Dataset):
             if _is_tokenized_dataset(validation_data):
-                return validation_data
+                return self._packed_batches(validation_data, batch_size)
             dataset, _ = self._train_dataset(validation_data, None, sample_weight=None,
                                              batch_size=batch_size, shuffle=False, seed=None)
             return dataset
@@ -611,6 +616,28 @@ class TextTask(keras.Model):
                 raise TaskInputError(f"class_weight[{key!r}]: {weight!r} is not a finite weight >= 0")
             weights[i] = float(weight)
         return weights
+
+    # Rank of a batch's packed `token_ids` (`[batch, length]`; multiple choice adds choices).
+    _packed_rank = 2
+
+    def _packed_batches(self, dataset, batch_size):
+        """A dataset of packed inputs, batched if its elements are single examples (as
+        `dataset.map(task.preprocessor)` gives on an unbatched dataset), padded per batch
+        (token ids with [PAD], per-token labels with the ignored label)."""
+        spec = dataset.element_spec
+        x_spec = spec[0] if isinstance(spec, tuple) else spec
+        rank = x_spec["token_ids"].shape.rank
+        if rank is None or rank >= self._packed_rank:
+            return dataset
+        from pipelines.datasets.batching import IGNORE_LABEL
+
+        pad = self.tokenizer.special_tokens.pad
+        x_padding = {name: tf.constant(pad if name == "token_ids" else 0, s.dtype) for name, s in x_spec.items()}
+        rest = tf.nest.map_structure(
+            lambda s: tf.constant(IGNORE_LABEL if s.dtype.is_integer and s.shape.rank else 0, s.dtype),
+            tuple(spec[1:]) if isinstance(spec, tuple) else ())
+        padding = (x_padding, *rest) if isinstance(spec, tuple) else x_padding
+        return dataset.padded_batch(batch_size, padding_values=padding)
 
     @property
     def dataset_layout(self):

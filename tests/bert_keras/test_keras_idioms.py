@@ -402,6 +402,61 @@ def test_the_preprocessor_layer_feeds_fit_and_predict_like_raw_text(spec):
     np.testing.assert_allclose(chooser.predict(choices), chooser.predict((contexts, endings)), atol=1e-6)
 
 
+def test_the_preprocessor_takes_python_values_and_single_examples_as_keras_hub_does(spec):
+    """keras-hub's conventions: a list is a batch, a tuple the segments of a pair, a scalar one
+    example (unbatched, padded to seq_length), so `dataset.map(preprocessor).batch(n)` works."""
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    preprocessor = classifier.preprocessor
+    batch = preprocessor(tf.constant(TEXTS[:2]))["token_ids"].numpy()
+    np.testing.assert_array_equal(preprocessor(TEXTS[:2])["token_ids"], batch)  # a list: a batch
+    np.testing.assert_array_equal(preprocessor(np.array(TEXTS[:2]))["token_ids"], batch)
+    x, y = preprocessor(TEXTS[0], "pos")  # one example
+    assert x["token_ids"].shape == (32,) and int(y) == 1
+    np.testing.assert_array_equal(x["token_ids"][:batch.shape[1]], batch[0])
+    assert int(np.sum(x["padding_mask"])) == int(np.sum(batch[0] > 0))
+    pairs = preprocessor((TEXTS[:2], TEXTS_B[:2]))  # a tuple: two segments
+    assert pairs["segment_ids"].numpy().max() == 1 and preprocessor(TEXTS[:2])["segment_ids"].numpy().max() == 0
+    np.testing.assert_array_equal(preprocessor((TEXTS[0], TEXTS_B[0]))["token_ids"][:pairs["token_ids"].shape[1]],
+                                  pairs["token_ids"][0])
+
+    # mapped over an unbatched dataset, then batched by you or by fit (padded to seq_length
+    # either way, so the encoder's dropout draws the same masks): fit, evaluate, predict
+    reference = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    untrained = reference.predict(TEXTS)
+    expected = losses(reference.fit(tf.data.Dataset.from_tensor_slices((TEXTS, LABELS)).map(
+        reference.preprocessor).batch(4), epochs=1, verbose=0))
+    assert np.abs(reference.predict(TEXTS) - untrained).max() > 1e-3  # it trained
+    for batched in (True, False):
+        model = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+        rows = tf.data.Dataset.from_tensor_slices((TEXTS, LABELS)).map(model.preprocessor)
+        assert rows.element_spec[0]["token_ids"].shape == (32,)
+        data = rows.batch(4) if batched else rows
+        history = model.fit(data, batch_size=4, epochs=1, verbose=0, validation_data=rows)
+        np.testing.assert_allclose(losses(history), expected, rtol=1e-5)
+        assert "val_loss" in history.history
+        texts_only = data.map(lambda x, y: x)
+        np.testing.assert_allclose(model.predict(texts_only), reference.predict(TEXTS), atol=1e-5)
+        loss, accuracy = model.evaluate(data, verbose=0)
+        assert np.isfinite(loss) and accuracy == pytest.approx(reference.evaluate(TEXTS, LABELS)["accuracy"])
+
+    # NER: a word list is one text; multiple choice: a scalar context with its endings
+    tagger = build(tasks.TokenClassifier, spec, labels=["O", "B-LOC"])
+    x, y = tagger.preprocessor(["john", "lives", "in", "paris"], ["O", "O", "O", "B-LOC"])
+    assert x["token_ids"].shape == (32,) and y.numpy()[:6].tolist() == [-100, 0, 0, 0, 1, -100]
+    assert set(y.numpy()[6:].tolist()) == {-100}
+    ragged = tagger.preprocessor([["john", "lives"], ["paris"]])  # nested lists: a ragged batch
+    assert ragged["token_ids"].shape[0] == 2
+    chooser = build(tasks.MultipleChoice, spec, num_choices=2)
+    x, y = chooser.preprocessor(("he opens the door.", ["he walks in.", "paris."]), 1)
+    assert x["token_ids"].shape == (2, 32) and int(y) == 1
+    choices = tf.data.Dataset.from_tensor_slices(
+        (["he opens the door.", "a dog."], [["he walks in.", "paris."], ["great.", "bad."]])).map(
+        lambda c, e: chooser.preprocessor((c, e)))
+    np.testing.assert_allclose(chooser.predict(choices),
+                               chooser.predict((["he opens the door.", "a dog."],
+                                                [["he walks in.", "paris."], ["great.", "bad."]])), atol=1e-6)
+
+
 def test_the_ner_preprocessor_builds_the_features_fit_builds(spec):
     from pipelines.datasets.conll import encode_sentences, read_conll
 
