@@ -3,6 +3,7 @@
 import dataclasses
 from typing import Optional
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -10,6 +11,7 @@ from bert_keras.tasks.inputs import TaskInputError, check_count, is_tokenized, t
 from bert_keras.tasks.text_task import TextTask
 
 
+@keras.saving.register_keras_serializable(package="bert_keras")
 class Embedder(TextTask):
     """Sentence embeddings with `bert_keras.models.BertEmbedder` (no fine-tuning objective).
 

@@ -1,5 +1,6 @@
 """`MultipleChoice`: pick the ending that completes a context (SWAG) on raw text."""
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -8,6 +9,7 @@ from bert_keras.tasks.inputs import label_ids, text_list
 from bert_keras.tasks.text_task import TextTask, steps_for
 
 
+@keras.saving.register_keras_serializable(package="bert_keras")
 class MultipleChoice(TextTask):
     """Scores `num_choices` endings of each context with `bert_keras.models.BertMultipleChoice`.
 

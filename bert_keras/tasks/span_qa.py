@@ -1,5 +1,6 @@
 """`SpanQA`: extractive question answering (SQuAD v1.1 and v2.0) on raw text."""
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -9,6 +10,7 @@ from pipelines.datasets.squad import SquadExample
 from bert_keras.tasks.text_task import TextTask, steps_for
 
 
+@keras.saving.register_keras_serializable(package="bert_keras")
 class SpanQA(TextTask):
     """Finds the answer span of a question in a context with `bert_keras.models.BertSpanQA`.
 

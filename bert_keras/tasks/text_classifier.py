@@ -1,5 +1,6 @@
 """`TextClassifier`: sentence and sentence-pair classification or regression on raw text."""
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -21,6 +22,7 @@ WINDOW_TRAININGS = ("texts", "windows")
 GRADIENT_WINDOWS = 4
 
 
+@keras.saving.register_keras_serializable(package="bert_keras")
 class TextClassifier(TextTask):
     """Classifies texts or text pairs (GLUE-style) with `bert_keras.models.BertClassifier`.
 

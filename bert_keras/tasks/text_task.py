@@ -410,7 +410,7 @@ class TextTask(keras.Model):
         distribution strategy), they make TensorFlow trace the whole step a second time:
         about 5 s of a MiniLM fine-tune's start-up on 2 cores.
         """
-        if self.optimizer is not None and not self.optimizer.built:
+        if getattr(self, "optimizer", None) is not None and not self.optimizer.built:
             with self.distribute_strategy.scope():
                 self.optimizer.build(self.trainable_variables)
 
@@ -777,13 +777,48 @@ class TextTask(keras.Model):
         Never deletes what you own: a directory holding anything but a fine-tuned
         model is refused (the error lists what is there); an existing fine-tuned
         model is replaced only with `overwrite=True`, and then only the files of
-        the format. A path ending in `.keras` / `.h5` (Keras callbacks) saves the
-        head alone, as `keras.Model.save` (overwrite by default). Returns the directory.
+        the format. A path ending in `.keras` (`keras.Model.save`, Keras callbacks)
+        saves the whole task in Keras' format (weights, vocabulary, labels, settings:
+        `keras.models.load_model` gives back a task that takes raw text); `.h5` (Keras'
+        legacy format) the head alone; both overwrite by default, as Keras. Returns the
+        directory.
         """
         path = os.fspath(directory)
-        if path.endswith((".keras", ".h5")):
-            return self.head.save(path, overwrite=True if overwrite is None else overwrite, **kwargs)
+        overwrite_file = True if overwrite is None else overwrite
+        if path.endswith(".keras"):
+            return super().save(path, overwrite=overwrite_file, **kwargs)
+        if path.endswith(".h5"):
+            return self.head.save(path, overwrite=overwrite_file, **kwargs)
         return save_finetuned(path, self.to_finetuned(), overwrite=bool(overwrite))
+
+    # -- Keras serialization: a `.keras` file holds the whole task ---------------------------
+    def get_config(self):
+        """The task as Keras serializes it: its head, and the text side inline (the vocabulary's
+        tokens, so a `.keras` file is self-contained)."""
+        with open(self._text.vocab_file, encoding="utf-8") as handle:
+            vocabulary = handle.read().splitlines()
+        return {"name": self.name, "head": keras.saving.serialize_keras_object(self.head),
+                "vocabulary": vocabulary, "lowercase": self._text.lowercase,
+                "seq_length": self._text.seq_length, "labels": self.labels, "settings": self.settings,
+                "training": dict(self._text.training), "eval_results": self._text.eval_results,
+                "recipe": self._recipe}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        head = keras.saving.deserialize_keras_object(config.pop("head"))
+        vocab_file = _stored_vocabulary(config.pop("vocabulary"))
+        recipe = config.pop("recipe", None)
+        task = cls(head, vocab_file=vocab_file, **config)
+        task._compile_recipe(**(recipe or {}))
+        task._build_optimizer()  # its slots exist, so Keras restores the saved moments and step
+        return task
+
+    def get_compile_config(self):
+        return None  # `from_config` compiles the recipe; a compile of your own is not restored
+
+    def get_build_config(self):
+        return None  # built by its head
 
     def distill(self, x, y=None, **options):
         """A smaller student of this task trained on its outputs for `x` (and labels `y`, optional);
@@ -972,6 +1007,25 @@ class WindowOutputs:
     starts: Any
     truncated: Any
     num_tokens: Any
+
+def _stored_vocabulary(tokens):
+    """A vocabulary file with these tokens, for a task read from a `.keras` file: written once
+    per content (named by its hash) under the temp directory, atomically."""
+    import hashlib
+    import tempfile
+
+    text = "\n".join(tokens) + "\n"
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
+    directory = os.path.join(tempfile.gettempdir(), "bert_keras_vocabularies")
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"{digest}.txt")
+    if not os.path.isfile(path):
+        handle, staging = tempfile.mkstemp(dir=directory, suffix=".tmp")
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        os.replace(staging, path)
+    return path
+
 
 def load(directory, *, expected=None):
     """The task saved in a fine-tuned model directory (`save`, `bert-keras finetune`).

@@ -1,5 +1,6 @@
 """`TokenClassifier`: named-entity recognition with word-level labels in and out."""
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -9,6 +10,7 @@ from bert_keras.tasks.inputs import is_tokenized, label_ids, text_list
 from bert_keras.tasks.text_task import TextTask, steps_for
 
 
+@keras.saving.register_keras_serializable(package="bert_keras")
 class TokenClassifier(TextTask):
     """Tags words (CoNLL-2003 NER) with `bert_keras.models.BertTokenClassifier`.
 

@@ -195,8 +195,48 @@ def test_steps_per_epoch_and_callbacks(spec, tmp_path):
                    keras.callbacks.TensorBoard(logs)])
     assert len(history.history["loss"]) == 2  # stopped: no val_loss improvement of 10
     assert os.path.isfile(checkpoint) and os.listdir(os.path.join(logs, "train"))
-    reloaded = keras.saving.load_model(checkpoint, compile=False)
-    assert reloaded.num_classes == 2
+    reloaded = keras.saving.load_model(checkpoint)  # the whole task, raw text in
+    assert isinstance(reloaded, tasks.TextClassifier) and reloaded.labels == ["neg", "pos"]
+    np.testing.assert_allclose(reloaded.predict(TEXTS), classifier.predict(TEXTS), atol=1e-6)
+
+
+@pytest.mark.parametrize("family", ["classifier", "pairs", "ner", "squad", "choice", "embedder"])
+def test_keras_save_and_load_model_give_back_the_whole_task(spec, tmp_path, family):
+    """`task.save("x.keras")` / `keras.models.load_model` as for any Keras model: the same class,
+    labels and settings, the same predictions on raw text, and training goes on from the saved
+    optimizer state."""
+    if family == "classifier":
+        task, x, y = build(tasks.TextClassifier, spec, labels=["neg", "pos"]), TEXTS, LABELS
+    elif family == "pairs":
+        task = build(tasks.TextClassifier, spec, labels=["neg", "pos"], text_pair=True)
+        x, y = (TEXTS, TEXTS_B), LABELS
+    elif family == "ner":
+        task = build(tasks.TokenClassifier, spec, labels=["O", "B-LOC"])
+        x, y = [["john", "lives", "in", "paris"], ["a", "dull", "city"]], [["O", "O", "O", "B-LOC"], ["O"] * 3]
+    elif family == "squad":
+        task = build(tasks.SpanQA, spec, seq_length=64, max_query_length=16, doc_stride=16, version_2=True)
+        x, y = (SQUAD_QUESTIONS, [CONTEXT] * 4), SQUAD_ANSWERS
+    elif family == "choice":
+        task = build(tasks.MultipleChoice, spec, num_choices=2)
+        x, y = (["he opens the door.", "a dog."], [["he walks in.", "paris."], ["great.", "bad."]]), [0, 1]
+    else:
+        task, x, y = build(tasks.Embedder, spec), TEXTS, None
+    if y is not None:
+        task.fit(x, y, epochs=1, batch_size=4, verbose=0)
+    path = str(tmp_path / "task.keras")
+    task.save(path)
+    reloaded = keras.models.load_model(path)
+    assert type(reloaded) is type(task) and reloaded.labels == task.labels
+    assert reloaded.settings == task.settings and reloaded.seq_length == task.seq_length
+    expected, got = task.predict(x), reloaded.predict(x)
+    if isinstance(expected, np.ndarray):
+        np.testing.assert_allclose(got, expected, atol=1e-6)
+    else:
+        assert got == expected
+    if y is not None:  # the optimizer state came back: the next step is the same on both
+        assert int(reloaded.optimizer.iterations) == int(task.optimizer.iterations) > 0
+        reloaded.save(str(tmp_path / "as-directory"))  # and it saves as a fine-tuned directory
+        assert tasks.load(str(tmp_path / "as-directory")).labels == task.labels
 
 
 def test_backup_and_restore_resumes_an_interrupted_fit(spec, tmp_path):
