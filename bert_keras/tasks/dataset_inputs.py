@@ -25,7 +25,10 @@ Example:
 (['a b', 'c', 'd e'], ['pos', 'neg', 'pos'], None)
 """
 
+import contextlib
 import dataclasses
+import functools
+import threading
 
 import numpy as np
 import tensorflow as tf
@@ -242,6 +245,7 @@ def dataset_of_batches(source, *, streamed=False, name="x"):
     if isinstance(source, keras.utils.PyDataset):
         count = source.num_batches
 
+        @_remembering_errors
         def batches():
             index = 0
             while count is None or index < count:
@@ -263,6 +267,7 @@ def dataset_of_batches(source, *, streamed=False, name="x"):
         if streamed:
             pending = [first]
 
+            @_remembering_errors
             def batches():
                 while pending:
                     yield pending.pop()
@@ -289,6 +294,41 @@ def dataset_of_batches(source, *, streamed=False, name="x"):
     leaf = first_leaf(first[0] if isinstance(first, tuple) else first)
     size = int(leaf.nrows() if isinstance(leaf, tf.RaggedTensor) else (tf.shape(leaf)[0] if leaf.shape.rank else 1))
     return dataset, size
+
+
+# The exception a Keras batch source (a PyDataset's `__getitem__`, a generator) raised inside
+# `tf.data`, which TensorFlow reports as an `InvalidArgumentError` with the text of a traceback:
+# `raising_source_errors` raises the source's own exception instead, as Keras' loop does.
+_raised = {"error": None}
+_raised_lock = threading.Lock()
+
+
+def _remembering_errors(generator_function):
+    @functools.wraps(generator_function)
+    def generator(*args, **kwargs):
+        try:
+            yield from generator_function(*args, **kwargs)
+        except Exception as error:  # noqa: BLE001 - remembered, re-raised as itself
+            with _raised_lock:
+                _raised["error"] = error
+            raise
+    return generator
+
+
+@contextlib.contextmanager
+def raising_source_errors():
+    """Within the block, a TensorFlow error caused by an exception of a Keras batch source
+    (`dataset_of_batches`) is replaced by that exception (its type, message and traceback)."""
+    with _raised_lock:
+        _raised["error"] = None
+    try:
+        yield
+    except tf.errors.OpError:
+        with _raised_lock:
+            error, _raised["error"] = _raised["error"], None
+        if error is None:
+            raise
+        raise error.with_traceback(error.__traceback__) from None
 
 
 def _as_tensors(batch, name):

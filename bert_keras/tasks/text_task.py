@@ -14,6 +14,7 @@ schedule sized to the run, save / load, export) lives here.
 
 import contextlib
 import dataclasses
+import functools
 import math
 import os
 import warnings
@@ -27,7 +28,7 @@ from bert_keras.families import family, resolve
 from bert_keras.finetuned_model import FinetunedModel, is_finetuned_directory
 from bert_keras.finetuned_model import read_finetuned, save_finetuned
 from bert_keras.models.encoder_head import EncoderHead
-from bert_keras.tasks.dataset_inputs import dataset_of_batches, is_batch_source
+from bert_keras.tasks.dataset_inputs import dataset_of_batches, is_batch_source, raising_source_errors
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_epochs, check_label_names
 from bert_keras.tasks.inputs import check_tokenized
 from bert_keras.tasks.inputs import check_sample_weight, is_tokenized, label_ids, num_rows, take_rows
@@ -45,6 +46,16 @@ class TextSide:
     training: Dict[str, Any]
     eval_results: Optional[Dict[str, Any]] = None
     tokenizer: Any = None
+
+
+def _raising_source_errors(method):
+    """`fit` / `evaluate` / `predict` raise what your PyDataset or generator raised, as Keras does
+    (not TensorFlow's `InvalidArgumentError` around its traceback's text)."""
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        with raising_source_errors():
+            return method(*args, **kwargs)
+    return wrapper
 
 
 class TextTask(keras.Model):
@@ -282,6 +293,7 @@ class TextTask(keras.Model):
             self.distribute_strategy, tf.distribute.TPUStrategy)
 
     # -- fit / evaluate / predict -------------------------------------------------------
+    @_raising_source_errors
     def fit(self, x=None, y=None, batch_size=None, epochs=3, verbose="auto", callbacks=None,
             validation_split=0.0, validation_data=None, shuffle=True, class_weight=None,
             sample_weight=None, initial_epoch=0, steps_per_epoch=None, validation_steps=None,
@@ -414,6 +426,7 @@ class TextTask(keras.Model):
             with self.distribute_strategy.scope():
                 self.optimizer.build(self.trainable_variables)
 
+    @_raising_source_errors
     def evaluate(self, x=None, y=None, batch_size=None, verbose=None, sample_weight=None, steps=None,
                  callbacks=None, return_dict=None, **kwargs):
         """The task's metrics on raw text, as a dict (see the class docstring).
@@ -460,6 +473,7 @@ class TextTask(keras.Model):
         with self.verbosity(verbose):
             return self._evaluate(x, y, batch_size=batch_size)
 
+    @_raising_source_errors
     def predict(self, x, batch_size=None, verbose=None, steps=None, callbacks=None, *, max_length=None,
                 stride=None):
         """The task's predictions for raw text (see the class docstring).

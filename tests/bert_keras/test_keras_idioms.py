@@ -772,3 +772,31 @@ def test_weights_and_callbacks_are_checked_at_the_door(spec):
         qa.fit((["who lives in paris?"], [CONTEXT]), [{"text": "mary", "answer_start": 0}], verbose=0)
     rows = qa.predict([("who lives in paris?", CONTEXT)])  # (question, context) rows
     assert rows[0]["answer"] == qa.predict((["who lives in paris?"], [CONTEXT]))[0]["answer"]
+
+
+def test_a_batch_source_that_raises_mid_epoch_raises_its_own_error_as_keras_does(spec):
+    """Keras' loop re-raises what a PyDataset or generator raised; so do the tasks (not
+    TensorFlow's InvalidArgumentError around the text of a traceback)."""
+    class Reviews(keras.utils.PyDataset):
+        def __len__(self):
+            return 3
+
+        def __getitem__(self, index):
+            if index == 2:
+                raise KeyError("reviews.csv line 17: no 'label' column")
+            return np.array(TEXTS[:4]), np.array(LABELS[:4])
+
+    def stream():
+        yield TEXTS[:4], LABELS[:4]
+        raise OSError("reviews.csv: connection reset")
+
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    for call in (classifier.fit, classifier.evaluate, classifier.predict):
+        with pytest.raises(KeyError, match="line 17"):
+            call(Reviews(), verbose=0)
+    with pytest.raises(OSError, match="connection reset"):
+        classifier.fit(stream(), steps_per_epoch=2, epochs=1, verbose=0)
+    # and a TensorFlow error of the model's own still comes through as it is
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        classifier.predict(tf.data.Dataset.from_tensor_slices(
+            {"token_ids": [[2, 999, 3]], "segment_ids": [[0, 0, 0]], "padding_mask": [[1, 1, 1]]}).batch(1))
