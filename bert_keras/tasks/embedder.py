@@ -74,6 +74,11 @@ class Embedder(TextTask):
         """The sentence embedding `[B, D]` (the head also gives `token_embeddings`)."""
         return self.head(inputs, training=training)["sentence_embedding"]
 
+    def _pooler_unused(self, head):
+        # Only `pooling="pooled"` reads the tanh pooler: frozen otherwise, so that training the
+        # embedder (distillation) does not warn that it gets no gradient.
+        return head.pooling != "pooled"
+
     def _compile_recipe(self, **recipe):
         """No training objective: inference only (which skips padded tokens by default)."""
 

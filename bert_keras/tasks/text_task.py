@@ -69,7 +69,7 @@ class TextTask(keras.Model):
     def __init__(self, head, *, vocab_file, seq_length=None, lowercase=True, labels=None,
                  settings=None, training=None, eval_results=None, name=None):
         super().__init__(name=name or type(self).__name__)
-        if self.freeze_pooler:
+        if self._pooler_unused(head):
             head.encoder.pooler.trainable = False
         self.head = head
         positions = head.encoder.config.max_position_embeddings
@@ -90,6 +90,10 @@ class TextTask(keras.Model):
         # The head holds its weights already: callbacks that save / restore them before the first
         # step (BackupAndRestore) need the wrapper to say so.
         self.built = bool(head.built)
+
+    def _pooler_unused(self, head):
+        """Whether `head` never reads the pooled output (its pooler is then frozen)."""
+        return self.freeze_pooler
 
     # -- the wrapped head -------------------------------------------------------
     @property

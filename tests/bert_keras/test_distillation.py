@@ -334,3 +334,23 @@ def test_long_texts_are_distilled_as_the_teacher_reads_them(tmp_path):
     assert student.settings["max_length"] == 96
     assert student.predict(long).shape == (len(long),)
     assert student.to_finetuned().training["distillation"]["labelled"] is False
+
+
+def test_an_embedder_distils_without_gradient_warnings(tmp_path):
+    """Mean pooling never reads the tanh pooler: it is frozen, so Keras has no variable without a
+    gradient to warn about on every step (it did: "Gradients do not exist for ... pooler")."""
+    import warnings
+
+    teacher = tiny_teacher("embedding", tmp_path)
+    assert not teacher.encoder.pooler.trainable
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        student = teacher.distill(TEXTS, layers=2, epochs=1, batch_size=4, seed=0, verbose=0)
+    assert not [w for w in caught if "Gradients do not exist" in str(w.message)]
+    assert not student.encoder.pooler.trainable
+    from bert_keras.encoder import BertEncoder
+
+    pooled = tasks.Embedder(models.BertEmbedder(BertEncoder(teacher.encoder.config), pooling="pooled"),
+                            vocab_file=teacher.tokenizer.vocab_file, seq_length=teacher.seq_length,
+                            settings={"pooling": "pooled"})
+    assert pooled.encoder.pooler.trainable  # the one mode that reads it
