@@ -29,6 +29,8 @@ Example:
 import keras
 import tensorflow as tf
 
+from bert_keras.tasks.inputs import TaskInputError
+
 from pipelines.windowing import question_context_layout, question_context_max_context
 from pipelines.windowing import question_context_windows
 
@@ -80,7 +82,13 @@ class TextPreprocessor(keras.layers.Layer):
         arrays, nested lists (word lists, endings). One example (a scalar string or pair; a
         word list for `TokenClassifierPreprocessor`) comes out unbatched and padded to
         `seq_length`, so `dataset.map(preprocessor).batch(n)` works on an unbatched dataset."""
-        x, y, sample_weight = (_as_tensors(value) for value in (x, y, sample_weight))
+        x = _as_tensors(x, empty=tf.string)
+        y, sample_weight = _as_tensors(y), _as_tensors(sample_weight)
+        if isinstance(x, dict):
+            raise TaskInputError(f"x: a dict ({', '.join(map(str, x))}) is packed inputs, what a "
+                                 f"preprocessor gives; {type(self).__name__} takes {self._x_form}")
+        if all(isinstance(t, (tf.Tensor, tf.RaggedTensor)) for t in tf.nest.flatten(x)):
+            self._check_texts(x)
         if not self._is_one_example(x):
             return super().__call__(x, y=y, sample_weight=sample_weight, **kwargs)
         batch = lambda value: None if value is None else tf.nest.map_structure(lambda t: t[None], value)
@@ -92,6 +100,21 @@ class TextPreprocessor(keras.layers.Layer):
         if y is not None:
             y = self._one_example_labels(y)
         return keras.utils.pack_x_y_sample_weight(x, y, None if sample_weight is None else sample_weight[0])
+
+    # What `x` is, for errors: the form this preprocessor takes.
+    _x_form = "a string, a list of strings (a batch), or a tuple of two of them (pairs)"
+
+    def _check_texts(self, x):
+        """A `TaskInputError` naming what is wrong with `x` (as tensors), before any op runs."""
+        texts = x if isinstance(x, tuple) else (x,)
+        if len(texts) not in (1, 2):
+            raise TaskInputError(f"x: a tuple is the two texts of a pair; got {len(texts)} parts. "
+                                 f"{type(self).__name__} takes {self._x_form}")
+        for text in texts:
+            _check_strings(text, (0, 1), self)
+        if len(texts) == 2 and texts[0].shape.rank is not None and texts[1].shape.rank is not None \
+                and texts[0].shape.rank != texts[1].shape.rank:
+            raise TaskInputError("x: the two texts of a pair are both single strings or both batches")
 
     def _is_one_example(self, x):
         """Whether `x` is one example rather than a batch (texts: scalar strings)."""
@@ -158,6 +181,18 @@ class MultipleChoicePreprocessor(TextPreprocessor):
         super().__init__(tokenizer, seq_length=seq_length,
                          labels=[str(i) for i in range(self.num_choices)], **kwargs)
 
+    _x_form = "(context, endings): a string and a list of strings, or a batch of each"
+
+    def _check_texts(self, x):
+        if not isinstance(x, tuple) or len(x) != 2:
+            raise TaskInputError(f"x: {type(self).__name__} takes {self._x_form}")
+        contexts, endings = x
+        _check_strings(contexts, (0, 1), self)
+        _check_strings(endings, (1, 2), self)
+        if contexts.shape.rank is not None and endings.shape.rank is not None \
+                and endings.shape.rank != contexts.shape.rank + 1:
+            raise TaskInputError("x: endings have one more axis than contexts (the choices)")
+
     def _is_one_example(self, x):
         contexts = tf.nest.flatten(x)[0]
         return isinstance(contexts, tf.Tensor) and contexts.shape.rank == 0
@@ -205,6 +240,13 @@ class TokenClassifierPreprocessor(TextPreprocessor):
     `tf.RaggedTensor` `[batch, (words)]` (or a dense `[batch, words]` without padding),
     `tags` the same shape of tag names; returns `x` alone or `(x, y[, sample_weight])`.
     """
+
+    _x_form = "a list of words (one text), or a batch of word lists (ragged)"
+
+    def _check_texts(self, x):
+        if isinstance(x, tuple):
+            raise TaskInputError(f"x: {type(self).__name__} takes {self._x_form}, not a tuple")
+        _check_strings(x, (1, 2), self)
 
     def _is_one_example(self, x):
         return isinstance(x, tf.Tensor) and x.shape.rank == 1  # one text's words
@@ -318,6 +360,14 @@ class SpanQAPreprocessor(TextPreprocessor):
             raise ValueError(f"doc_stride must be at least 1, got {doc_stride}")
         super().__init__(tokenizer, seq_length=seq_length, pad_to=pad_to, **kwargs)
 
+    _x_form = "(questions, contexts): two strings, or two lists of strings"
+
+    def _check_texts(self, x):
+        if not isinstance(x, tuple) or len(x) != 2:
+            raise TaskInputError(f"x: {type(self).__name__} takes {self._x_form}")
+        for text in x:
+            _check_strings(text, (0, 1), self)
+
     def _is_one_example(self, x):
         return False  # one question is already a batch of windows; `_windows` reads a scalar pair
 
@@ -408,7 +458,18 @@ def _first_answer(values, default):
     return tf.reshape(values, [-1])
 
 
-def _as_tensors(value):
+def _check_strings(value, ranks, preprocessor):
+    """`value` holds strings and has one of `ranks` (its rank when known)."""
+    if value.dtype != tf.string:
+        raise TaskInputError(f"x: {type(preprocessor).__name__} takes text ({preprocessor._x_form}); "
+                             f"got {value.dtype.name} values")
+    rank = value.shape.rank
+    if rank is not None and rank not in ranks:
+        raise TaskInputError(f"x: {type(preprocessor).__name__} takes {preprocessor._x_form}; got "
+                             f"strings of rank {rank}")
+
+
+def _as_tensors(value, *, empty=None):
     """Python inputs of a preprocessor as tensors (tensors, and None, pass through).
 
     A tuple stays a tuple (segments, or `(contexts, endings)`); a dict (SpanQA's answers) keeps
@@ -428,10 +489,17 @@ def _as_tensors(value):
 
         array = np.asarray(value)
         value = array.tolist() if array.dtype == object else array
+    if isinstance(value, list) and not value and empty is not None:
+        return tf.constant([], empty)
     try:
         return tf.constant(value)
     except (ValueError, TypeError):
+        pass
+    try:
         return tf.ragged.constant(value)
+    except (ValueError, TypeError) as error:
+        raise TaskInputError(f"cannot read {type(value).__name__} {str(value)[:80]!r} as a tensor: "
+                             f"{str(error).splitlines()[0]}") from None
 
 
 def _padded_to(value, length, pad_value):

@@ -459,6 +459,15 @@ def test_the_preprocessor_takes_python_values_and_single_examples_as_keras_hub_d
     np.testing.assert_array_equal(preprocessor((TEXTS[0], TEXTS_B[0]))["token_ids"][:pairs["token_ids"].shape[1]],
                                   pairs["token_ids"][0])
 
+    assert preprocessor([])["token_ids"].shape[0] == 0  # an empty batch
+    from bert_keras.tasks.inputs import TaskInputError
+
+    for bad, message in ((5, "got int32 values"), (("a", "b", "c"), "got 3 parts"),
+                         ([["a"], ["b", "c"]], "rank 2"), (["a", 3], "mixed types"),
+                         ({"token_ids": [[2, 3]]}, "packed inputs")):
+        with pytest.raises(TaskInputError, match=message):
+            preprocessor(bad)
+
     # mapped over an unbatched dataset, then batched by you or by fit (padded to seq_length
     # either way, so the encoder's dropout draws the same masks): fit, evaluate, predict
     reference = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
