@@ -249,18 +249,18 @@ def dataset_of_batches(source, *, streamed=False, name="x"):
         def batches():
             index = 0
             while count is None or index < count:
-                yield _as_tensors(source[index], name)
+                yield _batch_tensors(source[index], name)
                 index += 1
             source.on_epoch_end()
 
         if count == 0:
             raise TaskInputError(f"{name}: the PyDataset has no batch (len() is 0)")
-        first = _as_tensors(source[0], name)
+        first = _batch_tensors(source[0], name)
         _check_batch(first, first, f"{name} (batch 0)")
     else:
         iterator = iter(source)
         try:
-            first = _as_tensors(next(iterator), name)
+            first = _batch_tensors(next(iterator), name)
         except StopIteration:
             raise TaskInputError(f"{name}: the generator yields no batch") from None
         _check_batch(first, first, f"{name} (batch 0)")
@@ -272,9 +272,9 @@ def dataset_of_batches(source, *, streamed=False, name="x"):
                 while pending:
                     yield pending.pop()
                 for batch in iterator:
-                    yield _as_tensors(batch, name)
+                    yield _batch_tensors(batch, name)
         else:
-            kept = [first] + [_as_tensors(batch, name) for batch in iterator]
+            kept = [first] + [_batch_tensors(batch, name) for batch in iterator]
             for index, batch in enumerate(kept):  # read already: every batch checked before a step
                 _check_batch(batch, first, f"{name} (batch {index})")
 
@@ -331,26 +331,52 @@ def raising_source_errors():
         raise error.with_traceback(error.__traceback__) from None
 
 
-def _as_tensors(batch, name):
-    """One batch as tensors: tuples and dicts are structure, anything else one column."""
+def _batch_tensors(batch, name):
+    """A Keras batch as tensors: `(x, None)` is `x` alone, as Keras reads it
+    (`keras.utils.unpack_x_y_sample_weight`)."""
     if isinstance(batch, tuple):
-        return tuple(_as_tensors(part, name) for part in batch)
+        parts = list(batch)
+        while parts and parts[-1] is None:
+            parts.pop()
+        if not parts or any(part is None for part in parts):
+            raise TaskInputError(f"{name}: a batch {tuple(type(p).__name__ for p in batch)} holds None "
+                                 "where x or labels belong")
+        batch = tuple(parts)
+    if batch is None:
+        raise TaskInputError(f"{name}: a batch is None")
+    return as_tensors(batch, name)
+
+
+def as_tensors(batch, name="x", *, empty=None):
+    """One batch (or a preprocessor's input) as tensors: tuples and dicts are structure, anything
+    else one column (a list, numpy array, pandas column or scalar; ragged when its rows differ in
+    length: word lists). Tensors, symbolic Keras inputs and None pass through; an empty list
+    becomes an empty tensor of dtype `empty` when given."""
+    if batch is None or isinstance(batch, (tf.Tensor, tf.RaggedTensor, tf.SparseTensor)):
+        return batch
+    if isinstance(batch, tuple):
+        return tuple(as_tensors(part, name) for part in batch)
     if isinstance(batch, dict):
-        return {key: _as_tensors(part, name) for key, part in batch.items()}
-    if isinstance(batch, (tf.Tensor, tf.RaggedTensor)):
+        return {key: as_tensors(part, name) for key, part in batch.items()}
+    import keras
+
+    if keras.ops.is_tensor(batch) or hasattr(batch, "_keras_history"):
         return batch
     if hasattr(batch, "to_numpy"):  # pandas
         batch = batch.to_numpy()
+    if isinstance(batch, np.ndarray) and batch.dtype == object:
+        batch = batch.tolist()
+    if isinstance(batch, list) and not batch and empty is not None:
+        return tf.constant([], empty)
     try:
-        return tf.constant(np.asarray(batch).tolist() if isinstance(batch, np.ndarray) and
-                           batch.dtype == object else batch)
+        return tf.constant(batch)
     except (ValueError, TypeError):
         pass
     try:
         return tf.ragged.constant(batch.tolist() if isinstance(batch, np.ndarray) else batch)
     except (ValueError, TypeError) as error:
-        raise TaskInputError(f"{name}: a batch column of {type(batch).__name__} does not convert to a "
-                             f"tensor ({error})") from None
+        raise TaskInputError(f"{name}: {type(batch).__name__} {str(batch)[:80]!r} does not convert to a "
+                             f"tensor ({str(error).splitlines()[0]})") from None
 
 
 def _check_batch(batch, first, where):

@@ -29,6 +29,7 @@ Example:
 import keras
 import tensorflow as tf
 
+from bert_keras.tasks.dataset_inputs import as_tensors
 from bert_keras.tasks.inputs import TaskInputError
 
 from pipelines.windowing import question_context_layout, question_context_max_context
@@ -82,8 +83,8 @@ class TextPreprocessor(keras.layers.Layer):
         arrays, nested lists (word lists, endings). One example (a scalar string or pair; a
         word list for `TokenClassifierPreprocessor`) comes out unbatched and padded to
         `seq_length`, so `dataset.map(preprocessor).batch(n)` works on an unbatched dataset."""
-        x = _as_tensors(x, empty=tf.string)
-        y, sample_weight = _as_tensors(y), _as_tensors(sample_weight)
+        x = as_tensors(x, "x", empty=tf.string)
+        y, sample_weight = as_tensors(y, "y"), as_tensors(sample_weight, "sample_weight")
         if isinstance(x, dict):
             raise TaskInputError(f"x: a dict ({', '.join(map(str, x))}) is packed inputs, what a "
                                  f"preprocessor gives; {type(self).__name__} takes {self._x_form}")
@@ -467,39 +468,6 @@ def _check_strings(value, ranks, preprocessor):
     if rank is not None and rank not in ranks:
         raise TaskInputError(f"x: {type(preprocessor).__name__} takes {preprocessor._x_form}; got "
                              f"strings of rank {rank}")
-
-
-def _as_tensors(value, *, empty=None):
-    """Python inputs of a preprocessor as tensors (tensors, and None, pass through).
-
-    A tuple stays a tuple (segments, or `(contexts, endings)`); a dict (SpanQA's answers) keeps
-    its keys; a list, numpy array or scalar becomes one tensor, ragged when its rows differ
-    in length (word lists of several texts).
-    """
-    if value is None or isinstance(value, (tf.Tensor, tf.RaggedTensor, tf.SparseTensor)):
-        return value
-    if keras.ops.is_tensor(value) or hasattr(value, "_keras_history"):  # symbolic Keras inputs
-        return value
-    if isinstance(value, tuple):
-        return tuple(_as_tensors(item) for item in value)
-    if isinstance(value, dict):
-        return {key: _as_tensors(item) for key, item in value.items()}
-    if hasattr(value, "__array__") and not isinstance(value, (list, str, bytes)):
-        import numpy as np
-
-        array = np.asarray(value)
-        value = array.tolist() if array.dtype == object else array
-    if isinstance(value, list) and not value and empty is not None:
-        return tf.constant([], empty)
-    try:
-        return tf.constant(value)
-    except (ValueError, TypeError):
-        pass
-    try:
-        return tf.ragged.constant(value)
-    except (ValueError, TypeError) as error:
-        raise TaskInputError(f"cannot read {type(value).__name__} {str(value)[:80]!r} as a tensor: "
-                             f"{str(error).splitlines()[0]}") from None
 
 
 def _padded_to(value, length, pad_value):

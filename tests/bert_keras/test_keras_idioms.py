@@ -463,7 +463,7 @@ def test_the_preprocessor_takes_python_values_and_single_examples_as_keras_hub_d
     from bert_keras.tasks.inputs import TaskInputError
 
     for bad, message in ((5, "got int32 values"), (("a", "b", "c"), "got 3 parts"),
-                         ([["a"], ["b", "c"]], "rank 2"), (["a", 3], "mixed types"),
+                         ([["a"], ["b", "c"]], "rank 2"), (["a", 3], "does not convert"),
                          ({"token_ids": [[2, 3]]}, "packed inputs")):
         with pytest.raises(TaskInputError, match=message):
             preprocessor(bad)
@@ -805,6 +805,13 @@ def test_a_batch_source_that_raises_mid_epoch_raises_its_own_error_as_keras_does
             call(Reviews(), verbose=0)
     with pytest.raises(OSError, match="connection reset"):
         classifier.fit(stream(), steps_per_epoch=2, epochs=1, verbose=0)
+    # (x, None) is x alone, as Keras reads a generator's items; None as x is named
+    np.testing.assert_allclose(classifier.predict((b for b in [(TEXTS[:4], None)])),
+                               classifier.predict(TEXTS[:4]), atol=1e-6)
+    from bert_keras.tasks.inputs import TaskInputError
+
+    with pytest.raises(TaskInputError, match="holds None"):
+        classifier.predict((b for b in [(None, LABELS[:4])]))
     # and a TensorFlow error of the model's own still comes through as it is
     with pytest.raises(tf.errors.InvalidArgumentError):
         classifier.predict(tf.data.Dataset.from_tensor_slices(
