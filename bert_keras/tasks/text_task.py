@@ -133,6 +133,17 @@ class TextTask(keras.Model):
         return TextPreprocessor(self.tokenizer, seq_length=self.seq_length,
                                 pad_to="fixed" if self.static_shapes else "longest")
 
+    def __call__(self, inputs, *args, **kwargs):
+        """The head on packed inputs, as any Keras model; raw text (what `predict` takes) is
+        packed by `preprocessor` first, so `task(["a review"])` gives the head's outputs (logits
+        for a classifier, one window a text) instead of Keras' "Only input tensors may be
+        passed as positional arguments"."""
+        if _is_raw_text(inputs):
+            inputs = self.preprocessor(inputs)
+            if inputs["token_ids"].shape.rank == self._packed_rank - 1:  # one example, unbatched
+                inputs = {name: value[None] for name, value in inputs.items()}
+        return super().__call__(inputs, *args, **kwargs)
+
     def call(self, inputs, training=None):
         return self.head(inputs, training=training)
 
@@ -999,6 +1010,25 @@ def _read_batch_source(x, batch_size, *, streamed=False):
         return x, batch_size
     dataset, first_batch = dataset_of_batches(x, streamed=streamed)
     return dataset, batch_size or first_batch
+
+
+def _is_raw_text(inputs):
+    """True for text in any form a preprocessor takes (strings, lists / tuples / arrays of them,
+    string tensors); False for packed inputs and anything else, which Keras handles."""
+    if isinstance(inputs, dict):
+        return False
+    leaves = tf.nest.flatten(inputs)
+    if not leaves:
+        return False
+    for leaf in leaves:
+        if isinstance(leaf, (str, bytes)):
+            continue
+        if isinstance(leaf, np.ndarray) and leaf.dtype.kind in "USO":
+            continue
+        if isinstance(leaf, (tf.Tensor, tf.RaggedTensor)) and leaf.dtype == tf.string:
+            continue
+        return False
+    return True
 
 
 def _is_tokenized_dataset(dataset):

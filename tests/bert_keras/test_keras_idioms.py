@@ -506,6 +506,25 @@ def test_the_preprocessor_takes_python_values_and_single_examples_as_keras_hub_d
                                                 [["he walks in.", "paris."], ["great.", "bad."]])), atol=1e-6)
 
 
+def test_calling_a_task_on_raw_text_runs_its_head_on_the_packed_text(spec):
+    """`task(texts)` as `task(task.preprocessor(texts))` (was Keras' "Only input tensors may be
+    passed as positional arguments"), for every text form, one example included."""
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    logits = classifier(TEXTS[:3]).numpy()
+    assert logits.shape == (3, 2)
+    np.testing.assert_allclose(classifier(classifier.preprocessor(TEXTS[:3])), logits, atol=1e-6)
+    np.testing.assert_allclose(tf.nn.softmax(logits).numpy(), classifier.predict(TEXTS[:3]), atol=1e-5)
+    np.testing.assert_allclose(classifier(TEXTS[0]).numpy(), logits[:1], atol=1e-5)
+    np.testing.assert_allclose(classifier(np.array(TEXTS[:3])).numpy(), logits, atol=1e-6)
+    np.testing.assert_allclose(classifier(tf.constant(TEXTS[:3])).numpy(), logits, atol=1e-6)
+    pairs = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    assert pairs((TEXTS[:2], TEXTS_B[:2])).shape == (2, 2)
+    tagger = build(tasks.TokenClassifier, spec, labels=["O", "B-PER", "I-PER"])
+    words = [["john", "smith", "lives"], ["paris"]]
+    tags = tagger(tf.ragged.constant(words))
+    np.testing.assert_allclose(tags, tagger(tagger.preprocessor(tf.ragged.constant(words))), atol=1e-6)
+
+
 def test_the_ner_preprocessor_builds_the_features_fit_builds(spec):
     from pipelines.datasets.conll import encode_sentences, read_conll
 
