@@ -42,6 +42,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bert_keras.tasks.dataset_inputs import without_autotune_thread
 from bert_keras.tasks.inputs import TaskInputError, check_count, num_rows
 
 
@@ -410,7 +411,7 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
                                           batch_size=batch_size, distillation=settings))
     student.train_step = _distillation_step(student, teacher, float(temperature), float(alpha), masking)
     try:
-        keras.Model.fit(student, dataset.repeat(), epochs=max(1, -(-total_steps // steps_per_epoch)),
+        keras.Model.fit(student, without_autotune_thread(dataset.repeat()), epochs=max(1, -(-total_steps // steps_per_epoch)),
                                   steps_per_epoch=steps_per_epoch, shuffle=False, verbose=verbose,
                                   callbacks=callbacks)
     finally:

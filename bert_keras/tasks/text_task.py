@@ -29,6 +29,7 @@ from bert_keras.finetuned_model import FinetunedModel, is_finetuned_directory
 from bert_keras.finetuned_model import read_finetuned, save_finetuned
 from bert_keras.models.encoder_head import EncoderHead
 from bert_keras.tasks.dataset_inputs import dataset_of_batches, is_batch_source, raising_source_errors
+from bert_keras.tasks.dataset_inputs import without_autotune_thread
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_epochs, check_label_names
 from bert_keras.tasks.inputs import check_tokenized
 from bert_keras.tasks.inputs import check_sample_weight, is_tokenized, label_ids, num_rows, take_rows
@@ -403,9 +404,10 @@ class TextTask(keras.Model):
         # Repeat: fractional epochs and max_steps split into whole Keras epochs. shuffle=False:
         # the dataset shuffles itself.
         self._build_optimizer()
-        return super().fit(dataset.repeat(), epochs=keras_epochs, shuffle=False, verbose=verbose,
-                           steps_per_epoch=min(steps_per_epoch, total_steps), callbacks=callbacks,
-                           validation_data=validation_data, class_weight=class_weight,
+        return super().fit(without_autotune_thread(dataset.repeat()), epochs=keras_epochs, shuffle=False,
+                           verbose=verbose, steps_per_epoch=min(steps_per_epoch, total_steps),
+                           callbacks=callbacks, validation_data=without_autotune_thread(validation_data),
+                           class_weight=class_weight,
                            initial_epoch=initial_epoch, validation_steps=validation_steps,
                            validation_freq=validation_freq)
 
@@ -427,7 +429,9 @@ class TextTask(keras.Model):
             self._size_schedule(total_steps)
         keras_epochs = max(1, -(-total_steps // steps_per_epoch))
         self._build_optimizer()
-        return super().fit(dataset.repeat(), epochs=keras_epochs, shuffle=False,
+        if "validation_data" in keras_options:
+            keras_options["validation_data"] = without_autotune_thread(keras_options["validation_data"])
+        return super().fit(without_autotune_thread(dataset.repeat()), epochs=keras_epochs, shuffle=False,
                            steps_per_epoch=min(steps_per_epoch, total_steps), **keras_options)
 
     def _build_optimizer(self):
@@ -472,7 +476,7 @@ class TextTask(keras.Model):
             if is_tokenized(x) and not kwargs:
                 return self._evaluate(x, y, batch_size=batch_size)
             if isinstance(x, tf.data.Dataset):
-                x = self._packed_batches(x, batch_size)
+                x = without_autotune_thread(self._packed_batches(x, batch_size))
             return super().evaluate(x, y, batch_size=batch_size, verbose=verbose,
                                     sample_weight=sample_weight, steps=steps, callbacks=callbacks,
                                     return_dict=return_dict, **kwargs)
@@ -754,7 +758,7 @@ class TextTask(keras.Model):
         """
         if isinstance(dataset.element_spec, tuple):
             dataset = dataset.map(lambda x, *_: x)
-        return keras.Model.predict(self, dataset, verbose=self._verbose,
+        return keras.Model.predict(self, without_autotune_thread(dataset), verbose=self._verbose,
                                    callbacks=getattr(self, "_predict_callbacks", None))
 
     @staticmethod
