@@ -193,6 +193,10 @@ class MultipleChoicePreprocessor(TextPreprocessor):
         if contexts.shape.rank is not None and endings.shape.rank is not None \
                 and endings.shape.rank != contexts.shape.rank + 1:
             raise TaskInputError("x: endings have one more axis than contexts (the choices)")
+        choices = endings.shape[-1] if endings.shape.rank else None
+        if choices is not None and choices != self.num_choices:
+            raise TaskInputError(f"x: {choices} endings per context; this model scores exactly "
+                                 f"{self.num_choices}")
 
     def _is_one_example(self, x):
         contexts = tf.nest.flatten(x)[0]

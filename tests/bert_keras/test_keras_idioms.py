@@ -523,6 +523,15 @@ def test_calling_a_task_on_raw_text_runs_its_head_on_the_packed_text(spec):
     words = [["john", "smith", "lives"], ["paris"]]
     tags = tagger(tf.ragged.constant(words))
     np.testing.assert_allclose(tags, tagger(tagger.preprocessor(tf.ragged.constant(words))), atol=1e-6)
+    chooser = build(tasks.MultipleChoice, spec, num_choices=2)
+    contexts, endings = ["he opened the door", "she sat down"], [["and walked in", "and flew"], ["to eat", "to fly"]]
+    scores = chooser((contexts, endings)).numpy()
+    assert scores.shape == (2, 2)
+    np.testing.assert_allclose(tf.nn.softmax(scores).numpy(), chooser.predict((contexts, endings)), atol=1e-5)
+    from bert_keras.tasks.inputs import TaskInputError
+
+    with pytest.raises(TaskInputError, match="3 endings per context; this model scores exactly 2"):
+        chooser((contexts, [e + ["and ran"] for e in endings]))
 
 
 def test_datasets_handed_to_keras_run_without_the_autotune_thread(spec, monkeypatch):
