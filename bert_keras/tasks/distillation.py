@@ -411,9 +411,9 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
                                           batch_size=batch_size, distillation=settings))
     student.train_step = _distillation_step(student, teacher, float(temperature), float(alpha), masking)
     try:
-        keras.Model.fit(student, without_autotune_thread(dataset.repeat()), epochs=max(1, -(-total_steps // steps_per_epoch)),
-                                  steps_per_epoch=steps_per_epoch, shuffle=False, verbose=verbose,
-                                  callbacks=callbacks)
+        keras.Model.fit(student, without_autotune_thread(dataset.repeat()),
+                        epochs=max(1, -(-total_steps // steps_per_epoch)), steps_per_epoch=steps_per_epoch,
+                        shuffle=False, verbose=verbose, callbacks=callbacks)
     finally:
         del student.train_step
         student.train_function = None
