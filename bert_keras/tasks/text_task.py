@@ -139,6 +139,9 @@ class TextTask(keras.Model):
         packed by `preprocessor` first, so `task(["a review"])` gives the head's outputs (logits
         for a classifier, one window a text) instead of Keras' "Only input tensors may be
         passed as positional arguments"."""
+        if inputs is None or isinstance(inputs, (list, tuple)) and not tf.nest.flatten(inputs):
+            raise TaskInputError(f"x: {'None' if inputs is None else 'an empty list of texts'}; a "
+                                 f"{type(self).__name__} is called on raw text or packed inputs")
         if _is_raw_text(inputs):
             inputs = self.preprocessor(inputs)
             if inputs["token_ids"].shape.rank == self._packed_rank - 1:  # one example, unbatched
@@ -1017,22 +1020,15 @@ def _read_batch_source(x, batch_size, *, streamed=False):
 
 
 def _is_raw_text(inputs):
-    """True for text in any form a preprocessor takes (strings, lists / tuples / arrays of them,
-    string tensors); False for packed inputs and anything else, which Keras handles."""
+    """True for what a preprocessor takes or refuses by name: text in any form (strings, lists /
+    tuples / arrays of them, string tensors), or a list with a string among other values; False
+    for packed inputs (a dict) and tensors of numbers, which Keras handles."""
     if isinstance(inputs, dict):
         return False
-    leaves = tf.nest.flatten(inputs)
-    if not leaves:
-        return False
-    for leaf in leaves:
-        if isinstance(leaf, (str, bytes)):
-            continue
-        if isinstance(leaf, np.ndarray) and leaf.dtype.kind in "USO":
-            continue
-        if isinstance(leaf, (tf.Tensor, tf.RaggedTensor)) and leaf.dtype == tf.string:
-            continue
-        return False
-    return True
+    return any(isinstance(leaf, (str, bytes))
+               or isinstance(leaf, np.ndarray) and leaf.dtype.kind in "USO"
+               or isinstance(leaf, (tf.Tensor, tf.RaggedTensor)) and leaf.dtype == tf.string
+               for leaf in tf.nest.flatten(inputs))
 
 
 def _is_tokenized_dataset(dataset):

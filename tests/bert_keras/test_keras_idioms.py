@@ -532,6 +532,10 @@ def test_calling_a_task_on_raw_text_runs_its_head_on_the_packed_text(spec):
 
     with pytest.raises(TaskInputError, match="3 endings per context; this model scores exactly 2"):
         chooser((contexts, [e + ["and ran"] for e in endings]))
+    for bad, message in (([], "an empty list of texts"), (None, "x: None"), (["a", 1], "does not convert"),
+                         ([["a"], ["b", "c"]], "rank 2")):
+        with pytest.raises(TaskInputError, match=message):
+            classifier(bad)
 
 
 def test_datasets_handed_to_keras_run_without_the_autotune_thread(spec, monkeypatch):
