@@ -48,7 +48,7 @@ import socket
 import tempfile
 
 # `...-o<pid>.<start>.<host>-<random>[.suffix]`: the owner part of every staged name.
-_OWNED_NAME = re.compile(r"-o(\d+)\.(\d+)\.([0-9a-f]{8})-[A-Za-z0-9_]+(\.[A-Za-z0-9]+)?$")
+_OWNED_NAME = re.compile(r"-o(\d+)\.(\d+)\.([0-9a-f]{8})-[A-Za-z0-9_]+(\.[A-Za-z0-9]+)*$")
 _REPLACED_PREFIX = ".replaced-"
 _MERGE_PREFIX = ".update.tmp-"
 COMMIT_MANIFEST = ".commit.json"
@@ -113,12 +113,13 @@ def atomic_file(path, mode="w", *, encoding="utf-8", newline=None):
 
 
 @contextlib.contextmanager
-def staged_path(path):
+def staged_path(path, *, suffix=None):
     """Yields a temporary path beside `path` for a library that writes by name; then renames it.
 
     For writers that take a file name rather than a file object (`model.save`,
     `tf.io.TFRecordWriter`, `np.save`): they write the yielded name, and on a clean exit
-    it is fsynced, given umask permissions and renamed to `path`.
+    it is fsynced, given umask permissions and renamed to `path`. `suffix` ends the
+    temporary name (default: the extension of `path`).
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "data.bin")
@@ -131,7 +132,8 @@ def staged_path(path):
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
     remove_stale_staging(directory)
-    suffix = os.path.splitext(path)[1]  # some writers dispatch on the extension (".keras")
+    if suffix is None:  # some writers dispatch on the extension (".keras"); Keras weights need ".weights.h5"
+        suffix = os.path.splitext(path)[1]
     handle, temporary = tempfile.mkstemp(
         dir=directory, prefix=f".{os.path.basename(path)}.tmp-{owner_tag()}-", suffix=suffix)
     os.close(handle)

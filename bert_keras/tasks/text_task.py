@@ -33,6 +33,7 @@ from bert_keras.tasks.dataset_inputs import without_autotune_thread
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_epochs, check_label_names
 from bert_keras.tasks.inputs import check_tokenized
 from bert_keras.tasks.inputs import check_sample_weight, is_tokenized, label_ids, num_rows, take_rows
+from bert_keras.training.backup import BACKUP_FILES, RunBackup
 
 
 @dataclasses.dataclass
@@ -345,7 +346,7 @@ class TextTask(keras.Model):
             run_dir: a directory for the run's backups (weights, optimizer,
                 epoch): a fit killed (Ctrl-C, SIGKILL) and run again with the
                 same arguments resumes from the last backup
-                (`keras.callbacks.BackupAndRestore`); removed when the fit
+                (`bert_keras.training.RunBackup`, atomic saves); removed when the fit
                 completes. It must be new, or hold only a backup of this run.
             checkpoint_every: with `run_dir`, back up every this many steps
                 (Keras epochs are then this long) instead of every epoch.
@@ -957,15 +958,14 @@ def steps_for(count, batch_size):
     return max(1, math.ceil(count / batch_size))
 
 
-# What a run directory may hold: Keras' BackupAndRestore files and the run's description.
-_RUN_FILES = ("latest.weights.h5", "training_metadata.json", "latest.weights.h5.bkp",
-              "training_metadata.json.bkp", "run.json")
+# What a run directory may hold: the backup's files and the run's description.
+_RUN_FILES = (*BACKUP_FILES, "run.json")
 
 
 def _backup_callback(run_dir, **run):
-    """`BackupAndRestore` in `run_dir`, after checking the directory holds nothing else.
+    """`RunBackup` in `run_dir`, after checking the directory holds nothing else.
 
-    BackupAndRestore deletes its directory when the fit completes, so a directory with
+    The backup deletes its directory when the fit completes, so a directory with
     other files (the user's) is refused; so is the backup of a different run (another
     number of steps, epoch length or batch size), which would resume the wrong schedule.
     """
@@ -991,7 +991,7 @@ def _backup_callback(run_dir, **run):
                                      f"{run}); remove it to start over, or give a new run_dir")
     os.makedirs(run_dir, exist_ok=True)
     write_json(os.path.join(run_dir, "run.json"), run)
-    return keras.callbacks.BackupAndRestore(run_dir, save_freq="epoch", delete_checkpoint=True)
+    return RunBackup(run_dir, save_freq="epoch", delete_checkpoint=True)
 
 
 def _split_off_validation(x, y, sample_weight, validation_split):

@@ -6,7 +6,8 @@ Example:
 >>> optimizer = create_optimizer(num_train_steps=1000, num_warmup_steps=100)
 """
 
-from bert_keras.training.callbacks import StepCheckpoint, ThroughputLogger, resumed_step
+from bert_keras.training.backup import RunBackup, resumed_step
+from bert_keras.training.callbacks import StepCheckpoint, ThroughputLogger
 from bert_keras.training.loop import PretrainingResult, run_pretraining
 from bert_keras.training.optimizer import BertAdamW, WarmupLinearDecay, create_optimizer
 from bert_keras.training.precision import apply_policy, choose_policy
@@ -16,6 +17,7 @@ from bert_keras.training.strategy import StrategyError, check_tf_config, get_str
 __all__ = [
     "BertAdamW",
     "PretrainingResult",
+    "RunBackup",
     "RunDirectoryError",
     "StepCheckpoint",
     "StrategyError",

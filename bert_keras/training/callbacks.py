@@ -1,20 +1,15 @@
-"""Training callbacks for long runs: throughput, step checkpoints, and resuming after a kill.
+"""Training callbacks for long runs: throughput and step checkpoints.
 
 * `ThroughputLogger`: steps/s and examples/s in the progress line and the logs.
 * `StepCheckpoint`: a `tf.train.CheckpointManager` over model + optimizer every
   N steps, keeping the last K (TensorFlow writes each checkpoint to temporary
   files and renames them, and updates the `checkpoint` index file last, so a
   kill mid-write leaves the previous checkpoint as "latest").
-* Fault tolerance uses `keras.callbacks.BackupAndRestore`; `resumed_step` reads
-  how far a killed run got, so that the caller can skip the batches it consumed
-  (see `resumed_step` for why skipping, not a checkpointed iterator).
-  `roll_back_backup` steps a backup back to its previous save, so that all
-  workers of a multi-worker job resume from the same epoch.
+* Fault tolerance (the run backup a killed run resumes from) is `backup.RunBackup`.
 
 TensorBoard is Keras's own `keras.callbacks.TensorBoard`.
 """
 
-import json
 import os
 import shutil
 import tempfile
@@ -146,121 +141,3 @@ class StepCheckpoint(keras.callbacks.Callback):
         import tensorflow as tf
 
         return tf.train.latest_checkpoint(self.directory)
-
-
-def resumed_step(backup_dir, steps_per_epoch):
-    """The global step a run killed under `BackupAndRestore` will resume at (0 if none).
-
-    Keras 3's `BackupAndRestore` restores weights + optimizer and the *epoch*
-    (`training_metadata.json`); a mid-epoch backup (integer `save_freq`)
-    restores the weights but replays that epoch from its start. So the
-    pretraining loop makes one Keras epoch = one backup interval (`save_freq=
-    "epoch"`): the resume point is then exact, `epoch * steps_per_epoch`.
-
-    The data position: pretraining reads an infinite (repeated) stream, so the
-    data position *is* the step count, and the caller resumes it with
-    `dataset.skip(step)` on the same seeded pipeline. That yields exactly the
-    batches the uninterrupted run would have seen, and needs nothing beyond the
-    step number. A checkpointed `tf.data` iterator would avoid re-reading the
-    skipped records, but Keras `fit` owns its iterator (it cannot be put in a
-    checkpoint), and iterator checkpoints hold shuffle buffers (hundreds of MB)
-    and break when the pipeline or the number of workers changes. Skipping
-    reads (not trains on) the consumed batches: input-pipeline work only.
-
-    Example:
-
-    >>> resumed_step("/nonexistent/backup", steps_per_epoch=100)
-    0
-
-    Args:
-        backup_dir: str. The `backup_dir` given to `BackupAndRestore`.
-        steps_per_epoch: int. Steps per Keras epoch (= per backup).
-    """
-    return backed_up_epoch(backup_dir) * int(steps_per_epoch)
-
-
-# File names of keras.callbacks.BackupAndRestore (double_checkpoint keeps the previous pair).
-_BACKUP_FILES = ("latest.weights.h5", "training_metadata.json")
-
-
-def backed_up_epoch(backup_dir, previous=False):
-    """The epoch a `BackupAndRestore` backup holds (0 when there is none or it cannot be read).
-
-    Args:
-        backup_dir: str. The callback's `backup_dir`.
-        previous: bool. Read the previous backup (the `.bkp` pair that
-            `double_checkpoint=True` keeps) instead of the latest.
-    """
-    path = os.path.join(backup_dir, "training_metadata.json" + (".bkp" if previous else ""))
-    try:
-        with open(path, encoding="utf-8") as f:
-            return int(json.load(f).get("epoch", 0))
-    except (OSError, ValueError, AttributeError):
-        return 0
-
-
-def repair_backup(backup_dir):
-    """Falls back to the previous backup when the latest one's metadata was cut off mid-write.
-
-    Keras writes the weights, then `training_metadata.json`; a kill during the
-    second write leaves a file that `BackupAndRestore` cannot parse (it raises on
-    restart). The previous pair (`double_checkpoint=True`) is restored instead;
-    the cut-off pair is kept as `<file>.ahead`. Returns True when it repaired.
-
-    Args:
-        backup_dir: str. A `BackupAndRestore` backup directory.
-    """
-    path = os.path.join(backup_dir, "training_metadata.json")
-    if not os.path.exists(path):
-        return False
-    try:
-        with open(path, encoding="utf-8") as f:
-            int(json.load(f)["epoch"])
-        return False
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    names = [os.path.join(backup_dir, name) for name in _BACKUP_FILES]
-    for name in names:
-        if os.path.exists(name):
-            os.replace(name, name + ".ahead")
-        if os.path.exists(name + ".bkp"):
-            os.replace(name + ".bkp", name)
-    return True
-
-
-def roll_back_backup(backup_dir, epoch):
-    """Makes `backup_dir` hold the backup of `epoch`: the latest one, or the previous (`.bkp`) one.
-
-    Multi-worker runs need every worker to resume from the same epoch. A worker
-    killed while writing its backup has one epoch fewer than the others (Keras
-    falls back to its previous backup); the others then step back to theirs.
-    The backup that is given up is moved to `<file>.ahead` (removed with the backup
-    directory when the run completes).
-
-    Args:
-        backup_dir: str. A `BackupAndRestore` backup directory (double_checkpoint=True).
-        epoch: int. The epoch to resume from; 0 moves the backup aside (start afresh).
-
-    Raises:
-        RuntimeError: neither the latest nor the previous backup is of `epoch`.
-    """
-    latest = backed_up_epoch(backup_dir)
-    if latest == epoch:
-        return
-    names = [os.path.join(backup_dir, name) for name in _BACKUP_FILES]
-    if epoch == 0:
-        for name in names:
-            for path in (name, name + ".bkp"):
-                if os.path.exists(path):
-                    os.replace(path, path + ".ahead")
-        return
-    previous = backed_up_epoch(backup_dir, previous=True)
-    if previous != epoch or not all(os.path.exists(name + ".bkp") for name in names):
-        raise RuntimeError(
-            f"{backup_dir} holds the backups of epochs {latest} and {previous}, but the other workers can only "
-            f"resume from epoch {epoch}: their backups differ by more than one save. Start every worker "
-            f"afresh (move the backup directories aside) or restore matching backups."
-        )
-    for name in names:
-        os.replace(name, name + ".ahead")
-        os.replace(name + ".bkp", name)

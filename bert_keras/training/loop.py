@@ -16,13 +16,8 @@ from dataclasses import dataclass, field
 import keras
 import numpy as np
 
-from bert_keras.training.callbacks import (
-    StepCheckpoint,
-    ThroughputLogger,
-    backed_up_epoch,
-    repair_backup,
-    roll_back_backup,
-)
+from bert_keras.training.backup import RunBackup, backed_up_epoch, roll_back_backup, settle_backup
+from bert_keras.training.callbacks import StepCheckpoint, ThroughputLogger
 from bert_keras.training.optimizer import create_optimizer
 from bert_keras.training.precision import with_loss_scaling
 from bert_keras.training.run_directory import plan_run, record_complete, record_segment
@@ -163,9 +158,8 @@ def _restore_checkpoint(model, path):
 def agree_on_backup(strategy, backup_dir):
     """Multi-worker: the epoch every worker resumes from, each backup rolled back to it.
 
-    Each worker keeps its own `BackupAndRestore` backup. A kill during a save can
-    leave one worker a save behind the others (Keras then falls back to its
-    previous backup); resuming from different epochs would train different
+    Each worker keeps its own `RunBackup`. A kill during a save can leave one
+    worker a save behind the others (its commit did not happen); resuming from different epochs would train different
     weights under one MirroredStrategy, silently. So the workers all-gather their
     epochs and step back to the lowest (the previous backup, which
     `double_checkpoint=True` keeps).
@@ -245,7 +239,7 @@ def run_pretraining(
     It never destroys work (`bert_keras.training.run_directory`): run the
     same call again after a crash or preemption and it resumes at the last
     backup, with the data position restored by skipping the batches already
-    consumed (see `bert_keras.training.callbacks.resumed_step`); on a finished
+    consumed (see `bert_keras.training.backup.resumed_step`); on a finished
     run it returns at once (`already_complete`, no model built, nothing
     written); with a larger `num_train_steps` it continues from the last
     checkpoint (model and optimizer) to the new total. A non-empty directory
@@ -317,8 +311,8 @@ def run_pretraining(
         backup_dir = os.path.join(output_dir, "backup")
     else:
         backup_dir = os.path.join(output_dir, f"backup-worker-{strategy.cluster_resolver.task_id}")
-    if repair_backup(backup_dir):
-        logger.warning("the last backup in %s was cut off mid-write: resuming from the one before", backup_dir)
+    for note in settle_backup(backup_dir):
+        logger.warning(note)
     plan = plan_run(output_dir, settings=run_settings, num_train_steps=num_train_steps,
                     backup_epoch=backed_up_epoch(backup_dir), overwrite=overwrite, chief=chief)
     if plan.action == "complete":
@@ -386,7 +380,7 @@ def run_pretraining(
         chief=chief,
     )
     all_callbacks = [
-        keras.callbacks.BackupAndRestore(backup_dir, save_freq="epoch", delete_checkpoint=True, double_checkpoint=True),
+        RunBackup(backup_dir, save_freq="epoch", delete_checkpoint=True, double_checkpoint=True),
         throughput,
         checkpoints,
         _StopAtStep(initial_step, num_train_steps),

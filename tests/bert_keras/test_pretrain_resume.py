@@ -2,7 +2,7 @@
 
 * A run killed with SIGKILL after its second backup, started again with the same
   arguments, resumes at the backed-up step and ends at the total step count (the
-  last backup's metadata cut off mid-write: it resumes from the one before).
+  last backup's metadata cut off mid-write: the epoch stamped in its weights is used).
 * Killed multi-worker runs resume every worker from the same backup.
 * Two `MultiWorkerMirroredStrategy` workers on 127.0.0.1 train together; only
   the chief writes checkpoints.
@@ -87,11 +87,14 @@ def finish(process, timeout=120):
 
 
 def backed_up_epoch(backup_dir):
+    """The epoch of the committed backup: the stamp in its weights (the metadata follows it)."""
+    import h5py
+
     try:
-        with open(os.path.join(backup_dir, "training_metadata.json")) as f:
-            return json.load(f)["epoch"]
-    except (OSError, ValueError, KeyError):
-        return 0  # not written yet, or caught mid-write
+        with h5py.File(os.path.join(backup_dir, "latest.weights.h5"), "r") as f:
+            return int(f.attrs["bert_keras_backup_epoch"])
+    except (OSError, KeyError):
+        return 0  # not written yet
 
 
 @pytest.fixture
@@ -115,14 +118,13 @@ def test_killed_run_resumes_at_the_backed_up_step(train_script, tmp_path):
     assert first.returncode == -signal.SIGKILL
     epoch = backed_up_epoch(backup)  # read again: the process may have backed up once more
     assert 2 <= epoch < steps // every
-    # As if the kill had landed while Keras wrote the metadata after the weights: Keras
-    # itself cannot parse such a file; the run resumes from the backup before it.
+    # As if the kill had landed while the metadata was written after the weights' commit:
+    # Keras itself cannot parse such a file; the weights say which epoch they hold.
     metadata = backup / "training_metadata.json"
     metadata.write_text(metadata.read_text()[:7])
-    epoch -= 1
 
     result, log = finish(start(train_script, [output, steps, every, 0.0]))
-    assert "cut off mid-write" in log
+    assert "rewritten from the weights" in log
     assert f"resuming at step {epoch * every}" in log
     assert result["initial_step"] == epoch * every
     # The optimizer state came back with the weights: its step count goes on from the backup.
@@ -199,7 +201,7 @@ def test_killed_multiworker_run_resumes_every_worker_from_the_same_epoch(train_s
 
 
 def test_roll_back_backup_steps_back_to_the_previous_pair(tmp_path):
-    from bert_keras.training.callbacks import backed_up_epoch as epoch_of, roll_back_backup
+    from bert_keras.training.backup import backed_up_epoch as epoch_of, roll_back_backup
 
     def write(epoch, suffix=""):
         (tmp_path / ("latest.weights.h5" + suffix)).write_bytes(b"weights %d" % epoch)
@@ -230,18 +232,3 @@ def test_gather_from_replicas_on_mirrored_cpus():
     if len(cpus) >= 2:
         strategy = tf.distribute.MirroredStrategy([d.name for d in cpus[:2]])
         assert gather_from_replicas(strategy, 4) == [4, 4]
-
-
-def test_repair_backup_falls_back_when_the_metadata_was_cut_off(tmp_path):
-    from bert_keras.training.callbacks import backed_up_epoch as epoch_of, repair_backup
-
-    (tmp_path / "latest.weights.h5.bkp").write_bytes(b"weights 4")
-    (tmp_path / "training_metadata.json.bkp").write_text(json.dumps({"epoch": 4, "batch": 0}))
-    (tmp_path / "latest.weights.h5").write_bytes(b"weights 5")
-    (tmp_path / "training_metadata.json").write_text('{"epoch": 5, "batch": 0}')
-    assert not repair_backup(str(tmp_path)) and epoch_of(str(tmp_path)) == 5  # intact: untouched
-    (tmp_path / "training_metadata.json").write_text('{"epoch": ')  # killed mid-write
-    assert repair_backup(str(tmp_path))
-    assert epoch_of(str(tmp_path)) == 4 and (tmp_path / "latest.weights.h5").read_bytes() == b"weights 4"
-    assert (tmp_path / "latest.weights.h5.ahead").read_bytes() == b"weights 5"
-    assert not repair_backup(str(tmp_path / "missing"))

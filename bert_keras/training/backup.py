@@ -1,0 +1,248 @@
+"""The run backup: resuming a killed `fit` where its last backup left off.
+
+Keras' `BackupAndRestore` writes its weights file in place: a kill during the write
+leaves a truncated HDF5 file that the next run cannot open ("truncated file: eof =
+96"), and a kill between the weights and `training_metadata.json` pairs new weights
+with the old epoch, so the rerun trains an epoch twice without a word. `RunBackup`
+keeps Keras' files and behaviour but commits each backup atomically:
+
+1. the weights are written to a staging file beside the backup, fsynced, and stamped
+   with the epoch they hold (an HDF5 attribute), so the weights file says by itself
+   which epoch it is;
+2. with `double_checkpoint=True`, the previous pair is kept as `*.bkp` (hard links,
+   so nothing is copied and the latest pair never goes missing);
+3. the staging file is renamed over `latest.weights.h5`: the commit;
+4. `training_metadata.json` is rewritten (atomically) for readers of Keras' layout.
+
+A kill anywhere leaves either the old backup or the new one, never a torn one, and
+`settle_backup` (run before every resume) makes the metadata agree with the weights'
+stamp. It also takes over backups written by plain `BackupAndRestore` (no stamp): a
+weights file that cannot be opened, or metadata that cannot be parsed, is set aside
+(`<file>.ahead`) and the previous pair takes its place, or the run starts afresh.
+
+Example:
+
+>>> import tempfile
+>>> backed_up_epoch(tempfile.mkdtemp())
+0
+"""
+
+import json
+import logging
+import os
+import shutil
+
+import keras
+
+logger = logging.getLogger(__name__)
+
+WEIGHTS = "latest.weights.h5"
+METADATA = "training_metadata.json"
+PREVIOUS = ".bkp"  # Keras' suffix for the pair double_checkpoint keeps
+SET_ASIDE = ".ahead"  # a backup given up (removed with the backup directory when the run completes)
+# Every name a backup directory may hold besides staging files.
+BACKUP_FILES = tuple(name + suffix for name in (WEIGHTS, METADATA) for suffix in ("", PREVIOUS, SET_ASIDE,
+                                                                                  PREVIOUS + SET_ASIDE))
+_EPOCH_ATTRIBUTE = "bert_keras_backup_epoch"
+
+
+class RunBackup(keras.callbacks.BackupAndRestore):
+    """`keras.callbacks.BackupAndRestore` whose every save is atomic (see the module docstring).
+
+    Same arguments and files as Keras' callback; a run killed at any moment resumes
+    from the last backup that was committed.
+
+    Example:
+
+    >>> import tempfile
+    >>> backup = RunBackup(tempfile.mkdtemp(), save_freq="epoch", delete_checkpoint=True)
+    >>> # model.fit(..., callbacks=[backup]); kill it; the same call resumes.
+    """
+
+    def on_train_begin(self, logs=None):
+        for note in settle_backup(self.backup_dir):
+            logger.warning(note)
+        super().on_train_begin(logs)
+
+    def _save_model(self):
+        from pipelines.atomic_writes import staged_path, write_json
+
+        os.makedirs(self.backup_dir, exist_ok=True)
+        with staged_path(self._weights_path, suffix=".weights.h5") as staging:
+            self.model.save_weights(filepath=staging, overwrite=True)
+            _stamp(staging, self._current_epoch)
+            if self.double_checkpoint:
+                for path in (self._weights_path, self._training_metadata_path):
+                    if os.path.exists(path):
+                        _keep_previous(path)
+        # Committed above; the metadata follows the weights (settle_backup repairs a kill in between).
+        write_json(self._training_metadata_path, {"epoch": self._current_epoch, "batch": self._last_batch_seen})
+
+
+def backed_up_epoch(backup_dir, previous=False):
+    """The epoch a backup holds (0 when there is none or it cannot be read).
+
+    Args:
+        backup_dir: str. The callback's `backup_dir`.
+        previous: bool. Read the previous backup (the `.bkp` pair that
+            `double_checkpoint=True` keeps) instead of the latest.
+    """
+    epoch = _read_metadata_epoch(os.path.join(backup_dir, METADATA + (PREVIOUS if previous else "")))
+    return epoch or 0
+
+
+def resumed_step(backup_dir, steps_per_epoch):
+    """The global step a run killed under `RunBackup` will resume at (0 if none).
+
+    Keras 3's `BackupAndRestore` restores weights + optimizer and the *epoch*
+    (`training_metadata.json`); a mid-epoch backup (integer `save_freq`)
+    restores the weights but replays that epoch from its start. So the
+    pretraining loop makes one Keras epoch = one backup interval (`save_freq=
+    "epoch"`): the resume point is then exact, `epoch * steps_per_epoch`.
+
+    The data position: pretraining reads an infinite (repeated) stream, so the
+    data position *is* the step count, and the caller resumes it with
+    `dataset.skip(step)` on the same seeded pipeline. That yields exactly the
+    batches the uninterrupted run would have seen, and needs nothing beyond the
+    step number. A checkpointed `tf.data` iterator would avoid re-reading the
+    skipped records, but Keras `fit` owns its iterator (it cannot be put in a
+    checkpoint), and iterator checkpoints hold shuffle buffers (hundreds of MB)
+    and break when the pipeline or the number of workers changes. Skipping
+    reads (not trains on) the consumed batches: input-pipeline work only.
+
+    Example:
+
+    >>> resumed_step("/nonexistent/backup", steps_per_epoch=100)
+    0
+
+    Args:
+        backup_dir: str. The `backup_dir` given to the backup callback.
+        steps_per_epoch: int. Steps per Keras epoch (= per backup).
+    """
+    return backed_up_epoch(backup_dir) * int(steps_per_epoch)
+
+
+def settle_backup(backup_dir):
+    """Makes a backup directory consistent before a resume; returns what it changed, in words.
+
+    For the latest and the previous pair: a weights file that cannot be opened is set
+    aside with its metadata; metadata without weights is set aside; metadata that
+    disagrees with the weights' epoch stamp (or cannot be parsed) is rewritten from the
+    stamp. A latest pair that is gone or set aside is replaced by the previous pair.
+    Unstamped weights (plain Keras) with unreadable metadata cannot be dated: set aside.
+
+    Args:
+        backup_dir: str. A backup directory (need not exist).
+    """
+    from pipelines.atomic_writes import write_json
+
+    if not os.path.isdir(backup_dir):
+        return []
+    notes = []
+    for suffix in (PREVIOUS, ""):
+        weights, metadata = (os.path.join(backup_dir, name + suffix) for name in (WEIGHTS, METADATA))
+        if os.path.exists(weights):
+            opens, stamped = _read_stamp(weights)
+            recorded = _read_metadata_epoch(metadata)
+            if not opens or (stamped is None and recorded is None):
+                why = "cannot be opened" if not opens else "has metadata that cannot be read"
+                notes.append(f"the backup {weights} {why} (cut off mid-write): set aside")
+                _set_aside(weights, metadata)
+            elif stamped is not None and stamped != recorded:
+                write_json(metadata, {"epoch": stamped, "batch": 0})
+                notes.append(f"the backup metadata {metadata} did not match its weights (epoch {stamped}): "
+                             "rewritten from the weights")
+        elif os.path.exists(metadata):
+            _set_aside(metadata)
+    latest, previous = os.path.join(backup_dir, WEIGHTS), os.path.join(backup_dir, WEIGHTS + PREVIOUS)
+    if not os.path.exists(latest) and os.path.exists(previous):
+        for name in (WEIGHTS, METADATA):
+            path = os.path.join(backup_dir, name)
+            if os.path.exists(path + PREVIOUS):
+                os.replace(path + PREVIOUS, path)
+        notes.append(f"resuming from the backup before the last one in {backup_dir} "
+                     f"(epoch {backed_up_epoch(backup_dir)})")
+    return notes
+
+
+def roll_back_backup(backup_dir, epoch):
+    """Makes `backup_dir` hold the backup of `epoch`: the latest one, or the previous (`.bkp`) one.
+
+    Multi-worker runs need every worker to resume from the same epoch. A worker
+    killed while writing its backup has one epoch fewer than the others (its
+    commit did not happen); the others then step back to theirs. The backup that
+    is given up is moved to `<file>.ahead` (removed with the backup directory when
+    the run completes).
+
+    Args:
+        backup_dir: str. A backup directory (double_checkpoint=True), settled.
+        epoch: int. The epoch to resume from; 0 moves the backup aside (start afresh).
+
+    Raises:
+        RuntimeError: neither the latest nor the previous backup is of `epoch`.
+    """
+    latest = backed_up_epoch(backup_dir)
+    if latest == epoch:
+        return
+    names = [os.path.join(backup_dir, name) for name in (WEIGHTS, METADATA)]
+    if epoch == 0:
+        for name in names:
+            for path in (name, name + PREVIOUS):
+                if os.path.exists(path):
+                    os.replace(path, path + SET_ASIDE)
+        return
+    previous = backed_up_epoch(backup_dir, previous=True)
+    if previous != epoch or not all(os.path.exists(name + PREVIOUS) for name in names):
+        raise RuntimeError(
+            f"{backup_dir} holds the backups of epochs {latest} and {previous}, but the other workers can only "
+            f"resume from epoch {epoch}: their backups differ by more than one save. Start every worker "
+            f"afresh (move the backup directories aside) or restore matching backups."
+        )
+    for name in names:
+        os.replace(name, name + SET_ASIDE)
+        os.replace(name + PREVIOUS, name)
+
+
+def _keep_previous(path):
+    """Makes `path + PREVIOUS` the current content of `path`, atomically, without copying."""
+    from pipelines.atomic_writes import staged_path
+
+    with staged_path(path + PREVIOUS, suffix=".bkp") as staging:
+        os.remove(staging)
+        try:
+            os.link(path, staging)
+        except OSError:  # file systems without hard links
+            shutil.copyfile(path, staging)
+
+
+def _stamp(weights_path, epoch):
+    import h5py
+
+    with h5py.File(weights_path, "a") as f:
+        f.attrs[_EPOCH_ATTRIBUTE] = int(epoch)
+
+
+def _read_stamp(weights_path):
+    """(whether the weights file opens, the epoch stamped into it or None: plain Keras)."""
+    import h5py
+
+    try:
+        with h5py.File(weights_path, "r") as f:
+            value = f.attrs.get(_EPOCH_ATTRIBUTE)
+    except (OSError, ValueError):
+        return False, None
+    return True, (None if value is None else int(value))
+
+
+def _read_metadata_epoch(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return int(json.load(f)["epoch"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _set_aside(*paths):
+    for path in paths:
+        if os.path.exists(path):
+            os.replace(path, path + SET_ASIDE)
