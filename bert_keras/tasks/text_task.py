@@ -991,7 +991,7 @@ def _backup_callback(run_dir, **run):
                                      f"{run}); remove it to start over, or give a new run_dir")
     os.makedirs(run_dir, exist_ok=True)
     write_json(os.path.join(run_dir, "run.json"), run)
-    return RunBackup(run_dir, save_freq="epoch", delete_checkpoint=True)
+    return RunBackup(run_dir, save_freq="epoch", delete_checkpoint=True, companion_files=("run.json",))
 
 
 def _split_off_validation(x, y, sample_weight, validation_split):

@@ -59,10 +59,21 @@ class RunBackup(keras.callbacks.BackupAndRestore):
     >>> # model.fit(..., callbacks=[backup]); kill it; the same call resumes.
     """
 
+    def __init__(self, backup_dir, *, companion_files=(), **kwargs):
+        """Keras' arguments; `companion_files`: names in `backup_dir` removed with the backup."""
+        super().__init__(backup_dir, **kwargs)
+        self.companion_files = tuple(companion_files)
+
     def on_train_begin(self, logs=None):
         for note in settle_backup(self.backup_dir):
             logger.warning(note)
         super().on_train_begin(logs)
+
+    def on_train_end(self, logs=None):
+        # Keras removes the whole directory; only the backup's own files go (and the directory
+        # once empty), so that nothing else a user put there is lost.
+        if self.delete_checkpoint:
+            remove_backup(self.backup_dir, companion_files=self.companion_files)
 
     def _save_model(self):
         from pipelines.atomic_writes import staged_path, write_json
@@ -163,6 +174,29 @@ def settle_backup(backup_dir):
         notes.append(f"resuming from the backup before the last one in {backup_dir} "
                      f"(epoch {backed_up_epoch(backup_dir)})")
     return notes
+
+
+def remove_backup(backup_dir, *, companion_files=()):
+    """Removes a backup's files (and staging files), then the directory if nothing else is in it.
+
+    Args:
+        backup_dir: str. A backup directory (need not exist).
+        companion_files: names of other files that belong to the backup (a run description).
+    """
+    from pipelines.atomic_writes import is_staging_name
+
+    if not os.path.isdir(backup_dir):
+        return
+    for name in os.listdir(backup_dir):
+        if name in BACKUP_FILES or name in companion_files or is_staging_name(name):
+            path = os.path.join(backup_dir, name)
+            if os.path.isfile(path) or os.path.islink(path):
+                os.remove(path)
+    try:
+        os.rmdir(backup_dir)
+    except OSError:
+        logger.warning("kept %s: it holds files that are not the backup's (%s)", backup_dir,
+                       ", ".join(sorted(os.listdir(backup_dir))[:5]))
 
 
 def roll_back_backup(backup_dir, epoch):

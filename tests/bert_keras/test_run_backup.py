@@ -144,3 +144,21 @@ def test_settle_backup_sets_aside_what_cannot_be_dated_and_restores_the_previous
     notes = settle_backup(str(tmp_path))
     assert "has metadata that cannot be read" in notes[0] and "backup before the last one" in notes[1]
     assert backed_up_epoch(str(tmp_path)) == 1 and (tmp_path / "latest.weights.h5.ahead").exists()
+
+
+def test_a_completed_fit_removes_only_the_backup_files(tmp_path, caplog):
+    backup = tmp_path / "run"
+
+    class DropAFile(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            (backup / "notes.txt").write_text("mine")  # put there while the fit ran
+
+    m = model()
+    with caplog.at_level("WARNING"):
+        m.fit(X, Y, epochs=2, verbose=0, callbacks=[
+            RunBackup(str(backup), save_freq="epoch", delete_checkpoint=True, double_checkpoint=True,
+                      companion_files=("run.json",)), DropAFile()])
+    assert sorted(os.listdir(backup)) == ["notes.txt"]  # Keras' own callback removes the directory
+    assert f"kept {backup}" in caplog.text
+    fit(model(), str(tmp_path / "clean"), 2)
+    assert not (tmp_path / "clean").exists()
