@@ -59,8 +59,9 @@ def register(subparsers, summary):
                              "the same seed prints the same losses")
     parser.add_argument("--output-dir", required=True, metavar="DIR", help="where everything is written")
     parser.add_argument("--overwrite", action="store_true",
-                        help="start afresh in a non-empty --output-dir that is not this run "
-                             "(removes its checkpoints, backup, logs and encoder)")
+                        help="start afresh in a non-empty --output-dir that is not this run: removes the "
+                             "outputs of the pretraining run recorded there (checkpoints, backup, logs, "
+                             "encoder); never your other files, nor a file this run reads")
     parser.set_defaults(func=run)
 
 

@@ -204,7 +204,8 @@ class Pretrainer(BertPretrainer):
             strategy=strategy, steps_per_execution=steps_per_execution, jit_compile=jit_compile,
             checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints, verbose=verbose,
             run_settings=settings, overwrite=overwrite, seed=seed,
-            save_outputs=lambda model: save_outputs(model, output_dir, vocab_file))
+            save_outputs=lambda model: save_outputs(model, output_dir, vocab_file),
+            input_paths=input_paths(vocab_file=vocab_file, init=init, config=config, corpus=corpus, records=records))
 
 
 def read_config(config, vocab_file=None):
@@ -297,6 +298,26 @@ def run_settings(*, records, corpus, vocab_file, lowercase, config, init, seq_le
     }
 
 
+def input_paths(*, vocab_file=None, init=None, config=None, corpus=None, records=None):
+    """The local files a pretraining run reads (a run's `--overwrite` must not remove them)."""
+    import glob
+
+    paths = []
+    if init:
+        kind, colon, rest = os.fspath(init).partition(":")
+        if not colon:
+            paths.append(init)
+        elif kind in ("hf", "tf1", "keras-hub"):
+            paths.append(rest)
+    if isinstance(config, (str, os.PathLike)) and os.path.exists(config):
+        paths.append(config)
+    if corpus is not None:
+        paths += [corpus] if isinstance(corpus, (str, os.PathLike)) else list(corpus)
+    if records is not None:
+        paths += glob.glob(os.fspath(records)) or [os.path.dirname(os.fspath(records)) or "."]
+    return [os.fspath(p) for p in [vocab_file, *paths] if p]
+
+
 def save_outputs(model, output_dir, vocab_file=None):
     """`encoder.keras` (atomically), `config.json` and a copy of `vocab_file` into `output_dir`."""
     from pipelines.atomic_writes import staged_path
@@ -304,5 +325,6 @@ def save_outputs(model, output_dir, vocab_file=None):
     with staged_path(os.path.join(output_dir, "encoder.keras")) as staging:
         model.encoder.save(staging)
     model.encoder.config.to_json(os.path.join(output_dir, "config.json"))
-    if vocab_file:
-        shutil.copyfile(vocab_file, os.path.join(output_dir, "vocab.txt"))
+    target = os.path.join(output_dir, "vocab.txt")
+    if vocab_file and not (os.path.exists(target) and os.path.samefile(vocab_file, target)):
+        shutil.copyfile(vocab_file, target)

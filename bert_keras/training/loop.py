@@ -229,6 +229,7 @@ def run_pretraining(
     overwrite=False,
     seed=None,
     save_outputs=None,
+    input_paths=(),
 ):
     """Pretrain with `model.fit`: AdamW + warmup/decay, step checkpoints, TensorBoard, resume after a kill.
 
@@ -279,12 +280,14 @@ def run_pretraining(
             batch, optimizer, seed...; not the step count): a rerun must
             match it to resume or continue.
         overwrite: start afresh in a directory holding other work (removes
-            what a run writes there).
+            what a recorded run wrote there; never a file no run recorded).
         seed: int or None. Seeds model initialisation and dropout
             (`keras.utils.set_random_seed`) before `build_model`.
         save_outputs: optional callable (model) -> None, called on the chief
             after training and before the run is recorded complete (e.g.
             saving `encoder.keras`), so that a complete run has its outputs.
+        input_paths: files the run reads (vocabulary, initial weights, data):
+            `overwrite` refuses to remove them.
 
     Returns:
         `PretrainingResult` (`model` is None and `already_complete` True when
@@ -314,7 +317,7 @@ def run_pretraining(
     for note in settle_backup(backup_dir):
         logger.warning(note)
     plan = plan_run(output_dir, settings=run_settings, num_train_steps=num_train_steps,
-                    backup_epoch=backed_up_epoch(backup_dir), overwrite=overwrite, chief=chief)
+                    backup_epoch=backed_up_epoch(backup_dir), overwrite=overwrite, chief=chief, inputs=input_paths)
     if plan.action == "complete":
         logger.info("%s is complete at step %d: nothing to do", output_dir, plan.completed_step)
         return PretrainingResult(model=None, initial_step=plan.completed_step, final_step=plan.completed_step,

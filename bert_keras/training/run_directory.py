@@ -80,7 +80,7 @@ def latest_checkpoint(output_dir: str):
 
 
 def plan_run(output_dir: str, *, settings: dict, num_train_steps: int, backup_epoch: int = 0,
-             overwrite: bool = False, chief: bool = True) -> RunPlan:
+             overwrite: bool = False, chief: bool = True, inputs=()) -> RunPlan:
     """Decides what a run with `settings` and `num_train_steps` does with `output_dir`.
 
     Example:
@@ -94,9 +94,13 @@ def plan_run(output_dir: str, *, settings: dict, num_train_steps: int, backup_ep
             optimizer, seed...; not the step count, which may grow).
         num_train_steps: the total steps asked for.
         backup_epoch: the epoch of the `BackupAndRestore` backup (0 if none).
-        overwrite: replace what the directory holds instead of refusing.
+        overwrite: start afresh in a directory that holds other work: a recorded
+            run's outputs are removed; files of the names a run writes that no run
+            recorded (the user's) are never removed, and refused.
         chief: False on non-chief workers: they follow the chief's record and
             neither check nor remove anything.
+        inputs: paths the run reads (vocabulary, initial weights, data): an
+            overwrite that would remove one of them is refused.
 
     Raises:
         RunDirectoryError: the directory holds other work, and not `overwrite`.
@@ -104,8 +108,7 @@ def plan_run(output_dir: str, *, settings: dict, num_train_steps: int, backup_ep
     settings = json.loads(json.dumps(settings))  # compare as stored
     names = set(os.listdir(output_dir)) if os.path.isdir(output_dir) else set()
     if overwrite and chief and names:
-        remove_run_outputs(output_dir)
-        return RunPlan("start")
+        return _start_afresh(output_dir, names, inputs)
     record = read_run_record(output_dir)
     if chief and names and record is None:
         raise RunDirectoryError(
@@ -155,6 +158,29 @@ def record_complete(output_dir: str, *, final_step: int, metrics: dict):
     record = read_run_record(output_dir) or {}
     record.update(status="complete", final_step=int(final_step), metrics=metrics)
     _write(output_dir, record)
+
+
+def _start_afresh(output_dir, names, inputs):
+    """`overwrite`: removes a recorded run's outputs, after checking that no input and no file of
+    the user's is among them."""
+    outputs = sorted(name for name in names if name in RUN_OUTPUTS or name.startswith("backup-worker-"))
+    if read_run_record(output_dir) is None:
+        if outputs:
+            raise RunDirectoryError(
+                f"{output_dir} holds {', '.join(outputs[:5])}, of the names a pretraining run writes, but no run "
+                f"({RUN_FILE} is missing): they are not this tool's to remove, even with --overwrite. Move them, "
+                "or choose another --output-dir.")
+        return RunPlan("start")  # only files of other names: they stay, the run writes beside them
+    for path in inputs:
+        path = os.path.realpath(os.fspath(path))
+        for name in outputs:
+            output = os.path.realpath(os.path.join(output_dir, name))
+            if path == output or path.startswith(output + os.sep):
+                raise RunDirectoryError(
+                    f"--overwrite would remove {output}, which this run reads ({path}): copy it out of "
+                    f"{output_dir} first, or choose another --output-dir.")
+    remove_run_outputs(output_dir)
+    return RunPlan("start")
 
 
 def remove_run_outputs(output_dir: str):

@@ -557,3 +557,36 @@ def test_cli_pretrain_records_of_other_sizes_fail_before_the_model_is_built(
     error = capsys.readouterr().err
     assert f"data-config.json" in error and f'"max_predictions_per_seq": {PREDICTIONS}' in error, error
     assert "max_predictions_per_seq 5 was asked for" in error
+
+
+def test_overwrite_never_removes_an_input_or_a_file_no_run_recorded(tmp_path):
+    from bert_keras.training.run_directory import RunDirectoryError, plan_run, record_segment
+
+    settings = {"seed": 0}
+    # The user's files of the names a run writes, and no run.json: never removed, even with overwrite.
+    user = tmp_path / "project"
+    (user / "logs").mkdir(parents=True)
+    (user / "logs" / "experiment-notes.txt").write_text("mine")
+    (user / "vocab.txt").write_text("[PAD]\n")
+    before = sorted(str(p) for p in user.rglob("*"))
+    with pytest.raises(RunDirectoryError, match=r"holds logs, vocab.txt, of the names .* no run"):
+        plan_run(str(user), settings=settings, num_train_steps=2, overwrite=True, inputs=[str(user / "vocab.txt")])
+    assert sorted(str(p) for p in user.rglob("*")) == before
+    # Files of other names only: the run starts beside them.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    assert plan_run(str(other), settings=settings, num_train_steps=2, overwrite=True).action == "start"
+    assert os.listdir(other) == ["notes.txt"]
+    # A recorded run: its outputs go, unless the new run reads one of them.
+    run = tmp_path / "run"
+    run.mkdir()
+    record_segment(str(run), settings=settings, num_train_steps=2, segment_start=0, steps_per_epoch=1)
+    (run / "encoder.keras").write_text("weights")
+    (run / "notes.txt").write_text("mine")
+    with pytest.raises(RunDirectoryError, match=r"would remove .*encoder.keras, which this run reads"):
+        plan_run(str(run), settings={"seed": 1}, num_train_steps=2, overwrite=True, inputs=[str(run / "encoder.keras")])
+    assert (run / "encoder.keras").exists()
+    assert plan_run(str(run), settings={"seed": 1}, num_train_steps=2, overwrite=True,
+                    inputs=[str(tmp_path / "vocab.txt")]).action == "start"
+    assert os.listdir(run) == ["notes.txt"]
