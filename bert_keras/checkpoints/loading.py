@@ -509,7 +509,44 @@ class Conversion:
             f'next: bert-keras embed --init {self.dest} --vocab vocab.txt "hello world"'])
 
 
-def convert(source, dest, *, strict=True):
+def destination_files(destination, vocab=True):
+    """The files a write to `destination` (a `Location` for writing) replaces, if they exist."""
+    path = destination.path
+    if destination.kind == "keras":
+        return [path] + ([_keras_vocab_path(path)] if vocab else [])
+    if destination.kind == "tf1":
+        from bert_keras.checkpoints import tf1
+
+        prefix = os.path.join(path, tf1.DEFAULT_PREFIX_NAME) if os.path.isdir(path) or path.endswith(("/", os.sep)) else path
+        directory = os.path.dirname(os.path.abspath(prefix))
+        names = [name for name in (os.listdir(directory) if os.path.isdir(directory) else [])
+                 if name.startswith(os.path.basename(prefix) + ".")]
+        names += [tf1.CONFIG_FILE, "checkpoint"] + (["vocab.txt"] if vocab else [])
+        return [os.path.join(directory, name) for name in names]
+    # hf:, keras-hub: a directory, written as a whole
+    return [os.path.join(path, name) for name in (os.listdir(path) if os.path.isdir(path) else [])]
+
+
+def check_destination(source, dest, *, overwrite=False):
+    """Refuses a conversion that would write over its source, or over existing files without `overwrite`.
+
+    Raises:
+        FileExistsError: naming the files, and `overwrite=True` (`--overwrite`).
+        ValueError: the destination is the source.
+    """
+    destination = parse_spec(dest, for_writing=True)
+    origin = parse_spec(source)
+    if os.path.exists(origin.path) and os.path.exists(destination.path) and os.path.samefile(origin.path,
+                                                                                            destination.path):
+        raise ValueError(f"{dest}: is the source {source}; convert into another path")
+    existing = [path for path in destination_files(destination) if os.path.lexists(path)]
+    if existing and not overwrite:
+        shown = ", ".join(os.path.basename(path) for path in existing[:5])
+        raise FileExistsError(f"{dest}: would replace {shown}{' ...' if len(existing) > 5 else ''}; "
+                              "pass overwrite=True (--overwrite) to replace them, or choose another destination")
+
+
+def convert(source, dest, *, strict=True, overwrite=False):
     """Converts the weights of `source` into `dest` through the canonical dict.
 
     No model is built unless `dest` is a `.keras` file; the vocabulary found
@@ -525,10 +562,12 @@ def convert(source, dest, *, strict=True):
         dest: `hf:DIR`, `tf1:PREFIX`, `keras-hub:DIR` or `PATH.keras`.
         strict: refuse tensors the encoder does not use and missing encoder
             weights (False: drop them with a warning).
+        overwrite: replace files the destination already holds (never the source).
 
     Returns:
         `Conversion`.
     """
+    check_destination(source, dest, overwrite=overwrite)
     destination = parse_spec(dest, for_writing=True)
     config, weights, vocab = read_pretrained(source, strict=strict)
     if destination.kind == "keras":

@@ -35,11 +35,17 @@ def register(subparsers, summary):
     parser.add_argument("--top-k", type=int, default=5, help="tokens listed for [CLS] (default 5)")
     parser.add_argument("--output-dir", default="attention", metavar="DIR",
                         help="where to write (default ./attention)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace attention.html and the layer's PNG in --output-dir")
     parser.set_defaults(func=run)
 
 
 def run(args):
+    from bert_keras.cli.output_files import check_output_names
     from bert_keras.visualization import attention_heatmaps_png, encoder_attention, save_head_view_html
+
+    if os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
+        raise CommandError(f"--output-dir {args.output_dir}: is a file, not a directory")
 
     attention = encoder_attention(args.init, args.texts, vocab_file=args.vocab, lowercase=not args.cased,
                                   seq_length=args.seq_length)
@@ -48,6 +54,7 @@ def run(args):
     except ValueError as error:
         raise CommandError(str(error)) from None
     tokens, out, (layers, heads) = attention.tokens, args.output_dir, attention.probs.shape[:2]
+    check_output_names(out, ["attention.html", f"layer{layer}.png"], overwrite=args.overwrite)
     title = f"{args.init}: " + " / ".join(repr(t) for t in args.texts)
     html_path = save_head_view_html(os.path.join(out, "attention.html"), tokens, attention.probs, head=head,
                                     title=title, segment_ids=attention.segment_ids, initial_layer=layer)

@@ -41,6 +41,7 @@ def register(subparsers, summary):
         help="drop tensors the encoder does not use (e.g. a classifier head) with a warning, "
         "and allow missing encoder weights",
     )
+    p.add_argument("--overwrite", action="store_true", help="replace the files DEST already holds")
     p.set_defaults(func=run)
     return p
 
@@ -53,7 +54,7 @@ def run(args):
     # Library warnings (exact GELU exported to a tanh-GELU format, dropped tensors) are part
     # of the result: printed as plain lines, not as Python warnings with a source line.
     with collected_warnings(verbose=getattr(args, "verbose", False)) as caught:
-        result = convert(args.source, args.dest, strict=args.strict)
+        result = convert(args.source, args.dest, strict=args.strict, overwrite=args.overwrite)
     for warning in caught:
         print(f"warning: {warning.message}", file=sys.stderr)
     print(result.summary())

@@ -34,6 +34,7 @@ def register(subparsers, summary):
     parser.add_argument("texts", nargs="*", metavar="TEXT", help="texts to embed (or use --input)")
     parser.add_argument("--input", metavar="FILE", help="UTF-8 text file, one (non-empty) text per line")
     parser.add_argument("--output", metavar="OUT", help="write vectors to OUT.npy or OUT.jsonl (atomically)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     add_encoder_options(parser, seq_length_help="tokens per text, [CLS]/[SEP] included; longer texts are cut "
                                                 "(default 128)")
     parser.add_argument("--pooling", choices=POOLING_MODES, default="mean",
@@ -53,6 +54,9 @@ def run(args):
     texts = _read_texts(args)
     if args.output and not args.output.endswith((".npy", ".jsonl")):
         raise CommandError(f"--output {args.output}: name a .npy or .jsonl file")
+    from bert_keras.cli.output_files import check_output_file
+
+    check_output_file(args.output, overwrite=args.overwrite, inputs=[args.input])
     if args.batch_size < 1 or args.top_k < 1:
         raise CommandError("--batch-size and --top-k must be at least 1")
 

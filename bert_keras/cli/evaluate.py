@@ -25,23 +25,27 @@ def register(subparsers, summary):
     parser.add_argument("--output", metavar="FILE",
                         help="write the metrics JSON here (default: DIR/eval_results.json when "
                              "scoring the task's dev data, else only printed)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     parser.add_argument("--json", action="store_true", help="print only the metrics JSON")
     parser.set_defaults(func=run)
 
 
 def run(args):
+    from bert_keras.cli.output_files import check_output_file
     from bert_keras.cli.task_arguments import task_spec
     from bert_keras.finetuned_model import write_eval_results
     from bert_keras.tasks import load
     from bert_keras.tasks.named_datasets import spec_for_model
+    from pipelines.atomic_writes import atomic_file
 
     started = time.time()
+    check_output_file(args.output, overwrite=args.overwrite, inputs=[args.data])
     task = load(args.model)
     spec = spec_for_model(task_spec(args, training=task.to_finetuned().training), task, args.model, args.task)
     progress = int(sys.stdout.isatty() and not args.json)  # a progress bar with ETA on a terminal
     metrics = task.evaluate(*spec.evaluation_data(args.data), batch_size=args.batch_size, verbose=progress)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
+        with atomic_file(args.output) as f:
             json_output.dump(metrics, f, indent=2, sort_keys=True)
     elif not args.data and not args.task:
         write_eval_results(args.model, metrics)

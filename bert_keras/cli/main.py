@@ -70,9 +70,10 @@ def main(argv=None):
         return 1
     try:
         return args.func(args) or 0
-    except (CommandError, FileNotFoundError, ValueError) as error:
-        # Library errors (bad vocabulary, mismatched checkpoint, bad input file)
-        # name the file and the problem: show the message, not a traceback.
+    except (CommandError, OSError, ValueError) as error:
+        # Library errors (bad vocabulary, mismatched checkpoint, bad input file) and the
+        # system's (permission denied, a file where a directory should be) name the file
+        # and the problem: show the message, not a traceback.
         if os.environ.get("BERT_KERAS_DEBUG") == "1":
             raise
         print(f"bert-keras {args.command}: error: {error}", file=sys.stderr)

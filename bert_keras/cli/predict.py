@@ -28,6 +28,8 @@ def register(subparsers, summary):
     parser.add_argument("--output", metavar="FILE", help="JSONL file of predictions")
     parser.add_argument("--output-dir", metavar="DIR",
                         help="SQuAD: where the prediction files go (default: the model directory)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace an existing --output file (SQuAD: the prediction files in --output-dir)")
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--n-best-size", type=int, default=20, help="squad: n-best list length")
     parser.add_argument("--max-answer-length", type=int, default=30, help="squad: in tokens")
@@ -45,8 +47,12 @@ def _read_texts(args):
 
 
 def run(args):
+    from bert_keras.cli.output_files import check_output_file
     from bert_keras.tasks import load
+    from pipelines.atomic_writes import atomic_file
 
+    if not args.squad:
+        check_output_file(args.output, overwrite=args.overwrite, inputs=[args.input])
     task = load(args.model)
     if args.squad:
         if not hasattr(task, "predict_squad"):
@@ -59,7 +65,7 @@ def run(args):
     with task.verbosity(int(sys.stdout.isatty() and not args.json)):  # a progress bar on a terminal
         rows = task.predict_rows(texts, batch_size=args.batch_size)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
+        with atomic_file(args.output) as f:
             f.writelines(json_output.dumps(row) + "\n" for row in rows)
     for row in rows:
         print(json_output.dumps(row) if args.json else task.row_text(row))
@@ -71,8 +77,12 @@ def run(args):
 def _predict_squad(args, task):
     from bert_keras.tasks.named_datasets import write_squad_predictions
 
+    from bert_keras.cli.output_files import check_output_names
+
     # --output DIR: the former spelling for SQuAD's directory
     directory = args.output_dir or args.output or args.model
+    check_output_names(directory, ["predictions.json", "nbest_predictions.json", "null_odds.json"],
+                       overwrite=args.overwrite, inputs=[args.squad])
     with task.verbosity(int(sys.stdout.isatty())):
         count, answered, paths = write_squad_predictions(
             task, args.squad, directory, batch_size=args.batch_size, threshold=args.null_threshold,

@@ -1,0 +1,95 @@
+"""No command writes over its own input, or over an existing file without `--overwrite`.
+
+Each case is what a careless command line did before: `evaluate --output dev.tsv` replaced the
+dev data with metrics, `predict --input texts.txt --output texts.txt` the texts with predictions,
+`convert` and `attention` replaced the user's files of the same names without a word.
+"""
+
+import os
+
+import pytest
+
+import export_fixtures
+from bert_keras.cli.main import main
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory):
+    return export_fixtures.make_finetuned_dir("classification", str(tmp_path_factory.mktemp("m") / "model"))
+
+
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory):
+    return export_fixtures.make_encoder_spec(str(tmp_path_factory.mktemp("e") / "encoder"))
+
+
+def refused(argv, capsys, *messages):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    for message in messages:
+        assert message in err, err
+    return err
+
+
+def test_predict_and_evaluate_never_write_over_an_input_or_an_existing_file(classifier, tmp_path, capsys):
+    texts = tmp_path / "texts.txt"
+    texts.write_text("a good film\tfine\na bad film\tbad\n")  # the fixture classifies pairs
+    refused(["predict", "--model", classifier, "--input", str(texts), "--output", str(texts), "--overwrite"],
+            capsys, f"--output {texts} is the command's input")
+    assert texts.read_text() == "a good film\tfine\na bad film\tbad\n"
+    results = tmp_path / "results.jsonl"
+    results.write_text("mine")
+    refused(["predict", "--model", classifier, "--input", str(texts), "--output", str(results)], capsys,
+            "the file exists; pass --overwrite")
+    assert results.read_text() == "mine"
+    assert main(["predict", "--model", classifier, "--input", str(texts), "--output", str(results),
+                 "--overwrite"]) == 0
+    assert len(results.read_text().splitlines()) == 2
+    capsys.readouterr()
+
+    import shutil
+
+    dev = str(tmp_path / "dev.tsv")
+    shutil.copyfile(classifier.rstrip("/") + ".data/train.tsv", dev)
+    data = open(dev).read()
+    refused(["evaluate", "--model", classifier, "--data", dev, "--output", dev], capsys, "is the command's input")
+    assert open(dev).read() == data
+    refused(["evaluate", "--model", classifier, "--data", dev, "--output", str(results)], capsys,
+            "the file exists")
+    assert results.read_text().count("\n") == 2
+
+
+def test_embed_convert_and_attention_refuse_existing_files(encoder, tmp_path, capsys):
+    texts = tmp_path / "t.jsonl"
+    texts.write_text('"a good film"\n')
+    refused(["embed", "--init", encoder, "--input", str(texts), "--output", str(texts), "--overwrite"], capsys,
+            "is the command's input")
+    assert texts.read_text() == '"a good film"\n'
+
+    mine = tmp_path / "out.keras"
+    mine.write_text("mine")
+    refused(["convert", encoder, str(mine)], capsys, "would replace out.keras", "--overwrite")
+    assert mine.read_text() == "mine"
+    hf_dir = tmp_path / "hf"
+    hf_dir.mkdir()
+    (hf_dir / "config.json").write_text("mine")
+    refused(["convert", encoder, f"hf:{hf_dir}"], capsys, "would replace config.json")
+    assert (hf_dir / "config.json").read_text() == "mine"
+    refused(["convert", encoder, encoder, "--overwrite"], capsys, "is the source")
+    assert main(["convert", encoder, str(mine), "--overwrite"]) == 0 and mine.stat().st_size > 1000
+    capsys.readouterr()
+
+    out = tmp_path / "att"
+    out.mkdir()
+    (out / "attention.html").write_text("mine")
+    refused(["attention", "--init", encoder, "--seq-length", "16", "--output-dir", str(out), "good film"],
+            capsys, "holds attention.html", "--overwrite")
+    assert (out / "attention.html").read_text() == "mine"
+
+
+def test_a_system_error_is_a_message_not_a_traceback(classifier, tmp_path, capsys):
+    blocker = tmp_path / "afile"
+    blocker.write_text("mine")
+    err = refused(["predict", "--model", classifier, "good film ||| fine", "--output", str(blocker / "rows.jsonl")],
+                  capsys, "is a file, not a directory")
+    assert "Traceback" not in err and blocker.read_text() == "mine"
