@@ -43,7 +43,7 @@ def register(subparsers, summary):
 
 def run(args):
     started = time.time()
-    check_output_dir(args.output_dir, args.overwrite)
+    check_output_dir(args.output_dir, args.overwrite, inputs=[args.init, args.task, args.data, args.eval_data])
     spec = task_spec(args, train_path=args.data, eval_path=args.eval_data)
     from bert_keras.tasks.finetuning import finetune
 

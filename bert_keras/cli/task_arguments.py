@@ -43,14 +43,35 @@ def task_spec(args, *, train_path=None, eval_path=None, training=None):
                    **{name: getattr(args, name, None) for name in names})
 
 
-def check_output_dir(directory, overwrite):
+def check_output_dir(directory, overwrite, inputs=()):
     """Refuses, before any training, an --output-dir the model could not be saved into.
 
+    Args:
+        directory: the --output-dir.
+        overwrite: the --overwrite flag.
+        inputs: what the command reads (weights specs, data files): the output directory
+            may not be one of them nor hold one, since saving replaces it whole.
+
     Raises:
-        CommandError: it holds a fine-tuned model and `overwrite` is False, or holds
-            other files (`bert_keras.finetuned_model.check_can_save`).
+        CommandError: it is or holds an input; it holds a fine-tuned model and `overwrite`
+            is False, or holds other files (`bert_keras.finetuned_model.check_can_save`).
     """
+    import os
+
     from bert_keras.finetuned_model import DirectoryInUseError, check_can_save
+
+    target = os.path.realpath(directory)
+    for spec in inputs:
+        if not spec:
+            continue
+        kind, colon, rest = str(spec).partition(":")
+        path = rest if colon and kind in ("hf", "tf1", "keras-hub", "csv") else None if colon and kind == "pip" else spec
+        if not path or not os.path.exists(path.split("*")[0] or "."):
+            continue
+        source = os.path.realpath(path)
+        if source == target or source.startswith(target + os.sep):
+            raise CommandError(f"--output-dir {directory} holds this command's input {spec}: the output "
+                               "directory is replaced when the model is saved; choose another --output-dir")
 
     try:
         check_can_save(directory, overwrite)

@@ -33,8 +33,12 @@ def register(subparsers, summary):
 
 
 def run(args):
-    if os.path.exists(args.output) and not args.overwrite:
-        raise CommandError(f"{args.output} exists; pass --overwrite to replace it")
+    import glob
+
+    from bert_keras.cli.output_files import check_output_file
+
+    inputs = [path for pattern in args.inputs for path in (glob.glob(pattern) or [pattern])]
+    check_output_file(args.output, overwrite=args.overwrite, inputs=inputs)
     from tqdm import tqdm
 
     from pipelines.tokenizer import RESERVED_TOKENS, build_vocabulary, write_vocabulary

@@ -93,3 +93,17 @@ def test_a_system_error_is_a_message_not_a_traceback(classifier, tmp_path, capsy
     err = refused(["predict", "--model", classifier, "good film ||| fine", "--output", str(blocker / "rows.jsonl")],
                   capsys, "is a file, not a directory")
     assert "Traceback" not in err and blocker.read_text() == "mine"
+
+
+def test_an_output_directory_or_file_that_is_an_input_is_refused_even_with_overwrite(classifier, encoder,
+                                                                                     tmp_path, capsys):
+    before = sorted(os.listdir(classifier))
+    refused(["distill", "--teacher", classifier, "--layers", "1", "--output-dir", classifier, "--overwrite"],
+            capsys, f"--output-dir {classifier} holds this command's input")
+    refused(["finetune", "--task", f"csv:{classifier}.data/train.tsv", "--init", encoder, "--output-dir",
+             os.path.dirname(encoder), "--overwrite"], capsys, "holds this command's input")
+    assert sorted(os.listdir(classifier)) == before and os.path.exists(encoder)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a good film\n")
+    refused(["vocab", str(corpus), "-o", str(corpus), "--overwrite"], capsys, "is the command's input")
+    assert corpus.read_text() == "a good film\n"
