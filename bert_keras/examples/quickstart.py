@@ -29,9 +29,10 @@ bert-base-uncased's vocabulary, shipped inside the PyPI package
 (nothing is downloaded). Every run is seeded (`--seed`) and uses TensorFlow's
 deterministic ops: the same seed prints the same losses, metrics and answers.
 
-Everything is written under `--workdir`, with atomic writes. A directory that
-a previous quickstart made (it holds the marker file `.bert-keras-quickstart`)
-is replaced; any other non-empty directory is refused and left as it is.
+Everything is written under `--workdir`, with atomic writes. In a directory
+that a previous quickstart made (it holds the marker file `.bert-keras-quickstart`)
+the next run replaces what quickstart wrote and keeps any file you added; any
+other non-empty directory is refused and left as it is.
 
 The library is imported inside the steps, not at the top, so that `--help`
 answers at once (TensorFlow takes seconds to load).
@@ -442,18 +443,32 @@ def make_deterministic(seed):
     tf.config.experimental.enable_op_determinism()
 
 
+# What a quickstart writes into its --workdir: the next run replaces these, and only these.
+OUTPUTS = ("corpus.txt", "vocab.txt", "pretraining", "pretrain", "sentiment", "models")
+
+
 def prepare_workdir(workdir):
-    """Empties a directory a previous quickstart made; refuses any other non-empty one."""
-    from pipelines.atomic_writes import write_text
+    """Removes what a previous quickstart wrote in `workdir` (files you added there stay);
+    refuses a non-empty directory that quickstart did not make."""
+    from pipelines.atomic_writes import is_staging_name, write_text
 
     if os.path.isdir(workdir) and os.listdir(workdir):
         if not os.path.exists(os.path.join(workdir, MARKER)):
             raise QuickstartError(f"{workdir} exists and was not made by quickstart: choose another "
                                   "--workdir (nothing was changed)")
-        shutil.rmtree(workdir)
+        kept = []
+        for name in sorted(os.listdir(workdir)):
+            path = os.path.join(workdir, name)
+            if name in OUTPUTS or is_staging_name(name):
+                shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
+            elif name != MARKER:
+                kept.append(name)
+        if kept:
+            print(f"keeping your files in {workdir}: {', '.join(kept[:5])}{' ...' if len(kept) > 5 else ''}")
     os.makedirs(workdir, exist_ok=True)
     write_text(os.path.join(workdir, MARKER),
-               "made by `bert-keras quickstart`; removed and rebuilt by the next run\n")
+               "made by `bert-keras quickstart`; the next run replaces what it wrote here "
+               f"({', '.join(OUTPUTS)}) and keeps any other file\n")
 
 
 def write_pretraining_corpus(path, corpus, reviews):

@@ -133,6 +133,21 @@ def test_quickstart_refuses_a_directory_it_did_not_make(tmp_path):
     assert (tmp_path / "mine.txt").read_text() == "keep me"
 
 
+def test_a_rerun_replaces_what_quickstart_wrote_and_keeps_the_users_files(tmp_path, capsys):
+    workdir = tmp_path / "qs"
+    quickstart.prepare_workdir(str(workdir))
+    for name in ("sentiment", "models", "pretrain"):
+        (workdir / name).mkdir()
+        (workdir / name / "old").write_text("quickstart's")
+    (workdir / "vocab.txt").write_text("quickstart's")
+    (workdir / "my-experiments").mkdir()
+    (workdir / "my-experiments" / "results.md").write_text("mine")
+    quickstart.prepare_workdir(str(workdir))
+    assert sorted(os.listdir(workdir)) == [quickstart.MARKER, "my-experiments"]
+    assert (workdir / "my-experiments" / "results.md").read_text() == "mine"
+    assert "keeping your files" in capsys.readouterr().out
+
+
 def test_the_example_script_refuses_a_directory_it_did_not_make(tmp_path):
     (tmp_path / "mine.txt").write_text("keep me")
     result = subprocess.run([sys.executable, SCRIPT, "--workdir", str(tmp_path)],
