@@ -394,6 +394,8 @@ def install_directory(staging, target, *, overwrite=False):
             # Another writer won the race for this name: fall through.
     if not overwrite:
         raise FileExistsError(f"{target} already exists")
+    if not os.path.isdir(target) or os.path.islink(target):
+        raise FileExistsError(f"{target} exists and is not a directory: it is not replaced by one")
     aside = tempfile.mkdtemp(prefix=f"{_REPLACED_PREFIX}{os.path.basename(target)}-{owner_tag()}-",
                              dir=os.path.dirname(os.path.abspath(target)))
     os.rmdir(aside)  # only its unique name is wanted

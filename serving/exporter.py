@@ -392,10 +392,17 @@ def choose_version(model_dir, version=None, *, overwrite=False):
     """The version to write: `version` (checked) or the highest existing + 1 (1 when none)."""
     versions = existing_versions(model_dir)
     if version is None:
-        return (versions[-1] + 1) if versions else 1
+        version = (versions[-1] + 1) if versions else 1
+        while os.path.lexists(os.path.join(model_dir, str(version))):  # a file of that name: not ours
+            version += 1
+        return version
     if isinstance(version, bool) or not str(version).isdigit() or int(version) < 1:
         raise ValueError(f"version must be a positive integer, not {version!r}")
     version = int(version)
+    target = os.path.join(model_dir, str(version))
+    if os.path.lexists(target) and not os.path.isfile(os.path.join(target, "saved_model.pb")):
+        raise FileExistsError(f"{target} exists and is not a SavedModel version (no saved_model.pb): it is "
+                              "not replaced, even with --overwrite; move it, or choose another version")
     if version in versions and not overwrite:
         raise FileExistsError(f"{os.path.join(model_dir, str(version))} already exists; pass "
                               f"overwrite=True (--overwrite) to replace it, or another version")

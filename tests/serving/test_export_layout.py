@@ -42,9 +42,15 @@ def test_version_numbering(tmp_path):
     assert exporter.choose_version(model_dir) == 1  # no directory yet
     for name in ("1", "3", "07", "latest", ".export-4-abc"):
         os.makedirs(os.path.join(model_dir, name))
+        open(os.path.join(model_dir, name, "saved_model.pb"), "w").close()
     open(os.path.join(model_dir, "9"), "w").close()  # a file, not a version
     assert exporter.existing_versions(model_dir) == [1, 3, 7]
     assert exporter.choose_version(model_dir) == 8
+    open(os.path.join(model_dir, "8"), "w").close()  # the user's file: skipped, never replaced
+    assert exporter.choose_version(model_dir) == 10
+    for name in ("8", "9"):
+        with pytest.raises(FileExistsError, match=f"sentiment/{name} exists and is not a SavedModel"):
+            exporter.choose_version(model_dir, name, overwrite=True)
     assert exporter.choose_version(model_dir, 5) == 5
     assert exporter.choose_version(model_dir, "3", overwrite=True) == 3
     with pytest.raises(FileExistsError, match="sentiment/3 already exists.*overwrite"):
