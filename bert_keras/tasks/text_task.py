@@ -403,7 +403,9 @@ class TextTask(keras.Model):
         if run_dir:
             steps_per_epoch = checkpoint_every or steps_per_epoch
             callbacks = list(callbacks or []) + [_backup_callback(
-                run_dir, total_steps=total_steps, steps_per_epoch=steps_per_epoch, batch_size=batch_size)]
+                run_dir, total_steps=total_steps, steps_per_epoch=steps_per_epoch, batch_size=batch_size,
+                seed=seed, recipe=_digest(self._recipe), weights=_weights_digest(self.head),
+                data=_digest((x, y, sample_weight)))]
         keras_epochs = max(1, -(-total_steps // steps_per_epoch))
         # Repeat: fractional epochs and max_steps split into whole Keras epochs. shuffle=False:
         # the dataset shuffles itself.
@@ -987,11 +989,60 @@ def _backup_callback(run_dir, **run):
             with open(description, encoding="utf-8") as f:
                 previous = json.load(f)
             if previous != run:
-                raise TaskInputError(f"run_dir={run_dir}: holds the backup of another run ({previous}, now "
-                                     f"{run}); remove it to start over, or give a new run_dir")
+                differ = sorted(key for key in set(previous) | set(run) if previous.get(key) != run.get(key))
+                raise TaskInputError(f"run_dir={run_dir}: holds the backup of another run ({', '.join(differ)} "
+                                     "differ: the data, starting weights, recipe or schedule); remove it to "
+                                     "start over, or give a new run_dir")
     os.makedirs(run_dir, exist_ok=True)
     write_json(os.path.join(run_dir, "run.json"), run)
     return RunBackup(run_dir, save_freq="epoch", delete_checkpoint=True, companion_files=("run.json",))
+
+
+def _digest(value):
+    """A short fingerprint of in-memory data or settings (None for a dataset or generator, which
+    cannot be read twice): a rerun with other data or another recipe is not the same run."""
+    import hashlib
+
+    digest = hashlib.sha256()
+
+    def feed(item):
+        if isinstance(item, (tf.data.Dataset, keras.utils.PyDataset)) or hasattr(item, "__next__"):
+            raise TypeError("a stream")
+        if hasattr(item, "columns") and hasattr(item, "to_dict"):  # a DataFrame
+            item = item.to_dict("list")
+        elif hasattr(item, "tolist"):  # numpy, pandas
+            item = item.tolist()
+        elif isinstance(item, tf.Tensor):
+            item = item.numpy().tolist()
+        if isinstance(item, dict):
+            for key in sorted(item, key=str):
+                digest.update(repr(key).encode())
+                feed(item[key])
+        elif isinstance(item, (list, tuple)):
+            digest.update(b"[%d" % len(item))
+            for element in item:
+                feed(element)
+            digest.update(b"]")
+        else:
+            digest.update(repr(item).encode("utf-8", "surrogatepass") + b"\x00")
+
+    try:
+        feed(value)
+    except TypeError:
+        return None
+    return digest.hexdigest()[:16]
+
+
+def _weights_digest(head):
+    """A fingerprint of the encoder's weights as the fit starts (its first values per variable;
+    the head is left out: it is often initialised at random)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for variable in head.encoder.weights:
+        values = np.asarray(keras.ops.convert_to_numpy(variable)).reshape(-1)[:256]
+        digest.update(repr(tuple(variable.shape)).encode() + values.astype("float32").tobytes())
+    return digest.hexdigest()[:16]
 
 
 def _split_off_validation(x, y, sample_weight, validation_split):

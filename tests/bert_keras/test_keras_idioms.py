@@ -269,6 +269,9 @@ def test_run_dir_resumes_and_never_takes_a_directory_of_other_files(spec, tmp_pa
     with pytest.raises(tasks.TaskInputError, match="holds the backup of another run"):
         build(tasks.TextClassifier, spec, labels=["neg", "pos"]).fit(
             TEXTS, LABELS, epochs=2, batch_size=2, run_dir=run_dir, verbose=0)
+    with pytest.raises(tasks.TaskInputError, match=r"another run \(data differ"):  # other rows, same count
+        build(tasks.TextClassifier, spec, labels=["neg", "pos"]).fit(
+            TEXTS[::-1], LABELS[::-1], epochs=1, batch_size=2, run_dir=run_dir, checkpoint_every=1, verbose=0)
     resumed = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
     history = resumed.fit(TEXTS, LABELS, epochs=1, batch_size=2, run_dir=run_dir, checkpoint_every=1,
                           verbose=0)
