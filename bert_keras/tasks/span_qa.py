@@ -169,6 +169,8 @@ class SpanQA(TextTask):
                 if "text" not in a or "answer_start" not in a:
                     raise TaskInputError(f"y[{index}]: an answer is {{'text': ..., 'answer_start': ...}}, "
                                          f"got {a}")
+            # The preprocessor's rule: answer_start -1 or an empty text is "no answer" (SQuAD v2.0 columns).
+            answer = [a for a in answer if not _is_no_answer(a)]
             impossible = y is not None and not answer
             if impossible and not self._text.settings["version_2"]:
                 raise TaskInputError(f"y[{index}]: no answer, but this is a SQuAD v1.1 model "
@@ -326,6 +328,12 @@ class SpanQA(TextTask):
         `threshold`, `n_best_size`, `max_answer_length` override the task's settings.
         """
         return self._decode(list(examples), batch_size, threshold, n_best_size, max_answer_length)
+
+
+def _is_no_answer(answer):
+    text = answer["text"]
+    text = text.decode("utf-8") if isinstance(text, bytes) else text
+    return text == "" or int(answer["answer_start"]) < 0
 
 
 def _answer_list(answer, where):

@@ -323,6 +323,10 @@ def test_span_qa_on_datasets_and_the_threshold_changes_only_when_asked(spec):
     labelled = tf.data.Dataset.from_tensor_slices((x, columnar))
     metrics = qa.evaluate(labelled.batch(2))
     assert metrics == qa.evaluate(x, answers) and metrics["NoAns_total"] == 1
+    # The same in the flat convention the preprocessor takes: "" / -1 is no answer, in memory or not.
+    flat = {"text": ["john smith", "", "when he moved"], "answer_start": [0, -1, CONTEXT.index("when he moved")]}
+    assert qa.evaluate(tf.data.Dataset.from_tensor_slices((x, flat))) == metrics
+    assert qa.evaluate(x, [answers[0], {"text": "", "answer_start": -1}, answers[2]]) == metrics
     threshold = qa.null_threshold
     assert qa.null_threshold == threshold  # evaluate changed nothing
     assert [r["answer"] for r in qa.predict(x)] == [r["answer"] for r in predicted]
