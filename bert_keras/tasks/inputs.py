@@ -129,8 +129,9 @@ def text_columns(x, name="x"):
 
     A pandas DataFrame gives its one column, or its two columns as a pair.
 
-    Pairs come as a tuple of two columns `(texts, texts_b)`, or as a list of `(text, text_b)`
-    rows (or an `[N, 2]` array).
+    Pairs come as a tuple of two columns `(texts, texts_b)`, Keras' list of two input columns
+    `[texts, texts_b]`, or a list of `(text, text_b)` rows (or an `[N, 2]` array); two lists of
+    two texts, which read both ways, are refused.
 
     >>> text_columns([("a", "b"), ("c", "d")], "x")
     (['a', 'c'], ['b', 'd'])
@@ -145,6 +146,14 @@ def text_columns(x, name="x"):
         if len(first) != len(second):
             raise TaskInputError(f"{name}: {len(first)} texts but {len(second)} texts_b")
         return first, second
+    if isinstance(x, list) and len(x) == 2 and all(_is_text_column(column) for column in x):
+        # Keras' multi-input form: [texts, texts_b]. Two lists of two texts read two ways.
+        if len(x[0]) == len(x[1]) == 2 and not all(isinstance(column, tuple) for column in x):
+            raise TaskInputError(f"{name}: a list of two lists of two texts reads two ways: two (text, text_b) "
+                                 "rows, or the two input columns [texts, texts_b]; pass the columns as a tuple "
+                                 "(texts, texts_b), or the rows as tuples [(a, b), (c, d)]")
+        if len(x[0]) != 2 or len(x[1]) != 2:
+            return text_columns(tuple(x), name)
     rows = x.tolist() if isinstance(x, np.ndarray) and x.ndim == 2 and x.shape[1] == 2 else x
     if isinstance(rows, list) and rows and all(isinstance(row, (tuple, list)) and len(row) == 2
                                                and all(isinstance(t, (str, bytes)) for t in row)
@@ -152,6 +161,15 @@ def text_columns(x, name="x"):
         # A list of (text, text_b) pairs (or an [N, 2] array): the same as the tuple of columns.
         return text_columns((tuple(a for a, _ in rows), tuple(b for _, b in rows)), name)
     return (text_list(x, name),)
+
+
+def _is_text_column(value):
+    """A list, tuple, array or Series of texts (not one text)."""
+    if isinstance(value, np.ndarray):
+        return value.ndim == 1 and value.dtype.kind in "OUS"
+    if hasattr(value, "to_numpy") and not hasattr(value, "columns"):  # a pandas Series
+        return True
+    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(t, (str, bytes)) for t in value)
 
 
 def check_lengths(num_x, y, x_name="x", y_name="y"):

@@ -120,9 +120,15 @@ def test_pairs_from_a_batched_dataset_and_predict_on_pair_datasets(spec):
                                                      verbose=0)), expected, rtol=1e-5)
     predicted = reference.predict((TEXTS, TEXTS_B))
     for x in (list(zip(TEXTS, TEXTS_B)), np.array(list(zip(TEXTS, TEXTS_B))),  # rows of pairs
+              [TEXTS, TEXTS_B], [np.array(TEXTS), np.array(TEXTS_B)],  # Keras' list of input columns
               tf.data.Dataset.from_tensor_slices((TEXTS, TEXTS_B)),
               tf.data.Dataset.from_tensor_slices((TEXTS, TEXTS_B)).batch(4)):
         np.testing.assert_allclose(reference.predict(x), predicted, atol=1e-6)
+    # Two lists of two texts: two rows, or two columns? Refused, never guessed.
+    with pytest.raises(tasks.TaskInputError, match="reads two ways"):
+        reference.predict([TEXTS[:2], TEXTS_B[:2]])
+    np.testing.assert_allclose(reference.predict([(TEXTS[0], TEXTS_B[0]), (TEXTS[1], TEXTS_B[1])]),
+                               predicted[:2], atol=1e-6)
 
 
 def test_regression_from_datasets_and_non_finite_targets_refused_by_row(spec):
