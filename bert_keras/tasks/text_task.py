@@ -399,7 +399,7 @@ class TextTask(keras.Model):
         if max_steps:
             total_steps = min(total_steps, max_steps)
         if self._recipe is not None:  # the schedule ends exactly at the last step
-            self._size_schedule(total_steps)
+            self._size_schedule(_steps_to_run(total_steps, steps_per_epoch, initial_epoch))
         if run_dir:
             steps_per_epoch = checkpoint_every or steps_per_epoch
             callbacks = list(callbacks or []) + [_backup_callback(
@@ -432,7 +432,7 @@ class TextTask(keras.Model):
         if max_steps:
             total_steps = min(total_steps, max_steps)
         if self._recipe is not None:
-            self._size_schedule(total_steps)
+            self._size_schedule(_steps_to_run(total_steps, steps_per_epoch, keras_options.get("initial_epoch")))
         keras_epochs = max(1, -(-total_steps // steps_per_epoch))
         self._build_optimizer()
         if "validation_data" in keras_options:
@@ -954,6 +954,12 @@ def recipe_for_data(x, *, learning_rate=None, batch_size=None):
     return Recipe(learning_rate if learning_rate is not None else (1e-4 if small else 2e-5),
                   batch_size if batch_size is not None else (16 if small else 32),
                   f" (small data: {count} examples)" if small else "")
+
+
+def _steps_to_run(total_steps, steps_per_epoch, initial_epoch):
+    """The steps a fit runs: Keras starts at `initial_epoch` (a resumed run), not at epoch 0."""
+    skipped = int(initial_epoch or 0) * min(steps_per_epoch, total_steps)
+    return max(1, total_steps - skipped)
 
 
 def steps_for(count, batch_size):

@@ -191,6 +191,11 @@ def test_the_schedule_ends_at_the_last_step_and_compile_overrides_the_recipe(spe
     classifier.fit(PAIRS, PAIR_LABELS, epochs=1, batch_size=4, verbose=0)  # a second fit: 2 more steps
     assert classifier.optimizer is optimizer and int(optimizer.iterations) == 6  # moments kept
     assert classifier.optimizer._learning_rate.num_train_steps == 6
+    # Keras' resume idiom: epochs=5 from initial_epoch=3 runs epochs 4 and 5 (4 steps), and the
+    # schedule ends with them.
+    history = classifier.fit(PAIRS, PAIR_LABELS, epochs=5, initial_epoch=3, batch_size=4, verbose=0)
+    assert len(history.history["loss"]) == 2 and int(optimizer.iterations) == 10
+    assert float(optimizer._learning_rate(optimizer.iterations)) == 0.0
     classifier.compile(optimizer=keras.optimizers.SGD(0.01), loss=classifier.default_loss())
     classifier.fit(PAIRS, PAIR_LABELS, epochs=1, batch_size=4, verbose=0)
     assert isinstance(classifier.optimizer, keras.optimizers.SGD)
