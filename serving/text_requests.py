@@ -38,14 +38,20 @@ def read_texts(path, *, keep_blank=False):
     Blank lines are dropped unless `keep_blank` (then row i is line i).
 
     Raises:
-        TextRequestError: no such file.
+        TextRequestError: no such file, or a byte that is not UTF-8 (naming the line).
     """
     if path != "-" and not os.path.isfile(path):
         raise TextRequestError(f"--input {path}: no such file")
-    with (sys.stdin if path == "-" else open(path, encoding="utf-8")) as stream:
-        if keep_blank:
-            return stream.read().splitlines()
-        return [line.rstrip("\n") for line in stream if line.strip()]
+    if path == "-":
+        text = sys.stdin.read()
+    else:
+        from pipelines.datasets.text_files import decode_text_file
+
+        text = decode_text_file(path, error=TextRequestError)  # a bad byte names the file and line
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # a file's lines, as open() reads them
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines if keep_blank else [line for line in lines if line.strip()]
 
 
 def split_pairs(texts):

@@ -107,3 +107,10 @@ def test_an_output_directory_or_file_that_is_an_input_is_refused_even_with_overw
     corpus.write_text("a good film\n")
     refused(["vocab", str(corpus), "-o", str(corpus), "--overwrite"], capsys, "is the command's input")
     assert corpus.read_text() == "a good film\n"
+
+
+def test_a_byte_that_is_not_utf8_in_input_names_the_file_and_line(classifier, tmp_path, capsys):
+    texts = tmp_path / "latin.txt"
+    texts.write_bytes("a good film\tfine\nun caf\u00e9\tbien\n".encode("latin-1"))
+    refused(["predict", "--model", classifier, "--input", str(texts)], capsys,
+            f"{texts}:2: byte 0xe9 is not valid utf-8")
