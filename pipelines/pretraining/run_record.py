@@ -99,6 +99,13 @@ def prepare_output(settings: PretrainingDataSettings, fingerprint: dict, *, over
         tf.io.gfile.makedirs(directory)
     record = read_run_record(prefix)
     wanted = settings.recorded()
+    if record is None and existing_shards(prefix):
+        # Shard files no run recorded: not this tool's to skip as done, nor to replace.
+        shards = existing_shards(prefix)
+        raise OutputExistsError(
+            f"{prefix}: {len(shards)} shard file(s) ({os.path.basename(shards[0])}, ...) exist but no run "
+            f"recorded them ({path} is missing): they are not read as done, nor replaced, even with "
+            "--overwrite. Move them, or use another output prefix.")
     if record is not None:
         changed = sorted(k for k in set(record["settings"]) | set(wanted) if record["settings"].get(k) != wanted.get(k))
         corpus_changed = record.get("corpus") is not None and record["corpus"] != fingerprint

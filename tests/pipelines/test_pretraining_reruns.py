@@ -257,3 +257,16 @@ def test_terminate_removes_temporary_files_of_dead_workers_only(tmp_path):
         open(name, "w").close()
     remove_dead_writers_files([path])
     assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(n) for n in (live, beam, path))
+
+
+def test_shard_files_no_run_recorded_are_neither_skipped_nor_replaced(vocab_file, tmp_path):
+    prefix = str(tmp_path / "user" / "pt")
+    os.makedirs(os.path.dirname(prefix))
+    for index in range(2):
+        with open(f"{prefix}-{index:05d}-of-00002.tfrecord", "wb") as f:
+            f.write(b"not a record")
+    for overwrite in (False, True):
+        with pytest.raises(OutputExistsError, match="exist but no run recorded them"):
+            write(SAMPLE, vocab_file, prefix, overwrite=overwrite)
+    assert [open(path, "rb").read() for path in shards(prefix)] == [b"not a record"] * 2
+    assert not os.path.exists(prefix + "-config.json")
