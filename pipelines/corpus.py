@@ -259,6 +259,41 @@ class _CorpusBuilder:
         )
 
 
+def check_text_files(patterns: Union[str, Sequence[str]]) -> int:
+    """Reads text files through once, as a trainer that streams them (dynamic masking) needs
+    before its first step: every line valid UTF-8, and at least one that is not blank.
+
+    Example:
+
+    >>> import tempfile
+    >>> path = tempfile.mktemp(suffix=".txt")
+    >>> _ = open(path, "wb").write(b"One sentence.\\nTwo caf\\xe9.\\n")
+    >>> check_text_files(path)
+    Traceback (most recent call last):
+    ...
+    pipelines.corpus.CorpusError: ...txt, line 2: not valid UTF-8 (invalid continuation byte at byte 7 of the line: ...
+
+    Returns:
+        The number of non-blank lines.
+
+    Raises:
+        CorpusError: a pattern matches nothing, a line is not UTF-8 (file and line named), or
+            the files hold no text.
+    """
+    files = list_files(patterns)
+    lines = 0
+    builder = _CorpusBuilder()
+    for path in files:
+        for number, raw in enumerate(_raw_lines(path), 1):
+            if raw.strip():
+                builder.decode(raw, path, number, "strict")
+                lines += 1
+    if not lines:
+        shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+        raise CorpusError(f"The corpus is empty: no text in {shown}.")
+    return lines
+
+
 def _raw_lines(path: str) -> Iterator[bytes]:
     """The lines of a file as bytes, without line terminators."""
     opener = open if "://" not in path else tf.io.gfile.GFile

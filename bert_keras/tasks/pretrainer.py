@@ -259,9 +259,16 @@ def dataset_factory(*, corpus, records, vocab_file, lowercase, batch_size, seq_l
         pretraining_data.check_records_layout(records, seq_length=seq_length,
                                               max_predictions_per_seq=max_predictions)
         return lambda: pretraining_data.pretraining_dataset(records, **common)
-    for path in [corpus] if isinstance(corpus, (str, os.PathLike)) else corpus:
-        if not tf.io.gfile.glob(os.fspath(path)):
-            raise TaskInputError(f"corpus={os.fspath(path)!r}: no such file")
+    paths = [os.fspath(path) for path in ([corpus] if isinstance(corpus, (str, os.PathLike)) else corpus)]
+    for path in paths:
+        if not tf.io.gfile.glob(path):
+            raise TaskInputError(f"corpus={path!r}: no such file")
+    from pipelines.corpus import CorpusError, check_text_files
+
+    try:
+        check_text_files(paths)  # one pass: a bad byte or an empty corpus stops here, not mid-training
+    except CorpusError as error:
+        raise TaskInputError(str(error)) from None
     if vocab_file is None:
         raise TaskInputError("corpus= needs the vocabulary: Pretrainer.from_config(..., vocab_file=)")
     from pipelines import BertTokenizer

@@ -590,3 +590,19 @@ def test_overwrite_never_removes_an_input_or_a_file_no_run_recorded(tmp_path):
     assert plan_run(str(run), settings={"seed": 1}, num_train_steps=2, overwrite=True,
                     inputs=[str(tmp_path / "vocab.txt")]).action == "start"
     assert os.listdir(run) == ["notes.txt"]
+
+
+def test_a_corpus_that_is_empty_or_not_utf8_is_refused_before_training(tiny_vocab_file, tmp_path):
+    from bert_keras.tasks.inputs import TaskInputError
+    from bert_keras.tasks.pretrainer import dataset_factory
+
+    options = dict(records=None, vocab_file=tiny_vocab_file, lowercase=True, batch_size=2, seq_length=16,
+                   max_predictions=2, seed=0)
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n")
+    with pytest.raises(TaskInputError, match="corpus is empty"):
+        dataset_factory(corpus=str(empty), **options)
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes("A sentence.\nUn caf\u00e9.\n".encode("latin-1"))
+    with pytest.raises(TaskInputError, match=r"latin.txt, line 2: not valid UTF-8"):
+        dataset_factory(corpus=[str(empty), str(latin)], **options)
