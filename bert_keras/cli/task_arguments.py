@@ -60,6 +60,10 @@ def check_output_dir(directory, overwrite, inputs=()):
 
     from bert_keras.finetuned_model import DirectoryInUseError, check_can_save
 
+    try:
+        check_can_save(directory, overwrite)
+    except DirectoryInUseError as error:
+        raise CommandError(str(error).replace("overwrite=True (--overwrite)", "--overwrite")) from None
     target = os.path.realpath(directory)
     for spec in inputs:
         if not spec:
@@ -73,7 +77,3 @@ def check_output_dir(directory, overwrite, inputs=()):
             raise CommandError(f"--output-dir {directory} holds this command's input {spec}: the output "
                                "directory is replaced when the model is saved; choose another --output-dir")
 
-    try:
-        check_can_save(directory, overwrite)
-    except DirectoryInUseError as error:
-        raise CommandError(str(error).replace("overwrite=True (--overwrite)", "--overwrite")) from None

@@ -63,6 +63,15 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
 
     keras.utils.set_random_seed(seed)
     x, y = spec.training_data(seed=seed)
+    dev = None
+    if evaluate:  # read (and check) the dev data now: a bad file stops the run before training
+        try:
+            dev = spec.evaluation_data()
+        except (DatasetSpecError, FileNotFoundError) as error:
+            if getattr(spec, "eval_path", None):  # named by the user: an error, not a skipped evaluation
+                raise
+            log(f"no dev evaluation: {error}")
+            evaluate = False
     recipe = recipe_for_data(x, learning_rate=learning_rate, batch_size=batch_size)
     learning_rate, batch_size = recipe.learning_rate, recipe.batch_size
     strategy = get_strategy(strategy, tpu)
@@ -94,12 +103,7 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
     if not evaluate:
         return result
     tune = {"tune_threshold": True} if tune_threshold and hasattr(task, "null_threshold") else {}
-    try:
-        metrics = task.evaluate(*spec.evaluation_data(), batch_size=batch_size,
-                                verbose=int(verbose == 1), **tune)
-    except (DatasetSpecError, FileNotFoundError) as error:  # no dev data: keep the model, say why
-        log(f"no dev evaluation: {error}")
-        return result
+    metrics = task.evaluate(*dev, batch_size=batch_size, verbose=int(verbose == 1), **tune)
     if tune:  # the tuned threshold is a setting of the saved model
         task.save(output_dir, overwrite=True)
         log(f"null threshold {task.null_threshold:.4f} (dev best F1)")

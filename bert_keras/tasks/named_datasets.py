@@ -315,6 +315,14 @@ class ConllSpec(DatasetSpec):
 
     def evaluation_data(self, path=None):
         sentences = self._sentences(path or self.eval_path, "validation")
+        if self.labels:  # known from the training data: a tag the model lacks, named where it is
+            known = set(self.labels)
+            for number, sentence in enumerate(sentences, 1):
+                unknown = [tag for tag in sentence.tags if tag not in known]
+                if unknown:
+                    raise DatasetSpecError(f"{self.scored}: sentence {number} ({' '.join(sentence.words[:8])}...) "
+                                           f"has the tag {unknown[0]!r}, which the training data does not "
+                                           f"have (tags: {', '.join(self.labels)})")
         return [list(s.words) for s in sentences], [list(s.tags) for s in sentences]
 
 

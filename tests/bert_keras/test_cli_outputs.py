@@ -100,8 +100,8 @@ def test_an_output_directory_or_file_that_is_an_input_is_refused_even_with_overw
     before = sorted(os.listdir(classifier))
     refused(["distill", "--teacher", classifier, "--layers", "1", "--output-dir", classifier, "--overwrite"],
             capsys, f"--output-dir {classifier} holds this command's input")
-    refused(["finetune", "--task", f"csv:{classifier}.data/train.tsv", "--init", encoder, "--output-dir",
-             os.path.dirname(encoder), "--overwrite"], capsys, "holds this command's input")
+    refused(["finetune", "--task", f"csv:{classifier}.data/train.tsv", "--init", classifier, "--output-dir",
+             classifier, "--overwrite"], capsys, "holds this command's input")
     assert sorted(os.listdir(classifier)) == before and os.path.exists(encoder)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("a good film\n")
@@ -114,3 +114,15 @@ def test_a_byte_that_is_not_utf8_in_input_names_the_file_and_line(classifier, tm
     texts.write_bytes("a good film\tfine\nun caf\u00e9\tbien\n".encode("latin-1"))
     refused(["predict", "--model", classifier, "--input", str(texts)], capsys,
             f"{texts}:2: byte 0xe9 is not valid utf-8")
+
+
+def test_finetune_checks_its_dev_file_before_training(classifier, encoder, tmp_path, capsys):
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\na good film,pos\na bad film,neg\n" * 4)
+    out = tmp_path / "model"
+    common = ["finetune", "--task", f"csv:{train}", "--init", encoder, "--output-dir", str(out), "--epochs", "1"]
+    refused(common + ["--eval-data", str(tmp_path / "dev_typo.csv")], capsys, "dev_typo.csv: no such file")
+    dev = tmp_path / "dev.csv"
+    dev.write_text("text,label\na fine film,pos\na dull film,meh\n")
+    refused(common + ["--eval-data", str(dev)], capsys, "dev.csv:3")
+    assert not out.exists()  # nothing trained, nothing written
