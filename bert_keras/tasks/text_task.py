@@ -854,7 +854,18 @@ class TextTask(keras.Model):
         return task
 
     def get_compile_config(self):
-        return None  # `from_config` compiles the recipe; a compile of your own is not restored
+        # The recipe is restored by `from_config`; a compile of your own (optimizer, loss,
+        # metrics) is saved as Keras saves it, and `load_model` compiles it again.
+        if self._recipe is not None or not self.compiled:
+            return None
+        return super().get_compile_config()
+
+    def compile_from_config(self, config):
+        """Compiles again what `get_compile_config` saved (Keras' own, which skips a model whose
+        `compile` is overridden), with the optimizer built so that its saved state loads."""
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
 
     def get_build_config(self):
         return None  # built by its head

@@ -204,6 +204,15 @@ def test_steps_per_epoch_and_callbacks(spec, tmp_path):
     reloaded = keras.saving.load_model(checkpoint)  # the whole task, raw text in
     assert isinstance(reloaded, tasks.TextClassifier) and reloaded.labels == ["neg", "pos"]
     np.testing.assert_allclose(reloaded.predict(TEXTS), classifier.predict(TEXTS), atol=1e-6)
+    # A compile of your own is saved with the task and comes back from the file, state and all.
+    classifier.compile(optimizer=keras.optimizers.SGD(0.5, momentum=0.9), loss=classifier.default_loss(),
+                       metrics=["accuracy"])
+    classifier.fit(TEXTS, LABELS, epochs=1, batch_size=4, verbose=0, callbacks=[keras.callbacks.ModelCheckpoint(
+        checkpoint)])
+    reloaded = keras.saving.load_model(checkpoint)
+    assert isinstance(reloaded.optimizer, keras.optimizers.SGD) and float(reloaded.optimizer.learning_rate) == 0.5
+    assert int(reloaded.optimizer.iterations) == int(classifier.optimizer.iterations)
+    np.testing.assert_allclose(reloaded.optimizer.variables[-1].numpy(), classifier.optimizer.variables[-1].numpy())
 
 
 @pytest.mark.parametrize("family", ["classifier", "pairs", "ner", "squad", "choice", "embedder"])
