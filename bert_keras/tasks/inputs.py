@@ -113,7 +113,7 @@ def text_list(texts, name, *, allow_empty=False):
     return result
 
 
-def _frame_columns(x, name):
+def frame_columns(x, name):
     """A DataFrame's columns as `x`: one text column, or two as (texts, texts_b)."""
     columns = list(x.columns)
     if len(columns) == 1:
@@ -137,7 +137,7 @@ def text_columns(x, name="x"):
     (['a', 'c'], ['b', 'd'])
     """
     if hasattr(x, "columns") and hasattr(x, "to_numpy"):  # a pandas DataFrame
-        x = _frame_columns(x, name)
+        x = frame_columns(x, name)
     if isinstance(x, tuple):
         if len(x) != 2 or any(isinstance(column, str) for column in x):
             raise TaskInputError(f"{name}: a tuple must hold two lists of texts (texts, texts_b), got "

@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_keras.tasks.inputs import TaskInputError, check_lengths, check_sample_weight, is_tokenized
-from bert_keras.tasks.inputs import text_columns
+from bert_keras.tasks.inputs import frame_columns, text_columns
 from pipelines.datasets.squad import SquadExample
 from bert_keras.tasks.text_task import TextTask, steps_for
 
@@ -151,6 +151,8 @@ class SpanQA(TextTask):
             return list(x)
         if isinstance(x, list) and x and all(isinstance(row, (list, tuple)) and len(row) == 2 for row in x):
             x = ([q for q, _ in x], [c for _, c in x])  # (question, context) rows
+        if hasattr(x, "columns") and hasattr(x, "to_numpy"):  # a DataFrame of (question, context) columns
+            x = frame_columns(x, "x")
         if not isinstance(x, tuple):
             raise TaskInputError("x: SpanQA reads (questions, contexts), a tuple of two lists of strings"
                                  + ("; got single texts" if isinstance(x, (list, np.ndarray)) else ""))

@@ -902,16 +902,20 @@ class TextTask(keras.Model):
         if eval_results is not None:
             self._text.eval_results = dict(eval_results)
 
-    def export(self, base_path, name, version=None, **options):
+    def export(self, base_path, name=None, version=None, **options):
         """Exports a TF Serving SavedModel (as `bert-keras export`); returns its version path.
 
         Raw UTF-8 text in, this task's outputs out (labels and probabilities, entities,
         answers, vectors): tokenization, packing and decoding run inside the graph.
+        `task.export("models/sentiment")` (Keras' one-argument call) takes the path as the
+        served model's directory (TF Serving's `--model_base_path`): the version goes to
+        `models/sentiment/1`, the name is `sentiment`.
 
         Args:
             base_path: the model base directory; the export goes to
                 `<base_path>/<name>/<version>`.
-            name: the served model's name.
+            name: the served model's name (None: the last part of `base_path`, which is then
+                the model's own directory).
             version: positive int; default the highest existing + 1.
             **options: `serving.exporter.export_saved_model` options
                 (`tokenizer_backend`, `strict`, `check`, `overwrite`,
@@ -922,9 +926,13 @@ class TextTask(keras.Model):
         """
         return self.export_result(base_path, name, version, **options).path
 
-    def export_result(self, base_path, name, version=None, **options):
+    def export_result(self, base_path, name=None, version=None, **options):
         """`export`, returning the whole `serving.exporter.ExportResult` (audit, model card, check)."""
         from serving.exporter import export_saved_model
+
+        if name is None:
+            model_dir = os.path.abspath(os.fspath(base_path))
+            base_path, name = os.path.dirname(model_dir), os.path.basename(model_dir)
 
         # The overrides (seq_length, text_pair, ...) become a copy of the record with those
         # settings (`FinetunedModel.with_settings`); the task itself is left as it is.

@@ -342,6 +342,9 @@ def test_span_qa_on_datasets_and_the_threshold_changes_only_when_asked(spec):
     flat = {"text": ["john smith", "", "when he moved"], "answer_start": [0, -1, CONTEXT.index("when he moved")]}
     assert qa.evaluate(tf.data.Dataset.from_tensor_slices((x, flat))) == metrics
     assert qa.evaluate(x, [answers[0], {"text": "", "answer_start": -1}, answers[2]]) == metrics
+    pandas = pytest.importorskip("pandas")
+    frame = pandas.DataFrame({"question": questions, "context": [CONTEXT] * 3})
+    assert [r["answer"] for r in qa.predict(frame)] == [r["answer"] for r in qa.predict(x)]
     threshold = qa.null_threshold
     assert qa.null_threshold == threshold  # evaluate changed nothing
     assert [r["answer"] for r in qa.predict(x)] == [r["answer"] for r in predicted]

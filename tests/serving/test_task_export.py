@@ -86,3 +86,6 @@ def test_task_export_writes_the_version_it_returns_and_serves_predict(tmp_path):
     signature = tf.saved_model.load(path).signatures["serving_default"]
     served = signature(text=tf.constant(TEXTS))["embedding"].numpy()
     np.testing.assert_allclose(served, embedder.predict(TEXTS), atol=1e-5)
+    # Keras' one-argument call: the path is the served model's directory, the next version goes in it.
+    again = embedder.export(str(tmp_path / "models" / "vectors"), warmup_requests=0, check=False)
+    assert again == os.path.join(str(tmp_path / "models"), "vectors", "2")
