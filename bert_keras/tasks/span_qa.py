@@ -68,6 +68,20 @@ class SpanQA(TextTask):
 
         return DatasetLayout(x_is_tuple=True)  # (question, context)
 
+    def _packed_batch(self, x, y):
+        """One batch of (questions, contexts) and answers as the preprocessor packs it for
+        `*_on_batch`: each question becomes its context's windows (one row each)."""
+        examples = self._examples(x, y, training=y is not None)
+        questions = tf.constant([e.question for e in examples])
+        contexts = tf.constant([e.context for e in examples])
+        if y is None:
+            return self.preprocessor((questions, contexts)), None
+        answers = {"text": tf.ragged.constant([[a["text"] for a in e.answers] for e in examples], tf.string,
+                                               ragged_rank=1),
+                   "answer_start": tf.ragged.constant([[int(a["answer_start"]) for a in e.answers]
+                                                       for e in examples], tf.int64, ragged_rank=1)}
+        return self.preprocessor((questions, contexts), answers)
+
     @classmethod
     def _build_head(cls, encoder, *, labels, num_classes, dropout, version_2=False, doc_stride=128,
                     max_query_length=64, max_answer_length=30, n_best_size=20,

@@ -79,6 +79,12 @@ class TokenClassifier(TextTask):
         return labels, BertTokenClassifier(encoder, num_labels=len(labels), dropout=dropout), settings
 
     # -- data -------------------------------------------------------------------------
+    def _packed_batch(self, x, y):
+        """One batch of word lists (and tags) as the preprocessor packs them for `*_on_batch`."""
+        if y is None:
+            return self.preprocessor(x), None
+        return self.preprocessor(x, y)
+
     @property
     def dataset_layout(self):
         from bert_keras.tasks.dataset_inputs import DatasetLayout

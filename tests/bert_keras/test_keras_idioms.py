@@ -728,6 +728,15 @@ def test_more_keras_forms_read_the_same_data(spec):
     loss = classifier.test_on_batch(TEXTS[:4], LABELS[:4])
     assert np.isfinite(np.ravel(loss)[0])
     assert np.isfinite(np.ravel(classifier.train_on_batch(TEXTS[:4], LABELS[:4]))[0])
+    # ... in every family: word lists and tags, questions and answers
+    words, tags = [["john", "lives"], ["in", "paris", "now"]], [["B-PER", "O"], ["O", "B-LOC", "O"]]
+    packed = tagger.preprocessor(words, tags)
+    assert tagger.test_on_batch(words, tags) == pytest.approx(tagger.test_on_batch(*packed), rel=1e-6)
+    assert np.isfinite(tagger.train_on_batch(words, tags))
+    qa = build(tasks.SpanQA, spec, seq_length=64, version_2=True, doc_stride=16, max_query_length=16)
+    questions = (["who lives in paris?", "what is the capital of spain?"], [CONTEXT] * 2)
+    answers = [{"text": "john smith", "answer_start": 0}, None]
+    assert np.isfinite(qa.test_on_batch(questions, answers)) and np.isfinite(qa.train_on_batch(questions, answers))
     # an embedder reads a dataset's (a, b) elements as pairs (it has no labels)
     embedder = tasks.Embedder.from_pretrained(spec, seq_length=32)
     np.testing.assert_allclose(embedder.predict(tf.data.Dataset.from_tensor_slices((TEXTS, TEXTS_B)).batch(4)),
