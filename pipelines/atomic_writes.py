@@ -194,6 +194,27 @@ def atomic_tfrecord_writer(path, temporary_path):
         raise
 
 
+@contextlib.contextmanager
+def scratch_directory(prefix):
+    """A private temporary directory (mode 0700, under the system's temp directory) that a killed
+    run does not leave behind for good: its name records its owner, and the next
+    `scratch_directory` removes those whose run died (SIGKILL, OOM) before it could.
+
+    >>> with scratch_directory("bert-keras-doc-") as scratch:
+    ...     os.path.isdir(scratch)
+    True
+    >>> os.path.exists(scratch)
+    False
+    """
+    parent = tempfile.gettempdir()
+    remove_stale_staging(parent)
+    path = tempfile.mkdtemp(dir=parent, prefix=f".{prefix}{owner_tag()}-")
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def make_staging_directory(parent, prefix):
     """An empty hidden directory in `parent` (created if needed) with the mode `mkdir` would give.
 

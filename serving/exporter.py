@@ -46,11 +46,10 @@ import dataclasses
 import os
 import re
 import shutil
-import tempfile
 import time
 from typing import Any, Dict, Optional
 
-from pipelines.atomic_writes import install_directory, make_staging_directory, write_bytes
+from pipelines.atomic_writes import install_directory, make_staging_directory, scratch_directory, write_bytes
 from serving.op_sets import matching_release
 from serving.signatures.text_inputs import DEFAULT_CHARS_PER_TOKEN
 
@@ -238,7 +237,7 @@ def save_signatures(finetuned, export_dir, tokenizer_backend, quantize=None):
     from serving.signatures import build_signatures
 
     swap = int8_dense_layers(finetuned.model) if quantize == "int8" else contextlib.nullcontext()
-    with tempfile.TemporaryDirectory(prefix="bert-keras-assets-") as asset_dir, swap:
+    with scratch_directory("bert-keras-assets-") as asset_dir, swap:
         module, signatures = build_signatures(finetuned, tokenizer_backend=tokenizer_backend,
                                               asset_dir=asset_dir)
         module.keep_only_variables_of([fn for fn, _ in signatures.values()])

@@ -32,7 +32,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -131,8 +130,10 @@ def run_in_fresh_process(version_dir, inputs, *, needs_tf_text, timeout=600):
         PortabilityError: the child failed (its stderr tail is in the message)
             or imported one of `LIBRARY_MODULES`.
     """
+    from pipelines.atomic_writes import scratch_directory
+
     version_dir = os.path.abspath(version_dir)
-    with tempfile.TemporaryDirectory(prefix="bert-keras-portability-") as scratch:
+    with scratch_directory("bert-keras-portability-") as scratch:
         inputs_path = os.path.join(scratch, "inputs.json")
         result_path = os.path.join(scratch, "outputs.json")
         with open(inputs_path, "w", encoding="utf-8") as f:

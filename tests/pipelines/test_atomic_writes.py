@@ -189,3 +189,22 @@ def test_a_replaced_directory_moved_aside_by_a_killed_run_is_put_back(tmp_path):
     aside.mkdir()
     remove_stale_staging(str(tmp_path))  # killed after "new in": the old copy goes
     assert os.listdir(tmp_path) == ["1"]
+
+
+def test_a_scratch_directory_left_by_a_killed_run_is_removed_by_the_next(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+    import tempfile
+
+    from pipelines.atomic_writes import owner_tag, scratch_directory
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    left = tmp_path / f".bert-keras-assets-{owner_tag(child.pid)}-abc"  # its export was SIGKILLed
+    left.mkdir()
+    (left / "vocab.txt").write_text("[PAD]\n")
+    (tmp_path / "bert-keras-assets-mine").mkdir()  # not a name this tool gives: left alone
+    with scratch_directory("bert-keras-assets-") as scratch:
+        assert not left.exists() and stat.S_IMODE(os.stat(scratch).st_mode) == 0o700
+    assert os.listdir(tmp_path) == ["bert-keras-assets-mine"]
