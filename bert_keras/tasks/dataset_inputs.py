@@ -364,6 +364,25 @@ def _batch_tensors(batch, name):
     return as_tensors(batch, name)
 
 
+def _records_as_columns(rows, name):
+    """A list of records (dicts, or None for "none": a question without an answer) as a dict of
+    columns, the form a dataset carries: flat when every row is a dict of single values, else
+    ragged, a row per record (`[]` for None)."""
+    keys = sorted({key for row in rows if row is not None for key in row})
+    if all(row is not None and set(row) == set(keys) and not any(isinstance(v, (list, tuple)) for v in row.values())
+           for row in rows):
+        return {key: as_tensors([row[key] for row in rows], name) for key in keys}
+    columns = {}
+    for key in keys:
+        values = [[] if row is None else list(row[key]) if isinstance(row.get(key), (list, tuple))
+                  else [row[key]] if key in row else [] for row in rows]
+        try:
+            columns[key] = tf.ragged.constant(values, ragged_rank=1)
+        except (ValueError, TypeError) as error:
+            raise TaskInputError(f"{name}: the records' {key!r} values do not convert to a tensor ({error})") from None
+    return columns
+
+
 def as_tensors(batch, name="x", *, empty=None):
     """One batch (or a preprocessor's input) as tensors: tuples and dicts are structure, anything
     else one column (a list, numpy array, pandas column or scalar; ragged when its rows differ in
@@ -385,6 +404,9 @@ def as_tensors(batch, name="x", *, empty=None):
         batch = batch.tolist()
     if isinstance(batch, list) and not batch and empty is not None:
         return tf.constant([], empty)
+    if isinstance(batch, list) and any(isinstance(row, dict) for row in batch) and \
+            all(isinstance(row, dict) or row is None for row in batch):
+        return _records_as_columns(batch, name)
     try:
         return tf.constant(batch)
     except (ValueError, TypeError):

@@ -342,6 +342,8 @@ def test_span_qa_on_datasets_and_the_threshold_changes_only_when_asked(spec):
     flat = {"text": ["john smith", "", "when he moved"], "answer_start": [0, -1, CONTEXT.index("when he moved")]}
     assert qa.evaluate(tf.data.Dataset.from_tensor_slices((x, flat))) == metrics
     assert qa.evaluate(x, [answers[0], {"text": "", "answer_start": -1}, answers[2]]) == metrics
+    # A generator of batches with fit's own in-memory answers (dicts, None for no answer).
+    assert qa.evaluate(iter([(x, answers)])) == metrics
     pandas = pytest.importorskip("pandas")
     frame = pandas.DataFrame({"question": questions, "context": [CONTEXT] * 3})
     assert [r["answer"] for r in qa.predict(frame)] == [r["answer"] for r in qa.predict(x)]
