@@ -394,6 +394,9 @@ class TextTask(keras.Model):
                                  "a finite dataset")
         if validation_data is not None:
             validation_data = self._validation_dataset(validation_data, validation_batch_size)
+        if steps and steps_per_epoch and steps_per_epoch > steps:
+            warnings.warn(f"steps_per_epoch={steps_per_epoch} is more than the {steps} batches of x: each epoch "
+                          "reads the data again from its start (Keras would stop when it runs out)", stacklevel=3)
         steps_per_epoch = steps_per_epoch or steps
         total_steps = max(1, int(round(epochs * steps_per_epoch)))
         if max_steps:

@@ -192,6 +192,8 @@ def test_steps_per_epoch_and_callbacks(spec, tmp_path):
     classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
     history = classifier.fit(TEXTS, LABELS, epochs=3, batch_size=4, steps_per_epoch=1, verbose=0)
     assert len(history.history["loss"]) == 3 and int(classifier.optimizer.iterations) == 3
+    with pytest.warns(UserWarning, match="steps_per_epoch=4 is more than the 3 batches of x"):
+        classifier.fit(TEXTS, LABELS, epochs=1, batch_size=4, steps_per_epoch=4, verbose=0)
     checkpoint = str(tmp_path / "best.keras")
     logs = str(tmp_path / "logs")
     history = classifier.fit(
