@@ -165,8 +165,8 @@ def decode_text_file(path, encoding="utf-8", *, error=None):
         byte = data[bad.start:bad.start + 1].hex()
         raise (error or TextFileError)(
             f"{path}:{line}: byte 0x{byte} is not valid {bad.encoding.replace('-sig', '')} "
-            f"({bad.reason}); save the file as UTF-8, or pass its encoding (encoding=\"latin-1\", "
-            "\"cp1252\", ...).") from None
+            f"({bad.reason}); save it as UTF-8 (iconv -f cp1252 -t utf-8 FILE > FILE.utf8), or, from "
+            "Python, pass its encoding (encoding=\"latin-1\", \"cp1252\", ...).") from None
 
 
 def _text_field(row, column, source):
@@ -353,9 +353,14 @@ def text_dataset(examples, tokenizer, *, labels=None, regression=False, seq_leng
 
 
 def _csv_records(reader, path):
-    """`(line, fields)` of a csv reader; cells up to `MAX_CELL_CHARS`, its errors naming file and line."""
+    """`(line, fields)` of a csv reader; cells up to `MAX_CELL_CHARS`, its errors naming file and line.
+
+    `line` is where the record starts: a quoted cell may run over several lines (an open quote
+    swallows the lines after it), and the line to look at is the one that opened it.
+    """
     with _cell_limit(MAX_CELL_CHARS):
         while True:
+            start = reader.line_num + 1
             try:
                 fields = next(reader)
             except StopIteration:
@@ -363,8 +368,10 @@ def _csv_records(reader, path):
             except csv.Error as error:
                 hint = (" (a cell over 64 MiB: is a quote left open?)" if "field larger" in str(error)
                         else "")
-                raise TextFileError(f"{path}:{reader.line_num}: not valid CSV ({error}){hint}.") from None
-            yield reader.line_num, fields
+                where = (f"{start}" if reader.line_num <= start
+                         else f"{start} (the record starting there runs to line {reader.line_num})")
+                raise TextFileError(f"{path}:{where}: not valid CSV ({error}){hint}.") from None
+            yield start, fields
 
 
 @contextlib.contextmanager

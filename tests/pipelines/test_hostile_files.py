@@ -54,8 +54,17 @@ def test_a_csv_error_names_file_and_line(tmp_path, monkeypatch):
 
     monkeypatch.setattr(text_files, "_cell_limit", low_limit)
     path = _write(tmp_path / "open_quote.csv", 'text,label\ngood,pos\n"' + "x" * 200 + ',neg\n')
-    with pytest.raises(TextFileError, match=r"open_quote.csv:\d+: not valid CSV \(field larger than field limit"):
+    with pytest.raises(TextFileError, match=r"open_quote.csv:3: not valid CSV \(field larger than field limit"):
         read_text_file(path)
+
+
+def test_a_record_over_several_lines_is_named_by_its_first_line(tmp_path):
+    # A quoted cell may hold line breaks: the record's line is the one its quote opened on.
+    path = _write(tmp_path / "multi.csv", 'text,label\ngood,pos\n"two\nlines\nhere",neg,extra\nfine,neg\n')
+    with pytest.raises(TextFileError, match=r"multi.csv:3: 3 fields, the header has 2"):
+        read_text_file(path)
+    path = _write(tmp_path / "ok.csv", 'text,label\n"two\nlines",neg\n"one",pos\n')
+    assert [(e.text, e.label) for e in read_text_file(path)] == [("two\nlines", "neg"), ("one", "pos")]
 
 
 @pytest.mark.parametrize("value, shown", [("null", "null"), ("3", "int 3"), ('["a"]', "list")])
