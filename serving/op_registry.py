@@ -59,10 +59,12 @@ def registry_listing(with_tf_text=False, python=None, timeout_s=300):
         python: the interpreter to run (default: this one).
         timeout_s: give up after this many seconds.
     """
-    env = dict(os.environ)
+    from serving.child_process import WITH_PARENT, child_environment
+
+    env = child_environment()
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     completed = subprocess.run(
-        [python or sys.executable, "-c", _CHILD, "1" if with_tf_text else "0"],
+        [python or sys.executable, "-c", WITH_PARENT + _CHILD, "1" if with_tf_text else "0"],
         capture_output=True, text=True, env=env, timeout=timeout_s,
     )
     if completed.returncode != 0:

@@ -131,6 +131,7 @@ def run_in_fresh_process(version_dir, inputs, *, needs_tf_text, timeout=600):
             or imported one of `LIBRARY_MODULES`.
     """
     from pipelines.atomic_writes import scratch_directory
+    from serving.child_process import WITH_PARENT, child_environment
 
     version_dir = os.path.abspath(version_dir)
     with scratch_directory("bert-keras-portability-") as scratch:
@@ -138,9 +139,9 @@ def run_in_fresh_process(version_dir, inputs, *, needs_tf_text, timeout=600):
         result_path = os.path.join(scratch, "outputs.json")
         with open(inputs_path, "w", encoding="utf-8") as f:
             json.dump({k: _plain(v) for k, v in inputs.items()}, f)
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        env = child_environment({k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
         env["TF_CPP_MIN_LOG_LEVEL"] = "2"
-        command = [sys.executable, "-c", _SCRIPT, version_dir, inputs_path,
+        command = [sys.executable, "-c", WITH_PARENT + _SCRIPT, version_dir, inputs_path,
                    "1" if needs_tf_text else "0", ",".join(LIBRARY_MODULES), result_path]
         try:
             done = subprocess.run(command, cwd=scratch, env=env, capture_output=True, text=True,
