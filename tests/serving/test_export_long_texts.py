@@ -111,3 +111,24 @@ def test_without_windows_the_served_model_flags_what_it_cut(spec, tmp_path):
     outputs = served(classifier, tmp_path, "one_window")(text=tf.constant(texts))
     np.testing.assert_allclose(outputs["probabilities"].numpy(), expected, atol=1e-5)
     assert outputs["truncated"].numpy().tolist() == [True, False, True, True]
+
+
+def test_a_request_of_many_windows_runs_in_chunks_with_the_same_outputs(spec, tmp_path, monkeypatch):
+    # The graph runs the model on at most MODEL_CALL_TOKENS positions at once (memory bounded
+    # by the chunk, not the request): at 5 windows a chunk, a 3,200-word document is a
+    # hundred chunks, and the outputs are predict's (classifier logits, embedder vectors).
+    from serving.signatures import module
+
+    monkeypatch.setattr(module, "MODEL_CALL_TOKENS", 5 * SEQ_LENGTH)
+    keras.utils.set_random_seed(0)
+    texts = documents()
+    classifier = tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=SEQ_LENGTH,
+                                                      max_length=4000, stride=9)
+    outputs = served(classifier, tmp_path, "chunked")(text=tf.constant(texts))
+    np.testing.assert_allclose(outputs["probabilities"].numpy(), classifier.predict(texts), atol=1e-5)
+    embedder = tasks.Embedder.from_pretrained(spec, seq_length=SEQ_LENGTH, max_length=4000)
+    signature = served(embedder, tmp_path, "chunked_embedder")
+    vectors = signature(text=tf.constant(texts))["embedding"].numpy()
+    np.testing.assert_allclose(vectors, embedder.predict(texts), atol=1e-5)
+    empty = signature(text=tf.constant([], tf.string))["embedding"]
+    assert empty.shape[0] == 0
