@@ -110,10 +110,17 @@ class Embedder(TextTask):
                              "(bert_keras.models.embedder.rank_by_similarity)")
 
     def predict_rows(self, items, *, batch_size=32):
-        """`{"text", "embedding"}` per text (a pair is read as one text)."""
+        """`{"text", "embedding"}` per text (a pair is read as one text); `"truncated": true` on a
+        text read only in part (as the other families' rows and the served `truncated`)."""
         texts = [item if isinstance(item, str) else " ".join(item) for item in items]
-        vectors = self.predict(texts, batch_size=batch_size)
-        return [{"text": text, "embedding": [float(v) for v in row]} for text, row in zip(texts, vectors)]
+        columns = tf.data.Dataset.from_tensor_slices(((tf.constant(texts),), tf.zeros(len(texts), tf.int32)))
+        vectors, truncated = self._document_vectors(columns, batch_size)
+        self._warn_truncated(truncated)
+        rows = [{"text": text, "embedding": [float(v) for v in row]} for text, row in zip(texts, vectors)]
+        for row, cut in zip(rows, truncated):
+            if cut:
+                row["truncated"] = True
+        return rows
 
     def row_text(self, row):
         return f"{row['text']!r}: [{', '.join(f'{v:+.4f}' for v in row['embedding'][:6])}, ...]"
@@ -156,28 +163,31 @@ class Embedder(TextTask):
             texts = tf.data.Dataset.from_tensor_slices(
                 (tuple(tf.constant(c) for c in columns), tf.zeros(len(columns[0]), tf.int32)))
             if len(columns) == 1:
-                return self._document_vectors(texts, batch_size)
+                vectors, truncated = self._document_vectors(texts, batch_size)
+                self._warn_truncated(truncated)
+                return vectors
             dataset = self._batch(self.preprocessor.encode_rows(texts), batch_size)
         return np.asarray(self._outputs(dataset), np.float32)
 
     def _document_vectors(self, texts, batch_size):
-        """One vector per text from its windows: their mean, weighted by real tokens."""
+        """`(vectors, truncated)`: one vector per text from its windows (their mean, weighted by
+        real tokens), and bool `[texts]`: read only in part."""
         from pipelines.datasets import batching
 
         _, stride, max_length = self.window_options()
         windows = self._window_outputs(self._batch(batching.encode_text_windows(
             texts, self.tokenizer, seq_length=self.seq_length, stride=stride, max_length=max_length),
             batch_size))
-        self._warn_truncated(windows.truncated)
+        truncated = np.asarray(windows.truncated, bool)
         vectors = np.asarray(windows.outputs, np.float64)
         if len(windows.starts) == len(vectors):
-            return vectors.astype(np.float32)
+            return vectors.astype(np.float32), truncated
         weights = windows.num_tokens.astype(np.float64)[:, None]
         vectors = (np.add.reduceat(vectors * weights, windows.starts, axis=0)
                    / np.add.reduceat(weights, windows.starts, axis=0))
         if self._text.settings.get("normalize"):
             vectors /= np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
-        return vectors.astype(np.float32)
+        return vectors.astype(np.float32), truncated
 
 
 def write_embeddings(path, texts, vectors):

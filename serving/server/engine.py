@@ -42,7 +42,7 @@ from serving.server.batching import BatchingOptions, BatchScheduler
 from serving.server.errors import ServingError, from_tf_error, name_list
 from serving.server.model_config import ModelSource, read_models_config
 from serving.server.model_registry import LoadRetryOptions, ModelRegistry, ServableVersion
-from serving.server.request_validation import Limits, validate_inputs
+from serving.server.request_validation import Limits, check_window_count, validate_inputs
 from serving.server.signatures import CLASSIFY_METHOD, REGRESS_METHOD
 
 __all__ = ["InferenceEngine", "ModelSource", "BatchingOptions", "Limits", "LoadRetryOptions", "ServingError"]
@@ -273,12 +273,15 @@ class InferenceEngine:
                 )
         where = f"model '{servable.model_name}' version {servable.version} signature '{signature_name}': "
         arrays, rows = validate_inputs(signature, inputs, self.limits, where=where)
+        # A long-text signature's real batch is its windows: they are limited, and they count
+        # in a merged batch, not the rows.
+        window_cost = servable.window_cost
+        cost = window_cost.cost(arrays) if window_cost is not None else None
+        if cost is not None:
+            check_window_count(cost, rows or 0, self.limits, where)
         runner = self._runner(servable, signature_name)
         if batch and self._scheduler is not None and rows is not None and signature.batchable:
             key = (servable, signature_name, tuple(a.shape[1:] for a in arrays.values()))
-            # A long-text signature's real batch is its windows: they count, not the rows.
-            window_cost = servable.window_cost
-            cost = window_cost.cost(arrays) if window_cost is not None else None
             outputs = self._scheduler.submit(key, runner, arrays, rows, cost=cost)
         else:
             outputs = runner(arrays)

@@ -25,7 +25,7 @@ import os
 
 # fields that must be at least 1, and fields that must be positive (seconds)
 _AT_LEAST_ONE = ("grpc_max_threads", "grpc_max_concurrent_rpcs", "rest_max_threads", "rest_max_connections",
-                 "max_rows_per_request", "max_tokens_per_request")
+                 "max_rows_per_request", "max_tokens_per_request", "max_windows_per_request")
 _POSITIVE = ("rest_header_timeout_seconds", "rest_body_timeout_seconds")
 
 
@@ -104,6 +104,9 @@ class ServerOptions:
     max_tokens_per_request: int = _option(
         LIMITS, 16384, "rows x sequence length of a token_ids input; more: RESOURCE_EXHAUSTED "
         "(default 16384)", "N")
+    max_windows_per_request: int = _option(
+        LIMITS, 4096, "windows a request of a long-text model reads (estimated from its texts' bytes); "
+        "more: RESOURCE_EXHAUSTED (default 4096)", "N")
     enable_batching: bool = _option(BATCHING, False, "merge concurrent requests into one model call")
     batching_parameters_file: str = _option(
         BATCHING, None, "TF Serving batching parameters text file (max_batch_size { value: 32 } ...)", "FILE")
@@ -197,7 +200,8 @@ class ServerOptions:
 
         limits = Limits(max_request_bytes=self.max_request_bytes,
                         max_batch_size_per_request=self.max_rows_per_request,
-                        max_tokens_per_request=self.max_tokens_per_request)
+                        max_tokens_per_request=self.max_tokens_per_request,
+                        max_windows_per_request=self.max_windows_per_request)
         retries = LoadRetryOptions(max_num_load_retries=self.max_num_load_retries,
                                    load_retry_interval_s=self.load_retry_interval_micros / 1e6)
         engine = InferenceEngine(sources, batching=batching, limits=limits,

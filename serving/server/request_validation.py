@@ -58,12 +58,17 @@ class Limits:
             models truncate long text, they do not fail on it.
         max_tokens_per_request: Most elements of a `token_ids` input (rows x sequence length)
             in one request (RESOURCE_EXHAUSTED above): the cost bound of the token signatures.
+        max_windows_per_request: Most windows one request of a long-text signature may read
+            (its texts' windows, estimated from their bytes: `serving.server.window_cost`;
+            RESOURCE_EXHAUSTED above): the cost bound of the windowed signatures, whose rows
+            alone allow 1,024 documents of `max_length` pieces.
     """
 
     max_batch_size_per_request: int = 1024
     max_request_bytes: int = 64 << 20
     max_string_bytes: int = 16 << 20
     max_tokens_per_request: int = 16384
+    max_windows_per_request: int = 4096
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -110,6 +115,16 @@ def check_declared_size(name: str, shape, itemsize: int, limits: Limits, where: 
             f"{where}input '{name}' of shape {list(shape)} holds {count} tokens (rows x sequence length); "
             f"the limit per request is {limits.max_tokens_per_request} (--max-tokens-per-request)",
         )
+
+
+def check_window_count(windows: int, texts: int, limits: Limits, where: str = "") -> None:
+    """RESOURCE_EXHAUSTED when a request's `texts` read as about `windows` windows, over the limit."""
+    if windows > limits.max_windows_per_request:
+        raise ServingError(
+            "RESOURCE_EXHAUSTED",
+            f"{where}{texts} text(s) read as about {windows} windows (estimated from their bytes), more "
+            f"than the limit of {limits.max_windows_per_request} windows per request "
+            "(--max-windows-per-request): send fewer or shorter texts per request")
 
 
 def check_examples_size(count: int, context_bytes: int, example_bytes: int, limits: Limits) -> None:

@@ -87,6 +87,19 @@ def test_truncation_is_reported_never_silent(spec):
     assert model.window_options() == (WINDOW, WINDOW // 2, WINDOW)  # the call left the settings
 
 
+def test_an_embedder_row_says_when_its_text_was_cut(spec):
+    embedder = tasks.Embedder.from_pretrained(spec, seq_length=SEQ_LENGTH)  # one window
+    texts = [" ".join(document(40, 4)), "good film"]
+    with pytest.warns(UserWarning, match=r"1 of 2 texts have more than 14 word pieces"):
+        rows = embedder.predict_rows(texts)
+    assert [row.get("truncated", False) for row in rows] == [True, False]
+    with pytest.warns(UserWarning, match="1 of 2 texts"):
+        vectors = embedder.predict(texts)
+    np.testing.assert_allclose([row["embedding"] for row in rows], vectors, atol=1e-6)
+    reads_all = tasks.Embedder.from_pretrained(spec, seq_length=SEQ_LENGTH, max_length=100)
+    assert "truncated" not in reads_all.predict_rows(texts)[0]
+
+
 def test_fit_on_long_texts_round_trips(spec, tmp_path):
     texts = [" ".join(document(60, i)) for i in range(6)] + ["good film", "bad film"]
     labels = ["pos", "neg", "pos", "neg", "pos", "neg", "pos", "neg"]

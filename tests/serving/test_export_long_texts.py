@@ -132,3 +132,29 @@ def test_a_request_of_many_windows_runs_in_chunks_with_the_same_outputs(spec, tm
     np.testing.assert_allclose(vectors, embedder.predict(texts), atol=1e-5)
     empty = signature(text=tf.constant([], tf.string))["embedding"]
     assert empty.shape[0] == 0
+
+
+def test_a_request_of_more_windows_than_the_limit_is_refused_before_it_runs(spec, tmp_path):
+    from serving.server.engine import InferenceEngine, ModelSource
+    from serving.server.errors import ServingError
+    from serving.server.request_validation import Limits
+
+    keras.utils.set_random_seed(0)
+    classifier = tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=SEQ_LENGTH,
+                                                      max_length=4000, stride=9)
+    classifier.export(str(tmp_path), "limited")
+    engine = InferenceEngine([ModelSource("limited", str(tmp_path / "limited"))], poll_interval_s=0,
+                             limits=Limits(max_windows_per_request=200))
+    engine.start()
+    try:
+        texts = documents()
+        long_text = np.array([texts[0].encode()] * 3, dtype=object)  # ~3 x 460 estimated windows
+        with pytest.raises(ServingError, match=r"RESOURCE_EXHAUSTED: .*3 text\(s\) read as about \d+ windows.*"
+                                               r"limit of 200 windows per request \(--max-windows-per-request\)"):
+            engine.predict_arrays("limited", inputs={"text": long_text})
+        # short texts under the limit, then the server goes on serving
+        short = np.array([t.encode() for t in texts[1:3]], dtype=object)
+        probabilities = engine.predict_arrays("limited", inputs={"text": short})[2]["probabilities"]
+        np.testing.assert_allclose(probabilities, classifier.predict(texts[1:3]), atol=1e-5)
+    finally:
+        engine.stop(drain_timeout_s=5)
