@@ -88,7 +88,8 @@ class Pretrainer(BertPretrainer):
         """Pretrains on `corpus` (text file) or `records` (TFRecord glob); see the class docstring.
 
         Args:
-            x, y, **kwargs: Keras' `fit` on your own `(x, y)` batches (no corpus / records).
+            x, y, **kwargs: Keras' `fit` on your own `(x, y)` batches (no corpus / records);
+                with a corpus / records, `callbacks=` and `verbose=` (anything else is refused).
             corpus: a one-sentence-per-line text file (or a list of them), masked on the fly.
             records: a glob of `create-pretraining-data` TFRecord files.
             output_dir: checkpoints, backup and TensorBoard logs.
@@ -105,6 +106,12 @@ class Pretrainer(BertPretrainer):
 
         if not output_dir or not steps or steps < 1:
             raise TaskInputError("pretraining needs output_dir= and steps= (a positive number)")
+        ignored = sorted(set(kwargs) - {"callbacks", "verbose"})
+        if ignored or x is not None or y is not None:
+            raise TaskInputError(
+                f"fit(corpus=/records=) takes callbacks= and verbose= of Keras' fit, not "
+                f"{', '.join(ignored + [n for n, v in (('x', x), ('y', y)) if v is not None])}: the run is "
+                "sized by steps= (and batch_size=), its data is the corpus / records")
         make_dataset = dataset_factory(
             corpus=corpus, records=records, vocab_file=self.vocab_file, lowercase=self.lowercase,
             batch_size=batch_size, seq_length=seq_length, max_predictions=max_predictions, seed=seed)
@@ -113,7 +120,8 @@ class Pretrainer(BertPretrainer):
             num_train_steps=int(steps), global_batch_size=batch_size,
             num_warmup_steps=steps // 10 if warmup_steps is None else warmup_steps,
             learning_rate=learning_rate, weight_decay=weight_decay, strategy=strategy,
-            checkpoint_every=min(checkpoint_every, int(steps)), verbose=kwargs.get("verbose", "auto"))
+            checkpoint_every=min(checkpoint_every, int(steps)), verbose=kwargs.get("verbose", "auto"),
+            callbacks=list(kwargs.get("callbacks") or ()))
 
     @classmethod
     def pretrain(cls, output_dir, *, steps, corpus=None, records=None, config="base", init=None,

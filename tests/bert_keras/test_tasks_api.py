@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 
+import keras
 import numpy as np
 import pytest
 
@@ -383,12 +384,28 @@ def test_pretrainer_fits_a_corpus_and_resumes_where_it_stopped(tmp_path):
                             seq_length=32, max_predictions=5, checkpoint_every=2, verbose=0)
     assert result.final_step == 4 and np.isfinite(result.metrics["loss"])
     assert 0 <= result.metrics["nsp_accuracy"] <= 1
+    batches = []
     again = tasks.Pretrainer.from_config(config, vocab_file=vocab).fit(
         corpus=str(corpus), output_dir=str(tmp_path / "run"), steps=6, batch_size=4, seq_length=32,
-        max_predictions=5, checkpoint_every=2, verbose=0)
+        max_predictions=5, checkpoint_every=2, verbose=0,
+        callbacks=[keras.callbacks.LambdaCallback(on_train_batch_end=lambda b, logs: batches.append(logs))])
     assert (again.initial_step, again.final_step) == (4, 6)
+    assert len(batches) == 2 and "loss" in batches[-1]  # the user's callbacks run on the resumed steps
     with pytest.raises(tasks.TaskInputError, match="corpus=.*no such file"):
         pretrainer.fit(corpus=str(tmp_path / "missing.txt"), output_dir=str(tmp_path / "x"), steps=1)
+
+
+def test_pretrainer_fit_on_a_corpus_refuses_keras_arguments_it_would_ignore(tmp_path):
+    from bert_keras.config import BertConfig
+
+    vocab = export_fixtures.write_vocab(str(tmp_path / "vocab.txt"))
+    config = BertConfig(vocab_size=len(export_fixtures.TINY_VOCAB), hidden_size=32, num_layers=1,
+                        num_heads=2, intermediate_size=37, max_position_embeddings=64)
+    pretrainer = tasks.Pretrainer.from_config(config, vocab_file=vocab)
+    with pytest.raises(tasks.TaskInputError, match=r"takes callbacks= and verbose=.*not epochs, validation_data"):
+        pretrainer.fit(corpus=str(tmp_path / "c.txt"), output_dir=str(tmp_path / "run"), steps=2, epochs=3,
+                       validation_data=([1], [1]))
+    assert not (tmp_path / "run").exists()
 
 
 def test_raw_text_predict_and_evaluate_know_their_length(spec):
