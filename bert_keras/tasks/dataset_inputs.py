@@ -153,6 +153,10 @@ def unbatched(dataset, parts, *, example_rank=None, is_batched=None):
         raise TaskInputError(f"x: the dataset's texts are {not_text[0]}, not strings (raw text in; "
                              "packed token ids go in a dict: input_ids, segment_ids, padding_mask)")
     rank = first_leaf(x_spec).shape.rank
+    column = example_rank is not None and rank == example_rank + 2 and all(
+        spec.shape[-1] == 1 for spec in tf.nest.flatten(x_spec))
+    if column:  # a batch of texts as an [N, 1] column (as in memory): read as [N]
+        rank = example_rank + 1
     if is_batched is not None:
         batched = is_batched(x_spec, y_spec)
     elif rank is None:
@@ -171,6 +175,8 @@ def unbatched(dataset, parts, *, example_rank=None, is_batched=None):
             x, y, weight = split_element(element, parts)
         else:  # x itself: a tuple element arrives as several arguments
             x, y, weight = (element if len(element) > 1 else element[0]), None, None
+        if column:
+            x = tf.nest.map_structure(lambda t: tf.squeeze(t, -1), x)
         return tuple(part for part in (x, y, weight) if part is not None)
 
     rows = dataset.map(as_tuple)

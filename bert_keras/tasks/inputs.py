@@ -183,6 +183,33 @@ def check_lengths(num_x, y, x_name="x", y_name="y"):
     return y
 
 
+def one_hot_ids(y, num_classes, name="y"):
+    """Class ids of Keras' categorical labels (one-hot rows `[N, num_classes]`), or None when `y`
+    is not a numeric matrix of that width (names, ids, an `[N, 1]` column: read as they are).
+
+    Raises:
+        TaskInputError: a row that is not one-hot (one 1, the rest 0), named by its position.
+    """
+    if hasattr(y, "numpy") and not isinstance(y, np.ndarray):  # a tf.Tensor
+        y = y.numpy()
+    if hasattr(y, "to_numpy") and not isinstance(y, np.ndarray):  # pandas
+        y = y.to_numpy()
+    if num_classes < 2 or isinstance(y, (str, bytes, dict)):
+        return None
+    try:
+        array = np.asarray(y)
+    except (ValueError, TypeError):  # ragged
+        return None
+    if array.ndim != 2 or array.shape[1] != num_classes or array.dtype.kind not in "biuf":
+        return None
+    ones, zeros = (array == 1).sum(1), (array == 0).sum(1)
+    bad = np.flatnonzero((ones != 1) | (ones + zeros != num_classes))
+    if bad.size:
+        raise TaskInputError(f"{name}[{bad[0]}]: {array[bad[0]].tolist()} is not a one-hot row (one 1, the "
+                             "rest 0); pass class names, ids, or one-hot rows")
+    return array.argmax(1)
+
+
 def label_ids(y, labels, name="y", *, ids_hint=True):
     """Class ids of `y`, label names in `labels` (the rule of the module docstring)."""
     index = {label: i for i, label in enumerate(labels)}

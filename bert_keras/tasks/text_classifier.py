@@ -8,7 +8,7 @@ from bert_keras.tasks import dataset_inputs
 from bert_keras.tasks.dataset_inputs import to_python
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_label_names, check_lengths
 from bert_keras.tasks.inputs import check_sample_weight, float_target, float_targets, is_tokenized
-from bert_keras.tasks.inputs import label_id, label_ids
+from bert_keras.tasks.inputs import label_id, label_ids, one_hot_ids
 from bert_keras.tasks.inputs import text_columns
 from bert_keras.tasks.text_task import TextTask, steps_for
 
@@ -225,6 +225,9 @@ class TextClassifier(TextTask):
         return columns
 
     def _targets(self, y, count, name="y"):
+        one_hot = None if self.is_regression else one_hot_ids(y, len(self.labels), name)
+        if one_hot is not None:  # Keras' categorical labels: the class of each row
+            y = [self.labels[i] for i in one_hot]
         y = check_lengths(count, y, y_name=name)
         if self.is_regression:
             return float_targets(y, name)
@@ -255,6 +258,8 @@ class TextClassifier(TextTask):
         """A dataset of raw texts (batched or not) as rows with label ids, read once to check it."""
         parts = dataset_inputs.element_parts(dataset.element_spec, x_is_tuple=bool(self.text_pair))
         rows = dataset_inputs.unbatched(dataset, parts, example_rank=0)
+        if parts.has_y:
+            rows = self._scalar_labels(rows)
         text_spec = rows.element_spec[0]
         if isinstance(text_spec, tuple) and len(text_spec) == 1:
             rows = rows.map(lambda t, *rest: (t[0],) + rest)
@@ -291,6 +296,30 @@ class TextClassifier(TextTask):
         if count is not None:
             rows = rows.apply(tf.data.experimental.assert_cardinality(count))
         return rows, count
+
+    def _scalar_labels(self, rows):
+        """Rows whose label is one value: an `[N, 1]` label column (`text_dataset_from_directory(
+        label_mode="binary")`) squeezed, Keras' one-hot rows (`label_mode="categorical"`) read as
+        their class name (a row that is not one-hot as a name no class has, refused by the door check)."""
+        spec = rows.element_spec[1]
+        if spec.shape.rank != 1:
+            return rows
+        if spec.shape[0] == 1:
+            return rows.map(lambda x, y, *rest: (x, tf.reshape(y, [])) + rest)
+        width = len(self.labels or ())
+        if self.is_regression or spec.shape[0] != width or not (spec.dtype.is_integer or spec.dtype.is_floating):
+            return rows
+        names = tf.constant(self.labels)
+
+        def class_name(x, y, *rest):
+            y = tf.cast(y, tf.float32)
+            one_hot = tf.logical_and(tf.reduce_sum(tf.cast(tf.equal(y, 1.0), tf.int32)) == 1,
+                                     tf.reduce_all(tf.logical_or(tf.equal(y, 0.0), tf.equal(y, 1.0))))
+            shown = tf.strings.join(["[", tf.strings.reduce_join(tf.strings.as_string(y, precision=3),
+                                                                  separator=", "), "] is not a one-hot row"])
+            return (x, tf.where(one_hot, tf.gather(names, tf.argmax(y)), shown)) + rest
+
+        return rows.map(class_name)
 
     def _check_dataset(self, rows, parts):
         """One pass over the texts, labels and weights of a dataset: the door checks; its size."""

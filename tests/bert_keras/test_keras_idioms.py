@@ -51,7 +51,8 @@ def losses(history):
 # -- classification: every form of x gives the same training and the same predictions ------
 
 
-@pytest.mark.parametrize("form", ["numpy", "unbatched", "batched", "batched_by_3", "int_ids_as_names"])
+@pytest.mark.parametrize("form", ["numpy", "unbatched", "batched", "batched_by_3", "int_ids_as_names",
+                                  "one_hot", "one_hot_batched", "columns_batched"])
 def test_classifier_fits_any_form_like_a_list(spec, form):
     reference = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
     expected = losses(reference.fit(TEXTS, LABELS, epochs=2, batch_size=4, shuffle=False, verbose=0))
@@ -64,6 +65,16 @@ def test_classifier_fits_any_form_like_a_list(spec, form):
         classifier = build(tasks.TextClassifier, spec, labels=[0, 1])
         history = classifier.fit(TEXTS, [int(l == "pos") for l in LABELS], epochs=2, batch_size=4,
                                  shuffle=False, verbose=0)
+    elif form.startswith("one_hot"):  # Keras' categorical labels (label_mode="categorical")
+        one_hot = keras.utils.to_categorical([int(l == "pos") for l in LABELS], 2)
+        x = tf.data.Dataset.from_tensor_slices((TEXTS, one_hot)).batch(3) if form.endswith("batched") else TEXTS
+        history = classifier.fit(x, None if form.endswith("batched") else one_hot, epochs=2, batch_size=4,
+                                 shuffle=False, verbose=0)
+    elif form == "columns_batched":  # [N, 1] text and label columns, as text_dataset_from_directory's
+        classifier = build(tasks.TextClassifier, spec, labels=[0, 1])
+        ids = np.array([[int(l == "pos")] for l in LABELS])
+        dataset = tf.data.Dataset.from_tensor_slices((np.array(TEXTS)[:, None], ids)).batch(3)
+        history = classifier.fit(dataset, epochs=2, batch_size=4, shuffle=False, verbose=0)
     else:
         dataset = tf.data.Dataset.from_tensor_slices((TEXTS, LABELS))
         if form != "unbatched":
@@ -909,3 +920,19 @@ def test_a_batch_source_that_raises_mid_epoch_raises_its_own_error_as_keras_does
     with pytest.raises(tf.errors.InvalidArgumentError):
         classifier.predict(tf.data.Dataset.from_tensor_slices(
             {"token_ids": [[2, 999, 3]], "segment_ids": [[0, 0, 0]], "padding_mask": [[1, 1, 1]]}).batch(1))
+
+
+def test_a_label_row_that_is_not_one_hot_is_refused_by_position(spec):
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    soft = keras.utils.to_categorical([int(l == "pos") for l in LABELS], 2)
+    soft[3] = [0.3, 0.7]
+    with pytest.raises(tasks.TaskInputError, match=r"y\[3\]: \[0.3, 0.7\] is not a one-hot row"):
+        classifier.fit(TEXTS, soft, epochs=1, verbose=0)
+    with pytest.raises(tasks.TaskInputError, match=r"dataset element 3.*is not a one-hot row"):
+        classifier.fit(tf.data.Dataset.from_tensor_slices((TEXTS, soft)).batch(4), epochs=1, verbose=0)
+    regression = build(tasks.TextClassifier, spec, num_classes=1)
+    scores = np.linspace(0, 1, len(TEXTS), dtype="float32")
+    expected = losses(regression.fit(TEXTS, scores, epochs=1, batch_size=4, shuffle=False, verbose=0))
+    again = build(tasks.TextClassifier, spec, num_classes=1)  # an [N, 1] column of scores from a dataset
+    column = tf.data.Dataset.from_tensor_slices((TEXTS, scores[:, None])).batch(4)
+    np.testing.assert_allclose(losses(again.fit(column, epochs=1, shuffle=False, verbose=0)), expected, rtol=1e-5)
