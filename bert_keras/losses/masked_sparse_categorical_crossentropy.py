@@ -34,6 +34,7 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
 
     Args:
         ignore_index: int. Label value of positions to skip.
+        from_logits: bool. `y_pred` are logits (the token heads' outputs), else probabilities.
         reduction: a Keras loss reduction; see above.
         name: str. Loss name.
     """
@@ -43,10 +44,12 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
         ignore_index=IGNORE_INDEX,
         reduction="sum_over_batch_size",
         name="masked_sparse_categorical_crossentropy",
+        from_logits=True,
         **kwargs,
     ):
         super().__init__(reduction=reduction, name=name, **kwargs)
         self.ignore_index = int(ignore_index)
+        self.from_logits = bool(from_logits)
 
     def __call__(self, y_true, y_pred, sample_weight=None):
         y_true = ops.convert_to_tensor(y_true)
@@ -68,9 +71,9 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
         return super().__call__(y_true, y_pred, sample_weight=weights)
 
     def call(self, y_true, y_pred):
-        return keras.losses.sparse_categorical_crossentropy(y_true, y_pred, from_logits=True)
+        return keras.losses.sparse_categorical_crossentropy(y_true, y_pred, from_logits=self.from_logits)
 
     def get_config(self):
         config = super().get_config()
-        config.update(ignore_index=self.ignore_index)
+        config.update(ignore_index=self.ignore_index, from_logits=self.from_logits)
         return config

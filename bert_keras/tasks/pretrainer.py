@@ -101,6 +101,7 @@ class Pretrainer(BertPretrainer):
             strategy: a `tf.distribute.Strategy`; None = the current one.
         """
         if corpus is None and records is None:
+            _refuse_raw_text(x, "fit")
             return super().fit(x, y, **kwargs)
         from bert_keras.training import run_pretraining
 
@@ -122,6 +123,11 @@ class Pretrainer(BertPretrainer):
             learning_rate=learning_rate, weight_decay=weight_decay, strategy=strategy,
             checkpoint_every=min(checkpoint_every, int(steps)), verbose=kwargs.get("verbose", "auto"),
             callbacks=list(kwargs.get("callbacks") or ()))
+
+    def predict(self, x, *args, **kwargs):
+        """Keras' `predict` on packed, masked batches (MLM and NSP logits); raw text is refused."""
+        _refuse_raw_text(x, "predict")
+        return super().predict(x, *args, **kwargs)
 
     @classmethod
     def pretrain(cls, output_dir, *, steps, corpus=None, records=None, config="base", init=None,
@@ -339,3 +345,19 @@ def save_outputs(model, output_dir, vocab_file=None):
     target = os.path.join(output_dir, "vocab.txt")
     if vocab_file and not (os.path.exists(target) and os.path.samefile(vocab_file, target)):
         shutil.copyfile(vocab_file, target)
+
+
+def _refuse_raw_text(x, call):
+    """A `TaskInputError` for raw text given to Keras' `fit` / `predict` of a `Pretrainer`."""
+    import numpy as np
+
+    if isinstance(x, np.ndarray):
+        texts = x.dtype.kind in "US" or (x.dtype.kind == "O" and x.size and isinstance(x.flat[0], (str, bytes)))
+    else:
+        texts = isinstance(x, (str, bytes)) or (isinstance(x, (list, tuple)) and bool(x)
+                                                and all(isinstance(t, (str, bytes)) for t in x))
+    if texts:
+        raise TaskInputError(
+            f"Pretrainer.{call}: raw text is read from a corpus file, not from x: "
+            "fit(corpus='corpus.txt', output_dir='run', steps=N) (one sentence per line, a blank line "
+            "between documents); x takes packed, masked batches (pipelines.pretraining)")

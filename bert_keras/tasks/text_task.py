@@ -1111,8 +1111,16 @@ def _is_raw_text(inputs):
 
 
 def _is_tokenized_dataset(dataset):
+    """Whether a dataset's x is the packed dict (`token_ids`, ...); a dict of other features is
+    refused by name (raw text goes in as string tensors, not as a dict)."""
     spec = dataset.element_spec
     first = spec[0] if isinstance(spec, tuple) else spec
+    if isinstance(first, dict) and "token_ids" not in first:
+        raise TaskInputError(
+            f"x: the dataset's elements hold a dict ({', '.join(map(str, list(first)[:4]))}); a dict is "
+            "the packed form (token_ids, segment_ids, padding_mask). Raw text goes in as string tensors: "
+            "(text, label) elements, ((text, text_b), label) for pairs, e.g. "
+            "dataset.map(lambda features, label: (features['text'], label))")
     return isinstance(first, dict)
 
 

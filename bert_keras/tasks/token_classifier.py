@@ -65,6 +65,22 @@ class TokenClassifier(TextTask):
 
     kind = "ner"
     freeze_pooler = True
+
+    def compile(self, *args, **kwargs):
+        """As `keras.Model.compile` (it replaces the recipe). The positions that carry no tag
+        (-100: later pieces, special tokens, padding) are skipped by Keras' sparse cross-entropy
+        and accuracy given here (`bert_keras.losses.on_labelled_positions`)."""
+        import inspect
+
+        from bert_keras.losses import on_labelled_positions
+
+        bound = inspect.signature(keras.Model.compile).bind(self, *args, **kwargs)
+        arguments = dict(bound.arguments)
+        arguments.pop("self")
+        extra = arguments.pop("kwargs", {})
+        arguments["loss"], arguments["metrics"] = on_labelled_positions(arguments.get("loss"),
+                                                                        arguments.get("metrics"))
+        super().compile(**arguments, **extra)
     @classmethod
     def _build_head(cls, encoder, *, labels, num_classes, dropout, max_length=None, stride=None):
         from bert_keras.models import BertTokenClassifier

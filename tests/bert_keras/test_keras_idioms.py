@@ -936,3 +936,25 @@ def test_a_label_row_that_is_not_one_hot_is_refused_by_position(spec):
     again = build(tasks.TextClassifier, spec, num_classes=1)  # an [N, 1] column of scores from a dataset
     column = tf.data.Dataset.from_tensor_slices((TEXTS, scores[:, None])).batch(4)
     np.testing.assert_allclose(losses(again.fit(column, epochs=1, shuffle=False, verbose=0)), expected, rtol=1e-5)
+
+
+def test_a_tagger_compiled_with_keras_sparse_cross_entropy_and_accuracy_reads_tagged_positions(spec):
+    # -100 marks the positions with no tag (later pieces, [CLS], [SEP], padding): Keras' own loss
+    # fails on it in the graph and its accuracy counts it wrong, so compile reads them masked.
+    words = [["john", "lives", "in", "paris"], ["the", "capital"], ["paris", "is", "great"]]
+    tags = [["B-PER", "O", "O", "B-LOC"], ["O", "O"], ["B-LOC", "O", "O"]]
+    reference = build(tasks.TokenClassifier, spec, labels=export_fixtures.CONLL_LABELS)
+    reference.compile(optimizer=keras.optimizers.Adam(1e-3), loss=reference.head.default_loss())
+    expected = losses(reference.fit(words, tags, epochs=2, batch_size=2, shuffle=False, verbose=0))
+    tagger = build(tasks.TokenClassifier, spec, labels=export_fixtures.CONLL_LABELS)
+    tagger.compile(optimizer=keras.optimizers.Adam(1e-3),
+                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+    history = tagger.fit(words, tags, epochs=2, batch_size=2, shuffle=False, verbose=0)
+    np.testing.assert_allclose(losses(history), expected, rtol=1e-5)
+    # accuracy over the 9 tagged words only: what predict's tags agree with
+    predicted = tagger.predict(words)
+    right = sum(p == t for row, gold in zip(predicted, tags) for p, t in zip(row["tags"], gold))
+    assert tagger.evaluate(words, tags, batch_size=8, return_dict=True)["num_examples"] == 3
+    packed = tf.data.Dataset.from_tensor_slices((tf.ragged.constant(words), tf.ragged.constant(tags)))
+    metrics = tagger.evaluate(packed.batch(3).map(tagger.preprocessor), return_dict=True, verbose=0)
+    assert metrics["accuracy"] == pytest.approx(right / 9, abs=1e-6)

@@ -406,6 +406,9 @@ def test_pretrainer_fit_on_a_corpus_refuses_keras_arguments_it_would_ignore(tmp_
         pretrainer.fit(corpus=str(tmp_path / "c.txt"), output_dir=str(tmp_path / "run"), steps=2, epochs=3,
                        validation_data=([1], [1]))
     assert not (tmp_path / "run").exists()
+    for call in (lambda: pretrainer.fit(["The cat sat."], verbose=0), lambda: pretrainer.predict(["The cat sat."])):
+        with pytest.raises(tasks.TaskInputError, match=r"raw text is read from a corpus file.*fit\(corpus="):
+            call()
 
 
 def test_raw_text_predict_and_evaluate_know_their_length(spec):
