@@ -96,6 +96,18 @@ class SpanQA(TextTask):
                         max_windows=int(max_windows))
         return None, BertSpanQA(encoder, dropout=dropout), settings
 
+    def compile(self, *args, **kwargs):
+        """As `keras.Model.compile`, without `loss`: the span loss (SQuAD's mean of the start and end
+        cross-entropies over each window's positions) is the head's own, and a `loss=` is refused
+        rather than ignored."""
+        import inspect
+
+        bound = inspect.signature(keras.Model.compile).bind(self, *args, **kwargs)
+        if bound.arguments.get("loss") is not None:
+            raise TaskInputError("compile(loss=...): SpanQA's loss is the head's own (the mean of the start "
+                                 "and end position cross-entropies); compile takes optimizer= and metrics=")
+        super().compile(*args, **kwargs)
+
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """The head's span loss (mean of the start and end cross-entropies)."""
         return self.head.compute_loss(x, y, y_pred, sample_weight, training)

@@ -958,3 +958,12 @@ def test_a_tagger_compiled_with_keras_sparse_cross_entropy_and_accuracy_reads_ta
     packed = tf.data.Dataset.from_tensor_slices((tf.ragged.constant(words), tf.ragged.constant(tags)))
     metrics = tagger.evaluate(packed.batch(3).map(tagger.preprocessor), return_dict=True, verbose=0)
     assert metrics["accuracy"] == pytest.approx(right / 9, abs=1e-6)
+
+
+def test_span_qa_refuses_a_loss_it_would_ignore(spec):
+    qa = build(tasks.SpanQA, spec, seq_length=64, doc_stride=32, max_query_length=16)
+    with pytest.raises(tasks.TaskInputError, match=r"compile\(loss=...\): SpanQA's loss is the head's own"):
+        qa.compile(optimizer="adam", loss="mse")
+    qa.compile(keras.optimizers.Adam(1e-3))  # optimizer only: the span loss trains
+    history = qa.fit((SQUAD_QUESTIONS[:2], [CONTEXT] * 2), SQUAD_ANSWERS[:2], epochs=2, verbose=0)
+    assert np.all(np.isfinite(losses(history))) and losses(history)[1] < losses(history)[0]
