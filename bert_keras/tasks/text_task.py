@@ -625,7 +625,16 @@ class TextTask(keras.Model):
         return str(row)
 
     def _validation_dataset(self, validation_data, batch_size):
-        """`validation_data` in any form of `fit`'s, as encoded batches for Keras' evaluation."""
+        """`validation_data` in any form of `fit`'s, as encoded batches for Keras' evaluation;
+        an error in it says so (its `x` / `y` are not `fit`'s)."""
+        try:
+            return self._validation_batches(validation_data, batch_size)
+        except TaskInputError as error:
+            if str(error).startswith("validation_data"):
+                raise
+            raise TaskInputError(f"validation_data: {error}") from None
+
+    def _validation_batches(self, validation_data, batch_size):
         if is_batch_source(validation_data):
             validation_data, _ = dataset_of_batches(validation_data, name="validation_data")
         if isinstance(validation_data, tf.data.Dataset):

@@ -967,3 +967,11 @@ def test_span_qa_refuses_a_loss_it_would_ignore(spec):
     qa.compile(keras.optimizers.Adam(1e-3))  # optimizer only: the span loss trains
     history = qa.fit((SQUAD_QUESTIONS[:2], [CONTEXT] * 2), SQUAD_ANSWERS[:2], epochs=2, verbose=0)
     assert np.all(np.isfinite(losses(history))) and losses(history)[1] < losses(history)[0]
+
+
+def test_an_error_in_validation_data_names_it(spec):
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    with pytest.raises(tasks.TaskInputError, match=r"^validation_data: y\[1\]: label 'meh' was never seen"):
+        classifier.fit(TEXTS, LABELS, validation_data=(TEXTS[:2], ["pos", "meh"]), epochs=1, verbose=0)
+    with pytest.raises(tasks.TaskInputError, match=r"^validation_data: x and y differ in length"):
+        classifier.fit(TEXTS, LABELS, validation_data=(TEXTS[:2], ["pos"]), epochs=1, verbose=0)
