@@ -14,6 +14,10 @@ halves and each half is run again (recursively), so one bad request among n cost
 2 log2(n) extra calls, not n, and never fails another request. Only when an output has no
 row per input row (the signature does not keep rows apart) is each request re-run alone.
 
+A request whose client has gone (a gRPC call cancelled or past its deadline: the front end
+sets `CLIENT_ALIVE` to `context.is_active` for the calling thread) is dropped when its batch
+comes up, with CANCELLED, instead of running for nobody ahead of the requests behind it.
+
 Example:
     >>> import numpy as np
     >>> scheduler = BatchScheduler(BatchingOptions(max_batch_size=8, batch_timeout_micros=1000))
@@ -27,6 +31,7 @@ Example:
 from __future__ import annotations
 
 import collections
+import contextvars
 import dataclasses
 import logging
 import threading
@@ -38,6 +43,10 @@ import numpy as np
 from serving.server.errors import ServingError
 
 log = logging.getLogger(__name__)
+
+# Set by a front end for the thread that handles a request: a function that says whether the
+# client still waits for the answer (gRPC: `context.is_active`). None: it always does.
+CLIENT_ALIVE: contextvars.ContextVar = contextvars.ContextVar("client_alive", default=None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,15 +102,23 @@ class _Done:
 
 
 class _Task:
-    __slots__ = ("inputs", "rows", "cost", "event", "result", "error")
+    __slots__ = ("inputs", "rows", "cost", "event", "result", "error", "alive")
 
-    def __init__(self, inputs, rows, cost):
+    def __init__(self, inputs, rows, cost, alive=None):
         self.inputs = inputs
         self.rows = rows
         self.cost = cost
         self.event = _Done()
         self.result = None
         self.error = None
+        self.alive = alive
+
+    def abandoned(self):
+        """Whether the client has gone (its front end says so); never raises."""
+        try:
+            return self.alive is not None and not self.alive()
+        except Exception:  # noqa: BLE001 - a front end's check must not fail the batch
+            return False
 
 
 class _Batch:
@@ -180,7 +197,7 @@ class BatchScheduler:
                 or whatever `run_fn` raised for this request.
         """
         cost = rows if cost is None else max(1, int(cost))
-        task = _Task(inputs, rows, cost)
+        task = _Task(inputs, rows, cost, CLIENT_ALIVE.get())
         limit = self.options.max_batch_size
         with self._cond:
             if self._stopping:
@@ -258,11 +275,22 @@ class BatchScheduler:
                         return
                     self._cond.wait(wait)
             queue, batch = item
+            waiting = [task for task in batch.tasks if not task.abandoned()]
+            if len(waiting) < len(batch.tasks):
+                for task in batch.tasks:
+                    if task not in waiting:
+                        task.error = ServingError("CANCELLED", "the client went away (cancelled, or past its "
+                                                  "deadline) before its request ran")
+                        task.event.set()
+                with self._cond:
+                    self._stats["abandoned"] += len(batch.tasks) - len(waiting)
+                if not waiting:
+                    continue
             try:
-                self._run(queue.run_fn, batch.tasks, batch.rows)
+                self._run(queue.run_fn, waiting, sum(task.rows for task in waiting))
             except BaseException:  # never lose a worker (or leave callers waiting)
                 log.exception("batch worker failed")
-                for task in batch.tasks:
+                for task in waiting:
                     if not task.event.is_set():
                         task.error = ServingError("INTERNAL", "batch worker failed")
                         task.event.set()
@@ -310,7 +338,8 @@ class BatchScheduler:
     # ------------------------------------------------------------------ lifecycle
 
     def stats(self) -> dict:
-        """Counters: batches, tasks, rows, merged_batches, batches_split, batches_rerun_singly, rejected."""
+        """Counters: batches, tasks, rows, merged_batches, batches_split, batches_rerun_singly, rejected,
+        abandoned (requests dropped because their client had gone)."""
         with self._cond:
             return dict(self._stats)
 

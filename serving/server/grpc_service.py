@@ -35,6 +35,7 @@ from tensorflow_serving.apis import (
     regression_pb2,
 )
 
+from serving.server.batching import CLIENT_ALIVE
 from serving.server.errors import ServingError, code_number, grpc_status, name_list
 from serving.server.signatures import signature_def_map_any
 from serving.server.tensor_proto import ndarray_from_proto, proto_from_ndarray, serialized_examples_from_input
@@ -179,6 +180,7 @@ def _call(context, method, request, what, metrics=None):
     """Runs `method(request)`; a failure aborts the RPC with a status and a message, never a crash."""
     started = time.perf_counter()
     code = "OK"
+    CLIENT_ALIVE.set(getattr(context, "is_active", None))  # a batch drops the request of a client gone
     try:
         if isinstance(request, MalformedRequest):
             raise ServingError("INVALID_ARGUMENT", request.message(what))

@@ -8,7 +8,7 @@ import pytest
 
 import engine_fixtures as ef
 
-from serving.server.batching import BatchingOptions, BatchScheduler  # noqa: E402
+from serving.server.batching import CLIENT_ALIVE, BatchingOptions, BatchScheduler  # noqa: E402
 from serving.server.errors import ServingError  # noqa: E402
 
 
@@ -71,6 +71,27 @@ def test_merges_concurrent_requests_and_splits_results():
     assert max(model.calls) > 1
     stats = scheduler.stats()
     assert stats["tasks"] == 8 and stats["rows"] == 15 and stats["merged_batches"] >= 1
+
+
+def test_a_request_whose_client_has_gone_is_dropped_when_its_batch_comes_up():
+    scheduler = BatchScheduler(BatchingOptions(max_batch_size=16, batch_timeout_micros=300_000, num_batch_threads=1))
+    model = CountingModel()
+    try:
+        def request(i):
+            CLIENT_ALIVE.set(lambda: i % 2 == 0)  # the odd requests' clients have gone (gRPC: is_active)
+            x = 100.0 * i + np.arange(2)
+            return x, scheduler.submit("k", model, {"x": x}, rows=2)
+
+        results = run_threads(4, request)
+    finally:
+        assert scheduler.stop()
+    assert sum(model.calls) == 4  # only the two live requests' rows ran
+    for i, result in enumerate(results):
+        if i % 2:
+            assert isinstance(result, ServingError) and result.code == "CANCELLED", result
+        else:
+            np.testing.assert_array_equal(result[1]["y"], 10 * result[0])
+    assert scheduler.stats()["abandoned"] == 2
 
 
 def test_batches_respect_max_batch_size_and_keys():
