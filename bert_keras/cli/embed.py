@@ -56,7 +56,7 @@ def run(args):
         raise CommandError(f"--output {args.output}: name a .npy or .jsonl file")
     from bert_keras.cli.output_files import check_output_file
 
-    check_output_file(args.output, overwrite=args.overwrite, inputs=[args.input])
+    check_output_file(args.output, overwrite=args.overwrite, inputs=[args.input, args.init])
     if args.batch_size < 1 or args.top_k < 1:
         raise CommandError("--batch-size and --top-k must be at least 1")
 

@@ -39,7 +39,7 @@ def run(args):
     from pipelines.atomic_writes import atomic_file
 
     started = time.time()
-    check_output_file(args.output, overwrite=args.overwrite, inputs=[args.data])
+    check_output_file(args.output, overwrite=args.overwrite, inputs=[args.data, args.model])
     task = load(args.model)
     spec = spec_for_model(task_spec(args, training=task.to_finetuned().training), task, args.model, args.task)
     progress = int(sys.stdout.isatty() and not args.json)  # a progress bar with ETA on a terminal

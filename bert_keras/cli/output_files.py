@@ -67,14 +67,19 @@ def check_output_names(directory, names, *, overwrite, inputs=(), flag="--output
 
 
 def refuse_inputs(outputs, inputs, *, flag):
-    """Refuses when an output path is one of `inputs` (the flag cannot lift it)."""
+    """Refuses when an output path is one of `inputs`, or lies inside an input directory (a
+    `--model` directory's `model.keras`, `vocab.txt`, ...); the flag cannot lift it."""
     for output in outputs:
         target = os.path.realpath(output)
         for source in inputs:
             if not source or source == "-" or not os.path.exists(source):
                 continue
-            if target == os.path.realpath(source):
+            source_path = os.path.realpath(source)
+            if target == source_path:
                 raise CommandError(f"{flag} {output} is the command's input ({source}): name another file")
+            if os.path.isdir(source_path) and target.startswith(source_path.rstrip(os.sep) + os.sep):
+                raise CommandError(f"{flag} {output} is inside the command's input directory ({source}): "
+                                   "write it somewhere else")
 
 
 def _check_writable(directory, flag, path):

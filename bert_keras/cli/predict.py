@@ -52,7 +52,7 @@ def run(args):
     from pipelines.atomic_writes import atomic_file
 
     if not args.squad:
-        check_output_file(args.output, overwrite=args.overwrite, inputs=[args.input])
+        check_output_file(args.output, overwrite=args.overwrite, inputs=[args.input, args.model])
     task = load(args.model)
     if args.squad:
         if not hasattr(task, "predict_squad"):

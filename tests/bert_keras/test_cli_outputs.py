@@ -57,6 +57,14 @@ def test_predict_and_evaluate_never_write_over_an_input_or_an_existing_file(clas
     refused(["evaluate", "--model", classifier, "--data", dev, "--output", str(results)], capsys,
             "the file exists")
     assert results.read_text().count("\n") == 2
+    # the model directory's files are inputs too: never replaced by metrics or predictions
+    for name in ("model.keras", "vocab.txt", "task.json"):
+        before = os.path.getsize(os.path.join(classifier, name))
+        refused(["evaluate", "--model", classifier, "--data", dev, "--output", os.path.join(classifier, name),
+                 "--overwrite"], capsys, "is inside the command's input directory")
+        refused(["predict", "--model", classifier, "good film", "--output", os.path.join(classifier, name),
+                 "--overwrite"], capsys, "is inside the command's input directory")
+        assert os.path.getsize(os.path.join(classifier, name)) == before
 
 
 def test_embed_convert_and_attention_refuse_existing_files(encoder, tmp_path, capsys):
