@@ -21,7 +21,6 @@ import dataclasses
 import json
 import os
 import re
-import shutil
 from typing import Optional
 
 from pipelines.atomic_writes import write_json
@@ -184,14 +183,45 @@ def _start_afresh(output_dir, names, inputs):
 
 
 def remove_run_outputs(output_dir: str):
-    """Removes what a run writes into `output_dir` (other files are left alone)."""
+    """Removes what a run writes into `output_dir`: its files, and inside `checkpoints/`, `logs/`
+    and the backups only the files a run writes there (a file of yours in them stays, and so
+    does the directory that holds it)."""
+    from bert_keras.training.backup import remove_backup
+
     for name in os.listdir(output_dir):
         path = os.path.join(output_dir, name)
-        if name in RUN_OUTPUTS or name.startswith("backup-worker-"):
-            if os.path.isdir(path):
-                shutil.rmtree(path)
-            else:
+        if name not in RUN_OUTPUTS and not name.startswith("backup-worker-"):
+            continue
+        if not os.path.isdir(path) or os.path.islink(path):
+            os.remove(path)
+        elif name == "backup" or name.startswith("backup-worker-"):
+            remove_backup(path)
+        else:
+            _remove_written_files(path, _is_checkpoint_file if name == "checkpoints" else _is_log_file)
+
+
+def _is_checkpoint_file(relative):  # tf.train.CheckpointManager's files (and their temporaries)
+    base = os.path.basename(relative)
+    return base == "checkpoint" or base.startswith(("ckpt-", "ckpt_temp", "checkpoint.tmp"))
+
+
+def _is_log_file(relative):  # TensorBoard's event files and profiler output
+    parts = relative.split(os.sep)
+    return os.path.basename(relative).startswith("events.out.tfevents.") or "plugins" in parts[:-1]
+
+
+def _remove_written_files(directory, written):
+    """Removes the files under `directory` that `written(relative path)` claims, then the
+    directories left empty (bottom up); anything else stays."""
+    for root, _, names in os.walk(directory, topdown=False):
+        for name in names:
+            path = os.path.join(root, name)
+            if written(os.path.relpath(path, directory)):
                 os.remove(path)
+        try:
+            os.rmdir(root)
+        except OSError:
+            pass  # it holds a file of the user's
 
 
 def _write(output_dir, record):

@@ -584,12 +584,19 @@ def test_overwrite_never_removes_an_input_or_a_file_no_run_recorded(tmp_path):
     record_segment(str(run), settings=settings, num_train_steps=2, segment_start=0, steps_per_epoch=1)
     (run / "encoder.keras").write_text("weights")
     (run / "notes.txt").write_text("mine")
+    for path in ("checkpoints/checkpoint", "checkpoints/ckpt-2.index", "checkpoints/ckpt-2.data-00000-of-00001",
+                 "logs/train/events.out.tfevents.1.host.1.v2", "logs/train/plugins/profile/x/host.xplane.pb",
+                 "backup/latest.weights.h5", "backup/training_metadata.json",
+                 "checkpoints/keep.txt", "logs/mynotes.txt"):  # the last two are the user's
+        (run / path).parent.mkdir(parents=True, exist_ok=True)
+        (run / path).write_text("x")
     with pytest.raises(RunDirectoryError, match=r"would remove .*encoder.keras, which this run reads"):
         plan_run(str(run), settings={"seed": 1}, num_train_steps=2, overwrite=True, inputs=[str(run / "encoder.keras")])
     assert (run / "encoder.keras").exists()
     assert plan_run(str(run), settings={"seed": 1}, num_train_steps=2, overwrite=True,
                     inputs=[str(tmp_path / "vocab.txt")]).action == "start"
-    assert os.listdir(run) == ["notes.txt"]
+    left = sorted(str(p.relative_to(run)) for p in run.rglob("*") if p.is_file())
+    assert left == ["checkpoints/keep.txt", "logs/mynotes.txt", "notes.txt"]  # the user's files stay
 
 
 def test_a_corpus_that_is_empty_or_not_utf8_is_refused_before_training(tiny_vocab_file, tmp_path):
