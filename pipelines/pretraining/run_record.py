@@ -113,9 +113,23 @@ def prepare_output(settings: PretrainingDataSettings, fingerprint: dict, *, over
             return record
         shards = existing_shards(prefix)
         if overwrite:
-            for shard in shards:
+            # Only the recorded run's own shard names: a file of another `-of-N` is not its.
+            recorded = record["settings"].get("num_output_shards")
+            ours = {os.path.normpath(shard_file_name(prefix, j, int(recorded))) for j in range(int(recorded or 0))}
+            kept = [shard for shard in shards if os.path.normpath(shard) not in ours]
+            new_names = {os.path.normpath(shard_file_name(prefix, j, settings.num_output_shards))
+                         for j in range(settings.num_output_shards)}
+            in_the_way = [shard for shard in kept if os.path.normpath(shard) in new_names]
+            if in_the_way:
+                raise OutputExistsError(
+                    f"{prefix}: {os.path.basename(in_the_way[0])} has the name of one of this run's shards "
+                    f"but {path}'s run did not write it: it is not replaced, even with --overwrite. Move it, "
+                    "or use another output prefix.")
+            removed = [shard for shard in shards if os.path.normpath(shard) in ours]
+            for shard in removed:
                 tf.io.gfile.remove(shard)
-            log(f"--overwrite: removed {len(shards)} shard(s) of {path}'s earlier run")
+            log(f"--overwrite: removed {len(removed)} shard(s) of {path}'s earlier run"
+                + (f"; kept {len(kept)} it did not write ({os.path.basename(kept[0])}, ...)" if kept else ""))
         elif shards:
             if changed:
                 reason = f"records other settings ({', '.join(changed)} differ)"

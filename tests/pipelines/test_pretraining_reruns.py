@@ -96,6 +96,15 @@ def test_other_settings_after_shards_exist_need_overwrite(vocab_file, tmp_path):
         write(SAMPLE, vocab_file, prefix, seed=8)
     summary = write(SAMPLE, vocab_file, prefix, seed=8, overwrite=True)
     assert len(summary["written"]) == 2
+    # --overwrite removes the recorded run's shards only: a file of another -of-N is kept...
+    mine = prefix + "-00000-of-00005.tfrecord"
+    open(mine, "w").write("mine")
+    summary = write(SAMPLE, vocab_file, prefix, seed=9, num_output_shards=3, overwrite=True)
+    assert len(summary["written"]) == 3 and open(mine).read() == "mine"
+    # ...and one with a name this run would write is refused, not replaced
+    with pytest.raises(OutputExistsError, match="00000-of-00005.tfrecord has the name of one of this run's"):
+        write(SAMPLE, vocab_file, prefix, seed=10, num_output_shards=5, overwrite=True)
+    assert open(mine).read() == "mine" and len(shards(prefix)) == 4
 
 
 def test_settings_object_normalises_and_checks():
