@@ -408,7 +408,9 @@ class TextTask(keras.Model):
             callbacks = list(callbacks or []) + [_backup_callback(
                 run_dir, total_steps=total_steps, steps_per_epoch=steps_per_epoch, batch_size=batch_size,
                 seed=seed, recipe=_digest(self._recipe), weights=_weights_digest(self.head),
-                data=_digest((x, y, sample_weight)))]
+                data=_digest((x, y, sample_weight)),
+                reading=_digest({"seq_length": self.seq_length, "lowercase": self._text.lowercase,
+                                 "labels": self.labels, "settings": self.settings}))]
         keras_epochs = max(1, -(-total_steps // steps_per_epoch))
         # Repeat: fractional epochs and max_steps split into whole Keras epochs. shuffle=False:
         # the dataset shuffles itself.
@@ -1028,7 +1030,8 @@ def _backup_callback(run_dir, **run):
             if previous != run:
                 differ = sorted(key for key in set(previous) | set(run) if previous.get(key) != run.get(key))
                 raise TaskInputError(f"run_dir={run_dir}: holds the backup of another run ({', '.join(differ)} "
-                                     "differ: the data, starting weights, recipe or schedule); remove it to "
+                                     "differ: the data, starting weights, recipe, schedule or how texts are read: "
+                                     "seq_length, casing, labels, settings); remove it to "
                                      "start over, or give a new run_dir")
     os.makedirs(run_dir, exist_ok=True)
     write_json(os.path.join(run_dir, "run.json"), run)

@@ -300,6 +300,9 @@ def test_run_dir_resumes_and_never_takes_a_directory_of_other_files(spec, tmp_pa
     with pytest.raises(tasks.TaskInputError, match=r"another run \(data differ"):  # other rows, same count
         build(tasks.TextClassifier, spec, labels=["neg", "pos"]).fit(
             TEXTS[::-1], LABELS[::-1], epochs=1, batch_size=2, run_dir=run_dir, checkpoint_every=1, verbose=0)
+    with pytest.raises(tasks.TaskInputError, match=r"another run \(reading differ"):  # another seq_length
+        build(tasks.TextClassifier, spec, labels=["neg", "pos"], seq_length=24).fit(
+            TEXTS, LABELS, epochs=1, batch_size=2, run_dir=run_dir, checkpoint_every=1, verbose=0)
     resumed = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
     history = resumed.fit(TEXTS, LABELS, epochs=1, batch_size=2, run_dir=run_dir, checkpoint_every=1,
                           verbose=0)
