@@ -282,11 +282,17 @@ def check_text_files(patterns: Union[str, Sequence[str]]) -> int:
     """
     files = list_files(patterns)
     lines = 0
-    builder = _CorpusBuilder()
     for path in files:
         for number, raw in enumerate(_raw_lines(path), 1):
             if raw.strip():
-                builder.decode(raw, path, number, "strict")
+                try:
+                    raw.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    packed = " (it is gzip-compressed: gunzip it first)" if raw.startswith(b"\x1f\x8b") else ""
+                    raise CorpusError(
+                        f"{path}, line {number}: not valid UTF-8 ({error.reason} at byte {error.start} of the "
+                        f"line: {raw[max(0, error.start - 20):error.start + 20]!r}){packed}; save the file as "
+                        "UTF-8 (iconv -f cp1252 -t utf-8 FILE > FILE.utf8).") from None
                 lines += 1
     if not lines:
         shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")

@@ -14,7 +14,7 @@ import contextlib
 
 import tensorflow as tf
 
-from pipelines.corpus import list_files
+from pipelines.corpus import check_text_files, list_files
 from pipelines.tokenizer.normalize import BertPreTokenizer
 from pipelines.tokenizer.vocab import count_words
 
@@ -43,6 +43,9 @@ def count_corpus_words(patterns, *, lowercase=True, runner=None, pipeline_args=(
                                        pipeline_args=list(pipeline_args))
     else:
         files = list_files(patterns)  # globs expanded; CorpusError names a pattern that matches nothing
+        # One strict pass first: TensorFlow's string ops would drop a byte that is not UTF-8
+        # ("café" in Latin-1 counted as "caf"), and count a binary or gzip file's bytes as words.
+        check_text_files(files)
         with progress() if progress else contextlib.nullcontext() as bar:
             counts = count_words(tf.data.TextLineDataset(files), BertPreTokenizer(lowercase=lowercase),
                                  progress=bar)

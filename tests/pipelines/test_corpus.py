@@ -104,6 +104,21 @@ def test_invalid_utf8_strict_names_file_and_line(tmp_path):
         read_corpus(path)
 
 
+def test_vocabulary_counting_refuses_bytes_that_are_not_utf8(tmp_path):
+    import gzip
+
+    from pipelines.tokenizer.corpus_words import count_corpus_words
+
+    latin = write(tmp_path / "latin.txt", "Fine line.\ncafé naïve\n".encode("latin-1"))
+    with pytest.raises(CorpusError, match=r"latin.txt, line 2: not valid UTF-8.*save the file as UTF-8"):
+        count_corpus_words([latin])  # TensorFlow's string ops would have counted "caf" and "nave"
+    packed = tmp_path / "corpus.txt.gz"
+    packed.write_bytes(gzip.compress(b"One sentence.\n"))
+    with pytest.raises(CorpusError, match=r"corpus.txt.gz, line 1: .*gzip-compressed: gunzip it first"):
+        count_corpus_words([str(packed)])
+    assert count_corpus_words([write(tmp_path / "ok.txt", "café naïve\n".encode())], lowercase=False)["café"] == 1
+
+
 def test_invalid_utf8_replace_counts_and_reports(tmp_path):
     path = write(tmp_path / "bad.txt", b"Fine line.\nBad \xff byte.\n\nAlso \xc3 bad.\n")
     corpus = read_corpus(path, decode_errors="replace")
