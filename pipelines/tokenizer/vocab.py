@@ -69,6 +69,10 @@ def load_vocabulary(path: str) -> List[str]:
             "the checkpoint, or learn one from your corpus with count_words() + "
             "build_vocabulary() + write_vocabulary()."
         )
+    if tf.io.gfile.isdir(path):
+        inside = os.path.join(path, "vocab.txt")
+        hint = f": pass {inside}" if tf.io.gfile.exists(inside) else ": pass the vocab.txt file itself"
+        raise VocabularyError(f"{path} is a directory, not a vocabulary file{hint}")
     with tf.io.gfile.GFile(path, "rb") as f:
         data = f.read()
     if data.startswith(_UTF8_BOM):

@@ -269,3 +269,11 @@ def test_failed_write_leaves_target_and_directory_untouched(tmp_path):
         write_vocabulary(["a", "a"], str(path))
     assert load_vocabulary(str(path)) == ["keep"]
     assert os.listdir(tmp_path) == ["vocab.txt"]
+
+
+def test_a_directory_given_as_the_vocabulary_is_named(tmp_path):
+    with pytest.raises(VocabularyError, match=r"is a directory, not a vocabulary file: pass the vocab.txt file"):
+        load_vocabulary(str(tmp_path))
+    (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n")
+    with pytest.raises(VocabularyError, match=rf"pass {tmp_path}/vocab.txt"):
+        load_vocabulary(str(tmp_path))
