@@ -24,6 +24,7 @@ import dataclasses
 import difflib
 import os
 import re
+import shlex
 import shutil
 import warnings
 from importlib import metadata
@@ -515,13 +516,13 @@ class Conversion:
             lines.append(f"note   the pretraining heads {heads} are not part of a .keras BertEncoder: not written")
         if self.vocab:
             return "\n".join([*lines, f"vocab  copied from {self.vocab}",
-                              f'next: bert-keras embed --init {self.dest} "hello world"'])
+                              f'next: bert-keras embed --init {shlex.quote(str(self.dest))} "hello world"'])
         looked_for = ", ".join(vocabulary_candidates(self.source))
         return "\n".join([
             *lines, f"vocab  none found next to the source (looked for {looked_for}): "
             "pass the model's own vocab.txt to the next command, or build one with "
             "`bert-keras vocab CORPUS.txt -o vocab.txt`",
-            f'next: bert-keras embed --init {self.dest} --vocab vocab.txt "hello world"'])
+            f'next: bert-keras embed --init {shlex.quote(str(self.dest))} --vocab vocab.txt "hello world"'])
 
 
 def destination_files(destination, vocab=True):

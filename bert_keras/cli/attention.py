@@ -2,6 +2,7 @@
 
 import argparse
 import os
+import shlex
 
 from bert_keras.cli.flag_arguments import add_encoder_options
 from bert_keras.cli.main import CommandError
@@ -64,5 +65,5 @@ def run(args):
     print(f"wrote {png_path}  (layer {layer}, {'all heads' if head is None else f'head {head}'})")
     print("\n" + "\n".join(attention.most_attended_lines(layer, head, top_k=args.top_k)))
     print(f"\nnext: open {html_path} in a browser; "
-          f"bert-keras attention --init {args.init} --layer N --head H ... for one head's heatmap")
+          f"bert-keras attention --init {shlex.quote(args.init)} --layer N --head H ... for one head's heatmap")
     return 0

@@ -1,5 +1,6 @@
 """`bert-keras evaluate`: score a `finetune` output directory on its dev data (or --data FILE)."""
 
+import shlex
 import sys
 import time
 
@@ -54,5 +55,5 @@ def run(args):
         return 0
     print(spec.format_metrics(metrics))
     print(json_output.dumps(metrics, sort_keys=True))
-    print(f"\n({time.time() - started:.0f}s) next: bert-keras predict --model {args.model} {task.predict_example}")
+    print(f"\n({time.time() - started:.0f}s) next: bert-keras predict --model {shlex.quote(args.model)} {task.predict_example}")
     return 0

@@ -1,5 +1,6 @@
 """`bert-keras predict`: labels + probabilities, NER entities, or SQuAD answers from a fine-tuned model."""
 
+import shlex
 import sys
 
 from bert_keras import json_output
@@ -88,5 +89,5 @@ def _predict_squad(args, task):
             task, args.squad, directory, batch_size=args.batch_size, threshold=args.null_threshold,
             n_best_size=args.n_best_size, max_answer_length=args.max_answer_length)
     print(f"{count} questions, {answered} answered; wrote " + ", ".join(sorted(paths.values())))
-    print(f"next: bert-keras evaluate --model {args.model} --data {args.squad}")
+    print(f"next: bert-keras evaluate --model {shlex.quote(args.model)} --data {shlex.quote(args.squad)}")
     return 0

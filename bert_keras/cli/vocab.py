@@ -1,6 +1,7 @@
 """`bert-keras vocab`: learn a WordPiece vocabulary from text files."""
 
 import os
+import shlex
 
 from bert_keras.cli.main import CommandError
 
@@ -52,5 +53,5 @@ def run(args):
     tokens = build_vocabulary(counts, vocab_size=args.size, reserved_tokens=reserved)
     write_vocabulary(tokens, args.output)
     print(f"wrote {len(tokens):,} tokens to {args.output}")
-    print(f'next: bert-keras tokenize --vocab {args.output} "some text"')
+    print(f'next: bert-keras tokenize --vocab {shlex.quote(args.output)} "some text"')
     return 0

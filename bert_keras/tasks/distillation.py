@@ -36,6 +36,7 @@ import dataclasses
 import inspect
 import numbers
 import os
+import shlex
 from typing import Optional, Tuple
 
 import keras
@@ -440,8 +441,9 @@ class DistillationResult:
 
     def next_steps(self):
         """The commands that use the saved student, as one line."""
-        return (f"next: bert-keras evaluate --model {self.output_dir}   |   bert-keras export --model "
-                f"{self.output_dir} --base-path models --model-name NAME --quantize int8")
+        model = shlex.quote(str(self.output_dir))
+        return (f"next: bert-keras evaluate --model {model}   |   bert-keras export --model "
+                f"{model} --base-path models --model-name NAME --quantize int8")
 
 
 def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size=None, init=None,

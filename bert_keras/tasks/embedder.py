@@ -1,6 +1,7 @@
 """`Embedder`: sentence vectors from raw text, with the pooling modes of `bert-keras embed`."""
 
 import dataclasses
+import shlex
 from typing import Optional
 
 import keras
@@ -289,8 +290,10 @@ class Embeddings:
 
     def next_step(self, spec, vocab_file=None):
         """What to try next on the command line: `tokenize` the texts, or (after a query) `attention`."""
-        vocab = f" --vocab {vocab_file}" if vocab_file else ""
+        vocab = f" --vocab {shlex.quote(str(vocab_file))}" if vocab_file else ""
+        spec = shlex.quote(str(spec))
         if self.query is None:
             source = vocab[1:] or f"--init {spec}"
             return f'next: bert-keras tokenize {source} "your text"  (see the tokens and offsets)'
-        return f'next: bert-keras attention --init {spec}{vocab} "{self.query}"  (see what the model attends to)'
+        return (f"next: bert-keras attention --init {spec}{vocab} {shlex.quote(self.query)}  "
+                "(see what the model attends to)")

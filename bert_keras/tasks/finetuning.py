@@ -12,6 +12,7 @@ pretrained weights in the distribution strategy's scope, `fit` (resumable from
 """
 
 import os
+import shlex
 from dataclasses import dataclass, field
 
 
@@ -26,8 +27,9 @@ class FinetuningResult:
 
     def next_steps(self):
         """The commands that use the saved model, as one line."""
-        return (f"next: bert-keras evaluate --model {self.output_dir}   |   "
-                f"bert-keras predict --model {self.output_dir} {self.task.predict_example}")
+        model = shlex.quote(str(self.output_dir))
+        return (f"next: bert-keras evaluate --model {model}   |   "
+                f"bert-keras predict --model {model} {self.task.predict_example}")
 
 
 def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=None, learning_rate=None,

@@ -9,6 +9,7 @@ and one that makes the training `tf.data.Dataset` of *global* batches, so that
 import logging
 import math
 import os
+import shlex
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -61,8 +62,8 @@ class PretrainingResult:
         """What `bert-keras pretrain` prints at the end: the `summary` and the files written (or that a
         finished run had nothing to do), then commands to try on `output_dir`'s `encoder.keras`."""
         encoder = os.path.join(output_dir, "encoder.keras")
-        vocab = f" --vocab {output_dir}/vocab.txt" if vocab_copied else ""
-        embed = f'next: bert-keras embed --init {encoder}{vocab} "A sentence."'
+        vocab = f" --vocab {shlex.quote(os.path.join(output_dir, 'vocab.txt'))}" if vocab_copied else ""
+        embed = f'next: bert-keras embed --init {shlex.quote(encoder)}{vocab} "A sentence."'
         if self.already_complete:
             return (f"{output_dir} is already complete at step {self.final_step} (asked: {steps}): nothing to do, "
                     f"nothing changed. A larger --steps continues it; --overwrite starts afresh.\n{embed}")

@@ -1,6 +1,7 @@
 """`bert-keras` errors point to the flag or command that fixes them (a `hint:` line)."""
 
 import argparse
+import os
 
 from bert_keras.checkpoints.loading import installed_distributions
 from bert_keras.error_hints import hint_for
@@ -80,3 +81,20 @@ def test_convert_without_vocabulary_says_how_to_get_one(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "bert-keras vocab CORPUS.txt -o vocab.txt" in out
     assert f'next: bert-keras embed --init hf:{tmp_path / "hf"} --vocab vocab.txt "hello world"' in out
+
+
+def test_next_hints_quote_paths_so_they_work_when_pasted(tmp_path):
+    import shlex
+
+    from bert_keras.training.loop import PretrainingResult
+    from serving.next_steps import export_steps
+
+    base = str(tmp_path / "my models ü")
+    serve = export_steps(base, "sentiment", "2.20", '"your text"').splitlines()[1]
+    argv = shlex.split(serve.split("next:")[1].split("(gRPC")[0])
+    assert argv == ["bert-keras", "serve", "--model-base-path", os.path.join(base, "sentiment")]
+    output_dir = str(tmp_path / "run one")
+    report = PretrainingResult(model=None, initial_step=3, final_step=3, already_complete=True).report(
+        output_dir, 3, 1.0, vocab_copied=True)
+    embed = shlex.split(report.splitlines()[-1].split("next:")[1])
+    assert embed[3] == os.path.join(output_dir, "encoder.keras") and embed[5] == os.path.join(output_dir, "vocab.txt")
