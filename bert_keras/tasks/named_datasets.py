@@ -97,6 +97,8 @@ def spec_of_saved(training, **options):
                                                "eval_path") if training.get(key)}
     if str(spec).lower().startswith("csv:"):
         kept["regression"] = bool(training.get("regression"))
+        if training.get("train_path"):  # absolute when recorded: the spec may name it relative to the old cwd
+            spec = f"csv:{training['train_path']}"
     return parse_task(spec, **{**kept, **{k: v for k, v in options.items() if v is not None}})
 
 

@@ -354,3 +354,18 @@ def test_an_embedder_distils_without_gradient_warnings(tmp_path):
                             vocab_file=teacher.tokenizer.vocab_file, seq_length=teacher.seq_length,
                             settings={"pooling": "pooled"})
     assert pooled.encoder.pooler.trainable  # the one mode that reads it
+
+
+def test_the_recorded_training_file_is_found_from_any_working_directory(tmp_path, monkeypatch):
+    # `finetune --task csv:train.tsv` records the spec as typed and the file's absolute path;
+    # `distill --teacher` run from another directory reads the absolute one.
+    from bert_keras.tasks.named_datasets import spec_of_saved
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "train.tsv").write_text("sentence\tlabel\ngood film\tpos\nbad film\tneg\n")
+    training = {"task": "csv:train.tsv", "train_path": str(data / "train.tsv"), "text_column": "sentence",
+                "label_column": "label", "regression": False}
+    monkeypatch.chdir(tmp_path)  # not data/, where the spec's relative name was typed
+    texts, labels = spec_of_saved(training).training_data(seed=0)
+    assert sorted(texts) == ["bad film", "good film"] and sorted(labels) == ["neg", "pos"]
