@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from bert_keras import json_output
-from bert_keras.cli.flag_arguments import add_encoder_options
+from bert_keras.cli.flag_arguments import add_encoder_options, positive_int
 from bert_keras.cli.main import CommandError
 from bert_keras.pooling_modes import POOLING_MODES
 
@@ -40,7 +40,7 @@ def register(subparsers, summary):
     parser.add_argument("--pooling", choices=POOLING_MODES, default="mean",
                         help="how token vectors become one (default mean)")
     parser.add_argument("--normalize", action="store_true", help="L2-normalize the vectors (unit length)")
-    parser.add_argument("--batch-size", type=int, default=32, help="texts per forward pass (default 32)")
+    parser.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default 32)")
     parser.add_argument("--query", metavar="TEXT", help="rank the texts by cosine similarity to this text")
     parser.add_argument("--top-k", type=int, default=5, help="results shown for --query (default 5)")
     parser.add_argument("--json", action="store_true",

@@ -5,6 +5,7 @@ import sys
 import time
 
 from bert_keras import json_output
+from bert_keras.cli.flag_arguments import positive_int
 
 
 def register(subparsers, summary):
@@ -22,7 +23,7 @@ def register(subparsers, summary):
     parser.add_argument("--task", default=None,
                         help="override the task saved in task.json (same head, other data)")
     parser.add_argument("--data", metavar="PATH", help="evaluation file (default: the task's dev data)")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.add_argument("--output", metavar="FILE",
                         help="write the metrics JSON here (default: DIR/eval_results.json when "
                              "scoring the task's dev data, else only printed)")

@@ -55,6 +55,18 @@ OLD_NAMES = {
 }
 
 
+def positive_int(text):
+    """argparse type of counts that must be at least 1 (`--batch-size 0` is a usage error, not a
+    TensorFlow traceback at the first batch)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def add_option(parser, name, *old_names, required=False, **options):
     """`parser.add_argument(name, **options)`, plus each of `old_names` as a hidden alias.
 

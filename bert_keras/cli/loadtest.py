@@ -3,6 +3,7 @@
 import argparse
 
 from bert_keras import json_output
+from bert_keras.cli.flag_arguments import positive_int
 from bert_keras.cli.main import CommandError
 from bert_keras.cli.server_arguments import add_connection_arguments, add_input_arguments, build_inputs, make_client
 
@@ -35,7 +36,7 @@ def register(subparsers, summary):
     bound.add_argument("--requests", type=int, help="send this many requests (default 200)")
     bound.add_argument("--duration", type=float, metavar="S", help="send requests for S seconds")
     parser.add_argument("--concurrency", type=int, default=8, help="requests in flight at once (default 8)")
-    parser.add_argument("--batch-size", type=int, default=1, help="rows per request (default 1)")
+    parser.add_argument("--batch-size", type=positive_int, default=1, help="rows per request (default 1)")
     parser.add_argument("--warmup", type=int, default=10, help="untimed requests first (default 10)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")

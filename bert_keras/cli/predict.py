@@ -4,6 +4,7 @@ import shlex
 import sys
 
 from bert_keras import json_output
+from bert_keras.cli.flag_arguments import positive_int
 from bert_keras.cli.main import CommandError
 
 
@@ -31,7 +32,7 @@ def register(subparsers, summary):
                         help="SQuAD: where the prediction files go (default: the model directory)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing --output file (SQuAD: the prediction files in --output-dir)")
-    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=positive_int, default=32)
     parser.add_argument("--n-best-size", type=int, default=20, help="squad: n-best list length")
     parser.add_argument("--max-answer-length", type=int, default=30, help="squad: in tokens")
     parser.add_argument("--null-threshold", type=float, default=None,

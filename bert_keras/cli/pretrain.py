@@ -8,7 +8,7 @@ logs, and the final encoder as encoder.keras. Rerunning a finished run does noth
 import sys
 import time
 
-from bert_keras.cli.flag_arguments import add_option
+from bert_keras.cli.flag_arguments import add_option, positive_int
 
 CONFIGS = "tiny, mini, small, medium, base, large"
 
@@ -37,7 +37,7 @@ def register(subparsers, summary):
                              "hf:DIR | tf1:CKPT_PREFIX | keras-hub:DIR | pip:PACKAGE | model.keras")
     parser.add_argument("--seq-length", type=int, default=128, help="tokens per example (default 128)")
     parser.add_argument("--max-predictions", type=int, default=20, help="masked positions per example (20)")
-    add_option(parser, "--batch-size", "--global-batch-size", type=int, default=32,
+    add_option(parser, "--batch-size", "--global-batch-size", type=positive_int, default=32,
                help="examples per step over all replicas (default 32)")
     parser.add_argument("--steps", type=int, required=True, help="total optimizer steps")
     parser.add_argument("--warmup-steps", type=int, default=None, help="linear warmup (default 10%% of --steps)")

@@ -112,3 +112,14 @@ def test_a_required_flag_is_still_required_under_its_new_name(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["deploy-kit", "--base-path", "b", "--model-name", "m"])
     assert "--output-dir" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["predict", "--model", "m", "x"], ["evaluate", "--model", "m"],
+                                     ["embed", "--init", "m", "x"]])
+def test_a_batch_size_below_one_is_a_usage_error(command, capsys):
+    from bert_keras.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(command + ["--batch-size", "0"])
+    assert exit_info.value.code == 2
+    assert "argument --batch-size: must be at least 1, got 0" in capsys.readouterr().err
