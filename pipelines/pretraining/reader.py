@@ -52,8 +52,13 @@ def records_layout(file_pattern: Union[str, Sequence[str]]) -> dict:
         return {"max_seq_length": int(settings["max_seq_length"]),
                 "max_predictions_per_seq": int(settings["max_predictions_per_seq"]),
                 "source": config_file_name(prefix)}
-    for record in tf.data.TFRecordDataset(files[:1]).take(1):
-        example = tf.train.Example.FromString(record.numpy())
+    try:
+        first = [record.numpy() for record in tf.data.TFRecordDataset(files[:1]).take(1)]
+    except tf.errors.DataLossError:
+        raise ValueError(f"{files[0]} is not a TFRecord file (a text corpus goes in with --input / corpus=; "
+                         "records come from `bert-keras create-pretraining-data`)") from None
+    for record in first:
+        example = tf.train.Example.FromString(record)
         feature = example.features.feature
         if "input_ids" not in feature or "masked_lm_positions" not in feature:
             raise ValueError(f"{files[0]} does not hold pretraining examples (no input_ids / masked_lm_positions).")

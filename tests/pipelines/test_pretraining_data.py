@@ -516,3 +516,12 @@ def check_records_as_a_whole(pattern, vocab_file, seq, predictions, reference_sh
     assert abs(np.mean(labels) - 0.5) < 0.08, np.mean(labels)
     assert abs(total / real_tokens - reference_share) < share_tolerance, (total / real_tokens, reference_share)
     return len(records)
+
+
+def test_a_text_file_given_as_records_is_named(tmp_path):
+    from pipelines.pretraining.reader import records_layout
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("One sentence here.\nAnother one.\n\nA second document.\n" * 20)
+    with pytest.raises(ValueError, match=r"corpus.txt is not a TFRecord file \(a text corpus goes in with --input"):
+        records_layout(str(corpus))
