@@ -157,6 +157,7 @@ def export_saved_model(source, base_path, model_name, *, version=None, tokenizer
         raise ValueError(f"tokenizer_backend must be one of {TOKENIZER_BACKENDS}, "
                          f"not {tokenizer_backend!r}")
     model_dir = os.path.join(os.fspath(base_path), model_name)
+    numbered = version is None  # the next free number, also if another export takes this one meanwhile
     version = choose_version(model_dir, version, overwrite=overwrite)
     check_release(release)
     named = os.fspath(source) if isinstance(source, (str, os.PathLike)) else None
@@ -184,7 +185,20 @@ def export_saved_model(source, base_path, model_name, *, version=None, tokenizer
                                 audit=audit.to_json(), check=report and report.to_json(),
                                 warmup=warmup, origin=finetuned.directory or named)
         write_model_card(staging, card)
-        install_version(staging, target, overwrite=overwrite)
+        while True:
+            try:
+                # A number chosen here is never an overwrite: the version is new.
+                install_version(staging, target, overwrite=overwrite and not numbered)
+                break
+            except FileExistsError:
+                if not numbered:
+                    raise
+                # An export running beside this one installed the version first: take the next.
+                taken, version = version, choose_version(model_dir)
+                target = os.path.join(model_dir, str(version))
+                card["version"] = version
+                write_model_card(staging, card)
+                say(f"version {taken} was installed by another export meanwhile; installing as version {version}")
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

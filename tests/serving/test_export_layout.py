@@ -84,6 +84,27 @@ def test_install_is_a_rename_and_never_overwrites_silently(tmp_path):
     assert sorted(os.listdir(model_dir)) == ["1"]  # old version and staging gone
 
 
+def test_an_export_whose_number_another_export_takes_meanwhile_installs_as_the_next(finetuned_dir, tmp_path,
+                                                                                      monkeypatch):
+    real_install = exporter.install_version
+    model_dir = tmp_path / "models" / "race"
+
+    def raced(staging, target, *, overwrite=False):
+        if target.endswith(os.sep + "1"):  # another export installs version 1 first
+            os.makedirs(target)
+            open(os.path.join(target, "saved_model.pb"), "w").write("the other export")
+        return real_install(staging, target, overwrite=overwrite)
+
+    monkeypatch.setattr(exporter, "install_version", raced)
+    result = exporter.export_saved_model(finetuned_dir("regression"), str(tmp_path / "models"), "race",
+                                         progress=None, check=False, warmup_requests=0, overwrite=True)
+    assert result.version == 2 and result.path == str(model_dir / "2")
+    assert open(model_dir / "1" / "saved_model.pb").read() == "the other export"  # never replaced
+    with open(model_dir / "2" / "assets.extra" / "model_card.json") as f:
+        assert json.load(f)["version"] == 2
+    assert sorted(os.listdir(model_dir)) == ["1", "2"]
+
+
 def test_existing_version_fails_before_any_work(finetuned_dir, exported_model):
     base_path, name, version = exported_model("regression")
     before = sorted(os.listdir(os.path.join(base_path, name)))
