@@ -247,6 +247,21 @@ def owner_tag(pid=None):
     return f"o{pid}.{_start_time(pid)}.{_host_id()}"
 
 
+def running_owner(tag):
+    """The pid of the live process of this host that `tag` (an `owner_tag`) names, else None.
+
+    None also for another host's tag (nothing here can tell whether it runs) and for a
+    recycled pid (another start time).
+    """
+    match = re.fullmatch(r"o(\d+)\.(\d+)\.([0-9a-f]{8})", tag.strip())
+    if not match or match.group(3) != _host_id():
+        return None
+    pid, start = int(match.group(1)), int(match.group(2))
+    if not process_is_running(pid) or (start != 0 and _start_time(pid) not in (0, start)):
+        return None
+    return pid
+
+
 def staging_owner_is_gone(name):
     """True when `name` is a staged entry of a run on this host that no longer runs.
 

@@ -999,8 +999,10 @@ def steps_for(count, batch_size):
     return max(1, math.ceil(count / batch_size))
 
 
-# What a run directory may hold: the backup's files and the run's description.
-_RUN_FILES = (*BACKUP_FILES, "run.json")
+# What a run directory may hold: the backup's files, the run's description, and which process
+# runs it now (a second fit on the same directory would resume a live run's backup).
+_RUN_OWNER = "run.owner"
+_RUN_FILES = (*BACKUP_FILES, "run.json", _RUN_OWNER)
 
 
 def _backup_callback(run_dir, **run):
@@ -1012,7 +1014,7 @@ def _backup_callback(run_dir, **run):
     """
     import json
 
-    from pipelines.atomic_writes import is_staging_name, write_json
+    from pipelines.atomic_writes import is_staging_name, owner_tag, running_owner, write_json, write_text
 
     run_dir = os.path.abspath(os.fspath(run_dir))
     if os.path.exists(run_dir):
@@ -1033,9 +1035,18 @@ def _backup_callback(run_dir, **run):
                                      "differ: the data, starting weights, recipe, schedule or how texts are read: "
                                      "seq_length, casing, labels, settings); remove it to "
                                      "start over, or give a new run_dir")
+    owner = os.path.join(run_dir, _RUN_OWNER)
+    if os.path.isfile(owner):
+        with open(owner, encoding="utf-8") as f:
+            pid = running_owner(f.read())
+        if pid is not None and pid != os.getpid():
+            raise TaskInputError(f"run_dir={run_dir}: a fit in process {pid} is running in it now; wait for "
+                                 "it to end, or give another run_dir")
     os.makedirs(run_dir, exist_ok=True)
+    write_text(owner, owner_tag())
     write_json(os.path.join(run_dir, "run.json"), run)
-    return RunBackup(run_dir, save_freq="epoch", delete_checkpoint=True, companion_files=("run.json",))
+    return RunBackup(run_dir, save_freq="epoch", delete_checkpoint=True,
+                     companion_files=("run.json", _RUN_OWNER))
 
 
 def _digest(value):

@@ -978,3 +978,25 @@ def test_an_error_in_validation_data_names_it(spec):
         classifier.fit(TEXTS, LABELS, validation_data=(TEXTS[:2], ["pos", "meh"]), epochs=1, verbose=0)
     with pytest.raises(tasks.TaskInputError, match=r"^validation_data: x and y differ in length"):
         classifier.fit(TEXTS, LABELS, validation_data=(TEXTS[:2], ["pos"]), epochs=1, verbose=0)
+
+
+def test_a_run_dir_in_use_by_a_running_fit_is_refused(spec, tmp_path):
+    import subprocess
+    import sys
+
+    from pipelines.atomic_writes import owner_tag
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (run_dir / "run.owner").write_text(owner_tag(other.pid))  # another fit, running now
+        classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+        with pytest.raises(tasks.TaskInputError, match=rf"a fit in process {other.pid} is running in it now"):
+            classifier.fit(TEXTS, LABELS, epochs=1, batch_size=5, run_dir=str(run_dir), verbose=0)
+    finally:
+        other.kill()
+        other.wait()
+    # its process gone (killed): the directory is free again, and the completed fit removes it
+    classifier.fit(TEXTS, LABELS, epochs=1, batch_size=5, run_dir=str(run_dir), verbose=0)
+    assert not run_dir.exists()
