@@ -53,5 +53,8 @@ def run(args):
     tokens = build_vocabulary(counts, vocab_size=args.size, reserved_tokens=reserved)
     write_vocabulary(tokens, args.output)
     print(f"wrote {len(tokens):,} tokens to {args.output}")
+    if len(tokens) > args.size:
+        print(f"note: more than --size {args.size:,}: every character of the corpus (and its ## form) is a "
+              "token of its own, so that no word is [UNK]; a larger --size adds pieces of words")
     print(f'next: bert-keras tokenize --vocab {shlex.quote(args.output)} "some text"')
     return 0

@@ -28,7 +28,9 @@ class FinetuningResult:
     def next_steps(self):
         """The commands that use the saved model, as one line."""
         model = shlex.quote(str(self.output_dir))
-        return (f"next: bert-keras evaluate --model {model}   |   "
+        # Without a dev evaluation the model records no evaluation file: name one.
+        data = "" if self.metrics is not None else " --data DEV_FILE"
+        return (f"next: bert-keras evaluate --model {model}{data}   |   "
                 f"bert-keras predict --model {model} {self.task.predict_example}")
 
 
@@ -62,6 +64,7 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
     from bert_keras.tasks.named_datasets import DatasetSpecError
     from bert_keras.tasks.text_task import recipe_for_data
     from bert_keras.training import get_strategy
+    from bert_keras.training.strategy import describe
 
     keras.utils.set_random_seed(seed)
     x, y = spec.training_data(seed=seed)
@@ -87,7 +90,7 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
         + f", lr {learning_rate:g}{recipe.note}, seq {task.seq_length}"
         + (f", {len(task.labels)} labels" if task.labels else "")
         + f"; model {init} ({config.num_layers} layers, hidden {config.hidden_size}), "
-          f"strategy {type(strategy).__name__}"
+          f"strategy {describe(strategy)}"
         + (", padded tokens skipped" if task.encoder.skip_padding else ""))
     run_dir = os.path.join(output_dir, RUN_DIRECTORY)
     if os.path.isdir(run_dir):

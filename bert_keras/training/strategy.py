@@ -191,7 +191,10 @@ def describe(strategy):
 
     >>> import tensorflow as tf
     >>> describe(tf.distribute.get_strategy())
-    '_DefaultDistributionStrategy, 1 replica'
+    'no distribution (one device), 1 replica'
     """
     count = strategy.num_replicas_in_sync
-    return f"{type(strategy).__name__}, {count} replica{'s' if count != 1 else ''}"
+    name = type(strategy).__name__
+    if name.startswith("_Default"):  # tf.distribute's private class for "no strategy"
+        name = "no distribution (one device)"
+    return f"{name}, {count} replica{'s' if count != 1 else ''}"

@@ -98,3 +98,15 @@ def test_next_hints_quote_paths_so_they_work_when_pasted(tmp_path):
         output_dir, 3, 1.0, vocab_copied=True)
     embed = shlex.split(report.splitlines()[-1].split("next:")[1])
     assert embed[3] == os.path.join(output_dir, "encoder.keras") and embed[5] == os.path.join(output_dir, "vocab.txt")
+
+
+def test_finetune_hints_name_dev_data_when_the_run_evaluated_none():
+    import types
+
+    from bert_keras.tasks.finetuning import FinetuningResult
+
+    task = types.SimpleNamespace(predict_example='"a fine film"')
+    evaluated = FinetuningResult(task, "out/my run", metrics={"accuracy": 0.9}).next_steps()
+    assert evaluated.startswith("next: bert-keras evaluate --model 'out/my run'   |")
+    unevaluated = FinetuningResult(task, "out/run", metrics=None).next_steps()
+    assert "bert-keras evaluate --model out/run --data DEV_FILE" in unevaluated
