@@ -57,8 +57,8 @@ def run(args):
     from bert_keras.cli.output_files import check_output_file
 
     check_output_file(args.output, overwrite=args.overwrite, inputs=[args.input, args.init])
-    if args.batch_size < 1 or args.top_k < 1:
-        raise CommandError("--batch-size and --top-k must be at least 1")
+    if args.top_k < 1:
+        raise CommandError("--top-k must be at least 1")
 
     from bert_keras.tasks import Embedder
 

@@ -15,10 +15,9 @@ Example:
 """
 
 import keras
-from keras import ops
 
-from bert_keras.losses.masked_sparse_categorical_crossentropy import IGNORE_INDEX
 from bert_keras.losses.masked_sparse_categorical_crossentropy import MaskedSparseCategoricalCrossentropy
+from bert_keras.losses.masked_sparse_categorical_crossentropy import labelled_positions
 
 _CROSS_ENTROPY_NAMES = ("sparse_categorical_crossentropy",)
 _ACCURACY_NAMES = ("accuracy", "acc", "sparse_categorical_accuracy")
@@ -26,21 +25,14 @@ _ACCURACY_NAMES = ("accuracy", "acc", "sparse_categorical_accuracy")
 
 @keras.saving.register_keras_serializable(package="bert_keras")
 class LabelledTokenAccuracy(keras.metrics.SparseCategoricalAccuracy):
-    """Token accuracy over the positions whose label is not `IGNORE_INDEX` (a word's first piece)."""
+    """Token accuracy over the positions whose label is not -100 (`IGNORE_INDEX`: a word's first piece)."""
 
     def __init__(self, name="accuracy", dtype=None):
         super().__init__(name=name, dtype=dtype)
 
     def update_state(self, y_true, y_pred, sample_weight=None):
-        y_true = ops.convert_to_tensor(y_true)
-        labelled = ops.cast(ops.not_equal(y_true, IGNORE_INDEX), "float32")
-        if sample_weight is not None:
-            sample_weight = ops.cast(sample_weight, "float32")
-            if len(sample_weight.shape) < len(labelled.shape):
-                sample_weight = ops.expand_dims(sample_weight, -1)  # [B] per example -> [B, 1]
-            labelled = labelled * sample_weight
-        y_true = ops.where(ops.not_equal(y_true, IGNORE_INDEX), y_true, ops.zeros_like(y_true))
-        return super().update_state(y_true, y_pred, sample_weight=labelled)
+        y_true, weights, _ = labelled_positions(y_true, sample_weight)
+        return super().update_state(y_true, y_pred, sample_weight=weights)
 
 
 def on_labelled_positions(loss, metrics):
@@ -56,7 +48,7 @@ def on_labelled_positions(loss, metrics):
 
 def _labelled_metric(metric):
     if isinstance(metric, str) and metric in _ACCURACY_NAMES:
-        return LabelledTokenAccuracy(name=metric if metric != "acc" else "acc")
+        return LabelledTokenAccuracy(name=metric)
     if type(metric) is keras.metrics.SparseCategoricalAccuracy:
         return LabelledTokenAccuracy(name=metric.name)
     return metric

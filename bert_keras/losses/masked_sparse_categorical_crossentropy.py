@@ -52,22 +52,13 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
         self.from_logits = bool(from_logits)
 
     def __call__(self, y_true, y_pred, sample_weight=None):
-        y_true = ops.convert_to_tensor(y_true)
-        labelled = ops.not_equal(y_true, self.ignore_index)
-        weights = ops.cast(labelled, "float32")
-        if sample_weight is not None:
-            sample_weight = ops.cast(sample_weight, "float32")
-            if len(sample_weight.shape) < len(weights.shape):
-                sample_weight = ops.expand_dims(sample_weight, -1)  # [B] per example -> [B, 1]
-            weights = weights * sample_weight
+        y_true, weights, labelled = labelled_positions(y_true, sample_weight, self.ignore_index)
         if self.reduction == "sum_over_batch_size":
             # Keras divides the weighted sum by the element count (batch * seq);
             # scale the weights by count / labelled so that it divides by the
             # labelled tokens instead (how Keras itself reduces masked losses).
             count = ops.cast(ops.size(weights), "float32")
             weights = weights * ops.divide_no_nan(count, ops.sum(ops.cast(labelled, "float32")))
-        # Any valid class id stands in for ignore_index: its loss is weighted by 0.
-        y_true = ops.where(labelled, y_true, ops.zeros_like(y_true))
         return super().__call__(y_true, y_pred, sample_weight=weights)
 
     def call(self, y_true, y_pred):
@@ -77,3 +68,21 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
         config = super().get_config()
         config.update(ignore_index=self.ignore_index, from_logits=self.from_logits)
         return config
+
+
+def labelled_positions(y_true, sample_weight=None, ignore_index=IGNORE_INDEX):
+    """`(y_true, weights, labelled)` of token labels for a loss or metric that skips `ignore_index`.
+
+    `labelled`: bool, the positions with a label; `weights`: float32, `labelled` times
+    `sample_weight` (`[B]` per example or `[B, S]` per token); `y_true` with class 0 standing in
+    for `ignore_index` (any valid class id would do: its weight is 0).
+    """
+    y_true = ops.convert_to_tensor(y_true)
+    labelled = ops.not_equal(y_true, ignore_index)
+    weights = ops.cast(labelled, "float32")
+    if sample_weight is not None:
+        sample_weight = ops.cast(sample_weight, "float32")
+        if len(sample_weight.shape) < len(weights.shape):
+            sample_weight = ops.expand_dims(sample_weight, -1)  # [B] per example -> [B, 1]
+        weights = weights * sample_weight
+    return ops.where(labelled, y_true, ops.zeros_like(y_true)), weights, labelled

@@ -114,8 +114,7 @@ class Embedder(TextTask):
         """`{"text", "embedding"}` per text (a pair is read as one text); `"truncated": true` on a
         text read only in part (as the other families' rows and the served `truncated`)."""
         texts = [item if isinstance(item, str) else " ".join(item) for item in items]
-        columns = tf.data.Dataset.from_tensor_slices(((tf.constant(texts),), tf.zeros(len(texts), tf.int32)))
-        vectors, truncated = self._document_vectors(columns, batch_size)
+        vectors, truncated = self._document_vectors(self._text_rows(text_columns(texts)), batch_size)
         self._warn_truncated(truncated)
         rows = [{"text": text, "embedding": [float(v) for v in row]} for text, row in zip(texts, vectors)]
         for row, cut in zip(rows, truncated):
@@ -161,14 +160,19 @@ class Embedder(TextTask):
             if isinstance(x, tf.data.Dataset):
                 x, _, _ = self._in_memory(x, None)
             columns = text_columns(x)
-            texts = tf.data.Dataset.from_tensor_slices(
-                (tuple(tf.constant(c) for c in columns), tf.zeros(len(columns[0]), tf.int32)))
+            texts = self._text_rows(columns)
             if len(columns) == 1:
                 vectors, truncated = self._document_vectors(texts, batch_size)
                 self._warn_truncated(truncated)
                 return vectors
             dataset = self._batch(self.preprocessor.encode_rows(texts), batch_size)
         return np.asarray(self._outputs(dataset), np.float32)
+
+    @staticmethod
+    def _text_rows(columns):
+        """The checked text columns as a dataset of `((texts...), 0)` rows (no labels)."""
+        return tf.data.Dataset.from_tensor_slices(
+            (tuple(tf.constant(c) for c in columns), tf.zeros(len(columns[0]), tf.int32)))
 
     def _document_vectors(self, texts, batch_size):
         """`(vectors, truncated)`: one vector per text from its windows (their mean, weighted by
