@@ -257,9 +257,7 @@ def running_owner(tag):
     if not match or match.group(3) != _host_id():
         return None
     pid, start = int(match.group(1)), int(match.group(2))
-    if not process_is_running(pid) or (start != 0 and _start_time(pid) not in (0, start)):
-        return None
-    return pid
+    return pid if _runs_here(pid, start) else None
 
 
 def staging_owner_is_gone(name):
@@ -271,8 +269,12 @@ def staging_owner_is_gone(name):
     match = _OWNED_NAME.search(name)
     if not name.startswith(".") or not match or match.group(3) != _host_id():
         return False
-    pid, start = int(match.group(1)), int(match.group(2))
-    return not process_is_running(pid) or (start != 0 and _start_time(pid) not in (0, start))
+    return not _runs_here(int(match.group(1)), int(match.group(2)))
+
+
+def _runs_here(pid, start):
+    """Whether process `pid`, started at `start` (0: unknown), still runs on this host."""
+    return process_is_running(pid) and (start == 0 or _start_time(pid) in (0, start))
 
 
 def is_staging_name(name):

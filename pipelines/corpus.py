@@ -233,11 +233,9 @@ class _CorpusBuilder:
             return raw.decode("utf-8")
         except UnicodeDecodeError as error:
             if decode_errors == "strict":
-                raise CorpusError(
-                    f"{path}, line {line_number}: not valid UTF-8 ({error.reason} at byte {error.start} of "
-                    f"the line: {raw[max(0, error.start - 20):error.start + 20]!r}). Fix the file, or pass "
-                    "decode_errors='replace' (--decode_errors=replace) to read bad bytes as U+FFFD."
-                ) from None
+                raise _not_utf8(path, line_number, raw, error,
+                                "Fix the file, or pass decode_errors='replace' (--decode_errors=replace) to "
+                                "read bad bytes as U+FFFD.") from None
             self.replaced_lines += 1
             if len(self.replaced_at) < _MAX_REPORTED_LINES:
                 self.replaced_at.append(f"{path}, line {line_number}")
@@ -288,16 +286,20 @@ def check_text_files(patterns: Union[str, Sequence[str]]) -> int:
                 try:
                     raw.decode("utf-8")
                 except UnicodeDecodeError as error:
-                    packed = " (it is gzip-compressed: gunzip it first)" if raw.startswith(b"\x1f\x8b") else ""
-                    raise CorpusError(
-                        f"{path}, line {number}: not valid UTF-8 ({error.reason} at byte {error.start} of the "
-                        f"line: {raw[max(0, error.start - 20):error.start + 20]!r}){packed}; save the file as "
-                        "UTF-8 (iconv -f cp1252 -t utf-8 FILE > FILE.utf8).") from None
+                    raise _not_utf8(path, number, raw, error,
+                                    "Save the file as UTF-8 (iconv -f cp1252 -t utf-8 FILE > FILE.utf8).") from None
                 lines += 1
     if not lines:
         shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
         raise CorpusError(f"The corpus is empty: no text in {shown}.")
     return lines
+
+
+def _not_utf8(path, line_number, raw, error, advice):
+    """The `CorpusError` of a line that is not UTF-8: file, line, the bytes around it, `advice`."""
+    packed = " The file is gzip-compressed: gunzip it first." if raw.startswith(b"\x1f\x8b") else ""
+    return CorpusError(f"{path}, line {line_number}: not valid UTF-8 ({error.reason} at byte {error.start} of the "
+                       f"line: {raw[max(0, error.start - 20):error.start + 20]!r}).{packed} {advice}")
 
 
 def _raw_lines(path: str) -> Iterator[bytes]:

@@ -110,7 +110,7 @@ def test_vocabulary_counting_refuses_bytes_that_are_not_utf8(tmp_path):
     from pipelines.tokenizer.corpus_words import count_corpus_words
 
     latin = write(tmp_path / "latin.txt", "Fine line.\ncafé naïve\n".encode("latin-1"))
-    with pytest.raises(CorpusError, match=r"latin.txt, line 2: not valid UTF-8.*save the file as UTF-8"):
+    with pytest.raises(CorpusError, match=r"latin.txt, line 2: not valid UTF-8.*Save the file as UTF-8"):
         count_corpus_words([latin])  # TensorFlow's string ops would have counted "caf" and "nave"
     packed = tmp_path / "corpus.txt.gz"
     packed.write_bytes(gzip.compress(b"One sentence.\n"))
