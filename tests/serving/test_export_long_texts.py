@@ -158,3 +158,24 @@ def test_a_request_of_more_windows_than_the_limit_is_refused_before_it_runs(spec
         np.testing.assert_allclose(probabilities, classifier.predict(texts[1:3]), atol=1e-5)
     finally:
         engine.stop(drain_timeout_s=5)
+
+
+def test_the_model_runs_once_per_chunk_of_rows(monkeypatch):
+    # The chunking itself: 10 rows of 4 positions at 12 positions a chunk are 4 model calls
+    # (3 + 3 + 3 + 1 rows), and the outputs are the rows in order.
+    from serving.signatures import module
+
+    monkeypatch.setattr(module, "MODEL_CALL_TOKENS", 12)
+    calls = tf.Variable(0)
+    spec = {"token_ids": tf.TensorSpec([None, None], tf.int32)}
+
+    @tf.function(input_signature=[spec])
+    def model(inputs):
+        calls.assign_add(1)
+        return {"doubled": 2 * inputs["token_ids"], "rows": tf.shape(inputs["token_ids"])[:1]}
+
+    ids = tf.reshape(tf.range(40, dtype=tf.int32), [10, 4])
+    outputs = tf.function(lambda x: module._in_chunks(model, x), input_signature=[spec])({"token_ids": ids})
+    assert int(calls.numpy()) == 4
+    np.testing.assert_array_equal(outputs["doubled"].numpy(), 2 * ids.numpy())
+    assert outputs["rows"].numpy().tolist() == [3, 3, 3, 1]
