@@ -260,6 +260,73 @@ def running_owner(tag):
     return pid if _runs_here(pid, start) else None
 
 
+def claim_owner(path):
+    """Makes this process the owner that the file `path` records; returns None, or the pid of
+    the live process of this host that owns it already (nothing is changed then).
+
+    The file holds an `owner_tag`. It is created whole under its final name (a hard link of a
+    written temporary), so of two processes claiming at once exactly one gets it. A file whose
+    owner is gone (killed, or another boot) is taken over; one of another host is taken over
+    too, as nothing here can tell whether it runs (see `running_owner`).
+
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "run.owner")
+    >>> claim_owner(path) is None, claim_owner(path) is None  # this process, twice
+    (True, True)
+    >>> release_owner(path); os.path.exists(path)
+    False
+    """
+    tag = owner_tag()
+    for _ in range(8):
+        try:
+            with open(path, encoding="utf-8") as f:
+                held = f.read().strip()
+        except FileNotFoundError:
+            held = None
+        if held == tag:
+            return None
+        if held is not None:
+            pid = running_owner(held)
+            if pid is not None:
+                return pid
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)  # its owner is gone
+        directory = os.path.dirname(os.path.abspath(path))
+        handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.tmp-{tag}-")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as f:
+                f.write(tag + "\n")
+            os.chmod(temporary, 0o666 & ~current_umask())
+            try:
+                os.link(temporary, path)
+                return None
+            except FileExistsError:
+                continue  # another process claimed it meanwhile: read whose it is
+            except OSError:  # a file system without hard links: exclusive create
+                try:
+                    with open(path, "x", encoding="utf-8") as f:
+                        f.write(tag + "\n")
+                    return None
+                except FileExistsError:
+                    continue
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(temporary)
+    raise OSError(f"{path}: could not record this process as its owner (other processes keep claiming it)")
+
+
+def release_owner(path):
+    """Removes `path` if this process owns it (`claim_owner`); another owner's file stays."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            held = f.read().strip()
+    except FileNotFoundError:
+        return
+    if held == owner_tag():
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path)
+
+
 def staging_owner_is_gone(name):
     """True when `name` is a staged entry of a run on this host that no longer runs.
 

@@ -1014,7 +1014,7 @@ def _backup_callback(run_dir, **run):
     """
     import json
 
-    from pipelines.atomic_writes import is_staging_name, owner_tag, running_owner, write_json, write_text
+    from pipelines.atomic_writes import claim_owner, is_staging_name, write_json
 
     run_dir = os.path.abspath(os.fspath(run_dir))
     if os.path.exists(run_dir):
@@ -1035,15 +1035,11 @@ def _backup_callback(run_dir, **run):
                                      "differ: the data, starting weights, recipe, schedule or how texts are read: "
                                      "seq_length, casing, labels, settings); remove it to "
                                      "start over, or give a new run_dir")
-    owner = os.path.join(run_dir, _RUN_OWNER)
-    if os.path.isfile(owner):
-        with open(owner, encoding="utf-8") as f:
-            pid = running_owner(f.read())
-        if pid is not None and pid != os.getpid():
-            raise TaskInputError(f"run_dir={run_dir}: a fit in process {pid} is running in it now; wait for "
-                                 "it to end, or give another run_dir")
     os.makedirs(run_dir, exist_ok=True)
-    write_text(owner, owner_tag())
+    pid = claim_owner(os.path.join(run_dir, _RUN_OWNER))
+    if pid is not None:
+        raise TaskInputError(f"run_dir={run_dir}: a fit in process {pid} is running in it now; wait for "
+                             "it to end, or give another run_dir")
     write_json(os.path.join(run_dir, "run.json"), run)
     return RunBackup(run_dir, save_freq="epoch", delete_checkpoint=True,
                      companion_files=("run.json", _RUN_OWNER))

@@ -21,7 +21,8 @@ from bert_keras.training.backup import RunBackup, backed_up_epoch, roll_back_bac
 from bert_keras.training.callbacks import StepCheckpoint, ThroughputLogger
 from bert_keras.training.optimizer import create_optimizer
 from bert_keras.training.precision import with_loss_scaling
-from bert_keras.training.run_directory import plan_run, record_complete, record_segment
+from bert_keras.training.run_directory import claim_run, plan_run, record_complete, record_segment
+from pipelines.atomic_writes import release_owner
 from bert_keras.training.strategy import gather_from_replicas, in_multi_worker_mode, is_chief
 
 logger = logging.getLogger(__name__)
@@ -315,108 +316,116 @@ def run_pretraining(
         backup_dir = os.path.join(output_dir, "backup")
     else:
         backup_dir = os.path.join(output_dir, f"backup-worker-{strategy.cluster_resolver.task_id}")
-    for note in settle_backup(backup_dir):
-        logger.warning(note)
-    plan = plan_run(output_dir, settings=run_settings, num_train_steps=num_train_steps,
-                    backup_epoch=backed_up_epoch(backup_dir), overwrite=overwrite, chief=chief, inputs=input_paths)
-    if plan.action == "complete":
-        logger.info("%s is complete at step %d: nothing to do", output_dir, plan.completed_step)
-        return PretrainingResult(model=None, initial_step=plan.completed_step, final_step=plan.completed_step,
-                                 metrics=dict(plan.metrics), checkpoint=plan.checkpoint, notes=notes,
-                                 already_complete=True, chief=chief)
-    worker_dir = output_dir if chief else tempfile.mkdtemp(prefix="bert_keras_worker_")
-    segment_start = plan.segment_start
-    steps_per_epoch = plan.steps_per_epoch or max(1, min(int(checkpoint_every), int(num_train_steps) - segment_start))
-    epochs = math.ceil(max(num_train_steps - segment_start, 0) / steps_per_epoch)
-    if plan.action == "resume":
-        if in_multi_worker_mode(strategy):
-            # Every worker resumes from the same epoch, or their mirrored weights would differ.
-            epoch = agree_on_backup(strategy, backup_dir)
-        else:
-            epoch = backed_up_epoch(backup_dir)
-        initial_step = min(segment_start + epoch * steps_per_epoch, num_train_steps)
-    else:
-        initial_step = segment_start
-    if chief:
-        record_segment(output_dir, settings=run_settings, num_train_steps=num_train_steps,
-                       segment_start=segment_start, steps_per_epoch=steps_per_epoch)
-    if seed is not None:
-        keras.utils.set_random_seed(int(seed))
-
-    dataset = make_dataset()
-    if initial_step:
-        # Same seeded stream, minus the batches the earlier run already trained on.
-        dataset = dataset.skip(initial_step)
+    # One run per backup: a second run on this directory while this one trains would
+    # resume from, and write over, the same backup and checkpoints.
+    owner = claim_run(output_dir, backup_dir)
+    try:
+        for note in settle_backup(backup_dir):
+            logger.warning(note)
+        plan = plan_run(output_dir, settings=run_settings, num_train_steps=num_train_steps,
+                        backup_epoch=backed_up_epoch(backup_dir), overwrite=overwrite, chief=chief, inputs=input_paths)
+        if plan.action == "complete":
+            logger.info("%s is complete at step %d: nothing to do", output_dir, plan.completed_step)
+            return PretrainingResult(model=None, initial_step=plan.completed_step, final_step=plan.completed_step,
+                                     metrics=dict(plan.metrics), checkpoint=plan.checkpoint, notes=notes,
+                                     already_complete=True, chief=chief)
+        worker_dir = output_dir if chief else tempfile.mkdtemp(prefix="bert_keras_worker_")
+        segment_start = plan.segment_start
+        steps_per_epoch = plan.steps_per_epoch or max(1, min(int(checkpoint_every),
+                                                              int(num_train_steps) - segment_start))
+        epochs = math.ceil(max(num_train_steps - segment_start, 0) / steps_per_epoch)
         if plan.action == "resume":
-            logger.info("resuming at step %d from %s", initial_step, backup_dir)
+            if in_multi_worker_mode(strategy):
+                # Every worker resumes from the same epoch, or their mirrored weights would differ.
+                epoch = agree_on_backup(strategy, backup_dir)
+            else:
+                epoch = backed_up_epoch(backup_dir)
+            initial_step = min(segment_start + epoch * steps_per_epoch, num_train_steps)
         else:
-            logger.info("continuing from step %d (%s) to step %d", initial_step, plan.checkpoint, num_train_steps)
+            initial_step = segment_start
+        if chief:
+            record_segment(output_dir, settings=run_settings, num_train_steps=num_train_steps,
+                           segment_start=segment_start, steps_per_epoch=steps_per_epoch)
+        if seed is not None:
+            keras.utils.set_random_seed(int(seed))
 
-    first_batch = _example_batch(dataset)
-    with strategy.scope():
-        model = build_model()
-        if not model.built:
-            # BackupAndRestore loads weights before the first step: build now.
-            model(first_batch[0])
-        optimizer = create_optimizer(
-            learning_rate=learning_rate,
-            num_train_steps=num_train_steps,
-            num_warmup_steps=num_warmup_steps,
-            weight_decay=weight_decay,
+        dataset = make_dataset()
+        if initial_step:
+            # Same seeded stream, minus the batches the earlier run already trained on.
+            dataset = dataset.skip(initial_step)
+            if plan.action == "resume":
+                logger.info("resuming at step %d from %s", initial_step, backup_dir)
+            else:
+                logger.info("continuing from step %d (%s) to step %d", initial_step, plan.checkpoint, num_train_steps)
+
+        first_batch = _example_batch(dataset)
+        with strategy.scope():
+            model = build_model()
+            if not model.built:
+                # BackupAndRestore loads weights before the first step: build now.
+                model(first_batch[0])
+            optimizer = create_optimizer(
+                learning_rate=learning_rate,
+                num_train_steps=num_train_steps,
+                num_warmup_steps=num_warmup_steps,
+                weight_decay=weight_decay,
+            )
+            optimizer = with_loss_scaling(optimizer, model)
+            model.compile(optimizer=optimizer, steps_per_execution=steps_per_execution, jit_compile=compile_jit)
+            if plan.action == "continue":
+                _restore_checkpoint(model, plan.checkpoint)
+            # Without XLA, the encoder's per-token layers skip padded tokens.
+            skip_padding = model.use_skip_padding(skip_padding) if hasattr(model, "use_skip_padding") else False
+        if tf.distribute.has_strategy() or strategy is not tf.distribute.get_strategy():
+            _build_from_own_batch(model, first_batch)
+        if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            _log_vectors_for_multiworker(model)
+
+        throughput = ThroughputLogger(global_batch_size)
+        checkpoints = StepCheckpoint(
+            os.path.join(output_dir, "checkpoints"),
+            every=checkpoint_every,
+            keep=keep_checkpoints,
+            initial_step=initial_step,
+            chief=chief,
         )
-        optimizer = with_loss_scaling(optimizer, model)
-        model.compile(optimizer=optimizer, steps_per_execution=steps_per_execution, jit_compile=compile_jit)
-        if plan.action == "continue":
-            _restore_checkpoint(model, plan.checkpoint)
-        # Without XLA, the encoder's per-token layers skip padded tokens.
-        skip_padding = model.use_skip_padding(skip_padding) if hasattr(model, "use_skip_padding") else False
-    if tf.distribute.has_strategy() or strategy is not tf.distribute.get_strategy():
-        _build_from_own_batch(model, first_batch)
-    if isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        _log_vectors_for_multiworker(model)
+        all_callbacks = [
+            RunBackup(backup_dir, save_freq="epoch", delete_checkpoint=True, double_checkpoint=True),
+            throughput,
+            checkpoints,
+            _StopAtStep(initial_step, num_train_steps),
+        ]
+        all_callbacks += list(callbacks)  # after ThroughputLogger: they see its keys in the logs
+        if tensorboard:
+            all_callbacks.append(keras.callbacks.TensorBoard(os.path.join(worker_dir, "logs"), update_freq="epoch"))
 
-    throughput = ThroughputLogger(global_batch_size)
-    checkpoints = StepCheckpoint(
-        os.path.join(output_dir, "checkpoints"),
-        every=checkpoint_every,
-        keep=keep_checkpoints,
-        initial_step=initial_step,
-        chief=chief,
-    )
-    all_callbacks = [
-        RunBackup(backup_dir, save_freq="epoch", delete_checkpoint=True, double_checkpoint=True),
-        throughput,
-        checkpoints,
-        _StopAtStep(initial_step, num_train_steps),
-    ]
-    all_callbacks += list(callbacks)  # after ThroughputLogger: they see its keys in the logs
-    if tensorboard:
-        all_callbacks.append(keras.callbacks.TensorBoard(os.path.join(worker_dir, "logs"), update_freq="epoch"))
-
-    metrics = {}
-    if initial_step < num_train_steps:
-        # shuffle=False: the dataset shuffles itself (Keras warns that it ignores shuffle=True for datasets).
-        history = model.fit(dataset, steps_per_epoch=steps_per_epoch, epochs=epochs, callbacks=all_callbacks,
-                            shuffle=False, verbose=verbose)
-        metrics = {name: float(np.mean(values[-1])) for name, values in history.history.items() if values}
-    if not chief:
-        shutil.rmtree(worker_dir, ignore_errors=True)
-    final_checkpoint = checkpoints.saved[-1] if checkpoints.saved else plan.checkpoint
-    if chief:
-        if save_outputs is not None:
-            save_outputs(model)
-        record_complete(output_dir, final_step=checkpoints.step,
-                        metrics={k: v for k, v in metrics.items() if math.isfinite(v)})
-    return PretrainingResult(
-        model=model,
-        initial_step=initial_step,
-        final_step=checkpoints.step,
-        metrics=metrics,
-        steps_per_sec=throughput.steps_per_sec,
-        examples_per_sec=throughput.examples_per_sec,
-        checkpoint=final_checkpoint if chief else None,
-        jit_compile=bool(model.jit_compile),
-        skip_padding=bool(skip_padding),
-        notes=notes,
-        chief=chief,
-    )
+        metrics = {}
+        if initial_step < num_train_steps:
+            # shuffle=False: the dataset shuffles itself (Keras warns that it ignores shuffle=True for datasets).
+            history = model.fit(dataset, steps_per_epoch=steps_per_epoch, epochs=epochs, callbacks=all_callbacks,
+                                shuffle=False, verbose=verbose)
+            metrics = {name: float(np.mean(values[-1])) for name, values in history.history.items() if values}
+        if not chief:
+            shutil.rmtree(worker_dir, ignore_errors=True)
+        final_checkpoint = checkpoints.saved[-1] if checkpoints.saved else plan.checkpoint
+        if chief:
+            if save_outputs is not None:
+                save_outputs(model)
+            record_complete(output_dir, final_step=checkpoints.step,
+                            metrics={k: v for k, v in metrics.items() if math.isfinite(v)})
+        return PretrainingResult(
+            model=model,
+            initial_step=initial_step,
+            final_step=checkpoints.step,
+            metrics=metrics,
+            steps_per_sec=throughput.steps_per_sec,
+            examples_per_sec=throughput.examples_per_sec,
+            checkpoint=final_checkpoint if chief else None,
+            jit_compile=bool(model.jit_compile),
+            skip_padding=bool(skip_padding),
+            notes=notes,
+            chief=chief,
+        )
+    finally:
+        if owner:
+            release_owner(owner)

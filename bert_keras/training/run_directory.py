@@ -23,11 +23,13 @@ import os
 import re
 from typing import Optional
 
-from pipelines.atomic_writes import write_json
+from pipelines.atomic_writes import claim_owner, is_remote, write_json
 
 RUN_FILE = "run.json"
 # What a run writes into its directory (removed by overwrite=True).
 RUN_OUTPUTS = ("checkpoints", "backup", "logs", "encoder.keras", "config.json", "vocab.txt", RUN_FILE)
+# `backup.owner` (the chief's), `backup-worker-N.owner`: which process trains with that backup now.
+OWNER_SUFFIX = ".owner"
 
 
 class RunDirectoryError(ValueError):
@@ -54,6 +56,28 @@ class RunPlan:
     checkpoint: Optional[str] = None
     completed_step: int = 0
     metrics: dict = dataclasses.field(default_factory=dict)
+
+
+def claim_run(output_dir: str, backup_dir: str):
+    """Records this process as the one training with `backup_dir` (in `BACKUP.owner` beside it)
+    and returns that file, for `release_owner` when the run ends; None for a remote directory.
+
+    Each worker of a multi-worker run has its own backup, so the workers of one run never
+    collide; a second run on the same directory (same role) does, and is refused.
+
+    Raises:
+        RunDirectoryError: a live process of this host trains there now.
+    """
+    if is_remote(output_dir):
+        return None
+    os.makedirs(output_dir, exist_ok=True)
+    path = os.path.normpath(backup_dir) + OWNER_SUFFIX
+    pid = claim_owner(path)
+    if pid is not None:
+        raise RunDirectoryError(
+            f"{output_dir}: a pretraining run in process {pid} is training there now; wait for it to end "
+            "(run the same command again then to continue it), or choose another --output-dir.")
+    return path
 
 
 def read_run_record(output_dir: str) -> Optional[dict]:
@@ -106,6 +130,7 @@ def plan_run(output_dir: str, *, settings: dict, num_train_steps: int, backup_ep
     """
     settings = json.loads(json.dumps(settings))  # compare as stored
     names = set(os.listdir(output_dir)) if os.path.isdir(output_dir) else set()
+    names = {name for name in names if not name.endswith(OWNER_SUFFIX)}  # which process runs, not work
     if overwrite and chief and names:
         return _start_afresh(output_dir, names, inputs)
     record = read_run_record(output_dir)
@@ -190,7 +215,7 @@ def remove_run_outputs(output_dir: str):
 
     for name in os.listdir(output_dir):
         path = os.path.join(output_dir, name)
-        if name not in RUN_OUTPUTS and not name.startswith("backup-worker-"):
+        if (name not in RUN_OUTPUTS and not name.startswith("backup-worker-")) or name.endswith(OWNER_SUFFIX):
             continue
         if not os.path.isdir(path) or os.path.islink(path):
             os.remove(path)

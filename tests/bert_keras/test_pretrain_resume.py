@@ -58,6 +58,10 @@ class Slow(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         time.sleep(delay)
 
+    def on_epoch_end(self, epoch, logs=None):  # after the backup: the parent says when to go on
+        while os.path.exists(os.environ.get("HOLD_WHILE", "/nonexistent")):
+            time.sleep(0.05)
+
 strategy = get_strategy("multiworker" if "TF_CONFIG" in os.environ else "default")
 result = run_pretraining(
     build_model=lambda: BertPretrainer(BertEncoder(config)), make_dataset=make_dataset,
@@ -131,6 +135,27 @@ def test_killed_run_resumes_at_the_backed_up_step(train_script, tmp_path):
     assert result["final_step"] == steps and result["iterations"] == steps
     assert result["checkpoint"].endswith(f"ckpt-{steps}")
     assert not backup.exists()  # a completed run removes its backup
+
+
+def test_a_second_run_on_a_directory_in_training_is_refused(train_script, tmp_path):
+    output, steps, every = tmp_path / "run", 8, 2
+    hold = tmp_path / "hold"
+    hold.write_text("")
+    first = start(train_script, [output, steps, every, 0.0], env={"HOLD_WHILE": str(hold)})
+    deadline = time.time() + 90
+    while backed_up_epoch(output / "backup") < 1:  # the first run trains
+        assert first.poll() is None, first.communicate()[0][-3000:]
+        assert time.time() < deadline, "no backup written in 90 s"
+        time.sleep(0.05)
+    second = start(train_script, [output, steps, every, 0.0])
+    log, _ = second.communicate(timeout=120)
+    assert second.returncode != 0, log[-3000:]
+    assert f"a pretraining run in process {first.pid} is training there now" in log, log[-3000:]
+    # The refused run touched nothing: the first completes as if alone, and frees the directory.
+    hold.unlink()
+    result, _ = finish(first)
+    assert result["final_step"] == steps and result["iterations"] == steps
+    assert not (output / "backup.owner").exists() and not (output / "backup").exists()
 
 
 def free_ports(count):

@@ -584,6 +584,7 @@ def test_overwrite_never_removes_an_input_or_a_file_no_run_recorded(tmp_path):
     record_segment(str(run), settings=settings, num_train_steps=2, segment_start=0, steps_per_epoch=1)
     (run / "encoder.keras").write_text("weights")
     (run / "notes.txt").write_text("mine")
+    (run / "backup-worker-1.owner").write_text("o1.0.00000000\n")  # which process runs: not a run's output
     for path in ("checkpoints/checkpoint", "checkpoints/ckpt-2.index", "checkpoints/ckpt-2.data-00000-of-00001",
                  "logs/train/events.out.tfevents.1.host.1.v2", "logs/train/plugins/profile/x/host.xplane.pb",
                  "backup/latest.weights.h5", "backup/training_metadata.json",
@@ -596,7 +597,12 @@ def test_overwrite_never_removes_an_input_or_a_file_no_run_recorded(tmp_path):
     assert plan_run(str(run), settings={"seed": 1}, num_train_steps=2, overwrite=True,
                     inputs=[str(tmp_path / "vocab.txt")]).action == "start"
     left = sorted(str(p.relative_to(run)) for p in run.rglob("*") if p.is_file())
-    assert left == ["checkpoints/keep.txt", "logs/mynotes.txt", "notes.txt"]  # the user's files stay
+    assert left == ["backup-worker-1.owner", "checkpoints/keep.txt", "logs/mynotes.txt", "notes.txt"]
+    # An owner file alone is not work: the directory counts as empty.
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / "backup.owner").write_text("o1.0.00000000\n")
+    assert plan_run(str(fresh), settings=settings, num_train_steps=2).action == "start"
 
 
 def test_a_corpus_that_is_empty_or_not_utf8_is_refused_before_training(tiny_vocab_file, tmp_path):

@@ -208,3 +208,52 @@ def test_a_scratch_directory_left_by_a_killed_run_is_removed_by_the_next(tmp_pat
     with scratch_directory("bert-keras-assets-") as scratch:
         assert not left.exists() and stat.S_IMODE(os.stat(scratch).st_mode) == 0o700
     assert os.listdir(tmp_path) == ["bert-keras-assets-mine"]
+
+
+# -- owners: one live process per run directory ---------------------------------------------
+
+_CLAIM = r'''
+import sys, time
+from pipelines.atomic_writes import claim_owner
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))  # every claimant starts at the same moment
+print("won" if claim_owner(sys.argv[1]) is None else "lost", flush=True)
+time.sleep(1.0)  # stay alive until every other claimant has read the owner
+'''
+
+
+def test_claim_owner_of_simultaneous_claims_exactly_one_wins(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "run.owner"
+    start = time.time() + 2.0
+    claimants = [subprocess.Popen([sys.executable, "-c", _CLAIM, str(path), str(start)], stdout=subprocess.PIPE,
+                                  text=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+                 for _ in range(6)]
+    outcomes = sorted(claimant.communicate(timeout=60)[0].strip() for claimant in claimants)
+    assert outcomes == ["lost"] * 5 + ["won"]
+    assert _hidden(tmp_path) == []  # no temporary left by the winner or the losers
+
+
+def test_claim_owner_refuses_a_live_owner_and_takes_over_a_dead_ones(tmp_path):
+    import subprocess
+    import sys
+
+    from pipelines.atomic_writes import claim_owner, owner_tag, release_owner
+
+    path = tmp_path / "run.owner"
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        path.write_text(owner_tag(live.pid) + "\n")
+        assert claim_owner(path) == live.pid
+        assert path.read_text().strip() == owner_tag(live.pid)  # untouched
+        release_owner(path)  # not this process's: it stays
+        assert path.exists()
+    finally:
+        live.kill()
+        live.wait()
+    assert claim_owner(path) is None  # its owner is gone
+    assert path.read_text().strip() == owner_tag()
+    release_owner(path)
+    assert not path.exists()
