@@ -79,8 +79,8 @@ import zipfile
 from typing import Any, Dict, List, Optional
 
 from bert_keras.families import KINDS, UnknownFamilyError, family
-from pipelines.atomic_writes import (atomic_directory, is_staging_name, remove_stale_staging,
-                                     write_json, write_text)
+from pipelines.atomic_writes import (atomic_directory, check_free_space, is_staging_name, model_nbytes,
+                                     remove_stale_staging, write_json, write_text)
 from pipelines.label_names import LabelNamesError, check_label_count, check_label_names, read_label_names
 
 FORMAT_VERSION = 2
@@ -284,6 +284,7 @@ def save_finetuned(directory, finetuned, *, overwrite=False):
     written |= {LABELS_FILE} if finetuned.labels else set()
     written |= {EVAL_RESULTS_FILE} if finetuned.eval_results is not None else set()
     stale = [name for name in OWNED_FILES if name not in written]
+    check_free_space(directory, model_nbytes(finetuned.model), "the model")
     with atomic_directory(directory, remove=stale) as staging:
         finetuned.model.save(os.path.join(staging, MODEL_FILE))
         shutil.copyfile(finetuned.vocab_file, os.path.join(staging, VOCAB_FILE))

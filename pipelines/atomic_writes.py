@@ -38,6 +38,7 @@ Every file the project writes goes through here. The rules, once:
 """
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -64,6 +65,53 @@ def current_umask():
 def is_remote(path):
     """True for `scheme://...` paths, which go through `tf.io.gfile`."""
     return "://" in os.fspath(path)
+
+
+def variables_nbytes(variables):
+    """Bytes of the values of `variables` (anything with `shape` and `dtype`: Keras or TF variables,
+    arrays): about what saving them writes."""
+    import numpy as np
+
+    total = 0
+    for variable in variables:
+        dtype = getattr(variable.dtype, "as_numpy_dtype", variable.dtype)  # a tf.DType, or a name / numpy dtype
+        total += int(np.prod(tuple(variable.shape), dtype=np.int64)) * np.dtype(dtype).itemsize
+    return total
+
+
+def model_nbytes(model, *, optimizer=True):
+    """Bytes of a Keras model's weights and (`optimizer`) its optimizer's state: about what
+    `save` / `save_weights` / a checkpoint of it writes."""
+    variables = list(model.weights)
+    if optimizer and getattr(model, "optimizer", None) is not None:
+        variables += list(getattr(model.optimizer, "variables", []))
+    return variables_nbytes(variables)
+
+
+def check_free_space(directory, needed, what):
+    """Raises `OSError(ENOSPC)` naming `directory` when it has less room than `needed` bytes
+    (plus 1% and 1 MiB for the format) for `what` (e.g. "the model's weights").
+
+    Checked before a write that would fail part way: HDF5, for one, does not recover from a
+    full disk (its later calls fail, and its objects can crash the process as they are
+    freed). Remote paths are not checked.
+    """
+    if not needed or is_remote(directory):
+        return
+    want = int(needed * 1.01) + (1 << 20)
+    directory = os.path.abspath(os.fspath(directory))
+    existing = directory
+    while not os.path.isdir(existing) and os.path.dirname(existing) != existing:
+        existing = os.path.dirname(existing)  # what is not made yet goes on its parent's file system
+    free = shutil.disk_usage(existing).free
+    if free < want:
+        raise OSError(errno.ENOSPC, f"not enough space in {directory} for {what}: it needs about "
+                                    f"{_megabytes(want)}, {_megabytes(free)} is free. Free some space (or "
+                                    "choose another directory) and run the same command again")
+
+
+def _megabytes(count):
+    return f"{count / 1e6:,.0f} MB" if count >= 1e6 else f"{count / 1e6:.1f} MB"
 
 
 @contextlib.contextmanager
@@ -113,13 +161,14 @@ def atomic_file(path, mode="w", *, encoding="utf-8", newline=None):
 
 
 @contextlib.contextmanager
-def staged_path(path, *, suffix=None):
+def staged_path(path, *, suffix=None, size=None, what=None):
     """Yields a temporary path beside `path` for a library that writes by name; then renames it.
 
     For writers that take a file name rather than a file object (`model.save`,
     `tf.io.TFRecordWriter`, `np.save`): they write the yielded name, and on a clean exit
     it is fsynced, given umask permissions and renamed to `path`. `suffix` ends the
-    temporary name (default: the extension of `path`).
+    temporary name (default: the extension of `path`). `size`: the bytes the writer will
+    write, if known: refused up front (`check_free_space`, naming `what`) when they do not fit.
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "data.bin")
@@ -132,6 +181,7 @@ def staged_path(path, *, suffix=None):
     directory = os.path.dirname(path)
     os.makedirs(directory, exist_ok=True)
     remove_stale_staging(directory)
+    check_free_space(directory, size, what or os.path.basename(path))
     if suffix is None:  # some writers dispatch on the extension (".keras"); Keras weights need ".weights.h5"
         suffix = os.path.splitext(path)[1]
     handle, temporary = tempfile.mkstemp(

@@ -49,7 +49,8 @@ import shutil
 import time
 from typing import Any, Dict, Optional
 
-from pipelines.atomic_writes import install_directory, make_staging_directory, scratch_directory, write_bytes
+from pipelines.atomic_writes import (check_free_space, install_directory, make_staging_directory, scratch_directory,
+                                     variables_nbytes, write_bytes)
 from serving.op_sets import matching_release
 from serving.signatures.text_inputs import DEFAULT_CHARS_PER_TOKEN
 
@@ -255,6 +256,7 @@ def save_signatures(finetuned, export_dir, tokenizer_backend, quantize=None):
         module, signatures = build_signatures(finetuned, tokenizer_backend=tokenizer_backend,
                                               asset_dir=asset_dir)
         module.keep_only_variables_of([fn for fn, _ in signatures.values()])
+        check_free_space(export_dir, variables_nbytes(module.model_variables), "the SavedModel's variables")
         tf.saved_model.save(module, export_dir,
                             signatures={name: fn for name, (fn, _) in signatures.items()})
     set_method_names(export_dir, {name: method for name, (_, method) in signatures.items()})

@@ -32,7 +32,7 @@ from importlib import metadata
 from bert_keras.checkpoints import hf, keras_hub, tf1
 from bert_keras.checkpoints.errors import CheckpointFormatError, CheckpointMismatchError
 from bert_keras.checkpoints.layout import assign_canonical, canonical_shapes, encoder_to_canonical
-from pipelines.atomic_writes import staged_path
+from pipelines.atomic_writes import model_nbytes, staged_path
 
 SCHEMES = ("hf", "tf1", "keras-hub", "pip")
 
@@ -443,7 +443,7 @@ def save_pretrained(encoder, spec, *, vocab_file=None, heads=None):
     if location.kind == "keras":
         if heads:
             raise CheckpointFormatError(f"{spec!r}: a .keras BertEncoder file has no place for heads")
-        with staged_path(location.path) as staging:
+        with staged_path(location.path, size=model_nbytes(encoder, optimizer=False), what="the encoder") as staging:
             encoder.save(staging)
         if vocab_file is not None:
             _copy_vocabulary(vocab_file, _keras_vocab_path(location.path))

@@ -8,6 +8,7 @@ sets `func=run`. Heavy imports (TensorFlow, Keras) happen inside `run`, so that
 import argparse
 import importlib
 import os
+import re
 import sys
 
 # (module under bert_keras.cli, one-line summary) in the order `--help` lists them.
@@ -69,7 +70,10 @@ def main(argv=None):
         parser.print_help()
         return 1
     try:
-        return args.func(args) or 0
+        try:
+            return args.func(args) or 0
+        except Exception as error:  # noqa: BLE001 (only the file system's errors are re-raised as such)
+            raise _file_system_error(error) or error
     except (CommandError, OSError, ValueError) as error:
         # Library errors (bad vocabulary, mismatched checkpoint, bad input file) and the
         # system's (permission denied, a file where a directory should be) name the file
@@ -87,6 +91,25 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+# What TensorFlow's file writes (SavedModel, checkpoints, TFRecords) fail with when the disk
+# or the directory is the problem: the user fixes it, so it gets a line, not a traceback.
+_FILE_SYSTEM_PROBLEMS = re.compile(r"No space left on device|Disk quota exceeded|File too large|"
+                                   r"Read-only file system|Permission denied")
+
+
+def _file_system_error(error):
+    """An `OSError` for a TensorFlow op error caused by the file system, else None."""
+    tf = sys.modules.get("tensorflow")
+    errors = getattr(tf, "errors", None)
+    if errors is None or not isinstance(error, errors.OpError):
+        return None
+    message = str(getattr(error, "message", error)).strip()
+    if not _FILE_SYSTEM_PROBLEMS.search(message):
+        return None
+    first = message.splitlines()[0] if message else type(error).__name__
+    return OSError(f"{first}; free some space (or fix the directory) and run the same command again")
 
 
 if __name__ == "__main__":

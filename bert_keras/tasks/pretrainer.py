@@ -337,9 +337,10 @@ def input_paths(*, vocab_file=None, init=None, config=None, corpus=None, records
 
 def save_outputs(model, output_dir, vocab_file=None):
     """`encoder.keras` (atomically), `config.json` and a copy of `vocab_file` into `output_dir`."""
-    from pipelines.atomic_writes import staged_path
+    from pipelines.atomic_writes import model_nbytes, staged_path
 
-    with staged_path(os.path.join(output_dir, "encoder.keras")) as staging:
+    with staged_path(os.path.join(output_dir, "encoder.keras"), size=model_nbytes(model.encoder, optimizer=False),
+                     what="the encoder") as staging:
         model.encoder.save(staging)
     model.encoder.config.to_json(os.path.join(output_dir, "config.json"))
     target = os.path.join(output_dir, "vocab.txt")

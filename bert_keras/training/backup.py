@@ -76,10 +76,11 @@ class RunBackup(keras.callbacks.BackupAndRestore):
             remove_backup(self.backup_dir, companion_files=self.companion_files)
 
     def _save_model(self):
-        from pipelines.atomic_writes import staged_path, write_json
+        from pipelines.atomic_writes import model_nbytes, staged_path, write_json
 
         os.makedirs(self.backup_dir, exist_ok=True)
-        with staged_path(self._weights_path, suffix=".weights.h5") as staging:
+        with staged_path(self._weights_path, suffix=".weights.h5", size=model_nbytes(self.model),
+                         what="the run's backup (weights and optimizer state)") as staging:
             self.model.save_weights(filepath=staging, overwrite=True)
             _stamp(staging, self._current_epoch)
             if self.double_checkpoint:

@@ -133,6 +133,10 @@ class StepCheckpoint(keras.callbacks.Callback):
             shutil.rmtree(self._write_directory(), ignore_errors=True)
 
     def _save(self):
+        from pipelines.atomic_writes import check_free_space, model_nbytes
+
+        check_free_space(self._write_directory(), model_nbytes(self.model),
+                         "a checkpoint (weights and optimizer state)")
         self.saved.append(self._manager.save(checkpoint_number=self.step))
 
     @property

@@ -118,3 +118,27 @@ def test_json_output_never_writes_nan_or_infinity():
         if name.endswith(".py") and name != "serve.py":
             source = open(os.path.join(cli, name), encoding="utf-8").read()
             assert not re.search(r"\bjson\.dumps?\(", source), f"bert_keras/cli/{name} writes JSON itself"
+
+
+def test_a_full_disk_in_a_tensorflow_write_is_one_line_not_a_traceback(monkeypatch, capsys):
+    import tensorflow as tf
+
+    import bert_keras.cli.info as info
+
+    def full_disk(args):
+        raise tf.errors.ResourceExhaustedError(None, None, "models/s/variables/variables.data-00000-of-00001.tempstate1; "
+                                               "No space left on device\n\tfailed to write")
+
+    monkeypatch.setattr(info, "run", full_disk)
+    assert main(["info"]) == 2
+    error = capsys.readouterr().err
+    assert "bert-keras info: error: models/s/variables/variables.data-00000-of-00001.tempstate1; No space left " \
+           "on device; free some space (or fix the directory) and run the same command again" in error
+    assert "Traceback" not in error and "failed to write" not in error
+
+    def bug(args):  # any other TensorFlow error is a bug to report: its traceback stays
+        raise tf.errors.InvalidArgumentError(None, None, "Incompatible shapes: [2] vs. [3]")
+
+    monkeypatch.setattr(info, "run", bug)
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        main(["info"])

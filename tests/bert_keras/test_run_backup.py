@@ -162,3 +162,29 @@ def test_a_completed_fit_removes_only_the_backup_files(tmp_path, caplog):
     assert f"kept {backup}" in caplog.text
     fit(model(), str(tmp_path / "clean"), 2)
     assert not (tmp_path / "clean").exists()
+
+
+def test_a_disk_too_full_for_the_next_backup_stops_the_run_and_keeps_the_last_one(tmp_path, monkeypatch):
+    import collections
+    import errno
+    import shutil
+
+    backup = str(tmp_path / "backup")
+    m = model()
+    saves = {"count": 0}
+    real_usage = shutil.disk_usage
+    usage = collections.namedtuple("usage", "total used free")
+
+    def filling_disk(path):  # room for two backups, then none
+        saves["count"] += 1
+        return real_usage(path) if saves["count"] <= 2 else usage(10**6, 10**6, 0)
+
+    monkeypatch.setattr(shutil, "disk_usage", filling_disk)
+    with pytest.raises(OSError) as full:
+        fit(m, backup, epochs=4, double_checkpoint=True)
+    assert full.value.errno == errno.ENOSPC and "for the run's backup" in str(full.value)
+    assert backed_up_epoch(backup) == 2  # the last backup that fitted is whole
+    assert not [name for name in os.listdir(backup) if name.startswith(".")]  # nothing half-written
+    monkeypatch.setattr(shutil, "disk_usage", real_usage)  # space freed: the same call resumes
+    _, weights = fit(model(), backup, epochs=4, double_checkpoint=True)
+    assert len(weights.per_epoch) == 2

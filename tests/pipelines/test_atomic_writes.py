@@ -257,3 +257,27 @@ def test_claim_owner_refuses_a_live_owner_and_takes_over_a_dead_ones(tmp_path):
     assert path.read_text().strip() == owner_tag()
     release_owner(path)
     assert not path.exists()
+
+
+def test_a_write_that_cannot_fit_is_refused_before_it_starts(tmp_path, monkeypatch):
+    import collections
+    import errno
+    import shutil
+
+    import numpy as np
+
+    from pipelines.atomic_writes import check_free_space, variables_nbytes
+
+    assert variables_nbytes([np.zeros((3, 4), np.float32), np.zeros(5, np.int64)]) == 3 * 4 * 4 + 5 * 8
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 30_000_000, 30_000_000))
+    target = tmp_path / "run" / "not-made-yet"  # judged by its nearest existing parent's file system
+    check_free_space(target, 20_000_000, "the weights")  # fits
+    with pytest.raises(OSError) as refused:
+        check_free_space(target, 276_000_000, "the run's backup")
+    assert refused.value.errno == errno.ENOSPC
+    assert f"not enough space in {target} for the run's backup: it needs about 280 MB, 30 MB is free" in str(refused.value)
+    with pytest.raises(OSError, match="for the weights: it needs"):
+        with staged_path(tmp_path / "model.weights.h5", size=10**9, what="the weights"):
+            raise AssertionError("the writer must not run")
+    assert os.listdir(tmp_path) == []  # nothing staged, nothing left
