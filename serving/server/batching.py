@@ -14,9 +14,10 @@ halves and each half is run again (recursively), so one bad request among n cost
 2 log2(n) extra calls, not n, and never fails another request. Only when an output has no
 row per input row (the signature does not keep rows apart) is each request re-run alone.
 
-A request whose client has gone (a gRPC call cancelled or past its deadline: the front end
-sets `CLIENT_ALIVE` to `context.is_active` for the calling thread) is dropped when its batch
-comes up, with CANCELLED, instead of running for nobody ahead of the requests behind it.
+A request whose client has gone (a gRPC call cancelled or past its deadline; a REST client
+that closed its connection) is dropped when its batch comes up, with CANCELLED, instead of
+running for nobody ahead of the requests behind it. The front ends set `CLIENT_ALIVE` for the
+thread that handles the request (gRPC: `context.is_active`; REST: the connection is open).
 
 Example:
     >>> import numpy as np

@@ -40,6 +40,7 @@ import time
 import zlib
 from concurrent.futures import ThreadPoolExecutor
 
+from serving.server.batching import CLIENT_ALIVE
 from serving.server.rest_service import RestService, encode_payload
 
 logger = logging.getLogger(__name__)
@@ -209,7 +210,8 @@ class RestServer:
                 held = await self._reserve_body(self._held_for(length, coding)) \
                     if length <= self.max_request_bytes else 0
                 body = await self._read_body(reader, writer, headers, length)
-                status, content_type, data = await self._answer(method, target, body, coding)
+                status, content_type, data = await self._answer(method, target, body, coding,
+                                                                alive=_client_waits(reader, writer))
                 del body
                 keep_alive = keep_alive and not self.service.draining
                 await self._write(writer, status, content_type, data, close=not keep_alive, head=method == "HEAD")
@@ -356,18 +358,25 @@ class RestServer:
         except (asyncio.TimeoutError, ConnectionError, OSError):
             pass
 
-    async def _answer(self, method, target, body, coding=""):
+    async def _answer(self, method, target, body, coding="", alive=None):
         """(status, content type, body bytes) from a worker thread: decompressing, handling and encoding
-        all run there, off the event loop."""
+        all run there, off the event loop. `alive`: whether the client still waits (see `batching`)."""
         with self._idle:
             self._in_flight += 1
         try:
             return await asyncio.get_running_loop().run_in_executor(
-                self._pool, self._respond, method, target, body, coding)
+                self._pool, self._respond_for, alive, method, target, body, coding)
         finally:
             with self._idle:
                 self._in_flight -= 1
                 self._idle.notify_all()
+
+    def _respond_for(self, alive, *request):
+        token = CLIENT_ALIVE.set(alive)  # a pool thread serves many connections: set for this one only
+        try:
+            return self._respond(*request)
+        finally:
+            CLIENT_ALIVE.reset(token)
 
     def _respond(self, method, target, body, coding):
         if coding == "gzip":
@@ -392,6 +401,14 @@ class RestServer:
             await asyncio.wait_for(writer.drain(), self.body_timeout_s)
         except (asyncio.TimeoutError, ConnectionError, OSError):
             writer.close()
+
+
+def _client_waits(reader, writer):
+    """Whether the client of a connection still waits for its answer: not once it has closed the
+    connection (end of stream read, or the transport lost). As Go's HTTP server cancels a
+    request's context when its client closes; a client that only shuts down its sending half
+    while it waits counts as gone too (HTTP gives no way to tell the two apart)."""
+    return lambda: not (reader.at_eof() or writer.is_closing())
 
 
 def gunzip(data: bytes, limit: int) -> bytes:

@@ -605,3 +605,46 @@ def test_9_every_request_path_acquires_once_and_is_counted_for_drain(tmp_path):
     assert engine.stop(drain_timeout_s=0.3) is False
     release.set()
     holder.join(10)
+
+
+def test_6_a_rest_request_whose_client_closed_the_connection_is_seen_as_gone(tmp_path):
+    """The REST transport tells the batcher whether a request's client still waits (as gRPC's
+    `is_active` does): a closed connection is gone, an open one waits."""
+    from serving.server.batching import CLIENT_ALIVE
+    from serving.server.http_server import RestServer
+
+    base = ef.make_base_path(tmp_path.parent, tmp_path / "tiny", {1: 1})
+    from serving.server import InferenceEngine, ModelSource
+
+    engine = InferenceEngine([ModelSource("tiny", base)], poll_interval_s=0)
+    rest_server = RestServer(engine, port=0).start()
+    arrived, release, seen = threading.Semaphore(0), threading.Event(), []
+
+    def respond(method, target, body):  # stands in for the engine: waits, then asks
+        arrived.release()
+        release.wait(10)
+        seen.append((target, CLIENT_ALIVE.get()()))
+        return 200, "application/json", b"{}"
+
+    rest_server.service.respond = respond
+    request = b"POST /v1/models/tiny:predict HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+    try:
+        gone = socket.create_connection(("127.0.0.1", rest_server.port))
+        gone.sendall(request.replace(b"tiny:", b"gone:"))
+        waiting = socket.create_connection(("127.0.0.1", rest_server.port))
+        waiting.sendall(request.replace(b"tiny:", b"waiting:"))
+        assert arrived.acquire(timeout=10) and arrived.acquire(timeout=10)
+        gone.close()  # the client gave up (its timeout) while its request waits for a batch
+        time.sleep(0.3)
+        release.set()
+        waiting.settimeout(10)
+        assert waiting.recv(100).startswith(b"HTTP/1.1 200")
+        waiting.close()
+        deadline = time.monotonic() + 5
+        while len(seen) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert dict(seen) == {"/v1/models/gone:predict": False, "/v1/models/waiting:predict": True}
+        assert CLIENT_ALIVE.get() is None  # set per request on the pool's threads only
+    finally:
+        release.set()
+        rest_server.stop(grace_s=1)
