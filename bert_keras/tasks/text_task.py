@@ -393,6 +393,7 @@ class TextTask(keras.Model):
             raise TaskInputError("x: an infinite dataset (.repeat()); pass steps_per_epoch= (as Keras), or "
                                  "a finite dataset")
         if validation_data is not None:
+            callbacks = [*self._validation_metrics(validation_data, validation_batch_size), *(callbacks or [])]
             validation_data = self._validation_dataset(validation_data, validation_batch_size)
         if steps and steps_per_epoch and steps_per_epoch > steps:
             warnings.warn(f"steps_per_epoch={steps_per_epoch} is more than the {steps} batches of x: each epoch "
@@ -718,6 +719,18 @@ class TextTask(keras.Model):
                                  "fine-tuning recipe's is a schedule (warmup + linear decay); compile(...) "
                                  "with a constant learning rate to use it")
 
+    def _validation_metrics(self, validation_data, batch_size):
+        """`[callback]` that adds the task's metrics on raw `validation_data` to the logs, or `[]`
+        (tokenized validation data, or a generator that cannot be read twice)."""
+        if isinstance(validation_data, tf.data.Dataset):
+            if _is_tokenized_dataset(validation_data):
+                return []
+            return [TaskValidationMetrics(self, validation_data, None, batch_size)]
+        if isinstance(validation_data, (tuple, list)) and len(validation_data) in (2, 3) \
+                and not is_tokenized(validation_data[0]):
+            return [TaskValidationMetrics(self, validation_data[0], validation_data[1], batch_size)]
+        return []
+
     def _class_names(self):
         """The names of the one class per example that `class_weight` keys name, or None."""
         return None
@@ -951,6 +964,29 @@ class TextTask(keras.Model):
         # The overrides (seq_length, text_pair, ...) become a copy of the record with those
         # settings (`FinetunedModel.with_settings`); the task itself is left as it is.
         return export_saved_model(self.to_finetuned(), base_path, name, version=version, **options)
+
+
+class TaskValidationMetrics(keras.callbacks.Callback):
+    """Adds the task's own metrics on the validation data (`evaluate`'s: `val_f1`, `val_mcc`,
+    `val_exact_match`, `val_pearson`, ...) to the logs of every epoch that Keras validates.
+
+    `fit` puts it before the user's callbacks, so `EarlyStopping(monitor="val_f1", mode="max")`,
+    `ModelCheckpoint(monitor=...)`, `CSVLogger` and the `History` see them. Keras' own keys
+    (`val_loss`, `val_accuracy`) are kept. It costs one prediction pass over the validation
+    data per validated epoch.
+    """
+
+    def __init__(self, task, x, y, batch_size):
+        super().__init__()
+        self._task, self._x, self._y, self._batch_size = task, x, y, batch_size
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is None or "val_loss" not in logs:  # Keras did not validate this epoch (validation_freq)
+            return
+        metrics = self._task.evaluate(self._x, self._y, batch_size=self._batch_size, verbose=0)
+        for name, value in metrics.items():
+            if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
+                logs.setdefault(f"val_{name}", float(value))
 
 
 @dataclasses.dataclass(frozen=True)

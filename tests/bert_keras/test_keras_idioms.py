@@ -1000,3 +1000,49 @@ def test_a_run_dir_in_use_by_a_running_fit_is_refused(spec, tmp_path):
     # its process gone (killed): the directory is free again, and the completed fit removes it
     classifier.fit(TEXTS, LABELS, epochs=1, batch_size=5, run_dir=str(run_dir), verbose=0)
     assert not run_dir.exists()
+
+
+class _EvaluateAtEpochEnd(keras.callbacks.Callback):
+    """What `evaluate` says on the validation data at each epoch's end: the logged values must equal it."""
+
+    def __init__(self, x, y):
+        super().__init__()
+        self.x, self.y, self.scores = x, y, []
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.scores.append(self.model.evaluate(self.x, self.y, verbose=0))
+
+
+def test_the_task_metrics_on_validation_data_are_in_the_logs_for_keras_callbacks(spec, tmp_path):
+    from pipelines.datasets.conll import read_conll
+
+    sentences = read_conll(os.path.join(os.path.dirname(__file__), "..", "data", "tasks", "conll2003_mini.txt"))
+    words, tags = [s.words for s in sentences], [s.tags for s in sentences]
+    tagger = build(tasks.TokenClassifier, spec, labels=export_fixtures.CONLL_LABELS)
+    scores = _EvaluateAtEpochEnd(words[:6], tags[:6])
+    csv_log = tmp_path / "log.csv"
+    history = tagger.fit(words, tags, validation_data=(words[:6], tags[:6]), epochs=3, batch_size=4, verbose=0,
+                         callbacks=[scores, keras.callbacks.CSVLogger(str(csv_log))])
+    assert history.history["val_f1"] == [pytest.approx(s["f1"]) for s in scores.scores]
+    assert history.history["val_precision"] == [pytest.approx(s["precision"]) for s in scores.scores]
+    assert "val_loss" in history.history and "val_f1" in csv_log.read_text().splitlines()[0].split(",")
+    # EarlyStopping on the entity F1, as a NER user writes it: a drop of 2 F1 can never happen, so
+    # it stops after `patience` epochs without a gain of 2; the best weights come back.
+    stopper = keras.callbacks.EarlyStopping(monitor="val_f1", mode="max", patience=1, min_delta=2.0,
+                                            restore_best_weights=True)
+    history = tagger.fit(words, tags, validation_data=(words[:6], tags[:6]), epochs=5, batch_size=4, verbose=0,
+                         callbacks=[stopper])
+    assert len(history.history["val_f1"]) == 2 and stopper.stopped_epoch == 1
+    # Classification: F1 / MCC beside Keras' own val_accuracy (kept), with validation_split and a dataset too.
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    history = classifier.fit(TEXTS, LABELS, validation_split=0.4, epochs=2, batch_size=4, verbose=0)
+    held_out = classifier.evaluate(TEXTS[6:], LABELS[6:])
+    assert history.history["val_accuracy"][-1] == pytest.approx(held_out["accuracy"])
+    assert set(history.history) >= {"loss", "accuracy", "val_loss", "val_accuracy"}
+    assert all(f"val_{name}" in history.history for name, value in held_out.items()
+               if isinstance(value, float))
+    validation = tf.data.Dataset.from_tensor_slices((TEXTS[:4], LABELS[:4])).batch(2)
+    history = classifier.fit(TEXTS, LABELS, validation_data=validation, validation_freq=2, epochs=2, batch_size=4,
+                             verbose=0)
+    assert len(history.history["val_loss"]) == 1 and len(history.history[next(
+        key for key in history.history if key.startswith("val_") and key not in ("val_loss", "val_accuracy"))]) == 1
