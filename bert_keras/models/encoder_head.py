@@ -11,6 +11,7 @@ its arguments.
 import keras
 
 from bert_keras import padding_skipping
+from bert_keras.models.frozen_layers import freeze_layers, frozen_layers
 
 
 class EncoderHead(keras.Model):
@@ -57,6 +58,7 @@ class EncoderHead(keras.Model):
             "encoder": keras.saving.serialize_keras_object(self.encoder),
             "name": self.name,
             "trainable": self.trainable,
+            "frozen": frozen_layers(self),
         }
         config.update({field: getattr(self, field) for field in self.config_fields})
         return config
@@ -65,4 +67,7 @@ class EncoderHead(keras.Model):
     def from_config(cls, config):
         config = dict(config)
         config["encoder"] = keras.saving.deserialize_keras_object(config["encoder"])
-        return cls(**config)
+        frozen = config.pop("frozen", [])
+        head = cls(**config)
+        freeze_layers(head, frozen)
+        return head

@@ -28,6 +28,7 @@ from bert_keras.families import family, resolve
 from bert_keras.finetuned_model import FinetunedModel, is_finetuned_directory
 from bert_keras.finetuned_model import read_finetuned, save_finetuned
 from bert_keras.models.encoder_head import EncoderHead
+from bert_keras.models.frozen_layers import freeze_layers, frozen_layers
 from bert_keras.tasks.dataset_inputs import dataset_of_batches, is_batch_source, raising_source_errors
 from bert_keras.tasks.dataset_inputs import without_autotune_thread
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_epochs, check_label_names
@@ -867,7 +868,7 @@ class TextTask(keras.Model):
                 "vocabulary": vocabulary, "lowercase": self._text.lowercase,
                 "seq_length": self._text.seq_length, "labels": self.labels, "settings": self.settings,
                 "training": dict(self._text.training), "eval_results": self._text.eval_results,
-                "recipe": self._recipe}
+                "recipe": self._recipe, "frozen": frozen_layers(self)}
 
     @classmethod
     def from_config(cls, config):
@@ -875,7 +876,9 @@ class TextTask(keras.Model):
         head = keras.saving.deserialize_keras_object(config.pop("head"))
         vocab_file = _stored_vocabulary(config.pop("vocabulary"))
         recipe = config.pop("recipe", None)
+        frozen = config.pop("frozen", [])
         task = cls(head, vocab_file=vocab_file, **config)
+        freeze_layers(task, frozen)  # before the optimizer: its slots are the trainable variables'
         task._compile_recipe(**(recipe or {}))
         task._build_optimizer()  # its slots exist, so Keras restores the saved moments and step
         return task

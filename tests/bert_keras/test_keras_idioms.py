@@ -1046,3 +1046,22 @@ def test_the_task_metrics_on_validation_data_are_in_the_logs_for_keras_callbacks
                              verbose=0)
     assert len(history.history["val_loss"]) == 1 and len(history.history[next(
         key for key in history.history if key.startswith("val_") and key not in ("val_loss", "val_accuracy"))]) == 1
+
+
+@pytest.mark.parametrize("frozen", ["encoder", "first_block"])
+def test_a_frozen_encoder_or_block_stays_frozen_through_save_and_load(spec, tmp_path, frozen):
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    layer = classifier.encoder if frozen == "encoder" else classifier.encoder.get_layer("transformer_layer_0")
+    layer.trainable = False
+    classifier.fit(TEXTS, LABELS, epochs=1, batch_size=4, verbose=0)
+    trainable = len(classifier.trainable_variables)
+    assert 0 < trainable < len(classifier.weights)
+    classifier.save(str(tmp_path / "task.keras"))
+    classifier.save(str(tmp_path / "task"))
+    for loaded in (keras.models.load_model(str(tmp_path / "task.keras")), tasks.load(str(tmp_path / "task"))):
+        assert len(loaded.trainable_variables) == trainable
+        kept = [w.numpy().copy() for w in layer.weights]
+        twin = loaded.encoder if frozen == "encoder" else loaded.encoder.get_layer("transformer_layer_0")
+        loaded.fit(TEXTS, LABELS, epochs=1, batch_size=4, verbose=0)  # trains the head, not the frozen layer
+        for before, after in zip(kept, twin.weights):
+            np.testing.assert_array_equal(before, after.numpy())
