@@ -68,15 +68,28 @@ def existing_shards(prefix: str):
 
 
 def read_run_record(prefix: str):
-    """The parsed `PREFIX-config.json`, or None. A file of an older version (flat settings) is read as one."""
+    """The parsed `PREFIX-config.json`, or None. A file of an older version (flat settings) is read as one.
+
+    Raises:
+        OutputExistsError: a file of that name that this tool did not write (another JSON, not
+            JSON at all): it is the user's, and no run reads or replaces it.
+    """
     path = config_file_name(prefix)
     if not tf.io.gfile.exists(path):
         return None
-    with tf.io.gfile.GFile(path) as f:
-        record = json.load(f)
-    if "settings" not in record:
-        record = {"settings": record, "corpus": None, "complete": True}
-    return record
+    with tf.io.gfile.GFile(path, "rb") as f:
+        data = f.read()
+    try:
+        record = json.loads(data)
+    except ValueError:
+        record = None
+    if isinstance(record, dict) and isinstance(record.get("settings"), dict):
+        return record
+    if isinstance(record, dict) and {"max_seq_length", "max_predictions_per_seq"} <= set(record):
+        return {"settings": record, "corpus": None, "complete": True}  # an older version's flat settings
+    raise OutputExistsError(
+        f"{path} exists and is not the record of a create-pretraining-data run: it is not read, nor "
+        "replaced, even with --overwrite. Move it, or use another output prefix.")
 
 
 def prepare_output(settings: PretrainingDataSettings, fingerprint: dict, *, overwrite: bool = False, log=None):

@@ -46,6 +46,19 @@ def test_a_failed_run_does_not_block_the_corrected_rerun(vocab_file, tmp_path):
     assert summary["replaced_lines"] == 1 and len(summary["written"]) == 2 and summary["complete"]
 
 
+@pytest.mark.parametrize("content", ['{"user": "precious"}\n', "my notes, not JSON\n", "[1, 2]"])
+def test_a_config_file_of_the_users_with_the_record_name_is_never_replaced(vocab_file, tmp_path, content):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("A fine sentence here.\nAnd another one.\n\nA second document.\nWith more.\n")
+    mine = tmp_path / "notes-config.json"
+    mine.write_text(content)
+    for overwrite in (False, True):
+        with pytest.raises(OutputExistsError, match="notes-config.json exists and is not the record of a "
+                                                    "create-pretraining-data run"):
+            write(str(corpus), vocab_file, str(tmp_path / "notes"), overwrite=overwrite)
+    assert mine.read_text() == content and shards(str(tmp_path / "notes")) == []
+
+
 def test_relative_and_absolute_paths_are_the_same_input(vocab_file, tmp_path, monkeypatch):
     corpus = tmp_path / "corpus.txt"
     shutil.copyfile(SAMPLE, corpus)
