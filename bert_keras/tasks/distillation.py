@@ -307,6 +307,7 @@ def _distillation_step(student, teacher, temperature, alpha, augment=None):
 def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, temperature=2.0, alpha=None,
             epochs=3, batch_size=None, learning_rate=None, warmup_ratio=0.1, weight_decay=0.01,
             max_steps=None, seed=0, dropout=None, augment=None, mask_rate=0.1, run_dir=None, checkpoint_every=None,
+            keep_run_dir=False,
             verbose="auto", callbacks=None):
     """A student of `teacher` trained on the teacher's outputs for `x`; returns the student task.
 
@@ -334,7 +335,7 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
             (`default_augment`): 2 below 20,000 examples (SST-2, 2,000 sentences: -1.4 / -1.5
             points without, -0.7 / -0.8 with), else 0.
         mask_rate: the probability that a token of a copy is masked.
-        run_dir, checkpoint_every: resumable run backups, as `TextTask.fit`.
+        run_dir, checkpoint_every, keep_run_dir: resumable run backups, as `TextTask.fit`.
         verbose, callbacks: as `keras.Model.fit`.
 
     Raises:
@@ -408,7 +409,8 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
                     mask_rate=float(mask_rate) if augment else None)
     callbacks = list(callbacks or [])
     if run_dir:
-        callbacks.append(_backup_callback(run_dir, total_steps=total_steps, steps_per_epoch=steps_per_epoch,
+        callbacks.append(_backup_callback(run_dir, keep=keep_run_dir, total_steps=total_steps,
+                                          steps_per_epoch=steps_per_epoch,
                                           batch_size=batch_size, distillation=settings))
     student.train_step = _distillation_step(student, teacher, float(temperature), float(alpha), masking)
     try:
@@ -463,7 +465,7 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     """
     from bert_keras.finetuned_model import RUN_DIRECTORY, write_eval_results
     from bert_keras.tasks.named_datasets import DatasetSpecError, spec_for_model, spec_of_saved
-    from bert_keras.tasks.text_task import load
+    from bert_keras.tasks.text_task import command_run, load, remove_run_dir
 
     teacher = load(teacher_dir)
     if spec is None:
@@ -482,15 +484,15 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
         f"{'' if y is not None else ' (unlabelled: soft targets only)'}, temperature {temperature:g}"
         f"{f', {copies} masked copies of each batch' if copies else ''}")
     run_dir = os.path.join(output_dir, RUN_DIRECTORY)
-    if os.path.isdir(run_dir):
-        log(f"resuming the interrupted run backed up in {run_dir}")
-    student = distill(teacher, x, y, layers=plan.layers if init is None else layers, hidden_size=hidden_size,
-                      init=init, temperature=temperature, alpha=alpha, epochs=epochs, batch_size=batch_size,
-                      learning_rate=learning_rate, warmup_ratio=warmup_ratio, max_steps=max_steps, seed=seed,
-                      run_dir=run_dir, checkpoint_every=checkpoint_every, augment=augment, mask_rate=mask_rate,
-                      verbose=verbose)
+    with command_run(run_dir, output_dir, log) as callbacks:
+        student = distill(teacher, x, y, layers=plan.layers if init is None else layers, hidden_size=hidden_size,
+                          init=init, temperature=temperature, alpha=alpha, epochs=epochs, batch_size=batch_size,
+                          learning_rate=learning_rate, warmup_ratio=warmup_ratio, max_steps=max_steps, seed=seed,
+                          run_dir=run_dir, checkpoint_every=checkpoint_every, augment=augment, mask_rate=mask_rate,
+                          verbose=verbose, keep_run_dir=True, callbacks=callbacks)  # kept until the student is saved
     student.record(training=dict(spec.provenance(), distilled_from=os.path.abspath(teacher_dir)))
     student.save(output_dir, overwrite=overwrite)
+    remove_run_dir(run_dir)
     losses = student.history.history.get("loss", []) if student.history is not None else []
     result = DistillationResult(student, output_dir, losses=losses)
     log(f"\nsaved {output_dir}" + (f"; distillation loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""))

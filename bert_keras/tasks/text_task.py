@@ -319,7 +319,7 @@ class TextTask(keras.Model):
             validation_split=0.0, validation_data=None, shuffle=True, class_weight=None,
             sample_weight=None, initial_epoch=0, steps_per_epoch=None, validation_steps=None,
             validation_batch_size=None, validation_freq=1, *, max_steps=None, seed=None, run_dir=None,
-            checkpoint_every=None):
+            checkpoint_every=None, keep_run_dir=False):
         """Fine-tunes on raw text (see the class docstring for `x` / `y`); returns the `History`.
 
         Takes what `keras.Model.fit` takes, in the same order; everything is checked
@@ -351,6 +351,10 @@ class TextTask(keras.Model):
                 completes. It must be new, or hold only a backup of this run.
             checkpoint_every: with `run_dir`, back up every this many steps
                 (Keras epochs are then this long) instead of every epoch.
+            keep_run_dir: keep the last backup when the fit completes, until you
+                have saved the model (then `remove_run_dir(run_dir)`): a kill
+                between the fit's end and the save then costs nothing, as the
+                same call resumes at the end (`bert-keras finetune` does this).
             verbose, callbacks, initial_epoch, validation_steps,
             validation_batch_size, validation_freq: as `keras.Model.fit`.
         """
@@ -408,7 +412,7 @@ class TextTask(keras.Model):
         if run_dir:
             steps_per_epoch = checkpoint_every or steps_per_epoch
             callbacks = list(callbacks or []) + [_backup_callback(
-                run_dir, total_steps=total_steps, steps_per_epoch=steps_per_epoch, batch_size=batch_size,
+                run_dir, keep=keep_run_dir, total_steps=total_steps, steps_per_epoch=steps_per_epoch, batch_size=batch_size,
                 seed=seed, recipe=_digest(self._recipe), weights=_weights_digest(self.head),
                 data=_digest((x, y, sample_weight)),
                 reading=_digest({"seq_length": self.seq_length, "lowercase": self._text.lowercase,
@@ -1044,8 +1048,49 @@ _RUN_OWNER = "run.owner"
 _RUN_FILES = (*BACKUP_FILES, "run.json", _RUN_OWNER)
 
 
-def _backup_callback(run_dir, **run):
-    """`RunBackup` in `run_dir`, after checking the directory holds nothing else.
+class RunDirectoryConflict(TaskInputError):
+    """`run_dir` holds another run's backup, or a running fit's: `run_dir` and `holds` (what, in
+    words) let a command say it in its own terms."""
+
+    def __init__(self, run_dir, holds, message):
+        super().__init__(message)
+        self.run_dir, self.holds = run_dir, holds
+
+
+@contextlib.contextmanager
+def command_run(run_dir, output_dir, log):
+    """A command's fit with backups in `run_dir` (inside `output_dir`): yields the callbacks to
+    pass to it (one says "resuming" once the fit has accepted the backup), and words a
+    `RunDirectoryConflict` for the command line."""
+    import shlex
+
+    class SayResuming(keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            if os.path.isfile(os.path.join(run_dir, "training_metadata.json")):
+                log(f"resuming the interrupted run backed up in {run_dir}")
+
+    try:
+        yield [SayResuming()]
+    except RunDirectoryConflict as conflict:
+        if "running now" in conflict.holds:
+            advice = "wait for it to end, or choose another --output-dir"
+        else:
+            advice = (f"run the command that started it again to finish it, or remove it to start over "
+                      f"(rm -r {shlex.quote(run_dir)})")
+        raise TaskInputError(f"{output_dir}: {run_dir} holds {conflict.holds}: {advice}") from None
+
+
+def remove_run_dir(run_dir):
+    """Removes a fit's run directory (`fit(run_dir=..., keep_run_dir=True)`): the backup's files,
+    its description and owner, then the directory if nothing else is in it."""
+    from bert_keras.training.backup import remove_backup
+
+    remove_backup(os.fspath(run_dir), companion_files=("run.json", _RUN_OWNER))
+
+
+def _backup_callback(run_dir, keep=False, **run):
+    """`RunBackup` in `run_dir`, after checking the directory holds nothing else (`keep`: the
+    last backup stays when the fit completes).
 
     The backup deletes its directory when the fit completes, so a directory with
     other files (the user's) is refused; so is the backup of a different run (another
@@ -1070,17 +1115,19 @@ def _backup_callback(run_dir, **run):
                 previous = json.load(f)
             if previous != run:
                 differ = sorted(key for key in set(previous) | set(run) if previous.get(key) != run.get(key))
-                raise TaskInputError(f"run_dir={run_dir}: holds the backup of another run ({', '.join(differ)} "
-                                     "differ: the data, starting weights, recipe, schedule or how texts are read: "
-                                     "seq_length, casing, labels, settings); remove it to "
-                                     "start over, or give a new run_dir")
+                raise RunDirectoryConflict(run_dir, f"the backup of another run ({', '.join(differ)} differ)",
+                                           f"run_dir={run_dir}: holds the backup of another run ({', '.join(differ)} "
+                                           "differ: the data, starting weights, recipe, schedule or how texts are "
+                                           "read: seq_length, casing, labels, settings); remove it to "
+                                           "start over, or give a new run_dir")
     os.makedirs(run_dir, exist_ok=True)
     pid = claim_owner(os.path.join(run_dir, _RUN_OWNER))
     if pid is not None:
-        raise TaskInputError(f"run_dir={run_dir}: a fit in process {pid} is running in it now; wait for "
-                             "it to end, or give another run_dir")
+        raise RunDirectoryConflict(run_dir, f"the run of process {pid}, running now",
+                                   f"run_dir={run_dir}: a fit in process {pid} is running in it now; wait for "
+                                   "it to end, or give another run_dir")
     write_json(os.path.join(run_dir, "run.json"), run)
-    return RunBackup(run_dir, save_freq="epoch", delete_checkpoint=True,
+    return RunBackup(run_dir, save_freq="epoch", delete_checkpoint=not keep,
                      companion_files=("run.json", _RUN_OWNER))
 
 

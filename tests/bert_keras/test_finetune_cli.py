@@ -170,3 +170,36 @@ def test_an_output_dir_it_would_not_save_into_is_refused_before_training(tmp_pat
                        "--output-dir", str(model)])
     assert parse(finetune, ["finetune", "--task", "t", "--init", "i", "--output-dir", "o",
                             "--overwrite"]).overwrite
+
+
+def test_another_runs_backup_is_named_in_command_terms_and_the_backup_outlives_the_save(tiny_encoder, tmp_path,
+                                                                                        capsys):
+    conll = os.path.join(DATA, "tasks", "conll2003_mini.txt")
+    out = tmp_path / "ner"
+    command = ["finetune", "--task", "conll2003", "--train", conll, "--no-eval", "--init", tiny_encoder,
+               "--max-steps", "2", "--batch-size", "4", "--seq-length", "32", "--strategy", "default",
+               "--output-dir", str(out)]
+    backup = out / ".finetune-run"
+    backup.mkdir(parents=True)
+    (backup / "run.json").write_text('{"total_steps": 99}')  # an interrupted run of other settings
+    with pytest.raises(Exception, match=r"ner: .*\.finetune-run holds the backup of another run \(.*differ\): run the "
+                                        r"command that started it again to finish it, or remove it to start over "
+                                        r"\(rm -r .*\.finetune-run\)"):
+        run(finetune, command)
+    assert "resuming" not in capsys.readouterr().out  # nothing was resumed
+    (backup / "run.json").unlink()
+    saves = []
+    import bert_keras.tasks.text_task as text_task
+
+    real_save = text_task.TextTask.save
+
+    def save(task, path, **options):  # the backup is still there when the model is saved
+        saves.append(os.path.isfile(backup / "latest.weights.h5"))
+        return real_save(task, path, **options)
+
+    text_task.TextTask.save = save
+    try:
+        assert run(finetune, command) == 0
+    finally:
+        text_task.TextTask.save = real_save
+    assert saves == [True] and not backup.exists()

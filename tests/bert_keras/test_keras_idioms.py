@@ -316,6 +316,25 @@ def test_run_dir_resumes_and_never_takes_a_directory_of_other_files(spec, tmp_pa
     assert os.listdir(mine) == ["notes.txt"]
 
 
+def test_keep_run_dir_makes_a_kill_between_the_fit_and_the_save_cost_nothing(spec, tmp_path):
+    from bert_keras.tasks.text_task import remove_run_dir
+
+    run_dir = str(tmp_path / "run")
+    finished = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    finished.fit(TEXTS, LABELS, epochs=2, batch_size=4, run_dir=run_dir, keep_run_dir=True, verbose=0)
+    assert os.path.isfile(os.path.join(run_dir, "latest.weights.h5"))  # the last backup stays
+    # The process dies before its save: the same call resumes at the end, trains nothing, and has
+    # the finished weights.
+    again = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    history = again.fit(TEXTS, LABELS, epochs=2, batch_size=4, run_dir=run_dir, keep_run_dir=True, verbose=0)
+    assert history.history.get("loss", []) == [] and int(again.optimizer.iterations) == 6
+    for expected, got in zip(finished.weights, again.weights):
+        np.testing.assert_array_equal(expected.numpy(), got.numpy())
+    np.testing.assert_allclose(again.predict(TEXTS), finished.predict(TEXTS), atol=1e-6)
+    remove_run_dir(run_dir)  # once the model is saved
+    assert not os.path.exists(run_dir)
+
+
 # -- the other families: datasets batched or not ---------------------------------------------
 
 
