@@ -83,8 +83,15 @@ class ExportResult:
     seconds: float = 0.0
 
 
-def check_export_options(version=None, warmup_requests=DEFAULT_WARMUP_REQUESTS, *, flag_prefix=""):
-    """ValueError for a `version` below 1 or a negative `warmup_requests`: before anything loads.
+# A served model's name: one directory under the base path, a path segment of TF Serving's REST
+# URLs (/v1/models/NAME) and a shell word in the printed `docker run` line.
+MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}")
+
+
+def check_export_options(version=None, warmup_requests=DEFAULT_WARMUP_REQUESTS, *, model_name=None,
+                         flag_prefix=""):
+    """ValueError for a `version` below 1, a negative `warmup_requests` or a `model_name` that is not
+    one plain directory name (letters, digits, `_`, `.`, `-`): before anything loads.
 
     `flag_prefix` ("--" on the command line) names them as flags (`--warmup-requests`) in the message.
 
@@ -100,6 +107,10 @@ def check_export_options(version=None, warmup_requests=DEFAULT_WARMUP_REQUESTS, 
         raise ValueError(f"{name('version')} must be a positive integer")
     if warmup_requests < 0:
         raise ValueError(f"{name('warmup_requests')} must be 0 or more")
+    if model_name is not None and not MODEL_NAME.fullmatch(str(model_name)):
+        raise ValueError(f"{name('model_name')} {str(model_name)!r}: a served model's name is one directory name "
+                         "of letters, digits, '_', '.' and '-' (not starting with '.' or '-'), as in "
+                         "/v1/models/NAME")
 
 
 def export_saved_model(source, base_path, model_name, *, version=None, tokenizer_backend="tf_text",
@@ -153,6 +164,7 @@ def export_saved_model(source, base_path, model_name, *, version=None, tokenizer
 
     say = progress or (lambda *args, **kwargs: None)
     started = time.time()
+    check_export_options(version, warmup_requests, model_name=model_name)
     quantize = check_quantize(quantize)
     if tokenizer_backend not in TOKENIZER_BACKENDS:
         raise ValueError(f"tokenizer_backend must be one of {TOKENIZER_BACKENDS}, "

@@ -10,6 +10,7 @@ import argparse
 
 from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options, add_option
 from bert_keras.cli.main import CommandError
+from bert_keras.cli.output_files import refuse_inputs
 from bert_keras.pooling_modes import POOLING_MODES
 
 
@@ -79,11 +80,13 @@ def run(args):
     from bert_keras.finetuned_model import is_finetuned_directory
     from serving.exporter import check_export_options
 
-    check_export_options(args.version, args.warmup_requests, flag_prefix="--")  # before anything loads
+    check_export_options(args.version, args.warmup_requests, model_name=args.name,
+                         flag_prefix="--")  # before anything loads
 
     if args.model and not is_finetuned_directory(args.model):
         raise CommandError(f"--model {args.model}: not a `bert-keras finetune` output directory "
                            "(no task.json); export an encoder for embeddings with --init SPEC")
+    refuse_inputs([args.base_path], [args.model], flag="--base-path")
     from bert_keras.checkpoints.errors import CheckpointFormatError
     from bert_keras.tasks import Embedder, load
     from serving.portability import PortabilityError

@@ -325,3 +325,24 @@ def test_cli_refuses_an_existing_version_then_overwrites(cli_export, finetuned_d
 
     assert main(["export", "--model", base, "--base-path", base, "--name", "x"]) == 2
     assert "not a `bert-keras finetune` output directory (no task.json)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["../evil", "a b/c", "..", ".hidden", "-rf", "a/b", "", "x" * 256, "naïve"])
+def test_a_model_name_that_is_not_one_plain_directory_name_is_refused_before_anything(name, tmp_path):
+    with pytest.raises(ValueError, match="a served model's name is one directory name"):
+        exporter.export_saved_model(str(tmp_path / "not-a-model"), str(tmp_path / "models"), name)
+    assert not (tmp_path / "models").exists() and not (tmp_path / "evil").exists()
+    for fine in ("sentiment", "ner_v2", "minilm-L6.int8", "2024"):
+        exporter.check_export_options(model_name=fine)
+
+
+def test_export_refuses_a_base_path_inside_the_model_it_reads(tmp_path, capsys):
+    from bert_keras.cli.main import main
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "task.json").write_text("{}")
+    assert main(["export", "--model", str(model), "--base-path", str(model / "models"), "--model-name", "s"]) == 2
+    assert "--base-path" in capsys.readouterr().err and not (model / "models").exists()
+    assert main(["export", "--model", str(model), "--base-path", str(tmp_path / "m"), "--model-name", "../x"]) == 2
+    assert "a served model's name" in capsys.readouterr().err and not (tmp_path / "x").exists()
