@@ -52,6 +52,7 @@ import tensorflow as tf
 from pipelines.datasets import batching
 from pipelines.datasets.text_files import decode_text_file
 from pipelines.tokenizer.char_offsets import byte_to_char_offsets
+from pipelines.tokenizer.combining_marks import extend_over_marks
 
 logger = logging.getLogger(__name__)
 
@@ -513,7 +514,8 @@ def split_words(texts, tokenizer):
     for text, byte_begin, byte_end in zip(texts, begin.to_list(), end.to_list()):
         char_of_byte = byte_to_char_offsets(text)
         starts = [int(char_of_byte[b]) for b in byte_begin]
-        ends = [int(char_of_byte[e]) for e in byte_end]
+        # An accent-stripping tokenizer ends a word before its trailing combining marks.
+        ends = extend_over_marks(text, [int(char_of_byte[e]) for e in byte_end])
         result.append(([text[b:e] for b, e in zip(starts, ends)], starts, ends))
     return result
 

@@ -56,6 +56,7 @@ import tensorflow as tf
 
 
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
+from pipelines.tokenizer.combining_marks import extend_over_marks, extend_over_marks_in_graph
 from pipelines.windowing import max_context_windows_in_graph, ragged_windows, window_options
 from serving.signatures.module import PREDICT
 from serving.signatures.text_inputs import WHITESPACE, ids_specs, python_token_spans, string_spec
@@ -174,6 +175,8 @@ def build(module, finetuned):
         word_rows = tf.gather(token_rows, first_token)
         word_begin = tf.gather(begin.flat_values, first_token)
         word_end = tf.math.unsorted_segment_max(end.flat_values, word_of_token, num_words)
+        # An accent-stripping tokenizer ends a word before its trailing combining marks (as `predict`).
+        word_end = extend_over_marks_in_graph(cut, word_rows, word_end)
 
         # Each word: the label of its first piece in that piece's max-context window, "O"
         # when the piece is not read (past max_length). Windows as `ragged_windows` lays
@@ -238,7 +241,8 @@ def tokenizer_words(tokenizer, text):
             words[-1][1], words[-1][3] = i, int(end[i])
         else:
             words.append([i, i, int(begin[i]), int(end[i])])
-    return [tuple(w) for w in words]
+    ends = extend_over_marks(text, [w[3] for w in words])  # as the graph (and `predict`) do
+    return [(first, last, start, end) for (first, last, start, _), end in zip(words, ends)]
 
 
 def reference_outputs(finetuned, inputs):

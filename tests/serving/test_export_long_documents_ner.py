@@ -199,3 +199,20 @@ def test_core_tokenizer_export_passes_the_audit_and_equals_tf_text(tagger, serve
             np.testing.assert_allclose(core_out[name], fast_out[name], atol=1e-5, err_msg=name)
         else:
             np.testing.assert_array_equal(core_out[name], fast_out[name], err_msg=name)
+
+
+@pytest.mark.slow
+def test_served_entities_keep_trailing_combining_marks_as_predict(tagger, served):
+    import unicodedata
+
+    signature, _ = served
+    words = [unicodedata.normalize("NFD", w) for w in ("José", "Zoë", "café", "naïve", "Ångström")] + [
+        "में", "है", "दिल्ली"]
+    texts = [" ".join(words[i % len(words)] for i in range(n, n + 40)) for n in range(6)]
+    out = call(signature, texts)
+    assert out["num_entities"].sum() > 0  # the random tagger finds some: the comparison is not empty
+    for row, result in enumerate(tagger.predict(texts)):
+        assert result["words"] == texts[row].split()
+        assert entities_of(out, row) == predicted_entities(result), row
+        for text, _, start, end in entities_of(out, row):
+            assert texts[row][start:end] == text and (end == len(texts[row]) or texts[row][end] == " ")
