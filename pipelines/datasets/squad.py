@@ -57,6 +57,7 @@ from pipelines import windowing
 from pipelines.atomic_writes import write_json
 from pipelines.datasets.text_files import decode_text_file
 from pipelines.tokenizer.char_offsets import byte_to_char_offsets
+from pipelines.tokenizer.combining_marks import extend_over_marks
 
 logger = logging.getLogger(__name__)
 
@@ -524,6 +525,8 @@ def _tokenize_with_char_offsets(tokenizer, texts):
             char_begin, char_end = byte_to_char[begin[row]], byte_to_char[end[row]]
             if (char_begin < 0).any() or (char_end < 0).any():
                 raise ValueError(f"Tokenizer offsets fall inside a UTF-8 character of {text!r}.")
+            # An accent-stripping tokenizer ends a piece before the combining marks after it.
+            char_end = np.asarray(extend_over_marks(text, char_end.tolist()), char_end.dtype)
             out.append((ids[row].astype(np.int32), char_begin, char_end))
     return out
 

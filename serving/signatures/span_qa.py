@@ -49,6 +49,7 @@ import numpy as np
 import tensorflow as tf
 
 from serving.signatures.module import PREDICT
+from pipelines.tokenizer.combining_marks import extend_over_marks_in_graph
 from pipelines.windowing import first_argmax, question_context_layout, question_context_max_context
 from pipelines.windowing import question_context_windows
 from serving.signatures.text_inputs import ids_specs, python_token_spans, string_spec
@@ -154,7 +155,10 @@ def build(module, finetuned):
             return tf.clip_by_value(flat, 0, tf.maximum(tf.size(ids.flat_values, tf.int64) - 1, 0))
 
         byte_start = tf.where(answered, tf.gather(begin.flat_values, token_of(best["start"])), -1)
-        byte_end = tf.where(answered, tf.gather(end.flat_values, token_of(best["end"])), -1)
+        byte_end = tf.gather(end.flat_values, token_of(best["end"]))
+        # An accent-stripping tokenizer ends a piece before its trailing combining marks (as `predict`).
+        byte_end = extend_over_marks_in_graph(context, tf.range(tf.size(context, out_type=tf.int64)), byte_end)
+        byte_end = tf.where(answered, byte_end, -1)
         answer = tf.where(answered, tf.strings.substr(context, tf.maximum(byte_start, 0),
                                                       tf.maximum(byte_end - byte_start, 0)), "")
         chars = module.text.char_offsets(context, tf.stack([byte_start, byte_end], axis=1))
