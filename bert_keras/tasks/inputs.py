@@ -20,12 +20,17 @@ The label rule, stated once: with `labels=` given, `y` holds label NAMES; an int
 an integral float) is compared as its name, so star ratings `labels=[1, 2, 3, 4, 5]`
 take `y=5`, and `labels=["1", "0"]` reads `y=1` as the class named "1" (id 0).
 Ids are names too when the task was built with `num_classes=` (its labels are
-"0", "1", ...).
+"0", "1", ...). Only when no label name is a number can an int mean nothing else: then
+it is the id of `labels[i]`, as Keras' sparse labels (`text_dataset_from_directory`'s
+`label_mode="int"` / `"binary"` with `labels=dataset.class_names`, Hugging Face's
+`ner_tags`).
 
 >>> label_ids([5, 1], ["1", "2", "3", "4", "5"], "y")
 [4, 0]
 >>> label_ids([1], ["1", "0"], "y")
 [0]
+>>> label_ids([1, "neg"], ["neg", "pos"], "y")
+[1, 0]
 """
 
 import math
@@ -210,27 +215,29 @@ def one_hot_ids(y, num_classes, name="y"):
     return array.argmax(1)
 
 
-def label_ids(y, labels, name="y", *, ids_hint=True):
+def label_ids(y, labels, name="y"):
     """Class ids of `y`, label names in `labels` (the rule of the module docstring)."""
     index = {label: i for i, label in enumerate(labels)}
-    return [label_id(label, index, f"{name}[{position}]", ids_hint=ids_hint)
-            for position, label in enumerate(y)]
+    return [label_id(label, index, f"{name}[{position}]") for position, label in enumerate(y)]
 
 
-def label_id(label, index, where, *, ids_hint=True):
+def label_id(label, index, where):
     """The id of one label value; `index` maps names to ids. A `TaskInputError` names `where`."""
     key = label_key(label, where)
+    if key not in index and key.isdigit() and int(key) < len(index) and not names_are_numbers(index):
+        return int(key)  # an id: no label name is a number, so it cannot be a name
     if key not in index:
         hint = ""
-        if not ids_hint and isinstance(label, (numbers.Integral, float)):
-            hint = "; tags are names: pass labels[i] for id i"
-        elif isinstance(label, (numbers.Integral, float)) and not any(name.lstrip("-").isdigit()
-                                                                     for name in index):
-            hint = (f"; with labels= given, y holds label names: pass labels[i] for id i, or build the "
-                    f"task with num_classes={len(index)} to train on ids")
+        if key.lstrip("-").isdigit() and not names_are_numbers(index):
+            hint = f"; a number is the id of labels[i], 0 <= i < {len(index)}"
         raise TaskInputError(f"{where}: label {label!r} was never seen in training; the model knows "
                              f"{list(index)}{hint}")
     return index[key]
+
+
+def names_are_numbers(names):
+    """Whether some label name reads as an integer (then ints in `y` are names, never ids)."""
+    return any(str(name).strip().lstrip("-").isdigit() for name in names)
 
 
 def label_key(label, where):

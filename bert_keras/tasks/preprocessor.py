@@ -137,13 +137,19 @@ class TextPreprocessor(keras.layers.Layer):
         return self.packer(tuple(self.tokenizer.tokenize(tf.reshape(t, [-1])) for t in texts))
 
     def label_ids(self, y):
-        """Label values -> ids (names looked up; ints and integral floats as their names)."""
+        """Label values -> ids (names looked up; ints and integral floats as their names, or as
+        ids when no label name is a number: `bert_keras.tasks.inputs`' label rule)."""
+        from bert_keras.tasks.inputs import names_are_numbers
+
         y = tf.convert_to_tensor(y)
         if self.regression or self._table is None:
             return tf.cast(y, tf.float32) if self.regression else y
         if y.dtype.is_floating:
             y = tf.cast(y, tf.int64)
         if y.dtype != tf.string:
+            if not names_are_numbers(self.labels):
+                in_range = (y >= 0) & (y < len(self.labels))
+                return tf.where(in_range, tf.cast(y, tf.int32), -1)
             y = tf.strings.as_string(y)
         return self._table.lookup(y)
 

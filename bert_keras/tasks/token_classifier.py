@@ -140,7 +140,7 @@ class TokenClassifier(TextTask):
                 if len(sentence_tags) != len(sentence_words):
                     raise TaskInputError(f"y[{i}]: {len(sentence_tags)} tags for {len(sentence_words)} "
                                          f"words {sentence_words[:8]}")
-                tags.append([self.labels[j] for j in label_ids(sentence_tags, self.labels, f"y[{i}]", ids_hint=False)])
+                tags.append([self.labels[j] for j in label_ids(sentence_tags, self.labels, f"y[{i}]")])
         return [Sentence(w, t, f"x[{i}]") for i, (w, t) in enumerate(zip(words, tags))], spans
 
     def _features(self, sentences):

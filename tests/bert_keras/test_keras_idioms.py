@@ -893,8 +893,9 @@ def test_weights_and_callbacks_are_checked_at_the_door(spec):
     tagger = build(tasks.TokenClassifier, spec, labels=export_fixtures.CONLL_LABELS)
     with pytest.raises(tasks.TaskInputError, match="no class per example .* use sample_weight"):
         tagger.fit([["john"]], [["B-PER"]], class_weight={"O": 1.0}, verbose=0)
-    with pytest.raises(tasks.TaskInputError, match=r"y\[0\]\[0\]: label 1 was never seen.* tags are names"):
-        tagger.fit([["john"]], [[1]], verbose=0)
+    with pytest.raises(tasks.TaskInputError, match=r"y\[0\]\[0\]: label 99 was never seen.* a number is the id "
+                                                   r"of labels\[i\], 0 <= i < 9"):
+        tagger.fit([["john"]], [[99]], verbose=0)
     classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
     with pytest.raises(tasks.TaskInputError, match="ReduceLROnPlateau sets the learning rate"):
         classifier.fit(TEXTS, LABELS, validation_split=0.2, verbose=0,
@@ -1084,3 +1085,43 @@ def test_a_frozen_encoder_or_block_stays_frozen_through_save_and_load(spec, tmp_
         loaded.fit(TEXTS, LABELS, epochs=1, batch_size=4, verbose=0)  # trains the head, not the frozen layer
         for before, after in zip(kept, twin.weights):
             np.testing.assert_array_equal(before, after.numpy())
+
+
+@pytest.mark.parametrize("label_mode", ["int", "binary", "categorical"])
+def test_text_dataset_from_directory_in_every_label_mode_with_its_class_names(spec, tmp_path, label_mode):
+    for label in ("neg", "pos"):
+        (tmp_path / label).mkdir()
+    for i, (text, label) in enumerate(zip(TEXTS, LABELS)):
+        (tmp_path / label / f"{i}.txt").write_text(text)
+    dataset = keras.utils.text_dataset_from_directory(str(tmp_path), label_mode=label_mode, batch_size=4,
+                                                      shuffle=False)
+    classifier = build(tasks.TextClassifier, spec, labels=dataset.class_names)
+    history = classifier.fit(dataset, epochs=2, shuffle=False, verbose=0)
+    # The same training as the names themselves (the files come in sorted order: neg first).
+    texts = [t.decode() for batch, _ in dataset for t in batch.numpy()]
+    names = ["neg"] * 5 + ["pos"] * 5
+    reference = build(tasks.TextClassifier, spec, labels=dataset.class_names)
+    expected = reference.fit(texts, names, epochs=2, batch_size=4, shuffle=False, verbose=0)
+    np.testing.assert_allclose(history.history["loss"], expected.history["loss"], rtol=1e-5)
+    assert classifier.evaluate(dataset)["accuracy"] == pytest.approx(reference.evaluate(texts, names)["accuracy"])
+
+
+def test_int_ids_are_read_as_ids_only_when_no_label_name_is_a_number(spec):
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    ids = [int(label == "pos") for label in LABELS]
+    by_ids = losses(classifier.fit(TEXTS, ids, epochs=1, batch_size=4, shuffle=False, verbose=0))
+    by_names = losses(build(tasks.TextClassifier, spec, labels=["neg", "pos"]).fit(
+        TEXTS, LABELS, epochs=1, batch_size=4, shuffle=False, verbose=0))
+    np.testing.assert_allclose(by_ids, by_names, rtol=1e-6)
+    with pytest.raises(tasks.TaskInputError, match=r"label 2 was never seen"):  # out of range: not an id
+        classifier.fit(TEXTS[:2], [0, 2], verbose=0)
+    numeric = build(tasks.TextClassifier, spec, labels=["1", "0"])  # names that are numbers: ints are names
+    assert numeric._targets([1, 0], 2).tolist() == [0, 1]
+    # NER: Hugging Face's int ner_tags with the tag names given.
+    tagger = build(tasks.TokenClassifier, spec, labels=["O", "B-LOC"])
+    words = [["john", "lives", "in", "paris"], ["the", "capital", "is", "paris"]]
+    by_ids = losses(tagger.fit(words, [[0, 0, 0, 1], [0, 0, 0, 1]], epochs=1, batch_size=2, shuffle=False,
+                               verbose=0))
+    by_names = losses(build(tasks.TokenClassifier, spec, labels=["O", "B-LOC"]).fit(
+        words, [["O", "O", "O", "B-LOC"]] * 2, epochs=1, batch_size=2, shuffle=False, verbose=0))
+    np.testing.assert_allclose(by_ids, by_names, rtol=1e-6)

@@ -61,10 +61,12 @@ def test_pair_classification_predicts_probabilities_in_label_order_and_round_tri
     assert isinstance(loaded, tasks.TextClassifier) and loaded.labels == ["neg", "neutral", "pos"]
     assert loaded.text_pair is True
     np.testing.assert_allclose(loaded.predict(PAIRS), probabilities, atol=1e-5)
-    # with labels= given, y holds names: ids are refused, saying how to pass them
-    with pytest.raises(tasks.TaskInputError, match=r"y\[0\]: label 2 was never seen in training"
-                                                   r".*num_classes=3 to train on ids"):
-        loaded.evaluate(PAIRS, [2, 0, 1, 2, 0, 1])
+    # no label name is a number: ints are ids of labels[i] (Keras' sparse labels); others are refused
+    names = [loaded.labels[i] for i in [2, 0, 1, 2, 0, 1]]
+    assert loaded.evaluate(PAIRS, [2, 0, 1, 2, 0, 1]) == loaded.evaluate(PAIRS, names)
+    with pytest.raises(tasks.TaskInputError, match=r"y\[0\]: label 3 was never seen in training"
+                                                   r".*a number is the id of labels\[i\], 0 <= i < 3"):
+        loaded.evaluate(PAIRS, [3, 0, 1, 2, 0, 1])
 
 
 def test_regression_round_trip_and_pearson_spearman(spec, tmp_path):
