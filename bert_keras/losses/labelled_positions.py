@@ -38,7 +38,7 @@ class LabelledTokenAccuracy(keras.metrics.SparseCategoricalAccuracy):
 def on_labelled_positions(loss, metrics):
     """`(loss, metrics)` of a compile, with the sparse cross-entropy and accuracy made to skip -100."""
     if isinstance(loss, str) and loss in _CROSS_ENTROPY_NAMES:
-        loss = MaskedSparseCategoricalCrossentropy(from_logits=False)  # Keras' default for the name
+        loss = MaskedSparseCategoricalCrossentropy(from_logits=True)  # the token heads output logits
     elif isinstance(loss, keras.losses.SparseCategoricalCrossentropy) and loss.ignore_class is None:
         loss = MaskedSparseCategoricalCrossentropy(from_logits=loss.from_logits, reduction=loss.reduction)
     if isinstance(metrics, (list, tuple)):

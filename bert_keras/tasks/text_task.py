@@ -274,11 +274,39 @@ class TextTask(keras.Model):
     def compile(self, *args, **kwargs):
         """As `keras.Model.compile`; replaces the fine-tuning recipe `from_pretrained` set.
 
-        Padded tokens stay skipped unless the step now compiles with XLA or runs on a TPU.
+        The heads output logits: Keras' cross-entropy named by a string
+        (`"sparse_categorical_crossentropy"`, `"categorical_crossentropy"`) is read as its
+        `from_logits=True` form, and a loss object built with `from_logits=False` is refused
+        (on logits it trains to nothing: the loss sticks at ln(classes)). Padded tokens stay
+        skipped unless the step now compiles with XLA or runs on a TPU.
         """
+        import inspect
+
+        arguments = inspect.signature(keras.Model.compile).bind(self, *args, **kwargs).arguments
+        arguments.pop("self")
+        extra = arguments.pop("kwargs", {})
+        if "loss" in arguments:
+            arguments["loss"] = self._on_logits(arguments["loss"])
         self._recipe = None
-        super().compile(*args, **kwargs)
+        super().compile(**arguments, **extra)
         self.use_skip_padding("auto")
+
+    _CROSS_ENTROPY_NAMES = {"sparse_categorical_crossentropy": "SparseCategoricalCrossentropy",
+                            "categorical_crossentropy": "CategoricalCrossentropy"}
+
+    def _on_logits(self, loss):
+        """`loss` for a head whose outputs are logits (the default loss says whether they are)."""
+        if not getattr(self.default_loss(), "from_logits", False):
+            return loss  # regression scores, vectors, or a built-in loss
+        if isinstance(loss, str) and loss in self._CROSS_ENTROPY_NAMES:
+            return getattr(keras.losses, self._CROSS_ENTROPY_NAMES[loss])(from_logits=True)
+        from_logits = getattr(loss, "from_logits", None)
+        if from_logits is None:
+            from_logits = getattr(loss, "_fn_kwargs", {}).get("from_logits")
+        if from_logits is False:
+            raise TaskInputError(f"loss: {type(loss).__name__}(from_logits=False), but the {type(self).__name__} "
+                                 f"outputs logits; pass {type(loss).__name__}(from_logits=True)")
+        return loss
 
     def _compile_recipe(self, *, num_train_steps=1, **recipe):
         from bert_keras.models import compile_for_finetuning

@@ -1125,3 +1125,27 @@ def test_int_ids_are_read_as_ids_only_when_no_label_name_is_a_number(spec):
     by_names = losses(build(tasks.TokenClassifier, spec, labels=["O", "B-LOC"]).fit(
         words, [["O", "O", "O", "B-LOC"]] * 2, epochs=1, batch_size=2, shuffle=False, verbose=0))
     np.testing.assert_allclose(by_ids, by_names, rtol=1e-6)
+
+
+def test_a_keras_cross_entropy_named_by_string_reads_the_logits_and_from_logits_false_is_refused(spec):
+    reference = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    reference.compile(optimizer=keras.optimizers.Adam(1e-3),
+                      loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=["accuracy"])
+    expected = losses(reference.fit(TEXTS, LABELS, epochs=3, batch_size=4, shuffle=False, verbose=0))
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    classifier.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy",
+                       metrics=["accuracy"])
+    np.testing.assert_allclose(losses(classifier.fit(TEXTS, LABELS, epochs=3, batch_size=4, shuffle=False,
+                                                     verbose=0)), expected, rtol=1e-5)
+    assert expected[-1] < expected[0]  # it learns (on probabilities it would stick at ln 2)
+    for wrong in (keras.losses.SparseCategoricalCrossentropy(), keras.losses.CategoricalCrossentropy()):
+        with pytest.raises(tasks.TaskInputError, match=r"from_logits=False\), but the TextClassifier outputs "
+                                                       r"logits; pass .*\(from_logits=True\)"):
+            classifier.compile(optimizer="adam", loss=wrong)
+    tagger = build(tasks.TokenClassifier, spec, labels=["O", "B-LOC"])
+    tagger.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy")
+    words = [["john", "lives", "in", "paris"], ["the", "capital", "is", "paris"]] * 2
+    tag_losses = losses(tagger.fit(words, [["O", "O", "O", "B-LOC"]] * 4, epochs=3, batch_size=2, verbose=0))
+    assert tag_losses[-1] < tag_losses[0] < 1.0
+    regression = build(tasks.TextClassifier, spec, num_classes=1)
+    regression.compile(optimizer="adam", loss="mse")  # not logits: as given
