@@ -152,11 +152,16 @@ def read_squad_json(path_or_obj, *, is_training, version="auto", on_mismatch="er
         raise SquadFormatError(f'{source}: no "data" list; not a SQuAD file.')
     version = _resolve_version(version, dataset, source)
 
+    def objects(values, what):
+        if not isinstance(values, list) or not all(isinstance(value, dict) for value in values):
+            raise SquadFormatError(f"{source}: {what} is not a list of objects ({str(values)[:80]})")
+        return values
+
     records = []
-    for article in dataset["data"]:
+    for a, article in enumerate(objects(dataset["data"], '"data"')):
         title = article.get("title", "")
-        for paragraph in article.get("paragraphs", []):
-            for qa in paragraph.get("qas", []):
+        for p, paragraph in enumerate(objects(article.get("paragraphs", []), f'data[{a}]["paragraphs"]')):
+            for qa in objects(paragraph.get("qas", []), f'data[{a}]["paragraphs"][{p}]["qas"]'):
                 try:
                     records.append(dict(
                         id=qa["id"], question=qa["question"], context=paragraph["context"],
@@ -247,6 +252,7 @@ def _examples_from_records(records, source, version, is_training, on_mismatch):
         raise SquadFormatError(f"{source}: contains no questions.")
     examples, seen, skipped = [], set(), 0
     for r in records:
+        _check_record_fields(r, source)
         qid = r["id"]
         if qid in seen:
             raise SquadFormatError(f"{source}: question id {qid!r} appears twice.")
@@ -279,6 +285,25 @@ def _examples_from_records(records, source, version, is_training, on_mismatch):
     if not examples:
         raise SquadFormatError(f"{source}: every question was skipped; no examples left.")
     return examples
+
+
+def _check_record_fields(record, source):
+    """A `SquadFormatError` naming the question and the field whose value is of the wrong kind."""
+    where = f"{source}: question {record.get('id')!r}"
+    for field in ("context", "question"):
+        if not isinstance(record.get(field), str):
+            raise SquadFormatError(f"{where}: {field!r} is {record.get(field)!r}; expected a string")
+    if not isinstance(record.get("answers"), list):
+        raise SquadFormatError(f"{where}: 'answers' is {record.get('answers')!r}; expected a list")
+    for i, answer in enumerate(record["answers"]):
+        if not isinstance(answer, dict):
+            raise SquadFormatError(f"{where}: answers[{i}] is {answer!r}; expected "
+                                   '{"text": ..., "answer_start": ...}')
+        if not isinstance(answer.get("text"), str):
+            raise SquadFormatError(f"{where}: answers[{i}] has no string 'text' (got {answer.get('text')!r})")
+        start = answer.get("answer_start")
+        if isinstance(start, bool) or not isinstance(start, (int, float, str)) or not str(start).lstrip("-").isdigit():
+            raise SquadFormatError(f"{where}: answers[{i}] has no integer 'answer_start' (got {start!r})")
 
 
 def _answer_mismatch(context, answers):

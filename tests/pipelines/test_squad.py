@@ -481,3 +481,27 @@ def test_logits_of_the_wrong_shape_are_rejected(tokenizer):
     ex, features = rhine_features(tokenizer)
     with pytest.raises(ValueError, match="shaped like the features"):
         squad.decode_predictions([ex], features, np.zeros((1, 128)), np.zeros((1, 128)))
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda qa, p: qa["answers"][0].pop("answer_start"), "answers[0] has no integer 'answer_start' (got None)"),
+    (lambda qa, p: p.update(context=5), "'context' is 5; expected a string"),
+    (lambda qa, p: qa.update(question=None), "'question' is None; expected a string"),
+    (lambda qa, p: qa.update(answers="abc"), "'answers' is 'abc'; expected a list"),
+    (lambda qa, p: qa["answers"].append("abc"), "answers[1] is 'abc'; expected"),
+    (lambda qa, p: qa["answers"][0].update(text=7), "answers[0] has no string 'text' (got 7)"),
+    (lambda qa, p: p.update(qas=[5]), 'data[0]["paragraphs"][0]["qas"] is not a list of objects'),
+])
+def test_a_field_of_the_wrong_kind_is_named_not_a_traceback(tmp_path, change, words):
+    import json
+
+    from pipelines.datasets.squad import SquadFormatError, read_squad_json
+
+    paragraph = {"context": "abc def", "qas": [{"id": "q1", "question": "what?",
+                                                "answers": [{"text": "abc", "answer_start": 0}]}]}
+    change(paragraph["qas"][0], paragraph)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [paragraph]}]}))
+    with pytest.raises(SquadFormatError) as error:
+        read_squad_json(str(path), is_training=True)
+    assert "bad.json" in str(error.value) and words in str(error.value)
