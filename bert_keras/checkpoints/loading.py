@@ -311,7 +311,14 @@ def _load_keras_file(location):
 
     import bert_keras.encoder  # noqa: F401  (registers BertEncoder for deserialization)
 
-    model = keras.saving.load_model(location.path, compile=False)
+    try:
+        model = keras.saving.load_model(location.path, compile=False)
+    except (TypeError, ValueError) as error:  # a class not registered here: a task's, a head's, another library's
+        found = re.search(r"Could not locate class '([^']+)'", str(error))
+        if not found:
+            raise
+        raise CheckpointFormatError(
+            f"{location.spec}: holds a {found.group(1)}, not a bert_keras BertEncoder") from None
     if not hasattr(model, "config"):
         raise CheckpointFormatError(
             f"{location.spec}: holds a {type(model).__name__}, not a bert_keras BertEncoder"

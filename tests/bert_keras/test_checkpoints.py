@@ -639,3 +639,25 @@ def test_cli_convert_reports_user_errors(tmp_path, capsys):
     captured = capsys.readouterr()
     assert status == 2
     assert "no such directory" in captured.err + captured.out
+
+
+def test_a_keras_file_of_a_class_not_registered_here_is_named_not_a_traceback(tmp_path):
+    import keras
+
+    from bert_keras.checkpoints import load_pretrained
+    from bert_keras.checkpoints.errors import CheckpointFormatError
+
+    class SomeonesModel(keras.Model):  # not registered: load_model cannot locate it
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.dense = keras.layers.Dense(2)
+
+        def call(self, x):
+            return self.dense(x)
+
+    model = SomeonesModel()
+    model(np.zeros((1, 3), "float32"))
+    path = str(tmp_path / "someone.keras")
+    model.save(path)
+    with pytest.raises(CheckpointFormatError, match=r"someone.keras: holds a SomeonesModel, not a bert_keras BertEncoder"):
+        load_pretrained(path)
