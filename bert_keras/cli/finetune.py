@@ -8,7 +8,7 @@ the dev split.
 import sys
 import time
 
-from bert_keras.cli.flag_arguments import add_encoder_options, add_option
+from bert_keras.cli.flag_arguments import add_encoder_options, add_option, fraction
 from bert_keras.cli.task_arguments import add_task_arguments, add_training_options, check_output_dir, task_spec
 
 
@@ -31,7 +31,7 @@ def register(subparsers, summary):
                help="training file (conll2003 / swag / squad; default TFDS where it has one)")
     add_option(parser, "--eval-data", "--eval", metavar="PATH", help="dev file to score at the end")
     add_training_options(parser)
-    parser.add_argument("--warmup-ratio", type=float, default=0.1, help="warmup fraction (0.1)")
+    parser.add_argument("--warmup-ratio", type=fraction, default=0.1, help="warmup fraction (0.1)")
     parser.add_argument("--strategy", default="auto",
                         help="auto | default | mirrored | multiworker | tpu")
     parser.add_argument("--tpu", default=None, help="TPU name/address for --strategy tpu")

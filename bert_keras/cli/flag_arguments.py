@@ -67,6 +67,30 @@ def positive_int(text):
     return value
 
 
+def positive_float(text):
+    """argparse type of rates that must be above 0 and finite (`--learning-rate -1` would train
+    by gradient ascent)."""
+    value = _float(text)
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+    return value
+
+
+def fraction(text):
+    """argparse type of a fraction in [0, 1] (`--warmup-ratio`)."""
+    value = _float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
+
+
+def _float(text):
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
 def add_option(parser, name, *old_names, required=False, **options):
     """`parser.add_argument(name, **options)`, plus each of `old_names` as a hidden alias.
 

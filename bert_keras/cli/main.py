@@ -96,7 +96,8 @@ def main(argv=None):
 # What TensorFlow's file writes (SavedModel, checkpoints, TFRecords) fail with when the disk
 # or the directory is the problem: the user fixes it, so it gets a line, not a traceback.
 _FILE_SYSTEM_PROBLEMS = re.compile(r"No space left on device|Disk quota exceeded|File too large|"
-                                   r"Read-only file system|Permission denied")
+                                   r"Read-only file system|Permission denied|is not a directory|"
+                                   r"Not a directory")
 
 
 def _file_system_error(error):

@@ -8,7 +8,7 @@ logs, and the final encoder as encoder.keras. Rerunning a finished run does noth
 import sys
 import time
 
-from bert_keras.cli.flag_arguments import add_option, positive_int
+from bert_keras.cli.flag_arguments import add_option, positive_float, positive_int
 
 CONFIGS = "tiny, mini, small, medium, base, large"
 
@@ -41,7 +41,7 @@ def register(subparsers, summary):
                help="examples per step over all replicas (default 32)")
     parser.add_argument("--steps", type=int, required=True, help="total optimizer steps")
     parser.add_argument("--warmup-steps", type=int, default=None, help="linear warmup (default 10%% of --steps)")
-    parser.add_argument("--learning-rate", type=float, default=1e-4, help="peak learning rate (default 1e-4)")
+    parser.add_argument("--learning-rate", type=positive_float, default=1e-4, help="peak learning rate (default 1e-4)")
     parser.add_argument("--weight-decay", type=float, default=0.01, help="AdamW weight decay (default 0.01)")
     parser.add_argument("--strategy", default="auto", choices=["auto", "default", "mirrored", "multiworker", "tpu"],
                         help="tf.distribute strategy (default auto: TPU, else all GPUs, else one device)")

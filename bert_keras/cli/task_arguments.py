@@ -1,7 +1,7 @@
 """What several commands share about fine-tuned models: the `--task` arguments and their
 `DatasetSpec`, checking an `--output-dir` before training."""
 
-from bert_keras.cli.flag_arguments import positive_int
+from bert_keras.cli.flag_arguments import positive_float, positive_int
 from bert_keras.cli.main import CommandError
 
 
@@ -24,7 +24,7 @@ def add_training_options(parser):
     parser.add_argument("--epochs", type=float, default=3, help="training epochs (default 3)")
     parser.add_argument("--batch-size", type=positive_int, default=None,
                         help="batch size (default by data size: 16 under 1,000 examples, else 32)")
-    parser.add_argument("--learning-rate", type=float, default=None,
+    parser.add_argument("--learning-rate", type=positive_float, default=None,
                         help="peak learning rate (default by data size: 1e-4 under 1,000 examples, "
                              "else 2e-5, the BERT paper's)")
     parser.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (quick runs)")

@@ -396,6 +396,9 @@ class TextTask(keras.Model):
         if checkpoint_every and not run_dir:
             raise TaskInputError("checkpoint_every: needs run_dir= (where the backups go)")
         if class_weight is not None:
+            if sample_weight is not None:
+                raise TaskInputError("class_weight / sample_weight: give one of them (Keras takes one); for both, "
+                                     "multiply each example's weight by its class's into sample_weight")
             class_weight = self._class_weight_ids(class_weight)
         self._check_callbacks(callbacks)
         if isinstance(x, tf.data.Dataset):
@@ -630,6 +633,9 @@ class TextTask(keras.Model):
         if not is_tokenized(x):
             x, y = self._packed_batch(x, y)
         if class_weight is not None:
+            if sample_weight is not None:
+                raise TaskInputError("class_weight / sample_weight: give one of them (Keras takes one); for both, "
+                                     "multiply each example's weight by its class's into sample_weight")
             class_weight = self._class_weight_ids(class_weight)
         return super().train_on_batch(x, y, sample_weight=sample_weight, class_weight=class_weight,
                                       return_dict=return_dict)

@@ -135,10 +135,16 @@ def plan_run(output_dir: str, *, settings: dict, num_train_steps: int, backup_ep
         return _start_afresh(output_dir, names, inputs)
     record = read_run_record(output_dir)
     if chief and names and record is None:
+        theirs = sorted(name for name in names if name in RUN_OUTPUTS or name.startswith("backup-worker-"))
+        if theirs:  # --overwrite would refuse them too (`_start_afresh`): do not suggest it
+            advice = (f"it holds {', '.join(theirs[:5])}, of the names a run writes, which no run recorded: "
+                      "choose another --output-dir (or move them)")
+        else:
+            advice = ("choose an empty --output-dir, or pass --overwrite to train there anyway (your files "
+                      "stay; the run writes beside them)")
         raise RunDirectoryError(
             f"{output_dir} is not empty ({', '.join(sorted(names)[:5])}) and holds no pretraining run "
-            f"({RUN_FILE} is missing): choose an empty --output-dir, or pass --overwrite to train there anyway "
-            f"(it removes {', '.join(RUN_OUTPUTS[:-1])})."
+            f"({RUN_FILE} is missing): {advice}."
         )
     if record is None:
         return RunPlan("start")

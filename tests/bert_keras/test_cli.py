@@ -142,3 +142,17 @@ def test_a_full_disk_in_a_tensorflow_write_is_one_line_not_a_traceback(monkeypat
     monkeypatch.setattr(info, "run", bug)
     with pytest.raises(tf.errors.InvalidArgumentError):
         main(["info"])
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["finetune", "--task", "csv:x.csv", "--init", "i", "--output-dir", "o", "--learning-rate", "-1"],
+     "--learning-rate: must be above 0, got -1"),
+    (["finetune", "--task", "csv:x.csv", "--init", "i", "--output-dir", "o", "--warmup-ratio", "2"],
+     "--warmup-ratio: must be between 0 and 1, got 2"),
+    (["pretrain", "--data", "x", "--vocab", "v", "--output-dir", "o", "--steps", "1", "--learning-rate", "nan"],
+     "--learning-rate: must be above 0, got nan"),
+])
+def test_rates_out_of_range_are_usage_errors_naming_the_flag(argv, words, capsys):
+    with pytest.raises(SystemExit) as usage:
+        main(argv)
+    assert usage.value.code == 2 and words in capsys.readouterr().err

@@ -890,6 +890,9 @@ def test_weights_and_callbacks_are_checked_at_the_door(spec):
     # a class left out of class_weight weighs 1, as in Keras
     assert first_step_loss(class_weight={"pos": 3.0}) == pytest.approx(
         first_step_loss(sample_weight=[3.0, 1.0, 3.0, 1.0]), rel=1e-5)
+    with pytest.raises(tasks.TaskInputError, match=r"class_weight / sample_weight: give one of them"):
+        build(tasks.TextClassifier, spec, labels=["neg", "pos"]).fit(
+            TEXTS[:4], LABELS[:4], class_weight={"pos": 3.0}, sample_weight=[1.0] * 4, verbose=0)
     tagger = build(tasks.TokenClassifier, spec, labels=export_fixtures.CONLL_LABELS)
     with pytest.raises(tasks.TaskInputError, match="no class per example .* use sample_weight"):
         tagger.fit([["john"]], [["B-PER"]], class_weight={"O": 1.0}, verbose=0)

@@ -571,6 +571,10 @@ def test_overwrite_never_removes_an_input_or_a_file_no_run_recorded(tmp_path):
     before = sorted(str(p) for p in user.rglob("*"))
     with pytest.raises(RunDirectoryError, match=r"holds logs, vocab.txt, of the names .* no run"):
         plan_run(str(user), settings=settings, num_train_steps=2, overwrite=True, inputs=[str(user / "vocab.txt")])
+    with pytest.raises(RunDirectoryError) as refused:  # without --overwrite: the advice is not --overwrite
+        plan_run(str(user), settings=settings, num_train_steps=2)
+    assert "which no run recorded: choose another --output-dir" in str(refused.value)
+    assert "--overwrite" not in str(refused.value)
     assert sorted(str(p) for p in user.rglob("*")) == before
     # Files of other names only: the run starts beside them.
     other = tmp_path / "other"
