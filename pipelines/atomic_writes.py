@@ -193,6 +193,16 @@ def staged_path(path, *, suffix=None, size=None, what=None):
         os.chmod(temporary, 0o666 & ~current_umask())
         os.replace(temporary, path)
         _fsync_directory(directory)
+    except OSError as error:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(temporary)
+        if error.filename is not None:
+            raise
+        # A writer's error without the file ("[Errno 27] File too large", numpy's "8448
+        # requested and 2528 written"): say which file, and that nothing of it was kept.
+        reason = error.strerror or str(error)
+        raise OSError(error.errno, f"writing {path}: {reason} (nothing was written; free some space "
+                                   "and run the same command again)") from error
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.remove(temporary)
@@ -516,6 +526,7 @@ class atomic_directory:  # noqa: N801 (used as a context manager, like open())
     def __exit__(self, exc_type, exc, tb):
         try:
             if exc_type is None:
+                _readable_as_open_makes(self.staging)
                 fsync_tree(self.staging)
                 if self.update:
                     # The commit point: from here on the update is finished, by us or the next run.
@@ -562,6 +573,18 @@ def install_directory(staging, target, *, overwrite=False):
         raise
     _fsync_directory(os.path.dirname(os.path.abspath(target)))
     shutil.rmtree(aside, ignore_errors=True)
+
+
+def _readable_as_open_makes(root):
+    """Gives the files under `root` the read bits `open()` would (some writers, safetensors'
+    among them, create 0600 files that a TF Serving or web server of another user cannot read)."""
+    readable = 0o444 & ~current_umask()
+    for directory, _, files in os.walk(root):
+        for name in files:
+            path = os.path.join(directory, name)
+            mode = os.stat(path).st_mode & 0o7777
+            if mode | readable != mode:
+                os.chmod(path, mode | readable)
 
 
 def fsync_tree(root):

@@ -281,3 +281,33 @@ def test_a_write_that_cannot_fit_is_refused_before_it_starts(tmp_path, monkeypat
         with staged_path(tmp_path / "model.weights.h5", size=10**9, what="the weights"):
             raise AssertionError("the writer must not run")
     assert os.listdir(tmp_path) == []  # nothing staged, nothing left
+
+
+def test_a_write_error_without_a_file_name_gets_the_target_s(tmp_path):
+    import errno
+
+    target = tmp_path / "predictions.jsonl"
+    with pytest.raises(OSError) as failed:
+        with atomic_file(target) as f:
+            f.write("{}\n")
+            raise OSError(errno.EFBIG, "File too large")
+    assert failed.value.errno == errno.EFBIG
+    assert str(failed.value) == (f"[Errno 27] writing {target}: File too large (nothing was written; free some "
+                                 "space and run the same command again)")
+    assert os.listdir(tmp_path) == []
+    with pytest.raises(OSError, match="8448 requested and 2528 written"):
+        with staged_path(tmp_path / "vectors.npy"):
+            raise OSError("8448 requested and 2528 written")
+    with pytest.raises(FileNotFoundError) as named:  # an error naming its own file stays as it is
+        with atomic_file(tmp_path / "a.txt"):
+            open(tmp_path / "missing" / "x")
+    assert named.value.filename.endswith("x")
+
+
+def test_files_a_writer_made_private_in_a_directory_are_readable_as_open_makes(tmp_path, umask_022):
+    with atomic_directory(tmp_path / "hf") as staging:
+        private = os.path.join(staging, "model.safetensors")
+        with open(private, "wb") as f:
+            f.write(b"\x00")
+        os.chmod(private, 0o600)  # what safetensors' writer leaves
+    assert _mode(tmp_path / "hf" / "model.safetensors") == 0o644
