@@ -431,6 +431,10 @@ class TextTask(keras.Model):
         if validation_data is not None:
             callbacks = [*self._validation_metrics(validation_data, validation_batch_size), *(callbacks or [])]
             validation_data = self._validation_dataset(validation_data, validation_batch_size)
+            if self.distribute_strategy.num_replicas_in_sync > 1:
+                # Keras' test loop fails on a batch the replicas cannot split evenly: validate here.
+                callbacks.insert(0, ValidationOnOneDevice(validation_data, validation_freq))
+                validation_data = None
         if steps and steps_per_epoch and steps_per_epoch > steps:
             warnings.warn(f"steps_per_epoch={steps_per_epoch} is more than the {steps} batches of x: each epoch "
                           "reads the data again from its start (Keras would stop when it runs out)", stacklevel=3)
@@ -1007,6 +1011,39 @@ class TextTask(keras.Model):
         return export_saved_model(self.to_finetuned(), base_path, name, version=version, **options)
 
 
+class ValidationOnOneDevice(keras.callbacks.Callback):
+    """Keras' validation (`val_loss` and the compiled metrics, its `test_step` batch by batch)
+    outside the distribution strategy, for `fit` under several replicas.
+
+    Keras' own test loop under `MirroredStrategy` fails ("Inputs to operation AddN ... must have
+    the same size and shape") on a batch the replicas cannot split evenly, as the last batch of
+    most validation sets; the same computation on one device takes any batch.
+    """
+
+    def __init__(self, batches, validation_freq=1):
+        super().__init__()
+        self._batches, self._freq = batches, validation_freq
+        self._step = None
+
+    def _validates(self, epoch):
+        if isinstance(self._freq, int):
+            return (epoch + 1) % self._freq == 0
+        return epoch + 1 in self._freq
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is None or not self._validates(epoch):
+            return
+        model = self.model
+        if self._step is None:
+            self._step = tf.function(model.test_step, reduce_retracing=True)
+        model.reset_metrics()
+        for batch in self._batches:
+            self._step(batch)
+        for name, value in model.get_metrics_result().items():
+            logs[f"val_{name}"] = float(value)
+        model.reset_metrics()
+
+
 class TaskValidationMetrics(keras.callbacks.Callback):
     """Adds the task's own metrics on the validation data (`evaluate`'s: `val_f1`, `val_mcc`,
     `val_exact_match`, `val_pearson`, ...) to the logs of every epoch that Keras validates.
@@ -1026,7 +1063,8 @@ class TaskValidationMetrics(keras.callbacks.Callback):
             return
         metrics = self._task.evaluate(self._x, self._y, batch_size=self._batch_size, verbose=0)
         for name, value in metrics.items():
-            if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
+            if isinstance(value, (int, float, np.number)) and not isinstance(value, bool) \
+                    and not name.startswith("num_"):  # counts of examples are not metrics
                 logs.setdefault(f"val_{name}", float(value))
 
 
