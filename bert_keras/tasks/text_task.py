@@ -529,6 +529,10 @@ class TextTask(keras.Model):
                 return self._evaluate(x, y, batch_size=batch_size)
             if isinstance(x, tf.data.Dataset):
                 x = without_autotune_thread(self._packed_batches(x, batch_size))
+                if self.distribute_strategy.num_replicas_in_sync > 1 and not kwargs and not callbacks \
+                        and steps is None:  # Keras' test loop fails on a batch the replicas cannot split
+                    results = ValidationOnOneDevice(x).results(self)
+                    return results if return_dict else list(results.values())
             return super().evaluate(x, y, batch_size=batch_size, verbose=verbose,
                                     sample_weight=sample_weight, steps=steps, callbacks=callbacks,
                                     return_dict=return_dict, **kwargs)
@@ -1033,15 +1037,19 @@ class ValidationOnOneDevice(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         if logs is None or not self._validates(epoch):
             return
-        model = self.model
+        for name, value in self.results(self.model).items():
+            logs[f"val_{name}"] = value
+
+    def results(self, model):
+        """`{loss, metric: value}` of `model` on the batches, as `model.evaluate(..., return_dict=True)`."""
         if self._step is None:
             self._step = tf.function(model.test_step, reduce_retracing=True)
         model.reset_metrics()
         for batch in self._batches:
             self._step(batch)
-        for name, value in model.get_metrics_result().items():
-            logs[f"val_{name}"] = float(value)
+        results = {name: float(value) for name, value in model.get_metrics_result().items()}
         model.reset_metrics()
+        return results
 
 
 class TaskValidationMetrics(keras.callbacks.Callback):

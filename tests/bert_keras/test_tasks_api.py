@@ -345,6 +345,8 @@ _MIRRORED = textwrap.dedent("""
     one, one_history = train(tf.distribute.get_strategy())
     two, two_history = train(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))
     one_loss, two_loss = one_history["loss"], two_history["loss"]
+    packed = tf.data.Dataset.from_tensor_slices((texts[:3], labels[:3])).batch(3).map(two.preprocessor)
+    evaluated = [one.evaluate(packed, verbose=0), two.evaluate(packed, verbose=0)]  # Keras' list, 3 rows
     saved = two.save(os.path.join(sys.argv[2], "mirrored"))
     again = tasks.load(saved).predict(texts)
     print("RESULT", json.dumps({
@@ -352,6 +354,7 @@ _MIRRORED = textwrap.dedent("""
         "loss_one": one_loss, "loss_two": two_loss,
         "val_one": [one_history[k] for k in ("val_loss", "val_accuracy", "val_f1")],
         "val_two": [two_history[k] for k in ("val_loss", "val_accuracy", "val_f1")],
+        "evaluated": evaluated,
         "weights": max(float(np.abs(a - b).max()) for a, b in zip(one.get_weights(), two.get_weights())),
         "moved": max(float(np.abs(a - b).max()) for a, b in zip(one.encoder.get_weights(),
                                                                  keras.saving.load_model(spec).get_weights())),
@@ -372,6 +375,7 @@ def test_fit_under_mirrored_strategy_on_two_cpu_devices_matches_one_device(tmp_p
     assert np.isfinite(result["loss_two"]).all()
     np.testing.assert_allclose(result["loss_two"], result["loss_one"], rtol=1e-4)
     np.testing.assert_allclose(result["val_two"], result["val_one"], rtol=1e-4)  # validation on 2 replicas too
+    np.testing.assert_allclose(result["evaluated"][1], result["evaluated"][0], rtol=1e-4)
     assert result["moved"] > 1e-3  # training changed the weights ...
     assert result["weights"] < 1e-4  # ... identically on one device and on two replicas
     assert result["diff"] < 1e-5
