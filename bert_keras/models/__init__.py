@@ -8,6 +8,21 @@ from bert_keras.models.pretrainer import BertPretrainer
 from bert_keras.models.span_qa import BertSpanQA
 from bert_keras.models.token_classifier import BertTokenClassifier
 
+
+def _register_legacy_names():
+    """Keras' legacy `.h5` loader looks classes up by their bare name (`"BertClassifier"`), not
+    the registered `"bert_keras>BertClassifier"`: add those names, so that `load_model("x.h5")`
+    reads what `save("x.h5")` wrote once bert_keras is imported, as `.keras` files do."""
+    import keras
+
+    registry = keras.saving.get_custom_objects()
+    for name, cls in list(registry.items()):
+        if name.startswith("bert_keras>"):
+            registry.setdefault(name[len("bert_keras>"):], cls)
+
+
+_register_legacy_names()
+
 __all__ = [
     "BertClassifier",
     "BertEmbedder",

@@ -1152,3 +1152,13 @@ def test_a_keras_cross_entropy_named_by_string_reads_the_logits_and_from_logits_
     assert tag_losses[-1] < tag_losses[0] < 1.0
     regression = build(tasks.TextClassifier, spec, num_classes=1)
     regression.compile(optimizer="adam", loss="mse")  # not logits: as given
+
+
+def test_a_head_saved_as_h5_loads_back_without_custom_objects(spec, tmp_path):
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    classifier.save(str(tmp_path / "head.h5"))
+    head = keras.models.load_model(str(tmp_path / "head.h5"))
+    packed = classifier.preprocessor(TEXTS)
+    assert type(head).__name__ == "BertClassifier"
+    np.testing.assert_allclose(head.predict(packed, verbose=0), classifier.head.predict(packed, verbose=0),
+                               atol=1e-6)
