@@ -54,6 +54,8 @@ def _column_hint(message, args):
     missing = match.group(1)
     found = re.findall(r"'([^']*)'", match.group(2))
     for flag, dest, defaults in COLUMN_FLAGS:
+        if not hasattr(args, dest):
+            continue  # a command without the flag: naming it would not work
         if missing == getattr(args, dest, None) or (getattr(args, dest, None) is None and missing in defaults):
             # a column another option already takes (the text) is not the one to suggest
             taken = {c for f, d, names in COLUMN_FLAGS if f != flag for c in (getattr(args, d, None),) + names}

@@ -6,6 +6,7 @@ import time
 
 from bert_keras import json_output
 from bert_keras.cli.flag_arguments import positive_int
+from bert_keras.cli.task_arguments import add_column_arguments
 
 
 def register(subparsers, summary):
@@ -24,6 +25,7 @@ def register(subparsers, summary):
                         help="override the task saved in task.json (same head, other data)")
     parser.add_argument("--data", metavar="PATH", help="evaluation file (default: the task's dev data)")
     parser.add_argument("--batch-size", type=positive_int, default=32)
+    add_column_arguments(parser)
     parser.add_argument("--output", metavar="FILE",
                         help="write the metrics JSON here (default: DIR/eval_results.json when "
                              "scoring the task's dev data, else only printed)")

@@ -5,16 +5,21 @@ from bert_keras.cli.flag_arguments import positive_float, positive_int
 from bert_keras.cli.main import CommandError
 
 
-def add_task_arguments(parser, required=True):
-    parser.add_argument("--task", required=required, metavar="TASK",
-                        help="glue/NAME | csv:PATH | conll2003 | swag | squad/v1.1 | squad/v2.0")
-    parser.add_argument("--regression", action="store_true",
-                        help="csv: labels are numbers (one output, mean squared error)")
+def add_column_arguments(parser):
+    """Which columns of a CSV / TSV / JSONL file hold the texts and labels (`finetune`, `evaluate`)."""
     parser.add_argument("--text-column", default=None,
                         help="csv: text column (default: text / sentence / sentence1)")
     parser.add_argument("--text-b-column", default=None,
                         help="csv: second text column (default: text_b / sentence2, when present)")
     parser.add_argument("--label-column", default=None, help="csv: label column (default: label)")
+
+
+def add_task_arguments(parser, required=True):
+    parser.add_argument("--task", required=required, metavar="TASK",
+                        help="glue/NAME | csv:PATH | conll2003 | swag | squad/v1.1 | squad/v2.0")
+    parser.add_argument("--regression", action="store_true",
+                        help="csv: labels are numbers (one output, mean squared error)")
+    add_column_arguments(parser)
     parser.add_argument("--doc-stride", type=int, default=128, help="squad: window stride (128)")
     parser.add_argument("--data-dir", default=None, help="TFDS data directory")
 

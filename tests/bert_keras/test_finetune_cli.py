@@ -203,3 +203,23 @@ def test_another_runs_backup_is_named_in_command_terms_and_the_backup_outlives_t
     finally:
         text_task.TextTask.save = real_save
     assert saves == [True] and not backup.exists()
+
+
+def test_evaluate_reads_a_file_of_other_column_names_with_the_column_flags(sentiment_dir, tmp_path, capsys):
+    import csv
+
+    with open(TEST, encoding="utf-8") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    renamed = tmp_path / "reviews.tsv"
+    with open(renamed, "w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f, delimiter="\t")
+        writer.writerow(["review", "sentiment"])
+        writer.writerows([row["sentence"], row["label"]] for row in rows)
+    capsys.readouterr()
+    assert run(evaluate, ["evaluate", "--model", sentiment_dir, "--data", TEST, "--json"]) == 0
+    expected = json.loads(capsys.readouterr().out)
+    with pytest.raises(Exception, match="no column 'sentence'"):  # the hint names a flag evaluate has
+        run(evaluate, ["evaluate", "--model", sentiment_dir, "--data", str(renamed), "--json"])
+    assert run(evaluate, ["evaluate", "--model", sentiment_dir, "--data", str(renamed), "--json",
+                          "--text-column", "review", "--label-column", "sentiment"]) == 0
+    assert json.loads(capsys.readouterr().out) == expected
