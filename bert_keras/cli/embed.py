@@ -87,5 +87,10 @@ def _read_texts(args):
 
     texts = read_texts(args.input, keep_blank=True) if args.input else list(args.texts)  # row i: line i
     if not texts:
-        raise CommandError("no text given: pass TEXT arguments or --input FILE")
+        raise CommandError(f"--input {args.input}: holds no text" if args.input
+                           else "no text given: pass TEXT arguments or --input FILE")
+    blank = next((i for i, text in enumerate(texts) if not text.strip()), None)
+    if blank is not None and args.input:  # row i is line i: a blank line would have no vector
+        raise CommandError(f"--input {args.input}, line {blank + 1}: an empty line (each line is one text; "
+                           "remove it)")
     return texts

@@ -61,6 +61,8 @@ def run(args):
             raise CommandError(f"--squad needs a SQuAD model; {args.model} is a {task.kind} model")
         return _predict_squad(args, task)
     texts = _read_texts(args)
+    if not texts and args.input and not args.texts:
+        raise CommandError(f"--input {args.input}: holds no text (only blank lines)")
     if not texts:
         raise CommandError("no text given: pass TEXT arguments or --input FILE"
                            + (" (or --squad FILE.json)" if hasattr(task, "predict_squad") else ""))

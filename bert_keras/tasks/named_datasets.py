@@ -39,6 +39,14 @@ class DatasetSpecError(ValueError):
         self.suggestion = suggestion
 
 
+def not_a_file(path):
+    """Why `path` cannot be read as a data file, in words (`os.path.isfile` said no)."""
+    if os.path.isdir(path):
+        return f"{path}: is a directory; give a data file (inside it?)"
+    if os.path.islink(path):
+        return f"{path}: a symbolic link to nothing (or a loop of links)"
+    return f"{path}: no such file"
+
 def suggest_task(spec, glue=False):
     """The task spec closest to an unknown one, or None.
 
@@ -186,7 +194,7 @@ class DatasetSpec:
             raise DatasetSpecError(f"{self.spec}: no evaluation file; pass --eval-data PATH "
                                    "(evaluate: --data PATH)")
         if not os.path.isfile(path):
-            raise DatasetSpecError(f"{path}: no such file")
+            raise DatasetSpecError(not_a_file(path))
         self.scored = path
         return path
 
@@ -256,7 +264,7 @@ class CsvSpec(DatasetSpec):
         from pipelines.datasets.text_files import read_columns, read_text_file
 
         if not os.path.isfile(path):
-            raise DatasetSpecError(f"{path}: no such file")
+            raise DatasetSpecError(not_a_file(path))
         columns = read_columns(path)
         self.text_column = self.text_column or next((c for c in self.TEXT_COLUMNS if c in columns), "text")
         self.text_b_column = self.text_b_column or next(
@@ -300,7 +308,7 @@ class ConllSpec(DatasetSpec):
 
         if path:
             if not os.path.isfile(path):
-                raise DatasetSpecError(f"{path}: no such file")
+                raise DatasetSpecError(not_a_file(path))
             self.scored = path
             # CoNLL-2003 files are IOB1; train and score in IOB2 (BIO), as TFDS.
             return [s.with_tags(conll.convert_tags(s.tags, "IOB1", "IOB2")) for s in conll.read_conll(path)]
@@ -373,7 +381,7 @@ class SquadSpec(DatasetSpec):
 
         if path:
             if not os.path.isfile(path):
-                raise DatasetSpecError(f"{path}: no such file")
+                raise DatasetSpecError(not_a_file(path))
             self.scored = path
             return read_squad_json(path, is_training=is_training)
         self.scored = f"tfds {self.spec}[{split}]"
@@ -395,7 +403,7 @@ def write_squad_predictions(task, path, directory, *, batch_size=32, **decoding)
     from pipelines.datasets.squad import read_squad_json, write_predictions
 
     if not os.path.isfile(path):
-        raise DatasetSpecError(f"{path}: no such file")
+        raise DatasetSpecError(not_a_file(path))
     examples = read_squad_json(path, is_training=False)
     predictions, nbest, null_odds = task.predict_squad(examples, batch_size=batch_size, **decoding)
     paths = write_predictions(predictions, nbest, null_odds, directory)

