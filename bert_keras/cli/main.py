@@ -89,7 +89,8 @@ def main(argv=None):
         print("(set BERT_KERAS_DEBUG=1 for the full traceback)", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        resumes = args.command in ("finetune", "pretrain", "distill", "create-pretraining-data")
+        print("interrupted" + ("; run the same command again to resume" if resumes else ""), file=sys.stderr)
         return 130
 
 
