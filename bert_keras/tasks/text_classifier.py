@@ -210,9 +210,13 @@ class TextClassifier(TextTask):
 
     # -- data ------------------------------------------------------------------------
     def _check_pair(self, pair, name="x"):
-        """Records whether the task reads pairs (first data seen), or checks it against that."""
-        if self.text_pair is None:
+        """Records whether the task reads pairs, or checks it against that: the first `fit`'s data
+        fixes it; a `predict` / `evaluate` before any fit only guesses it (a baseline score of the
+        untrained model does not decide what it will be trained on)."""
+        fitting = getattr(self, "fitting", False)
+        if self.text_pair is None or (fitting and getattr(self, "_pair_guessed", False)):
             self._text.settings["text_pair"] = pair
+            self._pair_guessed = not fitting
         elif pair != self.text_pair:
             raise TaskInputError(
                 f"{name}: this classifier reads text pairs; pass x as a tuple (texts, texts_b)"

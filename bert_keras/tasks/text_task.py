@@ -51,6 +51,19 @@ class TextSide:
     tokenizer: Any = None
 
 
+def _fitting(method):
+    """Marks the task as fitting during `method` (`task.fitting`): the form of data a fit reads
+    fixes what the task reads; a `predict` / `evaluate` before the first fit only guesses it."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        previous, self.fitting = getattr(self, "fitting", False), True
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self.fitting = previous
+    return wrapper
+
+
 def _raising_source_errors(method):
     """`fit` / `evaluate` / `predict` raise what your PyDataset or generator raised, as Keras does
     (not TensorFlow's `InvalidArgumentError` around its traceback's text)."""
@@ -343,6 +356,7 @@ class TextTask(keras.Model):
 
     # -- fit / evaluate / predict -------------------------------------------------------
     @_raising_source_errors
+    @_fitting
     def fit(self, x=None, y=None, batch_size=None, epochs=3, verbose="auto", callbacks=None,
             validation_split=0.0, validation_data=None, shuffle=True, class_weight=None,
             sample_weight=None, initial_epoch=0, steps_per_epoch=None, validation_steps=None,

@@ -1162,3 +1162,16 @@ def test_a_head_saved_as_h5_loads_back_without_custom_objects(spec, tmp_path):
     assert type(head).__name__ == "BertClassifier"
     np.testing.assert_allclose(head.predict(packed, verbose=0), classifier.head.predict(packed, verbose=0),
                                atol=1e-6)
+
+
+def test_a_baseline_evaluate_before_the_first_fit_does_not_decide_pairs_or_single_texts(spec):
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    classifier.evaluate(TEXTS, LABELS)  # the untrained model, scored on single texts
+    classifier.fit((TEXTS, TEXTS_B), LABELS, epochs=1, batch_size=4, verbose=0)  # then trained on pairs
+    assert classifier.text_pair is True
+    with pytest.raises(tasks.TaskInputError, match="reads text pairs"):  # now fixed by the fit
+        classifier.predict(TEXTS)
+    single = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    single.fit(TEXTS, LABELS, epochs=1, batch_size=4, verbose=0)
+    with pytest.raises(tasks.TaskInputError, match="reads single texts"):
+        single.fit((TEXTS, TEXTS_B), LABELS, verbose=0)
