@@ -26,6 +26,8 @@ from serving.deploy.server_settings import (
 )
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# A Kubernetes quantity ("2", "500m", "1.5", "2Gi", "512Mi", "1e3"): what the API server accepts.
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
 
 
 def _option(default, help, name=None, metavar="Q"):
@@ -68,6 +70,10 @@ class KubernetesOptions:
             raise ValueError(
                 f"Kubernetes name {self.name!r} must be lowercase letters, digits and '-' (max 63)"
             )
+        for field in ("cpu_request", "cpu_limit", "memory_request", "memory_limit", "models_storage"):
+            if not _QUANTITY.match(str(getattr(self, field))):
+                raise ValueError(f"{field} {getattr(self, field)!r} is not a Kubernetes quantity (e.g. 2, 500m, "
+                                 "4Gi, 512Mi)")
         if not 1 <= self.min_replicas <= self.max_replicas:
             raise ValueError(f"need 1 <= min_replicas ({self.min_replicas}) <= max_replicas ({self.max_replicas})")
         if not 1 <= self.target_cpu_utilization <= 100:

@@ -363,3 +363,12 @@ def test_cli_writes_the_kit(model_base, tmp_path, capsys, monkeypatch):
     assert main(["deploy-kit", "--base-path", "models", "--model", "ner", "--output", "d3",
                  "--name", "Bad_Name"]) == 2
     assert "lowercase" in capsys.readouterr().err
+
+
+def test_sizes_that_are_not_kubernetes_quantities_are_refused():
+    from serving.deploy.kubernetes import KubernetesOptions
+
+    KubernetesOptions(cpu_request="500m", memory_request="512Mi", memory_limit="1.5Gi", models_storage="20G")
+    for field, bad in (("memory_request", "lots"), ("cpu_limit", "4 cores"), ("models_storage", "-1Gi")):
+        with pytest.raises(ValueError, match=f"{field} '{bad}' is not a Kubernetes quantity"):
+            KubernetesOptions(**{field: bad})
