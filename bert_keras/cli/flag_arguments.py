@@ -76,6 +76,17 @@ def positive_float(text):
     return value
 
 
+def seed(text):
+    """argparse type of a random seed: a whole number in [0, 2**32) (what NumPy and TensorFlow take)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 2**32 - 1, got {value}")
+    return value
+
+
 def fraction(text):
     """argparse type of a fraction in [0, 1] (`--warmup-ratio`)."""
     value = _float(text)

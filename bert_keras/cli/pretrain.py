@@ -8,7 +8,7 @@ logs, and the final encoder as encoder.keras. Rerunning a finished run does noth
 import sys
 import time
 
-from bert_keras.cli.flag_arguments import add_option, positive_float, positive_int
+from bert_keras.cli.flag_arguments import add_option, positive_float, positive_int, seed
 
 CONFIGS = "tiny, mini, small, medium, base, large"
 
@@ -54,7 +54,7 @@ def register(subparsers, summary):
     parser.add_argument("--checkpoint-every", type=int, default=1000,
                         help="steps between checkpoints and resume backups (default 1000)")
     parser.add_argument("--keep-checkpoints", type=int, default=3, help="checkpoints kept (default 3)")
-    parser.add_argument("--seed", type=int, default=0,
+    parser.add_argument("--seed", type=seed, default=0,
                         help="seed of initialisation, dropout, data order and masking (default 0): "
                              "the same seed prints the same losses")
     parser.add_argument("--output-dir", required=True, metavar="DIR", help="where everything is written")

@@ -1,7 +1,7 @@
 """What several commands share about fine-tuned models: the `--task` arguments and their
 `DatasetSpec`, checking an `--output-dir` before training."""
 
-from bert_keras.cli.flag_arguments import positive_float, positive_int
+from bert_keras.cli.flag_arguments import positive_float, positive_int, seed
 from bert_keras.cli.main import CommandError
 
 
@@ -36,7 +36,7 @@ def add_training_options(parser):
     parser.add_argument("--checkpoint-every", type=int, default=None, metavar="STEPS",
                         help="back up the run every STEPS steps (default: every epoch) in "
                              "DIR/.finetune-run; after Ctrl-C or a kill, the same command resumes")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed, default=0)
     parser.add_argument("--no-eval", action="store_true", help="skip the final dev evaluation")
 
 

@@ -171,3 +171,9 @@ def test_input_files_that_cannot_be_read_as_texts_are_named_with_their_line(tmp_
     assert not_a_file(str(tmp_path / "adir")).endswith("is a directory; give a data file (inside it?)")
     os.symlink(str(tmp_path / "loop"), str(tmp_path / "loop"))
     assert "a symbolic link to nothing" in not_a_file(str(tmp_path / "loop"))
+
+
+def test_a_seed_outside_what_numpy_takes_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit):
+        main(["finetune", "--task", "csv:x.csv", "--init", "i", "--output-dir", "o", "--seed", "-1"])
+    assert "--seed: must be between 0 and 2**32 - 1, got -1" in capsys.readouterr().err
