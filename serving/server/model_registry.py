@@ -237,7 +237,13 @@ class ModelRegistry:
             path = os.path.join(base, entry)
             if known.get(version) in (AVAILABLE, UNLOADING) or version_ready(path):
                 found[version] = path
-        model.error = None if found else f"no complete version directory with a saved_model.pb under {base}"
+        if found:
+            model.error = None
+        elif os.path.isfile(os.path.join(base, "saved_model.pb")):  # the base path names a version itself
+            model.error = (f"{base} is itself a version directory (it holds saved_model.pb): the base path is "
+                           f"the directory of the numbered versions, {os.path.dirname(os.path.normpath(base))}")
+        else:
+            model.error = f"no complete version directory with a saved_model.pb under {base}"
         return found
 
     @staticmethod

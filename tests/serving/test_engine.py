@@ -289,6 +289,18 @@ def test_not_found(serve):
     raises("NOT_FOUND", engine.metadata, "tiny", 5)
 
 
+def test_a_base_path_naming_a_version_itself_says_so(session_tmp, tmp_path):
+    ef.make_base_path(session_tmp, tmp_path / "sent", {1: 1})
+    engine = InferenceEngine([ModelSource("sent", str(tmp_path / "sent" / "1"))], poll_interval_s=0)
+    engine.start()
+    try:
+        message = raises("NOT_FOUND", engine.model_status, "sent")
+        assert f"{tmp_path / 'sent' / '1'} is itself a version directory" in message
+        assert f"the directory of the numbered versions, {tmp_path / 'sent'}" in message
+    finally:
+        engine.stop(5)
+
+
 def test_empty_base_path_is_not_ready(session_tmp, tmp_path):
     engine = InferenceEngine([ModelSource("none", str(tmp_path / "missing"))], poll_interval_s=0)
     engine.start()
