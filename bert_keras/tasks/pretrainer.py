@@ -230,7 +230,7 @@ def read_config(config, vocab_file=None):
     >>> read_config("tiny", None)
     Traceback (most recent call last):
     ...
-    bert_keras.tasks.inputs.TaskInputError: config 'tiny' needs the vocabulary (vocab_file=) for its vocab_size
+    bert_keras.tasks.inputs.TaskInputError: config 'tiny' needs the vocabulary (vocab_file=, --vocab) for its vocab_size
     """
     from bert_keras.config import BertConfig
     from pipelines.tokenizer.vocab import load_vocabulary
@@ -239,17 +239,23 @@ def read_config(config, vocab_file=None):
         return config
     if config in NAMED_CONFIGS:
         if vocab_file is None:
-            raise TaskInputError(f"config {config!r} needs the vocabulary (vocab_file=) for its vocab_size")
+            raise TaskInputError(f"config {config!r} needs the vocabulary (vocab_file=, --vocab) for its vocab_size")
         return BertConfig.named(config, vocab_size=len(load_vocabulary(vocab_file)))
     if not os.path.isfile(config):
         raise TaskInputError(f"config {config!r} is neither a size ({', '.join(NAMED_CONFIGS)}) nor a JSON file")
-    with open(config, encoding="utf-8") as f:
-        data = json.load(f)
+    try:
+        with open(config, encoding="utf-8") as f:
+            data = json.load(f)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise TaskInputError(f"config {config}: not a JSON file ({error})") from None
+    if not isinstance(data, dict):
+        raise TaskInputError(f"config {config}: a JSON object of BertConfig fields is expected")
+    # Read from the path, so that an error names the file.
     if "model_type" in data:
-        return BertConfig.from_hf_json(data)
+        return BertConfig.from_hf_json(config)
     if "num_hidden_layers" in data:
-        return BertConfig.from_google_json(data)
-    return BertConfig.from_json(data)
+        return BertConfig.from_google_json(config)
+    return BertConfig.from_json(config)
 
 
 def dataset_factory(*, corpus, records, vocab_file, lowercase, batch_size, seq_length, max_predictions, seed):
@@ -269,7 +275,7 @@ def dataset_factory(*, corpus, records, vocab_file, lowercase, batch_size, seq_l
                   seed=seed, shuffle=True, repeat=True)
     if records is not None:
         if not tf.io.gfile.glob(records):
-            raise TaskInputError(f"records={records!r} matches no file")
+            raise TaskInputError(f"records={records!r} (--data) matches no file")
         pretraining_data.check_records_layout(records, seq_length=seq_length,
                                               max_predictions_per_seq=max_predictions)
         return lambda: pretraining_data.pretraining_dataset(records, **common)

@@ -115,7 +115,8 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
     path = os.fspath(path)
     file_format = file_format or FORMATS.get(os.path.splitext(path)[1].lower())
     if file_format not in ("csv", "tsv", "jsonl"):
-        raise TextFileError(f"{path}: unknown format; use .csv, .tsv or .jsonl or pass file_format=.")
+        raise TextFileError(f"{path}: unknown format; name the file .csv, .tsv or .jsonl (in Python, or pass "
+                            "file_format=)")
     f = io.StringIO(decode_text_file(path, encoding), newline="")
     rows, blank = (_jsonl_rows if file_format == "jsonl" else _table_rows)(f, path, file_format)
     if not rows:
