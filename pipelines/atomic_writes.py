@@ -324,10 +324,11 @@ def claim_owner(path):
     """Makes this process the owner that the file `path` records; returns None, or the pid of
     the live process of this host that owns it already (nothing is changed then).
 
-    The file holds an `owner_tag`. It is created whole under its final name (a hard link of a
-    written temporary), so of two processes claiming at once exactly one gets it. A file whose
-    owner is gone (killed, or another boot) is taken over; one of another host is taken over
-    too, as nothing here can tell whether it runs (see `running_owner`).
+    The file holds an `owner_tag`. Reading it, judging its owner and writing ours happen under
+    an exclusive `flock` of the file's directory, so of processes of this host claiming at once
+    exactly one gets it, also when they take over the file of an owner that is gone (killed, or
+    another boot). One of another host is taken over too, as nothing here can tell whether it
+    runs (see `running_owner`).
 
     >>> import os, tempfile
     >>> path = os.path.join(tempfile.mkdtemp(), "run.owner")
@@ -337,7 +338,7 @@ def claim_owner(path):
     False
     """
     tag = owner_tag()
-    for _ in range(8):
+    with _directory_locked(os.path.dirname(os.path.abspath(path))):
         try:
             with open(path, encoding="utf-8") as f:
                 held = f.read().strip()
@@ -349,30 +350,25 @@ def claim_owner(path):
             pid = running_owner(held)
             if pid is not None:
                 return pid
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(path)  # its owner is gone
-        directory = os.path.dirname(os.path.abspath(path))
-        handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.tmp-{tag}-")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as f:
-                f.write(tag + "\n")
-            os.chmod(temporary, 0o666 & ~current_umask())
-            try:
-                os.link(temporary, path)
-                return None
-            except FileExistsError:
-                continue  # another process claimed it meanwhile: read whose it is
-            except OSError:  # a file system without hard links: exclusive create
-                try:
-                    with open(path, "x", encoding="utf-8") as f:
-                        f.write(tag + "\n")
-                    return None
-                except FileExistsError:
-                    continue
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(temporary)
-    raise OSError(f"{path}: could not record this process as its owner (other processes keep claiming it)")
+        write_text(path, tag + "\n")  # atomic: a reader sees the old tag or ours, never half
+        return None
+
+
+@contextlib.contextmanager
+def _directory_locked(directory):
+    """An exclusive `flock` of `directory` for the block (released by the kernel if the process
+    dies); a no-op where there is no `fcntl`."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX
+        yield
+        return
+    handle = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(handle)
 
 
 def release_owner(path):

@@ -410,10 +410,7 @@ class TextTask(keras.Model):
         if checkpoint_every and not run_dir:
             raise TaskInputError("checkpoint_every: needs run_dir= (where the backups go)")
         if class_weight is not None:
-            if sample_weight is not None:
-                raise TaskInputError("class_weight / sample_weight: give one of them (Keras takes one); for both, "
-                                     "multiply each example's weight by its class's into sample_weight")
-            class_weight = self._class_weight_ids(class_weight)
+            class_weight = self._class_weight_ids(class_weight, sample_weight)
         self._check_callbacks(callbacks)
         if isinstance(x, tf.data.Dataset):
             if y is not None or sample_weight is not None:
@@ -443,11 +440,13 @@ class TextTask(keras.Model):
             raise TaskInputError("x: an infinite dataset (.repeat()); pass steps_per_epoch= (as Keras), or "
                                  "a finite dataset")
         if validation_data is not None:
-            callbacks = [*self._validation_metrics(validation_data, validation_batch_size), *(callbacks or [])]
+            if validation_steps is None:  # the task's metrics need every example: not on a part of them
+                callbacks = [*self._validation_metrics(validation_data, validation_batch_size), *(callbacks or [])]
             validation_data = self._validation_dataset(validation_data, validation_batch_size)
             if self.distribute_strategy.num_replicas_in_sync > 1:
                 # Keras' test loop fails on a batch the replicas cannot split evenly: validate here.
-                callbacks.insert(0, ValidationOnOneDevice(validation_data, validation_freq))
+                callbacks = [ValidationOnOneDevice(validation_data, validation_freq, validation_steps),
+                             *(callbacks or [])]
                 validation_data = None
         if steps and steps_per_epoch and steps_per_epoch > steps:
             warnings.warn(f"steps_per_epoch={steps_per_epoch} is more than the {steps} batches of x: each epoch "
@@ -655,10 +654,7 @@ class TextTask(keras.Model):
         if not is_tokenized(x):
             x, y = self._packed_batch(x, y)
         if class_weight is not None:
-            if sample_weight is not None:
-                raise TaskInputError("class_weight / sample_weight: give one of them (Keras takes one); for both, "
-                                     "multiply each example's weight by its class's into sample_weight")
-            class_weight = self._class_weight_ids(class_weight)
+            class_weight = self._class_weight_ids(class_weight, sample_weight)
         return super().train_on_batch(x, y, sample_weight=sample_weight, class_weight=class_weight,
                                       return_dict=return_dict)
 
@@ -715,8 +711,11 @@ class TextTask(keras.Model):
                                          batch_size=batch_size, shuffle=False, seed=None)
         return dataset
 
-    def _class_weight_ids(self, class_weight):
+    def _class_weight_ids(self, class_weight, sample_weight=None):
         """`{class id: weight}` from a dict keyed by label names (or ids, compared as names)."""
+        if sample_weight is not None:
+            raise TaskInputError("class_weight / sample_weight: give one of them (Keras takes one); for both, "
+                                 "multiply each example's weight by its class's into sample_weight")
         if not isinstance(class_weight, dict) or not class_weight:
             raise TaskInputError("class_weight: expected a dict {label: weight}")
         classes = self._class_names()
@@ -782,9 +781,10 @@ class TextTask(keras.Model):
 
     def _validation_metrics(self, validation_data, batch_size):
         """`[callback]` that adds the task's metrics on raw `validation_data` to the logs, or `[]`
-        (tokenized validation data, or a generator that cannot be read twice)."""
+        (tokenized validation data, an endless dataset, or a generator that cannot be read twice)."""
         if isinstance(validation_data, tf.data.Dataset):
-            if _is_tokenized_dataset(validation_data):
+            if _is_tokenized_dataset(validation_data) \
+                    or validation_data.cardinality() == tf.data.INFINITE_CARDINALITY:
                 return []
             return [TaskValidationMetrics(self, validation_data, None, batch_size)]
         if isinstance(validation_data, (tuple, list)) and len(validation_data) in (2, 3) \
@@ -1038,9 +1038,10 @@ class ValidationOnOneDevice(keras.callbacks.Callback):
     most validation sets; the same computation on one device takes any batch.
     """
 
-    def __init__(self, batches, validation_freq=1):
+    def __init__(self, batches, validation_freq=1, steps=None):
         super().__init__()
-        self._batches, self._freq = batches, validation_freq
+        self._batches = batches if steps is None else batches.take(steps)  # validation_steps, as Keras
+        self._freq = validation_freq
         self._step = None
 
     def _validates(self, epoch):

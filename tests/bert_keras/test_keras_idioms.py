@@ -1175,3 +1175,12 @@ def test_a_baseline_evaluate_before_the_first_fit_does_not_decide_pairs_or_singl
     single.fit(TEXTS, LABELS, epochs=1, batch_size=4, verbose=0)
     with pytest.raises(tasks.TaskInputError, match="reads single texts"):
         single.fit((TEXTS, TEXTS_B), LABELS, verbose=0)
+
+
+def test_an_endless_validation_dataset_with_validation_steps_validates_on_those_steps(spec):
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    endless = tf.data.Dataset.from_tensor_slices((TEXTS, LABELS)).batch(3).repeat()
+    history = classifier.fit(TEXTS, LABELS, epochs=2, batch_size=4, validation_data=endless, validation_steps=2,
+                             verbose=0)
+    assert len(history.history["val_loss"]) == 2
+    assert not any(key.startswith("val_f1") for key in history.history)  # a part of the data: no task metrics

@@ -214,19 +214,32 @@ def test_a_scratch_directory_left_by_a_killed_run_is_removed_by_the_next(tmp_pat
 
 _CLAIM = r'''
 import sys, time
+import pipelines.atomic_writes as atomic_writes
 from pipelines.atomic_writes import claim_owner
+judge = atomic_writes.running_owner
+def slow_judge(tag):  # a claimant paused between reading a gone owner's tag and acting on it
+    time.sleep(0.3)
+    return judge(tag)
+atomic_writes.running_owner = slow_judge
 time.sleep(max(0.0, float(sys.argv[2]) - time.time()))  # every claimant starts at the same moment
 print("won" if claim_owner(sys.argv[1]) is None else "lost", flush=True)
-time.sleep(1.0)  # stay alive until every other claimant has read the owner
+time.sleep(4.0)  # stay alive until every other claimant has judged the owner (6 x 0.3 s, one at a time)
 '''
 
 
-def test_claim_owner_of_simultaneous_claims_exactly_one_wins(tmp_path):
+@pytest.mark.parametrize("left_by_a_killed_run", [False, True])
+def test_claim_owner_of_simultaneous_claims_exactly_one_wins(tmp_path, left_by_a_killed_run):
     import subprocess
     import sys
     import time
 
+    from pipelines.atomic_writes import owner_tag
+
     path = tmp_path / "run.owner"
+    if left_by_a_killed_run:
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()
+        path.write_text(owner_tag(dead.pid) + "\n")
     start = time.time() + 2.0
     claimants = [subprocess.Popen([sys.executable, "-c", _CLAIM, str(path), str(start)], stdout=subprocess.PIPE,
                                   text=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
