@@ -223,12 +223,12 @@ def label_ids(y, labels, name="y"):
 
 def label_id(label, index, where):
     """The id of one label value; `index` maps names to ids. A `TaskInputError` names `where`."""
-    key = label_key(label, where)
-    if key not in index and key.isdigit() and int(key) < len(index) and not names_are_numbers(index):
-        return int(key)  # an id: no label name is a number, so it cannot be a name
+    key, number = _label_key_and_kind(label, where)
+    if key not in index and number and 0 <= int(key) < len(index) and not names_are_numbers(index):
+        return int(key)  # an id: no label name is a number, so a number cannot be a name
     if key not in index:
         hint = ""
-        if key.lstrip("-").isdigit() and not names_are_numbers(index):
+        if number and not names_are_numbers(index):
             hint = f"; a number is the id of labels[i], 0 <= i < {len(index)}"
         raise TaskInputError(f"{where}: label {label!r} was never seen in training; the model knows "
                              f"{list(index)}{hint}")
@@ -242,6 +242,11 @@ def names_are_numbers(names):
 
 def label_key(label, where):
     """The name a label value stands for: str as is, ints / integral floats as their digits."""
+    return _label_key_and_kind(label, where)[0]
+
+
+def _label_key_and_kind(label, where):
+    """`(label_key, whether the value was a number)`."""
     if isinstance(label, (bytes, np.bytes_)):
         label = label.decode("utf-8")
     if hasattr(label, "numpy") and not isinstance(label, np.ndarray):  # a scalar tf.Tensor
@@ -257,15 +262,15 @@ def label_key(label, where):
     if isinstance(label, bool):
         raise TaskInputError(f"{where}: a boolean label; give a label name")
     if isinstance(label, numbers.Integral):
-        return str(int(label))
+        return str(int(label)), True
     if isinstance(label, float):
         if not math.isfinite(label) or not label.is_integer():
             raise TaskInputError(f"{where}: {label!r} is not a class name; a classifier takes names "
                                  "(or whole numbers); for numeric targets build it with num_classes=1 "
                                  "(regression)")
-        return str(int(label))
+        return str(int(label)), True
     if isinstance(label, str):
-        return label
+        return label, False
     raise TaskInputError(f"{where}: expected a label name, got {type(label).__name__} ({label!r:.40})")
 
 

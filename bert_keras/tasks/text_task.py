@@ -304,15 +304,22 @@ class TextTask(keras.Model):
         super().compile(**arguments, **extra)
         self.use_skip_padding("auto")
 
-    _CROSS_ENTROPY_NAMES = {"sparse_categorical_crossentropy": "SparseCategoricalCrossentropy",
-                            "categorical_crossentropy": "CategoricalCrossentropy"}
-
     def _on_logits(self, loss):
-        """`loss` for a head whose outputs are logits (the default loss says whether they are)."""
+        """`loss` for a head whose outputs are logits (the default loss says whether they are):
+        Keras' cross-entropies named by a string or given as functions read them as logits
+        (also inside a list or dict of losses); a loss object with from_logits=False is refused."""
         if not getattr(self.default_loss(), "from_logits", False):
             return loss  # regression scores, vectors, or a built-in loss
-        if isinstance(loss, str) and loss in self._CROSS_ENTROPY_NAMES:
-            return getattr(keras.losses, self._CROSS_ENTROPY_NAMES[loss])(from_logits=True)
+        if isinstance(loss, (list, tuple)):
+            return type(loss)(self._on_logits(item) for item in loss)
+        if isinstance(loss, dict):
+            return {name: self._on_logits(item) for name, item in loss.items()}
+        cross_entropy = {keras.losses.sparse_categorical_crossentropy: keras.losses.SparseCategoricalCrossentropy,
+                         keras.losses.categorical_crossentropy: keras.losses.CategoricalCrossentropy}
+        for function, cls in cross_entropy.items():
+            if loss is function or (isinstance(loss, str) and loss.replace("_", "").lower()
+                                    == cls.__name__.lower()):
+                return cls(from_logits=True)
         from_logits = getattr(loss, "from_logits", None)
         if from_logits is None:
             from_logits = getattr(loss, "_fn_kwargs", {}).get("from_logits")

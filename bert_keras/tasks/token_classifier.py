@@ -78,8 +78,8 @@ class TokenClassifier(TextTask):
         arguments = dict(bound.arguments)
         arguments.pop("self")
         extra = arguments.pop("kwargs", {})
-        arguments["loss"], arguments["metrics"] = on_labelled_positions(arguments.get("loss"),
-                                                                        arguments.get("metrics"))
+        loss = self._on_logits(arguments["loss"]) if "loss" in arguments else None  # named as you gave it
+        arguments["loss"], arguments["metrics"] = on_labelled_positions(loss, arguments.get("metrics"))
         super().compile(**arguments, **extra)
     @classmethod
     def _build_head(cls, encoder, *, labels, num_classes, dropout, max_length=None, stride=None):

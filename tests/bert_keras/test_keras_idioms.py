@@ -1118,6 +1118,10 @@ def test_int_ids_are_read_as_ids_only_when_no_label_name_is_a_number(spec):
     np.testing.assert_allclose(by_ids, by_names, rtol=1e-6)
     with pytest.raises(tasks.TaskInputError, match=r"label 2 was never seen"):  # out of range: not an id
         classifier.fit(TEXTS[:2], [0, 2], verbose=0)
+    with pytest.raises(tasks.TaskInputError, match=r"label '1' was never seen"):  # a string is a name
+        classifier.fit(TEXTS[:2], ["1", "neg"], verbose=0)
+    with pytest.raises(tasks.TaskInputError, match=r"label '1' was never seen"):  # in a dataset too
+        classifier.fit(tf.data.Dataset.from_tensor_slices((TEXTS[:2], ["1", "neg"])), verbose=0)
     numeric = build(tasks.TextClassifier, spec, labels=["1", "0"])  # names that are numbers: ints are names
     assert numeric._targets([1, 0], 2).tolist() == [0, 1]
     # NER: Hugging Face's int ner_tags with the tag names given.
@@ -1141,10 +1145,20 @@ def test_a_keras_cross_entropy_named_by_string_reads_the_logits_and_from_logits_
     np.testing.assert_allclose(losses(classifier.fit(TEXTS, LABELS, epochs=3, batch_size=4, shuffle=False,
                                                      verbose=0)), expected, rtol=1e-5)
     assert expected[-1] < expected[0]  # it learns (on probabilities it would stick at ln 2)
+    for form in (keras.losses.sparse_categorical_crossentropy, "SparseCategoricalCrossentropy",
+                 ["sparse_categorical_crossentropy"]):  # the function, the class name, a list of one
+        again = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+        again.compile(optimizer=keras.optimizers.Adam(1e-3), loss=form, metrics=["accuracy"])
+        np.testing.assert_allclose(losses(again.fit(TEXTS, LABELS, epochs=3, batch_size=4, shuffle=False,
+                                                    verbose=0)), expected, rtol=1e-5)
     for wrong in (keras.losses.SparseCategoricalCrossentropy(), keras.losses.CategoricalCrossentropy()):
         with pytest.raises(tasks.TaskInputError, match=r"from_logits=False\), but the TextClassifier outputs "
                                                        r"logits; pass .*\(from_logits=True\)"):
             classifier.compile(optimizer="adam", loss=wrong)
+    with pytest.raises(tasks.TaskInputError, match=r"loss: SparseCategoricalCrossentropy\(from_logits=False\), "
+                                                   r"but the TokenClassifier outputs logits"):  # as given
+        build(tasks.TokenClassifier, spec, labels=["O", "B-LOC"]).compile(
+            optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy())
     tagger = build(tasks.TokenClassifier, spec, labels=["O", "B-LOC"])
     tagger.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy")
     words = [["john", "lives", "in", "paris"], ["the", "capital", "is", "paris"]] * 2
