@@ -110,6 +110,10 @@ def check_free_space(directory, needed, what):
                                     "choose another directory) and run the same command again")
 
 
+# The errors of a write that did not fit: the disk, the quota, or the file size limit.
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
 def _megabytes(count):
     return f"{count / 1e6:,.0f} MB" if count >= 1e6 else f"{count / 1e6:.1f} MB"
 
@@ -201,8 +205,9 @@ def staged_path(path, *, suffix=None, size=None, what=None):
         # A writer's error without the file ("[Errno 27] File too large", numpy's "8448
         # requested and 2528 written"): say which file, and that nothing of it was kept.
         reason = error.strerror or str(error)
-        raise OSError(error.errno, f"writing {path}: {reason} (nothing was written; free some space "
-                                   "and run the same command again)") from error
+        advice = "; free some space and run the same command again" if error.errno in _NO_ROOM else ""
+        message = f"writing {path}: {reason} (nothing was written{advice})"
+        raise (OSError(error.errno, message) if error.errno is not None else OSError(message)) from error
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.remove(temporary)

@@ -72,7 +72,7 @@ def positive_float(text):
     by gradient ascent)."""
     value = _float(text)
     if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+        raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {text}")
     return value
 
 

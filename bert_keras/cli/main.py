@@ -111,7 +111,9 @@ def _file_system_error(error):
     if not _FILE_SYSTEM_PROBLEMS.search(message):
         return None
     first = message.splitlines()[0] if message else type(error).__name__
-    return OSError(f"{first}; free some space (or fix the directory) and run the same command again")
+    room = re.search(r"No space left on device|Disk quota exceeded|File too large", message)
+    advice = "free some space" if room else "fix the path or its permissions"
+    return OSError(f"{first}; {advice} and run the same command again")
 
 
 if __name__ == "__main__":

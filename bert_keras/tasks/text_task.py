@@ -467,8 +467,8 @@ class TextTask(keras.Model):
         if run_dir:
             steps_per_epoch = checkpoint_every or steps_per_epoch
             callbacks = list(callbacks or []) + [_backup_callback(
-                run_dir, keep=keep_run_dir, total_steps=total_steps, steps_per_epoch=steps_per_epoch, batch_size=batch_size,
-                seed=seed, recipe=_digest(self._recipe), weights=_weights_digest(self.head),
+                run_dir, keep=keep_run_dir, total_steps=total_steps, steps_per_epoch=steps_per_epoch,
+                batch_size=batch_size, seed=seed, recipe=_digest(self._recipe), weights=_weights_digest(self.head),
                 data=_digest((x, y, sample_weight)),
                 reading=_digest({"seq_length": self.seq_length, "lowercase": self._text.lowercase,
                                  "labels": self.labels, "settings": self.settings}))]

@@ -22,8 +22,8 @@ from bert_keras.training.callbacks import StepCheckpoint, ThroughputLogger
 from bert_keras.training.optimizer import create_optimizer
 from bert_keras.training.precision import with_loss_scaling
 from bert_keras.training.run_directory import claim_run, plan_run, record_complete, record_segment
-from pipelines.atomic_writes import release_owner
 from bert_keras.training.strategy import gather_from_replicas, in_multi_worker_mode, is_chief
+from pipelines.atomic_writes import release_owner
 
 logger = logging.getLogger(__name__)
 

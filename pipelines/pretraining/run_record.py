@@ -83,7 +83,9 @@ def read_run_record(prefix: str):
         record = json.loads(data)
     except ValueError:
         record = None
-    if isinstance(record, dict) and isinstance(record.get("settings"), dict):
+    if isinstance(record, dict) and isinstance(record.get("settings"), dict) \
+            and {"settings", "corpus", "complete"} == set(record) \
+            and {"max_seq_length", "max_predictions_per_seq"} <= set(record["settings"]):
         return record
     if isinstance(record, dict) and {"max_seq_length", "max_predictions_per_seq"} <= set(record):
         return {"settings": record, "corpus": None, "complete": True}  # an older version's flat settings

@@ -135,6 +135,8 @@ class PretrainingDataSettings:
             raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}.")
         if self.num_output_shards < 1 or self.dupe_factor < 1:
             raise ValueError("num_output_shards and dupe_factor must be at least 1.")
+        if not 0 <= self.seed < 2**32:
+            raise ValueError(f"seed (--random-seed) must be between 0 and 2**32 - 1, got {self.seed}.")
         if self.documents_per_bucket < 1:
             raise ValueError(f"documents_per_bucket must be at least 1, got {self.documents_per_bucket}.")
         if not 0 <= self.shard_index < self.num_shards:

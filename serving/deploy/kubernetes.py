@@ -27,7 +27,7 @@ from serving.deploy.server_settings import (
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 # A Kubernetes quantity ("2", "500m", "1.5", "2Gi", "512Mi", "1e3"): what the API server accepts.
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+|m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?$")
+_QUANTITY = re.compile(r"^\+?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+|[numkMGTPE]|[KMGTPE]i)?$")
 
 
 def _option(default, help, name=None, metavar="Q"):

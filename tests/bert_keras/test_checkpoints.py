@@ -659,5 +659,6 @@ def test_a_keras_file_of_a_class_not_registered_here_is_named_not_a_traceback(tm
     model(np.zeros((1, 3), "float32"))
     path = str(tmp_path / "someone.keras")
     model.save(path)
-    with pytest.raises(CheckpointFormatError, match=r"someone.keras: holds a SomeonesModel, not a bert_keras BertEncoder"):
+    with pytest.raises(CheckpointFormatError,
+                       match=r"someone.keras: holds a SomeonesModel, not a bert_keras BertEncoder"):
         load_pretrained(path)

@@ -307,6 +307,10 @@ def test_a_write_error_without_a_file_name_gets_the_target_s(tmp_path):
     assert failed.value.errno == errno.EFBIG
     assert str(failed.value) == (f"[Errno 27] writing {target}: File too large (nothing was written; free some "
                                  "space and run the same command again)")
+    with pytest.raises(OSError) as locked:  # not a space problem: no space advice, no "[Errno None]"
+        with staged_path(tmp_path / "m.weights.h5"):
+            raise OSError("Unable to lock file")
+    assert str(locked.value) == f"writing {tmp_path / 'm.weights.h5'}: Unable to lock file (nothing was written)"
     assert os.listdir(tmp_path) == []
     with pytest.raises(OSError, match="8448 requested and 2528 written"):
         with staged_path(tmp_path / "vectors.npy"):

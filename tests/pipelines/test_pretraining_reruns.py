@@ -46,7 +46,8 @@ def test_a_failed_run_does_not_block_the_corrected_rerun(vocab_file, tmp_path):
     assert summary["replaced_lines"] == 1 and len(summary["written"]) == 2 and summary["complete"]
 
 
-@pytest.mark.parametrize("content", ['{"user": "precious"}\n', "my notes, not JSON\n", "[1, 2]"])
+@pytest.mark.parametrize("content", ['{"user": "precious"}\n', "my notes, not JSON\n", "[1, 2]",
+                                     '{"settings": {"a": 1}}'])
 def test_a_config_file_of_the_users_with_the_record_name_is_never_replaced(vocab_file, tmp_path, content):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("A fine sentence here.\nAnd another one.\n\nA second document.\nWith more.\n")

@@ -369,6 +369,7 @@ def test_sizes_that_are_not_kubernetes_quantities_are_refused():
     from serving.deploy.kubernetes import KubernetesOptions
 
     KubernetesOptions(cpu_request="500m", memory_request="512Mi", memory_limit="1.5Gi", models_storage="20G")
+    KubernetesOptions(cpu_request=".5", cpu_limit="1.", memory_request="+1", memory_limit="100n")  # apimachinery's
     for field, bad in (("memory_request", "lots"), ("cpu_limit", "4 cores"), ("models_storage", "-1Gi")):
         with pytest.raises(ValueError, match=f"{field} '{bad}' is not a Kubernetes quantity"):
             KubernetesOptions(**{field: bad})
