@@ -308,8 +308,9 @@ class TextTask(keras.Model):
         """`loss` for a head whose outputs are logits (the default loss says whether they are):
         Keras' cross-entropies named by a string or given as functions read them as logits
         (also inside a list or dict of losses); a loss object with from_logits=False is refused."""
-        if not getattr(self.default_loss(), "from_logits", False):
-            return loss  # regression scores, vectors, or a built-in loss
+        default = self.head.default_loss() if hasattr(self.head, "default_loss") else None
+        if not getattr(default, "from_logits", False):
+            return loss  # regression scores, vectors (an embedder has no loss of its own), or a built-in loss
         if isinstance(loss, (list, tuple)):
             return type(loss)(self._on_logits(item) for item in loss)
         if isinstance(loss, dict):
