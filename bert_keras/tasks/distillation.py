@@ -465,7 +465,7 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     """
     from bert_keras.finetuned_model import RUN_DIRECTORY, write_eval_results
     from bert_keras.tasks.named_datasets import DatasetSpecError, spec_for_model, spec_of_saved
-    from bert_keras.tasks.text_task import command_run, load, remove_run_dir
+    from bert_keras.tasks.text_task import command_fit, load, remove_run_dir
 
     teacher = load(teacher_dir)
     if spec is None:
@@ -484,12 +484,14 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
         f"{'' if y is not None else ' (unlabelled: soft targets only)'}, temperature {temperature:g}"
         f"{f', {copies} masked copies of each batch' if copies else ''}")
     run_dir = os.path.join(output_dir, RUN_DIRECTORY)
-    with command_run(run_dir, output_dir, log) as callbacks:
-        student = distill(teacher, x, y, layers=plan.layers if init is None else layers, hidden_size=hidden_size,
-                          init=init, temperature=temperature, alpha=alpha, epochs=epochs, batch_size=batch_size,
-                          learning_rate=learning_rate, warmup_ratio=warmup_ratio, max_steps=max_steps, seed=seed,
-                          run_dir=run_dir, checkpoint_every=checkpoint_every, augment=augment, mask_rate=mask_rate,
-                          verbose=verbose, keep_run_dir=True, callbacks=callbacks)  # kept until the student is saved
+    student = command_fit(  # the backup is kept until the student is saved
+        lambda callbacks: distill(
+            teacher, x, y, layers=plan.layers if init is None else layers, hidden_size=hidden_size, init=init,
+            temperature=temperature, alpha=alpha, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
+            warmup_ratio=warmup_ratio, max_steps=max_steps, seed=seed, run_dir=run_dir,
+            checkpoint_every=checkpoint_every, augment=augment, mask_rate=mask_rate, verbose=verbose,
+            keep_run_dir=True, callbacks=callbacks),
+        run_dir, output_dir, log, overwrite=overwrite)
     student.record(training=dict(spec.provenance(), distilled_from=os.path.abspath(teacher_dir)))
     student.save(output_dir, overwrite=overwrite)
     remove_run_dir(run_dir)

@@ -62,7 +62,7 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
 
     from bert_keras.finetuned_model import RUN_DIRECTORY, write_eval_results
     from bert_keras.tasks.named_datasets import DatasetSpecError
-    from bert_keras.tasks.text_task import command_run, recipe_for_data, remove_run_dir
+    from bert_keras.tasks.text_task import command_fit, recipe_for_data, remove_run_dir
     from bert_keras.training import get_strategy
     from bert_keras.training.strategy import describe
 
@@ -94,10 +94,11 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
         + (", padded tokens skipped" if task.encoder.skip_padding else ""))
     run_dir = os.path.join(output_dir, RUN_DIRECTORY)
     # The backup stays until the model is saved: a kill in between resumes at the end, not at step 0.
-    with command_run(run_dir, output_dir, log) as callbacks:
-        history = task.fit(x, y, batch_size=batch_size, epochs=epochs, max_steps=max_steps, seed=seed,
-                           verbose=verbose, run_dir=run_dir, checkpoint_every=checkpoint_every, keep_run_dir=True,
-                           callbacks=callbacks)
+    history = command_fit(
+        lambda callbacks: task.fit(x, y, batch_size=batch_size, epochs=epochs, max_steps=max_steps, seed=seed,
+                                   verbose=verbose, run_dir=run_dir, checkpoint_every=checkpoint_every,
+                                   keep_run_dir=True, callbacks=callbacks),
+        run_dir, output_dir, log, overwrite=overwrite)
     result = FinetuningResult(task, output_dir, losses=history.history.get("loss", []))
     task.record(training=dict(spec.provenance(), init=init, train_steps=int(task.optimizer.iterations),
                               batch_size=batch_size, learning_rate=learning_rate, epochs=epochs, seed=seed))

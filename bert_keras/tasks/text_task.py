@@ -1160,11 +1160,11 @@ class RunDirectoryConflict(TaskInputError):
         self.run_dir, self.holds = run_dir, holds
 
 
-@contextlib.contextmanager
-def command_run(run_dir, output_dir, log):
-    """A command's fit with backups in `run_dir` (inside `output_dir`): yields the callbacks to
-    pass to it (one says "resuming" once the fit has accepted the backup), and words a
-    `RunDirectoryConflict` for the command line."""
+def command_fit(fit, run_dir, output_dir, log, *, overwrite=False):
+    """A command's fit with backups in `run_dir` (inside `output_dir`): `fit(callbacks)` with a
+    callback that says "resuming" once the fit has accepted the backup. A `RunDirectoryConflict`
+    is worded for the command line; with `overwrite`, the backup of another run that is not
+    running is removed and the fit starts afresh (as `pretrain --overwrite` does)."""
     import shlex
 
     class SayResuming(keras.callbacks.Callback):
@@ -1172,15 +1172,21 @@ def command_run(run_dir, output_dir, log):
             if os.path.isfile(os.path.join(run_dir, "training_metadata.json")):
                 log(f"resuming the interrupted run backed up in {run_dir}")
 
-    try:
-        yield [SayResuming()]
-    except RunDirectoryConflict as conflict:
-        if "running now" in conflict.holds:
-            advice = "wait for it to end, or choose another --output-dir"
-        else:
-            advice = (f"run the command that started it again to finish it, or remove it to start over "
-                      f"(rm -r {shlex.quote(run_dir)})")
-        raise TaskInputError(f"{output_dir}: {run_dir} holds {conflict.holds}: {advice}") from None
+    for attempt in range(2):
+        try:
+            return fit([SayResuming()])
+        except RunDirectoryConflict as conflict:
+            running = "running now" in conflict.holds
+            if overwrite and not running and attempt == 0:
+                log(f"--overwrite: removing {run_dir}, which holds {conflict.holds}")
+                remove_run_dir(run_dir)
+                continue
+            if running:
+                advice = "wait for it to end, or choose another --output-dir"
+            else:
+                advice = (f"run the command that started it again to finish it, or remove it to start over "
+                          f"(rm -r {shlex.quote(run_dir)}, or pass --overwrite)")
+            raise TaskInputError(f"{output_dir}: {run_dir} holds {conflict.holds}: {advice}") from None
 
 
 def remove_run_dir(run_dir):

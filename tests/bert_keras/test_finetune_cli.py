@@ -184,10 +184,15 @@ def test_another_runs_backup_is_named_in_command_terms_and_the_backup_outlives_t
     (backup / "run.json").write_text('{"total_steps": 99}')  # an interrupted run of other settings
     with pytest.raises(Exception, match=r"ner: .*\.finetune-run holds the backup of another run \(.*differ\): run the "
                                         r"command that started it again to finish it, or remove it to start over "
-                                        r"\(rm -r .*\.finetune-run\)"):
+                                        r"\(rm -r .*\.finetune-run, or pass --overwrite\)"):
         run(finetune, command)
     assert "resuming" not in capsys.readouterr().out  # nothing was resumed
-    (backup / "run.json").unlink()
+    assert (backup / "run.json").exists()  # and nothing was removed
+    assert run(finetune, command + ["--overwrite"]) == 0  # --overwrite: that backup goes, the run starts afresh
+    assert "--overwrite: removing" in capsys.readouterr().out and not backup.exists()
+    import shutil
+
+    shutil.rmtree(out)
     saves = []
     import bert_keras.tasks.text_task as text_task
 
