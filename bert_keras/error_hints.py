@@ -59,7 +59,9 @@ def _column_hint(message, args):
         if missing == getattr(args, dest, None) or (getattr(args, dest, None) is None and missing in defaults):
             # a column another option already takes (the text) is not the one to suggest
             taken = {c for f, d, names in COLUMN_FLAGS if f != flag for c in (getattr(args, d, None),) + names}
-            guess = difflib.get_close_matches(missing, [c for c in found if c not in taken], n=1, cutoff=0.5)
+            free = [c for c in found if c not in taken]
+            # the one column left, or one whose name is close (a far guess would name the wrong one)
+            guess = free if len(free) == 1 else difflib.get_close_matches(missing, free, n=1, cutoff=0.5)
             example = f" (e.g. {flag} {guess[0]})" if guess else ""
             return f"name the column with {flag} COLUMN; the file has {', '.join(found) or 'no columns'}{example}"
     return None

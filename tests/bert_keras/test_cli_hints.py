@@ -110,3 +110,15 @@ def test_finetune_hints_name_dev_data_when_the_run_evaluated_none():
     assert evaluated.startswith("next: bert-keras evaluate --model 'out/my run'   |")
     unevaluated = FinetuningResult(task, "out/run", metrics=None).next_steps()
     assert "bert-keras evaluate --model out/run --data DEV_FILE" in unevaluated
+
+
+def test_a_column_hint_guesses_only_the_one_column_left_or_a_close_name():
+    import argparse
+
+    from bert_keras.error_hints import hint_for
+
+    args = argparse.Namespace(text_column=None, text_b_column=None, label_column=None)
+    far = ValueError("d.csv: no column 'sentence'; columns found: ['review', 'stars']")
+    assert hint_for(far, args) == "name the column with --text-column COLUMN; the file has review, stars"
+    close = ValueError("d.csv: no column 'sentence'; columns found: ['sentences', 'stars']")
+    assert hint_for(close, args).endswith("(e.g. --text-column sentences)")
