@@ -84,8 +84,8 @@ class BertPacker:
         truncation: str = "longest_first",
         pad_to: str = "fixed",
     ):
-        if int(seq_length) < 2:
-            raise ValueError(f"seq_length must be at least 2 ([CLS] and [SEP]), got {seq_length}.")
+        if int(seq_length) < 3:  # at 2 every text would be cut to nothing: [CLS] [SEP]
+            raise ValueError(f"seq_length must be at least 3 ([CLS], a token and [SEP]), got {seq_length}.")
         if truncation not in _TRUNCATIONS:
             raise ValueError(f"truncation must be one of {_TRUNCATIONS}, got {truncation!r}.")
         if pad_to not in _PAD_TOS:
@@ -138,8 +138,6 @@ class BertPacker:
             segments = [segments]
         if not 1 <= len(segments) <= 2:
             raise ValueError(f"BertPacker takes 1 or 2 segments, got {len(segments)}.")
-        if len(segments) == 2 and self.seq_length < 3:
-            raise ValueError(f"A pair needs seq_length >= 3 ([CLS] A [SEP] B [SEP] with A, B empty), got {self.seq_length}.")
 
         standardized, ranks = [], []
         for segment in segments:

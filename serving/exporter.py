@@ -53,6 +53,7 @@ from pipelines.atomic_writes import (check_free_space, install_directory, make_s
                                      variables_nbytes, write_bytes)
 from serving.op_sets import matching_release
 from serving.signatures.text_inputs import DEFAULT_CHARS_PER_TOKEN
+from serving.warmup import MAX_WARMUP_RECORDS
 
 DEFAULT_WARMUP_REQUESTS = 2
 DEFAULT_RELEASE = matching_release()  # the installed TensorFlow's (serving/op_sets.py)
@@ -105,8 +106,9 @@ def check_export_options(version=None, warmup_requests=DEFAULT_WARMUP_REQUESTS, 
 
     if version is not None and version < 1:
         raise ValueError(f"{name('version')} must be a positive integer")
-    if warmup_requests < 0:
-        raise ValueError(f"{name('warmup_requests')} must be 0 or more")
+    if not 0 <= warmup_requests <= MAX_WARMUP_RECORDS:  # TF Serving fails the load of more
+        raise ValueError(f"{name('warmup_requests')} must be 0 to {MAX_WARMUP_RECORDS} (TF Serving refuses to load "
+                         f"a model with more warmup records), got {warmup_requests}")
     if model_name is not None and not MODEL_NAME.fullmatch(str(model_name)):
         raise ValueError(f"{name('model_name')} {str(model_name)!r}: a served model's name is one directory name "
                          "of letters, digits, '_', '.' and '-' (not starting with '.' or '-'), as in "

@@ -27,6 +27,9 @@ import numpy as np
 from pipelines.atomic_writes import staged_path
 
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
+# TF Serving fails a load whose warmup file holds more records (saved_model_warmup_util's
+# kMaxNumRecords): "Number of warmup records exceeeds the maximum (1000)".
+MAX_WARMUP_RECORDS = 1000
 DEFAULT_BATCH_SIZES = (1, 8)
 
 

@@ -6,7 +6,8 @@ every input) join the queue's open batch until it holds `max_batch_size` rows (o
 the request's `cost`: the windows of a long-text signature, `serving.server.window_cost`) or
 `batch_timeout_micros` have passed since its first request; `num_batch_threads` workers run
 closed batches, oldest first; a queue holding `max_enqueued_batches` batches refuses new
-work with RESOURCE_EXHAUSTED instead of growing without bound.
+work with UNAVAILABLE (TF Serving's shared batch scheduler: "The batch scheduling queue to which
+this task was submitted is full"; REST 503, which clients retry) instead of growing without bound.
 
 A worker concatenates each input along dim 0 (one copy), calls `run_fn` once, and hands
 every caller a view of its own rows. If the merged call fails, the batch is split in two
@@ -60,7 +61,7 @@ class BatchingOptions:
         batch_timeout_micros: Longest a request waits for others to join its batch.
         num_batch_threads: Worker threads running batches (the parallelism of model calls).
         max_enqueued_batches: Batches a queue may hold (open + waiting) before new requests
-            get RESOURCE_EXHAUSTED.
+            get UNAVAILABLE.
     """
 
     max_batch_size: int = 32
@@ -194,7 +195,7 @@ class BatchScheduler:
             {name: this request's rows of each output} (views into the batch's outputs).
 
         Raises:
-            ServingError: RESOURCE_EXHAUSTED when the queue is full, UNAVAILABLE after stop(),
+            ServingError: UNAVAILABLE when the queue is full or after stop(),
                 or whatever `run_fn` raised for this request.
         """
         cost = rows if cost is None else max(1, int(cost))
@@ -216,8 +217,8 @@ class BatchScheduler:
                 if len(batches) >= self.options.max_enqueued_batches:
                     self._stats["rejected"] += 1
                     raise ServingError(
-                        "RESOURCE_EXHAUSTED",
-                        f"batch queue is full ({len(batches)} batches of up to {limit} rows waiting; "
+                        "UNAVAILABLE",
+                        f"The batch scheduling queue to which this task was submitted is full ({len(batches)} batches of up to {limit} rows waiting; "
                         f"max_enqueued_batches={self.options.max_enqueued_batches}); retry later",
                     )
                 batch = _Batch(time.monotonic() + self._timeout_s)

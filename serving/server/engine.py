@@ -264,6 +264,11 @@ class InferenceEngine:
         signature_name = signature_name or DEFAULT_SIGNATURE
         signature = self.signature(servable, signature_name)
         if output_filter:
+            seen = set()
+            for name in output_filter:  # as TF Serving's PreProcessPrediction
+                if name in seen:
+                    raise ServingError("INVALID_ARGUMENT", f"duplicate output tensor alias: {name[:200]}")
+                seen.add(name)
             unknown = set(output_filter) - set(signature.outputs)
             if unknown:
                 raise ServingError(
@@ -278,7 +283,7 @@ class InferenceEngine:
         window_cost = servable.window_cost
         cost = window_cost.cost(arrays) if window_cost is not None else None
         if cost is not None:
-            check_window_count(cost, rows or 0, self.limits, where)
+            check_window_count(window_cost.cost(arrays, bound=True), rows or 0, self.limits, where)
         runner = self._runner(servable, signature_name)
         if batch and self._scheduler is not None and rows is not None and signature.batchable:
             key = (servable, signature_name, tuple(a.shape[1:] for a in arrays.values()))
@@ -401,8 +406,8 @@ class InferenceEngine:
         if version_label:
             labels = self._registry.source(model_name).labels
             if version_label not in labels:
-                raise ServingError("NOT_FOUND", f"version label '{version_label[:200]}' not found for model "
-                                                f"'{model_name}'; labels: {sorted(labels) or 'none'}")
+                raise ServingError("INVALID_ARGUMENT", f"Unrecognized servable version label: {version_label[:200]} "
+                                                       f"(model '{model_name}'; labels: {sorted(labels) or 'none'})")
             version = labels[version_label]
         return [
             {

@@ -13,8 +13,9 @@ of the maximum size): a body that does not fit waits, and is answered 503 after 
 
 Everything the HTTP layer refuses itself is answered as TF Serving's REST API answers
 errors, JSON `{"error": "..."}`: 400 (bad request line or header), 408 (header or body not
-received in time), 411 (no Content-Length), 413 (body over the limit), 414 (request line
-over 8 KiB), 415 (a Content-Encoding other than gzip), 431 (headers over 64 KiB or 100 lines),
+received in time), 411 (no Content-Length, or a chunked body), 413 (body over the limit), 414
+(request line over 8 KiB), 415 (a Content-Encoding other than gzip), 431 (headers over 64 KiB or
+100 lines), 501 (any other Transfer-Encoding: never read by a Content-Length beside it),
 503 (connection cap reached). HEAD gets the status and headers of the same request without the
 body. Content-Length is ASCII digits only. A `Content-Encoding: gzip` body is decompressed, as
 TF Serving's HTTP server does, in a worker thread and never past `max_request_bytes` (`gunzip`);
@@ -91,7 +92,7 @@ class RestServer:
     def __init__(self, engine, *, host="127.0.0.1", port=8501, max_request_bytes=64 << 20, ssl_context=None,
                  idle_timeout_s=120.0, metrics=None, workers=32, max_connections=1000, header_timeout_s=10.0,
                  body_timeout_s=60.0, body_budget_bytes=None):
-        self.service = RestService(engine, metrics)
+        self.service = RestService(engine, metrics, decode_budget_bytes=body_budget_bytes or 4 * max_request_bytes)
         self.host = host
         self.max_request_bytes = max_request_bytes
         self.ssl_context = ssl_context
@@ -295,6 +296,8 @@ class RestServer:
             value = value.strip()
             if name == "content-length" and headers.get(name, value) != value:
                 raise _Refused(400, "conflicting Content-Length headers")
+            if name == "transfer-encoding" and name in headers:  # one framing, or a proxy could read another
+                raise _Refused(400, "repeated Transfer-Encoding headers")
             headers[name] = value
         else:
             raise _Refused(431, f"more than {MAX_HEADER_LINES} header lines")
@@ -303,8 +306,16 @@ class RestServer:
         return method.upper(), target, headers, keep_alive
 
     def _content_length(self, method, headers):
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            raise _Refused(411, "chunked request bodies are not accepted: send a Content-Length header")
+        # RFC 9112 6.1 / 6.3: Transfer-Encoding overrides Content-Length, so a body framed by a
+        # coding is never read by its Content-Length (a proxy in front would frame it otherwise:
+        # request smuggling). This server reads Content-Length bodies only.
+        coding = headers.get("transfer-encoding")
+        if coding is not None:
+            codings = [c.strip().lower() for c in coding.split(",")]
+            if codings == ["chunked"]:
+                raise _Refused(411, "chunked request bodies are not accepted: send a Content-Length header")
+            raise _Refused(501, f"Transfer-Encoding {coding[:40]!r} is not supported: send the body with a "
+                                "Content-Length header (compress it with Content-Encoding: gzip)")
         length = headers.get("content-length")
         if length is None:
             if method == "POST":

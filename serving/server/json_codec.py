@@ -1,5 +1,9 @@
 """The REST codec: TF Serving's JSON bodies <-> numpy, with every client mistake a clear 400.
 
+- `DecodeBudget` + `decoded_json_bytes`: JSON values decoded at once are bounded in memory,
+  not only in wire bytes: `[],` is 3 bytes of body and about 90 bytes of Python objects, so a
+  body within `max_request_bytes` could decode to 30 times its size; its bound is checked
+  from the body's text before the decoder runs.
 - `parse_json_body`: bytes -> the JSON object, refusing what Python's json module would
   accept but TF Serving's decoder does not (NaN / Infinity, numbers that overflow a double),
   and turning every decoder failure (malformed text, nesting deeper than the recursion limit,
@@ -31,6 +35,9 @@ import json
 import math
 import re
 import sys
+import threading
+import time
+from contextlib import contextmanager
 from typing import Mapping
 
 import numpy as np
@@ -55,6 +62,60 @@ def _finite_float(text):
     if math.isinf(value):
         raise _bad_json(f"malformed JSON: number {text[:40]} overflows a double")
     return value
+
+
+# An upper bound of the Python memory of one decoded JSON value: a list or dict (56-232 bytes
+# and its slot in its parent), a str (49 bytes + its text, counted in the body's length), an
+# int (28) or a float (24). Every value after a container's first follows a "," and every
+# container opens with "[" or "{", so values <= their count + 1 (characters inside strings
+# count too: an over-estimate, never an under-estimate).
+DECODED_BYTES_PER_VALUE = 96
+
+
+def decoded_json_bytes(body: bytes) -> int:
+    """An upper bound of the memory `json.loads(body)` takes, from the text alone (C-speed counts)."""
+    values = body.count(b",") + body.count(b"[") + body.count(b"{") + 1
+    return len(body) + DECODED_BYTES_PER_VALUE * values
+
+
+class DecodeBudget:
+    """Bytes of decoded JSON held at once by all requests (thread-safe).
+
+    `hold(body)` waits until the body's decoded bound fits beside the requests being
+    answered, up to `wait_s`, then UNAVAILABLE (503: retry later); a body whose bound alone
+    is over the budget is RESOURCE_EXHAUSTED (429) at once, before anything is decoded.
+    """
+
+    def __init__(self, budget_bytes, wait_s=30.0):
+        self.budget_bytes = int(budget_bytes)
+        self.wait_s = wait_s
+        self._held = 0
+        self._room = threading.Condition()
+
+    @contextmanager
+    def hold(self, body: bytes):
+        need = decoded_json_bytes(body)
+        if need > self.budget_bytes:
+            raise ServingError(
+                "RESOURCE_EXHAUSTED",
+                f"request body of {len(body):,} bytes holds up to {need // DECODED_BYTES_PER_VALUE:,} JSON "
+                f"values, about {need / 2**20:,.0f} MiB decoded: over the server's "
+                f"{self.budget_bytes / 2**20:,.0f} MiB for decoded requests; send fewer values per request")
+        deadline = time.monotonic() + self.wait_s
+        with self._room:
+            while self._held and self._held + need > self.budget_bytes:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise ServingError("UNAVAILABLE", "the server is decoding too many large JSON requests; "
+                                                      "retry later")
+                self._room.wait(left)
+            self._held += need
+        try:
+            yield
+        finally:
+            with self._room:
+                self._held -= need
+                self._room.notify_all()
 
 
 def parse_json_body(body: bytes):

@@ -384,8 +384,9 @@ class ModelRegistry:
         The caller must call `.release()` on the result when the request is done.
 
         Raises:
-            ServingError: NOT_FOUND for an unknown model / version / label (listing what
-                exists), UNAVAILABLE for a version that is still loading.
+            ServingError: NOT_FOUND for an unknown model / version (listing what exists),
+                INVALID_ARGUMENT for an unknown label (TF Serving's "Unrecognized servable
+                version label"), UNAVAILABLE for a version that is still loading.
         """
         model = self._model(name)
         if version is not None and label:
@@ -396,9 +397,9 @@ class ModelRegistry:
                 labels = model.source.labels
                 if label not in labels:
                     raise ServingError(
-                        "NOT_FOUND",
-                        f"version label '{label}' not found for model '{name}'; labels: "
-                        f"{dict(sorted(labels.items())) or 'none'}",
+                        "INVALID_ARGUMENT",
+                        f"Unrecognized servable version label: {label} (model '{name}'; labels: "
+                        f"{dict(sorted(labels.items())) or 'none'})",
                     )
                 wanted = labels[label]
             elif version is not None:

@@ -59,7 +59,8 @@ class Limits:
         max_tokens_per_request: Most elements of a `token_ids` input (rows x sequence length)
             in one request (RESOURCE_EXHAUSTED above): the cost bound of the token signatures.
         max_windows_per_request: Most windows one request of a long-text signature may read
-            (its texts' windows, estimated from their bytes: `serving.server.window_cost`;
+            (its texts' windows at most, each non-whitespace byte a possible piece:
+            `serving.server.window_cost`;
             RESOURCE_EXHAUSTED above): the cost bound of the windowed signatures, whose rows
             alone allow 1,024 documents of `max_length` pieces.
     """
@@ -118,11 +119,12 @@ def check_declared_size(name: str, shape, itemsize: int, limits: Limits, where: 
 
 
 def check_window_count(windows: int, texts: int, limits: Limits, where: str = "") -> None:
-    """RESOURCE_EXHAUSTED when a request's `texts` read as about `windows` windows, over the limit."""
+    """RESOURCE_EXHAUSTED when a request's `texts` may read up to `windows` windows, over the limit."""
     if windows > limits.max_windows_per_request:
         raise ServingError(
             "RESOURCE_EXHAUSTED",
-            f"{where}{texts} text(s) read as about {windows} windows (estimated from their bytes), more "
+            f"{where}{texts} text(s) may read up to {windows} windows (each byte that is not whitespace "
+            f"may be a word piece), more "
             f"than the limit of {limits.max_windows_per_request} windows per request "
             "(--max-windows-per-request): send fewer or shorter texts per request")
 

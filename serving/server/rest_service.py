@@ -36,6 +36,7 @@ import numpy as np
 
 from serving.server.errors import ServingError, http_status, name_list
 from serving.server.json_codec import (
+    DecodeBudget,
     classify_results_json,
     decode_predict_json,
     encode_predict_json,
@@ -45,6 +46,7 @@ from serving.server.json_codec import (
     serialized_examples,
     signature_def_map_json,
 )
+from serving.server.request_validation import Limits
 
 logger = logging.getLogger(__name__)
 
@@ -133,11 +135,15 @@ class RestService:
     Args:
         engine: an `InferenceEngine`.
         metrics: optional `serving.server.server.ServerMetrics`.
+        decode_budget_bytes: decoded JSON held at once by all requests (`json_codec.DecodeBudget`;
+            default 4 x the engine's `max_request_bytes`).
     """
 
-    def __init__(self, engine, metrics=None):
+    def __init__(self, engine, metrics=None, decode_budget_bytes=None):
         self.engine = engine
         self.metrics = metrics
+        limits = getattr(engine, "limits", None) or Limits()
+        self.decode_budget = DecodeBudget(decode_budget_bytes or 4 * limits.max_request_bytes)
         self.draining = False
 
     def respond(self, method, path, body):
@@ -197,11 +203,12 @@ class RestService:
             if match:
                 name, version, label, verb = match.groups()
                 spec = self._spec(name, version, label)
-                request = parse_json_body(body)
-                signature = request.get("signature_name", None)
-                if signature is not None and not isinstance(signature, str):
-                    raise RestError(400, "'signature_name' must be a string")
-                return 200, getattr(self, f"_{verb.lower()}")(spec, request)
+                with self.decode_budget.hold(body):  # until the decoded values are gone
+                    request = parse_json_body(body)
+                    signature = request.get("signature_name", None)
+                    if signature is not None and not isinstance(signature, str):
+                        raise RestError(400, "'signature_name' must be a string")
+                    return 200, getattr(self, f"_{verb.lower()}")(spec, request)
         elif method == "GET":
             match = _STATUS_PATH.fullmatch(path)
             if match:

@@ -18,11 +18,9 @@ import os
 from serving.server.errors import ServingError, from_tf_error
 from serving.server.signatures import CLASSIFY_METHOD, REGRESS_METHOD
 from serving.server.tensor_proto import ndarray_from_proto, serialized_examples_from_input
+from serving.warmup import MAX_WARMUP_RECORDS, WARMUP_FILE
 
 log = logging.getLogger(__name__)
-
-WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
-MAX_WARMUP_RECORDS = 1000  # TF Serving reads at most this many warmup records
 
 
 def _replay_one(engine, servable, entry):
@@ -58,9 +56,12 @@ def replay_warmup(engine, servable) -> None:
     from tensorflow_serving.apis import prediction_log_pb2
 
     try:
-        records = [r.numpy() for r in tf.data.TFRecordDataset(path).take(MAX_WARMUP_RECORDS)]
+        records = [r.numpy() for r in tf.data.TFRecordDataset(path).take(MAX_WARMUP_RECORDS + 1)]
     except tf.errors.OpError as exc:
         raise from_tf_error(exc, f"reading warmup file {path}") from None
+    if len(records) > MAX_WARMUP_RECORDS:
+        raise ServingError("INVALID_ARGUMENT", f"Number of warmup records exceeds the maximum "
+                                               f"({MAX_WARMUP_RECORDS}) at {path}, as TF Serving refuses it")
     for index, record in enumerate(records):
         try:
             _replay_one(engine, servable, prediction_log_pb2.PredictionLog.FromString(record))

@@ -14,11 +14,18 @@ early), capped by the export's `max_length` (pieces read at all) and its
 (`assets.extra/model_card.json`, written by `serving.exporter`); a SavedModel without one, or
 one that does not read windows, costs its rows, as in TF Serving.
 
+The request limit (`--max-windows-per-request`) is checked on an upper bound instead
+(`windows(..., bound=True)`): every byte that is not whitespace may be a word piece of its own
+(commas, rare letter runs and Hangul's jamo are a piece per byte or nearly; whitespace never
+is), so no text reads more windows than it was charged, whatever it holds.
+
 Example:
     >>> import numpy as np
     >>> cost = WindowCost(window=126, stride=63, max_length=4096)
     >>> cost.windows(np.array([b"short text", b"word " * 600]))
     array([ 1, 11])
+    >>> cost.windows(np.array([b"short text", b"word " * 600, b"," * 800]), bound=True)
+    array([ 1, 38, 12])
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import os
 import numpy as np
 
 BYTES_PER_PIECE = 4
+_WHITESPACE = (b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,17 +73,22 @@ class WindowCost:
             return None  # not one of our exports, or an older card: rows count
         return cls(window, stride, max_length) if max_length > window else None
 
-    def windows(self, texts: np.ndarray) -> np.ndarray:
-        """Estimated windows of each text (int64, at least 1)."""
-        lengths = np.fromiter((len(t) if isinstance(t, bytes) else len(str(t).encode()) for t in texts.ravel()),
-                              np.int64, count=texts.size)
-        pieces = np.minimum(-(-lengths // BYTES_PER_PIECE), self.max_length)
+    def windows(self, texts: np.ndarray, bound: bool = False) -> np.ndarray:
+        """Windows of each text (int64, at least 1): estimated, or (`bound`) at most."""
+        encoded = (t if isinstance(t, bytes) else str(t).encode() for t in texts.ravel())
+        if bound:
+            pieces = np.fromiter((len(t) - sum(t.count(space) for space in _WHITESPACE) for t in encoded),
+                                 np.int64, count=texts.size)
+        else:
+            pieces = -(-np.fromiter(map(len, encoded), np.int64, count=texts.size) // BYTES_PER_PIECE)
+        pieces = np.minimum(pieces, self.max_length)
         step = min(self.window, self.stride)
         return 1 + -(-np.maximum(pieces - self.window, 0) // step)
 
-    def cost(self, arrays: dict) -> int | None:
-        """The windows of a request: its one string input's texts (None when it has none)."""
+    def cost(self, arrays: dict, bound: bool = False) -> int | None:
+        """The windows of a request (estimated, or at most): its one string input's texts (None
+        when it has none)."""
         texts = [a for a in arrays.values() if a.dtype.kind in "OSU"]
         if len(texts) != 1:
             return None
-        return int(self.windows(texts[0]).sum())
+        return int(self.windows(texts[0], bound=bound).sum())

@@ -15,7 +15,7 @@ One file per family (`bert_keras.families` names it), each with `build(module, f
 | classification | `classification.py` | text (+ text_b) -> label, class_id, probabilities |
 | regression | `classification.py` | text (+ text_b) -> score |
 | ner | `token_classification.py` | text -> entity_text, entity_label, start/end_char, score, num_entities, truncated |
-| squad | `span_qa.py` | question, context -> answer, start_char, end_char, score, has_answer |
+| squad | `span_qa.py` | question, context -> answer, start_char, end_char, score, has_answer, truncated |
 | embedding | `embedding.py` | text -> embedding |
 | multiple_choice | `multiple_choice.py` | context, endings -> choice, probabilities |
 

@@ -52,7 +52,7 @@ from serving.signatures.module import PREDICT
 from pipelines.tokenizer.combining_marks import extend_over_marks_in_graph
 from pipelines.windowing import first_argmax, question_context_layout, question_context_max_context
 from pipelines.windowing import question_context_windows
-from serving.signatures.text_inputs import ids_specs, python_token_spans, string_spec
+from serving.signatures.text_inputs import DEFAULT_CHARS_PER_TOKEN, ids_specs, python_token_spans, string_spec
 
 
 def best_spans(start_logits, end_logits, is_context, is_max_context, example, index, num_examples,
@@ -162,9 +162,14 @@ def build(module, finetuned):
         answer = tf.where(answered, tf.strings.substr(context, tf.maximum(byte_start, 0),
                                                       tf.maximum(byte_end - byte_start, 0)), "")
         chars = module.text.char_offsets(context, tf.stack([byte_start, byte_end], axis=1))
+        # Contexts read only in part: pieces past the `max_windows` windows, or text past the cut.
+        room = seq_length - question.row_lengths() - 3
+        kept = room + (max_windows - 1) * tf.minimum(room, stride)
+        truncated = ((ids.row_lengths() > kept)
+                     | module.text.was_cut(inputs["context"], seq_length + (max_windows - 1) * stride))
         return {"answer": answer, "start_char": chars[:, 0], "end_char": chars[:, 1],
                 "score": tf.cast(tf.where(answered, best["score"], best["null_score"]), tf.float32),
-                "has_answer": answered}
+                "has_answer": answered, "truncated": truncated}
 
     serving = tf.function(serve, input_signature=[
         {"question": string_spec("question"), "context": string_spec("context")}])
@@ -180,10 +185,10 @@ def reference_outputs(finetuned, inputs):
 
     settings = finetuned.settings
     tokenizer = finetuned.tokenizer()
-    examples = [squad.SquadExample(id=str(i), question=_text(q),
-                                   context=_read_part(tokenizer, _text(q), _text(c), finetuned),
-                                   answers=[])
-                for i, (q, c) in enumerate(zip(inputs["question"], inputs["context"]))]
+    parts = [_read_part(tokenizer, _text(q), _text(c), finetuned)
+             for q, c in zip(inputs["question"], inputs["context"])]
+    examples = [squad.SquadExample(id=str(i), question=_text(q), context=part, answers=[])
+                for i, (q, (part, _)) in enumerate(zip(inputs["question"], parts))]
     features = squad.build_squad_features(
         examples, tokenizer, is_training=False, max_seq_length=finetuned.seq_length,
         doc_stride=settings["doc_stride"], max_query_length=settings["max_query_length"])
@@ -208,7 +213,7 @@ def reference_outputs(finetuned, inputs):
     answer, start, end, score, has = zip(*rows)
     return {"answer": np.array(answer, object), "start_char": np.array(start, np.int64),
             "end_char": np.array(end, np.int64), "score": np.array(score, np.float32),
-            "has_answer": np.array(has, bool)}
+            "has_answer": np.array(has, bool), "truncated": np.array([cut for _, cut in parts], bool)}
 
 
 def _text(value):
@@ -216,18 +221,27 @@ def _text(value):
 
 
 def _read_part(tokenizer, question, context, finetuned):
-    """The part of `context` the export reads: its first `max_windows` windows' tokens.
+    """`(part, truncated)`: the part of `context` the export reads (its first `max_windows`
+    windows' tokens), and whether that is less than the whole context.
 
     Cut right after the last kept token; WordPiece is greedy longest-match
     first, so the kept tokens of a word cut there are unchanged.
     """
     settings = finetuned.settings
     query = tokenizer.tokenize(tf.constant(question)).shape[0]
-    ids, _, char_end = python_token_spans(tokenizer, context)
     room = finetuned.seq_length - min(query, settings["max_query_length"]) - 3
     step = min(room, settings["doc_stride"])
     kept = room + (settings["max_windows"] - 1) * step
-    return context if len(ids) <= kept else context[:int(char_end[kept - 1])]
+    max_tokens = finetuned.seq_length + (settings["max_windows"] - 1) * settings["doc_stride"]
+    max_chars = max_tokens * DEFAULT_CHARS_PER_TOKEN
+    stripped = context.lstrip()
+    cut = len(stripped) > max_chars
+    if cut:  # the export's cut before tokenization (`TextInputs.validate`)
+        context = context[:len(context) - len(stripped) + max_chars]
+    ids, _, char_end = python_token_spans(tokenizer, context)
+    if len(ids) <= kept:
+        return context, cut
+    return context[:int(char_end[kept - 1])], True
 
 
 # -- what the export path asks of this family (serving.signatures.kind_module) -------------

@@ -110,7 +110,7 @@ def test_wordpiece_shaped_input_is_flattened():
         (dict(seq_length=1), None, "seq_length"),
         (dict(seq_length=8, truncation="shortest"), None, "truncation"),
         (dict(seq_length=8, pad_to="max"), None, "pad_to"),
-        (dict(seq_length=2), "pair", "seq_length >= 3"),
+        (dict(seq_length=2), "pair", "at least 3"),
         (dict(seq_length=8), "triple", "1 or 2 segments"),
         (dict(seq_length=8), "float", "integer"),
         (dict(seq_length=8), "mixed_rank", "both be batched"),

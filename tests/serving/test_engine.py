@@ -270,7 +270,7 @@ def test_version_policies_and_labels(serve):
     assert tf.make_ndarray(response.outputs["version"]).tolist() == [1]
     _, _, out = engine.predict_arrays("labels", version_label="canary", inputs={"text": texts_array("a")})
     assert out["version"].tolist() == [2]
-    message = raises("NOT_FOUND", GrpcApi(engine).predict, predict_request(["a"], name="labels", version_label="beta"))
+    message = raises("INVALID_ARGUMENT", GrpcApi(engine).predict, predict_request(["a"], name="labels", version_label="beta"))
     assert "beta" in message and "stable" in message and "canary" in message
     # a label to a version that is not there ("gone": 9) is refused at start: test_server_hostile_round2
     raises("INVALID_ARGUMENT", engine.predict_arrays, "labels", version=1, version_label="stable", inputs={})

@@ -162,7 +162,8 @@ def test_full_queue_answers_resource_exhausted():
         time.sleep(0.005)
     with pytest.raises(ServingError) as info:
         scheduler.submit("k", blocking, {"x": np.ones(1)}, 1)
-    assert info.value.code == "RESOURCE_EXHAUSTED" and "max_enqueued_batches=1" in info.value.message
+    assert info.value.code == "UNAVAILABLE" and "max_enqueued_batches=1" in info.value.message  # as TF Serving
+    assert info.value.message.startswith("The batch scheduling queue to which this task was submitted is full")
     gate.set()
     first.join(5)
     second.join(5)

@@ -34,7 +34,7 @@ BAD_INPUTS = [
     (b"caf\xc3", "invalid UTF-8 at row\\] \\[1\\]"),        # truncated multi-byte character
     (b"\xed\xa0\x80", "invalid UTF-8 at row\\] \\[1\\]"),   # UTF-16 surrogate, not valid UTF-8
     (b"", r"empty text \(no characters other than whitespace\) at row\] \[1\]"),
-    (" \t\n\u3000\u2028".encode("utf-8"),                   # ASCII, ideographic spaces, line separator
+    (" \t\n\u3000\u00a0".encode("utf-8"),                   # ASCII, ideographic and no-break spaces
      r"empty text \(no characters other than whitespace\) at row\] \[1\]"),
     ("\x01\u200b".encode("utf-8"), r"no token \(only characters the tokenizer drops"),
 ]
@@ -119,7 +119,8 @@ def test_one_megabyte_text_is_truncated_not_an_error(finetuned_dir, exported_mod
 
 
 def test_text_inputs_apply_the_one_rule_for_empty_text(tmp_path):
-    """Empty or whitespace-only (Python's `str.isspace`) is refused naming the row; leading spaces do not eat the cut."""
+    """Empty or whitespace-only (what BERT splits on or drops) is refused naming the row; leading spaces do
+    not eat the cut. The line and paragraph separators are words to BERT ([UNK]), not whitespace."""
     from pipelines import BertTokenizer
     from serving.signatures.text_inputs import TextInputs
 
@@ -127,13 +128,14 @@ def test_text_inputs_apply_the_one_rule_for_empty_text(tmp_path):
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello"]) + "\n")
     text_inputs = TextInputs(BertTokenizer(str(vocab)), seq_length=8)
     tokenize = tf.function(lambda texts: text_inputs.tokenize(texts, "text"))
-    for blank in ["", " ", "\t\n\r\x0b\x0c", "\x1c\x1f\x85\xa0\u2028\u2029\u3000"]:
+    for blank in ["", " ", "\t\n\r\x0b\x0c", "\x1c\x1f\x85\xa0\u3000"]:
         assert blank.isspace() or not blank
         with pytest.raises(tf.errors.InvalidArgumentError,
                            match=r"input \\'text\\': empty text \(no characters other than whitespace\) "
                                  r"at row\] \[2\]") as raised:
             tokenize(tf.constant(["hello", "hello", blank]))
         assert "NaN" not in str(raised.value)
+    assert tokenize(tf.constant(["\u2028", " \u2029 "])).to_list() == [[1], [1]]  # [UNK], as in predict
     # 8 tokens * 64 characters are read after the leading whitespace, not from the start
     assert tokenize(tf.constant([" " * 5000 + "hello"])).to_list() == [[5]]
     assert tokenize(tf.constant([], tf.string)).to_list() == []

@@ -6,6 +6,7 @@ Tiny random encoders on one-token words (`export_fixtures`) at `seq_length=16` (
 word pieces): a 3,000-word document is a few hundred windows, served in one request.
 """
 
+import os
 import warnings
 
 import keras
@@ -149,7 +150,7 @@ def test_a_request_of_more_windows_than_the_limit_is_refused_before_it_runs(spec
     try:
         texts = documents()
         long_text = np.array([texts[0].encode()] * 3, dtype=object)  # ~3 x 460 estimated windows
-        with pytest.raises(ServingError, match=r"RESOURCE_EXHAUSTED: .*3 text\(s\) read as about \d+ windows.*"
+        with pytest.raises(ServingError, match=r"RESOURCE_EXHAUSTED: .*3 text\(s\) may read up to \d+ windows.*"
                                                r"limit of 200 windows per request \(--max-windows-per-request\)"):
             engine.predict_arrays("limited", inputs={"text": long_text})
         # short texts under the limit, then the server goes on serving
@@ -179,3 +180,23 @@ def test_the_model_runs_once_per_chunk_of_rows(monkeypatch):
     assert int(calls.numpy()) == 4
     np.testing.assert_array_equal(outputs["doubled"].numpy(), 2 * ids.numpy())
     assert outputs["rows"].numpy().tolist() == [3, 3, 3, 1]
+
+
+def test_the_window_limit_counts_what_any_text_may_read(minilm_dir):
+    # The limit is checked on a bound, not the batcher's estimate: texts of commas, rare
+    # letter runs or Hangul are a piece per byte or nearly, 4 x what 4 bytes a piece says.
+    from pipelines import BertTokenizer
+    from pipelines.windowing import num_windows
+    from serving.server.window_cost import WindowCost
+
+    tokenizer = BertTokenizer(os.path.join(minilm_dir, "vocab.txt"), lowercase=True)
+    cost = WindowCost(window=30, stride=15, max_length=4000)
+    texts = ["," * 200, "qxz" * 70, "한국어 문서를 읽는다 " * 20, "naïve café, déjà vu! " * 30, "東京大学" * 40,
+             "word " * 300, "\t\n " * 50 + "x", "Zoë\u0301\u0308 " * 40]
+    pieces = [len(row) for row in tokenizer.tokenize(tf.constant(texts)).to_list()]
+    real = np.array([num_windows(min(n, 4000), 30, 15) for n in pieces])
+    encoded = np.array([t.encode() for t in texts], dtype=object)
+    bound, estimate = cost.windows(encoded, bound=True), cost.windows(encoded)
+    assert (real <= bound).all(), (real, bound)
+    assert (estimate < real).any()  # the estimate alone would let these through under the limit
+    assert bound[0] == real[0] == num_windows(200, 30, 15)  # one comma, one piece

@@ -30,7 +30,7 @@ OUTPUTS = {
             "end_char": ("int64", 2), "score": ("float32", 2), "num_entities": ("int64", 1),
             "truncated": ("bool", 1)},
     "squad": {"answer": ("string", 1), "start_char": ("int64", 1), "end_char": ("int64", 1),
-              "score": ("float32", 1), "has_answer": ("bool", 1)},
+              "score": ("float32", 1), "has_answer": ("bool", 1), "truncated": ("bool", 1)},
     "multiple_choice": {"choice": ("int64", 1), "probabilities": ("float32", 2)},
     "embedding": {"embedding": ("float32", 2), "truncated": ("bool", 1)},
 }
