@@ -234,8 +234,11 @@ class BertEncoder(keras.Model):
         XLA / TPUs need static shapes); `"compute"` forces the full computation, `"skip"` the
         real-token path.
         """
-        if isinstance(inputs, dict) and padding_skipping.runs_on_real_tokens(self, training, padding):
-            return padding_skipping.forward(self, inputs, training)
+        if isinstance(inputs, dict):  # keras-hub's preprocessors give a bool padding_mask
+            inputs = {name: keras.ops.cast(value, "int32") if name in ENCODER_INPUT_NAMES else value
+                      for name, value in inputs.items()}
+            if padding_skipping.runs_on_real_tokens(self, training, padding):
+                return padding_skipping.forward(self, inputs, training)
         return super().call(inputs, training=training, mask=mask)
 
     def inference_function(self, jit_compile=False, skip_padding=False):

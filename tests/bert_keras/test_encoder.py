@@ -88,6 +88,19 @@ def test_inference_paths_agree(encoder):
     np.testing.assert_allclose(predicted[real], np.asarray(full)[real], atol=1e-5)
 
 
+def test_a_bool_padding_mask_reads_as_the_int_one(encoder):
+    # keras-hub's preprocessors (MultiSegmentPacker) give padding_mask as bool.
+    import tensorflow as tf
+
+    inputs = make_inputs()
+    as_bool = {**inputs, "padding_mask": inputs["padding_mask"].astype(bool)}
+    expected = np.asarray(encoder(inputs, padding="compute")["pooled_output"])
+    outputs = {"eager": encoder(as_bool), "graph": tf.function(lambda x: encoder(x))(as_bool),
+               "computed": encoder(as_bool, padding="compute"), "predict": encoder.predict(as_bool, verbose=0)}
+    for name, output in outputs.items():
+        np.testing.assert_allclose(np.asarray(output["pooled_output"]), expected, atol=1e-5, err_msg=name)
+
+
 def test_skip_padding_path_matches_on_real_tokens(encoder):
     inputs = make_inputs(batch=4, seq=12)
     full = encoder(inputs, padding="compute")
