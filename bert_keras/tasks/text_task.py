@@ -473,9 +473,9 @@ class TextTask(keras.Model):
                 data=_digest((x, y, sample_weight)),
                 reading=_digest({"seq_length": self.seq_length, "lowercase": self._text.lowercase,
                                  "labels": self.labels, "settings": self.settings}))]
-        keras_epochs = max(1, -(-total_steps // steps_per_epoch))
-        # Repeat: fractional epochs and max_steps split into whole Keras epochs. shuffle=False:
-        # the dataset shuffles itself.
+        keras_epochs, callbacks = _keras_epochs(total_steps, steps_per_epoch, callbacks)
+        # Repeat: fractional epochs and max_steps split into whole Keras epochs, the last one
+        # cut at the last step. shuffle=False: the dataset shuffles itself.
         self._build_optimizer()
         return super().fit(without_autotune_thread(dataset.repeat()), epochs=keras_epochs, shuffle=False,
                            verbose=verbose, steps_per_epoch=min(steps_per_epoch, total_steps),
@@ -500,7 +500,8 @@ class TextTask(keras.Model):
             total_steps = min(total_steps, max_steps)
         if self._recipe is not None:
             self._size_schedule(_steps_to_run(total_steps, steps_per_epoch, keras_options.get("initial_epoch")))
-        keras_epochs = max(1, -(-total_steps // steps_per_epoch))
+        keras_epochs, keras_options["callbacks"] = _keras_epochs(total_steps, steps_per_epoch,
+                                                                 keras_options.get("callbacks"))
         self._build_optimizer()
         if "validation_data" in keras_options:
             keras_options["validation_data"] = without_autotune_thread(keras_options["validation_data"])
@@ -1133,6 +1134,18 @@ def recipe_for_data(x, *, learning_rate=None, batch_size=None):
     return Recipe(learning_rate if learning_rate is not None else (1e-4 if small else 2e-5),
                   batch_size if batch_size is not None else (16 if small else 32),
                   f" (small data: {count} examples)" if small else "")
+
+
+def _keras_epochs(total_steps, steps_per_epoch, callbacks):
+    """`(epochs, callbacks)` of a Keras fit of `total_steps` in epochs of `steps_per_epoch`: whole
+    epochs, and a `StopAtStep` that ends the last one at `total_steps` when it is partial."""
+    from bert_keras.training.callbacks import StopAtStep
+
+    per_epoch = min(steps_per_epoch, total_steps)
+    epochs = max(1, -(-total_steps // per_epoch))
+    if total_steps % per_epoch:
+        callbacks = [StopAtStep(total_steps, steps_per_epoch=per_epoch), *(callbacks or [])]
+    return epochs, callbacks
 
 
 def _steps_to_run(total_steps, steps_per_epoch, initial_epoch):

@@ -1,6 +1,8 @@
-"""Training callbacks for long runs: throughput and step checkpoints.
+"""Training callbacks for long runs: throughput, step checkpoints, the last step.
 
 * `ThroughputLogger`: steps/s and examples/s in the progress line and the logs.
+* `StopAtStep`: ends `fit` at a step that is not a whole number of Keras epochs (a
+  fractional `epochs`, `max_steps`).
 * `StepCheckpoint`: a `tf.train.CheckpointManager` over model + optimizer every
   N steps, keeping the last K (TensorFlow writes each checkpoint to temporary
   files and renames them, and updates the `checkpoint` index file last, so a
@@ -16,6 +18,34 @@ import tempfile
 import time
 
 import keras
+
+
+class StopAtStep(keras.callbacks.Callback):
+    """Stop `fit` once `final_step` steps are done, mid-epoch if need be.
+
+    Keras runs whole epochs of `steps_per_epoch`; a fractional `epochs` or a `max_steps` that
+    is not a multiple of it ends inside the last one. With `steps_per_epoch`, the step is
+    counted from Keras' epoch index (so `initial_epoch` and a run resumed at an epoch boundary
+    count the steps already done); without it, from `initial_step`.
+    """
+
+    def __init__(self, final_step, *, initial_step=0, steps_per_epoch=None):
+        super().__init__()
+        self.step = initial_step
+        self.final_step = final_step
+        self.steps_per_epoch = steps_per_epoch
+        self._last_batch = -1
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._last_batch = -1
+        if self.steps_per_epoch:
+            self.step = epoch * self.steps_per_epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.step += batch - self._last_batch
+        self._last_batch = batch
+        if self.step >= self.final_step:
+            self.model.stop_training = True
 
 
 class ThroughputLogger(keras.callbacks.Callback):

@@ -18,7 +18,7 @@ import keras
 import numpy as np
 
 from bert_keras.training.backup import RunBackup, backed_up_epoch, roll_back_backup, settle_backup
-from bert_keras.training.callbacks import StepCheckpoint, ThroughputLogger
+from bert_keras.training.callbacks import StepCheckpoint, StopAtStep, ThroughputLogger
 from bert_keras.training.optimizer import create_optimizer
 from bert_keras.training.precision import with_loss_scaling
 from bert_keras.training.run_directory import claim_run, plan_run, record_complete, record_segment
@@ -73,25 +73,6 @@ class PretrainingResult:
             f"wrote {encoder}, config.json{', vocab.txt' if vocab_copied else ''}, checkpoints/ "
             f"(latest {os.path.basename(self.checkpoint or '-')}), logs/ (tensorboard --logdir {output_dir}/logs)",
             embed, f"      bert-keras convert {encoder} hf:{output_dir}/hf   (or tf1:{output_dir}/tf1/bert_model.ckpt)"])
-
-
-class _StopAtStep(keras.callbacks.Callback):
-    """Stop `fit` at the requested total step when it is not a multiple of the epoch length."""
-
-    def __init__(self, initial_step, final_step):
-        super().__init__()
-        self.step = initial_step
-        self.final_step = final_step
-        self._last_batch = -1
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self._last_batch = -1
-
-    def on_train_batch_end(self, batch, logs=None):
-        self.step += batch - self._last_batch
-        self._last_batch = batch
-        if self.step >= self.final_step:
-            self.model.stop_training = True
 
 
 def _example_batch(dataset):
@@ -393,7 +374,7 @@ def run_pretraining(
             RunBackup(backup_dir, save_freq="epoch", delete_checkpoint=True, double_checkpoint=True),
             throughput,
             checkpoints,
-            _StopAtStep(initial_step, num_train_steps),
+            StopAtStep(num_train_steps, initial_step=initial_step),
         ]
         all_callbacks += list(callbacks)  # after ThroughputLogger: they see its keys in the logs
         if tensorboard:

@@ -1198,3 +1198,23 @@ def test_an_endless_validation_dataset_with_validation_steps_validates_on_those_
                              verbose=0)
     assert len(history.history["val_loss"]) == 2
     assert not any(key.startswith("val_f1") for key in history.history)  # a part of the data: no task metrics
+
+
+@pytest.mark.parametrize("source", ["texts", "texts_in_windows", "packed_batches"])
+def test_max_steps_and_a_fractional_epoch_run_exactly_their_steps(spec, source):
+    # 10 texts at batch_size 4 are 3 steps an epoch: max_steps=4 and epochs=1.5 (round(4.5) = 4)
+    # end inside the second epoch, never at its end (6 steps).
+    options = dict(max_length=100, stride=5, window_training="texts") if source == "texts_in_windows" else {}
+    for fit_options in (dict(epochs=3, max_steps=4), dict(epochs=1.5), dict(epochs=3, max_steps=7)):
+        classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"], **options)
+        classifier.compile(optimizer=keras.optimizers.Adam(1e-3), loss="sparse_categorical_crossentropy")
+        if source == "packed_batches":
+            ids = [int(label == "pos") for label in LABELS]
+            x = tf.data.Dataset.from_tensor_slices((TEXTS, ids)).batch(4).map(
+                lambda text, label: (classifier.preprocessor(text), label))
+            history = classifier.fit(x, verbose=0, **fit_options)
+        else:
+            history = classifier.fit(TEXTS, LABELS, batch_size=4, verbose=0, **fit_options)
+        expected = fit_options.get("max_steps", 4)
+        assert int(classifier.optimizer.iterations) == expected, (fit_options, int(classifier.optimizer.iterations))
+        assert len(history.history["loss"]) == -(-expected // 3)
