@@ -1081,9 +1081,11 @@ class TaskValidationMetrics(keras.callbacks.Callback):
     `val_exact_match`, `val_pearson`, ...) to the logs of every epoch that Keras validates.
 
     `fit` puts it before the user's callbacks, so `EarlyStopping(monitor="val_f1", mode="max")`,
-    `ModelCheckpoint(monitor=...)`, `CSVLogger` and the `History` see them. Keras' own keys
-    (`val_loss`, `val_accuracy`) are kept. It costs one prediction pass over the validation
-    data per validated epoch.
+    `ModelCheckpoint(monitor=...)`, `CSVLogger` and the `History` see them. Where a key is
+    both Keras' and the task's (`val_accuracy`), the task's value is logged: per text, as
+    `evaluate` and `predict` count (Keras' counts windows when long texts train in windows).
+    Keras' `val_loss` is kept. It costs one prediction pass over the validation data per
+    validated epoch.
     """
 
     def __init__(self, task, x, y, batch_size):
@@ -1097,7 +1099,8 @@ class TaskValidationMetrics(keras.callbacks.Callback):
         for name, value in metrics.items():
             if isinstance(value, (int, float, np.number)) and not isinstance(value, bool) \
                     and not name.startswith("num_"):  # counts of examples are not metrics
-                logs.setdefault(f"val_{name}", float(value))
+                if name != "loss":
+                    logs[f"val_{name}"] = float(value)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1056,7 +1056,7 @@ def test_the_task_metrics_on_validation_data_are_in_the_logs_for_keras_callbacks
     history = tagger.fit(words, tags, validation_data=(words[:6], tags[:6]), epochs=5, batch_size=4, verbose=0,
                          callbacks=[stopper])
     assert len(history.history["val_f1"]) == 2 and stopper.stopped_epoch == 1
-    # Classification: F1 / MCC beside Keras' own val_accuracy (kept), with validation_split and a dataset too.
+    # Classification: F1 / MCC beside val_accuracy, with validation_split and a dataset too.
     classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
     history = classifier.fit(TEXTS, LABELS, validation_split=0.4, epochs=2, batch_size=4, verbose=0)
     held_out = classifier.evaluate(TEXTS[6:], LABELS[6:])
@@ -1069,6 +1069,14 @@ def test_the_task_metrics_on_validation_data_are_in_the_logs_for_keras_callbacks
                              verbose=0)
     assert len(history.history["val_loss"]) == 1 and len(history.history[next(
         key for key in history.history if key.startswith("val_") and key not in ("val_loss", "val_accuracy"))]) == 1
+    # Long texts trained in windows: Keras' val_accuracy would count windows; the logged one counts
+    # texts, as evaluate does (what EarlyStopping(monitor="val_accuracy") should rank on).
+    documents = [" ".join([text] * 6) for text in TEXTS]
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"], max_length=100, stride=5)
+    history = classifier.fit(documents, LABELS, validation_data=(documents[:5], LABELS[:5]), epochs=1,
+                             batch_size=4, verbose=0)
+    assert history.history["val_accuracy"][-1] == classifier.evaluate(documents[:5], LABELS[:5])["accuracy"]
+    assert history.history["val_accuracy"][-1] in (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # of 5 texts
 
 
 @pytest.mark.parametrize("frozen", ["encoder", "first_block"])
