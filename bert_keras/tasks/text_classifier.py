@@ -11,6 +11,7 @@ from bert_keras.tasks.inputs import check_sample_weight, float_target, float_tar
 from bert_keras.tasks.inputs import label_id, label_ids, one_hot_ids
 from bert_keras.tasks.inputs import text_columns
 from bert_keras.tasks.text_task import TextTask, steps_for
+from pipelines.tokenizer.tokenless import has_no_token
 
 
 WINDOW_AGGREGATIONS = ("mean", "max")
@@ -331,11 +332,15 @@ class TextClassifier(TextTask):
         for chunk in rows.batch(8192).as_numpy_iterator():
             texts = chunk[0] if isinstance(chunk[0], tuple) else (chunk[0],)
             for column_index, column in enumerate(texts):
-                empty = np.flatnonzero(np.char.str_len(np.char.strip(column.astype(bytes))) == 0)
-                if empty.size:
+                # The one rule of `text_list` (pipelines.tokenizer.tokenless): a text of whitespace,
+                # control or format characters only ("\u200b") has no token.
+                empty = next((i for i, text in enumerate(column.ravel().tolist()) if has_no_token(
+                    text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text))), None)
+                if empty is not None:
                     column_name = "" if len(texts) == 1 else f"[{column_index}]"
-                    raise TaskInputError(f"x{column_name}: element {count + empty[0]} of the dataset is "
-                                         "an empty text (nothing but whitespace)")
+                    raise TaskInputError(f"x{column_name}: element {count + empty} of the dataset is an empty "
+                                         "text (nothing but whitespace or control characters): the model "
+                                         "would read no token of it")
             size = len(texts[0])
             if parts.has_y:
                 labels = [to_python(v) for v in chunk[1].tolist()]

@@ -449,9 +449,12 @@ def test_bad_arguments_are_refused_before_a_step(spec, tmp_path):
     assert int(classifier.optimizer.iterations) == 0
     with pytest.raises(tasks.TaskInputError, match=r"x\[1\]: an empty text"):
         classifier.fit(["good.", "   "], ["pos", "neg"], verbose=0)
-    with pytest.raises(tasks.TaskInputError, match=r"element 1 of the dataset is an empty text"):
-        classifier.fit(tf.data.Dataset.from_tensor_slices((["good.", ""], ["pos", "neg"])).batch(2),
-                       verbose=0)
+    for empty in ("", "\u200b", "\x00", " \t\u3000"):  # the list's rule: no token, not only whitespace
+        with pytest.raises(tasks.TaskInputError, match=r"element 1 of the dataset is an empty text"):
+            classifier.fit(tf.data.Dataset.from_tensor_slices((["good.", empty], ["pos", "neg"])).batch(2),
+                           verbose=0)
+        with pytest.raises(tasks.TaskInputError, match=r"element 1 of the dataset is an empty text"):
+            classifier.predict(tf.data.Dataset.from_tensor_slices(["good.", empty]), verbose=0)
     with pytest.raises(tasks.TaskInputError, match=r"y \(dataset element 1\): label 'meh' was never seen"):
         classifier.fit(tf.data.Dataset.from_tensor_slices((["good.", "bad."], ["pos", "meh"])), verbose=0)
     for labels, message in [([" pos", "neg"], r"labels\[0\]: label ' pos' has leading or trailing whitespace"),
