@@ -166,6 +166,23 @@ class TextTask(keras.Model):
     def call(self, inputs, training=None):
         return self.head(inputs, training=training)
 
+    @property
+    def _default_save_signature(self):
+        """`tf.saved_model.save(task)`'s `serving_default`: the head's, on packed inputs, as Keras
+        gives a model. The raw-text signatures, tokenizer inside, are `task.export`'s."""
+        head_signature = self.head._default_save_signature
+        if head_signature is None:
+            return None
+        inputs = head_signature.input_signature[0]
+        if isinstance(inputs, dict):  # the inputs by their names (Keras' would be inputs, inputs_1, ...)
+            inputs = {name: tf.TensorSpec(spec.shape, spec.dtype, name=name) for name, spec in inputs.items()}
+
+        @tf.function(input_signature=[inputs])
+        def serving_default(inputs):
+            return self.head(inputs, training=False)
+
+        return serving_default
+
     def default_loss(self):
         return self.head.default_loss()
 

@@ -1229,3 +1229,23 @@ def test_max_steps_and_a_fractional_epoch_run_exactly_their_steps(spec, source):
         expected = fit_options.get("max_steps", 4)
         assert int(classifier.optimizer.iterations) == expected, (fit_options, int(classifier.optimizer.iterations))
         assert len(history.history["loss"]) == -(-expected // 3)
+
+
+@pytest.mark.parametrize("family", ["classifier", "embedder"])
+def test_tf_saved_model_save_of_a_task_serves_its_packed_inputs(spec, tmp_path, family):
+    # As Keras gives any model: a serving_default on the model's inputs (packed ids here; the
+    # raw-text signatures with the tokenizer inside are task.export's).
+    if family == "classifier":
+        task = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+        task.fit(TEXTS, LABELS, epochs=1, batch_size=4, verbose=0)
+    else:
+        task = build(tasks.Embedder, spec)
+    packed = task.preprocessor(tf.constant(TEXTS[:3]))
+    tf.saved_model.save(task, str(tmp_path / "saved"))
+    serving = tf.saved_model.load(str(tmp_path / "saved")).signatures["serving_default"]
+    outputs = serving(**{name: tf.cast(value, tf.int32) for name, value in packed.items()})
+    expected = task.head(packed, training=False)
+    expected = expected if isinstance(expected, dict) else {"output_0": expected}
+    assert len(outputs) == len(expected)
+    for got, want in zip(outputs.values(), expected.values()):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-5)
