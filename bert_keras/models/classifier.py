@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 from bert_keras.models.encoder_head import EncoderHead
+from bert_keras.models.window_relevance import WindowRelevance
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
 
 
@@ -47,13 +48,18 @@ class BertClassifier(EncoderHead):
         num_classes: int. Number of classes; 1 for regression.
         dropout: float. Dropout rate on the pooled vector before the dense
             layer (BERT: 0.1).
+        relevance_layer: int or None. With a block index, the head also holds a
+            `WindowRelevance` (`window_relevance`): how much a window of a long text
+            reads like the training windows, after that many blocks (fitted by
+            `TextClassifier.fit`; `window_aggregation="evidence"`).
         name: str. Model name.
         **kwargs: `keras.Model` arguments (`trainable`, ...).
     """
 
-    config_fields = ("num_classes", "dropout")
+    config_fields = ("num_classes", "dropout", "relevance_layer")
 
-    def __init__(self, encoder, num_classes, *, dropout=0.1, name="bert_classifier", **kwargs):
+    def __init__(self, encoder, num_classes, *, dropout=0.1, relevance_layer=None, name="bert_classifier",
+                 **kwargs):
         if int(num_classes) < 1:
             raise ValueError(f"num_classes must be at least 1 (1 = regression), got {num_classes}")
         num_classes = int(num_classes)
@@ -87,6 +93,12 @@ class BertClassifier(EncoderHead):
         self.dropout = float(dropout)
         self.classifier_dropout = head_dropout
         self.classifier = head
+        self.relevance_layer = None if relevance_layer is None else int(relevance_layer)
+        if relevance_layer is not None:
+            if not 1 <= int(relevance_layer) <= encoder.config.num_layers:
+                raise ValueError(f"relevance_layer must be in 1..{encoder.config.num_layers}, got {relevance_layer}")
+            self.window_relevance = WindowRelevance(max(num_classes, 1), encoder.config.hidden_size,
+                                                    int(relevance_layer), name="window_relevance")
 
     @property
     def is_regression(self):

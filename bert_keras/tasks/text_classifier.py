@@ -11,10 +11,13 @@ from bert_keras.tasks.inputs import check_sample_weight, float_target, float_tar
 from bert_keras.tasks.inputs import label_id, label_ids, one_hot_ids
 from bert_keras.tasks.inputs import text_columns
 from bert_keras.tasks.text_task import TextTask, steps_for
+from bert_keras.models.window_relevance import evidence_logits, relevance_layer
 from pipelines.tokenizer.tokenless import has_no_token
 
 
-WINDOW_AGGREGATIONS = ("mean", "max")
+WINDOW_AGGREGATIONS = ("mean", "max", "evidence")
+# Training windows the evidence statistics are fitted on, at most (a pass of a third of the encoder).
+EVIDENCE_WINDOWS = 20_000
 # How `fit` trains on texts longer than a window: "texts" (each text one example, its loss on
 # the windows' aggregated score, as `predict` scores it) or "windows" (each window one
 # example with its text's label, as Hugging Face's overflowing windows).
@@ -54,7 +57,12 @@ class TextClassifier(TextTask):
     windows: a long text counts once per window); `window_training="texts"` trains
     each text as one example on its windows' aggregated score, the rule `predict`
     uses (see `_text_logits`): measured no better on late evidence, and slower to
-    learn with the mean (docs/python-api.md). By default (`max_length=None`) a text is its first window, and
+    learn with the mean (docs/python-api.md). `window_aggregation="evidence"` reads a
+    long text by the windows that look like the training texts: `fit` ends by fitting
+    the statistics of its training windows (`bert_keras.models.window_relevance`: the
+    mean token vectors after the first third of the blocks), and a text whose windows
+    mostly look like them gets their mean logits, any other only its closest window's
+    (the evidence among unrelated text). By default (`max_length=None`) a text is its first window, and
     `predict` / `evaluate` warn how many texts were read only in part. A pair is
     read as one window (longest-first truncation), not windowed.
 
@@ -72,7 +80,8 @@ class TextClassifier(TextTask):
         max_length: word pieces of a text read, in windows (None: one window).
             `predict(..., max_length=)` overrides it per call.
         stride: word pieces between the starts of two windows (None: half a window).
-        window_aggregation: `"mean"` (of the windows' logits) or `"max"` (per class).
+        window_aggregation: `"mean"` (of the windows' logits), `"max"` (per class) or
+            `"evidence"` (the windows that read like the training texts; fitted by `fit`).
         window_training: `"windows"` (every window an example with its text's
             label) or `"texts"` (a text's loss on its windows' aggregated score).
     """
@@ -203,11 +212,15 @@ class TextClassifier(TextTask):
             raise TaskInputError(f"window_aggregation={window_aggregation!r}: one of {WINDOW_AGGREGATIONS}")
         if window_training not in WINDOW_TRAININGS:
             raise TaskInputError(f"window_training={window_training!r}: one of {WINDOW_TRAININGS}")
+        if window_aggregation == "evidence" and window_training == "texts":
+            raise TaskInputError('window_aggregation="evidence" learns from every window: use '
+                                 'window_training="windows" (the default) with it')
         size = len(labels) if labels else 1
         settings = {"text_pair": text_pair, "max_length": check_count("max_length", max_length),
                     "stride": check_count("stride", stride), "window_aggregation": window_aggregation,
                     "window_training": window_training}
-        return labels, BertClassifier(encoder, num_classes=size, dropout=dropout), settings
+        relevance = relevance_layer(encoder.config.num_layers) if window_aggregation == "evidence" else None
+        return labels, BertClassifier(encoder, num_classes=size, dropout=dropout, relevance_layer=relevance), settings
 
     # -- data ------------------------------------------------------------------------
     def _check_pair(self, pair, name="x"):
@@ -439,7 +452,10 @@ class TextClassifier(TextTask):
             gold = None
         if self._has_window_marks(dataset):
             windows = self._window_outputs(dataset)
-            outputs = self._aggregate_windows(windows.outputs, windows.starts)
+            distances = None
+            if self._window_relevance is not None and len(windows.starts) < len(windows.outputs):
+                distances = self._window_distances(dataset.cache())
+            outputs = self._aggregate_windows(windows.outputs, windows.starts, distances)
             return outputs, (windows.labels[windows.starts] if needs_y else None), windows.truncated
         dataset = dataset.cache()  # tokenized once: the outputs, then the gold labels
         outputs = np.asarray(self._outputs(dataset))
@@ -447,10 +463,53 @@ class TextClassifier(TextTask):
             gold = np.concatenate([y.numpy() for _, y, *_ in dataset])
         return outputs, gold, None
 
-    def _aggregate_windows(self, outputs, starts):
+    # -- evidence: the windows that read like the training texts ------------------------
+    @property
+    def _window_relevance(self):
+        """The head's fitted `WindowRelevance` (`window_aggregation="evidence"`), else None."""
+        relevance = getattr(self.head, "window_relevance", None)
+        return relevance if relevance is not None and relevance.fitted else None
+
+    def _after_fit(self, dataset, steps):
+        """`window_aggregation="evidence"`: the training windows' statistics, once the weights are
+        final (`bert_keras.models.window_relevance`). Each window counts under the class the
+        model predicts for it, so unlabelled data (distillation) fits them as well."""
+        relevance = getattr(self.head, "window_relevance", None)
+        if relevance is None:
+            return
+        batches = dataset.map(lambda x, *_: x).take(max(1, steps or 1))
+        features, classes, count = [], [], 0
+        for inputs in batches:
+            features.append(self._relevance_features(inputs).numpy())
+            logits = self.head(inputs, training=False)
+            classes.append(np.zeros(len(features[-1]), np.int64) if self.is_regression
+                           else np.argmax(np.asarray(logits), axis=-1))
+            count += len(features[-1])
+            if count >= EVIDENCE_WINDOWS:
+                break
+        relevance.fit_statistics(np.concatenate(features), np.concatenate(classes))
+
+    @property
+    def _relevance_features(self):
+        function = self.__dict__.get("_relevance_function")
+        if function is None:
+            head = self.head
+            function = tf.function(lambda x: head.window_relevance.features(head.encoder, x), reduce_retracing=True)
+            self.__dict__["_relevance_function"] = function  # untracked: not saved
+        return function
+
+    def _window_distances(self, dataset):
+        """float32 `[windows]`: each window's distance to the training windows, in `dataset`'s order."""
+        relevance = self._window_relevance
+        batches = dataset.map(lambda x, *_: x) if isinstance(dataset.element_spec, tuple) else dataset
+        return np.concatenate([relevance.distances_of(self._relevance_features(x)).numpy() for x in batches])
+
+    def _aggregate_windows(self, outputs, starts, distances=None):
         """One row per text from its consecutive windows' rows (`starts`: each text's first)."""
         if len(starts) == len(outputs):
             return outputs
+        if distances is not None:
+            return evidence_logits(outputs, distances, float(self._window_relevance.threshold.numpy()), starts)
         if self._text.settings.get("window_aggregation", "mean") == "max":
             return np.maximum.reduceat(outputs, starts, axis=0)
         counts = np.diff(np.append(starts, len(outputs))).reshape((-1,) + (1,) * (outputs.ndim - 1))

@@ -494,12 +494,18 @@ class TextTask(keras.Model):
         # Repeat: fractional epochs and max_steps split into whole Keras epochs, the last one
         # cut at the last step. shuffle=False: the dataset shuffles itself.
         self._build_optimizer()
-        return super().fit(without_autotune_thread(dataset.repeat()), epochs=keras_epochs, shuffle=False,
-                           verbose=verbose, steps_per_epoch=min(steps_per_epoch, total_steps),
-                           callbacks=callbacks, validation_data=without_autotune_thread(validation_data),
-                           class_weight=class_weight,
-                           initial_epoch=initial_epoch, validation_steps=validation_steps,
-                           validation_freq=validation_freq)
+        history = super().fit(without_autotune_thread(dataset.repeat()), epochs=keras_epochs, shuffle=False,
+                              verbose=verbose, steps_per_epoch=min(steps_per_epoch, total_steps),
+                              callbacks=callbacks, validation_data=without_autotune_thread(validation_data),
+                              class_weight=class_weight,
+                              initial_epoch=initial_epoch, validation_steps=validation_steps,
+                              validation_freq=validation_freq)
+        self._after_fit(dataset, steps or steps_per_epoch)
+        return history
+
+    def _after_fit(self, dataset, steps):
+        """What a family learns from its training batches once the weights are final (`dataset`:
+        the packed batches, `steps` of them per pass). Nothing by default."""
 
     def _fit_batches(self, dataset, *, epochs, max_steps, steps_per_epoch, **keras_options):
         """`fit` on already packed batches (the preprocessor's, or your own): Keras' loop, with the
@@ -522,8 +528,10 @@ class TextTask(keras.Model):
         self._build_optimizer()
         if "validation_data" in keras_options:
             keras_options["validation_data"] = without_autotune_thread(keras_options["validation_data"])
-        return super().fit(without_autotune_thread(dataset.repeat()), epochs=keras_epochs, shuffle=False,
-                           steps_per_epoch=min(steps_per_epoch, total_steps), **keras_options)
+        history = super().fit(without_autotune_thread(dataset.repeat()), epochs=keras_epochs, shuffle=False,
+                              steps_per_epoch=min(steps_per_epoch, total_steps), **keras_options)
+        self._after_fit(dataset, steps_per_epoch)
+        return history
 
     def _build_optimizer(self):
         """Creates the optimizer's slot variables before Keras traces the train step.

@@ -6,7 +6,9 @@
   Regression -> `score` float32 `[B]`. Both: `truncated` bool `[B]`, texts read only in part.
   A model with `max_length` past one window reads single texts in windows inside the graph
   (`TextInputs.windows`), as its `predict` does: the mean (or, `window_aggregation="max"`, the
-  per-class max) of the windows' logits; a text has at most `num_windows(max_length)` windows.
+  per-class max) of the windows' logits, or (`"evidence"`) those of the windows that read like
+  the training texts (`bert_keras.models.window_relevance`, its statistics saved in the head);
+  a text has at most `num_windows(max_length)` windows.
 * `token_ids` (predict): int32 `token_ids` / `segment_ids` / `padding_mask`
   `[B, S]` -> `logits` (`[B, K]`, or `[B]` for regression), and for
   classification `probabilities` and `class_id`.
@@ -30,9 +32,19 @@ Example (a loaded export):
 import numpy as np
 import tensorflow as tf
 
-from serving.signatures.module import CLASSIFY, PREDICT, REGRESS
+from bert_keras.models.window_relevance import evidence_logits, evidence_logits_in_graph
+from serving.signatures.module import CLASSIFY, PREDICT, REGRESS, run_in_chunks
 from serving.signatures.text_inputs import DEFAULT_CHARS_PER_TOKEN, ids_specs, python_windows, string_spec
 from serving.signatures.text_inputs import window_reading
+
+
+def evidence_relevance(finetuned):
+    """The head's fitted `WindowRelevance` when the model aggregates windows by evidence, else None
+    (a model never fitted has none: its windows are averaged, as `predict` averages them)."""
+    relevance = getattr(finetuned.model, "window_relevance", None)
+    if finetuned.settings.get("window_aggregation") != "evidence" or relevance is None or not relevance.fitted:
+        return None
+    return relevance
 
 
 def text_names(finetuned):
@@ -47,6 +59,7 @@ def build(module, finetuned):
     windows = window_reading(finetuned)
     aggregate = (tf.math.segment_max if finetuned.settings.get("window_aggregation") == "max"
                  else tf.math.segment_mean)
+    relevance = evidence_relevance(finetuned)
 
     def logits_of_texts(texts):
         """`(logits, truncated)`: one row per text (its windows' aggregate, when windowed)."""
@@ -54,7 +67,13 @@ def build(module, finetuned):
             stride, max_length = windows
             inputs, document, truncated = module.text.windows(texts["text"], "text", max_length=max_length,
                                                               stride=stride)
-            return aggregate(module.run_model(inputs), document), truncated
+            logits = module.run_model(inputs)
+            if relevance is not None:
+                model = module.model
+                distances = run_in_chunks(module, "window_relevance",
+                                          lambda x: relevance.distances(model.encoder, x), inputs)
+                return evidence_logits_in_graph(logits, distances, relevance.threshold, document), truncated
+            return aggregate(logits, document), truncated
         ids = [module.text.tokenize(texts[name], name) for name in names]
         truncated = module.text.truncated(ids, [texts[name] for name in names])
         return module.run_model(module.text.pack(ids)), truncated
@@ -111,7 +130,11 @@ def reference_outputs(finetuned, inputs):
         x, document, truncated = python_windows(finetuned, inputs["text"])
         logits = np.asarray(finetuned.model(x, training=False), np.float64)
         starts = np.flatnonzero(np.diff(np.concatenate([[-1], document])))
-        if finetuned.settings.get("window_aggregation") == "max":
+        relevance = evidence_relevance(finetuned)
+        if relevance is not None:
+            distances = relevance.distances(finetuned.model.encoder, x).numpy()
+            logits = evidence_logits(logits, distances, float(relevance.threshold.numpy()), starts)
+        elif finetuned.settings.get("window_aggregation") == "max":
             logits = np.maximum.reduceat(logits, starts, axis=0)
         else:
             counts = np.diff(np.append(starts, len(logits))).reshape((-1,) + (1,) * (logits.ndim - 1))

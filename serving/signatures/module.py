@@ -123,6 +123,19 @@ class ServingModule(tf.Module):
         return self.label_table.lookup(tf.cast(ids, tf.int64))
 
 
+def run_in_chunks(module, name, function, inputs):
+    """`function(inputs)` (of a dict of packed `[rows, S]` tensors) traced once per module under
+    `name` and run over chunks of rows as `run_model` runs the model (memory bounded by a chunk)."""
+    forwards = module.__dict__.setdefault("_model_functions", {})  # untracked: not saved as an attribute
+    key = (name,) + tuple(sorted((key, tensor.shape.rank, tensor.dtype.name) for key, tensor in inputs.items()))
+    if key not in forwards:
+        spec = {key: tf.TensorSpec([None] * tensor.shape.rank, tensor.dtype, name=key)
+                for key, tensor in inputs.items()}
+        traced = tf.function(function, input_signature=[spec])
+        forwards[key] = tf.function(lambda x: _in_chunks(traced, x), input_signature=[spec])
+    return forwards[key](dict(inputs))
+
+
 def _in_chunks(model, inputs):
     """`model(inputs)` (a traced function of a dict of `[rows, ...]` tensors) over chunks of rows
     of at most `MODEL_CALL_TOKENS` positions each (at least one row), outputs concatenated."""

@@ -53,6 +53,44 @@ def test_served_classifier_reads_the_windows_predict_reads(spec, tmp_path, aggre
         classifier.predict(texts, max_length=1000)
 
 
+def test_served_classifier_reads_the_evidence_predict_reads(spec, tmp_path):
+    # window_aggregation="evidence": the statistics fitted at the end of fit travel in the head,
+    # and the export picks the same windows as predict.
+    keras.utils.set_random_seed(0)
+    classifier = tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=SEQ_LENGTH,
+                                                      max_length=4000, stride=9, window_aggregation="evidence")
+    rng = np.random.default_rng(1)
+    short = [" ".join(WORDS[i] for i in rng.integers(0, 40, 8)) for _ in range(24)]
+    classifier.fit(short, ["neg", "pos"] * 12, epochs=1, batch_size=8, verbose=0)
+    assert classifier.head.window_relevance.fitted
+    texts = documents() + [documents()[3] + " " + short[0]]
+    expected = classifier.predict(texts)
+    outputs = served(classifier, tmp_path, "windows_evidence")(text=tf.constant(texts))
+    np.testing.assert_allclose(outputs["probabilities"].numpy(), expected, atol=1e-5)
+    assert classifier.evaluate(texts, ["neg"] * 5)["num_examples"] == 5
+
+
+def test_evidence_logits_agree_in_numpy_and_in_the_graph():
+    from bert_keras.models.window_relevance import evidence_logits, evidence_logits_in_graph
+
+    rng = np.random.default_rng(0)
+    for trial in range(50):
+        counts = rng.integers(1, 7, size=rng.integers(1, 6))
+        document = np.repeat(np.arange(len(counts)), counts)
+        logits = rng.normal(size=(len(document), 3))
+        distances = rng.choice([0.5, 1.0, 2.0, 3.0], size=len(document))  # ties on purpose
+        starts = np.flatnonzero(np.diff(np.concatenate([[-1], document])))
+        expected = evidence_logits(logits, distances, 1.0, starts)
+        got = evidence_logits_in_graph(tf.constant(logits), tf.constant(distances), tf.constant(1.0, tf.float64),
+                                       tf.constant(document, tf.int64))
+        np.testing.assert_allclose(got.numpy(), expected, atol=1e-12)
+    # the rule: most windows near -> their mean; else the nearest window alone
+    logits = np.array([[1.0, 0.0], [0.0, 1.0], [3.0, 0.0], [0.0, 5.0], [7.0, 7.0]])
+    distances = np.array([0.5, 0.9, 4.0, 0.2, 9.0])
+    np.testing.assert_allclose(evidence_logits(logits, distances, 1.0, np.array([0, 3])),
+                               [[0.5, 0.5], [0.0, 5.0]])
+
+
 def test_the_embedded_server_batches_windows_not_requests(spec, tmp_path):
     from concurrent.futures import ThreadPoolExecutor
 

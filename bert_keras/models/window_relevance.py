@@ -1,0 +1,147 @@
+"""`WindowRelevance`: how much a window of a long text reads like the texts a classifier learned from.
+
+A classifier that reads a long text in windows scores every window, and the windows of text
+unlike anything it was trained on (an article in front of a review, boilerplate around a
+clause) get confident scores too: the mean or max of the windows' logits is then about as
+often wrong as right (docs/python-api.md, "Long documents"). The windows that hold the
+evidence are the ones that look like the training texts, and low layers say that well:
+the mean token vector after the first third of the blocks sits close to the training texts'
+for text of their kind and far for other text (the Mahalanobis distance of Lee et al. 2018,
+as Podolskiy et al. 2021 use it for text; measured on SST-2 reviews after Wikipedia or
+fiction, it picks the review's window in 93-100% of the documents, where the last layer's
+pooled vector picks it in 20-36%).
+
+The layer holds what that needs, as non-trainable weights saved with the head: the class
+means `[K, H]` and the shared precision `[H, H]` of the training windows' features (each
+window under the class the model predicts for it, so unlabelled text fits it too), and
+`threshold`, the 99th percentile of the training windows' distances (0 until fitted).
+`distances` runs the embeddings and the first `layer` blocks only.
+
+Example:
+
+>>> import numpy as np
+>>> from bert_keras.config import BertConfig
+>>> from bert_keras.encoder import BertEncoder
+>>> encoder = BertEncoder(BertConfig.named("tiny", vocab_size=100))
+>>> relevance = WindowRelevance(num_classes=2, hidden_size=128, layer=1)
+>>> ids = np.array([[2, 7, 9, 3], [2, 5, 3, 0]], "int32")
+>>> x = {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": (ids > 0).astype("int32")}
+>>> features = relevance.features(encoder, x)
+>>> relevance.fit_statistics(np.asarray(features), np.array([0, 1]))
+>>> relevance.distances(encoder, x).shape, relevance.fitted
+(TensorShape([2]), True)
+"""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+# The training windows' distances below this quantile are "in domain".
+THRESHOLD_QUANTILE = 0.99
+# Ridge on the covariance, relative to its mean variance: keeps the precision finite when
+# there are fewer windows than dimensions, and measured as good as the best absolute value.
+RIDGE = 0.03
+
+
+def relevance_layer(num_layers):
+    """The block after which windows are compared: the first third of the encoder (2 of 6, 4 of 12)."""
+    return max(1, round(num_layers / 3))
+
+
+@keras.saving.register_keras_serializable(package="bert_keras")
+class WindowRelevance(keras.layers.Layer):
+    """Class means, shared precision and in-domain threshold of a classifier's training windows.
+
+    Args:
+        num_classes: int. Classes of the classifier (the means' rows).
+        hidden_size: int. The encoder's hidden size.
+        layer: int. Blocks run before the mean token vector is taken (1..num_layers).
+    """
+
+    def __init__(self, num_classes, hidden_size, layer, **kwargs):
+        kwargs.setdefault("trainable", False)
+        kwargs.setdefault("dtype", "float32")
+        super().__init__(**kwargs)
+        self.num_classes, self.hidden_size, self.layer = int(num_classes), int(hidden_size), int(layer)
+        self.class_means = self.add_weight(shape=(self.num_classes, self.hidden_size), initializer="zeros",
+                                           trainable=False, name="class_means")
+        self.precision = self.add_weight(shape=(self.hidden_size, self.hidden_size), initializer="zeros",
+                                         trainable=False, name="precision")
+        self.threshold = self.add_weight(shape=(), initializer="zeros", trainable=False, name="threshold")
+        self.built = True
+
+    def get_config(self):
+        return {**super().get_config(), "num_classes": self.num_classes, "hidden_size": self.hidden_size,
+                "layer": self.layer}
+
+    @property
+    def fitted(self):
+        return bool(float(self.threshold.numpy()) > 0)
+
+    def features(self, encoder, inputs):
+        """float32 `[B, H]`: the mean vector of each row's real tokens after `layer` blocks."""
+        padding_mask = tf.cast(inputs["padding_mask"], tf.int32)
+        x = encoder.embeddings(tf.cast(inputs["token_ids"], tf.int32), tf.cast(inputs["segment_ids"], tf.int32),
+                               training=False)
+        for block in encoder.transformer_layers[:self.layer]:
+            x = block(x, padding_mask, training=False)
+        real = tf.cast(padding_mask, tf.float32)[:, :, tf.newaxis]
+        return tf.reduce_sum(tf.cast(x, tf.float32) * real, axis=1) / tf.maximum(tf.reduce_sum(real, axis=1), 1.0)
+
+    def distances_of(self, features):
+        """float32 `[B]`: each feature row's squared Mahalanobis distance to the nearest class mean."""
+        difference = features[:, tf.newaxis, :] - self.class_means[tf.newaxis]  # [B, K, H]
+        squared = tf.einsum("bkh,hg,bkg->bk", difference, self.precision, difference)
+        return tf.reduce_min(squared, axis=-1)
+
+    def distances(self, encoder, inputs):
+        """float32 `[B]`: how far each row of packed windows reads from the training windows."""
+        return self.distances_of(self.features(encoder, inputs))
+
+    def fit_statistics(self, features, classes):
+        """Sets the means, precision and threshold from training windows' `features` `[N, H]`
+        and `classes` `[N]` (a class without windows keeps the overall mean)."""
+        features = np.asarray(features, np.float64)
+        classes = np.asarray(classes)
+        overall = features.mean(axis=0)
+        means = np.stack([features[classes == k].mean(axis=0) if np.any(classes == k) else overall
+                          for k in range(self.num_classes)])
+        centered = features - means[classes]
+        covariance = centered.T @ centered / max(len(features), 1)
+        covariance += RIDGE * max(float(np.mean(np.diag(covariance))), 1e-12) * np.eye(self.hidden_size)
+        precision = np.linalg.inv(covariance)
+        self.class_means.assign(means.astype(np.float32))
+        self.precision.assign(precision.astype(np.float32))
+        distances = self.distances_of(tf.constant(features, tf.float32)).numpy()
+        self.threshold.assign(max(float(np.quantile(distances, THRESHOLD_QUANTILE)), 1e-6))
+
+
+def evidence_logits(logits, distances, threshold, starts):
+    """One row of logits per text from its consecutive windows (numpy; `starts`: each text's first).
+
+    A text whose windows read mostly like the training texts (at least half within
+    `threshold`) gets the mean logits of those windows; otherwise only the window that reads
+    most like them counts (the evidence among unrelated text). One window: its own logits.
+    """
+    ends = np.append(starts[1:], len(logits))
+    rows = []
+    for start, end in zip(starts, ends):
+        near = distances[start:end] <= threshold
+        if 2 * int(near.sum()) >= end - start:
+            rows.append(logits[start:end][near].astype(np.float64).mean(axis=0))
+        else:
+            rows.append(logits[start + int(np.argmin(distances[start:end]))].astype(np.float64))
+    return np.stack(rows)
+
+
+def evidence_logits_in_graph(logits, distances, threshold, document):
+    """`evidence_logits` in TensorFlow: `document` `[W]` the text of each window (sorted segment ids)."""
+    near = tf.cast(distances <= threshold, logits.dtype)
+    count = tf.math.segment_sum(tf.ones_like(near), document)
+    near_count = tf.math.segment_sum(near, document)
+    near_mean = tf.math.segment_sum(logits * near[:, tf.newaxis], document) / tf.maximum(near_count, 1.0)[:, tf.newaxis]
+    nearest = tf.math.segment_min(distances, document)
+    positions = tf.range(tf.shape(distances, out_type=tf.int64)[0])
+    is_nearest = distances <= tf.gather(nearest, document)
+    first_nearest = tf.math.segment_min(tf.where(is_nearest, positions, tf.int64.max), document)
+    return tf.where((2 * near_count >= count)[:, tf.newaxis], near_mean, tf.gather(logits, first_nearest))
