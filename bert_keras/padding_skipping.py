@@ -113,12 +113,22 @@ def output_at_positions(encoder, inputs, positions, training=None):
     return tf.cast(output, "float32")
 
 
-def _forward_on_real_tokens(encoder, inputs, training):
+def pooled_and_token_mean(encoder, inputs, layer):
+    """Inference on real tokens: `(pooled_output [B, H], mean [B, H])`, `mean` the float32 mean of
+    each row's real tokens after `layer` blocks, read on the way (one pass, the classifier's
+    `window_aggregation="evidence"`; `bert_keras.models.window_relevance`)."""
+    inputs = {name: tf.cast(inputs[name], tf.int32) for name in _INPUT_NAMES}
+    outputs = _forward_on_real_tokens(encoder, inputs, False, token_mean_after=layer)
+    return outputs["pooled_output"], outputs["token_mean"]
+
+
+def _forward_on_real_tokens(encoder, inputs, training, token_mean_after=None):
     """The forward pass on the packed `[T, H]` residual stream (see the module docstring).
 
     `pooled_output` comes from a second run of the last block with [CLS] as its only query
     (`_cls_output`), so a graph that reads only `pooled_output` (a classifier, multiple choice)
-    never runs the full last block: TensorFlow prunes what no output needs.
+    never runs the full last block: TensorFlow prunes what no output needs. With
+    `token_mean_after=k`, `token_mean` is each row's mean real-token vector after block k.
     """
     padding_mask = inputs["padding_mask"]
     batch, seq = tf.shape(padding_mask)[0], tf.shape(padding_mask)[1]
@@ -138,6 +148,10 @@ def _forward_on_real_tokens(encoder, inputs, training):
     sequence_output = unpack_tokens(x, token_indices, batch, seq)
     cls_output = _cls_output(encoder, hidden_states, padding_mask, token_indices, training)
     outputs = {"sequence_output": sequence_output, "pooled_output": encoder.pooler(cls_output)}
+    if token_mean_after is not None:
+        rows = token_indices[:, 0] // tf.cast(seq, tf.int64)
+        outputs["token_mean"] = tf.math.unsorted_segment_mean(
+            tf.cast(hidden_states[token_mean_after], tf.float32), rows, tf.cast(batch, tf.int64))
     if encoder.output_hidden_states:
         outputs["hidden_states"] = [unpack_tokens(h, token_indices, batch, seq)
                                     for h in hidden_states[:-1]] + [sequence_output]

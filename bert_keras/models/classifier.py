@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 from bert_keras.models.encoder_head import EncoderHead
+from bert_keras import padding_skipping
 from bert_keras.models.window_relevance import WindowRelevance
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
 
@@ -99,6 +100,16 @@ class BertClassifier(EncoderHead):
                 raise ValueError(f"relevance_layer must be in 1..{encoder.config.num_layers}, got {relevance_layer}")
             self.window_relevance = WindowRelevance(max(num_classes, 1), encoder.config.hidden_size,
                                                     int(relevance_layer), name="window_relevance")
+
+    def logits_and_features(self, inputs):
+        """`(logits, features)` of packed windows in one pass of the encoder: the logits `call`
+        gives (inference), and each row's `window_relevance` features (the mean token vector
+        after `relevance_layer` blocks), read on the way (`window_aggregation="evidence"`)."""
+        pooled, features = padding_skipping.pooled_and_token_mean(self.encoder, inputs, self.relevance_layer)
+        logits = self.classifier(self.classifier_dropout(pooled, training=False))
+        if self.num_classes == 1:
+            logits = ops.squeeze(logits, axis=-1)
+        return logits, features
 
     @property
     def is_regression(self):

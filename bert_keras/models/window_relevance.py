@@ -80,13 +80,9 @@ class WindowRelevance(keras.layers.Layer):
 
     def features(self, encoder, inputs):
         """float32 `[B, H]`: the mean vector of each row's real tokens after `layer` blocks."""
-        padding_mask = tf.cast(inputs["padding_mask"], tf.int32)
-        x = encoder.embeddings(tf.cast(inputs["token_ids"], tf.int32), tf.cast(inputs["segment_ids"], tf.int32),
-                               training=False)
-        for block in encoder.transformer_layers[:self.layer]:
-            x = block(x, padding_mask, training=False)
-        real = tf.cast(padding_mask, tf.float32)[:, :, tf.newaxis]
-        return tf.reduce_sum(tf.cast(x, tf.float32) * real, axis=1) / tf.maximum(tf.reduce_sum(real, axis=1), 1.0)
+        from bert_keras import padding_skipping
+
+        return padding_skipping.pooled_and_token_mean(encoder, inputs, self.layer)[1]
 
     def distances_of(self, features):
         """float32 `[B]`: each feature row's squared Mahalanobis distance to the nearest class mean."""

@@ -451,11 +451,13 @@ class TextClassifier(TextTask):
             dataset = self._batch(examples, batch_size)
             gold = None
         if self._has_window_marks(dataset):
-            windows = self._window_outputs(dataset)
-            distances = None
-            if self._window_relevance is not None and len(windows.starts) < len(windows.outputs):
-                distances = self._window_distances(dataset.cache())
-            outputs = self._aggregate_windows(windows.outputs, windows.starts, distances)
+            if self._window_relevance is not None:  # logits and distances in one pass
+                windows = self._window_outputs(dataset, outputs_of=self._logits_and_distances)
+                logits, distances = windows.outputs
+                outputs = self._aggregate_windows(logits, windows.starts, distances)
+            else:
+                windows = self._window_outputs(dataset)
+                outputs = self._aggregate_windows(windows.outputs, windows.starts)
             return outputs, (windows.labels[windows.starts] if needs_y else None), windows.truncated
         dataset = dataset.cache()  # tokenized once: the outputs, then the gold labels
         outputs = np.asarray(self._outputs(dataset))
@@ -477,32 +479,35 @@ class TextClassifier(TextTask):
         relevance = getattr(self.head, "window_relevance", None)
         if relevance is None:
             return
-        batches = dataset.map(lambda x, *_: x).take(max(1, steps or 1))
         features, classes, count = [], [], 0
-        for inputs in batches:
-            features.append(self._relevance_features(inputs).numpy())
-            logits = self.head(inputs, training=False)
+        for inputs in dataset.map(lambda x, *_: x).take(max(1, steps or 1)):
+            logits, batch_features = self._logits_and_features(inputs)
+            features.append(batch_features.numpy())
             classes.append(np.zeros(len(features[-1]), np.int64) if self.is_regression
-                           else np.argmax(np.asarray(logits), axis=-1))
+                           else np.argmax(logits.numpy(), axis=-1))
             count += len(features[-1])
             if count >= EVIDENCE_WINDOWS:
                 break
         relevance.fit_statistics(np.concatenate(features), np.concatenate(classes))
 
     @property
-    def _relevance_features(self):
-        function = self.__dict__.get("_relevance_function")
+    def _logits_and_features(self):
+        """`head.logits_and_features`, traced (cached on the task, untracked: not saved)."""
+        function = self.__dict__.get("_logits_and_features_function")
         if function is None:
-            head = self.head
-            function = tf.function(lambda x: head.window_relevance.features(head.encoder, x), reduce_retracing=True)
-            self.__dict__["_relevance_function"] = function  # untracked: not saved
+            function = tf.function(self.head.logits_and_features, reduce_retracing=True)
+            self.__dict__["_logits_and_features_function"] = function
         return function
 
-    def _window_distances(self, dataset):
-        """float32 `[windows]`: each window's distance to the training windows, in `dataset`'s order."""
+    def _logits_and_distances(self, dataset):
+        """`(logits, distances)` numpy `[windows, ...]` of every batch of `dataset`, in one pass."""
         relevance = self._window_relevance
-        batches = dataset.map(lambda x, *_: x) if isinstance(dataset.element_spec, tuple) else dataset
-        return np.concatenate([relevance.distances_of(self._relevance_features(x)).numpy() for x in batches])
+        logits, distances = [], []
+        for inputs in dataset.map(lambda x, *_: x):
+            batch_logits, features = self._logits_and_features(inputs)
+            logits.append(batch_logits.numpy())
+            distances.append(relevance.distances_of(features).numpy())
+        return np.concatenate(logits), np.concatenate(distances)
 
     def _aggregate_windows(self, outputs, starts, distances=None):
         """One row per text from its consecutive windows' rows (`starts`: each text's first)."""

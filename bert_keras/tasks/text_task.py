@@ -895,8 +895,9 @@ class TextTask(keras.Model):
         spec = dataset.element_spec
         return isinstance(spec, tuple) and len(spec) == 3 and isinstance(spec[2], dict)
 
-    def _window_outputs(self, dataset):
-        """Keras' predict over batches of windows, with their marks (`WindowOutputs`).
+    def _window_outputs(self, dataset, outputs_of=None):
+        """Keras' predict over batches of windows (or `outputs_of(dataset)`), with their marks
+        (`WindowOutputs`).
 
         The marks are read first (that pass fills the cache, so the texts are tokenized
         once): how many windows there are, and so how many batches the predict loop reads.
@@ -910,7 +911,8 @@ class TextTask(keras.Model):
         marks = {key: np.concatenate(values) for key, values in marks.items()}
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(len(labels)))
         starts = np.flatnonzero(marks["first_window"])
-        return WindowOutputs(outputs=np.asarray(self._outputs(dataset)), labels=np.concatenate(labels),
+        outputs = outputs_of(dataset) if outputs_of is not None else np.asarray(self._outputs(dataset))
+        return WindowOutputs(outputs=outputs, labels=np.concatenate(labels),
                              starts=starts, truncated=marks["truncated"][starts],
                              num_tokens=marks["num_tokens"])
 
