@@ -304,6 +304,20 @@ def _distillation_step(student, teacher, temperature, alpha, augment=None):
 
 
 # -- the run --------------------------------------------------------------------------------------
+class _StopAfterSteps(keras.callbacks.Callback):
+    """Ends the fit once the optimizer has taken `total_steps` steps (a resumed run counts the
+    steps of its backup): the last Keras epoch is partial when `total_steps` is not a multiple
+    of the epoch's steps."""
+
+    def __init__(self, total_steps):
+        super().__init__()
+        self.total_steps = int(total_steps)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations) >= self.total_steps:
+            self.model.stop_training = True
+
+
 def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, temperature=2.0, alpha=None,
             epochs=3, batch_size=None, learning_rate=None, warmup_ratio=0.1, weight_decay=0.01,
             max_steps=None, seed=0, dropout=None, augment=None, mask_rate=0.1, run_dir=None, checkpoint_every=None,
@@ -407,14 +421,16 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
                     batch_size=batch_size, learning_rate=recipe.learning_rate, train_steps=total_steps,
                     seed=seed, labelled=y is not None, augment=augment,
                     mask_rate=float(mask_rate) if augment else None)
-    callbacks = list(callbacks or [])
+    # Keras runs whole epochs of `steps_per_epoch`: the last one is cut short at `total_steps`
+    # (a fractional `epochs`, `max_steps`), as the schedule and the record say.
+    callbacks = [_StopAfterSteps(total_steps), *(callbacks or [])]
     if run_dir:
         callbacks.append(_backup_callback(run_dir, keep=keep_run_dir, total_steps=total_steps,
                                           steps_per_epoch=steps_per_epoch,
                                           batch_size=batch_size, distillation=settings))
     student.train_step = _distillation_step(student, teacher, float(temperature), float(alpha), masking)
     try:
-        keras.Model.fit(student, without_autotune_thread(dataset.repeat()),
+        keras.Model.fit(student, without_autotune_thread(dataset.repeat().take(total_steps)),
                         epochs=max(1, -(-total_steps // steps_per_epoch)), steps_per_epoch=steps_per_epoch,
                         shuffle=False, verbose=verbose, callbacks=callbacks)
     finally:

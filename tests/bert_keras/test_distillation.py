@@ -369,3 +369,62 @@ def test_the_recorded_training_file_is_found_from_any_working_directory(tmp_path
     monkeypatch.chdir(tmp_path)  # not data/, where the spec's relative name was typed
     texts, labels = spec_of_saved(training).training_data(seed=0)
     assert sorted(texts) == ["bad film", "good film"] and sorted(labels) == ["neg", "pos"]
+
+
+def _steps_counter():
+    import keras
+
+    class Steps(keras.callbacks.Callback):
+        """The optimizer's steps at the first step of the fit (after a backup is restored) and at
+        its end (the student is recompiled after)."""
+
+        first = last = None
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if self.first is None:
+                self.first = int(self.model.optimizer.iterations)
+
+        def on_train_end(self, logs=None):
+            self.last = int(self.model.optimizer.iterations)
+
+    return Steps()
+
+
+@pytest.mark.parametrize("options, steps", [
+    ({"epochs": 3, "max_steps": 3}, 3),  # 2 steps an epoch: 3 is an epoch and a half
+    ({"epochs": 1.5}, 3),
+    ({"epochs": 2, "max_steps": 5}, 4),
+])
+def test_distill_runs_exactly_the_steps_it_records(options, steps, tmp_path):
+    teacher = tiny_teacher("regression", tmp_path, layers=2)
+    counter = _steps_counter()
+    student = teacher.distill(TEXTS, layers=1, batch_size=4, augment=0, seed=0, verbose=0, callbacks=[counter],
+                              **options)
+    assert counter.last == steps
+    assert student.to_finetuned().training["distillation"]["train_steps"] == steps
+
+
+@pytest.mark.slow
+def test_a_resumed_distillation_stops_at_the_recorded_step(tmp_path):
+    import keras
+
+    teacher = tiny_teacher("regression", tmp_path, layers=2)
+    run_dir = str(tmp_path / "run")
+
+    class Stop(Exception):
+        pass
+
+    class Interrupt(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch == 1:
+                raise Stop()
+
+    options = dict(layers=1, batch_size=4, epochs=3, max_steps=5, augment=0, seed=0, verbose=0, run_dir=run_dir,
+                   checkpoint_every=2)
+    with pytest.raises(Stop):
+        teacher.distill(TEXTS, callbacks=[Interrupt()], **options)
+    counter = _steps_counter()
+    student = teacher.distill(TEXTS, callbacks=[counter], **options)
+    assert (counter.first, counter.last) == (2, 5)  # the backup of epoch 0 (2 steps), then 3 more
+    assert student.to_finetuned().training["distillation"]["train_steps"] == 5
+    assert not os.path.exists(run_dir)
