@@ -304,6 +304,14 @@ def _distillation_step(student, teacher, temperature, alpha, augment=None):
 
 
 # -- the run --------------------------------------------------------------------------------------
+def _number(name, value, expected, within):
+    """`value` as a float: a finite real number (numpy's too, not a bool) for which `within` holds."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or \
+            not np.isfinite(float(value)) or not within(float(value)):
+        raise TaskInputError(f"{name}={value!r}: {expected}")
+    return float(value)
+
+
 class _StopAfterSteps(keras.callbacks.Callback):
     """Ends the fit once the optimizer has taken `total_steps` steps (a resumed run counts the
     steps of its backup): the last Keras epoch is partial when `total_steps` is not a multiple
@@ -339,9 +347,12 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
         temperature: softmax temperature of the soft targets (> 0; the loss is scaled by T^2).
         alpha: weight of the hard-label loss, in [0, 1] (default 0.5 with `y`, 0 without).
         epochs, batch_size, learning_rate, warmup_ratio, weight_decay, max_steps: the run
-            (default batch size / learning rate: `recipe_for_data`, as `finetune`).
-        seed: seeds the weights of anything new, dropout and shuffling (the same seed, data
-            and machine give the same student).
+            (default batch size / learning rate: `recipe_for_data`, as `finetune`): exactly
+            `round(epochs x steps per pass)` steps, at most `max_steps` (the last pass partial).
+            `learning_rate` > 0, `warmup_ratio` in [0, 1], `weight_decay` >= 0.
+        seed: seeds the weights of anything new, dropout, shuffling and masking (the same seed,
+            data and machine give the same student); an int in [0, 2**32). None: not seeded,
+            as `fit`'s default (every run differs).
         dropout: the student head's dropout (default the teacher's).
         augment: masked copies of every batch (`masked_copies`): the teacher labels them too
             and the student learns its soft targets on them (not the labels). More text to
@@ -361,13 +372,10 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
     if not isinstance(teacher, TextTask):
         teacher_path = os.path.abspath(os.fspath(teacher))
         teacher = load(teacher_path)
-    if not isinstance(temperature, (int, float)) or isinstance(temperature, bool) or \
-            not np.isfinite(temperature) or temperature <= 0:
-        raise TaskInputError(f"temperature={temperature!r}: expected a number > 0")
+    temperature = _number("temperature", temperature, "expected a number > 0", lambda v: v > 0)
     if alpha is None:
         alpha = 0.5 if y is not None else 0.0
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 <= alpha <= 1.0:
-        raise TaskInputError(f"alpha={alpha!r}: the weight of the hard labels, in [0, 1]")
+    alpha = _number("alpha", alpha, "the weight of the hard labels, in [0, 1]", lambda v: 0.0 <= v <= 1.0)
     if alpha and y is None and not isinstance(x, tf.data.Dataset):
         raise TaskInputError(f"alpha={alpha}: weighs hard labels, but no y was given (alpha=0 distils the "
                              "teacher's soft targets alone)")
@@ -377,8 +385,17 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
     max_steps = check_count("max_steps", max_steps)
     defaulted = augment is None
     augment = masked_copy_count(augment, x)
-    if isinstance(mask_rate, bool) or not isinstance(mask_rate, (int, float)) or not 0.0 < mask_rate < 1.0:
-        raise TaskInputError(f"mask_rate={mask_rate!r}: the probability that a token is masked, in (0, 1)")
+    mask_rate = _number("mask_rate", mask_rate, "the probability that a token is masked, in (0, 1)",
+                        lambda v: 0.0 < v < 1.0)
+    if learning_rate is not None:
+        learning_rate = _number("learning_rate", learning_rate, "expected a number > 0", lambda v: v > 0)
+    warmup_ratio = _number("warmup_ratio", warmup_ratio, "the fraction of the steps that warm up, in [0, 1]",
+                           lambda v: 0.0 <= v <= 1.0)
+    weight_decay = _number("weight_decay", weight_decay, "expected a number >= 0", lambda v: v >= 0)
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
+                             or not 0 <= seed < 2 ** 32):
+        raise TaskInputError(f"seed={seed!r}: expected a whole number in [0, 2**32), or None (not seeded)")
+    seed = None if seed is None else int(seed)
     checkpoint_every = check_count("checkpoint_every", checkpoint_every)
     if checkpoint_every and not run_dir:
         raise TaskInputError("checkpoint_every: needs run_dir= (where the backups go)")
@@ -386,7 +403,8 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
     recipe = recipe_for_data(x, learning_rate=learning_rate, batch_size=batch_size)
     batch_size = check_count("batch_size", recipe.batch_size)
 
-    keras.utils.set_random_seed(seed)
+    if seed is not None:
+        keras.utils.set_random_seed(seed)
     student = make_student(teacher, plan, dropout=dropout)
     dataset, steps = student._distillation_dataset(x, y, batch_size=batch_size, seed=seed)
     masking = None
@@ -399,7 +417,8 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
                                  "padding_mask to mask")
     if augment:
         tokenizer = student.tokenizer
-        masking = dict(copies=augment, rate=float(mask_rate), seed=int(seed),
+        masking = dict(copies=augment, rate=mask_rate,
+                       seed=int(np.random.default_rng().integers(2 ** 31)) if seed is None else seed,
                        mask_id=tokenizer.token_to_id("[MASK]"),
                        special_ids=[tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]")])
     total_steps = max(1, int(round(epochs_checked * steps)))
@@ -416,11 +435,11 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
         metrics=(student.default_metrics() or None) if hard else None)
     settings = dict(layers=list(plan.layers), teacher_layers=teacher.encoder.config.num_layers,
                     teacher_hidden_size=teacher.encoder.config.hidden_size,
-                    hidden_size=plan.hidden_size, init=plan.init, temperature=float(temperature),
-                    alpha=float(alpha), epochs=epochs_checked,
+                    hidden_size=plan.hidden_size, init=plan.init, temperature=temperature,
+                    alpha=alpha, epochs=epochs_checked,
                     batch_size=batch_size, learning_rate=recipe.learning_rate, train_steps=total_steps,
                     seed=seed, labelled=y is not None, augment=augment,
-                    mask_rate=float(mask_rate) if augment else None)
+                    mask_rate=mask_rate if augment else None)
     # Keras runs whole epochs of `steps_per_epoch`: the last one is cut short at `total_steps`
     # (a fractional `epochs`, `max_steps`), as the schedule and the record say.
     callbacks = [_StopAfterSteps(total_steps), *(callbacks or [])]
@@ -428,7 +447,7 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
         callbacks.append(_backup_callback(run_dir, keep=keep_run_dir, total_steps=total_steps,
                                           steps_per_epoch=steps_per_epoch,
                                           batch_size=batch_size, distillation=settings))
-    student.train_step = _distillation_step(student, teacher, float(temperature), float(alpha), masking)
+    student.train_step = _distillation_step(student, teacher, temperature, alpha, masking)
     try:
         keras.Model.fit(student, without_autotune_thread(dataset.repeat().take(total_steps)),
                         epochs=max(1, -(-total_steps // steps_per_epoch)), steps_per_epoch=steps_per_epoch,

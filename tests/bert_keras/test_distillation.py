@@ -428,3 +428,43 @@ def test_a_resumed_distillation_stops_at_the_recorded_step(tmp_path):
     assert (counter.first, counter.last) == (2, 5)  # the backup of epoch 0 (2 steps), then 3 more
     assert student.to_finetuned().training["distillation"]["train_steps"] == 5
     assert not os.path.exists(run_dir)
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"learning_rate": -1.0}, "learning_rate=-1.0: expected a number > 0"),
+    ({"learning_rate": 0}, "learning_rate=0: expected a number > 0"),
+    ({"learning_rate": float("nan")}, "learning_rate=nan"),
+    ({"warmup_ratio": 2.0}, r"warmup_ratio=2.0: the fraction of the steps that warm up, in \[0, 1\]"),
+    ({"warmup_ratio": -0.1}, "warmup_ratio=-0.1"),
+    ({"weight_decay": -0.01}, "weight_decay=-0.01"),
+    ({"seed": -1}, r"seed=-1: expected a whole number in \[0, 2\*\*32\)"),
+    ({"seed": 2 ** 32}, "seed=4294967296"),
+    ({"seed": 1.5}, "seed=1.5"),
+    ({"seed": True}, "seed=True"),
+    ({"temperature": np.float32("inf")}, "temperature=np.float32"),
+    ({"alpha": np.float32(1.5)}, "alpha=np.float32"),
+    ({"mask_rate": np.float64(1.0), "augment": 1}, "mask_rate=np.float64"),
+])
+def test_run_settings_are_checked_before_the_student_is_built(options, message, tmp_path, monkeypatch):
+    from bert_keras.tasks import distillation
+
+    def no_student(*args, **kwargs):
+        raise AssertionError("the student was built")
+
+    monkeypatch.setattr(distillation, "make_student", no_student)
+    teacher = tiny_teacher("regression", tmp_path, layers=2)
+    with pytest.raises(TaskInputError, match=message):
+        teacher.distill(*DATA["regression"], layers=1, **options)
+
+
+def test_numpy_scalars_and_seed_none_are_accepted(tmp_path):
+    teacher = tiny_teacher("regression", tmp_path, layers=2)
+    student = teacher.distill(*DATA["regression"], layers=1, max_steps=1, batch_size=4, verbose=0,
+                              temperature=np.float32(2.0), alpha=np.float64(0.25), mask_rate=np.float32(0.2),
+                              augment=np.int64(1), learning_rate=np.float32(1e-4), seed=np.int64(5))
+    record = student.to_finetuned().training["distillation"]
+    assert record["temperature"] == 2.0 and record["alpha"] == 0.25 and record["seed"] == 5
+    assert record["mask_rate"] == pytest.approx(0.2) and record["learning_rate"] == pytest.approx(1e-4)
+    assert type(record["temperature"]) is float and type(record["seed"]) is int  # task.json: plain JSON
+    unseeded = teacher.distill(TEXTS, layers=1, max_steps=1, batch_size=4, verbose=0, seed=None, augment=1)
+    assert unseeded.to_finetuned().training["distillation"]["seed"] is None
