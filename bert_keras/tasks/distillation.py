@@ -304,6 +304,24 @@ def _distillation_step(student, teacher, temperature, alpha, augment=None):
 
 
 # -- the run --------------------------------------------------------------------------------------
+def _has_labels(teacher, x, y):
+    """Whether the run has labels: `y`, or a dataset `x` of `(x, y)` / `(x, y, sample_weight)`
+    elements (Keras' reading; then `y` must not be given)."""
+    if not isinstance(x, tf.data.Dataset):
+        return y is not None
+    from bert_keras.tasks.dataset_inputs import element_parts
+    from bert_keras.tasks.embedder import Embedder
+
+    if y is not None:
+        raise TaskInputError("y: must not be given with a tf.data.Dataset as x (as in Keras): the labels "
+                             "come from its elements ((x, y) or (x, y, sample_weight))")
+    labelled = element_parts(x.element_spec, x_is_tuple=teacher.dataset_layout.x_is_tuple).has_y
+    if labelled and isinstance(teacher, Embedder):
+        raise TaskInputError("x: the dataset's elements hold labels ((x, y)); an Embedder has no labels, its "
+                             "student learns the teacher's vectors (map the dataset to its texts)")
+    return labelled
+
+
 def _number(name, value, expected, within):
     """`value` as a float: a finite real number (numpy's too, not a bool) for which `within` holds."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or \
@@ -338,14 +356,16 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
         x: the training inputs, in the forms the teacher's `fit` takes (texts, pairs, word
             lists, `(questions, contexts)`, `(contexts, endings)`, a dataset). Unlabelled
             text is enough: the teacher labels it.
-        y: the labels, as `fit` takes them; None: the teacher's soft targets alone.
+        y: the labels, as `fit` takes them; None: the teacher's soft targets alone. With a
+            `tf.data.Dataset` the labels are its elements' (`(x, y)`, as in Keras; `x` alone:
+            unlabelled), and `y` must not be given.
         layers: the student's transformer blocks: a number (evenly spread, `student_layers`)
             or the block indices. Required unless `init` is given (then default: all of its).
         hidden_size: the student's hidden size; another than the teacher's needs `init`.
         init: a smaller pretrained encoder (`load_pretrained` spec) with the teacher's
             vocabulary to start from instead of the teacher's blocks (its head is new).
         temperature: softmax temperature of the soft targets (> 0; the loss is scaled by T^2).
-        alpha: weight of the hard-label loss, in [0, 1] (default 0.5 with `y`, 0 without).
+        alpha: weight of the hard-label loss, in [0, 1] (default 0.5 with labels, 0 without).
         epochs, batch_size, learning_rate, warmup_ratio, weight_decay, max_steps: the run
             (default batch size / learning rate: `recipe_for_data`, as `finetune`): exactly
             `round(epochs x steps per pass)` steps, at most `max_steps` (the last pass partial).
@@ -372,12 +392,15 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
     if not isinstance(teacher, TextTask):
         teacher_path = os.path.abspath(os.fspath(teacher))
         teacher = load(teacher_path)
+    labelled = _has_labels(teacher, x, y)
     temperature = _number("temperature", temperature, "expected a number > 0", lambda v: v > 0)
     if alpha is None:
-        alpha = 0.5 if y is not None else 0.0
+        alpha = 0.5 if labelled else 0.0
     alpha = _number("alpha", alpha, "the weight of the hard labels, in [0, 1]", lambda v: 0.0 <= v <= 1.0)
-    if alpha and y is None and not isinstance(x, tf.data.Dataset):
-        raise TaskInputError(f"alpha={alpha}: weighs hard labels, but no y was given (alpha=0 distils the "
+    if alpha and not labelled:
+        given = "the dataset's elements hold no labels (x, not (x, y))" if isinstance(x, tf.data.Dataset) \
+            else "no y was given"
+        raise TaskInputError(f"alpha={alpha:g}: weighs hard labels, but {given} (alpha=0 distils the "
                              "teacher's soft targets alone)")
     epochs_checked = float(epochs)
     if not np.isfinite(epochs_checked) or epochs_checked <= 0:
@@ -438,7 +461,7 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
                     hidden_size=plan.hidden_size, init=plan.init, temperature=temperature,
                     alpha=alpha, epochs=epochs_checked,
                     batch_size=batch_size, learning_rate=recipe.learning_rate, train_steps=total_steps,
-                    seed=seed, labelled=y is not None, augment=augment,
+                    seed=seed, labelled=labelled, augment=augment,
                     mask_rate=mask_rate if augment else None)
     # Keras runs whole epochs of `steps_per_epoch`: the last one is cut short at `total_steps`
     # (a fractional `epochs`, `max_steps`), as the schedule and the record say.

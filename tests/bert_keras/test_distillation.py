@@ -468,3 +468,20 @@ def test_numpy_scalars_and_seed_none_are_accepted(tmp_path):
     assert type(record["temperature"]) is float and type(record["seed"]) is int  # task.json: plain JSON
     unseeded = teacher.distill(TEXTS, layers=1, max_steps=1, batch_size=4, verbose=0, seed=None, augment=1)
     assert unseeded.to_finetuned().training["distillation"]["seed"] is None
+
+
+def test_a_dataset_of_x_y_is_labelled_and_y_is_not_given_with_a_dataset(tmp_path):
+    teacher = tiny_teacher("classification", tmp_path, layers=2)
+    (texts, texts_b), labels = DATA["classification"]
+    dataset = tf.data.Dataset.from_tensor_slices(((texts, texts_b), labels)).batch(4)
+    options = dict(layers=1, max_steps=2, batch_size=4, augment=0, seed=0, verbose=0)
+    student = teacher.distill(dataset, **options)
+    record = student.to_finetuned().training["distillation"]
+    assert record["alpha"] == 0.5 and record["labelled"] is True
+    assert "accuracy" in student.history.history  # the hard labels' metric: the labels were read
+    with pytest.raises(TaskInputError, match=r"y: must not be given with a tf.data.Dataset as x \(as in Keras\)"):
+        teacher.distill(dataset, labels, **options)
+    unlabelled = tf.data.Dataset.from_tensor_slices((texts, texts_b)).batch(4)
+    with pytest.raises(TaskInputError, match=r"alpha=0.5: weighs hard labels, but the dataset's elements hold "
+                                             "no labels"):
+        teacher.distill(unlabelled, alpha=0.5, **options)
