@@ -276,7 +276,13 @@ class SpanQA(TextTask):
 
     def _distillation_dataset(self, x, y, *, batch_size, seed):
         """Unlabelled questions are built as "no answer" features (every window of the context
-        kept), a v1.1 model's too; those placeholders never reach the loss."""
+        kept), a v1.1 model's too; those placeholders never reach the loss. So are those of a
+        dataset of `(question, context)` alone (not `((question, context), answers)`)."""
+        from bert_keras.tasks import dataset_inputs
+
+        if isinstance(x, tf.data.Dataset) and not dataset_inputs.element_parts(
+                x.element_spec, x_is_tuple=True).has_y:
+            x, _, _ = self._in_memory(x, None)
         if y is not None or isinstance(x, tf.data.Dataset) or (
                 isinstance(x, list) and x and isinstance(x[0], SquadExample)):
             return self._train_dataset(x, y, batch_size=batch_size, shuffle=True, seed=seed)

@@ -1016,9 +1016,19 @@ class TextTask(keras.Model):
 
     def _distillation_dataset(self, x, y, *, batch_size, seed):
         """`(shuffled batches, steps per pass)` to distil on: `fit`'s, with placeholder labels
-        (never read: the loss is the teacher's soft targets alone) when `y` is None."""
-        if y is None and not isinstance(x, tf.data.Dataset):
-            y = [self.labels[0] if self.labels else 0] * num_rows(x)
+        (never read: the loss is the teacher's soft targets alone) when `y` is None, and on
+        each element of a dataset of `x` alone (not `(x, y)`)."""
+        placeholder = self.labels[0] if self.labels else 0
+        if isinstance(x, tf.data.Dataset):
+            from bert_keras.tasks import dataset_inputs
+
+            layout = self.dataset_layout
+            parts = dataset_inputs.element_parts(x.element_spec, x_is_tuple=layout.x_is_tuple)
+            if not parts.has_y:  # unbatched rows of x, each with the placeholder
+                x = dataset_inputs.unbatched(x, parts, example_rank=layout.example_rank,
+                                             is_batched=layout.is_batched).map(lambda row: (row, placeholder))
+        elif y is None:
+            y = [placeholder] * num_rows(x)
         return self._train_dataset(x, y, batch_size=batch_size, shuffle=True, seed=seed)
 
     def record(self, *, training=None, eval_results=None):

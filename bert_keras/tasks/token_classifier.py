@@ -175,10 +175,14 @@ class TokenClassifier(TextTask):
         return soft_cross_entropy(teacher_out, student_out, temperature, sample_weight, mask=x["padding_mask"])
 
     def _distillation_dataset(self, x, y, *, batch_size, seed):
-        if y is None and not isinstance(x, tf.data.Dataset):  # words, and placeholder tags
+        sample_weight = None
+        if isinstance(x, tf.data.Dataset):  # read as fit reads it: y (tags) when its elements have them
+            x, y, sample_weight = self._in_memory_rows(x, None)
+        if y is None:  # words, and placeholder tags
             sentences, _ = self._sentences(x, None)
             x, y = [list(s.words) for s in sentences], [list(s.tags) for s in sentences]
-        return self._train_dataset(x, y, batch_size=batch_size, shuffle=True, seed=seed)
+        return self._train_dataset(x, y, batch_size=batch_size, shuffle=True, seed=seed,
+                                   sample_weight=sample_weight)
 
     # -- outputs -----------------------------------------------------------------------
     def _word_logits(self, sentences, batch_size):

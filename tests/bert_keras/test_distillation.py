@@ -485,3 +485,49 @@ def test_a_dataset_of_x_y_is_labelled_and_y_is_not_given_with_a_dataset(tmp_path
     with pytest.raises(TaskInputError, match=r"alpha=0.5: weighs hard labels, but the dataset's elements hold "
                                              "no labels"):
         teacher.distill(unlabelled, alpha=0.5, **options)
+
+
+UNLABELLED = {  # kind: x as lists, the same x as dataset slices
+    "classification": (DATA["classification"][0], DATA["classification"][0]),
+    "regression": (TEXTS, TEXTS),
+    "ner": ([text.split() for text in TEXTS], tf.ragged.constant([text.split() for text in TEXTS])),
+    "squad": DATA["squad"][:1] * 2,
+    "multiple_choice": DATA["multiple_choice"][:1] * 2,
+}
+
+
+@pytest.mark.parametrize("batched", [True, False])
+@pytest.mark.parametrize("kind", sorted(UNLABELLED))
+def test_an_unlabelled_dataset_distils_as_the_same_unlabelled_lists(kind, batched, tmp_path):
+    teacher = tiny_teacher(kind, tmp_path, layers=2)
+    x, slices = UNLABELLED[kind]
+    if kind == "ner" and not batched:  # unbatched, a rank-1 tensor of words reads as a batch of texts
+        x, slices = TEXTS, TEXTS
+    dataset = tf.data.Dataset.from_tensor_slices(slices)
+    if batched:
+        dataset = dataset.batch(3)
+    options = dict(layers=1, epochs=1, batch_size=4, augment=0, seed=0, verbose=0)
+    counter = _steps_counter()
+    student = teacher.distill(dataset, callbacks=[counter], **options)
+    record = student.to_finetuned().training["distillation"]
+    expected = teacher.distill(x, **options).to_finetuned().training["distillation"]
+    assert record["labelled"] is False and record["alpha"] == 0.0
+    assert record["train_steps"] == expected["train_steps"] == counter.last
+
+
+@pytest.mark.parametrize("window_training", ["windows", "texts"])
+def test_an_unlabelled_dataset_of_long_texts_is_read_in_windows(window_training, tmp_path):
+    teacher = tiny_teacher("regression", tmp_path, layers=2)
+    teacher._text.settings.update(max_length=96, window_training=window_training)
+    long = [" ".join([text] * 6) for text in TEXTS]
+    options = dict(layers=1, epochs=1, batch_size=4, augment=0, seed=0, verbose=0)
+    counter = _steps_counter()
+    student = teacher.distill(tf.data.Dataset.from_tensor_slices(long).batch(2), callbacks=[counter], **options)
+    record = student.to_finetuned().training["distillation"]
+    assert record["train_steps"] == teacher.distill(long, **options).to_finetuned().training["distillation"][
+        "train_steps"] == counter.last
+    windows = teacher._num_windows(long)
+    assert windows > len(long)
+    assert record["train_steps"] == (2 if window_training == "texts" else -(-windows // 4))  # texts or windows
+    assert student.settings["window_training"] == window_training
+    assert student.predict(long).shape == (len(long),)
