@@ -386,7 +386,8 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
     Raises:
         TaskInputError: a bad setting, before any step runs.
     """
-    from bert_keras.tasks.text_task import TextTask, _backup_callback, load, recipe_for_data
+    from bert_keras.tasks.text_task import (TextTask, _backup_callback, _digest, _weights_digest, load,
+                                            recipe_for_data)
 
     teacher_path = None
     if not isinstance(teacher, TextTask):
@@ -467,9 +468,12 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
     # (a fractional `epochs`, `max_steps`), as the schedule and the record say.
     callbacks = [_StopAfterSteps(total_steps), *(callbacks or [])]
     if run_dir:
+        # As `fit`: a backup of other data (None for a dataset: it is not read twice) or of another
+        # teacher is another run's, refused.
         callbacks.append(_backup_callback(run_dir, keep=keep_run_dir, total_steps=total_steps,
                                           steps_per_epoch=steps_per_epoch,
-                                          batch_size=batch_size, distillation=settings))
+                                          batch_size=batch_size, distillation=settings,
+                                          weights=_weights_digest(teacher.head), data=_digest((x, y))))
     student.train_step = _distillation_step(student, teacher, temperature, alpha, masking)
     try:
         keras.Model.fit(student, without_autotune_thread(dataset.repeat().take(total_steps)),

@@ -531,3 +531,34 @@ def test_an_unlabelled_dataset_of_long_texts_is_read_in_windows(window_training,
     assert record["train_steps"] == (2 if window_training == "texts" else -(-windows // 4))  # texts or windows
     assert student.settings["window_training"] == window_training
     assert student.predict(long).shape == (len(long),)
+
+
+def test_a_run_dir_of_other_data_or_another_teacher_is_refused(tmp_path):
+    import keras
+
+    teacher = tiny_teacher("regression", tmp_path, layers=2)
+    run_dir = str(tmp_path / "run")
+    options = dict(layers=1, epochs=1, batch_size=2, augment=0, seed=0, verbose=0, run_dir=run_dir,
+                   checkpoint_every=1)
+
+    class Stop(Exception):
+        pass
+
+    class Interrupt(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch == 1:
+                raise Stop()
+
+    with pytest.raises(Stop):
+        teacher.distill(TEXTS, callbacks=[Interrupt()], **options)
+    other_texts = [text + " Again." for text in TEXTS]
+    with pytest.raises(TaskInputError, match=r"holds the backup of another run \(data differ: the data, "):
+        teacher.distill(other_texts, **options)
+    os.makedirs(tmp_path / "other")
+    other_teacher = tiny_teacher("regression", tmp_path / "other", layers=2, seed=1)
+    with pytest.raises(TaskInputError, match=r"holds the backup of another run \(weights differ"):
+        other_teacher.distill(TEXTS, **options)
+    counter = _steps_counter()
+    teacher.distill(TEXTS, callbacks=[counter], **options)  # the same run resumes
+    assert (counter.first, counter.last) == (1, 3)
+    assert not os.path.exists(run_dir)
