@@ -407,6 +407,9 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
     if not np.isfinite(epochs_checked) or epochs_checked <= 0:
         raise TaskInputError(f"epochs={epochs!r}: expected a number > 0")
     max_steps = check_count("max_steps", max_steps)
+    if isinstance(x, tf.data.Dataset) and x.cardinality() == tf.data.INFINITE_CARDINALITY and not max_steps:
+        raise TaskInputError("x: an infinite dataset (.repeat()); pass max_steps= (the steps to run), or a "
+                             "finite dataset")
     defaulted = augment is None
     augment = masked_copy_count(augment, x)
     mask_rate = _number("mask_rate", mask_rate, "the probability that a token is masked, in (0, 1)",
@@ -445,9 +448,12 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
                        seed=int(np.random.default_rng().integers(2 ** 31)) if seed is None else seed,
                        mask_id=tokenizer.token_to_id("[MASK]"),
                        special_ids=[tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]")])
-    total_steps = max(1, int(round(epochs_checked * steps)))
-    if max_steps:
-        total_steps = min(total_steps, max_steps)
+    if steps is None:  # an infinite dataset: max_steps, checked above
+        steps = total_steps = max_steps
+    else:
+        total_steps = max(1, int(round(epochs_checked * steps)))
+        if max_steps:
+            total_steps = min(total_steps, max_steps)
     steps_per_epoch = min(checkpoint_every or steps, total_steps)
     from bert_keras.training.optimizer import create_optimizer
 

@@ -562,3 +562,14 @@ def test_a_run_dir_of_other_data_or_another_teacher_is_refused(tmp_path):
     teacher.distill(TEXTS, callbacks=[counter], **options)  # the same run resumes
     assert (counter.first, counter.last) == (1, 3)
     assert not os.path.exists(run_dir)
+
+
+def test_an_infinite_dataset_distils_max_steps(tmp_path):
+    teacher = tiny_teacher("regression", tmp_path, layers=2)
+    dataset = tf.data.Dataset.from_tensor_slices(DATA["regression"]).repeat()
+    options = dict(layers=1, batch_size=2, augment=0, seed=0, verbose=0)
+    with pytest.raises(TaskInputError, match=r"x: an infinite dataset \(.repeat\(\)\); pass max_steps="):
+        teacher.distill(dataset, **options)
+    counter = _steps_counter()
+    student = teacher.distill(dataset, max_steps=4, callbacks=[counter], **options)
+    assert counter.last == student.to_finetuned().training["distillation"]["train_steps"] == 4
