@@ -330,20 +330,6 @@ def _number(name, value, expected, within):
     return float(value)
 
 
-class _StopAfterSteps(keras.callbacks.Callback):
-    """Ends the fit once the optimizer has taken `total_steps` steps (a resumed run counts the
-    steps of its backup): the last Keras epoch is partial when `total_steps` is not a multiple
-    of the epoch's steps."""
-
-    def __init__(self, total_steps):
-        super().__init__()
-        self.total_steps = int(total_steps)
-
-    def on_train_batch_end(self, batch, logs=None):
-        if int(self.model.optimizer.iterations) >= self.total_steps:
-            self.model.stop_training = True
-
-
 def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, temperature=2.0, alpha=None,
             epochs=3, batch_size=None, learning_rate=None, warmup_ratio=0.1, weight_decay=0.01,
             max_steps=None, seed=0, dropout=None, augment=None, mask_rate=0.1, run_dir=None, checkpoint_every=None,
@@ -386,8 +372,8 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
     Raises:
         TaskInputError: a bad setting, before any step runs.
     """
-    from bert_keras.tasks.text_task import (TextTask, _backup_callback, _digest, _weights_digest, load,
-                                            recipe_for_data)
+    from bert_keras.tasks.text_task import (TextTask, _backup_callback, _digest, _keras_epochs, _weights_digest,
+                                            load, recipe_for_data)
 
     teacher_path = None
     if not isinstance(teacher, TextTask):
@@ -472,7 +458,7 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
                     mask_rate=mask_rate if augment else None)
     # Keras runs whole epochs of `steps_per_epoch`: the last one is cut short at `total_steps`
     # (a fractional `epochs`, `max_steps`), as the schedule and the record say.
-    callbacks = [_StopAfterSteps(total_steps), *(callbacks or [])]
+    keras_epochs, callbacks = _keras_epochs(total_steps, steps_per_epoch, callbacks)
     if run_dir:
         # As `fit`: a backup of other data (None for a dataset: it is not read twice) or of another
         # teacher is another run's, refused.
@@ -483,11 +469,12 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
     student.train_step = _distillation_step(student, teacher, temperature, alpha, masking)
     try:
         keras.Model.fit(student, without_autotune_thread(dataset.repeat().take(total_steps)),
-                        epochs=max(1, -(-total_steps // steps_per_epoch)), steps_per_epoch=steps_per_epoch,
+                        epochs=keras_epochs, steps_per_epoch=min(steps_per_epoch, total_steps),
                         shuffle=False, verbose=verbose, callbacks=callbacks)
     finally:
         del student.train_step
         student.train_function = None
+    student._after_fit(dataset, steps)  # what the family learns once the weights are final
     student._compile_recipe(learning_rate=recipe.learning_rate, warmup_ratio=warmup_ratio,
                             weight_decay=weight_decay)
     teacher_training = dict(teacher._text.training)

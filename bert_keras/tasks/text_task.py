@@ -1183,8 +1183,9 @@ def _keras_epochs(total_steps, steps_per_epoch, callbacks):
 
     per_epoch = min(steps_per_epoch, total_steps)
     epochs = max(1, -(-total_steps // per_epoch))
+    callbacks = list(callbacks or [])
     if total_steps % per_epoch:
-        callbacks = [StopAtStep(total_steps, steps_per_epoch=per_epoch), *(callbacks or [])]
+        callbacks.insert(0, StopAtStep(total_steps, steps_per_epoch=per_epoch))
     return epochs, callbacks
 
 

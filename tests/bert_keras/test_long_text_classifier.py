@@ -227,3 +227,41 @@ def test_an_embedders_long_text_is_its_windows_weighted_by_tokens(spec, normaliz
     np.testing.assert_allclose(embedder.predict([" ".join(w) for w in words]), expected, atol=1e-5)
     with pytest.warns(UserWarning, match="1 of 2 texts have more than 20 word pieces"):
         embedder.predict([" ".join(w) for w in words], max_length=20)
+
+
+def test_evidence_reads_a_long_text_by_the_windows_like_the_training_texts(spec, tmp_path):
+    from bert_keras.models.window_relevance import evidence_logits
+
+    model = classifier(spec, max_length=1000, stride=5, window_aggregation="evidence")
+    relevance = model.head.window_relevance
+    assert not relevance.fitted and relevance.layer == 1  # the first third of 2 blocks
+    short = [" ".join(document(8, seed)) for seed in range(24)]
+    model.fit(short, ["neg", "pos"] * 12, epochs=1, batch_size=8, verbose=0)
+    assert relevance.fitted
+    # the statistics: the training windows' features, each under the class the model predicts
+    packed = model.preprocessor.pack(tf.constant(short))
+    logits, features = model.head.logits_and_features(packed)
+    np.testing.assert_allclose(np.asarray(logits), np.asarray(model.head(packed, training=False)), atol=1e-5)
+    np.testing.assert_allclose(features.numpy(), relevance.features(model.encoder, packed).numpy(), atol=1e-5)
+    distances = relevance.distances_of(features).numpy()
+    assert np.mean(distances <= float(relevance.threshold.numpy())) >= 0.95  # its 99th percentile
+    # a long text: its windows' logits and distances under the rule
+    words = [document(100, 1), document(9, 2)]
+    windows = Windows.of([len(w) for w in words], window=WINDOW, stride=5)
+    window_texts = [" ".join(words[d][s:s + n]) for d, s, n in zip(windows.document, windows.start, windows.length)]
+    window_logits, window_features = model.head.logits_and_features(model.preprocessor.pack(tf.constant(window_texts)))
+    expected = evidence_logits(np.asarray(window_logits, np.float64), relevance.distances_of(window_features).numpy(),
+                               float(relevance.threshold.numpy()), windows.window_splits[:-1])
+    probabilities = model.predict([" ".join(w) for w in words], batch_size=4)
+    np.testing.assert_allclose(np.log(probabilities[:, 1] / probabilities[:, 0]), expected[:, 1] - expected[:, 0], atol=1e-4)
+    # saved in the head: a task directory and a .keras file give the same predictions
+    model.save(str(tmp_path / "task"))
+    model.save(str(tmp_path / "task.keras"))
+    for loaded in (tasks.load(str(tmp_path / "task")), keras.models.load_model(str(tmp_path / "task.keras"))):
+        assert loaded.head.window_relevance.fitted
+        np.testing.assert_allclose(loaded.predict([" ".join(w) for w in words]), probabilities, atol=1e-6)
+    # a student refits them for its own blocks
+    student = model.distill(short, layers=1, epochs=1, batch_size=8, augment=0, verbose=0)
+    assert student.head.window_relevance.fitted and student.head.window_relevance.layer == 1
+    with pytest.raises(TaskInputError, match='window_aggregation="evidence" learns from every window'):
+        classifier(spec, max_length=1000, window_aggregation="evidence", window_training="texts")
