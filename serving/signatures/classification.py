@@ -61,22 +61,27 @@ def build(module, finetuned):
                  else tf.math.segment_mean)
     relevance = evidence_relevance(finetuned)
 
+    def run(inputs):
+        """`(logits, distances)` of packed rows: the model's logits and, for evidence, each row's
+        relevance distance, read in the same pass (one traced graph for every signature)."""
+        if relevance is None:
+            return module.run_model(inputs), None
+        logits, features = run_in_chunks(module, "logits_and_features", module.model.logits_and_features, inputs)
+        return logits, relevance.distances_of(features)
+
     def logits_of_texts(texts):
         """`(logits, truncated)`: one row per text (its windows' aggregate, when windowed)."""
         if windows:
             stride, max_length = windows
             inputs, document, truncated = module.text.windows(texts["text"], "text", max_length=max_length,
                                                               stride=stride)
-            logits = module.run_model(inputs)
-            if relevance is not None:
-                model = module.model
-                distances = run_in_chunks(module, "window_relevance",
-                                          lambda x: relevance.distances(model.encoder, x), inputs)
+            logits, distances = run(inputs)
+            if distances is not None:
                 return evidence_logits_in_graph(logits, distances, relevance.threshold, document), truncated
             return aggregate(logits, document), truncated
         ids = [module.text.tokenize(texts[name], name) for name in names]
         truncated = module.text.truncated(ids, [texts[name] for name in names])
-        return module.run_model(module.text.pack(ids)), truncated
+        return run(module.text.pack(ids))[0], truncated
 
     def named_outputs(logits, truncated):
         if regression:
@@ -90,7 +95,7 @@ def build(module, finetuned):
                         input_signature=[text_spec])
 
     def on_token_ids(inputs):
-        logits = module.run_model(inputs)
+        logits = run(inputs)[0]
         outputs = {"logits": logits}
         if not regression:
             outputs.update(probabilities=tf.nn.softmax(logits),
