@@ -13,10 +13,10 @@ of the maximum size): a body that does not fit waits, and is answered 503 after 
 
 Everything the HTTP layer refuses itself is answered as TF Serving's REST API answers
 errors, JSON `{"error": "..."}`: 400 (bad request line or header), 408 (header or body not
-received in time), 411 (no Content-Length, or a chunked body), 413 (body over the limit), 414
-(request line over 8 KiB), 415 (a Content-Encoding other than gzip), 431 (headers over 64 KiB or
-100 lines), 501 (any other Transfer-Encoding: never read by a Content-Length beside it),
-503 (connection cap reached). HEAD gets the status and headers of the same request without the
+received in time; a Transfer-Encoding that does not end in chunked, never read by a
+Content-Length beside it), 411 (no Content-Length, or a chunked body), 413 (body over the limit),
+414 (request line over 8 KiB), 415 (a Content-Encoding other than gzip), 431 (headers over 64 KiB
+or 100 lines), 503 (connection cap reached). HEAD gets the status and headers of the same request without the
 body. Content-Length is ASCII digits only. A `Content-Encoding: gzip` body is decompressed, as
 TF Serving's HTTP server does, in a worker thread and never past `max_request_bytes` (`gunzip`);
 it holds its bound on the decompressed size (1,032 x its length at most) in the body budget.
@@ -311,11 +311,12 @@ class RestServer:
         # request smuggling). This server reads Content-Length bodies only.
         coding = headers.get("transfer-encoding")
         if coding is not None:
-            codings = [c.strip().lower() for c in coding.split(",")]
-            if codings == ["chunked"]:
+            if [c.strip().lower() for c in coding.split(",")][-1] == "chunked":
                 raise _Refused(411, "chunked request bodies are not accepted: send a Content-Length header")
-            raise _Refused(501, f"Transfer-Encoding {coding[:40]!r} is not supported: send the body with a "
-                                "Content-Length header (compress it with Content-Encoding: gzip)")
+            # Not chunked last: the body's length cannot be known, and RFC 9112 says 400.
+            raise _Refused(400, f"Transfer-Encoding {coding[:40]!r} does not end in chunked, so the body's "
+                                "length is unknown: send the body with a Content-Length header only "
+                                "(compress it with Content-Encoding: gzip)")
         length = headers.get("content-length")
         if length is None:
             if method == "POST":

@@ -1246,6 +1246,6 @@ def test_tf_saved_model_save_of_a_task_serves_its_packed_inputs(spec, tmp_path, 
     outputs = serving(**{name: tf.cast(value, tf.int32) for name, value in packed.items()})
     expected = task.head(packed, training=False)
     expected = expected if isinstance(expected, dict) else {"output_0": expected}
-    assert len(outputs) == len(expected)
-    for got, want in zip(outputs.values(), expected.values()):
-        np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-5)
+    assert sorted(outputs) == sorted(expected)
+    for name, want in expected.items():
+        np.testing.assert_allclose(np.asarray(outputs[name]), np.asarray(want), atol=1e-5, err_msg=name)
