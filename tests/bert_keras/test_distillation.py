@@ -29,6 +29,21 @@ ENDINGS = [["He sits down.", "He eats the window.", "He flies.", "He sings."]] *
 CONTEXTS = ["He enters the room.", "The woman picks up the ball."]
 
 
+class Interrupted(Exception):
+    """A run stopped mid-way, as a kill would stop it (its backup stays)."""
+
+
+def _interrupt_after_second_epoch():
+    import keras
+
+    class InterruptAfterSecondEpoch(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch == 1:
+                raise Interrupted()
+
+    return InterruptAfterSecondEpoch()
+
+
 def tiny_teacher(kind, tmp_path, layers=4, seed=0):
     """A tiny random task of `kind` whose encoder has `layers` blocks (the export fixtures' model)."""
     import keras
@@ -262,19 +277,9 @@ def test_distillation_resumes_from_its_run_dir(tmp_path):
     run_dir = str(tmp_path / "run")
     whole = teacher.distill(x, y, layers=2, epochs=2, batch_size=2, seed=3, verbose=0)
 
-    class Stop(Exception):
-        pass
-
-    import keras
-
-    class Interrupt(keras.callbacks.Callback):
-        def on_epoch_end(self, epoch, logs=None):
-            if epoch == 1:
-                raise Stop()
-
-    with pytest.raises(Stop):
+    with pytest.raises(Interrupted):
         teacher.distill(x, y, layers=2, epochs=2, batch_size=2, seed=3, verbose=0, run_dir=run_dir,
-                        checkpoint_every=1, callbacks=[Interrupt()])
+                        checkpoint_every=1, callbacks=[_interrupt_after_second_epoch()])
     assert os.path.isfile(os.path.join(run_dir, "latest.weights.h5"))
     resumed = teacher.distill(x, y, layers=2, epochs=2, batch_size=2, seed=3, verbose=0, run_dir=run_dir,
                               checkpoint_every=1)
@@ -411,18 +416,10 @@ def test_a_resumed_distillation_stops_at_the_recorded_step(tmp_path):
     teacher = tiny_teacher("regression", tmp_path, layers=2)
     run_dir = str(tmp_path / "run")
 
-    class Stop(Exception):
-        pass
-
-    class Interrupt(keras.callbacks.Callback):
-        def on_epoch_end(self, epoch, logs=None):
-            if epoch == 1:
-                raise Stop()
-
     options = dict(layers=1, batch_size=4, epochs=3, max_steps=5, augment=0, seed=0, verbose=0, run_dir=run_dir,
                    checkpoint_every=2)
-    with pytest.raises(Stop):
-        teacher.distill(TEXTS, callbacks=[Interrupt()], **options)
+    with pytest.raises(Interrupted):
+        teacher.distill(TEXTS, callbacks=[_interrupt_after_second_epoch()], **options)
     counter = _steps_counter()
     student = teacher.distill(TEXTS, callbacks=[counter], **options)
     assert (counter.first, counter.last) == (2, 5)  # the backup of epoch 0 (2 steps), then 3 more
@@ -541,16 +538,8 @@ def test_a_run_dir_of_other_data_or_another_teacher_is_refused(tmp_path):
     options = dict(layers=1, epochs=1, batch_size=2, augment=0, seed=0, verbose=0, run_dir=run_dir,
                    checkpoint_every=1)
 
-    class Stop(Exception):
-        pass
-
-    class Interrupt(keras.callbacks.Callback):
-        def on_epoch_end(self, epoch, logs=None):
-            if epoch == 1:
-                raise Stop()
-
-    with pytest.raises(Stop):
-        teacher.distill(TEXTS, callbacks=[Interrupt()], **options)
+    with pytest.raises(Interrupted):
+        teacher.distill(TEXTS, callbacks=[_interrupt_after_second_epoch()], **options)
     other_texts = [text + " Again." for text in TEXTS]
     with pytest.raises(TaskInputError, match=r"holds the backup of another run \(data differ: the data, "):
         teacher.distill(other_texts, **options)

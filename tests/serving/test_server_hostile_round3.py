@@ -23,10 +23,10 @@ import pytest
 
 pytest.importorskip("tensorflow_serving")
 
-import grpc  # noqa: E402
 
 import engine_fixtures as ef  # noqa: E402
 from engine_fixtures import ok_predict  # noqa: E402
+from test_server_hostile_input import prediction  # noqa: E402,F401 - the fixture, on this module's server
 from test_server_hostile_round2 import MB, PeakRss, grpc_code, raw_http, rest  # noqa: E402
 
 
@@ -42,15 +42,6 @@ def server(tmp_path_factory):
                             max_request_bytes=8 * MB).start()
     yield server
     server.stop(grace_s=5)
-
-
-@pytest.fixture(scope="module")
-def prediction(server):
-    from tensorflow_serving.apis import prediction_service_pb2_grpc
-
-    channel = grpc.insecure_channel(server.grpc_address)
-    yield prediction_service_pb2_grpc.PredictionServiceStub(channel)
-    channel.close()
 
 
 # ------------------------------------------------------------------ 1. JSON that decodes to 30x its size
