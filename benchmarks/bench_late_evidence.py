@@ -71,7 +71,7 @@ def main():
         return float(np.mean(np.array(model.labels)[probabilities.argmax(-1)] == np.array(gold)))
 
     print(f"trained on {args.train}, {args.epochs} epochs, seq_length {args.seq_length}, "
-          f"window_aggregation={args.aggregation}, window_training={args.window_training}")
+          f"window_aggregation={args.aggregation}, window_training={model.settings['window_training']}")
     print(f"short reviews:             {accuracy(short_texts):.3f}")
     print(f"documents, one window:     {accuracy(documents, max_length=args.seq_length - 2):.3f}")
     print(f"documents, windows:        {accuracy(documents):.3f}")
