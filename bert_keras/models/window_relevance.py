@@ -15,7 +15,9 @@ The layer holds what that needs, as non-trainable weights saved with the head: t
 means `[K, H]` and the shared precision `[H, H]` of the training windows' features (each
 window under the class the model predicts for it, so unlabelled text fits it too), and
 `threshold`, the 99th percentile of the training windows' distances (0 until fitted).
-`distances` runs the embeddings and the first `layer` blocks only.
+A classifier reads the features in the same real-token pass as its logits
+(`BertClassifier.logits_and_features`, `padding_skipping.pooled_and_token_mean`), so they
+cost nothing at inference; `features` / `distances` run that pass on their own.
 
 Example:
 
