@@ -16,7 +16,7 @@ from pipelines.tokenizer.tokenless import has_no_token
 
 
 WINDOW_AGGREGATIONS = ("mean", "max", "evidence")
-# Training windows the evidence statistics are fitted on, at most (a pass of a third of the encoder).
+# Training windows the evidence statistics are fitted on, at most (one inference pass over them).
 EVIDENCE_WINDOWS = 20_000
 # How `fit` trains on texts longer than a window: "texts" (each text one example, its loss on
 # the windows' aggregated score, as `predict` scores it) or "windows" (each window one
