@@ -10,7 +10,8 @@ as TensorFlow ops so that TF Serving returns answer strings:
    `[CLS] question [SEP] window [SEP]`. At most `max_windows` windows are read
    per question (a squad setting, `bert_keras.families`; default 16: ~2,000
    context tokens at 384/128, `export(..., max_windows=N)` for another); the context
-   beyond them is ignored, so that a 1 MB context costs what 16 windows cost.
+   beyond them is ignored (the `truncated` output says so), so that a 1 MB context costs what
+   16 windows cost.
    `question_context_max_context` marks the window in which each context token has the most
    context (`_check_is_max_context`): only there may an answer start.
 2. The model runs on every window of the batch at once.
@@ -40,7 +41,7 @@ Example (a loaded export):
     ...     question=tf.constant(["When did the crisis begin?"]),
     ...     context=tf.constant(["The 1973 oil crisis began in October 1973 when ..."]))
     >>> sorted(out)
-    ['answer', 'end_char', 'has_answer', 'score', 'start_char']
+    ['answer', 'end_char', 'has_answer', 'score', 'start_char', 'truncated']
     >>> out["answer"].dtype, out["has_answer"].dtype          # b'October 1973' from a trained model
     (tf.string, tf.bool)
 """
