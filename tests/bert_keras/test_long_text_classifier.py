@@ -273,18 +273,14 @@ def test_a_review_after_unrelated_prose_is_read_by_its_window(minilm_dir):
     # on the 200 shipped reviews reads each dev review placed after 300-450 word pieces of the
     # lighthouse story. Measured: short reviews 0.958, the documents' first window (prose only)
     # 0.467, the documents by evidence 0.742 (by the mean of the windows 0.525, by the max 0.608).
-    from importlib.resources import files
+    import importlib.util
+    import os
 
-    from pipelines.datasets.text_files import read_text_file
-
-    prose = (files("pipelines") / "data" / "sample_corpus.txt").read_text().split("\n")
-
-    def read(name, seed, documents):
-        rows = read_text_file(files("pipelines") / "data" / name, text_column="sentence")
-        starts = np.random.default_rng(seed).integers(0, 150, len(rows))
-        texts = [(" ".join(prose[s:s + 25]) + " " + row.text) if documents else row.text
-                 for s, row in zip(starts, rows)]
-        return texts, np.array([row.label for row in rows])
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "bench_late_evidence.py")
+    spec = importlib.util.spec_from_file_location("bench_late_evidence", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    read = bench.sample_reviews  # the benchmark's documents
 
     keras.utils.set_random_seed(0)
     texts, labels = read("sample_sentiment_train.tsv", 0, False)
@@ -293,6 +289,7 @@ def test_a_review_after_unrelated_prose_is_read_by_its_window(minilm_dir):
     assert model.settings["window_aggregation"] == "evidence"  # the default with max_length
     model.fit(texts, list(labels), epochs=3, batch_size=16, seed=0, verbose=0)
     documents, gold = read("sample_sentiment_dev.tsv", 1, True)
+    gold = np.array(gold)
 
     def accuracy(**options):
         with warnings.catch_warnings():
