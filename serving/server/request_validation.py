@@ -69,7 +69,7 @@ class Limits:
     max_request_bytes: int = 64 << 20
     max_string_bytes: int = 16 << 20
     max_tokens_per_request: int = 16384
-    max_windows_per_request: int = 4096
+    max_windows_per_request: int = 16384
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
