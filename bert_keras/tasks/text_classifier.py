@@ -11,7 +11,8 @@ from bert_keras.tasks.inputs import check_sample_weight, float_target, float_tar
 from bert_keras.tasks.inputs import label_id, label_ids, one_hot_ids
 from bert_keras.tasks.inputs import text_columns
 from bert_keras.tasks.text_task import TextTask, steps_for
-from bert_keras.models.window_relevance import evidence_logits, relevance_layer
+from bert_keras.models.window_relevance import closest_sentences, evidence_logits, relevance_layer
+from bert_keras.models.window_relevance import sentence_end_ids
 from pipelines.tokenizer.tokenless import has_no_token
 
 
@@ -459,8 +460,9 @@ class TextClassifier(TextTask):
         if self._has_window_marks(dataset):
             if self._window_relevance is not None:  # logits and distances in one pass
                 windows = self._window_outputs(dataset, outputs_of=self._logits_and_distances)
-                logits, distances = windows.outputs
-                outputs = self._aggregate_windows(logits, windows.starts, distances)
+                logits, distances, pieces = windows.outputs
+                reading = self._sentence_reading(pieces, batch_size) if self._window_relevance.reads_sentences else None
+                outputs = self._aggregate_windows(logits, windows.starts, distances, reading)
             else:
                 windows = self._window_outputs(dataset)
                 outputs = self._aggregate_windows(windows.outputs, windows.starts)
@@ -506,21 +508,45 @@ class TextClassifier(TextTask):
         return function
 
     def _logits_and_distances(self, dataset):
-        """`(logits, distances)` numpy `[windows, ...]` of every batch of `dataset`, in one pass."""
+        """`(logits, distances, pieces)` of every batch of windows of `dataset`, in one pass:
+        numpy `[windows, ...]` and each window's real pieces (`tf.RaggedTensor`, for its sentences)."""
         relevance = self._window_relevance
-        logits, distances = [], []
+        logits, distances, pieces = [], [], []
         for inputs in dataset.map(lambda x, *_: x):
             batch_logits, features = self._logits_and_features(inputs)
             logits.append(batch_logits.numpy())
             distances.append(relevance.distances_of(features).numpy())
-        return np.concatenate(logits), np.concatenate(distances)
+            pieces.append(tf.RaggedTensor.from_tensor(tf.cast(inputs["token_ids"], tf.int32),
+                                                      lengths=tf.reduce_sum(tf.cast(inputs["padding_mask"], tf.int32), -1)))
+        return np.concatenate(logits), np.concatenate(distances), tf.concat(pieces, axis=0)
 
-    def _aggregate_windows(self, outputs, starts, distances=None):
+    def _sentence_reading(self, pieces, batch_size):
+        """`sentence_reading` of `evidence_logits`: the closest sentence of each given window of
+        `pieces`, read alone (`closest_sentences`), `batch_size` windows at a time."""
+        relevance = self._window_relevance
+        end_ids = sentence_end_ids(self.tokenizer.vocabulary)
+
+        def run(inputs):
+            logits, features = self._logits_and_features(inputs)
+            return logits, relevance.distances_of(features)
+
+        def reading(indices):
+            outputs = []
+            for start in range(0, len(indices), batch_size):
+                windows = tf.gather(pieces, indices[start:start + batch_size])
+                inputs = {"token_ids": windows.to_tensor(0), "padding_mask": tf.ones_like(windows).to_tensor(0)}
+                outputs.append([value.numpy() for value in closest_sentences(run, inputs, end_ids, relevance.typical)])
+            return [np.concatenate(values) for values in zip(*outputs)]
+
+        return reading
+
+    def _aggregate_windows(self, outputs, starts, distances=None, sentence_reading=None):
         """One row per text from its consecutive windows' rows (`starts`: each text's first)."""
         if len(starts) == len(outputs):
             return outputs
         if distances is not None:
-            return evidence_logits(outputs, distances, float(self._window_relevance.threshold.numpy()), starts)
+            return evidence_logits(outputs, distances, float(self._window_relevance.threshold.numpy()), starts,
+                                   sentence_reading)
         if self._text.settings.get("window_aggregation", "mean") == "max":
             return np.maximum.reduceat(outputs, starts, axis=0)
         counts = np.diff(np.append(starts, len(outputs))).reshape((-1,) + (1,) * (outputs.ndim - 1))

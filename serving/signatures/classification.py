@@ -32,7 +32,8 @@ Example (a loaded export):
 import numpy as np
 import tensorflow as tf
 
-from bert_keras.models.window_relevance import evidence_logits, evidence_logits_in_graph
+from bert_keras.models.window_relevance import closest_sentences, evidence_logits, evidence_logits_in_graph
+from bert_keras.models.window_relevance import sentence_end_ids
 from serving.signatures.module import CLASSIFY, PREDICT, REGRESS, run_in_chunks
 from serving.signatures.text_inputs import DEFAULT_CHARS_PER_TOKEN, ids_specs, python_windows, string_spec
 from serving.signatures.text_inputs import window_reading
@@ -60,6 +61,8 @@ def build(module, finetuned):
     aggregate = (tf.math.segment_max if finetuned.settings.get("window_aggregation") == "max"
                  else tf.math.segment_mean)
     relevance = evidence_relevance(finetuned)
+    reads_sentences = relevance is not None and relevance.reads_sentences
+    end_ids = tf.constant(sentence_end_ids(module.text.tokenizer.vocabulary), tf.int32) if reads_sentences else None
 
     def run(inputs):
         """`(logits, distances)` of packed rows: the model's logits and, for evidence, each row's
@@ -77,7 +80,12 @@ def build(module, finetuned):
                                                               stride=stride)
             logits, distances = run(inputs)
             if distances is not None:
-                return evidence_logits_in_graph(logits, distances, relevance.threshold, document), truncated
+                def sentence_reading(chosen):  # the chosen windows' sentences, each read alone
+                    windows = {name: tf.gather(value, chosen) for name, value in inputs.items()}
+                    return closest_sentences(run, windows, end_ids, relevance.typical)
+
+                return evidence_logits_in_graph(logits, distances, relevance.threshold, document,
+                                                sentence_reading if reads_sentences else None), truncated
             return aggregate(logits, document), truncated
         ids = [module.text.tokenize(texts[name], name) for name in names]
         truncated = module.text.truncated(ids, [texts[name] for name in names])
@@ -138,7 +146,17 @@ def reference_outputs(finetuned, inputs):
         relevance = evidence_relevance(finetuned)
         if relevance is not None:
             distances = relevance.distances(finetuned.model.encoder, x).numpy()
-            logits = evidence_logits(logits, distances, float(relevance.threshold.numpy()), starts)
+
+            def run(inputs):
+                return finetuned.model(inputs, training=False), relevance.distances(finetuned.model.encoder, inputs)
+
+            def sentence_reading(chosen):
+                windows = {name: tf.gather(value, chosen) for name, value in x.items()}
+                end_ids = sentence_end_ids(finetuned.tokenizer().vocabulary)
+                return [value.numpy() for value in closest_sentences(run, windows, end_ids, relevance.typical)]
+
+            logits = evidence_logits(logits, distances, float(relevance.threshold.numpy()), starts,
+                                     sentence_reading if relevance.reads_sentences else None)
         elif finetuned.settings.get("window_aggregation") == "max":
             logits = np.maximum.reduceat(logits, starts, axis=0)
         else:
