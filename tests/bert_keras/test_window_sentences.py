@@ -12,7 +12,7 @@ import export_fixtures
 from bert_keras import tasks
 from bert_keras.models.window_relevance import (TYPICAL_SHARE, WindowRelevance, closest_sentences,
                                                 evidence_logits, evidence_logits_in_graph, sentence_end_ids,
-                                                sentences_of_windows)
+                                                packed_rows, sentences_of_windows)
 
 CLS, SEP, DOT, BANG = 2, 3, 50, 51
 
@@ -37,7 +37,8 @@ def test_each_sentence_of_each_window_becomes_a_row_with_the_windows_special_pie
         [CLS, 20, 21, 22, SEP],                       # no end piece: the whole window
         [CLS, DOT, DOT, 30, SEP],                     # end pieces alone are sentences too
     ])
-    inputs, owner = sentences_of_windows(windows, tf.constant([DOT, BANG]))
+    rows, owner = sentences_of_windows(windows, tf.constant([DOT, BANG]))
+    inputs = packed_rows(rows)
     rows = [[int(t) for t in row if t] for row in inputs["token_ids"].numpy()]
     assert rows == [[CLS, 10, 11, DOT, SEP], [CLS, 12, 13, BANG, SEP], [CLS, 14, SEP], [CLS, 20, 21, 22, SEP],
                     [CLS, DOT, SEP], [CLS, DOT, SEP], [CLS, 30, SEP]]
@@ -45,11 +46,11 @@ def test_each_sentence_of_each_window_becomes_a_row_with_the_windows_special_pie
     np.testing.assert_array_equal(inputs["padding_mask"].numpy(), (inputs["token_ids"].numpy() > 0).astype(int))
     assert not np.any(inputs["segment_ids"].numpy())
     # no end ids at all (a vocabulary without them): each window is one sentence
-    inputs, owner = sentences_of_windows(windows, tf.zeros([0], tf.int32))
+    rows, owner = sentences_of_windows(windows, tf.zeros([0], tf.int32))
     assert owner.numpy().tolist() == [0, 2, 3]
     # no window: no row
-    inputs, owner = sentences_of_windows(packed([]), tf.constant([DOT]))
-    assert inputs["token_ids"].shape[0] == 0 and owner.shape[0] == 0
+    rows, owner = sentences_of_windows(packed([]), tf.constant([DOT]))
+    assert rows.nrows() == 0 and owner.shape[0] == 0 and packed_rows(rows)["token_ids"].shape == (0, 2)
 
 
 def test_closest_sentences_picks_the_nearest_and_counts_the_typical_share():
@@ -63,6 +64,22 @@ def test_closest_sentences_picks_the_nearest_and_counts_the_typical_share():
     assert distances.numpy().tolist() == [10.0, np.inf, 13.0]
     np.testing.assert_array_equal(logits.numpy(), [[10, -10], [0, 0], [13, -13]])
     np.testing.assert_allclose(share.numpy(), [2 / 3, 0.0, 0.0])
+    # a window of one long sentence and many one-piece ones: rows run longest first, in chunks
+    # of bounded padded positions, never all padded to the long one
+    long_and_short = packed([[CLS] + [10] * 300 + [DOT] * 200 + [SEP]], length=512)
+    widths = []
+
+    def recording(inputs):
+        widths.append(tuple(inputs["token_ids"].shape))
+        return run(inputs)
+
+    logits, distances, share = closest_sentences(recording, long_and_short, tf.constant([DOT]), typical=11.0)
+    assert distances.numpy().tolist() == [10.0] and share.numpy()[0] == pytest.approx(1 / 200)
+    assert widths[0] == (13, 303) and all(rows * width <= 4096 for rows, width in widths)
+    assert sum(rows for rows, _ in widths) == 200  # the long sentence ends at the first end piece
+    # no window at all: one run on no row, empty outputs
+    logits, distances, share = closest_sentences(run, packed([]), tf.constant([DOT]), typical=11.0)
+    assert logits.shape == (0, 2) and distances.shape == (0,)
 
 
 def rule_case(rng):
@@ -142,8 +159,12 @@ def test_predict_and_the_export_read_the_same_sentences(spec, tmp_path):
     windows_only = classifier.predict(texts)
     assert np.sum(np.abs(with_sentences - windows_only).max(-1) > 1e-4) >= 2
     relevance.typical.assign(1e-7)
-    served = tf.saved_model.load(classifier.export(str(tmp_path), "sentences")).signatures["serving_default"]
-    np.testing.assert_allclose(served(text=tf.constant(texts))["probabilities"].numpy(), with_sentences, atol=1e-5)
+    for backend in ("tf_text", "core"):  # TF Serving runs both graphs: the op audit is clean
+        result = classifier.export_result(str(tmp_path / backend), "sentences", tokenizer_backend=backend, strict=True)
+        assert result.audit.ok
+        served = tf.saved_model.load(result.path).signatures["serving_default"]
+        np.testing.assert_allclose(served(text=tf.constant(texts))["probabilities"].numpy(), with_sentences,
+                                   atol=1e-5)
     # mostly typical sentences (typical above every distance): the windows' answer
     relevance.typical.assign(1e9)
     np.testing.assert_allclose(classifier.predict(texts), windows_only, atol=1e-6)
