@@ -221,25 +221,39 @@ SENTENCE_CHUNK_POSITIONS = 4096
 
 
 def closest_sentences(run, windows, end_ids, typical):
-    """`(logits [W, C], distances [W], typical_share [W])`: for each packed window, its sentence
-    that reads most like the training texts, each sentence encoded alone (`run(inputs) ->
-    (logits, distances)`), and the share of its sentences within `typical`.
-    A window with no sentence gets distance +inf (zero logits, share 0)."""
+    """What each packed window says by its sentences, each encoded alone (`run(inputs) ->
+    (logits, distances)`): `(logits [W, C], distances [W], typical_share [W])`.
+
+    `distances`: its closest sentence's; `logits`: the mean logits of that sentence and the
+    typical sentences (within `typical`) next to it, up to the first sentence that is not (a
+    review of several sentences reads whole: on 3-sentence SST-2 reviews after prose, 0.80-0.88
+    against 0.77-0.79 for the closest sentence alone); `typical_share`: the share of its
+    sentences within `typical`. A window with no sentence gets distance +inf (zero logits,
+    share 0).
+    """
     rows, owner = sentences_of_windows(windows, end_ids)
     logits, distances, order = run_rows_in_chunks(run, rows, SENTENCE_CHUNK_POSITIONS)
-    owner = tf.gather(owner, order)
+    inverse = tf.math.invert_permutation(tf.cast(order, tf.int32))  # back to the windows' order
+    logits, distances = tf.gather(logits, inverse), tf.gather(distances, inverse)
     count = tf.shape(windows["token_ids"], out_type=tf.int64)[0]
     best = tf.math.unsorted_segment_min(distances, owner, count)  # float max where none
-    is_best = distances <= tf.gather(best, owner)
     index = tf.range(tf.size(distances, out_type=tf.int64))
-    first_best = tf.math.unsorted_segment_min(tf.where(is_best, index, tf.int64.max), owner, count)
-    padded = tf.concat([logits, tf.zeros_like(logits[:1])], axis=0)  # the zero row: windows without one
+    first_best = tf.math.unsorted_segment_min(tf.where(distances <= tf.gather(best, owner), index, tf.int64.max),
+                                              owner, count)
     none = tf.size(distances, out_type=tf.int64)
     has = first_best < none
-    chosen = tf.gather(padded, tf.where(has, first_best, none))
+    # the run of typical sentences around the closest one: runs numbered from 1, 0 outside
+    typical_row = distances <= typical
+    in_run = typical_row | (index == tf.gather(first_best, owner))
+    follows = tf.concat([[False], in_run[:-1] & (owner[1:] == owner[:-1])], axis=0)[:tf.size(in_run)]
+    run_id = tf.where(in_run, tf.cumsum(tf.cast(in_run & ~follows, tf.int64)), 0)
+    best_run = tf.gather(tf.concat([run_id, [0]], 0), tf.where(has, first_best, none))
+    member = tf.cast(in_run & (run_id == tf.gather(best_run, owner)), logits.dtype)
+    members = tf.math.unsorted_segment_sum(member, owner, count)
+    region = tf.math.unsorted_segment_sum(logits * member[:, tf.newaxis], owner, count) / tf.maximum(members, 1.0)[:, tf.newaxis]
     sentences = tf.math.unsorted_segment_sum(tf.ones_like(distances), owner, count)
-    typical = tf.math.unsorted_segment_sum(tf.cast(distances <= typical, distances.dtype), owner, count)
-    return chosen, tf.where(has, best, tf.constant(np.inf, best.dtype)), typical / tf.maximum(sentences, 1.0)
+    typical_count = tf.math.unsorted_segment_sum(tf.cast(typical_row, distances.dtype), owner, count)
+    return region, tf.where(has, best, tf.constant(np.inf, best.dtype)), typical_count / tf.maximum(sentences, 1.0)
 
 
 def evidence_logits(logits, distances, threshold, starts, sentence_reading=None):
@@ -248,8 +262,8 @@ def evidence_logits(logits, distances, threshold, starts, sentence_reading=None)
     A text whose windows read mostly like the training texts (at least half within
     `threshold`) gets the mean logits of those windows; otherwise the window that reads
     most like them counts. With `sentence_reading(window indices) -> (logits, distances,
-    typical_share)` (`closest_sentences`), that window's closest sentence read alone counts
-    instead when it reads closer still and fewer than `TYPICAL_SHARE` of the window's
+    typical_share)` (`closest_sentences`), that window's closest sentences read alone count
+    instead when the closest reads closer still and fewer than `TYPICAL_SHARE` of the window's
     sentences are typical: a short text after unrelated text shares its window with that
     text, which a window of 512 pieces drowns it in, where a long text of the kind (far
     only by its length) keeps its window. One window: its own logits.

@@ -54,16 +54,20 @@ def test_each_sentence_of_each_window_becomes_a_row_with_the_windows_special_pie
 
 
 def test_closest_sentences_picks_the_nearest_and_counts_the_typical_share():
-    windows = packed([[CLS, 10, DOT, 11, DOT, 12, SEP], [CLS, SEP], [CLS, 13, 14, SEP]])
+    windows = packed([[CLS, 10, DOT, 11, DOT, 12, SEP], [CLS, SEP], [CLS, 13, 14, SEP],
+                      [CLS, 30, DOT, 5, DOT, 40, DOT, 6, SEP]])
 
     def run(inputs):  # a sentence's distance: its first word's id; its logits: [id, -id]
         first = tf.cast(inputs["token_ids"][:, 1], tf.float32)
         return tf.stack([first, -first], axis=-1), first
 
     logits, distances, share = closest_sentences(run, windows, tf.constant([DOT]), typical=11.0)
-    assert distances.numpy().tolist() == [10.0, np.inf, 13.0]
-    np.testing.assert_array_equal(logits.numpy(), [[10, -10], [0, 0], [13, -13]])
-    np.testing.assert_allclose(share.numpy(), [2 / 3, 0.0, 0.0])
+    assert distances.numpy().tolist() == [10.0, np.inf, 13.0, 5.0]
+    # the closest sentence and the typical ones next to it (window 0: 10 and 11, not 12; window
+    # 3: 5 alone, its typical 6 is past the untypical 40); a closest one that is not typical
+    # itself still counts (window 2)
+    np.testing.assert_array_equal(logits.numpy(), [[10.5, -10.5], [0, 0], [13, -13], [5, -5]])
+    np.testing.assert_allclose(share.numpy(), [2 / 3, 0.0, 0.0, 0.5])
     # a window of one long sentence and many one-piece ones: rows run longest first, in chunks
     # of bounded padded positions, never all padded to the long one
     long_and_short = packed([[CLS] + [10] * 300 + [DOT] * 200 + [SEP]], length=512)
