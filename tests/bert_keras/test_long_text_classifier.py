@@ -268,11 +268,14 @@ def test_evidence_reads_a_long_text_by_the_windows_like_the_training_texts(spec,
 
 
 @pytest.mark.slow
-def test_a_review_after_unrelated_prose_is_read_by_its_window(minilm_dir):
+@pytest.mark.parametrize("seq_length", [64, 256])
+def test_a_review_after_unrelated_prose_is_read_by_its_window(minilm_dir, seq_length):
     # Late evidence on real text (benchmarks/bench_late_evidence.py --train short): MiniLM fine-tuned
     # on the 200 shipped reviews reads each dev review placed after 300-450 word pieces of the
     # lighthouse story. Measured: short reviews 0.958, the documents' first window (prose only)
-    # 0.467, the documents by evidence 0.742 (by the mean of the windows 0.525, by the max 0.608).
+    # 0.467 / 0.433, the documents by evidence 0.875 / 0.867 at seq_length 64 / 256 (the closest
+    # window's sentences read alone; by that window alone 0.742 at 64; by the mean of the windows
+    # 0.525, by the max 0.608).
     import importlib.util
     import os
 
@@ -284,7 +287,8 @@ def test_a_review_after_unrelated_prose_is_read_by_its_window(minilm_dir):
 
     keras.utils.set_random_seed(0)
     texts, labels = read("sample_sentiment_train.tsv", 0, False)
-    model = tasks.TextClassifier.from_pretrained(f"hf:{minilm_dir}", labels=sorted(set(labels)), seq_length=64,
+    model = tasks.TextClassifier.from_pretrained(f"hf:{minilm_dir}", labels=sorted(set(labels)),
+                                                 seq_length=seq_length,
                                                  learning_rate=1e-4, max_length=1024)
     assert model.settings["window_aggregation"] == "evidence"  # the default with max_length
     model.fit(texts, list(labels), epochs=3, batch_size=16, seed=0, verbose=0)
@@ -296,8 +300,8 @@ def test_a_review_after_unrelated_prose_is_read_by_its_window(minilm_dir):
             warnings.simplefilter("ignore")
             return float(np.mean(np.array(model.labels)[model.predict(documents, **options).argmax(-1)] == gold))
 
-    first_window = accuracy(max_length=62)
+    first_window = accuracy(max_length=seq_length - 2)
     by_evidence = accuracy()
     print(f"\nfirst window {first_window:.3f}, by evidence {by_evidence:.3f}")
     assert first_window < 0.6  # the review is past the first window: prose alone is chance
-    assert by_evidence >= 0.7
+    assert by_evidence >= 0.8
