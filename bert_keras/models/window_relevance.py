@@ -195,19 +195,23 @@ def run_rows_in_chunks(run, rows, positions):
     """`run(inputs) -> (logits, distances)` over ragged `rows`, longest first, in chunks of at
     most `positions` padded positions: a window of one long sentence and many one-piece ones
     would otherwise pad every row to the long one (quadratic in the window). Returns the
-    outputs and the order (row indices) they come in."""
+    outputs (logits `[R, C]`, a regressor's scores as `[R, 1]`; distances `[R]`) and the order
+    (row indices) they come in."""
     order = tf.argsort(rows.row_lengths(), direction="DESCENDING", stable=True)
     rows = tf.gather(rows, order)
     count = rows.nrows()
     longest = tf.maximum(tf.reduce_max(rows.row_lengths()), 2)
     per_chunk = tf.maximum(tf.cast(positions, tf.int64) // longest, 1)
     chunks = tf.maximum((count + per_chunk - 1) // per_chunk, 1)  # no row: one run on none
-    logits = tf.TensorArray(tf.float32, size=tf.cast(chunks, tf.int32), infer_shape=False)
-    distances = tf.TensorArray(tf.float32, size=tf.cast(chunks, tf.int32), infer_shape=False)
+    logits = tf.TensorArray(tf.float32, size=tf.cast(chunks, tf.int32), infer_shape=False,
+                            element_shape=tf.TensorShape([None, None]))
+    distances = tf.TensorArray(tf.float32, size=tf.cast(chunks, tf.int32), infer_shape=False,
+                               element_shape=tf.TensorShape([None]))
 
     def body(i, logits, distances):
         start = tf.cast(i, tf.int64) * per_chunk
         chunk_logits, chunk_distances = run(packed_rows(rows[start:start + per_chunk]))
+        chunk_logits = tf.reshape(chunk_logits, [tf.shape(chunk_logits)[0], -1])  # a regressor's [R]: [R, 1]
         return (i + 1, logits.write(i, tf.cast(chunk_logits, tf.float32)),
                 distances.write(i, tf.cast(chunk_distances, tf.float32)))
 
@@ -222,7 +226,8 @@ SENTENCE_CHUNK_POSITIONS = 4096
 
 def closest_sentences(run, windows, end_ids, typical):
     """What each packed window says by its sentences, each encoded alone (`run(inputs) ->
-    (logits, distances)`): `(logits [W, C], distances [W], typical_share [W])`.
+    (logits, distances)`): `(logits [W, C], distances [W], typical_share [W])` (a regressor's
+    scores `[R]` come back as `[W, 1]`).
 
     `distances`: its closest sentence's; `logits`: the mean logits of that sentence and the
     typical sentences (within `typical`) next to it, up to the first sentence that is not (a
@@ -282,13 +287,15 @@ def evidence_logits(logits, distances, threshold, starts, sentence_reading=None)
         readings = zip(far, chosen, *sentence_reading(np.array(chosen, np.int64)))
         for text, window, row, distance, typical_share in readings:
             if distance < distances[window] and typical_share < TYPICAL_SHARE:
-                rows[text] = np.asarray(row, np.float64)
+                rows[text] = np.asarray(row, np.float64).reshape(np.shape(rows[text]))
     return np.stack(rows)
 
 
 def evidence_logits_in_graph(logits, distances, threshold, document, sentence_reading=None):
     """`evidence_logits` in TensorFlow: `document` `[W]` the text of each window (sorted segment ids);
     `sentence_reading(window indices) -> (logits, distances, typical_share)` as there."""
+    if logits.shape.rank == 1:  # a regressor's scores: one column, and back
+        return evidence_logits_in_graph(logits[:, tf.newaxis], distances, threshold, document, sentence_reading)[:, 0]
     near = tf.cast(distances <= threshold, logits.dtype)
     count = tf.math.segment_sum(tf.ones_like(near), document)
     near_count = tf.math.segment_sum(near, document)
@@ -305,5 +312,6 @@ def evidence_logits_in_graph(logits, distances, threshold, document, sentence_re
     chosen = tf.gather(first_nearest, far)
     sentence_logits, sentence_distances, typical_share = sentence_reading(chosen)
     closer = (sentence_distances < tf.gather(distances, chosen)) & (typical_share < TYPICAL_SHARE)
-    far_logits = tf.where(closer[:, tf.newaxis], tf.cast(sentence_logits, logits.dtype), tf.gather(result, far))
+    sentence_logits = tf.reshape(tf.cast(sentence_logits, logits.dtype), [-1, tf.shape(logits)[1]])
+    far_logits = tf.where(closer[:, tf.newaxis], sentence_logits, tf.gather(result, far))
     return tf.tensor_scatter_nd_update(result, far[:, tf.newaxis], far_logits)

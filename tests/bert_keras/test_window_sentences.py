@@ -172,3 +172,25 @@ def test_predict_and_the_export_read_the_same_sentences(spec, tmp_path):
     # mostly typical sentences (typical above every distance): the windows' answer
     relevance.typical.assign(1e9)
     np.testing.assert_allclose(classifier.predict(texts), windows_only, atol=1e-6)
+
+
+def test_a_regressor_reads_sentences_the_same_in_predict_and_in_the_export(spec, tmp_path):
+    # A regressor's scores are [N], not [N, C]: the windows' rule and the sentences' read them as
+    # one column (the export of a regressor with evidence failed to run before).
+    words = export_fixtures.WORDS
+    keras.utils.set_random_seed(0)
+    regressor = tasks.TextClassifier.from_pretrained(spec, num_classes=1, seq_length=16, max_length=4000, stride=9)
+    assert regressor.settings["window_aggregation"] == "evidence"
+    rng = np.random.default_rng(0)
+    short = [" ".join(words[i] for i in rng.integers(0, 40, 6)) + " ." for _ in range(24)]
+    regressor.fit(short, list(np.linspace(0.0, 1.0, 24)), epochs=1, batch_size=8, verbose=0)
+    relevance = regressor.head.window_relevance
+    texts = [" ".join(short[i % 24] for i in range(n)) for n in (1, 30, 100)]
+    relevance.threshold.assign(1e-6)
+    relevance.typical.assign(0.0)
+    windows_only = regressor.predict(texts)
+    relevance.typical.assign(1e-7)
+    scores = regressor.predict(texts)
+    assert scores.shape == (3,) and np.sum(np.abs(scores - windows_only) > 1e-4) >= 1
+    served = tf.saved_model.load(regressor.export(str(tmp_path), "regressor")).signatures["serving_default"]
+    np.testing.assert_allclose(served(text=tf.constant(texts))["score"].numpy(), scores, atol=1e-5)
