@@ -158,27 +158,48 @@ def sentence_end_ids(vocabulary):
     return np.array([i for i, token in enumerate(vocabulary) if token in ends], np.int32)
 
 
-def sentences_of_windows(windows, end_ids):
-    """Each sentence of each packed single-text window as a row of its own: `(rows, owner)`.
+def sentences_of_texts(windows, text, window, step, end_ids):
+    """Each sentence of each text, read from its packed single-text windows, as a row of its own:
+    `(rows, owner)`.
 
-    A sentence runs to an end piece (`end_ids`) or to the window's edge; each row of `rows`
-    (int32 `tf.RaggedTensor` `[R, (pieces)]`) is `[CLS] sentence [SEP]` with the window's own
-    special pieces. `owner` `[R]` is the window of each row (in order); a window holding only
-    its special pieces has no row.
+    `windows`: packed windows `[W, S]` of consecutive texts (`text` `[W]`: 0, 0, 1, 2, 2, ...),
+    each text's windows of up to `window` pieces starting `step` pieces apart
+    (`pipelines.windowing`). A text's pieces are its windows' own parts (the first `step` of
+    each, all of its last), so the overlap is read once. A sentence runs to the last of a run
+    of end pieces (`end_ids`: "!!!" and "..." stay with their sentence), or `window` pieces,
+    or the text's end; each row of `rows` (int32 `tf.RaggedTensor` `[R, (pieces)]`) is `[CLS] sentence
+    [SEP]` with the text's special pieces, and `owner` `[R]` the text of each row, in order.
+    A text of special pieces only has no row.
     """
     token_ids = tf.cast(windows["token_ids"], tf.int32)
+    text = tf.cast(text, tf.int64)
     lengths = tf.reduce_sum(tf.cast(tf.cast(windows["padding_mask"], tf.bool), tf.int32), axis=-1)
+    content = tf.maximum(lengths - 2, 0)
+    is_last = tf.concat([text[1:] != text[:-1], tf.ones_like(text[:1], tf.bool)], axis=0)
+    own = tf.where(is_last, content, tf.minimum(content, step))
     positions = tf.range(tf.shape(token_ids)[1])[tf.newaxis]
-    content = tf.ragged.boolean_mask(token_ids, (positions >= 1) & (positions < lengths[:, tf.newaxis] - 1))
-    pieces, window = content.flat_values, content.value_rowids()
+    parts = tf.ragged.boolean_mask(token_ids, (positions >= 1) & (positions < 1 + own[:, tf.newaxis]))
+    count = tf.reduce_max(tf.concat([text, [-1]], 0)) + 1
+    texts = tf.RaggedTensor.from_value_rowids(parts.flat_values, tf.gather(text, parts.value_rowids()),
+                                              nrows=count)
+    pieces, owner_of_piece = texts.flat_values, texts.value_rowids()
     is_end = tf.reduce_any(pieces[:, tf.newaxis] == tf.cast(end_ids, tf.int32)[tf.newaxis], axis=-1)
     index = tf.range(tf.size(pieces, out_type=tf.int64))
-    opens = (index == tf.gather(content.row_starts(), window)) | tf.concat([[False], is_end], 0)[:-1]
-    sentence = tf.cumsum(tf.cast(opens, tf.int64)) - 1
-    sentences = tf.RaggedTensor.from_value_rowids(pieces, sentence)
-    owner = tf.math.segment_min(window, sentence)
-    cls = tf.gather(token_ids[:, 0], owner)
-    sep = tf.gather_nd(token_ids, tf.stack([owner, tf.cast(tf.gather(lengths, owner) - 1, tf.int64)], -1))
+    first_of_text = index == tf.gather(texts.row_starts(), owner_of_piece)
+    ends_run = tf.concat([is_end[:-1] & ~is_end[1:], [False]], 0)[:tf.size(is_end)]  # the last of a run
+    sentence = tf.cumsum(tf.cast(first_of_text | tf.concat([[False], ends_run], 0)[:-1], tf.int64)) - 1
+    # a sentence longer than a window is cut into rows of `window` pieces
+    in_sentence = index - tf.gather(tf.math.unsorted_segment_min(index, sentence, tf.size(index, tf.int64)), sentence)
+    cap = tf.constant(max(int(window), 1), tf.int64)
+    opens = (index == 0) | (sentence != tf.concat([[-1], sentence[:-1]], 0)) | (in_sentence % cap == 0)
+    row = tf.cumsum(tf.cast(opens, tf.int64)) - 1
+    sentences = tf.RaggedTensor.from_value_rowids(pieces, row)
+    owner = tf.math.segment_min(owner_of_piece, row)
+    first_window = tf.math.unsorted_segment_min(tf.range(tf.size(text, out_type=tf.int64)), text, count)
+    cls = tf.gather(token_ids[:, 0], tf.gather(first_window, owner))
+    sep_at = tf.stack([tf.gather(first_window, owner), tf.cast(tf.gather(tf.gather(lengths, first_window), owner) - 1,
+                                                               tf.int64)], -1)
+    sep = tf.gather_nd(token_ids, sep_at)
     return tf.concat([cls[:, tf.newaxis], sentences, sep[:, tf.newaxis]], axis=1), owner
 
 
@@ -200,23 +221,24 @@ def run_rows_in_chunks(run, rows, positions):
     order = tf.argsort(rows.row_lengths(), direction="DESCENDING", stable=True)
     rows = tf.gather(rows, order)
     count = rows.nrows()
-    longest = tf.maximum(tf.reduce_max(rows.row_lengths()), 2)
-    per_chunk = tf.maximum(tf.cast(positions, tf.int64) // longest, 1)
-    chunks = tf.maximum((count + per_chunk - 1) // per_chunk, 1)  # no row: one run on none
-    logits = tf.TensorArray(tf.float32, size=tf.cast(chunks, tf.int32), infer_shape=False,
+    lengths = tf.concat([rows.row_lengths(), [0]], 0)
+    budget = tf.cast(positions, tf.int64)
+    logits = tf.TensorArray(tf.float32, size=0, dynamic_size=True, infer_shape=False,
                             element_shape=tf.TensorShape([None, None]))
-    distances = tf.TensorArray(tf.float32, size=tf.cast(chunks, tf.int32), infer_shape=False,
+    distances = tf.TensorArray(tf.float32, size=0, dynamic_size=True, infer_shape=False,
                                element_shape=tf.TensorShape([None]))
 
-    def body(i, logits, distances):
-        start = tf.cast(i, tf.int64) * per_chunk
-        chunk_logits, chunk_distances = run(packed_rows(rows[start:start + per_chunk]))
+    def body(i, start, logits, distances):
+        # as many rows as the chunk's first (longest) row allows
+        size = tf.maximum(budget // tf.maximum(tf.gather(lengths, start), 2), 1)
+        chunk_logits, chunk_distances = run(packed_rows(rows[start:start + size]))
         chunk_logits = tf.reshape(chunk_logits, [tf.shape(chunk_logits)[0], -1])  # a regressor's [R]: [R, 1]
-        return (i + 1, logits.write(i, tf.cast(chunk_logits, tf.float32)),
+        return (i + 1, start + size, logits.write(i, tf.cast(chunk_logits, tf.float32)),
                 distances.write(i, tf.cast(chunk_distances, tf.float32)))
 
-    _, logits, distances = tf.while_loop(lambda i, *_: i < tf.cast(chunks, tf.int32), body,
-                                         [tf.constant(0), logits, distances])
+    # no row: one run on none (the outputs' shapes)
+    _, _, logits, distances = tf.while_loop(lambda i, start, *_: (i == 0) | (start < count), body,
+                                            [tf.constant(0), tf.constant(0, tf.int64), logits, distances])
     return logits.concat(), distances.concat(), order
 
 
@@ -224,23 +246,22 @@ def run_rows_in_chunks(run, rows, positions):
 SENTENCE_CHUNK_POSITIONS = 4096
 
 
-def closest_sentences(run, windows, end_ids, typical):
-    """What each packed window says by its sentences, each encoded alone (`run(inputs) ->
-    (logits, distances)`): `(logits [W, C], distances [W], typical_share [W])` (a regressor's
-    scores `[R]` come back as `[W, 1]`).
+def closest_sentences(run, windows, text, window, step, end_ids, typical):
+    """What each text says by its sentences, each encoded alone (`sentences_of_texts`;
+    `run(inputs) -> (logits, distances)`): `(logits [T, C], distances [T], typical_share [T])`.
 
     `distances`: its closest sentence's; `logits`: the mean logits of that sentence and the
     typical sentences (within `typical`) next to it, up to the first sentence that is not (a
     review of several sentences reads whole: on 3-sentence SST-2 reviews after prose, 0.80-0.88
     against 0.77-0.79 for the closest sentence alone); `typical_share`: the share of its
-    sentences within `typical`. A window with no sentence gets distance +inf (zero logits,
-    share 0).
+    sentences within `typical`. A text with no sentence gets distance +inf (zero logits, share
+    0). A regressor's scores `[R]` come back as `[T, 1]`.
     """
-    rows, owner = sentences_of_windows(windows, end_ids)
+    rows, owner = sentences_of_texts(windows, text, window, step, end_ids)
     logits, distances, order = run_rows_in_chunks(run, rows, SENTENCE_CHUNK_POSITIONS)
-    inverse = tf.math.invert_permutation(tf.cast(order, tf.int32))  # back to the windows' order
+    inverse = tf.math.invert_permutation(tf.cast(order, tf.int32))  # back to the texts' order
     logits, distances = tf.gather(logits, inverse), tf.gather(distances, inverse)
-    count = tf.shape(windows["token_ids"], out_type=tf.int64)[0]
+    count = tf.reduce_max(tf.concat([tf.cast(text, tf.int64), [-1]], 0)) + 1
     best = tf.math.unsorted_segment_min(distances, owner, count)  # float max where none
     index = tf.range(tf.size(distances, out_type=tf.int64))
     first_best = tf.math.unsorted_segment_min(tf.where(distances <= tf.gather(best, owner), index, tf.int64.max),
@@ -261,39 +282,64 @@ def closest_sentences(run, windows, end_ids, typical):
     return region, tf.where(has, best, tf.constant(np.inf, best.dtype)), typical_count / tf.maximum(sentences, 1.0)
 
 
+def sentence_reading(run, windows_of, document, window, step, end_ids, typical):
+    """The `sentence_reading` of `evidence_logits` / `evidence_logits_in_graph`: `far` text
+    indices -> `closest_sentences` of those texts' windows (TensorFlow, eager or in a graph).
+
+    Args:
+        run: `inputs -> (logits, distances)` of packed rows.
+        windows_of: window indices `[N]` -> those windows' packed inputs.
+        document: int `[W]`, the text of each window (sorted).
+        window: pieces in a window (`seq_length - 2`).
+        step: pieces between the starts of a text's windows (`min(window, stride)`).
+        end_ids, typical: as `closest_sentences`.
+    """
+    document = tf.cast(document, tf.int64)
+
+    def reading(far):
+        far = tf.cast(far, tf.int64)
+        texts = tf.reduce_max(tf.concat([document, far, [-1]], 0)) + 1
+        is_far = tf.scatter_nd(far[:, tf.newaxis], tf.ones_like(far, tf.bool), texts[tf.newaxis])
+        index = tf.where(tf.gather(is_far, document))[:, 0]
+        text = tf.searchsorted(far, tf.gather(document, index))  # 0 .. len(far) - 1
+        return closest_sentences(run, windows_of(index), text, window, step, end_ids, typical)
+
+    return reading
+
+
 def evidence_logits(logits, distances, threshold, starts, sentence_reading=None):
     """One row of logits per text from its consecutive windows (numpy; `starts`: each text's first).
 
     A text whose windows read mostly like the training texts (at least half within
-    `threshold`) gets the mean logits of those windows; otherwise the window that reads
-    most like them counts. With `sentence_reading(window indices) -> (logits, distances,
-    typical_share)` (`closest_sentences`), that window's closest sentences read alone count
-    instead when the closest reads closer still and fewer than `TYPICAL_SHARE` of the window's
-    sentences are typical: a short text after unrelated text shares its window with that
-    text, which a window of 512 pieces drowns it in, where a long text of the kind (far
-    only by its length) keeps its window. One window: its own logits.
+    `threshold`) gets the mean logits of those windows; any other ("far") text, the logits of
+    the window that reads most like them. With `sentence_reading(far text indices) ->
+    (logits, distances, typical_share)` (`closest_sentences`), a far text is read by its
+    sentences instead: fewer than `TYPICAL_SHARE` of them typical, its closest sentences
+    (the evidence among unrelated text: a window of 512 pieces drowns a 20-piece review in
+    prose, and its distance is the prose's); more, the mean of all its windows (a long text
+    of the kind, far only by its length). One window: its own logits.
     """
     ends = np.append(starts[1:], len(logits))
-    rows, far, chosen = [], [], []
+    rows, far = [], []
     for text, (start, end) in enumerate(zip(starts, ends)):
         near = distances[start:end] <= threshold
         if 2 * int(near.sum()) >= end - start:
             rows.append(logits[start:end][near].astype(np.float64).mean(axis=0))
         else:
-            chosen.append(start + int(np.argmin(distances[start:end])))
             far.append(text)
-            rows.append(logits[chosen[-1]].astype(np.float64))
+            rows.append(logits[start + int(np.argmin(distances[start:end]))].astype(np.float64))
     if sentence_reading is not None and far:
-        readings = zip(far, chosen, *sentence_reading(np.array(chosen, np.int64)))
-        for text, window, row, distance, typical_share in readings:
-            if distance < distances[window] and typical_share < TYPICAL_SHARE:
+        for text, row, distance, typical_share in zip(far, *sentence_reading(np.array(far, np.int64))):
+            if typical_share >= TYPICAL_SHARE:
+                rows[text] = logits[starts[text]:ends[text]].astype(np.float64).mean(axis=0)
+            elif np.isfinite(distance):
                 rows[text] = np.asarray(row, np.float64).reshape(np.shape(rows[text]))
     return np.stack(rows)
 
 
 def evidence_logits_in_graph(logits, distances, threshold, document, sentence_reading=None):
     """`evidence_logits` in TensorFlow: `document` `[W]` the text of each window (sorted segment ids);
-    `sentence_reading(window indices) -> (logits, distances, typical_share)` as there."""
+    `sentence_reading(far text indices) -> (logits, distances, typical_share)` as there."""
     if logits.shape.rank == 1:  # a regressor's scores: one column, and back
         return evidence_logits_in_graph(logits[:, tf.newaxis], distances, threshold, document, sentence_reading)[:, 0]
     near = tf.cast(distances <= threshold, logits.dtype)
@@ -309,9 +355,10 @@ def evidence_logits_in_graph(logits, distances, threshold, document, sentence_re
     if sentence_reading is None:
         return result
     far = tf.where(tf.logical_not(mostly_near))[:, 0]
-    chosen = tf.gather(first_nearest, far)
-    sentence_logits, sentence_distances, typical_share = sentence_reading(chosen)
-    closer = (sentence_distances < tf.gather(distances, chosen)) & (typical_share < TYPICAL_SHARE)
+    sentence_logits, sentence_distances, typical_share = sentence_reading(far)
     sentence_logits = tf.reshape(tf.cast(sentence_logits, logits.dtype), [-1, tf.shape(logits)[1]])
-    far_logits = tf.where(closer[:, tf.newaxis], sentence_logits, tf.gather(result, far))
+    by_sentences = tf.where((tf.math.is_finite(sentence_distances))[:, tf.newaxis], sentence_logits,
+                            tf.gather(result, far))
+    all_windows = tf.gather(tf.math.segment_mean(logits, document), far)
+    far_logits = tf.where((typical_share >= TYPICAL_SHARE)[:, tf.newaxis], all_windows, by_sentences)
     return tf.tensor_scatter_nd_update(result, far[:, tf.newaxis], far_logits)

@@ -11,8 +11,8 @@ from bert_keras.tasks.inputs import check_sample_weight, float_target, float_tar
 from bert_keras.tasks.inputs import label_id, label_ids, one_hot_ids
 from bert_keras.tasks.inputs import text_columns
 from bert_keras.tasks.text_task import TextTask, steps_for
-from bert_keras.models.window_relevance import closest_sentences, evidence_logits, relevance_layer
-from bert_keras.models.window_relevance import sentence_end_ids
+from bert_keras.models.window_relevance import evidence_logits, relevance_layer, sentence_end_ids
+from bert_keras.models.window_relevance import sentence_reading
 from pipelines.tokenizer.tokenless import has_no_token
 
 
@@ -462,7 +462,7 @@ class TextClassifier(TextTask):
             if self._window_relevance is not None:  # logits and distances in one pass
                 windows = self._window_outputs(dataset, outputs_of=self._logits_and_distances)
                 logits, distances, pieces = windows.outputs
-                reading = self._sentence_reading(pieces, batch_size) if self._window_relevance.reads_sentences else None
+                reading = self._sentence_reading(pieces, windows.starts, batch_size) if self._window_relevance.reads_sentences else None
                 outputs = self._aggregate_windows(logits, windows.starts, distances, reading)
             else:
                 windows = self._window_outputs(dataset)
@@ -521,33 +521,39 @@ class TextClassifier(TextTask):
                                                       lengths=tf.reduce_sum(tf.cast(inputs["padding_mask"], tf.int32), -1)))
         return np.concatenate(logits), np.concatenate(distances), tf.concat(pieces, axis=0)
 
-    def _sentence_reading(self, pieces, batch_size):
-        """`sentence_reading` of `evidence_logits`: the closest sentence of each given window of
-        `pieces`, read alone (`closest_sentences`), `batch_size` windows at a time."""
+    def _sentence_reading(self, pieces, starts, batch_size):
+        """`sentence_reading` of `evidence_logits`: the sentences of the given texts, each read
+        alone (`closest_sentences`), over `pieces` (each window's real pieces; `starts`: each
+        text's first window), `batch_size` texts at a time."""
         relevance = self._window_relevance
-        end_ids = sentence_end_ids(self.tokenizer.vocabulary)
+        window, stride, _ = self.window_options()
+        document = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, pieces.nrows().numpy())))
 
         def run(inputs):
             logits, features = self._logits_and_features(inputs)
             return logits, relevance.distances_of(features)
 
-        def reading(indices):
-            outputs = []
-            for start in range(0, len(indices), batch_size):
-                windows = tf.gather(pieces, indices[start:start + batch_size])
-                inputs = {"token_ids": windows.to_tensor(0), "padding_mask": tf.ones_like(windows).to_tensor(0)}
-                outputs.append([value.numpy() for value in closest_sentences(run, inputs, end_ids, relevance.typical)])
+        def windows_of(index):
+            windows = tf.gather(pieces, index)
+            return {"token_ids": windows.to_tensor(0), "padding_mask": tf.ones_like(windows).to_tensor(0)}
+
+        read = sentence_reading(run, windows_of, document, window, min(window, stride),
+                                sentence_end_ids(self.tokenizer.vocabulary), relevance.typical)
+
+        def reading(far):
+            outputs = [[value.numpy() for value in read(far[start:start + batch_size])]
+                       for start in range(0, len(far), batch_size)]
             return [np.concatenate(values) for values in zip(*outputs)]
 
         return reading
 
-    def _aggregate_windows(self, outputs, starts, distances=None, sentence_reading=None):
+    def _aggregate_windows(self, outputs, starts, distances=None, reading=None):
         """One row per text from its consecutive windows' rows (`starts`: each text's first)."""
+        if distances is not None:  # one window or many: a far text is read by its sentences
+            return evidence_logits(outputs, distances, float(self._window_relevance.threshold.numpy()), starts,
+                                   reading)
         if len(starts) == len(outputs):
             return outputs
-        if distances is not None:
-            return evidence_logits(outputs, distances, float(self._window_relevance.threshold.numpy()), starts,
-                                   sentence_reading)
         if self._text.settings.get("window_aggregation", "mean") == "max":
             return np.maximum.reduceat(outputs, starts, axis=0)
         counts = np.diff(np.append(starts, len(outputs))).reshape((-1,) + (1,) * (outputs.ndim - 1))

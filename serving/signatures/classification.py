@@ -33,8 +33,8 @@ Example (a loaded export):
 import numpy as np
 import tensorflow as tf
 
-from bert_keras.models.window_relevance import closest_sentences, evidence_logits, evidence_logits_in_graph
-from bert_keras.models.window_relevance import sentence_end_ids
+from bert_keras.models.window_relevance import evidence_logits, evidence_logits_in_graph, sentence_end_ids
+from bert_keras.models.window_relevance import sentence_reading
 from serving.signatures.module import CLASSIFY, PREDICT, REGRESS, run_in_chunks
 from serving.signatures.text_inputs import DEFAULT_CHARS_PER_TOKEN, ids_specs, python_windows, string_spec
 from serving.signatures.text_inputs import window_reading
@@ -81,12 +81,13 @@ def build(module, finetuned):
                                                               stride=stride)
             logits, distances = run(inputs)
             if distances is not None:
-                def sentence_reading(chosen):  # the chosen windows' sentences, each read alone
-                    windows = {name: tf.gather(value, chosen) for name, value in inputs.items()}
-                    return closest_sentences(run, windows, end_ids, relevance.typical)
-
-                return evidence_logits_in_graph(logits, distances, relevance.threshold, document,
-                                                sentence_reading if reads_sentences else None), truncated
+                reading = None
+                if reads_sentences:  # a far text's sentences, each read alone
+                    reading = sentence_reading(
+                        run, lambda index: {name: tf.gather(value, index) for name, value in inputs.items()},
+                        document, finetuned.seq_length - 2, min(finetuned.seq_length - 2, stride), end_ids,
+                        relevance.typical)
+                return evidence_logits_in_graph(logits, distances, relevance.threshold, document, reading), truncated
             return aggregate(logits, document), truncated
         ids = [module.text.tokenize(texts[name], name) for name in names]
         truncated = module.text.truncated(ids, [texts[name] for name in names])
@@ -148,16 +149,20 @@ def reference_outputs(finetuned, inputs):
         if relevance is not None:
             distances = relevance.distances(finetuned.model.encoder, x).numpy()
 
-            def run(inputs):
-                return finetuned.model(inputs, training=False), relevance.distances(finetuned.model.encoder, inputs)
+            reading = None
+            if relevance.reads_sentences:
+                def run(inputs):
+                    return finetuned.model(inputs, training=False), relevance.distances(finetuned.model.encoder, inputs)
 
-            def sentence_reading(chosen):
-                windows = {name: tf.gather(value, chosen) for name, value in x.items()}
-                end_ids = sentence_end_ids(finetuned.tokenizer().vocabulary)
-                return [value.numpy() for value in closest_sentences(run, windows, end_ids, relevance.typical)]
+                read = sentence_reading(run, lambda index: {name: tf.gather(value, index) for name, value in x.items()},
+                                        document, finetuned.seq_length - 2,
+                                        min(finetuned.seq_length - 2, window_reading(finetuned)[0]),
+                                        sentence_end_ids(finetuned.tokenizer().vocabulary), relevance.typical)
 
-            logits = evidence_logits(logits, distances, float(relevance.threshold.numpy()), starts,
-                                     sentence_reading if relevance.reads_sentences else None)
+                def reading(far):
+                    return [value.numpy() for value in read(far)]
+
+            logits = evidence_logits(logits, distances, float(relevance.threshold.numpy()), starts, reading)
         elif finetuned.settings.get("window_aggregation") == "max":
             logits = np.maximum.reduceat(logits, starts, axis=0)
         else:

@@ -1,7 +1,7 @@
-"""A far window's sentences, read alone (`bert_keras.models.window_relevance`): a short text after
-unrelated text shares its window with that text; the classifier reads the window's sentence that
-looks most like its training texts, unless most of the window's sentences look typical (a long
-text of the kind, far only by its length)."""
+"""A far text's sentences, read alone (`bert_keras.models.window_relevance`): a short text after
+unrelated text shares its window with that text; the classifier reads the text's sentences that
+look most like its training texts, unless most of its sentences look typical (a long text of the
+kind, far only by its length: the mean of its windows)."""
 
 import keras
 import numpy as np
@@ -11,8 +11,8 @@ import tensorflow as tf
 import export_fixtures
 from bert_keras import tasks
 from bert_keras.models.window_relevance import (TYPICAL_SHARE, WindowRelevance, closest_sentences,
-                                                evidence_logits, evidence_logits_in_graph, sentence_end_ids,
-                                                packed_rows, sentences_of_windows)
+                                                evidence_logits, evidence_logits_in_graph, packed_rows,
+                                                sentence_end_ids, sentence_reading, sentences_of_texts)
 
 CLS, SEP, DOT, BANG = 2, 3, 50, 51
 
@@ -30,60 +30,85 @@ def test_sentence_end_ids_are_the_whole_word_end_pieces():
     assert sentence_end_ids(vocabulary).tolist() == [2, 4, 5, 6]
 
 
-def test_each_sentence_of_each_window_becomes_a_row_with_the_windows_special_pieces():
+def test_each_sentence_of_each_text_becomes_a_row_with_the_texts_special_pieces():
+    # text 0: pieces 10 11 . 12 13 ! 14 15 in windows of 5 pieces, 3 apart (the overlap read once)
     windows = packed([
-        [CLS, 10, 11, DOT, 12, 13, BANG, 14, SEP],  # two ended sentences and an open one
-        [CLS, SEP],                                   # nothing to read
-        [CLS, 20, 21, 22, SEP],                       # no end piece: the whole window
-        [CLS, DOT, DOT, 30, SEP],                     # end pieces alone are sentences too
+        [CLS, 10, 11, DOT, 12, 13, SEP],
+        [CLS, 12, 13, BANG, 14, 15, SEP],
+        [CLS, SEP],                        # text 1: nothing to read
+        [CLS, 20, 21, 22, SEP],            # text 2: no end piece: one sentence
+        [CLS, DOT, DOT, 30, SEP],          # text 3: a run of end pieces is a sentence too
     ])
-    rows, owner = sentences_of_windows(windows, tf.constant([DOT, BANG]))
+    text = tf.constant([0, 0, 1, 2, 3])
+    rows, owner = sentences_of_texts(windows, text, 5, 3, tf.constant([DOT, BANG]))
     inputs = packed_rows(rows)
-    rows = [[int(t) for t in row if t] for row in inputs["token_ids"].numpy()]
-    assert rows == [[CLS, 10, 11, DOT, SEP], [CLS, 12, 13, BANG, SEP], [CLS, 14, SEP], [CLS, 20, 21, 22, SEP],
-                    [CLS, DOT, SEP], [CLS, DOT, SEP], [CLS, 30, SEP]]
-    assert owner.numpy().tolist() == [0, 0, 0, 2, 3, 3, 3]
+    got = [[int(t) for t in row if t] for row in inputs["token_ids"].numpy()]
+    assert got == [[CLS, 10, 11, DOT, SEP], [CLS, 12, 13, BANG, SEP], [CLS, 14, 15, SEP], [CLS, 20, 21, 22, SEP],
+                   [CLS, DOT, DOT, SEP], [CLS, 30, SEP]]
+    assert owner.numpy().tolist() == [0, 0, 0, 2, 3, 3]
     np.testing.assert_array_equal(inputs["padding_mask"].numpy(), (inputs["token_ids"].numpy() > 0).astype(int))
     assert not np.any(inputs["segment_ids"].numpy())
-    # no end ids at all (a vocabulary without them): each window is one sentence
-    rows, owner = sentences_of_windows(windows, tf.zeros([0], tf.int32))
+    # a run of end pieces ends one sentence ("!!!", "..."), after its last
+    rows, _ = sentences_of_texts(packed([[CLS, 10, BANG, BANG, DOT, 11, SEP]]), tf.constant([0]), 5, 3,
+                                 tf.constant([DOT, BANG]))
+    assert rows.to_list() == [[CLS, 10, BANG, BANG, DOT, SEP], [CLS, 11, SEP]]
+    # no end ids at all (a vocabulary without them): each text is one sentence
+    rows, owner = sentences_of_texts(windows, text, 10, 3, tf.zeros([0], tf.int32))  # rows of up to 10
     assert owner.numpy().tolist() == [0, 2, 3]
+    assert [int(t) for t in packed_rows(rows)["token_ids"].numpy()[0] if t] == [CLS, 10, 11, DOT, 12, 13, BANG, 14, 15, SEP]
+    # a sentence longer than a row (S - 2 = 10 pieces) is cut into rows of 10
+    long = packed([[CLS] + list(range(10, 20)) + [SEP], [CLS] + list(range(16, 26)) + [SEP]], length=12)
+    rows, owner = sentences_of_texts(long, tf.constant([0, 0]), 10, 6, tf.constant([DOT]))
+    assert rows.to_list() == [[CLS] + list(range(10, 20)) + [SEP], [CLS] + list(range(20, 26)) + [SEP]]
     # no window: no row
-    rows, owner = sentences_of_windows(packed([]), tf.constant([DOT]))
+    rows, owner = sentences_of_texts(packed([]), tf.zeros([0], tf.int64), 5, 3, tf.constant([DOT]))
     assert rows.nrows() == 0 and owner.shape[0] == 0 and packed_rows(rows)["token_ids"].shape == (0, 2)
+
+
+def run_on_first_piece(inputs):  # a sentence's distance: its first piece's id; its logits: [id, -id]
+    first = tf.cast(inputs["token_ids"][:, 1], tf.float32)
+    return tf.stack([first, -first], axis=-1), first
 
 
 def test_closest_sentences_picks_the_nearest_and_counts_the_typical_share():
     windows = packed([[CLS, 10, DOT, 11, DOT, 12, SEP], [CLS, SEP], [CLS, 13, 14, SEP],
                       [CLS, 30, DOT, 5, DOT, 40, DOT, 6, SEP]])
-
-    def run(inputs):  # a sentence's distance: its first word's id; its logits: [id, -id]
-        first = tf.cast(inputs["token_ids"][:, 1], tf.float32)
-        return tf.stack([first, -first], axis=-1), first
-
-    logits, distances, share = closest_sentences(run, windows, tf.constant([DOT]), typical=11.0)
+    logits, distances, share = closest_sentences(run_on_first_piece, windows, tf.constant([0, 1, 2, 3]), 10, 5,
+                                                 tf.constant([DOT]), typical=11.0)
     assert distances.numpy().tolist() == [10.0, np.inf, 13.0, 5.0]
-    # the closest sentence and the typical ones next to it (window 0: 10 and 11, not 12; window
-    # 3: 5 alone, its typical 6 is past the untypical 40); a closest one that is not typical
-    # itself still counts (window 2)
+    # the closest sentence and the typical ones next to it (text 0: 10 and 11, not 12; text 3:
+    # 5 alone, its typical 6 is past the untypical 40); a closest one that is not typical itself
+    # still counts (text 2)
     np.testing.assert_array_equal(logits.numpy(), [[10.5, -10.5], [0, 0], [13, -13], [5, -5]])
     np.testing.assert_allclose(share.numpy(), [2 / 3, 0.0, 0.0, 0.5])
     # a window of one long sentence and many one-piece ones: rows run longest first, in chunks
     # of bounded padded positions, never all padded to the long one
-    long_and_short = packed([[CLS] + [10] * 300 + [DOT] * 200 + [SEP]], length=512)
+    long_and_short = packed([[CLS] + [10] * 300 + [DOT] + [11, DOT] * 100 + [SEP]], length=512)
     widths = []
 
     def recording(inputs):
         widths.append(tuple(inputs["token_ids"].shape))
-        return run(inputs)
+        return run_on_first_piece(inputs)
 
-    logits, distances, share = closest_sentences(recording, long_and_short, tf.constant([DOT]), typical=11.0)
-    assert distances.numpy().tolist() == [10.0] and share.numpy()[0] == pytest.approx(1 / 200)
-    assert widths[0] == (13, 303) and all(rows * width <= 4096 for rows, width in widths)
-    assert sum(rows for rows, _ in widths) == 200  # the long sentence ends at the first end piece
+    logits, distances, share = closest_sentences(recording, long_and_short, tf.constant([0]), 510, 255,
+                                                 tf.constant([DOT]), typical=10.5)
+    assert distances.numpy().tolist() == [10.0] and share.numpy()[0] == pytest.approx(1 / 101)
+    # each chunk as many rows as its own longest allows: the long row with 12 short ones, then the rest
+    assert widths == [(13, 303), (88, 4)]
     # no window at all: one run on no row, empty outputs
-    logits, distances, share = closest_sentences(run, packed([]), tf.constant([DOT]), typical=11.0)
+    logits, distances, share = closest_sentences(run_on_first_piece, packed([]), tf.zeros([0], tf.int64), 10, 5,
+                                                 tf.constant([DOT]), typical=11.0)
     assert logits.shape == (0, 2) and distances.shape == (0,)
+
+
+def test_the_far_texts_windows_are_read_by_sentence_reading():
+    windows = packed([[CLS, 10, DOT, SEP], [CLS, 11, DOT, SEP], [CLS, 12, DOT, 4, DOT, SEP], [CLS, 13, SEP]])
+    seen = []
+    read = sentence_reading(run_on_first_piece,
+                            lambda index: seen.append(index.numpy().tolist()) or {k: tf.gather(v, index) for k, v in windows.items()},
+                            np.array([0, 1, 1, 2]), 4, 2, tf.constant([DOT]), 11.0)
+    logits, distances, share = read(np.array([1, 2]))
+    assert seen == [[1, 2, 3]] and distances.numpy().tolist() == [4.0, 13.0]
 
 
 def rule_case(rng):
@@ -91,9 +116,10 @@ def rule_case(rng):
     document = np.repeat(np.arange(len(counts)), counts)
     logits = rng.normal(size=(len(document), 3))
     distances = rng.choice([0.5, 1.0, 2.0, 3.0, 4.0], size=len(document))
-    sentence_logits = rng.normal(size=(len(document), 3))
-    sentence_distances = rng.choice([0.25, 1.0, 2.0, 5.0, np.inf], size=len(document))
-    share = rng.choice([0.0, 0.25, TYPICAL_SHARE, 1.0], size=len(document))
+    texts = len(counts)
+    sentence_logits = rng.normal(size=(texts, 3))
+    sentence_distances = rng.choice([0.25, 1.0, 2.0, 5.0, np.inf], size=texts)
+    share = rng.choice([0.0, 0.25, TYPICAL_SHARE, 1.0], size=texts)
     return document, logits, distances, (sentence_logits, sentence_distances, share)
 
 
@@ -103,23 +129,26 @@ def test_the_sentence_rule_agrees_in_numpy_and_in_the_graph():
     for _ in range(60):
         document, logits, distances, sentences = rule_case(rng)
         starts = np.flatnonzero(np.diff(np.concatenate([[-1], document])))
-        expected = evidence_logits(logits, distances, 1.0, starts, lambda chosen: [s[chosen] for s in sentences])
+        expected = evidence_logits(logits, distances, 1.0, starts, lambda far: [s[far] for s in sentences])
         got = evidence_logits_in_graph(tf.constant(logits), tf.constant(distances), tf.constant(1.0, tf.float64),
                                        tf.constant(document, tf.int64),
-                                       lambda chosen: [tf.gather(tf.constant(s), chosen) for s in sentences])
+                                       lambda far: [tf.gather(tf.constant(s), far) for s in sentences])
         np.testing.assert_allclose(got.numpy(), expected, atol=1e-12)
         fired += int(np.any(expected != evidence_logits(logits, distances, 1.0, starts)))
     assert fired >= 10  # the sentence path changed the answer of many cases
-    # the rule by hand: text 0 mostly near (mean of near windows, sentences unread); text 1 far:
-    # its nearest window 3 (distance 2) yields to its sentence (1.5 < 2, share 0); text 2 far, but
-    # its window's sentences are mostly typical: the window stays; text 3: the sentence is farther
-    logits = np.array([[1.0, 0.0], [0.0, 1.0], [3.0, 0.0], [0.0, 5.0], [7.0, 7.0], [2.0, 1.0], [4.0, 0.0]])
-    distances = np.array([0.5, 0.9, 4.0, 2.0, 9.0, 3.0, 2.5])
-    sentence = (np.array([[9.0, 9.0]] * 7) * np.arange(7)[:, None], np.full(7, 1.5), np.zeros(7))
-    sentence[2][5] = TYPICAL_SHARE
-    sentence[1][6] = 3.0
-    got = evidence_logits(logits, distances, 1.0, np.array([0, 3, 5, 6]), lambda chosen: [s[chosen] for s in sentence])
-    np.testing.assert_allclose(got, [[0.5, 0.5], [27.0, 27.0], [2.0, 1.0], [4.0, 0.0]])
+    # the rule by hand: text 0 mostly near (mean of its near windows, sentences unread); text 1
+    # far, few typical sentences: its closest sentences; text 2 far, mostly typical sentences: the
+    # mean of all its windows; text 3 far, no sentence: its closest window
+    logits = np.array([[1.0, 0.0], [0.0, 1.0], [3.0, 0.0], [0.0, 5.0], [7.0, 7.0], [2.0, 1.0], [4.0, 0.0],
+                       [6.0, 0.0], [1.0, 1.0]])
+    distances = np.array([0.5, 0.9, 4.0, 2.0, 9.0, 3.0, 2.5, 2.0, 3.0])
+    sentences = (np.array([[0.0, 0.0], [9.0, 9.0], [8.0, 8.0], [5.0, 5.0]]), np.array([1.0, 1.5, 1.5, np.inf]),
+                 np.array([0.0, 0.2, TYPICAL_SHARE, 0.0]))
+    read = []
+    got = evidence_logits(logits, distances, 1.0, np.array([0, 3, 5, 7]),
+                          lambda far: read.append(far.tolist()) or [s[far] for s in sentences])
+    assert read == [[1, 2, 3]]
+    np.testing.assert_allclose(got, [[0.5, 0.5], [9.0, 9.0], [3.0, 0.5], [6.0, 0.0]])
 
 
 def test_statistics_saved_before_the_typical_distance_load_and_read_windows_only():
@@ -156,6 +185,7 @@ def test_predict_and_the_export_read_the_same_sentences(spec, tmp_path):
         return " ".join(words[i] for i in rng.integers(0, len(words), rng.integers(1, 6))) + rng.choice([" .", " !"])
 
     texts = [" ".join(sentence() for _ in range(n)) for n in (3, 40, 200, 1)] + ["no end piece at all " * 9]
+    texts.append(" ".join(sentence() for _ in range(2)))  # one window, two sentences
     relevance.threshold.assign(1e-6)  # every window far, and no sentence typical: sentences decide
     relevance.typical.assign(1e-7)
     with_sentences = classifier.predict(texts)
@@ -163,15 +193,20 @@ def test_predict_and_the_export_read_the_same_sentences(spec, tmp_path):
     windows_only = classifier.predict(texts)
     assert np.sum(np.abs(with_sentences - windows_only).max(-1) > 1e-4) >= 2
     relevance.typical.assign(1e-7)
+    # a one-window text reads the same alone as beside long ones (the rule is per text)
+    np.testing.assert_allclose(classifier.predict(texts[-1:]), with_sentences[-1:], atol=1e-6)
     for backend in ("tf_text", "core"):  # TF Serving runs both graphs: the op audit is clean
         result = classifier.export_result(str(tmp_path / backend), "sentences", tokenizer_backend=backend, strict=True)
         assert result.audit.ok
         served = tf.saved_model.load(result.path).signatures["serving_default"]
         np.testing.assert_allclose(served(text=tf.constant(texts))["probabilities"].numpy(), with_sentences,
                                    atol=1e-5)
-    # mostly typical sentences (typical above every distance): the windows' answer
+    # mostly typical sentences (typical above every distance): a long text of the kind, the mean
+    # of all its windows (as when every window is near)
     relevance.typical.assign(1e9)
-    np.testing.assert_allclose(classifier.predict(texts), windows_only, atol=1e-6)
+    mostly_typical = classifier.predict(texts)
+    relevance.threshold.assign(1e9)
+    np.testing.assert_allclose(mostly_typical, classifier.predict(texts), atol=1e-6)
 
 
 def test_a_regressor_reads_sentences_the_same_in_predict_and_in_the_export(spec, tmp_path):
