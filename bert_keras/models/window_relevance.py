@@ -18,14 +18,17 @@ window under the class the model predicts for it, so unlabelled text fits it too
 `typical`, their median.
 
 A short text after unrelated text shares its window with that text (a 512-piece window can
-hold a 20-piece review and 490 pieces of prose), so the closest window of a text whose
-windows are mostly far is read once more, sentence by sentence, each sentence encoded alone
-(`closest_sentences`): its closest sentence counts when it reads closer than the window and
-fewer than half of the window's sentences are typical. A long text of the kind is far only by
-its length (the token mean shifts with it), and most of its sentences are typical; prose in
-front of a review is not (measured on 256-piece windows: 69% of a long review's sentences
-are typical, 13-22% of Wikipedia's or a story's). The second read costs one window's pieces
-per such text.
+hold a 20-piece review and 490 pieces of prose, and its distance is the prose's: in 512-piece
+windows the closest window is the prose-only one in most such texts), so a text whose windows
+are mostly far is read once more, sentence by sentence, each sentence encoded alone
+(`closest_sentences`, over the text's pieces, the windows' overlap once). Fewer than half of
+its sentences typical: it gets the mean logits of its closest sentence and the typical
+sentences next to it (the evidence among unrelated text). More: it is a long text of the kind,
+far only by its length (the token mean shifts with it), and gets the mean of all its windows
+(measured on 256-piece windows: 69% of a long review's sentences are typical, 13-22% of
+Wikipedia's or a story's). The second read costs about half the text's windows' pieces (the
+windows overlap by half), for far texts only.
+
 A classifier reads the features in the same real-token pass as its logits
 (`BertClassifier.logits_and_features`, `padding_skipping.pooled_and_token_mean`), so they
 cost nothing at inference; `features` / `distances` run that pass on their own.

@@ -63,9 +63,10 @@ class TextClassifier(TextTask):
     long text by the windows that look like the training texts: `fit` ends by fitting
     the statistics of its training windows (`bert_keras.models.window_relevance`: the
     mean token vectors after the first third of the blocks), and a text whose windows
-    mostly look like them gets their mean logits, any other only its closest window's
-    (the evidence among unrelated text), or that window's closest sentence read alone
-    when the window is mostly other text. By default (`max_length=None`) a text is its first window, and
+    mostly look like them gets their mean logits; any other is read again sentence by
+    sentence, each encoded alone: the mean logits of its closest sentences (the evidence
+    among unrelated text) or, when most of its sentences look typical, of all its windows
+    (a long text of the kind, far only by its length). By default (`max_length=None`) a text is its first window, and
     `predict` / `evaluate` warn how many texts were read only in part. A pair is
     read as one window (longest-first truncation), not windowed.
 

@@ -8,7 +8,7 @@
   (`TextInputs.windows`), as its `predict` does: the mean (or, `window_aggregation="max"`, the
   per-class max) of the windows' logits, or (`"evidence"`) those of the windows that read like
   the training texts (`bert_keras.models.window_relevance`, its statistics saved in the head;
-  the closest window of a text of mostly unrelated windows is read again sentence by sentence);
+  a text of mostly far windows is read again sentence by sentence);
   a text has at most `num_windows(max_length)` windows.
 * `token_ids` (predict): int32 `token_ids` / `segment_ids` / `padding_mask`
   `[B, S]` -> `logits` (`[B, K]`, or `[B]` for regression), and for
