@@ -285,17 +285,15 @@ def closest_sentences(run, windows, text, window, step, end_ids, typical):
     return region, tf.where(has, best, tf.constant(np.inf, best.dtype)), typical_count / tf.maximum(sentences, 1.0)
 
 
-def sentence_reading(run, windows_of, document, window, step, end_ids, typical):
+def sentence_reading(read_texts, windows_of, document):
     """The `sentence_reading` of `evidence_logits` / `evidence_logits_in_graph`: `far` text
-    indices -> `closest_sentences` of those texts' windows (TensorFlow, eager or in a graph).
+    indices -> what `read_texts` says of those texts' windows (TensorFlow, eager or in a graph).
 
     Args:
-        run: `inputs -> (logits, distances)` of packed rows.
+        read_texts: `(windows, text) -> closest_sentences(run, windows, text, ...)`, `text` the
+            text of each window numbered from 0.
         windows_of: window indices `[N]` -> those windows' packed inputs.
         document: int `[W]`, the text of each window (sorted).
-        window: pieces in a window (`seq_length - 2`).
-        step: pieces between the starts of a text's windows (`min(window, stride)`).
-        end_ids, typical: as `closest_sentences`.
     """
     document = tf.cast(document, tf.int64)
 
@@ -305,7 +303,7 @@ def sentence_reading(run, windows_of, document, window, step, end_ids, typical):
         is_far = tf.scatter_nd(far[:, tf.newaxis], tf.ones_like(far, tf.bool), texts[tf.newaxis])
         index = tf.where(tf.gather(is_far, document))[:, 0]
         text = tf.searchsorted(far, tf.gather(document, index))  # 0 .. len(far) - 1
-        return closest_sentences(run, windows_of(index), text, window, step, end_ids, typical)
+        return read_texts(windows_of(index), text)
 
     return reading
 

@@ -11,8 +11,8 @@ from bert_keras.tasks.inputs import check_sample_weight, float_target, float_tar
 from bert_keras.tasks.inputs import label_id, label_ids, one_hot_ids
 from bert_keras.tasks.inputs import text_columns
 from bert_keras.tasks.text_task import TextTask, steps_for
-from bert_keras.models.window_relevance import evidence_logits, relevance_layer, sentence_end_ids
-from bert_keras.models.window_relevance import sentence_reading
+from bert_keras.models.window_relevance import closest_sentences, evidence_logits, relevance_layer
+from bert_keras.models.window_relevance import sentence_end_ids, sentence_reading
 from pipelines.tokenizer.tokenless import has_no_token
 
 
@@ -526,20 +526,15 @@ class TextClassifier(TextTask):
         """`sentence_reading` of `evidence_logits`: the sentences of the given texts, each read
         alone (`closest_sentences`), over `pieces` (each window's real pieces; `starts`: each
         text's first window), `batch_size` texts at a time."""
-        relevance = self._window_relevance
         window, stride, _ = self.window_options()
         document = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, pieces.nrows().numpy())))
-
-        def run(inputs):
-            logits, features = self._logits_and_features(inputs)
-            return logits, relevance.distances_of(features)
 
         def windows_of(index):
             windows = tf.gather(pieces, index)
             return {"token_ids": windows.to_tensor(0), "padding_mask": tf.ones_like(windows).to_tensor(0)}
 
-        read = sentence_reading(run, windows_of, document, window, min(window, stride),
-                                sentence_end_ids(self.tokenizer.vocabulary), relevance.typical)
+        read = sentence_reading(lambda windows, text: self._closest_sentences(windows, text, window, min(window, stride)),
+                                windows_of, document)
 
         def reading(far):
             outputs = [[value.numpy() for value in read(far[start:start + batch_size])]
@@ -547,6 +542,24 @@ class TextClassifier(TextTask):
             return [np.concatenate(values) for values in zip(*outputs)]
 
         return reading
+
+    @property
+    def _closest_sentences(self):
+        """`closest_sentences` of this model, traced (cached on the task, untracked: not saved)."""
+        function = self.__dict__.get("_closest_sentences_function")
+        if function is None:
+            end_ids = tf.constant(sentence_end_ids(self.tokenizer.vocabulary), tf.int32)
+
+            def run(inputs):
+                logits, features = self.head.logits_and_features(inputs)
+                return logits, self.head.window_relevance.distances_of(features)
+
+            def closest(windows, text, window, step):
+                return closest_sentences(run, windows, text, window, step, end_ids, self.head.window_relevance.typical)
+
+            function = tf.function(closest, reduce_retracing=True)
+            self.__dict__["_closest_sentences_function"] = function
+        return function
 
     def _aggregate_windows(self, outputs, starts, distances=None, reading=None):
         """One row per text from its consecutive windows' rows (`starts`: each text's first)."""

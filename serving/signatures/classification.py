@@ -33,8 +33,8 @@ Example (a loaded export):
 import numpy as np
 import tensorflow as tf
 
-from bert_keras.models.window_relevance import evidence_logits, evidence_logits_in_graph, sentence_end_ids
-from bert_keras.models.window_relevance import sentence_reading
+from bert_keras.models.window_relevance import closest_sentences, evidence_logits, evidence_logits_in_graph
+from bert_keras.models.window_relevance import sentence_end_ids, sentence_reading
 from serving.signatures.module import CLASSIFY, PREDICT, REGRESS, run_in_chunks
 from serving.signatures.text_inputs import DEFAULT_CHARS_PER_TOKEN, ids_specs, python_windows, string_spec
 from serving.signatures.text_inputs import window_reading
@@ -83,10 +83,11 @@ def build(module, finetuned):
             if distances is not None:
                 reading = None
                 if reads_sentences:  # a far text's sentences, each read alone
+                    window = finetuned.seq_length - 2
                     reading = sentence_reading(
-                        run, lambda index: {name: tf.gather(value, index) for name, value in inputs.items()},
-                        document, finetuned.seq_length - 2, min(finetuned.seq_length - 2, stride), end_ids,
-                        relevance.typical)
+                        lambda windows, text: closest_sentences(run, windows, text, window, min(window, stride),
+                                                                end_ids, relevance.typical),
+                        lambda index: {name: tf.gather(value, index) for name, value in inputs.items()}, document)
                 return evidence_logits_in_graph(logits, distances, relevance.threshold, document, reading), truncated
             return aggregate(logits, document), truncated
         ids = [module.text.tokenize(texts[name], name) for name in names]
@@ -154,10 +155,11 @@ def reference_outputs(finetuned, inputs):
                 def run(inputs):
                     return finetuned.model(inputs, training=False), relevance.distances(finetuned.model.encoder, inputs)
 
-                read = sentence_reading(run, lambda index: {name: tf.gather(value, index) for name, value in x.items()},
-                                        document, finetuned.seq_length - 2,
-                                        min(finetuned.seq_length - 2, window_reading(finetuned)[0]),
-                                        sentence_end_ids(finetuned.tokenizer().vocabulary), relevance.typical)
+                window, end_ids = finetuned.seq_length - 2, sentence_end_ids(finetuned.tokenizer().vocabulary)
+                step = min(window, window_reading(finetuned)[0])
+                read = sentence_reading(
+                    lambda windows, text: closest_sentences(run, windows, text, window, step, end_ids, relevance.typical),
+                    lambda index: {name: tf.gather(value, index) for name, value in x.items()}, document)
 
                 def reading(far):
                     return [value.numpy() for value in read(far)]

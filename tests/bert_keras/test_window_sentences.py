@@ -104,9 +104,10 @@ def test_closest_sentences_picks_the_nearest_and_counts_the_typical_share():
 def test_the_far_texts_windows_are_read_by_sentence_reading():
     windows = packed([[CLS, 10, DOT, SEP], [CLS, 11, DOT, SEP], [CLS, 12, DOT, 4, DOT, SEP], [CLS, 13, SEP]])
     seen = []
-    read = sentence_reading(run_on_first_piece,
-                            lambda index: seen.append(index.numpy().tolist()) or {k: tf.gather(v, index) for k, v in windows.items()},
-                            np.array([0, 1, 1, 2]), 4, 2, tf.constant([DOT]), 11.0)
+    read = sentence_reading(
+        lambda w, text: closest_sentences(run_on_first_piece, w, text, 4, 2, tf.constant([DOT]), 11.0),
+        lambda index: seen.append(index.numpy().tolist()) or {k: tf.gather(v, index) for k, v in windows.items()},
+        np.array([0, 1, 1, 2]))
     logits, distances, share = read(np.array([1, 2]))
     assert seen == [[1, 2, 3]] and distances.numpy().tolist() == [4.0, 13.0]
 
