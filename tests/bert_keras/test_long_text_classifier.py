@@ -273,8 +273,8 @@ def test_a_review_after_unrelated_prose_is_read_by_its_window(minilm_dir, seq_le
     # Late evidence on real text (benchmarks/bench_late_evidence.py --train short): MiniLM fine-tuned
     # on the 200 shipped reviews reads each dev review placed after 300-450 word pieces of the
     # lighthouse story. Measured: short reviews 0.958, the documents' first window (prose only)
-    # 0.467 / 0.433, the documents by evidence 0.875 / 0.867 at seq_length 64 / 256 (the closest
-    # window's sentences read alone; by that window alone 0.742 at 64; by the mean of the windows
+    # 0.483 / 0.508, the documents by evidence 0.892 at seq_length 64 and 256 (the far texts'
+    # sentences read alone; by the closest window alone 0.742 at 64; by the mean of the windows
     # 0.525, by the max 0.608).
     import importlib.util
     import os
@@ -304,4 +304,4 @@ def test_a_review_after_unrelated_prose_is_read_by_its_window(minilm_dir, seq_le
     by_evidence = accuracy()
     print(f"\nfirst window {first_window:.3f}, by evidence {by_evidence:.3f}")
     assert first_window < 0.6  # the review is past the first window: prose alone is chance
-    assert by_evidence >= 0.8
+    assert by_evidence >= 0.82
