@@ -318,7 +318,7 @@ def evidence_logits(logits, distances, threshold, starts, sentence_reading=None)
     sentences instead: fewer than `TYPICAL_SHARE` of them typical, its closest sentences
     (the evidence among unrelated text: a window of 512 pieces drowns a 20-piece review in
     prose, and its distance is the prose's); more, the mean of all its windows (a long text
-    of the kind, far only by its length). One window: its own logits.
+    of the kind, far only by its length). A text of one window follows the same rule.
     """
     ends = np.append(starts[1:], len(logits))
     rows, far = [], []
