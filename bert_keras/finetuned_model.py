@@ -19,7 +19,7 @@ file                content
                     `BertClassifier`, `BertTokenClassifier`, `BertSpanQA`,
                     `BertMultipleChoice` or `BertEmbedder`
 `task.json`         `format_version` (2), `kind`, `seq_length`, `labels`,
-                    `tokenizer` (`vocab`, `lowercase`), `settings` (per kind, below),
+                    `tokenizer` (`vocab`, `lowercase`, `strip_accents`), `settings` (per kind),
                     `encoder_config` (the `BertConfig`), `training` (provenance: init,
                     steps, learning rate, task spec, data files; informational)
 `vocab.txt`         the WordPiece vocabulary
@@ -30,7 +30,8 @@ file                content
 `kind` and its `settings`: `classification` / `regression` (`text_pair`), `ner`
 (`aggregation`: how word labels come from pieces), `squad` (`version_2`, `doc_stride`,
 `max_query_length`, `max_answer_length`, `n_best_size`, `null_score_diff_threshold`,
-`max_windows`: context windows a SavedModel export reads per question),
+`max_windows`: context windows a SavedModel export reads per question, `evaluation_metric`:
+"squad" or "korquad", the official script `evaluate` scores answers with),
 `multiple_choice` (`num_choices`), `embedding` (`pooling`, `normalize`).
 
 Format version 1 is the layout `bert-keras finetune` wrote before versioning (a
@@ -111,6 +112,8 @@ class FinetunedModel:
         vocab_file: path of its `vocab.txt`.
         seq_length: packed length, special tokens included.
         lowercase: uncased tokenization.
+        strip_accents: NFD + drop combining marks; None follows `lowercase` (HF's rule). Korean
+            models keep Hangul syllables whole with `lowercase=True, strip_accents=False`.
         labels: class / tag names in id order (classification, NER), else None.
         settings: the kind's settings (see the module docstring); missing ones
             take the family's defaults (`bert_keras.families`). One dict: an export's
@@ -132,6 +135,7 @@ class FinetunedModel:
     vocab_file: str
     seq_length: int
     lowercase: bool = True
+    strip_accents: Optional[bool] = None
     labels: Optional[List[str]] = None
     settings: Dict[str, Any] = dataclasses.field(default_factory=dict)
     training: Dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -145,6 +149,9 @@ class FinetunedModel:
         except UnknownFamilyError as error:
             raise FinetunedModelError(str(error)) from None
         self.settings = kind_family.settings_with_defaults(self.settings)
+        if self.strip_accents not in (None, True, False):
+            raise FinetunedModelError(f"strip_accents must be true, false or null, got {self.strip_accents!r}")
+        self.strip_accents = bool(self.lowercase if self.strip_accents is None else self.strip_accents)
         if self.labels is not None:
             self.labels = [str(label) for label in self.labels]
         if kind_family.needs_labels and not self.labels:
@@ -165,7 +172,7 @@ class FinetunedModel:
         """A copy with some settings replaced, checked as a record is (e.g. an export's options).
 
         Args:
-            **overrides: `seq_length`, `lowercase`, or a setting of the kind
+            **overrides: `seq_length`, `lowercase`, `strip_accents`, or a setting of the kind
                 (`bert_keras.families`: `text_pair`, `null_score_diff_threshold`,
                 `max_windows`, ...); None leaves a value as it is.
 
@@ -181,22 +188,25 @@ class FinetunedModel:
         >>> record.with_settings(pooling="cls")
         Traceback (most recent call last):
         ...
-        bert_keras.finetuned_model.FinetunedModelError: pooling=: not a setting of a squad model; its settings: doc_stride, max_answer_length, max_query_length, max_windows, n_best_size, null_score_diff_threshold, version_2 (and seq_length, lowercase)
+        bert_keras.finetuned_model.FinetunedModelError: pooling=: not a setting of a squad model; its settings: doc_stride, evaluation_metric, max_answer_length, max_query_length, max_windows, n_best_size, null_score_diff_threshold, version_2 (and seq_length, lowercase, strip_accents)
         """
         given = {key: value for key, value in overrides.items() if value is not None}
-        fields = {key: given.pop(key) for key in ("seq_length", "lowercase") if key in given}
+        fields = {key: given.pop(key) for key in ("seq_length", "lowercase", "strip_accents") if key in given}
         defaults = family(self.kind).default_settings
         for key, value in given.items():
             if key not in defaults:
                 raise FinetunedModelError(
                     f"{key}=: not a setting of a {self.kind} model; its settings: "
-                    f"{', '.join(sorted(defaults))} (and seq_length, lowercase)")
+                    f"{', '.join(sorted(defaults))} (and seq_length, lowercase, strip_accents)")
             _check_override(key, value, *_setting_types(defaults[key]))
         if "seq_length" in fields:
             _check_override("seq_length", fields["seq_length"], (int,), "a positive integer",
                             lambda v: v >= 1)
-        if "lowercase" in fields:
-            _check_override("lowercase", fields["lowercase"], (bool,), "true or false")
+        for key in ("lowercase", "strip_accents"):
+            if key in fields:
+                _check_override(key, fields[key], (bool,), "true or false")
+        if "lowercase" in fields and "strip_accents" not in fields:
+            fields["strip_accents"] = None  # follows the new casing, unless given
         return dataclasses.replace(self, settings={**self.settings, **given}, **fields)
 
     @property
@@ -205,10 +215,11 @@ class FinetunedModel:
         return self.model.encoder.config
 
     def tokenizer(self, backend="tf_text"):
-        """A `pipelines.BertTokenizer` of this model's vocabulary and casing."""
+        """A `pipelines.BertTokenizer` of this model's vocabulary, casing and accent rule."""
         from pipelines import BertTokenizer
 
-        return BertTokenizer(self.vocab_file, lowercase=self.lowercase, backend=backend)
+        return BertTokenizer(self.vocab_file, lowercase=self.lowercase, strip_accents=self.strip_accents,
+                             backend=backend)
 
     def packer(self, tokenizer):
         """A `pipelines.BertPacker` at this model's `seq_length` with `tokenizer`'s special ids."""
@@ -297,7 +308,8 @@ def save_finetuned(directory, finetuned, *, overwrite=False):
             "kind": finetuned.kind,
             "seq_length": int(finetuned.seq_length),
             "labels": finetuned.labels,
-            "tokenizer": {"vocab": VOCAB_FILE, "lowercase": bool(finetuned.lowercase)},
+            "tokenizer": {"vocab": VOCAB_FILE, "lowercase": bool(finetuned.lowercase),
+                          "strip_accents": bool(finetuned.strip_accents)},
             "settings": finetuned.settings,
             "encoder_config": finetuned.model.encoder.config.to_dict(),
             "training": finetuned.training,
@@ -498,6 +510,8 @@ def _fields_v2(directory, info):
     tokenizer = _field(info, "tokenizer", (dict,), where, default={}, expected="an object")
     vocab = _field(tokenizer, "vocab", (str,), f"{where} field 'tokenizer'", default=VOCAB_FILE)
     lowercase = _field(tokenizer, "lowercase", (bool,), f"{where} field 'tokenizer'", default=True)
+    # Written since strip_accents became a setting; before, it always followed lowercase.
+    strip_accents = _field(tokenizer, "strip_accents", (bool,), f"{where} field 'tokenizer'", default=lowercase)
     settings = _field(info, "settings", (dict,), where, default={}, expected="an object")
     training = _field(info, "training", (dict,), where, default={}, expected="an object")
     labels, labels_source = _label_list(info, where), f"{where} field 'labels'"
@@ -506,7 +520,8 @@ def _fields_v2(directory, info):
         labels = _read_labels(labels_source)
     return dict(kind=kind, seq_length=_positive_int(info, "seq_length", where), labels=labels,
                 labels_source=labels_source, vocab_file=os.path.join(directory, vocab),
-                lowercase=lowercase, settings=_check_settings(kind, dict(settings), where),
+                lowercase=lowercase, strip_accents=strip_accents,
+                settings=_check_settings(kind, dict(settings), where),
                 training=dict(training))
 
 

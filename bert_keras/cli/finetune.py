@@ -51,7 +51,8 @@ def run(args):
         spec, args.init, args.output_dir, overwrite=args.overwrite, epochs=args.epochs,
         batch_size=args.batch_size, learning_rate=args.learning_rate, warmup_ratio=args.warmup_ratio,
         seq_length=args.seq_length, max_steps=args.max_steps, checkpoint_every=args.checkpoint_every,
-        strategy=args.strategy, tpu=args.tpu, seed=args.seed, vocab_file=args.vocab, lowercase=not args.cased,
+        strategy=args.strategy, tpu=args.tpu, seed=args.seed, vocab_file=args.vocab,
+        lowercase=False if args.cased else None, strip_accents=args.strip_accents,
         evaluate=not args.no_eval, tune_threshold=args.tune_threshold,
         verbose=1 if sys.stdout.isatty() else 2, log=print)  # a progress bar with ETA; else a line per epoch
     print(f"\ndone in {time.time() - started:.0f}s")

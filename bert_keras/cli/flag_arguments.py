@@ -13,6 +13,7 @@ destination, so scripts written against an older name do not break.
 
 import argparse
 import dataclasses
+from typing import Optional
 
 # concept -> the flag that names it in every subcommand that takes it
 FLAG_NAMES = {
@@ -25,6 +26,7 @@ FLAG_NAMES = {
     "a directory the command writes": "--output-dir",
     "the WordPiece vocabulary file": "--vocab",
     "cased tokenization": "--cased",
+    "accent stripping (HF's strip_accents)": "--strip-accents",
     "tokens per sequence, [CLS]/[SEP] included": "--seq-length",
     "masked positions per sequence": "--max-predictions",
     "examples per step (over all replicas)": "--batch-size",
@@ -135,9 +137,22 @@ def add_encoder_options(parser, *, seq_length_help, seq_length_default=None, ini
     if init_help:
         parser.add_argument("--init", required=True, metavar="SPEC", help=init_help)
     parser.add_argument("--vocab", help=f"{applies_to}vocab.txt, when the model has none beside it")
-    parser.add_argument("--cased", action="store_true",
-                        help=f"{applies_to}cased tokenization (no lowercasing or accent stripping)")
+    add_case_options(parser, applies_to=applies_to)
     add_option(parser, "--seq-length", "--max-length", type=int, default=seq_length_default, help=seq_length_help)
+
+
+STRIP_ACCENTS_HELP = ("strip accents (NFD, drop combining marks); default: when lowercasing, as BERT's uncased "
+                      "rules and HF's strip_accents. --no-strip-accents lowercases only, keeping Hangul syllables "
+                      "and accented letters whole: Korean vocabularies need it")
+
+
+def add_case_options(parser, *, applies_to="", cased_help=None):
+    """`--cased` and `--strip-accents / --no-strip-accents` (dest `strip_accents`: None, True or False):
+    how text is normalized before word pieces (`pipelines.BertTokenizer(lowercase=, strip_accents=)`)."""
+    parser.add_argument("--cased", action="store_true",
+                        help=cased_help or f"{applies_to}cased tokenization (no lowercasing or accent stripping)")
+    parser.add_argument("--strip-accents", action=argparse.BooleanOptionalAction, default=None,
+                        help=f"{applies_to}{STRIP_ACCENTS_HELP}")
 
 
 def add_field_options(parser, options_class):
@@ -157,6 +172,8 @@ def add_field_options(parser, options_class):
         required = field.default is dataclasses.MISSING
         if field.type is bool:
             options = {"action": "store_false" if field.default else "store_true"}
+        elif field.type == Optional[bool]:
+            options = {"action": argparse.BooleanOptionalAction, "default": field.default}
         else:
             metavar = flag.get("metavar")
             if metavar is None and not flag.get("choices"):

@@ -8,7 +8,7 @@ logs, and the final encoder as encoder.keras. Rerunning a finished run does noth
 import sys
 import time
 
-from bert_keras.cli.flag_arguments import add_option, positive_float, positive_int, seed
+from bert_keras.cli.flag_arguments import add_case_options, add_option, positive_float, positive_int, seed
 
 CONFIGS = "tiny, mini, small, medium, base, large"
 
@@ -28,7 +28,8 @@ def register(subparsers, summary):
                help="raw text files, one sentence per line, blank line between documents (dynamic masking)")
     parser.add_argument("--vocab", metavar="VOCAB",
                         help="vocab.txt (needed with --input; sizes a named --config; copied to the output)")
-    parser.add_argument("--cased", action="store_true", help="cased tokenization (with --input)")
+    add_case_options(parser, cased_help="cased tokenization (default: as the vocabulary's tokenizer_config.json "
+                                        "says, else uncased)")
     parser.add_argument("--config", default="base", metavar="NAME|JSON",
                         help=f"model size ({CONFIGS}) or a config JSON (ours, google or HF); "
                              "ignored with --init (default base)")
@@ -74,7 +75,8 @@ def run(args):
     started = time.time()
     result = Pretrainer.pretrain(
         args.output_dir, steps=args.steps, records=args.data, corpus=args.input, config=args.config,
-        init=args.init, vocab_file=args.vocab, lowercase=not args.cased, seq_length=args.seq_length,
+        init=args.init, vocab_file=args.vocab, lowercase=False if args.cased else None,
+        strip_accents=args.strip_accents, seq_length=args.seq_length,
         max_predictions=args.max_predictions, batch_size=args.batch_size, learning_rate=args.learning_rate,
         warmup_steps=args.warmup_steps, weight_decay=args.weight_decay, seed=args.seed,
         checkpoint_every=args.checkpoint_every, keep_checkpoints=args.keep_checkpoints,

@@ -3,7 +3,7 @@
 import sys
 
 from bert_keras import json_output
-from bert_keras.cli.flag_arguments import add_option
+from bert_keras.cli.flag_arguments import add_case_options, add_option
 from bert_keras.cli.main import CommandError
 
 
@@ -21,7 +21,8 @@ def register(subparsers, summary):
     source.add_argument("--vocab", help="vocab.txt")
     source.add_argument("--init", metavar="SPEC",
                         help="take the vocabulary of a model (hf:DIR, tf1:CKPT, keras-hub:DIR, pip:PACKAGE)")
-    parser.add_argument("--cased", action="store_true", help="cased rules (no lowercasing or accent stripping)")
+    add_case_options(parser, cased_help="cased rules (no lowercasing or accent stripping; default: as the "
+                                        "vocabulary's tokenizer_config.json says, else uncased)")
     add_option(parser, "--tokenizer", "--backend", choices=["tf_text", "core"], default="tf_text",
                help="tokenizer backend (identical output)")
     parser.add_argument("--pair", metavar="TEXT_B", help="second segment: show the packed [CLS] A [SEP] B [SEP] input")
@@ -44,8 +45,11 @@ def run(args):
     vocab = args.vocab or find_vocabulary(args.init)
     if vocab is None:
         raise CommandError(f"{args.init} has no vocab.txt; pass --vocab FILE")
+    from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
+
+    rules = resolve_tokenizer_settings(vocab, False if args.cased else None, args.strip_accents)
     tokenizer = BertTokenizer(
-        vocab, lowercase=not args.cased, backend=args.tokenizer,
+        vocab, **rules, backend=args.tokenizer,
         max_input_chars_per_word=args.max_chars_per_word,
     )
     for record in tokenizer.tokenization_records(texts, args.pair, args.seq_length):

@@ -36,7 +36,8 @@ class FinetuningResult:
 
 def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=None, learning_rate=None,
              warmup_ratio=0.1, seq_length=None, max_steps=None, checkpoint_every=None, strategy="auto",
-             tpu=None, seed=0, vocab_file=None, lowercase=True, evaluate=True, tune_threshold=False,
+             tpu=None, seed=0, vocab_file=None, lowercase=None, strip_accents=None, evaluate=True,
+             tune_threshold=False,
              verbose=2, log=print):
     """Fine-tunes `init` on `spec`'s data, saves the task in `output_dir`, scores it on dev.
 
@@ -49,7 +50,8 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
         batch_size, learning_rate: None = `recipe_for_data`'s choice for the data size.
         checkpoint_every: steps between run backups (None: every epoch).
         strategy, tpu: `bert_keras.training.get_strategy` arguments.
-        vocab_file, lowercase: the tokenizer, when the weights carry none.
+        vocab_file, lowercase, strip_accents: the tokenizer, when the weights carry none (None: the
+            checkpoint's `tokenizer_config.json`, else uncased; `TextTask.from_pretrained`).
         evaluate: score the dev split at the end (no dev data: logged, the model kept).
         tune_threshold: SQuAD v2.0: keep the dev set's best null threshold.
         verbose: Keras' verbosity of `fit` (1: progress bar; evaluation shows one too).
@@ -83,7 +85,7 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
     with strategy.scope():
         task = spec.task_class.from_pretrained(
             init, seq_length=seq_length, learning_rate=learning_rate, warmup_ratio=warmup_ratio,
-            vocab_file=vocab_file, lowercase=lowercase, **spec.model_options())
+            vocab_file=vocab_file, lowercase=lowercase, strip_accents=strip_accents, **spec.model_options())
     config = task.encoder.config
     log(f"task {spec.spec}: batch {batch_size}, {epochs:g} epochs"
         + (f" (at most {max_steps} steps)" if max_steps else "")

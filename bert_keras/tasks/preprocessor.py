@@ -162,6 +162,7 @@ class TextPreprocessor(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(vocab_file=self.tokenizer.vocab_file, lowercase=self.tokenizer.lowercase,
+                      strip_accents=self.tokenizer.strip_accents,
                       seq_length=self.seq_length, labels=self.labels, regression=self.regression,
                       pad_to=self.pad_to)
         return config
@@ -171,7 +172,8 @@ class TextPreprocessor(keras.layers.Layer):
         from pipelines import BertTokenizer
 
         config = dict(config)
-        tokenizer = BertTokenizer(config.pop("vocab_file"), lowercase=config.pop("lowercase"))
+        tokenizer = BertTokenizer(config.pop("vocab_file"), lowercase=config.pop("lowercase"),
+                                  strip_accents=config.pop("strip_accents", None))
         return cls(tokenizer, **config)
 
 

@@ -50,9 +50,10 @@ class Pretrainer(BertPretrainer):
 
     vocab_file = None
     lowercase = True
+    strip_accents = None
 
     @classmethod
-    def from_config(cls, config, *, vocab_file=None, lowercase=True, dtype=None):
+    def from_config(cls, config, *, vocab_file=None, lowercase=None, strip_accents=None, dtype=None):
         """A randomly initialised pretrainer.
 
         Args:
@@ -61,25 +62,32 @@ class Pretrainer(BertPretrainer):
                 config JSON file (ours, google-research's or Hugging Face's).
             vocab_file: the WordPiece vocabulary (needed by a size name and
                 by `fit(corpus=)`).
-            lowercase: uncased tokenization of the corpus.
+            lowercase, strip_accents: the corpus' tokenization (None: the vocabulary's
+                `tokenizer_config.json`, else uncased; `pipelines.tokenizer.tokenizer_config`).
             dtype: a Keras dtype policy (`"mixed_float16"`, ...); None = the global one.
         """
         from bert_keras.encoder import BertEncoder
 
         pretrainer = cls(BertEncoder(read_config(config, vocab_file), dtype=dtype))
         pretrainer.vocab_file = None if vocab_file is None else os.fspath(vocab_file)
-        pretrainer.lowercase = bool(lowercase)
+        pretrainer._set_tokenization(lowercase, strip_accents)
         return pretrainer
 
+    def _set_tokenization(self, lowercase, strip_accents):
+        from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
+
+        rules = resolve_tokenizer_settings(self.vocab_file, lowercase, strip_accents)
+        self.lowercase, self.strip_accents = bool(rules["lowercase"]), rules["strip_accents"]
+
     @classmethod
-    def from_pretrained(cls, spec, *, vocab_file=None, lowercase=True, strict=False, dtype=None,
-                        name="bert_pretrainer"):
+    def from_pretrained(cls, spec, *, vocab_file=None, lowercase=None, strip_accents=None, strict=False,
+                        dtype=None, name="bert_pretrainer"):
         """Continues pretraining from a checkpoint (`BertPretrainer.from_pretrained`)."""
         from bert_keras.checkpoints import find_vocabulary
 
         pretrainer = super().from_pretrained(spec, strict=strict, dtype=dtype, name=name)
         pretrainer.vocab_file = vocab_file or find_vocabulary(spec)
-        pretrainer.lowercase = bool(lowercase)
+        pretrainer._set_tokenization(lowercase, strip_accents)
         return pretrainer
 
     def fit(self, x=None, y=None, *, corpus=None, records=None, output_dir=None, steps=None,
@@ -115,7 +123,7 @@ class Pretrainer(BertPretrainer):
                 "sized by steps= (and batch_size=), its data is the corpus / records")
         make_dataset = dataset_factory(
             corpus=corpus, records=records, vocab_file=self.vocab_file, lowercase=self.lowercase,
-            batch_size=batch_size, seq_length=seq_length, max_predictions=max_predictions, seed=seed)
+            strip_accents=self.strip_accents, batch_size=batch_size, seq_length=seq_length, max_predictions=max_predictions, seed=seed)
         return run_pretraining(
             build_model=lambda: self, make_dataset=make_dataset, output_dir=output_dir,
             num_train_steps=int(steps), global_batch_size=batch_size,
@@ -131,7 +139,7 @@ class Pretrainer(BertPretrainer):
 
     @classmethod
     def pretrain(cls, output_dir, *, steps, corpus=None, records=None, config="base", init=None,
-                 vocab_file=None, lowercase=True, seq_length=128, max_predictions=20, batch_size=32,
+                 vocab_file=None, lowercase=None, strip_accents=None, seq_length=128, max_predictions=20, batch_size=32,
                  learning_rate=1e-4, warmup_steps=None, weight_decay=0.01, seed=0,
                  checkpoint_every=1000, keep_checkpoints=3, strategy="auto", tpu=None,
                  mixed_precision="auto", jit_compile="auto", steps_per_execution=1, overwrite=False,
@@ -159,7 +167,9 @@ class Pretrainer(BertPretrainer):
             config: model size or config (see `from_config`); ignored with `init`.
             init: start from these weights (encoder, and pretraining heads when
                 present): any spec `BertPretrainer.from_pretrained` reads.
-            vocab_file, lowercase: the vocabulary (copied to `output_dir`) and its case rule.
+            vocab_file, lowercase, strip_accents: the vocabulary (copied to `output_dir`, with HF's
+                `tokenizer_config.json`) and its rules (None: the vocabulary's `tokenizer_config.json`,
+                else uncased). Korean vocabularies: `strip_accents=False` keeps syllables whole.
             seq_length, max_predictions, batch_size: the global batch and its shapes.
             learning_rate, warmup_steps (default steps // 10), weight_decay: the optimizer.
             seed: model initialisation, dropout, data order and masking.
@@ -194,20 +204,32 @@ class Pretrainer(BertPretrainer):
         if batch_size % replicas:
             raise TaskInputError(f"the global batch size {batch_size} is not divisible by {replicas} replicas")
         policy = apply_policy(mixed_precision, strategy)
+        if vocab_file is None and init:
+            from bert_keras.checkpoints import find_vocabulary
+
+            vocab_file = find_vocabulary(init)
+        from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
+
+        rules = resolve_tokenizer_settings(vocab_file, lowercase, strip_accents)
+        lowercase, strip_accents = rules["lowercase"], rules["strip_accents"]
         model_config = None if init else read_config(config, vocab_file)
         make_dataset = dataset_factory(
             corpus=corpus, records=records, vocab_file=vocab_file, lowercase=lowercase,
-            batch_size=batch_size, seq_length=seq_length, max_predictions=max_predictions, seed=seed)
+            strip_accents=strip_accents, batch_size=batch_size, seq_length=seq_length,
+            max_predictions=max_predictions, seed=seed)
 
         def build_model():
             if init:
-                return cls.from_pretrained(init, vocab_file=vocab_file, lowercase=lowercase, dtype=policy)
-            return cls.from_config(model_config, vocab_file=vocab_file, lowercase=lowercase, dtype=policy)
+                return cls.from_pretrained(init, vocab_file=vocab_file, lowercase=lowercase,
+                                           strip_accents=strip_accents, dtype=policy)
+            return cls.from_config(model_config, vocab_file=vocab_file, lowercase=lowercase,
+                                   strip_accents=strip_accents, dtype=policy)
 
         (log or logging.getLogger(__name__).info)(
             f"strategy: {describe(strategy)}; dtype policy {policy}; global batch {batch_size}")
         settings = run_settings(
-            records=records, corpus=corpus, vocab_file=vocab_file, lowercase=lowercase, config=config,
+            records=records, corpus=corpus, vocab_file=vocab_file, lowercase=lowercase,
+            strip_accents=strip_accents, config=config,
             init=init, seq_length=seq_length, max_predictions=max_predictions, batch_size=batch_size,
             learning_rate=learning_rate, weight_decay=weight_decay, seed=seed,
             checkpoint_every=checkpoint_every, steps_per_execution=steps_per_execution)
@@ -218,7 +240,8 @@ class Pretrainer(BertPretrainer):
             strategy=strategy, steps_per_execution=steps_per_execution, jit_compile=jit_compile,
             checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints, verbose=verbose,
             run_settings=settings, overwrite=overwrite, seed=seed,
-            save_outputs=lambda model: save_outputs(model, output_dir, vocab_file),
+            save_outputs=lambda model: save_outputs(model, output_dir, vocab_file,
+                                                    {"lowercase": lowercase, "strip_accents": strip_accents}),
             input_paths=input_paths(vocab_file=vocab_file, init=init, config=config, corpus=corpus, records=records))
 
 
@@ -258,7 +281,8 @@ def read_config(config, vocab_file=None):
     return BertConfig.from_json(config)
 
 
-def dataset_factory(*, corpus, records, vocab_file, lowercase, batch_size, seq_length, max_predictions, seed):
+def dataset_factory(*, corpus, records, vocab_file, lowercase, batch_size, seq_length, max_predictions, seed,
+                    strip_accents=None):
     """A () -> infinite `tf.data.Dataset` of global `(x, y)` batches, the same stream on every call.
 
     The inputs are checked before any model is built: records must exist and
@@ -293,12 +317,13 @@ def dataset_factory(*, corpus, records, vocab_file, lowercase, batch_size, seq_l
         raise TaskInputError("corpus= needs the vocabulary: Pretrainer.from_config(..., vocab_file=)")
     from pipelines import BertTokenizer
 
-    tokenizer = BertTokenizer(vocab_file, lowercase=lowercase)
+    tokenizer = BertTokenizer(vocab_file, lowercase=lowercase, strip_accents=strip_accents)
     return lambda: pretraining_data.dynamic_pretraining_dataset(corpus, tokenizer, **common)
 
 
 def run_settings(*, records, corpus, vocab_file, lowercase, config, init, seq_length, max_predictions,
-                 batch_size, learning_rate, weight_decay, seed, checkpoint_every, steps_per_execution):
+                 batch_size, learning_rate, weight_decay, seed, checkpoint_every, steps_per_execution,
+                 strip_accents=None):
     """What identifies a run in its `run.json`: a rerun must match it to resume or continue."""
     def absolute(path):
         if path is None:
@@ -322,6 +347,9 @@ def run_settings(*, records, corpus, vocab_file, lowercase, config, init, seq_le
         "init": weights(init), "seq_length": seq_length, "max_predictions": max_predictions,
         "global_batch_size": batch_size, "learning_rate": learning_rate, "weight_decay": weight_decay,
         "seed": seed, "checkpoint_every": checkpoint_every, "steps_per_execution": steps_per_execution,
+        # only when it departs from the casing, so that runs recorded before the setting still match
+        **({"strip_accents": bool(strip_accents)}
+           if strip_accents is not None and bool(strip_accents) != bool(lowercase) else {}),
     }
 
 
@@ -341,8 +369,9 @@ def input_paths(*, vocab_file=None, init=None, config=None, corpus=None, records
     return [os.fspath(p) for p in [vocab_file, *paths] if p]
 
 
-def save_outputs(model, output_dir, vocab_file=None):
-    """`encoder.keras` (atomically), `config.json` and a copy of `vocab_file` into `output_dir`."""
+def save_outputs(model, output_dir, vocab_file=None, tokenizer_settings=None):
+    """`encoder.keras` (atomically), `config.json`, a copy of `vocab_file` and HF's `tokenizer_config.json`
+    (the tokenization the run used, so that fine-tuning reads text the same way) into `output_dir`."""
     from pipelines.atomic_writes import model_nbytes, staged_path
 
     with staged_path(os.path.join(output_dir, "encoder.keras"), size=model_nbytes(model.encoder, optimizer=False),
@@ -352,6 +381,11 @@ def save_outputs(model, output_dir, vocab_file=None):
     target = os.path.join(output_dir, "vocab.txt")
     if vocab_file and not (os.path.exists(target) and os.path.samefile(vocab_file, target)):
         shutil.copyfile(vocab_file, target)
+    if vocab_file and tokenizer_settings is not None:
+        from pipelines.tokenizer.tokenizer_config import write_tokenizer_settings
+
+        write_tokenizer_settings(target, lowercase=tokenizer_settings.get("lowercase", True),
+                                 strip_accents=tokenizer_settings.get("strip_accents"))
 
 
 def _refuse_raw_text(x, call):

@@ -24,6 +24,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
 from bert_keras.families import family, resolve
 from bert_keras.finetuned_model import FinetunedModel, is_finetuned_directory
 from bert_keras.finetuned_model import read_finetuned, save_finetuned
@@ -35,6 +36,16 @@ from bert_keras.tasks.inputs import TaskInputError, check_count, check_epochs, c
 from bert_keras.tasks.inputs import check_tokenized
 from bert_keras.tasks.inputs import check_sample_weight, is_tokenized, label_ids, num_rows, take_rows
 from bert_keras.training.backup import BACKUP_FILES, RunBackup
+from pipelines.tokenizer.normalize import resolved_strip_accents
+
+
+def _check_same_tokenization(task, directory, lowercase, strip_accents):
+    """A fine-tuned model keeps the tokenization it was trained with: other rules are refused."""
+    for name, given, saved in (("lowercase", lowercase, task._text.lowercase),
+                               ("strip_accents", strip_accents, task._text.strip_accents)):
+        if given is not None and bool(given) != saved:
+            raise TaskInputError(f"{name}={given}: {directory} was fine-tuned with {name}={saved}; a model "
+                                 "tokenizes as it was trained (leave it unset)")
 
 
 @dataclasses.dataclass
@@ -49,6 +60,7 @@ class TextSide:
     training: Dict[str, Any]
     eval_results: Optional[Dict[str, Any]] = None
     tokenizer: Any = None
+    strip_accents: bool = True  # NFD + drop combining marks (False: Hangul syllables kept whole)
 
 
 def _fitting(method):
@@ -82,7 +94,7 @@ class TextTask(keras.Model):
     # google-research run_squad.py); frozen, Keras does not warn about it every epoch.
     freeze_pooler = False
 
-    def __init__(self, head, *, vocab_file, seq_length=None, lowercase=True, labels=None,
+    def __init__(self, head, *, vocab_file, seq_length=None, lowercase=True, strip_accents=None, labels=None,
                  settings=None, training=None, eval_results=None, name=None):
         super().__init__(name=name or type(self).__name__)
         if self._pooler_unused(head):
@@ -94,7 +106,8 @@ class TextTask(keras.Model):
             raise TaskInputError(f"seq_length {seq_length} exceeds the model's {positions} positions")
         self._text = TextSide(os.fspath(vocab_file), bool(lowercase), seq_length,
                               tuple(str(label) for label in labels) if labels is not None else None,
-                              {}, dict(training or {}), eval_results)
+                              {}, dict(training or {}), eval_results,
+                              strip_accents=resolved_strip_accents(lowercase, strip_accents))
         self._text.settings = family(self.kind).settings_with_defaults(settings)
         tokenizer = self.tokenizer
         if tokenizer.vocabulary_size != head.encoder.config.vocab_size:
@@ -136,7 +149,8 @@ class TextTask(keras.Model):
         if self._text.tokenizer is None:
             from pipelines import BertTokenizer
 
-            self._text.tokenizer = BertTokenizer(self._text.vocab_file, lowercase=self._text.lowercase)
+            self._text.tokenizer = BertTokenizer(self._text.vocab_file, lowercase=self._text.lowercase,
+                                                 strip_accents=self._text.strip_accents)
         return self._text.tokenizer
 
     @property
@@ -195,7 +209,7 @@ class TextTask(keras.Model):
     @classmethod
     def from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length=None,
                         learning_rate=2e-5, warmup_ratio=0.1, weight_decay=0.01, vocab_file=None,
-                        lowercase=True, dropout=0.1, **options):
+                        lowercase=None, strip_accents=None, dropout=0.1, **options):
         """A task on a pretrained encoder (or a fine-tuned directory), compiled with BERT's recipe.
 
         Args:
@@ -215,7 +229,10 @@ class TextTask(keras.Model):
                 last step `fit` will run, global-norm clipping at 1.0.
                 Calling `compile(...)` yourself replaces it.
             vocab_file: the WordPiece vocabulary, when the spec has none beside it.
-            lowercase: uncased tokenization (False for cased models).
+            lowercase: uncased tokenization (False for cased models). None: as the checkpoint's
+                `tokenizer_config.json` says (`do_lower_case`), else True.
+            strip_accents: NFD + drop combining marks (None: as the checkpoint says, else as
+                `lowercase`). Korean vocabularies need False: Hangul syllables stay whole.
             dropout: the head's dropout.
             **options: the task's own settings (see each class).
 
@@ -227,6 +244,7 @@ class TextTask(keras.Model):
         spec_path = os.fspath(spec)
         if is_finetuned_directory(spec_path):
             task = load(spec_path, expected=cls)
+            _check_same_tokenization(task, spec_path, lowercase, strip_accents)
             task._keep_head(spec_path, labels=labels, num_classes=num_classes, **options)
             if seq_length:
                 task._text.seq_length = int(seq_length)
@@ -239,8 +257,9 @@ class TextTask(keras.Model):
                 raise TaskInputError(f"{spec_path}: no vocab.txt beside the model; pass vocab_file=")
             labels, head, settings = cls._build_head(encoder, labels=labels, num_classes=num_classes,
                                                      dropout=dropout, **options)
-            task = cls(head, vocab_file=vocab, seq_length=seq_length, lowercase=lowercase, labels=labels,
-                       settings=settings, training={"init": spec_path})
+            rules = resolve_tokenizer_settings(vocab, lowercase, strip_accents)
+            task = cls(head, vocab_file=vocab, seq_length=seq_length, labels=labels,
+                       settings=settings, training={"init": spec_path}, **rules)
         task._compile_recipe(**recipe)
         task._check_family_rule()
         return task
@@ -297,7 +316,8 @@ class TextTask(keras.Model):
     @classmethod
     def _from_finetuned(cls, finetuned):
         return cls(finetuned.model, vocab_file=finetuned.vocab_file, seq_length=finetuned.seq_length,
-                   lowercase=finetuned.lowercase, labels=finetuned.labels, settings=finetuned.settings,
+                   lowercase=finetuned.lowercase, strip_accents=finetuned.strip_accents,
+                   labels=finetuned.labels, settings=finetuned.settings,
                    training=finetuned.training, eval_results=finetuned.eval_results)
 
     # -- compile: the recipe, sized when fit knows the steps -----------------------
@@ -489,7 +509,10 @@ class TextTask(keras.Model):
                 batch_size=batch_size, seed=seed, recipe=_digest(self._recipe), weights=_weights_digest(self.head),
                 data=_digest((x, y, sample_weight)),
                 reading=_digest({"seq_length": self.seq_length, "lowercase": self._text.lowercase,
-                                 "labels": self.labels, "settings": self.settings}))]
+                                 "labels": self.labels, "settings": self.settings,
+                                 # only when it departs from the casing: digests of earlier runs hold
+                                 **({"strip_accents": self._text.strip_accents}
+                                    if self._text.strip_accents != self._text.lowercase else {})}))]
         keras_epochs, callbacks = _keras_epochs(total_steps, steps_per_epoch, callbacks)
         # Repeat: fractional epochs and max_steps split into whole Keras epochs, the last one
         # cut at the last step. shuffle=False: the dataset shuffles itself.
@@ -931,7 +954,7 @@ class TextTask(keras.Model):
         kind = self.kind(self) if callable(self.kind) else self.kind
         return FinetunedModel(kind=kind, model=self.head, vocab_file=self._text.vocab_file,
                               seq_length=self.seq_length, lowercase=self._text.lowercase,
-                              labels=self.labels, settings=self.settings, training=self._text.training,
+                              strip_accents=self._text.strip_accents, labels=self.labels, settings=self.settings, training=self._text.training,
                               eval_results=self._text.eval_results)
 
     def save(self, directory, overwrite=None, **kwargs):
@@ -962,6 +985,7 @@ class TextTask(keras.Model):
             vocabulary = handle.read().splitlines()
         return {"name": self.name, "head": keras.saving.serialize_keras_object(self.head),
                 "vocabulary": vocabulary, "lowercase": self._text.lowercase,
+                "strip_accents": self._text.strip_accents,
                 "seq_length": self._text.seq_length, "labels": self.labels, "settings": self.settings,
                 "training": dict(self._text.training), "eval_results": self._text.eval_results,
                 "recipe": self._recipe, "frozen": frozen_layers(self)}

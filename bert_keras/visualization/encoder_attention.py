@@ -64,14 +64,15 @@ class EncoderAttention:
         return [(float(row[j]), int(j)) for j in np.argsort(-row, kind="stable")[:top_k]]
 
 
-def encoder_attention(spec, texts, *, vocab_file=None, lowercase=True, seq_length=128):
+def encoder_attention(spec, texts, *, vocab_file=None, lowercase=None, strip_accents=None, seq_length=128):
     """Runs the encoder of `spec` on one text or a pair (`[CLS] A [SEP] B [SEP]`).
 
     Args:
         spec: anything `bert_keras.checkpoints.load_pretrained` reads.
         texts: `[text]` or `[text_a, text_b]`.
         vocab_file: the vocabulary, when the model has none beside it.
-        lowercase: uncased tokenization.
+        lowercase, strip_accents: the tokenizer's rules (None: the checkpoint's
+            `tokenizer_config.json`, else uncased: `pipelines.tokenizer.tokenizer_config`).
         seq_length: at most this many tokens (and the model's positions).
 
     Returns:
@@ -83,6 +84,7 @@ def encoder_attention(spec, texts, *, vocab_file=None, lowercase=True, seq_lengt
     import tensorflow as tf
 
     from bert_keras.checkpoints import find_vocabulary, load_pretrained
+    from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
     from pipelines import BertPacker, BertTokenizer
 
     if not 1 <= len(texts) <= 2:
@@ -92,7 +94,7 @@ def encoder_attention(spec, texts, *, vocab_file=None, lowercase=True, seq_lengt
     vocab_file = vocab_file or find_vocabulary(spec)
     if vocab_file is None:
         raise ValueError(f"{spec} has no vocab.txt beside it; pass the vocabulary")
-    tokenizer = BertTokenizer(vocab_file, lowercase=lowercase)
+    tokenizer = BertTokenizer(vocab_file, **resolve_tokenizer_settings(vocab_file, lowercase, strip_accents))
     if tokenizer.vocabulary_size != config.vocab_size:
         raise ValueError(f"the vocabulary has {tokenizer.vocabulary_size} tokens but the model expects "
                          f"{config.vocab_size}: pass the model's own vocab.txt")

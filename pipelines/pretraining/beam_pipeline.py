@@ -174,7 +174,7 @@ def build_pipeline(pipeline, settings: PretrainingDataSettings, keyed_files, voc
     tokenized = (
         documents
         | "BatchDocuments" >> beam.BatchElements(min_batch_size=16, max_batch_size=512)
-        | "Tokenize" >> beam.ParDo(_Tokenize(settings.vocab_file, settings.lowercase))
+        | "Tokenize" >> beam.ParDo(_Tokenize(settings.vocab_file, settings.lowercase, settings.strip_accents))
     )
     count = tokenized | "CountDocuments" >> beam.combiners.Count.Globally()
     return (
@@ -275,9 +275,10 @@ class _ReadDocuments(beam.DoFn):
 class _Tokenize(beam.DoFn):
     """Batches of (document id, sentences) -> (document id, token ids, sentence lengths); empty documents dropped."""
 
-    def __init__(self, vocab_file, lowercase):
+    def __init__(self, vocab_file, lowercase, strip_accents=None):
         self.vocab_file = vocab_file
         self.lowercase = lowercase
+        self.strip_accents = strip_accents
         self.documents = _counter("documents")
         self.sentences = _counter("sentences")
         self.tokens = _counter("tokens")
@@ -285,7 +286,7 @@ class _Tokenize(beam.DoFn):
     def setup(self):
         from pipelines.tokenizer import BertTokenizer
 
-        self.tokenizer = BertTokenizer(self.vocab_file, lowercase=self.lowercase)
+        self.tokenizer = BertTokenizer(self.vocab_file, lowercase=self.lowercase, strip_accents=self.strip_accents)
 
     def process(self, batch):
         tokenized = tokenize_documents([sentences for _, sentences in batch], self.tokenizer)

@@ -7,7 +7,7 @@ field's `metadata["flag"]` holds its flag (`name`, former spellings `old_names`,
 
 import dataclasses
 import os
-from typing import Sequence, Tuple, Union
+from typing import Optional, Sequence, Tuple, Union
 
 FORMATS = ("bert", "text", "lines")
 DECODE_ERRORS = ("strict", "replace")
@@ -63,6 +63,10 @@ class PretrainingDataSettings:
         vocab_file: the WordPiece `vocab.txt`; must contain `[MASK]`.
         output_prefix: shards are `{output_prefix}-0000j-of-0000N.tfrecord`.
         lowercase: uncased tokenization (`do_lower_case`).
+        strip_accents: NFD + drop combining marks (None: as `lowercase`); False with `lowercase`
+            keeps Hangul syllables and accented letters whole (Korean vocabularies). With both
+            left at their defaults, the rules recorded beside the vocabulary (HF's
+            `tokenizer_config.json`, written by `bert-keras vocab`) apply.
         format: corpus layout: `"bert"`, `"text"` or `"lines"`.
         decode_errors: `"strict"` or `"replace"` (see `read_corpus`).
         max_seq_length: `S`, at least 5.
@@ -91,6 +95,9 @@ class PretrainingDataSettings:
     output_prefix: str = _setting(
         dataclasses.MISSING, "shards are written as PREFIX-00000-of-0000N.tfrecord", None, "--output_prefix")
     lowercase: bool = _setting(True, "cased rules (do_lower_case=False)", "--cased")
+    strip_accents: Optional[bool] = _setting(
+        None, "strip accents (NFD, drop combining marks): default as lowercasing; --no-strip-accents keeps "
+              "Hangul syllables and accented letters whole (Korean vocabularies)", "--strip-accents")
     format: str = _setting("bert", "bert: one sentence per line, blank line between documents (default); "
                                    "text: prose, one document per file, sentences split by rule; "
                                    "lines: one document per line", choices=FORMATS)
@@ -124,6 +131,16 @@ class PretrainingDataSettings:
             raise ValueError("No input given.")
         object.__setattr__(self, "input", patterns)
         object.__setattr__(self, "vocab_file", normalize_path(self.vocab_file))
+        if self.strip_accents not in (None, True, False):
+            raise ValueError(f"strip_accents must be true, false or None, got {self.strip_accents!r}.")
+        if self.lowercase and self.strip_accents is None:  # nothing asked: the vocabulary's own rules
+            from pipelines.tokenizer.tokenizer_config import read_tokenizer_settings
+
+            recorded = read_tokenizer_settings(self.vocab_file)
+            object.__setattr__(self, "lowercase", recorded.get("lowercase", True))
+            object.__setattr__(self, "strip_accents", recorded.get("strip_accents"))
+        object.__setattr__(self, "strip_accents",
+                           bool(self.lowercase if self.strip_accents is None else self.strip_accents))
         object.__setattr__(self, "output_prefix", normalize_path(self.output_prefix))
         if self.max_seq_length < 5:
             raise ValueError(f"max_seq_length must be at least 5 ([CLS] A [SEP] B [SEP]), got {self.max_seq_length}.")
@@ -160,6 +177,8 @@ class PretrainingDataSettings:
         """The settings `PREFIX-config.json` records (all but how the work is split over machines)."""
         fields = dataclasses.asdict(self)
         del fields["num_shards"], fields["shard_index"], fields["output_prefix"]
+        if fields["strip_accents"] == fields["lowercase"]:
+            del fields["strip_accents"]  # the default rule: records made before the setting read the same
         fields["input"] = ",".join(self.input)
         return fields
 

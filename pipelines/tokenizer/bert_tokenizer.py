@@ -3,7 +3,7 @@
 import tensorflow as tf
 
 from pipelines.tokenizer.core_ops import CoreWordpiece
-from pipelines.tokenizer.normalize import BertPreTokenizer
+from pipelines.tokenizer.normalize import BertPreTokenizer, resolved_strip_accents
 from pipelines.tokenizer.vocab import (
     VocabularyError,
     load_vocabulary,
@@ -59,9 +59,21 @@ class BertTokenizer(tf.Module):
     >>> tokenizer.detokenize(ids).numpy().tolist()
     [b'hello , world !']
 
+    Korean (and other) vocabularies that hold whole syllables or accented letters need
+    `strip_accents=False`: the uncased rules otherwise NFD-decompose every Hangul syllable into
+    conjoining jamo, as the original uncased BERT does.
+
+    >>> tokenizer = BertTokenizer(vocabulary=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "오늘", "##은"],
+    ...                           lowercase=True, strip_accents=False)
+    >>> tokenizer.tokenize(["오늘은"]).to_list()
+    [[4, 5]]
+
     Args:
         vocab_file: path of a `vocab.txt` (one token per line, line = id).
         lowercase: uncased rules (`do_lower_case=True` in the original).
+        strip_accents: NFD-decompose and drop combining marks (Mn). None (default) follows
+            `lowercase`, as HF's `BertTokenizer`; False with `lowercase=True` lowercases only,
+            keeping accents and Hangul syllables whole.
         vocabulary: the token list itself, instead of `vocab_file`.
         backend: `"tf_text"` or `"core"`.
         max_input_chars_per_word: words longer than this become [UNK] (200 as
@@ -75,6 +87,7 @@ class BertTokenizer(tf.Module):
         vocab_file=None,
         lowercase=True,
         *,
+        strip_accents=None,
         vocabulary=None,
         backend="tf_text",
         max_input_chars_per_word=ORIGINAL_MAX_CHARS_PER_WORD,
@@ -103,9 +116,10 @@ class BertTokenizer(tf.Module):
         self.vocabulary = tokens
         self.vocab_file = vocab_file
         self.lowercase = bool(lowercase)
+        self.strip_accents = resolved_strip_accents(lowercase, strip_accents)
         self.backend = backend
         self.max_input_chars_per_word = int(max_input_chars_per_word)
-        self.pre_tokenizer = BertPreTokenizer(lowercase=lowercase)
+        self.pre_tokenizer = BertPreTokenizer(lowercase=lowercase, strip_accents=self.strip_accents)
         if backend == "core":
             self.wordpiece = CoreWordpiece(tokens, unk_token=unk_token)
         else:
@@ -123,9 +137,9 @@ class BertTokenizer(tf.Module):
             from pipelines.tokenizer import tf_text_agreement
 
             self._agreeing_patterns = tf_text_agreement.fast_path_patterns(
-                self.lowercase, self.max_input_chars_per_word)
+                self.lowercase, self.max_input_chars_per_word, self.strip_accents)
             self._agreeing = None if self._agreeing_patterns is None else wordpiece.FastAgreeingWordpiece(
-                tokens, lowercase=self.lowercase, unk_token=unk_token,
+                tokens, lowercase=self.lowercase, strip_accents=self.strip_accents, unk_token=unk_token,
                 max_chars_per_word=self.max_input_chars_per_word,
             )
         self._tokens = tf.constant(tokens)

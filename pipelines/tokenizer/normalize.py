@@ -16,6 +16,11 @@ The original, for one string:
             token = strip_accents(token) # NFD (not NFKD!), then drop Mn marks
         words += _run_split_on_punc(token)  # every punctuation char is its own word
 
+HF's `BertTokenizer` separates the two uncased steps (`strip_accents`, which follows
+`do_lower_case` unless given): `lowercase=True, strip_accents=False` lowercases and keeps
+accents and Hangul syllables whole, which Korean vocabularies need (NFD turns every syllable
+into conjoining jamo that they do not hold).
+
 Here the same happens to arrays of code points: each character is classified
 with a range table frozen from Python's `unicodedata` (`unicode_tables.py`),
 removed characters are dropped, uncased characters are expanded through a
@@ -45,6 +50,19 @@ PreTokenized = collections.namedtuple(
 )
 
 
+def resolved_strip_accents(lowercase, strip_accents=None):
+    """Whether accents are stripped: `strip_accents` when given, else `lowercase` (HF's rule).
+
+    >>> resolved_strip_accents(True), resolved_strip_accents(True, False), resolved_strip_accents(False)
+    (True, False, False)
+    """
+    if strip_accents is None:
+        return bool(lowercase)
+    if strip_accents not in (True, False):  # numpy booleans too
+        raise ValueError(f"strip_accents must be true, false or None (follow lowercase), got {strip_accents!r}")
+    return bool(strip_accents)
+
+
 def _lookup_runs(starts, values, codepoints):
     """Per code point, the value of the run it falls in (a range table of `unicode_tables`)."""
     index = tf.searchsorted(starts, codepoints, side="right") - 1
@@ -69,20 +87,28 @@ class BertPreTokenizer(tf.Module):
     >>> pre.split(tf.constant(["Héllo, 世界™…"])).to_list()
     [[b'hello', b',', b'\\xe4\\xb8\\x96', b'\\xe7\\x95\\x8c', b'\\xe2\\x84\\xa2', b'\\xe2\\x80\\xa6']]
 
+    >>> BertPreTokenizer(lowercase=True, strip_accents=False).split(tf.constant(["Héllo 한국어"])).to_list()
+    [[b'h\xc3\xa9llo', b'\xed\x95\x9c\xea\xb5\xad\xec\x96\xb4']]
+
     Args:
         lowercase: apply the uncased rules (lowercase, NFD, strip Mn accents),
             as `do_lower_case=True` in the original.
+        strip_accents: NFD and drop Mn marks (None: as `lowercase`, HF's rule). `lowercase=True,
+            strip_accents=False` lowercases only, keeping accents and Hangul syllables whole.
     """
 
-    def __init__(self, lowercase=True, name=None):
+    def __init__(self, lowercase=True, strip_accents=None, name=None):
         super().__init__(name=name)
         self.lowercase = bool(lowercase)
+        self.strip_accents = resolved_strip_accents(lowercase, strip_accents)
         self._classes = tf.constant(ut.class_table())
-        if self.lowercase:
-            slots, splits, values = ut.uncased_expansions()
+        self._normalizes = self.lowercase or self.strip_accents
+        if self._normalizes:
+            slots, splits, values = ut.character_expansions(self.lowercase, self.strip_accents)
             self._expansion_slots = tf.constant(slots)
             self._expansion_splits = tf.constant(splits)
             self._expansion_values = tf.constant(values)
+        if self.lowercase:
             sigma_starts, sigma_context = ut.sigma_context_runs()
             self._sigma_starts = tf.constant(sigma_starts)
             self._sigma_context = tf.constant(sigma_context)
@@ -145,10 +171,10 @@ class BertPreTokenizer(tf.Module):
         cps, classes, *carried = tf.cond(
             tf.reduce_any(removed), drop_removed, lambda: [cps, classes] + carried
         )
-        if self.lowercase:
+        if self._normalizes:
             # Whitespace/CJK classes stay those of the source character; the
             # normalized character gets its own class (for punctuation).
-            source_classes, cps, *carried = self._normalize_uncased(cps, classes, carried)
+            source_classes, cps, *carried = self._normalize_characters(cps, classes, carried)
             classes = tf.gather(self._classes, cps)
         else:
             source_classes = classes
@@ -199,8 +225,8 @@ class BertPreTokenizer(tf.Module):
         string_bytes = tf.cast(tf.gather(tf.strings.length(strings), nonempty), begin.dtype)
         return tf.tensor_scatter_nd_update(following, last_char[:, None], string_bytes)
 
-    def _normalize_uncased(self, cps, classes, carried):
-        """`token.lower()` + NFD + strip Mn, character by character.
+    def _normalize_characters(self, cps, classes, carried):
+        """`token.lower()` and / or NFD + strip Mn, character by character.
 
         One character may become zero (an accent), one, or several characters
         (a Hangul syllable, 'İ'); the per-character arrays are repeated to
@@ -209,11 +235,14 @@ class BertPreTokenizer(tf.Module):
         character; `carried[0]` is the row of each character.
         """
         rows = carried[0]
-        final_sigma = tf.cond(
-            tf.reduce_any(tf.equal(cps, ut.CAPITAL_SIGMA)),
-            lambda: self._final_sigma(cps, rows),
-            lambda: tf.zeros(tf.shape(cps), tf.bool),
-        )
+        if self.lowercase:
+            final_sigma = tf.cond(
+                tf.reduce_any(tf.equal(cps, ut.CAPITAL_SIGMA)),
+                lambda: self._final_sigma(cps, rows),
+                lambda: tf.zeros(tf.shape(cps), tf.bool),
+            )
+        else:
+            final_sigma = tf.zeros(tf.shape(cps), tf.bool)
         slot = tf.cast(tf.gather(self._expansion_slots, cps), tf.int32)
         changed = slot >= 0
         slot = tf.maximum(slot, 0)

@@ -13,7 +13,8 @@ This module finds those code points by asking both sides, one code point at a
 time, in the installed TF-Text and this interpreter's `unicodedata`:
 
 * the normalizer's output for the character alone equals the original's
-  `normalize_uncased` (or the character itself, cased), and
+  `normalize_character` under the same rules (uncased, cased, or lowercase
+  keeping accents), and
 * the word pieces of "a<c>a" and "<c>" under a probe vocabulary agree between
   `normalizer + FastWordpiece` and the exact pre-tokenizer, so the character
   is deleted, splits words, stands alone or joins its neighbours the same way.
@@ -56,17 +57,35 @@ _PROBE_VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "a", "##a"]
 _PROBE_WIDTH = 3 * MAX_EXPANSION + 3
 
 
+def agreeing_codepoints(lowercase, strip_accents=None):
+    """Sorted int32 code points on which TF-Text's fast path gives the original's words.
+
+    `strip_accents` None follows `lowercase`. Lowercasing without stripping accents is probed
+    as `wordpiece.fast_normalize_function` runs it; stripping without lowercasing has no fast
+    path (no code point agrees).
+    """
+    strip = bool(lowercase) if strip_accents is None else bool(strip_accents)
+    return _agreeing_codepoints(bool(lowercase), strip)
+
+
 @functools.lru_cache(maxsize=None)
-def agreeing_codepoints(lowercase):
-    """Sorted int32 code points on which TF-Text's fast path gives the original's words."""
-    case = "uncased" if lowercase else "cased"
+def _agreeing_codepoints(lowercase, strip_accents):
+    if lowercase == strip_accents:
+        case = "uncased" if lowercase else "cased"
+    else:
+        case = "lowercase-keep-accents" if lowercase else "cased-strip-accents"
     name = f"tf_text_agreement{AGREEMENT_VERSION}-{case}-tf_text{tf_text.__version__}"
+    if not wordpiece.has_fast_normalization(lowercase, strip_accents):
+        return np.zeros([0], np.int32)
     # The probe runs eagerly, also when a tokenizer is built inside a tf.function or a graph.
     with tf.init_scope():
-        return ut.cached_arrays(name, lambda: _find_agreeing_codepoints(bool(lowercase)))
+        return ut.cached_arrays(name, lambda: _find_agreeing_codepoints(lowercase, strip_accents))
 
 
-def _find_agreeing_codepoints(lowercase):
+agreeing_codepoints.cache_clear = _agreeing_codepoints.cache_clear
+
+
+def _find_agreeing_codepoints(lowercase, strip_accents):
     from pipelines.tokenizer.normalize import BertPreTokenizer
 
     codepoints = np.arange(ut.MAX_CODEPOINT + 1)
@@ -78,16 +97,16 @@ def _find_agreeing_codepoints(lowercase):
         & (codepoints != ut.CAPITAL_SIGMA)
     ]
     chars = [chr(c) for c in candidates]
-    normalizer = wordpiece.fast_normalizer(lowercase)
+    normalize = wordpiece.fast_normalize_function(lowercase, strip_accents)
 
     # 1. The normalized form of each character alone.
-    normalized = normalizer.normalize(tf.constant([c.encode() for c in chars])).numpy()
+    normalized = normalize(tf.constant([c.encode() for c in chars])).numpy()
     agree = np.zeros(len(candidates), bool)
     for i, (char, got) in enumerate(zip(chars, normalized)):
         if classes[candidates[i]] == ut.SPACE:
             agree[i] = got.decode() == " "  # a separator either way
             continue
-        want = ut.normalize_uncased(char) if lowercase else char
+        want = ut.normalize_character(char, lowercase, strip_accents)
         agree[i] = (
             got.decode() == want
             and len(want) <= MAX_EXPANSION
@@ -95,13 +114,13 @@ def _find_agreeing_codepoints(lowercase):
         )
 
     # 2. How it splits words: "a<c>a" and "<c>" under a probe vocabulary.
-    pre = BertPreTokenizer(lowercase=lowercase)
+    pre = BertPreTokenizer(lowercase=lowercase, strip_accents=strip_accents)
     fast = wordpiece.fast_wordpiece(_PROBE_VOCABULARY, unk_token="[UNK]",
                                     max_bytes_per_word=4 * _PROBE_WIDTH, split_words=True)
     for template in ("a{}a", "{}"):
         probes = tf.constant([template.format(c).encode() for c in chars])
         exact = _probe_ids(pre.split(probes))
-        ids = fast.tokenize(normalizer.normalize(probes))
+        ids = fast.tokenize(normalize(probes))
         agree &= (ids.row_lengths() == exact.row_lengths()).numpy()
         agree &= np.all(
             ids.to_tensor(-1, shape=[None, _PROBE_WIDTH]).numpy()
@@ -138,15 +157,17 @@ def character_class_pattern(codepoints):
     return f"[{ranges}]"
 
 
-def fast_path_patterns(lowercase, max_chars_per_word):
-    """(agreeing text, too-long run) RE2 patterns, or None when no word limit leaves room.
+def fast_path_patterns(lowercase, max_chars_per_word, strip_accents=None):
+    """(agreeing text, too-long run) RE2 patterns, or None when no word limit leaves room or the
+    rules have no fast form (stripping accents without lowercasing).
 
     A string takes TF-Text's path when it fully matches the first and does not
     match the second: a run of non-blank characters that could normalize to
     more than `max_chars_per_word` characters.
     """
     longest_run = min(int(max_chars_per_word) // MAX_EXPANSION, _LONGEST_GUARDED_RUN)
-    if longest_run < 1:
+    strip = bool(lowercase) if strip_accents is None else bool(strip_accents)
+    if longest_run < 1 or not wordpiece.has_fast_normalization(lowercase, strip):
         return None
-    agreeing = character_class_pattern(agreeing_codepoints(bool(lowercase)))
+    agreeing = character_class_pattern(agreeing_codepoints(lowercase, strip_accents))
     return f"{agreeing}*", f"(?s).*[^ \\t\\n\\r]{{{longest_run + 1},}}.*"

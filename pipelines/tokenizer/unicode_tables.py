@@ -92,11 +92,24 @@ def character_class(cp):
     return OTHER
 
 
-def normalize_uncased(char):
-    """What the original does to one character of an uncased token:
-    `token.lower()`, then NFD (not NFKD: '™' and '…' stay), then drop Mn marks."""
-    decomposed = unicodedata.normalize("NFD", char.lower())
+def normalize_character(char, lowercase=True, strip_accents=True):
+    """What the original does to one character of a token: `token.lower()` when `lowercase`, then,
+    when `strip_accents`, NFD (not NFKD: '™' and '…' stay) and drop Mn marks.
+
+    HF's `BertTokenizer(do_lower_case=True, strip_accents=False)` only lowercases: a Hangul
+    syllable stays one character instead of becoming two or three conjoining jamo.
+    """
+    if lowercase:
+        char = char.lower()
+    if not strip_accents:
+        return char
+    decomposed = unicodedata.normalize("NFD", char)
     return "".join(c for c in decomposed if unicodedata.category(c) != "Mn")
+
+
+def normalize_uncased(char):
+    """The uncased rule of the original (`do_lower_case=True`): lowercase, NFD, drop Mn marks."""
+    return normalize_character(char, lowercase=True, strip_accents=True)
 
 
 def _cache_path(name):
@@ -188,24 +201,42 @@ def sigma_context_runs():
     return _runs(context)
 
 
-@_disk_cached
-def uncased_expansions():
-    """The code points that uncased normalization changes, and what they become.
+def character_expansions(lowercase=True, strip_accents=True):
+    """The code points that normalization changes under these rules, and what they become.
 
-    Returns (slots, row_splits, values): int16 slots[cp] = i >= 0 means the code point becomes values[row_splits[i]:row_splits[i + 1]]
-    (possibly nothing, e.g. for a combining accent); slots[cp] = -1 leaves it
-    unchanged. Capital sigma maps to small sigma here; the final form is decided
-    from context by the caller.
+    Returns (slots, row_splits, values): int16 slots[cp] = i >= 0 means the code point becomes
+    values[row_splits[i]:row_splits[i + 1]] (possibly nothing, e.g. a combining accent that is
+    stripped); slots[cp] = -1 leaves it unchanged. Capital sigma maps to small sigma when
+    lowercasing; the final form is decided from context by the caller. Cached in memory and on
+    disk per rule.
     """
+    if lowercase and strip_accents:
+        return uncased_expansions()
+    return _expansion_tables(bool(lowercase), bool(strip_accents))
+
+
+@functools.lru_cache(maxsize=None)
+def _expansion_tables(lowercase, strip_accents):
+    name = f"expansions-{'lower' if lowercase else 'cased'}-{'strip' if strip_accents else 'keep'}"
+    return cached_arrays(name, lambda: _build_expansions(lowercase, strip_accents))
+
+
+def _build_expansions(lowercase, strip_accents):
     slots = np.full(MAX_CODEPOINT + 1, -1, np.int16)  # ~16k changed code points fit int16
     splits, values = [0], []
     for cp in range(MAX_CODEPOINT + 1):
         char = chr(cp)
         if unicodedata.category(char) in ("Cn", "Cs", "Co"):
             continue
-        normalized = normalize_uncased(char)
+        normalized = normalize_character(char, lowercase, strip_accents)
         if normalized != char:
             slots[cp] = len(splits) - 1
             values.extend(ord(c) for c in normalized)
             splits.append(len(values))
     return slots, np.asarray(splits, np.int32), np.asarray(values, np.int32)
+
+
+@_disk_cached
+def uncased_expansions():
+    """`character_expansions` of the uncased rule (lowercase, NFD, strip Mn marks)."""
+    return _build_expansions(True, True)

@@ -38,6 +38,27 @@ def fast_normalizer(lowercase):
     return tf_text.FastBertNormalizer(model_buffer=tf.constant(normalizer_model(lowercase)))
 
 
+def has_fast_normalization(lowercase, strip_accents):
+    """Whether `fast_normalize_function` has a form for these rules (all but strip-without-lowercase)."""
+    return bool(lowercase) or not strip_accents
+
+
+def fast_normalize_function(lowercase, strip_accents):
+    """TF-Text's one-pass normalization for these rules, as `strings -> strings`, or None.
+
+    FastBertNormalizer knows two rule sets: uncased (lowercase + NFD + strip accents) and cased.
+    Lowercase without stripping (HF's `strip_accents=False`) is the cased normalizer after an
+    ASCII lowercasing; `tf_text_agreement` keeps only the code points where that is exact (no
+    non-ASCII capital letter). Stripping without lowercasing has no fast form.
+    """
+    if not has_fast_normalization(lowercase, strip_accents):
+        return None
+    if bool(lowercase) == bool(strip_accents):
+        return fast_normalizer(lowercase).normalize
+    normalizer = fast_normalizer(False)
+    return lambda strings: normalizer.normalize(tf.strings.lower(strings))
+
+
 def fast_wordpiece(vocabulary, *, unk_token, max_bytes_per_word, split_words):
     """TF-Text's `FastWordpieceTokenizer` as every path here uses it: int64 ids, "##" suffixes.
 
@@ -153,10 +174,11 @@ class FastAgreeingWordpiece(tf.Module):
     offsets take the exact path. `BertTokenizer` routes strings here.
     """
 
-    def __init__(self, vocabulary, *, lowercase, unk_token="[UNK]", max_chars_per_word=200,
-                 name=None):
+    def __init__(self, vocabulary, *, lowercase, strip_accents=None, unk_token="[UNK]",
+                 max_chars_per_word=200, name=None):
         super().__init__(name=name)
-        self._normalizer = fast_normalizer(lowercase)
+        self._normalize = fast_normalize_function(
+            bool(lowercase), bool(lowercase) if strip_accents is None else bool(strip_accents))
         # Accepted strings have no word over `max_chars_per_word` characters,
         # so the byte budget never turns a word into [UNK] by itself.
         self._tokenizer = fast_wordpiece(vocabulary, unk_token=unk_token,
@@ -165,4 +187,4 @@ class FastAgreeingWordpiece(tf.Module):
 
     def tokenize(self, strings):
         """ids RaggedTensor [batch, (tokens)]."""
-        return self._tokenizer.tokenize(self._normalizer.normalize(strings))
+        return self._tokenizer.tokenize(self._normalize(strings))

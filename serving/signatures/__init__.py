@@ -59,7 +59,7 @@ def finetuned_for_export(source, *, pooling="mean", normalize=False, vocab_file=
         pooling, normalize, vocab_file: an encoder spec's embedder and vocabulary
             (a fine-tuned model keeps its own).
         **overrides: `FinetunedModel.with_settings`: `seq_length` (default the
-            model's; 128 for an encoder spec), `lowercase`, and the kind's settings
+            model's; 128 for an encoder spec), `lowercase`, `strip_accents`, and the kind's settings
             (`text_pair`, `null_score_diff_threshold`, `max_windows`, ...); None
             leaves a value as it is.
 
@@ -80,7 +80,8 @@ def finetuned_for_export(source, *, pooling="mean", normalize=False, vocab_file=
 
     return from_encoder_spec(source, pooling=pooling, normalize=normalize, vocab_file=vocab_file,
                              seq_length=overrides.pop("seq_length", None),
-                             lowercase=overrides.pop("lowercase", None)).with_settings(**overrides)
+                             lowercase=overrides.pop("lowercase", None),
+                             strip_accents=overrides.pop("strip_accents", None)).with_settings(**overrides)
 
 
 def build_signatures(finetuned, *, tokenizer_backend="tf_text", asset_dir):

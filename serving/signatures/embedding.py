@@ -90,17 +90,19 @@ def rows_from_file(finetuned, path, count):
 
 
 def from_encoder_spec(spec, *, pooling="mean", normalize=False, seq_length=None, lowercase=None,
-                      vocab_file=None):
+                      strip_accents=None, vocab_file=None):
     """The `FinetunedModel` (kind "embedding") of an encoder spec: a `BertEmbedder` on it.
 
     Args:
         spec: what `bert_keras.checkpoints.load_pretrained` takes.
         pooling, normalize: the `BertEmbedder`'s (recorded in the settings).
         seq_length: packed length (default 128, at most the encoder's positions).
-        lowercase: uncased tokenization (default True).
+        lowercase, strip_accents: the tokenizer's rules (None: the checkpoint's
+            `tokenizer_config.json`, else uncased).
         vocab_file: the vocabulary, when the spec has none beside it.
     """
     from bert_keras.checkpoints import find_vocabulary, load_pretrained
+    from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
     from bert_keras.finetuned_model import FinetunedModel
     from bert_keras.models import BertEmbedder
 
@@ -112,6 +114,6 @@ def from_encoder_spec(spec, *, pooling="mean", normalize=False, seq_length=None,
     model = BertEmbedder(encoder, pooling=pooling, normalize=normalize)
     return FinetunedModel(kind="embedding", model=model, vocab_file=vocab,
                           seq_length=seq_length or min(128, encoder.config.max_position_embeddings),
-                          lowercase=True if lowercase is None else lowercase,
+                          **resolve_tokenizer_settings(vocab, lowercase, strip_accents),
                           settings={"pooling": pooling, "normalize": bool(normalize)},
                           training={"init": spec})

@@ -25,6 +25,8 @@ USED_BY = {
     "--vocab": {"finetune", "pretrain", "embed", "attention", "tokenize", "export", "create-pretraining-data"},
     "--cased": {"finetune", "pretrain", "embed", "attention", "tokenize", "export", "vocab",
                 "create-pretraining-data"},
+    "--strip-accents": {"finetune", "pretrain", "embed", "attention", "tokenize", "export", "vocab",
+                        "create-pretraining-data"},
     "--seq-length": {"finetune", "pretrain", "embed", "attention", "tokenize", "export",
                      "create-pretraining-data", "quickstart"},
     "--max-predictions": {"pretrain", "create-pretraining-data"},

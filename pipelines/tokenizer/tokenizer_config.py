@@ -1,0 +1,111 @@
+"""How a checkpoint's text is normalized: HF's `tokenizer_config.json` beside its vocabulary.
+
+A model must tokenize as it was trained. HF checkpoints say how in `tokenizer_config.json`
+(`do_lower_case`, `strip_accents`: Korean models have `strip_accents: false`, so that Hangul
+syllables are not NFD-decomposed into jamo). This module reads that file beside a vocabulary,
+writes it wherever a vocabulary is written with weights (`convert`, `save_pretrained`,
+`bert-keras pretrain`), and resolves a caller's `lowercase` / `strip_accents` against it.
+
+Example:
+
+>>> import os, tempfile
+>>> directory = tempfile.mkdtemp()
+>>> vocab = os.path.join(directory, "vocab.txt")
+>>> write_tokenizer_settings(vocab, lowercase=True, strip_accents=False)
+>>> read_tokenizer_settings(vocab)
+{'lowercase': True, 'strip_accents': False}
+>>> resolve_tokenizer_settings(vocab)  # nothing given: the checkpoint's own
+{'lowercase': True, 'strip_accents': False}
+>>> resolve_tokenizer_settings(vocab, lowercase=False)  # given: yours (accents follow casing)
+{'lowercase': False, 'strip_accents': None}
+"""
+
+import json
+import os
+
+from pipelines.atomic_writes import write_text
+
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+
+
+class TokenizerSettingsError(ValueError):
+    """A `tokenizer_config.json` that cannot be read as BERT tokenizer settings."""
+
+
+def tokenizer_config_path(vocab_file):
+    """Where the settings of `vocab_file` live: `tokenizer_config.json` in its directory, or
+    `NAME.tokenizer_config.json` beside `NAME.vocab.txt` (the vocabulary of a `.keras` file)."""
+    vocab_file = os.fspath(vocab_file)
+    directory, name = os.path.split(vocab_file)
+    if name.endswith(".vocab.txt"):
+        return os.path.join(directory, name[: -len("vocab.txt")] + TOKENIZER_CONFIG_FILE)
+    return os.path.join(directory, TOKENIZER_CONFIG_FILE)
+
+
+def read_tokenizer_settings(vocab_file):
+    """`{"lowercase", "strip_accents"}` recorded beside `vocab_file` (the keys it records), or {}.
+
+    Raises:
+        TokenizerSettingsError: the file is not JSON, or a field is not a boolean (null for
+            `strip_accents`: follows `do_lower_case`); the message names the file and field.
+    """
+    if vocab_file is None:
+        return {}
+    path = tokenizer_config_path(vocab_file)
+    if not os.path.isfile(path):
+        return {}
+    try:
+        with open(path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise TokenizerSettingsError(f"{path}: not a JSON tokenizer config ({error})") from None
+    if not isinstance(config, dict):
+        raise TokenizerSettingsError(f"{path}: expected a JSON object, got {type(config).__name__}")
+    settings = {}
+    if "do_lower_case" in config:
+        if not isinstance(config["do_lower_case"], bool):
+            raise TokenizerSettingsError(f"{path}: field 'do_lower_case' must be true or false, "
+                                         f"got {config['do_lower_case']!r}")
+        settings["lowercase"] = config["do_lower_case"]
+    if "strip_accents" in config:
+        if config["strip_accents"] not in (None, True, False):
+            raise TokenizerSettingsError(f"{path}: field 'strip_accents' must be true, false or null, "
+                                         f"got {config['strip_accents']!r}")
+        if config["strip_accents"] is not None:
+            settings["strip_accents"] = config["strip_accents"]
+    return settings
+
+
+def resolve_tokenizer_settings(vocab_file, lowercase=None, strip_accents=None):
+    """The `lowercase` / `strip_accents` a model built on `vocab_file` uses.
+
+    Given values win. With neither given, the checkpoint's recorded settings apply (else
+    uncased, accents following the casing: the original BERT's and HF's defaults). With only
+    `lowercase` given, accents follow it, as in HF's `BertTokenizer`.
+    """
+    if lowercase is None and strip_accents is None:
+        recorded = read_tokenizer_settings(vocab_file)
+        return {"lowercase": recorded.get("lowercase", True), "strip_accents": recorded.get("strip_accents")}
+    return {"lowercase": True if lowercase is None else bool(lowercase), "strip_accents": strip_accents}
+
+
+def write_tokenizer_settings(vocab_file, *, lowercase, strip_accents=None):
+    """Writes HF's `tokenizer_config.json` for `vocab_file` (atomically): HF's `BertTokenizer` and
+    this library both read the vocabulary back with these rules."""
+    config = {
+        "tokenizer_class": "BertTokenizer",
+        "do_lower_case": bool(lowercase),
+        "strip_accents": None if strip_accents is None else bool(strip_accents),
+        "tokenize_chinese_chars": True,
+        "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
+        "mask_token": "[MASK]",
+    }
+    write_text(tokenizer_config_path(vocab_file), json.dumps(config, indent=2) + "\n")
+
+
+def copy_tokenizer_settings(source_vocab, destination_vocab):
+    """Writes beside `destination_vocab` the settings recorded beside `source_vocab`, if any."""
+    settings = read_tokenizer_settings(source_vocab)
+    if settings:
+        write_tokenizer_settings(destination_vocab, lowercase=settings.get("lowercase", True),
+                                 strip_accents=settings.get("strip_accents"))

@@ -1,0 +1,144 @@
+"""A model tokenizes as it was trained: `lowercase` / `strip_accents` travel with it.
+
+From HF's `tokenizer_config.json` beside a checkpoint's vocabulary, through every task's
+`from_pretrained`, `task.json`, Keras' `.keras` file, `convert` and `save_pretrained`, to the
+export, whose in-graph tokenizer must give HF's ids on Korean text (KoELECTRA's vocabulary,
+real NSMC reviews). Tiny random weights: only the tokenization is checked.
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from bert_keras.checkpoints import find_tokenizer_settings, save_pretrained
+from bert_keras.checkpoints.loading import convert
+from bert_keras.config import BertConfig
+from bert_keras.tasks import Embedder, TextClassifier, TokenClassifier, load
+from bert_keras.tasks.inputs import TaskInputError
+from pipelines.tokenizer.tokenizer_config import (
+    TokenizerSettingsError,
+    read_tokenizer_settings,
+    resolve_tokenizer_settings,
+    write_tokenizer_settings,
+)
+
+transformers = pytest.importorskip("transformers")
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "data", "korean")
+VOCAB = os.path.join(DATA, "koelectra_vocab.txt")
+REVIEWS = [line for line in open(os.path.join(DATA, "korean_texts_sample.txt"), encoding="utf-8")
+           .read().splitlines()[:40]] + ["오늘은 2024년 3월 5일입니다.", "신용 대출을 신청하고 싶어요", "ÉCOLE Café"]
+
+
+@pytest.fixture(scope="module")
+def korean_checkpoint(tmp_path_factory):
+    """`hf:DIR` of a tiny random BERT on KoELECTRA's vocabulary, its tokenizer_config.json saying
+    `do_lower_case: true, strip_accents: false` (as HF writes it for Korean models)."""
+    import keras
+
+    from bert_keras.encoder import BertEncoder
+
+    keras.utils.set_random_seed(0)
+    config = BertConfig(vocab_size=sum(1 for _ in open(VOCAB, encoding="utf-8")), hidden_size=32,
+                        num_layers=1, num_heads=2, intermediate_size=37, max_position_embeddings=64)
+    directory = str(tmp_path_factory.mktemp("korean") / "bert")
+    save_pretrained(BertEncoder(config), f"hf:{directory}", vocab_file=VOCAB,
+                    tokenizer_settings={"lowercase": True, "strip_accents": False})
+    return directory
+
+
+def hf_ids(directory, texts):
+    tokenizer = transformers.BertTokenizer.from_pretrained(directory)
+    return tokenizer(texts, add_special_tokens=False)["input_ids"]
+
+
+def test_the_checkpoint_records_the_rules_hf_reads(korean_checkpoint):
+    with open(os.path.join(korean_checkpoint, "tokenizer_config.json"), encoding="utf-8") as f:
+        config = json.load(f)
+    assert config["do_lower_case"] is True and config["strip_accents"] is False
+    assert find_tokenizer_settings(f"hf:{korean_checkpoint}") == {"lowercase": True, "strip_accents": False}
+    hf = transformers.BertTokenizer.from_pretrained(korean_checkpoint)
+    assert "[UNK]" not in hf.tokenize("오늘은 2024년 3월 5일입니다.")
+
+
+def test_every_task_reads_the_checkpoint_rules(korean_checkpoint):
+    want = hf_ids(korean_checkpoint, REVIEWS)
+    spec = f"hf:{korean_checkpoint}"
+    for task in (TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=32),
+                 TokenClassifier.from_pretrained(spec, labels=["O", "B-X"], seq_length=32),
+                 Embedder.from_pretrained(spec, seq_length=32)):
+        assert (task.tokenizer.lowercase, task.tokenizer.strip_accents) == (True, False)
+        assert task.tokenizer.tokenize(REVIEWS).to_list() == want
+    # Given rules win (uncased decomposes Hangul: [UNK] for a syllable vocabulary).
+    uncased = TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=32, lowercase=True)
+    assert uncased.tokenizer.strip_accents is True
+
+
+def test_the_rules_survive_save_load_keras_file_and_export(korean_checkpoint, tmp_path):
+    import keras
+    import tensorflow as tf
+
+    task = TextClassifier.from_pretrained(f"hf:{korean_checkpoint}", labels=["neg", "pos"], seq_length=32)
+    directory = task.save(str(tmp_path / "model"))
+    with open(os.path.join(directory, "task.json"), encoding="utf-8") as f:
+        assert json.load(f)["tokenizer"] == {"vocab": "vocab.txt", "lowercase": True, "strip_accents": False}
+    loaded = load(directory)
+    assert loaded.tokenizer.strip_accents is False
+    np.testing.assert_allclose(loaded.predict(REVIEWS[:8]), task.predict(REVIEWS[:8]), atol=1e-6)
+    with pytest.raises(TaskInputError, match="strip_accents=True: .* was fine-tuned with strip_accents=False"):
+        TextClassifier.from_pretrained(directory, strip_accents=True)
+
+    task.save(str(tmp_path / "task.keras"))
+    assert keras.models.load_model(str(tmp_path / "task.keras")).tokenizer.strip_accents is False
+
+    # The export's in-graph tokenizer (both backends) reads text as HF does: its answer on raw
+    # text equals the model run on HF's ids, packed as [CLS] ids [SEP].
+    want = hf_ids(korean_checkpoint, REVIEWS)
+    seq = task.seq_length
+    token_ids = np.zeros([len(want), seq], np.int32)
+    for row, ids in enumerate(want):
+        ids = [2] + ids[: seq - 2] + [3]  # [CLS]=2, [SEP]=3 in KoELECTRA's vocabulary
+        token_ids[row, : len(ids)] = ids
+    packed = {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids),
+              "padding_mask": (token_ids != 0).astype(np.int32)}
+    for version, backend in ((1, "tf_text"), (2, "core")):
+        path = task.export(str(tmp_path / "models"), "korean", version=version, check=False,
+                           warmup_requests=0, tokenizer_backend=backend)
+        card = json.load(open(os.path.join(path, "assets.extra", "model_card.json"), encoding="utf-8"))
+        assert card["tokenization"]["strip_accents"] is False
+        served = tf.saved_model.load(path)
+        on_text = served.signatures["serving_default"](text=tf.constant(REVIEWS))["probabilities"].numpy()
+        on_ids = served.signatures["token_ids"](**{k: tf.constant(v) for k, v in packed.items()})
+        np.testing.assert_allclose(on_text, on_ids["probabilities"].numpy(), atol=1e-5)
+
+
+def test_convert_carries_the_rules(korean_checkpoint, tmp_path):
+    destination = str(tmp_path / "tf1" / "bert_model.ckpt")
+    convert(f"hf:{korean_checkpoint}", f"tf1:{destination}")
+    assert read_tokenizer_settings(str(tmp_path / "tf1" / "vocab.txt")) == {"lowercase": True,
+                                                                           "strip_accents": False}
+    back = str(tmp_path / "hf-again")
+    convert(f"tf1:{destination}", f"hf:{back}")
+    assert transformers.BertTokenizer.from_pretrained(back).tokenize("신용 대출") == ["신용", "대출"]
+    keras_file = str(tmp_path / "encoder.keras")
+    convert(f"hf:{korean_checkpoint}", keras_file)
+    assert find_tokenizer_settings(keras_file) == {"lowercase": True, "strip_accents": False}
+
+
+def test_resolution_and_bad_files(tmp_path):
+    vocab = str(tmp_path / "vocab.txt")
+    open(vocab, "w").write("[PAD]\n[UNK]\n")
+    assert resolve_tokenizer_settings(vocab) == {"lowercase": True, "strip_accents": None}
+    write_tokenizer_settings(vocab, lowercase=False)
+    assert resolve_tokenizer_settings(vocab) == {"lowercase": False, "strip_accents": None}
+    assert resolve_tokenizer_settings(vocab, strip_accents=True) == {"lowercase": True, "strip_accents": True}
+    with open(tmp_path / "tokenizer_config.json", "w") as f:
+        f.write('{"do_lower_case": "yes"}')
+    with pytest.raises(TokenizerSettingsError, match="tokenizer_config.json: field 'do_lower_case'"):
+        read_tokenizer_settings(vocab)
+    with open(tmp_path / "tokenizer_config.json", "w") as f:
+        f.write("{not json")
+    with pytest.raises(TokenizerSettingsError, match="not a JSON tokenizer config"):
+        read_tokenizer_settings(vocab)
