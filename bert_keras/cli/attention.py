@@ -18,7 +18,9 @@ def register(subparsers, summary):
             "  DIR/attention.html  interactive: every layer and head as lines between the tokens\n"
             "                      (self-contained, opens offline in any browser)\n"
             "  DIR/layer{L}.png    heatmaps of layer L: all heads, or --head H\n"
-            "and prints the tokens [CLS] attends to most. Layers and heads count from 0."
+            "and prints the tokens [CLS] attends to most. Layers and heads count from 0.\n"
+            "The PNG draws Hangul (and Chinese / Japanese) tokens with an installed font that has\n"
+            'them: pip install "bert-keras[korean]" (NanumGothic) or apt-get install fonts-nanum.'
         ),
         epilog=(
             "examples:\n"
@@ -48,7 +50,8 @@ def run(args):
     if os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
         raise CommandError(f"--output-dir {args.output_dir}: is a file, not a directory")
 
-    attention = encoder_attention(args.init, args.texts, vocab_file=args.vocab, lowercase=not args.cased,
+    attention = encoder_attention(args.init, args.texts, vocab_file=args.vocab,
+                                  lowercase=False if args.cased else None, strip_accents=args.strip_accents,
                                   seq_length=args.seq_length)
     try:
         layer, head = attention.checked_view(args.layer, args.head, flag_prefix="--")

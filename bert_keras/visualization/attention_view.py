@@ -15,15 +15,27 @@ looks: it sums to 1 over the keys `j`.
   shaded apart. Hovering a token shows only its lines. `save_head_view_html`
   writes it to a file.
 * `attention_heatmaps_png` draws one layer as a grid of heatmaps, one per
-  head (or the heads asked for), tokens on both axes.
+  head (or the heads asked for), tokens on both axes. Tokens DejaVu Sans
+  (matplotlib's default) has no glyphs for, Hangul, Chinese or Japanese, are
+  drawn with an installed font that has them, through matplotlib's font
+  fallback: the NanumGothic of the `[korean]` extra (koreanize-matplotlib's
+  font files, registered without importing it, since importing it changes
+  matplotlib's global settings), or a system font (fonts-nanum, Noto CJK, ...).
+  Characters no installed font has draw as boxes, with one warning naming
+  them and the fix.
 
 Files are written atomically: to a temporary file beside the target, then
 renamed over it, so a reader never sees half a file.
 """
 
+import contextlib
+import functools
 import html
+import importlib.util
 import json
 import os
+import unicodedata
+import warnings
 
 import numpy as np
 
@@ -32,6 +44,23 @@ from pipelines.atomic_writes import atomic_file, write_text
 # Attention weights stored in the HTML: 4 decimals are invisible as opacity
 # and keep a 12-layer x 12-head x 64 x 64 page to a few MB.
 HTML_DECIMALS = 4
+
+# The PNG's first font (matplotlib ships it): Latin, Greek, Cyrillic, symbols; no Hangul, no CJK.
+BASE_FONT_FAMILY = "DejaVu Sans"
+
+# Fonts tried, in this order, for characters the base font lacks: Hangul fonts first (NanumGothic is the
+# one the `[korean]` extra brings), then Chinese / Japanese ones. When characters are still missing,
+# every other installed font is tried, by name.
+FALLBACK_FONT_FAMILIES = (
+    "NanumGothic", "NanumBarunGothic", "Noto Sans CJK KR", "Noto Sans KR", "Source Han Sans KR",
+    "Apple SD Gothic Neo", "Malgun Gothic", "UnDotum", "Baekmuk Gulim",
+    "Noto Sans CJK JP", "Noto Sans CJK SC", "Noto Sans CJK TC", "Source Han Sans", "IPAexGothic",
+    "IPAGothic", "TakaoGothic", "WenQuanYi Zen Hei", "WenQuanYi Micro Hei", "Droid Sans Fallback",
+    "Hiragino Sans", "Yu Gothic", "Microsoft YaHei", "SimHei", "Arial Unicode MS",
+)
+
+# The package whose font files (NanumGothic) are registered with matplotlib when Hangul is drawn.
+BUNDLED_FONTS_PACKAGE = "koreanize_matplotlib"
 
 
 def head_view_html(tokens_a_and_b, attention_probs, *, layer=None, head=None, title="BERT attention",
@@ -160,6 +189,12 @@ def attention_heatmaps_png(tokens, attention_probs, layer, heads, path):
     rows = -(-len(heads) // columns)
     # Room for one tick label per token: ~0.22 inch each, at least 3 inches a panel.
     panel = max(3.0, 0.22 * len(tokens) + 1.2)
+    heads_text = "all heads" if len(heads) == num_heads else "head " + ", ".join(map(str, heads))
+    # The tokens' fonts (the other texts are ASCII), given to their tick labels only: no rcParams change.
+    families, missing = font_families_for(tokens)
+    if missing:
+        warnings.warn(f"{path}: {_missing_font_message(missing)}", UserWarning, stacklevel=2)
+    token_font = {"fontsize": 7, "fontfamily": list(families)}
     figure = Figure(figsize=(panel * columns, panel * rows + 0.6), layout="constrained")
     FigureCanvasAgg(figure)
     axes = np.atleast_1d(figure.subplots(rows, columns, squeeze=False)).ravel()
@@ -167,21 +202,155 @@ def attention_heatmaps_png(tokens, attention_probs, layer, heads, path):
     for ax, h in zip(axes, heads):
         image = ax.imshow(probs[layer, h], cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
         ax.set_title(f"head {h}", fontsize=10)
-        ax.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=7)
-        ax.set_yticks(range(len(tokens)), tokens, fontsize=7)
+        ax.set_xticks(range(len(tokens)), tokens, rotation=90, **token_font)
+        ax.set_yticks(range(len(tokens)), tokens, **token_font)
         ax.set_xlabel("key (attended to)", fontsize=8)
         ax.set_ylabel("query", fontsize=8)
     for ax in axes[len(heads):]:
         ax.set_axis_off()
     figure.colorbar(image, ax=axes[: len(heads)].tolist(), shrink=0.8, label="attention weight")
-    heads_text = "all heads" if len(heads) == num_heads else "head " + ", ".join(map(str, heads))
     figure.suptitle(f"layer {layer} ({heads_text})")
-    with atomic_file(path, "wb") as f:
+    with atomic_file(path, "wb") as f, (warnings.catch_warnings() if missing else contextlib.nullcontext()):
+        if missing:  # said once above, not again by matplotlib for each glyph of each label
+            warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font")
         figure.savefig(f, format="png", dpi=100)
     return path
 
 
+def font_families_for(texts):
+    """The fonts that draw `texts`: `(families, missing)`, for matplotlib's `font.family`.
+
+    `families` starts with `BASE_FONT_FAMILY` (DejaVu Sans); after it come
+    installed fonts, each covering characters the ones before it lack (matplotlib
+    takes each glyph from the first font in the list that has it). `missing`:
+    the characters (a str, sorted) no installed font has.
+
+    When characters beyond DejaVu Sans are drawn, the NanumGothic font files of
+    koreanize-matplotlib (the `[korean]` extra), if installed, are registered
+    with `matplotlib.font_manager.fontManager` first; matplotlib's settings
+    (`rcParams`) are left alone.
+
+    Example:
+
+    >>> font_families_for(["[CLS]", "the", "cat"])
+    (('DejaVu Sans',), '')
+    >>> font_families_for(["[CLS]", "신용", "대출"])  # doctest: +SKIP
+    (('DejaVu Sans', 'NanumGothic'), '')
+    """
+    from matplotlib import font_manager
+
+    characters = sorted({c for text in texts for c in str(text) if c.isprintable() and not c.isspace()})
+    base = _font_path(BASE_FONT_FAMILY)
+    needed = tuple(c for c in characters if base is None or not _has_glyph(base, c))
+    if not needed:
+        return (BASE_FONT_FAMILY,), ""
+    _register_bundled_fonts()
+    # The number of fonts known is part of the key: a font added since is tried.
+    return _fallback_families(needed, len(font_manager.fontManager.ttflist))
+
+
 # ---- helpers -------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=256)
+def _fallback_families(characters, _font_count):
+    """`font_families_for`'s answer for the characters DejaVu Sans lacks (a tuple)."""
+    families, missing = [BASE_FONT_FAMILY], list(characters)
+    for family in _candidate_families():
+        if not missing:
+            break
+        path = _font_path(family)
+        if path is None:
+            continue
+        covered = {c for c in missing if _has_glyph(path, c)}
+        if covered:
+            families.append(family)
+            missing = [c for c in missing if c not in covered]
+    return tuple(families), "".join(missing)
+
+
+def _candidate_families():
+    """The installed fonts with a regular face: `FALLBACK_FONT_FAMILIES` first, then the others by name."""
+    from matplotlib import font_manager
+
+    # Only families with a regular face (normal style, weight 400): the labels' own, found without
+    # matplotlib's "Failed to find font weight" log lines.
+    installed = {entry.name for entry in font_manager.fontManager.ttflist
+                 if entry.style == "normal" and entry.weight in (400, "normal", "regular")}
+    preferred = [name for name in FALLBACK_FONT_FAMILIES if name in installed]
+    yield from preferred
+    yield from sorted(installed - set(preferred) - {BASE_FONT_FAMILY})
+
+
+def _font_path(family):
+    """The font file matplotlib draws `family` with (regular weight), or None when it has no such font."""
+    from matplotlib import font_manager
+
+    try:
+        return font_manager.findfont(font_manager.FontProperties(family=family), fallback_to_default=False)
+    except ValueError:
+        return None
+
+
+def _has_glyph(path, character):
+    return _font_file(str(path), getattr(path, "face_index", 0)).get_char_index(ord(character)) != 0
+
+
+@functools.lru_cache(maxsize=64)
+def _font_file(path, face_index):
+    from matplotlib.ft2font import FT2Font
+
+    # matplotlib < 3.10 names no face (it always reads the first of a .ttc collection).
+    return FT2Font(path, face_index=face_index) if face_index else FT2Font(path)
+
+
+_REGISTERED_DIRECTORIES = set()
+
+
+def _register_bundled_fonts():
+    """Makes koreanize-matplotlib's fonts (NanumGothic) known to matplotlib, once, without importing it.
+
+    Importing `koreanize_matplotlib` would set matplotlib's default font for the whole program
+    (`rcParams["font.family"] = "NanumGothic"`); only its font files are wanted here.
+    """
+    from matplotlib import font_manager
+
+    try:
+        spec = importlib.util.find_spec(BUNDLED_FONTS_PACKAGE)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return
+    for package_dir in spec.submodule_search_locations:
+        directory = os.path.join(package_dir, "fonts")
+        if directory in _REGISTERED_DIRECTORIES or not os.path.isdir(directory):
+            continue
+        _REGISTERED_DIRECTORIES.add(directory)
+        known = {os.path.realpath(entry.fname) for entry in font_manager.fontManager.ttflist}
+        for name in sorted(os.listdir(directory)):
+            path = os.path.join(directory, name)
+            if name.lower().endswith((".ttf", ".otf")) and os.path.realpath(path) not in known:
+                try:
+                    font_manager.fontManager.addfont(path)
+                except (OSError, RuntimeError, ValueError):  # an unreadable file: the others still count
+                    continue
+
+
+def _missing_font_message(missing):
+    """What `attention_heatmaps_png` warns when no installed font has some characters."""
+    shown = ", ".join(f"{c!r} (U+{ord(c):04X})" for c in missing[:20])
+    if len(missing) > 20:
+        shown += f" and {len(missing) - 20} more"
+    names = " ".join(unicodedata.name(c, "") for c in missing)
+    fixes = []
+    if "HANGUL" in names:
+        fixes.append('pip install "bert-keras[korean]" (NanumGothic) or apt-get install fonts-nanum')
+    if any(script in names for script in ("CJK", "HIRAGANA", "KATAKANA", "IDEOGRAPH")):
+        fixes.append("apt-get install fonts-noto-cjk (Chinese, Japanese and Korean)")
+    fixes = " or ".join(fixes) or "install a font that has them"
+    return (f"no installed font has a glyph for {shown}: they are drawn as empty boxes. To draw them, "
+            f"{fixes}; after installing a system font, delete matplotlib's font cache (the fontlist-*.json "
+            "files in matplotlib.get_cachedir()) so that matplotlib finds it.")
 
 
 def _as_layers(attention_probs, num_tokens):
