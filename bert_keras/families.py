@@ -120,24 +120,38 @@ register(Family("ner", {"aggregation": "first", **_WINDOWS}, needs_labels=True,
                 description="word tagging, entities with character offsets (CoNLL-2003)"))
 
 
+# The official scripts a SQuAD-style model's `evaluate` can score answers with
+# (`bert_keras.metrics.squad`, `bert_keras.metrics.korquad`).
+EVALUATION_METRICS = ("squad", "korquad")
+
+
 def _squad_windows_fit(seq_length, settings):
-    """A window must hold [CLS] question [SEP] at least one context token [SEP]."""
+    """A window must hold [CLS] question [SEP] at least one context token [SEP]; the metric must exist."""
     if seq_length <= settings["max_query_length"] + 3:
         return (f"seq_length {seq_length} must exceed max_query_length + 3 "
                 f"({settings['max_query_length'] + 3})")
     if settings["max_windows"] < 1:
         return f"max_windows {settings['max_windows']} must be at least 1"
+    metric = settings["evaluation_metric"]
+    if metric not in EVALUATION_METRICS:
+        return f"evaluation_metric {metric!r}: one of {', '.join(map(repr, EVALUATION_METRICS))}"
+    if metric == "korquad" and settings["version_2"]:
+        return ("evaluation_metric 'korquad' scores KorQuAD 1.0, which has no unanswerable questions: "
+                "it needs version_2=False")
     return None
 
 
 register(Family("squad",
                 # run_squad.py's defaults; the v2.0 null threshold is 0.0 until set or tuned.
                 # max_windows: context windows a SavedModel reads per question (the export's cap).
+                # evaluation_metric: the official script `evaluate` scores v1.1 answers with
+                # ("squad": SQuAD v1.1's; "korquad": KorQuAD 1.0's, character F1).
                 {"version_2": False, "doc_stride": 128, "max_query_length": 64, "max_answer_length": 30,
-                 "n_best_size": 20, "null_score_diff_threshold": None, "max_windows": 16},
+                 "n_best_size": 20, "null_score_diff_threshold": None, "max_windows": 16,
+                 "evaluation_metric": "squad"},
                 needs_labels=False, label_count_attribute=None, default_seq_length=384,
                 task_class="bert_keras.tasks.span_qa:SpanQA", signatures="serving.signatures.span_qa",
-                description="extractive question answering (SQuAD v1.1 / v2.0)",
+                description="extractive question answering (SQuAD v1.1 / v2.0, KorQuAD 1.0)",
                 check=_squad_windows_fit))
 register(Family("multiple_choice", {"num_choices": 4}, needs_labels=False, label_count_attribute=None,
                 task_class="bert_keras.tasks.multiple_choice:MultipleChoice",

@@ -43,7 +43,9 @@ class SpanQA(TextTask):
         "end_char"}`).
         `evaluate`: the official SQuAD metrics: `{"exact", "f1", "total"}`
         (v1.1 `{"exact_match", "f1"}`); v2.0 adds `HasAns_*`, `NoAns_*` and
-        the best thresholds, plus `num_examples`.
+        the best thresholds, plus `num_examples`. With
+        `evaluation_metric="korquad"`, KorQuAD 1.0's official metrics instead
+        (`{"exact_match", "f1"}`, character F1: `bert_keras.metrics.korquad`).
 
     Args (`from_pretrained`, besides the common ones; `seq_length` default 384):
         version_2: SQuAD v2.0 (questions may have no answer).
@@ -56,6 +58,10 @@ class SpanQA(TextTask):
             `null_threshold` setter any value; nothing else changes it).
         max_windows: context windows a SavedModel export reads per question
             (16; `predict` reads them all).
+        evaluation_metric: the official script `evaluate` scores with:
+            "squad" (default; SQuAD v1.1 or v2.0 by `version_2`) or "korquad"
+            (KorQuAD 1.0, v1.1 models only). Saved with the model, so
+            `bert-keras evaluate` scores with it too.
     """
 
     kind = "squad"
@@ -85,7 +91,7 @@ class SpanQA(TextTask):
     @classmethod
     def _build_head(cls, encoder, *, labels, num_classes, dropout, version_2=False, doc_stride=128,
                     max_query_length=64, max_answer_length=30, n_best_size=20,
-                    null_score_diff_threshold=None, max_windows=16):
+                    null_score_diff_threshold=None, max_windows=16, evaluation_metric="squad"):
         from bert_keras.models import BertSpanQA
 
         if labels is not None or num_classes is not None:
@@ -93,7 +99,7 @@ class SpanQA(TextTask):
         settings = dict(version_2=bool(version_2), doc_stride=int(doc_stride),
                         max_query_length=int(max_query_length), max_answer_length=int(max_answer_length),
                         n_best_size=int(n_best_size), null_score_diff_threshold=null_score_diff_threshold,
-                        max_windows=int(max_windows))
+                        max_windows=int(max_windows), evaluation_metric=evaluation_metric)
         return None, BertSpanQA(encoder, dropout=dropout), settings
 
     def compile(self, *args, **kwargs):
@@ -328,13 +334,15 @@ class SpanQA(TextTask):
         return results
 
     def _evaluate(self, x, y, *, batch_size):
-        from bert_keras.metrics import squad_v1_metrics, squad_v2_metrics
+        from bert_keras.metrics import korquad, squad_v1_metrics, squad_v2_metrics
 
         examples = self._examples(x, y, training=False)
         predictions, _, null_odds = self._decode(examples, batch_size)
         dataset = squad_json(examples)
         if self._text.settings["version_2"]:
             metrics = squad_v2_metrics(dataset, predictions, na_probs=null_odds)
+        elif self._text.settings["evaluation_metric"] == "korquad":
+            metrics = korquad.evaluate(dataset["data"], predictions)
         else:
             metrics = squad_v1_metrics(dataset, predictions)
         metrics = {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in metrics.items()}
