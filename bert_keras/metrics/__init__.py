@@ -5,6 +5,7 @@ Pure Python / numpy (no TensorFlow), so they run anywhere predictions are writte
 * `classification`: accuracy, F1, Matthews correlation, Pearson, Spearman (sklearn / scipy);
 * `glue`: each GLUE task's metrics and the GLUE-average table;
 * `squad`: SQuAD v1.1 / v2.0 exact match and F1 (the official evaluation scripts);
+* `korquad`: KorQuAD 1.0 exact match and character-level F1 (`korquad.evaluate`, the official script);
 * `entities`: entity-level NER precision / recall / F1 (conlleval / seqeval).
 
 Example:
