@@ -157,7 +157,9 @@ register(Family("multiple_choice", {"num_choices": 4}, needs_labels=False, label
                 task_class="bert_keras.tasks.multiple_choice:MultipleChoice",
                 signatures="serving.signatures.multiple_choice",
                 description="pick the ending of a context (SWAG)"))
-register(Family("embedding", {"pooling": "mean", "normalize": False, **_WINDOWS}, needs_labels=False,
+# pooling_layer: the encoder state pooled (-1: the last block, bert-as-service's -pooling_layer).
+register(Family("embedding", {"pooling": "mean", "normalize": False, "pooling_layer": -1, **_WINDOWS},
+                needs_labels=False,
                 label_count_attribute=None, task_class="bert_keras.tasks.embedder:Embedder",
                 signatures="serving.signatures.embedding",
                 description="sentence vectors"))

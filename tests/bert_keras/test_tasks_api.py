@@ -152,7 +152,8 @@ def test_embedder_round_trip_and_padding_never_changes_a_vector(spec, tmp_path):
     alone = embedder.predict(texts[:1])  # a batch of one: padded to another width
     np.testing.assert_allclose(alone[0], vectors[0], atol=1e-5)
     loaded = reloaded(embedder, tmp_path)
-    assert loaded.settings == {"pooling": "mean", "normalize": True, "max_length": None, "stride": None}
+    assert loaded.settings == {"pooling": "mean", "normalize": True, "pooling_layer": -1, "max_length": None,
+                               "stride": None}
     np.testing.assert_allclose(loaded.predict(texts), vectors, atol=1e-5)
 
 

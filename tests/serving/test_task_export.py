@@ -89,3 +89,19 @@ def test_task_export_writes_the_version_it_returns_and_serves_predict(tmp_path):
     # Keras' one-argument call: the path is the served model's directory, the next version goes in it.
     again = embedder.export(str(tmp_path / "models" / "vectors"), warmup_requests=0, check=False)
     assert again == os.path.join(str(tmp_path / "models"), "vectors", "2")
+
+
+def test_bm25_embedder_at_a_pooling_layer_exports_what_predict_returns(tmp_path):
+    # The IDF table (a non-trainable weight of the head) and the pooled state (here 0: the
+    # embeddings output) travel into the graph: the served vectors are predict's.
+    spec = export_fixtures.make_encoder_spec(str(tmp_path / "encoder"))
+    embedder = tasks.Embedder.from_pretrained(spec, seq_length=32, pooling="bm25", pooling_layer=0,
+                                              normalize=True)
+    embedder.fit_idf(["the film was good", "the city of paris", "the dog sat down", "new york is a city"])
+    texts = TEXTS + ["the the the film, the film"]
+    path = embedder.export(str(tmp_path / "models"), "bm25", warmup_requests=0, check=False)
+    served = tf.saved_model.load(path).signatures["serving_default"](text=tf.constant(texts))
+    np.testing.assert_allclose(served["embedding"].numpy(), embedder.predict(texts), atol=1e-6)
+    with open(os.path.join(path, "assets.extra", "model_card.json"), encoding="utf-8") as f:
+        card = f.read()
+    assert '"pooling": "bm25"' in card and '"pooling_layer": 0' in card

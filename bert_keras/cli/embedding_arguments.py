@@ -1,0 +1,53 @@
+"""What `embed` and `export --init` share about sentence embeddings: the pooling flags
+(`--pooling`, `--pooling-layer`, `--idf-corpus`, `--normalize`) and the reading of the BM25
+corpus. No TensorFlow: `--help` stays fast."""
+
+import os
+
+from bert_keras.cli.main import CommandError
+from bert_keras.pooling_modes import POOLING_MODES
+
+POOLING_LAYER_HELP = ("the encoder state pooled by mean / cls / max / bm25, as bert-as-service's "
+                      "-pooling_layer: -1 the last block (default), -2 the one before, ... -L the first; "
+                      "1..L counted from the first; 0 the embeddings output")
+
+
+def add_pooling_options(parser, *, applies_to="", idf_default=""):
+    """`--pooling`, `--pooling-layer N`, `--idf-corpus FILE`, `--normalize`.
+
+    Args:
+        parser: the subcommand's parser.
+        applies_to: a help prefix (`"--init: "` for `export`).
+        idf_default: what `--idf-corpus` defaults to, for its help.
+    """
+    parser.add_argument("--pooling", choices=POOLING_MODES, default="mean",
+                        help=f"{applies_to}how token vectors become one (default mean)")
+    parser.add_argument("--pooling-layer", type=int, default=None, metavar="N",
+                        help=f"{applies_to}{POOLING_LAYER_HELP}")
+    parser.add_argument("--idf-corpus", metavar="FILE",
+                        help=f"{applies_to}--pooling bm25: fit the IDF on this UTF-8 file's lines (one text "
+                             f"each, blank lines skipped){idf_default}")
+    parser.add_argument("--normalize", action="store_true",
+                        help=f"{applies_to}L2-normalize the vectors (unit length)")
+
+
+def pooling_layer(args):
+    """`--pooling-layer`, -1 (the last block) when not given."""
+    return -1 if args.pooling_layer is None else args.pooling_layer
+
+
+def read_idf_corpus(args):
+    """The lines of `--idf-corpus` (blank ones skipped), None without it; only with `--pooling bm25`."""
+    if args.idf_corpus is None:
+        return None
+    if args.pooling != "bm25":
+        raise CommandError(f"--idf-corpus {args.idf_corpus}: the IDF is for --pooling bm25 "
+                           f"(not {args.pooling})")
+    if not os.path.isfile(args.idf_corpus):
+        raise CommandError(f"--idf-corpus {args.idf_corpus}: no such file")
+    from serving.text_requests import read_texts
+
+    corpus = read_texts(args.idf_corpus)
+    if not corpus:
+        raise CommandError(f"--idf-corpus {args.idf_corpus}: holds no text")
+    return corpus
