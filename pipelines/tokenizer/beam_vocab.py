@@ -23,7 +23,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipelines import corpus as corpus_lib
 
 
-def count_words_with_beam(patterns: Union[str, Sequence[str]], *, lowercase: bool = True,
+def count_words_with_beam(patterns: Union[str, Sequence[str]], *, lowercase: bool = True, strip_accents=None,
                           runner: str = "DirectRunner", pipeline_args: Sequence[str] = (), min_count: int = 1,
                           temp_dir: str = None) -> collections.Counter:
     """Word counts of text files, as `count_words(tf.data.TextLineDataset(files), BertPreTokenizer(lowercase))`.
@@ -37,6 +37,7 @@ def count_words_with_beam(patterns: Union[str, Sequence[str]], *, lowercase: boo
     Args:
         patterns: files / globs / comma lists (any Beam file system).
         lowercase: the uncased pre-tokenizer rules.
+        strip_accents: NFD + drop combining marks (None: as `lowercase`).
         runner: a Beam runner name.
         pipeline_args: further Beam pipeline options.
         min_count: words seen fewer times are left out (they never make the vocabulary
@@ -59,7 +60,7 @@ def count_words_with_beam(patterns: Union[str, Sequence[str]], *, lowercase: boo
             | "Files" >> beam.Create(files)
             | "ReadLines" >> beam.io.ReadAllFromText(coder=beam.coders.BytesCoder())
             | "Batch" >> beam.BatchElements(min_batch_size=64, max_batch_size=4096)
-            | "CountBatch" >> beam.ParDo(_CountBatch(lowercase))
+            | "CountBatch" >> beam.ParDo(_CountBatch(lowercase, strip_accents))
             | "Sum" >> beam.CombinePerKey(sum)
             | "Keep" >> beam.Filter(lambda word_count: word_count[1] >= min_count)
             | "Format" >> beam.MapTuple(lambda word, count: f"{word.encode('unicode_escape').decode()}\t{count}")
@@ -96,13 +97,14 @@ def learn_vocabulary_with_beam(patterns, *, vocab_size: int, lowercase: bool = T
 class _CountBatch(beam.DoFn):
     """A batch of lines (bytes) -> (word, count in the batch), split by `BertPreTokenizer`."""
 
-    def __init__(self, lowercase):
+    def __init__(self, lowercase, strip_accents=None):
         self.lowercase = lowercase
+        self.strip_accents = strip_accents
 
     def setup(self):
         from pipelines.tokenizer.normalize import BertPreTokenizer
 
-        self.pre_tokenizer = BertPreTokenizer(lowercase=self.lowercase)
+        self.pre_tokenizer = BertPreTokenizer(lowercase=self.lowercase, strip_accents=self.strip_accents)
 
     def process(self, lines):
         import tensorflow as tf

@@ -217,7 +217,13 @@ def special_tokens_from_vocabulary(
 
 
 def count_words(
-    text_dataset: tf.data.Dataset, pre_tokenizer, batch_size: int = 1024, progress=None
+    text_dataset: tf.data.Dataset,
+    pre_tokenizer,
+    batch_size: int = 1024,
+    progress=None,
+    *,
+    morphemes=None,
+    morpheme_suffixes: bool = False,
 ) -> collections.Counter:
     """Counts the words of a text corpus, split exactly as BERT will split them.
 
@@ -225,6 +231,20 @@ def count_words(
     pre-tokenizer (normalization, accent stripping, punctuation splitting) the
     final tokenizer uses, or the vocabulary will hold pieces that never occur
     and miss ones that do.
+
+    With `morphemes` (Korean: a morpheme analyzer, `pipelines.tokenizer.morphemes`)
+    the lines are first split into morphemes on the host, in batches, then split
+    by `pre_tokenizer` as usual, so cleaning, punctuation and case rules stay
+    those of the final tokenizer:
+
+    - morphemes as words (`morpheme_suffixes=False`): each morpheme is a word
+      ("오늘은" counts "오늘" and "은"). For a model that reads text split by the
+      same analyzer (`MorphemeSplitter.spaced`) at training and inference.
+    - morpheme suffixes (`morpheme_suffixes=True`): the first morpheme of each
+      word is a word, each later one `m` the continuation word `"##" + m`
+      ("오늘은" counts "오늘" and "##은"). `build_vocabulary()` learns those as
+      `##` pieces, so the vocabulary splits RAW words at morpheme boundaries
+      ("오늘" + "##은"): the analyzer is needed to learn it, not to use it.
 
     Example:
 
@@ -241,9 +261,17 @@ def count_words(
         batch_size: int. Lines split per call when the dataset is unbatched.
         progress: optional object with `update(n)` (e.g. a `tqdm` bar), told
             how many lines each batch held.
+        morphemes: None, a `pipelines.tokenizer.morphemes.MorphemeSplitter`, or
+            the name of one in `morphemes.PRE_TOKENIZERS` ("kiwi").
+        morpheme_suffixes: with `morphemes`, count later morphemes as `##` words.
 
     Returns:
-        A `collections.Counter` mapping each word (str) to its count.
+        A `collections.Counter` mapping each word (str) to its count; with
+        `morpheme_suffixes`, continuation words are written `"##" + morpheme`.
+
+    Raises:
+        pipelines.tokenizer.morphemes.MissingAnalyzerError: the analyzer is not
+            installed (`pip install "bert-keras[korean]"` for kiwi).
     """
     spec = text_dataset.element_spec
     if not isinstance(spec, tf.TensorSpec) or spec.dtype != tf.string:
@@ -257,11 +285,38 @@ def count_words(
         raise TypeError(
             f"count_words needs scalar strings or string vectors, got shape {spec.shape}."
         )
+    if morpheme_suffixes and morphemes is None:
+        raise ValueError("morpheme_suffixes=True needs a morpheme analyzer: pass morphemes='kiwi'.")
+    if morphemes is not None:
+        from pipelines.tokenizer import morphemes as morphemes_lib
+
+        splitter = morphemes_lib.morpheme_splitter(morphemes)
+        separator = morphemes_lib.MARKER if morpheme_suffixes else " "
+        text_dataset = _split_on_host(text_dataset, lambda texts: splitter.marked(texts, separator))
     words_dataset = text_dataset.map(
         lambda lines: (pre_tokenizer.split(lines), tf.size(lines)),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
-    return _count_word_tensors(words_dataset, progress)
+    counts = _count_word_tensors(words_dataset, progress)
+    if morpheme_suffixes:
+        counts = morphemes_lib.fold_marked_words(counts)
+    return counts
+
+
+def _split_on_host(text_dataset: tf.data.Dataset, transform) -> tf.data.Dataset:
+    """The batches of `text_dataset` (string vectors) passed through `transform` (a Python
+    function: list of str -> list of str) as they stream, one batch at a time."""
+
+    def batches():
+        for lines in text_dataset.as_numpy_iterator():
+            # Bytes that are not UTF-8 become U+FFFD, which the pre-tokenizer drops (as TF's
+            # string ops drop such bytes).
+            texts = transform([line.decode("utf-8", "replace") for line in lines])
+            yield tf.constant(texts, tf.string) if texts else tf.zeros([0], tf.string)
+
+    return tf.data.Dataset.from_generator(
+        batches, output_signature=tf.TensorSpec([None], tf.string)
+    ).prefetch(1)
 
 
 def _count_word_tensors(words_dataset: tf.data.Dataset, progress=None) -> collections.Counter:
@@ -306,6 +361,12 @@ def build_vocabulary(
     character of the alphabet alone and with the `##` prefix -- so any word made
     of known characters tokenizes without `[UNK]` -- then the learned pieces,
     most frequent first.
+
+    A word written with the `##` prefix ("##은", what `count_words(...,
+    morpheme_suffixes=True)` counts) continues a word: its pieces are all `##`
+    pieces (`pipelines.tokenizer.continuation_learner`: the same learner, taught
+    such words). The BERT pre-tokenizer never makes such a word itself ('#' is
+    punctuation).
 
     Example:
 
@@ -365,9 +426,10 @@ def build_vocabulary(
     if not merged:
         raise ValueError("build_vocabulary got no words to learn from (word_counts is empty).")
 
+    from pipelines.tokenizer import continuation_learner
+
     alphabet = _alphabet(merged, max_unique_chars)
-    vocab = wordpiece_tokenizer_learner_lib.learn(
-        dict(merged),
+    options = dict(
         vocab_size=vocab_size,
         reserved_tokens=list(reserved_tokens),
         upper_thresh=upper_thresh,
@@ -379,9 +441,12 @@ def build_vocabulary(
         # The learner has no "no limit" value here; the alphabet size is one.
         max_unique_chars=len(alphabet),
         slack_ratio=slack_ratio,
-        include_joiner_token=True,
         joiner=_JOINER,
     )
+    if continuation_learner.has_continuation_words(merged, _JOINER):
+        vocab = continuation_learner.learn(dict(merged), **options)
+    else:
+        vocab = wordpiece_tokenizer_learner_lib.learn(dict(merged), include_joiner_token=True, **options)
     # The learner takes its alphabet from the words it learned from, after the
     # max_input_tokens and max_token_length cuts; a character found only in
     # rare or very long words would then be missing and such words would become
@@ -427,6 +492,8 @@ def _alphabet(word_counts: Mapping[str, int], max_unique_chars: Optional[int]) -
     """
     char_counts = collections.Counter()
     for word, count in word_counts.items():
+        if word.startswith(_JOINER) and len(word) > len(_JOINER):  # a continuation word
+            word = word[len(_JOINER) :]
         for char in word:
             char_counts[char] += count
     ranked = sorted(sorted(char_counts.items()), key=lambda kv: kv[1], reverse=True)

@@ -142,3 +142,27 @@ def test_resolution_and_bad_files(tmp_path):
         f.write("{not json")
     with pytest.raises(TokenizerSettingsError, match="not a JSON tokenizer config"):
         read_tokenizer_settings(vocab)
+
+
+def test_the_cli_keeps_hangul_from_vocabulary_to_tokenize(tmp_path, capsys):
+    """`bert-keras vocab --no-strip-accents` records the rule; `tokenize` and `create-pretraining-data`
+    read it from there without being told again."""
+    from bert_keras.cli.main import main
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(REVIEWS * 3) + "\n", encoding="utf-8")
+    vocab = tmp_path / "vocab.txt"
+    assert main(["vocab", str(corpus), "-o", str(vocab), "--size", "400", "--no-strip-accents"]) == 0
+    assert read_tokenizer_settings(str(vocab)) == {"lowercase": True, "strip_accents": False}
+    capsys.readouterr()
+    assert main(["tokenize", "--vocab", str(vocab), "--json", "신용 대출을 신청하고 싶어요"]) == 0
+    tokens = [t["token"] for t in json.loads(capsys.readouterr().out)["tokens"]]
+    assert "[UNK]" not in tokens and not any(0x1100 <= ord(c) <= 0x11FF for t in tokens for c in t)
+    from pipelines.pretraining.settings import PretrainingDataSettings
+
+    settings = PretrainingDataSettings(input=str(corpus), vocab_file=str(vocab), output_prefix=str(tmp_path / "pt"))
+    assert (settings.lowercase, settings.strip_accents) == (True, False)
+    # The rules file is an output too: never replaced without --overwrite.
+    other = tmp_path / "other.txt"
+    assert main(["vocab", str(corpus), "-o", str(other).replace("other.txt", "vocab2.txt"), "--size", "400"]) == 2
+    assert "rules file" in capsys.readouterr().err
