@@ -1,0 +1,333 @@
+"""A Korean BERT pretrained on this machine, measured on NSMC, KorQuAD 1.0 and KorSTS.
+
+The seeds' Korean experiment (Kakao's: a Korean BERT pretrained from scratch on
+morpheme-analysed text, fine-tuned on NSMC and KorQuAD) as one resumable script on the public
+API. Read it top to bottom; `docs/korean.md` has the commands and the measured table.
+
+    python examples/korean_bert.py --data ../shared/data/korean --workdir runs/korean --variant plain
+    python examples/korean_bert.py ... --variant morpheme-vocab
+    python examples/korean_bert.py ... --variant morpheme-split
+
+Variants (the same corpus, vocabulary size, model size and pretraining budget):
+
+- `plain`: WordPiece over whitespace-separated words (eojeols). Tokenized in-graph: the
+  export runs on stock TensorFlow Serving.
+- `morpheme-vocab`: the vocabulary is learned on kiwi morphemes, the later morphemes of a word
+  as `##` pieces ("오늘은" -> "오늘", "##은"); it reads RAW text in-graph, as `plain` does.
+- `morpheme-split`: kiwi splits the text at training and at inference ("오늘 은"): the
+  vocabulary's words are morphemes. The split runs on the host (Python), before the graph.
+
+Every variant keeps Hangul syllables whole (`lowercase=True, strip_accents=False`: BERT's uncased
+rule would NFD-decompose them into jamo). Each step writes under `--workdir/VARIANT/` and is
+skipped when its output exists, so a killed run resumes where it stopped (pretraining resumes
+from its last checkpoint). Held out: NSMC's last 10,000 training rows are the dev set (its test
+file is not used); KorQuAD 1.0 trains on the dev file's first 70 articles and is scored on its
+last 70 (the train file is not used).
+"""
+
+import argparse
+import glob
+import json
+import os
+import time
+
+VARIANTS = ("plain", "morpheme-vocab", "morpheme-split")
+NSMC_DEV_ROWS = 10_000  # the last rows of ratings_train.txt
+KORQUAD_TRAIN_ARTICLES = 70  # the first 70 articles of KorQuAD_v1.0_dev.json; the last 70 are scored
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", required=True, help="the Korean data folder (pretrain/, nsmc/, korquad/, sts/)")
+    parser.add_argument("--workdir", required=True, help="where every step writes (one folder per variant)")
+    parser.add_argument("--variant", choices=VARIANTS, required=True)
+    parser.add_argument("--vocab-size", type=int, default=16000)
+    parser.add_argument("--config", default="tiny", help="model size (tiny, mini, small, base) or a config JSON")
+    parser.add_argument("--seq-length", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=2000, help="pretraining steps")
+    parser.add_argument("--batch-size", type=int, default=64, help="pretraining batch")
+    parser.add_argument("--learning-rate", type=float, default=5e-4, help="pretraining learning rate")
+    parser.add_argument("--whole-word-mask", action="store_true",
+                        help="mask whole words (morpheme-split: whole morphemes; others: whole eojeols)")
+    parser.add_argument("--pretrain-files", type=int, default=None, help="use the first N corpus files only")
+    parser.add_argument("--nsmc-train", type=int, default=None, help="NSMC training rows (default all 140,000)")
+    parser.add_argument("--nsmc-epochs", type=float, default=1.0)
+    parser.add_argument("--korquad-epochs", type=float, default=3.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps-only", nargs="*", default=None,
+                        help="run only these steps (vocab corpus records pretrain nsmc baseline korquad)")
+    return parser.parse_args(argv)
+
+
+def log(message):
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def splitter():
+    from pipelines.tokenizer.morphemes import morpheme_splitter
+
+    return morpheme_splitter("kiwi").load()
+
+
+# -- 1. vocabulary -------------------------------------------------------------------------------
+def learn_vocabulary(args, out, corpus):
+    """`bert-keras vocab CORPUS -o vocab.txt --size N --no-strip-accents [--pre-tokenizer kiwi
+    [--morpheme-suffixes]]`; writes vocab.txt and HF's tokenizer_config.json beside it.
+
+    morpheme-split learns from the split corpus (the same words `--pre-tokenizer kiwi` counts)."""
+    from pipelines.tokenizer import build_vocabulary, write_vocabulary
+    from pipelines.tokenizer.corpus_words import count_corpus_words
+    from pipelines.tokenizer.tokenizer_config import write_tokenizer_settings
+
+    path = os.path.join(out, "vocab.txt")
+    if os.path.exists(path):
+        return path
+    options = {"morpheme-vocab": {"pre_tokenizer": "kiwi", "morpheme_suffixes": True}}.get(args.variant, {})
+    started = time.time()
+    counts = count_corpus_words(corpus, lowercase=True, strip_accents=False, **options)
+    tokens = build_vocabulary(counts, vocab_size=args.vocab_size, max_input_tokens=200_000)
+    write_vocabulary(tokens, path)
+    write_tokenizer_settings(path, lowercase=True, strip_accents=False)
+    log(f"vocab: {len(tokens):,} tokens from {len(counts):,} distinct words in {time.time() - started:.0f}s")
+    return path
+
+
+def corpus_files(args):
+    files = sorted(glob.glob(os.path.join(args.data, "pretrain", "*.txt")))
+    return files[: args.pretrain_files] if args.pretrain_files else files
+
+
+# -- 2. corpus (morpheme-split: the corpus as the model will read it) --------------------------------
+def split_corpus(args, out):
+    """The corpus files with a space at every morpheme boundary (morpheme-split only)."""
+    from pipelines.atomic_writes import write_text
+
+    if args.variant != "morpheme-split":
+        return corpus_files(args)
+    folder = os.path.join(out, "corpus")
+    os.makedirs(folder, exist_ok=True)
+    analyzer, written = None, []
+    for path in corpus_files(args):
+        target = os.path.join(folder, os.path.basename(path))
+        written.append(target)
+        if os.path.exists(target):
+            continue
+        analyzer = analyzer or splitter()
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().split("\n")
+        spaced, _ = analyzer.spaced(lines)
+        write_text(target, "\n".join(spaced))  # atomic: a killed run leaves no half file
+    return written
+
+
+# -- 3. pretraining records and 4. pretraining --------------------------------------------------------
+def write_records(args, out, vocab, corpus):
+    """`bert-keras create-pretraining-data --input ... --vocab vocab.txt --no-strip-accents ...`"""
+    from pipelines.pretraining import write_pretraining_data
+    from pipelines.pretraining.settings import PretrainingDataSettings
+
+    prefix = os.path.join(out, "records", "pt")
+    settings = PretrainingDataSettings(
+        input=list(corpus), vocab_file=vocab, output_prefix=prefix, lowercase=True, strip_accents=False,
+        max_seq_length=args.seq_length, max_predictions_per_seq=max(1, round(args.seq_length * 0.15)),
+        dupe_factor=1, whole_word_mask=args.whole_word_mask, seed=args.seed, num_output_shards=8)
+    summary = write_pretraining_data(settings, log=log)
+    log(f"records: {summary}")
+    return prefix + "-*.tfrecord"
+
+
+def pretrain(args, out, vocab, records):
+    """`bert-keras pretrain --data 'records/pt-*.tfrecord' --vocab vocab.txt --config tiny ...`"""
+    from bert_keras.tasks import Pretrainer
+
+    run = os.path.join(out, "pretrain")
+    result = Pretrainer.pretrain(
+        run, steps=args.steps, records=records, config=args.config, vocab_file=vocab,
+        seq_length=args.seq_length, max_predictions=max(1, round(args.seq_length * 0.15)),
+        batch_size=args.batch_size, learning_rate=args.learning_rate, seed=args.seed,
+        checkpoint_every=min(500, args.steps), verbose=2, log=log)
+    log(f"pretrain: {result.metrics}")
+    return os.path.join(run, "encoder.keras"), result.metrics
+
+
+# -- 5. NSMC -------------------------------------------------------------------------------------
+def read_nsmc(args):
+    with open(os.path.join(args.data, "nsmc", "ratings_train.txt"), encoding="utf-8") as f:
+        rows = [line.split("\t") for line in f.read().splitlines()[1:]]
+    # A few reviews are empty (rows of only an id and a label): no model reads them; they are
+    # dropped, as the usual NSMC loaders (pandas' dropna) drop them.
+    train_rows = [row for row in rows[:-NSMC_DEV_ROWS] if row[1].strip()]
+    rows = train_rows + [row for row in rows[-NSMC_DEV_ROWS:] if row[1].strip()]
+    texts, labels = [row[1] for row in rows], [row[2] for row in rows]
+    train = slice(0, len(train_rows))
+    dev = slice(len(train_rows), len(rows))
+    train_texts, train_labels = texts[train], labels[train]
+    if args.nsmc_train:
+        train_texts, train_labels = train_texts[: args.nsmc_train], train_labels[: args.nsmc_train]
+    return (train_texts, train_labels), (texts[dev], labels[dev])
+
+
+def as_read(args, texts, analyzer):
+    """The texts as the variant's model reads them (morpheme-split: split on the host)."""
+    if args.variant != "morpheme-split":
+        return list(texts)
+    return analyzer.spaced(list(texts))[0]
+
+
+def finetune_nsmc(args, out, encoder):
+    """`bert-keras finetune --task csv:nsmc_train.tsv --init run/encoder.keras ...`"""
+    from bert_keras.tasks import TextClassifier
+
+    (train_x, train_y), (dev_x, dev_y) = read_nsmc(args)
+    analyzer = splitter() if args.variant == "morpheme-split" else None
+    classifier = TextClassifier.from_pretrained(encoder, labels=["0", "1"], seq_length=64, learning_rate=1e-4)
+    started = time.time()
+    classifier.fit(as_read(args, train_x, analyzer), train_y, epochs=args.nsmc_epochs, batch_size=32,
+                   seed=args.seed, verbose=2, run_dir=os.path.join(out, "nsmc-run"))
+    seconds = time.time() - started
+    scores = classifier.evaluate(as_read(args, dev_x, analyzer), dev_y)
+    classifier.save(os.path.join(out, "nsmc"), overwrite=True)
+    log(f"nsmc: {scores} ({len(train_x):,} reviews, {seconds:.0f}s)")
+    return {"accuracy": float(scores["accuracy"]), "train_rows": len(train_x), "fit_seconds": round(seconds)}
+
+
+def tfidf_baseline(args):
+    """The baseline to beat: TF-IDF (character 1-3-grams within words + word 1-2-grams) and logistic
+    regression (scikit-learn), on the same NSMC training rows and dev set."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline, make_union
+
+    (train_x, train_y), (dev_x, dev_y) = read_nsmc(args)
+    scores = {}
+    for name, features in (
+            ("words", TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)),
+            ("chars+words", make_union(
+                TfidfVectorizer(analyzer="char_wb", ngram_range=(1, 3), min_df=2, sublinear_tf=True),
+                TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)))):
+        model = make_pipeline(features, LogisticRegression(C=3, max_iter=2000)).fit(train_x, train_y)
+        scores[name] = sum(p == t for p, t in zip(model.predict(dev_x), dev_y)) / len(dev_y)
+    log(f"tf-idf + logistic regression: {scores}")
+    return scores
+
+
+# -- 6. KorQuAD 1.0 --------------------------------------------------------------------------------
+def korquad_split(args):
+    with open(os.path.join(args.data, "korquad", "KorQuAD_v1.0_dev.json"), encoding="utf-8") as f:
+        articles = json.load(f)["data"]
+    return articles[:KORQUAD_TRAIN_ARTICLES], articles[KORQUAD_TRAIN_ARTICLES:]
+
+
+def finetune_korquad(args, out, encoder):
+    """SpanQA with `evaluation_metric="korquad"`: the official KorQuAD 1.0 script's EM and F1."""
+    from bert_keras.metrics import korquad
+    from bert_keras.tasks import SpanQA
+    from pipelines.datasets.squad import read_squad_json
+
+    train_articles, eval_articles = korquad_split(args)
+    if args.variant == "morpheme-split":
+        return finetune_korquad_split(args, out, encoder, train_articles, eval_articles)
+    qa = SpanQA.from_pretrained(encoder, seq_length=args.seq_length, doc_stride=64, max_query_length=32,
+                                evaluation_metric="korquad", learning_rate=1e-4)
+    train = read_squad_json({"data": train_articles}, is_training=True, version="v1.1")
+    started = time.time()
+    qa.fit(train, epochs=args.korquad_epochs, batch_size=32, seed=args.seed, verbose=2)
+    seconds = time.time() - started
+    dev = read_squad_json({"data": eval_articles}, is_training=False, version="v1.1")
+    predictions = {p["id"]: p["answer"] for p in qa.predict(dev)}
+    scores = korquad.evaluate(eval_articles, predictions)
+    log(f"korquad: {scores} ({len(train):,} questions, {seconds:.0f}s)")
+    return {**scores, "fit_seconds": round(seconds)}
+
+
+def finetune_korquad_split(args, out, encoder, train_articles, eval_articles):
+    """morpheme-split: contexts and questions split on the host, answers mapped to the split text
+    and the predicted spans back to the raw context before scoring."""
+    from bert_keras.metrics import korquad
+    from bert_keras.tasks import SpanQA
+
+    analyzer = splitter()
+
+    def rows(articles):
+        for article in articles:
+            for paragraph in article["paragraphs"]:
+                context = paragraph["context"]
+                (spaced,), (char_map,) = analyzer.spaced([context])
+                start_of = {int(raw): new for new, raw in reversed(list(enumerate(char_map)))
+                            if new == 0 or spaced[new - 1] == " " or char_map[new - 1] != raw}
+                for qa in paragraph["qas"]:
+                    yield context, spaced, char_map, start_of, qa
+
+    questions, contexts, answers = [], [], []
+    for context, spaced, char_map, start_of, qa in rows(train_articles):
+        answer = qa["answers"][0]
+        begin = start_of.get(answer["answer_start"])
+        end = start_of.get(answer["answer_start"] + len(answer["text"]))
+        end = len(spaced) if end is None else end
+        if begin is None:
+            continue
+        text = spaced[begin:end].rstrip(" ")
+        questions.append(analyzer.spaced([qa["question"]])[0][0])
+        contexts.append(spaced)
+        answers.append({"text": text, "answer_start": begin})
+    qa_task = SpanQA.from_pretrained(encoder, seq_length=args.seq_length, doc_stride=64, max_query_length=32,
+                                     evaluation_metric="korquad", learning_rate=1e-4)
+    started = time.time()
+    qa_task.fit((questions, contexts), answers, epochs=args.korquad_epochs, batch_size=32, seed=args.seed,
+                verbose=2)
+    seconds = time.time() - started
+    ids, eval_questions, eval_contexts, maps, raw_contexts = [], [], [], [], []
+    for context, spaced, char_map, _, qa in rows(eval_articles):
+        ids.append(qa["id"])
+        eval_questions.append(analyzer.spaced([qa["question"]])[0][0])
+        eval_contexts.append(spaced)
+        maps.append(char_map)
+        raw_contexts.append(context)
+    predictions = {}
+    for qid, prediction, char_map, raw in zip(ids, qa_task.predict((eval_questions, eval_contexts)), maps,
+                                             raw_contexts):
+        if prediction["start_char"] < 0:
+            predictions[qid] = ""
+            continue
+        begin = int(char_map[prediction["start_char"]])
+        end = int(char_map[max(prediction["end_char"] - 1, prediction["start_char"])]) + 1
+        predictions[qid] = raw[begin:end]
+    scores = korquad.evaluate(eval_articles, predictions)
+    log(f"korquad: {scores} ({len(questions):,} questions, {seconds:.0f}s)")
+    return {**scores, "fit_seconds": round(seconds)}
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    out = os.path.join(args.workdir, args.variant)
+    os.makedirs(out, exist_ok=True)
+    results_path = os.path.join(out, "results.json")
+    results = json.load(open(results_path, encoding="utf-8")) if os.path.exists(results_path) else {}
+    wanted = set(args.steps_only or ["vocab", "corpus", "records", "pretrain", "nsmc", "baseline", "korquad"])
+
+    def save():
+        from pipelines.atomic_writes import write_json
+
+        write_json(results_path, results, sort_keys=True)
+
+    corpus = split_corpus(args, out)
+    vocab = learn_vocabulary(args, out, corpus)
+    records = write_records(args, out, vocab, corpus) if "records" in wanted else None
+    encoder = os.path.join(out, "pretrain", "encoder.keras")
+    if "pretrain" in wanted:
+        encoder, results["pretrain"] = pretrain(args, out, vocab, records or os.path.join(out, "records", "pt-*.tfrecord"))
+        save()
+    if "nsmc" in wanted and "nsmc" not in results:
+        results["nsmc"] = finetune_nsmc(args, out, encoder)
+        save()
+    if "baseline" in wanted and "tfidf" not in results:
+        results["tfidf"] = tfidf_baseline(args)
+        save()
+    if "korquad" in wanted and "korquad" not in results:
+        results["korquad"] = finetune_korquad(args, out, encoder)
+        save()
+    log(f"results: {json.dumps(results)}")
+
+
+if __name__ == "__main__":
+    main()
