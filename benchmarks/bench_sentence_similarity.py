@@ -107,6 +107,9 @@ def main(argv=None):
     parser.add_argument("--seq-length", type=int, default=128, help="packed length (default 128)")
     parser.add_argument("--batch-size", type=int, default=64, help="sentences per forward pass (default 64)")
     parser.add_argument("--limit", type=int, default=None, metavar="N", help="the first N dev pairs (default all)")
+    parser.add_argument("--pre-tokenizer", default=None, metavar="NAME",
+                        help="split every sentence into morphemes with this analyzer first (kiwi), for a model "
+                             "whose vocabulary was learned with bert-keras vocab --pre-tokenizer kiwi")
     args = parser.parse_args(argv)
 
     dev_path, train_path = (os.path.join(args.data, f"sts-{split}.tsv") for split in ("dev", "train"))
@@ -116,6 +119,14 @@ def main(argv=None):
     pairs, skipped = read_pairs(dev_path, args.limit)
     train, _ = read_pairs(train_path)
     idf_corpus = sorted({s for a, b, _ in train for s in (a, b)})
+    if args.pre_tokenizer:  # the model reads morpheme-split text (at training and at inference)
+        from pipelines.tokenizer.morphemes import morpheme_splitter
+
+        splitter = morpheme_splitter(args.pre_tokenizer)
+        split = dict(zip(*(lambda texts: (texts, splitter.spaced(texts)[0]))(
+            sorted({s for a, b, _ in pairs for s in (a, b)} | set(idf_corpus)))))
+        pairs = [(split[a], split[b], score) for a, b, score in pairs]
+        idf_corpus = [split[s] for s in idf_corpus]
 
     import keras
     import tensorflow as tf
