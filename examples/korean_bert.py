@@ -85,7 +85,10 @@ def learn_vocabulary(args, out, corpus):
     options = {"morpheme-vocab": {"pre_tokenizer": "kiwi", "morpheme_suffixes": True}}.get(args.variant, {})
     started = time.time()
     counts = count_corpus_words(corpus, lowercase=True, strip_accents=False, **options)
-    tokens = build_vocabulary(counts, vocab_size=args.vocab_size, max_input_tokens=200_000)
+    # Korean Wikipedia has ~8,700 distinct characters (hanja included): with every one and its ## form the
+    # alphabet alone would fill the vocabulary. SentencePiece's coverage for CJK keeps the common ones.
+    tokens = build_vocabulary(counts, vocab_size=args.vocab_size, max_input_tokens=200_000,
+                              character_coverage=0.9995)
     write_vocabulary(tokens, path)
     write_tokenizer_settings(path, lowercase=True, strip_accents=False)
     log(f"vocab: {len(tokens):,} tokens from {len(counts):,} distinct words in {time.time() - started:.0f}s")
@@ -229,11 +232,11 @@ def finetune_korquad(args, out, encoder):
         return finetune_korquad_split(args, out, encoder, train_articles, eval_articles)
     qa = SpanQA.from_pretrained(encoder, seq_length=args.seq_length, doc_stride=64, max_query_length=32,
                                 evaluation_metric="korquad", learning_rate=1e-4)
-    train = read_squad_json({"data": train_articles}, is_training=True, version="v1.1")
+    train = read_squad_json({"data": train_articles}, is_training=True, version="1.1")
     started = time.time()
     qa.fit(train, epochs=args.korquad_epochs, batch_size=32, seed=args.seed, verbose=2)
     seconds = time.time() - started
-    dev = read_squad_json({"data": eval_articles}, is_training=False, version="v1.1")
+    dev = read_squad_json({"data": eval_articles}, is_training=False, version="1.1")
     predictions = {p["id"]: p["answer"] for p in qa.predict(dev)}
     scores = korquad.evaluate(eval_articles, predictions)
     log(f"korquad: {scores} ({len(train):,} questions, {seconds:.0f}s)")

@@ -27,6 +27,11 @@ def register(subparsers, summary):
         "--reserved", nargs="*", default=None, metavar="TOKEN",
         help="extra reserved tokens after the five special ones (e.g. [unused0])",
     )
+    parser.add_argument("--character-coverage", type=float, default=1.0, metavar="SHARE",
+                        help="keep the most frequent characters covering this share of the text (SentencePiece's "
+                             "option; default 1.0, every character); the others become [UNK]. Korean, Chinese and "
+                             "Japanese corpora need fewer characters (0.9995, as SentencePiece), or their alphabet "
+                             "fills the vocabulary")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     parser.add_argument("--runner", default=None,
                         help="count the words on Apache Beam (pip install bert-keras[beam]): DirectRunner, "
@@ -79,7 +84,15 @@ def run(args):
         raise CommandError(str(error)) from None
     reserved = RESERVED_TOKENS + list(args.reserved or [])
     print(f"{sum(counts.values()):,} words, {len(counts):,} distinct; learning {args.size:,} pieces...")
-    tokens = build_vocabulary(counts, vocab_size=args.size, reserved_tokens=reserved)
+    from pipelines.tokenizer.vocab import alphabet_share
+
+    share = alphabet_share(counts, args.size, args.character_coverage)
+    if share >= 0.5:
+        print(f"note: the characters alone (each also as ##) take {share:.0%} of --size {args.size:,}, leaving "
+              f"{'no' if share >= 1 else 'little'} room for pieces of words; a script with thousands of "
+              "characters needs --character-coverage 0.9995 (rarer characters become [UNK]) or a larger --size")
+    tokens = build_vocabulary(counts, vocab_size=args.size, reserved_tokens=reserved,
+                              character_coverage=args.character_coverage)
     write_vocabulary(tokens, args.output)
     write_tokenizer_settings(args.output, lowercase=not args.cased, strip_accents=args.strip_accents)
     print(f"wrote {len(tokens):,} tokens to {args.output} (rules in {settings_file})")

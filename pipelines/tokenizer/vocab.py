@@ -13,6 +13,7 @@ import dataclasses
 import os
 from typing import Iterable, List, Mapping, Optional, Tuple, Union
 
+import numpy as np
 import tensorflow as tf
 
 from pipelines.atomic_writes import write_bytes
@@ -351,6 +352,7 @@ def build_vocabulary(
     max_token_length: int = 50,
     max_unique_chars: Optional[int] = None,
     slack_ratio: float = 0.05,
+    character_coverage: float = 1.0,
 ) -> List[str]:
     """Learns a WordPiece vocabulary from word counts.
 
@@ -400,6 +402,14 @@ def build_vocabulary(
             the alphabet (None: every character seen); words with other
             characters are skipped and will tokenize to `[UNK]`.
         slack_ratio: float. How far below `vocab_size` is acceptable.
+        character_coverage: float in (0, 1]. Keep the most frequent characters that
+            make up this share of all character occurrences (SentencePiece's option
+            and meaning); the rest, as with `max_unique_chars`, become `[UNK]`. 1.0
+            keeps every character. Scripts with thousands of characters (Korean,
+            Chinese, Japanese: Korean Wikipedia has ~8,700 distinct characters, whose
+            alphabet alone is ~17,400 tokens with their `##` forms) need fewer, or the
+            alphabet fills the whole vocabulary and no piece longer than a character is
+            learned; SentencePiece's value for them is 0.9995.
 
     Returns:
         The vocabulary as a list of tokens, index = id. Save it with
@@ -428,7 +438,9 @@ def build_vocabulary(
 
     from pipelines.tokenizer import continuation_learner
 
-    alphabet = _alphabet(merged, max_unique_chars)
+    if not 0.0 < character_coverage <= 1.0:
+        raise ValueError(f"character_coverage must be in (0, 1], got {character_coverage}.")
+    alphabet = _alphabet(merged, max_unique_chars, character_coverage)
     options = dict(
         vocab_size=vocab_size,
         reserved_tokens=list(reserved_tokens),
@@ -484,8 +496,20 @@ def _trim_to_size(vocab: List[str], vocab_size: int, keep: set) -> List[str]:
     return [token for token in vocab if token not in dropped]
 
 
-def _alphabet(word_counts: Mapping[str, int], max_unique_chars: Optional[int]) -> set:
-    """The characters of `word_counts`; the most frequent ones if limited.
+def alphabet_share(word_counts: Mapping[str, int], vocab_size: int, character_coverage: float = 1.0) -> float:
+    """The share of `vocab_size` the alphabet (each character alone and as `##`) takes: at 1.0
+    or more, the vocabulary holds characters only. What `bert-keras vocab` warns about.
+
+    >>> alphabet_share({"가나다": 5, "라": 1}, vocab_size=20)
+    0.4
+    """
+    return 2 * len(_alphabet(word_counts, None, character_coverage)) / vocab_size
+
+
+def _alphabet(word_counts: Mapping[str, int], max_unique_chars: Optional[int],
+              character_coverage: float = 1.0) -> set:
+    """The characters of `word_counts`; the most frequent ones if limited (by number, or by the
+    share of character occurrences they cover).
 
     Ranks exactly like the learner (count, then character), so both agree on
     which characters a limit keeps.
@@ -499,6 +523,9 @@ def _alphabet(word_counts: Mapping[str, int], max_unique_chars: Optional[int]) -
     ranked = sorted(sorted(char_counts.items()), key=lambda kv: kv[1], reverse=True)
     if max_unique_chars is not None:
         ranked = ranked[:max_unique_chars]
+    if character_coverage < 1.0 and ranked:
+        covered = np.cumsum([count for _, count in ranked]) / sum(char_counts.values())
+        ranked = ranked[: int(np.searchsorted(covered, character_coverage)) + 1]
     return {char for char, _ in ranked}
 
 

@@ -1,5 +1,6 @@
 """Tests for pipelines.tokenizer.vocab: reading, special tokens, learning, writing."""
 
+import collections
 import importlib.util
 import os
 import random
@@ -12,6 +13,7 @@ from pipelines.tokenizer.vocab import (
     RESERVED_TOKENS,
     SpecialTokens,
     VocabularyError,
+    alphabet_share,
     build_vocabulary,
     count_words,
     load_vocabulary,
@@ -236,6 +238,24 @@ def test_max_unique_chars_drops_rare_characters():
     counts = {"aab": 100, "ba": 50, "q": 1}
     vocab = build_vocabulary(counts, vocab_size=30, max_unique_chars=2)
     assert "q" not in vocab and "a" in vocab and "##b" in vocab
+
+
+def test_character_coverage_leaves_room_for_pieces_in_a_script_of_thousands_of_characters():
+    """Korean text: with every character and its ## form the alphabet fills a small vocabulary and no
+    longer piece is learned; SentencePiece's coverage keeps the common characters and learns pieces."""
+    import os
+
+    path = os.path.join(os.path.dirname(__file__), "..", "data", "korean", "korean_texts_sample.txt")
+    counts = collections.Counter(word for line in open(path, encoding="utf-8") for word in line.split())
+    size = 2 * len({c for word in counts for c in word}) + 50
+    every = build_vocabulary(counts, vocab_size=size - 200)
+    assert not [t for t in every if len(t.replace("##", "")) > 1 and not t.startswith("[")]
+    assert alphabet_share(counts, size - 200) > 1
+    covered = build_vocabulary(counts, vocab_size=size - 200, character_coverage=0.99)
+    pieces = [t for t in covered if len(t.replace("##", "")) > 1 and not t.startswith("[")]
+    assert len(pieces) > 500 and "영화" in covered and len(covered) <= size - 200
+    with pytest.raises(ValueError, match="character_coverage"):
+        build_vocabulary(counts, vocab_size=size, character_coverage=0)
 
 
 def test_custom_reserved_tokens_and_bad_arguments():
