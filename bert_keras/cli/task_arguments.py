@@ -16,7 +16,8 @@ def add_column_arguments(parser):
 
 def add_task_arguments(parser, required=True):
     parser.add_argument("--task", required=required, metavar="TASK",
-                        help="glue/NAME | csv:PATH | conll2003 | swag | squad/v1.1 | squad/v2.0")
+                        help="glue/NAME | csv:PATH | conll2003 | swag | squad/v1.1 | squad/v2.0 | korquad/v1.0 "
+                             "(with --data and --eval-data)")
     parser.add_argument("--regression", action="store_true",
                         help="csv: labels are numbers (one output, mean squared error)")
     add_column_arguments(parser)

@@ -8,6 +8,8 @@ A dataset spec names the data, the task class and how its metrics read:
 * `conll2003`: CoNLL-2003 NER (TFDS, or `--data` / `--eval-data` files in IOB1), `TokenClassifier`.
 * `swag`: SWAG CSV files, `MultipleChoice`.
 * `squad/v1.1`, `squad/v2.0`: SQuAD (TFDS, or JSON files), `SpanQA`.
+* `korquad/v1.0`: KorQuAD 1.0 (JSON files in SQuAD v1.1's format: `--data`, `--eval-data`), `SpanQA`
+  scored with the official KorQuAD metric (`evaluation_metric="korquad"`, saved with the model).
 
 `parse_task(spec, ...)` gives a `DatasetSpec`: `training_data()` and `evaluation_data()`
 return `(x, y)` in the forms the task classes take, `model_options()` the
@@ -25,7 +27,7 @@ import os
 
 GLUE_NAMES = ("cola", "sst2", "mrpc", "qqp", "stsb", "mnli", "qnli", "rte", "wnli")
 TASK_FORMS = (f"glue/NAME ({', '.join(GLUE_NAMES)})", "csv:PATH", "conll2003", "swag", "squad/v1.1",
-              "squad/v2.0")
+              "squad/v2.0", "korquad/v1.0")
 
 
 class DatasetSpecError(ValueError):
@@ -93,6 +95,8 @@ def parse_task(spec, **options):
         return SwagSpec("swag", **options)
     if lowered in ("squad/v1.1", "squad/v2.0", "squad"):
         return SquadSpec("squad/v1.1" if lowered == "squad" else lowered, **options)
+    if lowered in ("korquad/v1.0", "korquad"):
+        return SquadSpec("korquad/v1.0", **options)
     raise DatasetSpecError(f"unknown task {spec!r}; valid forms: {', '.join(TASK_FORMS)}", suggest_task(spec))
 
 
@@ -120,7 +124,7 @@ def task_spec(task=None, *, training=None, regression=None, doc_stride=None, **o
     lowered = (task or "").lower()
     if lowered.startswith("csv:"):
         options["regression"] = regression
-    if lowered.startswith("squad"):
+    if lowered.startswith(("squad", "korquad")):
         options["doc_stride"] = doc_stride
     if not lowered and training is not None:
         return spec_of_saved(training, **options)
@@ -371,10 +375,12 @@ class SquadSpec(DatasetSpec):
         self.version_2 = spec.endswith("v2.0")
         self.doc_stride = doc_stride
         self.max_query_length = max_query_length
+        self.korquad = spec.startswith("korquad")
 
     def model_options(self):
         return {"version_2": self.version_2, "doc_stride": self.doc_stride,
-                "max_query_length": self.max_query_length}
+                "max_query_length": self.max_query_length,
+                **({"evaluation_metric": "korquad"} if self.korquad else {})}
 
     def _examples(self, path, split, is_training):
         from pipelines.datasets.squad import read_squad_json, squad_examples_from_tfds
@@ -384,6 +390,10 @@ class SquadSpec(DatasetSpec):
                 raise DatasetSpecError(not_a_file(path))
             self.scored = path
             return read_squad_json(path, is_training=is_training)
+        if self.korquad:
+            raise DatasetSpecError(
+                f"{self.spec} reads JSON files (not in TFDS): --data KorQuAD_v1.0_train.json "
+                "--eval-data KorQuAD_v1.0_dev.json (korquad.github.io)")
         self.scored = f"tfds {self.spec}[{split}]"
         return squad_examples_from_tfds(self.spec, split, is_training=is_training, data_dir=self.data_dir)
 

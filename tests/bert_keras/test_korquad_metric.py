@@ -398,3 +398,17 @@ def test_span_qa_evaluates_with_the_korquad_metric(tmp_path):
         record.with_settings(version_2=True)
     with pytest.raises(tasks.TaskInputError, match="evaluation_metric 'kor': one of"):
         tasks.SpanQA.from_pretrained(spec, seq_length=64, max_query_length=16, evaluation_metric="kor")
+
+
+def test_the_named_dataset_korquad_reads_files_and_records_the_metric():
+    """`bert-keras finetune --task korquad/v1.0 --data ... --eval-data ...`: a SpanQA scored by KorQuAD's
+    metric; without files it says which ones (KorQuAD is not in TFDS)."""
+    from bert_keras.tasks.named_datasets import DatasetSpecError, task_spec
+
+    spec = task_spec("korquad/v1.0", train_path=EXCERPT, eval_path=EXCERPT, doc_stride=64)
+    assert spec.model_options() == {"version_2": False, "doc_stride": 64, "max_query_length": 64,
+                                    "evaluation_metric": "korquad"}
+    examples, _ = spec.evaluation_data()
+    assert len(examples) == 156
+    with pytest.raises(DatasetSpecError, match="--data KorQuAD_v1.0_train.json"):
+        task_spec("korquad/v1.0").training_data()
