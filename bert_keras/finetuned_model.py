@@ -114,6 +114,10 @@ class FinetunedModel:
         lowercase: uncased tokenization.
         strip_accents: NFD + drop combining marks; None follows `lowercase` (HF's rule). Korean
             models keep Hangul syllables whole with `lowercase=True, strip_accents=False`.
+        pre_tokenizer: None, or the morpheme analyzer ("kiwi") the model's text is split with
+            before tokenization, on the host (`pipelines.BertTokenizer(pre_tokenizer=)`). The
+            in-graph tokenizer (`tokenizer()`, the export's) does not run it: the export's
+            clients send split text (its model card says so).
         labels: class / tag names in id order (classification, NER), else None.
         settings: the kind's settings (see the module docstring); missing ones
             take the family's defaults (`bert_keras.families`). One dict: an export's
@@ -136,6 +140,7 @@ class FinetunedModel:
     seq_length: int
     lowercase: bool = True
     strip_accents: Optional[bool] = None
+    pre_tokenizer: Optional[str] = None
     labels: Optional[List[str]] = None
     settings: Dict[str, Any] = dataclasses.field(default_factory=dict)
     training: Dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -215,7 +220,8 @@ class FinetunedModel:
         return self.model.encoder.config
 
     def tokenizer(self, backend="tf_text"):
-        """A `pipelines.BertTokenizer` of this model's vocabulary, casing and accent rule."""
+        """A `pipelines.BertTokenizer` of this model's vocabulary, casing and accent rule: the in-graph
+        tokenizer (a `pre_tokenizer` runs on the host, before it)."""
         from pipelines import BertTokenizer
 
         return BertTokenizer(self.vocab_file, lowercase=self.lowercase, strip_accents=self.strip_accents,
@@ -309,7 +315,8 @@ def save_finetuned(directory, finetuned, *, overwrite=False):
             "seq_length": int(finetuned.seq_length),
             "labels": finetuned.labels,
             "tokenizer": {"vocab": VOCAB_FILE, "lowercase": bool(finetuned.lowercase),
-                          "strip_accents": bool(finetuned.strip_accents)},
+                          "strip_accents": bool(finetuned.strip_accents),
+                          **({"pre_tokenizer": finetuned.pre_tokenizer} if finetuned.pre_tokenizer else {})},
             "settings": finetuned.settings,
             "encoder_config": finetuned.model.encoder.config.to_dict(),
             "training": finetuned.training,
@@ -512,6 +519,7 @@ def _fields_v2(directory, info):
     lowercase = _field(tokenizer, "lowercase", (bool,), f"{where} field 'tokenizer'", default=True)
     # Written since strip_accents became a setting; before, it always followed lowercase.
     strip_accents = _field(tokenizer, "strip_accents", (bool,), f"{where} field 'tokenizer'", default=lowercase)
+    pre_tokenizer = _field(tokenizer, "pre_tokenizer", (str,), f"{where} field 'tokenizer'", default=None)
     settings = _field(info, "settings", (dict,), where, default={}, expected="an object")
     training = _field(info, "training", (dict,), where, default={}, expected="an object")
     labels, labels_source = _label_list(info, where), f"{where} field 'labels'"
@@ -520,7 +528,7 @@ def _fields_v2(directory, info):
         labels = _read_labels(labels_source)
     return dict(kind=kind, seq_length=_positive_int(info, "seq_length", where), labels=labels,
                 labels_source=labels_source, vocab_file=os.path.join(directory, vocab),
-                lowercase=lowercase, strip_accents=strip_accents,
+                lowercase=lowercase, strip_accents=strip_accents, pre_tokenizer=pre_tokenizer,
                 settings=_check_settings(kind, dict(settings), where),
                 training=dict(training))
 

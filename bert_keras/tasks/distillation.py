@@ -191,7 +191,7 @@ def make_student(teacher, plan, *, dropout=None):
         _copy_matching(head_weights(teacher.head), head_weights(head))
     text = teacher._text
     student = cls(head, vocab_file=text.vocab_file, seq_length=text.seq_length, lowercase=text.lowercase,
-                  strip_accents=text.strip_accents,
+                  strip_accents=text.strip_accents, pre_tokenizer=text.pre_tokenizer,
                   labels=labels, settings=settings, training=dict(text.training))
     return student
 

@@ -162,7 +162,7 @@ class TextPreprocessor(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(vocab_file=self.tokenizer.vocab_file, lowercase=self.tokenizer.lowercase,
-                      strip_accents=self.tokenizer.strip_accents,
+                      strip_accents=self.tokenizer.strip_accents, pre_tokenizer=self.tokenizer.morpheme_analyzer,
                       seq_length=self.seq_length, labels=self.labels, regression=self.regression,
                       pad_to=self.pad_to)
         return config
@@ -173,7 +173,8 @@ class TextPreprocessor(keras.layers.Layer):
 
         config = dict(config)
         tokenizer = BertTokenizer(config.pop("vocab_file"), lowercase=config.pop("lowercase"),
-                                  strip_accents=config.pop("strip_accents", None))
+                                  strip_accents=config.pop("strip_accents", None),
+                                  pre_tokenizer=config.pop("pre_tokenizer", None))
         return cls(tokenizer, **config)
 
 

@@ -39,11 +39,12 @@ from bert_keras.training.backup import BACKUP_FILES, RunBackup
 from pipelines.tokenizer.normalize import resolved_strip_accents
 
 
-def _check_same_tokenization(task, directory, lowercase, strip_accents):
+def _check_same_tokenization(task, directory, lowercase, strip_accents, pre_tokenizer=None):
     """A fine-tuned model keeps the tokenization it was trained with: other rules are refused."""
     for name, given, saved in (("lowercase", lowercase, task._text.lowercase),
-                               ("strip_accents", strip_accents, task._text.strip_accents)):
-        if given is not None and bool(given) != saved:
+                               ("strip_accents", strip_accents, task._text.strip_accents),
+                               ("pre_tokenizer", pre_tokenizer, task._text.pre_tokenizer)):
+        if given is not None and (given if name == "pre_tokenizer" else bool(given)) != saved:
             raise TaskInputError(f"{name}={given}: {directory} was fine-tuned with {name}={saved}; a model "
                                  "tokenizes as it was trained (leave it unset)")
 
@@ -61,6 +62,7 @@ class TextSide:
     eval_results: Optional[Dict[str, Any]] = None
     tokenizer: Any = None
     strip_accents: bool = True  # NFD + drop combining marks (False: Hangul syllables kept whole)
+    pre_tokenizer: Optional[str] = None  # a morpheme analyzer run on the host before the tokenizer
 
 
 def _fitting(method):
@@ -94,8 +96,8 @@ class TextTask(keras.Model):
     # google-research run_squad.py); frozen, Keras does not warn about it every epoch.
     freeze_pooler = False
 
-    def __init__(self, head, *, vocab_file, seq_length=None, lowercase=True, strip_accents=None, labels=None,
-                 settings=None, training=None, eval_results=None, name=None):
+    def __init__(self, head, *, vocab_file, seq_length=None, lowercase=True, strip_accents=None,
+                 pre_tokenizer=None, labels=None, settings=None, training=None, eval_results=None, name=None):
         super().__init__(name=name or type(self).__name__)
         if self._pooler_unused(head):
             head.encoder.pooler.trainable = False
@@ -107,7 +109,8 @@ class TextTask(keras.Model):
         self._text = TextSide(os.fspath(vocab_file), bool(lowercase), seq_length,
                               tuple(str(label) for label in labels) if labels is not None else None,
                               {}, dict(training or {}), eval_results,
-                              strip_accents=resolved_strip_accents(lowercase, strip_accents))
+                              strip_accents=resolved_strip_accents(lowercase, strip_accents),
+                              pre_tokenizer=pre_tokenizer)
         self._text.settings = family(self.kind).settings_with_defaults(settings)
         tokenizer = self.tokenizer
         if tokenizer.vocabulary_size != head.encoder.config.vocab_size:
@@ -150,7 +153,8 @@ class TextTask(keras.Model):
             from pipelines import BertTokenizer
 
             self._text.tokenizer = BertTokenizer(self._text.vocab_file, lowercase=self._text.lowercase,
-                                                 strip_accents=self._text.strip_accents)
+                                                 strip_accents=self._text.strip_accents,
+                                                 pre_tokenizer=self._text.pre_tokenizer)
         return self._text.tokenizer
 
     @property
@@ -209,7 +213,7 @@ class TextTask(keras.Model):
     @classmethod
     def from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length=None,
                         learning_rate=2e-5, warmup_ratio=0.1, weight_decay=0.01, vocab_file=None,
-                        lowercase=None, strip_accents=None, dropout=0.1, **options):
+                        lowercase=None, strip_accents=None, pre_tokenizer=None, dropout=0.1, **options):
         """A task on a pretrained encoder (or a fine-tuned directory), compiled with BERT's recipe.
 
         Args:
@@ -233,6 +237,9 @@ class TextTask(keras.Model):
                 `tokenizer_config.json` says (`do_lower_case`), else True.
             strip_accents: NFD + drop combining marks (None: as the checkpoint says, else as
                 `lowercase`). Korean vocabularies need False: Hangul syllables stay whole.
+            pre_tokenizer: None, or a morpheme analyzer ("kiwi") that splits every text before
+                the tokenizer, on the host, for a vocabulary learned on morphemes as words
+                (`bert-keras vocab --pre-tokenizer kiwi`); saved with the model.
             dropout: the head's dropout.
             **options: the task's own settings (see each class).
 
@@ -244,7 +251,7 @@ class TextTask(keras.Model):
         spec_path = os.fspath(spec)
         if is_finetuned_directory(spec_path):
             task = load(spec_path, expected=cls)
-            _check_same_tokenization(task, spec_path, lowercase, strip_accents)
+            _check_same_tokenization(task, spec_path, lowercase, strip_accents, pre_tokenizer)
             task._keep_head(spec_path, labels=labels, num_classes=num_classes, **options)
             if seq_length:
                 task._text.seq_length = int(seq_length)
@@ -258,7 +265,7 @@ class TextTask(keras.Model):
             labels, head, settings = cls._build_head(encoder, labels=labels, num_classes=num_classes,
                                                      dropout=dropout, **options)
             rules = resolve_tokenizer_settings(vocab, lowercase, strip_accents)
-            task = cls(head, vocab_file=vocab, seq_length=seq_length, labels=labels,
+            task = cls(head, vocab_file=vocab, seq_length=seq_length, labels=labels, pre_tokenizer=pre_tokenizer,
                        settings=settings, training={"init": spec_path}, **rules)
         task._compile_recipe(**recipe)
         task._check_family_rule()
@@ -317,7 +324,7 @@ class TextTask(keras.Model):
     def _from_finetuned(cls, finetuned):
         return cls(finetuned.model, vocab_file=finetuned.vocab_file, seq_length=finetuned.seq_length,
                    lowercase=finetuned.lowercase, strip_accents=finetuned.strip_accents,
-                   labels=finetuned.labels, settings=finetuned.settings,
+                   pre_tokenizer=finetuned.pre_tokenizer, labels=finetuned.labels, settings=finetuned.settings,
                    training=finetuned.training, eval_results=finetuned.eval_results)
 
     # -- compile: the recipe, sized when fit knows the steps -----------------------
@@ -512,7 +519,8 @@ class TextTask(keras.Model):
                                  "labels": self.labels, "settings": self.settings,
                                  # only when it departs from the casing: digests of earlier runs hold
                                  **({"strip_accents": self._text.strip_accents}
-                                    if self._text.strip_accents != self._text.lowercase else {})}))]
+                                    if self._text.strip_accents != self._text.lowercase else {}),
+                                 **({"pre_tokenizer": self._text.pre_tokenizer} if self._text.pre_tokenizer else {})}))]
         keras_epochs, callbacks = _keras_epochs(total_steps, steps_per_epoch, callbacks)
         # Repeat: fractional epochs and max_steps split into whole Keras epochs, the last one
         # cut at the last step. shuffle=False: the dataset shuffles itself.
@@ -954,7 +962,8 @@ class TextTask(keras.Model):
         kind = self.kind(self) if callable(self.kind) else self.kind
         return FinetunedModel(kind=kind, model=self.head, vocab_file=self._text.vocab_file,
                               seq_length=self.seq_length, lowercase=self._text.lowercase,
-                              strip_accents=self._text.strip_accents, labels=self.labels, settings=self.settings, training=self._text.training,
+                              strip_accents=self._text.strip_accents, pre_tokenizer=self._text.pre_tokenizer,
+                              labels=self.labels, settings=self.settings, training=self._text.training,
                               eval_results=self._text.eval_results)
 
     def save(self, directory, overwrite=None, **kwargs):
@@ -985,7 +994,7 @@ class TextTask(keras.Model):
             vocabulary = handle.read().splitlines()
         return {"name": self.name, "head": keras.saving.serialize_keras_object(self.head),
                 "vocabulary": vocabulary, "lowercase": self._text.lowercase,
-                "strip_accents": self._text.strip_accents,
+                "strip_accents": self._text.strip_accents, "pre_tokenizer": self._text.pre_tokenizer,
                 "seq_length": self._text.seq_length, "labels": self.labels, "settings": self.settings,
                 "training": dict(self._text.training), "eval_results": self._text.eval_results,
                 "recipe": self._recipe, "frozen": frozen_layers(self)}
@@ -1094,6 +1103,11 @@ class TextTask(keras.Model):
             model_dir = os.path.abspath(os.fspath(base_path))
             base_path, name = os.path.dirname(model_dir), os.path.basename(model_dir)
 
+        if self._text.pre_tokenizer:
+            warnings.warn(f"this model reads text split by {self._text.pre_tokenizer} at its morpheme boundaries "
+                          "(pre_tokenizer): the export tokenizes in the graph, where no analyzer runs, so its "
+                          "clients must send split text (pipelines.tokenizer.morphemes.morpheme_splitter("
+                          f"{self._text.pre_tokenizer!r}).spaced); its model card says so", stacklevel=2)
         # The overrides (seq_length, text_pair, ...) become a copy of the record with those
         # settings (`FinetunedModel.with_settings`); the task itself is left as it is.
         return export_saved_model(self.to_finetuned(), base_path, name, version=version, **options)

@@ -1,5 +1,6 @@
 """`BertTokenizer`: the original BERT tokenization, inside the TensorFlow graph."""
 
+import numpy as np
 import tensorflow as tf
 
 from pipelines.tokenizer.core_ops import CoreWordpiece
@@ -26,6 +27,13 @@ class _EagerFunctionCache:
 
     def __init__(self):
         self.by_key = {}
+
+
+class _HostSplitter:
+    """A plain holder of the morpheme analyzer (a Python object, untracked by `tf.Module`)."""
+
+    def __init__(self, splitter):
+        self.splitter = splitter
 
 
 class BertTokenizer(tf.Module):
@@ -74,6 +82,12 @@ class BertTokenizer(tf.Module):
         strip_accents: NFD-decompose and drop combining marks (Mn). None (default) follows
             `lowercase`, as HF's `BertTokenizer`; False with `lowercase=True` lowercases only,
             keeping accents and Hangul syllables whole.
+        pre_tokenizer: None, or a morpheme analyzer (`"kiwi"`,
+            `pipelines.tokenizer.morphemes.PRE_TOKENIZERS`) that splits every text at its
+            morpheme boundaries before anything else, for vocabularies learned on morphemes as
+            words (`bert-keras vocab --pre-tokenizer kiwi`). It runs on the host (Python, a
+            `tf.py_function` in graphs and `tf.data`), so a tokenizer with it cannot be saved in
+            a SavedModel; offsets still point into the original text.
         vocabulary: the token list itself, instead of `vocab_file`.
         backend: `"tf_text"` or `"core"`.
         max_input_chars_per_word: words longer than this become [UNK] (200 as
@@ -88,6 +102,7 @@ class BertTokenizer(tf.Module):
         lowercase=True,
         *,
         strip_accents=None,
+        pre_tokenizer=None,
         vocabulary=None,
         backend="tf_text",
         max_input_chars_per_word=ORIGINAL_MAX_CHARS_PER_WORD,
@@ -144,6 +159,14 @@ class BertTokenizer(tf.Module):
             )
         self._tokens = tf.constant(tokens)
         self._eager_functions = _EagerFunctionCache()
+        self.morpheme_analyzer = None  # the name of `pre_tokenizer` (`self.pre_tokenizer` is BERT's)
+        self._host = None
+        if pre_tokenizer is not None:
+            from pipelines.tokenizer.morphemes import morpheme_splitter
+
+            splitter = morpheme_splitter(pre_tokenizer).load()  # a missing analyzer fails here, by name
+            self.morpheme_analyzer = pre_tokenizer if isinstance(pre_tokenizer, str) else type(splitter).__name__
+            self._host = _HostSplitter(splitter)
 
     @property
     def vocabulary_size(self):
@@ -315,6 +338,38 @@ class BertTokenizer(tf.Module):
         return tf.strings.strip(tf.strings.regex_replace(text, " ##", ""))
 
     def _tokenize_batch(self, strings, with_offsets):
+        """(ids,) or (ids, begin, end) for a batch of strings; with a `pre_tokenizer`, of the
+        strings split at their morpheme boundaries on the host, offsets mapped back."""
+        if self._host is None:
+            return self._tokenize_in_graph(strings, with_offsets)
+        spaced, byte_maps = self._split_on_host(strings)
+        result = self._tokenize_in_graph(spaced, with_offsets)
+        if not with_offsets:
+            return result
+        ids, begin, end = result
+        row_start = tf.repeat(byte_maps.row_splits[:-1], begin.row_lengths())
+
+        def to_original(offsets):
+            return offsets.with_flat_values(tf.gather(byte_maps.flat_values, row_start + offsets.flat_values))
+
+        return ids, to_original(begin), to_original(end)
+
+    def _split_on_host(self, strings):
+        """`(spaced strings, byte maps [batch, (bytes + 1)])`: the analyzer run in Python."""
+        def split(values):
+            spaced, maps = self._host.splitter.spaced_utf8(list(values.numpy()))
+            lengths = [len(m) for m in maps]
+            flat = np.concatenate(maps) if maps else np.zeros([0], np.int64)
+            return (tf.constant(spaced, tf.string, shape=[len(spaced)]), flat,
+                    np.asarray(lengths, np.int64))
+
+        spaced, flat, lengths = tf.py_function(split, [strings], [tf.string, tf.int64, tf.int64])
+        spaced.set_shape(strings.shape)
+        flat.set_shape([None])
+        lengths.set_shape([None])
+        return spaced, tf.RaggedTensor.from_row_lengths(flat, lengths, validate=False)
+
+    def _tokenize_in_graph(self, strings, with_offsets):
         """(ids,) or (ids, begin, end) for a batch of strings.
 
         Each string takes the fastest path that gives the original's result

@@ -161,6 +161,40 @@ class MorphemeSplitter:
         maps = [_char_map(len(text), cuts) for text, cuts in zip(batch, cuts_list)]
         return (spaced[0], maps[0]) if single else (spaced, maps)
 
+    def spaced_utf8(self, strings: Sequence[bytes]):
+        """`spaced` on UTF-8 bytes, with byte maps: what `BertTokenizer(pre_tokenizer=...)` runs.
+
+        Returns:
+            `(spaced, byte_maps)`: the spaced strings (UTF-8 bytes) and, for each, an int64 array
+            of `len(spaced) + 1` entries, the byte of the original string each byte of the
+            spaced one comes from (an inserted space: the byte that follows it), the last entry
+            the original's length. A string that is not valid UTF-8 is left as it is (identity
+            map): the tokenizer reads its bad bytes as it always does.
+        """
+        texts, valid = [], []
+        for raw in strings:
+            try:
+                texts.append(raw.decode("utf-8"))
+                valid.append(True)
+            except UnicodeDecodeError:
+                texts.append("")
+                valid.append(False)
+        spaced, maps = self.spaced(texts) if texts else ([], [])
+        out, byte_maps = [], []
+        for raw, text, ok, split, char_map in zip(strings, texts, valid, spaced, maps):
+            if not ok or split == text:
+                out.append(raw)
+                byte_maps.append(np.arange(len(raw) + 1, dtype=np.int64))
+                continue
+            encoded = split.encode("utf-8")
+            raw_starts = np.concatenate([[0], np.cumsum([len(c.encode("utf-8")) for c in text])]).astype(np.int64)
+            lengths = np.fromiter((len(c.encode("utf-8")) for c in split), np.int64, len(split))
+            within = np.arange(len(encoded), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+            mapped = np.repeat(raw_starts[char_map[:-1]], lengths) + within
+            out.append(encoded)
+            byte_maps.append(np.append(mapped, len(raw)))
+        return out, byte_maps
+
     def marked(self, texts: Union[str, Iterable[str]], marker: str = MARKER):
         """Each text with `marker` inserted at every boundary (`spaced` with another separator).
 

@@ -166,3 +166,35 @@ def test_the_cli_keeps_hangul_from_vocabulary_to_tokenize(tmp_path, capsys):
     other = tmp_path / "other.txt"
     assert main(["vocab", str(corpus), "-o", str(other).replace("other.txt", "vocab2.txt"), "--size", "400"]) == 2
     assert "rules file" in capsys.readouterr().err
+
+
+def test_a_morpheme_split_model_splits_on_the_host_and_says_so(korean_checkpoint, tmp_path):
+    """`pre_tokenizer="kiwi"` (vocabularies of morphemes as words): texts are split before the tokenizer
+    in fit / predict / evaluate, answer spans come back in the raw text, the setting is saved, and the
+    export (in-graph, no analyzer) warns and records the contract in its model card."""
+    pytest.importorskip("kiwipiepy")
+    from bert_keras.tasks import SpanQA
+    from pipelines.tokenizer.morphemes import morpheme_splitter
+
+    spec = f"hf:{korean_checkpoint}"
+    split = TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=32, pre_tokenizer="kiwi")
+    plain = load(split.save(str(tmp_path / "plain")))
+    plain._text.pre_tokenizer, plain._text.tokenizer = None, None
+    spaced = morpheme_splitter("kiwi").spaced(REVIEWS[:12])[0]
+    np.testing.assert_allclose(split.predict(REVIEWS[:12]), plain.predict(spaced), atol=1e-6)
+    split.fit(REVIEWS[:12], ["neg", "pos"] * 6, epochs=1, batch_size=4, verbose=0)
+    assert set(split.evaluate(REVIEWS[:12], ["neg", "pos"] * 6)) >= {"accuracy"}
+
+    directory = split.save(str(tmp_path / "split"))
+    with open(os.path.join(directory, "task.json"), encoding="utf-8") as f:
+        assert json.load(f)["tokenizer"]["pre_tokenizer"] == "kiwi"
+    assert load(directory).tokenizer.morpheme_analyzer == "kiwi"
+    with pytest.warns(UserWarning, match="clients must send split text"):
+        version = split.export(str(tmp_path / "models"), "split", check=False, warmup_requests=0)
+    card = json.load(open(os.path.join(version, "assets.extra", "model_card.json"), encoding="utf-8"))
+    assert card["tokenization"]["pre_tokenizer"] == "kiwi"
+
+    qa = SpanQA.from_pretrained(spec, seq_length=48, doc_stride=16, max_query_length=16, pre_tokenizer="kiwi")
+    context = "신용 대출을 신청하고 싶어요. 오늘은 2024년 3월 5일입니다."
+    (answer,) = qa.predict((["언제입니까?"], [context]))
+    assert answer["answer"] == context[answer["start_char"]:answer["end_char"]]

@@ -147,3 +147,28 @@ def test_strip_accents_must_be_a_boolean():
     with pytest.raises(ValueError, match="strip_accents"):
         BertTokenizer(VOCAB, strip_accents="no")
     assert BertTokenizer(VOCAB, strip_accents=np.bool_(False)).strip_accents is False
+
+
+@pytest.mark.parametrize("backend", ["tf_text", "core"])
+def test_a_kiwi_pre_tokenizer_splits_on_the_host_with_offsets_in_the_raw_text(backend):
+    """`pre_tokenizer="kiwi"`: the ids of the kiwi-spaced text, the offsets of the raw one (real reviews
+    and paragraphs), in eager calls and inside `tf.data`."""
+    pytest.importorskip("kiwipiepy")
+    import tensorflow as tf
+
+    from pipelines.tokenizer.morphemes import morpheme_splitter
+
+    texts = TEXTS[:300] + ["", "   ", "hello World", "갔다왔어요!!", "e\u0301cole 한국어"]
+    spaced = morpheme_splitter("kiwi").spaced(texts)[0]
+    split = BertTokenizer(VOCAB, strip_accents=False, backend=backend, pre_tokenizer="kiwi")
+    plain = BertTokenizer(VOCAB, strip_accents=False, backend=backend)
+    ids, begin, end = (t.to_list() for t in split.tokenize_with_offsets(texts))
+    assert ids == plain.tokenize(spaced).to_list() == split.tokenize(texts).to_list()
+    for row, text in enumerate(texts):
+        raw = text.encode("utf-8")
+        for token_id, b, e in zip(ids[row], begin[row], end[row]):
+            token = split.id_to_token(token_id)
+            if token != "[UNK]":
+                assert raw[b:e].decode("utf-8").lower() == token.removeprefix("##"), (text, token)
+    batches = tf.data.Dataset.from_tensor_slices(texts).batch(64).map(split.tokenize)
+    assert [row for batch in batches for row in batch.to_list()] == ids
