@@ -66,12 +66,6 @@ def log(message):
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def splitter():
-    from pipelines.tokenizer.morphemes import morpheme_splitter
-
-    return morpheme_splitter("kiwi").load()
-
-
 # -- 1. vocabulary -------------------------------------------------------------------------------
 def learn_vocabulary(args, out, corpus):
     """`bert-keras vocab CORPUS -o vocab.txt --size N --no-strip-accents [--pre-tokenizer kiwi
@@ -107,6 +101,7 @@ def corpus_files(args):
 def split_corpus(args, out):
     """The corpus files with a space at every morpheme boundary (morpheme-split only)."""
     from pipelines.atomic_writes import write_text
+    from pipelines.tokenizer.morphemes import morpheme_splitter
 
     if args.variant != "morpheme-split":
         return corpus_files(args)
@@ -118,7 +113,7 @@ def split_corpus(args, out):
         written.append(target)
         if os.path.exists(target):
             continue
-        analyzer = analyzer or splitter()
+        analyzer = analyzer or morpheme_splitter("kiwi").load()
         with open(path, encoding="utf-8") as f:
             lines = f.read().split("\n")
         spaced, _ = analyzer.spaced(lines)
@@ -173,11 +168,9 @@ def read_nsmc(args):
     return (train_texts, train_labels), (texts[dev], labels[dev])
 
 
-def as_read(args, texts, analyzer):
-    """The texts as the variant's model reads them (morpheme-split: split on the host)."""
-    if args.variant != "morpheme-split":
-        return list(texts)
-    return analyzer.spaced(list(texts))[0]
+def pre_tokenizer(args):
+    """morpheme-split: the tasks split every text with kiwi on the host (`pre_tokenizer="kiwi"`)."""
+    return "kiwi" if args.variant == "morpheme-split" else None
 
 
 def finetune_nsmc(args, out, encoder):
@@ -185,13 +178,13 @@ def finetune_nsmc(args, out, encoder):
     from bert_keras.tasks import TextClassifier
 
     (train_x, train_y), (dev_x, dev_y) = read_nsmc(args)
-    analyzer = splitter() if args.variant == "morpheme-split" else None
-    classifier = TextClassifier.from_pretrained(encoder, labels=["0", "1"], seq_length=64, learning_rate=1e-4)
+    classifier = TextClassifier.from_pretrained(encoder, labels=["0", "1"], seq_length=64, learning_rate=1e-4,
+                                                pre_tokenizer=pre_tokenizer(args))
     started = time.time()
-    classifier.fit(as_read(args, train_x, analyzer), train_y, epochs=args.nsmc_epochs, batch_size=32,
-                   seed=args.seed, verbose=2, run_dir=os.path.join(out, "nsmc-run"))
+    classifier.fit(train_x, train_y, epochs=args.nsmc_epochs, batch_size=32, seed=args.seed, verbose=2,
+                   run_dir=os.path.join(out, "nsmc-run"))
     seconds = time.time() - started
-    scores = classifier.evaluate(as_read(args, dev_x, analyzer), dev_y)
+    scores = classifier.evaluate(dev_x, dev_y)
     classifier.save(os.path.join(out, "nsmc"), overwrite=True)
     log(f"nsmc: {scores} ({len(train_x):,} reviews, {seconds:.0f}s)")
     return {"accuracy": float(scores["accuracy"]), "train_rows": len(train_x), "fit_seconds": round(seconds)}
@@ -231,10 +224,10 @@ def finetune_korquad(args, out, encoder):
     from pipelines.datasets.squad import read_squad_json
 
     train_articles, eval_articles = korquad_split(args)
-    if args.variant == "morpheme-split":
-        return finetune_korquad_split(args, out, encoder, train_articles, eval_articles)
+    # morpheme-split: questions and contexts are split on the host; answers come back as spans of the raw
+    # context (the tokenizer maps its offsets back), scored against the raw answers.
     qa = SpanQA.from_pretrained(encoder, seq_length=args.seq_length, doc_stride=64, max_query_length=32,
-                                evaluation_metric="korquad", learning_rate=1e-4)
+                                evaluation_metric="korquad", learning_rate=1e-4, pre_tokenizer=pre_tokenizer(args))
     train = read_squad_json({"data": train_articles}, is_training=True, version="1.1")
     started = time.time()
     qa.fit(train, epochs=args.korquad_epochs, batch_size=32, seed=args.seed, verbose=2)
@@ -243,63 +236,6 @@ def finetune_korquad(args, out, encoder):
     predictions = {p["id"]: p["answer"] for p in qa.predict(dev)}
     scores = korquad.evaluate(eval_articles, predictions)
     log(f"korquad: {scores} ({len(train):,} questions, {seconds:.0f}s)")
-    return {**scores, "fit_seconds": round(seconds)}
-
-
-def finetune_korquad_split(args, out, encoder, train_articles, eval_articles):
-    """morpheme-split: contexts and questions split on the host, answers mapped to the split text
-    and the predicted spans back to the raw context before scoring."""
-    from bert_keras.metrics import korquad
-    from bert_keras.tasks import SpanQA
-
-    analyzer = splitter()
-
-    def rows(articles):
-        for article in articles:
-            for paragraph in article["paragraphs"]:
-                context = paragraph["context"]
-                (spaced,), (char_map,) = analyzer.spaced([context])
-                start_of = {int(raw): new for new, raw in reversed(list(enumerate(char_map)))
-                            if new == 0 or spaced[new - 1] == " " or char_map[new - 1] != raw}
-                for qa in paragraph["qas"]:
-                    yield context, spaced, char_map, start_of, qa
-
-    questions, contexts, answers = [], [], []
-    for context, spaced, char_map, start_of, qa in rows(train_articles):
-        answer = qa["answers"][0]
-        begin = start_of.get(answer["answer_start"])
-        end = start_of.get(answer["answer_start"] + len(answer["text"]))
-        end = len(spaced) if end is None else end
-        if begin is None:
-            continue
-        text = spaced[begin:end].rstrip(" ")
-        questions.append(analyzer.spaced([qa["question"]])[0][0])
-        contexts.append(spaced)
-        answers.append({"text": text, "answer_start": begin})
-    qa_task = SpanQA.from_pretrained(encoder, seq_length=args.seq_length, doc_stride=64, max_query_length=32,
-                                     evaluation_metric="korquad", learning_rate=1e-4)
-    started = time.time()
-    qa_task.fit((questions, contexts), answers, epochs=args.korquad_epochs, batch_size=32, seed=args.seed,
-                verbose=2)
-    seconds = time.time() - started
-    ids, eval_questions, eval_contexts, maps, raw_contexts = [], [], [], [], []
-    for context, spaced, char_map, _, qa in rows(eval_articles):
-        ids.append(qa["id"])
-        eval_questions.append(analyzer.spaced([qa["question"]])[0][0])
-        eval_contexts.append(spaced)
-        maps.append(char_map)
-        raw_contexts.append(context)
-    predictions = {}
-    for qid, prediction, char_map, raw in zip(ids, qa_task.predict((eval_questions, eval_contexts)), maps,
-                                             raw_contexts):
-        if prediction["start_char"] < 0:
-            predictions[qid] = ""
-            continue
-        begin = int(char_map[prediction["start_char"]])
-        end = int(char_map[max(prediction["end_char"] - 1, prediction["start_char"])]) + 1
-        predictions[qid] = raw[begin:end]
-    scores = korquad.evaluate(eval_articles, predictions)
-    log(f"korquad: {scores} ({len(questions):,} questions, {seconds:.0f}s)")
     return {**scores, "fit_seconds": round(seconds)}
 
 
