@@ -35,12 +35,11 @@ Example:
     {'exact_match': 50.0, 'f1': 97.61904761904762}
 """
 
-import collections
 import collections.abc
 import string
 import warnings
 
-from bert_keras.metrics.squad import load_articles
+from bert_keras.metrics.squad import load_articles, overlap_f1
 
 # The official remove_(): each of these becomes a space (before lowercasing).
 _TO_SPACE = str.maketrans({character: " " for character in "'\"《》<>〈〉()‘’"})
@@ -77,15 +76,7 @@ def _characters(text):
 
 def _char_f1(prediction, gold):
     """Character F1 of two answer strings, as the official `f1_score` (0 when either has no character)."""
-    predicted = _characters(prediction)
-    golden = _characters(gold)
-    common = collections.Counter(predicted) & collections.Counter(golden)
-    num_same = sum(common.values())
-    if num_same == 0:
-        return 0
-    precision = 1.0 * num_same / len(predicted)
-    recall = 1.0 * num_same / len(golden)
-    return (2 * precision * recall) / (precision + recall)
+    return overlap_f1(_characters(prediction), _characters(gold))
 
 
 def exact_match_score(prediction, ground_truths):

@@ -92,6 +92,16 @@ def _token_f1(prediction, gold, empty_agreement):
     golden = _tokens(gold)
     if not predicted or not golden:
         return int(empty_agreement and predicted == golden)
+    return overlap_f1(predicted, golden)
+
+
+def overlap_f1(predicted, golden):
+    """F1 of the units two answers share (a bag: repeats count), as the official scripts compute
+    it: SQuAD's over tokens, KorQuAD's over characters. 0 when they share none.
+
+    >>> overlap_f1(["in", "october", "1973"], ["october", "1973"])
+    0.8
+    """
     common = collections.Counter(predicted) & collections.Counter(golden)
     num_same = sum(common.values())
     if num_same == 0:
