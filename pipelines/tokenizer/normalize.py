@@ -88,7 +88,7 @@ class BertPreTokenizer(tf.Module):
     [[b'hello', b',', b'\\xe4\\xb8\\x96', b'\\xe7\\x95\\x8c', b'\\xe2\\x84\\xa2', b'\\xe2\\x80\\xa6']]
 
     >>> BertPreTokenizer(lowercase=True, strip_accents=False).split(tf.constant(["Héllo 한국어"])).to_list()
-    [[b'h\xc3\xa9llo', b'\xed\x95\x9c\xea\xb5\xad\xec\x96\xb4']]
+    [[b'h\\xc3\\xa9llo', b'\\xed\\x95\\x9c\\xea\\xb5\\xad\\xec\\x96\\xb4']]
 
     Args:
         lowercase: apply the uncased rules (lowercase, NFD, strip Mn accents),
