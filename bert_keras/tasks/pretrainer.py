@@ -366,6 +366,11 @@ def input_paths(*, vocab_file=None, init=None, config=None, corpus=None, records
         paths += [corpus] if isinstance(corpus, (str, os.PathLike)) else list(corpus)
     if records is not None:
         paths += glob.glob(os.fspath(records)) or [os.path.dirname(os.fspath(records)) or "."]
+    if vocab_file:  # its rules file too (HF's tokenizer_config.json), when it has one
+        from pipelines.tokenizer.tokenizer_config import tokenizer_config_path
+
+        rules = tokenizer_config_path(vocab_file)
+        paths += [rules] if os.path.exists(rules) else []
     return [os.fspath(p) for p in [vocab_file, *paths] if p]
 
 

@@ -198,3 +198,21 @@ def test_a_morpheme_split_model_splits_on_the_host_and_says_so(korean_checkpoint
     context = "신용 대출을 신청하고 싶어요. 오늘은 2024년 3월 5일입니다."
     (answer,) = qa.predict((["언제입니까?"], [context]))
     assert answer["answer"] == context[answer["start_char"]:answer["end_char"]]
+
+
+def test_pretraining_reads_the_vocabulary_rules_and_writes_them_beside_its_encoder(tmp_path):
+    """`Pretrainer.pretrain` on a Korean corpus: the vocabulary's tokenizer_config.json (no accent
+    stripping) is read, used to mask the corpus, and written beside `encoder.keras` for fine-tuning."""
+    from bert_keras.tasks import Pretrainer
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(REVIEWS[:30]) + "\n\n" + "\n".join(REVIEWS[30:]) + "\n", encoding="utf-8")
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text(open(VOCAB, encoding="utf-8").read(), encoding="utf-8")
+    write_tokenizer_settings(str(vocab), lowercase=True, strip_accents=False)
+    result = Pretrainer.pretrain(str(tmp_path / "run"), steps=2, corpus=str(corpus), vocab_file=str(vocab),
+                                 config="tiny", seq_length=32, max_predictions=4, batch_size=4, verbose=0)
+    assert result.final_step == 2
+    assert read_tokenizer_settings(str(tmp_path / "run" / "vocab.txt")) == {"lowercase": True, "strip_accents": False}
+    task = TextClassifier.from_pretrained(str(tmp_path / "run" / "encoder.keras"), labels=["a", "b"], seq_length=32)
+    assert task.tokenizer.strip_accents is False
