@@ -15,7 +15,8 @@ def register(subparsers, summary):
             "Learn a WordPiece vocabulary from plain-text files (one sentence or document per "
             "line). Words are split exactly as the BERT tokenizer will split them; the "
             "reserved tokens come first ([PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4). HF's "
-            "tokenizer_config.json is written beside it (do_lower_case, strip_accents): the later "
+            "tokenizer_config.json is written beside it (NAME.tokenizer_config.json for a NAME.txt "
+            "vocabulary; do_lower_case, strip_accents): the later "
             "steps and HF read the text with the same rules."
         ),
     )

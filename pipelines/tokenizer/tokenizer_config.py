@@ -33,13 +33,20 @@ class TokenizerSettingsError(ValueError):
 
 
 def tokenizer_config_path(vocab_file):
-    """Where the settings of `vocab_file` live: `tokenizer_config.json` in its directory, or
-    `NAME.tokenizer_config.json` beside `NAME.vocab.txt` (the vocabulary of a `.keras` file)."""
+    """Where the settings of `vocab_file` live: HF's `tokenizer_config.json` beside a `vocab.txt`
+    (HF's layout); `NAME.tokenizer_config.json` beside any other vocabulary file (`NAME.vocab.txt`,
+    the vocabulary of a `.keras` file, or `NAME.txt`), so that two vocabularies can share a folder.
+
+    >>> tokenizer_config_path("ko/vocab.txt"), tokenizer_config_path("run/encoder.vocab.txt")
+    ('ko/tokenizer_config.json', 'run/encoder.tokenizer_config.json')
+    """
     vocab_file = os.fspath(vocab_file)
     directory, name = os.path.split(vocab_file)
-    if name.endswith(".vocab.txt"):
-        return os.path.join(directory, name[: -len("vocab.txt")] + TOKENIZER_CONFIG_FILE)
-    return os.path.join(directory, TOKENIZER_CONFIG_FILE)
+    if name == "vocab.txt":
+        return os.path.join(directory, TOKENIZER_CONFIG_FILE)
+    stem = name[: -len(".txt")] if name.endswith(".txt") else name
+    stem = stem[: -len(".vocab")] if stem.endswith(".vocab") else stem
+    return os.path.join(directory, f"{stem}.{TOKENIZER_CONFIG_FILE}")
 
 
 def read_tokenizer_settings(vocab_file):

@@ -44,7 +44,8 @@ def tiny_minilm(tmp_path_factory):
 
     vocab = find_vocabulary(MODEL)
     size = sum(1 for _ in open(vocab, encoding="utf-8"))
-    config = BertConfig(vocab_size=size, hidden_size=32, num_layers=1, num_heads=2,
+    # Two blocks: the examples pool an earlier one (`pooling_layer=-2`).
+    config = BertConfig(vocab_size=size, hidden_size=32, num_layers=2, num_heads=2,
                         intermediate_size=64, max_position_embeddings=512)
     path = str(tmp_path_factory.mktemp("tiny_minilm") / "tiny.keras")
     save_pretrained(BertEncoder(config), path, vocab_file=vocab)

@@ -162,10 +162,14 @@ def test_the_cli_keeps_hangul_from_vocabulary_to_tokenize(tmp_path, capsys):
 
     settings = PretrainingDataSettings(input=str(corpus), vocab_file=str(vocab), output_prefix=str(tmp_path / "pt"))
     assert (settings.lowercase, settings.strip_accents) == (True, False)
-    # The rules file is an output too: never replaced without --overwrite.
-    other = tmp_path / "other.txt"
-    assert main(["vocab", str(corpus), "-o", str(other).replace("other.txt", "vocab2.txt"), "--size", "400"]) == 2
-    assert "rules file" in capsys.readouterr().err
+    # Another vocabulary in the same folder gets its own rules file (NAME.tokenizer_config.json)...
+    assert main(["vocab", str(corpus), "-o", str(tmp_path / "cased.txt"), "--size", "400", "--cased"]) == 0
+    assert read_tokenizer_settings(str(tmp_path / "cased.txt")) == {"lowercase": False}
+    assert read_tokenizer_settings(str(vocab)) == {"lowercase": True, "strip_accents": False}
+    # ... and a rules file is an output too: never replaced without --overwrite.
+    (tmp_path / "mine.tokenizer_config.json").write_text("{}")
+    assert main(["vocab", str(corpus), "-o", str(tmp_path / "mine.txt"), "--size", "400"]) == 2
+    assert "rules file" in capsys.readouterr().err and (tmp_path / "mine.tokenizer_config.json").read_text() == "{}"
 
 
 def test_a_morpheme_split_model_splits_on_the_host_and_says_so(korean_checkpoint, tmp_path):
