@@ -176,18 +176,22 @@ def test_full_queue_answers_resource_exhausted():
 
 
 def test_stop_runs_queued_batches_without_waiting_for_the_timeout():
-    scheduler = BatchScheduler(BatchingOptions(max_batch_size=64, batch_timeout_micros=30_000_000))
+    # A batch timeout of an hour: the batch can only run during the test because stop() closes it.
+    scheduler = BatchScheduler(BatchingOptions(max_batch_size=64, batch_timeout_micros=3_600_000_000))
     model = CountingModel()
     box = {}
     thread = threading.Thread(target=lambda: box.setdefault("out", scheduler.submit("k", model, {"x": np.ones(2)}, 2)))
     thread.start()
     while scheduler.pending() < 1:
         time.sleep(0.002)
-    start = time.monotonic()
-    assert scheduler.stop(5)
+    assert model.calls == []  # queued, waiting for its timeout
+    assert scheduler.stop(5)  # True: the queued request ran, within stop()
+    assert model.calls == [2]  # already run when stop() returns: one call with the request's 2 rows
+    assert scheduler.pending() == 0
     thread.join(5)
-    assert time.monotonic() - start < 2
+    assert not thread.is_alive()
     assert box["out"]["y"].tolist() == [10.0, 10.0]
+    assert scheduler.stats()["batches"] == 1
 
 
 # ------------------------------------------------------------------ through the engine

@@ -73,17 +73,24 @@ def test_stop_drains_in_flight_requests_then_refuses(model_base):
     from serving.client import ServingClient, ServingClientError
     from serving.server.server import EmbeddedServer
 
-    server = EmbeddedServer(_engine(model_base, batch_timeout_micros=1_500_000), grpc_port=0, rest_port=0).start()
+    # A batch timeout of an hour: a queued request is only ever answered because stop() runs its
+    # batch at once, never because its timeout ran out during the test.
+    engine = _engine(model_base, batch_timeout_micros=3_600_000_000)
+    server = EmbeddedServer(engine, grpc_port=0, rest_port=0).start()
     results = {}
     threads = _send_in_threads([("grpc", server.grpc_address), ("rest", f"127.0.0.1:{server.rest_port}")], 3, results)
-    time.sleep(0.5)  # the requests now wait in the batch queue
+    deadline = time.monotonic() + 30  # a safety net: the six are queued within milliseconds
+    while engine._scheduler.pending() < 6 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert engine._scheduler.pending() == 6  # the requests now wait in the batch queue
     assert not any(results.values())
-    started = time.monotonic()
+    # True: every in-flight request finished within the grace period, none was cut off.
     assert server.stop(grace_s=10) is True
     for thread in threads:
         thread.join(10)
     assert results == {i: ("ok", i + 1) for i in range(6)}  # every in-flight request was answered
-    assert time.monotonic() - started < 5
+    stats = engine.batching_stats()
+    assert stats["tasks"] == 6 and stats["rows"] == 6, stats  # all six ran, in the batches stop() flushed
 
     # Stopped: both ports refuse.
     with ServingClient(server.grpc_address, "tiny", timeout=2) as client:
