@@ -108,29 +108,47 @@ def grpc_code(call):
     ("DT_INT32", "int_val", "token_ids", "token_ids"),
 ])
 def test_1_a_tiny_request_declaring_a_huge_shape_is_refused_before_allocating(prediction, dtype, field, signature,
-                                                                              name):
+                                                                              name, monkeypatch):
     """51 bytes declaring [250,000,000] strings used to take 1.9 GB and 5-7 s; now refused at once.
 
     One value for a larger shape is TensorFlow's short form (the value repeats), so what refuses
     it is the declared size, checked against the limits before anything is allocated.
     """
+    import tensorflow as tf
     from tensorflow.core.framework import types_pb2
     from tensorflow_serving.apis import predict_pb2
 
-    request = predict_pb2.PredictRequest()
-    request.model_spec.name = "tiny"
-    request.model_spec.signature_name = signature
-    tensor = request.inputs[name]
-    tensor.dtype = types_pb2.DataType.Value(dtype)
-    for size in ([250_000_000] if dtype == "DT_STRING" else [1, 100_000_000]):
-        tensor.tensor_shape.dim.add().size = size
-    getattr(tensor, field).append(b"a" if dtype == "DT_STRING" else 1)
+    from serving.server import tensor_proto
+
+    # The short form's full array is built by `_filled` alone: record every array it builds.
+    filled, real_filled = [], tensor_proto._filled
+    monkeypatch.setattr(tensor_proto, "_filled",
+                        lambda values, count, *rest: filled.append(count) or real_filled(values, count, *rest))
+
+    def short_form(shape):
+        request = predict_pb2.PredictRequest()
+        request.model_spec.name = "tiny"
+        request.model_spec.signature_name = signature
+        tensor = request.inputs[name]
+        tensor.dtype = types_pb2.DataType.Value(dtype)
+        for size in shape:
+            tensor.tensor_shape.dim.add().size = size
+        getattr(tensor, field).append(b"a" if dtype == "DT_STRING" else 1)
+        return request
+
+    request = short_form([250_000_000] if dtype == "DT_STRING" else [1, 100_000_000])
     assert request.ByteSize() < 100
-    before, started = rss_bytes(), time.perf_counter()
+    before = rss_bytes()
     code, details = grpc_code(lambda: prediction.Predict(request, timeout=30))
-    assert time.perf_counter() - started < 1.0
     assert rss_bytes() - before < 50 << 20
     assert code == "RESOURCE_EXHAUSTED" and "limit" in details, details
+    assert filled == []  # refused on the declared shape: the 250,000,000 / 100,000,000 values never built
+    # Within the limits, the same short form is filled and served (the spy sees that array).
+    outputs = prediction.Predict(short_form([3] if dtype == "DT_STRING" else [1, 4]), timeout=30).outputs
+    if dtype == "DT_STRING":
+        assert filled == [3] and tf.make_ndarray(outputs["length"]).tolist() == [1, 1, 1]
+    else:
+        assert filled == [4] and tf.make_ndarray(outputs["id_sum"]).tolist() == [4]
     ok_predict(prediction)
 
 
@@ -359,7 +377,15 @@ def test_5_huge_version_numbers_in_the_url_are_400(server):
 # ------------------------------------------------------------------ 6. connections
 
 
-def test_6_600_half_open_connections_leave_the_server_bounded_and_answering(server, prediction):
+def test_6_600_half_open_connections_leave_the_server_bounded_and_answering(tmp_path):
+    from serving.server import InferenceEngine, ModelSource
+    from serving.server.server import EmbeddedServer
+
+    # A header deadline far beyond the test: no half-open connection is answered (408) or closed
+    # by the server while the test runs, so the request below is answered beside all 600.
+    base = ef.make_base_path(tmp_path.parent, tmp_path / "tiny", {1: 1})
+    server = EmbeddedServer(InferenceEngine([ModelSource("tiny", base)], poll_interval_s=0), grpc_port=None,
+                            rest_port=0, rest_header_timeout_s=3600.0).start()
     threads_before = thread_count()
     sockets = []
     try:
@@ -370,13 +396,20 @@ def test_6_600_half_open_connections_leave_the_server_bounded_and_answering(serv
         time.sleep(0.5)
         assert thread_count() < 300, thread_count()
         assert thread_count() - threads_before < 40
-        started = time.perf_counter()
         status, _, raw = rest(server, "POST", "/v1/models/tiny:predict", {"instances": ["answered"]})
-        assert status == 200 and time.perf_counter() - started < 1.0, raw
-        ok_predict(prediction)
+        assert status == 200, raw
+        assert json.loads(raw)["predictions"][0]["length"] == 8, raw
+        # Answered while every half-open connection is still open and waiting: none was answered
+        # or closed to make room (a worker per connection would have been stuck on them).
+        for sock in sockets:
+            sock.setblocking(False)
+            with pytest.raises(BlockingIOError):
+                sock.recv(1)
+        assert thread_count() - threads_before < 40
     finally:
         for sock in sockets:
             sock.close()
+        server.stop(grace_s=5)
 
 
 def test_6_a_stalled_header_or_body_is_answered_408_and_closed(tmp_path):

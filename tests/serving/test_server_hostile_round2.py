@@ -177,46 +177,75 @@ def _classification_with_context(context_bytes, examples):
     return request
 
 
+def _spy_on_examples(monkeypatch, server):
+    """The serialized examples each Classify / Regress hands to the engine: [(method, [bytes, ...])]."""
+    engine, seen = server.engine, []
+    for method in ("classify_examples", "regress_examples"):
+        real = getattr(engine, method)
+
+        def spy(*args, _real=real, _method=method, **kwargs):
+            seen.append((_method, list(kwargs["serialized"])))
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(engine, method, spy)
+    return seen
+
+
 @pytest.mark.parametrize("method", ["Classify", "Regress"])
-def test_1_grpc_a_1mb_context_times_1000_examples_is_refused_before_merging(server, prediction, method):
+def test_1_grpc_a_1mb_context_times_1000_examples_is_refused_before_merging(server, prediction, method,
+                                                                            monkeypatch):
     """1 MB of context x 1,000 examples used to be merged first (1 GB of RSS), then refused."""
     from tensorflow_serving.apis import regression_pb2
 
+    seen = _spy_on_examples(monkeypatch, server)
     request = _classification_with_context(MB, 1000)
     if method == "Regress":
         request = regression_pb2.RegressionRequest(model_spec=request.model_spec, input=request.input)
         request.model_spec.signature_name = "regression"
     assert request.ByteSize() < 2 * MB
-    started = time.perf_counter()
     with PeakRss() as rss:
         code, details = grpc_code(lambda: getattr(prediction, method)(request, timeout=30))
-    elapsed = time.perf_counter() - started
-    print(f"\n{method}: refused in {elapsed * 1000:.0f} ms, peak RSS growth {rss.growth / MB:.1f} MB")
+    print(f"\n{method}: refused, peak RSS growth {rss.growth / MB:.1f} MB")
     assert code == "RESOURCE_EXHAUSTED" and "context" in details and "limit" in details, details
-    assert elapsed < 1.0
+    # Refused on the sizes alone: the count and the context's size, no merged example built.
+    context_bytes = len(request.input.example_list_with_context.context.SerializeToString())
+    assert f"1000 examples with the context of {context_bytes} bytes copied into each" in details, details
+    assert seen == []  # nothing reached the engine
     assert rss.growth < 200 * MB, rss.growth
-    # the same context with a few examples is served
+    # the same context with a few examples is served: merged, each example after the context
     small = _classification_with_context(MB, 3)
-    if method == "Classify":
+    if method == "Regress":
+        small = regression_pb2.RegressionRequest(model_spec=small.model_spec, input=small.input)
+        small.model_spec.signature_name = "regression"
+        assert len(prediction.Regress(small, timeout=30).result.regressions) == 3
+    else:
         assert len(prediction.Classify(small, timeout=30).result.classifications) == 3
+    ((called, serialized),) = seen
+    assert called == method.lower() + "_examples" and len(serialized) == 3
+    context = small.input.example_list_with_context.context.SerializeToString()
+    assert all(example.startswith(context) and len(example) > len(context) for example in serialized)
     ok_predict(prediction)
 
 
-def test_1_rest_a_1mb_context_times_1000_examples_is_refused_before_merging(server, prediction):
+def test_1_rest_a_1mb_context_times_1000_examples_is_refused_before_merging(server, prediction, monkeypatch):
+    seen = _spy_on_examples(monkeypatch, server)
     body = json.dumps({"signature_name": "classification", "context": {"big": "c" * MB},
                        "examples": [{"text": f"t{i}"} for i in range(1000)]}).encode()
-    started = time.perf_counter()
     with PeakRss() as rss:
         status, _, answer = rest(server, "POST", "/v1/models/tiny:classify", body)
-    elapsed = time.perf_counter() - started
-    print(f"\nREST classify: refused in {elapsed * 1000:.0f} ms, peak RSS growth {rss.growth / MB:.1f} MB")
+    print(f"\nREST classify: refused, peak RSS growth {rss.growth / MB:.1f} MB")
     assert status == 429 and "context" in answer["error"], answer
-    assert elapsed < 1.0
+    # Refused on the sizes alone: the count and the context's size, no merged example built.
+    assert "1000 examples" in answer["error"] and "copied into each" in answer["error"], answer
+    assert seen == []  # nothing reached the engine
     assert rss.growth < 200 * MB, rss.growth
     status, _, answer = rest(server, "POST", "/v1/models/tiny:classify",
                              {"signature_name": "classification", "context": {"big": "c" * MB},
                               "examples": [{"text": "a"}, {"text": "bb"}]})
     assert status == 200 and len(answer["results"]) == 2, answer
+    ((called, serialized),) = seen
+    assert called == "classify_examples" and len(serialized) == 2
+    assert all(example.count(b"c" * MB) == 1 for example in serialized)  # the context, once in each
     ok_predict(prediction)
 
 
