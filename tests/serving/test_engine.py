@@ -272,7 +272,7 @@ def test_version_policies_and_labels(serve):
     assert out["version"].tolist() == [2]
     message = raises("INVALID_ARGUMENT", GrpcApi(engine).predict, predict_request(["a"], name="labels", version_label="beta"))
     assert "beta" in message and "stable" in message and "canary" in message
-    # a label to a version that is not there ("gone": 9) is refused at start: test_server_hostile_round2
+    # a label to a version that is not there ("gone": 9) is refused at start: test_server_hostile_parsing
     raises("INVALID_ARGUMENT", engine.predict_arrays, "labels", version=1, version_label="stable", inputs={})
     assert engine.model_status("labels", version_label="canary")[0]["version"] == 2
 

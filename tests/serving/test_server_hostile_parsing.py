@@ -1,4 +1,5 @@
-"""The embedded server tried as an attacker would, round 2: one test (or more) per numbered hole.
+"""The embedded server parsing what an attacker sends: request sizes, encodings, numbers, compressed
+bodies, version directories and configs. One test (or more) per numbered hole of this audit:
 
 1. a Classify / Regress context copied into every example before any size check;
 2. lone UTF-16 surrogates in REST JSON, and answers the writer could not encode;
@@ -98,7 +99,7 @@ def server(tmp_path_factory):
     from serving.server import InferenceEngine, ModelSource
     from serving.server.server import EmbeddedServer
 
-    base = tmp_path_factory.mktemp("round2_models")
+    base = tmp_path_factory.mktemp("parsing_models")
     ef.write_tiny_model(str(base / "tiny" / "1"), version=1)
     odd = _odd_module()
     tf.saved_model.save(odd, str(base / "odd" / "1"), signatures={"half": odd.half, "wave": odd.wave})

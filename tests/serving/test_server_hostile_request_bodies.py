@@ -1,4 +1,6 @@
-"""The embedded server tried as an attacker would, round 3: one test (or more) per numbered hole.
+"""The embedded server reading hostile request bodies: JSON that decodes to 30 times its size, bodies
+framed two ways, warmup files of recorded requests, repeated fields. One test (or more) per numbered
+hole of this audit (the holes fixed elsewhere name their tests):
 
 1. a REST body within `max_request_bytes` that decodes to 30 times its size (`[],[],...`);
 2. the window limit estimated at 4 bytes a piece, which commas beat 4 times
@@ -27,7 +29,7 @@ pytest.importorskip("tensorflow_serving")
 import engine_fixtures as ef  # noqa: E402
 from engine_fixtures import ok_predict  # noqa: E402
 from test_server_hostile_input import prediction  # noqa: E402,F401 - the fixture, on this module's server
-from test_server_hostile_round2 import MB, PeakRss, grpc_code, raw_http, rest  # noqa: E402
+from test_server_hostile_parsing import MB, PeakRss, grpc_code, raw_http, rest  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +37,7 @@ def server(tmp_path_factory):
     from serving.server import InferenceEngine, ModelSource
     from serving.server.server import EmbeddedServer
 
-    base = tmp_path_factory.mktemp("round3_models")
+    base = tmp_path_factory.mktemp("request_bodies_models")
     ef.write_tiny_model(str(base / "tiny" / "1"), version=1)
     engine = InferenceEngine([ModelSource("tiny", str(base / "tiny"))], poll_interval_s=0)
     server = EmbeddedServer(engine, grpc_port=0, rest_port=0, rest_header_timeout_s=5.0,
