@@ -39,7 +39,8 @@ class TextClassifier(TextTask):
     ...                          epochs=1, verbose=0)
     >>> classifier.predict(["what a film"]).shape       # probabilities in labels order
     (1, 2)
-    >>> sorted(classifier.evaluate(["a fine film"], ["pos"]))
+    >>> loss, accuracy = classifier.evaluate(["a fine film"], ["pos"], verbose=0)  # Keras' form
+    >>> sorted(classifier.score(["a fine film"], ["pos"]))                      # the task's metrics
     ['accuracy', 'f1', 'matthews_corrcoef', 'num_examples']
 
     Inputs (`x`): a list or numpy array of strings; a pair task takes a tuple
@@ -52,9 +53,9 @@ class TextClassifier(TextTask):
     Long texts: with `max_length=N` (word pieces), a single text longer than one
     window (`seq_length - 2` pieces) is read as overlapping windows, `stride` pieces
     apart (`pipelines.windowing`, SpanQA's and NER's windows); its scores come from
-    the windows that read like the training texts (`window_aggregation="evidence"`,
-    the default, below), the mean of its windows' logits (`"mean"`) or their per-class
-    max (`"max"`). `fit` trains every window as an example
+    the mean of its windows' logits (`window_aggregation="mean"`, the default), their
+    per-class max (`"max"`) or the windows that read like the training texts
+    (`"evidence"`, below). `fit` trains every window as an example
     with the text's label (`window_training="windows"`, Hugging Face's overflowing
     windows: a long text counts once per window); `window_training="texts"` trains
     each text as one example on its windows' aggregated score, the rule `predict`
@@ -67,14 +68,15 @@ class TextClassifier(TextTask):
     sentence, each encoded alone: the mean logits of its closest sentences (the evidence
     among unrelated text) or, when most of its sentences look typical, of all its windows
     (a long text of the kind, far only by its length). By default (`max_length=None`) a text is its first window, and
-    `predict` / `evaluate` warn how many texts were read only in part. A pair is
+    `predict` / `score` warn how many texts were read only in part. A pair is
     read as one window (longest-first truncation), not windowed.
 
     Outputs:
         `predict`: float32 `[N, C]` class probabilities, columns in `labels`
         order; regression: float32 `[N]` scores. `predict_rows` marks a text read
         only in part with `"truncated": true`.
-        `evaluate`: `{"accuracy", "f1" (2 classes) or "macro_f1",
+        `evaluate`: Keras' `[loss, accuracy]` (regression: the loss).
+        `score`: `{"accuracy", "f1" (2 classes) or "macro_f1",
         "matthews_corrcoef", "num_examples"}`; regression: `{"pearson",
         "spearman", "num_examples"}`.
 
@@ -84,10 +86,9 @@ class TextClassifier(TextTask):
         max_length: word pieces of a text read, in windows (None: one window).
             `predict(..., max_length=)` overrides it per call.
         stride: word pieces between the starts of two windows (None: half a window).
-        window_aggregation: `"evidence"` (the windows that read like the training texts;
-            fitted by `fit`), `"mean"` (of the windows' logits) or `"max"` (per class).
-            Default: `"evidence"` with `max_length` and `window_training="windows"`,
-            else `"mean"`.
+        window_aggregation: `"mean"` (of the windows' logits; the default), `"max"` (per
+            class) or `"evidence"` (the windows that read like the training texts; fitted
+            by `fit`).
         window_training: `"windows"` (every window an example with its text's
             label) or `"texts"` (a text's loss on its windows' aggregated score).
     """
@@ -214,9 +215,9 @@ class TextClassifier(TextTask):
             num_classes = check_count("num_classes", num_classes, allow_none=False)
             if num_classes > 1:
                 labels = [str(i) for i in range(num_classes)]
-        if window_aggregation is None:  # measured: as good as the mean on long texts that are all
-            # evidence, far better on evidence among unrelated text, at the same cost (docs/python-api.md)
-            window_aggregation = "evidence" if max_length is not None and window_training == "windows" else "mean"
+        if window_aggregation is None:  # the field's rule (HF's and keras-hub's users average the
+            # windows); "evidence" is opt-in: on real documents it read below the mean (docs/benchmarks.md)
+            window_aggregation = "mean"
         if window_aggregation not in WINDOW_AGGREGATIONS:
             raise TaskInputError(f"window_aggregation={window_aggregation!r}: one of {WINDOW_AGGREGATIONS}")
         if window_training not in WINDOW_TRAININGS:
@@ -234,7 +235,7 @@ class TextClassifier(TextTask):
     # -- data ------------------------------------------------------------------------
     def _check_pair(self, pair, name="x"):
         """Records whether the task reads pairs, or checks it against that: the first `fit`'s data
-        fixes it; a `predict` / `evaluate` before any fit only guesses it (a baseline score of the
+        fixes it; a `predict` / `evaluate` / `score` before any fit only guesses it (a baseline score of the
         untrained model does not decide what it will be trained on)."""
         fitting = getattr(self, "fitting", False)
         if self.text_pair is None or (fitting and getattr(self, "_pair_guessed", False)):

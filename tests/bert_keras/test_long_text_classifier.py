@@ -78,7 +78,7 @@ def test_truncation_is_reported_never_silent(spec):
     assert "truncated: only the first 14 word pieces were read" in model.row_text(rows[0])
     assert "truncated" not in model.row_text(rows[1])
     with pytest.warns(UserWarning, match="2 of 3 texts"):
-        metrics = model.evaluate(texts, ["pos", "neg", "pos"])
+        metrics = model.score(texts, ["pos", "neg", "pos"])
     assert metrics["num_truncated"] == 2 and metrics["num_examples"] == 3
     # a per-call max_length reads all of them, and says nothing
     with warnings.catch_warnings():
@@ -293,8 +293,8 @@ def test_a_review_after_unrelated_prose_is_read_by_its_window(minilm_dir, seq_le
     texts, labels = read("sample_sentiment_train.tsv", 0, False)
     model = tasks.TextClassifier.from_pretrained(f"hf:{minilm_dir}", labels=sorted(set(labels)),
                                                  seq_length=seq_length,
-                                                 learning_rate=1e-4, max_length=1024)
-    assert model.settings["window_aggregation"] == "evidence"  # the default with max_length
+                                                 learning_rate=1e-4, max_length=1024,
+                                                 window_aggregation="evidence")
     model.fit(texts, list(labels), epochs=3, batch_size=16, seed=0, verbose=0)
     documents, gold = read("sample_sentiment_dev.tsv", 1, True)
     gold = np.array(gold)

@@ -215,8 +215,8 @@ def test_a_regressor_reads_sentences_the_same_in_predict_and_in_the_export(spec,
     # one column (the export of a regressor with evidence failed to run before).
     words = export_fixtures.WORDS
     keras.utils.set_random_seed(0)
-    regressor = tasks.TextClassifier.from_pretrained(spec, num_classes=1, seq_length=16, max_length=4000, stride=9)
-    assert regressor.settings["window_aggregation"] == "evidence"
+    regressor = tasks.TextClassifier.from_pretrained(spec, num_classes=1, seq_length=16, max_length=4000, stride=9,
+                                                     window_aggregation="evidence")
     rng = np.random.default_rng(0)
     short = [" ".join(words[i] for i in rng.integers(0, 40, 6)) + " ." for _ in range(24)]
     regressor.fit(short, list(np.linspace(0.0, 1.0, 24)), epochs=1, batch_size=8, verbose=0)
