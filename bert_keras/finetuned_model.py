@@ -21,10 +21,13 @@ file                content
 `task.json`         `format_version` (2), `kind`, `seq_length`, `labels`,
                     `tokenizer` (`vocab`, `lowercase`, `strip_accents`), `settings` (per kind),
                     `encoder_config` (the `BertConfig`), `training` (provenance: init,
-                    steps, learning rate, task spec, data files; informational)
+                    steps, learning rate, task spec, data files; informational), `recipe`
+                    (optional: the fine-tuning recipe's settings, compiled again on load)
 `vocab.txt`         the WordPiece vocabulary
 `labels.txt`        class / tag names, line i = id i (classification, NER)
 `eval_results.json` optional: the dev metrics of the run that wrote it
+`optimizer.npz`     optional: the optimizer's state (moments, step count), so that `fit`
+                    continues where the saved run stopped (`TextTask.save(include_optimizer=)`)
 ==================  ======================================================================
 
 `kind` and its `settings`: `classification` / `regression` (`text_pair`), `ner`
@@ -86,9 +89,11 @@ from pipelines.label_names import LabelNamesError, check_label_count, check_labe
 
 FORMAT_VERSION = 2
 MODEL_FILE, TASK_FILE, VOCAB_FILE, LABELS_FILE = "model.keras", "task.json", "vocab.txt", "labels.txt"
-EVAL_RESULTS_FILE = "eval_results.json"
+EVAL_RESULTS_FILE, OPTIMIZER_FILE = "eval_results.json", "optimizer.npz"
 # The files the format owns: the only ones a save replaces or removes in an existing directory.
-OWNED_FILES = (MODEL_FILE, TASK_FILE, VOCAB_FILE, LABELS_FILE, EVAL_RESULTS_FILE)
+OWNED_FILES = (MODEL_FILE, TASK_FILE, VOCAB_FILE, LABELS_FILE, EVAL_RESULTS_FILE, OPTIMIZER_FILE)
+# The fine-tuning recipe's settings (`TextTask.compile_recipe`), as `task.json` keeps them.
+RECIPE_SETTINGS = ("learning_rate", "warmup_ratio", "weight_decay")
 # The backups of a `bert-keras finetune` run in progress (`TextTask.fit(run_dir=...)`): a rerun
 # after a kill resumes from them; the fit removes them when it completes.
 RUN_DIRECTORY = ".finetune-run"
@@ -124,6 +129,7 @@ class FinetunedModel:
             options are a copy with other settings (`with_settings`).
         training: provenance of the run (free-form, JSON-serialisable).
         eval_results: the run's dev metrics, or None.
+        recipe: the fine-tuning recipe's settings (`RECIPE_SETTINGS`), or None.
         directory: where it was read from (None when built in memory).
         format_version: the version it was read in.
 
@@ -145,6 +151,7 @@ class FinetunedModel:
     settings: Dict[str, Any] = dataclasses.field(default_factory=dict)
     training: Dict[str, Any] = dataclasses.field(default_factory=dict)
     eval_results: Optional[Dict[str, Any]] = None
+    recipe: Optional[Dict[str, float]] = None
     directory: Optional[str] = None
     format_version: int = FORMAT_VERSION
 
@@ -275,7 +282,7 @@ def check_can_save(directory, overwrite=False):
         "directory (saving is refused even with overwrite, so that none of these files is lost)")
 
 
-def save_finetuned(directory, finetuned, *, overwrite=False):
+def save_finetuned(directory, finetuned, *, overwrite=False, optimizer_state=None):
     """Writes `finetuned` (a `FinetunedModel`) into `directory`, atomically; returns the path.
 
     Args:
@@ -284,6 +291,8 @@ def save_finetuned(directory, finetuned, *, overwrite=False):
         finetuned: the `FinetunedModel`.
         overwrite: replace the fine-tuned model already in `directory`. Only the format's
             files (`OWNED_FILES`) are replaced or removed; other files in it stay.
+        optimizer_state: `{name: array}` (a Keras optimizer's `save_own_variables`) written
+            as `optimizer.npz`, or None (no state: an older one is removed).
 
     Raises:
         DirectoryInUseError: see `check_can_save`.
@@ -300,8 +309,10 @@ def save_finetuned(directory, finetuned, *, overwrite=False):
     written = {MODEL_FILE, TASK_FILE, VOCAB_FILE}
     written |= {LABELS_FILE} if finetuned.labels else set()
     written |= {EVAL_RESULTS_FILE} if finetuned.eval_results is not None else set()
+    written |= {OPTIMIZER_FILE} if optimizer_state else set()
     stale = [name for name in OWNED_FILES if name not in written]
-    check_free_space(directory, model_nbytes(finetuned.model), "the model")
+    state_nbytes = sum(int(value.nbytes) for value in (optimizer_state or {}).values())
+    check_free_space(directory, model_nbytes(finetuned.model) + state_nbytes, "the model")
     with atomic_directory(directory, remove=stale) as staging:
         finetuned.model.save(os.path.join(staging, MODEL_FILE))
         shutil.copyfile(finetuned.vocab_file, os.path.join(staging, VOCAB_FILE))
@@ -309,6 +320,11 @@ def save_finetuned(directory, finetuned, *, overwrite=False):
             write_text(os.path.join(staging, LABELS_FILE), "".join(f"{l}\n" for l in finetuned.labels))
         if finetuned.eval_results is not None:
             write_json(os.path.join(staging, EVAL_RESULTS_FILE), finetuned.eval_results, sort_keys=True)
+        if optimizer_state:
+            import numpy as np
+
+            with open(os.path.join(staging, OPTIMIZER_FILE), "wb") as stream:
+                np.savez(stream, **optimizer_state)
         info = {
             "format_version": FORMAT_VERSION,
             "kind": finetuned.kind,
@@ -320,9 +336,25 @@ def save_finetuned(directory, finetuned, *, overwrite=False):
             "settings": finetuned.settings,
             "encoder_config": finetuned.model.encoder.config.to_dict(),
             "training": finetuned.training,
+            **({"recipe": finetuned.recipe} if finetuned.recipe else {}),
         }
         write_json(os.path.join(staging, TASK_FILE), info, default=str)
     return directory
+
+
+def read_optimizer_state(directory):
+    """The optimizer state saved in a fine-tuned model directory (`{name: array}`), or None."""
+    path = os.path.join(os.fspath(directory), OPTIMIZER_FILE)
+    if not os.path.isfile(path):
+        return None
+    import numpy as np
+
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as error:
+        raise FinetunedModelError(f"{path}: the optimizer state is damaged ({error}); save the model "
+                                  "again, or delete the file to continue with a fresh optimizer") from None
 
 
 def _check_finite_weights(model, directory):
@@ -522,6 +554,12 @@ def _fields_v2(directory, info):
     pre_tokenizer = _field(tokenizer, "pre_tokenizer", (str,), f"{where} field 'tokenizer'", default=None)
     settings = _field(info, "settings", (dict,), where, default={}, expected="an object")
     training = _field(info, "training", (dict,), where, default={}, expected="an object")
+    recipe = _field(info, "recipe", (dict,), where, default=None, expected="an object")
+    for key, value in (recipe or {}).items():
+        if key not in RECIPE_SETTINGS or not isinstance(value, (int, float)) or isinstance(value, bool) \
+                or not math.isfinite(value) or value < 0:
+            raise FinetunedModelError(f"{where}: field 'recipe': {key}={value!r}; expected non-negative numbers "
+                                      f"named {', '.join(RECIPE_SETTINGS)}")
     labels, labels_source = _label_list(info, where), f"{where} field 'labels'"
     if os.path.isfile(os.path.join(directory, LABELS_FILE)):
         labels_source = os.path.join(directory, LABELS_FILE)
@@ -530,7 +568,7 @@ def _fields_v2(directory, info):
                 labels_source=labels_source, vocab_file=os.path.join(directory, vocab),
                 lowercase=lowercase, strip_accents=strip_accents, pre_tokenizer=pre_tokenizer,
                 settings=_check_settings(kind, dict(settings), where),
-                training=dict(training))
+                training=dict(training), recipe=dict(recipe) if recipe else None)
 
 
 def _fields_v1(directory, info):
@@ -587,7 +625,7 @@ def squad_threshold(settings, eval_results=None):
     """The v2.0 null threshold: the settings' own, else 0.0 (run_squad.py's default).
 
     The dev set's best threshold (`eval_results.json`'s `best_f1_thresh`) is adopted
-    only when asked (`SpanQA.evaluate(..., tune_threshold=True)`, `bert-keras finetune
+    only when asked (`SpanQA.score(..., tune_threshold=True)`, `bert-keras finetune
     --tune-threshold`), which writes it into the settings: evaluating never changes
     what a model answers. `eval_results` is accepted for callers of the old signature.
     Returns `(threshold, where it came from)`.

@@ -8,6 +8,7 @@ def compile_for_finetuning(
     learning_rate=2e-5,
     warmup_ratio=0.1,
     weight_decay=0.01,
+    loss="auto",
     metrics="auto",
     skip_padding="auto",
     **compile_kwargs,
@@ -45,6 +46,7 @@ def compile_for_finetuning(
         learning_rate: float. Peak learning rate (BERT: 2e-5 .. 5e-5).
         warmup_ratio: float. Fraction of `num_train_steps` spent warming up.
         weight_decay: float. Decoupled weight decay rate.
+        loss: `"auto"` for `model.default_loss()`, else as `compile`.
         metrics: `"auto"` for `model.default_metrics()`, else as `compile`.
         skip_padding: `"auto"` (on unless XLA or TPU), True or False; sets
             `model.encoder.skip_padding`.
@@ -64,7 +66,7 @@ def compile_for_finetuning(
     )
     model.compile(
         optimizer=optimizer,
-        loss=model.default_loss(),
+        loss=model.default_loss() if isinstance(loss, str) and loss == "auto" else loss,
         metrics=model.default_metrics() if metrics == "auto" else metrics,
         **compile_kwargs,
     )

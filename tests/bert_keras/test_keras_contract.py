@@ -1,0 +1,147 @@
+"""Keras' contract, written the way a Keras / keras-hub user writes it.
+
+- a bare `compile()` (Keras' way to recompile after changing `trainable`) gives the fine-tuning
+  recipe again, as keras-hub's tasks give their own optimizer, never Keras' RMSprop at 1e-3;
+- `save(dir)` -> `tasks.load(dir)` keeps the recipe's settings and the optimizer's state, so a
+  loaded model continues its run step for step, as a `.keras` file does;
+- `.backbone` is the encoder, keras-hub's name.
+
+Tiny random encoders (`export_fixtures`), dropout off and `shuffle=False`: two runs on the same
+data are identical step for step, which is what the tests compare. (Dropout masks come from
+seed generators that no Keras format saves, so a loaded model draws other masks.)
+"""
+
+import keras
+import numpy as np
+import pytest
+
+import export_fixtures
+from bert_keras import tasks
+
+TEXTS = ["i loved this film.", "the battery died.", "a great film.", "it was terrible.", "good film.",
+         "bad film.", "the actors were great.", "a dull city."]
+LABELS = ["pos", "neg", "pos", "neg", "pos", "neg", "pos", "neg"]
+
+
+@pytest.fixture(scope="module")
+def spec(tmp_path_factory):
+    return export_fixtures.make_encoder_spec(str(tmp_path_factory.mktemp("tiny")))
+
+
+def classifier(spec, learning_rate=1e-3):
+    keras.utils.set_random_seed(0)
+    return tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=32,
+                                                learning_rate=learning_rate, dropout=0.0)
+
+
+def fit(model, epochs=1):
+    return np.asarray(model.fit(TEXTS, LABELS, epochs=epochs, batch_size=4, shuffle=False,
+                                verbose=0).history["loss"])
+
+
+def without_dropout(model):
+    for layer in model._flatten_layers():
+        if isinstance(layer, keras.layers.Dropout):
+            layer.rate = 0.0
+    return model
+
+
+def weights(layer):
+    return [w.numpy().copy() for w in layer.weights]
+
+
+def changed(before, after):
+    return any(not np.array_equal(a, b) for a, b in zip(before, after))
+
+
+def test_backbone_is_the_encoder(spec):
+    model = classifier(spec)
+    assert model.backbone is model.encoder
+    assert model.backbone is model.head.encoder and model.backbone.trainable_weights
+
+
+def test_freeze_then_unfreeze_with_bare_compiles_keeps_the_recipe(spec):
+    model = classifier(spec, learning_rate=1e-3)
+    fit(model)
+    # Keras' idiom: change `trainable`, then compile() again.
+    model.backbone.trainable = False
+    model.compile()
+    assert type(model.optimizer).__name__ == "BertAdamW"  # the recipe, not Keras' RMSprop
+    assert model.recipe["learning_rate"] == 1e-3
+    encoder, head = weights(model.backbone), weights(model.head.classifier)
+    fit(model)
+    assert not changed(encoder, weights(model.backbone))  # frozen
+    assert changed(head, weights(model.head.classifier))
+    assert model.optimizer._learning_rate.peak_learning_rate == 1e-3
+    model.backbone.trainable = True
+    model.compile()  # Keras would otherwise fail with "Unknown variable" on the new trainables
+    encoder = weights(model.backbone)
+    fit(model)
+    assert changed(encoder, weights(model.backbone))
+    assert int(model.optimizer.iterations) == 2  # a fresh optimizer: 2 steps of 4
+
+
+def test_bare_compile_with_metrics_keeps_the_recipe_and_reports_them(spec):
+    model = classifier(spec)
+    model.compile(metrics=[keras.metrics.SparseCategoricalAccuracy(name="acc")])
+    history = model.fit(TEXTS, LABELS, epochs=1, batch_size=4, verbose=0)
+    assert "acc" in history.history
+    assert type(model.optimizer).__name__ == "BertAdamW"
+    assert model.optimizer._learning_rate.num_train_steps == 2  # sized to the fit, as the recipe is
+
+
+def test_compile_recipe_changes_the_learning_rate_and_a_custom_optimizer_replaces_it(spec):
+    model = classifier(spec, learning_rate=1e-3)
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="sparse_categorical_crossentropy")
+    assert model.recipe is None
+    fit(model)
+    assert isinstance(model.optimizer, keras.optimizers.SGD)
+    model.compile_recipe(learning_rate=5e-4)
+    assert model.recipe == {"learning_rate": 5e-4, "warmup_ratio": 0.1, "weight_decay": 0.01}
+    fit(model)
+    assert type(model.optimizer).__name__ == "BertAdamW"
+    assert model.optimizer._learning_rate.peak_learning_rate == 5e-4
+
+
+@pytest.mark.parametrize("form", ["directory", "keras_file"])
+def test_a_saved_model_continues_its_run_step_for_step(spec, tmp_path, form):
+    model = classifier(spec, learning_rate=1e-3)
+    fit(model)
+    path = str(tmp_path / ("model.keras" if form == "keras_file" else "model"))
+    model.save(path)
+    loaded = keras.models.load_model(path) if form == "keras_file" else tasks.load(path)
+    assert loaded.recipe == {"learning_rate": 1e-3, "warmup_ratio": 0.1, "weight_decay": 0.01}
+    expected, got = fit(without_dropout(model)), fit(without_dropout(loaded))
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    assert int(loaded.optimizer.iterations) == int(model.optimizer.iterations) == 4
+    np.testing.assert_allclose(loaded.predict(TEXTS), model.predict(TEXTS), atol=1e-5)
+
+
+def test_a_directory_saved_without_the_optimizer_restarts_the_moments(spec, tmp_path):
+    model = classifier(spec, learning_rate=1e-3)
+    fit(model)
+    model.save(str(tmp_path / "with"))
+    model.save(str(tmp_path / "without"), include_optimizer=False)
+    assert (tmp_path / "with" / "optimizer.npz").is_file()
+    assert not (tmp_path / "without" / "optimizer.npz").exists()
+    fresh = tasks.load(str(tmp_path / "without"))
+    assert fresh.recipe["learning_rate"] == 1e-3
+    fit(fresh)
+    assert int(fresh.optimizer.iterations) == 2
+    # overwriting a directory with a model saved without state removes the stale state
+    model.save(str(tmp_path / "with"), overwrite=True, include_optimizer=False)
+    assert not (tmp_path / "with" / "optimizer.npz").exists()
+
+
+def test_an_untrained_model_saves_no_optimizer_state_and_a_loaded_one_predicts_without_reading_it(
+        spec, tmp_path):
+    model = classifier(spec)
+    model.save(str(tmp_path / "untrained"))
+    assert not (tmp_path / "untrained" / "optimizer.npz").exists()
+    fit(model)
+    model.save(str(tmp_path / "trained"))
+    (tmp_path / "trained" / "optimizer.npz").write_bytes(b"not an archive")
+    loaded = tasks.load(str(tmp_path / "trained"))
+    loaded.predict(TEXTS[:2])  # predicting never reads the optimizer state
+    with pytest.raises(Exception, match="optimizer.npz: the optimizer state is damaged"):
+        fit(loaded)
