@@ -266,8 +266,8 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="bench-distillation-") as workdir:
         for family in args.families:
             teacher, student, (dev_x, dev_y), metric, seconds = build(args, family, workdir)
-            scores = {"teacher": teacher.evaluate(dev_x, dev_y)[metric],
-                      "student": student.evaluate(dev_x, dev_y)[metric]}
+            scores = {"teacher": teacher.score(dev_x, dev_y)[metric],
+                      "student": student.score(dev_x, dev_y)[metric]}
             signatures = exports(teacher, student, workdir, family)
             served = {name: export_accuracy(family, s, dev_x, dev_y, teacher.labels)
                       for name, s in signatures.items()}

@@ -231,7 +231,7 @@ def ours(task, recipe, fit_args, eval_args, count):
              callbacks=[timer])
     train_seconds = time.perf_counter() - started
     started = time.perf_counter()
-    metrics = task.evaluate(*eval_args, batch_size=64)
+    metrics = task.score(*eval_args, batch_size=64)
     return {"metrics": _plain(metrics), "train_seconds": train_seconds, "eval_seconds": time.perf_counter() - started,
             "epoch_seconds": timer.seconds, "examples_per_second": count * recipe.epochs / train_seconds}
 

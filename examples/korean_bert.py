@@ -53,6 +53,9 @@ def parse_args(argv=None):
     parser.add_argument("--whole-word-mask", action="store_true",
                         help="mask whole words (morpheme-split: whole morphemes; others: whole eojeols)")
     parser.add_argument("--pretrain-files", type=int, default=None, help="use the first N corpus files only")
+    parser.add_argument("--domain-text", action="store_true",
+                        help="also pretrain on NSMC's training reviews (text only, dev rows excluded): "
+                             "domain-adaptive pretraining, as KcBERT pretrains on comments")
     parser.add_argument("--nsmc-train", type=int, default=None, help="NSMC training rows (default all 140,000)")
     parser.add_argument("--nsmc-epochs", type=float, default=1.0)
     parser.add_argument("--korquad-epochs", type=float, default=3.0)
@@ -121,6 +124,22 @@ def split_corpus(args, out):
     return written
 
 
+def domain_corpus(args, out):
+    """NSMC's training reviews as pretraining text (`--domain-text`): the reviews only, never their
+    labels, and never the dev rows. Reviews are one or two sentences long; 20 consecutive reviews
+    make one document, so that a 128-token instance is filled with text instead of padding (their
+    next-sentence pairs are unrelated reviews: the masked-LM signal is what this adds)."""
+    from pipelines.atomic_writes import write_text
+
+    path = os.path.join(out, "corpus", "nsmc_train_reviews.txt")
+    if not os.path.exists(path):
+        (texts, _), _ = read_nsmc(argparse.Namespace(**{**vars(args), "nsmc_train": None}))
+        documents = ["\n".join(texts[start:start + 20]) for start in range(0, len(texts), 20)]
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_text(path, "\n\n".join(documents) + "\n")
+    return [path]
+
+
 # -- 3. pretraining records and 4. pretraining --------------------------------------------------------
 def write_records(args, out, vocab, corpus):
     """`bert-keras create-pretraining-data --input ... --vocab vocab.txt --no-strip-accents ...`"""
@@ -184,7 +203,7 @@ def finetune_nsmc(args, out, encoder):
     classifier.fit(train_x, train_y, epochs=args.nsmc_epochs, batch_size=32, seed=args.seed, verbose=2,
                    run_dir=os.path.join(out, "nsmc-run"))
     seconds = time.time() - started
-    scores = classifier.evaluate(dev_x, dev_y)
+    scores = classifier.score(dev_x, dev_y)
     classifier.save(os.path.join(out, "nsmc"), overwrite=True)
     log(f"nsmc: {scores} ({len(train_x):,} reviews, {seconds:.0f}s)")
     return {"accuracy": float(scores["accuracy"]), "train_rows": len(train_x), "fit_seconds": round(seconds)}
@@ -258,6 +277,10 @@ def main(argv=None):
     else:
         corpus = split_corpus(args, out)
         vocab = learn_vocabulary(args, out, corpus)
+        if args.domain_text:
+            if args.variant == "morpheme-split":
+                raise SystemExit("--domain-text: not with morpheme-split (its corpus is split by kiwi first)")
+            corpus = list(corpus) + domain_corpus(args, out)
         encoder = os.path.join(out, "pretrain", "encoder.keras")
     records = write_records(args, out, vocab, corpus) if "records" in wanted else None
     if "pretrain" in wanted:

@@ -292,7 +292,7 @@ def evaluate(classifier, dataset, model_dir, steps):
 
     steps.start("evaluate on the held-out reviews", ["evaluate", "--model", model_dir])
     texts, labels = dataset.evaluation_data()
-    metrics = classifier.evaluate(texts, labels, batch_size=32)
+    metrics = classifier.score(texts, labels, batch_size=32)
     write_eval_results(model_dir, metrics)
     print(dataset.format_metrics(metrics), flush=True)
     steps.finish(format_metrics(metrics))

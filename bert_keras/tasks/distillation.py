@@ -562,8 +562,8 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
         log(f"no dev evaluation: {error}")
         return result
     batch = student.to_finetuned().training["distillation"]["batch_size"]
-    result.teacher_metrics = teacher.evaluate(dev_x, dev_y, batch_size=batch)
-    result.metrics = student.evaluate(dev_x, dev_y, batch_size=batch)
+    result.teacher_metrics = teacher.score(dev_x, dev_y, batch_size=batch)
+    result.metrics = student.score(dev_x, dev_y, batch_size=batch)
     write_eval_results(output_dir, result.metrics)
     log("\nteacher " + spec.format_metrics(result.teacher_metrics))
     log("student " + spec.format_metrics(result.metrics))

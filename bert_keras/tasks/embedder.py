@@ -49,7 +49,7 @@ class Embedder(TextTask):
     Outputs:
         `predict`: float32 `[N, D]` sentence embeddings (`D` = hidden size;
         4H for `concat_last4`), unit length with `normalize=True`.
-        `evaluate` / `fit`: not defined (an embedder has no labels);
+        `evaluate` / `score` / `fit`: not defined (an embedder has no labels);
         fine-tune a `TextClassifier` and export its encoder, or train the
         `head` (`BertEmbedder`) with your own loss.
 
@@ -185,6 +185,9 @@ class Embedder(TextTask):
                                                     tf.zeros(count, tf.int32)))
         texts = texts.shuffle(count, seed=seed, reshuffle_each_iteration=True)
         return self._batch(self.preprocessor.encode_rows(texts), batch_size), max(1, -(-count // batch_size))
+
+    def evaluate(self, *args, **kwargs):
+        return self._evaluate(None, None, batch_size=None)
 
     def _evaluate(self, x, y, *, batch_size):
         raise TaskInputError("an Embedder has no metrics to evaluate; compare its vectors "

@@ -30,7 +30,7 @@ class MultipleChoice(TextTask):
 
     Outputs:
         `predict`: float32 `[N, num_choices]` probabilities over the endings.
-        `evaluate`: `{"accuracy", "num_examples"}`.
+        `evaluate`: Keras' `[loss, accuracy]`; `score`: `{"accuracy", "num_examples"}`.
 
     Args (`from_pretrained`, besides the common ones):
         num_choices: endings per context (SWAG: 4).
@@ -170,7 +170,7 @@ class MultipleChoice(TextTask):
 
         examples = self._examples(x, y)
         if any(e.label is None for e in examples):
-            raise TaskInputError("y: no labels given (evaluate needs the right ending of each context)")
+            raise TaskInputError("y: no labels given (evaluate and score need the right ending of each context)")
         predictions = self._logits(examples, batch_size).argmax(-1)
         gold = [e.label for e in examples]
         return {"accuracy": float(accuracy(gold, predictions)), "num_examples": len(gold)}

@@ -145,7 +145,7 @@ def spec_for_model(spec, task, directory, override=None):
     """
     if spec is None:
         raise DatasetSpecError(f"{directory} records no task spec (saved from a script): pass --task "
-                               "and --data, or score it with task.evaluate(x, y) in Python")
+                               "and --data, or score it with task.score(x, y) in Python")
     if not isinstance(task, spec.task_class):
         saved = (task.to_finetuned().training or {}).get("task") or task.kind
         raise DatasetSpecError(f"--task {override} needs a {spec.task_class.__name__}; {directory} holds "
@@ -183,7 +183,7 @@ class DatasetSpec:
                 "label_column": self.label_column}
 
     def format_metrics(self, metrics):
-        """A readable table of `evaluate`'s metrics."""
+        """A readable table of `score`'s metrics."""
         width = max(len(k) for k in metrics) if metrics else 0
         lines = [f"{self.spec}: {self.scored or self.spec} ({metrics.get('num_examples', '?')} examples)"]
         for key, value in metrics.items():

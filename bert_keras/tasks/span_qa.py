@@ -41,7 +41,7 @@ class SpanQA(TextTask):
         `null_odds` is None for v1.1), and the n-best list (best first, each
         `{"text", "probability", "start_logit", "end_logit", "start_char",
         "end_char"}`).
-        `evaluate`: the official SQuAD metrics: `{"exact", "f1", "total"}`
+        `evaluate`: Keras' span loss; `score`: the official SQuAD metrics: `{"exact", "f1", "total"}`
         (v1.1 `{"exact_match", "f1"}`); v2.0 adds `HasAns_*`, `NoAns_*` and
         the best thresholds, plus `num_examples`. With
         `evaluation_metric="korquad"`, KorQuAD 1.0's official metrics instead
@@ -54,11 +54,11 @@ class SpanQA(TextTask):
         max_answer_length: longest answer in tokens (30).
         n_best_size: candidates per window and n-best length (20).
         null_score_diff_threshold: v2.0 "no answer" threshold (default 0.0;
-            `evaluate(..., tune_threshold=True)` adopts the dev best, the
+            `score(..., tune_threshold=True)` adopts the dev best, the
             `null_threshold` setter any value; nothing else changes it).
         max_windows: context windows a SavedModel export reads per question
             (16; `predict` reads them all).
-        evaluation_metric: the official script `evaluate` scores with:
+        evaluation_metric: the official script `score` scores with:
             "squad" (default; SQuAD v1.1 or v2.0 by `version_2`) or "korquad"
             (KorQuAD 1.0, v1.1 models only). Saved with the model, so
             `bert-keras evaluate` scores with it too.
@@ -141,7 +141,7 @@ class SpanQA(TextTask):
         """The v2.0 "no answer" threshold of `predict` and the export.
 
         It changes only when you set it (`qa.null_threshold = 1.5`) or ask
-        `evaluate(..., tune_threshold=True)` to adopt the dev set's best.
+        `score(..., tune_threshold=True)` to adopt the dev set's best.
         """
         from bert_keras.finetuned_model import squad_threshold
 
@@ -154,24 +154,19 @@ class SpanQA(TextTask):
             raise TaskInputError(f"null_threshold={value!r}: expected a finite number")
         self._text.settings["null_score_diff_threshold"] = float(value)
 
-    def evaluate(self, x=None, y=None, batch_size=None, verbose=0, sample_weight=None, steps=None,
-                 callbacks=None, return_dict=None, *, tune_threshold=False, **kwargs):
-        """The official SQuAD metrics (see the class docstring).
+    def score(self, x=None, y=None, batch_size=None, verbose=None, *, tune_threshold=False):
+        """The official SQuAD (or KorQuAD) metrics (see the class docstring).
 
         Args:
             tune_threshold: SQuAD v2.0: afterwards, `predict` and the export use
                 the threshold that gave this data's best F1 (`best_f1_thresh`).
-                Off by default: evaluating never changes what `predict` answers.
+                Off by default: scoring never changes what `predict` answers.
         """
-        metrics = super().evaluate(x, y, batch_size=batch_size, verbose=verbose,
-                                   sample_weight=sample_weight, steps=steps, callbacks=callbacks,
-                                   return_dict=True if tune_threshold else return_dict, **kwargs)
+        metrics = super().score(x, y, batch_size=batch_size, verbose=verbose)
         if tune_threshold:
             if not self._text.settings["version_2"] or "best_f1_thresh" not in metrics:
                 raise TaskInputError("tune_threshold: only a SQuAD v2.0 model has a null threshold")
             self.null_threshold = metrics["best_f1_thresh"]
-            if return_dict is False:
-                return list(metrics.values())
         return metrics
 
     # -- data -------------------------------------------------------------------------

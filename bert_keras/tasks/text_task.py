@@ -26,8 +26,8 @@ import tensorflow as tf
 
 from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
 from bert_keras.families import family, resolve
-from bert_keras.finetuned_model import FinetunedModel, is_finetuned_directory
-from bert_keras.finetuned_model import read_finetuned, save_finetuned
+from bert_keras.finetuned_model import RECIPE_SETTINGS, FinetunedModel, is_finetuned_directory
+from bert_keras.finetuned_model import read_finetuned, read_optimizer_state, save_finetuned
 from bert_keras.models.encoder_head import EncoderHead
 from bert_keras.models.frozen_layers import freeze_layers, frozen_layers
 from bert_keras.tasks.dataset_inputs import dataset_of_batches, is_batch_source, raising_source_errors
@@ -117,7 +117,10 @@ class TextTask(keras.Model):
             raise TaskInputError(
                 f"{vocab_file}: the vocabulary has {tokenizer.vocabulary_size} tokens but the model "
                 f"expects {head.encoder.config.vocab_size}; pass the model's own vocab_file=")
-        self._recipe = None
+        self._recipe = None  # the recipe in use (None: a compile of your own), with its step count
+        self._recipe_settings = {}  # the last recipe's settings, what a bare compile() uses again
+        self._recipe_compile_arguments = None  # loss / metrics / options of the last recipe compile
+        self._saved_optimizer_directory = None  # `load`: where an optimizer.npz waits for the first fit
         self._window_override = ()  # (key, value) pairs of one predict call (Keras tracks no tuple)
         # The head holds its weights already: callbacks that save / restore them before the first
         # step (BackupAndRestore) need the wrapper to say so.
@@ -131,6 +134,11 @@ class TextTask(keras.Model):
     @property
     def encoder(self):
         """The `BertEncoder`."""
+        return self.head.encoder
+
+    @property
+    def backbone(self):
+        """The `BertEncoder`, by keras-hub's name (`task.backbone.trainable = False` freezes it)."""
         return self.head.encoder
 
     @property
@@ -329,7 +337,13 @@ class TextTask(keras.Model):
 
     # -- compile: the recipe, sized when fit knows the steps -----------------------
     def compile(self, *args, **kwargs):
-        """As `keras.Model.compile`; replaces the fine-tuning recipe `from_pretrained` set.
+        """As `keras.Model.compile`, with keras-hub's `"auto"` defaults.
+
+        `optimizer` omitted or `"auto"` compiles the fine-tuning recipe (`compile_recipe`) with
+        the task's current settings: a bare `compile()` after changing `trainable` (Keras' way to
+        freeze or unfreeze) gives a fresh BERT optimizer, not Keras' RMSprop at 1e-3. `loss` /
+        `metrics` omitted or `"auto"`: the head's own. Any other optimizer replaces the recipe
+        (`compile_recipe()` brings it back).
 
         The heads output logits: Keras' cross-entropy named by a string
         (`"sparse_categorical_crossentropy"`, `"categorical_crossentropy"`) is read as its
@@ -341,12 +355,42 @@ class TextTask(keras.Model):
 
         arguments = inspect.signature(keras.Model.compile).bind(self, *args, **kwargs).arguments
         arguments.pop("self")
-        extra = arguments.pop("kwargs", {})
-        if "loss" in arguments:
-            arguments["loss"] = self._on_logits(arguments["loss"])
+        arguments.update(arguments.pop("kwargs", {}))
+        for name in ("loss", "metrics"):
+            if _is_auto(arguments.get(name, "auto")):
+                arguments[name] = self.default_loss() if name == "loss" else (self.default_metrics() or None)
+        arguments["loss"] = self._on_logits(arguments["loss"])
+        optimizer = arguments.pop("optimizer", "auto")
+        if _is_auto(optimizer):
+            self._compile_recipe(compile_arguments=arguments)
+            return
         self._recipe = None
-        super().compile(**arguments, **extra)
+        super().compile(optimizer=optimizer, **arguments)
         self.use_skip_padding("auto")
+
+    def compile_recipe(self, *, learning_rate=None, warmup_ratio=None, weight_decay=None):
+        """Compiles BERT's fine-tuning recipe again, with a fresh optimizer: AdamW without decay
+        on LayerNorm / biases, linear warmup over `warmup_ratio` of the steps, then linear decay
+        to 0 at the last step the next `fit` runs, global-norm clipping at 1.0
+        (`bert_keras.models.compile_for_finetuning`). Settings not given keep the task's (from
+        `from_pretrained`, a previous call, or the saved model); the loss and metrics are the
+        head's own.
+
+        >>> task.trainable = False; task.encoder.trainable = True   # doctest: +SKIP
+        >>> task.compile_recipe(learning_rate=1e-4)                # doctest: +SKIP
+        """
+        given = {"learning_rate": learning_rate, "warmup_ratio": warmup_ratio, "weight_decay": weight_decay}
+        self._compile_recipe(**{key: value for key, value in given.items() if value is not None},
+                             compile_arguments={"loss": self.default_loss(),
+                                                "metrics": self.default_metrics() or None})
+
+    @property
+    def recipe(self):
+        """The fine-tuning recipe's settings (`learning_rate`, `warmup_ratio`, `weight_decay`),
+        or None while a compile of your own (another optimizer) replaces it."""
+        if self._recipe is None:
+            return None
+        return {key: self._recipe[key] for key in RECIPE_SETTINGS if key in self._recipe}
 
     def _on_logits(self, loss):
         """`loss` for a head whose outputs are logits (the default loss says whether they are):
@@ -373,14 +417,18 @@ class TextTask(keras.Model):
                                  f"outputs logits; pass {type(loss).__name__}(from_logits=True)")
         return loss
 
-    def _compile_recipe(self, *, num_train_steps=1, **recipe):
+    def _compile_recipe(self, *, num_train_steps=1, compile_arguments=None, **recipe):
+        """Compiles the recipe: `recipe` over the task's last settings (`_recipe_settings`), and
+        the loss / metrics / compile options of the last recipe compile unless given."""
         from bert_keras.models import compile_for_finetuning
 
-        recipe = {**(self._recipe or {}), **recipe}
+        recipe = {**self._recipe_settings, **recipe}
+        if compile_arguments is not None:
+            self._recipe_compile_arguments = dict(compile_arguments)
+        arguments = dict(self._recipe_compile_arguments or {"metrics": self.default_metrics() or None})
         with self.distribute_strategy.scope():
-            compile_for_finetuning(self, num_train_steps=num_train_steps,
-                                   metrics=self.default_metrics() or None, **recipe)
-        self._recipe = recipe
+            compile_for_finetuning(self, num_train_steps=num_train_steps, **recipe, **arguments)
+        self._recipe = self._recipe_settings = recipe
 
     def _size_schedule(self, steps):
         """The recipe's warmup + linear decay ends after `steps` more steps.
@@ -390,6 +438,7 @@ class TextTask(keras.Model):
         """
         from bert_keras.training.optimizer import WarmupLinearDecay
 
+        self._restore_optimizer_state()  # a loaded model's saved step count and moments
         done = int(self.optimizer.iterations.numpy()) if self.optimizer is not None else 0
         if done == 0:
             self._compile_recipe(num_train_steps=steps)
@@ -565,62 +614,67 @@ class TextTask(keras.Model):
         return history
 
     def _build_optimizer(self):
-        """Creates the optimizer's slot variables before Keras traces the train step.
+        """Creates the optimizer's slot variables before Keras traces the train step (and loads a
+        saved optimizer state, see `load`).
 
         Created during the first trace (Keras builds them up front only under an explicit
         distribution strategy), they make TensorFlow trace the whole step a second time:
         about 5 s of a MiniLM fine-tune's start-up on 2 cores.
         """
+        self._restore_optimizer_state()
         if getattr(self, "optimizer", None) is not None and not self.optimizer.built:
             with self.distribute_strategy.scope():
                 self.optimizer.build(self.trainable_variables)
 
     @_raising_source_errors
-    def evaluate(self, x=None, y=None, batch_size=None, verbose=None, sample_weight=None, steps=None,
-                 callbacks=None, return_dict=None, **kwargs):
-        """The task's metrics on raw text, as a dict (see the class docstring).
+    def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, steps=None,
+                 callbacks=None, return_dict=False, **kwargs):
+        """Keras' `evaluate`: the loss and the compiled metrics, on any input form of `fit`.
 
-        `x` / `y` take the forms of `fit` (a dataset: batched or not). Tokenized
-        inputs, and the validation of `fit`, go to Keras' own loop (loss and the
-        compiled metrics). `verbose=1` shows Keras' progress bar (with ETA) over the
-        prediction batches the metrics are computed from (default: `verbosity`'s level, 0).
-        `return_dict`: None (default) gives the metrics dict on raw text and Keras' own
-        default (a list) in Keras' loop; `False` gives a list in either case (on raw text,
-        the dict's values in its order, as `loss, accuracy = model.evaluate(...)` expects
-        of Keras), `True` a dict.
+        Returns `[loss, *compiled metrics]` (a scalar loss when nothing else is compiled), or a
+        dict with `return_dict=True`, as `keras.Model.evaluate`: `loss, accuracy =
+        classifier.evaluate(texts, labels)`. Raw text is packed as `fit` packs it (long texts
+        trained in windows are scored per window, as they train); `sample_weight`, `steps` and
+        `callbacks` work as in Keras. The task's own metrics (F1, MCC, SQuAD EM / F1, entity
+        F1, Pearson / Spearman), counted per text, are `score`'s.
         """
-        metrics = self._evaluate_metrics(x, y, batch_size=batch_size, verbose=verbose,
-                                         sample_weight=sample_weight, steps=steps, callbacks=callbacks,
-                                         return_dict=bool(return_dict), **kwargs)
-        if return_dict is False and isinstance(metrics, dict):
-            return list(metrics.values())
-        return metrics
-
-    def _evaluate_metrics(self, x, y, *, batch_size, verbose, sample_weight, steps, callbacks, return_dict,
-                          **kwargs):
         verbose = self._verbose if verbose is None else verbose
         x, batch_size = _read_batch_source(x, batch_size)
         batch_size = self._batch_size(x, batch_size)
-        if (kwargs or is_tokenized(x)
-                or isinstance(x, tf.data.Dataset) and _is_tokenized_dataset(x)):
-            if is_tokenized(x) and not kwargs:
-                return self._evaluate(x, y, batch_size=batch_size)
-            if isinstance(x, tf.data.Dataset):
-                x = without_autotune_thread(self._packed_batches(x, batch_size))
-                if self.distribute_strategy.num_replicas_in_sync > 1 and not kwargs and not callbacks \
-                        and steps is None:  # Keras' test loop fails on a batch the replicas cannot split
-                    results = ValidationOnOneDevice(x).results(self)
-                    return results if return_dict else list(results.values())
-            return super().evaluate(x, y, batch_size=batch_size, verbose=verbose,
-                                    sample_weight=sample_weight, steps=steps, callbacks=callbacks,
-                                    return_dict=return_dict, **kwargs)
-        if sample_weight is not None:
-            raise TaskInputError("sample_weight: the task's metrics (accuracy, F1, SQuAD, ...) are "
-                                 "unweighted; weights apply to the loss in fit")
-        if callbacks or steps is not None:
-            raise TaskInputError("callbacks / steps: the task's metrics need every example and run no "
-                                 "Keras test loop; for Keras' loss on a few batches, evaluate packed "
-                                 "batches (dataset.map(task.preprocessor))")
+        if isinstance(x, tf.data.Dataset):
+            if y is not None or sample_weight is not None:
+                raise TaskInputError("y / sample_weight: with a tf.data.Dataset as x, labels and weights "
+                                     "come from its elements ((x, y) or (x, y, sample_weight))")
+            data = x
+        else:
+            if x is None or y is None:
+                raise TaskInputError("x, y: evaluate needs the inputs and their labels (predict takes "
+                                     "inputs alone)")
+            data = (x, y) if sample_weight is None else (x, y, sample_weight)
+        dataset = without_autotune_thread(self._validation_dataset(data, batch_size))
+        if self.distribute_strategy.num_replicas_in_sync > 1 and not kwargs and not callbacks \
+                and steps is None:  # Keras' test loop fails on a batch the replicas cannot split
+            results = ValidationOnOneDevice(dataset).results(self)
+            if return_dict:
+                return results
+            return list(results.values()) if len(results) > 1 else next(iter(results.values()))
+        return super().evaluate(dataset, verbose=verbose, steps=steps, callbacks=callbacks,
+                                return_dict=return_dict, **kwargs)
+
+    @_raising_source_errors
+    def score(self, x=None, y=None, batch_size=None, verbose=None):
+        """The task's own metrics, counted per text, as a dict (see each class: `accuracy`, `f1` or
+        `macro_f1`, `matthews_corrcoef`; `pearson` / `spearman`; SQuAD's `exact_match` / `f1`;
+        entity `precision` / `recall` / `f1`; `num_examples`).
+
+        `x` / `y` take the forms of `fit` (a dataset: batched or not; tokenized inputs too).
+        `verbose=1` shows Keras' progress bar over the prediction batches the metrics are
+        computed from (default: `verbosity`'s level, 0). `fit(validation_data=...)` logs them
+        each epoch as `val_<name>`.
+        """
+        verbose = self._verbose if verbose is None else verbose
+        x, batch_size = _read_batch_source(x, batch_size)
+        batch_size = self._batch_size(x, batch_size)
         if isinstance(x, tf.data.Dataset) and y is not None:
             raise TaskInputError("y: with a tf.data.Dataset as x, labels come from its elements")
         with self.verbosity(verbose):
@@ -964,9 +1018,9 @@ class TextTask(keras.Model):
                               seq_length=self.seq_length, lowercase=self._text.lowercase,
                               strip_accents=self._text.strip_accents, pre_tokenizer=self._text.pre_tokenizer,
                               labels=self.labels, settings=self.settings, training=self._text.training,
-                              eval_results=self._text.eval_results)
+                              eval_results=self._text.eval_results, recipe=self.recipe)
 
-    def save(self, directory, overwrite=None, **kwargs):
+    def save(self, directory, overwrite=None, include_optimizer=True, **kwargs):
         """Writes the fine-tuned model directory (`bert_keras.finetuned_model`), atomically.
 
         Never deletes what you own: a directory holding anything but a fine-tuned
@@ -977,6 +1031,11 @@ class TextTask(keras.Model):
         `keras.models.load_model` gives back a task that takes raw text); `.h5` (Keras'
         legacy format) the head alone; both overwrite by default, as Keras. Returns the
         directory.
+
+        The directory keeps the fine-tuning recipe's settings (`recipe`) and, with
+        `include_optimizer` (the default, as Keras' `.keras` files), the optimizer's state once
+        it has trained (`optimizer.npz`: AdamW's moments are twice the weights' size), so that
+        `tasks.load(directory).fit(...)` continues the run.
         """
         path = os.fspath(directory)
         overwrite_file = True if overwrite is None else overwrite
@@ -984,7 +1043,33 @@ class TextTask(keras.Model):
             return super().save(path, overwrite=overwrite_file, **kwargs)
         if path.endswith(".h5"):
             return self.head.save(path, overwrite=overwrite_file, **kwargs)
-        return save_finetuned(path, self.to_finetuned(), overwrite=bool(overwrite))
+        state = self._optimizer_state() if include_optimizer else None
+        return save_finetuned(path, self.to_finetuned(), overwrite=bool(overwrite), optimizer_state=state)
+
+    def _optimizer_state(self):
+        """The recipe optimizer's variables (`save_own_variables`) once it has taken a step, or None."""
+        self._restore_optimizer_state()
+        optimizer = getattr(self, "optimizer", None)
+        if self._recipe is None or optimizer is None or not optimizer.built or int(optimizer.iterations) == 0:
+            return None
+        state = {}
+        optimizer.save_own_variables(state)
+        return state
+
+    def _restore_optimizer_state(self):
+        """Loads the optimizer state `load` found (read when training needs it, not at load: a model
+        loaded to predict never reads it)."""
+        directory, self._saved_optimizer_directory = self._saved_optimizer_directory, None
+        state = read_optimizer_state(directory) if directory else None
+        if state is None or self._recipe is None:
+            return
+        self._build_optimizer()
+        if len(state) != len(self.optimizer.variables):
+            warnings.warn(f"{directory}: the saved optimizer state has {len(state)} variables but this "
+                          f"task's optimizer has {len(self.optimizer.variables)} (trainable layers changed "
+                          "since the save?): training continues with a fresh optimizer", stacklevel=3)
+            return
+        self.optimizer.load_own_variables(state)
 
     # -- Keras serialization: a `.keras` file holds the whole task ---------------------------
     def get_config(self):
@@ -1152,13 +1237,14 @@ class ValidationOnOneDevice(keras.callbacks.Callback):
 
 
 class TaskValidationMetrics(keras.callbacks.Callback):
-    """Adds the task's own metrics on the validation data (`evaluate`'s: `val_f1`, `val_mcc`,
-    `val_exact_match`, `val_pearson`, ...) to the logs of every epoch that Keras validates.
+    """Adds the task's own metrics on the validation data (`score`'s: `val_f1` or `val_macro_f1`,
+    `val_matthews_corrcoef`, `val_exact_match`, `val_pearson`, ...) to the logs of every epoch
+    that Keras validates.
 
     `fit` puts it before the user's callbacks, so `EarlyStopping(monitor="val_f1", mode="max")`,
     `ModelCheckpoint(monitor=...)`, `CSVLogger` and the `History` see them. Where a key is
     both Keras' and the task's (`val_accuracy`), the task's value is logged: per text, as
-    `evaluate` and `predict` count (Keras' counts windows when long texts train in windows).
+    `score` and `predict` count (Keras' counts windows when long texts train in windows).
     Keras' `val_loss` is kept. It costs one prediction pass over the validation data per
     validated epoch.
     """
@@ -1170,7 +1256,7 @@ class TaskValidationMetrics(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         if logs is None or "val_loss" not in logs:  # Keras did not validate this epoch (validation_freq)
             return
-        metrics = self._task.evaluate(self._x, self._y, batch_size=self._batch_size, verbose=0)
+        metrics = self._task.score(self._x, self._y, batch_size=self._batch_size, verbose=0)
         for name, value in metrics.items():
             if isinstance(value, (int, float, np.number)) and not isinstance(value, bool) \
                     and not name.startswith("num_"):  # counts of examples are not metrics
@@ -1212,6 +1298,11 @@ def recipe_for_data(x, *, learning_rate=None, batch_size=None):
     return Recipe(learning_rate if learning_rate is not None else (1e-4 if small else 2e-5),
                   batch_size if batch_size is not None else (16 if small else 32),
                   f" (small data: {count} examples)" if small else "")
+
+
+def _is_auto(value):
+    """keras-hub's `"auto"`: the task's own choice of optimizer, loss or metrics."""
+    return isinstance(value, str) and value == "auto"
 
 
 def _keras_epochs(total_steps, steps_per_epoch, callbacks):
@@ -1491,5 +1582,6 @@ def load(directory, *, expected=None):
         raise TaskInputError(f"{directory}: holds a {finetuned.kind} model, not a {expected.__name__}; "
                              f"load it with bert_keras.tasks.{cls.__name__} or bert_keras.tasks.load")
     task = cls._from_finetuned(finetuned)
-    task._compile_recipe()
+    task._compile_recipe(**(finetuned.recipe or {}))
+    task._saved_optimizer_directory = finetuned.directory  # its optimizer.npz, read by the first fit
     return task

@@ -49,7 +49,7 @@ class TokenClassifier(TextTask):
         into `" ".join(words)`), `end_word` inclusive; `truncated`: the text
         has more than `max_length` word pieces, and only its first `words_read`
         words were read: the words after them are tagged "O" unread.
-        `evaluate`: seqeval entity `{"precision", "recall", "f1",
+        `evaluate`: Keras' token loss; `score`: seqeval entity `{"precision", "recall", "f1",
         "num_examples"}` (micro averages over entities, conlleval rules), and
         `num_truncated` when some texts were read only in part (their unread
         words count as predicted "O").
@@ -256,7 +256,7 @@ class TokenClassifier(TextTask):
 
         x, y, _ = self._in_memory_rows(x, y)
         if y is None:
-            raise TaskInputError("y: no tags given (evaluate needs one tag per word)")
+            raise TaskInputError("y: no tags given (evaluate and score need one tag per word)")
         sentences, _ = self._sentences(x, y)
         predicted, features = self._tag(sentences, batch_size)
         metrics = {k: float(v) for k, v in entity_scores([s.tags for s in sentences], predicted).items()}

@@ -86,8 +86,8 @@ def test_classifier_fits_any_form_like_a_list(spec, form):
               tf.data.Dataset.from_tensor_slices(TEXTS).batch(4),
               tf.data.Dataset.from_tensor_slices((TEXTS, LABELS)).batch(3)):  # labels ignored
         np.testing.assert_allclose(reference.predict(x), predicted, atol=1e-6)
-    metrics = reference.evaluate(TEXTS, LABELS)
-    assert reference.evaluate(tf.data.Dataset.from_tensor_slices((TEXTS, LABELS)).batch(32)) == metrics
+    metrics = reference.score(TEXTS, LABELS)
+    assert reference.score(tf.data.Dataset.from_tensor_slices((TEXTS, LABELS)).batch(32)) == metrics
     assert metrics["num_examples"] == 10
 
 
@@ -111,7 +111,7 @@ def test_star_ratings_and_digit_names_follow_the_label_rule(spec):
     stars = build(tasks.TextClassifier, spec, labels=[1, 2, 3, 4, 5])
     assert stars.labels == ["1", "2", "3", "4", "5"]
     stars.fit(TEXTS, [5, 1, 4, 2, 5, 1, 4, 2, 3, 3], epochs=1, verbose=0)  # 5 is the name "5", id 4
-    assert stars.evaluate(TEXTS, [5, 1, 4, 2, 5, 1, 4, 2, 3, 3])["num_examples"] == 10
+    assert stars.score(TEXTS, [5, 1, 4, 2, 5, 1, 4, 2, 3, 3])["num_examples"] == 10
     swapped = build(tasks.TextClassifier, spec, labels=["1", "0"])
     ids = tf.data.Dataset.from_tensor_slices((TEXTS[:2], [1, 0]))
     named = tf.data.Dataset.from_tensor_slices((TEXTS[:2], ["1", "0"]))
@@ -348,7 +348,7 @@ def test_token_classifier_on_batched_datasets(spec):
     dataset = tf.data.Dataset.from_tensor_slices((tf.ragged.constant(words), tf.ragged.constant(tags)))
     np.testing.assert_allclose(losses(tagger.fit(dataset.batch(4), epochs=1, batch_size=2, shuffle=False,
                                                  verbose=0)), expected, rtol=1e-5)
-    assert tagger.evaluate(dataset) == reference.evaluate(words, tags)
+    assert tagger.score(dataset) == reference.score(words, tags)
     texts = ["John Smith lives in Paris.", "the capital of france."]
     predicted = reference.predict(texts)
     assert reference.predict(tf.data.Dataset.from_tensor_slices(texts)) == predicted
@@ -371,43 +371,57 @@ def test_span_qa_on_datasets_and_the_threshold_changes_only_when_asked(spec):
     columnar = {"text": tf.ragged.constant([["john smith"], [], ["when he moved"]]),
                 "answer_start": tf.ragged.constant([[0], [], [CONTEXT.index("when he moved")]])}
     labelled = tf.data.Dataset.from_tensor_slices((x, columnar))
-    metrics = qa.evaluate(labelled.batch(2))
-    assert metrics == qa.evaluate(x, answers) and metrics["NoAns_total"] == 1
+    metrics = qa.score(labelled.batch(2))
+    assert metrics == qa.score(x, answers) and metrics["NoAns_total"] == 1
     # The same in the flat convention the preprocessor takes: "" / -1 is no answer, in memory or not.
     flat = {"text": ["john smith", "", "when he moved"], "answer_start": [0, -1, CONTEXT.index("when he moved")]}
-    assert qa.evaluate(tf.data.Dataset.from_tensor_slices((x, flat))) == metrics
-    assert qa.evaluate(x, [answers[0], {"text": "", "answer_start": -1}, answers[2]]) == metrics
+    assert qa.score(tf.data.Dataset.from_tensor_slices((x, flat))) == metrics
+    assert qa.score(x, [answers[0], {"text": "", "answer_start": -1}, answers[2]]) == metrics
     # A generator of batches with fit's own in-memory answers (dicts, None for no answer).
-    assert qa.evaluate(iter([(x, answers)])) == metrics
+    assert qa.score(iter([(x, answers)])) == metrics
     pandas = pytest.importorskip("pandas")
     frame = pandas.DataFrame({"question": questions, "context": [CONTEXT] * 3})
     assert [r["answer"] for r in qa.predict(frame)] == [r["answer"] for r in qa.predict(x)]
     threshold = qa.null_threshold
     assert qa.null_threshold == threshold  # evaluate changed nothing
     assert [r["answer"] for r in qa.predict(x)] == [r["answer"] for r in predicted]
-    tuned = qa.evaluate(x, answers, tune_threshold=True)
+    tuned = qa.score(x, answers, tune_threshold=True)
     assert qa.null_threshold == pytest.approx(tuned["best_f1_thresh"])
-    assert qa.evaluate(x, answers, tune_threshold=True, return_dict=False) == list(tuned.values())
+    loss = qa.evaluate(x, answers, verbose=0)  # Keras' form: the span loss (nothing else is compiled)
+    assert isinstance(loss, float) and np.isfinite(loss)
     qa.null_threshold = -1e6  # the explicit setter: null odds always above it, never an answer
     assert not any(r["has_answer"] for r in qa.predict(x))
 
 
-def test_evaluate_return_dict_false_gives_a_list_as_keras_does(spec):
-    """`loss, accuracy = model.evaluate(x, y)` is Keras' idiom: with `return_dict=False` a task gives
-    its metrics as a list (the dict's values, in its order); Keras' own loop (tokenized input) too."""
+def test_evaluate_gives_keras_loss_and_compiled_metrics_on_every_input_form(spec):
+    """`loss, accuracy = model.evaluate(x, y)` is Keras' idiom: `[loss, *compiled metrics]` (a dict
+    with `return_dict=True`) whatever the form of x: raw text, a dataset of raw text, packed
+    batches, a tokenized dict. The task's own metrics are `score`'s."""
     texts, labels = ["good film", "bad film", "great fun", "awful plot"] * 2, ["pos", "neg"] * 4
     classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
     classifier.fit(texts, labels, epochs=1, batch_size=4, verbose=0)
-    metrics = classifier.evaluate(texts, labels)
-    assert isinstance(metrics, dict) and metrics == classifier.evaluate(texts, labels, return_dict=True)
-    listed = classifier.evaluate(texts, labels, return_dict=False)
-    assert listed == list(metrics.values()) and len(listed) == len(metrics) > 1
-    packed = classifier.preprocessor(tf.constant(texts))
+    loss, accuracy = classifier.evaluate(texts, labels, verbose=0)
+    probabilities = classifier.predict(texts)
     ids = np.array([["neg", "pos"].index(label) for label in labels])
-    keras_loop = classifier.evaluate(tf.data.Dataset.from_tensor_slices((packed, ids)).batch(4), return_dict=False)
-    assert isinstance(keras_loop, list) and np.isfinite(keras_loop[0])  # [loss, compiled metrics...]
-    as_dict = classifier.evaluate(tf.data.Dataset.from_tensor_slices((packed, ids)).batch(4), return_dict=True)
-    assert as_dict["loss"] == pytest.approx(keras_loop[0], rel=1e-5)
+    expected_loss = float(np.mean(-np.log(probabilities[np.arange(len(ids)), ids])))
+    assert loss == pytest.approx(expected_loss, rel=1e-4)
+    assert accuracy == pytest.approx(np.mean(probabilities.argmax(-1) == ids))
+    assert accuracy == pytest.approx(classifier.score(texts, labels)["accuracy"])
+    as_dict = classifier.evaluate(texts, labels, return_dict=True, verbose=0)
+    assert as_dict == pytest.approx({"loss": loss, "accuracy": accuracy}, rel=1e-5)
+    packed = classifier.preprocessor(tf.constant(texts))
+    forms = [tf.data.Dataset.from_tensor_slices((texts, labels)).batch(3),
+             tf.data.Dataset.from_tensor_slices((texts, labels)),
+             tf.data.Dataset.from_tensor_slices((packed, ids)).batch(4)]
+    for data in forms:
+        assert classifier.evaluate(data, verbose=0) == pytest.approx([loss, accuracy], rel=1e-5)
+    assert classifier.evaluate({k: v.numpy() for k, v in packed.items()}, labels, verbose=0) == pytest.approx(
+        [loss, accuracy], rel=1e-5)
+    # Keras' sample weights: a zero weight drops an example from the loss
+    weights = np.array([1.0, 0.0] * 4)
+    weighted, _ = classifier.evaluate(texts, labels, sample_weight=weights, verbose=0)
+    kept = ids[::2]
+    assert weighted == pytest.approx(float(np.mean(-np.log(probabilities[::2][np.arange(4), kept]))), rel=1e-4)
 
 
 def test_multiple_choice_and_embedder_on_datasets(spec):
@@ -551,7 +565,7 @@ def test_the_preprocessor_takes_python_values_and_single_examples_as_keras_hub_d
         texts_only = data.map(lambda x, y: x)
         np.testing.assert_allclose(model.predict(texts_only), reference.predict(TEXTS), atol=1e-5)
         loss, accuracy = model.evaluate(data, verbose=0)
-        assert np.isfinite(loss) and accuracy == pytest.approx(reference.evaluate(TEXTS, LABELS)["accuracy"])
+        assert np.isfinite(loss) and accuracy == pytest.approx(reference.score(TEXTS, LABELS)["accuracy"])
 
     # NER: a word list is one text; multiple choice: a scalar context with its endings
     tagger = build(tasks.TokenClassifier, spec, labels=["O", "B-LOC"])
@@ -841,7 +855,7 @@ def test_generators_and_py_datasets_are_read_as_keras_reads_them(spec):
     np.testing.assert_allclose(reference.predict(_Batches([np.array(TEXTS[:4]), np.array(TEXTS[4:])])),
                                predicted, atol=1e-6)
     np.testing.assert_allclose(reference.predict((x for x, _ in batches)), predicted, atol=1e-6)
-    assert reference.evaluate(_Batches(batches)) == reference.evaluate(TEXTS, LABELS)
+    assert reference.score(_Batches(batches)) == reference.score(TEXTS, LABELS)
     history = build(tasks.TextClassifier, spec, labels=["neg", "pos"]).fit(
         TEXTS, LABELS, epochs=1, validation_data=(batch for batch in batches), verbose=0)
     assert "val_loss" in history.history
@@ -983,7 +997,7 @@ def test_a_tagger_compiled_with_keras_sparse_cross_entropy_and_accuracy_reads_ta
     # accuracy over the 9 tagged words only: what predict's tags agree with
     predicted = tagger.predict(words)
     right = sum(p == t for row, gold in zip(predicted, tags) for p, t in zip(row["tags"], gold))
-    assert tagger.evaluate(words, tags, batch_size=8, return_dict=True)["num_examples"] == 3
+    assert tagger.score(words, tags, batch_size=8)["num_examples"] == 3
     packed = tf.data.Dataset.from_tensor_slices((tf.ragged.constant(words), tf.ragged.constant(tags)))
     metrics = tagger.evaluate(packed.batch(3).map(tagger.preprocessor), return_dict=True, verbose=0)
     assert metrics["accuracy"] == pytest.approx(right / 9, abs=1e-6)
@@ -1029,14 +1043,14 @@ def test_a_run_dir_in_use_by_a_running_fit_is_refused(spec, tmp_path):
 
 
 class _EvaluateAtEpochEnd(keras.callbacks.Callback):
-    """What `evaluate` says on the validation data at each epoch's end: the logged values must equal it."""
+    """What `score` says on the validation data at each epoch's end: the logged values must equal it."""
 
     def __init__(self, x, y):
         super().__init__()
         self.x, self.y, self.scores = x, y, []
 
     def on_epoch_end(self, epoch, logs=None):
-        self.scores.append(self.model.evaluate(self.x, self.y, verbose=0))
+        self.scores.append(self.model.score(self.x, self.y, verbose=0))
 
 
 def test_the_task_metrics_on_validation_data_are_in_the_logs_for_keras_callbacks(spec, tmp_path):
@@ -1062,7 +1076,7 @@ def test_the_task_metrics_on_validation_data_are_in_the_logs_for_keras_callbacks
     # Classification: F1 / MCC beside val_accuracy, with validation_split and a dataset too.
     classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
     history = classifier.fit(TEXTS, LABELS, validation_split=0.4, epochs=2, batch_size=4, verbose=0)
-    held_out = classifier.evaluate(TEXTS[6:], LABELS[6:])
+    held_out = classifier.score(TEXTS[6:], LABELS[6:])
     assert history.history["val_accuracy"][-1] == pytest.approx(held_out["accuracy"])
     assert set(history.history) >= {"loss", "accuracy", "val_loss", "val_accuracy"}
     assert all(f"val_{name}" in history.history for name, value in held_out.items()
@@ -1078,7 +1092,7 @@ def test_the_task_metrics_on_validation_data_are_in_the_logs_for_keras_callbacks
     classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"], max_length=100, stride=5)
     history = classifier.fit(documents, LABELS, validation_data=(documents[:5], LABELS[:5]), epochs=1,
                              batch_size=4, verbose=0)
-    assert history.history["val_accuracy"][-1] == classifier.evaluate(documents[:5], LABELS[:5])["accuracy"]
+    assert history.history["val_accuracy"][-1] == classifier.score(documents[:5], LABELS[:5])["accuracy"]
     assert history.history["val_accuracy"][-1] in (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # of 5 texts
 
 
@@ -1117,7 +1131,7 @@ def test_text_dataset_from_directory_in_every_label_mode_with_its_class_names(sp
     reference = build(tasks.TextClassifier, spec, labels=dataset.class_names)
     expected = reference.fit(texts, names, epochs=2, batch_size=4, shuffle=False, verbose=0)
     np.testing.assert_allclose(history.history["loss"], expected.history["loss"], rtol=1e-5)
-    assert classifier.evaluate(dataset)["accuracy"] == pytest.approx(reference.evaluate(texts, names)["accuracy"])
+    assert classifier.score(dataset)["accuracy"] == pytest.approx(reference.score(texts, names)["accuracy"])
 
 
 def test_int_ids_are_read_as_ids_only_when_no_label_name_is_a_number(spec):
@@ -1191,7 +1205,7 @@ def test_a_head_saved_as_h5_loads_back_without_custom_objects(spec, tmp_path):
 
 def test_a_baseline_evaluate_before_the_first_fit_does_not_decide_pairs_or_single_texts(spec):
     classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
-    classifier.evaluate(TEXTS, LABELS)  # the untrained model, scored on single texts
+    classifier.score(TEXTS, LABELS)  # the untrained model, scored on single texts
     classifier.fit((TEXTS, TEXTS_B), LABELS, epochs=1, batch_size=4, verbose=0)  # then trained on pairs
     assert classifier.text_pair is True
     with pytest.raises(tasks.TaskInputError, match="reads text pairs"):  # now fixed by the fit

@@ -84,7 +84,7 @@ def test_every_word_of_a_long_document_gets_a_tag(tagger, document):
     for entity in raw["entities"]:
         assert text[entity["start_char"]:entity["end_char"]] == entity["text"]
     # evaluate scores every word (none truncated).
-    metrics = tagger.evaluate([words], [tags])
+    metrics = tagger.score([words], [tags])
     assert metrics["num_examples"] == 1 and "num_truncated" not in metrics
 
 
@@ -172,7 +172,7 @@ def test_truncation_is_reported_and_settings_round_trip(tagger, document, tmp_pa
     assert settings["max_length"] == 100_000 and settings["stride"] == 31
     one_window = tasks.TokenClassifier.from_pretrained(saved, max_length=62, stride=20)
     assert one_window.settings["max_length"] == 62
-    assert one_window.evaluate([words], [document[1]])["num_truncated"] == 1
+    assert one_window.score([words], [document[1]])["num_truncated"] == 1
     with pytest.raises(tasks.TaskInputError, match="stride 70 exceeds the window"):
         one_window.predict([text], stride=70)
 

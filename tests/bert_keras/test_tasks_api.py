@@ -52,7 +52,7 @@ def test_pair_classification_predicts_probabilities_in_label_order_and_round_tri
     assert probabilities.shape == (6, 3) and np.allclose(probabilities.sum(-1), 1, atol=1e-5)
     # The columns follow `labels`: the argmax names agree with predict_labels.
     assert classifier.predict_labels(PAIRS) == [classifier.labels[i] for i in probabilities.argmax(-1)]
-    metrics = classifier.evaluate(PAIRS, PAIR_LABELS)
+    metrics = classifier.score(PAIRS, PAIR_LABELS)
     assert set(metrics) == {"accuracy", "macro_f1", "matthews_corrcoef", "num_examples"}
     assert metrics["num_examples"] == 6
     accuracy = np.mean(probabilities.argmax(-1) == [["neg", "neutral", "pos"].index(l) for l in PAIR_LABELS])
@@ -63,10 +63,10 @@ def test_pair_classification_predicts_probabilities_in_label_order_and_round_tri
     np.testing.assert_allclose(loaded.predict(PAIRS), probabilities, atol=1e-5)
     # no label name is a number: ints are ids of labels[i] (Keras' sparse labels); others are refused
     names = [loaded.labels[i] for i in [2, 0, 1, 2, 0, 1]]
-    assert loaded.evaluate(PAIRS, [2, 0, 1, 2, 0, 1]) == loaded.evaluate(PAIRS, names)
+    assert loaded.score(PAIRS, [2, 0, 1, 2, 0, 1]) == loaded.score(PAIRS, names)
     with pytest.raises(tasks.TaskInputError, match=r"y\[0\]: label 3 was never seen in training"
                                                    r".*a number is the id of labels\[i\], 0 <= i < 3"):
-        loaded.evaluate(PAIRS, [3, 0, 1, 2, 0, 1])
+        loaded.score(PAIRS, [3, 0, 1, 2, 0, 1])
 
 
 def test_regression_round_trip_and_pearson_spearman(spec, tmp_path):
@@ -75,7 +75,7 @@ def test_regression_round_trip_and_pearson_spearman(spec, tmp_path):
     regressor.fit(texts, scores, epochs=1, batch_size=2, verbose=0)
     predicted = regressor.predict(texts)
     assert predicted.shape == (5,) and predicted.dtype == np.float32
-    metrics = regressor.evaluate(texts, scores)
+    metrics = regressor.score(texts, scores)
     assert set(metrics) == {"pearson", "spearman", "num_examples"}
     assert -1 <= metrics["pearson"] <= 1
     loaded = reloaded(regressor, tmp_path)
@@ -96,7 +96,7 @@ def test_ner_word_labels_in_entities_with_code_point_offsets_out(spec, tmp_path)
         assert len(row["tags"]) == len(row["words"]) and set(row["tags"]) <= set(labels)
         for entity in row["entities"]:
             assert text[entity["start_char"]:entity["end_char"]] == entity["text"]
-    metrics = tagger.evaluate(words, tags)
+    metrics = tagger.score(words, tags)
     assert {"precision", "recall", "f1", "num_examples"} == set(metrics)
     loaded = reloaded(tagger, tmp_path)
     assert loaded.predict(texts) == predicted
@@ -116,7 +116,7 @@ def test_squad_v2_with_null_answers_round_trips(spec, tmp_path):
         else:
             assert (row["start_char"], row["end_char"]) == (-1, -1)
         assert isinstance(row["null_odds"], float) and row["nbest"]
-    metrics = qa.evaluate((questions, [CONTEXT] * 3), answers)
+    metrics = qa.score((questions, [CONTEXT] * 3), answers)
     assert metrics["HasAns_total"] == 2 and metrics["NoAns_total"] == 1 and metrics["num_examples"] == 3
     loaded = reloaded(qa, tmp_path)
     assert loaded.settings["doc_stride"] == 16 and loaded.settings["version_2"]
@@ -135,7 +135,7 @@ def test_swag_multiple_choice_round_trip(spec, tmp_path):
     probabilities = chooser.predict(examples)
     assert probabilities.shape == (len(examples), 4)
     assert np.allclose(probabilities.sum(-1), 1, atol=1e-5)
-    metrics = chooser.evaluate(examples, [e.label for e in examples])
+    metrics = chooser.score(examples, [e.label for e in examples])
     assert metrics["num_examples"] == len(examples)
     # (contexts, endings) lists give the same numbers as SwagExamples
     x = ([e.context for e in examples], [[f"{e.start} {end}".strip() for end in e.endings] for e in examples])
@@ -166,7 +166,7 @@ def test_a_dataset_of_raw_text_and_label_names_gives_the_same_metrics(spec):
     classifier = small(tasks.TextClassifier, spec, labels=["neg", "neutral", "pos"])
     dataset = tf.data.Dataset.from_tensor_slices(((list(PAIRS[0]), list(PAIRS[1])), PAIR_LABELS))
     classifier.fit(dataset, epochs=1, batch_size=4, verbose=0)
-    assert classifier.evaluate(dataset) == classifier.evaluate(PAIRS, PAIR_LABELS)
+    assert classifier.score(dataset) == classifier.score(PAIRS, PAIR_LABELS)
 
 
 def test_tokenized_dicts_still_work(spec):
@@ -226,7 +226,7 @@ def test_xla_gets_static_shapes_and_cpu_skips_padding(spec):
 def test_bad_input_errors_name_the_problem(spec, tmp_path):
     classifier = small(tasks.TextClassifier, spec, labels=["neg", "pos"])
     with pytest.raises(tasks.TaskInputError, match=r"y\[1\]: label 'meh' was never seen in training"):
-        classifier.evaluate(["good", "bad"], ["pos", "meh"])
+        classifier.score(["good", "bad"], ["pos", "meh"])
     with pytest.raises(tasks.TaskInputError, match="x and y differ in length: 2 inputs but 3 labels"):
         classifier.fit(["good", "bad"], ["pos", "neg", "pos"])
     with pytest.raises(tasks.TaskInputError, match="an empty list of texts"):
@@ -433,5 +433,5 @@ def test_raw_text_predict_and_evaluate_know_their_length(spec):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         classifier.predict(PAIRS)
-        classifier.evaluate(PAIRS, PAIR_LABELS)
+        classifier.score(PAIRS, PAIR_LABELS)
     assert not [w for w in caught if "ran out of data" in str(w.message)]

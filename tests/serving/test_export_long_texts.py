@@ -67,7 +67,7 @@ def test_served_classifier_reads_the_evidence_predict_reads(spec, tmp_path):
     expected = classifier.predict(texts)
     outputs = served(classifier, tmp_path, "windows_evidence")(text=tf.constant(texts))
     np.testing.assert_allclose(outputs["probabilities"].numpy(), expected, atol=1e-5)
-    assert classifier.evaluate(texts, ["neg"] * 5)["num_examples"] == 5
+    assert classifier.score(texts, ["neg"] * 5)["num_examples"] == 5
 
 
 def test_evidence_logits_agree_in_numpy_and_in_the_graph():
