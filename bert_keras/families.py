@@ -91,6 +91,12 @@ def family(kind):
         raise UnknownFamilyError(f"unknown task kind {kind!r}; one of {', '.join(_REGISTRY)}") from None
 
 
+def reads_windows(task_class):
+    """Whether the tasks of `task_class` read long texts in windows (their kinds have `max_length`)."""
+    return any(entry.task_class.rpartition(":")[2] == task_class.__name__ and "max_length" in entry.default_settings
+               for entry in _REGISTRY.values())
+
+
 def resolve(path):
     """The object a `"module:attribute"` (or module) path names: the layer that owns it calls this."""
     module, _, attribute = path.partition(":")

@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from bert_keras import json_output
-from bert_keras.cli.flag_arguments import add_encoder_options, positive_int
+from bert_keras.cli.flag_arguments import add_encoder_options, add_window_options, positive_int
 from bert_keras.cli.main import CommandError
 from bert_keras.cli.embedding_arguments import add_pooling_options, pooling_layer, read_idf_corpus
 
@@ -40,7 +40,8 @@ def register(subparsers, summary):
     parser.add_argument("--output", metavar="OUT", help="write vectors to OUT.npy or OUT.jsonl (atomically)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     add_encoder_options(parser, seq_length_help="tokens per text, [CLS]/[SEP] included; longer texts are cut "
-                                                "(default 128)")
+                                                "unless --max-length (default 128)")
+    add_window_options(parser)
     add_pooling_options(parser, idf_default="; default: the texts being embedded (and ranked)")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default 32)")
     parser.add_argument("--query", metavar="TEXT", help="rank the texts by cosine similarity to this text")
@@ -69,7 +70,7 @@ def run(args):
                                         pooling_layer=pooling_layer(args),
                                         vocab_file=args.vocab, lowercase=False if args.cased else None,
                                         strip_accents=args.strip_accents,
-                                        seq_length=args.seq_length)
+                                        seq_length=args.seq_length, max_length=args.max_length, stride=args.stride)
     if args.pooling == "bm25":
         embedder.fit_idf(texts if corpus is None else corpus)
         source = f"{args.idf_corpus}" if corpus is not None else "the texts embedded"

@@ -8,7 +8,7 @@ the dev split.
 import sys
 import time
 
-from bert_keras.cli.flag_arguments import add_encoder_options, add_option, fraction
+from bert_keras.cli.flag_arguments import add_encoder_options, add_option, add_window_options, fraction
 from bert_keras.cli.task_arguments import add_task_arguments, add_training_options, check_output_dir, task_spec
 
 
@@ -22,6 +22,7 @@ def register(subparsers, summary):
     )
     add_task_arguments(parser)
     add_encoder_options(parser, seq_length_help="tokens per example, [CLS]/[SEP] included (default 128; 384 for SQuAD)")
+    add_window_options(parser)
     parser.add_argument("--output-dir", required=True, metavar="DIR")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace the fine-tuned model in a --output-dir that holds one "
@@ -50,7 +51,7 @@ def run(args):
     result = finetune(
         spec, args.init, args.output_dir, overwrite=args.overwrite, epochs=args.epochs,
         batch_size=args.batch_size, learning_rate=args.learning_rate, warmup_ratio=args.warmup_ratio,
-        seq_length=args.seq_length, max_steps=args.max_steps, checkpoint_every=args.checkpoint_every,
+        seq_length=args.seq_length, max_length=args.max_length, stride=args.stride, max_steps=args.max_steps, checkpoint_every=args.checkpoint_every,
         strategy=args.strategy, tpu=args.tpu, seed=args.seed, vocab_file=args.vocab,
         lowercase=False if args.cased else None, strip_accents=args.strip_accents,
         evaluate=not args.no_eval, tune_threshold=args.tune_threshold,

@@ -6,8 +6,8 @@ destination, so scripts written against an older name do not break.
 
 >>> import argparse
 >>> parser = argparse.ArgumentParser()
->>> add_option(parser, "--seq-length", "--max-length", type=int, default=128)
->>> parser.parse_args(["--max-length", "64"]).seq_length
+>>> add_option(parser, "--seq-length", "--max-seq-length", type=int, default=128)
+>>> parser.parse_args(["--max-seq-length", "64"]).seq_length
 64
 """
 
@@ -28,6 +28,8 @@ FLAG_NAMES = {
     "cased tokenization": "--cased",
     "accent stripping (HF's strip_accents)": "--strip-accents",
     "tokens per sequence, [CLS]/[SEP] included": "--seq-length",
+    "word pieces of a long text read, in windows (Python's max_length)": "--max-length",
+    "word pieces between the starts of two windows": "--stride",
     "masked positions per sequence": "--max-predictions",
     "examples per step (over all replicas)": "--batch-size",
     "the random seed": "--seed",
@@ -41,7 +43,6 @@ FLAG_NAMES = {
 
 # deprecated spelling -> the flag above that replaced it (accepted, hidden from --help)
 OLD_NAMES = {
-    "--max-length": "--seq-length",
     "--max-seq-length": "--seq-length",
     "--max_seq_length": "--seq-length",
     "--max-predictions-per-seq": "--max-predictions",
@@ -138,7 +139,19 @@ def add_encoder_options(parser, *, seq_length_help, seq_length_default=None, ini
         parser.add_argument("--init", required=True, metavar="SPEC", help=init_help)
     parser.add_argument("--vocab", help=f"{applies_to}vocab.txt, when the model has none beside it")
     add_case_options(parser, applies_to=applies_to)
-    add_option(parser, "--seq-length", "--max-length", type=int, default=seq_length_default, help=seq_length_help)
+    add_option(parser, "--seq-length", "--max-seq-length", type=int, default=seq_length_default, help=seq_length_help)
+
+
+def add_window_options(parser):
+    """`--max-length N` and `--stride N`: a long text read in windows, as `from_pretrained(max_length=,
+    stride=)` in Python (classification, NER and embeddings)."""
+    parser.add_argument("--max-length", type=positive_int, default=None, metavar="N",
+                        help="word pieces of a text read, in overlapping windows of --seq-length; its "
+                             "scores come from all of them (classification: the mean of the windows' "
+                             "logits). Default: a text is its first window")
+    parser.add_argument("--stride", type=positive_int, default=None, metavar="N",
+                        help="with --max-length: word pieces between the starts of two windows "
+                             "(default: half a window)")
 
 
 STRIP_ACCENTS_HELP = ("strip accents (NFD, drop combining marks); default: when lowercasing, as BERT's uncased "

@@ -26,7 +26,7 @@ def register(subparsers, summary):
     add_option(parser, "--tokenizer", "--backend", choices=["tf_text", "core"], default="tf_text",
                help="tokenizer backend (identical output)")
     parser.add_argument("--pair", metavar="TEXT_B", help="second segment: show the packed [CLS] A [SEP] B [SEP] input")
-    add_option(parser, "--seq-length", "--max-length", type=int, default=None,
+    add_option(parser, "--seq-length", "--max-seq-length", type=int, default=None,
                help="pack to this length ([CLS]/[SEP] included)")
     parser.add_argument("--max-chars-per-word", type=int, default=200,
                         help="longer words become [UNK] (original 200; HF 100)")

@@ -35,7 +35,7 @@ class FinetuningResult:
 
 
 def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=None, learning_rate=None,
-             warmup_ratio=0.1, seq_length=None, max_steps=None, checkpoint_every=None, strategy="auto",
+             warmup_ratio=0.1, seq_length=None, max_length=None, stride=None, max_steps=None, checkpoint_every=None, strategy="auto",
              tpu=None, seed=0, vocab_file=None, lowercase=None, strip_accents=None, evaluate=True,
              tune_threshold=False,
              verbose=2, log=print):
@@ -47,6 +47,8 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
         output_dir: the fine-tuned model directory written (`check_can_save` rules).
         overwrite: replace the fine-tuned model `output_dir` holds.
         epochs, max_steps, warmup_ratio, seq_length, seed: training settings (`TextTask.fit`).
+        max_length, stride: long texts read in windows (`from_pretrained(max_length=, stride=)`:
+            classification and NER; None: a text is its first window).
         batch_size, learning_rate: None = `recipe_for_data`'s choice for the data size.
         checkpoint_every: steps between run backups (None: every epoch).
         strategy, tpu: `bert_keras.training.get_strategy` arguments.
@@ -62,12 +64,17 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
     """
     import keras
 
+    from bert_keras.families import reads_windows
     from bert_keras.finetuned_model import RUN_DIRECTORY, write_eval_results
     from bert_keras.tasks.named_datasets import DatasetSpecError
     from bert_keras.tasks.text_task import command_fit, recipe_for_data, remove_run_dir
     from bert_keras.training import get_strategy
     from bert_keras.training.strategy import describe
 
+    windows = {key: value for key, value in (("max_length", max_length), ("stride", stride)) if value is not None}
+    if windows and not reads_windows(spec.task_class):
+        raise DatasetSpecError(f"max_length / stride (--max-length / --stride): a {spec.task_class.__name__} does not read texts in "
+                               "windows (classification, regression and NER do)")
     keras.utils.set_random_seed(seed)
     x, y = spec.training_data(seed=seed)
     dev = None
@@ -85,11 +92,13 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
     with strategy.scope():
         task = spec.task_class.from_pretrained(
             init, seq_length=seq_length, learning_rate=learning_rate, warmup_ratio=warmup_ratio,
-            vocab_file=vocab_file, lowercase=lowercase, strip_accents=strip_accents, **spec.model_options())
+            vocab_file=vocab_file, lowercase=lowercase, strip_accents=strip_accents, **spec.model_options(),
+            **windows)
     config = task.encoder.config
     log(f"task {spec.spec}: batch {batch_size}, {epochs:g} epochs"
         + (f" (at most {max_steps} steps)" if max_steps else "")
         + f", lr {learning_rate:g}{recipe.note}, seq {task.seq_length}"
+        + (f", texts up to {max_length} word pieces in windows" if max_length else "")
         + (f", {len(task.labels)} labels" if task.labels else "")
         + f"; model {init} ({config.num_layers} layers, hidden {config.hidden_size}), "
           f"strategy {describe(strategy)}"
@@ -104,7 +113,7 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
     result = FinetuningResult(task, output_dir, losses=history.history.get("loss", []))
     task.record(training=dict(spec.provenance(), init=init, train_steps=int(task.optimizer.iterations),
                               batch_size=batch_size, learning_rate=learning_rate, epochs=epochs, seed=seed))
-    task.save(output_dir, overwrite=overwrite)
+    task.save(output_dir, overwrite=overwrite, include_optimizer=False)  # `--init DIR` starts a new recipe
     remove_run_dir(run_dir)
     losses = result.losses
     log(f"\nsaved {output_dir} (model.keras, task.json, vocab.txt"
@@ -113,9 +122,9 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
     if not evaluate:
         return result
     tune = {"tune_threshold": True} if tune_threshold and hasattr(task, "null_threshold") else {}
-    metrics = task.evaluate(*dev, batch_size=batch_size, verbose=int(verbose == 1), **tune)
+    metrics = task.score(*dev, batch_size=batch_size, verbose=int(verbose == 1), **tune)
     if tune:  # the tuned threshold is a setting of the saved model
-        task.save(output_dir, overwrite=True)
+        task.save(output_dir, overwrite=True, include_optimizer=False)
         log(f"null threshold {task.null_threshold:.4f} (dev best F1)")
     write_eval_results(output_dir, metrics)
     result.metrics = metrics

@@ -41,7 +41,7 @@ def test_tokenize_json_with_offsets(capsys):
 
 
 def test_tokenize_pair_packs(capsys):
-    assert main(["tokenize", "--vocab", VOCAB, "--json", "--pair", "world", "--max-length", "8", "hello"]) == 0
+    assert main(["tokenize", "--vocab", VOCAB, "--json", "--pair", "world", "--seq-length", "8", "hello"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["token_ids"] == [101, 7592, 102, 2088, 102, 0, 0, 0]
     assert record["segment_ids"] == [0, 0, 0, 1, 1, 0, 0, 0]

@@ -151,6 +151,33 @@ def test_conll_finetune_evaluate_predict(tiny_encoder, tmp_path, capsys):
     assert row["words"] == ["EU", "rejects", "German", "call"] and len(row["tags"]) == 4
 
 
+def test_finetune_max_length_reads_documents_in_windows_by_their_mean(tiny_encoder, tmp_path, capsys):
+    # --max-length is the document length, as from_pretrained(max_length=) in Python; --seq-length the window.
+    rows = [line.split("\t") for line in open(TRAIN, encoding="utf-8").read().splitlines()[1:9]]
+    documents = tmp_path / "documents.tsv"
+    documents.write_text("sentence\tlabel\n" + "".join(f"{' '.join([text] * 12)}\t{label}\n"
+                                                       for text, label in rows), encoding="utf-8")
+    out = str(tmp_path / "documents")
+    assert run(finetune, ["finetune", "--task", f"csv:{documents}", "--no-eval", "--init", tiny_encoder,
+                          "--max-steps", "2", "--batch-size", "4", "--seq-length", "32", "--max-length", "400",
+                          "--stride", "15", "--strategy", "default", "--output-dir", out]) == 0
+    assert "texts up to 400 word pieces in windows" in capsys.readouterr().out
+    settings = json.load(open(os.path.join(out, "task.json")))["settings"]
+    assert settings["max_length"] == 400 and settings["stride"] == 15
+    assert settings["window_aggregation"] == "mean"  # the field's default
+    from bert_keras import tasks
+
+    classifier = tasks.load(out)
+    texts = [" ".join([rows[0][0]] * 12)]
+    windows = classifier.predict(texts)  # read in windows: no text read only in part
+    first_window = classifier.predict(texts, max_length=30)
+    assert windows.shape == first_window.shape == (1, 2) and abs(windows - first_window).max() > 0
+    with pytest.raises(Exception, match="does not read texts in windows"):
+        run(finetune, ["finetune", "--task", "squad/v1.1", "--train", os.path.join(DATA, "squad", "dev-v1.1-mini.json"),
+                       "--no-eval", "--init", tiny_encoder, "--max-length", "400",
+                       "--output-dir", str(tmp_path / "squad")])
+
+
 def test_an_output_dir_it_would_not_save_into_is_refused_before_training(tmp_path, monkeypatch):
     """Issue 21: `--output-dir .` once deleted the user's training CSV; now nothing starts."""
     (tmp_path / "train.csv").write_text("text,label\ngood,pos\nbad,neg\n")
