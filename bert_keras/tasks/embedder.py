@@ -193,7 +193,7 @@ class Embedder(TextTask):
         raise TaskInputError("an Embedder has no metrics to evaluate; compare its vectors "
                              "(bert_keras.models.embedder.rank_by_similarity)")
 
-    def predict_rows(self, items, *, batch_size=32):
+    def _row_predictions(self, items, *, batch_size=32):
         """`{"text", "embedding"}` per text (a pair is read as one text); `"truncated": true` on a
         text read only in part (as the other families' rows and the served `truncated`)."""
         self._check_fitted()

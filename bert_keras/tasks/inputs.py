@@ -33,6 +33,8 @@ it is the id of `labels[i]`, as Keras' sparse labels (`text_dataset_from_directo
 [1, 0]
 """
 
+import contextlib
+import contextvars
 import math
 import numbers
 
@@ -44,6 +46,46 @@ from pipelines.tokenizer.tokenless import has_no_token
 
 class TaskInputError(ValueError):
     """Bad data given to a task (the message names the argument and the item)."""
+
+
+# While a prediction runs (`answering_empty_texts`): {input name: indices of its texts with no token}.
+_EMPTY_TEXTS = contextvars.ContextVar("empty_texts", default=None)
+
+
+@contextlib.contextmanager
+def answering_empty_texts():
+    """Within it, a text with no token is read as an empty input (`[CLS] [SEP]`) instead of refused:
+    `predict` answers it without failing its neighbours. Yields a `{input name: set of indices}`
+    of the texts that had none (nested calls share the outer one's)."""
+    outer = _EMPTY_TEXTS.get()
+    if outer is not None:
+        yield outer
+        return
+    found = {}
+    token = _EMPTY_TEXTS.set(found)
+    try:
+        yield found
+    finally:
+        _EMPTY_TEXTS.reset(token)
+
+
+def answering_empty_texts_already():
+    """True inside an `answering_empty_texts` (a prediction within a prediction)."""
+    return _EMPTY_TEXTS.get() is not None
+
+
+def empty_rows(found):
+    """The rows all of whose texts had no token, from `answering_empty_texts`' record."""
+    return sorted(set.intersection(*found.values())) if found else []
+
+
+def note_empty_text(name, index):
+    """Records a text with no token when a prediction answers it; False when it must be refused."""
+    found = _EMPTY_TEXTS.get()
+    if found is None:
+        return False
+    found.setdefault(name, set()).add(index)
+    return True
 
 
 def is_tokenized(x):
@@ -110,7 +152,7 @@ def text_list(texts, name, *, allow_empty=False):
         if not isinstance(text, str):
             raise TaskInputError(f"{name}[{index}]: expected a string, got {type(text).__name__} "
                                  f"({text!r:.40})")
-        if not allow_empty and has_no_token(text):
+        if not allow_empty and has_no_token(text) and not note_empty_text(name, index):
             raise TaskInputError(f"{name}[{index}]: an empty text (nothing but whitespace or control "
                                  "characters): the model would read no token of it, and the server "
                                  "refuses it too")

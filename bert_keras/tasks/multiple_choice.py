@@ -146,7 +146,7 @@ class MultipleChoice(TextTask):
         exp = np.exp(logits - logits.max(-1, keepdims=True))
         return (exp / exp.sum(-1, keepdims=True)).astype(np.float32)
 
-    def predict_rows(self, items, *, batch_size=32):
+    def _row_predictions(self, items, *, batch_size=32):
         """`{"context", "endings", "choice", "ending", "probabilities"}` per item.
 
         An item is `"context ||| ending ||| ending ..."` (a tab also separates), or a

@@ -344,7 +344,7 @@ class SpanQA(TextTask):
         metrics["num_examples"] = len(examples)
         return metrics
 
-    def predict_rows(self, items, *, batch_size=32):
+    def _row_predictions(self, items, *, batch_size=32):
         """`{"question", "context", "answer", ...}` per `(question, context)` item."""
         if not all(isinstance(item, tuple) and len(item) == 2 for item in items):
             raise TaskInputError("a SQuAD model answers (question, context) pairs: 'question ||| context' "

@@ -9,7 +9,7 @@ from bert_keras.tasks.dataset_inputs import to_python
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_label_names, check_lengths
 from bert_keras.tasks.inputs import check_sample_weight, float_target, float_targets, is_tokenized
 from bert_keras.tasks.inputs import label_id, label_ids, one_hot_ids
-from bert_keras.tasks.inputs import text_columns
+from bert_keras.tasks.inputs import note_empty_text, text_columns
 from bert_keras.tasks.text_task import TextTask, steps_for
 from bert_keras.models.window_relevance import closest_sentences, evidence_logits, relevance_layer
 from bert_keras.models.window_relevance import sentence_end_ids, sentence_reading
@@ -357,10 +357,11 @@ class TextClassifier(TextTask):
             for column_index, column in enumerate(texts):
                 # The one rule of `text_list` (pipelines.tokenizer.tokenless): a text of whitespace,
                 # control or format characters only ("\u200b") has no token.
+                column_name = "" if len(texts) == 1 else f"[{column_index}]"
                 empty = next((i for i, text in enumerate(column.ravel().tolist()) if has_no_token(
-                    text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text))), None)
+                    text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text))
+                    and not note_empty_text(f"x{column_name}", count + i)), None)
                 if empty is not None:
-                    column_name = "" if len(texts) == 1 else f"[{column_index}]"
                     raise TaskInputError(f"x{column_name}: element {count + empty} of the dataset is an empty "
                                          "text (nothing but whitespace or control characters): the model "
                                          "would read no token of it")
@@ -606,7 +607,7 @@ class TextClassifier(TextTask):
             metrics["num_truncated"] = int(truncated.sum())
         return metrics
 
-    def predict_rows(self, items, *, batch_size=32):
+    def _row_predictions(self, items, *, batch_size=32):
         """`{"text", "label", "probabilities": {name: p}}` (regression `{"text", "score"}`) per item."""
         pairs = {isinstance(item, tuple) for item in items}
         if len(pairs) > 1:

@@ -33,7 +33,8 @@ from bert_keras.models.frozen_layers import freeze_layers, frozen_layers
 from bert_keras.tasks.dataset_inputs import dataset_of_batches, is_batch_source, raising_source_errors
 from bert_keras.tasks.dataset_inputs import without_autotune_thread
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_epochs, check_label_names
-from bert_keras.tasks.inputs import check_tokenized
+from bert_keras.tasks.inputs import answering_empty_texts, answering_empty_texts_already, check_tokenized
+from bert_keras.tasks.inputs import empty_rows
 from bert_keras.tasks.inputs import check_sample_weight, is_tokenized, label_ids, num_rows, take_rows
 from bert_keras.training.backup import BACKUP_FILES, RunBackup
 from pipelines.tokenizer.normalize import resolved_strip_accents
@@ -690,7 +691,9 @@ class TextTask(keras.Model):
         The output has the same structure whatever the form. `max_length` / `stride`
         override the window settings for this call (families that read long texts in
         windows: classification, NER, embeddings). `verbose=1` shows Keras' progress bar
-        (with ETA); default: `verbosity`'s level, 0.
+        (with ETA); default: `verbosity`'s level, 0. A text with no token (empty, or only
+        whitespace / control characters) gets the model's answer to an empty input
+        (`[CLS] [SEP]`) with a warning, instead of failing the others (`fit` refuses it).
         """
         override = tuple((key, value) for key, value in (("max_length", max_length), ("stride", stride))
                          if value is not None)
@@ -698,10 +701,15 @@ class TextTask(keras.Model):
             raise TaskInputError(f"max_length / stride: a {type(self).__name__} does not read texts in "
                                  "windows")
         self._window_override = override
+        nested = answering_empty_texts_already()  # predict_rows warns once, for its rows
         try:
-            return self._predict_in_windows(x, batch_size, verbose, steps, callbacks)
+            with answering_empty_texts() as found:
+                outputs = self._predict_in_windows(x, batch_size, verbose, steps, callbacks)
         finally:
             self._window_override = ()
+        if not nested:
+            self._warn_empty(empty_rows(found), stacklevel=4)
+        return outputs
 
     def _predict_in_windows(self, x, batch_size, verbose, steps, callbacks):
         x, batch_size = _read_batch_source(x, batch_size)
@@ -796,8 +804,26 @@ class TextTask(keras.Model):
     def predict_rows(self, items, *, batch_size=32):
         """`predict` as one JSON-able dict per input, the input included (what `bert-keras
         predict --json` prints). `items`: texts, or `(a, b)` tuples where the task reads pairs.
+        A text with no token gets the model's answer to an empty input, marked `"empty": true`.
         """
+        with answering_empty_texts() as found:
+            rows = self._row_predictions(items, batch_size=batch_size)
+        empty = empty_rows(found)
+        for index in empty:
+            rows[index]["empty"] = True
+        self._warn_empty(empty)
+        return rows
+
+    def _row_predictions(self, items, *, batch_size=32):
         raise TaskInputError(f"a {type(self).__name__} has no row predictions")
+
+    @staticmethod
+    def _warn_empty(empty, stacklevel=3):
+        if empty:
+            texts = f"{len(empty)} texts have" if len(empty) > 1 else "1 text has"
+            warnings.warn(f"{texts} no token (empty, or only whitespace / control characters; the first: row "
+                          f"{empty[0]}): the model's answer to an empty input ([CLS] [SEP]) is given; "
+                          "predict_rows marks such rows \"empty\": true", stacklevel=stacklevel)
 
     def row_text(self, row):
         """One `predict_rows` row as a line (or two) for a terminal."""

@@ -239,7 +239,7 @@ class TokenClassifier(TextTask):
                             "words_read": int(features.words_read[i])})
         return results
 
-    def predict_rows(self, items, *, batch_size=32):
+    def _row_predictions(self, items, *, batch_size=32):
         """`{"text", "words", "tags", "entities", "truncated", "words_read"}` per text (a pair is
         read as one text)."""
         texts = [_plain(item) for item in items]

@@ -4,7 +4,10 @@
   recipe again, as keras-hub's tasks give their own optimizer, never Keras' RMSprop at 1e-3;
 - `save(dir)` -> `tasks.load(dir)` keeps the recipe's settings and the optimizer's state, so a
   loaded model continues its run step for step, as a `.keras` file does;
-- `.backbone` is the encoder, keras-hub's name.
+- `.backbone` is the encoder, keras-hub's name;
+- one empty text among many gets the model's answer to an empty input, flagged, instead of
+  failing the whole `predict` (`fit` still refuses it: a training example with no token is a
+  data bug).
 
 Tiny random encoders (`export_fixtures`), dropout off and `shuffle=False`: two runs on the same
 data are identical step for step, which is what the tests compare. (Dropout masks come from
@@ -14,6 +17,7 @@ seed generators that no Keras format saves, so a loaded model draws other masks.
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import export_fixtures
 from bert_keras import tasks
@@ -145,3 +149,38 @@ def test_an_untrained_model_saves_no_optimizer_state_and_a_loaded_one_predicts_w
     loaded.predict(TEXTS[:2])  # predicting never reads the optimizer state
     with pytest.raises(Exception, match="optimizer.npz: the optimizer state is damaged"):
         fit(loaded)
+
+
+def test_an_empty_text_gets_the_empty_input_answer_without_failing_its_neighbours(spec):
+    model = classifier(spec)
+    alone = model.predict(["good film.", "bad film."])
+    with pytest.warns(UserWarning, match=r"1 text has no token .*row 1"):
+        mixed = model.predict(["good film.", "", "bad film."])
+    np.testing.assert_allclose(mixed[[0, 2]], alone, atol=1e-6)
+    with pytest.warns(UserWarning, match="3 texts have no token"):
+        empties = model.predict(["", " \t", "\u200b"])  # whitespace, format characters: no token either
+    np.testing.assert_allclose(empties, np.repeat(mixed[1:2], 3, axis=0), atol=1e-6)
+    special = model.tokenizer.special_tokens
+    packed = {"token_ids": np.array([[special.cls, special.sep]]), "segment_ids": np.zeros((1, 2), np.int32),
+              "padding_mask": np.ones((1, 2), np.int32)}  # [CLS] [SEP]
+    np.testing.assert_allclose(mixed[1], tf.nn.softmax(model(packed, training=False))[0], atol=1e-5)
+    with pytest.warns(UserWarning, match="1 text has no token"):
+        dataset = model.predict(tf.data.Dataset.from_tensor_slices(["good film.", "", "bad film."]).batch(2))
+    np.testing.assert_allclose(dataset, mixed, atol=1e-6)
+    with pytest.warns(UserWarning, match="1 text has no token"):
+        rows = model.predict_rows(["good film.", ""])
+    assert "empty" not in rows[0] and rows[1]["empty"] is True and rows[1]["label"] in ("neg", "pos")
+    with pytest.raises(tasks.TaskInputError, match=r"x\[1\]: an empty text"):
+        model.fit(["good film.", " "], ["pos", "neg"], epochs=1, verbose=0)
+
+
+def test_an_empty_text_in_the_other_families(spec):
+    keras.utils.set_random_seed(0)
+    tagger = tasks.TokenClassifier.from_pretrained(spec, labels=["O", "B-PER", "I-PER"], seq_length=32)
+    with pytest.warns(UserWarning, match="1 text has no token"):
+        rows = tagger.predict_rows(["john smith", ""])
+    assert rows[1]["words"] == [] and rows[1]["entities"] == [] and rows[1]["empty"] is True
+    embedder = tasks.Embedder.from_pretrained(spec, seq_length=32)
+    with pytest.warns(UserWarning, match="1 text has no token"):
+        vectors = embedder.predict(["john smith", ""])
+    assert vectors.shape[0] == 2 and np.all(np.isfinite(vectors))

@@ -467,7 +467,7 @@ def test_bad_arguments_are_refused_before_a_step(spec, tmp_path):
         with pytest.raises(tasks.TaskInputError, match=r"element 1 of the dataset is an empty text"):
             classifier.fit(tf.data.Dataset.from_tensor_slices((["good.", empty], ["pos", "neg"])).batch(2),
                            verbose=0)
-        with pytest.raises(tasks.TaskInputError, match=r"element 1 of the dataset is an empty text"):
+        with pytest.warns(UserWarning, match="1 text has no token"):  # predict answers it (test_keras_contract)
             classifier.predict(tf.data.Dataset.from_tensor_slices(["good.", empty]), verbose=0)
     with pytest.raises(tasks.TaskInputError, match=r"y \(dataset element 1\): label 'meh' was never seen"):
         classifier.fit(tf.data.Dataset.from_tensor_slices((["good.", "bad."], ["pos", "meh"])), verbose=0)
