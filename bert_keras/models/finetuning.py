@@ -63,6 +63,7 @@ def compile_for_finetuning(
         num_train_steps=num_train_steps,
         num_warmup_steps=int(round(warmup_ratio * num_train_steps)),
         weight_decay=weight_decay,
+        extendable_schedule=True,  # a later fit extends it without retracing the train step
     )
     model.compile(
         optimizer=optimizer,

@@ -28,6 +28,7 @@ Example:
 import contextlib
 import dataclasses
 import functools
+import math
 import threading
 
 import numpy as np
@@ -460,3 +461,31 @@ def _any_batch_spec(spec):
     if isinstance(spec, tf.RaggedTensorSpec):
         return tf.RaggedTensorSpec([None] * spec.shape.rank, spec.dtype, ragged_rank=spec.ragged_rank)
     return tf.TensorSpec([None] * spec.shape.rank, spec.dtype)
+
+
+def read_batch_source(x, batch_size, *, streamed=False):
+    """A generator / `PyDataset` (Keras' batches) as a dataset, and its first batch's size as the
+    batch size unless one is given; any other `x` as it is."""
+    if not is_batch_source(x):
+        return x, batch_size
+    dataset, first_batch = dataset_of_batches(x, streamed=streamed)
+    return dataset, batch_size or first_batch
+
+
+def is_tokenized_dataset(dataset):
+    """Whether a dataset's x is the packed dict (`token_ids`, ...); a dict of other features is
+    refused by name (raw text goes in as string tensors, not as a dict)."""
+    spec = dataset.element_spec
+    first = spec[0] if isinstance(spec, tuple) else spec
+    if isinstance(first, dict) and "token_ids" not in first:
+        raise TaskInputError(
+            f"x: the dataset's elements hold a dict ({', '.join(map(str, list(first)[:4]))}); a dict is "
+            "the packed form (token_ids, segment_ids, padding_mask). Raw text goes in as string tensors: "
+            "(text, label) elements, ((text, text_b), label) for pairs, e.g. "
+            "dataset.map(lambda features, label: (features['text'], label))")
+    return isinstance(first, dict)
+
+
+def steps_for(count, batch_size):
+    """Batches of `batch_size` in `count` examples (at least one)."""
+    return max(1, math.ceil(count / batch_size))

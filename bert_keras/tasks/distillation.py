@@ -373,8 +373,10 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
     Raises:
         TaskInputError: a bad setting, before any step runs.
     """
-    from bert_keras.tasks.text_task import (TextTask, _backup_callback, _digest, _keras_epochs, _weights_digest,
-                                            load, recipe_for_data)
+    from bert_keras.tasks.finetuning_run import backup_callback, digest, weights_digest
+    from bert_keras.tasks.recipe import recipe_for_data
+    from bert_keras.tasks.fit_loop import keras_epochs
+    from bert_keras.tasks.text_task import TextTask, load
 
     teacher_path = None
     if not isinstance(teacher, TextTask):
@@ -459,18 +461,18 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
                     mask_rate=mask_rate if augment else None)
     # Keras runs whole epochs of `steps_per_epoch`: the last one is cut short at `total_steps`
     # (a fractional `epochs`, `max_steps`), as the schedule and the record say.
-    keras_epochs, callbacks = _keras_epochs(total_steps, steps_per_epoch, callbacks)
+    whole_epochs, callbacks = keras_epochs(total_steps, steps_per_epoch, callbacks)
     if run_dir:
         # As `fit`: a backup of other data (None for a dataset: it is not read twice) or of another
         # teacher is another run's, refused.
-        callbacks.append(_backup_callback(run_dir, keep=keep_run_dir, total_steps=total_steps,
+        callbacks.append(backup_callback(run_dir, keep=keep_run_dir, total_steps=total_steps,
                                           steps_per_epoch=steps_per_epoch,
                                           batch_size=batch_size, distillation=settings,
-                                          weights=_weights_digest(teacher.head), data=_digest((x, y))))
+                                          weights=weights_digest(teacher.head), data=digest((x, y))))
     student.train_step = _distillation_step(student, teacher, temperature, alpha, masking)
     try:
         keras.Model.fit(student, without_autotune_thread(dataset.repeat().take(total_steps)),
-                        epochs=keras_epochs, steps_per_epoch=min(steps_per_epoch, total_steps),
+                        epochs=whole_epochs, steps_per_epoch=min(steps_per_epoch, total_steps),
                         shuffle=False, verbose=verbose, callbacks=callbacks)
     finally:
         del student.train_step
@@ -521,7 +523,8 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     """
     from bert_keras.finetuned_model import RUN_DIRECTORY, write_eval_results
     from bert_keras.tasks.named_datasets import DatasetSpecError, spec_for_model, spec_of_saved
-    from bert_keras.tasks.text_task import command_fit, load, remove_run_dir
+    from bert_keras.tasks.finetuning_run import command_fit, remove_run_dir
+    from bert_keras.tasks.text_task import load
 
     teacher = load(teacher_dir)
     if spec is None:

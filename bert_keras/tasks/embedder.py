@@ -10,6 +10,8 @@ import tensorflow as tf
 
 from bert_keras.tasks.inputs import TaskInputError, check_count, is_tokenized, text_columns
 from bert_keras.tasks.text_task import TextTask
+from bert_keras.tasks.task_batches import in_memory, padded_batches, predicted_outputs
+from bert_keras.tasks.window_outputs import warn_truncated, window_outputs
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -178,13 +180,13 @@ class Embedder(TextTask):
         if y is not None:
             raise TaskInputError("y: an Embedder has no labels; its student learns the teacher's vectors")
         if isinstance(x, tf.data.Dataset):
-            x, _, _ = self._in_memory(x, None)
+            x, _, _ = in_memory(self, x, None)
         columns = text_columns(x)
         count = len(columns[0])
         texts = tf.data.Dataset.from_tensor_slices((tuple(tf.constant(c) for c in columns),
                                                     tf.zeros(count, tf.int32)))
         texts = texts.shuffle(count, seed=seed, reshuffle_each_iteration=True)
-        return self._batch(self.preprocessor.encode_rows(texts), batch_size), max(1, -(-count // batch_size))
+        return padded_batches(self, self.preprocessor.encode_rows(texts), batch_size), max(1, -(-count // batch_size))
 
     def evaluate(self, *args, **kwargs):
         return self._evaluate(None, None, batch_size=None)
@@ -199,7 +201,7 @@ class Embedder(TextTask):
         self._check_fitted()
         texts = [item if isinstance(item, str) else " ".join(item) for item in items]
         vectors, truncated = self._document_vectors(self._text_rows(text_columns(texts)), batch_size)
-        self._warn_truncated(truncated)
+        warn_truncated(self, truncated)
         rows = [{"text": text, "embedding": [float(v) for v in row]} for text, row in zip(texts, vectors)]
         for row, cut in zip(rows, truncated):
             if cut:
@@ -249,15 +251,15 @@ class Embedder(TextTask):
                 {k: np.asarray(v, np.int32) for k, v in x.items()}).batch(batch_size)
         else:
             if isinstance(x, tf.data.Dataset):
-                x, _, _ = self._in_memory(x, None)
+                x, _, _ = in_memory(self, x, None)
             columns = text_columns(x)
             texts = self._text_rows(columns)
             if len(columns) == 1:
                 vectors, truncated = self._document_vectors(texts, batch_size)
-                self._warn_truncated(truncated)
+                warn_truncated(self, truncated)
                 return vectors
-            dataset = self._batch(self.preprocessor.encode_rows(texts), batch_size)
-        return np.asarray(self._outputs(dataset), np.float32)
+            dataset = padded_batches(self, self.preprocessor.encode_rows(texts), batch_size)
+        return np.asarray(predicted_outputs(self, dataset), np.float32)
 
     def export_result(self, base_path, name=None, version=None, **options):
         self._check_fitted()  # the export would serve what predict refuses
@@ -275,7 +277,7 @@ class Embedder(TextTask):
         from pipelines.datasets import batching
 
         _, stride, max_length = self.window_options()
-        windows = self._window_outputs(self._batch(batching.encode_text_windows(
+        windows = window_outputs(self, padded_batches(self, batching.encode_text_windows(
             texts, self.tokenizer, seq_length=self.seq_length, stride=stride, max_length=max_length),
             batch_size))
         truncated = np.asarray(windows.truncated, bool)

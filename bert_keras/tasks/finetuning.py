@@ -67,7 +67,8 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
     from bert_keras.families import reads_windows
     from bert_keras.finetuned_model import RUN_DIRECTORY, write_eval_results
     from bert_keras.tasks.named_datasets import DatasetSpecError
-    from bert_keras.tasks.text_task import command_fit, recipe_for_data, remove_run_dir
+    from bert_keras.tasks.finetuning_run import command_fit, remove_run_dir
+    from bert_keras.tasks.recipe import recipe_for_data
     from bert_keras.training import get_strategy
     from bert_keras.training.strategy import describe
 

@@ -6,7 +6,9 @@ import tensorflow as tf
 
 from bert_keras.tasks.inputs import TaskInputError, check_lengths, check_sample_weight, is_tokenized
 from bert_keras.tasks.inputs import label_ids, text_list
-from bert_keras.tasks.text_task import TextTask, steps_for
+from bert_keras.tasks.dataset_inputs import steps_for
+from bert_keras.tasks.text_task import TextTask
+from bert_keras.tasks.task_batches import in_memory, predicted_outputs, tokenized_dataset
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -81,7 +83,7 @@ class MultipleChoice(TextTask):
     def _examples(self, x, y):
         from pipelines.datasets.swag import SwagExample
 
-        x, y, _ = self._in_memory(x, y)
+        x, y, _ = in_memory(self, x, y)
         if isinstance(x, list) and x and all(isinstance(row, (list, tuple)) and len(row) == 2
                                              and isinstance(row[0], str) for row in x):
             x = ([c for c, _ in x], [list(e) for _, e in x])  # (context, endings) rows
@@ -120,10 +122,10 @@ class MultipleChoice(TextTask):
 
     def _train_dataset(self, x, y, *, batch_size, shuffle, seed, sample_weight=None):
         if is_tokenized(x):
-            return self._tokenized_dataset(x, np.asarray(y, np.int32), batch_size=batch_size,
+            return tokenized_dataset(self, x, np.asarray(y, np.int32), batch_size=batch_size,
                                            shuffle=shuffle, seed=seed, sample_weight=sample_weight)
         if isinstance(x, tf.data.Dataset):
-            x, y, sample_weight = self._in_memory(x, y, sample_weight)
+            x, y, sample_weight = in_memory(self, x, y, sample_weight)
         examples = self._examples(x, y)
         if any(e.label is None for e in examples):
             raise TaskInputError("y: no labels given (fit needs the right ending of each context)")
@@ -132,7 +134,7 @@ class MultipleChoice(TextTask):
                 steps_for(len(examples), batch_size))
 
     def _logits(self, examples, batch_size):
-        return np.asarray(self._outputs(self._dataset(examples, batch_size)))
+        return np.asarray(predicted_outputs(self, self._dataset(examples, batch_size)))
 
     def _predict(self, x, *, batch_size):
         if is_tokenized(x):

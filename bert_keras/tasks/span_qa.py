@@ -7,7 +7,9 @@ import tensorflow as tf
 from bert_keras.tasks.inputs import TaskInputError, check_lengths, check_sample_weight, is_tokenized
 from bert_keras.tasks.inputs import frame_columns, text_columns
 from pipelines.datasets.squad import SquadExample
-from bert_keras.tasks.text_task import TextTask, steps_for
+from bert_keras.tasks.dataset_inputs import steps_for
+from bert_keras.tasks.text_task import TextTask
+from bert_keras.tasks.task_batches import in_memory, predicted_outputs, tokenized_dataset
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -173,7 +175,7 @@ class SpanQA(TextTask):
     def _examples(self, x, y, *, training):
         from pipelines.datasets.squad import SquadExample, examples_from_records
 
-        x, y, _ = self._in_memory(x, y)
+        x, y, _ = in_memory(self, x, y)
         if isinstance(x, (list, tuple)) and x and isinstance(x[0], SquadExample):
             return list(x)
         if isinstance(x, list) and x and all(isinstance(row, (list, tuple)) and len(row) == 2 for row in x):
@@ -224,12 +226,12 @@ class SpanQA(TextTask):
 
     def _train_dataset(self, x, y, *, batch_size, shuffle, seed, sample_weight=None):
         if is_tokenized(x):
-            return self._tokenized_dataset(x, y, batch_size=batch_size, shuffle=shuffle, seed=seed,
+            return tokenized_dataset(self, x, y, batch_size=batch_size, shuffle=shuffle, seed=seed,
                                            sample_weight=sample_weight)
         if isinstance(x, tf.data.Dataset):
             if x.cardinality() == tf.data.INFINITE_CARDINALITY:
                 return self._streamed_dataset(x, batch_size=batch_size, shuffle=shuffle, seed=seed), None
-            x, y, sample_weight = self._in_memory(x, y, sample_weight)
+            x, y, sample_weight = in_memory(self, x, y, sample_weight)
         if y is None and not (isinstance(x, (list, tuple)) and x and isinstance(x[0], SquadExample)):
             raise TaskInputError("y: no answers given (fit needs one answer, or None, per question)")
         examples = self._examples(x, y, training=True)
@@ -283,11 +285,11 @@ class SpanQA(TextTask):
 
         if isinstance(x, tf.data.Dataset) and not dataset_inputs.element_parts(
                 x.element_spec, x_is_tuple=True).has_y:
-            x, _, _ = self._in_memory(x, None)
+            x, _, _ = in_memory(self, x, None)
         if y is not None or isinstance(x, tf.data.Dataset) or (
                 isinstance(x, list) and x and isinstance(x[0], SquadExample)):
             return self._train_dataset(x, y, batch_size=batch_size, shuffle=True, seed=seed)
-        x, _, _ = self._in_memory(x, None)
+        x, _, _ = in_memory(self, x, None)
         version_2 = self._text.settings["version_2"]
         self._text.settings["version_2"] = True
         try:
@@ -302,7 +304,7 @@ class SpanQA(TextTask):
 
         features = self._features(examples, False)
         dataset = tf.data.Dataset.from_tensor_slices(features.inputs).batch(batch_size)
-        outputs = self._outputs(dataset)
+        outputs = predicted_outputs(self, dataset)
         settings = self._text.settings
         return decode_predictions(
             examples, features, np.asarray(outputs["start_logits"]), np.asarray(outputs["end_logits"]),

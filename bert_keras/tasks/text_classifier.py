@@ -10,7 +10,10 @@ from bert_keras.tasks.inputs import TaskInputError, check_count, check_label_nam
 from bert_keras.tasks.inputs import check_sample_weight, float_target, float_targets, is_tokenized
 from bert_keras.tasks.inputs import label_id, label_ids, one_hot_ids
 from bert_keras.tasks.inputs import note_empty_text, text_columns
-from bert_keras.tasks.text_task import TextTask, steps_for
+from bert_keras.tasks.dataset_inputs import steps_for
+from bert_keras.tasks.text_task import TextTask
+from bert_keras.tasks.task_batches import padded_batches, predicted_outputs, tokenized_dataset
+from bert_keras.tasks.window_outputs import has_window_marks, warn_truncated, window_outputs
 from bert_keras.models.window_relevance import closest_sentences, evidence_logits, relevance_layer
 from bert_keras.models.window_relevance import sentence_end_ids, sentence_reading
 from pipelines.tokenizer.tokenless import has_no_token
@@ -404,7 +407,7 @@ class TextClassifier(TextTask):
     def _train_dataset(self, x, y, *, batch_size, shuffle, seed, sample_weight=None):
         if is_tokenized(x):
             y = self._targets(y, len(x["token_ids"]))
-            return self._tokenized_dataset(x, y, batch_size=batch_size, shuffle=shuffle, seed=seed,
+            return tokenized_dataset(self, x, y, batch_size=batch_size, shuffle=shuffle, seed=seed,
                                            sample_weight=sample_weight)
         if self._windows_may_split() and self._text.settings.get("window_training", "windows") == "texts":
             return self._text_dataset(x, y, batch_size=batch_size, shuffle=shuffle, seed=seed,
@@ -416,7 +419,7 @@ class TextClassifier(TextTask):
             examples = examples.apply(tf.data.experimental.assert_cardinality(count))
             if shuffle:  # a text's windows come out together: spread them over the epoch
                 examples = examples.shuffle(min(count, 4096), seed=seed, reshuffle_each_iteration=True)
-        return self._batch(examples, batch_size), (steps_for(count, batch_size) if count else None)
+        return padded_batches(self, examples, batch_size), (steps_for(count, batch_size) if count else None)
 
     def _text_dataset(self, x, y, *, batch_size, shuffle, seed, sample_weight=None):
         """`(batches, steps)` of whole texts in windows, `[texts, windows, length]`
@@ -428,11 +431,11 @@ class TextClassifier(TextTask):
             rows = rows.shuffle(count or 10_000, seed=seed, reshuffle_each_iteration=True)
         if self.text_pair:  # known once the data is read: a pair is one window
             examples = batching.encode_texts(rows, self.tokenizer, seq_length=self.seq_length)
-            return self._batch(examples, batch_size), (steps_for(count, batch_size) if count else None)
+            return padded_batches(self, examples, batch_size), (steps_for(count, batch_size) if count else None)
         _, stride, max_length = self.window_options()
         texts = batching.encode_text_documents(rows, self.tokenizer, seq_length=self.seq_length,
                                                stride=stride, max_length=max_length)
-        return self._batch(texts, batch_size), (steps_for(count, batch_size) if count else None)
+        return padded_batches(self, texts, batch_size), (steps_for(count, batch_size) if count else None)
 
     def _windows_may_split(self):
         window, _, max_length = self.window_options()
@@ -455,24 +458,24 @@ class TextClassifier(TextTask):
         """`(outputs [N, C] or [N], gold labels or None, truncated bool [N] or None)`, one row per
         text: a text read in several windows gets its windows' aggregated logits."""
         if is_tokenized(x):
-            dataset, _ = self._tokenized_dataset(x, None, batch_size=batch_size, shuffle=False, seed=None)
+            dataset, _ = tokenized_dataset(self, x, None, batch_size=batch_size, shuffle=False, seed=None)
             gold = None if y is None else self._targets(y, len(x["token_ids"]))
         else:
             examples, _ = self._examples(x, y, shuffle=False, seed=None, needs_y=needs_y)
-            dataset = self._batch(examples, batch_size)
+            dataset = padded_batches(self, examples, batch_size)
             gold = None
-        if self._has_window_marks(dataset):
+        if has_window_marks(dataset):
             if self._window_relevance is not None:  # logits and distances in one pass
-                windows = self._window_outputs(dataset, outputs_of=self._logits_and_distances)
+                windows = window_outputs(self, dataset, outputs_of=self._logits_and_distances)
                 logits, distances, pieces = windows.outputs
                 reading = self._sentence_reading(pieces, windows.starts, batch_size) if self._window_relevance.reads_sentences else None
                 outputs = self._aggregate_windows(logits, windows.starts, distances, reading)
             else:
-                windows = self._window_outputs(dataset)
+                windows = window_outputs(self, dataset)
                 outputs = self._aggregate_windows(windows.outputs, windows.starts)
             return outputs, (windows.labels[windows.starts] if needs_y else None), windows.truncated
         dataset = dataset.cache()  # tokenized once: the outputs, then the gold labels
-        outputs = np.asarray(self._outputs(dataset))
+        outputs = np.asarray(predicted_outputs(self, dataset))
         if gold is None and needs_y:
             gold = np.concatenate([y.numpy() for _, y, *_ in dataset])
         return outputs, gold, None
@@ -577,7 +580,7 @@ class TextClassifier(TextTask):
 
     def _predict(self, x, *, batch_size):
         outputs, _, truncated = self._scores(x, None, batch_size)
-        self._warn_truncated(truncated)
+        warn_truncated(self, truncated)
         return self._from_outputs(outputs)
 
     def _from_outputs(self, outputs):
@@ -591,7 +594,7 @@ class TextClassifier(TextTask):
         from bert_keras.metrics import accuracy, f1, matthews_corrcoef, pearson, spearman
 
         outputs, gold, truncated = self._scores(x, y, batch_size, needs_y=True)
-        self._warn_truncated(truncated)
+        warn_truncated(self, truncated)
         if self.is_regression:
             metrics = {"pearson": float(pearson(outputs, gold)), "spearman": float(spearman(outputs, gold))}
         else:

@@ -15,7 +15,6 @@ schedule sized to the run, save / load, export) lives here.
 import contextlib
 import dataclasses
 import functools
-import math
 import os
 import warnings
 from typing import Any, Dict, Optional, Tuple
@@ -26,17 +25,16 @@ import tensorflow as tf
 
 from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
 from bert_keras.families import family, resolve
-from bert_keras.finetuned_model import RECIPE_SETTINGS, FinetunedModel, is_finetuned_directory
-from bert_keras.finetuned_model import read_finetuned, read_optimizer_state, save_finetuned
+from bert_keras.finetuned_model import FinetunedModel, is_finetuned_directory, read_finetuned, save_finetuned
 from bert_keras.models.encoder_head import EncoderHead
 from bert_keras.models.frozen_layers import freeze_layers, frozen_layers
-from bert_keras.tasks.dataset_inputs import dataset_of_batches, is_batch_source, raising_source_errors
+from bert_keras.tasks import fit_loop, recipe as finetuning_recipe
+from bert_keras.tasks.dataset_inputs import is_tokenized_dataset, raising_source_errors, read_batch_source
 from bert_keras.tasks.dataset_inputs import without_autotune_thread
-from bert_keras.tasks.inputs import TaskInputError, check_count, check_epochs, check_label_names
-from bert_keras.tasks.inputs import answering_empty_texts, answering_empty_texts_already, check_tokenized
-from bert_keras.tasks.inputs import empty_rows
-from bert_keras.tasks.inputs import check_sample_weight, is_tokenized, label_ids, num_rows, take_rows
-from bert_keras.training.backup import BACKUP_FILES, RunBackup
+from bert_keras.tasks.inputs import TaskInputError, answering_empty_texts, answering_empty_texts_already
+from bert_keras.tasks.inputs import check_count, check_label_names, empty_rows, is_tokenized, num_rows
+from bert_keras.tasks.validation import ValidationOnOneDevice, validation_dataset
+from bert_keras.tasks.task_batches import batch_size_for, first_batches, packed_batches, predicted_outputs
 from pipelines.tokenizer.normalize import resolved_strip_accents
 
 
@@ -336,7 +334,7 @@ class TextTask(keras.Model):
                    pre_tokenizer=finetuned.pre_tokenizer, labels=finetuned.labels, settings=finetuned.settings,
                    training=finetuned.training, eval_results=finetuned.eval_results)
 
-    # -- compile: the recipe, sized when fit knows the steps -----------------------
+    # -- compile: the fine-tuning recipe (`bert_keras.tasks.recipe`), sized when fit knows the steps --
     def compile(self, *args, **kwargs):
         """As `keras.Model.compile`, with keras-hub's `"auto"` defaults.
 
@@ -352,17 +350,8 @@ class TextTask(keras.Model):
         (on logits it trains to nothing: the loss sticks at ln(classes)). Padded tokens stay
         skipped unless the step now compiles with XLA or runs on a TPU.
         """
-        import inspect
-
-        arguments = inspect.signature(keras.Model.compile).bind(self, *args, **kwargs).arguments
-        arguments.pop("self")
-        arguments.update(arguments.pop("kwargs", {}))
-        for name in ("loss", "metrics"):
-            if _is_auto(arguments.get(name, "auto")):
-                arguments[name] = self.default_loss() if name == "loss" else (self.default_metrics() or None)
-        arguments["loss"] = self._on_logits(arguments["loss"])
-        optimizer = arguments.pop("optimizer", "auto")
-        if _is_auto(optimizer):
+        optimizer, arguments = finetuning_recipe.compile_arguments(self, args, kwargs)
+        if finetuning_recipe.is_auto(optimizer):
             self._compile_recipe(compile_arguments=arguments)
             return
         self._recipe = None
@@ -377,8 +366,8 @@ class TextTask(keras.Model):
         `from_pretrained`, a previous call, or the saved model); the loss and metrics are the
         head's own.
 
-        >>> task.trainable = False; task.encoder.trainable = True   # doctest: +SKIP
-        >>> task.compile_recipe(learning_rate=1e-4)                # doctest: +SKIP
+        >>> task.backbone.trainable = True              # doctest: +SKIP
+        >>> task.compile_recipe(learning_rate=1e-4)     # doctest: +SKIP
         """
         given = {"learning_rate": learning_rate, "warmup_ratio": warmup_ratio, "weight_decay": weight_decay}
         self._compile_recipe(**{key: value for key, value in given.items() if value is not None},
@@ -389,66 +378,12 @@ class TextTask(keras.Model):
     def recipe(self):
         """The fine-tuning recipe's settings (`learning_rate`, `warmup_ratio`, `weight_decay`),
         or None while a compile of your own (another optimizer) replaces it."""
-        if self._recipe is None:
-            return None
-        return {key: self._recipe[key] for key in RECIPE_SETTINGS if key in self._recipe}
+        return None if self._recipe is None else dict(self._recipe)
 
-    def _on_logits(self, loss):
-        """`loss` for a head whose outputs are logits (the default loss says whether they are):
-        Keras' cross-entropies named by a string or given as functions read them as logits
-        (also inside a list or dict of losses); a loss object with from_logits=False is refused."""
-        default = self.head.default_loss() if hasattr(self.head, "default_loss") else None
-        if not getattr(default, "from_logits", False):
-            return loss  # regression scores, vectors (an embedder has no loss of its own), or a built-in loss
-        if isinstance(loss, (list, tuple)):
-            return type(loss)(self._on_logits(item) for item in loss)
-        if isinstance(loss, dict):
-            return {name: self._on_logits(item) for name, item in loss.items()}
-        cross_entropy = {keras.losses.sparse_categorical_crossentropy: keras.losses.SparseCategoricalCrossentropy,
-                         keras.losses.categorical_crossentropy: keras.losses.CategoricalCrossentropy}
-        for function, cls in cross_entropy.items():
-            if loss is function or (isinstance(loss, str) and loss.replace("_", "").lower()
-                                    == cls.__name__.lower()):
-                return cls(from_logits=True)
-        from_logits = getattr(loss, "from_logits", None)
-        if from_logits is None:
-            from_logits = getattr(loss, "_fn_kwargs", {}).get("from_logits")
-        if from_logits is False:
-            raise TaskInputError(f"loss: {type(loss).__name__}(from_logits=False), but the {type(self).__name__} "
-                                 f"outputs logits; pass {type(loss).__name__}(from_logits=True)")
-        return loss
-
-    def _compile_recipe(self, *, num_train_steps=1, compile_arguments=None, **recipe):
-        """Compiles the recipe: `recipe` over the task's last settings (`_recipe_settings`), and
-        the loss / metrics / compile options of the last recipe compile unless given."""
-        from bert_keras.models import compile_for_finetuning
-
-        recipe = {**self._recipe_settings, **recipe}
-        if compile_arguments is not None:
-            self._recipe_compile_arguments = dict(compile_arguments)
-        arguments = dict(self._recipe_compile_arguments or {"metrics": self.default_metrics() or None})
-        with self.distribute_strategy.scope():
-            compile_for_finetuning(self, num_train_steps=num_train_steps, **recipe, **arguments)
-        self._recipe = self._recipe_settings = recipe
-
-    def _size_schedule(self, steps):
-        """The recipe's warmup + linear decay ends after `steps` more steps.
-
-        The first fit compiles the recipe for its steps; a later fit keeps the optimizer (its
-        moments and step count) and extends the schedule to end with the new fit's last step.
-        """
-        from bert_keras.training.optimizer import WarmupLinearDecay
-
-        self._restore_optimizer_state()  # a loaded model's saved step count and moments
-        done = int(self.optimizer.iterations.numpy()) if self.optimizer is not None else 0
-        if done == 0:
-            self._compile_recipe(num_train_steps=steps)
-            return
-        schedule = self.optimizer._learning_rate
-        if isinstance(schedule, WarmupLinearDecay) and schedule.num_train_steps != done + steps:
-            self.optimizer._learning_rate = WarmupLinearDecay(
-                schedule.peak_learning_rate, done + steps, min(schedule.num_warmup_steps, done + steps))
-            self.train_function = None  # retrace: the schedule is part of the step
+    def _compile_recipe(self, **settings):
+        """The recipe with these settings over the task's last ones (families without an objective
+        override it)."""
+        finetuning_recipe.compile_recipe(self, **settings)
 
     @property
     def static_shapes(self):
@@ -502,130 +437,17 @@ class TextTask(keras.Model):
             verbose, callbacks, initial_epoch, validation_steps,
             validation_batch_size, validation_freq: as `keras.Model.fit`.
         """
-        x, batch_size = _read_batch_source(x, batch_size, streamed=steps_per_epoch is not None)
-        batch_size = self._batch_size(x, batch_size)
-        epochs = check_epochs(epochs)
-        max_steps = check_count("max_steps", max_steps)
-        steps_per_epoch = check_count("steps_per_epoch", steps_per_epoch)
-        validation_batch_size = check_count("validation_batch_size", validation_batch_size) or batch_size
-        checkpoint_every = check_count("checkpoint_every", checkpoint_every)
-        if checkpoint_every and not run_dir:
-            raise TaskInputError("checkpoint_every: needs run_dir= (where the backups go)")
-        if class_weight is not None:
-            class_weight = self._class_weight_ids(class_weight, sample_weight)
-        self._check_callbacks(callbacks)
-        if isinstance(x, tf.data.Dataset):
-            if y is not None or sample_weight is not None:
-                raise TaskInputError("y / sample_weight: with a tf.data.Dataset as x, labels and weights "
-                                     "come from its elements ((x, y) or (x, y, sample_weight))")
-            if validation_split:
-                raise TaskInputError("validation_split: works on in-memory data only (as in Keras); with "
-                                     "a dataset, pass validation_data= (e.g. dataset.take(n))")
-            if _is_tokenized_dataset(x):
-                if validation_data is not None:
-                    validation_data = self._validation_dataset(validation_data, validation_batch_size)
-                return self._fit_batches(self._packed_batches(x, batch_size), epochs=epochs,
-                                         max_steps=max_steps, verbose=verbose,
-                                         callbacks=callbacks, validation_data=validation_data,
-                                         class_weight=class_weight, initial_epoch=initial_epoch,
-                                         steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
-                                         validation_freq=validation_freq)
-        elif validation_split:
-            x, y, sample_weight, held_out = _split_off_validation(x, y, sample_weight, validation_split)
-            if validation_data is None:
-                validation_data = held_out
-        if x is None:
-            raise TaskInputError("x: no training data given")
-        dataset, steps = self._train_dataset(x, y, sample_weight=sample_weight, batch_size=batch_size,
-                                             shuffle=shuffle, seed=seed)
-        if steps is None and steps_per_epoch is None:
-            raise TaskInputError("x: an infinite dataset (.repeat()); pass steps_per_epoch= (as Keras), or "
-                                 "a finite dataset")
-        if validation_data is not None:
-            if validation_steps is None:  # the task's metrics need every example: not on a part of them
-                callbacks = [*self._validation_metrics(validation_data, validation_batch_size), *(callbacks or [])]
-            validation_data = self._validation_dataset(validation_data, validation_batch_size)
-            if self.distribute_strategy.num_replicas_in_sync > 1:
-                # Keras' test loop fails on a batch the replicas cannot split evenly: validate here.
-                callbacks = [ValidationOnOneDevice(validation_data, validation_freq, validation_steps),
-                             *(callbacks or [])]
-                validation_data = None
-        if steps and steps_per_epoch and steps_per_epoch > steps:
-            warnings.warn(f"steps_per_epoch={steps_per_epoch} is more than the {steps} batches of x: each epoch "
-                          "reads the data again from its start (Keras would stop when it runs out)", stacklevel=3)
-        steps_per_epoch = steps_per_epoch or steps
-        total_steps = max(1, int(round(epochs * steps_per_epoch)))
-        if max_steps:
-            total_steps = min(total_steps, max_steps)
-        if self._recipe is not None:  # the schedule ends exactly at the last step
-            self._size_schedule(_steps_to_run(total_steps, steps_per_epoch, initial_epoch))
-        if run_dir:
-            steps_per_epoch = checkpoint_every or steps_per_epoch
-            callbacks = list(callbacks or []) + [_backup_callback(
-                run_dir, keep=keep_run_dir, total_steps=total_steps, steps_per_epoch=steps_per_epoch,
-                batch_size=batch_size, seed=seed, recipe=_digest(self._recipe), weights=_weights_digest(self.head),
-                data=_digest((x, y, sample_weight)),
-                reading=_digest({"seq_length": self.seq_length, "lowercase": self._text.lowercase,
-                                 "labels": self.labels, "settings": self.settings,
-                                 # only when it departs from the casing: digests of earlier runs hold
-                                 **({"strip_accents": self._text.strip_accents}
-                                    if self._text.strip_accents != self._text.lowercase else {}),
-                                 **({"pre_tokenizer": self._text.pre_tokenizer} if self._text.pre_tokenizer else {})}))]
-        keras_epochs, callbacks = _keras_epochs(total_steps, steps_per_epoch, callbacks)
-        # Repeat: fractional epochs and max_steps split into whole Keras epochs, the last one
-        # cut at the last step. shuffle=False: the dataset shuffles itself.
-        self._build_optimizer()
-        history = super().fit(without_autotune_thread(dataset.repeat()), epochs=keras_epochs, shuffle=False,
-                              verbose=verbose, steps_per_epoch=min(steps_per_epoch, total_steps),
-                              callbacks=callbacks, validation_data=without_autotune_thread(validation_data),
-                              class_weight=class_weight,
-                              initial_epoch=initial_epoch, validation_steps=validation_steps,
-                              validation_freq=validation_freq)
-        self._after_fit(dataset, steps or steps_per_epoch)
-        return history
+        return fit_loop.fit(
+            self, x, y, batch_size=batch_size, epochs=epochs, verbose=verbose, callbacks=callbacks,
+            validation_split=validation_split, validation_data=validation_data, shuffle=shuffle,
+            class_weight=class_weight, sample_weight=sample_weight, initial_epoch=initial_epoch,
+            steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
+            validation_batch_size=validation_batch_size, validation_freq=validation_freq, max_steps=max_steps,
+            seed=seed, run_dir=run_dir, checkpoint_every=checkpoint_every, keep_run_dir=keep_run_dir)
 
     def _after_fit(self, dataset, steps):
         """What a family learns from its training batches once the weights are final (`dataset`:
         the packed batches, `steps` of them per pass). Nothing by default."""
-
-    def _fit_batches(self, dataset, *, epochs, max_steps, steps_per_epoch, **keras_options):
-        """`fit` on already packed batches (the preprocessor's, or your own): Keras' loop, with the
-        recipe's schedule sized to the steps it will run, as for raw text."""
-        if steps_per_epoch is None:
-            steps_per_epoch = int(dataset.cardinality())
-            if steps_per_epoch == tf.data.INFINITE_CARDINALITY:
-                raise TaskInputError("x: an infinite dataset (.repeat()); pass steps_per_epoch=")
-            if steps_per_epoch < 0:
-                steps_per_epoch = int(dataset.reduce(tf.constant(0, tf.int64), lambda n, *_: n + 1))
-        if steps_per_epoch == 0:
-            raise TaskInputError("x: an empty dataset")
-        total_steps = max(1, int(round(epochs * steps_per_epoch)))
-        if max_steps:
-            total_steps = min(total_steps, max_steps)
-        if self._recipe is not None:
-            self._size_schedule(_steps_to_run(total_steps, steps_per_epoch, keras_options.get("initial_epoch")))
-        keras_epochs, keras_options["callbacks"] = _keras_epochs(total_steps, steps_per_epoch,
-                                                                 keras_options.get("callbacks"))
-        self._build_optimizer()
-        if "validation_data" in keras_options:
-            keras_options["validation_data"] = without_autotune_thread(keras_options["validation_data"])
-        history = super().fit(without_autotune_thread(dataset.repeat()), epochs=keras_epochs, shuffle=False,
-                              steps_per_epoch=min(steps_per_epoch, total_steps), **keras_options)
-        self._after_fit(dataset, steps_per_epoch)
-        return history
-
-    def _build_optimizer(self):
-        """Creates the optimizer's slot variables before Keras traces the train step (and loads a
-        saved optimizer state, see `load`).
-
-        Created during the first trace (Keras builds them up front only under an explicit
-        distribution strategy), they make TensorFlow trace the whole step a second time:
-        about 5 s of a MiniLM fine-tune's start-up on 2 cores.
-        """
-        self._restore_optimizer_state()
-        if getattr(self, "optimizer", None) is not None and not self.optimizer.built:
-            with self.distribute_strategy.scope():
-                self.optimizer.build(self.trainable_variables)
 
     @_raising_source_errors
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, steps=None,
@@ -640,8 +462,8 @@ class TextTask(keras.Model):
         F1, Pearson / Spearman), counted per text, are `score`'s.
         """
         verbose = self._verbose if verbose is None else verbose
-        x, batch_size = _read_batch_source(x, batch_size)
-        batch_size = self._batch_size(x, batch_size)
+        x, batch_size = read_batch_source(x, batch_size)
+        batch_size = batch_size_for(self, x, batch_size)
         if isinstance(x, tf.data.Dataset):
             if y is not None or sample_weight is not None:
                 raise TaskInputError("y / sample_weight: with a tf.data.Dataset as x, labels and weights "
@@ -652,7 +474,7 @@ class TextTask(keras.Model):
                 raise TaskInputError("x, y: evaluate needs the inputs and their labels (predict takes "
                                      "inputs alone)")
             data = (x, y) if sample_weight is None else (x, y, sample_weight)
-        dataset = without_autotune_thread(self._validation_dataset(data, batch_size))
+        dataset = without_autotune_thread(validation_dataset(self, data, batch_size))
         if self.distribute_strategy.num_replicas_in_sync > 1 and not kwargs and not callbacks \
                 and steps is None:  # Keras' test loop fails on a batch the replicas cannot split
             results = ValidationOnOneDevice(dataset).results(self)
@@ -674,8 +496,8 @@ class TextTask(keras.Model):
         each epoch as `val_<name>`.
         """
         verbose = self._verbose if verbose is None else verbose
-        x, batch_size = _read_batch_source(x, batch_size)
-        batch_size = self._batch_size(x, batch_size)
+        x, batch_size = read_batch_source(x, batch_size)
+        batch_size = batch_size_for(self, x, batch_size)
         if isinstance(x, tf.data.Dataset) and y is not None:
             raise TaskInputError("y: with a tf.data.Dataset as x, labels come from its elements")
         with self.verbosity(verbose):
@@ -712,16 +534,16 @@ class TextTask(keras.Model):
         return outputs
 
     def _predict_in_windows(self, x, batch_size, verbose, steps, callbacks):
-        x, batch_size = _read_batch_source(x, batch_size)
-        batch_size = self._batch_size(x, batch_size)
+        x, batch_size = read_batch_source(x, batch_size)
+        batch_size = batch_size_for(self, x, batch_size)
         if steps is not None:  # as Keras: the first `steps` batches only
-            x = self._first_batches(x, check_count("steps", steps), batch_size)
+            x = first_batches(self, x, check_count("steps", steps), batch_size)
         self._predict_callbacks = callbacks
         try:
             with self.verbosity(self._verbose if verbose is None else verbose):
-                if isinstance(x, tf.data.Dataset) and _is_tokenized_dataset(x):
+                if isinstance(x, tf.data.Dataset) and is_tokenized_dataset(x):
                     # Batches from the preprocessor (or your own packing): the same outputs as raw text.
-                    return self._from_outputs(self._outputs(self._packed_batches(x, batch_size)))
+                    return self._from_outputs(predicted_outputs(self, packed_batches(self, x, batch_size)))
                 return self._predict(x, batch_size=batch_size)
         finally:
             self._predict_callbacks = None
@@ -759,16 +581,6 @@ class TextTask(keras.Model):
         except ValueError as error:
             raise TaskInputError(str(error).rstrip(".")) from None
 
-    def _first_batches(self, x, steps, batch_size):
-        """The first `steps` batches of `x` (in memory: `steps * batch_size` rows)."""
-        if not isinstance(x, tf.data.Dataset):
-            return take_rows(x, 0, steps * batch_size)
-        if _is_tokenized_dataset(x):
-            return self._packed_batches(x, batch_size).take(steps)
-        from bert_keras.tasks.dataset_inputs import batch_size_of
-
-        return x.take(steps if batch_size_of(x, self.dataset_layout) else steps * batch_size)
-
     # -- the *_on_batch calls of Keras, on raw text too ---------------------------------------
     def predict_on_batch(self, x):
         """`predict` on one batch (raw text, or packed inputs as Keras takes them)."""
@@ -781,7 +593,7 @@ class TextTask(keras.Model):
         if not is_tokenized(x):
             x, y = self._packed_batch(x, y)
         if class_weight is not None:
-            class_weight = self._class_weight_ids(class_weight, sample_weight)
+            class_weight = fit_loop.class_weight_ids(self, class_weight, sample_weight)
         return super().train_on_batch(x, y, sample_weight=sample_weight, class_weight=class_weight,
                                       return_dict=return_dict)
 
@@ -829,74 +641,8 @@ class TextTask(keras.Model):
         """One `predict_rows` row as a line (or two) for a terminal."""
         return str(row)
 
-    def _validation_dataset(self, validation_data, batch_size):
-        """`validation_data` in any form of `fit`'s, as encoded batches for Keras' evaluation;
-        an error in it says so (its `x` / `y` are not `fit`'s)."""
-        try:
-            return self._validation_batches(validation_data, batch_size)
-        except TaskInputError as error:
-            if str(error).startswith("validation_data"):
-                raise
-            raise TaskInputError(f"validation_data: {error}") from None
-
-    def _validation_batches(self, validation_data, batch_size):
-        if is_batch_source(validation_data):
-            validation_data, _ = dataset_of_batches(validation_data, name="validation_data")
-        if isinstance(validation_data, tf.data.Dataset):
-            if _is_tokenized_dataset(validation_data):
-                return self._packed_batches(validation_data, batch_size)
-            dataset, _ = self._train_dataset(validation_data, None, sample_weight=None,
-                                             batch_size=batch_size, shuffle=False, seed=None)
-            return dataset
-        if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
-            raise TaskInputError("validation_data: expected (x, y), (x, y, sample_weight) or a "
-                                 "tf.data.Dataset")
-        vx, vy, *weights = validation_data
-        dataset, _ = self._train_dataset(vx, vy, sample_weight=weights[0] if weights else None,
-                                         batch_size=batch_size, shuffle=False, seed=None)
-        return dataset
-
-    def _class_weight_ids(self, class_weight, sample_weight=None):
-        """`{class id: weight}` from a dict keyed by label names (or ids, compared as names)."""
-        if sample_weight is not None:
-            raise TaskInputError("class_weight / sample_weight: give one of them (Keras takes one); for both, "
-                                 "multiply each example's weight by its class's into sample_weight")
-        if not isinstance(class_weight, dict) or not class_weight:
-            raise TaskInputError("class_weight: expected a dict {label: weight}")
-        classes = self._class_names()
-        if not classes:
-            raise TaskInputError(f"class_weight: a {type(self).__name__} has no class per example "
-                                 "(tags per word, answer spans or targets); use sample_weight")
-        ids = label_ids(list(class_weight), classes, "class_weight")
-        weights = {i: 1.0 for i in range(len(classes))}  # as Keras: a class not named weighs 1
-        for key, i in zip(class_weight, ids):
-            weight = class_weight[key]
-            if not isinstance(weight, (int, float, np.number)) or not np.isfinite(weight) or weight < 0:
-                raise TaskInputError(f"class_weight[{key!r}]: {weight!r} is not a finite weight >= 0")
-            weights[i] = float(weight)
-        return weights
-
     # Rank of a batch's packed `token_ids` (`[batch, length]`; multiple choice adds choices).
     _packed_rank = 2
-
-    def _packed_batches(self, dataset, batch_size):
-        """A dataset of packed inputs, batched if its elements are single examples (as
-        `dataset.map(task.preprocessor)` gives on an unbatched dataset), padded per batch
-        (token ids with [PAD], per-token labels with the ignored label)."""
-        spec = dataset.element_spec
-        x_spec = spec[0] if isinstance(spec, tuple) else spec
-        rank = x_spec["token_ids"].shape.rank
-        if rank is None or rank >= self._packed_rank:
-            return dataset
-        from pipelines.datasets.batching import IGNORE_LABEL
-
-        pad = self.tokenizer.special_tokens.pad
-        x_padding = {name: tf.constant(pad if name == "token_ids" else 0, s.dtype) for name, s in x_spec.items()}
-        rest = tf.nest.map_structure(
-            lambda s: tf.constant(IGNORE_LABEL if s.dtype.is_integer and s.shape.rank else 0, s.dtype),
-            tuple(spec[1:]) if isinstance(spec, tuple) else ())
-        padding = (x_padding, *rest) if isinstance(spec, tuple) else x_padding
-        return dataset.padded_batch(batch_size, padding_values=padding)
 
     @property
     def dataset_layout(self):
@@ -905,60 +651,9 @@ class TextTask(keras.Model):
 
         return DatasetLayout()
 
-    def _batch_size(self, x, batch_size):
-        """`batch_size`, else a batched dataset's own batch size (as Keras), else 32."""
-        batch_size = check_count("batch_size", batch_size)
-        if batch_size is None and isinstance(x, tf.data.Dataset) and not _is_tokenized_dataset(x):
-            from bert_keras.tasks.dataset_inputs import batch_size_of
-
-            batch_size = batch_size_of(x, self.dataset_layout)
-        return batch_size or 32
-
-    def _check_callbacks(self, callbacks):
-        """Callbacks that set the learning rate need a constant one, not the recipe's schedule."""
-        setters = [c for c in callbacks or [] if isinstance(c, (keras.callbacks.ReduceLROnPlateau,
-                                                                 keras.callbacks.LearningRateScheduler))]
-        schedule = getattr(self.optimizer, "_learning_rate", None) if self.optimizer is not None else None
-        if setters and isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
-            raise TaskInputError(f"callbacks: {type(setters[0]).__name__} sets the learning rate, but the "
-                                 "fine-tuning recipe's is a schedule (warmup + linear decay); compile(...) "
-                                 "with a constant learning rate to use it")
-
-    def _validation_metrics(self, validation_data, batch_size):
-        """`[callback]` that adds the task's metrics on raw `validation_data` to the logs, or `[]`
-        (tokenized validation data, an endless dataset, or a generator that cannot be read twice)."""
-        if isinstance(validation_data, tf.data.Dataset):
-            if _is_tokenized_dataset(validation_data) \
-                    or validation_data.cardinality() == tf.data.INFINITE_CARDINALITY:
-                return []
-            return [TaskValidationMetrics(self, validation_data, None, batch_size)]
-        if isinstance(validation_data, (tuple, list)) and len(validation_data) in (2, 3) \
-                and not is_tokenized(validation_data[0]):
-            return [TaskValidationMetrics(self, validation_data[0], validation_data[1], batch_size)]
-        return []
-
     def _class_names(self):
         """The names of the one class per example that `class_weight` keys name, or None."""
         return None
-
-    def _in_memory(self, x, y, sample_weight=None):
-        """`(x, y, sample_weight)` as lists: a dataset is read into them, other forms pass through.
-
-        For the tasks whose features are built in Python (NER, SQuAD, multiple choice).
-        """
-        from bert_keras.tasks import dataset_inputs
-
-        if not isinstance(x, tf.data.Dataset):
-            return x, y, sample_weight
-        if x.cardinality() == tf.data.INFINITE_CARDINALITY:
-            raise TaskInputError(f"x: an infinite dataset (.repeat()); a {type(self).__name__} reads its "
-                                 "data into memory: pass a finite dataset (fit repeats it for epochs / "
-                                 "steps_per_epoch / max_steps)")
-        layout = self.dataset_layout
-        parts = dataset_inputs.element_parts(x.element_spec, x_is_tuple=layout.x_is_tuple)
-        rows = dataset_inputs.unbatched(x, parts, example_rank=layout.example_rank,
-                                        is_batched=layout.is_batched)
-        return dataset_inputs.to_columns(rows, x_is_tuple=layout.x_is_tuple)
 
     def _train_dataset(self, x, y, *, batch_size, shuffle, seed, sample_weight=None):
         """`(batched (x, y[, sample_weight]) dataset, steps per pass)`; subclasses implement."""
@@ -969,72 +664,6 @@ class TextTask(keras.Model):
 
     def _predict(self, x, *, batch_size):
         raise NotImplementedError
-
-    # -- shared pieces for subclasses ---------------------------------------------------
-    def _tokenized_dataset(self, x, y, *, batch_size, shuffle, seed, sample_weight=None):
-        """`(dataset, steps)` of an already tokenized dict `x` and targets `y`."""
-        x = check_tokenized(x)
-        count = len(x["token_ids"])
-        parts = (x,) + tuple(part for part in (y, check_sample_weight(sample_weight, count)) if part is not None)
-        dataset = tf.data.Dataset.from_tensor_slices(parts if len(parts) > 1 else x)
-        if shuffle:
-            dataset = dataset.shuffle(count, seed=seed, reshuffle_each_iteration=True)
-        return dataset.batch(batch_size).prefetch(tf.data.AUTOTUNE), steps_for(count, batch_size)
-
-    def _batch(self, examples, batch_size):
-        """Pads unpadded `(x, y)` examples (`pipelines.datasets.batching.batch`) as this task needs."""
-        from pipelines.datasets import batching
-
-        return batching.batch(examples, batch_size, seq_length=self.seq_length,
-                              static_shapes=self.static_shapes,
-                              drop_remainder=False).prefetch(tf.data.AUTOTUNE)
-
-    def _outputs(self, dataset):
-        """The head's outputs (numpy, or a dict of numpy) on every batch of `dataset` (`x` or `(x, y)`).
-
-        Keras' own `predict` loop: distribution-aware (a `MirroredStrategy` splits each batch
-        over its replicas). Per-token outputs need batches of one width (`static` padding).
-        """
-        if isinstance(dataset.element_spec, tuple):
-            dataset = dataset.map(lambda x, *_: x)
-        return keras.Model.predict(self, without_autotune_thread(dataset), verbose=self._verbose,
-                                   callbacks=getattr(self, "_predict_callbacks", None))
-
-    @staticmethod
-    def _has_window_marks(dataset):
-        """Whether `dataset`'s batches come from `batching.encode_text_windows` (marks third)."""
-        spec = dataset.element_spec
-        return isinstance(spec, tuple) and len(spec) == 3 and isinstance(spec[2], dict)
-
-    def _window_outputs(self, dataset, outputs_of=None):
-        """Keras' predict over batches of windows (or `outputs_of(dataset)`), with their marks
-        (`WindowOutputs`).
-
-        The marks are read first (that pass fills the cache, so the texts are tokenized
-        once): how many windows there are, and so how many batches the predict loop reads.
-        """
-        dataset = dataset.cache()
-        labels, marks = [], {"first_window": [], "truncated": [], "num_tokens": []}
-        for _, label, batch_marks in dataset:
-            labels.append(label.numpy())
-            for key in marks:
-                marks[key].append(batch_marks[key].numpy())
-        marks = {key: np.concatenate(values) for key, values in marks.items()}
-        dataset = dataset.apply(tf.data.experimental.assert_cardinality(len(labels)))
-        starts = np.flatnonzero(marks["first_window"])
-        outputs = outputs_of(dataset) if outputs_of is not None else np.asarray(self._outputs(dataset))
-        return WindowOutputs(outputs=outputs, labels=np.concatenate(labels),
-                             starts=starts, truncated=marks["truncated"][starts],
-                             num_tokens=marks["num_tokens"])
-
-    def _warn_truncated(self, truncated):
-        """Truncation is never silent: how many texts were read only in part, and what reads them."""
-        if truncated is None or not np.any(truncated):
-            return
-        _, _, max_length = self.window_options()
-        warnings.warn(f"{int(np.sum(truncated))} of {len(truncated)} texts have more than {max_length} "
-                      "word pieces; only their first were read (max_length=N reads N, in windows)",
-                      stacklevel=4)
 
     # -- save / load / export -------------------------------------------------------
     def to_finetuned(self):
@@ -1069,33 +698,8 @@ class TextTask(keras.Model):
             return super().save(path, overwrite=overwrite_file, **kwargs)
         if path.endswith(".h5"):
             return self.head.save(path, overwrite=overwrite_file, **kwargs)
-        state = self._optimizer_state() if include_optimizer else None
+        state = finetuning_recipe.optimizer_state(self) if include_optimizer else None
         return save_finetuned(path, self.to_finetuned(), overwrite=bool(overwrite), optimizer_state=state)
-
-    def _optimizer_state(self):
-        """The recipe optimizer's variables (`save_own_variables`) once it has taken a step, or None."""
-        self._restore_optimizer_state()
-        optimizer = getattr(self, "optimizer", None)
-        if self._recipe is None or optimizer is None or not optimizer.built or int(optimizer.iterations) == 0:
-            return None
-        state = {}
-        optimizer.save_own_variables(state)
-        return state
-
-    def _restore_optimizer_state(self):
-        """Loads the optimizer state `load` found (read when training needs it, not at load: a model
-        loaded to predict never reads it)."""
-        directory, self._saved_optimizer_directory = self._saved_optimizer_directory, None
-        state = read_optimizer_state(directory) if directory else None
-        if state is None or self._recipe is None:
-            return
-        self._build_optimizer()
-        if len(state) != len(self.optimizer.variables):
-            warnings.warn(f"{directory}: the saved optimizer state has {len(state)} variables but this "
-                          f"task's optimizer has {len(self.optimizer.variables)} (trainable layers changed "
-                          "since the save?): training continues with a fresh optimizer", stacklevel=3)
-            return
-        self.optimizer.load_own_variables(state)
 
     # -- Keras serialization: a `.keras` file holds the whole task ---------------------------
     def get_config(self):
@@ -1120,7 +724,7 @@ class TextTask(keras.Model):
         task = cls(head, vocab_file=vocab_file, **config)
         freeze_layers(task, frozen)  # before the optimizer: its slots are the trainable variables'
         task._compile_recipe(**(recipe or {}))
-        task._build_optimizer()  # its slots exist, so Keras restores the saved moments and step
+        finetuning_recipe.build_optimizer(task)  # its slots exist, so Keras restores the saved moments and step
         return task
 
     def get_compile_config(self):
@@ -1224,303 +828,6 @@ class TextTask(keras.Model):
         return export_saved_model(self.to_finetuned(), base_path, name, version=version, **options)
 
 
-class ValidationOnOneDevice(keras.callbacks.Callback):
-    """Keras' validation (`val_loss` and the compiled metrics, its `test_step` batch by batch)
-    outside the distribution strategy, for `fit` under several replicas.
-
-    Keras' own test loop under `MirroredStrategy` fails ("Inputs to operation AddN ... must have
-    the same size and shape") on a batch the replicas cannot split evenly, as the last batch of
-    most validation sets; the same computation on one device takes any batch.
-    """
-
-    def __init__(self, batches, validation_freq=1, steps=None):
-        super().__init__()
-        self._batches = batches if steps is None else batches.take(steps)  # validation_steps, as Keras
-        self._freq = validation_freq
-        self._step = None
-
-    def _validates(self, epoch):
-        if isinstance(self._freq, int):
-            return (epoch + 1) % self._freq == 0
-        return epoch + 1 in self._freq
-
-    def on_epoch_end(self, epoch, logs=None):
-        if logs is None or not self._validates(epoch):
-            return
-        for name, value in self.results(self.model).items():
-            logs[f"val_{name}"] = value
-
-    def results(self, model):
-        """`{loss, metric: value}` of `model` on the batches, as `model.evaluate(..., return_dict=True)`."""
-        if self._step is None:
-            self._step = tf.function(model.test_step, reduce_retracing=True)
-        model.reset_metrics()
-        for batch in self._batches:
-            self._step(batch)
-        results = {name: float(value) for name, value in model.get_metrics_result().items()}
-        model.reset_metrics()
-        return results
-
-
-class TaskValidationMetrics(keras.callbacks.Callback):
-    """Adds the task's own metrics on the validation data (`score`'s: `val_f1` or `val_macro_f1`,
-    `val_matthews_corrcoef`, `val_exact_match`, `val_pearson`, ...) to the logs of every epoch
-    that Keras validates.
-
-    `fit` puts it before the user's callbacks, so `EarlyStopping(monitor="val_f1", mode="max")`,
-    `ModelCheckpoint(monitor=...)`, `CSVLogger` and the `History` see them. Where a key is
-    both Keras' and the task's (`val_accuracy`), the task's value is logged: per text, as
-    `score` and `predict` count (Keras' counts windows when long texts train in windows).
-    Keras' `val_loss` is kept. It costs one prediction pass over the validation data per
-    validated epoch.
-    """
-
-    def __init__(self, task, x, y, batch_size):
-        super().__init__()
-        self._task, self._x, self._y, self._batch_size = task, x, y, batch_size
-
-    def on_epoch_end(self, epoch, logs=None):
-        if logs is None or "val_loss" not in logs:  # Keras did not validate this epoch (validation_freq)
-            return
-        metrics = self._task.score(self._x, self._y, batch_size=self._batch_size, verbose=0)
-        for name, value in metrics.items():
-            if isinstance(value, (int, float, np.number)) and not isinstance(value, bool) \
-                    and not name.startswith("num_"):  # counts of examples are not metrics
-                if name != "loss":
-                    logs[f"val_{name}"] = float(value)
-
-
-@dataclasses.dataclass(frozen=True)
-class Recipe:
-    """Learning rate and batch size of a fine-tuning run, and why (`note`, for messages)."""
-
-    learning_rate: float
-    batch_size: int
-    note: str = ""
-
-
-# Under this many examples the BERT paper's 2e-5 / 32 takes too few steps to leave chance level
-# (the shipped 200 sample reviews: dev accuracy 0.60; 1e-4 / 16: 0.94).
-SMALL_DATA_EXAMPLES = 1000
-
-
-def recipe_for_data(x, *, learning_rate=None, batch_size=None):
-    """The default fine-tuning recipe for `x`: 1e-4 / batch 16 on small data, else 2e-5 / 32.
-
-    Values given are kept; a dataset of unknown size takes the paper's recipe.
-
-    >>> recipe_for_data(["a text"] * 200)
-    Recipe(learning_rate=0.0001, batch_size=16, note=' (small data: 200 examples)')
-    >>> recipe_for_data(["a text"] * 5000).learning_rate
-    2e-05
-    """
-    if learning_rate is not None and batch_size is not None:
-        return Recipe(learning_rate, batch_size)
-    try:
-        count = None if isinstance(x, tf.data.Dataset) else num_rows(x)
-    except TaskInputError:
-        count = None
-    small = count is not None and count < SMALL_DATA_EXAMPLES
-    return Recipe(learning_rate if learning_rate is not None else (1e-4 if small else 2e-5),
-                  batch_size if batch_size is not None else (16 if small else 32),
-                  f" (small data: {count} examples)" if small else "")
-
-
-def _is_auto(value):
-    """keras-hub's `"auto"`: the task's own choice of optimizer, loss or metrics."""
-    return isinstance(value, str) and value == "auto"
-
-
-def _keras_epochs(total_steps, steps_per_epoch, callbacks):
-    """`(epochs, callbacks)` of a Keras fit of `total_steps` in epochs of `steps_per_epoch`: whole
-    epochs, and a `StopAtStep` that ends the last one at `total_steps` when it is partial."""
-    from bert_keras.training.callbacks import StopAtStep
-
-    per_epoch = min(steps_per_epoch, total_steps)
-    epochs = max(1, -(-total_steps // per_epoch))
-    callbacks = list(callbacks or [])
-    if total_steps % per_epoch:
-        callbacks.insert(0, StopAtStep(total_steps, steps_per_epoch=per_epoch))
-    return epochs, callbacks
-
-
-def _steps_to_run(total_steps, steps_per_epoch, initial_epoch):
-    """The steps a fit runs: Keras starts at `initial_epoch` (a resumed run), not at epoch 0."""
-    skipped = int(initial_epoch or 0) * min(steps_per_epoch, total_steps)
-    return max(1, total_steps - skipped)
-
-
-def steps_for(count, batch_size):
-    return max(1, math.ceil(count / batch_size))
-
-
-# What a run directory may hold: the backup's files, the run's description, and which process
-# runs it now (a second fit on the same directory would resume a live run's backup).
-_RUN_OWNER = "run.owner"
-_RUN_FILES = (*BACKUP_FILES, "run.json", _RUN_OWNER)
-
-
-class RunDirectoryConflict(TaskInputError):
-    """`run_dir` holds another run's backup, or a running fit's: `run_dir` and `holds` (what, in
-    words) let a command say it in its own terms."""
-
-    def __init__(self, run_dir, holds, message):
-        super().__init__(message)
-        self.run_dir, self.holds = run_dir, holds
-
-
-def command_fit(fit, run_dir, output_dir, log, *, overwrite=False):
-    """A command's fit with backups in `run_dir` (inside `output_dir`): `fit(callbacks)` with a
-    callback that says "resuming" once the fit has accepted the backup. A `RunDirectoryConflict`
-    is worded for the command line; with `overwrite`, the backup of another run that is not
-    running is removed and the fit starts afresh (as `pretrain --overwrite` does)."""
-    import shlex
-
-    class SayResuming(keras.callbacks.Callback):
-        def on_train_begin(self, logs=None):
-            if os.path.isfile(os.path.join(run_dir, "training_metadata.json")):
-                log(f"resuming the interrupted run backed up in {run_dir}")
-
-    for attempt in range(2):
-        try:
-            return fit([SayResuming()])
-        except RunDirectoryConflict as conflict:
-            running = "running now" in conflict.holds
-            if overwrite and not running and attempt == 0:
-                log(f"--overwrite: removing {run_dir}, which holds {conflict.holds}")
-                remove_run_dir(run_dir)
-                continue
-            if running:
-                advice = "wait for it to end, or choose another --output-dir"
-            else:
-                advice = (f"run the command that started it again to finish it, or remove it to start over "
-                          f"(rm -r {shlex.quote(run_dir)}, or pass --overwrite)")
-            raise TaskInputError(f"{output_dir}: {run_dir} holds {conflict.holds}: {advice}") from None
-
-
-def remove_run_dir(run_dir):
-    """Removes a fit's run directory (`fit(run_dir=..., keep_run_dir=True)`): the backup's files,
-    its description and owner, then the directory if nothing else is in it."""
-    from bert_keras.training.backup import remove_backup
-
-    remove_backup(os.fspath(run_dir), companion_files=("run.json", _RUN_OWNER))
-
-
-def _backup_callback(run_dir, keep=False, **run):
-    """`RunBackup` in `run_dir`, after checking the directory holds nothing else (`keep`: the
-    last backup stays when the fit completes).
-
-    The backup deletes its directory when the fit completes, so a directory with
-    other files (the user's) is refused; so is the backup of a different run (another
-    number of steps, epoch length or batch size), which would resume the wrong schedule.
-    """
-    import json
-
-    from pipelines.atomic_writes import claim_owner, is_staging_name, write_json
-
-    run_dir = os.path.abspath(os.fspath(run_dir))
-    if os.path.exists(run_dir):
-        if not os.path.isdir(run_dir):
-            raise TaskInputError(f"run_dir={run_dir}: exists and is not a directory")
-        foreign = sorted(name for name in set(os.listdir(run_dir)) - set(_RUN_FILES)
-                         if not is_staging_name(name))
-        if foreign:
-            raise TaskInputError(f"run_dir={run_dir}: holds other files ({', '.join(foreign[:5])}); a run "
-                                 "directory is removed when the fit completes: give a new one")
-        description = os.path.join(run_dir, "run.json")
-        if os.path.isfile(description):
-            with open(description, encoding="utf-8") as f:
-                previous = json.load(f)
-            if previous != run:
-                differ = sorted(key for key in set(previous) | set(run) if previous.get(key) != run.get(key))
-                raise RunDirectoryConflict(run_dir, f"the backup of another run ({', '.join(differ)} differ)",
-                                           f"run_dir={run_dir}: holds the backup of another run ({', '.join(differ)} "
-                                           "differ: the data, starting weights, recipe, schedule or how texts are "
-                                           "read: seq_length, casing, labels, settings); remove it to "
-                                           "start over, or give a new run_dir")
-    os.makedirs(run_dir, exist_ok=True)
-    pid = claim_owner(os.path.join(run_dir, _RUN_OWNER))
-    if pid is not None:
-        raise RunDirectoryConflict(run_dir, f"the run of process {pid}, running now",
-                                   f"run_dir={run_dir}: a fit in process {pid} is running in it now; wait for "
-                                   "it to end, or give another run_dir")
-    write_json(os.path.join(run_dir, "run.json"), run)
-    return RunBackup(run_dir, save_freq="epoch", delete_checkpoint=not keep,
-                     companion_files=("run.json", _RUN_OWNER))
-
-
-def _digest(value):
-    """A short fingerprint of in-memory data or settings (None for a dataset or generator, which
-    cannot be read twice): a rerun with other data or another recipe is not the same run."""
-    import hashlib
-
-    digest = hashlib.sha256()
-
-    def feed(item):
-        if isinstance(item, (tf.data.Dataset, keras.utils.PyDataset)) or hasattr(item, "__next__"):
-            raise TypeError("a stream")
-        if hasattr(item, "columns") and hasattr(item, "to_dict"):  # a DataFrame
-            item = item.to_dict("list")
-        elif hasattr(item, "tolist"):  # numpy, pandas
-            item = item.tolist()
-        elif isinstance(item, tf.Tensor):
-            item = item.numpy().tolist()
-        if isinstance(item, dict):
-            for key in sorted(item, key=str):
-                digest.update(repr(key).encode())
-                feed(item[key])
-        elif isinstance(item, (list, tuple)):
-            digest.update(b"[%d" % len(item))
-            for element in item:
-                feed(element)
-            digest.update(b"]")
-        else:
-            digest.update(repr(item).encode("utf-8", "surrogatepass") + b"\x00")
-
-    try:
-        feed(value)
-    except TypeError:
-        return None
-    return digest.hexdigest()[:16]
-
-
-def _weights_digest(head):
-    """A fingerprint of the encoder's weights as the fit starts (its first values per variable;
-    the head is left out: it is often initialised at random)."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    for variable in head.encoder.weights:
-        values = np.asarray(keras.ops.convert_to_numpy(variable)).reshape(-1)[:256]
-        digest.update(repr(tuple(variable.shape)).encode() + values.astype("float32").tobytes())
-    return digest.hexdigest()[:16]
-
-
-def _split_off_validation(x, y, sample_weight, validation_split):
-    """Keras' `validation_split`: the last fraction of the rows, taken before any shuffling."""
-    if isinstance(validation_split, bool) or not 0 < validation_split < 1:
-        raise TaskInputError(f"validation_split={validation_split!r}: expected a fraction in (0, 1)")
-    count = num_rows(x)
-    split_at = int(math.ceil(count * (1.0 - validation_split)))
-    if not 0 < split_at < count:
-        raise TaskInputError(f"validation_split={validation_split}: {count} examples leave none for "
-                             "training or none for validation")
-    head = (take_rows(x, 0, split_at), take_rows(y, 0, split_at), take_rows(sample_weight, 0, split_at))
-    tail = (take_rows(x, split_at, count), take_rows(y, split_at, count))
-    if sample_weight is not None:
-        tail += (take_rows(sample_weight, split_at, count),)
-    return head + (tail,)
-
-
-def _read_batch_source(x, batch_size, *, streamed=False):
-    """A generator / `PyDataset` (Keras' batches) as a dataset, and its first batch's size as the
-    batch size unless one is given; any other `x` as it is."""
-    if not is_batch_source(x):
-        return x, batch_size
-    dataset, first_batch = dataset_of_batches(x, streamed=streamed)
-    return dataset, batch_size or first_batch
-
-
 def _is_raw_text(inputs):
     """True for what a preprocessor takes or refuses by name: text in any form (strings, lists /
     tuples / arrays of them, string tensors), or a list with a string among other values; False
@@ -1532,39 +839,6 @@ def _is_raw_text(inputs):
                or isinstance(leaf, (tf.Tensor, tf.RaggedTensor)) and leaf.dtype == tf.string
                for leaf in tf.nest.flatten(inputs))
 
-
-def _is_tokenized_dataset(dataset):
-    """Whether a dataset's x is the packed dict (`token_ids`, ...); a dict of other features is
-    refused by name (raw text goes in as string tensors, not as a dict)."""
-    spec = dataset.element_spec
-    first = spec[0] if isinstance(spec, tuple) else spec
-    if isinstance(first, dict) and "token_ids" not in first:
-        raise TaskInputError(
-            f"x: the dataset's elements hold a dict ({', '.join(map(str, list(first)[:4]))}); a dict is "
-            "the packed form (token_ids, segment_ids, padding_mask). Raw text goes in as string tensors: "
-            "(text, label) elements, ((text, text_b), label) for pairs, e.g. "
-            "dataset.map(lambda features, label: (features['text'], label))")
-    return isinstance(first, dict)
-
-
-
-@dataclasses.dataclass(frozen=True)
-class WindowOutputs:
-    """A predict pass over windows of texts (`TextTask._window_outputs`).
-
-    Attributes:
-        outputs: the head's outputs, one row per window (texts' windows consecutive).
-        labels: the label of each window (its text's).
-        starts: int `[texts]`, each text's first window (`np.add.reduceat` boundaries).
-        truncated: bool `[texts]`, texts with word pieces past `max_length` unread.
-        num_tokens: int `[windows]`, real tokens of each window ([CLS] / [SEP] included).
-    """
-
-    outputs: Any
-    labels: Any
-    starts: Any
-    truncated: Any
-    num_tokens: Any
 
 def _stored_vocabulary(tokens):
     """A vocabulary file with these tokens, for a task read from a `.keras` file: written once

@@ -7,7 +7,10 @@ import tensorflow as tf
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_label_names, check_lengths
 from bert_keras.tasks.inputs import check_sample_weight
 from bert_keras.tasks.inputs import is_tokenized, label_ids, text_list
-from bert_keras.tasks.text_task import TextTask, steps_for
+from bert_keras.tasks.recipe import is_auto, on_logits
+from bert_keras.tasks.dataset_inputs import steps_for
+from bert_keras.tasks.text_task import TextTask
+from bert_keras.tasks.task_batches import in_memory, predicted_outputs, tokenized_dataset
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -67,7 +70,7 @@ class TokenClassifier(TextTask):
     freeze_pooler = True
 
     def compile(self, *args, **kwargs):
-        """As `keras.Model.compile` (it replaces the recipe). The positions that carry no tag
+        """As `TextTask.compile` (no optimizer: the recipe again). The positions that carry no tag
         (-100: later pieces, special tokens, padding) are skipped by Keras' sparse cross-entropy
         and accuracy given here (`bert_keras.losses.on_labelled_positions`)."""
         import inspect
@@ -78,9 +81,11 @@ class TokenClassifier(TextTask):
         arguments = dict(bound.arguments)
         arguments.pop("self")
         extra = arguments.pop("kwargs", {})
-        loss = self._on_logits(arguments["loss"]) if "loss" in arguments else None  # named as you gave it
-        arguments["loss"], arguments["metrics"] = on_labelled_positions(loss, arguments.get("metrics"))
+        loss = arguments.get("loss", "auto")  # "auto": the head's own, which skips them already
+        loss = loss if is_auto(loss) else on_logits(self, loss)  # named as you gave it
+        arguments["loss"], arguments["metrics"] = on_labelled_positions(loss, arguments.get("metrics", "auto"))
         super().compile(**arguments, **extra)
+
     @classmethod
     def _build_head(cls, encoder, *, labels, num_classes, dropout, max_length=None, stride=None):
         from bert_keras.models import BertTokenClassifier
@@ -109,7 +114,7 @@ class TokenClassifier(TextTask):
 
     def _in_memory_rows(self, x, y, sample_weight=None):
         """`(x, y, sample_weight)` with a dataset read into lists (batched or not, see below)."""
-        return self._in_memory(x, y, sample_weight)
+        return in_memory(self, x, y, sample_weight)
 
     def _sentences(self, x, y, name="x"):
         """(`Sentence`s, per input (text, starts, ends) or None) from raw inputs."""
@@ -154,7 +159,7 @@ class TokenClassifier(TextTask):
         from pipelines.datasets.conll import token_dataset
 
         if is_tokenized(x):
-            return self._tokenized_dataset(x, np.asarray(y, np.int32), batch_size=batch_size,
+            return tokenized_dataset(self, x, np.asarray(y, np.int32), batch_size=batch_size,
                                            shuffle=shuffle, seed=seed, sample_weight=sample_weight)
         x, y, sample_weight = self._in_memory_rows(x, y, sample_weight)
         if y is None:
@@ -195,7 +200,7 @@ class TokenClassifier(TextTask):
         # still skips the padded tokens where that is exact. A document's windows are
         # consecutive rows, so they batch together.
         dataset = token_dataset(features, batch_size=batch_size, static_shapes=True, drop_remainder=False)
-        logits = np.asarray(self._outputs(dataset))
+        logits = np.asarray(predicted_outputs(self, dataset))
         return word_scores(logits, features, "first"), features
 
     def _tag(self, sentences, batch_size):

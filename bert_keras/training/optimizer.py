@@ -50,13 +50,24 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
     >>> [round(float(schedule(s)), 8) for s in (0, 5, 10, 55, 100)]
     [0.0, 5e-05, 0.0001, 5e-05, 0.0]
 
+    An `extendable` schedule keeps its two step counts in a variable, so that `extend` moves
+    the end of the decay (a second `fit` of a task) without retracing a train step that was
+    traced with it:
+
+    >>> schedule = WarmupLinearDecay(1e-4, num_train_steps=100, num_warmup_steps=10, extendable=True)
+    >>> schedule.extend(200)
+    >>> round(float(schedule(150)), 8), schedule.num_train_steps
+    (2.632e-05, 200)
+
     Args:
         peak_learning_rate: float. The rate reached at the end of warmup.
         num_train_steps: int. Step at which the rate reaches 0.
         num_warmup_steps: int. Warmup length; 0 starts at the peak.
+        extendable: keep the step counts in a (non-trainable) variable; create the schedule
+            in the distribution strategy's scope then.
     """
 
-    def __init__(self, peak_learning_rate, num_train_steps, num_warmup_steps):
+    def __init__(self, peak_learning_rate, num_train_steps, num_warmup_steps, *, extendable=False):
         if num_train_steps <= 0:
             raise ValueError(f"num_train_steps must be positive, got {num_train_steps}")
         if not 0 <= num_warmup_steps <= num_train_steps:
@@ -67,17 +78,39 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
         self.peak_learning_rate = float(peak_learning_rate)
         self.num_train_steps = int(num_train_steps)
         self.num_warmup_steps = int(num_warmup_steps)
+        self._steps = None
+        if extendable:
+            self._steps = keras.Variable([float(self.num_train_steps), float(self.num_warmup_steps)],
+                                         dtype="float32", trainable=False, name="schedule_steps")
+
+    @property
+    def extendable(self):
+        return self._steps is not None
+
+    def extend(self, num_train_steps, num_warmup_steps=None):
+        """Ends the decay at `num_train_steps` (warmup kept unless given): an `extendable` schedule."""
+        if not self.extendable:
+            raise ValueError("extend: this schedule was not created with extendable=True")
+        warmup = self.num_warmup_steps if num_warmup_steps is None else int(num_warmup_steps)
+        if num_train_steps <= 0 or not 0 <= warmup <= num_train_steps:
+            raise ValueError(f"extend: num_train_steps={num_train_steps}, num_warmup_steps={warmup}")
+        self.num_train_steps, self.num_warmup_steps = int(num_train_steps), warmup
+        self._steps.assign([float(self.num_train_steps), float(self.num_warmup_steps)])
 
     def __call__(self, step):
         ops = keras.ops
         step = ops.cast(step, "float32")
         peak = self.peak_learning_rate
+        if self._steps is not None:  # read when the step runs: `extend` needs no retrace
+            total, warmup_steps = self._steps[0], self._steps[1]
+        else:
+            total, warmup_steps = float(self.num_train_steps), float(self.num_warmup_steps)
         # max(..., 1) keeps both ratios finite when warmup is 0 or covers every step.
-        warmup = ops.maximum(float(self.num_warmup_steps), 1.0)
-        decay = ops.maximum(float(self.num_train_steps - self.num_warmup_steps), 1.0)
+        warmup = ops.maximum(warmup_steps, 1.0)
+        decay = ops.maximum(total - warmup_steps, 1.0)
         warming = peak * step / warmup
-        decaying = peak * (float(self.num_train_steps) - step) / decay
-        rate = ops.where(step < float(self.num_warmup_steps), warming, decaying)
+        decaying = peak * (total - step) / decay
+        rate = ops.where(step < warmup_steps, warming, decaying)
         return ops.clip(rate, 0.0, peak)
 
     def get_config(self):
@@ -257,6 +290,7 @@ def create_optimizer(
     clipnorm=1.0,
     exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
     bias_corrected_epsilon=True,
+    extendable_schedule=False,
 ):
     """The BERT optimizer: AdamW + warmup/linear-decay schedule + global-norm clipping.
 
@@ -278,11 +312,13 @@ def create_optimizer(
             that are not decayed (default: LayerNorm and bias variables).
         bias_corrected_epsilon: bool. Epsilon on the bias-corrected `sqrt(v_hat)`
             as `torch.optim.AdamW` (default), or on `sqrt(v)` as Keras (False).
+        extendable_schedule: bool. `WarmupLinearDecay(extendable=True)`: a later fit can move
+            the end of the decay without retracing (call it in the strategy's scope).
 
     Returns:
         A `BertAdamW` (a `keras.optimizers.AdamW`), ready for `model.compile`.
     """
-    schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps)
+    schedule = WarmupLinearDecay(learning_rate, num_train_steps, num_warmup_steps, extendable=extendable_schedule)
     return BertAdamW(
         learning_rate=schedule,
         weight_decay=float(weight_decay or 0.0),  # 0: no decay (AdamW rejects None)

@@ -184,3 +184,19 @@ def test_an_empty_text_in_the_other_families(spec):
     with pytest.warns(UserWarning, match="1 text has no token"):
         vectors = embedder.predict(["john smith", ""])
     assert vectors.shape[0] == 2 and np.all(np.isfinite(vectors))
+
+
+def test_a_second_fit_runs_the_step_the_first_traced(spec):
+    # The recipe's schedule ends at the last step of each fit; a second fit moves that end in a
+    # variable the traced step reads, instead of a new schedule that needs a new trace.
+    model = classifier(spec, learning_rate=1e-3)
+    fit(model)
+    step, traced = model.train_function, []
+    train_step = model.train_step
+    model.train_step = lambda data: traced.append(1) or train_step(data)  # runs only when a step is traced
+    fit(model)
+    assert model.train_function is step and traced == []
+    schedule = model.optimizer._learning_rate
+    assert schedule.num_train_steps == int(model.optimizer.iterations) == 4
+    assert float(schedule(model.optimizer.iterations)) == 0.0  # the decay ended with the second fit
+    assert float(schedule(3)) == pytest.approx(1e-3 / 4)  # (4 - 3) / 4 of the peak: the new end

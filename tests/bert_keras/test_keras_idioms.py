@@ -317,7 +317,7 @@ def test_run_dir_resumes_and_never_takes_a_directory_of_other_files(spec, tmp_pa
 
 
 def test_keep_run_dir_makes_a_kill_between_the_fit_and_the_save_cost_nothing(spec, tmp_path):
-    from bert_keras.tasks.text_task import remove_run_dir
+    from bert_keras.tasks.finetuning_run import remove_run_dir
 
     run_dir = str(tmp_path / "run")
     finished = build(tasks.TextClassifier, spec, labels=["neg", "pos"])

@@ -1,0 +1,192 @@
+"""How a task's `fit` runs: every argument checked before the first step, the data packed as the
+task packs it, the recipe's schedule sized to the steps, then Keras' own `fit` loop.
+
+`fit` is `TextTask.fit`'s body; `fit_packed_batches` is the same for batches already packed
+(the preprocessor's, or your own); `keras_epochs` turns fractional epochs and `max_steps`
+into whole Keras epochs whose last one stops at the right step.
+
+Example:
+
+>>> keras_epochs(total_steps=10, steps_per_epoch=4, callbacks=None)[0]  # 4 + 4 + 2 (stopped)
+3
+>>> split_off_validation(["a", "b", "c", "d"], [0, 1, 0, 1], None, 0.25)[3]  # Keras: the last rows
+(['d'], [1])
+"""
+
+import math
+import warnings
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert_keras.tasks import recipe as finetuning_recipe
+from bert_keras.tasks.dataset_inputs import is_tokenized_dataset, read_batch_source, without_autotune_thread
+from bert_keras.tasks.finetuning_run import task_backup_callback
+from bert_keras.tasks.inputs import TaskInputError, check_count, check_epochs, label_ids, num_rows, take_rows
+from bert_keras.tasks.validation import ValidationOnOneDevice, validation_dataset, validation_metrics
+from bert_keras.tasks.task_batches import batch_size_for, packed_batches
+
+
+def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split, validation_data, shuffle,
+        class_weight, sample_weight, initial_epoch, steps_per_epoch, validation_steps, validation_batch_size,
+        validation_freq, max_steps, seed, run_dir, checkpoint_every, keep_run_dir):
+    """`TextTask.fit` (its docstring has the arguments): checks everything before the first step,
+    packs the data as the task does, sizes the recipe's schedule, then runs Keras' own loop."""
+    x, batch_size = read_batch_source(x, batch_size, streamed=steps_per_epoch is not None)
+    batch_size = batch_size_for(task, x, batch_size)
+    epochs = check_epochs(epochs)
+    max_steps = check_count("max_steps", max_steps)
+    steps_per_epoch = check_count("steps_per_epoch", steps_per_epoch)
+    validation_batch_size = check_count("validation_batch_size", validation_batch_size) or batch_size
+    checkpoint_every = check_count("checkpoint_every", checkpoint_every)
+    if checkpoint_every and not run_dir:
+        raise TaskInputError("checkpoint_every: needs run_dir= (where the backups go)")
+    if class_weight is not None:
+        class_weight = class_weight_ids(task, class_weight, sample_weight)
+    finetuning_recipe.check_learning_rate_callbacks(task, callbacks)
+    if isinstance(x, tf.data.Dataset):
+        if y is not None or sample_weight is not None:
+            raise TaskInputError("y / sample_weight: with a tf.data.Dataset as x, labels and weights "
+                                 "come from its elements ((x, y) or (x, y, sample_weight))")
+        if validation_split:
+            raise TaskInputError("validation_split: works on in-memory data only (as in Keras); with "
+                                 "a dataset, pass validation_data= (e.g. dataset.take(n))")
+        if is_tokenized_dataset(x):
+            if validation_data is not None:
+                validation_data = validation_dataset(task, validation_data, validation_batch_size)
+            return fit_packed_batches(task, packed_batches(task, x, batch_size), epochs=epochs,
+                                     max_steps=max_steps, verbose=verbose,
+                                     callbacks=callbacks, validation_data=validation_data,
+                                     class_weight=class_weight, initial_epoch=initial_epoch,
+                                     steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
+                                     validation_freq=validation_freq)
+    elif validation_split:
+        x, y, sample_weight, held_out = split_off_validation(x, y, sample_weight, validation_split)
+        if validation_data is None:
+            validation_data = held_out
+    if x is None:
+        raise TaskInputError("x: no training data given")
+    dataset, steps = task._train_dataset(x, y, sample_weight=sample_weight, batch_size=batch_size,
+                                         shuffle=shuffle, seed=seed)
+    if steps is None and steps_per_epoch is None:
+        raise TaskInputError("x: an infinite dataset (.repeat()); pass steps_per_epoch= (as Keras), or "
+                             "a finite dataset")
+    if validation_data is not None:
+        if validation_steps is None:  # the task's metrics need every example: not on a part of them
+            callbacks = [*validation_metrics(task, validation_data, validation_batch_size), *(callbacks or [])]
+        validation_data = validation_dataset(task, validation_data, validation_batch_size)
+        if task.distribute_strategy.num_replicas_in_sync > 1:
+            # Keras' test loop fails on a batch the replicas cannot split evenly: validate here.
+            callbacks = [ValidationOnOneDevice(validation_data, validation_freq, validation_steps),
+                         *(callbacks or [])]
+            validation_data = None
+    if steps and steps_per_epoch and steps_per_epoch > steps:
+        warnings.warn(f"steps_per_epoch={steps_per_epoch} is more than the {steps} batches of x: each epoch "
+                      "reads the data again from its start (Keras would stop when it runs out)", stacklevel=3)
+    steps_per_epoch = steps_per_epoch or steps
+    total_steps = max(1, int(round(epochs * steps_per_epoch)))
+    if max_steps:
+        total_steps = min(total_steps, max_steps)
+    if task._recipe is not None:  # the schedule ends exactly at the last step
+        finetuning_recipe.size_schedule(task, steps_to_run(total_steps, steps_per_epoch, initial_epoch))
+    if run_dir:
+        steps_per_epoch = checkpoint_every or steps_per_epoch
+        callbacks = list(callbacks or []) + [task_backup_callback(
+            task, run_dir, keep=keep_run_dir, total_steps=total_steps, steps_per_epoch=steps_per_epoch,
+            batch_size=batch_size, seed=seed, data=(x, y, sample_weight))]
+    whole_epochs, callbacks = keras_epochs(total_steps, steps_per_epoch, callbacks)
+    # Repeat: fractional epochs and max_steps split into whole Keras epochs, the last one
+    # cut at the last step. shuffle=False: the dataset shuffles itself.
+    finetuning_recipe.build_optimizer(task)
+    history = keras.Model.fit(task, without_autotune_thread(dataset.repeat()), epochs=whole_epochs, shuffle=False,
+                          verbose=verbose, steps_per_epoch=min(steps_per_epoch, total_steps),
+                          callbacks=callbacks, validation_data=without_autotune_thread(validation_data),
+                          class_weight=class_weight,
+                          initial_epoch=initial_epoch, validation_steps=validation_steps,
+                          validation_freq=validation_freq)
+    task._after_fit(dataset, steps or steps_per_epoch)
+    return history
+
+
+def fit_packed_batches(task, dataset, *, epochs, max_steps, steps_per_epoch, **keras_options):
+    """`fit` on already packed batches (the preprocessor's, or your own): Keras' loop, with the
+    recipe's schedule sized to the steps it will run, as for raw text."""
+    if steps_per_epoch is None:
+        steps_per_epoch = int(dataset.cardinality())
+        if steps_per_epoch == tf.data.INFINITE_CARDINALITY:
+            raise TaskInputError("x: an infinite dataset (.repeat()); pass steps_per_epoch=")
+        if steps_per_epoch < 0:
+            steps_per_epoch = int(dataset.reduce(tf.constant(0, tf.int64), lambda n, *_: n + 1))
+    if steps_per_epoch == 0:
+        raise TaskInputError("x: an empty dataset")
+    total_steps = max(1, int(round(epochs * steps_per_epoch)))
+    if max_steps:
+        total_steps = min(total_steps, max_steps)
+    if task._recipe is not None:
+        finetuning_recipe.size_schedule(task, steps_to_run(total_steps, steps_per_epoch, keras_options.get("initial_epoch")))
+    whole_epochs, keras_options["callbacks"] = keras_epochs(total_steps, steps_per_epoch,
+                                                             keras_options.get("callbacks"))
+    finetuning_recipe.build_optimizer(task)
+    if "validation_data" in keras_options:
+        keras_options["validation_data"] = without_autotune_thread(keras_options["validation_data"])
+    history = keras.Model.fit(task, without_autotune_thread(dataset.repeat()), epochs=whole_epochs, shuffle=False,
+                          steps_per_epoch=min(steps_per_epoch, total_steps), **keras_options)
+    task._after_fit(dataset, steps_per_epoch)
+    return history
+
+
+def class_weight_ids(task, class_weight, sample_weight=None):
+    """`{class id: weight}` from a dict keyed by label names (or ids, compared as names)."""
+    if sample_weight is not None:
+        raise TaskInputError("class_weight / sample_weight: give one of them (Keras takes one); for both, "
+                             "multiply each example's weight by its class's into sample_weight")
+    if not isinstance(class_weight, dict) or not class_weight:
+        raise TaskInputError("class_weight: expected a dict {label: weight}")
+    classes = task._class_names()
+    if not classes:
+        raise TaskInputError(f"class_weight: a {type(task).__name__} has no class per example "
+                             "(tags per word, answer spans or targets); use sample_weight")
+    ids = label_ids(list(class_weight), classes, "class_weight")
+    weights = {i: 1.0 for i in range(len(classes))}  # as Keras: a class not named weighs 1
+    for key, i in zip(class_weight, ids):
+        weight = class_weight[key]
+        if not isinstance(weight, (int, float, np.number)) or not np.isfinite(weight) or weight < 0:
+            raise TaskInputError(f"class_weight[{key!r}]: {weight!r} is not a finite weight >= 0")
+        weights[i] = float(weight)
+    return weights
+
+
+def keras_epochs(total_steps, steps_per_epoch, callbacks):
+    """`(epochs, callbacks)` of a Keras fit of `total_steps` in epochs of `steps_per_epoch`: whole
+    epochs, and a `StopAtStep` that ends the last one at `total_steps` when it is partial."""
+    from bert_keras.training.callbacks import StopAtStep
+
+    per_epoch = min(steps_per_epoch, total_steps)
+    epochs = max(1, -(-total_steps // per_epoch))
+    callbacks = list(callbacks or [])
+    if total_steps % per_epoch:
+        callbacks.insert(0, StopAtStep(total_steps, steps_per_epoch=per_epoch))
+    return epochs, callbacks
+
+
+def steps_to_run(total_steps, steps_per_epoch, initial_epoch):
+    """The steps a fit runs: Keras starts at `initial_epoch` (a resumed run), not at epoch 0."""
+    skipped = int(initial_epoch or 0) * min(steps_per_epoch, total_steps)
+    return max(1, total_steps - skipped)
+
+
+def split_off_validation(x, y, sample_weight, validation_split):
+    """Keras' `validation_split`: the last fraction of the rows, taken before any shuffling."""
+    if isinstance(validation_split, bool) or not 0 < validation_split < 1:
+        raise TaskInputError(f"validation_split={validation_split!r}: expected a fraction in (0, 1)")
+    count = num_rows(x)
+    split_at = int(math.ceil(count * (1.0 - validation_split)))
+    if not 0 < split_at < count:
+        raise TaskInputError(f"validation_split={validation_split}: {count} examples leave none for "
+                             "training or none for validation")
+    head = (take_rows(x, 0, split_at), take_rows(y, 0, split_at), take_rows(sample_weight, 0, split_at))
+    tail = (take_rows(x, split_at, count), take_rows(y, split_at, count))
+    if sample_weight is not None:
+        tail += (take_rows(sample_weight, split_at, count),)
+    return head + (tail,)

@@ -1,0 +1,121 @@
+"""Validation of a task's `fit`, and Keras' evaluation of it: data in any form of `fit`'s packed for
+Keras' test loop (`validation_dataset`), the task's own metrics added to the logs as `val_<name>`
+(`TaskValidationMetrics`), and Keras' validation outside a distribution strategy for several
+replicas (`ValidationOnOneDevice`).
+"""
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from bert_keras.tasks.dataset_inputs import dataset_of_batches, is_batch_source, is_tokenized_dataset
+from bert_keras.tasks.inputs import TaskInputError, is_tokenized
+from bert_keras.tasks.task_batches import packed_batches
+
+
+def validation_dataset(task, validation_data, batch_size):
+    """`validation_data` in any form of `fit`'s, as encoded batches for Keras' evaluation;
+    an error in it says so (its `x` / `y` are not `fit`'s)."""
+    try:
+        return _validation_batches(task, validation_data, batch_size)
+    except TaskInputError as error:
+        if str(error).startswith("validation_data"):
+            raise
+        raise TaskInputError(f"validation_data: {error}") from None
+
+def _validation_batches(task, validation_data, batch_size):
+    if is_batch_source(validation_data):
+        validation_data, _ = dataset_of_batches(validation_data, name="validation_data")
+    if isinstance(validation_data, tf.data.Dataset):
+        if is_tokenized_dataset(validation_data):
+            return packed_batches(task, validation_data, batch_size)
+        dataset, _ = task._train_dataset(validation_data, None, sample_weight=None,
+                                         batch_size=batch_size, shuffle=False, seed=None)
+        return dataset
+    if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
+        raise TaskInputError("validation_data: expected (x, y), (x, y, sample_weight) or a "
+                             "tf.data.Dataset")
+    vx, vy, *weights = validation_data
+    dataset, _ = task._train_dataset(vx, vy, sample_weight=weights[0] if weights else None,
+                                     batch_size=batch_size, shuffle=False, seed=None)
+    return dataset
+
+
+def validation_metrics(task, validation_data, batch_size):
+    """`[callback]` that adds the task's metrics on raw `validation_data` to the logs, or `[]`
+    (tokenized validation data, an endless dataset, or a generator that cannot be read twice)."""
+    if isinstance(validation_data, tf.data.Dataset):
+        if is_tokenized_dataset(validation_data) \
+                or validation_data.cardinality() == tf.data.INFINITE_CARDINALITY:
+            return []
+        return [TaskValidationMetrics(task, validation_data, None, batch_size)]
+    if isinstance(validation_data, (tuple, list)) and len(validation_data) in (2, 3) \
+            and not is_tokenized(validation_data[0]):
+        return [TaskValidationMetrics(task, validation_data[0], validation_data[1], batch_size)]
+    return []
+
+
+class ValidationOnOneDevice(keras.callbacks.Callback):
+    """Keras' validation (`val_loss` and the compiled metrics, its `test_step` batch by batch)
+    outside the distribution strategy, for `fit` under several replicas.
+
+    Keras' own test loop under `MirroredStrategy` fails ("Inputs to operation AddN ... must have
+    the same size and shape") on a batch the replicas cannot split evenly, as the last batch of
+    most validation sets; the same computation on one device takes any batch.
+    """
+
+    def __init__(self, batches, validation_freq=1, steps=None):
+        super().__init__()
+        self._batches = batches if steps is None else batches.take(steps)  # validation_steps, as Keras
+        self._freq = validation_freq
+        self._step = None
+
+    def _validates(self, epoch):
+        if isinstance(self._freq, int):
+            return (epoch + 1) % self._freq == 0
+        return epoch + 1 in self._freq
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is None or not self._validates(epoch):
+            return
+        for name, value in self.results(self.model).items():
+            logs[f"val_{name}"] = value
+
+    def results(self, model):
+        """`{loss, metric: value}` of `model` on the batches, as `model.evaluate(..., return_dict=True)`."""
+        if self._step is None:
+            self._step = tf.function(model.test_step, reduce_retracing=True)
+        model.reset_metrics()
+        for batch in self._batches:
+            self._step(batch)
+        results = {name: float(value) for name, value in model.get_metrics_result().items()}
+        model.reset_metrics()
+        return results
+
+
+class TaskValidationMetrics(keras.callbacks.Callback):
+    """Adds the task's own metrics on the validation data (`score`'s: `val_f1` or `val_macro_f1`,
+    `val_matthews_corrcoef`, `val_exact_match`, `val_pearson`, ...) to the logs of every epoch
+    that Keras validates.
+
+    `fit` puts it before the user's callbacks, so `EarlyStopping(monitor="val_f1", mode="max")`,
+    `ModelCheckpoint(monitor=...)`, `CSVLogger` and the `History` see them. Where a key is
+    both Keras' and the task's (`val_accuracy`), the task's value is logged: per text, as
+    `score` and `predict` count (Keras' counts windows when long texts train in windows).
+    Keras' `val_loss` is kept. It costs one prediction pass over the validation data per
+    validated epoch.
+    """
+
+    def __init__(self, task, x, y, batch_size):
+        super().__init__()
+        self._task, self._x, self._y, self._batch_size = task, x, y, batch_size
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is None or "val_loss" not in logs:  # Keras did not validate this epoch (validation_freq)
+            return
+        metrics = self._task.score(self._x, self._y, batch_size=self._batch_size, verbose=0)
+        for name, value in metrics.items():
+            if isinstance(value, (int, float, np.number)) and not isinstance(value, bool) \
+                    and not name.startswith("num_"):  # counts of examples are not metrics
+                if name != "loss":
+                    logs[f"val_{name}"] = float(value)
