@@ -23,7 +23,7 @@ Example:
     >>> expected = {k: v.numpy() for k, v in here(text=tf.constant(["Great film."])).items()}
     >>> report = compare_outputs(outputs, expected)       # expected: numpy arrays
     >>> report.ok, sorted(report.max_abs_diff)
-    (True, ['class_id', 'label', 'probabilities', 'truncated'])
+    (True, ['class_id', 'empty', 'label', 'probabilities', 'truncated'])
     >>> report.raise_if_failed()
 """
 

@@ -12,12 +12,16 @@ One file per family (`bert_keras.families` names it), each with `build(module, f
 
 | kind | file | `serving_default`: inputs -> outputs |
 |---|---|---|
-| classification | `classification.py` | text (+ text_b) -> label, class_id, probabilities |
-| regression | `classification.py` | text (+ text_b) -> score |
-| ner | `token_classification.py` | text -> entity_text, entity_label, start/end_char, score, num_entities, truncated |
-| squad | `span_qa.py` | question, context -> answer, start_char, end_char, score, has_answer, truncated |
-| embedding | `embedding.py` | text -> embedding |
-| multiple_choice | `multiple_choice.py` | context, endings -> choice, probabilities |
+| classification | `classification.py` | text (+ text_b) -> label, class_id, probabilities, truncated, empty |
+| regression | `classification.py` | text (+ text_b) -> score, truncated, empty |
+| ner | `token_classification.py` | text -> entity_text, entity_label, start/end_char, score, num_entities, truncated, empty |
+| squad | `span_qa.py` | question, context -> answer, start_char, end_char, score, has_answer, truncated, empty |
+| embedding | `embedding.py` | text -> embedding, truncated, empty |
+| multiple_choice | `multiple_choice.py` | context, endings -> choice, probabilities, empty |
+
+`truncated` (bool `[B]`): rows read only in part. `empty` (bool `[B]`): rows whose texts all
+have no token (empty, only whitespace or control / format characters); such a text is not an
+error, it is packed as zero pieces (`[CLS] [SEP]`) and the model answers it, as `predict` does.
 
 Shared pieces: `text_inputs.py` (validate, cut, tokenize, pack, offsets),
 `module.py` (`ServingModule`), `samples.py` (representative inputs).

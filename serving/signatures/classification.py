@@ -3,7 +3,11 @@
 * `serving_default` (predict): `text` (+ `text_b` for pair tasks), raw UTF-8 `[B]`.
   Classification -> `label` string `[B]`, `class_id` int64 `[B]`,
   `probabilities` float32 `[B, K]` (softmax of the logits).
-  Regression -> `score` float32 `[B]`. Both: `truncated` bool `[B]`, texts read only in part.
+  Regression -> `score` float32 `[B]`. Both: `truncated` bool `[B]`, texts read only in part,
+  and `empty` bool `[B]`, rows with no token (an empty text, only whitespace or control /
+  format characters; for a pair: both texts): such a row is not an error, it gets the
+  model's answer to an empty input, `[CLS] [SEP]` (`[CLS] [SEP] b [SEP]` when only `text` has
+  none), as `predict` gives it.
   A model with `max_length` past one window reads single texts in windows inside the graph
   (`TextInputs.windows`), as its `predict` does: the mean (or, `window_aggregation="max"`, the
   per-class max) of the windows' logits, or (`"evidence"`) those of the windows that read like
@@ -16,7 +20,8 @@
 * `classification` (TF Serving Classify, method `tensorflow/serving/classify`):
   `inputs` = serialized `tf.Example`s with bytes features `text` (+ `text_b`) ->
   `classes` string `[B, K]` (every label name, in id order) and `scores`
-  float32 `[B, K]` (their probabilities).
+  float32 `[B, K]` (their probabilities). (Texts with no token are answered as in
+  `serving_default`; the Classify / Regress APIs have no `empty` output to flag them.)
 * `regression` (TF Serving Regress, `tensorflow/serving/regress`): `inputs` ->
   `outputs` float32 `[B]`.
 
@@ -25,7 +30,7 @@ Example (a loaded export):
     >>> loaded = tf.saved_model.load("models/sentiment/1")
     >>> out = loaded.signatures["serving_default"](text=tf.constant(["I loved it."]))
     >>> sorted(out), out["probabilities"].shape
-    (['class_id', 'label', 'probabilities', 'truncated'], TensorShape([1, 2]))
+    (['class_id', 'empty', 'label', 'probabilities', 'truncated'], TensorShape([1, 2]))
     >>> out["label"].numpy()[0] in (b"neg", b"pos")          # b'pos' from a trained model
     True
 """
@@ -74,11 +79,11 @@ def build(module, finetuned):
         return logits, relevance.distances_of(features)
 
     def logits_of_texts(texts):
-        """`(logits, truncated)`: one row per text (its windows' aggregate, when windowed)."""
+        """`(logits, truncated, empty)`: one row per text (its windows' aggregate, when windowed)."""
         if windows:
             stride, max_length = windows
-            inputs, document, truncated = module.text.windows(texts["text"], "text", max_length=max_length,
-                                                              stride=stride)
+            inputs, document, truncated, empty = module.text.windows(texts["text"], "text",
+                                                                     max_length=max_length, stride=stride)
             logits, distances = run(inputs)
             if distances is not None:
                 reading = None
@@ -88,18 +93,19 @@ def build(module, finetuned):
                         lambda windows, text: closest_sentences(run, windows, text, window, min(window, stride),
                                                                 end_ids, relevance.typical),
                         lambda index: {name: tf.gather(value, index) for name, value in inputs.items()}, document)
-                return evidence_logits_in_graph(logits, distances, relevance.threshold, document, reading), truncated
-            return aggregate(logits, document), truncated
+                return (evidence_logits_in_graph(logits, distances, relevance.threshold, document, reading),
+                        truncated, empty)
+            return aggregate(logits, document), truncated, empty
         ids = [module.text.tokenize(texts[name], name) for name in names]
         truncated = module.text.truncated(ids, [texts[name] for name in names])
-        return run(module.text.pack(ids))[0], truncated
+        return run(module.text.pack(ids))[0], truncated, module.text.empty(ids)
 
-    def named_outputs(logits, truncated):
+    def named_outputs(logits, truncated, empty):
         if regression:
-            return {"score": logits, "truncated": truncated}
+            return {"score": logits, "truncated": truncated, "empty": empty}
         class_id = tf.argmax(logits, axis=-1)
         return {"label": module.label_names(class_id), "class_id": class_id,
-                "probabilities": tf.nn.softmax(logits), "truncated": truncated}
+                "probabilities": tf.nn.softmax(logits), "truncated": truncated, "empty": empty}
 
     text_spec = {name: string_spec(name) for name in names}
     serve = tf.function(lambda texts: named_outputs(*logits_of_texts(texts)),
@@ -118,7 +124,7 @@ def build(module, finetuned):
     def on_examples(serialized):
         features = tf.io.parse_example(
             serialized, {name: tf.io.FixedLenFeature([], tf.string) for name in names})
-        logits, _ = logits_of_texts(features)
+        logits = logits_of_texts(features)[0]
         if regression:
             return {"outputs": logits}
         probabilities = tf.nn.softmax(logits)
@@ -143,7 +149,7 @@ def reference_outputs(finetuned, inputs):
         inputs: `{"text": [...], ("text_b": [...])}` lists of str.
     """
     if window_reading(finetuned):
-        x, document, truncated = python_windows(finetuned, inputs["text"])
+        x, document, truncated, empty = python_windows(finetuned, inputs["text"])
         logits = np.asarray(finetuned.model(x, training=False), np.float64)
         starts = np.flatnonzero(np.diff(np.concatenate([[-1], document])))
         relevance = evidence_relevance(finetuned)
@@ -180,14 +186,16 @@ def reference_outputs(finetuned, inputs):
         cut = np.any([[len(t.lstrip()) > finetuned.seq_length * DEFAULT_CHARS_PER_TOKEN for t in column]
                       for column in columns], axis=0)
         truncated = (pieces > finetuned.seq_length - len(segments) - 1) | cut
+        empty = pieces == 0
     if finetuned.kind == "regression":
-        return {"score": logits.astype(np.float32), "truncated": np.asarray(truncated)}
+        return {"score": logits.astype(np.float32), "truncated": np.asarray(truncated), "empty": np.asarray(empty)}
     probabilities = np.exp(logits - logits.max(-1, keepdims=True))
     probabilities /= probabilities.sum(-1, keepdims=True)
     class_id = logits.argmax(-1)
     return {"label": np.array([finetuned.labels[i].encode() for i in class_id], object),
             "class_id": class_id.astype(np.int64),
-            "probabilities": probabilities.astype(np.float32), "truncated": np.asarray(truncated)}
+            "probabilities": probabilities.astype(np.float32), "truncated": np.asarray(truncated),
+            "empty": np.asarray(empty)}
 
 
 # -- what the export path asks of this family (serving.signatures.kind_module) -------------

@@ -3,7 +3,9 @@
 * `serving_default` (predict): `text` string `[B]` -> `embedding` float32 `[B, H]`
   (the embedder's pooling over real tokens, of its `pooling_layer`; BM25 weights from the
   IDF table inside the model; unit length when exported with `normalize=True`) and
-  `truncated` bool `[B]` (texts read only in part). A model with
+  `truncated` bool `[B]` (texts read only in part) and `empty` bool `[B]` (texts with no token:
+  empty, only whitespace or control / format characters; not an error, such a text gets the
+  vector of an empty input, `[CLS] [SEP]`, as `predict` gives it). A model with
   `max_length` past one window reads a text in windows inside the graph, as its `predict`
   does: the mean of the windows' vectors weighted by their real tokens (re-normalized).
 * `token_ids` (predict): int32 `token_ids` / `segment_ids` / `padding_mask`
@@ -36,16 +38,18 @@ def build(module, finetuned):
     def embed_texts(text):
         if not windows:
             ids = module.text.tokenize(text, "text")
-            return {**embed(module.text.pack([ids])), "truncated": module.text.truncated([ids], [text])}
+            return {**embed(module.text.pack([ids])), "truncated": module.text.truncated([ids], [text]),
+                    "empty": module.text.empty([ids])}
         stride, max_length = windows
-        inputs, document, truncated = module.text.windows(text, "text", max_length=max_length, stride=stride)
+        inputs, document, truncated, empty = module.text.windows(text, "text", max_length=max_length,
+                                                                 stride=stride)
         vectors = module.run_model(inputs)["sentence_embedding"]
         weights = tf.cast(tf.reduce_sum(inputs["padding_mask"], axis=-1, keepdims=True), vectors.dtype)
         vectors = (tf.math.segment_sum(vectors * weights, document)
                    / tf.math.segment_sum(weights, document))
         if normalize:
             vectors = tf.math.l2_normalize(vectors, axis=-1, epsilon=1e-24)
-        return {"embedding": vectors, "truncated": truncated}
+        return {"embedding": vectors, "truncated": truncated, "empty": empty}
 
     serve = tf.function(embed_texts, input_signature=[string_spec("text")])
     token_ids = tf.function(embed, input_signature=[ids_specs(2)])
@@ -57,7 +61,7 @@ def reference_outputs(finetuned, inputs):
     """`serving_default`'s outputs the Python way: tokenizer + packer + Keras embedder."""
     texts = list(inputs["text"])
     if window_reading(finetuned):
-        x, document, truncated = python_windows(finetuned, texts)
+        x, document, truncated, empty = python_windows(finetuned, texts)
         vectors = np.asarray(finetuned.model(x, training=False)["sentence_embedding"], np.float64)
         weights = np.asarray(x["padding_mask"]).sum(-1).astype(np.float64)[:, None]
         starts = np.flatnonzero(np.diff(np.concatenate([[-1], document])))
@@ -65,14 +69,16 @@ def reference_outputs(finetuned, inputs):
                    / np.add.reduceat(weights, starts, axis=0))
         if finetuned.settings.get("normalize"):
             vectors /= np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
-        return {"embedding": vectors.astype(np.float32), "truncated": np.asarray(truncated)}
+        return {"embedding": vectors.astype(np.float32), "truncated": np.asarray(truncated),
+                "empty": np.asarray(empty)}
     tokenizer = finetuned.tokenizer()
     packer = finetuned.packer(tokenizer)
     ids = tokenizer.tokenize(tf.constant(texts))
     x = packer(ids)
     cut = np.array([len(t.lstrip()) > finetuned.seq_length * DEFAULT_CHARS_PER_TOKEN for t in texts])
     return {"embedding": np.asarray(finetuned.model(x, training=False)["sentence_embedding"], np.float32),
-            "truncated": (ids.row_lengths().numpy() > finetuned.seq_length - 2) | cut}
+            "truncated": (ids.row_lengths().numpy() > finetuned.seq_length - 2) | cut,
+            "empty": ids.row_lengths().numpy() == 0}
 
 
 # -- what the export path asks of this family (serving.signatures.kind_module) -------------

@@ -7,7 +7,10 @@ sentence into each ending, `"He" + " pulls up a chair."`).
 
 * `serving_default` (predict): `context` string `[B]`, `endings` string `[B, C]`
   (C = the model's number of choices) -> `choice` int64 `[B]` (index of the
-  best ending) and `probabilities` float32 `[B, C]` (softmax over the endings).
+  best ending), `probabilities` float32 `[B, C]` (softmax over the endings) and `empty`
+  bool `[B]` (the context AND every ending have no token: empty, only whitespace or control /
+  format characters). A context or an ending with no token is not an error: it is packed as
+  zero pieces (`[CLS] [SEP] ending [SEP]`, `[CLS] context [SEP] [SEP]`), as `predict` packs it.
 * `token_ids` (predict): int32 `[B, C, S]` inputs -> `logits` float32 `[B, C]`.
 
 Example (a loaded export):
@@ -44,7 +47,9 @@ def build(module, finetuned):
                                   ending_ids])
         x = {k: tf.reshape(v, [batch, num_choices, -1]) for k, v in pairs.items()}
         logits = module.run_model(x)
-        return {"choice": tf.argmax(logits, axis=-1), "probabilities": tf.nn.softmax(logits)}
+        no_ending = tf.reshape(module.text.empty([ending_ids]), [batch, num_choices])
+        empty = module.text.empty([context_ids]) & tf.reduce_all(no_ending, axis=1)
+        return {"choice": tf.argmax(logits, axis=-1), "probabilities": tf.nn.softmax(logits), "empty": empty}
 
     serving = tf.function(serve, input_signature=[
         {"context": string_spec("context"), "endings": string_spec("endings", rank=2)}])
@@ -61,14 +66,17 @@ def reference_outputs(finetuned, inputs):
     endings = np.asarray(inputs["endings"], object)
     batch, choices = endings.shape
     contexts = [c for c in inputs["context"] for _ in range(choices)]
-    x = packer((tokenizer.tokenize(tf.constant(contexts)),
-                tokenizer.tokenize(tf.constant(endings.reshape(-1).tolist()))))
+    context_ids = tokenizer.tokenize(tf.constant(contexts))
+    ending_ids = tokenizer.tokenize(tf.constant(endings.reshape(-1).tolist()))
+    x = packer((context_ids, ending_ids))
     x = {k: tf.reshape(v, [batch, choices, -1]) for k, v in x.items()}
     logits = np.asarray(finetuned.model(x, training=False), np.float64)
     probabilities = np.exp(logits - logits.max(-1, keepdims=True))
     probabilities /= probabilities.sum(-1, keepdims=True)
+    no_token = ((context_ids.row_lengths().numpy() == 0) & (ending_ids.row_lengths().numpy() == 0))
     return {"choice": logits.argmax(-1).astype(np.int64),
-            "probabilities": probabilities.astype(np.float32)}
+            "probabilities": probabilities.astype(np.float32),
+            "empty": no_token.reshape(batch, choices).all(axis=1)}
 
 
 # -- what the export path asks of this family (serving.signatures.kind_module) -------------

@@ -31,7 +31,13 @@ offsets: `context[start_char:end_char] == answer` in Python.
 * `serving_default` (predict): `question`, `context` strings `[B]` -> `answer`
   string `[B]` ("" for no answer), `start_char` / `end_char` int64 `[B]` (-1 for no
   answer), `score` float32 `[B]` (start + end logit of the answer; the null score
-  when there is none), `has_answer` bool `[B]`.
+  when there is none), `has_answer` bool `[B]`, `truncated` bool `[B]` (contexts read only
+  in part), `empty` bool `[B]` (question AND context have no token: empty, only whitespace
+  or control / format characters). A question or context with no token is not an error: it
+  is packed as zero pieces (`[CLS] [SEP] context [SEP]`, `[CLS] question [SEP] [SEP]`); a
+  context with no token holds no span, so its answer is the null one (`answer` "",
+  `start_char` / `end_char` -1, `has_answer` False, `score` the null score), as
+  `SpanQA.predict` answers an empty context (v1.1 and v2.0 alike).
 * `token_ids` (predict): int32 `[B, S]` inputs -> `start_logits`, `end_logits`
   float32 `[B, S]`.
 
@@ -41,7 +47,7 @@ Example (a loaded export):
     ...     question=tf.constant(["When did the crisis begin?"]),
     ...     context=tf.constant(["The 1973 oil crisis began in October 1973 when ..."]))
     >>> sorted(out)
-    ['answer', 'end_char', 'has_answer', 'score', 'start_char', 'truncated']
+    ['answer', 'empty', 'end_char', 'has_answer', 'score', 'start_char', 'truncated']
     >>> out["answer"].dtype, out["has_answer"].dtype          # b'October 1973' from a trained model
     (tf.string, tf.bool)
 """
@@ -126,7 +132,7 @@ def build(module, finetuned):
 
     def serve(inputs):
         question = module.text.tokenize(inputs["question"], "question", max_tokens=max_query)
-        question = question[:, :max_query]
+        question = question[:, :max_query]  # a question with no token has none to cut
         context, ids, begin, end = module.text.tokenize_with_offsets(
             inputs["context"], "context", max_tokens=seq_length + (max_windows - 1) * stride)
         layout = question_context_layout(question.row_lengths(), ids.row_lengths(), seq_length=seq_length,
@@ -155,8 +161,12 @@ def build(module, finetuned):
             flat = tf.gather(ids.row_starts(), tf.gather(layout["example"], window)) + token
             return tf.clip_by_value(flat, 0, tf.maximum(tf.size(ids.flat_values, tf.int64) - 1, 0))
 
-        byte_start = tf.where(answered, tf.gather(begin.flat_values, token_of(best["start"])), -1)
-        byte_end = tf.gather(end.flat_values, token_of(best["end"]))
+        # One spare offset: when no context of the batch has a token (nothing is answered),
+        # the gathers below still read in range.
+        begins = tf.concat([begin.flat_values, tf.zeros([1], begin.dtype)], axis=0)
+        ends = tf.concat([end.flat_values, tf.zeros([1], end.dtype)], axis=0)
+        byte_start = tf.where(answered, tf.gather(begins, token_of(best["start"])), -1)
+        byte_end = tf.gather(ends, token_of(best["end"]))
         # An accent-stripping tokenizer ends a piece before its trailing combining marks (as `predict`).
         byte_end = extend_over_marks_in_graph(context, tf.range(tf.size(context, out_type=tf.int64)), byte_end)
         byte_end = tf.where(answered, byte_end, -1)
@@ -170,7 +180,7 @@ def build(module, finetuned):
                      | module.text.was_cut(inputs["context"], seq_length + (max_windows - 1) * stride))
         return {"answer": answer, "start_char": chars[:, 0], "end_char": chars[:, 1],
                 "score": tf.cast(tf.where(answered, best["score"], best["null_score"]), tf.float32),
-                "has_answer": answered, "truncated": truncated}
+                "has_answer": answered, "truncated": truncated, "empty": module.text.empty([question, ids])}
 
     serving = tf.function(serve, input_signature=[
         {"question": string_spec("question"), "context": string_spec("context")}])
@@ -214,7 +224,10 @@ def reference_outputs(finetuned, inputs):
     answer, start, end, score, has = zip(*rows)
     return {"answer": np.array(answer, object), "start_char": np.array(start, np.int64),
             "end_char": np.array(end, np.int64), "score": np.array(score, np.float32),
-            "has_answer": np.array(has, bool), "truncated": np.array([cut for _, cut in parts], bool)}
+            "has_answer": np.array(has, bool), "truncated": np.array([cut for _, cut in parts], bool),
+            "empty": np.array([tokenizer.tokenize(tf.constant(_text(q))).shape[0] == 0
+                               and tokenizer.tokenize(tf.constant(_text(c))).shape[0] == 0
+                               for q, c in zip(inputs["question"], inputs["context"])], bool)}
 
 
 def _text(value):

@@ -6,10 +6,13 @@ stock TF Serving answers bad requests with INVALID_ARGUMENT itself:
 1. `validate`: each string must be valid UTF-8 (else
    `InvalidArgumentError: input 'text': invalid UTF-8 at row 1`). The check
    transcodes the string and compares; it is O(bytes) and cheap even for 1 MB.
-   Then the project's one rule for texts (training files, the Python API, the
-   server): a text that is empty or only whitespace (Python's `str.isspace`
-   characters) is refused with `input 'text': empty text (no characters other
-   than whitespace) at row 1`.
+   A text with no token (empty, only whitespace, or only characters BERT's cleaning
+   drops: control and format characters such as U+200B) is NOT an error: it is
+   tokenized to zero pieces and packed `[CLS] [SEP]` (the other segment as usual in a
+   pair), so the model answers it as `predict` does (`bert_keras.tasks`: the model's
+   answer to an empty input), and one such text never fails its neighbours. Every
+   raw-text signature flags those rows with its `empty` output (bool `[B]`, `TextInputs.empty`:
+   True where all of the row's texts had no token), as `predict_rows` marks them `"empty": true`.
 2. Cut: a model reads at most `seq_length` tokens, so only the first
    `max_tokens * chars_per_token` code points (default 64 per token: 8,192 for
    128 tokens) after any leading whitespace are tokenized. A 1 MB string then costs milliseconds, not the
@@ -17,10 +20,8 @@ stock TF Serving answers bad requests with INVALID_ARGUMENT itself:
    holds the tokens the model reads, i.e. for any real text (a token covers
    one word piece; 64 characters per token would need a 200-character word or
    long whitespace runs between every word).
-3. `tokenize` / `tokenize_with_offsets`: the exported `pipelines.BertTokenizer`;
-   a string that is not whitespace but still has no token (control or format
-   characters only, which BERT's cleaning drops) fails with `input 'text': no
-   token (only characters the tokenizer drops, such as control characters) at row 1`.
+3. `tokenize` / `tokenize_with_offsets`: the exported `pipelines.BertTokenizer`
+   (a row with no token is a row of zero pieces).
 4. `pack`: `pipelines.BertPacker` padding to the longest row of the batch
    (rounded up to 8, at most `seq_length`): padding never changes a BERT output,
    and short requests run on short tensors.
@@ -99,27 +100,22 @@ class TextInputs(tf.Module):
             # Leading whitespace does not count against the cut, so a text after a long run of
             # spaces is still read (offsets stay those of the input: the cut keeps the prefix).
             text = tf.strings.regex_replace(strings, f"^{WHITESPACE}+", "", replace_global=False)
-            check = input_check(tf.not_equal(text, ""), f"input '{name}': empty text (no characters "
-                                                        "other than whitespace)")
-        with tf.control_dependencies([check]):
             leading = (tf.strings.length(strings, unit="UTF8_CHAR")
                        - tf.strings.length(text, unit="UTF8_CHAR"))
             max_chars = (max_tokens or self.seq_length) * self.chars_per_token
             return tf.strings.substr(strings, tf.zeros_like(leading), leading + max_chars, unit="UTF8_CHAR")
 
-    def _check_not_empty(self, ids, name):
-        """Fails unless every row of the ragged `ids` has a token (whitespace-only rows failed before)."""
-        return input_check(ids.row_lengths() > 0, f"input '{name}': no token (only characters the "
-                                                  "tokenizer drops, such as control characters)")
+    @staticmethod
+    def empty(segments):
+        """Bool `[batch]`: rows where every one of `segments` (ragged ids `[batch, (pieces)]`,
+        one per text input) has no piece: the signatures' `empty` output."""
+        return tf.reduce_all(tf.stack([segment.row_lengths() == 0 for segment in segments]), axis=0)
 
     # -- tokenization ------------------------------------------------------------
 
     def tokenize(self, strings, name, *, max_tokens=None):
         """Ragged int64 ids `[batch, (tokens)]` of a validated `[batch]` string input."""
-        strings = self.validate(strings, name, max_tokens=max_tokens)
-        ids = self.tokenizer.tokenize(strings)
-        with tf.control_dependencies([self._check_not_empty(ids, name)]):
-            return tf.identity(ids)
+        return self.tokenizer.tokenize(self.validate(strings, name, max_tokens=max_tokens))
 
     def tokenize_with_offsets(self, strings, name, *, max_tokens=None):
         """(strings_cut, ids, begin, end): ragged ids with BYTE offsets into the input.
@@ -129,17 +125,17 @@ class TextInputs(tf.Module):
         """
         strings = self.validate(strings, name, max_tokens=max_tokens)
         ids, begin, end = self.tokenizer.tokenize_with_offsets(strings)
-        with tf.control_dependencies([self._check_not_empty(ids, name)]):
-            return tf.identity(strings), tf.identity(ids), begin, end
+        return strings, ids, begin, end
 
     def windows(self, strings, name, *, max_length, stride):
         """Single texts as packed windows of their word pieces (`pipelines.windowing`).
 
-        Returns `(inputs, document, truncated)`: packed int32 `[W, width]` inputs of every
+        Returns `(inputs, document, truncated, empty)`: packed int32 `[W, width]` inputs of every
         window of the batch (`[CLS] window [SEP]`, windows of `seq_length - 2` pieces, `stride`
         apart, over each text's first `max_length` pieces), the text (row) of each window, and
         bool `[batch]`: texts with pieces (or characters past the `max_length *
-        chars_per_token` cut) not read. A text has at most
+        chars_per_token` cut) not read, and texts with no piece (one window `[CLS] [SEP]`,
+        as `pipelines.windowing` gives every text at least one). A text has at most
         `pipelines.windowing.num_windows(max_length, ...)` windows: the bound is `max_length`,
         fixed at export, so a request's size is bounded before the model runs.
         """
@@ -149,7 +145,7 @@ class TextInputs(tf.Module):
         windows, document, truncated = ragged_windows(ids, window=self.seq_length - 2, stride=stride,
                                                       max_length=max_length)
         cut = self.was_cut(strings, max_length)
-        return self.pack([windows]), document, tf.logical_or(truncated, cut)
+        return self.pack([windows]), document, tf.logical_or(truncated, cut), self.empty([ids])
 
     def was_cut(self, strings, max_tokens):
         """Bool: strings longer than `validate`'s cut (`max_tokens * chars_per_token` code points)."""
@@ -203,7 +199,7 @@ def window_reading(finetuned):
 
 
 def python_windows(finetuned, texts):
-    """The Python side of `TextInputs.windows` (export checks): `(inputs, document, truncated)`
+    """The Python side of `TextInputs.windows` (export checks): `(inputs, document, truncated, empty)`
     with `pipelines.windowing.Windows` over the tokenizer's pieces of each text."""
     import numpy as np
 
@@ -219,7 +215,7 @@ def python_windows(finetuned, texts):
                                 row_splits_dtype=tf.int64)
     inputs = finetuned.packer(tokenizer)((pieces,))
     cut = np.array([len(t.lstrip()) > max_length * DEFAULT_CHARS_PER_TOKEN for t in texts])
-    return inputs, windows.document, windows.truncated | cut
+    return inputs, windows.document, windows.truncated | cut, ids.row_lengths().numpy() == 0
 
 
 def input_check(ok, message):
@@ -228,8 +224,8 @@ def input_check(ok, message):
     An `Assert` op (in every TF Serving release), not `CheckNumerics` on a NaN flag, which
     appended " : Tensor had NaN values" to every message. `Assert` prints its message in
     brackets and C-escapes it: a stock TF Serving client reads
-    `assertion failed: [input \\'text\\': empty text (...) at row] [1]`; this project's server
-    (`serving.server.errors`) turns it back into "input 'text': empty text (...) at row 1".
+    `assertion failed: [input \\'text\\': invalid UTF-8 at row] [1]`; this project's server
+    (`serving.server.errors`) turns it back into "input 'text': invalid UTF-8 at row 1".
 
     Args:
         ok: bool tensor; rank 0, or rows along its first axis (a row fails when any of its

@@ -36,8 +36,10 @@ otherwise confident entity; filter with it as a confidence.
   `text[start_char:end_char] == entity_text` in Python), `score` float32 `[B, E]`,
   `num_entities` int64 `[B]`, `truncated` bool `[B]` (the text has more word pieces
   than are read: `max_length`, or one window without it; its words past them are "O"
-  unread, as `predict`'s `truncated`). E is the most entities of any row; rows are
-  padded with "" / "" / -1 / -1 / 0.
+  unread, as `predict`'s `truncated`), `empty` bool `[B]` (the text has no token: empty,
+  only whitespace or control / format characters; not an error, such a row has no words,
+  hence no entities: `num_entities` 0, as `predict` gives `words == []`). E is the most
+  entities of any row; rows are padded with "" / "" / -1 / -1 / 0.
 * `token_ids` (predict): int32 `[B, S]` inputs -> `logits` float32 `[B, S, L]`.
 
 Example (a loaded export):
@@ -45,7 +47,7 @@ Example (a loaded export):
     >>> out = tf.saved_model.load("models/ner/1").signatures["serving_default"](
     ...     text=tf.constant(["John Smith lives in New York."]))
     >>> sorted(out)
-    ['end_char', 'entity_label', 'entity_text', 'num_entities', 'score', 'start_char', 'truncated']
+    ['empty', 'end_char', 'entity_label', 'entity_text', 'num_entities', 'score', 'start_char', 'truncated']
     >>> int(out["num_entities"][0]) == out["entity_text"].shape[1]   # one row: E is its count
     True
     >>> # a trained model: [[b'John Smith', b'New York']], [[b'PER', b'LOC']], start_char [[0, 20]]
@@ -181,7 +183,7 @@ def build(module, finetuned):
         # Each word: the label of its first piece in that piece's max-context window, "O"
         # when the piece is not read (past max_length). Windows as `ragged_windows` lays
         # them out: a text's windows consecutive, in text order.
-        kept = tf.minimum(ids.row_lengths(), max_length)  # >= 1: every row has a token
+        kept = tf.minimum(ids.row_lengths(), max_length)  # 0 for a text with no token: one window, no word
         counts = 1 + (tf.maximum(kept - window, 0) + step - 1) // step
         first_window = tf.cumsum(counts, exclusive=True)
         first_position = tf.gather(position, first_token)
@@ -220,6 +222,7 @@ def build(module, finetuned):
             "score": padded(score, 0.0),
             "num_entities": tf.math.unsorted_segment_sum(tf.ones_like(entity_rows), entity_rows, batch),
             "truncated": truncated,
+            "empty": module.text.empty([ids]),
         }
 
     serving = tf.function(serve, input_signature=[string_spec("text")])
@@ -296,7 +299,8 @@ def reference_outputs(finetuned, inputs):
             "start_char": column(2, -1, np.int64), "end_char": column(3, -1, np.int64),
             "score": column(4, 0.0, np.float32),
             "num_entities": np.array([len(r) for r in rows], np.int64),
-            "truncated": np.asarray(features.truncated, bool)}
+            "truncated": np.asarray(features.truncated, bool),
+            "empty": np.array([not words for words in spans], bool)}
 
 
 # -- what the export path asks of this family (serving.signatures.kind_module) -------------

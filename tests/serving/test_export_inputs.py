@@ -1,9 +1,12 @@
-"""Raw-text inputs inside the exported graph: bad input errors, huge input.
+"""Raw-text inputs inside the exported graph: bad input errors, texts with no token, huge input.
 
-* Invalid UTF-8 and empty / whitespace-only text raise InvalidArgumentError
-  naming the input and the row ("input 'context': empty text (no characters other
-  than whitespace) at row 1"), from the graph itself (so TF Serving answers
+* Invalid UTF-8 raises InvalidArgumentError naming the input and the row ("input
+  'context': invalid UTF-8 at row 1"), from the graph itself (so TF Serving answers
   INVALID_ARGUMENT too); `Assert` prints the message C-escaped (\\'context\\').
+* A text with no token (empty, whitespace, control / format characters) is not an error:
+  every family answers it as `predict` answers it (the model's answer to `[CLS] [SEP]`),
+  its neighbours get the answer they get alone, and the `empty` output flags exactly the rows
+  all of whose texts have no token (the Python API's rule, `pipelines.tokenizer.tokenless`).
 * A 1 MB text is truncated, never an error, and answers as the Python path on the
   whole text does: the graph cuts it before tokenizing, so only the prefix a model
   can read is tokenized (its cost against a text of one window:
@@ -15,10 +18,14 @@ in test_export_layout.py.)
 
 import os
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
+import export_fixtures
+from bert_keras import tasks
+from pipelines.tokenizer.tokenless import has_no_token
 from serving.signatures import finetuned_for_export, reference_outputs
 
 _LOADED = {}
@@ -31,14 +38,12 @@ def serve(exported, signature="serving_default"):
     return _LOADED[exported].signatures[signature]
 
 
-BAD_INPUTS = [
+BAD_UTF8 = [
     (b"caf\xc3", "invalid UTF-8 at row\\] \\[1\\]"),        # truncated multi-byte character
     (b"\xed\xa0\x80", "invalid UTF-8 at row\\] \\[1\\]"),   # UTF-16 surrogate, not valid UTF-8
-    (b"", r"empty text \(no characters other than whitespace\) at row\] \[1\]"),
-    (" \t\n\u3000\u00a0".encode("utf-8"),                   # ASCII, ideographic and no-break spaces
-     r"empty text \(no characters other than whitespace\) at row\] \[1\]"),
-    ("\x01\u200b".encode("utf-8"), r"no token \(only characters the tokenizer drops"),
 ]
+# Texts with no token: empty, whitespace (ASCII, ideographic, no-break), controls and format characters.
+NO_TOKEN = ["", " \t\n\u3000\u00a0", "\x01\u200b\x7f"]
 
 
 def _named(name, problem):
@@ -53,9 +58,9 @@ def _named(name, problem):
     ("squad", "question", {"context": b"John Smith lives in New York."}),
     ("squad", "context", {"question": b"Who lives there?"}),
 ])
-def test_bad_text_raises_invalid_argument_naming_the_input(kind, name, other, exported_model):
+def test_invalid_utf8_raises_invalid_argument_naming_the_input(kind, name, other, exported_model):
     function = serve(exported_model(kind))
-    for bad, problem in BAD_INPUTS:
+    for bad, problem in BAD_UTF8:
         # The bad row is the second of a batch: the whole request is rejected.
         inputs = {k: tf.constant([b"fine", v]) for k, v in other.items()}
         inputs[name] = tf.constant([b"A good row.", bad])
@@ -64,12 +69,177 @@ def test_bad_text_raises_invalid_argument_naming_the_input(kind, name, other, ex
         assert "Tensor had NaN values" not in str(raised.value)
 
 
-def test_wrong_number_of_endings_names_the_input(exported_model):
+CONTEXT = "John Smith lives in New York. The oil crisis began in October 1973, when he moved to Paris."
+ENDINGS = ["He sits down.", "He eats the window.", "He flies.", "He sings."]
+# Per kind: (rows with tokens, rows with a text that has no token). A row is empty when ALL its
+# texts have none; a pair / question + context with one text of no token is answered too.
+CASES = {
+    "classification": ([{"text": "I loved this film.", "text_b": "The actors were great."},
+                        {"text": "The battery died.", "text_b": "It was terrible."}],
+                       [{"text": "", "text_b": ""}, {"text": NO_TOKEN[1], "text_b": NO_TOKEN[2]},
+                        {"text": NO_TOKEN[2], "text_b": "It is a film."}]),
+    "regression": ([{"text": "A great film."}, {"text": "A terrible film."}], [{"text": t} for t in NO_TOKEN]),
+    "ner": ([{"text": "John Smith lives in New York."}, {"text": "Zoë moved to Paris."}],
+            [{"text": t} for t in NO_TOKEN]),
+    "squad": ([{"question": "Who lives in New York?", "context": CONTEXT},
+               {"question": "When did the crisis begin?", "context": CONTEXT}],
+              [{"question": "", "context": ""}, {"question": "Who lives there?", "context": NO_TOKEN[2]},
+               {"question": NO_TOKEN[1], "context": CONTEXT}]),
+    "multiple_choice": ([{"context": "He enters the room.", "endings": ENDINGS}],
+                        [{"context": "", "endings": NO_TOKEN + [""]},
+                         {"context": "He enters the room.", "endings": ["", "", "", ""]}]),
+    "embedding": ([{"text": "A cat sat on the chair."}, {"text": "The dog moved to Paris."}],
+                  [{"text": t} for t in NO_TOKEN]),
+}
+
+
+def _columns(rows):
+    return {name: [row[name] for row in rows] for name in rows[0]}
+
+
+def _row(outputs, i):
+    """Row `i` of served outputs, NER's entity columns cut to its `num_entities`."""
+    row = {name: value[i] for name, value in outputs.items()}
+    if "num_entities" in row:
+        count = int(row["num_entities"])
+        row.update({name: row[name][:count] for name in ("entity_text", "entity_label", "start_char",
+                                                           "end_char", "score")})
+    return row
+
+
+def _assert_row_equal(got, want, where):
+    assert set(got) == set(want), where
+    for name in want:
+        if np.asarray(want[name]).dtype.kind == "f":
+            np.testing.assert_allclose(got[name], want[name], atol=1e-5, err_msg=f"{where}: {name}")
+        else:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=f"{where}: {name}")
+
+
+def _predicted(kind, source, rows):
+    """What the Python task's `predict` gives for `rows` (warned: they hold texts with no token), in
+    the served outputs' terms."""
+    columns = _columns(rows)
+    if kind == "embedding":
+        task = tasks.Embedder.from_pretrained(source, seq_length=64, normalize=True)
+    else:
+        task = tasks.load(source)
+    with pytest.warns(UserWarning, match="no token"):
+        if kind in ("classification",):
+            return {"probabilities": task.predict((columns["text"], columns["text_b"]))}
+        if kind == "regression":
+            return {"score": np.ravel(task.predict(columns["text"]))}
+        if kind == "embedding":
+            return {"embedding": task.predict(columns["text"])}
+        if kind == "multiple_choice":
+            return {"probabilities": task.predict((columns["context"], columns["endings"]))}
+        if kind == "ner":
+            return {"entities": [[(e["text"], e["type"], e["start_char"], e["end_char"]) for e in r["entities"]]
+                                 for r in task.predict(columns["text"])]}
+        predicted = task.predict((columns["question"], columns["context"]))
+    # SQuAD: the served score is the answer's start + end logit (the null answer's when none).
+    return {"answer": [r["answer"].encode() for r in predicted], "has_answer": [r["has_answer"] for r in predicted],
+            "start_char": [r["start_char"] for r in predicted], "end_char": [r["end_char"] for r in predicted],
+            "score": [next(e["start_logit"] + e["end_logit"] for e in r["nbest"] if e["text"] == r["answer"])
+                      for r in predicted]}
+
+
+@pytest.mark.parametrize("kind", list(CASES))
+def test_a_text_with_no_token_gets_what_predict_gives_and_is_flagged(kind, finetuned_dir, exported_model):
+    real, empty = CASES[kind]
+    mixed = [row for pair in zip(real + [None] * len(empty), empty + [None] * len(real)) for row in pair if row]
+    function = serve(exported_model(kind))
+    outputs = {k: v.numpy() for k, v in function(**{k: tf.constant(v) for k, v in _columns(mixed).items()}).items()}
+    alone = {k: v.numpy() for k, v in function(**{k: tf.constant(v) for k, v in _columns(real).items()}).items()}
+
+    # The flag: exactly the rows all of whose texts have no token (predict_rows' "empty": true).
+    def no_token(row):
+        return all(has_no_token(t) for value in row.values() for t in ([value] if isinstance(value, str) else value))
+
+    assert outputs["empty"].dtype == bool and outputs["empty"].shape == (len(mixed),)
+    assert outputs["empty"].tolist() == [no_token(row) for row in mixed]
+    assert any(outputs["empty"]) and not all(outputs["empty"])
+    # Rows with tokens: what they get alone, row for row (an empty neighbour changes nothing).
+    real_rows = [i for i, row in enumerate(mixed) if row in real]
+    for j, i in enumerate(real_rows):
+        _assert_row_equal(_row(outputs, i), _row(alone, j), f"{kind} row {i}")
+    # Rows with a text of no token: what predict gives for them (the model's answer to an empty input).
+    empty_rows = [i for i, row in enumerate(mixed) if row in empty]
+    want = _predicted(kind, finetuned_dir(kind), [mixed[i] for i in empty_rows])
+    for j, i in enumerate(empty_rows):
+        row = _row(outputs, i)
+        if kind == "ner":
+            assert row["num_entities"] == 0 and len(row["entity_text"]) == 0 and want["entities"][j] == []
+            continue
+        for name, values in want.items():
+            if np.asarray(values).dtype.kind == "f":
+                np.testing.assert_allclose(row[name], values[j], atol=1e-5, err_msg=f"{kind} row {i}: {name}")
+            else:
+                assert row[name] == values[j], (kind, i, name, row[name], values[j])
+    if kind == "squad":  # an empty context holds no span: the null answer
+        for i in empty_rows:
+            if has_no_token(mixed[i]["context"]):
+                assert (outputs["answer"][i], outputs["has_answer"][i], outputs["start_char"][i],
+                        outputs["end_char"][i]) == (b"", False, -1, -1)
+    # The Python path the export is checked against agrees (all outputs, `empty` included).
+    expected = reference_outputs(finetuned_for_export(finetuned_dir(kind), normalize=True), _columns(mixed))
+    for name, value in expected.items():
+        if value.dtype.kind == "f":
+            np.testing.assert_allclose(outputs[name], value, atol=1e-5, err_msg=name)
+        else:
+            np.testing.assert_array_equal(outputs[name], value, err_msg=name)
+
+
+def test_a_batch_of_texts_with_no_token_only_is_answered(exported_model):
+    """No row of the batch has a token: the graph still runs (one `[CLS] [SEP]` window each)."""
+    for kind, inputs in [("ner", {"text": NO_TOKEN}),
+                         ("squad", {"question": NO_TOKEN, "context": NO_TOKEN[::-1]}),
+                         ("classification", {"text": NO_TOKEN, "text_b": NO_TOKEN}),
+                         ("multiple_choice", {"context": [""], "endings": [NO_TOKEN + [" "]]}),
+                         ("embedding", {"text": NO_TOKEN})]:
+        outputs = serve(exported_model(kind))(**{k: tf.constant(v) for k, v in inputs.items()})
+        assert outputs["empty"].numpy().all(), kind
+        if kind == "ner":
+            assert outputs["num_entities"].numpy().tolist() == [0, 0, 0]
+            assert outputs["entity_text"].shape == (3, 0)
+        if kind == "squad":
+            assert outputs["has_answer"].numpy().tolist() == [False] * 3
+            assert outputs["start_char"].numpy().tolist() == [-1] * 3
+        if kind == "classification":  # three times the answer to [CLS] [SEP] [SEP]
+            np.testing.assert_allclose(outputs["probabilities"].numpy(), outputs["probabilities"].numpy()[:1]
+                                       .repeat(3, axis=0), atol=1e-6)
+
+
+def test_a_model_that_reads_windows_answers_a_text_with_no_token_as_predict(tmp_path):
+    """Long-text exports (`max_length`, windows in the graph) give such a text one `[CLS] [SEP]`
+    window, as `predict` reads it."""
+    spec = export_fixtures.make_encoder_spec(str(tmp_path / "spec"))
+    keras.utils.set_random_seed(0)
+    classifier = tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=16, max_length=200,
+                                                      stride=9)
+    embedder = tasks.Embedder.from_pretrained(spec, seq_length=16, normalize=True, max_length=200)
+    text = " ".join(export_fixtures.WORDS[:40])  # a few windows
+    texts = [text, "", "\u200b", "good film"]
+    for task, name, output in [(classifier, "classifier", "probabilities"), (embedder, "embedder", "embedding")]:
+        with pytest.warns(UserWarning, match="2 texts have no token"):
+            expected = task.predict(texts)
+        served = tf.saved_model.load(task.export(str(tmp_path), name)).signatures["serving_default"](
+            text=tf.constant(texts))
+        np.testing.assert_allclose(served[output].numpy(), expected, atol=1e-5, err_msg=name)
+        assert served["empty"].numpy().tolist() == [False, True, True, False]
+        assert served["truncated"].numpy().tolist() == [False] * 4
+
+
+def test_an_ending_with_no_token_is_read_as_predict_reads_it(finetuned_dir, exported_model):
     function = serve(exported_model("multiple_choice"))
     with pytest.raises(tf.errors.InvalidArgumentError, match=_named("endings", "expected 4 endings")):
         function(context=tf.constant(["He sat."]), endings=tf.constant([["a", "b", "c"]]))
-    with pytest.raises(tf.errors.InvalidArgumentError, match=_named("endings", "empty text")):
-        function(context=tf.constant(["He sat."]), endings=tf.constant([["a", "b", "", "d"]]))
+    endings = [["a", "b", "", "d"]]
+    outputs = function(context=tf.constant(["He sat."]), endings=tf.constant(endings))
+    with pytest.warns(UserWarning, match="no token"):
+        expected = tasks.load(finetuned_dir("multiple_choice")).predict((["He sat."], endings))
+    np.testing.assert_allclose(outputs["probabilities"].numpy(), expected, atol=1e-5)
+    assert outputs["empty"].numpy().tolist() == [False]
 
 
 def one_megabyte_text():
@@ -137,9 +307,10 @@ def test_one_megabyte_text_is_truncated_not_an_error(finetuned_dir, exported_mod
     assert ids.to_list() == tokenizer.tokenize(tf.constant(cut)).to_list()
 
 
-def test_text_inputs_apply_the_one_rule_for_empty_text(tmp_path):
-    """Empty or whitespace-only (what BERT splits on or drops) is refused naming the row; leading spaces do
-    not eat the cut. The line and paragraph separators are words to BERT ([UNK]), not whitespace."""
+def test_text_inputs_read_a_text_with_no_token_as_zero_pieces(tmp_path):
+    """Empty or whitespace-only (what BERT splits on or drops) is zero pieces, flagged by `empty`,
+    and packed `[CLS] [SEP]`; leading spaces do not eat the cut. The line and paragraph separators
+    are words to BERT ([UNK]), not whitespace."""
     from pipelines import BertTokenizer
     from serving.signatures.text_inputs import TextInputs
 
@@ -147,13 +318,18 @@ def test_text_inputs_apply_the_one_rule_for_empty_text(tmp_path):
     vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello"]) + "\n")
     text_inputs = TextInputs(BertTokenizer(str(vocab)), seq_length=8)
     tokenize = tf.function(lambda texts: text_inputs.tokenize(texts, "text"))
-    for blank in ["", " ", "\t\n\r\x0b\x0c", "\x1c\x1f\x85\xa0\u3000"]:
-        assert blank.isspace() or not blank
-        with pytest.raises(tf.errors.InvalidArgumentError,
-                           match=r"input \\'text\\': empty text \(no characters other than whitespace\) "
-                                 r"at row\] \[2\]") as raised:
-            tokenize(tf.constant(["hello", "hello", blank]))
-        assert "NaN" not in str(raised.value)
+    for blank in ["", " ", "\t\n\r\x0b\x0c", "\x1c\x1f\x85\xa0\u3000", "\x01\u200b\x7f"]:
+        ids = tokenize(tf.constant(["hello", "hello", blank]))
+        assert ids.to_list() == [[5], [5], []], repr(blank)
+        assert TextInputs.empty([ids]).numpy().tolist() == [False, False, True]
+        packed = text_inputs.pack([ids])
+        assert packed["token_ids"].numpy()[2, :3].tolist() == [2, 3, 0]  # [CLS] [SEP] [PAD]
+        assert packed["padding_mask"].numpy()[2].sum() == 2
+        # a pair: empty only where both texts have no token
+        assert TextInputs.empty([ids, tokenize(tf.constant([blank, "hello", blank]))]).numpy().tolist() == [
+            False, False, True]
+    with pytest.raises(tf.errors.InvalidArgumentError, match=_named("text", r"invalid UTF-8 at row\] \[1\]")):
+        tokenize(tf.constant([b"", b"\xff"]))
     assert tokenize(tf.constant(["\u2028", " \u2029 "])).to_list() == [[1], [1]]  # [UNK], as in predict
     # 8 tokens * 64 characters are read after the leading whitespace, not from the start
     assert tokenize(tf.constant([" " * 5000 + "hello"])).to_list() == [[5]]

@@ -191,6 +191,8 @@ def test_model_card(finetuned_dir, exported_model):
     assert default["inputs"] == {"text": {"dtype": "string", "shape": [-1]},
                                  "text_b": {"dtype": "string", "shape": [-1]}}
     assert default["outputs"]["probabilities"] == {"dtype": "float32", "shape": [-1, 3]}
+    for flag in ("truncated", "empty"):  # one bool per row: read in part; no token in any text of the row
+        assert default["outputs"][flag] == {"dtype": "bool", "shape": [-1]}
     assert card["signatures"]["classification"]["method_name"] == "tensorflow/serving/classify"
     assert "FastWordpieceTokenizeWithOffsets" in card["op_audit"]["tf_text_ops"]
     assert card["check"] == {"skipped": True}  # the session fixtures skip it

@@ -24,15 +24,15 @@ from export_fixtures import EXPORT_KINDS
 # Every output of serving_default, with its dtype and rank (batch first).
 OUTPUTS = {
     "classification": {"label": ("string", 1), "class_id": ("int64", 1),
-                       "probabilities": ("float32", 2), "truncated": ("bool", 1)},
-    "regression": {"score": ("float32", 1), "truncated": ("bool", 1)},
+                       "probabilities": ("float32", 2), "truncated": ("bool", 1), "empty": ("bool", 1)},
+    "regression": {"score": ("float32", 1), "truncated": ("bool", 1), "empty": ("bool", 1)},
     "ner": {"entity_text": ("string", 2), "entity_label": ("string", 2), "start_char": ("int64", 2),
             "end_char": ("int64", 2), "score": ("float32", 2), "num_entities": ("int64", 1),
-            "truncated": ("bool", 1)},
+            "truncated": ("bool", 1), "empty": ("bool", 1)},
     "squad": {"answer": ("string", 1), "start_char": ("int64", 1), "end_char": ("int64", 1),
-              "score": ("float32", 1), "has_answer": ("bool", 1), "truncated": ("bool", 1)},
-    "multiple_choice": {"choice": ("int64", 1), "probabilities": ("float32", 2)},
-    "embedding": {"embedding": ("float32", 2), "truncated": ("bool", 1)},
+              "score": ("float32", 1), "has_answer": ("bool", 1), "truncated": ("bool", 1), "empty": ("bool", 1)},
+    "multiple_choice": {"choice": ("int64", 1), "probabilities": ("float32", 2), "empty": ("bool", 1)},
+    "embedding": {"embedding": ("float32", 2), "truncated": ("bool", 1), "empty": ("bool", 1)},
 }
 
 
