@@ -158,12 +158,21 @@ def answer_lines(outputs, i):
     """Readable lines for row `i` of a served model's outputs (the export contract's output names).
 
     A row the model read only in part (its `truncated` output) says so: truncation is never
-    silent, on the command line either."""
+    silent, on the command line either. Nor is a text with no token (its `empty` output): the
+    answer shown is the model's answer to an empty input."""
     lines = _answer_lines(outputs, i)
-    if "truncated" in outputs and np.ndim(outputs["truncated"]) and bool(outputs["truncated"][i]):
+    if _flag(outputs, "empty", i):
+        lines.append("  empty: the text has no token (empty, or only whitespace / control characters); "
+                     "this is the model's answer to an empty input ([CLS] [SEP])")
+    if _flag(outputs, "truncated", i):
         lines.append("  truncated: the text is longer than this model reads; only its first part "
                      "was read (export with max_length=N to read N word pieces in windows)")
     return lines
+
+
+def _flag(outputs, name, i):
+    """Row `i` of a bool per-row output such as `truncated` / `empty` (False when the answer has none)."""
+    return name in outputs and bool(np.ndim(outputs[name])) and bool(outputs[name][i])
 
 
 def _answer_lines(outputs, i):

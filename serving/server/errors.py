@@ -141,7 +141,8 @@ def code_number(code: str) -> int:
 
 
 def _assertion_text(line: str) -> str:
-    """"assertion failed: [input \\'text\\': empty text] [Condition x == y ...] ..." -> "input 'text': empty text"."""
+    """"assertion failed: [input \\'text\\': invalid UTF-8 at row] [1]" -> "input 'text': invalid UTF-8 at row 1";
+    "[msg] [Condition x == y ...] ..." (tf.debugging.assert_*) -> "msg"."""
     body = line[len("assertion failed:"):].strip()
     parts, depth, current = [], 0, []
     for ch in body:

@@ -4,15 +4,14 @@ A bad request must fail alone, with INVALID_ARGUMENT naming the input (and row) 
 and never reach a batch it would make fail for everyone. Checked, in order: input names
 (missing / extra), dtype, rank and known dimensions, empty batch, rows over
 `Limits.max_batch_size_per_request` (RESOURCE_EXHAUSTED), request size, and for text inputs
-(string inputs of predict signatures, see `SignatureInfo.text_inputs`) invalid UTF-8 and
-text without a token: every character is one the BERT pre-tokenizer deletes or splits on
-(U+0000, U+FFFD, Cc/Cf controls, whitespace), exactly the characters for which
-`serving/signatures/text_inputs.py` fails with "input 'text': empty text" (an uncased model
-also drops combining marks, so text of only marks is empty there but not in a cased one: the
-server cannot tell which, lets the graph decide, and the batcher isolates such a row by
-halving the batch). The model's graph
-makes the same checks (so real TF Serving rejects them too); checking here first gives a
-readable message and keeps the bad row out of a merged batch.
+(string inputs of predict signatures, see `SignatureInfo.text_inputs`) invalid UTF-8. The
+model's graph makes the same UTF-8 check (so real TF Serving rejects it too); checking here
+first gives a readable message and keeps the bad row out of a merged batch.
+
+A text with no token (empty, only whitespace, or only characters BERT's cleaning drops, such
+as U+200B) is NOT refused: it is a valid request, passed to the model, which answers it as it
+answers an empty input (`[CLS] [SEP]`) and flags the row with its `empty` output
+(`serving/signatures/text_inputs.py`), as `predict` does in Python.
 
 `check_declared_size` is the part both codecs call on a DECLARED shape, before they allocate:
 rows, bytes and the token budget of a `token_ids` input (rows x sequence length,
@@ -26,10 +25,12 @@ Example:
     >>> arrays, rows = validate_inputs(sig, {"text": np.array([b"hi"], dtype=object)}, Limits())
     >>> rows
     1
-    >>> validate_inputs(sig, {"text": np.array([b"hi", b" "], dtype=object)}, Limits())
+    >>> validate_inputs(sig, {"text": np.array([b"hi", b" "], dtype=object)}, Limits())[1]  # answered
+    2
+    >>> validate_inputs(sig, {"text": np.array([b"hi", b"caf\\xc3"], dtype=object)}, Limits())
     Traceback (most recent call last):
     ...
-    serving.server.errors.ServingError: INVALID_ARGUMENT: input 'text' row 1: empty text (no character the tokenizer keeps)
+    serving.server.errors.ServingError: INVALID_ARGUMENT: input 'text' row 1: invalid UTF-8 at byte 3
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ from typing import Mapping
 
 import numpy as np
 
-from pipelines.tokenizer.tokenless import has_no_token
 from serving.server.errors import ServingError, name_list
 from serving.server.signatures import DT_STRING, SignatureInfo, dtype_name
 
@@ -175,7 +175,7 @@ def _as_string_array(name, value, where):
 
 
 def _check_strings(name, array, text, limits, where):
-    """Types, sizes and (for text inputs) UTF-8 / non-empty; returns total bytes."""
+    """Types, sizes and (for text inputs) UTF-8; returns total bytes. A text with no token passes."""
     total = 0
     converted = None
     row_size = (math.prod(array.shape[1:]) or 1) if array.ndim >= 1 else 1
@@ -202,15 +202,11 @@ def _check_strings(name, array, text, limits, where):
             )
         if text:
             try:
-                decoded = value.decode("utf-8")
+                value.decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise _invalid(
                     where, f"input '{name}' row {index // row_size}: invalid UTF-8 at byte {exc.start}"
                 ) from None
-            if has_no_token(decoded):
-                raise _invalid(
-                    where, f"input '{name}' row {index // row_size}: empty text (no character the tokenizer keeps)"
-                )
     return (array if converted is None else converted), total
 
 

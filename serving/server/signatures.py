@@ -126,7 +126,7 @@ class SignatureInfo:
 
     @functools.cached_property
     def text_inputs(self) -> frozenset:
-        """String inputs that hold text (checked for UTF-8 and emptiness before running).
+        """String inputs that hold text (checked for UTF-8 before running).
 
         Classify/regress inputs and inputs named like binary data ("inputs", "examples",
         "*_bytes", the REST convention for binary) are left alone.

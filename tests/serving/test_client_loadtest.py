@@ -124,9 +124,9 @@ def test_load_test_counts_qps_and_percentiles(server, protocol):
         assert "p50" in result.summary() and "60 ok" in result.summary()
 
         # Failures are counted by status code, in duration mode too.
-        bad = load_test(client, [["ok", ""]], concurrency=2, duration_s=0.3)
+        bad = load_test(client, [["ok", "FAIL"]], concurrency=2, duration_s=0.3)  # the tiny model refuses "FAIL"
         assert bad.ok == 0 and bad.requests == bad.errors["INVALID_ARGUMENT"] >= 1
-        assert "empty" in bad.first_error
+        assert "asked to fail" in bad.first_error
     after = server.engine.batching_stats()
     assert after["merged_batches"] > before.get("merged_batches", 0)  # concurrent requests shared model calls
 
@@ -231,6 +231,13 @@ def test_query_formats_every_export_kind():
              "probabilities": np.array([[0.1, 0.9], [0.8, 0.2]], dtype=np.float32)}
     assert len(format_row(label, 0)) == 2 and "truncated" not in " ".join(format_row(label, 0))
     assert format_row(label, 1)[-1].startswith("  truncated: the text is longer than this model reads")
+    # A text with no token: the answer is the model's answer to an empty input, and says so.
+    label["empty"] = np.array([True, False])
+    assert format_row(label, 0)[-1].startswith("  empty: the text has no token")
+    assert "empty" not in " ".join(format_row(label, 1))
+    ner["empty"], ner["num_entities"] = np.array([True]), np.array([0])
+    assert format_row(ner, 0) == ["  (no entities)", "  empty: the text has no token (empty, or only whitespace / "
+                                  "control characters); this is the model's answer to an empty input ([CLS] [SEP])"]
 
 
 def test_loadtest_cli_reports_json(server, capsys):
@@ -242,8 +249,8 @@ def test_loadtest_cli_reports_json(server, capsys):
     assert report["requests"] == 30 and report["ok"] == 30 and report["errors"] == {}
     assert report["rows_per_request"] == 2 and report["qps"] > 0 and report["latency_ms"]["p50"] > 0
     # A request the model rejects stops the CLI before the load, with the reason.
-    assert main(["loadtest", "--address", server.grpc_address, "--model", "tiny", "--requests", "5", " "]) == 2
-    assert "empty" in capsys.readouterr().err
+    assert main(["loadtest", "--address", server.grpc_address, "--model", "tiny", "--requests", "5", "FAIL"]) == 2
+    assert "asked to fail" in capsys.readouterr().err
 
 
 def test_query_cli_against_a_real_bert_export(exported_model, capsys):

@@ -99,7 +99,7 @@ def test_predict_round_trip_and_output_filter(serve):
     assert response.model_spec.version.value == 1
     assert response.model_spec.signature_name == "serving_default"
     outputs = {k: tf.make_ndarray(v) for k, v in response.outputs.items()}
-    assert set(outputs) == {"label", "class_id", "probabilities", "length", "batch_size", "version"}
+    assert set(outputs) == {"label", "class_id", "probabilities", "length", "batch_size", "version", "empty"}
     expected = ef.expected_probabilities(texts, 1)
     np.testing.assert_allclose(outputs["probabilities"], expected, rtol=1e-5)
     assert outputs["label"].tolist() == [ef.LABELS[i].encode() for i in expected.argmax(axis=1)]
@@ -332,9 +332,6 @@ BAD_INPUTS = [
     ("serving_default", {"text": np.array([], dtype=object)}, "INVALID_ARGUMENT", ["'text'", "empty batch"]),
     ("serving_default", {"text": [b"a"] * 5}, "RESOURCE_EXHAUSTED", ["5 rows", "limit", "4"]),
     ("serving_default", {"text": [b"ok", b"bad \xff\xfe"]}, "INVALID_ARGUMENT", ["'text' row 1", "invalid UTF-8"]),
-    ("serving_default", {"text": [b"ok", b""]}, "INVALID_ARGUMENT", ["'text' row 1", "empty"]),
-    ("serving_default", {"text": [" \t\n\u3000"]}, "INVALID_ARGUMENT", ["'text' row 0", "empty text"]),
-    ("serving_default", {"text": ["ok", "\x01\u200b\x7f"]}, "INVALID_ARGUMENT", ["'text' row 1", "empty text"]),
     ("serving_default", {"text": [b"x" * 300]}, "INVALID_ARGUMENT", ["'text' row 0", "300 bytes", "limit"]),
     ("serving_default", {"text": [b"x" * 150] * 3}, "RESOURCE_EXHAUSTED", ["450 bytes", "limit is 300"]),
     ("pair", {"text": [b"a", b"b"], "text_b": [b"c"]}, "INVALID_ARGUMENT", ["different numbers of rows", "'text_b' has 1"]),
@@ -362,6 +359,97 @@ def test_bad_inputs(serve, batching):
     assert "DT_STRING" in raises("INVALID_ARGUMENT", GrpcApi(engine).predict, request)
     # the engine still answers good requests after all that
     assert engine.predict_arrays("tiny", inputs={"text": texts_array("fine")})[2]["length"].tolist() == [4]
+
+
+# ------------------------------------------------------------------ texts with no token
+
+
+@pytest.mark.parametrize("batching", [None, BatchingOptions(batch_timeout_micros=500)], ids=["direct", "batched"])
+def test_a_text_with_no_token_is_answered_and_flagged_not_refused(serve, batching):
+    """Empty, whitespace-only or control / format characters only: the model answers it (`empty`
+    flags it), as a real export does; every limit and the UTF-8 check still refuse what they refused."""
+    engine = serve({1: 1}, batching=batching,
+                   limits=Limits(max_batch_size_per_request=6, max_string_bytes=200, max_request_bytes=400))
+    texts = ["ok", "", " \t\n\u3000", "fine text", "\x01\u200b\x7f"]
+    _, _, outputs = engine.predict_arrays("tiny", inputs={"text": texts_array(*texts)})
+    np.testing.assert_allclose(outputs["probabilities"], ef.expected_probabilities(texts, 1), rtol=1e-5)
+    assert outputs["empty"].tolist() == [False, True, True, False, True]
+    _, _, alone = engine.predict_arrays("tiny", inputs={"text": texts_array("ok", "fine text")})
+    np.testing.assert_allclose(outputs["probabilities"][[0, 3]], alone["probabilities"], rtol=1e-6)
+    response = GrpcApi(engine).predict(predict_request(["", "ok"]))
+    assert tf.make_ndarray(response.outputs["empty"]).tolist() == [True, False]
+    body = rest_ok(engine, "tiny:predict", {"instances": ["", "ok"]})
+    assert [row["empty"] for row in body["predictions"]] == [True, False]
+    # a client that does not know `empty` filters it out as any other output
+    assert sorted(GrpcApi(engine).predict(_filtered(["", "ok"], ["probabilities"])).outputs) == ["probabilities"]
+    for inputs, code, words in [
+        ([b"", b"bad \xff\xfe"], "INVALID_ARGUMENT", ["'text' row 1", "invalid UTF-8"]),
+        ([b""] * 7, "RESOURCE_EXHAUSTED", ["7 rows", "limit", "6"]),
+        ([b"", b" " * 300], "INVALID_ARGUMENT", ["'text' row 1", "300 bytes", "limit"]),
+        ([b" " * 150] * 3, "RESOURCE_EXHAUSTED", ["bytes", "limit is 400"]),
+    ]:
+        message = raises(code, engine.predict_arrays, "tiny", inputs={"text": texts_array(*inputs)})
+        for word in words:
+            assert word in message, (word, message)
+
+
+def test_real_exports_serve_a_text_with_no_token_as_predict_answers_it(exported_model, finetuned_dir):
+    """A request mixing real texts and texts with no token, through the engine (request checks,
+    batching) to the exported models: the real rows get what the export answers for them alone,
+    the others what the Python task's `predict` gives for them, and `empty` marks them."""
+    import tensorflow_text  # noqa: F401 - the tokenizer's ops, for the in-process SavedModel
+
+    from bert_keras import tasks
+
+    requests = {
+        "classification": ({"text": ["I loved this film.", "", "The battery died.", "\u200b"],
+                            "text_b": ["The actors were great.", "", "It was terrible.", " \t"]}, [1, 3]),
+        "ner": ({"text": ["John Smith lives in New York.", " ", "Zoë moved to Paris.", "\x01\u200b"]}, [1, 3]),
+        "embedding": ({"text": ["A cat sat.", "", "The dog moved to Paris."]}, [1]),
+    }
+    sources = {}
+    for kind in requests:
+        base_path, name, version = exported_model(kind)
+        sources[kind] = (name, os.path.join(base_path, name, str(version)))
+    engine = InferenceEngine([ModelSource(name, os.path.dirname(path)) for name, path in sources.values()],
+                             batching=BatchingOptions(batch_timeout_micros=500), poll_interval_s=0)
+    engine.start()
+    try:
+        for kind, (inputs, empty_rows) in requests.items():
+            name, path = sources[kind]
+            _, _, served = engine.predict_arrays(name, inputs={k: texts_array(*v) for k, v in inputs.items()})
+            rows = len(next(iter(inputs.values())))
+            assert served["empty"].tolist() == [i in empty_rows for i in range(rows)], kind
+            real_rows = [i for i in range(rows) if i not in empty_rows]
+            alone = tf.saved_model.load(path).signatures["serving_default"](
+                **{k: tf.constant([v[i] for i in real_rows]) for k, v in inputs.items()})
+            empty_texts = {k: [v[i] for i in empty_rows] for k, v in inputs.items()}
+            with pytest.warns(UserWarning, match="no token"):
+                if kind == "classification":
+                    task = tasks.load(finetuned_dir(kind))
+                    expected = task.predict((empty_texts["text"], empty_texts["text_b"]))
+                    np.testing.assert_allclose(served["probabilities"][real_rows], alone["probabilities"], atol=1e-6)
+                    np.testing.assert_allclose(served["probabilities"][empty_rows], expected, atol=1e-5)
+                    assert served["label"][empty_rows].tolist() == [
+                        label.encode() for label in task.predict_labels((empty_texts["text"], empty_texts["text_b"]))]
+                elif kind == "ner":
+                    predicted = tasks.load(finetuned_dir(kind)).predict(empty_texts["text"])
+                    assert [r["words"] for r in predicted] == [[]] * len(empty_rows)
+                    assert [r["entities"] for r in predicted] == [[]] * len(empty_rows)
+                    assert served["num_entities"][empty_rows].tolist() == [0] * len(empty_rows)
+                    for j, i in enumerate(real_rows):
+                        count = int(alone["num_entities"][j])
+                        assert int(served["num_entities"][i]) == count
+                        for output in ("entity_text", "entity_label", "start_char", "end_char"):
+                            assert served[output][i][:count].tolist() == alone[output][j][:count].numpy().tolist()
+                        np.testing.assert_allclose(served["score"][i][:count], alone["score"][j][:count], atol=1e-6)
+                else:
+                    embedder = tasks.Embedder.from_pretrained(finetuned_dir(kind), seq_length=64, normalize=True)
+                    np.testing.assert_allclose(served["embedding"][real_rows], alone["embedding"], atol=1e-6)
+                    np.testing.assert_allclose(served["embedding"][empty_rows],
+                                               embedder.predict(empty_texts["text"]), atol=1e-5)
+    finally:
+        engine.stop(drain_timeout_s=5)
 
 
 # ------------------------------------------------------------------ warmup

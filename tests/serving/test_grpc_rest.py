@@ -93,6 +93,12 @@ def test_grpc_predict_matches_the_model(stubs):
     np.testing.assert_allclose(probabilities, expected_probabilities(texts, 1), rtol=1e-5)
     assert tf.make_ndarray(response.outputs["label"]).tolist() == [b"pos", b"neg"]
     assert tf.make_ndarray(response.outputs["length"]).tolist() == [5, 20]
+    # A text with no token is answered, not refused, and flagged (`empty`), as a real export does.
+    texts = ["  ", "hello", ""]
+    response = prediction.Predict(predict_request({"text": strings(*texts)}), timeout=30)
+    np.testing.assert_allclose(tf.make_ndarray(response.outputs["probabilities"]), expected_probabilities(texts, 1),
+                               rtol=1e-5)
+    assert tf.make_ndarray(response.outputs["empty"]).tolist() == [True, False, True]
     # A label resolves to its version; another signature with two inputs.
     pair = prediction.Predict(predict_request({"text": strings("a"), "text_b": strings("b")}, signature="pair",
                                               label="stable"), timeout=30)
@@ -146,7 +152,6 @@ GRPC_ERRORS = [
     ("wrong dtype", dict(inputs={"text": _tf_int(1, 2)}), "INVALID_ARGUMENT", ["text"]),
     ("wrong shape", dict(inputs={"text": np.array([[b"a"]], dtype=object)}), "INVALID_ARGUMENT", ["text", "shape"]),
     ("empty batch", dict(inputs={"text": np.array([], dtype=object)}), "INVALID_ARGUMENT", ["text", "empty"]),
-    ("empty string", dict(inputs={"text": strings("  ")}), "INVALID_ARGUMENT", ["text", "empty"]),
     ("invalid UTF-8", dict(inputs={"text": strings(b"ok", b"\xff\xfe")}), "INVALID_ARGUMENT",
      ["text", "row 1", "UTF-8"]),
     ("unknown model", dict(inputs={"text": strings("a")}, model="nope"), "NOT_FOUND", ["nope"]),
@@ -261,6 +266,9 @@ def test_rest_predict_row_and_columnar(server):
     rows = body["predictions"]
     assert [row["label"] for row in rows] == ["pos", "neg"] and [row["length"] for row in rows] == [5, 20]
     np.testing.assert_allclose([row["probabilities"] for row in rows], expected_probabilities(texts, 1), rtol=1e-5)
+    assert [row["empty"] for row in rows] == [False, False]
+    status, body = rest(server, "POST", "/v1/models/tiny:predict", {"instances": ["", "hello"]})  # answered
+    assert status == 200 and [row["empty"] for row in body["predictions"]] == [True, False]
 
     # columnar, named inputs, a version in the URL; one output per name
     status, body = rest(server, "POST", "/v1/models/tiny/versions/1:predict",
@@ -308,7 +316,6 @@ REST_ERRORS = [
     ("extra input", "POST", "/v1/models/tiny:predict", {"instances": [{"text": "a", "bogus": "b"}]}, 400, ["bogus"]),
     ("wrong dtype", "POST", "/v1/models/tiny:predict", {"instances": [1, 2]}, 400, ["text", "string"]),
     ("wrong shape", "POST", "/v1/models/tiny:predict", {"inputs": {"text": [["a"]]}}, 400, ["text", "shape"]),
-    ("empty string", "POST", "/v1/models/tiny:predict", {"instances": [""]}, 400, ["text", "empty"]),
     ("invalid UTF-8", "POST", "/v1/models/tiny:predict", {"instances": [{"b64": base64.b64encode(b"\xff").decode()}]},
      400, ["text", "UTF-8"]),
     ("unknown model", "POST", "/v1/models/nope:predict", {"instances": ["a"]}, 404, ["nope"]),
@@ -352,7 +359,7 @@ def test_prometheus_metrics_count_requests_by_transport_and_code(server, stubs):
     prediction, _ = stubs
     prediction.Predict(predict_request({"text": strings("counted")}), timeout=30)
     with pytest.raises(grpc.RpcError):
-        prediction.Predict(predict_request({"text": strings("")}), timeout=30)
+        prediction.Predict(predict_request({"text": strings(b"\xff")}), timeout=30)  # invalid UTF-8
     rest(server, "POST", "/v1/models/tiny:predict", {"instances": ["counted"]})
     rest(server, "POST", "/v1/models/nope:predict", {"instances": ["counted"]})
     conn = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=30)

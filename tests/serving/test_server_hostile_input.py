@@ -496,20 +496,24 @@ def test_6_grpc_concurrency_is_bounded_by_maximum_concurrent_rpcs(tmp_path):
 # ------------------------------------------------------------------ 7. batch poisoning
 
 
-def test_7_control_character_text_is_rejected_before_batching(server, prediction):
+def test_7_a_text_with_no_token_is_answered_and_invalid_utf8_refused_before_batching(server, prediction):
+    """A text of control / format characters (no token) is a valid request: the model answers it in the
+    merged batches with the others (`empty` flags it), it fails nobody. Invalid UTF-8, which the graph
+    refuses, is still refused before batching, so no merged batch fails either."""
     import tensorflow as tf
     from tensorflow_serving.apis import predict_pb2
 
     before = server.engine.batching_stats().get("batches_split", 0)
-    errors, answers = [], []
+    errors, answers = [], {}
 
     def send(i):
-        text = "\x01\x02\u200b\x7f" if i % 4 == 0 else f"text {i}"
+        text = ("\x01\x02\u200b\x7f".encode() if i % 4 == 0 else b"bad \xff\xfe" if i % 4 == 2
+                else f"text {i}".encode())
         request = predict_pb2.PredictRequest()
         request.model_spec.name = "tiny"
-        request.inputs["text"].CopyFrom(tf.make_tensor_proto(np.array([text.encode()], dtype=object)))
+        request.inputs["text"].CopyFrom(tf.make_tensor_proto(np.array([text], dtype=object)))
         try:
-            answers.append(prediction.Predict(request, timeout=30))
+            answers[i] = prediction.Predict(request, timeout=30)
         except grpc.RpcError as error:
             errors.append((error.code().name, error.details()))
 
@@ -519,13 +523,19 @@ def test_7_control_character_text_is_rejected_before_batching(server, prediction
     for t in threads:
         t.join(30)
     assert len(answers) == 12 and len(errors) == 4
-    assert all(code == "INVALID_ARGUMENT" and "empty text" in details for code, details in errors), errors
+    assert all(code == "INVALID_ARGUMENT" and "invalid UTF-8" in details for code, details in errors), errors
+    for i, answer in answers.items():
+        text = "\x01\x02\u200b\x7f" if i % 4 == 0 else f"text {i}"
+        assert tf.make_ndarray(answer.outputs["empty"]).tolist() == [i % 4 == 0]
+        np.testing.assert_allclose(tf.make_ndarray(answer.outputs["probabilities"]),
+                                   ef.expected_probabilities([text], 1), rtol=1e-5)
     assert server.engine.batching_stats().get("batches_split", 0) == before  # no merged batch failed
 
 
 @pytest.mark.parametrize("lowercase", [False, True])
 def test_7_python_text_check_agrees_with_the_tokenizer_of_the_graph(tmp_path, lowercase):
-    """`has_no_token` is True exactly where the exported tokenizer finds no token ("empty text")."""
+    """`has_no_token` (the rule by which `predict` marks a row `"empty": true`) is True exactly where the
+    exported tokenizer finds no token (where a served row's `empty` output is True)."""
     import tensorflow as tf
 
     from pipelines import BertTokenizer
