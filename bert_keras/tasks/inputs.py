@@ -154,8 +154,8 @@ def text_list(texts, name, *, allow_empty=False):
                                  f"({text!r:.40})")
         if not allow_empty and has_no_token(text) and not note_empty_text(name, index):
             raise TaskInputError(f"{name}[{index}]: an empty text (nothing but whitespace or control "
-                                 "characters): the model would read no token of it, and the server "
-                                 "refuses it too")
+                                 "characters): the model would read no token of it (predict answers "
+                                 "one as an empty input; fit does not train on it)")
         result.append(text)
     return result
 

@@ -148,6 +148,12 @@ class MultipleChoice(TextTask):
         exp = np.exp(logits - logits.max(-1, keepdims=True))
         return (exp / exp.sum(-1, keepdims=True)).astype(np.float32)
 
+    def _empty_rows(self, found):
+        # An example is empty when its context and every one of its endings have no token (the
+        # endings of example i are recorded as x[1][i], by their position).
+        contexts = found.get("x[0]", set())
+        return sorted(i for i in contexts if len(found.get(f"x[1][{i}]", ())) == self.num_choices)
+
     def _row_predictions(self, items, *, batch_size=32):
         """`{"context", "endings", "choice", "ending", "probabilities"}` per item.
 

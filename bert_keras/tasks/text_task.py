@@ -530,7 +530,7 @@ class TextTask(keras.Model):
         finally:
             self._window_override = ()
         if not nested:
-            self._warn_empty(empty_rows(found), stacklevel=4)
+            self._warn_empty(self._empty_rows(found), stacklevel=4)
         return outputs
 
     def _predict_in_windows(self, x, batch_size, verbose, steps, callbacks):
@@ -620,7 +620,7 @@ class TextTask(keras.Model):
         """
         with answering_empty_texts() as found:
             rows = self._row_predictions(items, batch_size=batch_size)
-        empty = empty_rows(found)
+        empty = self._empty_rows(found)
         for index in empty:
             rows[index]["empty"] = True
         self._warn_empty(empty)
@@ -628,6 +628,10 @@ class TextTask(keras.Model):
 
     def _row_predictions(self, items, *, batch_size=32):
         raise TaskInputError(f"a {type(self).__name__} has no row predictions")
+
+    def _empty_rows(self, found):
+        """The rows with no token in any of their texts (`answering_empty_texts`' record)."""
+        return empty_rows(found)
 
     @staticmethod
     def _warn_empty(empty, stacklevel=3):

@@ -1,11 +1,12 @@
-"""Which texts hold no token: the one rule for "empty text", in the API, the readers and the server.
+"""Which texts hold no token: the one rule for "empty text", in the API, the readers and the export.
 
 BERT's pre-tokenizer drops U+0000, U+FFFD and control / format characters (Cc, Cf
 other than tab, newline and carriage return), and splits on whitespace (space, tab,
 newline, carriage return, Zs). Every other character yields a token (a word piece, a
 punctuation mark, or [UNK]). A text made only of dropped and space characters — "",
-"   ", "\\x00\\u200b" — would reach the model as `[CLS] [SEP]`: the exported graph refuses
-it, so training data, `predict` inputs and server requests refuse it too.
+"   ", "\\x00\\u200b" — reaches the model as `[CLS] [SEP]`: training data and `fit` refuse it (an
+example with no text is a data bug); `predict` and the exported signatures answer it as that
+empty input and flag it (`empty`).
 
 >>> has_no_token("\\x00\\u200b \\t"), has_no_token(""), has_no_token("\\u2028"), has_no_token("ok")
 (True, True, False, False)

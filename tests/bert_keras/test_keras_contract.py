@@ -200,3 +200,16 @@ def test_a_second_fit_runs_the_step_the_first_traced(spec):
     assert schedule.num_train_steps == int(model.optimizer.iterations) == 4
     assert float(schedule(model.optimizer.iterations)) == 0.0  # the decay ended with the second fit
     assert float(schedule(3)) == pytest.approx(1e-3 / 4)  # (4 - 3) / 4 of the peak: the new end
+
+
+def test_a_multiple_choice_example_is_empty_only_when_its_context_and_endings_are(spec):
+    keras.utils.set_random_seed(0)
+    chooser = tasks.MultipleChoice.from_pretrained(spec, num_choices=2, seq_length=32)
+    contexts = ["he opens the door.", "", "", "she reads."]
+    endings = [["he walks in.", "a city."], ["b", "c"], ["", "\u200b"], ["", " "]]
+    with pytest.warns(UserWarning, match=r"1 text has no token .*row 2"):
+        probabilities = chooser.predict((contexts, endings))
+    assert probabilities.shape == (4, 2) and np.all(np.isfinite(probabilities))
+    with pytest.warns(UserWarning, match=r"1 text has no token .*row 1"):
+        rows = chooser.predict_rows([("a door.", "in ||| out"), ("", " ||| \u200b")])
+    assert [row.get("empty", False) for row in rows] == [False, True]
