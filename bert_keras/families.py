@@ -19,6 +19,8 @@ Example:
 (True, 'bert_keras.tasks.token_classifier:TokenClassifier')
 >>> family("squad").default_settings["doc_stride"], family("squad").default_seq_length
 (128, 384)
+>>> SquadSettings().max_query_length, family("squad").settings is SquadSettings
+(64, True)
 >>> KINDS
 ('classification', 'regression', 'ner', 'squad', 'multiple_choice', 'embedding')
 >>> family("summarization")
@@ -30,11 +32,116 @@ bert_keras.families.UnknownFamilyError: unknown task kind 'summarization'; one o
 import dataclasses
 import importlib
 import types
+import typing
 from typing import Callable, Mapping, Optional
 
 
 class UnknownFamilyError(ValueError):
     """A kind no family registered (a typo in `task.json`, or a newer library's kind)."""
+
+
+# -- each family's settings: one frozen record, its fields' types and defaults in one place ---------
+# (what `task.json` records under "settings"; `from_pretrained` takes them as keyword arguments).
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassificationSettings:
+    """A classification or regression model's settings.
+
+    Args:
+        text_pair: the model reads `(text, text_b)` pairs.
+        max_length: word pieces of a long text read, in overlapping windows (None: one window).
+        stride: word pieces between the starts of two windows (None: half a window).
+        window_aggregation: a long text's scores from its windows' logits: "mean" (the field's
+            rule), "max" (per class) or "evidence" (the windows that read like the training texts).
+        window_training: `fit` trains every window on its text's label ("windows", Hugging Face's
+            overflowing windows) or each text on its windows' aggregated score ("texts").
+    """
+
+    text_pair: bool = False
+    max_length: Optional[int] = None
+    stride: Optional[int] = None
+    window_aggregation: str = "mean"
+    window_training: str = "windows"
+
+
+@dataclasses.dataclass(frozen=True)
+class NerSettings:
+    """A token classification (NER) model's settings.
+
+    Args:
+        aggregation: how a word's tag comes from its pieces: "first" (its first piece's, as
+            BERT's CoNLL-2003 recipe and HF's `aggregation_strategy="first"`).
+        max_length, stride: long texts in windows, as `ClassificationSettings`'.
+    """
+
+    aggregation: str = "first"
+    max_length: Optional[int] = None
+    stride: Optional[int] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadSettings:
+    """A SQuAD-style question answering model's settings (google-research `run_squad.py`'s defaults).
+
+    Args:
+        version_2: SQuAD v2.0 (questions may have no answer).
+        doc_stride: word pieces between the starts of two context windows.
+        max_query_length: word pieces of a question read.
+        max_answer_length: word pieces of an answer at most.
+        n_best_size: start and end candidates kept per window.
+        null_score_diff_threshold: v2.0's no-answer threshold (None: 0.0 until set or tuned).
+        max_windows: context windows a SavedModel export reads per question.
+        evaluation_metric: the official script `score` uses: "squad" (SQuAD's) or "korquad"
+            (KorQuAD 1.0's, character F1).
+    """
+
+    version_2: bool = False
+    doc_stride: int = 128
+    max_query_length: int = 64
+    max_answer_length: int = 30
+    n_best_size: int = 20
+    null_score_diff_threshold: Optional[float] = None
+    max_windows: int = 16
+    evaluation_metric: str = "squad"
+
+
+@dataclasses.dataclass(frozen=True)
+class MultipleChoiceSettings:
+    """A multiple choice (SWAG) model's settings: `num_choices` endings scored per context."""
+
+    num_choices: int = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class EmbeddingSettings:
+    """A sentence embedder's settings.
+
+    Args:
+        pooling: "mean", "cls", "max", "pooled", "concat_last4", "sum_last4", "weighted" or "bm25".
+        normalize: L2-normalize the vectors.
+        pooling_layer: the encoder state pooled (-1: the last block; bert-as-service's
+            `-pooling_layer`).
+        max_length, stride: long texts in windows, as `ClassificationSettings`'.
+    """
+
+    pooling: str = "mean"
+    normalize: bool = False
+    pooling_layer: int = -1
+    max_length: Optional[int] = None
+    stride: Optional[int] = None
+
+
+def setting_type(settings, name):
+    """`(python types, words)` a value of the setting `name` of the record class `settings` may have
+    (None always means the default); e.g. `(int,), "an integer"`."""
+    annotation = {field.name: field.type for field in dataclasses.fields(settings)}[name]
+    if isinstance(annotation, str):
+        annotation = typing.get_type_hints(settings)[name]
+    arguments = [a for a in typing.get_args(annotation) if a is not type(None)]
+    base = arguments[0] if arguments else annotation
+    return {bool: ((bool,), "true or false"), int: ((int,), "an integer"), str: ((str,), "a string"),
+            float: ((int, float), "a number")}[base]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,8 +150,8 @@ class Family:
 
     Args:
         kind: the name `task.json` records.
-        default_settings: the settings the kind records, with their defaults (a
-            saved value must have its default's type).
+        settings: the frozen record class of the kind's settings (its fields: names, types and
+            defaults; a saved value must have its field's type).
         needs_labels: a model of this kind has label names (class / tag names).
         label_count_attribute: the head's attribute holding its number of
             classes, checked against the label names (None: not counted).
@@ -57,7 +164,7 @@ class Family:
     """
 
     kind: str
-    default_settings: Mapping
+    settings: type
     needs_labels: bool
     label_count_attribute: Optional[str]
     task_class: str
@@ -65,6 +172,11 @@ class Family:
     default_seq_length: int = 128
     description: str = ""
     check: Optional[Callable[[int, Mapping], Optional[str]]] = None
+
+    @property
+    def default_settings(self):
+        """The settings' defaults, `{name: value}` (read-only)."""
+        return types.MappingProxyType(dataclasses.asdict(self.settings()))
 
     def settings_with_defaults(self, settings=None):
         """`settings` completed with this kind's defaults (a new dict)."""
@@ -78,7 +190,6 @@ def register(entry):
     """Adds a `Family`; a kind registered twice is a programming error."""
     if entry.kind in _REGISTRY:
         raise ValueError(f"task kind {entry.kind!r} is registered twice")
-    entry = dataclasses.replace(entry, default_settings=types.MappingProxyType(dict(entry.default_settings)))
     _REGISTRY[entry.kind] = entry
     return entry
 
@@ -105,21 +216,15 @@ def resolve(path):
 
 
 _TEXT_CLASSIFIER = "bert_keras.tasks.text_classifier:TextClassifier"
-# Long texts (`pipelines.windowing`): word pieces read in windows (None: one window) and the
-# step between window starts (None: half a window).
-_WINDOWS = {"max_length": None, "stride": None}
-# A document's class scores from its windows' logits: their mean (or per-class max); `fit`
-# trains every window on the text's label ("windows") or a text on its aggregated score ("texts").
-_CLASSIFIER_WINDOWS = {**_WINDOWS, "window_aggregation": "mean", "window_training": "windows"}
-register(Family("classification", {"text_pair": False, **_CLASSIFIER_WINDOWS}, needs_labels=True,
+register(Family("classification", ClassificationSettings, needs_labels=True,
                 label_count_attribute="num_classes", task_class=_TEXT_CLASSIFIER,
                 signatures="serving.signatures.classification",
                 description="sentence or sentence-pair classification (GLUE, your CSV)"))
-register(Family("regression", {"text_pair": False, **_CLASSIFIER_WINDOWS}, needs_labels=False,
+register(Family("regression", ClassificationSettings, needs_labels=False,
                 label_count_attribute=None,
                 task_class=_TEXT_CLASSIFIER, signatures="serving.signatures.classification",
                 description="sentence or sentence-pair regression (STS-B)"))
-register(Family("ner", {"aggregation": "first", **_WINDOWS}, needs_labels=True,
+register(Family("ner", NerSettings, needs_labels=True,
                 label_count_attribute="num_labels",
                 task_class="bert_keras.tasks.token_classifier:TokenClassifier",
                 signatures="serving.signatures.token_classification",
@@ -147,25 +252,15 @@ def _squad_windows_fit(seq_length, settings):
     return None
 
 
-register(Family("squad",
-                # run_squad.py's defaults; the v2.0 null threshold is 0.0 until set or tuned.
-                # max_windows: context windows a SavedModel reads per question (the export's cap).
-                # evaluation_metric: the official script `evaluate` scores v1.1 answers with
-                # ("squad": SQuAD v1.1's; "korquad": KorQuAD 1.0's, character F1).
-                {"version_2": False, "doc_stride": 128, "max_query_length": 64, "max_answer_length": 30,
-                 "n_best_size": 20, "null_score_diff_threshold": None, "max_windows": 16,
-                 "evaluation_metric": "squad"},
-                needs_labels=False, label_count_attribute=None, default_seq_length=384,
+register(Family("squad", SquadSettings, needs_labels=False, label_count_attribute=None, default_seq_length=384,
                 task_class="bert_keras.tasks.span_qa:SpanQA", signatures="serving.signatures.span_qa",
                 description="extractive question answering (SQuAD v1.1 / v2.0, KorQuAD 1.0)",
                 check=_squad_windows_fit))
-register(Family("multiple_choice", {"num_choices": 4}, needs_labels=False, label_count_attribute=None,
+register(Family("multiple_choice", MultipleChoiceSettings, needs_labels=False, label_count_attribute=None,
                 task_class="bert_keras.tasks.multiple_choice:MultipleChoice",
                 signatures="serving.signatures.multiple_choice",
                 description="pick the ending of a context (SWAG)"))
-# pooling_layer: the encoder state pooled (-1: the last block, bert-as-service's -pooling_layer).
-register(Family("embedding", {"pooling": "mean", "normalize": False, "pooling_layer": -1, **_WINDOWS},
-                needs_labels=False,
+register(Family("embedding", EmbeddingSettings, needs_labels=False,
                 label_count_attribute=None, task_class="bert_keras.tasks.embedder:Embedder",
                 signatures="serving.signatures.embedding",
                 description="sentence vectors"))

@@ -82,7 +82,7 @@ import shutil
 import zipfile
 from typing import Any, Dict, List, Optional
 
-from bert_keras.families import KINDS, UnknownFamilyError, family
+from bert_keras.families import KINDS, UnknownFamilyError, family, setting_type
 from pipelines.atomic_writes import (atomic_directory, check_free_space, is_staging_name, model_nbytes,
                                      remove_stale_staging, write_json, write_text)
 from pipelines.label_names import LabelNamesError, check_label_count, check_label_names, read_label_names
@@ -210,7 +210,7 @@ class FinetunedModel:
                 raise FinetunedModelError(
                     f"{key}=: not a setting of a {self.kind} model; its settings: "
                     f"{', '.join(sorted(defaults))} (and seq_length, lowercase, strip_accents)")
-            _check_override(key, value, *_setting_types(defaults[key]))
+            _check_override(key, value, *setting_type(family(self.kind).settings, key))
         if "seq_length" in fields:
             _check_override("seq_length", fields["seq_length"], (int,), "a positive integer",
                             lambda v: v >= 1)
@@ -518,7 +518,8 @@ def _check_settings(kind, settings, where):
     for key, default in family(kind).default_settings.items():
         if key not in settings:
             continue
-        types, expected = _setting_types(default)
+        types, expected = setting_type(family(kind).settings, key)
+        expected += " or null" if default is None else ""
         _field(settings, key, types, f"{where} field 'settings'", default=default, expected=expected)
     return settings
 
@@ -528,17 +529,6 @@ def _check_override(key, value, types, expected, check=None):
     ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
     if not ok or (check is not None and not check(value)):
         raise FinetunedModelError(f"{key}={value!r}: expected {expected}")
-
-
-def _setting_types(default):
-    """(accepted types, how they are described) of a setting, from its default's type."""
-    if isinstance(default, bool):
-        return (bool,), "true or false"
-    if isinstance(default, int):
-        return (int,), "an integer"
-    if isinstance(default, str):
-        return (str,), "a string"
-    return (int, float), "a number or null"  # null_score_diff_threshold: a number, or null (0.0)
 
 
 def _fields_v2(directory, info):

@@ -2,6 +2,7 @@
 `DatasetSpec`, checking an `--output-dir` before training."""
 
 from bert_keras.cli.flag_arguments import positive_float, positive_int, seed
+from bert_keras.families import SquadSettings
 from bert_keras.cli.main import CommandError
 
 
@@ -21,7 +22,8 @@ def add_task_arguments(parser, required=True):
     parser.add_argument("--regression", action="store_true",
                         help="csv: labels are numbers (one output, mean squared error)")
     add_column_arguments(parser)
-    parser.add_argument("--doc-stride", type=int, default=128, help="squad: window stride (128)")
+    parser.add_argument("--doc-stride", type=int, default=None,
+                        help=f"squad: word pieces between context windows (default {SquadSettings.doc_stride})")
     parser.add_argument("--data-dir", default=None, help="TFDS data directory")
 
 

@@ -8,7 +8,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_keras.tasks.inputs import TaskInputError, check_count, is_tokenized, text_columns
+from bert_keras.families import EmbeddingSettings
+from bert_keras.tasks.inputs import TaskInputError, check_count, is_tokenized, settings_record, text_columns
 from bert_keras.tasks.text_task import TextTask
 from bert_keras.tasks.task_batches import in_memory, padded_batches, predicted_outputs
 from bert_keras.tasks.window_outputs import warn_truncated, window_outputs
@@ -81,12 +82,14 @@ class Embedder(TextTask):
                 or options.get("pooling_layer") not in (None, -1))
 
     @classmethod
-    def _build_head(cls, encoder, *, labels, num_classes, dropout, pooling="mean", normalize=False,
-                    pooling_layer=-1, max_length=None, stride=None):
+    def _build_head(cls, encoder, *, labels, num_classes, dropout, **options):
         from bert_keras.models import BertEmbedder
 
         if labels is not None or num_classes is not None:
             raise TaskInputError("Embedder takes no labels / num_classes")
+        record = settings_record(EmbeddingSettings, options, "Embedder")
+        pooling, normalize, pooling_layer = record.pooling, record.normalize, record.pooling_layer
+        max_length, stride = record.max_length, record.stride
         try:
             head = BertEmbedder(encoder, pooling=pooling, normalize=normalize, pooling_layer=pooling_layer)
         except ValueError as error:

@@ -35,6 +35,7 @@ it is the id of `labels[i]`, as Keras' sparse labels (`text_dataset_from_directo
 
 import contextlib
 import contextvars
+import dataclasses
 import math
 import numbers
 
@@ -46,6 +47,16 @@ from pipelines.tokenizer.tokenless import has_no_token
 
 class TaskInputError(ValueError):
     """Bad data given to a task (the message names the argument and the item)."""
+
+
+def settings_record(settings_class, options, task_name):
+    """A family's settings record (`bert_keras.families`) from `from_pretrained`'s keyword arguments
+    (None: the field's default); a name that is not a setting is refused with the list of them."""
+    names = [field.name for field in dataclasses.fields(settings_class)]
+    unknown = sorted(set(options) - set(names))
+    if unknown:
+        raise TaskInputError(f"{unknown[0]}=: not a setting of a {task_name}; its settings: {', '.join(names)}")
+    return settings_class(**{name: value for name, value in options.items() if value is not None})
 
 
 # While a prediction runs (`answering_empty_texts`): {input name: indices of its texts with no token}.

@@ -4,11 +4,12 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_keras.tasks.inputs import TaskInputError, check_lengths, check_sample_weight, is_tokenized
-from bert_keras.tasks.inputs import label_ids, text_list
+from bert_keras.families import MultipleChoiceSettings
 from bert_keras.tasks.dataset_inputs import steps_for
-from bert_keras.tasks.text_task import TextTask
+from bert_keras.tasks.inputs import TaskInputError, check_lengths, check_sample_weight, is_tokenized
+from bert_keras.tasks.inputs import label_ids, settings_record, text_list
 from bert_keras.tasks.task_batches import in_memory, predicted_outputs, tokenized_dataset
+from bert_keras.tasks.text_task import TextTask
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -50,13 +51,14 @@ class MultipleChoice(TextTask):
         return DatasetLayout(x_is_tuple=True)  # (context, endings)
 
     @classmethod
-    def _build_head(cls, encoder, *, labels, num_classes, dropout, num_choices=4):
+    def _build_head(cls, encoder, *, labels, num_classes, dropout, **options):
         from bert_keras.models import BertMultipleChoice
 
         if labels is not None or num_classes is not None:
             raise TaskInputError("MultipleChoice takes num_choices=, not labels / num_classes")
+        num_choices = int(settings_record(MultipleChoiceSettings, options, "MultipleChoice").num_choices)
         return None, BertMultipleChoice(encoder, num_choices=num_choices, dropout=dropout), {
-            "num_choices": int(num_choices)}
+            "num_choices": num_choices}
 
     @property
     def preprocessor(self):

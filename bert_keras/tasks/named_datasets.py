@@ -367,14 +367,15 @@ class SwagSpec(DatasetSpec):
 
 class SquadSpec(DatasetSpec):
 
-    def __init__(self, spec, *, doc_stride=128, max_query_length=64, **options):
+    def __init__(self, spec, *, doc_stride=None, max_query_length=None, **options):
+        from bert_keras.families import SquadSettings
         from bert_keras.tasks.span_qa import SpanQA
 
         super().__init__(spec, **options)
         self.task_class = SpanQA
         self.version_2 = spec.endswith("v2.0")
-        self.doc_stride = doc_stride
-        self.max_query_length = max_query_length
+        self.doc_stride = doc_stride or SquadSettings.doc_stride  # None: SpanQA's (run_squad.py's)
+        self.max_query_length = max_query_length or SquadSettings.max_query_length
         self.korquad = spec.startswith("korquad")
 
     def model_options(self):

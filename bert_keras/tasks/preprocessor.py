@@ -29,6 +29,7 @@ Example:
 import keras
 import tensorflow as tf
 
+from bert_keras.families import SquadSettings
 from bert_keras.tasks.dataset_inputs import as_tensors
 from bert_keras.tasks.inputs import TaskInputError
 
@@ -360,8 +361,8 @@ class SpanQAPreprocessor(TextPreprocessor):
         pad_to: `"fixed"` (`[W, seq_length]`, as `build_squad_features`) or `"longest"`.
     """
 
-    def __init__(self, tokenizer, *, seq_length, doc_stride=128, max_query_length=64, max_windows=None,
-                 pad_to="fixed", **kwargs):
+    def __init__(self, tokenizer, *, seq_length, doc_stride=SquadSettings.doc_stride,
+                 max_query_length=SquadSettings.max_query_length, max_windows=None, pad_to="fixed", **kwargs):
         kwargs.pop("labels", None)
         kwargs.pop("regression", None)
         self.doc_stride = int(doc_stride)

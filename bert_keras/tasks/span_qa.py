@@ -4,12 +4,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_keras.tasks.inputs import TaskInputError, check_lengths, check_sample_weight, is_tokenized
-from bert_keras.tasks.inputs import frame_columns, text_columns
-from pipelines.datasets.squad import SquadExample
+from bert_keras.families import SquadSettings
 from bert_keras.tasks.dataset_inputs import steps_for
-from bert_keras.tasks.text_task import TextTask
+from bert_keras.tasks.inputs import TaskInputError, check_lengths, check_sample_weight, frame_columns, is_tokenized
+from bert_keras.tasks.inputs import settings_record, text_columns
 from bert_keras.tasks.task_batches import in_memory, predicted_outputs, tokenized_dataset
+from bert_keras.tasks.text_task import TextTask
+from pipelines.datasets.squad import SquadExample
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -91,17 +92,17 @@ class SpanQA(TextTask):
         return self.preprocessor((questions, contexts), answers)
 
     @classmethod
-    def _build_head(cls, encoder, *, labels, num_classes, dropout, version_2=False, doc_stride=128,
-                    max_query_length=64, max_answer_length=30, n_best_size=20,
-                    null_score_diff_threshold=None, max_windows=16, evaluation_metric="squad"):
+    def _build_head(cls, encoder, *, labels, num_classes, dropout, **options):
         from bert_keras.models import BertSpanQA
 
         if labels is not None or num_classes is not None:
             raise TaskInputError("SpanQA takes no labels / num_classes (answers are spans)")
-        settings = dict(version_2=bool(version_2), doc_stride=int(doc_stride),
-                        max_query_length=int(max_query_length), max_answer_length=int(max_answer_length),
-                        n_best_size=int(n_best_size), null_score_diff_threshold=null_score_diff_threshold,
-                        max_windows=int(max_windows), evaluation_metric=evaluation_metric)
+        record = settings_record(SquadSettings, options, "SpanQA")
+        settings = dict(version_2=bool(record.version_2), doc_stride=int(record.doc_stride),
+                        max_query_length=int(record.max_query_length),
+                        max_answer_length=int(record.max_answer_length), n_best_size=int(record.n_best_size),
+                        null_score_diff_threshold=record.null_score_diff_threshold,
+                        max_windows=int(record.max_windows), evaluation_metric=record.evaluation_metric)
         return None, BertSpanQA(encoder, dropout=dropout), settings
 
     def compile(self, *args, **kwargs):

@@ -4,18 +4,17 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_keras.tasks import dataset_inputs
-from bert_keras.tasks.dataset_inputs import to_python
-from bert_keras.tasks.inputs import TaskInputError, check_count, check_label_names, check_lengths
-from bert_keras.tasks.inputs import check_sample_weight, float_target, float_targets, is_tokenized
-from bert_keras.tasks.inputs import label_id, label_ids, one_hot_ids
-from bert_keras.tasks.inputs import note_empty_text, text_columns
-from bert_keras.tasks.dataset_inputs import steps_for
-from bert_keras.tasks.text_task import TextTask
-from bert_keras.tasks.task_batches import padded_batches, predicted_outputs, tokenized_dataset
-from bert_keras.tasks.window_outputs import has_window_marks, warn_truncated, window_outputs
+from bert_keras.families import ClassificationSettings
 from bert_keras.models.window_relevance import closest_sentences, evidence_logits, relevance_layer
 from bert_keras.models.window_relevance import sentence_end_ids, sentence_reading
+from bert_keras.tasks import dataset_inputs
+from bert_keras.tasks.dataset_inputs import steps_for, to_python
+from bert_keras.tasks.inputs import TaskInputError, check_count, check_label_names, check_lengths
+from bert_keras.tasks.inputs import check_sample_weight, float_target, float_targets, is_tokenized
+from bert_keras.tasks.inputs import label_id, label_ids, note_empty_text, one_hot_ids, text_columns
+from bert_keras.tasks.task_batches import padded_batches, predicted_outputs, tokenized_dataset
+from bert_keras.tasks.text_task import TextTask
+from bert_keras.tasks.window_outputs import has_window_marks, warn_truncated, window_outputs
 from pipelines.tokenizer.tokenless import has_no_token
 
 
@@ -202,7 +201,7 @@ class TextClassifier(TextTask):
 
     @classmethod
     def _build_head(cls, encoder, *, labels, num_classes, dropout, text_pair=None, max_length=None,
-                    stride=None, window_aggregation=None, window_training="windows"):
+                    stride=None, window_aggregation=None, window_training=None):
         from bert_keras.models import BertClassifier
 
         if labels is None and num_classes is None:
@@ -218,9 +217,10 @@ class TextClassifier(TextTask):
             num_classes = check_count("num_classes", num_classes, allow_none=False)
             if num_classes > 1:
                 labels = [str(i) for i in range(num_classes)]
-        if window_aggregation is None:  # the field's rule (HF's and keras-hub's users average the
-            # windows); "evidence" is opt-in: on real documents it read below the mean (docs/benchmarks.md)
-            window_aggregation = "mean"
+        # None: the record's defaults (the mean of the windows, as the field reads them; "evidence" is
+        # opt-in: on real documents it read below the mean, docs/benchmarks.md)
+        window_aggregation = window_aggregation or ClassificationSettings.window_aggregation
+        window_training = window_training or ClassificationSettings.window_training
         if window_aggregation not in WINDOW_AGGREGATIONS:
             raise TaskInputError(f"window_aggregation={window_aggregation!r}: one of {WINDOW_AGGREGATIONS}")
         if window_training not in WINDOW_TRAININGS:

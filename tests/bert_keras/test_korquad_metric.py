@@ -372,7 +372,7 @@ def test_span_qa_evaluates_with_the_korquad_metric(tmp_path):
     examples = _questions(_read(EXCERPT)["data"][:1])  # 임종석: 11 questions
     questions, contexts = [q["question"] for q, _ in examples], [c for _, c in examples]
     answers = [q["answers"] for q, _ in examples]
-    metrics = qa.evaluate((questions, contexts), answers)
+    metrics = qa.score((questions, contexts), answers)
     # The answers the model predicts, scored by the official script.
     predictions = {str(i): row["answer"] for i, row in enumerate(qa.predict((questions, contexts)))}
     dataset = [{"paragraphs": [{"context": c, "qas": [{"id": str(i), "answers": a}]}]}
