@@ -109,13 +109,13 @@ def test_compile_recipe_changes_the_learning_rate_and_a_custom_optimizer_replace
 
 @pytest.mark.parametrize("form", ["directory", "keras_file"])
 def test_a_saved_model_continues_its_run_step_for_step(spec, tmp_path, form):
-    model = classifier(spec, learning_rate=1e-3)
+    model = without_dropout(classifier(spec, learning_rate=1e-3))  # before the first trace: it bakes the rate in
     fit(model)
     path = str(tmp_path / ("model.keras" if form == "keras_file" else "model"))
     model.save(path)
     loaded = keras.models.load_model(path) if form == "keras_file" else tasks.load(path)
     assert loaded.recipe == {"learning_rate": 1e-3, "warmup_ratio": 0.1, "weight_decay": 0.01}
-    expected, got = fit(without_dropout(model)), fit(without_dropout(loaded))
+    expected, got = fit(model), fit(without_dropout(loaded))
     np.testing.assert_allclose(got, expected, rtol=1e-5)
     assert int(loaded.optimizer.iterations) == int(model.optimizer.iterations) == 4
     np.testing.assert_allclose(loaded.predict(TEXTS), model.predict(TEXTS), atol=1e-5)

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from bert_keras import tasks
+from bert_keras.tasks import token_classifier
 from bert_keras.finetuned_model import read_finetuned
 from pipelines.datasets import conll
 
@@ -129,7 +130,7 @@ def test_an_entity_across_a_window_edge_comes_out_whole(tagger, document, monkey
         logits[ids == ko, LABELS.index("I-PER")] = 5.0
         return logits
 
-    monkeypatch.setattr(tagger, "_outputs", outputs)
+    monkeypatch.setattr(token_classifier, "predicted_outputs", lambda task, dataset: outputs(dataset))
     counts = np.maximum(pieces_per_word(tagger, words), 1)
     for cut in range(2000, 2080):  # the entity after `cut` words: find where its two words split windows
         doc = words[:cut] + entity + words[cut:]

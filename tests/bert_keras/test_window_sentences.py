@@ -175,7 +175,7 @@ def test_predict_and_the_export_read_the_same_sentences(spec, tmp_path):
     words = export_fixtures.WORDS
     keras.utils.set_random_seed(0)
     classifier = tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=16, max_length=4000,
-                                                      stride=9)
+                                                      stride=9, window_aggregation="evidence")
     rng = np.random.default_rng(1)
     short = [" ".join(words[i] for i in rng.integers(0, 40, 6)) + " ." for _ in range(24)]
     classifier.fit(short, ["neg", "pos"] * 12, epochs=1, batch_size=8, verbose=0)
