@@ -112,7 +112,7 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
                                    keep_run_dir=True, callbacks=callbacks),
         run_dir, output_dir, log, overwrite=overwrite)
     result = FinetuningResult(task, output_dir, losses=history.history.get("loss", []))
-    task.record(training=dict(spec.provenance(), init=init, train_steps=int(task.optimizer.iterations),
+    task.record(training=dict(spec.provenance(), init=init, train_steps=int(task.optimizer.iterations.numpy()),
                               batch_size=batch_size, learning_rate=learning_rate, epochs=epochs, seed=seed))
     task.save(output_dir, overwrite=overwrite, include_optimizer=False)  # `--init DIR` starts a new recipe
     remove_run_dir(run_dir)

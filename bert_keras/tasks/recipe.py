@@ -131,7 +131,7 @@ def optimizer_state(task):
     """The recipe optimizer's variables (`save_own_variables`) once it has taken a step, or None."""
     restore_optimizer_state(task)
     optimizer = getattr(task, "optimizer", None)
-    if task._recipe is None or optimizer is None or not optimizer.built or int(optimizer.iterations) == 0:
+    if task._recipe is None or optimizer is None or not optimizer.built or int(optimizer.iterations.numpy()) == 0:
         return None
     state = {}
     optimizer.save_own_variables(state)
