@@ -247,3 +247,19 @@ def ok_predict(prediction, text="still here"):
     request.model_spec.name = "tiny"
     request.inputs["text"].CopyFrom(tf.make_tensor_proto(np.array([text.encode()], dtype=object)))
     return prediction.Predict(request, timeout=30)
+
+
+def rest_request(server, method, path, body=None, headers=None):
+    """`(status, content type, raw body)` of one REST request to `server` on a fresh connection (a
+    body that is not bytes is sent as JSON)."""
+    import http.client
+    import json
+
+    conn = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=30)
+    try:
+        data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
+        conn.request(method, path, body=data, headers=headers or {})
+        response = conn.getresponse()
+        return response.status, response.getheader("Content-Type"), response.read()
+    finally:
+        conn.close()

@@ -59,16 +59,7 @@ def prediction(server):
     channel.close()
 
 
-def rest(server, method, path, body=None, headers=None):
-    conn = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=30)
-    try:
-        data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
-        conn.request(method, path, body=data, headers=headers or {})
-        response = conn.getresponse()
-        raw = response.read()
-        return response.status, response.getheader("Content-Type"), raw
-    finally:
-        conn.close()
+rest = ef.rest_request  # (status, content type, raw body)
 
 
 def raw_http(server, data, read_timeout=10.0):

@@ -17,7 +17,6 @@ its memory is this process's: peak RSS measured here (VmHWM, reset through
 
 import glob
 import gzip
-import http.client
 import json
 import logging
 import os
@@ -126,15 +125,8 @@ def prediction(channel):
 
 def rest(server, method, path, body=None, headers=None):
     """(status, content type, JSON body) of one request on a fresh connection."""
-    conn = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=30)
-    try:
-        data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
-        conn.request(method, path, body=data, headers=headers or {})
-        response = conn.getresponse()
-        raw = response.read()
-        return response.status, response.getheader("Content-Type"), (json.loads(raw) if raw else None)
-    finally:
-        conn.close()
+    status, content_type, raw = ef.rest_request(server, method, path, body, headers)
+    return status, content_type, (json.loads(raw) if raw else None)
 
 
 def raw_http(server, data):
