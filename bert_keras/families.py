@@ -65,6 +65,10 @@ class ClassificationSettings:
     window_training: str = "windows"
 
 
+# How a word's tag comes from its pieces: the first piece's (the only rule the heads and exports read).
+NER_AGGREGATIONS = ("first",)
+
+
 @dataclasses.dataclass(frozen=True)
 class NerSettings:
     """A token classification (NER) model's settings.
@@ -224,7 +228,14 @@ register(Family("regression", ClassificationSettings, needs_labels=False,
                 label_count_attribute=None,
                 task_class=_TEXT_CLASSIFIER, signatures="serving.signatures.classification",
                 description="sentence or sentence-pair regression (STS-B)"))
-register(Family("ner", NerSettings, needs_labels=True,
+def _ner_aggregation(seq_length, settings):
+    """The tagging rule must be one the heads and exports read."""
+    if settings["aggregation"] not in NER_AGGREGATIONS:
+        return f"aggregation {settings['aggregation']!r}: one of {', '.join(map(repr, NER_AGGREGATIONS))}"
+    return None
+
+
+register(Family("ner", NerSettings, needs_labels=True, check=_ner_aggregation,
                 label_count_attribute="num_labels",
                 task_class="bert_keras.tasks.token_classifier:TokenClassifier",
                 signatures="serving.signatures.token_classification",

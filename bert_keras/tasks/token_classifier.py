@@ -4,11 +4,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_keras.tasks.inputs import TaskInputError, check_count, check_label_names, check_lengths
-from bert_keras.tasks.inputs import check_sample_weight
-from bert_keras.tasks.inputs import is_tokenized, label_ids, text_list
-from bert_keras.tasks.recipe import is_auto, on_logits
+from bert_keras.families import NER_AGGREGATIONS, NerSettings
 from bert_keras.tasks.dataset_inputs import steps_for
+from bert_keras.tasks.inputs import TaskInputError, check_count, check_label_names, check_lengths
+from bert_keras.tasks.inputs import check_sample_weight, is_tokenized, label_ids, settings_record, text_list
+from bert_keras.tasks.recipe import is_auto, on_logits
 from bert_keras.tasks.text_task import TextTask
 from bert_keras.tasks.task_batches import in_memory, predicted_outputs, tokenized_dataset
 
@@ -87,7 +87,7 @@ class TokenClassifier(TextTask):
         super().compile(**arguments, **extra)
 
     @classmethod
-    def _build_head(cls, encoder, *, labels, num_classes, dropout, max_length=None, stride=None):
+    def _build_head(cls, encoder, *, labels, num_classes, dropout, **options):
         from bert_keras.models import BertTokenClassifier
 
         if not labels:
@@ -96,7 +96,12 @@ class TokenClassifier(TextTask):
         labels = check_label_names(labels)
         if num_classes is not None and num_classes != len(labels):
             raise TaskInputError(f"num_classes={num_classes} but {len(labels)} labels {labels}")
-        settings = {"max_length": check_count("max_length", max_length), "stride": check_count("stride", stride)}
+        record = settings_record(NerSettings, options, "TokenClassifier")
+        if record.aggregation not in NER_AGGREGATIONS:
+            raise TaskInputError(f"aggregation={record.aggregation!r}: a word's tag is its first piece's "
+                                 f"(BERT's CoNLL-2003 recipe); one of {NER_AGGREGATIONS}")
+        settings = {"aggregation": record.aggregation, "max_length": check_count("max_length", record.max_length),
+                    "stride": check_count("stride", record.stride)}
         return labels, BertTokenClassifier(encoder, num_labels=len(labels), dropout=dropout), settings
 
     # -- data -------------------------------------------------------------------------

@@ -213,3 +213,14 @@ def test_a_multiple_choice_example_is_empty_only_when_its_context_and_endings_ar
     with pytest.warns(UserWarning, match=r"1 text has no token .*row 1"):
         rows = chooser.predict_rows([("a door.", "in ||| out"), ("", " ||| \u200b")])
     assert [row.get("empty", False) for row in rows] == [False, True]
+
+
+def test_a_family_setting_is_read_and_an_unknown_one_named(spec):
+    tags = ["O", "B-PER", "I-PER"]
+    tagger = tasks.TokenClassifier.from_pretrained(spec, labels=tags, seq_length=32, aggregation="first")
+    assert tagger.settings["aggregation"] == "first"
+    with pytest.raises(tasks.TaskInputError, match="aggregation='average'"):
+        tasks.TokenClassifier.from_pretrained(spec, labels=tags, seq_length=32, aggregation="average")
+    with pytest.raises(tasks.TaskInputError, match="pooling=: not a setting of a TokenClassifier; its settings: "
+                                                   "aggregation, max_length, stride"):
+        tasks.TokenClassifier.from_pretrained(spec, labels=tags, seq_length=32, pooling="mean")
