@@ -9,6 +9,7 @@ import sys
 import time
 
 from bert_keras.cli.flag_arguments import add_encoder_options, add_option, add_window_options, fraction
+from bert_keras.finetuned_model import OWNED_FILES
 from bert_keras.cli.task_arguments import add_task_arguments, add_training_options, check_output_dir, task_spec
 
 
@@ -26,8 +27,7 @@ def register(subparsers, summary):
     parser.add_argument("--output-dir", required=True, metavar="DIR")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace the fine-tuned model in a --output-dir that holds one "
-                             "(only model.keras, task.json, vocab.txt, labels.txt and "
-                             "eval_results.json; other files stay)")
+                             f"(only {', '.join(OWNED_FILES)}; other files stay)")
     add_option(parser, "--data", "--train", metavar="PATH",
                help="training file (conll2003 / swag / squad; default TFDS where it has one)")
     add_option(parser, "--eval-data", "--eval", metavar="PATH", help="dev file to score at the end")
