@@ -10,6 +10,7 @@ Thin: the flags are the fields of `pipelines.pretraining.settings.PretrainingDat
 """
 
 from bert_keras.cli.flag_arguments import add_field_options, field_values
+from bert_keras.cli.main import CommandError
 
 
 def register(subparsers, summary):
@@ -48,7 +49,12 @@ def run(args):
     if args.write_documents and not args.runner:
         raise ValueError("--write-documents writes from the Beam path: add --runner (e.g. DirectRunner).")
     if getattr(args, "runner", None) or getattr(args, "beam_options", None):
-        from pipelines.pretraining.beam_pipeline import parse_runner, write_pretraining_data_with_beam
+        try:
+            from pipelines.pretraining.beam_pipeline import parse_runner, write_pretraining_data_with_beam
+        except ImportError as error:
+            if (error.name or "").split(".")[0] != "apache_beam":
+                raise  # Beam is there but one of its own imports failed: the traceback names it
+            raise CommandError(_beam_missing(args.runner or "DirectRunner")) from None
 
         summary = write_pretraining_data_with_beam(
             settings, runner=parse_runner(args.runner or "DirectRunner"), pipeline_args=args.beam_options,
@@ -60,3 +66,10 @@ def run(args):
     print(f"{len(summary['written'])} shard(s) written, {len(summary['skipped'])} skipped, "
           f"{summary['instances']} instances in {time.perf_counter() - start:.1f}s")
     return 0
+
+
+def _beam_missing(runner):
+    """The line for `--runner RUNNER` when `apache_beam` cannot be imported: the extra to install."""
+    extra = "beam-gcp" if runner.lower().startswith("dataflow") else "beam"
+    return (f"--runner {runner} needs Apache Beam, which is not installed: pip install 'bert-keras[{extra}]' "
+            f"(in a checkout: pip install -e '.[{extra}]'), or drop --runner to write on this machine")

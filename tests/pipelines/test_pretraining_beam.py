@@ -208,6 +208,22 @@ def test_beam_cli_runner_flag(vocab_file, tmp_path, capsys):
     assert code == 2 and "Unknown runner" in capsys.readouterr().err
 
 
+def test_beam_cli_runner_without_apache_beam_names_the_extra(tmp_path, capsys, monkeypatch):
+    from bert_keras.cli.main import main
+
+    monkeypatch.setitem(sys.modules, "apache_beam", None)  # not installed: importing it raises ImportError
+    monkeypatch.delitem(sys.modules, "pipelines.pretraining.beam_pipeline", raising=False)
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\n")
+    code = main(["create-pretraining-data", "--input", SAMPLE, "--vocab", str(vocab), "--output_prefix",
+                 str(tmp_path / "cli"), "--runner", "DirectRunner"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err and "ModuleNotFoundError" not in err
+    assert "--runner DirectRunner needs Apache Beam" in err and "pip install 'bert-keras[beam]'" in err
+    assert not glob.glob(str(tmp_path / "cli*"))
+
+
 @pytest.mark.slow  # a few-MB corpus three times, one of them on DirectRunner worker processes (~3 min on 2 cores)
 def test_beam_multi_process_equals_local_on_a_few_mb_and_both_pass_the_whole_output_check(vocab_file, tmp_path):
     pytest.importorskip("apache_beam")
