@@ -296,10 +296,26 @@ def check_text_files(patterns: Union[str, Sequence[str]]) -> int:
 
 
 def _not_utf8(path, line_number, raw, error, advice):
-    """The `CorpusError` of a line that is not UTF-8: file, line, the bytes around it, `advice`."""
+    """The `CorpusError` of a line that is not UTF-8: file, line, the bytes around it, `advice`
+    (or, for a UTF-16 / UTF-32 file, the iconv command that saves it as UTF-8)."""
+    from pipelines.datasets.text_files import iconv_advice, wide_unicode_encoding
+
     packed = " The file is gzip-compressed: gunzip it first." if raw.startswith(b"\x1f\x8b") else ""
+    wide = wide_unicode_encoding(_head(path) if line_number > 1 else raw)  # later lines start mid-character
+    if wide:
+        advice = f"The file is {wide}: save it as UTF-8 ({iconv_advice(wide)})."
     return CorpusError(f"{path}, line {line_number}: not valid UTF-8 ({error.reason} at byte {error.start} of the "
                        f"line: {raw[max(0, error.start - 20):error.start + 20]!r}).{packed} {advice}")
+
+
+def _head(path: str, size: int = 4096) -> bytes:
+    """The first `size` bytes of a file (b"" when it cannot be read again)."""
+    opener = open if "://" not in path else tf.io.gfile.GFile
+    try:
+        with opener(path, "rb") as f:
+            return f.read(size)
+    except (OSError, tf.errors.OpError):
+        return b""
 
 
 def _raw_lines(path: str) -> Iterator[bytes]:

@@ -34,6 +34,7 @@ Example:
     (2, tf.int32)
 """
 
+import codecs
 import contextlib
 import csv
 import dataclasses
@@ -107,7 +108,8 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
     Raises:
         TextFileError: empty file, a missing column (the message lists the
             columns found), invalid JSON, a row with the wrong number of
-            fields, a byte not in `encoding`, an empty or whitespace-only text
+            fields, a byte not in `encoding` (or a UTF-16 / UTF-32 file: the
+            message says so, with the iconv command), an empty or whitespace-only text
             or one that is no string, an empty label, a class label that is a
             fractional number or a number written two ways, or (regression) a
             label that is no finite number; each names the file and line.
@@ -148,7 +150,9 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
 def decode_text_file(path, encoding="utf-8", *, error=None):
     """The text of a data file; a byte not in `encoding` is an error naming the file and line.
 
-    Shared by the readers of `pipelines/datasets` so that each reports a bad byte the same way.
+    Shared by the readers of `pipelines/datasets` so that each reports a bad byte the same way. A
+    UTF-16 or UTF-32 file (`wide_unicode_encoding`) read as another encoding is an error that names
+    its encoding and the iconv command that saves it as UTF-8.
 
     Args:
         path: the file.
@@ -157,6 +161,11 @@ def decode_text_file(path, encoding="utf-8", *, error=None):
     """
     with open(path, "rb") as f:
         data = f.read()
+    wide = None if codecs.lookup(encoding).name.startswith(("utf-16", "utf-32")) else wide_unicode_encoding(data)
+    if wide:  # read as UTF-8 or a code page, it fails on the wrong byte, or gives text with NULs between letters
+        raise (error or TextFileError)(
+            f"{path}:1: the file is {wide} ({_wide_unicode_evidence(data)}), not {encoding}; save it as UTF-8 "
+            f"({iconv_advice(wide)}), or, from Python, pass encoding=\"{wide.lower()}\".")
     if encoding.lower().replace("_", "-") in ("utf-8", "utf8"):
         encoding = "utf-8-sig"  # Excel's "CSV UTF-8" starts with a byte order mark
     try:
@@ -168,6 +177,56 @@ def decode_text_file(path, encoding="utf-8", *, error=None):
             f"{path}:{line}: byte 0x{byte} is not valid {bad.encoding.replace('-sig', '')} "
             f"({bad.reason}); save it as UTF-8 (iconv -f cp1252 -t utf-8 FILE > FILE.utf8), or, from "
             "Python, pass its encoding (encoding=\"latin-1\", \"cp1252\", ...).") from None
+
+
+# Byte order marks of the Unicode encodings that are not ASCII-compatible (UTF-32 first: UTF-32-LE's
+# starts with UTF-16-LE's).
+_WIDE_BYTE_ORDER_MARKS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
+                          (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))
+# Without a mark: which of the four byte positions (offset mod 4) are mostly NUL, as in text of Latin
+# letters in these encodings (and Hangul's in UTF-32); UTF-8 text (and a code page's) has no NUL bytes.
+_NUL_POSITIONS = {(0, 1, 0, 1): "UTF-16LE", (1, 0, 1, 0): "UTF-16BE",
+                  (0, 1, 1, 1): "UTF-32LE", (0, 0, 1, 1): "UTF-32LE",
+                  (1, 1, 1, 0): "UTF-32BE", (1, 1, 0, 0): "UTF-32BE"}
+
+
+def wide_unicode_encoding(data):
+    """The encoding (iconv's name) of bytes that are UTF-16 or UTF-32 text, else None.
+
+    Told by the byte order mark (`"UTF-16"`, `"UTF-32"`: iconv and Python read the byte order from it),
+    or, without one, by the NUL bytes at every second or fourth byte of the first 4 KiB
+    (`"UTF-16LE"`, `"UTF-16BE"`, `"UTF-32LE"`, `"UTF-32BE"`), as Windows' "Unicode" exports are.
+
+    Example:
+        >>> wide_unicode_encoding("text,label\\n".encode("utf-16"))
+        'UTF-16'
+        >>> wide_unicode_encoding("text,label\\n".encode("utf-16-le"))
+        'UTF-16LE'
+        >>> wide_unicode_encoding(b"text,label\\n") is None
+        True
+    """
+    for mark, name in _WIDE_BYTE_ORDER_MARKS:
+        if data.startswith(mark):
+            return name
+    sample = data[:4096]
+    sample = sample[:len(sample) - len(sample) % 4]
+    if not sample:
+        return None
+    quarter = len(sample) // 4
+    return _NUL_POSITIONS.get(tuple(int(2 * sample[i::4].count(0) > quarter) for i in range(4)))
+
+
+def _wide_unicode_evidence(data):
+    """What `wide_unicode_encoding` saw: the byte order mark, or the NUL bytes."""
+    for mark, _ in _WIDE_BYTE_ORDER_MARKS:
+        if data.startswith(mark):
+            return f"byte order mark {mark.hex(' ')}"
+    return "NUL bytes between its characters"
+
+
+def iconv_advice(wide_encoding):
+    """The iconv command that saves a file in `wide_encoding` (a `wide_unicode_encoding`) as UTF-8."""
+    return f"iconv -f {wide_encoding} -t UTF-8 FILE > FILE.utf8"
 
 
 def _text_field(row, column, source):

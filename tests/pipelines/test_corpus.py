@@ -119,6 +119,16 @@ def test_vocabulary_counting_refuses_bytes_that_are_not_utf8(tmp_path):
     assert count_corpus_words([write(tmp_path / "ok.txt", "café naïve\n".encode())], lowercase=False)["café"] == 1
 
 
+def test_a_utf_16_corpus_is_told_its_iconv_command(tmp_path):
+    bom = write(tmp_path / "bom.txt", "Caf\xe9 au lait.\n".encode("utf-16"))
+    with pytest.raises(CorpusError, match=r"bom.txt, line 1: .*iconv -f UTF-16 -t UTF-8") as refused:
+        read_corpus(bom)
+    assert "cp1252" not in str(refused.value)
+    later = write(tmp_path / "later.txt", "One sentence.\nCaf\xe9 au lait.\n".encode("utf-16-le"))
+    with pytest.raises(CorpusError, match=r"later.txt, line 2: .*The file is UTF-16LE: .*iconv -f UTF-16LE"):
+        read_corpus(later)
+
+
 def test_invalid_utf8_replace_counts_and_reports(tmp_path):
     path = write(tmp_path / "bad.txt", b"Fine line.\nBad \xff byte.\n\nAlso \xc3 bad.\n")
     corpus = read_corpus(path, decode_errors="replace")

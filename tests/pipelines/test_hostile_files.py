@@ -33,6 +33,21 @@ def test_a_latin_1_file_names_file_and_line_and_the_encoding_argument(tmp_path):
     assert read_text_file(path, encoding="latin-1")[1].text == "caf\xe9 au lait"
 
 
+@pytest.mark.parametrize("codec, named", [("utf-16", "UTF-16"), ("utf-16-be", "UTF-16BE"), ("utf-16-le", "UTF-16LE"),
+                                          ("utf-32", "UTF-32")])
+def test_a_utf_16_or_32_file_is_told_its_iconv_command_not_cp1252(tmp_path, codec, named):
+    # Windows' "Unicode text" export: UTF-16 with a byte order mark; without one, NULs beside each letter.
+    content = "text,label\ncaf\xe9 au lait,pos\nbad film,neg\n"
+    path = _write(tmp_path / "unicode.csv", content.encode(codec))  # utf-16, utf-32: with a byte order mark
+    with pytest.raises(TextFileError) as refused:
+        read_text_file(path)
+    message = str(refused.value)
+    assert message.startswith(f"{path}:1: the file is {named} (")
+    assert f"iconv -f {named} -t UTF-8 FILE > FILE.utf8" in message and f'encoding="{named.lower()}"' in message
+    assert "cp1252" not in message
+    assert read_text_file(path, encoding=named.lower())[0].text == "caf\xe9 au lait"
+
+
 def test_a_cell_over_the_csv_modules_limit_is_read(tmp_path):
     long_text = "word " * 40000  # 200,000 characters: over the csv module's 131,072
     path = _write(tmp_path / "long.csv", f'text,label\n"{long_text}",pos\nshort,neg\n')
