@@ -17,11 +17,11 @@ received in time; a Transfer-Encoding that does not end in chunked, never read b
 Content-Length beside it), 411 (no Content-Length, or a chunked body), 413 (body over the limit),
 414 (request line over 8 KiB), 415 (a Content-Encoding other than gzip), 431 (headers over 64 KiB
 or 100 lines), 503 (connection cap reached). HEAD gets the status and headers of the same request without the
-body. Content-Length is ASCII digits only. A `Content-Encoding: gzip` body is decompressed, as
-TF Serving's HTTP server does, in a worker thread and never past `max_request_bytes` (`gunzip`);
-it holds its bound on the decompressed size (1,032 x its length at most) in the body budget.
-Answers are encoded in the worker too (`RestService.respond`), so one that cannot be encoded is
-a 500 answer, never a connection closed without one.
+body. Content-Length is ASCII digits only, of any number (10^30 is a body over the limit, 413). A
+`Content-Encoding: gzip` body is decompressed, as TF Serving's HTTP server does, in a worker thread
+and never past `max_request_bytes` (`gunzip`); it holds its bound on the decompressed size (1,032 x
+its length at most) in the body budget. Answers are encoded in the worker too (`RestService.respond`),
+so one that cannot be encoded is a 500 answer, never a connection closed without one.
 
 Example (loopback, any free port):
 
@@ -50,7 +50,10 @@ MAX_REQUEST_LINE = 8 << 10
 MAX_HEADER_BYTES = 64 << 10
 MAX_HEADER_LINES = 100
 # Content-Length is ASCII digits only: str.isdigit() also takes "²" and "９", which int() refuses or reads.
-_CONTENT_LENGTH = re.compile(r"[0-9]{1,18}")
+_CONTENT_LENGTH = re.compile(r"[0-9]+")
+# A length of more digits (leading zeros aside) is over any limit: read as this, never int() of a 64 KiB number.
+_LENGTH_DIGITS = 18
+_BEYOND_ANY_LIMIT = 10 ** _LENGTH_DIGITS
 # The most deflate can expand: 1032 bytes out per byte in (zlib's documented worst case).
 _GZIP_RATIO = 1032
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
@@ -324,7 +327,10 @@ class RestServer:
             return 0
         if not _CONTENT_LENGTH.fullmatch(length):
             raise _Refused(400, f"bad Content-Length header: {length[:40]!r} (expected ASCII digits)")
-        return int(length)
+        digits = length.lstrip("0") or "0"
+        if len(digits) > _LENGTH_DIGITS:  # too large, not malformed: 413 in _read_body
+            return max(_BEYOND_ANY_LIMIT, self.max_request_bytes + 1)
+        return int(digits)
 
     @staticmethod
     def _encoding(headers):
@@ -344,8 +350,10 @@ class RestServer:
         if not length:
             return b""
         if length > self.max_request_bytes:
+            digits = headers["content-length"].lstrip("0")  # the client's number, also past _LENGTH_DIGITS
+            shown = digits if len(digits) <= 40 else f"{digits[:20]}... ({len(digits)} digits)"
             await self._write(writer, 413, *self._error_body(
-                f"request body of {length} bytes exceeds the server limit of {self.max_request_bytes} bytes "
+                f"request body of {shown} bytes exceeds the server limit of {self.max_request_bytes} bytes "
                 "(RESOURCE_EXHAUSTED; raise --max-request-bytes)"), close=True)
             await self._discard(reader, length)
             raise ConnectionResetError  # answered: just close

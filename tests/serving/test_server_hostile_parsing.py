@@ -322,6 +322,23 @@ def test_3_a_content_length_of_other_digits_is_400(server, value):
     ok_rest(server)
 
 
+@pytest.mark.parametrize("length, shown", [("1" + "0" * 30, "1" + "0" * 30), ("0" * 30 + "20000", "20000"),
+                                           ("9" * 5000, "99999999999999999999... (5000 digits)")])
+def test_3_a_content_length_past_any_limit_is_413_not_a_bad_header(length, shown):
+    """10^30 is ASCII digits: over the limit, as a body of 20 kB is, not "expected ASCII digits"."""
+    from serving.server.http_server import RestServer
+
+    rest_server = RestServer(None, port=0, max_request_bytes=10_000).start()  # refused before any model runs
+    try:
+        fake = type("S", (), {"rest_port": rest_server.port})
+        status, _, raw = ef.rest_request(fake, "POST", "/v1/models/tiny:predict", b"{}", {"Content-Length": length})
+        assert status == 413, raw
+        assert json.loads(raw)["error"] == (f"request body of {shown} bytes exceeds the server limit of 10000 bytes "
+                                            "(RESOURCE_EXHAUSTED; raise --max-request-bytes)")
+    finally:
+        rest_server.stop(1)
+
+
 def test_3_only_ascii_digit_version_directories_are_versions(tmp_path, caplog):
     """"²" made every poll raise (and blocked version 2); "９" was served as version 9."""
     from serving.server import InferenceEngine, ModelSource
