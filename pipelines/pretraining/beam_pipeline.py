@@ -99,7 +99,7 @@ def write_pretraining_data_with_beam(settings: PretrainingDataSettings, *, runne
     """
     import tensorflow as tf
 
-    from pipelines.pretraining.run_record import mark_complete_if_done, prepare_output
+    from pipelines.pretraining.run_record import mark_complete_if_done, recorded_run
     from pipelines.tokenizer import VocabularyError, load_vocabulary, special_tokens_from_vocabulary
 
     log = log or (lambda *_: None)
@@ -107,50 +107,53 @@ def write_pretraining_data_with_beam(settings: PretrainingDataSettings, *, runne
         raise ValueError("The Beam path reads text files; a tfds: input takes the local path (no --runner).")
     keyed = seeding.keyed_files(*zip(*corpus_lib.match_patterns(settings.input, glob=beam_glob)))
     fingerprint = beam_corpus_fingerprint([path for _, path in keyed])
-    record = prepare_output(settings, fingerprint, overwrite=overwrite, log=log)
-    paths = {j: shard_file_name(settings.output_prefix, j, settings.num_output_shards) for j in settings.output_shards()}
-    todo = sorted(j for j in paths if not tf.io.gfile.exists(paths[j]))
-    summary = {"runner": runner, "written": [], "skipped": [paths[j] for j in paths if j not in todo],
-               "instances": 0, "documents": 0, "sentences": 0, "tokens": 0, "replaced_lines": 0, "complete": False}
-    if summary["skipped"]:
-        log(f"{len(summary['skipped'])} shard(s) already complete, skipped")
-    if write_documents:
-        todo = sorted(paths)  # the documents come from the same run
-    if todo:
-        vocabulary = load_vocabulary(settings.vocab_file)
-        special = special_tokens_from_vocabulary(vocabulary)
-        if special.mask is None:
-            raise VocabularyError(
-                f"{settings.vocab_file} has no {special.mask_token} token: masked-LM pretraining replaces tokens "
-                f"with it. Add {special.mask_token} to the vocabulary (e.g. in place of an [unusedN] line).")
-        vocab = _Vocab(size=len(vocabulary), mask=special.mask, cls=special.cls, sep=special.sep, pad=special.pad,
-                       continuation=tuple(i for i, t in enumerate(vocabulary) if t.startswith("##")))
-        options = PipelineOptions(list(pipeline_args) + [f"--runner={runner}"])
-        log(f"{runner}: {len(keyed)} file(s), {len(todo)} shard(s) to write")
-        pipeline = beam.Pipeline(options=options)
-        build_pipeline(pipeline, settings, keyed, vocab, todo, write_documents=write_documents)
-        result = pipeline.run()
-        result.wait_until_finish()
-        counters = _counters(result)
-        summary.update({name: counters.get(name, 0)
-                        for name in ("instances", "documents", "sentences", "tokens", "replaced_lines")})
-        if summary["replaced_lines"]:
-            log(f"warning: {summary['replaced_lines']} line(s) were not valid UTF-8; bad bytes became U+FFFD")
-        if summary["documents"] == 0 and not any(tf.io.gfile.exists(paths[j]) for j in todo):
-            raise corpus_lib.CorpusError(f"No sentence of {[p for _, p in keyed][:5]} has any token.")
-        for j in todo:  # a shard no (document, dupe) hashed to: empty, as the local path writes it
-            if not tf.io.gfile.exists(paths[j]):
-                with tf.io.TFRecordWriter(paths[j]):
-                    pass
-        summary["written"] = [paths[j] for j in todo]
+    # A failure before any shard exists leaves no PREFIX-config.json of this run (`recorded_run`).
+    with recorded_run(settings, fingerprint, overwrite=overwrite, log=log) as record:
+        paths = {j: shard_file_name(settings.output_prefix, j, settings.num_output_shards)
+                 for j in settings.output_shards()}
+        todo = sorted(j for j in paths if not tf.io.gfile.exists(paths[j]))
+        summary = {"runner": runner, "written": [], "skipped": [paths[j] for j in paths if j not in todo],
+                   "instances": 0, "documents": 0, "sentences": 0, "tokens": 0, "replaced_lines": 0, "complete": False}
+        if summary["skipped"]:
+            log(f"{len(summary['skipped'])} shard(s) already complete, skipped")
         if write_documents:
-            summary["documents_written"] = [documents_file_name(settings.output_prefix, j, settings.num_output_shards)
-                                            for j in range(settings.num_output_shards)]
-            for path in summary["documents_written"]:
-                if not tf.io.gfile.exists(path):
-                    with tf.io.gfile.GFile(path, "w"):
+            todo = sorted(paths)  # the documents come from the same run
+        if todo:
+            vocabulary = load_vocabulary(settings.vocab_file)
+            special = special_tokens_from_vocabulary(vocabulary)
+            if special.mask is None:
+                raise VocabularyError(
+                    f"{settings.vocab_file} has no {special.mask_token} token: masked-LM pretraining replaces tokens "
+                    f"with it. Add {special.mask_token} to the vocabulary (e.g. in place of an [unusedN] line).")
+            vocab = _Vocab(size=len(vocabulary), mask=special.mask, cls=special.cls, sep=special.sep, pad=special.pad,
+                           continuation=tuple(i for i, t in enumerate(vocabulary) if t.startswith("##")))
+            options = PipelineOptions(list(pipeline_args) + [f"--runner={runner}"])
+            log(f"{runner}: {len(keyed)} file(s), {len(todo)} shard(s) to write")
+            pipeline = beam.Pipeline(options=options)
+            build_pipeline(pipeline, settings, keyed, vocab, todo, write_documents=write_documents)
+            result = pipeline.run()
+            result.wait_until_finish()
+            counters = _counters(result)
+            summary.update({name: counters.get(name, 0)
+                            for name in ("instances", "documents", "sentences", "tokens", "replaced_lines")})
+            if summary["replaced_lines"]:
+                log(f"warning: {summary['replaced_lines']} line(s) were not valid UTF-8; bad bytes became U+FFFD")
+            if summary["documents"] == 0 and not any(tf.io.gfile.exists(paths[j]) for j in todo):
+                raise corpus_lib.CorpusError(f"No sentence of {[p for _, p in keyed][:5]} has any token.")
+            for j in todo:  # a shard no (document, dupe) hashed to: empty, as the local path writes it
+                if not tf.io.gfile.exists(paths[j]):
+                    with tf.io.TFRecordWriter(paths[j]):
                         pass
-        log(f"{summary['documents']} documents, {summary['instances']} instances in {len(todo)} shard(s)")
+            summary["written"] = [paths[j] for j in todo]
+            if write_documents:
+                summary["documents_written"] = [
+                    documents_file_name(settings.output_prefix, j, settings.num_output_shards)
+                    for j in range(settings.num_output_shards)]
+                for path in summary["documents_written"]:
+                    if not tf.io.gfile.exists(path):
+                        with tf.io.gfile.GFile(path, "w"):
+                            pass
+            log(f"{summary['documents']} documents, {summary['instances']} instances in {len(todo)} shard(s)")
     summary["complete"] = mark_complete_if_done(settings, record)
     return summary
 

@@ -5,21 +5,27 @@ the corpus (each file's path, size and content samples) and whether every
 output shard was written. A rerun of the same settings on the same corpus
 skips the shards already complete. Anything else is refused when it would mix
 or replace finished work — other settings, a changed corpus — unless
-`overwrite=True`, which removes the old shards first. A run that failed before
-writing any shard (bad UTF-8, a vocabulary without `[MASK]`) blocks nothing:
-its record is simply replaced.
+`overwrite=True`, which removes the old shards first. A run that fails before
+any of its shards exists (bad UTF-8, a vocabulary without `[MASK]`) leaves no
+record (`recorded_run`): the file is removed, or put back as it was before the
+run. A record with shards on disk stays, for the rerun that completes them.
 """
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
 
 import tensorflow as tf
 
 from pipelines import corpus as corpus_lib
-from pipelines.atomic_writes import write_json
+from pipelines.atomic_writes import write_bytes, write_json
 from pipelines.pretraining.contract import config_file_name, shard_file_name
 from pipelines.pretraining.settings import PretrainingDataSettings
+
+
+logger = logging.getLogger(__name__)
 
 
 class OutputExistsError(ValueError):
@@ -161,6 +167,59 @@ def prepare_output(settings: PretrainingDataSettings, fingerprint: dict, *, over
     record = {"settings": wanted, "corpus": fingerprint, "complete": False}
     write_json(path, record)
     return record
+
+
+@contextlib.contextmanager
+def recorded_run(settings: PretrainingDataSettings, fingerprint: dict, *, overwrite: bool = False, log=None):
+    """`prepare_output` around the writing of a run: yields the record; an error leaves no record of this run.
+
+    On an exception (Ctrl-C included) before any of the record's shards exists, `PREFIX-config.json`
+    is put back as it was: removed when this run created it, its earlier bytes written back when this
+    run replaced it. Once a shard exists the record stays, so that the rerun skips what is done. Runs
+    split over machines (`num_shards > 1`) share the record and leave it.
+
+    Example:
+
+    >>> with recorded_run(settings, corpus_fingerprint(settings)) as record:  # doctest: +SKIP
+    ...     write_the_shards()
+    >>> mark_complete_if_done(settings, record)  # doctest: +SKIP
+
+    Raises:
+        OutputExistsError: as `prepare_output`.
+    """
+    path = config_file_name(settings.output_prefix)
+    before = _file_bytes(path)
+    record = prepare_output(settings, fingerprint, overwrite=overwrite, log=log)
+    try:
+        yield record
+    except BaseException:
+        _restore_record(settings, path, before)
+        raise
+
+
+def _file_bytes(path):
+    """The content of `path`, or None when there is no such file."""
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path, "rb") as f:
+        return f.read()
+
+
+def _restore_record(settings, path, before):
+    """Puts the record file back as `before` (None: no file) unless a shard of the record exists."""
+    if settings.num_shards > 1:
+        return  # other machines may be writing shards this record stands for
+    prefix, count = settings.output_prefix, settings.num_output_shards
+    try:
+        if any(tf.io.gfile.exists(shard_file_name(prefix, j, count)) for j in range(count)):
+            return
+        if before is None:
+            if tf.io.gfile.exists(path):
+                tf.io.gfile.remove(path)
+        elif _file_bytes(path) != before:
+            write_bytes(path, before)
+    except (OSError, tf.errors.OpError) as error:  # the run's own error is the one to report
+        logger.warning("could not put back %s after the failed run: %s", path, error)
 
 
 def mark_complete_if_done(settings: PretrainingDataSettings, record: dict) -> bool:

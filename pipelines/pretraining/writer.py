@@ -17,7 +17,7 @@ from pipelines import corpus as corpus_lib
 from pipelines.pretraining import seeding
 from pipelines.pretraining.contract import shard_file_name
 from pipelines.pretraining.instances import tokenize_corpus
-from pipelines.pretraining.run_record import corpus_fingerprint, mark_complete_if_done, prepare_output
+from pipelines.pretraining.run_record import corpus_fingerprint, mark_complete_if_done, recorded_run
 from pipelines.pretraining.settings import PretrainingDataSettings
 from pipelines.pretraining.shard_writer import ShardJob, write_shard
 from pipelines.pretraining.workers import ShardWorkers
@@ -46,7 +46,8 @@ def write_pretraining_data(settings: PretrainingDataSettings, *, workers: Option
     skips it. A killed run leaves only `*.tmp-*` files, which the rerun
     replaces. `prefix-config.json` records the settings and a fingerprint of
     the corpus: a rerun with other settings, or on a changed corpus, is
-    refused when shards exist (see `pipelines.pretraining.run_record`).
+    refused when shards exist (see `pipelines.pretraining.run_record`); a run
+    that fails before any shard exists leaves no record.
 
     Example:
 
@@ -82,22 +83,24 @@ def write_pretraining_data(settings: PretrainingDataSettings, *, workers: Option
     """
     log = log or (lambda *_: None)
     fingerprint = corpus_fingerprint(settings)
-    record = prepare_output(settings, fingerprint, overwrite=overwrite, log=log)
-    paths = {j: shard_file_name(settings.output_prefix, j, settings.num_output_shards) for j in settings.output_shards()}
-    todo = [j for j in paths if not tf.io.gfile.exists(paths[j])]
-    summary = {"workers": 1, "written": [], "skipped": [paths[j] for j in paths if j not in todo], "instances": 0,
-               "documents": 0, "sentences": 0, "tokens": 0, "replaced_lines": 0, "complete": False}
-    if summary["skipped"]:
-        log(f"{len(summary['skipped'])} shard(s) already complete, skipped")
-    if todo:
-        if workers is None:
-            workers = _automatic_workers(settings, fingerprint)
-        workers = max(1, min(len(todo), workers))
-        # Worker processes take seconds to start: start them first, so they get
-        # ready while this process builds the tokenizer and tokenizes the corpus.
-        # On an error or an interrupt the workers stop mid-shard, removing their temporary files.
-        with ShardWorkers(workers) if workers > 1 else contextlib.nullcontext() as pool:
-            _write(settings, todo, paths, pool, summary, log)
+    # A failure before any shard exists leaves no PREFIX-config.json of this run (`recorded_run`).
+    with recorded_run(settings, fingerprint, overwrite=overwrite, log=log) as record:
+        paths = {j: shard_file_name(settings.output_prefix, j, settings.num_output_shards)
+                 for j in settings.output_shards()}
+        todo = [j for j in paths if not tf.io.gfile.exists(paths[j])]
+        summary = {"workers": 1, "written": [], "skipped": [paths[j] for j in paths if j not in todo], "instances": 0,
+                   "documents": 0, "sentences": 0, "tokens": 0, "replaced_lines": 0, "complete": False}
+        if summary["skipped"]:
+            log(f"{len(summary['skipped'])} shard(s) already complete, skipped")
+        if todo:
+            if workers is None:
+                workers = _automatic_workers(settings, fingerprint)
+            workers = max(1, min(len(todo), workers))
+            # Worker processes take seconds to start: start them first, so they get
+            # ready while this process builds the tokenizer and tokenizes the corpus.
+            # On an error or an interrupt the workers stop mid-shard, removing their temporary files.
+            with ShardWorkers(workers) if workers > 1 else contextlib.nullcontext() as pool:
+                _write(settings, todo, paths, pool, summary, log)
     summary["complete"] = mark_complete_if_done(settings, record)
     return summary
 

@@ -46,6 +46,29 @@ def test_a_failed_run_does_not_block_the_corrected_rerun(vocab_file, tmp_path):
     assert summary["replaced_lines"] == 1 and len(summary["written"]) == 2 and summary["complete"]
 
 
+def test_a_failed_run_leaves_no_record_of_its_own(vocab_file, tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"A fine sentence.\nA bad \xff one.\n\nAnother document here.\nAnd more.\n")
+    prefix = str(tmp_path / "out")
+    with pytest.raises(CorpusError, match="bad.txt, line 2"):  # read after the record was written
+        write(str(bad), vocab_file, prefix)
+    assert not os.path.exists(prefix + "-config.json") and shards(prefix) == []
+    no_mask = tmp_path / "vocab.txt"
+    no_mask.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello\n")
+    with pytest.raises(ValueError, match=r"\[MASK\]"):
+        write(SAMPLE, str(no_mask), prefix)
+    assert not os.path.exists(prefix + "-config.json")
+    # A record that was there before the run (a killed run's, no shard yet) is put back byte for byte.
+    write(SAMPLE, vocab_file, prefix, num_output_shards=1)
+    os.remove(shards(prefix)[0])
+    with open(prefix + "-config.json", "rb") as f:
+        earlier = f.read()
+    with pytest.raises(CorpusError, match="bad.txt, line 2"):
+        write(str(bad), vocab_file, prefix)
+    with open(prefix + "-config.json", "rb") as f:
+        assert f.read() == earlier
+
+
 @pytest.mark.parametrize("content", ['{"user": "precious"}\n', "my notes, not JSON\n", "[1, 2]",
                                      '{"settings": {"a": 1}}'])
 def test_a_config_file_of_the_users_with_the_record_name_is_never_replaced(vocab_file, tmp_path, content):
