@@ -47,7 +47,9 @@ def run(args):
     task = load(args.model)
     spec = spec_for_model(task_spec(args, training=task.to_finetuned().training), task, args.model, args.task)
     progress = int(sys.stdout.isatty() and not args.json)  # a progress bar with ETA on a terminal
-    metrics = task.score(*spec.evaluation_data(args.data), batch_size=args.batch_size, verbose=progress)
+    x, y = spec.evaluation_data(args.data)
+    spec.check_texts(task.tokenizer)  # a text the model reads no token of, by file and line
+    metrics = task.score(x, y, batch_size=args.batch_size, verbose=progress)
     if args.output:
         with atomic_file(args.output) as f:
             json_output.dump(metrics, f, indent=2, sort_keys=True)

@@ -531,6 +531,7 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
         spec = spec_of_saved(teacher.to_finetuned().training)
     spec = spec_for_model(spec, teacher, teacher_dir)
     x, y = spec.training_data(seed=seed)
+    spec.check_texts(teacher.tokenizer)  # a text the model reads no token of, by file and line
     spec.labels = teacher.labels
     if alpha == 0:
         y = None

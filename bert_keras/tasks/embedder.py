@@ -184,7 +184,7 @@ class Embedder(TextTask):
             raise TaskInputError("y: an Embedder has no labels; its student learns the teacher's vectors")
         if isinstance(x, tf.data.Dataset):
             x, _, _ = in_memory(self, x, None)
-        columns = text_columns(x)
+        columns = text_columns(x, "x", self.tokenizer)
         count = len(columns[0])
         texts = tf.data.Dataset.from_tensor_slices((tuple(tf.constant(c) for c in columns),
                                                     tf.zeros(count, tf.int32)))
@@ -203,7 +203,8 @@ class Embedder(TextTask):
         text read only in part (as the other families' rows and the served `truncated`)."""
         self._check_fitted()
         texts = [item if isinstance(item, str) else " ".join(item) for item in items]
-        vectors, truncated = self._document_vectors(self._text_rows(text_columns(texts)), batch_size)
+        columns = text_columns(texts, "x", self.tokenizer)
+        vectors, truncated = self._document_vectors(self._text_rows(columns), batch_size)
         warn_truncated(self, truncated)
         rows = [{"text": text, "embedding": [float(v) for v in row]} for text, row in zip(texts, vectors)]
         for row, cut in zip(rows, truncated):
@@ -255,7 +256,7 @@ class Embedder(TextTask):
         else:
             if isinstance(x, tf.data.Dataset):
                 x, _, _ = in_memory(self, x, None)
-            columns = text_columns(x)
+            columns = text_columns(x, "x", self.tokenizer)
             texts = self._text_rows(columns)
             if len(columns) == 1:
                 vectors, truncated = self._document_vectors(texts, batch_size)

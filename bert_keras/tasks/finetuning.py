@@ -95,6 +95,7 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
             init, seq_length=seq_length, learning_rate=learning_rate, warmup_ratio=warmup_ratio,
             vocab_file=vocab_file, lowercase=lowercase, strip_accents=strip_accents, **spec.model_options(),
             **windows)
+    spec.check_texts(task.tokenizer)  # a text this model reads no token of, by file and line
     config = task.encoder.config
     log(f"task {spec.spec}: batch {batch_size}, {epochs:g} epochs"
         + (f" (at most {max_steps} steps)" if max_steps else "")

@@ -42,11 +42,25 @@ import numbers
 import numpy as np
 
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
-from pipelines.tokenizer.tokenless import has_no_token
+from pipelines.tokenizer.tokenless import texts_without_token
 
 
 class TaskInputError(ValueError):
     """Bad data given to a task (the message names the argument and the item)."""
+
+
+# Why a text is empty, in the messages that refuse one.
+NO_TOKEN = ("nothing but whitespace, control characters or marks the tokenizer strips: the model "
+            "would read no token of it")
+
+
+class EmptyTextError(TaskInputError):
+    """A text with no token where `fit` needs one: `name` (the argument, `x` or `x[0]`) and `index`
+    (the row) say which, so a command that read the texts from a file names its line."""
+
+    def __init__(self, message, name, index):
+        super().__init__(message)
+        self.name, self.index = name, index
 
 
 def settings_record(settings_class, options, task_name):
@@ -140,12 +154,14 @@ def as_column(values, name):
     return values
 
 
-def text_list(texts, name, *, allow_empty=False):
+def text_list(texts, name, *, allow_empty=False, tokenizer=None):
     """A list of `str` from a list / tuple / numpy array of strings (bytes are decoded).
 
-    A text with no token (empty, whitespace or control characters only:
-    `pipelines.tokenizer.tokenless`) is refused, as the server and the data readers
-    refuse it, unless `allow_empty`.
+    A text with no token is refused (`EmptyTextError`), unless `allow_empty`, or a prediction
+    answers it (`answering_empty_texts`). `tokenizer` (the task's) decides which have none
+    (`pipelines.tokenizer.tokenless.texts_without_token`): empty, whitespace or control
+    characters only, and for an uncased model combining marks only ("\\u0301"); without one,
+    the rule every tokenizer shares.
     """
     if isinstance(texts, str):
         raise TaskInputError(f"{name}: expected a list of texts, got one string; wrap it: [{texts[:30]!r}]")
@@ -163,11 +179,12 @@ def text_list(texts, name, *, allow_empty=False):
         if not isinstance(text, str):
             raise TaskInputError(f"{name}[{index}]: expected a string, got {type(text).__name__} "
                                  f"({text!r:.40})")
-        if not allow_empty and has_no_token(text) and not note_empty_text(name, index):
-            raise TaskInputError(f"{name}[{index}]: an empty text (nothing but whitespace or control "
-                                 "characters): the model would read no token of it (predict answers "
-                                 "one as an empty input; fit does not train on it)")
         result.append(text)
+    if not allow_empty:
+        for index in texts_without_token(result, tokenizer):
+            if not note_empty_text(name, index):
+                raise EmptyTextError(f"{name}[{index}]: an empty text ({NO_TOKEN}; predict answers one "
+                                     "as an empty input; fit does not train on it)", name, index)
     return result
 
 
@@ -182,14 +199,15 @@ def frame_columns(x, name):
                          "column (df['text']) or two for pairs (df[['text', 'text_b']])")
 
 
-def text_columns(x, name="x"):
+def text_columns(x, name="x", tokenizer=None):
     """`(texts,)` or `(texts, texts_b)`: one or two equally long lists of strings.
 
     A pandas DataFrame gives its one column, or its two columns as a pair.
 
     Pairs come as a tuple of two columns `(texts, texts_b)`, Keras' list of two input columns
     `[texts, texts_b]`, or a list of `(text, text_b)` rows (or an `[N, 2]` array); two lists of
-    two texts, which read both ways, are refused.
+    two texts, which read both ways, are refused. `tokenizer`: the task's, which decides which
+    texts have no token (`text_list`).
 
     >>> text_columns([("a", "b"), ("c", "d")], "x")
     (['a', 'c'], ['b', 'd'])
@@ -200,7 +218,8 @@ def text_columns(x, name="x"):
         if len(x) != 2 or any(isinstance(column, str) for column in x):
             raise TaskInputError(f"{name}: a tuple must hold two lists of texts (texts, texts_b), got "
                                  f"a tuple of {len(x)} {type(x[0]).__name__ if x else ''}".rstrip())
-        first, second = text_list(x[0], f"{name}[0]"), text_list(x[1], f"{name}[1]")
+        first = text_list(x[0], f"{name}[0]", tokenizer=tokenizer)
+        second = text_list(x[1], f"{name}[1]", tokenizer=tokenizer)
         if len(first) != len(second):
             raise TaskInputError(f"{name}: {len(first)} texts but {len(second)} texts_b")
         return first, second
@@ -211,14 +230,14 @@ def text_columns(x, name="x"):
                                  "rows, or the two input columns [texts, texts_b]; pass the columns as a tuple "
                                  "(texts, texts_b), or the rows as tuples [(a, b), (c, d)]")
         if len(x[0]) != 2 or len(x[1]) != 2:
-            return text_columns(tuple(x), name)
+            return text_columns(tuple(x), name, tokenizer)
     rows = x.tolist() if isinstance(x, np.ndarray) and x.ndim == 2 and x.shape[1] == 2 else x
     if isinstance(rows, list) and rows and all(isinstance(row, (tuple, list)) and len(row) == 2
                                                and all(isinstance(t, (str, bytes)) for t in row)
                                                for row in rows):
         # A list of (text, text_b) pairs (or an [N, 2] array): the same as the tuple of columns.
-        return text_columns((tuple(a for a, _ in rows), tuple(b for _, b in rows)), name)
-    return (text_list(x, name),)
+        return text_columns((tuple(a for a, _ in rows), tuple(b for _, b in rows)), name, tokenizer)
+    return (text_list(x, name, tokenizer=tokenizer),)
 
 
 def _is_text_column(value):

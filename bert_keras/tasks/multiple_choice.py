@@ -95,11 +95,11 @@ class MultipleChoice(TextTask):
             contexts = [e.context for e in x]
             endings = [[f"{e.start} {ending}".strip() for ending in e.endings] for e in x]
         elif isinstance(x, tuple) and len(x) == 2:
-            contexts = text_list(x[0], "x[0]")
+            contexts = text_list(x[0], "x[0]", tokenizer=self.tokenizer)
             endings = list(x[1])
             if len(endings) != len(contexts):
                 raise TaskInputError(f"x: {len(contexts)} contexts but {len(endings)} lists of endings")
-            endings = [text_list(e, f"x[1][{i}]") for i, e in enumerate(endings)]
+            endings = [text_list(e, f"x[1][{i}]", tokenizer=self.tokenizer) for i, e in enumerate(endings)]
         else:
             raise TaskInputError("x: MultipleChoice reads (contexts, endings): a tuple of a list of "
                                  "strings and a list of lists of endings")

@@ -171,6 +171,12 @@ class DatasetSpec:
         self.labels = None
         self.scored = None  # what the last evaluation_data read
 
+    def check_texts(self, tokenizer):
+        """Refuses a text of the data read so far that `tokenizer` (the model's) reads no token of,
+        naming its file and line, before a step runs. The readers refuse the texts no tokenizer
+        reads (whitespace, control characters); an uncased model also strips combining marks, which
+        only its tokenizer knows. A spec whose data has no lines leaves it to `fit` / `score`."""
+
     def model_options(self):
         """`from_pretrained` keyword arguments of this task."""
         return {"labels": self.labels} if self.labels else {}
@@ -256,6 +262,7 @@ class CsvSpec(DatasetSpec):
         self.train_path = self.train_path or spec[4:]
         self.regression = regression
         self.text_pair = None
+        self._read_examples = {}  # {path: its TextExamples}, for `check_texts`
 
     def model_options(self):
         options = {"num_classes": 1} if self.regression else {"labels": self.labels}
@@ -280,10 +287,23 @@ class CsvSpec(DatasetSpec):
         x = (texts, [e.text_b for e in examples]) if pair else texts
         return x, [e.label for e in examples], pair, examples
 
+    def check_texts(self, tokenizer):
+        from bert_keras.tasks.inputs import NO_TOKEN
+        from pipelines.tokenizer.tokenless import texts_without_token
+
+        for examples in self._read_examples.values():
+            for column, field in ((self.text_column, "text"), (self.text_b_column, "text_b")):
+                texts = [getattr(example, field) for example in examples]
+                empty = texts_without_token(texts, tokenizer) if None not in texts else []
+                if empty:
+                    raise DatasetSpecError(f"{examples[empty[0]].source}: field {column!r} is empty for this "
+                                           f"model ({NO_TOKEN}); remove the row or give it a text")
+
     def training_data(self, seed=None):
         from pipelines.datasets.text_files import build_label_vocabulary
 
         x, y, self.text_pair, examples = self._read(self.train_path)
+        self._read_examples[self.train_path] = examples
         if not self.regression:
             self.labels = build_label_vocabulary(examples)
             if len(self.labels) < 2:
@@ -295,6 +315,7 @@ class CsvSpec(DatasetSpec):
         from pipelines.datasets.text_files import label_ids
 
         x, y, _, examples = self._read(self._eval_path(path))
+        self._read_examples[self.scored] = examples
         if self.labels:
             label_ids(examples, self.labels)  # an unknown label: an error naming file:line
         return x, y

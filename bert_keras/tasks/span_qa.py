@@ -186,7 +186,7 @@ class SpanQA(TextTask):
         if not isinstance(x, tuple):
             raise TaskInputError("x: SpanQA reads (questions, contexts), a tuple of two lists of strings"
                                  + ("; got single texts" if isinstance(x, (list, np.ndarray)) else ""))
-        questions, contexts = text_columns(x)
+        questions, contexts = text_columns(x, "x", self.tokenizer)
         answers = [None] * len(questions) if y is None else check_lengths(len(questions), y)
         records = []
         for index, (question, context, answer) in enumerate(zip(questions, contexts, answers)):
@@ -294,7 +294,7 @@ class SpanQA(TextTask):
         version_2 = self._text.settings["version_2"]
         self._text.settings["version_2"] = True
         try:
-            return self._train_dataset(x, [None] * len(text_columns(x)[0]), batch_size=batch_size,
+            return self._train_dataset(x, [None] * len(text_columns(x, "x", self.tokenizer)[0]), batch_size=batch_size,
                                        shuffle=True, seed=seed)
         finally:
             self._text.settings["version_2"] = version_2

@@ -11,11 +11,12 @@ from bert_keras.tasks import dataset_inputs
 from bert_keras.tasks.dataset_inputs import steps_for, to_python
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_label_names, check_lengths
 from bert_keras.tasks.inputs import check_sample_weight, float_target, float_targets, is_tokenized
-from bert_keras.tasks.inputs import label_id, label_ids, note_empty_text, one_hot_ids, text_columns
+from bert_keras.tasks.inputs import NO_TOKEN, EmptyTextError, label_id, label_ids, note_empty_text, one_hot_ids
+from bert_keras.tasks.inputs import text_columns
 from bert_keras.tasks.task_batches import padded_batches, predicted_outputs, tokenized_dataset
 from bert_keras.tasks.text_task import TextTask
 from bert_keras.tasks.window_outputs import has_window_marks, warn_truncated, window_outputs
-from pipelines.tokenizer.tokenless import has_no_token
+from pipelines.tokenizer.tokenless import texts_without_token
 
 
 WINDOW_AGGREGATIONS = ("mean", "max", "evidence")
@@ -251,7 +252,7 @@ class TextClassifier(TextTask):
                 f"{name}: this classifier reads single texts, not (texts, texts_b) pairs")
 
     def _texts(self, x, name="x"):
-        columns = text_columns(x, name)
+        columns = text_columns(x, name, self.tokenizer)
         self._check_pair(len(columns) == 2, name)
         return columns
 
@@ -358,16 +359,17 @@ class TextClassifier(TextTask):
         for chunk in rows.batch(8192).as_numpy_iterator():
             texts = chunk[0] if isinstance(chunk[0], tuple) else (chunk[0],)
             for column_index, column in enumerate(texts):
-                # The one rule of `text_list` (pipelines.tokenizer.tokenless): a text of whitespace,
-                # control or format characters only ("\u200b") has no token.
+                # The one rule of `text_list` (pipelines.tokenizer.tokenless, by this task's
+                # tokenizer): a text of whitespace, control or format characters only ("\u200b"),
+                # or for an uncased model of combining marks only, has no token.
                 column_name = "" if len(texts) == 1 else f"[{column_index}]"
-                empty = next((i for i, text in enumerate(column.ravel().tolist()) if has_no_token(
-                    text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text))
-                    and not note_empty_text(f"x{column_name}", count + i)), None)
+                strings = [text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+                           for text in column.ravel().tolist()]
+                empty = next((i for i in texts_without_token(strings, self.tokenizer)
+                              if not note_empty_text(f"x{column_name}", count + i)), None)
                 if empty is not None:
-                    raise TaskInputError(f"x{column_name}: element {count + empty} of the dataset is an empty "
-                                         "text (nothing but whitespace or control characters): the model "
-                                         "would read no token of it")
+                    raise EmptyTextError(f"x{column_name}: element {count + empty} of the dataset is an empty "
+                                         f"text ({NO_TOKEN})", f"x{column_name}", count + empty)
             size = len(texts[0])
             if parts.has_y:
                 labels = [to_python(v) for v in chunk[1].tolist()]

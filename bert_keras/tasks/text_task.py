@@ -514,8 +514,9 @@ class TextTask(keras.Model):
         override the window settings for this call (families that read long texts in
         windows: classification, NER, embeddings). `verbose=1` shows Keras' progress bar
         (with ETA); default: `verbosity`'s level, 0. A text with no token (empty, or only
-        whitespace / control characters) gets the model's answer to an empty input
-        (`[CLS] [SEP]`) with a warning, instead of failing the others (`fit` refuses it).
+        whitespace / control characters, or for an uncased model only combining marks) gets
+        the model's answer to an empty input (`[CLS] [SEP]`) with a warning, instead of
+        failing the others (`fit` refuses it).
         """
         override = tuple((key, value) for key, value in (("max_length", max_length), ("stride", stride))
                          if value is not None)
@@ -637,9 +638,9 @@ class TextTask(keras.Model):
     def _warn_empty(empty, stacklevel=3):
         if empty:
             texts = f"{len(empty)} texts have" if len(empty) > 1 else "1 text has"
-            warnings.warn(f"{texts} no token (empty, or only whitespace / control characters; the first: row "
-                          f"{empty[0]}): the model's answer to an empty input ([CLS] [SEP]) is given; "
-                          "predict_rows marks such rows \"empty\": true", stacklevel=stacklevel)
+            warnings.warn(f"{texts} no token (empty, or only whitespace, control characters or marks the "
+                          f"tokenizer strips; the first: row {empty[0]}): the model's answer to an empty input "
+                          "([CLS] [SEP]) is given; predict_rows marks such rows \"empty\": true", stacklevel=stacklevel)
 
     def row_text(self, row):
         """One `predict_rows` row as a line (or two) for a terminal."""

@@ -133,7 +133,7 @@ class TokenClassifier(TextTask):
         if any(raw) and not all(raw):
             raise TaskInputError(f"{name}: a mix of strings and lists of words")
         if all(raw):
-            texts = text_list(x, name)
+            texts = text_list(x, name, tokenizer=self.tokenizer)
             split = split_words(texts, self.tokenizer)
             words = [w for w, _, _ in split]
             spans = [(text, starts, ends) for text, (_, starts, ends) in zip(texts, split)]

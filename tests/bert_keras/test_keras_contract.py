@@ -14,6 +14,8 @@ data are identical step for step, which is what the tests compare. (Dropout mask
 seed generators that no Keras format saves, so a loaded model draws other masks.)
 """
 
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -172,6 +174,60 @@ def test_an_empty_text_gets_the_empty_input_answer_without_failing_its_neighbour
     assert "empty" not in rows[0] and rows[1]["empty"] is True and rows[1]["label"] in ("neg", "pos")
     with pytest.raises(tasks.TaskInputError, match=r"x\[1\]: an empty text"):
         model.fit(["good film.", " "], ["pos", "neg"], epochs=1, verbose=0)
+
+
+def test_a_text_of_combining_marks_only_is_empty_for_an_uncased_model_only(spec, tmp_path, capsys):
+    # An uncased tokenizer strips accents (NFD, then drops Mn marks): "\u0301\u0301" reaches it as
+    # nothing. The tokenizer decides, so fit, predict, predict_rows, finetune and `bert-keras predict`
+    # treat it as "" (issue 40, item 5); a cased model reads the marks ([UNK]), a text like another.
+    import json
+
+    from bert_keras.cli.main import main
+    from bert_keras.tasks.finetuning import finetune
+    from bert_keras.tasks.named_datasets import DatasetSpecError, parse_task
+
+    marks = "\u0301\u0301"
+    model = classifier(spec)
+    assert model.tokenizer.strip_accents
+    with pytest.warns(UserWarning, match=r"1 text has no token .*row 1"):
+        mixed = model.predict(["good film.", marks + " \u200b"])
+    with pytest.warns(UserWarning, match="1 text has no token"):
+        empty = model.predict([""])
+    np.testing.assert_allclose(mixed[1], empty[0], atol=1e-6)
+    with pytest.warns(UserWarning, match="1 text has no token"):
+        rows = model.predict_rows(["good film.", marks])
+    assert "empty" not in rows[0] and rows[1]["empty"] is True
+    with pytest.warns(UserWarning, match="1 text has no token"):  # a dataset, read by the same rule
+        model.predict(tf.data.Dataset.from_tensor_slices(["good film.", marks]).batch(2))
+    with pytest.raises(tasks.TaskInputError, match=r"x\[1\]: an empty text \(.*marks the tokenizer strips"):
+        model.fit(["good film.", marks], ["pos", "neg"], epochs=1, verbose=0)
+    with pytest.raises(tasks.TaskInputError, match=r"x: element 1 of the dataset is an empty text"):
+        model.fit(tf.data.Dataset.from_tensor_slices((["good film.", marks], ["pos", "neg"])).batch(2),
+                  epochs=1, verbose=0)
+    assert int(model.optimizer.iterations) == 0
+
+    cased = tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=32, dropout=0.0,
+                                                  lowercase=False)
+    assert not cased.tokenizer.strip_accents
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "no token" warning: the marks are a token ([UNK])
+        assert cased.predict([marks]).shape == (1, 2)
+        cased.fit(["good film.", marks], ["pos", "neg"], epochs=1, batch_size=2, verbose=0)
+
+    # finetune names the file and line (a file's reader knows no tokenizer yet; the model's decides).
+    data = tmp_path / "train.csv"
+    data.write_text(f"text,label\ngood film.,pos\n{marks},neg\nbad film.,neg\n", encoding="utf-8")
+    with pytest.raises(DatasetSpecError, match=rf"{data}:3: field 'text' is empty for this model"):
+        finetune(parse_task(f"csv:{data}"), spec, str(tmp_path / "out"), epochs=1, batch_size=2, seq_length=32,
+                 strategy="default", evaluate=False, log=lambda line: None)
+    assert not (tmp_path / "out" / "model.keras").exists()
+
+    # `bert-keras predict` flags it as it flags "".
+    model.save(str(tmp_path / "saved"))
+    with pytest.warns(UserWarning, match="1 text has no token"):
+        assert main(["predict", "--model", str(tmp_path / "saved"), "--json", "good film.", marks]) == 0
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert [row.get("empty", False) for row in printed] == [False, True]
 
 
 def test_an_empty_text_in_the_other_families(spec):
