@@ -35,6 +35,7 @@ MB: `num_output_shards` of about 1 per 100k instances).
 """
 
 import collections
+import contextlib
 import logging
 import uuid
 from typing import Optional, Sequence
@@ -131,8 +132,9 @@ def write_pretraining_data_with_beam(settings: PretrainingDataSettings, *, runne
             log(f"{runner}: {len(keyed)} file(s), {len(todo)} shard(s) to write")
             pipeline = beam.Pipeline(options=options)
             build_pipeline(pipeline, settings, keyed, vocab, todo, write_documents=write_documents)
-            result = pipeline.run()
-            result.wait_until_finish()
+            with _raised_not_logged():  # a bad corpus line: the error the caller reports, once
+                result = pipeline.run()
+                result.wait_until_finish()
             counters = _counters(result)
             summary.update({name: counters.get(name, 0)
                             for name in ("instances", "documents", "sentences", "tokens", "replaced_lines")})
@@ -156,6 +158,26 @@ def write_pretraining_data_with_beam(settings: PretrainingDataSettings, *, runne
             log(f"{summary['documents']} documents, {summary['instances']} instances in {len(todo)} shard(s)")
     summary["complete"] = mark_complete_if_done(settings, record)
     return summary
+
+
+class _DropLoggedExceptions(logging.Filter):
+    """Drops the ERROR record of an exception (Beam's DoFn runner logs each one it re-raises)."""
+
+    def filter(self, record):
+        return not (record.exc_info and record.levelno >= logging.ERROR)
+
+
+@contextlib.contextmanager
+def _raised_not_logged():
+    """Beam's DoFn runner logs a DoFn's exception (message and traceback) and raises it again: the
+    caller reports it, so in this process it is not logged too (the message would be printed twice)."""
+    logger = logging.getLogger("apache_beam.runners.common")
+    dropping = _DropLoggedExceptions()
+    logger.addFilter(dropping)
+    try:
+        yield
+    finally:
+        logger.removeFilter(dropping)
 
 
 def build_pipeline(pipeline, settings: PretrainingDataSettings, keyed_files, vocab, shards, write_documents=False):

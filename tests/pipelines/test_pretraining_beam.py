@@ -208,6 +208,26 @@ def test_beam_cli_runner_flag(vocab_file, tmp_path, capsys):
     assert code == 2 and "Unknown runner" in capsys.readouterr().err
 
 
+def test_beam_cli_bad_corpus_line_is_reported_once(vocab_file, tmp_path, capsys, caplog):
+    pytest.importorskip("apache_beam")
+    from bert_keras.cli.main import main
+
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"A fine sentence.\nA bad \xff one.\n\nAnother document here.\nAnd more.\n")
+    prefix = str(tmp_path / "out")
+    code = main(["create-pretraining-data", "--input", str(bad), "--vocab", vocab_file, "--output_prefix", prefix,
+                 "--max_seq_length", "64", "--max_predictions_per_seq", "10", "--dupe_factor", "1",
+                 "--num_output_shards", "1", "--runner", "DirectRunner", "--", "--direct_num_workers=1"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    # What reaches the user: stderr, and the log records (Beam's DoFn runner logged the error with its
+    # traceback before re-raising it; pytest holds log records apart from stderr).
+    shown = err + caplog.text
+    assert shown.count("bad.txt, line 2: not valid UTF-8") == 1, shown
+    assert "bert-keras create-pretraining-data: error: " in err
+    assert not os.path.exists(prefix + "-config.json")  # the failed run left no record
+
+
 def test_beam_cli_runner_without_apache_beam_names_the_extra(tmp_path, capsys, monkeypatch):
     from bert_keras.cli.main import main
 
