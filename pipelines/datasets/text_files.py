@@ -17,7 +17,8 @@ text that is not a string (JSONL `null`, a number, a list), a class label that
 is a number with a fraction or the same number written twice ("1" and "1.0":
 use `regression=True`), a regression target that is not a finite number, a
 byte that is not in the file's encoding (UTF-8 by default; a byte order mark,
-as Excel writes, is ignored). Label files follow `pipelines.label_names`.
+as Excel writes, is ignored), a CSV / TSV header of more than `MAX_COLUMNS`
+columns. Label files follow `pipelines.label_names`.
 
 Example:
     >>> from pipelines import BertTokenizer
@@ -58,6 +59,10 @@ FORMATS = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".json": "jsonl"}
 # The csv module refuses cells over 131,072 characters; a long document is no reason to fail.
 # 64 MiB still stops a file whose unbalanced quote swallows the rest of it at a sane size.
 MAX_CELL_CHARS = 64 * 1024 * 1024
+# A CSV / TSV header of more columns is refused: a task file has a few (text, text_b, label and some
+# more), and each row is kept as a dict of them, so a generated header of a million would cost a
+# million-entry dict per row for nothing.
+MAX_COLUMNS = 1000
 
 
 class TextFileError(ValueError):
@@ -107,10 +112,11 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
 
     Raises:
         TextFileError: empty file, a missing column (the message lists the
-            columns found), invalid JSON, a row with the wrong number of
-            fields, a byte not in `encoding` (or a UTF-16 / UTF-32 file: the
-            message says so, with the iconv command), an empty or whitespace-only text
-            or one that is no string, an empty label, a class label that is a
+            columns found), a header of more than `MAX_COLUMNS` columns,
+            invalid JSON, a row with the wrong number of fields, a byte not in
+            `encoding` (or a UTF-16 / UTF-32 file: the message says so, with
+            the iconv command), an empty or whitespace-only text or one that is
+            no string, an empty label, a class label that is a
             fractional number or a number written two ways, or (regression) a
             label that is no finite number; each names the file and line.
     """
@@ -457,6 +463,10 @@ def _table_rows(f, path, file_format):
             blank += 1
             continue
         if header is None:
+            if len(fields) > MAX_COLUMNS:
+                raise TextFileError(f"{path}:{line}: the header has {len(fields):,} columns, more than the "
+                                    f"{MAX_COLUMNS:,} a task file may have (text, text_b, label and a few "
+                                    "more); keep the columns the task reads.")
             header = [h.strip() for h in fields]
             continue
         if len(fields) != len(header):

@@ -48,6 +48,20 @@ def test_a_utf_16_or_32_file_is_told_its_iconv_command_not_cp1252(tmp_path, code
     assert read_text_file(path, encoding=named.lower())[0].text == "caf\xe9 au lait"
 
 
+@pytest.mark.parametrize("suffix, delimiter", [(".csv", ","), (".tsv", "\t")])
+def test_a_header_of_a_million_columns_is_refused_naming_file_line_and_count(tmp_path, suffix, delimiter):
+    header = delimiter.join(["text", "label"] + [f"c{i}" for i in range(999_998)])
+    path = _write(tmp_path / f"wide{suffix}", header + "\n" + delimiter.join(["good film", "pos"] + [""] * 999_998)
+                  + "\n")
+    with pytest.raises(TextFileError, match=rf"wide\{suffix}:1: the header has 1,000,000 columns, more than the "
+                                            r"1,000 a task file may have"):
+        read_text_file(path)
+    assert text_files.MAX_COLUMNS == 1000
+    at_the_limit = _write(tmp_path / f"limit{suffix}", delimiter.join(["text", "label"] + [f"c{i}" for i in range(998)]) + "\n"
+                          + delimiter.join(["good film", "pos"] + [""] * 998) + "\n")
+    assert read_text_file(at_the_limit)[0].label == "pos"
+
+
 def test_a_cell_over_the_csv_modules_limit_is_read(tmp_path):
     long_text = "word " * 40000  # 200,000 characters: over the csv module's 131,072
     path = _write(tmp_path / "long.csv", f'text,label\n"{long_text}",pos\nshort,neg\n')
