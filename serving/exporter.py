@@ -20,7 +20,9 @@ The export is composed of small steps, each its own piece:
 6. `serving.portability`: a fresh `python` that imports only TensorFlow loads
    the staged export and must reproduce the Python path's outputs (floats
    within 1e-4, labels and texts equal); `check=False` skips it.
-7. `serving.model_card`: `assets.extra/model_card.json`.
+7. `serving.model_card`: `assets.extra/model_card.json`; then `serving.export_manifest`:
+   `assets.extra/export_manifest.json`, the size and SHA-256 of every other file, written last,
+   so that a server polling a copy of the version (`cp -r`, `gsutil cp`) loads it only whole.
 8. `install_version`: the staging directory is renamed to `<version>` in one
    `os.rename`, so a polling server never sees half an export. An existing
    version is only replaced with `overwrite=True` (old renamed aside, new renamed
@@ -159,6 +161,7 @@ def export_saved_model(source, base_path, model_name, *, version=None, tokenizer
         serving.op_audit.OpAuditError: `strict` and unsupported ops.
         serving.portability.PortabilityError: the check failed (names the output).
     """
+    from serving.export_manifest import write_manifest
     from serving.int8_dense import check_quantize
     from serving.model_card import build_model_card, write_model_card
     from serving.signatures import finetuned_for_export
@@ -200,6 +203,7 @@ def export_saved_model(source, base_path, model_name, *, version=None, tokenizer
                                 audit=audit.to_json(), check=report and report.to_json(),
                                 warmup=warmup, origin=finetuned.directory or named)
         write_model_card(staging, card)
+        write_manifest(staging)  # last: a server loads a copy of the version only once it is whole
         while True:
             try:
                 # A number chosen here is never an overwrite: the version is new.
@@ -213,6 +217,7 @@ def export_saved_model(source, base_path, model_name, *, version=None, tokenizer
                 target = os.path.join(model_dir, str(version))
                 card["version"] = version
                 write_model_card(staging, card)
+                write_manifest(staging)
                 say(f"version {taken} was installed by another export meanwhile; installing as version {version}")
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

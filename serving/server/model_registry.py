@@ -11,7 +11,12 @@ integer names holding saved_model.pb), applies the version policy, and:
   (each request holds a reference from `acquire` to `release`), then unloads it. Hot swap
   therefore fails no request;
 - loads only version directories that are complete and no longer being written
-  (`version_files.version_ready`: a non-atomic `cp -r` is waited for, not loaded half-written);
+  (`version_files.readiness`: a non-atomic `cp -r` is waited for, not loaded half-written;
+  an export's manifest, `serving.export_manifest`, is checked file by file, checksums
+  included, before the load), and fails a load whose files changed while it ran;
+- reloads a served version whose files change after it was loaded (a lookup table built
+  from `assets/labels.txt` would not see the change): the old graph serves until the new
+  one is AVAILABLE, and keeps serving if the changed files do not load;
 - retries a failed load as TF Serving does (`LoadRetryOptions`: --max_num_load_retries 5,
   --load_retry_interval_micros 60 s); while a retry is pending the version is LOADING with
   the last error in its status, after the last one it is END with the real error code and
@@ -48,7 +53,8 @@ from serving.server.errors import ServingError, from_tf_error
 from serving.server.model_config import ModelSource
 from serving.server.servable import AVAILABLE, END, LOADING, START, UNLOADING, ServableVersion
 from serving.server.signatures import read_signatures
-from serving.server.version_files import is_version_name, snapshot, version_ready
+from serving.export_manifest import COMPLETE, check_manifest
+from serving.server.version_files import is_version_name, readiness, snapshot
 from serving.server.window_cost import WindowCost
 
 __all__ = ["ModelRegistry", "LoadRetryOptions", "ServableVersion", "START", "LOADING", "AVAILABLE", "UNLOADING", "END"]
@@ -126,6 +132,10 @@ def _load_error(exc, path) -> ServingError:
     return ServingError("UNKNOWN", f"{where}: {type(exc).__name__}: {exc}")
 
 
+class _FilesChanged(Exception):
+    """A version's files changed while it loaded: what was loaded may mix old and new files."""
+
+
 class _Model:
     def __init__(self, source: ModelSource):
         self.source = source
@@ -135,6 +145,8 @@ class _Model:
         self.available: dict = {}  # routing table: replaced (never mutated) under `lock`
         self.error = None  # base path problem, for messages
         self.ignored = set()  # directory names already reported as not a version (logged once each)
+        self.waiting = {}  # version -> why it is not ready yet (logged once per version)
+        self.reload_failed = {}  # version -> fingerprint of changed files that did not load (not retried)
 
 
 class ModelRegistry:
@@ -235,8 +247,16 @@ class ModelRegistry:
             if version is None:
                 continue
             path = os.path.join(base, entry)
-            if known.get(version) in (AVAILABLE, UNLOADING) or version_ready(path):
+            if known.get(version) in (AVAILABLE, UNLOADING):
                 found[version] = path
+                continue
+            ready, why_not = readiness(path)
+            if ready:
+                found[version] = path
+                model.waiting.pop(version, None)
+            elif version not in model.waiting:
+                model.waiting[version] = why_not
+                log.info("model %r version %d: waiting for its files (%s)", model.source.name, version, why_not)
         if found:
             model.error = None
         elif os.path.isfile(os.path.join(base, "saved_model.pb")):  # the base path names a version itself
@@ -306,6 +326,8 @@ class ModelRegistry:
             for version, servable in list(model.available.items()):
                 if version not in aspired:
                     self._unload(model, servable)
+                elif not self._stop.is_set():
+                    self._reload_if_changed(model, servable)
 
     def _load(self, model: _Model, version: int, path: str, previous: ServableVersion | None = None) -> None:
         servable = ServableVersion(model.source.name, version, path)
@@ -317,15 +339,15 @@ class ModelRegistry:
         log.info("model %r version %d: loading from %s%s", model.source.name, version, path,
                  f" (retry {servable.attempts} of {self._retries.max_num_load_retries})" if servable.attempts else "")
         try:
-            import tensorflow as tf
-
-            _register_tf_text_ops()
-            servable.signatures, servable.signature_def_map = read_signatures(path)
-            servable.loaded = tf.saved_model.load(path)
-            servable.functions = dict(servable.loaded.signatures.items())
-            servable.window_cost = WindowCost.of_export(path)
-            if self._warmup is not None:
-                self._warmup(servable)
+            self._read_version(servable)
+        except _FilesChanged as exc:
+            # Not a failure of the version: poll forgets it (its fingerprint differs now) and loads
+            # it again once its files are whole.
+            servable.error = ServingError("UNAVAILABLE", f"loading {path}: {exc}")
+            servable.drop()
+            servable.state = END
+            log.warning("model %r version %d: %s; loading it again once they settle", model.source.name, version, exc)
+            return
         except Exception as exc:
             servable.error = _load_error(exc, path)
             servable.drop()
@@ -347,6 +369,63 @@ class ModelRegistry:
             model.available = {**model.available, version: servable}
         log.info("model %r version %d: available", model.source.name, version)
 
+    def _read_version(self, servable: ServableVersion) -> None:
+        """Loads `servable` from its files, checked against its export manifest (a `ServingError`
+        when damaged), warmed up, and `_FilesChanged` when they changed while it loaded."""
+        import tensorflow as tf
+
+        path = servable.path
+        manifest = check_manifest(path, checksums=True)
+        if manifest.state not in (COMPLETE, "absent"):
+            raise ServingError("DATA_LOSS", f"loading {path}: the version's files are not those its export "
+                                            f"manifest lists ({manifest.problem}): copy the version again")
+        _register_tf_text_ops()
+        servable.signatures, servable.signature_def_map = read_signatures(path)
+        servable.loaded = tf.saved_model.load(path)
+        servable.functions = dict(servable.loaded.signatures.items())
+        servable.window_cost = WindowCost.of_loaded(servable.loaded, path)
+        if self._warmup is not None:
+            self._warmup(servable)
+        if snapshot(path) != servable.fingerprint:
+            raise _FilesChanged("its files changed while it loaded")
+
+    def _reload_if_changed(self, model: _Model, servable: ServableVersion) -> None:
+        """Loads a served version again when its files changed since it was loaded; the old graph
+        serves until the new one is AVAILABLE, and stays when the changed files do not load."""
+        files = snapshot(servable.path)
+        if not files or files == servable.fingerprint or model.reload_failed.get(servable.version) == files:
+            return
+        if not readiness(servable.path)[0]:
+            return  # still being written: look again at the next poll
+        name, version = model.source.name, servable.version
+        log.warning("model %r version %d: its files changed after it was loaded; loading it again", name, version)
+        replacement = ServableVersion(name, version, servable.path)
+        replacement.state = LOADING
+        try:
+            self._read_version(replacement)
+        except Exception as exc:
+            replacement.drop()
+            model.reload_failed[version] = replacement.fingerprint
+            error = _load_error(exc, servable.path) if not isinstance(exc, _FilesChanged) else exc
+            log.error("model %r version %d: the changed files did not load (%s); the version loaded before "
+                      "keeps serving", name, version, _one_line(str(getattr(error, "message", error))))
+            return
+        with model.lock:
+            replacement.state = AVAILABLE
+            model.versions[version] = replacement
+            model.available = {**model.available, version: replacement}
+        model.reload_failed.pop(version, None)
+        log.info("model %r version %d: available (reloaded)", name, version)
+        self._retire(servable)
+
+    def _retire(self, servable: ServableVersion, timeout_s: float | None = None) -> None:
+        """Unloads a servable already off the routing table once its requests finish."""
+        if not servable.close_and_wait(timeout_s):
+            log.warning("model %r version %d unloaded with %d request(s) still running",
+                        servable.model_name, servable.version, servable.in_flight)
+        servable.drop()
+        servable.state = END
+
     def _unload(self, model: _Model, servable: ServableVersion, timeout_s: float | None = None) -> None:
         with model.lock:
             # Off the routing table first: new requests pick another version, and a request
@@ -354,13 +433,7 @@ class ModelRegistry:
             model.available = {v: s for v, s in model.available.items() if s is not servable}
             servable.state = UNLOADING
         log.info("model %r version %d: unloading", model.source.name, servable.version)
-        if not servable.close_and_wait(timeout_s):
-            log.warning(
-                "model %r version %d unloaded with %d request(s) still running",
-                model.source.name, servable.version, servable.in_flight,
-            )
-        servable.drop()
-        servable.state = END
+        self._retire(servable, timeout_s)
         log.info("model %r version %d: unloaded", model.source.name, servable.version)
 
     # ------------------------------------------------------------------ routing

@@ -1,21 +1,29 @@
 """Whether a version directory is ready to load: complete, and no longer being written.
 
-`cp -r`, `gsutil cp` and `rsync` write a version directory file by file, so a poll can see
-`saved_model.pb` before the variables exist. `version_ready` answers True only when
+`cp -r`, `gsutil cp` and `rsync` write a version directory file by file, in no set order, so a
+poll can see `saved_model.pb` before the variables exist, or everything but `assets/labels.txt`.
+`readiness` answers ready only when
 
 - the directory holds `saved_model.pb` (or `.pbtxt`),
 - if it has a `variables/` directory: `variables.index` and every data shard the shard
   names promise (`variables.data-00000-of-00002` needs `...-00001-of-00002` too),
-- and its files are settled: the newest file is older than `settle_s`, or a second look
-  `recheck_s` later finds the same names, sizes and mtimes.
+- and, for an export with a manifest (`serving.export_manifest`, written last by
+  `serving.exporter`): every file the manifest lists is there at its listed size (the
+  checksums are verified once, by the load);
+- or, for a SavedModel without one: every file is settled, unchanged for `settle_s` (the
+  newest is older than that, or a second look `settle_s` after the newest write finds the
+  same names, sizes and mtimes). A writer that pauses longer than `settle_s` between two
+  files defeats this rule, which is why the exporter writes the manifest.
 
-`snapshot` (names, sizes, mtimes of every file) is also the fingerprint the registry
-compares to decide that a version that failed to load has been replaced and is worth a
-fresh attempt.
+`snapshot` (names, sizes, mtimes of every file) is also the fingerprint the registry compares
+to decide that a version changed after it was loaded, or that a version that failed to load
+has been replaced and is worth a fresh attempt.
 
 Example:
     >>> version_ready("/models/bert/3")       # doctest: +SKIP
     True
+    >>> readiness("/models/bert/4")           # doctest: +SKIP
+    (False, 'assets/labels.txt: 7 of 23 bytes')
 """
 
 from __future__ import annotations
@@ -23,6 +31,8 @@ from __future__ import annotations
 import os
 import re
 import time
+
+from serving.export_manifest import COMPLETE, WRITING, check_manifest
 
 _SHARD = re.compile(r"variables\.data-([0-9]+)-of-([0-9]+)")  # ASCII digits: what TensorFlow writes
 _VERSION_NAME = re.compile(r"[0-9]{1,18}")  # what TF Serving parses as a version (int64)
@@ -75,13 +85,27 @@ def _complete(files: tuple) -> bool:
     return True
 
 
-def version_ready(path: str, *, settle_s: float = 1.0, recheck_s: float = 0.25) -> bool:
-    """True when the version directory `path` is complete and not being written (module docstring)."""
+def readiness(path: str, *, settle_s: float = 1.0) -> tuple:
+    """`(ready, why not)` of the version directory `path` (module docstring); `why not` is "" when ready."""
     files = snapshot(path)
-    if not files or not _complete(files):
-        return False
-    newest = max(entry[2] for entry in files) / 1e9
-    if time.time() - newest >= settle_s:
-        return True
-    time.sleep(recheck_s)
-    return snapshot(path) == files
+    if not files:
+        return False, "no files yet"
+    if not _complete(files):
+        return False, "no saved_model.pb, or its variables/ are incomplete"
+    manifest = check_manifest(path)
+    if manifest.state == COMPLETE:
+        return True, ""
+    if manifest.state == WRITING:
+        return False, manifest.problem  # still being copied
+    # No manifest (or a file longer than it lists, which the load reports): files unchanged for settle_s.
+    age = time.time() - max(entry[2] for entry in files) / 1e9
+    if age < settle_s:
+        time.sleep(settle_s - max(age, 0.0))
+        if snapshot(path) != files:
+            return False, f"files still changing (no export manifest: waiting until none changed for {settle_s:g} s)"
+    return True, ""
+
+
+def version_ready(path: str, *, settle_s: float = 1.0) -> bool:
+    """True when the version directory `path` is complete and not being written (module docstring)."""
+    return readiness(path, settle_s=settle_s)[0]

@@ -10,9 +10,12 @@ The cost is an estimate made before the model runs, from each text's UTF-8 lengt
 server never tokenizes twice: `BYTES_PER_PIECE` bytes per word piece (English WordPiece
 averages 4-5 characters per piece; a lower figure over-counts, which only closes batches
 early), capped by the export's `max_length` (pieces read at all) and its
-`max_length * chars_per_token` cut. The export's settings come from its model card
-(`assets.extra/model_card.json`, written by `serving.exporter`); a SavedModel without one, or
-one that does not read windows, costs its rows, as in TF Serving.
+`max_length * chars_per_token` cut. The export's settings are read from the loaded graph
+(`window_settings`, a function the exporter saves with the SavedModel), so a missing or
+half-copied file cannot lift the limit; an older export without it falls back to its model card
+(`assets.extra/model_card.json`). A SavedModel that does not read windows costs its rows, as in
+TF Serving; one whose settings cannot be read at all costs its rows too (one window per text,
+the conservative reading), logged once when it loads.
 
 The request limit (`--max-windows-per-request`) is checked on an upper bound instead
 (`windows(..., bound=True)`): every byte that is not whitespace may be a word piece of its own
@@ -32,9 +35,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 BYTES_PER_PIECE = 4
 _WHITESPACE = (b" ", b"\t", b"\n", b"\r", b"\x0b", b"\x0c")
@@ -53,6 +59,25 @@ class WindowCost:
     window: int
     stride: int
     max_length: int
+
+    @classmethod
+    def of_loaded(cls, loaded, path: str) -> WindowCost | None:
+        """The cost of a loaded export (`tf.saved_model.load(path)`): its graph's `window_settings`,
+        else its model card; None when it reads no windows (rows count)."""
+        settings = getattr(loaded, "window_settings", None)
+        if settings is not None:
+            try:
+                window, stride, max_length = (int(v) for v in settings().numpy())
+            except Exception:  # noqa: BLE001 - an odd SavedModel attribute of that name: not ours
+                pass
+            else:
+                return cls(window, stride, max_length) if max_length > window > 0 else None
+        cost = cls.of_export(path)
+        if cost is None and os.path.isdir(os.path.join(path, "assets.extra")) and not _card_readable(path):
+            log.warning("%s: its window settings are neither in its graph nor in a readable "
+                        "assets.extra/model_card.json: each text counts as one window against "
+                        "--max-windows-per-request (export the version again to bound long texts)", path)
+        return cost
 
     @classmethod
     def of_export(cls, path: str) -> WindowCost | None:
@@ -92,3 +117,12 @@ class WindowCost:
         if len(texts) != 1:
             return None
         return int(self.windows(texts[0], bound=bound).sum())
+
+
+def _card_readable(path: str) -> bool:
+    try:
+        with open(os.path.join(path, "assets.extra", "model_card.json"), encoding="utf-8") as f:
+            json.load(f)
+        return True
+    except (OSError, ValueError):
+        return False

@@ -10,7 +10,13 @@ tokenizer and the lookup tables as attributes tracks all of them, so
 * `vocab`: `assets/vocab.txt`, the WordPiece vocabulary, for clients that
   tokenize themselves (the `token_ids` signature);
 * `labels`: `assets/labels.txt` (classification, NER) and a table built from
-  that very file, which maps class ids to names in the graph.
+  that very file, which maps class ids to names in the graph; a table with
+  fewer entries than the model's labels (a `labels.txt` copied in part) fails
+  every lookup with its line count, never answers a label `""`;
+* `window_settings`: a function of no input returning int64 `[window, stride,
+  max_length]` when single texts are read in windows (`[0, 0, 0]` otherwise),
+  which the embedded server reads to bound a request's windows
+  (`serving.server.window_cost`): a property of the graph, not of a file beside it.
 
 Example:
 
@@ -28,7 +34,7 @@ import shutil
 
 import tensorflow as tf
 
-from serving.signatures.text_inputs import TextInputs
+from serving.signatures.text_inputs import TextInputs, window_reading
 
 PREDICT = "tensorflow/serving/predict"
 CLASSIFY = "tensorflow/serving/classify"
@@ -57,6 +63,9 @@ class ServingModule(tf.Module):
             raise ValueError(f"{finetuned.vocab_file} has {tokenizer.vocabulary_size} tokens but the "
                              f"model expects {finetuned.config.vocab_size}")
         self.text = TextInputs(tokenizer, finetuned.seq_length)
+        reading = window_reading(finetuned)
+        settings = [finetuned.seq_length - 2, *reading] if reading else [0, 0, 0]
+        self.window_settings = tf.function(lambda: tf.constant(settings, tf.int64), input_signature=[])
         vocab_copy = os.path.join(asset_dir, "vocab.txt")
         shutil.copyfile(finetuned.vocab_file, vocab_copy)  # named vocab.txt in assets/, whatever its name
         self.vocab = tf.saved_model.Asset(vocab_copy)
@@ -119,8 +128,17 @@ class ServingModule(tf.Module):
         return forwards[key](inputs)
 
     def label_names(self, ids):
-        """Label names (tf.string) of int label ids, any shape."""
-        return self.label_table.lookup(tf.cast(ids, tf.int64))
+        """Label names (tf.string) of int label ids, any shape.
+
+        The table is built from `assets/labels.txt` when the SavedModel loads; one with fewer
+        lines than the model has labels (a file still being copied) fails the request by name.
+        """
+        whole = tf.debugging.assert_equal(
+            self.label_table.size(), tf.constant(self.num_labels, tf.int64),
+            message=f"assets/labels.txt does not hold all {self.num_labels} labels of the model (copied in part?): "
+                    "export or copy the version again; table size")
+        with tf.control_dependencies([whole]):
+            return self.label_table.lookup(tf.cast(ids, tf.int64))
 
 
 def run_in_chunks(module, name, function, inputs):

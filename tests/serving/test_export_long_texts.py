@@ -7,6 +7,8 @@ word pieces): a 3,000-word document is a few hundred windows, served in one requ
 """
 
 import os
+import shutil
+import time
 import warnings
 
 import keras
@@ -195,6 +197,34 @@ def test_a_request_of_more_windows_than_the_limit_is_refused_before_it_runs(spec
         short = np.array([t.encode() for t in texts[1:3]], dtype=object)
         probabilities = engine.predict_arrays("limited", inputs={"text": short})[2]["probabilities"]
         np.testing.assert_allclose(probabilities, classifier.predict(texts[1:3]), atol=1e-5)
+    finally:
+        engine.stop(drain_timeout_s=5)
+
+
+def test_the_window_limit_is_read_from_the_graph_not_from_the_model_card(spec, tmp_path):
+    # A version copied without assets.extra/ (its model card and manifest) refuses what the
+    # intact export refuses: the window settings travel in the graph (`window_settings`).
+    from serving.server.engine import InferenceEngine, ModelSource
+    from serving.server.errors import ServingError
+    from serving.server.request_validation import Limits
+
+    keras.utils.set_random_seed(0)
+    classifier = tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=SEQ_LENGTH,
+                                                      max_length=4000, stride=9)
+    path = classifier.export(str(tmp_path), "cardless")
+    shutil.rmtree(os.path.join(path, "assets.extra"))
+    old = time.time() - 60  # settled long ago: loaded at once without a manifest
+    for root, _, files in os.walk(path):
+        for name in files:
+            os.utime(os.path.join(root, name), (old, old))
+    assert tf.saved_model.load(path).window_settings().numpy().tolist() == [SEQ_LENGTH - 2, 9, 4000]
+    engine = InferenceEngine([ModelSource("cardless", str(tmp_path / "cardless"))], poll_interval_s=0,
+                             limits=Limits(max_windows_per_request=200))
+    engine.start()
+    try:
+        long_text = np.array([documents()[0].encode()] * 3, dtype=object)
+        with pytest.raises(ServingError, match=r"RESOURCE_EXHAUSTED: .*limit of 200 windows per request"):
+            engine.predict_arrays("cardless", inputs={"text": long_text})
     finally:
         engine.stop(drain_timeout_s=5)
 
