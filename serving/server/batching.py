@@ -161,6 +161,7 @@ class BatchScheduler:
         self._cond = threading.Condition(threading.Lock())
         self._queues: dict = {}
         self._stopping = False
+        self._flushing = False  # a drain began: every batch closes as soon as it is made
         self._stats = collections.Counter()
         self._workers = [
             threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
@@ -227,7 +228,7 @@ class BatchScheduler:
             batch.tasks.append(task)
             batch.rows += rows
             batch.cost += cost
-            if batch.cost >= limit:
+            if batch.cost >= limit or self._flushing:
                 batch.closed = True
                 self._cond.notify()
         task.event.wait()
@@ -350,9 +351,12 @@ class BatchScheduler:
         with self._cond:
             return sum(len(b.tasks) for q in self._queues.values() for b in q.batches)
 
-    def flush(self) -> None:
-        """Close every open batch so it runs now instead of waiting for its timeout."""
+    def flush(self, keep_flushing: bool = False) -> None:
+        """Close every open batch so it runs now instead of waiting for its timeout; with
+        `keep_flushing`, every later batch too (a drain: nothing waits for more requests)."""
         with self._cond:
+            if keep_flushing:
+                self._flushing = True
             for queue in self._queues.values():
                 for batch in queue.batches:
                     batch.closed = True

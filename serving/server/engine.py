@@ -38,7 +38,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from serving.server.batching import BatchingOptions, BatchScheduler
+from serving.server.batching import CLIENT_ALIVE, BatchingOptions, BatchScheduler
 from serving.server.errors import ServingError, from_tf_error, name_list
 from serving.server.model_config import ModelSource, read_models_config
 from serving.server.model_registry import LoadRetryOptions, ModelRegistry, ServableVersion
@@ -50,6 +50,19 @@ __all__ = ["InferenceEngine", "ModelSource", "BatchingOptions", "Limits", "LoadR
 log = logging.getLogger(__name__)
 
 DEFAULT_SIGNATURE = "serving_default"
+
+# A long-text request runs in parts of at most this many windows (fewer under batching: a
+# batch's max_batch_size). One part of 256 windows of 128 is the graph's own chunk
+# (`serving.signatures.module.MODEL_CALL_TOKENS`), about a second of a MiniLM-sized model on two
+# cores: what a cancelled request, a short request behind it, or a drain waits at most.
+CHUNK_WINDOWS = 256
+
+
+def _client_alive(alive) -> bool:
+    try:
+        return bool(alive())
+    except Exception:  # noqa: BLE001 - a front end's check must never fail the request
+        return True
 
 
 class InferenceEngine:
@@ -97,6 +110,7 @@ class InferenceEngine:
         self._in_flight = 0
         self._started = False
         self._stopping = False
+        self._cancel_running = threading.Event()  # set when the drain's time is up
 
     @classmethod
     def from_config_file(cls, path, **kwargs) -> "InferenceEngine":
@@ -161,10 +175,12 @@ class InferenceEngine:
         deadline = time.monotonic() + drain_timeout_s
         with self._cond:
             self._stopping = True
-        if self._scheduler is not None:
-            self._scheduler.flush()  # queued batches run now instead of waiting for their timeout
+        self.begin_drain()
         with self._cond:
             drained = self._cond.wait_for(lambda: self._in_flight == 0, max(0.0, deadline - time.monotonic()))
+        if not drained:
+            # The drain's time is up: long requests stop at their next part (`_run_in_parts`).
+            self._cancel_running.set()
         if self._scheduler is not None:
             drained = self._scheduler.stop(max(0.0, deadline - time.monotonic())) and drained
         self._registry.stop(max(0.0, deadline - time.monotonic()))
@@ -172,6 +188,13 @@ class InferenceEngine:
         if not drained:
             log.warning("stop(): requests still in flight after %.1f s", drain_timeout_s)
         return drained
+
+    def begin_drain(self) -> None:
+        """Run queued batches now and close every later batch at once (no batch timeout): called
+        when a drain begins, before the front ends stop taking requests, so that queued work does
+        not wait out its batch timeout inside the grace period."""
+        if self._scheduler is not None:
+            self._scheduler.flush(keep_flushing=True)
 
     def is_ready(self) -> bool:
         """True when started, not stopping, and every model has an AVAILABLE version."""
@@ -285,14 +308,59 @@ class InferenceEngine:
         if cost is not None:
             check_window_count(window_cost.cost(arrays, bound=True), rows or 0, self.limits, where)
         runner = self._runner(servable, signature_name)
-        if batch and self._scheduler is not None and rows is not None and signature.batchable:
+        batched = batch and self._scheduler is not None and rows is not None and signature.batchable
+        if batched:
             key = (servable, signature_name, tuple(a.shape[1:] for a in arrays.values()))
-            outputs = self._scheduler.submit(key, runner, arrays, rows, cost=cost)
+
+            def run_part(part, part_rows, part_cost):
+                return self._scheduler.submit(key, runner, part, part_rows, cost=part_cost)
         else:
-            outputs = runner(arrays)
+            def run_part(part, part_rows, part_cost):
+                return runner(part)
+        if cost is not None and rows and signature.batchable and cost > self._chunk_windows():
+            outputs = self._run_in_parts(run_part, arrays, window_cost, where)
+        else:
+            outputs = run_part(arrays, rows, cost)
         if output_filter:
             outputs = {name: outputs[name] for name in output_filter}
         return outputs
+
+    def _chunk_windows(self) -> int:
+        """Most windows one part of a long request runs at once (`_run_in_parts`)."""
+        if self._scheduler is not None:
+            return min(CHUNK_WINDOWS, self._scheduler.options.max_batch_size)
+        return CHUNK_WINDOWS
+
+    def _run_in_parts(self, run_part, arrays, window_cost, where):
+        """A long-text request run as parts of whole texts of at most `_chunk_windows()` windows.
+
+        Between parts the request stops when its client has gone (a gRPC call cancelled or past
+        its deadline, a REST connection closed: CANCELLED) or when the drain's time is up
+        (UNAVAILABLE). Under batching each part is queued after the requests that arrived while
+        the previous part ran, so a short request waits for one part, not for the whole long
+        request. Rows are independent: the outputs are those of one call.
+        """
+        windows = window_cost.windows(next(a for a in arrays.values() if a.dtype.kind in "OSU"))
+        bounds, start, budget = [], 0, self._chunk_windows()
+        while start < len(windows):
+            stop, total = start + 1, int(windows[start])
+            while stop < len(windows) and total + windows[stop] <= budget:
+                total += int(windows[stop])
+                stop += 1
+            bounds.append((start, stop, total))
+            start = stop
+        alive = CLIENT_ALIVE.get()
+        parts = []
+        for index, (start, stop, total) in enumerate(bounds):
+            if index:
+                if self._cancel_running.is_set():
+                    raise ServingError("UNAVAILABLE", f"{where}the server is shutting down: the request was "
+                                                      f"stopped after {index} of {len(bounds)} parts; retry")
+                if alive is not None and not _client_alive(alive):
+                    raise ServingError("CANCELLED", f"{where}the client went away (cancelled, or past its "
+                                                    f"deadline) after {index} of {len(bounds)} parts ran")
+            parts.append(run_part({name: array[start:stop] for name, array in arrays.items()}, stop - start, total))
+        return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
 
     # ------------------------------------------------------------------ predict
 

@@ -105,8 +105,9 @@ class ServerOptions:
         LIMITS, 16384, "rows x sequence length of a token_ids input; more: RESOURCE_EXHAUSTED "
         "(default 16384)", "N")
     max_windows_per_request: int = _option(
-        LIMITS, 16384, "windows a request of a long-text model may read (each byte that is not whitespace "
-        "counted as a possible word piece); more: RESOURCE_EXHAUSTED (default 16384)", "N")
+        LIMITS, 1024, "windows a request of a long-text model may read (each byte that is not whitespace "
+        "counted as a possible word piece); more: RESOURCE_EXHAUSTED (default 1024: a few seconds of "
+        "a MiniLM-sized model on 2 cores)", "N")
     enable_batching: bool = _option(BATCHING, False, "merge concurrent requests into one model call")
     batching_parameters_file: str = _option(
         BATCHING, None, "TF Serving batching parameters text file (max_batch_size { value: 32 } ...)", "FILE")

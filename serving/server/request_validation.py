@@ -62,14 +62,15 @@ class Limits:
             (its texts' windows at most, each non-whitespace byte a possible piece:
             `serving.server.window_cost`;
             RESOURCE_EXHAUSTED above): the cost bound of the windowed signatures, whose rows
-            alone allow 1,024 documents of `max_length` pieces.
+            alone allow 1,024 documents of `max_length` pieces. The default, 1,024, keeps one
+            request to a few seconds of a MiniLM-sized model on two cores (docs/serving.md).
     """
 
     max_batch_size_per_request: int = 1024
     max_request_bytes: int = 64 << 20
     max_string_bytes: int = 16 << 20
     max_tokens_per_request: int = 16384
-    max_windows_per_request: int = 16384
+    max_windows_per_request: int = 1024
 
     def __post_init__(self):
         for field in dataclasses.fields(self):

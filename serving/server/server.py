@@ -325,6 +325,9 @@ class EmbeddedServer:
 
             if self._health is not None:
                 self._health.set_serving(False)
+            # Queued batches run now, not after their batch timeout; long requests stop at their
+            # next part once the grace period is over (engine.stop), so the drain ends on time.
+            self.engine.begin_drain()
             # Both transports stop accepting at once; then each waits for its in-flight requests
             # (a request already accepted reaches the engine, which is stopped last).
             grpc_done = self._grpc.stop(grace_s) if self._grpc is not None else None
