@@ -6,10 +6,13 @@ sets `func=run`. Heavy imports (TensorFlow, Keras) happen inside `run`, so that
 """
 
 import argparse
+import contextlib
 import importlib
 import os
 import re
+import signal
 import sys
+import threading
 
 # (module under bert_keras.cli, one-line summary) in the order `--help` lists them.
 SUBCOMMANDS = [
@@ -39,6 +42,38 @@ VERBOSE_HELP = "show TensorFlow's log lines and library warnings (quiet by defau
 
 class CommandError(Exception):
     """A user-facing error: printed without a traceback, exit status 2."""
+
+
+# The commands a rerun resumes; SIGTERM stops the training ones as Ctrl-C does.
+RESUMABLE_COMMANDS = ("finetune", "pretrain", "distill", "create-pretraining-data")
+TRAINING_COMMANDS = ("finetune", "pretrain", "distill")
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill PID`, a scheduler or a container stopping the job) during a training command:
+    it stops as Ctrl-C stops it (the last backup stays whole; the same command resumes from it),
+    says so, and exits with 143 (128 + 15, the shell's status for SIGTERM)."""
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt(command):
+    """Within it, SIGTERM raises `Terminated` in a training command (Python's default: the process
+    dies at once, status -15, without a word). A second SIGTERM kills as usual; a handler someone
+    else installed (a server's drain) is left alone."""
+    if command not in TRAINING_COMMANDS or threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def terminate(signum, frame):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def build_parser():
@@ -71,7 +106,8 @@ def main(argv=None):
         return 1
     try:
         try:
-            return args.func(args) or 0
+            with sigterm_as_interrupt(args.command):
+                return args.func(args) or 0
         except Exception as error:  # noqa: BLE001 (only the file system's errors are re-raised as such)
             raise _file_system_error(error) or error
     except (CommandError, OSError, ValueError) as error:
@@ -88,10 +124,12 @@ def main(argv=None):
             print(f"hint: {hint}", file=sys.stderr)
         print("(set BERT_KERAS_DEBUG=1 for the full traceback)", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        resumes = args.command in ("finetune", "pretrain", "distill", "create-pretraining-data")
-        print("interrupted" + ("; run the same command again to resume" if resumes else ""), file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as interrupt:
+        terminated = isinstance(interrupt, Terminated)
+        resumes = args.command in RESUMABLE_COMMANDS
+        print(("terminated (SIGTERM)" if terminated else "interrupted")
+              + ("; run the same command again to resume" if resumes else ""), file=sys.stderr)
+        return 143 if terminated else 130
 
 
 # What TensorFlow's file writes (SavedModel, checkpoints, TFRecords) fail with when the disk

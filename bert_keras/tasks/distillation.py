@@ -375,7 +375,7 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
     """
     from bert_keras.tasks.finetuning_run import backup_callback, digest, weights_digest
     from bert_keras.tasks.recipe import recipe_for_data
-    from bert_keras.tasks.fit_loop import keras_epochs
+    from bert_keras.tasks.fit_loop import keras_epochs, resumed_batches
     from bert_keras.tasks.text_task import TextTask, load
 
     teacher_path = None
@@ -462,16 +462,19 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
     # Keras runs whole epochs of `steps_per_epoch`: the last one is cut short at `total_steps`
     # (a fractional `epochs`, `max_steps`), as the schedule and the record say.
     whole_epochs, callbacks = keras_epochs(total_steps, steps_per_epoch, callbacks)
+    batches = dataset.repeat().take(total_steps)
     if run_dir:
         # As `fit`: a backup of other data (None for a dataset: it is not read twice) or of another
-        # teacher is another run's, refused.
-        callbacks.append(backup_callback(run_dir, keep=keep_run_dir, total_steps=total_steps,
-                                          steps_per_epoch=steps_per_epoch,
-                                          batch_size=batch_size, distillation=settings,
-                                          weights=weights_digest(teacher.head), data=digest((x, y))))
+        # teacher is another run's, refused. A resumed run reads on where its backup left off.
+        backup = backup_callback(run_dir, keep=keep_run_dir, total_steps=total_steps,
+                                 steps_per_epoch=steps_per_epoch,
+                                 batch_size=batch_size, distillation=settings,
+                                 weights=weights_digest(teacher.head), data=digest((x, y)))
+        callbacks.append(backup)
+        batches = batches.skip(resumed_batches(backup, steps_per_epoch, total_steps))
     student.train_step = _distillation_step(student, teacher, temperature, alpha, masking)
     try:
-        keras.Model.fit(student, without_autotune_thread(dataset.repeat().take(total_steps)),
+        keras.Model.fit(student, without_autotune_thread(batches),
                         epochs=whole_epochs, steps_per_epoch=min(steps_per_epoch, total_steps),
                         shuffle=False, verbose=verbose, callbacks=callbacks)
     finally:

@@ -90,16 +90,19 @@ def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split,
         total_steps = min(total_steps, max_steps)
     if task._recipe is not None:  # the schedule ends exactly at the last step
         finetuning_recipe.size_schedule(task, steps_to_run(total_steps, steps_per_epoch, initial_epoch))
+    batches = dataset.repeat()
     if run_dir:
         steps_per_epoch = checkpoint_every or steps_per_epoch
-        callbacks = list(callbacks or []) + [task_backup_callback(
+        backup = task_backup_callback(
             task, run_dir, keep=keep_run_dir, total_steps=total_steps, steps_per_epoch=steps_per_epoch,
-            batch_size=batch_size, seed=seed, data=(x, y, sample_weight))]
+            batch_size=batch_size, seed=seed, data=(x, y, sample_weight))
+        callbacks = list(callbacks or []) + [backup]
+        batches = batches.skip(resumed_batches(backup, steps_per_epoch, total_steps))
     whole_epochs, callbacks = keras_epochs(total_steps, steps_per_epoch, callbacks)
     # Repeat: fractional epochs and max_steps split into whole Keras epochs, the last one
     # cut at the last step. shuffle=False: the dataset shuffles itself.
     finetuning_recipe.build_optimizer(task)
-    history = keras.Model.fit(task, without_autotune_thread(dataset.repeat()), epochs=whole_epochs, shuffle=False,
+    history = keras.Model.fit(task, without_autotune_thread(batches), epochs=whole_epochs, shuffle=False,
                           verbose=verbose, steps_per_epoch=min(steps_per_epoch, total_steps),
                           callbacks=callbacks, validation_data=without_autotune_thread(validation_data),
                           class_weight=class_weight,
@@ -168,6 +171,19 @@ def keras_epochs(total_steps, steps_per_epoch, callbacks):
     if total_steps % per_epoch:
         callbacks.insert(0, StopAtStep(total_steps, steps_per_epoch=per_epoch))
     return epochs, callbacks
+
+
+def resumed_batches(backup, steps_per_epoch, total_steps):
+    """The batches a run resumed from `backup` (a `RunBackup`) has trained on, to skip.
+
+    The batches of a fit are one sequence over its epochs (`dataset.repeat()` of a shuffle
+    seeded by `seed`, reshuffled each pass): the resumed run reads on where its backup left
+    off, so it sees the batches the uninterrupted run sees, in the same order. Skipping reads
+    (tokenizes, batches) those batches without training on them: a pass over the data already
+    trained on, input work only (`bert_keras.training.backup.resumed_step` says why not a
+    checkpointed iterator). An unseeded shuffle (`seed=None`) is another order in each process.
+    """
+    return backup.resumed_epoch() * min(steps_per_epoch, total_steps)
 
 
 def steps_to_run(total_steps, steps_per_epoch, initial_epoch):

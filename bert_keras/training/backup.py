@@ -14,6 +14,11 @@ keeps Keras' files and behaviour but commits each backup atomically:
 3. the staging file is renamed over `latest.weights.h5`: the commit;
 4. `training_metadata.json` is rewritten (atomically) for readers of Keras' layout.
 
+The weights file also holds what Keras' backup leaves out and a resumed run needs to go on as
+the uninterrupted one would (`RunBackup`'s docstring): the state of the model's seed generators
+(its dropout masks) and the epochs' logs so far (the run's history, so a resumed run's first
+loss is the run's, not the resumed part's).
+
 A kill anywhere leaves either the old backup or the new one, never a torn one, and
 `settle_backup` (run before every resume) makes the metadata agree with the weights'
 stamp. It also takes over backups written by plain `BackupAndRestore` (no stamp): a
@@ -44,18 +49,33 @@ SET_ASIDE = ".ahead"  # a backup given up (removed with the backup directory whe
 BACKUP_FILES = tuple(name + suffix for name in (WEIGHTS, METADATA) for suffix in ("", PREVIOUS, SET_ASIDE,
                                                                                   PREVIOUS + SET_ASIDE))
 _EPOCH_ATTRIBUTE = "bert_keras_backup_epoch"
+_HISTORY_ATTRIBUTE = "bert_keras_backup_history"  # JSON: {"epoch": [...], "logs": {name: [...]}}
+_SEED_GROUP = "bert_keras_seed_generators"  # one dataset per seed generator, in layer order
 
 
 class RunBackup(keras.callbacks.BackupAndRestore):
     """`keras.callbacks.BackupAndRestore` whose every save is atomic (see the module docstring).
 
     Same arguments and files as Keras' callback; a run killed at any moment resumes
-    from the last backup that was committed.
+    from the last backup that was committed. Besides the weights and the optimizer (Keras'),
+    a backup restores:
+
+    - the state of the model's seed generators: a resumed run draws the dropout masks the
+      uninterrupted one draws (Keras' formats save no seed generator);
+    - the epochs' logs so far: the `History` that `fit` returns holds the whole run's epochs,
+      those before the kill included (Keras': the resumed part's only).
+
+    The data position is the caller's: a fit whose batches are a fixed sequence (a seeded
+    shuffle) skips the `resumed_epoch() * steps_per_epoch` batches the backup has trained on,
+    as `bert_keras.tasks.fit_loop` and `distill` do. With the same seed, a resumed run then
+    reaches the uninterrupted run's weights and losses (to float rounding).
 
     Example:
 
     >>> import tempfile
     >>> backup = RunBackup(tempfile.mkdtemp(), save_freq="epoch", delete_checkpoint=True)
+    >>> backup.resumed_epoch()  # no backup yet: the run starts at epoch 0
+    0
     >>> # model.fit(..., callbacks=[backup]); kill it; the same call resumes.
     """
 
@@ -63,17 +83,76 @@ class RunBackup(keras.callbacks.BackupAndRestore):
         """Keras' arguments; `companion_files`: names in `backup_dir` removed with the backup."""
         super().__init__(backup_dir, **kwargs)
         self.companion_files = tuple(companion_files)
+        self._epochs, self._logs = [], {}  # the run's epochs and their logs, backed up with the weights
+        self._earlier = ([], {})  # those of the backup the fit resumed from
+
+    def resumed_epoch(self):
+        """The epoch the next fit resumes at (0: no backup), the backup settled first
+        (`settle_backup`): what a caller needs to skip the data the backup has trained on."""
+        for note in settle_backup(self.backup_dir):
+            logger.warning(note)
+        return backed_up_epoch(self.backup_dir)
 
     def on_train_begin(self, logs=None):
         for note in settle_backup(self.backup_dir):
             logger.warning(note)
         super().on_train_begin(logs)
+        self._epochs, self._logs = [], {}
+        if os.path.exists(self._weights_path):
+            self._restore_run_state()
+        self._earlier = (list(self._epochs), {name: list(values) for name, values in self._logs.items()})
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._epochs.append(int(epoch))
+        for name, value in (logs or {}).items():
+            try:
+                self._logs.setdefault(name, []).append(float(value))
+            except (TypeError, ValueError):  # not a number: not in the backed-up history
+                pass
+        super().on_epoch_end(epoch, logs)  # saves the backup, this epoch's logs included
 
     def on_train_end(self, logs=None):
+        self._complete_history()
         # Keras removes the whole directory; only the backup's own files go (and the directory
         # once empty), so that nothing else a user put there is lost.
         if self.delete_checkpoint:
             remove_backup(self.backup_dir, companion_files=self.companion_files)
+
+    def _restore_run_state(self):
+        """The seed generators' states and the run's history, from the weights file Keras loaded."""
+        history, seeds = _read_run_state(self._weights_path)
+        if history is not None:
+            self._epochs, self._logs = history
+        generators = seed_generator_states(self.model)
+        if seeds is None:
+            if generators:
+                logger.warning("the backup %s holds no dropout random state (an earlier version wrote "
+                               "it): the resumed run draws other dropout masks than an uninterrupted "
+                               "one", self._weights_path)
+            return
+        if len(seeds) != len(generators) or any(
+                tuple(seed.shape) != tuple(state.shape) for seed, state in zip(seeds, generators)):
+            logger.warning("the backup %s holds %d seed generator states, the model has %d: the resumed "
+                           "run draws other dropout masks than an uninterrupted one", self._weights_path,
+                           len(seeds), len(generators))
+            return
+        for seed, state in zip(seeds, generators):
+            state.assign(seed)
+
+    def _complete_history(self):
+        """Puts the epochs of the backup this fit resumed from before its own in the `History`
+        that `fit` returns (Keras gives each fit's `CallbackList` one, as `model.history`)."""
+        earlier_epochs, earlier_logs = self._earlier
+        if not earlier_epochs:
+            return
+        history = getattr(self.model, "history", None)
+        if not isinstance(history, keras.callbacks.History):  # a loop of its own, without one
+            history = keras.callbacks.History()
+            history.set_model(self.model)
+            self.model.history = history
+        history.epoch = earlier_epochs + list(getattr(history, "epoch", []))
+        for name, values in earlier_logs.items():
+            history.history[name] = values + list(history.history.get(name, []))
 
     def _save_model(self):
         from pipelines.atomic_writes import model_nbytes, staged_path, write_json
@@ -82,7 +161,8 @@ class RunBackup(keras.callbacks.BackupAndRestore):
         with staged_path(self._weights_path, suffix=".weights.h5", size=model_nbytes(self.model),
                          what="the run's backup (weights and optimizer state)") as staging:
             self.model.save_weights(filepath=staging, overwrite=True)
-            _stamp(staging, self._current_epoch)
+            _stamp(staging, self._current_epoch, history=(self._epochs, self._logs),
+                   seeds=[keras.ops.convert_to_numpy(state) for state in seed_generator_states(self.model)])
             if self.double_checkpoint:
                 for path in (self._weights_path, self._training_metadata_path):
                     if os.path.exists(path):
@@ -250,11 +330,47 @@ def _keep_previous(path):
             shutil.copyfile(path, staging)
 
 
-def _stamp(weights_path, epoch):
+def seed_generator_states(model):
+    """The state variables of `model`'s seed generators (`keras.random.SeedGenerator`: dropout
+    masks), in layer order: what a backup saves so that a resumed run draws the same masks."""
+    states, seen = [], set()
+    for layer in model._flatten_layers(include_self=True, recursive=True):
+        for generator in getattr(layer, "_seed_generators", ()):
+            if id(generator.state) not in seen:
+                seen.add(id(generator.state))
+                states.append(generator.state)
+    return states
+
+
+def _stamp(weights_path, epoch, *, history=None, seeds=None):
+    """Writes the epoch (and the run's history and seed generator states) into the weights file."""
     import h5py
 
     with h5py.File(weights_path, "a") as f:
         f.attrs[_EPOCH_ATTRIBUTE] = int(epoch)
+        if history is not None:
+            epochs, logs = history
+            f.attrs[_HISTORY_ATTRIBUTE] = json.dumps({"epoch": epochs, "logs": logs})
+        if seeds is not None:
+            group = f.require_group(_SEED_GROUP)
+            for index, seed in enumerate(seeds):
+                group.create_dataset(str(index), data=seed)
+
+
+def _read_run_state(weights_path):
+    """`((epochs, logs) or None, [seed generator states] or None)` from a backup's weights file
+    (None: written without them, by Keras or an earlier version)."""
+    import h5py
+
+    with h5py.File(weights_path, "r") as f:
+        history = f.attrs.get(_HISTORY_ATTRIBUTE)
+        group = f.get(_SEED_GROUP)
+        seeds = None if group is None else [group[str(index)][()] for index in range(len(group))]
+    if history is not None:
+        history = json.loads(history)
+        history = ([int(epoch) for epoch in history["epoch"]],
+                   {name: [float(v) for v in values] for name, values in history["logs"].items()})
+    return history, seeds
 
 
 def _read_stamp(weights_path):

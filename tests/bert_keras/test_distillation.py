@@ -288,6 +288,24 @@ def test_distillation_resumes_from_its_run_dir(tmp_path):
     assert resumed.encoder.config.num_layers == whole.encoder.config.num_layers
 
 
+def test_a_resumed_distillation_ends_at_the_uninterrupted_runs_loss_and_weights(tmp_path):
+    # Issue 40, item 6: the resumed run reads the batches the uninterrupted run reads next and draws
+    # its dropout masks (the seed generators' state is in the backup); its history is the whole run's.
+    teacher = tiny_teacher("regression", tmp_path, layers=2)
+    options = dict(layers=1, batch_size=2, epochs=2, seed=3, verbose=0, checkpoint_every=1, dropout=0.1)
+    whole = teacher.distill(TEXTS, DATA["regression"][1], run_dir=str(tmp_path / "whole"), **options)
+    run_dir = str(tmp_path / "run")
+    with pytest.raises(Interrupted):
+        teacher.distill(TEXTS, DATA["regression"][1], run_dir=run_dir, callbacks=[_interrupt_after_second_epoch()],
+                        **options)
+    resumed = teacher.distill(TEXTS, DATA["regression"][1], run_dir=run_dir, **options)
+    expected, got = whole.history.history["loss"], resumed.history.history["loss"]
+    assert len(expected) == len(got) == 6 and resumed.history.epoch == list(range(6))
+    np.testing.assert_allclose(got, expected, atol=1e-4)
+    for a, b in zip(whole.weights, resumed.weights):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), atol=1e-5, err_msg=a.path)
+
+
 @pytest.mark.slow
 def test_minilm_student_keeps_the_teachers_accuracy_on_sample_reviews(tmp_path):
     from bert_keras.tasks.named_datasets import parse_task

@@ -3,13 +3,22 @@
 A tiny random encoder (`export_fixtures`) on 2,000 generated rows, backed up every 5 steps
 (`--checkpoint-every 5`): the first run is killed right after its first backup, the rerun
 says it resumes, starts past epoch 1 and saves the model; nothing of the run is left.
+
+A resumed run is the uninterrupted one (issue 40, item 6): with the same seed it reads the
+batches the uninterrupted run reads next, draws the same dropout masks (the seed generators'
+state is in the backup), and ends at the same loss and weights; its "train loss A -> B" starts
+at the run's first loss. SIGTERM stops a training command as Ctrl-C does: it says how to
+resume and exits with 143.
 """
 
 import os
+import re
 import signal
 import subprocess
+import sys
 import time
 
+import numpy as np
 import pytest
 
 import export_fixtures
@@ -55,3 +64,104 @@ def test_a_killed_finetune_resumes_where_its_backup_left_off(tmp_path):
     # A rerun of the finished command is refused, saying the model is there.
     third = subprocess.run(command, capture_output=True, text=True, env=user_environment(), timeout=600)
     assert third.returncode != 0 and "already holds a fine-tuned model" in third.stdout + third.stderr
+
+
+def test_a_resumed_finetune_ends_at_the_uninterrupted_runs_loss_and_weights(tmp_path, monkeypatch):
+    from bert_keras.tasks.finetuning import finetune
+    from bert_keras.tasks.named_datasets import parse_task
+    from bert_keras.training import backup
+
+    spec = export_fixtures.make_encoder_spec(str(tmp_path / "encoder"))
+    data = str(tmp_path / "train.csv")
+    write_rows(data, count=40)
+
+    def run(out, log):  # dropout on (0.1): the masks must be the uninterrupted run's too
+        return finetune(parse_task(f"csv:{data}"), spec, str(tmp_path / out), epochs=2, batch_size=8,
+                        seq_length=16, checkpoint_every=2, strategy="default", seed=0, evaluate=False,
+                        verbose=0, log=log)
+
+    whole_log, resumed_log = [], []
+    whole = run("whole", whole_log.append)
+
+    saves, save = [], backup.RunBackup._save_model
+
+    def killed_after_the_second_backup(self):
+        save(self)
+        saves.append(self._current_epoch)
+        if len(saves) == 2:
+            raise KeyboardInterrupt  # as a kill: what the process held is gone, the backup stays
+
+    monkeypatch.setattr(backup.RunBackup, "_save_model", killed_after_the_second_backup)
+    with pytest.raises(KeyboardInterrupt):
+        run("resumed", resumed_log.append)
+    monkeypatch.setattr(backup.RunBackup, "_save_model", save)
+    resumed = run("resumed", resumed_log.append)
+
+    assert any("resuming the interrupted run" in line for line in resumed_log)
+    assert len(whole.losses) == len(resumed.losses) == 5  # Keras epochs of 2 steps, the first 2 before the kill
+    np.testing.assert_allclose(resumed.losses, whole.losses, atol=1e-4)
+    summary = [re.search(r"train loss \S+ -> \S+", line) for line in (whole_log[-1], resumed_log[-1])]
+    assert summary[0] and summary[1] and summary[0].group(0) == summary[1].group(0)  # the run's first loss
+    assert int(resumed.task.optimizer.iterations) == int(whole.task.optimizer.iterations) == 10
+    for expected, got in zip(whole.task.weights, resumed.task.weights):
+        np.testing.assert_allclose(got.numpy(), expected.numpy(), atol=1e-5, err_msg=expected.path)
+
+
+def test_sigterm_stops_a_training_command_as_ctrl_c_does_and_exits_143(tmp_path):
+    # Python's default for SIGTERM is to die at once (status -15) without a word; a training
+    # command stops as on Ctrl-C instead: its last backup stays, and it says how to resume.
+    script = ("import os, signal, sys, time\n"
+              "from bert_keras.cli import finetune\n"
+              "from bert_keras.cli.main import main\n"
+              "def run(args):\n"
+              "    os.kill(os.getpid(), signal.SIGTERM)\n"
+              "    time.sleep(60)\n"
+              "finetune.run = run\n"
+              "status = main(['finetune', '--task', 'csv:x.csv', '--init', 'i', '--output-dir', sys.argv[1]])\n"
+              "assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL\n"
+              "sys.exit(status)\n")
+    started = time.time()
+    result = subprocess.run([sys.executable, "-c", script, str(tmp_path / "out")], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 143, (result.returncode, result.stderr)
+    assert "terminated (SIGTERM); run the same command again to resume" in result.stderr
+    assert time.time() - started < 60
+
+
+@pytest.mark.slow
+def test_a_finetune_stopped_by_sigterm_resumes_to_the_uninterrupted_runs_loss(tmp_path):
+    spec = export_fixtures.make_encoder_spec(str(tmp_path / "encoder"))
+    data = str(tmp_path / "train.csv")
+    write_rows(data, count=200)
+
+    def command(out):
+        return [BERT_KERAS, "finetune", "--task", f"csv:{data}", "--init", spec, "--output-dir", str(out),
+                "--epochs", "2", "--batch-size", "8", "--seq-length", "16", "--checkpoint-every", "5",
+                "--no-eval", "--strategy", "default", "--seed", "1"]
+
+    def summary(stdout):
+        found = re.search(r"train loss (\S+) -> (\S+)", stdout)
+        assert found, stdout
+        return float(found.group(1)), float(found.group(2))
+
+    whole = subprocess.run(command(tmp_path / "whole"), capture_output=True, text=True, env=user_environment(),
+                           timeout=600)
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+
+    out = tmp_path / "resumed"
+    backup = out / ".finetune-run" / "training_metadata.json"
+    first = subprocess.Popen(command(out), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=user_environment())
+    deadline = time.time() + 300
+    while not backup.exists() and first.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    first.send_signal(signal.SIGTERM)
+    _, stderr = first.communicate(timeout=120)
+    assert first.returncode == 143, (first.returncode, stderr)
+    assert "terminated (SIGTERM); run the same command again to resume" in stderr
+    assert backup.exists() and not (out / "model.keras").exists()
+
+    second = subprocess.run(command(out), capture_output=True, text=True, env=user_environment(), timeout=600)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "resuming the interrupted run" in second.stdout
+    np.testing.assert_allclose(summary(second.stdout), summary(whole.stdout), atol=1e-4)

@@ -79,7 +79,8 @@ def test_a_save_killed_inside_the_weights_write_leaves_the_previous_backup(tmp_p
                                                  double_checkpoint=double_checkpoint)])
     assert backed_up_epoch(backup) == 1
     history, weights = fit(model(), backup, 3, double_checkpoint=double_checkpoint)
-    assert len(history.history["loss"]) == 2  # epochs 2 and 3: it resumed after epoch 1
+    assert len(weights.per_epoch) == 2  # epochs 2 and 3 ran: it resumed after epoch 1
+    assert history.epoch == [0, 1, 2] and len(history.history["loss"]) == 3  # the whole run's history
     for restored, saved in zip(weights.at_start, recorder.per_epoch[0]):
         np.testing.assert_array_equal(restored, saved)
     assert not os.path.exists(backup)  # the completed fit removed it
@@ -110,7 +111,7 @@ def test_a_kill_between_the_weights_and_the_metadata_resumes_from_the_new_weight
     assert any("rewritten from the weights" in note for note in notes), notes
     assert backed_up_epoch(backup) == 2
     history, weights = fit(model(), backup, 3)
-    assert len(history.history["loss"]) == 1
+    assert len(weights.per_epoch) == 1 and len(history.history["loss"]) == 3
     for restored, saved in zip(weights.at_start, recorder.per_epoch[1]):
         np.testing.assert_array_equal(restored, saved)
 
@@ -188,3 +189,33 @@ def test_a_disk_too_full_for_the_next_backup_stops_the_run_and_keeps_the_last_on
     monkeypatch.setattr(shutil, "disk_usage", real_usage)  # space freed: the same call resumes
     _, weights = fit(model(), backup, epochs=4, double_checkpoint=True)
     assert len(weights.per_epoch) == 2
+
+
+def test_a_resumed_fit_draws_the_uninterrupted_runs_dropout_masks_and_keeps_its_history(tmp_path):
+    # Keras saves no seed generator: without their state in the backup, a resumed run draws the
+    # masks of step 0 again and ends elsewhere (issue 40, item 6).
+    def dropout_model():
+        keras.utils.set_random_seed(0)
+        m = keras.Sequential([keras.Input((1,)), keras.layers.Dense(8), keras.layers.Dropout(0.5),
+                              keras.layers.Dense(1)])
+        m.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
+        return m
+
+    class KilledAfterTheSecondBackup(keras.callbacks.Callback):
+        def on_epoch_end(self, epoch, logs=None):
+            if epoch == 1:
+                raise Killed
+
+    whole = dropout_model()
+    expected = whole.fit(X, Y, batch_size=8, epochs=4, verbose=0, shuffle=False).history["loss"]
+    backup = str(tmp_path / "run")
+    with pytest.raises(Killed):
+        dropout_model().fit(X, Y, batch_size=8, epochs=4, verbose=0, shuffle=False, callbacks=[
+            RunBackup(backup, save_freq="epoch", delete_checkpoint=True), KilledAfterTheSecondBackup()])
+    assert backed_up_epoch(backup) == 2
+    resumed = dropout_model()
+    history, weights = fit(resumed, backup, 4)
+    assert len(weights.per_epoch) == 2 and history.epoch == [0, 1, 2, 3]
+    np.testing.assert_allclose(history.history["loss"], expected, rtol=1e-6)
+    for a, b in zip(whole.get_weights(), resumed.get_weights()):
+        np.testing.assert_allclose(b, a, rtol=1e-6)
