@@ -178,3 +178,24 @@ def test_a_drain_stops_a_long_request_when_its_time_is_up(long_text_export, monk
     assert drained is False
     assert len(errors) == 1 and errors[0].code == "UNAVAILABLE" and "stopped after 2 of" in errors[0].message
     assert len(calls) == 2  # nothing ran after the grace period
+
+
+def test_the_default_limit_refuses_64_texts_of_8_kb_before_the_model_runs(long_text_export):
+    # The round-3 probe: 64 texts of 8 KB cost 72-75 s of CPU under the old default (16,384
+    # windows); the default limit (1,024, a few seconds) refuses them before any model call.
+    from serving.server.engine import InferenceEngine, ModelSource
+    from serving.server.errors import ServingError
+
+    base, texts, _ = long_text_export
+    engine = InferenceEngine([ModelSource("docs", base)], poll_interval_s=0)
+    engine.start()
+    try:
+        calls = _counting_runner(engine)
+        eight_kb = (" ".join(texts) * 4)[:8192]
+        with pytest.raises(ServingError, match=r"RESOURCE_EXHAUSTED: .*64 text\(s\) .*limit of 1024 windows"):
+            engine.predict_arrays("docs", inputs=_request([eight_kb] * 64))
+        assert calls == []
+        engine.predict_arrays("docs", inputs=_request(texts[:2]))  # and it serves on
+        assert calls == [2]
+    finally:
+        engine.stop(drain_timeout_s=5)
