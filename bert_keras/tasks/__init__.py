@@ -22,7 +22,8 @@ from bert_keras.tasks.pretrainer import Pretrainer
 from bert_keras.tasks.span_qa import SpanQA
 from bert_keras.tasks.text_classifier import TextClassifier
 from bert_keras.tasks.recipe import recipe_for_data
-from bert_keras.tasks.text_task import TextTask, load
+from bert_keras.tasks.task_files import load
+from bert_keras.tasks.text_task import TextTask
 from bert_keras.tasks.token_classifier import TokenClassifier
 
 __all__ = ["Embedder", "FinetunedModelError", "MultipleChoice", "Pretrainer", "SpanQA", "TaskInputError",

@@ -376,7 +376,8 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
     from bert_keras.tasks.finetuning_run import backup_callback, digest, weights_digest
     from bert_keras.tasks.recipe import recipe_for_data
     from bert_keras.tasks.fit_loop import keras_epochs, resumed_batches
-    from bert_keras.tasks.text_task import TextTask, load
+    from bert_keras.tasks.task_files import load
+    from bert_keras.tasks.text_task import TextTask
 
     teacher_path = None
     if not isinstance(teacher, TextTask):
@@ -527,7 +528,7 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     from bert_keras.finetuned_model import RUN_DIRECTORY, write_eval_results
     from bert_keras.tasks.named_datasets import DatasetSpecError, spec_for_model, spec_of_saved
     from bert_keras.tasks.finetuning_run import command_fit, remove_run_dir
-    from bert_keras.tasks.text_task import load
+    from bert_keras.tasks.task_files import load
 
     teacher = load(teacher_dir)
     if spec is None:

@@ -23,29 +23,16 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
 from bert_keras.families import family, resolve
-from bert_keras.finetuned_model import FinetunedModel, is_finetuned_directory, read_finetuned, save_finetuned
 from bert_keras.models.encoder_head import EncoderHead
-from bert_keras.models.frozen_layers import freeze_layers, frozen_layers
-from bert_keras.tasks import fit_loop, recipe as finetuning_recipe
+from bert_keras.tasks import fit_loop, recipe as finetuning_recipe, task_files
 from bert_keras.tasks.dataset_inputs import is_tokenized_dataset, raising_source_errors, read_batch_source
 from bert_keras.tasks.dataset_inputs import without_autotune_thread
 from bert_keras.tasks.inputs import TaskInputError, answering_empty_texts, answering_empty_texts_already
-from bert_keras.tasks.inputs import check_count, check_label_names, empty_rows, is_tokenized, num_rows
+from bert_keras.tasks.inputs import check_count, empty_rows, is_tokenized, num_rows
 from bert_keras.tasks.validation import ValidationOnOneDevice, validation_dataset
 from bert_keras.tasks.task_batches import batch_size_for, first_batches, packed_batches, predicted_outputs
 from pipelines.tokenizer.normalize import resolved_strip_accents
-
-
-def _check_same_tokenization(task, directory, lowercase, strip_accents, pre_tokenizer=None):
-    """A fine-tuned model keeps the tokenization it was trained with: other rules are refused."""
-    for name, given, saved in (("lowercase", lowercase, task._text.lowercase),
-                               ("strip_accents", strip_accents, task._text.strip_accents),
-                               ("pre_tokenizer", pre_tokenizer, task._text.pre_tokenizer)):
-        if given is not None and (given if name == "pre_tokenizer" else bool(given)) != saved:
-            raise TaskInputError(f"{name}={given}: {directory} was fine-tuned with {name}={saved}; a model "
-                                 "tokenizes as it was trained (leave it unset)")
 
 
 @dataclasses.dataclass
@@ -254,69 +241,18 @@ class TextTask(keras.Model):
             TaskInputError: bad settings; `CheckpointFormatError`: a spec
             that does not exist; `FinetunedModelError`: a broken directory.
         """
-        recipe = dict(learning_rate=learning_rate, warmup_ratio=warmup_ratio, weight_decay=weight_decay)
-        spec_path = os.fspath(spec)
-        if is_finetuned_directory(spec_path):
-            task = load(spec_path, expected=cls)
-            _check_same_tokenization(task, spec_path, lowercase, strip_accents, pre_tokenizer)
-            task._keep_head(spec_path, labels=labels, num_classes=num_classes, **options)
-            if seq_length:
-                task._text.seq_length = int(seq_length)
-        else:
-            from bert_keras.checkpoints import find_vocabulary, load_pretrained
+        from bert_keras.tasks.task_construction import task_from_pretrained
 
-            encoder = load_pretrained(spec_path, output_hidden_states=cls._needs_hidden_states(options))
-            vocab = vocab_file or find_vocabulary(spec_path)
-            if vocab is None:
-                raise TaskInputError(f"{spec_path}: no vocab.txt beside the model; pass vocab_file=")
-            labels, head, settings = cls._build_head(encoder, labels=labels, num_classes=num_classes,
-                                                     dropout=dropout, **options)
-            rules = resolve_tokenizer_settings(vocab, lowercase, strip_accents)
-            task = cls(head, vocab_file=vocab, seq_length=seq_length, labels=labels, pre_tokenizer=pre_tokenizer,
-                       settings=settings, training={"init": spec_path}, **rules)
-        task._compile_recipe(**recipe)
-        task._check_family_rule()
-        return task
-
-    def _check_family_rule(self):
-        """The family's own rule on `seq_length` and its settings (SQuAD: a window must hold the
-        question and some context), checked when the task is made, not at `fit` or `save`."""
-        from bert_keras.families import family
-
-        kind_family = family(self.kind)
-        if kind_family.check is not None:
-            problem = kind_family.check(self.seq_length, kind_family.settings_with_defaults(self._text.settings))
-            if problem:
-                raise TaskInputError(problem)
+        return task_from_pretrained(cls, spec, labels=labels, num_classes=num_classes, seq_length=seq_length,
+                                    recipe=dict(learning_rate=learning_rate, warmup_ratio=warmup_ratio,
+                                                weight_decay=weight_decay),
+                                    vocab_file=vocab_file, lowercase=lowercase, strip_accents=strip_accents,
+                                    pre_tokenizer=pre_tokenizer, dropout=dropout, **options)
 
     # What `bert-keras predict --model DIR ...` takes after the model, for "next:" hints.
     predict_example = '"your text"'
     # Settings that shape the head: a fine-tuned directory keeps them (others may be overridden).
     fixed_settings = ()
-
-    def _keep_head(self, directory, *, labels, num_classes, **options):
-        """Checks `from_pretrained(fine-tuned directory, ...)` options against the saved head.
-
-        Training continues from the saved head, so its classes stay; asking for other
-        labels is an error (a new head starts from the encoder: `load(dir).encoder`).
-        """
-        if labels is not None and check_label_names(labels) != self.labels:
-            raise TaskInputError(f"labels={list(labels)}: {directory} was fine-tuned with labels "
-                                 f"{self.labels}; continue with those, or start a new head from its "
-                                 "encoder")
-        if num_classes is not None and num_classes != len(self.labels or [None]):
-            raise TaskInputError(f"num_classes={num_classes}: {directory} has "
-                                 f"{len(self.labels or [None])} classes")
-        for key, value in options.items():
-            if key not in self._text.settings:
-                raise TaskInputError(f"{key}=: not a setting of a {type(self).__name__}; its settings: "
-                                     f"{', '.join(sorted(self._text.settings))}")
-            if value is None or value == self._text.settings[key]:
-                continue
-            if key in self.fixed_settings:
-                raise TaskInputError(f"{key}={value!r}: {directory} was fine-tuned with {key}="
-                                     f"{self._text.settings[key]!r}, which its head keeps")
-            self._text.settings[key] = value
 
     @classmethod
     def _needs_hidden_states(cls, options):
@@ -670,67 +606,28 @@ class TextTask(keras.Model):
     def _predict(self, x, *, batch_size):
         raise NotImplementedError
 
-    # -- save / load / export -------------------------------------------------------
+    # -- save / load (`bert_keras.tasks.task_files`) -------------------------------------
     def to_finetuned(self):
         """This task as a `bert_keras.finetuned_model.FinetunedModel` (what `save` writes)."""
-        kind = self.kind(self) if callable(self.kind) else self.kind
-        return FinetunedModel(kind=kind, model=self.head, vocab_file=self._text.vocab_file,
-                              seq_length=self.seq_length, lowercase=self._text.lowercase,
-                              strip_accents=self._text.strip_accents, pre_tokenizer=self._text.pre_tokenizer,
-                              labels=self.labels, settings=self.settings, training=self._text.training,
-                              eval_results=self._text.eval_results, recipe=self.recipe)
+        return task_files.to_finetuned(self)
 
     def save(self, directory, overwrite=None, include_optimizer=True, **kwargs):
-        """Writes the fine-tuned model directory (`bert_keras.finetuned_model`), atomically.
-
-        Never deletes what you own: a directory holding anything but a fine-tuned
-        model is refused (the error lists what is there); an existing fine-tuned
-        model is replaced only with `overwrite=True`, and then only the files of
-        the format. A path ending in `.keras` (`keras.Model.save`, Keras callbacks)
-        saves the whole task in Keras' format (weights, vocabulary, labels, settings:
-        `keras.models.load_model` gives back a task that takes raw text); `.h5` (Keras'
-        legacy format) the head alone; both overwrite by default, as Keras. Returns the
-        directory.
-
-        The directory keeps the fine-tuning recipe's settings (`recipe`) and, with
-        `include_optimizer` (the default, as Keras' `.keras` files), the optimizer's state once
-        it has trained (`optimizer.npz`: AdamW's moments are twice the weights' size), so that
-        `tasks.load(directory).fit(...)` continues the run.
-        """
+        """Writes the fine-tuned model directory, atomically (`bert_keras.tasks.task_files.save_task`
+        says what is kept and what is never deleted); a path ending in `.keras` saves the whole task
+        in Keras' format, `.h5` the head alone. Returns the directory."""
         path = os.fspath(directory)
-        overwrite_file = True if overwrite is None else overwrite
         if path.endswith(".keras"):
-            return super().save(path, overwrite=overwrite_file, **kwargs)
-        if path.endswith(".h5"):
-            return self.head.save(path, overwrite=overwrite_file, **kwargs)
-        state = finetuning_recipe.optimizer_state(self) if include_optimizer else None
-        return save_finetuned(path, self.to_finetuned(), overwrite=bool(overwrite), optimizer_state=state)
+            return super().save(path, overwrite=True if overwrite is None else overwrite, **kwargs)
+        return task_files.save_task(self, path, overwrite=overwrite, include_optimizer=include_optimizer, **kwargs)
 
     # -- Keras serialization: a `.keras` file holds the whole task ---------------------------
     def get_config(self):
-        """The task as Keras serializes it: its head, and the text side inline (the vocabulary's
-        tokens, so a `.keras` file is self-contained)."""
-        with open(self._text.vocab_file, encoding="utf-8") as handle:
-            vocabulary = handle.read().splitlines()
-        return {"name": self.name, "head": keras.saving.serialize_keras_object(self.head),
-                "vocabulary": vocabulary, "lowercase": self._text.lowercase,
-                "strip_accents": self._text.strip_accents, "pre_tokenizer": self._text.pre_tokenizer,
-                "seq_length": self._text.seq_length, "labels": self.labels, "settings": self.settings,
-                "training": dict(self._text.training), "eval_results": self._text.eval_results,
-                "recipe": self._recipe, "frozen": frozen_layers(self)}
+        """The head, and the text side inline (the vocabulary's tokens: a `.keras` file is self-contained)."""
+        return task_files.task_config(self)
 
     @classmethod
     def from_config(cls, config):
-        config = dict(config)
-        head = keras.saving.deserialize_keras_object(config.pop("head"))
-        vocab_file = _stored_vocabulary(config.pop("vocabulary"))
-        recipe = config.pop("recipe", None)
-        frozen = config.pop("frozen", [])
-        task = cls(head, vocab_file=vocab_file, **config)
-        freeze_layers(task, frozen)  # before the optimizer: its slots are the trainable variables'
-        task._compile_recipe(**(recipe or {}))
-        finetuning_recipe.build_optimizer(task)  # its slots exist, so Keras restores the saved moments and step
-        return task
+        return task_files.task_from_config(cls, config)
 
     def get_compile_config(self):
         # The recipe is restored by `from_config`; a compile of your own (optimizer, loss,
@@ -792,45 +689,15 @@ class TextTask(keras.Model):
             self._text.eval_results = dict(eval_results)
 
     def export(self, base_path, name=None, version=None, **options):
-        """Exports a TF Serving SavedModel (as `bert-keras export`); returns its version path.
-
-        Raw UTF-8 text in, this task's outputs out (labels and probabilities, entities,
-        answers, vectors): tokenization, packing and decoding run inside the graph.
-        `task.export("models/sentiment")` (Keras' one-argument call) takes the path as the
-        served model's directory (TF Serving's `--model_base_path`): the version goes to
-        `models/sentiment/1`, the name is `sentiment`.
-
-        Args:
-            base_path: the model base directory; the export goes to
-                `<base_path>/<name>/<version>`.
-            name: the served model's name (None: the last part of `base_path`, which is then
-                the model's own directory).
-            version: positive int; default the highest existing + 1.
-            **options: `serving.exporter.export_saved_model` options
-                (`tokenizer_backend`, `strict`, `check`, `overwrite`,
-                `warmup_requests`, `release`, `quantize`, ...) and overrides
-                of the record's settings (`FinetunedModel.with_settings`):
-                `seq_length`, `lowercase`, and the task's own (`text_pair`,
-                `null_score_diff_threshold`, `max_windows`, ...).
-        """
+        """Exports a TF Serving SavedModel, tokenizer inside (as `bert-keras export`); returns its
+        version path. `bert_keras.tasks.task_export.export_task` has the arguments and options."""
         return self.export_result(base_path, name, version, **options).path
 
     def export_result(self, base_path, name=None, version=None, **options):
         """`export`, returning the whole `serving.exporter.ExportResult` (audit, model card, check)."""
-        from serving.exporter import export_saved_model
+        from bert_keras.tasks.task_export import export_task
 
-        if name is None:
-            model_dir = os.path.abspath(os.fspath(base_path))
-            base_path, name = os.path.dirname(model_dir), os.path.basename(model_dir)
-
-        if self._text.pre_tokenizer:
-            warnings.warn(f"this model reads text split by {self._text.pre_tokenizer} at its morpheme boundaries "
-                          "(pre_tokenizer): the export tokenizes in the graph, where no analyzer runs, so its "
-                          "clients must send split text (pipelines.tokenizer.morphemes.morpheme_splitter("
-                          f"{self._text.pre_tokenizer!r}).spaced); its model card says so", stacklevel=2)
-        # The overrides (seq_length, text_pair, ...) become a copy of the record with those
-        # settings (`FinetunedModel.with_settings`); the task itself is left as it is.
-        return export_saved_model(self.to_finetuned(), base_path, name, version=version, **options)
+        return export_task(self, base_path, name, version, **options)
 
 
 def _is_raw_text(inputs):
@@ -844,49 +711,3 @@ def _is_raw_text(inputs):
                or isinstance(leaf, (tf.Tensor, tf.RaggedTensor)) and leaf.dtype == tf.string
                for leaf in tf.nest.flatten(inputs))
 
-
-def _stored_vocabulary(tokens):
-    """A vocabulary file with these tokens, for a task read from a `.keras` file: written once
-    per content (named by its hash) under the temp directory, atomically."""
-    import hashlib
-    import tempfile
-
-    text = "\n".join(tokens) + "\n"
-    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
-    directory = os.path.join(tempfile.gettempdir(), "bert_keras_vocabularies")
-    os.makedirs(directory, exist_ok=True)
-    path = os.path.join(directory, f"{digest}.txt")
-    if not os.path.isfile(path):
-        handle, staging = tempfile.mkstemp(dir=directory, suffix=".tmp")
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(staging, path)
-    return path
-
-
-def load(directory, *, expected=None):
-    """The task saved in a fine-tuned model directory (`save`, `bert-keras finetune`).
-
-    Example:
-
-    >>> task = load("out/sentiment")          # doctest: +SKIP
-    >>> task.predict(["I loved it."])        # doctest: +SKIP
-
-    Args:
-        directory: the directory.
-        expected: a task class the directory must hold (from `X.from_pretrained`).
-
-    Raises:
-        FinetunedModelError: not a fine-tuned model (names what is missing),
-            or written by a newer library.
-        TaskInputError: the directory holds another kind of task than `expected`.
-    """
-    finetuned = read_finetuned(directory)
-    cls = resolve(family(finetuned.kind).task_class)
-    if expected is not None and not issubclass(cls, expected):
-        raise TaskInputError(f"{directory}: holds a {finetuned.kind} model, not a {expected.__name__}; "
-                             f"load it with bert_keras.tasks.{cls.__name__} or bert_keras.tasks.load")
-    task = cls._from_finetuned(finetuned)
-    task._compile_recipe(**(finetuned.recipe or {}))
-    task._saved_optimizer_directory = finetuned.directory  # its optimizer.npz, read by the first fit
-    return task

