@@ -61,3 +61,20 @@ def minilm_dir():
 def session_tmp(tmp_path_factory):
     """A temporary directory shared by the whole session (for expensive artifacts)."""
     return tmp_path_factory.mktemp("session")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks `reference` every test of a file that compares against tf-models-official
+    (`tf_models_reference`): the tests CI runs on TensorFlow 2.20, the one release it installs on."""
+    marker = pytest.mark.reference
+    uses_reference = {}
+    for item in items:
+        path = str(item.fspath)
+        if path not in uses_reference:
+            try:
+                with open(path, encoding="utf-8") as f:
+                    uses_reference[path] = "tf_models_reference" in f.read()
+            except OSError:
+                uses_reference[path] = False
+        if uses_reference[path]:
+            item.add_marker(marker)
