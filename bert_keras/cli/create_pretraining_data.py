@@ -9,8 +9,7 @@ Thin: the flags are the fields of `pipelines.pretraining.settings.PretrainingDat
 (which checks them), `write_pretraining_data` writes; this module prints.
 """
 
-from bert_keras.cli.flag_arguments import add_field_options, field_values
-from bert_keras.cli.main import CommandError
+from bert_keras.cli.flag_arguments import add_field_options, beam_runner_imports, field_values
 
 
 def register(subparsers, summary):
@@ -49,12 +48,8 @@ def run(args):
     if args.write_documents and not args.runner:
         raise ValueError("--write-documents writes from the Beam path: add --runner (e.g. DirectRunner).")
     if getattr(args, "runner", None) or getattr(args, "beam_options", None):
-        try:
+        with beam_runner_imports(args.runner or "DirectRunner"):
             from pipelines.pretraining.beam_pipeline import parse_runner, write_pretraining_data_with_beam
-        except ImportError as error:
-            if (error.name or "").split(".")[0] != "apache_beam":
-                raise  # Beam is there but one of its own imports failed: the traceback names it
-            raise CommandError(_beam_missing(args.runner or "DirectRunner")) from None
 
         summary = write_pretraining_data_with_beam(
             settings, runner=parse_runner(args.runner or "DirectRunner"), pipeline_args=args.beam_options,
@@ -67,9 +62,3 @@ def run(args):
           f"{summary['instances']} instances in {time.perf_counter() - start:.1f}s")
     return 0
 
-
-def _beam_missing(runner):
-    """The line for `--runner RUNNER` when `apache_beam` cannot be imported: the extra to install."""
-    extra = "beam-gcp" if runner.lower().startswith("dataflow") else "beam"
-    return (f"--runner {runner} needs Apache Beam, which is not installed: pip install 'bert-keras[{extra}]' "
-            f"(in a checkout: pip install -e '.[{extra}]'), or drop --runner to write on this machine")

@@ -12,6 +12,7 @@ destination, so scripts written against an older name do not break.
 """
 
 import argparse
+import contextlib
 import dataclasses
 from typing import Optional
 
@@ -202,3 +203,21 @@ def field_values(options_class, namespace):
     """{field: value} of dataclass `options_class` from the `argparse.Namespace` attributes named as its fields."""
     return {field.name: getattr(namespace, field.name) for field in dataclasses.fields(options_class)
             if hasattr(namespace, field.name)}
+
+
+@contextlib.contextmanager
+def beam_runner_imports(runner):
+    """Turns a missing `apache_beam` under `--runner RUNNER` into a one-line `CommandError` naming
+    the extra to install (`beam`, or `beam-gcp` for Dataflow); any other import error is raised as
+    it is (Beam is there and one of its own imports failed: the traceback names it)."""
+    try:
+        yield
+    except ImportError as error:
+        if (error.name or "").split(".")[0] != "apache_beam":
+            raise
+        from bert_keras.cli.main import CommandError
+
+        extra = "beam-gcp" if runner.lower().startswith("dataflow") else "beam"
+        raise CommandError(f"--runner {runner} needs Apache Beam, which is not installed: pip install "
+                           f"'bert-keras[{extra}]' (in a checkout: pip install -e '.[{extra}]'), or drop --runner "
+                           "to run on this machine") from None

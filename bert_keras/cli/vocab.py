@@ -3,7 +3,7 @@
 import os
 import shlex
 
-from bert_keras.cli.flag_arguments import add_case_options
+from bert_keras.cli.flag_arguments import add_case_options, beam_runner_imports
 from bert_keras.cli.main import CommandError
 
 
@@ -76,11 +76,12 @@ def run(args):
     from pipelines.tokenizer.morphemes import MissingAnalyzerError
 
     try:
-        counts = count_corpus_words(args.inputs, lowercase=not args.cased, strip_accents=args.strip_accents,
-                                    runner=args.runner,
-                                    pipeline_args=args.beam_options,
-                                    progress=lambda: tqdm(desc="counting words", unit=" lines"),
-                                    pre_tokenizer=args.pre_tokenizer, morpheme_suffixes=args.morpheme_suffixes)
+        with beam_runner_imports(args.runner or "DirectRunner"):
+            counts = count_corpus_words(args.inputs, lowercase=not args.cased, strip_accents=args.strip_accents,
+                                        runner=args.runner,
+                                        pipeline_args=args.beam_options,
+                                        progress=lambda: tqdm(desc="counting words", unit=" lines"),
+                                        pre_tokenizer=args.pre_tokenizer, morpheme_suffixes=args.morpheme_suffixes)
     except MissingAnalyzerError as error:
         raise CommandError(str(error)) from None
     reserved = RESERVED_TOKENS + list(args.reserved or [])

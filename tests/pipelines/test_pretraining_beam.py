@@ -244,6 +244,21 @@ def test_beam_cli_runner_without_apache_beam_names_the_extra(tmp_path, capsys, m
     assert not glob.glob(str(tmp_path / "cli*"))
 
 
+def test_vocab_runner_without_apache_beam_names_the_extra(tmp_path, capsys, monkeypatch):
+    from bert_keras.cli.main import main
+
+    monkeypatch.setitem(sys.modules, "apache_beam", None)  # not installed: importing it raises ImportError
+    for module in ("pipelines.pretraining.beam_pipeline", "pipelines.tokenizer.beam_vocab"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    code = main(["vocab", SAMPLE, "--output", str(tmp_path / "vocab.txt"), "--size", "200",
+                 "--runner", "DataflowRunner"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err and "ModuleNotFoundError" not in err
+    assert "--runner DataflowRunner needs Apache Beam" in err and "pip install 'bert-keras[beam-gcp]'" in err
+    assert not (tmp_path / "vocab.txt").exists()
+
+
 @pytest.mark.slow  # a few-MB corpus three times, one of them on DirectRunner worker processes (~3 min on 2 cores)
 def test_beam_multi_process_equals_local_on_a_few_mb_and_both_pass_the_whole_output_check(vocab_file, tmp_path):
     pytest.importorskip("apache_beam")
