@@ -53,7 +53,7 @@ from serving.server.errors import ServingError, from_tf_error
 from serving.server.model_config import ModelSource
 from serving.server.servable import AVAILABLE, END, LOADING, START, UNLOADING, ServableVersion
 from serving.server.signatures import read_signatures
-from serving.export_manifest import COMPLETE, check_manifest
+from serving.export_manifest import ABSENT, COMPLETE, check_manifest
 from serving.server.version_files import is_version_name, readiness, snapshot
 from serving.server.window_cost import WindowCost
 
@@ -376,7 +376,7 @@ class ModelRegistry:
 
         path = servable.path
         manifest = check_manifest(path, checksums=True)
-        if manifest.state not in (COMPLETE, "absent"):
+        if manifest.state not in (COMPLETE, ABSENT):
             raise ServingError("DATA_LOSS", f"loading {path}: the version's files are not those its export "
                                             f"manifest lists ({manifest.problem}): copy the version again")
         _register_tf_text_ops()
