@@ -13,6 +13,7 @@ Example:
 (['d'], [1])
 """
 
+import functools
 import math
 import warnings
 
@@ -26,6 +27,19 @@ from bert_keras.tasks.finetuning_run import task_backup_callback
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_epochs, label_ids, num_rows, take_rows
 from bert_keras.tasks.validation import ValidationOnOneDevice, validation_dataset, validation_metrics
 from bert_keras.tasks.task_batches import batch_size_for, packed_batches
+
+
+def while_fitting(method):
+    """Marks the task as fitting during `method` (`task.fitting`): the form of data a fit reads
+    fixes what the task reads; a `predict` / `evaluate` before the first fit only guesses it."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        previous, self.fitting = getattr(self, "fitting", False), True
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self.fitting = previous
+    return wrapper
 
 
 def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split, validation_data, shuffle,

@@ -118,6 +118,20 @@ def is_tokenized(x):
     return isinstance(x, dict) and "token_ids" in x
 
 
+def is_raw_text(inputs):
+    """True for what a preprocessor takes or refuses by name: text in any form (strings, lists /
+    tuples / arrays of them, string tensors), or a list with a string among other values; False
+    for packed inputs (a dict) and tensors of numbers, which Keras handles."""
+    import tensorflow as tf
+
+    if isinstance(inputs, dict):
+        return False
+    return any(isinstance(leaf, (str, bytes))
+               or isinstance(leaf, np.ndarray) and leaf.dtype.kind in "USO"
+               or isinstance(leaf, (tf.Tensor, tf.RaggedTensor)) and leaf.dtype == tf.string
+               for leaf in tf.nest.flatten(inputs))
+
+
 def tokenized_length(x):
     return len(x["token_ids"])
 

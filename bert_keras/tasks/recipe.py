@@ -199,3 +199,79 @@ def recipe_for_data(x, *, learning_rate=None, batch_size=None):
     return Recipe(learning_rate if learning_rate is not None else (1e-4 if small else 2e-5),
                   batch_size if batch_size is not None else (16 if small else 32),
                   f" (small data: {count} examples)" if small else "")
+
+
+class RecipeCompile:
+    """`compile` of a task (mixed into `TextTask`): keras-hub's `"auto"`, the recipe compiled
+    again by a bare `compile()` or `compile_recipe(...)`, and Keras' compile config of a task
+    whose recipe `from_config` restores."""
+
+    def _init_recipe_state(self):
+        self._recipe = None  # the recipe in use (None: a compile of your own), with its step count
+        self._recipe_settings = {}  # the last recipe's settings, what a bare compile() uses again
+        self._recipe_compile_arguments = None  # loss / metrics / options of the last recipe compile
+        self._saved_optimizer_directory = None  # `load`: where an optimizer.npz waits for the first fit
+
+    def compile(self, *args, **kwargs):
+        """As `keras.Model.compile`, with keras-hub's `"auto"` defaults.
+
+        `optimizer` omitted or `"auto"` compiles the fine-tuning recipe (`compile_recipe`) with
+        the task's current settings: a bare `compile()` after changing `trainable` (Keras' way to
+        freeze or unfreeze) gives a fresh BERT optimizer, not Keras' RMSprop at 1e-3. `loss` /
+        `metrics` omitted or `"auto"`: the head's own. Any other optimizer replaces the recipe
+        (`compile_recipe()` brings it back).
+
+        The heads output logits: Keras' cross-entropy named by a string
+        (`"sparse_categorical_crossentropy"`, `"categorical_crossentropy"`) is read as its
+        `from_logits=True` form, and a loss object built with `from_logits=False` is refused
+        (on logits it trains to nothing: the loss sticks at ln(classes)). Padded tokens stay
+        skipped unless the step now compiles with XLA or runs on a TPU.
+        """
+        optimizer, arguments = compile_arguments(self, args, kwargs)
+        if is_auto(optimizer):
+            self._compile_recipe(compile_arguments=arguments)
+            return
+        self._recipe = None
+        super().compile(optimizer=optimizer, **arguments)
+        self.use_skip_padding("auto")
+
+    def compile_recipe(self, *, learning_rate=None, warmup_ratio=None, weight_decay=None):
+        """Compiles BERT's fine-tuning recipe again, with a fresh optimizer: AdamW without decay
+        on LayerNorm / biases, linear warmup over `warmup_ratio` of the steps, then linear decay
+        to 0 at the last step the next `fit` runs, global-norm clipping at 1.0
+        (`bert_keras.models.compile_for_finetuning`). Settings not given keep the task's (from
+        `from_pretrained`, a previous call, or the saved model); the loss and metrics are the
+        head's own.
+
+        >>> task.backbone.trainable = True              # doctest: +SKIP
+        >>> task.compile_recipe(learning_rate=1e-4)     # doctest: +SKIP
+        """
+        given = {"learning_rate": learning_rate, "warmup_ratio": warmup_ratio, "weight_decay": weight_decay}
+        self._compile_recipe(**{key: value for key, value in given.items() if value is not None},
+                             compile_arguments={"loss": self.default_loss(),
+                                                "metrics": self.default_metrics() or None})
+
+    @property
+    def recipe(self):
+        """The fine-tuning recipe's settings (`learning_rate`, `warmup_ratio`, `weight_decay`),
+        or None while a compile of your own (another optimizer) replaces it."""
+        return None if self._recipe is None else dict(self._recipe)
+
+    def _compile_recipe(self, **settings):
+        """The recipe with these settings over the task's last ones (families without an objective
+        override it)."""
+        compile_recipe(self, **settings)
+
+    def get_compile_config(self):
+        # The recipe is restored by `from_config`; a compile of your own (optimizer, loss,
+        # metrics) is saved as Keras saves it, and `load_model` compiles it again.
+        if self._recipe is not None or not self.compiled:
+            return None
+        return super().get_compile_config()
+
+    def compile_from_config(self, config):
+        """Compiles again what `get_compile_config` saved (Keras' own, which skips a model whose
+        `compile` is overridden), with the optimizer built so that its saved state loads."""
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if self.built:
+            self.optimizer.build(self.trainable_variables)

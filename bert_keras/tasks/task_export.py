@@ -11,6 +11,8 @@ Example:
 import os
 import warnings
 
+import tensorflow as tf
+
 
 def export_task(task, base_path, name=None, version=None, **options):
     """Exports `task` as `<base_path>/<name>/<version>` for TF Serving; returns the
@@ -45,3 +47,38 @@ def export_task(task, base_path, name=None, version=None, **options):
                       "clients must send split text (pipelines.tokenizer.morphemes.morpheme_splitter("
                       f"{pre_tokenizer!r}).spaced); its model card says so", stacklevel=3)
     return export_saved_model(task.to_finetuned(), base_path, name, version=version, **options)
+
+
+class TaskExport:
+    """A task's SavedModel forms (mixed into `TextTask`): `export` (raw text in, tokenizer
+    inside, for TF Serving) and what `tf.saved_model.save(task)` writes (the head's own
+    signature on packed inputs)."""
+
+    @property
+    def _default_save_signature(self):
+        """`tf.saved_model.save(task)`'s `serving_default`: the head's, on packed inputs, as Keras
+        gives a model. The raw-text signatures, tokenizer inside, are `task.export`'s."""
+        head_signature = self.head._default_save_signature
+        if head_signature is None:
+            return None
+        inputs = head_signature.input_signature[0]
+        if isinstance(inputs, dict):  # the inputs by their names (Keras' would be inputs, inputs_1, ...)
+            inputs = {name: tf.TensorSpec(spec.shape, spec.dtype, name=name) for name, spec in inputs.items()}
+
+        @tf.function(input_signature=[inputs])
+        def serving_default(inputs):
+            return self.head(inputs, training=False)
+
+        return serving_default
+
+    def export(self, base_path, name=None, version=None, **options):
+        """Exports a TF Serving SavedModel, tokenizer inside (as `bert-keras export`); returns its
+        version path. `bert_keras.tasks.task_export.export_task` has the arguments and options."""
+        return self.export_result(base_path, name, version, **options).path
+
+    def export_result(self, base_path, name=None, version=None, **options):
+        """`export`, returning the whole `serving.exporter.ExportResult` (audit, model card, check)."""
+        from bert_keras.tasks.task_export import export_task
+
+        return export_task(self, base_path, name, version, **options)
+

@@ -80,7 +80,10 @@ def load(directory, *, expected=None):
     if expected is not None and not issubclass(cls, expected):
         raise TaskInputError(f"{directory}: holds a {finetuned.kind} model, not a {expected.__name__}; "
                              f"load it with bert_keras.tasks.{cls.__name__} or bert_keras.tasks.load")
-    task = cls._from_finetuned(finetuned)
+    task = cls(finetuned.model, vocab_file=finetuned.vocab_file, seq_length=finetuned.seq_length,
+               lowercase=finetuned.lowercase, strip_accents=finetuned.strip_accents,
+               pre_tokenizer=finetuned.pre_tokenizer, labels=finetuned.labels, settings=finetuned.settings,
+               training=finetuned.training, eval_results=finetuned.eval_results)
     task._compile_recipe(**(finetuned.recipe or {}))
     task._saved_optimizer_directory = finetuned.directory  # its optimizer.npz, read by the first fit
     return task
@@ -129,3 +132,40 @@ def stored_vocabulary(tokens):
             stream.write(text)
         os.replace(staging, path)
     return path
+
+
+class TaskFiles:
+    """A task's files (mixed into `TextTask`): `save` (the fine-tuned directory, or a `.keras`
+    file), `to_finetuned`, `record` (provenance and dev metrics for `task.json`), and what Keras
+    calls for a `.keras` file (`get_config` / `from_config`)."""
+
+    def to_finetuned(self):
+        """This task as a `bert_keras.finetuned_model.FinetunedModel` (what `save` writes)."""
+        return to_finetuned(self)
+
+    def save(self, directory, overwrite=None, include_optimizer=True, **kwargs):
+        """Writes the fine-tuned model directory, atomically (`bert_keras.tasks.task_files.save_task`
+        says what is kept and what is never deleted); a path ending in `.keras` saves the whole task
+        in Keras' format, `.h5` the head alone. Returns the directory."""
+        path = os.fspath(directory)
+        if path.endswith(".keras"):
+            return super().save(path, overwrite=True if overwrite is None else overwrite, **kwargs)
+        return save_task(self, path, overwrite=overwrite, include_optimizer=include_optimizer, **kwargs)
+
+    def get_config(self):
+        """The head, and the text side inline (the vocabulary's tokens: a `.keras` file is self-contained)."""
+        return task_config(self)
+
+    @classmethod
+    def from_config(cls, config):
+        return task_from_config(cls, config)
+
+    def get_build_config(self):
+        return None  # built by its head
+
+    def record(self, *, training=None, eval_results=None):
+        """Adds provenance (saved in `task.json`'s `training`) and dev metrics to what `save` writes."""
+        if training:
+            self._text.training.update(training)
+        if eval_results is not None:
+            self._text.eval_results = dict(eval_results)

@@ -8,28 +8,35 @@ padded tokens where that is exact (CPU / GPU), or padded to `seq_length` when th
 step compiles with XLA or runs on a TPU (static shapes).
 
 Subclasses define `kind`, `_build_head`, `_train_dataset`, `_evaluate` and
-`_predict`; everything else (from_pretrained, the fine-tuning recipe, fit with a
-schedule sized to the run, save / load, export) lives here.
+`_predict`. Here: construction, `fit` / `evaluate` / `score` / `predict` on raw text, the
+preprocessor, windows. Each other concern is one mixin in its own module: the compile
+recipe (`recipe.RecipeCompile`), files (`task_files.TaskFiles`), the export
+(`task_export.TaskExport`), rows for a terminal (`task_rows.RowPredictions`), distillation's
+hooks (`distillation_hooks.DistillationHooks`) and Keras' `*_on_batch` calls
+(`batch_calls.KerasBatchCalls`).
 """
 
 import contextlib
 import dataclasses
-import functools
 import os
-import warnings
 from typing import Any, Dict, Optional, Tuple
 
 import keras
-import numpy as np
 import tensorflow as tf
 
-from bert_keras.families import family, resolve
+from bert_keras.families import family
 from bert_keras.models.encoder_head import EncoderHead
-from bert_keras.tasks import fit_loop, recipe as finetuning_recipe, task_files
+from bert_keras.tasks import fit_loop
+from bert_keras.tasks.batch_calls import KerasBatchCalls
+from bert_keras.tasks.distillation_hooks import DistillationHooks
+from bert_keras.tasks.task_export import TaskExport
 from bert_keras.tasks.dataset_inputs import is_tokenized_dataset, raising_source_errors, read_batch_source
 from bert_keras.tasks.dataset_inputs import without_autotune_thread
 from bert_keras.tasks.inputs import TaskInputError, answering_empty_texts, answering_empty_texts_already
-from bert_keras.tasks.inputs import check_count, empty_rows, is_tokenized, num_rows
+from bert_keras.tasks.inputs import check_count, is_raw_text
+from bert_keras.tasks.recipe import RecipeCompile
+from bert_keras.tasks.task_files import TaskFiles
+from bert_keras.tasks.task_rows import RowPredictions
 from bert_keras.tasks.validation import ValidationOnOneDevice, validation_dataset
 from bert_keras.tasks.task_batches import batch_size_for, first_batches, packed_batches, predicted_outputs
 from pipelines.tokenizer.normalize import resolved_strip_accents
@@ -51,30 +58,8 @@ class TextSide:
     pre_tokenizer: Optional[str] = None  # a morpheme analyzer run on the host before the tokenizer
 
 
-def _fitting(method):
-    """Marks the task as fitting during `method` (`task.fitting`): the form of data a fit reads
-    fixes what the task reads; a `predict` / `evaluate` before the first fit only guesses it."""
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        previous, self.fitting = getattr(self, "fitting", False), True
-        try:
-            return method(self, *args, **kwargs)
-        finally:
-            self.fitting = previous
-    return wrapper
-
-
-def _raising_source_errors(method):
-    """`fit` / `evaluate` / `predict` raise what your PyDataset or generator raised, as Keras does
-    (not TensorFlow's `InvalidArgumentError` around its traceback's text)."""
-    @functools.wraps(method)
-    def wrapper(*args, **kwargs):
-        with raising_source_errors():
-            return method(*args, **kwargs)
-    return wrapper
-
-
-class TextTask(keras.Model):
+class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, DistillationHooks, KerasBatchCalls,
+               keras.Model):
     """Base class of the tasks; see the module docstring. Not used directly."""
 
     kind = None
@@ -103,10 +88,7 @@ class TextTask(keras.Model):
             raise TaskInputError(
                 f"{vocab_file}: the vocabulary has {tokenizer.vocabulary_size} tokens but the model "
                 f"expects {head.encoder.config.vocab_size}; pass the model's own vocab_file=")
-        self._recipe = None  # the recipe in use (None: a compile of your own), with its step count
-        self._recipe_settings = {}  # the last recipe's settings, what a bare compile() uses again
-        self._recipe_compile_arguments = None  # loss / metrics / options of the last recipe compile
-        self._saved_optimizer_directory = None  # `load`: where an optimizer.npz waits for the first fit
+        self._init_recipe_state()
         self._window_override = ()  # (key, value) pairs of one predict call (Keras tracks no tuple)
         # The head holds its weights already: callbacks that save / restore them before the first
         # step (BackupAndRestore) need the wrapper to say so.
@@ -169,7 +151,7 @@ class TextTask(keras.Model):
         if inputs is None or isinstance(inputs, (list, tuple)) and not tf.nest.flatten(inputs):
             raise TaskInputError(f"x: {'None' if inputs is None else 'an empty list of texts'}; a "
                                  f"{type(self).__name__} is called on raw text or packed inputs")
-        if _is_raw_text(inputs):
+        if is_raw_text(inputs):
             inputs = self.preprocessor(inputs)
             if inputs["token_ids"].shape.rank == self._packed_rank - 1:  # one example, unbatched
                 inputs = {name: value[None] for name, value in inputs.items()}
@@ -177,23 +159,6 @@ class TextTask(keras.Model):
 
     def call(self, inputs, training=None):
         return self.head(inputs, training=training)
-
-    @property
-    def _default_save_signature(self):
-        """`tf.saved_model.save(task)`'s `serving_default`: the head's, on packed inputs, as Keras
-        gives a model. The raw-text signatures, tokenizer inside, are `task.export`'s."""
-        head_signature = self.head._default_save_signature
-        if head_signature is None:
-            return None
-        inputs = head_signature.input_signature[0]
-        if isinstance(inputs, dict):  # the inputs by their names (Keras' would be inputs, inputs_1, ...)
-            inputs = {name: tf.TensorSpec(spec.shape, spec.dtype, name=name) for name, spec in inputs.items()}
-
-        @tf.function(input_signature=[inputs])
-        def serving_default(inputs):
-            return self.head(inputs, training=False)
-
-        return serving_default
 
     def default_loss(self):
         return self.head.default_loss()
@@ -263,64 +228,6 @@ class TextTask(keras.Model):
         """(labels, head, settings) of a new task; subclasses implement."""
         raise NotImplementedError
 
-    @classmethod
-    def _from_finetuned(cls, finetuned):
-        return cls(finetuned.model, vocab_file=finetuned.vocab_file, seq_length=finetuned.seq_length,
-                   lowercase=finetuned.lowercase, strip_accents=finetuned.strip_accents,
-                   pre_tokenizer=finetuned.pre_tokenizer, labels=finetuned.labels, settings=finetuned.settings,
-                   training=finetuned.training, eval_results=finetuned.eval_results)
-
-    # -- compile: the fine-tuning recipe (`bert_keras.tasks.recipe`), sized when fit knows the steps --
-    def compile(self, *args, **kwargs):
-        """As `keras.Model.compile`, with keras-hub's `"auto"` defaults.
-
-        `optimizer` omitted or `"auto"` compiles the fine-tuning recipe (`compile_recipe`) with
-        the task's current settings: a bare `compile()` after changing `trainable` (Keras' way to
-        freeze or unfreeze) gives a fresh BERT optimizer, not Keras' RMSprop at 1e-3. `loss` /
-        `metrics` omitted or `"auto"`: the head's own. Any other optimizer replaces the recipe
-        (`compile_recipe()` brings it back).
-
-        The heads output logits: Keras' cross-entropy named by a string
-        (`"sparse_categorical_crossentropy"`, `"categorical_crossentropy"`) is read as its
-        `from_logits=True` form, and a loss object built with `from_logits=False` is refused
-        (on logits it trains to nothing: the loss sticks at ln(classes)). Padded tokens stay
-        skipped unless the step now compiles with XLA or runs on a TPU.
-        """
-        optimizer, arguments = finetuning_recipe.compile_arguments(self, args, kwargs)
-        if finetuning_recipe.is_auto(optimizer):
-            self._compile_recipe(compile_arguments=arguments)
-            return
-        self._recipe = None
-        super().compile(optimizer=optimizer, **arguments)
-        self.use_skip_padding("auto")
-
-    def compile_recipe(self, *, learning_rate=None, warmup_ratio=None, weight_decay=None):
-        """Compiles BERT's fine-tuning recipe again, with a fresh optimizer: AdamW without decay
-        on LayerNorm / biases, linear warmup over `warmup_ratio` of the steps, then linear decay
-        to 0 at the last step the next `fit` runs, global-norm clipping at 1.0
-        (`bert_keras.models.compile_for_finetuning`). Settings not given keep the task's (from
-        `from_pretrained`, a previous call, or the saved model); the loss and metrics are the
-        head's own.
-
-        >>> task.backbone.trainable = True              # doctest: +SKIP
-        >>> task.compile_recipe(learning_rate=1e-4)     # doctest: +SKIP
-        """
-        given = {"learning_rate": learning_rate, "warmup_ratio": warmup_ratio, "weight_decay": weight_decay}
-        self._compile_recipe(**{key: value for key, value in given.items() if value is not None},
-                             compile_arguments={"loss": self.default_loss(),
-                                                "metrics": self.default_metrics() or None})
-
-    @property
-    def recipe(self):
-        """The fine-tuning recipe's settings (`learning_rate`, `warmup_ratio`, `weight_decay`),
-        or None while a compile of your own (another optimizer) replaces it."""
-        return None if self._recipe is None else dict(self._recipe)
-
-    def _compile_recipe(self, **settings):
-        """The recipe with these settings over the task's last ones (families without an objective
-        override it)."""
-        finetuning_recipe.compile_recipe(self, **settings)
-
     @property
     def static_shapes(self):
         """True when batches must be `[batch, seq_length]` (XLA train step or TPU)."""
@@ -328,8 +235,8 @@ class TextTask(keras.Model):
             self.distribute_strategy, tf.distribute.TPUStrategy)
 
     # -- fit / evaluate / predict -------------------------------------------------------
-    @_raising_source_errors
-    @_fitting
+    @raising_source_errors()
+    @fit_loop.while_fitting
     def fit(self, x=None, y=None, batch_size=None, epochs=3, verbose="auto", callbacks=None,
             validation_split=0.0, validation_data=None, shuffle=True, class_weight=None,
             sample_weight=None, initial_epoch=0, steps_per_epoch=None, validation_steps=None,
@@ -385,7 +292,7 @@ class TextTask(keras.Model):
         """What a family learns from its training batches once the weights are final (`dataset`:
         the packed batches, `steps` of them per pass). Nothing by default."""
 
-    @_raising_source_errors
+    @raising_source_errors()
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, steps=None,
                  callbacks=None, return_dict=False, **kwargs):
         """Keras' `evaluate`: the loss and the compiled metrics, on any input form of `fit`.
@@ -420,7 +327,7 @@ class TextTask(keras.Model):
         return super().evaluate(dataset, verbose=verbose, steps=steps, callbacks=callbacks,
                                 return_dict=return_dict, **kwargs)
 
-    @_raising_source_errors
+    @raising_source_errors()
     def score(self, x=None, y=None, batch_size=None, verbose=None):
         """The task's own metrics, counted per text, as a dict (see each class: `accuracy`, `f1` or
         `macro_f1`, `matthews_corrcoef`; `pearson` / `spearman`; SQuAD's `exact_match` / `f1`;
@@ -439,7 +346,7 @@ class TextTask(keras.Model):
         with self.verbosity(verbose):
             return self._evaluate(x, y, batch_size=batch_size)
 
-    @_raising_source_errors
+    @raising_source_errors()
     def predict(self, x, batch_size=None, verbose=None, steps=None, callbacks=None, *, max_length=None,
                 stride=None):
         """The task's predictions for raw text (see the class docstring).
@@ -518,69 +425,9 @@ class TextTask(keras.Model):
         except ValueError as error:
             raise TaskInputError(str(error).rstrip(".")) from None
 
-    # -- the *_on_batch calls of Keras, on raw text too ---------------------------------------
-    def predict_on_batch(self, x):
-        """`predict` on one batch (raw text, or packed inputs as Keras takes them)."""
-        if is_tokenized(x):
-            return self._from_outputs(np.asarray(super().predict_on_batch(x)))
-        return self.predict(x, batch_size=max(1, num_rows(x)))
-
-    def train_on_batch(self, x=None, y=None, sample_weight=None, class_weight=None, return_dict=False):
-        """One training step on one batch of raw text (packed by the preprocessor) or packed inputs."""
-        if not is_tokenized(x):
-            x, y = self._packed_batch(x, y)
-        if class_weight is not None:
-            class_weight = fit_loop.class_weight_ids(self, class_weight, sample_weight)
-        return super().train_on_batch(x, y, sample_weight=sample_weight, class_weight=class_weight,
-                                      return_dict=return_dict)
-
-    def test_on_batch(self, x=None, y=None, sample_weight=None, return_dict=False):
-        """Keras' loss and compiled metrics on one batch of raw text or packed inputs."""
-        if not is_tokenized(x):
-            x, y = self._packed_batch(x, y)
-        return super().test_on_batch(x, y, sample_weight=sample_weight, return_dict=return_dict)
-
-    def _packed_batch(self, x, y):
-        """`(packed inputs, label ids)` of one in-memory batch of raw text (families with a preprocessor)."""
-        raise TaskInputError(f"a {type(self).__name__} takes raw text in fit / evaluate / predict; "
-                             "its *_on_batch calls take packed inputs")
-
     def _from_outputs(self, outputs):
         """`predict`'s outputs from the head's (logits -> probabilities where the family says so)."""
         return outputs
-
-    # -- rows: one JSON-able dict per input, and one line of text for a terminal -------------
-    def predict_rows(self, items, *, batch_size=32):
-        """`predict` as one JSON-able dict per input, the input included (what `bert-keras
-        predict --json` prints). `items`: texts, or `(a, b)` tuples where the task reads pairs.
-        A text with no token gets the model's answer to an empty input, marked `"empty": true`.
-        """
-        with answering_empty_texts() as found:
-            rows = self._row_predictions(items, batch_size=batch_size)
-        empty = self._empty_rows(found)
-        for index in empty:
-            rows[index]["empty"] = True
-        self._warn_empty(empty)
-        return rows
-
-    def _row_predictions(self, items, *, batch_size=32):
-        raise TaskInputError(f"a {type(self).__name__} has no row predictions")
-
-    def _empty_rows(self, found):
-        """The rows with no token in any of their texts (`answering_empty_texts`' record)."""
-        return empty_rows(found)
-
-    @staticmethod
-    def _warn_empty(empty, stacklevel=3):
-        if empty:
-            texts = f"{len(empty)} texts have" if len(empty) > 1 else "1 text has"
-            warnings.warn(f"{texts} no token (empty, or only whitespace, control characters or marks the "
-                          f"tokenizer strips; the first: row {empty[0]}): the model's answer to an empty input "
-                          "([CLS] [SEP]) is given; predict_rows marks such rows \"empty\": true", stacklevel=stacklevel)
-
-    def row_text(self, row):
-        """One `predict_rows` row as a line (or two) for a terminal."""
-        return str(row)
 
     # Rank of a batch's packed `token_ids` (`[batch, length]`; multiple choice adds choices).
     _packed_rank = 2
@@ -605,109 +452,3 @@ class TextTask(keras.Model):
 
     def _predict(self, x, *, batch_size):
         raise NotImplementedError
-
-    # -- save / load (`bert_keras.tasks.task_files`) -------------------------------------
-    def to_finetuned(self):
-        """This task as a `bert_keras.finetuned_model.FinetunedModel` (what `save` writes)."""
-        return task_files.to_finetuned(self)
-
-    def save(self, directory, overwrite=None, include_optimizer=True, **kwargs):
-        """Writes the fine-tuned model directory, atomically (`bert_keras.tasks.task_files.save_task`
-        says what is kept and what is never deleted); a path ending in `.keras` saves the whole task
-        in Keras' format, `.h5` the head alone. Returns the directory."""
-        path = os.fspath(directory)
-        if path.endswith(".keras"):
-            return super().save(path, overwrite=True if overwrite is None else overwrite, **kwargs)
-        return task_files.save_task(self, path, overwrite=overwrite, include_optimizer=include_optimizer, **kwargs)
-
-    # -- Keras serialization: a `.keras` file holds the whole task ---------------------------
-    def get_config(self):
-        """The head, and the text side inline (the vocabulary's tokens: a `.keras` file is self-contained)."""
-        return task_files.task_config(self)
-
-    @classmethod
-    def from_config(cls, config):
-        return task_files.task_from_config(cls, config)
-
-    def get_compile_config(self):
-        # The recipe is restored by `from_config`; a compile of your own (optimizer, loss,
-        # metrics) is saved as Keras saves it, and `load_model` compiles it again.
-        if self._recipe is not None or not self.compiled:
-            return None
-        return super().get_compile_config()
-
-    def compile_from_config(self, config):
-        """Compiles again what `get_compile_config` saved (Keras' own, which skips a model whose
-        `compile` is overridden), with the optimizer built so that its saved state loads."""
-        self.compile(**keras.saving.deserialize_keras_object(config))
-        if self.built:
-            self.optimizer.build(self.trainable_variables)
-
-    def get_build_config(self):
-        return None  # built by its head
-
-    def distill(self, x, y=None, **options):
-        """A smaller student of this task trained on its outputs for `x` (and labels `y`, optional);
-        an ordinary task of this class. `bert_keras.tasks.distillation.distill` has the options
-        (`layers=`, `temperature=`, `alpha=`, `init=`, `epochs=`, `seed=`, `run_dir=`, ...)."""
-        # Resolved by path: the distillation module is a layer above the tasks (it imports them).
-        return resolve("bert_keras.tasks.distillation:distill")(self, x, y, **options)
-
-    # -- distillation hooks (`bert_keras.tasks.distillation`); families override them ----------
-    def _soft_loss(self, x, teacher_out, student_out, temperature, sample_weight=None):
-        """A student's loss against the teacher's outputs on one batch: the soft-target
-        counterpart of the task's own loss (KL at `temperature` for logits trained with
-        cross-entropy, squared error for regression scores)."""
-        from bert_keras.losses import distillation
-
-        if isinstance(self.default_loss(), keras.losses.MeanSquaredError):
-            return distillation.squared_error(teacher_out, student_out, sample_weight)
-        return distillation.soft_cross_entropy(teacher_out, student_out, temperature, sample_weight)
-
-    def _distillation_dataset(self, x, y, *, batch_size, seed):
-        """`(shuffled batches, steps per pass)` to distil on: `fit`'s, with placeholder labels
-        (never read: the loss is the teacher's soft targets alone) when `y` is None, and on
-        each element of a dataset of `x` alone (not `(x, y)`)."""
-        placeholder = self.labels[0] if self.labels else 0
-        if isinstance(x, tf.data.Dataset):
-            from bert_keras.tasks import dataset_inputs
-
-            layout = self.dataset_layout
-            parts = dataset_inputs.element_parts(x.element_spec, x_is_tuple=layout.x_is_tuple)
-            if not parts.has_y:  # unbatched rows of x, each with the placeholder
-                x = dataset_inputs.unbatched(x, parts, example_rank=layout.example_rank,
-                                             is_batched=layout.is_batched).map(lambda row: (row, placeholder))
-        elif y is None:
-            y = [placeholder] * num_rows(x)
-        return self._train_dataset(x, y, batch_size=batch_size, shuffle=True, seed=seed)
-
-    def record(self, *, training=None, eval_results=None):
-        """Adds provenance (saved in `task.json`'s `training`) and dev metrics to what `save` writes."""
-        if training:
-            self._text.training.update(training)
-        if eval_results is not None:
-            self._text.eval_results = dict(eval_results)
-
-    def export(self, base_path, name=None, version=None, **options):
-        """Exports a TF Serving SavedModel, tokenizer inside (as `bert-keras export`); returns its
-        version path. `bert_keras.tasks.task_export.export_task` has the arguments and options."""
-        return self.export_result(base_path, name, version, **options).path
-
-    def export_result(self, base_path, name=None, version=None, **options):
-        """`export`, returning the whole `serving.exporter.ExportResult` (audit, model card, check)."""
-        from bert_keras.tasks.task_export import export_task
-
-        return export_task(self, base_path, name, version, **options)
-
-
-def _is_raw_text(inputs):
-    """True for what a preprocessor takes or refuses by name: text in any form (strings, lists /
-    tuples / arrays of them, string tensors), or a list with a string among other values; False
-    for packed inputs (a dict) and tensors of numbers, which Keras handles."""
-    if isinstance(inputs, dict):
-        return False
-    return any(isinstance(leaf, (str, bytes))
-               or isinstance(leaf, np.ndarray) and leaf.dtype.kind in "USO"
-               or isinstance(leaf, (tf.Tensor, tf.RaggedTensor)) and leaf.dtype == tf.string
-               for leaf in tf.nest.flatten(inputs))
-

@@ -1,0 +1,54 @@
+"""`predict_rows`: a task's predictions as one JSON-able dict per input, and one line for a terminal.
+
+What `bert-keras predict` prints (`--json`: the dicts; else `row_text` of each), what the
+embedded server's text requests answer. Each family shapes its rows (`_row_predictions`,
+`row_text`); a text with no token gets the model's answer to an empty input, its row marked
+`"empty": true`, with one warning for the call.
+
+Example:
+
+>>> rows = classifier.predict_rows(["a great film", "dull"])   # doctest: +SKIP
+>>> rows[0]                                                    # doctest: +SKIP
+{'text': 'a great film', 'label': 'pos', 'score': 0.97, 'scores': {...}}
+"""
+
+import warnings
+
+from bert_keras.tasks.inputs import TaskInputError, answering_empty_texts, empty_rows
+
+
+class RowPredictions:
+    """`predict_rows` / `row_text` of a task (mixed into `TextTask`); families override
+    `_row_predictions` and `row_text`."""
+
+    def predict_rows(self, items, *, batch_size=32):
+        """`predict` as one JSON-able dict per input, the input included (what `bert-keras
+        predict --json` prints). `items`: texts, or `(a, b)` tuples where the task reads pairs.
+        A text with no token gets the model's answer to an empty input, marked `"empty": true`.
+        """
+        with answering_empty_texts() as found:
+            rows = self._row_predictions(items, batch_size=batch_size)
+        empty = self._empty_rows(found)
+        for index in empty:
+            rows[index]["empty"] = True
+        self._warn_empty(empty)
+        return rows
+
+    def _row_predictions(self, items, *, batch_size=32):
+        raise TaskInputError(f"a {type(self).__name__} has no row predictions")
+
+    def _empty_rows(self, found):
+        """The rows with no token in any of their texts (`answering_empty_texts`' record)."""
+        return empty_rows(found)
+
+    @staticmethod
+    def _warn_empty(empty, stacklevel=3):
+        if empty:
+            texts = f"{len(empty)} texts have" if len(empty) > 1 else "1 text has"
+            warnings.warn(f"{texts} no token (empty, or only whitespace, control characters or marks the "
+                          f"tokenizer strips; the first: row {empty[0]}): the model's answer to an empty input "
+                          "([CLS] [SEP]) is given; predict_rows marks such rows \"empty\": true", stacklevel=stacklevel)
+
+    def row_text(self, row):
+        """One `predict_rows` row as a line (or two) for a terminal."""
+        return str(row)
