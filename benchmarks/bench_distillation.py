@@ -166,7 +166,7 @@ def hf_peer(args):
 
     train(teacher, lambda m, b, t: F.cross_entropy(m(**b).logits, t))
     student = copy.deepcopy(teacher)  # DistilBERT: every other layer of the teacher
-    from bert_keras.tasks.distillation import student_layers
+    from bert_keras.tasks.student import student_layers
 
     keep = list(student_layers(teacher.config.num_hidden_layers, args.layers))
     student.bert.encoder.layer = torch.nn.ModuleList([student.bert.encoder.layer[i] for i in keep])

@@ -16,7 +16,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "serving"))
 import export_fixtures  # noqa: E402
 from bert_keras import models, tasks  # noqa: E402
 from bert_keras.tasks import TaskInputError  # noqa: E402
-from bert_keras.tasks.distillation import distill, student_layers  # noqa: E402
+from bert_keras.tasks.distillation import distill  # noqa: E402
+from bert_keras.tasks.student import student_layers  # noqa: E402
 
 ROOT = export_fixtures.ROOT
 TEXTS = ["I loved this film.", "The battery died, it was terrible.", "John Smith lives in Paris.",
