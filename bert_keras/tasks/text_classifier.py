@@ -5,23 +5,16 @@ import numpy as np
 import tensorflow as tf
 
 from bert_keras.families import ClassificationSettings
-from bert_keras.models.window_relevance import closest_sentences, evidence_logits, relevance_layer
-from bert_keras.models.window_relevance import sentence_end_ids, sentence_reading
-from bert_keras.tasks import dataset_inputs
-from bert_keras.tasks.dataset_inputs import steps_for, to_python
-from bert_keras.tasks.inputs import TaskInputError, check_count, check_label_names, check_lengths
-from bert_keras.tasks.inputs import check_sample_weight, float_target, float_targets, is_tokenized
-from bert_keras.tasks.inputs import NO_TOKEN, EmptyTextError, label_id, label_ids, note_empty_text, one_hot_ids
-from bert_keras.tasks.inputs import text_columns
+from bert_keras.models.window_relevance import relevance_layer
+from bert_keras.tasks import classifier_inputs, dataset_inputs, windowed_scores
+from bert_keras.tasks.dataset_inputs import steps_for
+from bert_keras.tasks.inputs import TaskInputError, check_count, check_label_names, is_tokenized
 from bert_keras.tasks.task_batches import padded_batches, predicted_outputs, tokenized_dataset
 from bert_keras.tasks.text_task import TextTask
-from bert_keras.tasks.window_outputs import has_window_marks, warn_truncated, window_outputs
-from pipelines.tokenizer.tokenless import texts_without_token
+from bert_keras.tasks.window_outputs import has_window_marks, warn_truncated
 
 
 WINDOW_AGGREGATIONS = ("mean", "max", "evidence")
-# Training windows the evidence statistics are fitted on, at most (one inference pass over them).
-EVIDENCE_WINDOWS = 20_000
 # How `fit` trains on texts longer than a window: "texts" (each text one example, its loss on
 # the windows' aggregated score, as `predict` scores it) or "windows" (each window one
 # example with its text's label, as Hugging Face's overflowing windows).
@@ -176,9 +169,9 @@ class TextClassifier(TextTask):
         return full[:, 0] if self.is_regression else full
 
     def _packed_batch(self, x, y):
-        columns = self._texts(x)
+        columns = classifier_inputs.read_texts(self, x)
         packed = self.preprocessor.pack(tuple(tf.constant(c) for c in columns))
-        return packed, (None if y is None else self._targets(y, len(columns[0])))
+        return packed, (None if y is None else classifier_inputs.read_targets(self, y, len(columns[0])))
 
     def _class_names(self):
         return None if self.is_regression else self.labels
@@ -236,158 +229,7 @@ class TextClassifier(TextTask):
         relevance = relevance_layer(encoder.config.num_layers) if window_aggregation == "evidence" else None
         return labels, BertClassifier(encoder, num_classes=size, dropout=dropout, relevance_layer=relevance), settings
 
-    # -- data ------------------------------------------------------------------------
-    def _check_pair(self, pair, name="x"):
-        """Records whether the task reads pairs, or checks it against that: the first `fit`'s data
-        fixes it; a `predict` / `evaluate` / `score` before any fit only guesses it (a baseline score of the
-        untrained model does not decide what it will be trained on)."""
-        fitting = getattr(self, "fitting", False)
-        if self.text_pair is None or (fitting and getattr(self, "_pair_guessed", False)):
-            self._text.settings["text_pair"] = pair
-            self._pair_guessed = not fitting
-        elif pair != self.text_pair:
-            raise TaskInputError(
-                f"{name}: this classifier reads text pairs; pass x as a tuple (texts, texts_b)"
-                if self.text_pair else
-                f"{name}: this classifier reads single texts, not (texts, texts_b) pairs")
-
-    def _texts(self, x, name="x"):
-        columns = text_columns(x, name, self.tokenizer)
-        self._check_pair(len(columns) == 2, name)
-        return columns
-
-    def _targets(self, y, count, name="y"):
-        one_hot = None if self.is_regression else one_hot_ids(y, len(self.labels), name)
-        if one_hot is not None:  # Keras' categorical labels: the class of each row
-            y = [self.labels[i] for i in one_hot]
-        y = check_lengths(count, y, y_name=name)
-        if self.is_regression:
-            return float_targets(y, name)
-        return np.asarray(label_ids(y, self.labels, name), np.int32)
-
-    def _rows(self, x, y, sample_weight, *, needs_y):
-        """`(unbatched dataset of ((texts...), target[, weight]), count)` from any form of `x`.
-
-        Everything is checked here, before a step runs: texts, labels, weights.
-        """
-        if isinstance(x, tf.data.Dataset):
-            return self._dataset_rows(x, needs_y=needs_y)
-        columns = self._texts(x)
-        count = len(columns[0])
-        if y is not None:
-            targets = self._targets(y, count)
-        elif needs_y:
-            raise TaskInputError("y: no labels given (fit and evaluate need y)")
-        else:
-            targets = np.zeros(count, np.float32 if self.is_regression else np.int32)
-        parts = (tuple(tf.constant(c) for c in columns), targets)
-        weights = check_sample_weight(sample_weight, count)
-        if weights is not None:
-            parts += (weights,)
-        return tf.data.Dataset.from_tensor_slices(parts), count
-
-    def _dataset_rows(self, dataset, *, needs_y):
-        """A dataset of raw texts (batched or not) as rows with label ids, read once to check it."""
-        parts = dataset_inputs.element_parts(dataset.element_spec, x_is_tuple=bool(self.text_pair))
-        rows = dataset_inputs.unbatched(dataset, parts, example_rank=0)
-        if parts.has_y:
-            rows = self._scalar_labels(rows)
-        text_spec = rows.element_spec[0]
-        if isinstance(text_spec, tuple) and len(text_spec) == 1:
-            rows = rows.map(lambda t, *rest: (t[0],) + rest)
-            text_spec = text_spec[0]
-        pair = isinstance(text_spec, tuple)
-        if pair and len(text_spec) != 2:
-            raise TaskInputError(f"x: a dataset's texts are a string or a pair (text, text_b), got a "
-                                 f"tuple of {len(text_spec)}")
-        self._check_pair(pair)
-        infinite = rows.cardinality() == tf.data.INFINITE_CARDINALITY
-        if infinite and not needs_y:
-            raise TaskInputError("x: an infinite dataset (.repeat()); predict and evaluate need a finite one")
-        if needs_y and not parts.has_y:
-            raise TaskInputError("x: the dataset has no labels; its elements must be (text, label) "
-                                 "or ((text, text_b), label)")
-        if not needs_y and parts.has_y:  # predict ignores labels, as Keras does
-            rows = rows.map(lambda texts, *_: (texts,))
-            parts = dataset_inputs.ElementParts(False, False, True)
-        # An infinite dataset (fit with steps_per_epoch) cannot be read through first: its
-        # labels are checked as they stream (an unknown one stops training, naming it).
-        count = None if infinite else self._check_dataset(rows, parts)
-        to_id = self.preprocessor.label_ids if parts.has_y else None
-        zero = tf.constant(0, tf.float32 if self.is_regression else tf.int32)
-
-        def normalise(texts, *rest):
-            texts = texts if pair else (texts,)
-            target = to_id(rest[0]) if to_id is not None else zero
-            if to_id is not None and not self.is_regression:
-                tf.debugging.assert_non_negative(target, message="y: a label the model does not know")
-            weights = tuple(tf.cast(w, tf.float32) for w in rest[1:])
-            return (texts, target) + weights
-
-        rows = rows.map(normalise, num_parallel_calls=tf.data.AUTOTUNE)
-        if count is not None:
-            rows = rows.apply(tf.data.experimental.assert_cardinality(count))
-        return rows, count
-
-    def _scalar_labels(self, rows):
-        """Rows whose label is one value: an `[N, 1]` label column (`text_dataset_from_directory(
-        label_mode="binary")`) squeezed, Keras' one-hot rows (`label_mode="categorical"`) read as
-        their class name (a row that is not one-hot as a name no class has, refused by the door check)."""
-        spec = rows.element_spec[1]
-        if spec.shape.rank != 1:
-            return rows
-        if spec.shape[0] == 1:
-            return rows.map(lambda x, y, *rest: (x, tf.reshape(y, [])) + rest)
-        width = len(self.labels or ())
-        if self.is_regression or spec.shape[0] != width or not (spec.dtype.is_integer or spec.dtype.is_floating):
-            return rows
-        names = tf.constant(self.labels)
-
-        def class_name(x, y, *rest):
-            y = tf.cast(y, tf.float32)
-            one_hot = tf.logical_and(tf.reduce_sum(tf.cast(tf.equal(y, 1.0), tf.int32)) == 1,
-                                     tf.reduce_all(tf.logical_or(tf.equal(y, 0.0), tf.equal(y, 1.0))))
-            shown = tf.strings.join(["[", tf.strings.reduce_join(tf.strings.as_string(y, precision=3),
-                                                                  separator=", "), "] is not a one-hot row"])
-            return (x, tf.where(one_hot, tf.gather(names, tf.argmax(y)), shown)) + rest
-
-        return rows.map(class_name)
-
-    def _check_dataset(self, rows, parts):
-        """One pass over the texts, labels and weights of a dataset: the door checks; its size."""
-        count = 0
-        for chunk in rows.batch(8192).as_numpy_iterator():
-            texts = chunk[0] if isinstance(chunk[0], tuple) else (chunk[0],)
-            for column_index, column in enumerate(texts):
-                # The one rule of `text_list` (pipelines.tokenizer.tokenless, by this task's
-                # tokenizer): a text of whitespace, control or format characters only ("\u200b"),
-                # or for an uncased model of combining marks only, has no token.
-                column_name = "" if len(texts) == 1 else f"[{column_index}]"
-                strings = [text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
-                           for text in column.ravel().tolist()]
-                empty = next((i for i in texts_without_token(strings, self.tokenizer)
-                              if not note_empty_text(f"x{column_name}", count + i)), None)
-                if empty is not None:
-                    raise EmptyTextError(f"x{column_name}: element {count + empty} of the dataset is an empty "
-                                         f"text ({NO_TOKEN})", f"x{column_name}", count + empty)
-            size = len(texts[0])
-            if parts.has_y:
-                labels = [to_python(v) for v in chunk[1].tolist()]
-                names = [f"y (dataset element {count + i})" for i in range(size)]
-                if self.is_regression:
-                    for name, value in zip(names, labels):
-                        float_target(value, name)
-                else:
-                    index = {label: i for i, label in enumerate(self.labels)}
-                    for name, value in zip(names, labels):
-                        label_id(value, index, name)
-            if parts.has_weight:
-                check_sample_weight(np.reshape(chunk[2], [-1]), size, f"sample_weight (dataset elements {count}..)")
-            count += size
-        if count == 0:
-            raise TaskInputError("x: an empty dataset")
-        return count
-
+    # -- data (read and checked by `classifier_inputs`) -------------------------------
     def _examples(self, x, y, *, shuffle, seed, sample_weight=None, needs_y=False, training=False):
         """`(unbatched encoded examples, count)` from raw texts or a dataset of raw texts.
 
@@ -397,7 +239,7 @@ class TextClassifier(TextTask):
         """
         from pipelines.datasets import batching
 
-        dataset, count = self._rows(x, y, sample_weight, needs_y=needs_y)
+        dataset, count = classifier_inputs.text_rows(self, x, y, sample_weight, needs_y=needs_y)
         if shuffle:
             dataset = dataset.shuffle(count or 10_000, seed=seed, reshuffle_each_iteration=True)
         if self.text_pair:
@@ -408,7 +250,7 @@ class TextClassifier(TextTask):
 
     def _train_dataset(self, x, y, *, batch_size, shuffle, seed, sample_weight=None):
         if is_tokenized(x):
-            y = self._targets(y, len(x["token_ids"]))
+            y = classifier_inputs.read_targets(self, y, len(x["token_ids"]))
             return tokenized_dataset(self, x, y, batch_size=batch_size, shuffle=shuffle, seed=seed,
                                            sample_weight=sample_weight)
         if self._windows_may_split() and self._text.settings.get("window_training", "windows") == "texts":
@@ -428,7 +270,7 @@ class TextClassifier(TextTask):
         (`window_training="texts"`): a step is `batch_size` texts, whatever their length."""
         from pipelines.datasets import batching
 
-        rows, count = self._rows(x, y, sample_weight, needs_y=True)
+        rows, count = classifier_inputs.text_rows(self, x, y, sample_weight, needs_y=True)
         if shuffle:
             rows = rows.shuffle(count or 10_000, seed=seed, reshuffle_each_iteration=True)
         if self.text_pair:  # known once the data is read: a pair is one window
@@ -448,7 +290,7 @@ class TextClassifier(TextTask):
         from pipelines.windowing import num_windows
 
         window, stride, max_length = self.window_options()
-        rows, _ = self._rows(x, None, None, needs_y=False)
+        rows, _ = classifier_inputs.text_rows(self, x, None, None, needs_y=False)
         total = 0
         for texts, *_ in rows.batch(1024).as_numpy_iterator():
             lengths = self.tokenizer.tokenize(texts[0] if isinstance(texts, tuple) else texts).row_lengths()
@@ -461,20 +303,13 @@ class TextClassifier(TextTask):
         text: a text read in several windows gets its windows' aggregated logits."""
         if is_tokenized(x):
             dataset, _ = tokenized_dataset(self, x, None, batch_size=batch_size, shuffle=False, seed=None)
-            gold = None if y is None else self._targets(y, len(x["token_ids"]))
+            gold = None if y is None else classifier_inputs.read_targets(self, y, len(x["token_ids"]))
         else:
             examples, _ = self._examples(x, y, shuffle=False, seed=None, needs_y=needs_y)
             dataset = padded_batches(self, examples, batch_size)
             gold = None
-        if has_window_marks(dataset):
-            if self._window_relevance is not None:  # logits and distances in one pass
-                windows = window_outputs(self, dataset, outputs_of=self._logits_and_distances)
-                logits, distances, pieces = windows.outputs
-                reading = self._sentence_reading(pieces, windows.starts, batch_size) if self._window_relevance.reads_sentences else None
-                outputs = self._aggregate_windows(logits, windows.starts, distances, reading)
-            else:
-                windows = window_outputs(self, dataset)
-                outputs = self._aggregate_windows(windows.outputs, windows.starts)
+        if has_window_marks(dataset):  # mean, max or evidence windows (`window_aggregation`)
+            outputs, windows = windowed_scores.text_outputs(self, dataset, batch_size)
             return outputs, (windows.labels[windows.starts] if needs_y else None), windows.truncated
         dataset = dataset.cache()  # tokenized once: the outputs, then the gold labels
         outputs = np.asarray(predicted_outputs(self, dataset))
@@ -482,103 +317,10 @@ class TextClassifier(TextTask):
             gold = np.concatenate([y.numpy() for _, y, *_ in dataset])
         return outputs, gold, None
 
-    # -- evidence: the windows that read like the training texts ------------------------
-    @property
-    def _window_relevance(self):
-        """The head's fitted `WindowRelevance` (`window_aggregation="evidence"`), else None."""
-        relevance = getattr(self.head, "window_relevance", None)
-        return relevance if relevance is not None and relevance.fitted else None
-
     def _after_fit(self, dataset, steps):
-        """`window_aggregation="evidence"`: the training windows' statistics, once the weights are
-        final (`bert_keras.models.window_relevance`). Each window counts under the class the
-        model predicts for it, so unlabelled data (distillation) fits them as well."""
-        relevance = getattr(self.head, "window_relevance", None)
-        if relevance is None:
-            return
-        features, classes, count = [], [], 0
-        for inputs in dataset.map(lambda x, *_: x).take(max(1, steps or 1)):
-            logits, batch_features = self._logits_and_features(inputs)
-            features.append(batch_features.numpy())
-            classes.append(np.zeros(len(features[-1]), np.int64) if self.is_regression
-                           else np.argmax(logits.numpy(), axis=-1))
-            count += len(features[-1])
-            if count >= EVIDENCE_WINDOWS:
-                break
-        relevance.fit_statistics(np.concatenate(features), np.concatenate(classes))
-
-    @property
-    def _logits_and_features(self):
-        """`head.logits_and_features`, traced (cached on the task, untracked: not saved)."""
-        function = self.__dict__.get("_logits_and_features_function")
-        if function is None:
-            function = tf.function(self.head.logits_and_features, reduce_retracing=True)
-            self.__dict__["_logits_and_features_function"] = function
-        return function
-
-    def _logits_and_distances(self, dataset):
-        """`(logits, distances, pieces)` of every batch of windows of `dataset`, in one pass:
-        numpy `[windows, ...]` and each window's real pieces (`tf.RaggedTensor`, for its sentences)."""
-        relevance = self._window_relevance
-        logits, distances, pieces = [], [], []
-        for inputs in dataset.map(lambda x, *_: x):
-            batch_logits, features = self._logits_and_features(inputs)
-            logits.append(batch_logits.numpy())
-            distances.append(relevance.distances_of(features).numpy())
-            pieces.append(tf.RaggedTensor.from_tensor(tf.cast(inputs["token_ids"], tf.int32),
-                                                      lengths=tf.reduce_sum(tf.cast(inputs["padding_mask"], tf.int32), -1)))
-        return np.concatenate(logits), np.concatenate(distances), tf.concat(pieces, axis=0)
-
-    def _sentence_reading(self, pieces, starts, batch_size):
-        """`sentence_reading` of `evidence_logits`: the sentences of the given texts, each read
-        alone (`closest_sentences`), over `pieces` (each window's real pieces; `starts`: each
-        text's first window), `batch_size` texts at a time."""
-        window, stride, _ = self.window_options()
-        document = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, pieces.nrows().numpy())))
-
-        def windows_of(index):
-            windows = tf.gather(pieces, index)
-            return {"token_ids": windows.to_tensor(0), "padding_mask": tf.ones_like(windows).to_tensor(0)}
-
-        read = sentence_reading(lambda windows, text: self._closest_sentences(windows, text, window, min(window, stride)),
-                                windows_of, document)
-
-        def reading(far):
-            outputs = [[value.numpy() for value in read(far[start:start + batch_size])]
-                       for start in range(0, len(far), batch_size)]
-            return [np.concatenate(values) for values in zip(*outputs)]
-
-        return reading
-
-    @property
-    def _closest_sentences(self):
-        """`closest_sentences` of this model, traced (cached on the task, untracked: not saved)."""
-        function = self.__dict__.get("_closest_sentences_function")
-        if function is None:
-            end_ids = tf.constant(sentence_end_ids(self.tokenizer.vocabulary), tf.int32)
-
-            def run(inputs):
-                logits, features = self.head.logits_and_features(inputs)
-                return logits, self.head.window_relevance.distances_of(features)
-
-            def closest(windows, text, window, step):
-                return closest_sentences(run, windows, text, window, step, end_ids, self.head.window_relevance.typical)
-
-            function = tf.function(closest, reduce_retracing=True)
-            self.__dict__["_closest_sentences_function"] = function
-        return function
-
-    def _aggregate_windows(self, outputs, starts, distances=None, reading=None):
-        """One row per text from its consecutive windows' rows (`starts`: each text's first)."""
-        if distances is not None:  # one window or many: a far text is read by its sentences
-            return evidence_logits(outputs, distances, float(self._window_relevance.threshold.numpy()), starts,
-                                   reading)
-        if len(starts) == len(outputs):
-            return outputs
-        if self._text.settings.get("window_aggregation", "mean") == "max":
-            return np.maximum.reduceat(outputs, starts, axis=0)
-        counts = np.diff(np.append(starts, len(outputs))).reshape((-1,) + (1,) * (outputs.ndim - 1))
-        return np.add.reduceat(outputs.astype(np.float64), starts, axis=0) / counts
+        """`window_aggregation="evidence"`: the training windows' statistics
+        (`windowed_scores.fit_statistics`)."""
+        windowed_scores.fit_statistics(self, dataset, steps)
 
     def _predict(self, x, *, batch_size):
         outputs, _, truncated = self._scores(x, None, batch_size)

@@ -19,6 +19,7 @@ import tensorflow as tf
 
 import export_fixtures
 from bert_keras import tasks
+from bert_keras.tasks import classifier_inputs
 
 TEXTS = ["i loved this film.", "the battery died.", "a great film.", "it was terrible.", "good film.",
          "bad film.", "the actors were great.", "a dull city.", "great actors.", "terrible battery."]
@@ -116,9 +117,10 @@ def test_star_ratings_and_digit_names_follow_the_label_rule(spec):
     ids = tf.data.Dataset.from_tensor_slices((TEXTS[:2], [1, 0]))
     named = tf.data.Dataset.from_tensor_slices((TEXTS[:2], ["1", "0"]))
     # y=1 means the class NAMED "1" (id 0), in lists and datasets alike
-    assert swapped._targets([1, 0], 2).tolist() == [0, 1]
-    rows = [y for _, y in swapped._dataset_rows(ids, needs_y=True)[0].as_numpy_iterator()]
-    assert rows == [y for _, y in swapped._dataset_rows(named, needs_y=True)[0].as_numpy_iterator()] == [0, 1]
+    assert classifier_inputs.read_targets(swapped, [1, 0], 2).tolist() == [0, 1]
+    rows = [y for _, y in classifier_inputs.dataset_rows(swapped, ids, needs_y=True)[0].as_numpy_iterator()]
+    assert rows == [y for _, y in classifier_inputs.dataset_rows(swapped, named, needs_y=True)[0]
+                    .as_numpy_iterator()] == [0, 1]
 
 
 def test_pairs_from_a_batched_dataset_and_predict_on_pair_datasets(spec):
@@ -1152,7 +1154,7 @@ def test_int_ids_are_read_as_ids_only_when_no_label_name_is_a_number(spec):
     with pytest.raises(tasks.TaskInputError, match=r"label '1' was never seen"):  # in a dataset too
         classifier.fit(tf.data.Dataset.from_tensor_slices((TEXTS[:2], ["1", "neg"])), verbose=0)
     numeric = build(tasks.TextClassifier, spec, labels=["1", "0"])  # names that are numbers: ints are names
-    assert numeric._targets([1, 0], 2).tolist() == [0, 1]
+    assert classifier_inputs.read_targets(numeric, [1, 0], 2).tolist() == [0, 1]
     # NER: Hugging Face's int ner_tags with the tag names given.
     tagger = build(tasks.TokenClassifier, spec, labels=["O", "B-LOC"])
     words = [["john", "lives", "in", "paris"], ["the", "capital", "is", "paris"]]
