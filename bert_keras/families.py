@@ -236,7 +236,7 @@ def _ner_aggregation(seq_length, settings):
 
 
 register(Family("ner", NerSettings, needs_labels=True, check=_ner_aggregation,
-                label_count_attribute="num_labels",
+                label_count_attribute="num_classes",
                 task_class="bert_keras.tasks.token_classifier:TokenClassifier",
                 signatures="serving.signatures.token_classification",
                 description="word tagging, entities with character offsets (CoNLL-2003)"))

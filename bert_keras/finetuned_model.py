@@ -638,8 +638,7 @@ def _check_labels(labels, where, *, by_line=True):
 def _check_label_count(labels, model, where, kind=None):
     """One label name per output of the head (its family's `label_count_attribute`)."""
     attribute = family(kind).label_count_attribute if kind else None
-    num_classes = (getattr(model, attribute, None) if attribute else
-                   getattr(model, "num_classes", None) or getattr(model, "num_labels", None))
+    num_classes = getattr(model, attribute or "num_classes", None)
     if num_classes is None:
         return
     try:

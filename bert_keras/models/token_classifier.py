@@ -13,8 +13,8 @@ class BertTokenClassifier(EncoderHead):
 
     The BERT paper's NER setup (section 5.3) / Hugging Face
     `BertForTokenClassification`: each token's last-layer vector, dropout, one
-    affine map to `num_labels` logits. The output is float32 logits
-    `[B, S, num_labels]` under any dtype policy.
+    affine map to `num_classes` logits. The output is float32 logits
+    `[B, S, num_classes]` under any dtype policy.
 
     Labels are int `[B, S]` with -100 wherever there is nothing to predict:
     `[CLS]`, `[SEP]`, padding and every word piece but the first of a word
@@ -27,7 +27,7 @@ class BertTokenClassifier(EncoderHead):
     >>> import numpy as np
     >>> from bert_keras.config import BertConfig
     >>> from bert_keras.encoder import BertEncoder
-    >>> tagger = BertTokenClassifier(BertEncoder(BertConfig.named("tiny", vocab_size=100)), num_labels=5)
+    >>> tagger = BertTokenClassifier(BertEncoder(BertConfig.named("tiny", vocab_size=100)), num_classes=5)
     >>> ids = np.array([[2, 7, 9, 3, 0]], "int32")
     >>> x = {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": (ids > 0).astype("int32")}
     >>> tuple(tagger(x).shape)
@@ -37,19 +37,20 @@ class BertTokenClassifier(EncoderHead):
 
     Args:
         encoder: a `BertEncoder` (e.g. from `bert_keras.checkpoints.load_pretrained`).
-        num_labels: int. Number of tags (e.g. 9 for CoNLL-2003 BIO).
+        num_classes: int. Number of tags (e.g. 9 for CoNLL-2003 BIO); the name of
+            `BertClassifier`'s and keras-hub's argument (HF calls it `num_labels`).
         dropout: float. Dropout rate on the token vectors before the dense
             layer (BERT: 0.1).
         name: str. Model name.
         **kwargs: `keras.Model` arguments (`trainable`, ...).
     """
 
-    config_fields = ("num_labels", "dropout")
+    config_fields = ("num_classes", "dropout")
 
-    def __init__(self, encoder, num_labels, *, dropout=0.1, name="bert_token_classifier", **kwargs):
-        if int(num_labels) < 2:
-            raise ValueError(f"num_labels must be at least 2, got {num_labels}")
-        num_labels = int(num_labels)
+    def __init__(self, encoder, num_classes, *, dropout=0.1, name="bert_token_classifier", **kwargs):
+        if int(num_classes) < 2:
+            raise ValueError(f"num_classes must be at least 2, got {num_classes}")
+        num_classes = int(num_classes)
         # Read from a layer: a functional model drops the `dtype=` it is built with.
         policy = encoder.token_embedding.dtype_policy
 
@@ -57,7 +58,7 @@ class BertTokenClassifier(EncoderHead):
         # float32: [B, S, H] x [H, K] with small K, and the logits feed a float32 loss.
         head_dropout = keras.layers.Dropout(dropout, dtype="float32", name="token_classifier_dropout")
         head = keras.layers.Dense(
-            num_labels,
+            num_classes,
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=encoder.config.initializer_range),
             dtype="float32",
             name="token_classifier",
@@ -73,10 +74,17 @@ class BertTokenClassifier(EncoderHead):
 
         # ---- public attributes -----------------------------------------------
         self.encoder = encoder
-        self.num_labels = num_labels
+        self.num_classes = num_classes
         self.dropout = float(dropout)
         self.token_classifier_dropout = head_dropout
         self.token_classifier = head
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if "num_labels" in config:  # a model saved before the argument took the classifiers' name
+            config["num_classes"] = config.pop("num_labels")
+        return super().from_config(config)
 
     def default_loss(self):
         """Cross-entropy on logits over the labelled tokens; label -100 is skipped."""

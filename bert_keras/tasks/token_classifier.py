@@ -102,7 +102,7 @@ class TokenClassifier(TextTask):
                                  f"(BERT's CoNLL-2003 recipe); one of {NER_AGGREGATIONS}")
         settings = {"aggregation": record.aggregation, "max_length": check_count("max_length", record.max_length),
                     "stride": check_count("stride", record.stride)}
-        return labels, BertTokenClassifier(encoder, num_labels=len(labels), dropout=dropout), settings
+        return labels, BertTokenClassifier(encoder, num_classes=len(labels), dropout=dropout), settings
 
     # -- data -------------------------------------------------------------------------
     def _packed_batch(self, x, y):

@@ -64,7 +64,7 @@ def tiny_teacher(kind, tmp_path, layers=4, seed=0):
                                     settings={"text_pair": False}, **common)
     if kind == "ner":
         return tasks.TokenClassifier(models.BertTokenClassifier(
-            encoder, num_labels=len(export_fixtures.CONLL_LABELS)), labels=export_fixtures.CONLL_LABELS,
+            encoder, num_classes=len(export_fixtures.CONLL_LABELS)), labels=export_fixtures.CONLL_LABELS,
             **common)
     if kind == "squad":
         return tasks.SpanQA(models.BertSpanQA(encoder), settings={

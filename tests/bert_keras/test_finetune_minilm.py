@@ -103,7 +103,7 @@ def test_every_head_accepts_a_pretrained_encoder(pack):
     x = pack(["a fine film", "a broken kettle"])
     seq = x["token_ids"].shape[1]
 
-    tags = BertTokenClassifier(encoder, num_labels=5)(x)
+    tags = BertTokenClassifier(encoder, num_classes=5)(x)
     assert tags.shape == (2, seq, 5) and np.isfinite(tags).all()
     span = BertSpanQA(encoder)(x)
     assert span["start_logits"].shape == (2, seq) and np.isfinite(span["end_logits"]).all()

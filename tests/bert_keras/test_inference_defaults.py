@@ -135,8 +135,8 @@ def test_task_models_predict_and_evaluate_skip_padding_with_the_same_results(enc
     evaluated = classifier.evaluate(inputs, labels, verbose=0, return_dict=True)
     assert evaluated == pytest.approx(reference.evaluate(inputs, labels, verbose=0, return_dict=True), rel=1e-5)
 
-    tagger = BertTokenClassifier(encoder, num_labels=5)
-    reference = BertTokenClassifier(full_computation_twin(encoder), num_labels=5)
+    tagger = BertTokenClassifier(encoder, num_classes=5)
+    reference = BertTokenClassifier(full_computation_twin(encoder), num_classes=5)
     reference.set_weights(tagger.get_weights())
     real = inputs["padding_mask"].astype(bool)
     full_tags = np.asarray(reference.predict_on_batch(inputs))

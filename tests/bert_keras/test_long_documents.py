@@ -57,7 +57,7 @@ def tagger(minilm_dir):
     encoder = BertEncoder(BertConfig(vocab_size=size, hidden_size=32, num_layers=2, num_heads=2,
                                      intermediate_size=64, max_position_embeddings=512,
                                      initializer_range=0.2))
-    task = tasks.TokenClassifier(models.BertTokenClassifier(encoder, num_labels=len(LABELS)), labels=LABELS,
+    task = tasks.TokenClassifier(models.BertTokenClassifier(encoder, num_classes=len(LABELS)), labels=LABELS,
                                  vocab_file=vocab, seq_length=SEQ_LENGTH,
                                  settings={"max_length": 100_000, "stride": 31})
     task.predict(["Warm up: the tokenizer and the predict step trace once."])

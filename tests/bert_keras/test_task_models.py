@@ -163,7 +163,7 @@ def word_tags(logits, starts):
 def trained_token_classifier():
     x, y, starts = align_ner(NER_SENTENCES)
     gold = [get_entities(tags.split()) for _, tags in NER_SENTENCES]
-    model = BertTokenClassifier(make_encoder(), num_labels=len(TAGS), dropout=0.0)
+    model = BertTokenClassifier(make_encoder(), num_classes=len(TAGS), dropout=0.0)
     model.compile(optimizer=keras.optimizers.Adam(LEARNING_RATE), loss=model.default_loss())
 
     def fits(m):
@@ -338,6 +338,17 @@ def test_trained_model_keras_round_trip(fixture, request, tmp_path):
     assert type(loaded) is type(model)
     assert loaded.get_config() == model.get_config()
     keras.tree.map_structure(np.testing.assert_array_equal, loaded(x), model(x))
+
+
+def test_a_token_classifier_saved_with_num_labels_loads_as_num_classes(trained_token_classifier):
+    """Configs written before the argument took the classifiers' name (`num_labels`) still load."""
+    model, x = trained_token_classifier[:2]
+    config = model.get_config()
+    config["num_labels"] = config.pop("num_classes")
+    loaded = BertTokenClassifier.from_config(config)
+    loaded.set_weights(model.get_weights())
+    assert loaded.num_classes == len(TAGS)
+    np.testing.assert_allclose(loaded(x), model(x), atol=1e-6)
 
 
 def test_token_classifier_reloads_with_its_masked_loss(trained_token_classifier, tmp_path):

@@ -101,7 +101,7 @@ def _task(kind, directory, seed):
                               "regression": True})
         return task
     if kind == "ner":
-        task = tasks.TokenClassifier(models.BertTokenClassifier(encoder, num_labels=len(CONLL_LABELS)),
+        task = tasks.TokenClassifier(models.BertTokenClassifier(encoder, num_classes=len(CONLL_LABELS)),
                                      labels=CONLL_LABELS, **common)
         task.record(training={"task": "conll2003",
                               "eval_path": os.path.join(DATA, "tasks", "conll2003_mini.txt")})

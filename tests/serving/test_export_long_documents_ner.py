@@ -62,7 +62,7 @@ def tagger(tmp_path_factory):
     vocab = export_fixtures.write_vocab(os.path.join(directory, "vocab.txt"))
     encoder = export_fixtures.tiny_encoder(0)
     task = tasks.TokenClassifier(
-        models.BertTokenClassifier(encoder, num_labels=len(export_fixtures.CONLL_LABELS)),
+        models.BertTokenClassifier(encoder, num_classes=len(export_fixtures.CONLL_LABELS)),
         labels=export_fixtures.CONLL_LABELS, vocab_file=vocab, seq_length=SEQ_LENGTH,
         settings={"max_length": MAX_LENGTH, "stride": STRIDE})
     return task
