@@ -68,6 +68,8 @@ def main():
                                            max_length=4096, window_aggregation=args.aggregation)
     started = time.perf_counter()
     model.fit([t for t, _ in train], [l for _, l in train], epochs=2, batch_size=32, seed=0, verbose=0)
+    if args.aggregation == "evidence":  # the statistics of the training windows
+        model.fit_window_statistics([t for t, _ in train])
     print(f"window_aggregation={args.aggregation}: fit on {len(train)} sentences in "
           f"{time.perf_counter() - started:.0f} s")
 

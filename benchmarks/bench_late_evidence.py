@@ -69,6 +69,8 @@ def main():
                                            window_training="windows" if args.aggregation == "evidence"
                                            else args.window_training)
     model.fit(texts, labels, epochs=args.epochs, batch_size=args.batch_size, seed=0, verbose=0)
+    if args.aggregation == "evidence":  # the statistics of the training windows
+        model.fit_window_statistics(texts)
     short_texts, short_labels = read("sample_sentiment_dev.tsv", 1, False)
     documents, gold = read("sample_sentiment_dev.tsv", 1, True)
 

@@ -66,6 +66,10 @@ TYPICAL_SHARE = 0.5
 RIDGE = 0.03
 
 
+NOT_FITTED = ('window_aggregation="evidence" reads the statistics of the training windows, which are '
+              "not fitted: call classifier.fit_window_statistics(training_texts) once it is trained")
+
+
 def relevance_layer(num_layers):
     """The block after which windows are compared: the first third of the encoder (2 of 6, 4 of 12)."""
     return max(1, round(num_layers / 3))

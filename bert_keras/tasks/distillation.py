@@ -320,7 +320,6 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
     finally:
         del student.train_step
         student.train_function = None
-    student._after_fit(dataset, steps)  # what the family learns once the weights are final
     student._compile_recipe(learning_rate=recipe.learning_rate, warmup_ratio=warmup_ratio,
                             weight_decay=weight_decay)
     teacher_training = dict(teacher._text.training)
@@ -395,6 +394,8 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
             checkpoint_every=checkpoint_every, augment=augment, mask_rate=mask_rate, verbose=verbose,
             keep_run_dir=True, callbacks=callbacks),
         run_dir, output_dir, log, overwrite=overwrite)
+    if student.settings.get("window_aggregation") == "evidence":  # the student's own blocks' statistics
+        student.fit_window_statistics(x, batch_size=batch_size)
     student.record(training=dict(spec.provenance(), distilled_from=os.path.abspath(teacher_dir)))
     student.save(output_dir, overwrite=overwrite)
     remove_run_dir(run_dir)

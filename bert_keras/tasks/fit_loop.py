@@ -122,7 +122,6 @@ def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split,
                           class_weight=class_weight,
                           initial_epoch=initial_epoch, validation_steps=validation_steps,
                           validation_freq=validation_freq)
-    task._after_fit(dataset, steps or steps_per_epoch)
     return history
 
 
@@ -149,7 +148,6 @@ def fit_packed_batches(task, dataset, *, epochs, max_steps, steps_per_epoch, **k
         keras_options["validation_data"] = without_autotune_thread(keras_options["validation_data"])
     history = keras.Model.fit(task, without_autotune_thread(dataset.repeat()), epochs=whole_epochs, shuffle=False,
                           steps_per_epoch=min(steps_per_epoch, total_steps), **keras_options)
-    task._after_fit(dataset, steps_per_epoch)
     return history
 
 

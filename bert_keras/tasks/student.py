@@ -160,6 +160,10 @@ def make_student(teacher, plan, *, dropout=None):
         dropout=getattr(teacher.head, "dropout", 0.1) if dropout is None else dropout, **options)
     if plan.init is None:  # the teacher's head reads the same representation: start from it
         _copy_matching(head_weights(teacher.head), head_weights(head))
+        relevance = getattr(head, "window_relevance", None)
+        if relevance is not None:  # the teacher's window statistics describe its blocks, not the student's
+            relevance.threshold.assign(0.0)
+            relevance.typical.assign(0.0)
     text = teacher._text
     student = cls(head, vocab_file=text.vocab_file, seq_length=text.seq_length, lowercase=text.lowercase,
                   strip_accents=text.strip_accents, pre_tokenizer=text.pre_tokenizer,

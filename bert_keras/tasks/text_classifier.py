@@ -57,9 +57,10 @@ class TextClassifier(TextTask):
     each text as one example on its windows' aggregated score, the rule `predict`
     uses (see `_text_logits`): measured no better on late evidence, and slower to
     learn with the mean (docs/python-api.md). `window_aggregation="evidence"` reads a
-    long text by the windows that look like the training texts: `fit` ends by fitting
-    the statistics of its training windows (`bert_keras.models.window_relevance`: the
-    mean token vectors after the first third of the blocks), and a text whose windows
+    long text by the windows that look like the training texts: once trained, call
+    `fit_window_statistics(training_texts)` to fit the statistics of their windows
+    (`bert_keras.models.window_relevance`: the mean token vectors after the first third
+    of the blocks; saved with the model), and a text whose windows
     mostly look like them gets their mean logits; any other is read again sentence by
     sentence, each encoded alone: the mean logits of its closest sentences (the evidence
     among unrelated text) or, when most of its sentences look typical, of all its windows
@@ -84,7 +85,7 @@ class TextClassifier(TextTask):
         stride: word pieces between the starts of two windows (None: half a window).
         window_aggregation: `"mean"` (of the windows' logits; the default), `"max"` (per
             class) or `"evidence"` (the windows that read like the training texts; fitted
-            by `fit`).
+            by `fit_window_statistics`).
         window_training: `"windows"` (every window an example with its text's
             label) or `"texts"` (a text's loss on its windows' aggregated score).
     """
@@ -317,9 +318,21 @@ class TextClassifier(TextTask):
             gold = np.concatenate([y.numpy() for _, y, *_ in dataset])
         return outputs, gold, None
 
-    def _after_fit(self, dataset, steps):
-        """`window_aggregation="evidence"`: the training windows' statistics
-        (`windowed_scores.fit_statistics`)."""
+    def fit_window_statistics(self, x, batch_size=32):
+        """`window_aggregation="evidence"`: fits the statistics its rule reads, on the windows of
+        `x` (the training texts, in any form `fit` takes; labels are not read: each window
+        counts under the class the model predicts for it, so unlabelled text of the kind
+        works too). Call it once the weights are final (after `fit`, after `distill`); one
+        inference pass over at most 20,000 windows. The statistics are saved with the model
+        and travel in its export; until they are fitted, `predict` and `export` refuse.
+
+        >>> classifier.fit(texts, labels)                       # doctest: +SKIP
+        >>> classifier.fit_window_statistics(texts)             # doctest: +SKIP
+        """
+        if self._text.settings.get("window_aggregation") != "evidence":
+            raise TaskInputError('fit_window_statistics: only a classifier with window_aggregation="evidence" '
+                                 "reads window statistics")
+        dataset, steps = self._distillation_dataset(x, None, batch_size=batch_size, seed=0)
         windowed_scores.fit_statistics(self, dataset, steps)
 
     def _predict(self, x, *, batch_size):

@@ -288,10 +288,6 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
             validation_batch_size=validation_batch_size, validation_freq=validation_freq, max_steps=max_steps,
             seed=seed, run_dir=run_dir, checkpoint_every=checkpoint_every, keep_run_dir=keep_run_dir)
 
-    def _after_fit(self, dataset, steps):
-        """What a family learns from its training batches once the weights are final (`dataset`:
-        the packed batches, `steps` of them per pass). Nothing by default."""
-
     @raising_source_errors()
     def evaluate(self, x=None, y=None, batch_size=None, verbose="auto", sample_weight=None, steps=None,
                  callbacks=None, return_dict=False, **kwargs):

@@ -2,8 +2,8 @@
 
 `TextClassifier` reads a long text in windows and puts it back together here. With
 `window_aggregation="mean"` / `"max"` a text gets its windows' mean or per-class max logits.
-With `"evidence"`, `fit_statistics` ends `fit` by fitting the Mahalanobis statistics of the
-training windows (`bert_keras.models.window_relevance`); a prediction then measures each
+With `"evidence"`, `fit_statistics` (`TextClassifier.fit_window_statistics`, an explicit call
+once the weights are final) fits the Mahalanobis statistics of the training windows (`bert_keras.models.window_relevance`); a prediction then measures each
 window's distance to them in the same pass as its logits, and a text whose windows read
 unlike the training texts is read again sentence by sentence (`evidence_logits`).
 """
@@ -11,8 +11,9 @@ unlike the training texts is read again sentence by sentence (`evidence_logits`)
 import numpy as np
 import tensorflow as tf
 
-from bert_keras.models.window_relevance import closest_sentences, evidence_logits
+from bert_keras.models.window_relevance import NOT_FITTED, closest_sentences, evidence_logits
 from bert_keras.models.window_relevance import sentence_end_ids, sentence_reading
+from bert_keras.tasks.inputs import TaskInputError
 from bert_keras.tasks.window_outputs import window_outputs
 
 # Training windows the evidence statistics are fitted on, at most (one inference pass over them).
@@ -28,10 +29,8 @@ def fitted_relevance(task):
 def fit_statistics(task, dataset, steps):
     """`window_aggregation="evidence"`: the training windows' statistics, once the weights are
     final (`bert_keras.models.window_relevance`). Each window counts under the class the
-    model predicts for it, so unlabelled data (distillation) fits them as well."""
-    relevance = getattr(task.head, "window_relevance", None)
-    if relevance is None:
-        return
+    model predicts for it, so unlabelled data fits them as well."""
+    relevance = task.head.window_relevance
     features, classes, count = [], [], 0
     for inputs in dataset.map(lambda x, *_: x).take(max(1, steps or 1)):
         logits, batch_features = _logits_and_features(task)(inputs)
@@ -48,6 +47,8 @@ def text_outputs(task, dataset, batch_size):
     """`(outputs, windows)`: one row per text (`aggregate_windows`) from a dataset of windows
     with their marks, and the pass's `WindowOutputs` (labels, starts, truncated)."""
     relevance = fitted_relevance(task)
+    if relevance is None and task._text.settings.get("window_aggregation") == "evidence":
+        raise TaskInputError(NOT_FITTED)
     if relevance is not None:  # logits and distances in one pass
         windows = window_outputs(task, dataset, outputs_of=lambda windows: _logits_and_distances(task, windows))
         logits, distances, pieces = windows.outputs

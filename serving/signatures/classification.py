@@ -38,7 +38,8 @@ Example (a loaded export):
 import numpy as np
 import tensorflow as tf
 
-from bert_keras.models.window_relevance import closest_sentences, evidence_logits, evidence_logits_in_graph
+from bert_keras.models.window_relevance import NOT_FITTED, closest_sentences, evidence_logits
+from bert_keras.models.window_relevance import evidence_logits_in_graph
 from bert_keras.models.window_relevance import sentence_end_ids, sentence_reading
 from serving.signatures.module import CLASSIFY, PREDICT, REGRESS, run_in_chunks
 from serving.signatures.text_inputs import DEFAULT_CHARS_PER_TOKEN, ids_specs, python_windows, string_spec
@@ -46,11 +47,13 @@ from serving.signatures.text_inputs import window_reading
 
 
 def evidence_relevance(finetuned):
-    """The head's fitted `WindowRelevance` when the model aggregates windows by evidence, else None
-    (a model never fitted has none: its windows are averaged, as `predict` averages them)."""
-    relevance = getattr(finetuned.model, "window_relevance", None)
-    if finetuned.settings.get("window_aggregation") != "evidence" or relevance is None or not relevance.fitted:
+    """The head's fitted `WindowRelevance` when the model aggregates windows by evidence, else None;
+    an evidence model whose statistics were never fitted is refused, as `predict` refuses it."""
+    if finetuned.settings.get("window_aggregation") != "evidence":
         return None
+    relevance = getattr(finetuned.model, "window_relevance", None)
+    if relevance is None or not relevance.fitted:
+        raise ValueError(NOT_FITTED)
     return relevance
 
 

@@ -237,6 +237,12 @@ def test_evidence_reads_a_long_text_by_the_windows_like_the_training_texts(spec,
     assert not relevance.fitted and relevance.layer == 1  # the first third of 2 blocks
     short = [" ".join(document(8, seed)) for seed in range(24)]
     model.fit(short, ["neg", "pos"] * 12, epochs=1, batch_size=8, verbose=0)
+    assert not relevance.fitted  # an explicit call fits the statistics, not fit
+    with pytest.raises(TaskInputError, match=r"not fitted: call classifier.fit_window_statistics"):
+        model.predict(short[:2])
+    with pytest.raises(ValueError, match=r"not fitted: call classifier.fit_window_statistics"):
+        model.export(str(tmp_path / "unfitted"))
+    model.fit_window_statistics(short)
     assert relevance.fitted
     # the statistics: the training windows' features, each under the class the model predicts
     packed = model.preprocessor.pack(tf.constant(short))
@@ -264,9 +270,13 @@ def test_evidence_reads_a_long_text_by_the_windows_like_the_training_texts(spec,
     for loaded in (tasks.load(str(tmp_path / "task")), keras.models.load_model(str(tmp_path / "task.keras"))):
         assert loaded.head.window_relevance.fitted
         np.testing.assert_allclose(loaded.predict([" ".join(w) for w in words]), probabilities, atol=1e-6)
-    # a student refits them for its own blocks
+    # a student fits them for its own blocks (the teacher's describe the teacher's)
     student = model.distill(short, layers=1, epochs=1, batch_size=8, augment=0, verbose=0)
-    assert student.head.window_relevance.fitted and student.head.window_relevance.layer == 1
+    assert not student.head.window_relevance.fitted and student.head.window_relevance.layer == 1
+    student.fit_window_statistics(short)
+    assert student.head.window_relevance.fitted
+    with pytest.raises(TaskInputError, match='only a classifier with window_aggregation="evidence"'):
+        classifier(spec, max_length=1000).fit_window_statistics(short)
     with pytest.raises(TaskInputError, match='window_aggregation="evidence" learns from every window'):
         classifier(spec, max_length=1000, window_aggregation="evidence", window_training="texts")
 
@@ -296,6 +306,7 @@ def test_a_review_after_unrelated_prose_is_read_by_its_window(minilm_dir, seq_le
                                                  learning_rate=1e-4, max_length=1024,
                                                  window_aggregation="evidence")
     model.fit(texts, list(labels), epochs=3, batch_size=16, seed=0, verbose=0)
+    model.fit_window_statistics(texts)
     documents, gold = read("sample_sentiment_dev.tsv", 1, True)
     gold = np.array(gold)
 

@@ -179,6 +179,7 @@ def test_predict_and_the_export_read_the_same_sentences(spec, tmp_path):
     rng = np.random.default_rng(1)
     short = [" ".join(words[i] for i in rng.integers(0, 40, 6)) + " ." for _ in range(24)]
     classifier.fit(short, ["neg", "pos"] * 12, epochs=1, batch_size=8, verbose=0)
+    classifier.fit_window_statistics(short)
     relevance = classifier.head.window_relevance
     assert relevance.reads_sentences
 
@@ -220,6 +221,7 @@ def test_a_regressor_reads_sentences_the_same_in_predict_and_in_the_export(spec,
     rng = np.random.default_rng(0)
     short = [" ".join(words[i] for i in rng.integers(0, 40, 6)) + " ." for _ in range(24)]
     regressor.fit(short, list(np.linspace(0.0, 1.0, 24)), epochs=1, batch_size=8, verbose=0)
+    regressor.fit_window_statistics(short)
     relevance = regressor.head.window_relevance
     texts = [" ".join(short[i % 24] for i in range(n)) for n in (1, 30, 100)]
     relevance.threshold.assign(1e-6)

@@ -56,14 +56,15 @@ def test_served_classifier_reads_the_windows_predict_reads(spec, tmp_path, aggre
 
 
 def test_served_classifier_reads_the_evidence_predict_reads(spec, tmp_path):
-    # window_aggregation="evidence": the statistics fitted at the end of fit travel in the head,
-    # and the export picks the same windows as predict.
+    # window_aggregation="evidence": the statistics fitted after fit travel in the head, and the
+    # export picks the same windows as predict.
     keras.utils.set_random_seed(0)
     classifier = tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=SEQ_LENGTH,
                                                       max_length=4000, stride=9, window_aggregation="evidence")
     rng = np.random.default_rng(1)
     short = [" ".join(WORDS[i] for i in rng.integers(0, 40, 8)) for _ in range(24)]
     classifier.fit(short, ["neg", "pos"] * 12, epochs=1, batch_size=8, verbose=0)
+    classifier.fit_window_statistics(short)
     assert classifier.head.window_relevance.fitted
     texts = documents() + [documents()[3] + " " + short[0]]
     expected = classifier.predict(texts)
