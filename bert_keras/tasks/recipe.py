@@ -47,6 +47,9 @@ def compile_arguments(task, args, kwargs):
         arguments["loss"] = task.default_loss()
     if is_auto(arguments.get("metrics", "auto")):
         arguments["metrics"] = task.default_metrics() or None
+    elif isinstance(arguments.get("metrics"), (list, tuple)):  # the family's own names ("f1", ...)
+        arguments["metrics"] = [task._named_metric(metric) or metric if isinstance(metric, str) else metric
+                                for metric in arguments["metrics"]]
     arguments["loss"] = on_logits(task, arguments["loss"])
     return arguments.pop("optimizer", "auto"), arguments
 
@@ -83,7 +86,9 @@ def compile_recipe(task, *, num_train_steps=1, compile_arguments=None, **setting
 
     settings = {**task._recipe_settings, **settings}
     if compile_arguments is not None:
-        task._recipe_compile_arguments = dict(compile_arguments)
+        # Untracked: Keras tracks a metric object set on a model as one of its own metrics, and
+        # `evaluate` would return each such metric again after the compiled ones.
+        task.__dict__["_recipe_compile_arguments"] = dict(compile_arguments)
     arguments = dict(task._recipe_compile_arguments or {"metrics": task.default_metrics() or None})
     with task.distribute_strategy.scope():
         compile_for_finetuning(task, num_train_steps=num_train_steps, **settings, **arguments)
@@ -206,10 +211,15 @@ class RecipeCompile:
     again by a bare `compile()` or `compile_recipe(...)`, and Keras' compile config of a task
     whose recipe `from_config` restores."""
 
+    def _named_metric(self, name):
+        """The metric object a family means by `name` in `compile(metrics=[...])`, or None (Keras' own
+        names); classifiers: `"f1"`, `"macro_f1"`, `"matthews_corrcoef"` (`bert_keras.metrics.compiled`)."""
+        return None
+
     def _init_recipe_state(self):
         self._recipe = None  # the recipe in use (None: a compile of your own), with its step count
         self._recipe_settings = {}  # the last recipe's settings, what a bare compile() uses again
-        self._recipe_compile_arguments = None  # loss / metrics / options of the last recipe compile
+        self.__dict__["_recipe_compile_arguments"] = None  # loss / metrics / options of the last recipe compile
         self._saved_optimizer_directory = None  # `load`: where an optimizer.npz waits for the first fit
 
     def compile(self, *args, **kwargs):

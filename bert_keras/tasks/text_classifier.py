@@ -318,6 +318,11 @@ class TextClassifier(TextTask):
             gold = np.concatenate([y.numpy() for _, y, *_ in dataset])
         return outputs, gold, None
 
+    def _named_metric(self, name):
+        from bert_keras.metrics.compiled import named_metric
+
+        return None if self.is_regression else named_metric(name, self.head.num_classes)
+
     def fit_window_statistics(self, x, batch_size=32):
         """`window_aggregation="evidence"`: fits the statistics its rule reads, on the windows of
         `x` (the training texts, in any form `fit` takes; labels are not read: each window
