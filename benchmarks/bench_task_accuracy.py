@@ -20,11 +20,11 @@ HF's loop is the usual one: the fast tokenizer per batch with dynamic padding
 (DataCollatorWithPadding's `padding="longest"`), `loss.backward()`, `clip_grad_norm_(1.0)`,
 `optimizer.step()`, `get_linear_schedule_with_warmup`. NER labels the first word piece of each word
 (-100 elsewhere) and scores seqeval entity F1 on words; SQuAD 2.0 builds windows with the fast
-tokenizer's overflow (stride chosen so windows start 128 tokens apart, as `doc_stride=128` in
-ours), decodes as `run_qa.py`'s post-processing (n-best 20, answers <= 30 tokens, null score
-difference threshold 0.0) and is scored by the same function as ours,
-`bert_keras.metrics.squad_v2_metrics` (the official v2.0 script); SWAG scores accuracy; GLUE
-accuracy and F1 (sklearn).
+tokenizer's overflow (its `stride`, the overlap, chosen so windows start 128 tokens apart, as
+`stride=128` in ours: `run_qa.py`'s `doc_stride`), decodes as `run_qa.py`'s post-processing
+(n-best 20, answers <= 30 tokens, null score difference threshold 0.0) and is scored by the same
+function as ours, `bert_keras.metrics.squad_v2_metrics` (the official v2.0 script); SWAG scores
+accuracy; GLUE accuracy and F1 (sklearn).
 
 Throughput is training examples/s over the whole `fit` call (ours: tokenization, tracing and every
 step; HF: tokenization and every step), examples x epochs / seconds. For SQuAD an example is a
@@ -86,7 +86,7 @@ SOURCES = {
 METRIC = {"sst2": "accuracy", "mrpc": "accuracy", "conll": "f1", "squad2": "f1", "swag": "accuracy"}
 SEQ_LENGTH = {"sst2": 128, "mrpc": 128, "conll": 128, "squad2": 384, "swag": 128}
 DEFAULT_BATCH = {"sst2": 32, "mrpc": 32, "conll": 32, "squad2": 16, "swag": 16}
-DOC_STRIDE, MAX_QUERY, MAX_ANSWER, N_BEST = 128, 64, 30, 20
+STRIDE, MAX_QUERY, MAX_ANSWER, N_BEST = 128, 64, 30, 20
 
 
 # -- data ------------------------------------------------------------------------------------
@@ -447,15 +447,15 @@ def run_conll(args):
 
 
 def hf_squad_features(tokenizer, examples, recipe, training):
-    """run_qa.py's features, one example at a time so that windows start DOC_STRIDE tokens apart
-    (HF's `stride` is the overlap: window length - DOC_STRIDE) and questions keep <= 64 tokens."""
+    """run_qa.py's features, one example at a time so that windows start STRIDE tokens apart
+    (HF's `stride` is the overlap: window length - STRIDE) and questions keep <= 64 tokens."""
     features = []
     for index, example in enumerate(examples):
         question_ids = tokenizer(example.question, add_special_tokens=False)["input_ids"][:MAX_QUERY]
         question = tokenizer.decode(question_ids) if len(question_ids) == MAX_QUERY else example.question
         window = recipe.seq_length - len(question_ids) - 3
         encoded = tokenizer(question, example.context, truncation="only_second", max_length=recipe.seq_length,
-                            stride=max(0, window - DOC_STRIDE), return_overflowing_tokens=True,
+                            stride=max(0, window - STRIDE), return_overflowing_tokens=True,
                             return_offsets_mapping=True)
         for w in range(len(encoded["input_ids"])):
             sequence_ids = encoded.sequence_ids(w)
@@ -524,7 +524,7 @@ def run_squad(args):
     train, dev = load_squad(args)
     count = len(train)
     keras.utils.set_random_seed(recipe.seed)
-    task = SpanQA.from_pretrained(MODEL, version_2=True, seq_length=recipe.seq_length, doc_stride=DOC_STRIDE,
+    task = SpanQA.from_pretrained(MODEL, version_2=True, seq_length=recipe.seq_length, stride=STRIDE,
                                   max_query_length=MAX_QUERY, max_answer_length=MAX_ANSWER, n_best_size=N_BEST,
                                   learning_rate=recipe.learning_rate, warmup_ratio=recipe.warmup_ratio,
                                   weight_decay=recipe.weight_decay)

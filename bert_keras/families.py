@@ -17,8 +17,10 @@ Example:
 
 >>> family("ner").needs_labels, family("ner").task_class
 (True, 'bert_keras.tasks.token_classifier:TokenClassifier')
->>> family("squad").default_settings["doc_stride"], family("squad").default_seq_length
+>>> family("squad").default_settings["stride"], family("squad").default_seq_length
 (128, 384)
+>>> family("squad").current_settings({"doc_stride": 64})  # a setting's earlier name reads as today's
+{'stride': 64}
 >>> SquadSettings().max_query_length, family("squad").settings is SquadSettings
 (64, True)
 >>> KINDS
@@ -33,11 +35,16 @@ import dataclasses
 import importlib
 import types
 import typing
-from typing import Callable, Mapping, Optional
+from typing import Callable, Mapping, Optional, Tuple
 
 
 class UnknownFamilyError(ValueError):
     """A kind no family registered (a typo in `task.json`, or a newer library's kind)."""
+
+
+class RenamedSettingError(ValueError):
+    """A setting given under both its name and its earlier name (`Family.earlier_names`), with
+    different values; the message names both."""
 
 
 # -- each family's settings: one frozen record, its fields' types and defaults in one place ---------
@@ -90,7 +97,9 @@ class SquadSettings:
 
     Args:
         version_2: SQuAD v2.0 (questions may have no answer).
-        doc_stride: word pieces between the starts of two context windows.
+        stride: word pieces between the starts of two context windows (`pipelines.windowing`'s
+            stride, as the other families'; `run_squad.py` and Hugging Face's `run_qa.py` call
+            it `doc_stride`, the name this setting had before: `Family.earlier_names`).
         max_query_length: word pieces of a question read.
         max_answer_length: word pieces of an answer at most.
         n_best_size: start and end candidates kept per window.
@@ -101,7 +110,7 @@ class SquadSettings:
     """
 
     version_2: bool = False
-    doc_stride: int = 128
+    stride: int = 128
     max_query_length: int = 64
     max_answer_length: int = 30
     n_best_size: int = 20
@@ -165,6 +174,9 @@ class Family:
         description: one line, for listings.
         check: `check(seq_length, settings)` -> what is wrong with these settings at this
             packed length (a message), or None; `FinetunedModel` asks it of every record.
+        earlier_names: `(earlier name, name now)` pairs of settings that were renamed: a
+            `task.json`, settings dict, `.keras` config or `from_pretrained` call that still
+            uses the earlier name reads as today's (`current_settings`).
     """
 
     kind: str
@@ -176,15 +188,39 @@ class Family:
     default_seq_length: int = 128
     description: str = ""
     check: Optional[Callable[[int, Mapping], Optional[str]]] = None
+    earlier_names: Tuple[Tuple[str, str], ...] = ()
 
     @property
     def default_settings(self):
         """The settings' defaults, `{name: value}` (read-only)."""
         return types.MappingProxyType(dataclasses.asdict(self.settings()))
 
+    def current_settings(self, settings=None):
+        """`settings` (a new dict) with each setting given under an earlier name (`earlier_names`)
+        under its name now: the one place an earlier name is read. An earlier name given None
+        is dropped (None means the default).
+
+        Raises:
+            RenamedSettingError: both names given, with different values.
+        """
+        current = dict(settings or {})
+        for earlier, now in self.earlier_names:
+            if earlier not in current:
+                continue
+            value = current.pop(earlier)
+            given = current.get(now)
+            if value is None:
+                continue
+            if given is not None and given != value:
+                raise RenamedSettingError(f"{now}={given!r} and {earlier}={value!r}: {earlier} is the earlier "
+                                          f"name of {now} (one setting); give one of them")
+            current[now] = value
+        return current
+
     def settings_with_defaults(self, settings=None):
-        """`settings` completed with this kind's defaults (a new dict)."""
-        return {**self.default_settings, **(settings or {})}
+        """`settings` completed with this kind's defaults (a new dict), earlier names read as
+        today's (`current_settings`)."""
+        return {**self.default_settings, **self.current_settings(settings)}
 
 
 _REGISTRY = {}
@@ -206,10 +242,26 @@ def family(kind):
         raise UnknownFamilyError(f"unknown task kind {kind!r}; one of {', '.join(_REGISTRY)}") from None
 
 
+def _families_of(task_class):
+    return [entry for entry in _REGISTRY.values() if entry.task_class.rpartition(":")[2] == task_class.__name__]
+
+
 def reads_windows(task_class):
     """Whether the tasks of `task_class` read long texts in windows (their kinds have `max_length`)."""
-    return any(entry.task_class.rpartition(":")[2] == task_class.__name__ and "max_length" in entry.default_settings
-               for entry in _REGISTRY.values())
+    return any("max_length" in entry.default_settings for entry in _families_of(task_class))
+
+
+def has_setting(task_class, name):
+    """Whether `name` is a setting of the kinds of `task_class` (e.g. SpanQA's `stride`)."""
+    return any(name in entry.default_settings for entry in _families_of(task_class))
+
+
+def current_options(task_class, options):
+    """`options` (settings by keyword, `from_pretrained`'s) with the earlier names of its kinds'
+    settings read as today's (`Family.current_settings`); `RenamedSettingError` for both names."""
+    for entry in _families_of(task_class):
+        options = entry.current_settings(options)
+    return options
 
 
 def resolve(path):
@@ -266,7 +318,10 @@ def _squad_windows_fit(seq_length, settings):
 register(Family("squad", SquadSettings, needs_labels=False, label_count_attribute=None, default_seq_length=384,
                 task_class="bert_keras.tasks.span_qa:SpanQA", signatures="serving.signatures.span_qa",
                 description="extractive question answering (SQuAD v1.1 / v2.0, KorQuAD 1.0)",
-                check=_squad_windows_fit))
+                check=_squad_windows_fit,
+                # run_squad.py's name of the window step, this setting's name until it took the other
+                # families' (models and configs saved before still say it)
+                earlier_names=(("doc_stride", "stride"),)))
 register(Family("multiple_choice", MultipleChoiceSettings, needs_labels=False, label_count_attribute=None,
                 task_class="bert_keras.tasks.multiple_choice:MultipleChoice",
                 signatures="serving.signatures.multiple_choice",

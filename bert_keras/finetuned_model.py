@@ -31,11 +31,15 @@ file                content
 ==================  ======================================================================
 
 `kind` and its `settings`: `classification` / `regression` (`text_pair`), `ner`
-(`aggregation`: how word labels come from pieces), `squad` (`version_2`, `doc_stride`,
-`max_query_length`, `max_answer_length`, `n_best_size`, `null_score_diff_threshold`,
-`max_windows`: context windows a SavedModel export reads per question, `evaluation_metric`:
-"squad" or "korquad", the official script `evaluate` scores answers with),
+(`aggregation`: how word labels come from pieces), `squad` (`version_2`, `stride`: word
+pieces between the starts of two context windows, `max_query_length`, `max_answer_length`,
+`n_best_size`, `null_score_diff_threshold`, `max_windows`: context windows a SavedModel
+export reads per question, `evaluation_metric`: "squad" or "korquad", the official script
+`evaluate` scores answers with),
 `multiple_choice` (`num_choices`), `embedding` (`pooling`, `normalize`).
+A setting renamed since a file was written is read under its name now (the family's
+`earlier_names`: SQuAD's `doc_stride` is `stride`); a file that gives both names with
+different values is refused.
 
 Format version 1 is the layout `bert-keras finetune` wrote before versioning (a
 `task.json` without `format_version`, with the task spec in `task`); it is read and
@@ -82,7 +86,7 @@ import shutil
 import zipfile
 from typing import Any, Dict, List, Optional
 
-from bert_keras.families import KINDS, UnknownFamilyError, family, setting_type
+from bert_keras.families import KINDS, RenamedSettingError, UnknownFamilyError, family, setting_type
 from pipelines.atomic_writes import (atomic_directory, check_free_space, is_staging_name, model_nbytes,
                                      remove_stale_staging, write_json, write_text)
 from pipelines.label_names import LabelNamesError, check_label_count, check_label_names, read_label_names
@@ -160,7 +164,10 @@ class FinetunedModel:
             kind_family = family(self.kind)
         except UnknownFamilyError as error:
             raise FinetunedModelError(str(error)) from None
-        self.settings = kind_family.settings_with_defaults(self.settings)
+        try:
+            self.settings = kind_family.settings_with_defaults(self.settings)
+        except RenamedSettingError as error:
+            raise FinetunedModelError(f"settings: {error}") from None
         if self.strip_accents not in (None, True, False):
             raise FinetunedModelError(f"strip_accents must be true, false or null, got {self.strip_accents!r}")
         self.strip_accents = bool(self.lowercase if self.strip_accents is None else self.strip_accents)
@@ -200,7 +207,7 @@ class FinetunedModel:
         >>> record.with_settings(pooling="cls")
         Traceback (most recent call last):
         ...
-        bert_keras.finetuned_model.FinetunedModelError: pooling=: not a setting of a squad model; its settings: doc_stride, evaluation_metric, max_answer_length, max_query_length, max_windows, n_best_size, null_score_diff_threshold, version_2 (and seq_length, lowercase, strip_accents)
+        bert_keras.finetuned_model.FinetunedModelError: pooling=: not a setting of a squad model; its settings: evaluation_metric, max_answer_length, max_query_length, max_windows, n_best_size, null_score_diff_threshold, stride, version_2 (and seq_length, lowercase, strip_accents)
         """
         given = {key: value for key, value in overrides.items() if value is not None}
         fields = {key: given.pop(key) for key in ("seq_length", "lowercase", "strip_accents") if key in given}
@@ -514,7 +521,12 @@ def _label_list(info, where):
 
 
 def _check_settings(kind, settings, where):
-    """Each known setting of `kind` has its default's type (`bert_keras.families`)."""
+    """`settings` under today's names (`Family.current_settings`: a setting's earlier name reads as
+    its name now), each known setting of `kind` with its default's type (`bert_keras.families`)."""
+    try:
+        settings = family(kind).current_settings(settings)
+    except RenamedSettingError as error:
+        raise FinetunedModelError(f"{where} field 'settings': {error}") from None
     for key, default in family(kind).default_settings.items():
         if key not in settings:
             continue
@@ -579,9 +591,9 @@ def _fields_v1(directory, info):
             kind, labels = "regression", None
         settings["text_pair"] = _v1_text_pair(info)
     elif kind == "squad":
-        settings = {key: info[key] for key in family(kind).default_settings if info.get(key) is not None}
+        names = (*family(kind).default_settings, *(earlier for earlier, _ in family(kind).earlier_names))
+        settings = _check_settings(kind, {key: info[key] for key in names if info.get(key) is not None}, where)
         settings["version_2"] = spec.lower().endswith("v2.0")
-        _check_settings(kind, settings, where)
     training = {key: info.get(key) for key in ("init", "train_steps", "batch_size", "learning_rate",
                                               "epochs", "train_path", "eval_path") if key in info}
     training["task"] = spec

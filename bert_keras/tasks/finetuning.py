@@ -48,7 +48,8 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
         overwrite: replace the fine-tuned model `output_dir` holds.
         epochs, max_steps, warmup_ratio, seq_length, seed: training settings (`TextTask.fit`).
         max_length, stride: long texts read in windows (`from_pretrained(max_length=, stride=)`:
-            classification and NER; None: a text is its first window).
+            classification and NER; None: a text is its first window). `stride` also spaces
+            SQuAD's context windows (SpanQA's `stride`; None: the spec's, 128 by default).
         batch_size, learning_rate: None = `recipe_for_data`'s choice for the data size.
         checkpoint_every: steps between run backups (None: every epoch).
         strategy, tpu: `bert_keras.training.get_strategy` arguments.
@@ -64,7 +65,7 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
     """
     import keras
 
-    from bert_keras.families import reads_windows
+    from bert_keras.families import has_setting, reads_windows
     from bert_keras.finetuned_model import RUN_DIRECTORY, write_eval_results
     from bert_keras.tasks.named_datasets import DatasetSpecError
     from bert_keras.tasks.finetuning_run import command_fit, remove_run_dir
@@ -73,9 +74,12 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
     from bert_keras.training.strategy import describe
 
     windows = {key: value for key, value in (("max_length", max_length), ("stride", stride)) if value is not None}
-    if windows and not reads_windows(spec.task_class):
-        raise DatasetSpecError(f"max_length / stride (--max-length / --stride): a {spec.task_class.__name__} does not read texts in "
+    if max_length is not None and not reads_windows(spec.task_class):
+        raise DatasetSpecError(f"max_length (--max-length): a {spec.task_class.__name__} does not read texts in "
                                "windows (classification, regression and NER do)")
+    if stride is not None and not has_setting(spec.task_class, "stride"):  # SpanQA's spaces its context windows
+        raise DatasetSpecError(f"stride (--stride): a {spec.task_class.__name__} does not read texts in "
+                               "windows (classification, regression, NER and SQuAD do)")
     keras.utils.set_random_seed(seed)
     x, y = spec.training_data(seed=seed)
     dev = None
@@ -93,8 +97,8 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
     with strategy.scope():
         task = spec.task_class.from_pretrained(
             init, seq_length=seq_length, learning_rate=learning_rate, warmup_ratio=warmup_ratio,
-            vocab_file=vocab_file, lowercase=lowercase, strip_accents=strip_accents, **spec.model_options(),
-            **windows)
+            vocab_file=vocab_file, lowercase=lowercase, strip_accents=strip_accents,
+            **{**spec.model_options(), **windows})
     spec.check_texts(task.tokenizer)  # a text this model reads no token of, by file and line
     config = task.encoder.config
     log(f"task {spec.spec}: batch {batch_size}, {epochs:g} epochs"

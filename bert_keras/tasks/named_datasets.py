@@ -114,18 +114,18 @@ def spec_of_saved(training, **options):
     return parse_task(spec, **{**kept, **{k: v for k, v in options.items() if v is not None}})
 
 
-def task_spec(task=None, *, training=None, regression=None, doc_stride=None, **options):
+def task_spec(task=None, *, training=None, regression=None, stride=None, **options):
     """The `DatasetSpec` of `task` (`glue/NAME`, `csv:PATH`, ...) with its settings; with no `task`, the
     one a saved model was trained on (`training`, its provenance: `spec_of_saved`), or None.
 
-    `regression` counts for `csv:` specs only, `doc_stride` for `squad/...` ones; None settings
-    are left at their defaults.
+    `regression` counts for `csv:` specs only, `stride` (the context windows' step) for `squad/...`
+    ones; None settings are left at their defaults.
     """
     lowered = (task or "").lower()
     if lowered.startswith("csv:"):
         options["regression"] = regression
     if lowered.startswith(("squad", "korquad")):
-        options["doc_stride"] = doc_stride
+        options["stride"] = stride
     if not lowered and training is not None:
         return spec_of_saved(training, **options)
     return parse_task(task, **{key: value for key, value in options.items() if value is not None})
@@ -388,19 +388,19 @@ class SwagSpec(DatasetSpec):
 
 class SquadSpec(DatasetSpec):
 
-    def __init__(self, spec, *, doc_stride=None, max_query_length=None, **options):
+    def __init__(self, spec, *, stride=None, max_query_length=None, **options):
         from bert_keras.families import SquadSettings
         from bert_keras.tasks.span_qa import SpanQA
 
         super().__init__(spec, **options)
         self.task_class = SpanQA
         self.version_2 = spec.endswith("v2.0")
-        self.doc_stride = doc_stride or SquadSettings.doc_stride  # None: SpanQA's (run_squad.py's)
+        self.stride = stride or SquadSettings.stride  # None: SpanQA's (run_squad.py's)
         self.max_query_length = max_query_length or SquadSettings.max_query_length
         self.korquad = spec.startswith("korquad")
 
     def model_options(self):
-        return {"version_2": self.version_2, "doc_stride": self.doc_stride,
+        return {"version_2": self.version_2, "stride": self.stride,
                 "max_query_length": self.max_query_length,
                 **({"evaluation_metric": "korquad"} if self.korquad else {})}
 

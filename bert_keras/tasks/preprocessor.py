@@ -29,7 +29,7 @@ Example:
 import keras
 import tensorflow as tf
 
-from bert_keras.families import SquadSettings
+from bert_keras.families import SquadSettings, family
 from bert_keras.tasks.dataset_inputs import as_tensors
 from bert_keras.tasks.inputs import TaskInputError
 
@@ -319,7 +319,7 @@ class SpanQAPreprocessor(TextPreprocessor):
     `pipelines.datasets.squad.build_squad_features` (google-research `run_squad.py`) as graph
     ops, with the windows of the SpanQA export (`pipelines.windowing.question_context_*`):
     the question keeps its first `max_query_length` pieces, the context is read in windows
-    `doc_stride` pieces apart, each packed `[CLS] question [SEP] window [SEP]`. A question
+    `stride` pieces apart, each packed `[CLS] question [SEP] window [SEP]`. A question
     becomes as many rows as its context has windows, so a batch of `B` questions comes out
     as `[W, length]` windows (`W >= B`), ready for `BertSpanQA` / `SpanQA.fit`.
 
@@ -336,7 +336,7 @@ class SpanQAPreprocessor(TextPreprocessor):
 
     >>> from pipelines import BertTokenizer
     >>> vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "when", "?", "in", "october", "1973", "."]
-    >>> preprocessor = SpanQAPreprocessor(BertTokenizer(vocabulary=vocab), seq_length=8, doc_stride=2,
+    >>> preprocessor = SpanQAPreprocessor(BertTokenizer(vocabulary=vocab), seq_length=8, stride=2,
     ...                                   max_query_length=4)
     >>> x, y = preprocessor((tf.constant(["when?"]), tf.constant(["in October 1973."])),
     ...                     {"text": tf.constant(["October 1973"]), "answer_start": tf.constant([3])})
@@ -354,25 +354,26 @@ class SpanQAPreprocessor(TextPreprocessor):
     Args:
         tokenizer: a `pipelines.BertTokenizer`.
         seq_length: window length, special tokens included.
-        doc_stride: context pieces between the starts of two windows.
+        stride: context pieces between the starts of two windows (`run_squad.py`'s
+            `doc_stride`; a config saved under that name loads: `from_config`).
         max_query_length: question pieces kept.
         max_windows: windows read per question (None: all, as `fit` and `predict`;
             the export's `max_windows` caps what a request costs).
         pad_to: `"fixed"` (`[W, seq_length]`, as `build_squad_features`) or `"longest"`.
     """
 
-    def __init__(self, tokenizer, *, seq_length, doc_stride=SquadSettings.doc_stride,
+    def __init__(self, tokenizer, *, seq_length, stride=SquadSettings.stride,
                  max_query_length=SquadSettings.max_query_length, max_windows=None, pad_to="fixed", **kwargs):
         kwargs.pop("labels", None)
         kwargs.pop("regression", None)
-        self.doc_stride = int(doc_stride)
+        self.stride = int(stride)
         self.max_query_length = int(max_query_length)
         self.max_windows = None if max_windows is None else int(max_windows)
         if seq_length <= self.max_query_length + 3:
             raise ValueError(f"seq_length ({seq_length}) must exceed max_query_length + 3 "
                              f"({self.max_query_length + 3}) to leave room for context")
-        if self.doc_stride < 1:
-            raise ValueError(f"doc_stride must be at least 1, got {doc_stride}")
+        if self.stride < 1:
+            raise ValueError(f"stride must be at least 1, got {stride}")
         super().__init__(tokenizer, seq_length=seq_length, pad_to=pad_to, **kwargs)
 
     _x_form = "(questions, contexts): two strings, or two lists of strings"
@@ -421,7 +422,7 @@ class SpanQAPreprocessor(TextPreprocessor):
         ids, begin, end = self.tokenizer.tokenize_with_offsets(contexts)
         ids = tf.cast(ids, tf.int64)
         layout = question_context_layout(question.row_lengths(), ids.row_lengths(), seq_length=self.seq_length,
-                                         doc_stride=self.doc_stride, max_windows=self.max_windows)
+                                         stride=self.stride, max_windows=self.max_windows)
         packed = self.packer(question_context_windows(question, ids, layout))
         return packed, layout, (None if answers is None else self._answer_pieces(contexts, begin, end, answers))
 
@@ -457,9 +458,14 @@ class SpanQAPreprocessor(TextPreprocessor):
         config = super().get_config()
         for key in ("labels", "regression"):
             config.pop(key)
-        config.update(doc_stride=self.doc_stride, max_query_length=self.max_query_length,
+        config.update(stride=self.stride, max_query_length=self.max_query_length,
                       max_windows=self.max_windows)
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        # A config saved while the setting had run_squad.py's name (`doc_stride`) reads as `stride`.
+        return super().from_config(family("squad").current_settings(config))
 
 
 def _first_answer(values, default):

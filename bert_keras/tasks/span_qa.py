@@ -33,7 +33,7 @@ class SpanQA(TextTask):
     question: `{"text", "answer_start"}` (a code point offset into the
     context), a list of such dicts (evaluation scores against each), or None /
     `[]` for an unanswerable question (v2.0). Long contexts are read in
-    windows of `seq_length` tokens, `doc_stride` apart (run_squad.py).
+    windows of `seq_length` tokens, `stride` apart (run_squad.py's `doc_stride`).
 
     Outputs:
         `predict`: per question `{"id", "answer", "start_char", "end_char",
@@ -52,7 +52,11 @@ class SpanQA(TextTask):
 
     Args (`from_pretrained`, besides the common ones; `seq_length` default 384):
         version_2: SQuAD v2.0 (questions may have no answer).
-        doc_stride: tokens between the starts of two context windows (128).
+        stride: tokens between the starts of two context windows (128; the `stride`
+            of every family that reads windows, `pipelines.windowing`).
+        doc_stride: an alias of `stride=`, the name of google-research `run_squad.py`
+            and Hugging Face `run_qa.py` (and of this setting before); giving both with
+            different values is a `TaskInputError`.
         max_query_length: question tokens kept (64).
         max_answer_length: longest answer in tokens (30).
         n_best_size: candidates per window and n-best length (20).
@@ -98,7 +102,7 @@ class SpanQA(TextTask):
         if labels is not None or num_classes is not None:
             raise TaskInputError("SpanQA takes no labels / num_classes (answers are spans)")
         record = settings_record(SquadSettings, options, "SpanQA")
-        settings = dict(version_2=bool(record.version_2), doc_stride=int(record.doc_stride),
+        settings = dict(version_2=bool(record.version_2), stride=int(record.stride),
                         max_query_length=int(record.max_query_length),
                         max_answer_length=int(record.max_answer_length), n_best_size=int(record.n_best_size),
                         null_score_diff_threshold=record.null_score_diff_threshold,
@@ -136,7 +140,7 @@ class SpanQA(TextTask):
         from bert_keras.tasks.preprocessor import SpanQAPreprocessor
 
         settings = self._text.settings
-        return SpanQAPreprocessor(self.tokenizer, seq_length=self.seq_length, doc_stride=settings["doc_stride"],
+        return SpanQAPreprocessor(self.tokenizer, seq_length=self.seq_length, stride=settings["stride"],
                                   max_query_length=settings["max_query_length"], pad_to=pad_to)
 
     @property
@@ -222,7 +226,7 @@ class SpanQA(TextTask):
 
         settings = self._text.settings
         return build_squad_features(examples, self.tokenizer, is_training=training,
-                                    max_seq_length=self.seq_length, doc_stride=settings["doc_stride"],
+                                    max_seq_length=self.seq_length, stride=settings["stride"],
                                     max_query_length=settings["max_query_length"])
 
     def _train_dataset(self, x, y, *, batch_size, shuffle, seed, sample_weight=None):

@@ -17,7 +17,7 @@ Example:
 
 import os
 
-from bert_keras.families import family
+from bert_keras.families import RenamedSettingError, current_options, family
 from bert_keras.finetuned_model import is_finetuned_directory
 from bert_keras.tasks.inputs import TaskInputError, check_label_names
 from bert_keras.tasks.task_files import load
@@ -27,7 +27,12 @@ from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
 def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length=None, recipe=None,
                          vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None, dropout=0.1,
                          **options):
-    """A `cls` task on `spec` (`TextTask.from_pretrained` documents the arguments), recipe compiled."""
+    """A `cls` task on `spec` (`TextTask.from_pretrained` documents the arguments), recipe compiled.
+    A setting's earlier name (SpanQA's `doc_stride=`) is an alias of its name now."""
+    try:
+        options = current_options(cls, options)
+    except RenamedSettingError as error:
+        raise TaskInputError(str(error)) from None
     spec_path = os.fspath(spec)
     if is_finetuned_directory(spec_path):
         task = load(spec_path, expected=cls)

@@ -360,8 +360,9 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
         override = tuple((key, value) for key, value in (("max_length", max_length), ("stride", stride))
                          if value is not None)
         if override and "max_length" not in self._text.settings:
-            raise TaskInputError(f"max_length / stride: a {type(self).__name__} does not read texts in "
-                                 "windows")
+            raise TaskInputError(f"max_length / stride: a {type(self).__name__} " + (
+                "reads its contexts in windows of its own stride setting (from_pretrained(stride=N)); "
+                "predict takes no override" if "stride" in self._text.settings else "does not read texts in windows"))
         self._window_override = override
         nested = answering_empty_texts_already()  # predict_rows warns once, for its rows
         try:

@@ -63,7 +63,7 @@ class TokenClassifier(TextTask):
             `seq_length - 2`). `predict(..., max_length=)` overrides it per call.
         stride: word pieces between the starts of two windows (None: half a
             window; at most `seq_length - 2`). The step, as SpanQA's
-            `doc_stride`, not the overlap (`window - stride` pieces).
+            `stride`, not the overlap (`window - stride` pieces).
     """
 
     kind = "ner"

@@ -6,11 +6,12 @@ goes through the tokenizer's offsets instead of whitespace words:
 1. `read_squad_json` / `squad_examples_from_tfds`: questions with their
    context and gold answers (`SquadExample`), checked against the context.
 2. `build_squad_features`: `[CLS] question [SEP] context-window [SEP]` windows
-   (`max_seq_length=384`, `doc_stride=128`, `max_query_length=64`; the windows
-   and the max-context rule of `pipelines.windowing`) with
-   start/end targets, and for every context token its character span in the
-   original context (`token_char_spans`) and whether this window is its
-   "max context" (the original's `_check_is_max_context`).
+   (`max_seq_length=384`, `stride=128`: `run_squad.py`'s `doc_stride`,
+   `max_query_length=64`; the windows and the max-context rule of
+   `pipelines.windowing`) with start/end targets, and for every context
+   token its character span in the original context (`token_char_spans`)
+   and whether this window is its "max context" (the original's
+   `_check_is_max_context`).
 3. `decode_predictions`: start/end logits of every window back to answer
    strings cut from the original context (not detokenized word pieces), with
    the n-best lists and, for v2.0, the null-score odds. `write_predictions`
@@ -337,7 +338,7 @@ class SquadFeatures:
         example_index: int32 [N], the window's example in the examples list.
         example_ids: the window's question id, per window.
         window_start: int32 [N], context-token index of the window's first
-            context token (0, doc_stride, 2 * doc_stride, ... when windows are
+            context token (0, stride, 2 * stride, ... when windows are
             longer than the stride).
         context_offset: int32 [N], position of the first context token in the
             window (`len(question tokens) + 2`).
@@ -399,12 +400,12 @@ class SquadFeatures:
 
 
 def build_squad_features(examples, tokenizer, *, is_training, max_seq_length=384,
-                         doc_stride=128, max_query_length=64, out_of_window="cls"):
+                         stride=128, max_query_length=64, out_of_window="cls"):
     """Tokenizes examples into overlapping `[CLS] question [SEP] context [SEP]` windows.
 
     Windows follow `run_squad.py`: the question keeps its first
     `max_query_length` tokens; the context is cut into windows of
-    `max_seq_length - len(question) - 3` tokens, each starting `doc_stride`
+    `max_seq_length - len(question) - 3` tokens, each starting `stride`
     tokens after the previous one, the last one ending at the context's end.
     Answers are mapped to tokens through the tokenizer's offsets: the target
     covers every token that overlaps the answer's characters.
@@ -427,9 +428,10 @@ def build_squad_features(examples, tokenizer, *, is_training, max_seq_length=384
             keeps every window (its targets, from the first gold answer, are
             for diagnostics).
         max_seq_length: window length in tokens, special tokens included.
-        doc_stride: tokens between the starts of consecutive windows (the
+        stride: tokens between the starts of consecutive windows (the
             `stride` of `pipelines.windowing`, the project's one windowing;
-            above the window's size it acts as that size).
+            `run_squad.py`'s `doc_stride`; above the window's size it acts as
+            that size).
         max_query_length: question tokens kept (the rest are cut).
         out_of_window: training windows of an answerable question that do not
             contain the whole answer: `"cls"` (as the original) targets
@@ -445,8 +447,8 @@ def build_squad_features(examples, tokenizer, *, is_training, max_seq_length=384
     if max_seq_length <= max_query_length + 3:
         raise ValueError(f"max_seq_length ({max_seq_length}) must exceed max_query_length + 3 "
                          f"({max_query_length + 3}) to leave room for context.")
-    if doc_stride < 1:
-        raise ValueError("doc_stride must be at least 1.")
+    if stride < 1:
+        raise ValueError("stride must be at least 1.")
     specials = tokenizer.special_tokens
     cls_id, sep_id, pad_id = specials.cls, specials.sep, specials.pad
 
@@ -461,9 +463,9 @@ def build_squad_features(examples, tokenizer, *, is_training, max_seq_length=384
     for index, (ex, query) in enumerate(zip(examples, question_ids)):
         doc_ids, doc_begin, doc_end = context_tokens[ex.context]
         room = max_seq_length - len(query) - 3  # context tokens per window
-        starts, lengths = windowing.window_spans(len(doc_ids), room, doc_stride)
+        starts, lengths = windowing.window_spans(len(doc_ids), room, stride)
         spans = list(zip(starts.tolist(), lengths.tolist()))
-        best_span = windowing.max_context_windows(len(doc_ids), room, doc_stride)
+        best_span = windowing.max_context_windows(len(doc_ids), room, stride)
         answer = None  # (first, last) context token of the first gold answer
         if ex.answers and not ex.is_impossible:
             a = ex.answers[0]

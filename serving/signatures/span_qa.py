@@ -5,7 +5,7 @@ as TensorFlow ops so that TF Serving returns answer strings:
 
 1. `pipelines.windowing.question_context_layout` / `question_context_windows`: the question keeps its first
    `max_query_length` tokens; the context is cut into windows of
-   `seq_length - len(question) - 3` tokens that start `doc_stride` tokens apart
+   `seq_length - len(question) - 3` tokens that start `stride` tokens apart
    (`build_squad_features`' `_doc_spans`), each packed
    `[CLS] question [SEP] window [SEP]`. At most `max_windows` windows are read
    per question (a squad setting, `bert_keras.families`; default 16: ~2,000
@@ -125,7 +125,7 @@ def best_spans(start_logits, end_logits, is_context, is_max_context, example, in
 def build(module, finetuned):
     """`{signature name: (concrete function, method name)}` for `module` (a `ServingModule`)."""
     settings = finetuned.settings
-    seq_length, stride = finetuned.seq_length, int(settings["doc_stride"])
+    seq_length, stride = finetuned.seq_length, int(settings["stride"])
     max_query, max_windows = int(settings["max_query_length"]), int(settings["max_windows"])
     threshold = null_threshold(finetuned)[0]
     version_2 = bool(settings["version_2"])
@@ -136,7 +136,7 @@ def build(module, finetuned):
         context, ids, begin, end = module.text.tokenize_with_offsets(
             inputs["context"], "context", max_tokens=seq_length + (max_windows - 1) * stride)
         layout = question_context_layout(question.row_lengths(), ids.row_lengths(), seq_length=seq_length,
-                                         doc_stride=stride, max_windows=max_windows)
+                                         stride=stride, max_windows=max_windows)
         x = module.text.pack(question_context_windows(question, ids, layout))
         logits = module.run_model(x)
         width = tf.shape(x["token_ids"], out_type=tf.int64)[1]
@@ -202,7 +202,7 @@ def reference_outputs(finetuned, inputs):
                 for i, (q, (part, _)) in enumerate(zip(inputs["question"], parts))]
     features = squad.build_squad_features(
         examples, tokenizer, is_training=False, max_seq_length=finetuned.seq_length,
-        doc_stride=settings["doc_stride"], max_query_length=settings["max_query_length"])
+        stride=settings["stride"], max_query_length=settings["max_query_length"])
     outputs = finetuned.model(features.inputs, training=False)
     predictions, nbest, null_odds = squad.decode_predictions(
         examples, features, np.asarray(outputs["start_logits"]), np.asarray(outputs["end_logits"]),
@@ -244,9 +244,9 @@ def _read_part(tokenizer, question, context, finetuned):
     settings = finetuned.settings
     query = tokenizer.tokenize(tf.constant(question)).shape[0]
     room = finetuned.seq_length - min(query, settings["max_query_length"]) - 3
-    step = min(room, settings["doc_stride"])
+    step = min(room, settings["stride"])
     kept = room + (settings["max_windows"] - 1) * step
-    max_tokens = finetuned.seq_length + (settings["max_windows"] - 1) * settings["doc_stride"]
+    max_tokens = finetuned.seq_length + (settings["max_windows"] - 1) * settings["stride"]
     max_chars = max_tokens * DEFAULT_CHARS_PER_TOKEN
     stripped = context.lstrip()
     cut = len(stripped) > max_chars

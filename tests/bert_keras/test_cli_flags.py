@@ -30,7 +30,7 @@ USED_BY = {
     "--seq-length": {"finetune", "pretrain", "embed", "attention", "tokenize", "export",
                      "create-pretraining-data", "quickstart"},
     "--max-length": {"finetune", "embed"},  # the document length, as max_length= in Python
-    "--stride": {"finetune", "embed"},
+    "--stride": {"finetune", "embed", "distill"},  # distill: a squad context's windows
     "--max-predictions": {"pretrain", "create-pretraining-data"},
     "--batch-size": {"finetune", "distill", "pretrain", "evaluate", "predict", "embed", "loadtest"},
     "--seed": {"finetune", "distill", "pretrain", "create-pretraining-data", "quickstart"},

@@ -68,7 +68,7 @@ def tiny_teacher(kind, tmp_path, layers=4, seed=0):
             **common)
     if kind == "squad":
         return tasks.SpanQA(models.BertSpanQA(encoder), settings={
-            "version_2": True, "doc_stride": 16, "max_query_length": 16}, **common)
+            "version_2": True, "stride": 16, "max_query_length": 16}, **common)
     if kind == "multiple_choice":
         return tasks.MultipleChoice(models.BertMultipleChoice(encoder, num_choices=4), **common)
     if kind == "embedding":

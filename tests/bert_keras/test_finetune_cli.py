@@ -119,10 +119,11 @@ def test_squad_finetune_predict_writes_official_files(tiny_encoder, tmp_path, ca
     out = str(tmp_path / "squad")
     assert run(finetune, ["finetune", "--task", "squad/v1.1", "--train", squad, "--eval", squad,
                           "--init", tiny_encoder, "--max-steps", "2", "--batch-size", "8",
-                          "--seq-length", "128", "--doc-stride", "64", "--strategy", "default",
+                          "--seq-length", "128", "--stride", "64", "--strategy", "default",
                           "--output-dir", out]) == 0
     results = json.load(open(os.path.join(out, "eval_results.json")))
     assert {"exact_match", "f1"} <= set(results) or {"exact", "f1"} <= set(results)
+    assert json.load(open(os.path.join(out, "task.json")))["settings"]["stride"] == 64
     pred_dir = str(tmp_path / "pred")
     assert run(predict, ["predict", "--model", out, "--squad", squad, "--output", pred_dir]) == 0
     predictions = json.load(open(os.path.join(pred_dir, "predictions.json")))
@@ -134,6 +135,27 @@ def test_squad_finetune_predict_writes_official_files(tiny_encoder, tmp_path, ca
     first = nbest[questions[0]][0]
     assert {"text", "probability", "start_logit", "end_logit"} <= set(first)
     assert not os.path.exists(os.path.join(pred_dir, "null_odds.json"))
+
+
+def test_squad_windows_take_stride_and_doc_stride_still_parses(capsys):
+    """`--stride` spaces a SQuAD context's windows as it spaces a long text's (`--help` shows it);
+    `--doc-stride`, run_squad.py's name, is a hidden alias: the same destination and setting."""
+    from bert_keras.cli import distill
+    from bert_keras.cli.task_arguments import task_spec
+
+    command = ["finetune", "--task", "squad/v2.0", "--init", "x", "--output-dir", "o"]
+    for flag in ("--stride", "--doc-stride"):
+        args = parse(finetune, command + [flag, "64"])
+        assert args.stride == 64 and not hasattr(args, "doc_stride")
+        assert task_spec(args).model_options()["stride"] == 64
+    assert task_spec(parse(finetune, command)).model_options()["stride"] == 128  # run_squad.py's default
+    assert parse(distill, ["distill", "--teacher", "t", "--output-dir", "o", "--task", "squad/v1.1",
+                           "--doc-stride", "32"]).stride == 32
+    with pytest.raises(SystemExit):
+        parse(finetune, ["finetune", "--help"])
+    shown = capsys.readouterr().out
+    assert "--stride N" in shown and "a squad context's (default 128)" in " ".join(shown.split())
+    assert "--doc-stride" not in shown
 
 
 def test_conll_finetune_evaluate_predict(tiny_encoder, tmp_path, capsys):

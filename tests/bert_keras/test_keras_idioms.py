@@ -244,7 +244,7 @@ def test_keras_save_and_load_model_give_back_the_whole_task(spec, tmp_path, fami
         task = build(tasks.TokenClassifier, spec, labels=["O", "B-LOC"])
         x, y = [["john", "lives", "in", "paris"], ["a", "dull", "city"]], [["O", "O", "O", "B-LOC"], ["O"] * 3]
     elif family == "squad":
-        task = build(tasks.SpanQA, spec, seq_length=64, max_query_length=16, doc_stride=16, version_2=True)
+        task = build(tasks.SpanQA, spec, seq_length=64, max_query_length=16, stride=16, version_2=True)
         x, y = (SQUAD_QUESTIONS, [CONTEXT] * 4), SQUAD_ANSWERS
     elif family == "choice":
         task = build(tasks.MultipleChoice, spec, num_choices=2)
@@ -365,7 +365,7 @@ def test_span_qa_on_datasets_and_the_threshold_changes_only_when_asked(spec):
     questions = ["who lives in paris?", "what is the capital of spain?", "when did the film begin?"]
     answers = [{"text": "john smith", "answer_start": 0}, None,
                {"text": "when he moved", "answer_start": CONTEXT.index("when he moved")}]
-    qa = build(tasks.SpanQA, spec, seq_length=64, version_2=True, doc_stride=16, max_query_length=16)
+    qa = build(tasks.SpanQA, spec, seq_length=64, version_2=True, stride=16, max_query_length=16)
     qa.fit((questions, [CONTEXT] * 3), answers, epochs=1, batch_size=2, verbose=0)
     x = (questions, [CONTEXT] * 3)
     predicted = qa.predict(x)
@@ -678,8 +678,8 @@ def test_the_squad_preprocessor_builds_the_features_fit_builds(minilm_dir, versi
     examples = read_squad_json(os.path.join(export_fixtures.DATA, "squad", f"dev-v{version}-mini.json"),
                                is_training=True)
     tokenizer = BertTokenizer(os.path.join(minilm_dir, "vocab.txt"))
-    preprocessor = SpanQAPreprocessor(tokenizer, seq_length=48, doc_stride=16, max_query_length=16)
-    features = build_squad_features(examples, tokenizer, is_training=True, max_seq_length=48, doc_stride=16,
+    preprocessor = SpanQAPreprocessor(tokenizer, seq_length=48, stride=16, max_query_length=16)
+    features = build_squad_features(examples, tokenizer, is_training=True, max_seq_length=48, stride=16,
                                     max_query_length=16)
     questions, contexts = [e.question for e in examples], [e.context for e in examples]
     answers = {"text": [e.answers[0]["text"] if e.answers and not e.is_impossible else "" for e in examples],
@@ -701,14 +701,21 @@ def test_the_squad_preprocessor_builds_the_features_fit_builds(minilm_dir, versi
     np.testing.assert_array_equal(layout["start"], features.window_start)
     np.testing.assert_array_equal(layout["is_max_context"], features.token_is_max_context)
     again = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(preprocessor))
-    assert (again.doc_stride, again.max_query_length, again.seq_length) == (16, 16, 48)
+    assert (again.stride, again.max_query_length, again.seq_length) == (16, 16, 48)
+    # a config saved while the setting had run_squad.py's name (`doc_stride`) loads as `stride`
+    legacy = keras.saving.serialize_keras_object(preprocessor)
+    legacy["config"]["doc_stride"] = legacy["config"].pop("stride")
+    assert keras.saving.deserialize_keras_object(legacy).stride == 16
+    legacy["config"]["stride"] = 32
+    with pytest.raises(ValueError, match=r"stride=32 and doc_stride=16"):
+        keras.saving.deserialize_keras_object(legacy)
     # answers are code point offsets; the tokenizer's offsets are bytes
     context = "Der Kölner Dom — über 157 m hoch — steht in Köln, nicht in Zürich. " * 3
     start = context.index("Köln,", 40)
     records = [dict(id="k", question="Wo steht der Dom?", context=context, title="", is_impossible=False,
                     answers=[{"text": "Köln", "answer_start": start}])]
     expected = build_squad_features(examples_from_records(records, is_training=True, version="1.1"), tokenizer,
-                                    is_training=True, max_seq_length=48, doc_stride=16, max_query_length=16)
+                                    is_training=True, max_seq_length=48, stride=16, max_query_length=16)
     x, y = preprocessor((tf.constant(["Wo steht der Dom?"]), tf.constant([context])),
                         {"text": tf.constant(["Köln"]), "answer_start": tf.constant([start])})
     assert expected.start_positions.max() > 0
@@ -719,10 +726,10 @@ def test_the_squad_preprocessor_builds_the_features_fit_builds(minilm_dir, versi
 def test_squad_fit_on_the_preprocessor_layer_equals_fit_on_raw_questions(spec):
     questions, answers = SQUAD_QUESTIONS, SQUAD_ANSWERS
     contexts = [CONTEXT] * len(questions)
-    reference = build(tasks.SpanQA, spec, seq_length=32, version_2=True, doc_stride=8, max_query_length=8)
+    reference = build(tasks.SpanQA, spec, seq_length=32, version_2=True, stride=8, max_query_length=8)
     expected = losses(reference.fit((questions, contexts), answers, epochs=2, batch_size=4, shuffle=False,
                                     verbose=0))
-    qa = build(tasks.SpanQA, spec, seq_length=32, version_2=True, doc_stride=8, max_query_length=8)
+    qa = build(tasks.SpanQA, spec, seq_length=32, version_2=True, stride=8, max_query_length=8)
     columns = {"text": [a["text"] if a else "" for a in answers],
                "answer_start": [a["answer_start"] if a else -1 for a in answers]}
     windows = tf.data.Dataset.from_tensor_slices(((questions, contexts), columns)).batch(4).map(
@@ -735,10 +742,10 @@ def test_squad_fit_on_the_preprocessor_layer_equals_fit_on_raw_questions(spec):
 def test_squad_fit_streams_an_infinite_dataset_through_the_preprocessor(spec):
     questions, answers = SQUAD_QUESTIONS, SQUAD_ANSWERS
     contexts = [CONTEXT + " " + CONTEXT] * len(questions)  # several windows each
-    reference = build(tasks.SpanQA, spec, seq_length=32, version_2=True, doc_stride=8, max_query_length=8)
+    reference = build(tasks.SpanQA, spec, seq_length=32, version_2=True, stride=8, max_query_length=8)
     expected = losses(reference.fit((questions, contexts), answers, epochs=1, batch_size=4, max_steps=3,
                                     shuffle=False, verbose=0))
-    qa = build(tasks.SpanQA, spec, seq_length=32, version_2=True, doc_stride=8, max_query_length=8)
+    qa = build(tasks.SpanQA, spec, seq_length=32, version_2=True, stride=8, max_query_length=8)
     _, layout = qa.preprocessor.windows((tf.constant(questions), tf.constant(contexts)))
     assert len(layout["example"]) >= 12  # 3 steps of 4 windows inside the first pass
     columns = {"text": tf.ragged.constant([[a["text"]] if a else [] for a in answers]),
@@ -793,7 +800,7 @@ def test_more_keras_forms_read_the_same_data(spec):
     packed = tagger.preprocessor(words, tags)
     assert tagger.test_on_batch(words, tags) == pytest.approx(tagger.test_on_batch(*packed), rel=1e-6)
     assert np.isfinite(tagger.train_on_batch(words, tags))
-    qa = build(tasks.SpanQA, spec, seq_length=64, version_2=True, doc_stride=16, max_query_length=16)
+    qa = build(tasks.SpanQA, spec, seq_length=64, version_2=True, stride=16, max_query_length=16)
     questions = (["who lives in paris?", "what is the capital of spain?"], [CONTEXT] * 2)
     answers = [{"text": "john smith", "answer_start": 0}, None]
     assert np.isfinite(qa.test_on_batch(questions, answers)) and np.isfinite(qa.train_on_batch(questions, answers))
@@ -927,7 +934,7 @@ def test_weights_and_callbacks_are_checked_at_the_door(spec):
         classifier.fit(TEXTS, LABELS, validation_split=0.2, verbose=0,
                        callbacks=[keras.callbacks.ReduceLROnPlateau(patience=0)])
     assert int(classifier.optimizer.iterations) == 0
-    qa = build(tasks.SpanQA, spec, seq_length=64, version_2=True, doc_stride=16, max_query_length=16)
+    qa = build(tasks.SpanQA, spec, seq_length=64, version_2=True, stride=16, max_query_length=16)
     with pytest.raises(tasks.TaskInputError, match=r"y\[0\]: an answer is"):
         qa.fit((["who lives in paris?"], [CONTEXT]), ["john smith"], verbose=0)
     with pytest.raises(tasks.TaskInputError, match="does not match|not in|answer"):
@@ -1010,7 +1017,7 @@ def test_a_tagger_compiled_with_keras_sparse_cross_entropy_and_accuracy_reads_ta
 
 
 def test_span_qa_refuses_a_loss_it_would_ignore(spec):
-    qa = build(tasks.SpanQA, spec, seq_length=64, doc_stride=32, max_query_length=16)
+    qa = build(tasks.SpanQA, spec, seq_length=64, stride=32, max_query_length=16)
     with pytest.raises(tasks.TaskInputError, match=r"compile\(loss=...\): SpanQA's loss is the head's own"):
         qa.compile(optimizer="adam", loss="mse")
     qa.compile(keras.optimizers.Adam(1e-3))  # optimizer only: the span loss trains

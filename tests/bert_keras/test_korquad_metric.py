@@ -366,7 +366,7 @@ def test_span_qa_evaluates_with_the_korquad_metric(tmp_path):
     from bert_keras.metrics import squad
 
     spec = export_fixtures.make_encoder_spec(str(tmp_path / "tiny"))
-    qa = tasks.SpanQA.from_pretrained(spec, seq_length=64, doc_stride=16, max_query_length=16,
+    qa = tasks.SpanQA.from_pretrained(spec, seq_length=64, stride=16, max_query_length=16,
                                       evaluation_metric="korquad")
     assert qa.settings["evaluation_metric"] == "korquad"
     examples = _questions(_read(EXCERPT)["data"][:1])  # 임종석: 11 questions
@@ -405,8 +405,8 @@ def test_the_named_dataset_korquad_reads_files_and_records_the_metric():
     metric; without files it says which ones (KorQuAD is not in TFDS)."""
     from bert_keras.tasks.named_datasets import DatasetSpecError, task_spec
 
-    spec = task_spec("korquad/v1.0", train_path=EXCERPT, eval_path=EXCERPT, doc_stride=64)
-    assert spec.model_options() == {"version_2": False, "doc_stride": 64, "max_query_length": 64,
+    spec = task_spec("korquad/v1.0", train_path=EXCERPT, eval_path=EXCERPT, stride=64)
+    assert spec.model_options() == {"version_2": False, "stride": 64, "max_query_length": 64,
                                     "evaluation_metric": "korquad"}
     examples, _ = spec.evaluation_data()
     assert len(examples) == 156

@@ -103,7 +103,7 @@ def test_ner_word_labels_in_entities_with_code_point_offsets_out(spec, tmp_path)
 
 
 def test_squad_v2_with_null_answers_round_trips(spec, tmp_path):
-    qa = small(tasks.SpanQA, spec, seq_length=64, version_2=True, doc_stride=16, max_query_length=16)
+    qa = small(tasks.SpanQA, spec, seq_length=64, version_2=True, stride=16, max_query_length=16)
     questions = ["who lives in paris?", "what is the capital of spain?", "when did the film begin?"]
     answers = [{"text": "john smith", "answer_start": 0}, None,
                {"text": "when he moved", "answer_start": CONTEXT.index("when he moved")}]
@@ -119,11 +119,53 @@ def test_squad_v2_with_null_answers_round_trips(spec, tmp_path):
     metrics = qa.score((questions, [CONTEXT] * 3), answers)
     assert metrics["HasAns_total"] == 2 and metrics["NoAns_total"] == 1 and metrics["num_examples"] == 3
     loaded = reloaded(qa, tmp_path)
-    assert loaded.settings["doc_stride"] == 16 and loaded.settings["version_2"]
+    assert loaded.settings["stride"] == 16 and loaded.settings["version_2"]
     again = loaded.predict((questions, [CONTEXT] * 3))
     assert [r["answer"] for r in again] == [r["answer"] for r in predicted]
     np.testing.assert_allclose([r["null_odds"] for r in again], [r["null_odds"] for r in predicted],
                                atol=1e-4)
+
+
+def test_squad_stride_still_reads_run_squads_name_doc_stride(spec, tmp_path):
+    """`stride` is SpanQA's window step, as every family's; calls, settings and task.json files
+    that say `doc_stride` (run_squad.py's and HF run_qa.py's name, this setting's before) still work."""
+    from bert_keras.finetuned_model import FinetunedModelError
+
+    qa = small(tasks.SpanQA, spec, seq_length=64, version_2=True, doc_stride=16, max_query_length=16)
+    assert qa.settings["stride"] == 16 and "doc_stride" not in qa.settings
+    assert small(tasks.SpanQA, spec, seq_length=64, stride=16, doc_stride=16,
+                 max_query_length=16).settings["stride"] == 16  # the same value twice: one setting
+    with pytest.raises(tasks.TaskInputError, match=r"stride=32 and doc_stride=16: doc_stride is the earlier name"):
+        small(tasks.SpanQA, spec, seq_length=64, stride=32, doc_stride=16)
+    assert tasks.SpanQA(qa.head, vocab_file=qa.to_finetuned().vocab_file, seq_length=64,
+                        settings={"doc_stride": 16}).settings["stride"] == 16  # a settings dict
+    questions, contexts = ["who lives in paris?"], [CONTEXT]
+    predicted = qa.predict((questions, contexts))
+    with pytest.raises(tasks.TaskInputError, match=r"windows of its own stride setting \(from_pretrained\(stride=N\)\)"):
+        qa.predict((questions, contexts), stride=8)
+    saved = qa.save(str(tmp_path / "legacy"))
+    path = os.path.join(saved, "task.json")
+
+    def rewrite(edit):
+        with open(path) as f:
+            info = json.load(f)
+        edit(info)
+        with open(path, "w") as f:
+            json.dump(info, f)
+
+    rewrite(lambda info: info["settings"].update(doc_stride=info["settings"].pop("stride")))
+    loaded = tasks.load(saved)  # a task.json written before the rename
+    assert loaded.settings["stride"] == 16 and "doc_stride" not in loaded.settings
+    assert loaded.to_finetuned().settings["stride"] == 16
+    assert [r["answer"] for r in loaded.predict((questions, contexts))] == [r["answer"] for r in predicted]
+    assert tasks.SpanQA.from_pretrained(saved, doc_stride=16).settings["stride"] == 16
+    rewrite(lambda info: info["settings"].update(stride=32))
+    with pytest.raises(FinetunedModelError, match=r"task.json field 'settings': stride=32 and doc_stride=16"):
+        tasks.load(saved)
+    with open(path, "w") as f:  # format 1: the settings at the top level
+        json.dump({"task": "squad/v2.0", "kind": "squad", "seq_length": 64, "vocab": "vocab.txt",
+                   "lowercase": True, "doc_stride": 16, "max_query_length": 16}, f)
+    assert tasks.load(saved).settings["stride"] == 16
 
 
 def test_swag_multiple_choice_round_trip(spec, tmp_path):

@@ -198,7 +198,7 @@ def test_a_morpheme_split_model_splits_on_the_host_and_says_so(korean_checkpoint
     card = json.load(open(os.path.join(version, "assets.extra", "model_card.json"), encoding="utf-8"))
     assert card["tokenization"]["pre_tokenizer"] == "kiwi"
 
-    qa = SpanQA.from_pretrained(spec, seq_length=48, doc_stride=16, max_query_length=16, pre_tokenizer="kiwi")
+    qa = SpanQA.from_pretrained(spec, seq_length=48, stride=16, max_query_length=16, pre_tokenizer="kiwi")
     context = "신용 대출을 신청하고 싶어요. 오늘은 2024년 3월 5일입니다."
     (answer,) = qa.predict((["언제입니까?"], [context]))
     assert answer["answer"] == context[answer["start_char"]:answer["end_char"]]

@@ -205,7 +205,7 @@ def long_example():
     return one_question(context, LONG_QUESTION, "the Swiss canton of Graubünden", answer_start)
 
 
-SMALL = dict(max_seq_length=64, doc_stride=16, max_query_length=16)
+SMALL = dict(max_seq_length=64, stride=16, max_query_length=16)
 
 
 def test_long_context_windows_stride_and_overlap(tokenizer, long_example):
@@ -223,7 +223,7 @@ def test_long_context_windows_stride_and_overlap(tokenizer, long_example):
         length = min(per_window, len(context) - start)
         assert features.token_ids[w, offset:offset + length].tolist() == (
             context[start:start + length])
-        # Consecutive windows overlap by all but doc_stride tokens.
+        # Consecutive windows overlap by all but stride tokens.
         if w + 1 < len(features):
             next_offset = features.context_offset[w + 1]
             overlap = features.token_ids[w + 1, next_offset:next_offset + per_window - 16]
@@ -252,7 +252,7 @@ def test_long_context_answer_in_the_right_windows(tokenizer, long_example):
     assert sum(features.start_positions > 0) >= 2  # stride 16 < window: several contain it
 
 
-@pytest.mark.parametrize("params", [SMALL, dict(max_seq_length=128, doc_stride=48,
+@pytest.mark.parametrize("params", [SMALL, dict(max_seq_length=128, stride=48,
                                                 max_query_length=8)])
 def test_token_is_max_context_matches_the_original(tokenizer, long_example, params):
     features = squad.build_squad_features([long_example], tokenizer, is_training=False, **params)

@@ -93,7 +93,7 @@ def test_squad_features_keep_run_squads_windows(tokenizer):
               answers=[{"text": "October 1973", "answer_start": 24}], is_impossible=False)],
         is_training=False, version="1.1")
     features = squad.build_squad_features(examples, tokenizer, is_training=False, max_seq_length=64,
-                                          doc_stride=20, max_query_length=16)
+                                          stride=20, max_query_length=16)
     num_context = int((features.token_char_spans[0, :, 0] >= 0).sum())
     offset = int(features.context_offset[0])
     total = int(features.window_start[-1]) + int((features.token_char_spans[-1, :, 0] >= 0).sum())

@@ -11,7 +11,7 @@ beside it, in `<directory>.data/`. `bert_keras.tasks.load(D)` reads it. `make_en
 
 Kinds: `EXPORT_KINDS` = classification (a text PAIR task, labels neg/neutral/pos),
 regression (single text), ner (CoNLL-2003 IOB2 labels), squad (v2.0, seq_length
-64, doc_stride 16, max_query_length 16: long contexts get several windows),
+64, stride 16, max_query_length 16: long contexts get several windows),
 multiple_choice (4 choices), embedding.
 
 Weights are random with `initializer_range=0.5`, so that logits are spread out
@@ -108,7 +108,7 @@ def _task(kind, directory, seed):
         return task
     if kind == "squad":
         task = tasks.SpanQA(models.BertSpanQA(encoder), settings={
-            "version_2": True, "doc_stride": 16, "max_query_length": 16}, **common)
+            "version_2": True, "stride": 16, "max_query_length": 16}, **common)
         task.record(training={"task": "squad/v2.0",
                               "eval_path": os.path.join(DATA, "squad", "dev-v2.0-mini.json")})
         return task

@@ -26,7 +26,7 @@ from serving.signatures import span_qa, token_classification
 
 import export_fixtures
 
-SEQ_LENGTH, DOC_STRIDE, MAX_QUERY = 64, 16, 16
+SEQ_LENGTH, STRIDE, MAX_QUERY = 64, 16, 16
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,7 @@ def squad_features(tmp_path_factory):
     examples = squad.read_squad_json(os.path.join(export_fixtures.DATA, "squad",
                                                   "dev-v2.0-mini.json"), is_training=False)
     features = squad.build_squad_features(examples, tokenizer, is_training=False,
-                                          max_seq_length=SEQ_LENGTH, doc_stride=DOC_STRIDE,
+                                          max_seq_length=SEQ_LENGTH, stride=STRIDE,
                                           max_query_length=MAX_QUERY)
     return tokenizer, examples, features
 
@@ -56,7 +56,7 @@ def test_windows_and_max_context_equal_build_squad_features(squad_features):
     questions = tokenizer.tokenize(tf.constant([e.question for e in examples])).row_lengths()
     contexts = tokenizer.tokenize(tf.constant([e.context for e in examples])).row_lengths()
     layout = windowing.question_context_layout(tf.minimum(questions, MAX_QUERY), contexts,
-                                               seq_length=SEQ_LENGTH, doc_stride=DOC_STRIDE)
+                                               seq_length=SEQ_LENGTH, stride=STRIDE)
     assert np.bincount(features.example_index).max() > 5  # long contexts: many windows
     np.testing.assert_array_equal(layout["example"], features.example_index)
     np.testing.assert_array_equal(layout["start"], features.window_start)

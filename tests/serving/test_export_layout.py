@@ -200,7 +200,7 @@ def test_model_card(finetuned_dir, exported_model):
 
     squad_card = read_model_card(version_dir(exported_model("squad")))
     assert squad_card["task"]["settings"]["version_2"] is True
-    assert squad_card["task"]["settings"]["doc_stride"] == 16
+    assert squad_card["task"]["settings"]["stride"] == 16
     assert squad_card["task"]["settings"]["null_score_diff_threshold"] == 0.0
 
 

@@ -32,11 +32,35 @@ def test_a_directory_is_read_as_it_is_and_options_make_a_checked_copy(finetuned_
     ({"seq_length": 19}, r"seq_length 19 must exceed max_query_length \+ 3 \(19\)"),
     ({"seq_length": 4096}, r"seq_length 4096 exceeds the model's \d+ positions"),
     ({"seq_length": True}, r"seq_length=True: expected a positive integer"),
-    ({"aggregation": "max"}, r"aggregation=: not a setting of a squad model; its settings: doc_stride"),
+    ({"aggregation": "max"}, r"aggregation=: not a setting of a squad model; its settings: evaluation_metric, .*, stride, version_2"),
 ])
 def test_options_that_do_not_fit_are_refused_by_name(finetuned_dir, options, message):
     with pytest.raises(FinetunedModelError, match=message):
         finetuned_for_export(finetuned_dir("squad"), **options)
+
+
+def test_squad_settings_saved_as_doc_stride_export_as_stride(finetuned_dir, tmp_path):
+    """A directory (or settings dict) written while SQuAD's window step was `doc_stride` (run_squad.py's
+    name) exports with the same windows: its `stride`."""
+    import json
+    import shutil
+
+    legacy = str(tmp_path / "legacy")
+    shutil.copytree(finetuned_dir("squad"), legacy)
+    with open(f"{legacy}/task.json") as f:
+        info = json.load(f)
+    info["settings"]["doc_stride"] = info["settings"].pop("stride")
+    with open(f"{legacy}/task.json", "w") as f:
+        json.dump(info, f)
+    record = finetuned_for_export(legacy, max_windows=3)
+    assert record.settings == {**read_finetuned(finetuned_dir("squad"), load_model=False).settings, "max_windows": 3}
+    assert record.settings["stride"] == 16 and "doc_stride" not in record.settings
+    settings = {"doc_stride": 16, "max_query_length": 16}
+    assert FinetunedModel(kind="squad", model=None, vocab_file=record.vocab_file, seq_length=64,
+                          settings=settings).settings["stride"] == 16
+    with pytest.raises(FinetunedModelError, match=r"settings: stride=8 and doc_stride=16: doc_stride is the earlier"):
+        FinetunedModel(kind="squad", model=None, vocab_file=record.vocab_file, seq_length=64,
+                       settings={**settings, "stride": 8})
 
 
 def test_a_classifier_takes_text_pair_and_refuses_squad_options(finetuned_dir):
