@@ -174,6 +174,8 @@ class Family:
         description: one line, for listings.
         check: `check(seq_length, settings)` -> what is wrong with these settings at this
             packed length (a message), or None; `FinetunedModel` asks it of every record.
+        requests: its requests and answers for clients (`serving.requests.*`, no TensorFlow):
+            the input and output names, how texts become a request, how an answer reads.
         earlier_names: `(earlier name, name now)` pairs of settings that were renamed: a
             `task.json`, settings dict, `.keras` config or `from_pretrained` call that still
             uses the earlier name reads as today's (`current_settings`).
@@ -189,6 +191,7 @@ class Family:
     description: str = ""
     check: Optional[Callable[[int, Mapping], Optional[str]]] = None
     earlier_names: Tuple[Tuple[str, str], ...] = ()
+    requests: Optional[str] = None
 
     @property
     def default_settings(self):
@@ -274,11 +277,12 @@ def resolve(path):
 _TEXT_CLASSIFIER = "bert_keras.tasks.text_classifier:TextClassifier"
 register(Family("classification", ClassificationSettings, needs_labels=True,
                 label_count_attribute="num_classes", task_class=_TEXT_CLASSIFIER,
-                signatures="serving.signatures.classification",
+                signatures="serving.signatures.classification", requests="serving.requests.classification",
                 description="sentence or sentence-pair classification (GLUE, your CSV)"))
 register(Family("regression", ClassificationSettings, needs_labels=False,
                 label_count_attribute=None,
                 task_class=_TEXT_CLASSIFIER, signatures="serving.signatures.classification",
+                requests="serving.requests.classification",
                 description="sentence or sentence-pair regression (STS-B)"))
 def _ner_aggregation(seq_length, settings):
     """The tagging rule must be one the heads and exports read."""
@@ -290,7 +294,7 @@ def _ner_aggregation(seq_length, settings):
 register(Family("ner", NerSettings, needs_labels=True, check=_ner_aggregation,
                 label_count_attribute="num_classes",
                 task_class="bert_keras.tasks.token_classifier:TokenClassifier",
-                signatures="serving.signatures.token_classification",
+                signatures="serving.signatures.token_classification", requests="serving.requests.token_classification",
                 description="word tagging, entities with character offsets (CoNLL-2003)"))
 
 
@@ -317,6 +321,7 @@ def _squad_windows_fit(seq_length, settings):
 
 register(Family("squad", SquadSettings, needs_labels=False, label_count_attribute=None, default_seq_length=384,
                 task_class="bert_keras.tasks.span_qa:SpanQA", signatures="serving.signatures.span_qa",
+                requests="serving.requests.span_qa",
                 description="extractive question answering (SQuAD v1.1 / v2.0, KorQuAD 1.0)",
                 check=_squad_windows_fit,
                 # run_squad.py's name of the window step, this setting's name until it took the other
@@ -324,11 +329,11 @@ register(Family("squad", SquadSettings, needs_labels=False, label_count_attribut
                 earlier_names=(("doc_stride", "stride"),)))
 register(Family("multiple_choice", MultipleChoiceSettings, needs_labels=False, label_count_attribute=None,
                 task_class="bert_keras.tasks.multiple_choice:MultipleChoice",
-                signatures="serving.signatures.multiple_choice",
+                signatures="serving.signatures.multiple_choice", requests="serving.requests.multiple_choice",
                 description="pick the ending of a context (SWAG)"))
 register(Family("embedding", EmbeddingSettings, needs_labels=False,
                 label_count_attribute=None, task_class="bert_keras.tasks.embedder:Embedder",
-                signatures="serving.signatures.embedding",
+                signatures="serving.signatures.embedding", requests="serving.requests.embedding",
                 description="sentence vectors"))
 
 KINDS = tuple(_REGISTRY)

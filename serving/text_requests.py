@@ -74,12 +74,28 @@ def split_pairs(texts):
 
 def takes_texts(signature_inputs):
     """Whether a signature's requests are built from `texts` (not SQuAD's question + context, nor
-    multiple choice's context + endings).
+    multiple choice's context + endings): its family's `TAKES_TEXTS`.
 
     >>> takes_texts({"question": {}, "context": {}}), takes_texts({"text": {}})
     (False, True)
     """
-    return set(signature_inputs) not in ({"question", "context"}, {"context", "endings"})
+    family = _family_taking(set(signature_inputs))
+    return True if family is None else family.TAKES_TEXTS
+
+
+def _family_modules():
+    """Each family's request module (`Family.requests`, `serving.requests`), in registry order."""
+    import importlib
+
+    from bert_keras.families import KINDS, family
+
+    paths = dict.fromkeys(family(kind).requests for kind in KINDS if family(kind).requests)
+    return [importlib.import_module(path) for path in paths]
+
+
+def _family_taking(names):
+    """The request module of the family whose signature takes these input names, or None."""
+    return next((module for module in _family_modules() if names in module.INPUTS), None)
 
 
 def request_inputs(signature_inputs, texts=(), *, text_b=(), question=(), context=(), ending=()):
@@ -96,36 +112,23 @@ def request_inputs(signature_inputs, texts=(), *, text_b=(), question=(), contex
         TextRequestError: what is missing or does not fit.
     """
     names = set(signature_inputs)
-    texts = list(texts)
     strings = {name for name, info in signature_inputs.items() if info["dtype"] == "DT_STRING"}
     if strings != names:
         raise TextRequestError(f"signature takes non-text inputs {sorted(names - strings)}: send raw "
                                "text only here (use serving.client.ServingClient for tensors)")
-    if names == {"question", "context"}:
-        questions = list(question) or texts
-        if not questions or not context:
-            raise TextRequestError("this model answers questions: give --question Q --context C")
-        return {"question": questions, "context": _broadcast(context, len(questions), "--context")}
-    if names == {"context", "endings"}:
-        if len(context) != 1 or len(ending) < 2:
-            raise TextRequestError("this model picks an ending: give one --context C and two or more --ending E")
-        return {"context": list(context), "endings": [list(ending)]}
-    if names == {"text", "text_b"}:
-        pairs = [text.partition(PAIR_SEPARATOR) for text in texts]
-        firsts = [a for a, _, _ in pairs]
-        seconds = _broadcast(text_b, len(firsts), "--text-b") if text_b else [
-            b if separator else None for _, separator, b in pairs]
-        if not firsts or any(b is None for b in seconds):
-            raise TextRequestError("this model takes sentence pairs: give 'A ||| B' or TEXT --text-b B")
-        return {"text": firsts, "text_b": seconds}
-    if len(names) == 1:
+    family = _family_taking(names)
+    if family is not None:
+        return family.request_inputs(list(texts), text_b=text_b, question=question, context=context,
+                                     ending=ending, names=names)
+    if len(names) == 1:  # a signature of one text input under another name
         if not texts:
             raise TextRequestError("give at least one TEXT")
-        return {next(iter(names)): texts}
+        return {next(iter(names)): list(texts)}
     raise TextRequestError(f"cannot build inputs {sorted(names)} from text arguments")
 
 
-def _broadcast(values, count, flag):
+def broadcast(values, count, flag):
+    """`values` once per input: given once (repeated) or once per input; else a TextRequestError naming `flag`."""
     if len(values) in (1, count):
         return list(values) * (count if len(values) == 1 else 1)
     raise TextRequestError(f"give {flag} once, or once per input ({count}); got {len(values)}")
@@ -176,42 +179,20 @@ def _flag(outputs, name, i):
 
 
 def _answer_lines(outputs, i):
-    def get(name):
-        return outputs[name][i]
-
-    def probability_line(probabilities):
-        return "  probabilities: " + "  ".join(f"[{k}] {float(p):.3f}" for k, p in enumerate(probabilities))
-
-    if "entity_text" in outputs:
-        count = int(get("num_entities")) if "num_entities" in outputs else len(get("entity_text"))
-        return [f"  {text_of(get('entity_label')[j]):<6} {text_of(get('entity_text')[j])!r:<30} "
-                f"[{int(get('start_char')[j])}:{int(get('end_char')[j])}]  score {float(get('score')[j]):.3f}"
-                for j in range(count)] or ["  (no entities)"]
-    if "answer" in outputs:
-        if "has_answer" in outputs and not bool(get("has_answer")):
-            return [f"  no answer in the context (score {float(get('score')):.3f})"]
-        return [f"  answer: {text_of(get('answer'))!r}  [{int(get('start_char'))}:{int(get('end_char'))}]"
-                f"  score {float(get('score')):.3f}"]
-    if "choice" in outputs:
-        choice = int(get("choice"))
-        if "probabilities" not in outputs:
-            return [f"  choice: ending {choice}"]
-        probabilities = get("probabilities")
-        return [f"  choice: ending {choice}  (p={float(probabilities[choice]):.3f})", probability_line(probabilities)]
-    if "label" in outputs and "probabilities" in outputs:
-        probabilities = get("probabilities")
-        class_id = int(get("class_id")) if "class_id" in outputs else int(np.argmax(probabilities))
-        return [f"  label: {text_of(get('label'))}  (p={float(probabilities[class_id]):.3f})",
-                probability_line(probabilities)]
-    if "embedding" in outputs:
-        vector = np.asarray(get("embedding"), dtype=np.float32)
-        head = ", ".join(f"{v:+.4f}" for v in vector[:6])
-        return [f"  embedding: {vector.shape[-1]} dims, L2 norm {float(np.linalg.norm(vector)):.4f}: "
-                f"[{head}{', ...' if vector.shape[-1] > 6 else ''}]"]
-    if "score" in outputs:
-        return [f"  score: {float(get('score')):.4f}"]
+    """The lines of the family whose answers these outputs are (the most specific match of their
+    `OUTPUTS`), else each output as JSON."""
+    names = set(outputs)
+    matches = [(len(wanted), module) for module in _family_modules() for wanted in module.OUTPUTS
+               if wanted <= names]
+    if matches:
+        return max(matches, key=lambda match: match[0])[1].answer_lines(outputs, i)
     return [f"  {name}: {_json_line(outputs[name][i] if np.ndim(outputs[name]) else outputs[name])[:200]}"
             for name in sorted(outputs)]
+
+
+def probability_line(probabilities):
+    """A row's class probabilities as one line: `[0] 0.120  [1] 0.880`."""
+    return "  probabilities: " + "  ".join(f"[{k}] {float(p):.3f}" for k, p in enumerate(probabilities))
 
 
 def _json_line(value):

@@ -199,7 +199,8 @@ def _family_modules():
     owners = {}
     for kind in KINDS:
         entry = family(kind)
-        owners[kind] = {"bert_keras.families", entry.task_class.partition(":")[0], entry.signatures}
+        owners[kind] = {"bert_keras.families", entry.task_class.partition(":")[0], entry.signatures,
+                        entry.requests}
     return owners
 
 
@@ -252,6 +253,42 @@ def test_a_family_is_dispatched_only_by_its_own_modules():
             if foreign and line not in legacy:
                 problems.append(f"{path}:{line}: dispatches on {foreign}")
     assert not problems, "ask bert_keras.families instead:\n" + "\n".join(problems)
+
+
+def _signature_names():
+    """{input / output name of one family's signatures alone: the modules that own it} (names two
+    families share, as `text` or `score`, are nobody's)."""
+    import importlib
+
+    from bert_keras.families import KINDS, family
+
+    owners, families = {}, {}
+    for kind in KINDS:
+        requests = importlib.import_module(family(kind).requests)
+        for name in set().union(*requests.INPUTS, *requests.OUTPUTS):
+            families.setdefault(name, set()).add(family(kind).requests)
+            owners.setdefault(name, set()).update(_family_modules()[kind])
+    return {name: owners[name] for name, holders in families.items() if len(holders) == 1}
+
+
+def test_a_family_s_signature_names_are_read_only_by_its_own_modules():
+    """A client or server that tests for `"entity_text" in outputs` or `names == {"question", ...}`
+    holds family knowledge: it belongs in the family's request module (`serving.requests`)."""
+    owners = _signature_names()
+    assert {"entity_text", "answer", "choice", "endings", "embedding", "text_b"} <= set(owners)
+    problems = []
+    for module, path in MODULES.items():
+        if module.startswith("bert_keras.examples."):  # a user's script may read its own model's outputs
+            continue
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare):
+                foreign = sorted({n.value for n in ast.walk(node) if isinstance(n, ast.Constant)
+                                  and n.value in owners and module not in owners[n.value]})
+                if foreign:
+                    problems.append(f"{path}:{node.lineno}: tests {foreign}")
+    assert not problems, "ask the family's serving.requests module instead:\n" + "\n".join(problems)
 
 
 def test_the_dispatch_finder_finds_if_chains_and_tables():

@@ -1,0 +1,14 @@
+"""Each family's raw-text requests and readable answers, without TensorFlow (what clients run).
+
+One module per family (`bert_keras.families` names it: `Family.requests`), beside its signature
+module in `serving/signatures/`, each with:
+
+- `INPUTS`: the signature input names it builds requests for (sets of names);
+- `OUTPUTS`: the output names its answers are read by (sets of names);
+- `TAKES_TEXTS`: whether its requests are built from plain texts (`--input FILE` lines);
+- `request_inputs(texts, *, text_b, question, context, ending, names)`: `{input name: rows}`;
+- `answer_lines(outputs, i)`: row `i` of an answer as lines for a terminal.
+
+`serving.text_requests` picks the module by the signature's names, so a client needs no family
+knowledge of its own.
+"""

@@ -1,0 +1,23 @@
+"""A served embedder's requests and answers: texts in; each text's vector (its size, norm and
+first values) out."""
+
+import numpy as np
+
+from serving.text_requests import TextRequestError
+
+INPUTS = ({"text"},)
+OUTPUTS = ({"embedding"},)
+TAKES_TEXTS = True
+
+
+def request_inputs(texts, **_):
+    if not texts:
+        raise TextRequestError("give at least one TEXT")
+    return {"text": list(texts)}
+
+
+def answer_lines(outputs, i):
+    vector = np.asarray(outputs["embedding"][i], dtype=np.float32)
+    head = ", ".join(f"{v:+.4f}" for v in vector[:6])
+    return [f"  embedding: {vector.shape[-1]} dims, L2 norm {float(np.linalg.norm(vector)):.4f}: "
+            f"[{head}{', ...' if vector.shape[-1] > 6 else ''}]"]

@@ -1,0 +1,23 @@
+"""A served tagger's (NER) requests and answers: texts in; entities with their character spans out."""
+
+from serving.text_requests import TextRequestError, text_of
+
+INPUTS = ({"text"},)
+OUTPUTS = ({"entity_text", "entity_label", "start_char", "end_char", "score"},)
+TAKES_TEXTS = True
+
+
+def request_inputs(texts, **_):
+    if not texts:
+        raise TextRequestError("give at least one TEXT")
+    return {"text": list(texts)}
+
+
+def answer_lines(outputs, i):
+    def get(name):
+        return outputs[name][i]
+
+    count = int(get("num_entities")) if "num_entities" in outputs else len(get("entity_text"))
+    return [f"  {text_of(get('entity_label')[j]):<6} {text_of(get('entity_text')[j])!r:<30} "
+            f"[{int(get('start_char')[j])}:{int(get('end_char')[j])}]  score {float(get('score')[j]):.3f}"
+            for j in range(count)] or ["  (no entities)"]

@@ -1,0 +1,65 @@
+"""Raw-text requests for each family's served signature, built by the family's request module
+(`serving.requests`), and the client side free of TensorFlow."""
+
+import subprocess
+import sys
+
+import pytest
+
+from serving.text_requests import TextRequestError, request_inputs, takes_texts
+
+STRING = {"dtype": "DT_STRING"}
+
+
+def signature(*names):
+    return {name: STRING for name in names}
+
+
+def test_texts_and_sentence_pairs():
+    assert request_inputs(signature("text"), ["a", "b"]) == {"text": ["a", "b"]}
+    assert request_inputs(signature("text", "text_b"), ["A ||| B", "C ||| D"]) == {
+        "text": ["A", "C"], "text_b": ["B", "D"]}
+    assert request_inputs(signature("text", "text_b"), ["A", "C"], text_b=["same"]) == {
+        "text": ["A", "C"], "text_b": ["same", "same"]}  # one --text-b for every text
+    with pytest.raises(TextRequestError, match="takes sentence pairs: give 'A \\|\\|\\| B'"):
+        request_inputs(signature("text", "text_b"), ["A ||| B", "no pair"])
+    with pytest.raises(TextRequestError, match=r"give --text-b once, or once per input \(3\); got 2"):
+        request_inputs(signature("text", "text_b"), ["A", "B", "C"], text_b=["x", "y"])
+    with pytest.raises(TextRequestError, match="give at least one TEXT"):
+        request_inputs(signature("text"), [])
+    assert request_inputs(signature("sentence"), ["a"]) == {"sentence": ["a"]}  # one input, another name
+
+
+def test_questions_and_endings():
+    assert request_inputs(signature("question", "context"), question=["who?", "where?"], context=["Ann is here."]) \
+        == {"question": ["who?", "where?"], "context": ["Ann is here.", "Ann is here."]}
+    assert request_inputs(signature("question", "context"), ["who?"], context=["c"]) == {
+        "question": ["who?"], "context": ["c"]}  # TEXT arguments as questions
+    with pytest.raises(TextRequestError, match="answers questions: give --question Q --context C"):
+        request_inputs(signature("question", "context"), question=["who?"])
+    assert request_inputs(signature("context", "endings"), context=["He sat."], ending=["a", "b"]) == {
+        "context": ["He sat."], "endings": [["a", "b"]]}
+    with pytest.raises(TextRequestError, match="picks an ending: give one --context C and two or more"):
+        request_inputs(signature("context", "endings"), context=["He sat."], ending=["a"])
+    assert (takes_texts(signature("question", "context")), takes_texts(signature("context", "endings")),
+            takes_texts(signature("text", "text_b")), takes_texts(signature("text"))) == (False, False, True, True)
+
+
+def test_signatures_of_other_inputs_are_refused_by_name():
+    with pytest.raises(TextRequestError, match=r"non-text inputs \['token_ids'\]"):
+        request_inputs({"token_ids": {"dtype": "DT_INT32"}, "text": STRING}, ["a"])
+    with pytest.raises(TextRequestError, match=r"cannot build inputs \['a', 'b'\] from text arguments"):
+        request_inputs(signature("a", "b"), ["x"])
+
+
+def test_a_client_builds_requests_and_reads_answers_without_tensorflow():
+    code = ("import sys, numpy as np\n"
+            "from serving.text_requests import request_inputs, answer_lines\n"
+            "request_inputs({'question': {'dtype': 'DT_STRING'}, 'context': {'dtype': 'DT_STRING'}}, ['q'], "
+            "context=['c'])\n"
+            "print(answer_lines({'choice': np.array([1]), 'probabilities': np.array([[0.25, 0.75]])}, 0))\n"
+            "print(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["['  choice: ending 1  (p=0.750)', '  probabilities: [0] 0.250  [1] 0.750']",
+                                          "[]"]
