@@ -323,12 +323,13 @@ class TextClassifier(TextTask):
 
         return None if self.is_regression else named_metric(name, self.head.num_classes)
 
-    def fit_window_statistics(self, x, batch_size=32):
+    def fit_window_statistics(self, x, batch_size=None):
         """`window_aggregation="evidence"`: fits the statistics its rule reads, on the windows of
         `x` (the training texts, in any form `fit` takes; labels are not read: each window
         counts under the class the model predicts for it, so unlabelled text of the kind
         works too). Call it once the weights are final (after `fit`, after `distill`); one
-        inference pass over at most 20,000 windows. The statistics are saved with the model
+        inference pass over at most 20,000 windows, `batch_size` (default 32) at a time. Until
+        then, `fit`'s validation reads the windows by their mean. The statistics are saved with the model
         and travel in its export; until they are fitted, `predict` and `export` refuse.
 
         >>> classifier.fit(texts, labels)                       # doctest: +SKIP
@@ -337,7 +338,7 @@ class TextClassifier(TextTask):
         if self._text.settings.get("window_aggregation") != "evidence":
             raise TaskInputError('fit_window_statistics: only a classifier with window_aggregation="evidence" '
                                  "reads window statistics")
-        dataset, steps = self._distillation_dataset(x, None, batch_size=batch_size, seed=0)
+        dataset, steps = self._distillation_dataset(x, None, batch_size=batch_size or 32, seed=0)
         windowed_scores.fit_statistics(self, dataset, steps)
 
     def _predict(self, x, *, batch_size):

@@ -47,7 +47,10 @@ def text_outputs(task, dataset, batch_size):
     """`(outputs, windows)`: one row per text (`aggregate_windows`) from a dataset of windows
     with their marks, and the pass's `WindowOutputs` (labels, starts, truncated)."""
     relevance = fitted_relevance(task)
-    if relevance is None and task._text.settings.get("window_aggregation") == "evidence":
+    # Validation inside `fit` reads an evidence model's windows by their mean until its statistics
+    # are fitted (after training, by `fit_window_statistics`); any other call refuses.
+    if relevance is None and task._text.settings.get("window_aggregation") == "evidence" \
+            and not getattr(task, "fitting", False):
         raise TaskInputError(NOT_FITTED)
     if relevance is not None:  # logits and distances in one pass
         windows = window_outputs(task, dataset, outputs_of=lambda windows: _logits_and_distances(task, windows))

@@ -236,7 +236,9 @@ def test_evidence_reads_a_long_text_by_the_windows_like_the_training_texts(spec,
     relevance = model.head.window_relevance
     assert not relevance.fitted and relevance.layer == 1  # the first third of 2 blocks
     short = [" ".join(document(8, seed)) for seed in range(24)]
-    model.fit(short, ["neg", "pos"] * 12, epochs=1, batch_size=8, verbose=0)
+    history = model.fit(short, ["neg", "pos"] * 12, epochs=1, batch_size=8, verbose=0,
+                        validation_data=(short[:4], ["neg", "pos"] * 2))  # validated by the mean meanwhile
+    assert "val_accuracy" in history.history
     assert not relevance.fitted  # an explicit call fits the statistics, not fit
     with pytest.raises(TaskInputError, match=r"not fitted: call classifier.fit_window_statistics"):
         model.predict(short[:2])
