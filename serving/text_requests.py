@@ -127,6 +127,13 @@ def request_inputs(signature_inputs, texts=(), *, text_b=(), question=(), contex
     raise TextRequestError(f"cannot build inputs {sorted(names)} from text arguments")
 
 
+def text_request(texts):
+    """`{"text": texts}`: the request of a signature of one text input (classifier, tagger, embedder)."""
+    if not texts:
+        raise TextRequestError("give at least one TEXT")
+    return {"text": list(texts)}
+
+
 def broadcast(values, count, flag):
     """`values` once per input: given once (repeated) or once per input; else a TextRequestError naming `flag`."""
     if len(values) in (1, count):

@@ -4,6 +4,7 @@ label with its probabilities, or a score, out (`serving.requests` says what each
 import numpy as np
 
 from serving.text_requests import PAIR_SEPARATOR, TextRequestError, broadcast, probability_line, text_of
+from serving.text_requests import text_request
 
 INPUTS = ({"text"}, {"text", "text_b"})
 OUTPUTS = ({"label", "probabilities"}, {"score"})
@@ -19,9 +20,7 @@ def request_inputs(texts, *, text_b=(), names, **_):
         if not firsts or any(b is None for b in seconds):
             raise TextRequestError("this model takes sentence pairs: give 'A ||| B' or TEXT --text-b B")
         return {"text": firsts, "text_b": seconds}
-    if not texts:
-        raise TextRequestError("give at least one TEXT")
-    return {"text": list(texts)}
+    return text_request(texts)
 
 
 def answer_lines(outputs, i):

@@ -3,7 +3,7 @@ first values) out."""
 
 import numpy as np
 
-from serving.text_requests import TextRequestError
+from serving.text_requests import text_request
 
 INPUTS = ({"text"},)
 OUTPUTS = ({"embedding"},)
@@ -11,9 +11,7 @@ TAKES_TEXTS = True
 
 
 def request_inputs(texts, **_):
-    if not texts:
-        raise TextRequestError("give at least one TEXT")
-    return {"text": list(texts)}
+    return text_request(texts)
 
 
 def answer_lines(outputs, i):

@@ -1,6 +1,6 @@
 """A served tagger's (NER) requests and answers: texts in; entities with their character spans out."""
 
-from serving.text_requests import TextRequestError, text_of
+from serving.text_requests import text_of, text_request
 
 INPUTS = ({"text"},)
 OUTPUTS = ({"entity_text", "entity_label", "start_char", "end_char", "score"},)
@@ -8,9 +8,7 @@ TAKES_TEXTS = True
 
 
 def request_inputs(texts, **_):
-    if not texts:
-        raise TextRequestError("give at least one TEXT")
-    return {"text": list(texts)}
+    return text_request(texts)
 
 
 def answer_lines(outputs, i):
