@@ -19,18 +19,13 @@ from pipelines.tokenizer.tokenless import texts_without_token
 
 
 def check_pair(task, pair, name="x"):
-    """Records whether the task reads pairs, or checks it against that: the first `fit`'s data
-    fixes it; a `predict` / `evaluate` / `score` before any fit only guesses it (a baseline score of the
-    untrained model does not decide what it will be trained on)."""
-    fitting = getattr(task, "fitting", False)
-    if task.text_pair is None or (fitting and getattr(task, "_pair_guessed", False)):
-        task._text.settings["text_pair"] = pair
-        task._pair_guessed = not fitting
-    elif pair != task.text_pair:
-        raise TaskInputError(
-            f"{name}: this classifier reads text pairs; pass x as a tuple (texts, texts_b)"
-            if task.text_pair else
-            f"{name}: this classifier reads single texts, not (texts, texts_b) pairs")
+    """Checks the form of `x` (pairs or single texts) against the task's `text_pair`, fixed when
+    the task was built."""
+    if pair and not task.text_pair:
+        raise TaskInputError(f"{name}: (texts, texts_b) pairs, but this classifier reads single texts: build "
+                             "it with from_pretrained(..., text_pair=True) to read sentence pairs")
+    if task.text_pair and not pair:
+        raise TaskInputError(f"{name}: this classifier reads text pairs; pass x as a tuple (texts, texts_b)")
 
 
 def read_texts(task, x, name="x"):

@@ -79,7 +79,8 @@ class TextClassifier(TextTask):
 
     Args (`from_pretrained`, besides the common ones):
         labels / num_classes: the classes (`num_classes=1`: regression).
-        text_pair: the task reads text pairs; default: as the first `fit`'s data.
+        text_pair: the task reads `(texts, texts_b)` pairs (default False; data of the other
+            form is refused by name).
         max_length: word pieces of a text read, in windows (None: one window).
             `predict(..., max_length=)` overrides it per call.
         stride: word pieces between the starts of two windows (None: half a window).
@@ -191,11 +192,11 @@ class TextClassifier(TextTask):
 
     @property
     def text_pair(self):
-        """True / False once known (a pair task takes `(texts, texts_b)`); None before the first fit."""
-        return self._text.settings.get("text_pair")
+        """Whether the task reads `(texts, texts_b)` pairs (fixed when it was built)."""
+        return bool(self._text.settings.get("text_pair"))
 
     @classmethod
-    def _build_head(cls, encoder, *, labels, num_classes, dropout, text_pair=None, max_length=None,
+    def _build_head(cls, encoder, *, labels, num_classes, dropout, text_pair=False, max_length=None,
                     stride=None, window_aggregation=None, window_training=None):
         from bert_keras.models import BertClassifier
 
@@ -224,7 +225,7 @@ class TextClassifier(TextTask):
             raise TaskInputError('window_aggregation="evidence" learns from every window: use '
                                  'window_training="windows" (the default) with it')
         size = len(labels) if labels else 1
-        settings = {"text_pair": text_pair, "max_length": check_count("max_length", max_length),
+        settings = {"text_pair": bool(text_pair), "max_length": check_count("max_length", max_length),
                     "stride": check_count("stride", stride), "window_aggregation": window_aggregation,
                     "window_training": window_training}
         relevance = relevance_layer(encoder.config.num_layers) if window_aggregation == "evidence" else None
@@ -274,7 +275,7 @@ class TextClassifier(TextTask):
         rows, count = classifier_inputs.text_rows(self, x, y, sample_weight, needs_y=True)
         if shuffle:
             rows = rows.shuffle(count or 10_000, seed=seed, reshuffle_each_iteration=True)
-        if self.text_pair:  # known once the data is read: a pair is one window
+        if self.text_pair:  # a pair is one window
             examples = batching.encode_texts(rows, self.tokenizer, seq_length=self.seq_length)
             return padded_batches(self, examples, batch_size), (steps_for(count, batch_size) if count else None)
         _, stride, max_length = self.window_options()

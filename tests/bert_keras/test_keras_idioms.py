@@ -124,10 +124,10 @@ def test_star_ratings_and_digit_names_follow_the_label_rule(spec):
 
 
 def test_pairs_from_a_batched_dataset_and_predict_on_pair_datasets(spec):
-    reference = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    reference = build(tasks.TextClassifier, spec, labels=["neg", "pos"], text_pair=True)
     expected = losses(reference.fit((TEXTS, TEXTS_B), LABELS, epochs=1, batch_size=4, shuffle=False,
                                     verbose=0))
-    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"], text_pair=True)
     dataset = tf.data.Dataset.from_tensor_slices(((TEXTS, TEXTS_B), LABELS)).batch(5)
     np.testing.assert_allclose(losses(classifier.fit(dataset, epochs=1, batch_size=4, shuffle=False,
                                                      verbose=0)), expected, rtol=1e-5)
@@ -142,6 +142,15 @@ def test_pairs_from_a_batched_dataset_and_predict_on_pair_datasets(spec):
         reference.predict([TEXTS[:2], TEXTS_B[:2]])
     np.testing.assert_allclose(reference.predict([(TEXTS[0], TEXTS_B[0]), (TEXTS[1], TEXTS_B[1])]),
                                predicted[:2], atol=1e-6)
+    # The form is fixed when the task is built (text_pair), never guessed from the data.
+    single = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    with pytest.raises(tasks.TaskInputError, match=r"pairs, but this classifier reads single texts: build it "
+                                                   r"with from_pretrained\(\.\.\., text_pair=True\)"):
+        single.fit((TEXTS, TEXTS_B), LABELS, verbose=0)
+    with pytest.raises(tasks.TaskInputError, match="pairs, but this classifier reads single texts"):
+        single.predict(list(zip(TEXTS, TEXTS_B)))  # (a dataset's 2-tuples are Keras' (x, y) for it)
+    with pytest.raises(tasks.TaskInputError, match=r"reads text pairs; pass x as a tuple \(texts, texts_b\)"):
+        reference.predict(TEXTS)
 
 
 def test_regression_from_datasets_and_non_finite_targets_refused_by_row(spec):
@@ -602,7 +611,7 @@ def test_calling_a_task_on_raw_text_runs_its_head_on_the_packed_text(spec):
     np.testing.assert_allclose(classifier(TEXTS[0]).numpy(), logits[:1], atol=1e-5)
     np.testing.assert_allclose(classifier(np.array(TEXTS[:3])).numpy(), logits, atol=1e-6)
     np.testing.assert_allclose(classifier(tf.constant(TEXTS[:3])).numpy(), logits, atol=1e-6)
-    pairs = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    pairs = build(tasks.TextClassifier, spec, labels=["neg", "pos"], text_pair=True)
     assert pairs((TEXTS[:2], TEXTS_B[:2])).shape == (2, 2)
     tagger = build(tasks.TokenClassifier, spec, labels=["O", "B-PER", "I-PER"])
     words = [["john", "smith", "lives"], ["paris"]]
@@ -1216,17 +1225,19 @@ def test_a_head_saved_as_h5_loads_back_without_custom_objects(spec, tmp_path):
                                atol=1e-6)
 
 
-def test_a_baseline_evaluate_before_the_first_fit_does_not_decide_pairs_or_single_texts(spec):
-    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
-    classifier.score(TEXTS, LABELS)  # the untrained model, scored on single texts
-    classifier.fit((TEXTS, TEXTS_B), LABELS, epochs=1, batch_size=4, verbose=0)  # then trained on pairs
-    assert classifier.text_pair is True
-    with pytest.raises(tasks.TaskInputError, match="reads text pairs"):  # now fixed by the fit
-        classifier.predict(TEXTS)
+def test_pairs_or_single_texts_are_fixed_when_the_classifier_is_built_not_by_its_first_data(spec):
+    pairs = build(tasks.TextClassifier, spec, labels=["neg", "pos"], text_pair=True)
+    baseline = pairs.score((TEXTS, TEXTS_B), LABELS)  # the untrained model, scored on pairs
+    assert baseline["num_examples"] == len(TEXTS)
+    pairs.fit((TEXTS, TEXTS_B), LABELS, epochs=1, batch_size=4, verbose=0)
+    with pytest.raises(tasks.TaskInputError, match="reads text pairs"):
+        pairs.score(TEXTS, LABELS)
     single = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    assert single.text_pair is False
+    with pytest.raises(tasks.TaskInputError, match="pairs, but this classifier reads single texts"):
+        single.score((TEXTS, TEXTS_B), LABELS)  # refused before any fit too: nothing is guessed
     single.fit(TEXTS, LABELS, epochs=1, batch_size=4, verbose=0)
-    with pytest.raises(tasks.TaskInputError, match="reads single texts"):
-        single.fit((TEXTS, TEXTS_B), LABELS, verbose=0)
+    assert single.text_pair is False
 
 
 def test_an_endless_validation_dataset_with_validation_steps_validates_on_those_steps(spec):

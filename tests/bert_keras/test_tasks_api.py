@@ -45,7 +45,7 @@ def reloaded(task, tmp_path):
 
 
 def test_pair_classification_predicts_probabilities_in_label_order_and_round_trips(spec, tmp_path):
-    classifier = small(tasks.TextClassifier, spec, labels=["neg", "neutral", "pos"])
+    classifier = small(tasks.TextClassifier, spec, labels=["neg", "neutral", "pos"], text_pair=True)
     history = classifier.fit(PAIRS, PAIR_LABELS, epochs=2, batch_size=4, verbose=0)
     assert len(history.history["loss"]) == 2 and np.isfinite(history.history["loss"]).all()
     probabilities = classifier.predict(PAIRS)
@@ -205,7 +205,7 @@ def test_embedder_round_trip_and_padding_never_changes_a_vector(spec, tmp_path):
 def test_a_dataset_of_raw_text_and_label_names_gives_the_same_metrics(spec):
     import tensorflow as tf
 
-    classifier = small(tasks.TextClassifier, spec, labels=["neg", "neutral", "pos"])
+    classifier = small(tasks.TextClassifier, spec, labels=["neg", "neutral", "pos"], text_pair=True)
     dataset = tf.data.Dataset.from_tensor_slices(((list(PAIRS[0]), list(PAIRS[1])), PAIR_LABELS))
     classifier.fit(dataset, epochs=1, batch_size=4, verbose=0)
     assert classifier.score(dataset) == classifier.score(PAIRS, PAIR_LABELS)
@@ -228,7 +228,7 @@ def test_tokenized_dicts_still_work(spec):
 def test_the_schedule_ends_at_the_last_step_and_compile_overrides_the_recipe(spec):
     import keras
 
-    classifier = small(tasks.TextClassifier, spec, labels=["neg", "neutral", "pos"])
+    classifier = small(tasks.TextClassifier, spec, labels=["neg", "neutral", "pos"], text_pair=True)
     classifier.fit(PAIRS, PAIR_LABELS, epochs=2, batch_size=4, verbose=0)  # 2 steps per epoch
     assert type(classifier.optimizer).__name__ == "BertAdamW"
     schedule = classifier.optimizer._learning_rate  # the WarmupLinearDecay the recipe sized
@@ -250,7 +250,7 @@ def test_the_schedule_ends_at_the_last_step_and_compile_overrides_the_recipe(spe
 def test_xla_gets_static_shapes_and_cpu_skips_padding(spec):
     import keras
 
-    classifier = small(tasks.TextClassifier, spec, labels=["neg", "neutral", "pos"])
+    classifier = small(tasks.TextClassifier, spec, labels=["neg", "neutral", "pos"], text_pair=True)
     assert not classifier.static_shapes and classifier.encoder.skip_padding  # CPU default: exact skipping
     dataset, steps = classifier._train_dataset(PAIRS, PAIR_LABELS, batch_size=4, shuffle=False, seed=None)
     assert steps == 2 and dataset.element_spec[0]["token_ids"].shape.as_list() == [None, None]
@@ -471,7 +471,7 @@ def test_raw_text_predict_and_evaluate_know_their_length(spec):
     batch instead of running into the end of the data ("Your input ran out of data")."""
     import warnings
 
-    classifier = small(tasks.TextClassifier, spec, labels=["neg", "neutral", "pos"])
+    classifier = small(tasks.TextClassifier, spec, labels=["neg", "neutral", "pos"], text_pair=True)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         classifier.predict(PAIRS)
