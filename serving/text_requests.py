@@ -98,15 +98,16 @@ def _family_taking(names):
     return next((module for module in _family_modules() if names in module.INPUTS), None)
 
 
-def request_inputs(signature_inputs, texts=(), *, text_b=(), question=(), context=(), ending=()):
+def request_inputs(signature_inputs, texts=(), **flags):
     """`{input name: list of rows}` for a signature from raw text.
 
     Args:
         signature_inputs: the signature's inputs (`ServingClient.signature(...)["inputs"]`).
         texts: texts; `'A ||| B'` is a sentence pair for a pair signature.
-        text_b: second sentences (one per text, or one for all).
-        question, context: SQuAD questions (or `texts`) and their passage(s).
-        ending: the endings of one multiple-choice `context`.
+        **flags: the values of the families' `query_flags()`, each a list, by name:
+            `text_b` (second sentences: one per text, or one for all); `question`, `context`
+            (SQuAD questions, or `texts`, and their passage(s)); `context`, `ending` (one
+            multiple-choice context and its endings).
 
     Raises:
         TextRequestError: what is missing or does not fit.
@@ -118,13 +119,36 @@ def request_inputs(signature_inputs, texts=(), *, text_b=(), question=(), contex
                                "text only here (use serving.client.ServingClient for tensors)")
     family = _family_taking(names)
     if family is not None:
-        return family.request_inputs(list(texts), text_b=text_b, question=question, context=context,
-                                     ending=ending, names=names)
+        return family.request_inputs(list(texts), names=names, **{
+            flag_name(flag): list(flags.get(flag_name(flag)) or ()) for flag, _, _ in query_flags()})
     if len(names) == 1:  # a signature of one text input under another name
         if not texts:
             raise TextRequestError("give at least one TEXT")
         return {next(iter(names)): list(texts)}
     raise TextRequestError(f"cannot build inputs {sorted(names)} from text arguments")
+
+
+def query_flags():
+    """`(flag, metavar, help)` of each flag a family's requests read besides the texts
+    (`FLAGS` of each `serving.requests` module), once each; a flag two families read (`--context`)
+    has both helps.
+
+    >>> [flag for flag, _, _ in query_flags()]
+    ['--text-b', '--question', '--context', '--ending']
+    """
+    flags = {}
+    for module in _family_modules():
+        for flag, metavar, help_text in module.FLAGS:
+            if flag in flags:
+                flags[flag] = (metavar, f"{flags[flag][1]}, or {help_text}")
+            else:
+                flags[flag] = (metavar, help_text)
+    return [(flag, metavar, help_text) for flag, (metavar, help_text) in flags.items()]
+
+
+def flag_name(flag):
+    """The keyword a flag's values arrive under: `"--text-b"` -> `"text_b"`."""
+    return flag.lstrip("-").replace("-", "_")
 
 
 def text_request(texts):

@@ -23,13 +23,12 @@ def add_connection_arguments(parser):
 
 
 def add_input_arguments(parser):
-    """--text-b/--question/--context/--ending (shared with loadtest)."""
-    parser.add_argument("--text-b", action="append", default=[], metavar="TEXT",
-                        help="second sentence of a pair task (once per TEXT, or once for all)")
-    parser.add_argument("--question", action="append", default=[], metavar="Q", help="SQuAD-style question")
-    parser.add_argument("--context", action="append", default=[], metavar="C",
-                        help="SQuAD passage, or multiple-choice context")
-    parser.add_argument("--ending", action="append", default=[], metavar="E", help="multiple-choice ending")
+    """The flags the families' requests read besides the texts (`query_flags`: --text-b, --question,
+    ...), each repeatable (shared with loadtest)."""
+    from serving.text_requests import query_flags
+
+    for flag, metavar, help_text in query_flags():
+        parser.add_argument(flag, action="append", default=[], metavar=metavar, help=help_text)
 
 
 def make_client(args):
@@ -46,10 +45,10 @@ def make_client(args):
 
 def build_inputs(signature_inputs, args):
     """The signature's inputs from the command line (`serving.text_requests.request_inputs`)."""
-    from serving.text_requests import request_inputs
+    from serving.text_requests import flag_name, query_flags, request_inputs
 
-    return request_inputs(signature_inputs, getattr(args, "texts", None) or [], text_b=args.text_b,
-                          question=args.question, context=args.context, ending=args.ending)
+    return request_inputs(signature_inputs, getattr(args, "texts", None) or [],
+                          **{flag_name(flag): getattr(args, flag_name(flag)) for flag, _, _ in query_flags()})
 
 
 def add_server_options(parser):

@@ -6,7 +6,10 @@ module in `serving/signatures/`, each with:
 - `INPUTS`: the signature input names it builds requests for (sets of names);
 - `OUTPUTS`: the output names its answers are read by (sets of names);
 - `TAKES_TEXTS`: whether its requests are built from plain texts (`--input FILE` lines);
-- `request_inputs(texts, *, text_b, question, context, ending, names)`: `{input name: rows}`;
+- `FLAGS`: the command-line flags its requests read besides the texts, as `(flag, metavar,
+  help)` (`bert-keras query` / `loadtest` add each once, repeatable; the values arrive as
+  lists under the flag's name, `--text-b` as `text_b`);
+- `request_inputs(texts, *, names, **flags)`: `{input name: rows}`;
 - `answer_lines(outputs, i)`: row `i` of an answer as lines for a terminal.
 
 `serving.text_requests` picks the module by the signature's names, so a client needs no family

@@ -9,6 +9,7 @@ from serving.text_requests import text_request
 INPUTS = ({"text"}, {"text", "text_b"})
 OUTPUTS = ({"label", "probabilities"}, {"score"})
 TAKES_TEXTS = True
+FLAGS = (("--text-b", "TEXT", "second sentence of a pair task (once per TEXT, or once for all)"),)
 
 
 def request_inputs(texts, *, text_b=(), names, **_):

@@ -8,6 +8,7 @@ from serving.text_requests import text_request
 INPUTS = ({"text"},)
 OUTPUTS = ({"embedding"},)
 TAKES_TEXTS = True
+FLAGS = ()
 
 
 def request_inputs(texts, **_):

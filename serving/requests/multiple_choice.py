@@ -6,6 +6,7 @@ from serving.text_requests import TextRequestError, probability_line
 INPUTS = ({"context", "endings"},)
 OUTPUTS = ({"choice"}, {"choice", "probabilities"})
 TAKES_TEXTS = False
+FLAGS = (("--context", "C", "multiple-choice context"), ("--ending", "E", "multiple-choice ending"))
 
 
 def request_inputs(texts, *, context=(), ending=(), **_):

@@ -6,6 +6,7 @@ from serving.text_requests import TextRequestError, broadcast, text_of
 INPUTS = ({"question", "context"},)
 OUTPUTS = ({"answer", "start_char", "end_char", "score"},)
 TAKES_TEXTS = False
+FLAGS = (("--question", "Q", "SQuAD-style question"), ("--context", "C", "SQuAD passage"))
 
 
 def request_inputs(texts, *, question=(), context=(), **_):

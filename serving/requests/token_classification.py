@@ -5,6 +5,7 @@ from serving.text_requests import text_of, text_request
 INPUTS = ({"text"},)
 OUTPUTS = ({"entity_text", "entity_label", "start_char", "end_char", "score"},)
 TAKES_TEXTS = True
+FLAGS = ()
 
 
 def request_inputs(texts, **_):
