@@ -176,6 +176,11 @@ class Family:
             packed length (a message), or None; `FinetunedModel` asks it of every record.
         requests: its requests and answers for clients (`serving.requests.*`, no TensorFlow):
             the input and output names, how texts become a request, how an answer reads.
+        dataset_predictions: `"module:function"` that writes a model's predictions of a whole
+            dataset file in that dataset's official format (`bert-keras predict --squad`), or
+            None: `function(task, path, directory, *, batch_size, check_outputs, **decoding)`
+            calls `check_outputs(file names)` before predicting and returns `(count, answered,
+            {name: path})`.
         earlier_names: `(earlier name, name now)` pairs of settings that were renamed: a
             `task.json`, settings dict, `.keras` config or `from_pretrained` call that still
             uses the earlier name reads as today's (`current_settings`).
@@ -192,6 +197,7 @@ class Family:
     check: Optional[Callable[[int, Mapping], Optional[str]]] = None
     earlier_names: Tuple[Tuple[str, str], ...] = ()
     requests: Optional[str] = None
+    dataset_predictions: Optional[str] = None
 
     @property
     def default_settings(self):
@@ -322,6 +328,7 @@ def _squad_windows_fit(seq_length, settings):
 register(Family("squad", SquadSettings, needs_labels=False, label_count_attribute=None, default_seq_length=384,
                 task_class="bert_keras.tasks.span_qa:SpanQA", signatures="serving.signatures.span_qa",
                 requests="serving.requests.span_qa",
+                dataset_predictions="bert_keras.tasks.named_datasets:write_squad_predictions",
                 description="extractive question answering (SQuAD v1.1 / v2.0, KorQuAD 1.0)",
                 check=_squad_windows_fit,
                 # run_squad.py's name of the window step, this setting's name until it took the other

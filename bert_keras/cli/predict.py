@@ -50,22 +50,24 @@ def _read_texts(args):
 
 def run(args):
     from bert_keras.cli.output_files import check_output_file
+    from bert_keras.families import family, resolve
     from bert_keras.tasks import load
     from pipelines.atomic_writes import atomic_file
 
     if not args.squad:
         check_output_file(args.output, overwrite=args.overwrite, inputs=[args.input, args.model])
     task = load(args.model)
+    writer = family(task.kind).dataset_predictions
     if args.squad:
-        if not hasattr(task, "predict_squad"):
+        if writer is None:
             raise CommandError(f"--squad needs a SQuAD model; {args.model} is a {task.kind} model")
-        return _predict_squad(args, task)
+        return _predict_squad(args, task, resolve(writer))
     texts = _read_texts(args)
     if not texts and args.input and not args.texts:
         raise CommandError(f"--input {args.input}: holds no text (only blank lines)")
     if not texts:
         raise CommandError("no text given: pass TEXT arguments or --input FILE"
-                           + (" (or --squad FILE.json)" if hasattr(task, "predict_squad") else ""))
+                           + (" (or --squad FILE.json)" if writer else ""))
     with task.verbosity(int(sys.stdout.isatty() and not args.json)):  # a progress bar on a terminal
         rows = task.predict_rows(texts, batch_size=args.batch_size)
     if args.output:
@@ -78,19 +80,20 @@ def run(args):
     return 0
 
 
-def _predict_squad(args, task):
-    from bert_keras.tasks.named_datasets import write_squad_predictions
-
+def _predict_squad(args, task, write_predictions):
+    """`--squad FILE`: the family's `dataset_predictions` writer, its files checked before it predicts."""
     from bert_keras.cli.output_files import check_output_names
 
     # --output DIR: the former spelling for SQuAD's directory
     directory = args.output_dir or args.output or args.model
-    check_output_names(directory, ["predictions.json", "nbest_predictions.json", "null_odds.json"],
-                       overwrite=args.overwrite, inputs=[args.squad])
+
+    def check_outputs(names):
+        check_output_names(directory, names, overwrite=args.overwrite, inputs=[args.squad])
+
     with task.verbosity(int(sys.stdout.isatty())):
-        count, answered, paths = write_squad_predictions(
-            task, args.squad, directory, batch_size=args.batch_size, threshold=args.null_threshold,
-            n_best_size=args.n_best_size, max_answer_length=args.max_answer_length)
+        count, answered, paths = write_predictions(
+            task, args.squad, directory, batch_size=args.batch_size, check_outputs=check_outputs,
+            threshold=args.null_threshold, n_best_size=args.n_best_size, max_answer_length=args.max_answer_length)
     print(f"{count} questions, {answered} answered; wrote " + ", ".join(sorted(paths.values())))
     print(f"next: bert-keras evaluate --model {shlex.quote(args.model)} --data {shlex.quote(args.squad)}")
     return 0

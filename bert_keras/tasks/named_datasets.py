@@ -426,14 +426,18 @@ class SquadSpec(DatasetSpec):
         return self._examples(path or self.eval_path, "validation", False), None
 
 
-def write_squad_predictions(task, path, directory, *, batch_size=32, **decoding):
+def write_squad_predictions(task, path, directory, *, batch_size=32, check_outputs=None, **decoding):
     """Runs a `SpanQA` on a SQuAD JSON file and writes the official prediction files.
 
-    `decoding`: `SpanQA.predict_squad` options (threshold, n_best_size, max_answer_length).
+    `check_outputs(names)`: called with the file names it will write in `directory` before any
+    prediction (a caller refuses to replace them there). `decoding`: `SpanQA.predict_squad`
+    options (threshold, n_best_size, max_answer_length).
     Returns `(number of questions, number answered, {name: path})`.
     """
-    from pipelines.datasets.squad import read_squad_json, write_predictions
+    from pipelines.datasets.squad import PREDICTION_FILES, read_squad_json, write_predictions
 
+    if check_outputs is not None:
+        check_outputs(list(PREDICTION_FILES))
     if not os.path.isfile(path):
         raise DatasetSpecError(not_a_file(path))
     examples = read_squad_json(path, is_training=False)

@@ -718,6 +718,9 @@ def _softmax(scores):
     total = sum(exp)
     return [x / total for x in exp]
 
+# the files `write_predictions` writes (null_odds.json for SQuAD v2.0 only)
+PREDICTION_FILES = ("predictions.json", "nbest_predictions.json", "null_odds.json")
+
 
 def write_predictions(predictions, nbest, null_odds, directory):
     """Writes `predictions.json`, `nbest_predictions.json` and (v2.0) `null_odds.json`.
