@@ -291,6 +291,39 @@ def test_a_family_s_signature_names_are_read_only_by_its_own_modules():
     assert not problems, "ask the family's serving.requests module instead:\n" + "\n".join(problems)
 
 
+def test_a_family_s_query_flags_are_named_only_by_its_request_module():
+    """`--question` / `--context` / ... are declared by the families that read them (`FLAGS` of
+    `serving.requests.*`); the CLI adds what `serving.text_requests.query_flags` lists."""
+    from serving.text_requests import query_flags
+
+    flags = {flag for flag, _, _ in query_flags()}
+    assert {"--text-b", "--question", "--context", "--ending"} <= flags
+    problems = []
+    for module, path in MODULES.items():
+        if module.startswith("serving.requests."):
+            continue
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        problems += [f"{path}:{n.lineno}: {n.value}" for n in ast.walk(tree)
+                     if isinstance(n, ast.Constant) and n.value in flags]
+    assert not problems, "declare the flag in the family's serving.requests module:\n" + "\n".join(problems)
+
+
+def test_no_cli_command_asks_a_task_what_it_can_do_by_its_attributes():
+    """`hasattr(task, "predict_squad")` is family knowledge written outside the family: a command
+    asks the task's `Family` (`bert_keras.families`) instead."""
+    problems = []
+    for module, path in MODULES.items():
+        if not module.startswith("bert_keras.cli."):
+            continue
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read())
+        problems += [f"{path}:{n.lineno}" for n in ast.walk(tree) if isinstance(n, ast.Call)
+                     and isinstance(n.func, ast.Name) and n.func.id in ("hasattr", "getattr")
+                     and n.args and isinstance(n.args[0], ast.Name) and n.args[0].id == "task"]
+    assert not problems, "ask the task's Family instead: " + ", ".join(problems)
+
+
 def test_the_dispatch_finder_finds_if_chains_and_tables():
     source = 'if task.kind == "ner":\n    pass\nTABLE = {"squad": 1, "ner": 2}\nok = {"squad": 1}\n'
     assert _kind_dispatch(ast.parse(source), {"ner", "squad"}) == [(1, {"ner"}), (3, {"squad", "ner"})]
