@@ -290,7 +290,7 @@ def closest_sentences(run, windows, text, window, step, end_ids, typical):
 
 
 def sentence_reading(read_texts, windows_of, document):
-    """The `sentence_reading` of `evidence_logits` / `evidence_logits_in_graph`: `far` text
+    """The `sentence_reading` of `evidence_logits`: `far` text
     indices -> what `read_texts` says of those texts' windows (TensorFlow, eager or in a graph).
 
     Args:
@@ -312,8 +312,9 @@ def sentence_reading(read_texts, windows_of, document):
     return reading
 
 
-def evidence_logits(logits, distances, threshold, starts, sentence_reading=None):
-    """One row of logits per text from its consecutive windows (numpy; `starts`: each text's first).
+def evidence_logits(logits, distances, threshold, document, sentence_reading=None):
+    """One row of logits per text from its windows' logits and distances (TensorFlow, eager or in
+    a graph: `predict` and the export run this one rule).
 
     A text whose windows read mostly like the training texts (at least half within
     `threshold`) gets the mean logits of those windows; any other ("far") text, the logits of
@@ -323,30 +324,16 @@ def evidence_logits(logits, distances, threshold, starts, sentence_reading=None)
     (the evidence among unrelated text: a window of 512 pieces drowns a 20-piece review in
     prose, and its distance is the prose's); more, the mean of all its windows (a long text
     of the kind, far only by its length). A text of one window follows the same rule.
+
+    Args:
+        logits: `[W, C]` (or a regressor's `[W]`) of each window.
+        distances: `[W]` each window's distance to the training windows (`distances_of`).
+        threshold: the distance within which a window reads like the training texts.
+        document: int64 `[W]`, the text of each window (sorted segment ids, from 0).
+        sentence_reading: see above, or None (windows only).
     """
-    ends = np.append(starts[1:], len(logits))
-    rows, far = [], []
-    for text, (start, end) in enumerate(zip(starts, ends)):
-        near = distances[start:end] <= threshold
-        if 2 * int(near.sum()) >= end - start:
-            rows.append(logits[start:end][near].astype(np.float64).mean(axis=0))
-        else:
-            far.append(text)
-            rows.append(logits[start + int(np.argmin(distances[start:end]))].astype(np.float64))
-    if sentence_reading is not None and far:
-        for text, row, distance, typical_share in zip(far, *sentence_reading(np.array(far, np.int64))):
-            if typical_share >= TYPICAL_SHARE:
-                rows[text] = logits[starts[text]:ends[text]].astype(np.float64).mean(axis=0)
-            elif np.isfinite(distance):
-                rows[text] = np.asarray(row, np.float64).reshape(np.shape(rows[text]))
-    return np.stack(rows)
-
-
-def evidence_logits_in_graph(logits, distances, threshold, document, sentence_reading=None):
-    """`evidence_logits` in TensorFlow: `document` `[W]` the text of each window (sorted segment ids);
-    `sentence_reading(far text indices) -> (logits, distances, typical_share)` as there."""
     if logits.shape.rank == 1:  # a regressor's scores: one column, and back
-        return evidence_logits_in_graph(logits[:, tf.newaxis], distances, threshold, document, sentence_reading)[:, 0]
+        return evidence_logits(logits[:, tf.newaxis], distances, threshold, document, sentence_reading)[:, 0]
     near = tf.cast(distances <= threshold, logits.dtype)
     count = tf.math.segment_sum(tf.ones_like(near), document)
     near_count = tf.math.segment_sum(near, document)

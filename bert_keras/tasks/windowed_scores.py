@@ -64,8 +64,10 @@ def text_outputs(task, dataset, batch_size):
 def aggregate_windows(task, outputs, starts, distances=None, reading=None):
     """One row per text from its consecutive windows' rows (`starts`: each text's first)."""
     if distances is not None:  # one window or many: a far text is read by its sentences
-        return evidence_logits(outputs, distances, float(fitted_relevance(task).threshold.numpy()), starts,
-                               reading)
+        document = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(outputs))))
+        return evidence_logits(tf.constant(outputs, tf.float64), tf.constant(distances, tf.float64),
+                               tf.cast(fitted_relevance(task).threshold, tf.float64), tf.constant(document, tf.int64),
+                               reading).numpy()
     if len(starts) == len(outputs):
         return outputs
     if task._text.settings.get("window_aggregation", "mean") == "max":
@@ -112,9 +114,10 @@ def _sentence_reading(task, pieces, starts, batch_size):
                             windows_of, document)
 
     def reading(far):
-        outputs = [[value.numpy() for value in read(far[start:start + batch_size])]
-                   for start in range(0, len(far), batch_size)]
-        return [np.concatenate(values) for values in zip(*outputs)]
+        if not len(far):  # no far text: nothing to read (an empty batch of windows has no width)
+            return [tf.zeros([0], tf.float64)] * 3
+        outputs = [read(far[start:start + batch_size]) for start in range(0, len(far), batch_size)]
+        return [tf.concat(values, 0) for values in zip(*outputs)]
 
     return reading
 

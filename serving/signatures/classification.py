@@ -39,7 +39,6 @@ import numpy as np
 import tensorflow as tf
 
 from bert_keras.models.window_relevance import NOT_FITTED, closest_sentences, evidence_logits
-from bert_keras.models.window_relevance import evidence_logits_in_graph
 from bert_keras.models.window_relevance import sentence_end_ids, sentence_reading
 from serving.signatures.module import CLASSIFY, PREDICT, REGRESS, run_in_chunks
 from serving.signatures.text_inputs import DEFAULT_CHARS_PER_TOKEN, ids_specs, python_windows, string_spec
@@ -96,7 +95,7 @@ def build(module, finetuned):
                         lambda windows, text: closest_sentences(run, windows, text, window, min(window, stride),
                                                                 end_ids, relevance.typical),
                         lambda index: {name: tf.gather(value, index) for name, value in inputs.items()}, document)
-                return (evidence_logits_in_graph(logits, distances, relevance.threshold, document, reading),
+                return (evidence_logits(logits, distances, relevance.threshold, document, reading),
                         truncated, empty)
             return aggregate(logits, document), truncated, empty
         ids = [module.text.tokenize(texts[name], name) for name in names]
@@ -166,14 +165,13 @@ def reference_outputs(finetuned, inputs):
 
                 window, end_ids = finetuned.seq_length - 2, sentence_end_ids(finetuned.tokenizer().vocabulary)
                 step = min(window, window_reading(finetuned)[0])
-                read = sentence_reading(
+                reading = sentence_reading(
                     lambda windows, text: closest_sentences(run, windows, text, window, step, end_ids, relevance.typical),
                     lambda index: {name: tf.gather(value, index) for name, value in x.items()}, document)
 
-                def reading(far):
-                    return [value.numpy() for value in read(far)]
-
-            logits = evidence_logits(logits, distances, float(relevance.threshold.numpy()), starts, reading)
+            logits = evidence_logits(tf.constant(logits), tf.constant(distances, tf.float64),
+                                     tf.cast(relevance.threshold, tf.float64), tf.constant(document, tf.int64),
+                                     reading).numpy()
         elif finetuned.settings.get("window_aggregation") == "max":
             logits = np.maximum.reduceat(logits, starts, axis=0)
         else:

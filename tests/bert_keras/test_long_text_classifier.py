@@ -230,7 +230,7 @@ def test_an_embedders_long_text_is_its_windows_weighted_by_tokens(spec, normaliz
 
 
 def test_evidence_reads_a_long_text_by_the_windows_like_the_training_texts(spec, tmp_path):
-    from bert_keras.models.window_relevance import evidence_logits
+    from evidence_oracle import evidence_logits_reference
 
     model = classifier(spec, max_length=1000, stride=5, window_aggregation="evidence")
     relevance = model.head.window_relevance
@@ -258,7 +258,7 @@ def test_evidence_reads_a_long_text_by_the_windows_like_the_training_texts(spec,
     windows = Windows.of([len(w) for w in words], window=WINDOW, stride=5)
     window_texts = [" ".join(words[d][s:s + n]) for d, s, n in zip(windows.document, windows.start, windows.length)]
     window_logits, window_features = model.head.logits_and_features(model.preprocessor.pack(tf.constant(window_texts)))
-    expected = evidence_logits(np.asarray(window_logits, np.float64), relevance.distances_of(window_features).numpy(),
+    expected = evidence_logits_reference(np.asarray(window_logits, np.float64), relevance.distances_of(window_features).numpy(),
                                float(relevance.threshold.numpy()), windows.window_splits[:-1])
     typical = float(relevance.typical.numpy())
     relevance.typical.assign(0.0)  # the windows' rule alone (its sentences: tests/bert_keras/test_window_sentences.py)

@@ -11,8 +11,9 @@ import tensorflow as tf
 import export_fixtures
 from bert_keras import tasks
 from bert_keras.models.window_relevance import (TYPICAL_SHARE, WindowRelevance, closest_sentences,
-                                                evidence_logits, evidence_logits_in_graph, packed_rows,
-                                                sentence_end_ids, sentence_reading, sentences_of_texts)
+                                                evidence_logits, packed_rows, sentence_end_ids, sentence_reading,
+                                                sentences_of_texts)
+from evidence_oracle import evidence_logits_reference
 
 CLS, SEP, DOT, BANG = 2, 3, 50, 51
 
@@ -124,18 +125,18 @@ def rule_case(rng):
     return document, logits, distances, (sentence_logits, sentence_distances, share)
 
 
-def test_the_sentence_rule_agrees_in_numpy_and_in_the_graph():
+def test_the_sentence_rule_agrees_with_its_numpy_oracle():
     rng = np.random.default_rng(0)
     fired = 0
     for _ in range(60):
         document, logits, distances, sentences = rule_case(rng)
         starts = np.flatnonzero(np.diff(np.concatenate([[-1], document])))
-        expected = evidence_logits(logits, distances, 1.0, starts, lambda far: [s[far] for s in sentences])
-        got = evidence_logits_in_graph(tf.constant(logits), tf.constant(distances), tf.constant(1.0, tf.float64),
-                                       tf.constant(document, tf.int64),
-                                       lambda far: [tf.gather(tf.constant(s), far) for s in sentences])
+        expected = evidence_logits_reference(logits, distances, 1.0, starts, lambda far: [s[far] for s in sentences])
+        got = evidence_logits(tf.constant(logits), tf.constant(distances), tf.constant(1.0, tf.float64),
+                              tf.constant(document, tf.int64),
+                              lambda far: [tf.gather(tf.constant(s), far) for s in sentences])
         np.testing.assert_allclose(got.numpy(), expected, atol=1e-12)
-        fired += int(np.any(expected != evidence_logits(logits, distances, 1.0, starts)))
+        fired += int(np.any(expected != evidence_logits_reference(logits, distances, 1.0, starts)))
     assert fired >= 10  # the sentence path changed the answer of many cases
     # the rule by hand: text 0 mostly near (mean of its near windows, sentences unread); text 1
     # far, few typical sentences: its closest sentences; text 2 far, mostly typical sentences: the
@@ -146,8 +147,9 @@ def test_the_sentence_rule_agrees_in_numpy_and_in_the_graph():
     sentences = (np.array([[0.0, 0.0], [9.0, 9.0], [8.0, 8.0], [5.0, 5.0]]), np.array([1.0, 1.5, 1.5, np.inf]),
                  np.array([0.0, 0.2, TYPICAL_SHARE, 0.0]))
     read = []
-    got = evidence_logits(logits, distances, 1.0, np.array([0, 3, 5, 7]),
-                          lambda far: read.append(far.tolist()) or [s[far] for s in sentences])
+    got = evidence_logits(tf.constant(logits), tf.constant(distances), tf.constant(1.0, tf.float64),
+                          tf.constant([0, 0, 0, 1, 1, 2, 2, 3, 3], tf.int64),
+                          lambda far: read.append(far.numpy().tolist()) or [tf.gather(s, far) for s in sentences]).numpy()
     assert read == [[1, 2, 3]]
     np.testing.assert_allclose(got, [[0.5, 0.5], [9.0, 9.0], [3.0, 0.5], [6.0, 0.0]])
 

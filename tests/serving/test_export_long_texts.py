@@ -73,8 +73,9 @@ def test_served_classifier_reads_the_evidence_predict_reads(spec, tmp_path):
     assert classifier.score(texts, ["neg"] * 5)["num_examples"] == 5
 
 
-def test_evidence_logits_agree_in_numpy_and_in_the_graph():
-    from bert_keras.models.window_relevance import evidence_logits, evidence_logits_in_graph
+def test_evidence_logits_agree_with_their_numpy_oracle():
+    from bert_keras.models.window_relevance import evidence_logits
+    from evidence_oracle import evidence_logits_reference
 
     rng = np.random.default_rng(0)
     for trial in range(50):
@@ -83,14 +84,15 @@ def test_evidence_logits_agree_in_numpy_and_in_the_graph():
         logits = rng.normal(size=(len(document), 3))
         distances = rng.choice([0.5, 1.0, 2.0, 3.0], size=len(document))  # ties on purpose
         starts = np.flatnonzero(np.diff(np.concatenate([[-1], document])))
-        expected = evidence_logits(logits, distances, 1.0, starts)
-        got = evidence_logits_in_graph(tf.constant(logits), tf.constant(distances), tf.constant(1.0, tf.float64),
-                                       tf.constant(document, tf.int64))
+        expected = evidence_logits_reference(logits, distances, 1.0, starts)
+        got = evidence_logits(tf.constant(logits), tf.constant(distances), tf.constant(1.0, tf.float64),
+                              tf.constant(document, tf.int64))
         np.testing.assert_allclose(got.numpy(), expected, atol=1e-12)
     # the rule: most windows near -> their mean; else the nearest window alone
     logits = np.array([[1.0, 0.0], [0.0, 1.0], [3.0, 0.0], [0.0, 5.0], [7.0, 7.0]])
     distances = np.array([0.5, 0.9, 4.0, 0.2, 9.0])
-    np.testing.assert_allclose(evidence_logits(logits, distances, 1.0, np.array([0, 3])),
+    np.testing.assert_allclose(evidence_logits(tf.constant(logits), tf.constant(distances), tf.constant(1.0, tf.float64),
+                                               tf.constant([0, 0, 0, 1, 1], tf.int64)),
                                [[0.5, 0.5], [0.0, 5.0]])
 
 
