@@ -33,8 +33,10 @@ def register(subparsers, summary):
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing --output file (SQuAD: the prediction files in --output-dir)")
     parser.add_argument("--batch-size", type=positive_int, default=32)
-    parser.add_argument("--n-best-size", type=int, default=20, help="squad: n-best list length")
-    parser.add_argument("--max-answer-length", type=int, default=30, help="squad: in tokens")
+    parser.add_argument("--n-best-size", type=positive_int, default=None,
+                        help="squad: n-best list length (default: the model's setting, 20 unless set)")
+    parser.add_argument("--max-answer-length", type=positive_int, default=None,
+                        help="squad: word pieces of an answer at most (default: the model's setting, 30 unless set)")
     parser.add_argument("--null-threshold", type=float, default=None,
                         help="squad v2.0: predict no answer when null_odds exceeds this (default: the "
                              "model's own threshold, 0.0 unless set or tuned)")

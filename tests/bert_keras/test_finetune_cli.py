@@ -135,6 +135,16 @@ def test_squad_finetune_predict_writes_official_files(tiny_encoder, tmp_path, ca
     first = nbest[questions[0]][0]
     assert {"text", "probability", "start_logit", "end_logit"} <= set(first)
     assert not os.path.exists(os.path.join(pred_dir, "null_odds.json"))
+    # the decoding options default to the model's own settings, not to SQuAD's defaults restated
+    from bert_keras import tasks
+
+    short = str(tmp_path / "short")
+    tasks.SpanQA.from_pretrained(out, n_best_size=2).save(short)
+    assert run(predict, ["predict", "--model", short, "--squad", squad, "--output-dir", str(tmp_path / "p2")]) == 0
+    assert max(len(v) for v in json.load(open(tmp_path / "p2" / "nbest_predictions.json")).values()) == 2
+    assert run(predict, ["predict", "--model", short, "--squad", squad, "--output-dir", str(tmp_path / "p4"),
+                         "--n-best-size", "4"]) == 0
+    assert max(len(v) for v in json.load(open(tmp_path / "p4" / "nbest_predictions.json")).values()) == 4
 
 
 def test_squad_windows_take_stride_and_doc_stride_still_parses(capsys):
