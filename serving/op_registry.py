@@ -16,7 +16,6 @@ Example:
 """
 
 import json
-import os
 import subprocess
 import sys
 

@@ -1,6 +1,5 @@
 """`bert-keras vocab`: learn a WordPiece vocabulary from text files."""
 
-import os
 import shlex
 
 from bert_keras.cli.flag_arguments import add_case_options, beam_runner_imports
