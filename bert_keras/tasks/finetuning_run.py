@@ -22,6 +22,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bert_keras.families import family
 from bert_keras.tasks.inputs import TaskInputError
 from bert_keras.training.backup import BACKUP_FILES, RunBackup
 
@@ -77,13 +78,15 @@ def remove_run_dir(run_dir):
     remove_backup(os.fspath(run_dir), companion_files=("run.json", _RUN_OWNER))
 
 
-def backup_callback(run_dir, keep=False, **run):
+def backup_callback(run_dir, keep=False, earlier_readings=(), **run):
     """`RunBackup` in `run_dir`, after checking the directory holds nothing else (`keep`: the
     last backup stays when the fit completes).
 
     The backup deletes its directory when the fit completes, so a directory with
     other files (the user's) is refused; so is the backup of a different run (another
     number of steps, epoch length or batch size), which would resume the wrong schedule.
+    `earlier_readings`: other fingerprints of this run's `reading`, as a backup written before
+    a setting was renamed recorded it (`Family.earlier_names`): such a backup is this run's.
     """
     import json
 
@@ -102,6 +105,8 @@ def backup_callback(run_dir, keep=False, **run):
         if os.path.isfile(description):
             with open(description, encoding="utf-8") as f:
                 previous = json.load(f)
+            if previous.get("reading") in earlier_readings:  # written before a setting's rename
+                previous["reading"] = run.get("reading")
             if previous != run:
                 differ = sorted(key for key in set(previous) | set(run) if previous.get(key) != run.get(key))
                 raise RunDirectoryConflict(run_dir, f"the backup of another run ({', '.join(differ)} differ)",
@@ -129,9 +134,14 @@ def task_backup_callback(task, run_dir, *, keep, total_steps, steps_per_epoch, b
                # only when it departs from the casing: digests of earlier runs hold
                **({"strip_accents": text.strip_accents} if text.strip_accents != text.lowercase else {}),
                **({"pre_tokenizer": text.pre_tokenizer} if text.pre_tokenizer else {})}
+    renamed = [(earlier, now) for earlier, now in family(task.kind).earlier_names if now in task.settings]
+    earlier = [digest(dict(reading, settings={earlier if key == now else key: value
+                                              for key, value in task.settings.items()}))
+               for earlier, now in renamed]
     return backup_callback(run_dir, keep=keep, total_steps=total_steps, steps_per_epoch=steps_per_epoch,
                            batch_size=batch_size, seed=seed, recipe=digest(task._recipe),
-                           weights=weights_digest(task.head), data=digest(data), reading=digest(reading))
+                           weights=weights_digest(task.head), data=digest(data), reading=digest(reading),
+                           earlier_readings=tuple(earlier))
 
 
 def digest(value):

@@ -329,6 +329,49 @@ def test_run_dir_resumes_and_never_takes_a_directory_of_other_files(spec, tmp_pa
     assert os.listdir(mine) == ["notes.txt"]
 
 
+def test_a_backup_written_before_doc_stride_became_stride_resumes(spec, tmp_path):
+    """A SQuAD run backed up while the setting was `doc_stride` recorded that name in its
+    fingerprint of how texts are read; the same run resumes after the rename."""
+    import json
+
+    from bert_keras.tasks.finetuning_run import digest
+
+    class Interrupt(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == 1:
+                raise KeyboardInterrupt
+
+    questions = ["who lives in paris?", "what is the capital of france?"] * 2
+    answers = [{"text": "john smith", "answer_start": 0},
+               {"text": "paris", "answer_start": CONTEXT.index("paris. the film")}] * 2
+    options = dict(seq_length=64, stride=16, max_query_length=16)
+    run_dir = str(tmp_path / "run")
+    qa = build(tasks.SpanQA, spec, **options)
+    with pytest.raises(KeyboardInterrupt):
+        qa.fit((questions, [CONTEXT] * 4), answers, batch_size=2, run_dir=run_dir, checkpoint_every=1,
+               callbacks=[Interrupt()], verbose=0)
+    with open(os.path.join(run_dir, "run.json"), encoding="utf-8") as f:
+        run = json.load(f)
+    settings = {("doc_stride" if key == "stride" else key): value for key, value in qa.settings.items()}
+    earlier = digest({"seq_length": 64, "lowercase": True, "labels": None, "settings": settings})
+    assert earlier != run["reading"]
+
+    def record(reading):
+        with open(os.path.join(run_dir, "run.json"), "w", encoding="utf-8") as f:
+            json.dump(dict(run, reading=reading), f)
+
+    record("0" * 16)  # any other reading: another run, refused
+    with pytest.raises(tasks.TaskInputError, match=r"another run \(reading differ"):
+        build(tasks.SpanQA, spec, **options).fit((questions, [CONTEXT] * 4), answers, batch_size=2,
+                                                 run_dir=run_dir, checkpoint_every=1, verbose=0)
+    record(earlier)  # as the backup recorded it before the rename: this run, resumed
+    resumed = build(tasks.SpanQA, spec, **options)
+    history = resumed.fit((questions, [CONTEXT] * 4), answers, batch_size=2, run_dir=run_dir, checkpoint_every=1,
+                          verbose=0)
+    assert history.epoch[0] == 0 and len(history.epoch) == int(resumed.optimizer.iterations) > 1
+    assert not os.path.exists(run_dir)  # completed
+
+
 def test_keep_run_dir_makes_a_kill_between_the_fit_and_the_save_cost_nothing(spec, tmp_path):
     from bert_keras.tasks.finetuning_run import remove_run_dir
 
