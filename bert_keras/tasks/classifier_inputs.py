@@ -99,6 +99,7 @@ def dataset_rows(task, dataset, *, needs_y):
     to_id = task.preprocessor.label_ids if parts.has_y else None
     zero = tf.constant(0, tf.float32 if task.is_regression else tf.int32)
 
+    @tf.autograph.experimental.do_not_convert  # graph code as written: no autograph pass when traced
     def normalise(texts, *rest):
         texts = texts if pair else (texts,)
         target = to_id(rest[0]) if to_id is not None else zero

@@ -111,6 +111,6 @@ def predicted_outputs(task, dataset):
     over its replicas). Per-token outputs need batches of one width (`static` padding).
     """
     if isinstance(dataset.element_spec, tuple):
-        dataset = dataset.map(lambda x, *_: x)
+        dataset = dataset.map(tf.autograph.experimental.do_not_convert(lambda x, *_: x))
     return keras.Model.predict(task, without_autotune_thread(dataset), verbose=task._verbose,
                                callbacks=getattr(task, "_predict_callbacks", None))

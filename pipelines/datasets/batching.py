@@ -82,6 +82,7 @@ def encode_texts(dataset, tokenizer, *, seq_length, truncation="longest_first"):
     packer = BertPacker(seq_length, cls_id=special.cls, sep_id=special.sep,
                         pad_id=special.pad, truncation=truncation, pad_to="fixed")
 
+    @tf.autograph.experimental.do_not_convert  # graph code as written: no autograph pass when traced
     def encode_chunk(texts, *labels):
         leading = tf.shape(texts[0])  # [chunk] or [chunk, choices]
         flat = [tokenizer.tokenize(tf.reshape(t, [-1])) for t in texts]
@@ -94,6 +95,7 @@ def encode_texts(dataset, tokenizer, *, seq_length, truncation="longest_first"):
             lengths = tf.reduce_max(lengths, axis=-1)
         return (packed, lengths) + labels
 
+    @tf.autograph.experimental.do_not_convert
     def trim(x, length, *labels):
         return ({k: v[..., :length] for k, v in x.items()},) + labels
 
@@ -152,6 +154,7 @@ def encode_text_windows(dataset, tokenizer, *, seq_length, stride, max_length=No
     window = seq_length - 2
     max_length = window if max_length is None else max_length
 
+    @tf.autograph.experimental.do_not_convert  # graph code as written: no autograph pass when traced
     def encode_chunk(texts, label, *weight):
         ids = tokenizer.tokenize(tf.reshape(texts[0], [-1]))
         windows, document, truncated = ragged_windows(ids, window=window, stride=stride,
@@ -166,6 +169,7 @@ def encode_text_windows(dataset, tokenizer, *, seq_length, stride, max_length=No
                 "num_tokens": lengths}
         return (packed, lengths, per_window[0], info)
 
+    @tf.autograph.experimental.do_not_convert
     def trim(x, length, *rest):
         return ({k: v[..., :length] for k, v in x.items()},) + rest
 
@@ -212,6 +216,7 @@ def encode_text_documents(dataset, tokenizer, *, seq_length, stride, max_length=
     window = seq_length - 2
     max_length = window if max_length is None else max_length
 
+    @tf.autograph.experimental.do_not_convert  # graph code as written: no autograph pass when traced
     def encode_chunk(texts, *rest):
         texts = tf.reshape(texts[0], [-1])
         ids = tokenizer.tokenize(texts)
@@ -223,6 +228,7 @@ def encode_text_documents(dataset, tokenizer, *, seq_length, stride, max_length=
         by_text = {k: tf.RaggedTensor.from_value_rowids(v, document, nrows=rows) for k, v in packed.items()}
         return (by_text, lengths) + rest
 
+    @tf.autograph.experimental.do_not_convert
     def trim(x, length, *rest):
         return ({k: v[:, :length] for k, v in x.items()},) + rest
 
@@ -296,8 +302,9 @@ def batch(dataset, batch_size, *, seq_length, static_shapes=False, bucket_bounda
     else:
         batched = dataset.padded_batch(batch_size, padding_values=pad_values,
                                        drop_remainder=drop_remainder)
-    return batched.map(lambda x, y, *weight: _pad_to_multiple(x, y, pad_values, seq_length) + weight,
-                       num_parallel_calls=tf.data.AUTOTUNE)
+    pad = tf.autograph.experimental.do_not_convert(
+        lambda x, y, *weight: _pad_to_multiple(x, y, pad_values, seq_length) + weight)
+    return batched.map(pad, num_parallel_calls=tf.data.AUTOTUNE)
 
 
 def _label_pad_value(y_spec):
