@@ -112,5 +112,29 @@ def predicted_outputs(task, dataset):
     """
     if isinstance(dataset.element_spec, tuple):
         dataset = dataset.map(tf.autograph.experimental.do_not_convert(lambda x, *_: x))
+    trace_predict_step_for_any_shape(task, dataset.element_spec)
     return keras.Model.predict(task, without_autotune_thread(dataset), verbose=task._verbose,
                                callbacks=getattr(task, "_predict_callbacks", None))
+
+
+def trace_predict_step_for_any_shape(task, element_spec):
+    """Traces Keras' predict step once for batches of any size and width.
+
+    Keras traces its predict function with the first batch's shape, `(64, 16)`; the next
+    width retraces it as `(64, None)` and a short last batch as `(None, None)`: three traces
+    (about 0.8 s each for a 6-layer encoder, plus graph optimisation) in a user's first
+    `predict` of many texts. Tracing the relaxed signature first makes every later batch
+    reuse it (`tf.function` calls the most specific trace that accepts the shapes). Not
+    under a distribution strategy (its batches are per-replica values) nor with XLA, whose
+    static shapes are the point."""
+    task.make_predict_function()
+    function = task.predict_function
+    distributed = getattr(task, "_distribute_strategy", None) is not None or tf.distribute.has_strategy()
+    specs = tf.nest.flatten(element_spec)
+    if (task.__dict__.get("_predict_function_traced_for") is function or task.jit_compile or task.run_eagerly
+            or distributed or not hasattr(function, "get_concrete_function")
+            or not all(type(spec) is tf.TensorSpec for spec in specs)):  # (ragged inputs: as Keras does)
+        return
+    relaxed = tf.nest.map_structure(lambda spec: tf.TensorSpec([None] * spec.shape.rank, spec.dtype), element_spec)
+    function.get_concrete_function([relaxed] * task.steps_per_execution)
+    task.__dict__["_predict_function_traced_for"] = function

@@ -372,6 +372,22 @@ def test_a_backup_written_before_doc_stride_became_stride_resumes(spec, tmp_path
     assert not os.path.exists(run_dir)  # completed
 
 
+def test_predict_traces_its_step_once_for_batches_of_every_size_and_width(spec):
+    """Keras alone traces its predict step per new shape, (4, 8) then (4, None) then (None, None);
+    one trace serves them all, and a compile (a new predict function) traces once again."""
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    texts = ["film", "a film that runs long and longer than the others here", "bad"] * 3 + ["ok"]
+    expected = np.concatenate([classifier.predict(texts[i:i + 1]) for i in range(len(texts))])
+    np.testing.assert_allclose(classifier.predict(texts, batch_size=4), expected, atol=1e-5)
+    assert classifier.predict_function.experimental_get_tracing_count() == 1
+    tagger = build(tasks.TokenClassifier, spec, labels=["O", "B-PER", "I-PER"])
+    tagger.predict([["john", "smith"], ["a", "long", "list", "of", "words", "here"], ["x"]], batch_size=2)
+    assert tagger.predict_function.experimental_get_tracing_count() == 1
+    classifier.compile()
+    classifier.predict(texts, batch_size=4)
+    assert classifier.predict_function.experimental_get_tracing_count() == 1
+
+
 def test_keep_run_dir_makes_a_kill_between_the_fit_and_the_save_cost_nothing(spec, tmp_path):
     from bert_keras.tasks.finetuning_run import remove_run_dir
 
