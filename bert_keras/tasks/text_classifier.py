@@ -191,6 +191,11 @@ class TextClassifier(TextTask):
         return self.head.num_classes == 1
 
     @property
+    def predict_example(self):
+        """What `bert-keras predict` takes, for the "next:" hints."""
+        return "'first sentence ||| second sentence'" if self.text_pair else '"your text"'
+
+    @property
     def text_pair(self):
         """Whether the task reads `(texts, texts_b)` pairs (fixed when it was built)."""
         return bool(self._text.settings.get("text_pair"))

@@ -1293,6 +1293,8 @@ def test_pairs_or_single_texts_are_fixed_when_the_classifier_is_built_not_by_its
         pairs.score(TEXTS, LABELS)
     single = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
     assert single.text_pair is False
+    # the CLI's "next:" hints show the form the model reads
+    assert pairs.predict_example == "'first sentence ||| second sentence'" and single.predict_example == '"your text"'
     with pytest.raises(tasks.TaskInputError, match="pairs, but this classifier reads single texts"):
         single.score((TEXTS, TEXTS_B), LABELS)  # refused before any fit too: nothing is guessed
     single.fit(TEXTS, LABELS, epochs=1, batch_size=4, verbose=0)
