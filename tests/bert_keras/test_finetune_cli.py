@@ -141,10 +141,11 @@ def test_squad_finetune_predict_writes_official_files(tiny_encoder, tmp_path, ca
     short = str(tmp_path / "short")
     tasks.SpanQA.from_pretrained(out, n_best_size=2).save(short)
     assert run(predict, ["predict", "--model", short, "--squad", squad, "--output-dir", str(tmp_path / "p2")]) == 0
-    assert max(len(v) for v in json.load(open(tmp_path / "p2" / "nbest_predictions.json")).values()) == 2
-    assert run(predict, ["predict", "--model", short, "--squad", squad, "--output-dir", str(tmp_path / "p4"),
-                         "--n-best-size", "4"]) == 0
-    assert max(len(v) for v in json.load(open(tmp_path / "p4" / "nbest_predictions.json")).values()) == 4
+    # (a list can be shorter than n_best_size: spans that end before they start are dropped)
+    assert max(len(v) for v in json.load(open(tmp_path / "p2" / "nbest_predictions.json")).values()) <= 2
+    assert run(predict, ["predict", "--model", short, "--squad", squad, "--output-dir", str(tmp_path / "p20"),
+                         "--n-best-size", "20"]) == 0
+    assert max(len(v) for v in json.load(open(tmp_path / "p20" / "nbest_predictions.json")).values()) > 2
 
 
 def test_squad_windows_take_stride_and_doc_stride_still_parses(capsys):
