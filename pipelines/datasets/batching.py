@@ -85,7 +85,7 @@ def encode_texts(dataset, tokenizer, *, seq_length, truncation="longest_first"):
     @tf.autograph.experimental.do_not_convert  # graph code as written: no autograph pass when traced
     def encode_chunk(texts, *labels):
         leading = tf.shape(texts[0])  # [chunk] or [chunk, choices]
-        flat = [tokenizer.tokenize(tf.reshape(t, [-1])) for t in texts]
+        flat = [tokenizer.traced_tokenize(tf.reshape(t, [-1])) for t in texts]
         packed = packer(tuple(flat))
         shape = tf.concat([leading, [seq_length]], axis=0)
         packed = {k: tf.reshape(v, shape) for k, v in packed.items()}
@@ -156,7 +156,7 @@ def encode_text_windows(dataset, tokenizer, *, seq_length, stride, max_length=No
 
     @tf.autograph.experimental.do_not_convert  # graph code as written: no autograph pass when traced
     def encode_chunk(texts, label, *weight):
-        ids = tokenizer.tokenize(tf.reshape(texts[0], [-1]))
+        ids = tokenizer.traced_tokenize(tf.reshape(texts[0], [-1]))
         windows, document, truncated = ragged_windows(ids, window=window, stride=stride,
                                                       max_length=max_length)
         packed = packer((windows,))
@@ -219,7 +219,7 @@ def encode_text_documents(dataset, tokenizer, *, seq_length, stride, max_length=
     @tf.autograph.experimental.do_not_convert  # graph code as written: no autograph pass when traced
     def encode_chunk(texts, *rest):
         texts = tf.reshape(texts[0], [-1])
-        ids = tokenizer.tokenize(texts)
+        ids = tokenizer.traced_tokenize(texts)
         windows, document, _ = ragged_windows(ids, window=window, stride=stride, max_length=max_length)
         packed = packer((windows,))
         rows = tf.size(texts, out_type=tf.int64)
