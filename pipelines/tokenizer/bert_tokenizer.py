@@ -29,6 +29,15 @@ class _EagerFunctionCache:
         self.by_key = {}
 
 
+class _VocabularyHolder:
+    """The tokens in id order, untracked by `tf.Module`: tracking wraps each of the 30,000 strings
+    (0.2 s a tokenizer); their tensor (for `detokenize`) is made on first use."""
+
+    def __init__(self, tokens):
+        self.tokens = tokens
+        self.tensor = None
+
+
 class _HostSplitter:
     """A plain holder of the morpheme analyzer (a Python object, untracked by `tf.Module`)."""
 
@@ -128,7 +137,7 @@ class BertTokenizer(tf.Module):
         )
         if _LONG_WORD_SENTINEL in tokens or "##" + _LONG_WORD_SENTINEL in tokens:
             raise VocabularyError(f"{source} contains U+10FFFF, which the tokenizer reserves.")
-        self.vocabulary = tokens
+        self._vocabulary = _VocabularyHolder(tokens)
         self.vocab_file = vocab_file
         self.lowercase = bool(lowercase)
         self.strip_accents = resolved_strip_accents(lowercase, strip_accents)
@@ -157,7 +166,6 @@ class BertTokenizer(tf.Module):
                 tokens, lowercase=self.lowercase, strip_accents=self.strip_accents, unk_token=unk_token,
                 max_chars_per_word=self.max_input_chars_per_word,
             )
-        self._tokens = tf.constant(tokens)
         self._eager_functions = _EagerFunctionCache()
         self.morpheme_analyzer = None  # the name of `pre_tokenizer` (`self.pre_tokenizer` is BERT's)
         self._host = None
@@ -167,6 +175,11 @@ class BertTokenizer(tf.Module):
             splitter = morpheme_splitter(pre_tokenizer).load()  # a missing analyzer fails here, by name
             self.morpheme_analyzer = pre_tokenizer if isinstance(pre_tokenizer, str) else type(splitter).__name__
             self._host = _HostSplitter(splitter)
+
+    @property
+    def vocabulary(self):
+        """The tokens in id order (a list of strings)."""
+        return self._vocabulary.tokens
 
     @property
     def vocabulary_size(self):
@@ -347,7 +360,10 @@ class BertTokenizer(tf.Module):
         return self._tokenize_batch(strings, with_offsets=True)
 
     def _detokenize_ops(self, ids):
-        tokens = tf.gather(self._tokens, ids)
+        if self._vocabulary.tensor is None:
+            with tf.init_scope():  # an eager constant, captured by any graph that detokenizes
+                self._vocabulary.tensor = tf.constant(self.vocabulary)
+        tokens = tf.gather(self._vocabulary.tensor, ids)
         text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
         return tf.strings.strip(tf.strings.regex_replace(text, " ##", ""))
 
