@@ -322,7 +322,7 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
         student.train_function = None
     student._compile_recipe(learning_rate=recipe.learning_rate, warmup_ratio=warmup_ratio,
                             weight_decay=weight_decay)
-    teacher_training = dict(teacher._text.training)
+    teacher_training = dict(teacher._record.training)
     student.record(training={"distilled_from": teacher_path or teacher_training.get("init"),
                              "teacher_training": {k: v for k, v in teacher_training.items()
                                                   if k != "teacher_training"},

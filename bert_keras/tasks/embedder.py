@@ -232,7 +232,7 @@ class Embedder(TextTask):
         indices = scores = None
         if query is not None:
             (indices,), (scores,) = rank_by_similarity(self.predict([query]), vectors, top_k)
-        settings = self._text.settings
+        settings = self._record.settings
         return Embeddings(texts, vectors, settings["pooling"], settings["normalize"], query, indices, scores)
 
     @property
@@ -291,7 +291,7 @@ class Embedder(TextTask):
         weights = windows.num_tokens.astype(np.float64)[:, None]
         vectors = (np.add.reduceat(vectors * weights, windows.starts, axis=0)
                    / np.add.reduceat(weights, windows.starts, axis=0))
-        if self._text.settings.get("normalize"):
+        if self._record.settings.get("normalize"):
             vectors /= np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
         return vectors.astype(np.float32), truncated
 

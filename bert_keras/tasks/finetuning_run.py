@@ -128,7 +128,7 @@ def backup_callback(run_dir, keep=False, earlier_readings=(), **run):
 def task_backup_callback(task, run_dir, *, keep, total_steps, steps_per_epoch, batch_size, seed, data):
     """`backup_callback` for a task's fit: the run is identified by its schedule, batch, seed, and
     the fingerprints of its data, recipe, starting encoder weights and how the task reads text."""
-    text = task._text
+    text = task._record
     reading = {"seq_length": task.seq_length, "lowercase": text.lowercase, "labels": task.labels,
                "settings": task.settings,
                # only when it departs from the casing: digests of earlier runs hold

@@ -139,7 +139,7 @@ class SpanQA(TextTask):
     def _windows_preprocessor(self, pad_to):
         from bert_keras.tasks.preprocessor import SpanQAPreprocessor
 
-        settings = self._text.settings
+        settings = self._record.settings
         return SpanQAPreprocessor(self.tokenizer, seq_length=self.seq_length, stride=settings["stride"],
                                   max_query_length=settings["max_query_length"], pad_to=pad_to)
 
@@ -152,14 +152,14 @@ class SpanQA(TextTask):
         """
         from bert_keras.finetuned_model import squad_threshold
 
-        return squad_threshold(self._text.settings, self._text.eval_results)[0]
+        return squad_threshold(self._record.settings, self._record.eval_results)[0]
 
     @null_threshold.setter
     def null_threshold(self, value):
         if isinstance(value, bool) or not isinstance(value, (int, float, np.number)) \
                 or not np.isfinite(value):
             raise TaskInputError(f"null_threshold={value!r}: expected a finite number")
-        self._text.settings["null_score_diff_threshold"] = float(value)
+        self._record.settings["null_score_diff_threshold"] = float(value)
 
     def score(self, x=None, y=None, batch_size=None, verbose=None, *, tune_threshold=False):
         """The official SQuAD (or KorQuAD) metrics (see the class docstring).
@@ -171,7 +171,7 @@ class SpanQA(TextTask):
         """
         metrics = super().score(x, y, batch_size=batch_size, verbose=verbose)
         if tune_threshold:
-            if not self._text.settings["version_2"] or "best_f1_thresh" not in metrics:
+            if not self._record.settings["version_2"] or "best_f1_thresh" not in metrics:
                 raise TaskInputError("tune_threshold: only a SQuAD v2.0 model has a null threshold")
             self.null_threshold = metrics["best_f1_thresh"]
         return metrics
@@ -208,14 +208,14 @@ class SpanQA(TextTask):
             # The preprocessor's rule: answer_start -1 or an empty text is "no answer" (SQuAD v2.0 columns).
             answer = [a for a in answer if not _is_no_answer(a)]
             impossible = y is not None and not answer
-            if impossible and not self._text.settings["version_2"]:
+            if impossible and not self._record.settings["version_2"]:
                 raise TaskInputError(f"y[{index}]: no answer, but this is a SQuAD v1.1 model "
                                      "(from_pretrained(..., version_2=True) for unanswerable questions)")
             records.append(dict(id=str(index), question=question, context=context, title="",
                                 answers=answer, is_impossible=impossible))
         from pipelines.datasets.squad import SquadFormatError
 
-        version = "2.0" if self._text.settings["version_2"] else "1.1"
+        version = "2.0" if self._record.settings["version_2"] else "1.1"
         try:
             return examples_from_records(records, is_training=training, version=version, source="y")
         except SquadFormatError as error:  # an answer that is not in its context, ...
@@ -224,7 +224,7 @@ class SpanQA(TextTask):
     def _features(self, examples, training):
         from pipelines.datasets.squad import build_squad_features
 
-        settings = self._text.settings
+        settings = self._record.settings
         return build_squad_features(examples, self.tokenizer, is_training=training,
                                     max_seq_length=self.seq_length, stride=settings["stride"],
                                     max_query_length=settings["max_query_length"])
@@ -295,13 +295,13 @@ class SpanQA(TextTask):
                 isinstance(x, list) and x and isinstance(x[0], SquadExample)):
             return self._train_dataset(x, y, batch_size=batch_size, shuffle=True, seed=seed)
         x, _, _ = in_memory(self, x, None)
-        version_2 = self._text.settings["version_2"]
-        self._text.settings["version_2"] = True
+        version_2 = self._record.settings["version_2"]
+        self._record.settings["version_2"] = True
         try:
             return self._train_dataset(x, [None] * len(text_columns(x, "x", self.tokenizer)[0]), batch_size=batch_size,
                                        shuffle=True, seed=seed)
         finally:
-            self._text.settings["version_2"] = version_2
+            self._record.settings["version_2"] = version_2
 
     # -- outputs -------------------------------------------------------------------------
     def _decode(self, examples, batch_size, threshold=None, n_best_size=None, max_answer_length=None):
@@ -310,7 +310,7 @@ class SpanQA(TextTask):
         features = self._features(examples, False)
         dataset = tf.data.Dataset.from_tensor_slices(features.inputs).batch(batch_size)
         outputs = predicted_outputs(self, dataset)
-        settings = self._text.settings
+        settings = self._record.settings
         return decode_predictions(
             examples, features, np.asarray(outputs["start_logits"]), np.asarray(outputs["end_logits"]),
             n_best_size=n_best_size or settings["n_best_size"],
@@ -341,9 +341,9 @@ class SpanQA(TextTask):
         examples = self._examples(x, y, training=False)
         predictions, _, null_odds = self._decode(examples, batch_size)
         dataset = squad_json(examples)
-        if self._text.settings["version_2"]:
+        if self._record.settings["version_2"]:
             metrics = squad_v2_metrics(dataset, predictions, na_probs=null_odds)
-        elif self._text.settings["evaluation_metric"] == "korquad":
+        elif self._record.settings["evaluation_metric"] == "korquad":
             metrics = korquad.evaluate(dataset["data"], predictions)
         else:
             metrics = squad_v1_metrics(dataset, predictions)

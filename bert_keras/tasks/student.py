@@ -108,10 +108,10 @@ def plan_student(teacher, *, layers=None, hidden_size=None, init=None):
                              f"{source_config.hidden_size}")
     vocab = find_vocabulary(init)
     if source_config.vocab_size != config.vocab_size or (vocab and _read_lines(vocab) != _read_lines(
-            teacher._text.vocab_file)):
+            teacher._record.vocab_file)):
         raise TaskInputError(f"init={init}: its vocabulary ({source_config.vocab_size} tokens"
                              f"{', ' + vocab if vocab else ''}) is not the teacher's "
-                             f"({config.vocab_size} tokens, {teacher._text.vocab_file}); the student reads "
+                             f"({config.vocab_size} tokens, {teacher._record.vocab_file}); the student reads "
                              "the teacher's tokens")
     if source_config.max_position_embeddings < teacher.seq_length:
         raise TaskInputError(f"init={init}: {source_config.max_position_embeddings} positions, fewer than "
@@ -164,7 +164,7 @@ def make_student(teacher, plan, *, dropout=None):
         if relevance is not None:  # the teacher's window statistics describe its blocks, not the student's
             relevance.threshold.assign(0.0)
             relevance.typical.assign(0.0)
-    text = teacher._text
+    text = teacher._record
     student = cls(head, vocab_file=text.vocab_file, seq_length=text.seq_length, lowercase=text.lowercase,
                   strip_accents=text.strip_accents, pre_tokenizer=text.pre_tokenizer,
                   labels=labels, settings=settings, training=dict(text.training))

@@ -39,7 +39,7 @@ def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length
         check_same_tokenization(task, spec_path, lowercase, strip_accents, pre_tokenizer)
         keep_head(task, spec_path, labels=labels, num_classes=num_classes, **options)
         if seq_length:
-            task._text.seq_length = int(seq_length)
+            task._record.seq_length = int(seq_length)
     else:
         from bert_keras.checkpoints import find_vocabulary, load_pretrained
 
@@ -59,9 +59,9 @@ def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length
 
 def check_same_tokenization(task, directory, lowercase, strip_accents, pre_tokenizer=None):
     """A fine-tuned model keeps the tokenization it was trained with: other rules are refused."""
-    for name, given, saved in (("lowercase", lowercase, task._text.lowercase),
-                               ("strip_accents", strip_accents, task._text.strip_accents),
-                               ("pre_tokenizer", pre_tokenizer, task._text.pre_tokenizer)):
+    for name, given, saved in (("lowercase", lowercase, task._record.lowercase),
+                               ("strip_accents", strip_accents, task._record.strip_accents),
+                               ("pre_tokenizer", pre_tokenizer, task._record.pre_tokenizer)):
         if given is not None and (given if name == "pre_tokenizer" else bool(given)) != saved:
             raise TaskInputError(f"{name}={given}: {directory} was fine-tuned with {name}={saved}; a model "
                                  "tokenizes as it was trained (leave it unset)")
@@ -74,7 +74,7 @@ def keep_head(task, directory, *, labels, num_classes, **options):
     error (a new head starts from the encoder: `load(dir).encoder`). Settings that shape the head
     (`fixed_settings`) stay too; the others take the new value.
     """
-    settings = task._text.settings
+    settings = task._record.settings
     if labels is not None and check_label_names(labels) != task.labels:
         raise TaskInputError(f"labels={list(labels)}: {directory} was fine-tuned with labels "
                              f"{task.labels}; continue with those, or start a new head from its encoder")
@@ -97,6 +97,6 @@ def check_family_rule(task):
     question and some context), checked when the task is made, not at `fit` or `save`."""
     kind_family = family(task.kind)
     if kind_family.check is not None:
-        problem = kind_family.check(task.seq_length, kind_family.settings_with_defaults(task._text.settings))
+        problem = kind_family.check(task.seq_length, kind_family.settings_with_defaults(task._record.settings))
         if problem:
             raise TaskInputError(problem)

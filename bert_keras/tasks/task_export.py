@@ -40,7 +40,7 @@ def export_task(task, base_path, name=None, version=None, **options):
     if name is None:
         model_dir = os.path.abspath(os.fspath(base_path))
         base_path, name = os.path.dirname(model_dir), os.path.basename(model_dir)
-    pre_tokenizer = task._text.pre_tokenizer
+    pre_tokenizer = task._record.pre_tokenizer
     if pre_tokenizer:
         warnings.warn(f"this model reads text split by {pre_tokenizer} at its morpheme boundaries "
                       "(pre_tokenizer): the export tokenizes in the graph, where no analyzer runs, so its "

@@ -14,6 +14,7 @@ Example:
     'out/sentiment-copy'
 """
 
+import dataclasses
 import hashlib
 import os
 import tempfile
@@ -21,7 +22,7 @@ import tempfile
 import keras
 
 from bert_keras.families import family, resolve
-from bert_keras.finetuned_model import FinetunedModel, read_finetuned, save_finetuned
+from bert_keras.finetuned_model import read_finetuned, save_finetuned
 from bert_keras.models.frozen_layers import freeze_layers, frozen_layers
 from bert_keras.tasks import recipe as finetuning_recipe
 from bert_keras.tasks.inputs import TaskInputError
@@ -29,12 +30,8 @@ from bert_keras.tasks.inputs import TaskInputError
 
 def to_finetuned(task):
     """`task` as a `bert_keras.finetuned_model.FinetunedModel` (what `save_task` writes)."""
-    text = task._text
-    kind = task.kind(task) if callable(task.kind) else task.kind
-    return FinetunedModel(kind=kind, model=task.head, vocab_file=text.vocab_file, seq_length=task.seq_length,
-                          lowercase=text.lowercase, strip_accents=text.strip_accents,
-                          pre_tokenizer=text.pre_tokenizer, labels=task.labels, settings=task.settings,
-                          training=text.training, eval_results=text.eval_results, recipe=task.recipe)
+    return dataclasses.replace(task._record, model=task.head, labels=task.labels, settings=task.settings,
+                               training=dict(task._record.training), recipe=task.recipe)
 
 
 def save_task(task, directory, overwrite=None, include_optimizer=True, **kwargs):
@@ -92,7 +89,7 @@ def load(directory, *, expected=None):
 def task_config(task):
     """The task as Keras serializes it: its head, and the text side inline (the vocabulary's
     tokens, so a `.keras` file is self-contained)."""
-    text = task._text
+    text = task._record
     with open(text.vocab_file, encoding="utf-8") as handle:
         vocabulary = handle.read().splitlines()
     return {"name": task.name, "head": keras.saving.serialize_keras_object(task.head),
@@ -166,6 +163,6 @@ class TaskFiles:
     def record(self, *, training=None, eval_results=None):
         """Adds provenance (saved in `task.json`'s `training`) and dev metrics to what `save` writes."""
         if training:
-            self._text.training.update(training)
+            self._record.training.update(training)
         if eval_results is not None:
-            self._text.eval_results = dict(eval_results)
+            self._record.eval_results = dict(eval_results)

@@ -138,7 +138,7 @@ class TextClassifier(TextTask):
                                    tf.stack([texts * windows, classes]))
         scored = tf.stop_gradient(tf.reshape(scored, [texts, windows, classes]))
         mask = tf.reshape(real, [texts, windows])
-        maximum = self._text.settings.get("window_aggregation", "mean") == "max"
+        maximum = self._record.settings.get("window_aggregation", "mean") == "max"
         if maximum:
             lowest = tf.fill(tf.shape(scored), tf.constant(-3e38, scored.dtype))
             full = tf.reduce_max(tf.where(mask[..., None], scored, lowest), axis=1)
@@ -198,7 +198,7 @@ class TextClassifier(TextTask):
     @property
     def text_pair(self):
         """Whether the task reads `(texts, texts_b)` pairs (fixed when it was built)."""
-        return bool(self._text.settings.get("text_pair"))
+        return bool(self._record.settings.get("text_pair"))
 
     @classmethod
     def _build_head(cls, encoder, *, labels, num_classes, dropout, text_pair=False, max_length=None,
@@ -260,7 +260,7 @@ class TextClassifier(TextTask):
             y = classifier_inputs.read_targets(self, y, len(x["token_ids"]))
             return tokenized_dataset(self, x, y, batch_size=batch_size, shuffle=shuffle, seed=seed,
                                            sample_weight=sample_weight)
-        if self._windows_may_split() and self._text.settings.get("window_training", "windows") == "texts":
+        if self._windows_may_split() and self._record.settings.get("window_training", "windows") == "texts":
             return self._text_dataset(x, y, batch_size=batch_size, shuffle=shuffle, seed=seed,
                                       sample_weight=sample_weight)
         examples, count = self._examples(x, y, shuffle=shuffle, seed=seed, sample_weight=sample_weight,
@@ -341,7 +341,7 @@ class TextClassifier(TextTask):
         >>> classifier.fit(texts, labels)                       # doctest: +SKIP
         >>> classifier.fit_window_statistics(texts)             # doctest: +SKIP
         """
-        if self._text.settings.get("window_aggregation") != "evidence":
+        if self._record.settings.get("window_aggregation") != "evidence":
             raise TaskInputError('fit_window_statistics: only a classifier with window_aggregation="evidence" '
                                  "reads window statistics")
         dataset, steps = self._distillation_dataset(x, None, batch_size=batch_size or 32, seed=0)

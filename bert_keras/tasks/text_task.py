@@ -17,14 +17,13 @@ hooks (`distillation_hooks.DistillationHooks`) and Keras' `*_on_batch` calls
 """
 
 import contextlib
-import dataclasses
 import os
-from typing import Any, Dict, Optional, Tuple
 
 import keras
 import tensorflow as tf
 
 from bert_keras.families import family
+from bert_keras.finetuned_model import FinetunedModel, FinetunedModelError
 from bert_keras.models.encoder_head import EncoderHead
 from bert_keras.tasks import fit_loop
 from bert_keras.tasks.batch_calls import KerasBatchCalls
@@ -42,20 +41,11 @@ from bert_keras.tasks.task_batches import batch_size_for, first_batches, packed_
 from pipelines.tokenizer.normalize import resolved_strip_accents
 
 
-@dataclasses.dataclass
-class TextSide:
-    """The text half of a task (plain Python: Keras does not track it)."""
+class _BuiltOnce:
+    """What the task builds on first use and keeps in a plain object (Keras does not track it,
+    so it is not saved): the tokenizer."""
 
-    vocab_file: str
-    lowercase: bool
-    seq_length: int
-    labels: Optional[Tuple[str, ...]]
-    settings: Dict[str, Any]
-    training: Dict[str, Any]
-    eval_results: Optional[Dict[str, Any]] = None
-    tokenizer: Any = None
-    strip_accents: bool = True  # NFD + drop combining marks (False: Hangul syllables kept whole)
-    pre_tokenizer: Optional[str] = None  # a morpheme analyzer run on the host before the tokenizer
+    tokenizer = None
 
 
 class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, DistillationHooks, KerasBatchCalls,
@@ -77,12 +67,17 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
         seq_length = int(seq_length or min(family(self.kind).default_seq_length, positions))
         if seq_length > positions:
             raise TaskInputError(f"seq_length {seq_length} exceeds the model's {positions} positions")
-        self._text = TextSide(os.fspath(vocab_file), bool(lowercase), seq_length,
-                              tuple(str(label) for label in labels) if labels is not None else None,
-                              {}, dict(training or {}), eval_results,
-                              strip_accents=resolved_strip_accents(lowercase, strip_accents),
-                              pre_tokenizer=pre_tokenizer)
-        self._text.settings = family(self.kind).settings_with_defaults(settings)
+        # The task holds its record (`FinetunedModel`, the one shape of a fine-tuned model's
+        # settings: what `save` writes and `load` reads); `to_finetuned` adds the head and recipe.
+        try:
+            self._record = FinetunedModel(
+                kind=self.kind, model=None, vocab_file=os.fspath(vocab_file), seq_length=seq_length,
+                lowercase=bool(lowercase), strip_accents=resolved_strip_accents(lowercase, strip_accents),
+                pre_tokenizer=pre_tokenizer, labels=list(labels) if labels is not None else None,
+                settings=dict(settings or {}), training=dict(training or {}), eval_results=eval_results)
+        except FinetunedModelError as error:  # the task's arguments, not a directory's task.json
+            raise TaskInputError(str(error)) from None
+        self._built_once = _BuiltOnce()
         tokenizer = self.tokenizer
         if tokenizer.vocabulary_size != head.encoder.config.vocab_size:
             raise TaskInputError(
@@ -112,26 +107,27 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
     @property
     def labels(self):
         """Class / tag names in id order (the order of `predict`'s columns), or None."""
-        return list(self._text.labels) if self._text.labels is not None else None
+        return list(self._record.labels) if self._record.labels is not None else None
 
     @property
     def seq_length(self):
-        return self._text.seq_length
+        return self._record.seq_length
 
     @property
     def settings(self):
-        return dict(self._text.settings)
+        return dict(self._record.settings)
 
     @property
     def tokenizer(self):
         """The `pipelines.BertTokenizer` of this task's vocabulary."""
-        if self._text.tokenizer is None:
+        if self._built_once.tokenizer is None:
             from pipelines import BertTokenizer
 
-            self._text.tokenizer = BertTokenizer(self._text.vocab_file, lowercase=self._text.lowercase,
-                                                 strip_accents=self._text.strip_accents,
-                                                 pre_tokenizer=self._text.pre_tokenizer)
-        return self._text.tokenizer
+            record = self._record
+            self._built_once.tokenizer = BertTokenizer(record.vocab_file, lowercase=record.lowercase,
+                                                       strip_accents=record.strip_accents,
+                                                       pre_tokenizer=record.pre_tokenizer)
+        return self._built_once.tokenizer
 
     @property
     def preprocessor(self):
@@ -359,10 +355,10 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
         """
         override = tuple((key, value) for key, value in (("max_length", max_length), ("stride", stride))
                          if value is not None)
-        if override and "max_length" not in self._text.settings:
+        if override and "max_length" not in self._record.settings:
             raise TaskInputError(f"max_length / stride: a {type(self).__name__} " + (
                 "reads its contexts in windows of its own stride setting (from_pretrained(stride=N)); "
-                "predict takes no override" if "stride" in self._text.settings else "does not read texts in windows"))
+                "predict takes no override" if "stride" in self._record.settings else "does not read texts in windows"))
         self._window_override = override
         nested = answering_empty_texts_already()  # predict_rows warns once, for its rows
         try:
@@ -415,7 +411,7 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
         as truncated) and `stride` (None: half a window)."""
         from pipelines.windowing import window_options
 
-        settings = {**self._text.settings, **dict(self._window_override)}
+        settings = {**self._record.settings, **dict(self._window_override)}
         try:
             return window_options(self.seq_length, check_count("max_length", settings.get("max_length")),
                                   check_count("stride", settings.get("stride")))

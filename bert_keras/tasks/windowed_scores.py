@@ -49,7 +49,7 @@ def text_outputs(task, dataset, batch_size):
     relevance = fitted_relevance(task)
     # Validation inside `fit` reads an evidence model's windows by their mean until its statistics
     # are fitted (after training, by `fit_window_statistics`); any other call refuses.
-    if relevance is None and task._text.settings.get("window_aggregation") == "evidence" \
+    if relevance is None and task._record.settings.get("window_aggregation") == "evidence" \
             and not getattr(task, "fitting", False):
         raise TaskInputError(NOT_FITTED)
     if relevance is not None:  # logits and distances in one pass
@@ -70,7 +70,7 @@ def aggregate_windows(task, outputs, starts, distances=None, reading=None):
                                reading).numpy()
     if len(starts) == len(outputs):
         return outputs
-    if task._text.settings.get("window_aggregation", "mean") == "max":
+    if task._record.settings.get("window_aggregation", "mean") == "max":
         return np.maximum.reduceat(outputs, starts, axis=0)
     counts = np.diff(np.append(starts, len(outputs))).reshape((-1,) + (1,) * (outputs.ndim - 1))
     return np.add.reduceat(outputs.astype(np.float64), starts, axis=0) / counts

@@ -248,7 +248,7 @@ def test_an_init_with_another_hidden_size_or_vocabulary(tmp_path):
                                             intermediate_size=20))
     os.makedirs(tmp_path / "small")
     spec = str(tmp_path / "small" / "encoder.keras")
-    save_pretrained(small, spec, vocab_file=teacher._text.vocab_file)
+    save_pretrained(small, spec, vocab_file=teacher._record.vocab_file)
     with pytest.raises(TaskInputError, match="init=.* has hidden size 16"):
         teacher.distill(TEXTS, layers=1, init=spec, hidden_size=24)
     student = teacher.distill(*DATA["regression"], init=spec, hidden_size=16, epochs=1, batch_size=3, verbose=0)
@@ -352,7 +352,7 @@ def test_cli_distill_saves_a_scored_student_and_refuses_bad_layers(tmp_path, cap
 @pytest.mark.slow
 def test_long_texts_are_distilled_as_the_teacher_reads_them(tmp_path):
     teacher = tiny_teacher("regression", tmp_path)
-    teacher._text.settings["max_length"] = 96  # texts read in windows of 30 pieces
+    teacher._record.settings["max_length"] = 96  # texts read in windows of 30 pieces
     long = [" ".join([text] * 6) for text in TEXTS]
     student = teacher.distill(long, layers=1, epochs=1, batch_size=3, seed=0, verbose=0)
     assert student.settings["max_length"] == 96
@@ -534,7 +534,7 @@ def test_an_unlabelled_dataset_distils_as_the_same_unlabelled_lists(kind, batche
 @pytest.mark.parametrize("window_training", ["windows", "texts"])
 def test_an_unlabelled_dataset_of_long_texts_is_read_in_windows(window_training, tmp_path):
     teacher = tiny_teacher("regression", tmp_path, layers=2)
-    teacher._text.settings.update(max_length=96, window_training=window_training)
+    teacher._record.settings.update(max_length=96, window_training=window_training)
     long = [" ".join([text] * 6) for text in TEXTS]
     options = dict(layers=1, epochs=1, batch_size=4, augment=0, seed=0, verbose=0)
     counter = _steps_counter()

@@ -138,7 +138,9 @@ def test_squad_stride_still_reads_run_squads_name_doc_stride(spec, tmp_path):
     with pytest.raises(tasks.TaskInputError, match=r"stride=32 and doc_stride=16: doc_stride is the earlier name"):
         small(tasks.SpanQA, spec, seq_length=64, stride=32, doc_stride=16)
     assert tasks.SpanQA(qa.head, vocab_file=qa.to_finetuned().vocab_file, seq_length=64,
-                        settings={"doc_stride": 16}).settings["stride"] == 16  # a settings dict
+                        settings={"doc_stride": 16, "max_query_length": 16}).settings["stride"] == 16  # a dict
+    with pytest.raises(tasks.TaskInputError, match=r"seq_length 64 must exceed max_query_length \+ 3 \(67\)"):
+        tasks.SpanQA(qa.head, vocab_file=qa.to_finetuned().vocab_file, seq_length=64)  # checked when made
     questions, contexts = ["who lives in paris?"], [CONTEXT]
     predicted = qa.predict((questions, contexts))
     with pytest.raises(tasks.TaskInputError, match=r"windows of its own stride setting \(from_pretrained\(stride=N\)\)"):

@@ -183,7 +183,7 @@ def test_a_morpheme_split_model_splits_on_the_host_and_says_so(korean_checkpoint
     spec = f"hf:{korean_checkpoint}"
     split = TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=32, pre_tokenizer="kiwi")
     plain = load(split.save(str(tmp_path / "plain")))
-    plain._text.pre_tokenizer, plain._text.tokenizer = None, None
+    plain._record.pre_tokenizer, plain._built_once.tokenizer = None, None  # the same model, fed split text
     spaced = morpheme_splitter("kiwi").spaced(REVIEWS[:12])[0]
     np.testing.assert_allclose(split.predict(REVIEWS[:12]), plain.predict(spaced), atol=1e-6)
     split.fit(REVIEWS[:12], ["neg", "pos"] * 6, epochs=1, batch_size=4, verbose=0)
