@@ -7,8 +7,9 @@ tokenizer and outputs) for cheaper serving; save it and score teacher and studen
 import sys
 import time
 
-from bert_keras.cli.flag_arguments import add_option
-from bert_keras.cli.task_arguments import add_task_arguments, add_training_options, check_output_dir, task_spec
+from bert_keras.cli.flag_arguments import add_field_options, add_option, field_values
+from bert_keras.cli.task_arguments import add_task_arguments, check_output_dir, task_spec
+from bert_keras.run_options import DistillationOptions
 
 
 def register(subparsers, summary):
@@ -17,24 +18,12 @@ def register(subparsers, summary):
         epilog="example: bert-keras distill --teacher out/sentiment --layers 3 --output-dir out/sentiment-3l")
     add_task_arguments(parser, required=False)
     parser.add_argument("--teacher", required=True, metavar="DIR", help="the fine-tuned model to distil")
-    parser.add_argument("--layers", type=int, default=None,
-                        help="the student's transformer layers, picked evenly from the teacher's "
-                             "(required unless --init: then all of its layers)")
-    parser.add_argument("--init", default=None, metavar="SPEC",
-                        help="start from this smaller pretrained encoder (same vocabulary) instead of "
-                             "the teacher's layers (needed for another hidden size)")
-    parser.add_argument("--hidden-size", type=int, default=None, help="the student's hidden size (with --init)")
     parser.add_argument("--output-dir", required=True, metavar="DIR")
     parser.add_argument("--overwrite", action="store_true", help="replace the student in --output-dir")
     add_option(parser, "--data", "--train", metavar="PATH",
                help="training data (default: the teacher's recorded training file)")
     add_option(parser, "--eval-data", "--eval", metavar="PATH", help="dev file to score at the end")
-    parser.add_argument("--temperature", type=float, default=2.0, help="soft-target temperature (2)")
-    parser.add_argument("--alpha", type=float, default=None,
-                        help="weight of the data's labels (default 0.5; 0: the teacher's outputs only)")
-    add_training_options(parser)
-    parser.add_argument("--augment", type=int, default=None, metavar="N", help="also distil on N copies of each "
-                        "batch with 10%% of the tokens masked (N+1 times the step cost; default 2 below 20,000 examples)")
+    add_field_options(parser, DistillationOptions)  # --layers, --init, ... --epochs, ... --augment
     parser.set_defaults(func=run)
 
 
@@ -50,12 +39,9 @@ def run(args):
     if spec is None:
         spec = spec_of_saved(read_finetuned(args.teacher).training, train_path=args.data,
                              eval_path=args.eval_data)
-    result = distill_directory(
-        args.teacher, spec, args.output_dir, layers=args.layers, hidden_size=args.hidden_size, init=args.init,
-        temperature=args.temperature, alpha=args.alpha, epochs=args.epochs, batch_size=args.batch_size,
-        learning_rate=args.learning_rate, max_steps=args.max_steps, checkpoint_every=args.checkpoint_every,
-        seed=args.seed, augment=args.augment, overwrite=args.overwrite, evaluate=not args.no_eval,
-        verbose=1 if sys.stdout.isatty() else 2, log=print)
+    result = distill_directory(args.teacher, spec, args.output_dir, overwrite=args.overwrite,
+                               **field_values(DistillationOptions, args),
+                               verbose=1 if sys.stdout.isatty() else 2, log=print)
     print(f"\ndone in {time.time() - started:.0f}s")
     print(result.next_steps())
     return 0

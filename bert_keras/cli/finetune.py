@@ -8,9 +8,11 @@ the dev split.
 import sys
 import time
 
-from bert_keras.cli.flag_arguments import add_encoder_options, add_option, add_window_options, fraction
+from bert_keras.cli.flag_arguments import add_encoder_options, add_field_options, add_option, add_window_options
+from bert_keras.cli.flag_arguments import field_values
 from bert_keras.finetuned_model import OWNED_FILES
-from bert_keras.cli.task_arguments import add_task_arguments, add_training_options, check_output_dir, task_spec
+from bert_keras.cli.task_arguments import add_task_arguments, check_output_dir, task_spec
+from bert_keras.run_options import FinetuningOptions
 
 
 def register(subparsers, summary):
@@ -31,14 +33,7 @@ def register(subparsers, summary):
     add_option(parser, "--data", "--train", metavar="PATH",
                help="training file (conll2003 / swag / squad; default TFDS where it has one)")
     add_option(parser, "--eval-data", "--eval", metavar="PATH", help="dev file to score at the end")
-    add_training_options(parser)
-    parser.add_argument("--warmup-ratio", type=fraction, default=0.1, help="warmup fraction (0.1)")
-    parser.add_argument("--strategy", default="auto",
-                        help="auto | default | mirrored | multiworker | tpu")
-    parser.add_argument("--tpu", default=None, help="TPU name/address for --strategy tpu")
-    parser.add_argument("--tune-threshold", action="store_true",
-                        help="SQuAD v2.0: keep the dev set's best null threshold (best_f1_thresh) for "
-                             "predict and export (default: 0.0, as run_squad.py)")
+    add_field_options(parser, FinetuningOptions)  # --epochs, --batch-size, ... --tune-threshold
     parser.set_defaults(func=run)
 
 
@@ -49,12 +44,10 @@ def run(args):
     from bert_keras.tasks.finetuning import finetune
 
     result = finetune(
-        spec, args.init, args.output_dir, overwrite=args.overwrite, epochs=args.epochs,
-        batch_size=args.batch_size, learning_rate=args.learning_rate, warmup_ratio=args.warmup_ratio,
-        seq_length=args.seq_length, max_length=args.max_length, stride=args.stride, max_steps=args.max_steps, checkpoint_every=args.checkpoint_every,
-        strategy=args.strategy, tpu=args.tpu, seed=args.seed, vocab_file=args.vocab,
+        spec, args.init, args.output_dir, overwrite=args.overwrite, seq_length=args.seq_length,
+        max_length=args.max_length, stride=args.stride, vocab_file=args.vocab,
         lowercase=False if args.cased else None, strip_accents=args.strip_accents,
-        evaluate=not args.no_eval, tune_threshold=args.tune_threshold,
+        **field_values(FinetuningOptions, args),
         verbose=1 if sys.stdout.isatty() else 2, log=print)  # a progress bar with ETA; else a line per epoch
     print(f"\ndone in {time.time() - started:.0f}s")
     print(result.next_steps())

@@ -14,6 +14,7 @@ destination, so scripts written against an older name do not break.
 import argparse
 import contextlib
 import dataclasses
+import typing
 from typing import Optional
 
 # concept -> the flag that names it in every subcommand that takes it
@@ -107,6 +108,10 @@ def _float(text):
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
 
 
+# what `pipelines.command_options.option(type="...")` names: the checked argparse types above
+CHECKED_TYPES = {"positive_int": positive_int, "positive_float": positive_float, "seed": seed, "fraction": fraction}
+
+
 def add_option(parser, name, *old_names, required=False, **options):
     """`parser.add_argument(name, **options)`, plus each of `old_names` as a hidden alias.
 
@@ -182,15 +187,16 @@ def add_case_options(parser, *, applies_to="", cased_help=None):
                         help=f"{applies_to}{STRIP_ACCENTS_HELP}")
 
 
-def add_field_options(parser, options_class):
-    """A flag per field of dataclass `options_class` with `metadata["flag"]`: `help`; `name` (else
-    `--field-name`), `old_names` (hidden, as `add_option`), `group` (its argument group), `metavar`,
-    `choices`, `type` (else the field's). The destination is the field's name; a field without a
-    default is required; a bool is a switch that flips its default."""
+def add_field_options(parser, options_class, *, only=None):
+    """A flag per field of dataclass `options_class` declared with `pipelines.command_options.option`
+    (`metadata["flag"]`: `help`; `name`, else `--field-name`; `old_names`, hidden as `add_option`;
+    `group`, `metavar`, `choices`, `nargs`, `action`; `type`, else the field's, a name of
+    `CHECKED_TYPES` standing for that type). The destination is the field's name; a field without a
+    default is required; a bool is a switch that flips its default. `only`: these fields alone."""
     groups = {}
     for field in dataclasses.fields(options_class):
         flag = field.metadata.get("flag")
-        if flag is None:
+        if flag is None or (only is not None and field.name not in only):
             continue
         group = flag.get("group")
         if group and group not in groups:
@@ -205,11 +211,20 @@ def add_field_options(parser, options_class):
             metavar = flag.get("metavar")
             if metavar is None and not flag.get("choices"):
                 metavar = name.lstrip("-").replace("-", "_").upper()  # not the field's name
-            options = {"type": flag.get("type", field.type), "metavar": metavar,
+            kind = flag.get("type") or _optional_of(field.type)
+            options = {"type": CHECKED_TYPES.get(kind, kind), "metavar": metavar,
                        **({} if required else {"default": field.default})}
-            options.update({"choices": flag["choices"]} if flag.get("choices") else {})
+            options.update({key: flag[key] for key in ("choices", "nargs", "action") if flag.get(key)})
+            if options.get("action") == "append":
+                options["default"] = []
         add_option(groups[group] if group else parser, name, *flag.get("old_names", ()), required=required,
                    dest=field.name, help=flag["help"], **options)
+
+
+def _optional_of(annotation):
+    """`X` for `Optional[X]`, else `annotation` (argparse converts to the type itself)."""
+    args = [arg for arg in typing.get_args(annotation) if arg is not type(None)]
+    return args[0] if typing.get_origin(annotation) is typing.Union and len(args) == 1 else annotation
 
 
 def field_values(options_class, namespace):

@@ -1,7 +1,7 @@
 """What several commands share about fine-tuned models: the `--task` arguments and their
 `DatasetSpec`, checking an `--output-dir` before training."""
 
-from bert_keras.cli.flag_arguments import add_stride_option, positive_float, positive_int, seed
+from bert_keras.cli.flag_arguments import add_stride_option
 from bert_keras.cli.main import CommandError
 
 
@@ -27,22 +27,6 @@ def add_task_arguments(parser, required=True, stride=True):
     if stride:
         add_stride_option(parser, windows=False, squad=True)
     parser.add_argument("--data-dir", default=None, help="TFDS data directory")
-
-
-def add_training_options(parser):
-    """The run flags `finetune` and `distill` share: one name, default and help for each."""
-    parser.add_argument("--epochs", type=float, default=3, help="training epochs (default 3)")
-    parser.add_argument("--batch-size", type=positive_int, default=None,
-                        help="batch size (default by data size: 16 under 1,000 examples, else 32)")
-    parser.add_argument("--learning-rate", type=positive_float, default=None,
-                        help="peak learning rate (default by data size: 1e-4 under 1,000 examples, "
-                             "else 2e-5, the BERT paper's)")
-    parser.add_argument("--max-steps", type=int, default=None, help="stop after this many steps (quick runs)")
-    parser.add_argument("--checkpoint-every", type=int, default=None, metavar="STEPS",
-                        help="back up the run every STEPS steps (default: every epoch) in "
-                             "DIR/.finetune-run; after Ctrl-C or a kill, the same command resumes")
-    parser.add_argument("--seed", type=seed, default=0)
-    parser.add_argument("--no-eval", action="store_true", help="skip the final dev evaluation")
 
 
 def task_spec(args, *, train_path=None, eval_path=None, training=None):

@@ -9,6 +9,8 @@ import dataclasses
 import os
 from typing import Optional, Sequence, Tuple, Union
 
+from pipelines.command_options import option
+
 FORMATS = ("bert", "text", "lines")
 DECODE_ERRORS = ("strict", "replace")
 
@@ -17,12 +19,6 @@ def _tfds_prefix():
     from pipelines.corpus import TFDS_PREFIX  # imports TensorFlow: not at module level
 
     return TFDS_PREFIX
-
-
-def _setting(default=dataclasses.MISSING, help=None, name=None, *old_names, **flag):
-    """A field with its command-line flag in `metadata["flag"]` (read by `bert-keras`)."""
-    flag = dict(flag, help=help, name=name, old_names=old_names)
-    return dataclasses.field(default=default, metadata={"flag": flag})
 
 
 def normalize_path(path: str) -> str:
@@ -88,39 +84,39 @@ class PretrainingDataSettings:
         ValueError: a setting out of range.
     """
 
-    input: Union[str, Sequence[str]] = _setting(
+    input: Union[str, Sequence[str]] = option(
         help="text files: comma-separated names and globs (a directory is an error: give "
              "'DIR/*.txt'), or tfds:NAME for a TFDS text dataset", type=str)
-    vocab_file: str = _setting(help="vocab.txt (must contain [MASK])", name="--vocab")
-    output_prefix: str = _setting(
+    vocab_file: str = option(help="vocab.txt (must contain [MASK])", name="--vocab")
+    output_prefix: str = option(
         dataclasses.MISSING, "shards are written as PREFIX-00000-of-0000N.tfrecord", None, "--output_prefix")
-    lowercase: bool = _setting(True, "cased rules (do_lower_case=False)", "--cased")
-    strip_accents: Optional[bool] = _setting(
+    lowercase: bool = option(True, "cased rules (do_lower_case=False)", "--cased")
+    strip_accents: Optional[bool] = option(
         None, "strip accents (NFD, drop combining marks): default as lowercasing; --no-strip-accents keeps "
               "Hangul syllables and accented letters whole (Korean vocabularies)", "--strip-accents")
-    format: str = _setting("bert", "bert: one sentence per line, blank line between documents (default); "
+    format: str = option("bert", "bert: one sentence per line, blank line between documents (default); "
                                    "text: prose, one document per file, sentences split by rule; "
                                    "lines: one document per line", choices=FORMATS)
-    decode_errors: str = _setting(
+    decode_errors: str = option(
         "strict", "bytes that are not UTF-8: stop with file and line (strict), or read them as "
         "U+FFFD and report how many lines had them (replace)", None, "--decode_errors", choices=DECODE_ERRORS)
-    max_seq_length: int = _setting(128, "tokens per example (default 128)", "--seq-length",
+    max_seq_length: int = option(128, "tokens per example (default 128)", "--seq-length",
                                    "--max-seq-length", "--max_seq_length")
-    max_predictions_per_seq: int = _setting(20, "masked positions per example (default 20)", "--max-predictions",
+    max_predictions_per_seq: int = option(20, "masked positions per example (default 20)", "--max-predictions",
                                             "--max-predictions-per-seq", "--max_predictions_per_seq")
-    masked_lm_prob: float = _setting(0.15, "share of the tokens masked (default 0.15)", None, "--masked_lm_prob")
-    short_seq_prob: float = _setting(0.1, "share of examples made shorter than --seq-length (default 0.1)",
+    masked_lm_prob: float = option(0.15, "share of the tokens masked (default 0.15)", None, "--masked_lm_prob")
+    short_seq_prob: float = option(0.1, "share of examples made shorter than --seq-length (default 0.1)",
                                      None, "--short_seq_prob")
-    dupe_factor: int = _setting(10, "passes over the corpus, each with new masks", None, "--dupe_factor")
-    whole_word_mask: bool = _setting(False, "mask whole words (a token and its ## pieces)", None,
+    dupe_factor: int = option(10, "passes over the corpus, each with new masks", None, "--dupe_factor")
+    whole_word_mask: bool = option(False, "mask whole words (a token and its ## pieces)", None,
                                      "--whole_word_mask")
-    seed: int = _setting(12345, "the random seed (default 12345)", None, "--random-seed", "--random_seed")
-    num_output_shards: int = _setting(8, "number of output files", None, "--num_output_shards")
-    num_shards: int = _setting(1, "machines sharing the work", None, "--num_shards")
-    shard_index: int = _setting(0, "this machine's index in [0, num_shards)", None, "--shard_index")
-    tfds_split: str = _setting("train", "split of a tfds: input", None, "--tfds_split")
-    tfds_text_field: str = _setting("text", "text feature of a tfds: input", None, "--tfds_text_field")
-    documents_per_bucket: int = _setting(
+    seed: int = option(12345, "the random seed (default 12345)", None, "--random-seed", "--random_seed")
+    num_output_shards: int = option(8, "number of output files", None, "--num_output_shards")
+    num_shards: int = option(1, "machines sharing the work", None, "--num_shards")
+    shard_index: int = option(0, "this machine's index in [0, num_shards)", None, "--shard_index")
+    tfds_split: str = option("train", "split of a tfds: input", None, "--tfds_split")
+    tfds_text_field: str = option("text", "text feature of a tfds: input", None, "--tfds_text_field")
+    documents_per_bucket: int = option(
         10_000, "documents per next-sentence bucket: a random next segment comes from another document of the "
         "same bucket (one bucket, the whole corpus, below this many documents; default 10000)", None,
         "--documents_per_bucket")

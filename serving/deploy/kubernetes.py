@@ -20,6 +20,8 @@ import dataclasses
 import json
 import re
 
+from pipelines.command_options import option
+
 from serving.deploy.health_check import readiness_script
 from serving.deploy.server_settings import (
     BATCHING_PARAMETERS, CONFIG_DIR, MODELS_CONFIG, MODELS_DIR, MONITORING_CONFIG,
@@ -31,9 +33,8 @@ _QUANTITY = re.compile(r"^\+?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+|[numkMGT
 
 
 def _option(default, help, name=None, metavar="Q"):
-    """A field with its `bert-keras deploy-kit` flag (`metadata["flag"]`: name, help, metavar)."""
-    flag = {"name": name, "help": help, "metavar": metavar}
-    return dataclasses.field(default=default, metadata={"flag": flag})
+    """A field with its `bert-keras deploy-kit` flag (a Kubernetes quantity's metavar Q by default)."""
+    return option(default, help, name, metavar=metavar)
 
 
 @dataclasses.dataclass(frozen=True)

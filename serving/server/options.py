@@ -23,6 +23,8 @@ serving.server.options.ServerOptionsError: --max-request-bytes must be at least 
 import dataclasses
 import os
 
+from pipelines.command_options import option
+
 # fields that must be at least 1, and fields that must be positive (seconds)
 _AT_LEAST_ONE = ("grpc_max_threads", "grpc_max_concurrent_rpcs", "rest_max_threads", "rest_max_connections",
                  "max_rows_per_request", "max_tokens_per_request", "max_windows_per_request")
@@ -37,9 +39,8 @@ BATCHING = "batching (like tensorflow_model_server --enable_batching)"
 
 
 def _option(group, default, help, metavar=None):
-    """A field with its flag's group, help and metavar (`metadata["flag"]`), read by the command line."""
-    flag = {"group": group, "help": help, "metavar": metavar}
-    return dataclasses.field(default=default, metadata={"flag": flag})
+    """A field with its flag's group, help and metavar, read by the command line."""
+    return option(default, help, group=group, metavar=metavar)
 
 
 class ServerOptionsError(ValueError):

@@ -127,3 +127,35 @@ def test_a_batch_size_below_one_is_a_usage_error(command, capsys):
         main(command + ["--batch-size", "0"])
     assert exit_info.value.code == 2
     assert "argument --batch-size: must be at least 1, got 0" in capsys.readouterr().err
+
+
+def _python_defaults(call):
+    import inspect
+
+    return {name: parameter.default for name, parameter in inspect.signature(call).parameters.items()
+            if parameter.default is not inspect.Parameter.empty}
+
+
+@pytest.mark.parametrize("record_name, call_path", [
+    ("PretrainingOptions", "bert_keras.tasks.pretrainer:Pretrainer.pretrain"),
+    ("FinetuningOptions", "bert_keras.tasks.finetuning:finetune"),
+    ("DistillationOptions", "bert_keras.tasks.distillation:distill_directory"),
+])
+def test_a_commands_run_options_are_its_python_calls_keywords_with_the_same_defaults(record_name, call_path):
+    """`bert_keras.run_options` records give the commands their flags; each field is a keyword of the
+    Python call the command makes, defaulting alike (a flag's default is the call's)."""
+    import dataclasses
+    import importlib
+
+    from bert_keras import run_options
+
+    module, attribute = call_path.split(":")
+    call = importlib.import_module(module)
+    for name in attribute.split("."):
+        call = getattr(call, name)
+    defaults = _python_defaults(call)
+    for field in dataclasses.fields(getattr(run_options, record_name)):
+        if field.default is dataclasses.MISSING:
+            continue
+        assert field.name in defaults, f"{record_name}.{field.name} is not a keyword of {call_path}"
+        assert defaults[field.name] == field.default, (record_name, field.name)
