@@ -381,10 +381,13 @@ class TextClassifier(TextTask):
 
     def _row_predictions(self, items, *, batch_size=32):
         """`{"text", "label", "probabilities": {name: p}}` (regression `{"text", "score"}`) per item."""
-        pairs = {isinstance(item, tuple) for item in items}
-        if len(pairs) > 1:
-            raise TaskInputError("x: a mix of single texts and (text, text_b) pairs")
-        x = ([a for a, _ in items], [b for _, b in items]) if pairs == {True} else list(items)
+        wrong = next((i for i, item in enumerate(items) if isinstance(item, tuple) != self.text_pair), None)
+        if wrong is not None:  # named by row, in the words of both callers (Python and `bert-keras predict`)
+            given = "a (text, text_b) pair" if isinstance(items[wrong], tuple) else "a single text"
+            reads = ("sentence pairs: give (text, text_b) (bert-keras predict: 'A ||| B', or A<TAB>B in a file)"
+                     if self.text_pair else "single texts (a pair separator in a text splits it)")
+            raise TaskInputError(f"row {wrong} ({str(items[wrong])[:60]!r}): {given}, but this model reads {reads}")
+        x = ([a for a, _ in items], [b for _, b in items]) if self.text_pair else list(items)
         outputs, _, truncated = self._scores(x, None, batch_size)
         outputs = self._from_outputs(outputs)
         shown = [item if isinstance(item, str) else list(item) for item in items]
