@@ -53,13 +53,9 @@ from typing import Any, Dict, Optional
 
 from pipelines.atomic_writes import (check_free_space, install_directory, make_staging_directory, scratch_directory,
                                      variables_nbytes, write_bytes)
-from serving.op_sets import matching_release
+from serving.export_options import DEFAULT_RELEASE, DEFAULT_WARMUP_REQUESTS, TOKENIZER_BACKENDS
 from serving.signatures.text_inputs import DEFAULT_CHARS_PER_TOKEN
 from serving.warmup import MAX_WARMUP_RECORDS
-
-DEFAULT_WARMUP_REQUESTS = 2
-DEFAULT_RELEASE = matching_release()  # the installed TensorFlow's (serving/op_sets.py)
-TOKENIZER_BACKENDS = ("tf_text", "core")
 _VERSION = re.compile(r"^[0-9]+$")
 
 

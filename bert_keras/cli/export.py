@@ -8,7 +8,7 @@ a fresh Python that imports only TensorFlow must reproduce the model's outputs.
 
 import argparse
 
-from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options, add_option
+from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options, add_field_options, add_option, field_values
 from bert_keras.cli.main import CommandError
 from bert_keras.cli.output_files import refuse_inputs
 from bert_keras.cli.embedding_arguments import add_pooling_options, pooling_layer, read_idf_corpus
@@ -39,28 +39,9 @@ def register(subparsers, summary):
                         help="model base directory (the export goes to DIR/NAME/VERSION)")
     add_option(parser, "--model-name", "--name", dest="name", required=True, metavar="NAME",
                help="the served model's name")
-    parser.add_argument("--version", type=int, default=None,
-                        help="version number (default: highest existing + 1, or 1)")
-    parser.add_argument("--tokenizer", choices=("tf_text", "core"), default="tf_text",
-                        help="tf_text (fast; TF-Text ops) or core (core TF ops only: any stock "
-                             "tensorflow/serving image runs it)")
-    parser.add_argument("--strict", action="store_true",
-                        help="fail, writing nothing, when the op audit finds ops the targeted "
-                             "tensorflow/serving release cannot run")
-    from serving.op_sets import matching_release  # package metadata only: no TensorFlow import
+    from serving.export_options import ExportOptions  # no TensorFlow: --help stays fast
 
-    installed = matching_release()
-    parser.add_argument("--release", default=installed,
-                        help=f"tensorflow/serving release to audit for (default {installed}: the installed "
-                             "TensorFlow's; TF Serving X.Y runs SavedModels of TensorFlow X.Y)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --version")
-    parser.add_argument("--quantize", choices=("none", "int8"), default="none",
-                        help="int8: the encoder's dense layers in dynamic-range int8 (per-channel "
-                             "weights; oneDNN quantized matmul kernels, x86-64 servers) (default none)")
-    parser.add_argument("--no-check", action="store_true",
-                        help="skip the fresh-process check of the export's outputs")
-    parser.add_argument("--warmup-requests", type=int, default=2, metavar="N",
-                        help="warmup requests to write, batch sizes 1 and 8 alternating (default 2; 0: none)")
+    add_field_options(parser, ExportOptions)  # --version, --tokenizer, --strict, ... --warmup-requests
     add_encoder_options(parser, init_help=None, applies_to="--init: ",
                         seq_length_help="packed length (default: the finetune run's; 128 for --init)")
     pair = parser.add_mutually_exclusive_group()
@@ -79,6 +60,7 @@ def register(subparsers, summary):
 
 def run(args):
     from bert_keras.finetuned_model import is_finetuned_directory
+    from serving.export_options import ExportOptions
     from serving.exporter import check_export_options
 
     check_export_options(args.version, args.warmup_requests, model_name=args.name,
@@ -111,12 +93,8 @@ def run(args):
             if corpus is not None:
                 task.fit_idf(corpus)
         result = task.export_result(
-            args.base_path, args.name, version=args.version, tokenizer_backend=args.tokenizer,
-            overwrite=args.overwrite, strict=args.strict, check=not args.no_check,
-            warmup_requests=args.warmup_requests, release=args.release,
-            quantize=None if args.quantize == "none" else args.quantize,
-            seq_length=args.seq_length, text_pair=args.text_pair,
-            null_score_diff_threshold=args.null_threshold, max_windows=args.max_windows)
+            args.base_path, args.name, **field_values(ExportOptions, args), seq_length=args.seq_length,
+            text_pair=args.text_pair, null_score_diff_threshold=args.null_threshold, max_windows=args.max_windows)
     except (FileExistsError, PortabilityError, ValueError, CheckpointFormatError) as error:
         # ValueError covers serving.op_audit.OpAuditError (--strict), FinetunedModelError,
         # TaskInputError and bad settings.

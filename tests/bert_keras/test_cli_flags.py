@@ -136,26 +136,31 @@ def _python_defaults(call):
             if parameter.default is not inspect.Parameter.empty}
 
 
-@pytest.mark.parametrize("record_name, call_path", [
-    ("PretrainingOptions", "bert_keras.tasks.pretrainer:Pretrainer.pretrain"),
-    ("FinetuningOptions", "bert_keras.tasks.finetuning:finetune"),
-    ("DistillationOptions", "bert_keras.tasks.distillation:distill_directory"),
-])
-def test_a_commands_run_options_are_its_python_calls_keywords_with_the_same_defaults(record_name, call_path):
-    """`bert_keras.run_options` records give the commands their flags; each field is a keyword of the
-    Python call the command makes, defaulting alike (a flag's default is the call's)."""
-    import dataclasses
+def _resolve(path):
     import importlib
 
-    from bert_keras import run_options
-
-    module, attribute = call_path.split(":")
-    call = importlib.import_module(module)
+    module, attribute = path.split(":")
+    value = importlib.import_module(module)
     for name in attribute.split("."):
-        call = getattr(call, name)
-    defaults = _python_defaults(call)
-    for field in dataclasses.fields(getattr(run_options, record_name)):
+        value = getattr(value, name)
+    return value
+
+
+@pytest.mark.parametrize("record_path, call_path", [
+    ("bert_keras.run_options:PretrainingOptions", "bert_keras.tasks.pretrainer:Pretrainer.pretrain"),
+    ("bert_keras.run_options:FinetuningOptions", "bert_keras.tasks.finetuning:finetune"),
+    ("bert_keras.run_options:DistillationOptions", "bert_keras.tasks.distillation:distill_directory"),
+    ("serving.export_options:ExportOptions", "serving.exporter:export_saved_model"),
+])
+def test_a_commands_options_record_is_its_python_calls_keywords_with_the_same_defaults(record_path, call_path):
+    """The records commands build their flags from (`bert_keras.run_options`, `serving.export_options`):
+    each field is a keyword of the Python call the command makes, defaulting alike (a flag's default
+    is the call's)."""
+    import dataclasses
+
+    defaults = _python_defaults(_resolve(call_path))
+    for field in dataclasses.fields(_resolve(record_path)):
         if field.default is dataclasses.MISSING:
             continue
-        assert field.name in defaults, f"{record_name}.{field.name} is not a keyword of {call_path}"
-        assert defaults[field.name] == field.default, (record_name, field.name)
+        assert field.name in defaults, f"{record_path}.{field.name} is not a keyword of {call_path}"
+        assert defaults[field.name] == field.default, (record_path, field.name)
