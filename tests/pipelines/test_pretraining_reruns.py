@@ -198,7 +198,9 @@ def _start_a_long_parallel_run(vocab_file, tmp_path):
     prefix = str(tmp_path / "out" / "data")
     command = [sys.executable, "-m", "bert_keras.cli.main", "create-pretraining-data", "--input", str(corpus),
                "--vocab", vocab_file, "--output_prefix", prefix, "--workers", "2", "--num_output_shards", "4",
-               "--dupe_factor", "40", "--max_seq_length", "128"]
+               # 400 passes: the shards take minutes to write, so the signal always lands mid-shard, however
+               # fast the machine (at 40 a quiet run wrote everything in 7.7 s, before a loaded test's signal)
+               "--dupe_factor", "400", "--max_seq_length", "128"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     deadline = time.time() + 240
