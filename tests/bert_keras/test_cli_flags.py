@@ -136,18 +136,8 @@ def _python_defaults(call):
             if parameter.default is not inspect.Parameter.empty}
 
 
-def _resolve(path):
-    import importlib
-
-    module, attribute = path.split(":")
-    value = importlib.import_module(module)
-    for name in attribute.split("."):
-        value = getattr(value, name)
-    return value
-
-
 @pytest.mark.parametrize("record_path, call_path", [
-    ("bert_keras.run_options:PretrainingOptions", "bert_keras.tasks.pretrainer:Pretrainer.pretrain"),
+    ("bert_keras.run_options:PretrainingOptions", "bert_keras.tasks.pretrainer:Pretrainer"),  # .pretrain
     ("bert_keras.run_options:FinetuningOptions", "bert_keras.tasks.finetuning:finetune"),
     ("bert_keras.run_options:DistillationOptions", "bert_keras.tasks.distillation:distill_directory"),
     ("serving.export_options:ExportOptions", "serving.exporter:export_saved_model"),
@@ -158,8 +148,11 @@ def test_a_commands_options_record_is_its_python_calls_keywords_with_the_same_de
     is the call's)."""
     import dataclasses
 
-    defaults = _python_defaults(_resolve(call_path))
-    for field in dataclasses.fields(_resolve(record_path)):
+    from bert_keras.families import resolve
+
+    call = resolve(call_path)
+    defaults = _python_defaults(call.pretrain if isinstance(call, type) else call)
+    for field in dataclasses.fields(resolve(record_path)):
         if field.default is dataclasses.MISSING:
             continue
         assert field.name in defaults, f"{record_path}.{field.name} is not a keyword of {call_path}"
