@@ -75,23 +75,20 @@ def learn_vocabulary(args, out, corpus):
     [--morpheme-suffixes]]`; writes vocab.txt and HF's tokenizer_config.json beside it.
 
     morpheme-split learns from the split corpus (the same words `--pre-tokenizer kiwi` counts)."""
-    from pipelines.tokenizer import build_vocabulary, write_vocabulary
-    from pipelines.tokenizer.corpus_words import count_corpus_words
-    from pipelines.tokenizer.tokenizer_config import write_tokenizer_settings
+    from pipelines.tokenizer import vocabulary_learning
 
     path = os.path.join(out, "vocab.txt")
     if os.path.exists(path):
         return path
     options = {"morpheme-vocab": {"pre_tokenizer": "kiwi", "morpheme_suffixes": True}}.get(args.variant, {})
     started = time.time()
-    counts = count_corpus_words(corpus, lowercase=True, strip_accents=False, **options)
     # Korean Wikipedia has ~8,700 distinct characters (hanja included): with every one and its ## form the
     # alphabet alone would fill the vocabulary. SentencePiece's coverage for CJK keeps the common ones.
-    tokens = build_vocabulary(counts, vocab_size=args.vocab_size, max_input_tokens=200_000,
-                              character_coverage=0.9995)
-    write_vocabulary(tokens, path)
-    write_tokenizer_settings(path, lowercase=True, strip_accents=False)
-    log(f"vocab: {len(tokens):,} tokens from {len(counts):,} distinct words in {time.time() - started:.0f}s")
+    learned = vocabulary_learning.learn_vocabulary(
+        corpus, path, lowercase=True, strip_accents=False, size=args.vocab_size, character_coverage=0.9995,
+        max_input_tokens=200_000, **options)
+    log(f"vocab: {len(learned.tokens):,} tokens from {learned.distinct:,} distinct words in "
+        f"{time.time() - started:.0f}s")
     return path
 
 

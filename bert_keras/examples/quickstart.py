@@ -167,18 +167,14 @@ def learn_vocabulary(args, workdir, corpus, steps):
     From scratch that is the learned one. Pretrained weights come with their
     own (their embedding rows belong to it): the learned one is compared with it.
     """
-    import tensorflow as tf
-
     from bert_keras.checkpoints import find_vocabulary
-    from pipelines.tokenizer import BertPreTokenizer, build_vocabulary, count_words, write_vocabulary
+    from pipelines.tokenizer import learn_vocabulary
 
     learned = os.path.join(workdir, "vocab.txt")
     steps.start("learn a WordPiece vocabulary from the sample text",
                 ["vocab", corpus, "--output", learned, "--size", str(args.vocab_size)])
     # Words are split exactly as the tokenizer will split them; reserved tokens come first.
-    counts = count_words(tf.data.TextLineDataset([corpus]), BertPreTokenizer(lowercase=True))
-    tokens = build_vocabulary(counts, vocab_size=args.vocab_size)
-    write_vocabulary(tokens, learned)
+    tokens = learn_vocabulary([corpus], learned, size=args.vocab_size, overwrite=True).tokens
     if args.from_scratch:
         steps.finish(f"{len(tokens)} tokens in {learned}; the tiny BERT below uses it")
         return learned

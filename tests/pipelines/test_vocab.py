@@ -297,3 +297,30 @@ def test_a_directory_given_as_the_vocabulary_is_named(tmp_path):
     (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n")
     with pytest.raises(VocabularyError, match=rf"pass {tmp_path}/vocab.txt"):
         load_vocabulary(str(tmp_path))
+
+
+def test_learn_vocabulary_is_the_vocab_command_in_one_call(tmp_path):
+    """`learn_vocabulary` writes what `bert-keras vocab` writes (vocab.txt and its rules), refuses to
+    replace either without `overwrite`, and checks its options before counting."""
+    import json
+
+    from bert_keras.cli.main import main
+    from pipelines.tokenizer import learn_vocabulary
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(synthetic_corpus(200)) + "\n", encoding="utf-8")
+    learned = learn_vocabulary([str(corpus)], str(tmp_path / "py" / "vocab.txt"), size=300, reserved=["[unused0]"],
+                               strip_accents=False)
+    assert main(["vocab", str(corpus), "-o", str(tmp_path / "cli" / "vocab.txt"), "--size", "300",
+                 "--reserved", "[unused0]", "--no-strip-accents"]) == 0
+    assert load_vocabulary(learned.path) == load_vocabulary(str(tmp_path / "cli" / "vocab.txt")) == learned.tokens
+    assert learned.tokens[:6] == RESERVED_TOKENS + ["[unused0]"]
+    rules = json.loads((tmp_path / "py" / "tokenizer_config.json").read_text())
+    assert (rules["do_lower_case"], rules["strip_accents"]) == (True, False)
+    assert learned.distinct == len(count_words(tf.data.Dataset.from_tensor_slices(
+        corpus.read_text(encoding="utf-8").splitlines()), BertPreTokenizer(lowercase=True, strip_accents=False)))
+    with pytest.raises(FileExistsError, match="vocab.txt exists; pass overwrite=True"):
+        learn_vocabulary([str(corpus)], learned.path, size=300)
+    with pytest.raises(ValueError, match=r"character_coverage must be in \(0, 1\], got 0"):
+        learn_vocabulary([str(corpus)], str(tmp_path / "other.txt"), character_coverage=0)
+    assert not (tmp_path / "other.txt").exists()

@@ -1,0 +1,130 @@
+"""From text files to a vocabulary on disk in one call, as `bert-keras vocab` does it.
+
+The words are counted as the BERT tokenizer will split them (here, or on Apache Beam; optionally
+morpheme by morpheme), WordPiece is learned from the counts, and `vocab.txt` is written with HF's
+`tokenizer_config.json` beside it, so every later step (and HF) reads text with the same rules.
+
+>>> import os, tempfile
+>>> path = os.path.join(tempfile.mkdtemp(), "vocab.txt")
+>>> learned = learn_vocabulary(["pipelines/data/sample_corpus.txt"], path, size=2000)  # doctest: +SKIP
+>>> learned.tokens[:5]  # doctest: +SKIP
+['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
+"""
+
+import dataclasses
+import os
+from typing import Callable, List, Optional, Tuple
+
+from pipelines.command_options import option
+
+
+@dataclasses.dataclass(frozen=True)
+class VocabularyOptions:
+    """How a vocabulary is learned: the keywords of `learn_vocabulary`, the flags of `bert-keras vocab`
+    (with the same defaults). Plain Python: `--help` loads no TensorFlow."""
+
+    size: int = option(30522, "target vocabulary size (default 30522)", type="positive_int")
+    reserved: Tuple[str, ...] = option((), "extra reserved tokens after the five special ones (e.g. [unused0])",
+                                       nargs="*", metavar="TOKEN", type=str)
+    character_coverage: float = option(
+        1.0, "keep the most frequent characters covering this share of the text (SentencePiece's option; "
+             "default 1.0, every character); the others become [UNK]. Korean, Chinese and Japanese corpora "
+             "need fewer characters (0.9995, as SentencePiece), or their alphabet fills the vocabulary",
+        metavar="SHARE", type="fraction")
+    runner: Optional[str] = option(None, "count the words on Apache Beam (pip install bert-keras[beam]): "
+                                         "DirectRunner, DataflowRunner, FlinkRunner, SparkRunner or "
+                                         "PortableRunner; the same counts")
+    beam_options: Tuple[str, ...] = option((), "a Beam pipeline option, repeatable: "
+                                               "--beam-option=--direct_num_workers=4",
+                                           "--beam-option", action="append", metavar="OPTION", type=str)
+    # The names are pipelines.tokenizer.morphemes.PRE_TOKENIZERS (not imported here: no TensorFlow).
+    pre_tokenizer: Optional[str] = option(
+        None, "split Korean words into morphemes first, with this analyzer: kiwi "
+              '(pip install "bert-keras[korean]"). Alone, every morpheme is a word of its own: for a model that '
+              "reads text split by kiwi at training AND inference "
+              "(pipelines.tokenizer.morphemes.morpheme_splitter('kiwi').spaced). With --morpheme-suffixes, "
+              "a vocabulary for raw text. Not with --runner", metavar="NAME")
+    morpheme_suffixes: bool = option(
+        False, "with --pre-tokenizer: learn a word's later morphemes as ## pieces (\"오늘은\" -> 오늘 ##은), so "
+               "the vocabulary reads RAW text in-graph (stock TF Serving, no analyzer at inference); kiwi is "
+               "needed only to learn it")
+
+    def __post_init__(self):
+        if not 0.0 < self.character_coverage <= 1.0:
+            raise ValueError(f"character_coverage must be in (0, 1], got {self.character_coverage}")
+        if self.size < 1:
+            raise ValueError(f"size must be at least 1, got {self.size}")
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnedVocabulary:
+    """What `learn_vocabulary` wrote: `path` (vocab.txt), `settings_path` (its tokenizer_config.json),
+    the `tokens` in id order, and the corpus' `words` and `distinct` words."""
+
+    path: str
+    settings_path: str
+    tokens: List[str]
+    words: int
+    distinct: int
+    size: int
+
+    @property
+    def notes(self) -> List[str]:
+        """What the user should know about the result (empty when nothing is unusual)."""
+        if len(self.tokens) <= self.size:
+            return []
+        return [f"more than the {self.size:,} asked: every character of the corpus (and its ## form) is a "
+                "token of its own, so that no word is [UNK]; a larger size adds pieces of words"]
+
+
+def learn_vocabulary(inputs, output, *, lowercase: bool = True, strip_accents: Optional[bool] = None,
+                     overwrite: bool = False, progress: Optional[Callable] = None,
+                     log: Callable[[str], None] = lambda line: None, max_input_tokens: Optional[int] = int(5e6),
+                     **options) -> LearnedVocabulary:
+    """Learns a WordPiece vocabulary from text files and writes it, with its tokenizer rules.
+
+    Args:
+        inputs: text files or glob patterns, one sentence or document per line.
+        output: the vocabulary file to write (`vocab.txt`); HF's `tokenizer_config.json` goes beside
+            it (`NAME.tokenizer_config.json` for a `NAME.txt` other than vocab.txt).
+        lowercase, strip_accents: the tokenizer's rules (`BertTokenizer`; `strip_accents` None: as
+            `lowercase`; False with `lowercase` keeps Hangul syllables whole).
+        overwrite: replace existing output files (else `FileExistsError`, before any counting).
+        progress: a progress-bar factory for the counting (`count_corpus_words`).
+        log: called with a line before the learning starts and with any warning about the corpus.
+        max_input_tokens: the most distinct words the learner reads (the most frequent; `build_vocabulary`).
+        **options: the fields of `VocabularyOptions` (`size`, `reserved`, `character_coverage`,
+            `runner`, `beam_options`, `pre_tokenizer`, `morpheme_suffixes`).
+
+    Raises:
+        FileExistsError: an output file exists and `overwrite` is False.
+        ValueError: bad options, or no words in the files (`count_corpus_words`, `build_vocabulary`).
+        pipelines.tokenizer.morphemes.MissingAnalyzerError: the pre-tokenizer is not installed.
+    """
+    settings = VocabularyOptions(**options)
+    from pipelines.tokenizer.tokenizer_config import tokenizer_config_path, write_tokenizer_settings
+
+    settings_path = tokenizer_config_path(output)
+    for path in (output, settings_path):
+        if os.path.lexists(path) and not overwrite:
+            raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
+    from pipelines.tokenizer.corpus_words import count_corpus_words
+    from pipelines.tokenizer.vocab import RESERVED_TOKENS, alphabet_share, build_vocabulary, write_vocabulary
+
+    counts = count_corpus_words(inputs, lowercase=lowercase, strip_accents=strip_accents, runner=settings.runner,
+                                pipeline_args=list(settings.beam_options), progress=progress,
+                                pre_tokenizer=settings.pre_tokenizer, morpheme_suffixes=settings.morpheme_suffixes)
+    words = sum(counts.values())
+    log(f"{words:,} words, {len(counts):,} distinct; learning {settings.size:,} pieces...")
+    share = alphabet_share(counts, settings.size, settings.character_coverage)
+    if share >= 0.5:
+        log(f"note: the characters alone (each also as ##) take {share:.0%} of the {settings.size:,} pieces "
+            f"asked, leaving {'no' if share >= 1 else 'little'} room for pieces of words; a script with "
+            "thousands of characters needs a character coverage of 0.9995 (rarer characters become [UNK]) "
+            "or a larger size")
+    tokens = build_vocabulary(counts, vocab_size=settings.size, reserved_tokens=RESERVED_TOKENS + list(settings.reserved),
+                              character_coverage=settings.character_coverage, max_input_tokens=max_input_tokens)
+    write_vocabulary(tokens, output)
+    write_tokenizer_settings(output, lowercase=lowercase, strip_accents=strip_accents)
+    return LearnedVocabulary(path=output, settings_path=settings_path, tokens=tokens, words=words,
+                             distinct=len(counts), size=settings.size)
