@@ -13,6 +13,9 @@ prints it; plain Python, no TensorFlow: an early error stays fast):
 - a model without its vocabulary -> `--vocab FILE`, or `bert-keras vocab` to make one;
 - pretraining records of other shapes -> `--seq-length` / `--max-predictions`.
 
+`file_system_error` turns a TensorFlow op error caused by the disk or a path (no space left,
+permission denied) into an `OSError`, printed as one line with what to do.
+
 Example:
 
 >>> import argparse
@@ -23,6 +26,7 @@ Example:
 
 import difflib
 import re
+import sys
 
 # column option of the CSV task -> the argparse destination that holds its value, and its default
 COLUMN_FLAGS = (
@@ -88,3 +92,25 @@ def _records_hint(message, args):
     if "The records were written with" not in message:
         return None
     return "pass --seq-length and --max-predictions that match the records"
+
+
+# What TensorFlow's file writes (SavedModel, checkpoints, TFRecords) fail with when the disk
+# or the directory is the problem: the user fixes it, so it gets a line, not a traceback.
+_FILE_SYSTEM_PROBLEMS = re.compile(r"No space left on device|Disk quota exceeded|File too large|"
+                                   r"Read-only file system|Permission denied|is not a directory|"
+                                   r"Not a directory")
+
+
+def file_system_error(error):
+    """An `OSError` for a TensorFlow op error caused by the file system, else None."""
+    tf = sys.modules.get("tensorflow")
+    errors = getattr(tf, "errors", None)
+    if errors is None or not isinstance(error, errors.OpError):
+        return None
+    message = str(getattr(error, "message", error)).strip()
+    if not _FILE_SYSTEM_PROBLEMS.search(message):
+        return None
+    first = message.splitlines()[0] if message else type(error).__name__
+    room = re.search(r"No space left on device|Disk quota exceeded|File too large", message)
+    advice = "free some space" if room else "fix the path or its permissions"
+    return OSError(f"{first}; {advice} and run the same command again")

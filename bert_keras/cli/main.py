@@ -9,7 +9,6 @@ import argparse
 import contextlib
 import importlib
 import os
-import re
 import signal
 import sys
 import threading
@@ -109,7 +108,9 @@ def main(argv=None):
             with sigterm_as_interrupt(args.command):
                 return args.func(args) or 0
         except Exception as error:  # noqa: BLE001 (only the file system's errors are re-raised as such)
-            raise _file_system_error(error) or error
+            from bert_keras.error_hints import file_system_error
+
+            raise file_system_error(error) or error
     except (CommandError, OSError, ValueError) as error:
         # Library errors (bad vocabulary, mismatched checkpoint, bad input file) and the
         # system's (permission denied, a file where a directory should be) name the file
@@ -130,28 +131,6 @@ def main(argv=None):
         print(("terminated (SIGTERM)" if terminated else "interrupted")
               + ("; run the same command again to resume" if resumes else ""), file=sys.stderr)
         return 143 if terminated else 130
-
-
-# What TensorFlow's file writes (SavedModel, checkpoints, TFRecords) fail with when the disk
-# or the directory is the problem: the user fixes it, so it gets a line, not a traceback.
-_FILE_SYSTEM_PROBLEMS = re.compile(r"No space left on device|Disk quota exceeded|File too large|"
-                                   r"Read-only file system|Permission denied|is not a directory|"
-                                   r"Not a directory")
-
-
-def _file_system_error(error):
-    """An `OSError` for a TensorFlow op error caused by the file system, else None."""
-    tf = sys.modules.get("tensorflow")
-    errors = getattr(tf, "errors", None)
-    if errors is None or not isinstance(error, errors.OpError):
-        return None
-    message = str(getattr(error, "message", error)).strip()
-    if not _FILE_SYSTEM_PROBLEMS.search(message):
-        return None
-    first = message.splitlines()[0] if message else type(error).__name__
-    room = re.search(r"No space left on device|Disk quota exceeded|File too large", message)
-    advice = "free some space" if room else "fix the path or its permissions"
-    return OSError(f"{first}; {advice} and run the same command again")
 
 
 if __name__ == "__main__":
