@@ -81,58 +81,81 @@ def masked_copies(x, copies, *, mask_id, special_ids, rate, seed):
 AUGMENT_BELOW_EXAMPLES = 20_000
 
 
-def default_augment(x):
+def default_augment(x, unlabelled=None):
     """Masked copies per batch by default: 2 for fewer than `AUGMENT_BELOW_EXAMPLES` in-memory
-    examples, else 0 (a dataset: 0, its size is not read ahead).
+    examples (`x` and the `unlabelled` text together), else 0 (a dataset: 0, its size is not read ahead).
 
     >>> default_augment(["a text"] * 2000), default_augment(["a text"] * 50_000)
     (2, 0)
+    >>> default_augment(["a text"] * 2000, unlabelled=["more text"] * 30_000)
+    0
     """
-    if isinstance(x, tf.data.Dataset):
+    if any(isinstance(part, tf.data.Dataset) for part in (x, unlabelled)):
         return 0
     try:
-        return 2 if num_rows(x) < AUGMENT_BELOW_EXAMPLES else 0
+        rows = num_rows(x) + (0 if unlabelled is None else num_rows(unlabelled))
     except TaskInputError:
         return 0
+    return 2 if rows < AUGMENT_BELOW_EXAMPLES else 0
 
 
-def masked_copy_count(augment, x):
-    """`augment` checked (a whole number >= 0), or `default_augment(x)` when None."""
+def masked_copy_count(augment, x, unlabelled=None):
+    """`augment` checked (a whole number >= 0), or `default_augment(x, unlabelled)` when None."""
     if augment is None:
-        return default_augment(x)
+        return default_augment(x, unlabelled)
     if isinstance(augment, bool) or not isinstance(augment, numbers.Integral) or augment < 0:
         raise TaskInputError(f"augment={augment!r}: expected a whole number >= 0 (masked copies of each batch)")
     return int(augment)
 
 
-def _distillation_step(student, teacher, temperature, alpha, augment=None):
+def _distillation_step(student, teacher, temperature, alpha, augment=None, unlabelled=False):
     """The student's train step: the teacher's outputs on the batch (and on its masked copies,
     `augment`), the family's soft loss (`TextTask._soft_loss`), plus `alpha` x the task's own loss
-    on the labels of the original rows."""
+    on the labels of the original rows. `unlabelled`: each element's inputs are `(x, extra)`, a batch
+    of the run's data and one of its unlabelled text; the soft loss is the mean over the rows of both."""
     from keras.src import tree
     from keras.src.trainers.data_adapters import data_adapter_utils
 
+    def batch_rows(inputs):
+        return tf.shape(next(part for part in tree.flatten(inputs) if part is not None))[0]
+
+    def with_copies(inputs, weight, stream):
+        """`inputs` and their masked copies (`augment`), each row's `weight` repeated with it."""
+        if not augment:
+            return inputs, weight
+        step = tf.cast(student.optimizer.iterations, tf.int64)
+        inputs = masked_copies(inputs, augment["copies"], mask_id=augment["mask_id"],
+                               special_ids=augment["special_ids"], rate=augment["rate"],
+                               seed=tf.stack([tf.constant(augment["seed"] + stream, tf.int64), step * 1009]))
+        return inputs, None if weight is None else tf.concat([weight] * (augment["copies"] + 1), axis=0)
+
+    def teacher_outputs(inputs):
+        return tf.nest.map_structure(tf.stop_gradient, teacher(inputs, training=False))
+
     def train_step(data):
         x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
-        inputs, soft_weight, rows = x, sample_weight, None
-        if augment:
-            rows = tf.shape(x["token_ids"])[0]
-            step = tf.cast(student.optimizer.iterations, tf.int64)
-            inputs = masked_copies(x, augment["copies"], mask_id=augment["mask_id"],
-                                   special_ids=augment["special_ids"], rate=augment["rate"],
-                                   seed=tf.stack([tf.constant(augment["seed"], tf.int64), step * 1009]))
-            if sample_weight is not None:
-                soft_weight = tf.concat([sample_weight] * (augment["copies"] + 1), axis=0)
-        teacher_out = tf.nest.map_structure(tf.stop_gradient, teacher(inputs, training=False))
+        extra = None
+        if unlabelled:
+            x, extra = x
+        rows = batch_rows(x)
+        inputs, soft_weight = with_copies(x, sample_weight, 0)
+        teacher_out = teacher_outputs(inputs)
+        if extra is not None:
+            extra, _ = with_copies(extra, None, 1)
+            extra_teacher_out = teacher_outputs(extra)
         with tf.GradientTape() as tape:
             y_pred_all = student(inputs, training=True)
             loss = student._soft_loss(inputs, teacher_out, y_pred_all, temperature, soft_weight)
+            if extra is not None:
+                extra_loss = student._soft_loss(extra, extra_teacher_out, student(extra, training=True),
+                                                temperature)
+                counted, extra_counted = (tf.cast(batch_rows(part), loss.dtype) for part in (inputs, extra))
+                loss = (counted * loss + extra_counted * extra_loss) / (counted + extra_counted)
             y_pred = tf.nest.map_structure(lambda t: t[:rows], y_pred_all) if augment else y_pred_all
             if alpha:
                 hard = student.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight)
                 loss = (1.0 - alpha) * loss + alpha * hard
-            student._loss_tracker.update_state(
-                loss, sample_weight=tf.shape(next(i for i in tree.flatten(x) if i is not None))[0])
+            student._loss_tracker.update_state(loss, sample_weight=rows)
             scaled = student.optimizer.scale_loss(loss)
         weights = student.trainable_weights
         student.optimizer.apply_gradients(zip(tape.gradient(scaled, weights), weights))
@@ -144,6 +167,11 @@ def _distillation_step(student, teacher, temperature, alpha, augment=None):
 
 
 # -- the run --------------------------------------------------------------------------------------
+def _inputs_of(element):
+    """The inputs of a `_distillation_dataset` element (its placeholder labels dropped)."""
+    return element[0] if isinstance(element, tuple) else element
+
+
 def _has_labels(teacher, x, y):
     """Whether the run has labels: `y`, or a dataset `x` of `(x, y)` / `(x, y, sample_weight)`
     elements (Keras' reading; then `y` must not be given)."""
@@ -170,7 +198,8 @@ def _number(name, value, expected, within):
     return float(value)
 
 
-def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, temperature=2.0, alpha=None,
+def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=None, init=None, temperature=2.0,
+            alpha=None,
             epochs=3, batch_size=None, learning_rate=None, warmup_ratio=0.1, weight_decay=0.01,
             max_steps=None, seed=0, dropout=None, augment=None, mask_rate=0.1, run_dir=None, checkpoint_every=None,
             keep_run_dir=False,
@@ -185,6 +214,10 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
         y: the labels, as `fit` takes them; None: the teacher's soft targets alone. With a
             `tf.data.Dataset` the labels are its elements' (`(x, y)`, as in Keras; `x` alone:
             unlabelled), and `y` must not be given.
+        unlabelled: more inputs without labels, in the forms of `x` (DistilBERT's and TinyBERT's
+            recipe: distil on more text than the labelled set). Each step reads a batch of `x`
+            and one of `unlabelled`; the student matches the teacher's outputs on both (the
+            labels weigh on `x`'s rows only), and a pass runs over the larger of the two.
         layers: the student's transformer blocks: a number (evenly spread, `student_layers`)
             or the block indices. Required unless `init` is given (then default: all of its).
         hidden_size: the student's hidden size; another than the teacher's needs `init`.
@@ -203,8 +236,8 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
         augment: masked copies of every batch (`masked_copies`): the teacher labels them too
             and the student learns its soft targets on them (not the labels). More text to
             match for little data; each copy costs one more pass of both models. Default
-            (`default_augment`): 2 below 20,000 examples (SST-2, 2,000 sentences: -1.4 / -1.5
-            points without, -0.7 / -0.8 with), else 0.
+            (`default_augment`): 2 below 20,000 examples, `unlabelled` counted (SST-2, 2,000
+            sentences: -1.4 / -1.5 points without, -0.7 / -0.8 with), else 0.
         mask_rate: the probability that a token of a copy is masked.
         run_dir, checkpoint_every, keep_run_dir: resumable run backups, as `TextTask.fit`.
         verbose, callbacks: as `keras.Model.fit`.
@@ -236,11 +269,13 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
     if not np.isfinite(epochs_checked) or epochs_checked <= 0:
         raise TaskInputError(f"epochs={epochs!r}: expected a number > 0")
     max_steps = check_count("max_steps", max_steps)
-    if isinstance(x, tf.data.Dataset) and x.cardinality() == tf.data.INFINITE_CARDINALITY and not max_steps:
-        raise TaskInputError("x: an infinite dataset (.repeat()); pass max_steps= (the steps to run), or a "
-                             "finite dataset")
+    for name, part in (("x", x), ("unlabelled", unlabelled)):
+        if isinstance(part, tf.data.Dataset) and part.cardinality() == tf.data.INFINITE_CARDINALITY \
+                and not max_steps:
+            raise TaskInputError(f"{name}: an infinite dataset (.repeat()); pass max_steps= (the steps to run), "
+                                 "or a finite dataset")
     defaulted = augment is None
-    augment = masked_copy_count(augment, x)
+    augment = masked_copy_count(augment, x, unlabelled)
     mask_rate = _number("mask_rate", mask_rate, "the probability that a token is masked, in (0, 1)",
                         lambda v: 0.0 < v < 1.0)
     if learning_rate is not None:
@@ -263,6 +298,12 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
         keras.utils.set_random_seed(seed)
     student = make_student(teacher, plan, dropout=dropout)
     dataset, steps = student._distillation_dataset(x, y, batch_size=batch_size, seed=seed)
+    extra = None
+    if unlabelled is not None:  # its own shuffle: the same seed must not order both alike
+        extra, extra_steps = student._distillation_dataset(unlabelled, None, batch_size=batch_size,
+                                                          seed=None if seed is None else seed + 1)
+        steps = max(part for part in (steps, extra_steps) if part is not None) \
+            if steps is not None or extra_steps is not None else None
     masking = None
     inputs_spec = dataset.element_spec[0] if isinstance(dataset.element_spec, tuple) else dataset.element_spec
     if augment and not (isinstance(inputs_spec, dict) and {"token_ids", "padding_mask"} <= set(inputs_spec)):
@@ -299,20 +340,28 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
                     batch_size=batch_size, learning_rate=recipe.learning_rate, train_steps=total_steps,
                     seed=seed, labelled=labelled, augment=augment,
                     mask_rate=mask_rate if augment else None)
+    if unlabelled is not None:
+        settings["unlabelled"] = None if isinstance(unlabelled, tf.data.Dataset) else num_rows(unlabelled)
     # Keras runs whole epochs of `steps_per_epoch`: the last one is cut short at `total_steps`
     # (a fractional `epochs`, `max_steps`), as the schedule and the record say.
     whole_epochs, callbacks = keras_epochs(total_steps, steps_per_epoch, callbacks)
-    batches = dataset.repeat().take(total_steps)
+    batches = dataset.repeat()
+    if extra is not None:  # ((x, unlabelled x), y[, sample_weight]): the train step splits them
+        batches = tf.data.Dataset.zip(batches, extra.repeat()).map(
+            lambda element, more: ((element[0], _inputs_of(more)),) + tuple(element[1:]))
+    batches = batches.take(total_steps)
     if run_dir:
         # As `fit`: a backup of other data (None for a dataset: it is not read twice) or of another
         # teacher is another run's, refused. A resumed run reads on where its backup left off.
         backup = backup_callback(run_dir, keep=keep_run_dir, total_steps=total_steps,
                                  steps_per_epoch=steps_per_epoch,
                                  batch_size=batch_size, distillation=settings,
-                                 weights=weights_digest(teacher.head), data=digest((x, y)))
+                                 weights=weights_digest(teacher.head),
+                                 data=digest((x, y) if unlabelled is None else (x, y, unlabelled)))
         callbacks.append(backup)
         batches = batches.skip(resumed_batches(backup, steps_per_epoch, total_steps))
-    student.train_step = _distillation_step(student, teacher, temperature, alpha, masking)
+    student.train_step = _distillation_step(student, teacher, temperature, alpha, masking,
+                                            unlabelled=extra is not None)
     try:
         keras.Model.fit(student, without_autotune_thread(batches),
                         epochs=whole_epochs, steps_per_epoch=min(steps_per_epoch, total_steps),
@@ -329,6 +378,44 @@ def distill(teacher, x, y=None, *, layers=None, hidden_size=None, init=None, tem
                              "distillation": settings})
     return student
 
+
+
+def unlabelled_inputs(teacher, path):
+    """The lines of UTF-8 text file `path` (blank ones skipped) as inputs of `teacher`'s `fit`:
+    texts, or `(texts, texts_b)` for a model of text pairs (a line holds 'A<TAB>B' or 'A ||| B'),
+    or each line's words (split at whitespace) for NER. Question answering and multiple choice
+    read structured examples, not lines: refused.
+
+    Raises:
+        TaskInputError: no such file, a bad byte, no text, a line without its pair, or a family
+            that reads no lines (naming the file and the line).
+    """
+    from bert_keras.tasks.embedder import Embedder
+    from bert_keras.tasks.text_classifier import TextClassifier
+    from bert_keras.tasks.token_classifier import TokenClassifier
+    from serving.text_requests import TextRequestError, read_texts, split_pairs
+
+    if not isinstance(teacher, (TextClassifier, TokenClassifier, Embedder)):
+        raise TaskInputError(f"unlabelled {path}: a {type(teacher).__name__} reads structured examples, not lines of "
+                             "text; pass them to distill(unlabelled=...) in the forms of x")
+    try:
+        numbered = [(number, line) for number, line in enumerate(read_texts(path, keep_blank=True), 1)
+                    if line.strip()]
+    except TextRequestError as error:
+        raise TaskInputError(str(error).replace("--input", "unlabelled", 1)) from None
+    if not numbered:
+        raise TaskInputError(f"unlabelled {path}: holds no text")
+    lines = [line for _, line in numbered]
+    if isinstance(teacher, TokenClassifier):
+        return [line.split() for line in lines]
+    if not getattr(teacher, "text_pair", False):
+        return lines
+    pairs = split_pairs(lines)
+    single = next((numbered[i][0] for i, row in enumerate(pairs) if not isinstance(row, tuple)), None)
+    if single is not None:
+        raise TaskInputError(f"unlabelled {path}, line {single}: the model reads text pairs; write each as "
+                             "'A<TAB>B' or 'A ||| B'")
+    return [a for a, _ in pairs], [b for _, b in pairs]
 
 
 @dataclasses.dataclass
@@ -351,14 +438,15 @@ class DistillationResult:
 def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size=None, init=None,
                       temperature=2.0, alpha=None, epochs=3, batch_size=None, learning_rate=None,
                       warmup_ratio=0.1, max_steps=None, checkpoint_every=None, seed=0, augment=None, mask_rate=0.1,
-                      overwrite=False, evaluate=True, verbose=2, log=print):
+                      unlabelled=None, overwrite=False, evaluate=True, verbose=2, log=print):
     """The whole run of `bert-keras distill`: teacher directory + data spec -> a saved student.
 
     The data of `spec` (a `named_datasets.DatasetSpec`; None: the one the teacher records),
     `distill` (resumable from `output_dir/.finetune-run`), `save`, then the teacher and the
     student scored on the dev split (the student's metrics go to `eval_results.json`).
     `alpha=0` ignores the data's labels (the teacher's soft targets alone); `augment`,
-    `mask_rate`: masked copies of each batch, as `distill`.
+    `mask_rate`: masked copies of each batch, as `distill`; `unlabelled`: a text file whose lines
+    are distilled on too (`unlabelled_inputs`).
 
     Returns:
         A `DistillationResult`.
@@ -377,13 +465,16 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     spec.labels = teacher.labels
     if alpha == 0:
         y = None
+    extra = None if unlabelled is None else unlabelled_inputs(teacher, unlabelled)
     config = teacher.encoder.config
     plan = plan_student(teacher, layers=layers, hidden_size=hidden_size, init=init)
-    copies = masked_copy_count(augment, x)  # checked before anything is logged or built
+    copies = masked_copy_count(augment, x, extra)  # checked before anything is logged or built
     log(f"teacher {teacher_dir} ({config.num_layers} layers, hidden {config.hidden_size}) -> student "
         f"{len(plan.layers)} layers (blocks {list(plan.layers)} of "
         f"{init or 'the teacher'}, hidden {plan.hidden_size}); task {spec.spec}, {num_rows(x)} examples"
-        f"{'' if y is not None else ' (unlabelled: soft targets only)'}, temperature {temperature:g}"
+        f"{'' if y is not None else ' (unlabelled: soft targets only)'}"
+        f"{'' if extra is None else f' and {num_rows(extra)} unlabelled texts ({unlabelled})'}, temperature "
+        f"{temperature:g}"
         f"{f', {copies} masked copies of each batch' if copies else ''}")
     run_dir = os.path.join(output_dir, RUN_DIRECTORY)
     student = command_fit(  # the backup is kept until the student is saved
@@ -391,7 +482,7 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
             teacher, x, y, layers=plan.layers if init is None else layers, hidden_size=hidden_size, init=init,
             temperature=temperature, alpha=alpha, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
             warmup_ratio=warmup_ratio, max_steps=max_steps, seed=seed, run_dir=run_dir,
-            checkpoint_every=checkpoint_every, augment=augment, mask_rate=mask_rate, verbose=verbose,
+            checkpoint_every=checkpoint_every, augment=augment, mask_rate=mask_rate, unlabelled=extra, verbose=verbose,
             keep_run_dir=True, callbacks=callbacks),
         run_dir, output_dir, log, overwrite=overwrite)
     if student.settings.get("window_aggregation") == "evidence":  # the student's own blocks' statistics

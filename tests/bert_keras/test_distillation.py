@@ -45,14 +45,18 @@ def _interrupt_after_second_epoch():
     return InterruptAfterSecondEpoch()
 
 
-def tiny_teacher(kind, tmp_path, layers=4, seed=0):
-    """A tiny random task of `kind` whose encoder has `layers` blocks (the export fixtures' model)."""
+def tiny_teacher(kind, tmp_path, layers=4, seed=0, dropout=None):
+    """A tiny random task of `kind` whose encoder has `layers` blocks (the export fixtures' model;
+    `dropout`: its blocks' dropout rates, else the config's)."""
     import keras
 
     from bert_keras.encoder import BertEncoder
 
     keras.utils.set_random_seed(seed)
-    encoder = BertEncoder(dataclasses.replace(export_fixtures.tiny_config(), num_layers=layers))
+    config = dataclasses.replace(export_fixtures.tiny_config(), num_layers=layers)
+    if dropout is not None:
+        config = dataclasses.replace(config, hidden_dropout=dropout, attention_dropout=dropout)
+    encoder = BertEncoder(config)
     vocab = export_fixtures.write_vocab(str(tmp_path / "vocab.txt"))
     common = dict(vocab_file=vocab, seq_length=export_fixtures.SEQ_LENGTH[kind])
     if kind == "classification":
@@ -581,3 +585,69 @@ def test_an_infinite_dataset_distils_max_steps(tmp_path):
     counter = _steps_counter()
     student = teacher.distill(dataset, max_steps=4, callbacks=[counter], **options)
     assert counter.last == student.to_finetuned().training["distillation"]["train_steps"] == 4
+
+
+@pytest.mark.parametrize("kind", ["classification", "regression"])
+def test_a_step_on_data_and_unlabelled_text_is_the_step_on_both_as_one_batch(kind, tmp_path):
+    """`unlabelled=`: each step reads a batch of x and one of the unlabelled text, and the soft loss is
+    the mean over the rows of both; without dropout, half and half gives the student of one batch
+    of all the rows."""
+    teacher = tiny_teacher(kind, tmp_path, layers=2, dropout=0.0)
+    x = DATA[kind][0]
+    if kind == "classification":  # (texts, texts_b) pairs
+        head, tail = (x[0][:2], x[1][:2]), (x[0][2:], x[1][2:])
+    else:
+        head, tail = x[:2], x[2:]
+    common = dict(layers=1, epochs=1, augment=0, seed=0, dropout=0.0, learning_rate=1e-3, verbose=0)
+    together = teacher.distill(x, batch_size=6, **common)
+    apart = teacher.distill(head, unlabelled=tail, batch_size=4, **common)
+    alone = teacher.distill(head, batch_size=4, **common)  # the unlabelled text left out
+    differ = 0
+    for joint, split, partial in zip(together.head.weights, apart.head.weights, alone.head.weights):
+        np.testing.assert_allclose(split.numpy(), joint.numpy(), atol=2e-5, err_msg=joint.path)
+        differ += int(not np.allclose(partial.numpy(), joint.numpy(), atol=2e-5))
+    assert differ > 0
+    record = apart.to_finetuned().training["distillation"]
+    assert (record["unlabelled"], record["train_steps"]) == (4, 1)  # a pass runs over the larger part
+
+
+def test_unlabelled_text_files_are_read_as_the_teachers_inputs(tmp_path):
+    """`--unlabelled FILE`: a text per line (blank lines skipped), pairs as 'A<TAB>B' / 'A ||| B', NER
+    sentences split at spaces; a line without its pair, an empty file, and a family that reads no
+    lines are refused by name."""
+    from bert_keras.tasks.distillation import unlabelled_inputs
+
+    lines = tmp_path / "more.txt"
+    lines.write_text("A good film.\tA fine film.\n\nDull. ||| Boring.\n", encoding="utf-8")
+    assert unlabelled_inputs(tiny_teacher("classification", tmp_path, layers=1), str(lines)) == \
+        (["A good film.", "Dull."], ["A fine film.", "Boring."])
+    assert unlabelled_inputs(tiny_teacher("ner", tmp_path, layers=1), str(lines))[1] == ["Dull.", "|||", "Boring."]
+    assert unlabelled_inputs(tiny_teacher("regression", tmp_path, layers=1), str(lines))[0] == "A good film.\tA fine film."
+    lines.write_text("A good film.\tA fine film.\n\nno pair here\n", encoding="utf-8")
+    with pytest.raises(TaskInputError, match=r"more.txt, line 3: the model reads text pairs"):
+        unlabelled_inputs(tiny_teacher("classification", tmp_path, layers=1), str(lines))
+    lines.write_text("\n \n", encoding="utf-8")
+    with pytest.raises(TaskInputError, match="holds no text"):
+        unlabelled_inputs(tiny_teacher("regression", tmp_path, layers=1), str(lines))
+    with pytest.raises(TaskInputError, match="a SpanQA reads structured examples"):
+        unlabelled_inputs(tiny_teacher("squad", tmp_path, layers=1), str(lines))
+
+
+@pytest.mark.slow
+def test_cli_distill_reads_unlabelled_text(tmp_path, capsys):
+    from bert_keras.cli.main import main
+
+    teacher = tiny_teacher("classification", tmp_path)
+    train = tmp_path / "train.tsv"
+    train.write_text(export_fixtures.PAIR_TRAIN)
+    teacher.record(training={"task": f"csv:{train}", "train_path": str(train), "eval_path": str(train)})
+    teacher.save(str(tmp_path / "teacher"))
+    more = tmp_path / "more.txt"
+    more.write_text("".join(f"text {i}\tother {i}\n" for i in range(9)), encoding="utf-8")
+    out = str(tmp_path / "student")
+    assert main(["distill", "--teacher", str(tmp_path / "teacher"), "--layers", "2", "--output-dir", out,
+                 "--epochs", "1", "--batch-size", "2", "--augment", "0", "--unlabelled", str(more)]) == 0
+    assert f"and 9 unlabelled texts ({more})" in capsys.readouterr().out
+    record = tasks.load(out).to_finetuned().training
+    assert record["distillation"]["unlabelled"] == 9 and record["distillation"]["train_steps"] == 5
+
