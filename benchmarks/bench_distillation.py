@@ -21,7 +21,7 @@ the peer's figure for ours.
 
     python benchmarks/bench_distillation.py --data-dir benchmarks/.data \\
         [--families sst2 conll] [--train-examples 2000] [--dev-examples 872] [--epochs 2] \\
-        [--layers 3] [--rounds 5] [--hf-peer] [--output distillation.json]
+        [--unlabelled-examples 6000] [--layers 3] [--rounds 5] [--hf-peer] [--output distillation.json]
 
 The closing lines give, per family, accuracy teacher -> student (target: drop <= 1 point)
 and student int8 rows/s / teacher float32 rows/s on short and long texts (target >= 3).
@@ -61,12 +61,18 @@ def build(args, family, workdir):
         from pipelines.datasets.conll import CONLL2003_NER_LABELS
 
         cls, options, metric = tasks.TokenClassifier, {"labels": CONLL2003_NER_LABELS}, "f1"
+    unlabelled = None
+    if args.unlabelled_examples:  # the next training rows, their labels dropped
+        more = argparse.Namespace(**{**vars(args), "train_examples": args.train_examples + args.unlabelled_examples})
+        (all_x, _), _ = data.load_glue(more, "sst2") if family == "sst2" else data.load_conll(more)
+        unlabelled = all_x[args.train_examples:]
+        print(f"{family}: {len(unlabelled)} unlabelled training rows for the student", flush=True)
     teacher = cls.from_pretrained(INIT, seq_length=128, learning_rate=args.learning_rate, **options)
     started = time.time()
     teacher.fit(x, y, epochs=args.epochs, batch_size=args.batch_size, seed=SEED, verbose=2)
     teacher_seconds = time.time() - started
     started = time.time()
-    student = teacher.distill(x, y, layers=args.layers, epochs=args.student_epochs or args.epochs,
+    student = teacher.distill(x, y, unlabelled=unlabelled, layers=args.layers, epochs=args.student_epochs or args.epochs,
                               batch_size=args.batch_size,
                               learning_rate=args.learning_rate, seed=SEED, augment=args.augment,
                               mask_rate=args.mask_rate, verbose=2)
@@ -250,6 +256,9 @@ def main(argv=None):
     parser.add_argument("--layers", type=int, default=3, help="student layers (teacher: 6)")
     parser.add_argument("--augment", type=int, default=None,
                         help="masked copies of each batch (distill's augment; default: distill's)")
+    parser.add_argument("--unlabelled-examples", type=int, default=0,
+                        help="the student also distils on this many more training rows, without their labels "
+                             "(distill(unlabelled=...))")
     parser.add_argument("--mask-rate", type=float, default=0.1, help="token mask rate of the copies")
     parser.add_argument("--rounds", type=int, default=5, help="alternating timing rounds (median)")
     parser.add_argument("--batches", type=int, default=4, help="batches of 32 per contestant a round")
