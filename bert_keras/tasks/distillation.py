@@ -16,7 +16,9 @@ batch (no dropout) and the student matches its soft targets, `T^2 * KL(softmax(t
 softmax(s / T))` at temperature `T` (per token for NER, over positions for SQuAD's start /
 end, over choices for SWAG), mean squared error for regression and `1 - cosine + MSE` for
 sentence vectors; with labels `y`, `(1 - alpha) * soft + alpha * the task's own loss`.
-Unlabelled text is enough (`y=None`: soft targets only). With little text, `augment=N` adds N
+Unlabelled text is enough (`y=None`: soft targets only), and `unlabelled=` adds text without labels to
+a labelled run (each step reads a batch of both; DistilBERT's and TinyBERT's way of distilling
+on more text than the labelled set). With little text, `augment=N` adds N
 copies of every batch with 10% of their tokens masked (`masked_copies`, Tang et al. 2019): the
 teacher labels them and the student matches it there too. Hidden-state / attention transfer
 (TinyBERT, MiniLM) is not used: with the teacher's blocks as the starting point the
