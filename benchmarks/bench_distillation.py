@@ -21,7 +21,7 @@ the peer's figure for ours.
 
     python benchmarks/bench_distillation.py --data-dir benchmarks/.data \\
         [--families sst2 conll] [--train-examples 2000] [--dev-examples 872] [--epochs 2] \\
-        [--unlabelled-examples 6000] [--layers 3] [--rounds 5] [--hf-peer] [--output distillation.json]
+        [--unlabelled-examples 6000] [--hidden-weight 1] [--layers 3] [--rounds 5] [--hf-peer] [--output distillation.json]
 
 The closing lines give, per family, accuracy teacher -> student (target: drop <= 1 point)
 and student int8 rows/s / teacher float32 rows/s on short and long texts (target >= 3).
@@ -75,7 +75,7 @@ def build(args, family, workdir):
     student = teacher.distill(x, y, unlabelled=unlabelled, layers=args.layers, epochs=args.student_epochs or args.epochs,
                               batch_size=args.batch_size,
                               learning_rate=args.learning_rate, seed=SEED, augment=args.augment,
-                              mask_rate=args.mask_rate, verbose=2)
+                              mask_rate=args.mask_rate, hidden_weight=args.hidden_weight, verbose=2)
     student_seconds = time.time() - started
     return teacher, student, (dev_x, dev_y), metric, (teacher_seconds, student_seconds)
 
@@ -259,6 +259,8 @@ def main(argv=None):
     parser.add_argument("--unlabelled-examples", type=int, default=0,
                         help="the student also distils on this many more training rows, without their labels "
                              "(distill(unlabelled=...))")
+    parser.add_argument("--hidden-weight", type=float, default=0.0,
+                        help="weight of the hidden-state loss (distill(hidden_weight=...); default 0: off)")
     parser.add_argument("--mask-rate", type=float, default=0.1, help="token mask rate of the copies")
     parser.add_argument("--rounds", type=int, default=5, help="alternating timing rounds (median)")
     parser.add_argument("--batches", type=int, default=4, help="batches of 32 per contestant a round")

@@ -99,6 +99,9 @@ class DistillationOptions(TrainingOptions):
     augment: Optional[int] = option(None, "also distil on N copies of each batch with 10%% of the tokens masked "
                                           "(N+1 times the step cost; default 2 below 20,000 examples)",
                                     metavar="N")
+    hidden_weight: float = option(0.0, "weight of TinyBERT's hidden-state loss: each student block's output "
+                                       "against its teacher block's (default 0: off; runs both encoders once "
+                                       "more per step)", type=float)
     unlabelled: Optional[str] = option(
         None, "also distil on this UTF-8 file's texts, without labels (one per line; a pair as 'A<TAB>B' or "
               "'A ||| B'; NER: a sentence, split at spaces): each step reads a batch of the data and one of "

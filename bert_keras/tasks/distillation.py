@@ -20,10 +20,9 @@ Unlabelled text is enough (`y=None`: soft targets only), and `unlabelled=` adds 
 a labelled run (each step reads a batch of both; DistilBERT's and TinyBERT's way of distilling
 on more text than the labelled set). With little text, `augment=N` adds N
 copies of every batch with 10% of their tokens masked (`masked_copies`, Tang et al. 2019): the
-teacher labels them and the student matches it there too. Hidden-state / attention transfer
-(TinyBERT, MiniLM) is not used: with the teacher's blocks as the starting point the
-student's layers already produce the teacher's representations, and soft targets alone
-reach the teacher's accuracy on the measured tasks (`benchmarks/bench_distillation.py`).
+teacher labels them and the student matches it there too. `hidden_weight=w` adds
+TinyBERT's hidden-state loss (each student block's output against its teacher block's, mean
+squared error over the real tokens); off by default (measured in `benchmarks/bench_distillation.py`).
 
 Every setting is checked before anything is built or trained (`TaskInputError`).
 
@@ -110,11 +109,37 @@ def masked_copy_count(augment, x, unlabelled=None):
     return int(augment)
 
 
-def _distillation_step(student, teacher, temperature, alpha, augment=None, unlabelled=False):
+def block_outputs(encoder, inputs, training=False):
+    """The outputs of `encoder`'s transformer blocks on `inputs` (float32 `[N, S, H]` each, any
+    leading axes of the inputs folded into `N`) and the padding mask `[N, S]`: the encoder's own
+    layers on the padded grid, as its functional graph runs them."""
+    ids, segments, mask = (tf.reshape(inputs[name], [-1, tf.shape(inputs[name])[-1]])
+                           for name in ("token_ids", "segment_ids", "padding_mask"))
+    mask = tf.cast(mask, tf.int32)
+    x = encoder.embeddings(tf.cast(ids, tf.int32), tf.cast(segments, tf.int32), training=training)
+    outputs = []
+    for block in encoder.transformer_layers:
+        x = block(x, mask, training=training)
+        outputs.append(tf.cast(x, tf.float32))
+    return outputs, tf.cast(mask, tf.float32)
+
+
+def hidden_state_loss(student_outputs, teacher_outputs, teacher_layers, mask):
+    """TinyBERT's hidden-state loss: the mean squared error between student block i's output and
+    teacher block `teacher_layers[i]`'s, averaged over the real tokens, then over the blocks."""
+    tokens = tf.maximum(tf.reduce_sum(mask), 1.0)
+    losses = [tf.reduce_sum(tf.reduce_mean(tf.square(output - teacher_outputs[index]), -1) * mask) / tokens
+              for output, index in zip(student_outputs, teacher_layers)]
+    return tf.add_n(losses) / len(losses)
+
+
+def _distillation_step(student, teacher, temperature, alpha, augment=None, unlabelled=False, hidden=None):
     """The student's train step: the teacher's outputs on the batch (and on its masked copies,
     `augment`), the family's soft loss (`TextTask._soft_loss`), plus `alpha` x the task's own loss
     on the labels of the original rows. `unlabelled`: each element's inputs are `(x, extra)`, a batch
-    of the run's data and one of its unlabelled text; the soft loss is the mean over the rows of both."""
+    of the run's data and one of its unlabelled text; the soft loss is the mean over the rows of both.
+    `hidden` (`{"weight", "layers"}`): plus weight x `hidden_state_loss` on the student's blocks and
+    the teacher's `layers`."""
     from keras.src import tree
     from keras.src.trainers.data_adapters import data_adapter_utils
 
@@ -134,6 +159,22 @@ def _distillation_step(student, teacher, temperature, alpha, augment=None, unlab
     def teacher_outputs(inputs):
         return tf.nest.map_structure(tf.stop_gradient, teacher(inputs, training=False))
 
+    def teacher_blocks(inputs):
+        if not hidden:
+            return None
+        outputs, mask = block_outputs(teacher.encoder, inputs)
+        return [tf.stop_gradient(output) for output in outputs], mask
+
+    def matched_loss(inputs, teacher_out, teacher_states, weight):
+        """The student's loss on one part of the batch against the teacher's, and its outputs."""
+        student_out = student(inputs, training=True)
+        loss = student._soft_loss(inputs, teacher_out, student_out, temperature, weight)
+        if hidden:
+            states, mask = teacher_states
+            loss += hidden["weight"] * hidden_state_loss(block_outputs(student.encoder, inputs, training=True)[0],
+                                                         states, hidden["layers"], mask)
+        return loss, student_out
+
     def train_step(data):
         x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
         extra = None
@@ -141,16 +182,14 @@ def _distillation_step(student, teacher, temperature, alpha, augment=None, unlab
             x, extra = x
         rows = batch_rows(x)
         inputs, soft_weight = with_copies(x, sample_weight, 0)
-        teacher_out = teacher_outputs(inputs)
+        teacher_out, teacher_states = teacher_outputs(inputs), teacher_blocks(inputs)
         if extra is not None:
             extra, _ = with_copies(extra, None, 1)
-            extra_teacher_out = teacher_outputs(extra)
+            extra_teacher = teacher_outputs(extra), teacher_blocks(extra)
         with tf.GradientTape() as tape:
-            y_pred_all = student(inputs, training=True)
-            loss = student._soft_loss(inputs, teacher_out, y_pred_all, temperature, soft_weight)
+            loss, y_pred_all = matched_loss(inputs, teacher_out, teacher_states, soft_weight)
             if extra is not None:
-                extra_loss = student._soft_loss(extra, extra_teacher_out, student(extra, training=True),
-                                                temperature)
+                extra_loss, _ = matched_loss(extra, *extra_teacher, None)
                 counted, extra_counted = (tf.cast(batch_rows(part), loss.dtype) for part in (inputs, extra))
                 loss = (counted * loss + extra_counted * extra_loss) / (counted + extra_counted)
             y_pred = tf.nest.map_structure(lambda t: t[:rows], y_pred_all) if augment else y_pred_all
@@ -203,7 +242,8 @@ def _number(name, value, expected, within):
 def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=None, init=None, temperature=2.0,
             alpha=None,
             epochs=3, batch_size=None, learning_rate=None, warmup_ratio=0.1, weight_decay=0.01,
-            max_steps=None, seed=0, dropout=None, augment=None, mask_rate=0.1, run_dir=None, checkpoint_every=None,
+            max_steps=None, seed=0, dropout=None, augment=None, mask_rate=0.1, hidden_weight=0.0, run_dir=None,
+            checkpoint_every=None,
             keep_run_dir=False,
             verbose="auto", callbacks=None):
     """A student of `teacher` trained on the teacher's outputs for `x`; returns the student task.
@@ -241,6 +281,10 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
             (`default_augment`): 2 below 20,000 examples, `unlabelled` counted (SST-2, 2,000
             sentences: -1.4 / -1.5 points without, -0.7 / -0.8 with), else 0.
         mask_rate: the probability that a token of a copy is masked.
+        hidden_weight: weight of TinyBERT's hidden-state loss (`hidden_state_loss`: each student
+            block's output against the teacher block it was copied from, or for `init=` the
+            teacher's blocks spread evenly), added to the soft loss; >= 0, 0 (the default): off.
+            It runs both encoders once more per step; a student of another hidden size cannot use it.
         run_dir, checkpoint_every, keep_run_dir: resumable run backups, as `TextTask.fit`.
         verbose, callbacks: as `keras.Model.fit`.
 
@@ -285,6 +329,8 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
     warmup_ratio = _number("warmup_ratio", warmup_ratio, "the fraction of the steps that warm up, in [0, 1]",
                            lambda v: 0.0 <= v <= 1.0)
     weight_decay = _number("weight_decay", weight_decay, "expected a number >= 0", lambda v: v >= 0)
+    hidden_weight = _number("hidden_weight", hidden_weight, "the weight of the hidden-state loss, a number >= 0",
+                            lambda v: v >= 0)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
                              or not 0 <= seed < 2 ** 32):
         raise TaskInputError(f"seed={seed!r}: expected a whole number in [0, 2**32), or None (not seeded)")
@@ -293,6 +339,16 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
     if checkpoint_every and not run_dir:
         raise TaskInputError("checkpoint_every: needs run_dir= (where the backups go)")
     plan = plan_student(teacher, layers=layers, hidden_size=hidden_size, init=init)
+    hidden = None
+    if hidden_weight:
+        if plan.hidden_size != teacher.encoder.config.hidden_size:
+            raise TaskInputError(f"hidden_weight={hidden_weight:g}: the student's hidden size {plan.hidden_size} is "
+                                 f"not the teacher's {teacher.encoder.config.hidden_size}; its block outputs cannot "
+                                 "be compared with the teacher's (hidden_weight=0)")
+        from bert_keras.tasks.student import student_layers
+
+        hidden = {"weight": hidden_weight, "layers": tuple(plan.layers) if plan.init is None else
+                  student_layers(teacher.encoder.config.num_layers, len(plan.layers))}
     recipe = recipe_for_data(x, learning_rate=learning_rate, batch_size=batch_size)
     batch_size = check_count("batch_size", recipe.batch_size)
 
@@ -344,6 +400,8 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
                     mask_rate=mask_rate if augment else None)
     if unlabelled is not None:
         settings["unlabelled"] = None if isinstance(unlabelled, tf.data.Dataset) else num_rows(unlabelled)
+    if hidden:
+        settings["hidden_weight"] = hidden_weight
     # Keras runs whole epochs of `steps_per_epoch`: the last one is cut short at `total_steps`
     # (a fractional `epochs`, `max_steps`), as the schedule and the record say.
     whole_epochs, callbacks = keras_epochs(total_steps, steps_per_epoch, callbacks)
@@ -363,7 +421,7 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
         callbacks.append(backup)
         batches = batches.skip(resumed_batches(backup, steps_per_epoch, total_steps))
     student.train_step = _distillation_step(student, teacher, temperature, alpha, masking,
-                                            unlabelled=extra is not None)
+                                            unlabelled=extra is not None, hidden=hidden)
     try:
         keras.Model.fit(student, without_autotune_thread(batches),
                         epochs=whole_epochs, steps_per_epoch=min(steps_per_epoch, total_steps),
@@ -440,15 +498,15 @@ class DistillationResult:
 def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size=None, init=None,
                       temperature=2.0, alpha=None, epochs=3, batch_size=None, learning_rate=None,
                       warmup_ratio=0.1, max_steps=None, checkpoint_every=None, seed=0, augment=None, mask_rate=0.1,
-                      unlabelled=None, overwrite=False, evaluate=True, verbose=2, log=print):
+                      hidden_weight=0.0, unlabelled=None, overwrite=False, evaluate=True, verbose=2, log=print):
     """The whole run of `bert-keras distill`: teacher directory + data spec -> a saved student.
 
     The data of `spec` (a `named_datasets.DatasetSpec`; None: the one the teacher records),
     `distill` (resumable from `output_dir/.finetune-run`), `save`, then the teacher and the
     student scored on the dev split (the student's metrics go to `eval_results.json`).
     `alpha=0` ignores the data's labels (the teacher's soft targets alone); `augment`,
-    `mask_rate`: masked copies of each batch, as `distill`; `unlabelled`: a text file whose lines
-    are distilled on too (`unlabelled_inputs`).
+    `mask_rate`: masked copies of each batch, `hidden_weight`: the hidden-state loss, as `distill`;
+    `unlabelled`: a text file whose lines are distilled on too (`unlabelled_inputs`).
 
     Returns:
         A `DistillationResult`.
@@ -484,7 +542,8 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
             teacher, x, y, layers=plan.layers if init is None else layers, hidden_size=hidden_size, init=init,
             temperature=temperature, alpha=alpha, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
             warmup_ratio=warmup_ratio, max_steps=max_steps, seed=seed, run_dir=run_dir,
-            checkpoint_every=checkpoint_every, augment=augment, mask_rate=mask_rate, unlabelled=extra, verbose=verbose,
+            checkpoint_every=checkpoint_every, augment=augment, mask_rate=mask_rate, hidden_weight=hidden_weight,
+            unlabelled=extra, verbose=verbose,
             keep_run_dir=True, callbacks=callbacks),
         run_dir, output_dir, log, overwrite=overwrite)
     if student.settings.get("window_aggregation") == "evidence":  # the student's own blocks' statistics

@@ -464,6 +464,7 @@ def test_a_resumed_distillation_stops_at_the_recorded_step(tmp_path):
     ({"temperature": np.float32("inf")}, "temperature=np.float32"),
     ({"alpha": np.float32(1.5)}, "alpha=np.float32"),
     ({"mask_rate": np.float64(1.0), "augment": 1}, "mask_rate=np.float64"),
+    ({"hidden_weight": -1.0}, "hidden_weight=-1.0: the weight of the hidden-state loss"),
 ])
 def test_run_settings_are_checked_before_the_student_is_built(options, message, tmp_path, monkeypatch):
     from bert_keras.tasks import distillation
@@ -650,4 +651,46 @@ def test_cli_distill_reads_unlabelled_text(tmp_path, capsys):
     assert f"and 9 unlabelled texts ({more})" in capsys.readouterr().out
     record = tasks.load(out).to_finetuned().training
     assert record["distillation"]["unlabelled"] == 9 and record["distillation"]["train_steps"] == 5
+
+
+def test_block_outputs_are_the_encoders_and_the_hidden_loss_is_tinyberts():
+    """`block_outputs` runs the encoder's own blocks (the last one is its `sequence_output` at the
+    real tokens; a multiple-choice [B, C, S] batch is folded); `hidden_state_loss` is the mean over
+    the mapped blocks of the squared error averaged over real tokens and hidden units."""
+    from bert_keras.tasks.distillation import block_outputs, hidden_state_loss
+
+    encoder = export_fixtures.tiny_encoder()
+    ids = np.array([[2, 7, 9, 3, 0, 0], [2, 8, 3, 0, 0, 0]], "int32")
+    x = {"token_ids": ids, "segment_ids": 0 * ids, "padding_mask": (ids > 0).astype("int32")}
+    outputs, mask = block_outputs(encoder, x)
+    np.testing.assert_allclose(outputs[-1].numpy() * mask.numpy()[..., None],
+                               encoder(x, padding="compute")["sequence_output"].numpy() * x["padding_mask"][..., None],
+                               atol=1e-5)
+    folded, _ = block_outputs(encoder, {name: value[None] for name, value in x.items()})
+    np.testing.assert_allclose(folded[-1].numpy(), outputs[-1].numpy(), atol=1e-6)
+    rng = np.random.default_rng(0)
+    student = [tf.constant(rng.normal(size=(2, 6, 32)), tf.float32) for _ in range(2)]
+    teacher = [tf.constant(rng.normal(size=(2, 6, 32)), tf.float32) for _ in range(3)]
+    real = x["padding_mask"].astype(bool)
+    expected = np.mean([np.mean(((s.numpy() - teacher[t].numpy()) ** 2)[real]) for s, t in zip(student, (0, 2))])
+    assert float(hidden_state_loss(student, teacher, (0, 2), mask)) == pytest.approx(expected, rel=1e-5)
+
+
+def test_hidden_weight_pulls_the_students_blocks_to_the_teachers(tmp_path):
+    """With `hidden_weight`, the student's block outputs end closer to those of the teacher blocks it
+    was copied from than the same run without (TinyBERT's intermediate-layer loss), and the run
+    records it; a student of another hidden size is refused."""
+    from bert_keras.tasks.distillation import block_outputs, hidden_state_loss
+
+    teacher = tiny_teacher("regression", tmp_path, layers=4, dropout=0.0)
+    x = DATA["regression"][0]
+    common = dict(layers=2, epochs=4, batch_size=3, augment=0, seed=0, learning_rate=1e-3, verbose=0)
+    students = {weight: teacher.distill(x, hidden_weight=weight, **common) for weight in (0.0, 10.0)}
+    inputs = next(iter(students[0.0]._distillation_dataset(x, None, batch_size=6, seed=0)[0]))[0]
+    teacher_outputs, mask = block_outputs(teacher.encoder, inputs)
+    distance = {weight: float(hidden_state_loss(block_outputs(student.encoder, inputs)[0], teacher_outputs,
+                                                (0, 3), mask)) for weight, student in students.items()}
+    assert distance[10.0] < 0.9 * distance[0.0], distance  # 0.646 against 0.756
+    assert students[10.0].to_finetuned().training["distillation"]["hidden_weight"] == 10.0
+    assert "hidden_weight" not in students[0.0].to_finetuned().training["distillation"]
 
