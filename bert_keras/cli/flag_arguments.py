@@ -1,8 +1,9 @@
 """One flag name per concept across subcommands; older spellings keep working, hidden.
 
-`FLAG_NAMES` is the table every subcommand follows (a test parses each parser against it);
-`add_option` adds a flag with its deprecated spellings as hidden aliases of the same
-destination, so scripts written against an older name do not break.
+`tests/bert_keras/test_cli_flags.py` holds the table every subcommand follows (concept -> flag ->
+subcommands; it parses each parser against it); `add_option` adds a flag with its deprecated
+spellings as hidden aliases of the same destination, so scripts written against an older name do
+not break.
 
 >>> import argparse
 >>> parser = argparse.ArgumentParser()
@@ -16,50 +17,6 @@ import contextlib
 import dataclasses
 import typing
 from typing import Optional
-
-# concept -> the flag that names it in every subcommand that takes it
-FLAG_NAMES = {
-    "pretrained weights to start from (a load_pretrained spec)": "--init",
-    "a fine-tuned model directory to read": "--model",
-    "the data the command trains on or scores (a file, or records)": "--data",
-    "finetune's extra evaluation file": "--eval-data",
-    "raw text files, one text (or sentence) per line": "--input",
-    "a file the command writes": "--output",
-    "a directory the command writes": "--output-dir",
-    "the WordPiece vocabulary file": "--vocab",
-    "cased tokenization": "--cased",
-    "accent stripping (HF's strip_accents)": "--strip-accents",
-    "tokens per sequence, [CLS]/[SEP] included": "--seq-length",
-    "word pieces of a long text read, in windows (Python's max_length)": "--max-length",
-    "word pieces between the starts of two windows": "--stride",
-    "masked positions per sequence": "--max-predictions",
-    "examples per step (over all replicas)": "--batch-size",
-    "the random seed": "--seed",
-    "replace what the output already holds": "--overwrite",
-    "machine-readable output": "--json",
-    "the tokenizer backend (tf_text / core)": "--tokenizer",
-    "the model's name on a server": "--model-name",
-    "how many results are listed": "--top-k",
-    "SQuAD v2.0 no-answer threshold": "--null-threshold",
-}
-
-# deprecated spelling -> the flag above that replaced it (accepted, hidden from --help)
-OLD_NAMES = {
-    "--max-seq-length": "--seq-length",
-    "--max_seq_length": "--seq-length",
-    "--max-predictions-per-seq": "--max-predictions",
-    "--max_predictions_per_seq": "--max-predictions",
-    "--eval": "--eval-data",
-    "--train": "--data",
-    "--text": "--input",
-    "--global-batch-size": "--batch-size",
-    "--backend": "--tokenizer",
-    "--random-seed": "--seed",
-    "--random_seed": "--seed",
-    "--name": "--model-name",
-    "--doc-stride": "--stride",  # run_squad.py's name of SQuAD's window step
-}
-
 
 def positive_int(text):
     """argparse type of counts that must be at least 1 (`--batch-size 0` is a usage error, not a
@@ -164,7 +121,7 @@ def add_stride_option(parser, *, windows=True, squad=False):
     """`--stride N` (dest `stride`): word pieces between the starts of two windows, the one flag of
     every family that reads windows (`pipelines.windowing`): a long text's, with `--max-length`
     (`windows`), and SQuAD's context windows (`squad`: SpanQA's `stride`; `--doc-stride`,
-    run_squad.py's name, is then a hidden alias, `OLD_NAMES`)."""
+    run_squad.py's name, is then a hidden alias)."""
     from bert_keras.families import SquadSettings
 
     uses = (["a long text's, with --max-length (default: half a window)"] if windows else []) + \
