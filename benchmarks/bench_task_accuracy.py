@@ -35,6 +35,8 @@ repository at a pinned commit. `--download` fetches them (raw.githubusercontent.
 `--data-dir`; without network, copy them by hand. Files:
 
     sst2/train.tsv, sst2/dev.tsv            GLUE SST-2 (TaoCesc/binary_cls data/SST-2/)
+    banking77/train.csv, test.csv           Banking77, 77 intents (PolyAI-LDN/task-specific-datasets
+                                            banking_data/; bench_distillation.py's many-class task)
     mrpc/train.tsv, mrpc/dev.tsv            GLUE MRPC (F0restL1n/BERT glue_data/MRPC/)
     conll2003/train.txt, valid.txt          CoNLL-2003 English (ViktorooReps/sp-test-task conll2003/)
     squad2/train-v2.0.json                  SQuAD 2.0 train, its first 10 articles
@@ -68,6 +70,10 @@ SOURCES = {
               "data/SST-2/train.tsv"),
              ("sst2/dev.tsv", "TaoCesc/binary_cls", "6a73b09b39af0efe049622662211f3657c75a15e",
               "data/SST-2/dev.tsv")],
+    "banking77": [("banking77/train.csv", "PolyAI-LDN/task-specific-datasets",
+                   "57ec275d8078af65b7731c2a98be812d844a6d6b", "banking_data/train.csv"),
+                  ("banking77/test.csv", "PolyAI-LDN/task-specific-datasets",
+                   "57ec275d8078af65b7731c2a98be812d844a6d6b", "banking_data/test.csv")],
     "mrpc": [("mrpc/train.tsv", "F0restL1n/BERT", "03e1106d3656e7fd111803077af70ef6fcce505b",
               "glue_data/MRPC/train.tsv"),
              ("mrpc/dev.tsv", "F0restL1n/BERT", "03e1106d3656e7fd111803077af70ef6fcce505b",
@@ -139,6 +145,22 @@ def load_glue(args, family):
     n, m = args.train_examples, args.dev_examples
     cut = (lambda v, k: (v[0][:k], v[1][:k])) if family == "mrpc" else (lambda v, k: v[:k])
     return (cut(x, n), y[:n]), (cut(dx, m), dy[:m])
+
+
+def load_banking77(args):
+    """Banking77 (text, category) rows: the training file shuffled with a fixed seed (it is sorted
+    by category), its first `--train-examples`; the test file's first `--dev-examples` of the
+    same shuffle."""
+    import csv
+    import random
+
+    splits = []
+    for index, count in ((0, args.train_examples), (1, args.dev_examples)):
+        with open(data_file(args, "banking77", index), encoding="utf-8", newline="") as f:
+            rows = [(row["text"].strip(), row["category"]) for row in csv.DictReader(f)]
+        random.Random(0).shuffle(rows)
+        splits.append(([text for text, _ in rows[:count]], [label for _, label in rows[:count]]))
+    return splits[0], splits[1]
 
 
 def load_conll(args):
