@@ -101,7 +101,7 @@ class DistillationOptions(TrainingOptions):
                                     metavar="N")
     hidden_weight: float = option(0.0, "weight of TinyBERT's hidden-state loss: each student block's output "
                                        "against its teacher block's (default 0: off; runs both encoders once "
-                                       "more per step)", type=float)
+                                       "more per step)", type=float, metavar="W")
     unlabelled: Optional[str] = option(
         None, "also distil on this UTF-8 file's texts, without labels (one per line; a pair as 'A<TAB>B' or "
               "'A ||| B'; NER: a sentence, split at spaces): each step reads a batch of the data and one of "

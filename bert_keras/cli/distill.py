@@ -30,7 +30,7 @@ def register(subparsers, summary):
 def run(args):
     started = time.time()
     check_output_dir(args.output_dir, args.overwrite,
-                     inputs=[args.teacher, args.init, args.task, args.data, args.eval_data])
+                     inputs=[args.teacher, args.init, args.task, args.data, args.eval_data, args.unlabelled])
     spec = task_spec(args, train_path=args.data, eval_path=args.eval_data) if args.task else None
     from bert_keras.tasks.distillation import distill_directory
     from bert_keras.tasks.named_datasets import spec_of_saved
