@@ -11,7 +11,7 @@ import sys
 from bert_keras import json_output
 from bert_keras.cli.flag_arguments import add_encoder_options, add_window_options, positive_int
 from bert_keras.cli.main import CommandError
-from bert_keras.cli.embedding_arguments import add_pooling_options, pooling_layer, read_idf_corpus
+from bert_keras.cli.embedding_arguments import add_pooling_options, embedder_from_flags, read_idf_corpus
 
 
 def register(subparsers, summary):
@@ -64,13 +64,7 @@ def run(args):
         raise CommandError("--top-k must be at least 1")
     corpus = read_idf_corpus(args)
 
-    from bert_keras.tasks import Embedder
-
-    embedder = Embedder.from_pretrained(args.init, pooling=args.pooling, normalize=args.normalize,
-                                        pooling_layer=pooling_layer(args),
-                                        vocab_file=args.vocab, lowercase=False if args.cased else None,
-                                        strip_accents=args.strip_accents,
-                                        seq_length=args.seq_length, max_length=args.max_length, stride=args.stride)
+    embedder = embedder_from_flags(args, max_length=args.max_length, stride=args.stride)
     if args.pooling == "bm25":
         embedder.fit_idf(texts if corpus is None else corpus)
         source = f"{args.idf_corpus}" if corpus is not None else "the texts embedded"

@@ -31,9 +31,15 @@ def add_pooling_options(parser, *, applies_to="", idf_default=""):
                         help=f"{applies_to}L2-normalize the vectors (unit length)")
 
 
-def pooling_layer(args):
-    """`--pooling-layer`, -1 (the last block) when not given."""
-    return -1 if args.pooling_layer is None else args.pooling_layer
+def embedder_from_flags(args, **windows):
+    """`Embedder.from_pretrained` of `--init` with the pooling and tokenizer flags (`--pooling-layer`:
+    -1, the last block, when not given); `windows`: `max_length` / `stride` where the command reads them."""
+    from bert_keras.tasks import Embedder
+
+    return Embedder.from_pretrained(args.init, pooling=args.pooling, normalize=args.normalize,
+                                    pooling_layer=-1 if args.pooling_layer is None else args.pooling_layer,
+                                    vocab_file=args.vocab, lowercase=False if args.cased else None,
+                                    strip_accents=args.strip_accents, seq_length=args.seq_length, **windows)
 
 
 def read_idf_corpus(args):

@@ -11,7 +11,7 @@ import argparse
 from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options, add_field_options, add_option, field_values
 from bert_keras.cli.main import CommandError
 from bert_keras.cli.output_files import refuse_inputs
-from bert_keras.cli.embedding_arguments import add_pooling_options, pooling_layer, read_idf_corpus
+from bert_keras.cli.embedding_arguments import add_pooling_options, embedder_from_flags, read_idf_corpus
 
 
 def register(subparsers, summary):
@@ -78,18 +78,14 @@ def run(args):
                            "(the export serves that table)")
     corpus = read_idf_corpus(args) if args.init else None
     from bert_keras.checkpoints.errors import CheckpointFormatError
-    from bert_keras.tasks import Embedder, load
+    from bert_keras.tasks import load
     from serving.portability import PortabilityError
 
     try:
         if args.model:
             task = load(args.model)
         else:
-            task = Embedder.from_pretrained(args.init, pooling=args.pooling, normalize=args.normalize,
-                                            pooling_layer=pooling_layer(args),
-                                            vocab_file=args.vocab, lowercase=False if args.cased else None,
-                                            strip_accents=args.strip_accents,
-                                            seq_length=args.seq_length)
+            task = embedder_from_flags(args)
             if corpus is not None:
                 task.fit_idf(corpus)
         result = task.export_result(
