@@ -198,7 +198,7 @@ def test_bad_settings_fail_before_any_step(options, message, tmp_path, monkeypat
 def test_masked_copies_mask_only_real_tokens_at_the_rate_and_keep_positions():
     import tensorflow as tf
 
-    from bert_keras.tasks.distillation import masked_copies
+    from bert_keras.tasks.distillation_step import masked_copies
 
     rng = np.random.default_rng(0)
     lengths = rng.integers(3, 64, size=256)
@@ -657,7 +657,7 @@ def test_block_outputs_are_the_encoders_and_the_hidden_loss_is_tinyberts():
     """`block_outputs` runs the encoder's own blocks (the last one is its `sequence_output` at the
     real tokens; a multiple-choice [B, C, S] batch is folded); `hidden_state_loss` is the mean over
     the mapped blocks of the squared error averaged over real tokens and hidden units."""
-    from bert_keras.tasks.distillation import block_outputs, hidden_state_loss
+    from bert_keras.tasks.distillation_step import block_outputs, hidden_state_loss
 
     encoder = export_fixtures.tiny_encoder()
     ids = np.array([[2, 7, 9, 3, 0, 0], [2, 8, 3, 0, 0, 0]], "int32")
@@ -680,7 +680,7 @@ def test_hidden_weight_pulls_the_students_blocks_to_the_teachers(tmp_path):
     """With `hidden_weight`, the student's block outputs end closer to those of the teacher blocks it
     was copied from than the same run without (TinyBERT's intermediate-layer loss), and the run
     records it; a student of another hidden size is refused."""
-    from bert_keras.tasks.distillation import block_outputs, hidden_state_loss
+    from bert_keras.tasks.distillation_step import block_outputs, hidden_state_loss
 
     teacher = tiny_teacher("regression", tmp_path, layers=4, dropout=0.0)
     x = DATA["regression"][0]
