@@ -694,3 +694,16 @@ def test_hidden_weight_pulls_the_students_blocks_to_the_teachers(tmp_path):
     assert students[10.0].to_finetuned().training["distillation"]["hidden_weight"] == 10.0
     assert "hidden_weight" not in students[0.0].to_finetuned().training["distillation"]
 
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_unlabelled_text_may_be_a_dataset_batched_or_not(batched, tmp_path):
+    """`unlabelled=` takes what `x` takes, a `tf.data.Dataset` of texts included (batched or not): a pass
+    runs over the larger part (2 labelled rows, 4 unlabelled, batch 2: 2 steps)."""
+    teacher = tiny_teacher("regression", tmp_path, layers=2)
+    x = DATA["regression"][0]
+    unlabelled = tf.data.Dataset.from_tensor_slices(x[2:])
+    student = teacher.distill(x[:2], unlabelled=unlabelled.batch(2) if batched else unlabelled, layers=1, epochs=1,
+                              batch_size=2, augment=0, seed=0, verbose=0)
+    record = student.to_finetuned().training["distillation"]
+    assert (record["train_steps"], record["unlabelled"]) == (2, None)  # a dataset's size is not read ahead
