@@ -178,8 +178,8 @@ class Family:
             the input and output names, how texts become a request, how an answer reads.
         dataset_predictions: `"module:function"` that writes a model's predictions of a whole
             dataset file in that dataset's official format (`bert-keras predict --squad`), or
-            None: `function(task, path, directory, *, batch_size, check_outputs, **decoding)`
-            calls `check_outputs(file names)` before predicting and returns `(count, answered,
+            None: `function(task, path, directory, *, batch_size, overwrite, **decoding)` checks
+            its files (`pipelines.output_paths`) before predicting and returns `(count, answered,
             {name: path})`.
         earlier_names: `(earlier name, name now)` pairs of settings that were renamed: a
             `task.json`, settings dict, `.keras` config or `from_pretrained` call that still

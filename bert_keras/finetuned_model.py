@@ -254,39 +254,44 @@ def is_finetuned_directory(path):
     return os.path.isdir(os.fspath(path)) and os.path.isfile(os.path.join(path, TASK_FILE))
 
 
-def check_can_save(directory, overwrite=False):
-    """Raises `DirectoryInUseError` when `save_finetuned(directory, ..., overwrite=overwrite)` would.
+def check_can_save(directory, overwrite=False, inputs=()):
+    """Raises `DirectoryInUseError` when `save_finetuned(directory, ..., overwrite=overwrite)` would,
+    or when `directory` is or holds one of the run's `inputs`.
 
     Call it before training, so that a run refused at the end is refused at the start.
 
     Args:
         directory: where the model is to be saved.
         overwrite: whether an existing fine-tuned model there may be replaced.
+        inputs: paths the run reads (weights, data files; None skipped): saving may replace
+            what `directory` holds, so it may be none of them and hold none, even with `overwrite`.
 
     Raises:
-        DirectoryInUseError: `directory` is a file; holds a fine-tuned model and `overwrite`
-            is False; or holds other files and no fine-tuned model (names the first few).
+        DirectoryInUseError: `directory` is a file; is or holds an input; holds a fine-tuned
+            model and `overwrite` is False; or holds other files and no fine-tuned model (names
+            the first few).
     """
+    from pipelines.output_paths import input_inside
+
     directory = os.path.abspath(os.fspath(directory))
-    if not os.path.exists(directory):
-        return
-    if not os.path.isdir(directory):
+    if os.path.exists(directory) and not os.path.isdir(directory):
         raise DirectoryInUseError(f"{directory}: exists and is not a directory")
-    names = sorted(name for name in os.listdir(directory)
+    names = sorted(name for name in (os.listdir(directory) if os.path.isdir(directory) else [])
                    if not is_staging_name(name) and name != RUN_DIRECTORY)
-    if not names:
-        return
-    if _holds_finetuned_model(directory):
-        if overwrite:
-            return
+    if names and not _holds_finetuned_model(directory):
+        shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        raise DirectoryInUseError(
+            f"{directory} is not empty and holds no fine-tuned model ({shown}); choose a new or empty "
+            "directory (saving is refused even with overwrite, so that none of these files is lost)")
+    if names and not overwrite:
         raise DirectoryInUseError(
             f"{directory} already holds a fine-tuned model; pass overwrite=True (--overwrite) to "
             f"replace it (only {', '.join(OWNED_FILES)} are replaced, other files stay), or choose "
             "another directory")
-    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-    raise DirectoryInUseError(
-        f"{directory} is not empty and holds no fine-tuned model ({shown}); choose a new or empty "
-        "directory (saving is refused even with overwrite, so that none of these files is lost)")
+    held = input_inside(directory, inputs)
+    if held is not None:
+        raise DirectoryInUseError(f"{directory} holds the run's input {held}: saving the model may replace "
+                                  "what the directory holds; choose another output directory")
 
 
 def save_finetuned(directory, finetuned, *, overwrite=False, optimizer_state=None):

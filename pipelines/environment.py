@@ -73,3 +73,8 @@ def check_tf_text_pairing():
     problem = pairing_problem(tensorflow_version, _installed("tensorflow-text"))
     if problem:
         raise ImportError(problem)
+
+
+class MissingDependencyError(ImportError):
+    """An optional dependency (a `bert-keras[EXTRA]` extra) is not installed; the message says what
+    to install. `bert-keras` prints it as a one-line error."""

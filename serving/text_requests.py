@@ -32,13 +32,15 @@ class TextRequestError(ValueError):
     """The texts given do not fit the signature's inputs; the message says what to give."""
 
 
-def read_texts(path, *, keep_blank=False):
+def read_texts(path, *, keep_blank=False, refuse_blank=False):
     """The lines of UTF-8 file `path` (`-`: standard input), one text each, as `--input FILE` reads them.
 
-    Blank lines are dropped unless `keep_blank` (then row i is line i).
+    Blank lines are dropped unless `keep_blank` (then row i is line i); `refuse_blank`: row i is
+    line i, and a blank line is an error (a row without a text would have no answer).
 
     Raises:
-        TextRequestError: no such file, or a byte that is not UTF-8 (naming the line).
+        TextRequestError: no such file, a byte that is not UTF-8, or (`refuse_blank`) a blank
+            line, naming the line.
     """
     if path != "-" and not os.path.isfile(path):
         raise TextRequestError(f"--input {path}: no such file")
@@ -51,7 +53,10 @@ def read_texts(path, *, keep_blank=False):
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # a file's lines, as open() reads them
     if lines and lines[-1] == "":
         lines.pop()
-    return lines if keep_blank else [line for line in lines if line.strip()]
+    blank = next((number for number, line in enumerate(lines, 1) if not line.strip()), None)
+    if refuse_blank and blank is not None:
+        raise TextRequestError(f"--input {path}, line {blank}: an empty line (each line is one text; remove it)")
+    return lines if keep_blank or refuse_blank else [line for line in lines if line.strip()]
 
 
 def split_pairs(texts):

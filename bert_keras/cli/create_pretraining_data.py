@@ -9,7 +9,7 @@ Thin: the flags are the fields of `pipelines.pretraining.settings.PretrainingDat
 (which checks them), `write_pretraining_data` writes; this module prints.
 """
 
-from bert_keras.cli.flag_arguments import add_field_options, beam_runner_imports, field_values
+from pipelines.command_options import add_field_options, field_values
 
 
 def register(subparsers, summary):
@@ -48,8 +48,10 @@ def run(args):
     if args.write_documents and not args.runner:
         raise ValueError("--write-documents writes from the Beam path: add --runner (e.g. DirectRunner).")
     if getattr(args, "runner", None) or getattr(args, "beam_options", None):
-        with beam_runner_imports(args.runner or "DirectRunner"):
-            from pipelines.pretraining.beam_pipeline import parse_runner, write_pretraining_data_with_beam
+        from pipelines.beam_runner import beam_imports, parse_runner
+
+        with beam_imports(args.runner or "DirectRunner"):
+            from pipelines.pretraining.beam_pipeline import write_pretraining_data_with_beam
 
         summary = write_pretraining_data_with_beam(
             settings, runner=parse_runner(args.runner or "DirectRunner"), pipeline_args=args.beam_options,

@@ -3,8 +3,7 @@
 import argparse
 import sys
 
-from bert_keras.cli.flag_arguments import add_field_options, add_option
-from bert_keras.cli.main import CommandError
+from pipelines.command_options import add_field_options, add_option
 
 
 def register(subparsers, summary):
@@ -54,20 +53,16 @@ def register(subparsers, summary):
 
 
 def run(args):
-    from serving.deploy import DeployKitOptions, KitExistsError, KubernetesOptions, build_deploy_kit
-    from serving.deploy import write_deploy_kit
+    from serving.deploy import DeployKitOptions, KubernetesOptions, build_deploy_kit, write_deploy_kit
 
-    try:
-        options = DeployKitOptions(
-            base_path=args.base_path, models=args.model, labels=args.label, output=args.output_dir,
-            gpu=args.gpu, kubernetes=KubernetesOptions.from_namespace(args),
-            **({"version": args.serving_version} if args.serving_version else {}),
-        )
-        kit = build_deploy_kit(options)
-        written = write_deploy_kit(kit, args.output_dir, overwrite=args.overwrite)
-    except (KitExistsError, ValueError) as error:  # model specs, KubernetesOptions, CPU quantities
-        raise CommandError(str(error)) from None
-
+    # Bad model specs, Kubernetes options or CPU quantities are ValueErrors, an existing kit a
+    # FileExistsError: `bert-keras` prints their messages.
+    options = DeployKitOptions(
+        base_path=args.base_path, models=args.model, labels=args.label, output=args.output_dir,
+        gpu=args.gpu, kubernetes=KubernetesOptions.from_namespace(args),
+        **({"version": args.serving_version} if args.serving_version else {}))
+    kit = build_deploy_kit(options)
+    written = write_deploy_kit(kit, args.output_dir, overwrite=args.overwrite)
     for warning in kit.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     print(kit.report(written, args.output_dir))

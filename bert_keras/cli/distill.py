@@ -7,8 +7,8 @@ tokenizer and outputs) for cheaper serving; save it and score teacher and studen
 import sys
 import time
 
-from bert_keras.cli.flag_arguments import add_field_options, add_option, field_values
-from bert_keras.cli.task_arguments import add_task_arguments, check_output_dir, task_spec
+from pipelines.command_options import add_field_options, add_option, field_values
+from bert_keras.cli.task_arguments import add_task_arguments, task_spec
 from bert_keras.run_options import DistillationOptions
 
 
@@ -29,16 +29,12 @@ def register(subparsers, summary):
 
 def run(args):
     started = time.time()
-    check_output_dir(args.output_dir, args.overwrite,
-                     inputs=[args.teacher, args.init, args.task, args.data, args.eval_data, args.unlabelled])
-    spec = task_spec(args, train_path=args.data, eval_path=args.eval_data) if args.task else None
-    from bert_keras.tasks.distillation import distill_directory
-    from bert_keras.tasks.named_datasets import spec_of_saved
     from bert_keras.finetuned_model import read_finetuned
+    from bert_keras.tasks.distillation import distill_directory
 
-    if spec is None:
-        spec = spec_of_saved(read_finetuned(args.teacher).training, train_path=args.data,
-                             eval_path=args.eval_data)
+    # No --task: the teacher's recorded data, with --data / --eval-data in place of its files.
+    teacher_data = None if args.task else read_finetuned(args.teacher, load_model=False).training
+    spec = task_spec(args, train_path=args.data, eval_path=args.eval_data, training=teacher_data)
     result = distill_directory(args.teacher, spec, args.output_dir, overwrite=args.overwrite,
                                **field_values(DistillationOptions, args),
                                verbose=1 if sys.stdout.isatty() else 2, log=print)

@@ -9,7 +9,8 @@ import argparse
 import sys
 
 from bert_keras import json_output
-from bert_keras.cli.flag_arguments import add_encoder_options, add_window_options, positive_int
+from bert_keras.cli.flag_arguments import add_encoder_options, add_window_options
+from pipelines.command_options import positive_int
 from bert_keras.cli.main import CommandError
 from bert_keras.cli.embedding_arguments import add_pooling_options, embedder_from_flags, read_idf_corpus
 
@@ -57,9 +58,10 @@ def run(args):
     texts = _read_texts(args)
     if args.output and not args.output.endswith((".npy", ".jsonl")):
         raise CommandError(f"--output {args.output}: name a .npy or .jsonl file")
-    from bert_keras.cli.output_files import check_output_file
+    from pipelines.output_paths import check_output_file
 
-    check_output_file(args.output, overwrite=args.overwrite, inputs=[args.input, args.init, args.idf_corpus])
+    check_output_file(args.output, overwrite=args.overwrite, inputs=[args.input, args.init, args.idf_corpus],
+                      flag="--output")
     if args.top_k < 1:
         raise CommandError("--top-k must be at least 1")
     corpus = read_idf_corpus(args)
@@ -89,12 +91,8 @@ def _read_texts(args):
         raise CommandError("give TEXT arguments or --input FILE, not both")
     from serving.text_requests import read_texts
 
-    texts = read_texts(args.input, keep_blank=True) if args.input else list(args.texts)  # row i: line i
+    texts = read_texts(args.input, refuse_blank=True) if args.input else list(args.texts)  # row i: line i
     if not texts:
         raise CommandError(f"--input {args.input}: holds no text" if args.input
                            else "no text given: pass TEXT arguments or --input FILE")
-    blank = next((i for i, text in enumerate(texts) if not text.strip()), None)
-    if blank is not None and args.input:  # row i is line i: a blank line would have no vector
-        raise CommandError(f"--input {args.input}, line {blank + 1}: an empty line (each line is one text; "
-                           "remove it)")
     return texts

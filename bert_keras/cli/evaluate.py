@@ -5,7 +5,7 @@ import sys
 import time
 
 from bert_keras import json_output
-from bert_keras.cli.flag_arguments import positive_int
+from pipelines.command_options import positive_int
 from bert_keras.cli.task_arguments import add_column_arguments
 
 
@@ -35,7 +35,7 @@ def register(subparsers, summary):
 
 
 def run(args):
-    from bert_keras.cli.output_files import check_output_file
+    from pipelines.output_paths import check_output_file
     from bert_keras.cli.task_arguments import task_spec
     from bert_keras.finetuned_model import write_eval_results
     from bert_keras.tasks import load
@@ -43,7 +43,7 @@ def run(args):
     from pipelines.atomic_writes import atomic_file
 
     started = time.time()
-    check_output_file(args.output, overwrite=args.overwrite, inputs=[args.data, args.model])
+    check_output_file(args.output, overwrite=args.overwrite, inputs=[args.data, args.model], flag="--output")
     task = load(args.model)
     spec = spec_for_model(task_spec(args, training=task.to_finetuned().training), task, args.model, args.task)
     progress = int(sys.stdout.isatty() and not args.json)  # a progress bar with ETA on a terminal

@@ -8,9 +8,10 @@ a fresh Python that imports only TensorFlow must reproduce the model's outputs.
 
 import argparse
 
-from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options, add_field_options, add_option, field_values
+from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options
+from pipelines.output_paths import refuse_inputs
+from pipelines.command_options import add_field_options, add_option, field_values
 from bert_keras.cli.main import CommandError
-from bert_keras.cli.output_files import refuse_inputs
 from bert_keras.cli.embedding_arguments import add_pooling_options, embedder_from_flags, read_idf_corpus
 
 

@@ -8,10 +8,10 @@ the dev split.
 import sys
 import time
 
-from bert_keras.cli.flag_arguments import add_encoder_options, add_field_options, add_option, add_window_options
-from bert_keras.cli.flag_arguments import field_values
+from bert_keras.cli.flag_arguments import add_encoder_options, add_window_options
+from pipelines.command_options import add_field_options, add_option, field_values
 from bert_keras.finetuned_model import OWNED_FILES
-from bert_keras.cli.task_arguments import add_task_arguments, check_output_dir, task_spec
+from bert_keras.cli.task_arguments import add_task_arguments, task_spec
 from bert_keras.run_options import FinetuningOptions
 
 
@@ -39,7 +39,6 @@ def register(subparsers, summary):
 
 def run(args):
     started = time.time()
-    check_output_dir(args.output_dir, args.overwrite, inputs=[args.init, args.task, args.data, args.eval_data])
     spec = task_spec(args, train_path=args.data, eval_path=args.eval_data)
     from bert_keras.tasks.finetuning import finetune
 

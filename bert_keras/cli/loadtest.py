@@ -3,7 +3,7 @@
 import argparse
 
 from bert_keras import json_output
-from bert_keras.cli.flag_arguments import positive_int
+from pipelines.command_options import positive_int
 from bert_keras.cli.main import CommandError
 from bert_keras.cli.server_arguments import add_connection_arguments, add_input_arguments, build_inputs, make_client
 

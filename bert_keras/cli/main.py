@@ -94,6 +94,7 @@ def build_parser():
 
 def main(argv=None):
     from pipelines import tensorflow_logs
+    from pipelines.environment import MissingDependencyError
 
     # Before anything imports TensorFlow (its C++ log level is read when it loads), so
     # before the subcommand modules are imported to build the parser.
@@ -111,10 +112,10 @@ def main(argv=None):
             from bert_keras.error_hints import file_system_error
 
             raise file_system_error(error) or error
-    except (CommandError, OSError, ValueError) as error:
-        # Library errors (bad vocabulary, mismatched checkpoint, bad input file) and the
-        # system's (permission denied, a file where a directory should be) name the file
-        # and the problem: show the message, not a traceback.
+    except (CommandError, OSError, ValueError, MissingDependencyError) as error:
+        # Library errors (bad vocabulary, mismatched checkpoint, bad input file, an extra to
+        # install) and the system's (permission denied, a file where a directory should be)
+        # name the file and the problem: show the message, not a traceback.
         if os.environ.get("BERT_KERAS_DEBUG") == "1":
             raise
         print(f"bert-keras {args.command}: error: {error}", file=sys.stderr)

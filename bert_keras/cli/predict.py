@@ -4,7 +4,7 @@ import shlex
 import sys
 
 from bert_keras import json_output
-from bert_keras.cli.flag_arguments import positive_int
+from pipelines.command_options import positive_int
 from bert_keras.cli.main import CommandError
 
 
@@ -51,13 +51,13 @@ def _read_texts(args):
 
 
 def run(args):
-    from bert_keras.cli.output_files import check_output_file
+    from pipelines.output_paths import check_output_file
     from bert_keras.families import family, resolve
     from bert_keras.tasks import load
     from pipelines.atomic_writes import atomic_file
 
     if not args.squad:
-        check_output_file(args.output, overwrite=args.overwrite, inputs=[args.input, args.model])
+        check_output_file(args.output, overwrite=args.overwrite, inputs=[args.input, args.model], flag="--output")
     task = load(args.model)
     writer = family(task.kind).dataset_predictions
     if args.squad:
@@ -84,17 +84,10 @@ def run(args):
 
 def _predict_squad(args, task, write_predictions):
     """`--squad FILE`: the family's `dataset_predictions` writer, its files checked before it predicts."""
-    from bert_keras.cli.output_files import check_output_names
-
-    # --output DIR: the former spelling for SQuAD's directory
-    directory = args.output_dir or args.output or args.model
-
-    def check_outputs(names):
-        check_output_names(directory, names, overwrite=args.overwrite, inputs=[args.squad])
-
+    directory = args.output_dir or args.output or args.model  # --output DIR: the former spelling
     with task.verbosity(int(sys.stdout.isatty())):
         count, answered, paths = write_predictions(
-            task, args.squad, directory, batch_size=args.batch_size, check_outputs=check_outputs,
+            task, args.squad, directory, batch_size=args.batch_size, overwrite=args.overwrite,
             threshold=args.null_threshold, n_best_size=args.n_best_size, max_answer_length=args.max_answer_length)
     print(f"{count} questions, {answered} answered; wrote " + ", ".join(sorted(paths.values())))
     print(f"next: bert-keras evaluate --model {shlex.quote(args.model)} --data {shlex.quote(args.squad)}")

@@ -8,7 +8,8 @@ logs, and the final encoder as encoder.keras. Rerunning a finished run does noth
 import sys
 import time
 
-from bert_keras.cli.flag_arguments import add_case_options, add_field_options, add_option, field_values
+from bert_keras.cli.flag_arguments import add_case_options
+from pipelines.command_options import add_field_options, add_option, field_values
 
 
 def register(subparsers, summary):

@@ -2,7 +2,7 @@
 inputs built from `--text` / `--question` / ... flags for a signature; `serve`'s flags, one per
 field of `serving.server.options.ServerOptions`."""
 
-from bert_keras.cli.flag_arguments import add_field_options, add_option
+from pipelines.command_options import add_field_options, add_option
 from bert_keras.cli.main import CommandError
 
 

@@ -1,8 +1,7 @@
 """What several commands share about fine-tuned models: the `--task` arguments and their
-`DatasetSpec`, checking an `--output-dir` before training."""
+`DatasetSpec`."""
 
 from bert_keras.cli.flag_arguments import add_stride_option
-from bert_keras.cli.main import CommandError
 
 
 def add_column_arguments(parser):
@@ -36,40 +35,4 @@ def task_spec(args, *, train_path=None, eval_path=None, training=None):
     names = ("regression", "text_column", "text_b_column", "label_column", "stride", "data_dir")
     return spec_of(getattr(args, "task", None), training=training, train_path=train_path, eval_path=eval_path,
                    **{name: getattr(args, name, None) for name in names})
-
-
-def check_output_dir(directory, overwrite, inputs=()):
-    """Refuses, before any training, an --output-dir the model could not be saved into.
-
-    Args:
-        directory: the --output-dir.
-        overwrite: the --overwrite flag.
-        inputs: what the command reads (weights specs, data files): the output directory
-            may not be one of them nor hold one, since saving replaces it whole.
-
-    Raises:
-        CommandError: it is or holds an input; it holds a fine-tuned model and `overwrite`
-            is False, or holds other files (`bert_keras.finetuned_model.check_can_save`).
-    """
-    import os
-
-    from bert_keras.finetuned_model import DirectoryInUseError, check_can_save
-
-    try:
-        check_can_save(directory, overwrite)
-    except DirectoryInUseError as error:
-        raise CommandError(str(error).replace("overwrite=True (--overwrite)", "--overwrite")) from None
-    from bert_keras.checkpoints.loading import local_path
-
-    target = os.path.realpath(directory)
-    for spec in inputs:
-        if not spec:
-            continue
-        path = spec[len("csv:"):] if str(spec).startswith("csv:") else local_path(spec)  # --task csv:PATH
-        if not path or not os.path.exists(path):
-            continue
-        source = os.path.realpath(path)
-        if source == target or source.startswith(target + os.sep):
-            raise CommandError(f"--output-dir {directory} holds this command's input {spec}: the output "
-                               "directory is replaced when the model is saved; choose another --output-dir")
 

@@ -3,7 +3,8 @@
 import sys
 
 from bert_keras import json_output
-from bert_keras.cli.flag_arguments import add_case_options, add_option
+from bert_keras.cli.flag_arguments import add_case_options
+from pipelines.command_options import add_option
 from bert_keras.cli.main import CommandError
 
 
@@ -38,20 +39,12 @@ def run(args):
     texts = args.texts or [line.rstrip("\n") for line in sys.stdin]
     if not texts:
         raise CommandError("no text given: pass TEXT arguments or pipe lines to stdin")
-    from bert_keras.checkpoints import find_vocabulary
-    from pipelines import BertTokenizer
+    from bert_keras.checkpoints import load_tokenizer
     from pipelines.tokenizer.bert_tokenizer import tokenization_lines
 
-    vocab = args.vocab or find_vocabulary(args.init)
-    if vocab is None:
-        raise CommandError(f"{args.init} has no vocab.txt; pass --vocab FILE")
-    from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
-
-    rules = resolve_tokenizer_settings(vocab, False if args.cased else None, args.strip_accents)
-    tokenizer = BertTokenizer(
-        vocab, **rules, backend=args.tokenizer,
-        max_input_chars_per_word=args.max_chars_per_word,
-    )
+    tokenizer = load_tokenizer(args.init, vocab_file=args.vocab, lowercase=False if args.cased else None,
+                               strip_accents=args.strip_accents, backend=args.tokenizer,
+                               max_input_chars_per_word=args.max_chars_per_word)
     for record in tokenizer.tokenization_records(texts, args.pair, args.seq_length):
         print(json_output.dumps(record, ensure_ascii=False) if args.json else "\n".join(tokenization_lines(record)))
     return 0

@@ -6,8 +6,8 @@ Thin: the flags are the fields of `pipelines.tokenizer.vocabulary_learning.Vocab
 
 import shlex
 
-from bert_keras.cli.flag_arguments import add_case_options, add_field_options, beam_runner_imports, field_values
-from bert_keras.cli.main import CommandError
+from bert_keras.cli.flag_arguments import add_case_options
+from pipelines.command_options import add_field_options, field_values
 
 
 def register(subparsers, summary):
@@ -34,32 +34,13 @@ def register(subparsers, summary):
 
 
 def run(args):
-    import glob
-
     from tqdm import tqdm
 
-    from bert_keras.cli.output_files import check_output_file
-    from pipelines.tokenizer.morphemes import MissingAnalyzerError
-    from pipelines.tokenizer.tokenizer_config import tokenizer_config_path
     from pipelines.tokenizer.vocabulary_learning import VocabularyOptions, learn_vocabulary
 
-    if args.pre_tokenizer and args.runner:
-        raise CommandError("--pre-tokenizer splits morphemes on this machine; it does not run with --runner: "
-                           "drop one of them")
-    if args.morpheme_suffixes and not args.pre_tokenizer:
-        raise CommandError("--morpheme-suffixes needs a morpheme analyzer: add --pre-tokenizer kiwi")
-    inputs = [path for pattern in args.inputs for path in (glob.glob(pattern) or [pattern])]
-    check_output_file(args.output, overwrite=args.overwrite, inputs=inputs)
-    check_output_file(tokenizer_config_path(args.output), overwrite=args.overwrite, inputs=inputs,
-                      flag="--output's rules file")
-    try:
-        with beam_runner_imports(args.runner or "DirectRunner"):
-            learned = learn_vocabulary(
-                args.inputs, args.output, lowercase=not args.cased, strip_accents=args.strip_accents,
-                overwrite=True, progress=lambda: tqdm(desc="counting words", unit=" lines"), log=print,
-                **field_values(VocabularyOptions, args))
-    except MissingAnalyzerError as error:
-        raise CommandError(str(error)) from None
+    learned = learn_vocabulary(
+        args.inputs, args.output, lowercase=not args.cased, strip_accents=args.strip_accents, overwrite=args.overwrite,
+        progress=lambda: tqdm(desc="counting words", unit=" lines"), log=print, **field_values(VocabularyOptions, args))
     print(f"wrote {len(learned.tokens):,} tokens to {learned.path} (rules in {learned.settings_path})")
     for note in learned.notes:
         print(f"note: {note}")

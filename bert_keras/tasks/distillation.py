@@ -353,14 +353,18 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     Returns:
         A `DistillationResult`.
     """
-    from bert_keras.finetuned_model import RUN_DIRECTORY, write_eval_results
+    from bert_keras.checkpoints.loading import local_path
+    from bert_keras.finetuned_model import RUN_DIRECTORY, check_can_save, read_finetuned, write_eval_results
     from bert_keras.tasks.named_datasets import DatasetSpecError, spec_for_model, spec_of_saved
     from bert_keras.tasks.finetuning_run import command_fit, remove_run_dir
     from bert_keras.tasks.task_files import load
 
-    teacher = load(teacher_dir)
     if spec is None:
-        spec = spec_of_saved(teacher.to_finetuned().training)
+        spec = spec_of_saved(read_finetuned(teacher_dir, load_model=False).training)
+    # Refused before the teacher loads: as `finetune`, never an output directory that is or holds an input.
+    check_can_save(output_dir, overwrite, inputs=[teacher_dir, init and local_path(init), unlabelled,
+                                                  spec and spec.train_path, spec and spec.eval_path])
+    teacher = load(teacher_dir)
     spec = spec_for_model(spec, teacher, teacher_dir)
     x, y = spec.training_data(seed=seed)
     spec.check_texts(teacher.tokenizer)  # a text the model reads no token of, by file and line

@@ -44,7 +44,8 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
     Args:
         spec: a `bert_keras.tasks.named_datasets.DatasetSpec` (`parse_task(...)`).
         init: the pretrained weights (a `load_pretrained` spec).
-        output_dir: the fine-tuned model directory written (`check_can_save` rules).
+        output_dir: the fine-tuned model directory written (`check_can_save` rules, checked
+            before anything is read: never a directory that is or holds one of the run's inputs).
         overwrite: replace the fine-tuned model `output_dir` holds.
         epochs, max_steps, warmup_ratio, seq_length, seed: training settings (`TextTask.fit`).
         max_length, stride: long texts read in windows (`from_pretrained(max_length=, stride=)`:
@@ -65,14 +66,18 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
     """
     import keras
 
+    from bert_keras.checkpoints.loading import local_path
     from bert_keras.families import has_setting, reads_windows
-    from bert_keras.finetuned_model import RUN_DIRECTORY, write_eval_results
+    from bert_keras.finetuned_model import RUN_DIRECTORY, check_can_save, write_eval_results
     from bert_keras.tasks.named_datasets import DatasetSpecError
     from bert_keras.tasks.finetuning_run import command_fit, remove_run_dir
     from bert_keras.tasks.recipe import recipe_for_data
     from bert_keras.training import get_strategy
     from bert_keras.training.strategy import describe
 
+    # Refused now, not after training: an output directory that holds a model without `overwrite`,
+    # other files, or one of this run's inputs (saving may replace what it holds).
+    check_can_save(output_dir, overwrite, inputs=[local_path(init), spec.train_path, spec.eval_path, vocab_file])
     windows = {key: value for key, value in (("max_length", max_length), ("stride", stride)) if value is not None}
     if max_length is not None and not reads_windows(spec.task_class):
         raise DatasetSpecError(f"max_length (--max-length): a {spec.task_class.__name__} does not read texts in "

@@ -426,18 +426,18 @@ class SquadSpec(DatasetSpec):
         return self._examples(path or self.eval_path, "validation", False), None
 
 
-def write_squad_predictions(task, path, directory, *, batch_size=32, check_outputs=None, **decoding):
+def write_squad_predictions(task, path, directory, *, batch_size=32, overwrite=False, **decoding):
     """Runs a `SpanQA` on a SQuAD JSON file and writes the official prediction files.
 
-    `check_outputs(names)`: called with the file names it will write in `directory` before any
-    prediction (a caller refuses to replace them there). `decoding`: `SpanQA.predict_squad`
-    options (threshold, n_best_size, max_answer_length).
+    The files it writes in `directory` are checked before any prediction: existing ones are
+    replaced only with `overwrite`, never the SQuAD file (`pipelines.output_paths`). `decoding`:
+    `SpanQA.predict_squad` options (threshold, n_best_size, max_answer_length).
     Returns `(number of questions, number answered, {name: path})`.
     """
     from pipelines.datasets.squad import PREDICTION_FILES, read_squad_json, write_predictions
+    from pipelines.output_paths import check_output_names
 
-    if check_outputs is not None:
-        check_outputs(list(PREDICTION_FILES))
+    check_output_names(directory, list(PREDICTION_FILES), overwrite=overwrite, inputs=[path])
     if not os.path.isfile(path):
         raise DatasetSpecError(not_a_file(path))
     examples = read_squad_json(path, is_training=False)

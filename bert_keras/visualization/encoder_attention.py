@@ -83,18 +83,14 @@ def encoder_attention(spec, texts, *, vocab_file=None, lowercase=None, strip_acc
     """
     import tensorflow as tf
 
-    from bert_keras.checkpoints import find_vocabulary, load_pretrained
-    from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
-    from pipelines import BertPacker, BertTokenizer
+    from bert_keras.checkpoints import load_pretrained, load_tokenizer
+    from pipelines import BertPacker
 
     if not 1 <= len(texts) <= 2:
         raise ValueError(f"give one text or a pair (two texts), not {len(texts)}")
     encoder = load_pretrained(spec, output_attentions=True)
     config = encoder.config
-    vocab_file = vocab_file or find_vocabulary(spec)
-    if vocab_file is None:
-        raise ValueError(f"{spec} has no vocab.txt beside it; pass the vocabulary")
-    tokenizer = BertTokenizer(vocab_file, **resolve_tokenizer_settings(vocab_file, lowercase, strip_accents))
+    tokenizer = load_tokenizer(spec, vocab_file=vocab_file, lowercase=lowercase, strip_accents=strip_accents)
     if tokenizer.vocabulary_size != config.vocab_size:
         raise ValueError(f"the vocabulary has {tokenizer.vocabulary_size} tokens but the model expects "
                          f"{config.vocab_size}: pass the model's own vocab.txt")

@@ -38,7 +38,7 @@ import collections
 import contextlib
 import logging
 import uuid
-from typing import Optional, Sequence
+from typing import Sequence
 
 import apache_beam as beam
 import numpy as np
@@ -52,7 +52,6 @@ from pipelines.pretraining.contract import shard_file_name
 from pipelines.pretraining.instances import corpus_of_documents, tokenize_documents
 from pipelines.pretraining.settings import PretrainingDataSettings
 
-RUNNERS = ("DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner", "PortableRunner")
 _NAMESPACE = "bert_keras.pretraining"
 
 
@@ -77,7 +76,7 @@ def write_pretraining_data_with_beam(settings: PretrainingDataSettings, *, runne
     Args:
         settings: a `PretrainingDataSettings` (text files only: `tfds:` inputs
             take the local path).
-        runner: a Beam runner name (`RUNNERS`, or any other Beam knows).
+        runner: a Beam runner name (`pipelines.beam_runner.RUNNERS`, or any other Beam knows).
         pipeline_args: further Beam pipeline options, e.g.
             `["--direct_num_workers=4", "--direct_running_mode=multi_processing"]`.
         overwrite: replace shards of other settings or of a changed corpus.
@@ -428,13 +427,3 @@ class _WriteDocuments(beam.DoFn):
             for _, sentences in sorted(documents, key=lambda d: d[0]):
                 f.write("\n".join(sentences) + "\n\n")
         yield path
-
-
-def parse_runner(value: Optional[str]) -> Optional[str]:
-    """A `--runner` value, checked: one of `RUNNERS` (case as Beam spells them), or None for the local path."""
-    if value is None:
-        return None
-    for runner in RUNNERS:
-        if value.lower() in (runner.lower(), runner.lower().replace("runner", "")):
-            return runner
-    raise ValueError(f"Unknown runner {value!r}; choose one of {', '.join(RUNNERS)}.")

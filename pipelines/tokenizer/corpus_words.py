@@ -45,6 +45,7 @@ def count_corpus_words(patterns, *, lowercase=True, runner=None, pipeline_args=(
     Raises:
         pipelines.corpus.CorpusError: a pattern matches no file.
         pipelines.tokenizer.morphemes.MissingAnalyzerError: the analyzer is not installed.
+        pipelines.beam_runner.MissingBeamError: a runner without Apache Beam installed.
         ValueError: an unknown runner or pre-tokenizer, a runner with a pre-tokenizer,
             `morpheme_suffixes` without one, or no words at all (empty files).
     """
@@ -58,8 +59,10 @@ def count_corpus_words(patterns, *, lowercase=True, runner=None, pipeline_args=(
 
         splitter = morpheme_splitter(pre_tokenizer).load()  # a missing analyzer fails before any reading
     if runner:
-        from pipelines.pretraining.beam_pipeline import parse_runner
-        from pipelines.tokenizer.beam_vocab import count_words_with_beam
+        from pipelines.beam_runner import beam_imports, parse_runner
+
+        with beam_imports(runner):
+            from pipelines.tokenizer.beam_vocab import count_words_with_beam
 
         files = list(patterns)
         counts = count_words_with_beam(files, lowercase=lowercase, strip_accents=strip_accents,

@@ -41,6 +41,8 @@ from typing import Dict, Iterable, List, Mapping, Sequence, Tuple, Union
 
 import numpy as np
 
+from pipelines.environment import MissingDependencyError
+
 # U+E000, the first private-use character: no analyzer, normalizer or vocabulary gives it a
 # meaning; the BERT pre-tokenizer keeps it as an ordinary letter (not whitespace, control,
 # punctuation, accent or CJK), so it stays inside the word it marks.
@@ -53,7 +55,7 @@ _CONJOINING_JAMO = re.compile("[\u1100-\u11ff]")
 _CHUNK_BREAK = re.compile(r"\s")
 
 
-class MissingAnalyzerError(ImportError):
+class MissingAnalyzerError(MissingDependencyError):
     """The morpheme analyzer a pre-tokenizer needs is not installed; the message says what to install."""
 
 

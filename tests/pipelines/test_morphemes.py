@@ -290,8 +290,8 @@ def test_bert_keras_vocab_morphemes_as_words(kiwi, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--pre-tokenizer", "kiwi", "--runner", "DirectRunner"], "does not run with --runner"),
-    (["--morpheme-suffixes"], "--morpheme-suffixes needs a morpheme analyzer: add --pre-tokenizer kiwi"),
+    (["--pre-tokenizer", "kiwi", "--runner", "DirectRunner"], "does not run with a runner (--runner)"),
+    (["--morpheme-suffixes"], "(--morpheme-suffixes) needs a morpheme analyzer: add pre_tokenizer='kiwi' (--pre-tokenizer kiwi)"),
     (["--pre-tokenizer", "mecab"], "unknown pre-tokenizer 'mecab': choose one of kiwi"),
 ])
 def test_bert_keras_vocab_refuses_what_does_not_go_together(tmp_path, capsys, flags, message):

@@ -240,7 +240,7 @@ def test_beam_cli_runner_without_apache_beam_names_the_extra(tmp_path, capsys, m
     err = capsys.readouterr().err
     assert code == 2, err
     assert "Traceback" not in err and "ModuleNotFoundError" not in err
-    assert "--runner DirectRunner needs Apache Beam" in err and "pip install 'bert-keras[beam]'" in err
+    assert "runner DirectRunner needs Apache Beam" in err and "pip install 'bert-keras[beam]'" in err
     assert not glob.glob(str(tmp_path / "cli*"))
 
 
@@ -255,7 +255,20 @@ def test_vocab_runner_without_apache_beam_names_the_extra(tmp_path, capsys, monk
     err = capsys.readouterr().err
     assert code == 2, err
     assert "Traceback" not in err and "ModuleNotFoundError" not in err
-    assert "--runner DataflowRunner needs Apache Beam" in err and "pip install 'bert-keras[beam-gcp]'" in err
+    assert "runner DataflowRunner needs Apache Beam" in err and "pip install 'bert-keras[beam-gcp]'" in err
+    assert not (tmp_path / "vocab.txt").exists()
+
+
+def test_learn_vocabulary_runner_without_apache_beam_raises_missing_beam(tmp_path, monkeypatch):
+    """The Python call says the same as the command: which extra installs Beam (an ImportError)."""
+    from pipelines.beam_runner import MissingBeamError
+    from pipelines.tokenizer.vocabulary_learning import learn_vocabulary
+
+    monkeypatch.setitem(sys.modules, "apache_beam", None)
+    monkeypatch.delitem(sys.modules, "pipelines.tokenizer.beam_vocab", raising=False)
+    with pytest.raises(MissingBeamError, match=r"pip install 'bert-keras\[beam\]'") as caught:
+        learn_vocabulary([SAMPLE], tmp_path / "vocab.txt", size=200, runner="DirectRunner")
+    assert isinstance(caught.value, ImportError)
     assert not (tmp_path / "vocab.txt").exists()
 
 

@@ -319,7 +319,7 @@ def test_learn_vocabulary_is_the_vocab_command_in_one_call(tmp_path):
     assert (rules["do_lower_case"], rules["strip_accents"]) == (True, False)
     assert learned.distinct == len(count_words(tf.data.Dataset.from_tensor_slices(
         corpus.read_text(encoding="utf-8").splitlines()), BertPreTokenizer(lowercase=True, strip_accents=False)))
-    with pytest.raises(FileExistsError, match="vocab.txt exists; pass overwrite=True"):
+    with pytest.raises(FileExistsError, match="vocab.txt: the file exists; pass overwrite=True"):
         learn_vocabulary([str(corpus)], learned.path, size=300)
     with pytest.raises(ValueError, match=r"character_coverage must be in \(0, 1\], got 0"):
         learn_vocabulary([str(corpus)], str(tmp_path / "other.txt"), character_coverage=0)
