@@ -20,6 +20,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "load_pretrained": "bert_keras.checkpoints",
     "save_pretrained": "bert_keras.checkpoints",
+    "load_tokenizer": "bert_keras.checkpoints",
     "BertConfig": "bert_keras.config",
     "BertEncoder": "bert_keras.encoder",
     "BertPretrainer": "bert_keras.models",
