@@ -16,6 +16,7 @@ import tensorflow as tf
 from bert_keras import padding_skipping
 from bert_keras.config import BertConfig
 from bert_keras.layers.embeddings import BertEmbeddings
+from bert_keras.layers.initialization import truncated_normal
 from bert_keras.layers.transformer_block import BertTransformerBlock
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
 
@@ -142,7 +143,7 @@ class BertEncoder(keras.Model):
         pooler = keras.layers.Dense(
             config.hidden_size,
             activation="tanh",
-            kernel_initializer=keras.initializers.TruncatedNormal(stddev=config.initializer_range),
+            kernel_initializer=truncated_normal(config.initializer_range),
             dtype="float32",
             name="pooler_dense",
         )

@@ -446,12 +446,16 @@ def load_pretrained(spec, *, strict=True, output_hidden_states=False, output_att
     """
     from bert_keras.encoder import BertEncoder
 
+    from bert_keras.layers.initialization import weights_from_checkpoint
+
     config, weights, _ = read_pretrained(spec, strict=strict)
-    encoder = BertEncoder(
-        config, output_hidden_states=output_hidden_states, output_attentions=output_attentions
-    )
+    options = dict(output_hidden_states=output_hidden_states, output_attentions=output_attentions)
+    with weights_from_checkpoint():  # no random draws for weights assigned next (~0.5 s)
+        encoder = BertEncoder(config, **options)
     report = assign_canonical(encoder, weights, strict=strict)  # ignores cls/ heads
-    if report["missing"]:
+    if report["missing"]:  # (strict=False) these get the random start they would have had
+        random_start = encoder_to_canonical(BertEncoder(config, **options))
+        assign_canonical(encoder, {name: random_start[name] for name in report["missing"]}, strict=False)
         warnings.warn(
             f"{spec}: {len(report['missing'])} encoder weight(s) not in the checkpoint keep their "
             f"random initialization: {report['missing'][:8]}",

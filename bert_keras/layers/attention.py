@@ -12,6 +12,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from bert_keras.layers.initialization import truncated_normal
 from bert_keras.layers.token_packing import heads_at_positions, packed_from_heads
 
 # Added to the scores of padded keys. Large enough that exp() underflows to
@@ -55,7 +56,7 @@ class BertSelfAttention(keras.layers.Layer):
         self.head_size = hidden_size // num_heads
         self.dropout_rate = dropout
         self.initializer_range = initializer_range
-        init = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        init = truncated_normal(initializer_range)
         self.qkv = keras.layers.Dense(
             3 * hidden_size, kernel_initializer=init, dtype=self.dtype_policy, name="qkv"
         )

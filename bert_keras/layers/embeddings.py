@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from bert_keras.layers.initialization import truncated_normal
+
 
 @keras.saving.register_keras_serializable(package="bert_keras")
 class BertEmbeddings(keras.layers.Layer):
@@ -50,7 +52,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.layer_norm_eps = layer_norm_eps
         self.initializer_range = initializer_range
 
-        init = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        init = truncated_normal(initializer_range)
         # A keras Embedding layer (not a bare weight) so a masked-LM head can
         # tie its output projection to `token_embedding.embeddings`.
         self.token_embedding = keras.layers.Embedding(
@@ -73,7 +75,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.position_embeddings = self.add_weight(
             name="position_embeddings",
             shape=(self.max_position_embeddings, self.hidden_size),
-            initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range),
+            initializer=truncated_normal(self.initializer_range),
         )
         self.layer_norm.build(tuple(token_ids_shape) + (self.hidden_size,))
         self.built = True

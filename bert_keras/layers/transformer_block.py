@@ -4,6 +4,7 @@ import keras
 
 from bert_keras.layers.activations import get_activation
 from bert_keras.layers.attention import BertSelfAttention
+from bert_keras.layers.initialization import truncated_normal
 from bert_keras.layers.token_packing import rows_at_positions
 
 
@@ -65,7 +66,7 @@ class BertTransformerBlock(keras.layers.Layer):
         self.layer_norm_eps = layer_norm_eps
         self.initializer_range = initializer_range
 
-        init = keras.initializers.TruncatedNormal(stddev=initializer_range)
+        init = truncated_normal(initializer_range)
         policy = self.dtype_policy
         self.attention = BertSelfAttention(
             hidden_size, num_heads, dropout=attention_dropout,

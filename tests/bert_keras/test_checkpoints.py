@@ -368,6 +368,26 @@ def test_read_tf1_missing_variables_are_listed(tiny_config, tmp_path):
         load_pretrained(f"tf1:{tmp_path}", strict=False)
 
 
+def test_weights_a_checkpoint_lacks_keep_a_random_start_and_the_rest_are_exact(tiny_config, tmp_path):
+    # The encoder is built without random draws (they would be overwritten); a missing weight,
+    # even one column block of the fused query/key/value kernel, still gets BERT's random start.
+    weights = random_canonical(tiny_config)
+    missing = ["bert/pooler/dense/kernel", "bert/encoder/layer_0/attention/self/key/kernel"]
+    for name in missing:
+        del weights[name]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tf1.write_tf1(tmp_path / "bert_model.ckpt", tiny_config, weights)
+        encoder = load_pretrained(f"tf1:{tmp_path}", strict=False)
+    loaded = encoder_to_canonical(encoder)
+    for name, value in weights.items():
+        if name.startswith("bert/"):
+            np.testing.assert_allclose(loaded[name], value, rtol=0, atol=1e-7, err_msg=name)
+    for name in missing:
+        assert 0.01 < float(np.std(loaded[name])) < 0.03, name  # truncated normal, stddev 0.02
+        assert float(np.abs(loaded[name]).max()) <= 0.04 + 1e-6, name
+
+
 # ---- config vs weights, specs ---------------------------------------------------
 
 
