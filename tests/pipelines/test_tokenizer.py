@@ -359,8 +359,10 @@ def test_eager_calls_equal_op_by_op_and_graph_calls(backend, fast, core):
     tokenizer = fast if backend == "tf_text" else core
     texts = tf.constant(CORPUS + REPO_TEXT + random_texts(200, seed=11))
     in_graph = tf.function(lambda s: tokenizer.tokenize_with_offsets(s))
+    first = tokenizer.tokenize_with_offsets(texts)  # op by op: a one-off call pays no trace
     eager = tokenizer.tokenize_with_offsets(texts)
-    assert tokenizer.eager_functions, "an eager call should have run a cached tf.function"
+    assert tokenizer.eager_functions, "a second eager call should have run a cached tf.function"
+    assert [t.to_list() for t in first] == [t.to_list() for t in eager]
     for a, b, c in zip(eager, op_by_op(tokenizer, "tokenize_with_offsets", texts), in_graph(texts)):
         assert a.to_list() == b.to_list() == c.to_list()
     assert tokenizer.tokenize(texts).to_list() == eager[0].to_list()
