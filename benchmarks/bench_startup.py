@@ -14,6 +14,8 @@ Python you name (`--python`, default this one; point it at a virtualenv holding 
 
     python benchmarks/bench_startup.py --rounds 5
     python benchmarks/bench_startup.py --python /tmp/plain/bin/python --rounds 5
+    git worktree add /tmp/old <commit>
+    python benchmarks/bench_startup.py --python /tmp/plain/bin/python --tree /tmp/old --rounds 5
 
 Prints the median of each figure (and the rounds); `--output` writes them as JSON.
 """
@@ -27,7 +29,10 @@ import sys
 import time
 
 PREDICTION = r"""
-import sys, time, json, warnings
+import sys, time, json, warnings, os
+if os.environ.get("BENCH_TREE"):  # another checkout's code, ahead of an editable install's
+    sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable__")]
+    sys.path.insert(0, os.environ["BENCH_TREE"])
 started = float(sys.argv[1])
 warnings.simplefilter("ignore")
 from bert_keras.tasks import TextClassifier
@@ -46,7 +51,10 @@ print("RESULT " + json.dumps({"first_prediction_s": predicted - started, "import
 """
 
 TOKENIZER = r"""
-import sys, time, json, warnings
+import sys, time, json, warnings, os
+if os.environ.get("BENCH_TREE"):  # another checkout's code, ahead of an editable install's
+    sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable__")]
+    sys.path.insert(0, os.environ["BENCH_TREE"])
 warnings.simplefilter("ignore")
 from bert_keras.checkpoints import load_tokenizer
 import tensorflow as tf
@@ -59,8 +67,10 @@ print("RESULT " + json.dumps({"tokenizer_build_s": ready - built, "tokenizer_fir
 """
 
 
-def run_worker(python, code):
+def run_worker(python, code, tree=None):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    if tree:  # another checkout's code, ahead of the installed one
+        env["BENCH_TREE"] = os.path.abspath(tree)
     started = time.time()
     output = subprocess.run([python, "-c", code, str(started)], env=env, capture_output=True, text=True)
     lines = [line for line in output.stdout.splitlines() if line.startswith("RESULT ")]
@@ -72,12 +82,13 @@ def run_worker(python, code):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--python", default=sys.executable, help="the interpreter a user runs (default: this one)")
+    parser.add_argument("--tree", help="run this checkout's code (a git worktree of another commit) instead")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--output", help="write the medians and rounds as JSON here")
     args = parser.parse_args(argv)
     rounds = []
     for index in range(args.rounds):
-        result = {**run_worker(args.python, PREDICTION), **run_worker(args.python, TOKENIZER)}
+        result = {**run_worker(args.python, PREDICTION, args.tree), **run_worker(args.python, TOKENIZER, args.tree)}
         rounds.append(result)
         print(f"round {index + 1}: " + ", ".join(f"{key} {value:.2f}" for key, value in result.items()), flush=True)
     medians = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
