@@ -267,15 +267,19 @@ def check_can_save(directory, overwrite=False, inputs=()):
             what `directory` holds, so it may be none of them and hold none, even with `overwrite`.
 
     Raises:
-        DirectoryInUseError: `directory` is a file; is or holds an input; holds a fine-tuned
-            model and `overwrite` is False; or holds other files and no fine-tuned model (names
-            the first few).
+        DirectoryInUseError, in this order: `directory` is a file; is or holds an input (no
+            `overwrite` lifts it, so it is said first); holds other files and no fine-tuned model
+            (names the first few); or holds a fine-tuned model and `overwrite` is False.
     """
     from pipelines.output_paths import input_inside
 
     directory = os.path.abspath(os.fspath(directory))
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise DirectoryInUseError(f"{directory}: exists and is not a directory")
+    held = input_inside(directory, inputs)  # first: no overwrite fixes it
+    if held is not None:
+        raise DirectoryInUseError(f"{directory} holds the run's input {held}: saving the model may replace "
+                                  "what the directory holds; choose another output directory")
     names = sorted(name for name in (os.listdir(directory) if os.path.isdir(directory) else [])
                    if not is_staging_name(name) and name != RUN_DIRECTORY)
     if names and not _holds_finetuned_model(directory):
@@ -288,10 +292,6 @@ def check_can_save(directory, overwrite=False, inputs=()):
             f"{directory} already holds a fine-tuned model; pass overwrite=True (--overwrite) to "
             f"replace it (only {', '.join(OWNED_FILES)} are replaced, other files stay), or choose "
             "another directory")
-    held = input_inside(directory, inputs)
-    if held is not None:
-        raise DirectoryInUseError(f"{directory} holds the run's input {held}: saving the model may replace "
-                                  "what the directory holds; choose another output directory")
 
 
 def save_finetuned(directory, finetuned, *, overwrite=False, optimizer_state=None):

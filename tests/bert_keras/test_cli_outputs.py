@@ -137,6 +137,9 @@ def test_finetune_and_distill_in_python_refuse_an_output_directory_holding_an_in
         distill_directory(classifier, spec, str(out), layers=1, overwrite=True)
     with pytest.raises(DirectoryInUseError, match=f"{classifier} holds the run's input {classifier}"):
         distill_directory(classifier, None, classifier, layers=1, overwrite=True)
+    # Without overwrite, the input is what is named: overwrite would not lift it.
+    with pytest.raises(DirectoryInUseError, match=f"{classifier} holds the run's input {classifier}"):
+        distill_directory(classifier, None, classifier, layers=1)
     assert {name: (out / name).read_bytes() for name in os.listdir(out)} == before
 
 
