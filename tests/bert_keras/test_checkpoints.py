@@ -368,6 +368,30 @@ def test_read_tf1_missing_variables_are_listed(tiny_config, tmp_path):
         load_pretrained(f"tf1:{tmp_path}", strict=False)
 
 
+def test_load_pretrained_draws_no_random_start_for_the_weights_it_assigns(tiny_config, tmp_path, monkeypatch):
+    import keras
+
+    from bert_keras.encoder import BertEncoder
+
+    draws = []
+    original = keras.initializers.TruncatedNormal.__call__
+
+    def counting(self, shape, dtype=None):
+        draws.append(tuple(shape))
+        return original(self, shape, dtype=dtype)
+
+    monkeypatch.setattr(keras.initializers.TruncatedNormal, "__call__", counting)
+    BertEncoder(tiny_config)
+    assert draws, "a plain build draws every kernel and embedding"
+    draws.clear()
+    weights = random_canonical(tiny_config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tf1.write_tf1(tmp_path / "bert_model.ckpt", tiny_config, weights)
+    load_pretrained(f"tf1:{tmp_path}")
+    assert draws == []
+
+
 def test_weights_a_checkpoint_lacks_keep_a_random_start_and_the_rest_are_exact(tiny_config, tmp_path):
     # The encoder is built without random draws (they would be overwritten); a missing weight,
     # even one column block of the fused query/key/value kernel, still gets BERT's random start.

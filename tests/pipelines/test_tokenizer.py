@@ -379,6 +379,21 @@ def test_eager_calls_equal_op_by_op_and_graph_calls(backend, fast, core):
     assert tokenizer.detokenize(dense).numpy().tolist() == [b"hello world", b"una [PAD]"]
 
 
+def test_a_first_eager_call_runs_op_by_op_and_the_second_traces():
+    tokenizer = BertTokenizer(VOCAB, lowercase=True)
+    texts = tf.constant(CORPUS[:4])
+    first = tokenizer.tokenize(texts)
+    assert tokenizer.eager_functions == {}, "a one-off call should pay no trace"
+    second = tokenizer.tokenize(texts)
+    (function,) = tokenizer.eager_functions.values()
+    assert function.experimental_get_tracing_count() == 1 and first.to_list() == second.to_list()
+    # Inside a graph (tf.data, traced_tokenize), always the traced function.
+    graph_only = BertTokenizer(VOCAB, lowercase=True)
+    dataset = tf.data.Dataset.from_tensor_slices(CORPUS[:4]).batch(2).map(graph_only.traced_tokenize)
+    assert [ids.to_list() for ids in dataset] == [first.to_list()[:2], first.to_list()[2:]]
+    assert len(graph_only.eager_functions) == 1
+
+
 def test_eager_calls_trace_once_whatever_the_batch_size():
     tokenizer = BertTokenizer(VOCAB, lowercase=True)
     lines = CORPUS + REPO_TEXT
