@@ -216,11 +216,18 @@ def test_an_output_dir_it_would_not_save_into_is_refused_before_training(tmp_pat
 
     (tmp_path / "train.csv").write_text("text,label\ngood,pos\nbad,neg\n")
     (tmp_path / "notes.md").write_text("my notes")
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-data.csv"
+    elsewhere.write_text("text,label\ngood,pos\nbad,neg\n")
     monkeypatch.chdir(tmp_path)
     for extra in ([], ["--overwrite"]):
-        # --init names nothing loadable: the refusal comes before any model or data is read
-        with pytest.raises(DirectoryInUseError, match=r"holds no fine-tuned model \(notes.md, train.csv\)"):
+        # --init names nothing loadable: the refusal comes before any model or data is read.
+        # The training file is in the directory: that is named first (no --overwrite lifts it).
+        with pytest.raises(DirectoryInUseError, match=r"holds the run's input train.csv"):
             run(finetune, ["finetune", "--task", "csv:train.csv", "--init", "hf:/nonexistent",
+                           "--output-dir", "."] + extra)
+        # With the data elsewhere, the directory's own files are named.
+        with pytest.raises(DirectoryInUseError, match=r"holds no fine-tuned model \(notes.md, train.csv\)"):
+            run(finetune, ["finetune", "--task", f"csv:{elsewhere}", "--init", "hf:/nonexistent",
                            "--output-dir", "."] + extra)
     assert sorted(os.listdir(tmp_path)) == ["notes.md", "train.csv"]
     model = tmp_path / "model"
