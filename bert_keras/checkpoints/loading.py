@@ -445,7 +445,6 @@ def load_pretrained(spec, *, strict=True, output_hidden_states=False, output_att
             or missing tensors.
     """
     from bert_keras.encoder import BertEncoder
-
     from bert_keras.layers.initialization import weights_from_checkpoint
 
     config, weights, _ = read_pretrained(spec, strict=strict)
