@@ -43,7 +43,8 @@ def truncated_normal(stddev):
 @contextlib.contextmanager
 def weights_from_checkpoint():
     """Within the block, `truncated_normal` weights start as zeros: every one of them is about to
-    be assigned from a checkpoint (the caller re-initializes any the checkpoint lacks)."""
+    be assigned, from a checkpoint or another model's weights (the caller re-initializes any the
+    checkpoint lacks)."""
     token = _WEIGHTS_FROM_CHECKPOINT.set(True)
     try:
         yield

@@ -293,7 +293,10 @@ class BertEmbedder(EncoderHead):
 
 def _with_hidden_states(encoder):
     """A copy of `encoder` that also outputs `hidden_states` (same weights, same dtype)."""
-    copy = type(encoder).from_config({**encoder.get_config(), "output_hidden_states": True})
+    from bert_keras.layers.initialization import weights_from_checkpoint
+
+    with weights_from_checkpoint():  # every weight is set next: no random start to draw
+        copy = type(encoder).from_config({**encoder.get_config(), "output_hidden_states": True})
     copy.set_weights(encoder.get_weights())
     return copy
 
