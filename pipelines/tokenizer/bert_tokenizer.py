@@ -227,7 +227,8 @@ class BertTokenizer(tf.Module):
         For `tf.data` maps: each new pipeline (every `fit`, `evaluate` and `predict` call builds
         one) calls the traced function instead of adding the tokenizer's ops to its own graph
         again, which cost ~0.5 s a call. Not for exports: a SavedModel keeps the ops themselves
-        (`tokenize` in a graph), as the op audit reads them.
+        (`tokenize` in a graph), as the op audit reads them. Called eagerly, it is `tokenize`
+        (its first call of a kind op by op).
 
         Args:
             strings: a 1-D batch of strings (a tensor in a graph, or anything `tokenize` takes).
