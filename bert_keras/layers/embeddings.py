@@ -92,6 +92,10 @@ class BertEmbeddings(keras.layers.Layer):
     def compute_output_shape(self, token_ids_shape, segment_ids_shape=None):
         return tuple(token_ids_shape) + (self.hidden_size,)
 
+    def compute_output_spec(self, token_ids, segment_ids, training=None):
+        # float32 under any policy: the output leaves a float32 LayerNorm and dropout.
+        return keras.KerasTensor(self.compute_output_shape(token_ids.shape), dtype="float32")
+
     def get_config(self):
         config = super().get_config()
         config.update(

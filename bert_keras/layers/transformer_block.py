@@ -143,6 +143,34 @@ class BertTransformerBlock(keras.layers.Layer):
             return output, probs
         return output
 
+    def compute_output_spec(
+        self,
+        inputs,
+        padding_mask,
+        training=None,
+        return_attention_probs=False,
+        token_indices=None,
+        query_positions=None,
+    ):
+        """The output's shape and dtype without running `call`.
+
+        Keras would otherwise trace `call` in a scratch graph for every block
+        of a functional model (about a third of building a 6-layer encoder).
+        Both outputs are float32: the block ends in a float32 LayerNorm, and
+        the attention probabilities are a float32 softmax.
+        """
+        batch, seq = padding_mask.shape[0], padding_mask.shape[1]
+        if query_positions is not None:
+            queries = query_positions.shape[1]
+            shape = (batch, queries, self.hidden_size)
+        else:
+            queries = seq
+            shape = tuple(inputs.shape[:-1]) + (self.hidden_size,)
+        output = keras.KerasTensor(shape, dtype="float32")
+        if return_attention_probs:
+            return output, keras.KerasTensor((batch, self.num_heads, queries, seq), dtype="float32")
+        return output
+
     def get_config(self):
         config = super().get_config()
         config.update(

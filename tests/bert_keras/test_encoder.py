@@ -350,3 +350,39 @@ def test_per_model_mixed_precision_policy_survives_keras_round_trip(tmp_path):
     path = str(tmp_path / "encoder.keras")
     encoder.save(path)
     assert keras.saving.load_model(path).dtype_policy.name == "mixed_float16"
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16"])
+def test_layers_declare_the_output_spec_their_call_traces(policy):
+    # The encoder's functional build reads the blocks' and the embeddings' declared specs instead
+    # of tracing `call`; they must say what `call` gives, in every mode a caller uses.
+    from keras.src.backend import compute_output_spec as traced_spec
+
+    from bert_keras.layers.embeddings import BertEmbeddings
+    from bert_keras.layers.transformer_block import BertTransformerBlock
+
+    block = BertTransformerBlock(hidden_size=32, num_heads=4, intermediate_size=64, dtype=policy)
+    embeddings = BertEmbeddings(vocab_size=60, hidden_size=32, max_position_embeddings=40,
+                                type_vocab_size=2, dtype=policy)
+    hidden = keras.KerasTensor((3, None, 32), dtype=block.compute_dtype)  # as Keras autocasts it
+    mask = keras.KerasTensor((3, None), dtype="int32")
+    ids = keras.KerasTensor((3, None), dtype="int32")
+    calls = [
+        (embeddings, (ids, ids), {}),
+        (block, (hidden, mask), {}),
+        (block, (hidden, mask), {"return_attention_probs": True}),
+        (block, (hidden, mask), {"query_positions": keras.KerasTensor((3, 2), dtype="int32")}),
+        (block, (hidden, mask), {"query_positions": keras.KerasTensor((3, 2), dtype="int32"),
+                                 "return_attention_probs": True}),
+    ]
+    embeddings.build((3, None))
+    block.build((3, None, 32))
+    for layer, args, kwargs in calls:
+        declared = layer.compute_output_spec(*args, **kwargs)
+        traced = traced_spec(layer.call, *args, **kwargs)  # Keras' default: trace `call`
+        declared, traced = keras.tree.flatten(declared), keras.tree.flatten(traced)
+        assert [(t.shape, t.dtype) for t in declared] == [(t.shape, t.dtype) for t in traced], kwargs
+    # And the real outputs, in float32 whatever the policy.
+    outputs = BertEncoder(CONFIG, output_attentions=True, dtype=policy)(make_inputs())
+    assert outputs["sequence_output"].dtype == "float32"
+    assert BertEncoder(CONFIG, output_attentions=True, dtype=policy).outputs[0].dtype == "float32"
