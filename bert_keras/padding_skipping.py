@@ -40,7 +40,7 @@ True
 
 import tensorflow as tf
 
-from bert_keras.layers.token_packing import pack_tokens, real_token_indices, unpack_tokens
+from bert_keras.layers.token_packing import TokenPacking, pack_tokens, unpack_tokens
 
 try:  # Whether a graph is being compiled by XLA (jit_compile=True, TPUs): no public API says.
     from tensorflow.python.framework import ops as _tf_ops
@@ -103,12 +103,12 @@ def output_at_positions(encoder, inputs, positions, training=None):
     the Q positions only (a padded position gets zeros, as `unpack_tokens` puts there).
     """
     padding_mask = inputs["padding_mask"]
-    token_indices = real_token_indices(padding_mask)
+    packing = TokenPacking(padding_mask)  # one for every block of the pass
     x = pack_tokens(encoder.embeddings(inputs["token_ids"], inputs["segment_ids"], training=training),
-                    token_indices)
+                    packing.token_indices)
     for block in encoder.transformer_layers[:-1]:
-        x = block(x, padding_mask, training=training, token_indices=token_indices)
-    output = encoder.transformer_layers[-1](x, padding_mask, training=training, token_indices=token_indices,
+        x = block(x, padding_mask, training=training, token_indices=packing)
+    output = encoder.transformer_layers[-1](x, padding_mask, training=training, token_indices=packing,
                                             query_positions=positions)
     return tf.cast(output, "float32")
 
@@ -131,22 +131,22 @@ def _forward_on_real_tokens(encoder, inputs, training, token_mean_after=None):
     `token_mean_after=k`, `token_mean` is each row's mean real-token vector after block k.
     """
     padding_mask = inputs["padding_mask"]
-    batch, seq = tf.shape(padding_mask)[0], tf.shape(padding_mask)[1]
-    token_indices = real_token_indices(padding_mask)
+    packing = TokenPacking(padding_mask)  # one for every block of the pass
+    batch, seq, token_indices = packing.batch, packing.seq, packing.token_indices
     x = pack_tokens(encoder.embeddings(inputs["token_ids"], inputs["segment_ids"], training=training),
                     token_indices)
     hidden_states = [x]
     attention_probs = []
     for block in encoder.transformer_layers:
         if encoder.output_attentions:
-            x, probs = block(x, padding_mask, training=training, token_indices=token_indices,
+            x, probs = block(x, padding_mask, training=training, token_indices=packing,
                              return_attention_probs=True)
             attention_probs.append(probs)
         else:
-            x = block(x, padding_mask, training=training, token_indices=token_indices)
+            x = block(x, padding_mask, training=training, token_indices=packing)
         hidden_states.append(x)
     sequence_output = unpack_tokens(x, token_indices, batch, seq)
-    cls_output = _cls_output(encoder, hidden_states, padding_mask, token_indices, training)
+    cls_output = _cls_output(encoder, hidden_states, packing, training)
     outputs = {"sequence_output": sequence_output, "pooled_output": encoder.pooler(cls_output)}
     if token_mean_after is not None:
         rows = token_indices[:, 0] // tf.cast(seq, tf.int64)
@@ -160,7 +160,7 @@ def _forward_on_real_tokens(encoder, inputs, training, token_mean_after=None):
     return outputs
 
 
-def _cls_output(encoder, hidden_states, padding_mask, token_indices, training):
+def _cls_output(encoder, hidden_states, packing, training):
     """The last layer's `[B, H]` output at [CLS] (position 0), 0 where that is padding.
 
     The last block runs again with [CLS] as its only query (`query_positions`), on B rows
@@ -169,12 +169,12 @@ def _cls_output(encoder, hidden_states, padding_mask, token_indices, training):
     are then two dropout samples of the same layer, each the full computation's in
     distribution.
     """
-    batch, seq = tf.shape(padding_mask)[0], tf.shape(padding_mask)[1]
+    padding_mask, batch = packing.padding_mask, packing.batch
     if not encoder.transformer_layers:
-        return unpack_tokens(hidden_states[-1], token_indices, batch, seq)[:, 0]
+        return unpack_tokens(hidden_states[-1], packing.token_indices, batch, packing.seq)[:, 0]
     at_cls = tf.zeros([batch, 1], tf.int32)
     output = encoder.transformer_layers[-1](hidden_states[-2], padding_mask, training=training,
-                                            token_indices=token_indices, query_positions=at_cls)[:, 0]
+                                            token_indices=packing, query_positions=at_cls)[:, 0]
     return tf.where(padding_mask[:, :1] != 0, output, tf.zeros_like(output))
 
 

@@ -13,7 +13,7 @@ import tensorflow as tf
 from keras import ops
 
 from bert_keras.layers.initialization import truncated_normal
-from bert_keras.layers.token_packing import heads_at_positions, packed_from_heads
+from bert_keras.layers.token_packing import as_token_packing, heads_at_positions, packed_from_heads
 
 # Added to the scores of padded keys. Large enough that exp() underflows to
 # exactly 0 in float32, small enough that it never overflows to -inf (a row of
@@ -81,13 +81,14 @@ class BertSelfAttention(keras.layers.Layer):
     ):
         """Attention output `[B, S, H]` (and probs `[B, N, S, S]` on request).
 
-        `token_indices` (flat `[T, 1]` positions of the real tokens): `inputs`
-        are packed `[T, H]` and so is the output. `query_positions` (int
+        `token_indices` (flat `[T, 1]` positions of the real tokens, or the
+        batch's `token_packing.TokenPacking`, shared by all blocks of a pass):
+        `inputs` are packed `[T, H]` and so is the output. `query_positions` (int
         `[B, Q]`): only those positions attend (keys and values are still
         every token), so the output is `[B, Q, H]` and probs `[B, N, Q, S]`,
         with padded or packed inputs alike.
         """
-        batch, seq = ops.shape(padding_mask)[0], ops.shape(padding_mask)[1]
+        packing = None if token_indices is None else as_token_packing(token_indices, padding_mask)
         if query_positions is not None and token_indices is None:
             query, key, value = self._project_at_positions(inputs, query_positions)
         else:
@@ -98,8 +99,9 @@ class BertSelfAttention(keras.layers.Layer):
                 # out as [3, B, N, S, D] for the score matmuls; padded
                 # positions get some real token's values: their keys are
                 # masked below, their queries' outputs dropped.
-                qkv = heads_at_positions(qkv, padding_mask, 3, self.num_heads)
+                qkv = heads_at_positions(qkv, packing, 3, self.num_heads)
             else:
+                batch, seq = ops.shape(padding_mask)[0], ops.shape(padding_mask)[1]
                 qkv = ops.reshape(qkv, (batch, seq, 3, self.num_heads, self.head_size))
                 # One transpose to [3, B, N, S, D] instead of one per projection.
                 qkv = ops.transpose(qkv, (2, 0, 3, 1, 4))
@@ -124,10 +126,10 @@ class BertSelfAttention(keras.layers.Layer):
 
         context = ops.matmul(ops.cast(dropped, value.dtype), value)  # [B, N, Q, D]
         if token_indices is not None and query_positions is None:  # back to packed [T, H] rows
-            context = packed_from_heads(context, token_indices)
+            context = packed_from_heads(context, packing)
         else:
             context = ops.transpose(context, (0, 2, 1, 3))
-            context = ops.reshape(context, (batch, ops.shape(context)[1], self.hidden_size))
+            context = ops.reshape(context, (ops.shape(context)[0], ops.shape(context)[1], self.hidden_size))
         output = self.output_dense(context)
         if return_attention_probs:
             return output, probs

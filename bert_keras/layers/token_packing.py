@@ -22,6 +22,12 @@ GPU, not for XLA (`jit_compile=True`) or TPUs.
 import tensorflow as tf
 
 
+def _size(tensor, axis):
+    """A dimension's static size, else its size at run time."""
+    size = tensor.shape[axis]
+    return size if size is not None else tf.shape(tensor)[axis]
+
+
 def real_token_indices(padding_mask):
     """Flat positions `[T, 1]` int64 of the 1s in a `[B, S]` padding mask."""
     return tf.where(tf.reshape(padding_mask, [-1]) != 0)
@@ -41,7 +47,75 @@ def unpack_tokens(packed, token_indices, batch, seq):
     return tf.reshape(flat, [batch, seq, hidden])
 
 
-def heads_at_positions(packed, padding_mask, parts, num_heads):
+class TokenPacking:
+    """Where a batch's real tokens are, for every block of one forward pass.
+
+    All blocks of a pass pack the same batch the same way, so the index
+    arithmetic (the real tokens' positions, a running count of them, each
+    head's gather indices) is built once here and shared, instead of once per
+    block: about a quarter fewer ops in a traced encoder graph, traced and
+    optimised faster. Create one per forward pass (inside the graph that runs
+    it); `BertSelfAttention` and `BertTransformerBlock` take it as
+    `token_indices`.
+
+    Args:
+        padding_mask: `[B, S]`, nonzero at real tokens.
+        token_indices: `[T, 1]` int64, `real_token_indices(padding_mask)` if
+            already computed.
+
+    Attributes:
+        padding_mask, token_indices: as given (`token_indices` computed when
+            not given).
+        batch, seq: scalar int32 tensors, `B` and `S`.
+    """
+
+    def __init__(self, padding_mask, token_indices=None):
+        self.padding_mask = padding_mask
+        self.token_indices = real_token_indices(padding_mask) if token_indices is None else token_indices
+        shape = tf.shape(padding_mask)
+        self.batch, self.seq = shape[0], shape[1]
+        self._built = {}  # (what, graph, *sizes) -> tensor: each index built once per graph
+
+    def _once(self, key, build):
+        key = (key, tf.compat.v1.get_default_graph())
+        if key not in self._built:
+            self._built[key] = build()
+        return self._built[key]
+
+    def row_of_position(self):
+        """`[B * S]` int32: the packed row of each position (a padded one: the last real token's
+        before it, or 0)."""
+        def build():
+            real = tf.reshape(tf.cast(self.padding_mask != 0, tf.int32), [-1])
+            return tf.maximum(tf.cumsum(real) - 1, 0)
+        return self._once(("row_of_position",), build)
+
+    def head_slices(self, parts, num_heads):
+        """`[parts, B, N, S]` int32: rows of `[T * parts * N, D]` vectors for `heads_at_positions`."""
+        def build():
+            row = tf.reshape(self.row_of_position(), [1, self.batch, 1, self.seq])
+            part = tf.reshape(tf.range(parts), [parts, 1, 1, 1])
+            head = tf.reshape(tf.range(num_heads), [1, 1, num_heads, 1])
+            return (row * parts + part) * num_heads + head
+        return self._once(("head_slices", parts, num_heads), build)
+
+    def token_slices(self, num_heads):
+        """`[T, N]` int32: rows of `[B * N * S, D]` vectors for `packed_from_heads`."""
+        def build():
+            flat = tf.cast(self.token_indices[:, 0], tf.int32)
+            example, position = flat // self.seq, flat % self.seq
+            return (example[:, None] * num_heads + tf.range(num_heads)[None, :]) * self.seq + position[:, None]
+        return self._once(("token_slices", num_heads), build)
+
+
+def as_token_packing(token_indices, padding_mask):
+    """`token_indices` as a `TokenPacking` (a `[T, 1]` tensor gets one of its own)."""
+    if isinstance(token_indices, TokenPacking):
+        return token_indices
+    return TokenPacking(padding_mask, token_indices)
+
+
+def heads_at_positions(packed, packing, parts, num_heads):
     """`[T, parts * N * D]` packed rows -> `[parts, B, N, S, D]` on the padded grid.
 
     The rows of each part (query, key, value) are split into `num_heads`
@@ -53,17 +127,12 @@ def heads_at_positions(packed, padding_mask, parts, num_heads):
     Args:
         packed: `[T, parts * num_heads * D]`, the real tokens in the row-major
             order of `padding_mask`'s nonzeros (`real_token_indices`).
-        padding_mask: `[B, S]`, nonzero at real tokens.
+        packing: the batch's `TokenPacking`.
         parts: int. How many `[N * D]` blocks a row holds (3 for QKV).
         num_heads: int. N.
     """
-    batch, seq = tf.shape(padding_mask)[0], tf.shape(padding_mask)[1]
-    width = tf.shape(packed)[-1] // (parts * num_heads)
-    real = tf.reshape(tf.cast(padding_mask != 0, tf.int32), [-1])
-    row = tf.reshape(tf.maximum(tf.cumsum(real) - 1, 0), [1, batch, 1, seq])  # packed row of each position
-    part = tf.reshape(tf.range(parts), [parts, 1, 1, 1])
-    head = tf.reshape(tf.range(num_heads), [1, 1, num_heads, 1])
-    slices = (row * parts + part) * num_heads + head  # [parts, B, N, S] into [T * parts * N, D]
+    width = _size(packed, -1) // (parts * num_heads)
+    slices = packing.head_slices(parts, num_heads)
     vectors = tf.reshape(packed, [-1, width])
     return tf.cond(
         tf.shape(vectors)[0] > 0,
@@ -72,14 +141,10 @@ def heads_at_positions(packed, padding_mask, parts, num_heads):
     )
 
 
-def packed_from_heads(heads, token_indices):
-    """`[B, N, S, D]` per-head vectors -> `[T, N * D]` rows at `token_indices` (exact)."""
-    shape = tf.shape(heads)
-    num_heads, seq, width = shape[1], shape[2], shape[3]
-    flat = tf.cast(token_indices[:, 0], tf.int32)
-    example, position = flat // seq, flat % seq
-    slices = (example[:, None] * num_heads + tf.range(num_heads)[None, :]) * seq + position[:, None]
-    rows = tf.gather(tf.reshape(heads, [-1, width]), slices)  # [T, N, D]
+def packed_from_heads(heads, packing):
+    """`[B, N, S, D]` per-head vectors -> `[T, N * D]` rows at the packing's real tokens (exact)."""
+    num_heads, width = _size(heads, 1), _size(heads, 3)
+    rows = tf.gather(tf.reshape(heads, [-1, width]), packing.token_slices(num_heads))  # [T, N, D]
     return tf.reshape(rows, [-1, num_heads * width])
 
 

@@ -40,7 +40,8 @@ class BertTransformerBlock(keras.layers.Layer):
         initializer_range: float. Stddev of the truncated-normal initializer.
 
     Call with `token_indices` (flat `[T, 1]` positions of the real tokens,
-    `token_packing.real_token_indices`) and `[T, H]` packed inputs to run on
+    `token_packing.real_token_indices`, or a `token_packing.TokenPacking`
+    made once for all blocks of a pass) and `[T, H]` packed inputs to run on
     the real tokens only; `bert_keras.padding_skipping` decides when.
     """
 
