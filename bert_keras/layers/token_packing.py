@@ -148,7 +148,7 @@ def packed_from_heads(heads, packing):
     return tf.reshape(rows, [-1, num_heads * width])
 
 
-def rows_at_positions(packed, padding_mask, positions):
+def rows_at_positions(packed, packing, positions):
     """`[T, H]` packed rows -> `[B, Q, H]`: the rows at sequence `positions` `[B, Q]`.
 
     A position that is padding gets a row of zeros (what `unpack_tokens`
@@ -157,12 +157,13 @@ def rows_at_positions(packed, padding_mask, positions):
     Args:
         packed: `[T, H]`, the real tokens in the row-major order of
             `padding_mask`'s nonzeros (`real_token_indices`).
-        padding_mask: `[B, S]`, nonzero at real tokens.
+        packing: the batch's `TokenPacking`.
         positions: int `[B, Q]`, positions in `[0, S)`.
     """
-    real = tf.cast(padding_mask != 0, tf.int32)
-    row = tf.reshape(tf.cumsum(tf.reshape(real, [-1])) - 1, tf.shape(real))
-    row = tf.where(real != 0, row, tf.shape(packed)[0])  # padding: the zero row appended below
+    real = tf.reshape(packing.padding_mask != 0, [-1])
+    # A real position's row; padding: the zero row appended below.
+    row = tf.where(real, packing.row_of_position(), tf.shape(packed)[0])
+    row = tf.reshape(row, [packing.batch, packing.seq])
     picked = tf.gather(row, tf.cast(positions, tf.int32), batch_dims=1)
     with_zero_row = tf.concat([packed, tf.zeros([1, tf.shape(packed)[-1]], packed.dtype)], axis=0)
     return tf.gather(with_zero_row, picked)

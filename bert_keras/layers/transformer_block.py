@@ -5,7 +5,7 @@ import keras
 from bert_keras.layers.activations import get_activation
 from bert_keras.layers.attention import BertSelfAttention
 from bert_keras.layers.initialization import truncated_normal
-from bert_keras.layers.token_packing import rows_at_positions
+from bert_keras.layers.token_packing import as_token_packing, rows_at_positions
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -129,7 +129,7 @@ class BertTransformerBlock(keras.layers.Layer):
         attention_output = self.attention_dropout_layer(attention_output, training=training)
         residual = inputs
         if query_positions is not None and token_indices is not None:
-            residual = rows_at_positions(inputs, padding_mask, query_positions)
+            residual = rows_at_positions(inputs, as_token_packing(token_indices, padding_mask), query_positions)
         elif query_positions is not None:
             residual = keras.ops.take_along_axis(
                 inputs, keras.ops.cast(query_positions, "int32")[:, :, None], axis=1

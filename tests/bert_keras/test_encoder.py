@@ -386,3 +386,25 @@ def test_layers_declare_the_output_spec_their_call_traces(policy):
     outputs = BertEncoder(CONFIG, output_attentions=True, dtype=policy)(make_inputs())
     assert outputs["sequence_output"].dtype == "float32"
     assert BertEncoder(CONFIG, output_attentions=True, dtype=policy).outputs[0].dtype == "float32"
+
+
+def test_a_forward_pass_on_real_tokens_builds_its_token_indices_once():
+    # Every block packs the batch the same way: the running count of real tokens (a Cumsum) and the
+    # per-head gather indices are built once per pass (`token_packing.TokenPacking`), not per block.
+    import tensorflow as tf
+
+    import dataclasses
+
+    encoder = BertEncoder(dataclasses.replace(CONFIG, num_layers=3))
+    spec = {name: tf.TensorSpec([None, None], tf.int32) for name in make_inputs()}
+    graph = tf.function(lambda x: encoder(x, training=False, padding="skip")).get_concrete_function(spec).graph
+    types = [op.type for op in graph.get_operations()]
+    assert types.count("Cumsum") == 1
+    assert types.count("Range") == 3  # parts and heads of the QKV gather, heads of the context gather
+    inputs = make_inputs()
+    skipped = encoder(inputs, padding="skip")
+    full = encoder(inputs, padding="compute")
+    real = inputs["padding_mask"].astype(bool)
+    np.testing.assert_allclose(np.asarray(skipped["sequence_output"])[real],
+                               np.asarray(full["sequence_output"])[real], atol=2e-5)
+    np.testing.assert_allclose(skipped["pooled_output"], full["pooled_output"], atol=2e-5)
