@@ -7,9 +7,11 @@ tf.data) and `serving`. `docs/architecture.md` draws the layers.
 """
 
 from bert_keras.compat import check_environment as _check_environment
+from pipelines.tensorflow_import import pause_collector_while_loading as _pause_collector_while_loading
 from pipelines.tensorflow_logs import quiet_by_default as _quiet_by_default
 
 _quiet_by_default()  # before anything loads TensorFlow: scripts as quiet as the CLI
+_pause_collector_while_loading()  # TensorFlow and Keras load without cycle collections
 
 _check_environment()
 

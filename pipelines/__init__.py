@@ -7,9 +7,11 @@ before its logs are configured (`pipelines.tensorflow_logs`).
 
 import importlib
 
+from pipelines.tensorflow_import import pause_collector_while_loading as _pause_collector_while_loading
 from pipelines.tensorflow_logs import quiet_by_default as _quiet_by_default
 
 _quiet_by_default()  # before anything loads TensorFlow
+_pause_collector_while_loading()  # TensorFlow and Keras load without cycle collections
 
 from pipelines.environment import check_tf_text_pairing as _check_tf_text_pairing  # noqa: E402
 

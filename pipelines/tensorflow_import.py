@@ -1,0 +1,96 @@
+"""Loading TensorFlow and Keras without the cycle collector's pauses.
+
+Importing TensorFlow and Keras creates a few hundred thousand Python objects (modules,
+functions, op wrappers, API tables). While they load, Python's cycle collector runs full
+collections over all of them, six in a fresh process, and again later as models are built:
+about 0.7 s of a fresh process's first prediction (`benchmarks/bench_startup.py`), for objects
+that live as long as the process. So the first import of either runs with the collector
+paused, then moves every object alive at that point to the permanent generation
+(`gc.freeze()`, what forking servers do), which later collections skip.
+
+The cost: an object alive at that moment that later becomes part of an unreachable reference
+cycle is not collected (acyclic garbage is freed as always). Importing `bert_keras` or
+`pipelines` installs this (`pause_collector_while_loading`); nothing happens when TensorFlow
+and Keras are already loaded. Set `BERT_KERAS_GC_FREEZE=0` in the environment to leave the
+collector alone.
+
+Example:
+
+>>> import sys
+>>> from pipelines import tensorflow_import
+>>> tensorflow_import.pause_collector_while_loading()  # before `import keras` / `tensorflow`
+>>> import keras  # loads with the collector paused, then freezes what exists
+>>> "keras" in sys.modules
+True
+"""
+
+import gc
+import importlib.abc
+import importlib.util
+import os
+import sys
+
+# Top-level packages whose first import pauses the collector (each imports the other's parts).
+HEAVY_PACKAGES = ("tensorflow", "keras")
+
+_paused_depth = 0  # nested heavy imports in progress (keras imports tensorflow)
+
+
+def pause_collector_while_loading():
+    """Installs the one-shot import hook (see the module docstring); idempotent."""
+    if os.environ.get("BERT_KERAS_GC_FREEZE", "1") == "0":
+        return
+    if all(name in sys.modules for name in HEAVY_PACKAGES):
+        return
+    if any(isinstance(finder, _PausedLoadFinder) for finder in sys.meta_path):
+        return
+    sys.meta_path.insert(0, _PausedLoadFinder())
+
+
+class _PausedLoadFinder(importlib.abc.MetaPathFinder):
+    """Wraps the loader the other finders give for a heavy package (TensorFlow's quiet load
+    included), until both packages are loaded."""
+
+    def __init__(self):
+        self._finding = False
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in HEAVY_PACKAGES or self._finding:
+            return None
+        if all(name in sys.modules or name == fullname for name in HEAVY_PACKAGES):
+            sys.meta_path.remove(self)  # the last one: nothing left to wrap
+        self._finding = True
+        try:
+            spec = importlib.util.find_spec(fullname)
+        finally:
+            self._finding = False
+        if spec is not None and spec.loader is not None:
+            spec.loader = _PausedLoader(spec.loader)
+        return spec
+
+
+class _PausedLoader(importlib.abc.Loader):
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        global _paused_depth
+        enabled = gc.isenabled() if _paused_depth == 0 else False
+        _paused_depth += 1
+        gc.disable()
+        loaded = False
+        try:
+            self._loader.exec_module(module)
+            loaded = True
+        finally:
+            _paused_depth -= 1
+            if _paused_depth == 0 and enabled:
+                gc.enable()
+                if loaded:
+                    gc.freeze()
+
+    def __getattr__(self, name):  # resource readers, is_package, ...
+        return getattr(self._loader, name)
