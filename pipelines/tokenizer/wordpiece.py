@@ -14,6 +14,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from pipelines.tokenizer import tf_text_models
+
 
 def utf8_lengths(codepoints):
     """Bytes each code point takes in UTF-8."""
@@ -27,10 +29,13 @@ def utf8_lengths(codepoints):
 
 @functools.lru_cache(maxsize=None)
 def normalizer_model(lowercase):
-    """The `FastBertNormalizer` model buffer (uint8 numpy), built once per process (~0.2 s)."""
+    """The `FastBertNormalizer` model buffer (uint8 numpy): built once per machine (~0.2 s), then
+    read from `tf_text_models`' cache."""
     from tensorflow_text.core.pybinds import pywrap_fast_bert_normalizer_model_builder as builder
 
-    return np.frombuffer(builder.build_fast_bert_normalizer_model(bool(lowercase)), np.uint8)
+    return tf_text_models.cached_model(
+        "fast_bert_normalizer", [bool(lowercase)],
+        lambda: builder.build_fast_bert_normalizer_model(bool(lowercase)))
 
 
 def fast_normalizer(lowercase):
@@ -68,12 +73,14 @@ def fast_wordpiece(vocabulary, *, unk_token, max_bytes_per_word, split_words):
     """
     from tensorflow_text.core.pybinds import pywrap_fast_wordpiece_tokenizer_model_builder as builder
 
-    model = builder.build_fast_wordpiece_model(
-        list(vocabulary), max_bytes_per_word, "##", unk_token, not split_words, False)
+    vocabulary = list(vocabulary)
+    arguments = [int(max_bytes_per_word), "##", unk_token, not split_words, False]
+    model = tf_text_models.cached_model(  # built once per machine, then read from the cache
+        "fast_wordpiece", [arguments, vocabulary],
+        lambda: builder.build_fast_wordpiece_model(vocabulary, *arguments))
     # The model as a uint8 tensor made from the bytes directly: given the vocabulary instead,
     # TF-Text makes it from a Python list of its ~1.5M bytes (~0.05 s a model).
-    return tf_text.FastWordpieceTokenizer(model_buffer=tf.constant(np.frombuffer(model, np.uint8)),
-                                          token_out_type=tf.int64)
+    return tf_text.FastWordpieceTokenizer(model_buffer=tf.constant(model), token_out_type=tf.int64)
 
 
 class FastWordpiece(tf.Module):

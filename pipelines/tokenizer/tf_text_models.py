@@ -1,0 +1,120 @@
+"""TF-Text's compiled tokenizer models, built once per machine and kept on disk.
+
+`FastWordpieceTokenizer` and `FastBertNormalizer` run on a model that TF-Text compiles from
+the vocabulary (or, for the normalizer, from Unicode's tables) when a tokenizer is made:
+about 0.35 s of a fresh process's start for the four a `BertTokenizer` needs. The model is the
+same bytes every time for the same inputs, so the first build is kept in a cache directory
+and later processes read it (a few milliseconds).
+
+The cache directory is `$BERT_KERAS_CACHE_DIR`, else `$XDG_CACHE_HOME/bert_keras`, else
+`~/.cache/bert_keras`; models go in its `tf_text_models/`. A file is named by a SHA-256 of
+what the model is built from (the TF-Text version, the builder, its arguments and the whole
+vocabulary), holds the model's own SHA-256 before the model, and is written atomically. A
+file that fails its checksum is built again and replaced; a directory that cannot be written
+is skipped (the model is built in memory, as without a cache). At most `MAX_MODELS` are kept,
+the least recently used removed first. `BERT_KERAS_CACHE_DIR=""` turns the cache off.
+
+Example:
+
+>>> import tempfile
+>>> directory = tempfile.mkdtemp()
+>>> model = cached_model("example", ["a", "b"], lambda: b"model bytes", directory=directory)
+>>> bytes(model), bytes(cached_model("example", ["a", "b"], lambda: b"never built", directory=directory))
+(b'model bytes', b'model bytes')
+"""
+
+import hashlib
+import json
+import os
+import re
+
+import numpy as np
+
+_CHECKSUM_BYTES = 32  # a SHA-256 of the model, before it in the file
+
+# Models kept at most (a BERT-base vocabulary's are 1-2 MB each); the least recently used go first.
+MAX_MODELS = 48
+
+_MODEL_NAME = re.compile(r"\w+-[0-9a-f]{32}\.bin")  # what `cached_model` names a file
+
+
+def cache_directory():
+    """Where the models are kept, or None when `BERT_KERAS_CACHE_DIR` is set empty."""
+    configured = os.environ.get("BERT_KERAS_CACHE_DIR")
+    if configured is not None:
+        return os.path.join(configured, "tf_text_models") if configured else None
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(root, "bert_keras", "tf_text_models")
+
+
+def cached_model(kind, inputs, build, *, directory=None):
+    """The model `build()` returns for these `inputs`, from the cache when it holds it.
+
+    Args:
+        kind: str. Which builder (part of the key; letters, digits and "_").
+        inputs: JSON-serializable arguments the model is built from (part of the key).
+        build: a function returning the model's bytes.
+        directory: where the models are kept; default `cache_directory()`.
+
+    Returns:
+        The model as a read-only uint8 numpy array.
+    """
+    directory = cache_directory() if directory is None else directory
+    if directory is None:
+        return np.frombuffer(build(), np.uint8)
+    path = os.path.join(directory, f"{kind}-{_key(kind, inputs)}.bin")
+    model = _read(path)
+    if model is None:
+        model = bytes(build())
+        if _write(path, model):
+            _prune(directory)
+    return np.frombuffer(model, np.uint8)
+
+
+def _key(kind, inputs):
+    import tensorflow_text
+
+    digest = hashlib.sha256(json.dumps([tensorflow_text.__version__, kind, inputs], ensure_ascii=False)
+                            .encode("utf-8"))
+    return digest.hexdigest()[:32]
+
+
+def _read(path):
+    try:
+        with open(path, "rb") as handle:
+            content = handle.read()
+    except OSError:
+        return None
+    checksum, model = content[:_CHECKSUM_BYTES], content[_CHECKSUM_BYTES:]
+    if len(checksum) != _CHECKSUM_BYTES or hashlib.sha256(model).digest() != checksum:
+        return None  # damaged: built again and replaced
+    try:
+        os.utime(path)  # recently used: the last to be pruned
+    except OSError:
+        pass
+    return model
+
+
+def _write(path, model):
+    """Whether the model was kept (a read-only or full disk: it is still used, just not kept)."""
+    from pipelines.atomic_writes import atomic_file
+
+    try:
+        with atomic_file(path, "wb") as handle:
+            handle.write(hashlib.sha256(model).digest())
+            handle.write(model)
+    except OSError:
+        return False
+    return True
+
+
+def _prune(directory):
+    """Removes the least recently used models beyond `MAX_MODELS` (only files this module names)."""
+    try:
+        entries = [entry for entry in os.scandir(directory)
+                   if entry.is_file() and _MODEL_NAME.fullmatch(entry.name)]
+        entries.sort(key=lambda entry: entry.stat().st_mtime, reverse=True)
+        for entry in entries[MAX_MODELS:]:
+            os.remove(entry.path)
+    except OSError:
+        pass  # another process pruned first, or the directory went away
