@@ -198,19 +198,24 @@ def assign_canonical(encoder, weights, *, strict=True):
     missing, unexpected = check_names_and_shapes(expected, weights, ENCODER_PREFIX, strict=strict)
 
     # Build each variable's new value (a fused QKV variable gets three
-    # column blocks), then assign every variable exactly once.
+    # column blocks), then assign every variable exactly once. A variable
+    # the weights cover entirely starts empty; one they cover in part (a
+    # missing QKV block under strict=False) keeps its other columns.
+    partly_covered = {id(variable) for name, variable, _ in bindings if name not in weights}
     new_values = {}
     for name, variable, columns in bindings:
         if name not in weights:
             continue
         key = id(variable)
         if key not in new_values:
-            new_values[key] = (variable, np.array(variable.numpy(), dtype=np.float32))
+            start = (np.array(variable.numpy(), dtype=np.float32) if key in partly_covered
+                     else np.empty(tuple(variable.shape), np.float32))
+            new_values[key] = (variable, start)
         value = np.asarray(weights[name], dtype=np.float32)
         if columns is None:
             new_values[key][1][...] = value
         else:
             new_values[key][1][..., columns] = value
     for variable, value in new_values.values():
-        variable.assign(value.astype(variable.dtype))
+        variable.assign(value.astype(variable.dtype, copy=False))
     return {"missing": missing, "unexpected": unexpected}
