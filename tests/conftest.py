@@ -4,12 +4,6 @@ import os
 
 # Quiet TensorFlow's C++ start-up logging before anything imports it.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# TF-Text's compiled tokenizer models (`pipelines.tokenizer.tf_text_models`): a cache of the test
-# run's own, not the user's ~/.cache.
-if "BERT_KERAS_CACHE_DIR" not in os.environ:
-    import tempfile
-
-    os.environ["BERT_KERAS_CACHE_DIR"] = tempfile.mkdtemp(prefix="bert_keras_test_cache_")
 
 import pytest  # noqa: E402
 

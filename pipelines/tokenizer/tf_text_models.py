@@ -6,13 +6,13 @@ about 0.35 s of a fresh process's start for the four a `BertTokenizer` needs. Th
 same bytes every time for the same inputs, so the first build is kept in a cache directory
 and later processes read it (a few milliseconds).
 
-The cache directory is `$BERT_KERAS_CACHE_DIR`, else `$XDG_CACHE_HOME/bert_keras`, else
-`~/.cache/bert_keras`; models go in its `tf_text_models/`. A file is named by a SHA-256 of
-what the model is built from (the TF-Text version, the builder, its arguments and the whole
-vocabulary), holds the model's own SHA-256 before the model, and is written atomically. A
-file that fails its checksum is built again and replaced; a directory that cannot be written
+Models go in `tf_text_models/` of the project's cache directory (`pipelines.user_cache`:
+`$BERT_KERAS_CACHE`, else `~/.cache/bert_keras`). A file is named by a SHA-256 of what the model
+is built from (the TF-Text version, the builder, its arguments and the whole vocabulary), holds
+the model's own SHA-256 before the model, and appears whole or not at all (renamed into place).
+A file that fails its checksum is built again and replaced; a directory that cannot be written
 is skipped (the model is built in memory, as without a cache). At most `MAX_MODELS` are kept,
-the least recently used removed first. `BERT_KERAS_CACHE_DIR=""` turns the cache off.
+the least recently used removed first.
 
 Example:
 
@@ -39,12 +39,10 @@ _MODEL_NAME = re.compile(r"\w+-[0-9a-f]{32}\.bin")  # what `cached_model` names 
 
 
 def cache_directory():
-    """Where the models are kept, or None when `BERT_KERAS_CACHE_DIR` is set empty."""
-    configured = os.environ.get("BERT_KERAS_CACHE_DIR")
-    if configured is not None:
-        return os.path.join(configured, "tf_text_models") if configured else None
-    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(root, "bert_keras", "tf_text_models")
+    """Where the models are kept."""
+    from pipelines.user_cache import cache_root
+
+    return os.path.join(cache_root(), "tf_text_models")
 
 
 def cached_model(kind, inputs, build, *, directory=None):
@@ -60,8 +58,6 @@ def cached_model(kind, inputs, build, *, directory=None):
         The model as a read-only uint8 numpy array.
     """
     directory = cache_directory() if directory is None else directory
-    if directory is None:
-        return np.frombuffer(build(), np.uint8)
     path = os.path.join(directory, f"{kind}-{_key(kind, inputs)}.bin")
     model = _read(path)
     if model is None:
@@ -96,14 +92,25 @@ def _read(path):
 
 
 def _write(path, model):
-    """Whether the model was kept (a read-only or full disk: it is still used, just not kept)."""
-    from pipelines.atomic_writes import atomic_file
+    """Whether the model was kept (a read-only or full disk: it is still used, just not kept).
 
+    Written to a temporary name beside `path`, then renamed: a reader sees the whole file or
+    none. Not fsynced (that took ~0.5 s a file here): after a crash a torn file fails its
+    checksum and is built again.
+    """
+    import tempfile
+
+    temporary = None
     try:
-        with atomic_file(path, "wb") as handle:
-            handle.write(hashlib.sha256(model).digest())
-            handle.write(model)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-", suffix=".part")
+        with os.fdopen(handle, "wb") as file:
+            file.write(hashlib.sha256(model).digest())
+            file.write(model)
+        os.replace(temporary, path)
     except OSError:
+        if temporary is not None and os.path.exists(temporary):
+            os.remove(temporary)
         return False
     return True
 

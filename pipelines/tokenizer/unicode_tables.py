@@ -113,9 +113,9 @@ def normalize_uncased(char):
 
 
 def _cache_path(name):
-    root = os.environ.get("BERT_KERAS_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "bert_keras"
-    )
+    from pipelines.user_cache import cache_root
+
+    root = cache_root()
     # The tables answer what this interpreter's `unicodedata` and `str.lower`
     # answer, so they are keyed by both.
     key = f"unicode-{unicodedata.unidata_version}-py{sys.version_info[0]}{sys.version_info[1]}"
