@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from bert_keras.layers.activations import get_activation
+from bert_keras.layers.initialization import truncated_normal
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -70,7 +71,7 @@ class MaskedLMHead(keras.layers.Layer):
         self.transform_dense = keras.layers.Dense(
             self.hidden_size,
             activation=get_activation(hidden_act),
-            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range),
+            kernel_initializer=truncated_normal(initializer_range),
             dtype=self.dtype_policy,
             name="transform_dense",
         )

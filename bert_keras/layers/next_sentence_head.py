@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from bert_keras.layers.initialization import truncated_normal
+
 
 @keras.saving.register_keras_serializable(package="bert_keras")
 class NextSentenceHead(keras.layers.Layer):
@@ -39,7 +41,7 @@ class NextSentenceHead(keras.layers.Layer):
         self.kernel = self.add_weight(
             name="kernel",
             shape=(pooled_shape[-1], 2),
-            initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range),
+            initializer=truncated_normal(self.initializer_range),
         )
         self.bias = self.add_weight(name="bias", shape=(2,), initializer="zeros")
         self.built = True

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from bert_keras.layers.initialization import truncated_normal
+
 # Added to the logits of padded positions. Far below any real logit, yet finite,
 # so a softmax over a row stays NaN-free; the head computes in float32, where
 # -1e9 is representable (float16's max is 65504, hence float32 only).
@@ -51,7 +53,7 @@ class SpanHead(keras.layers.Layer):
         self.kernel = self.add_weight(
             name="kernel",
             shape=(sequence_output_shape[-1], 2),
-            initializer=keras.initializers.TruncatedNormal(stddev=self.initializer_range),
+            initializer=truncated_normal(self.initializer_range),
         )
         self.bias = self.add_weight(name="bias", shape=(2,), initializer="zeros")
         self.built = True

@@ -2,8 +2,10 @@
 
 import keras
 from keras import ops
-from bert_keras.models.encoder_head import EncoderHead
+
 from bert_keras import padding_skipping
+from bert_keras.layers.initialization import truncated_normal
+from bert_keras.models.encoder_head import EncoderHead
 from bert_keras.models.window_relevance import WindowRelevance
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
 
@@ -72,7 +74,7 @@ class BertClassifier(EncoderHead):
         head_dropout = keras.layers.Dropout(dropout, dtype="float32", name="classifier_dropout")
         head = keras.layers.Dense(
             num_classes,
-            kernel_initializer=keras.initializers.TruncatedNormal(stddev=encoder.config.initializer_range),
+            kernel_initializer=truncated_normal(encoder.config.initializer_range),
             dtype="float32",
             name="classifier",
         )

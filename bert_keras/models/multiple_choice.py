@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from bert_keras.layers.choice_flattening import FlattenChoices
+from bert_keras.layers.initialization import truncated_normal
 from bert_keras.models.encoder_head import EncoderHead
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
 
@@ -57,7 +58,7 @@ class BertMultipleChoice(EncoderHead):
         head_dropout = keras.layers.Dropout(dropout, dtype="float32", name="choice_dropout")
         scorer = keras.layers.Dense(
             1,
-            kernel_initializer=keras.initializers.TruncatedNormal(stddev=encoder.config.initializer_range),
+            kernel_initializer=truncated_normal(encoder.config.initializer_range),
             dtype="float32",
             name="choice_scorer",
         )

@@ -2,6 +2,7 @@
 
 import keras
 
+from bert_keras.layers.initialization import truncated_normal
 from bert_keras.losses.masked_sparse_categorical_crossentropy import MaskedSparseCategoricalCrossentropy
 from bert_keras.models.encoder_head import EncoderHead
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
@@ -59,7 +60,7 @@ class BertTokenClassifier(EncoderHead):
         head_dropout = keras.layers.Dropout(dropout, dtype="float32", name="token_classifier_dropout")
         head = keras.layers.Dense(
             num_classes,
-            kernel_initializer=keras.initializers.TruncatedNormal(stddev=encoder.config.initializer_range),
+            kernel_initializer=truncated_normal(encoder.config.initializer_range),
             dtype="float32",
             name="token_classifier",
         )

@@ -479,3 +479,26 @@ def test_raw_text_predict_and_evaluate_know_their_length(spec):
         classifier.predict(PAIRS)
         classifier.score(PAIRS, PAIR_LABELS)
     assert not [w for w in caught if "ran out of data" in str(w.message)]
+
+
+def test_loading_a_finetuned_directory_draws_no_random_start_and_predicts_the_same(spec, tmp_path, monkeypatch):
+    # Every variable comes from the file, so building the model draws no random start for it.
+    import keras
+
+    classifier = small(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    classifier.fit(["good film.", "bad film."] * 4, ["pos", "neg"] * 4, epochs=1, batch_size=4, verbose=0)
+    saved = classifier.save(str(tmp_path / "saved"))
+    draws = []
+    original = keras.initializers.TruncatedNormal.__call__
+
+    def counting(self, shape, dtype=None):
+        draws.append(tuple(shape))
+        return original(self, shape, dtype=dtype)
+
+    monkeypatch.setattr(keras.initializers.TruncatedNormal, "__call__", counting)
+    loaded = tasks.load(saved)
+    assert draws == []
+    np.testing.assert_array_equal(loaded.predict(["good film.", "a city"]),
+                                  classifier.predict(["good film.", "a city"]))
+    small(tasks.TextClassifier, spec, labels=["neg", "pos"])  # a new task still draws its start
+    assert draws
