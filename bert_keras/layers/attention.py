@@ -126,7 +126,7 @@ class BertSelfAttention(keras.layers.Layer):
 
         context = ops.matmul(ops.cast(dropped, value.dtype), value)  # [B, N, Q, D]
         if token_indices is not None and query_positions is None:  # back to packed [T, H] rows
-            context = packed_from_heads(context, packing)
+            context = packed_from_heads(context, packing, self.num_heads)
         else:
             context = ops.transpose(context, (0, 2, 1, 3))
             context = ops.reshape(context, (ops.shape(context)[0], ops.shape(context)[1], self.hidden_size))

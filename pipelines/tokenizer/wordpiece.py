@@ -10,7 +10,6 @@ own normalizer differs from the original (no CJK spacing, NFKD-like folding of
 
 import functools
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
