@@ -24,6 +24,7 @@ Example:
 True
 """
 
+import contextlib
 import gc
 import importlib.abc
 import importlib.util
@@ -65,32 +66,43 @@ class _PausedLoadFinder(importlib.abc.MetaPathFinder):
         finally:
             self._finding = False
         if spec is not None and spec.loader is not None:
-            spec.loader = _PausedLoader(spec.loader)
+            spec.loader = LoaderAround(spec.loader, _collector_paused)
         return spec
 
 
-class _PausedLoader(importlib.abc.Loader):
-    def __init__(self, loader):
+class LoaderAround(importlib.abc.Loader):
+    """Another loader, whose `exec_module` runs inside `around()` (a context manager factory):
+    how this module and `tensorflow_logs` wrap TensorFlow's import."""
+
+    def __init__(self, loader, around):
         self._loader = loader
+        self._around = around
 
     def create_module(self, spec):
         return self._loader.create_module(spec)
 
     def exec_module(self, module):
-        global _paused_depth
-        enabled = gc.isenabled() if _paused_depth == 0 else False
-        _paused_depth += 1
-        gc.disable()
-        loaded = False
-        try:
+        with self._around():
             self._loader.exec_module(module)
-            loaded = True
-        finally:
-            _paused_depth -= 1
-            if _paused_depth == 0 and enabled:
-                gc.enable()
-                if loaded:
-                    gc.freeze()
 
     def __getattr__(self, name):  # resource readers, is_package, ...
         return getattr(self._loader, name)
+
+
+@contextlib.contextmanager
+def _collector_paused():
+    """The collector off for the outermost heavy import; on its success, what exists is frozen."""
+    global _paused_depth
+    enabled = gc.isenabled() if _paused_depth == 0 else False
+    _paused_depth += 1
+    gc.disable()
+    loaded = False
+    try:
+        yield
+        loaded = True
+    finally:
+        _paused_depth -= 1
+        if _paused_depth == 0 and enabled:
+            gc.enable()
+            if loaded:
+                gc.freeze()

@@ -40,6 +40,8 @@ import sys
 import tempfile
 import warnings
 
+from pipelines.tensorflow_import import LoaderAround
+
 # Python loggers whose records below ERROR are TensorFlow's chatter, not the command's:
 # "tensorflow": AutoGraph's "could not transform", deprecation/renaming notes;
 # "absl": TF's checkpoint saver ("Sharding callback duration"), SavedModel export ("input name(s)
@@ -133,23 +135,8 @@ class _QuietLoadFinder(importlib.abc.MetaPathFinder):
         sys.meta_path.remove(self)
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is not None and spec.loader is not None:
-            spec.loader = _QuietLoader(spec.loader)
+            spec.loader = LoaderAround(spec.loader, _load_time_noise_filtered)
         return spec
-
-
-class _QuietLoader(importlib.abc.Loader):
-    def __init__(self, loader):
-        self._loader = loader
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        with _load_time_noise_filtered():
-            self._loader.exec_module(module)
-
-    def __getattr__(self, name):  # resource readers, is_package, ...
-        return getattr(self._loader, name)
 
 
 @contextlib.contextmanager
