@@ -36,6 +36,7 @@ _CHECKSUM_BYTES = 32  # a SHA-256 of the model, before it in the file
 MAX_MODELS = 48
 
 _MODEL_NAME = re.compile(r"\w+-[0-9a-f]{32}\.bin")  # what `cached_model` names a file
+_TEMPORARY_NAME = re.compile(r"\.tmp-\w+\.part")  # what `_write` names a file before renaming it
 
 
 def cache_directory():
@@ -116,12 +117,17 @@ def _write(path, model):
 
 
 def _prune(directory):
-    """Removes the least recently used models beyond `MAX_MODELS` (only files this module names)."""
+    """Removes the least recently used models beyond `MAX_MODELS`, and temporary files an
+    interrupted write left over an hour ago (only names this module writes)."""
+    import time
+
     try:
-        entries = [entry for entry in os.scandir(directory)
-                   if entry.is_file() and _MODEL_NAME.fullmatch(entry.name)]
-        entries.sort(key=lambda entry: entry.stat().st_mtime, reverse=True)
-        for entry in entries[MAX_MODELS:]:
+        entries = [entry for entry in os.scandir(directory) if entry.is_file()]
+        models = sorted((entry for entry in entries if _MODEL_NAME.fullmatch(entry.name)),
+                        key=lambda entry: entry.stat().st_mtime, reverse=True)
+        stale = [entry for entry in entries if _TEMPORARY_NAME.fullmatch(entry.name)
+                 and entry.stat().st_mtime < time.time() - 3600]
+        for entry in models[MAX_MODELS:] + stale:
             os.remove(entry.path)
     except OSError:
         pass  # another process pruned first, or the directory went away

@@ -81,6 +81,11 @@ def test_the_least_recently_used_models_are_pruned(cache, monkeypatch):
     cache.mkdir(parents=True)
     keep = cache / "user-notes.txt"  # not a model: never touched
     keep.write_text("mine")
+    interrupted = cache / ".tmp-abc123.part"  # an interrupted write, two hours old: removed
+    interrupted.write_bytes(b"partial")
+    os.utime(interrupted, (0, 0))
+    recent = cache / ".tmp-def456.part"  # another process's write in progress: left alone
+    recent.write_bytes(b"partial")
     for index in range(3):
         tf_text_models.cached_model("example", [index], lambda: b"m")
         os.utime(next(cache.glob(f"example-{tf_text_models._key('example', [index])}.bin")),
@@ -88,6 +93,7 @@ def test_the_least_recently_used_models_are_pruned(cache, monkeypatch):
     tf_text_models.cached_model("example", [0], lambda: b"m")  # a hit: now the most recent
     tf_text_models.cached_model("example", [3], lambda: b"m")  # a fourth: the oldest (1) goes
     names = {path.name for path in cache.iterdir()}
-    assert keep.name in names and len(names) == 4
+    assert keep.name in names and recent.name in names and interrupted.name not in names
+    assert len(names) == 5
     assert f"example-{tf_text_models._key('example', [1])}.bin" not in names
     assert np.asarray(tf_text_models.cached_model("example", [1], lambda: b"n")).tobytes() == b"n"
