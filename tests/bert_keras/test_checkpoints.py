@@ -368,19 +368,11 @@ def test_read_tf1_missing_variables_are_listed(tiny_config, tmp_path):
         load_pretrained(f"tf1:{tmp_path}", strict=False)
 
 
-def test_load_pretrained_draws_no_random_start_for_the_weights_it_assigns(tiny_config, tmp_path, monkeypatch):
-    import keras
-
+def test_load_pretrained_draws_no_random_start_for_the_weights_it_assigns(tiny_config, tmp_path,
+                                                                         truncated_normal_draws):
     from bert_keras.encoder import BertEncoder
 
-    draws = []
-    original = keras.initializers.TruncatedNormal.__call__
-
-    def counting(self, shape, dtype=None):
-        draws.append(tuple(shape))
-        return original(self, shape, dtype=dtype)
-
-    monkeypatch.setattr(keras.initializers.TruncatedNormal, "__call__", counting)
+    draws = truncated_normal_draws
     BertEncoder(tiny_config)
     assert draws, "a plain build draws every kernel and embedding"
     draws.clear()

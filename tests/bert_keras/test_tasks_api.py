@@ -481,21 +481,14 @@ def test_raw_text_predict_and_evaluate_know_their_length(spec):
     assert not [w for w in caught if "ran out of data" in str(w.message)]
 
 
-def test_loading_a_finetuned_directory_draws_no_random_start_and_predicts_the_same(spec, tmp_path, monkeypatch):
+def test_loading_a_finetuned_directory_draws_no_random_start_and_predicts_the_same(spec, tmp_path,
+                                                                                   truncated_normal_draws):
     # Every variable comes from the file, so building the model draws no random start for it.
-    import keras
-
     classifier = small(tasks.TextClassifier, spec, labels=["neg", "pos"])
     classifier.fit(["good film.", "bad film."] * 4, ["pos", "neg"] * 4, epochs=1, batch_size=4, verbose=0)
     saved = classifier.save(str(tmp_path / "saved"))
-    draws = []
-    original = keras.initializers.TruncatedNormal.__call__
-
-    def counting(self, shape, dtype=None):
-        draws.append(tuple(shape))
-        return original(self, shape, dtype=dtype)
-
-    monkeypatch.setattr(keras.initializers.TruncatedNormal, "__call__", counting)
+    draws = truncated_normal_draws
+    draws.clear()
     loaded = tasks.load(saved)
     assert draws == []
     np.testing.assert_array_equal(loaded.predict(["good film.", "a city"]),
