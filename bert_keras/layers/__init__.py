@@ -4,6 +4,7 @@ from bert_keras.layers.activations import get_activation
 from bert_keras.layers.attention import BertSelfAttention
 from bert_keras.layers.choice_flattening import FlattenChoices
 from bert_keras.layers.embeddings import BertEmbeddings
+from bert_keras.layers.layer_normalization import LayerNormalization
 from bert_keras.layers.masked_lm_head import MaskedLMHead
 from bert_keras.layers.next_sentence_head import NextSentenceHead
 from bert_keras.layers.span_head import SpanHead
@@ -14,6 +15,7 @@ __all__ = [
     "BertSelfAttention",
     "BertTransformerBlock",
     "FlattenChoices",
+    "LayerNormalization",
     "MaskedLMHead",
     "NextSentenceHead",
     "SpanHead",

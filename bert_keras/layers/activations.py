@@ -36,7 +36,27 @@ def get_activation(name):
 
 
 def _gelu_exact(x):
-    return keras.activations.gelu(x, approximate=False)
+    """`x * Phi(x)`, Phi the standard normal CDF. On TensorFlow its derivative
+    `Phi(x) + x * phi(x)` is written out: automatic differentiation of `tf.nn.gelu`'s
+    `0.5 * x * erfc(-x / sqrt(2))` gives ~10 element-wise ops over the `[tokens, 4H]`
+    activations, this 6 (the forward values are the same bits)."""
+    if keras.backend.backend() != "tensorflow":
+        return keras.activations.gelu(x, approximate=False)
+    import tensorflow as tf
+
+    @tf.custom_gradient
+    def gelu(x):
+        # 0.5 * erfc(-x / sqrt(2)) = Phi(x); scaling by 0.5 is exact, so x * cdf is
+        # bit for bit tf.nn.gelu's 0.5 * x * erfc(...).
+        cdf = 0.5 * tf.math.erfc(x * -0.7071067811865476)
+
+        def gradient(dy):
+            pdf = tf.exp(-0.5 * tf.square(x)) * 0.3989422804014327  # phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
+            return dy * (cdf + x * pdf)
+
+        return x * cdf, gradient
+
+    return gelu(tf.convert_to_tensor(x))
 
 
 def _gelu_tanh(x):

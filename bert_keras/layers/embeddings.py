@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from bert_keras.layers.initialization import truncated_normal
+from bert_keras.layers.layer_normalization import LayerNormalization
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -63,7 +64,7 @@ class BertEmbeddings(keras.layers.Layer):
             type_vocab_size, hidden_size, embeddings_initializer=init,
             dtype=self.dtype_policy, name="token_type_embeddings",
         )
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = LayerNormalization(
             epsilon=layer_norm_eps, dtype="float32", name="layer_norm"
         )
         # float32 like the LayerNorm before it: layer outputs between blocks are float32.

@@ -5,6 +5,7 @@ from keras import ops
 
 from bert_keras.layers.activations import get_activation
 from bert_keras.layers.initialization import truncated_normal
+from bert_keras.layers.layer_normalization import LayerNormalization
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -77,7 +78,7 @@ class MaskedLMHead(keras.layers.Layer):
         )
         # float32 like every LayerNorm in the encoder: mean/variance of
         # half-precision values lose too much.
-        self.transform_layer_norm = keras.layers.LayerNormalization(
+        self.transform_layer_norm = LayerNormalization(
             epsilon=layer_norm_eps, dtype="float32", name="transform_layer_norm"
         )
 

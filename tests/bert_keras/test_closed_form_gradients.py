@@ -1,0 +1,102 @@
+"""The LayerNorm and exact-GELU gradients written out (bert_keras.layers) against automatic
+differentiation of Keras' own ops, in float64 (where rounding cannot hide a wrong term) and in
+float32 / float16 as the encoder runs them."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from bert_keras.layers import LayerNormalization, get_activation
+from bert_keras.layers.layer_normalization import layer_norm_last_axis
+
+
+def keras_layer_norm(x, gamma, beta, epsilon):
+    return keras.ops.layer_normalization(x, gamma, beta, axis=-1, epsilon=epsilon)
+
+
+def gradients(function, *inputs, upstream):
+    inputs = [tf.constant(value) for value in inputs]
+    with tf.GradientTape() as tape:
+        tape.watch(inputs)
+        output = function(*inputs)
+        loss = tf.reduce_sum(output * upstream)
+    return output, tape.gradient(loss, inputs)
+
+
+@pytest.mark.parametrize("shape", [(7, 16), (2, 5, 16), (1, 1, 3, 8)])
+@pytest.mark.parametrize("epsilon", [1e-12, 1e-3])
+def test_layer_norm_gradient_equals_automatic_differentiation_in_float64(shape, epsilon):
+    rng = np.random.default_rng(0)
+    x = rng.normal(3.0, 2.0, size=shape)  # an offset mean: the centring term matters
+    gamma, beta = rng.normal(1.0, 0.3, size=shape[-1]), rng.normal(0.0, 0.3, size=shape[-1])
+    upstream = tf.constant(rng.normal(size=shape))
+    ours, ours_grads = gradients(lambda *a: layer_norm_last_axis(*a, epsilon), x, gamma, beta, upstream=upstream)
+    theirs, their_grads = gradients(lambda *a: keras_layer_norm(*a, epsilon), x, gamma, beta, upstream=upstream)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
+    for mine, reference in zip(ours_grads, their_grads):
+        np.testing.assert_allclose(mine, reference, rtol=1e-10, atol=1e-12)
+    # Layer norm's input gradient sums to zero along the normalized axis (the mean is removed).
+    np.testing.assert_allclose(np.sum(ours_grads[0], axis=-1), 0.0, atol=1e-10)
+
+
+def test_layer_norm_layer_trains_its_weights_as_keras_does():
+    rng = np.random.default_rng(1)
+    x = tf.constant(rng.normal(size=(4, 6, 32)), tf.float32)
+    ours, reference = LayerNormalization(epsilon=1e-12), keras.layers.LayerNormalization(epsilon=1e-12)
+    ours.build(x.shape)
+    reference.build(x.shape)
+    for layer in (ours, reference):
+        layer.gamma.assign(np.linspace(0.5, 1.5, 32).astype("float32"))
+        layer.beta.assign(np.linspace(-0.3, 0.3, 32).astype("float32"))
+    weights = tf.constant(rng.normal(size=(4, 6, 32)), tf.float32)
+    results = []
+    for layer in (ours, reference):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            loss = tf.reduce_sum(layer(x) * weights)
+        results.append(tape.gradient(loss, [x, layer.gamma, layer.beta]))
+    for mine, theirs in zip(*results):
+        np.testing.assert_allclose(mine, theirs, rtol=2e-4, atol=2e-5)
+    assert [v.path for v in ours.weights] == [v.path.replace(reference.name, ours.name) for v in reference.weights]
+    assert ours.get_config() | {"name": None} == reference.get_config() | {"name": None}
+
+
+def test_layer_norm_under_mixed_precision_computes_in_float32():
+    layer = LayerNormalization(epsilon=1e-12, dtype="mixed_float16")
+    x = tf.constant(np.random.default_rng(2).normal(100.0, 1e-2, size=(3, 64)), tf.float16)
+    output = layer(x)
+    assert output.dtype == tf.float16
+    reference = keras.layers.LayerNormalization(epsilon=1e-12, dtype="mixed_float16")(x)
+    np.testing.assert_allclose(output.numpy().astype("float32"), reference.numpy().astype("float32"), atol=2e-2)
+    assert np.isfinite(output.numpy()).all()
+
+
+@pytest.mark.parametrize("options", [dict(axis=1), dict(scale=False), dict(center=False)])
+def test_other_layer_norm_forms_run_keras_own_call(options):
+    x = tf.constant(np.random.default_rng(3).normal(size=(2, 5, 8)), tf.float32)
+    ours, reference = LayerNormalization(**options), keras.layers.LayerNormalization(**options)
+    np.testing.assert_array_equal(ours(x), reference(x))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_exact_gelu_gradient_equals_automatic_differentiation(dtype):
+    x = np.concatenate([np.linspace(-12, 12, 2001), [0.0, -0.0, 1e-30, 40.0, -40.0]]).astype(dtype)
+    upstream = tf.constant(np.random.default_rng(4).normal(size=x.shape).astype(dtype))
+    ours, (ours_grad,) = gradients(get_activation("gelu"), x, upstream=upstream)
+    theirs, (their_grad,) = gradients(lambda v: keras.activations.gelu(v, approximate=False), x,
+                                      upstream=upstream)
+    if dtype == "float32":
+        np.testing.assert_array_equal(ours, theirs)  # the forward values are the same bits
+    else:  # TensorFlow's own float64 GELU rounds 1/sqrt(2) to float32; ours does not
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5)
+    tolerance = 1e-5 if dtype == "float64" else 2e-6
+    np.testing.assert_allclose(ours_grad, their_grad, rtol=tolerance, atol=tolerance)
+
+
+def test_exact_gelu_in_float16_stays_finite():
+    x = tf.constant(np.array([-300.0, -20.0, -1.0, 0.0, 1.0, 20.0, 300.0, 60000.0]), tf.float16)
+    output, (grad,) = gradients(get_activation("gelu"), x, upstream=tf.ones_like(x))
+    np.testing.assert_array_equal(output, keras.activations.gelu(x, approximate=False))
+    assert np.isfinite(grad.numpy()).all()
+    np.testing.assert_allclose(grad.numpy().astype("float32"), [0, 0, -0.0833, 0.5, 1.0833, 1, 1, 1], atol=2e-3)
