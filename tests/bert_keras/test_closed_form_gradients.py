@@ -100,3 +100,20 @@ def test_exact_gelu_in_float16_stays_finite():
     np.testing.assert_array_equal(output, keras.activations.gelu(x, approximate=False))
     assert np.isfinite(grad.numpy()).all()
     np.testing.assert_allclose(grad.numpy().astype("float32"), [0, 0, -0.0833, 0.5, 1.0833, 1, 1, 1], atol=2e-3)
+
+
+@pytest.mark.parametrize("x", [np.zeros((0, 8)), np.ones((2, 8)), np.array([[1e6, -1e6] * 4])],
+                         ids=["no rows", "constant rows", "huge values"])
+def test_layer_norm_edge_rows_match_keras(x):
+    """No rows (a batch without real tokens, packed), zero variance (only epsilon keeps it
+    finite), and large values: the same outputs and gradients as Keras' own layer."""
+    x = tf.constant(x, tf.float32)
+    upstream = tf.reshape(tf.range(tf.size(x), dtype=tf.float32), x.shape)
+    results = []
+    for layer in (LayerNormalization(epsilon=1e-12), keras.layers.LayerNormalization(epsilon=1e-12)):
+        output, grads = gradients(lambda v: layer(v), x, upstream=upstream)
+        results.append((output, grads[0]))
+    (ours, our_grad), (theirs, their_grad) = results
+    np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(our_grad, their_grad, rtol=1e-5, atol=1e-6)
+    assert np.isfinite(our_grad).all()
