@@ -105,7 +105,7 @@ def output_at_positions(encoder, inputs, positions, training=None):
     padding_mask = inputs["padding_mask"]
     packing = TokenPacking(padding_mask)  # one for every block of the pass
     x = pack_tokens(encoder.embeddings(inputs["token_ids"], inputs["segment_ids"], training=training),
-                    packing.token_indices)
+                    packing.token_indices, packing)
     for block in encoder.transformer_layers[:-1]:
         x = block(x, padding_mask, training=training, token_indices=packing)
     output = encoder.transformer_layers[-1](x, padding_mask, training=training, token_indices=packing,
@@ -134,7 +134,7 @@ def _forward_on_real_tokens(encoder, inputs, training, token_mean_after=None):
     packing = TokenPacking(padding_mask)  # one for every block of the pass
     batch, seq, token_indices = packing.batch, packing.seq, packing.token_indices
     x = pack_tokens(encoder.embeddings(inputs["token_ids"], inputs["segment_ids"], training=training),
-                    token_indices)
+                    token_indices, packing)
     hidden_states = [x]
     attention_probs = []
     for block in encoder.transformer_layers:

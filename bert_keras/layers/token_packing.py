@@ -13,6 +13,15 @@ the `[B, N, S, D]` context back into `[T, H]` rows (instead of a transpose and
 a gather). `rows_at_positions` reads packed rows back at given sequence
 positions (the residual of a block that computes a few query positions only).
 
+Their gradients are gathers too. Automatic differentiation of a gather is a
+scatter-add (`UnsortedSegmentSum`: the table zero-filled, then one add per
+index, on one CPU thread). Here every packed row is read by exactly one slot
+that matters (its own position); the other slots that read it (padded
+positions, which hold some real token's values) get exactly zero gradient
+(masked keys, discarded queries). So the gradient of each packing gather is a
+gather of the upstream gradient at the slots that matter (`gather_rows`):
+the same values, without the scatter.
+
 `token_indices` are flat positions `[T, 1]` (int64) into `B * S`, the layout
 `tf.scatter_nd` and `tf.gather` take. The number of real tokens is only known
 at run time, so packed shapes are dynamic: fine for graph execution on CPU and
@@ -33,10 +42,35 @@ def real_token_indices(padding_mask):
     return tf.where(tf.reshape(padding_mask, [-1]) != 0)
 
 
-def pack_tokens(sequence, token_indices):
-    """`[B, S, H]` -> `[T, H]`: the rows at `token_indices`."""
+def pack_tokens(sequence, token_indices, packing=None):
+    """`[B, S, H]` -> `[T, H]`: the rows at `token_indices` (with `packing`, the batch's
+    `TokenPacking`, its gradient is a gather, not a scatter-add)."""
     hidden = tf.shape(sequence)[-1]
-    return tf.gather(tf.reshape(sequence, [-1, hidden]), token_indices[:, 0])
+    flat = tf.reshape(sequence, [-1, hidden])
+    if packing is None:
+        return tf.gather(flat, token_indices[:, 0])
+    return gather_rows(flat, tf.cast(token_indices[:, 0], tf.int32), packing.position_readers)
+
+
+def gather_rows(params, indices, readers):
+    """`tf.gather(params, indices)` (rows of a 2-D `params`) whose gradient is a gather.
+
+    `readers()` (called only when a gradient is taken, so inference graphs do not
+    build it) gives `[rows of params]` int32: for each row of `params`, the one slot
+    of the flattened `indices` whose gradient reaches it; `size(indices)` for a row
+    no slot reads (its gradient is zero). Every other slot's gradient must be zero
+    (the caller's contract): it is dropped, where a scatter-add would add it.
+    """
+    @tf.custom_gradient
+    def gather(params):
+        def gradient(upstream):
+            width = tf.shape(upstream)[-1]
+            flat = tf.reshape(upstream, [-1, width])
+            with_zero_row = tf.concat([flat, tf.zeros([1, width], flat.dtype)], axis=0)
+            return tf.gather(with_zero_row, readers())
+        return tf.gather(params, indices), gradient
+
+    return gather(params)
 
 
 def unpack_tokens(packed, token_indices, batch, seq):
@@ -90,6 +124,38 @@ class TokenPacking:
             return tf.maximum(tf.cumsum(real) - 1, 0)
         return self._once(("row_of_position",), build)
 
+    def position_readers(self):
+        """`[B * S]` int32: for `pack_tokens`' gradient, the packed row of each real position,
+        `T` for a padded one."""
+        def build():
+            real = tf.reshape(self.padding_mask != 0, [-1])
+            return tf.where(real, self.row_of_position(), tf.shape(self.token_indices)[0])
+        return self._once(("position_readers",), build)
+
+    def head_readers(self, parts, num_heads):
+        """`[T * parts * N]` int32: for `heads_at_positions`' gradient, the slot of
+        `head_slices` at each packed vector's own position."""
+        def build():
+            flat = tf.cast(self.token_indices[:, 0], tf.int32)
+            example, position = flat // self.seq, flat % self.seq
+            part = tf.reshape(tf.range(parts), [1, parts, 1])
+            head = tf.reshape(tf.range(num_heads), [1, 1, num_heads])
+            slot = ((part * self.batch + example[:, None, None]) * num_heads + head) * self.seq \
+                + position[:, None, None]
+            return tf.reshape(slot, [-1])
+        return self._once(("head_readers", parts, num_heads), build)
+
+    def token_readers(self, num_heads):
+        """`[B * N * S]` int32: for `packed_from_heads`' gradient, the `[T, N]` slot of
+        `token_slices` that reads each head vector, `T * N` for a padded position."""
+        def build():
+            real = tf.reshape(self.padding_mask != 0, [self.batch, 1, self.seq])
+            row = tf.reshape(self.row_of_position(), [self.batch, 1, self.seq])
+            head = tf.reshape(tf.range(num_heads), [1, num_heads, 1])
+            total = tf.shape(self.token_indices)[0] * num_heads
+            return tf.reshape(tf.where(real, row * num_heads + head, total), [-1])
+        return self._once(("token_readers", num_heads), build)
+
     def head_slices(self, parts, num_heads):
         """`[parts, B, N, S]` int32: rows of `[T * parts * N, D]` vectors for `heads_at_positions`."""
         def build():
@@ -136,7 +202,7 @@ def heads_at_positions(packed, packing, parts, num_heads):
     vectors = tf.reshape(packed, [-1, width])
     return tf.cond(
         tf.shape(vectors)[0] > 0,
-        lambda: tf.gather(vectors, slices),
+        lambda: gather_rows(vectors, slices, lambda: packing.head_readers(parts, num_heads)),
         lambda: tf.zeros(tf.concat([tf.shape(slices), [width]], 0), packed.dtype),
     )
 
@@ -144,7 +210,8 @@ def heads_at_positions(packed, packing, parts, num_heads):
 def packed_from_heads(heads, packing, num_heads):
     """`[B, N, S, D]` per-head vectors -> `[T, N * D]` rows at the packing's real tokens (exact)."""
     width = _size(heads, 3)
-    rows = tf.gather(tf.reshape(heads, [-1, width]), packing.token_slices(num_heads))  # [T, N, D]
+    rows = gather_rows(tf.reshape(heads, [-1, width]), packing.token_slices(num_heads),
+                       lambda: packing.token_readers(num_heads))  # [T, N, D]
     return tf.reshape(rows, [-1, num_heads * width])
 
 
