@@ -15,12 +15,14 @@ positions (the residual of a block that computes a few query positions only).
 
 Their gradients are gathers too. Automatic differentiation of a gather is a
 scatter-add (`UnsortedSegmentSum`: the table zero-filled, then one add per
-index, on one CPU thread). Here every packed row is read by exactly one slot
-that matters (its own position); the other slots that read it (padded
-positions, which hold some real token's values) get exactly zero gradient
-(masked keys, discarded queries). So the gradient of each packing gather is a
-gather of the upstream gradient at the slots that matter (`gather_rows`):
-the same values, without the scatter.
+index). Here every packed row is read by exactly one slot that matters (its
+own position); the other slots that read it (padded positions, which hold
+some real token's values) get exactly zero gradient (masked keys, discarded
+queries). So the gradient of each packing gather is a gather of the upstream
+gradient at the slots that matter (`gather_rows`): the same values, without
+the scatter. (One case differs: a row with no real token at all, whose keys
+are all masked. Its outputs are meaningless either way; a scatter-add would
+pass their gradient to another row's tokens, the gather drops it.)
 
 `token_indices` are flat positions `[T, 1]` (int64) into `B * S`, the layout
 `tf.scatter_nd` and `tf.gather` take. The number of real tokens is only known
