@@ -44,7 +44,9 @@ def _gelu_exact(x):
         return keras.activations.gelu(x, approximate=False)
     import tensorflow as tf
 
-    @tf.custom_gradient
+    from bert_keras.layers.closed_form_gradient import closed_form_gradient
+
+    @closed_form_gradient
     def gelu(x):
         # 0.5 * erfc(-x / sqrt(2)) = Phi(x); scaling by 0.5 is exact, so x * cdf is
         # bit for bit tf.nn.gelu's 0.5 * x * erfc(...).

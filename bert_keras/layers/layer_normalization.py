@@ -60,7 +60,9 @@ def layer_norm_last_axis(x, gamma, beta, epsilon):
     tensors of one float dtype; `gamma`, `beta`: `[H]`), differentiated in closed form."""
     import tensorflow as tf
 
-    @tf.custom_gradient
+    from bert_keras.layers.closed_form_gradient import closed_form_gradient
+
+    @closed_form_gradient
     def normalize(x, gamma, beta):
         mean = tf.reduce_mean(x, axis=-1, keepdims=True)
         centered = x - mean

@@ -32,6 +32,8 @@ GPU, not for XLA (`jit_compile=True`) or TPUs.
 
 import tensorflow as tf
 
+from bert_keras.layers.closed_form_gradient import closed_form_gradient
+
 
 def _size(tensor, axis):
     """A dimension's static size, else its size at run time."""
@@ -54,8 +56,11 @@ def pack_tokens(sequence, token_indices, packing=None):
     return gather_rows(flat, tf.cast(token_indices[:, 0], tf.int32), packing.position_readers)
 
 
-def gather_rows(params, indices, readers):
+def gather_rows(params, indices, readers, params_may_be_empty=False):
     """`tf.gather(params, indices)` (rows of a 2-D `params`) whose gradient is a gather.
+
+    `params_may_be_empty`: a `params` without rows gives zeros for every index (a
+    batch without real tokens), where `tf.gather` would fail on the CPU.
 
     `readers()` (called only when a gradient is taken, so inference graphs do not
     build it) gives `[rows of params]` int32: for each row of `params`, the one slot
@@ -63,14 +68,23 @@ def gather_rows(params, indices, readers):
     no slot reads (its gradient is zero). Every other slot's gradient must be zero
     (the caller's contract): it is dropped, where a scatter-add would add it.
     """
-    @tf.custom_gradient
+    @closed_form_gradient
     def gather(params):
         def gradient(upstream):
             width = tf.shape(upstream)[-1]
             flat = tf.reshape(upstream, [-1, width])
             with_zero_row = tf.concat([flat, tf.zeros([1, width], flat.dtype)], axis=0)
             return tf.gather(with_zero_row, readers())
-        return tf.gather(params, indices), gradient
+
+        if not params_may_be_empty:
+            return tf.gather(params, indices), gradient
+        # The condition is inside: the gradient of a tf.cond branch is symbolic, and would
+        # not read the tape record of a gather_rows inside it.
+        rows = tf.cond(
+            tf.shape(params)[0] > 0,
+            lambda: tf.gather(params, indices),
+            lambda: tf.zeros(tf.concat([tf.shape(indices), tf.shape(params)[1:]], 0), params.dtype))
+        return rows, gradient
 
     return gather(params)
 
@@ -202,11 +216,8 @@ def heads_at_positions(packed, packing, parts, num_heads):
     width = _size(packed, -1) // (parts * num_heads)
     slices = packing.head_slices(parts, num_heads)
     vectors = tf.reshape(packed, [-1, width])
-    return tf.cond(
-        tf.shape(vectors)[0] > 0,
-        lambda: gather_rows(vectors, slices, lambda: packing.head_readers(parts, num_heads)),
-        lambda: tf.zeros(tf.concat([tf.shape(slices), [width]], 0), packed.dtype),
-    )
+    return gather_rows(vectors, slices, lambda: packing.head_readers(parts, num_heads),
+                       params_may_be_empty=True)
 
 
 def packed_from_heads(heads, packing, num_heads):

@@ -117,3 +117,54 @@ def test_layer_norm_edge_rows_match_keras(x):
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(our_grad, their_grad, rtol=1e-5, atol=1e-6)
     assert np.isfinite(our_grad).all()
+
+
+def test_traced_models_are_freed_after_their_gradients():
+    """`tf.custom_gradient` keeps every traced graph alive in TensorFlow's gradient registry
+    (tensorflow#27492): the closed-form gradients must not, or each retrace leaks a model."""
+    import gc
+    import weakref
+
+    from tensorflow.python.framework import ops
+
+    from bert_keras.layers.token_packing import TokenPacking, pack_tokens
+
+    norm, gelu = LayerNormalization(), get_activation("gelu")
+    norm.build((None, 8))
+    mask = tf.constant([[1, 1, 0], [1, 0, 0]])
+    registered = len(ops._gradient_registry._registry)
+    graphs = []
+    for _ in range(3):
+        @tf.function
+        def step(x, sequence):
+            with tf.GradientTape() as tape:
+                tape.watch([x, sequence])
+                packing = TokenPacking(mask)
+                loss = tf.reduce_sum(gelu(norm(x))) + tf.reduce_sum(
+                    pack_tokens(sequence, packing.token_indices, packing) ** 2)
+            return tape.gradient(loss, [x, sequence])
+
+        traced = step.get_concrete_function(tf.TensorSpec([None, 8]), tf.TensorSpec([2, 3, 8]))
+        graphs.append(weakref.ref(traced.graph))
+        _, sequence_grad = traced(tf.ones([2, 8]) * tf.range(8.0), tf.ones([2, 3, 8]))
+        del step, traced
+    gc.collect()
+    assert len(ops._gradient_registry._registry) == registered
+    assert not [graph for graph in graphs if graph() is not None]
+    np.testing.assert_array_equal(sequence_grad[..., 0], [[2, 2, 0], [2, 0, 0]])
+
+
+def test_symbolic_gradients_fall_back_to_automatic_differentiation():
+    """TF1-style `tf.gradients` does not read the tape: it differentiates the forward ops."""
+    x = np.random.default_rng(5).normal(size=(3, 8)).astype("float32")
+    gamma, beta = np.linspace(0.5, 1.5, 8).astype("float32"), np.zeros(8, "float32")
+
+    @tf.function
+    def symbolic(x):
+        return tf.gradients(tf.reduce_sum(get_activation("gelu")(layer_norm_last_axis(x, gamma, beta, 1e-12)) * x), x)[0]
+
+    with tf.GradientTape() as tape:
+        value = tf.constant(x)
+        tape.watch(value)
+        loss = tf.reduce_sum(get_activation("gelu")(layer_norm_last_axis(value, gamma, beta, 1e-12)) * value)
+    np.testing.assert_allclose(symbolic(tf.constant(x)), tape.gradient(loss, value), rtol=1e-4, atol=1e-5)
