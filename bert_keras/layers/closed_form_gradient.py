@@ -48,15 +48,17 @@ def closed_form_gradient(forward):
             return eager(*inputs)
         inputs = [tf.convert_to_tensor(value) for value in inputs]
         output, gradient = forward(*inputs)
-        # As tf.custom_gradient: the output (and the inputs) pass through one IdentityN, whose
-        # tape record is then replaced by this one; later ops read the IdentityN's output.
-        passed = tf.identity_n([output, *inputs])
+        # As tf.custom_gradient: the output passes through an identity, whose tape record is
+        # then replaced by this one; later ops read the identity's output. (custom_gradient
+        # passes the inputs through too, for its registry; on the tape that only costs a
+        # zero-filled upstream gradient per input.)
+        passed = tf.identity(output)
 
-        def backward(*upstream):
-            grads = gradient(upstream[0])
+        def backward(upstream):
+            grads = gradient(upstream)
             return [None, *(grads if isinstance(grads, (list, tuple)) else [grads])]
 
-        record.record_operation(forward.__name__, passed, [output, *inputs], backward)
-        return passed[0]
+        record.record_operation(forward.__name__, [passed], [output, *inputs], backward)
+        return passed
 
     return call
