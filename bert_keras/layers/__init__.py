@@ -3,6 +3,7 @@
 from bert_keras.layers.activations import get_activation
 from bert_keras.layers.attention import BertSelfAttention
 from bert_keras.layers.choice_flattening import FlattenChoices
+from bert_keras.layers.dropout import Dropout
 from bert_keras.layers.embeddings import BertEmbeddings
 from bert_keras.layers.layer_normalization import LayerNormalization
 from bert_keras.layers.masked_lm_head import MaskedLMHead
@@ -14,6 +15,7 @@ __all__ = [
     "BertEmbeddings",
     "BertSelfAttention",
     "BertTransformerBlock",
+    "Dropout",
     "FlattenChoices",
     "LayerNormalization",
     "MaskedLMHead",

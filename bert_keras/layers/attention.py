@@ -12,6 +12,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from bert_keras.layers.dropout import Dropout
 from bert_keras.layers.initialization import truncated_normal
 from bert_keras.layers.token_packing import as_token_packing, heads_at_positions, packed_from_heads
 
@@ -63,7 +64,7 @@ class BertSelfAttention(keras.layers.Layer):
         self.output_dense = keras.layers.Dense(
             hidden_size, kernel_initializer=init, dtype=self.dtype_policy, name="output"
         )
-        self.probs_dropout = keras.layers.Dropout(dropout, dtype="float32", name="probs_dropout")
+        self.probs_dropout = Dropout(dropout, dtype="float32", name="probs_dropout")
 
     def build(self, inputs_shape, padding_mask_shape=None):
         self.qkv.build(inputs_shape)

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from bert_keras.layers.dropout import Dropout
 from bert_keras.layers.initialization import truncated_normal
 from bert_keras.layers.layer_normalization import LayerNormalization
 
@@ -68,7 +69,7 @@ class BertEmbeddings(keras.layers.Layer):
             epsilon=layer_norm_eps, dtype="float32", name="layer_norm"
         )
         # float32 like the LayerNorm before it: layer outputs between blocks are float32.
-        self.dropout = keras.layers.Dropout(dropout, dtype="float32", name="dropout")
+        self.dropout = Dropout(dropout, dtype="float32", name="dropout")
 
     def build(self, token_ids_shape, segment_ids_shape=None):
         self.token_embedding.build(token_ids_shape)

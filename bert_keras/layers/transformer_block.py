@@ -4,6 +4,7 @@ import keras
 
 from bert_keras.layers.activations import get_activation
 from bert_keras.layers.attention import BertSelfAttention
+from bert_keras.layers.dropout import Dropout
 from bert_keras.layers.initialization import truncated_normal
 from bert_keras.layers.layer_normalization import LayerNormalization
 from bert_keras.layers.token_packing import as_token_packing, rows_at_positions
@@ -74,7 +75,7 @@ class BertTransformerBlock(keras.layers.Layer):
             hidden_size, num_heads, dropout=attention_dropout,
             initializer_range=initializer_range, dtype=policy, name="attention",
         )
-        self.attention_dropout_layer = keras.layers.Dropout(
+        self.attention_dropout_layer = Dropout(
             hidden_dropout, dtype=policy, name="attention_output_dropout"
         )
         self.attention_layer_norm = LayerNormalization(
@@ -87,7 +88,7 @@ class BertTransformerBlock(keras.layers.Layer):
         self.output_dense = keras.layers.Dense(
             hidden_size, kernel_initializer=init, dtype=policy, name="output"
         )
-        self.output_dropout = keras.layers.Dropout(hidden_dropout, dtype=policy, name="output_dropout")
+        self.output_dropout = Dropout(hidden_dropout, dtype=policy, name="output_dropout")
         self.output_layer_norm = LayerNormalization(
             epsilon=layer_norm_eps, dtype="float32", name="output_layer_norm"
         )
