@@ -124,6 +124,7 @@ def test_traced_models_are_freed_after_their_gradients():
     (tensorflow#27492): the closed-form gradients must not, or each retrace leaks a model."""
     import gc
     import weakref
+    from concurrent.futures import ThreadPoolExecutor
 
     from tensorflow.python.framework import ops
 
@@ -133,21 +134,30 @@ def test_traced_models_are_freed_after_their_gradients():
     norm.build((None, 8))
     mask = tf.constant([[1, 1, 0], [1, 0, 0]])
     registered = len(ops._gradient_registry._registry)
-    graphs = []
-    for _ in range(3):
-        @tf.function
-        def step(x, sequence):
-            with tf.GradientTape() as tape:
-                tape.watch([x, sequence])
-                packing = TokenPacking(mask)
-                loss = tf.reduce_sum(gelu(norm(x))) + tf.reduce_sum(
-                    pack_tokens(sequence, packing.token_indices, packing) ** 2)
-            return tape.gradient(loss, [x, sequence])
 
-        traced = step.get_concrete_function(tf.TensorSpec([None, 8]), tf.TensorSpec([2, 3, 8]))
-        graphs.append(weakref.ref(traced.graph))
-        _, sequence_grad = traced(tf.ones([2, 8]) * tf.range(8.0), tf.ones([2, 3, 8]))
-        del step, traced
+    def trace_three_times():
+        graphs = []
+        for _ in range(3):
+            @tf.function
+            def step(x, sequence):
+                with tf.GradientTape() as tape:
+                    tape.watch([x, sequence])
+                    packing = TokenPacking(mask)
+                    loss = tf.reduce_sum(gelu(norm(x))) + tf.reduce_sum(
+                        pack_tokens(sequence, packing.token_indices, packing) ** 2)
+                return tape.gradient(loss, [x, sequence])
+
+            traced = step.get_concrete_function(tf.TensorSpec([None, 8]), tf.TensorSpec([2, 3, 8]))
+            graphs.append(weakref.ref(traced.graph))
+            _, sequence_grad = traced(tf.ones([2, 8]) * tf.range(8.0), tf.ones([2, 3, 8]))
+            del step, traced
+        return graphs, sequence_grad
+
+    # Gradient tapes are per thread, and a tape open while a function is traced keeps what it
+    # recorded there (TensorFlow's own ops too, through the layer's variables) until it closes:
+    # trace in a thread of its own, which no tape left open by other code in this process reaches.
+    with ThreadPoolExecutor(1) as pool:
+        graphs, sequence_grad = pool.submit(trace_three_times).result()
     gc.collect()
     assert len(ops._gradient_registry._registry) == registered
     assert not [graph for graph in graphs if graph() is not None]
