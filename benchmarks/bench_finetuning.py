@@ -21,7 +21,12 @@ Each contender runs what a script runs, one `fit(texts, labels, epochs=1 + round
 same epochs of its loop); an epoch callback times every epoch and the first one (tracing, graph
 building) is left out. Reports the median examples/s of the timed epochs, and the ratios.
 
+A shared or drifting machine moves one contender's figure minutes after the other's: `--repeats N`
+runs the contenders N times, in alternating order (ours first, then last, ...), and reports each
+repeat's ratio and their median beside the ratio of the pooled medians.
+
     python benchmarks/bench_finetuning.py --examples 256 --batch 32 --seq 128 --rounds 3
+    python benchmarks/bench_finetuning.py --rounds 4 --repeats 3 --skip keras-hub
 """
 
 import argparse
@@ -159,6 +164,8 @@ def main():
     parser.add_argument("--seq", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=3, help="timed epochs after the first (median reported)")
     parser.add_argument("--skip", nargs="*", default=[], choices=["keras-hub", "hf-torch"])
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="run the contenders this many times, alternating their order; report each repeat's ratio")
     args = parser.parse_args()
 
     import keras
@@ -168,21 +175,36 @@ def main():
     print(f"TensorFlow {tf.__version__}, Keras {keras.__version__}, {os.cpu_count()} CPUs; "
           f"{len(texts)} real sentences per epoch, batch {args.batch}, seq <= {args.seq}, float32")
     classes = [Ours] + [c for c in (KerasHub, HfTorch) if c.label not in args.skip]
-    rates = {}
-    for cls in classes:
-        keras.utils.set_random_seed(0)
-        started = time.perf_counter()
-        contender = cls(texts, labels, args)
-        seconds = contender.epochs(1 + args.rounds)
-        rates[cls.label] = [len(texts) / s for s in seconds[1:]]  # the first epoch traces: left out
-        print(f"{cls.label}: {time.perf_counter() - started:.0f}s in all, first epoch {seconds[0]:.1f}s",
-              flush=True)
+    rates = {cls.label: [] for cls in classes}
+    per_repeat = []
+    for repeat in range(args.repeats):
+        order = classes if repeat % 2 == 0 else classes[::-1]
+        medians = {}
+        for cls in order:
+            keras.utils.set_random_seed(0)
+            started = time.perf_counter()
+            contender = cls(texts, labels, args)
+            seconds = contender.epochs(1 + args.rounds)
+            timed = [len(texts) / s for s in seconds[1:]]  # the first epoch traces: left out
+            rates[cls.label] += timed
+            medians[cls.label] = statistics.median(timed)
+            print(f"{cls.label}{f' (repeat {repeat + 1})' if args.repeats > 1 else ''}: "
+                  f"{time.perf_counter() - started:.0f}s in all, first epoch {seconds[0]:.1f}s", flush=True)
+            del contender
+        per_repeat.append(medians)
     median = {label: statistics.median(values) for label, values in rates.items()}
     for label, values in rates.items():
         print(f"  {label:<18} {median[label]:8.1f} examples/s  (rounds: "
               + ", ".join(f"{v:.1f}" for v in values) + ")")
     ours = median[Ours.label]
     ratios = ", ".join(f"{ours / median[label]:.2f}x {label}" for label in median if label != Ours.label)
+    if args.repeats > 1:
+        for label in median:
+            if label == Ours.label:
+                continue
+            each = [m[Ours.label] / m[label] for m in per_repeat]
+            ratios += (f" (per repeat: {', '.join(f'{r:.2f}x' for r in each)}; median "
+                       f"{statistics.median(each):.2f}x)")
     print(f"SUMMARY fine-tuning from raw text (MiniLM-L6 shape, batch {args.batch}): "
           f"bert_keras.tasks {ours:.1f} examples/s = {ratios}")
 
