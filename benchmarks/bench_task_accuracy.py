@@ -711,12 +711,11 @@ def main():
     print("|---|---|---|---|---|---|---|---|---|---|")
     for family, r in results.items():
         metric = METRIC[family]
+        scale = 1 if family == "squad2" else 100  # the SQuAD metrics are percentages already
         if "hf" not in r:
-            scale = 1 if family == "squad2" else 100
             print(f"| {family} | {r['train']} / - | {metric} | {scale * r['ours']['metrics'][metric]:.2f} | (not run) "
                   f"| | {r['ours']['examples_per_second']:.1f} | | | {r['wall_seconds']:.0f}s |")
             continue
-        scale = 1 if family == "squad2" else 100  # the SQuAD metrics are percentages already
         a, b = scale * r["ours"]["metrics"][metric], scale * r["hf"]["metrics"][metric]
         ra, rb = r["ours"]["examples_per_second"], r["hf"]["examples_per_second"]
         print(f"| {family} | {r['train']} / {r['dev']} | {metric} | {a:.2f} | {b:.2f} | {a - b:+.2f} | {ra:.1f} | "
