@@ -25,7 +25,7 @@ def register(subparsers, summary):
                         help="texts; a sentence pair as 'A ||| B' (or A<TAB>B in --input); SWAG: "
                              "'context ||| ending1 ||| ending2 ||| ending3 ||| ending4'")
     parser.add_argument("--model", required=True, metavar="DIR", help="a finetune --output-dir")
-    parser.add_argument("--input", metavar="FILE", help="one text per line ('-' = stdin)")
+    parser.add_argument("--input", metavar="FILE", help="one text per line ('-' = stdin); a blank line is an error, so prediction i is line i")
     parser.add_argument("--squad", metavar="FILE", help="SQuAD JSON file (span QA models)")
     parser.add_argument("--output", metavar="FILE", help="JSONL file of predictions")
     parser.add_argument("--output-dir", metavar="DIR",
@@ -47,7 +47,8 @@ def register(subparsers, summary):
 def _read_texts(args):
     from serving.text_requests import read_texts, split_pairs
 
-    return split_pairs(list(args.texts) + (read_texts(args.input) if args.input else []))
+    # Row i of the output is line i of --input, as `embed` reads it: a blank line is refused by number.
+    return split_pairs(list(args.texts) + (read_texts(args.input, refuse_blank=True) if args.input else []))
 
 
 def run(args):
@@ -66,7 +67,7 @@ def run(args):
         return _predict_squad(args, task, resolve(writer))
     texts = _read_texts(args)
     if not texts and args.input and not args.texts:
-        raise CommandError(f"--input {args.input}: holds no text (only blank lines)")
+        raise CommandError(f"--input {args.input}: holds no text (the file is empty)")
     if not texts:
         raise CommandError("no text given: pass TEXT arguments or --input FILE"
                            + (" (or --squad FILE.json)" if writer else ""))

@@ -46,6 +46,12 @@ def test_predict_and_evaluate_never_write_over_an_input_or_an_existing_file(clas
                  "--overwrite"]) == 0
     assert len(results.read_text().splitlines()) == 2
     capsys.readouterr()
+    # prediction i is line i: a blank line is refused by its number, and nothing is written
+    gap = tmp_path / "gap.txt"
+    gap.write_text("a good film\tfine\n\na bad film\tbad\n")
+    refused(["predict", "--model", classifier, "--input", str(gap), "--output", str(results), "--overwrite"],
+            capsys, f"--input {gap}, line 2: an empty line")
+    assert len(results.read_text().splitlines()) == 2
 
     import shutil
 
