@@ -39,10 +39,20 @@ def _gelu_exact(x):
     """`x * Phi(x)`, Phi the standard normal CDF. On TensorFlow its derivative
     `Phi(x) + x * phi(x)` is written out: with automatic differentiation of
     `0.5 * x * erfc(-x / sqrt(2))`, forward and backward are 18 element-wise ops over the
-    `[tokens, 4H]` activations, written out 11 (the forward values are the same bits)."""
+    `[tokens, 4H]` activations, written out 11 (the forward values are the same bits).
+
+    Where no gradient tape records (inference: `predict`, `evaluate`, exported signatures)
+    it is Keras' own `gelu`, which TensorFlow's graph optimizer fuses with the matrix product
+    and bias before it into one oneDNN kernel (`_FusedMatMul` with `GeluExact`): the
+    feed-forward layer of a full 32 x 128 batch at H=384 takes 24 ms instead of 30. The fused
+    kernel's GELU differs from `erfc`'s in the last bits (|diff| < 2e-6)."""
     if keras.backend.backend() != "tensorflow":
         return keras.activations.gelu(x, approximate=False)
     import tensorflow as tf
+    from tensorflow.python.eager import record  # whether any gradient tape is active
+
+    if not record.could_possibly_record():
+        return keras.activations.gelu(x, approximate=False)
 
     from bert_keras.layers.closed_form_gradient import closed_form_gradient
 

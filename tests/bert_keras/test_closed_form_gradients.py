@@ -94,6 +94,43 @@ def test_exact_gelu_gradient_equals_automatic_differentiation(dtype):
     np.testing.assert_allclose(ours_grad, their_grad, rtol=tolerance, atol=tolerance)
 
 
+def test_exact_gelu_without_a_tape_is_keras_own_ops_so_the_graph_optimizer_can_fuse_it():
+    """At inference the feed-forward layer must trace to the ops of `Dense(activation="gelu")`:
+    that is the pattern TensorFlow's remapper fuses into one oneDNN matmul + bias + GELU kernel.
+    Under a tape the written-out gradient is recorded instead."""
+    ours = keras.layers.Dense(8, activation=get_activation("gelu"))
+    theirs = keras.layers.Dense(8, activation="gelu")
+    for layer in (ours, theirs):
+        layer.build((None, 4))
+    theirs.set_weights(ours.get_weights())
+    spec = tf.TensorSpec([None, 4], tf.float32)
+
+    def op_types(layer):
+        graph = tf.function(layer).get_concrete_function(spec).graph
+        return [op.type for op in graph.get_operations() if op.type not in ("Placeholder", "NoOp")]
+
+    assert op_types(ours) == op_types(theirs)
+    x = tf.constant(np.random.default_rng(2).normal(size=(5, 4)).astype("float32"))
+    np.testing.assert_array_equal(ours(x), theirs(x))
+
+    @tf.function
+    def trained(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = ours(x)
+            loss = tf.reduce_sum(y)
+        return y, tape.gradient(loss, x)
+
+    graph = trained.get_concrete_function(spec).graph
+    assert "Exp" in [op.type for op in graph.get_operations()]  # phi(x) of the written-out derivative
+    y, grad = trained(x)
+    np.testing.assert_array_equal(y, theirs(x))
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        reference = tf.reduce_sum(theirs(x))
+    np.testing.assert_allclose(grad, tape.gradient(reference, x), rtol=2e-6, atol=2e-6)
+
+
 def test_exact_gelu_in_float16_stays_finite():
     x = tf.constant(np.array([-300.0, -20.0, -1.0, 0.0, 1.0, 20.0, 300.0, 60000.0]), tf.float16)
     output, (grad,) = gradients(get_activation("gelu"), x, upstream=tf.ones_like(x))
