@@ -25,7 +25,8 @@ def register(subparsers, summary):
                         help="texts; a sentence pair as 'A ||| B' (or A<TAB>B in --input); SWAG: "
                              "'context ||| ending1 ||| ending2 ||| ending3 ||| ending4'")
     parser.add_argument("--model", required=True, metavar="DIR", help="a finetune --output-dir")
-    parser.add_argument("--input", metavar="FILE", help="one text per line ('-' = stdin); a blank line is an error, so prediction i is line i")
+    parser.add_argument("--input", metavar="FILE",
+                        help="one text per line ('-' = stdin); a blank line is an error, so prediction i is line i")
     parser.add_argument("--squad", metavar="FILE", help="SQuAD JSON file (span QA models)")
     parser.add_argument("--output", metavar="FILE", help="JSONL file of predictions")
     parser.add_argument("--output-dir", metavar="DIR",
