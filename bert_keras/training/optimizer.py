@@ -194,9 +194,16 @@ class BertAdamW(keras.optimizers.AdamW):
         # As keras.optimizers' clip_by_global_norm: a non-finite norm makes the gradients NaN
         # (here the rows a batch touched, and every dense gradient).
         scale = self.global_clipnorm * tf.minimum(1.0 / norm, 1.0 / self.global_clipnorm) + (norm - norm)
+        # Most fine-tuning steps are not clipped (the scale is exactly 1, and x * 1 is x): the
+        # dense gradients are multiplied only when it is not, which saves a read and a write of
+        # every gradient (~6 ms of a MiniLM step on 2 cores). The slices are small; always scaled.
+        dense = [g for g in grads if g is not None and not _is_indexed_slices(g)]
+        if dense:
+            dense = tf.cond(tf.equal(scale, 1.0), lambda: dense, lambda: [g * scale for g in dense])
+        dense = iter(dense)
         return [None if g is None else
                 tf.IndexedSlices(g.values * scale, g.indices, g.dense_shape) if _is_indexed_slices(g)
-                else g * scale for g in grads]
+                else next(dense) for g in grads]
 
     def _apply_weight_decay(self, variables):
         """Decoupled weight decay as one pass over each variable: `var *= 1 - lr * weight_decay`.

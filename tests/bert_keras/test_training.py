@@ -270,6 +270,31 @@ def test_clipping_sparse_gradients_follows_keras_below_above_and_at_a_non_finite
             assert np.isnan(got[3]).all() and np.isnan(expected).all()
 
 
+@pytest.mark.parametrize("norm", [0.5, 1.0, 40.0, float("nan")])
+def test_dense_gradients_beside_sparse_ones_are_clipped_as_keras_clips_them(norm):
+    """A dense gradient beside an embedding's rows: multiplied only when the scale is not exactly 1,
+    the result is Keras' clip_by_global_norm of both, eagerly and in a traced step, at a norm
+    below, at and above the limit, and NaN."""
+    dense_values = np.array([[norm * 0.6, norm * 0.8]], "float32")  # the whole norm in the dense one
+    sparse = lambda: tf.IndexedSlices(tf.zeros((1, 2)), tf.constant([1]), tf.constant([3, 2]))
+    optimizer = create_optimizer(learning_rate=1e-2, num_train_steps=20, num_warmup_steps=2)
+    expected = keras.optimizers.AdamW(global_clipnorm=1.0)._clip_gradients(
+        [tf.convert_to_tensor(sparse()), tf.constant(dense_values)])
+    eager = optimizer._clip_gradients([sparse(), tf.constant(dense_values)])
+    traced = tf.function(lambda: [tf.convert_to_tensor(g) for g in
+                                  optimizer._clip_gradients([sparse(), tf.constant(dense_values)])])()
+    for got in (eager, traced):
+        rows = tf.convert_to_tensor(got[0]).numpy()
+        if np.isnan(norm):  # only the touched row is NaN among the slices (see the test above)
+            rows, reference = rows[1], expected[0].numpy()[1]
+        else:
+            reference = expected[0].numpy()
+        np.testing.assert_allclose(rows, reference, rtol=1e-6)
+        np.testing.assert_allclose(got[1].numpy(), expected[1].numpy(), rtol=1e-6)
+    if norm <= 1.0:  # unclipped: the very values, not a product
+        np.testing.assert_array_equal(eager[1].numpy(), dense_values)
+
+
 # ---- strategies, precision, XLA -----------------------------------------------------------
 
 
