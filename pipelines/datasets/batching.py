@@ -50,6 +50,13 @@ FEATURE_PAD_VALUES = {"word_ids": -1}
 ENCODE_CHUNK = 256
 
 
+def _kept(tokenizer, key, function):
+    """The map step `function` as the tokenizer keeps it (`BertTokenizer.pipeline_function`:
+    traced once, not once per pipeline); as given for a tokenizer without that cache."""
+    keep = getattr(tokenizer, "pipeline_function", None)
+    return function if keep is None else keep(key, function)
+
+
 def encode_texts(dataset, tokenizer, *, seq_length, truncation="longest_first"):
     """Tokenizes and packs `(texts, label)` examples into unpadded BERT inputs.
 
@@ -99,6 +106,8 @@ def encode_texts(dataset, tokenizer, *, seq_length, truncation="longest_first"):
     def trim(x, length, *labels):
         return ({k: v[..., :length] for k, v in x.items()},) + labels
 
+    encode_chunk = _kept(tokenizer, ("encode_texts", seq_length, truncation), encode_chunk)
+    trim = _kept(tokenizer, ("trim_last_axis",), trim)
     encoded = (dataset.batch(ENCODE_CHUNK)
                .map(encode_chunk, num_parallel_calls=tf.data.AUTOTUNE)
                .unbatch()
@@ -173,6 +182,9 @@ def encode_text_windows(dataset, tokenizer, *, seq_length, stride, max_length=No
     def trim(x, length, *rest):
         return ({k: v[..., :length] for k, v in x.items()},) + rest
 
+    encode_chunk = _kept(tokenizer, ("encode_text_windows", seq_length, stride, max_length, bool(training)),
+                         encode_chunk)
+    trim = _kept(tokenizer, ("trim_last_axis",), trim)
     encoded = (dataset.batch(ENCODE_CHUNK)
                .map(encode_chunk, num_parallel_calls=tf.data.AUTOTUNE)
                .unbatch()
@@ -232,6 +244,8 @@ def encode_text_documents(dataset, tokenizer, *, seq_length, stride, max_length=
     def trim(x, length, *rest):
         return ({k: v[:, :length] for k, v in x.items()},) + rest
 
+    encode_chunk = _kept(tokenizer, ("encode_text_documents", seq_length, stride, max_length), encode_chunk)
+    trim = _kept(tokenizer, ("trim_windows",), trim)
     encoded = (dataset.batch(ENCODE_CHUNK)
                .map(encode_chunk, num_parallel_calls=tf.data.AUTOTUNE)
                .unbatch()

@@ -176,3 +176,35 @@ def test_word_scores_take_each_word_from_its_max_context_window(tokenizer):
             values = np.stack([v for _, v in sorted(rows, key=lambda r: r[0])])
             expected = {"first": values[0], "average": values.mean(0), "max": values.max(0)}[strategy]
             np.testing.assert_allclose(got[d][word], expected, rtol=1e-12)
+
+
+def test_pipelines_reuse_the_tokenizers_traced_map_steps_and_read_the_same(tokenizer):
+    # Every fit / evaluate / predict builds a new pipeline; its tokenize-window-pack step is the
+    # tokenizer's kept trace (one per settings and input signature), not a new trace per pipeline,
+    # and a pipeline with other settings gets its own step, not a stale one.
+    import tensorflow as tf
+
+    from pipelines.datasets import batching
+
+    class Uncached:  # the tokenizer's methods without its cache: every map traced as given
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            if name == "pipeline_function":
+                raise AttributeError(name)
+            return getattr(self.inner, name)
+
+    def windows(tok, texts, stride):
+        dataset = tf.data.Dataset.from_tensor_slices(((texts,), list(range(len(texts)))))
+        encoded = batching.encode_text_windows(dataset, tok, seq_length=16, stride=stride, max_length=60)
+        return [(x["token_ids"].numpy().tolist(), int(y), {k: int(v) for k, v in marks.items()})
+                for x, y, marks in encoded]
+
+    long_text = " ".join(["lighthouse keepers count the ships at night"] * 4)
+    for texts in (["a short one", long_text], [long_text, "another", "and a third text"]):
+        for stride in (4, 7):
+            assert windows(tokenizer, texts, stride) == windows(Uncached(tokenizer), texts, stride)
+    step = tokenizer.pipeline_function(("encode_text_windows", 16, 4, 60, False), None)
+    assert step.experimental_get_tracing_count() == 1
+    assert windows(tokenizer, [long_text], 4) != windows(tokenizer, [long_text], 7)
