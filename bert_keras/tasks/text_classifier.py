@@ -7,7 +7,7 @@ import tensorflow as tf
 from bert_keras.families import ClassificationSettings
 from bert_keras.models.window_relevance import relevance_layer
 from bert_keras.tasks import classifier_inputs, dataset_inputs, windowed_scores
-from bert_keras.tasks.dataset_inputs import steps_for
+from bert_keras.tasks.dataset_inputs import steps_for, without_autotune_thread
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_label_names, is_tokenized
 from bert_keras.tasks.task_batches import padded_batches, predicted_outputs, tokenized_dataset
 from bert_keras.tasks.text_task import TextTask
@@ -318,7 +318,7 @@ class TextClassifier(TextTask):
         if has_window_marks(dataset):  # mean, max or evidence windows (`window_aggregation`)
             outputs, windows = windowed_scores.text_outputs(self, dataset, batch_size)
             return outputs, (windows.labels[windows.starts] if needs_y else None), windows.truncated
-        dataset = dataset.cache()  # tokenized once: the outputs, then the gold labels
+        dataset = without_autotune_thread(dataset).cache()  # tokenized once: the outputs, then the gold labels
         outputs = np.asarray(predicted_outputs(self, dataset))
         if gold is None and needs_y:
             gold = np.concatenate([y.numpy() for _, y, *_ in dataset])

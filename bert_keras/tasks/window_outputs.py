@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from bert_keras.tasks.dataset_inputs import without_autotune_thread
 from bert_keras.tasks.task_batches import predicted_outputs
 
 
@@ -46,8 +47,9 @@ def window_outputs(task, dataset, outputs_of=None):
 
     The marks are read first (that pass fills the cache, so the texts are tokenized
     once): how many windows there are, and so how many batches the predict loop reads.
+    Both passes run without tf.data's autotuner and default rewrites, as every task pipeline.
     """
-    dataset = dataset.cache()
+    dataset = without_autotune_thread(dataset).cache()
     labels, marks = [], {"first_window": [], "truncated": [], "num_tokens": []}
     for _, label, batch_marks in dataset:
         labels.append(label.numpy())
