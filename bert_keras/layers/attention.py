@@ -93,15 +93,18 @@ class BertSelfAttention(keras.layers.Layer):
         if query_positions is not None and token_indices is None:
             query, key, value = self._project_at_positions(inputs, query_positions)
         else:
-            qkv = self.qkv(inputs)  # [B, S, 3H], or [T, 3H] when packed
             if token_indices is not None:
                 # Packed inputs hold only the T real tokens (`token_indices`
                 # are their flat positions in [B * S]). One gather lays them
                 # out as [3, B, N, S, D] for the score matmuls; padded
                 # positions get some real token's values: their keys are
-                # masked below, their queries' outputs dropped.
-                qkv = heads_at_positions(qkv, packing, 3, self.num_heads)
+                # masked below, their queries' outputs dropped. Built once
+                # per pass for these inputs (the pooled output's second run
+                # of the last block reads the full run's).
+                qkv = packing.projected_heads(
+                    self, inputs, lambda: heads_at_positions(self.qkv(inputs), packing, 3, self.num_heads))
             else:
+                qkv = self.qkv(inputs)  # [B, S, 3H]
                 batch, seq = ops.shape(padding_mask)[0], ops.shape(padding_mask)[1]
                 qkv = ops.reshape(qkv, (batch, seq, 3, self.num_heads, self.head_size))
                 # One transpose to [3, B, N, S, D] instead of one per projection.

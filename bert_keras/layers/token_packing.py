@@ -132,6 +132,21 @@ class TokenPacking:
             self._built[key] = build()
         return self._built[key]
 
+    def projected_heads(self, layer, inputs, project):
+        """`project()` (a layer's `[parts, B, N, S, D]` projection of `inputs`), built once per pass.
+
+        The pooled output runs the last block a second time with [CLS] as its only query, on
+        the same inputs: its keys and values are the full block's. Where both outputs are read
+        (`predict` of the encoder, features, export signatures), that second projection was a
+        second `[T, H] x [H, 3H]` matmul and gather; now both calls read one tensor (the same
+        values: the projection has no dropout). A graph reading only `pooled_output` still
+        prunes the rest of the full block. Without a recognisable input tensor, `project()`.
+        """
+        source = _tensor_source(inputs)
+        if source is None:
+            return project()
+        return self._once(("projected_heads", id(layer), source), project)
+
     def row_of_position(self):
         """`[B * S]` int32: the packed row of each position (a padded one: the last real token's
         before it, or 0)."""
@@ -188,6 +203,18 @@ class TokenPacking:
             example, position = flat // self.seq, flat % self.seq
             return (example[:, None] * num_heads + tf.range(num_heads)[None, :]) * self.seq + position[:, None]
         return self._once(("token_slices", num_heads), build)
+
+
+def _tensor_source(tensor):
+    """A hashable key for "these values": the tensor itself, or for a traced `Cast` (Keras'
+    autocast of a layer's inputs under mixed precision) its input and dtype. None for a
+    non-tensor."""
+    if not isinstance(tensor, tf.Tensor):
+        return None
+    op = None if tf.executing_eagerly() or not hasattr(tensor, "op") else tensor.op
+    if op is not None and op.type == "Cast":
+        return op.inputs[0].ref(), tensor.dtype
+    return tensor.ref()
 
 
 def as_token_packing(token_indices, padding_mask):

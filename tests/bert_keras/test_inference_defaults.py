@@ -194,8 +194,39 @@ def test_pooled_output_runs_the_last_layer_at_cls_only(encoder, tmp_path):
     ran = executed_kernels(function, inputs, logdir=tmp_path)
     dense_ran = [name for name, kernel in ran.items() if kernel.endswith("MatMul") and "Batch" not in kernel]
     per_block = 4  # QKV, attention output, FFN in, FFN out
-    # The graph holds the last block twice (every token; [CLS] only) ...
-    assert dense_in_graph == per_block * (CONFIG.num_layers + 1) + 2  # + pooler and head
+    # The graph holds the last block twice (every token; [CLS] only), their QKV projection
+    # once (both runs read its keys and values) ...
+    assert dense_in_graph == per_block * (CONFIG.num_layers + 1) - 1 + 2  # + pooler and head
     # ... and the run does the [CLS]-only one (its QKV on every token: keys and values):
     # as many dense layers as one forward pass, 3 of them on one row per example.
     assert len(dense_ran) == per_block * CONFIG.num_layers + 2, sorted(dense_ran)
+
+
+def test_a_pass_reading_both_outputs_projects_the_last_blocks_keys_and_values_once(encoder, tmp_path):
+    """`sequence_output` and `pooled_output` in one graph (the encoder's `predict`, features,
+    export signatures): the [CLS]-only run of the last block reads the full run's query / key /
+    value projection instead of a second `[T, H] x [H, 3H]` matmul. Same outputs as the full
+    computation, and the same gradients in training."""
+    inputs = make_inputs(batch=5)
+    function = tf.function(lambda x: encoder(x, training=False))
+    ran = executed_kernels(function, inputs, logdir=tmp_path)
+    qkv_ran = [name for name, kernel in ran.items() if kernel.endswith("MatMul") and "/qkv" in name]
+    assert len(qkv_ran) == CONFIG.num_layers, sorted(qkv_ran)
+    full = full_computation_twin(encoder)(inputs, training=False)
+    assert_equal_to_full(function(inputs), full, inputs["padding_mask"])
+
+    # Training: the projection read twice gets both reads' gradients (dropout off: one function).
+    twin = full_computation_twin(encoder)  # the same layers in the same order
+
+    def gradients(model, padding):
+        with tf.GradientTape() as tape:
+            outputs = model(inputs, training=False, padding=padding)
+            real = tf.cast(inputs["padding_mask"][:, :, None], tf.float32)
+            loss = tf.reduce_sum(outputs["sequence_output"] * real * 0.5) + tf.reduce_sum(
+                outputs["pooled_output"] ** 2)
+        return tape.gradient(loss, model.trainable_weights)
+
+    for ours, reference, weight in zip(gradients(encoder, "skip"), gradients(twin, "compute"),
+                                       encoder.trainable_weights):
+        np.testing.assert_allclose(tf.convert_to_tensor(ours), tf.convert_to_tensor(reference),
+                                   rtol=1e-4, atol=1e-5, err_msg=weight.path)
