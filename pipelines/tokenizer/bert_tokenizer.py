@@ -1,5 +1,7 @@
 """`BertTokenizer`: the original BERT tokenization, inside the TensorFlow graph."""
 
+import collections
+
 import numpy as np
 import tensorflow as tf
 
@@ -17,6 +19,9 @@ BACKENDS = ("tf_text", "core")
 # tokenizers use 100; pass that to reproduce them.
 ORIGINAL_MAX_CHARS_PER_WORD = 200
 
+# How many `pipeline_function` map steps a tokenizer keeps (each holds its traces).
+PIPELINE_STEPS_KEPT = 32
+
 # Stands in for words longer than the limit: a code point no vocabulary should
 # contain, so the word piece step answers [UNK] for it in one step.
 _LONG_WORD_SENTINEL = "\U0010FFFF"
@@ -28,7 +33,8 @@ class _EagerFunctionCache:
     def __init__(self):
         self.by_key = {}
         self.called_once = set()  # keys whose first eager call ran op by op
-        self.pipeline_steps = {}  # `BertTokenizer.pipeline_function`'s, by the caller's key
+        # `BertTokenizer.pipeline_function`'s, by the caller's key, least recently used first.
+        self.pipeline_steps = collections.OrderedDict()
 
 
 class _VocabularyHolder:
@@ -363,11 +369,17 @@ class BertTokenizer(tf.Module):
         windowing and packing around the tokenizer took ~50 ms of a 0.37 s call. A map of the
         kept function calls its trace instead (one trace per input signature). `key` must name
         everything `function` closes over besides this tokenizer (lengths, strides, flags):
-        the first function given for a key is the one kept. Not saved with the tokenizer.
+        the first function given for a key is the one kept. The `PIPELINE_STEPS_KEPT` most
+        recently used keys are kept (a process that calls `predict` with ever new lengths
+        does not grow without bound). Not saved with the tokenizer.
         """
         steps = self._eager_functions.pipeline_steps
-        if key not in steps:
-            steps[key] = tf.function(function, autograph=False)
+        if key in steps:
+            steps.move_to_end(key)
+            return steps[key]
+        steps[key] = tf.function(function, autograph=False)
+        while len(steps) > PIPELINE_STEPS_KEPT:
+            steps.popitem(last=False)
         return steps[key]
 
     @property

@@ -208,3 +208,31 @@ def test_pipelines_reuse_the_tokenizers_traced_map_steps_and_read_the_same(token
     step = tokenizer.pipeline_function(("encode_text_windows", 16, 4, 60, False), None)
     assert step.experimental_get_tracing_count() == 1
     assert windows(tokenizer, [long_text], 4) != windows(tokenizer, [long_text], 7)
+
+
+def test_a_tokenizer_keeps_its_most_recently_used_map_steps_only(tokenizer, monkeypatch):
+    # A process that predicts with ever new settings keeps a bounded number of traced steps:
+    # the least recently used key goes first, a key used again is kept, an evicted key is rebuilt.
+    import tensorflow as tf
+
+    from pipelines.tokenizer import bert_tokenizer
+
+    monkeypatch.setattr(bert_tokenizer, "PIPELINE_STEPS_KEPT", 3)
+    made = []
+
+    def step_for(key):
+        def step(x):
+            return x + key[1]
+        made.append(key)
+        return tokenizer.pipeline_function(key, step)
+
+    first = step_for(("bounded test", 1))
+    step_for(("bounded test", 2))
+    step_for(("bounded test", 3))
+    assert tokenizer.pipeline_function(("bounded test", 1), None) is first  # used again: newest
+    step_for(("bounded test", 4))  # evicts 2, the least recently used
+    kept = [key for key in tokenizer._eager_functions.pipeline_steps if key[0] == "bounded test"]
+    assert kept == [("bounded test", 3), ("bounded test", 1), ("bounded test", 4)]
+    rebuilt = step_for(("bounded test", 2))
+    assert int(rebuilt(tf.constant(40))) == 42 and ("bounded test", 3) not in \
+        tokenizer._eager_functions.pipeline_steps
