@@ -2,7 +2,15 @@
 one-line error naming the extra to install when Beam is missing.
 
 The Beam paths (`pipelines.pretraining.beam_pipeline`, `pipelines.tokenizer.beam_vocab`) import
-`apache_beam` at module level; callers import them within `beam_imports(runner)`.
+`apache_beam` at module level; callers import them within `beam_imports(runner)`, and build their
+pipeline with `beam_pipeline(runner, pipeline_args)`.
+
+`DirectRunner` means Beam's in-process portable runner (`FnApiRunner`), the one the tests compare
+byte for byte with the local path. Beam 2.77's `DirectRunner` would first try Prism: it downloads a
+Go binary from GitHub when the pipeline runs (`urlopen` without a timeout: behind a firewall that
+drops packets, a stall of the TCP connect timeout), and when that fails falls back to `FnApiRunner`,
+leaving an empty `beam-temp*` directory in the temporary directory each time. `PrismRunner` is there
+for whoever wants Prism.
 
 >>> parse_runner("direct"), parse_runner("DataflowRunner")
 ('DirectRunner', 'DataflowRunner')
@@ -13,7 +21,7 @@ from typing import Optional
 
 from pipelines.environment import MissingDependencyError
 
-RUNNERS = ("DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner", "PortableRunner")
+RUNNERS = ("DirectRunner", "DataflowRunner", "FlinkRunner", "SparkRunner", "PortableRunner", "PrismRunner")
 
 
 class MissingBeamError(MissingDependencyError):
@@ -44,3 +52,31 @@ def beam_imports(runner):
         raise MissingBeamError(f"runner {runner} needs Apache Beam, which is not installed: pip install "
                                f"'bert-keras[{extra}]' (in a checkout: pip install -e '.[{extra}]'), or run "
                                "without a runner, on this machine") from None
+
+
+def beam_pipeline(runner, pipeline_args=()):
+    """A `beam.Pipeline` on `runner` with `pipeline_args` (Beam's own flags; `--runner` is `runner`).
+
+    A batch pipeline on `DirectRunner` runs on `FnApiRunner` directly, with the options as Beam's
+    `DirectRunner` gives them (`--direct_num_workers`, `--direct_running_mode` apply); with
+    `--streaming`, Beam's `DirectRunner` chooses as it does. Any other runner is Beam's.
+    """
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+    options = PipelineOptions(list(pipeline_args) + [f"--runner={runner}"])
+    if runner != "DirectRunner" or options.view_as(StandardOptions).streaming:
+        return beam.Pipeline(options=options)
+    return beam.Pipeline(runner=_fn_api_runner(options), options=options)
+
+
+def _fn_api_runner(options):
+    """`FnApiRunner` set up as Beam 2.77's `SwitchingDirectRunner` sets it up (the pipeline options go
+    to the SDK workers in the provision info, as `--direct_running_mode=multi_processing` needs)."""
+    from apache_beam.portability.api import beam_provision_api_pb2
+    from apache_beam.runners.portability.fn_api_runner import fn_runner
+    from apache_beam.runners.portability.portable_runner import JobServiceHandle
+
+    encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
+    provision = fn_runner.ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
+    return fn_runner.FnApiRunner(provision_info=provision)

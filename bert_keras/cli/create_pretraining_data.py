@@ -27,7 +27,7 @@ def register(subparsers, summary):
                         help="replace shards under the prefix made with other settings or from a changed corpus")
     parser.add_argument("--runner", default=None,
                         help="run on Apache Beam (pip install bert-keras[beam]): DirectRunner, DataflowRunner, "
-                             "FlinkRunner, SparkRunner or PortableRunner; the same records as the default "
+                             "FlinkRunner, SparkRunner, PortableRunner or PrismRunner; the same records as the default "
                              "single-machine path. Beam pipeline options go after '--', e.g. -- "
                              "--direct_num_workers=4 --direct_running_mode=multi_processing")
     parser.add_argument("--write-documents", action="store_true",

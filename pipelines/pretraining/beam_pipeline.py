@@ -2,7 +2,7 @@
 
 `write_pretraining_data_with_beam(settings, runner=...)` runs the whole stage
 as one Beam pipeline (DirectRunner, DataflowRunner, FlinkRunner, SparkRunner,
-PortableRunner):
+PortableRunner, PrismRunner):
 
 ```
 input files (any Beam file system glob)
@@ -44,9 +44,9 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
-from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipelines import corpus as corpus_lib
+from pipelines.beam_runner import beam_pipeline
 from pipelines.pretraining import seeding
 from pipelines.pretraining.contract import shard_file_name
 from pipelines.pretraining.instances import corpus_of_documents, tokenize_documents
@@ -127,9 +127,8 @@ def write_pretraining_data_with_beam(settings: PretrainingDataSettings, *, runne
                     f"with it. Add {special.mask_token} to the vocabulary (e.g. in place of an [unusedN] line).")
             vocab = _Vocab(size=len(vocabulary), mask=special.mask, cls=special.cls, sep=special.sep, pad=special.pad,
                            continuation=tuple(i for i, t in enumerate(vocabulary) if t.startswith("##")))
-            options = PipelineOptions(list(pipeline_args) + [f"--runner={runner}"])
             log(f"{runner}: {len(keyed)} file(s), {len(todo)} shard(s) to write")
-            pipeline = beam.Pipeline(options=options)
+            pipeline = beam_pipeline(runner, pipeline_args)
             build_pipeline(pipeline, settings, keyed, vocab, todo, write_documents=write_documents)
             with _raised_not_logged():  # a bad corpus line: the error the caller reports, once
                 result = pipeline.run()

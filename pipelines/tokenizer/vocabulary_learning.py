@@ -34,8 +34,8 @@ class VocabularyOptions:
              "need fewer characters (0.9995, as SentencePiece), or their alphabet fills the vocabulary",
         metavar="SHARE", type="fraction")
     runner: Optional[str] = option(None, "count the words on Apache Beam (pip install bert-keras[beam]): "
-                                         "DirectRunner, DataflowRunner, FlinkRunner, SparkRunner or "
-                                         "PortableRunner; the same counts")
+                                         "DirectRunner, DataflowRunner, FlinkRunner, SparkRunner, "
+                                         "PortableRunner or PrismRunner; the same counts")
     beam_options: Tuple[str, ...] = option((), "a Beam pipeline option, repeatable: "
                                                "--beam-option=--direct_num_workers=4",
                                            "--beam-option", action="append", metavar="OPTION", type=str)

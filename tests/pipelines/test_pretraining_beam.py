@@ -322,3 +322,34 @@ def test_beam_word_counts_and_vocabulary_equal_the_local_ones(tmp_path):
     for name, extra in (("local", []), ("beam", ["--runner", "DirectRunner"])):
         assert main(["vocab", *inputs, "-o", str(tmp_path / f"{name}.txt"), "--size", "400", *extra]) == 0
     assert load_vocabulary(str(tmp_path / "beam.txt")) == load_vocabulary(str(tmp_path / "local.txt"))
+
+
+def test_direct_runner_runs_in_process_and_leaves_no_temporary_directory(vocab_file, tmp_path, monkeypatch):
+    """Beam 2.77's DirectRunner first tries Prism: a Go binary downloaded from GitHub when the pipeline
+    runs, and offline an empty `beam-temp*` directory left in the temporary directory by every run.
+    Ours runs on the in-process FnApiRunner and leaves the temporary directory as it found it."""
+    pytest.importorskip("apache_beam")
+    import tempfile
+
+    from apache_beam.runners.portability import prism_runner
+
+    from pipelines.pretraining import write_pretraining_data_with_beam
+    from pipelines.tokenizer.beam_vocab import count_words_with_beam
+
+    tried = []
+
+    def offline(self, pipeline, options):
+        tried.append(type(self).__name__)
+        raise RuntimeError("no network")
+
+    monkeypatch.setattr(prism_runner.PrismRunner, "run_pipeline", offline)
+    temporary = tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    counts = count_words_with_beam([SAMPLE], temp_dir=str(tmp_path / "counts"))
+    assert counts["the"] > 10
+    corpus = many_documents(tmp_path / "corpus.txt", 0.02)
+    summary = write_pretraining_data_with_beam(settings_for(corpus, vocab_file, str(tmp_path / "pt"), **SMALL))
+    assert summary["complete"] and summary["instances"] > 0
+    assert tried == []
+    assert os.listdir(temporary) == []
