@@ -13,7 +13,9 @@ Example:
 (['d'], [1])
 """
 
+import contextlib
 import functools
+import inspect
 import math
 import warnings
 
@@ -47,6 +49,8 @@ def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split,
         validation_freq, max_steps, seed, run_dir, checkpoint_every, keep_run_dir):
     """`TextTask.fit` (its docstring has the arguments): checks everything before the first step,
     packs the data as the task does, sizes the recipe's schedule, then runs Keras' own loop."""
+    if isinstance(x, tf.data.Dataset) or inspect.isgenerator(x):
+        shuffle = False  # as Keras: a dataset or generator is read in its own order
     x, batch_size = read_batch_source(x, batch_size, streamed=steps_per_epoch is not None)
     batch_size = batch_size_for(task, x, batch_size)
     epochs = check_epochs(epochs)
@@ -99,11 +103,14 @@ def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split,
         warnings.warn(f"steps_per_epoch={steps_per_epoch} is more than the {steps} batches of x: each epoch "
                       "reads the data again from its start (Keras would stop when it runs out)", stacklevel=3)
     steps_per_epoch = steps_per_epoch or steps
+    if epochs == 0:
+        return no_epochs(task, dataset, verbose=verbose, callbacks=callbacks)
     total_steps = max(1, int(round(epochs * steps_per_epoch)))
     if max_steps:
         total_steps = min(total_steps, max_steps)
     if task._recipe is not None:  # the schedule ends exactly at the last step
         finetuning_recipe.size_schedule(task, steps_to_run(total_steps, steps_per_epoch, initial_epoch))
+        callbacks = schedule_after_restore(callbacks, total_steps, steps_per_epoch, initial_epoch)
     batches = dataset.repeat()
     if run_dir:
         steps_per_epoch = checkpoint_every or steps_per_epoch
@@ -116,13 +123,13 @@ def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split,
     # Repeat: fractional epochs and max_steps split into whole Keras epochs, the last one
     # cut at the last step. shuffle=False: the dataset shuffles itself.
     finetuning_recipe.build_optimizer(task)
-    history = keras.Model.fit(task, without_autotune_thread(batches), epochs=whole_epochs, shuffle=False,
-                          verbose=verbose, steps_per_epoch=min(steps_per_epoch, total_steps),
-                          callbacks=callbacks, validation_data=without_autotune_thread(validation_data),
-                          class_weight=class_weight,
-                          initial_epoch=initial_epoch, validation_steps=validation_steps,
-                          validation_freq=validation_freq)
-    return history
+    with executions_within_epochs(task, steps_per_epoch, total_steps):
+        return keras.Model.fit(task, without_autotune_thread(batches), epochs=whole_epochs, shuffle=False,
+                               verbose=verbose, steps_per_epoch=min(steps_per_epoch, total_steps),
+                               callbacks=callbacks, validation_data=without_autotune_thread(validation_data),
+                               class_weight=class_weight,
+                               initial_epoch=initial_epoch, validation_steps=validation_steps,
+                               validation_freq=validation_freq)
 
 
 def fit_packed_batches(task, dataset, *, epochs, max_steps, steps_per_epoch, **keras_options):
@@ -136,19 +143,96 @@ def fit_packed_batches(task, dataset, *, epochs, max_steps, steps_per_epoch, **k
             steps_per_epoch = int(dataset.reduce(tf.constant(0, tf.int64), lambda n, *_: n + 1))
     if steps_per_epoch == 0:
         raise TaskInputError("x: an empty dataset")
+    if epochs == 0:
+        return no_epochs(task, dataset, verbose=keras_options.get("verbose"),
+                         callbacks=keras_options.get("callbacks"))
     total_steps = max(1, int(round(epochs * steps_per_epoch)))
     if max_steps:
         total_steps = min(total_steps, max_steps)
+    initial_epoch = keras_options.get("initial_epoch")
     if task._recipe is not None:
-        finetuning_recipe.size_schedule(task, steps_to_run(total_steps, steps_per_epoch, keras_options.get("initial_epoch")))
+        finetuning_recipe.size_schedule(task, steps_to_run(total_steps, steps_per_epoch, initial_epoch))
+        keras_options["callbacks"] = schedule_after_restore(keras_options.get("callbacks"), total_steps,
+                                                            steps_per_epoch, initial_epoch)
     whole_epochs, keras_options["callbacks"] = keras_epochs(total_steps, steps_per_epoch,
                                                              keras_options.get("callbacks"))
     finetuning_recipe.build_optimizer(task)
     if "validation_data" in keras_options:
         keras_options["validation_data"] = without_autotune_thread(keras_options["validation_data"])
-    history = keras.Model.fit(task, without_autotune_thread(dataset.repeat()), epochs=whole_epochs, shuffle=False,
-                          steps_per_epoch=min(steps_per_epoch, total_steps), **keras_options)
-    return history
+    with executions_within_epochs(task, steps_per_epoch, total_steps):
+        return keras.Model.fit(task, without_autotune_thread(dataset.repeat()), epochs=whole_epochs,
+                               shuffle=False, steps_per_epoch=min(steps_per_epoch, total_steps), **keras_options)
+
+
+def no_epochs(task, dataset, *, verbose, callbacks):
+    """`fit(epochs=0)`, as Keras: no step; the callbacks see the train begin and end; an empty
+    `History`."""
+    if task._recipe is not None and task.optimizer is None:  # Keras' fit needs a compiled model
+        finetuning_recipe.size_schedule(task, 1)  # the next fit compiles the recipe for its steps
+    return keras.Model.fit(task, without_autotune_thread(dataset.take(1)), epochs=0, shuffle=False,
+                           verbose=verbose or 0, callbacks=callbacks)
+
+
+@contextlib.contextmanager
+def executions_within_epochs(task, steps_per_epoch, total_steps):
+    """Runs Keras' loop with a `steps_per_execution` whose calls end where the fit's epochs end.
+
+    Keras runs `steps_per_execution` steps per call, and stops a call early only where the
+    data runs out. A fit reads its batches repeated (one sequence over its epochs), so a call
+    that crosses the end of an epoch would train on the next epoch's batches, and past the
+    fit's last step (the steps after it at the schedule's learning rate 0). Here the compiled
+    value is used when it divides the steps per epoch (and those of a partial last epoch), else
+    its largest divisor that does, with a warning; the compiled value is back afterwards.
+    """
+    compiled = int(getattr(task, "steps_per_execution", 1) or 1)
+    per_epoch = min(steps_per_epoch, total_steps)
+    ends = math.gcd(per_epoch, total_steps % per_epoch or per_epoch)
+    usable = max(d for d in range(1, min(compiled, ends) + 1) if ends % d == 0)
+    if usable == compiled:
+        yield
+        return
+    warnings.warn(
+        f"steps_per_execution={compiled}: this fit runs {usable} step(s) per call, because a call must "
+        f"end with its epoch ({per_epoch} steps" + (f", the last one {total_steps % per_epoch}"
+                                                    if total_steps % per_epoch else "")
+        + "); choose a steps_per_execution that divides the steps per epoch", stacklevel=7)
+    task.steps_per_execution, task.train_function = usable, None
+    try:
+        yield
+    finally:
+        task.steps_per_execution, task.train_function = compiled, None
+
+
+def schedule_after_restore(callbacks, total_steps, steps_per_epoch, initial_epoch):
+    """`callbacks`, and last a `ScheduleAfterRestore` when one of them is Keras' `BackupAndRestore`."""
+    callbacks = list(callbacks or [])
+    if any(isinstance(c, keras.callbacks.BackupAndRestore) for c in callbacks):
+        callbacks.append(ScheduleAfterRestore(total_steps, steps_per_epoch, initial_epoch))
+    return callbacks
+
+
+class ScheduleAfterRestore(keras.callbacks.Callback):
+    """Ends the recipe's schedule at the fit's last step after Keras' `BackupAndRestore` restored.
+
+    The schedule is sized before the fit from the optimizer's step count, but the callback
+    restores the step count and the epoch to start from when the fit begins: in the process whose
+    fit was interrupted, the count it had at the interruption would stretch the schedule. Called
+    after the other callbacks, this sizes it again from what was restored.
+    """
+
+    def __init__(self, total_steps, steps_per_epoch, initial_epoch):
+        super().__init__()
+        self.total_steps, self.steps_per_epoch, self.initial_epoch = total_steps, steps_per_epoch, initial_epoch
+
+    def on_train_begin(self, logs=None):
+        from bert_keras.training.optimizer import WarmupLinearDecay
+
+        start = getattr(self.model, "_initial_epoch", None) or self.initial_epoch  # as Keras' loop reads it
+        end = int(self.model.optimizer.iterations.numpy()) + steps_to_run(self.total_steps, self.steps_per_epoch,
+                                                                          start)
+        schedule = getattr(self.model.optimizer, "_learning_rate", None)
+        if isinstance(schedule, WarmupLinearDecay) and schedule.extendable and schedule.num_train_steps != end:
+            schedule.extend(end, min(schedule.num_warmup_steps, end))
 
 
 def class_weight_ids(task, class_weight, sample_weight=None):

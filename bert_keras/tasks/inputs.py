@@ -406,10 +406,10 @@ def check_count(name, value, *, allow_none=True):
 
 
 def check_epochs(epochs):
-    """A positive number of epochs (a float: the last epoch is partial)."""
-    if isinstance(epochs, bool) or not isinstance(epochs, numbers.Real) or not epochs > 0 \
+    """A number of epochs >= 0 (a float: the last epoch is partial; 0: no step, as in Keras)."""
+    if isinstance(epochs, bool) or not isinstance(epochs, numbers.Real) or not epochs >= 0 \
             or not math.isfinite(epochs):
-        raise TaskInputError(f"epochs={epochs!r}: expected a positive number")
+        raise TaskInputError(f"epochs={epochs!r}: expected a number >= 0")
     return epochs
 
 

@@ -251,12 +251,15 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
             batch_size: examples per step (default: a batched dataset's own
                 batch size, as in Keras, else 32; texts are re-batched to it
                 after tokenization, each batch padded to its longest text).
-            epochs: passes over the data (a float: the last one is partial).
+            epochs: passes over the data (a float: the last one is partial;
+                0: no step, an empty `History`, as in Keras).
             validation_split: the last fraction of in-memory `x` / `y` held
                 out and scored after each epoch (as Keras: before shuffling).
             validation_data: `(x, y)`, `(x, y, sample_weight)` or a dataset,
                 in the same forms as `x` / `y`.
-            shuffle: shuffle the examples every epoch.
+            shuffle: shuffle in-memory examples every epoch. A dataset or a
+                generator keeps its order, as in Keras (shuffle it yourself:
+                `dataset.shuffle(n, seed=...)`).
             class_weight: `{label name or id: weight}` (classification).
             sample_weight: one weight per example.
             steps_per_epoch: steps in one Keras epoch (default: one pass).
@@ -309,7 +312,7 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
                 raise TaskInputError("x, y: evaluate needs the inputs and their labels (predict takes "
                                      "inputs alone)")
             data = (x, y) if sample_weight is None else (x, y, sample_weight)
-        dataset = without_autotune_thread(validation_dataset(self, data, batch_size))
+        dataset = without_autotune_thread(validation_dataset(self, data, batch_size, argument=None))
         if self.distribute_strategy.num_replicas_in_sync > 1 and not kwargs and not callbacks \
                 and steps is None:  # Keras' test loop fails on a batch the replicas cannot split
             results = ValidationOnOneDevice(dataset).results(self)

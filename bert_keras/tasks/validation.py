@@ -13,15 +13,16 @@ from bert_keras.tasks.inputs import TaskInputError, is_tokenized
 from bert_keras.tasks.task_batches import packed_batches
 
 
-def validation_dataset(task, validation_data, batch_size):
-    """`validation_data` in any form of `fit`'s, as encoded batches for Keras' evaluation;
-    an error in it says so (its `x` / `y` are not `fit`'s)."""
+def validation_dataset(task, validation_data, batch_size, *, argument="validation_data"):
+    """`validation_data` in any form of `fit`'s, as encoded batches for Keras' evaluation; an
+    error in it names `argument` first (`fit`'s `x` / `y` are not the ones at fault). `evaluate`
+    passes its own `x` / `y` (`argument=None`): its errors name them as they are."""
     try:
         return _validation_batches(task, validation_data, batch_size)
     except TaskInputError as error:
-        if str(error).startswith("validation_data"):
+        if argument is None or str(error).startswith(argument):
             raise
-        raise TaskInputError(f"validation_data: {error}") from None
+        raise TaskInputError(f"{argument}: {error}") from None
 
 def _validation_batches(task, validation_data, batch_size):
     if is_batch_source(validation_data):

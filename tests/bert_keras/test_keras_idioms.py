@@ -294,6 +294,101 @@ def test_backup_and_restore_resumes_an_interrupted_fit(spec, tmp_path):
     assert int(resumed.optimizer.iterations) == 8  # 2 steps x 4 epochs, counting the restored ones
 
 
+def test_backup_and_restore_in_the_interrupted_process_keeps_the_uninterrupted_schedule(spec, tmp_path):
+    """Keras' documented resume: the same `fit` called again on the same model. The step count
+    the interrupted fit left must not stretch the schedule: the restored run ends at rate 0."""
+    class Interrupt(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == 2:
+                raise RuntimeError("killed")
+
+    class Rates(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.seen = {}
+
+        def on_train_batch_begin(self, batch, logs=None):
+            optimizer = self.model.optimizer
+            self.seen[int(optimizer.iterations)] = float(optimizer.learning_rate)
+
+    uninterrupted = Rates()
+    build(tasks.TextClassifier, spec, labels=["neg", "pos"]).fit(
+        TEXTS, LABELS, epochs=4, batch_size=5, verbose=0, callbacks=[uninterrupted])
+    backup = keras.callbacks.BackupAndRestore(str(tmp_path / "backup"))
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    with pytest.raises(RuntimeError, match="killed"):
+        classifier.fit(TEXTS, LABELS, epochs=4, batch_size=5, verbose=0, callbacks=[backup, Interrupt()])
+    resumed = Rates()
+    classifier.fit(TEXTS, LABELS, epochs=4, batch_size=5, verbose=0, callbacks=[backup, resumed])
+    assert sorted(resumed.seen) == [4, 5, 6, 7]
+    assert resumed.seen == {step: uninterrupted.seen[step] for step in (4, 5, 6, 7)}
+    assert resumed.seen[7] > 0 and float(classifier.optimizer.learning_rate) == 0.0
+
+
+def test_steps_per_execution_never_runs_a_step_past_the_epoch_or_the_fit(spec):
+    """Keras stops a multi-step call early only where the data runs out; a fit's batches are
+    repeated, so the call is sized to end with its epoch: the steps and losses of steps_per_execution=1."""
+    reference = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    expected = losses(reference.fit(TEXTS, LABELS, epochs=2, batch_size=2, shuffle=False, verbose=0))
+    for steps_per_execution, warns in ((5, False), (2, True), (3, True)):
+        classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+        classifier.compile(steps_per_execution=steps_per_execution)
+        with pytest.warns(UserWarning, match="divides the steps per epoch") if warns else _no_warning():
+            history = classifier.fit(TEXTS, LABELS, epochs=2, batch_size=2, shuffle=False, verbose=0)
+        assert int(classifier.optimizer.iterations) == 10  # 5 steps x 2 epochs
+        np.testing.assert_allclose(losses(history), expected, rtol=1e-5)
+        assert classifier.steps_per_execution == steps_per_execution  # the compiled value is back
+    # A partial last epoch (max_steps): the calls end there too.
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    classifier.compile(steps_per_execution=5)
+    with pytest.warns(UserWarning, match="the last one 2"):
+        classifier.fit(TEXTS, LABELS, epochs=2, batch_size=2, max_steps=7, verbose=0)
+    assert int(classifier.optimizer.iterations) == 7
+
+
+def _no_warning():
+    import warnings
+    import contextlib
+
+    @contextlib.contextmanager
+    def strict():
+        with warnings.catch_warnings():
+            warnings.filterwarnings("error", message="steps_per_execution")
+            yield
+
+    return strict()
+
+
+def test_a_dataset_keeps_its_order_and_epochs_0_trains_nothing_as_in_keras(spec):
+    seen = []
+
+    def recording_loss(y_true, y_pred):
+        seen.append(np.asarray(y_true).ravel().astype(int).tolist())
+        return keras.losses.sparse_categorical_crossentropy(y_true, y_pred, from_logits=True)
+
+    ids = list(range(8))
+    classifier = build(tasks.TextClassifier, spec, num_classes=8)
+    classifier.compile(optimizer="sgd", loss=recording_loss, run_eagerly=True)
+    for dataset in (tf.data.Dataset.from_tensor_slices((TEXTS[:8], ids)).batch(4),
+                    tf.data.Dataset.from_tensor_slices((TEXTS[:8], ids))):
+        seen.clear()
+        classifier.fit(dataset, epochs=2, batch_size=4, verbose=0)  # shuffle=True by default: Keras ignores it
+        assert seen == [[0, 1, 2, 3], [4, 5, 6, 7]] * 2
+    seen.clear()
+    classifier.fit(TEXTS[:8], ids, epochs=1, batch_size=4, seed=3, verbose=0)  # in-memory data: shuffled
+    assert sorted(sum(seen, [])) == ids and seen != [[0, 1, 2, 3], [4, 5, 6, 7]]
+    # epochs=0: no step, an empty History, the callbacks' train begin and end, as keras.Model.fit.
+    fresh = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    events = []
+    callback = keras.callbacks.LambdaCallback(on_train_begin=lambda logs: events.append("begin"),
+                                              on_train_end=lambda logs: events.append("end"))
+    history = fresh.fit(TEXTS, LABELS, epochs=0, verbose=0, callbacks=[callback])
+    assert history.history == {} and history.epoch == [] and events == ["begin", "end"]
+    assert int(fresh.optimizer.iterations) == 0
+    fresh.fit(TEXTS, LABELS, epochs=1, batch_size=5, verbose=0)  # the next fit sizes its own schedule
+    assert int(fresh.optimizer.iterations) == 2 and float(fresh.optimizer.learning_rate) == 0.0
+
+
 def test_run_dir_resumes_and_never_takes_a_directory_of_other_files(spec, tmp_path):
     class Interrupt(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
@@ -528,7 +623,7 @@ def test_bad_arguments_are_refused_before_a_step(spec, tmp_path):
     classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
     classifier.compile(optimizer=keras.optimizers.SGD(0.01), loss=classifier.default_loss())
     for kwargs, message in [(dict(max_steps=-2), r"max_steps=-2: expected a positive whole number"),
-                            (dict(epochs=0), r"epochs=0: expected a positive number"),
+                            (dict(epochs=-1), r"epochs=-1: expected a number >= 0"),
                             (dict(batch_size=0), r"batch_size=0: expected a positive whole number"),
                             (dict(steps_per_epoch=0), r"steps_per_epoch=0"),
                             (dict(validation_split=1.5), r"validation_split=1.5")]:
@@ -1102,6 +1197,13 @@ def test_an_error_in_validation_data_names_it(spec):
         classifier.fit(TEXTS, LABELS, validation_data=(TEXTS[:2], ["pos", "meh"]), epochs=1, verbose=0)
     with pytest.raises(tasks.TaskInputError, match=r"^validation_data: x and y differ in length"):
         classifier.fit(TEXTS, LABELS, validation_data=(TEXTS[:2], ["pos"]), epochs=1, verbose=0)
+    # evaluate's own x / y are named as they are: it has no validation_data.
+    with pytest.raises(tasks.TaskInputError, match=r"^y\[1\]: label 'meh' was never seen"):
+        classifier.evaluate(TEXTS[:2], ["pos", "meh"], verbose=0)
+    with pytest.raises(tasks.TaskInputError, match=r"^x and y differ in length"):
+        classifier.evaluate(TEXTS[:2], ["pos"], verbose=0)
+    with pytest.raises(tasks.TaskInputError, match=r"^sample_weight: expected one weight per example"):
+        classifier.evaluate(TEXTS[:2], ["pos", "neg"], sample_weight=[1.0], verbose=0)
 
 
 def test_a_run_dir_in_use_by_a_running_fit_is_refused(spec, tmp_path):
