@@ -26,6 +26,7 @@ Example:
 
 import difflib
 import re
+import shlex
 import sys
 
 # column option of the CSV task -> the argparse destination that holds its value, and its default
@@ -66,7 +67,10 @@ def _column_hint(message, args):
             free = [c for c in found if c not in taken]
             # the one column left, or one whose name is close (a far guess would name the wrong one)
             guess = free if len(free) == 1 else difflib.get_close_matches(missing, free, n=1, cutoff=0.5)
-            example = f" (e.g. {flag} {guess[0]})" if guess else ""
+            if len(found) == 1 and re.search(r"[,;\t|]", found[0]):  # one column of joined names
+                return (f"the file's header is one column, {found[0]!r}: its columns are not separated as "
+                        "its extension says (.csv: commas, .tsv: tabs); rename the file or fix the separator")
+            example = f" (e.g. {flag} {shlex.quote(guess[0])})" if guess else ""
             return f"name the column with {flag} COLUMN; the file has {', '.join(found) or 'no columns'}{example}"
     return None
 

@@ -59,6 +59,23 @@ NOISY_WARNINGS = (
 )
 
 
+# Messages of Python log records (any logger) that say nothing to a user of the command.
+NOISY_RECORDS = re.compile(
+    # Apache Beam's GCP clients, logged on the root logger when `apache_beam` loads without them
+    # (the `beam` extra has no GCP: Dataflow is `beam-gcp`).
+    r"^apitools not found, and bigquery client libraries are not available")
+
+
+class _DropNoisyRecords(logging.Filter):
+    def filter(self, record):
+        return not NOISY_RECORDS.match(str(record.msg))
+
+
+def _plain_warning(message, category, filename, lineno, file=None, line=None):
+    """A warning as the command prints it: one line, no source location (`--verbose` shows it)."""
+    print(f"warning: {message}", file=file or sys.stderr)
+
+
 # Whether `quiet_by_default` chose the C++ level (not the user): `configure(verbose=True)` may undo it.
 _LEVEL_CHOSEN_HERE = False
 
@@ -107,7 +124,10 @@ def configure(verbose=False):
     quiet_tensorflow_load()
     for name in NOISY_LOGGERS:
         _logger(name).setLevel(logging.ERROR)
+    if not any(isinstance(f, _DropNoisyRecords) for f in logging.getLogger().filters):
+        logging.getLogger().addFilter(_DropNoisyRecords())
     filter_noisy_warnings()
+    warnings.showwarning = _plain_warning
 
 
 # C++ lines TensorFlow prints while its libraries load, on healthy CPU machines. From 2.21 they go
@@ -158,6 +178,21 @@ def _load_time_noise_filtered():
             if kept:
                 sys.stderr.write("".join(kept))
                 sys.stderr.flush()
+
+
+_PROJECT_DIRECTORIES = tuple(
+    os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), name) + os.sep
+    for name in ("bert_keras", "pipelines", "serving"))
+
+
+def caller_stacklevel():
+    """The `stacklevel` that makes a `warnings.warn` in the calling function name the first frame
+    outside this project (and `contextlib`): the user's line, however deep the call came from."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and (frame.f_code.co_filename.startswith(_PROJECT_DIRECTORIES)
+                                        or frame.f_code.co_filename == contextlib.__file__):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def filter_noisy_warnings():

@@ -42,13 +42,13 @@ def read_texts(path, *, keep_blank=False, refuse_blank=False):
         TextRequestError: no such file, a byte that is not UTF-8, or (`refuse_blank`) a blank
             line, naming the line.
     """
-    if path != "-" and not os.path.isfile(path):
-        raise TextRequestError(f"--input {path}: no such file")
-    if path == "-":
-        text = sys.stdin.read()
-    else:
-        from pipelines.datasets.text_files import decode_text_file
+    from pipelines.datasets.text_files import decode_text, decode_text_file, not_a_file
 
+    if path != "-" and not os.path.isfile(path):
+        raise TextRequestError(f"--input {not_a_file(path)}")
+    if path == "-":  # bytes, decoded as a file's are: a bad byte names its line
+        text = decode_text(sys.stdin.buffer.read(), "standard input", error=TextRequestError)
+    else:
         text = decode_text_file(path, error=TextRequestError)  # a bad byte names the file and line
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # a file's lines, as open() reads them
     if lines and lines[-1] == "":
@@ -57,6 +57,20 @@ def read_texts(path, *, keep_blank=False, refuse_blank=False):
     if refuse_blank and blank is not None:
         raise TextRequestError(f"--input {path}, line {blank}: an empty line (each line is one text; remove it)")
     return lines if keep_blank or refuse_blank else [line for line in lines if line.strip()]
+
+
+def utf8_arguments(texts, what="TEXT"):
+    """`texts` given as command-line arguments, checked: a byte that is not UTF-8 (Python passes it
+    on as a lone surrogate, which TensorFlow cannot convert) is an error naming the argument."""
+    for number, text in enumerate(texts, 1):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as bad:
+            byte = ord(text[bad.start]) - 0xDC00 if 0xDC80 <= ord(text[bad.start]) <= 0xDCFF else None
+            raise TextRequestError(f"{what} argument {number} ({text!r}): "
+                                   + (f"byte 0x{byte:02x} is not valid UTF-8" if byte is not None
+                                      else "not valid Unicode text") + "; give UTF-8 text") from None
+    return list(texts)
 
 
 def split_pairs(texts):

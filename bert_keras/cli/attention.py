@@ -50,7 +50,9 @@ def run(args):
     if os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
         raise CommandError(f"--output-dir {args.output_dir}: is a file, not a directory")
 
-    attention = encoder_attention(args.init, args.texts, vocab_file=args.vocab,
+    from serving.text_requests import utf8_arguments
+
+    attention = encoder_attention(args.init, utf8_arguments(args.texts), vocab_file=args.vocab,
                                   lowercase=False if args.cased else None, strip_accents=args.strip_accents,
                                   seq_length=args.seq_length)
     try:

@@ -89,9 +89,9 @@ def run(args):
 def _read_texts(args):
     if args.input and args.texts:
         raise CommandError("give TEXT arguments or --input FILE, not both")
-    from serving.text_requests import read_texts
+    from serving.text_requests import read_texts, utf8_arguments
 
-    texts = read_texts(args.input, refuse_blank=True) if args.input else list(args.texts)  # row i: line i
+    texts = read_texts(args.input, refuse_blank=True) if args.input else utf8_arguments(args.texts)  # row i: line i
     if not texts:
         raise CommandError(f"--input {args.input}: holds no text" if args.input
                            else "no text given: pass TEXT arguments or --input FILE")

@@ -49,9 +49,11 @@ def read_idf_corpus(args):
     if args.pooling != "bm25":
         raise CommandError(f"--idf-corpus {args.idf_corpus}: the IDF is for --pooling bm25 "
                            f"(not {args.pooling})")
-    if not os.path.isfile(args.idf_corpus):
-        raise CommandError(f"--idf-corpus {args.idf_corpus}: no such file")
+    from pipelines.datasets.text_files import not_a_file
     from serving.text_requests import read_texts
+
+    if not os.path.isfile(args.idf_corpus):
+        raise CommandError(f"--idf-corpus {not_a_file(args.idf_corpus)}")
 
     corpus = read_texts(args.idf_corpus)
     if not corpus:

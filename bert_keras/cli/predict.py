@@ -46,10 +46,10 @@ def register(subparsers, summary):
 
 
 def _read_texts(args):
-    from serving.text_requests import read_texts, split_pairs
+    from serving.text_requests import read_texts, split_pairs, utf8_arguments
 
     # Row i of the output is line i of --input, as `embed` reads it: a blank line is refused by number.
-    return split_pairs(list(args.texts) + (read_texts(args.input, refuse_blank=True) if args.input else []))
+    return split_pairs(utf8_arguments(args.texts) + (read_texts(args.input, refuse_blank=True) if args.input else []))
 
 
 def run(args):

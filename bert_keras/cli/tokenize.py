@@ -1,7 +1,5 @@
 """`bert-keras tokenize`: BERT tokenization of text, with ids and offsets."""
 
-import sys
-
 from bert_keras import json_output
 from bert_keras.cli.flag_arguments import add_case_options
 from pipelines.command_options import add_option
@@ -36,7 +34,11 @@ def register(subparsers, summary):
 
 
 def run(args):
-    texts = args.texts or [line.rstrip("\n") for line in sys.stdin]
+    from serving.text_requests import read_texts, utf8_arguments
+
+    texts = utf8_arguments(args.texts) if args.texts else read_texts("-", keep_blank=True)
+    if args.pair is not None:
+        utf8_arguments([args.pair], "--pair")
     if not texts:
         raise CommandError("no text given: pass TEXT arguments or pipe lines to stdin")
     from bert_keras.checkpoints import load_tokenizer

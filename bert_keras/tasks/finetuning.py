@@ -28,10 +28,10 @@ class FinetuningResult:
     def next_steps(self):
         """The commands that use the saved model, as one line."""
         model = shlex.quote(str(self.output_dir))
-        # Without a dev evaluation the model records no evaluation file: name one.
-        data = "" if self.metrics is not None else " --data DEV_FILE"
-        return (f"next: bert-keras evaluate --model {model}{data}   |   "
-                f"bert-keras predict --model {model} {self.task.predict_example}")
+        predict = f"bert-keras predict --model {model} {self.task.predict_example}"
+        if self.metrics is None:  # no dev data was read: `evaluate` would need a --data file of yours
+            return f"next: {predict}   |   score a dev file: bert-keras evaluate --model {model} --data FILE"
+        return f"next: bert-keras evaluate --model {model}   |   {predict}"
 
 
 def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=None, learning_rate=None,

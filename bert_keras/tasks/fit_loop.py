@@ -27,6 +27,7 @@ from bert_keras.tasks import recipe as finetuning_recipe
 from bert_keras.tasks.dataset_inputs import is_tokenized_dataset, read_batch_source, without_autotune_thread
 from bert_keras.tasks.finetuning_run import task_backup_callback
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_epochs, label_ids, num_rows, take_rows
+from pipelines.tensorflow_logs import caller_stacklevel
 from bert_keras.tasks.validation import ValidationOnOneDevice, validation_dataset, validation_metrics
 from bert_keras.tasks.task_batches import batch_size_for, packed_batches
 
@@ -195,7 +196,8 @@ def executions_within_epochs(task, steps_per_epoch, total_steps):
         f"steps_per_execution={compiled}: this fit runs {usable} step(s) per call, because a call must "
         f"end with its epoch ({per_epoch} steps" + (f", the last one {total_steps % per_epoch}"
                                                     if total_steps % per_epoch else "")
-        + "); choose a steps_per_execution that divides the steps per epoch", stacklevel=7)
+        + "); choose a steps_per_execution that divides the steps per epoch",
+        stacklevel=caller_stacklevel())
     task.steps_per_execution, task.train_function = usable, None
     try:
         yield

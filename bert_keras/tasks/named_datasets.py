@@ -43,11 +43,9 @@ class DatasetSpecError(ValueError):
 
 def not_a_file(path):
     """Why `path` cannot be read as a data file, in words (`os.path.isfile` said no)."""
-    if os.path.isdir(path):
-        return f"{path}: is a directory; give a data file (inside it?)"
-    if os.path.islink(path):
-        return f"{path}: a symbolic link to nothing (or a loop of links)"
-    return f"{path}: no such file"
+    from pipelines.datasets.text_files import not_a_file as why
+
+    return why(path)
 
 def suggest_task(spec, glue=False):
     """The task spec closest to an unknown one, or None.
@@ -67,7 +65,8 @@ def suggest_task(spec, glue=False):
     if name in GLUE_NAMES:
         return f"glue/{name}"
     if name.startswith(("csv", "tsv", "jsonl")) or name.endswith((".csv", ".tsv", ".jsonl")):
-        return f"csv:{name.split(':')[-1]}"
+        path = spec.strip().split(":")[-1]  # the file name as typed (a path is case-sensitive)
+        return f"csv:{path}" if path and path.lower() not in ("csv", "tsv", "jsonl") else None
     others = [form for form in TASK_FORMS if not form.startswith(("glue/", "csv:"))]
     close = difflib.get_close_matches(name, [f"glue/{n}" for n in GLUE_NAMES] + others, n=1, cutoff=0.6)
     bare = difflib.get_close_matches(name, GLUE_NAMES, n=1, cutoff=0.6)
@@ -100,6 +99,12 @@ def parse_task(spec, **options):
     raise DatasetSpecError(f"unknown task {spec!r}; valid forms: {', '.join(TASK_FORMS)}", suggest_task(spec))
 
 
+def text_b_column_named(options):
+    """Whether the user named the second text's column (`--text-b-column`): then a file without it is
+    an error, not single texts."""
+    return options.get("text_b_column") is not None
+
+
 def spec_of_saved(training, **options):
     """The `DatasetSpec` a saved model was trained on (its `training` provenance), or None."""
     spec = (training or {}).get("task")
@@ -111,7 +116,10 @@ def spec_of_saved(training, **options):
         kept["regression"] = bool(training.get("regression"))
         if training.get("train_path"):  # absolute when recorded: the spec may name it relative to the old cwd
             spec = f"csv:{training['train_path']}"
-    return parse_task(spec, **{**kept, **{k: v for k, v in options.items() if v is not None}})
+    parsed = parse_task(spec, **{**kept, **{k: v for k, v in options.items() if v is not None}})
+    if isinstance(parsed, CsvSpec):  # a recorded column is a default; one given now is the user's
+        parsed._text_b_named = text_b_column_named(options)
+    return parsed
 
 
 def task_spec(task=None, *, training=None, regression=None, stride=None, **options):
@@ -151,6 +159,8 @@ def spec_for_model(spec, task, directory, override=None):
         raise DatasetSpecError(f"--task {override} needs a {spec.task_class.__name__}; {directory} holds "
                                f"a {type(task).__name__} ({saved})")
     spec.labels = task.labels
+    if isinstance(spec, CsvSpec):  # the model reads pairs or single texts, whatever its data file has
+        spec.text_pair = bool(task.text_pair)
     return spec
 
 
@@ -261,7 +271,8 @@ class CsvSpec(DatasetSpec):
         self.task_class = TextClassifier
         self.train_path = self.train_path or spec[4:]
         self.regression = regression
-        self.text_pair = None
+        self.text_pair = None  # known once the training data or the model says
+        self._text_b_named = text_b_column_named(options)
         self._read_examples = {}  # {path: its TextExamples}, for `check_texts`
 
     def model_options(self):
@@ -280,7 +291,15 @@ class CsvSpec(DatasetSpec):
         self.text_column = self.text_column or next((c for c in self.TEXT_COLUMNS if c in columns), "text")
         self.text_b_column = self.text_b_column or next(
             (c for c in self.TEXT_B_COLUMNS if c in columns), "text_b")
-        examples = read_text_file(path, text_column=self.text_column, text_b_column=self.text_b_column,
+        if self.text_b_column not in columns and (self.text_pair or (self.text_pair is None and self._text_b_named)):
+            why = "the model reads text pairs" if self.text_pair else "--text-b-column"
+            raise DatasetSpecError(f"{path}: no column {self.text_b_column!r} for the second text ({why}); "
+                                   f"columns found: {sorted(columns)}")
+        if self.text_pair is False and self.text_b_column in columns:
+            raise DatasetSpecError(f"{path}: column {self.text_b_column!r} holds second texts, but the model reads "
+                                   f"single texts (column {self.text_column!r}); give a file without it")
+        examples = read_text_file(path, text_column=self.text_column,
+                                  text_b_column=None if self.text_pair is False else self.text_b_column,
                                   label_column=self.label_column, regression=self.regression)
         texts = [e.text for e in examples]
         pair = examples[0].text_b is not None

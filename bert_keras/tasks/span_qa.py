@@ -73,7 +73,7 @@ class SpanQA(TextTask):
 
     kind = "squad"
     freeze_pooler = True
-    predict_example = "--squad dev.json   (or 'question ||| context')"
+    predict_example = "'Who wrote the report? ||| The report was written by Ann Lee.'   (or --squad DEV.json)"
 
     @property
     def dataset_layout(self):

@@ -15,6 +15,7 @@ import tensorflow as tf
 
 from bert_keras.tasks.dataset_inputs import without_autotune_thread
 from bert_keras.tasks.task_batches import predicted_outputs
+from pipelines.tensorflow_logs import caller_stacklevel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,4 +71,4 @@ def warn_truncated(task, truncated):
     _, _, max_length = task.window_options()
     warnings.warn(f"{int(np.sum(truncated))} of {len(truncated)} texts have more than {max_length} "
                   "word pieces; only their first were read (max_length=N reads N, in windows)",
-                  stacklevel=4)
+                  stacklevel=caller_stacklevel())

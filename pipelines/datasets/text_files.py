@@ -153,6 +153,15 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
     return examples
 
 
+def not_a_file(path):
+    """Why `path` cannot be read as a data file, in words (`os.path.isfile` said no)."""
+    if os.path.isdir(path):
+        return f"{path}: is a directory; give a data file (inside it?)"
+    if os.path.islink(path):
+        return f"{path}: a symbolic link to nothing (or a loop of links)"
+    return f"{path}: no such file"
+
+
 def decode_text_file(path, encoding="utf-8", *, error=None):
     """The text of a data file; a byte not in `encoding` is an error naming the file and line.
 
@@ -167,6 +176,12 @@ def decode_text_file(path, encoding="utf-8", *, error=None):
     """
     with open(path, "rb") as f:
         data = f.read()
+    return decode_text(data, path, encoding, error=error)
+
+
+def decode_text(data, name, encoding="utf-8", *, error=None):
+    """`decode_text_file` for bytes already read (standard input: `name` says where they came from)."""
+    path = name
     wide = None if codecs.lookup(encoding).name.startswith(("utf-16", "utf-32")) else wide_unicode_encoding(data)
     if wide:  # read as UTF-8 or a code page, it fails on the wrong byte, or gives text with NULs between letters
         raise (error or TextFileError)(
@@ -468,6 +483,10 @@ def _table_rows(f, path, file_format):
                                     f"{MAX_COLUMNS:,} a task file may have (text, text_b, label and a few "
                                     "more); keep the columns the task reads.")
             header = [h.strip() for h in fields]
+            repeated = sorted({h for h in header if header.count(h) > 1})
+            if repeated:
+                raise TextFileError(f"{path}:{line}: the header names {repeated[0]!r} {header.count(repeated[0])} "
+                                    f"times ({header}); give each column its own name.")
             continue
         if len(fields) != len(header):
             raise TextFileError(f"{path}:{line}: {len(fields)} fields, the header has {len(header)} "
@@ -478,6 +497,20 @@ def _table_rows(f, path, file_format):
     return rows, blank
 
 
+class _RepeatedKey(Exception):
+    pass
+
+
+def _object_of_unique_keys(pairs):
+    """A JSON object as a dict; a key named twice is an error (`json` would keep the last value)."""
+    row = {}
+    for key, value in pairs:
+        if key in row:
+            raise _RepeatedKey(key)
+        row[key] = value
+    return row
+
+
 def _jsonl_rows(f, path, file_format):
     rows, blank = [], 0
     for line, text in enumerate(f, start=1):
@@ -485,9 +518,12 @@ def _jsonl_rows(f, path, file_format):
             blank += 1
             continue
         try:
-            row = json.loads(text)
+            row = json.loads(text, object_pairs_hook=_object_of_unique_keys)
         except json.JSONDecodeError as e:
             raise TextFileError(f"{path}:{line}: not valid JSON ({e}).") from None
+        except _RepeatedKey as e:
+            raise TextFileError(f"{path}:{line}: the object names {e.args[0]!r} twice; give each field "
+                                "its own name.") from None
         if not isinstance(row, dict):
             raise TextFileError(f"{path}:{line}: expected a JSON object, got {type(row).__name__}.")
         rows.append((line, row))

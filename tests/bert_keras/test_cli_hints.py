@@ -109,7 +109,9 @@ def test_finetune_hints_name_dev_data_when_the_run_evaluated_none():
     evaluated = FinetuningResult(task, "out/my run", metrics={"accuracy": 0.9}).next_steps()
     assert evaluated.startswith("next: bert-keras evaluate --model 'out/my run'   |")
     unevaluated = FinetuningResult(task, "out/run", metrics=None).next_steps()
-    assert "bert-keras evaluate --model out/run --data DEV_FILE" in unevaluated
+    # The command first is the one that works as printed; scoring needs a dev file of the user's.
+    assert unevaluated.startswith('next: bert-keras predict --model out/run "a fine film"   |   score a dev file: ')
+    assert unevaluated.endswith("bert-keras evaluate --model out/run --data FILE")
 
 
 def test_a_column_hint_guesses_only_the_one_column_left_or_a_close_name():
@@ -122,3 +124,15 @@ def test_a_column_hint_guesses_only_the_one_column_left_or_a_close_name():
     assert hint_for(far, args) == "name the column with --text-column COLUMN; the file has review, stars"
     close = ValueError("d.csv: no column 'sentence'; columns found: ['sentences', 'stars']")
     assert hint_for(close, args).endswith("(e.g. --text-column sentences)")
+    spaced = ValueError("d.tsv: no column 'sentence'; columns found: ['review text', 'label']")
+    assert hint_for(spaced, args).endswith("(e.g. --text-column 'review text')")  # runs as printed
+    joined = ValueError("d.tsv: no column 'sentence'; columns found: ['sentence,label']")
+    assert hint_for(joined, args).startswith("the file's header is one column, 'sentence,label': its columns "
+                                             "are not separated as its extension says")
+
+
+def test_a_task_spec_hint_never_suggests_what_was_typed():
+    from bert_keras.tasks.named_datasets import suggest_task
+
+    assert suggest_task("csv:") is None and suggest_task("tsv") is None
+    assert suggest_task("Train.TSV") == "csv:Train.TSV" and suggest_task("csv:My.tsv") == "csv:My.tsv"

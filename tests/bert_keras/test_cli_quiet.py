@@ -4,6 +4,7 @@ Each command runs as a user runs it: the installed `bert-keras` script in a fres
 whose environment has no `TF_CPP_MIN_LOG_LEVEL` (a user's shell), on real files.
 """
 
+import os
 import subprocess
 import sys
 
@@ -99,6 +100,38 @@ def test_quiet_drops_only_the_known_warnings():
         warnings.warn("Your input ran out of data; interrupting training. Make sure that your dataset", UserWarning)
         warnings.warn("keras-hub BertBackbone always uses the tanh GELU", UserWarning)
     assert [str(w.message) for w in caught] == ["keras-hub BertBackbone always uses the tanh GELU"]
+
+
+def test_the_command_prints_warnings_as_lines_naming_no_library_source_and_drops_beams_gcp_note(capsys):
+    import logging
+    import warnings
+
+    from pipelines import tensorflow_logs as quiet
+
+    saved = warnings.showwarning
+    try:
+        quiet.configure(verbose=False)
+        warnings.warn_explicit("3 of 9 texts have more than 30 word pieces", UserWarning, "contextlib.py", 81)
+        logging.getLogger().warning("apitools not found, and bigquery client libraries are not available "
+                                    "despite the import not raising an ImportError.")
+    finally:
+        warnings.showwarning = saved
+    err = capsys.readouterr().err
+    assert err == "warning: 3 of 9 texts have more than 30 word pieces\n"
+
+
+def test_a_library_warning_names_the_users_line_however_deep_it_was_raised():
+    import warnings
+
+    from pipelines.tensorflow_logs import caller_stacklevel
+
+    exec(compile("def deep():\n    warnings.warn('w', UserWarning, stacklevel=caller_stacklevel())\n",
+                 os.path.join(os.path.dirname(caller_stacklevel.__code__.co_filename), "fake_module.py"), "exec"),
+         namespace := {"warnings": warnings, "caller_stacklevel": caller_stacklevel})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        namespace["deep"]()  # "raised" in a project module: the warning names this test's line
+    assert caught[0].filename == __file__
 
 
 def test_tensorflow_load_noise_is_dropped_and_other_lines_are_kept(capfd):

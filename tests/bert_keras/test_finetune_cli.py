@@ -296,3 +296,40 @@ def test_evaluate_reads_a_file_of_other_column_names_with_the_column_flags(senti
     assert run(evaluate, ["evaluate", "--model", sentiment_dir, "--data", str(renamed), "--json",
                           "--text-column", "review", "--label-column", "sentiment"]) == 0
     assert json.loads(capsys.readouterr().out) == expected
+
+
+def test_a_second_text_column_that_is_missing_is_named_before_training(tiny_encoder, tmp_path):
+    """A named --text-b-column the file lacks is an error (not single texts); a pair model's dev file
+    without the second text is refused before the first step, naming the file and the column."""
+    from bert_keras.tasks.named_datasets import DatasetSpecError
+
+    single = tmp_path / "single.tsv"
+    single.write_text("sentence\tlabel\ngood film\tpositive\nbad film\tnegative\n", encoding="utf-8")
+    common = ["--init", tiny_encoder, "--max-steps", "1", "--batch-size", "2", "--seq-length", "16",
+              "--strategy", "default"]
+    with pytest.raises(DatasetSpecError, match=r"single.tsv: no column 'premise' for the second text "
+                                               r"\(--text-b-column\)"):
+        run(finetune, ["finetune", "--task", f"csv:{single}", "--text-b-column", "premise", "--no-eval",
+                       "--output-dir", str(tmp_path / "a"), *common])
+    pairs = os.path.join(DATA, "tasks", "pairs_train.tsv")
+    dev = tmp_path / "dev_single.tsv"
+    dev.write_text("text\tlabel\nA man sleeps.\tneutral\n", encoding="utf-8")
+    with pytest.raises(DatasetSpecError, match=r"dev_single.tsv: no column 'text_b' for the second text "
+                                               r"\(the model reads text pairs\)"):
+        run(finetune, ["finetune", "--task", f"csv:{pairs}", "--eval-data", str(dev),
+                       "--output-dir", str(tmp_path / "b"), *common])
+    assert not (tmp_path / "b" / "model.keras").exists()
+
+
+def test_a_header_or_json_object_naming_a_field_twice_is_refused(tmp_path):
+    from pipelines.datasets.text_files import TextFileError, read_text_file
+
+    table = tmp_path / "dup.tsv"
+    table.write_text("sentence\tlabel\tlabel\ngood film\tpositive\tnegative\n", encoding="utf-8")
+    with pytest.raises(TextFileError, match=r"dup.tsv:1: the header names 'label' 2 times"):
+        read_text_file(table)
+    lines = tmp_path / "dup.jsonl"
+    lines.write_text('{"text": "good", "label": "pos"}\n{"text": "bad", "label": "neg", "label": "pos"}\n',
+                     encoding="utf-8")
+    with pytest.raises(TextFileError, match=r"dup.jsonl:2: the object names 'label' twice"):
+        read_text_file(lines)
