@@ -1,5 +1,6 @@
 """`bert-keras predict`: labels + probabilities, NER entities, or SQuAD answers from a fine-tuned model."""
 
+import re
 import shlex
 import sys
 
@@ -46,16 +47,30 @@ def register(subparsers, summary):
 
 
 def _read_texts(args):
+    """`(texts, sources)`: the TEXT arguments then the lines of --input, each split into a pair at a
+    tab or ' ||| ', and where each came from, in the words of an error message."""
     from serving.text_requests import read_texts, split_pairs, utf8_arguments
 
+    given = utf8_arguments(args.texts)
     # Row i of the output is line i of --input, as `embed` reads it: a blank line is refused by number.
-    return split_pairs(utf8_arguments(args.texts) + (read_texts(args.input, refuse_blank=True) if args.input else []))
+    lines = read_texts(args.input, refuse_blank=True) if args.input else []
+    sources = [f"TEXT argument {i}" for i in range(1, len(given) + 1)]
+    sources += [f"--input {args.input}, line {i}" for i in range(1, len(lines) + 1)]
+    return split_pairs(given + lines), sources
+
+
+def _named_by_source(error, sources):
+    """A task's "row N (...)" error, with row N named as the user gave it (argument or file line)."""
+    match = re.match(r"row (\d+) ", str(error))
+    if not match or int(match.group(1)) >= len(sources):
+        return error
+    return CommandError(sources[int(match.group(1))] + str(error)[match.end() - 1:])
 
 
 def run(args):
     from pipelines.output_paths import check_output_file
     from bert_keras.families import family, resolve
-    from bert_keras.tasks import load
+    from bert_keras.tasks import TaskInputError, load
     from pipelines.atomic_writes import atomic_file
 
     if not args.squad:
@@ -66,14 +81,17 @@ def run(args):
         if writer is None:
             raise CommandError(f"--squad needs a SQuAD model; {args.model} is a {task.kind} model")
         return _predict_squad(args, task, resolve(writer))
-    texts = _read_texts(args)
+    texts, sources = _read_texts(args)
     if not texts and args.input and not args.texts:
         raise CommandError(f"--input {args.input}: holds no text (the file is empty)")
     if not texts:
         raise CommandError("no text given: pass TEXT arguments or --input FILE"
                            + (" (or --squad FILE.json)" if writer else ""))
     with task.verbosity(int(sys.stdout.isatty() and not args.json)):  # a progress bar on a terminal
-        rows = task.predict_rows(texts, batch_size=args.batch_size)
+        try:
+            rows = task.predict_rows(texts, batch_size=args.batch_size)
+        except TaskInputError as error:
+            raise _named_by_source(error, sources) from None
     if args.output:
         with atomic_file(args.output) as f:
             f.writelines(json_output.dumps(row) + "\n" for row in rows)
