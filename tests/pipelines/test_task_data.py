@@ -250,6 +250,20 @@ def test_convert_tags():
         conll.convert_tags(["X-PER"], "IOB2", "IOB1")
 
 
+@pytest.mark.parametrize("tag, problem", [
+    ("X-ORG", "is neither 'O' nor '<B|I|E|S>-<type>'"),
+    ("E-ORG", "is not valid IOB1 (E- and S- are IOBES tags)"),
+])
+def test_a_sentence_tag_of_another_scheme_names_file_line_and_word(tmp_path, tag, problem):
+    path = tmp_path / "ner.txt"
+    path.write_text(f"-DOCSTART- -X- -X- O\n\nEU NNP B-NP I-ORG\n\nPeter NNP B-NP O\nrejects VBZ B-VP {tag}\n")
+    second = conll.read_conll(path)[1]
+    with pytest.raises(conll.ConllFormatError) as error:
+        second.with_scheme("IOB1", "IOB2")
+    assert str(error.value) == f"{path}:5: tag {tag!r} (word 2, 'rejects') {problem}."
+    assert conll.read_conll(path)[0].with_scheme("IOB1", "IOB2").tags == ["B-ORG"]
+
+
 LABELS = conll.CONLL2003_NER_LABELS  # O B-PER I-PER B-ORG I-ORG B-LOC I-LOC B-MISC I-MISC
 
 
