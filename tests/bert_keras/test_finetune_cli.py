@@ -199,6 +199,15 @@ def test_conll_evaluate_names_file_line_and_word_of_a_tag_that_is_not_iob1(ner_d
     assert f"ner_badtag.txt:3: tag {tag!r} (word 1, 'EU') {problem}" in str(error.value)
 
 
+def test_conll_evaluate_reads_a_word_of_control_characters_as_unk(ner_dir, tmp_path, capsys):
+    # The documented rule (pipelines.datasets.conll): such a word becomes one [UNK] and keeps its tag.
+    data = tmp_path / "ner_ctrl.txt"
+    data.write_bytes(b"\x01 NNP B-NP I-ORG\nfoo NN B-NP O\n")
+    capsys.readouterr()
+    assert run(evaluate, ["evaluate", "--model", ner_dir, "--data", str(data), "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert metrics["num_examples"] == 1
+
 
 def test_finetune_max_length_reads_documents_in_windows_by_their_mean(tiny_encoder, tmp_path, capsys):
     # --max-length is the document length, as from_pretrained(max_length=) in Python; --seq-length the window.
