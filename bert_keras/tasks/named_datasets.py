@@ -355,7 +355,8 @@ class ConllSpec(DatasetSpec):
                 raise DatasetSpecError(not_a_file(path))
             self.scored = path
             # CoNLL-2003 files are IOB1; train and score in IOB2 (BIO), as TFDS.
-            return [s.with_tags(conll.convert_tags(s.tags, "IOB1", "IOB2")) for s in conll.read_conll(path)]
+            # A tag that is not IOB1: an error naming file, line and word (Sentence.with_scheme).
+            return [s.with_scheme("IOB1", "IOB2") for s in conll.read_conll(path)]
         self.scored = f"tfds conll2003[{split}]"
         return conll.conll_from_tfds(split, data_dir=self.data_dir)
 

@@ -138,7 +138,10 @@ class TokenClassifier(TextTask):
             words = [w for w, _, _ in split]
             spans = [(text, starts, ends) for text, (_, starts, ends) in zip(texts, split)]
         else:
-            words = [text_list(item, f"{name}[{i}]") if len(item) else [] for i, item in enumerate(x)]
+            # A word with no token is no empty text: it becomes one [UNK] and keeps its tag
+            # (encode_sentences, as the preprocessor); only a whole text with none is refused.
+            words = [text_list(item, f"{name}[{i}]", allow_empty=True) if len(item) else []
+                     for i, item in enumerate(x)]
             spans = [_joined_spans(w) for w in words]
         if y is None:
             tags = [[self.labels[0]] * len(w) for w in words]  # placeholders: prediction needs none

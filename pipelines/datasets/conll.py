@@ -1,7 +1,8 @@
 """Token classification (NER) from CoNLL-2003 files or TFDS `conll2003`.
 
 1. `read_conll` / `conll_from_tfds`: sentences as `(words, tags)`.
-2. `convert_tags`: between tag schemes IOB1 (CoNLL-2003's original files:
+2. `convert_tags` (of a `Sentence`: `with_scheme`, whose errors name the
+   file and line): between tag schemes IOB1 (CoNLL-2003's original files:
    `B-` only between two adjacent entities of the same type), IOB2 (a.k.a.
    BIO: every entity starts with `B-`) and IOBES.
 3. `encode_sentences`: words -> word pieces with one label per piece. Each
@@ -33,7 +34,7 @@ Example:
     >>> sentences = conll.read_conll("tests/data/tasks/conll2003_mini.txt")
     >>> sentences[0].words[:3], sentences[0].tags[:3]
     (['EU', 'rejects', 'German'], ['I-ORG', 'O', 'I-MISC'])
-    >>> sentences = [s.with_tags(conll.convert_tags(s.tags, "IOB1", "IOB2")) for s in sentences]
+    >>> sentences = [s.with_scheme("IOB1", "IOB2") for s in sentences]
     >>> tokenizer = BertTokenizer("vocab.txt")
     >>> features = conll.encode_sentences(sentences, tokenizer, conll.CONLL2003_NER_LABELS,
     ...                                   seq_length=32)
@@ -84,6 +85,25 @@ class Sentence:
 
     def with_tags(self, tags):
         return dataclasses.replace(self, tags=list(tags))
+
+    def with_scheme(self, from_scheme, to_scheme):
+        """This sentence with its tags converted (`convert_tags`); a tag that is not valid
+        `from_scheme` is a `ConllFormatError` naming the sentence's `source`, the word and the tag.
+
+        Example:
+            >>> Sentence(["EU", "rejects"], ["I-ORG", "O"], "ner.txt:1").with_scheme("IOB1", "IOB2").tags
+            ['B-ORG', 'O']
+            >>> Sentence(["EU", "rejects"], ["X-ORG", "O"], "ner.txt:1").with_scheme("IOB1", "IOB2")
+            Traceback (most recent call last):
+            ...
+            pipelines.datasets.conll.ConllFormatError: ner.txt:1: tag 'X-ORG' (word 1, 'EU') is neither 'O' nor '<B|I|E|S>-<type>'.
+        """
+        try:
+            return self.with_tags(convert_tags(self.tags, from_scheme, to_scheme))
+        except _TagError as e:
+            word = self.words[e.position] if e.position < len(self.words) else None
+            raise ConllFormatError(f"{self.source or 'a sentence'}: tag {self.tags[e.position]!r} "
+                                   f"(word {e.position + 1}, {word!r}) {e.problem}.") from None
 
 
 # -- reading -------------------------------------------------------------------
@@ -217,12 +237,22 @@ def _scheme(name):
     return "IOB2" if upper == "BIO" else upper
 
 
-def _split(tag):
+class _TagError(ValueError):
+    """A tag `convert_tags` cannot read: its `position` and the `problem`, for a message that
+    names the word (`Sentence.with_scheme`)."""
+
+    def __init__(self, message, position, problem):
+        super().__init__(message)
+        self.position, self.problem = position, problem
+
+
+def _split(tag, position):
     if tag == "O":
         return "O", None
     prefix, sep, kind = tag.partition("-")
     if not sep or prefix not in ("B", "I", "E", "S") or not kind:
-        raise ValueError(f"Tag {tag!r} is neither 'O' nor '<B|I|E|S>-<type>'.")
+        problem = "is neither 'O' nor '<B|I|E|S>-<type>'"
+        raise _TagError(f"Tag {tag!r} {problem}.", position, problem)
     return prefix, kind
 
 
@@ -231,9 +261,10 @@ def _entities(tags, scheme):
     entities = []
     current = None  # [start, type]
     for i, tag in enumerate(tags):
-        prefix, kind = _split(tag)
+        prefix, kind = _split(tag, i)
         if prefix in ("E", "S") and scheme != "IOBES":
-            raise ValueError(f"Tag {tag!r} at position {i} is not valid {scheme}.")
+            problem = f"is not valid {scheme} (E- and S- are IOBES tags)"
+            raise _TagError(f"Tag {tag!r} at position {i} {problem}.", i, problem)
         begins = (prefix in ("B", "S")
                   or (prefix in ("I", "E") and (current is None or current[1] != kind)))
         if prefix == "O" or begins:

@@ -48,6 +48,7 @@ import json
 import logging
 import math
 import os
+import re
 import sys
 from typing import List
 
@@ -135,8 +136,11 @@ def read_squad_json(path_or_obj, *, is_training, version="auto", on_mismatch="er
 
     Raises:
         SquadFormatError: empty file, invalid JSON, no questions, a mismatched
-            answer (with `on_mismatch="error"`), a duplicated id, or
-            answers that contradict `is_impossible`.
+            answer (with `on_mismatch="error"`), a duplicated id,
+            answers that contradict `is_impossible`, or a value of the wrong
+            kind (named by its JSON path): an id that is not a string or int
+            (an int id becomes its string), an `answer_start` that is not an
+            int or ASCII digits, an `is_impossible` that is not true/false.
     """
     if isinstance(path_or_obj, dict):
         source, dataset = "<SQuAD dict>", path_or_obj
@@ -151,28 +155,37 @@ def read_squad_json(path_or_obj, *, is_training, version="auto", on_mismatch="er
             raise SquadFormatError(f"{source}: not valid JSON ({e}).") from None
     if not isinstance(dataset, dict) or not isinstance(dataset.get("data"), list):
         raise SquadFormatError(f'{source}: no "data" list; not a SQuAD file.')
-    version = _resolve_version(version, dataset, source)
+    _check_version_argument(version)
 
     def objects(values, what):
-        if not isinstance(values, list) or not all(isinstance(value, dict) for value in values):
+        if not isinstance(values, list):
             raise SquadFormatError(f"{source}: {what} is not a list of objects ({str(values)[:80]})")
+        for i, value in enumerate(values):
+            if not isinstance(value, dict):
+                raise SquadFormatError(f"{source}: {what} is not a list of objects: "
+                                       f"{what}[{i}] is {repr(value)[:80]}; expected an object")
         return values
 
-    records = []
-    for a, article in enumerate(objects(dataset["data"], '"data"')):
+    # Every level is type-checked here, before anything else looks inside it.
+    records, locations, has_impossible = [], [], False
+    for a, article in enumerate(objects(dataset["data"], "data")):
         title = article.get("title", "")
         for p, paragraph in enumerate(objects(article.get("paragraphs", []), f'data[{a}]["paragraphs"]')):
-            for qa in objects(paragraph.get("qas", []), f'data[{a}]["paragraphs"][{p}]["qas"]'):
+            qas = f'data[{a}]["paragraphs"][{p}]["qas"]'
+            for q, qa in enumerate(objects(paragraph.get("qas", []), qas)):
+                has_impossible = has_impossible or "is_impossible" in qa
                 try:
                     records.append(dict(
                         id=qa["id"], question=qa["question"], context=paragraph["context"],
                         title=title, answers=qa.get("answers", []),
-                        is_impossible=bool(qa.get("is_impossible", False)),
+                        is_impossible=qa.get("is_impossible", False),
                     ))
                 except KeyError as e:
                     raise SquadFormatError(
-                        f"{source}: a question of article {title!r} has no {e} field.") from None
-    return _examples_from_records(records, source, version, is_training, on_mismatch)
+                        f"{source}: {qas}[{q}], a question of article {title!r}, has no {e} field.") from None
+                locations.append(f"{qas}[{q}]")
+    version = _resolve_version(version, dataset, has_impossible)
+    return _examples_from_records(records, source, version, is_training, on_mismatch, locations)
 
 
 def squad_examples_from_tfds(name="squad/v1.1", split="validation", *, is_training,
@@ -216,19 +229,20 @@ def squad_examples_from_tfds(name="squad/v1.1", split="validation", *, is_traini
                                   on_mismatch)
 
 
-def _resolve_version(version, dataset, source):
+def _check_version_argument(version):
+    if version != "auto" and version not in VERSIONS:
+        raise ValueError(f"version must be 'auto', '1.1' or '2.0', not {version!r}.")
+
+
+def _resolve_version(version, dataset, has_impossible):
+    """`version`, or for "auto" the file's "version" field, else 2.0 when any question has
+    `is_impossible` (`has_impossible`, found while the questions were type-checked)."""
+    _check_version_argument(version)
     if version in VERSIONS:
         return version
-    if version != "auto":
-        raise ValueError(f"version must be 'auto', '1.1' or '2.0', not {version!r}.")
     declared = str(dataset.get("version", "")).lstrip("v")
     if declared in VERSIONS:
         return declared
-    has_impossible = any(
-        "is_impossible" in qa
-        for article in dataset["data"] for p in article.get("paragraphs", [])
-        for qa in p.get("qas", [])
-    )
     return "2.0" if has_impossible else "1.1"
 
 
@@ -246,15 +260,16 @@ def examples_from_records(records, *, is_training, version, source="<records>", 
     return _examples_from_records(records, source, version, is_training, on_mismatch)
 
 
-def _examples_from_records(records, source, version, is_training, on_mismatch):
+def _examples_from_records(records, source, version, is_training, on_mismatch, locations=None):
+    """`locations`: per record, where it is in the file (a JSON path); errors about a field name it."""
     if on_mismatch not in MISMATCH_POLICIES:
         raise ValueError(f"on_mismatch must be one of {MISMATCH_POLICIES}, not {on_mismatch!r}.")
     if not records:
         raise SquadFormatError(f"{source}: contains no questions.")
     examples, seen, skipped = [], set(), 0
-    for r in records:
-        _check_record_fields(r, source)
-        qid = r["id"]
+    for index, r in enumerate(records):
+        _check_record_fields(r, source, locations[index] if locations else None)
+        qid = r["id"] if isinstance(r["id"], str) else str(r["id"])  # an int id is keyed as its string
         if qid in seen:
             raise SquadFormatError(f"{source}: question id {qid!r} appears twice.")
         seen.add(qid)
@@ -279,7 +294,7 @@ def _examples_from_records(records, source, version, is_training, on_mismatch):
                    for a in r["answers"]]
         examples.append(SquadExample(
             id=qid, question=r["question"], context=r["context"], answers=answers,
-            is_impossible=r["is_impossible"], title=r["title"]))
+            is_impossible=bool(r["is_impossible"]), title=r["title"]))
     if skipped:
         logger.warning("%s: skipped %d of %d questions whose answer text does not match "
                        "the context at answer_start.", source, skipped, len(records))
@@ -288,9 +303,18 @@ def _examples_from_records(records, source, version, is_training, on_mismatch):
     return examples
 
 
-def _check_record_fields(record, source):
-    """A `SquadFormatError` naming the question and the field whose value is of the wrong kind."""
-    where = f"{source}: question {record.get('id')!r}"
+def _check_record_fields(record, source, location=None):
+    """A `SquadFormatError` naming the question (its JSON path when `location` is known) and the
+    field whose value is of the wrong kind."""
+    qid = record.get("id")
+    if isinstance(qid, bool) or not isinstance(qid, (str, int)):
+        raise SquadFormatError(f"{source}: {location or 'a question'}: 'id' is {qid!r}; "
+                               "expected a string (or a whole number)")
+    where = f"{source}: {location} (id {qid!r})" if location else f"{source}: question {qid!r}"
+    impossible = record.get("is_impossible")
+    if not isinstance(impossible, (bool, np.bool_)):
+        raise SquadFormatError(f"{where}: 'is_impossible' is {impossible!r}; expected true or false "
+                               "(a JSON boolean)")
     for field in ("context", "question"):
         if not isinstance(record.get(field), str):
             raise SquadFormatError(f"{where}: {field!r} is {record.get(field)!r}; expected a string")
@@ -303,7 +327,9 @@ def _check_record_fields(record, source):
         if not isinstance(answer.get("text"), str):
             raise SquadFormatError(f"{where}: answers[{i}] has no string 'text' (got {answer.get('text')!r})")
         start = answer.get("answer_start")
-        if isinstance(start, bool) or not isinstance(start, (int, float, str)) or not str(start).lstrip("-").isdigit():
+        # An int, or a string of ASCII digits ("²".isdigit() is true, but int("²") fails).
+        if isinstance(start, bool) or not (isinstance(start, int) or isinstance(start, str)
+                                           and re.fullmatch(r"-?[0-9]+", start)):
             raise SquadFormatError(f"{where}: answers[{i}] has no integer 'answer_start' (got {start!r})")
 
 

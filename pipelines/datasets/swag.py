@@ -27,6 +27,7 @@ Example:
     (TensorShape([2, 4]), TensorShape([2]))
 """
 
+import contextlib
 import csv
 import dataclasses
 import io
@@ -37,7 +38,7 @@ from typing import Optional, Tuple
 import tensorflow as tf
 
 from pipelines.datasets import batching
-from pipelines.datasets.text_files import decode_text_file
+from pipelines.datasets.text_files import csv_records, decode_text_file
 
 logger = logging.getLogger(__name__)
 
@@ -89,13 +90,15 @@ def read_swag_csv(path, *, labelled=True):
 
     Raises:
         SwagFormatError: empty file, missing column (lists the columns
-            found), a row with the wrong field count, or a label outside 0..3
-            (names file, line and value).
+            found), a row with the wrong field count, a label outside 0..3, or
+            text that is not valid CSV (names file, line and value). Cells may
+            be longer than the csv module's 131,072 characters
+            (`text_files.csv_records`).
     """
     path = os.fspath(path)
-    with io.StringIO(decode_text_file(path, error=SwagFormatError), newline="") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
+    with io.StringIO(decode_text_file(path, error=SwagFormatError), newline="") as f, \
+            contextlib.closing(csv_records(csv.reader(f), path, error=SwagFormatError)) as records:
+        _, header = next(records, (None, None))
         if not header:
             raise SwagFormatError(f"{path}: the file is empty.")
         header = [h.strip() for h in header]
@@ -104,8 +107,7 @@ def read_swag_csv(path, *, labelled=True):
         if missing:
             raise SwagFormatError(f"{path}: missing column(s) {missing}; columns found: {header}.")
         examples, blank = [], 0
-        for fields in reader:
-            line = reader.line_num
+        for line, fields in records:
             if not fields or all(not field.strip() for field in fields):
                 blank += 1
                 continue

@@ -433,12 +433,24 @@ def text_dataset(examples, tokenizer, *, labels=None, regression=False, seq_leng
 # -- readers: yield (line number, dict) and count blank lines -------------------
 
 
-def _csv_records(reader, path):
+def csv_records(reader, path, *, error=None):
     """`(line, fields)` of a csv reader; cells up to `MAX_CELL_CHARS`, its errors naming file and line.
 
     `line` is where the record starts: a quoted cell may run over several lines (an open quote
-    swallows the lines after it), and the line to look at is the one that opened it.
+    swallows the lines after it), and the line to look at is the one that opened it. Every CSV
+    reader of a task file goes through here (the csv module's own limit is 131,072 characters).
+
+    Example:
+        >>> list(csv_records(csv.reader(["text,label", '"good film",pos']), "f.csv"))
+        [(1, ['text', 'label']), (2, ['good film', 'pos'])]
+
+    Args:
+        reader: a `csv.reader`.
+        path: the file, for error messages.
+        error: the exception class to raise (default `TextFileError`), e.g. the
+            reading module's own format error.
     """
+    error = error or TextFileError
     with _cell_limit(MAX_CELL_CHARS):
         while True:
             start = reader.line_num + 1
@@ -446,12 +458,12 @@ def _csv_records(reader, path):
                 fields = next(reader)
             except StopIteration:
                 return
-            except csv.Error as error:
-                hint = (" (a cell over 64 MiB: is a quote left open?)" if "field larger" in str(error)
+            except csv.Error as e:
+                hint = (" (a cell over 64 MiB: is a quote left open?)" if "field larger" in str(e)
                         else "")
                 where = (f"{start}" if reader.line_num <= start
                          else f"{start} (the record starting there runs to line {reader.line_num})")
-                raise TextFileError(f"{path}:{where}: not valid CSV ({error}){hint}.") from None
+                raise error(f"{path}:{where}: not valid CSV ({e}){hint}.") from None
             yield start, fields
 
 
@@ -473,7 +485,7 @@ def _table_rows(f, path, file_format):
         reader = csv.reader(f)
     header = None
     rows, blank = [], 0
-    for line, fields in _csv_records(reader, path):
+    for line, fields in csv_records(reader, path):
         if not fields or all(not field.strip() for field in fields):
             blank += 1
             continue

@@ -168,12 +168,18 @@ def test_squad_windows_take_stride_and_doc_stride_still_parses(capsys):
     assert "--doc-stride" not in shown
 
 
-def test_conll_finetune_evaluate_predict(tiny_encoder, tmp_path, capsys):
+@pytest.fixture(scope="module")
+def ner_dir(tiny_encoder, tmp_path_factory):
     conll = os.path.join(DATA, "tasks", "conll2003_mini.txt")
-    out = str(tmp_path / "ner")
+    out = str(tmp_path_factory.mktemp("ner") / "ner")
     assert run(finetune, ["finetune", "--task", "conll2003", "--train", conll, "--eval", conll,
                           "--init", tiny_encoder, "--max-steps", "2", "--batch-size", "4",
                           "--seq-length", "32", "--strategy", "default", "--output-dir", out]) == 0
+    return out
+
+
+def test_conll_finetune_evaluate_predict(ner_dir, capsys):
+    out = ner_dir
     results = json.load(open(os.path.join(out, "eval_results.json")))
     assert {"precision", "recall", "f1"} <= set(results)
     assert open(os.path.join(out, "labels.txt")).read().split()[0] == "O"
@@ -181,6 +187,26 @@ def test_conll_finetune_evaluate_predict(tiny_encoder, tmp_path, capsys):
     assert run(predict, ["predict", "--model", out, "--json", "EU rejects German call"]) == 0
     row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert row["words"] == ["EU", "rejects", "German", "call"] and len(row["tags"]) == 4
+
+
+@pytest.mark.parametrize("tag, problem", [("X-ORG", "is neither 'O' nor '<B|I|E|S>-<type>'"),
+                                          ("E-ORG", "is not valid IOB1")])
+def test_conll_evaluate_names_file_line_and_word_of_a_tag_that_is_not_iob1(ner_dir, tmp_path, tag, problem):
+    bad = tmp_path / "ner_badtag.txt"
+    bad.write_text(f"EU NNP B-NP I-ORG\n\nEU NNP B-NP {tag}\nrejects VBZ B-VP O\n", encoding="utf-8")
+    with pytest.raises(ValueError) as error:
+        run(evaluate, ["evaluate", "--model", ner_dir, "--data", str(bad)])
+    assert f"ner_badtag.txt:3: tag {tag!r} (word 1, 'EU') {problem}" in str(error.value)
+
+
+def test_conll_evaluate_reads_a_word_of_control_characters_as_unk(ner_dir, tmp_path, capsys):
+    # The documented rule (pipelines.datasets.conll): such a word becomes one [UNK] and keeps its tag.
+    data = tmp_path / "ner_ctrl.txt"
+    data.write_bytes(b"\x01 NNP B-NP I-ORG\nfoo NN B-NP O\n")
+    capsys.readouterr()
+    assert run(evaluate, ["evaluate", "--model", ner_dir, "--data", str(data), "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert metrics["num_examples"] == 1
 
 
 def test_finetune_max_length_reads_documents_in_windows_by_their_mean(tiny_encoder, tmp_path, capsys):

@@ -102,6 +102,17 @@ def test_ner_word_labels_in_entities_with_code_point_offsets_out(spec, tmp_path)
     assert loaded.predict(texts) == predicted
 
 
+def test_ner_a_word_of_control_characters_is_one_unk_that_keeps_its_tag(spec):
+    # pipelines.datasets.conll: "A word the tokenizer turns into no piece at all (e.g. only control
+    # characters) becomes one [UNK] so every word keeps a label" -- in a word list too, not "x[0][0]:
+    # an empty text". A whole text with no token stays refused (test_keras_contract).
+    tagger = small(tasks.TokenClassifier, spec, labels=export_fixtures.CONLL_LABELS)
+    words, tags = [["\x01", "paris"], ["john", "\x01\x02"]], [["B-LOC", "I-LOC"], ["B-PER", "O"]]
+    tagger.fit(words * 2, tags * 2, epochs=1, batch_size=4, verbose=0)
+    assert [len(row["tags"]) for row in tagger.predict(words)] == [2, 2]
+    assert tagger.score(words, tags)["num_examples"] == 2
+
+
 def test_squad_v2_with_null_answers_round_trips(spec, tmp_path):
     qa = small(tasks.SpanQA, spec, seq_length=64, version_2=True, stride=16, max_query_length=16)
     questions = ["who lives in paris?", "what is the capital of spain?", "when did the film begin?"]

@@ -505,3 +505,62 @@ def test_a_field_of_the_wrong_kind_is_named_not_a_traceback(tmp_path, change, wo
     with pytest.raises(SquadFormatError) as error:
         read_squad_json(str(path), is_training=True)
     assert "bad.json" in str(error.value) and words in str(error.value)
+
+
+def write_squad(tmp_path, data, name="bad.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return str(path)
+
+
+def one_qa_file(tmp_path, version="1.1", **qa):
+    qa = {"id": "q", "question": "What?", "answers": [{"text": "fox", "answer_start": 4}], **qa}
+    data = {"data": [{"title": "t", "paragraphs": [{"context": "The fox.", "qas": [qa]}]}]}
+    if version:
+        data["version"] = version
+    return write_squad(tmp_path, data)
+
+
+@pytest.mark.parametrize("data, words", [
+    ({"data": ["x"]}, "data[0] is 'x'; expected an object"),
+    ({"data": [{"paragraphs": ["x"]}]}, 'data[0]["paragraphs"][0] is \'x\'; expected an object'),
+    ({"data": [{"paragraphs": [{"context": "a", "qas": [1]}]}]},
+     'data[0]["paragraphs"][0]["qas"][0] is 1; expected an object'),
+])
+def test_the_structure_is_checked_before_the_version_is_guessed(tmp_path, data, words):
+    # No "version": guessing it (any "is_impossible"?) used to walk the lists before their check.
+    with pytest.raises(squad.SquadFormatError) as error:
+        squad.read_squad_json(write_squad(tmp_path, data), is_training=False)
+    assert "bad.json" in str(error.value) and words in str(error.value)
+
+
+def test_a_question_id_is_a_string_or_a_whole_number(tmp_path):
+    with pytest.raises(squad.SquadFormatError) as error:
+        squad.read_squad_json(one_qa_file(tmp_path, id=["q"]), is_training=False)
+    assert "bad.json" in str(error.value)
+    assert """data[0]["paragraphs"][0]["qas"][0]: 'id' is ['q']; expected a string""" in str(error.value)
+    # An int id is the string the official evaluation keys its predictions by.
+    assert squad.read_squad_json(one_qa_file(tmp_path, id=7), is_training=False)[0].id == "7"
+
+
+def test_answer_start_is_an_int_or_ascii_digits(tmp_path):
+    for start in ["\u00b2", "--4", 4.0]:
+        path = one_qa_file(tmp_path, answers=[{"text": "fox", "answer_start": start}])
+        with pytest.raises(squad.SquadFormatError) as error:
+            squad.read_squad_json(path, is_training=False)
+        assert "bad.json" in str(error.value) and "(id 'q')" in str(error.value)
+        assert f"answers[0] has no integer 'answer_start' (got {start!r})" in str(error.value)
+    path = one_qa_file(tmp_path, answers=[{"text": "fox", "answer_start": "4"}])
+    assert squad.read_squad_json(path, is_training=False)[0].answers[0]["answer_start"] == 4
+
+
+def test_is_impossible_is_a_json_boolean(tmp_path):
+    # bool("false") is True: the question used to be read as unanswerable.
+    with pytest.raises(squad.SquadFormatError) as error:
+        squad.read_squad_json(one_qa_file(tmp_path, version="2.0", is_impossible="false"),
+                              is_training=False)
+    assert "bad.json" in str(error.value) and "(id 'q')" in str(error.value)
+    assert "'is_impossible' is 'false'; expected true or false" in str(error.value)
+    example, = squad.read_squad_json(one_qa_file(tmp_path, version=None, is_impossible=False),
+                                     is_training=False)
+    assert example.is_impossible is False

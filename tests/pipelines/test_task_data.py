@@ -250,6 +250,20 @@ def test_convert_tags():
         conll.convert_tags(["X-PER"], "IOB2", "IOB1")
 
 
+@pytest.mark.parametrize("tag, problem", [
+    ("X-ORG", "is neither 'O' nor '<B|I|E|S>-<type>'"),
+    ("E-ORG", "is not valid IOB1 (E- and S- are IOBES tags)"),
+])
+def test_a_sentence_tag_of_another_scheme_names_file_line_and_word(tmp_path, tag, problem):
+    path = tmp_path / "ner.txt"
+    path.write_text(f"-DOCSTART- -X- -X- O\n\nEU NNP B-NP I-ORG\n\nPeter NNP B-NP O\nrejects VBZ B-VP {tag}\n")
+    second = conll.read_conll(path)[1]
+    with pytest.raises(conll.ConllFormatError) as error:
+        second.with_scheme("IOB1", "IOB2")
+    assert str(error.value) == f"{path}:5: tag {tag!r} (word 2, 'rejects') {problem}."
+    assert conll.read_conll(path)[0].with_scheme("IOB1", "IOB2").tags == ["B-ORG"]
+
+
 LABELS = conll.CONLL2003_NER_LABELS  # O B-PER I-PER B-ORG I-ORG B-LOC I-LOC B-MISC I-MISC
 
 
@@ -370,3 +384,36 @@ def test_swag_bad_label_and_column(tmp_path):
     bad.write_text("sent1,sent2,ending0,label\na,b,c,0\n")
     with pytest.raises(swag.SwagFormatError, match=r"swag.csv: missing column\(s\) \['ending1'"):
         swag.read_swag_csv(bad)
+
+
+def test_swag_cell_over_the_csv_modules_limit_is_read(tmp_path):
+    import csv
+
+    header = "video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label\n"
+    long_text = "word " * 40000  # 200,000 characters: over the csv module's 131,072
+    path = tmp_path / "long.csv"
+    path.write_text(header + f'v,0,s,"{long_text}",He,gold,a,b,c,d,2\n')
+    limit = csv.field_size_limit()
+    example, = swag.read_swag_csv(path)
+    assert (example.context, example.label, example.source) == (long_text, 2, f"{path}:2")
+    assert csv.field_size_limit() == limit  # the module's global limit is put back
+
+
+def test_swag_csv_error_names_file_and_line(tmp_path, monkeypatch):
+    import contextlib
+    import csv
+
+    @contextlib.contextmanager
+    def low_limit(_):  # a 64 MiB file is not needed to hit the limit
+        previous = csv.field_size_limit(50)
+        try:
+            yield
+        finally:
+            csv.field_size_limit(previous)
+
+    monkeypatch.setattr(text_files, "_cell_limit", low_limit)
+    path = tmp_path / "open_quote.csv"
+    path.write_text("sent1,sent2,ending0,ending1,ending2,ending3,label\n"
+                    "a,b,c,d,e,f,0\n" + '"' + "x" * 200 + ",b,c,d,e,f,0\n")
+    with pytest.raises(swag.SwagFormatError, match=r"open_quote.csv:3: not valid CSV \(field larger than"):
+        swag.read_swag_csv(path)
