@@ -322,7 +322,11 @@ def read_columns(path):
             except ValueError:
                 return []
             return list(row) if isinstance(row, dict) else []
-        header = next(csv.reader(f, delimiter="\t" if file_format == "tsv" else ","), [])
+        try:  # read as `read_text_file` reads it: TSV quotes are characters, cells past csv's limit
+            header = next((fields for _, fields in csv_records(_table_reader(f, file_format), path)
+                           if any(field.strip() for field in fields)), [])
+        except TextFileError:
+            return []
         return [column.strip() for column in header]
 
 
@@ -477,12 +481,15 @@ def _cell_limit(limit):
         csv.field_size_limit(previous)
 
 
-def _table_rows(f, path, file_format):
+def _table_reader(f, file_format):
     if file_format == "tsv":
         # GLUE-style TSV: tabs separate, quotes are ordinary characters.
-        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-    else:
-        reader = csv.reader(f)
+        return csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+    return csv.reader(f)
+
+
+def _table_rows(f, path, file_format):
+    reader = _table_reader(f, file_format)
     header = None
     rows, blank = [], 0
     for line, fields in csv_records(reader, path):

@@ -417,3 +417,15 @@ def test_swag_csv_error_names_file_and_line(tmp_path, monkeypatch):
                     "a,b,c,d,e,f,0\n" + '"' + "x" * 200 + ",b,c,d,e,f,0\n")
     with pytest.raises(swag.SwagFormatError, match=r"open_quote.csv:3: not valid CSV \(field larger than"):
         swag.read_swag_csv(path)
+
+
+def test_read_columns_reads_the_header_as_the_reader_does(tmp_path):
+    """A header cell past the csv module's limit, a blank first line, TSV quotes as characters."""
+    from pipelines.datasets.text_files import read_columns
+
+    wide = tmp_path / "wide.tsv"
+    wide.write_text("x" * 200_000 + "\tlabel\na\tb\n", encoding="utf-8")
+    assert read_columns(wide) == ["x" * 200_000, "label"]
+    quoted = tmp_path / "quoted.tsv"
+    quoted.write_text('\n"text\tb"\tlabel\na\tb\tc\n', encoding="utf-8")
+    assert read_columns(quoted) == ['"text', 'b"', "label"]
