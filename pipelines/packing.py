@@ -196,7 +196,9 @@ class BertPacker:
         if self.pad_to == "fixed":
             width = self.seq_length
         else:
-            longest = tf.reduce_max(tf.concat([total, [0]], axis=0))  # 0 for an empty batch
+            # An empty batch is as wide as the narrowest packed row ([CLS] [SEP]), so that its
+            # [0, width] tensors slice and broadcast as any batch's do.
+            longest = tf.reduce_max(tf.concat([total, [2]], axis=0))
             rounded_up = (longest + _PAD_MULTIPLE - 1) // _PAD_MULTIPLE * _PAD_MULTIPLE
             width = tf.minimum(rounded_up, self.seq_length)
 

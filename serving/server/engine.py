@@ -471,7 +471,7 @@ class InferenceEngine:
         state: START | LOADING | AVAILABLE | UNLOADING | END; a failed load is END with its
         error code and message (LOADING with the last error while a retry is pending).
         """
-        if version_label:
+        if version_label is not None:  # "" too: a label no model has (as TF Serving)
             labels = self._registry.source(model_name).labels
             if version_label not in labels:
                 raise ServingError("INVALID_ARGUMENT", f"Unrecognized servable version label: {version_label[:200]} "

@@ -45,13 +45,22 @@ logger = logging.getLogger(__name__)
 HEALTH_SERVICE = "grpc.health.v1.Health"
 
 
-def _spec(request):
-    """(name, version or None, label or None) of a request's ModelSpec; INVALID_ARGUMENT without one."""
+def _spec(request, *, name_required=True):
+    """(name, version or None, label or None) of a request's ModelSpec; INVALID_ARGUMENT without one,
+    or (as TF Serving's `ServableRequestFromModelSpec`) without a name.
+
+    The version is a oneof: a label set to "" is a label (TF Serving: "Unrecognized servable
+    version label"), not the latest version. GetModelStatus looks the name up without the check
+    (`name_required=False`): TF Serving answers NOT_FOUND there.
+    """
     if not request.HasField("model_spec"):
         raise ServingError("INVALID_ARGUMENT", "Missing ModelSpec")
     spec = request.model_spec
-    version = spec.version.value if spec.HasField("version") else None
-    return spec.name, version, (spec.version_label or None)
+    if name_required and not spec.name:
+        raise ServingError("INVALID_ARGUMENT", "ModelSpec has no name specified.")
+    choice = spec.WhichOneof("version_choice")
+    version = spec.version.value if choice == "version" else None
+    return spec.name, version, (spec.version_label if choice == "version_label" else None)
 
 
 def _fill_spec(spec, name, version, signature_name):
@@ -139,7 +148,7 @@ class GrpcApi:
 
     def get_model_status(self, request):
         """GetModelStatusRequest -> GetModelStatusResponse (one ModelVersionStatus per version)."""
-        name, version, label = _spec(request)
+        name, version, label = _spec(request, name_required=False)
         response = get_model_status_pb2.GetModelStatusResponse()
         for item in self.engine.model_status(name, version, label):
             status = response.model_version_status.add()

@@ -462,11 +462,11 @@ class ModelRegistry:
                 version label"), UNAVAILABLE for a version that is still loading.
         """
         model = self._model(name)
-        if version is not None and label:
+        if version is not None and label is not None:
             raise ServingError("INVALID_ARGUMENT", "set either version or version_label in model_spec, not both")
         while True:
             available = model.available
-            if label:
+            if label is not None:  # "" too: a label no model has (as TF Serving)
                 labels = model.source.labels
                 if label not in labels:
                     raise ServingError(

@@ -12,8 +12,8 @@ repeated field at most the declared count, a shorter one filled out with its las
 (what `tf.make_tensor_proto("text", shape=[2])` sends), none at all meaning the dtype's
 zero. More values than the shape holds is INVALID_ARGUMENT.
 
-Values come from `tensor_content` (any fixed-size dtype: one copy) or the typed repeated
-field of the dtype (`string_val`, `int_val`, `int64_val`, `float_val`, ...). Integer
+Values come from `tensor_content` (a fixed-size dtype: one copy; DT_STRING: TensorFlow's
+encoding of a string list, varint32 lengths then the bytes) or the typed repeated field of the dtype (`string_val`, `int_val`, `int64_val`, `float_val`, ...). Integer
 values out of the dtype's range are refused, never wrapped.
 
 Example:
@@ -119,7 +119,11 @@ def ndarray_from_proto(proto, name: str = "tensor", limits: Limits | None = None
         raise _invalid(name, f"dtype {dtype_name(dt)} is not supported; send one of "
                              f"{sorted(dtype_name(d) for d in _VALUE_FIELD)}")
     np_dtype = _NUMPY_OF_DT[dt]
-    content = proto.tensor_content if dt != DT_STRING else b""
+    content = proto.tensor_content
+    if content and dt == DT_STRING:
+        if limits is not None:
+            check_declared_size(name, shape, STRING_ELEMENT_BYTES, limits)
+        return _strings_from_content(content, count, name).reshape(shape)
     values = None if content else getattr(proto, field)
     if content:
         if len(content) != count * np_dtype.itemsize:
@@ -141,6 +145,34 @@ def ndarray_from_proto(proto, name: str = "tensor", limits: Limits | None = None
     if content:
         return np.frombuffer(content, dtype=np_dtype).reshape(shape)
     return _values_array(values, dt, np_dtype, name, field).reshape(shape)
+
+
+def _strings_from_content(content, count, name):
+    """The `count` strings of a DT_STRING `tensor_content`, in TensorFlow's encoding
+    (`port::EncodeStringList`: each length as a varint32, then the bytes of all, in order); content
+    that is not exactly that is INVALID_ARGUMENT, as TensorFlow's reader refuses it."""
+    lengths, position = [], 0
+    for _ in range(count):
+        length = shift = 0
+        while True:
+            if position >= len(content) or shift > 28:
+                raise _invalid(name, f"tensor_content is not {count} strings in TensorFlow's encoding "
+                                     "(varint32 lengths, then the bytes)")
+            byte = content[position]
+            position += 1
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        lengths.append(length)
+    if position + sum(lengths) != len(content):
+        raise _invalid(name, f"tensor_content has {len(content)} bytes; {count} strings of lengths "
+                             f"{lengths[:8]}{'...' if count > 8 else ''} need {position + sum(lengths)}")
+    array = np.empty(count, dtype=object)
+    for i, length in enumerate(lengths):
+        array[i] = content[position:position + length]
+        position += length
+    return array
 
 
 def _values_array(values, dt, np_dtype, name, field):

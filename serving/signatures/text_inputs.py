@@ -179,10 +179,14 @@ class TextInputs(tf.Module):
         """
         byte_offsets = tf.cast(byte_offsets, tf.int64)
         _, starts = tf.strings.unicode_decode_with_offsets(strings, "UTF-8")
+        # searchsorted reads [rows, columns] as [-1, columns], which a tensor of no element and no
+        # column cannot be (a batch of no rows, of empty strings or with no offset): both get one
+        # more column, past the last character (never before an offset) and an offset dropped after.
+        column = tf.ones([tf.shape(strings, out_type=tf.int64)[0], 1], tf.int64)
+        starts = tf.concat([starts.to_tensor(default_value=tf.int64.max), column * tf.int64.max], axis=1)
         # Characters starting before the offset = the offset's character index.
-        starts = starts.to_tensor(default_value=tf.int64.max)
-        chars = tf.searchsorted(starts, tf.maximum(byte_offsets, 0), side="left",
-                                out_type=tf.int64)
+        chars = tf.searchsorted(starts, tf.concat([tf.maximum(byte_offsets, 0), column * 0], axis=1),
+                                side="left", out_type=tf.int64)[:, :-1]
         return tf.where(byte_offsets < 0, tf.constant(-1, tf.int64), chars)
 
 

@@ -158,6 +158,11 @@ GRPC_ERRORS = [
     ("unknown version", dict(inputs={"text": strings("a")}, version=7), "NOT_FOUND", ["version 7"]),
     ("unknown label", dict(inputs={"text": strings("a")}, label="canary"), "INVALID_ARGUMENT",
      ["Unrecognized servable version label: canary"]),
+    # The version is a oneof: a label set to "" is a label no model has (TF Serving), not the latest.
+    ("empty label", dict(inputs={"text": strings("a")}, label=""), "INVALID_ARGUMENT",
+     ["Unrecognized servable version label"]),
+    ("no model name", dict(inputs={"text": strings("a")}, model=""), "INVALID_ARGUMENT",
+     ["ModelSpec has no name specified."]),
     ("unknown signature", dict(inputs={"text": strings("a")}, signature="nosig"), "FAILED_PRECONDITION", ["nosig"]),
     ("batch over the limit", dict(inputs={"text": strings(*["a"] * (MAX_ROWS + 1))}), "RESOURCE_EXHAUSTED",
      [str(MAX_ROWS + 1), str(MAX_ROWS)]),
@@ -176,6 +181,40 @@ def test_grpc_bad_request_answers_its_status_and_the_server_keeps_serving(stubs,
         assert word in raised.value.details(), (word, raised.value.details())
     ok = prediction.Predict(predict_request({"text": strings("still here")}), timeout=30)
     assert ok.outputs["length"].tensor_content  # answered
+
+
+def test_grpc_strings_in_tensor_content_are_read_as_tensorflow_reads_them(stubs):
+    """A DT_STRING TensorProto may carry its strings in `tensor_content` (TensorFlow's encoding:
+    varint32 lengths, then the bytes); TF Serving reads them, and so does the server."""
+    import tensorflow as tf
+    from tensorflow_serving.apis import get_model_metadata_pb2
+
+    prediction, _ = stubs
+    expected = prediction.Predict(predict_request({"text": strings("a great movie", "ok")}), timeout=30)
+    request = predict_request({"text": strings("x")})
+    proto = request.inputs["text"]
+    del proto.string_val[:]
+    proto.tensor_shape.dim[0].size = 2
+    proto.tensor_content = bytes([13, 2]) + b"a great movie" + b"ok"
+    assert tf.io.parse_tensor(proto.SerializeToString(), tf.string).numpy().tolist() == [b"a great movie", b"ok"]
+    answer = prediction.Predict(request, timeout=30)
+    assert answer.outputs["length"].tensor_content == expected.outputs["length"].tensor_content
+    proto.tensor_content = b"abcd"  # one string of length 0x61: 97 bytes announced, 3 there
+    with pytest.raises(grpc.RpcError) as raised:
+        prediction.Predict(request, timeout=30)
+    assert raised.value.code().name == "INVALID_ARGUMENT" and "tensor_content" in raised.value.details()
+    metadata = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
+    metadata.model_spec.SetInParent()  # a ModelSpec, with no name
+    with pytest.raises(grpc.RpcError) as raised:  # INVALID_ARGUMENT here too (TF Serving)
+        prediction.GetModelMetadata(metadata, timeout=30)
+    assert raised.value.code().name == "INVALID_ARGUMENT" and "no name" in raised.value.details()
+
+
+def test_rest_b64_without_padding_is_read_as_tf_serving_reads_it(server):
+    padded = rest(server, "POST", "/v1/models/tiny:predict", {"instances": [{"b64": "YWI="}]})
+    unpadded = rest(server, "POST", "/v1/models/tiny:predict", {"instances": [{"b64": "YWI"}]})
+    assert padded[0] == unpadded[0] == 200 and padded[1] == unpadded[1]
+    assert rest(server, "POST", "/v1/models/tiny:predict", {"instances": [{"b64": "Y"}]})[0] == 400
 
 
 def test_grpc_1mb_text_is_served(stubs):

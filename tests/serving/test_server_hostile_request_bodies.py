@@ -63,6 +63,17 @@ def test_1_a_body_of_empty_lists_is_refused_before_it_is_decoded(server, predict
     assert status == 200 and len(answer["predictions"]) == 500
 
 
+def test_1_commas_and_brackets_inside_a_text_are_characters_not_json_values(server):
+    from serving.server.json_codec import DECODED_BYTES_PER_VALUE, decoded_json_bytes
+
+    body = json.dumps({"instances": ["a,[{" * 500_000]}).encode()  # 2 MB: one string
+    assert decoded_json_bytes(body) <= len(body) + 4 * DECODED_BYTES_PER_VALUE
+    status, _, answer = rest(server, "POST", "/v1/models/tiny:predict", body)
+    assert status == 200 and len(answer["predictions"]) == 1, answer
+    escaped = b'{"instances": ["a\\",[b", "c"]}'  # an escaped quote does not end the string
+    assert decoded_json_bytes(escaped) == len(escaped) + 4 * DECODED_BYTES_PER_VALUE  # {, [, one comma, + 1
+
+
 def test_1_the_decode_budget_bounds_requests_together():
     import threading
 

@@ -77,6 +77,20 @@ def test_multiple_choice_export_equals_predict(finetuned_dir, exported_model):
     assert served["choice"].tolist() == probabilities.argmax(-1).tolist()
 
 
+@pytest.mark.parametrize("kind", ["classification", "regression", "ner", "squad", "multiple_choice", "embedding"])
+def test_every_signature_answers_a_batch_of_no_rows_with_no_rows(exported_model, kind):
+    """TF Serving runs the graph on an empty batch (the embedded server refuses one before it): each
+    signature answers with outputs of 0 rows, not an error inside the graph."""
+    base_path, name, version = exported_model(kind)
+    for signature_name, signature in tf.saved_model.load(os.path.join(base_path, name, str(version))).signatures.items():
+        inputs = {}
+        for key, spec in signature.structured_input_signature[1].items():
+            shape = [0] + [4 if size is None else size for size in spec.shape[1:]]
+            inputs[key] = tf.fill(shape, "") if spec.dtype == tf.string else tf.zeros(shape, spec.dtype)
+        outputs = signature(**inputs)
+        assert outputs and all(value.shape[0] == 0 for value in outputs.values()), (signature_name, outputs)
+
+
 @pytest.mark.slow
 def test_task_export_writes_the_version_it_returns_and_serves_predict(tmp_path):
     spec = export_fixtures.make_encoder_spec(str(tmp_path / "encoder"))
