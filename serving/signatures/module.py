@@ -34,7 +34,7 @@ import shutil
 
 import tensorflow as tf
 
-from serving.signatures.text_inputs import TextInputs, window_reading
+from serving.signatures.text_inputs import TextInputs, input_check, window_reading
 
 PREDICT = "tensorflow/serving/predict"
 CLASSIFY = "tensorflow/serving/classify"
@@ -63,6 +63,7 @@ class ServingModule(tf.Module):
             raise ValueError(f"{finetuned.vocab_file} has {tokenizer.vocabulary_size} tokens but the "
                              f"model expects {finetuned.config.vocab_size}")
         self.text = TextInputs(tokenizer, finetuned.seq_length)
+        self.vocab_size = int(finetuned.config.vocab_size)
         reading = window_reading(finetuned)
         settings = [finetuned.seq_length - 2, *reading] if reading else [0, 0, 0]
         self.window_settings = tf.function(lambda: tf.constant(settings, tf.int64), input_signature=[])
@@ -117,7 +118,7 @@ class ServingModule(tf.Module):
         the server down; chunked, they cost time, not memory. Rows are independent, so the
         outputs are those of one call.
         """
-        inputs = dict(inputs)
+        inputs = checked_token_ids(self, inputs)
         key = tuple(sorted((name, tensor.shape.rank, tensor.dtype.name) for name, tensor in inputs.items()))
         forwards = self.__dict__.setdefault("_model_functions", {})  # untracked: not saved as an attribute
         if key not in forwards:
@@ -144,6 +145,7 @@ class ServingModule(tf.Module):
 def run_in_chunks(module, name, function, inputs):
     """`function(inputs)` (of a dict of packed `[rows, S]` tensors) traced once per module under
     `name` and run over chunks of rows as `run_model` runs the model (memory bounded by a chunk)."""
+    inputs = checked_token_ids(module, inputs)
     forwards = module.__dict__.setdefault("_model_functions", {})  # untracked: not saved as an attribute
     key = (name,) + tuple(sorted((key, tensor.shape.rank, tensor.dtype.name) for key, tensor in inputs.items()))
     if key not in forwards:
@@ -152,6 +154,19 @@ def run_in_chunks(module, name, function, inputs):
         traced = tf.function(function, input_signature=[spec])
         forwards[key] = tf.function(lambda x: _in_chunks(traced, x), input_signature=[spec])
     return forwards[key](dict(inputs))
+
+
+def checked_token_ids(module, inputs):
+    """`inputs` (a dict of packed tensors) whose `token_ids` must all be vocabulary ids: an id out of
+    [0, vocab_size) fails the request by row (INVALID_ARGUMENT), where Keras' embedding lookup would
+    read a negative id from the end of the table and answer for another token."""
+    inputs = dict(inputs)
+    ids = inputs["token_ids"]
+    check = input_check(tf.logical_and(ids >= 0, ids < module.vocab_size),
+                        f"input 'token_ids': ids must be in [0, {module.vocab_size}) (the vocabulary)")
+    with tf.control_dependencies([check]):
+        inputs["token_ids"] = tf.identity(ids)
+    return inputs
 
 
 def _in_chunks(model, inputs):

@@ -91,6 +91,21 @@ def test_every_signature_answers_a_batch_of_no_rows_with_no_rows(exported_model,
         assert outputs and all(value.shape[0] == 0 for value in outputs.values()), (signature_name, outputs)
 
 
+@pytest.mark.parametrize("kind", ["classification", "multiple_choice"])
+def test_a_token_id_outside_the_vocabulary_fails_its_row_and_is_never_read_from_the_end(exported_model, kind):
+    base_path, name, version = exported_model(kind)
+    signature = tf.saved_model.load(os.path.join(base_path, name, str(version))).signatures["token_ids"]
+    shape = [2, 4, 8] if kind == "multiple_choice" else [2, 8]
+    inputs = {key: tf.ones(shape, tf.int32) for key in ("token_ids", "segment_ids", "padding_mask")}
+    assert signature(**inputs)["logits"].shape[0] == 2
+    for bad in (-5, 10 ** 6):
+        ids = tf.tensor_scatter_nd_update(tf.ones(shape, tf.int32), [[1] + [0] * (len(shape) - 1)], [bad])
+        # Assert C-escapes its message's quotes; bert-keras serve turns them back (serving.server.errors).
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match=r"token_ids\\'?: ids must be in \[0, \d+\) \(the vocabulary\) at row\] \[1\]"):
+            signature(**dict(inputs, token_ids=ids))
+
+
 @pytest.mark.slow
 def test_task_export_writes_the_version_it_returns_and_serves_predict(tmp_path):
     spec = export_fixtures.make_encoder_spec(str(tmp_path / "encoder"))
