@@ -2,7 +2,7 @@
 
 BERT's pre-tokenizer drops U+0000, U+FFFD and control / format characters (Cc, Cf other than
 tab, newline and carriage return), and splits on whitespace (space, tab, newline, carriage
-return, Zs). Every other character yields a token (a word piece, a punctuation mark, or
+return, Zs, and the line / paragraph separators U+2028 / U+2029, where `str.split()` splits). Every other character yields a token (a word piece, a punctuation mark, or
 [UNK]), but for the combining marks of an uncased model (below). A text made only of dropped
 and space characters — "", "   ", "\\x00\\u200b" — reaches the model as `[CLS] [SEP]`:
 training data and `fit` refuse it (an example with no text is a data bug); `predict` and the
@@ -14,7 +14,7 @@ though a cased one reads it (a piece or [UNK]). `texts_without_token` asks the m
 tokenizer: the rule that `fit` and `predict` apply, where the tokenizer is known.
 
 >>> has_no_token("\\x00\\u200b \\t"), has_no_token(""), has_no_token("\\u2028"), has_no_token("ok")
-(True, True, False, False)
+(True, True, True, False)
 """
 
 import functools

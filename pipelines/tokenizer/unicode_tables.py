@@ -21,7 +21,7 @@ import numpy as np
 from pipelines.atomic_writes import atomic_file
 
 # Bump when a rule below changes, so cached tables are rebuilt.
-TABLES_VERSION = 1
+TABLES_VERSION = 2
 
 MAX_CODEPOINT = sys.maxunicode  # 0x10FFFF
 
@@ -46,8 +46,11 @@ FINAL_SIGMA = 0x03C2
 
 def _is_whitespace(char):
     # tokenization.py `_is_whitespace`: \t \n \r count as whitespace although
-    # they are control characters.
-    return char in " \t\n\r" or unicodedata.category(char) == "Zs"
+    # they are control characters. The original then splits words with Python's `str.split()`,
+    # which also splits at the line and paragraph separators U+2028 / U+2029 (Zl, Zp; every
+    # other `str.isspace` character is a control or Zs, already removed or a space): they
+    # separate words too (google-research/bert, tf-models-official and HF agree).
+    return char in " \t\n\r" or unicodedata.category(char) in ("Zs", "Zl", "Zp")
 
 
 def _is_control(char):

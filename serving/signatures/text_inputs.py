@@ -57,10 +57,9 @@ from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
 # and WordPiece splits every word into at least one token.
 DEFAULT_CHARS_PER_TOKEN = 64
 # In RE2 (whose `\s` is ASCII only), what BERT's pre-tokenizer splits on (tab, newline, carriage
-# return, Zs) or drops (the other controls of `str.isspace`): never a token. Not the line and
-# paragraph separators U+2028 / U+2029 (Zl, Zp): BERT reads them as a word ([UNK]), as
-# `pipelines.tokenizer.tokenless` does, so a text of one is not empty.
-WHITESPACE = r"[\t\n\x{0b}\f\r\x{1c}-\x{1f}\x{85}\p{Zs}]"
+# return, Zs, the line and paragraph separators U+2028 / U+2029) or drops (the other controls of
+# `str.isspace`): never a token, as `pipelines.tokenizer.tokenless` says.
+WHITESPACE = r"[\t\n\x{0b}\f\r\x{1c}-\x{1f}\x{85}\p{Zs}\x{2028}\x{2029}]"
 
 
 class TextInputs(tf.Module):

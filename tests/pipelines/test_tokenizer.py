@@ -37,10 +37,10 @@ def departs_in_hf(text):
     """Where HF tokenizers itself departs from the original rules (we follow the
     original): it matches "[MASK]" in raw text as a special token; it lowercases
     character by character, so capital sigma never becomes final 'ς'; it deletes
-    unassigned (Cn) and private-use (Co) characters, which the original keeps;
-    and it treats U+2028/U+2029 (Zl/Zp) as whitespace, which the original does not."""
+    unassigned (Cn) and private-use (Co) characters, which the original keeps.
+    (U+2028 / U+2029 split words in both: the original's `whitespace_tokenize` is `str.split()`.)"""
     return "[MASK]" in text or "Σ" in text or any(
-        unicodedata.category(c) in ("Cn", "Co", "Zl", "Zp") for c in text
+        unicodedata.category(c) in ("Cn", "Co") for c in text
     )
 
 
@@ -118,6 +118,27 @@ def test_random_unicode_matches_original_rules(fast, core, vocab):
     texts = random_texts(600, seed=1)
     assert_ids_equal(fast, vocab, texts)
     assert_ids_equal(core, vocab, texts)
+
+
+SEPARATED = ["hello\u2028world", "\u2028", "a\u2029b c", "x\u2028\u2028y", "Héllo\u2029", " \u2029 ",
+             "(\u2028)", "中\u2028文", "don't\u2029stop"]
+
+
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_line_and_paragraph_separators_split_words_as_the_original(vocab, lowercase):
+    """U+2028 / U+2029 are not `_is_whitespace` in the original, but its `whitespace_tokenize` is
+    `str.split()`, which splits there: they separate words (HF agrees), never a word of their own."""
+    for backend in ("tf_text", "core"):
+        assert_ids_equal(BertTokenizer(VOCAB, lowercase=lowercase, backend=backend), vocab, SEPARATED,
+                         lowercase=lowercase)
+
+
+def test_line_and_paragraph_separators_split_words_as_hf_does():
+    tokenizers = pytest.importorskip("tokenizers")
+    hf = tokenizers.BertWordPieceTokenizer(VOCAB, lowercase=True)
+    ours = BertTokenizer(VOCAB, max_input_chars_per_word=100)
+    assert ours.tokenize(tf.constant(SEPARATED)).to_list() == [
+        e.ids for e in hf.encode_batch(SEPARATED, add_special_tokens=False)]
 
 
 def test_cased_mode_matches_original_rules(vocab):
@@ -278,7 +299,7 @@ def test_unicode_tables_match_python_unicodedata():
 
     classes = ut.class_table()
     for cp, expected in [(0, ut.REMOVE), (0x200B, ut.REMOVE), (ord("\t"), ut.SPACE),
-                         (0x3000, ut.SPACE), (0x2028, ut.OTHER), (0x4E2D, ut.CJK),
+                         (0x3000, ut.SPACE), (0x2028, ut.SPACE), (0x2029, ut.SPACE), (0x4E2D, ut.CJK),
                          (0xAC00, ut.OTHER), (ord("$"), ut.PUNCT), (0x2122, ut.OTHER)]:
         assert classes[cp] == expected, hex(cp)
     assert unicodedata.unidata_version  # tables follow the running interpreter

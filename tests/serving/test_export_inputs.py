@@ -332,7 +332,8 @@ def test_text_inputs_read_a_text_with_no_token_as_zero_pieces(tmp_path):
             False, False, True]
     with pytest.raises(tf.errors.InvalidArgumentError, match=_named("text", r"invalid UTF-8 at row\] \[1\]")):
         tokenize(tf.constant([b"", b"\xff"]))
-    assert tokenize(tf.constant(["\u2028", " \u2029 "])).to_list() == [[1], [1]]  # [UNK], as in predict
+    # The line and paragraph separators split words, as the original's str.split(): no token.
+    assert tokenize(tf.constant(["\u2028", " \u2029 ", "hello\u2028hello"])).to_list() == [[], [], [5, 5]]
     # 8 tokens * 64 characters are read after the leading whitespace, not from the start
     assert tokenize(tf.constant([" " * 5000 + "hello"])).to_list() == [[5]]
     assert tokenize(tf.constant([], tf.string)).to_list() == []

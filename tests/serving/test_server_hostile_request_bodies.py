@@ -5,8 +5,8 @@ hole of this audit (the holes fixed elsewhere name their tests):
 1. a REST body within `max_request_bytes` that decodes to 30 times its size (`[],[],...`);
 2. the window limit estimated at 4 bytes a piece, which commas beat 4 times
    (test_export_long_texts.py: `test_the_window_limit_counts_what_any_text_may_read`);
-3. U+2028 / U+2029 taken for whitespace by the export but not by the tokenizer
-   (test_export_inputs.py);
+3. U+2028 / U+2029 read one way by the export and another by the tokenizer (both now split words
+   there, as the original's `str.split()`: test_export_inputs.py);
 4. a body framed by Transfer-Encoding read by its Content-Length (request smuggling);
 5. more than 1,000 warmup records, which TF Serving refuses to load;
 6. a SQuAD export that reads part of a context without saying so (test_export_signatures.py);
