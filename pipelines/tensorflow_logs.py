@@ -71,9 +71,11 @@ class _DropNoisyRecords(logging.Filter):
         return not NOISY_RECORDS.match(str(record.msg))
 
 
-def _plain_warning(message, category, filename, lineno, file=None, line=None):
-    """A warning as the command prints it: one line, no source location (`--verbose` shows it)."""
-    print(f"warning: {message}", file=file or sys.stderr)
+def _plain_warning(message, category, filename, lineno, line=None):
+    """A warning as the command prints it: one line, no source location (`--verbose` shows it).
+    A `warnings.formatwarning`: code that records warnings (`catch_warnings(record=True)`,
+    `pytest.warns`) still gets them."""
+    return f"warning: {message}\n"
 
 
 # Whether `quiet_by_default` chose the C++ level (not the user): `configure(verbose=True)` may undo it.
@@ -127,7 +129,7 @@ def configure(verbose=False):
     if not any(isinstance(f, _DropNoisyRecords) for f in logging.getLogger().filters):
         logging.getLogger().addFilter(_DropNoisyRecords())
     filter_noisy_warnings()
-    warnings.showwarning = _plain_warning
+    warnings.formatwarning = _plain_warning
 
 
 # C++ lines TensorFlow prints while its libraries load, on healthy CPU machines. From 2.21 they go

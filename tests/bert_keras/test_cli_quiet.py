@@ -102,22 +102,24 @@ def test_quiet_drops_only_the_known_warnings():
     assert [str(w.message) for w in caught] == ["keras-hub BertBackbone always uses the tanh GELU"]
 
 
-def test_the_command_prints_warnings_as_lines_naming_no_library_source_and_drops_beams_gcp_note(capsys):
+def test_the_command_prints_warnings_as_lines_naming_no_library_source_and_drops_beams_gcp_note(caplog):
     import logging
     import warnings
 
     from pipelines import tensorflow_logs as quiet
 
-    saved = warnings.showwarning
+    saved = warnings.formatwarning
     try:
         quiet.configure(verbose=False)
-        warnings.warn_explicit("3 of 9 texts have more than 30 word pieces", UserWarning, "contextlib.py", 81)
+        line = warnings.formatwarning("3 of 9 texts have more than 30 word pieces", UserWarning, "contextlib.py", 81)
+    finally:
+        warnings.formatwarning = saved
+    assert line == "warning: 3 of 9 texts have more than 30 word pieces\n"  # no "contextlib.py:81:"
+    with caplog.at_level(logging.WARNING):
         logging.getLogger().warning("apitools not found, and bigquery client libraries are not available "
                                     "despite the import not raising an ImportError.")
-    finally:
-        warnings.showwarning = saved
-    err = capsys.readouterr().err
-    assert err == "warning: 3 of 9 texts have more than 30 word pieces\n"
+        logging.getLogger().warning("a warning of the user's")
+    assert [record.getMessage() for record in caplog.records] == ["a warning of the user's"]
 
 
 def test_a_library_warning_names_the_users_line_however_deep_it_was_raised():

@@ -72,7 +72,10 @@ def test_empty_segments_and_empty_batch():
     assert out["segment_ids"] == [[0, 0, 1, 0, 0]]
     no_rows = tf.ragged.constant([[1]], dtype=tf.int32)[:0]
     assert make_packer(5)(no_rows)["token_ids"].shape == (0, 5)
-    assert make_packer(5, pad_to="longest")(no_rows)["token_ids"].shape == (0, 0)
+    # An empty batch is as wide as [CLS] [SEP] rounded up (at most seq_length): its tensors slice
+    # and broadcast as any batch's do (an exported signature answers 0 rows with 0 rows).
+    assert make_packer(5, pad_to="longest")(no_rows)["token_ids"].shape == (0, 5)
+    assert make_packer(128, pad_to="longest")(no_rows)["token_ids"].shape == (0, 8)
 
 
 def test_outputs_are_int32_for_int64_input():
