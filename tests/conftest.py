@@ -57,6 +57,25 @@ def truncated_normal_draws(monkeypatch):
     return draws
 
 
+@pytest.fixture
+def low_csv_cell_limit(monkeypatch):
+    """Task-file CSV readers with a 50-character cell limit: a 64 MiB file is not needed to hit it."""
+    import contextlib
+    import csv
+
+    from pipelines.datasets import text_files
+
+    @contextlib.contextmanager
+    def low_limit(_):
+        previous = csv.field_size_limit(50)
+        try:
+            yield
+        finally:
+            csv.field_size_limit(previous)
+
+    monkeypatch.setattr(text_files, "_cell_limit", low_limit)
+
+
 @pytest.fixture(scope="session")
 def minilm_dir():
     """Directory of the real all-MiniLM-L6-v2 weights (HF layout); skips when not installed.

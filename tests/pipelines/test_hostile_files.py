@@ -70,18 +70,7 @@ def test_a_cell_over_the_csv_modules_limit_is_read(tmp_path):
     assert csv.field_size_limit() == limit  # the module's global limit is put back
 
 
-def test_a_csv_error_names_file_and_line(tmp_path, monkeypatch):
-    import contextlib
-
-    @contextlib.contextmanager
-    def low_limit(_):  # a 64 MiB file is not needed to hit the limit
-        previous = csv.field_size_limit(50)
-        try:
-            yield
-        finally:
-            csv.field_size_limit(previous)
-
-    monkeypatch.setattr(text_files, "_cell_limit", low_limit)
+def test_a_csv_error_names_file_and_line(tmp_path, low_csv_cell_limit):
     path = _write(tmp_path / "open_quote.csv", 'text,label\ngood,pos\n"' + "x" * 200 + ',neg\n')
     with pytest.raises(TextFileError, match=r"open_quote.csv:3: not valid CSV \(field larger than field limit"):
         read_text_file(path)

@@ -399,19 +399,7 @@ def test_swag_cell_over_the_csv_modules_limit_is_read(tmp_path):
     assert csv.field_size_limit() == limit  # the module's global limit is put back
 
 
-def test_swag_csv_error_names_file_and_line(tmp_path, monkeypatch):
-    import contextlib
-    import csv
-
-    @contextlib.contextmanager
-    def low_limit(_):  # a 64 MiB file is not needed to hit the limit
-        previous = csv.field_size_limit(50)
-        try:
-            yield
-        finally:
-            csv.field_size_limit(previous)
-
-    monkeypatch.setattr(text_files, "_cell_limit", low_limit)
+def test_swag_csv_error_names_file_and_line(tmp_path, low_csv_cell_limit):
     path = tmp_path / "open_quote.csv"
     path.write_text("sent1,sent2,ending0,ending1,ending2,ending3,label\n"
                     "a,b,c,d,e,f,0\n" + '"' + "x" * 200 + ",b,c,d,e,f,0\n")
