@@ -27,9 +27,9 @@ from bert_keras.tasks import recipe as finetuning_recipe
 from bert_keras.tasks.dataset_inputs import is_tokenized_dataset, read_batch_source, without_autotune_thread
 from bert_keras.tasks.finetuning_run import task_backup_callback
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_epochs, label_ids, num_rows, take_rows
-from pipelines.tensorflow_logs import caller_stacklevel
 from bert_keras.tasks.validation import ValidationOnOneDevice, validation_dataset, validation_metrics
 from bert_keras.tasks.task_batches import batch_size_for, packed_batches
+from pipelines.tensorflow_logs import caller_stacklevel
 
 
 def while_fitting(method):
