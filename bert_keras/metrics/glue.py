@@ -104,6 +104,8 @@ def task_score(task, metrics):
         0.87
         >>> task_score("mrpc", {"accuracy": 0.85, "f1": 0.89})  # the mean is derived if absent
         0.87
+        >>> task_score("cola", {"matthews_corrcoef": 0.52})  # sklearn's name, as `score` reports it
+        0.52
 
     Args:
         task: a GLUE task name.
@@ -116,6 +118,10 @@ def task_score(task, metrics):
     _, main = TASKS[task]
     if main in metrics:
         return metrics[main]
+    # A classifier's `score` (and so `bert-keras finetune` / `evaluate` on glue/cola) names CoLA's
+    # metric `matthews_corrcoef`, sklearn's name, not this table's `mcc`.
+    if main == "mcc" and "matthews_corrcoef" in metrics:
+        return metrics["matthews_corrcoef"]
     # Results written by other tools may carry only the two component metrics.
     if main == "accuracy_and_f1":
         return (metrics["accuracy"] + metrics["f1"]) / 2

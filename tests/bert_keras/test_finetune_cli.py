@@ -371,3 +371,17 @@ def test_predict_names_the_argument_or_file_line_of_a_pair_given_to_a_single_tex
         run(predict, ["predict", "--model", sentiment_dir, "--input", str(lines)])
     with pytest.raises(CommandError, match=r"^TEXT argument 2 \(.*\): a \(text, text_b\) pair"):
         run(predict, ["predict", "--model", sentiment_dir, "fine", "A ||| B"])
+
+
+@pytest.mark.parametrize("name", ["cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli"])
+def test_the_glue_table_of_finetune_and_evaluate_reads_what_score_reports(name):
+    # The keys TextClassifier.score returns (classification or regression); glue/cola's
+    # `matthews_corrcoef` once raised KeyError "metrics of 'cola' have no 'mcc'" after training.
+    from bert_keras.tasks.named_datasets import parse_task
+
+    spec = parse_task(f"glue/{name}")
+    metrics = ({"pearson": 0.5, "spearman": 0.7} if spec.glue.is_regression
+               else {"accuracy": 0.75, "f1": 0.5, "matthews_corrcoef": 0.25})
+    table = spec.format_metrics(dict(metrics, num_examples=8))
+    scores = {"cola": 25.0, "mrpc": 62.5, "qqp": 62.5, "stsb": 60.0}
+    assert table.splitlines()[2].split()[:2] == [name, f"{scores.get(name, 75.0):.1f}"]

@@ -225,6 +225,15 @@ def test_glue_table_uses_mean_of_two_metrics():
     assert rows[-1] == f"GLUE average{100 * average:>12.1f}  (3 tasks)"
 
 
+
+def test_glue_table_reads_colas_metric_under_the_name_score_reports():
+    # TextClassifier.score names it `matthews_corrcoef` (sklearn's); the table's own name is `mcc`.
+    assert glue.task_score("cola", {"matthews_corrcoef": 0.25}) == 0.25
+    rows = glue.format_glue_table({"cola": {"matthews_corrcoef": 0.521}}).splitlines()
+    assert rows[1] == "cola                52.1  matthews_corrcoef=52.1"
+    assert rows[-1] == "GLUE average        52.1  (1 task)"
+
+
 # ---------------------------------------------------------------- entities
 
 IOB2_TRUE = [
