@@ -175,12 +175,14 @@ def _check_scores(x, y):
 
 def _correlation(x, y):
     """Pearson r of two float64 arrays; NaN when either is constant (as scipy, which also warns)."""
+    # Constant by equality, as scipy tests it: centring by the rounded mean leaves a constant
+    # like [0.1, 0.1, 0.1] a hair off zero, which would score ~0 instead of NaN.
+    if (x == x[0]).all() or (y == y[0]).all():
+        return float("nan")
     x = x - x.mean()
     y = y - y.mean()
     # Scale by the largest magnitude first so the norms cannot overflow or underflow.
     x_max, y_max = np.max(np.abs(x)), np.max(np.abs(y))
-    if x_max == 0 or y_max == 0:
-        return float("nan")
     x = x / x_max
     y = y / y_max
     r = np.dot(x / np.linalg.norm(x), y / np.linalg.norm(y))
@@ -200,7 +202,8 @@ def pearson(x, y):
         y: predicted scores, same length (at least 2).
 
     Returns:
-        A float in [-1, 1]; NaN if either input is constant (the correlation is undefined).
+        A float in [-1, 1]; NaN if either input is constant (the correlation is undefined)
+        or holds a NaN.
     """
     x, y = _check_scores(x, y)
     return _correlation(x, y)
@@ -217,9 +220,12 @@ def rank_average(values):
         values: a 1-D sequence of numbers.
 
     Returns:
-        A float64 array of the same length.
+        A float64 array of the same length; all NaN if a value is NaN (scipy's
+        `nan_policy="propagate"`), so a NaN prediction cannot earn a rank.
     """
     values = np.asarray(values)
+    if values.dtype.kind in "fc" and np.isnan(values).any():
+        return np.full(len(values), np.nan)
     order = np.argsort(values, kind="mergesort")
     sorted_values = values[order]
     # Start index of every run of equal values, plus the end sentinel.
@@ -245,7 +251,7 @@ def spearman(x, y):
         y: predicted scores, same length (at least 2).
 
     Returns:
-        A float in [-1, 1]; NaN if either input is constant.
+        A float in [-1, 1]; NaN if either input is constant or holds a NaN (as scipy).
     """
     x, y = _check_scores(x, y)
     return _correlation(rank_average(x), rank_average(y))

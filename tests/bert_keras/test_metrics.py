@@ -130,6 +130,25 @@ def test_correlation_hand_cases():
     assert np.isnan(pearson([1, 2, 3], [5, 5, 5]))  # scipy: NaN with a ConstantInputWarning
 
 
+
+def test_correlations_of_a_constant_or_nan_input_are_nan_as_scipy():
+    # A collapsed regression head predicts one value; 0.1's mean is not exactly 0.1, which once
+    # scored pearson -1.8e-17 instead of NaN.
+    for constant in ([0.1] * 3, [0.1] * 7, [2.7] * 5):
+        gold = list(range(len(constant)))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert np.isnan(scipy_stats.pearsonr(constant, gold)[0])
+        assert np.isnan(pearson(constant, gold)) and np.isnan(pearson(gold, constant))
+        assert np.isnan(spearman(constant, gold))
+    # A diverged model's NaN predictions: scipy propagates NaN; ranks once gave spearman 1.0.
+    for x, y in (([1.0, 2.0, float("nan")], [1.0, 2.0, 3.0]), ([1.0, 2.0, 3.0], [1.0, float("nan"), 3.0])):
+        assert np.isnan(scipy_stats.spearmanr(x, y)[0]) and np.isnan(spearman(x, y))
+        assert np.isnan(pearson(x, y))
+    assert np.isnan(classification.rank_average([1.0, float("nan"), 2.0])).all()
+    assert spearman([1.0, 2.0, float("inf")], [1.0, 2.0, 3.0]) == approx(1.0)  # inf ranks, as scipy
+
+
 def test_classification_input_errors():
     with pytest.raises(ValueError, match="same length, got 3 and 2"):
         accuracy([1, 0, 1], [1, 0])
