@@ -47,9 +47,11 @@ def compile_arguments(task, args, kwargs):
         arguments["loss"] = task.default_loss()
     if is_auto(arguments.get("metrics", "auto")):
         arguments["metrics"] = task.default_metrics() or None
-    elif isinstance(arguments.get("metrics"), (list, tuple)):  # the family's own names ("f1", ...)
-        arguments["metrics"] = [task._named_metric(metric) or metric if isinstance(metric, str) else metric
-                                for metric in arguments["metrics"]]
+    # The family's own names ("f1", ...), also among the metrics Keras weights by sample_weight.
+    for key in ("metrics", "weighted_metrics"):
+        if isinstance(arguments.get(key), (list, tuple)):
+            arguments[key] = [task._named_metric(metric) or metric if isinstance(metric, str) else metric
+                              for metric in arguments[key]]
     arguments["loss"] = on_logits(task, arguments["loss"])
     return arguments.pop("optimizer", "auto"), arguments
 

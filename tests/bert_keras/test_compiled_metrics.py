@@ -75,6 +75,16 @@ def test_a_classifier_compiles_them_by_name_and_evaluate_returns_them(tmp_path, 
     assert results[names[1]] == pytest.approx(sklearn.metrics.matthews_corrcoef(gold, predicted), abs=1e-5)
     loss, accuracy, f1, mcc = classifier.evaluate(TEXTS, labels, verbose=0)  # Keras' list, in compile's order
     assert (accuracy, f1, mcc) == pytest.approx((results["accuracy"], results[names[0]], results[names[1]]))
+    # The names in weighted_metrics too (once "Could not interpret metric identifier: f1"): there
+    # Keras weights them by sample_weight, so they equal sklearn's weighted scores.
+    weights = np.resize([1.0, 0.0, 2.0], len(TEXTS))
+    classifier.compile(metrics=[names[0]], weighted_metrics=list(names))
+    weighted = classifier.evaluate(TEXTS, labels, sample_weight=weights, batch_size=5, return_dict=True, verbose=0)
+    assert weighted[names[0]] == pytest.approx(results[names[0]])  # metrics=: unweighted, as Keras
+    assert weighted[f"weighted_{names[0]}"] == pytest.approx(
+        sklearn.metrics.f1_score(gold, predicted, average=average, sample_weight=weights), abs=1e-5)
+    assert weighted[names[1]] == pytest.approx(
+        sklearn.metrics.matthews_corrcoef(gold, predicted, sample_weight=weights), abs=1e-5)
     classifier.compile()  # back to the head's own metrics: the ones compiled before are not kept
     loss, accuracy = classifier.evaluate(TEXTS, labels, verbose=0)
     assert accuracy == pytest.approx(results["accuracy"])
