@@ -44,6 +44,23 @@ def _check_pair(y_true, y_pred, name_true="y_true", name_pred="y_pred"):
     return y_true, y_pred
 
 
+def _check_labels(y_true, y_pred):
+    """`_check_pair` for class labels, which must be all strings or all numbers, as sklearn requires.
+
+    numpy compares the string "1" and the number 1 as unequal, so gold labels read from a file as
+    text against predicted class ids would score 0 without a word.
+    """
+    y_true, y_pred = _check_pair(y_true, y_pred)
+    kinds = {name: "string" if labels.dtype.kind in "US" else "number" if labels.dtype.kind in "biuf" else None
+             for name, labels in (("y_true", y_true), ("y_pred", y_pred))}
+    if None not in kinds.values() and len(set(kinds.values())) == 2:
+        raise ValueError(
+            f"y_true holds {kinds['y_true']}s ({y_true[0].item()!r}, ...) but y_pred {kinds['y_pred']}s "
+            f"({y_pred[0].item()!r}, ...): give both as class names or both as class ids"
+        )
+    return y_true, y_pred
+
+
 def accuracy(y_true, y_pred):
     """Fraction of positions where the prediction equals the label.
 
@@ -58,7 +75,7 @@ def accuracy(y_true, y_pred):
     Returns:
         A float in [0, 1].
     """
-    y_true, y_pred = _check_pair(y_true, y_pred)
+    y_true, y_pred = _check_labels(y_true, y_pred)
     return float(np.count_nonzero(y_true == y_pred) / len(y_true))
 
 
@@ -93,7 +110,7 @@ def f1(y_true, y_pred, average="binary", pos_label=1):
     Returns:
         A float in [0, 1].
     """
-    y_true, y_pred = _check_pair(y_true, y_pred)
+    y_true, y_pred = _check_labels(y_true, y_pred)
     if average not in F1_AVERAGES:
         raise ValueError(f"average must be one of {F1_AVERAGES}, got {average!r}")
     labels = np.unique(np.concatenate([y_true, y_pred]))
@@ -148,7 +165,7 @@ def matthews_corrcoef(y_true, y_pred):
     Returns:
         A float in [-1, 1].
     """
-    y_true, y_pred = _check_pair(y_true, y_pred)
+    y_true, y_pred = _check_labels(y_true, y_pred)
     labels, encoded = np.unique(np.concatenate([y_true, y_pred]), return_inverse=True)
     n = len(y_true)
     confusion = np.zeros((len(labels), len(labels)), dtype=np.int64)

@@ -165,6 +165,16 @@ def test_classification_input_errors():
         f1(["a", "b"], ["a", "a"])
     with pytest.raises(ValueError, match="average must be one of"):
         f1([0, 1], [0, 1], average="weighted")
+    # Gold labels read as text against predicted ids: numpy compares "1" != 1, which once scored
+    # accuracy and F1 0.0 (and MCC 1.0) without a word; sklearn refuses the mix too.
+    with pytest.raises(ValueError, match="Mix of label input types"):
+        sklearn_metrics.accuracy_score([1, 0, 1], ["1", "0", "1"])
+    for metric in (accuracy, f1, matthews_corrcoef):
+        with pytest.raises(ValueError, match=r"y_true holds numbers \(1, ...\) but y_pred strings \('1', ...\)"):
+            metric([1, 0, 1], ["1", "0", "1"])
+    with pytest.raises(ValueError, match="y_true holds strings .* but y_pred numbers"):
+        glue.glue_metrics("sst2", predictions=[1, 0], labels=["1", "0"])
+    assert accuracy([1.0, 0.0], [1, 0]) == f1([True, False], [1, 0]) == 1.0  # numbers of any kind compare
 
 
 # ---------------------------------------------------------------- GLUE
