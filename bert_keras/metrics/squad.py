@@ -29,6 +29,7 @@ Example:
 """
 
 import collections
+import collections.abc
 import json
 import os
 import re
@@ -173,6 +174,32 @@ def _questions(dataset_json):
             yield from paragraph["qas"]
 
 
+def _check_predictions(predictions):
+    if not isinstance(predictions, collections.abc.Mapping):
+        # HF `evaluate`'s squad metric takes [{"id", "prediction_text"}, ...]; read as ids, it
+        # would leave every question "without a prediction" and score 0.
+        raise TypeError(f"predictions is {{question_id: answer_text}}, got {type(predictions).__name__}")
+
+
+def _prediction(predictions, qid):
+    """The prediction string of `qid`, checked, so a bad value is named instead of failing in `lower()`."""
+    prediction = predictions[qid]
+    if not isinstance(prediction, str):
+        raise TypeError(f"predictions[{qid!r}] is {type(prediction).__name__} {prediction!r:.60}; "
+                        "an answer is its text (a string, '' for none)")
+    return prediction
+
+
+def _gold_texts(qa):
+    """The gold answer strings of one question, checked as the official scripts read them."""
+    answers = qa["answers"]
+    if not isinstance(answers, list) or not all(
+            isinstance(answer, dict) and isinstance(answer.get("text"), str) for answer in answers):
+        raise TypeError(f"question {qa['id']!r}: answers is {answers!r:.80}; SQuAD JSON gives a list of "
+                        '{"text": str, "answer_start": int} (not HF datasets\' {"text": [...], ...} columns)')
+    return [answer["text"] for answer in answers]
+
+
 def _warn_missing(missing, total):
     if missing:
         shown = ", ".join(missing[:10]) + (", ..." if len(missing) > 10 else "")
@@ -203,6 +230,7 @@ def squad_v1_metrics(dataset_json, predictions):
     Returns:
         `{"exact_match": float, "f1": float}`, both percentages in [0, 100].
     """
+    _check_predictions(predictions)
     exact = f1 = total = 0
     missing = []
     for qa in _questions(dataset_json):
@@ -210,12 +238,12 @@ def squad_v1_metrics(dataset_json, predictions):
         if qa["id"] not in predictions:
             missing.append(qa["id"])
             continue
-        gold = [answer["text"] for answer in qa["answers"]]
+        gold = _gold_texts(qa)
         if not gold:
             raise ValueError(
                 f"question {qa['id']!r} has no gold answers; SQuAD v2.0 data needs squad_v2_metrics"
             )
-        prediction = predictions[qa["id"]]
+        prediction = _prediction(predictions, qa["id"])
         exact += exact_match_score(prediction, gold)
         f1 += max(_token_f1(prediction, answer, empty_agreement=False) for answer in gold)
     if total == 0:
@@ -298,21 +326,23 @@ def squad_v2_metrics(dataset_json, predictions, na_probs=None, na_prob_thresh=1.
         for unanswerable ones; and the `best_*` entries with `na_probs`.
         Scores are percentages.
     """
+    _check_predictions(predictions)
     has_answer = {}
     exact_raw, f1_raw = {}, {}
     missing = []
     for qa in _questions(dataset_json):
         qid = qa["id"]
+        gold = _gold_texts(qa)
         # The official rule: answerable iff the raw answer list is non-empty
         # (not `is_impossible`; the two agree on the released files).
-        has_answer[qid] = bool(qa["answers"])
+        has_answer[qid] = bool(gold)
         if qid not in predictions:
             missing.append(qid)
             continue
-        gold = [answer["text"] for answer in qa["answers"] if normalize_answer(answer["text"])]
-        gold = gold or [""]
-        exact_raw[qid] = exact_match_score(predictions[qid], gold)
-        f1_raw[qid] = f1_score(predictions[qid], gold)
+        gold = [text for text in gold if normalize_answer(text)] or [""]
+        prediction = _prediction(predictions, qid)
+        exact_raw[qid] = exact_match_score(prediction, gold)
+        f1_raw[qid] = f1_score(prediction, gold)
     if not has_answer:
         raise ValueError("the dataset has no questions")
     _warn_missing(missing, len(has_answer))

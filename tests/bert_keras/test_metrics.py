@@ -613,6 +613,23 @@ def test_squad_v2_input_errors(squad_files):
         squad.squad_v2_metrics({"version": "2.0"}, {})
 
 
+@pytest.mark.parametrize("metric", [squad.squad_v1_metrics, squad.squad_v2_metrics])
+def test_squad_predictions_and_answers_of_the_wrong_kind_are_named(metric):
+    data = {"data": [{"paragraphs": [{"context": "x y", "qas": [{"id": "a", "answers": [{"text": "x"}]}]}]}]}
+    # Once AttributeError "'NoneType' object has no attribute 'lower'" from normalize_answer.
+    for value in (None, ["x"]):
+        with pytest.raises(TypeError, match=r"predictions\['a'\] is .*an answer is its text"):
+            metric(data, {"a": value})
+    # HF evaluate's list of {"id", "prediction_text"}: once every question "had no prediction", 0.0.
+    with pytest.raises(TypeError, match=r"predictions is \{question_id: answer_text\}, got list"):
+        metric(data, [{"id": "a", "prediction_text": "x"}])
+    # HF datasets' columnar answers: once "string indices must be integers".
+    columns = {"data": [{"paragraphs": [{"context": "x y", "qas": [
+        {"id": "a", "answers": {"text": ["x"], "answer_start": [0]}}]}]}]}
+    with pytest.raises(TypeError, match="question 'a': answers is .*not HF datasets"):
+        metric(columns, {"a": "x"})
+
+
 def test_metrics_do_not_import_tensorflow():
     import subprocess
     import sys
