@@ -87,6 +87,7 @@ import zipfile
 from typing import Any, Dict, List, Optional
 
 from bert_keras.families import KINDS, RenamedSettingError, UnknownFamilyError, family, setting_type
+from bert_keras.json_output import finite_or_null
 from pipelines.atomic_writes import (atomic_directory, check_free_space, is_staging_name, model_nbytes,
                                      remove_stale_staging, write_json, write_text)
 from pipelines.label_names import LabelNamesError, check_label_count, check_label_names, read_label_names
@@ -331,7 +332,8 @@ def save_finetuned(directory, finetuned, *, overwrite=False, optimizer_state=Non
         if finetuned.labels:
             write_text(os.path.join(staging, LABELS_FILE), "".join(f"{l}\n" for l in finetuned.labels))
         if finetuned.eval_results is not None:
-            write_json(os.path.join(staging, EVAL_RESULTS_FILE), finetuned.eval_results, sort_keys=True)
+            write_json(os.path.join(staging, EVAL_RESULTS_FILE), finite_or_null(finetuned.eval_results),
+                       sort_keys=True)
         if optimizer_state:
             import numpy as np
 
@@ -387,8 +389,11 @@ def _holds_finetuned_model(directory):
 
 
 def write_eval_results(directory, metrics):
-    """Writes (atomically) the dev metrics beside a saved model; returns the path."""
-    return write_json(os.path.join(os.fspath(directory), EVAL_RESULTS_FILE), metrics, sort_keys=True)
+    """Writes (atomically) the dev metrics beside a saved model; returns the path. Strict JSON, as
+    `bert-keras evaluate --output` writes it: an undefined metric (Pearson of a constant
+    prediction: NaN) is `null`, not the `NaN` that jq and other parsers refuse."""
+    return write_json(os.path.join(os.fspath(directory), EVAL_RESULTS_FILE), finite_or_null(metrics),
+                      sort_keys=True)
 
 
 def read_finetuned(directory, *, load_model=True):

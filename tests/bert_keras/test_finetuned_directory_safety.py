@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from bert_keras.finetuned_model import (DirectoryInUseError, FinetunedModel, FinetunedModelError,
-                                        check_can_save, read_finetuned, save_finetuned)
+                                        check_can_save, read_finetuned, save_finetuned, write_eval_results)
 from pipelines.atomic_writes import COMMIT_MANIFEST, owner_tag, write_json
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"]
@@ -137,6 +137,26 @@ def test_eval_results_must_be_an_object(saved):
         f.write("[0.5]")
     with pytest.raises(FinetunedModelError, match="eval_results.json: expected a JSON object"):
         read_finetuned(saved, load_model=False)
+
+
+
+def _strict_json(path):
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+
+    with open(path) as f:
+        return json.load(f, parse_constant=refuse)
+
+
+def test_eval_results_are_strict_json_with_an_undefined_metric_as_null(vocab_file, tmp_path):
+    # Pearson of a constant prediction is NaN; eval_results.json once held `"pearson": NaN`,
+    # which jq and every parser but Python's refuse (`evaluate --output` already wrote null).
+    metrics = {"pearson": float("nan"), "spearman": float("nan"), "num_examples": 3}
+    path = write_eval_results(str(tmp_path), metrics)
+    assert _strict_json(path) == {"pearson": None, "spearman": None, "num_examples": 3}
+    saved = save_finetuned(str(tmp_path / "model"), _finetuned(vocab_file, labels=None, eval_results=metrics))
+    assert _strict_json(os.path.join(saved, "eval_results.json"))["pearson"] is None
+    assert read_finetuned(saved, load_model=False).eval_results["spearman"] is None
 
 
 # -- C. a damaged model.keras ------------------------------------------------------------------
