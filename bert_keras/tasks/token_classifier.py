@@ -72,7 +72,8 @@ class TokenClassifier(TextTask):
     def compile(self, *args, **kwargs):
         """As `TextTask.compile` (no optimizer: the recipe again). The positions that carry no tag
         (-100: later pieces, special tokens, padding) are skipped by Keras' sparse cross-entropy
-        and accuracy given here (`bert_keras.losses.on_labelled_positions`)."""
+        and accuracy given here, in `metrics` or `weighted_metrics`
+        (`bert_keras.losses.on_labelled_positions`)."""
         import inspect
 
         from bert_keras.losses import on_labelled_positions
@@ -84,6 +85,8 @@ class TokenClassifier(TextTask):
         loss = arguments.get("loss", "auto")  # "auto": the head's own, which skips them already
         loss = loss if is_auto(loss) else on_logits(self, loss)  # named as you gave it
         arguments["loss"], arguments["metrics"] = on_labelled_positions(loss, arguments.get("metrics", "auto"))
+        if "weighted_metrics" in arguments:  # weighted by sample_weight, and still only the tagged positions
+            _, arguments["weighted_metrics"] = on_labelled_positions(None, arguments["weighted_metrics"])
         super().compile(**arguments, **extra)
 
     @classmethod

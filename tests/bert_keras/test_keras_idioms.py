@@ -1177,6 +1177,12 @@ def test_a_tagger_compiled_with_keras_sparse_cross_entropy_and_accuracy_reads_ta
     packed = tf.data.Dataset.from_tensor_slices((tf.ragged.constant(words), tf.ragged.constant(tags)))
     metrics = tagger.evaluate(packed.batch(3).map(tagger.preprocessor), return_dict=True, verbose=0)
     assert metrics["accuracy"] == pytest.approx(right / 9, abs=1e-6)
+    # The same in weighted_metrics (Keras weights it by sample_weight): it once counted the untagged
+    # positions as errors too (here 0.042 for 1/9).
+    tagger.compile(optimizer=keras.optimizers.Adam(1e-3), loss=keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True), metrics=["accuracy"], weighted_metrics=["accuracy"])
+    metrics = tagger.evaluate(packed.batch(3).map(tagger.preprocessor), return_dict=True, verbose=0)
+    assert metrics["weighted_accuracy"] == pytest.approx(right / 9, abs=1e-6)
 
 
 def test_span_qa_refuses_a_loss_it_would_ignore(spec):
