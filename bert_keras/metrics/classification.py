@@ -22,6 +22,8 @@ Example:
     0.5774
 """
 
+import numbers
+
 import numpy as np
 
 F1_AVERAGES = ("binary", "macro", "micro")
@@ -51,14 +53,27 @@ def _check_labels(y_true, y_pred):
     text against predicted class ids would score 0 without a word.
     """
     y_true, y_pred = _check_pair(y_true, y_pred)
-    kinds = {name: "string" if labels.dtype.kind in "US" else "number" if labels.dtype.kind in "biuf" else None
-             for name, labels in (("y_true", y_true), ("y_pred", y_pred))}
-    if None not in kinds.values() and len(set(kinds.values())) == 2:
+    kinds = {"y_true": _label_kind(y_true), "y_pred": _label_kind(y_pred)}
+    if None not in kinds.values() and len(set(kinds.values())) == 2 or "strings and numbers" in kinds.values():
         raise ValueError(
-            f"y_true holds {kinds['y_true']}s ({y_true[0].item()!r}, ...) but y_pred {kinds['y_pred']}s "
-            f"({y_pred[0].item()!r}, ...): give both as class names or both as class ids"
+            f"y_true holds {kinds['y_true']} ({y_true[:1].tolist()[0]!r}, ...) but y_pred {kinds['y_pred']} "
+            f"({y_pred[:1].tolist()[0]!r}, ...): give both as class names or both as class ids"
         )
     return y_true, y_pred
+
+
+def _label_kind(labels):
+    """"strings", "numbers", "strings and numbers", or None (other values); an object array (a
+    pandas column of text) by its values."""
+    if labels.dtype.kind in "US":
+        return "strings"
+    if labels.dtype.kind in "biuf":
+        return "numbers"
+    kinds = {"strings" if isinstance(value, str) else "numbers" if isinstance(value, numbers.Number) else None
+             for value in labels.tolist()}
+    if None in kinds:
+        return None
+    return kinds.pop() if len(kinds) == 1 else "strings and numbers"
 
 
 def accuracy(y_true, y_pred):

@@ -174,7 +174,13 @@ def test_classification_input_errors():
             metric([1, 0, 1], ["1", "0", "1"])
     with pytest.raises(ValueError, match="y_true holds strings .* but y_pred numbers"):
         glue.glue_metrics("sst2", predictions=[1, 0], labels=["1", "0"])
+    # A pandas column of text is an object array: read by its values.
+    with pytest.raises(ValueError, match=r"y_true holds strings \('1', ...\) but y_pred numbers"):
+        accuracy(np.array(["1", "0"], dtype=object), np.array([1, 0]))
+    with pytest.raises(ValueError, match="y_true holds strings and numbers"):
+        accuracy(np.array(["1", 0], dtype=object), [1, 0])
     assert accuracy([1.0, 0.0], [1, 0]) == f1([True, False], [1, 0]) == 1.0  # numbers of any kind compare
+    assert accuracy(np.array(["a", "b"], dtype=object), ["a", "a"]) == 0.5
 
 
 # ---------------------------------------------------------------- GLUE
