@@ -3,10 +3,11 @@
 `bert_keras.metrics.classification` computes them from whole prediction lists (what `score`
 reports per text); these accumulate a confusion matrix batch by batch, so Keras' loops can
 report them: `evaluate` returns them after the loss, `fit` logs them (`f1` / `val_f1`) for
-callbacks. Labels are class ids (`[B]` or `[B, 1]`), predictions are logits or probabilities
-`[B, C]` (the argmax is the predicted class). The values equal sklearn's `f1_score` (binary:
-class 1 positive; macro: the mean over the classes seen in either labels or predictions) and
-`matthews_corrcoef` on the same labels and argmaxes; 0.0 where sklearn's is undefined.
+callbacks. Labels are class ids (`[B]` or `[B, 1]`) or one-hot rows `[B, C]`, predictions are
+logits or probabilities `[B, C]` (the argmax is the predicted class). The values equal sklearn's
+`f1_score` (binary: class 1 positive; macro: the mean over the classes seen in either labels or
+predictions) and `matthews_corrcoef` on the same labels and argmaxes; 0.0 where sklearn's is
+undefined.
 
 A classifier task maps the names `"f1"` (binary for two classes, else macro), `"macro_f1"` and
 `"matthews_corrcoef"` (or `"mcc"`) in `compile(metrics=[...])` to these, sized to its classes
@@ -42,6 +43,11 @@ class ConfusionMatrixMetric(keras.metrics.Metric):
                                         dtype="float64", name="counts")
 
     def update_state(self, y_true, y_pred, sample_weight=None):
+        y_true = ops.convert_to_tensor(y_true)
+        if len(y_true.shape) >= 2 and y_true.shape[-1] == self.num_classes:
+            # One-hot rows (Keras' categorical labels): flattened as ids they would be counted as
+            # num_classes labels each, a shape error or, in a batch of one, wrong counts.
+            y_true = ops.argmax(y_true, axis=-1)
         labels = ops.reshape(ops.cast(y_true, "int32"), (-1,))
         predicted = ops.reshape(ops.argmax(y_pred, axis=-1), (-1,))
         weights = ops.ones_like(labels, dtype="float64") if sample_weight is None \

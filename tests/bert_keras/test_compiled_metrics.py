@@ -39,6 +39,23 @@ def test_streamed_over_batches_they_equal_sklearn(num_classes):
     assert F1Score.from_config(f1.get_config()).average == average
 
 
+def test_one_hot_labels_count_as_their_class_ids():
+    # Keras' categorical labels: flattened as ids, a batch of one once counted 2 labels (F1 0.0
+    # for a right prediction) and a longer batch raised "Incompatible shapes: [8] vs. [4]".
+    labels = np.array([1, 0, 1, 1])
+    logits = np.array([[0.0, 1.0], [1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    for metric in (F1Score(2), MatthewsCorrelation(2), F1Score(3)):
+        width = metric.num_classes
+        by_ids, by_rows = type(metric)(width), type(metric)(width)
+        wide = np.pad(logits, ((0, 0), (0, width - 2)), constant_values=-1.0)
+        by_ids.update_state(labels, wide)
+        by_rows.update_state(np.eye(width)[labels], wide)
+        np.testing.assert_array_equal(by_rows.counts.numpy(), by_ids.counts.numpy())
+    single = F1Score(2)
+    single.update_state(np.array([[0.0, 1.0]]), np.array([[0.0, 1.0]]))
+    assert float(single.result()) == 1.0
+
+
 def test_constant_predictions_give_zero_mcc_as_sklearn():
     mcc = MatthewsCorrelation(2)
     mcc.update_state(np.array([0, 1, 1, 0]), np.array([[1.0, 0.0]] * 4))
