@@ -81,6 +81,16 @@ def run(args):
         if writer is None:
             raise CommandError(f"--squad needs a SQuAD model; {args.model} is a {task.kind} model")
         return _predict_squad(args, task, resolve(writer))
+    # The decoding flags of a SQuAD model apply to its TEXT / --input answers too; any other model has none.
+    answer_options = {name: value for name, value in (("threshold", args.null_threshold),
+                                                      ("n_best_size", args.n_best_size),
+                                                      ("max_answer_length", args.max_answer_length))
+                      if value is not None}
+    if answer_options and writer is None:
+        flags = {"threshold": "--null-threshold", "n_best_size": "--n-best-size",
+                 "max_answer_length": "--max-answer-length"}
+        raise CommandError(f"{', '.join(flags[name] for name in answer_options)}: only a SQuAD model has "
+                           f"answer settings; {args.model} is a {task.kind} model")
     texts, sources = _read_texts(args)
     if not texts and args.input and not args.texts:
         raise CommandError(f"--input {args.input}: holds no text (the file is empty)")
@@ -89,7 +99,7 @@ def run(args):
                            + (" (or --squad FILE.json)" if writer else ""))
     with task.verbosity(int(sys.stdout.isatty() and not args.json)):  # a progress bar on a terminal
         try:
-            rows = task.predict_rows(texts, batch_size=args.batch_size)
+            rows = task.predict_rows(texts, batch_size=args.batch_size, **answer_options)
         except TaskInputError as error:
             raise _named_by_source(error, sources) from None
     if args.output:

@@ -322,7 +322,7 @@ class SpanQA(TextTask):
         if is_tokenized(x):
             return self.head.predict(x, batch_size=batch_size, verbose=0)
         examples = self._examples(x, None, training=False)
-        predictions, nbest, null_odds = self._decode(examples, batch_size)
+        predictions, nbest, null_odds = self._decode(examples, batch_size, **dict(self._row_options))
         results = []
         for example in examples:
             best = next((entry for entry in nbest[example.id] if entry["text"] == predictions[example.id]),
@@ -351,13 +351,26 @@ class SpanQA(TextTask):
         metrics["num_examples"] = len(examples)
         return metrics
 
-    def _row_predictions(self, items, *, batch_size=32):
-        """`{"question", "context", "answer", ...}` per `(question, context)` item."""
+    # `predict_rows`' overrides of the decoding settings for its one `predict` call
+    # (`threshold`, `n_best_size`, `max_answer_length`, as `predict_squad`'s).
+    # (A tuple of pairs: Keras would track a dict attribute as state.)
+    _row_options = ()
+    _row_option_names = frozenset({"threshold", "n_best_size", "max_answer_length"})
+
+    def _row_predictions(self, items, *, batch_size=32, threshold=None, n_best_size=None,
+                         max_answer_length=None):
+        """`{"question", "context", "answer", ...}` per `(question, context)` item; `threshold`,
+        `n_best_size`, `max_answer_length` override the task's settings (as in `predict_squad`)."""
         if not all(isinstance(item, tuple) and len(item) == 2 for item in items):
             raise TaskInputError("a SQuAD model answers (question, context) pairs: 'question ||| context' "
                                  "(or --squad FILE.json for a whole SQuAD file)")
         questions, contexts = [q for q, _ in items], [c for _, c in items]
-        rows = self.predict((questions, contexts), batch_size=batch_size)
+        self._row_options = (("threshold", threshold), ("n_best_size", n_best_size),
+                             ("max_answer_length", max_answer_length))
+        try:
+            rows = self.predict((questions, contexts), batch_size=batch_size)
+        finally:
+            self._row_options = ()
         return [{"question": q, "context": c, **{k: v for k, v in row.items() if k != "nbest"}}
                 for q, c, row in zip(questions, contexts, rows)]
 

@@ -147,6 +147,39 @@ def test_squad_finetune_predict_writes_official_files(tiny_encoder, tmp_path, ca
     assert max(len(v) for v in json.load(open(tmp_path / "p20" / "nbest_predictions.json")).values()) > 2
 
 
+@pytest.mark.slow
+def test_predict_on_texts_takes_the_squad_decoding_flags_and_other_models_refuse_them(tmp_path, capsys):
+    """`--null-threshold`, `--n-best-size`, `--max-answer-length` were read for `--squad FILE` only:
+    on 'question ||| context' texts they were dropped without a word (the model's settings answered)."""
+    import export_fixtures
+    from bert_keras import tasks
+    from bert_keras.cli.main import main
+
+    squad = export_fixtures.make_finetuned_dir("squad", str(tmp_path / "squad"))  # a SQuAD v2.0 model
+    texts = ["who lives in new york? ||| john smith lives in new york with the dog.",
+             "what is the capital? ||| the capital of france is paris, a city."]
+
+    def answers(*flags):
+        capsys.readouterr()
+        assert main(["predict", "--model", squad, "--json", *flags, *texts]) == 0
+        return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+    task = tasks.load(squad)
+    items = [tuple(text.split(" ||| ")) for text in texts]
+    assert answers() == task.predict_rows(items)
+    assert any(row["has_answer"] for row in answers("--null-threshold", "1e9"))
+    assert not any(row["has_answer"] for row in answers("--null-threshold=-1e9"))
+    assert answers("--max-answer-length", "1", "--n-best-size", "3") == task.predict_rows(
+        items, max_answer_length=1, n_best_size=3)
+    for row in task.predict_rows(items, max_answer_length=1, threshold=1e9):
+        assert row["answer"] and len(task.tokenizer.tokenize(row["answer"])) == 1
+    assert task.predict_rows(items) == answers()  # the overrides were for their call only
+
+    ner = export_fixtures.make_finetuned_dir("ner", str(tmp_path / "ner"))
+    assert main(["predict", "--model", ner, "--n-best-size", "3", "john smith"]) == 2
+    assert "--n-best-size: only a SQuAD model has answer settings" in capsys.readouterr().err
+
+
 def test_squad_windows_take_stride_and_doc_stride_still_parses(capsys):
     """`--stride` spaces a SQuAD context's windows as it spaces a long text's (`--help` shows it);
     `--doc-stride`, run_squad.py's name, is a hidden alias: the same destination and setting."""
