@@ -166,14 +166,15 @@ class SpanQA(TextTask):
 
         Args:
             tune_threshold: SQuAD v2.0: afterwards, `predict` and the export use
-                the threshold that gave this data's best F1 (`best_f1_thresh`).
+                the threshold that gave this data's best F1 (`best_f1_thresh`, or one
+                below every null odds where answering none scored best).
                 Off by default: scoring never changes what `predict` answers.
         """
         metrics = super().score(x, y, batch_size=batch_size, verbose=verbose)
         if tune_threshold:
             if not self._record.settings["version_2"] or "best_f1_thresh" not in metrics:
                 raise TaskInputError("tune_threshold: only a SQuAD v2.0 model has a null threshold")
-            self.null_threshold = metrics["best_f1_thresh"]
+            self.null_threshold = _threshold_of_best_f1(metrics, self._lowest_null_odds)
         return metrics
 
     # -- data -------------------------------------------------------------------------
@@ -343,6 +344,7 @@ class SpanQA(TextTask):
         dataset = squad_json(examples)
         if self._record.settings["version_2"]:
             metrics = squad_v2_metrics(dataset, predictions, na_probs=null_odds)
+            self._lowest_null_odds = min(null_odds.values(), default=0.0)  # for score(tune_threshold=True)
         elif self._record.settings["evaluation_metric"] == "korquad":
             metrics = korquad.evaluate(dataset["data"], predictions)
         else:
@@ -385,6 +387,21 @@ class SpanQA(TextTask):
         `threshold`, `n_best_size`, `max_answer_length` override the task's settings.
         """
         return self._decode(list(examples), batch_size, threshold, n_best_size, max_answer_length)
+
+
+def _threshold_of_best_f1(metrics, lowest_null_odds):
+    """The null threshold with which `predict` gives the scored data's `best_f1`.
+
+    The official script's `best_f1_thresh`, except where answering no question at all scores
+    best: the script then reports its starting value, 0.0, under which every question with
+    negative null odds would be answered; a threshold below all the odds answers none.
+    """
+    from pipelines.datasets.squad import NO_SPAN_NULL_ODDS
+
+    answering_none = 100.0 * metrics.get("NoAns_total", 0) / metrics["total"]
+    if metrics["best_f1"] == answering_none and lowest_null_odds < NO_SPAN_NULL_ODDS:
+        return min(0.0, lowest_null_odds - 1.0)
+    return metrics["best_f1_thresh"]
 
 
 def _is_no_answer(answer):
