@@ -10,7 +10,7 @@ import argparse
 
 from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options
 from pipelines.output_paths import refuse_inputs
-from pipelines.command_options import add_field_options, add_option, field_values
+from pipelines.command_options import add_field_options, add_option, field_values, finite_float
 from bert_keras.cli.main import CommandError
 from bert_keras.cli.embedding_arguments import add_pooling_options, embedder_from_flags, read_idf_corpus
 
@@ -50,7 +50,7 @@ def register(subparsers, summary):
                       help="classification: inputs text and text_b (default: as the task's data)")
     pair.add_argument("--single-text", dest="text_pair", action="store_false",
                       help="classification: input text only")
-    parser.add_argument("--null-threshold", type=float, default=None, metavar="X",
+    parser.add_argument("--null-threshold", type=finite_float, default=None, metavar="X",
                         help="SQuAD v2.0: no answer when null score - best span score > X "
                              "(default: task.json's, else 0.0; finetune --tune-threshold stores the dev best there)")
     parser.add_argument("--max-windows", type=int, default=None,
@@ -85,6 +85,9 @@ def run(args):
     try:
         if args.model:
             task = load(args.model)
+            if args.null_threshold is not None and task.kind == "squad" and not task.settings["version_2"]:
+                raise CommandError(f"--null-threshold: {args.model} is a SQuAD v1.1 model, which answers every "
+                                   "question; only a v2.0 model has a null threshold")
         else:
             task = embedder_from_flags(args)
             if corpus is not None:

@@ -308,6 +308,13 @@ class SpanQA(TextTask):
     def _decode(self, examples, batch_size, threshold=None, n_best_size=None, max_answer_length=None):
         from pipelines.datasets.squad import decode_predictions
 
+        if threshold is not None:  # checked before the model runs: a mistyped override costs no prediction
+            if not self._record.settings["version_2"]:
+                raise TaskInputError(f"threshold={threshold!r}: a SQuAD v1.1 model answers every question; "
+                                     "only a v2.0 model has a null threshold")
+            if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.number)) \
+                    or not np.isfinite(threshold):
+                raise TaskInputError(f"threshold={threshold!r}: expected a finite number")
         features = self._features(examples, False)
         dataset = tf.data.Dataset.from_tensor_slices(features.inputs).batch(batch_size)
         outputs = predicted_outputs(self, dataset)
