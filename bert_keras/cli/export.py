@@ -8,9 +8,10 @@ a fresh Python that imports only TensorFlow must reproduce the model's outputs.
 
 import argparse
 
-from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options
+from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options, add_null_threshold_option
+from bert_keras.cli.flag_arguments import check_null_threshold
 from pipelines.output_paths import refuse_inputs
-from pipelines.command_options import add_field_options, add_option, field_values, finite_float
+from pipelines.command_options import add_field_options, add_option, field_values
 from bert_keras.cli.main import CommandError
 from bert_keras.cli.embedding_arguments import add_pooling_options, embedder_from_flags, read_idf_corpus
 
@@ -50,9 +51,8 @@ def register(subparsers, summary):
                       help="classification: inputs text and text_b (default: as the task's data)")
     pair.add_argument("--single-text", dest="text_pair", action="store_false",
                       help="classification: input text only")
-    parser.add_argument("--null-threshold", type=finite_float, default=None, metavar="X",
-                        help="SQuAD v2.0: no answer when null score - best span score > X "
-                             "(default: task.json's, else 0.0; finetune --tune-threshold stores the dev best there)")
+    add_null_threshold_option(parser, "SQuAD v2.0: no answer when null score - best span score > X (default: "
+                                      "task.json's, else 0.0; finetune --tune-threshold stores the dev best there)")
     parser.add_argument("--max-windows", type=int, default=None,
                         help="SQuAD: context windows read per question (default 16)")
     add_pooling_options(parser, applies_to="--init: ", idf_default="; required with --init --pooling bm25")
@@ -85,9 +85,7 @@ def run(args):
     try:
         if args.model:
             task = load(args.model)
-            if args.null_threshold is not None and task.kind == "squad" and not task.settings["version_2"]:
-                raise CommandError(f"--null-threshold: {args.model} is a SQuAD v1.1 model, which answers every "
-                                   "question; only a v2.0 model has a null threshold")
+            check_null_threshold(args, task)
         else:
             task = embedder_from_flags(args)
             if corpus is not None:

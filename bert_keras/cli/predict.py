@@ -5,7 +5,8 @@ import shlex
 import sys
 
 from bert_keras import json_output
-from pipelines.command_options import finite_float, positive_int
+from bert_keras.cli.flag_arguments import add_null_threshold_option, check_null_threshold
+from pipelines.command_options import positive_int
 from bert_keras.cli.main import CommandError
 
 
@@ -39,9 +40,8 @@ def register(subparsers, summary):
                         help="squad: n-best list length (default: the model's setting, 20 unless set)")
     parser.add_argument("--max-answer-length", type=positive_int, default=None,
                         help="squad: word pieces of an answer at most (default: the model's setting, 30 unless set)")
-    parser.add_argument("--null-threshold", type=finite_float, default=None,
-                        help="squad v2.0: predict no answer when null_odds exceeds this (default: the "
-                             "model's own threshold, 0.0 unless set or tuned)")
+    add_null_threshold_option(parser, "squad v2.0: predict no answer when null_odds exceeds this (default: the "
+                                      "model's own threshold, 0.0 unless set or tuned)")
     parser.add_argument("--json", action="store_true", help="print JSON lines")
     parser.set_defaults(func=run)
 
@@ -80,7 +80,7 @@ def run(args):
     if args.squad:
         if writer is None:
             raise CommandError(f"--squad needs a SQuAD model; {args.model} is a {task.kind} model")
-        _check_null_threshold(args, task)
+        check_null_threshold(args, task)
         return _predict_squad(args, task, resolve(writer))
     # The decoding flags of a SQuAD model apply to its TEXT / --input answers too; any other model has none.
     answer_options = {name: value for name, value in (("threshold", args.null_threshold),
@@ -92,7 +92,7 @@ def run(args):
                  "max_answer_length": "--max-answer-length"}
         raise CommandError(f"{', '.join(flags[name] for name in answer_options)}: only a SQuAD model has "
                            f"answer settings; {args.model} is a {task.kind} model")
-    _check_null_threshold(args, task)
+    check_null_threshold(args, task)
     texts, sources = _read_texts(args)
     if not texts and args.input and not args.texts:
         raise CommandError(f"--input {args.input}: holds no text (the file is empty)")
@@ -112,13 +112,6 @@ def run(args):
     if args.output:
         print(f"wrote {len(rows)} predictions to {args.output}")
     return 0
-
-
-def _check_null_threshold(args, task):
-    """--null-threshold of a SQuAD v1.1 model: refused, as it would change nothing (before any prediction)."""
-    if args.null_threshold is not None and task.kind == "squad" and not task.settings["version_2"]:
-        raise CommandError(f"--null-threshold: {args.model} is a SQuAD v1.1 model, which answers every question; "
-                           "only a v2.0 model has a null threshold")
 
 
 def _predict_squad(args, task, write_predictions):
