@@ -26,6 +26,7 @@ Run(steps=5)
 
 import argparse
 import dataclasses
+import math
 import typing
 from typing import Optional
 
@@ -67,6 +68,15 @@ def positive_float(text):
     return value
 
 
+def finite_float(text):
+    """argparse type of a number that may be negative but must be finite (`--null-threshold nan`
+    would answer every question: no comparison with NaN is true)."""
+    value = _float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    return value
+
+
 def seed(text):
     """argparse type of a random seed: a whole number in [0, 2**32) (what NumPy and TensorFlow take)."""
     try:
@@ -94,7 +104,8 @@ def _float(text):
 
 
 # what `pipelines.command_options.option(type="...")` names: the checked argparse types above
-CHECKED_TYPES = {"positive_int": positive_int, "positive_float": positive_float, "seed": seed, "fraction": fraction}
+CHECKED_TYPES = {"positive_int": positive_int, "positive_float": positive_float, "finite_float": finite_float,
+                 "seed": seed, "fraction": fraction}
 
 
 def add_option(parser, name, *old_names, required=False, **options):

@@ -76,16 +76,17 @@ def utf8_arguments(texts, what="TEXT"):
 def split_pairs(texts):
     """Each text as a `(text, text_b)` pair where it holds a tab or `PAIR_SEPARATOR`, else as is.
 
-    >>> split_pairs(["one", "A ||| B", "C\\tD"])
-    ['one', ('A', 'B'), ('C', 'D')]
+    It is split at the first of them: a tab inside a context written after ' ||| ' stays in it.
+
+    >>> split_pairs(["one", "A ||| B", "C\\tD", "who? ||| a\\tb"])
+    ['one', ('A', 'B'), ('C', 'D'), ('who?', 'a\\tb')]
     """
     result = []
     for text in texts:
-        for separator in ("\t", PAIR_SEPARATOR):
-            if separator in text:
-                a, b = text.split(separator, 1)
-                result.append((a.strip(), b.strip()))
-                break
+        found = [(text.find(separator), separator) for separator in ("\t", PAIR_SEPARATOR) if separator in text]
+        if found:
+            a, b = text.split(min(found)[1], 1)
+            result.append((a.strip(), b.strip()))
         else:
             result.append(text)
     return result

@@ -6,6 +6,7 @@ import shlex
 
 from bert_keras.cli.flag_arguments import add_encoder_options
 from bert_keras.cli.main import CommandError
+from pipelines.command_options import positive_int
 
 
 def register(subparsers, summary):
@@ -35,7 +36,7 @@ def register(subparsers, summary):
                         help="layer for the PNG and the printout (default: the last)")
     parser.add_argument("--head", type=int, default=None,
                         help="one head for the PNG and the printout (default: all heads, averaged)")
-    parser.add_argument("--top-k", type=int, default=5, help="tokens listed for [CLS] (default 5)")
+    parser.add_argument("--top-k", type=positive_int, default=5, help="tokens listed for [CLS] (default 5)")
     parser.add_argument("--output-dir", default="attention", metavar="DIR",
                         help="where to write (default ./attention)")
     parser.add_argument("--overwrite", action="store_true",

@@ -8,7 +8,8 @@ a fresh Python that imports only TensorFlow must reproduce the model's outputs.
 
 import argparse
 
-from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options
+from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options, add_null_threshold_option
+from bert_keras.cli.flag_arguments import check_null_threshold
 from pipelines.output_paths import refuse_inputs
 from pipelines.command_options import add_field_options, add_option, field_values
 from bert_keras.cli.main import CommandError
@@ -50,9 +51,8 @@ def register(subparsers, summary):
                       help="classification: inputs text and text_b (default: as the task's data)")
     pair.add_argument("--single-text", dest="text_pair", action="store_false",
                       help="classification: input text only")
-    parser.add_argument("--null-threshold", type=float, default=None, metavar="X",
-                        help="SQuAD v2.0: no answer when null score - best span score > X "
-                             "(default: task.json's, else 0.0; finetune --tune-threshold stores the dev best there)")
+    add_null_threshold_option(parser, "SQuAD v2.0: no answer when null score - best span score > X (default: "
+                                      "task.json's, else 0.0; finetune --tune-threshold stores the dev best there)")
     parser.add_argument("--max-windows", type=int, default=None,
                         help="SQuAD: context windows read per question (default 16)")
     add_pooling_options(parser, applies_to="--init: ", idf_default="; required with --init --pooling bm25")
@@ -85,6 +85,7 @@ def run(args):
     try:
         if args.model:
             task = load(args.model)
+            check_null_threshold(args, task)
         else:
             task = embedder_from_flags(args)
             if corpus is not None:

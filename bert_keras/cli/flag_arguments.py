@@ -7,7 +7,7 @@ subcommands; it parses each parser against it). Former spellings stay accepted, 
 
 import argparse
 
-from pipelines.command_options import add_option, positive_int
+from pipelines.command_options import add_option, finite_float, positive_int
 
 INIT_HELP = "hf:DIR | tf1:CKPT_PREFIX | keras-hub:DIR | pip:PACKAGE | model.keras"
 
@@ -62,3 +62,18 @@ def add_case_options(parser, *, applies_to="", cased_help=None):
     parser.add_argument("--strip-accents", action=argparse.BooleanOptionalAction, default=None,
                         help=f"{applies_to}{STRIP_ACCENTS_HELP}")
 
+
+
+def add_null_threshold_option(parser, help):
+    """`--null-threshold X` (SQuAD v2.0): a finite number (with NaN no comparison is true)."""
+    parser.add_argument("--null-threshold", type=finite_float, default=None, metavar="X", help=help)
+
+
+def check_null_threshold(args, task):
+    """`--null-threshold` for a SQuAD v1.1 model (`version_2` False), refused before any work:
+    that model answers every question, so the flag would change nothing."""
+    from bert_keras.cli.main import CommandError
+
+    if args.null_threshold is not None and task.settings.get("version_2") is False:
+        raise CommandError(f"--null-threshold: {args.model} is a SQuAD v1.1 model, which answers every question; "
+                           "only a v2.0 model has a null threshold")

@@ -5,6 +5,7 @@ import shlex
 import sys
 
 from bert_keras import json_output
+from bert_keras.cli.flag_arguments import add_null_threshold_option, check_null_threshold
 from pipelines.command_options import positive_int
 from bert_keras.cli.main import CommandError
 
@@ -39,9 +40,8 @@ def register(subparsers, summary):
                         help="squad: n-best list length (default: the model's setting, 20 unless set)")
     parser.add_argument("--max-answer-length", type=positive_int, default=None,
                         help="squad: word pieces of an answer at most (default: the model's setting, 30 unless set)")
-    parser.add_argument("--null-threshold", type=float, default=None,
-                        help="squad v2.0: predict no answer when null_odds exceeds this (default: the "
-                             "model's own threshold, 0.0 unless set or tuned)")
+    add_null_threshold_option(parser, "squad v2.0: predict no answer when null_odds exceeds this (default: the "
+                                      "model's own threshold, 0.0 unless set or tuned)")
     parser.add_argument("--json", action="store_true", help="print JSON lines")
     parser.set_defaults(func=run)
 
@@ -80,7 +80,19 @@ def run(args):
     if args.squad:
         if writer is None:
             raise CommandError(f"--squad needs a SQuAD model; {args.model} is a {task.kind} model")
+        check_null_threshold(args, task)
         return _predict_squad(args, task, resolve(writer))
+    # The decoding flags of a SQuAD model apply to its TEXT / --input answers too; any other model has none.
+    answer_options = {name: value for name, value in (("threshold", args.null_threshold),
+                                                      ("n_best_size", args.n_best_size),
+                                                      ("max_answer_length", args.max_answer_length))
+                      if value is not None}
+    if answer_options and writer is None:
+        flags = {"threshold": "--null-threshold", "n_best_size": "--n-best-size",
+                 "max_answer_length": "--max-answer-length"}
+        raise CommandError(f"{', '.join(flags[name] for name in answer_options)}: only a SQuAD model has "
+                           f"answer settings; {args.model} is a {task.kind} model")
+    check_null_threshold(args, task)
     texts, sources = _read_texts(args)
     if not texts and args.input and not args.texts:
         raise CommandError(f"--input {args.input}: holds no text (the file is empty)")
@@ -89,7 +101,7 @@ def run(args):
                            + (" (or --squad FILE.json)" if writer else ""))
     with task.verbosity(int(sys.stdout.isatty() and not args.json)):  # a progress bar on a terminal
         try:
-            rows = task.predict_rows(texts, batch_size=args.batch_size)
+            rows = task.predict_rows(texts, batch_size=args.batch_size, **answer_options)
         except TaskInputError as error:
             raise _named_by_source(error, sources) from None
     if args.output:

@@ -1,5 +1,7 @@
 """`MultipleChoice`: pick the ending that completes a context (SWAG) on raw text."""
 
+import re
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -186,11 +188,16 @@ class MultipleChoice(TextTask):
         return {"accuracy": float(accuracy(gold, predictions)), "num_examples": len(gold)}
 
 
+# "|||" between whitespace (or at an end): "a ||| ||| c" holds an empty ending, which splitting at
+# " ||| " read as the ending "||| c"; "a|||b" stays one text, as before.
+_SEPARATOR = re.compile(r"(?:(?<=\s)|^)\|\|\|(?=\s|$)")
+
+
 def _context_and_endings(item):
     """`(context, [endings])` of `"context ||| ending ||| ..."` or `(context, "ending ||| ...")`."""
     if isinstance(item, tuple):
         context, rest = item
-        parts = [context] + [p.strip() for p in rest.replace("\t", " ||| ").split(" ||| ")]
+        parts = [context] + [p.strip() for p in _SEPARATOR.split(rest.replace("\t", " ||| "))]
     else:
-        parts = [p.strip() for p in item.replace("\t", " ||| ").split(" ||| ")]
+        parts = [p.strip() for p in _SEPARATOR.split(item.replace("\t", " ||| "))]
     return parts[0], parts[1:]

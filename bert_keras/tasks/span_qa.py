@@ -166,14 +166,15 @@ class SpanQA(TextTask):
 
         Args:
             tune_threshold: SQuAD v2.0: afterwards, `predict` and the export use
-                the threshold that gave this data's best F1 (`best_f1_thresh`).
+                the threshold that gave this data's best F1 (`best_f1_thresh`, or one
+                below every null odds where answering none scored best).
                 Off by default: scoring never changes what `predict` answers.
         """
         metrics = super().score(x, y, batch_size=batch_size, verbose=verbose)
         if tune_threshold:
             if not self._record.settings["version_2"] or "best_f1_thresh" not in metrics:
                 raise TaskInputError("tune_threshold: only a SQuAD v2.0 model has a null threshold")
-            self.null_threshold = metrics["best_f1_thresh"]
+            self.null_threshold = _threshold_of_best_f1(metrics, self._lowest_null_odds)
         return metrics
 
     # -- data -------------------------------------------------------------------------
@@ -307,6 +308,13 @@ class SpanQA(TextTask):
     def _decode(self, examples, batch_size, threshold=None, n_best_size=None, max_answer_length=None):
         from pipelines.datasets.squad import decode_predictions
 
+        if threshold is not None:  # checked before the model runs: a mistyped override costs no prediction
+            if not self._record.settings["version_2"]:
+                raise TaskInputError(f"threshold={threshold!r}: a SQuAD v1.1 model answers every question; "
+                                     "only a v2.0 model has a null threshold")
+            if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.number)) \
+                    or not np.isfinite(threshold):
+                raise TaskInputError(f"threshold={threshold!r}: expected a finite number")
         features = self._features(examples, False)
         dataset = tf.data.Dataset.from_tensor_slices(features.inputs).batch(batch_size)
         outputs = predicted_outputs(self, dataset)
@@ -322,7 +330,7 @@ class SpanQA(TextTask):
         if is_tokenized(x):
             return self.head.predict(x, batch_size=batch_size, verbose=0)
         examples = self._examples(x, None, training=False)
-        predictions, nbest, null_odds = self._decode(examples, batch_size)
+        predictions, nbest, null_odds = self._decode(examples, batch_size, **dict(self._row_options))
         results = []
         for example in examples:
             best = next((entry for entry in nbest[example.id] if entry["text"] == predictions[example.id]),
@@ -343,6 +351,7 @@ class SpanQA(TextTask):
         dataset = squad_json(examples)
         if self._record.settings["version_2"]:
             metrics = squad_v2_metrics(dataset, predictions, na_probs=null_odds)
+            self._lowest_null_odds = min(null_odds.values(), default=0.0)  # for score(tune_threshold=True)
         elif self._record.settings["evaluation_metric"] == "korquad":
             metrics = korquad.evaluate(dataset["data"], predictions)
         else:
@@ -351,13 +360,26 @@ class SpanQA(TextTask):
         metrics["num_examples"] = len(examples)
         return metrics
 
-    def _row_predictions(self, items, *, batch_size=32):
-        """`{"question", "context", "answer", ...}` per `(question, context)` item."""
+    # `predict_rows`' overrides of the decoding settings for its one `predict` call
+    # (`threshold`, `n_best_size`, `max_answer_length`, as `predict_squad`'s).
+    # (A tuple of pairs: Keras would track a dict attribute as state.)
+    _row_options = ()
+    _row_option_names = frozenset({"threshold", "n_best_size", "max_answer_length"})
+
+    def _row_predictions(self, items, *, batch_size=32, threshold=None, n_best_size=None,
+                         max_answer_length=None):
+        """`{"question", "context", "answer", ...}` per `(question, context)` item; `threshold`,
+        `n_best_size`, `max_answer_length` override the task's settings (as in `predict_squad`)."""
         if not all(isinstance(item, tuple) and len(item) == 2 for item in items):
             raise TaskInputError("a SQuAD model answers (question, context) pairs: 'question ||| context' "
                                  "(or --squad FILE.json for a whole SQuAD file)")
         questions, contexts = [q for q, _ in items], [c for _, c in items]
-        rows = self.predict((questions, contexts), batch_size=batch_size)
+        self._row_options = (("threshold", threshold), ("n_best_size", n_best_size),
+                             ("max_answer_length", max_answer_length))
+        try:
+            rows = self.predict((questions, contexts), batch_size=batch_size)
+        finally:
+            self._row_options = ()
         return [{"question": q, "context": c, **{k: v for k, v in row.items() if k != "nbest"}}
                 for q, c, row in zip(questions, contexts, rows)]
 
@@ -372,6 +394,21 @@ class SpanQA(TextTask):
         `threshold`, `n_best_size`, `max_answer_length` override the task's settings.
         """
         return self._decode(list(examples), batch_size, threshold, n_best_size, max_answer_length)
+
+
+def _threshold_of_best_f1(metrics, lowest_null_odds):
+    """The null threshold with which `predict` gives the scored data's `best_f1`.
+
+    The official script's `best_f1_thresh`, except where answering no question at all scores
+    best: the script then reports its starting value, 0.0, under which every question with
+    negative null odds would be answered; a threshold below all the odds answers none.
+    """
+    from pipelines.datasets.squad import NO_SPAN_NULL_ODDS
+
+    answering_none = 100.0 * metrics.get("NoAns_total", 0) / metrics["total"]
+    if metrics["best_f1"] == answering_none and lowest_null_odds < NO_SPAN_NULL_ODDS:
+        return min(0.0, lowest_null_odds - 1.0)
+    return metrics["best_f1_thresh"]
 
 
 def _is_no_answer(answer):

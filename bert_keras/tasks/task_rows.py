@@ -21,18 +21,26 @@ class RowPredictions:
     """`predict_rows` / `row_text` of a task (mixed into `TextTask`); families override
     `_row_predictions` and `row_text`."""
 
-    def predict_rows(self, items, *, batch_size=32):
+    def predict_rows(self, items, *, batch_size=32, **options):
         """`predict` as one JSON-able dict per input, the input included (what `bert-keras
         predict --json` prints). `items`: texts, or `(a, b)` tuples where the task reads pairs.
         A text with no token gets the model's answer to an empty input, marked `"empty": true`.
+        `options`: a family's own decoding overrides (SpanQA: `threshold`, `n_best_size`,
+        `max_answer_length`); another family refuses any.
         """
+        if options and not self._row_option_names >= set(options):
+            raise TaskInputError(f"predict_rows: a {type(self).__name__} takes no "
+                                 f"{', '.join(sorted(set(options) - self._row_option_names))}")
         with answering_empty_texts() as found:
-            rows = self._row_predictions(items, batch_size=batch_size)
+            rows = self._row_predictions(items, batch_size=batch_size, **options)
         empty = self._empty_rows(found)
         for index in empty:
             rows[index]["empty"] = True
         self._warn_empty(empty)
         return rows
+
+    # the `options` of `predict_rows` that `_row_predictions` takes
+    _row_option_names = frozenset()
 
     def _row_predictions(self, items, *, batch_size=32):
         raise TaskInputError(f"a {type(self).__name__} has no row predictions")

@@ -57,8 +57,11 @@ class EncoderAttention:
             layer: the layer, from 0.
             head: one head, or None for the mean of all heads.
             query: the attending token's position (0 = `[CLS]`).
-            top_k: how many are listed.
+            top_k: how many are listed (at least 1).
         """
+        if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
+            # A slice end: -3 would list all tokens but the last 3, 0 none.
+            raise ValueError(f"top_k={top_k!r}: expected a whole number of at least 1")
         heads = self.probs[layer] if head is None else self.probs[layer, head][None]
         row = heads[:, query, :].mean(0)
         return [(float(row[j]), int(j)) for j in np.argsort(-row, kind="stable")[:top_k]]

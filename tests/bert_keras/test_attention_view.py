@@ -121,3 +121,19 @@ def test_attention_cli_on_minilm_pair(minilm_dir, tmp_path, capsys):
 
     with pytest.raises(CommandError, match=r"--layer 99 is out of range.*0\.\.5"):
         attention.run(_args([*argv, "--layer", "99"]))
+
+
+def test_top_k_below_one_is_refused_not_read_as_a_slice_end(capsys):
+    """`--top-k -3` listed every token but the last 3, `--top-k 0` a heading over nothing."""
+    from bert_keras.visualization.encoder_attention import EncoderAttention
+
+    for value in ("-3", "0"):
+        with pytest.raises(SystemExit):
+            _args(["--init", "x", "--top-k", value, "a text"])
+        assert "--top-k: must be at least 1" in capsys.readouterr().err
+    probs = np.full((1, 1, 3, 3), 1 / 3, np.float32)
+    view = EncoderAttention(tokens=["[CLS]", "a", "[SEP]"], probs=probs, segment_ids=[0, 0, 0])
+    assert [j for _, j in view.most_attended(0, top_k=2)] == [0, 1]
+    for top_k in (-3, 0, 1.5):
+        with pytest.raises(ValueError, match="top_k"):
+            view.most_attended(0, top_k=top_k)

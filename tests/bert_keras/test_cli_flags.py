@@ -166,6 +166,19 @@ def test_a_batch_size_below_one_is_a_usage_error(command, capsys):
     assert "argument --batch-size: must be at least 1, got 0" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", [["predict", "--model", "m", "x"],
+                                     ["export", "--model", "m", "--base-path", "b", "--model-name", "n"]])
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_null_threshold_that_is_not_finite_is_a_usage_error(command, value, capsys):
+    """`--null-threshold nan` was taken: no comparison with NaN is true, so every question was answered."""
+    from bert_keras.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(command + [f"--null-threshold={value}"])
+    assert exit_info.value.code == 2
+    assert f"argument --null-threshold: must be a finite number, got {value}" in capsys.readouterr().err
+
+
 def _python_defaults(call):
     import inspect
 

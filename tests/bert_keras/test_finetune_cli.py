@@ -147,6 +147,63 @@ def test_squad_finetune_predict_writes_official_files(tiny_encoder, tmp_path, ca
     assert max(len(v) for v in json.load(open(tmp_path / "p20" / "nbest_predictions.json")).values()) > 2
 
 
+@pytest.mark.slow
+def test_predict_on_texts_takes_the_squad_decoding_flags_and_other_models_refuse_them(tmp_path, capsys):
+    """`--null-threshold`, `--n-best-size`, `--max-answer-length` were read for `--squad FILE` only:
+    on 'question ||| context' texts they were dropped without a word (the model's settings answered)."""
+    import export_fixtures
+    from bert_keras import tasks
+    from bert_keras.cli.main import main
+
+    squad = export_fixtures.make_finetuned_dir("squad", str(tmp_path / "squad"))  # a SQuAD v2.0 model
+    texts = ["who lives in new york? ||| john smith lives in new york with the dog.",
+             "what is the capital? ||| the capital of france is paris, a city."]
+
+    def answers(*flags):
+        capsys.readouterr()
+        assert main(["predict", "--model", squad, "--json", *flags, *texts]) == 0
+        return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+    task = tasks.load(squad)
+    items = [tuple(text.split(" ||| ")) for text in texts]
+    assert answers() == task.predict_rows(items)
+    assert any(row["has_answer"] for row in answers("--null-threshold", "1e9"))
+    assert not any(row["has_answer"] for row in answers("--null-threshold=-1e9"))
+    assert answers("--max-answer-length", "1", "--n-best-size", "3") == task.predict_rows(
+        items, max_answer_length=1, n_best_size=3)
+    for row in task.predict_rows(items, max_answer_length=1, threshold=1e9):
+        assert row["answer"] and len(task.tokenizer.tokenize(row["answer"])) == 1
+    assert task.predict_rows(items) == answers()  # the overrides were for their call only
+
+    ner = export_fixtures.make_finetuned_dir("ner", str(tmp_path / "ner"))
+    assert main(["predict", "--model", ner, "--n-best-size", "3", "john smith"]) == 2
+    assert "--n-best-size: only a SQuAD model has answer settings" in capsys.readouterr().err
+
+
+def test_a_null_threshold_for_a_squad_v1_model_is_refused_not_ignored(tmp_path, capsys):
+    """A v1.1 model answers every question: `--null-threshold` (predict on texts or --squad, export)
+    and `predict_squad(threshold=)` changed nothing, without a word."""
+    import export_fixtures
+    from bert_keras import tasks
+    from bert_keras.cli.main import main
+
+    v1 = tasks.SpanQA.from_pretrained(export_fixtures.make_encoder_spec(str(tmp_path / "encoder")),
+                                      seq_length=64, stride=16, max_query_length=16)
+    model = v1.save(str(tmp_path / "v1"))
+    squad = os.path.join(DATA, "squad", "dev-v1.1-mini.json")
+    for argv in (["predict", "--model", model, "who? ||| john smith"],
+                 ["predict", "--model", model, "--squad", squad, "--output-dir", str(tmp_path / "p")],
+                 ["export", "--model", model, "--base-path", str(tmp_path / "models"), "--model-name", "qa"]):
+        assert main([*argv, "--null-threshold", "1.5"]) == 2
+        assert "--null-threshold: " + model + " is a SQuAD v1.1 model" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "p") and not os.path.exists(tmp_path / "models")
+    from pipelines.datasets.squad import read_squad_json
+
+    with pytest.raises(tasks.TaskInputError, match="only a v2.0 model has a null threshold"):
+        v1.predict_squad(read_squad_json(squad, is_training=False), threshold=1.5)
+    assert main(["predict", "--model", model, "who? ||| john smith"]) == 0  # without it, answered
+
+
 def test_squad_windows_take_stride_and_doc_stride_still_parses(capsys):
     """`--stride` spaces a SQuAD context's windows as it spaces a long text's (`--help` shows it);
     `--doc-stride`, run_squad.py's name, is a hidden alias: the same destination and setting."""

@@ -271,6 +271,22 @@ def test_a_multiple_choice_example_is_empty_only_when_its_context_and_endings_ar
     assert [row.get("empty", False) for row in rows] == [False, True]
 
 
+def test_an_empty_ending_between_two_bars_is_read_as_an_empty_ending(spec):
+    """'ctx ||| a ||| ||| c' (what `bert-keras predict` reads) was split at ' ||| ': the empty ending
+    and the bar after it became one ending '||| c', and the row was refused for its count."""
+    keras.utils.set_random_seed(0)
+    chooser = tasks.MultipleChoice.from_pretrained(spec, num_choices=4, seq_length=32)
+    expected = chooser.predict((["he opens the door."], [["he walks in.", "", "he flies.", "he sits."]]))
+    for item in ["he opens the door. ||| he walks in. ||| ||| he flies. ||| he sits.",
+                 ("he opens the door.", "he walks in. ||| ||| he flies. ||| he sits."),
+                 "he opens the door.\the walks in.\t\the flies.\the sits."]:
+        row, = chooser.predict_rows([item])
+        assert row["endings"] == ["he walks in.", "", "he flies.", "he sits."]
+        np.testing.assert_allclose(row["probabilities"], expected[0], atol=1e-6)
+    row, = chooser.predict_rows([("a door.", "||| in ||| a|||b ||| out")])  # first ending empty; a|||b one text
+    assert row["endings"] == ["", "in", "a|||b", "out"]
+
+
 def test_a_family_setting_is_read_and_an_unknown_one_named(spec):
     tags = ["O", "B-PER", "I-PER"]
     tagger = tasks.TokenClassifier.from_pretrained(spec, labels=tags, seq_length=32, aggregation="first")

@@ -137,6 +137,22 @@ def test_squad_v2_with_null_answers_round_trips(spec, tmp_path):
                                atol=1e-4)
 
 
+def test_tuned_threshold_gives_the_best_f1_also_when_answering_none_scores_best(spec):
+    """Where no answer at all scores best, the official `best_f1_thresh` is its starting 0.0; adopted
+    as it was, questions with negative null odds were still answered (F1 below the best reported)."""
+    keras.utils.set_random_seed(0)
+    qa = small(tasks.SpanQA, spec, seq_length=64, version_2=True, stride=16, max_query_length=16)
+    x = (["who lives in paris?", "what is the capital of spain?", "when did the film begin?"], [CONTEXT] * 3)
+    unanswerable = [None, None, None]
+    odds = [row["null_odds"] for row in qa.predict(x)]
+    assert min(odds) < 0  # (the untrained head answers some: the case where 0.0 is wrong)
+    tuned = qa.score(x, unanswerable, tune_threshold=True)
+    assert (tuned["best_f1"], tuned["best_f1_thresh"]) == (100.0, 0.0)  # the official script's report
+    assert qa.null_threshold < min(odds)
+    assert qa.score(x, unanswerable)["f1"] == tuned["best_f1"]
+    assert not any(row["has_answer"] for row in qa.predict(x))
+
+
 def test_squad_stride_still_reads_run_squads_name_doc_stride(spec, tmp_path):
     """`stride` is SpanQA's window step, as every family's; calls, settings and task.json files
     that say `doc_stride` (run_squad.py's and HF run_qa.py's name, this setting's before) still work."""

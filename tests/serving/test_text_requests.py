@@ -30,6 +30,15 @@ def test_texts_and_sentence_pairs():
     assert request_inputs(signature("sentence"), ["a"]) == {"sentence": ["a"]}  # one input, another name
 
 
+def test_a_line_is_split_at_its_first_separator_so_a_tab_after_the_bar_stays_in_the_context():
+    """`bert-keras predict --input`: 'question ||| context' whose context holds a tab was split at
+    the tab (question 'who? ||| john', context 'smith'), the tab being tried first."""
+    from serving.text_requests import split_pairs
+
+    assert split_pairs(["who lives? ||| john\tsmith lives here.", "A\tB ||| C", "A ||| B", "C\tD", "one"]) == [
+        ("who lives?", "john\tsmith lives here."), ("A", "B ||| C"), ("A", "B"), ("C", "D"), "one"]
+
+
 def test_questions_and_endings():
     assert request_inputs(signature("question", "context"), question=["who?", "where?"], context=["Ann is here."]) \
         == {"question": ["who?", "where?"], "context": ["Ann is here.", "Ann is here."]}
