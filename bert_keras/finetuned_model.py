@@ -250,6 +250,44 @@ class FinetunedModel:
         return BertPacker(self.seq_length, cls_id=special.cls, sep_id=special.sep, pad_id=special.pad)
 
 
+def read_finetuned_encoder(directory, *, output_hidden_states=False, output_attentions=False):
+    """The `BertEncoder` inside a fine-tuned model directory, with the tokenizer it was trained with.
+
+    What `bert_keras.checkpoints.load_pretrained` / `load_tokenizer` give for a pretrained
+    checkpoint, for the encoder a fine-tune changed: its attention (`bert-keras attention`) or
+    its hidden states can be looked at as they are after fine-tuning.
+
+    >>> encoder, tokenizer = read_finetuned_encoder("out/sentiment", output_attentions=True)  # doctest: +SKIP
+
+    Args:
+        directory: the fine-tuned model directory.
+        output_hidden_states, output_attentions: passed to `BertEncoder`.
+
+    Returns:
+        `(BertEncoder, pipelines.BertTokenizer)`; the tokenizer applies the model's vocabulary,
+        casing and accent rule, and its `pre_tokenizer` (on the host) if it has one.
+
+    Raises:
+        FinetunedModelError: as `read_finetuned`.
+    """
+    from bert_keras.checkpoints.layout import assign_canonical, encoder_to_canonical
+    from bert_keras.encoder import BertEncoder
+    from bert_keras.layers.initialization import weights_from_checkpoint
+    from pipelines import BertTokenizer
+
+    record = read_finetuned(directory)
+    encoder = record.model.encoder
+    if output_hidden_states or output_attentions:  # the outputs are fixed when an encoder is built
+        with weights_from_checkpoint():  # no random draws for weights assigned next
+            rebuilt = BertEncoder(encoder.config, output_hidden_states=output_hidden_states,
+                                  output_attentions=output_attentions)
+        assign_canonical(rebuilt, encoder_to_canonical(encoder))
+        encoder = rebuilt
+    tokenizer = BertTokenizer(record.vocab_file, lowercase=record.lowercase, strip_accents=record.strip_accents,
+                              pre_tokenizer=record.pre_tokenizer)
+    return encoder, tokenizer
+
+
 def is_finetuned_directory(path):
     """True when `path` is a directory with a `task.json` (any format version)."""
     return os.path.isdir(os.fspath(path)) and os.path.isfile(os.path.join(path, TASK_FILE))

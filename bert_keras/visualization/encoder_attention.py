@@ -84,16 +84,23 @@ def encoder_attention(spec, texts, *, vocab_file=None, lowercase=None, strip_acc
     Raises:
         ValueError: more than two texts, no vocabulary, or one of another size than the model's.
     """
+    from bert_keras.checkpoints import load_pretrained, load_tokenizer
+
+    _check_text_count(texts)
+    encoder = load_pretrained(spec, output_attentions=True)
+    tokenizer = load_tokenizer(spec, vocab_file=vocab_file, lowercase=lowercase, strip_accents=strip_accents)
+    return attention_of(encoder, tokenizer, texts, seq_length=seq_length)
+
+
+def attention_of(encoder, tokenizer, texts, *, seq_length=128):
+    """`encoder_attention` for an encoder already built with `output_attentions=True` (a fine-tuned
+    model's: `bert_keras.finetuned_model.read_finetuned_encoder`) and its tokenizer."""
     import tensorflow as tf
 
-    from bert_keras.checkpoints import load_pretrained, load_tokenizer
     from pipelines import BertPacker
 
-    if not 1 <= len(texts) <= 2:
-        raise ValueError(f"give one text or a pair (two texts), not {len(texts)}")
-    encoder = load_pretrained(spec, output_attentions=True)
+    _check_text_count(texts)
     config = encoder.config
-    tokenizer = load_tokenizer(spec, vocab_file=vocab_file, lowercase=lowercase, strip_accents=strip_accents)
     if tokenizer.vocabulary_size != config.vocab_size:
         raise ValueError(f"the vocabulary has {tokenizer.vocabulary_size} tokens but the model expects "
                          f"{config.vocab_size}: pass the model's own vocab.txt")
@@ -108,3 +115,8 @@ def encoder_attention(spec, texts, *, vocab_file=None, lowercase=None, strip_acc
         tokens=[tokenizer.id_to_token(int(i)) for i in token_ids],
         segment_ids=inputs["segment_ids"][0].numpy()[:length].tolist(),
         probs=np.stack([p[0, :, :length, :length].numpy() for p in outputs["attention_probs"]]))
+
+
+def _check_text_count(texts):
+    if not 1 <= len(texts) <= 2:
+        raise ValueError(f"give one text or a pair (two texts), not {len(texts)}")

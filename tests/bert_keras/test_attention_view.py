@@ -137,3 +137,48 @@ def test_top_k_below_one_is_refused_not_read_as_a_slice_end(capsys):
     for top_k in (-3, 0, 1.5):
         with pytest.raises(ValueError, match="top_k"):
             view.most_attended(0, top_k=top_k)
+
+
+def test_attention_of_a_fine_tuned_model_directory(tmp_path, capsys):
+    """`--init out/sentiment` (a `bert-keras finetune` directory) was refused ("cannot tell the
+    weight format"): its encoder's attention is now shown as fine-tuning left it, with the
+    tokenization it was trained with (cased here: "Good" is not lowercased)."""
+    from bert_keras.checkpoints import save_pretrained
+    from bert_keras.cli import attention
+    from bert_keras.cli.main import CommandError
+    from bert_keras.config import BertConfig
+    from bert_keras.encoder import BertEncoder
+    from bert_keras.finetuned_model import FinetunedModel, read_finetuned_encoder, save_finetuned
+    from bert_keras.models import BertClassifier
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "Good", "bad"]) + "\n")
+    config = BertConfig(vocab_size=8, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=19,
+                        max_position_embeddings=24)
+    head = BertClassifier(BertEncoder(config), num_classes=2)
+    model_dir = save_finetuned(str(tmp_path / "model"), FinetunedModel(
+        kind="classification", model=head, vocab_file=str(vocab), seq_length=16, labels=["neg", "pos"],
+        lowercase=False))
+    # The same weights as a plain encoder file, read with the same (cased) rules: the reference.
+    save_pretrained(head.encoder, str(tmp_path / "encoder.keras"), vocab_file=str(vocab),
+                    tokenizer_settings={"lowercase": False, "strip_accents": False})
+
+    out = tmp_path / "out"
+    assert attention.run(_args(["--init", model_dir, "--output-dir", str(out), "Good bad", "good"])) == 0
+    data = _embedded_data((out / "attention.html").read_text(encoding="utf-8"))
+    assert data["tokens"] == ["[CLS]", "Good", "bad", "[SEP]", "good", "[SEP]"]
+    reference = encoder_attention_of(str(tmp_path / "encoder.keras"), ["Good bad", "good"])
+    np.testing.assert_allclose(np.array(data["attention"]), reference.probs, atol=1e-4)
+    assert "next:" in capsys.readouterr().out
+
+    encoder, tokenizer = read_finetuned_encoder(model_dir, output_hidden_states=True)
+    assert encoder.output_hidden_states and tokenizer.tokenize(["Good"]).to_list() == [[6]]
+
+    with pytest.raises(CommandError, match=r"--cased: .* tokenizes as it was trained"):
+        attention.run(_args(["--init", model_dir, "--cased", "--output-dir", str(out), "good"]))
+
+
+def encoder_attention_of(spec, texts):
+    from bert_keras.visualization import encoder_attention
+
+    return encoder_attention(spec, texts)
