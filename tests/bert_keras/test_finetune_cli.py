@@ -189,6 +189,19 @@ def test_conll_finetune_evaluate_predict(ner_dir, capsys):
     assert row["words"] == ["EU", "rejects", "German", "call"] and len(row["tags"]) == 4
 
 
+def test_predict_json_keeps_korean_text_readable(ner_dir, capsys, tmp_path):
+    # Hangul as text, not \uXXXX escapes, on stdout and in the --output file (UTF-8), as tokenize,
+    # embed and query print it.
+    out = tmp_path / "pred.jsonl"
+    capsys.readouterr()
+    assert run(predict, ["predict", "--model", ner_dir, "--json", "--output", str(out), "서울 EU"]) == 0
+    printed = capsys.readouterr().out.strip().splitlines()[0]
+    written = out.read_bytes().decode("utf-8").strip()
+    for line in (printed, written):
+        assert '"서울"' in line and "\\u" not in line
+        assert json.loads(line)["words"] == ["서울", "EU"]
+
+
 @pytest.mark.parametrize("tag, problem", [("X-ORG", "is neither 'O' nor '<B|I|E|S>-<type>'"),
                                           ("E-ORG", "is not valid IOB1")])
 def test_conll_evaluate_names_file_line_and_word_of_a_tag_that_is_not_iob1(ner_dir, tmp_path, tag, problem):
