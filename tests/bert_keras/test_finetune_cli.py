@@ -90,6 +90,20 @@ def test_unknown_task_lists_valid_forms(tmp_path):
                        "--output-dir", str(tmp_path)])
 
 
+@pytest.mark.parametrize("options", [{}, {"text_column": "question1"}])
+def test_question_pairs_are_read_as_pairs(tmp_path, options):
+    # Question_pair's / QQP's columns: `--text-column question1` trained on question1 alone, silently.
+    from bert_keras.tasks.named_datasets import parse_task
+
+    data = tmp_path / "pairs.tsv"
+    data.write_text("question1\tquestion2\tis_duplicate\n대출 신청은?\t대출은 어떻게 신청하나요?\t0\n"
+                    "영화 추천\t요즘 볼 만한 영화\t1\n", encoding="utf-8")
+    spec = parse_task(f"csv:{data}", label_column="is_duplicate", **options)
+    x, y = spec.training_data()
+    assert x == (["대출 신청은?", "영화 추천"], ["대출은 어떻게 신청하나요?", "요즘 볼 만한 영화"])
+    assert spec.model_options()["text_pair"] is True and y == ["0", "1"]
+
+
 def test_eval_label_outside_label_set_names_file_and_line(sentiment_dir, tmp_path):
     bad = tmp_path / "bad.tsv"
     bad.write_text("sentence\tlabel\nA fine film.\t1\nOdd one.\tmaybe\n", encoding="utf-8")
