@@ -298,12 +298,15 @@ def check_text_files(patterns: Union[str, Sequence[str]]) -> int:
 def _not_utf8(path, line_number, raw, error, advice):
     """The `CorpusError` of a line that is not UTF-8: file, line, the bytes around it, `advice`
     (or, for a UTF-16 / UTF-32 file, the iconv command that saves it as UTF-8)."""
-    from pipelines.datasets.text_files import iconv_advice, wide_unicode_encoding
+    from pipelines.datasets.text_files import iconv_advice, legacy_code_page, wide_unicode_encoding
 
     packed = " The file is gzip-compressed: gunzip it first." if raw.startswith(b"\x1f\x8b") else ""
     wide = wide_unicode_encoding(_head(path) if line_number > 1 else raw)  # later lines start mid-character
     if wide:
         advice = f"The file is {wide}: save it as UTF-8 ({iconv_advice(wide)})."
+    elif not packed and legacy_code_page(raw) == "cp949":  # U+FFFD for every syllable, or cp1252 mojibake
+        advice = ("The line reads as Korean in cp949 (EUC-KR): save the file as UTF-8 "
+                  "(iconv -f cp949 -t utf-8 FILE > FILE.utf8).")
     return CorpusError(f"{path}, line {line_number}: not valid UTF-8 ({error.reason} at byte {error.start} of the "
                        f"line: {raw[max(0, error.start - 20):error.start + 20]!r}).{packed} {advice}")
 

@@ -104,11 +104,13 @@ def run(args):
             rows = task.predict_rows(texts, batch_size=args.batch_size, **answer_options)
         except TaskInputError as error:
             raise _named_by_source(error, sources) from None
+    # Texts as they are, not \uXXXX escapes (as tokenize, embed, query and the REST server write
+    # them): a Korean review stays readable in the file and on the terminal; the file is UTF-8.
     if args.output:
         with atomic_file(args.output) as f:
-            f.writelines(json_output.dumps(row) + "\n" for row in rows)
+            f.writelines(json_output.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     for row in rows:
-        print(json_output.dumps(row) if args.json else task.row_text(row))
+        print(json_output.dumps(row, ensure_ascii=False) if args.json else task.row_text(row))
     if args.output:
         print(f"wrote {len(rows)} predictions to {args.output}")
     return 0

@@ -158,7 +158,9 @@ def load_articles(dataset_json):
         The list of article dicts (`{"title", "paragraphs": [...]}`).
     """
     if isinstance(dataset_json, (str, os.PathLike)):
-        with open(dataset_json, encoding="utf-8") as f:
+        # utf-8-sig: a file saved by Windows tools starts with a byte order mark, which json refuses
+        # and the dataset readers (`pipelines.datasets.squad`, `bert-keras evaluate`) accept.
+        with open(dataset_json, encoding="utf-8-sig") as f:
             dataset_json = json.load(f)
     if isinstance(dataset_json, dict):
         if "data" not in dataset_json:

@@ -4,7 +4,8 @@ A dataset spec names the data, the task class and how its metrics read:
 
 * `glue/NAME` (`glue/mrpc`, `glue/stsb`, ...): TFDS GLUE, `TextClassifier`.
 * `csv:PATH`: your CSV / TSV / JSONL file (`text`/`sentence`, optional `text_b` /
-  `sentence2`, `label`), `TextClassifier` (labels: the training file's, sorted).
+  `sentence2`, `label`; `question1` / `question2` pairs too), `TextClassifier` (labels: the
+  training file's, sorted).
 * `conll2003`: CoNLL-2003 NER (TFDS, or `--data` / `--eval-data` files in IOB1), `TokenClassifier`.
 * `swag`: SWAG CSV files, `MultipleChoice`.
 * `squad/v1.1`, `squad/v2.0`: SQuAD (TFDS, or JSON files), `SpanQA`.
@@ -261,8 +262,8 @@ class GlueSpec(DatasetSpec):
 class CsvSpec(DatasetSpec):
     """`csv:PATH`: classes from the training file's labels (sorted)."""
 
-    TEXT_COLUMNS = ("text", "sentence", "sentence1", "question", "premise")
-    TEXT_B_COLUMNS = ("text_b", "sentence2", "hypothesis")
+    TEXT_COLUMNS = ("text", "sentence", "sentence1", "question1", "question", "premise")
+    TEXT_B_COLUMNS = ("text_b", "sentence2", "question2", "hypothesis")
 
     def __init__(self, spec, *, regression=False, **options):
         from bert_keras.tasks.text_classifier import TextClassifier
@@ -289,8 +290,11 @@ class CsvSpec(DatasetSpec):
             raise DatasetSpecError(not_a_file(path))
         columns = read_columns(path)
         self.text_column = self.text_column or next((c for c in self.TEXT_COLUMNS if c in columns), "text")
+        # The first text's partner: `q1` -> `q2` (QQP's and Question_pair's question1 / question2), else
+        # the known names. Without it, `--text-column question1` trained on question1 alone, silently.
+        partner = self.text_column[:-1] + "2" if self.text_column.endswith("1") else None
         self.text_b_column = self.text_b_column or next(
-            (c for c in self.TEXT_B_COLUMNS if c in columns), "text_b")
+            (c for c in (partner, *self.TEXT_B_COLUMNS) if c in columns), "text_b")
         if self.text_b_column not in columns and (self.text_pair or (self.text_pair is None and self._text_b_named)):
             why = "the model reads text pairs" if self.text_pair else "--text-b-column"
             raise DatasetSpecError(f"{path}: no column {self.text_b_column!r} for the second text ({why}); "

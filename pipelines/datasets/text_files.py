@@ -194,10 +194,42 @@ def decode_text(data, name, encoding="utf-8", *, error=None):
     except UnicodeDecodeError as bad:
         line = data.count(b"\n", 0, bad.start) + 1
         byte = data[bad.start:bad.start + 1].hex()
+        code_page = legacy_code_page(data)
+        examples = '"cp949"' if code_page == "cp949" else '"latin-1", "cp1252", ...'
         raise (error or TextFileError)(
             f"{path}:{line}: byte 0x{byte} is not valid {bad.encoding.replace('-sig', '')} "
-            f"({bad.reason}); save it as UTF-8 (iconv -f cp1252 -t utf-8 FILE > FILE.utf8), or, from "
-            "Python, pass its encoding (encoding=\"latin-1\", \"cp1252\", ...).") from None
+            f"({bad.reason}); save it as UTF-8 (iconv -f {code_page} -t utf-8 FILE > FILE.utf8), or, from "
+            f"Python, pass its encoding (encoding={examples}).") from None
+
+
+# How much of a file `legacy_code_page` reads: enough lines to tell, never the whole of a large file.
+_CODE_PAGE_SAMPLE = 1 << 16
+
+
+def legacy_code_page(data):
+    r"""The code page the advice about bytes that are not UTF-8 names: `"cp949"` when they read as
+    Korean (cp949 is EUC-KR with Korean Windows' extension, what Korean Windows saves as "ANSI"),
+    else `"cp1252"` (Western Windows'). Converting Korean text from cp1252, as the old advice said,
+    succeeds and silently turns every syllable into Latin mojibake.
+
+    Korean: the first 64 KiB (whole lines) read as cp949 and most of their non-ASCII characters are
+    Hangul syllables. Western text fails that test (an accented letter is mostly followed by an ASCII
+    letter, which no cp949 lead byte above 0xC6 takes).
+
+    Example:
+        >>> legacy_code_page("text\t리뷰\n".encode("cp949")), legacy_code_page("café\n".encode("cp1252"))
+        ('cp949', 'cp1252')
+    """
+    sample = data[:_CODE_PAGE_SAMPLE]
+    if len(data) > len(sample) and b"\n" in sample:
+        sample = sample[:sample.rindex(b"\n") + 1]  # never half a character at the end
+    try:
+        text = sample.decode("cp949")
+    except UnicodeDecodeError:
+        return "cp1252"
+    wide = [character for character in text if ord(character) > 127]
+    hangul = sum("\uac00" <= character <= "\ud7a3" for character in wide)
+    return "cp949" if wide and 2 * hangul > len(wide) else "cp1252"
 
 
 # Byte order marks of the Unicode encodings that are not ASCII-compatible (UTF-32 first: UTF-32-LE's

@@ -53,6 +53,33 @@ class _HostSplitter:
         self.splitter = splitter
 
 
+def _warn_if_learned_otherwise(vocab_file, lowercase, strip_accents):
+    """Warns when a tokenizer made with the default rules reads a vocabulary whose tokenizer_config.json
+    records other ones. Like HF's `BertTokenizer(vocab_file)`, the constructor does not read that file
+    (`resolve_tokenizer_settings` does); but `BertTokenizer("ko/vocab.txt")` on a Korean vocabulary
+    (`bert-keras vocab --no-strip-accents`) decomposes every Hangul syllable into jamo and reads all
+    Korean words as [UNK], silently."""
+    import warnings
+
+    from pipelines.tokenizer.tokenizer_config import (TokenizerSettingsError, read_tokenizer_settings,
+                                                      tokenizer_config_path)
+
+    try:
+        recorded = read_tokenizer_settings(vocab_file)
+    except (TokenizerSettingsError, OSError):
+        return  # a broken file is for the readers of the settings to report
+    if not recorded:
+        return
+    learned = (recorded.get("lowercase", True),
+               resolved_strip_accents(recorded.get("lowercase", True), recorded.get("strip_accents")))
+    if learned != (lowercase, strip_accents):
+        warnings.warn(
+            f"{tokenizer_config_path(vocab_file)} records lowercase={learned[0]}, strip_accents={learned[1]}; "
+            f"this tokenizer uses the defaults lowercase={lowercase}, strip_accents={strip_accents} (it does "
+            f"not read that file). Pass lowercase={learned[0]}, strip_accents={learned[1]} to read text as "
+            "the vocabulary was learned.", stacklevel=3)
+
+
 class BertTokenizer(tf.Module):
     """BERT WordPiece tokenization that reproduces google-research/bert exactly, in graph.
 
@@ -149,6 +176,8 @@ class BertTokenizer(tf.Module):
         self.vocab_file = vocab_file
         self.lowercase = bool(lowercase)
         self.strip_accents = resolved_strip_accents(lowercase, strip_accents)
+        if vocab_file is not None and lowercase is True and strip_accents is None:
+            _warn_if_learned_otherwise(vocab_file, self.lowercase, self.strip_accents)
         self.backend = backend
         self.max_input_chars_per_word = int(max_input_chars_per_word)
         self.pre_tokenizer = BertPreTokenizer(lowercase=lowercase, strip_accents=self.strip_accents)

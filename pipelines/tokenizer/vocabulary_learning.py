@@ -64,6 +64,19 @@ class VocabularyOptions:
                              "pre_tokenizer='kiwi' (--pre-tokenizer kiwi)")
 
 
+def decomposed_hangul_share(word_counts):
+    """The share of word occurrences holding conjoining Hangul jamo (U+1100-U+11FF): Hangul syllables
+    the accent stripping (NFD) decomposed, as google-research/bert's uncased rule does. Korean text
+    itself writes syllables and compatibility jamo (ㅋㅋ), not these.
+
+    >>> decomposed_hangul_share({"\u110b\u1169\u1102\u1173\u11af": 3, "ok": 1})
+    0.75
+    """
+    total = sum(word_counts.values())
+    jamo = sum(count for word, count in word_counts.items() if any("\u1100" <= c <= "\u11ff" for c in word))
+    return jamo / total if total else 0.0
+
+
 @dataclasses.dataclass(frozen=True)
 class LearnedVocabulary:
     """What `learn_vocabulary` wrote: `path` (vocab.txt), `settings_path` (its tokenizer_config.json),
@@ -129,10 +142,18 @@ def learn_vocabulary(inputs, output, *, lowercase: bool = True, strip_accents: O
     log(f"{words:,} words, {len(counts):,} distinct; learning {settings.size:,} pieces...")
     share = alphabet_share(counts, settings.size, settings.character_coverage)
     if share >= 0.5:
+        # Advise the coverage SentencePiece uses only to those who have not set one already.
+        remedy = ("a script with thousands of characters needs a character coverage of 0.9995 (rarer "
+                  "characters become [UNK]) or a larger size" if settings.character_coverage >= 1 else
+                  f"at a character coverage of {settings.character_coverage}, a larger size (or a lower "
+                  "coverage: more characters become [UNK])")
         log(f"note: the characters alone (each also as ##) take {share:.0%} of the {settings.size:,} pieces "
-            f"asked, leaving {'no' if share >= 1 else 'little'} room for pieces of words; a script with "
-            "thousands of characters needs a character coverage of 0.9995 (rarer characters become [UNK]) "
-            "or a larger size")
+            f"asked, leaving {'no' if share >= 1 else 'little'} room for pieces of words; {remedy}")
+    jamo = decomposed_hangul_share(counts) if (lowercase if strip_accents is None else strip_accents) else 0
+    if jamo >= 0.1:
+        log(f"note: {jamo:.0%} of the words are Hangul, which stripping accents (the uncased default) "
+            "decomposes into jamo: the vocabulary holds jamo, not syllables. Korean vocabularies keep "
+            "syllables whole with --no-strip-accents (Python: strip_accents=False)")
     tokens = build_vocabulary(counts, vocab_size=settings.size, reserved_tokens=RESERVED_TOKENS + list(settings.reserved),
                               character_coverage=settings.character_coverage, max_input_tokens=max_input_tokens)
     write_vocabulary(tokens, output)

@@ -90,6 +90,20 @@ def test_unknown_task_lists_valid_forms(tmp_path):
                        "--output-dir", str(tmp_path)])
 
 
+@pytest.mark.parametrize("options", [{}, {"text_column": "question1"}])
+def test_question_pairs_are_read_as_pairs(tmp_path, options):
+    # Question_pair's / QQP's columns: `--text-column question1` trained on question1 alone, silently.
+    from bert_keras.tasks.named_datasets import parse_task
+
+    data = tmp_path / "pairs.tsv"
+    data.write_text("question1\tquestion2\tis_duplicate\n대출 신청은?\t대출은 어떻게 신청하나요?\t0\n"
+                    "영화 추천\t요즘 볼 만한 영화\t1\n", encoding="utf-8")
+    spec = parse_task(f"csv:{data}", label_column="is_duplicate", **options)
+    x, y = spec.training_data()
+    assert x == (["대출 신청은?", "영화 추천"], ["대출은 어떻게 신청하나요?", "요즘 볼 만한 영화"])
+    assert spec.model_options()["text_pair"] is True and y == ["0", "1"]
+
+
 def test_eval_label_outside_label_set_names_file_and_line(sentiment_dir, tmp_path):
     bad = tmp_path / "bad.tsv"
     bad.write_text("sentence\tlabel\nA fine film.\t1\nOdd one.\tmaybe\n", encoding="utf-8")
@@ -244,6 +258,19 @@ def test_conll_finetune_evaluate_predict(ner_dir, capsys):
     assert run(predict, ["predict", "--model", out, "--json", "EU rejects German call"]) == 0
     row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert row["words"] == ["EU", "rejects", "German", "call"] and len(row["tags"]) == 4
+
+
+def test_predict_json_keeps_korean_text_readable(ner_dir, capsys, tmp_path):
+    # Hangul as text, not \uXXXX escapes, on stdout and in the --output file (UTF-8), as tokenize,
+    # embed and query print it.
+    out = tmp_path / "pred.jsonl"
+    capsys.readouterr()
+    assert run(predict, ["predict", "--model", ner_dir, "--json", "--output", str(out), "서울 EU"]) == 0
+    printed = capsys.readouterr().out.strip().splitlines()[0]
+    written = out.read_bytes().decode("utf-8").strip()
+    for line in (printed, written):
+        assert '"서울"' in line and "\\u" not in line
+        assert json.loads(line)["words"] == ["서울", "EU"]
 
 
 @pytest.mark.parametrize("tag, problem", [("X-ORG", "is neither 'O' nor '<B|I|E|S>-<type>'"),

@@ -343,6 +343,15 @@ def test_the_dataset_as_the_parsed_file_or_its_path():
     assert korquad.evaluate(EXCERPT, predictions) == expected
 
 
+def test_a_dataset_file_with_a_byte_order_mark_is_read_as_bert_keras_evaluate_reads_it(tmp_path):
+    articles = _read(EXCERPT)["data"]
+    predictions = baseline_predictions(articles)
+    marked = tmp_path / "dev_bom.json"
+    with open(EXCERPT, "rb") as f:
+        marked.write_bytes(b"\xef\xbb\xbf" + f.read())  # Windows' "UTF-8 with BOM"
+    assert korquad.evaluate(str(marked), predictions) == korquad.evaluate(articles, predictions)
+
+
 def test_the_shipped_script_is_the_official_one_and_the_examples_run():
     import doctest
     import hashlib

@@ -166,7 +166,8 @@ def test_squad_stride_still_reads_run_squads_name_doc_stride(spec, tmp_path):
         small(tasks.SpanQA, spec, seq_length=64, stride=32, doc_stride=16)
     assert tasks.SpanQA(qa.head, vocab_file=qa.to_finetuned().vocab_file, seq_length=64,
                         settings={"doc_stride": 16, "max_query_length": 16}).settings["stride"] == 16  # a dict
-    with pytest.raises(tasks.TaskInputError, match=r"seq_length 64 must exceed max_query_length \+ 3 \(67\)"):
+    with pytest.raises(tasks.TaskInputError, match=r"seq_length 64 must exceed max_query_length \+ 3 \(67\): .*use a "
+                                                  r"seq_length of at least 68 \(bert-keras: --seq-length\)"):
         tasks.SpanQA(qa.head, vocab_file=qa.to_finetuned().vocab_file, seq_length=64)  # checked when made
     questions, contexts = ["who lives in paris?"], [CONTEXT]
     predicted = qa.predict((questions, contexts))

@@ -145,6 +145,29 @@ def test_resolution_and_bad_files(tmp_path):
         read_tokenizer_settings(vocab)
 
 
+def test_a_default_tokenizer_on_a_korean_vocabulary_warns_that_its_rules_differ(tmp_path):
+    # BertTokenizer("ko/vocab.txt") (HF's habit) strips accents: every Korean word became [UNK], silently.
+    import warnings
+
+    from pipelines import BertTokenizer
+
+    vocab = str(tmp_path / "vocab.txt")
+    with open(VOCAB, encoding="utf-8") as source, open(vocab, "w", encoding="utf-8") as f:
+        f.write(source.read())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        BertTokenizer(vocab)  # no tokenizer_config.json: nothing to say
+        write_tokenizer_settings(vocab, lowercase=True, strip_accents=False)
+        BertTokenizer(vocab, strip_accents=False)
+        BertTokenizer(vocab, lowercase=False)
+    assert [str(w.message) for w in caught] == []
+    with pytest.warns(UserWarning, match=r"tokenizer_config.json records lowercase=True, strip_accents=False; this "
+                                         r"tokenizer uses the defaults lowercase=True, strip_accents=True .*Pass "
+                                         r"lowercase=True, strip_accents=False"):
+        tokenizer = BertTokenizer(vocab)
+    assert tokenizer.tokenize(["오늘은"]).to_list() == [[tokenizer.token_to_id("[UNK]")]]
+
+
 def test_the_cli_keeps_hangul_from_vocabulary_to_tokenize(tmp_path, capsys):
     """`bert-keras vocab --no-strip-accents` records the rule; `tokenize` and `create-pretraining-data`
     read it from there without being told again."""

@@ -112,6 +112,9 @@ def test_vocabulary_counting_refuses_bytes_that_are_not_utf8(tmp_path):
     latin = write(tmp_path / "latin.txt", "Fine line.\ncafé naïve\n".encode("latin-1"))
     with pytest.raises(CorpusError, match=r"latin.txt, line 2: not valid UTF-8.*Save the file as UTF-8"):
         count_corpus_words([latin])  # TensorFlow's string ops would have counted "caf" and "nave"
+    korean = write(tmp_path / "kowiki.txt", "Fine line.\n대한민국의 수도는 서울이다.\n".encode("cp949"))
+    with pytest.raises(CorpusError, match=r"kowiki.txt, line 2: .*reads as Korean in cp949.*iconv -f cp949 -t utf-8"):
+        count_corpus_words([korean])
     packed = tmp_path / "corpus.txt.gz"
     packed.write_bytes(gzip.compress(b"One sentence.\n"))
     with pytest.raises(CorpusError, match=r"corpus.txt.gz, line 1: .*gzip-compressed: gunzip it first"):

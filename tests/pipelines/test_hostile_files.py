@@ -33,6 +33,17 @@ def test_a_latin_1_file_names_file_and_line_and_the_encoding_argument(tmp_path):
     assert read_text_file(path, encoding="latin-1")[1].text == "caf\xe9 au lait"
 
 
+def test_a_korean_cp949_file_is_told_to_convert_from_cp949_not_cp1252(tmp_path):
+    # EUC-KR / Korean Windows' "ANSI" file: iconv -f cp1252 would "work" and turn every syllable into mojibake.
+    text = "document\tlabel\n아 더빙.. 진짜 짜증나네요\t0\n재밌다\t1\n"
+    path = _write(tmp_path / "nsmc.tsv", text.encode("cp949"))
+    with pytest.raises(TextFileError, match=r"nsmc.tsv:2: byte 0xbe is not valid utf-8 .*iconv -f cp949 -t utf-8 .*"
+                                            r"encoding=\"cp949\""):
+        read_text_file(path, text_column="document")
+    assert read_text_file(path, text_column="document", encoding="cp949")[1].text == "재밌다"
+    assert text_files.legacy_code_page("café crème\n".encode("cp1252")) == "cp1252"
+
+
 @pytest.mark.parametrize("codec, named", [("utf-16", "UTF-16"), ("utf-16-be", "UTF-16BE"), ("utf-16-le", "UTF-16LE"),
                                           ("utf-32", "UTF-32")])
 def test_a_utf_16_or_32_file_is_told_its_iconv_command_not_cp1252(tmp_path, codec, named):

@@ -324,3 +324,27 @@ def test_learn_vocabulary_is_the_vocab_command_in_one_call(tmp_path):
     with pytest.raises(ValueError, match=r"character_coverage must be in \(0, 1\], got 0"):
         learn_vocabulary([str(corpus)], str(tmp_path / "other.txt"), character_coverage=0)
     assert not (tmp_path / "other.txt").exists()
+
+
+def test_learning_on_korean_notes_jamo_and_the_coverage_already_set(tmp_path):
+    """A Korean corpus under the uncased default (accents stripped: Hangul decomposed into jamo) gets a
+    note naming --no-strip-accents; the note about the alphabet's share does not advise the character
+    coverage the user already set."""
+    from pipelines.tokenizer import learn_vocabulary
+
+    sample = os.path.join(os.path.dirname(__file__), "..", "data", "korean", "korean_texts_sample.txt")
+    with open(sample, encoding="utf-8") as f:
+        corpus = tmp_path / "ko.txt"
+        corpus.write_text("".join(f.readlines()[:40]), encoding="utf-8")
+
+    def notes(name, **options):
+        lines = []
+        learn_vocabulary([str(corpus)], str(tmp_path / name / "vocab.txt"), size=300, log=lines.append, **options)
+        return [line for line in lines if line.startswith("note:")]
+
+    stripped = notes("a")
+    assert any("are Hangul" in line and "--no-strip-accents" in line for line in stripped), stripped
+    whole = notes("b", strip_accents=False, character_coverage=0.9995)
+    assert not any("Hangul" in line for line in whole), whole
+    assert any("at a character coverage of 0.9995, a larger size" in line for line in whole), whole
+    assert not any("needs a character coverage of 0.9995" in line for line in whole), whole
