@@ -7,7 +7,8 @@ from bert_keras.cli.flag_arguments import add_stride_option
 def add_column_arguments(parser):
     """Which columns of a CSV / TSV / JSONL file hold the texts and labels (`finetune`, `evaluate`)."""
     parser.add_argument("--text-column", default=None,
-                        help="csv: text column (default: text / sentence / sentence1 / question1)")
+                        help="csv: text column (default: text / sentence / sentence1 / question1 / question / "
+                             "premise / document)")
     parser.add_argument("--text-b-column", default=None,
                         help="csv: second text column (default, when present: the text column's name "
                              "with its final 1 as 2, text_b, sentence2, question2)")

@@ -262,7 +262,7 @@ class GlueSpec(DatasetSpec):
 class CsvSpec(DatasetSpec):
     """`csv:PATH`: classes from the training file's labels (sorted)."""
 
-    TEXT_COLUMNS = ("text", "sentence", "sentence1", "question1", "question", "premise")
+    TEXT_COLUMNS = ("text", "sentence", "sentence1", "question1", "question", "premise", "document")
     TEXT_B_COLUMNS = ("text_b", "sentence2", "question2", "hypothesis")
 
     def __init__(self, spec, *, regression=False, **options):

@@ -97,7 +97,8 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
 
     Args:
         path: the file; its format follows the extension (`.csv`, `.tsv`,
-            `.jsonl`) unless `file_format` says otherwise.
+            `.jsonl`) unless `file_format` says otherwise; another extension
+            (`.txt`) is read by its first line (`table_format`).
         text_column: column of segment A.
         text_b_column: column of segment B; used when the file has it (pairs),
             otherwise every example is a single sentence. None: never used.
@@ -121,11 +122,12 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
             label that is no finite number; each names the file and line.
     """
     path = os.fspath(path)
-    file_format = file_format or FORMATS.get(os.path.splitext(path)[1].lower())
+    text = decode_text_file(path, encoding)
+    file_format = file_format or table_format(path, text)
     if file_format not in ("csv", "tsv", "jsonl"):
         raise TextFileError(f"{path}: unknown format; name the file .csv, .tsv or .jsonl (in Python, or pass "
                             "file_format=)")
-    f = io.StringIO(decode_text_file(path, encoding), newline="")
+    f = io.StringIO(text, newline="")
     rows, blank = (_jsonl_rows if file_format == "jsonl" else _table_rows)(f, path, file_format)
     if not rows:
         raise TextFileError(f"{path}: the file is empty (no examples).")
@@ -337,6 +339,24 @@ def _check_class_labels(examples):
                 "numeric target.")
 
 
+def table_format(path, text):
+    """`"csv"`, `"tsv"` or `"jsonl"` for a task file: its extension says, else its first line does
+    (NSMC and Question_pair ship as `.txt`): a JSON object is JSONL, a tab TSV, a comma CSV; None
+    when neither does.
+
+    Example:
+        >>> table_format("ratings_train.txt", "id\tdocument\tlabel\n1\tgood\t1\n")
+        'tsv'
+    """
+    known = FORMATS.get(os.path.splitext(os.fspath(path))[1].lower())
+    if known:
+        return known
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    if first.lstrip().startswith("{"):
+        return "jsonl"
+    return "tsv" if "\t" in first else "csv" if "," in first else None
+
+
 def read_columns(path):
     """Column names of a CSV/TSV header or of the first JSONL object ([] when unreadable).
 
@@ -345,8 +365,9 @@ def read_columns(path):
         ['text', 'text_b', 'label']
     """
     path = os.fspath(path)
-    file_format = FORMATS.get(os.path.splitext(path)[1].lower())
     with open(path, encoding="utf-8-sig", errors="replace", newline="") as f:
+        file_format = table_format(path, f.read(64 * 1024))
+        f.seek(0)
         if file_format == "jsonl":
             first = next((line for line in f if line.strip()), "{}")
             try:

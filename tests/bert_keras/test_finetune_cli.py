@@ -469,3 +469,27 @@ def test_the_glue_table_of_finetune_and_evaluate_reads_what_score_reports(name):
     table = spec.format_metrics(dict(metrics, num_examples=8))
     scores = {"cola": 25.0, "mrpc": 62.5, "qqp": 62.5, "stsb": 60.0}
     assert table.splitlines()[2].split()[:2] == [name, f"{scores.get(name, 75.0):.1f}"]
+
+
+def test_nsmc_as_shipped_a_txt_file_of_tab_separated_columns_is_read(tmp_path):
+    """NSMC (`ratings_train.txt`: id, document, label) and Question_pair ship as `.txt`, which
+    `csv:` refused ("unknown format; name the file .csv, .tsv or .jsonl"), and the CLI has no
+    flag to say otherwise. A file of another extension is now read by its first line, and
+    NSMC's `document` column is among the default text columns."""
+    from bert_keras.tasks.named_datasets import parse_task
+    from pipelines.datasets.text_files import TextFileError, read_columns, table_format
+
+    nsmc = tmp_path / "ratings_train.txt"
+    nsmc.write_text("id\tdocument\tlabel\n9976970\t아 더빙.. 진짜 짜증나네요, 목소리\t0\n"
+                    "3819312\t흠...포스터보고 초딩영화줄\t1\n", encoding="utf-8")
+    spec = parse_task(f"csv:{nsmc}")
+    x, y = spec.training_data()
+    assert x == ["아 더빙.. 진짜 짜증나네요, 목소리", "흠...포스터보고 초딩영화줄"] and y == ["0", "1"]
+    assert spec.model_options()["text_pair"] is False and read_columns(nsmc) == ["id", "document", "label"]
+
+    assert table_format("a.txt", 'x\n') is None and table_format("a.tsv", "a,b\n") == "tsv"
+    assert table_format("a.txt", '\n{"text": "a, b"}\n') == "jsonl" and table_format("a.dat", "text,label\n") == "csv"
+    plain = tmp_path / "notes.txt"
+    plain.write_text("just words\nmore words\n", encoding="utf-8")
+    with pytest.raises(TextFileError, match=r"notes.txt: unknown format; name the file .csv, .tsv or .jsonl"):
+        parse_task(f"csv:{plain}").training_data()
