@@ -143,7 +143,9 @@ def connect(address=None, model_name=None, *, rest=False, signature_name=DEFAULT
         return client, client.signature(signature_name)
     except ServingClientError as error:
         hint = "" if error.code != "UNAVAILABLE" else (
-            f" (is `bert-keras serve` running on {address}? REST needs --rest)")
+            f" (is `bert-keras serve` running on {address}? "
+            + ("REST is its --rest-port, gRPC its --port; a gRPC port takes no --rest)" if rest
+               else "a REST port needs --rest)"))
         raise ServerConnectionError(f"{protocol} {address}: {error.code}: {error.message}{hint}") from None
 
 
@@ -352,6 +354,12 @@ class ServingClient:
                 self._drop_connection()
                 if reused and attempt == 0:
                     continue  # a keep-alive connection the server had closed: retry on a new one
+                if type(error) is http.client.BadStatusLine:
+                    # Bytes that are no HTTP/1.1 status line: an HTTP/2 (gRPC) port answers with frames.
+                    raise ServingClientError(
+                        "UNAVAILABLE", f"{self.address} does not answer in HTTP/1.1 (no status line, "
+                        f"{len(str(error))} other bytes): a gRPC port? REST is the server's REST port "
+                        "(bert-keras serve --rest-port, TF Serving's 8501)") from None
                 raise ServingClientError("UNAVAILABLE", f"{self.address}: connection lost: {error}") from None
             except OSError as error:
                 self._drop_connection()

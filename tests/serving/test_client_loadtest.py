@@ -106,6 +106,20 @@ def test_client_unreachable_server_is_unavailable():
             assert raised.value.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"), raised.value
 
 
+def test_the_wrong_port_for_the_protocol_is_named_not_printed_as_bytes(server):
+    """`query --rest` at the gRPC port printed "connection lost:" and the HTTP/2 frames' bytes,
+    then "REST needs --rest" although --rest was given."""
+    from serving.client import ServerConnectionError, connect
+
+    with pytest.raises(ServerConnectionError) as raised:
+        connect(server.grpc_address, "tiny", rest=True, timeout=10)
+    message = str(raised.value)
+    assert "does not answer in HTTP/1.1" in message and "a gRPC port?" in message, message
+    assert "a gRPC port takes no --rest" in message and "\\x00" not in message and "\x00" not in message
+    with pytest.raises(ServerConnectionError, match="a REST port needs --rest"):
+        connect(f"127.0.0.1:{server.rest_port}", "tiny", timeout=10)
+
+
 @pytest.mark.parametrize("protocol", ["grpc", "rest"])
 def test_load_test_counts_qps_and_percentiles(server, protocol):
     from serving.client import ServingClient
