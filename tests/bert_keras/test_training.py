@@ -396,6 +396,45 @@ def test_resumed_step_reads_the_backup_epoch(tmp_path):
     assert resumed_step(str(tmp_path), steps_per_epoch=5) == 15
 
 
+
+class _StopAfterBackupOfEpoch(keras.callbacks.Callback):
+    """Ends the process's fit right after `RunBackup` saved the backup of `epoch` (as a kill there does:
+    `on_train_end`, which removes the backup, never runs)."""
+
+    def __init__(self, epoch):
+        super().__init__()
+        self.epoch = epoch
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == self.epoch:
+            raise KeyboardInterrupt("killed")
+
+
+@pytest.mark.parametrize("rerun_steps, final_step", [(6, 6), (4, 6)])
+def test_a_run_killed_after_its_last_backup_ends_with_the_backed_up_weights(
+        one_layer_config, tmp_path, rerun_steps, final_step):
+    # A kill between the last backup and the end of fit (or a rerun asking fewer steps than the
+    # backup holds) left nothing to train: the rerun skipped fit, so the backup was never restored,
+    # and the freshly built (untrained) model was returned and saved as the finished run's.
+    def run(output, steps, callbacks=()):
+        return run_pretraining(
+            build_model=lambda: BertPretrainer(BertEncoder(one_layer_config)),
+            make_dataset=lambda: synthetic_dataset(one_layer_config.vocab_size),
+            output_dir=str(output), num_train_steps=steps, num_warmup_steps=2, global_batch_size=BATCH,
+            checkpoint_every=3, verbose=0, tensorboard=False, seed=0, callbacks=list(callbacks))
+
+    uninterrupted = run(tmp_path / "whole", 6)
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "killed", 6, [_StopAfterBackupOfEpoch(1)])
+    assert os.path.exists(tmp_path / "killed" / "backup" / "latest.weights.h5")
+    resumed = run(tmp_path / "killed", rerun_steps)
+    assert (resumed.initial_step, resumed.final_step) == (6, final_step)
+    assert int(resumed.model.optimizer.iterations) == 6
+    for a, b in zip(uninterrupted.model.weights, resumed.model.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert resumed.metrics["loss"] == pytest.approx(uninterrupted.metrics["loss"])
+    assert not os.path.exists(tmp_path / "killed" / "backup")
+
 # ---- the CLI ---------------------------------------------------------------------------------
 
 
