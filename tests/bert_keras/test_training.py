@@ -688,3 +688,10 @@ def test_a_corpus_that_is_empty_or_not_utf8_is_refused_before_training(tiny_voca
     latin.write_bytes("A sentence.\nUn caf\u00e9.\n".encode("latin-1"))
     with pytest.raises(TaskInputError, match=r"latin.txt, line 2: not valid UTF-8"):
         dataset_factory(corpus=[str(empty), str(latin)], **options)
+    # Lines of characters the tokenizer drops (a BOM, a zero-width space, control characters) are no
+    # text either: they passed the check, and the stream, holding no token, never gave a batch (the
+    # run waited forever for its first one).
+    dropped = tmp_path / "dropped.txt"
+    dropped.write_bytes("\ufeff\n\x01\x02\n\n\u200b \u200b\n".encode("utf-8"))
+    with pytest.raises(TaskInputError, match="corpus is empty.*dropped.txt.*byte-order mark"):
+        dataset_factory(corpus=str(dropped), **options)
