@@ -502,6 +502,25 @@ def test_cli_pretrain_dynamic_masking_from_text(one_layer_config, tiny_vocab_fil
     assert "steps 0 -> 2 of 2" in printed
 
 
+def test_cli_pretrain_longer_than_the_position_embeddings_is_refused_before_anything_is_written(
+        one_layer_config, tiny_vocab_file, tmp_path, capsys):
+    # Keras' error from inside the embeddings' graph came once training started ("Dimensions must be
+    # equal, but are 48 and 40 for '{{node ...}}'"), after run.json was written: the rerun with a
+    # fitting --seq-length was then refused as a run of other settings.
+    corpus = os.path.join(os.path.dirname(__file__), "..", "..", "pipelines", "data", "sample_corpus.txt")
+    config_file = tmp_path / "config.json"
+    one_layer_config.to_json(str(config_file))
+    output = tmp_path / "run"
+    positions = one_layer_config.max_position_embeddings
+    code = main(["pretrain", "--text", corpus, "--vocab", tiny_vocab_file, "--config", str(config_file),
+                 "--seq-length", str(positions + 8), "--max-predictions", "3", "--global-batch-size", "4",
+                 "--steps", "2", "--checkpoint-every", "2", "--strategy", "default", "--output-dir", str(output)])
+    error = capsys.readouterr().err
+    assert code != 0
+    assert f"seq_length {positions + 8} (--seq-length) is longer than the model's {positions} position" in error
+    assert not output.exists()
+
+
 # ---- pretrain never destroys work ----------------------------------------------------------
 
 
