@@ -122,6 +122,8 @@ class Pretrainer(BertPretrainer):
                 f"{', '.join(ignored + [n for n, v in (('x', x), ('y', y)) if v is not None])}: the run is "
                 "sized by steps= (and batch_size=), its data is the corpus / records")
         check_seq_length(self.encoder.config, seq_length)
+        if corpus is not None:
+            check_vocabulary_size(self.encoder.config, self.vocab_file)
         make_dataset = dataset_factory(
             corpus=corpus, records=records, vocab_file=self.vocab_file, lowercase=self.lowercase,
             strip_accents=self.strip_accents, batch_size=batch_size, seq_length=seq_length, max_predictions=max_predictions, seed=seed)
@@ -216,6 +218,7 @@ class Pretrainer(BertPretrainer):
         model_config = None if init else read_config(config, vocab_file)
         if model_config is not None:  # before anything is written (an `init`'s config: once it is read)
             check_seq_length(model_config, seq_length)
+            check_vocabulary_size(model_config, vocab_file)
         make_dataset = dataset_factory(
             corpus=corpus, records=records, vocab_file=vocab_file, lowercase=lowercase,
             strip_accents=strip_accents, batch_size=batch_size, seq_length=seq_length,
@@ -226,6 +229,7 @@ class Pretrainer(BertPretrainer):
                 model = cls.from_pretrained(init, vocab_file=vocab_file, lowercase=lowercase,
                                             strip_accents=strip_accents, dtype=policy)
                 check_seq_length(model.encoder.config, seq_length)
+                check_vocabulary_size(model.encoder.config, vocab_file)
                 return model
             return cls.from_config(model_config, vocab_file=vocab_file, lowercase=lowercase,
                                    strip_accents=strip_accents, dtype=policy)
@@ -261,6 +265,24 @@ def check_seq_length(config, seq_length):
             f"seq_length {seq_length} (--seq-length) is longer than the model's {config.max_position_embeddings} "
             f"position embeddings (max_position_embeddings of its config): use {config.max_position_embeddings} "
             "or less, or a config with more positions")
+
+
+def check_vocabulary_size(config, vocab_file):
+    """A `TaskInputError` when `vocab_file` holds more tokens than the model has embeddings.
+
+    Its ids past the model's `vocab_size` would fail the embedding lookup mid-training
+    ("indices[0,7] = 807 is not in [0, 600)"; a GPU reads zeros instead). Fewer tokens are
+    allowed: a model's embedding table may be padded past its vocabulary.
+    """
+    if vocab_file is None:
+        return
+    from pipelines.tokenizer.vocab import load_vocabulary
+
+    size = len(load_vocabulary(vocab_file))
+    if size > config.vocab_size:
+        raise TaskInputError(
+            f"{vocab_file} holds {size} tokens, more than the model's {config.vocab_size} (vocab_size of its "
+            "config): give the vocabulary the model was trained with (--vocab), or a config of its size")
 
 
 def read_config(config, vocab_file=None):

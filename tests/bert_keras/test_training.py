@@ -521,6 +521,38 @@ def test_cli_pretrain_longer_than_the_position_embeddings_is_refused_before_anyt
     assert not output.exists()
 
 
+def test_cli_pretrain_with_a_vocabulary_larger_than_the_model_is_refused(
+        records_and_config, tiny_vocab_file, tmp_path, capsys):
+    # Its ids past the model's vocab_size failed the embedding lookup once training started, with
+    # TensorFlow's raw "indices[0,7] = 807 is not in [0, 600)" traceback (a GPU reads zeros instead).
+    data, config_file = records_and_config
+    bigger = tmp_path / "bigger.txt"
+    bigger.write_text(open(tiny_vocab_file, encoding="utf-8").read() + "".join(f"extra{i}\n" for i in range(5)))
+    output = tmp_path / "run"
+    assert main(pretrain_args(data, str(bigger), config_file, output, 2)) != 0
+    assert "bigger.txt holds 104 tokens, more than the model's 99 (vocab_size of its config)" in capsys.readouterr().err
+    assert not output.exists()
+
+
+def test_a_run_that_failed_before_its_first_checkpoint_does_not_block_the_corrected_rerun(
+        records_and_config, tiny_vocab_file, tmp_path, capsys, monkeypatch):
+    # Its run.json ("running") made the rerun with corrected settings "a run of other settings",
+    # refused without --overwrite, though it had trained nothing.
+    data, config_file = records_and_config
+    output = tmp_path / "run"
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("no optimizer")
+
+    with monkeypatch.context() as patch:
+        patch.setattr("bert_keras.training.loop.create_optimizer", fails)
+        with pytest.raises(RuntimeError):
+            main(pretrain_args(data, tiny_vocab_file, config_file, output, 2, "--seed", "5"))
+    assert json.loads((output / "run.json").read_text())["status"] == "running"
+    assert main(pretrain_args(data, tiny_vocab_file, config_file, output, 2)) == 0, capsys.readouterr().err
+    assert json.loads((output / "run.json").read_text())["settings"]["seed"] == 0
+
+
 # ---- pretrain never destroys work ----------------------------------------------------------
 
 
