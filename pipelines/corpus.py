@@ -259,7 +259,11 @@ class _CorpusBuilder:
 
 def check_text_files(patterns: Union[str, Sequence[str]]) -> int:
     """Reads text files through once, as a trainer that streams them (dynamic masking) needs
-    before its first step: every line valid UTF-8, and at least one that is not blank.
+    before its first step: every line valid UTF-8, and at least one that holds a token.
+
+    A line of characters BERT's tokenizer drops (a BOM, zero-width spaces, control characters:
+    `pipelines.tokenizer.tokenless.has_no_token`) is not text: a stream of documents with no
+    token never yields a batch, and the trainer waits for one forever.
 
     Example:
 
@@ -272,26 +276,29 @@ def check_text_files(patterns: Union[str, Sequence[str]]) -> int:
     pipelines.corpus.CorpusError: ...txt, line 2: not valid UTF-8 (invalid continuation byte at byte 7 of the line: ...
 
     Returns:
-        The number of non-blank lines.
+        The number of lines that hold a token.
 
     Raises:
         CorpusError: a pattern matches nothing, a line is not UTF-8 (file and line named), or
             the files hold no text.
     """
+    from pipelines.tokenizer.tokenless import has_no_token
+
     files = list_files(patterns)
     lines = 0
     for path in files:
         for number, raw in enumerate(_raw_lines(path), 1):
             if raw.strip():
                 try:
-                    raw.decode("utf-8")
+                    line = raw.decode("utf-8")
                 except UnicodeDecodeError as error:
                     raise _not_utf8(path, number, raw, error,
                                     "Save the file as UTF-8 (iconv -f cp1252 -t utf-8 FILE > FILE.utf8).") from None
-                lines += 1
+                lines += not has_no_token(line)
     if not lines:
         shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
-        raise CorpusError(f"The corpus is empty: no text in {shown}.")
+        raise CorpusError(f"The corpus is empty: no text in {shown} (blank lines only, or characters the "
+                          "tokenizer drops: a byte-order mark, zero-width or control characters).")
     return lines
 
 

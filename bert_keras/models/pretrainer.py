@@ -221,10 +221,14 @@ class BertPretrainer(EncoderHead):
         nsp_loss = ops.sum(nsp_ce) / denominators[1]
 
         # A share times the replica count, averaged over replicas by the
-        # metric's on-read sum, is the global value.
+        # metric's on-read sum, is the global value. Weighted by the batch's
+        # examples, as Keras weighs its own `loss`: over batches of unequal
+        # size (an evaluation's last one) `loss` stays `mlm_loss + nsp_loss`,
+        # and `nsp_loss` is the mean over the examples.
         replicas = _num_replicas()
-        self.mlm_loss_tracker.update_state(mlm_loss * replicas)
-        self.nsp_loss_tracker.update_state(nsp_loss * replicas)
+        examples = ops.shape(nsp_ce)[0]
+        self.mlm_loss_tracker.update_state(mlm_loss * replicas, sample_weight=examples)
+        self.nsp_loss_tracker.update_state(nsp_loss * replicas, sample_weight=examples)
 
         total = mlm_loss + nsp_loss
         # Regularizers and add_loss() terms are per model, not per example:

@@ -121,6 +121,9 @@ class Pretrainer(BertPretrainer):
                 f"fit(corpus=/records=) takes callbacks= and verbose= of Keras' fit, not "
                 f"{', '.join(ignored + [n for n, v in (('x', x), ('y', y)) if v is not None])}: the run is "
                 "sized by steps= (and batch_size=), its data is the corpus / records")
+        check_seq_length(self.encoder.config, seq_length)
+        if corpus is not None:
+            check_vocabulary_size(self.encoder.config, self.vocab_file)
         make_dataset = dataset_factory(
             corpus=corpus, records=records, vocab_file=self.vocab_file, lowercase=self.lowercase,
             strip_accents=self.strip_accents, batch_size=batch_size, seq_length=seq_length, max_predictions=max_predictions, seed=seed)
@@ -213,6 +216,9 @@ class Pretrainer(BertPretrainer):
         rules = resolve_tokenizer_settings(vocab_file, lowercase, strip_accents)
         lowercase, strip_accents = rules["lowercase"], rules["strip_accents"]
         model_config = None if init else read_config(config, vocab_file)
+        if model_config is not None:  # before anything is written (an `init`'s config: once it is read)
+            check_seq_length(model_config, seq_length)
+            check_vocabulary_size(model_config, vocab_file)
         make_dataset = dataset_factory(
             corpus=corpus, records=records, vocab_file=vocab_file, lowercase=lowercase,
             strip_accents=strip_accents, batch_size=batch_size, seq_length=seq_length,
@@ -220,8 +226,11 @@ class Pretrainer(BertPretrainer):
 
         def build_model():
             if init:
-                return cls.from_pretrained(init, vocab_file=vocab_file, lowercase=lowercase,
-                                           strip_accents=strip_accents, dtype=policy)
+                model = cls.from_pretrained(init, vocab_file=vocab_file, lowercase=lowercase,
+                                            strip_accents=strip_accents, dtype=policy)
+                check_seq_length(model.encoder.config, seq_length)
+                check_vocabulary_size(model.encoder.config, vocab_file)
+                return model
             return cls.from_config(model_config, vocab_file=vocab_file, lowercase=lowercase,
                                    strip_accents=strip_accents, dtype=policy)
 
@@ -243,6 +252,37 @@ class Pretrainer(BertPretrainer):
             save_outputs=lambda model: save_outputs(model, output_dir, vocab_file,
                                                     {"lowercase": lowercase, "strip_accents": strip_accents}),
             input_paths=input_paths(vocab_file=vocab_file, init=init, config=config, corpus=corpus, records=records))
+
+
+def check_seq_length(config, seq_length):
+    """A `TaskInputError` when `seq_length` is longer than the model's position embeddings.
+
+    Keras' own error comes from inside the embeddings' graph, once training starts ("Dimensions must
+    be equal, but are 600 and 512 for '{{node ...}}'").
+    """
+    if seq_length > config.max_position_embeddings:
+        raise TaskInputError(
+            f"seq_length {seq_length} (--seq-length) is longer than the model's {config.max_position_embeddings} "
+            f"position embeddings (max_position_embeddings of its config): use {config.max_position_embeddings} "
+            "or less, or a config with more positions")
+
+
+def check_vocabulary_size(config, vocab_file):
+    """A `TaskInputError` when `vocab_file` holds more tokens than the model has embeddings.
+
+    Its ids past the model's `vocab_size` would fail the embedding lookup mid-training
+    ("indices[0,7] = 807 is not in [0, 600)"; a GPU reads zeros instead). Fewer tokens are
+    allowed: a model's embedding table may be padded past its vocabulary.
+    """
+    if vocab_file is None:
+        return
+    from pipelines.tokenizer.vocab import load_vocabulary
+
+    size = len(load_vocabulary(vocab_file))
+    if size > config.vocab_size:
+        raise TaskInputError(
+            f"{vocab_file} holds {size} tokens, more than the model's {config.vocab_size} (vocab_size of its "
+            "config): give the vocabulary the model was trained with (--vocab), or a config of its size")
 
 
 def read_config(config, vocab_file=None):

@@ -321,7 +321,9 @@ def run_pretraining(
                 epoch = agree_on_backup(strategy, backup_dir)
             else:
                 epoch = backed_up_epoch(backup_dir)
-            initial_step = min(segment_start + epoch * steps_per_epoch, num_train_steps)
+            # The step the backup holds, even past `num_train_steps` (asked fewer steps than a
+            # killed run reached): the run ends there, as a complete one asked for fewer does.
+            initial_step = segment_start + epoch * steps_per_epoch
         else:
             initial_step = segment_start
         if chief:
@@ -381,7 +383,11 @@ def run_pretraining(
             all_callbacks.append(keras.callbacks.TensorBoard(os.path.join(worker_dir, "logs"), update_freq="epoch"))
 
         metrics = {}
-        if initial_step < num_train_steps:
+        # A resume always goes through `fit`, even with no step left to train (killed after its
+        # last backup, before `fit` ended): the backup's weights come back in `RunBackup`'s
+        # `on_train_begin` (and the backup is removed at its end). Without it, the outputs
+        # would be the freshly built model's.
+        if initial_step < num_train_steps or plan.action == "resume":
             # shuffle=False: the dataset shuffles itself (Keras warns that it ignores shuffle=True for datasets).
             history = model.fit(dataset, steps_per_epoch=steps_per_epoch, epochs=epochs, callbacks=all_callbacks,
                                 shuffle=False, verbose=verbose)

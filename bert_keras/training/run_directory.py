@@ -14,7 +14,8 @@ directory's checkpoints and backup, `plan_run` decides:
 
 A non-empty directory that is not a run of the same settings is refused
 (`RunDirectoryError`) unless `overwrite=True`, which first removes the files a
-run writes. Work is never destroyed without that flag.
+run writes. Work is never destroyed without that flag. A run that stopped before
+its first backup or checkpoint trained nothing: its record is replaced.
 """
 
 import dataclasses
@@ -150,6 +151,13 @@ def plan_run(output_dir: str, *, settings: dict, num_train_steps: int, backup_ep
     if record is None:
         return RunPlan("start")
     recorded = record.get("settings")
+    checkpoint, step = latest_checkpoint(output_dir)
+    if chief and recorded != settings and record.get("status") != "complete" and checkpoint is None \
+            and backup_epoch == 0:
+        # A run that stopped before its first backup or checkpoint (an error in its first steps, a
+        # model that could not be built) trained nothing to lose: its record is replaced, as a
+        # corrected rerun expects.
+        return RunPlan("start")
     if chief and recorded != settings:
         differ = sorted(k for k in set(recorded or {}) | set(settings)
                         if (recorded or {}).get(k) != settings.get(k)) or ["run.json unreadable"]
@@ -159,7 +167,6 @@ def plan_run(output_dir: str, *, settings: dict, num_train_steps: int, backup_ep
             "rerun with its settings to resume or continue it, choose another --output-dir, "
             "or pass --overwrite to start afresh there."
         )
-    checkpoint, step = latest_checkpoint(output_dir)
     if record.get("status") == "complete":
         final = max(step, int(record.get("final_step", 0)))
         if final >= num_train_steps:

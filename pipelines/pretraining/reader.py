@@ -44,6 +44,8 @@ def records_layout(file_pattern: Union[str, Sequence[str]]) -> dict:
         files = corpus_lib.list_files(file_pattern)
     except corpus_lib.CorpusError as error:
         raise FileNotFoundError(f"No pretraining data: {error}") from None
+    for path in files:
+        _check_record_file(path)
     prefix = shard_prefix(files[0])
     if prefix is not None and tf.io.gfile.exists(config_file_name(prefix)):
         with tf.io.gfile.GFile(config_file_name(prefix)) as f:
@@ -66,6 +68,30 @@ def records_layout(file_pattern: Union[str, Sequence[str]]) -> dict:
                 "max_predictions_per_seq": len(feature["masked_lm_positions"].int64_list.value),
                 "source": files[0]}
     raise ValueError(f"{files[0]} holds no record.")
+
+
+def _check_record_file(path: str):
+    """Raises `ValueError` naming `path` when it is not a TFRecord file a trainer can read to the end.
+
+    A pattern such as `out/sample-*` also matches `out/sample-config.json` (and an interrupted
+    writer's `*.tfrecord.tmp-PID`): read as records, it stopped training at its first batch with
+    TensorFlow's "corrupted record". A shard named as the writer names them was renamed into place
+    whole; any other file's first record header must fit in the file (the length that 8 bytes of
+    text give is far larger than the file).
+    """
+    name = path.rsplit("/", 1)[-1]
+    if ".tfrecord.tmp-" in name:
+        raise ValueError(f"{path} is the temporary file of an unfinished create-pretraining-data run, not "
+                         "records: rerun that command to finish it, and give the records as 'PREFIX-*.tfrecord'")
+    if shard_prefix(path) is not None:
+        return
+    size = tf.io.gfile.stat(path).length
+    with tf.io.gfile.GFile(path, "rb") as f:
+        header = f.read(8)
+    # A record: 8-byte length, 4-byte CRC, the data, 4-byte CRC. An empty file holds no record.
+    if size and (len(header) < 8 or int.from_bytes(header, "little") + 16 > size):
+        raise ValueError(f"{path} is not a TFRecord file (a text corpus goes in with --input / corpus=; records "
+                         "come from `bert-keras create-pretraining-data`: give them alone, 'PREFIX-*.tfrecord')")
 
 
 def check_records_layout(file_pattern, *, seq_length: int, max_predictions_per_seq: int) -> dict:

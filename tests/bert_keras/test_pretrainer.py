@@ -171,6 +171,28 @@ def test_loss_and_metrics_equal_the_google_research_formula(pretrainer):
     assert pretrainer.metrics_names == ["loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy"]
 
 
+def test_evaluate_over_batches_of_unequal_size_weighs_each_batch_by_its_examples(pretrainer):
+    # mlm_loss and nsp_loss were plain means of the batches' values, while Keras weighs its `loss`
+    # by each batch's examples: over batches of unequal size (an evaluation's last one) `loss` was
+    # not mlm_loss + nsp_loss, and nsp_loss was not the mean over the examples.
+    x, y = make_batch(batch=3)
+    outputs = pretrainer(x)
+    mlm_logits, nsp_logits = np.asarray(outputs["mlm_logits"]), np.asarray(outputs["nsp_logits"])
+    w = y["masked_lm_weights"]
+    mlm_ce = -np.take_along_axis(_log_softmax(mlm_logits), y["masked_lm_ids"][..., None], -1)[..., 0]
+    nsp_ce = -np.take_along_axis(_log_softmax(nsp_logits), y["next_sentence_labels"][:, None], -1)[:, 0]
+    batches = [slice(0, 2), slice(2, 3)]  # batch_size=2: two examples, then one
+    mlm_of_batch = [(w[b] * mlm_ce[b]).sum() / (w[b].sum() + 1e-5) for b in batches]
+    mlm_loss = (2 * mlm_of_batch[0] + mlm_of_batch[1]) / 3
+    nsp_loss = nsp_ce.mean()
+
+    pretrainer.compile(optimizer="sgd")
+    results = pretrainer.evaluate(x, y, batch_size=2, verbose=0, return_dict=True)
+    np.testing.assert_allclose(results["mlm_loss"], mlm_loss, rtol=1e-5)
+    np.testing.assert_allclose(results["nsp_loss"], nsp_loss, rtol=1e-5)
+    np.testing.assert_allclose(results["loss"], mlm_loss + nsp_loss, rtol=1e-5)
+
+
 def test_no_masked_tokens_gives_zero_mlm_loss_not_nan(pretrainer):
     x, y = make_batch()
     y = dict(y, masked_lm_weights=np.zeros_like(y["masked_lm_weights"]))

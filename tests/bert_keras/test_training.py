@@ -396,6 +396,45 @@ def test_resumed_step_reads_the_backup_epoch(tmp_path):
     assert resumed_step(str(tmp_path), steps_per_epoch=5) == 15
 
 
+
+class _StopAfterBackupOfEpoch(keras.callbacks.Callback):
+    """Ends the process's fit right after `RunBackup` saved the backup of `epoch` (as a kill there does:
+    `on_train_end`, which removes the backup, never runs)."""
+
+    def __init__(self, epoch):
+        super().__init__()
+        self.epoch = epoch
+
+    def on_epoch_end(self, epoch, logs=None):
+        if epoch == self.epoch:
+            raise KeyboardInterrupt("killed")
+
+
+@pytest.mark.parametrize("rerun_steps, final_step", [(6, 6), (4, 6)])
+def test_a_run_killed_after_its_last_backup_ends_with_the_backed_up_weights(
+        one_layer_config, tmp_path, rerun_steps, final_step):
+    # A kill between the last backup and the end of fit (or a rerun asking fewer steps than the
+    # backup holds) left nothing to train: the rerun skipped fit, so the backup was never restored,
+    # and the freshly built (untrained) model was returned and saved as the finished run's.
+    def run(output, steps, callbacks=()):
+        return run_pretraining(
+            build_model=lambda: BertPretrainer(BertEncoder(one_layer_config)),
+            make_dataset=lambda: synthetic_dataset(one_layer_config.vocab_size),
+            output_dir=str(output), num_train_steps=steps, num_warmup_steps=2, global_batch_size=BATCH,
+            checkpoint_every=3, verbose=0, tensorboard=False, seed=0, callbacks=list(callbacks))
+
+    uninterrupted = run(tmp_path / "whole", 6)
+    with pytest.raises(KeyboardInterrupt):
+        run(tmp_path / "killed", 6, [_StopAfterBackupOfEpoch(1)])
+    assert os.path.exists(tmp_path / "killed" / "backup" / "latest.weights.h5")
+    resumed = run(tmp_path / "killed", rerun_steps)
+    assert (resumed.initial_step, resumed.final_step) == (6, final_step)
+    assert int(resumed.model.optimizer.iterations) == 6
+    for a, b in zip(uninterrupted.model.weights, resumed.model.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert resumed.metrics["loss"] == pytest.approx(uninterrupted.metrics["loss"])
+    assert not os.path.exists(tmp_path / "killed" / "backup")
+
 # ---- the CLI ---------------------------------------------------------------------------------
 
 
@@ -461,6 +500,57 @@ def test_cli_pretrain_dynamic_masking_from_text(one_layer_config, tiny_vocab_fil
     printed = capsys.readouterr().out
     assert code == 0, printed
     assert "steps 0 -> 2 of 2" in printed
+
+
+def test_cli_pretrain_longer_than_the_position_embeddings_is_refused_before_anything_is_written(
+        one_layer_config, tiny_vocab_file, tmp_path, capsys):
+    # Keras' error from inside the embeddings' graph came once training started ("Dimensions must be
+    # equal, but are 48 and 40 for '{{node ...}}'"), after run.json was written: the rerun with a
+    # fitting --seq-length was then refused as a run of other settings.
+    corpus = os.path.join(os.path.dirname(__file__), "..", "..", "pipelines", "data", "sample_corpus.txt")
+    config_file = tmp_path / "config.json"
+    one_layer_config.to_json(str(config_file))
+    output = tmp_path / "run"
+    positions = one_layer_config.max_position_embeddings
+    code = main(["pretrain", "--text", corpus, "--vocab", tiny_vocab_file, "--config", str(config_file),
+                 "--seq-length", str(positions + 8), "--max-predictions", "3", "--global-batch-size", "4",
+                 "--steps", "2", "--checkpoint-every", "2", "--strategy", "default", "--output-dir", str(output)])
+    error = capsys.readouterr().err
+    assert code != 0
+    assert f"seq_length {positions + 8} (--seq-length) is longer than the model's {positions} position" in error
+    assert not output.exists()
+
+
+def test_cli_pretrain_with_a_vocabulary_larger_than_the_model_is_refused(
+        records_and_config, tiny_vocab_file, tmp_path, capsys):
+    # Its ids past the model's vocab_size failed the embedding lookup once training started, with
+    # TensorFlow's raw "indices[0,7] = 807 is not in [0, 600)" traceback (a GPU reads zeros instead).
+    data, config_file = records_and_config
+    bigger = tmp_path / "bigger.txt"
+    bigger.write_text(open(tiny_vocab_file, encoding="utf-8").read() + "".join(f"extra{i}\n" for i in range(5)))
+    output = tmp_path / "run"
+    assert main(pretrain_args(data, str(bigger), config_file, output, 2)) != 0
+    assert "bigger.txt holds 104 tokens, more than the model's 99 (vocab_size of its config)" in capsys.readouterr().err
+    assert not output.exists()
+
+
+def test_a_run_that_failed_before_its_first_checkpoint_does_not_block_the_corrected_rerun(
+        records_and_config, tiny_vocab_file, tmp_path, capsys, monkeypatch):
+    # Its run.json ("running") made the rerun with corrected settings "a run of other settings",
+    # refused without --overwrite, though it had trained nothing.
+    data, config_file = records_and_config
+    output = tmp_path / "run"
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("no optimizer")
+
+    with monkeypatch.context() as patch:
+        patch.setattr("bert_keras.training.loop.create_optimizer", fails)
+        with pytest.raises(RuntimeError):
+            main(pretrain_args(data, tiny_vocab_file, config_file, output, 2, "--seed", "5"))
+    assert json.loads((output / "run.json").read_text())["status"] == "running"
+    assert main(pretrain_args(data, tiny_vocab_file, config_file, output, 2)) == 0, capsys.readouterr().err
+    assert json.loads((output / "run.json").read_text())["settings"]["seed"] == 0
 
 
 # ---- pretrain never destroys work ----------------------------------------------------------
@@ -649,3 +739,10 @@ def test_a_corpus_that_is_empty_or_not_utf8_is_refused_before_training(tiny_voca
     latin.write_bytes("A sentence.\nUn caf\u00e9.\n".encode("latin-1"))
     with pytest.raises(TaskInputError, match=r"latin.txt, line 2: not valid UTF-8"):
         dataset_factory(corpus=[str(empty), str(latin)], **options)
+    # Lines of characters the tokenizer drops (a BOM, a zero-width space, control characters) are no
+    # text either: they passed the check, and the stream, holding no token, never gave a batch (the
+    # run waited forever for its first one).
+    dropped = tmp_path / "dropped.txt"
+    dropped.write_bytes("\ufeff\n\x01\x02\n\n\u200b \u200b\n".encode("utf-8"))
+    with pytest.raises(TaskInputError, match="corpus is empty.*dropped.txt.*byte-order mark"):
+        dataset_factory(corpus=str(dropped), **options)

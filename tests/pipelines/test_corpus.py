@@ -85,6 +85,17 @@ def test_empty_corpus_names_the_files(tmp_path):
         read_corpus(empty)
 
 
+def test_check_text_files_counts_only_lines_with_a_token(tmp_path):
+    # A BOM, zero-width spaces and control characters are dropped by the tokenizer: a file of them
+    # is as empty as a blank one (a stream of it never yields a batch), and a line of them is no text.
+    dropped = tmp_path / "dropped.txt"
+    dropped.write_bytes("\ufeff\r\n\x01\x02\n\n\u200b \u200b\n".encode("utf-8"))
+    with pytest.raises(CorpusError, match="empty.*dropped.txt"):
+        corpus_lib.check_text_files(str(dropped))
+    mixed = write(tmp_path / "mixed.txt", "\ufeffOne sentence.\r\n\u200b\n\nTwo.\n")
+    assert corpus_lib.check_text_files([str(dropped), mixed]) == 2
+
+
 def test_no_matching_file_names_the_pattern(tmp_path):
     with pytest.raises(CorpusError, match="nothing-\\*.txt"):
         read_corpus(str(tmp_path / "nothing-*.txt"))

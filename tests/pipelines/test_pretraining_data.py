@@ -6,6 +6,7 @@ import glob
 import os
 import random
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -525,3 +526,23 @@ def test_a_text_file_given_as_records_is_named(tmp_path):
     corpus.write_text("One sentence here.\nAnother one.\n\nA second document.\n" * 20)
     with pytest.raises(ValueError, match=r"corpus.txt is not a TFRecord file \(a text corpus goes in with --input"):
         records_layout(str(corpus))
+
+
+def test_a_records_pattern_that_also_matches_other_files_is_refused_by_name(written, tmp_path):
+    # 'PREFIX-*' also matches PREFIX-config.json (and an interrupted writer's temporary file): the
+    # layout check read the first shard only, and training stopped at its first batch with
+    # TensorFlow's raw "corrupted record at 0" traceback.
+    from pipelines.pretraining.reader import records_layout
+
+    prefix, _ = written
+    assert records_layout(prefix + "-*.tfrecord")["max_seq_length"] == S
+    with pytest.raises(ValueError, match=r"sample-config.json is not a TFRecord file"):
+        records_layout(prefix + "-*")
+    # Records of any name (google-research's) are read; an empty file holds no record.
+    shard = sorted(glob.glob(prefix + "-*.tfrecord"))[0]
+    shutil.copyfile(shard, tmp_path / "examples.tfr")
+    (tmp_path / "z-empty.tfr").write_bytes(b"")
+    assert records_layout(str(tmp_path / "*.tfr"))["max_seq_length"] == S
+    shutil.copyfile(shard, tmp_path / "a-00000-of-00001.tfrecord.tmp-123")
+    with pytest.raises(ValueError, match=r"temporary file of an unfinished create-pretraining-data run"):
+        records_layout(str(tmp_path / "a-*"))
