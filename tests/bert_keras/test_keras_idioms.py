@@ -170,6 +170,29 @@ def test_regression_from_datasets_and_non_finite_targets_refused_by_row(spec):
     assert np.isfinite(regressor.predict(TEXTS)).all()
 
 
+def test_regression_sample_weights_weigh_each_example_with_any_mean_squared_error(spec, tmp_path):
+    """The `[B]` scores of a regression head get one squared error each: Keras' own
+    `mean_squared_error` averages them over the batch, so a weight of 0 dropped nothing (the
+    loss was the batch mean times the mean weight) and 2 replicas reported twice the loss."""
+    scores = [4.5, 0.5, 4.0, 1.0]
+    regressor = build(tasks.TextClassifier, spec, num_classes=1)
+    errors = (regressor.predict(TEXTS[:4], verbose=0) - np.asarray(scores)) ** 2
+    only_first = np.array([1.0, 0.0, 0.0, 0.0])
+    expected = errors[0] / 4  # Keras' sum_over_batch_size: the weighted sum over the batch size
+    assert regressor.evaluate(TEXTS[:4], scores, batch_size=4, verbose=0) == pytest.approx(errors.mean(), rel=1e-5)
+    assert regressor.evaluate(TEXTS[:4], scores, sample_weight=only_first, batch_size=4,
+                              verbose=0) == pytest.approx(expected, rel=1e-5)
+    # "mse" or Keras' class in a compile of your own, and a model saved with Keras' class, too
+    for loss in ("mse", "mean_squared_error", keras.losses.mean_squared_error, keras.losses.MeanSquaredError()):
+        regressor.compile(optimizer="adam", loss=loss)
+        assert regressor.test_on_batch(TEXTS[:4], scores, sample_weight=only_first) \
+            == pytest.approx(expected, rel=1e-5)
+    path = str(tmp_path / "regressor.keras")
+    regressor.save(path)
+    reloaded = keras.models.load_model(path)
+    assert reloaded.test_on_batch(TEXTS[:4], scores, sample_weight=only_first) == pytest.approx(expected, rel=1e-5)
+
+
 # -- validation, weights, steps, callbacks ---------------------------------------------------
 
 
