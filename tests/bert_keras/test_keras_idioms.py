@@ -193,6 +193,25 @@ def test_regression_sample_weights_weigh_each_example_with_any_mean_squared_erro
     assert reloaded.test_on_batch(TEXTS[:4], scores, sample_weight=only_first) == pytest.approx(expected, rel=1e-5)
 
 
+@pytest.mark.parametrize("family", ["ner", "choice"])
+def test_a_jit_compiled_fit_trains_on_the_last_incomplete_batch(spec, family):
+    """`compile(jit_compile=True)` pads batches to `seq_length`, and the tagger and the chooser
+    also dropped the incomplete last batch: rows lost every epoch, and a set smaller than one
+    batch trained nothing at all (an empty History, no error). The classifier keeps it; so do they."""
+    if family == "ner":
+        task = build(tasks.TokenClassifier, spec, labels=["O", "B-LOC"])
+        x, y = [["john", "lives", "in", "paris"], ["a", "dull", "city"]] * 3, [["O", "O", "O", "B-LOC"], ["O"] * 3] * 3
+    else:
+        task = build(tasks.MultipleChoice, spec, num_choices=2)
+        x, y = (["he opens the door.", "a dog."] * 3, [["he walks in.", "paris."], ["great.", "bad."]] * 3), [0, 1] * 3
+    task.compile(jit_compile=True)
+    history = task.fit(x, y, epochs=1, batch_size=4, verbose=0)  # 6 rows: a batch of 4, then of 2
+    assert int(task.optimizer.iterations) == 2 and np.isfinite(history.history["loss"]).all()
+    small = (x[:2], y[:2]) if family == "ner" else ((x[0][:2], x[1][:2]), y[:2])
+    assert len(task.fit(*small, epochs=1, batch_size=4, verbose=0).history["loss"]) == 1
+    assert int(task.optimizer.iterations) == 3
+
+
 # -- validation, weights, steps, callbacks ---------------------------------------------------
 
 
