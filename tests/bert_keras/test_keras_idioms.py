@@ -320,6 +320,19 @@ def test_keras_save_and_load_model_give_back_the_whole_task(spec, tmp_path, fami
         assert tasks.load(str(tmp_path / "as-directory")).labels == task.labels
 
 
+def test_a_pretrainer_saved_as_keras_loads_back_with_its_tokenization(spec, tmp_path):
+    """`Pretrainer.from_config` takes a size name or a config file; Keras' `load_model` hands it
+    the saved config dict, which it read as a path (a TypeError: "stat: path should be string")."""
+    pretrainer = tasks.Pretrainer.from_pretrained(spec, lowercase=False)
+    path = str(tmp_path / "pretrainer.keras")
+    pretrainer.save(path)
+    for reloaded in (keras.models.load_model(path), tasks.Pretrainer.from_config(pretrainer.get_config())):
+        assert type(reloaded) is tasks.Pretrainer and reloaded.vocab_file == pretrainer.vocab_file
+        assert (reloaded.lowercase, reloaded.strip_accents) == (False, pretrainer.strip_accents)
+    for saved, loaded in zip(pretrainer.get_weights(), keras.models.load_model(path).get_weights()):
+        np.testing.assert_array_equal(loaded, saved)
+
+
 def test_backup_and_restore_resumes_an_interrupted_fit(spec, tmp_path):
     class Interrupt(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
