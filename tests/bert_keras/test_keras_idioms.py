@@ -191,6 +191,11 @@ def test_regression_sample_weights_weigh_each_example_with_any_mean_squared_erro
     regressor.save(path)
     reloaded = keras.models.load_model(path)
     assert reloaded.test_on_batch(TEXTS[:4], scores, sample_weight=only_first) == pytest.approx(expected, rel=1e-5)
+    # Keras' regression metrics too: with batches of 3 and 1 they averaged the two batch means
+    regressor.compile(optimizer="adam", metrics=["mae", keras.metrics.MeanSquaredError(name="mse")])
+    got = regressor.evaluate(TEXTS[:4], scores, batch_size=3, verbose=0, return_dict=True)
+    assert got["mae"] == pytest.approx(np.sqrt(errors).mean(), rel=1e-5)
+    assert got["mse"] == pytest.approx(errors.mean(), rel=1e-5) == got["loss"]
 
 
 @pytest.mark.parametrize("family", ["ner", "choice"])
