@@ -5,5 +5,7 @@ from bert_keras.losses.masked_sparse_categorical_crossentropy import (
     IGNORE_INDEX,
     MaskedSparseCategoricalCrossentropy,
 )
+from bert_keras.losses.score_squared_error import ScoreMeanSquaredError
 
-__all__ = ["IGNORE_INDEX", "LabelledTokenAccuracy", "MaskedSparseCategoricalCrossentropy", "on_labelled_positions"]
+__all__ = ["IGNORE_INDEX", "LabelledTokenAccuracy", "MaskedSparseCategoricalCrossentropy", "ScoreMeanSquaredError",
+           "on_labelled_positions"]

@@ -5,6 +5,7 @@ from keras import ops
 
 from bert_keras import padding_skipping
 from bert_keras.layers.initialization import truncated_normal
+from bert_keras.losses.score_squared_error import ScoreMeanSquaredError
 from bert_keras.models.encoder_head import EncoderHead
 from bert_keras.models.window_relevance import WindowRelevance
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
@@ -120,7 +121,7 @@ class BertClassifier(EncoderHead):
     def default_loss(self):
         """Mean squared error for regression, else sparse categorical cross-entropy on logits."""
         if self.is_regression:
-            return keras.losses.MeanSquaredError()
+            return ScoreMeanSquaredError()  # Keras' own averages [B] scores over the batch
         return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
     def default_metrics(self):

@@ -119,10 +119,11 @@ class MultipleChoice(TextTask):
     def _dataset(self, examples, batch_size, shuffle=False, seed=None, sample_weights=None):
         from pipelines.datasets.swag import swag_dataset
 
-        # Prediction keeps the last, incomplete batch even with static shapes.
+        # The last, incomplete batch stays even with static shapes (jit_compile, TPU), in training
+        # too, as the classifier's: dropping it lost rows every epoch, and all of a set under one batch.
         return swag_dataset(examples, self.tokenizer, seq_length=self.seq_length, batch_size=batch_size,
                             shuffle=shuffle, static_shapes=self.static_shapes, seed=seed,
-                            drop_remainder=None if shuffle else False, sample_weights=sample_weights)
+                            drop_remainder=False, sample_weights=sample_weights)
 
     def _train_dataset(self, x, y, *, batch_size, shuffle, seed, sample_weight=None):
         if is_tokenized(x):

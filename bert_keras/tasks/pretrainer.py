@@ -68,9 +68,30 @@ class Pretrainer(BertPretrainer):
         """
         from bert_keras.encoder import BertEncoder
 
+        if isinstance(config, dict):  # Keras' own (`get_config`): load_model, clone_model
+            return cls._from_keras_config(config)
         pretrainer = cls(BertEncoder(read_config(config, vocab_file), dtype=dtype))
         pretrainer.vocab_file = None if vocab_file is None else os.fspath(vocab_file)
         pretrainer._set_tokenization(lowercase, strip_accents)
+        return pretrainer
+
+    def get_config(self):
+        # The corpus' tokenization too, so that a model read back from a `.keras` file reads a
+        # corpus as this one does.
+        return {**super().get_config(), "vocab_file": self.vocab_file, "lowercase": self.lowercase,
+                "strip_accents": self.strip_accents}
+
+    @classmethod
+    def _from_keras_config(cls, config):
+        """The pretrainer `get_config` describes. `from_config` takes a size name, a `BertConfig`
+        or a JSON file, and Keras hands it a dict: `keras.models.load_model` of a saved
+        pretrainer failed with a TypeError from reading the dict as a path."""
+        config = dict(config)
+        tokenization = {key: config.pop(key, None) for key in ("vocab_file", "lowercase", "strip_accents")}
+        pretrainer = super().from_config(config)
+        pretrainer.vocab_file = tokenization["vocab_file"]
+        pretrainer.lowercase = cls.lowercase if tokenization["lowercase"] is None else bool(tokenization["lowercase"])
+        pretrainer.strip_accents = tokenization["strip_accents"]
         return pretrainer
 
     def _set_tokenization(self, lowercase, strip_accents):

@@ -52,8 +52,31 @@ def compile_arguments(task, args, kwargs):
         if isinstance(arguments.get(key), (list, tuple)):
             arguments[key] = [task._named_metric(metric) or metric if isinstance(metric, str) else metric
                               for metric in arguments[key]]
-    arguments["loss"] = on_logits(task, arguments["loss"])
+    arguments["loss"] = on_scores(task, on_logits(task, arguments["loss"]))
     return arguments.pop("optimizer", "auto"), arguments
+
+
+def on_scores(task, loss):
+    """`loss` for a regression head, whose output is one score per example (`[B]`): Keras'
+    mean squared error (`"mse"`, the function or the class; also a model saved before the
+    head's own loss became `ScoreMeanSquaredError`) as `ScoreMeanSquaredError`, which gives
+    one squared error per example: Keras' averages `[B]` over the batch, so sample weights
+    would not weight examples."""
+    from bert_keras.losses import ScoreMeanSquaredError
+
+    default = task.head.default_loss() if hasattr(task.head, "default_loss") else None
+    if not isinstance(default, ScoreMeanSquaredError):
+        return loss
+    if isinstance(loss, (list, tuple)):
+        return type(loss)(on_scores(task, item) for item in loss)
+    if isinstance(loss, dict):
+        return {name: on_scores(task, item) for name, item in loss.items()}
+    if loss is keras.losses.mean_squared_error or (
+            isinstance(loss, str) and loss.replace("_", "").lower() in ("mse", "meansquarederror")):
+        return ScoreMeanSquaredError()
+    if type(loss) is keras.losses.MeanSquaredError:
+        return ScoreMeanSquaredError.from_config(loss.get_config())
+    return loss
 
 
 def on_logits(task, loss):

@@ -170,6 +170,16 @@ class TextClassifier(TextTask):
             full = tf.stop_gradient(full - part) + part
         return full[:, 0] if self.is_regression else full
 
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        """Keras' compiled metrics; a regression's `[B]` scores read as `[B, 1]`. Keras' regression
+        metrics (`"mae"`, `MeanSquaredError`, ...) average over the last axis, which for `[B]` is
+        the batch: each batch counted as one value, so a smaller last batch or a `sample_weight`
+        gave a wrong mean (the head's own loss is per example already, `ScoreMeanSquaredError`)."""
+        if self.is_regression and y is not None and len(y_pred.shape) == 1:
+            y_pred = tf.expand_dims(y_pred, -1)
+            y = tf.expand_dims(y, -1) if len(y.shape) == 1 else y
+        return super().compute_metrics(x, y, y_pred, sample_weight)
+
     def _packed_batch(self, x, y):
         columns = classifier_inputs.read_texts(self, x)
         packed = self.preprocessor.pack(tuple(tf.constant(c) for c in columns))

@@ -180,7 +180,9 @@ class TokenClassifier(TextTask):
         weights = check_sample_weight(sample_weight, len(sentences))
         if weights is not None:  # a document's weight on each of its windows
             weights = np.asarray(weights)[features.document]
-        dataset = token_dataset(features, batch_size=batch_size, shuffle=shuffle,
+        # The last, incomplete batch is trained on with static shapes too (jit_compile, TPU), as
+        # the classifier's: dropping it lost rows every epoch, and all of a set under one batch.
+        dataset = token_dataset(features, batch_size=batch_size, shuffle=shuffle, drop_remainder=False,
                                 static_shapes=self.static_shapes, seed=seed, sample_weights=weights)
         return dataset, steps_for(len(features), batch_size)
 

@@ -170,6 +170,53 @@ def test_regression_from_datasets_and_non_finite_targets_refused_by_row(spec):
     assert np.isfinite(regressor.predict(TEXTS)).all()
 
 
+def test_regression_sample_weights_weigh_each_example_with_any_mean_squared_error(spec, tmp_path):
+    """The `[B]` scores of a regression head get one squared error each: Keras' own
+    `mean_squared_error` averages them over the batch, so a weight of 0 dropped nothing (the
+    loss was the batch mean times the mean weight) and 2 replicas reported twice the loss."""
+    scores = [4.5, 0.5, 4.0, 1.0]
+    regressor = build(tasks.TextClassifier, spec, num_classes=1)
+    errors = (regressor.predict(TEXTS[:4], verbose=0) - np.asarray(scores)) ** 2
+    only_first = np.array([1.0, 0.0, 0.0, 0.0])
+    expected = errors[0] / 4  # Keras' sum_over_batch_size: the weighted sum over the batch size
+    assert regressor.evaluate(TEXTS[:4], scores, batch_size=4, verbose=0) == pytest.approx(errors.mean(), rel=1e-5)
+    assert regressor.evaluate(TEXTS[:4], scores, sample_weight=only_first, batch_size=4,
+                              verbose=0) == pytest.approx(expected, rel=1e-5)
+    # "mse" or Keras' class in a compile of your own, and a model saved with Keras' class, too
+    for loss in ("mse", "mean_squared_error", keras.losses.mean_squared_error, keras.losses.MeanSquaredError()):
+        regressor.compile(optimizer="adam", loss=loss)
+        assert regressor.test_on_batch(TEXTS[:4], scores, sample_weight=only_first) \
+            == pytest.approx(expected, rel=1e-5)
+    path = str(tmp_path / "regressor.keras")
+    regressor.save(path)
+    reloaded = keras.models.load_model(path)
+    assert reloaded.test_on_batch(TEXTS[:4], scores, sample_weight=only_first) == pytest.approx(expected, rel=1e-5)
+    # Keras' regression metrics too: with batches of 3 and 1 they averaged the two batch means
+    regressor.compile(optimizer="adam", metrics=["mae", keras.metrics.MeanSquaredError(name="mse")])
+    got = regressor.evaluate(TEXTS[:4], scores, batch_size=3, verbose=0, return_dict=True)
+    assert got["mae"] == pytest.approx(np.sqrt(errors).mean(), rel=1e-5)
+    assert got["mse"] == pytest.approx(errors.mean(), rel=1e-5) == got["loss"]
+
+
+@pytest.mark.parametrize("family", ["ner", "choice"])
+def test_a_jit_compiled_fit_trains_on_the_last_incomplete_batch(spec, family):
+    """`compile(jit_compile=True)` pads batches to `seq_length`, and the tagger and the chooser
+    also dropped the incomplete last batch: rows lost every epoch, and a set smaller than one
+    batch trained nothing at all (an empty History, no error). The classifier keeps it; so do they."""
+    if family == "ner":
+        task = build(tasks.TokenClassifier, spec, labels=["O", "B-LOC"])
+        x, y = [["john", "lives", "in", "paris"], ["a", "dull", "city"]] * 3, [["O", "O", "O", "B-LOC"], ["O"] * 3] * 3
+    else:
+        task = build(tasks.MultipleChoice, spec, num_choices=2)
+        x, y = (["he opens the door.", "a dog."] * 3, [["he walks in.", "paris."], ["great.", "bad."]] * 3), [0, 1] * 3
+    task.compile(jit_compile=True)
+    history = task.fit(x, y, epochs=1, batch_size=4, verbose=0)  # 6 rows: a batch of 4, then of 2
+    assert int(task.optimizer.iterations) == 2 and np.isfinite(history.history["loss"]).all()
+    small = (x[:2], y[:2]) if family == "ner" else ((x[0][:2], x[1][:2]), y[:2])
+    assert len(task.fit(*small, epochs=1, batch_size=4, verbose=0).history["loss"]) == 1
+    assert int(task.optimizer.iterations) == 3
+
+
 # -- validation, weights, steps, callbacks ---------------------------------------------------
 
 
@@ -276,6 +323,19 @@ def test_keras_save_and_load_model_give_back_the_whole_task(spec, tmp_path, fami
         assert int(reloaded.optimizer.iterations) == int(task.optimizer.iterations) > 0
         reloaded.save(str(tmp_path / "as-directory"))  # and it saves as a fine-tuned directory
         assert tasks.load(str(tmp_path / "as-directory")).labels == task.labels
+
+
+def test_a_pretrainer_saved_as_keras_loads_back_with_its_tokenization(spec, tmp_path):
+    """`Pretrainer.from_config` takes a size name or a config file; Keras' `load_model` hands it
+    the saved config dict, which it read as a path (a TypeError: "stat: path should be string")."""
+    pretrainer = tasks.Pretrainer.from_pretrained(spec, lowercase=False)
+    path = str(tmp_path / "pretrainer.keras")
+    pretrainer.save(path)
+    for reloaded in (keras.models.load_model(path), tasks.Pretrainer.from_config(pretrainer.get_config())):
+        assert type(reloaded) is tasks.Pretrainer and reloaded.vocab_file == pretrainer.vocab_file
+        assert (reloaded.lowercase, reloaded.strip_accents) == (False, pretrainer.strip_accents)
+    for saved, loaded in zip(pretrainer.get_weights(), keras.models.load_model(path).get_weights()):
+        np.testing.assert_array_equal(loaded, saved)
 
 
 def test_backup_and_restore_resumes_an_interrupted_fit(spec, tmp_path):
