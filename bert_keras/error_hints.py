@@ -106,15 +106,21 @@ _FILE_SYSTEM_PROBLEMS = re.compile(r"No space left on device|Disk quota exceeded
 
 
 def file_system_error(error):
-    """An `OSError` for a TensorFlow op error caused by the file system, else None."""
+    """An `OSError` for a TensorFlow op error caused by the file system or a damaged file, else None."""
     tf = sys.modules.get("tensorflow")
     errors = getattr(tf, "errors", None)
     if errors is None or not isinstance(error, errors.OpError):
         return None
     message = str(getattr(error, "message", error)).strip()
+    first = message.splitlines()[0] if message else type(error).__name__
+    if isinstance(error, errors.DataLossError):
+        # A truncated or foreign record file ("corrupted record at 0"), a damaged checkpoint: a
+        # file to write again, not a bug in the program.
+        return OSError(f"{first}: a file it reads is damaged or of another kind (a TFRecord file cut short "
+                       "or not written by create-pretraining-data, a damaged checkpoint); write it again, "
+                       "or leave it out of --data, and run the same command again")
     if not _FILE_SYSTEM_PROBLEMS.search(message):
         return None
-    first = message.splitlines()[0] if message else type(error).__name__
     room = re.search(r"No space left on device|Disk quota exceeded|File too large", message)
     advice = "free some space" if room else "fix the path or its permissions"
     return OSError(f"{first}; {advice} and run the same command again")

@@ -136,6 +136,15 @@ def test_a_full_disk_in_a_tensorflow_write_is_one_line_not_a_traceback(monkeypat
            "on device; free some space and run the same command again" in error
     assert "Traceback" not in error and "failed to write" not in error
 
+    def damaged(args):  # a record file cut short mid-training: a file to write again
+        raise tf.errors.DataLossError(None, None, "corrupted record at 1032 [Op:IteratorGetNext]")
+
+    monkeypatch.setattr(info, "run", damaged)
+    assert main(["info"]) == 2
+    error = capsys.readouterr().err
+    assert "bert-keras info: error: corrupted record at 1032 [Op:IteratorGetNext]: a file it reads is damaged" \
+           in error and "Traceback" not in error
+
     def bug(args):  # any other TensorFlow error is a bug to report: its traceback stays
         raise tf.errors.InvalidArgumentError(None, None, "Incompatible shapes: [2] vs. [3]")
 
