@@ -316,7 +316,7 @@ def _squad_windows_fit(seq_length, settings):
                 f"({settings['max_query_length'] + 3}): a window holds [CLS], the question (up to "
                 f"max_query_length {settings['max_query_length']} pieces), [SEP], context and [SEP]; use a "
                 f"seq_length of at least {settings['max_query_length'] + 4} (bert-keras: --seq-length), "
-                "or (Python) a smaller max_query_length")
+                "or a smaller max_query_length (--max-query-length)")
     if settings["max_windows"] < 1:
         return f"max_windows {settings['max_windows']} must be at least 1"
     metric = settings["evaluation_metric"]

@@ -9,7 +9,7 @@ import sys
 import time
 
 from bert_keras.cli.flag_arguments import add_encoder_options, add_window_options
-from pipelines.command_options import add_field_options, add_option, field_values
+from pipelines.command_options import add_field_options, add_option, field_values, positive_int
 from bert_keras.finetuned_model import OWNED_FILES
 from bert_keras.cli.task_arguments import add_task_arguments, task_spec
 from bert_keras.run_options import FinetuningOptions
@@ -26,6 +26,9 @@ def register(subparsers, summary):
     add_task_arguments(parser, stride=False)  # --stride below: squad's context windows and long texts'
     add_encoder_options(parser, seq_length_help="tokens per example, [CLS]/[SEP] included (default 128; 384 for SQuAD)")
     add_window_options(parser, squad=True)
+    parser.add_argument("--max-query-length", type=positive_int, default=None, metavar="N",
+                        help="squad / korquad: word pieces of a question read (default 64, as run_squad.py; "
+                             "--seq-length must exceed it by 3)")
     parser.add_argument("--output-dir", required=True, metavar="DIR")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace the fine-tuned model in a --output-dir that holds one "
@@ -44,7 +47,8 @@ def run(args):
 
     result = finetune(
         spec, args.init, args.output_dir, overwrite=args.overwrite, seq_length=args.seq_length,
-        max_length=args.max_length, stride=args.stride, vocab_file=args.vocab,
+        max_length=args.max_length, stride=args.stride, max_query_length=args.max_query_length,
+        vocab_file=args.vocab,
         lowercase=False if args.cased else None, strip_accents=args.strip_accents,
         **field_values(FinetuningOptions, args),
         verbose=1 if sys.stdout.isatty() else 2, log=print)  # a progress bar with ETA; else a line per epoch

@@ -35,7 +35,8 @@ class FinetuningResult:
 
 
 def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=None, learning_rate=None,
-             warmup_ratio=0.1, seq_length=None, max_length=None, stride=None, max_steps=None, checkpoint_every=None, strategy="auto",
+             warmup_ratio=0.1, seq_length=None, max_length=None, stride=None, max_query_length=None,
+             max_steps=None, checkpoint_every=None, strategy="auto",
              tpu=None, seed=0, vocab_file=None, lowercase=None, strip_accents=None, evaluate=True,
              tune_threshold=False,
              verbose=2, log=print):
@@ -51,6 +52,8 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
         max_length, stride: long texts read in windows (`from_pretrained(max_length=, stride=)`:
             classification and NER; None: a text is its first window). `stride` also spaces
             SQuAD's context windows (SpanQA's `stride`; None: the spec's, 128 by default).
+        max_query_length: SQuAD: word pieces of a question read (SpanQA's; None: 64, as
+            `run_squad.py`).
         batch_size, learning_rate: None = `recipe_for_data`'s choice for the data size.
         checkpoint_every: steps between run backups (None: every epoch).
         strategy, tpu: `bert_keras.training.get_strategy` arguments.
@@ -78,13 +81,17 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
     # Refused now, not after training: an output directory that holds a model without `overwrite`,
     # other files, or one of this run's inputs (saving may replace what it holds).
     check_can_save(output_dir, overwrite, inputs=[local_path(init), spec.train_path, spec.eval_path, vocab_file])
-    windows = {key: value for key, value in (("max_length", max_length), ("stride", stride)) if value is not None}
+    windows = {key: value for key, value in (("max_length", max_length), ("stride", stride),
+                                             ("max_query_length", max_query_length)) if value is not None}
     if max_length is not None and not reads_windows(spec.task_class):
         raise DatasetSpecError(f"max_length (--max-length): a {spec.task_class.__name__} does not read texts in "
                                "windows (classification, regression and NER do)")
     if stride is not None and not has_setting(spec.task_class, "stride"):  # SpanQA's spaces its context windows
         raise DatasetSpecError(f"stride (--stride): a {spec.task_class.__name__} does not read texts in "
                                "windows (classification, regression, NER and SQuAD do)")
+    if max_query_length is not None and not has_setting(spec.task_class, "max_query_length"):
+        raise DatasetSpecError(f"max_query_length (--max-query-length): a {spec.task_class.__name__} reads no "
+                               "questions (SQuAD does)")
     keras.utils.set_random_seed(seed)
     x, y = spec.training_data(seed=seed)
     dev = None

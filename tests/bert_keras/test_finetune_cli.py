@@ -132,11 +132,12 @@ def test_squad_finetune_predict_writes_official_files(tiny_encoder, tmp_path, ca
     out = str(tmp_path / "squad")
     assert run(finetune, ["finetune", "--task", "squad/v1.1", "--train", squad, "--eval", squad,
                           "--init", tiny_encoder, "--max-steps", "2", "--batch-size", "8",
-                          "--seq-length", "128", "--stride", "64", "--strategy", "default",
-                          "--output-dir", out]) == 0
+                          "--seq-length", "128", "--stride", "64", "--max-query-length", "24",
+                          "--strategy", "default", "--output-dir", out]) == 0
     results = json.load(open(os.path.join(out, "eval_results.json")))
     assert {"exact_match", "f1"} <= set(results) or {"exact", "f1"} <= set(results)
-    assert json.load(open(os.path.join(out, "task.json")))["settings"]["stride"] == 64
+    settings = json.load(open(os.path.join(out, "task.json")))["settings"]
+    assert (settings["stride"], settings["max_query_length"]) == (64, 24)  # no flag for it before
     pred_dir = str(tmp_path / "pred")
     assert run(predict, ["predict", "--model", out, "--squad", squad, "--output", pred_dir]) == 0
     predictions = json.load(open(os.path.join(pred_dir, "predictions.json")))
@@ -159,6 +160,15 @@ def test_squad_finetune_predict_writes_official_files(tiny_encoder, tmp_path, ca
     assert run(predict, ["predict", "--model", short, "--squad", squad, "--output-dir", str(tmp_path / "p20"),
                          "--n-best-size", "20"]) == 0
     assert max(len(v) for v in json.load(open(tmp_path / "p20" / "nbest_predictions.json")).values()) > 2
+
+
+def test_max_query_length_is_refused_for_a_task_without_questions(tmp_path):
+    from bert_keras.tasks.named_datasets import DatasetSpecError
+
+    with pytest.raises(DatasetSpecError, match=r"max_query_length \(--max-query-length\): a TextClassifier "
+                                               "reads no questions"):
+        run(finetune, ["finetune", "--task", f"csv:{os.path.join(DATA, 'tasks', 'sentiment_train.csv')}",
+                       "--init", MODEL, "--max-query-length", "16", "--output-dir", str(tmp_path / "o")])
 
 
 @pytest.mark.slow
