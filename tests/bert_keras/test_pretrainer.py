@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from bert_keras.checkpoints import CheckpointMismatchError, save_pretrained
+from bert_keras.checkpoints import CheckpointFormatError, CheckpointMismatchError, save_pretrained
 from bert_keras.checkpoints.heads import assign_pretrainer_heads, pretrainer_heads_to_canonical
 from bert_keras.config import BertConfig
 from bert_keras.encoder import BertEncoder
@@ -519,3 +519,39 @@ def test_checkpoint_without_heads_starts_them_fresh(tmp_path, caplog):
     np.testing.assert_array_equal(loaded.masked_lm_head.output_bias.numpy(), 0.0)
     with pytest.raises(CheckpointMismatchError, match="missing"):
         BertPretrainer.from_pretrained(spec, strict=True)
+
+
+def test_a_keras_encoder_file_keeps_its_pretraining_heads_for_a_second_phase(tmp_path, caplog):
+    """`bert-keras pretrain` wrote `encoder.keras` alone: a second phase (`--init run/encoder.keras`
+    at a longer sequence length, BERT's recipe) started both heads fresh. The heads now sit in
+    `encoder.heads.npz` beside it, and come back; a save without heads removes the stale file."""
+    from bert_keras.tasks.pretrainer import save_outputs
+
+    trained = make_pretrainer(seed=3)
+    trained.masked_lm_head.output_bias.assign(np.linspace(-1, 1, trained.masked_lm_head.output_bias.shape[0]))
+    save_outputs(trained, str(tmp_path))
+    assert os.path.isfile(tmp_path / "encoder.heads.npz")
+    with caplog.at_level(logging.WARNING, logger="bert_keras.models.pretrainer"):
+        phase_two = BertPretrainer.from_pretrained(str(tmp_path / "encoder.keras"), strict=True)
+    assert "freshly initialized" not in caplog.text
+    x, _ = make_batch(seed=6)
+    for key, value in trained(x).items():
+        np.testing.assert_allclose(phase_two(x)[key], value, atol=1e-6)
+
+    # Converted elsewhere, the heads go along (an HF BertForPreTraining directory).
+    from bert_keras.checkpoints import read_pretrained
+    from bert_keras.checkpoints.loading import convert
+
+    convert(str(tmp_path / "encoder.keras"), "hf:" + str(tmp_path / "hf"))
+    _, weights, _ = read_pretrained("hf:" + str(tmp_path / "hf"))
+    np.testing.assert_array_equal(weights["cls/predictions/output_bias"], trained.masked_lm_head.output_bias.numpy())
+
+    save_pretrained(trained.encoder, str(tmp_path / "encoder.keras"))  # the encoder alone, replaced
+    assert not os.path.exists(tmp_path / "encoder.heads.npz")
+    (tmp_path / "other.heads.npz").write_bytes(b"not a zip")
+    save_pretrained(trained.encoder, str(tmp_path / "other.keras"), heads={})
+    assert not os.path.exists(tmp_path / "other.heads.npz")
+    save_pretrained(trained.encoder, str(tmp_path / "third.keras"))
+    (tmp_path / "third.heads.npz").write_bytes(b"not a zip")
+    with pytest.raises(CheckpointFormatError, match=r"third.heads.npz: the pretraining heads .* cannot be read"):
+        BertPretrainer.from_pretrained(str(tmp_path / "third.keras"))
