@@ -5,6 +5,7 @@ logs, and the final encoder as encoder.keras. Rerunning a finished run does noth
 --overwrite.
 """
 
+import os
 import sys
 import time
 
@@ -49,5 +50,7 @@ def run(args):
         lowercase=False if args.cased else None, strip_accents=args.strip_accents,
         **field_values(PretrainingOptions, args), verbose=1 if sys.stdout.isatty() else 2, log=print)
     if result.chief:  # multi-worker: the chief reports
-        print(result.report(args.output_dir, args.steps, time.time() - started, vocab_copied=bool(args.vocab)))
+        # With --init the vocabulary comes from the checkpoint: what the directory holds says.
+        copied = os.path.isfile(os.path.join(args.output_dir, "vocab.txt"))
+        print(result.report(args.output_dir, args.steps, time.time() - started, vocab_copied=copied))
     return 0

@@ -70,7 +70,9 @@ class PretrainingResult:
                     f"nothing changed. A larger --steps continues it; --overwrite starts afresh.\n{embed}")
         return "\n".join([
             "\n" + self.summary(steps, seconds),
-            f"wrote {encoder}, config.json{', vocab.txt' if vocab_copied else ''}, checkpoints/ "
+            f"wrote {encoder}"
+            + (" (heads: encoder.heads.npz)" if os.path.isfile(os.path.join(output_dir, "encoder.heads.npz")) else "")
+            + f", config.json{', vocab.txt' if vocab_copied else ''}, checkpoints/ "
             f"(latest {os.path.basename(self.checkpoint or '-')}), logs/ (tensorboard --logdir {output_dir}/logs)",
             embed, f"      bert-keras convert {encoder} hf:{output_dir}/hf   (or tf1:{output_dir}/tf1/bert_model.ckpt)"])
 
