@@ -340,7 +340,7 @@ def _check_class_labels(examples):
 
 
 def table_format(path, text):
-    """`"csv"`, `"tsv"` or `"jsonl"` for a task file: its extension says, else its first line does
+    r"""`"csv"`, `"tsv"` or `"jsonl"` for a task file: its extension says, else its first line does
     (NSMC and Question_pair ship as `.txt`): a JSON object is JSONL, a tab TSV, a comma CSV; None
     when neither does.
 

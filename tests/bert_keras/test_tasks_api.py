@@ -477,7 +477,8 @@ def test_pretrainer_fits_a_corpus_and_resumes_where_it_stopped(tmp_path):
     assert (again.initial_step, again.final_step) == (4, 6)
     assert len(batches) == 2 and "loss" in batches[-1]  # the user's callbacks run on the resumed steps
     with pytest.raises(tasks.TaskInputError, match="corpus=.*no such file"):
-        pretrainer.fit(corpus=str(tmp_path / "missing.txt"), output_dir=str(tmp_path / "x"), steps=1)
+        pretrainer.fit(corpus=str(tmp_path / "missing.txt"), output_dir=str(tmp_path / "x"), steps=1,
+                       seq_length=32)  # (the default 128 is refused first: the model has 64 positions)
 
 
 def test_pretrainer_fit_on_a_corpus_refuses_keras_arguments_it_would_ignore(tmp_path):
