@@ -213,7 +213,8 @@ def pretrain(args, workdir, records, vocab, steps):
     """Pretrains (or continues pretraining); returns the encoder.keras to fine-tune from.
 
     `Pretrainer.pretrain` is one resumable run, as `bert-keras pretrain`: checkpoints,
-    TensorBoard logs, and at the end `encoder.keras`, `config.json` and `vocab.txt`.
+    TensorBoard logs, and at the end `encoder.keras` (its heads in `encoder.heads.npz`), `config.json`
+    and `vocab.txt`.
     """
     from bert_keras.tasks import Pretrainer
 
