@@ -13,7 +13,8 @@
   per-class max) of the windows' logits, or (`"evidence"`) those of the windows that read like
   the training texts (`bert_keras.models.window_relevance`, its statistics saved in the head;
   a text of mostly far windows is read again sentence by sentence);
-  a text has at most `num_windows(max_length)` windows.
+  a text has at most `num_windows(max_length)` windows. A `max_length` under one window reads
+  a text's first `max_length` pieces (one window), as `predict` does.
 * `token_ids` (predict): int32 `token_ids` / `segment_ids` / `padding_mask`
   `[B, S]` -> `logits` (`[B, K]`, or `[B]` for regression), and for
   classification `probabilities` and `class_id`.

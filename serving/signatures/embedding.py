@@ -7,7 +7,8 @@
   empty, only whitespace or control / format characters; not an error, such a text gets the
   vector of an empty input, `[CLS] [SEP]`, as `predict` gives it). A model with
   `max_length` past one window reads a text in windows inside the graph, as its `predict`
-  does: the mean of the windows' vectors weighted by their real tokens (re-normalized).
+  does: the mean of the windows' vectors weighted by their real tokens (re-normalized); a
+  `max_length` under one window reads a text's first `max_length` pieces, as `predict`.
 * `token_ids` (predict): int32 `token_ids` / `segment_ids` / `padding_mask`
   `[B, S]` -> `embedding` float32 `[B, H]`.
 

@@ -190,15 +190,20 @@ class TextInputs(tf.Module):
 
 
 def window_reading(finetuned):
-    """`(stride, max_length)` when a model reads single texts in windows (its settings'
-    `max_length` past one window, `pipelines.windowing.window_options`), else None."""
+    """`(stride, max_length)` when a model reads single texts through `pipelines.windowing`
+    (its settings' `max_length`, `window_options`), else None (one packed window).
+
+    A `max_length` below one window is read that way too: `predict` reads a text's first
+    `max_length` pieces (one window of them), where the plain packing would read
+    `seq_length - 2`. Only `max_length` equal to the window reads the same either way.
+    """
     from pipelines.windowing import window_options
 
     if finetuned.settings.get("text_pair") or finetuned.settings.get("max_length") is None:
         return None
     window, stride, max_length = window_options(finetuned.seq_length, finetuned.settings["max_length"],
                                                 finetuned.settings.get("stride"))
-    return (stride, max_length) if max_length > window else None
+    return (stride, max_length) if max_length != window else None
 
 
 def python_windows(finetuned, texts):

@@ -157,6 +157,26 @@ def test_without_windows_the_served_model_flags_what_it_cut(spec, tmp_path):
     assert outputs["truncated"].numpy().tolist() == [True, False, True, True]
 
 
+@pytest.mark.slow
+def test_a_max_length_under_one_window_is_served_as_predict_reads_it(spec, tmp_path):
+    # max_length=10 under the 14-piece window: predict reads each text's first 10 pieces; the
+    # export read a whole window of 14 (other probabilities, the 9-word text not flagged).
+    keras.utils.set_random_seed(0)
+    texts = documents()
+    classifier = tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=SEQ_LENGTH,
+                                                      max_length=10)
+    embedder = tasks.Embedder.from_pretrained(spec, seq_length=SEQ_LENGTH, max_length=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = classifier.predict(texts), embedder.predict(texts)
+    outputs = served(classifier, tmp_path, "short_classifier")(text=tf.constant(texts))
+    np.testing.assert_allclose(outputs["probabilities"].numpy(), expected[0], atol=1e-5)
+    assert outputs["truncated"].numpy().tolist() == [True, False, True, True]
+    outputs = served(embedder, tmp_path, "short_embedder")(text=tf.constant(texts))
+    np.testing.assert_allclose(outputs["embedding"].numpy(), expected[1], atol=1e-5)
+    assert outputs["truncated"].numpy().tolist() == [True, False, True, True]
+
+
 def test_a_request_of_many_windows_runs_in_chunks_with_the_same_outputs(spec, tmp_path, monkeypatch):
     # The graph runs the model on at most MODEL_CALL_TOKENS positions at once (memory bounded
     # by the chunk, not the request): at 5 windows a chunk, a 3,200-word document is a
