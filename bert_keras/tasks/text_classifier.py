@@ -66,7 +66,8 @@ class TextClassifier(TextTask):
     among unrelated text) or, when most of its sentences look typical, of all its windows
     (a long text of the kind, far only by its length). By default (`max_length=None`) a text is its first window, and
     `predict` / `score` warn how many texts were read only in part. A pair is
-    read as one window (longest-first truncation), not windowed.
+    read as one window (longest-first truncation), not windowed; `predict` / `score`
+    warn how many pairs were cut.
 
     Outputs:
         `predict`: float32 `[N, C]` class probabilities, columns in `labels`
@@ -332,7 +333,19 @@ class TextClassifier(TextTask):
         outputs = np.asarray(predicted_outputs(self, dataset))
         if gold is None and needs_y:
             gold = np.concatenate([y.numpy() for _, y, *_ in dataset])
-        return outputs, gold, None
+        truncated = None if is_tokenized(x) or not self.text_pair else self._pairs_cut(x)
+        return outputs, gold, truncated
+
+    def _pairs_cut(self, x):
+        """bool `[N]`: pairs with more pieces than `[CLS] a [SEP] b [SEP]` holds, which the packer
+        cuts (a pair is one window): truncation is never silent, and the export's `truncated`
+        flags the same pairs."""
+        rows, _ = classifier_inputs.text_rows(self, x, None, None, needs_y=False)
+        cut = [np.zeros(0, bool)]
+        for texts, *_ in rows.batch(1024).as_numpy_iterator():
+            pieces = sum(self.tokenizer.tokenize(column).row_lengths().numpy() for column in texts)
+            cut.append(pieces > self.seq_length - 3)
+        return np.concatenate(cut)
 
     def _named_metric(self, name):
         from bert_keras.metrics.compiled import named_metric
@@ -414,7 +427,10 @@ class TextClassifier(TextTask):
 
     def row_text(self, row):
         cut = ""
-        if row.get("truncated"):
+        if row.get("truncated") and self.text_pair:
+            cut = (f"\n  truncated: the pair has more than {self.seq_length - 3} word pieces; it was cut, "
+                   "longest text first")
+        elif row.get("truncated"):
             cut = (f"\n  truncated: only the first {self.window_options()[2]} word pieces were read "
                    "(raise max_length)")
         if self.is_regression:

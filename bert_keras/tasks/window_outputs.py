@@ -68,7 +68,13 @@ def warn_truncated(task, truncated):
     """Truncation is never silent: how many texts were read only in part, and what reads them."""
     if truncated is None or not np.any(truncated):
         return
+    count = f"{int(np.sum(truncated))} of {len(truncated)}"
+    if getattr(task, "text_pair", False):  # a pair is packed into one window, never windowed
+        warnings.warn(f"{count} text pairs have more than {task.seq_length - 3} word pieces together; "
+                      f"they were cut (longest text first) to one window of seq_length {task.seq_length}",
+                      stacklevel=caller_stacklevel())
+        return
     _, _, max_length = task.window_options()
-    warnings.warn(f"{int(np.sum(truncated))} of {len(truncated)} texts have more than {max_length} "
+    warnings.warn(f"{count} texts have more than {max_length} "
                   "word pieces; only their first were read (max_length=N reads N, in windows)",
                   stacklevel=caller_stacklevel())

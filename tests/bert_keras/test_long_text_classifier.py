@@ -100,6 +100,24 @@ def test_an_embedder_row_says_when_its_text_was_cut(spec):
     assert "truncated" not in reads_all.predict_rows(texts)[0]
 
 
+def test_a_cut_text_pair_is_reported_never_silent(spec):
+    # A pair is one window (13 pieces of the two texts at seq_length 16): predict cut a longer one
+    # without a word, where the export's `truncated` flags it.
+    model = classifier(spec, text_pair=True)
+    pairs = ([" ".join(document(12, 6)), "good film", "the dog"], ["the ball", "bad", " ".join(document(5, 7))])
+    with pytest.warns(UserWarning, match=r"1 of 3 text pairs have more than 13 word pieces together"):
+        model.predict(pairs)
+    rows = model.predict_rows(list(zip(*pairs)))
+    assert [row.get("truncated", False) for row in rows] == [True, False, False]
+    assert "truncated: the pair has more than 13 word pieces" in model.row_text(rows[0])
+    with pytest.warns(UserWarning, match="1 of 3 text pairs"):
+        metrics = model.score(pairs, ["pos", "neg", "pos"])
+    assert metrics["num_truncated"] == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 13 pieces fit: nothing is cut, nothing said
+        model.predict(([" ".join(document(11, 6))], ["dog"]))
+
+
 def test_fit_on_long_texts_round_trips(spec, tmp_path):
     texts = [" ".join(document(60, i)) for i in range(6)] + ["good film", "bad film"]
     labels = ["pos", "neg", "pos", "neg", "pos", "neg", "pos", "neg"]
