@@ -103,6 +103,11 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
                 raise
             log(f"no dev evaluation: {error}")
             evaluate = False
+    pair_windows = [k for k in ("max_length", "stride") if k in windows]
+    if spec.model_options().get("text_pair") and pair_windows:  # known once the data is read (csv)
+        flag = "--" + pair_windows[0].replace("_", "-")
+        raise DatasetSpecError(f"{pair_windows[0]} ({flag}): {spec.spec} is a text pair task; a pair is read as one "
+                               "window of seq_length (the longer text cut first), never in windows")
     recipe = recipe_for_data(x, learning_rate=learning_rate, batch_size=batch_size)
     learning_rate, batch_size = recipe.learning_rate, recipe.batch_size
     strategy = get_strategy(strategy, tpu)

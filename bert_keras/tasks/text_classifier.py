@@ -240,6 +240,11 @@ class TextClassifier(TextTask):
         if window_aggregation == "evidence" and window_training == "texts":
             raise TaskInputError('window_aggregation="evidence" learns from every window: use '
                                  'window_training="windows" (the default) with it')
+        if text_pair and (max_length is not None or stride is not None):
+            # Refused, not ignored: a pair is packed into one window (longest text cut first).
+            raise TaskInputError(f"{'max_length' if max_length is not None else 'stride'}: a text pair is read "
+                                 "as one window of seq_length (the longer text cut first), never in windows; "
+                                 "max_length / stride read long single texts")
         size = len(labels) if labels else 1
         settings = {"text_pair": bool(text_pair), "max_length": check_count("max_length", max_length),
                     "stride": check_count("stride", stride), "window_aggregation": window_aggregation,

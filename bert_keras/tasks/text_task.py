@@ -358,10 +358,12 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
         """
         override = tuple((key, value) for key, value in (("max_length", max_length), ("stride", stride))
                          if value is not None)
-        if override and "max_length" not in self._record.settings:
+        if override and ("max_length" not in self._record.settings or self._record.settings.get("text_pair")):
             raise TaskInputError(f"max_length / stride: a {type(self).__name__} " + (
                 "reads its contexts in windows of its own stride setting (from_pretrained(stride=N)); "
-                "predict takes no override" if "stride" in self._record.settings else "does not read texts in windows"))
+                "predict takes no override" if "stride" in self._record.settings and "max_length" not in
+                self._record.settings else "reading text pairs reads each pair as one window"
+                if self._record.settings.get("text_pair") else "does not read texts in windows"))
         self._window_override = override
         nested = answering_empty_texts_already()  # predict_rows warns once, for its rows
         try:

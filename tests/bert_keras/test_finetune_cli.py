@@ -330,6 +330,19 @@ def test_finetune_max_length_reads_documents_in_windows_by_their_mean(tiny_encod
                        "--output-dir", str(tmp_path / "squad")])
 
 
+def test_finetune_max_length_on_text_pairs_is_refused_not_ignored(tiny_encoder, tmp_path):
+    # A pair is one window: --max-length trained one window per pair while the log said
+    # "texts up to 400 word pieces in windows".
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("text\ttext_b\tlabel\n" + "a good film\tit was great\tpos\n" * 4
+                     + "a bad film\tit was terrible\tneg\n" * 4, encoding="utf-8")
+    for flag in ("--max-length", "--stride"):
+        with pytest.raises(Exception, match=f"\\({flag}\\): csv:.* is a text pair task"):
+            run(finetune, ["finetune", "--task", f"csv:{pairs}", "--no-eval", "--init", tiny_encoder,
+                           "--max-steps", "1", flag, "400", "--output-dir", str(tmp_path / "out")])
+    assert not os.path.exists(tmp_path / "out" / "task.json")
+
+
 def test_an_output_dir_it_would_not_save_into_is_refused_before_training(tmp_path, monkeypatch):
     """Issue 21: `--output-dir .` once deleted the user's training CSV; now nothing starts."""
     from bert_keras.finetuned_model import DirectoryInUseError

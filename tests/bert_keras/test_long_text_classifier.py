@@ -116,6 +116,11 @@ def test_a_cut_text_pair_is_reported_never_silent(spec):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # 13 pieces fit: nothing is cut, nothing said
         model.predict(([" ".join(document(11, 6))], ["dog"]))
+    # max_length / stride never apply to a pair: refused, not ignored
+    with pytest.raises(TaskInputError, match="a text pair is read as one window"):
+        classifier(spec, text_pair=True, max_length=400)
+    with pytest.raises(TaskInputError, match="reads each pair as one window"):
+        model.predict(pairs, max_length=400)
 
 
 def test_fit_on_long_texts_round_trips(spec, tmp_path):
