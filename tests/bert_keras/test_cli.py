@@ -167,6 +167,14 @@ def test_rates_out_of_range_are_usage_errors_naming_the_flag(argv, words, capsys
     assert usage.value.code == 2 and words in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("value, expected", [("-1e9", -1e9), ("-2.5E-3", -2.5e-3), ("-.5", -0.5), ("-3", -3.0)])
+def test_negative_numbers_in_scientific_notation_are_values_not_flags(value, expected):
+    from bert_keras.cli.main import build_parser
+
+    args = build_parser().parse_args(["predict", "--model", "m", "--null-threshold", value, "a text"])
+    assert args.null_threshold == expected and args.texts == ["a text"]
+
+
 def test_input_files_that_cannot_be_read_as_texts_are_named_with_their_line(tmp_path, capsys):
     (tmp_path / "gap.txt").write_text("a good film\n\nanother one\n")
     (tmp_path / "blank.txt").write_text("\n  \n")
