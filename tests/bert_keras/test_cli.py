@@ -160,6 +160,8 @@ def test_a_full_disk_in_a_tensorflow_write_is_one_line_not_a_traceback(monkeypat
      "--warmup-ratio: must be between 0 and 1, got 2"),
     (["pretrain", "--data", "x", "--vocab", "v", "--output-dir", "o", "--steps", "1", "--learning-rate", "nan"],
      "--learning-rate: must be a finite number above 0, got nan"),
+    (["export", "--model", "m", "--base-path", "b", "--model-name", "n", "--max-windows", "0"],
+     "--max-windows: must be at least 1, got 0"),
 ])
 def test_rates_out_of_range_are_usage_errors_naming_the_flag(argv, words, capsys):
     with pytest.raises(SystemExit) as usage:
