@@ -86,6 +86,17 @@ class ArgumentParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = re.compile(r"^-\.?\d")
 
+    def parse_args(self, args=None, namespace=None):
+        """argparse's, with a hint when the arguments it did not take are the files of an unquoted
+        pattern the shell expanded (`--data out/*.tfrecord`)."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            from bert_keras.error_hints import expanded_pattern_hint
+
+            hint = expanded_pattern_hint(sys.argv[1:] if args is None else list(args), extras)
+            self.error(f"unrecognized arguments: {' '.join(extras)}" + (f"\nhint: {hint}" if hint else ""))
+        return parsed
+
 
 def build_parser():
     parser = ArgumentParser(
