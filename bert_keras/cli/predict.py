@@ -35,7 +35,7 @@ def register(subparsers, summary):
                         help="SQuAD: where the prediction files go (default: the model directory)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing --output file (SQuAD: the prediction files in --output-dir)")
-    parser.add_argument("--batch-size", type=positive_int, default=32)
+    parser.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default 32)")
     parser.add_argument("--n-best-size", type=positive_int, default=None,
                         help="squad: n-best list length (default: the model's setting, 20 unless set)")
     parser.add_argument("--max-answer-length", type=positive_int, default=None,
