@@ -160,6 +160,10 @@ def test_a_full_disk_in_a_tensorflow_write_is_one_line_not_a_traceback(monkeypat
      "--warmup-ratio: must be between 0 and 1, got 2"),
     (["pretrain", "--data", "x", "--vocab", "v", "--output-dir", "o", "--steps", "1", "--learning-rate", "nan"],
      "--learning-rate: must be a finite number above 0, got nan"),
+    (["finetune", "--task", "csv:x.csv", "--init", "i", "--output-dir", "o", "--epochs", "-1"],
+     "--epochs: must be a finite number >= 0, got -1"),
+    (["distill", "--teacher", "t", "--output-dir", "o", "--epochs", "inf"],
+     "--epochs: must be a finite number >= 0, got inf"),
     (["export", "--model", "m", "--base-path", "b", "--model-name", "n", "--max-windows", "0"],
      "--max-windows: must be at least 1, got 0"),
 ])
