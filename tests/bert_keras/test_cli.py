@@ -52,6 +52,7 @@ def test_vocab_then_tokenize_round_trip(tmp_path, capsys):
     corpus.write_text("The cat sat on the mat.\nA dog barked at the cat!\n" * 20 + "Ünïcode wörds ™\n")
     out = tmp_path / "vocab.txt"
     assert main(["vocab", str(corpus), "-o", str(out), "--size", "120"]) == 0
+    assert "counting words" not in capsys.readouterr().err  # no progress bar where stderr is no terminal
     tokens = out.read_text().splitlines()
     assert tokens[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     capsys.readouterr()
