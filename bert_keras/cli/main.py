@@ -86,6 +86,14 @@ class ArgumentParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = re.compile(r"^-\.?\d")
 
+    def error(self, message):
+        """argparse's usage error; "expected one argument" for a flag whose value starts with '-'
+        (`--beam-option --direct_num_workers=4`) says how to pass one."""
+        match = re.match(r"argument (--[\w-]+)(?:/\S+)?: expected one argument$", message)
+        if match:
+            message += f"\nhint: a value that starts with '-' goes after '=': {match.group(1)}=VALUE"
+        super().error(message)
+
     def parse_args(self, args=None, namespace=None):
         """argparse's, with a hint when the arguments it did not take are the files of an unquoted
         pattern the shell expanded (`--data out/*.tfrecord`)."""

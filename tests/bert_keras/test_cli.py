@@ -182,6 +182,14 @@ def test_negative_numbers_in_scientific_notation_are_values_not_flags(value, exp
     assert args.null_threshold == expected and args.texts == ["a text"]
 
 
+def test_a_flag_value_starting_with_a_dash_gets_a_hint_to_use_equals(capsys):
+    with pytest.raises(SystemExit):
+        main(["vocab", "-o", "v.txt", "--beam-option", "--direct_num_workers=2", "corpus.txt"])
+    err = capsys.readouterr().err
+    assert "argument --beam-option: expected one argument" in err
+    assert "hint: a value that starts with '-' goes after '=': --beam-option=VALUE" in err
+
+
 def test_input_files_that_cannot_be_read_as_texts_are_named_with_their_line(tmp_path, capsys):
     (tmp_path / "gap.txt").write_text("a good film\n\nanother one\n")
     (tmp_path / "blank.txt").write_text("\n  \n")
