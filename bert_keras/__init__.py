@@ -7,6 +7,7 @@ tf.data) and `serving`. `docs/architecture.md` draws the layers.
 """
 
 from bert_keras.compat import check_environment as _check_environment
+from bert_keras.keras_registry import register_when_keras_loads as _register_when_keras_loads
 from pipelines.tensorflow_import import pause_collector_while_loading as _pause_collector_while_loading
 from pipelines.tensorflow_logs import quiet_by_default as _quiet_by_default
 
@@ -14,6 +15,7 @@ _quiet_by_default()  # before anything loads TensorFlow: scripts as quiet as the
 _pause_collector_while_loading()  # TensorFlow and Keras load without cycle collections
 
 _check_environment()
+_register_when_keras_loads()  # `keras.models.load_model` finds bert_keras's classes, imported on use
 
 __version__ = "0.1.0"
 

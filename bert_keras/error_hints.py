@@ -124,3 +124,32 @@ def file_system_error(error):
     room = re.search(r"No space left on device|Disk quota exceeded|File too large", message)
     advice = "free some space" if room else "fix the path or its permissions"
     return OSError(f"{first}; {advice} and run the same command again")
+
+
+def expanded_pattern_hint(argv, extras):
+    """The hint for arguments argparse did not take that are files: an unquoted pattern the shell
+    expanded (`--data out/*.tfrecord` is `--data out/a.tfrecord out/b.tfrecord`); argparse said only
+    "unrecognized arguments". None when they are not files.
+
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> files = [os.path.join(folder, name) for name in ("a.tfrecord", "b.tfrecord")]
+    >>> for name in files: open(name, "w").close()
+    >>> expanded_pattern_hint(["pretrain", "--data", *files], files[1:]).replace(folder, "DIR")
+    "--data takes one pattern, and the shell expanded it into files: quote it, --data 'DIR/*.tfrecord'"
+    """
+    import os
+
+    if not extras or not all(os.path.isfile(extra) for extra in extras):
+        return None
+    at = next((i for i, arg in enumerate(argv) if arg == extras[0]), None)
+    while at and os.path.isfile(argv[at - 1]):
+        at -= 1  # back over the pattern's first file, the flag's value
+    flag = argv[at - 1] if at and argv[at - 1].startswith("-") else None
+    if flag is None:
+        return "the shell expanded an unquoted pattern into files: quote it, e.g. 'out/*.tfrecord'"
+    files = argv[at:at + 1 + len(extras)] if at is not None else extras
+    folder = os.path.dirname(os.path.commonprefix(files))
+    extensions = {os.path.splitext(name)[1] for name in files}
+    pattern = os.path.join(folder, "*" + (extensions.pop() if len(extensions) == 1 else ""))
+    return f"{flag} takes one pattern, and the shell expanded it into files: quote it, {flag} {shlex.quote(pattern)}"

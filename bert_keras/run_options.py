@@ -59,7 +59,7 @@ class PretrainingOptions:
 class TrainingOptions:
     """The run options `finetune` and `distill` share: one name, default and help for each."""
 
-    epochs: float = option(3, "training epochs (default 3)")
+    epochs: float = option(3, "training epochs (default 3)", type="non_negative_float")
     batch_size: Optional[int] = option(None, "batch size (default by data size: 16 under 1,000 examples, else 32)",
                                        type="positive_int")
     learning_rate: Optional[float] = option(

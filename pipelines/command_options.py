@@ -41,7 +41,7 @@ def option(default=dataclasses.MISSING, help=None, name=None, *old_names, **flag
         *old_names: earlier spellings, accepted and hidden from `--help`.
         **flag: more of the flag: `group` (its `--help` section), `metavar`, `choices`, `type`
             (a callable, or the name of one of `CHECKED_TYPES`: "positive_int", "positive_float",
-            "seed", "fraction"), `nargs`, `action` ("append").
+            "non_negative_float", "seed", "fraction"), `nargs`, `action` ("append").
     """
     return dataclasses.field(default=default, metadata={"flag": dict(flag, help=help, name=name,
                                                                       old_names=old_names)})
@@ -65,6 +65,15 @@ def positive_float(text):
     value = _float(text)
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {text}")
+    return value
+
+
+def non_negative_float(text):
+    """argparse type of a finite amount that may be 0 (`--epochs 0`: no step, as Keras; `--epochs -1`
+    was refused by the library after the data was read, naming `epochs=` instead of the flag)."""
+    value = _float(text)
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
     return value
 
 
@@ -105,6 +114,7 @@ def _float(text):
 
 # what `pipelines.command_options.option(type="...")` names: the checked argparse types above
 CHECKED_TYPES = {"positive_int": positive_int, "positive_float": positive_float, "finite_float": finite_float,
+                 "non_negative_float": non_negative_float,
                  "seed": seed, "fraction": fraction}
 
 

@@ -3,7 +3,7 @@
 
 >>> print(deploy_kit_steps("deploy", "sentiment"))
 next:
-  cd deploy && docker compose up -d        # gRPC :8500, REST :8501
+  docker compose -f deploy/docker-compose.yml up -d        # gRPC :8500, REST :8501
   bert-keras query --model-name sentiment "some text"
   kubectl apply -f deploy/k8s     # Kubernetes (see README_DEPLOY.md)
 """
@@ -57,10 +57,16 @@ def try_commands(server, model_name, tls_ca=None):
 
 
 def deploy_kit_steps(output_dir, model_name):
-    """After `write_deploy_kit` into `output_dir`: docker compose, a query, kubectl."""
+    """After `write_deploy_kit` into `output_dir`: docker compose, a query, kubectl.
+
+    Each line runs from where the command ran, pasted one after the other: `cd DIR && docker
+    compose up -d` left the shell in DIR, where `kubectl apply -f DIR/k8s` named no directory.
+    Compose resolves the kit's relative paths against the file's directory either way.
+    """
     return "\n".join([
         "next:",
-        f"  cd {output_dir} && docker compose up -d        # gRPC :8500, REST :8501",
-        f'  bert-keras query --model-name {model_name} "some text"',
-        f"  kubectl apply -f {os.path.join(output_dir, 'k8s')}     # Kubernetes (see README_DEPLOY.md)",
+        f"  docker compose -f {shlex.quote(os.path.join(output_dir, 'docker-compose.yml'))} up -d"
+        "        # gRPC :8500, REST :8501",
+        f'  bert-keras query --model-name {shlex.quote(model_name)} "some text"',
+        f"  kubectl apply -f {shlex.quote(os.path.join(output_dir, 'k8s'))}     # Kubernetes (see README_DEPLOY.md)",
     ])

@@ -73,17 +73,22 @@ def utf8_arguments(texts, what="TEXT"):
     return list(texts)
 
 
-def split_pairs(texts):
+def split_pairs(texts, *, at_tabs=True):
     """Each text as a `(text, text_b)` pair where it holds a tab or `PAIR_SEPARATOR`, else as is.
 
     It is split at the first of them: a tab inside a context written after ' ||| ' stays in it.
+    `at_tabs=False` (a model that reads single texts): a tab is the text's own whitespace, as in
+    a pasted TSV line; only `PAIR_SEPARATOR` splits.
 
     >>> split_pairs(["one", "A ||| B", "C\\tD", "who? ||| a\\tb"])
     ['one', ('A', 'B'), ('C', 'D'), ('who?', 'a\\tb')]
+    >>> split_pairs(["C\\tD", "A ||| B"], at_tabs=False)
+    ['C\\tD', ('A', 'B')]
     """
+    separators = ("\t", PAIR_SEPARATOR) if at_tabs else (PAIR_SEPARATOR,)
     result = []
     for text in texts:
-        found = [(text.find(separator), separator) for separator in ("\t", PAIR_SEPARATOR) if separator in text]
+        found = [(text.find(separator), separator) for separator in separators if separator in text]
         if found:
             a, b = text.split(min(found)[1], 1)
             result.append((a.strip(), b.strip()))

@@ -44,6 +44,7 @@ def run(args):
     from pipelines.pretraining import PretrainingDataSettings, write_pretraining_data
 
     start = time.perf_counter()
+    _check_beam_options(args)
     settings = PretrainingDataSettings(**field_values(PretrainingDataSettings, args))
     if args.write_documents and not args.runner:
         raise ValueError("--write-documents writes from the Beam path: add --runner (e.g. DirectRunner).")
@@ -64,3 +65,20 @@ def run(args):
           f"{summary['instances']} instances in {time.perf_counter() - start:.1f}s")
     return 0
 
+
+
+def _check_beam_options(args):
+    """Beam's options are flags (`--direct_num_workers=4`). A bare word is most often a file of an
+    unquoted `--input` pattern the shell expanded: it was taken as a Beam option, and the run read
+    the first file only, on Beam, without a word."""
+    from bert_keras.cli.main import CommandError
+    from bert_keras.error_hints import expanded_pattern_hint
+
+    options = args.beam_options
+    # A word after a `--flag` without `=` is that flag's value (`-- --project my-project`).
+    stray = [option for i, option in enumerate(options) if not option.startswith("-")
+             and (i == 0 or not options[i - 1].startswith("-") or "=" in options[i - 1])]
+    if stray:
+        hint = expanded_pattern_hint(["--input", args.input, *stray], stray)
+        raise CommandError(f"{stray[0]!r} is not a Beam option (they start with --, after '--')"
+                           + (f"; {hint}" if hint else ""))

@@ -18,7 +18,8 @@ def register(subparsers, summary):
         epilog="example: bert-keras distill --teacher out/sentiment --layers 3 --output-dir out/sentiment-3l")
     add_task_arguments(parser, required=False)
     parser.add_argument("--teacher", required=True, metavar="DIR", help="the fine-tuned model to distil")
-    parser.add_argument("--output-dir", required=True, metavar="DIR")
+    parser.add_argument("--output-dir", required=True, metavar="DIR",
+                        help="where the student model directory is written")
     parser.add_argument("--overwrite", action="store_true", help="replace the student in --output-dir")
     add_option(parser, "--data", "--train", metavar="PATH",
                help="training data (default: the teacher's recorded training file)")

@@ -24,7 +24,7 @@ def register(subparsers, summary):
     parser.add_argument("--task", default=None,
                         help="override the task saved in task.json (same head, other data)")
     parser.add_argument("--data", metavar="PATH", help="evaluation file (default: the task's dev data)")
-    parser.add_argument("--batch-size", type=positive_int, default=32)
+    parser.add_argument("--batch-size", type=positive_int, default=32, help="examples per forward pass (default 32)")
     add_column_arguments(parser)
     parser.add_argument("--output", metavar="FILE",
                         help="write the metrics JSON here (default: DIR/eval_results.json when "

@@ -11,7 +11,7 @@ import argparse
 from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options, add_null_threshold_option
 from bert_keras.cli.flag_arguments import check_null_threshold
 from pipelines.output_paths import refuse_inputs
-from pipelines.command_options import add_field_options, add_option, field_values
+from pipelines.command_options import add_field_options, add_option, field_values, positive_int
 from bert_keras.cli.main import CommandError
 from bert_keras.cli.embedding_arguments import add_pooling_options, embedder_from_flags, read_idf_corpus
 
@@ -53,7 +53,7 @@ def register(subparsers, summary):
                       help="classification: input text only")
     add_null_threshold_option(parser, "SQuAD v2.0: no answer when null score - best span score > X (default: "
                                       "task.json's, else 0.0; finetune --tune-threshold stores the dev best there)")
-    parser.add_argument("--max-windows", type=int, default=None,
+    parser.add_argument("--max-windows", type=positive_int, default=None, metavar="N",
                         help="SQuAD: context windows read per question (default 16)")
     add_pooling_options(parser, applies_to="--init: ", idf_default="; required with --init --pooling bm25")
     parser.set_defaults(func=run)

@@ -29,7 +29,8 @@ def register(subparsers, summary):
     parser.add_argument("--max-query-length", type=positive_int, default=None, metavar="N",
                         help="squad / korquad: word pieces of a question read (default 64, as run_squad.py; "
                              "--seq-length must exceed it by 3)")
-    parser.add_argument("--output-dir", required=True, metavar="DIR")
+    parser.add_argument("--output-dir", required=True, metavar="DIR",
+                        help="where the fine-tuned model directory is written (and the run backup a rerun resumes from)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace the fine-tuned model in a --output-dir that holds one "
                              f"(only {', '.join(OWNED_FILES)}; other files stay)")

@@ -1,6 +1,7 @@
 """`bert-keras loadtest`: QPS and latency percentiles of any TF Serving-compatible endpoint (gRPC or REST)."""
 
 import argparse
+import sys
 
 from bert_keras import json_output
 from pipelines.command_options import positive_int
@@ -64,7 +65,8 @@ def run(args):
             raise CommandError(f"the first request failed: {error.code}: {error.message}") from None
         result = load_test(client, inputs_list, signature_name=args.signature, concurrency=args.concurrency,
                            requests=args.requests, duration_s=args.duration, warmup=args.warmup,
-                           progress=not args.no_progress and not args.json)
+                           # A bar on a terminal only: in a log or a pipe its redraws were \r-joined text.
+                           progress=not args.no_progress and not args.json and sys.stderr.isatty())
     target = f"{client.protocol} {client.address} model {args.model}"
     if args.json:
         print(json_output.dumps({"target": target, **result.to_json()}, indent=2))

@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import importlib
 import os
+import re
 import signal
 import sys
 import threading
@@ -75,8 +76,38 @@ def sigterm_as_interrupt(command):
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser, reading `-1e9` and `-1e-5` as negative numbers. Python before 3.12.8 takes
+    only `-1` and `-0.5` for numbers: `--null-threshold -1e9` stopped with "expected one argument".
+    The pattern is the one later Pythons use; no flag of ours starts with `-` and a digit.
+    Subcommand parsers are of the parent's class, so all of them read it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-\.?\d")
+
+    def error(self, message):
+        """argparse's usage error; "expected one argument" for a flag whose value starts with '-'
+        (`--beam-option --direct_num_workers=4`) says how to pass one."""
+        match = re.match(r"argument (--[\w-]+)(?:/\S+)?: expected one argument$", message)
+        if match:
+            message += f"\nhint: a value that starts with '-' goes after '=': {match.group(1)}=VALUE"
+        super().error(message)
+
+    def parse_args(self, args=None, namespace=None):
+        """argparse's, with a hint when the arguments it did not take are the files of an unquoted
+        pattern the shell expanded (`--data out/*.tfrecord`)."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            from bert_keras.error_hints import expanded_pattern_hint
+
+            hint = expanded_pattern_hint(sys.argv[1:] if args is None else list(args), extras)
+            self.error(f"unrecognized arguments: {' '.join(extras)}" + (f"\nhint: {hint}" if hint else ""))
+        return parsed
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="bert-keras",
         description="BERT on Keras 3 + TensorFlow: vocabulary, tokenization, weights, and more.",
         epilog="Run `bert-keras COMMAND --help` for the options of one command.",

@@ -35,7 +35,7 @@ def register(subparsers, summary):
                         help="SQuAD: where the prediction files go (default: the model directory)")
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing --output file (SQuAD: the prediction files in --output-dir)")
-    parser.add_argument("--batch-size", type=positive_int, default=32)
+    parser.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default 32)")
     parser.add_argument("--n-best-size", type=positive_int, default=None,
                         help="squad: n-best list length (default: the model's setting, 20 unless set)")
     parser.add_argument("--max-answer-length", type=positive_int, default=None,
@@ -46,9 +46,11 @@ def register(subparsers, summary):
     parser.set_defaults(func=run)
 
 
-def _read_texts(args):
-    """`(texts, sources)`: the TEXT arguments then the lines of --input, each split into a pair at a
-    tab or ' ||| ', and where each came from, in the words of an error message."""
+def _read_texts(args, reads_pairs):
+    """`(texts, sources)`: the TEXT arguments then the lines of --input, each split into a pair at
+    ' ||| ' (and, for a model that reads pairs, at a tab), and where each came from, in the words
+    of an error message. A single-text model keeps a tab as the text's whitespace: a line of
+    pasted TSV is one text, not a pair that model refuses."""
     from serving.text_requests import read_texts, split_pairs, utf8_arguments
 
     given = utf8_arguments(args.texts)
@@ -56,7 +58,7 @@ def _read_texts(args):
     lines = read_texts(args.input, refuse_blank=True) if args.input else []
     sources = [f"TEXT argument {i}" for i in range(1, len(given) + 1)]
     sources += [f"--input {args.input}, line {i}" for i in range(1, len(lines) + 1)]
-    return split_pairs(given + lines), sources
+    return split_pairs(given + lines, at_tabs=reads_pairs), sources
 
 
 def _named_by_source(error, sources):
@@ -93,7 +95,7 @@ def run(args):
         raise CommandError(f"{', '.join(flags[name] for name in answer_options)}: only a SQuAD model has "
                            f"answer settings; {args.model} is a {task.kind} model")
     check_null_threshold(args, task)
-    texts, sources = _read_texts(args)
+    texts, sources = _read_texts(args, reads_pairs=task.dataset_layout.x_is_tuple)
     if not texts and args.input and not args.texts:
         raise CommandError(f"--input {args.input}: holds no text (the file is empty)")
     if not texts:

@@ -5,6 +5,7 @@ Thin: the flags are the fields of `pipelines.tokenizer.vocabulary_learning.Vocab
 """
 
 import shlex
+import sys
 
 from bert_keras.cli.flag_arguments import add_case_options
 from pipelines.command_options import add_field_options, field_values
@@ -40,7 +41,9 @@ def run(args):
 
     learned = learn_vocabulary(
         args.inputs, args.output, lowercase=not args.cased, strip_accents=args.strip_accents, overwrite=args.overwrite,
-        progress=lambda: tqdm(desc="counting words", unit=" lines"), log=print, **field_values(VocabularyOptions, args))
+        # A bar on a terminal only: in a log file or a pipe, tqdm's redraws were lines of \r-joined text.
+        progress=lambda: tqdm(desc="counting words", unit=" lines", disable=not sys.stderr.isatty()),
+        log=print, **field_values(VocabularyOptions, args))
     print(f"wrote {len(learned.tokens):,} tokens to {learned.path} (rules in {learned.settings_path})")
     for note in learned.notes:
         print(f"note: {note}")

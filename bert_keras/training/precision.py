@@ -82,7 +82,9 @@ def apply_policy(mode="auto", strategy=None):
 
     name = choose_policy(mode, strategy)
     keras.config.set_dtype_policy(name)
-    logger.info("dtype policy: %s", name)
+    # Debug: a run reports the policy once, with its strategy and batch (`Pretrainer.pretrain`);
+    # at INFO, `bert-keras pretrain` printed "dtype policy: float32" and then that line again.
+    logger.debug("dtype policy: %s", name)
     return name
 
 

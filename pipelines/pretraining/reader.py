@@ -21,8 +21,8 @@ def records_layout(file_pattern: Union[str, Sequence[str]]) -> dict:
     """`max_seq_length` and `max_predictions_per_seq` of pretraining records, and where they were read.
 
     From `PREFIX-config.json` next to the shards when there is one (what
-    `write_pretraining_data` records), else from the widths of the first
-    record (any google-research-format file).
+    `write_pretraining_data` records), else from the widths of each file's first
+    record (any google-research-format file); all files must agree.
 
     Example:
 
@@ -38,7 +38,8 @@ def records_layout(file_pattern: Union[str, Sequence[str]]) -> dict:
 
     Raises:
         FileNotFoundError: the pattern matches no file.
-        ValueError: the first record is not a pretraining example.
+        ValueError: a file is not pretraining records, none holds a record, or two
+            differ in layout.
     """
     try:
         files = corpus_lib.list_files(file_pattern)
@@ -46,7 +47,35 @@ def records_layout(file_pattern: Union[str, Sequence[str]]) -> dict:
         raise FileNotFoundError(f"No pretraining data: {error}") from None
     for path in files:
         _check_record_file(path)
-    prefix = shard_prefix(files[0])
+    # Every file is measured (its writer's config, else its first record), not the first file
+    # alone: a first shard with no record hid the others, and records of two lengths matched by
+    # one pattern stopped training at the first batch that mixed them, with TensorFlow's parse error.
+    layouts = {}  # source -> layout, each config file once
+    for path in files:
+        prefix = shard_prefix(path)
+        if prefix is not None and config_file_name(prefix) in layouts:
+            continue
+        layout = _layout_of(path, prefix)
+        if layout is not None:
+            layouts[layout.pop("source")] = layout
+    if not layouts:
+        raise ValueError(f"{files[0]} holds no record." if len(files) == 1
+                         else f"none of the {len(files)} files ({files[0]}, ...) holds a record.")
+    (source, layout), *others = layouts.items()
+    for other_source, other in others:
+        if other != layout:
+            raise ValueError(f"the records differ in layout: {source} has {_shown(layout)}, {other_source} "
+                             f"{_shown(other)}; give the records of one create-pretraining-data run")
+    return {**layout, "source": source}
+
+
+def _shown(layout):
+    return ", ".join(f"{name} {value}" for name, value in layout.items())
+
+
+def _layout_of(path, prefix):
+    """The layout of one record file (with `source`): its writer's config, else its first record;
+    None for a file with no record."""
     if prefix is not None and tf.io.gfile.exists(config_file_name(prefix)):
         with tf.io.gfile.GFile(config_file_name(prefix)) as f:
             config = json.load(f)
@@ -55,19 +84,19 @@ def records_layout(file_pattern: Union[str, Sequence[str]]) -> dict:
                 "max_predictions_per_seq": int(settings["max_predictions_per_seq"]),
                 "source": config_file_name(prefix)}
     try:
-        first = [record.numpy() for record in tf.data.TFRecordDataset(files[:1]).take(1)]
+        first = [record.numpy() for record in tf.data.TFRecordDataset([path]).take(1)]
     except tf.errors.DataLossError:
-        raise ValueError(f"{files[0]} is not a TFRecord file (a text corpus goes in with --input / corpus=; "
+        raise ValueError(f"{path} is not a TFRecord file (a text corpus goes in with --input / corpus=; "
                          "records come from `bert-keras create-pretraining-data`)") from None
     for record in first:
         example = tf.train.Example.FromString(record)
         feature = example.features.feature
         if "input_ids" not in feature or "masked_lm_positions" not in feature:
-            raise ValueError(f"{files[0]} does not hold pretraining examples (no input_ids / masked_lm_positions).")
+            raise ValueError(f"{path} does not hold pretraining examples (no input_ids / masked_lm_positions).")
         return {"max_seq_length": len(feature["input_ids"].int64_list.value),
                 "max_predictions_per_seq": len(feature["masked_lm_positions"].int64_list.value),
-                "source": files[0]}
-    raise ValueError(f"{files[0]} holds no record.")
+                "source": path}
+    return None
 
 
 def _check_record_file(path: str):

@@ -189,12 +189,35 @@ def recorded_run(settings: PretrainingDataSettings, fingerprint: dict, *, overwr
     """
     path = config_file_name(settings.output_prefix)
     before = _file_bytes(path)
-    record = prepare_output(settings, fingerprint, overwrite=overwrite, log=log)
+    created = _missing_directories(os.path.dirname(path))
     try:
+        record = prepare_output(settings, fingerprint, overwrite=overwrite, log=log)
         yield record
     except BaseException:
         _restore_record(settings, path, before)
+        _remove_if_empty(settings, created)
         raise
+
+
+def _missing_directories(directory):
+    """The local directories `prepare_output` will create for `directory`, deepest first."""
+    missing = []
+    while directory and "://" not in directory and not os.path.exists(directory):
+        missing.append(directory)
+        directory = os.path.dirname(directory)
+    return missing
+
+
+def _remove_if_empty(settings, directories):
+    """Removes the directories this failed run created, where they are still empty: a run stopped
+    by a bad vocabulary or corpus left an empty output directory behind."""
+    if settings.num_shards > 1:
+        return  # other machines may be writing into them
+    for directory in directories:
+        try:
+            os.rmdir(directory)  # only an empty one
+        except OSError:
+            return
 
 
 def _file_bytes(path):

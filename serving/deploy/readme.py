@@ -51,6 +51,14 @@ def format_readme(models, settings, models_mount, kubernetes_name="bert-serving"
         if settings.gpu else
         "The kit targets CPUs; rerun `bert-keras deploy-kit ... --gpu` for a GPU server.\n"
     )
+    # A GPU kit's pods set no thread pools (`ServerSettings.cpus` is None there): say what each does.
+    threads_note = (
+        "- CPU threads: TensorFlow uses every core it sees, in the pods as under Docker (a GPU kit\n"
+        "  sets no thread pools)."
+        if settings.gpu else
+        "- CPU threads: the Kubernetes pods pass `--tensorflow_intra_op_parallelism` matching their CPU\n"
+        "  limit; under Docker, TensorFlow uses every core of the host."
+    )
     return f"""# TF Serving deployment kit
 
 Written by `bert-keras deploy-kit` for the official **`{settings.image}`** image.
@@ -125,8 +133,7 @@ and `kubectl apply -f k8s/configmap.yaml`: the pods re-read it without a restart
 
 - `config/batching_parameters.txt`: start there; `batch_timeout_micros` is the latency you add at
   low load, `max_batch_size` caps the rows per request.
-- CPU threads: the Kubernetes pods pass `--tensorflow_intra_op_parallelism` matching their CPU
-  limit; under Docker, TensorFlow uses every core of the host.
+{threads_note}
 - Canary: serve two versions (`:specific=1,2`), label them (`--label {first}:stable=1
   --label {first}:canary=2`), send a share of traffic with `--label canary`, then move the
   `stable` label.

@@ -144,6 +144,10 @@ class ServerOptions:
             raise ServerOptionsError("--max-num-load-retries and --load-retry-interval-micros must be >= 0")
         if self.port < 0 or self.rest_port < -1:
             raise ServerOptionsError("--port must be >= 0 and --rest-port >= -1 (-1: no REST)")
+        # A TCP port is 16 bits: gRPC took --port 70000 as 70000 - 65536 = 4464 without a word.
+        for flag, value in (("--port", self.port), ("--rest-port", self.rest_port)):
+            if value > 65535:
+                raise ServerOptionsError(f"{flag} {value}: a TCP port is at most 65535")
         return self
 
     def model_sources(self):

@@ -52,6 +52,7 @@ def test_vocab_then_tokenize_round_trip(tmp_path, capsys):
     corpus.write_text("The cat sat on the mat.\nA dog barked at the cat!\n" * 20 + "Ünïcode wörds ™\n")
     out = tmp_path / "vocab.txt"
     assert main(["vocab", str(corpus), "-o", str(out), "--size", "120"]) == 0
+    assert "counting words" not in capsys.readouterr().err  # no progress bar where stderr is no terminal
     tokens = out.read_text().splitlines()
     assert tokens[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     capsys.readouterr()
@@ -160,11 +161,33 @@ def test_a_full_disk_in_a_tensorflow_write_is_one_line_not_a_traceback(monkeypat
      "--warmup-ratio: must be between 0 and 1, got 2"),
     (["pretrain", "--data", "x", "--vocab", "v", "--output-dir", "o", "--steps", "1", "--learning-rate", "nan"],
      "--learning-rate: must be a finite number above 0, got nan"),
+    (["finetune", "--task", "csv:x.csv", "--init", "i", "--output-dir", "o", "--epochs", "-1"],
+     "--epochs: must be a finite number >= 0, got -1"),
+    (["distill", "--teacher", "t", "--output-dir", "o", "--epochs", "inf"],
+     "--epochs: must be a finite number >= 0, got inf"),
+    (["export", "--model", "m", "--base-path", "b", "--model-name", "n", "--max-windows", "0"],
+     "--max-windows: must be at least 1, got 0"),
 ])
 def test_rates_out_of_range_are_usage_errors_naming_the_flag(argv, words, capsys):
     with pytest.raises(SystemExit) as usage:
         main(argv)
     assert usage.value.code == 2 and words in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value, expected", [("-1e9", -1e9), ("-2.5E-3", -2.5e-3), ("-.5", -0.5), ("-3", -3.0)])
+def test_negative_numbers_in_scientific_notation_are_values_not_flags(value, expected):
+    from bert_keras.cli.main import build_parser
+
+    args = build_parser().parse_args(["predict", "--model", "m", "--null-threshold", value, "a text"])
+    assert args.null_threshold == expected and args.texts == ["a text"]
+
+
+def test_a_flag_value_starting_with_a_dash_gets_a_hint_to_use_equals(capsys):
+    with pytest.raises(SystemExit):
+        main(["vocab", "-o", "v.txt", "--beam-option", "--direct_num_workers=2", "corpus.txt"])
+    err = capsys.readouterr().err
+    assert "argument --beam-option: expected one argument" in err
+    assert "hint: a value that starts with '-' goes after '=': --beam-option=VALUE" in err
 
 
 def test_input_files_that_cannot_be_read_as_texts_are_named_with_their_line(tmp_path, capsys):

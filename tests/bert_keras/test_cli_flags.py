@@ -207,3 +207,15 @@ def test_a_commands_options_record_is_its_python_calls_keywords_with_the_same_de
             continue
         assert field.name in defaults, f"{record_path}.{field.name} is not a keyword of {call_path}"
         assert defaults[field.name] == field.default, (record_path, field.name)
+
+
+def test_every_flag_of_every_command_says_what_it_does():
+    # finetune / distill --output-dir and evaluate / predict --batch-size were listed with no word.
+    import argparse
+
+    from bert_keras.cli.main import build_parser
+
+    commands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)).choices
+    silent = [f"{name} {action.option_strings[0]}" for name, parser in commands.items()
+              for action in parser._actions if action.option_strings and not action.help]
+    assert silent == []

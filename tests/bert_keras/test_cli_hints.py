@@ -136,3 +136,25 @@ def test_a_task_spec_hint_never_suggests_what_was_typed():
 
     assert suggest_task("csv:") is None and suggest_task("tsv") is None
     assert suggest_task("Train.TSV") == "csv:Train.TSV" and suggest_task("csv:My.tsv") == "csv:My.tsv"
+
+
+def test_a_pattern_the_shell_expanded_gets_a_hint_to_quote_it(tmp_path, capsys):
+    import pytest
+
+    shards = [str(tmp_path / f"s-0000{i}-of-00002.tfrecord") for i in range(2)]
+    for shard in shards:
+        open(shard, "wb").close()
+    # `--data out/*.tfrecord` unquoted: argparse said "unrecognized arguments: ..." and no more.
+    with pytest.raises(SystemExit) as usage:
+        main(["pretrain", "--data", *shards, "--vocab", "v.txt", "--steps", "1", "--output-dir", "o"])
+    err = capsys.readouterr().err
+    assert usage.value.code == 2 and f"unrecognized arguments: {shards[1]}" in err
+    assert f"hint: --data takes one pattern, and the shell expanded it into files: quote it, --data '{tmp_path}/*.tfrecord'" in err
+    # create-pretraining-data took the other files as Beam options: the first file alone was read, on Beam.
+    texts = [tmp_path / f"part{i}.txt" for i in range(3)]
+    for text in texts:
+        text.write_text("One sentence.\nAnother.\n", encoding="utf-8")
+    err = error_of(["create-pretraining-data", "--input", *map(str, texts), "--vocab", "v.txt",
+                    "--output-prefix", str(tmp_path / "out" / "p")], capsys)
+    assert f"'{texts[1]}' is not a Beam option" in err and f"--input '{tmp_path}/*.txt'" in err
+    assert not os.path.exists(tmp_path / "out")

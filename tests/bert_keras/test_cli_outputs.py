@@ -166,3 +166,17 @@ def test_finetune_checks_its_dev_file_before_training(classifier, encoder, tmp_p
     dev.write_text("text,label\na fine film,pos\na dull film,meh\n")
     refused(common + ["--eval-data", str(dev)], capsys, "dev.csv:3")
     assert not out.exists()  # nothing trained, nothing written
+
+
+def test_predict_input_lines_with_a_tab_are_one_text_for_a_single_text_model(classifier, tmp_path, capsys):
+    import json
+
+    regression = export_fixtures.make_finetuned_dir("regression", str(tmp_path / "regression"))
+    texts = tmp_path / "texts.txt"
+    texts.write_text("a good film\tpasted from a sheet\nfine\n", encoding="utf-8")
+    assert main(["predict", "--model", regression, "--input", str(texts), "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [row["text"] for row in rows] == ["a good film\tpasted from a sheet", "fine"]
+    # A model of pairs still reads A<TAB>B as a pair.
+    assert main(["predict", "--model", classifier, "--input", str(texts), "--json"]) == 2
+    assert "line 2" in capsys.readouterr().err  # 'fine' is the single text there

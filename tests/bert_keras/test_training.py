@@ -1,6 +1,7 @@
 """bert_keras.training: LR schedule, AdamW decay exclusion and clipping, strategies, precision, the fit loop, the CLI."""
 
 import json
+import logging
 import os
 
 import numpy as np
@@ -470,7 +471,8 @@ def write_google_tfrecord(path, vocab_size, examples=16, seq=SEQ, predictions=PR
             writer.write(tf.train.Example(features=tf.train.Features(feature=features)).SerializeToString())
 
 
-def test_cli_pretrain_end_to_end(one_layer_config, tiny_vocab_file, tmp_path, capsys):
+def test_cli_pretrain_end_to_end(one_layer_config, tiny_vocab_file, tmp_path, capsys, caplog):
+    caplog.set_level(logging.INFO)  # what `pretrain`'s logging.basicConfig(level=INFO) shows
     write_google_tfrecord(str(tmp_path / "part-0.tfrecord"), one_layer_config.vocab_size)
     config_file = tmp_path / "config.json"
     one_layer_config.to_json(str(config_file))
@@ -479,9 +481,12 @@ def test_cli_pretrain_end_to_end(one_layer_config, tiny_vocab_file, tmp_path, ca
                  "--config", str(config_file), "--seq-length", str(SEQ), "--max-predictions", str(PREDICTIONS),
                  "--global-batch-size", "4", "--steps", "4", "--warmup-steps", "1", "--checkpoint-every", "2",
                  "--strategy", "default", "--output-dir", str(output)])
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert code == 0, printed
     assert "steps 0 -> 4 of 4" in printed and "next: bert-keras embed --init" in printed
+    # Said once, on the strategy line (apply_policy's own "dtype policy: float32" line repeated it).
+    assert (printed + captured.err + caplog.text).count("dtype policy") == 1, printed + caplog.text
     assert {"encoder.keras", "config.json", "vocab.txt", "checkpoints", "logs"} <= set(os.listdir(output))
     encoder = keras.saving.load_model(str(output / "encoder.keras"))
     assert encoder.config == one_layer_config

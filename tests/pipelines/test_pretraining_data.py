@@ -528,6 +528,33 @@ def test_a_text_file_given_as_records_is_named(tmp_path):
         records_layout(str(corpus))
 
 
+def test_the_layout_of_records_without_a_config_is_read_from_every_file(written, tmp_path):
+    # Without a config, only the first file's first record was read: an empty first shard was
+    # "holds no record" though the next one held records, and files of another length passed.
+    import tensorflow as tf
+
+    from pipelines.pretraining.reader import records_layout
+
+    prefix, _ = written
+    shard = sorted(glob.glob(prefix + "-*.tfrecord"))[0]
+    (tmp_path / "a-empty.tfr").write_bytes(b"")
+    shutil.copyfile(shard, tmp_path / "b-examples.tfr")
+    layout = records_layout(str(tmp_path / "*.tfr"))
+    assert (layout["max_seq_length"], layout["max_predictions_per_seq"]) == (S, P)
+    assert layout["source"] == str(tmp_path / "b-examples.tfr")
+    longer = tf.train.Example(features=tf.train.Features(feature={
+        name: tf.train.Feature(int64_list=tf.train.Int64List(value=[1] * width))
+        for name, width in (("input_ids", 2 * S), ("masked_lm_positions", P))}))
+    with tf.io.TFRecordWriter(str(tmp_path / "c-longer.tfr")) as writer:
+        writer.write(longer.SerializeToString())
+    with pytest.raises(ValueError, match=rf"b-examples.tfr has max_seq_length {S}, max_predictions_per_seq {P}, "
+                                         rf"\S+c-longer.tfr max_seq_length {2 * S}"):
+        records_layout(str(tmp_path / "*.tfr"))
+    (tmp_path / "d-empty.tfr").write_bytes(b"")
+    with pytest.raises(ValueError, match="none of the 2 files"):
+        records_layout([str(tmp_path / "a-empty.tfr"), str(tmp_path / "d-empty.tfr")])
+
+
 def test_a_records_pattern_that_also_matches_other_files_is_refused_by_name(written, tmp_path):
     # 'PREFIX-*' also matches PREFIX-config.json (and an interrupted writer's temporary file): the
     # layout check read the first shard only, and training stopped at its first batch with

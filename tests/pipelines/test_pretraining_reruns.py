@@ -69,6 +69,18 @@ def test_a_failed_run_leaves_no_record_of_its_own(vocab_file, tmp_path):
         assert f.read() == earlier
 
 
+def test_a_failed_run_removes_the_output_directories_it_created_only(vocab_file, tmp_path):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"A fine sentence.\nA bad \xff one.\n\nAnother document here.\nAnd more.\n")
+    with pytest.raises(CorpusError, match="bad.txt, line 2"):
+        write(str(bad), vocab_file, str(tmp_path / "new" / "deeper" / "out"))
+    assert not os.path.exists(tmp_path / "new")  # was: an empty new/deeper/ left behind
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(CorpusError, match="bad.txt, line 2"):
+        write(str(bad), vocab_file, str(tmp_path / "mine" / "out"))
+    assert os.listdir(tmp_path / "mine") == []  # the user's own directory stays
+
+
 @pytest.mark.parametrize("content", ['{"user": "precious"}\n', "my notes, not JSON\n", "[1, 2]",
                                      '{"settings": {"a": 1}}'])
 def test_a_config_file_of_the_users_with_the_record_name_is_never_replaced(vocab_file, tmp_path, content):

@@ -260,6 +260,10 @@ def test_loadtest_cli_reports_json(server, capsys):
     assert main(["loadtest", "--address", server.grpc_address, "--model", "tiny", "--requests", "30",
                  "--concurrency", "4", "--batch-size", "2", "--warmup", "2", "--json", "great movie"]) == 0
     report = json.loads(capsys.readouterr().out)
+    # Without --json, no progress bar where stderr is no terminal (a log got its \r redraws).
+    assert main(["loadtest", "--address", server.grpc_address, "--model", "tiny", "--requests", "5",
+                 "great movie"]) == 0
+    assert "req/s" not in capsys.readouterr().err
     assert report["requests"] == 30 and report["ok"] == 30 and report["errors"] == {}
     assert report["rows_per_request"] == 2 and report["qps"] > 0 and report["latency_ms"]["p50"] > 0
     # A request the model rejects stops the CLI before the load, with the reason.

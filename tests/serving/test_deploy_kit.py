@@ -271,8 +271,14 @@ def test_kubernetes_manifests(model_base, tmp_path):
     assert hpa["spec"]["scaleTargetRef"]["name"] == "bert"
     assert "num_batch_threads { value: 3 }" in kit.files["config/batching_parameters.txt"]
 
-    gpu = yaml.safe_load(_kit(model_base, tmp_path, gpu=True).files["k8s/deployment.yaml"])
+    gpu_kit = _kit(model_base, tmp_path, gpu=True)
+    gpu = yaml.safe_load(gpu_kit.files["k8s/deployment.yaml"])
     assert gpu["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == 1
+    # Each README says what its pods pass: a GPU kit's set no thread pools (it said they did).
+    for each, passes in ((kit, True), (gpu_kit, False)):
+        args = yaml.safe_load(each.files["k8s/deployment.yaml"])["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert any(a.startswith("--tensorflow_intra_op_parallelism=") for a in args) == passes
+        assert ("pods pass `--tensorflow_intra_op_parallelism`" in each.files["README_DEPLOY.md"]) == passes
 
 
 class _StatusHandler(http.server.BaseHTTPRequestHandler):
@@ -351,7 +357,9 @@ def test_cli_writes_the_kit(model_base, tmp_path, capsys, monkeypatch):
             "--label", "sentiment:canary=3", "--model", "ner", "--output", "deploy"]
     assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "wrote 10 files to deploy" in out and "docker compose up" in out and "kubectl apply -f" in out
+    assert "wrote 10 files to deploy" in out and "kubectl apply -f deploy/k8s" in out
+    # Pasted in order, each line runs from here (a `cd deploy &&` first left kubectl's path wrong).
+    assert "docker compose -f deploy/docker-compose.yml up -d" in out and "cd deploy" not in out
     assert "model sentiment: serves versions 2, 3; labels canary -> 3" in out
     assert (tmp_path / "deploy" / "k8s" / "hpa.yaml").is_file()
     assert "../models:/models:ro" in (tmp_path / "deploy" / "docker-compose.yml").read_text()

@@ -326,6 +326,10 @@ def test_serve_cli_argument_errors(tmp_path, capsys):
     assert "--model-base-path DIR or --model-config-file FILE" in capsys.readouterr().err
     assert main(["serve", "--model-base-path", str(tmp_path), "--tls-cert", "c.pem"]) == 2
     assert "both --tls-cert and --tls-key" in capsys.readouterr().err
+    # gRPC served --port 70000 on port 4464 (70000 - 65536) without a word.
+    for flag in ("--port", "--rest-port"):
+        assert main(["serve", "--model-base-path", str(tmp_path), flag, "70000"]) == 2
+        assert f"{flag} 70000: a TCP port is at most 65535" in capsys.readouterr().err
 
 
 def test_batching_parameters_file_format(tmp_path, capsys):
