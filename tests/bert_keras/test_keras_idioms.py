@@ -1457,6 +1457,25 @@ def test_a_head_saved_as_h5_loads_back_without_custom_objects(spec, tmp_path):
                                atol=1e-6)
 
 
+def test_h5_files_keep_their_own_layer_classes(spec, tmp_path):
+    """bert_keras's Dropout / LayerNormalization (subclasses of Keras' own, registered for .h5
+    files) must not replace Keras' layers in a plain Keras model a user loads from .h5."""
+    plain = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3), keras.layers.Dropout(0.1),
+                              keras.layers.LayerNormalization()])
+    plain.save(str(tmp_path / "plain.h5"))
+    loaded = keras.models.load_model(str(tmp_path / "plain.h5"))
+    assert [type(layer).__module__.split(".")[0] for layer in loaded.layers] == ["keras"] * 3
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    classifier.save(str(tmp_path / "head.h5"))
+    head = keras.models.load_model(str(tmp_path / "head.h5"))
+
+    def classes(model):
+        return sorted(f"{type(layer).__module__}.{type(layer).__name__}" for layer in model._flatten_layers())
+
+    assert classes(head) == classes(classifier.head)  # the model's own layers still its own
+    assert "bert_keras.layers.dropout.Dropout" in classes(head)
+
+
 def test_pairs_or_single_texts_are_fixed_when_the_classifier_is_built_not_by_its_first_data(spec):
     pairs = build(tasks.TextClassifier, spec, labels=["neg", "pos"], text_pair=True)
     baseline = pairs.score((TEXTS, TEXTS_B), LABELS)  # the untrained model, scored on pairs
