@@ -106,6 +106,7 @@ class _UnansweredSigtermWatcher:
             signal.set_wakeup_fd(self._previous)
             self._close_sockets()
             return
+        _forget_wakeup_fd_in_forked_children()
         threading.Thread(target=self._watch, name="sigterm-watcher", daemon=True).start()
 
     def _watch(self):
@@ -135,6 +136,23 @@ class _UnansweredSigtermWatcher:
             pass
         self._reader.close()
         self._writer.close()
+
+
+_FORK_HOOK = []
+
+
+def _forget_wakeup_fd_in_forked_children():
+    """A forked child inherits the wakeup fd and the socket: a SIGTERM to the child (a pool's
+    terminate) would reach this process's watcher, which would then end the run. Registered once."""
+    def forget():
+        try:
+            signal.set_wakeup_fd(-1)
+        except ValueError:  # forked from another thread: the child cannot set it (nor run handlers)
+            pass
+
+    if not _FORK_HOOK:
+        os.register_at_fork(after_in_child=forget)
+        _FORK_HOOK.append(forget)
 
 
 def build_parser():
