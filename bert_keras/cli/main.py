@@ -107,6 +107,7 @@ class _UnansweredSigtermWatcher:
             self._close_sockets()
             return
         _forget_wakeup_fd_in_forked_children()
+        _FORK_HOOK.append(self)
         threading.Thread(target=self._watch, name="sigterm-watcher", daemon=True).start()
 
     def _watch(self):
@@ -124,6 +125,7 @@ class _UnansweredSigtermWatcher:
 
     def close(self):
         if self._previous == -1:
+            _FORK_HOOK.remove(self)
             signal.set_wakeup_fd(-1)
             self._close_sockets()
 
@@ -138,13 +140,15 @@ class _UnansweredSigtermWatcher:
         self._writer.close()
 
 
-_FORK_HOOK = []
+_FORK_HOOK = []  # [the fork hook, the active watcher (while one is)]
 
 
 def _forget_wakeup_fd_in_forked_children():
     """A forked child inherits the wakeup fd and the socket: a SIGTERM to the child (a pool's
     terminate) would reach this process's watcher, which would then end the run. Registered once."""
     def forget():
+        if not _FORK_HOOK[1:]:  # no watcher active in the parent: someone else's wakeup fd, if any
+            return
         try:
             signal.set_wakeup_fd(-1)
         except ValueError:  # forked from another thread: the child cannot set it (nor run handlers)
