@@ -78,7 +78,8 @@ class FinetuningOptions(TrainingOptions):
     """`bert-keras finetune` / `tasks.finetuning.finetune`: `TrainingOptions` and the fine-tuning run's own."""
 
     warmup_ratio: float = option(0.1, "warmup fraction (default 0.1)", type="fraction")
-    strategy: str = option("auto", "auto | default | mirrored | multiworker | tpu")
+    strategy: str = option("auto", "tf.distribute strategy (default auto: TPU, else all GPUs, else one device)",
+                           choices=STRATEGIES)
     tpu: Optional[str] = option(None, "TPU name/address for --strategy tpu")
     tune_threshold: bool = option(False, "SQuAD v2.0: keep the dev set's best null threshold (best_f1_thresh) "
                                          "for predict and export (default: 0.0, as run_squad.py)")

@@ -55,25 +55,109 @@ class Terminated(KeyboardInterrupt):
     says so, and exits with 143 (128 + 15, the shell's status for SIGTERM)."""
 
 
+# How long a SIGTERM waits for the main thread to answer it before the process exits anyway.
+SIGTERM_GRACE_SECONDS = 10.0
+
+
 @contextlib.contextmanager
 def sigterm_as_interrupt(command):
     """Within it, SIGTERM raises `Terminated` in a training command (Python's default: the process
     dies at once, status -15, without a word). A second SIGTERM kills as usual; a handler someone
-    else installed (a server's drain) is left alone."""
+    else installed (a server's drain) is left alone.
+
+    Python runs a signal handler only when the main thread gets back to Python code. A main thread
+    waiting inside TensorFlow (a `tf.data` pipeline filling a shuffle buffer, or skipping the
+    batches a resumed run trained on already; a long step) did not for minutes, and every SIGTERM
+    (`timeout`'s, a scheduler's) was swallowed meanwhile. A thread woken by the signal (Python's
+    wakeup fd) exits with 143 when the handler has not run within `SIGTERM_GRACE_SECONDS`: what a
+    SIGKILL would do (the backups are atomic), with the message of a stop."""
     if command not in TRAINING_COMMANDS or threading.current_thread() is not threading.main_thread() \
             or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         yield
         return
+    answered = threading.Event()
 
     def terminate(signum, frame):
+        answered.set()
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         raise Terminated()
 
     signal.signal(signal.SIGTERM, terminate)
+    watcher = _UnansweredSigtermWatcher(answered)
     try:
         yield
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        watcher.close()
+
+
+class _UnansweredSigtermWatcher:
+    """A daemon thread that reads the signals Python's wakeup fd reports and ends the process
+    (status 143) when a SIGTERM stays unanswered by the main thread. Inactive when another
+    wakeup fd is in place (an event loop's): its owner reads the signals."""
+
+    def __init__(self, answered):
+        import socket
+
+        self._answered = answered
+        self._reader, self._writer = socket.socketpair()
+        self._writer.setblocking(False)
+        self._previous = signal.set_wakeup_fd(self._writer.fileno(), warn_on_full_buffer=False)
+        if self._previous != -1:  # someone else's: give it back, stay inactive
+            signal.set_wakeup_fd(self._previous)
+            self._close_sockets()
+            return
+        _forget_wakeup_fd_in_forked_children()
+        _FORK_HOOK.append(self)
+        threading.Thread(target=self._watch, name="sigterm-watcher", daemon=True).start()
+
+    def _watch(self):
+        try:
+            while True:
+                received = self._reader.recv(64)
+                if not received:
+                    return
+                if signal.SIGTERM in received and not self._answered.wait(SIGTERM_GRACE_SECONDS):
+                    print("terminated (SIGTERM); run the same command again to resume", file=sys.stderr,
+                          flush=True)
+                    os._exit(143)
+        except OSError:  # closed by close()
+            return
+
+    def close(self):
+        if self._previous == -1:
+            _FORK_HOOK.remove(self)
+            signal.set_wakeup_fd(-1)
+            self._close_sockets()
+
+    def _close_sockets(self):
+        import socket
+
+        try:
+            self._reader.shutdown(socket.SHUT_RDWR)  # wakes the watcher's recv
+        except OSError:
+            pass
+        self._reader.close()
+        self._writer.close()
+
+
+_FORK_HOOK = []  # [the fork hook, the active watcher (while one is)]
+
+
+def _forget_wakeup_fd_in_forked_children():
+    """A forked child inherits the wakeup fd and the socket: a SIGTERM to the child (a pool's
+    terminate) would reach this process's watcher, which would then end the run. Registered once."""
+    def forget():
+        if not _FORK_HOOK[1:]:  # no watcher active in the parent: someone else's wakeup fd, if any
+            return
+        try:
+            signal.set_wakeup_fd(-1)
+        except ValueError:  # forked from another thread: the child cannot set it (nor run handlers)
+            pass
+
+    if not _FORK_HOOK:
+        os.register_at_fork(after_in_child=forget)
+        _FORK_HOOK.append(forget)
 
 
 class ArgumentParser(argparse.ArgumentParser):

@@ -57,8 +57,13 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
             # Keras divides the weighted sum by the element count (batch * seq);
             # scale the weights by count / labelled so that it divides by the
             # labelled tokens instead (how Keras itself reduces masked losses).
+            # Under a distribution strategy Keras divides each replica's share by its own
+            # element count and then by the replica count: the labelled tokens are counted over
+            # all replicas here, so that the shares add up to the global batch's token mean (a
+            # replica's tokens do not weigh more because its half of the batch has fewer).
             count = ops.cast(ops.size(weights), "float32")
-            weights = weights * ops.divide_no_nan(count, ops.sum(ops.cast(labelled, "float32")))
+            replicas, labelled_tokens = _over_replicas(ops.sum(ops.cast(labelled, "float32")))
+            weights = weights * ops.divide_no_nan(count * replicas, labelled_tokens)
         return super().__call__(y_true, y_pred, sample_weight=weights)
 
     def call(self, y_true, y_pred):
@@ -68,6 +73,17 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
         config = super().get_config()
         config.update(ignore_index=self.ignore_index, from_logits=self.from_logits)
         return config
+
+
+def _over_replicas(value):
+    """`(replica count, value summed over the replicas)` of the current `tf.distribute` step
+    (`(1, value)` outside one, and in a cross-replica context)."""
+    import tensorflow as tf
+
+    context = tf.distribute.get_replica_context()
+    if keras.backend.backend() != "tensorflow" or context is None or context.num_replicas_in_sync == 1:
+        return 1.0, value
+    return float(context.num_replicas_in_sync), context.all_reduce("SUM", value)
 
 
 def labelled_positions(y_true, sample_weight=None, ignore_index=IGNORE_INDEX):

@@ -177,7 +177,15 @@ class BertAdamW(keras.optimizers.AdamW):
         slices' values as they come: a token twice in a batch counts as two rows, not as one
         row of their sum, and the norm is not the gradient's. HF torch's dense gradient gives
         the true norm; so does this.)
+
+        Under a distribution strategy the replicas' gradients are summed here, before the norm:
+        Keras clips each replica's own part of the batch and sums after (its
+        `_all_reduce_sum_gradients`), so with two replicas a step clipped on one device was
+        clipped differently, or not at all (each part's norm is smaller), and the run was not
+        the one-device run of the same global batch.
         """
+        if self._sums_replicas_before_clipping():
+            grads = _sum_over_replicas(grads)
         if not (self.global_clipnorm and self.global_clipnorm > 0) or \
                 keras.backend.backend() != "tensorflow" or \
                 not any(_is_indexed_slices(g) for g in grads):
@@ -204,6 +212,21 @@ class BertAdamW(keras.optimizers.AdamW):
         return [None if g is None else
                 tf.IndexedSlices(g.values * scale, g.indices, g.dense_shape) if _is_indexed_slices(g)
                 else next(dense) for g in grads]
+
+    def _sums_replicas_before_clipping(self):
+        """Whether `_clip_gradients` sums the replicas' gradients (in a replica context, without
+        gradient accumulation, whose accumulators Keras keeps per replica), so that
+        `_all_reduce_sum_gradients` must not sum them again."""
+        if keras.backend.backend() != "tensorflow" or self.gradient_accumulation_steps:
+            return False
+        import tensorflow as tf
+
+        return tf.distribute.has_strategy() and tf.distribute.get_replica_context() is not None
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        if self._sums_replicas_before_clipping():
+            return list(grads_and_vars)  # summed by _clip_gradients already
+        return super()._all_reduce_sum_gradients(grads_and_vars)
 
     def _apply_weight_decay(self, variables):
         """Decoupled weight decay as one pass over each variable: `var *= 1 - lr * weight_decay`.
@@ -343,6 +366,17 @@ def _is_indexed_slices(gradient):
     import tensorflow as tf
 
     return isinstance(gradient, tf.IndexedSlices)
+
+
+def _sum_over_replicas(grads):
+    """The gradients summed over the strategy's replicas (None kept: a variable without one)."""
+    import tensorflow as tf
+
+    present = [g for g in grads if g is not None]
+    if not present:
+        return list(grads)
+    summed = iter(tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, present))
+    return [None if g is None else next(summed) for g in grads]
 
 
 def _summed_rows(gradient):

@@ -166,6 +166,18 @@ def test_a_batch_size_below_one_is_a_usage_error(command, capsys):
     assert "argument --batch-size: must be at least 1, got 0" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", [["finetune", "--task", "csv:x.csv", "--init", "i", "--output-dir", "o"],
+                                     ["pretrain", "--data", "d", "--steps", "1", "--output-dir", "o"]])
+def test_an_unknown_strategy_is_a_usage_error(command, capsys):
+    # finetune took any word and refused it only after reading (and checking) the training data
+    from bert_keras.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(command + ["--strategy", "mirored"])
+    assert exit_info.value.code == 2
+    assert "argument --strategy: invalid choice: 'mirored'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("command", [["predict", "--model", "m", "x"],
                                      ["export", "--model", "m", "--base-path", "b", "--model-name", "n"]])
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf"])

@@ -128,6 +128,51 @@ def test_sigterm_stops_a_training_command_as_ctrl_c_does_and_exits_143(tmp_path)
     assert time.time() - started < 60
 
 
+def test_sigterm_stops_a_training_command_waiting_inside_tf_data(tmp_path):
+    # A main thread waiting in TensorFlow (here a tf.data filter that never yields; in a run, a
+    # resume skipping its trained batches or a shuffle buffer filling) never ran the Python
+    # handler: every SIGTERM was swallowed, and the command went on for minutes.
+    script = ("import os, signal, sys, threading\n"
+              "import tensorflow as tf\n"
+              "from bert_keras.cli import finetune, main as cli_main\n"
+              "cli_main.SIGTERM_GRACE_SECONDS = 1.0\n"
+              "def run(args):\n"
+              "    never = tf.data.Dataset.range(10**15).filter(lambda x: x < 0)\n"
+              "    threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGTERM)).start()  # once it waits\n"
+              "    next(iter(never))\n"
+              "finetune.run = run\n"
+              "sys.exit(cli_main.main(['finetune', '--task', 'csv:x.csv', '--init', 'i', '--output-dir', "
+              "sys.argv[1]]))\n")
+    result = subprocess.run([sys.executable, "-c", script, str(tmp_path / "out")], capture_output=True,
+                            text=True, timeout=90, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 143, (result.returncode, result.stderr[-3000:])
+    assert "terminated (SIGTERM); run the same command again to resume" in result.stderr
+
+
+def test_a_forked_childs_sigterm_does_not_end_the_training_command(tmp_path):
+    # The SIGTERM watcher reads Python's wakeup fd, which a forked child inherits: the child's
+    # SIGTERM must not count as the command's.
+    script = ("import os, signal, sys, time\n"
+              "from bert_keras.cli import finetune, main as cli_main\n"
+              "cli_main.SIGTERM_GRACE_SECONDS = 0.5\n"
+              "def run(args):\n"
+              "    pid = os.fork()\n"
+              "    if pid == 0:\n"
+              "        time.sleep(30)\n"
+              "        os._exit(0)\n"
+              "    time.sleep(0.5)\n"
+              "    os.kill(pid, signal.SIGTERM)\n"
+              "    os.waitpid(pid, 0)\n"
+              "    time.sleep(2)\n"
+              "    print('finished')\n"
+              "finetune.run = run\n"
+              "sys.exit(cli_main.main(['finetune', '--task', 'csv:x.csv', '--init', 'i', '--output-dir', "
+              "sys.argv[1]]))\n")
+    result = subprocess.run([sys.executable, "-c", script, str(tmp_path / "out")], capture_output=True,
+                            text=True, timeout=90)
+    assert (result.returncode, result.stdout) == (0, "finished\n"), result.stderr[-3000:]
+
+
 @pytest.mark.slow
 def test_a_finetune_stopped_by_sigterm_resumes_to_the_uninterrupted_runs_loss(tmp_path):
     spec = export_fixtures.make_encoder_spec(str(tmp_path / "encoder"))

@@ -524,3 +524,58 @@ def test_loading_a_finetuned_directory_draws_no_random_start_and_predicts_the_sa
                                   classifier.predict(["good film.", "a city"]))
     small(tasks.TextClassifier, spec, labels=["neg", "pos"])  # a new task still draws its start
     assert draws
+
+
+_MIRRORED_CLIPPED = textwrap.dedent("""
+    import dataclasses, json, os, sys
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    import keras
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    import export_fixtures
+    from bert_keras import tasks
+    from bert_keras.checkpoints import save_pretrained
+    from bert_keras.encoder import BertEncoder
+
+    keras.utils.set_random_seed(0)
+    config = dataclasses.replace(export_fixtures.tiny_config(), hidden_dropout=0.0, attention_dropout=0.0,
+                                 initializer_range=0.02)
+    spec = os.path.join(sys.argv[2], "encoder.keras")
+    save_pretrained(BertEncoder(config), spec,
+                    vocab_file=export_fixtures.write_vocab(os.path.join(sys.argv[2], "vocab-source.txt")))
+    texts = ["good film.", "bad film.", "great.", "terrible.", "a good one.", "so bad."] * 2
+    scores = list(np.linspace(0.0, 5.0, len(texts)))  # losses of ~14: every step is clipped
+    weights = np.linspace(0.2, 2.0, len(texts)).astype("float32")
+
+    def train(strategy):
+        keras.utils.set_random_seed(1)
+        with strategy.scope():
+            regressor = tasks.TextClassifier.from_pretrained(spec, num_classes=1, seq_length=16,
+                                                             learning_rate=1e-3, dropout=0.0)
+        history = regressor.fit(texts, scores, sample_weight=weights, epochs=2, batch_size=4,
+                                shuffle=False, verbose=0)
+        return regressor, history.history["loss"]
+
+    one, one_loss = train(tf.distribute.get_strategy())
+    two, two_loss = train(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))
+    print("RESULT", json.dumps({
+        "loss_one": one_loss, "loss_two": two_loss,
+        "weights": max(float(np.abs(a - b).max()) for a, b in zip(one.get_weights(), two.get_weights()))}))
+""")
+
+
+@pytest.mark.slow
+def test_mirrored_strategy_clips_the_global_batchs_gradient_as_one_device_does(tmp_path):
+    # Keras clips each replica's gradient before summing them: the clipped steps of a
+    # regression (large losses) trained differently on two replicas than on one device.
+    fixtures = os.path.join(os.path.dirname(os.path.dirname(__file__)), "serving")
+    run = subprocess.run([sys.executable, "-c", _MIRRORED_CLIPPED, fixtures, str(tmp_path)],
+                         capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, run.stdout[-2000:] + run.stderr[-4000:]
+    result = json.loads(lines[-1][len("RESULT "):])
+    np.testing.assert_allclose(result["loss_two"], result["loss_one"], rtol=1e-6)
+    assert result["weights"] < 1e-6
