@@ -365,7 +365,7 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     check_can_save(output_dir, overwrite, inputs=[teacher_dir, init and local_path(init), unlabelled,
                                                   spec and spec.train_path, spec and spec.eval_path])
     teacher = load(teacher_dir)
-    spec = spec_for_model(spec, teacher, teacher_dir)
+    spec = spec_for_model(spec, teacher, teacher_dir, override=spec.spec)  # named in a mismatch (--task swag)
     x, y = spec.training_data(seed=seed)
     spec.check_texts(teacher.tokenizer)  # a text the model reads no token of, by file and line
     spec.labels = teacher.labels

@@ -707,3 +707,16 @@ def test_unlabelled_text_may_be_a_dataset_batched_or_not(batched, tmp_path):
                               batch_size=2, augment=0, seed=0, verbose=0)
     record = student.to_finetuned().training["distillation"]
     assert (record["train_steps"], record["unlabelled"]) == (2, None)  # a dataset's size is not read ahead
+
+
+def test_cli_distill_names_the_task_a_teacher_of_another_family_does_not_fit(tmp_path, capsys):
+    # It read "--task None needs a MultipleChoice": the --task typed was not passed to the check.
+    from bert_keras.cli.main import main
+
+    teacher = str(tmp_path / "teacher")
+    export_fixtures.make_finetuned_dir("classification", teacher)
+    swag = os.path.join(export_fixtures.DATA, "tasks", "swag_mini.csv")
+    assert main(["distill", "--teacher", teacher, "--layers", "1", "--output-dir", str(tmp_path / "student"),
+                 "--task", "swag", "--data", swag]) != 0
+    assert f"--task swag needs a MultipleChoice; {teacher} holds a TextClassifier" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "student")
