@@ -163,7 +163,7 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
             raise TaskInputError(f"{name}: an infinite dataset (.repeat()); pass max_steps= (the steps to run), "
                                  "or a finite dataset")
     defaulted = augment is None
-    augment = masked_copy_count(augment, x, unlabelled)
+    augment = masked_copy_count(augment, x, unlabelled, tokenizer=teacher.tokenizer)
     mask_rate = _number("mask_rate", mask_rate, "the probability that a token is masked, in (0, 1)",
                         lambda v: 0.0 < v < 1.0)
     if learning_rate is not None:
@@ -216,8 +216,8 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
         tokenizer = student.tokenizer
         masking = dict(copies=augment, rate=mask_rate,
                        seed=int(np.random.default_rng().integers(2 ** 31)) if seed is None else seed,
-                       mask_id=tokenizer.token_to_id("[MASK]"),
-                       special_ids=[tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]")])
+                       mask_id=tokenizer.special_tokens.mask,
+                       special_ids=[tokenizer.special_tokens.cls, tokenizer.special_tokens.sep])
     if steps is None:  # an infinite dataset: max_steps, checked above
         steps = total_steps = max_steps
     else:
@@ -374,7 +374,7 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     extra = None if unlabelled is None else unlabelled_inputs(teacher, unlabelled)
     config = teacher.encoder.config
     plan = plan_student(teacher, layers=layers, hidden_size=hidden_size, init=init)
-    copies = masked_copy_count(augment, x, extra)  # checked before anything is logged or built
+    copies = masked_copy_count(augment, x, extra, tokenizer=teacher.tokenizer)  # checked before anything is logged or built
     log(f"teacher {teacher_dir} ({config.num_layers} layers, hidden {config.hidden_size}) -> student "
         f"{len(plan.layers)} layers (blocks {list(plan.layers)} of "
         f"{init or 'the teacher'}, hidden {plan.hidden_size}); task {spec.spec}, {num_rows(x)} examples"

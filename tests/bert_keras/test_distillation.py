@@ -720,3 +720,24 @@ def test_cli_distill_names_the_task_a_teacher_of_another_family_does_not_fit(tmp
                  "--task", "swag", "--data", swag]) != 0
     assert f"--task swag needs a MultipleChoice; {teacher} holds a TextClassifier" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "student")
+
+
+def test_a_vocabulary_without_mask_distils_without_masked_copies(tmp_path):
+    # The tokenizer accepts a vocabulary without [MASK] (a model never pretrained); distill's default
+    # masked copies looked it up and failed with a raw "ValueError: '[MASK]' is not in list".
+    import keras
+
+    from bert_keras.encoder import BertEncoder
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(t for t in export_fixtures.TINY_VOCAB if t != "[MASK]") + "\n")
+    keras.utils.set_random_seed(0)
+    encoder = BertEncoder(dataclasses.replace(export_fixtures.tiny_config(), num_layers=2,
+                                              vocab_size=len(export_fixtures.TINY_VOCAB) - 1))
+    teacher = tasks.TextClassifier(models.BertClassifier(encoder, num_classes=2), labels=["neg", "pos"],
+                                   vocab_file=str(vocab), seq_length=32)
+    labels = ["pos", "neg"] * 3
+    student = teacher.distill(TEXTS, labels, layers=1, epochs=1, batch_size=4, seed=0, verbose=0)
+    assert student.to_finetuned().training["distillation"]["augment"] == 0
+    with pytest.raises(TaskInputError, match=r"augment=2: the vocabulary has no \[MASK\] token"):
+        teacher.distill(TEXTS, labels, layers=1, augment=2, verbose=0)
