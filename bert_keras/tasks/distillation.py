@@ -200,8 +200,14 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
     dataset, steps = student._distillation_dataset(x, y, batch_size=batch_size, seed=seed)
     extra = None
     if unlabelled is not None:  # its own shuffle: the same seed must not order both alike
-        extra, extra_steps = student._distillation_dataset(unlabelled, None, batch_size=batch_size,
-                                                          seed=None if seed is None else seed + 1)
+        try:
+            extra, extra_steps = student._distillation_dataset(unlabelled, None, batch_size=batch_size,
+                                                              seed=None if seed is None else seed + 1)
+        except TaskInputError as error:  # fit's readers name their input x ("x[0][1]: an empty text")
+            message = str(error)
+            if not message.startswith("x"):
+                raise
+            raise TaskInputError("unlabelled" + message[1:]) from None
         steps = max(part for part in (steps, extra_steps) if part is not None) \
             if steps is not None or extra_steps is not None else None
     masking = None
@@ -289,12 +295,14 @@ def unlabelled_inputs(teacher, path):
     read structured examples, not lines: refused.
 
     Raises:
-        TaskInputError: no such file, a bad byte, no text, a line without its pair, or a family
-            that reads no lines (naming the file and the line).
+        TaskInputError: no such file, a bad byte, no text, a line without its pair, a text the
+            teacher reads no token of, or a family that reads no lines (naming the file and the line).
     """
     from bert_keras.tasks.embedder import Embedder
     from bert_keras.tasks.text_classifier import TextClassifier
     from bert_keras.tasks.token_classifier import TokenClassifier
+    from bert_keras.tasks.inputs import NO_TOKEN
+    from pipelines.tokenizer.tokenless import texts_without_token
     from serving.text_requests import TextRequestError, read_texts, split_pairs
 
     if not isinstance(teacher, (TextClassifier, TokenClassifier, Embedder)):
@@ -308,15 +316,27 @@ def unlabelled_inputs(teacher, path):
     if not numbered:
         raise TaskInputError(f"unlabelled {path}: holds no text")
     lines = [line for _, line in numbered]
+
+    def refuse_tokenless(texts, what="the line"):
+        """A text the teacher reads no token of, by its line (fit would name it x[i], not the file)."""
+        empty = texts_without_token(texts, teacher.tokenizer)
+        if empty:
+            raise TaskInputError(f"unlabelled {path}, line {numbered[empty[0]][0]}: {what} is empty for this "
+                                 f"model ({NO_TOKEN}); remove the line or give it a text")
+
     if isinstance(teacher, TokenClassifier):
+        refuse_tokenless(lines)
         return [line.split() for line in lines]
     if not getattr(teacher, "text_pair", False):
+        refuse_tokenless(lines)
         return lines
     pairs = split_pairs(lines)
     single = next((numbered[i][0] for i, row in enumerate(pairs) if not isinstance(row, tuple)), None)
     if single is not None:
         raise TaskInputError(f"unlabelled {path}, line {single}: the model reads text pairs; write each as "
                              "'A<TAB>B' or 'A ||| B'")
+    refuse_tokenless([a for a, _ in pairs], "its first text")
+    refuse_tokenless([b for _, b in pairs], "its second text")
     return [a for a, _ in pairs], [b for _, b in pairs]
 
 

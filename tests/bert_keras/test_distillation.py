@@ -741,3 +741,20 @@ def test_a_vocabulary_without_mask_distils_without_masked_copies(tmp_path):
     assert student.to_finetuned().training["distillation"]["augment"] == 0
     with pytest.raises(TaskInputError, match=r"augment=2: the vocabulary has no \[MASK\] token"):
         teacher.distill(TEXTS, labels, layers=1, augment=2, verbose=0)
+
+
+def test_an_unlabelled_text_the_teacher_reads_no_token_of_is_named_by_its_file_line_or_index(tmp_path):
+    # It was refused as "x[0][1]: an empty text": the training data's name, for a line of --unlabelled.
+    from bert_keras.tasks.distillation import unlabelled_inputs
+
+    lines = tmp_path / "more.txt"
+    lines.write_text("A good film.\tA fine film.\n\x01\x02\tok\n", encoding="utf-8")
+    pairs = tiny_teacher("classification", tmp_path, layers=1)
+    with pytest.raises(TaskInputError, match=r"more.txt, line 2: its first text is empty for this model"):
+        unlabelled_inputs(pairs, str(lines))
+    lines.write_text("A good film.\n\u0301\u0301\n", encoding="utf-8")  # marks the uncased tokenizer strips
+    with pytest.raises(TaskInputError, match=r"more.txt, line 2: the line is empty for this model"):
+        unlabelled_inputs(tiny_teacher("regression", tmp_path, layers=1), str(lines))
+    with pytest.raises(TaskInputError, match=r"^unlabelled\[0\]\[1\]: an empty text"):
+        pairs.distill(DATA["classification"][0], DATA["classification"][1], layers=1, verbose=0,
+                      unlabelled=(["A good film.", "\x01"], ["fine", "ok"]))
