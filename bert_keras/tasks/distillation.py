@@ -395,9 +395,12 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     config = teacher.encoder.config
     plan = plan_student(teacher, layers=layers, hidden_size=hidden_size, init=init)
     copies = masked_copy_count(augment, x, extra, tokenizer=teacher.tokenizer)  # checked before anything is logged or built
+    # --data in place of the recorded file: the spec keeps the teacher's name (csv:ITS_FILE), so name the file read
+    data = spec.spec if not spec.train_path or spec.spec == f"csv:{spec.train_path}" else \
+        f"{spec.spec}, data {spec.train_path}"
     log(f"teacher {teacher_dir} ({config.num_layers} layers, hidden {config.hidden_size}) -> student "
         f"{len(plan.layers)} layers (blocks {list(plan.layers)} of "
-        f"{init or 'the teacher'}, hidden {plan.hidden_size}); task {spec.spec}, {num_rows(x)} examples"
+        f"{init or 'the teacher'}, hidden {plan.hidden_size}); task {data}, {num_rows(x)} examples"
         f"{'' if y is not None else ' (unlabelled: soft targets only)'}"
         f"{'' if extra is None else f' and {num_rows(extra)} unlabelled texts ({unlabelled})'}, temperature "
         f"{temperature:g}"

@@ -758,3 +758,23 @@ def test_an_unlabelled_text_the_teacher_reads_no_token_of_is_named_by_its_file_l
     with pytest.raises(TaskInputError, match=r"^unlabelled\[0\]\[1\]: an empty text"):
         pairs.distill(DATA["classification"][0], DATA["classification"][1], layers=1, verbose=0,
                       unlabelled=(["A good film.", "\x01"], ["fine", "ok"]))
+
+
+def test_distill_directory_names_the_data_file_given_in_place_of_the_teachers(tmp_path):
+    # With --data, the log named the teacher's recorded file ("task csv:TEACHER_FILE, 4 examples")
+    # beside the count of the file actually read.
+    from bert_keras.tasks.distillation import distill_directory
+
+    teacher = str(tmp_path / "teacher")
+    export_fixtures.make_finetuned_dir("regression", teacher)
+    data = tmp_path / "more.tsv"
+    data.write_text(export_fixtures.SINGLE_TRAIN + "A fine film.\t3.5\n")
+    from bert_keras.tasks.named_datasets import spec_of_saved
+    from bert_keras.finetuned_model import read_finetuned
+
+    recorded = read_finetuned(teacher, load_model=False).training
+    spec = spec_of_saved(recorded, train_path=str(data))
+    lines = []
+    distill_directory(teacher, spec, str(tmp_path / "student"), layers=1, epochs=1, max_steps=1, augment=0,
+                      evaluate=False, verbose=0, log=lines.append)
+    assert f"task csv:{recorded['train_path']}, data {data}, 4 examples" in lines[0]
