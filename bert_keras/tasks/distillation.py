@@ -153,9 +153,8 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
             else "no y was given"
         raise TaskInputError(f"alpha={alpha:g}: weighs hard labels, but {given} (alpha=0 distils the "
                              "teacher's soft targets alone)")
-    epochs_checked = float(epochs)
-    if not np.isfinite(epochs_checked) or epochs_checked <= 0:
-        raise TaskInputError(f"epochs={epochs!r}: expected a number > 0")
+    # A real number, as every other setting (float() took "3", and "three" or None raised a raw ValueError / TypeError)
+    epochs_checked = _number("epochs", epochs, "expected a number > 0", lambda v: v > 0)
     max_steps = check_count("max_steps", max_steps)
     for name, part in (("x", x), ("unlabelled", unlabelled)):
         if isinstance(part, tf.data.Dataset) and part.cardinality() == tf.data.INFINITE_CARDINALITY \
@@ -173,6 +172,8 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
     weight_decay = _number("weight_decay", weight_decay, "expected a number >= 0", lambda v: v >= 0)
     hidden_weight = _number("hidden_weight", hidden_weight, "the weight of the hidden-state loss, a number >= 0",
                             lambda v: v >= 0)
+    if dropout is not None:  # else Keras' Dropout refused it, a raw ValueError once the student was half built
+        dropout = _number("dropout", dropout, "the student head's dropout rate, in [0, 1)", lambda v: 0 <= v < 1)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
                              or not 0 <= seed < 2 ** 32):
         raise TaskInputError(f"seed={seed!r}: expected a whole number in [0, 2**32), or None (not seeded)")

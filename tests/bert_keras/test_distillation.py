@@ -465,6 +465,11 @@ def test_a_resumed_distillation_stops_at_the_recorded_step(tmp_path):
     ({"alpha": np.float32(1.5)}, "alpha=np.float32"),
     ({"mask_rate": np.float64(1.0), "augment": 1}, "mask_rate=np.float64"),
     ({"hidden_weight": -1.0}, "hidden_weight=-1.0: the weight of the hidden-state loss"),
+    ({"epochs": "three"}, "epochs='three': expected a number > 0"),  # a raw ValueError from float()
+    ({"epochs": None}, "epochs=None: expected a number > 0"),
+    ({"epochs": True}, "epochs=True"),
+    ({"epochs": 0}, "epochs=0: expected a number > 0"),
+    ({"dropout": 1.5}, r"dropout=1.5: the student head's dropout rate, in \[0, 1\)"),
 ])
 def test_run_settings_are_checked_before_the_student_is_built(options, message, tmp_path, monkeypatch):
     from bert_keras.tasks import distillation
