@@ -153,9 +153,8 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
             else "no y was given"
         raise TaskInputError(f"alpha={alpha:g}: weighs hard labels, but {given} (alpha=0 distils the "
                              "teacher's soft targets alone)")
-    epochs_checked = float(epochs)
-    if not np.isfinite(epochs_checked) or epochs_checked <= 0:
-        raise TaskInputError(f"epochs={epochs!r}: expected a number > 0")
+    # A real number, as every other setting (float() took "3", and "three" or None raised a raw ValueError / TypeError)
+    epochs_checked = _number("epochs", epochs, "expected a number > 0", lambda v: v > 0)
     max_steps = check_count("max_steps", max_steps)
     for name, part in (("x", x), ("unlabelled", unlabelled)):
         if isinstance(part, tf.data.Dataset) and part.cardinality() == tf.data.INFINITE_CARDINALITY \
@@ -163,7 +162,7 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
             raise TaskInputError(f"{name}: an infinite dataset (.repeat()); pass max_steps= (the steps to run), "
                                  "or a finite dataset")
     defaulted = augment is None
-    augment = masked_copy_count(augment, x, unlabelled)
+    augment = masked_copy_count(augment, x, unlabelled, tokenizer=teacher.tokenizer)
     mask_rate = _number("mask_rate", mask_rate, "the probability that a token is masked, in (0, 1)",
                         lambda v: 0.0 < v < 1.0)
     if learning_rate is not None:
@@ -173,6 +172,8 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
     weight_decay = _number("weight_decay", weight_decay, "expected a number >= 0", lambda v: v >= 0)
     hidden_weight = _number("hidden_weight", hidden_weight, "the weight of the hidden-state loss, a number >= 0",
                             lambda v: v >= 0)
+    if dropout is not None:  # else Keras' Dropout refused it, a raw ValueError once the student was half built
+        dropout = _number("dropout", dropout, "the student head's dropout rate, in [0, 1)", lambda v: 0 <= v < 1)
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, numbers.Integral)
                              or not 0 <= seed < 2 ** 32):
         raise TaskInputError(f"seed={seed!r}: expected a whole number in [0, 2**32), or None (not seeded)")
@@ -200,8 +201,14 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
     dataset, steps = student._distillation_dataset(x, y, batch_size=batch_size, seed=seed)
     extra = None
     if unlabelled is not None:  # its own shuffle: the same seed must not order both alike
-        extra, extra_steps = student._distillation_dataset(unlabelled, None, batch_size=batch_size,
-                                                          seed=None if seed is None else seed + 1)
+        try:
+            extra, extra_steps = student._distillation_dataset(unlabelled, None, batch_size=batch_size,
+                                                              seed=None if seed is None else seed + 1)
+        except TaskInputError as error:  # fit's readers name their input x ("x[0][1]: an empty text")
+            message = str(error)
+            if not message.startswith("x"):
+                raise
+            raise TaskInputError("unlabelled" + message[1:]) from None
         steps = max(part for part in (steps, extra_steps) if part is not None) \
             if steps is not None or extra_steps is not None else None
     masking = None
@@ -216,8 +223,8 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
         tokenizer = student.tokenizer
         masking = dict(copies=augment, rate=mask_rate,
                        seed=int(np.random.default_rng().integers(2 ** 31)) if seed is None else seed,
-                       mask_id=tokenizer.token_to_id("[MASK]"),
-                       special_ids=[tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]")])
+                       mask_id=tokenizer.special_tokens.mask,
+                       special_ids=[tokenizer.special_tokens.cls, tokenizer.special_tokens.sep])
     if steps is None:  # an infinite dataset: max_steps, checked above
         steps = total_steps = max_steps
     else:
@@ -289,12 +296,14 @@ def unlabelled_inputs(teacher, path):
     read structured examples, not lines: refused.
 
     Raises:
-        TaskInputError: no such file, a bad byte, no text, a line without its pair, or a family
-            that reads no lines (naming the file and the line).
+        TaskInputError: no such file, a bad byte, no text, a line without its pair, a text the
+            teacher reads no token of, or a family that reads no lines (naming the file and the line).
     """
     from bert_keras.tasks.embedder import Embedder
     from bert_keras.tasks.text_classifier import TextClassifier
     from bert_keras.tasks.token_classifier import TokenClassifier
+    from bert_keras.tasks.inputs import NO_TOKEN
+    from pipelines.tokenizer.tokenless import texts_without_token
     from serving.text_requests import TextRequestError, read_texts, split_pairs
 
     if not isinstance(teacher, (TextClassifier, TokenClassifier, Embedder)):
@@ -308,15 +317,27 @@ def unlabelled_inputs(teacher, path):
     if not numbered:
         raise TaskInputError(f"unlabelled {path}: holds no text")
     lines = [line for _, line in numbered]
+
+    def refuse_tokenless(texts, what="the line"):
+        """A text the teacher reads no token of, by its line (fit would name it x[i], not the file)."""
+        empty = texts_without_token(texts, teacher.tokenizer)
+        if empty:
+            raise TaskInputError(f"unlabelled {path}, line {numbered[empty[0]][0]}: {what} is empty for this "
+                                 f"model ({NO_TOKEN}); remove the line or give it a text")
+
     if isinstance(teacher, TokenClassifier):
+        refuse_tokenless(lines)
         return [line.split() for line in lines]
     if not getattr(teacher, "text_pair", False):
+        refuse_tokenless(lines)
         return lines
     pairs = split_pairs(lines)
     single = next((numbered[i][0] for i, row in enumerate(pairs) if not isinstance(row, tuple)), None)
     if single is not None:
         raise TaskInputError(f"unlabelled {path}, line {single}: the model reads text pairs; write each as "
                              "'A<TAB>B' or 'A ||| B'")
+    refuse_tokenless([a for a, _ in pairs], "its first text")
+    refuse_tokenless([b for _, b in pairs], "its second text")
     return [a for a, _ in pairs], [b for _, b in pairs]
 
 
@@ -365,7 +386,7 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     check_can_save(output_dir, overwrite, inputs=[teacher_dir, init and local_path(init), unlabelled,
                                                   spec and spec.train_path, spec and spec.eval_path])
     teacher = load(teacher_dir)
-    spec = spec_for_model(spec, teacher, teacher_dir)
+    spec = spec_for_model(spec, teacher, teacher_dir, override=spec.spec)  # named in a mismatch (--task swag)
     x, y = spec.training_data(seed=seed)
     spec.check_texts(teacher.tokenizer)  # a text the model reads no token of, by file and line
     spec.labels = teacher.labels
@@ -374,10 +395,13 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     extra = None if unlabelled is None else unlabelled_inputs(teacher, unlabelled)
     config = teacher.encoder.config
     plan = plan_student(teacher, layers=layers, hidden_size=hidden_size, init=init)
-    copies = masked_copy_count(augment, x, extra)  # checked before anything is logged or built
+    copies = masked_copy_count(augment, x, extra, tokenizer=teacher.tokenizer)  # checked before anything is logged or built
+    # --data in place of the recorded file: the spec keeps the teacher's name (csv:ITS_FILE), so name the file read
+    data = spec.spec if not spec.train_path or spec.spec == f"csv:{spec.train_path}" else \
+        f"{spec.spec}, data {spec.train_path}"
     log(f"teacher {teacher_dir} ({config.num_layers} layers, hidden {config.hidden_size}) -> student "
         f"{len(plan.layers)} layers (blocks {list(plan.layers)} of "
-        f"{init or 'the teacher'}, hidden {plan.hidden_size}); task {spec.spec}, {num_rows(x)} examples"
+        f"{init or 'the teacher'}, hidden {plan.hidden_size}); task {data}, {num_rows(x)} examples"
         f"{'' if y is not None else ' (unlabelled: soft targets only)'}"
         f"{'' if extra is None else f' and {num_rows(extra)} unlabelled texts ({unlabelled})'}, temperature "
         f"{temperature:g}"

@@ -68,12 +68,20 @@ def default_augment(x, unlabelled=None):
     return 2 if rows < AUGMENT_BELOW_EXAMPLES else 0
 
 
-def masked_copy_count(augment, x, unlabelled=None):
-    """`augment` checked (a whole number >= 0), or `default_augment(x, unlabelled)` when None."""
+def masked_copy_count(augment, x, unlabelled=None, tokenizer=None):
+    """`augment` checked (a whole number >= 0), or `default_augment(x, unlabelled)` when None.
+
+    `tokenizer`: the teacher's. A vocabulary without [MASK] (the tokenizer accepts one for a model
+    that is never pretrained) has no token to mask with: no copies by default, and copies asked
+    for are refused."""
     if augment is None:
-        return default_augment(x, unlabelled)
+        copies = default_augment(x, unlabelled)
+        return 0 if tokenizer is not None and tokenizer.special_tokens.mask is None else copies
     if isinstance(augment, bool) or not isinstance(augment, numbers.Integral) or augment < 0:
         raise TaskInputError(f"augment={augment!r}: expected a whole number >= 0 (masked copies of each batch)")
+    if augment and tokenizer is not None and tokenizer.special_tokens.mask is None:
+        raise TaskInputError(f"augment={augment}: the vocabulary has no [MASK] token to mask the copies with "
+                             "(augment=0)")
     return int(augment)
 
 

@@ -465,6 +465,11 @@ def test_a_resumed_distillation_stops_at_the_recorded_step(tmp_path):
     ({"alpha": np.float32(1.5)}, "alpha=np.float32"),
     ({"mask_rate": np.float64(1.0), "augment": 1}, "mask_rate=np.float64"),
     ({"hidden_weight": -1.0}, "hidden_weight=-1.0: the weight of the hidden-state loss"),
+    ({"epochs": "three"}, "epochs='three': expected a number > 0"),  # a raw ValueError from float()
+    ({"epochs": None}, "epochs=None: expected a number > 0"),
+    ({"epochs": True}, "epochs=True"),
+    ({"epochs": 0}, "epochs=0: expected a number > 0"),
+    ({"dropout": 1.5}, r"dropout=1.5: the student head's dropout rate, in \[0, 1\)"),
 ])
 def test_run_settings_are_checked_before_the_student_is_built(options, message, tmp_path, monkeypatch):
     from bert_keras.tasks import distillation
@@ -707,3 +712,74 @@ def test_unlabelled_text_may_be_a_dataset_batched_or_not(batched, tmp_path):
                               batch_size=2, augment=0, seed=0, verbose=0)
     record = student.to_finetuned().training["distillation"]
     assert (record["train_steps"], record["unlabelled"]) == (2, None)  # a dataset's size is not read ahead
+
+
+def test_cli_distill_names_the_task_a_teacher_of_another_family_does_not_fit(tmp_path, capsys):
+    # It read "--task None needs a MultipleChoice": the --task typed was not passed to the check.
+    from bert_keras.cli.main import main
+
+    teacher = str(tmp_path / "teacher")
+    export_fixtures.make_finetuned_dir("classification", teacher)
+    swag = os.path.join(export_fixtures.DATA, "tasks", "swag_mini.csv")
+    assert main(["distill", "--teacher", teacher, "--layers", "1", "--output-dir", str(tmp_path / "student"),
+                 "--task", "swag", "--data", swag]) != 0
+    assert f"--task swag needs a MultipleChoice; {teacher} holds a TextClassifier" in capsys.readouterr().err
+    assert not os.path.exists(tmp_path / "student")
+
+
+def test_a_vocabulary_without_mask_distils_without_masked_copies(tmp_path):
+    # The tokenizer accepts a vocabulary without [MASK] (a model never pretrained); distill's default
+    # masked copies looked it up and failed with a raw "ValueError: '[MASK]' is not in list".
+    import keras
+
+    from bert_keras.encoder import BertEncoder
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(t for t in export_fixtures.TINY_VOCAB if t != "[MASK]") + "\n")
+    keras.utils.set_random_seed(0)
+    encoder = BertEncoder(dataclasses.replace(export_fixtures.tiny_config(), num_layers=2,
+                                              vocab_size=len(export_fixtures.TINY_VOCAB) - 1))
+    teacher = tasks.TextClassifier(models.BertClassifier(encoder, num_classes=2), labels=["neg", "pos"],
+                                   vocab_file=str(vocab), seq_length=32)
+    labels = ["pos", "neg"] * 3
+    student = teacher.distill(TEXTS, labels, layers=1, epochs=1, batch_size=4, seed=0, verbose=0)
+    assert student.to_finetuned().training["distillation"]["augment"] == 0
+    with pytest.raises(TaskInputError, match=r"augment=2: the vocabulary has no \[MASK\] token"):
+        teacher.distill(TEXTS, labels, layers=1, augment=2, verbose=0)
+
+
+def test_an_unlabelled_text_the_teacher_reads_no_token_of_is_named_by_its_file_line_or_index(tmp_path):
+    # It was refused as "x[0][1]: an empty text": the training data's name, for a line of --unlabelled.
+    from bert_keras.tasks.distillation import unlabelled_inputs
+
+    lines = tmp_path / "more.txt"
+    lines.write_text("A good film.\tA fine film.\n\x01\x02\tok\n", encoding="utf-8")
+    pairs = tiny_teacher("classification", tmp_path, layers=1)
+    with pytest.raises(TaskInputError, match=r"more.txt, line 2: its first text is empty for this model"):
+        unlabelled_inputs(pairs, str(lines))
+    lines.write_text("A good film.\n\u0301\u0301\n", encoding="utf-8")  # marks the uncased tokenizer strips
+    with pytest.raises(TaskInputError, match=r"more.txt, line 2: the line is empty for this model"):
+        unlabelled_inputs(tiny_teacher("regression", tmp_path, layers=1), str(lines))
+    with pytest.raises(TaskInputError, match=r"^unlabelled\[0\]\[1\]: an empty text"):
+        pairs.distill(DATA["classification"][0], DATA["classification"][1], layers=1, verbose=0,
+                      unlabelled=(["A good film.", "\x01"], ["fine", "ok"]))
+
+
+def test_distill_directory_names_the_data_file_given_in_place_of_the_teachers(tmp_path):
+    # With --data, the log named the teacher's recorded file ("task csv:TEACHER_FILE, 4 examples")
+    # beside the count of the file actually read.
+    from bert_keras.tasks.distillation import distill_directory
+
+    teacher = str(tmp_path / "teacher")
+    export_fixtures.make_finetuned_dir("regression", teacher)
+    data = tmp_path / "more.tsv"
+    data.write_text(export_fixtures.SINGLE_TRAIN + "A fine film.\t3.5\n")
+    from bert_keras.tasks.named_datasets import spec_of_saved
+    from bert_keras.finetuned_model import read_finetuned
+
+    recorded = read_finetuned(teacher, load_model=False).training
+    spec = spec_of_saved(recorded, train_path=str(data))
+    lines = []
+    distill_directory(teacher, spec, str(tmp_path / "student"), layers=1, epochs=1, max_steps=1, augment=0,
+                      evaluate=False, verbose=0, log=lines.append)
+    assert f"task csv:{recorded['train_path']}, data {data}, 4 examples" in lines[0]
