@@ -4,7 +4,7 @@ import argparse
 import os
 import shlex
 
-from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options
+from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options, refuse_tokenizer_flags
 from bert_keras.cli.main import CommandError
 from pipelines.command_options import positive_int
 
@@ -57,14 +57,8 @@ def run(args):
     from serving.text_requests import utf8_arguments
 
     texts = utf8_arguments(args.texts)
+    refuse_tokenizer_flags(args)
     if is_finetuned_directory(args.init):  # the encoder as fine-tuning left it, tokenized as it was trained
-        given = [flag for flag, value in (("--vocab", args.vocab), ("--cased", args.cased),
-                                          ("--strip-accents", args.strip_accents)) if value not in (None, False)]
-        if args.strip_accents is False:
-            given.append("--no-strip-accents")
-        if given:
-            raise CommandError(f"{', '.join(given)}: {args.init} is a fine-tuned model, which tokenizes as it "
-                               "was trained (as its directory records); leave them out")
         encoder, tokenizer = read_finetuned_encoder(args.init, output_attentions=True)
         attention = attention_of(encoder, tokenizer, texts, seq_length=args.seq_length)
     else:

