@@ -315,3 +315,18 @@ def test_the_commands_refuse_an_idf_corpus_they_cannot_use(spec, tmp_path):
     args = _parse("export", ["--init", spec, "--pooling-layer", "-2", "--base-path", str(tmp_path / "m"),
                              "--model-name", "m"])
     assert args.pooling_layer == -2
+
+
+def test_export_of_a_fine_tuned_model_refuses_the_pooling_flags(tmp_path):
+    """`export --model DIR --pooling cls` (or `--normalize`) exported DIR as saved, the flag silently
+    ignored (its default could not be told from a given value): now refused, as `--pooling-layer`."""
+    from bert_keras.cli import export
+    from bert_keras.cli.main import CommandError
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "task.json").write_text("{}", encoding="utf-8")  # refused before anything is read
+    for flags in (["--pooling", "cls"], ["--normalize"], ["--pooling-layer", "-2"]):
+        with pytest.raises(CommandError, match=f"{flags[0]}: only with --init"):
+            export.run(_parse("export", ["--model", str(model), *flags, "--base-path", str(tmp_path / "m"),
+                                         "--model-name", "m"]))
