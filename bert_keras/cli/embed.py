@@ -49,7 +49,8 @@ def register(subparsers, summary):
     parser.add_argument("--query", metavar="TEXT", help="rank the texts by cosine similarity to this text")
     parser.add_argument("--top-k", type=int, default=5, help="results shown for --query (default 5)")
     parser.add_argument("--json", action="store_true",
-                        help="print JSON: the vectors and their cosine similarities")
+                        help="print JSON: the vectors and their cosine similarities (with --query, "
+                             "its ranking too: \"query\", \"top\")")
     parser.set_defaults(func=run)
 
 
@@ -73,7 +74,7 @@ def run(args):
         source = f"{args.idf_corpus}" if corpus is not None else "the texts embedded"
         print(f"bm25: IDF of {len(corpus or texts)} texts ({source})", file=sys.stderr)
     progress = 1 if args.input and sys.stdout.isatty() and not args.json else 0
-    result = embedder.embed(texts, query=None if args.json else args.query, top_k=args.top_k,
+    result = embedder.embed(texts, query=args.query, top_k=args.top_k,
                             batch_size=args.batch_size, verbose=progress)
     if args.output:
         result.save(args.output)

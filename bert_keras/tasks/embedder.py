@@ -372,11 +372,17 @@ class Embeddings:
         write_embeddings(path, self.texts, self.vectors)
 
     def to_json(self):
-        """`{"pooling", "vectors", "cosine_similarity"}` (every pair of texts)."""
+        """`{"pooling", "vectors", "cosine_similarity"}` (every pair of texts), and with a query its
+        ranking: `"query"` and `"top"`, `[{"index", "text", "score"}]` best first."""
         from bert_keras.models.embedder import cosine_similarity
 
-        return {"pooling": self.pooling, "vectors": self.vectors,
-                "cosine_similarity": cosine_similarity(self.vectors, self.vectors)}
+        record = {"pooling": self.pooling, "vectors": self.vectors,
+                  "cosine_similarity": cosine_similarity(self.vectors, self.vectors)}
+        if self.query is not None:
+            record["query"] = self.query
+            record["top"] = [{"index": int(index), "text": self.texts[index], "score": float(score)}
+                             for index, score in zip(self.indices, self.scores)]
+        return record
 
     def summary_lines(self):
         """The ranking (with a query), else each vector's first values and, for 2..10 texts, their similarities."""

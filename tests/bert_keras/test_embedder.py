@@ -304,3 +304,23 @@ def test_embed_of_a_saved_embedder_keeps_its_pooling_without_flags(tmp_path):
     np.testing.assert_allclose(np.load(out), saved.predict(["Good cat"]), atol=1e-6)
     with pytest.raises(TaskInputError, match=r"pooling='mean': .* pooling='cls'"):
         embed.run(_embed_args(["--init", str(tmp_path / "embedder"), "--pooling", "mean", "x"]))
+
+
+def test_embed_json_with_a_query_holds_the_ranking(tmp_path, capsys):
+    """`embed --json --query Q` dropped the query: the JSON held the vectors and similarities but no
+    ranking, silently. It now holds `"query"` and `"top"` (the ranking the text output prints)."""
+    from bert_keras.cli import embed
+    from bert_keras.models.embedder import rank_by_similarity
+    from bert_keras.tasks import Embedder
+
+    _, encoder_file = _tiny_classifier_directory(tmp_path)
+    texts = ["Good cat", "bad dog", "cat cat good"]
+    assert embed.run(_embed_args(["--init", encoder_file, "--json", "--query", "good cat", "--top-k", "2",
+                                  *texts])) == 0
+    record = json.loads(capsys.readouterr().out)
+    embedder = Embedder.from_pretrained(encoder_file)
+    (indices,), (scores,) = rank_by_similarity(embedder.predict(["good cat"]), embedder.predict(texts), 2)
+    assert record["query"] == "good cat"
+    assert [row["index"] for row in record["top"]] == indices.tolist()
+    assert [row["text"] for row in record["top"]] == [texts[i] for i in indices]
+    np.testing.assert_allclose([row["score"] for row in record["top"]], scores, atol=1e-6)
