@@ -21,6 +21,7 @@ from bert_keras.families import RenamedSettingError, current_options, family, re
 from bert_keras.finetuned_model import is_finetuned_directory
 from bert_keras.tasks.inputs import TaskInputError, check_label_names
 from bert_keras.tasks.task_files import load
+from bert_keras.tasks.text_task import checked_seq_length
 from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
 
 
@@ -43,8 +44,8 @@ def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length
         task = load(spec_path, expected=cls)
         check_same_tokenization(task, spec_path, lowercase, strip_accents, pre_tokenizer)
         keep_head(task, spec_path, labels=labels, num_classes=num_classes, **options)
-        if seq_length:
-            task._record.seq_length = int(seq_length)
+        if seq_length is not None:  # checked as a new task's: a model has so many positions
+            task._record.seq_length = checked_seq_length(seq_length, task.encoder.config.max_position_embeddings)
     else:
         from bert_keras.checkpoints import find_vocabulary, load_pretrained
 
@@ -82,7 +83,7 @@ def _task_on_finetuned_encoder(cls, directory, *, labels, num_classes, seq_lengt
     encoder = finetuned_encoder(record, output_hidden_states=cls._needs_hidden_states(options))
     labels, head, settings = cls._build_head(encoder, labels=labels, num_classes=num_classes, dropout=dropout,
                                              **options)
-    return cls(head, vocab_file=record.vocab_file, seq_length=seq_length or record.seq_length, labels=labels,
+    return cls(head, vocab_file=record.vocab_file, seq_length=record.seq_length if seq_length is None else seq_length, labels=labels,
                lowercase=record.lowercase, strip_accents=record.strip_accents, pre_tokenizer=record.pre_tokenizer,
                settings=settings, training={"init": directory})
 

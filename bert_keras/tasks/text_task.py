@@ -48,6 +48,17 @@ class _BuiltOnce:
     tokenizer = None
 
 
+def checked_seq_length(seq_length, positions):
+    """`seq_length` as an int; a `TaskInputError` when a model of `positions` positions cannot read
+    windows of that many tokens ([CLS], a token and [SEP] need 3)."""
+    seq_length = int(seq_length)
+    if seq_length < 3:
+        raise TaskInputError(f"seq_length must be at least 3 ([CLS], a token and [SEP]), got {seq_length}")
+    if seq_length > positions:
+        raise TaskInputError(f"seq_length {seq_length} exceeds the model's {positions} positions")
+    return seq_length
+
+
 class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, DistillationHooks, KerasBatchCalls,
                keras.Model):
     """Base class of the tasks; see the module docstring. Not used directly."""
@@ -64,9 +75,9 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
             head.encoder.pooler.trainable = False
         self.head = head
         positions = head.encoder.config.max_position_embeddings
-        seq_length = int(seq_length or min(family(self.kind).default_seq_length, positions))
-        if seq_length > positions:
-            raise TaskInputError(f"seq_length {seq_length} exceeds the model's {positions} positions")
+        if seq_length is None:
+            seq_length = min(family(self.kind).default_seq_length, positions)
+        seq_length = checked_seq_length(seq_length, positions)
         # The task holds its record (`FinetunedModel`, the one shape of a fine-tuned model's
         # settings: what `save` writes and `load` reads); `to_finetuned` adds the head and recipe.
         try:
