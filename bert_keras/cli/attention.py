@@ -3,6 +3,7 @@
 import argparse
 import os
 import shlex
+import sys
 
 from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options, refuse_tokenizer_flags
 from bert_keras.cli.main import CommandError
@@ -76,6 +77,9 @@ def run(args):
                                     title=title, segment_ids=attention.segment_ids, initial_layer=layer)
     png_path = attention_heatmaps_png(tokens, attention.probs, layer, head, os.path.join(out, f"layer{layer}.png"))
     print(f"{len(tokens)} tokens: {' '.join(tokens)}")
+    if attention.cut:  # the view is of the first pieces only: say so, as the other commands do
+        print(f"warning: only {attention.pieces_read} of the {attention.word_pieces} word pieces were read "
+              f"({len(tokens)} tokens with [CLS]/[SEP]: --seq-length, or the model's positions)", file=sys.stderr)
     print(f"wrote {html_path}  ({layers} layers x {heads} heads, interactive)")
     print(f"wrote {png_path}  (layer {layer}, {'all heads' if head is None else f'head {head}'})")
     print("\n" + "\n".join(attention.most_attended_lines(layer, head, top_k=args.top_k)))
