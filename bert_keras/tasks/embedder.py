@@ -222,13 +222,15 @@ class Embedder(TextTask):
         Args:
             texts: the texts (row i: text i).
             query: a text to rank `texts` against (None: no ranking).
-            top_k: how many ranked results are kept.
+            top_k: how many ranked results are kept (a whole number >= 1).
             batch_size: texts per forward pass.
             verbose: Keras progress bar (0: none).
         """
         from bert_keras.models.embedder import rank_by_similarity
 
         texts = list(texts)
+        if query is not None:
+            check_count("top_k", top_k, allow_none=False)  # before the texts are run
         vectors = self.predict(texts, batch_size=batch_size, verbose=verbose)
         indices = scores = None
         if query is not None:

@@ -141,6 +141,17 @@ def test_cosine_and_ranking_on_a_hand_example():
     assert rank_by_similarity([1.0, 0.0], corpus, top_k=99)[0].shape == (1, 5)
 
 
+@pytest.mark.parametrize("top_k", [-1, 0, 2.5, True])
+def test_a_top_k_below_one_is_refused_not_read_as_a_slice_end(top_k):
+    """`rank_by_similarity(..., top_k=-1)` (and `Embedder.embed(..., top_k=-1)`) returned every row but
+    the last, best first, as if asked for N - 1; 0 returned an empty ranking. Both are now errors."""
+    from bert_keras.models.embedder import rank_by_similarity
+
+    corpus = np.array([[0.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
+    with pytest.raises(ValueError, match=r"top_k=.*: expected a whole number of at least 1"):
+        rank_by_similarity([1.0, 0.0], corpus, top_k=top_k)
+
+
 # ---- all-MiniLM-L6-v2: equal to Hugging Face / sentence-transformers ----------
 
 
@@ -311,7 +322,7 @@ def test_embed_json_with_a_query_holds_the_ranking(tmp_path, capsys):
     ranking, silently. It now holds `"query"` and `"top"` (the ranking the text output prints)."""
     from bert_keras.cli import embed
     from bert_keras.models.embedder import rank_by_similarity
-    from bert_keras.tasks import Embedder
+    from bert_keras.tasks import Embedder, TaskInputError
 
     _, encoder_file = _tiny_classifier_directory(tmp_path)
     texts = ["Good cat", "bad dog", "cat cat good"]
@@ -324,3 +335,5 @@ def test_embed_json_with_a_query_holds_the_ranking(tmp_path, capsys):
     assert [row["index"] for row in record["top"]] == indices.tolist()
     assert [row["text"] for row in record["top"]] == [texts[i] for i in indices]
     np.testing.assert_allclose([row["score"] for row in record["top"]], scores, atol=1e-6)
+    with pytest.raises(TaskInputError, match=r"top_k=-1: expected a positive whole number"):
+        embedder.embed(texts, query="good cat", top_k=-1)  # was every text but the last
