@@ -69,7 +69,9 @@ def run(args):
     corpus = read_idf_corpus(args)
 
     embedder = embedder_from_flags(args, max_length=args.max_length, stride=args.stride)
-    if args.pooling == "bm25":
+    idf = embedder.head.bm25_weights
+    # A saved bm25 embedder keeps its IDF unless --idf-corpus is given; a new one is fitted here.
+    if idf is not None and (corpus is not None or not idf.is_fitted):
         embedder.fit_idf(texts if corpus is None else corpus)
         source = f"{args.idf_corpus}" if corpus is not None else "the texts embedded"
         print(f"bm25: IDF of {len(corpus or texts)} texts ({source})", file=sys.stderr)

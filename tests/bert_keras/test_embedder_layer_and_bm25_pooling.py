@@ -330,3 +330,25 @@ def test_export_of_a_fine_tuned_model_refuses_the_pooling_flags(tmp_path):
         with pytest.raises(CommandError, match=f"{flags[0]}: only with --init"):
             export.run(_parse("export", ["--model", str(model), *flags, "--base-path", str(tmp_path / "m"),
                                          "--model-name", "m"]))
+
+
+def test_embed_of_a_saved_bm25_embedder_keeps_its_idf(bm25_embedder, tmp_path, capsys):
+    """`embed --init DIR --pooling bm25` of a saved (fitted) bm25 embedder refitted the IDF on the
+    texts being embedded, so the saved IDF was never used from the command line. It is kept now;
+    `--idf-corpus FILE` still refits it."""
+    from bert_keras.cli import embed
+
+    directory = bm25_embedder.save(str(tmp_path / "bm25"))
+    output = tmp_path / "v.npy"
+    for flags in ([], ["--pooling", "bm25"]):
+        assert embed.run(_parse("embed", ["--init", directory, *flags, "--output", str(output), "--overwrite",
+                                          *TEXTS])) == 0
+        assert "bm25: IDF" not in capsys.readouterr().err
+        np.testing.assert_allclose(np.load(output), bm25_embedder.predict(TEXTS), atol=1e-6)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the film\na dog\n", encoding="utf-8")
+    assert embed.run(_parse("embed", ["--init", directory, "--pooling", "bm25", "--idf-corpus", str(corpus),
+                                      "--output", str(output), "--overwrite", *TEXTS])) == 0
+    assert f"bm25: IDF of 2 texts ({corpus})" in capsys.readouterr().err
+    refitted = tasks.load(directory).fit_idf(["the film", "a dog"]).predict(TEXTS)
+    np.testing.assert_allclose(np.load(output), refitted, atol=1e-6)
