@@ -70,6 +70,9 @@ def run(args):
 
     embedder = embedder_from_flags(args, max_length=args.max_length, stride=args.stride)
     idf = embedder.head.bm25_weights
+    if corpus is not None and idf is None:
+        raise CommandError(f"--idf-corpus {args.idf_corpus}: the IDF is for --pooling bm25 ({args.init} "
+                           f"pools with {embedder.settings['pooling']})")
     # A saved bm25 embedder keeps its IDF unless --idf-corpus is given; a new one is fitted here.
     if idf is not None and (corpus is not None or not idf.is_fitted):
         embedder.fit_idf(texts if corpus is None else corpus)

@@ -48,10 +48,15 @@ def embedder_from_flags(args, **windows):
 
 
 def read_idf_corpus(args):
-    """The lines of `--idf-corpus` (blank ones skipped), None without it; only with `--pooling bm25`."""
+    """The lines of `--idf-corpus` (blank ones skipped), None without it; only with `--pooling bm25`
+    (or no --pooling and `--init` a saved directory)."""
     if args.idf_corpus is None:
         return None
-    if args.pooling != "bm25":
+    from bert_keras.finetuned_model import is_finetuned_directory
+
+    # Without --pooling a saved embedder directory pools as it was saved (bm25 perhaps): the
+    # command checks that once it is read.
+    if args.pooling != "bm25" and not (args.pooling is None and is_finetuned_directory(args.init)):
         raise CommandError(f"--idf-corpus {args.idf_corpus}: the IDF is for --pooling bm25 "
                            f"(not {args.pooling or 'mean'})")
     from pipelines.datasets.text_files import not_a_file

@@ -332,11 +332,12 @@ def test_export_of_a_fine_tuned_model_refuses_the_pooling_flags(tmp_path):
                                          "--model-name", "m"]))
 
 
-def test_embed_of_a_saved_bm25_embedder_keeps_its_idf(bm25_embedder, tmp_path, capsys):
+def test_embed_of_a_saved_bm25_embedder_keeps_its_idf(bm25_embedder, spec, tmp_path, capsys):
     """`embed --init DIR --pooling bm25` of a saved (fitted) bm25 embedder refitted the IDF on the
     texts being embedded, so the saved IDF was never used from the command line. It is kept now;
-    `--idf-corpus FILE` still refits it."""
+    `--idf-corpus FILE` still refits it (no --pooling needed: the directory's is bm25)."""
     from bert_keras.cli import embed
+    from bert_keras.cli.main import CommandError
 
     directory = bm25_embedder.save(str(tmp_path / "bm25"))
     output = tmp_path / "v.npy"
@@ -347,8 +348,12 @@ def test_embed_of_a_saved_bm25_embedder_keeps_its_idf(bm25_embedder, tmp_path, c
         np.testing.assert_allclose(np.load(output), bm25_embedder.predict(TEXTS), atol=1e-6)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("the film\na dog\n", encoding="utf-8")
-    assert embed.run(_parse("embed", ["--init", directory, "--pooling", "bm25", "--idf-corpus", str(corpus),
-                                      "--output", str(output), "--overwrite", *TEXTS])) == 0
-    assert f"bm25: IDF of 2 texts ({corpus})" in capsys.readouterr().err
     refitted = tasks.load(directory).fit_idf(["the film", "a dog"]).predict(TEXTS)
-    np.testing.assert_allclose(np.load(output), refitted, atol=1e-6)
+    for flags in (["--pooling", "bm25"], []):  # the directory pools with bm25: --pooling may be left out
+        assert embed.run(_parse("embed", ["--init", directory, *flags, "--idf-corpus", str(corpus),
+                                          "--output", str(output), "--overwrite", *TEXTS])) == 0
+        assert f"bm25: IDF of 2 texts ({corpus})" in capsys.readouterr().err
+        np.testing.assert_allclose(np.load(output), refitted, atol=1e-6)
+    mean_directory = tasks.Embedder.from_pretrained(spec, seq_length=32).save(str(tmp_path / "mean"))
+    with pytest.raises(CommandError, match=r"--idf-corpus .*: the IDF is for --pooling bm25 \(.* pools with mean\)"):
+        embed.run(_parse("embed", ["--init", mean_directory, "--idf-corpus", str(corpus), "x"]))
