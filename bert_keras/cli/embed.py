@@ -40,9 +40,10 @@ def register(subparsers, summary):
     parser.add_argument("--input", metavar="FILE", help="UTF-8 text file, one (non-empty) text per line")
     parser.add_argument("--output", metavar="OUT", help="write vectors to OUT.npy or OUT.jsonl (atomically)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
-    add_encoder_options(parser, init_help=INIT_HELP + " | a fine-tuned model directory (its encoder, as "
-                                                      "fine-tuning left it)", seq_length_help="tokens per text, [CLS]/[SEP] included; longer texts are cut "
-                                                "unless --max-length (default 128)")
+    init_help = INIT_HELP + " | a fine-tuned model directory (its encoder, as fine-tuning left it)"
+    add_encoder_options(parser, init_help=init_help,
+                        seq_length_help="tokens per text, [CLS]/[SEP] included; longer texts are cut "
+                                        "unless --max-length (default 128)")
     add_window_options(parser)
     add_pooling_options(parser, idf_default="; default: the texts being embedded (and ranked)")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default 32)")

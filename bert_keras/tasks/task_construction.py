@@ -19,9 +19,8 @@ import os
 
 from bert_keras.families import RenamedSettingError, current_options, family, resolve
 from bert_keras.finetuned_model import is_finetuned_directory
-from bert_keras.tasks.inputs import TaskInputError, check_label_names
+from bert_keras.tasks.inputs import TaskInputError, check_label_names, checked_seq_length
 from bert_keras.tasks.task_files import load
-from bert_keras.tasks.text_task import checked_seq_length
 from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
 
 
@@ -83,7 +82,8 @@ def _task_on_finetuned_encoder(cls, directory, *, labels, num_classes, seq_lengt
     encoder = finetuned_encoder(record, output_hidden_states=cls._needs_hidden_states(options))
     labels, head, settings = cls._build_head(encoder, labels=labels, num_classes=num_classes, dropout=dropout,
                                              **options)
-    return cls(head, vocab_file=record.vocab_file, seq_length=record.seq_length if seq_length is None else seq_length, labels=labels,
+    return cls(head, vocab_file=record.vocab_file, labels=labels,
+               seq_length=record.seq_length if seq_length is None else seq_length,
                lowercase=record.lowercase, strip_accents=record.strip_accents, pre_tokenizer=record.pre_tokenizer,
                settings=settings, training={"init": directory})
 

@@ -32,7 +32,7 @@ from bert_keras.tasks.task_export import TaskExport
 from bert_keras.tasks.dataset_inputs import is_tokenized_dataset, raising_source_errors, read_batch_source
 from bert_keras.tasks.dataset_inputs import without_autotune_thread
 from bert_keras.tasks.inputs import TaskInputError, answering_empty_texts, answering_empty_texts_already
-from bert_keras.tasks.inputs import check_count, is_raw_text
+from bert_keras.tasks.inputs import check_count, checked_seq_length, is_raw_text
 from bert_keras.tasks.recipe import RecipeCompile
 from bert_keras.tasks.task_files import TaskFiles
 from bert_keras.tasks.task_rows import RowPredictions
@@ -46,17 +46,6 @@ class _BuiltOnce:
     so it is not saved): the tokenizer."""
 
     tokenizer = None
-
-
-def checked_seq_length(seq_length, positions):
-    """`seq_length` as an int; a `TaskInputError` when a model of `positions` positions cannot read
-    windows of that many tokens ([CLS], a token and [SEP] need 3)."""
-    seq_length = int(seq_length)
-    if seq_length < 3:
-        raise TaskInputError(f"seq_length must be at least 3 ([CLS], a token and [SEP]), got {seq_length}")
-    if seq_length > positions:
-        raise TaskInputError(f"seq_length {seq_length} exceeds the model's {positions} positions")
-    return seq_length
 
 
 class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, DistillationHooks, KerasBatchCalls,

@@ -258,7 +258,8 @@ def _tiny_classifier_directory(tmp_path):
     from bert_keras.models import BertClassifier
 
     vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "Good", "bad", "cat"]) + "\n")
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "Good", "bad", "cat"]
+    vocab.write_text("\n".join(tokens) + "\n")
     config = BertConfig(vocab_size=9, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=19,
                         max_position_embeddings=24)
     head = BertClassifier(BertEncoder(config), num_classes=2)

@@ -355,5 +355,5 @@ def test_embed_of_a_saved_bm25_embedder_keeps_its_idf(bm25_embedder, spec, tmp_p
         assert f"bm25: IDF of 2 texts ({corpus})" in capsys.readouterr().err
         np.testing.assert_allclose(np.load(output), refitted, atol=1e-6)
     mean_directory = tasks.Embedder.from_pretrained(spec, seq_length=32).save(str(tmp_path / "mean"))
-    with pytest.raises(CommandError, match=r"--idf-corpus .*: the IDF is for --pooling bm25 \(.* pools with mean\)"):
+    with pytest.raises(CommandError, match=r"--idf-corpus .*: the IDF is for --pooling bm25 \(.* with mean\)"):
         embed.run(_parse("embed", ["--init", mean_directory, "--idf-corpus", str(corpus), "x"]))
