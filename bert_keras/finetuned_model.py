@@ -270,22 +270,31 @@ def read_finetuned_encoder(directory, *, output_hidden_states=False, output_atte
     Raises:
         FinetunedModelError: as `read_finetuned`.
     """
-    from bert_keras.checkpoints.layout import assign_canonical, encoder_to_canonical
-    from bert_keras.encoder import BertEncoder
-    from bert_keras.layers.initialization import weights_from_checkpoint
     from pipelines import BertTokenizer
 
     record = read_finetuned(directory)
+    encoder = finetuned_encoder(record, output_hidden_states=output_hidden_states,
+                                output_attentions=output_attentions)
+    tokenizer = BertTokenizer(record.vocab_file, lowercase=record.lowercase, strip_accents=record.strip_accents,
+                              pre_tokenizer=record.pre_tokenizer)
+    return encoder, tokenizer
+
+
+def finetuned_encoder(record, *, output_hidden_states=False, output_attentions=False):
+    """The `BertEncoder` of a read `FinetunedModel` (`read_finetuned`), rebuilt with the given
+    outputs when they differ from its own (an encoder's outputs are fixed when it is built)."""
+    from bert_keras.checkpoints.layout import assign_canonical, encoder_to_canonical
+    from bert_keras.encoder import BertEncoder
+    from bert_keras.layers.initialization import weights_from_checkpoint
+
     encoder = record.model.encoder
-    if output_hidden_states or output_attentions:  # the outputs are fixed when an encoder is built
+    if output_hidden_states or output_attentions:
         with weights_from_checkpoint():  # no random draws for weights assigned next
             rebuilt = BertEncoder(encoder.config, output_hidden_states=output_hidden_states,
                                   output_attentions=output_attentions)
         assign_canonical(rebuilt, encoder_to_canonical(encoder))
         encoder = rebuilt
-    tokenizer = BertTokenizer(record.vocab_file, lowercase=record.lowercase, strip_accents=record.strip_accents,
-                              pre_tokenizer=record.pre_tokenizer)
-    return encoder, tokenizer
+    return encoder
 
 
 def is_finetuned_directory(path):

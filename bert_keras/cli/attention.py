@@ -3,8 +3,9 @@
 import argparse
 import os
 import shlex
+import sys
 
-from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options
+from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options, refuse_tokenizer_flags
 from bert_keras.cli.main import CommandError
 from pipelines.command_options import positive_int
 
@@ -57,14 +58,8 @@ def run(args):
     from serving.text_requests import utf8_arguments
 
     texts = utf8_arguments(args.texts)
+    refuse_tokenizer_flags(args)
     if is_finetuned_directory(args.init):  # the encoder as fine-tuning left it, tokenized as it was trained
-        given = [flag for flag, value in (("--vocab", args.vocab), ("--cased", args.cased),
-                                          ("--strip-accents", args.strip_accents)) if value not in (None, False)]
-        if args.strip_accents is False:
-            given.append("--no-strip-accents")
-        if given:
-            raise CommandError(f"{', '.join(given)}: {args.init} is a fine-tuned model, which tokenizes as it "
-                               "was trained (as its directory records); leave them out")
         encoder, tokenizer = read_finetuned_encoder(args.init, output_attentions=True)
         attention = attention_of(encoder, tokenizer, texts, seq_length=args.seq_length)
     else:
@@ -82,6 +77,9 @@ def run(args):
                                     title=title, segment_ids=attention.segment_ids, initial_layer=layer)
     png_path = attention_heatmaps_png(tokens, attention.probs, layer, head, os.path.join(out, f"layer{layer}.png"))
     print(f"{len(tokens)} tokens: {' '.join(tokens)}")
+    if attention.cut:  # the view is of the first pieces only: say so, as the other commands do
+        print(f"warning: only {attention.pieces_read} of the {attention.word_pieces} word pieces were read "
+              f"({len(tokens)} tokens with [CLS]/[SEP]: --seq-length, or the model's positions)", file=sys.stderr)
     print(f"wrote {html_path}  ({layers} layers x {heads} heads, interactive)")
     print(f"wrote {png_path}  (layer {layer}, {'all heads' if head is None else f'head {head}'})")
     print("\n" + "\n".join(attention.most_attended_lines(layer, head, top_k=args.top_k)))

@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from bert_keras import json_output
-from bert_keras.cli.flag_arguments import add_encoder_options, add_window_options
+from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options, add_window_options
 from pipelines.command_options import positive_int
 from bert_keras.cli.main import CommandError
 from bert_keras.cli.embedding_arguments import add_pooling_options, embedder_from_flags, read_idf_corpus
@@ -40,15 +40,18 @@ def register(subparsers, summary):
     parser.add_argument("--input", metavar="FILE", help="UTF-8 text file, one (non-empty) text per line")
     parser.add_argument("--output", metavar="OUT", help="write vectors to OUT.npy or OUT.jsonl (atomically)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
-    add_encoder_options(parser, seq_length_help="tokens per text, [CLS]/[SEP] included; longer texts are cut "
-                                                "unless --max-length (default 128)")
+    init_help = INIT_HELP + " | a fine-tuned model directory (its encoder, as fine-tuning left it)"
+    add_encoder_options(parser, init_help=init_help,
+                        seq_length_help="tokens per text, [CLS]/[SEP] included; longer texts are cut "
+                                        "unless --max-length (default 128)")
     add_window_options(parser)
     add_pooling_options(parser, idf_default="; default: the texts being embedded (and ranked)")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default 32)")
     parser.add_argument("--query", metavar="TEXT", help="rank the texts by cosine similarity to this text")
     parser.add_argument("--top-k", type=int, default=5, help="results shown for --query (default 5)")
     parser.add_argument("--json", action="store_true",
-                        help="print JSON: the vectors and their cosine similarities")
+                        help="print JSON: the vectors and their cosine similarities (with --query, "
+                             "its ranking too: \"query\", \"top\")")
     parser.set_defaults(func=run)
 
 
@@ -67,12 +70,17 @@ def run(args):
     corpus = read_idf_corpus(args)
 
     embedder = embedder_from_flags(args, max_length=args.max_length, stride=args.stride)
-    if args.pooling == "bm25":
+    idf = embedder.head.bm25_weights
+    if corpus is not None and idf is None:
+        raise CommandError(f"--idf-corpus {args.idf_corpus}: the IDF is for --pooling bm25 ({args.init} "
+                           f"pools with {embedder.settings['pooling']})")
+    # A saved bm25 embedder keeps its IDF unless --idf-corpus is given; a new one is fitted here.
+    if idf is not None and (corpus is not None or not idf.is_fitted):
         embedder.fit_idf(texts if corpus is None else corpus)
         source = f"{args.idf_corpus}" if corpus is not None else "the texts embedded"
         print(f"bm25: IDF of {len(corpus or texts)} texts ({source})", file=sys.stderr)
     progress = 1 if args.input and sys.stdout.isatty() and not args.json else 0
-    result = embedder.embed(texts, query=None if args.json else args.query, top_k=args.top_k,
+    result = embedder.embed(texts, query=args.query, top_k=args.top_k,
                             batch_size=args.batch_size, verbose=progress)
     if args.output:
         result.save(args.output)

@@ -71,9 +71,11 @@ def run(args):
         raise CommandError(f"--model {args.model}: not a `bert-keras finetune` output directory "
                            "(no task.json); export an encoder for embeddings with --init SPEC")
     refuse_inputs([args.base_path], [args.model], flag="--base-path")
-    if args.model and (args.pooling_layer is not None or args.idf_corpus):
-        flag = "--pooling-layer" if args.pooling_layer is not None else "--idf-corpus"
-        raise CommandError(f"{flag}: only with --init (a fine-tuned embedder keeps its own)")
+    pooling_flags = [flag for flag, value in (("--pooling", args.pooling), ("--pooling-layer", args.pooling_layer),
+                                              ("--idf-corpus", args.idf_corpus), ("--normalize", args.normalize))
+                     if value is not None]
+    if args.model and pooling_flags:  # they were ignored (their defaults looked like given ones)
+        raise CommandError(f"{pooling_flags[0]}: only with --init (a fine-tuned embedder keeps its own)")
     if args.init and args.pooling == "bm25" and not args.idf_corpus:
         raise CommandError("--pooling bm25 needs --idf-corpus FILE: the corpus its IDF is fitted on "
                            "(the export serves that table)")

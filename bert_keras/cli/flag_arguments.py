@@ -25,6 +25,23 @@ def add_encoder_options(parser, *, seq_length_help, seq_length_default=None, ini
     add_option(parser, "--seq-length", "--max-seq-length", type=int, default=seq_length_default, help=seq_length_help)
 
 
+def refuse_tokenizer_flags(args):
+    """`--init DIR` naming a fine-tuned model directory: it tokenizes as it was trained (its
+    directory records how), so `--vocab`, `--cased` and `--strip-accents` are errors naming them."""
+    from bert_keras.cli.main import CommandError
+    from bert_keras.finetuned_model import is_finetuned_directory
+
+    if not is_finetuned_directory(args.init):
+        return
+    given = [flag for flag, value in (("--vocab", args.vocab), ("--cased", args.cased),
+                                      ("--strip-accents", args.strip_accents)) if value not in (None, False)]
+    if args.strip_accents is False:
+        given.append("--no-strip-accents")
+    if given:
+        raise CommandError(f"{', '.join(given)}: {args.init} is a fine-tuned model, which tokenizes as it "
+                           "was trained (as its directory records); leave them out")
+
+
 def add_window_options(parser, *, squad=False):
     """`--max-length N` and `--stride N`: a long text read in windows, as `from_pretrained(max_length=,
     stride=)` in Python (classification, NER and embeddings); `squad`: the command also reads SQuAD,

@@ -342,12 +342,15 @@ def rank_by_similarity(query_vectors, corpus_vectors, top_k=5):
     Args:
         query_vectors: `[Q, D]` (or `[D]` for one query).
         corpus_vectors: `[N, D]`.
-        top_k: int. How many results per query; at most `N` are returned.
+        top_k: int >= 1. How many results per query; at most `N` are returned.
 
     Returns:
         `(indices, scores)`: int64 `[Q, k]` row numbers into the corpus and
         float32 `[Q, k]` cosine similarities, `k = min(top_k, N)`.
     """
+    if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1:
+        # A slice end below: -1 would keep all rows but the last, 0 none, 2.5 fail late.
+        raise ValueError(f"top_k={top_k!r}: expected a whole number of at least 1")
     queries = np.atleast_2d(np.asarray(query_vectors, dtype=np.float32))
     scores = cosine_similarity(queries, corpus_vectors)  # [Q, N]
     k = min(int(top_k), scores.shape[1])

@@ -75,6 +75,7 @@ class Embedder(TextTask):
 
     kind = "embedding"
     fixed_settings = ("pooling", "normalize", "pooling_layer")
+    heads_on_finetuned_encoders = True  # a classifier's (tagger's, ...) directory: vectors of its encoder
 
     @classmethod
     def _needs_hidden_states(cls, options):
@@ -221,13 +222,15 @@ class Embedder(TextTask):
         Args:
             texts: the texts (row i: text i).
             query: a text to rank `texts` against (None: no ranking).
-            top_k: how many ranked results are kept.
+            top_k: how many ranked results are kept (a whole number >= 1).
             batch_size: texts per forward pass.
             verbose: Keras progress bar (0: none).
         """
         from bert_keras.models.embedder import rank_by_similarity
 
         texts = list(texts)
+        if query is not None:
+            check_count("top_k", top_k, allow_none=False)  # before the texts are run
         vectors = self.predict(texts, batch_size=batch_size, verbose=verbose)
         indices = scores = None
         if query is not None:
@@ -371,11 +374,17 @@ class Embeddings:
         write_embeddings(path, self.texts, self.vectors)
 
     def to_json(self):
-        """`{"pooling", "vectors", "cosine_similarity"}` (every pair of texts)."""
+        """`{"pooling", "vectors", "cosine_similarity"}` (every pair of texts), and with a query its
+        ranking: `"query"` and `"top"`, `[{"index", "text", "score"}]` best first."""
         from bert_keras.models.embedder import cosine_similarity
 
-        return {"pooling": self.pooling, "vectors": self.vectors,
-                "cosine_similarity": cosine_similarity(self.vectors, self.vectors)}
+        record = {"pooling": self.pooling, "vectors": self.vectors,
+                  "cosine_similarity": cosine_similarity(self.vectors, self.vectors)}
+        if self.query is not None:
+            record["query"] = self.query
+            record["top"] = [{"index": int(index), "text": self.texts[index], "score": float(score)}
+                             for index, score in zip(self.indices, self.scores)]
+        return record
 
     def summary_lines(self):
         """The ranking (with a query), else each vector's first values and, for 2..10 texts, their similarities."""
@@ -394,9 +403,16 @@ class Embeddings:
         return lines
 
     def next_step(self, spec, vocab_file=None):
-        """What to try next on the command line: `tokenize` the texts, or (after a query) `attention`."""
+        """What to try next on the command line: `tokenize` the texts, or (after a query, or for a
+        fine-tuned model directory) `attention`."""
+        from bert_keras.finetuned_model import is_finetuned_directory
+
         vocab = f" --vocab {shlex.quote(str(vocab_file))}" if vocab_file else ""
+        finetuned = is_finetuned_directory(str(spec))  # `tokenize --init` reads no fine-tuned directory
         spec = shlex.quote(str(spec))
+        if self.query is None and finetuned:
+            return (f'next: bert-keras attention --init {spec} "your text"  '
+                    "(see what the fine-tuned encoder attends to)")
         if self.query is None:
             source = vocab[1:] or f"--init {spec}"
             return f'next: bert-keras tokenize {source} "your text"  (see the tokens and offsets)'

@@ -405,6 +405,17 @@ def check_count(name, value, *, allow_none=True):
     return int(value)
 
 
+def checked_seq_length(seq_length, positions):
+    """`seq_length` as an int; a `TaskInputError` when a model of `positions` positions cannot read
+    windows of that many tokens ([CLS], a token and [SEP] need 3)."""
+    seq_length = int(seq_length)
+    if seq_length < 3:
+        raise TaskInputError(f"seq_length must be at least 3 ([CLS], a token and [SEP]), got {seq_length}")
+    if seq_length > positions:
+        raise TaskInputError(f"seq_length {seq_length} exceeds the model's {positions} positions")
+    return seq_length
+
+
 def check_epochs(epochs):
     """A number of epochs >= 0 (a float: the last epoch is partial; 0: no step, as in Keras)."""
     if isinstance(epochs, bool) or not isinstance(epochs, numbers.Real) or not epochs >= 0 \

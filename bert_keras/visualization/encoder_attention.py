@@ -10,6 +10,7 @@ Example:
 """
 
 from dataclasses import dataclass
+from typing import Optional
 
 import numpy as np
 
@@ -23,11 +24,21 @@ class EncoderAttention:
         segment_ids: `S` ints (0 for text A, 1 for text B).
         probs: float32 `[layers, heads, S, S]`; row `i` of a head is where
             token `i` looks (it sums to 1).
+        word_pieces, pieces_read: the word pieces of the text(s), and how many of them
+            `tokens` holds: fewer when the text was cut (at `seq_length`, or the
+            model's positions). None: not counted.
     """
 
     tokens: list
     segment_ids: list
     probs: np.ndarray
+    word_pieces: Optional[int] = None
+    pieces_read: Optional[int] = None
+
+    @property
+    def cut(self):
+        """True when only some word pieces were read: the view is of part of the text."""
+        return None not in (self.word_pieces, self.pieces_read) and self.pieces_read < self.word_pieces
 
     def checked_view(self, layer=None, head=None, flag_prefix=""):
         """`(layer, head)` with `layer` None made the last one; ValueError for a layer or head the model lacks.
@@ -107,14 +118,16 @@ def attention_of(encoder, tokenizer, texts, *, seq_length=128):
     special = tokenizer.special_tokens
     packer = BertPacker(min(seq_length, config.max_position_embeddings), cls_id=special.cls,
                         sep_id=special.sep, pad_id=special.pad, pad_to="longest")
-    inputs = packer(tuple(tokenizer.tokenize(tf.constant([text])) for text in texts))
+    pieces = tuple(tokenizer.tokenize(tf.constant([text])) for text in texts)
+    inputs = packer(pieces)
     outputs = encoder(inputs, training=False)
     length = int(inputs["padding_mask"][0].numpy().sum())  # one example: drop the padding
     token_ids = inputs["token_ids"][0].numpy()[:length]
     return EncoderAttention(
         tokens=[tokenizer.id_to_token(int(i)) for i in token_ids],
         segment_ids=inputs["segment_ids"][0].numpy()[:length].tolist(),
-        probs=np.stack([p[0, :, :length, :length].numpy() for p in outputs["attention_probs"]]))
+        probs=np.stack([p[0, :, :length, :length].numpy() for p in outputs["attention_probs"]]),
+        word_pieces=sum(int(p.flat_values.shape[0]) for p in pieces), pieces_read=length - 1 - len(texts))
 
 
 def _check_text_count(texts):

@@ -182,3 +182,31 @@ def encoder_attention_of(spec, texts):
     from bert_keras.visualization import encoder_attention
 
     return encoder_attention(spec, texts)
+
+
+def test_a_text_cut_at_the_models_positions_is_said(tmp_path, capsys):
+    """A text longer than the window (`--seq-length`, or a model's positions: 24 here although
+    `--seq-length 100` was given) was shown cut with no word of it: only the count of tokens hinted
+    that the view was of part of the text. The command now warns how many pieces were read."""
+    from bert_keras.checkpoints import save_pretrained
+    from bert_keras.cli import attention
+    from bert_keras.config import BertConfig
+    from bert_keras.encoder import BertEncoder
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "bad"]) + "\n")
+    config = BertConfig(vocab_size=7, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=19,
+                        max_position_embeddings=24)
+    save_pretrained(BertEncoder(config), str(tmp_path / "encoder.keras"), vocab_file=str(vocab))
+    spec = str(tmp_path / "encoder.keras")
+
+    view = encoder_attention_of(spec, ["good bad " * 20])
+    assert (len(view.tokens), view.word_pieces, view.pieces_read, view.cut) == (24, 40, 22, True)
+    pair = encoder_attention_of(spec, ["good", "bad bad"])
+    assert (pair.word_pieces, pair.pieces_read, pair.cut) == (3, 3, False)
+
+    argv = ["--init", spec, "--seq-length", "100", "--output-dir", str(tmp_path / "out"), "good bad " * 20]
+    assert attention.run(_args(argv)) == 0
+    assert "warning: only 22 of the 40 word pieces were read" in capsys.readouterr().err
+    assert attention.run(_args(["--init", spec, "--output-dir", str(tmp_path / "out2"), "good", "bad"])) == 0
+    assert "warning" not in capsys.readouterr().err

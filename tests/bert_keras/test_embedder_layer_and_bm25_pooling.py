@@ -315,3 +315,45 @@ def test_the_commands_refuse_an_idf_corpus_they_cannot_use(spec, tmp_path):
     args = _parse("export", ["--init", spec, "--pooling-layer", "-2", "--base-path", str(tmp_path / "m"),
                              "--model-name", "m"])
     assert args.pooling_layer == -2
+
+
+def test_export_of_a_fine_tuned_model_refuses_the_pooling_flags(tmp_path):
+    """`export --model DIR --pooling cls` (or `--normalize`) exported DIR as saved, the flag silently
+    ignored (its default could not be told from a given value): now refused, as `--pooling-layer`."""
+    from bert_keras.cli import export
+    from bert_keras.cli.main import CommandError
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "task.json").write_text("{}", encoding="utf-8")  # refused before anything is read
+    for flags in (["--pooling", "cls"], ["--normalize"], ["--pooling-layer", "-2"]):
+        with pytest.raises(CommandError, match=f"{flags[0]}: only with --init"):
+            export.run(_parse("export", ["--model", str(model), *flags, "--base-path", str(tmp_path / "m"),
+                                         "--model-name", "m"]))
+
+
+def test_embed_of_a_saved_bm25_embedder_keeps_its_idf(bm25_embedder, spec, tmp_path, capsys):
+    """`embed --init DIR --pooling bm25` of a saved (fitted) bm25 embedder refitted the IDF on the
+    texts being embedded, so the saved IDF was never used from the command line. It is kept now;
+    `--idf-corpus FILE` still refits it (no --pooling needed: the directory's is bm25)."""
+    from bert_keras.cli import embed
+    from bert_keras.cli.main import CommandError
+
+    directory = bm25_embedder.save(str(tmp_path / "bm25"))
+    output = tmp_path / "v.npy"
+    for flags in ([], ["--pooling", "bm25"]):
+        assert embed.run(_parse("embed", ["--init", directory, *flags, "--output", str(output), "--overwrite",
+                                          *TEXTS])) == 0
+        assert "bm25: IDF" not in capsys.readouterr().err
+        np.testing.assert_allclose(np.load(output), bm25_embedder.predict(TEXTS), atol=1e-6)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the film\na dog\n", encoding="utf-8")
+    refitted = tasks.load(directory).fit_idf(["the film", "a dog"]).predict(TEXTS)
+    for flags in (["--pooling", "bm25"], []):  # the directory pools with bm25: --pooling may be left out
+        assert embed.run(_parse("embed", ["--init", directory, *flags, "--idf-corpus", str(corpus),
+                                          "--output", str(output), "--overwrite", *TEXTS])) == 0
+        assert f"bm25: IDF of 2 texts ({corpus})" in capsys.readouterr().err
+        np.testing.assert_allclose(np.load(output), refitted, atol=1e-6)
+    mean_directory = tasks.Embedder.from_pretrained(spec, seq_length=32).save(str(tmp_path / "mean"))
+    with pytest.raises(CommandError, match=r"--idf-corpus .*: the IDF is for --pooling bm25 \(.* with mean\)"):
+        embed.run(_parse("embed", ["--init", mean_directory, "--idf-corpus", str(corpus), "x"]))

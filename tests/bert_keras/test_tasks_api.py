@@ -341,6 +341,19 @@ def test_directory_and_spec_errors(spec, tmp_path):
         tasks.load(saved)
 
 
+def test_seq_length_of_a_fine_tuned_directory_is_checked_as_a_new_tasks(spec, tmp_path):
+    """`from_pretrained(DIR, seq_length=1000)` of a 64-position model was taken unchecked and
+    `predict` failed in the graph ("Incompatible shapes", a raw traceback); `seq_length=0` was
+    read as "the default" (DIR's, or 128) on both paths. Both are now the errors a new task gives."""
+    saved = small(tasks.TextClassifier, spec, labels=["a", "b"]).save(str(tmp_path / "saved"))
+    for source, options in ((saved, {}), (spec, {"labels": ["a", "b"]})):
+        with pytest.raises(tasks.TaskInputError, match="seq_length 1000 exceeds the model's 64 positions"):
+            tasks.TextClassifier.from_pretrained(source, seq_length=1000, **options)
+        with pytest.raises(tasks.TaskInputError, match=r"seq_length must be at least 3 .*got 0"):
+            tasks.TextClassifier.from_pretrained(source, seq_length=0, **options)
+    assert tasks.TextClassifier.from_pretrained(saved, seq_length=48).seq_length == 48
+
+
 def test_format_version_1_directories_still_load(spec, tmp_path):
     """Today's `bert-keras finetune` layout (no format_version, `task` spec + `label_file`)."""
     classifier = small(tasks.TextClassifier, spec, labels=["neg", "pos"])
