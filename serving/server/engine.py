@@ -340,7 +340,7 @@ class InferenceEngine:
         the previous part ran, so a short request waits for one part, not for the whole long
         request. Rows are independent: the outputs are those of one call.
         """
-        windows = window_cost.windows(next(a for a in arrays.values() if a.dtype.kind in "OSU"))
+        windows = window_cost.row_windows(arrays)
         bounds, start, budget = [], 0, self._chunk_windows()
         while start < len(windows):
             stop, total = start + 1, int(windows[start])

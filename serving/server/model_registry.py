@@ -55,7 +55,7 @@ from serving.server.servable import AVAILABLE, END, LOADING, START, UNLOADING, S
 from serving.server.signatures import read_signatures
 from serving.export_manifest import ABSENT, COMPLETE, check_manifest
 from serving.server.version_files import is_version_name, readiness, snapshot
-from serving.server.window_cost import WindowCost
+from serving.server.window_cost import QuestionContextCost, WindowCost
 
 __all__ = ["ModelRegistry", "LoadRetryOptions", "ServableVersion", "START", "LOADING", "AVAILABLE", "UNLOADING", "END"]
 
@@ -383,7 +383,8 @@ class ModelRegistry:
         servable.signatures, servable.signature_def_map = read_signatures(path)
         servable.loaded = tf.saved_model.load(path)
         servable.functions = dict(servable.loaded.signatures.items())
-        servable.window_cost = WindowCost.of_loaded(servable.loaded, path)
+        servable.window_cost = (WindowCost.of_loaded(servable.loaded, path)
+                                or QuestionContextCost.of_loaded(servable.loaded, path))
         if self._warmup is not None:
             self._warmup(servable)
         if snapshot(path) != servable.fingerprint:

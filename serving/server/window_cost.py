@@ -17,6 +17,10 @@ half-copied file cannot lift the limit; an older export without it falls back to
 TF Serving; one whose settings cannot be read at all costs its rows too (one window per text,
 the conservative reading), logged once when it loads.
 
+An extractive QA export (`serving.signatures.span_qa`) reads each question's context in windows
+too, up to its `max_windows`: `QuestionContextCost` counts them from the question and the
+context (`question_context_settings` in its graph, else its model card).
+
 The request limit (`--max-windows-per-request`) is checked on an upper bound instead
 (`windows(..., bound=True)`): every byte that is not whitespace may be a word piece of its own
 (commas, rare letter runs and Hangul's jamo are a piece per byte or nearly; whitespace never
@@ -100,15 +104,13 @@ class WindowCost:
 
     def windows(self, texts: np.ndarray, bound: bool = False) -> np.ndarray:
         """Windows of each text (int64, at least 1): estimated, or (`bound`) at most."""
-        encoded = (t if isinstance(t, bytes) else str(t).encode() for t in texts.ravel())
-        if bound:
-            pieces = np.fromiter((len(t) - sum(t.count(space) for space in _WHITESPACE) for t in encoded),
-                                 np.int64, count=texts.size)
-        else:
-            pieces = -(-np.fromiter(map(len, encoded), np.int64, count=texts.size) // BYTES_PER_PIECE)
-        pieces = np.minimum(pieces, self.max_length)
+        pieces = np.minimum(_pieces(texts, bound), self.max_length)
         step = min(self.window, self.stride)
         return 1 + -(-np.maximum(pieces - self.window, 0) // step)
+
+    def row_windows(self, arrays: dict, bound: bool = False) -> np.ndarray:
+        """The windows of each row of a request (its one string input's texts)."""
+        return self.windows(next(a for a in arrays.values() if a.dtype.kind in "OSU"), bound=bound)
 
     def cost(self, arrays: dict, bound: bool = False) -> int | None:
         """The windows of a request (estimated, or at most): its one string input's texts (None
@@ -117,6 +119,97 @@ class WindowCost:
         if len(texts) != 1:
             return None
         return int(self.windows(texts[0], bound=bound).sum())
+
+
+@dataclasses.dataclass(frozen=True)
+class QuestionContextCost:
+    """The windows of an extractive QA request (`serving.signatures.span_qa`): each question's
+    context is read in windows of `seq_length - len(question) - 3` pieces, `stride` apart, at
+    most `max_windows` of them (`pipelines.windowing.question_context_layout`).
+
+    Without it a SpanQA request cost its rows: 1,024 questions of long contexts ran 16,384
+    windows of 384 positions (minutes of CPU) past `--max-windows-per-request`, and went into a
+    batch as if they were 1,024 short texts. The estimate and the bound read the question and
+    the context as `WindowCost.windows` reads a text (bytes per piece; every byte that is not
+    whitespace a piece at most); a longer question leaves less room, so the bound takes the
+    question's own bound, cut at `max_query_length`.
+
+    Example:
+        >>> import numpy as np
+        >>> cost = QuestionContextCost(seq_length=64, max_query_length=16, stride=32, max_windows=4)
+        >>> arrays = {"question": np.array([b"who?", b"q" * 40], dtype=object),
+        ...           "context": np.array([b"short", b"c" * 1000], dtype=object)}
+        >>> cost.row_windows(arrays, bound=True).tolist()  # 1000 pieces: capped at 4 windows
+        [1, 4]
+        >>> cost.cost(arrays, bound=True)
+        5
+
+    Args:
+        seq_length: positions of a window (`[CLS] question [SEP] context [SEP]`).
+        max_query_length: question pieces read at most.
+        stride: context pieces between window starts.
+        max_windows: windows read per question at most.
+    """
+
+    seq_length: int
+    max_query_length: int
+    stride: int
+    max_windows: int
+
+    @classmethod
+    def of_loaded(cls, loaded, path: str) -> QuestionContextCost | None:
+        """The cost of a loaded SpanQA export (its graph's `question_context_settings`, else
+        its model card's settings), or None: not a SpanQA export."""
+        settings = getattr(loaded, "question_context_settings", None)
+        values = None
+        if settings is not None:
+            try:
+                values = [int(v) for v in settings().numpy()]
+            except Exception:  # noqa: BLE001 - an odd SavedModel attribute of that name: not ours
+                values = None
+        if values is None:
+            values = _card_question_context(path)
+        if values is None or len(values) != 4 or min(values) < 1:
+            return None
+        return cls(*values)
+
+    def row_windows(self, arrays: dict, bound: bool = False) -> np.ndarray:
+        """Windows of each question (int64, 1 to `max_windows`): estimated, or (`bound`) at most."""
+        question = np.minimum(_pieces(arrays["question"], bound), self.max_query_length)
+        context = _pieces(arrays["context"], bound)
+        room = np.maximum(self.seq_length - question - 3, 1)
+        step = np.minimum(room, self.stride)
+        windows = 1 + -(-np.maximum(context - room, 0) // step)
+        return np.minimum(windows, self.max_windows)
+
+    def cost(self, arrays: dict, bound: bool = False) -> int | None:
+        """The windows of a request (estimated, or at most); None without its two inputs."""
+        if not {"question", "context"} <= set(arrays):
+            return None
+        return int(self.row_windows(arrays, bound=bound).sum())
+
+
+def _pieces(texts: np.ndarray, bound: bool) -> np.ndarray:
+    """Word pieces of each text: estimated (`BYTES_PER_PIECE`), or at most (bytes that are not
+    whitespace)."""
+    encoded = [t if isinstance(t, bytes) else str(t).encode() for t in texts.ravel()]
+    if bound:
+        return np.fromiter((len(t) - sum(t.count(space) for space in _WHITESPACE) for t in encoded),
+                           np.int64, count=len(encoded))
+    return -(-np.fromiter(map(len, encoded), np.int64, count=len(encoded)) // BYTES_PER_PIECE)
+
+
+def _card_question_context(path: str):
+    """`[seq_length, max_query_length, stride, max_windows]` of an older SpanQA export's model
+    card, or None."""
+    try:
+        with open(os.path.join(path, "assets.extra", "model_card.json"), encoding="utf-8") as f:
+            card = json.load(f)
+        settings = card["task"]["task_json"]["settings"] or {}
+        return [int(card["seq_length"])] + [int(settings[key]) for key in
+                                            ("max_query_length", "stride", "max_windows")]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _card_readable(path: str) -> bool:

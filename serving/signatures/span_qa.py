@@ -129,6 +129,9 @@ def build(module, finetuned):
     max_query, max_windows = int(settings["max_query_length"]), int(settings["max_windows"])
     threshold = null_threshold(finetuned)[0]
     version_2 = bool(settings["version_2"])
+    # Read by the embedded server to bound a request's windows (serving.server.window_cost).
+    module.question_context_settings = tf.function(
+        lambda: tf.constant([seq_length, max_query, stride, max_windows], tf.int64), input_signature=[])
 
     def serve(inputs):
         question = module.text.tokenize(inputs["question"], "question", max_tokens=max_query)

@@ -199,3 +199,59 @@ def test_the_default_limit_refuses_64_texts_of_8_kb_before_the_model_runs(long_t
         assert calls == [2]
     finally:
         engine.stop(drain_timeout_s=5)
+
+
+def test_a_question_answering_request_is_bounded_and_run_by_its_contexts_windows(exported_model, monkeypatch):
+    # A SpanQA export reads each context in up to `max_windows` windows (16 here): its requests
+    # cost those windows, not their rows, against the limit and in parts (they cost their rows
+    # before: 1,024 long contexts ran 16,384 windows).
+    import os
+
+    from serving.server import engine as engine_module
+    from serving.server.engine import InferenceEngine, ModelSource
+    from serving.server.errors import ServingError
+    from serving.server.request_validation import Limits
+    from serving.server.window_cost import QuestionContextCost
+
+    base_path, name, _ = exported_model("squad")
+    rng = np.random.default_rng(1)
+    contexts = [" ".join(WORDS[i] for i in rng.integers(0, len(WORDS), 120)).encode() for _ in range(12)]
+    request = {"question": np.array([b"what is it", b"who"] * 6, dtype=object),
+               "context": np.array(contexts, dtype=object)}
+
+    def served(limits, chunk_windows=None):
+        if chunk_windows:
+            monkeypatch.setattr(engine_module, "CHUNK_WINDOWS", chunk_windows)
+        engine = InferenceEngine([ModelSource(name, os.path.join(base_path, name))], poll_interval_s=0,
+                                 limits=limits)
+        engine.start()
+        try:
+            with engine.servable(name) as servable:
+                assert servable.window_cost == QuestionContextCost(seq_length=64, max_query_length=16, stride=16,
+                                                                   max_windows=16)
+                bound = servable.window_cost.cost(request, bound=True)
+            calls = []
+            with engine.servable(name) as servable:
+                original = engine._runner(servable, "serving_default")
+
+                def runner(arrays):
+                    calls.append(len(arrays["question"]))
+                    return original(arrays)
+
+                servable.runners["serving_default"] = runner
+            return engine.predict_arrays(name, inputs=request)[2], calls, bound
+        finally:
+            engine.stop(drain_timeout_s=5)
+
+    whole, calls, bound = served(Limits())
+    assert calls == [12] and 12 * 2 < bound <= 12 * 16  # (the export's warmup requests cost less)
+    with pytest.raises(ServingError, match=rf"RESOURCE_EXHAUSTED: .*12 text\(s\) may read up to {bound} windows"):
+        served(Limits(max_windows_per_request=bound - 1))
+    parts, calls, _ = served(Limits(), chunk_windows=10)
+    assert len(calls) > 1 and sum(calls) == 12
+    assert set(whole) >= {"answer", "start_char", "score"}
+    for key in whole:  # the same answers; scores as close as batches of other sizes give
+        if whole[key].dtype.kind == "f":
+            np.testing.assert_allclose(parts[key], whole[key], rtol=1e-5)
+        else:
+            np.testing.assert_array_equal(parts[key], whole[key])
