@@ -471,9 +471,9 @@ def test_a_header_or_json_object_naming_a_field_twice_is_refused(tmp_path):
 def test_predict_names_the_argument_or_file_line_of_a_pair_given_to_a_single_text_model(sentiment_dir, tmp_path):
     from bert_keras.cli.main import CommandError
 
-    lines = tmp_path / "tab.txt"
-    lines.write_text("a fine film\ngood film\tbad film\n", encoding="utf-8")
-    with pytest.raises(CommandError, match=r"^--input .*tab.txt, line 2 \(.*\): a \(text, text_b\) pair, but "
+    lines = tmp_path / "pair.txt"  # (a tab is a single-text model's whitespace: test_cli_outputs)
+    lines.write_text("a fine film\ngood film ||| bad film\n", encoding="utf-8")
+    with pytest.raises(CommandError, match=r"^--input .*pair.txt, line 2 \(.*\): a \(text, text_b\) pair, but "
                                            r"this model reads single texts"):
         run(predict, ["predict", "--model", sentiment_dir, "--input", str(lines)])
     with pytest.raises(CommandError, match=r"^TEXT argument 2 \(.*\): a \(text, text_b\) pair"):
