@@ -15,9 +15,9 @@ decorator then replaces the stand-in with the class) and builds the real object.
 
 import contextlib
 import importlib
-import importlib.abc
-import importlib.util
 import sys
+
+from pipelines.tensorflow_import import WrappingFinder
 
 # Registered name -> the module whose import registers it.
 REGISTERED = {
@@ -92,26 +92,14 @@ def _register_stand_ins():
         registry.setdefault(registered_name, _stand_in(registered_name, module_name))
 
 
-class _KerasLoadFinder(importlib.abc.MetaPathFinder):
+class _KerasLoadFinder(WrappingFinder):
     """Wraps Keras' loader so that the stand-ins are registered right after Keras loads; it
     stays in `sys.meta_path` until then (a `find_spec` that does not load Keras leaves it)."""
 
-    def __init__(self):
-        self._finding = False
-
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != "keras" or self._finding:
+        if fullname != "keras":
             return None
-        self._finding = True
-        try:
-            spec = importlib.util.find_spec(fullname)
-        finally:
-            self._finding = False
-        if spec is not None and spec.loader is not None:
-            from pipelines.tensorflow_import import LoaderAround
-
-            spec.loader = LoaderAround(spec.loader, self._registering_after)
-        return spec
+        return self.wrapped_spec(fullname, self._registering_after)
 
     @contextlib.contextmanager
     def _registering_after(self):

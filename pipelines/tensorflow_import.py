@@ -48,26 +48,38 @@ def pause_collector_while_loading():
     sys.meta_path.insert(0, _PausedLoadFinder())
 
 
-class _PausedLoadFinder(importlib.abc.MetaPathFinder):
-    """Wraps the loader the other finders give for a heavy package (TensorFlow's quiet load
-    included), until both packages are loaded."""
+class WrappingFinder(importlib.abc.MetaPathFinder):
+    """An import hook that wraps the loader the other finders give for a module: `wrapped_spec`
+    asks them (this finder stands aside while it asks) and runs the loader inside `around()`."""
 
     def __init__(self):
         self._finding = False
 
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname not in HEAVY_PACKAGES or self._finding:
+    def wrapped_spec(self, fullname, around):
+        """The other finders' spec for `fullname`, its loader wrapped in `around` (None: not found;
+        also while this finder is asking them itself)."""
+        if self._finding:
             return None
-        if all(name in sys.modules or name == fullname for name in HEAVY_PACKAGES):
-            sys.meta_path.remove(self)  # the last one: nothing left to wrap
         self._finding = True
         try:
             spec = importlib.util.find_spec(fullname)
         finally:
             self._finding = False
         if spec is not None and spec.loader is not None:
-            spec.loader = LoaderAround(spec.loader, _collector_paused)
+            spec.loader = LoaderAround(spec.loader, around)
         return spec
+
+
+class _PausedLoadFinder(WrappingFinder):
+    """Wraps the loader the other finders give for a heavy package (TensorFlow's quiet load
+    included), until both packages are loaded."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in HEAVY_PACKAGES or self._finding:
+            return None
+        if all(name in sys.modules or name == fullname for name in HEAVY_PACKAGES):
+            sys.meta_path.remove(self)  # the last one: nothing left to wrap
+        return self.wrapped_spec(fullname, _collector_paused)
 
 
 class LoaderAround(importlib.abc.Loader):

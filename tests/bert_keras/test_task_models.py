@@ -6,15 +6,11 @@ predictions are decoded the way a task script would: class labels,
 regression scores, entities over words, answer spans, the right choice.
 """
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
-
 import keras
 import numpy as np
 import pytest
+
+import two_replicas
 
 from bert_keras.config import BertConfig
 from bert_keras.encoder import BertEncoder
@@ -216,13 +212,7 @@ def test_masked_cross_entropy_ignores_minus_100():
     assert float(MaskedSparseCategoricalCrossentropy()(np.full((1, 5), -100), logits[:1])) == 0.0
 
 
-_MASKED_LOSS_ON_TWO_REPLICAS = textwrap.dedent("""
-    import json
-    import tensorflow as tf
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    import keras
-    import numpy as np
+_MASKED_LOSS_ON_TWO_REPLICAS = """
     from bert_keras.losses import MaskedSparseCategoricalCrossentropy
 
     rng = np.random.default_rng(0)
@@ -239,23 +229,13 @@ _MASKED_LOSS_ON_TWO_REPLICAS = textwrap.dedent("""
         start = model.get_weights()
         history = model.fit(x, labels, batch_size=4, epochs=2, shuffle=False, verbose=0).history["loss"]
         return history, start, model.get_weights()
-
-    one, start, end_one = train(tf.distribute.get_strategy())
-    two, _, end_two = train(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))
-    print("RESULT", json.dumps({"one": one, "two": two, "moved": float(np.abs(end_one[0] - start[0]).max()),
-                                "diff": max(float(np.abs(a - b).max()) for a, b in zip(end_one, end_two))}))
-""")
+"""
 
 
 def test_masked_cross_entropy_on_two_replicas_is_the_global_batchs_token_mean(tmp_path):
     # Each replica divided by its own labelled tokens: the half of a batch with fewer of them
     # weighed more than on one device (an NER fit on two GPUs was another fit).
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    run = subprocess.run([sys.executable, "-c", _MASKED_LOSS_ON_TWO_REPLICAS], capture_output=True, text=True,
-                         timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": root})
-    lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
-    assert lines, run.stderr[-3000:]
-    result = json.loads(lines[-1][len("RESULT "):])
+    result = two_replicas.compare(_MASKED_LOSS_ON_TWO_REPLICAS)
     np.testing.assert_allclose(result["two"], result["one"], rtol=1e-6)
     assert result["moved"] > 1e-2
     assert result["diff"] < 1e-6

@@ -754,12 +754,6 @@ def test_a_corpus_that_is_empty_or_not_utf8_is_refused_before_training(tiny_voca
 
 
 _CLIPPED_ON_TWO_REPLICAS = """
-import json
-import tensorflow as tf
-cpu = tf.config.list_physical_devices("CPU")[0]
-tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-import keras
-import numpy as np
 from bert_keras.training.optimizer import BertAdamW
 
 rng = np.random.default_rng(0)
@@ -775,26 +769,15 @@ def train(strategy):
     start = model.get_weights()
     history = model.fit(ids, targets, batch_size=4, epochs=3, shuffle=False, verbose=0).history["loss"]
     return history, start, model.get_weights()
-
-one, start, end_one = train(tf.distribute.get_strategy())
-two, _, end_two = train(tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))
-print("RESULT", json.dumps({"one": one, "two": two, "moved": float(np.abs(end_one[0] - start[0]).max()),
-                            "diff": max(float(np.abs(a - b).max()) for a, b in zip(end_one, end_two))}))
 """
 
 
 def test_bert_adamw_on_two_replicas_clips_the_summed_gradient(tmp_path):
     # Keras clips each replica's gradient by its own norm before summing them: a clipped
     # step on two replicas was not the one-device step of the same global batch.
-    import subprocess
-    import sys
+    import two_replicas
 
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    run = subprocess.run([sys.executable, "-c", _CLIPPED_ON_TWO_REPLICAS], capture_output=True, text=True,
-                         timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": root})
-    lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
-    assert lines, run.stderr[-3000:]
-    result = json.loads(lines[-1][len("RESULT "):])
+    result = two_replicas.compare(_CLIPPED_ON_TWO_REPLICAS)
     np.testing.assert_allclose(result["two"], result["one"], rtol=1e-6)
     assert result["moved"] > 1e-2
     assert result["diff"] < 1e-6
