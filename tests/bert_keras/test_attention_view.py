@@ -143,31 +143,19 @@ def test_attention_of_a_fine_tuned_model_directory(tmp_path, capsys):
     """`--init out/sentiment` (a `bert-keras finetune` directory) was refused ("cannot tell the
     weight format"): its encoder's attention is now shown as fine-tuning left it, with the
     tokenization it was trained with (cased here: "Good" is not lowercased)."""
-    from bert_keras.checkpoints import save_pretrained
     from bert_keras.cli import attention
     from bert_keras.cli.main import CommandError
-    from bert_keras.config import BertConfig
-    from bert_keras.encoder import BertEncoder
-    from bert_keras.finetuned_model import FinetunedModel, read_finetuned_encoder, save_finetuned
-    from bert_keras.models import BertClassifier
+    from bert_keras.finetuned_model import read_finetuned_encoder
+    from tiny_finetuned import cased_classifier_directory
 
-    vocab = tmp_path / "vocab.txt"
-    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "Good", "bad"]) + "\n")
-    config = BertConfig(vocab_size=8, hidden_size=16, num_layers=2, num_heads=2, intermediate_size=19,
-                        max_position_embeddings=24)
-    head = BertClassifier(BertEncoder(config), num_classes=2)
-    model_dir = save_finetuned(str(tmp_path / "model"), FinetunedModel(
-        kind="classification", model=head, vocab_file=str(vocab), seq_length=16, labels=["neg", "pos"],
-        lowercase=False))
-    # The same weights as a plain encoder file, read with the same (cased) rules: the reference.
-    save_pretrained(head.encoder, str(tmp_path / "encoder.keras"), vocab_file=str(vocab),
-                    tokenizer_settings={"lowercase": False, "strip_accents": False})
+    # Beside it, the same weights as a plain encoder file read with the same (cased) rules: the reference.
+    model_dir, encoder_file = cased_classifier_directory(tmp_path)
 
     out = tmp_path / "out"
     assert attention.run(_args(["--init", model_dir, "--output-dir", str(out), "Good bad", "good"])) == 0
     data = _embedded_data((out / "attention.html").read_text(encoding="utf-8"))
     assert data["tokens"] == ["[CLS]", "Good", "bad", "[SEP]", "good", "[SEP]"]
-    reference = encoder_attention_of(str(tmp_path / "encoder.keras"), ["Good bad", "good"])
+    reference = encoder_attention_of(encoder_file, ["Good bad", "good"])
     np.testing.assert_allclose(np.array(data["attention"]), reference.probs, atol=1e-4)
     assert "next:" in capsys.readouterr().out
 

@@ -393,7 +393,10 @@ def test_save_replaces_a_model_only_when_asked_and_never_deletes_user_files(spec
 
 # -- strategies --------------------------------------------------------------------------
 
-_MIRRORED = textwrap.dedent("""
+# A script's start on two logical CPUs: a tiny encoder `spec` without dropout (its masks differ
+# when a batch is split across replicas) and with one fixed init, so that two replicas train
+# exactly as one device does (gradients all-reduced, the loss averaged over the global batch).
+_MIRRORED_SETUP = textwrap.dedent("""
     import dataclasses, json, os, sys
     import tensorflow as tf
     cpu = tf.config.list_physical_devices("CPU")[0]
@@ -406,15 +409,27 @@ _MIRRORED = textwrap.dedent("""
     from bert_keras.checkpoints import save_pretrained
     from bert_keras.encoder import BertEncoder
 
-    # No dropout (its masks differ when a batch is split across replicas) and one fixed init:
-    # two replicas must then train exactly as one device does (gradients all-reduced, the loss
-    # averaged over the global batch, not per replica).
     keras.utils.set_random_seed(0)
     config = dataclasses.replace(export_fixtures.tiny_config(), hidden_dropout=0.0, attention_dropout=0.0,
                                  initializer_range=0.02)
     spec = os.path.join(sys.argv[2], "encoder.keras")
     save_pretrained(BertEncoder(config), spec,
                     vocab_file=export_fixtures.write_vocab(os.path.join(sys.argv[2], "vocab-source.txt")))
+""")
+
+
+def _run_mirrored(script, tmp_path):
+    """The RESULT dict a `_MIRRORED_SETUP + script` run prints, in a fresh process."""
+    fixtures = os.path.join(os.path.dirname(os.path.dirname(__file__)), "serving")
+    run = subprocess.run([sys.executable, "-c", _MIRRORED_SETUP + script, fixtures, str(tmp_path)],
+                         capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
+    assert lines, run.stdout[-2000:] + run.stderr[-4000:]
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+_MIRRORED = textwrap.dedent("""
     texts = ["good film.", "bad film.", "great.", "terrible.", "a good one.", "so bad."] * 4
     labels = ["pos", "neg", "pos", "neg", "pos", "neg"] * 4
 
@@ -450,13 +465,7 @@ _MIRRORED = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_fit_under_mirrored_strategy_on_two_cpu_devices_matches_one_device(tmp_path):
-    fixtures = os.path.join(os.path.dirname(os.path.dirname(__file__)), "serving")
-    run = subprocess.run([sys.executable, "-c", _MIRRORED, fixtures, str(tmp_path)],
-                         capture_output=True, text=True, timeout=600,
-                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
-    assert lines, run.stdout[-2000:] + run.stderr[-4000:]
-    result = json.loads(lines[-1][len("RESULT "):])
+    result = _run_mirrored(_MIRRORED, tmp_path)
     assert result["replicas"] == 2
     assert np.isfinite(result["loss_two"]).all()
     np.testing.assert_allclose(result["loss_two"], result["loss_one"], rtol=1e-4)
@@ -540,24 +549,6 @@ def test_loading_a_finetuned_directory_draws_no_random_start_and_predicts_the_sa
 
 
 _MIRRORED_CLIPPED = textwrap.dedent("""
-    import dataclasses, json, os, sys
-    import tensorflow as tf
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    import keras
-    import numpy as np
-    sys.path.insert(0, sys.argv[1])
-    import export_fixtures
-    from bert_keras import tasks
-    from bert_keras.checkpoints import save_pretrained
-    from bert_keras.encoder import BertEncoder
-
-    keras.utils.set_random_seed(0)
-    config = dataclasses.replace(export_fixtures.tiny_config(), hidden_dropout=0.0, attention_dropout=0.0,
-                                 initializer_range=0.02)
-    spec = os.path.join(sys.argv[2], "encoder.keras")
-    save_pretrained(BertEncoder(config), spec,
-                    vocab_file=export_fixtures.write_vocab(os.path.join(sys.argv[2], "vocab-source.txt")))
     texts = ["good film.", "bad film.", "great.", "terrible.", "a good one.", "so bad."] * 2
     scores = list(np.linspace(0.0, 5.0, len(texts)))  # losses of ~14: every step is clipped
     weights = np.linspace(0.2, 2.0, len(texts)).astype("float32")
@@ -583,12 +574,6 @@ _MIRRORED_CLIPPED = textwrap.dedent("""
 def test_mirrored_strategy_clips_the_global_batchs_gradient_as_one_device_does(tmp_path):
     # Keras clips each replica's gradient before summing them: the clipped steps of a
     # regression (large losses) trained differently on two replicas than on one device.
-    fixtures = os.path.join(os.path.dirname(os.path.dirname(__file__)), "serving")
-    run = subprocess.run([sys.executable, "-c", _MIRRORED_CLIPPED, fixtures, str(tmp_path)],
-                         capture_output=True, text=True, timeout=600,
-                         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
-    lines = [line for line in run.stdout.splitlines() if line.startswith("RESULT ")]
-    assert lines, run.stdout[-2000:] + run.stderr[-4000:]
-    result = json.loads(lines[-1][len("RESULT "):])
+    result = _run_mirrored(_MIRRORED_CLIPPED, tmp_path)
     np.testing.assert_allclose(result["loss_two"], result["loss_one"], rtol=1e-6)
     assert result["weights"] < 1e-6
