@@ -96,7 +96,7 @@ class DistillationOptions(TrainingOptions):
     hidden_size: Optional[int] = option(None, "the student's hidden size (with --init)", type="positive_int")
     temperature: float = option(2.0, "soft-target temperature (default 2)", type="positive_float")
     alpha: Optional[float] = option(None, "weight of the data's labels (default 0.5; 0: the teacher's outputs "
-                                          "only)", type="fraction")
+                                          "only, and --data may be a file of texts alone)", type="fraction")
     augment: Optional[int] = option(None, "also distil on N copies of each batch with 10%% of the tokens masked "
                                           "(N+1 times the step cost; default 2 below 20,000 examples)",
                                     metavar="N")

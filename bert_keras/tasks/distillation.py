@@ -387,6 +387,7 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
                                                   spec and spec.train_path, spec and spec.eval_path])
     teacher = load(teacher_dir)
     spec = spec_for_model(spec, teacher, teacher_dir, override=spec.spec)  # named in a mismatch (--task swag)
+    spec.labels_required = alpha != 0  # soft targets alone: a file of texts will do
     x, y = spec.training_data(seed=seed)
     spec.check_texts(teacher.tokenizer)  # a text the model reads no token of, by file and line
     spec.labels = teacher.labels
@@ -426,6 +427,7 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     log(f"\nsaved {output_dir}" + (f"; distillation loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""))
     if not evaluate:
         return result
+    spec.labels_required = True  # scoring needs them
     try:
         dev_x, dev_y = spec.evaluation_data()
     except (DatasetSpecError, FileNotFoundError) as error:

@@ -169,6 +169,9 @@ class DatasetSpec:
     """Common settings; subclasses read their data."""
 
     task_class = None
+    # False: a training file without the label column is read as texts alone (y None), for a
+    # run that needs no labels (`distill` with alpha 0: the teacher's soft targets alone).
+    labels_required = True
 
     def __init__(self, spec, *, train_path=None, eval_path=None, text_column=None, text_b_column=None,
                  label_column="label", data_dir=None):
@@ -302,13 +305,15 @@ class CsvSpec(DatasetSpec):
         if self.text_pair is False and self.text_b_column in columns:
             raise DatasetSpecError(f"{path}: column {self.text_b_column!r} holds second texts, but the model reads "
                                    f"single texts (column {self.text_column!r}); give a file without it")
+        unlabelled = not self.labels_required and self.label_column not in columns
         examples = read_text_file(path, text_column=self.text_column,
                                   text_b_column=None if self.text_pair is False else self.text_b_column,
-                                  label_column=self.label_column, regression=self.regression)
+                                  label_column=None if unlabelled else self.label_column,
+                                  regression=self.regression)
         texts = [e.text for e in examples]
         pair = examples[0].text_b is not None
         x = (texts, [e.text_b for e in examples]) if pair else texts
-        return x, [e.label for e in examples], pair, examples
+        return x, None if unlabelled else [e.label for e in examples], pair, examples
 
     def check_texts(self, tokenizer):
         from bert_keras.tasks.inputs import NO_TOKEN
@@ -327,7 +332,7 @@ class CsvSpec(DatasetSpec):
 
         x, y, self.text_pair, examples = self._read(self.train_path)
         self._read_examples[self.train_path] = examples
-        if not self.regression:
+        if not self.regression and y is not None:
             self.labels = build_label_vocabulary(examples)
             if len(self.labels) < 2:
                 raise DatasetSpecError(f"{self.train_path}: only one label {self.labels}; "

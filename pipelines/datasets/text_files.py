@@ -102,7 +102,8 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
         text_column: column of segment A.
         text_b_column: column of segment B; used when the file has it (pairs),
             otherwise every example is a single sentence. None: never used.
-        label_column: column of the label.
+        label_column: column of the label; None: the file holds texts alone
+            (each example's label is None).
         regression: labels are numbers (parsed as float) instead of classes.
         file_format: `"csv"`, `"tsv"` or `"jsonl"` (overrides the extension).
         encoding: the file's text encoding (default UTF-8; a leading byte order
@@ -134,7 +135,7 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
 
     columns = set(rows[0][1])
     for column in (text_column, label_column):
-        if column not in columns:
+        if column is not None and column not in columns:
             raise TextFileError(f"{path}: no column {column!r}; columns found: {sorted(columns)}.")
     use_b = text_b_column is not None and text_b_column in columns
 
@@ -142,14 +143,14 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
     for line, row in rows:
         source = f"{path}:{line}"
         missing = [c for c in (text_column, label_column) + ((text_b_column,) if use_b else ())
-                   if c not in row]
+                   if c is not None and c not in row]
         if missing:
             raise TextFileError(f"{source}: no field {missing[0]!r}; fields found: {sorted(row)}.")
         text = _text_field(row, text_column, source)
         text_b = _text_field(row, text_b_column, source) if use_b else None
-        label = _label_field(row, label_column, source, regression)
+        label = None if label_column is None else _label_field(row, label_column, source, regression)
         examples.append(TextExample(text, text_b, label, source))
-    if not regression:
+    if not regression and label_column is not None:
         _check_class_labels(examples)
     logger.info("%s: %d examples, %d blank lines skipped.", path, len(examples), blank)
     return examples

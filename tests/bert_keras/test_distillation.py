@@ -783,3 +783,26 @@ def test_distill_directory_names_the_data_file_given_in_place_of_the_teachers(tm
     distill_directory(teacher, spec, str(tmp_path / "student"), layers=1, epochs=1, max_steps=1, augment=0,
                       evaluate=False, verbose=0, log=lines.append)
     assert f"task csv:{recorded['train_path']}, data {data}, 4 examples" in lines[0]
+
+
+def test_distill_directory_with_alpha_0_reads_a_file_of_texts_alone(tmp_path):
+    # alpha=0 uses the teacher's soft targets alone, yet a training file without the label column
+    # was refused ("no column 'label'"): `bert-keras distill --alpha 0` needed labels it ignores.
+    from bert_keras.tasks.distillation import distill_directory
+    from bert_keras.tasks.named_datasets import spec_of_saved
+    from bert_keras.finetuned_model import read_finetuned
+
+    teacher = str(tmp_path / "teacher")
+    export_fixtures.make_finetuned_dir("regression", teacher)
+    texts = tmp_path / "texts.tsv"
+    texts.write_text("text\nA great film.\nA terrible film.\nA film.\n")
+    spec = spec_of_saved(read_finetuned(teacher, load_model=False).training, train_path=str(texts))
+    lines = []
+    distill_directory(teacher, spec, str(tmp_path / "student"), layers=1, epochs=1, max_steps=1, augment=0,
+                      alpha=0, evaluate=False, verbose=0, log=lines.append)
+    assert "3 examples (unlabelled: soft targets only)" in lines[0]
+    # Labels still count where they are used: with hard labels, and for scoring.
+    spec = spec_of_saved(read_finetuned(teacher, load_model=False).training, train_path=str(texts))
+    with pytest.raises(ValueError, match=r"texts.tsv: no column 'label'; columns found: \['text'\]"):
+        distill_directory(teacher, spec, str(tmp_path / "student2"), layers=1, epochs=1, max_steps=1, augment=0,
+                          alpha=0.5, evaluate=False, verbose=0, log=lines.append)
