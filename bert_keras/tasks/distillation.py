@@ -281,7 +281,9 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
     student._compile_recipe(learning_rate=recipe.learning_rate, warmup_ratio=warmup_ratio,
                             weight_decay=weight_decay)
     teacher_training = dict(teacher._record.training)
-    student.record(training={"distilled_from": teacher_path or teacher_training.get("init"),
+    # An in-memory teacher has no directory to name: None, not its own starting point (the
+    # teacher's `init` is the pretrained encoder it was fine-tuned from, kept in teacher_training).
+    student.record(training={"distilled_from": teacher_path,
                              "teacher_training": {k: v for k, v in teacher_training.items()
                                                   if k != "teacher_training"},
                              "distillation": settings})

@@ -806,3 +806,18 @@ def test_distill_directory_with_alpha_0_reads_a_file_of_texts_alone(tmp_path):
     with pytest.raises(ValueError, match=r"texts.tsv: no column 'label'; columns found: \['text'\]"):
         distill_directory(teacher, spec, str(tmp_path / "student2"), layers=1, epochs=1, max_steps=1, augment=0,
                           alpha=0.5, evaluate=False, verbose=0, log=lines.append)
+
+
+def test_a_student_of_an_in_memory_teacher_is_not_recorded_as_distilled_from_the_teachers_init(tmp_path):
+    # `distilled_from` named the teacher's `init` (the pretrained encoder it was fine-tuned from)
+    # when the teacher was given as a task: the student's record claimed the wrong teacher.
+    teacher = tiny_teacher("regression", tmp_path, layers=2)
+    teacher.record(training={"init": "some/pretrained-encoder"})
+    student = teacher.distill(["A great film.", "A film."], [4.5, 2.5], layers=1, epochs=1, augment=0, verbose=0)
+    training = student.to_finetuned().training
+    assert training["distilled_from"] is None
+    assert training["teacher_training"]["init"] == "some/pretrained-encoder"
+    teacher.save(str(tmp_path / "teacher"))
+    student = tasks.distill(str(tmp_path / "teacher"), ["A film."], [2.5], layers=1, epochs=1, augment=0,
+                            verbose=0)
+    assert student.to_finetuned().training["distilled_from"] == str(tmp_path / "teacher")
