@@ -19,6 +19,8 @@ no term gets all zeros). IDF is never negative (Lucene's form, not Robertson's),
 corpus never held gets the highest IDF, `ln(1 + (N + 0.5) / 0.5)`.
 """
 
+import numbers
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -89,15 +91,17 @@ class BM25Weights(keras.layers.Layer):
                 `[N, (pieces)]`, or a list of int sequences), without [CLS] / [SEP].
             excluded_ids: ids that are not terms (IDF 0, not counted in lengths): the task
                 passes [CLS], [SEP] and [PAD].
-            k1: term-frequency saturation (>= 0).
+            k1: term-frequency saturation (a finite number >= 0).
             b: length normalization, in [0, 1].
 
         Raises:
             ValueError: an empty corpus, one without any term, an id outside the vocabulary,
                 or k1 / b out of range.
         """
-        if not k1 >= 0 or not 0 <= b <= 1:
-            raise ValueError(f"k1={k1!r} must be >= 0 and b={b!r} in [0, 1]")
+        # k1 = inf made every weight inf / inf: NaN vectors, silently.
+        numeric = all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in (k1, b))
+        if not numeric or not 0 <= k1 < float("inf") or not 0 <= b <= 1:
+            raise ValueError(f"k1={k1!r} must be a finite number >= 0 and b={b!r} a number in [0, 1]")
         values, lengths = _flat_rows(token_ids)
         count = len(lengths)
         if count == 0:

@@ -175,6 +175,16 @@ def test_bm25_weights_equal_a_hand_computed_bm25(k1, b):
     np.testing.assert_allclose(got.sum(1), 1, atol=1e-6)
 
 
+@pytest.mark.parametrize("k1, b", [(float("inf"), 0.75), (float("nan"), 0.75), ("2", 0.75), (1.2, None),
+                                   (True, 0.5)])
+def test_bm25_settings_that_are_no_finite_numbers_are_refused(k1, b):
+    # k1=inf was accepted and every vector came out NaN; a string raised a bare TypeError.
+    from bert_keras.models.bm25_weights import BM25Weights
+
+    with pytest.raises(ValueError, match=r"must be a finite number >= 0 and b=.* a number in \[0, 1\]"):
+        BM25Weights(vocab_size=20).adapt([[5, 6]], k1=k1, b=b)
+
+
 def test_fit_idf_counts_each_word_piece_with_the_task_tokenizer(bm25_embedder):
     import tensorflow as tf
 
