@@ -48,6 +48,7 @@ REGISTERED = {
     "bert_keras>MultipleChoice": "bert_keras.tasks.multiple_choice",
     "bert_keras>MultipleChoicePreprocessor": "bert_keras.tasks.preprocessor",
     "bert_keras>NextSentenceHead": "bert_keras.layers.next_sentence_head",
+    "bert_keras>ReplicaConsistentLossScaleOptimizer": "bert_keras.loss_scaling",
     "bert_keras>ScalarMix": "bert_keras.models.embedder",
     "bert_keras>ScoreMeanSquaredError": "bert_keras.losses.score_squared_error",
     "bert_keras>SpanHead": "bert_keras.layers.span_head",

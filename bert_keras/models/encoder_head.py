@@ -11,10 +11,11 @@ its arguments.
 import keras
 
 from bert_keras import padding_skipping
+from bert_keras.loss_scaling import LossScalingCompile
 from bert_keras.models.frozen_layers import freeze_layers, frozen_layers
 
 
-class EncoderHead(keras.Model):
+class EncoderHead(LossScalingCompile, keras.Model):
     """Base class of the task models (pretrainer, classifiers, span QA, embedder).
 
     Subclasses build a functional graph around `self.encoder` and set
@@ -29,6 +30,9 @@ class EncoderHead(keras.Model):
     full computation's; heads see 0 vectors at padded positions. Build the
     encoder with `inference_skip_padding=False` for the full computation.
     `use_skip_padding` below is the training-side switch.
+
+    Under float16, `compile` adds loss scaling whose skip-or-apply choice holds on every
+    replica (`loss_scaling.py`; Keras' own lets one replica's overflow turn the weights NaN).
     """
 
     config_fields = ()

@@ -29,6 +29,7 @@ import keras
 import tensorflow as tf
 
 from bert_keras.finetuned_model import read_optimizer_state
+from bert_keras.loss_scaling import with_loss_scaling
 from bert_keras.tasks.inputs import TaskInputError, num_rows
 
 
@@ -267,6 +268,8 @@ class RecipeCompile:
             self._compile_recipe(compile_arguments=arguments)
             return
         self._recipe = None
+        if arguments.get("auto_scale_loss", True):  # as Keras would, but the same choice on every replica
+            optimizer = with_loss_scaling(optimizer, self)
         super().compile(optimizer=optimizer, **arguments)
         self.use_skip_padding("auto")
 

@@ -20,7 +20,7 @@ import numpy as np
 from bert_keras.training.backup import RunBackup, backed_up_epoch, roll_back_backup, settle_backup
 from bert_keras.training.callbacks import StepCheckpoint, StopAtStep, ThroughputLogger
 from bert_keras.training.optimizer import create_optimizer
-from bert_keras.training.precision import with_loss_scaling
+from bert_keras.loss_scaling import with_loss_scaling
 from bert_keras.training.run_directory import claim_run, plan_run, record_complete, record_segment
 from bert_keras.training.strategy import gather_from_replicas, in_multi_worker_mode, is_chief
 from pipelines.atomic_writes import release_owner

@@ -6,8 +6,9 @@
   `keras.optimizers.LossScaleOptimizer` by itself when the *model's* dtype
   policy is "mixed_float16" (`keras/src/trainers/trainer.py`), so the policy must
   be set before the model is built (`apply_policy`). A model built with a
-  per-model `dtype="mixed_float16"` is not wrapped by Keras: `with_loss_scaling`
-  (used by `run_pretraining`) wraps it. tests/bert_keras/test_training.py checks both.
+  per-model `dtype="mixed_float16"` is not wrapped by Keras: `loss_scaling.with_loss_scaling`
+  (used by `run_pretraining` and every model's `compile`) wraps it, in a wrapper whose
+  skip-or-apply choice holds on every replica. tests/bert_keras/test_training.py checks both.
 * CPU: "float32" unless forced; CPUs gain little or lose from float16 math.
 
 The policy is global (`keras.config.set_dtype_policy`): set it before building
@@ -86,33 +87,3 @@ def apply_policy(mode="auto", strategy=None):
     # at INFO, `bert-keras pretrain` printed "dtype policy: float32" and then that line again.
     logger.debug("dtype policy: %s", name)
     return name
-
-
-def with_loss_scaling(optimizer, model):
-    """`optimizer` wrapped in a dynamic `LossScaleOptimizer` if any layer of `model` computes in float16.
-
-    Keras' `compile` wraps by itself only when the *model's own* policy is
-    "mixed_float16", i.e. when the global policy was set before building. A
-    functional model built with `dtype="mixed_float16"` keeps a float32 policy
-    of its own (Keras 3.15 `Functional` does not take it) while its layers run
-    in float16, and would train without loss scaling: this closes that gap.
-    Already-wrapped optimizers and bfloat16/float32 models pass through.
-
-    Example:
-
-    >>> import keras
-    >>> model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, dtype="mixed_float16")])
-    >>> type(with_loss_scaling(keras.optimizers.Adam(), model)).__name__
-    'LossScaleOptimizer'
-
-    Args:
-        optimizer: a Keras optimizer.
-        model: the model it will train.
-    """
-    import keras
-
-    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-        return optimizer
-    if any(layer.compute_dtype == "float16" for layer in model._flatten_layers(include_self=True)):
-        return keras.optimizers.LossScaleOptimizer(optimizer, name="loss_scale_optimizer")
-    return optimizer

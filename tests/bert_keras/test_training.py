@@ -24,7 +24,7 @@ from bert_keras.training import (  # noqa: E402
     run_pretraining,
 )
 from bert_keras.training.loop import resolve_jit_compile  # noqa: E402
-from bert_keras.training.precision import with_loss_scaling  # noqa: E402
+from bert_keras.loss_scaling import with_loss_scaling  # noqa: E402
 
 BATCH, SEQ, PREDICTIONS = 4, 12, 3
 
@@ -781,3 +781,68 @@ def test_bert_adamw_on_two_replicas_clips_the_summed_gradient(tmp_path):
     np.testing.assert_allclose(result["two"], result["one"], rtol=1e-6)
     assert result["moved"] > 1e-2
     assert result["diff"] < 1e-6
+
+
+_ONE_REPLICA_OVERFLOWS = """
+from bert_keras.training.optimizer import BertAdamW
+from bert_keras.loss_scaling import with_loss_scaling
+
+x = np.ones((8, 2), "float32")
+x[2:4] = 3e4  # the first batch's second half (replica 2's part): float16 overflows there only
+y = np.ones((8, 1), "float32")
+
+def train(strategy):
+    keras.utils.set_random_seed(1)
+    with strategy.scope():
+        model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, dtype="mixed_float16")])
+        model.compile(optimizer=with_loss_scaling(BertAdamW(learning_rate=0.1), model), loss="mse")
+    start = model.get_weights()
+    model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
+    scale = float(model.optimizer.dynamic_scale.numpy())
+    return [scale, int(model.optimizer.iterations.numpy())], start, model.get_weights()
+"""
+
+
+def test_loss_scaling_on_two_replicas_skips_a_step_that_overflows_on_one_of_them(tmp_path):
+    # Keras' LossScaleOptimizer checked each replica's own gradients: the replica that did not
+    # overflow applied the summed (inf) gradient, and every weight turned NaN for good.
+    import two_replicas
+
+    result = two_replicas.compare(_ONE_REPLICA_OVERFLOWS)
+    assert result["one"] == [16384.0, 1]  # the overflowing step skipped, the scale halved once
+    assert result["two"] == result["one"]
+    assert result["moved"] > 1e-2 and result["diff"] < 1e-6
+
+
+def test_every_compile_of_a_float16_model_wraps_with_the_replica_consistent_loss_scaling(tiny_config, tmp_path):
+    # Keras' compile wrapped a float16 model's optimizer in its own LossScaleOptimizer (the one
+    # above that lets one replica's overflow reach the weights): a head model's own compile, the
+    # fine-tuning recipe and a task compiled with an optimizer of the user's all get ours.
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "serving"))
+    import export_fixtures
+    from bert_keras import tasks
+    from bert_keras.loss_scaling import ReplicaConsistentLossScaleOptimizer
+    from bert_keras.models import BertClassifier
+
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_float16")
+    try:
+        head = BertClassifier(BertEncoder(tiny_config), num_classes=2)
+        task = tasks.TextClassifier(BertClassifier(BertEncoder(export_fixtures.tiny_config()), num_classes=2),
+                                    labels=["a", "b"],
+                                    vocab_file=export_fixtures.write_vocab(str(tmp_path / "vocab.txt")),
+                                    seq_length=16)
+    finally:
+        keras.config.set_dtype_policy(previous)
+    head.compile(optimizer="adam", loss="mse")
+    assert type(head.optimizer) is ReplicaConsistentLossScaleOptimizer
+    assert type(head.optimizer.inner_optimizer).__name__ == "Adam"
+    task.compile()  # the recipe
+    assert type(task.optimizer) is ReplicaConsistentLossScaleOptimizer
+    assert type(task.optimizer.inner_optimizer).__name__ == "BertAdamW"
+    task.compile(optimizer=keras.optimizers.SGD(0.1))
+    assert type(task.optimizer) is ReplicaConsistentLossScaleOptimizer
+    task.compile(optimizer=keras.optimizers.SGD(0.1), auto_scale_loss=False)
+    assert type(task.optimizer).__name__ == "SGD"
