@@ -370,8 +370,13 @@ def dataset_factory(*, corpus, records, vocab_file, lowercase, batch_size, seq_l
     common = dict(batch_size=batch_size, seq_length=seq_length, max_predictions_per_seq=max_predictions,
                   seed=seed, shuffle=True, repeat=True)
     if records is not None:
-        if not tf.io.gfile.glob(records):
-            raise TaskInputError(f"records={records!r} (--data) matches no file")
+        from pipelines.pretraining.reader import record_files
+
+        try:
+            record_files(records)
+        except FileNotFoundError as error:
+            problem = str(error).removeprefix("No pretraining data: ")
+            raise TaskInputError(f"records={records!r} (--data): {problem}") from None
         pretraining_data.check_records_layout(records, seq_length=seq_length,
                                               max_predictions_per_seq=max_predictions)
         return lambda: pretraining_data.pretraining_dataset(records, **common)
