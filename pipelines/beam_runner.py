@@ -62,12 +62,39 @@ def beam_pipeline(runner, pipeline_args=()):
     `--streaming`, Beam's `DirectRunner` chooses as it does. Any other runner is Beam's.
     """
     import apache_beam as beam
-    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+    from apache_beam.options.pipeline_options import StandardOptions
 
-    options = PipelineOptions(list(pipeline_args) + [f"--runner={runner}"])
+    options = pipeline_options(runner, pipeline_args)
     if runner != "DirectRunner" or options.view_as(StandardOptions).streaming:
         return beam.Pipeline(options=options)
     return beam.Pipeline(runner=_fn_api_runner(options), options=options)
+
+
+def pipeline_options(runner, pipeline_args=()):
+    """Beam's `PipelineOptions` for `runner` and `pipeline_args`, every option one Beam knows.
+
+    Beam itself only logs "Discarding unparseable args" for an option it does not know and runs
+    without it: a misspelt `--direct_num_workrs=4` ran on one worker, a misspelt Dataflow option
+    went unseen until the job. These pipelines define no options of their own, so an option no
+    registered `PipelineOptions` class knows is a mistake: `ValueError` naming it (and Beam's
+    closest option).
+    """
+    import difflib
+
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    args = list(pipeline_args) + [f"--runner={runner}"]
+    known = set(PipelineOptions([]).get_all_options())
+    given = PipelineOptions(args).get_all_options(retain_unknown_options=True)
+    unknown = [name for name in given if name not in known]
+    if unknown:
+        shown = [next((arg.split("=", 1)[0] for arg in args
+                       if arg.lstrip("-").split("=", 1)[0].replace("-", "_") == name), f"--{name}")
+                 for name in unknown]
+        close = difflib.get_close_matches(shown[0].lstrip("-").replace("-", "_"), known, n=1)
+        raise ValueError(f"unknown Beam pipeline option{'s' if len(shown) > 1 else ''} {', '.join(shown)}"
+                         + (f" (did you mean --{close[0]}?)" if close else ""))
+    return PipelineOptions(args)
 
 
 def _fn_api_runner(options):

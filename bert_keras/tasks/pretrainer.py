@@ -121,7 +121,8 @@ class Pretrainer(BertPretrainer):
                 with a corpus / records, `callbacks=` and `verbose=` (anything else is refused).
             corpus: a one-sentence-per-line text file (or a list of them), masked on the fly.
             records: a glob of `create-pretraining-data` TFRecord files.
-            output_dir: checkpoints, backup and TensorBoard logs.
+            output_dir: checkpoints, backup and TensorBoard logs; `run.json` records the settings: the
+                same call again resumes or continues the run, other settings raise `RunDirectoryError`.
             steps: total optimizer steps.
             batch_size, seq_length, max_predictions: the global batch and its shapes.
             learning_rate, warmup_steps (default steps // 10), weight_decay: the optimizer.
@@ -148,13 +149,23 @@ class Pretrainer(BertPretrainer):
         make_dataset = dataset_factory(
             corpus=corpus, records=records, vocab_file=self.vocab_file, lowercase=self.lowercase,
             strip_accents=self.strip_accents, batch_size=batch_size, seq_length=seq_length, max_predictions=max_predictions, seed=seed)
+        # What identifies the run in output_dir's run.json, as `pretrain` records it: without it, a
+        # fit on another corpus (or batch, length, model...) into a finished run's directory
+        # returned that run `already_complete`, untrained, with its metrics. checkpoint_every is
+        # recorded as given, so that a later call with more steps continues the run.
+        settings = run_settings(
+            records=records, corpus=corpus, vocab_file=self.vocab_file, lowercase=self.lowercase,
+            strip_accents=self.strip_accents, config=self.encoder.config, init=None, seq_length=seq_length,
+            max_predictions=max_predictions, batch_size=batch_size, learning_rate=learning_rate,
+            weight_decay=weight_decay, seed=seed, checkpoint_every=checkpoint_every, steps_per_execution=1)
         return run_pretraining(
             build_model=lambda: self, make_dataset=make_dataset, output_dir=output_dir,
             num_train_steps=int(steps), global_batch_size=batch_size,
             num_warmup_steps=steps // 10 if warmup_steps is None else warmup_steps,
             learning_rate=learning_rate, weight_decay=weight_decay, strategy=strategy,
             checkpoint_every=min(checkpoint_every, int(steps)), verbose=kwargs.get("verbose", "auto"),
-            callbacks=list(kwargs.get("callbacks") or ()))
+            callbacks=list(kwargs.get("callbacks") or ()), run_settings=settings,
+            input_paths=input_paths(vocab_file=self.vocab_file, corpus=corpus, records=records))
 
     def predict(self, x, *args, **kwargs):
         """Keras' `predict` on packed, masked batches (MLM and NSP logits); raw text is refused."""
@@ -359,8 +370,13 @@ def dataset_factory(*, corpus, records, vocab_file, lowercase, batch_size, seq_l
     common = dict(batch_size=batch_size, seq_length=seq_length, max_predictions_per_seq=max_predictions,
                   seed=seed, shuffle=True, repeat=True)
     if records is not None:
-        if not tf.io.gfile.glob(records):
-            raise TaskInputError(f"records={records!r} (--data) matches no file")
+        from pipelines.pretraining.reader import record_files
+
+        try:
+            record_files(records)
+        except FileNotFoundError as error:
+            problem = str(error).removeprefix("No pretraining data: ")
+            raise TaskInputError(f"records={records!r} (--data): {problem}") from None
         pretraining_data.check_records_layout(records, seq_length=seq_length,
                                               max_predictions_per_seq=max_predictions)
         return lambda: pretraining_data.pretraining_dataset(records, **common)

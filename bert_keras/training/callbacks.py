@@ -133,6 +133,7 @@ class StepCheckpoint(keras.callbacks.Callback):
         self._manager = None
         self._epoch = 0
         self._last_batch = -1
+        self._save_at_epoch_end = False
 
     def _write_directory(self):
         if self.chief:
@@ -154,6 +155,20 @@ class StepCheckpoint(keras.callbacks.Callback):
         self._last_batch = batch
         # Crossed a multiple of `every` (with steps_per_execution the step can jump past it).
         if self.step // self.every > before // self.every:
+            steps_per_epoch = (self.params or {}).get("steps")
+            if steps_per_epoch and batch + 1 >= steps_per_epoch:
+                # The epoch's last step: saved at the epoch's end, after the run's backup (a
+                # `RunBackup` listed before this callback). A kill between the two writes then
+                # leaves a backup of this step that the rerun resumes from exactly; a checkpoint
+                # ahead of the backup was "continued" from instead, without the backup's random
+                # state: not the uninterrupted run.
+                self._save_at_epoch_end = True
+            else:
+                self._save()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if self._save_at_epoch_end:
+            self._save_at_epoch_end = False
             self._save()
 
     def on_train_end(self, logs=None):

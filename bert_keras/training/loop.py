@@ -375,6 +375,7 @@ def run_pretraining(
             chief=chief,
         )
         all_callbacks = [
+            # First: at an epoch's end the backup is written before the checkpoint of that step (StepCheckpoint).
             RunBackup(backup_dir, save_freq="epoch", delete_checkpoint=True, double_checkpoint=True),
             throughput,
             checkpoints,

@@ -46,7 +46,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from pipelines import corpus as corpus_lib
-from pipelines.beam_runner import beam_pipeline
+from pipelines.beam_runner import beam_pipeline, pipeline_options
 from pipelines.pretraining import seeding
 from pipelines.pretraining.contract import shard_file_name
 from pipelines.pretraining.instances import corpus_of_documents, tokenize_documents
@@ -105,6 +105,7 @@ def write_pretraining_data_with_beam(settings: PretrainingDataSettings, *, runne
     log = log or (lambda *_: None)
     if settings.is_tfds:
         raise ValueError("The Beam path reads text files; a tfds: input takes the local path (no --runner).")
+    pipeline_options(runner, pipeline_args)  # a misspelt option stops here, before the corpus is read
     keyed = seeding.keyed_files(*zip(*corpus_lib.match_patterns(settings.input, glob=beam_glob)))
     fingerprint = beam_corpus_fingerprint([path for _, path in keyed])
     # A failure before any shard exists leaves no PREFIX-config.json of this run (`recorded_run`).

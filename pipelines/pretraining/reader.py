@@ -5,6 +5,7 @@ were written with, so a trainer can check its settings before building a model.
 """
 
 import json
+import os
 from typing import Optional, Sequence, Union
 
 import tensorflow as tf
@@ -41,10 +42,7 @@ def records_layout(file_pattern: Union[str, Sequence[str]]) -> dict:
         ValueError: a file is not pretraining records, none holds a record, or two
             differ in layout.
     """
-    try:
-        files = corpus_lib.list_files(file_pattern)
-    except corpus_lib.CorpusError as error:
-        raise FileNotFoundError(f"No pretraining data: {error}") from None
+    files = record_files(file_pattern)
     for path in files:
         _check_record_file(path)
     # Every file is measured (its writer's config, else its first record), not the first file
@@ -67,6 +65,28 @@ def records_layout(file_pattern: Union[str, Sequence[str]]) -> dict:
             raise ValueError(f"the records differ in layout: {source} has {_shown(layout)}, {other_source} "
                              f"{_shown(other)}; give the records of one create-pretraining-data run")
     return {**layout, "source": source}
+
+
+def record_files(file_pattern: Union[str, Sequence[str]]) -> list:
+    """The files of a records pattern (`corpus_lib.list_files`); `FileNotFoundError` with a hint that
+    names records when it matches nothing or a directory.
+
+    `corpus_lib`'s own hint is for text (`'DIR/*.txt'`): given `--data DIR`, it sent a user to a
+    pattern that matches no record. The output prefix of `create-pretraining-data`, the other
+    natural thing to give, is no file either: its shards are `PREFIX-*.tfrecord`.
+    """
+    patterns = file_pattern.split(",") if isinstance(file_pattern, str) else [os.fspath(p) for p in file_pattern]
+    for pattern in (p.strip() for p in patterns if p.strip()):
+        if tf.io.gfile.isdir(pattern):
+            raise FileNotFoundError(f"No pretraining data: {pattern} is a directory: give the records in it, "
+                                    f"'{pattern.rstrip('/') or '/'}/*.tfrecord' (quoted)")
+        if not tf.io.gfile.glob(pattern) and tf.io.gfile.glob(f"{pattern}-*.tfrecord"):
+            raise FileNotFoundError(f"No pretraining data: {pattern} is an output prefix, not a file: give its "
+                                    f"shards, '{pattern}-*.tfrecord' (quoted)")
+    try:
+        return corpus_lib.list_files(file_pattern)
+    except corpus_lib.CorpusError as error:
+        raise FileNotFoundError(f"No pretraining data: {error}") from None
 
 
 def _shown(layout):
@@ -194,10 +214,7 @@ def pretraining_dataset(
         shuffle_buffer: records in the shuffle buffer.
         input_context: optional `tf.distribute.InputContext`.
     """
-    try:
-        files = corpus_lib.list_files(file_pattern)
-    except corpus_lib.CorpusError as error:
-        raise FileNotFoundError(f"No pretraining data: {error}") from None
+    files = record_files(file_pattern)
     dataset = tf.data.Dataset.from_tensor_slices(files)
     if input_context is not None and input_context.num_input_pipelines > 1:
         dataset = dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)

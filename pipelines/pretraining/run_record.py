@@ -12,6 +12,7 @@ run. A record with shards on disk stays, for the rerun that completes them.
 """
 
 import contextlib
+import fnmatch
 import hashlib
 import json
 import logging
@@ -100,6 +101,33 @@ def read_run_record(prefix: str):
         "replaced, even with --overwrite. Move it, or use another output prefix.")
 
 
+def check_outputs_are_not_inputs(settings: PretrainingDataSettings):
+    """Raises `ValueError` when an input pattern matches the run's own outputs.
+
+    With `--input 'data/*' --output_prefix data/pt` the first run worked, and every rerun (the one
+    that completes a killed run's shards, or the same command again) listed its shards and
+    `PREFIX-config.json` among the inputs: refused as "another corpus", and with `--overwrite`
+    they would have been read as text.
+    """
+    if settings.is_tfds:
+        return
+    prefix = settings.output_prefix
+    outputs = [shard_file_name(prefix, 0, settings.num_output_shards), config_file_name(prefix)]
+    for pattern in settings.input:
+        for output in outputs:
+            if _glob_matches(pattern, output):
+                raise ValueError(
+                    f"input {pattern!r} also matches this run's own outputs ({output}): a rerun would read "
+                    f"them as corpus text. Give an --output_prefix outside it, or a pattern that matches "
+                    "the corpus files only.")
+
+
+def _glob_matches(pattern: str, path: str) -> bool:
+    """Whether a file glob (`*`, `?`, `[...]`, none crossing a `/`) matches `path`."""
+    parts, names = pattern.split("/"), path.split("/")
+    return len(parts) == len(names) and all(fnmatch.fnmatchcase(n, p) for p, n in zip(parts, names))
+
+
 def prepare_output(settings: PretrainingDataSettings, fingerprint: dict, *, overwrite: bool = False, log=None):
     """Checks the prefix against its record and (re)writes the record for this run.
 
@@ -115,6 +143,7 @@ def prepare_output(settings: PretrainingDataSettings, fingerprint: dict, *, over
     log = log or (lambda *_: None)
     prefix = settings.output_prefix
     path = config_file_name(prefix)
+    check_outputs_are_not_inputs(settings)
     directory = os.path.dirname(path)
     if directory:
         tf.io.gfile.makedirs(directory)

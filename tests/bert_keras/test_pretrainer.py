@@ -506,6 +506,28 @@ def test_save_pretrained_with_heads_round_trips_through_hf(hf_pretraining_dir, t
         np.testing.assert_array_equal(again(x)[key], value)
 
 
+def test_a_pretraining_output_directory_loads_as_its_encoder(tmp_path, tiny_vocab_file):
+    """`from_pretrained(run_dir)` / `--init run_dir` on what `bert-keras pretrain` wrote answered
+    "cannot tell the weight format of directory", though the accepted forms list "PATH.keras ... or
+    a directory of one of these": the directory is its `encoder.keras` (heads and vocabulary too)."""
+    from bert_keras.tasks import TextClassifier
+    from bert_keras.tasks.pretrainer import save_outputs
+
+    trained = make_pretrainer(seed=4)
+    trained.masked_lm_head.output_bias.assign(np.linspace(-1, 1, trained.masked_lm_head.output_bias.shape[0]))
+    run_dir = tmp_path / "run"
+    (run_dir / "checkpoints").mkdir(parents=True)  # as a run leaves it
+    save_outputs(trained, str(run_dir), vocab_file=tiny_vocab_file)
+    again = BertPretrainer.from_pretrained(str(run_dir), strict=True)
+    x, _ = make_batch(seed=7)
+    for key, value in trained(x).items():
+        np.testing.assert_allclose(again(x)[key], value, atol=1e-6)
+    classifier = TextClassifier.from_pretrained(str(run_dir), num_classes=2)
+    np.testing.assert_array_equal(classifier.encoder.token_embedding.embeddings.numpy(),
+                                  trained.encoder.token_embedding.embeddings.numpy())
+    assert classifier.predict(["tok7 tok8"]).shape == (1, 2)
+
+
 def test_checkpoint_without_heads_starts_them_fresh(tmp_path, caplog):
     encoder = make_pretrainer(seed=2).encoder
     save_pretrained(encoder, "hf:" + str(tmp_path / "encoder_only"))

@@ -503,6 +503,33 @@ def test_pretrainer_fits_a_corpus_and_resumes_where_it_stopped(tmp_path):
                        seq_length=32)  # (the default 128 is refused first: the model has 64 positions)
 
 
+@pytest.mark.slow  # three dynamic-masking fits: the tokenizer is traced for each
+def test_pretrainer_fit_into_a_finished_run_of_another_corpus_is_refused(tmp_path):
+    """A second `fit(corpus=other)` into the directory of a finished run returned that run
+    `already_complete`, its metrics as if just trained, and left the model untrained: `fit` recorded
+    no settings in run.json (`bert-keras pretrain` does), so every run looked like the same one."""
+    from bert_keras.config import BertConfig
+    from bert_keras.training import RunDirectoryError
+
+    vocab = export_fixtures.write_vocab(str(tmp_path / "vocab.txt"))
+    first, second = tmp_path / "first.txt", tmp_path / "second.txt"
+    first.write_text("the new film was good .\nthe dog was bad .\n\nthe city was great .\nthe ball .\n")
+    second.write_text("the paris film was bad .\nthe york dog was good .\n")
+    config = BertConfig(vocab_size=len(export_fixtures.TINY_VOCAB), hidden_size=16, num_layers=1,
+                        num_heads=2, intermediate_size=20, max_position_embeddings=32)
+    pretrainer = tasks.Pretrainer.from_config(config, vocab_file=vocab)
+    run = str(tmp_path / "run")
+    settings = dict(output_dir=run, steps=1, batch_size=2, seq_length=16, max_predictions=2, verbose=0)
+    assert pretrainer.fit(corpus=str(first), **settings).final_step == 1
+    before = pretrainer.encoder.token_embedding.embeddings.numpy().copy()
+    with pytest.raises(RunDirectoryError, match="other settings.*text differ"):
+        pretrainer.fit(corpus=str(second), **settings)
+    np.testing.assert_array_equal(pretrainer.encoder.token_embedding.embeddings.numpy(), before)
+    # The same call again is the finished run; more steps continue it (checkpoint_every as given).
+    assert pretrainer.fit(corpus=str(first), **settings).already_complete
+    assert pretrainer.fit(corpus=str(first), **{**settings, "steps": 2}).final_step == 2
+
+
 def test_pretrainer_fit_on_a_corpus_refuses_keras_arguments_it_would_ignore(tmp_path):
     from bert_keras.config import BertConfig
 

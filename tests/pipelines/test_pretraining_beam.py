@@ -208,6 +208,26 @@ def test_beam_cli_runner_flag(vocab_file, tmp_path, capsys):
     assert code == 2 and "Unknown runner" in capsys.readouterr().err
 
 
+def test_a_misspelt_beam_option_is_a_usage_error_naming_it(vocab_file, tmp_path, capsys):
+    """Beam only logs "Discarding unparseable args" and runs without the option: the run went on, on
+    one worker (or, on Dataflow, without the misspelt setting)."""
+    pytest.importorskip("apache_beam")
+    from bert_keras.cli.main import main
+
+    prefix = str(tmp_path / "cli")
+    code = main(["create-pretraining-data", "--input", SAMPLE, "--vocab", vocab_file, "--output_prefix", prefix,
+                 "--runner", "DirectRunner", "--", "--direct_num_workrs=2", "--project", "p"])
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "unknown Beam pipeline option --direct_num_workrs (did you mean --direct_num_workers?)" in err
+    assert not glob.glob(prefix + "*")  # stopped before anything was written
+    vocab = tmp_path / "vocab.txt"
+    code = main(["vocab", SAMPLE, "--output", str(vocab), "--size", "200", "--runner", "DirectRunner",
+                 "--beam-option=--direct_running_mod=multi_processing"])
+    assert code == 2 and "unknown Beam pipeline option --direct_running_mod" in capsys.readouterr().err
+    assert not vocab.exists()
+
+
 def test_beam_cli_bad_corpus_line_is_reported_once(vocab_file, tmp_path, capsys, caplog):
     pytest.importorskip("apache_beam")
     from bert_keras.cli.main import main

@@ -528,6 +528,29 @@ def test_a_text_file_given_as_records_is_named(tmp_path):
         records_layout(str(corpus))
 
 
+def test_a_directory_or_an_output_prefix_given_as_records_gets_a_records_pattern(written, tmp_path):
+    """`--data DIR` answered "give the text files in it, e.g. 'DIR/*.txt'" (a pattern that matches no
+    record), and `--data PREFIX` (what create-pretraining-data was given) "matches no file"."""
+    from bert_keras.tasks import TaskInputError
+    from bert_keras.tasks.pretrainer import dataset_factory
+    from pipelines.pretraining.reader import pretraining_dataset, records_layout
+
+    prefix, _ = written
+    directory = os.path.dirname(prefix)
+    for call in (records_layout, lambda pattern: pretraining_dataset(pattern, batch_size=2, seq_length=S,
+                                                                     max_predictions_per_seq=P)):
+        with pytest.raises(FileNotFoundError, match=rf"{re.escape(directory)} is a directory: give the records in it, "
+                                                    rf"'{re.escape(directory)}/\*.tfrecord'"):
+            call(directory)
+        with pytest.raises(FileNotFoundError, match=rf"is an output prefix, not a file: give its shards, "
+                                                    rf"'{re.escape(prefix)}-\*.tfrecord'"):
+            call(prefix)
+    assert glob.glob(f"{directory}/*.tfrecord") and records_layout(f"{prefix}-*.tfrecord")["max_seq_length"] == S
+    with pytest.raises(TaskInputError, match=r"\(--data\): .* is an output prefix"):
+        dataset_factory(corpus=None, records=prefix, vocab_file=None, lowercase=True, batch_size=2, seq_length=S,
+                        max_predictions=P, seed=0)
+
+
 def test_the_layout_of_records_without_a_config_is_read_from_every_file(written, tmp_path):
     # Without a config, only the first file's first record was read: an empty first shard was
     # "holds no record" though the next one held records, and files of another length passed.

@@ -332,3 +332,17 @@ def test_shard_files_no_run_recorded_are_neither_skipped_nor_replaced(vocab_file
             write(SAMPLE, vocab_file, prefix, overwrite=overwrite)
     assert [open(path, "rb").read() for path in shards(prefix)] == [b"not a record"] * 2
     assert not os.path.exists(prefix + "-config.json")
+
+
+def test_an_input_pattern_that_matches_the_outputs_is_refused_before_anything_is_written(vocab_file, tmp_path):
+    """`--input 'data/*' --output_prefix data/pt`: the first run worked, and the same command again
+    (or the rerun that completes a killed run) listed its own shards and PREFIX-config.json as
+    corpus files: refused as "another corpus: 1 file(s) then, 4 file(s) now"."""
+    shutil.copy(SAMPLE, tmp_path / "a.txt")
+    prefix = str(tmp_path / "pt")
+    with pytest.raises(ValueError, match=r"input '.*/\*' also matches this run's own outputs \(.*pt-00000-of-00002"):
+        write(str(tmp_path / "*"), vocab_file, prefix)
+    assert sorted(os.listdir(tmp_path)) == ["a.txt"]
+    first = write(str(tmp_path / "*.txt"), vocab_file, prefix)
+    again = write(str(tmp_path / "*.txt"), vocab_file, prefix)
+    assert len(first["written"]) == 2 and len(again["skipped"]) == 2
