@@ -24,10 +24,39 @@ def request_inputs(texts, *, text_b=(), names, **_):
     return text_request(texts)
 
 
-def answer_lines(outputs, i):
+CLASSIFY_METHOD = "tensorflow/serving/classify"  # TF Serving's Classify API (no TensorFlow import here)
+
+
+def answer_context(client, signature_name, signature):
+    """`{"class_names": [...]}`: the label of each `probabilities` column, in class-id order, or {}.
+
+    `serving_default` answers one `label` (the argmax) and the probabilities as a bare row: a
+    reader of `[0] 0.120  [1] 0.050  [2] 0.830` cannot tell which class is which. The export's
+    Classify signature (`classification`) answers every label name in id order (its `classes`),
+    so one Classify call of an empty example (a row with no token, answered like any other)
+    names them. A server or signature without one (a regressor, another model) gets {}: the
+    columns stay numbered."""
+    if "probabilities" not in signature["outputs"]:
+        return {}
+    texts = [name for name, info in signature["inputs"].items() if info.get("dtype") == "DT_STRING"]
+    classifiers = sorted((name != "classification", name) for name, other in client.metadata().items()
+                         if other.get("method_name") == CLASSIFY_METHOD and "classes" in other.get("outputs", {}))
+    if not texts or len(texts) != len(signature["inputs"]) or not classifiers:
+        return {}
+    from serving.client import ServerConnectionError, ServingClientError
+
+    try:
+        (classes,) = client.classify([dict.fromkeys(texts, "")], signature_name=classifiers[0][1])
+    except (ServingClientError, ServerConnectionError, ValueError):  # e.g. other features: numbered columns
+        return {}
+    return {"class_names": [text_of(label) for label, _ in classes]}
+
+
+def answer_lines(outputs, i, class_names=None):
+    """Row `i`'s label and its probabilities (named by `class_names`, `answer_context`), or its score."""
     if "probabilities" not in outputs:
         return [f"  score: {float(outputs['score'][i]):.4f}"]
     probabilities = outputs["probabilities"][i]
     class_id = int(outputs["class_id"][i]) if "class_id" in outputs else int(np.argmax(probabilities))
     return [f"  label: {text_of(outputs['label'][i])}  (p={float(probabilities[class_id]):.3f})",
-            probability_line(probabilities)]
+            probability_line(probabilities, class_names)]

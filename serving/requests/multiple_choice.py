@@ -15,7 +15,7 @@ def request_inputs(texts, *, context=(), ending=(), **_):
     return {"context": list(context), "endings": [list(ending)]}
 
 
-def answer_lines(outputs, i):
+def answer_lines(outputs, i, **_):
     choice = int(outputs["choice"][i])
     if "probabilities" not in outputs:
         return [f"  choice: ending {choice}"]

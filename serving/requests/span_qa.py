@@ -16,7 +16,7 @@ def request_inputs(texts, *, question=(), context=(), **_):
     return {"question": questions, "context": broadcast(context, len(questions), "--context")}
 
 
-def answer_lines(outputs, i):
+def answer_lines(outputs, i, **_):
     score = float(outputs["score"][i])
     if "has_answer" in outputs and not bool(outputs["has_answer"][i]):
         return [f"  no answer in the context (score {score:.3f})"]

@@ -12,7 +12,7 @@ def request_inputs(texts, **_):
     return text_request(texts)
 
 
-def answer_lines(outputs, i):
+def answer_lines(outputs, i, **_):
     def get(name):
         return outputs[name][i]
 
