@@ -171,6 +171,28 @@ def query_flags():
     return [(flag, metavar, help_text) for flag, (metavar, help_text) in flags.items()]
 
 
+def example_request(signature_inputs=None, settings=None):
+    """`(bert-keras query arguments, REST instance)` of a request a served signature answers, for
+    the hints commands print: its family's `example`, else one text.
+
+    A fixed `"some text"` failed as printed for a sentence-pair classifier ("this model takes
+    sentence pairs"), a question-answering or a multiple-choice model.
+
+    Args:
+        signature_inputs: the signature's inputs (`ServingClient.signature(...)["inputs"]`, or a
+            model card's `signatures.serving_default.inputs`); None: not known.
+        settings: the export's task settings (its model card's `task.settings`: a multiple-choice
+            model's `num_choices`), when known.
+
+    >>> example_request({"question": {}, "context": {}})[0]
+    '--question "Who lives there?" --context "John Smith lives in New York."'
+    >>> example_request(None)
+    ('"your text"', 'your text')
+    """
+    family = _family_taking(set(signature_inputs)) if signature_inputs else None
+    return family.example(signature_inputs, settings or {}) if family is not None else ('"your text"', "your text")
+
+
 def flag_name(flag):
     """The keyword a flag's values arrive under: `"--text-b"` -> `"text_b"`."""
     return flag.lstrip("-").replace("-", "_")

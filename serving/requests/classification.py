@@ -12,6 +12,13 @@ TAKES_TEXTS = True
 FLAGS = (("--text-b", "TEXT", "second sentence of a pair task (once per TEXT, or once for all)"),)
 
 
+def example(signature_inputs, settings):
+    """`(query arguments, REST instance)` of a request that works as printed."""
+    if set(signature_inputs) == {"text", "text_b"}:
+        return ('"The cat sat. ||| A cat was sitting."', {"text": "The cat sat.", "text_b": "A cat was sitting."})
+    return '"your text"', "your text"
+
+
 def request_inputs(texts, *, text_b=(), names, **_):
     if names == {"text", "text_b"}:
         pairs = [text.partition(PAIR_SEPARATOR) for text in texts]

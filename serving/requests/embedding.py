@@ -11,6 +11,11 @@ TAKES_TEXTS = True
 FLAGS = ()
 
 
+def example(signature_inputs, settings):
+    """`(query arguments, REST instance)` of a request that works as printed."""
+    return '"your text"', "your text"
+
+
 def request_inputs(texts, **_):
     return text_request(texts)
 

@@ -9,6 +9,12 @@ TAKES_TEXTS = False
 FLAGS = (("--question", "Q", "SQuAD-style question"), ("--context", "C", "SQuAD passage"))
 
 
+def example(signature_inputs, settings):
+    """`(query arguments, REST instance)` of a request that works as printed."""
+    question, context = "Who lives there?", "John Smith lives in New York."
+    return f'--question "{question}" --context "{context}"', {"question": question, "context": context}
+
+
 def request_inputs(texts, *, question=(), context=(), **_):
     questions = list(question) or list(texts)
     if not questions or not context:
