@@ -3,7 +3,7 @@ label with its probabilities, or a score, out (`serving.requests` says what each
 
 import numpy as np
 
-from serving.text_requests import PAIR_SEPARATOR, TextRequestError, broadcast, probability_line, text_of
+from serving.text_requests import TextRequestError, broadcast, probability_line, split_pairs, text_of
 from serving.text_requests import text_request
 
 INPUTS = ({"text"}, {"text", "text_b"})
@@ -21,12 +21,16 @@ def example(signature_inputs, settings):
 
 def request_inputs(texts, *, text_b=(), names, **_):
     if names == {"text", "text_b"}:
-        pairs = [text.partition(PAIR_SEPARATOR) for text in texts]
-        firsts = [a for a, _, _ in pairs]
-        seconds = broadcast(text_b, len(firsts), "--text-b") if text_b else [
-            b if separator else None for _, separator, b in pairs]
+        # Split at ' ||| ' or a tab, as `bert-keras predict` reads a pair model's texts: a TSV line
+        # of `loadtest --input` ("A<tab>B") was refused as "this model takes sentence pairs".
+        pairs = [pair if isinstance(pair, tuple) else (pair, None) for pair in split_pairs(texts)]
+        firsts = [a for a, _ in pairs]
+        seconds = broadcast(text_b, len(firsts), "--text-b") if text_b else [b for _, b in pairs]
         if not firsts or any(b is None for b in seconds):
-            raise TextRequestError("this model takes sentence pairs: give 'A ||| B' or TEXT --text-b B")
+            single = next((a for a, b in pairs if b is None), None)
+            which = f" ({single[:60]!r} is one sentence)" if single is not None else ""
+            raise TextRequestError(f"this model takes sentence pairs{which}: give 'A ||| B' (or A and B "
+                                   "separated by a tab) or TEXT --text-b B")
         return {"text": firsts, "text_b": seconds}
     return text_request(texts)
 
