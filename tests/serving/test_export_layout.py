@@ -303,7 +303,7 @@ def test_cli_export_prints_progress_and_next_steps(cli_export):
     assert "tracing the classification signatures (core tokenizer" in out and "Op audit" in out
     assert "check passed: 8 sample inputs" in out
     assert f"bert-keras serve --model-base-path {os.path.join(base, 'pairs')}" in out
-    assert "bert-keras query --model-name pairs" in out
+    assert 'bert-keras query --model-name pairs "The cat sat. ||| A cat was sitting."\n' in out  # a pair model
     assert f"tensorflow/serving:{exporter.DEFAULT_RELEASE}.0" in out and "MODEL_NAME=pairs" in out
     assert sorted(os.listdir(os.path.join(base, "pairs"))) == ["1"]
 
