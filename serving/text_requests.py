@@ -171,6 +171,28 @@ def query_flags():
     return [(flag, metavar, help_text) for flag, (metavar, help_text) in flags.items()]
 
 
+def example_request(signature_inputs=None, settings=None):
+    """`(bert-keras query arguments, REST instance)` of a request a served signature answers, for
+    the hints commands print: its family's `example`, else one text.
+
+    A fixed `"some text"` failed as printed for a sentence-pair classifier ("this model takes
+    sentence pairs"), a question-answering or a multiple-choice model.
+
+    Args:
+        signature_inputs: the signature's inputs (`ServingClient.signature(...)["inputs"]`, or a
+            model card's `signatures.serving_default.inputs`); None: not known.
+        settings: the export's task settings (its model card's `task.settings`: a multiple-choice
+            model's `num_choices`), when known.
+
+    >>> example_request({"question": {}, "context": {}})[0]
+    '--question "Who lives there?" --context "John Smith lives in New York."'
+    >>> example_request(None)
+    ('"your text"', 'your text')
+    """
+    family = _family_taking(set(signature_inputs)) if signature_inputs else None
+    return family.example(signature_inputs, settings or {}) if family is not None else ('"your text"', "your text")
+
+
 def flag_name(flag):
     """The keyword a flag's values arrive under: `"--text-b"` -> `"text_b"`."""
     return flag.lstrip("-").replace("-", "_")
@@ -213,13 +235,23 @@ def answer_rows(inputs, outputs):
                {name: json_ready(value[i] if np.ndim(value) else value) for name, value in outputs.items()})
 
 
-def answer_lines(outputs, i):
+def answer_context(client, signature_name=None):
+    """What the answers of a served signature need from the server besides their outputs, as
+    `answer_lines` keywords: the family's `answer_context` (a classifier's `class_names`), or {}."""
+    signature = client.signature(signature_name)
+    family = _family_answering(set(signature["outputs"]))
+    hook = getattr(family, "answer_context", None)
+    return hook(client, signature_name or client.signature_name, signature) if hook is not None else {}
+
+
+def answer_lines(outputs, i, **context):
     """Readable lines for row `i` of a served model's outputs (the export contract's output names).
 
+    `context`: `answer_context`'s keywords (a classifier's `class_names` name its probabilities).
     A row the model read only in part (its `truncated` output) says so: truncation is never
     silent, on the command line either. Nor is a text with no token (its `empty` output): the
     answer shown is the model's answer to an empty input."""
-    lines = _answer_lines(outputs, i)
+    lines = _answer_lines(outputs, i, context)
     if _flag(outputs, "empty", i):
         lines.append("  empty: the text has no token (empty, or only whitespace / control characters); "
                      "this is the model's answer to an empty input ([CLS] [SEP])")
@@ -234,20 +266,28 @@ def _flag(outputs, name, i):
     return name in outputs and bool(np.ndim(outputs[name])) and bool(outputs[name][i])
 
 
-def _answer_lines(outputs, i):
-    """The lines of the family whose answers these outputs are (the most specific match of their
-    `OUTPUTS`), else each output as JSON."""
-    names = set(outputs)
+def _family_answering(names):
+    """The request module of the family whose answers have these output names (the most specific
+    match of their `OUTPUTS`), or None."""
     matches = [(len(wanted), module) for module in _family_modules() for wanted in module.OUTPUTS
                if wanted <= names]
-    if matches:
-        return max(matches, key=lambda match: match[0])[1].answer_lines(outputs, i)
+    return max(matches, key=lambda match: match[0])[1] if matches else None
+
+
+def _answer_lines(outputs, i, context):
+    """The lines of the family whose answers these outputs are, else each output as JSON."""
+    family = _family_answering(set(outputs))
+    if family is not None:
+        return family.answer_lines(outputs, i, **context)
     return [f"  {name}: {_json_line(outputs[name][i] if np.ndim(outputs[name]) else outputs[name])[:200]}"
             for name in sorted(outputs)]
 
 
-def probability_line(probabilities):
-    """A row's class probabilities as one line: `[0] 0.120  [1] 0.880`."""
+def probability_line(probabilities, names=None):
+    """A row's class probabilities as one line: `[0] 0.120  [1] 0.880`, or with the class
+    `names` (one per column) as `predict` prints them: `neg=0.120  pos=0.880`."""
+    if names is not None and len(names) == len(probabilities):
+        return "  probabilities: " + "  ".join(f"{name}={float(p):.3f}" for name, p in zip(names, probabilities))
     return "  probabilities: " + "  ".join(f"[{k}] {float(p):.3f}" for k, p in enumerate(probabilities))
 
 

@@ -37,7 +37,7 @@ def register(subparsers, summary):
 
 def run(args):
     from serving.client import ServingClientError
-    from serving.text_requests import answer_lines, answer_rows
+    from serving.text_requests import answer_context, answer_lines, answer_rows
 
     client, signature = make_client(args)
     with client:
@@ -46,12 +46,13 @@ def run(args):
             outputs = client.predict(inputs, signature_name=args.signature)
         except ServingClientError as error:
             raise CommandError(f"{error.code}: {error.message}") from None
+        context = {} if args.json else answer_context(client, args.signature)  # the class names
     for i, (shown, answer) in enumerate(answer_rows(inputs, outputs)):
         if args.json:
             print(json_output.dumps({"input": shown, "outputs": answer}, ensure_ascii=False))
             continue
         print(" | ".join(f"{value!r}" if len(shown) == 1 else f"{name}={value!r}" for name, value in shown.items()))
-        print("\n".join(answer_lines(outputs, i)))
+        print("\n".join(answer_lines(outputs, i, **context)))
     sys.stdout.flush()
     return 0
 

@@ -71,6 +71,7 @@ class DeployKit:
     files: dict
     models: list
     warnings: list
+    examples: dict = dataclasses.field(default_factory=dict)
 
     def report(self, written, output_dir):
         """What `bert-keras deploy-kit` prints once `written` (the paths) are in `output_dir`: what each
@@ -83,7 +84,8 @@ class DeployKit:
             lines.append(f"model {model.name}: serves {model.describe_versions()}"
                          + (f"; labels {labels}" if labels else ""))
         lines += [f"wrote {len(written)} files to {output_dir}:", *(f"  {path}" for path in written)]
-        return "\n".join([*lines, deploy_kit_steps(output_dir, self.models[0].name)])
+        first = self.models[0].name
+        return "\n".join([*lines, deploy_kit_steps(output_dir, first, self.examples.get(first, ('"your text"',))[0])])
 
 
 def _cpu_count(quantity):
@@ -125,11 +127,29 @@ def build_deploy_kit(options):
     files["docker-compose.yml"] = format_compose(compose_settings, models_mount=models_mount)
     for name, text in format_kubernetes(k8s_settings, options.kubernetes, config_files).items():
         files[f"k8s/{name}"] = text
+    examples = _query_examples(models, base)
     files["README_DEPLOY.md"] = format_readme(
         models, compose_settings, models_mount=models_mount,
-        kubernetes_name=options.kubernetes.name, warnings=warnings,
+        kubernetes_name=options.kubernetes.name, warnings=warnings, examples=examples,
     )
-    return DeployKit(files=dict(sorted(files.items())), models=models, warnings=warnings)
+    return DeployKit(files=dict(sorted(files.items())), models=models, warnings=warnings, examples=examples)
+
+
+def _query_examples(models, base):
+    """`{model name: (query arguments, REST instance)}` of a request each model answers, from the
+    model card of its highest version on disk under `base` (`serving.next_steps.version_dir_example`)."""
+    from serving.deploy.model_specs import inspect_model_dir
+    from serving.next_steps import version_dir_example
+
+    examples = {}
+    for model in models:
+        path = os.path.join(base, model.name)
+        try:
+            versions = inspect_model_dir(path).versions
+        except (OSError, ValueError):
+            versions = ()
+        examples[model.name] = version_dir_example(os.path.join(path, str(versions[-1])) if versions else None)
+    return examples
 
 
 # The output directory already holds kit files and overwriting was not asked for.

@@ -19,7 +19,7 @@ def _policy(model):
     return "versions " + ", ".join(map(str, model.versions))
 
 
-def format_readme(models, settings, models_mount, kubernetes_name="bert-serving", warnings=()):
+def format_readme(models, settings, models_mount, kubernetes_name="bert-serving", warnings=(), examples=None):
     """The README_DEPLOY.md text.
 
     Args:
@@ -28,8 +28,18 @@ def format_readme(models, settings, models_mount, kubernetes_name="bert-serving"
         models_mount: the host model base path as docker-compose.yml mounts it.
         kubernetes_name: the app name of the k8s manifests.
         warnings: problems found while writing the kit (listed at the top).
+        examples: `{model name: (bert-keras query arguments, REST instance)}` of a request each
+            model answers (`serving.next_steps.version_dir_example`); a model without one: a text.
     """
+    import json
+    import shlex
+
+    def example(name):
+        return (examples or {}).get(name) or ('"a great movie"', "a great movie")
+
     first = models[0].name
+    query, instance = example(first)
+    predict_body = shlex.quote(json.dumps({"instances": [instance]}))
     grpc, rest = settings.grpc_port, settings.rest_port
     rows = "\n".join(
         f"| `{m.name}` | `{m.base_path}` | {_policy(m)} | "
@@ -39,7 +49,7 @@ def format_readme(models, settings, models_mount, kubernetes_name="bert-serving"
     )
     labelled = next((m for m in models if m.labels), None)
     label_example = (
-        f"bert-keras query --model-name {labelled.name} --label {next(iter(labelled.labels))} \"some text\"\n"
+        f"bert-keras query --model-name {labelled.name} --label {next(iter(labelled.labels))} {example(labelled.name)[0]}\n"
         if labelled else ""
     )
     warning_block = (
@@ -109,8 +119,8 @@ docker compose ps                      # (healthy) once every model is AVAILABLE
 curl http://localhost:{rest}/v1/models/{first}             # version states
 curl http://localhost:{rest}/v1/models/{first}/metadata    # signatures
 curl -X POST http://localhost:{rest}/v1/models/{first}:predict \\
-     -d '{{"inputs": {{"text": ["a great movie"]}}}}'
-bert-keras query --model-name {first} "a great movie"       # gRPC on localhost:{grpc}
+     -d {predict_body}
+bert-keras query --model-name {first} {query}       # gRPC on localhost:{grpc}
 {label_example}docker compose logs -f                 # load errors
 docker compose down
 ```
@@ -121,7 +131,7 @@ docker compose down
 kubectl apply -f k8s/
 kubectl rollout status deployment/{kubernetes_name}
 kubectl port-forward service/{kubernetes_name} {grpc}:{grpc} {rest}:{rest}
-bert-keras query --model-name {first} "a great movie"
+bert-keras query --model-name {first} {query}
 ```
 
 Copy the model base path into the `{kubernetes_name}-models` volume first (see the comments in

@@ -10,7 +10,12 @@ module in `serving/signatures/`, each with:
   help)` (`bert-keras query` / `loadtest` add each once, repeatable; the values arrive as
   lists under the flag's name, `--text-b` as `text_b`);
 - `request_inputs(texts, *, names, **flags)`: `{input name: rows}`;
-- `answer_lines(outputs, i)`: row `i` of an answer as lines for a terminal.
+- `example(signature_inputs, settings)`: `(bert-keras query arguments, REST instance)` of a request that
+  works as printed (the `next:` / `try:` lines of export, serve and deploy-kit);
+- `answer_lines(outputs, i, **context)`: row `i` of an answer as lines for a terminal;
+- optionally `answer_context(client, signature_name, signature)`: what its answers need from
+  the server besides the outputs, as `answer_lines` keywords (a classifier's `class_names`, the
+  label of each probability column).
 
 `serving.text_requests` picks the module by the signature's names, so a client needs no family
 knowledge of its own.

@@ -3,7 +3,7 @@ label with its probabilities, or a score, out (`serving.requests` says what each
 
 import numpy as np
 
-from serving.text_requests import PAIR_SEPARATOR, TextRequestError, broadcast, probability_line, text_of
+from serving.text_requests import TextRequestError, broadcast, probability_line, split_pairs, text_of
 from serving.text_requests import text_request
 
 INPUTS = ({"text"}, {"text", "text_b"})
@@ -12,22 +12,62 @@ TAKES_TEXTS = True
 FLAGS = (("--text-b", "TEXT", "second sentence of a pair task (once per TEXT, or once for all)"),)
 
 
+def example(signature_inputs, settings):
+    """`(query arguments, REST instance)` of a request that works as printed."""
+    if set(signature_inputs) == {"text", "text_b"}:
+        return ('"The cat sat. ||| A cat was sitting."', {"text": "The cat sat.", "text_b": "A cat was sitting."})
+    return '"your text"', "your text"
+
+
 def request_inputs(texts, *, text_b=(), names, **_):
     if names == {"text", "text_b"}:
-        pairs = [text.partition(PAIR_SEPARATOR) for text in texts]
-        firsts = [a for a, _, _ in pairs]
-        seconds = broadcast(text_b, len(firsts), "--text-b") if text_b else [
-            b if separator else None for _, separator, b in pairs]
+        # Split at ' ||| ' or a tab, as `bert-keras predict` reads a pair model's texts: a TSV line
+        # of `loadtest --input` ("A<tab>B") was refused as "this model takes sentence pairs".
+        pairs = [pair if isinstance(pair, tuple) else (pair, None) for pair in split_pairs(texts)]
+        firsts = [a for a, _ in pairs]
+        seconds = broadcast(text_b, len(firsts), "--text-b") if text_b else [b for _, b in pairs]
         if not firsts or any(b is None for b in seconds):
-            raise TextRequestError("this model takes sentence pairs: give 'A ||| B' or TEXT --text-b B")
+            single = next((a for a, b in pairs if b is None), None)
+            which = f" ({single[:60]!r} is one sentence)" if single is not None else ""
+            raise TextRequestError(f"this model takes sentence pairs{which}: give 'A ||| B' (or A and B "
+                                   "separated by a tab) or TEXT --text-b B")
         return {"text": firsts, "text_b": seconds}
     return text_request(texts)
 
 
-def answer_lines(outputs, i):
+CLASSIFY_METHOD = "tensorflow/serving/classify"  # TF Serving's Classify API (no TensorFlow import here)
+
+
+def answer_context(client, signature_name, signature):
+    """`{"class_names": [...]}`: the label of each `probabilities` column, in class-id order, or {}.
+
+    `serving_default` answers one `label` (the argmax) and the probabilities as a bare row: a
+    reader of `[0] 0.120  [1] 0.050  [2] 0.830` cannot tell which class is which. The export's
+    Classify signature (`classification`) answers every label name in id order (its `classes`),
+    so one Classify call of an empty example (a row with no token, answered like any other)
+    names them. A server or signature without one (a regressor, another model) gets {}: the
+    columns stay numbered."""
+    if "probabilities" not in signature["outputs"]:
+        return {}
+    texts = [name for name, info in signature["inputs"].items() if info.get("dtype") == "DT_STRING"]
+    classifiers = sorted((name != "classification", name) for name, other in client.metadata().items()
+                         if other.get("method_name") == CLASSIFY_METHOD and "classes" in other.get("outputs", {}))
+    if not texts or len(texts) != len(signature["inputs"]) or not classifiers:
+        return {}
+    from serving.client import ServerConnectionError, ServingClientError
+
+    try:
+        (classes,) = client.classify([dict.fromkeys(texts, "")], signature_name=classifiers[0][1])
+    except (ServingClientError, ServerConnectionError, ValueError):  # e.g. other features: numbered columns
+        return {}
+    return {"class_names": [text_of(label) for label, _ in classes]}
+
+
+def answer_lines(outputs, i, class_names=None):
+    """Row `i`'s label and its probabilities (named by `class_names`, `answer_context`), or its score."""
     if "probabilities" not in outputs:
         return [f"  score: {float(outputs['score'][i]):.4f}"]
     probabilities = outputs["probabilities"][i]
     class_id = int(outputs["class_id"][i]) if "class_id" in outputs else int(np.argmax(probabilities))
     return [f"  label: {text_of(outputs['label'][i])}  (p={float(probabilities[class_id]):.3f})",
-            probability_line(probabilities)]
+            probability_line(probabilities, class_names)]

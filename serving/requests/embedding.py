@@ -11,11 +11,16 @@ TAKES_TEXTS = True
 FLAGS = ()
 
 
+def example(signature_inputs, settings):
+    """`(query arguments, REST instance)` of a request that works as printed."""
+    return '"your text"', "your text"
+
+
 def request_inputs(texts, **_):
     return text_request(texts)
 
 
-def answer_lines(outputs, i):
+def answer_lines(outputs, i, **_):
     vector = np.asarray(outputs["embedding"][i], dtype=np.float32)
     head = ", ".join(f"{v:+.4f}" for v in vector[:6])
     return [f"  embedding: {vector.shape[-1]} dims, L2 norm {float(np.linalg.norm(vector)):.4f}: "

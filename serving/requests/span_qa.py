@@ -9,6 +9,12 @@ TAKES_TEXTS = False
 FLAGS = (("--question", "Q", "SQuAD-style question"), ("--context", "C", "SQuAD passage"))
 
 
+def example(signature_inputs, settings):
+    """`(query arguments, REST instance)` of a request that works as printed."""
+    question, context = "Who lives there?", "John Smith lives in New York."
+    return f'--question "{question}" --context "{context}"', {"question": question, "context": context}
+
+
 def request_inputs(texts, *, question=(), context=(), **_):
     questions = list(question) or list(texts)
     if not questions or not context:
@@ -16,7 +22,7 @@ def request_inputs(texts, *, question=(), context=(), **_):
     return {"question": questions, "context": broadcast(context, len(questions), "--context")}
 
 
-def answer_lines(outputs, i):
+def answer_lines(outputs, i, **_):
     score = float(outputs["score"][i])
     if "has_answer" in outputs and not bool(outputs["has_answer"][i]):
         return [f"  no answer in the context (score {score:.3f})"]

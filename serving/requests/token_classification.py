@@ -8,11 +8,16 @@ TAKES_TEXTS = True
 FLAGS = ()
 
 
+def example(signature_inputs, settings):
+    """`(query arguments, REST instance)` of a request that works as printed."""
+    return '"John Smith lives in New York."', "John Smith lives in New York."
+
+
 def request_inputs(texts, **_):
     return text_request(texts)
 
 
-def answer_lines(outputs, i):
+def answer_lines(outputs, i, **_):
     def get(name):
         return outputs[name][i]
 

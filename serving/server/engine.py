@@ -282,9 +282,13 @@ class InferenceEngine:
             )
         return servable.signatures[signature_name]
 
-    def run(self, servable, signature_name, inputs, *, output_filter=(), batch=True):
-        """Validate `inputs` against the signature, (batch,) run; returns {output name: ndarray}."""
+    def run(self, servable, signature_name, inputs, *, output_filter=(), batch=True, limits=None):
+        """Validate `inputs` against the signature, (batch,) run; returns {output name: ndarray}.
+
+        `limits`: the request limits to hold `inputs` to (default: the engine's; warmup passes
+        `Limits.for_warmup()`)."""
         signature_name = signature_name or DEFAULT_SIGNATURE
+        limits = self.limits if limits is None else limits
         signature = self.signature(servable, signature_name)
         if output_filter:
             seen = set()
@@ -300,13 +304,13 @@ class InferenceEngine:
                     f"outputs: {name_list(signature.outputs, limit=20)}",
                 )
         where = f"model '{servable.model_name}' version {servable.version} signature '{signature_name}': "
-        arrays, rows = validate_inputs(signature, inputs, self.limits, where=where)
+        arrays, rows = validate_inputs(signature, inputs, limits, where=where)
         # A long-text signature's real batch is its windows: they are limited, and they count
         # in a merged batch, not the rows.
         window_cost = servable.window_cost
         cost = window_cost.cost(arrays) if window_cost is not None else None
         if cost is not None:
-            check_window_count(window_cost.cost(arrays, bound=True), rows or 0, self.limits, where)
+            check_window_count(window_cost.cost(arrays, bound=True), rows or 0, limits, where)
         runner = self._runner(servable, signature_name)
         batched = batch and self._scheduler is not None and rows is not None and signature.batchable
         if batched:
@@ -419,8 +423,9 @@ class InferenceEngine:
                                                       f"signatures: {methods}")
         return candidates[0]
 
-    def run_examples(self, servable, method, signature_name, serialized, *, batch=True):
-        """Run a classify/regress signature of `servable` on serialized tf.Examples: (name, outputs)."""
+    def run_examples(self, servable, method, signature_name, serialized, *, batch=True, limits=None):
+        """Run a classify/regress signature of `servable` on serialized tf.Examples: (name, outputs);
+        `limits` as in `run`."""
         if not serialized:
             raise ServingError("INVALID_ARGUMENT", "input is empty: the request has no examples")
         name = self.pick_signature(servable, signature_name, method)
@@ -433,7 +438,7 @@ class InferenceEngine:
             )
         array = np.empty(len(serialized), dtype=object)
         array[:] = serialized
-        return name, self.run(servable, name, {"inputs": array}, batch=batch)
+        return name, self.run(servable, name, {"inputs": array}, batch=batch, limits=limits)
 
     def _examples(self, method, model_name, version, version_label, signature_name, serialized):
         with self.servable(model_name, version, version_label) as servable:

@@ -142,24 +142,21 @@ def code_number(code: str) -> int:
 
 def _assertion_text(line: str) -> str:
     """"assertion failed: [input \\'text\\': invalid UTF-8 at row] [1]" -> "input 'text': invalid UTF-8 at row 1";
-    "[msg] [Condition x == y ...] ..." (tf.debugging.assert_*) -> "msg"."""
+    "[msg] [Condition x == y ...] ..." (tf.debugging.assert_*) -> "msg".
+
+    `Assert` prints each of its data items in brackets, separated by "] [". They are split
+    there, not by counting brackets: a message holding a half-open range ("ids must be in
+    [0, 127)") left the count unbalanced, and the client read the raw
+    "[input \\'token_ids\\': ids must be in [0, 127) (the vocabulary) at row] [0]".
+
+    >>> _assertion_text("assertion failed: [input \\\\'token_ids\\\\': ids must be in [0, 127) at row] [3]")
+    "input 'token_ids': ids must be in [0, 127) at row 3"
+    """
     body = line[len("assertion failed:"):].strip()
-    parts, depth, current = [], 0, []
-    for ch in body:
-        if ch == "[":
-            depth += 1
-            if depth == 1:
-                current = []
-                continue
-        elif ch == "]":
-            depth -= 1
-            if depth == 0:
-                parts.append("".join(current))
-                continue
-        if depth >= 1:
-            current.append(ch)
+    if not (body.startswith("[") and body.endswith("]")):
+        return body
     kept = []
-    for part in parts:
+    for part in body[1:-1].split("] ["):
         if part.startswith("Condition ") or part.startswith("x (") or part.startswith("y ("):
             break  # tf.debugging.assert_* boilerplate and the tensor values that follow
         kept.append(part.replace("\\'", "'").replace('\\"', '"'))

@@ -269,5 +269,27 @@ def ready_report(server, sources, *, grace_s, tls_ca=None, program="bert-keras s
         if not any(entry["state"] == "AVAILABLE" for entry in status):
             warnings.append(f"{program}: warning: model {source.name} has no AVAILABLE version ({reason}); "
                             "its requests answer NOT_FOUND until one loads")
-    return lines + warnings + ["", "try:", *try_commands(server, sources[0].name, tls_ca),
+    return lines + warnings + ["", "try:", *try_commands(server, sources[0].name, tls_ca,
+                                                         _served_example(server.engine, sources[0].name)),
                                f"stop with Ctrl-C or SIGTERM (in-flight requests finish first, up to {grace_s:g} s)"]
+
+
+def _served_example(engine, model_name):
+    """`(query arguments, REST instance)` of a request a served model's newest AVAILABLE version
+    answers (its model card, else its `serving_default` inputs), or None (none loaded): what the
+    `try:` lines send. A fixed "some text" failed as printed for a sentence-pair classifier."""
+    from serving.next_steps import version_dir_example
+    from serving.server.errors import ServingError
+    from serving.server.engine import DEFAULT_SIGNATURE
+    from serving.server.signatures import DT_STRING
+
+    try:
+        with engine.servable(model_name) as servable:
+            signature = servable.signatures.get(DEFAULT_SIGNATURE)
+            inputs = None if signature is None else {
+                name: {"dtype": "DT_STRING" if spec.dtype == DT_STRING else str(spec.dtype),
+                       "shape": None if spec.shape is None else [-1 if d is None else d for d in spec.shape]}
+                for name, spec in signature.inputs.items()}
+            return version_dir_example(servable.path, inputs)
+    except ServingError:
+        return None

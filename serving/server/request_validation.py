@@ -77,6 +77,25 @@ class Limits:
             if getattr(self, field.name) < 1:
                 raise ValueError(f"Limits.{field.name} must be >= 1, got {getattr(self, field.name)}")
 
+    def for_warmup(self) -> Limits:
+        """The limits a version's own warmup records are replayed under (`serving.server.warmup`).
+
+        The cost limits (rows, tokens, windows per request) are the operator's bound on what a
+        CLIENT may ask; the export's warmup requests (8 rows of sample texts, a long-text model's
+        windows) are the model's, run once at load. Held to them, `--max-rows-per-request 4` or a
+        low `--max-windows-per-request` failed every load with RESOURCE_EXHAUSTED and the model was
+        never served. The byte limits stay (at least the defaults): they guard the parser against
+        a corrupt record declaring a huge shape.
+        """
+        lifted = _UNBOUNDED
+        return dataclasses.replace(
+            self, max_batch_size_per_request=lifted, max_tokens_per_request=lifted, max_windows_per_request=lifted,
+            max_request_bytes=max(self.max_request_bytes, Limits.max_request_bytes),
+            max_string_bytes=max(self.max_string_bytes, Limits.max_string_bytes))
+
+
+_UNBOUNDED = 1 << 62  # a cost limit lifted (`Limits.for_warmup`): rows are still bounded by the bytes
+
 
 TOKEN_INPUT = "token_ids"  # the input whose element count is the token budget's measure
 # What one string element costs the server at least (a Python bytes object and its pointer),

@@ -24,17 +24,20 @@ log = logging.getLogger(__name__)
 
 
 def _replay_one(engine, servable, entry):
+    # The model's own requests: not held to the per-request cost limits of clients
+    # (`Limits.for_warmup`), or a low --max-rows-per-request failed every load.
+    limits = engine.limits.for_warmup()
     kind = entry.WhichOneof("log_type")
     if kind == "predict_log":
         request = entry.predict_log.request
-        inputs = {name: ndarray_from_proto(p, name, engine.limits) for name, p in request.inputs.items()}
+        inputs = {name: ndarray_from_proto(p, name, limits) for name, p in request.inputs.items()}
         engine.run(servable, request.model_spec.signature_name, inputs,
-                   output_filter=list(request.output_filter), batch=False)
+                   output_filter=list(request.output_filter), batch=False, limits=limits)
     elif kind in ("classify_log", "regress_log"):
         request = getattr(entry, kind).request
         method = CLASSIFY_METHOD if kind == "classify_log" else REGRESS_METHOD
         engine.run_examples(servable, method, request.model_spec.signature_name,
-                            serialized_examples_from_input(request.input, engine.limits), batch=False)
+                            serialized_examples_from_input(request.input, limits), batch=False, limits=limits)
     else:
         raise ServingError("INVALID_ARGUMENT", f"log type {kind!r} is not supported for warmup")
 

@@ -202,9 +202,6 @@ def reference_outputs(finetuned, inputs):
 
 # -- what the export path asks of this family (serving.signatures.kind_module) -------------
 
-QUERY_EXAMPLE = '"your text"'
-
-
 def card_settings(finetuned):
     settings = {"text_pair": len(text_names(finetuned)) == 2}
     reading = window_reading(finetuned)

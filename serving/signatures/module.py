@@ -64,6 +64,8 @@ class ServingModule(tf.Module):
                              f"model expects {finetuned.config.vocab_size}")
         self.text = TextInputs(tokenizer, finetuned.seq_length)
         self.vocab_size = int(finetuned.config.vocab_size)
+        self.type_vocab_size = int(finetuned.config.type_vocab_size)
+        self.max_positions = int(finetuned.config.max_position_embeddings)
         reading = window_reading(finetuned)
         settings = [finetuned.seq_length - 2, *reading] if reading else [0, 0, 0]
         self.window_settings = tf.function(lambda: tf.constant(settings, tf.int64), input_signature=[])
@@ -157,16 +159,41 @@ def run_in_chunks(module, name, function, inputs):
 
 
 def checked_token_ids(module, inputs):
-    """`inputs` (a dict of packed tensors) whose `token_ids` must all be vocabulary ids: an id out of
-    [0, vocab_size) fails the request by row (INVALID_ARGUMENT), where Keras' embedding lookup would
-    read a negative id from the end of the table and answer for another token."""
+    """`inputs` (a dict of packed tensors) checked as the `token_ids` signature's callers send them:
+    each failure is INVALID_ARGUMENT naming the input (and row), where the model would answer
+    otherwise.
+
+    * `token_ids` in [0, vocab_size): Keras' embedding lookup read a negative id from the end of
+      the table and answered for another token.
+    * `segment_ids` in [0, type_vocab_size): "indices[0,1] = 5 is not in [0, 2)" on a CPU, and
+      on a GPU (whose gather reads out-of-range rows as zeros) an answer for no segment.
+    * `padding_mask` 0 or 1: a 7 was read as a heavier-than-real token and changed the answer.
+    * `segment_ids` / `padding_mask` of the shape of `token_ids`, and a sequence length of 1 to
+      `max_position_embeddings`: these failed deep in the graph ("Incompatible shapes: [1,65,32]
+      vs. [1,64,32]", "indices[0,0] = 0 is not in [0, 0)") without naming an input.
+    """
     inputs = dict(inputs)
     ids = inputs["token_ids"]
-    check = input_check(tf.logical_and(ids >= 0, ids < module.vocab_size),
-                        f"input 'token_ids': ids must be in [0, {module.vocab_size}) (the vocabulary)")
-    with tf.control_dependencies([check]):
-        inputs["token_ids"] = tf.identity(ids)
-    return inputs
+    checks = [input_check(tf.logical_and(ids >= 0, ids < module.vocab_size),
+                          f"input 'token_ids': ids must be in [0, {module.vocab_size}) (the vocabulary)")]
+    length = tf.shape(ids)[-1]
+    checks.append(input_check(
+        tf.logical_or(tf.shape(ids)[0] == 0, tf.logical_and(length >= 1, length <= module.max_positions)),
+        f"input 'token_ids': the sequence length (last dimension) must be 1 to {module.max_positions} "
+        "(the model's max_position_embeddings)"))
+    ranges = {"segment_ids": (module.type_vocab_size, f"must be in [0, {module.type_vocab_size}) (the model's "
+                                                     "type_vocab_size)"),
+              "padding_mask": (2, "must be 0 (padding) or 1 (a token)")}
+    for name, (limit, rule) in ranges.items():
+        if name not in inputs:
+            continue
+        value = inputs[name]
+        checks.append(input_check(tf.reduce_all(tf.equal(tf.shape(value), tf.shape(ids))),
+                                  f"input '{name}' must have the shape of input 'token_ids'"))
+        with tf.control_dependencies(checks[-1:]):  # a row is indexed only once the shapes agree
+            checks.append(input_check(tf.logical_and(value >= 0, value < limit), f"input '{name}': values {rule}"))
+    with tf.control_dependencies(checks):
+        return {name: tf.identity(value) for name, value in inputs.items()}
 
 
 def _in_chunks(model, inputs):

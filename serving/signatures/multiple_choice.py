@@ -81,10 +81,6 @@ def reference_outputs(finetuned, inputs):
 
 # -- what the export path asks of this family (serving.signatures.kind_module) -------------
 
-QUERY_EXAMPLE = ('--context "He enters the room." --ending "He sits down." '
-                 '--ending "He eats the window." ...')
-
-
 def card_settings(finetuned):
     """The head's number of choices (what the export serves)."""
     return {"num_choices": int(finetuned.model.num_choices)}

@@ -263,9 +263,6 @@ def _read_part(tokenizer, question, context, finetuned):
 
 # -- what the export path asks of this family (serving.signatures.kind_module) -------------
 
-QUERY_EXAMPLE = '--question "Who lives there?" --context "John Smith lives in New York."'
-
-
 def null_threshold(finetuned):
     """The v2.0 "no answer" threshold the export uses, and where it came from (`squad_threshold`)."""
     from bert_keras.finetuned_model import squad_threshold

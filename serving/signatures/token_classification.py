@@ -305,9 +305,6 @@ def reference_outputs(finetuned, inputs):
 
 # -- what the export path asks of this family (serving.signatures.kind_module) -------------
 
-QUERY_EXAMPLE = '"John Smith lives in New York."'
-
-
 def sample_rows(finetuned):
     from serving.signatures.samples import SENTENCES
 

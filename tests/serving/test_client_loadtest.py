@@ -206,7 +206,9 @@ def test_query_cli_prints_the_answer(server, capsys):
     out = capsys.readouterr().out
     p = expected_probabilities(["hello"], 1)[0]
     assert "'hello'" in out and f"label: pos  (p={p[1]:.3f})" in out
-    assert f"[0] {p[0]:.3f}  [1] {p[1]:.3f}" in out and "label: neg" in out
+    # The columns are named by the export's Classify signature (its `classes`), as `predict` names
+    # them: they were printed as "[0] 0.269  [1] 0.731", leaving the reader to guess the order.
+    assert f"probabilities: neg={p[0]:.3f}  pos={p[1]:.3f}\n" in out and "label: neg" in out
 
     assert main(["query", "--address", f"127.0.0.1:{server.rest_port}", "--rest", "--model", "tiny", "--json",
                  "hello"]) == 0
@@ -240,6 +242,10 @@ def test_query_formats_every_export_kind():
     assert "2 dims, L2 norm 1.0000" in format_row(embedding, 0)[0]
     choice = {"choice": np.array([1]), "probabilities": np.array([[0.25, 0.75]], dtype=np.float32)}
     assert format_row(choice, 0)[0] == "  choice: ending 1  (p=0.750)"
+    classes = {"label": np.array([b"pos"], dtype=object), "class_id": np.array([1]),
+               "probabilities": np.array([[0.25, 0.75]], dtype=np.float32)}
+    assert format_row(classes, 0, class_names=["neg", "pos"])[1] == "  probabilities: neg=0.250  pos=0.750"
+    assert format_row(classes, 0)[1] == "  probabilities: [0] 0.250  [1] 0.750"  # no names known: numbered
     assert format_row({"score": np.array([3.25], dtype=np.float32)}, 0) == ["  score: 3.2500"]
     label = {"label": np.array([b"pos", b"neg"], dtype=object), "truncated": np.array([False, True]),
              "probabilities": np.array([[0.1, 0.9], [0.8, 0.2]], dtype=np.float32)}
@@ -296,7 +302,8 @@ def test_query_cli_against_a_real_bert_export(exported_model, capsys):
             probabilities = reference["probabilities"][i].numpy()
             assert f"text={a!r} | text_b={b!r}" in out
             assert f"label: {label}  (p={probabilities.max():.3f})" in out
-            assert "  ".join(f"[{k}] {p:.3f}" for k, p in enumerate(probabilities)) in out
+            assert "probabilities: " + "  ".join(f"{label}={p:.3f}" for label, p in
+                                                 zip(("neg", "neutral", "pos"), probabilities)) in out
         with ServingClient(f"127.0.0.1:{server.rest_port}", name, protocol="rest") as client:
             (result,) = client.classify([{"text": pairs[0][0], "text_b": pairs[0][1]}],
                                         signature_name="classification")

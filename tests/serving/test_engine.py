@@ -599,6 +599,28 @@ def test_loading_version_answers_unavailable(session_tmp, tmp_path):
     assert servable.state == "END" and servable.loaded is None
 
 
+def test_warmup_is_not_held_to_the_client_request_limits(session_tmp, tmp_path):
+    # An export's warmup file holds 8-row requests. Held to --max-rows-per-request 2, every load
+    # failed with RESOURCE_EXHAUSTED (warmup record 0 ... has 8 rows) and the model never served.
+    base = ef.make_base_path(session_tmp, tmp_path / "limited", {1: 1})
+    ef.write_warmup(os.path.join(base, "1"), [["a", "b", "c", "d", "e", "f", "g", "h"]])
+    engine = InferenceEngine([ModelSource("limited", base)], limits=Limits(max_batch_size_per_request=2),
+                             poll_interval_s=0)
+    engine.start()
+    try:
+        assert [(s["state"], s["error_message"]) for s in engine.model_status("limited")] == [("AVAILABLE", "")]
+        servable = engine._registry.acquire("limited")
+        try:
+            assert int(servable.loaded.calls.numpy()) == 1  # the 8-row warmup request ran
+        finally:
+            servable.release()
+        with pytest.raises(ServingError) as error:  # a client is still held to the limit
+            engine.predict_arrays("limited", inputs={"text": texts_array("a", "b", "c")})
+        assert error.value.code == "RESOURCE_EXHAUSTED" and "limit per request is 2" in error.value.message
+    finally:
+        engine.stop(5)
+
+
 def test_from_config_file_and_classify_warmup(session_tmp, tmp_path):
     from tensorflow_serving.apis import prediction_log_pb2
 

@@ -16,6 +16,7 @@
 
 import json
 import os
+import types
 
 import numpy as np
 import pytest
@@ -173,6 +174,49 @@ def test_warmup_requests_parse_and_replay(kind, exported_model):
         assert request_arrays(logs[0])["text"][0] == b"I loved this film."
 
 
+@pytest.mark.parametrize("kind", ["classification", "squad", "multiple_choice"])
+def test_printed_query_and_curl_examples_are_requests_the_export_answers(kind, exported_model, tmp_path):
+    # The commands printed after export / serve / deploy-kit sent '"some text"' (or "your text",
+    # or an endings list ending in '...') to every model: a sentence-pair classifier answered
+    # "this model takes sentence pairs", question answering "give --question Q --context C", and
+    # multiple choice "expected 4 endings per row". The example is read from the model card.
+    import shlex
+
+    from bert_keras.cli.main import build_parser
+    from bert_keras.cli.server_arguments import build_inputs
+    from serving.next_steps import version_dir_example
+
+    directory = version_dir(exported_model(kind))
+    arguments, instance = version_dir_example(directory)
+    served = tf.saved_model.load(directory).signatures["serving_default"]
+    args = build_parser().parse_args(["query", "--model-name", "m", *shlex.split(arguments)])
+    inputs = build_inputs({name: {"dtype": "DT_STRING"} for name in served.structured_input_signature[1]}, args)
+    assert set(inputs) == set(served.structured_input_signature[1])
+    rows = {name: tf.constant(values) for name, values in inputs.items()}
+    assert {int(v.shape[0]) for v in served(**rows).values()} == {1}
+    columns = instance if isinstance(instance, dict) else {"text": instance}  # one REST instance
+    assert {int(v.shape[0]) for v in served(**{k: tf.constant([v]) for k, v in columns.items()}).values()} == {1}
+
+    # Where it is printed: the export's next steps, deploy-kit's, and serve's try: lines.
+    from serving.deploy import DeployKitOptions, build_deploy_kit
+    from serving.next_steps import export_result_steps
+    from serving.server import InferenceEngine, ModelSource
+    from serving.server.options import _served_example
+
+    base, name, _ = exported_model(kind)
+    result = types.SimpleNamespace(card=read_model_card(directory), audit=None)
+    assert f"bert-keras query --model-name {name} {arguments}\n" in export_result_steps(result, base, name, "2.21")
+    kit = build_deploy_kit(DeployKitOptions(base_path=base, models=[name], output=str(tmp_path / "kit")))
+    assert f"bert-keras query --model-name {name} {arguments}\n" in kit.report([], str(tmp_path / "kit"))
+    assert f"bert-keras query --model-name {name} {arguments}" in kit.files["README_DEPLOY.md"]
+    engine = InferenceEngine([ModelSource(name, os.path.join(base, name))], poll_interval_s=0)
+    engine.start()
+    try:
+        assert _served_example(engine, name) == (arguments, instance)
+    finally:
+        engine.stop(5)
+
+
 def test_model_card(finetuned_dir, exported_model):
     card = read_model_card(version_dir(exported_model("classification")))
     with open(os.path.join(finetuned_dir("classification"), "eval_results.json")) as f:
@@ -259,7 +303,7 @@ def test_cli_export_prints_progress_and_next_steps(cli_export):
     assert "tracing the classification signatures (core tokenizer" in out and "Op audit" in out
     assert "check passed: 8 sample inputs" in out
     assert f"bert-keras serve --model-base-path {os.path.join(base, 'pairs')}" in out
-    assert "bert-keras query --model-name pairs" in out
+    assert 'bert-keras query --model-name pairs "The cat sat. ||| A cat was sitting."\n' in out  # a pair model
     assert f"tensorflow/serving:{exporter.DEFAULT_RELEASE}.0" in out and "MODEL_NAME=pairs" in out
     assert sorted(os.listdir(os.path.join(base, "pairs"))) == ["1"]
 

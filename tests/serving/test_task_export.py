@@ -106,6 +106,50 @@ def test_a_token_id_outside_the_vocabulary_fails_its_row_and_is_never_read_from_
             signature(**dict(inputs, token_ids=ids))
 
 
+@pytest.mark.parametrize("kind", ["classification", "multiple_choice"])
+def test_token_inputs_outside_the_models_ranges_fail_naming_the_input(exported_model, kind):
+    # A segment id past type_vocab_size failed as "indices[0,1] = 5 is not in [0, 2)" (on a GPU,
+    # whose gather reads zeros, it was answered); a padding_mask of 7 was answered, differently
+    # from 1; 65 positions failed as "Incompatible shapes: [1,65,32] vs. [1,64,32]", 0 positions
+    # as "indices[0,0] = 0 is not in [0, 0)", a segment_ids narrower than token_ids as
+    # "Incompatible shapes". And the server printed the vocabulary check's Assert text raw
+    # ("[input \\'token_ids\\': ids must be in [0, 127) ... at row] [0]").
+    from serving.server import InferenceEngine, ModelSource
+    from serving.server.errors import ServingError
+
+    base_path, name, _ = exported_model(kind)
+    lead = [1, 4] if kind == "multiple_choice" else [1]
+    good = {key: np.ones(lead + [8], np.int32) for key in ("token_ids", "segment_ids", "padding_mask")}
+    row = (0,) * len(lead)
+
+    def with_value(key, position, value):
+        array = good[key].copy()
+        array[row + (position,)] = value
+        return dict(good, **{key: array})
+
+    cases = [
+        (with_value("token_ids", 1, 10 ** 6), "input 'token_ids': ids must be in [0, 127) (the vocabulary) at row 0"),
+        (with_value("segment_ids", 1, 5),
+         "input 'segment_ids': values must be in [0, 2) (the model's type_vocab_size) at row 0"),
+        (with_value("padding_mask", 1, 7), "input 'padding_mask': values must be 0 (padding) or 1 (a token) at row 0"),
+        ({key: np.ones(lead + [65], np.int32) for key in good},
+         "input 'token_ids': the sequence length (last dimension) must be 1 to 64 (the model's max_position_embeddings)"),
+        ({key: np.ones(lead + [0], np.int32) for key in good},
+         "input 'token_ids': the sequence length (last dimension) must be 1 to 64 (the model's max_position_embeddings)"),
+        (dict(good, segment_ids=np.ones(lead + [7], np.int32)), "input 'segment_ids' must have the shape of input 'token_ids'"),
+    ]
+    engine = InferenceEngine([ModelSource(name, os.path.join(base_path, name))], poll_interval_s=0)
+    engine.start()
+    try:
+        assert engine.predict_arrays(name, signature_name="token_ids", inputs=good)[2]["logits"].shape[0] == 1
+        for inputs, message in cases:
+            with pytest.raises(ServingError) as error:
+                engine.predict_arrays(name, signature_name="token_ids", inputs=inputs)
+            assert error.value.code == "INVALID_ARGUMENT" and error.value.message.endswith(f"'token_ids': {message}")
+    finally:
+        engine.stop(5)
+
+
 @pytest.mark.slow
 def test_task_export_writes_the_version_it_returns_and_serves_predict(tmp_path):
     spec = export_fixtures.make_encoder_spec(str(tmp_path / "encoder"))

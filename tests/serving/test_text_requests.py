@@ -21,8 +21,11 @@ def test_texts_and_sentence_pairs():
         "text": ["A", "C"], "text_b": ["B", "D"]}
     assert request_inputs(signature("text", "text_b"), ["A", "C"], text_b=["same"]) == {
         "text": ["A", "C"], "text_b": ["same", "same"]}  # one --text-b for every text
-    with pytest.raises(TextRequestError, match="takes sentence pairs: give 'A \\|\\|\\| B'"):
+    with pytest.raises(TextRequestError, match="takes sentence pairs \\('no pair' is one sentence\\): give 'A \\|\\|\\| B'"):
         request_inputs(signature("text", "text_b"), ["A ||| B", "no pair"])
+    # A TSV line of `loadtest --input` is a pair, as `predict --input` reads it (it was refused).
+    assert request_inputs(signature("text", "text_b"), ["A\tB", "C ||| D\tE"]) == {
+        "text": ["A", "C"], "text_b": ["B", "D\tE"]}
     with pytest.raises(TextRequestError, match=r"give --text-b once, or once per input \(3\); got 2"):
         request_inputs(signature("text", "text_b"), ["A", "B", "C"], text_b=["x", "y"])
     with pytest.raises(TextRequestError, match="give at least one TEXT"):
