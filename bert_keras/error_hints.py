@@ -52,6 +52,35 @@ def hint_for(error, args):
     return hint
 
 
+def in_flag_terms(message, args, argv):
+    """`message` with each setting the user typed as a flag named as that flag: the library's errors
+    name its settings (`seq_length 4000 exceeds the model's 384 positions`, `pooling_layer=9: ...`),
+    and the user who typed `--seq-length 4000` looks for that, not for a Python name.
+
+    A setting is renamed only where it stands with the value the user typed (`name VALUE` or
+    `name=VALUE`) and the flag (`--` and the name, dashes for underscores) is in `argv`, so a
+    default the message mentions (`seq_length 128`) or a name that is not a flag is left alone.
+
+    >>> import argparse
+    >>> args = argparse.Namespace(seq_length=4000, pooling_layer=9, stride=None)
+    >>> in_flag_terms("seq_length 4000 exceeds the model's 384 positions", args, ["--seq-length", "4000"])
+    "--seq-length 4000 exceeds the model's 384 positions"
+    >>> in_flag_terms("pooling_layer=9: the encoder has 2 layers", args, ["--pooling-layer=9"])
+    '--pooling-layer 9: the encoder has 2 layers'
+    >>> in_flag_terms("seq_length 4000 exceeds the model's 384 positions", args, [])  # not typed: as it was
+    "seq_length 4000 exceeds the model's 384 positions"
+    """
+    for name, value in sorted(vars(args).items()):
+        if value is None or isinstance(value, (bool, list, tuple, dict)):
+            continue
+        flag = "--" + name.replace("_", "-")
+        if not any(arg == flag or arg.startswith(flag + "=") for arg in argv):
+            continue
+        shown = re.escape(str(value))
+        message = re.sub(rf"(?<![\w-]){name}(?:=| )({shown})(?![\w.])", lambda m: f"{flag} {m.group(1)}", message)
+    return message
+
+
 def _column_hint(message, args):
     match = re.search(r"no (?:column|field) '([^']*)'; (?:columns|fields) found: \[([^\]]*)\]", message)
     if not match:

@@ -158,3 +158,28 @@ def test_a_pattern_the_shell_expanded_gets_a_hint_to_quote_it(tmp_path, capsys):
                     "--output-prefix", str(tmp_path / "out" / "p")], capsys)
     assert f"'{texts[1]}' is not a Beam option" in err and f"--input '{tmp_path}/*.txt'" in err
     assert not os.path.exists(tmp_path / "out")
+
+
+def test_an_error_about_a_typed_flag_names_the_flag_not_the_python_setting(tmp_path, capsys):
+    """The library says `seq_length 4000 ...` and `pooling_layer=9: ...`; the user typed
+    `--seq-length 4000` and `--pooling-layer 9`, and the error names what they typed."""
+    from bert_keras.checkpoints import save_pretrained
+    from bert_keras.config import BertConfig
+    from bert_keras.encoder import BertEncoder
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]) + "\n")
+    encoder = BertEncoder(BertConfig(vocab_size=7, hidden_size=8, num_layers=2, num_heads=2,
+                                     intermediate_size=16, max_position_embeddings=32))
+    save_pretrained(encoder, str(tmp_path / "tiny.keras"), vocab_file=str(vocab))
+    init = str(tmp_path / "tiny.keras")
+    err = error_of(["embed", "--init", init, "--pooling-layer", "9", "a b"], capsys)
+    assert "error: --pooling-layer 9: the encoder has 2 layers" in err and "pooling_layer" not in err
+    err = error_of(["embed", "--init", init, "--seq-length=4000", "a b"], capsys)
+    assert "error: --seq-length 4000 exceeds the model's 32 positions" in err
+    train = tmp_path / "train.tsv"
+    train.write_text("text\tlabel\na b\tx\nb a\ty\n", encoding="utf-8")
+    err = error_of(["finetune", "--task", f"csv:{train}", "--no-eval", "--init", init, "--max-length", "40",
+                    "--stride", "500", "--seq-length", "16", "--output-dir", str(tmp_path / "out")], capsys)
+    # the typed --stride is named as typed; so is --seq-length, given on the command line too
+    assert "error: --stride 500 exceeds the window (14 word pieces: --seq-length 16 less" in err
