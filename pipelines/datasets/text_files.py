@@ -116,7 +116,8 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
             columns found), a header of more than `MAX_COLUMNS` columns,
             invalid JSON, a row with the wrong number of fields, a byte not in
             `encoding` (or a UTF-16 / UTF-32 file: the message says so, with
-            the iconv command), an empty or whitespace-only text or one that is
+            the iconv command; a gzip / zip / bzip2 / xz / zstd file: the message says to
+            decompress it), an empty or whitespace-only text or one that is
             no string, an empty label, a class label that is a
             fractional number or a number written two ways, or (regression) a
             label that is no finite number; each names the file and line.
@@ -184,6 +185,10 @@ def decode_text_file(path, encoding="utf-8", *, error=None):
 def decode_text(data, name, encoding="utf-8", *, error=None):
     """`decode_text_file` for bytes already read (standard input: `name` says where they came from)."""
     path = name
+    packed = compressed_format(data)
+    if packed:  # read as text it fails on its first odd byte, and the advice would be to iconv it
+        raise (error or TextFileError)(
+            f"{path}: the file is {packed[0]}, not text; {packed[1]} and give the file inside.")
     wide = None if codecs.lookup(encoding).name.startswith(("utf-16", "utf-32")) else wide_unicode_encoding(data)
     if wide:  # read as UTF-8 or a code page, it fails on the wrong byte, or gives text with NULs between letters
         raise (error or TextFileError)(
@@ -202,6 +207,30 @@ def decode_text(data, name, encoding="utf-8", *, error=None):
             f"{path}:{line}: byte 0x{byte} is not valid {bad.encoding.replace('-sig', '')} "
             f"({bad.reason}); save it as UTF-8 (iconv -f {code_page} -t utf-8 FILE > FILE.utf8), or, from "
             f"Python, pass its encoding (encoding={examples}).") from None
+
+
+# Leading bytes of the compressed files and archives a data file is mistaken for (`train.tsv.gz`, a
+# spreadsheet saved as .xlsx: a zip), and what to do instead: none is read, none is text.
+_COMPRESSED_MAGIC = ((b"\x1f\x8b", "gzip-compressed", "decompress it (gunzip -k FILE)"),
+                     (b"PK\x03\x04", "a zip archive (or an .xlsx / .ods spreadsheet)",
+                      "unzip it, or save the sheet as CSV UTF-8"),
+                     (b"BZh", "bzip2-compressed", "decompress it (bunzip2 -k FILE)"),
+                     (b"\xfd7zXZ\x00", "xz-compressed", "decompress it (unxz -k FILE)"),
+                     (b"\x28\xb5\x2f\xfd", "zstd-compressed", "decompress it (unzstd FILE)"))
+
+
+def compressed_format(data):
+    """`(what the file is, what to do)` for bytes of a compressed file or archive, else None.
+
+    Example:
+        >>> import gzip
+        >>> compressed_format(gzip.compress(b"text,label\\n"))[0], compressed_format(b"text,label\\n")
+        ('gzip-compressed', None)
+    """
+    for magic, what, advice in _COMPRESSED_MAGIC:
+        if data.startswith(magic):
+            return what, advice
+    return None
 
 
 # How much of a file `legacy_code_page` reads: enough lines to tell, never the whole of a large file.

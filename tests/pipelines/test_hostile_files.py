@@ -59,6 +59,30 @@ def test_a_utf_16_or_32_file_is_told_its_iconv_command_not_cp1252(tmp_path, code
     assert read_text_file(path, encoding=named.lower())[0].text == "caf\xe9 au lait"
 
 
+def test_a_compressed_file_is_named_as_such_not_told_to_convert_from_cp1252(tmp_path):
+    # train.tsv.gz, or a sheet saved as .xlsx: the old error named byte 0x8b "not valid utf-8" and
+    # advised iconv -f cp1252, which turns the compressed bytes into garbage text.
+    import gzip
+    import zipfile
+
+    from pipelines.datasets.conll import ConllFormatError, read_conll
+    from pipelines.datasets.squad import SquadFormatError, read_squad_json
+
+    gz = _write(tmp_path / "train.tsv.gz", gzip.compress(b"text\tlabel\ngood\tpos\n"))
+    with pytest.raises(TextFileError) as refused:
+        read_text_file(gz, file_format="tsv")
+    assert str(refused.value) == f"{gz}: the file is gzip-compressed, not text; decompress it (gunzip -k FILE) " \
+                                 "and give the file inside."
+    with zipfile.ZipFile(tmp_path / "train.xlsx", "w") as sheet:
+        sheet.writestr("xl/workbook.xml", "<workbook/>")
+    with pytest.raises(TextFileError, match=r"train.xlsx: the file is a zip archive \(or an .xlsx"):
+        read_text_file(str(tmp_path / "train.xlsx"), file_format="csv")
+    with pytest.raises(ConllFormatError, match=r"conll.gz: the file is gzip-compressed"):
+        read_conll(_write(tmp_path / "conll.gz", gzip.compress(b"EU B-ORG\n")))
+    with pytest.raises(SquadFormatError, match=r"dev.json.gz: the file is gzip-compressed"):
+        read_squad_json(_write(tmp_path / "dev.json.gz", gzip.compress(b'{"data": []}')), is_training=False)
+
+
 @pytest.mark.parametrize("suffix, delimiter", [(".csv", ","), (".tsv", "\t")])
 def test_a_header_of_a_million_columns_is_refused_naming_file_line_and_count(tmp_path, suffix, delimiter):
     header = delimiter.join(["text", "label"] + [f"c{i}" for i in range(999_998)])
