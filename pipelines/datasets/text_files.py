@@ -332,6 +332,8 @@ def _label_field(row, column, source, regression):
     if isinstance(label, (list, dict)):
         raise TextFileError(f"{source}: label {json.dumps(label)[:40]} is a "
                             f"{type(label).__name__}, not a single value.")
+    if isinstance(label, bool):  # JSON's true / false, as written: Python's str would make "True"
+        label = json.dumps(label)
     label = "" if label is None else str(label).strip()
     if not label:
         raise TextFileError(f"{source}: empty label.")

@@ -156,6 +156,16 @@ def test_integer_class_labels_are_still_classes(tmp_path):
     assert text_files.build_label_vocabulary(read_text_file(path)) == ["0", "1", "2"]
 
 
+def test_jsonl_boolean_labels_are_read_as_written_and_match_a_csv_dev_file(tmp_path):
+    # JSON true / false were Python's "True" / "False": a dev CSV saying true / false was refused
+    # as labels the training file never had, and predictions said "True".
+    train = _write(tmp_path / "train.jsonl", '{"text": "spam offer", "label": true}\n{"text": "hi mum", "label": false}\n')
+    dev = _write(tmp_path / "dev.csv", "text,label\nfree offer,true\nhello,false\n")
+    labels = text_files.build_label_vocabulary(read_text_file(train))
+    assert labels == ["false", "true"]
+    assert text_files.label_ids(read_text_file(dev), labels) == [1, 0]
+
+
 @pytest.mark.parametrize("target", ["nan", "inf", "-Infinity", "1e400"])
 def test_non_finite_regression_targets_are_refused(tmp_path, target):
     path = _write(tmp_path / "r.csv", f"text,label\na,0.5\nb,{target}\n")
