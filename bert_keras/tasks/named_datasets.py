@@ -6,7 +6,7 @@ A dataset spec names the data, the task class and how its metrics read:
 * `csv:PATH`: your CSV / TSV / JSONL file (`text`/`sentence`, optional `text_b` /
   `sentence2`, `label`; `question1` / `question2` pairs too), `TextClassifier` (labels: the
   training file's, sorted).
-* `conll2003`: CoNLL-2003 NER (TFDS, or `--data` / `--eval-data` files in IOB1), `TokenClassifier`.
+* `conll2003`: CoNLL-2003 NER (TFDS, or `--data` / `--eval-data` files in IOB1, BIO or IOBES), `TokenClassifier`.
 * `swag`: SWAG CSV files, `MultipleChoice`.
 * `squad/v1.1`, `squad/v2.0`: SQuAD (TFDS, or JSON files), `SpanQA`.
 * `korquad/v1.0`: KorQuAD 1.0 (JSON files in SQuAD v1.1's format: `--data`, `--eval-data`), `SpanQA`
@@ -358,9 +358,11 @@ class ConllSpec(DatasetSpec):
             if not os.path.isfile(path):
                 raise DatasetSpecError(not_a_file(path))
             self.scored = path
-            # CoNLL-2003 files are IOB1; train and score in IOB2 (BIO), as TFDS.
-            # A tag that is not IOB1: an error naming file, line and word (Sentence.with_scheme).
-            return [s.with_scheme("IOB1", "IOB2") for s in conll.read_conll(path)]
+            # CoNLL-2003 files are IOB1, others BIO or IOBES (conll.file_scheme); train and score in
+            # IOB2 (BIO), as TFDS. A tag the scheme lacks: an error naming file, line and word.
+            sentences = conll.read_conll(path)
+            scheme = conll.file_scheme(sentences)
+            return [s.with_scheme(scheme, "IOB2") for s in sentences]
         self.scored = f"tfds conll2003[{split}]"
         return conll.conll_from_tfds(split, data_dir=self.data_dir)
 

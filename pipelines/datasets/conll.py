@@ -204,6 +204,19 @@ def conll_from_tfds(split="train", *, data_dir=None):
 # -- tag schemes -----------------------------------------------------------------
 
 
+def file_scheme(sentences):
+    """The scheme a file's tags are read in: `"IOBES"` when any tag starts with `E-` or `S-` (only
+    IOBES has them), else `"IOB1"`, which reads IOB2 (BIO) tags as the same entities (a `B-X`
+    starts one in both), so CoNLL-2003's original files and BIO files alike need no setting.
+
+    Example:
+        >>> file_scheme([Sentence(["Anna", "Berg"], ["B-PER", "E-PER"])]), file_scheme([Sentence(["EU"], ["I-ORG"])])
+        ('IOBES', 'IOB1')
+    """
+    iobes = any(tag[:2] in ("E-", "S-") for sentence in sentences for tag in sentence.tags)
+    return "IOBES" if iobes else "IOB1"
+
+
 def convert_tags(tags, from_scheme, to_scheme):
     """Converts one sentence's tags between IOB1, IOB2 (= BIO) and IOBES.
 
