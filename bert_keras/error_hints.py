@@ -99,9 +99,26 @@ def _column_hint(message, args):
             if len(found) == 1 and re.search(r"[,;\t|]", found[0]):  # one column of joined names
                 return (f"the file's header is one column, {found[0]!r}: its columns are not separated as "
                         "its extension says (.csv: commas, .tsv: tabs); rename the file or fix the separator")
+            if _reads_as_data(found):  # CoLA's TSV and many exports have no header line
+                return (f"the file's first line ({', '.join(found)}) reads as a row of data, not as column "
+                        "names: a CSV / TSV task file starts with a header line naming its columns (e.g. text "
+                        "and label, separated as the rows are); add one")
             example = f" (e.g. {flag} {shlex.quote(guess[0])})" if guess else ""
             return f"name the column with {flag} COLUMN; the file has {', '.join(found) or 'no columns'}{example}"
     return None
+
+
+def _reads_as_data(cells):
+    """Whether a header's cells look like a row of data: a number (a label, a score), a sentence
+    (three words or more, or a final . ! ?). Column names are short words (`review text`, `label`)."""
+    def data(cell):
+        try:
+            float(cell)
+            return True
+        except ValueError:
+            return len(cell.split()) >= 3 or cell.rstrip().endswith((".", "!", "?"))
+
+    return any(data(cell) for cell in cells)
 
 
 def _suggestion_hint(suggestion):

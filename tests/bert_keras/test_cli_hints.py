@@ -130,6 +130,13 @@ def test_a_column_hint_guesses_only_the_one_column_left_or_a_close_name():
     assert hint_for(joined, args).startswith("the file's header is one column, 'sentence,label': its columns "
                                              "are not separated as its extension says")
 
+    # A file without a header line (CoLA's TSV): its first row is not column names to pick from.
+    headless = ValueError("d.tsv: no column 'text'; columns found: ['gj04', '1', '', 'Our friends bought it.']")
+    assert hint_for(headless, args).startswith("the file's first line (gj04, 1, , Our friends bought it.) reads "
+                                               "as a row of data, not as column names")
+    scored = ValueError("d.tsv: no column 'text'; columns found: ['good film', 'pos', '4.5']")
+    assert "add one" in hint_for(scored, args)
+
 
 def test_a_task_spec_hint_never_suggests_what_was_typed():
     from bert_keras.tasks.named_datasets import suggest_task
