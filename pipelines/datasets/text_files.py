@@ -137,7 +137,10 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
     for column in (text_column, label_column):
         if column not in columns:
             raise TextFileError(f"{path}: no column {column!r}; columns found: {sorted(columns)}.")
-    use_b = text_b_column is not None and text_b_column in columns
+    # Any row's: a JSONL file whose first object has no second text but later ones do is a pair
+    # file with a row missing its second text (an error below), not single texts with the second
+    # texts dropped.
+    use_b = text_b_column is not None and any(text_b_column in row for _, row in rows)
 
     examples = []
     for line, row in rows:

@@ -166,6 +166,16 @@ def test_jsonl_boolean_labels_are_read_as_written_and_match_a_csv_dev_file(tmp_p
     assert text_files.label_ids(read_text_file(dev), labels) == [1, 0]
 
 
+def test_jsonl_second_texts_after_a_first_object_without_one_are_not_dropped(tmp_path):
+    # The first object decided: without "text_b" there, every later row's text_b was silently dropped
+    # and the file read as single texts.
+    path = _write(tmp_path / "pairs.jsonl", '{"text": "a cat", "label": "x"}\n'
+                                            '{"text": "a dog", "text_b": "it barks", "label": "y"}\n')
+    with pytest.raises(TextFileError, match=r"pairs.jsonl:1: no field 'text_b'"):
+        read_text_file(path)
+    assert [e.text_b for e in read_text_file(path, text_b_column=None)] == [None, None]  # asked: single texts
+
+
 @pytest.mark.parametrize("target", ["nan", "inf", "-Infinity", "1e400"])
 def test_non_finite_regression_targets_are_refused(tmp_path, target):
     path = _write(tmp_path / "r.csv", f"text,label\na,0.5\nb,{target}\n")
