@@ -57,8 +57,8 @@ def in_flag_terms(message, args, argv):
     name its settings (`seq_length 4000 exceeds the model's 384 positions`, `pooling_layer=9: ...`),
     and the user who typed `--seq-length 4000` looks for that, not for a Python name.
 
-    A setting is renamed only where it stands with the value the user typed (`name VALUE` or
-    `name=VALUE`) and the flag (`--` and the name, dashes for underscores) is in `argv`, so a
+    A setting is renamed only where it stands with the value the user typed (`name=VALUE`, or
+    `name VALUE` for a number) and the flag (`--` and the name, dashes for underscores) is in `argv`, so a
     default the message mentions (`seq_length 128`) or a name that is not a flag is left alone.
 
     >>> import argparse
@@ -69,6 +69,8 @@ def in_flag_terms(message, args, argv):
     '--pooling-layer 9: the encoder has 2 layers'
     >>> in_flag_terms("seq_length 4000 exceeds the model's 384 positions", args, [])  # not typed: as it was
     "seq_length 4000 exceeds the model's 384 positions"
+    >>> in_flag_terms("the model out/x reads pairs", argparse.Namespace(model="out/x"), ["--model", "out/x"])
+    'the model out/x reads pairs'
     """
     for name, value in sorted(vars(args).items()):
         if value is None or isinstance(value, (bool, list, tuple, dict)):
@@ -76,8 +78,12 @@ def in_flag_terms(message, args, argv):
         flag = "--" + name.replace("_", "-")
         if not any(arg == flag or arg.startswith(flag + "=") for arg in argv):
             continue
+        # `name VALUE` only for a number: `data` / `model` / `input` are also words of a sentence
+        # ("the model out/x is ...") where a path follows them.
+        joins = "(?:=| )" if isinstance(value, (int, float)) else "="
         shown = re.escape(str(value))
-        message = re.sub(rf"(?<![\w-]){name}(?:=| )({shown})(?![\w.])", lambda m: f"{flag} {m.group(1)}", message)
+        message = re.sub(rf"(?<![\w-]){name}{joins}({shown})(?!\w|\.\d)", lambda m: f"{flag} {m.group(1)}",
+                         message)
     return message
 
 
