@@ -623,6 +623,10 @@ def _jsonl_rows(f, path, file_format):
         if not text.strip():
             blank += 1
             continue
+        if not rows and text.lstrip().startswith("["):  # pandas' to_json(orient="records"), a .json dump
+            raise TextFileError(f"{path}:{line}: the file is a JSON array, not JSON Lines (one object per line); "
+                                "write one object per line (pandas: to_json(..., orient=\"records\", lines=True); "
+                                "jq -c '.[]' FILE > FILE.jsonl)")
         try:
             row = json.loads(text, object_pairs_hook=_object_of_unique_keys)
         except json.JSONDecodeError as e:

@@ -176,6 +176,16 @@ def test_jsonl_second_texts_after_a_first_object_without_one_are_not_dropped(tmp
     assert [e.text_b for e in read_text_file(path, text_b_column=None)] == [None, None]  # asked: single texts
 
 
+@pytest.mark.parametrize("content", ['[{"text": "a", "label": "x"}, {"text": "b", "label": "y"}]',
+                                     '[\n  {"text": "a", "label": "x"},\n  {"text": "b", "label": "y"}\n]\n'])
+def test_a_json_array_file_is_told_to_be_json_lines(tmp_path, content):
+    # pandas' to_json(orient="records") writes one array: it was "expected a JSON object, got list" or
+    # "not valid JSON (Expecting value: line 2 column 1 (char 2))".
+    path = _write(tmp_path / "train.json", content)
+    with pytest.raises(TextFileError, match=r"train.json:1: the file is a JSON array, not JSON Lines .*lines=True"):
+        read_text_file(path)
+
+
 @pytest.mark.parametrize("target", ["nan", "inf", "-Infinity", "1e400"])
 def test_non_finite_regression_targets_are_refused(tmp_path, target):
     path = _write(tmp_path / "r.csv", f"text,label\na,0.5\nb,{target}\n")
