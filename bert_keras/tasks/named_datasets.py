@@ -264,6 +264,8 @@ class CsvSpec(DatasetSpec):
 
     TEXT_COLUMNS = ("text", "sentence", "sentence1", "question1", "question", "premise", "document")
     TEXT_B_COLUMNS = ("text_b", "sentence2", "question2", "hypothesis")
+    # Text columns that are a pair when a file has both, in GLUE's order (QNLI: question, sentence).
+    TEXT_PAIRS = (("question", "sentence"),)
 
     def __init__(self, spec, *, regression=False, **options):
         from bert_keras.tasks.text_classifier import TextClassifier
@@ -289,6 +291,11 @@ class CsvSpec(DatasetSpec):
         if not os.path.isfile(path):
             raise DatasetSpecError(not_a_file(path))
         columns = read_columns(path)
+        if not self.text_column and not self.text_b_column and self.text_pair is not False:
+            # Else the first known name alone: QNLI's files were read as their "sentence", the question
+            # left out without a word.
+            self.text_column, self.text_b_column = next(
+                ((a, b) for a, b in self.TEXT_PAIRS if a in columns and b in columns), (None, None))
         self.text_column = self.text_column or next((c for c in self.TEXT_COLUMNS if c in columns), "text")
         # The first text's partner: `q1` -> `q2` (QQP's and Question_pair's question1 / question2), else
         # the known names. Without it, `--text-column question1` trained on question1 alone, silently.

@@ -104,6 +104,22 @@ def test_question_pairs_are_read_as_pairs(tmp_path, options):
     assert spec.model_options()["text_pair"] is True and y == ["0", "1"]
 
 
+
+def test_qnli_files_are_read_as_question_sentence_pairs(tmp_path):
+    # GLUE's QNLI TSV (index, question, sentence, label): read as its "sentence" alone, the question
+    # silently left out, and trained as single texts.
+    from bert_keras.tasks.named_datasets import parse_task
+
+    data = tmp_path / "qnli.tsv"
+    data.write_text("index\tquestion\tsentence\tlabel\n0\tWho wrote it?\tAnn wrote it.\tentailment\n"
+                    "1\tWhen?\tThe sky is blue.\tnot_entailment\n", encoding="utf-8")
+    spec = parse_task(f"csv:{data}")
+    x, y = spec.training_data()
+    assert x == (["Who wrote it?", "When?"], ["Ann wrote it.", "The sky is blue."])
+    assert spec.model_options()["text_pair"] is True and y == ["entailment", "not_entailment"]
+    single = parse_task(f"csv:{data}", text_column="sentence")  # a column named: as asked, one text
+    assert single.training_data()[0] == ["Ann wrote it.", "The sky is blue."]
+
 def test_eval_label_outside_label_set_names_file_and_line(sentiment_dir, tmp_path):
     bad = tmp_path / "bad.tsv"
     bad.write_text("sentence\tlabel\nA fine film.\t1\nOdd one.\tmaybe\n", encoding="utf-8")
