@@ -156,6 +156,10 @@ def read_conll(path, *, tag_column=-1):
                 continue
             if num_columns is None:
                 num_columns = len(columns)
+                if num_columns == 1:  # words without tags (text to tag, not data to train or score on)
+                    raise ConllFormatError(f"{path}:{line_number}: {line.strip()!r} has no tag: a CoNLL line is a "
+                                           "word and its tags separated by spaces or tabs, the NER tag last "
+                                           "(e.g. 'Paris NNP B-NP B-LOC').")
                 if not -num_columns <= tag_column < num_columns or tag_column in (0, -num_columns):
                     raise ConllFormatError(f"{path}:{line_number}: tag_column {tag_column} is not a tag "
                                            f"column of a line with {num_columns} columns.")
