@@ -58,7 +58,7 @@ def in_flag_terms(message, args, argv):
     and the user who typed `--seq-length 4000` looks for that, not for a Python name.
 
     A setting is renamed only where it stands with the value the user typed (`name=VALUE`, or
-    `name VALUE` for a number) and the flag (`--` and the name, dashes for underscores) is in `argv`, so a
+    `name VALUE` for a number: anywhere for a name with an underscore, at the start for a word) and the flag (`--` and the name, dashes for underscores) is in `argv`, so a
     default the message mentions (`seq_length 128`) or a name that is not a flag is left alone.
 
     >>> import argparse
@@ -71,6 +71,8 @@ def in_flag_terms(message, args, argv):
     "seq_length 4000 exceeds the model's 384 positions"
     >>> in_flag_terms("the model out/x reads pairs", argparse.Namespace(model="out/x"), ["--model", "out/x"])
     'the model out/x reads pairs'
+    >>> in_flag_terms("it holds the backups of epochs 2 and 1", argparse.Namespace(epochs=2), ["--epochs", "2"])
+    'it holds the backups of epochs 2 and 1'
     """
     for name, value in sorted(vars(args).items()):
         if value is None or isinstance(value, (bool, list, tuple, dict)):
@@ -78,12 +80,15 @@ def in_flag_terms(message, args, argv):
         flag = "--" + name.replace("_", "-")
         if not any(arg == flag or arg.startswith(flag + "=") for arg in argv):
             continue
-        # `name VALUE` only for a number: `data` / `model` / `input` are also words of a sentence
-        # ("the model out/x is ...") where a path follows them.
-        joins = "(?:=| )" if isinstance(value, (int, float)) else "="
         shown = re.escape(str(value))
-        message = re.sub(rf"(?<![\w-]){name}{joins}({shown})(?!\w|\.\d)", lambda m: f"{flag} {m.group(1)}",
-                         message)
+        named = lambda match: f"{flag} {match.group(1)}"  # noqa: E731 (a function: no escapes read in the value)
+        message = re.sub(rf"(?<![\w-]){name}=({shown})(?!\w|\.\d)", named, message)
+        if isinstance(value, (int, float)):
+            # `name VALUE`: only for a number (`model`, `data` are words a path follows: "the model
+            # out/x is ..."), and a plain word only where the message starts with it ("stride 500
+            # exceeds ..."; elsewhere "the backups of epochs 2 and 1" counts epochs, not the setting).
+            where = r"(?<![\w-])" if "_" in name else "^"
+            message = re.sub(rf"{where}{name} ({shown})(?!\w|\.\d)", named, message)
     return message
 
 
