@@ -93,7 +93,11 @@ def in_flag_terms(message, args, argv):
 
 
 def _column_hint(message, args):
-    match = re.search(r"no (?:column|field) '([^']*)'; (?:columns|fields) found: \[([^\]]*)\]", message)
+    row = re.search(r"no field '([^']*)'; fields found:", message)
+    if row:  # one JSONL line lacks a field others have: naming the column another way would not help
+        return (f"every line of the file needs the field {row.group(1)!r} (a second text once any line has one): "
+                "add it to that line, or remove the line")
+    match = re.search(r"no column '([^']*)'; columns found: \[([^\]]*)\]", message)
     if not match:
         return None
     missing = match.group(1)

@@ -138,6 +138,17 @@ def test_a_column_hint_guesses_only_the_one_column_left_or_a_close_name():
     assert "add one" in hint_for(scored, args)
 
 
+
+def test_a_jsonl_line_without_a_field_is_not_told_to_name_the_column(tmp_path, capsys):
+    # The label column exists (line 1 has it); line 2 lacks it. The hint said "name the column with
+    # --label-column COLUMN; the file has text".
+    train = tmp_path / "train.jsonl"
+    train.write_text('{"text": "a good film", "label": "pos"}\n{"text": "a dull film"}\n', encoding="utf-8")
+    err = error_of(["finetune", "--task", f"csv:{train}", "--init", MINILM, "--output-dir", str(tmp_path / "o")],
+                   capsys)
+    assert "train.jsonl:2: no field 'label'" in err and "--label-column" not in err
+    assert "hint: every line of the file needs the field 'label'" in err
+
 def test_a_task_spec_hint_never_suggests_what_was_typed():
     from bert_keras.tasks.named_datasets import suggest_task
 
