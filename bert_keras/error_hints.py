@@ -52,8 +52,52 @@ def hint_for(error, args):
     return hint
 
 
+def in_flag_terms(message, args, argv):
+    """`message` with each setting the user typed as a flag named as that flag: the library's errors
+    name its settings (`seq_length 4000 exceeds the model's 384 positions`, `pooling_layer=9: ...`),
+    and the user who typed `--seq-length 4000` looks for that, not for a Python name.
+
+    A setting is renamed only where it stands with the value the user typed (`name=VALUE`, or
+    `name VALUE` for a number: anywhere for a name with an underscore, at the start for a word) and the flag (`--` and the name, dashes for underscores) is in `argv`, so a
+    default the message mentions (`seq_length 128`) or a name that is not a flag is left alone.
+
+    >>> import argparse
+    >>> args = argparse.Namespace(seq_length=4000, pooling_layer=9, stride=None)
+    >>> in_flag_terms("seq_length 4000 exceeds the model's 384 positions", args, ["--seq-length", "4000"])
+    "--seq-length 4000 exceeds the model's 384 positions"
+    >>> in_flag_terms("pooling_layer=9: the encoder has 2 layers", args, ["--pooling-layer=9"])
+    '--pooling-layer 9: the encoder has 2 layers'
+    >>> in_flag_terms("seq_length 4000 exceeds the model's 384 positions", args, [])  # not typed: as it was
+    "seq_length 4000 exceeds the model's 384 positions"
+    >>> in_flag_terms("the model out/x reads pairs", argparse.Namespace(model="out/x"), ["--model", "out/x"])
+    'the model out/x reads pairs'
+    >>> in_flag_terms("it holds the backups of epochs 2 and 1", argparse.Namespace(epochs=2), ["--epochs", "2"])
+    'it holds the backups of epochs 2 and 1'
+    """
+    for name, value in sorted(vars(args).items()):
+        if value is None or isinstance(value, (bool, list, tuple, dict)):
+            continue
+        flag = "--" + name.replace("_", "-")
+        if not any(arg == flag or arg.startswith(flag + "=") for arg in argv):
+            continue
+        shown = re.escape(str(value))
+        named = lambda match: f"{flag} {match.group(1)}"  # noqa: E731 (a function: no escapes read in the value)
+        message = re.sub(rf"(?<![\w-]){name}=({shown})(?!\w|\.\d)", named, message)
+        if isinstance(value, (int, float)):
+            # `name VALUE`: only for a number (`model`, `data` are words a path follows: "the model
+            # out/x is ..."), and a plain word only where the message starts with it ("stride 500
+            # exceeds ..."; elsewhere "the backups of epochs 2 and 1" counts epochs, not the setting).
+            where = r"(?<![\w-])" if "_" in name else "^"
+            message = re.sub(rf"{where}{name} ({shown})(?!\w|\.\d)", named, message)
+    return message
+
+
 def _column_hint(message, args):
-    match = re.search(r"no (?:column|field) '([^']*)'; (?:columns|fields) found: \[([^\]]*)\]", message)
+    row = re.search(r"no field '([^']*)'; fields found:", message)
+    if row:  # one JSONL line lacks a field others have: naming the column another way would not help
+        return (f"every line of the file needs the field {row.group(1)!r} (a second text once any line has one): "
+                "add it to that line, or remove the line")
+    match = re.search(r"no column '([^']*)'; columns found: \[([^\]]*)\]", message)
     if not match:
         return None
     missing = match.group(1)
@@ -70,9 +114,26 @@ def _column_hint(message, args):
             if len(found) == 1 and re.search(r"[,;\t|]", found[0]):  # one column of joined names
                 return (f"the file's header is one column, {found[0]!r}: its columns are not separated as "
                         "its extension says (.csv: commas, .tsv: tabs); rename the file or fix the separator")
+            if _reads_as_data(found):  # CoLA's TSV and many exports have no header line
+                return (f"the file's first line ({', '.join(found)}) reads as a row of data, not as column "
+                        "names: a CSV / TSV task file starts with a header line naming its columns (e.g. text "
+                        "and label, separated as the rows are); add one")
             example = f" (e.g. {flag} {shlex.quote(guess[0])})" if guess else ""
             return f"name the column with {flag} COLUMN; the file has {', '.join(found) or 'no columns'}{example}"
     return None
+
+
+def _reads_as_data(cells):
+    """Whether a header's cells look like a row of data: a number (a label, a score), a sentence
+    (three words or more, or a final . ! ?). Column names are short words (`review text`, `label`)."""
+    def data(cell):
+        try:
+            float(cell)
+            return True
+        except ValueError:
+            return len(cell.split()) >= 3 or cell.rstrip().endswith((".", "!", "?"))
+
+    return any(data(cell) for cell in cells)
 
 
 def _suggestion_hint(suggestion):

@@ -185,7 +185,7 @@ def export_saved_model(source, base_path, model_name, *, version=None, tokenizer
             f"and saving ...")
         with padding_skipped(finetuned.model):
             signatures = save_signatures(finetuned, staging, tokenizer_backend, quantize=quantize)
-        audit = audit_ops(staging, release=release, strict=strict, say=say)
+        audit = audit_ops(staging, release=release, strict=strict, say=say, shown_as=target)
         samples = sample_inputs(finetuned, count=8)
         warmup = None
         if warmup_requests:
@@ -347,11 +347,17 @@ def check_release(release):
     audit_op_types((), release=release)  # OpSetFileError names the releases it knows
 
 
-def audit_ops(export_dir, *, release, strict, say):
-    """The op audit of the staged export; `strict`: raise when the release cannot run it."""
+def audit_ops(export_dir, *, release, strict, say, shown_as=None):
+    """The op audit of the staged export; `strict`: raise when the release cannot run it.
+    `shown_as`: the directory the report names (the version directory the staged export becomes,
+    not the hidden staging directory, which is gone once the export is in place)."""
+    import dataclasses
+
     from serving.op_audit import audit_saved_model
 
     audit = audit_saved_model(export_dir, release=release)
+    if shown_as:
+        audit = dataclasses.replace(audit, saved_model_dir=shown_as)
     say(audit.summary())
     if strict:
         audit.raise_if_unsupported()

@@ -233,9 +233,10 @@ def main(argv=None):
         # name the file and the problem: show the message, not a traceback.
         if os.environ.get("BERT_KERAS_DEBUG") == "1":
             raise
-        print(f"bert-keras {args.command}: error: {error}", file=sys.stderr)
-        from bert_keras.error_hints import hint_for
+        from bert_keras.error_hints import hint_for, in_flag_terms
 
+        shown = in_flag_terms(str(error), args, sys.argv[1:] if argv is None else list(argv))
+        print(f"bert-keras {args.command}: error: {shown}", file=sys.stderr)
         hint = hint_for(error, args)
         if hint:
             print(f"hint: {hint}", file=sys.stderr)

@@ -166,10 +166,12 @@ class MultipleChoice(TextTask):
         `(context, "ending ||| ending ...")` tuple.
         """
         parsed = [_context_and_endings(item) for item in items]
-        for number, (_, endings) in enumerate(parsed, 1):
-            if len(endings) != self.num_choices:
-                raise TaskInputError(f"input {number}: a SWAG model scores exactly {self.num_choices} endings, "
-                                     f"got {len(endings)} ('context ||| ending ||| ending ...')")
+        for row, (_, endings) in enumerate(parsed):
+            if len(endings) != self.num_choices:  # named by row, as `bert-keras predict` renames it
+                shown = " ||| ".join(items[row]) if isinstance(items[row], tuple) else str(items[row])
+                raise TaskInputError(f"row {row} ({shown[:60]!r}): a SWAG model scores exactly "
+                                     f"{self.num_choices} endings, got {len(endings)} ('context ||| ending ||| "
+                                     "ending ...')")
         probabilities = self.predict(([c for c, _ in parsed], [e for _, e in parsed]), batch_size=batch_size)
         return [{"context": c, "endings": e, "choice": int(p.argmax()), "ending": e[int(p.argmax())],
                  "probabilities": [float(v) for v in p]} for (c, e), p in zip(parsed, probabilities)]

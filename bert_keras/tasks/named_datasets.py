@@ -6,7 +6,7 @@ A dataset spec names the data, the task class and how its metrics read:
 * `csv:PATH`: your CSV / TSV / JSONL file (`text`/`sentence`, optional `text_b` /
   `sentence2`, `label`; `question1` / `question2` pairs too), `TextClassifier` (labels: the
   training file's, sorted).
-* `conll2003`: CoNLL-2003 NER (TFDS, or `--data` / `--eval-data` files in IOB1), `TokenClassifier`.
+* `conll2003`: CoNLL-2003 NER (TFDS, or `--data` / `--eval-data` files in IOB1, BIO or IOBES), `TokenClassifier`.
 * `swag`: SWAG CSV files, `MultipleChoice`.
 * `squad/v1.1`, `squad/v2.0`: SQuAD (TFDS, or JSON files), `SpanQA`.
 * `korquad/v1.0`: KorQuAD 1.0 (JSON files in SQuAD v1.1's format: `--data`, `--eval-data`), `SpanQA`
@@ -267,6 +267,8 @@ class CsvSpec(DatasetSpec):
 
     TEXT_COLUMNS = ("text", "sentence", "sentence1", "question1", "question", "premise", "document")
     TEXT_B_COLUMNS = ("text_b", "sentence2", "question2", "hypothesis")
+    # Text columns that are a pair when a file has both, in GLUE's order (QNLI: question, sentence).
+    TEXT_PAIRS = (("question", "sentence"),)
 
     def __init__(self, spec, *, regression=False, **options):
         from bert_keras.tasks.text_classifier import TextClassifier
@@ -292,6 +294,11 @@ class CsvSpec(DatasetSpec):
         if not os.path.isfile(path):
             raise DatasetSpecError(not_a_file(path))
         columns = read_columns(path)
+        if not self.text_column and not self.text_b_column and self.text_pair is not False:
+            # Else the first known name alone: QNLI's files were read as their "sentence", the question
+            # left out without a word.
+            self.text_column, self.text_b_column = next(
+                ((a, b) for a, b in self.TEXT_PAIRS if a in columns and b in columns), (None, None))
         self.text_column = self.text_column or next((c for c in self.TEXT_COLUMNS if c in columns), "text")
         # The first text's partner: `q1` -> `q2` (QQP's and Question_pair's question1 / question2), else
         # the known names. Without it, `--text-column question1` trained on question1 alone, silently.
@@ -363,9 +370,11 @@ class ConllSpec(DatasetSpec):
             if not os.path.isfile(path):
                 raise DatasetSpecError(not_a_file(path))
             self.scored = path
-            # CoNLL-2003 files are IOB1; train and score in IOB2 (BIO), as TFDS.
-            # A tag that is not IOB1: an error naming file, line and word (Sentence.with_scheme).
-            return [s.with_scheme("IOB1", "IOB2") for s in conll.read_conll(path)]
+            # CoNLL-2003 files are IOB1, others BIO or IOBES (conll.file_scheme); train and score in
+            # IOB2 (BIO), as TFDS. A tag the scheme lacks: an error naming file, line and word.
+            sentences = conll.read_conll(path)
+            scheme = conll.file_scheme(sentences)
+            return [s.with_scheme(scheme, "IOB2") for s in sentences]
         self.scored = f"tfds conll2003[{split}]"
         return conll.conll_from_tfds(split, data_dir=self.data_dir)
 

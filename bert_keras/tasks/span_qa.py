@@ -370,9 +370,10 @@ class SpanQA(TextTask):
                          max_answer_length=None):
         """`{"question", "context", "answer", ...}` per `(question, context)` item; `threshold`,
         `n_best_size`, `max_answer_length` override the task's settings (as in `predict_squad`)."""
-        if not all(isinstance(item, tuple) and len(item) == 2 for item in items):
-            raise TaskInputError("a SQuAD model answers (question, context) pairs: 'question ||| context' "
-                                 "(or --squad FILE.json for a whole SQuAD file)")
+        wrong = next((i for i, item in enumerate(items) if not (isinstance(item, tuple) and len(item) == 2)), None)
+        if wrong is not None:  # named by row, as `bert-keras predict` renames it: the argument or the line
+            raise TaskInputError(f"row {wrong} ({str(items[wrong])[:60]!r}): a SQuAD model answers (question, "
+                                 "context) pairs: 'question ||| context' (or --squad FILE.json for a whole SQuAD file)")
         questions, contexts = [q for q, _ in items], [c for _, c in items]
         self._row_options = (("threshold", threshold), ("n_best_size", n_best_size),
                              ("max_answer_length", max_answer_length))

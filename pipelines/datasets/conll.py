@@ -156,6 +156,10 @@ def read_conll(path, *, tag_column=-1):
                 continue
             if num_columns is None:
                 num_columns = len(columns)
+                if num_columns == 1:  # words without tags (text to tag, not data to train or score on)
+                    raise ConllFormatError(f"{path}:{line_number}: {line.strip()!r} has no tag: a CoNLL line is a "
+                                           "word and its tags separated by spaces or tabs, the NER tag last "
+                                           "(e.g. 'Paris NNP B-NP B-LOC').")
                 if not -num_columns <= tag_column < num_columns or tag_column in (0, -num_columns):
                     raise ConllFormatError(f"{path}:{line_number}: tag_column {tag_column} is not a tag "
                                            f"column of a line with {num_columns} columns.")
@@ -202,6 +206,19 @@ def conll_from_tfds(split="train", *, data_dir=None):
 
 
 # -- tag schemes -----------------------------------------------------------------
+
+
+def file_scheme(sentences):
+    """The scheme a file's tags are read in: `"IOBES"` when any tag starts with `E-` or `S-` (only
+    IOBES has them), else `"IOB1"`, which reads IOB2 (BIO) tags as the same entities (a `B-X`
+    starts one in both), so CoNLL-2003's original files and BIO files alike need no setting.
+
+    Example:
+        >>> file_scheme([Sentence(["Anna", "Berg"], ["B-PER", "E-PER"])]), file_scheme([Sentence(["EU"], ["I-ORG"])])
+        ('IOBES', 'IOB1')
+    """
+    iobes = any(tag[:2] in ("E-", "S-") for sentence in sentences for tag in sentence.tags)
+    return "IOBES" if iobes else "IOB1"
 
 
 def convert_tags(tags, from_scheme, to_scheme):

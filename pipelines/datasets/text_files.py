@@ -117,7 +117,8 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
             columns found), a header of more than `MAX_COLUMNS` columns,
             invalid JSON, a row with the wrong number of fields, a byte not in
             `encoding` (or a UTF-16 / UTF-32 file: the message says so, with
-            the iconv command), an empty or whitespace-only text or one that is
+            the iconv command; a gzip / zip / bzip2 / xz / zstd file: the message says to
+            decompress it), an empty or whitespace-only text or one that is
             no string, an empty label, a class label that is a
             fractional number or a number written two ways, or (regression) a
             label that is no finite number; each names the file and line.
@@ -137,7 +138,10 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
     for column in (text_column, label_column):
         if column is not None and column not in columns:
             raise TextFileError(f"{path}: no column {column!r}; columns found: {sorted(columns)}.")
-    use_b = text_b_column is not None and text_b_column in columns
+    # Any row's: a JSONL file whose first object has no second text but later ones do is a pair
+    # file with a row missing its second text (an error below), not single texts with the second
+    # texts dropped.
+    use_b = text_b_column is not None and any(text_b_column in row for _, row in rows)
 
     examples = []
     for line, row in rows:
@@ -185,6 +189,10 @@ def decode_text_file(path, encoding="utf-8", *, error=None):
 def decode_text(data, name, encoding="utf-8", *, error=None):
     """`decode_text_file` for bytes already read (standard input: `name` says where they came from)."""
     path = name
+    packed = compressed_format(data)
+    if packed:  # read as text it fails on its first odd byte, and the advice would be to iconv it
+        raise (error or TextFileError)(
+            f"{path}: the file is {packed[0]}, not text; {packed[1]} and give the file inside.")
     wide = None if codecs.lookup(encoding).name.startswith(("utf-16", "utf-32")) else wide_unicode_encoding(data)
     if wide:  # read as UTF-8 or a code page, it fails on the wrong byte, or gives text with NULs between letters
         raise (error or TextFileError)(
@@ -203,6 +211,30 @@ def decode_text(data, name, encoding="utf-8", *, error=None):
             f"{path}:{line}: byte 0x{byte} is not valid {bad.encoding.replace('-sig', '')} "
             f"({bad.reason}); save it as UTF-8 (iconv -f {code_page} -t utf-8 FILE > FILE.utf8), or, from "
             f"Python, pass its encoding (encoding={examples}).") from None
+
+
+# Leading bytes of the compressed files and archives a data file is mistaken for (`train.tsv.gz`, a
+# spreadsheet saved as .xlsx: a zip), and what to do instead: none is read, none is text.
+_COMPRESSED_MAGIC = ((b"\x1f\x8b", "gzip-compressed", "decompress it (gunzip -k FILE)"),
+                     (b"PK\x03\x04", "a zip archive (or an .xlsx / .ods spreadsheet)",
+                      "unzip it, or save the sheet as CSV UTF-8"),
+                     (b"BZh", "bzip2-compressed", "decompress it (bunzip2 -k FILE)"),
+                     (b"\xfd7zXZ\x00", "xz-compressed", "decompress it (unxz -k FILE)"),
+                     (b"\x28\xb5\x2f\xfd", "zstd-compressed", "decompress it (unzstd FILE)"))
+
+
+def compressed_format(data):
+    """`(what the file is, what to do)` for bytes of a compressed file or archive, else None.
+
+    Example:
+        >>> import gzip
+        >>> compressed_format(gzip.compress(b"text,label\\n"))[0], compressed_format(b"text,label\\n")
+        ('gzip-compressed', None)
+    """
+    for magic, what, advice in _COMPRESSED_MAGIC:
+        if data.startswith(magic):
+            return what, advice
+    return None
 
 
 # How much of a file `legacy_code_page` reads: enough lines to tell, never the whole of a large file.
@@ -304,6 +336,8 @@ def _label_field(row, column, source, regression):
     if isinstance(label, (list, dict)):
         raise TextFileError(f"{source}: label {json.dumps(label)[:40]} is a "
                             f"{type(label).__name__}, not a single value.")
+    if isinstance(label, bool):  # JSON's true / false, as written: Python's str would make "True"
+        label = json.dumps(label)
     label = "" if label is None else str(label).strip()
     if not label:
         raise TextFileError(f"{source}: empty label.")
@@ -590,6 +624,10 @@ def _jsonl_rows(f, path, file_format):
         if not text.strip():
             blank += 1
             continue
+        if not rows and text.lstrip().startswith("["):  # pandas' to_json(orient="records"), a .json dump
+            raise TextFileError(f"{path}:{line}: the file is a JSON array, not JSON Lines (one object per line); "
+                                "write one object per line (pandas: to_json(..., orient=\"records\", lines=True); "
+                                "jq -c '.[]' FILE > FILE.jsonl)")
         try:
             row = json.loads(text, object_pairs_hook=_object_of_unique_keys)
         except json.JSONDecodeError as e:

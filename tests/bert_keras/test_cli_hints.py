@@ -130,6 +130,24 @@ def test_a_column_hint_guesses_only_the_one_column_left_or_a_close_name():
     assert hint_for(joined, args).startswith("the file's header is one column, 'sentence,label': its columns "
                                              "are not separated as its extension says")
 
+    # A file without a header line (CoLA's TSV): its first row is not column names to pick from.
+    headless = ValueError("d.tsv: no column 'text'; columns found: ['gj04', '1', '', 'Our friends bought it.']")
+    assert hint_for(headless, args).startswith("the file's first line (gj04, 1, , Our friends bought it.) reads "
+                                               "as a row of data, not as column names")
+    scored = ValueError("d.tsv: no column 'text'; columns found: ['good film', 'pos', '4.5']")
+    assert "add one" in hint_for(scored, args)
+
+
+
+def test_a_jsonl_line_without_a_field_is_not_told_to_name_the_column(tmp_path, capsys):
+    # The label column exists (line 1 has it); line 2 lacks it. The hint said "name the column with
+    # --label-column COLUMN; the file has text".
+    train = tmp_path / "train.jsonl"
+    train.write_text('{"text": "a good film", "label": "pos"}\n{"text": "a dull film"}\n', encoding="utf-8")
+    err = error_of(["finetune", "--task", f"csv:{train}", "--init", MINILM, "--output-dir", str(tmp_path / "o")],
+                   capsys)
+    assert "train.jsonl:2: no field 'label'" in err and "--label-column" not in err
+    assert "hint: every line of the file needs the field 'label'" in err
 
 def test_a_task_spec_hint_never_suggests_what_was_typed():
     from bert_keras.tasks.named_datasets import suggest_task
@@ -158,3 +176,28 @@ def test_a_pattern_the_shell_expanded_gets_a_hint_to_quote_it(tmp_path, capsys):
                     "--output-prefix", str(tmp_path / "out" / "p")], capsys)
     assert f"'{texts[1]}' is not a Beam option" in err and f"--input '{tmp_path}/*.txt'" in err
     assert not os.path.exists(tmp_path / "out")
+
+
+def test_an_error_about_a_typed_flag_names_the_flag_not_the_python_setting(tmp_path, capsys):
+    """The library says `seq_length 4000 ...` and `pooling_layer=9: ...`; the user typed
+    `--seq-length 4000` and `--pooling-layer 9`, and the error names what they typed."""
+    from bert_keras.checkpoints import save_pretrained
+    from bert_keras.config import BertConfig
+    from bert_keras.encoder import BertEncoder
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "b"]) + "\n")
+    encoder = BertEncoder(BertConfig(vocab_size=7, hidden_size=8, num_layers=2, num_heads=2,
+                                     intermediate_size=16, max_position_embeddings=32))
+    save_pretrained(encoder, str(tmp_path / "tiny.keras"), vocab_file=str(vocab))
+    init = str(tmp_path / "tiny.keras")
+    err = error_of(["embed", "--init", init, "--pooling-layer", "9", "a b"], capsys)
+    assert "error: --pooling-layer 9: the encoder has 2 layers" in err and "pooling_layer" not in err
+    err = error_of(["embed", "--init", init, "--seq-length=4000", "a b"], capsys)
+    assert "error: --seq-length 4000 exceeds the model's 32 positions" in err
+    train = tmp_path / "train.tsv"
+    train.write_text("text\tlabel\na b\tx\nb a\ty\n", encoding="utf-8")
+    err = error_of(["finetune", "--task", f"csv:{train}", "--no-eval", "--init", init, "--max-length", "40",
+                    "--stride", "500", "--seq-length", "16", "--output-dir", str(tmp_path / "out")], capsys)
+    # the typed --stride is named as typed; so is --seq-length, given on the command line too
+    assert "error: --stride 500 exceeds the window (14 word pieces: --seq-length 16 less" in err

@@ -104,6 +104,22 @@ def test_question_pairs_are_read_as_pairs(tmp_path, options):
     assert spec.model_options()["text_pair"] is True and y == ["0", "1"]
 
 
+
+def test_qnli_files_are_read_as_question_sentence_pairs(tmp_path):
+    # GLUE's QNLI TSV (index, question, sentence, label): read as its "sentence" alone, the question
+    # silently left out, and trained as single texts.
+    from bert_keras.tasks.named_datasets import parse_task
+
+    data = tmp_path / "qnli.tsv"
+    data.write_text("index\tquestion\tsentence\tlabel\n0\tWho wrote it?\tAnn wrote it.\tentailment\n"
+                    "1\tWhen?\tThe sky is blue.\tnot_entailment\n", encoding="utf-8")
+    spec = parse_task(f"csv:{data}")
+    x, y = spec.training_data()
+    assert x == (["Who wrote it?", "When?"], ["Ann wrote it.", "The sky is blue."])
+    assert spec.model_options()["text_pair"] is True and y == ["entailment", "not_entailment"]
+    single = parse_task(f"csv:{data}", text_column="sentence")  # a column named: as asked, one text
+    assert single.training_data()[0] == ["Ann wrote it.", "The sky is blue."]
+
 def test_eval_label_outside_label_set_names_file_and_line(sentiment_dir, tmp_path):
     bad = tmp_path / "bad.tsv"
     bad.write_text("sentence\tlabel\nA fine film.\t1\nOdd one.\tmaybe\n", encoding="utf-8")
@@ -283,14 +299,32 @@ def test_predict_json_keeps_korean_text_readable(ner_dir, capsys, tmp_path):
         assert json.loads(line)["words"] == ["서울", "EU"]
 
 
-@pytest.mark.parametrize("tag, problem", [("X-ORG", "is neither 'O' nor '<B|I|E|S>-<type>'"),
-                                          ("E-ORG", "is not valid IOB1")])
-def test_conll_evaluate_names_file_line_and_word_of_a_tag_that_is_not_iob1(ner_dir, tmp_path, tag, problem):
+def test_conll_evaluate_names_file_line_and_word_of_a_tag_of_no_scheme(ner_dir, tmp_path):
     bad = tmp_path / "ner_badtag.txt"
-    bad.write_text(f"EU NNP B-NP I-ORG\n\nEU NNP B-NP {tag}\nrejects VBZ B-VP O\n", encoding="utf-8")
+    bad.write_text("EU NNP B-NP I-ORG\n\nEU NNP B-NP X-ORG\nrejects VBZ B-VP O\n", encoding="utf-8")
     with pytest.raises(ValueError) as error:
         run(evaluate, ["evaluate", "--model", ner_dir, "--data", str(bad)])
-    assert f"ner_badtag.txt:3: tag {tag!r} (word 1, 'EU') {problem}" in str(error.value)
+    assert "ner_badtag.txt:3: tag 'X-ORG' (word 1, 'EU') is neither 'O' nor '<B|I|E|S>-<type>'" in str(error.value)
+
+
+def test_conll_files_in_iob1_bio_and_iobes_score_the_same(ner_dir, tmp_path, capsys):
+    # The same entities written in the three schemes: an IOBES file (S-, E-) was refused as
+    # "not valid IOB1"; each is read in its own scheme (conll.file_scheme) and scores the same.
+    from pipelines.datasets import conll
+
+    sentences = conll.read_conll(os.path.join(DATA, "tasks", "conll2003_mini.txt"))
+    scores = []
+    for scheme in ("IOB1", "IOB2", "IOBES"):
+        path = tmp_path / f"{scheme}.txt"
+        with open(path, "w", encoding="utf-8") as f:
+            for sentence in sentences:
+                tags = conll.convert_tags(sentence.tags, "IOB1", scheme)
+                f.write("".join(f"{word} {tag}\n" for word, tag in zip(sentence.words, tags)) + "\n")
+        capsys.readouterr()
+        assert run(evaluate, ["evaluate", "--model", ner_dir, "--data", str(path), "--json"]) == 0
+        scores.append(json.loads(capsys.readouterr().out.strip().splitlines()[-1]))
+    assert "S-" in (tmp_path / "IOBES.txt").read_text() and scores[0]["num_examples"] == len(sentences)
+    assert scores[0] == scores[1] == scores[2]
 
 
 def test_conll_evaluate_reads_a_word_of_control_characters_as_unk(ner_dir, tmp_path, capsys):

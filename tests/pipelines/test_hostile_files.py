@@ -59,6 +59,30 @@ def test_a_utf_16_or_32_file_is_told_its_iconv_command_not_cp1252(tmp_path, code
     assert read_text_file(path, encoding=named.lower())[0].text == "caf\xe9 au lait"
 
 
+def test_a_compressed_file_is_named_as_such_not_told_to_convert_from_cp1252(tmp_path):
+    # train.tsv.gz, or a sheet saved as .xlsx: the old error named byte 0x8b "not valid utf-8" and
+    # advised iconv -f cp1252, which turns the compressed bytes into garbage text.
+    import gzip
+    import zipfile
+
+    from pipelines.datasets.conll import ConllFormatError, read_conll
+    from pipelines.datasets.squad import SquadFormatError, read_squad_json
+
+    gz = _write(tmp_path / "train.tsv.gz", gzip.compress(b"text\tlabel\ngood\tpos\n"))
+    with pytest.raises(TextFileError) as refused:
+        read_text_file(gz, file_format="tsv")
+    assert str(refused.value) == f"{gz}: the file is gzip-compressed, not text; decompress it (gunzip -k FILE) " \
+                                 "and give the file inside."
+    with zipfile.ZipFile(tmp_path / "train.xlsx", "w") as sheet:
+        sheet.writestr("xl/workbook.xml", "<workbook/>")
+    with pytest.raises(TextFileError, match=r"train.xlsx: the file is a zip archive \(or an .xlsx"):
+        read_text_file(str(tmp_path / "train.xlsx"), file_format="csv")
+    with pytest.raises(ConllFormatError, match=r"conll.gz: the file is gzip-compressed"):
+        read_conll(_write(tmp_path / "conll.gz", gzip.compress(b"EU B-ORG\n")))
+    with pytest.raises(SquadFormatError, match=r"dev.json.gz: the file is gzip-compressed"):
+        read_squad_json(_write(tmp_path / "dev.json.gz", gzip.compress(b'{"data": []}')), is_training=False)
+
+
 @pytest.mark.parametrize("suffix, delimiter", [(".csv", ","), (".tsv", "\t")])
 def test_a_header_of_a_million_columns_is_refused_naming_file_line_and_count(tmp_path, suffix, delimiter):
     header = delimiter.join(["text", "label"] + [f"c{i}" for i in range(999_998)])
@@ -130,6 +154,36 @@ def test_numbers_as_class_labels_point_to_regression(tmp_path, labels, message):
 def test_integer_class_labels_are_still_classes(tmp_path):
     path = _write(tmp_path / "ints.csv", "text,label\na,0\nb,1\nc,2\n")
     assert text_files.build_label_vocabulary(read_text_file(path)) == ["0", "1", "2"]
+
+
+def test_jsonl_boolean_labels_are_read_as_written_and_match_a_csv_dev_file(tmp_path):
+    # JSON true / false were Python's "True" / "False": a dev CSV saying true / false was refused
+    # as labels the training file never had, and predictions said "True".
+    train = _write(tmp_path / "train.jsonl", '{"text": "spam offer", "label": true}\n{"text": "hi mum", "label": false}\n')
+    dev = _write(tmp_path / "dev.csv", "text,label\nfree offer,true\nhello,false\n")
+    labels = text_files.build_label_vocabulary(read_text_file(train))
+    assert labels == ["false", "true"]
+    assert text_files.label_ids(read_text_file(dev), labels) == [1, 0]
+
+
+def test_jsonl_second_texts_after_a_first_object_without_one_are_not_dropped(tmp_path):
+    # The first object decided: without "text_b" there, every later row's text_b was silently dropped
+    # and the file read as single texts.
+    path = _write(tmp_path / "pairs.jsonl", '{"text": "a cat", "label": "x"}\n'
+                                            '{"text": "a dog", "text_b": "it barks", "label": "y"}\n')
+    with pytest.raises(TextFileError, match=r"pairs.jsonl:1: no field 'text_b'"):
+        read_text_file(path)
+    assert [e.text_b for e in read_text_file(path, text_b_column=None)] == [None, None]  # asked: single texts
+
+
+@pytest.mark.parametrize("content", ['[{"text": "a", "label": "x"}, {"text": "b", "label": "y"}]',
+                                     '[\n  {"text": "a", "label": "x"},\n  {"text": "b", "label": "y"}\n]\n'])
+def test_a_json_array_file_is_told_to_be_json_lines(tmp_path, content):
+    # pandas' to_json(orient="records") writes one array: it was "expected a JSON object, got list" or
+    # "not valid JSON (Expecting value: line 2 column 1 (char 2))".
+    path = _write(tmp_path / "train.json", content)
+    with pytest.raises(TextFileError, match=r"train.json:1: the file is a JSON array, not JSON Lines .*lines=True"):
+        read_text_file(path)
 
 
 @pytest.mark.parametrize("target", ["nan", "inf", "-Infinity", "1e400"])

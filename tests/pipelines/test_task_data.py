@@ -237,6 +237,17 @@ def test_read_conll_wrong_column_count_names_line():
         conll.read_conll(data("conll2003_bad_columns.txt"))
 
 
+
+def test_read_conll_words_without_tags_say_so(tmp_path):
+    # It said "tag_column -1 is not a tag column of a line with 1 columns": a Python argument that
+    # `bert-keras evaluate --data` has no flag for.
+    path = tmp_path / "words.txt"
+    path.write_text("-DOCSTART-\n\nJohn\nlives\n", encoding="utf-8")
+    with pytest.raises(conll.ConllFormatError) as error:
+        conll.read_conll(path)
+    assert str(error.value) == (f"{path}:3: 'John' has no tag: a CoNLL line is a word and its tags separated by "
+                                "spaces or tabs, the NER tag last (e.g. 'Paris NNP B-NP B-LOC').")
+
 def test_convert_tags():
     iob1 = ["I-PER", "I-PER", "O", "I-LOC", "B-LOC", "I-LOC", "I-ORG"]
     iob2 = ["B-PER", "I-PER", "O", "B-LOC", "B-LOC", "I-LOC", "B-ORG"]

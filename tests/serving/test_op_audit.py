@@ -45,6 +45,25 @@ def test_core_op_model_audits_clean(tmp_path):
     assert "OK" in audit.summary() and "none from TF-Text" in audit.summary()
 
 
+
+def test_the_export_report_names_the_version_directory_not_the_staging_one(tmp_path):
+    # `bert-keras export` printed "Op audit of models/clf/.export-1-o8099...-w4btj74n ...": the hidden
+    # staging directory, gone once the export is renamed into place.
+    from serving.exporter import audit_ops
+
+    module = tf.Module()
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def serve(text):
+        return {"n": tf.strings.length(text)}
+
+    module.serve = serve
+    staging = _save(module, tmp_path / ".export-1-abc", serve)
+    said = []
+    audit = audit_ops(staging, release="2.20", strict=False, say=said.append, shown_as=str(tmp_path / "1"))
+    assert said[0].startswith(f"Op audit of {tmp_path / '1'} for tensorflow/serving 2.20")
+    assert ".export-" not in said[0] and audit.ok
+
 def test_unbundled_tf_text_op_is_flagged(tmp_path):
     import tensorflow_text as tf_text
     module = tf.Module()

@@ -31,8 +31,26 @@ def test_predict_cli_scores_four_endings_like_the_export(finetuned_dir, exported
     assert [r["ending"] for r in rows] == [e[r["choice"]] for (_, e), r in zip(ITEMS, rows)]
 
 
-def test_predict_cli_names_the_input_with_the_wrong_number_of_endings(finetuned_dir, capsys):
+def test_predict_cli_names_the_input_with_the_wrong_number_of_endings(finetuned_dir, capsys, tmp_path):
     from bert_keras.cli.main import main
 
     assert main(["predict", "--model", finetuned_dir("multiple_choice"), "ctx ||| a ||| b"]) == 2
-    assert "input 1: a SWAG model scores exactly 4 endings, got 2" in capsys.readouterr().err
+    assert "TEXT argument 1 ('ctx ||| a ||| b'): a SWAG model scores exactly 4 endings, got 2" in capsys.readouterr().err
+    # A line of --input after TEXT arguments: it said "input 3", neither the argument nor the line.
+    lines = tmp_path / "items.txt"
+    lines.write_text("c ||| a ||| b ||| c ||| d\nctx ||| a\n", encoding="utf-8")
+    assert main(["predict", "--model", finetuned_dir("multiple_choice"), "c ||| a ||| b ||| c ||| d",
+                 "--input", str(lines)]) == 2
+    assert f"--input {lines}, line 2 ('ctx ||| a'): a SWAG model scores exactly 4 endings, got 1" in \
+        capsys.readouterr().err
+
+
+def test_predict_cli_names_the_squad_input_that_is_no_question_context_pair(finetuned_dir, capsys, tmp_path):
+    # It said only "a SQuAD model answers (question, context) pairs", not which of the inputs.
+    from bert_keras.cli.main import main
+
+    lines = tmp_path / "questions.txt"
+    lines.write_text("who? ||| ann lives here.\njust a question\n", encoding="utf-8")
+    assert main(["predict", "--model", finetuned_dir("squad"), "--input", str(lines)]) == 2
+    assert f"--input {lines}, line 2 ('just a question'): a SQuAD model answers (question, context) pairs" in \
+        capsys.readouterr().err
