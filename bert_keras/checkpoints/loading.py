@@ -21,6 +21,7 @@ checks the config against the arrays before building anything, so a 12-layer
 config with 6-layer weights fails with a message that says so.
 """
 
+import contextlib
 import dataclasses
 import difflib
 import os
@@ -497,9 +498,7 @@ def save_pretrained(encoder, spec, *, vocab_file=None, heads=None, tokenizer_set
     if bad:
         raise CheckpointMismatchError(f"heads= takes canonical cls/... names only, got {bad}")
     if location.kind == "keras":
-        with staged_path(location.path, size=model_nbytes(encoder, optimizer=False), what="the encoder") as staging:
-            encoder.save(staging)
-        _write_keras_heads(location.path, heads)
+        _save_keras_encoder(encoder, location.path, heads)
         if vocab_file is not None:
             _copy_vocabulary(vocab_file, _keras_vocab_path(location.path))
             _write_tokenizer_settings(vocab_file, _keras_vocab_path(location.path), tokenizer_settings)
@@ -509,20 +508,27 @@ def save_pretrained(encoder, spec, *, vocab_file=None, heads=None, tokenizer_set
                             tokenizer_settings=tokenizer_settings)
 
 
-def _write_keras_heads(path, heads):
-    """The pretraining heads of `PATH.keras` in `PATH.heads.npz` (a `.keras` file holds the encoder
-    alone), so that pretraining continued from it (BERT's second phase at a longer sequence
-    length) or a conversion keeps them. Saving without heads removes the file an earlier save
-    of the same path left: it belonged to the encoder just replaced."""
+def _save_keras_encoder(encoder, path, heads):
+    """Writes `PATH.keras` and its pretraining heads in `PATH.heads.npz` (a `.keras` file holds the
+    encoder alone), so that pretraining continued from it (BERT's second phase at a longer sequence
+    length) or a conversion keeps them.
+
+    The two files are one model: a heads file beside another encoder would load silently wrong.
+    Both are staged first (a failed write, a full disk, changes nothing); then the heads an earlier
+    save left are removed before the new encoder takes their place, and the new heads are renamed
+    last. A kill between those steps leaves an encoder without heads, never a mismatched pair."""
     import numpy as np
 
     heads_path = _keras_heads_path(path)
-    if not heads:
-        if os.path.isfile(heads_path):
-            os.remove(heads_path)
-        return
-    with staged_path(heads_path) as staging, open(staging, "wb") as f:
-        np.savez(f, **{name: np.asarray(value) for name, value in heads.items()})
+    with contextlib.ExitStack() as commit_heads:  # exits last: the heads after the encoder
+        if heads:
+            heads_staging = commit_heads.enter_context(staged_path(heads_path))
+            with open(heads_staging, "wb") as f:
+                np.savez(f, **{name: np.asarray(value) for name, value in heads.items()})
+        with staged_path(path, size=model_nbytes(encoder, optimizer=False), what="the encoder") as staging:
+            encoder.save(staging)
+            if os.path.isfile(heads_path):  # they belong to the encoder about to be replaced
+                os.remove(heads_path)
 
 
 def _read_keras_heads(location):

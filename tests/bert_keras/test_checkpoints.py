@@ -533,6 +533,46 @@ def test_keras_file_round_trip_with_vocabulary(tiny_config, tiny_vocab_file, tmp
     assert len(loaded(batch)["hidden_states"]) == tiny_config.num_layers + 1
 
 
+def test_a_keras_encoder_and_its_heads_file_are_never_a_mismatched_pair(tiny_config, tmp_path, monkeypatch):
+    """`PATH.keras` and `PATH.heads.npz` are one model. The encoder used to be renamed into place
+    first: a heads write that then failed (a full disk) or a kill left the new encoder beside the
+    old heads, which loaded without a word. Now a failed write changes nothing, and a kill between
+    the renames leaves the new encoder without heads."""
+    from unittest import mock
+
+    from bert_keras.encoder import BertEncoder
+
+    path = str(tmp_path / "encoder.keras")
+    heads = lambda value: {name: np.full(shape, value, np.float32)  # noqa: E731
+                           for name, shape in loading.head_shapes(tiny_config).items()}
+    first, second = BertEncoder(tiny_config), BertEncoder(tiny_config)
+    first_embeddings = first.embeddings.token_embedding.embeddings.numpy()
+    save_pretrained(first, path, heads=heads(1.0))
+
+    with mock.patch("numpy.savez", side_effect=OSError(28, "No space left on device")):
+        with pytest.raises(OSError, match="No space left"):
+            save_pretrained(second, path, heads=heads(2.0))
+    _, weights, _ = read_pretrained(path)
+    np.testing.assert_array_equal(weights["bert/embeddings/word_embeddings"], first_embeddings)
+    assert weights["cls/predictions/output_bias"][0] == 1.0
+
+    real_replace = os.replace
+
+    def killed_before_the_heads(source, destination):
+        if str(destination).endswith(".heads.npz"):
+            raise KeyboardInterrupt
+        real_replace(source, destination)
+
+    monkeypatch.setattr(os, "replace", killed_before_the_heads)
+    with pytest.raises(KeyboardInterrupt):
+        save_pretrained(second, path, heads=heads(2.0))
+    monkeypatch.setattr(os, "replace", real_replace)
+    _, weights, _ = read_pretrained(path)
+    np.testing.assert_array_equal(weights["bert/embeddings/word_embeddings"],
+                                  second.embeddings.token_embedding.embeddings.numpy())
+    assert not any(name.startswith("cls/") for name in weights)
+
+
 def test_keras_hub_backbone_conversion_round_trip(tiny_config):
     pytest.importorskip("keras_hub")
     config = BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"})
