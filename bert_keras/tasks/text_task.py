@@ -168,7 +168,8 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
     @classmethod
     def from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length=None,
                         learning_rate=2e-5, warmup_ratio=0.1, weight_decay=0.01, vocab_file=None,
-                        lowercase=None, strip_accents=None, pre_tokenizer=None, dropout=0.1, **options):
+                        lowercase=None, strip_accents=None, pre_tokenizer=None, dropout=0.1, strict=True,
+                        **options):
         """A task on a pretrained encoder (or a fine-tuned directory), compiled with BERT's recipe.
 
         Args:
@@ -197,6 +198,10 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
                 the tokenizer, on the host, for a vocabulary learned on morphemes as words
                 (`bert-keras vocab --pre-tokenizer kiwi`); saved with the model.
             dropout: the head's dropout.
+            strict: False drops, with a warning, checkpoint tensors the encoder does not use (the
+                head of a Hugging Face `BertForSequenceClassification`, say: the task trains its
+                own) and lets weights the checkpoint lacks keep their random start; True (default)
+                refuses both, naming them.
             **options: the task's own settings (see each class).
 
         Raises:
@@ -209,7 +214,7 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
                                     recipe=dict(learning_rate=learning_rate, warmup_ratio=warmup_ratio,
                                                 weight_decay=weight_decay),
                                     vocab_file=vocab_file, lowercase=lowercase, strip_accents=strip_accents,
-                                    pre_tokenizer=pre_tokenizer, dropout=dropout, **options)
+                                    pre_tokenizer=pre_tokenizer, dropout=dropout, strict=strict, **options)
 
     # What `bert-keras predict --model DIR ...` takes after the model, for "next:" hints.
     predict_example = '"your text"'

@@ -215,6 +215,24 @@ def test_read_hf_task_head_is_listed_and_dropped_when_not_strict(tiny_config, tm
     assert not any("classifier" in k for k in weights)
 
 
+def test_a_task_from_a_fine_tuned_hf_directory_takes_strict_false(tiny_config, tiny_vocab_file, tmp_path):
+    """The error for a BertForSequenceClassification directory says "pass strict=False", which
+    `TextClassifier.from_pretrained` did not pass on: the same error came back."""
+    from bert_keras.tasks import TextClassifier
+
+    weights = random_canonical(tiny_config)
+    tensors = _hf_tensors(tiny_config, weights, prefix="bert.")
+    tensors["classifier.weight"] = np.zeros((3, 32), np.float32)
+    tensors["classifier.bias"] = np.zeros((3,), np.float32)
+    _write_raw_hf(tmp_path / "hf", tiny_config, tensors)
+    shutil.copy(tiny_vocab_file, tmp_path / "hf" / "vocab.txt")
+    with pytest.raises(CheckpointMismatchError, match="strict=False"):
+        TextClassifier.from_pretrained(f"hf:{tmp_path / 'hf'}", labels=["a", "b"])
+    with pytest.warns(UserWarning, match="classifier.weight"):
+        classifier = TextClassifier.from_pretrained(f"hf:{tmp_path / 'hf'}", labels=["a", "b"], strict=False)
+    assert_same_weights(weights, encoder_to_canonical(classifier.encoder))
+
+
 def test_read_hf_pytorch_bin_and_sharded_safetensors(tiny_config, tmp_path):
     torch = pytest.importorskip("torch")
     weights = random_canonical(tiny_config)
