@@ -600,6 +600,28 @@ def test_keras_hub_backbone_conversion_round_trip(tiny_config):
     assert keras_hub.config_from_backbone(backbone) == config
 
 
+def test_a_cased_keras_hub_preset_is_read_and_written_cased(tiny_config, tiny_vocab_file, tmp_path):
+    """A keras-hub preset records its casing in `tokenizer.json` ("lowercase": false), not in a
+    `tokenizer_config.json`: a cased preset was tokenized lowercased (and converted as uncased),
+    and a preset written from a cased model guessed its casing from the vocabulary."""
+    kh = pytest.importorskip("keras_hub")
+    from bert_keras.checkpoints import load_tokenizer
+    from bert_keras.checkpoints.loading import convert
+    from pipelines.tokenizer.tokenizer_config import read_tokenizer_settings
+
+    config = BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"})
+    preset = str(tmp_path / "preset")
+    keras_hub.canonical_to_backbone(config, random_canonical(config)).save_to_preset(preset)
+    kh.models.BertTokenizer(vocabulary=tiny_vocab_file, lowercase=False).save_to_preset(preset)
+    tokenizer = load_tokenizer(f"keras-hub:{preset}")
+    assert tokenizer.tokenize(["TOK5 tok5"]).to_list() == [[1, 10]]  # cased: TOK5 is unknown
+
+    convert(f"keras-hub:{preset}", f"hf:{tmp_path / 'hf'}")
+    assert read_tokenizer_settings(str(tmp_path / "hf" / "vocab.txt")) == {"lowercase": False}
+    convert(f"hf:{tmp_path / 'hf'}", f"keras-hub:{tmp_path / 'back'}")  # a vocabulary without capitals
+    assert kh.models.BertTokenizer.from_preset(str(tmp_path / "back")).lowercase is False
+
+
 # ---- end to end: the real all-MiniLM-L6-v2 weights ------------------------------
 
 
