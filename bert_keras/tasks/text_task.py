@@ -78,6 +78,14 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
         except FinetunedModelError as error:  # the task's arguments, not a directory's task.json
             raise TaskInputError(str(error)) from None
         self._built_once = _BuiltOnce()
+        if self._packs_two_segments() and head.encoder.config.type_vocab_size < 2:
+            # segment id 1 would index past the segment table: a raw "indices[...] is not in [0, 1)"
+            # at the first batch on a CPU, silently zero embeddings on a GPU
+            raise TaskInputError(
+                f"the model has type_vocab_size={head.encoder.config.type_vocab_size}: one segment, and a "
+                f"{type(self).__name__} that packs two ([CLS] A [SEP] B [SEP]) needs two; use a checkpoint "
+                "with two token types" + (", or single texts (text_pair=False)" if self.kind in (
+                    "classification", "regression") else ""))
         tokenizer = self.tokenizer
         if tokenizer.vocabulary_size != head.encoder.config.vocab_size:
             raise TaskInputError(
@@ -88,6 +96,10 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
         # The head holds its weights already: callbacks that save / restore them before the first
         # step (BackupAndRestore) need the wrapper to say so.
         self.built = bool(head.built)
+
+    def _packs_two_segments(self):
+        """Whether every example is a pair of segments (segment ids 0 and 1)."""
+        return False
 
     def _pooler_unused(self, head):
         """Whether `head` never reads the pooled output (its pooler is then frozen)."""
