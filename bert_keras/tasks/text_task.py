@@ -84,8 +84,7 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
             raise TaskInputError(
                 f"the model has type_vocab_size={head.encoder.config.type_vocab_size}: one segment, and a "
                 f"{type(self).__name__} that packs two ([CLS] A [SEP] B [SEP]) needs two; use a checkpoint "
-                "with two token types" + (", or single texts (text_pair=False)" if self.kind in (
-                    "classification", "regression") else ""))
+                "with two token types (single texts, text_pair=False, need one)")
         tokenizer = self.tokenizer
         if tokenizer.vocabulary_size != head.encoder.config.vocab_size:
             raise TaskInputError(
