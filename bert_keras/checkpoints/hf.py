@@ -37,6 +37,7 @@ SAFETENSORS_INDEX = "model.safetensors.index.json"
 TORCH_FILE = "pytorch_model.bin"
 TORCH_INDEX = "pytorch_model.bin.index.json"
 VOCAB_FILE = "vocab.txt"
+TOKENIZER_FILE = "tokenizer.json"
 WEIGHT_FILES = (SAFETENSORS_FILE, SAFETENSORS_INDEX, TORCH_FILE, TORCH_INDEX)
 
 # (HF module, canonical scope, kind). `{i}` is the layer number. The kind says
@@ -265,6 +266,39 @@ def _check_tied_decoder(directory, tensors, weights, unknown):
             current = weights.setdefault("cls/predictions/output_bias", bias)
             if not np.array_equal(current, bias):
                 unknown.append(f"{prefix}{_DECODER_BIAS} (differs from cls.predictions.bias)")
+
+
+def read_tokenizer_json(directory):
+    """`(tokens in id order, {"lowercase", "strip_accents"})` of the WordPiece tokenizer in
+    `DIR/tokenizer.json`, or None when there is none (or it is not WordPiece).
+
+    transformers 5 saves a BERT tokenizer as `tokenizer.json` + `tokenizer_config.json`, with no
+    `vocab.txt`: the vocabulary is the WordPiece model's `vocab`, the rules its `BertNormalizer`'s
+    (`strip_accents` null follows `lowercase`, as in `tokenizer_config.json`).
+    """
+    path = os.path.join(os.fspath(directory), TOKENIZER_FILE)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise CheckpointFormatError(f"{path}: not a JSON tokenizer file ({error})") from None
+    model = data.get("model") if isinstance(data, dict) else None
+    if not isinstance(model, dict) or model.get("type") != "WordPiece" or not isinstance(model.get("vocab"), dict):
+        return None
+    vocab = model["vocab"]
+    if sorted(vocab.values()) != list(range(len(vocab))):
+        raise CheckpointFormatError(f"{path}: the WordPiece ids are not 0 .. {len(vocab) - 1}, one token each")
+    tokens = sorted(vocab, key=vocab.get)
+    normalizer = data.get("normalizer")
+    settings = {}
+    if isinstance(normalizer, dict) and normalizer.get("type") == "BertNormalizer":
+        if isinstance(normalizer.get("lowercase"), bool):
+            settings["lowercase"] = normalizer["lowercase"]
+        if isinstance(normalizer.get("strip_accents"), bool):
+            settings["strip_accents"] = normalizer["strip_accents"]
+    return tokens, settings
 
 
 # ---- writing ------------------------------------------------------------

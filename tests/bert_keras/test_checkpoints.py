@@ -233,6 +233,36 @@ def test_a_task_from_a_fine_tuned_hf_directory_takes_strict_false(tiny_config, t
     assert_same_weights(weights, encoder_to_canonical(classifier.encoder))
 
 
+def test_a_hf_directory_with_tokenizer_json_and_no_vocab_txt_has_its_vocabulary(tiny_config, tiny_vocab_file,
+                                                                               tmp_path, monkeypatch):
+    """transformers 5 saves a BertTokenizer as tokenizer.json + tokenizer_config.json, no vocab.txt:
+    such a directory said "no vocab.txt beside the model; pass vocab_file=", and the user had none.
+    The WordPiece vocabulary (and its rules) is read from tokenizer.json, into the user cache."""
+    from bert_keras.checkpoints import load_tokenizer
+    from bert_keras.tasks import TextClassifier
+
+    monkeypatch.setenv("BERT_KERAS_CACHE", str(tmp_path / "cache"))
+    model = tmp_path / "hf"
+    _write_raw_hf(model, tiny_config, _hf_tensors(tiny_config, random_canonical(tiny_config)))
+    tokens = open(tiny_vocab_file, encoding="utf-8").read().split()
+    (model / "tokenizer.json").write_text(json.dumps({  # the parts transformers 5 writes that matter here
+        "version": "1.0", "normalizer": {"type": "BertNormalizer", "clean_text": True, "lowercase": True,
+                                         "strip_accents": None, "handle_chinese_chars": True},
+        "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                  "max_input_chars_per_word": 100, "vocab": {token: i for i, token in enumerate(tokens)}}}))
+    (model / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False, "strip_accents": None}))
+
+    vocab = find_vocabulary(f"hf:{model}")
+    assert vocab.startswith(str(tmp_path / "cache")) and open(vocab).read().split() == tokens
+    assert sorted(os.listdir(model)) == ["config.json", "model.safetensors", "tokenizer.json",
+                                         "tokenizer_config.json"]  # nothing written into the model
+    assert load_tokenizer(f"hf:{model}").tokenize(["TOK5 tok5"]).to_list() == [[1, 10]]  # cased, as recorded
+    classifier = TextClassifier.from_pretrained(f"hf:{model}", labels=["a", "b"], seq_length=16)
+    assert classifier._record.lowercase is False
+    saved = classifier.save(str(tmp_path / "saved"))
+    assert open(os.path.join(saved, "vocab.txt")).read().split() == tokens
+
+
 def test_read_hf_pytorch_bin_and_sharded_safetensors(tiny_config, tmp_path):
     torch = pytest.importorskip("torch")
     weights = random_canonical(tiny_config)
