@@ -170,11 +170,21 @@ def _load_torch_bin(path):
 
 
 def _load_sharded(directory, index_name, load_one):
-    with open(os.path.join(directory, index_name), encoding="utf-8") as f:
-        weight_map = json.load(f)["weight_map"]
+    path = os.path.join(directory, index_name)
+    try:
+        with open(path, encoding="utf-8") as f:
+            index = json.load(f)
+    except (UnicodeDecodeError, ValueError) as error:
+        raise CheckpointFormatError(f"{path}: not a JSON shard index ({error})") from None
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(s, str) for s in weight_map.values()):
+        raise CheckpointFormatError(f"{path}: no \"weight_map\" of tensor names to shard files")
     tensors = {}
     for shard in sorted(set(weight_map.values())):
-        tensors.update(load_one(os.path.join(directory, shard)))
+        shard_path = os.path.join(directory, shard)
+        if not os.path.isfile(shard_path):
+            raise CheckpointFormatError(f"{path}: names shard {shard}, which is not in {directory}")
+        tensors.update(load_one(shard_path))
     return tensors
 
 

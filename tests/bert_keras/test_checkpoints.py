@@ -7,6 +7,7 @@ random configs and on the real all-MiniLM-L6-v2 weights.
 
 import json
 import os
+import re
 import shutil
 import sys
 import warnings
@@ -287,6 +288,25 @@ def test_read_hf_pytorch_bin_and_sharded_safetensors(tiny_config, tmp_path):
     (sharded / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
     (sharded / "config.json").write_text(json.dumps(tiny_config.to_hf_dict()))
     assert_same_weights(weights, hf.read_hf(sharded)[1])
+
+
+def test_a_broken_shard_index_names_the_file_and_the_problem(tiny_config, tmp_path):
+    """A cut `model.safetensors.index.json` said only "Expecting value: line 2 column 1"; one
+    without "weight_map" was a KeyError; a missing shard a bare "No such file or directory"."""
+    from safetensors.numpy import save_file
+
+    tensors = _hf_tensors(tiny_config, random_canonical(tiny_config))
+    (tmp_path / "config.json").write_text(json.dumps(tiny_config.to_hf_dict()))
+    save_file(tensors, tmp_path / "model-00001-of-00002.safetensors", metadata={"format": "pt"})
+    index = tmp_path / "model.safetensors.index.json"
+    for text, problem in (('{"weight_map": ', "not a JSON shard index"),
+                          ('{"metadata": {}}', 'no "weight_map" of tensor names to shard files'),
+                          (json.dumps({"weight_map": {"a": "model-00001-of-00002.safetensors",
+                                                      "b": "model-00002-of-00002.safetensors"}}),
+                           "names shard model-00002-of-00002.safetensors, which is not in")):
+        index.write_text(text)
+        with pytest.raises(CheckpointFormatError, match="model.safetensors.index.json: " + re.escape(problem)):
+            hf.read_hf(tmp_path)
 
 
 def test_read_hf_pytorch_bin_without_torch_says_install_torch(tiny_config, tmp_path, monkeypatch):
