@@ -147,25 +147,39 @@ def _require_torch(path):
 
 
 def _load_safetensors(path):
+    import safetensors
     from safetensors.numpy import load_file
 
+    # a cut or damaged file raises safetensors' own error (an Exception, not a ValueError)
+    unreadable = (TypeError, ValueError, getattr(safetensors, "SafetensorError", ValueError))
     try:
         return load_file(path)
-    except (TypeError, ValueError) as error:
+    except unreadable as error:
         # numpy has no bfloat16: such files need torch's loader.
         if "bf16" not in str(error).lower() and "bfloat16" not in str(error).lower():
-            raise CheckpointFormatError(f"{path}: cannot read safetensors file: {error}") from error
+            raise CheckpointFormatError(f"{path}: cannot read safetensors file: {error}") from None
     _require_torch(path)
     from safetensors.torch import load_file as load_torch
 
-    return {k: _torch_to_numpy(v) for k, v in load_torch(path).items()}
+    try:
+        return {k: _torch_to_numpy(v) for k, v in load_torch(path).items()}
+    except unreadable as error:
+        raise CheckpointFormatError(f"{path}: cannot read safetensors file: {error}") from None
 
 
 def _load_torch_bin(path):
+    import pickle
+
     _require_torch(path)
     import torch
 
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, OSError, EOFError, ValueError, pickle.UnpicklingError) as error:
+        # a cut file: "[Errno 22] Invalid argument", "PytorchStreamReader failed reading zip archive"
+        raise CheckpointFormatError(f"{path}: cannot read PyTorch weights ({error})") from None
+    if not isinstance(state, dict):
+        raise CheckpointFormatError(f"{path}: holds a {type(state).__name__}, not a state dict of tensors")
     return {k: _torch_to_numpy(v) for k, v in state.items()}
 
 

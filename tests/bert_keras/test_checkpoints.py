@@ -309,6 +309,28 @@ def test_a_broken_shard_index_names_the_file_and_the_problem(tiny_config, tmp_pa
             hf.read_hf(tmp_path)
 
 
+def test_a_cut_weights_file_names_the_file(tiny_config, tmp_path):
+    """A half-copied model.safetensors raised safetensors' SafetensorError as a traceback (it is
+    no ValueError); a half-copied pytorch_model.bin said only "[Errno 22] Invalid argument"."""
+    from safetensors.numpy import save_file
+
+    tensors = _hf_tensors(tiny_config, random_canonical(tiny_config))
+    (tmp_path / "config.json").write_text(json.dumps(tiny_config.to_hf_dict()))
+    save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    data = (tmp_path / "model.safetensors").read_bytes()
+    (tmp_path / "model.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointFormatError, match=r"model.safetensors: cannot read safetensors file"):
+        hf.read_hf(tmp_path)
+
+    torch = pytest.importorskip("torch")
+    os.remove(tmp_path / "model.safetensors")
+    torch.save({k: torch.from_numpy(v) for k, v in tensors.items()}, tmp_path / "pytorch_model.bin")
+    data = (tmp_path / "pytorch_model.bin").read_bytes()
+    (tmp_path / "pytorch_model.bin").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointFormatError, match=r"pytorch_model.bin: cannot read PyTorch weights"):
+        hf.read_hf(tmp_path)
+
+
 def test_read_hf_pytorch_bin_without_torch_says_install_torch(tiny_config, tmp_path, monkeypatch):
     (tmp_path / "pytorch_model.bin").write_bytes(b"not read")
     (tmp_path / "config.json").write_text(json.dumps(tiny_config.to_hf_dict()))
