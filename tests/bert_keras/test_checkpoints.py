@@ -378,6 +378,19 @@ def test_write_tf1_has_google_names_and_reads_back(tiny_config, tmp_path):
     assert_same_weights(weights, back)
 
 
+def test_a_damaged_tf1_data_file_names_the_checkpoint(tiny_config, tmp_path):
+    """A cut .data file raised TensorFlow's "IndexError: Read less bytes than requested" as a
+    traceback; a flipped byte its checksum error."""
+    config = BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"})
+    prefix = tf1.write_tf1(tmp_path / "bert_model.ckpt", config, random_canonical(config))
+    data = tmp_path / "bert_model.ckpt.data-00000-of-00001"
+    whole = data.read_bytes()
+    for damaged in (whole[: len(whole) // 2], whole[:100] + bytes([whole[100] ^ 0xFF]) + whole[101:]):
+        data.write_bytes(damaged)
+        with pytest.raises(CheckpointFormatError, match=r"bert_model.ckpt: cannot read variable .*damaged or cut"):
+            tf1.read_tf1(prefix)
+
+
 def test_write_tf1_restores_with_a_tf1_saver(tiny_config, tmp_path):
     """What google-research run_pretraining.py does: a graph of named variables + Saver.restore."""
     import tensorflow as tf
