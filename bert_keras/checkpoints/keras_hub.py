@@ -198,7 +198,7 @@ def read_keras_hub_preset(directory):
         )
     try:
         backbone = keras_hub.models.BertBackbone.from_preset(directory)
-    except ValueError as error:
+    except (ValueError, OSError) as error:  # OSError: h5py's "Unable to open file (truncated file ...)"
         raise CheckpointFormatError(
             f"{directory}: keras-hub cannot load it as a BertBackbone: {error}"
         ) from error

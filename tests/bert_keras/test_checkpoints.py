@@ -707,6 +707,18 @@ def test_a_cased_keras_hub_preset_is_read_and_written_cased(tiny_config, tiny_vo
     assert kh.models.BertTokenizer.from_preset(str(tmp_path / "back")).lowercase is False
 
 
+def test_a_cut_keras_hub_preset_names_the_preset(tiny_config, tmp_path):
+    """A half-copied model.weights.h5 said only h5py's "Unable to synchronously open file
+    (truncated file ...)", naming no file."""
+    pytest.importorskip("keras_hub")
+    config = BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"})
+    keras_hub.canonical_to_backbone(config, random_canonical(config)).save_to_preset(str(tmp_path))
+    weights = tmp_path / "model.weights.h5"
+    weights.write_bytes(weights.read_bytes()[:4096])
+    with pytest.raises(CheckpointFormatError, match=re.escape(str(tmp_path)) + ": keras-hub cannot load it"):
+        read_pretrained(f"keras-hub:{tmp_path}")
+
+
 # ---- end to end: the real all-MiniLM-L6-v2 weights ------------------------------
 
 
