@@ -29,6 +29,7 @@ import re
 import shlex
 import shutil
 import warnings
+import zipfile
 from importlib import metadata
 
 from bert_keras.checkpoints import hf, keras_hub, tf1
@@ -320,6 +321,9 @@ def _load_keras_file(location):
 
     import bert_keras.encoder  # noqa: F401  (registers BertEncoder for deserialization)
 
+    if not zipfile.is_zipfile(location.path):  # Keras would say "File not found" of a file cut short
+        raise CheckpointFormatError(f"{location.spec}: not a readable .keras file (a zip archive): damaged or "
+                                    "cut short; save or copy it again")
     try:
         model = keras.saving.load_model(location.path, compile=False)
     except (TypeError, ValueError) as error:  # a class not registered here: a task's, a head's, another library's
@@ -576,8 +580,6 @@ def _save_keras_encoder(encoder, path, heads):
 
 def _read_keras_heads(location):
     """The canonical `cls/...` arrays of `PATH.heads.npz` beside a `.keras` encoder ({} if none)."""
-    import zipfile
-
     import numpy as np
 
     heads_path = _keras_heads_path(location.path)

@@ -676,6 +676,19 @@ def test_a_keras_encoder_and_its_heads_file_are_never_a_mismatched_pair(tiny_con
     assert not any(name.startswith("cls/") for name in weights)
 
 
+def test_a_cut_keras_encoder_file_is_not_called_missing(tiny_config, tmp_path):
+    """A half-copied encoder.keras said Keras' "File not found: filepath=...", of a file that is there."""
+    from bert_keras.encoder import BertEncoder
+
+    path = save_pretrained(BertEncoder(tiny_config), str(tmp_path / "encoder.keras"))
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(data[: len(data) // 2])
+    with pytest.raises(CheckpointFormatError, match=r"encoder.keras: not a readable .keras file .* cut short"):
+        load_pretrained(path)
+
+
 def test_keras_hub_backbone_conversion_round_trip(tiny_config):
     pytest.importorskip("keras_hub")
     config = BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"})
