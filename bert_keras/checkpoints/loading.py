@@ -36,7 +36,6 @@ from bert_keras.checkpoints import hf, keras_hub, tf1
 from bert_keras.checkpoints.errors import CheckpointFormatError, CheckpointMismatchError
 from bert_keras.checkpoints.layout import assign_canonical, canonical_shapes, encoder_to_canonical
 from pipelines.tokenizer.tokenizer_config import (
-    copy_tokenizer_settings,
     read_tokenizer_settings,
     resolve_tokenizer_settings,
     tokenizer_config_path,
@@ -603,13 +602,16 @@ def _keras_heads_path(path):
 
 
 def _write_tokenizer_settings(source_vocab, destination_vocab, settings):
-    """The tokenizer rules beside a written vocabulary: the given ones, else the source's."""
-    if settings is not None:
-        write_tokenizer_settings(destination_vocab, lowercase=settings.get("lowercase", True),
-                                 strip_accents=settings.get("strip_accents"))
-    elif os.path.abspath(tokenizer_config_path(source_vocab)) != os.path.abspath(
-            tokenizer_config_path(destination_vocab)):
-        copy_tokenizer_settings(source_vocab, destination_vocab)
+    """The tokenizer rules beside a written vocabulary: the given ones, else the source's. A source
+    that records none means BERT's defaults (uncased), written out too: a `tokenizer_config.json`
+    an earlier model left at the destination would otherwise apply to this vocabulary."""
+    if settings is None:
+        if os.path.abspath(tokenizer_config_path(source_vocab)) == os.path.abspath(
+                tokenizer_config_path(destination_vocab)):
+            return  # converted in place: the rules beside it are its own
+        settings = resolve_tokenizer_settings(source_vocab)
+    write_tokenizer_settings(destination_vocab, lowercase=settings.get("lowercase", True),
+                             strip_accents=settings.get("strip_accents"))
 
 
 def _copy_vocabulary(source, destination):
@@ -698,8 +700,10 @@ class Conversion:
 def destination_files(destination, vocab=True):
     """The files a write to `destination` (a `Location` for writing) replaces, if they exist."""
     path = destination.path
+    # with the vocabulary go its rules (`tokenizer_config_path`)
     if destination.kind == "keras":
-        return [path, _keras_heads_path(path)] + ([_keras_vocab_path(path)] if vocab else [])
+        vocabulary = _keras_vocab_path(path)
+        return [path, _keras_heads_path(path)] + ([vocabulary, tokenizer_config_path(vocabulary)] if vocab else [])
     if destination.kind == "tf1":
         from bert_keras.checkpoints import tf1
 
@@ -707,7 +711,8 @@ def destination_files(destination, vocab=True):
         directory = os.path.dirname(os.path.abspath(prefix))
         names = [name for name in (os.listdir(directory) if os.path.isdir(directory) else [])
                  if name.startswith(os.path.basename(prefix) + ".")]
-        names += [tf1.CONFIG_FILE, "checkpoint"] + (["vocab.txt"] if vocab else [])
+        names += [tf1.CONFIG_FILE, "checkpoint"] + (["vocab.txt", os.path.basename(tokenizer_config_path("vocab.txt"))]
+                                                    if vocab else [])
         return [os.path.join(directory, name) for name in names]
     # hf:, keras-hub: a directory, written as a whole
     return [os.path.join(path, name) for name in (os.listdir(path) if os.path.isdir(path) else [])]

@@ -846,6 +846,32 @@ def _convert(argv):
             return 2
 
 
+def test_a_conversion_over_another_models_files_leaves_none_of_its_tokenizer_rules(tiny_config, tiny_vocab_file,
+                                                                                   tmp_path):
+    """Converting an uncased model (no tokenizer_config.json) over the conversion of a cased one
+    kept the cased model's tokenizer_config.json beside the new vocabulary: it then tokenized cased."""
+    from bert_keras.checkpoints.loading import convert, find_tokenizer_settings
+
+    sources = {}
+    for name, rules in (("cased", {"do_lower_case": False}), ("uncased", None)):
+        directory = tmp_path / name
+        _write_raw_hf(directory, tiny_config, _hf_tensors(tiny_config, random_canonical(tiny_config)))
+        shutil.copy(tiny_vocab_file, directory / "vocab.txt")
+        if rules:
+            (directory / "tokenizer_config.json").write_text(json.dumps(rules))
+        sources[name] = f"hf:{directory}"
+    for dest in (f"hf:{tmp_path / 'out'}", f"tf1:{tmp_path / 'tf1'}/", str(tmp_path / "encoder.keras")):
+        convert(sources["cased"], dest)
+        assert find_tokenizer_settings(dest) == {"lowercase": False}
+        convert(sources["uncased"], dest, overwrite=True)
+        assert find_tokenizer_settings(dest) == {"lowercase": True}
+    # the rules are written with the vocabulary: a file of that name is replaced only when asked
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "tokenizer_config.json").write_text("{}")
+    with pytest.raises(FileExistsError, match="tokenizer_config.json"):
+        convert(sources["uncased"], f"tf1:{tmp_path / 'mine'}/")
+
+
 def test_cli_convert_hf_to_tf1_copies_vocabulary(tiny_config, tiny_vocab_file, tmp_path, capsys):
     source = tmp_path / "hf"
     hf.write_hf(source, tiny_config, random_canonical(tiny_config, heads=True), vocab_file=tiny_vocab_file)
