@@ -633,8 +633,7 @@ def write_pretrained(spec, config, canonical, *, vocab_file=None, tokenizer_sett
         config: `BertConfig`.
         canonical: dict of canonical name -> array (checked against `config`).
         vocab_file: optional vocabulary path to store with the weights.
-        tokenizer_settings: as `save_pretrained` (a keras-hub preset records their `lowercase` in
-            its tokenizer, and no accent setting).
+        tokenizer_settings: as `save_pretrained` (a keras-hub preset records them in its tokenizer).
 
     Returns:
         The path written (for `tf1:`, the checkpoint prefix).
@@ -661,7 +660,8 @@ def write_pretrained(spec, config, canonical, *, vocab_file=None, tokenizer_sett
         # the preset's tokenizer records the casing: the given or recorded one (None: guessed from the vocabulary)
         settings = tokenizer_settings if tokenizer_settings is not None else read_tokenizer_settings(vocab_file)
         return keras_hub.write_keras_hub_preset(location.path, config, canonical, vocab_file,
-                                                lowercase=settings.get("lowercase"))
+                                                lowercase=settings.get("lowercase"),
+                                                strip_accents=settings.get("strip_accents"))
     raise _spec_error(location.spec, "writing a .keras file needs a model: use save_pretrained")
 
 

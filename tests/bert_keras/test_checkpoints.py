@@ -720,6 +720,25 @@ def test_a_cased_keras_hub_preset_is_read_and_written_cased(tiny_config, tiny_vo
     assert kh.models.BertTokenizer.from_preset(str(tmp_path / "back")).lowercase is False
 
 
+def test_an_uncased_keras_hub_preset_strips_accents_in_keras_hub_too(tiny_config, tmp_path):
+    """keras-hub's BertTokenizer keeps accents unless told (its default): a preset written from an
+    uncased model read "Café" as "café" in keras-hub where BERT, HF and bert_keras read "cafe"."""
+    kh = pytest.importorskip("keras_hub")
+    from bert_keras.checkpoints import load_tokenizer
+    from bert_keras.encoder import BertEncoder
+
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cafe", "café"]
+    tokens += [f"w{i}" for i in range(tiny_config.vocab_size - len(tokens))]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    preset = str(tmp_path / "preset")
+    with pytest.warns(UserWarning, match="exact"):  # tiny_config's exact GELU: keras-hub's is tanh
+        save_pretrained(BertEncoder(tiny_config), f"keras-hub:{preset}", vocab_file=str(vocab))
+    ours = load_tokenizer(f"keras-hub:{preset}").tokenize(["The Café"]).to_list()[0]
+    assert ours == [5, 6]
+    assert np.asarray(kh.models.BertTokenizer.from_preset(preset)("The Café")).tolist() == ours
+
+
 def test_a_cut_keras_hub_preset_names_the_preset(tiny_config, tmp_path):
     """A half-copied model.weights.h5 said only h5py's "Unable to synchronously open file
     (truncated file ...)", naming no file."""
