@@ -532,8 +532,8 @@ def save_pretrained(encoder, spec, *, vocab_file=None, heads=None, tokenizer_set
             next-sentence heads), written by the `hf:` and `tf1:` formats, and
             beside a `PATH.keras` as `PATH.heads.npz`.
         tokenizer_settings: `{"lowercase", "strip_accents"}` written with the vocabulary as HF's
-            `tokenizer_config.json` (`pipelines.tokenizer.tokenizer_config`); None copies the settings
-            recorded beside `vocab_file`, if any.
+            `tokenizer_config.json` (`pipelines.tokenizer.tokenizer_config`); None writes the settings
+            recorded beside `vocab_file` (BERT's uncased defaults when it records none).
 
     Returns:
         The path written.
