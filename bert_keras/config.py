@@ -304,6 +304,9 @@ class BertConfig:
             )
         if data.get("is_decoder") or data.get("add_cross_attention"):
             raise ConfigError(f"{source}: decoder / cross-attention BERT is not supported")
+        # transformers' private keys ("_name_or_path", "_attn_implementation_autoset" that 4.4x
+        # saved, "_commit_hash") are its bookkeeping, never the architecture
+        data = {key: value for key, value in data.items() if not key.startswith("_")}
         fields = _translate(data, source, _HF_KEYS, _HF_REQUIRED, ignored=_HF_IGNORED_KEYS)
         act = fields.get("hidden_act", "gelu")
         if act not in _HF_ACT_IN:

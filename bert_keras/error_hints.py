@@ -11,7 +11,9 @@ prints it; plain Python, no TensorFlow: an early error stays fast):
 - a task given as a bare GLUE name (`sst2`) or misspelled -> `--task glue/sst2` (close match);
 - `pip:DISTRIBUTION` not installed -> the installed distribution closest to it;
 - a model without its vocabulary -> `--vocab FILE`, or `bert-keras vocab` to make one;
-- pretraining records of other shapes -> `--seq-length` / `--max-predictions`.
+- pretraining records of other shapes -> `--seq-length` / `--max-predictions`;
+- a checkpoint with tensors the encoder does not use (a task head), in a command without
+  `--no-strict` -> `bert-keras convert --no-strict` first.
 
 `file_system_error` turns a TensorFlow op error caused by the disk or a path (no space left,
 permission denied) into an `OSError`, printed as one line with what to do.
@@ -47,7 +49,7 @@ def hint_for(error, args):
     # a CommandError raised while handling a library error keeps it as its context
     suggestion = getattr(error, "suggestion", None) or getattr(error.__context__, "suggestion", None)
     hint = _suggestion_hint(suggestion)
-    for rule in (_column_hint, _vocabulary_hint, _records_hint):
+    for rule in (_column_hint, _vocabulary_hint, _records_hint, _strict_hint):
         hint = hint or rule(str(error), args)
     return hint
 
@@ -151,6 +153,16 @@ def _vocabulary_hint(message, args):
         return None
     return ("pass the model's own vocabulary with --vocab FILE, or make one from text with "
             "`bert-keras vocab CORPUS.txt -o vocab.txt` (only for a model you train from scratch)")
+
+
+def _strict_hint(message, args):
+    # The checkpoint errors name `--no-strict`, which only `convert` has: another command that
+    # reads `--init` gets the conversion that drops the tensors, then the flag that reads it.
+    if "--no-strict" not in message or hasattr(args, "strict"):
+        return None
+    source = getattr(args, "init", None) or "SPEC"
+    return (f"--no-strict is `bert-keras convert`'s: `bert-keras convert --no-strict {shlex.quote(source)} "
+            "hf:converted` keeps what the encoder uses, then pass --init hf:converted")
 
 
 def _records_hint(message, args):

@@ -280,12 +280,23 @@ def resolve(path):
     return getattr(loaded, attribute) if attribute else loaded
 
 
+def _pairs_read_whole(seq_length, settings):
+    """A text pair is packed into one window (the longer text cut first): windows are single texts'.
+    Checked here too, not only where a head is built: continuing a fine-tuned pair model
+    (`from_pretrained(directory, max_length=...)`) sets them on its record."""
+    windows = [name for name in ("max_length", "stride") if settings.get(name) is not None]
+    if settings.get("text_pair") and windows:
+        return (f"{windows[0]}: a text pair is read as one window of seq_length (the longer text cut first), "
+                "never in windows; max_length / stride read long single texts")
+    return None
+
+
 _TEXT_CLASSIFIER = "bert_keras.tasks.text_classifier:TextClassifier"
-register(Family("classification", ClassificationSettings, needs_labels=True,
+register(Family("classification", ClassificationSettings, needs_labels=True, check=_pairs_read_whole,
                 label_count_attribute="num_classes", task_class=_TEXT_CLASSIFIER,
                 signatures="serving.signatures.classification", requests="serving.requests.classification",
                 description="sentence or sentence-pair classification (GLUE, your CSV)"))
-register(Family("regression", ClassificationSettings, needs_labels=False,
+register(Family("regression", ClassificationSettings, needs_labels=False, check=_pairs_read_whole,
                 label_count_attribute=None,
                 task_class=_TEXT_CLASSIFIER, signatures="serving.signatures.classification",
                 requests="serving.requests.classification",

@@ -37,6 +37,7 @@ SAFETENSORS_INDEX = "model.safetensors.index.json"
 TORCH_FILE = "pytorch_model.bin"
 TORCH_INDEX = "pytorch_model.bin.index.json"
 VOCAB_FILE = "vocab.txt"
+TOKENIZER_FILE = "tokenizer.json"
 WEIGHT_FILES = (SAFETENSORS_FILE, SAFETENSORS_INDEX, TORCH_FILE, TORCH_INDEX)
 
 # (HF module, canonical scope, kind). `{i}` is the layer number. The kind says
@@ -146,34 +147,58 @@ def _require_torch(path):
 
 
 def _load_safetensors(path):
+    import safetensors
     from safetensors.numpy import load_file
 
+    # a cut or damaged file raises safetensors' own error (an Exception, not a ValueError)
+    unreadable = (TypeError, ValueError, getattr(safetensors, "SafetensorError", ValueError))
     try:
         return load_file(path)
-    except (TypeError, ValueError) as error:
+    except unreadable as error:
         # numpy has no bfloat16: such files need torch's loader.
         if "bf16" not in str(error).lower() and "bfloat16" not in str(error).lower():
-            raise CheckpointFormatError(f"{path}: cannot read safetensors file: {error}") from error
+            raise CheckpointFormatError(f"{path}: cannot read safetensors file: {error}") from None
     _require_torch(path)
     from safetensors.torch import load_file as load_torch
 
-    return {k: _torch_to_numpy(v) for k, v in load_torch(path).items()}
+    try:
+        return {k: _torch_to_numpy(v) for k, v in load_torch(path).items()}
+    except unreadable as error:
+        raise CheckpointFormatError(f"{path}: cannot read safetensors file: {error}") from None
 
 
 def _load_torch_bin(path):
+    import pickle
+
     _require_torch(path)
     import torch
 
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, OSError, EOFError, ValueError, pickle.UnpicklingError) as error:
+        # a cut file: "[Errno 22] Invalid argument", "PytorchStreamReader failed reading zip archive"
+        raise CheckpointFormatError(f"{path}: cannot read PyTorch weights ({error})") from None
+    if not isinstance(state, dict):
+        raise CheckpointFormatError(f"{path}: holds a {type(state).__name__}, not a state dict of tensors")
     return {k: _torch_to_numpy(v) for k, v in state.items()}
 
 
 def _load_sharded(directory, index_name, load_one):
-    with open(os.path.join(directory, index_name), encoding="utf-8") as f:
-        weight_map = json.load(f)["weight_map"]
+    path = os.path.join(directory, index_name)
+    try:
+        with open(path, encoding="utf-8") as f:
+            index = json.load(f)
+    except (UnicodeDecodeError, ValueError) as error:
+        raise CheckpointFormatError(f"{path}: not a JSON shard index ({error})") from None
+    weight_map = index.get("weight_map") if isinstance(index, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(s, str) for s in weight_map.values()):
+        raise CheckpointFormatError(f"{path}: no \"weight_map\" of tensor names to shard files")
     tensors = {}
     for shard in sorted(set(weight_map.values())):
-        tensors.update(load_one(os.path.join(directory, shard)))
+        shard_path = os.path.join(directory, shard)
+        if not os.path.isfile(shard_path):
+            raise CheckpointFormatError(f"{path}: names shard {shard}, which is not in {directory}")
+        tensors.update(load_one(shard_path))
     return tensors
 
 
@@ -265,6 +290,39 @@ def _check_tied_decoder(directory, tensors, weights, unknown):
             current = weights.setdefault("cls/predictions/output_bias", bias)
             if not np.array_equal(current, bias):
                 unknown.append(f"{prefix}{_DECODER_BIAS} (differs from cls.predictions.bias)")
+
+
+def read_tokenizer_json(directory):
+    """`(tokens in id order, {"lowercase", "strip_accents"})` of the WordPiece tokenizer in
+    `DIR/tokenizer.json`, or None when there is none (or it is not WordPiece).
+
+    transformers 5 saves a BERT tokenizer as `tokenizer.json` + `tokenizer_config.json`, with no
+    `vocab.txt`: the vocabulary is the WordPiece model's `vocab`, the rules its `BertNormalizer`'s
+    (`strip_accents` null follows `lowercase`, as in `tokenizer_config.json`).
+    """
+    path = os.path.join(os.fspath(directory), TOKENIZER_FILE)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise CheckpointFormatError(f"{path}: not a JSON tokenizer file ({error})") from None
+    model = data.get("model") if isinstance(data, dict) else None
+    if not isinstance(model, dict) or model.get("type") != "WordPiece" or not isinstance(model.get("vocab"), dict):
+        return None
+    vocab = model["vocab"]
+    if sorted(vocab.values()) != list(range(len(vocab))):
+        raise CheckpointFormatError(f"{path}: the WordPiece ids are not 0 .. {len(vocab) - 1}, one token each")
+    tokens = sorted(vocab, key=vocab.get)
+    normalizer = data.get("normalizer")
+    settings = {}
+    if isinstance(normalizer, dict) and normalizer.get("type") == "BertNormalizer":
+        if isinstance(normalizer.get("lowercase"), bool):
+            settings["lowercase"] = normalizer["lowercase"]
+        if isinstance(normalizer.get("strip_accents"), bool):
+            settings["strip_accents"] = normalizer["strip_accents"]
+    return tokens, settings
 
 
 # ---- writing ------------------------------------------------------------

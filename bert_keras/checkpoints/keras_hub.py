@@ -198,14 +198,14 @@ def read_keras_hub_preset(directory):
         )
     try:
         backbone = keras_hub.models.BertBackbone.from_preset(directory)
-    except ValueError as error:
+    except (ValueError, OSError) as error:  # OSError: h5py's "Unable to open file (truncated file ...)"
         raise CheckpointFormatError(
             f"{directory}: keras-hub cannot load it as a BertBackbone: {error}"
         ) from error
     return config_from_backbone(backbone), backbone_to_canonical(backbone)
 
 
-def write_keras_hub_preset(directory, config, canonical, vocab_file=None, *, lowercase=None):
+def write_keras_hub_preset(directory, config, canonical, vocab_file=None, *, lowercase=None, strip_accents=None):
     """Writes a keras-hub preset directory loadable by `BertBackbone.from_preset`.
 
     Example:
@@ -223,6 +223,9 @@ def write_keras_hub_preset(directory, config, canonical, vocab_file=None, *, low
             works.
         lowercase: bool or None. Tokenizer lower-casing; None infers it from
             the vocabulary (no upper-case letter in any token -> uncased).
+        strip_accents: bool or None (None: as `lowercase`, BERT's and HF's rule). Written
+            explicitly: keras-hub's `BertTokenizer` would otherwise keep accents of an uncased
+            model ("café" stays "café" where BERT reads "cafe").
 
     Returns:
         The directory written.
@@ -241,7 +244,9 @@ def write_keras_hub_preset(directory, config, canonical, vocab_file=None, *, low
         if vocab_file is not None:
             if lowercase is None:
                 lowercase = _looks_uncased(vocab_file)
-            tokenizer = keras_hub.models.BertTokenizer(vocabulary=os.fspath(vocab_file), lowercase=lowercase)
+            strip_accents = bool(lowercase if strip_accents is None else strip_accents)
+            tokenizer = keras_hub.models.BertTokenizer(vocabulary=os.fspath(vocab_file), lowercase=lowercase,
+                                                       strip_accents=strip_accents)
             tokenizer.save_to_preset(staging)
     return os.fspath(directory)
 

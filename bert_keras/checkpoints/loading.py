@@ -21,6 +21,7 @@ checks the config against the arrays before building anything, so a 12-layer
 config with 6-layer weights fails with a message that says so.
 """
 
+import contextlib
 import dataclasses
 import difflib
 import os
@@ -28,13 +29,13 @@ import re
 import shlex
 import shutil
 import warnings
+import zipfile
 from importlib import metadata
 
 from bert_keras.checkpoints import hf, keras_hub, tf1
 from bert_keras.checkpoints.errors import CheckpointFormatError, CheckpointMismatchError
 from bert_keras.checkpoints.layout import assign_canonical, canonical_shapes, encoder_to_canonical
 from pipelines.tokenizer.tokenizer_config import (
-    copy_tokenizer_settings,
     read_tokenizer_settings,
     resolve_tokenizer_settings,
     tokenizer_config_path,
@@ -326,6 +327,9 @@ def _load_keras_file(location):
 
     import bert_keras.encoder  # noqa: F401  (registers BertEncoder for deserialization)
 
+    if not zipfile.is_zipfile(location.path):  # Keras would say "File not found" of a file cut short
+        raise CheckpointFormatError(f"{location.spec}: not a readable .keras file (a zip archive): damaged or "
+                                    "cut short; save or copy it again")
     try:
         model = keras.saving.load_model(location.path, compile=False)
     except (TypeError, ValueError) as error:  # a class not registered here: a task's, a head's, another library's
@@ -404,7 +408,50 @@ def vocabulary_candidates(spec):
 
 
 def _vocabulary_of(location):
-    return next((c for c in _vocabulary_candidates(location) if os.path.isfile(c)), None)
+    found = next((c for c in _vocabulary_candidates(location) if os.path.isfile(c)), None)
+    if found is None and location.kind == "hf":
+        return _vocabulary_from_tokenizer_json(location.path)
+    return found
+
+
+def _vocabulary_from_tokenizer_json(directory):
+    """A `vocab.txt` of the WordPiece vocabulary in `DIR/tokenizer.json` (what transformers 5
+    saves instead of `vocab.txt`), with the directory's tokenizer rules beside it; None if none.
+
+    It is written once into the user cache (`pipelines.user_cache`), named by its content, never
+    into the model's directory (which may be read only, or another program's); a task saved
+    from it copies it into its own directory, as any vocabulary.
+    """
+    import hashlib
+    import tempfile
+
+    from pipelines.user_cache import cache_root
+
+    found = hf.read_tokenizer_json(directory)
+    if found is None:
+        return None
+    tokens, settings = found
+    # tokenizer_config.json (do_lower_case, strip_accents) wins over the normalizer, as HF reads them
+    settings = {**settings, **read_tokenizer_settings(os.path.join(directory, hf.VOCAB_FILE))}
+    text = "".join(token + "\n" for token in tokens)
+    key = hashlib.sha256(repr((text, sorted(settings.items()))).encode("utf-8")).hexdigest()[:20]
+    try:
+        return _write_vocabulary(os.path.join(cache_root(), "vocabularies", key), text, settings)
+    except OSError:  # a cache that cannot be written: this process's own copy
+        return _write_vocabulary(tempfile.mkdtemp(prefix="bert_keras_vocab_"), text, settings)
+
+
+def _write_vocabulary(folder, text, settings):
+    from pipelines.atomic_writes import write_text
+
+    vocab = os.path.join(folder, hf.VOCAB_FILE)
+    if not os.path.isfile(vocab):
+        os.makedirs(folder, exist_ok=True)
+        if settings:  # first: once vocab.txt is there, its rules are beside it
+            write_tokenizer_settings(vocab, lowercase=settings.get("lowercase", True),
+                                     strip_accents=settings.get("strip_accents"))
+        write_text(vocab, text)
+    return vocab
 
 
 def _vocabulary_candidates(location):
@@ -492,8 +539,8 @@ def save_pretrained(encoder, spec, *, vocab_file=None, heads=None, tokenizer_set
             next-sentence heads), written by the `hf:` and `tf1:` formats, and
             beside a `PATH.keras` as `PATH.heads.npz`.
         tokenizer_settings: `{"lowercase", "strip_accents"}` written with the vocabulary as HF's
-            `tokenizer_config.json` (`pipelines.tokenizer.tokenizer_config`); None copies the settings
-            recorded beside `vocab_file`, if any.
+            `tokenizer_config.json` (`pipelines.tokenizer.tokenizer_config`); None writes the settings
+            recorded beside `vocab_file` (BERT's uncased defaults when it records none).
 
     Returns:
         The path written.
@@ -504,9 +551,7 @@ def save_pretrained(encoder, spec, *, vocab_file=None, heads=None, tokenizer_set
     if bad:
         raise CheckpointMismatchError(f"heads= takes canonical cls/... names only, got {bad}")
     if location.kind == "keras":
-        with staged_path(location.path, size=model_nbytes(encoder, optimizer=False), what="the encoder") as staging:
-            encoder.save(staging)
-        _write_keras_heads(location.path, heads)
+        _save_keras_encoder(encoder, location.path, heads)
         if vocab_file is not None:
             _copy_vocabulary(vocab_file, _keras_vocab_path(location.path))
             _write_tokenizer_settings(vocab_file, _keras_vocab_path(location.path), tokenizer_settings)
@@ -516,26 +561,31 @@ def save_pretrained(encoder, spec, *, vocab_file=None, heads=None, tokenizer_set
                             tokenizer_settings=tokenizer_settings)
 
 
-def _write_keras_heads(path, heads):
-    """The pretraining heads of `PATH.keras` in `PATH.heads.npz` (a `.keras` file holds the encoder
-    alone), so that pretraining continued from it (BERT's second phase at a longer sequence
-    length) or a conversion keeps them. Saving without heads removes the file an earlier save
-    of the same path left: it belonged to the encoder just replaced."""
+def _save_keras_encoder(encoder, path, heads):
+    """Writes `PATH.keras` and its pretraining heads in `PATH.heads.npz` (a `.keras` file holds the
+    encoder alone), so that pretraining continued from it (BERT's second phase at a longer sequence
+    length) or a conversion keeps them.
+
+    The two files are one model: a heads file beside another encoder would load silently wrong.
+    Both are staged first (a failed write, a full disk, changes nothing); then the heads an earlier
+    save left are removed before the new encoder takes their place, and the new heads are renamed
+    last. A kill between those steps leaves an encoder without heads, never a mismatched pair."""
     import numpy as np
 
     heads_path = _keras_heads_path(path)
-    if not heads:
-        if os.path.isfile(heads_path):
-            os.remove(heads_path)
-        return
-    with staged_path(heads_path) as staging, open(staging, "wb") as f:
-        np.savez(f, **{name: np.asarray(value) for name, value in heads.items()})
+    with contextlib.ExitStack() as commit_heads:  # exits last: the heads after the encoder
+        if heads:
+            heads_staging = commit_heads.enter_context(staged_path(heads_path))
+            with open(heads_staging, "wb") as f:
+                np.savez(f, **{name: np.asarray(value) for name, value in heads.items()})
+        with staged_path(path, size=model_nbytes(encoder, optimizer=False), what="the encoder") as staging:
+            encoder.save(staging)
+            if os.path.isfile(heads_path):  # they belong to the encoder about to be replaced
+                os.remove(heads_path)
 
 
 def _read_keras_heads(location):
     """The canonical `cls/...` arrays of `PATH.heads.npz` beside a `.keras` encoder ({} if none)."""
-    import zipfile
-
     import numpy as np
 
     heads_path = _keras_heads_path(location.path)
@@ -559,13 +609,16 @@ def _keras_heads_path(path):
 
 
 def _write_tokenizer_settings(source_vocab, destination_vocab, settings):
-    """The tokenizer rules beside a written vocabulary: the given ones, else the source's."""
-    if settings is not None:
-        write_tokenizer_settings(destination_vocab, lowercase=settings.get("lowercase", True),
-                                 strip_accents=settings.get("strip_accents"))
-    elif os.path.abspath(tokenizer_config_path(source_vocab)) != os.path.abspath(
-            tokenizer_config_path(destination_vocab)):
-        copy_tokenizer_settings(source_vocab, destination_vocab)
+    """The tokenizer rules beside a written vocabulary: the given ones, else the source's. A source
+    that records none means BERT's defaults (uncased), written out too: a `tokenizer_config.json`
+    an earlier model left at the destination would otherwise apply to this vocabulary."""
+    if settings is None:
+        if os.path.abspath(tokenizer_config_path(source_vocab)) == os.path.abspath(
+                tokenizer_config_path(destination_vocab)):
+            return  # converted in place: the rules beside it are its own
+        settings = resolve_tokenizer_settings(source_vocab)
+    write_tokenizer_settings(destination_vocab, lowercase=settings.get("lowercase", True),
+                             strip_accents=settings.get("strip_accents"))
 
 
 def _copy_vocabulary(source, destination):
@@ -587,8 +640,7 @@ def write_pretrained(spec, config, canonical, *, vocab_file=None, tokenizer_sett
         config: `BertConfig`.
         canonical: dict of canonical name -> array (checked against `config`).
         vocab_file: optional vocabulary path to store with the weights.
-        tokenizer_settings: as `save_pretrained` (`hf:` and `tf1:`; a keras-hub preset records its
-            own `lowercase` and has no accent setting).
+        tokenizer_settings: as `save_pretrained` (a keras-hub preset records them in its tokenizer).
 
     Returns:
         The path written (for `tf1:`, the checkpoint prefix).
@@ -612,7 +664,11 @@ def write_pretrained(spec, config, canonical, *, vocab_file=None, tokenizer_sett
             warnings.warn(
                 f"{location.spec}: no vocabulary given; the preset will have no tokenizer", stacklevel=2
             )
-        return keras_hub.write_keras_hub_preset(location.path, config, canonical, vocab_file)
+        # the preset's tokenizer records the casing: the given or recorded one (None: guessed from the vocabulary)
+        settings = tokenizer_settings if tokenizer_settings is not None else read_tokenizer_settings(vocab_file)
+        return keras_hub.write_keras_hub_preset(location.path, config, canonical, vocab_file,
+                                                lowercase=settings.get("lowercase"),
+                                                strip_accents=settings.get("strip_accents"))
     raise _spec_error(location.spec, "writing a .keras file needs a model: use save_pretrained")
 
 
@@ -651,8 +707,10 @@ class Conversion:
 def destination_files(destination, vocab=True):
     """The files a write to `destination` (a `Location` for writing) replaces, if they exist."""
     path = destination.path
+    # with the vocabulary go its rules (`tokenizer_config_path`)
     if destination.kind == "keras":
-        return [path, _keras_heads_path(path)] + ([_keras_vocab_path(path)] if vocab else [])
+        vocabulary = _keras_vocab_path(path)
+        return [path, _keras_heads_path(path)] + ([vocabulary, tokenizer_config_path(vocabulary)] if vocab else [])
     if destination.kind == "tf1":
         from bert_keras.checkpoints import tf1
 
@@ -660,7 +718,8 @@ def destination_files(destination, vocab=True):
         directory = os.path.dirname(os.path.abspath(prefix))
         names = [name for name in (os.listdir(directory) if os.path.isdir(directory) else [])
                  if name.startswith(os.path.basename(prefix) + ".")]
-        names += [tf1.CONFIG_FILE, "checkpoint"] + (["vocab.txt"] if vocab else [])
+        names += [tf1.CONFIG_FILE, "checkpoint"] + (["vocab.txt", os.path.basename(tokenizer_config_path("vocab.txt"))]
+                                                    if vocab else [])
         return [os.path.join(directory, name) for name in names]
     # hf:, keras-hub: a directory, written as a whole
     return [os.path.join(path, name) for name in (os.listdir(path) if os.path.isdir(path) else [])]

@@ -162,7 +162,12 @@ def read_tf1(path, *, config=None, strict=True):
         if _BOOKKEEPING.search(canonical):
             continue
         if CANONICAL_NAME.match(canonical):
-            weights[canonical] = np.asarray(reader.get_tensor(name), dtype=np.float32)
+            try:
+                weights[canonical] = np.asarray(reader.get_tensor(name), dtype=np.float32)
+            except (IndexError, ValueError, tf.errors.OpError) as error:
+                # a cut or damaged .data file: "Read less bytes than requested", a checksum mismatch
+                raise CheckpointFormatError(f"{prefix}: cannot read variable {name} ({error}); the "
+                                            "checkpoint's .data file is damaged or cut short") from None
         else:
             unknown.append(name)
     reject_or_drop_unused(prefix, unknown, strict=strict, what="variable(s)")

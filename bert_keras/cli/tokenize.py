@@ -1,7 +1,7 @@
 """`bert-keras tokenize`: BERT tokenization of text, with ids and offsets."""
 
 from bert_keras import json_output
-from bert_keras.cli.flag_arguments import add_case_options
+from bert_keras.cli.flag_arguments import add_case_options, refuse_tokenizer_flags
 from pipelines.command_options import add_option
 from bert_keras.cli.main import CommandError
 
@@ -19,7 +19,8 @@ def register(subparsers, summary):
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--vocab", help="vocab.txt")
     source.add_argument("--init", metavar="SPEC",
-                        help="take the vocabulary of a model (hf:DIR, tf1:CKPT, keras-hub:DIR, pip:PACKAGE)")
+                        help="take the vocabulary of a model (hf:DIR, tf1:CKPT, keras-hub:DIR, pip:PACKAGE, or a "
+                             "fine-tuned model directory: its vocabulary and rules)")
     add_case_options(parser, cased_help="cased rules (no lowercasing or accent stripping; default: as the "
                                         "vocabulary's tokenizer_config.json says, else uncased)")
     add_option(parser, "--tokenizer", "--backend", choices=["tf_text", "core"], default="tf_text",
@@ -42,11 +43,23 @@ def run(args):
     if not texts:
         raise CommandError("no text given: pass TEXT arguments or pipe lines to stdin")
     from bert_keras.checkpoints import load_tokenizer
+    from bert_keras.finetuned_model import is_finetuned_directory
     from pipelines.tokenizer.bert_tokenizer import tokenization_lines
 
-    tokenizer = load_tokenizer(args.init, vocab_file=args.vocab, lowercase=False if args.cased else None,
-                               strip_accents=args.strip_accents, backend=args.tokenizer,
-                               max_input_chars_per_word=args.max_chars_per_word)
+    options = dict(backend=args.tokenizer, max_input_chars_per_word=args.max_chars_per_word)
+    if args.init is not None and is_finetuned_directory(args.init):
+        # a fine-tuned model tokenizes as it was trained (its directory records how), as `embed` and
+        # `attention` read it; it is no checkpoint spec, so load_tokenizer would not know it
+        refuse_tokenizer_flags(args)
+        from pipelines import BertTokenizer
+        from bert_keras.finetuned_model import read_finetuned
+
+        record = read_finetuned(args.init, load_model=False)
+        tokenizer = BertTokenizer(record.vocab_file, lowercase=record.lowercase, strip_accents=record.strip_accents,
+                                  pre_tokenizer=record.pre_tokenizer, **options)
+    else:
+        tokenizer = load_tokenizer(args.init, vocab_file=args.vocab, lowercase=False if args.cased else None,
+                                   strip_accents=args.strip_accents, **options)
     for record in tokenizer.tokenization_records(texts, args.pair, args.seq_length):
         print(json_output.dumps(record, ensure_ascii=False) if args.json else "\n".join(tokenization_lines(record)))
     return 0

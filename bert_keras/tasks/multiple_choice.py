@@ -46,6 +46,9 @@ class MultipleChoice(TextTask):
     _packed_rank = 3  # [batch, choices, length]
     predict_example = "'context ||| ending 1 ||| ending 2 ||| ending 3 ||| ending 4'"
 
+    def _packs_two_segments(self):
+        return True  # the context and an ending
+
     @property
     def dataset_layout(self):
         from bert_keras.tasks.dataset_inputs import DatasetLayout

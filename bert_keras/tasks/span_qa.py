@@ -75,6 +75,9 @@ class SpanQA(TextTask):
     freeze_pooler = True
     predict_example = "'Who wrote the report? ||| The report was written by Ann Lee.'   (or --squad DEV.json)"
 
+    def _packs_two_segments(self):
+        return True  # the question and the context
+
     @property
     def dataset_layout(self):
         from bert_keras.tasks.dataset_inputs import DatasetLayout

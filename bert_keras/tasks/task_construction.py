@@ -26,9 +26,10 @@ from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
 
 def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length=None, recipe=None,
                          vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None, dropout=0.1,
-                         **options):
+                         strict=True, **options):
     """A `cls` task on `spec` (`TextTask.from_pretrained` documents the arguments), recipe compiled.
-    A setting's earlier name (SpanQA's `doc_stride=`) is an alias of its name now."""
+    A setting's earlier name (SpanQA's `doc_stride=`) is an alias of its name now. `strict` is
+    `load_pretrained`'s (a fine-tuned directory is read whole: it has nothing to drop)."""
     try:
         options = current_options(cls, options)
     except RenamedSettingError as error:
@@ -48,7 +49,7 @@ def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length
     else:
         from bert_keras.checkpoints import find_vocabulary, load_pretrained
 
-        encoder = load_pretrained(spec_path, output_hidden_states=cls._needs_hidden_states(options))
+        encoder = load_pretrained(spec_path, strict=strict, output_hidden_states=cls._needs_hidden_states(options))
         vocab = vocab_file or find_vocabulary(spec_path)
         if vocab is None:
             raise TaskInputError(f"{spec_path}: no vocab.txt beside the model; pass vocab_file=")

@@ -206,6 +206,9 @@ class TextClassifier(TextTask):
         """What `bert-keras predict` takes, for the "next:" hints."""
         return "'first sentence ||| second sentence'" if self.text_pair else '"your text"'
 
+    def _packs_two_segments(self):
+        return self.text_pair
+
     @property
     def text_pair(self):
         """Whether the task reads `(texts, texts_b)` pairs (fixed when it was built)."""

@@ -78,6 +78,13 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
         except FinetunedModelError as error:  # the task's arguments, not a directory's task.json
             raise TaskInputError(str(error)) from None
         self._built_once = _BuiltOnce()
+        if self._packs_two_segments() and head.encoder.config.type_vocab_size < 2:
+            # segment id 1 would index past the segment table: a raw "indices[...] is not in [0, 1)"
+            # at the first batch on a CPU, silently zero embeddings on a GPU
+            raise TaskInputError(
+                f"the model has type_vocab_size={head.encoder.config.type_vocab_size}: one segment, and a "
+                f"{type(self).__name__} that packs two ([CLS] A [SEP] B [SEP]) needs two; use a checkpoint "
+                "with two token types (single texts, text_pair=False, need one)")
         tokenizer = self.tokenizer
         if tokenizer.vocabulary_size != head.encoder.config.vocab_size:
             raise TaskInputError(
@@ -88,6 +95,10 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
         # The head holds its weights already: callbacks that save / restore them before the first
         # step (BackupAndRestore) need the wrapper to say so.
         self.built = bool(head.built)
+
+    def _packs_two_segments(self):
+        """Whether every example is a pair of segments (segment ids 0 and 1)."""
+        return False
 
     def _pooler_unused(self, head):
         """Whether `head` never reads the pooled output (its pooler is then frozen)."""
@@ -168,7 +179,8 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
     @classmethod
     def from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length=None,
                         learning_rate=2e-5, warmup_ratio=0.1, weight_decay=0.01, vocab_file=None,
-                        lowercase=None, strip_accents=None, pre_tokenizer=None, dropout=0.1, **options):
+                        lowercase=None, strip_accents=None, pre_tokenizer=None, dropout=0.1, strict=True,
+                        **options):
         """A task on a pretrained encoder (or a fine-tuned directory), compiled with BERT's recipe.
 
         Args:
@@ -197,6 +209,10 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
                 the tokenizer, on the host, for a vocabulary learned on morphemes as words
                 (`bert-keras vocab --pre-tokenizer kiwi`); saved with the model.
             dropout: the head's dropout.
+            strict: False drops, with a warning, checkpoint tensors the encoder does not use (the
+                head of a Hugging Face `BertForSequenceClassification`, say: the task trains its
+                own) and lets weights the checkpoint lacks keep their random start; True (default)
+                refuses both, naming them.
             **options: the task's own settings (see each class).
 
         Raises:
@@ -209,7 +225,7 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
                                     recipe=dict(learning_rate=learning_rate, warmup_ratio=warmup_ratio,
                                                 weight_decay=weight_decay),
                                     vocab_file=vocab_file, lowercase=lowercase, strip_accents=strip_accents,
-                                    pre_tokenizer=pre_tokenizer, dropout=dropout, **options)
+                                    pre_tokenizer=pre_tokenizer, dropout=dropout, strict=strict, **options)
 
     # What `bert-keras predict --model DIR ...` takes after the model, for "next:" hints.
     predict_example = '"your text"'

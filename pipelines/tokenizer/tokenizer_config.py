@@ -51,6 +51,7 @@ def tokenizer_config_path(vocab_file):
 
 def read_tokenizer_settings(vocab_file):
     """`{"lowercase", "strip_accents"}` recorded beside `vocab_file` (the keys it records), or {}.
+    A keras-hub preset's vocabulary has its casing in the preset's `tokenizer.json`.
 
     Raises:
         TokenizerSettingsError: the file is not JSON, or a field is not a boolean (null for
@@ -60,7 +61,7 @@ def read_tokenizer_settings(vocab_file):
         return {}
     path = tokenizer_config_path(vocab_file)
     if not os.path.isfile(path):
-        return {}
+        return _keras_hub_preset_settings(vocab_file)
     try:
         with open(path, encoding="utf-8") as f:
             config = json.load(f)
@@ -81,6 +82,38 @@ def read_tokenizer_settings(vocab_file):
         if config["strip_accents"] is not None:
             settings["strip_accents"] = config["strip_accents"]
     return settings
+
+
+# Where `BertTokenizer.save_to_preset` puts a keras-hub preset's vocabulary, and the file two levels
+# up that records the tokenizer's settings.
+_KERAS_HUB_VOCABULARY = os.path.join("assets", "tokenizer", "vocabulary.txt")
+_KERAS_HUB_TOKENIZER = "tokenizer.json"
+
+
+def _keras_hub_preset_settings(vocab_file):
+    """`{"lowercase"}` of a keras-hub preset's vocabulary, from the preset's `tokenizer.json` (a
+    cased preset says `"lowercase": false` there, not in a `tokenizer_config.json`); else {}.
+
+    Its `strip_accents` is not taken: keras-hub's `BertTokenizer` writes its class default (false)
+    for every model, uncased ones included, so accents follow the casing, as in BERT's rules."""
+    vocab_file = os.path.abspath(os.fspath(vocab_file))
+    if not vocab_file.endswith(os.sep + _KERAS_HUB_VOCABULARY):
+        return {}
+    path = os.path.join(vocab_file[: -len(_KERAS_HUB_VOCABULARY)], _KERAS_HUB_TOKENIZER)
+    try:
+        with open(path, encoding="utf-8") as f:
+            saved = json.load(f)
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise TokenizerSettingsError(f"{path}: not a JSON keras-hub tokenizer config ({error})") from None
+    config = saved.get("config") if isinstance(saved, dict) else None
+    lowercase = config.get("lowercase") if isinstance(config, dict) else None
+    if lowercase is None:
+        return {}
+    if not isinstance(lowercase, bool):
+        raise TokenizerSettingsError(f"{path}: field 'lowercase' must be true or false, got {lowercase!r}")
+    return {"lowercase": lowercase}
 
 
 def resolve_tokenizer_settings(vocab_file, lowercase=None, strip_accents=None):

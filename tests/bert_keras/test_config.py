@@ -109,6 +109,13 @@ def test_hf_json_accepts_installed_minilm(minilm_dir):
     assert config.hidden_act == "gelu" and config.num_layers == 6
 
 
+def test_hf_json_ignores_transformers_private_keys():
+    """transformers 4.4x saved "_attn_implementation_autoset": true in config.json: such BERT
+    directories were refused with "unknown field(s) ['_attn_implementation_autoset']"."""
+    config = BertConfig.from_hf_json(dict(HF_MINILM, _attn_implementation_autoset=True, _commit_hash="abc"))
+    assert config == BertConfig.from_hf_json(HF_MINILM)
+
+
 def test_hf_json_refusals():
     with pytest.raises(ConfigError, match="roberta.*not BERT"):
         BertConfig.from_hf_json(dict(HF_MINILM, model_type="roberta"))

@@ -123,6 +123,16 @@ def test_a_cut_text_pair_is_reported_never_silent(spec):
         model.predict(pairs, max_length=400)
 
 
+def test_a_saved_pair_model_continued_refuses_windows_too(spec, tmp_path):
+    """`from_pretrained(saved pair model, max_length=...)` took the setting a new pair model
+    refuses, recorded it, and read every pair as one window anyway."""
+    directory = classifier(spec, text_pair=True).save(str(tmp_path / "pair"))
+    for window in ({"max_length": 400}, {"stride": 7}):
+        with pytest.raises(TaskInputError, match="a text pair is read as one window"):
+            tasks.TextClassifier.from_pretrained(directory, **window)
+    assert tasks.TextClassifier.from_pretrained(directory, seq_length=12).settings["max_length"] is None
+
+
 def test_fit_on_long_texts_round_trips(spec, tmp_path):
     texts = [" ".join(document(60, i)) for i in range(6)] + ["good film", "bad film"]
     labels = ["pos", "neg", "pos", "neg", "pos", "neg", "pos", "neg"]

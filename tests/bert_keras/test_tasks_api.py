@@ -341,6 +341,26 @@ def test_directory_and_spec_errors(spec, tmp_path):
         tasks.load(saved)
 
 
+def test_a_one_segment_model_refuses_the_tasks_that_pack_two(tmp_path):
+    """A checkpoint with type_vocab_size=1 (one token type) under a pair classifier, SWAG or SQuAD
+    failed at the first batch with TensorFlow's "indices[0,5] = 1 is not in [0, 1)" (on a GPU:
+    zero segment embeddings, silently); single texts are fine."""
+    import dataclasses
+
+    from bert_keras.checkpoints import save_pretrained
+    from bert_keras.encoder import BertEncoder
+
+    config = dataclasses.replace(export_fixtures.tiny_config(), type_vocab_size=1)
+    spec = save_pretrained(BertEncoder(config), str(tmp_path / "one_segment.keras"),
+                           vocab_file=export_fixtures.write_vocab(str(tmp_path / "vocab.txt")))
+    for cls, options in ((tasks.TextClassifier, {"labels": ["a", "b"], "text_pair": True}),
+                         (tasks.MultipleChoice, {"num_choices": 2}), (tasks.SpanQA, {"max_query_length": 8})):
+        with pytest.raises(tasks.TaskInputError, match="type_vocab_size=1: one segment"):
+            small(cls, spec, **options)
+    single = small(tasks.TextClassifier, spec, labels=["a", "b"])
+    assert single.predict(["good film."]).shape == (1, 2)
+
+
 def test_seq_length_of_a_fine_tuned_directory_is_checked_as_a_new_tasks(spec, tmp_path):
     """`from_pretrained(DIR, seq_length=1000)` of a 64-position model was taken unchecked and
     `predict` failed in the graph ("Incompatible shapes", a raw traceback); `seq_length=0` was
