@@ -64,6 +64,19 @@ def test_vocab_then_tokenize_round_trip(tmp_path, capsys):
     assert "--overwrite" in capsys.readouterr().err
 
 
+def test_tokenize_a_fine_tuned_model_directory(tmp_path, capsys):
+    """`tokenize --init out/sentiment` (a `bert-keras finetune` directory) was refused ("cannot tell
+    the weight format of directory"): it now tokenizes as the model was trained (cased here)."""
+    from tiny_finetuned import cased_classifier_directory
+
+    model_dir, _ = cased_classifier_directory(tmp_path)
+    assert main(["tokenize", "--init", model_dir, "--json", "Good cat"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert [(t["token"], t["id"]) for t in record["tokens"]] == [("Good", 6), ("cat", 8)]
+    assert main(["tokenize", "--init", model_dir, "--cased", "good"]) == 2
+    assert "--cased: " in capsys.readouterr().err
+
+
 def test_vocab_missing_input_is_a_clear_error(tmp_path, capsys):
     assert main(["vocab", str(tmp_path / "nope.txt"), "-o", str(tmp_path / "v.txt")]) == 2
     assert "nope.txt" in capsys.readouterr().err
