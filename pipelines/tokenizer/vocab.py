@@ -40,8 +40,9 @@ def load_vocabulary(path: str) -> List[str]:
     """Reads a `vocab.txt` file: one token per line, line order is the id.
 
     Local paths and any filesystem `tf.io.gfile` knows (`gs://...`) work.
-    Tokens are kept exactly as written apart from the line terminator (`\\n` or
-    `\\r\\n`); a newline after the last token is optional.
+    Tokens are kept as written apart from the line terminator (`\\n` or `\\r\\n`) and
+    whitespace around them, which the original BERT strips too; a newline after the last token
+    is optional.
 
     Example:
 
@@ -97,6 +98,10 @@ def load_vocabulary(path: str) -> List[str]:
                 f"{path}, line {line_number}: not valid UTF-8 ({e.reason} at byte "
                 f"{e.start} of the line: {raw!r}). Vocabulary files must be UTF-8."
             ) from None
+        # The original `load_vocab` strips every token (HF tokenizers trims its end): a stray
+        # space after "hello" still gives "hello" its id. A line of whitespace only stays as it
+        # is, a token no word matches (the original keeps it as "").
+        token = token.strip() or token
         if not token:
             raise VocabularyError(
                 f"{path}, line {line_number}: empty line. Every line must hold one "

@@ -93,6 +93,21 @@ def test_load_handles_crlf_and_bom(tmp_path):
     assert load_vocabulary(path) == ["[PAD]", "hé"]
 
 
+def test_load_strips_whitespace_around_tokens_as_the_original(tmp_path):
+    """A stray space after "hello" made it a token no word matches: "hello world" gave [UNK] for
+    "hello" (and the tf_text backend one [UNK] for both words). The original `load_vocab` strips
+    each line (HF trims its end), so "hello" keeps its id; a whitespace-only line stays a token."""
+    from pipelines import BertTokenizer
+
+    path = write_bytes(tmp_path, b"[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello \n\tworld\xc2\xa0\n \n##s\r\n")
+    assert load_vocabulary(path) == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello", "world", " ", "##s"]
+    for backend in ("tf_text", "core"):
+        tokenizer = BertTokenizer(path, backend=backend)
+        assert tokenizer.tokenize(["hello world hellos"]).to_list() == [[4, 5, 4, 7]], backend
+    with pytest.raises(VocabularyError, match=r"'hello'.*line 1 and line 2"):
+        load_vocabulary(write_bytes(tmp_path, b"hello\nhello \n", name="twice.txt"))
+
+
 def test_missing_file_names_the_path_and_the_fix(tmp_path):
     path = str(tmp_path / "nope" / "vocab.txt")
     with pytest.raises(FileNotFoundError, match="nope/vocab.txt") as info:
