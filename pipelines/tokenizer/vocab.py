@@ -345,6 +345,22 @@ def _count_word_tensors(words_dataset: tf.data.Dataset, progress=None) -> collec
     return counts
 
 
+def check_reserved_tokens(reserved_tokens: List[str], vocab_size: int) -> None:
+    """The checks `build_vocabulary` makes of its reserved tokens and size, for callers that can
+    make them before counting a corpus (which can take hours).
+
+    Raises:
+        VocabularyError: a reserved token is empty, holds a line break or is listed twice.
+        ValueError: `vocab_size` leaves no room beside the reserved tokens.
+    """
+    _check_token_list(reserved_tokens, what="reserved_tokens")
+    if vocab_size <= len(reserved_tokens):
+        raise ValueError(
+            f"vocab_size={vocab_size} leaves no room beside the {len(reserved_tokens)} "
+            "reserved tokens."
+        )
+
+
 def build_vocabulary(
     word_counts: Union[Mapping[str, int], Iterable[Tuple[str, int]], tf.data.Dataset],
     *,
@@ -423,12 +439,7 @@ def build_vocabulary(
     # Imported here so that reading vocabularies does not load TF-Text's ops.
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
 
-    _check_token_list(reserved_tokens, what="reserved_tokens")
-    if vocab_size <= len(reserved_tokens):
-        raise ValueError(
-            f"vocab_size={vocab_size} leaves no room beside the {len(reserved_tokens)} "
-            "reserved tokens."
-        )
+    check_reserved_tokens(reserved_tokens, vocab_size)
     if isinstance(word_counts, tf.data.Dataset):
         word_counts = _count_word_tensors(word_counts)
     if isinstance(word_counts, Mapping):

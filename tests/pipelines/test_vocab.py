@@ -341,6 +341,24 @@ def test_learn_vocabulary_is_the_vocab_command_in_one_call(tmp_path):
     assert not (tmp_path / "other.txt").exists()
 
 
+def test_learn_vocabulary_checks_reserved_tokens_and_size_before_counting(tmp_path, monkeypatch):
+    """A token reserved twice (`--reserved [UNK]`) or a size no larger than the reserved tokens
+    failed only after the whole corpus was counted (hours on a large one): now before."""
+    import pipelines.tokenizer.corpus_words as corpus_words
+    from pipelines.tokenizer import learn_vocabulary
+
+    def never(*args, **kwargs):
+        raise AssertionError("the corpus was counted before the options were checked")
+
+    monkeypatch.setattr(corpus_words, "count_corpus_words", never)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a b\n", encoding="utf-8")
+    with pytest.raises(VocabularyError, match=r"'\[UNK\]' twice, at index 1 and 5"):
+        learn_vocabulary([str(corpus)], str(tmp_path / "vocab.txt"), reserved=["[UNK]"])
+    with pytest.raises(ValueError, match="vocab_size=6 leaves no room beside the 6 reserved tokens"):
+        learn_vocabulary([str(corpus)], str(tmp_path / "vocab.txt"), size=6, reserved=["[unused0]"])
+
+
 def test_learning_on_korean_notes_jamo_and_the_coverage_already_set(tmp_path):
     """A Korean corpus under the uncased default (accents stripped: Hangul decomposed into jamo) gets a
     note naming --no-strip-accents; the note about the alphabet's share does not advise the character
