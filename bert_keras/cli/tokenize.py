@@ -2,7 +2,7 @@
 
 from bert_keras import json_output
 from bert_keras.cli.flag_arguments import add_case_options, refuse_tokenizer_flags
-from pipelines.command_options import add_option
+from pipelines.command_options import add_option, positive_int
 from bert_keras.cli.main import CommandError
 
 
@@ -26,9 +26,10 @@ def register(subparsers, summary):
     add_option(parser, "--tokenizer", "--backend", choices=["tf_text", "core"], default="tf_text",
                help="tokenizer backend (identical output)")
     parser.add_argument("--pair", metavar="TEXT_B", help="second segment: show the packed [CLS] A [SEP] B [SEP] input")
-    add_option(parser, "--seq-length", "--max-seq-length", type=int, default=None,
+    # At least 1 (the packer asks 3): `--seq-length 0` was taken for "not given" and ignored.
+    add_option(parser, "--seq-length", "--max-seq-length", type=positive_int, default=None,
                help="pack to this length ([CLS]/[SEP] included)")
-    parser.add_argument("--max-chars-per-word", type=int, default=200,
+    parser.add_argument("--max-chars-per-word", type=positive_int, default=200,
                         help="longer words become [UNK] (original 200; HF 100)")
     parser.add_argument("--json", action="store_true", help="one JSON object per text")
     parser.set_defaults(func=run)

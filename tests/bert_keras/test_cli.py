@@ -45,6 +45,10 @@ def test_tokenize_pair_packs(capsys):
     record = json.loads(capsys.readouterr().out)
     assert record["token_ids"] == [101, 7592, 102, 2088, 102, 0, 0, 0]
     assert record["segment_ids"] == [0, 0, 0, 1, 1, 0, 0, 0]
+    # --seq-length 0 was taken for "not given": the texts were shown unpacked
+    with pytest.raises(SystemExit) as usage:
+        main(["tokenize", "--vocab", VOCAB, "--seq-length", "0", "hello"])
+    assert usage.value.code == 2 and "--seq-length: must be at least 1, got 0" in capsys.readouterr().err
 
 
 def test_vocab_then_tokenize_round_trip(tmp_path, capsys):
