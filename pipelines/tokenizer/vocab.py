@@ -61,8 +61,8 @@ def load_vocabulary(path: str) -> List[str]:
 
     Raises:
         FileNotFoundError: the file does not exist.
-        VocabularyError: the file is empty, is not UTF-8, has an empty line, or
-            lists a token twice. The message names the line(s).
+        VocabularyError: the file is empty, is not UTF-8, has an empty line or a
+            carriage return inside a line, or lists a token twice. The message names the line(s).
     """
     path = os.fspath(path)
     if not tf.io.gfile.exists(path):
@@ -98,6 +98,11 @@ def load_vocabulary(path: str) -> List[str]:
                 f"{path}, line {line_number}: not valid UTF-8 ({e.reason} at byte "
                 f"{e.start} of the line: {raw!r}). Vocabulary files must be UTF-8."
             ) from None
+        if "\r" in token:  # else a file of \r-ended lines read as one token: "special tokens missing"
+            raise VocabularyError(
+                f"{path}, line {line_number}: a carriage return (\\r) inside the line; lines end with "
+                "\\n or \\r\\n (convert a file of \\r-ended lines: tr '\\r' '\\n' < FILE > vocab.txt)."
+            )
         # The original `load_vocab` strips every token (HF tokenizers trims its end): a stray
         # space after "hello" still gives "hello" its id. A line of whitespace only stays as it
         # is, a token no word matches (the original keeps it as "").

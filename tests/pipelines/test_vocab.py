@@ -127,6 +127,14 @@ def test_empty_line_is_named(tmp_path):
         load_vocabulary(path)
 
 
+def test_carriage_return_line_endings_are_named(tmp_path):
+    """A vocab.txt of \r-ended lines was one long token: the error said the special tokens were
+    missing. It names the line and the line endings now (write_vocabulary refuses \r too)."""
+    path = write_bytes(tmp_path, b"[PAD]\r[UNK]\r[CLS]\r[SEP]\rhello\r")
+    with pytest.raises(VocabularyError, match=r"vocab\.txt, line 1: a carriage return \(\\r\) inside the line"):
+        load_vocabulary(path)
+
+
 def test_bad_utf8_names_file_and_line(tmp_path):
     path = write_bytes(tmp_path, b"a\nb\ncaf\xe9\n")  # Latin-1 e-acute
     with pytest.raises(VocabularyError, match=r"vocab\.txt, line 3: not valid UTF-8"):
