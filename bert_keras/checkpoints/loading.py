@@ -397,7 +397,10 @@ def vocabulary_candidates(spec):
 
 
 def _vocabulary_of(location):
-    return next((c for c in _vocabulary_candidates(location) if os.path.isfile(c)), None)
+    found = next((c for c in _vocabulary_candidates(location) if os.path.isfile(c)), None)
+    if found is None and location.kind == "hf":  # saved by transformers 5: tokenizer.json only
+        found = hf.vocabulary_from_tokenizer_json(location.path)
+    return found
 
 
 def _vocabulary_candidates(location):
