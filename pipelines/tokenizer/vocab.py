@@ -77,6 +77,12 @@ def load_vocabulary(path: str) -> List[str]:
         raise VocabularyError(f"{path} is a directory, not a vocabulary file{hint}")
     with tf.io.gfile.GFile(path, "rb") as f:
         data = f.read()
+    if path.endswith(".json") and data.lstrip(_UTF8_BOM + b" \t\r\n").startswith(b"{"):
+        # Read as lines, a JSON file failed on its second "{" or "}" ("token '{' appears twice").
+        raise VocabularyError(
+            f"{path} is a JSON file, not a vocab.txt (one token per line). HF's tokenizer.json holds "
+            "the vocabulary of its directory: load that directory (hf:DIR) instead of --vocab / vocab_file."
+        )
     if data.startswith(_UTF8_BOM):
         data = data[len(_UTF8_BOM) :]
 

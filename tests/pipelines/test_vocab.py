@@ -135,6 +135,13 @@ def test_carriage_return_line_endings_are_named(tmp_path):
         load_vocabulary(path)
 
 
+def test_a_json_file_is_not_read_as_a_vocabulary(tmp_path):
+    """HF's tokenizer.json given as the vocabulary failed with "token '{' appears twice"."""
+    path = write_bytes(tmp_path, b'{\n  "model": {"type": "WordPiece", "vocab": {"[PAD]": 0}}\n}\n', name="tokenizer.json")
+    with pytest.raises(VocabularyError, match=r"tokenizer\.json is a JSON file, not a vocab\.txt .*\(hf:DIR\)"):
+        load_vocabulary(path)
+
+
 def test_bad_utf8_names_file_and_line(tmp_path):
     path = write_bytes(tmp_path, b"a\nb\ncaf\xe9\n")  # Latin-1 e-acute
     with pytest.raises(VocabularyError, match=r"vocab\.txt, line 3: not valid UTF-8"):
