@@ -368,7 +368,8 @@ def vocabulary_from_tokenizer_json(directory):
         settings.setdefault("lowercase", normalizer.get("lowercase", True))
         if normalizer.get("strip_accents") is not None:
             settings.setdefault("strip_accents", normalizer["strip_accents"])
-    name = hashlib.sha256(data).hexdigest()[:20]
+    # Keyed by the rules too: two directories may share a tokenizer.json and differ in their config.
+    name = hashlib.sha256(data + json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
     for root in (os.path.join(cache_root(), "hf_vocabularies"), None):
         try:
             folder = os.path.join(root, name) if root else tempfile.mkdtemp(prefix="bert_keras_vocab_")

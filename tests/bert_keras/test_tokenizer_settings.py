@@ -300,3 +300,21 @@ def test_an_hf_directory_saved_by_transformers_5_has_its_vocabulary_in_tokenizer
     assert ours.tokenize(texts).to_list() == [reference(texts[0], add_special_tokens=False)["input_ids"]]
     assert find_vocabulary(f"hf:{directory}").startswith(str(tmp_path / "cache"))
     assert find_tokenizer_settings(f"hf:{directory}") == {"lowercase": False, "strip_accents": False}
+
+
+def test_a_checkpoint_that_does_not_split_cjk_is_warned_about(tmp_path):
+    """`tokenize_chinese_chars: false` (or `do_basic_tokenize: false`) in a checkpoint's
+    tokenizer_config.json was ignored silently: its CJK text is split here as the original does,
+    which the checkpoint's tokenizer did not. A warning names the file and the field."""
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n中\n", encoding="utf-8")
+    config = tmp_path / "tokenizer_config.json"
+    config.write_text(json.dumps({"do_lower_case": False, "tokenize_chinese_chars": False}), encoding="utf-8")
+    with pytest.warns(UserWarning, match=r"tokenizer_config\.json: tokenize_chinese_chars is false"):
+        assert read_tokenizer_settings(str(vocab)) == {"lowercase": False}
+    config.write_text(json.dumps({"do_lower_case": False, "tokenize_chinese_chars": True}), encoding="utf-8")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert read_tokenizer_settings(str(vocab)) == {"lowercase": False}
