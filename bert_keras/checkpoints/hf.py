@@ -37,7 +37,7 @@ SAFETENSORS_INDEX = "model.safetensors.index.json"
 TORCH_FILE = "pytorch_model.bin"
 TORCH_INDEX = "pytorch_model.bin.index.json"
 VOCAB_FILE = "vocab.txt"
-TOKENIZER_FILE = "tokenizer.json"
+TOKENIZER_JSON = "tokenizer.json"
 WEIGHT_FILES = (SAFETENSORS_FILE, SAFETENSORS_INDEX, TORCH_FILE, TORCH_INDEX)
 
 # (HF module, canonical scope, kind). `{i}` is the layer number. The kind says
@@ -292,39 +292,6 @@ def _check_tied_decoder(directory, tensors, weights, unknown):
                 unknown.append(f"{prefix}{_DECODER_BIAS} (differs from cls.predictions.bias)")
 
 
-def read_tokenizer_json(directory):
-    """`(tokens in id order, {"lowercase", "strip_accents"})` of the WordPiece tokenizer in
-    `DIR/tokenizer.json`, or None when there is none (or it is not WordPiece).
-
-    transformers 5 saves a BERT tokenizer as `tokenizer.json` + `tokenizer_config.json`, with no
-    `vocab.txt`: the vocabulary is the WordPiece model's `vocab`, the rules its `BertNormalizer`'s
-    (`strip_accents` null follows `lowercase`, as in `tokenizer_config.json`).
-    """
-    path = os.path.join(os.fspath(directory), TOKENIZER_FILE)
-    if not os.path.isfile(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, UnicodeDecodeError, ValueError) as error:
-        raise CheckpointFormatError(f"{path}: not a JSON tokenizer file ({error})") from None
-    model = data.get("model") if isinstance(data, dict) else None
-    if not isinstance(model, dict) or model.get("type") != "WordPiece" or not isinstance(model.get("vocab"), dict):
-        return None
-    vocab = model["vocab"]
-    if sorted(vocab.values()) != list(range(len(vocab))):
-        raise CheckpointFormatError(f"{path}: the WordPiece ids are not 0 .. {len(vocab) - 1}, one token each")
-    tokens = sorted(vocab, key=vocab.get)
-    normalizer = data.get("normalizer")
-    settings = {}
-    if isinstance(normalizer, dict) and normalizer.get("type") == "BertNormalizer":
-        if isinstance(normalizer.get("lowercase"), bool):
-            settings["lowercase"] = normalizer["lowercase"]
-        if isinstance(normalizer.get("strip_accents"), bool):
-            settings["strip_accents"] = normalizer["strip_accents"]
-    return tokens, settings
-
-
 # ---- writing ------------------------------------------------------------
 
 
@@ -378,3 +345,65 @@ def write_hf(directory, config, canonical, vocab_file=None):
         if vocab_file is not None:
             shutil.copyfile(vocab_file, os.path.join(staging, VOCAB_FILE))
     return os.fspath(directory)
+
+
+def vocabulary_from_tokenizer_json(directory):
+    """The vocab.txt of an HF directory that holds its vocabulary in `tokenizer.json` only, or None.
+
+    transformers 5 saves a BERT tokenizer as `tokenizer.json` + `tokenizer_config.json`, without
+    `vocab.txt`. Its WordPiece vocabulary (token -> id) is written once as a vocab.txt into the
+    user cache (`pipelines.user_cache`, keyed by the file's content; a temporary directory when
+    the cache cannot be written), with the directory's rules beside it as `tokenizer_config.json`
+    (`do_lower_case` / `strip_accents` of its own config, else of the `BertNormalizer`).
+
+    Returns:
+        The path of that vocab.txt; None when the directory has no `tokenizer.json`, or one whose
+        model is not WordPiece.
+
+    Raises:
+        CheckpointFormatError: `tokenizer.json` is not JSON, or its ids are not 0..n-1 once each.
+    """
+    import hashlib
+    import tempfile
+
+    from pipelines.tokenizer.tokenizer_config import read_tokenizer_settings, write_tokenizer_settings
+    from pipelines.tokenizer.vocab import write_vocabulary
+    from pipelines.user_cache import cache_root
+
+    path = os.path.join(directory, TOKENIZER_JSON)
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        spec = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointFormatError(f"{path}: not JSON ({error})") from None
+    model = spec.get("model") if isinstance(spec, dict) else None
+    if not isinstance(model, dict) or model.get("type") != "WordPiece" or not isinstance(model.get("vocab"), dict):
+        return None
+    by_id = sorted(model["vocab"].items(), key=lambda item: item[1])
+    if [i for _, i in by_id] != list(range(len(by_id))):
+        raise CheckpointFormatError(f"{path}: the WordPiece vocabulary's ids are not 0..{len(by_id) - 1}, "
+                                    "each once")
+    settings = read_tokenizer_settings(os.path.join(directory, VOCAB_FILE))  # the directory's tokenizer_config.json
+    normalizer = spec.get("normalizer") if isinstance(spec.get("normalizer"), dict) else {}
+    if normalizer.get("type") == "BertNormalizer":
+        settings.setdefault("lowercase", normalizer.get("lowercase", True))
+        if normalizer.get("strip_accents") is not None:
+            settings.setdefault("strip_accents", normalizer["strip_accents"])
+    # Keyed by the rules too: two directories may share a tokenizer.json and differ in their config.
+    name = hashlib.sha256(data + json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
+    for root in (os.path.join(cache_root(), "hf_vocabularies"), None):
+        try:
+            folder = os.path.join(root, name) if root else tempfile.mkdtemp(prefix="bert_keras_vocab_")
+            vocab_file = os.path.join(folder, VOCAB_FILE)
+            if not os.path.isfile(vocab_file):
+                write_tokenizer_settings(vocab_file, lowercase=settings.get("lowercase", True),
+                                         strip_accents=settings.get("strip_accents"))
+                write_vocabulary([token for token, _ in by_id], vocab_file)  # last: its presence means done
+            return vocab_file
+        except OSError:
+            if root is None:
+                raise
+    return None

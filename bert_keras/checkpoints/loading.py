@@ -409,49 +409,9 @@ def vocabulary_candidates(spec):
 
 def _vocabulary_of(location):
     found = next((c for c in _vocabulary_candidates(location) if os.path.isfile(c)), None)
-    if found is None and location.kind == "hf":
-        return _vocabulary_from_tokenizer_json(location.path)
+    if found is None and location.kind == "hf":  # saved by transformers 5: tokenizer.json only
+        found = hf.vocabulary_from_tokenizer_json(location.path)
     return found
-
-
-def _vocabulary_from_tokenizer_json(directory):
-    """A `vocab.txt` of the WordPiece vocabulary in `DIR/tokenizer.json` (what transformers 5
-    saves instead of `vocab.txt`), with the directory's tokenizer rules beside it; None if none.
-
-    It is written once into the user cache (`pipelines.user_cache`), named by its content, never
-    into the model's directory (which may be read only, or another program's); a task saved
-    from it copies it into its own directory, as any vocabulary.
-    """
-    import hashlib
-    import tempfile
-
-    from pipelines.user_cache import cache_root
-
-    found = hf.read_tokenizer_json(directory)
-    if found is None:
-        return None
-    tokens, settings = found
-    # tokenizer_config.json (do_lower_case, strip_accents) wins over the normalizer, as HF reads them
-    settings = {**settings, **read_tokenizer_settings(os.path.join(directory, hf.VOCAB_FILE))}
-    text = "".join(token + "\n" for token in tokens)
-    key = hashlib.sha256(repr((text, sorted(settings.items()))).encode("utf-8")).hexdigest()[:20]
-    try:
-        return _write_vocabulary(os.path.join(cache_root(), "vocabularies", key), text, settings)
-    except OSError:  # a cache that cannot be written: this process's own copy
-        return _write_vocabulary(tempfile.mkdtemp(prefix="bert_keras_vocab_"), text, settings)
-
-
-def _write_vocabulary(folder, text, settings):
-    from pipelines.atomic_writes import write_text
-
-    vocab = os.path.join(folder, hf.VOCAB_FILE)
-    if not os.path.isfile(vocab):
-        os.makedirs(folder, exist_ok=True)
-        if settings:  # first: once vocab.txt is there, its rules are beside it
-            write_tokenizer_settings(vocab, lowercase=settings.get("lowercase", True),
-                                     strip_accents=settings.get("strip_accents"))
-        write_text(vocab, text)
-    return vocab
 
 
 def _vocabulary_candidates(location):

@@ -2,7 +2,7 @@
 
 from bert_keras import json_output
 from bert_keras.cli.flag_arguments import add_case_options, refuse_tokenizer_flags
-from pipelines.command_options import add_option
+from pipelines.command_options import add_option, positive_int
 from bert_keras.cli.main import CommandError
 
 
@@ -20,15 +20,16 @@ def register(subparsers, summary):
     source.add_argument("--vocab", help="vocab.txt")
     source.add_argument("--init", metavar="SPEC",
                         help="take the vocabulary of a model (hf:DIR, tf1:CKPT, keras-hub:DIR, pip:PACKAGE, or a "
-                             "fine-tuned model directory: its vocabulary and rules)")
+                             "fine-tuned model directory: tokenized as it was trained)")
     add_case_options(parser, cased_help="cased rules (no lowercasing or accent stripping; default: as the "
                                         "vocabulary's tokenizer_config.json says, else uncased)")
     add_option(parser, "--tokenizer", "--backend", choices=["tf_text", "core"], default="tf_text",
                help="tokenizer backend (identical output)")
     parser.add_argument("--pair", metavar="TEXT_B", help="second segment: show the packed [CLS] A [SEP] B [SEP] input")
-    add_option(parser, "--seq-length", "--max-seq-length", type=int, default=None,
+    # At least 1 (the packer asks 3): `--seq-length 0` was taken for "not given" and ignored.
+    add_option(parser, "--seq-length", "--max-seq-length", type=positive_int, default=None,
                help="pack to this length ([CLS]/[SEP] included)")
-    parser.add_argument("--max-chars-per-word", type=int, default=200,
+    parser.add_argument("--max-chars-per-word", type=positive_int, default=200,
                         help="longer words become [UNK] (original 200; HF 100)")
     parser.add_argument("--json", action="store_true", help="one JSON object per text")
     parser.set_defaults(func=run)
@@ -42,24 +43,27 @@ def run(args):
         utf8_arguments([args.pair], "--pair")
     if not texts:
         raise CommandError("no text given: pass TEXT arguments or pipe lines to stdin")
-    from bert_keras.checkpoints import load_tokenizer
-    from bert_keras.finetuned_model import is_finetuned_directory
     from pipelines.tokenizer.bert_tokenizer import tokenization_lines
 
-    options = dict(backend=args.tokenizer, max_input_chars_per_word=args.max_chars_per_word)
-    if args.init is not None and is_finetuned_directory(args.init):
-        # a fine-tuned model tokenizes as it was trained (its directory records how), as `embed` and
-        # `attention` read it; it is no checkpoint spec, so load_tokenizer would not know it
-        refuse_tokenizer_flags(args)
-        from pipelines import BertTokenizer
-        from bert_keras.finetuned_model import read_finetuned
-
-        record = read_finetuned(args.init, load_model=False)
-        tokenizer = BertTokenizer(record.vocab_file, lowercase=record.lowercase, strip_accents=record.strip_accents,
-                                  pre_tokenizer=record.pre_tokenizer, **options)
-    else:
-        tokenizer = load_tokenizer(args.init, vocab_file=args.vocab, lowercase=False if args.cased else None,
-                                   strip_accents=args.strip_accents, **options)
+    tokenizer = _tokenizer(args)
     for record in tokenizer.tokenization_records(texts, args.pair, args.seq_length):
         print(json_output.dumps(record, ensure_ascii=False) if args.json else "\n".join(tokenization_lines(record)))
     return 0
+
+
+def _tokenizer(args):
+    from bert_keras.checkpoints import load_tokenizer
+    from bert_keras.finetuned_model import is_finetuned_directory, read_finetuned
+
+    options = dict(backend=args.tokenizer, max_input_chars_per_word=args.max_chars_per_word)
+    if args.init is not None and is_finetuned_directory(args.init):
+        # A fine-tuned directory is no weight checkpoint (`load_tokenizer` cannot tell its format):
+        # show the tokenization its model was trained with, as `attention`/`embed --init DIR` use.
+        refuse_tokenizer_flags(args)
+        record = read_finetuned(args.init, load_model=False)
+        from pipelines import BertTokenizer
+
+        return BertTokenizer(record.vocab_file, lowercase=record.lowercase, strip_accents=record.strip_accents,
+                             pre_tokenizer=record.pre_tokenizer, **options)
+    return load_tokenizer(args.init, vocab_file=args.vocab, lowercase=False if args.cased else None,
+                          strip_accents=args.strip_accents, **options)

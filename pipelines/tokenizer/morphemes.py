@@ -15,9 +15,9 @@ Two uses (`bert-keras vocab --pre-tokenizer kiwi [--morpheme-suffixes]`):
   learned on, and the model reads, spaced text (kiwi runs at inference too). The char maps
   bring token offsets back to the raw text.
 - morpheme suffixes: a vocabulary for raw text, tokenized in-graph. `marked(texts)` puts
-  `MARKER` (a private-use character the BERT pre-tokenizer keeps inside words) at every
+  `MARKER` (a noncharacter the BERT pre-tokenizer keeps inside words) at every
   boundary; after the usual pre-tokenizer split, `fold_marked_words` turns each word's later
-  morphemes into `##` continuation words ("오늘\\ue000은" -> "오늘", "##은"), so that greedy
+  morphemes into `##` continuation words ("오늘\\ufdd0은" -> "오늘", "##은"), so that greedy
   WordPiece on the raw word "오늘은" finds "오늘" + "##은". `build_vocabulary` learns them
   as continuation pieces.
 
@@ -43,10 +43,12 @@ import numpy as np
 
 from pipelines.environment import MissingDependencyError
 
-# U+E000, the first private-use character: no analyzer, normalizer or vocabulary gives it a
-# meaning; the BERT pre-tokenizer keeps it as an ordinary letter (not whitespace, control,
-# punctuation, accent or CJK), so it stays inside the word it marks.
-MARKER = "\ue000"
+# U+FDD0, a noncharacter: no analyzer, normalizer or vocabulary gives it a meaning, and text
+# does not hold it (a private-use character such as U+E000 does: word processors write old Hangul
+# and symbols there, and a corpus's own U+E000 was taken for a boundary and never learned). The
+# BERT pre-tokenizer keeps it as an ordinary letter (not whitespace, control, punctuation, accent
+# or CJK), so it stays inside the word it marks.
+MARKER = "\ufdd0"
 
 _JOINER = "##"
 _ZWJ = "\u200d"
@@ -422,12 +424,12 @@ def fold_marked_words(counts: Mapping[str, int], marker: str = MARKER) -> collec
 
     A word the pre-tokenizer made of `marked()` text is cut at the markers: its first
     non-empty piece is counted as a word, each later piece `m` as the continuation word
-    `"##" + m` (what `build_vocabulary` learns as a `##` piece). `"5\\ue000일\\ue000입니다"`
+    `"##" + m` (what `build_vocabulary` learns as a `##` piece). `"5\\ufdd0일\\ufdd0입니다"`
     counts "5", "##일" and "##입니다"; a marker at a word's start (after punctuation the
     pre-tokenizer split off) starts nothing. The BERT pre-tokenizer never makes a word that
     starts with "##" ('#' is punctuation), so continuation words cannot collide with words.
 
-    >>> fold_marked_words({"오늘\\ue000은": 3, "오늘": 1, "\\ue000진짜": 2})
+    >>> fold_marked_words({"오늘\\ufdd0은": 3, "오늘": 1, "\\ufdd0진짜": 2})
     Counter({'오늘': 4, '##은': 3, '진짜': 2})
     """
     folded = collections.Counter()

@@ -22,10 +22,17 @@ Example:
 
 import json
 import os
+import warnings
 
 from pipelines.atomic_writes import write_text
 
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+
+# HF BertTokenizer options that change how text is split, which `BertTokenizer` has no switch for.
+_UNSUPPORTED_RULES = {
+    "tokenize_chinese_chars": "every CJK ideograph is a word of its own here",
+    "do_basic_tokenize": "text is cleaned, split at whitespace and punctuation here before WordPiece",
+}
 
 
 class TokenizerSettingsError(ValueError):
@@ -69,6 +76,11 @@ def read_tokenizer_settings(vocab_file):
         raise TokenizerSettingsError(f"{path}: not a JSON tokenizer config ({error})") from None
     if not isinstance(config, dict):
         raise TokenizerSettingsError(f"{path}: expected a JSON object, got {type(config).__name__}")
+    for key, effect in _UNSUPPORTED_RULES.items():
+        if config.get(key, True) is False:  # the checkpoint was trained on text tokenized otherwise
+            warnings.warn(f"{path}: {key} is false, which this library does not follow (it tokenizes as the "
+                          f"original BERT): {effect}; ids differ from the checkpoint's tokenizer there",
+                          stacklevel=2)
     settings = {}
     if "do_lower_case" in config:
         if not isinstance(config["do_lower_case"], bool):

@@ -40,8 +40,9 @@ def load_vocabulary(path: str) -> List[str]:
     """Reads a `vocab.txt` file: one token per line, line order is the id.
 
     Local paths and any filesystem `tf.io.gfile` knows (`gs://...`) work.
-    Tokens are kept exactly as written apart from the line terminator (`\\n` or
-    `\\r\\n`); a newline after the last token is optional.
+    Tokens are kept as written apart from the line terminator (`\\n` or `\\r\\n`) and
+    whitespace around them, which the original BERT strips too; a newline after the last token
+    is optional.
 
     Example:
 
@@ -60,8 +61,8 @@ def load_vocabulary(path: str) -> List[str]:
 
     Raises:
         FileNotFoundError: the file does not exist.
-        VocabularyError: the file is empty, is not UTF-8, has an empty line, or
-            lists a token twice. The message names the line(s).
+        VocabularyError: the file is empty, is not UTF-8, has an empty line or a
+            carriage return inside a line, or lists a token twice. The message names the line(s).
     """
     path = os.fspath(path)
     if not tf.io.gfile.exists(path):
@@ -76,6 +77,12 @@ def load_vocabulary(path: str) -> List[str]:
         raise VocabularyError(f"{path} is a directory, not a vocabulary file{hint}")
     with tf.io.gfile.GFile(path, "rb") as f:
         data = f.read()
+    if path.endswith(".json") and data.lstrip(_UTF8_BOM + b" \t\r\n").startswith(b"{"):
+        # Read as lines, a JSON file failed on its second "{" or "}" ("token '{' appears twice").
+        raise VocabularyError(
+            f"{path} is a JSON file, not a vocab.txt (one token per line). HF's tokenizer.json holds "
+            "the vocabulary of its directory: load that directory (hf:DIR) instead of --vocab / vocab_file."
+        )
     if data.startswith(_UTF8_BOM):
         data = data[len(_UTF8_BOM) :]
 
@@ -97,6 +104,15 @@ def load_vocabulary(path: str) -> List[str]:
                 f"{path}, line {line_number}: not valid UTF-8 ({e.reason} at byte "
                 f"{e.start} of the line: {raw!r}). Vocabulary files must be UTF-8."
             ) from None
+        if "\r" in token:  # else a file of \r-ended lines read as one token: "special tokens missing"
+            raise VocabularyError(
+                f"{path}, line {line_number}: a carriage return (\\r) inside the line; lines end with "
+                "\\n or \\r\\n (convert a file of \\r-ended lines: tr '\\r' '\\n' < FILE > vocab.txt)."
+            )
+        # The original `load_vocab` strips every token (HF tokenizers trims its end): a stray
+        # space after "hello" still gives "hello" its id. A line of whitespace only stays as it
+        # is, a token no word matches (the original keeps it as "").
+        token = token.strip() or token
         if not token:
             raise VocabularyError(
                 f"{path}, line {line_number}: empty line. Every line must hold one "
@@ -340,6 +356,22 @@ def _count_word_tensors(words_dataset: tf.data.Dataset, progress=None) -> collec
     return counts
 
 
+def check_reserved_tokens(reserved_tokens: List[str], vocab_size: int) -> None:
+    """The checks `build_vocabulary` makes of its reserved tokens and size, for callers that can
+    make them before counting a corpus (which can take hours).
+
+    Raises:
+        VocabularyError: a reserved token is empty, holds a line break or is listed twice.
+        ValueError: `vocab_size` leaves no room beside the reserved tokens.
+    """
+    _check_token_list(reserved_tokens, what="reserved_tokens")
+    if vocab_size <= len(reserved_tokens):
+        raise ValueError(
+            f"vocab_size={vocab_size} leaves no room beside the {len(reserved_tokens)} "
+            "reserved tokens."
+        )
+
+
 def build_vocabulary(
     word_counts: Union[Mapping[str, int], Iterable[Tuple[str, int]], tf.data.Dataset],
     *,
@@ -418,12 +450,7 @@ def build_vocabulary(
     # Imported here so that reading vocabularies does not load TF-Text's ops.
     from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_lib
 
-    _check_token_list(reserved_tokens, what="reserved_tokens")
-    if vocab_size <= len(reserved_tokens):
-        raise ValueError(
-            f"vocab_size={vocab_size} leaves no room beside the {len(reserved_tokens)} "
-            "reserved tokens."
-        )
+    check_reserved_tokens(reserved_tokens, vocab_size)
     if isinstance(word_counts, tf.data.Dataset):
         word_counts = _count_word_tensors(word_counts)
     if isinstance(word_counts, Mapping):

@@ -133,8 +133,11 @@ def learn_vocabulary(inputs, output, *, lowercase: bool = True, strip_accents: O
     for path in (output, settings_path):  # never one of the corpus files, an existing file only with overwrite
         check_output_file(path, overwrite=overwrite, inputs=files)
     from pipelines.tokenizer.corpus_words import count_corpus_words
-    from pipelines.tokenizer.vocab import RESERVED_TOKENS, alphabet_share, build_vocabulary, write_vocabulary
+    from pipelines.tokenizer.vocab import (RESERVED_TOKENS, alphabet_share, build_vocabulary, check_reserved_tokens,
+                                           write_vocabulary)
 
+    reserved = RESERVED_TOKENS + list(settings.reserved)
+    check_reserved_tokens(reserved, settings.size)  # before the counting, not hours after it
     counts = count_corpus_words(inputs, lowercase=lowercase, strip_accents=strip_accents, runner=settings.runner,
                                 pipeline_args=list(settings.beam_options), progress=progress,
                                 pre_tokenizer=settings.pre_tokenizer, morpheme_suffixes=settings.morpheme_suffixes)
@@ -154,7 +157,7 @@ def learn_vocabulary(inputs, output, *, lowercase: bool = True, strip_accents: O
         log(f"note: {jamo:.0%} of the words are Hangul, which stripping accents (the uncased default) "
             "decomposes into jamo: the vocabulary holds jamo, not syllables. Korean vocabularies keep "
             "syllables whole with --no-strip-accents (Python: strip_accents=False)")
-    tokens = build_vocabulary(counts, vocab_size=settings.size, reserved_tokens=RESERVED_TOKENS + list(settings.reserved),
+    tokens = build_vocabulary(counts, vocab_size=settings.size, reserved_tokens=reserved,
                               character_coverage=settings.character_coverage, max_input_tokens=max_input_tokens)
     write_vocabulary(tokens, output)
     write_tokenizer_settings(output, lowercase=lowercase, strip_accents=strip_accents)

@@ -9,6 +9,7 @@ own normalizer differs from the original (no CJK spacing, NFKD-like folding of
 """
 
 import functools
+import unicodedata
 
 import tensorflow as tf
 import tensorflow_text as tf_text
@@ -73,6 +74,8 @@ def fast_wordpiece(vocabulary, *, unk_token, max_bytes_per_word, split_words):
     from tensorflow_text.core.pybinds import pywrap_fast_wordpiece_tokenizer_model_builder as builder
 
     vocabulary = list(vocabulary)
+    if split_words:
+        vocabulary = _without_whitespace_tokens(vocabulary)
     arguments = [int(max_bytes_per_word), "##", unk_token, not split_words, False]
     model = tf_text_models.cached_model(  # built once per machine, then read from the cache
         "fast_wordpiece", [arguments, vocabulary],
@@ -80,6 +83,19 @@ def fast_wordpiece(vocabulary, *, unk_token, max_bytes_per_word, split_words):
     # The model as a uint8 tensor made from the bytes directly: given the vocabulary instead,
     # TF-Text makes it from a Python list of its ~1.5M bytes (~0.05 s a model).
     return tf_text.FastWordpieceTokenizer(model_buffer=tf.constant(model), token_out_type=tf.int64)
+
+
+def _without_whitespace_tokens(vocabulary):
+    """`vocabulary` with each token that holds whitespace replaced by one no input can match.
+
+    BERT splits words at whitespace, so such a token (`"x y"`, a vocab.txt line with a stray
+    space) never matches a word: the original, HF and the pre-split paths give `x`, `y`. The
+    end-to-end FastWordpiece matches it across the space instead (`"x y"` became one token), so
+    it gets a placeholder of its id: U+10FFFF, which the strings sent to it never hold (printable
+    ASCII, or code points `tf_text_agreement` accepts: no noncharacters).
+    """
+    return [f"\U0010FFFF{index}" if any(c.isspace() or unicodedata.category(c).startswith("Z") for c in token)
+            else token for index, token in enumerate(vocabulary)]
 
 
 class FastWordpiece(tf.Module):

@@ -45,6 +45,10 @@ def test_tokenize_pair_packs(capsys):
     record = json.loads(capsys.readouterr().out)
     assert record["token_ids"] == [101, 7592, 102, 2088, 102, 0, 0, 0]
     assert record["segment_ids"] == [0, 0, 0, 1, 1, 0, 0, 0]
+    # --seq-length 0 was taken for "not given": the texts were shown unpacked
+    with pytest.raises(SystemExit) as usage:
+        main(["tokenize", "--vocab", VOCAB, "--seq-length", "0", "hello"])
+    assert usage.value.code == 2 and "--seq-length: must be at least 1, got 0" in capsys.readouterr().err
 
 
 def test_tokenize_init_reads_a_fine_tuned_directory_as_it_was_trained(tmp_path, capsys):
@@ -76,6 +80,19 @@ def test_vocab_then_tokenize_round_trip(tmp_path, capsys):
     # refuses to overwrite, says how
     assert main(["vocab", str(corpus), "-o", str(out)]) == 2
     assert "--overwrite" in capsys.readouterr().err
+
+
+def test_tokenize_a_fine_tuned_model_directory(tmp_path, capsys):
+    """`tokenize --init out/sentiment` (a `bert-keras finetune` directory) was refused ("cannot tell
+    the weight format of directory"): it now tokenizes as the model was trained (cased here)."""
+    from tiny_finetuned import cased_classifier_directory
+
+    model_dir, _ = cased_classifier_directory(tmp_path)
+    assert main(["tokenize", "--init", model_dir, "--json", "Good cat"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert [(t["token"], t["id"]) for t in record["tokens"]] == [("Good", 6), ("cat", 8)]
+    assert main(["tokenize", "--init", model_dir, "--cased", "good"]) == 2
+    assert "--cased: " in capsys.readouterr().err
 
 
 def test_vocab_missing_input_is_a_clear_error(tmp_path, capsys):

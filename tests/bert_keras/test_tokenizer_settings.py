@@ -276,3 +276,45 @@ def test_load_tokenizer_is_the_checkpoints_vocabulary_read_with_its_rules(tmp_pa
         load_tokenizer(str(encoder))
     assert load_tokenizer(str(encoder), vocab_file=str(tmp_path / "elsewhere.txt"),
                           lowercase=True).tokenize(["hello"]).to_list() == [[8]]
+
+
+def test_an_hf_directory_saved_by_transformers_5_has_its_vocabulary_in_tokenizer_json(tmp_path, monkeypatch):
+    """transformers 5 saves a tokenizer as tokenizer.json + tokenizer_config.json, no vocab.txt:
+    `load_tokenizer("hf:DIR")` (`bert-keras tokenize --init hf:DIR`) failed with "has no vocab.txt
+    beside it". The WordPiece vocabulary of tokenizer.json is read (written once into the user
+    cache, with the directory's rules), and tokenizes as HF's tokenizer of the directory."""
+    from bert_keras import load_tokenizer
+    from bert_keras.checkpoints import find_vocabulary
+
+    monkeypatch.setenv("BERT_KERAS_CACHE", str(tmp_path / "cache"))
+    source = tmp_path / "vocab.txt"
+    source.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\nHello\n##s\n한국어\n", encoding="utf-8")
+    directory = tmp_path / "hf"
+    transformers.BertTokenizerFast(str(source), do_lower_case=False, strip_accents=False).save_pretrained(
+        str(directory))
+    (directory / "vocab.txt").unlink(missing_ok=True)  # as transformers 5 leaves it
+    texts = ["Hello hellos 한국어"]
+    ours = load_tokenizer(f"hf:{directory}")
+    assert ours.tokenize(texts).to_list() == [[6, 5, 7, 8]]
+    reference = transformers.BertTokenizerFast.from_pretrained(str(directory))
+    assert ours.tokenize(texts).to_list() == [reference(texts[0], add_special_tokens=False)["input_ids"]]
+    assert find_vocabulary(f"hf:{directory}").startswith(str(tmp_path / "cache"))
+    assert find_tokenizer_settings(f"hf:{directory}") == {"lowercase": False, "strip_accents": False}
+
+
+def test_a_checkpoint_that_does_not_split_cjk_is_warned_about(tmp_path):
+    """`tokenize_chinese_chars: false` (or `do_basic_tokenize: false`) in a checkpoint's
+    tokenizer_config.json was ignored silently: its CJK text is split here as the original does,
+    which the checkpoint's tokenizer did not. A warning names the file and the field."""
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n中\n", encoding="utf-8")
+    config = tmp_path / "tokenizer_config.json"
+    config.write_text(json.dumps({"do_lower_case": False, "tokenize_chinese_chars": False}), encoding="utf-8")
+    with pytest.warns(UserWarning, match=r"tokenizer_config\.json: tokenize_chinese_chars is false"):
+        assert read_tokenizer_settings(str(vocab)) == {"lowercase": False}
+    config.write_text(json.dumps({"do_lower_case": False, "tokenize_chinese_chars": True}), encoding="utf-8")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert read_tokenizer_settings(str(vocab)) == {"lowercase": False}

@@ -243,6 +243,16 @@ def test_morpheme_suffixes_counts_later_morphemes_as_continuations(reviews_count
     assert not any(MARKER in word for word in b)
 
 
+def test_a_private_use_character_of_the_corpus_is_counted_not_taken_for_a_boundary(kiwi):
+    """The marker was U+E000, which Korean word processors write into text (old Hangul, symbols):
+    a corpus's own U+E000 was folded away as a morpheme boundary, never learned, and its words
+    became [UNK]. The marker is a noncharacter now; the corpus's U+E000 is counted as a letter."""
+    lines = tf.data.Dataset.from_tensor_slices(["\ue000표시 글자"] * 3)
+    counts = count_words(lines, BertPreTokenizer(lowercase=False), morphemes="kiwi", morpheme_suffixes=True)
+    assert sum(n for word, n in counts.items() if "\ue000" in word) == 3, counts
+    assert unicodedata.category(MARKER) == "Cn"
+
+
 def test_a_morpheme_suffix_vocabulary_cuts_raw_words_at_morphemes(kiwi, reviews_counts):
     b_vocab = build_vocabulary(reviews_counts["b"], vocab_size=1800)
     c_vocab = build_vocabulary(reviews_counts["c"], vocab_size=1800)

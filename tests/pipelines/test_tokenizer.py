@@ -258,6 +258,21 @@ def test_vocabulary_errors(tmp_path):
         BertTokenizer(VOCAB, backend="nope")
 
 
+@pytest.mark.parametrize("lowercase", [True, False])
+def test_a_vocabulary_token_holding_whitespace_never_joins_two_words(lowercase):
+    """A token with a space ("x y", or "x\u3000y") cannot match a BERT word: the original, HF and
+    the core backend give `x`, `y` (accents kept: "가" stays whole). The tf_text backend's end-to-end paths (ASCII and agreeing
+    text) matched it across the space and gave one token for two words."""
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "x y", "x", "y", "가", "x\u3000y", "##y"]
+    texts = ["x y", "x y 가", "x\u3000y", "xy"]
+    want = [[5, 6], [5, 6, 7], [5, 6], [5, 9]]
+    for backend in ("tf_text", "core"):
+        tokenizer = BertTokenizer(vocabulary=vocabulary, lowercase=lowercase, strip_accents=False, backend=backend)
+        assert tokenizer.tokenize(texts).to_list() == want, backend
+        ids, begin, end = (t.to_list() for t in tokenizer.tokenize_with_offsets(texts[:1]))
+        assert (ids, begin, end) == ([[5, 6]], [[0, 2]], [[1, 3]]), backend
+
+
 CORE_ONLY_LOADER = textwrap.dedent(
     """
     import sys

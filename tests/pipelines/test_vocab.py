@@ -93,6 +93,21 @@ def test_load_handles_crlf_and_bom(tmp_path):
     assert load_vocabulary(path) == ["[PAD]", "hé"]
 
 
+def test_load_strips_whitespace_around_tokens_as_the_original(tmp_path):
+    """A stray space after "hello" made it a token no word matches: "hello world" gave [UNK] for
+    "hello" (and the tf_text backend one [UNK] for both words). The original `load_vocab` strips
+    each line (HF trims its end), so "hello" keeps its id; a whitespace-only line stays a token."""
+    from pipelines import BertTokenizer
+
+    path = write_bytes(tmp_path, b"[PAD]\n[UNK]\n[CLS]\n[SEP]\nhello \n\tworld\xc2\xa0\n \n##s\r\n")
+    assert load_vocabulary(path) == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello", "world", " ", "##s"]
+    for backend in ("tf_text", "core"):
+        tokenizer = BertTokenizer(path, backend=backend)
+        assert tokenizer.tokenize(["hello world hellos"]).to_list() == [[4, 5, 4, 7]], backend
+    with pytest.raises(VocabularyError, match=r"'hello'.*line 1 and line 2"):
+        load_vocabulary(write_bytes(tmp_path, b"hello\nhello \n", name="twice.txt"))
+
+
 def test_missing_file_names_the_path_and_the_fix(tmp_path):
     path = str(tmp_path / "nope" / "vocab.txt")
     with pytest.raises(FileNotFoundError, match="nope/vocab.txt") as info:
@@ -109,6 +124,21 @@ def test_duplicate_token_names_both_lines(tmp_path):
 def test_empty_line_is_named(tmp_path):
     path = write_bytes(tmp_path, b"a\nb\n\nc\n")
     with pytest.raises(VocabularyError, match=r"line 3: empty line"):
+        load_vocabulary(path)
+
+
+def test_carriage_return_line_endings_are_named(tmp_path):
+    """A vocab.txt of \r-ended lines was one long token: the error said the special tokens were
+    missing. It names the line and the line endings now (write_vocabulary refuses \r too)."""
+    path = write_bytes(tmp_path, b"[PAD]\r[UNK]\r[CLS]\r[SEP]\rhello\r")
+    with pytest.raises(VocabularyError, match=r"vocab\.txt, line 1: a carriage return \(\\r\) inside the line"):
+        load_vocabulary(path)
+
+
+def test_a_json_file_is_not_read_as_a_vocabulary(tmp_path):
+    """HF's tokenizer.json given as the vocabulary failed with "token '{' appears twice"."""
+    path = write_bytes(tmp_path, b'{\n  "model": {"type": "WordPiece", "vocab": {"[PAD]": 0}}\n}\n', name="tokenizer.json")
+    with pytest.raises(VocabularyError, match=r"tokenizer\.json is a JSON file, not a vocab\.txt .*\(hf:DIR\)"):
         load_vocabulary(path)
 
 
@@ -324,6 +354,24 @@ def test_learn_vocabulary_is_the_vocab_command_in_one_call(tmp_path):
     with pytest.raises(ValueError, match=r"character_coverage must be in \(0, 1\], got 0"):
         learn_vocabulary([str(corpus)], str(tmp_path / "other.txt"), character_coverage=0)
     assert not (tmp_path / "other.txt").exists()
+
+
+def test_learn_vocabulary_checks_reserved_tokens_and_size_before_counting(tmp_path, monkeypatch):
+    """A token reserved twice (`--reserved [UNK]`) or a size no larger than the reserved tokens
+    failed only after the whole corpus was counted (hours on a large one): now before."""
+    import pipelines.tokenizer.corpus_words as corpus_words
+    from pipelines.tokenizer import learn_vocabulary
+
+    def never(*args, **kwargs):
+        raise AssertionError("the corpus was counted before the options were checked")
+
+    monkeypatch.setattr(corpus_words, "count_corpus_words", never)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a b\n", encoding="utf-8")
+    with pytest.raises(VocabularyError, match=r"'\[UNK\]' twice, at index 1 and 5"):
+        learn_vocabulary([str(corpus)], str(tmp_path / "vocab.txt"), reserved=["[UNK]"])
+    with pytest.raises(ValueError, match="vocab_size=6 leaves no room beside the 6 reserved tokens"):
+        learn_vocabulary([str(corpus)], str(tmp_path / "vocab.txt"), size=6, reserved=["[unused0]"])
 
 
 def test_learning_on_korean_notes_jamo_and_the_coverage_already_set(tmp_path):
