@@ -39,6 +39,10 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
         name: str. Loss name.
     """
 
+    # The labelled tokens are counted over all replicas (below): each replica's value is its share
+    # of the global batch's mean already (`TextTask.compute_loss` only corrects its reported value).
+    reduces_over_replicas = True
+
     def __init__(
         self,
         ignore_index=IGNORE_INDEX,
