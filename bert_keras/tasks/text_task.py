@@ -331,9 +331,10 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
                                      "inputs alone)")
             data = (x, y) if sample_weight is None else (x, y, sample_weight)
         dataset = without_autotune_thread(validation_dataset(self, data, batch_size, argument=None))
-        if self.distribute_strategy.num_replicas_in_sync > 1 and not kwargs and not callbacks \
-                and steps is None:  # Keras' test loop fails on a batch the replicas cannot split
-            results = ValidationOnOneDevice(dataset).results(self)
+        if self.distribute_strategy.num_replicas_in_sync > 1 and not kwargs:
+            # Keras' test loop fails on a batch the replicas cannot split (also with callbacks or steps)
+            listening = keras.callbacks.CallbackList(callbacks, model=self) if callbacks else None
+            results = ValidationOnOneDevice(dataset, steps=steps).results(self, listening)
             if return_dict:
                 return results
             return list(results.values()) if len(results) > 1 else next(iter(results.values()))

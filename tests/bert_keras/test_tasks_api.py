@@ -521,6 +521,30 @@ def test_mirrored_strategy_weighs_a_partial_last_batch_as_one_device_does(tmp_pa
         assert run["weights"] < 1e-6, family  # (1e-5 to 0.09 before; the tagger's loss read 0.73 for 0.65)
 
 
+_MIRRORED_EVALUATE = textwrap.dedent("""
+    texts, labels = ["good film.", "bad film.", "great."], ["pos", "neg", "pos"]
+    with tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]).scope():
+        clf = tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=16, dropout=0.0)
+    seen = []
+    listen = keras.callbacks.LambdaCallback(on_test_batch_end=lambda i, logs: seen.append(i),
+                                            on_test_end=lambda logs: seen.append(sorted(logs)))
+    print("RESULT", json.dumps({  # batches of 3 rows: replicas cannot split them evenly
+        "plain": clf.evaluate(texts, labels, verbose=0),
+        "callbacks": clf.evaluate(texts, labels, verbose=0, callbacks=[listen]), "seen": seen,
+        "steps": clf.evaluate(texts + texts[:1], labels + labels[:1], batch_size=3, steps=1, verbose=0)}))
+""")
+
+
+@pytest.mark.slow
+def test_evaluate_with_callbacks_or_steps_on_two_replicas_takes_a_batch_they_cannot_split(tmp_path):
+    # Only a plain evaluate ran on one device: with callbacks= or steps= Keras' test loop failed
+    # with "Inputs to operation AddN of type AddN must have the same size and shape".
+    result = _run_mirrored(_MIRRORED_EVALUATE, tmp_path)
+    np.testing.assert_allclose(result["callbacks"], result["plain"], rtol=1e-6)
+    assert result["seen"] == [0, ["accuracy", "loss"]]
+    np.testing.assert_allclose(result["steps"], result["plain"], rtol=1e-6)  # the first batch: the 3 texts
+
+
 @pytest.mark.slow
 def test_pretrainer_fits_a_corpus_and_resumes_where_it_stopped(tmp_path):
     from bert_keras.config import BertConfig
