@@ -39,10 +39,6 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
         name: str. Loss name.
     """
 
-    # The labelled tokens are counted over all replicas (below): each replica's value is its share
-    # of the global batch's mean already (`TextTask.compute_loss` only corrects its reported value).
-    reduces_over_replicas = True
-
     def __init__(
         self,
         ignore_index=IGNORE_INDEX,
@@ -69,6 +65,13 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
             replicas, labelled_tokens = _over_replicas(ops.sum(ops.cast(labelled, "float32")))
             weights = weights * ops.divide_no_nan(count * replicas, labelled_tokens)
         return super().__call__(y_true, y_pred, sample_weight=weights)
+
+    @property
+    def reduces_over_replicas(self):
+        """Whether each replica's value is its share of the global batch's mean already: the labelled
+        tokens are counted over all replicas (`__call__`), in the mean reduction only
+        (`TextTask.compute_loss` then corrects only its reported value)."""
+        return self.reduction == "sum_over_batch_size"
 
     def call(self, y_true, y_pred):
         return keras.losses.sparse_categorical_crossentropy(y_true, y_pred, from_logits=self.from_logits)
