@@ -66,6 +66,13 @@ class MaskedSparseCategoricalCrossentropy(keras.losses.Loss):
             weights = weights * ops.divide_no_nan(count * replicas, labelled_tokens)
         return super().__call__(y_true, y_pred, sample_weight=weights)
 
+    @property
+    def reduces_over_replicas(self):
+        """Whether each replica's value is its share of the global batch's mean already: the labelled
+        tokens are counted over all replicas (`__call__`), in the mean reduction only
+        (`TextTask.compute_loss` then corrects only its reported value)."""
+        return self.reduction == "sum_over_batch_size"
+
     def call(self, y_true, y_pred):
         return keras.losses.sparse_categorical_crossentropy(y_true, y_pred, from_logits=self.from_logits)
 

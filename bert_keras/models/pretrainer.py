@@ -68,6 +68,16 @@ class _EncodeForPretraining(keras.layers.Layer):
             return tf.gather_nd(masked, _real_slots(positions))
         return masked
 
+    def get_config(self):
+        # Keras asks only when it clones a functional model layer by layer (`keras.models.clone_model`,
+        # whose result is a plain `keras.Model`): an encoder copied on its own would untie the
+        # masked-LM projection from the word embeddings, and the clone would lose the built-in loss.
+        # Keras' own message asked to implement this method; say what clones a pretrainer instead.
+        raise NotImplementedError(
+            "keras.models.clone_model copies a BertPretrainer layer by layer into a plain keras.Model, "
+            "without its built-in loss and its masked-LM projection tied to the word embeddings; clone it "
+            "with type(pretrainer).from_config(pretrainer.get_config()) (fresh weights, as clone_model)")
+
     def compute_output_spec(self, inputs, masked_lm_positions, training=None):
         hidden = self.encoder.config.hidden_size
         batch, predictions = masked_lm_positions.shape

@@ -5,6 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_keras.families import SquadSettings
+from bert_keras.losses.replica_shares import example_mean_on_replicas
 from bert_keras.tasks.dataset_inputs import steps_for
 from bert_keras.tasks.inputs import TaskInputError, check_lengths, check_sample_weight, frame_columns, is_tokenized
 from bert_keras.tasks.inputs import settings_record, text_columns
@@ -125,8 +126,10 @@ class SpanQA(TextTask):
         super().compile(*args, **kwargs)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        """The head's span loss (mean of the start and end cross-entropies)."""
-        return self.head.compute_loss(x, y, y_pred, sample_weight, training)
+        """The head's span loss (mean of the start and end cross-entropies), each window of the
+        global batch weighing the same under several replicas (`example_mean_on_replicas`)."""
+        loss = self.head.compute_loss(x, y, y_pred, sample_weight, training)
+        return example_mean_on_replicas(loss, examples=tf.shape(y_pred["start_logits"])[0])
 
     @property
     def preprocessor(self):

@@ -24,6 +24,7 @@ import tensorflow as tf
 
 from bert_keras.families import family
 from bert_keras.finetuned_model import FinetunedModel, FinetunedModelError
+from bert_keras.losses.replica_shares import example_mean_on_replicas, global_mean_on_replicas
 from bert_keras.models.encoder_head import EncoderHead
 from bert_keras.tasks import fit_loop
 from bert_keras.tasks.batch_calls import KerasBatchCalls
@@ -166,6 +167,18 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
 
     def call(self, inputs, training=None):
         return self.head(inputs, training=training)
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """Keras' loss; under several replicas every example of the global batch weighs the same, also
+        when the replicas hold parts of unequal size (`bert_keras.losses.replica_shares`)."""
+        loss = super().compute_loss(x, y, y_pred, sample_weight, training)
+        examples = tf.shape(tf.nest.flatten(y_pred)[0])[0]
+        compiled = [fn for fn in tf.nest.flatten(self.loss) if fn is not None]  # names, functions, Losses
+        if compiled and all(getattr(fn, "reduces_over_replicas", False) for fn in compiled):
+            return global_mean_on_replicas(loss, examples)  # the tagger's labelled-token mean
+        if all(getattr(fn, "reduction", "sum_over_batch_size") == "sum_over_batch_size" for fn in compiled):
+            return example_mean_on_replicas(loss, examples)  # Keras' mean over the batch
+        return loss
 
     def default_loss(self):
         return self.head.default_loss()
@@ -334,9 +347,10 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
                                      "inputs alone)")
             data = (x, y) if sample_weight is None else (x, y, sample_weight)
         dataset = without_autotune_thread(validation_dataset(self, data, batch_size, argument=None))
-        if self.distribute_strategy.num_replicas_in_sync > 1 and not kwargs and not callbacks \
-                and steps is None:  # Keras' test loop fails on a batch the replicas cannot split
-            results = ValidationOnOneDevice(dataset).results(self)
+        if self.distribute_strategy.num_replicas_in_sync > 1 and not kwargs:
+            # Keras' test loop fails on a batch the replicas cannot split (also with callbacks or steps)
+            listening = keras.callbacks.CallbackList(callbacks, model=self) if callbacks else None
+            results = ValidationOnOneDevice(dataset, steps=steps).results(self, listening)
             if return_dict:
                 return results
             return list(results.values()) if len(results) > 1 else next(iter(results.values()))

@@ -82,15 +82,24 @@ class ValidationOnOneDevice(keras.callbacks.Callback):
         for name, value in self.results(self.model).items():
             logs[f"val_{name}"] = value
 
-    def results(self, model):
-        """`{loss, metric: value}` of `model` on the batches, as `model.evaluate(..., return_dict=True)`."""
+    def results(self, model, callbacks=None):
+        """`{loss, metric: value}` of `model` on the batches, as `model.evaluate(..., return_dict=True)`;
+        `callbacks` (a `keras.callbacks.CallbackList`) get the test hooks Keras' `evaluate` calls."""
         if self._step is None:
             self._step = tf.function(model.test_step, reduce_retracing=True)
         model.reset_metrics()
-        for batch in self._batches:
+        if callbacks is not None:
+            callbacks.on_test_begin()
+        for index, batch in enumerate(self._batches):
+            if callbacks is not None:
+                callbacks.on_test_batch_begin(index)
             self._step(batch)
+            if callbacks is not None:
+                callbacks.on_test_batch_end(index, {k: float(v) for k, v in model.get_metrics_result().items()})
         results = {name: float(value) for name, value in model.get_metrics_result().items()}
         model.reset_metrics()
+        if callbacks is not None:
+            callbacks.on_test_end(dict(results))
         return results
 
 

@@ -260,6 +260,19 @@ def test_sparse_and_dense_pretrainers_share_one_weight_layout(tmp_path):
     np.testing.assert_allclose(restored(x)["mlm_logits"], expected, atol=1e-5)
 
 
+def test_clone_model_names_the_way_to_clone_a_pretrainer():
+    # clone_model failed inside Keras with "Object _EncodeForPretraining ... Please implement get_config()".
+    model = make_pretrainer()
+    with pytest.raises(NotImplementedError, match=r"type\(pretrainer\)\.from_config\(pretrainer\.get_config\(\)\)"):
+        keras.models.clone_model(model)
+    clone = type(model).from_config(model.get_config())
+    assert type(clone) is BertPretrainer and clone.encoder is not model.encoder
+    assert clone.masked_lm_head.token_embedding.embeddings is clone.encoder.token_embedding.embeddings
+    assert [v.shape for v in clone.weights] == [v.shape for v in model.weights]
+    clone.compile(optimizer="sgd")
+    assert np.isfinite(clone.train_on_batch(*make_batch(), return_dict=True)["loss"])
+
+
 def test_compile_with_a_loss_is_refused():
     model = make_pretrainer()
     model.compile(optimizer="sgd", loss="mse")

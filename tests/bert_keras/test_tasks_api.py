@@ -496,6 +496,75 @@ def test_fit_under_mirrored_strategy_on_two_cpu_devices_matches_one_device(tmp_p
     assert result["diff"] < 1e-5
 
 
+_MIRRORED_PARTIAL_BATCH = textwrap.dedent("""
+    context = "john smith lives in paris. the capital of france is paris."
+    texts = ["good film.", "bad film.", "great.", "terrible.", "a good one.", "so bad.", "fine.", "awful.", "nice."]
+    families = {  # 9 examples in batches of 4: the last batch's one example is on one replica, none on the other
+        "classifier": (lambda: tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], **common),
+                       texts, ["pos", "neg"] * 4 + ["pos"]),
+        "regression": (lambda: tasks.TextClassifier.from_pretrained(spec, num_classes=1, **common),
+                       texts, list(np.linspace(0.0, 1.0, 9))),
+        "choice": (lambda: tasks.MultipleChoice.from_pretrained(spec, num_choices=2, **common),
+                   (texts, [["a film.", "a city."]] * 9), [0, 1] * 4 + [0]),
+        "qa": (lambda: tasks.SpanQA.from_pretrained(spec, max_query_length=8, **{**common, "seq_length": 32}),
+               (texts, [context] * 9), [{"text": "paris", "answer_start": context.index("paris")}] * 9),
+        "tagger": (lambda: tasks.TokenClassifier.from_pretrained(spec, labels=["O", "B-LOC"], **common),
+                   [t.split() for t in texts], [(["B-LOC"] + ["O"] * 3)[: len(t.split())] for t in texts]),
+    }
+    common = dict(seq_length=16, learning_rate=1e-3, dropout=0.0)
+    # One MirroredStrategy for all: a second one in the process mixes up the collectives of the first.
+    strategies = (tf.distribute.get_strategy(), tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))
+    result = {}
+    for name, (make, x, y) in families.items():
+        runs = []
+        for strategy in strategies:
+            keras.utils.set_random_seed(1)
+            with strategy.scope():
+                task = make()
+                task.compile(optimizer=keras.optimizers.SGD(0.1))  # the recipe's clipping hides a halved step
+            history = task.fit(x, y, epochs=2, batch_size=4, shuffle=False, verbose=0)
+            runs.append((history.history["loss"], task.get_weights()))
+        (loss_one, one), (loss_two, two) = runs
+        result[name] = {"loss_one": loss_one, "loss_two": loss_two,
+                        "weights": max(float(np.abs(a - b).max()) for a, b in zip(one, two))}
+    print("RESULT", json.dumps(result))
+""")
+
+
+@pytest.mark.slow
+def test_mirrored_strategy_weighs_a_partial_last_batch_as_one_device_does(tmp_path):
+    # Keras averaged the replicas' means: the one example of a last batch the replicas split 1 / 0
+    # counted as much as the four of a full batch, and two replicas trained differently from one device.
+    result = _run_mirrored(_MIRRORED_PARTIAL_BATCH, tmp_path)
+    for family, run in result.items():
+        np.testing.assert_allclose(run["loss_two"], run["loss_one"], rtol=1e-5, err_msg=family)
+        assert run["weights"] < 1e-6, family  # (1e-5 to 0.09 before; the tagger's loss read 0.73 for 0.65)
+
+
+_MIRRORED_EVALUATE = textwrap.dedent("""
+    texts, labels = ["good film.", "bad film.", "great."], ["pos", "neg", "pos"]
+    with tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]).scope():
+        clf = tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=16, dropout=0.0)
+    seen = []
+    listen = keras.callbacks.LambdaCallback(on_test_batch_end=lambda i, logs: seen.append(i),
+                                            on_test_end=lambda logs: seen.append(sorted(logs)))
+    print("RESULT", json.dumps({  # batches of 3 rows: replicas cannot split them evenly
+        "plain": clf.evaluate(texts, labels, verbose=0),
+        "callbacks": clf.evaluate(texts, labels, verbose=0, callbacks=[listen]), "seen": seen,
+        "steps": clf.evaluate(texts + texts[:1], labels + labels[:1], batch_size=3, steps=1, verbose=0)}))
+""")
+
+
+@pytest.mark.slow
+def test_evaluate_with_callbacks_or_steps_on_two_replicas_takes_a_batch_they_cannot_split(tmp_path):
+    # Only a plain evaluate ran on one device: with callbacks= or steps= Keras' test loop failed
+    # with "Inputs to operation AddN of type AddN must have the same size and shape".
+    result = _run_mirrored(_MIRRORED_EVALUATE, tmp_path)
+    np.testing.assert_allclose(result["callbacks"], result["plain"], rtol=1e-6)
+    assert result["seen"] == [0, ["accuracy", "loss"]]
+    np.testing.assert_allclose(result["steps"], result["plain"], rtol=1e-6)  # the first batch: the 3 texts
+
+
 @pytest.mark.slow
 def test_pretrainer_fits_a_corpus_and_resumes_where_it_stopped(tmp_path):
     from bert_keras.config import BertConfig
