@@ -51,20 +51,6 @@ def test_tokenize_pair_packs(capsys):
     assert usage.value.code == 2 and "--seq-length: must be at least 1, got 0" in capsys.readouterr().err
 
 
-def test_tokenize_init_reads_a_fine_tuned_directory_as_it_was_trained(tmp_path, capsys):
-    """`tokenize --init DIR` of a fine-tuned model said "cannot tell the weight format", where
-    `embed` and `attention` read the same directory; it tokenizes with its own (cased) rules."""
-    sys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))
-    from tiny_finetuned import cased_classifier_directory
-
-    model_dir, _ = cased_classifier_directory(tmp_path)
-    assert main(["tokenize", "--init", model_dir, "--json", "Good cat"]) == 0
-    record = json.loads(capsys.readouterr().out)
-    assert [(t["token"], t["id"]) for t in record["tokens"]] == [("Good", 6), ("cat", 8)]
-    assert main(["tokenize", "--init", model_dir, "--cased", "Good"]) == 2
-    assert "is a fine-tuned model, which tokenizes as it was trained" in capsys.readouterr().err
-
-
 def test_vocab_then_tokenize_round_trip(tmp_path, capsys):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("The cat sat on the mat.\nA dog barked at the cat!\n" * 20 + "Ünïcode wörds ™\n")
