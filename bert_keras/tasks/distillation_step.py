@@ -14,6 +14,7 @@ import numbers
 
 import tensorflow as tf
 
+from bert_keras.losses.replica_shares import example_mean_on_replicas
 from bert_keras.tasks.inputs import TaskInputError, num_rows
 
 
@@ -152,6 +153,7 @@ def distillation_step(student, teacher, temperature, alpha, augment=None, unlabe
         return loss, student_out
 
     def train_step(data):
+        replicas = tf.distribute.get_strategy().num_replicas_in_sync
         x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
         extra = None
         if unlabelled:
@@ -168,11 +170,15 @@ def distillation_step(student, teacher, temperature, alpha, augment=None, unlabe
                 extra_loss, _ = matched_loss(extra, *extra_teacher, None)
                 counted, extra_counted = (tf.cast(batch_rows(part), loss.dtype) for part in (inputs, extra))
                 loss = (counted * loss + extra_counted * extra_loss) / (counted + extra_counted)
+            # The soft loss is a plain mean, not a Keras loss: in Keras' terms for each replica (its
+            # share, mean / replicas, as `compute_loss` gives the labels' loss; the replicas'
+            # gradients are summed), each row of the global batch weighing the same.
+            loss = example_mean_on_replicas(loss / replicas, rows)
             y_pred = tf.nest.map_structure(lambda t: t[:rows], y_pred_all) if augment else y_pred_all
             if alpha:
                 hard = student.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight)
                 loss = (1.0 - alpha) * loss + alpha * hard
-            student._loss_tracker.update_state(loss, sample_weight=rows)
+            student._loss_tracker.update_state(loss * replicas, sample_weight=rows)  # as Keras' train_step
             scaled = student.optimizer.scale_loss(loss)
         weights = student.trainable_weights
         student.optimizer.apply_gradients(zip(tape.gradient(scaled, weights), weights))

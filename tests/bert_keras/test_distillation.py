@@ -821,3 +821,42 @@ def test_a_student_of_an_in_memory_teacher_is_not_recorded_as_distilled_from_the
     student = tasks.distill(str(tmp_path / "teacher"), ["A film."], [2.5], layers=1, epochs=1, augment=0,
                             verbose=0)
     assert student.to_finetuned().training["distilled_from"] == str(tmp_path / "teacher")
+
+
+_DISTILLED_ON_TWO_REPLICAS = """
+import dataclasses, os, sys, tempfile
+sys.path.insert(0, os.path.join(os.getcwd(), "tests", "serving"))
+import export_fixtures
+from bert_keras import models, tasks
+from bert_keras.encoder import BertEncoder
+
+texts = ["I loved this film.", "The battery died, it was terrible.", "A great film.", "A bad film, terrible.",
+         "John Smith lives in Paris.", "She moved to the city of Paris.", "It is a film.", "It has actors."]
+labels = ["pos", "neg", "pos", "neg", "pos", "neg", "pos", "neg"]
+vocab = export_fixtures.write_vocab(os.path.join(tempfile.mkdtemp(), "vocab.txt"))
+
+def train(strategy):
+    keras.utils.set_random_seed(0)
+    with strategy.scope():
+        config = dataclasses.replace(export_fixtures.tiny_config(), hidden_dropout=0.0, attention_dropout=0.0,
+                                     num_layers=3)
+        teacher = tasks.TextClassifier(models.BertClassifier(BertEncoder(config), num_classes=2),
+                                       labels=["neg", "pos"], vocab_file=vocab, seq_length=32)
+        start = teacher.get_weights()
+        student = teacher.distill(texts, labels, layers=2, alpha=0.5, epochs=3, batch_size=8, augment=0,
+                                  dropout=0.0, learning_rate=1e-3, verbose=0)
+    return student.history.history["loss"], start, student.get_weights()
+"""
+
+
+@pytest.mark.slow
+def test_distillation_on_two_replicas_is_the_one_device_run(tmp_path):
+    # The soft loss (a plain mean, not a Keras loss) was not divided by the replicas while the
+    # labels' loss was: on two replicas the soft targets weighed twice as much in the step, and
+    # the reported loss mixed a summed and a per-replica value. (One batch an epoch: the
+    # batches of a shuffled epoch come in another order under the strategy.)
+    import two_replicas
+
+    result = two_replicas.compare(_DISTILLED_ON_TWO_REPLICAS)
+    np.testing.assert_allclose(result["two"], result["one"], rtol=1e-5)
+    assert result["diff"] < 1e-4  # Adam's first steps amplify summation-order noise
