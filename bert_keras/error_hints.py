@@ -69,6 +69,8 @@ def in_flag_terms(message, args, argv):
     "--seq-length 4000 exceeds the model's 384 positions"
     >>> in_flag_terms("pooling_layer=9: the encoder has 2 layers", args, ["--pooling-layer=9"])
     '--pooling-layer 9: the encoder has 2 layers'
+    >>> in_flag_terms("seq_length 48 (--seq-length) is longer than 40", args, ["--seq-length", "48"])
+    'seq_length 48 (--seq-length) is longer than 40'
     >>> in_flag_terms("seq_length 4000 exceeds the model's 384 positions", args, [])  # not typed: as it was
     "seq_length 4000 exceeds the model's 384 positions"
     >>> in_flag_terms("the model out/x reads pairs", argparse.Namespace(model="out/x"), ["--model", "out/x"])
@@ -82,6 +84,8 @@ def in_flag_terms(message, args, argv):
         flag = "--" + name.replace("_", "-")
         if not any(arg == flag or arg.startswith(flag + "=") for arg in argv):
             continue
+        if re.search(rf"{re.escape(flag)}(?![\w-])", message):
+            continue  # the message names the flag already ("seq_length 48 (--seq-length) is ...")
         shown = re.escape(str(value))
         named = lambda match: f"{flag} {match.group(1)}"  # noqa: E731 (a function: no escapes read in the value)
         message = re.sub(rf"(?<![\w-]){name}=({shown})(?!\w|\.\d)", named, message)
