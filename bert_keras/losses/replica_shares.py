@@ -10,6 +10,11 @@ smaller part more, and a run on two devices trains differently from the same run
 `example_mean_on_replicas` trains on each replica's share of the global batch's mean instead;
 `global_mean_on_replicas` reports a loss that is already that share (one that counts its
 denominator over the replicas, as the tagger's labelled tokens) as one device would.
+
+A model's own losses (`model.losses`: weight regularizers, `add_loss` terms) are per model, not
+per example: every replica computes all of them, so each adds its share, `model_losses_share`
+(Keras' `compute_loss` does the same); a `compute_loss` of its own that added them in full
+counted them once per replica.
 """
 
 import tensorflow as tf
@@ -44,3 +49,18 @@ def _example_share(loss, examples):
 def _valued_as(value, trained):
     """`value`, with the gradient of `trained`."""
     return trained + tf.stop_gradient(value - trained)
+
+
+def model_losses_share(losses):
+    """The sum of `losses` (a model's `losses`: regularizers, `add_loss` terms) as this replica's
+    share, 1 / replicas of it (summed over the replicas: the sum once), float32; 0.0 if none."""
+    total = tf.constant(0.0)
+    for loss in losses:
+        total += tf.cast(tf.reduce_sum(loss), "float32")
+    return total / _replicas()
+
+
+def _replicas():
+    """How many replicas share the batch this (replica) code sees; 1 outside tf.distribute."""
+    context = tf.distribute.get_replica_context()
+    return 1 if context is None else context.num_replicas_in_sync

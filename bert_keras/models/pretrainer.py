@@ -10,6 +10,7 @@ from bert_keras import padding_skipping
 from bert_keras.encoder import BertEncoder
 from bert_keras.layers.masked_lm_head import MaskedLMHead
 from bert_keras.layers.next_sentence_head import NextSentenceHead
+from bert_keras.losses.replica_shares import model_losses_share
 from bert_keras.models.encoder_head import EncoderHead
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
 
@@ -240,12 +241,9 @@ class BertPretrainer(EncoderHead):
         self.mlm_loss_tracker.update_state(mlm_loss * replicas, sample_weight=examples)
         self.nsp_loss_tracker.update_state(nsp_loss * replicas, sample_weight=examples)
 
-        total = mlm_loss + nsp_loss
         # Regularizers and add_loss() terms are per model, not per example:
         # each replica contributes 1/replicas of them.
-        for extra in self.losses:
-            total = total + ops.cast(ops.sum(extra), "float32") / replicas
-        return total
+        return mlm_loss + nsp_loss + model_losses_share(self.losses)
 
     @staticmethod
     def _targets_of_logits(x, y, mlm_logits):

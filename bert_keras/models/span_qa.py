@@ -3,6 +3,7 @@
 import keras
 
 from bert_keras.layers.span_head import SpanHead
+from bert_keras.losses.replica_shares import model_losses_share
 from bert_keras.models.encoder_head import EncoderHead
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
 
@@ -97,7 +98,5 @@ class BertSpanQA(EncoderHead):
             )
         start = self._position_loss(y["start_positions"], y_pred["start_logits"], sample_weight)
         end = self._position_loss(y["end_positions"], y_pred["end_logits"], sample_weight)
-        total = (start + end) / 2.0
-        for extra in self.losses:
-            total = total + keras.ops.cast(keras.ops.sum(extra), "float32")
-        return total
+        # Regularizers and add_loss() terms are per model: each replica adds its share of them.
+        return (start + end) / 2.0 + model_losses_share(self.losses)
