@@ -338,6 +338,10 @@ def _label_field(row, column, source, regression):
                             f"{type(label).__name__}, not a single value.")
     if isinstance(label, bool):  # JSON's true / false, as written: Python's str would make "True"
         label = json.dumps(label)
+    elif isinstance(label, float) and label.is_integer() and not regression:
+        # JSON has one kind of number: 1.0 is the class 1 (Python's str would make a class "1.0",
+        # apart from a row's 1 and from y=[1] in Python), as `bert_keras.tasks.inputs.label_key`
+        label = int(label)
     label = "" if label is None else str(label).strip()
     if not label:
         raise TextFileError(f"{source}: empty label.")

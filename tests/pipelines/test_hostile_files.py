@@ -166,6 +166,21 @@ def test_jsonl_boolean_labels_are_read_as_written_and_match_a_csv_dev_file(tmp_p
     assert text_files.label_ids(read_text_file(dev), labels) == [1, 0]
 
 
+def test_jsonl_whole_float_labels_are_the_integer_classes(tmp_path):
+    # JSON has one kind of number: labels 1.0 / 0.0 became classes "1.0" / "0.0" (a dev CSV saying
+    # 1 / 0, or y=[1, 0] in Python, was refused), and a file mixing 1 and 1.0 was refused.
+    train = _write(tmp_path / "train.jsonl", '{"text": "good", "label": 1.0}\n{"text": "bad", "label": 0.0}\n'
+                                             '{"text": "fine", "label": 1}\n')
+    dev = _write(tmp_path / "dev.csv", "text,label\nnice,1\nawful,0\n")
+    labels = text_files.build_label_vocabulary(read_text_file(train))
+    assert labels == ["0", "1"]
+    assert text_files.label_ids(read_text_file(dev), labels) == [1, 0]
+    assert [e.label for e in read_text_file(train, regression=True)] == [1.0, 0.0, 1.0]
+    fraction = _write(tmp_path / "fraction.jsonl", '{"text": "good", "label": 0.5}\n')
+    with pytest.raises(TextFileError, match=r"fraction.jsonl:1: label '0.5' is a fractional number.*--regression"):
+        read_text_file(fraction)
+
+
 def test_jsonl_second_texts_after_a_first_object_without_one_are_not_dropped(tmp_path):
     # The first object decided: without "text_b" there, every later row's text_b was silently dropped
     # and the file read as single texts.
