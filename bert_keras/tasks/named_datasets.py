@@ -449,7 +449,8 @@ class SquadSpec(DatasetSpec):
             if not os.path.isfile(path):
                 raise DatasetSpecError(not_a_file(path))
             self.scored = path
-            return read_squad_json(path, is_training=is_training)
+            # a v2.0 task's file is v2.0 also without a "version" or "is_impossible" field
+            return read_squad_json(path, is_training=is_training, version="2.0" if self.version_2 else "auto")
         if self.korquad:
             raise DatasetSpecError(
                 f"{self.spec} reads JSON files (not in TFDS): --data KorQuAD_v1.0_train.json "

@@ -125,7 +125,9 @@ def read_squad_json(path_or_obj, *, is_training, version="auto", on_mismatch="er
             several answers per question.
         version: `"1.1"`, `"2.0"` (unanswerable questions allowed) or
             `"auto"`: the file's `"version"` field, else 2.0 when any question
-            has `"is_impossible"`.
+            has `"is_impossible"`. In v2.0 a question without that field is
+            unanswerable when its `answers` list is empty (as converted
+            datasets write them).
         on_mismatch: what to do with a question whose answer does not match
             its context: `"error"` (default) raises `SquadFormatError` naming
             the file, the question id and both strings; `"skip"` leaves the
@@ -178,7 +180,7 @@ def read_squad_json(path_or_obj, *, is_training, version="auto", on_mismatch="er
                     records.append(dict(
                         id=qa["id"], question=qa["question"], context=paragraph["context"],
                         title=title, answers=qa.get("answers", []),
-                        is_impossible=qa.get("is_impossible", False),
+                        is_impossible=qa.get("is_impossible"),
                     ))
                 except KeyError as e:
                     raise SquadFormatError(
@@ -268,6 +270,8 @@ def _examples_from_records(records, source, version, is_training, on_mismatch, l
         raise SquadFormatError(f"{source}: contains no questions.")
     examples, seen, skipped = [], set(), 0
     for index, r in enumerate(records):
+        if r.get("is_impossible") is None:  # no field: in v2.0 a question without answers has none
+            r = {**r, "is_impossible": version == "2.0" and r.get("answers") == []}
         _check_record_fields(r, source, locations[index] if locations else None)
         qid = r["id"] if isinstance(r["id"], str) else str(r["id"])  # an int id is keyed as its string
         if qid in seen:
@@ -282,8 +286,10 @@ def _examples_from_records(records, source, version, is_training, on_mismatch, l
                 f"{source}: question {qid!r} is_impossible but lists answers "
                 f"{[a['text'] for a in r['answers']]}.")
         if not r["is_impossible"] and is_training and not r["answers"]:
+            hint = (" (an unanswerable question is SQuAD v2.0: read the file with version='2.0', or "
+                    "give the question \"is_impossible\": true)" if version != "2.0" else "")
             raise SquadFormatError(
-                f"{source}: training question {qid!r} has no answer and is not is_impossible.")
+                f"{source}: training question {qid!r} has no answer and is not is_impossible{hint}.")
         problem = _answer_mismatch(r["context"], r["answers"])
         if problem is not None:
             if on_mismatch == "error":

@@ -564,3 +564,35 @@ def test_is_impossible_is_a_json_boolean(tmp_path):
     example, = squad.read_squad_json(one_qa_file(tmp_path, version=None, is_impossible=False),
                                      is_training=False)
     assert example.is_impossible is False
+
+
+def test_a_v2_question_without_is_impossible_and_without_answers_is_unanswerable(tmp_path):
+    # Converted SQuAD v2.0 files (Hugging Face's squad_v2 written back as JSON) leave the field out
+    # and give an empty answers list: training refused them ("has no answer and is not is_impossible").
+    no_field = one_qa_file(tmp_path, version="2.0", answers=[])
+    example, = squad.read_squad_json(no_field, is_training=True)
+    assert (example.is_impossible, example.answers) == (True, [])
+    example, = squad.read_squad_json(one_qa_file(tmp_path, version=None, answers=[]), is_training=True,
+                                     version="2.0")
+    assert example.is_impossible is True
+    answered, = squad.read_squad_json(one_qa_file(tmp_path, version="2.0"), is_training=True)
+    assert answered.is_impossible is False
+    # Said so, it still contradicts; in v1.1 the error says how to read it as v2.0.
+    with pytest.raises(squad.SquadFormatError, match="has no answer and is not is_impossible.$"):
+        squad.read_squad_json(one_qa_file(tmp_path, version="2.0", answers=[], is_impossible=False),
+                              is_training=True)
+    with pytest.raises(squad.SquadFormatError, match=r"has no answer and is not is_impossible \(an "
+                                                     r"unanswerable question is SQuAD v2.0: read the file "
+                                                     r"with version='2.0'"):
+        squad.read_squad_json(one_qa_file(tmp_path, version="1.1", answers=[]), is_training=True)
+
+
+def test_a_squad_v2_task_reads_its_file_as_v2_without_a_version_field(tmp_path):
+    # A file without "version" or "is_impossible" was guessed v1.1 and its unanswerable questions refused.
+    from bert_keras.tasks.named_datasets import parse_task
+
+    path = one_qa_file(tmp_path, version=None, answers=[])
+    (example,), _ = parse_task("squad/v2.0", train_path=str(path)).training_data()
+    assert example.is_impossible is True
+    with pytest.raises(squad.SquadFormatError, match="read the file with version='2.0'"):
+        parse_task("squad/v1.1", train_path=str(path)).training_data()
