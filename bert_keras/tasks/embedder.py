@@ -200,13 +200,30 @@ class Embedder(TextTask):
                              "(bert_keras.models.embedder.rank_by_similarity)")
 
     def _row_predictions(self, items, *, batch_size=32):
-        """`{"text", "embedding"}` per text (a pair is read as one text); `"truncated": true` on a
-        text read only in part (as the other families' rows and the served `truncated`)."""
+        """`{"text", "embedding"}` per text; `"truncated": true` on a text read only in part (as the
+        other families' rows and the served `truncated`). Items are all single texts or all `(text,
+        text_b)` pairs, each pair packed as one sequence as `predict((texts, texts_b))` packs it."""
         self._check_fitted()
-        texts = [item if isinstance(item, str) else " ".join(item) for item in items]
-        columns = text_columns(texts, "x", self.tokenizer)
-        vectors, truncated = self._document_vectors(self._text_rows(columns), batch_size)
-        warn_truncated(self, truncated)
+        items = list(items)
+        pairs = bool(items) and not isinstance(items[0], str)
+        for index, item in enumerate(items):
+            if not isinstance(item, str) and len(item) != 2:
+                raise TaskInputError(f"row {index} ({str(item)[:60]!r}): {len(item)} texts; an embedder reads "
+                                     "a single text or a (text, text_b) pair")
+            if isinstance(item, str) == pairs:
+                raise TaskInputError(
+                    f"row {index} ({str(item)[:60]!r}): {'a single text' if pairs else 'a (text, text_b) pair'}"
+                    f", but row 0 is {'a pair' if pairs else 'a single text'}; give all single texts or "
+                    "all pairs (bert-keras predict: 'A ||| B', or A<TAB>B in a file)")
+        if pairs:
+            texts = [list(item) for item in items]
+            vectors = self._predict(([a for a, _ in items], [b for _, b in items]), batch_size=batch_size)
+            truncated = [False] * len(items)
+        else:
+            texts = items
+            columns = text_columns(texts, "x", self.tokenizer)
+            vectors, truncated = self._document_vectors(self._text_rows(columns), batch_size)
+            warn_truncated(self, truncated)
         rows = [{"text": text, "embedding": [float(v) for v in row]} for text, row in zip(texts, vectors)]
         for row, cut in zip(rows, truncated):
             if cut:

@@ -321,3 +321,23 @@ def test_embed_json_with_a_query_holds_the_ranking(tmp_path, capsys):
     np.testing.assert_allclose([row["score"] for row in record["top"]], scores, atol=1e-6)
     with pytest.raises(TaskInputError, match=r"top_k=-1: expected a positive whole number"):
         embedder.embed(texts, query="good cat", top_k=-1)  # was every text but the last
+
+
+def test_predict_rows_of_pairs_are_predict_of_the_pairs(tmp_path):
+    """A pair was joined with a space and embedded as one text: `predict_rows([("Good cat", "bad
+    cat")])` was `predict(["Good cat bad cat"])` (0.51 away from `predict((["Good cat"], ["bad
+    cat"]))`, which packs [CLS] A [SEP] B [SEP]); a pair is now packed as predict packs it."""
+    from bert_keras.tasks import Embedder, TaskInputError
+
+    _, encoder_file = _tiny_classifier_directory(tmp_path)
+    embedder = Embedder.from_pretrained(encoder_file, pooling="mean")
+    rows = embedder.predict_rows([("Good cat", "bad cat"), ("bad", "cat")])
+    assert [row["text"] for row in rows] == [["Good cat", "bad cat"], ["bad", "cat"]]
+    np.testing.assert_allclose([row["embedding"] for row in rows],
+                               embedder.predict((["Good cat", "bad"], ["bad cat", "cat"])), atol=1e-6)
+    single, = embedder.predict_rows(["Good cat bad cat"])
+    np.testing.assert_allclose(single["embedding"], embedder.predict(["Good cat bad cat"])[0], atol=1e-6)
+    with pytest.raises(TaskInputError, match=r"row 1 \('c'\): a single text, but row 0 is a pair"):
+        embedder.predict_rows([("a", "b"), "c"])
+    with pytest.raises(TaskInputError, match=r"row 0 .*: 3 texts; an embedder reads a single text or a"):
+        embedder.predict_rows([("a", "b", "c")])
