@@ -4,7 +4,8 @@
 reports per text); these accumulate a confusion matrix batch by batch, so Keras' loops can
 report them: `evaluate` returns them after the loss, `fit` logs them (`f1` / `val_f1`) for
 callbacks. Labels are class ids (`[B]` or `[B, 1]`) or one-hot rows `[B, C]`, predictions are
-logits or probabilities `[B, C]` (the argmax is the predicted class). The values equal sklearn's
+logits or probabilities `[B, C]` (the argmax is the predicted class); a negative label (-100:
+padding) is not counted, one past the classes is refused. The values equal sklearn's
 `f1_score` (binary: class 1 positive; macro: the mean over the classes seen in either labels or
 predictions) and `matthews_corrcoef` on the same labels and argmaxes; 0.0 where sklearn's is
 undefined.
@@ -27,6 +28,7 @@ Example:
 """
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 
@@ -49,6 +51,12 @@ class ConfusionMatrixMetric(keras.metrics.Metric):
             # num_classes labels each, a shape error or, in a batch of one, wrong counts.
             y_true = ops.argmax(y_true, axis=-1)
         labels = ops.reshape(ops.cast(y_true, "int32"), (-1,))
+        # A label past the classes indexed past the counts: a raw "segment_ids[3] = 9 is out of range"
+        # on a CPU, silently not counted on a GPU. Negative labels (-100: padding) are not counted.
+        tf.debugging.assert_less(
+            labels, self.num_classes, message=f"{type(self).__name__}(num_classes={self.num_classes}): a label "
+            f"is past the classes (ids 0..{self.num_classes - 1}); give class ids, or one-hot rows of "
+            f"{self.num_classes}, or build the metric with the model's number of classes")
         predicted = ops.reshape(ops.argmax(y_pred, axis=-1), (-1,))
         weights = ops.ones_like(labels, dtype="float64") if sample_weight is None \
             else ops.reshape(ops.cast(sample_weight, "float64"), (-1,))

@@ -64,6 +64,22 @@ def test_constant_predictions_give_zero_mcc_as_sklearn():
         F1Score(3, average="binary")
 
 
+def test_a_label_past_the_classes_is_refused_by_name_and_negative_labels_are_not_counted():
+    # Label 3 of a 3-class metric indexed past its counts: "segment_ids[3] = 9 is out of range for
+    # op UnsortedSegmentSum" mid-evaluate on a CPU, silently not counted on a GPU.
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Identity()])
+    model.compile(loss="sparse_categorical_crossentropy", metrics=[F1Score(3), MatthewsCorrelation(3)])
+    x = np.eye(3)[[0, 1, 2, 1]] * 0.9 + 0.05
+    with pytest.raises(Exception, match=r"F1Score\(num_classes=3\): a label is past the classes \(ids 0..2\)"):
+        F1Score(3).update_state(np.array([0, 1, 2, 3]), x)
+    with pytest.raises(Exception, match=r"num_classes=3\): a label is past the classes"):
+        model.evaluate(x, np.array([0, 1, 2, 3]), verbose=0, batch_size=4)
+    # -100 (padding) and other negative labels are left out, as the tagger's loss leaves them out.
+    padded = F1Score(3)
+    padded.update_state(np.array([0, 1, 2, -100, -1]), np.eye(3)[[0, 1, 2, 1, 0]])
+    assert float(padded.counts.numpy().sum()) == 3.0 and float(padded.result()) == 1.0
+
+
 TEXTS = ["i loved this film.", "the battery died.", "a great film.", "it was terrible.", "good film.",
          "bad film.", "the actors were great.", "a dull city.", "great actors.", "terrible battery.",
          "a city film.", "the city."]
