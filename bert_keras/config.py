@@ -191,6 +191,22 @@ class BertConfig:
                 "'gelu_approximate' the tanh form)"
             )
 
+    def check_vocabulary_size(self, size, vocab_file):
+        """Raises `ConfigError` when a vocabulary of `size` tokens (read from `vocab_file`) has
+        more tokens than this model has embedding rows: its ids past `vocab_size` would fail the
+        embedding lookup ("indices[0,7] = 807 is not in [0, 600)"; a GPU reads zeros instead).
+
+        Fewer tokens are fine: many checkpoints pad their embedding table past the vocabulary
+        (a `vocab_size` rounded up to a multiple of 8 or 64), and those rows are never looked up.
+
+        >>> BertConfig.named("tiny", vocab_size=100).check_vocabulary_size(96, "vocab.txt")
+        """
+        if size > self.vocab_size:
+            raise ConfigError(
+                f"{vocab_file}: the vocabulary has {size} tokens, more than the model's {self.vocab_size} "
+                "(vocab_size of its config): pass the vocabulary the model was trained with (vocab_file=, "
+                "--vocab)")
+
     @property
     def head_size(self):
         """Width of one attention head, `hidden_size // num_heads`."""

@@ -933,3 +933,66 @@ def test_a_keras_file_of_a_class_not_registered_here_is_named_not_a_traceback(tm
     with pytest.raises(CheckpointFormatError,
                        match=r"someone.keras: holds a SomeonesModel, not a bert_keras BertEncoder"):
         load_pretrained(path)
+
+
+def test_a_vocabulary_shorter_than_the_embedding_table_is_a_padded_table(tiny_config, tiny_vocab_file, tmp_path):
+    """Many HF models round vocab_size up past their vocab.txt; the rows beyond it are never looked
+    up. Fine-tuning, embedding and the attention view refused such a model: "vocab.txt: the
+    vocabulary has 99 tokens but the model expects 104; pass the model's own vocab_file=". """
+    import dataclasses
+
+    from bert_keras.tasks import TextClassifier
+    from bert_keras.visualization.encoder_attention import encoder_attention
+
+    padded = dataclasses.replace(tiny_config, vocab_size=104)
+    weights = random_canonical(padded, seed=5)
+    hf.write_hf(tmp_path / "hf", padded, weights, vocab_file=tiny_vocab_file)
+    spec = f"hf:{tmp_path / 'hf'}"
+    classifier = TextClassifier.from_pretrained(spec, labels=["a", "b"], seq_length=16)
+    assert classifier.encoder.config.vocab_size == 104
+    assert_same_weights(weights, encoder_to_canonical(classifier.encoder))
+    predictions = classifier.predict(["tok1 tok2", "tok7"])
+    assert len(predictions) == 2
+    view = encoder_attention(spec, ["tok1 tok2 tok3"], seq_length=16)
+    assert view.tokens == ["[CLS]", "tok1", "tok2", "tok3", "[SEP]"]
+    np.testing.assert_allclose(view.probs.sum(-1), 1.0, atol=1e-5)
+    # the padded rows are the model's: a round trip keeps them
+    _, read, _ = read_pretrained(spec)
+    np.testing.assert_array_equal(read["bert/embeddings/word_embeddings"][99:],
+                                  weights["bert/embeddings/word_embeddings"][99:])
+    # a vocabulary longer than the table would look up rows it lacks: still refused, named
+    longer = tmp_path / "longer.txt"
+    longer.write_text(open(tiny_vocab_file, encoding="utf-8").read() + "".join(f"x{i}\n" for i in range(6)))
+    with pytest.raises(ValueError, match=r"longer\.txt: the vocabulary has 105 tokens, more than the model's 104"):
+        TextClassifier.from_pretrained(spec, labels=["a", "b"], seq_length=16, vocab_file=str(longer))
+
+
+def test_a_padded_minilm_embeds_as_transformers_does(minilm_dir, tmp_path):
+    """all-MiniLM-L6-v2 with its embedding table padded to 30528 rows (vocab.txt keeps 30522
+    lines): the same sentence embedding as transformers computes from the same directory."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    from safetensors.numpy import load_file, save_file
+
+    from bert_keras.tasks import Embedder
+
+    tensors = load_file(os.path.join(minilm_dir, "model.safetensors"))
+    name = next(k for k in tensors if k.endswith("word_embeddings.weight"))
+    extra = np.random.default_rng(0).normal(size=(6, tensors[name].shape[1])).astype(np.float32)
+    tensors[name] = np.concatenate([tensors[name], extra])
+    (tmp_path / "padded").mkdir()
+    save_file(tensors, tmp_path / "padded" / "model.safetensors", metadata={"format": "pt"})
+    config = json.load(open(os.path.join(minilm_dir, "config.json")))
+    (tmp_path / "padded" / "config.json").write_text(json.dumps(dict(config, vocab_size=30528)))
+    for file in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(os.path.join(minilm_dir, file), tmp_path / "padded")
+    texts = ["A padded vocabulary is common.", "hello world"]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "padded")
+    model = transformers.BertModel.from_pretrained(tmp_path / "padded").eval()
+    batch = tokenizer(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    expected = torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1).numpy()
+    embedder = Embedder.from_pretrained(f"hf:{tmp_path / 'padded'}", seq_length=32, pooling="mean", normalize=True)
+    np.testing.assert_allclose(np.asarray(embedder.predict(texts)), expected, atol=1e-4)
