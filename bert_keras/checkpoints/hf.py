@@ -295,7 +295,7 @@ def _check_tied_decoder(directory, tensors, weights, unknown):
 # ---- writing ------------------------------------------------------------
 
 
-def write_hf(directory, config, canonical, vocab_file=None):
+def write_hf(directory, config, canonical, vocab_file=None, *, stage_files=None):
     """Writes a Hugging Face BERT directory: `config.json` + `model.safetensors`.
 
     Without `cls/` heads the names are `BertModel`'s (no prefix); with them,
@@ -313,6 +313,9 @@ def write_hf(directory, config, canonical, vocab_file=None):
         config: `BertConfig`.
         canonical: dict of canonical name -> array.
         vocab_file: optional WordPiece vocabulary, copied as `vocab.txt`.
+        stage_files: optional `callable(staging directory)` that writes more files (the tokenizer's)
+            to be committed with the weights: a directory never holds new weights beside old or
+            missing tokenizer files.
 
     Returns:
         The directory written.
@@ -344,6 +347,8 @@ def write_hf(directory, config, canonical, vocab_file=None):
             f.write("\n")
         if vocab_file is not None:
             shutil.copyfile(vocab_file, os.path.join(staging, VOCAB_FILE))
+        if stage_files is not None:
+            stage_files(staging)
     return os.fspath(directory)
 
 

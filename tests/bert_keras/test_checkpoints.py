@@ -996,3 +996,53 @@ def test_a_padded_minilm_embeds_as_transformers_does(minilm_dir, tmp_path):
     expected = torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1).numpy()
     embedder = Embedder.from_pretrained(f"hf:{tmp_path / 'padded'}", seq_length=32, pooling="mean", normalize=True)
     np.testing.assert_allclose(np.asarray(embedder.predict(texts)), expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["hf", "keras", "tf1"])
+def test_a_write_killed_before_the_tokenizer_rules_leaves_no_model_that_looks_complete(
+        kind, tiny_config, tiny_vocab_file, tmp_path, monkeypatch):
+    """The vocabulary's rules (tokenizer_config.json) were written after the weights and the
+    vocabulary had been put in place: a kill in between left a model that looked complete, whose
+    cased vocabulary the next command read uncased. Now the rules are staged with the weights."""
+    from bert_keras.encoder import BertEncoder
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    spec = {"hf": f"hf:{tmp_path / 'out'}", "keras": str(tmp_path / "out" / "model.keras"),
+            "tf1": f"tf1:{tmp_path / 'out'}/"}[kind]
+    monkeypatch.setattr(loading, "write_tokenizer_settings", killed)
+    with pytest.raises(KeyboardInterrupt):
+        save_pretrained(BertEncoder(tiny_config), spec, vocab_file=tiny_vocab_file,
+                        tokenizer_settings={"lowercase": False})
+    left = sorted(os.listdir(tmp_path / "out")) if os.path.isdir(tmp_path / "out") else []
+    assert left == [], left
+    monkeypatch.undo()
+    save_pretrained(BertEncoder(tiny_config), spec, vocab_file=tiny_vocab_file, tokenizer_settings={"lowercase": False})
+    assert loading.find_tokenizer_settings(spec)["lowercase"] is False
+
+
+def test_a_tf1_checkpoint_interrupted_while_replacing_another_is_never_new_data_beside_an_old_index(
+        tiny_config, tiny_vocab_file, tmp_path, monkeypatch):
+    """write_tf1 renamed the new .data file, then bert_config.json, then the .index: a kill in
+    between left the old index over the new data (reading it: another model's tensors, or "Read
+    less bytes than requested"). The files are now committed together; an interrupted commit is
+    finished before the interrupt goes on."""
+    first, second = random_canonical(tiny_config, seed=1), random_canonical(tiny_config, seed=2)
+    tf1.write_tf1(tmp_path / "ckpt" / "bert_model.ckpt", tiny_config, first)
+    real_replace, calls = os.replace, []
+
+    def interrupted_once_at_the_index(source, destination):
+        if str(destination).endswith(".index") and not calls:
+            calls.append(destination)
+            raise KeyboardInterrupt
+        real_replace(source, destination)
+
+    monkeypatch.setattr(os, "replace", interrupted_once_at_the_index)
+    with pytest.raises(KeyboardInterrupt):
+        tf1.write_tf1(tmp_path / "ckpt" / "bert_model.ckpt", tiny_config, second)
+    monkeypatch.undo()
+    assert calls
+    _, read = tf1.read_tf1(tmp_path / "ckpt" / "bert_model.ckpt")
+    assert_same_weights(second, read)
+    assert not [name for name in os.listdir(tmp_path / "ckpt") if name.startswith(".")]
