@@ -361,12 +361,19 @@ def vocabulary_from_tokenizer_json(directory):
     the cache cannot be written), with the directory's rules beside it as `tokenizer_config.json`
     (`do_lower_case` / `strip_accents` of its own config, else of the `BertNormalizer`).
 
+    Tokens added to the tokenizer (`"added_tokens"` past the WordPiece vocabulary, e.g. by
+    `tokenizer.add_tokens`, with embedding rows of their own) are the vocabulary's last lines, at
+    their ids; a warning lists them: they are matched as word pieces, where transformers also finds
+    them inside words and across punctuation (`"[NEW]"`), so a text holding them can tokenize
+    differently.
+
     Returns:
         The path of that vocab.txt; None when the directory has no `tokenizer.json`, or one whose
         model is not WordPiece.
 
     Raises:
-        CheckpointFormatError: `tokenizer.json` is not JSON, or its ids are not 0..n-1 once each.
+        CheckpointFormatError: `tokenizer.json` is not JSON, its ids are not 0..n-1 once each, or
+            an added token has an id of another token, or leaves a gap.
     """
     import hashlib
     import tempfile
@@ -391,14 +398,17 @@ def vocabulary_from_tokenizer_json(directory):
     if [i for _, i in by_id] != list(range(len(by_id))):
         raise CheckpointFormatError(f"{path}: the WordPiece vocabulary's ids are not 0..{len(by_id) - 1}, "
                                     "each once")
+    tokens = [token for token, _ in by_id]
+    tokens += _added_tokens(path, spec.get("added_tokens"), tokens)
     settings = read_tokenizer_settings(os.path.join(directory, VOCAB_FILE))  # the directory's tokenizer_config.json
     normalizer = spec.get("normalizer") if isinstance(spec.get("normalizer"), dict) else {}
     if normalizer.get("type") == "BertNormalizer":
         settings.setdefault("lowercase", normalizer.get("lowercase", True))
         if normalizer.get("strip_accents") is not None:
             settings.setdefault("strip_accents", normalizer["strip_accents"])
-    # Keyed by the rules too: two directories may share a tokenizer.json and differ in their config.
-    name = hashlib.sha256(data + json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
+    # Keyed by the rules too: two directories may share a tokenizer.json and differ in their config
+    # (and by the layout: "2" holds the added tokens, which the first one left out).
+    name = hashlib.sha256(b"2" + data + json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
     for root in (os.path.join(cache_root(), "hf_vocabularies"), None):
         try:
             folder = os.path.join(root, name) if root else tempfile.mkdtemp(prefix="bert_keras_vocab_")
@@ -406,9 +416,43 @@ def vocabulary_from_tokenizer_json(directory):
             if not os.path.isfile(vocab_file):
                 write_tokenizer_settings(vocab_file, lowercase=settings.get("lowercase", True),
                                          strip_accents=settings.get("strip_accents"))
-                write_vocabulary([token for token, _ in by_id], vocab_file)  # last: its presence means done
+                write_vocabulary(tokens, vocab_file)  # last: its presence means done
             return vocab_file
         except OSError:
             if root is None:
                 raise
     return None
+
+
+def _added_tokens(path, entries, vocabulary):
+    """The tokens of `tokenizer.json`'s `"added_tokens"` past `vocabulary` (its WordPiece tokens),
+    in id order; they must continue its ids with no gap. Those inside it must be its own token."""
+    import warnings
+
+    if entries is None:
+        return []
+    if not isinstance(entries, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("content"), str) and type(e.get("id")) is int for e in entries):
+        raise CheckpointFormatError(f'{path}: "added_tokens" is not a list of {{"id": int, "content": str}}')
+    beyond = {}
+    for entry in entries:
+        token, index = entry["content"], entry["id"]
+        if 0 <= index < len(vocabulary):
+            if vocabulary[index] != token:
+                raise CheckpointFormatError(
+                    f'{path}: added token {token!r} has id {index}, which the WordPiece vocabulary gives to '
+                    f"{vocabulary[index]!r}")
+        elif beyond.setdefault(index, token) != token:
+            raise CheckpointFormatError(f"{path}: added tokens {beyond[index]!r} and {token!r} share id {index}")
+    ids = sorted(beyond)
+    if ids != list(range(len(vocabulary), len(vocabulary) + len(ids))):
+        raise CheckpointFormatError(
+            f"{path}: the added tokens' ids {ids[:8]} do not continue the WordPiece vocabulary's "
+            f"(0..{len(vocabulary) - 1}) without a gap")
+    added = [beyond[i] for i in ids]
+    if added:
+        warnings.warn(
+            f"{path}: {len(added)} added token(s) {added[:8]}{' ...' if len(added) > 8 else ''} are the "
+            f"vocabulary's ids {ids[0]}..{ids[-1]}, matched as word pieces: transformers also finds them inside "
+            "words and across punctuation, so a text holding them may tokenize differently", stacklevel=3)
+    return added

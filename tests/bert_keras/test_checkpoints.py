@@ -1046,3 +1046,56 @@ def test_a_tf1_checkpoint_interrupted_while_replacing_another_is_never_new_data_
     _, read = tf1.read_tf1(tmp_path / "ckpt" / "bert_model.ckpt")
     assert_same_weights(second, read)
     assert not [name for name in os.listdir(tmp_path / "ckpt") if name.startswith(".")]
+
+
+def test_tokens_added_to_a_hf_tokenizer_are_the_vocabularys_last_ids(tiny_config, tiny_vocab_file, tmp_path,
+                                                                      monkeypatch):
+    """tokenizer.json's "added_tokens" (tokenizer.add_tokens: ids past the WordPiece vocabulary, with
+    embedding rows of their own) were ignored: "covid19" read as word pieces, and ids 99.. had no
+    token. They are now the vocabulary's last lines, at their ids, with a warning naming them."""
+    import dataclasses
+
+    from bert_keras.checkpoints import load_tokenizer
+
+    monkeypatch.setenv("BERT_KERAS_CACHE", str(tmp_path / "cache"))
+    config = dataclasses.replace(tiny_config, vocab_size=101)
+    model = tmp_path / "hf"
+    _write_raw_hf(model, config, _hf_tensors(config, random_canonical(config)))
+    tokens = open(tiny_vocab_file, encoding="utf-8").read().split()
+    added = [{"id": 0, "content": "[PAD]", "special": True}, {"id": 100, "content": "[ENT]", "special": True},
+             {"id": 99, "content": "covid19", "special": False}]
+    tokenizer_json = {
+        "version": "1.0", "added_tokens": added,
+        "normalizer": {"type": "BertNormalizer", "lowercase": True, "strip_accents": None},
+        "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                  "vocab": {token: i for i, token in enumerate(tokens)}}}
+    (model / "tokenizer.json").write_text(json.dumps(tokenizer_json))
+    with pytest.warns(UserWarning, match=r"2 added token\(s\) \['covid19', '\[ENT\]'\] are the vocabulary's ids 99..100"):
+        vocab = find_vocabulary(f"hf:{model}")
+    assert open(vocab).read().split() == tokens + ["covid19", "[ENT]"]
+    with pytest.warns(UserWarning):
+        assert load_tokenizer(f"hf:{model}").tokenize(["tok5 covid19"]).to_list() == [[10, 99]]
+
+    for bad, message in (([{"id": 5, "content": "covid19"}], r"'covid19' has id 5, which the WordPiece vocabulary "
+                                                              r"gives to 'tok0'"),
+                         ([{"id": 101, "content": "covid19"}], r"ids \[101\] do not continue")):
+        (model / "tokenizer.json").write_text(json.dumps(dict(tokenizer_json, added_tokens=bad)))
+        with pytest.raises(CheckpointFormatError, match=message):
+            find_vocabulary(f"hf:{model}")
+
+
+def test_a_word_added_to_a_transformers_tokenizer_gets_the_id_transformers_gives_it(tiny_vocab_file, tmp_path,
+                                                                                     monkeypatch):
+    transformers = pytest.importorskip("transformers")
+    from bert_keras.checkpoints.hf import vocabulary_from_tokenizer_json
+    from pipelines import BertTokenizer
+
+    monkeypatch.setenv("BERT_KERAS_CACHE", str(tmp_path / "cache"))
+    theirs = transformers.BertTokenizerFast(vocab_file=tiny_vocab_file)
+    theirs.add_tokens(["covid19", "newword"])
+    theirs.save_pretrained(tmp_path / "tok")
+    (tmp_path / "tok" / "vocab.txt").unlink(missing_ok=True)  # as transformers 5 saves it
+    with pytest.warns(UserWarning, match="added token"):
+        vocab = vocabulary_from_tokenizer_json(str(tmp_path / "tok"))
+    text = "tok5 covid19 tok7 newword"
+    assert BertTokenizer(vocab).tokenize([text]).to_list()[0] == theirs(text, add_special_tokens=False)["input_ids"]
