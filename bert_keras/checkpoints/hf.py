@@ -295,7 +295,7 @@ def _check_tied_decoder(directory, tensors, weights, unknown):
 # ---- writing ------------------------------------------------------------
 
 
-def write_hf(directory, config, canonical, vocab_file=None, *, stage_files=None):
+def write_hf(directory, config, canonical, vocab_file=None, *, stage_files=None, task_head=None):
     """Writes a Hugging Face BERT directory: `config.json` + `model.safetensors`.
 
     Without `cls/` heads the names are `BertModel`'s (no prefix); with them,
@@ -313,6 +313,9 @@ def write_hf(directory, config, canonical, vocab_file=None, *, stage_files=None)
         config: `BertConfig`.
         canonical: dict of canonical name -> array.
         vocab_file: optional WordPiece vocabulary, copied as `vocab.txt`.
+        task_head: optional `(architecture, {HF tensor name: array}, {config field: value})` of a
+            fine-tuned head (`bert_keras.checkpoints.task_heads.hf_task_head`): written with the
+            encoder under `bert.` as that `transformers` class (`BertForSequenceClassification`, ...).
         stage_files: optional `callable(staging directory)` that writes more files (the tokenizer's)
             to be committed with the weights: a directory never holds new weights beside old or
             missing tokenizer files.
@@ -324,7 +327,9 @@ def write_hf(directory, config, canonical, vocab_file=None, *, stage_files=None)
 
     has_mlm = any(name.startswith("cls/predictions/") for name in canonical)
     has_nsp = any(name.startswith("cls/seq_relationship/") for name in canonical)
-    prefix = "bert." if (has_mlm or has_nsp) else ""
+    if task_head is not None and (has_mlm or has_nsp):
+        raise CheckpointMismatchError("a Hugging Face directory holds pretraining heads or a task head, not both")
+    prefix = "bert." if (has_mlm or has_nsp or task_head is not None) else ""
     tensors = {}
     for name, value in sorted(canonical.items()):
         hf_name, transpose = canonical_to_hf_name(name)
@@ -338,6 +343,11 @@ def write_hf(directory, config, canonical, vocab_file=None, *, stage_files=None)
         hf_config["architectures"] = ["BertForPreTraining"]
     elif has_mlm:
         hf_config["architectures"] = ["BertForMaskedLM"]
+    if task_head is not None:
+        architecture, head_tensors, fields = task_head
+        hf_config.update(fields, architectures=[architecture])
+        tensors.update({name: np.ascontiguousarray(np.asarray(value, dtype=np.float32))
+                        for name, value in head_tensors.items()})
 
     with atomic_directory(directory) as staging:
         # "format": "pt" is what transformers expects in safetensors metadata.

@@ -626,7 +626,7 @@ def _keras_heads_path(path):
     return path[: -len(".keras")] + ".heads.npz"
 
 
-def write_pretrained(spec, config, canonical, *, vocab_file=None, tokenizer_settings=None):
+def write_pretrained(spec, config, canonical, *, vocab_file=None, tokenizer_settings=None, task_head=None):
     """Writes a config + canonical dict to `hf:`, `tf1:` or `keras-hub:` specs.
 
     The lower-level twin of `save_pretrained`, for converters that never
@@ -638,17 +638,22 @@ def write_pretrained(spec, config, canonical, *, vocab_file=None, tokenizer_sett
         canonical: dict of canonical name -> array (checked against `config`).
         vocab_file: optional vocabulary path to store with the weights.
         tokenizer_settings: as `save_pretrained` (a keras-hub preset records them in its tokenizer).
+        task_head: optional fine-tuned head for `hf:` (`hf.write_hf`); other formats refuse it.
 
     Returns:
         The path written (for `tf1:`, the checkpoint prefix).
     """
     location = spec if isinstance(spec, Location) else parse_spec(spec, for_writing=True)
     check_weights(config, canonical, source=location.spec)
+    if task_head is not None and location.kind != "hf":
+        raise CheckpointMismatchError(f"{location.spec}: a {location.kind} checkpoint holds the encoder, not the "
+                                      f"{task_head[0]} head; write it to hf:DIR")
     # The vocabulary and its rules are staged with the weights and committed with them.
     if location.kind == "hf":
         destination = os.path.join(location.path, hf.VOCAB_FILE)
-        return hf.write_hf(location.path, config, canonical, stage_files=lambda staging: _stage_vocabulary(
-            staging, vocab_file, destination, tokenizer_settings))
+        return hf.write_hf(location.path, config, canonical, task_head=task_head,
+                           stage_files=lambda staging: _stage_vocabulary(staging, vocab_file, destination,
+                                                                         tokenizer_settings))
     if location.kind == "tf1":
         directory = os.path.dirname(os.path.abspath(tf1.prefix_to_write(location.path)))
         destination = os.path.join(directory, "vocab.txt")
@@ -678,6 +683,7 @@ class Conversion:
     written: str  # the path written (for tf1:, the checkpoint prefix)
     source: str = None  # the specs converted from and to
     dest: str = None
+    task_head: str = None  # a fine-tuned model's head written with it: its transformers class
 
     def summary(self):
         """What `bert-keras convert` prints: what was read and written, the vocabulary, what to run next."""
@@ -686,8 +692,15 @@ class Conversion:
                  f"{config.num_heads} heads, vocab {config.vocab_size}, hidden_act {config.hidden_act}"
                  + (f", heads {heads}" if heads else ""),
                  f"wrote  {self.kind}: {self.written}"]
+        if self.task_head:
+            lines.append(f"head   the fine-tuned head as transformers.{self.task_head} (config.json: architectures)")
         if heads and self.kind == "keras":
             lines.append(f"heads  {heads} beside it: {_keras_heads_path(self.written)}")
+        if self.task_head:  # our readers take the encoder of it: the head is transformers'
+            auto = "AutoModelFor" + self.task_head.removeprefix("BertFor")
+            return "\n".join([*lines] + ([f"vocab  copied from {self.vocab}"] if self.vocab else []) + [
+                f"next: transformers.{auto}.from_pretrained({str(self.written)!r}) and "
+                f"AutoTokenizer.from_pretrained({str(self.written)!r})"])
         if self.vocab:
             return "\n".join([*lines, f"vocab  copied from {self.vocab}",
                               f'next: bert-keras embed --init {shlex.quote(str(self.dest))} "hello world"'])
@@ -720,17 +733,18 @@ def destination_files(destination, vocab=True):
     return [os.path.join(path, name) for name in (os.listdir(path) if os.path.isdir(path) else [])]
 
 
-def check_destination(source, dest, *, overwrite=False):
+def check_destination(source, dest, *, overwrite=False, source_path=None):
     """Refuses a conversion that would write over its source, or over existing files without `overwrite`.
+
+    `source_path`: the source's path, when `source` is no weights spec (a fine-tuned model directory).
 
     Raises:
         FileExistsError: naming the files, and `overwrite=True` (`--overwrite`).
         ValueError: the destination is the source.
     """
     destination = parse_spec(dest, for_writing=True)
-    origin = parse_spec(source)
-    if os.path.exists(origin.path) and os.path.exists(destination.path) and os.path.samefile(origin.path,
-                                                                                            destination.path):
+    origin = source_path if source_path is not None else parse_spec(source).path
+    if os.path.exists(origin) and os.path.exists(destination.path) and os.path.samefile(origin, destination.path):
         raise ValueError(f"{dest}: is the source {source}; convert into another path")
     existing = [path for path in destination_files(destination) if os.path.lexists(path)]
     if existing and not overwrite:

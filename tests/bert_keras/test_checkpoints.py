@@ -1099,3 +1099,99 @@ def test_a_word_added_to_a_transformers_tokenizer_gets_the_id_transformers_gives
         vocab = vocabulary_from_tokenizer_json(str(tmp_path / "tok"))
     text = "tok5 covid19 tok7 newword"
     assert BertTokenizer(vocab).tokenize([text]).to_list()[0] == theirs(text, add_special_tokens=False)["input_ids"]
+
+
+def test_a_fine_tuned_classifier_converts_to_a_transformers_sequence_classifier(tmp_path, capsys):
+    """`bert-keras convert FINETUNED_DIR hf:OUT` said "cannot tell the weight format of directory
+    ... (it holds ['labels.txt', 'model.keras', 'task.json', 'vocab.txt'])". It now writes the
+    encoder and the classifier as BertForSequenceClassification (id2label from labels.txt), with
+    the casing the model was trained with: transformers gives the fine-tuned model's logits."""
+    from tiny_finetuned import cased_classifier_directory
+
+    from bert_keras.finetuned_model import read_finetuned
+
+    model_dir, _ = cased_classifier_directory(tmp_path)
+    status = _convert([model_dir, f"hf:{tmp_path / 'hf'}"])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "head   the fine-tuned head as transformers.BertForSequenceClassification" in out
+    assert "transformers.AutoModelForSequenceClassification.from_pretrained(" in out
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["architectures"] == ["BertForSequenceClassification"]
+    assert config["id2label"] == {"0": "neg", "1": "pos"} and config["num_labels"] == 2
+    assert loading.find_tokenizer_settings(f"hf:{tmp_path / 'hf'}")["lowercase"] is False
+    record = read_finetuned(model_dir)
+    tensors = hf.load_hf_tensors(tmp_path / "hf")
+    np.testing.assert_array_equal(tensors["classifier.weight"], record.model.classifier.kernel.numpy().T)
+    # the encoder reads back exactly (its head is transformers', left out here)
+    with pytest.warns(UserWarning, match="classifier.weight"):
+        _, weights, _ = read_pretrained(f"hf:{tmp_path / 'hf'}", strict=False)
+    assert_same_weights(encoder_to_canonical(record.model.encoder), weights)
+
+    # tf1: holds an encoder: the head is refused by name, --no-strict writes the encoder alone
+    assert _convert([model_dir, f"tf1:{tmp_path / 'tf1'}/"]) != 0
+    assert "its classification head (classifier.bias, classifier.weight) has no place in a tf1 checkpoint" in \
+        capsys.readouterr().err
+    assert _convert(["--no-strict", model_dir, f"tf1:{tmp_path / 'tf1'}/"]) == 0
+    _, weights, _ = read_pretrained(f"tf1:{tmp_path / 'tf1'}")
+    assert_same_weights(encoder_to_canonical(record.model.encoder), weights)
+
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    theirs = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "hf").eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    texts = ["Good cat", "bad good cat"]
+    batch = tokenizer(texts, padding=True, return_tensors="pt")
+    assert batch["input_ids"][0].tolist() == [2, 6, 8, 3, 0]  # cased: "Good" is not "good"
+    with torch.no_grad():
+        expected = theirs(**batch).logits.numpy()
+    inputs = {"token_ids": batch["input_ids"].numpy().astype("int32"),
+              "segment_ids": batch["token_type_ids"].numpy().astype("int32"),
+              "padding_mask": batch["attention_mask"].numpy().astype("int32")}
+    np.testing.assert_allclose(np.asarray(record.model(inputs, training=False)), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["ner", "squad", "multiple_choice"])
+def test_a_fine_tuned_head_converts_to_its_transformers_class_with_the_same_outputs(kind, tiny_config,
+                                                                                     tiny_vocab_file, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    from bert_keras.checkpoints.layout import assign_canonical
+    from bert_keras.encoder import BertEncoder
+    from bert_keras.finetuned_model import FinetunedModel, convert_finetuned, save_finetuned
+    from bert_keras.models import BertMultipleChoice, BertSpanQA, BertTokenClassifier
+
+    encoder = BertEncoder(tiny_config)
+    assign_canonical(encoder, random_canonical(tiny_config, seed=4))
+    head, labels, auto = {
+        "ner": (lambda: BertTokenClassifier(encoder, num_classes=3), ["O", "B-X", "I-X"], "TokenClassification"),
+        "squad": (lambda: BertSpanQA(encoder), None, "QuestionAnswering"),
+        "multiple_choice": (lambda: BertMultipleChoice(encoder, num_choices=2), None, "MultipleChoice")}[kind]
+    model = head()
+    for variable in model.weights:  # a head that is not all zeros
+        if variable.path.startswith(("token_classifier", "span_head", "choice_scorer")):
+            variable.assign(np.random.default_rng(1).normal(size=variable.shape).astype("float32"))
+    save_finetuned(str(tmp_path / "ft"), FinetunedModel(kind=kind, model=model, vocab_file=tiny_vocab_file,
+                                                        seq_length=16, labels=labels,
+                                                        settings={"max_query_length": 8} if kind == "squad" else {}))
+    convert_finetuned(str(tmp_path / "ft"), f"hf:{tmp_path / 'hf'}")
+    theirs = getattr(transformers, f"AutoModelFor{auto}").from_pretrained(tmp_path / "hf").eval()
+    if labels:
+        assert theirs.config.id2label == dict(enumerate(labels))
+    batch = random_batch(tiny_config, batch=4, seed=2)
+    shape = (2, 2, batch["token_ids"].shape[1]) if kind == "multiple_choice" else None
+    inputs = {key: (value.reshape(shape) if shape else value) for key, value in batch.items()}
+    ours = model(inputs, training=False)
+    with torch.no_grad():
+        out = theirs(input_ids=torch.tensor(inputs["token_ids"]).long(),
+                     token_type_ids=torch.tensor(inputs["segment_ids"]).long(),
+                     attention_mask=torch.tensor(inputs["padding_mask"]).long())
+    if kind == "squad":
+        mask = inputs["padding_mask"].astype(bool)  # our span head scores padding -inf
+        for name, value in (("start_logits", out.start_logits), ("end_logits", out.end_logits)):
+            np.testing.assert_allclose(np.asarray(ours[name])[mask], value.numpy()[mask], atol=1e-4)
+    elif kind == "ner":
+        mask = inputs["padding_mask"].astype(bool)
+        np.testing.assert_allclose(np.asarray(ours)[mask], out.logits.numpy()[mask], atol=1e-4)
+    else:
+        np.testing.assert_allclose(np.asarray(ours), out.logits.numpy(), atol=1e-4)
