@@ -309,7 +309,8 @@ def write_hf(directory, config, canonical, vocab_file=None, *, stage_files=None,
 
     Args:
         directory: target directory (created; existing files of the same
-            names are replaced, other files are left alone).
+            names are replaced, and the weight files and `tokenizer.json` of the
+            model they replace are removed; other files are left alone).
         config: `BertConfig`.
         canonical: dict of canonical name -> array.
         vocab_file: optional WordPiece vocabulary, copied as `vocab.txt`.
@@ -349,7 +350,8 @@ def write_hf(directory, config, canonical, vocab_file=None, *, stage_files=None,
         tensors.update({name: np.ascontiguousarray(np.asarray(value, dtype=np.float32))
                         for name, value in head_tensors.items()})
 
-    with atomic_directory(directory) as staging:
+    commit = atomic_directory(directory)
+    with commit as staging:
         # "format": "pt" is what transformers expects in safetensors metadata.
         save_file(tensors, os.path.join(staging, SAFETENSORS_FILE), metadata={"format": "pt"})
         with open(os.path.join(staging, CONFIG_FILE), "w", encoding="utf-8") as f:
@@ -359,7 +361,30 @@ def write_hf(directory, config, canonical, vocab_file=None, *, stage_files=None,
             shutil.copyfile(vocab_file, os.path.join(staging, VOCAB_FILE))
         if stage_files is not None:
             stage_files(staging)
+        commit.remove = _superseded_files(directory, staging)
     return os.fspath(directory)
+
+
+def _superseded_files(directory, staging):
+    """The files of a model `directory` held before that the files staged for it replace: other
+    weight files (transformers would load `pytorch_model.bin` or shards of another model beside
+    the new `model.safetensors` in some versions, and they waste the space), and with a new
+    `vocab.txt` the `tokenizer.json` of the old vocabulary (transformers' `AutoTokenizer` reads
+    it before `vocab.txt`). Other files stay."""
+    if not os.path.isdir(directory):
+        return []
+    present = set(os.listdir(directory))
+    superseded = {TORCH_FILE, SAFETENSORS_INDEX, TORCH_INDEX}
+    for index in (SAFETENSORS_INDEX, TORCH_INDEX):
+        try:
+            with open(os.path.join(directory, index), encoding="utf-8") as f:
+                weight_map = json.load(f).get("weight_map", {})
+            superseded |= {shard for shard in weight_map.values() if isinstance(shard, str) and "/" not in shard}
+        except (OSError, ValueError, AttributeError):
+            pass
+    if os.path.isfile(os.path.join(staging, VOCAB_FILE)):
+        superseded.add(TOKENIZER_JSON)
+    return sorted((superseded & present) - set(os.listdir(staging)))
 
 
 def vocabulary_from_tokenizer_json(directory):

@@ -1195,3 +1195,20 @@ def test_a_fine_tuned_head_converts_to_its_transformers_class_with_the_same_outp
         np.testing.assert_allclose(np.asarray(ours)[mask], out.logits.numpy()[mask], atol=1e-4)
     else:
         np.testing.assert_allclose(np.asarray(ours), out.logits.numpy(), atol=1e-4)
+
+
+def test_a_model_written_over_a_transformers_directory_leaves_none_of_its_weights_or_tokenizer_json(
+        tiny_config, tiny_vocab_file, tmp_path):
+    """Converting into a directory transformers had saved (--overwrite) kept its tokenizer.json
+    and pytorch_model.bin: transformers' AutoTokenizer then read the old model's vocabulary (from
+    tokenizer.json, before the new vocab.txt). The files the new ones supersede are removed with
+    the commit; files of the user's stay."""
+    target = tmp_path / "hf"
+    target.mkdir()
+    for name in ("tokenizer.json", "pytorch_model.bin", "README.md"):
+        (target / name).write_text("old")
+    (target / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "shard-1.safetensors"}}))
+    (target / "shard-1.safetensors").write_text("old")
+    loading.write_pretrained(f"hf:{target}", tiny_config, random_canonical(tiny_config), vocab_file=tiny_vocab_file)
+    assert sorted(os.listdir(target)) == ["README.md", "config.json", "model.safetensors", "tokenizer_config.json",
+                                          "vocab.txt"]
