@@ -73,12 +73,27 @@ _HF_KEYS = dict(_GOOGLE_KEYS, layer_norm_eps="layer_norm_eps")
 _HF_REQUIRED = _GOOGLE_REQUIRED
 _HF_ACT_IN = {
     "gelu": "gelu",  # torch.nn.functional.gelu, exact erf
+    "gelu_python": "gelu",  # x * 0.5 * (1 + erf(x / sqrt(2))): the same function, in Python
     "gelu_new": "gelu_approximate",
     "gelu_pytorch_tanh": "gelu_approximate",
     "gelu_fast": "gelu_approximate",
+    "gelu_accurate": "gelu_approximate",  # the tanh formula with sqrt(2 / pi) precomputed
     "relu": "relu",
     "silu": "silu",
     "swish": "silu",
+}
+# transformers' ACT2FN names that no BERT activation here computes, and what they are.
+_HF_ACT_OTHER = {
+    "quick_gelu": "x * sigmoid(1.702 x)",
+    "gelu_10": "GELU clipped to [-10, 10]",
+    "laplace": "the Laplace-CDF GELU",
+    "leaky_relu": "leaky ReLU",
+    "linear": "the identity",
+    "mish": "x * tanh(softplus(x))",
+    "relu2": "ReLU squared",
+    "relu6": "ReLU capped at 6",
+    "sigmoid": "sigmoid",
+    "tanh": "tanh",
 }
 _HF_ACT_OUT = {"gelu": "gelu", "gelu_approximate": "gelu_new", "relu": "relu", "silu": "silu"}
 # HF model types whose weights have exactly BERT's layout.
@@ -175,6 +190,22 @@ class BertConfig:
                 f"{self.hidden_act!r} ('gelu' means the exact erf form, "
                 "'gelu_approximate' the tanh form)"
             )
+
+    def check_vocabulary_size(self, size, vocab_file):
+        """Raises `ConfigError` when a vocabulary of `size` tokens (read from `vocab_file`) has
+        more tokens than this model has embedding rows: its ids past `vocab_size` would fail the
+        embedding lookup ("indices[0,7] = 807 is not in [0, 600)"; a GPU reads zeros instead).
+
+        Fewer tokens are fine: many checkpoints pad their embedding table past the vocabulary
+        (a `vocab_size` rounded up to a multiple of 8 or 64), and those rows are never looked up.
+
+        >>> BertConfig.named("tiny", vocab_size=100).check_vocabulary_size(96, "vocab.txt")
+        """
+        if size > self.vocab_size:
+            raise ConfigError(
+                f"{vocab_file}: the vocabulary has {size} tokens, more than the model's {self.vocab_size} "
+                "(vocab_size of its config): pass the vocabulary the model was trained with (vocab_file=, "
+                "--vocab)")
 
     @property
     def head_size(self):
@@ -285,8 +316,10 @@ class BertConfig:
     def from_hf_json(cls, path_or_dict):
         """Reads a Hugging Face `config.json` of a `BertModel` (path, text or dict).
 
-        `"gelu"` is the exact form; `"gelu_new"`, `"gelu_pytorch_tanh"` and
-        `"gelu_fast"` are the tanh approximation. Models that are not BERT
+        `"gelu"` and `"gelu_python"` are the exact form; `"gelu_new"`,
+        `"gelu_pytorch_tanh"`, `"gelu_fast"` and `"gelu_accurate"` are the tanh
+        approximation; `"swish"` is `"silu"`. Other activations (`"quick_gelu"`, ...)
+        are refused, naming the supported ones. Models that are not BERT
         architecture, and relative position embeddings, are refused.
         """
         data, source = _load(path_or_dict)
@@ -310,9 +343,12 @@ class BertConfig:
         fields = _translate(data, source, _HF_KEYS, _HF_REQUIRED, ignored=_HF_IGNORED_KEYS)
         act = fields.get("hidden_act", "gelu")
         if act not in _HF_ACT_IN:
+            what = f" ({_HF_ACT_OTHER[act]} in transformers)" if act in _HF_ACT_OTHER else ""
             raise ConfigError(
-                f"{source}: field 'hidden_act' = {act!r} is not supported; "
-                f"known: {sorted(_HF_ACT_IN)}"
+                f"{source}: field 'hidden_act' = {act!r}{what} is not supported: its outputs would "
+                f"differ from every activation bert_keras computes. Supported: {sorted(_HF_ACT_IN)} "
+                "('gelu', 'gelu_python': exact erf GELU; 'gelu_new', 'gelu_pytorch_tanh', 'gelu_fast', "
+                "'gelu_accurate': its tanh approximation; 'swish' = 'silu')"
             )
         fields["hidden_act"] = _HF_ACT_IN[act]
         return _build(cls, fields, source)

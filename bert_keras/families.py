@@ -158,6 +158,23 @@ def setting_type(settings, name):
 
 
 @dataclasses.dataclass(frozen=True)
+class HfHead:
+    """A head's `transformers` twin: the `BertFor...` class computing the same outputs.
+
+    Args:
+        architecture: the `transformers` class (`config.json`'s `architectures`).
+        layer: the Keras head model's attribute holding the head's `kernel` `[H, K]` and `bias`.
+        module: the torch module name of that layer (`classifier`, `qa_outputs`).
+        problem_type: `config.json`'s `problem_type`, or None.
+    """
+
+    architecture: str
+    layer: str
+    module: str
+    problem_type: Optional[str] = None
+
+
+@dataclasses.dataclass(frozen=True)
 class Family:
     """What the layers ask of one kind of fine-tuned model.
 
@@ -184,6 +201,8 @@ class Family:
         earlier_names: `(earlier name, name now)` pairs of settings that were renamed: a
             `task.json`, settings dict, `.keras` config or `from_pretrained` call that still
             uses the earlier name reads as today's (`current_settings`).
+        hf_head: `HfHead`, the `transformers` class that computes this head's outputs
+            (`bert-keras convert DIR hf:OUT` writes it), or None (no head weights).
     """
 
     kind: str
@@ -198,6 +217,7 @@ class Family:
     earlier_names: Tuple[Tuple[str, str], ...] = ()
     requests: Optional[str] = None
     dataset_predictions: Optional[str] = None
+    hf_head: Optional[HfHead] = None
 
     @property
     def default_settings(self):
@@ -295,12 +315,15 @@ _TEXT_CLASSIFIER = "bert_keras.tasks.text_classifier:TextClassifier"
 register(Family("classification", ClassificationSettings, needs_labels=True, check=_pairs_read_whole,
                 label_count_attribute="num_classes", task_class=_TEXT_CLASSIFIER,
                 signatures="serving.signatures.classification", requests="serving.requests.classification",
-                description="sentence or sentence-pair classification (GLUE, your CSV)"))
+                description="sentence or sentence-pair classification (GLUE, your CSV)",
+                hf_head=HfHead("BertForSequenceClassification", "classifier", "classifier",
+                               "single_label_classification")))
 register(Family("regression", ClassificationSettings, needs_labels=False, check=_pairs_read_whole,
                 label_count_attribute=None,
                 task_class=_TEXT_CLASSIFIER, signatures="serving.signatures.classification",
                 requests="serving.requests.classification",
-                description="sentence or sentence-pair regression (STS-B)"))
+                description="sentence or sentence-pair regression (STS-B)",
+                hf_head=HfHead("BertForSequenceClassification", "classifier", "classifier", "regression")))
 def _ner_aggregation(seq_length, settings):
     """The tagging rule must be one the heads and exports read."""
     if settings["aggregation"] not in NER_AGGREGATIONS:
@@ -312,7 +335,8 @@ register(Family("ner", NerSettings, needs_labels=True, check=_ner_aggregation,
                 label_count_attribute="num_classes",
                 task_class="bert_keras.tasks.token_classifier:TokenClassifier",
                 signatures="serving.signatures.token_classification", requests="serving.requests.token_classification",
-                description="word tagging, entities with character offsets (CoNLL-2003)"))
+                description="word tagging, entities with character offsets (CoNLL-2003)",
+                hf_head=HfHead("BertForTokenClassification", "token_classifier", "classifier")))
 
 
 # The official scripts a SQuAD-style model's `evaluate` can score answers with
@@ -345,13 +369,15 @@ register(Family("squad", SquadSettings, needs_labels=False, label_count_attribut
                 dataset_predictions="bert_keras.tasks.named_datasets:write_squad_predictions",
                 description="extractive question answering (SQuAD v1.1 / v2.0, KorQuAD 1.0)",
                 check=_squad_windows_fit,
+                hf_head=HfHead("BertForQuestionAnswering", "span_head", "qa_outputs"),
                 # run_squad.py's name of the window step, this setting's name until it took the other
                 # families' (models and configs saved before still say it)
                 earlier_names=(("doc_stride", "stride"),)))
 register(Family("multiple_choice", MultipleChoiceSettings, needs_labels=False, label_count_attribute=None,
                 task_class="bert_keras.tasks.multiple_choice:MultipleChoice",
                 signatures="serving.signatures.multiple_choice", requests="serving.requests.multiple_choice",
-                description="pick the ending of a context (SWAG)"))
+                description="pick the ending of a context (SWAG)",
+                hf_head=HfHead("BertForMultipleChoice", "choice_scorer", "classifier")))
 register(Family("embedding", EmbeddingSettings, needs_labels=False,
                 label_count_attribute=None, task_class="bert_keras.tasks.embedder:Embedder",
                 signatures="serving.signatures.embedding", requests="serving.requests.embedding",

@@ -280,6 +280,70 @@ def read_finetuned_encoder(directory, *, output_hidden_states=False, output_atte
     return encoder, tokenizer
 
 
+def convert_finetuned(directory, dest, *, strict=True, overwrite=False):
+    """Writes a fine-tuned model in a checkpoint format (`bert-keras convert DIR DEST`).
+
+    To `hf:OUT` go the encoder, the task head as the `transformers` class that computes the
+    same outputs (`BertForSequenceClassification` with `id2label` for a classifier,
+    `BertForTokenClassification`, `BertForQuestionAnswering`, `BertForMultipleChoice`:
+    `bert_keras.checkpoints.task_heads`), the vocabulary and its rules
+    (`tokenizer_config.json`: the casing the model was trained with). `tf1:`, `keras-hub:` and
+    `.keras` hold an encoder: the head is refused there unless `strict=False`, which writes the
+    encoder alone with a warning. An embedding model (no head weights) is a `BertModel`.
+
+    >>> convert_finetuned("out/sentiment", "hf:sentiment-hf")  # doctest: +SKIP
+    >>> transformers.AutoModelForSequenceClassification.from_pretrained("sentiment-hf")  # doctest: +SKIP
+
+    Args:
+        directory: the fine-tuned model directory.
+        dest: `hf:DIR`, `tf1:PREFIX`, `keras-hub:DIR` or `PATH.keras`.
+        strict: refuse to leave the head out (False: leave it out with a warning).
+        overwrite: replace the files the destination holds.
+
+    Returns:
+        `bert_keras.checkpoints.loading.Conversion`.
+
+    Raises:
+        FinetunedModelError: as `read_finetuned`.
+        CheckpointMismatchError: a head the destination has no place for, with `strict`.
+    """
+    import warnings
+
+    from bert_keras.checkpoints.errors import CheckpointMismatchError
+    from bert_keras.checkpoints.layout import encoder_to_canonical
+    from bert_keras.checkpoints.loading import (Conversion, check_destination, parse_spec, save_pretrained,
+                                                write_pretrained)
+    from bert_keras.checkpoints.task_heads import hf_task_head
+
+    destination = parse_spec(dest, for_writing=True)
+    check_destination(directory, dest, overwrite=overwrite, source_path=os.fspath(directory))
+    record = read_finetuned(directory)
+    encoder = record.model.encoder
+    head = hf_task_head(record)
+    if head is not None and destination.kind != "hf":
+        message = (f"{directory}: its {record.kind} head ({', '.join(sorted(head[1]))}) has no place in a "
+                   f"{destination.kind} checkpoint, which holds an encoder; convert to hf:DIR to keep it "
+                   f"(transformers.{head[0]})")
+        if strict:
+            raise CheckpointMismatchError(message + ", or pass strict=False / --no-strict to write the encoder alone",
+                                          unexpected=sorted(head[1]))
+        warnings.warn(message + "; the encoder is written alone", stacklevel=2)
+        head = None
+    if head is not None and head[3]:
+        warnings.warn(f"{directory}: transformers.{head[0]} has no place for {head[3]} (they weigh a long "
+                      "text's windows): left out; the logits of one window are the same", stacklevel=2)
+    settings = {"lowercase": record.lowercase, "strip_accents": record.strip_accents}
+    if destination.kind == "keras":
+        written = save_pretrained(encoder, destination.path, vocab_file=record.vocab_file, tokenizer_settings=settings)
+    else:
+        written = write_pretrained(destination, encoder.config, encoder_to_canonical(encoder),
+                                   vocab_file=record.vocab_file, tokenizer_settings=settings,
+                                   task_head=head[:3] if head is not None else None)
+    return Conversion(config=encoder.config, heads=[], vocab=record.vocab_file, kind=destination.kind,
+                      written=written, source=os.fspath(directory), dest=dest,
+                      task_head=head[0] if head is not None else None)
+
+
 def finetuned_encoder(record, *, output_hidden_states=False, output_attentions=False):
     """The `BertEncoder` of a read `FinetunedModel` (`read_finetuned`), rebuilt with the given
     outputs when they differ from its own (an encoder's outputs are fixed when it is built)."""

@@ -196,7 +196,7 @@ def staged_path(path, *, suffix=None, size=None, what=None):
         fsync_file(temporary)
         os.chmod(temporary, 0o666 & ~current_umask())
         os.replace(temporary, path)
-        _fsync_directory(directory)
+        fsync_directory(directory)
     except OSError as error:
         with contextlib.suppress(FileNotFoundError):
             os.remove(temporary)
@@ -449,7 +449,7 @@ def _finish_update(staging, target):
     for name in manifest.get("remove", []):
         with contextlib.suppress(FileNotFoundError):
             os.remove(os.path.join(target, name))
-    _fsync_directory(target)
+    fsync_directory(target)
 
 
 def _remove(path):
@@ -504,8 +504,9 @@ class atomic_directory:  # noqa: N801 (used as a context manager, like open())
     step. An update stages inside `target` (the same file system, even for "."), writes a
     commit manifest once every staged file is fsynced, then renames the files one by one
     and removes `remove`: a run killed before the manifest leaves the old files, one killed
-    after it is finished by the next write in `target` (`remove_stale_staging`). On an
-    exception nothing is moved and the staging directory is deleted.
+    after it is finished by the next write in `target` (`remove_stale_staging`); one interrupted
+    there by an exception (Ctrl-C) finishes the renames before the exception goes on. On an
+    exception in the block nothing is moved and the staging directory is deleted.
     """
 
     def __init__(self, target, *, replace=False, remove=()):
@@ -525,21 +526,32 @@ class atomic_directory:  # noqa: N801 (used as a context manager, like open())
         return self.staging
 
     def __exit__(self, exc_type, exc, tb):
+        keep = False
         try:
             if exc_type is None:
-                _readable_as_open_makes(self.staging)
+                make_readable(self.staging)
                 fsync_tree(self.staging)
                 if self.update:
                     # The commit point: from here on the update is finished, by us or the next run.
                     write_json(os.path.join(self.staging, COMMIT_MANIFEST), {"remove": self.remove})
-                    _finish_update(self.staging, self.target)
+                    try:
+                        _finish_update(self.staging, self.target)
+                    except BaseException:
+                        # interrupted part way (Ctrl-C during the renames): the target holds some new
+                        # files beside old ones. Finish, then let the interrupt go on; if even that
+                        # fails, the staged files stay for the next write in the target.
+                        keep = True
+                        _finish_update(self.staging, self.target)
+                        keep = False
+                        raise
                 elif not os.path.exists(self.target):
                     os.rename(self.staging, self.target)
                 else:
                     install_directory(self.staging, self.target, overwrite=True)
-                _fsync_directory(os.path.dirname(self.target))
+                fsync_directory(os.path.dirname(self.target))
         finally:
-            shutil.rmtree(self.staging, ignore_errors=True)
+            if not keep:
+                shutil.rmtree(self.staging, ignore_errors=True)
         return False
 
 
@@ -553,7 +565,7 @@ def install_directory(staging, target, *, overwrite=False):
     if not os.path.exists(target):
         try:
             os.rename(staging, target)
-            _fsync_directory(os.path.dirname(os.path.abspath(target)))
+            fsync_directory(os.path.dirname(os.path.abspath(target)))
             return
         except OSError:
             if not os.path.exists(target):
@@ -572,11 +584,11 @@ def install_directory(staging, target, *, overwrite=False):
     except BaseException:
         os.rename(aside, target)
         raise
-    _fsync_directory(os.path.dirname(os.path.abspath(target)))
+    fsync_directory(os.path.dirname(os.path.abspath(target)))
     shutil.rmtree(aside, ignore_errors=True)
 
 
-def _readable_as_open_makes(root):
+def make_readable(root):
     """Gives the files under `root` the read bits `open()` would (some writers, safetensors'
     among them, create 0600 files that a TF Serving or web server of another user cannot read)."""
     readable = 0o444 & ~current_umask()
@@ -593,7 +605,7 @@ def fsync_tree(root):
     for directory, _, files in os.walk(root):
         for name in files:
             fsync_file(os.path.join(directory, name))
-        _fsync_directory(directory)
+        fsync_directory(directory)
 
 
 def fsync_file(path):
@@ -604,7 +616,8 @@ def fsync_file(path):
         os.fsync(f.fileno())
 
 
-def _fsync_directory(path):
+def fsync_directory(path):
+    """fsyncs the directory `path` itself, so that the renames into it survive a power cut."""
     try:
         descriptor = os.open(path, os.O_RDONLY)
     except OSError:  # platforms that cannot open directories

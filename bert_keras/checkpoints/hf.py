@@ -295,7 +295,7 @@ def _check_tied_decoder(directory, tensors, weights, unknown):
 # ---- writing ------------------------------------------------------------
 
 
-def write_hf(directory, config, canonical, vocab_file=None):
+def write_hf(directory, config, canonical, vocab_file=None, *, stage_files=None, task_head=None):
     """Writes a Hugging Face BERT directory: `config.json` + `model.safetensors`.
 
     Without `cls/` heads the names are `BertModel`'s (no prefix); with them,
@@ -309,10 +309,17 @@ def write_hf(directory, config, canonical, vocab_file=None):
 
     Args:
         directory: target directory (created; existing files of the same
-            names are replaced, other files are left alone).
+            names are replaced, and the weight files and `tokenizer.json` of the
+            model they replace are removed; other files are left alone).
         config: `BertConfig`.
         canonical: dict of canonical name -> array.
         vocab_file: optional WordPiece vocabulary, copied as `vocab.txt`.
+        task_head: optional `(architecture, {HF tensor name: array}, {config field: value})` of a
+            fine-tuned head (`bert_keras.checkpoints.task_heads.hf_task_head`): written with the
+            encoder under `bert.` as that `transformers` class (`BertForSequenceClassification`, ...).
+        stage_files: optional `callable(staging directory)` that writes more files (the tokenizer's)
+            to be committed with the weights: a directory never holds new weights beside old or
+            missing tokenizer files.
 
     Returns:
         The directory written.
@@ -321,7 +328,9 @@ def write_hf(directory, config, canonical, vocab_file=None):
 
     has_mlm = any(name.startswith("cls/predictions/") for name in canonical)
     has_nsp = any(name.startswith("cls/seq_relationship/") for name in canonical)
-    prefix = "bert." if (has_mlm or has_nsp) else ""
+    if task_head is not None and (has_mlm or has_nsp):
+        raise CheckpointMismatchError("a Hugging Face directory holds pretraining heads or a task head, not both")
+    prefix = "bert." if (has_mlm or has_nsp or task_head is not None) else ""
     tensors = {}
     for name, value in sorted(canonical.items()):
         hf_name, transpose = canonical_to_hf_name(name)
@@ -335,8 +344,14 @@ def write_hf(directory, config, canonical, vocab_file=None):
         hf_config["architectures"] = ["BertForPreTraining"]
     elif has_mlm:
         hf_config["architectures"] = ["BertForMaskedLM"]
+    if task_head is not None:
+        architecture, head_tensors, fields = task_head
+        hf_config.update(fields, architectures=[architecture])
+        tensors.update({name: np.ascontiguousarray(np.asarray(value, dtype=np.float32))
+                        for name, value in head_tensors.items()})
 
-    with atomic_directory(directory) as staging:
+    commit = atomic_directory(directory)
+    with commit as staging:
         # "format": "pt" is what transformers expects in safetensors metadata.
         save_file(tensors, os.path.join(staging, SAFETENSORS_FILE), metadata={"format": "pt"})
         with open(os.path.join(staging, CONFIG_FILE), "w", encoding="utf-8") as f:
@@ -344,7 +359,32 @@ def write_hf(directory, config, canonical, vocab_file=None):
             f.write("\n")
         if vocab_file is not None:
             shutil.copyfile(vocab_file, os.path.join(staging, VOCAB_FILE))
+        if stage_files is not None:
+            stage_files(staging)
+        commit.remove = _superseded_files(directory, staging)
     return os.fspath(directory)
+
+
+def _superseded_files(directory, staging):
+    """The files of a model `directory` held before that the files staged for it replace: other
+    weight files (transformers would load `pytorch_model.bin` or shards of another model beside
+    the new `model.safetensors` in some versions, and they waste the space), and with a new
+    `vocab.txt` the `tokenizer.json` of the old vocabulary (transformers' `AutoTokenizer` reads
+    it before `vocab.txt`). Other files stay."""
+    if not os.path.isdir(directory):
+        return []
+    present = set(os.listdir(directory))
+    superseded = {TORCH_FILE, SAFETENSORS_INDEX, TORCH_INDEX}
+    for index in (SAFETENSORS_INDEX, TORCH_INDEX):
+        try:
+            with open(os.path.join(directory, index), encoding="utf-8") as f:
+                weight_map = json.load(f).get("weight_map", {})
+            superseded |= {shard for shard in weight_map.values() if isinstance(shard, str) and "/" not in shard}
+        except (OSError, ValueError, AttributeError):
+            pass
+    if os.path.isfile(os.path.join(staging, VOCAB_FILE)):
+        superseded.add(TOKENIZER_JSON)
+    return sorted((superseded & present) - set(os.listdir(staging)))
 
 
 def vocabulary_from_tokenizer_json(directory):
@@ -356,12 +396,19 @@ def vocabulary_from_tokenizer_json(directory):
     the cache cannot be written), with the directory's rules beside it as `tokenizer_config.json`
     (`do_lower_case` / `strip_accents` of its own config, else of the `BertNormalizer`).
 
+    Tokens added to the tokenizer (`"added_tokens"` past the WordPiece vocabulary, e.g. by
+    `tokenizer.add_tokens`, with embedding rows of their own) are the vocabulary's last lines, at
+    their ids; a warning lists them: they are matched as word pieces, where transformers also finds
+    them inside words and across punctuation (`"[NEW]"`), so a text holding them can tokenize
+    differently.
+
     Returns:
         The path of that vocab.txt; None when the directory has no `tokenizer.json`, or one whose
         model is not WordPiece.
 
     Raises:
-        CheckpointFormatError: `tokenizer.json` is not JSON, or its ids are not 0..n-1 once each.
+        CheckpointFormatError: `tokenizer.json` is not JSON, its ids are not 0..n-1 once each, or
+            an added token has an id of another token, or leaves a gap.
     """
     import hashlib
     import tempfile
@@ -386,14 +433,17 @@ def vocabulary_from_tokenizer_json(directory):
     if [i for _, i in by_id] != list(range(len(by_id))):
         raise CheckpointFormatError(f"{path}: the WordPiece vocabulary's ids are not 0..{len(by_id) - 1}, "
                                     "each once")
+    tokens = [token for token, _ in by_id]
+    tokens += _added_tokens(path, spec.get("added_tokens"), tokens)
     settings = read_tokenizer_settings(os.path.join(directory, VOCAB_FILE))  # the directory's tokenizer_config.json
     normalizer = spec.get("normalizer") if isinstance(spec.get("normalizer"), dict) else {}
     if normalizer.get("type") == "BertNormalizer":
         settings.setdefault("lowercase", normalizer.get("lowercase", True))
         if normalizer.get("strip_accents") is not None:
             settings.setdefault("strip_accents", normalizer["strip_accents"])
-    # Keyed by the rules too: two directories may share a tokenizer.json and differ in their config.
-    name = hashlib.sha256(data + json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
+    # Keyed by the rules too: two directories may share a tokenizer.json and differ in their config
+    # (and by the layout: "2" holds the added tokens, which the first one left out).
+    name = hashlib.sha256(b"2" + data + json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
     for root in (os.path.join(cache_root(), "hf_vocabularies"), None):
         try:
             folder = os.path.join(root, name) if root else tempfile.mkdtemp(prefix="bert_keras_vocab_")
@@ -401,9 +451,43 @@ def vocabulary_from_tokenizer_json(directory):
             if not os.path.isfile(vocab_file):
                 write_tokenizer_settings(vocab_file, lowercase=settings.get("lowercase", True),
                                          strip_accents=settings.get("strip_accents"))
-                write_vocabulary([token for token, _ in by_id], vocab_file)  # last: its presence means done
+                write_vocabulary(tokens, vocab_file)  # last: its presence means done
             return vocab_file
         except OSError:
             if root is None:
                 raise
     return None
+
+
+def _added_tokens(path, entries, vocabulary):
+    """The tokens of `tokenizer.json`'s `"added_tokens"` past `vocabulary` (its WordPiece tokens),
+    in id order; they must continue its ids with no gap. Those inside it must be its own token."""
+    import warnings
+
+    if entries is None:
+        return []
+    if not isinstance(entries, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("content"), str) and type(e.get("id")) is int for e in entries):
+        raise CheckpointFormatError(f'{path}: "added_tokens" is not a list of {{"id": int, "content": str}}')
+    beyond = {}
+    for entry in entries:
+        token, index = entry["content"], entry["id"]
+        if 0 <= index < len(vocabulary):
+            if vocabulary[index] != token:
+                raise CheckpointFormatError(
+                    f'{path}: added token {token!r} has id {index}, which the WordPiece vocabulary gives to '
+                    f"{vocabulary[index]!r}")
+        elif beyond.setdefault(index, token) != token:
+            raise CheckpointFormatError(f"{path}: added tokens {beyond[index]!r} and {token!r} share id {index}")
+    ids = sorted(beyond)
+    if ids != list(range(len(vocabulary), len(vocabulary) + len(ids))):
+        raise CheckpointFormatError(
+            f"{path}: the added tokens' ids {ids[:8]} do not continue the WordPiece vocabulary's "
+            f"(0..{len(vocabulary) - 1}) without a gap")
+    added = [beyond[i] for i in ids]
+    if added:
+        warnings.warn(
+            f"{path}: {len(added)} added token(s) {added[:8]}{' ...' if len(added) > 8 else ''} are the "
+            f"vocabulary's ids {ids[0]}..{ids[-1]}, matched as word pieces: transformers also finds them inside "
+            "words and across punctuation, so a text holding them may tokenize differently", stacklevel=3)
+    return added

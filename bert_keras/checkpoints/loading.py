@@ -41,7 +41,14 @@ from pipelines.tokenizer.tokenizer_config import (
     tokenizer_config_path,
     write_tokenizer_settings,
 )
-from pipelines.atomic_writes import model_nbytes, staged_path
+from pipelines.atomic_writes import (
+    check_free_space,
+    fsync_directory,
+    fsync_tree,
+    make_readable,
+    make_staging_directory,
+    model_nbytes,
+)
 
 SCHEMES = ("hf", "tf1", "keras-hub", "pip")
 
@@ -511,37 +518,88 @@ def save_pretrained(encoder, spec, *, vocab_file=None, heads=None, tokenizer_set
     if bad:
         raise CheckpointMismatchError(f"heads= takes canonical cls/... names only, got {bad}")
     if location.kind == "keras":
-        _save_keras_encoder(encoder, location.path, heads)
-        if vocab_file is not None:
-            _copy_vocabulary(vocab_file, _keras_vocab_path(location.path))
-            _write_tokenizer_settings(vocab_file, _keras_vocab_path(location.path), tokenizer_settings)
+        _save_keras_encoder(encoder, location.path, heads, vocab_file=vocab_file,
+                            tokenizer_settings=tokenizer_settings)
         return location.path
     weights = {**encoder_to_canonical(encoder), **heads}
     return write_pretrained(location, encoder.config, weights, vocab_file=vocab_file,
                             tokenizer_settings=tokenizer_settings)
 
 
-def _save_keras_encoder(encoder, path, heads):
-    """Writes `PATH.keras` and its pretraining heads in `PATH.heads.npz` (a `.keras` file holds the
-    encoder alone), so that pretraining continued from it (BERT's second phase at a longer sequence
-    length) or a conversion keeps them.
+def _save_keras_encoder(encoder, path, heads, *, vocab_file=None, tokenizer_settings=None):
+    """Writes `PATH.keras`, its pretraining heads in `PATH.heads.npz` (a `.keras` file holds the
+    encoder alone: pretraining continued from it, BERT's second phase, or a conversion keeps them),
+    and its vocabulary `PATH.vocab.txt` with its rules `PATH.tokenizer_config.json`.
 
-    The two files are one model: a heads file beside another encoder would load silently wrong.
-    Both are staged first (a failed write, a full disk, changes nothing); then the heads an earlier
-    save left are removed before the new encoder takes their place, and the new heads are renamed
-    last. A kill between those steps leaves an encoder without heads, never a mismatched pair."""
+    The files are one model: heads or a vocabulary beside another encoder would load silently
+    wrong, a vocabulary without its rules would be read uncased. All are staged first, in a hidden
+    directory beside `PATH` (a failed write, a full disk, changes nothing), then renamed into place
+    so that the encoder marks a complete model: a new `PATH` is renamed last, after its companions;
+    an existing one is replaced only after the companions the new files replace are removed, and
+    they follow it. A kill between the renames leaves an encoder without some companions, never
+    beside another model's."""
     import numpy as np
 
-    heads_path = _keras_heads_path(path)
-    with contextlib.ExitStack() as commit_heads:  # exits last: the heads after the encoder
+    directory = os.path.dirname(os.path.abspath(path))
+    check_free_space(directory, model_nbytes(encoder, optimizer=False), "the encoder")
+    staging = make_staging_directory(directory, f".{os.path.basename(path)}.tmp-")
+    try:
+        companions = []  # staged names, in the order they are renamed
+        companions += _stage_vocabulary(staging, vocab_file, _keras_vocab_path(path), tokenizer_settings)
+        heads_path = _keras_heads_path(path)
         if heads:
-            heads_staging = commit_heads.enter_context(staged_path(heads_path))
-            with open(heads_staging, "wb") as f:
+            with open(os.path.join(staging, os.path.basename(heads_path)), "wb") as f:
                 np.savez(f, **{name: np.asarray(value) for name, value in heads.items()})
-        with staged_path(path, size=model_nbytes(encoder, optimizer=False), what="the encoder") as staging:
-            encoder.save(staging)
-            if os.path.isfile(heads_path):  # they belong to the encoder about to be replaced
-                os.remove(heads_path)
+            companions.append(os.path.basename(heads_path))
+        encoder.save(os.path.join(staging, os.path.basename(path)))
+        fsync_tree(staging)
+        make_readable(staging)
+
+        def rename(name):
+            os.replace(os.path.join(staging, name), os.path.join(directory, name))
+
+        if os.path.lexists(path):
+            # the heads an earlier save left, and the vocabulary the new one replaces, are the old encoder's
+            replaced = [heads_path] + [os.path.join(directory, name) for name in companions]
+            for old in replaced:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(old)
+            rename(os.path.basename(path))
+            for name in companions:
+                rename(name)
+        else:
+            for name in companions:
+                rename(name)
+            rename(os.path.basename(path))
+        fsync_directory(directory)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _stage_vocabulary(staging, vocab_file, destination, settings):
+    """Copies `vocab_file` into `staging` under the name of `destination` (the vocabulary's path in
+    the written model), with its tokenizer rules beside it (`tokenizer_config_path`): the given
+    `settings`, else those recorded beside `vocab_file` (BERT's uncased defaults when it records
+    none, written out too: rules an earlier model left would otherwise apply to this vocabulary).
+
+    Returns the staged names, rules first (a vocabulary is never in place without its rules).
+    Nothing when there is no vocabulary, or when it is `destination` itself (converted in place:
+    the rules beside it are its own, unless `settings` are given)."""
+    if vocab_file is None:
+        return []
+    in_place = os.path.exists(destination) and os.path.samefile(vocab_file, destination)
+    if in_place and settings is None:
+        return []
+    staged = os.path.join(staging, os.path.basename(destination))
+    settings = settings if settings is not None else resolve_tokenizer_settings(vocab_file)
+    shutil.copyfile(vocab_file, staged)
+    write_tokenizer_settings(staged, lowercase=settings.get("lowercase", True),
+                             strip_accents=settings.get("strip_accents"))
+    names = [os.path.basename(tokenizer_config_path(staged)), os.path.basename(destination)]
+    if in_place:  # only the rules change
+        os.remove(staged)
+        names.pop()
+    return names
 
 
 def _read_keras_heads(location):
@@ -568,28 +626,7 @@ def _keras_heads_path(path):
     return path[: -len(".keras")] + ".heads.npz"
 
 
-def _write_tokenizer_settings(source_vocab, destination_vocab, settings):
-    """The tokenizer rules beside a written vocabulary: the given ones, else the source's. A source
-    that records none means BERT's defaults (uncased), written out too: a `tokenizer_config.json`
-    an earlier model left at the destination would otherwise apply to this vocabulary."""
-    if settings is None:
-        if os.path.abspath(tokenizer_config_path(source_vocab)) == os.path.abspath(
-                tokenizer_config_path(destination_vocab)):
-            return  # converted in place: the rules beside it are its own
-        settings = resolve_tokenizer_settings(source_vocab)
-    write_tokenizer_settings(destination_vocab, lowercase=settings.get("lowercase", True),
-                             strip_accents=settings.get("strip_accents"))
-
-
-def _copy_vocabulary(source, destination):
-    # Converting in place (same directory) must not fail on copying a file onto itself.
-    if os.path.exists(destination) and os.path.samefile(source, destination):
-        return
-    with staged_path(destination) as staging:
-        shutil.copyfile(source, staging)
-
-
-def write_pretrained(spec, config, canonical, *, vocab_file=None, tokenizer_settings=None):
+def write_pretrained(spec, config, canonical, *, vocab_file=None, tokenizer_settings=None, task_head=None):
     """Writes a config + canonical dict to `hf:`, `tf1:` or `keras-hub:` specs.
 
     The lower-level twin of `save_pretrained`, for converters that never
@@ -601,24 +638,27 @@ def write_pretrained(spec, config, canonical, *, vocab_file=None, tokenizer_sett
         canonical: dict of canonical name -> array (checked against `config`).
         vocab_file: optional vocabulary path to store with the weights.
         tokenizer_settings: as `save_pretrained` (a keras-hub preset records them in its tokenizer).
+        task_head: optional fine-tuned head for `hf:` (`hf.write_hf`); other formats refuse it.
 
     Returns:
         The path written (for `tf1:`, the checkpoint prefix).
     """
     location = spec if isinstance(spec, Location) else parse_spec(spec, for_writing=True)
     check_weights(config, canonical, source=location.spec)
+    if task_head is not None and location.kind != "hf":
+        raise CheckpointMismatchError(f"{location.spec}: a {location.kind} checkpoint holds the encoder, not the "
+                                      f"{task_head[0]} head; write it to hf:DIR")
+    # The vocabulary and its rules are staged with the weights and committed with them.
     if location.kind == "hf":
-        written = hf.write_hf(location.path, config, canonical, vocab_file=vocab_file)
-        if vocab_file is not None:
-            _write_tokenizer_settings(vocab_file, os.path.join(location.path, hf.VOCAB_FILE), tokenizer_settings)
-        return written
+        destination = os.path.join(location.path, hf.VOCAB_FILE)
+        return hf.write_hf(location.path, config, canonical, task_head=task_head,
+                           stage_files=lambda staging: _stage_vocabulary(staging, vocab_file, destination,
+                                                                         tokenizer_settings))
     if location.kind == "tf1":
-        prefix = tf1.write_tf1(location.path, config, canonical)
-        if vocab_file is not None:
-            destination = os.path.join(os.path.dirname(os.path.abspath(prefix)), "vocab.txt")
-            _copy_vocabulary(vocab_file, destination)
-            _write_tokenizer_settings(vocab_file, destination, tokenizer_settings)
-        return prefix
+        directory = os.path.dirname(os.path.abspath(tf1.prefix_to_write(location.path)))
+        destination = os.path.join(directory, "vocab.txt")
+        return tf1.write_tf1(location.path, config, canonical, stage_files=lambda staging: _stage_vocabulary(
+            staging, vocab_file, destination, tokenizer_settings))
     if location.kind == "keras-hub":
         if vocab_file is None:
             warnings.warn(
@@ -643,6 +683,7 @@ class Conversion:
     written: str  # the path written (for tf1:, the checkpoint prefix)
     source: str = None  # the specs converted from and to
     dest: str = None
+    task_head: str = None  # a fine-tuned model's head written with it: its transformers class
 
     def summary(self):
         """What `bert-keras convert` prints: what was read and written, the vocabulary, what to run next."""
@@ -651,8 +692,15 @@ class Conversion:
                  f"{config.num_heads} heads, vocab {config.vocab_size}, hidden_act {config.hidden_act}"
                  + (f", heads {heads}" if heads else ""),
                  f"wrote  {self.kind}: {self.written}"]
+        if self.task_head:
+            lines.append(f"head   the fine-tuned head as transformers.{self.task_head} (config.json: architectures)")
         if heads and self.kind == "keras":
             lines.append(f"heads  {heads} beside it: {_keras_heads_path(self.written)}")
+        if self.task_head:  # our readers take the encoder of it: the head is transformers'
+            auto = "AutoModelFor" + self.task_head.removeprefix("BertFor")
+            return "\n".join([*lines] + ([f"vocab  copied from {self.vocab}"] if self.vocab else []) + [
+                f"next: transformers.{auto}.from_pretrained({str(self.written)!r}) and "
+                f"AutoTokenizer.from_pretrained({str(self.written)!r})"])
         if self.vocab:
             return "\n".join([*lines, f"vocab  copied from {self.vocab}",
                               f'next: bert-keras embed --init {shlex.quote(str(self.dest))} "hello world"'])
@@ -685,17 +733,18 @@ def destination_files(destination, vocab=True):
     return [os.path.join(path, name) for name in (os.listdir(path) if os.path.isdir(path) else [])]
 
 
-def check_destination(source, dest, *, overwrite=False):
+def check_destination(source, dest, *, overwrite=False, source_path=None):
     """Refuses a conversion that would write over its source, or over existing files without `overwrite`.
+
+    `source_path`: the source's path, when `source` is no weights spec (a fine-tuned model directory).
 
     Raises:
         FileExistsError: naming the files, and `overwrite=True` (`--overwrite`).
         ValueError: the destination is the source.
     """
     destination = parse_spec(dest, for_writing=True)
-    origin = parse_spec(source)
-    if os.path.exists(origin.path) and os.path.exists(destination.path) and os.path.samefile(origin.path,
-                                                                                            destination.path):
+    origin = source_path if source_path is not None else parse_spec(source).path
+    if os.path.exists(origin) and os.path.exists(destination.path) and os.path.samefile(origin, destination.path):
         raise ValueError(f"{dest}: is the source {source}; convert into another path")
     existing = [path for path in destination_files(destination) if os.path.lexists(path)]
     if existing and not overwrite:

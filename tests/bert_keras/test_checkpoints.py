@@ -933,3 +933,282 @@ def test_a_keras_file_of_a_class_not_registered_here_is_named_not_a_traceback(tm
     with pytest.raises(CheckpointFormatError,
                        match=r"someone.keras: holds a SomeonesModel, not a bert_keras BertEncoder"):
         load_pretrained(path)
+
+
+def test_a_vocabulary_shorter_than_the_embedding_table_is_a_padded_table(tiny_config, tiny_vocab_file, tmp_path):
+    """Many HF models round vocab_size up past their vocab.txt; the rows beyond it are never looked
+    up. Fine-tuning, embedding and the attention view refused such a model: "vocab.txt: the
+    vocabulary has 99 tokens but the model expects 104; pass the model's own vocab_file=". """
+    import dataclasses
+
+    from bert_keras.tasks import TextClassifier
+    from bert_keras.visualization.encoder_attention import encoder_attention
+
+    padded = dataclasses.replace(tiny_config, vocab_size=104)
+    weights = random_canonical(padded, seed=5)
+    hf.write_hf(tmp_path / "hf", padded, weights, vocab_file=tiny_vocab_file)
+    spec = f"hf:{tmp_path / 'hf'}"
+    classifier = TextClassifier.from_pretrained(spec, labels=["a", "b"], seq_length=16)
+    assert classifier.encoder.config.vocab_size == 104
+    assert_same_weights(weights, encoder_to_canonical(classifier.encoder))
+    predictions = classifier.predict(["tok1 tok2", "tok7"])
+    assert len(predictions) == 2
+    view = encoder_attention(spec, ["tok1 tok2 tok3"], seq_length=16)
+    assert view.tokens == ["[CLS]", "tok1", "tok2", "tok3", "[SEP]"]
+    np.testing.assert_allclose(view.probs.sum(-1), 1.0, atol=1e-5)
+    # the padded rows are the model's: a round trip keeps them
+    _, read, _ = read_pretrained(spec)
+    np.testing.assert_array_equal(read["bert/embeddings/word_embeddings"][99:],
+                                  weights["bert/embeddings/word_embeddings"][99:])
+    # a vocabulary longer than the table would look up rows it lacks: still refused, named
+    longer = tmp_path / "longer.txt"
+    longer.write_text(open(tiny_vocab_file, encoding="utf-8").read() + "".join(f"x{i}\n" for i in range(6)))
+    with pytest.raises(ValueError, match=r"longer\.txt: the vocabulary has 105 tokens, more than the model's 104"):
+        TextClassifier.from_pretrained(spec, labels=["a", "b"], seq_length=16, vocab_file=str(longer))
+
+
+def test_a_padded_minilm_embeds_as_transformers_does(minilm_dir, tmp_path):
+    """all-MiniLM-L6-v2 with its embedding table padded to 30528 rows (vocab.txt keeps 30522
+    lines): the same sentence embedding as transformers computes from the same directory."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    from safetensors.numpy import load_file, save_file
+
+    from bert_keras.tasks import Embedder
+
+    tensors = load_file(os.path.join(minilm_dir, "model.safetensors"))
+    name = next(k for k in tensors if k.endswith("word_embeddings.weight"))
+    extra = np.random.default_rng(0).normal(size=(6, tensors[name].shape[1])).astype(np.float32)
+    tensors[name] = np.concatenate([tensors[name], extra])
+    (tmp_path / "padded").mkdir()
+    save_file(tensors, tmp_path / "padded" / "model.safetensors", metadata={"format": "pt"})
+    config = json.load(open(os.path.join(minilm_dir, "config.json")))
+    (tmp_path / "padded" / "config.json").write_text(json.dumps(dict(config, vocab_size=30528)))
+    for file in ("vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copy(os.path.join(minilm_dir, file), tmp_path / "padded")
+    texts = ["A padded vocabulary is common.", "hello world"]
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "padded")
+    model = transformers.BertModel.from_pretrained(tmp_path / "padded").eval()
+    batch = tokenizer(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        hidden = model(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    expected = torch.nn.functional.normalize((hidden * mask).sum(1) / mask.sum(1), dim=-1).numpy()
+    embedder = Embedder.from_pretrained(f"hf:{tmp_path / 'padded'}", seq_length=32, pooling="mean", normalize=True)
+    np.testing.assert_allclose(np.asarray(embedder.predict(texts)), expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["hf", "keras", "tf1"])
+def test_a_write_killed_before_the_tokenizer_rules_leaves_no_model_that_looks_complete(
+        kind, tiny_config, tiny_vocab_file, tmp_path, monkeypatch):
+    """The vocabulary's rules (tokenizer_config.json) were written after the weights and the
+    vocabulary had been put in place: a kill in between left a model that looked complete, whose
+    cased vocabulary the next command read uncased. Now the rules are staged with the weights."""
+    from bert_keras.encoder import BertEncoder
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    spec = {"hf": f"hf:{tmp_path / 'out'}", "keras": str(tmp_path / "out" / "model.keras"),
+            "tf1": f"tf1:{tmp_path / 'out'}/"}[kind]
+    monkeypatch.setattr(loading, "write_tokenizer_settings", killed)
+    with pytest.raises(KeyboardInterrupt):
+        save_pretrained(BertEncoder(tiny_config), spec, vocab_file=tiny_vocab_file,
+                        tokenizer_settings={"lowercase": False})
+    left = sorted(os.listdir(tmp_path / "out")) if os.path.isdir(tmp_path / "out") else []
+    assert left == [], left
+    monkeypatch.undo()
+    save_pretrained(BertEncoder(tiny_config), spec, vocab_file=tiny_vocab_file, tokenizer_settings={"lowercase": False})
+    assert loading.find_tokenizer_settings(spec)["lowercase"] is False
+
+
+def test_a_tf1_checkpoint_interrupted_while_replacing_another_is_never_new_data_beside_an_old_index(
+        tiny_config, tiny_vocab_file, tmp_path, monkeypatch):
+    """write_tf1 renamed the new .data file, then bert_config.json, then the .index: a kill in
+    between left the old index over the new data (reading it: another model's tensors, or "Read
+    less bytes than requested"). The files are now committed together; an interrupted commit is
+    finished before the interrupt goes on."""
+    first, second = random_canonical(tiny_config, seed=1), random_canonical(tiny_config, seed=2)
+    tf1.write_tf1(tmp_path / "ckpt" / "bert_model.ckpt", tiny_config, first)
+    real_replace, calls = os.replace, []
+
+    def interrupted_once_at_the_index(source, destination):
+        if str(destination).endswith(".index") and not calls:
+            calls.append(destination)
+            raise KeyboardInterrupt
+        real_replace(source, destination)
+
+    monkeypatch.setattr(os, "replace", interrupted_once_at_the_index)
+    with pytest.raises(KeyboardInterrupt):
+        tf1.write_tf1(tmp_path / "ckpt" / "bert_model.ckpt", tiny_config, second)
+    monkeypatch.undo()
+    assert calls
+    _, read = tf1.read_tf1(tmp_path / "ckpt" / "bert_model.ckpt")
+    assert_same_weights(second, read)
+    assert not [name for name in os.listdir(tmp_path / "ckpt") if name.startswith(".")]
+
+
+def test_tokens_added_to_a_hf_tokenizer_are_the_vocabularys_last_ids(tiny_config, tiny_vocab_file, tmp_path,
+                                                                      monkeypatch):
+    """tokenizer.json's "added_tokens" (tokenizer.add_tokens: ids past the WordPiece vocabulary, with
+    embedding rows of their own) were ignored: "covid19" read as word pieces, and ids 99.. had no
+    token. They are now the vocabulary's last lines, at their ids, with a warning naming them."""
+    import dataclasses
+
+    from bert_keras.checkpoints import load_tokenizer
+
+    monkeypatch.setenv("BERT_KERAS_CACHE", str(tmp_path / "cache"))
+    config = dataclasses.replace(tiny_config, vocab_size=101)
+    model = tmp_path / "hf"
+    _write_raw_hf(model, config, _hf_tensors(config, random_canonical(config)))
+    tokens = open(tiny_vocab_file, encoding="utf-8").read().split()
+    added = [{"id": 0, "content": "[PAD]", "special": True}, {"id": 100, "content": "[ENT]", "special": True},
+             {"id": 99, "content": "covid19", "special": False}]
+    tokenizer_json = {
+        "version": "1.0", "added_tokens": added,
+        "normalizer": {"type": "BertNormalizer", "lowercase": True, "strip_accents": None},
+        "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                  "vocab": {token: i for i, token in enumerate(tokens)}}}
+    (model / "tokenizer.json").write_text(json.dumps(tokenizer_json))
+    with pytest.warns(UserWarning, match=r"2 added token\(s\) \['covid19', '\[ENT\]'\] are the vocabulary's ids 99..100"):
+        vocab = find_vocabulary(f"hf:{model}")
+    assert open(vocab).read().split() == tokens + ["covid19", "[ENT]"]
+    with pytest.warns(UserWarning):
+        assert load_tokenizer(f"hf:{model}").tokenize(["tok5 covid19"]).to_list() == [[10, 99]]
+
+    for bad, message in (([{"id": 5, "content": "covid19"}], r"'covid19' has id 5, which the WordPiece vocabulary "
+                                                              r"gives to 'tok0'"),
+                         ([{"id": 101, "content": "covid19"}], r"ids \[101\] do not continue")):
+        (model / "tokenizer.json").write_text(json.dumps(dict(tokenizer_json, added_tokens=bad)))
+        with pytest.raises(CheckpointFormatError, match=message):
+            find_vocabulary(f"hf:{model}")
+
+
+def test_a_word_added_to_a_transformers_tokenizer_gets_the_id_transformers_gives_it(tiny_vocab_file, tmp_path,
+                                                                                     monkeypatch):
+    transformers = pytest.importorskip("transformers")
+    from bert_keras.checkpoints.hf import vocabulary_from_tokenizer_json
+    from pipelines import BertTokenizer
+
+    monkeypatch.setenv("BERT_KERAS_CACHE", str(tmp_path / "cache"))
+    theirs = transformers.BertTokenizerFast(vocab_file=tiny_vocab_file)
+    theirs.add_tokens(["covid19", "newword"])
+    theirs.save_pretrained(tmp_path / "tok")
+    (tmp_path / "tok" / "vocab.txt").unlink(missing_ok=True)  # as transformers 5 saves it
+    with pytest.warns(UserWarning, match="added token"):
+        vocab = vocabulary_from_tokenizer_json(str(tmp_path / "tok"))
+    text = "tok5 covid19 tok7 newword"
+    assert BertTokenizer(vocab).tokenize([text]).to_list()[0] == theirs(text, add_special_tokens=False)["input_ids"]
+
+
+def test_a_fine_tuned_classifier_converts_to_a_transformers_sequence_classifier(tmp_path, capsys):
+    """`bert-keras convert FINETUNED_DIR hf:OUT` said "cannot tell the weight format of directory
+    ... (it holds ['labels.txt', 'model.keras', 'task.json', 'vocab.txt'])". It now writes the
+    encoder and the classifier as BertForSequenceClassification (id2label from labels.txt), with
+    the casing the model was trained with: transformers gives the fine-tuned model's logits."""
+    from tiny_finetuned import cased_classifier_directory
+
+    from bert_keras.finetuned_model import read_finetuned
+
+    model_dir, _ = cased_classifier_directory(tmp_path)
+    status = _convert([model_dir, f"hf:{tmp_path / 'hf'}"])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "head   the fine-tuned head as transformers.BertForSequenceClassification" in out
+    assert "transformers.AutoModelForSequenceClassification.from_pretrained(" in out
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["architectures"] == ["BertForSequenceClassification"]
+    assert config["id2label"] == {"0": "neg", "1": "pos"} and config["num_labels"] == 2
+    assert loading.find_tokenizer_settings(f"hf:{tmp_path / 'hf'}")["lowercase"] is False
+    record = read_finetuned(model_dir)
+    tensors = hf.load_hf_tensors(tmp_path / "hf")
+    np.testing.assert_array_equal(tensors["classifier.weight"], record.model.classifier.kernel.numpy().T)
+    # the encoder reads back exactly (its head is transformers', left out here)
+    with pytest.warns(UserWarning, match="classifier.weight"):
+        _, weights, _ = read_pretrained(f"hf:{tmp_path / 'hf'}", strict=False)
+    assert_same_weights(encoder_to_canonical(record.model.encoder), weights)
+
+    # tf1: holds an encoder: the head is refused by name, --no-strict writes the encoder alone
+    assert _convert([model_dir, f"tf1:{tmp_path / 'tf1'}/"]) != 0
+    assert "its classification head (classifier.bias, classifier.weight) has no place in a tf1 checkpoint" in \
+        capsys.readouterr().err
+    assert _convert(["--no-strict", model_dir, f"tf1:{tmp_path / 'tf1'}/"]) == 0
+    _, weights, _ = read_pretrained(f"tf1:{tmp_path / 'tf1'}")
+    assert_same_weights(encoder_to_canonical(record.model.encoder), weights)
+
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    theirs = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "hf").eval()
+    tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path / "hf")
+    texts = ["Good cat", "bad good cat"]
+    batch = tokenizer(texts, padding=True, return_tensors="pt")
+    assert batch["input_ids"][0].tolist() == [2, 6, 8, 3, 0]  # cased: "Good" is not "good"
+    with torch.no_grad():
+        expected = theirs(**batch).logits.numpy()
+    inputs = {"token_ids": batch["input_ids"].numpy().astype("int32"),
+              "segment_ids": batch["token_type_ids"].numpy().astype("int32"),
+              "padding_mask": batch["attention_mask"].numpy().astype("int32")}
+    np.testing.assert_allclose(np.asarray(record.model(inputs, training=False)), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["ner", "squad", "multiple_choice"])
+def test_a_fine_tuned_head_converts_to_its_transformers_class_with_the_same_outputs(kind, tiny_config,
+                                                                                     tiny_vocab_file, tmp_path):
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    from bert_keras.checkpoints.layout import assign_canonical
+    from bert_keras.encoder import BertEncoder
+    from bert_keras.finetuned_model import FinetunedModel, convert_finetuned, save_finetuned
+    from bert_keras.models import BertMultipleChoice, BertSpanQA, BertTokenClassifier
+
+    encoder = BertEncoder(tiny_config)
+    assign_canonical(encoder, random_canonical(tiny_config, seed=4))
+    head, labels, auto = {
+        "ner": (lambda: BertTokenClassifier(encoder, num_classes=3), ["O", "B-X", "I-X"], "TokenClassification"),
+        "squad": (lambda: BertSpanQA(encoder), None, "QuestionAnswering"),
+        "multiple_choice": (lambda: BertMultipleChoice(encoder, num_choices=2), None, "MultipleChoice")}[kind]
+    model = head()
+    for variable in model.weights:  # a head that is not all zeros
+        if variable.path.startswith(("token_classifier", "span_head", "choice_scorer")):
+            variable.assign(np.random.default_rng(1).normal(size=variable.shape).astype("float32"))
+    save_finetuned(str(tmp_path / "ft"), FinetunedModel(kind=kind, model=model, vocab_file=tiny_vocab_file,
+                                                        seq_length=16, labels=labels,
+                                                        settings={"max_query_length": 8} if kind == "squad" else {}))
+    convert_finetuned(str(tmp_path / "ft"), f"hf:{tmp_path / 'hf'}")
+    theirs = getattr(transformers, f"AutoModelFor{auto}").from_pretrained(tmp_path / "hf").eval()
+    if labels:
+        assert theirs.config.id2label == dict(enumerate(labels))
+    batch = random_batch(tiny_config, batch=4, seed=2)
+    shape = (2, 2, batch["token_ids"].shape[1]) if kind == "multiple_choice" else None
+    inputs = {key: (value.reshape(shape) if shape else value) for key, value in batch.items()}
+    ours = model(inputs, training=False)
+    with torch.no_grad():
+        out = theirs(input_ids=torch.tensor(inputs["token_ids"]).long(),
+                     token_type_ids=torch.tensor(inputs["segment_ids"]).long(),
+                     attention_mask=torch.tensor(inputs["padding_mask"]).long())
+    if kind == "squad":
+        mask = inputs["padding_mask"].astype(bool)  # our span head scores padding -inf
+        for name, value in (("start_logits", out.start_logits), ("end_logits", out.end_logits)):
+            np.testing.assert_allclose(np.asarray(ours[name])[mask], value.numpy()[mask], atol=1e-4)
+    elif kind == "ner":
+        mask = inputs["padding_mask"].astype(bool)
+        np.testing.assert_allclose(np.asarray(ours)[mask], out.logits.numpy()[mask], atol=1e-4)
+    else:
+        np.testing.assert_allclose(np.asarray(ours), out.logits.numpy(), atol=1e-4)
+
+
+def test_a_model_written_over_a_transformers_directory_leaves_none_of_its_weights_or_tokenizer_json(
+        tiny_config, tiny_vocab_file, tmp_path):
+    """Converting into a directory transformers had saved (--overwrite) kept its tokenizer.json
+    and pytorch_model.bin: transformers' AutoTokenizer then read the old model's vocabulary (from
+    tokenizer.json, before the new vocab.txt). The files the new ones supersede are removed with
+    the commit; files of the user's stay."""
+    target = tmp_path / "hf"
+    target.mkdir()
+    for name in ("tokenizer.json", "pytorch_model.bin", "README.md"):
+        (target / name).write_text("old")
+    (target / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"a": "shard-1.safetensors"}}))
+    (target / "shard-1.safetensors").write_text("old")
+    loading.write_pretrained(f"hf:{target}", tiny_config, random_canonical(tiny_config), vocab_file=tiny_vocab_file)
+    assert sorted(os.listdir(target)) == ["README.md", "config.json", "model.safetensors", "tokenizer_config.json",
+                                          "vocab.txt"]

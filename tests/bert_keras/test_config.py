@@ -1,8 +1,10 @@
 """BertConfig: named sizes, google/HF json dialects, round trip, validation."""
 
 import json
+import math
 import os
 
+import numpy as np
 import pytest
 
 from bert_keras.config import BertConfig, ConfigError
@@ -175,3 +177,50 @@ def test_validation(overrides, message):
 def test_google_cannot_express_exact_gelu():
     with pytest.raises(ConfigError, match="hidden_act"):
         BertConfig.named("tiny").to_google_dict()
+
+
+# transformers' ACT2FN formulas (transformers/activations.py), for the names read as a BERT activation
+_HF_ACTIVATION_FORMULAS = {
+    "gelu": lambda x: x * 0.5 * (1 + np.vectorize(math.erf)(x / math.sqrt(2))),
+    "gelu_python": lambda x: x * 0.5 * (1 + np.vectorize(math.erf)(x / math.sqrt(2))),
+    "gelu_new": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+    "gelu_pytorch_tanh": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+    "gelu_fast": lambda x: 0.5 * x * (1 + np.tanh(x * 0.7978845608 * (1 + 0.044715 * x * x))),
+    "gelu_accurate": lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
+    "relu": lambda x: np.maximum(x, 0),
+    "silu": lambda x: x / (1 + np.exp(-x)),
+    "swish": lambda x: x / (1 + np.exp(-x)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_HF_ACTIVATION_FORMULAS))
+def test_every_hf_activation_read_computes_what_transformers_computes(name):
+    """"gelu_python" (transformers' exact erf GELU written in Python) was refused ("is not
+    supported"), as was "gelu_accurate" (the tanh formula); each name read computes the same
+    function as transformers' ACT2FN[name]."""
+    from bert_keras.layers.activations import get_activation
+
+    x = np.linspace(-6, 6, 241).astype(np.float64)
+    ours = np.asarray(get_activation(BertConfig.from_hf_json(dict(HF_MINILM, hidden_act=name)).hidden_act)(
+        x.astype(np.float32)))
+    np.testing.assert_allclose(ours, _HF_ACTIVATION_FORMULAS[name](x), atol=2e-6)
+
+
+def test_every_hf_activation_read_matches_transformers_act2fn():
+    torch = pytest.importorskip("torch")
+    activations = pytest.importorskip("transformers.activations")
+    from bert_keras.layers.activations import get_activation
+
+    x = np.linspace(-6, 6, 241).astype(np.float32)
+    for name in _HF_ACTIVATION_FORMULAS:
+        ours = np.asarray(get_activation(BertConfig.from_hf_json(dict(HF_MINILM, hidden_act=name)).hidden_act)(x))
+        theirs = activations.ACT2FN[name](torch.from_numpy(x)).numpy()
+        np.testing.assert_allclose(ours, theirs, atol=2e-6, err_msg=name)
+
+
+def test_an_hf_activation_bert_keras_does_not_compute_is_named_with_the_supported_ones():
+    with pytest.raises(ConfigError) as error:
+        BertConfig.from_hf_json(dict(HF_MINILM, hidden_act="quick_gelu"))
+    message = str(error.value)
+    assert "'quick_gelu' (x * sigmoid(1.702 x) in transformers) is not supported" in message
+    assert "'gelu_python'" in message and "'gelu_new'" in message

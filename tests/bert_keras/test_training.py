@@ -535,7 +535,7 @@ def test_cli_pretrain_with_a_vocabulary_larger_than_the_model_is_refused(
     bigger.write_text(open(tiny_vocab_file, encoding="utf-8").read() + "".join(f"extra{i}\n" for i in range(5)))
     output = tmp_path / "run"
     assert main(pretrain_args(data, str(bigger), config_file, output, 2)) != 0
-    assert "bigger.txt holds 104 tokens, more than the model's 99 (vocab_size of its config)" in capsys.readouterr().err
+    assert "bigger.txt: the vocabulary has 104 tokens, more than the model's 99 (vocab_size of its config)" in capsys.readouterr().err
     assert not output.exists()
 
 
