@@ -50,8 +50,10 @@ def register(subparsers, summary):
     parser.add_argument("--query", metavar="TEXT", help="rank the texts by cosine similarity to this text")
     parser.add_argument("--top-k", type=int, default=5, help="results shown for --query (default 5)")
     parser.add_argument("--json", action="store_true",
-                        help="print JSON: the vectors and their cosine similarities (with --query, "
-                             "its ranking too: \"query\", \"top\")")
+                        help="print one JSON object: \"embeddings\", one {\"text\", \"embedding\"} per text "
+                             "in input order; for 2 to 10 texts \"similarities\", each pair once ({\"a\", "
+                             "\"b\", \"text_a\", \"text_b\", \"score\"}); with --query its ranking: "
+                             "\"query\", \"top\" ({\"index\", \"text\", \"score\"})")
     parser.set_defaults(func=run)
 
 
