@@ -292,8 +292,18 @@ def test_rest_status_urls_answer_tf_serving_json(server):
         assert rest(server, "GET", path) == (200, expected), path
     status, body = rest(server, "GET", "/v1/models/tiny/versions/1/metadata")
     assert status == 200 and body["model_spec"] == {"name": "tiny", "signature_name": "", "version": "1"}
-    text = body["metadata"]["signature_def"]["signature_def"]["serving_default"]["inputs"]["text"]
+    signatures = body["metadata"]["signature_def"]["signature_def"]
+    text = signatures["serving_default"]["inputs"]["text"]
     assert text["dtype"] == "DT_STRING"
+    # Every field, defaults too, as TF Serving prints them (always_print_fields_with_no_presence):
+    # "__saved_model_init_op" had no "method_name", so a client's signature["method_name"] failed.
+    assert text["tensor_shape"] == {"dim": [{"size": "-1", "name": ""}], "unknown_rank": False}
+    for name, signature in signatures.items():
+        assert {"inputs", "outputs", "method_name", "defaults"} <= set(signature), name
+    if "__saved_model_init_op" in signatures:
+        init = signatures["__saved_model_init_op"]
+        assert init["method_name"] == "" and init["inputs"] == {} and init["defaults"] == {}
+        assert init["outputs"]["__saved_model_init_op"]["dtype"] == "DT_INVALID"
     assert rest(server, "GET", "/healthz")[0] == 200
     assert rest(server, "GET", "/readyz") == (200, {"status": "ready"})
 
