@@ -86,7 +86,8 @@ def run(args):
                             batch_size=args.batch_size, verbose=progress)
     if args.output:
         result.save(args.output)
-        print(f"wrote {result.description} to {args.output}")
+        # With --json, stdout is the JSON alone (a pipe into jq or json.loads); the note goes to stderr.
+        print(f"wrote {result.description} to {args.output}", file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json_output.dumps({"model": args.init, **result.to_json()}))
         return 0

