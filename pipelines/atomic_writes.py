@@ -395,7 +395,21 @@ def staging_owner_is_gone(name):
     entries of other hosts are never "gone": nothing can tell, so they are left alone.
     """
     match = _OWNED_NAME.search(name)
-    if not name.startswith(".") or not match or match.group(3) != _host_id():
+    return name.startswith(".") and bool(match) and owner_is_gone(
+        f"o{match.group(1)}.{match.group(2)}.{match.group(3)}")
+
+
+def owner_is_gone(tag):
+    """True when `tag` (an `owner_tag`) names a process of this host that no longer runs.
+
+    Another host's tag, or text that is no tag, is never "gone": nothing here can tell, so
+    what it names is left alone.
+
+    >>> owner_is_gone(owner_tag()), owner_is_gone("o1.2.zz"), owner_is_gone("1234")
+    (False, False, False)
+    """
+    match = re.fullmatch(r"o(\d+)\.(\d+)\.([0-9a-f]{8})", tag)
+    if not match or match.group(3) != _host_id():
         return False
     return not _runs_here(int(match.group(1)), int(match.group(2)))
 

@@ -228,11 +228,18 @@ def json_ready(value):
     return value
 
 
-def answer_rows(inputs, outputs):
-    """Per row of a request, its `(inputs, outputs)`, JSON-ready (what `bert-keras query --json` prints)."""
+def answer_rows(inputs, outputs, **context):
+    """Per row of a request, its `(inputs, outputs)`, JSON-ready (what `bert-keras query --json` prints).
+
+    `context`: `answer_context`'s keywords; the family's `answer_json` applies them (a classifier's
+    probabilities come as `{class name: p}`, as `bert-keras predict --json` writes them). Outputs
+    in name order (a gRPC answer's come in no fixed order)."""
+    hook = getattr(_family_answering(set(outputs)), "answer_json", None)
     for i in range(len(next(iter(inputs.values())))):
+        answer = {name: json_ready(outputs[name][i] if np.ndim(outputs[name]) else outputs[name])
+                  for name in sorted(outputs)}
         yield ({name: json_ready(rows[i]) for name, rows in inputs.items()},
-               {name: json_ready(value[i] if np.ndim(value) else value) for name, value in outputs.items()})
+               hook(answer, **context) if hook is not None else answer)
 
 
 def answer_context(client, signature_name=None):

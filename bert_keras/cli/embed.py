@@ -50,8 +50,10 @@ def register(subparsers, summary):
     parser.add_argument("--query", metavar="TEXT", help="rank the texts by cosine similarity to this text")
     parser.add_argument("--top-k", type=int, default=5, help="results shown for --query (default 5)")
     parser.add_argument("--json", action="store_true",
-                        help="print JSON: the vectors and their cosine similarities (with --query, "
-                             "its ranking too: \"query\", \"top\")")
+                        help="print one JSON object: \"embeddings\", one {\"text\", \"embedding\"} per text "
+                             "in input order; for 2 to 10 texts \"similarities\", each pair once ({\"a\", "
+                             "\"b\", \"text_a\", \"text_b\", \"score\"}); with --query its ranking: "
+                             "\"query\", \"top\" ({\"index\", \"text\", \"score\"})")
     parser.set_defaults(func=run)
 
 
@@ -84,7 +86,8 @@ def run(args):
                             batch_size=args.batch_size, verbose=progress)
     if args.output:
         result.save(args.output)
-        print(f"wrote {result.description} to {args.output}")
+        # With --json, stdout is the JSON alone (a pipe into jq or json.loads); the note goes to stderr.
+        print(f"wrote {result.description} to {args.output}", file=sys.stderr if args.json else sys.stdout)
     if args.json:
         print(json_output.dumps({"model": args.init, **result.to_json()}))
         return 0

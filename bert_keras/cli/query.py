@@ -31,7 +31,9 @@ def register(subparsers, summary):
     parser.add_argument("texts", nargs="*", metavar="TEXT",
                         help="texts (a sentence pair as 'A ||| B', or use --text-b)")
     add_input_arguments(parser)
-    parser.add_argument("--json", action="store_true", help="print one JSON object per input")
+    parser.add_argument("--json", action="store_true",
+                        help='print one JSON object per input: {"input", "outputs"} (a classifier\'s '
+                             'probabilities by class name, as predict --json writes them)')
     parser.set_defaults(func=run)
 
 
@@ -46,8 +48,8 @@ def run(args):
             outputs = client.predict(inputs, signature_name=args.signature)
         except ServingClientError as error:
             raise CommandError(f"{error.code}: {error.message}") from None
-        context = {} if args.json else answer_context(client, args.signature)  # the class names
-    for i, (shown, answer) in enumerate(answer_rows(inputs, outputs)):
+        context = answer_context(client, args.signature)  # the class names
+    for i, (shown, answer) in enumerate(answer_rows(inputs, outputs, **context)):
         if args.json:
             print(json_output.dumps({"input": shown, "outputs": answer}, ensure_ascii=False))
             continue

@@ -352,6 +352,10 @@ def write_embeddings(path, texts, vectors):
             f.write((json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8"))
 
 
+# Texts whose pairwise similarities `Embeddings` shows (every pair: their number grows as the square).
+SIMILARITY_TEXTS = 10
+
+
 @dataclasses.dataclass(frozen=True)
 class Embeddings:
     """Texts and their vectors (`Embedder.embed`), and their ranking against a query when one was given.
@@ -391,32 +395,58 @@ class Embeddings:
         write_embeddings(path, self.texts, self.vectors)
 
     def to_json(self):
-        """`{"pooling", "vectors", "cosine_similarity"}` (every pair of texts), and with a query its
-        ranking: `"query"` and `"top"`, `[{"index", "text", "score"}]` best first."""
-        from bert_keras.models.embedder import cosine_similarity
+        """What `bert-keras embed --json` prints: `{"pooling", "normalized", "dimensions",
+        "embeddings"}`, the embeddings one `{"text", "embedding"}` per text in input order (a
+        `.jsonl` file's lines); for 2 to `SIMILARITY_TEXTS` texts, as `summary_lines` shows them,
+        `"similarities"`: each pair once, `{"a", "b", "text_a", "text_b", "score"}` (`a` < `b`,
+        row numbers; the cosine similarity); with a query, its ranking: `"query"` and `"top"`,
+        `[{"index", "text", "score"}]` best first.
 
-        record = {"pooling": self.pooling, "vectors": self.vectors,
-                  "cosine_similarity": cosine_similarity(self.vectors, self.vectors)}
+        >>> record = Embeddings(["a cat", "a dog"], np.array([[1.0, 0.0], [0.6, 0.8]], np.float32),
+        ...                     "mean", True).to_json()
+        >>> record["embeddings"][1]["text"], record["dimensions"]
+        ('a dog', 2)
+        >>> [(pair["a"], pair["b"], round(pair["score"], 3)) for pair in record["similarities"]]
+        [(0, 1, 0.6)]
+        """
+        record = {"pooling": self.pooling, "normalized": bool(self.normalize),
+                  "dimensions": int(self.vectors.shape[1]),
+                  "embeddings": [{"text": text, "embedding": vector}
+                                 for text, vector in zip(self.texts, self.vectors.tolist())]}
+        similarities = self._similarities()
+        if similarities is not None:
+            record["similarities"] = [
+                {"a": a, "b": b, "text_a": self.texts[a], "text_b": self.texts[b], "score": float(similarities[a, b])}
+                for a in range(len(self.texts)) for b in range(a + 1, len(self.texts))]
         if self.query is not None:
             record["query"] = self.query
             record["top"] = [{"index": int(index), "text": self.texts[index], "score": float(score)}
                              for index, score in zip(self.indices, self.scores)]
         return record
 
+    def _similarities(self):
+        """The `[N, N]` cosine similarities of 2 to `SIMILARITY_TEXTS` texts, else None (a file of
+        many texts: the matrix would grow as their square)."""
+        if not 1 < len(self.texts) <= SIMILARITY_TEXTS:
+            return None
+        from bert_keras.models.embedder import cosine_similarity
+
+        return cosine_similarity(self.vectors, self.vectors)
+
     def summary_lines(self):
-        """The ranking (with a query), else each vector's first values and, for 2..10 texts, their similarities."""
+        """The ranking (with a query), else each vector's first values and, for 2 to
+        `SIMILARITY_TEXTS` texts, their similarities."""
         if self.query is not None:
             return [f"\ntop {len(self.indices)} of {len(self.texts)} for {self.query!r} (cosine similarity):"] + [
                 f"  {rank}. {score:.4f}  [{index}] {self.texts[index][:100]}"
                 for rank, (index, score) in enumerate(zip(self.indices, self.scores), start=1)]
         lines = [f"{text[:60]!r}: [{', '.join(f'{v:+.4f}' for v in vector[:6])}, ...] ({vector.shape[0]} dims)"
                  for text, vector in zip(self.texts, self.vectors)]
-        if 1 < len(self.texts) <= 10:
-            from bert_keras.models.embedder import cosine_similarity
-
+        similarities = self._similarities()
+        if similarities is not None:
             lines.append("\ncosine similarity:")
             lines += [f"  {' '.join(f'{s:6.3f}' for s in row)}   {text[:50]!r}"
-                      for row, text in zip(cosine_similarity(self.vectors, self.vectors), self.texts)]
+                      for row, text in zip(similarities, self.texts)]
         return lines
 
     def next_step(self, spec, vocab_file=None):

@@ -11,12 +11,13 @@ bytes for it.
 import concurrent.futures
 import dataclasses
 import functools
+import glob
 import os
 
 import numpy as np
 import tensorflow as tf
 
-from pipelines.atomic_writes import atomic_tfrecord_writer
+from pipelines.atomic_writes import atomic_tfrecord_writer, owner_is_gone, owner_tag, process_is_running
 from pipelines.masking import MaskedLmMasker
 from pipelines.pretraining import seeding
 from pipelines.pretraining.instances import TokenizedCorpus, create_instances_from_document
@@ -51,8 +52,10 @@ class ShardJob:
 
     @property
     def temporary_path(self) -> str:
-        """Where this process writes the shard before renaming it into place."""
-        return f"{self.path}.tmp-{os.getpid()}"
+        """Where this process writes the shard before renaming it into place: `PATH.tmp-<owner>`,
+        the process's `owner_tag` (pid, start time, host), so two runs writing the same prefix at
+        once (on one machine or on two sharing the directory) never write or remove each other's."""
+        return f"{self.path}.tmp-{owner_tag()}"
 
 
 def write_shard(job: ShardJob, tokens: TokenizedCorpus) -> int:
@@ -100,10 +103,33 @@ def write_shard(job: ShardJob, tokens: TokenizedCorpus) -> int:
                 upcoming = executor.submit(pad_and_mask, batch_number + 1)
             for record in encode_examples(columns):
                 writer.write(record)
-    # Leftovers of killed runs for this shard are garbage now.
-    for stale in tf.io.gfile.glob(f"{job.path}.tmp-*"):
-        tf.io.gfile.remove(stale)
+    # Leftovers of killed runs for this shard are garbage now; a live run's file is its own.
+    remove_dead_writers_files([job.path])
     return len(rows)
+
+
+def remove_dead_writers_files(paths):
+    """Removes the temporary files of shards `paths` (`PATH.tmp-<owner>`, `ShardJob.temporary_path`)
+    whose writer no longer runs on this host; returns them.
+
+    A live writer's file (another run writing the same prefix now), another host's, and any
+    name that records no owner (`.tmp-beam-...`) stay. Names of older versions (`PATH.tmp-<pid>`)
+    are judged by their pid.
+    """
+    removed = []
+    for path in paths:
+        remote = "://" in path
+        pattern = f"{path}.tmp-*" if remote else glob.escape(path) + ".tmp-*"
+        for leftover in (tf.io.gfile.glob(pattern) if remote else glob.glob(pattern)):
+            owner = leftover.rsplit(".tmp-", 1)[1]
+            legacy = owner.isascii() and owner.isdigit()
+            if (not process_is_running(int(owner))) if legacy else owner_is_gone(owner):
+                try:
+                    tf.io.gfile.remove(leftover) if remote else os.remove(leftover)
+                except (OSError, tf.errors.NotFoundError):
+                    continue  # removed meanwhile (by its run, or another one cleaning up)
+                removed.append(leftover)
+    return removed
 
 
 class NspBuckets:

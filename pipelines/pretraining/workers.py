@@ -27,7 +27,6 @@ flag nobody reads again, so `Pool.terminate` waits for that worker forever.
 
 import atexit
 import dataclasses
-import glob
 import multiprocessing
 import os
 import shutil
@@ -39,9 +38,9 @@ import time
 
 import numpy as np
 
-from pipelines.atomic_writes import process_is_running
+from pipelines.atomic_writes import owner_is_gone, owner_tag, process_is_running
 from pipelines.pretraining.instances import TokenizedCorpus
-from pipelines.pretraining.shard_writer import write_shard
+from pipelines.pretraining.shard_writer import remove_dead_writers_files, write_shard
 
 # How often a worker checks that its parent is alive (seconds).
 PARENT_POLL_SECONDS = 0.2
@@ -110,20 +109,9 @@ class ShardWorkers:
             self.terminate()
 
 
-def remove_dead_writers_files(paths):
-    """Removes `{path}.tmp-PID` files (the shard writer's temporary names) whose process is gone."""
-    for path in paths:
-        for leftover in glob.glob(glob.escape(path) + ".tmp-*"):
-            pid = leftover.rsplit(".tmp-", 1)[1]
-            if pid.isascii() and pid.isdigit() and not process_is_running(int(pid)):
-                try:
-                    os.remove(leftover)
-                except OSError:
-                    pass
-
-
 def make_scratch_directory(near: str) -> str:
-    """A fresh directory `{near}.tokens-tmp-PID-N` (local `near`), else one in the temp directory.
+    """A fresh directory `{near}.tokens-tmp-<owner>-N` (local `near`; `owner_tag`: pid, start time,
+    host), else one in the temp directory.
 
     Scratch directories of processes that no longer run are removed first.
     """
@@ -132,14 +120,15 @@ def make_scratch_directory(near: str) -> str:
         atexit.register(shutil.rmtree, directory, True)
         return directory
     remove_stale_scratch(near)
-    directory = tempfile.mkdtemp(prefix=f"{os.path.basename(near)}{_SCRATCH_INFIX}{os.getpid()}-",
+    directory = tempfile.mkdtemp(prefix=f"{os.path.basename(near)}{_SCRATCH_INFIX}{owner_tag()}-",
                                  dir=os.path.dirname(near) or ".")
     atexit.register(shutil.rmtree, directory, True)  # also on exits that skip the caller's `finally`
     return directory
 
 
 def remove_stale_scratch(near: str):
-    """Removes `{near}.tokens-tmp-PID-*` directories whose process is gone (killed runs)."""
+    """Removes `{near}.tokens-tmp-<owner>-*` directories whose process is gone (killed runs); a live
+    run's, and another host's, stay (`owner_is_gone`; `PID` names of older versions by their pid)."""
     directory = os.path.dirname(near) or "."
     stem = os.path.basename(near) + _SCRATCH_INFIX
     try:
@@ -149,8 +138,9 @@ def remove_stale_scratch(near: str):
     for name in names:
         if not name.startswith(stem):
             continue
-        pid = name[len(stem):].split("-")[0]
-        if pid.isascii() and pid.isdigit() and not process_is_running(int(pid)):
+        owner = name[len(stem):].split("-")[0]
+        legacy = owner.isascii() and owner.isdigit()
+        if (not process_is_running(int(owner))) if legacy else owner_is_gone(owner):
             shutil.rmtree(os.path.join(directory, name), ignore_errors=True)
 
 

@@ -15,7 +15,9 @@ module in `serving/signatures/`, each with:
 - `answer_lines(outputs, i, **context)`: row `i` of an answer as lines for a terminal;
 - optionally `answer_context(client, signature_name, signature)`: what its answers need from
   the server besides the outputs, as `answer_lines` keywords (a classifier's `class_names`, the
-  label of each probability column).
+  label of each probability column);
+- optionally `answer_json(answer, **context)`: a row's JSON-ready answer as `bert-keras query
+  --json` prints it (a classifier's probabilities named by their class, as `predict --json` does).
 
 `serving.text_requests` picks the module by the signature's names, so a client needs no family
 knowledge of its own.

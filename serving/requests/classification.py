@@ -63,6 +63,16 @@ def answer_context(client, signature_name, signature):
     return {"class_names": [text_of(label) for label, _ in classes]}
 
 
+def answer_json(answer, class_names=None):
+    """A row's JSON answer (`answer_rows`) with its probabilities named by `class_names` (`answer_context`),
+    `{"neg": 0.12, "pos": 0.88}` as `bert-keras predict --json` writes them; numbered (a list) when
+    no names are known."""
+    probabilities = answer.get("probabilities")
+    if class_names is None or not isinstance(probabilities, list) or len(probabilities) != len(class_names):
+        return answer
+    return {**answer, "probabilities": dict(zip(class_names, probabilities))}
+
+
 def answer_lines(outputs, i, class_names=None):
     """Row `i`'s label and its probabilities (named by `class_names`, `answer_context`), or its score."""
     if "probabilities" not in outputs:

@@ -17,6 +17,18 @@ def request_inputs(texts, **_):
     return text_request(texts)
 
 
+def answer_json(answer, **_):
+    """A row's JSON answer (`answer_rows`) with its entity outputs cut to its `num_entities`: a
+    batch's rows are padded to the most entities of any row ("" and -1), which are no entities of
+    this text."""
+    count = answer.get("num_entities")
+    if not isinstance(count, int):
+        return answer
+    per_entity = set().union(*OUTPUTS)
+    return {name: value[:count] if name in per_entity and isinstance(value, list) else value
+            for name, value in answer.items()}
+
+
 def answer_lines(outputs, i, **_):
     def get(name):
         return outputs[name][i]

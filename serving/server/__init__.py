@@ -1,6 +1,6 @@
 """The embedded model server that speaks TF Serving's API (`bert-keras serve`).
 
-The array-only core `InferenceEngine` (Predict / Classify / Regress / metadata / status on
+The array-only core `InferenceEngine` (Predict / Classify / Regress / MultiInference / metadata / status on
 numpy arrays), with version policies, load retries and hot swap (`model_registry`,
 `version_files`), server-side batching (`batching`), request checks and limits
 (`request_validation`), warmup replay (`warmup`), signatures (`signatures`), models.config

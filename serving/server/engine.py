@@ -463,6 +463,26 @@ class InferenceEngine:
                                                  signature_name, serialized)
         return resolved, name, regression_values(outputs, len(serialized), name)
 
+    def multi_inference_examples(self, model_name: str, *, version=None, version_label=None, tasks,
+                                 serialized: Sequence[bytes]):
+        """Several classify / regress signatures of one model version on the same serialized tf.Examples
+        (TF Serving's MultiInference: the version is resolved once, for every task).
+
+        Args:
+            tasks: `[(signature name, method)]`, method `CLASSIFY_METHOD` or `REGRESS_METHOD`.
+
+        Returns:
+            (resolved version, [(signature name, method, rows)]): rows as `classify_examples` /
+            `regress_examples` give them.
+        """
+        with self.servable(model_name, version, version_label) as servable:
+            results = []
+            for signature_name, method in tasks:
+                name, outputs = self.run_examples(servable, method, signature_name, serialized)
+                convert = classification_rows if method == CLASSIFY_METHOD else regression_values
+                results.append((name, method, convert(outputs, len(serialized), name)))
+            return servable.version, results
+
     # ------------------------------------------------------------------ metadata / status
 
     def metadata(self, model_name: str, version: int | None = None, version_label: str | None = None):

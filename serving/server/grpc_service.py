@@ -29,6 +29,7 @@ from tensorflow_serving.apis import (
     classification_pb2,
     get_model_metadata_pb2,
     get_model_status_pb2,
+    inference_pb2,
     model_service_pb2_grpc,
     predict_pb2,
     prediction_service_pb2_grpc,
@@ -127,6 +128,50 @@ class GrpcApi:
             response.result.regressions.add().value = value
         return response
 
+    def multi_inference(self, request):
+        """MultiInferenceRequest -> MultiInferenceResponse: classify / regress tasks of one model on
+        the same tf.Examples, checked as TF Serving checks them (one model name, no signature twice,
+        an empty signature name is serving_default; a method other than classify / regress is
+        UNIMPLEMENTED). The first task's ModelSpec picks the version every task runs."""
+        from serving.server.signatures import CLASSIFY_METHOD, REGRESS_METHOD
+
+        if not request.tasks:
+            raise ServingError("INVALID_ARGUMENT", "MultiInferenceRequest has no tasks")
+        tasks, seen = [], set()
+        for task in request.tasks:
+            if not task.model_spec.name:
+                raise ServingError("INVALID_ARGUMENT", "Found ModelSpec with an empty model name.")
+            if task.model_spec.name != request.tasks[0].model_spec.name:
+                raise ServingError("INVALID_ARGUMENT",
+                                   "All ModelSpecs in a MultiInferenceRequest must access the same model name.")
+            signature_name = task.model_spec.signature_name or "serving_default"
+            if signature_name in seen:
+                raise ServingError("INVALID_ARGUMENT", f"Duplicate evaluation of signature: {signature_name}")
+            seen.add(signature_name)
+            if task.method_name not in (CLASSIFY_METHOD, REGRESS_METHOD):
+                raise ServingError("UNIMPLEMENTED", f"Unsupported signature method_name: {task.method_name[:200]}")
+            tasks.append((signature_name, task.method_name))
+        first = request.tasks[0]
+        name, version, label = _spec(first)
+        serialized = serialized_examples_from_input(request.input, self.engine.limits)
+        resolved, results = self.engine.multi_inference_examples(
+            name, version=version, version_label=label, tasks=tasks, serialized=serialized)
+        response = inference_pb2.MultiInferenceResponse()
+        for task, (signature_name, method, rows) in zip(request.tasks, results):
+            result = response.results.add()
+            _fill_spec(result.model_spec, name, resolved, task.model_spec.signature_name)
+            if method == CLASSIFY_METHOD:
+                for row in rows:
+                    classifications = result.classification_result.classifications.add()
+                    for class_label, score in row:
+                        item = classifications.classes.add()
+                        item.label = class_label
+                        item.score = score
+            else:
+                for value in rows:
+                    result.regression_result.regressions.add().value = value
+        return response
+
     def get_model_metadata(self, request):
         """GetModelMetadataRequest -> GetModelMetadataResponse with metadata["signature_def"] (a
         SignatureDefMap in an Any, type_url type.googleapis.com/tensorflow.serving.SignatureDefMap)."""
@@ -210,11 +255,11 @@ def _call(context, method, request, what, metrics=None):
 
 
 class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
-    """`tensorflow.serving.PredictionService`: Predict, Classify, Regress, GetModelMetadata.
+    """`tensorflow.serving.PredictionService`: Predict, Classify, Regress, MultiInference, GetModelMetadata.
 
     Args:
         engine: an `InferenceEngine`, or any object with the `GrpcApi` methods predict / classify /
-            regress / get_model_metadata (proto in, proto out, `ServingError` on failure).
+            regress / multi_inference / get_model_metadata (proto in, proto out, `ServingError` on failure).
         metrics: optional object with `record(transport, method, code, seconds)`.
     """
 
@@ -235,8 +280,7 @@ class PredictionServicer(prediction_service_pb2_grpc.PredictionServiceServicer):
         return _call(context, self.engine.get_model_metadata, request, "GetModelMetadata", self.metrics)
 
     def MultiInference(self, request, context):  # noqa: N802
-        context.abort(grpc.StatusCode.UNIMPLEMENTED,
-                      "MultiInference is not supported by this server: send Classify/Regress requests")
+        return _call(context, self.engine.multi_inference, request, "MultiInference", self.metrics)
 
 
 class ModelServicer(model_service_pb2_grpc.ModelServiceServicer):

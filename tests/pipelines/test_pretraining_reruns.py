@@ -321,6 +321,35 @@ def test_terminate_removes_temporary_files_of_dead_workers_only(tmp_path):
     assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(n) for n in (live, beam, path))
 
 
+def test_a_run_never_removes_the_temporary_file_of_another_live_run_on_the_same_prefix(vocab_file, tmp_path):
+    # Two runs writing one prefix at once: the first to finish a shard removed every
+    # `PATH.tmp-*`, the other (live) run's half-written file too, which then failed at its rename.
+    from pipelines.atomic_writes import owner_tag
+    from pipelines.pretraining.shard_writer import ShardJob
+
+    prefix = str(tmp_path / "out")
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    try:
+        first = f"{prefix}-00000-of-00002.tfrecord"
+        live = f"{first}.tmp-{owner_tag(other.pid)}"  # the other run is writing shard 0 now
+        left = f"{first}.tmp-{owner_tag(dead.pid)}"  # a killed run's leftover
+        for name in (live, left):
+            with open(name, "wb") as f:
+                f.write(b"half a shard")
+        summary = write(SAMPLE, vocab_file, prefix)
+        assert len(summary["written"]) == 2 and summary["complete"]
+        assert os.path.exists(live) and open(live, "rb").read() == b"half a shard"
+        assert not os.path.exists(left)
+        # Each process writes a name of its own: pid, start time and host.
+        job = ShardJob(0, first, None, 0, 0, 0, 0, 0, ())
+        assert job.temporary_path == f"{first}.tmp-{owner_tag()}" != live
+    finally:
+        other.kill()
+        other.wait()
+
+
 def test_shard_files_no_run_recorded_are_neither_skipped_nor_replaced(vocab_file, tmp_path):
     prefix = str(tmp_path / "user" / "pt")
     os.makedirs(os.path.dirname(prefix))

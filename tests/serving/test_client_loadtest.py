@@ -215,7 +215,10 @@ def test_query_cli_prints_the_answer(server, capsys):
     (line,) = capsys.readouterr().out.strip().splitlines()
     answer = json.loads(line)
     assert answer["input"] == {"text": "hello"} and answer["outputs"]["label"] == "pos"
-    np.testing.assert_allclose(answer["outputs"]["probabilities"], p, rtol=1e-5)
+    # Named by class as predict --json writes them ({"neg": ..., "pos": ...}); --json printed a bare list.
+    assert list(answer["outputs"]["probabilities"]) == ["neg", "pos"]
+    np.testing.assert_allclose(list(answer["outputs"]["probabilities"].values()), p, rtol=1e-5)
+    assert list(answer["outputs"]) == sorted(answer["outputs"])  # outputs in name order, whatever the protocol
 
     # Errors are one readable line, exit status 2.
     assert main(["query", "--address", server.grpc_address, "--model", "nope", "hello"]) == 2

@@ -141,6 +141,53 @@ def test_grpc_classify_regress_metadata_status(stubs):
     assert (status.version, status.state) == (1, get_model_status_pb2.ModelVersionStatus.AVAILABLE)
 
 
+def test_grpc_multi_inference_runs_classify_and_regress_on_the_same_examples(stubs):
+    """PredictionService/MultiInference answered UNIMPLEMENTED; it now runs each task as TF Serving
+    does (one model version for all, results in task order) and refuses what TF Serving refuses."""
+    from tensorflow.core.example import example_pb2
+    from tensorflow_serving.apis import inference_pb2
+
+    prediction, _ = stubs
+
+    def request(*tasks):
+        built = inference_pb2.MultiInferenceRequest()
+        for model, signature, method in tasks:
+            task = built.tasks.add()
+            task.model_spec.name, task.model_spec.signature_name = model, signature
+            task.method_name = f"tensorflow/serving/{method}"
+        for text in (b"hello", b"hi"):
+            example = example_pb2.Example()
+            example.features.feature["text"].bytes_list.value.append(text)
+            built.input.example_list.examples.append(example)
+        return built
+
+    response = prediction.MultiInference(request(("tiny", "classification", "classify"),
+                                                 ("tiny", "regression", "regress")), timeout=30)
+    classified, regressed = response.results
+    assert (classified.model_spec.signature_name, classified.model_spec.version.value) == ("classification", 1)
+    assert [[c.label for c in row.classes] for row in classified.classification_result.classifications] == [
+        ["neg", "pos"], ["neg", "pos"]]
+    np.testing.assert_allclose([c.score for c in classified.classification_result.classifications[0].classes],
+                               expected_probabilities(["hello"], 1)[0], rtol=1e-5)
+    assert [r.value for r in regressed.regression_result.regressions] == pytest.approx([6.0, 3.0])  # chars + v1
+    assert regressed.model_spec.signature_name == "regression"
+
+    refused = [
+        (request(("tiny", "classification", "classify"), ("other", "regression", "regress")),
+         "INVALID_ARGUMENT", "must access the same model name"),
+        (request(("tiny", "classification", "classify"), ("tiny", "classification", "classify")),
+         "INVALID_ARGUMENT", "Duplicate evaluation of signature: classification"),
+        (request(("tiny", "serving_default", "predict")), "UNIMPLEMENTED", "Unsupported signature method_name"),
+        (request(("", "classification", "classify")), "INVALID_ARGUMENT", "empty model name"),
+        (request(("nope", "classification", "classify")), "NOT_FOUND", "nope"),
+        (request(("tiny", "regression", "classify")), "INVALID_ARGUMENT", "method_name"),
+    ]
+    for built, code, words in refused:
+        with pytest.raises(grpc.RpcError) as raised:
+            prediction.MultiInference(built, timeout=30)
+        assert (raised.value.code().name, words in raised.value.details()) == (code, True), raised.value.details()
+
+
 def _tf_int(*values):
     return np.array(values, dtype=np.int32)
 
@@ -243,7 +290,7 @@ def test_grpc_health_and_unimplemented_methods(server, stubs):
     prediction, _ = stubs
     with pytest.raises(grpc.RpcError) as raised:
         prediction.MultiInference(inference_pb2.MultiInferenceRequest(), timeout=10)
-    assert raised.value.code() == grpc.StatusCode.UNIMPLEMENTED
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "no tasks" in raised.value.details()
     with pytest.raises(grpc.RpcError) as raised:
         model_service_pb2_grpc.ModelServiceStub(channel).HandleReloadConfigRequest(
             model_management_pb2.ReloadConfigRequest(), timeout=10)
@@ -292,8 +339,18 @@ def test_rest_status_urls_answer_tf_serving_json(server):
         assert rest(server, "GET", path) == (200, expected), path
     status, body = rest(server, "GET", "/v1/models/tiny/versions/1/metadata")
     assert status == 200 and body["model_spec"] == {"name": "tiny", "signature_name": "", "version": "1"}
-    text = body["metadata"]["signature_def"]["signature_def"]["serving_default"]["inputs"]["text"]
+    signatures = body["metadata"]["signature_def"]["signature_def"]
+    text = signatures["serving_default"]["inputs"]["text"]
     assert text["dtype"] == "DT_STRING"
+    # Every field, defaults too, as TF Serving prints them (always_print_fields_with_no_presence):
+    # "__saved_model_init_op" had no "method_name", so a client's signature["method_name"] failed.
+    assert text["tensor_shape"] == {"dim": [{"size": "-1", "name": ""}], "unknown_rank": False}
+    for name, signature in signatures.items():
+        assert {"inputs", "outputs", "method_name", "defaults"} <= set(signature), name
+    if "__saved_model_init_op" in signatures:
+        init = signatures["__saved_model_init_op"]
+        assert init["method_name"] == "" and init["inputs"] == {} and init["defaults"] == {}
+        assert init["outputs"]["__saved_model_init_op"]["dtype"] == "DT_INVALID"
     assert rest(server, "GET", "/healthz")[0] == 200
     assert rest(server, "GET", "/readyz") == (200, {"status": "ready"})
 

@@ -75,3 +75,29 @@ def test_a_client_builds_requests_and_reads_answers_without_tensorflow():
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["['  choice: ending 1  (p=0.750)', '  probabilities: [0] 0.250  [1] 0.750']",
                                           "[]"]
+
+
+def test_json_answers_hold_a_rows_own_entities_and_named_probabilities():
+    """query --json: a tagger's row of a batch was padded to the batch's most entities
+    ("entity_text": ["a", "", "", ...], "start_char": [0, -1, -1, ...]); it now holds its own
+    `num_entities`. A classifier's probabilities are named by class when the names are known."""
+    import numpy as np
+
+    from serving.text_requests import answer_rows
+
+    ner = {"entity_text": np.array([[b"John", b"Paris"], [b"a", b""]], dtype=object),
+           "entity_label": np.array([[b"PER", b"LOC"], [b"ORG", b""]], dtype=object),
+           "start_char": np.array([[0, 20], [0, -1]]), "end_char": np.array([[4, 25], [1, -1]]),
+           "score": np.array([[0.9, 0.8], [0.6, 0.0]], dtype=np.float32), "num_entities": np.array([2, 1]),
+           "truncated": np.array([False, False])}
+    rows = list(answer_rows({"text": ["John in Paris", "a"]}, ner))
+    assert rows[1] == ({"text": "a"}, {"end_char": [1], "entity_label": ["ORG"], "entity_text": ["a"],
+                                       "num_entities": 1, "score": [rows[1][1]["score"][0]], "start_char": [0],
+                                       "truncated": False})
+    assert rows[0][1]["entity_text"] == ["John", "Paris"] and rows[0][1]["end_char"] == [4, 25]
+
+    classes = {"label": np.array([b"pos"], dtype=object), "probabilities": np.array([[0.25, 0.75]], np.float32)}
+    (_, named), = answer_rows({"text": ["x"]}, classes, class_names=["neg", "pos"])
+    assert named["probabilities"] == {"neg": 0.25, "pos": 0.75}
+    (_, numbered), = answer_rows({"text": ["x"]}, classes)
+    assert numbered["probabilities"] == [0.25, 0.75]
