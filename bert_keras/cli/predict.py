@@ -46,19 +46,24 @@ def register(subparsers, summary):
     parser.set_defaults(func=run)
 
 
-def _read_texts(args, reads_pairs):
+def _read_texts(args, reads_pairs, exact_pairs=False):
     """`(texts, sources)`: the TEXT arguments then the lines of --input, each split into a pair at
     ' ||| ' (and, for a model that reads pairs, at a tab), and where each came from, in the words
     of an error message. A single-text model keeps a tab as the text's whitespace: a line of
-    pasted TSV is one text, not a pair that model refuses."""
-    from serving.text_requests import read_texts, split_pairs, utf8_arguments
+    pasted TSV is one text, not a pair that model refuses. `exact_pairs` (a sentence-pair
+    classifier): a line of three fields (`A<TAB>B<TAB>label`) is an error naming the line; it was
+    read as the pair (A, 'B<TAB>label'), the label scored as part of the second sentence."""
+    from serving.text_requests import TextRequestError, read_texts, split_pairs, utf8_arguments
 
     given = utf8_arguments(args.texts)
     # Row i of the output is line i of --input, as `embed` reads it: a blank line is refused by number.
     lines = read_texts(args.input, refuse_blank=True) if args.input else []
     sources = [f"TEXT argument {i}" for i in range(1, len(given) + 1)]
     sources += [f"--input {args.input}, line {i}" for i in range(1, len(lines) + 1)]
-    return split_pairs(given + lines, at_tabs=reads_pairs), sources
+    try:
+        return split_pairs(given + lines, at_tabs=reads_pairs, exact=exact_pairs), sources
+    except TextRequestError as error:
+        raise _named_by_source(error, sources) from None
 
 
 def _named_by_source(error, sources):
@@ -95,7 +100,8 @@ def run(args):
         raise CommandError(f"{', '.join(flags[name] for name in answer_options)}: only a SQuAD model has "
                            f"answer settings; {args.model} is a {task.kind} model")
     check_null_threshold(args, task)
-    texts, sources = _read_texts(args, reads_pairs=task.dataset_layout.x_is_tuple)
+    texts, sources = _read_texts(args, reads_pairs=task.dataset_layout.x_is_tuple,
+                                 exact_pairs=bool(getattr(task, "text_pair", False)))
     if not texts and args.input and not args.texts:
         raise CommandError(f"--input {args.input}: holds no text (the file is empty)")
     if not texts:

@@ -37,6 +37,7 @@ import dataclasses
 import numbers
 import os
 import shlex
+import re
 from typing import Optional
 
 import keras
@@ -333,7 +334,11 @@ def unlabelled_inputs(teacher, path):
     if not getattr(teacher, "text_pair", False):
         refuse_tokenless(lines)
         return lines
-    pairs = split_pairs(lines)
+    try:
+        pairs = split_pairs(lines, exact=True)  # 'A<TAB>B<TAB>label' is no pair: refused by its line
+    except TextRequestError as error:
+        row, reason = re.match(r"row (\d+) (.*)", str(error), re.S).groups()
+        raise TaskInputError(f"unlabelled {path}, line {numbered[int(row)][0]} {reason}") from None
     single = next((numbered[i][0] for i, row in enumerate(pairs) if not isinstance(row, tuple)), None)
     if single is not None:
         raise TaskInputError(f"unlabelled {path}, line {single}: the model reads text pairs; write each as "

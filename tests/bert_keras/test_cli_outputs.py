@@ -180,3 +180,21 @@ def test_predict_input_lines_with_a_tab_are_one_text_for_a_single_text_model(cla
     # A model of pairs still reads A<TAB>B as a pair.
     assert main(["predict", "--model", classifier, "--input", str(texts), "--json"]) == 2
     assert "line 2" in capsys.readouterr().err  # 'fine' is the single text there
+
+
+def test_predict_refuses_a_pair_model_line_of_three_fields_by_its_line(classifier, tmp_path, capsys):
+    """`A<TAB>B<TAB>label` (a TSV row pasted whole) was read as the pair (A, 'B<TAB>label'): the
+    label scored as words of the second sentence, exit 0, no word of it."""
+    import json
+
+    texts = tmp_path / "pairs.tsv"
+    texts.write_text("a good film\tit was good\nfine\tgood\tpos\n", encoding="utf-8")
+    err = refused(["predict", "--model", classifier, "--input", str(texts)], capsys,
+                  f"--input {texts}, line 2 ('fine\\tgood\\tpos'): 3 fields separated by tabs; a sentence pair is 2")
+    assert "remove the extra field" in err
+    refused(["predict", "--model", classifier, "A ||| B ||| C"], capsys,
+            "TEXT argument 1 ('A ||| B ||| C'): 3 fields separated by ' ||| '")
+    texts.write_text("a good film\tit was good\nfine\tgood pos\n", encoding="utf-8")
+    assert main(["predict", "--model", classifier, "--input", str(texts), "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [row["text"] for row in rows] == [["a good film", "it was good"], ["fine", "good pos"]]
