@@ -101,7 +101,7 @@ def run(args):
                            f"answer settings; {args.model} is a {task.kind} model")
     check_null_threshold(args, task)
     texts, sources = _read_texts(args, reads_pairs=task.dataset_layout.x_is_tuple,
-                                 exact_pairs=bool(getattr(task, "text_pair", False)))
+                                 exact_pairs=bool(task.settings.get("text_pair")))
     if not texts and args.input and not args.texts:
         raise CommandError(f"--input {args.input}: holds no text (the file is empty)")
     if not texts:
