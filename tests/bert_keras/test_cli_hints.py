@@ -206,9 +206,25 @@ def test_an_error_about_a_typed_flag_names_the_flag_not_the_python_setting(tmp_p
     assert "error: --pooling-layer 9: the encoder has 2 layers" in err and "pooling_layer" not in err
     err = error_of(["embed", "--init", init, "--seq-length=4000", "a b"], capsys)
     assert "error: --seq-length 4000 exceeds the model's 32 positions" in err
+    # argparse takes an abbreviation and the former spelling: the error names the flag all the same
+    # (it said "seq_length 4000 exceeds ...", a name the user never typed).
+    for typed in (["--seq", "4000"], ["--seq-len=4000"], ["--max-seq-length", "4000"]):
+        err = error_of(["embed", "--init", init, *typed, "a b"], capsys)
+        assert "error: --seq-length 4000 exceeds the model's 32 positions" in err, (typed, err)
     train = tmp_path / "train.tsv"
     train.write_text("text\tlabel\na b\tx\nb a\ty\n", encoding="utf-8")
     err = error_of(["finetune", "--task", f"csv:{train}", "--no-eval", "--init", init, "--max-length", "40",
                     "--stride", "500", "--seq-length", "16", "--output-dir", str(tmp_path / "out")], capsys)
     # the typed --stride is named as typed; so is --seq-length, given on the command line too
     assert "error: --stride 500 exceeds the window (14 word pieces: --seq-length 16 less" in err
+
+
+def test_verbose_is_read_as_argparse_reads_it_abbreviated_too():
+    """`bert-keras --verb tokenize ...` parsed as verbose while TensorFlow's logs, configured from
+    `"--verbose" in argv`, stayed silenced."""
+    from bert_keras.cli.main import asks_verbose, build_parser
+
+    assert build_parser().parse_args(["--verb", "info"]).verbose
+    assert [asks_verbose(argv) for argv in (["--verb", "info"], ["info", "--verbose"], ["info", "--ve"],
+                                            ["info"], ["embed", "--", "--verbose"], ["embed", "--vocab", "v"])] \
+        == [True, True, True, False, False, False]
