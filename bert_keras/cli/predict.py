@@ -1,12 +1,13 @@
 """`bert-keras predict`: labels + probabilities, NER entities, or SQuAD answers from a fine-tuned model."""
 
+import argparse
 import re
 import shlex
 import sys
 
 from bert_keras import json_output
 from bert_keras.cli.flag_arguments import add_null_threshold_option, check_null_threshold
-from pipelines.command_options import positive_int
+from pipelines.command_options import add_option, positive_int
 from bert_keras.cli.main import CommandError
 
 
@@ -15,13 +16,17 @@ def register(subparsers, summary):
         "predict",
         help=summary,
         description=(
-            "Run a fine-tuned model directory (from `bert-keras finetune`) on new text: "
-            "classification gives the label and the class probabilities, NER the entities "
-            "with their words, SQuAD (--squad FILE.json) writes predictions.json and "
-            "nbest_predictions.json (+ null_odds.json for v2.0) in the official format."
+            "Run a fine-tuned model directory (from `bert-keras finetune`) on new text: classification\n"
+            "gives the label and the class probabilities, NER the entities with their words.\n"
+            "A whole dataset file (--data FILE): SQuAD JSON writes predictions.json and\n"
+            "nbest_predictions.json (+ null_odds.json for v2.0) in the official format; a SWAG CSV\n"
+            "(train, val or the unlabelled test.csv) writes swag_predictions.jsonl, the chosen\n"
+            "ending of each row."
         ),
         epilog=('examples: bert-keras predict --model out/sentiment "I loved it." "Dreadful."\n'
-                "          bert-keras predict --model out/squad --squad dev-v1.1.json --output-dir out/pred"),
+                "          bert-keras predict --model out/squad --data dev-v1.1.json --output-dir out/pred\n"
+                "          bert-keras predict --model out/swag --data test.csv --output-dir out/pred"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("texts", nargs="*", metavar="TEXT",
                         help="texts; a sentence pair as 'A ||| B' (or A<TAB>B in --input); SWAG: "
@@ -29,12 +34,13 @@ def register(subparsers, summary):
     parser.add_argument("--model", required=True, metavar="DIR", help="a finetune --output-dir")
     parser.add_argument("--input", metavar="FILE",
                         help="one text per line ('-' = stdin); a blank line is an error, so prediction i is line i")
-    parser.add_argument("--squad", metavar="FILE", help="SQuAD JSON file (span QA models)")
+    add_option(parser, "--data", "--squad", metavar="FILE",
+               help="a whole dataset file: SQuAD JSON (span QA models) or SWAG CSV (multiple choice models)")
     parser.add_argument("--output", metavar="FILE", help="JSONL file of predictions")
     parser.add_argument("--output-dir", metavar="DIR",
-                        help="SQuAD: where the prediction files go (default: the model directory)")
+                        help="--data: where the prediction files go (default: the model directory)")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace an existing --output file (SQuAD: the prediction files in --output-dir)")
+                        help="replace an existing --output file (--data: the prediction files in --output-dir)")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default 32)")
     parser.add_argument("--n-best-size", type=positive_int, default=None,
                         help="squad: n-best list length (default: the model's setting, 20 unless set)")
@@ -80,15 +86,16 @@ def run(args):
     from bert_keras.tasks import TaskInputError, load
     from pipelines.atomic_writes import atomic_file
 
-    if not args.squad:
+    if not args.data:
         check_output_file(args.output, overwrite=args.overwrite, inputs=[args.input, args.model], flag="--output")
     task = load(args.model)
     writer = family(task.kind).dataset_predictions
-    if args.squad:
+    if args.data:
         if writer is None:
-            raise CommandError(f"--squad needs a SQuAD model; {args.model} is a {task.kind} model")
+            raise CommandError(f"--data FILE: a whole dataset file is predicted by a SQuAD or SWAG model; {args.model} "
+                               f"is a {task.kind} model: give its texts as TEXT arguments or --input FILE")
         check_null_threshold(args, task)
-        return _predict_squad(args, task, resolve(writer))
+        return _predict_dataset(args, task, resolve(writer))
     # The decoding flags of a SQuAD model apply to its TEXT / --input answers too; any other model has none.
     answer_options = {name: value for name, value in (("threshold", args.null_threshold),
                                                       ("n_best_size", args.n_best_size),
@@ -106,7 +113,7 @@ def run(args):
         raise CommandError(f"--input {args.input}: holds no text (the file is empty)")
     if not texts:
         raise CommandError("no text given: pass TEXT arguments or --input FILE"
-                           + (" (or --squad FILE.json)" if writer else ""))
+                           + (" (or --data FILE, a whole dataset file)" if writer else ""))
     with task.verbosity(int(sys.stdout.isatty() and not args.json)):  # a progress bar on a terminal
         try:
             rows = task.predict_rows(texts, batch_size=args.batch_size, **answer_options)
@@ -124,13 +131,14 @@ def run(args):
     return 0
 
 
-def _predict_squad(args, task, write_predictions):
-    """`--squad FILE`: the family's `dataset_predictions` writer, its files checked before it predicts."""
+def _predict_dataset(args, task, write_predictions):
+    """`--data FILE`: the family's `dataset_predictions` writer, its files checked before it predicts."""
     directory = args.output_dir or args.output or args.model  # --output DIR: the former spelling
     with task.verbosity(int(sys.stdout.isatty())):
-        count, answered, paths = write_predictions(
-            task, args.squad, directory, batch_size=args.batch_size, overwrite=args.overwrite,
+        summary, paths, scored = write_predictions(
+            task, args.data, directory, batch_size=args.batch_size, overwrite=args.overwrite,
             threshold=args.null_threshold, n_best_size=args.n_best_size, max_answer_length=args.max_answer_length)
-    print(f"{count} questions, {answered} answered; wrote " + ", ".join(sorted(paths.values())))
-    print(f"next: bert-keras evaluate --model {shlex.quote(args.model)} --data {shlex.quote(args.squad)}")
+    print(f"{summary}; wrote " + ", ".join(sorted(paths.values())))
+    if scored:  # an unlabelled file (SWAG's test.csv) has nothing to score
+        print(f"next: bert-keras evaluate --model {shlex.quote(args.model)} --data {shlex.quote(args.data)}")
     return 0
