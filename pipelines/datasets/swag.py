@@ -38,7 +38,7 @@ from typing import Optional, Tuple
 import tensorflow as tf
 
 from pipelines.datasets import batching
-from pipelines.datasets.text_files import csv_records, decode_text_file
+from pipelines.datasets.text_files import csv_records, decode_text_file, field_count_message
 
 logger = logging.getLogger(__name__)
 
@@ -116,7 +116,7 @@ def read_swag_csv(path, *, labelled=True):
                 blank += 1
                 continue
             if len(fields) != len(header):
-                raise SwagFormatError(f"{path}:{line}: {len(fields)} fields, the header has {len(header)}.")
+                raise SwagFormatError(field_count_message(path, line, fields, header))
             row = dict(zip(header, fields))
             label = None
             if labelled:
