@@ -74,7 +74,9 @@ class SpanQA(TextTask):
 
     kind = "squad"
     freeze_pooler = True
-    predict_example = "'Who wrote the report? ||| The report was written by Ann Lee.'   (or --data DEV.json)"
+    # A command that runs as printed ("(or --data DEV.json)" after it was a shell syntax error);
+    # `predict --help` tells of --data FILE.
+    predict_example = "'Who wrote the report? ||| The report was written by Ann Lee.'"
 
     def _packs_two_segments(self):
         return True  # the question and the context

@@ -228,3 +228,31 @@ def test_verbose_is_read_as_argparse_reads_it_abbreviated_too():
     assert [asks_verbose(argv) for argv in (["--verb", "info"], ["info", "--verbose"], ["info", "--ve"],
                                             ["info"], ["embed", "--", "--verbose"], ["embed", "--vocab", "v"])] \
         == [True, True, True, False, False, False]
+
+
+def test_next_hints_of_embed_and_evaluate_run_when_pasted_whole(tmp_path, capsys):
+    """`next: bert-keras tokenize ... "your text"  (see the tokens and offsets)` and SpanQA's
+    `... 'question ||| context'   (or --squad DEV.json)`: pasted as printed, bash stopped at the
+    parenthesis ("syntax error near unexpected token `('"). The note is now a shell comment."""
+    import shlex
+    import subprocess
+
+    from bert_keras.checkpoints import save_pretrained
+    from bert_keras.config import BertConfig
+    from bert_keras.encoder import BertEncoder
+    from bert_keras.tasks.span_qa import SpanQA
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "your", "text"]) + "\n")
+    encoder = BertEncoder(BertConfig(vocab_size=7, hidden_size=8, num_layers=1, num_heads=2,
+                                     intermediate_size=16, max_position_embeddings=32))
+    save_pretrained(encoder, str(tmp_path / "tiny.keras"), vocab_file=str(vocab))
+    assert main(["embed", "--init", str(tmp_path / "tiny.keras"), "your text", "text"]) == 0
+    hint = [line for line in capsys.readouterr().out.splitlines() if line.startswith("next: ")][-1]
+    pasted = hint[len("next: "):]
+    assert subprocess.run(["bash", "-n", "-c", pasted]).returncode == 0, pasted  # the shell reads it
+    argv = shlex.split(pasted, comments=True)
+    assert argv[:2] == ["bert-keras", "tokenize"] and main(argv[1:]) == 0
+    assert "your" in capsys.readouterr().out
+    example = f"bert-keras predict --model out/squad {SpanQA.predict_example}"
+    assert subprocess.run(["bash", "-n", "-c", example]).returncode == 0, example
