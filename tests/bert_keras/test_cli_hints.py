@@ -102,7 +102,7 @@ def test_next_hints_quote_paths_so_they_work_when_pasted(tmp_path):
 
     base = str(tmp_path / "my models ü")
     serve = export_steps(base, "sentiment", "2.20", '"your text"').splitlines()[1]
-    argv = shlex.split(serve.split("next:")[1].split("(gRPC")[0])
+    argv = shlex.split(serve.split("next:")[1], comments=True)  # the ports' note a shell comment: pasted whole, it runs
     assert argv == ["bert-keras", "serve", "--model-base-path", os.path.join(base, "sentiment")]
     output_dir = str(tmp_path / "run one")
     report = PretrainingResult(model=None, initial_step=3, final_step=3, already_complete=True).report(
