@@ -359,10 +359,11 @@ class DistillationResult:
     teacher_metrics: Optional[dict] = None
 
     def next_steps(self):
-        """The commands that use the saved student, as one line."""
+        """The commands that use the saved student: a "next:" line and its continuation line,
+        each a whole command (pasted together, they run one after the other)."""
         model = shlex.quote(str(self.output_dir))
-        return (f"next: bert-keras evaluate --model {model}   |   bert-keras export --model "
-                f"{model} --base-path models --model-name NAME --quantize int8")
+        return (f"next: bert-keras evaluate --model {model}\n"
+                f"      bert-keras export --model {model} --base-path models --model-name student --quantize int8")
 
 
 def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size=None, init=None,

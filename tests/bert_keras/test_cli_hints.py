@@ -2,6 +2,7 @@
 
 import argparse
 import os
+import shlex
 
 from bert_keras.checkpoints.loading import installed_distributions
 from bert_keras.error_hints import hint_for
@@ -111,18 +112,33 @@ def test_next_hints_quote_paths_so_they_work_when_pasted(tmp_path):
     assert embed[3] == os.path.join(output_dir, "encoder.keras") and embed[5] == os.path.join(output_dir, "vocab.txt")
 
 
-def test_finetune_hints_name_dev_data_when_the_run_evaluated_none():
+def test_finetune_and_distill_hints_are_one_command_a_line_so_pasting_them_whole_runs_each():
+    """finetune's `next: bert-keras evaluate --model out   |   bert-keras predict ...` pasted whole
+    was a shell pipe (predict read evaluate's output as its stdin), and without dev data it ran
+    `score a dev file: ...` as a command; distill's hint was a pipe too."""
     import types
 
+    from bert_keras.tasks.distillation import DistillationResult
     from bert_keras.tasks.finetuning import FinetuningResult
 
+    def pasted(hint):  # the shell words of each line, as bash reads the block pasted whole
+        assert hint.startswith("next: ")
+        lines = hint[len("next: "):].splitlines()
+        return [shlex.split(line, comments=True) for line in lines]
+
     task = types.SimpleNamespace(predict_example='"a fine film"')
-    evaluated = FinetuningResult(task, "out/my run", metrics={"accuracy": 0.9}).next_steps()
-    assert evaluated.startswith("next: bert-keras evaluate --model 'out/my run'   |")
+    evaluated = pasted(FinetuningResult(task, "out/my run", metrics={"accuracy": 0.9}).next_steps())
+    assert evaluated == [["bert-keras", "evaluate", "--model", "out/my run"],
+                         ["bert-keras", "predict", "--model", "out/my run", "a fine film"]]
+    # The command first is the one that works as printed; scoring needs a dev file of the user's,
+    # so that one is a comment (FILE is a placeholder).
     unevaluated = FinetuningResult(task, "out/run", metrics=None).next_steps()
-    # The command first is the one that works as printed; scoring needs a dev file of the user's.
-    assert unevaluated.startswith('next: bert-keras predict --model out/run "a fine film"   |   score a dev file: ')
-    assert unevaluated.endswith("bert-keras evaluate --model out/run --data FILE")
+    assert pasted(unevaluated) == [["bert-keras", "predict", "--model", "out/run", "a fine film"], []]
+    assert unevaluated.splitlines()[1].strip() == "# score a dev file of yours: bert-keras evaluate --model out/run --data FILE"
+
+    distilled = pasted(DistillationResult(task, "out/student").next_steps())
+    assert distilled[0] == ["bert-keras", "evaluate", "--model", "out/student"]
+    assert distilled[1][:4] == ["bert-keras", "export", "--model", "out/student"] and "|" not in distilled[1]
 
 
 def test_a_column_hint_guesses_only_the_one_column_left_or_a_close_name():
