@@ -126,8 +126,8 @@ def run(args):
             f.writelines(json_output.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     for row in rows:
         print(json_output.dumps(row, ensure_ascii=False) if args.json else task.row_text(row))
-    if args.output:
-        print(f"wrote {len(rows)} predictions to {args.output}")
+    if args.output:  # with --json, stdout is the JSON lines alone (a pipe into jq); the note goes to stderr
+        print(f"wrote {len(rows)} predictions to {args.output}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 

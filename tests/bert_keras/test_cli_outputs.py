@@ -182,6 +182,20 @@ def test_predict_input_lines_with_a_tab_are_one_text_for_a_single_text_model(cla
     assert "line 2" in capsys.readouterr().err  # 'fine' is the single text there
 
 
+def test_predict_json_with_output_prints_only_json_lines(classifier, tmp_path, capsys):
+    """`predict --json --output f.jsonl` printed 'wrote 1 predictions to f.jsonl' on stdout after the
+    JSON lines, so a pipe into jq or json.loads failed on the last line."""
+    import json
+
+    written = tmp_path / "rows.jsonl"
+    assert main(["predict", "--model", classifier, "good film ||| fine", "--json", "--output", str(written)]) == 0
+    captured = capsys.readouterr()
+    rows = [json.loads(line) for line in captured.out.splitlines()]
+    assert [row["text"] for row in rows] == [["good film", "fine"]]
+    assert [json.loads(line) for line in written.read_text(encoding="utf-8").splitlines()] == rows
+    assert f"wrote 1 predictions to {written}" in captured.err
+
+
 def test_predict_refuses_a_pair_model_line_of_three_fields_by_its_line(classifier, tmp_path, capsys):
     """`A<TAB>B<TAB>label` (a TSV row pasted whole) was read as the pair (A, 'B<TAB>label'): the
     label scored as words of the second sentence, exit 0, no word of it."""
