@@ -54,7 +54,7 @@ def hint_for(error, args):
     return hint
 
 
-def in_flag_terms(message, args, argv):
+def in_flag_terms(message, args, argv, parser=None):
     """`message` with each setting the user typed as a flag named as that flag: the library's errors
     name its settings (`seq_length 4000 exceeds the model's 384 positions`, `pooling_layer=9: ...`),
     and the user who typed `--seq-length 4000` looks for that, not for a Python name.
@@ -62,6 +62,9 @@ def in_flag_terms(message, args, argv):
     A setting is renamed only where it stands with the value the user typed (`name=VALUE`, or
     `name VALUE` for a number: anywhere for a name with an underscore, at the start for a word) and the flag (`--` and the name, dashes for underscores) is in `argv`, so a
     default the message mentions (`seq_length 128`) or a name that is not a flag is left alone.
+    `parser` (the command's): a flag typed as argparse also takes it, abbreviated (`--seq 4000`) or
+    in a former spelling (`--max-seq-length`), counts, and the name shown is the flag `--help` shows
+    (`typed_flags`); without it, only `--` and the setting's name, dashes for underscores, counts.
 
     >>> import argparse
     >>> args = argparse.Namespace(seq_length=4000, pooling_layer=9, stride=None)
@@ -78,12 +81,18 @@ def in_flag_terms(message, args, argv):
     >>> in_flag_terms("it holds the backups of epochs 2 and 1", argparse.Namespace(epochs=2), ["--epochs", "2"])
     'it holds the backups of epochs 2 and 1'
     """
+    typed = typed_flags(parser, argv) if parser is not None else None
     for name, value in sorted(vars(args).items()):
         if value is None or isinstance(value, (bool, list, tuple, dict)):
             continue
-        flag = "--" + name.replace("_", "-")
-        if not any(arg == flag or arg.startswith(flag + "=") for arg in argv):
-            continue
+        if typed is not None:
+            flag = typed.get(name)
+            if flag is None:
+                continue
+        else:
+            flag = "--" + name.replace("_", "-")
+            if not any(arg == flag or arg.startswith(flag + "=") for arg in argv):
+                continue
         if re.search(rf"{re.escape(flag)}(?![\w-])", message):
             continue  # the message names the flag already ("seq_length 48 (--seq-length) is ...")
         shown = re.escape(str(value))
@@ -96,6 +105,45 @@ def in_flag_terms(message, args, argv):
             where = r"(?<![\w-])" if "_" in name else "^"
             message = re.sub(rf"{where}{name} ({shown})(?!\w|\.\d)", named, message)
     return message
+
+
+def typed_flags(parser, argv):
+    """`{destination: flag}` of the options `argv` gives `parser` (a command's parser), spelled as
+    argparse takes them: the flag, a former spelling kept as a hidden alias (`--max-seq-length`), or
+    an abbreviation (`--seq 64`). The flag is the one `--help` shows, whichever spelling was typed.
+
+    >>> import argparse
+    >>> from pipelines.command_options import add_option
+    >>> parser = argparse.ArgumentParser()
+    >>> add_option(parser, "--seq-length", "--max-seq-length", type=int)
+    >>> add_option(parser, "--model-name", "--model", dest="model")
+    >>> typed_flags(parser, ["--seq", "64", "--model=x"])
+    {'seq_length': '--seq-length', 'model': '--model-name'}
+    >>> typed_flags(parser, ["--max-seq-length", "64", "--", "--model-name"])
+    {'seq_length': '--seq-length'}
+    """
+    import argparse
+
+    shown = {}
+    for action in parser._actions:
+        flags = [flag for flag in action.option_strings if flag.startswith("--")]
+        if flags and action.help is not argparse.SUPPRESS:
+            shown.setdefault(action.dest, flags[0])
+    by_flag = parser._option_string_actions
+    typed = {}
+    for arg in argv:
+        if arg == "--":
+            break
+        if not arg.startswith("--"):
+            continue
+        name = arg.split("=", 1)[0]
+        action = by_flag.get(name)
+        if action is None and parser.allow_abbrev:  # argparse takes a prefix of one flag only
+            matches = {id(a): a for flag, a in by_flag.items() if flag.startswith(name)}
+            action = next(iter(matches.values())) if len(matches) == 1 else None
+        if action is not None and action.dest in shown:
+            typed[action.dest] = shown[action.dest]
+    return typed
 
 
 def _column_hint(message, args):

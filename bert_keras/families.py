@@ -194,10 +194,10 @@ class Family:
         requests: its requests and answers for clients (`serving.requests.*`, no TensorFlow):
             the input and output names, how texts become a request, how an answer reads.
         dataset_predictions: `"module:function"` that writes a model's predictions of a whole
-            dataset file in that dataset's official format (`bert-keras predict --squad`), or
-            None: `function(task, path, directory, *, batch_size, overwrite, **decoding)` checks
-            its files (`pipelines.output_paths`) before predicting and returns `(count, answered,
-            {name: path})`.
+            dataset file in that dataset's format (`bert-keras predict --data`), or None:
+            `function(task, path, directory, *, batch_size, overwrite, **decoding)` checks its
+            files (`pipelines.output_paths`) before predicting and returns `(summary line,
+            {name: path}, scored)` (`scored`: `bert-keras evaluate` can score the file).
         earlier_names: `(earlier name, name now)` pairs of settings that were renamed: a
             `task.json`, settings dict, `.keras` config or `from_pretrained` call that still
             uses the earlier name reads as today's (`current_settings`).
@@ -376,6 +376,7 @@ register(Family("squad", SquadSettings, needs_labels=False, label_count_attribut
 register(Family("multiple_choice", MultipleChoiceSettings, needs_labels=False, label_count_attribute=None,
                 task_class="bert_keras.tasks.multiple_choice:MultipleChoice",
                 signatures="serving.signatures.multiple_choice", requests="serving.requests.multiple_choice",
+                dataset_predictions="bert_keras.tasks.named_datasets:write_swag_predictions",
                 description="pick the ending of a context (SWAG)",
                 hf_head=HfHead("BertForMultipleChoice", "choice_scorer", "classifier")))
 register(Family("embedding", EmbeddingSettings, needs_labels=False,

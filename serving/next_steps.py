@@ -26,7 +26,7 @@ def export_steps(base_path, name, release, query_example, tf_text_ops=()):
     """
     model_dir = os.path.join(base_path, name)
     lines = [
-        f"\nnext: bert-keras serve --model-base-path {shlex.quote(model_dir)}      (gRPC :8500, REST :8501)",
+        f"\nnext: bert-keras serve --model-base-path {shlex.quote(model_dir)}      # gRPC :8500, REST :8501",
         f"      bert-keras query --model-name {shlex.quote(name)} {query_example}",
         f"  or: docker run --rm -p 8500:8500 -p 8501:8501 "
         f"-v \"{os.path.abspath(model_dir)}:/models/{name}\" -e MODEL_NAME={name} "

@@ -73,24 +73,41 @@ def utf8_arguments(texts, what="TEXT"):
     return list(texts)
 
 
-def split_pairs(texts, *, at_tabs=True):
+def split_pairs(texts, *, at_tabs=True, exact=False):
     """Each text as a `(text, text_b)` pair where it holds a tab or `PAIR_SEPARATOR`, else as is.
 
     It is split at the first of them: a tab inside a context written after ' ||| ' stays in it.
     `at_tabs=False` (a model that reads single texts): a tab is the text's own whitespace, as in
-    a pasted TSV line; only `PAIR_SEPARATOR` splits.
+    a pasted TSV line; only `PAIR_SEPARATOR` splits. `exact` (a model that reads sentence pairs,
+    and nothing more): a text of three fields or more (`A<TAB>B<TAB>label`, `A ||| B ||| C`) is an
+    error naming its row, not a pair whose second text holds the rest.
 
     >>> split_pairs(["one", "A ||| B", "C\\tD", "who? ||| a\\tb"])
     ['one', ('A', 'B'), ('C', 'D'), ('who?', 'a\\tb')]
     >>> split_pairs(["C\\tD", "A ||| B"], at_tabs=False)
     ['C\\tD', ('A', 'B')]
+    >>> split_pairs(["A ||| B", "C\\tD\\t1"], exact=True)
+    Traceback (most recent call last):
+    ...
+    serving.text_requests.TextRequestError: row 1 ('C\\tD\\t1'): 3 fields separated by tabs; a sentence pair is 2 (A<TAB>B, or 'A ||| B'): remove the extra field, or join it to its text with a space
     """
     separators = ("\t", PAIR_SEPARATOR) if at_tabs else (PAIR_SEPARATOR,)
     result = []
-    for text in texts:
+    for row, text in enumerate(texts):
         found = [(text.find(separator), separator) for separator in separators if separator in text]
         if found:
-            a, b = text.split(min(found)[1], 1)
+            separator = min(found)[1]
+            a, b = text.split(separator, 1)
+            # After a tab a further tab or ' ||| ' is a field too; after ' ||| ', only another ' ||| '
+            # (a tab there is the second text's whitespace, as the line above reads it).
+            extra = [s for s in (separators if separator == "\t" else (PAIR_SEPARATOR,)) if s in b]
+            if exact and extra:
+                fields = 2 + sum(b.count(s) for s in extra)
+                used = {separator, *extra}
+                named = "tabs and ' ||| '" if len(used) > 1 else "tabs" if "\t" in used else "' ||| '"
+                raise TextRequestError(
+                    f"row {row} ({text[:60]!r}): {fields} fields separated by {named}; a sentence pair is 2 "
+                    "(A<TAB>B, or 'A ||| B'): remove the extra field, or join it to its text with a space")
             result.append((a.strip(), b.strip()))
         else:
             result.append(text)

@@ -207,13 +207,31 @@ def build_parser():
     return parser
 
 
+def command_parser(parser, command):
+    """The parser of subcommand `command` in `build_parser()`'s `parser`."""
+    subparsers = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    return subparsers.choices[command]
+
+
+def asks_verbose(argv):
+    """Whether `argv` holds `--verbose`, as argparse reads it: before `--`, possibly abbreviated
+    (`--verb`; an ambiguous prefix stops argparse anyway). `"--verbose" in argv` missed `--verb`:
+    the command was parsed as verbose, and TensorFlow's logs stayed silenced."""
+    for arg in argv:
+        if arg == "--":
+            return False
+        if len(arg) >= 3 and "--verbose".startswith(arg):
+            return True
+    return False
+
+
 def main(argv=None):
     from pipelines import tensorflow_logs
     from pipelines.environment import MissingDependencyError
 
     # Before anything imports TensorFlow (its C++ log level is read when it loads), so
     # before the subcommand modules are imported to build the parser.
-    tensorflow_logs.configure(verbose="--verbose" in (sys.argv[1:] if argv is None else argv))
+    tensorflow_logs.configure(verbose=asks_verbose(sys.argv[1:] if argv is None else argv))
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -235,7 +253,8 @@ def main(argv=None):
             raise
         from bert_keras.error_hints import hint_for, in_flag_terms
 
-        shown = in_flag_terms(str(error), args, sys.argv[1:] if argv is None else list(argv))
+        shown = in_flag_terms(str(error), args, sys.argv[1:] if argv is None else list(argv),
+                              parser=command_parser(parser, args.command))
         print(f"bert-keras {args.command}: error: {shown}", file=sys.stderr)
         hint = hint_for(error, args)
         if hint:

@@ -1,12 +1,13 @@
 """`bert-keras predict`: labels + probabilities, NER entities, or SQuAD answers from a fine-tuned model."""
 
+import argparse
 import re
 import shlex
 import sys
 
 from bert_keras import json_output
 from bert_keras.cli.flag_arguments import add_null_threshold_option, check_null_threshold
-from pipelines.command_options import positive_int
+from pipelines.command_options import add_option, positive_int
 from bert_keras.cli.main import CommandError
 
 
@@ -15,13 +16,17 @@ def register(subparsers, summary):
         "predict",
         help=summary,
         description=(
-            "Run a fine-tuned model directory (from `bert-keras finetune`) on new text: "
-            "classification gives the label and the class probabilities, NER the entities "
-            "with their words, SQuAD (--squad FILE.json) writes predictions.json and "
-            "nbest_predictions.json (+ null_odds.json for v2.0) in the official format."
+            "Run a fine-tuned model directory (from `bert-keras finetune`) on new text: classification\n"
+            "gives the label and the class probabilities, NER the entities with their words.\n"
+            "A whole dataset file (--data FILE): SQuAD JSON writes predictions.json and\n"
+            "nbest_predictions.json (+ null_odds.json for v2.0) in the official format; a SWAG CSV\n"
+            "(train, val or the unlabelled test.csv) writes swag_predictions.jsonl, the chosen\n"
+            "ending of each row."
         ),
         epilog=('examples: bert-keras predict --model out/sentiment "I loved it." "Dreadful."\n'
-                "          bert-keras predict --model out/squad --squad dev-v1.1.json --output-dir out/pred"),
+                "          bert-keras predict --model out/squad --data dev-v1.1.json --output-dir out/pred\n"
+                "          bert-keras predict --model out/swag --data test.csv --output-dir out/pred"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("texts", nargs="*", metavar="TEXT",
                         help="texts; a sentence pair as 'A ||| B' (or A<TAB>B in --input); SWAG: "
@@ -29,12 +34,13 @@ def register(subparsers, summary):
     parser.add_argument("--model", required=True, metavar="DIR", help="a finetune --output-dir")
     parser.add_argument("--input", metavar="FILE",
                         help="one text per line ('-' = stdin); a blank line is an error, so prediction i is line i")
-    parser.add_argument("--squad", metavar="FILE", help="SQuAD JSON file (span QA models)")
+    add_option(parser, "--data", "--squad", metavar="FILE",
+               help="a whole dataset file: SQuAD JSON (span QA models) or SWAG CSV (multiple choice models)")
     parser.add_argument("--output", metavar="FILE", help="JSONL file of predictions")
     parser.add_argument("--output-dir", metavar="DIR",
-                        help="SQuAD: where the prediction files go (default: the model directory)")
+                        help="--data: where the prediction files go (default: the model directory)")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace an existing --output file (SQuAD: the prediction files in --output-dir)")
+                        help="replace an existing --output file (--data: the prediction files in --output-dir)")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default 32)")
     parser.add_argument("--n-best-size", type=positive_int, default=None,
                         help="squad: n-best list length (default: the model's setting, 20 unless set)")
@@ -46,19 +52,24 @@ def register(subparsers, summary):
     parser.set_defaults(func=run)
 
 
-def _read_texts(args, reads_pairs):
+def _read_texts(args, reads_pairs, exact_pairs=False):
     """`(texts, sources)`: the TEXT arguments then the lines of --input, each split into a pair at
     ' ||| ' (and, for a model that reads pairs, at a tab), and where each came from, in the words
     of an error message. A single-text model keeps a tab as the text's whitespace: a line of
-    pasted TSV is one text, not a pair that model refuses."""
-    from serving.text_requests import read_texts, split_pairs, utf8_arguments
+    pasted TSV is one text, not a pair that model refuses. `exact_pairs` (a sentence-pair
+    classifier): a line of three fields (`A<TAB>B<TAB>label`) is an error naming the line; it was
+    read as the pair (A, 'B<TAB>label'), the label scored as part of the second sentence."""
+    from serving.text_requests import TextRequestError, read_texts, split_pairs, utf8_arguments
 
     given = utf8_arguments(args.texts)
     # Row i of the output is line i of --input, as `embed` reads it: a blank line is refused by number.
     lines = read_texts(args.input, refuse_blank=True) if args.input else []
     sources = [f"TEXT argument {i}" for i in range(1, len(given) + 1)]
     sources += [f"--input {args.input}, line {i}" for i in range(1, len(lines) + 1)]
-    return split_pairs(given + lines, at_tabs=reads_pairs), sources
+    try:
+        return split_pairs(given + lines, at_tabs=reads_pairs, exact=exact_pairs), sources
+    except TextRequestError as error:
+        raise _named_by_source(error, sources) from None
 
 
 def _named_by_source(error, sources):
@@ -75,15 +86,16 @@ def run(args):
     from bert_keras.tasks import TaskInputError, load
     from pipelines.atomic_writes import atomic_file
 
-    if not args.squad:
+    if not args.data:
         check_output_file(args.output, overwrite=args.overwrite, inputs=[args.input, args.model], flag="--output")
     task = load(args.model)
     writer = family(task.kind).dataset_predictions
-    if args.squad:
+    if args.data:
         if writer is None:
-            raise CommandError(f"--squad needs a SQuAD model; {args.model} is a {task.kind} model")
+            raise CommandError(f"--data FILE: a whole dataset file is predicted by a SQuAD or SWAG model; {args.model} "
+                               f"is a {task.kind} model: give its texts as TEXT arguments or --input FILE")
         check_null_threshold(args, task)
-        return _predict_squad(args, task, resolve(writer))
+        return _predict_dataset(args, task, resolve(writer))
     # The decoding flags of a SQuAD model apply to its TEXT / --input answers too; any other model has none.
     answer_options = {name: value for name, value in (("threshold", args.null_threshold),
                                                       ("n_best_size", args.n_best_size),
@@ -95,12 +107,13 @@ def run(args):
         raise CommandError(f"{', '.join(flags[name] for name in answer_options)}: only a SQuAD model has "
                            f"answer settings; {args.model} is a {task.kind} model")
     check_null_threshold(args, task)
-    texts, sources = _read_texts(args, reads_pairs=task.dataset_layout.x_is_tuple)
+    texts, sources = _read_texts(args, reads_pairs=task.dataset_layout.x_is_tuple,
+                                 exact_pairs=bool(task.settings.get("text_pair")))
     if not texts and args.input and not args.texts:
         raise CommandError(f"--input {args.input}: holds no text (the file is empty)")
     if not texts:
         raise CommandError("no text given: pass TEXT arguments or --input FILE"
-                           + (" (or --squad FILE.json)" if writer else ""))
+                           + (" (or --data FILE, a whole dataset file)" if writer else ""))
     with task.verbosity(int(sys.stdout.isatty() and not args.json)):  # a progress bar on a terminal
         try:
             rows = task.predict_rows(texts, batch_size=args.batch_size, **answer_options)
@@ -113,18 +126,19 @@ def run(args):
             f.writelines(json_output.dumps(row, ensure_ascii=False) + "\n" for row in rows)
     for row in rows:
         print(json_output.dumps(row, ensure_ascii=False) if args.json else task.row_text(row))
-    if args.output:
-        print(f"wrote {len(rows)} predictions to {args.output}")
+    if args.output:  # with --json, stdout is the JSON lines alone (a pipe into jq); the note goes to stderr
+        print(f"wrote {len(rows)} predictions to {args.output}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 
-def _predict_squad(args, task, write_predictions):
-    """`--squad FILE`: the family's `dataset_predictions` writer, its files checked before it predicts."""
+def _predict_dataset(args, task, write_predictions):
+    """`--data FILE`: the family's `dataset_predictions` writer, its files checked before it predicts."""
     directory = args.output_dir or args.output or args.model  # --output DIR: the former spelling
     with task.verbosity(int(sys.stdout.isatty())):
-        count, answered, paths = write_predictions(
-            task, args.squad, directory, batch_size=args.batch_size, overwrite=args.overwrite,
+        summary, paths, scored = write_predictions(
+            task, args.data, directory, batch_size=args.batch_size, overwrite=args.overwrite,
             threshold=args.null_threshold, n_best_size=args.n_best_size, max_answer_length=args.max_answer_length)
-    print(f"{count} questions, {answered} answered; wrote " + ", ".join(sorted(paths.values())))
-    print(f"next: bert-keras evaluate --model {shlex.quote(args.model)} --data {shlex.quote(args.squad)}")
+    print(f"{summary}; wrote " + ", ".join(sorted(paths.values())))
+    if scored:  # an unlabelled file (SWAG's test.csv) has nothing to score
+        print(f"next: bert-keras evaluate --model {shlex.quote(args.model)} --data {shlex.quote(args.data)}")
     return 0

@@ -37,6 +37,7 @@ import dataclasses
 import numbers
 import os
 import shlex
+import re
 from typing import Optional
 
 import keras
@@ -333,7 +334,11 @@ def unlabelled_inputs(teacher, path):
     if not getattr(teacher, "text_pair", False):
         refuse_tokenless(lines)
         return lines
-    pairs = split_pairs(lines)
+    try:
+        pairs = split_pairs(lines, exact=True)  # 'A<TAB>B<TAB>label' is no pair: refused by its line
+    except TextRequestError as error:
+        row, reason = re.match(r"row (\d+) (.*)", str(error), re.S).groups()
+        raise TaskInputError(f"unlabelled {path}, line {numbered[int(row)][0]} {reason}") from None
     single = next((numbered[i][0] for i, row in enumerate(pairs) if not isinstance(row, tuple)), None)
     if single is not None:
         raise TaskInputError(f"unlabelled {path}, line {single}: the model reads text pairs; write each as "
@@ -354,10 +359,11 @@ class DistillationResult:
     teacher_metrics: Optional[dict] = None
 
     def next_steps(self):
-        """The commands that use the saved student, as one line."""
+        """The commands that use the saved student: a "next:" line and its continuation line,
+        each a whole command (pasted together, they run one after the other)."""
         model = shlex.quote(str(self.output_dir))
-        return (f"next: bert-keras evaluate --model {model}   |   bert-keras export --model "
-                f"{model} --base-path models --model-name NAME --quantize int8")
+        return (f"next: bert-keras evaluate --model {model}\n"
+                f"      bert-keras export --model {model} --base-path models --model-name student --quantize int8")
 
 
 def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size=None, init=None,

@@ -459,9 +459,9 @@ class Embeddings:
         spec = shlex.quote(str(spec))
         if self.query is None and finetuned:
             return (f'next: bert-keras attention --init {spec} "your text"  '
-                    "(see what the fine-tuned encoder attends to)")
+                    "# see what the fine-tuned encoder attends to")
         if self.query is None:
             source = vocab[1:] or f"--init {spec}"
-            return f'next: bert-keras tokenize {source} "your text"  (see the tokens and offsets)'
+            return f'next: bert-keras tokenize {source} "your text"  # see the tokens and offsets'
         return (f"next: bert-keras attention --init {spec}{vocab} {shlex.quote(self.query)}  "
-                "(see what the model attends to)")
+                "# see what the model attends to")

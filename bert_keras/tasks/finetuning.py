@@ -26,12 +26,14 @@ class FinetuningResult:
     metrics: dict = None  # None: not evaluated
 
     def next_steps(self):
-        """The commands that use the saved model, as one line."""
+        """The commands that use the saved model: a "next:" line and its continuation lines,
+        each a whole command (pasted together, they run one after the other)."""
         model = shlex.quote(str(self.output_dir))
         predict = f"bert-keras predict --model {model} {self.task.predict_example}"
         if self.metrics is None:  # no dev data was read: `evaluate` would need a --data file of yours
-            return f"next: {predict}   |   score a dev file: bert-keras evaluate --model {model} --data FILE"
-        return f"next: bert-keras evaluate --model {model}   |   {predict}"
+            return (f"next: {predict}\n"
+                    f"      # score a dev file of yours: bert-keras evaluate --model {model} --data FILE")
+        return f"next: bert-keras evaluate --model {model}\n      {predict}"
 
 
 def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=None, learning_rate=None,

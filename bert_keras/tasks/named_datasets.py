@@ -471,7 +471,8 @@ def write_squad_predictions(task, path, directory, *, batch_size=32, overwrite=F
     The files it writes in `directory` are checked before any prediction: existing ones are
     replaced only with `overwrite`, never the SQuAD file (`pipelines.output_paths`). `decoding`:
     `SpanQA.predict_squad` options (threshold, n_best_size, max_answer_length).
-    Returns `(number of questions, number answered, {name: path})`.
+    Returns `(summary line, {name: path}, scored)`: `scored`, whether `bert-keras evaluate` can
+    score the file (a SQuAD file holds its answers).
     """
     from pipelines.datasets.squad import PREDICTION_FILES, read_squad_json, write_predictions
     from pipelines.output_paths import check_output_names
@@ -482,4 +483,49 @@ def write_squad_predictions(task, path, directory, *, batch_size=32, overwrite=F
     examples = read_squad_json(path, is_training=False)
     predictions, nbest, null_odds = task.predict_squad(examples, batch_size=batch_size, **decoding)
     paths = write_predictions(predictions, nbest, null_odds, directory)
-    return len(examples), sum(1 for text in predictions.values() if text), paths
+    answered = sum(1 for text in predictions.values() if text)
+    return f"{len(examples)} questions, {answered} answered", paths, True
+
+
+SWAG_PREDICTIONS = "swag_predictions.jsonl"
+
+
+def write_swag_predictions(task, path, directory, *, batch_size=32, overwrite=False, **decoding):
+    """Runs a `MultipleChoice` on a SWAG CSV file (train.csv / val.csv, or the unlabelled test.csv)
+    and writes `directory/swag_predictions.jsonl`: a line per example, in file order, with its
+    `source` (`file:line`), `context`, `endings` (each after the shared sentence start, as the
+    model reads it), the chosen ending's index `choice` and text `ending`, the `probabilities`,
+    and the file's `label` where it has one.
+
+    The file is checked before any prediction: an existing one is replaced only with `overwrite`,
+    never the SWAG file. `decoding`: none (a SQuAD model's answer settings), each must be None.
+    Returns `(summary line, {name: path}, scored)` as `write_squad_predictions`; the summary
+    gives the accuracy of a labelled file.
+    """
+    from bert_keras import json_output
+    from pipelines.atomic_writes import atomic_file
+    from pipelines.datasets.swag import read_swag_csv
+    from pipelines.output_paths import check_output_names
+
+    given = sorted(name for name, value in decoding.items() if value is not None)
+    if given:
+        raise DatasetSpecError(f"{', '.join(given)}: a SWAG model has no answer settings (a SQuAD model's)")
+    check_output_names(directory, [SWAG_PREDICTIONS], overwrite=overwrite, inputs=[path])
+    if not os.path.isfile(path):
+        raise DatasetSpecError(not_a_file(path))
+    examples = read_swag_csv(path, labelled=None)
+    probabilities = task.predict(examples, batch_size=batch_size)
+    rows, choices = [], [int(p.argmax()) for p in probabilities]
+    for example, p, choice in zip(examples, probabilities, choices):
+        endings = [f"{example.start} {ending}".strip() for ending in example.endings]
+        rows.append({"source": example.source, "context": example.context, "endings": endings, "choice": choice,
+                     "ending": endings[choice], "probabilities": [float(v) for v in p],
+                     **({} if example.label is None else {"label": example.label})})
+    os.makedirs(directory, exist_ok=True)
+    output = os.path.join(directory, SWAG_PREDICTIONS)
+    with atomic_file(output) as f:
+        f.writelines(json_output.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    scored = all(example.label is not None for example in examples)
+    correct = sum(choice == example.label for choice, example in zip(choices, examples))
+    summary = f"{len(rows)} examples" + (f", accuracy {correct / len(rows):.4f}" if scored else "")
+    return summary, {"swag_predictions": output}, scored

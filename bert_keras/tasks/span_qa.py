@@ -74,7 +74,9 @@ class SpanQA(TextTask):
 
     kind = "squad"
     freeze_pooler = True
-    predict_example = "'Who wrote the report? ||| The report was written by Ann Lee.'   (or --squad DEV.json)"
+    # A command that runs as printed ("(or --data DEV.json)" after it was a shell syntax error);
+    # `predict --help` tells of --data FILE.
+    predict_example = "'Who wrote the report? ||| The report was written by Ann Lee.'"
 
     def _packs_two_segments(self):
         return True  # the question and the context
@@ -379,7 +381,7 @@ class SpanQA(TextTask):
         wrong = next((i for i, item in enumerate(items) if not (isinstance(item, tuple) and len(item) == 2)), None)
         if wrong is not None:  # named by row, as `bert-keras predict` renames it: the argument or the line
             raise TaskInputError(f"row {wrong} ({str(items[wrong])[:60]!r}): a SQuAD model answers (question, "
-                                 "context) pairs: 'question ||| context' (or --squad FILE.json for a whole SQuAD file)")
+                                 "context) pairs: 'question ||| context' (or --data FILE.json for a whole SQuAD file)")
         questions, contexts = [q for q, _ in items], [c for _, c in items]
         self._row_options = (("threshold", threshold), ("n_best_size", n_best_size),
                              ("max_answer_length", max_answer_length))

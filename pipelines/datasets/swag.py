@@ -38,12 +38,13 @@ from typing import Optional, Tuple
 import tensorflow as tf
 
 from pipelines.datasets import batching
-from pipelines.datasets.text_files import csv_records, decode_text_file
+from pipelines.datasets.text_files import csv_records, decode_text_file, field_count_message
 
 logger = logging.getLogger(__name__)
 
 NUM_CHOICES = 4
 REQUIRED_COLUMNS = ("sent1", "sent2", "ending0", "ending1", "ending2", "ending3")
+LABEL_COLUMN = "label"  # train.csv and val.csv; not in test.csv
 
 
 class SwagFormatError(ValueError):
@@ -83,7 +84,8 @@ def read_swag_csv(path, *, labelled=True):
     Args:
         path: the CSV file.
         labelled: the file has a `label` column (train / val); False for the
-            test file.
+            test file (a `label` column is then not read); None: labelled
+            where the file has a `label` column (`predict` of any of the three).
 
     Returns:
         List of `SwagExample`, in file order.
@@ -102,7 +104,9 @@ def read_swag_csv(path, *, labelled=True):
         if not header:
             raise SwagFormatError(f"{path}: the file is empty.")
         header = [h.strip() for h in header]
-        required = REQUIRED_COLUMNS + (("label",) if labelled else ())
+        if labelled is None:
+            labelled = LABEL_COLUMN in header
+        required = REQUIRED_COLUMNS + ((LABEL_COLUMN,) if labelled else ())
         missing = [c for c in required if c not in header]
         if missing:
             raise SwagFormatError(f"{path}: missing column(s) {missing}; columns found: {header}.")
@@ -112,11 +116,11 @@ def read_swag_csv(path, *, labelled=True):
                 blank += 1
                 continue
             if len(fields) != len(header):
-                raise SwagFormatError(f"{path}:{line}: {len(fields)} fields, the header has {len(header)}.")
+                raise SwagFormatError(field_count_message(path, line, fields, header))
             row = dict(zip(header, fields))
             label = None
             if labelled:
-                value = row["label"].strip()
+                value = row[LABEL_COLUMN].strip()
                 if value not in {str(i) for i in range(NUM_CHOICES)}:
                     raise SwagFormatError(f"{path}:{line}: label {value!r} is not one of 0..{NUM_CHOICES - 1}.")
                 label = int(value)

@@ -563,6 +563,25 @@ def csv_records(reader, path, *, error=None):
             yield start, fields
 
 
+def field_count_message(path, line, fields, header):
+    """`path:line: N fields, the header has M`, and where a cell holds line breaks (a quote left
+    open takes the lines after it into one cell: `"good film,pos` read as one field, the rest of
+    the file with it), that cell and what to do. The message of every CSV reader of a task file.
+
+    >>> print(field_count_message("f.csv", 2, ["hi,a\\nyo,b"], ["text", "label"]))
+    f.csv:2: 1 fields, the header has 2 (['text', 'label']). Field 1 runs over 2 lines ('hi,a\\nyo,b'): a quote (") opened on line 2 is closed on line 3 or not at all; close it, or write a quote inside a cell as two ("").
+    """
+    message = f"{path}:{line}: {len(fields)} fields, the header has {len(header)} ({header})."
+    spanning = next((i for i, field in enumerate(fields) if "\n" in field or "\r" in field), None)
+    if spanning is not None:
+        cell = fields[spanning].replace("\r\n", "\n").replace("\r", "\n")
+        breaks = cell.rstrip("\n").count("\n")  # a quote open to the end holds the last line break too
+        message += (f" Field {spanning + 1} runs over {breaks + 1} lines ({cell[:60]!r}): a quote (\") opened on line "
+                    f"{line} is closed on line {line + breaks} or not at all; close it, or write a quote inside a "
+                    "cell as two (\"\").")
+    return message
+
+
 @contextlib.contextmanager
 def _cell_limit(limit):
     # The limit is global to the csv module: raise it only while reading, then put it back.
@@ -600,8 +619,7 @@ def _table_rows(f, path, file_format):
                                     f"times ({header}); give each column its own name.")
             continue
         if len(fields) != len(header):
-            raise TextFileError(f"{path}:{line}: {len(fields)} fields, the header has {len(header)} "
-                                f"({header}).")
+            raise TextFileError(field_count_message(path, line, fields, header))
         rows.append((line, dict(zip(header, fields))))
     if header is not None and not rows:
         raise TextFileError(f"{path}: the file is empty (a header, no examples).")

@@ -99,13 +99,18 @@ def write_pretraining_data_with_beam(settings: PretrainingDataSettings, *, runne
     """
     import tensorflow as tf
 
-    from pipelines.pretraining.run_record import mark_complete_if_done, recorded_run
+    from pipelines.pretraining.run_record import check_outputs_are_not_inputs, mark_complete_if_done, recorded_run
     from pipelines.tokenizer import VocabularyError, load_vocabulary, special_tokens_from_vocabulary
 
     log = log or (lambda *_: None)
     if settings.is_tfds:
         raise ValueError("The Beam path reads text files; a tfds: input takes the local path (no --runner).")
     pipeline_options(runner, pipeline_args)  # a misspelt option stops here, before the corpus is read
+    # `--input 'data/*.txt' --output-prefix data/wiki --write-documents`: the first run wrote
+    # data/wiki-documents-*.txt, which every rerun then read as corpus (refused as "another corpus",
+    # and with --overwrite the documents doubled). Refused before anything is written.
+    check_outputs_are_not_inputs(settings, also=[documents_file_name(
+        settings.output_prefix, 0, settings.num_output_shards)] if write_documents else [])
     keyed = seeding.keyed_files(*zip(*corpus_lib.match_patterns(settings.input, glob=beam_glob)))
     fingerprint = beam_corpus_fingerprint([path for _, path in keyed])
     # A failure before any shard exists leaves no PREFIX-config.json of this run (`recorded_run`).

@@ -101,8 +101,9 @@ def read_run_record(prefix: str):
         "replaced, even with --overwrite. Move it, or use another output prefix.")
 
 
-def check_outputs_are_not_inputs(settings: PretrainingDataSettings):
-    """Raises `ValueError` when an input pattern matches the run's own outputs.
+def check_outputs_are_not_inputs(settings: PretrainingDataSettings, also=()):
+    """Raises `ValueError` when an input pattern matches the run's own outputs (its first shard,
+    `PREFIX-config.json`, and the files in `also`: the Beam path's document shards).
 
     With `--input 'data/*' --output_prefix data/pt` the first run worked, and every rerun (the one
     that completes a killed run's shards, or the same command again) listed its shards and
@@ -112,13 +113,13 @@ def check_outputs_are_not_inputs(settings: PretrainingDataSettings):
     if settings.is_tfds:
         return
     prefix = settings.output_prefix
-    outputs = [shard_file_name(prefix, 0, settings.num_output_shards), config_file_name(prefix)]
+    outputs = [shard_file_name(prefix, 0, settings.num_output_shards), config_file_name(prefix), *also]
     for pattern in settings.input:
         for output in outputs:
             if _glob_matches(pattern, output):
                 raise ValueError(
                     f"input {pattern!r} also matches this run's own outputs ({output}): a rerun would read "
-                    f"them as corpus text. Give an --output_prefix outside it, or a pattern that matches "
+                    f"them as corpus text. Give an --output-prefix outside it, or a pattern that matches "
                     "the corpus files only.")
 
 

@@ -592,13 +592,20 @@ def write_vocabulary(tokens: List[str], path: str) -> None:
 
 
 def _check_token_list(tokens: List[str], *, what: str) -> None:
-    """Rejects token lists that cannot round-trip through a vocab.txt file."""
+    """Rejects token lists that cannot round-trip through a vocab.txt file. A token is named by its
+    index in the list, which is its id, and by its line of vocab.txt (the id + 1): "at index 0 and 5"
+    read as either."""
+    def where(i):
+        return f"{what}[{i}] (id {i}, line {i + 1} of vocab.txt)"
+
     seen = {}
     for i, token in enumerate(tokens):
         if not isinstance(token, str) or not token:
-            raise VocabularyError(f"{what}[{i}] is {token!r}; every token must be a non-empty str.")
+            raise VocabularyError(f"{where(i)} is {token!r}; every token must be a non-empty str.")
         if "\n" in token or "\r" in token:
-            raise VocabularyError(f"{what}[{i}] = {token!r} contains a line break.")
+            raise VocabularyError(f"{where(i)} = {token!r} contains a line break.")
         if token in seen:
-            raise VocabularyError(f"{what} lists {token!r} twice, at index {seen[token]} and {i}.")
+            raise VocabularyError(f"{what} lists {token!r} twice: {what}[{seen[token]}] and {what}[{i}] (ids "
+                                  f"{seen[token]} and {i}, lines {seen[token] + 1} and {i + 1} of vocab.txt); "
+                                  "a token has one id, so list it once.")
         seen[token] = i

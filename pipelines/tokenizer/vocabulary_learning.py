@@ -98,6 +98,31 @@ class LearnedVocabulary:
                 "token of its own, so that no word is [UNK]; a larger size adds pieces of words"]
 
 
+def _check_extra_reserved(extra, special):
+    """`reserved` (`--reserved TOKEN ...`), named in its own terms: the Nth token given, and the id it
+    would get. The list check of the whole reserved list named `--reserved [PAD]` "reserved_tokens
+    lists '[PAD]' twice, at index 0 and 5": a list the user never typed, by 0-based positions.
+
+    Raises:
+        VocabularyError: a token given is empty, one of the special tokens, or given twice.
+    """
+    from pipelines.tokenizer.vocab import VocabularyError
+
+    first = {}
+    for number, token in enumerate(extra, 1):
+        given = f"reserved token {number} ({token!r}, --reserved)"
+        if not isinstance(token, str) or not token.strip():
+            raise VocabularyError(f"{given} is empty: give a token such as [unused0], or leave it out.")
+        if token in special:
+            ids = " ".join(f"{name}={i}" for i, name in enumerate(special))
+            raise VocabularyError(f"{given} is one of the {len(special)} special tokens every vocabulary starts "
+                                  f"with already ({ids}): leave it out.")
+        if token in first:
+            raise VocabularyError(f"{given} repeats reserved token {first[token]}: a token has one id "
+                                  f"(it would be id {len(special) + first[token] - 1}); give it once.")
+        first[token] = number
+
+
 def learn_vocabulary(inputs, output, *, lowercase: bool = True, strip_accents: Optional[bool] = None,
                      overwrite: bool = False, progress: Optional[Callable] = None,
                      log: Callable[[str], None] = lambda line: None, max_input_tokens: Optional[int] = int(5e6),
@@ -136,6 +161,7 @@ def learn_vocabulary(inputs, output, *, lowercase: bool = True, strip_accents: O
     from pipelines.tokenizer.vocab import (RESERVED_TOKENS, alphabet_share, build_vocabulary, check_reserved_tokens,
                                            write_vocabulary)
 
+    _check_extra_reserved(settings.reserved, RESERVED_TOKENS)
     reserved = RESERVED_TOKENS + list(settings.reserved)
     check_reserved_tokens(reserved, settings.size)  # before the counting, not hours after it
     counts = count_corpus_words(inputs, lowercase=lowercase, strip_accents=strip_accents, runner=settings.runner,

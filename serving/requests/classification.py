@@ -23,7 +23,7 @@ def request_inputs(texts, *, text_b=(), names, **_):
     if names == {"text", "text_b"}:
         # Split at ' ||| ' or a tab, as `bert-keras predict` reads a pair model's texts: a TSV line
         # of `loadtest --input` ("A<tab>B") was refused as "this model takes sentence pairs".
-        pairs = [pair if isinstance(pair, tuple) else (pair, None) for pair in split_pairs(texts)]
+        pairs = [pair if isinstance(pair, tuple) else (pair, None) for pair in split_pairs(texts, exact=True)]
         firsts = [a for a, _ in pairs]
         seconds = broadcast(text_b, len(firsts), "--text-b") if text_b else [b for _, b in pairs]
         if not firsts or any(b is None for b in seconds):

@@ -19,7 +19,7 @@ USED_BY = {
     # a fine-tuned model directory to read
     "--model": {"evaluate", "predict", "export"},
     # the data the command trains on or scores (a file, or records)
-    "--data": {"finetune", "distill", "evaluate", "pretrain"},
+    "--data": {"finetune", "distill", "evaluate", "pretrain", "predict"},
     # finetune's extra evaluation file
     "--eval-data": {"finetune", "distill"},
     # raw text files, one text (or sentence) per line
@@ -78,6 +78,7 @@ OLD_NAMES = {
     "--random_seed": "--seed",
     "--name": "--model-name",
     "--doc-stride": "--stride",
+    "--squad": "--data",
 }
 
 # Visible spellings that name another concept there (not a stale synonym).

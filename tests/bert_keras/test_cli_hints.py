@@ -2,6 +2,7 @@
 
 import argparse
 import os
+import shlex
 
 from bert_keras.checkpoints.loading import installed_distributions
 from bert_keras.error_hints import hint_for
@@ -102,7 +103,7 @@ def test_next_hints_quote_paths_so_they_work_when_pasted(tmp_path):
 
     base = str(tmp_path / "my models ü")
     serve = export_steps(base, "sentiment", "2.20", '"your text"').splitlines()[1]
-    argv = shlex.split(serve.split("next:")[1].split("(gRPC")[0])
+    argv = shlex.split(serve.split("next:")[1], comments=True)  # the ports' note a shell comment: pasted whole, it runs
     assert argv == ["bert-keras", "serve", "--model-base-path", os.path.join(base, "sentiment")]
     output_dir = str(tmp_path / "run one")
     report = PretrainingResult(model=None, initial_step=3, final_step=3, already_complete=True).report(
@@ -111,18 +112,33 @@ def test_next_hints_quote_paths_so_they_work_when_pasted(tmp_path):
     assert embed[3] == os.path.join(output_dir, "encoder.keras") and embed[5] == os.path.join(output_dir, "vocab.txt")
 
 
-def test_finetune_hints_name_dev_data_when_the_run_evaluated_none():
+def test_finetune_and_distill_hints_are_one_command_a_line_so_pasting_them_whole_runs_each():
+    """finetune's `next: bert-keras evaluate --model out   |   bert-keras predict ...` pasted whole
+    was a shell pipe (predict read evaluate's output as its stdin), and without dev data it ran
+    `score a dev file: ...` as a command; distill's hint was a pipe too."""
     import types
 
+    from bert_keras.tasks.distillation import DistillationResult
     from bert_keras.tasks.finetuning import FinetuningResult
 
+    def pasted(hint):  # the shell words of each line, as bash reads the block pasted whole
+        assert hint.startswith("next: ")
+        lines = hint[len("next: "):].splitlines()
+        return [shlex.split(line, comments=True) for line in lines]
+
     task = types.SimpleNamespace(predict_example='"a fine film"')
-    evaluated = FinetuningResult(task, "out/my run", metrics={"accuracy": 0.9}).next_steps()
-    assert evaluated.startswith("next: bert-keras evaluate --model 'out/my run'   |")
+    evaluated = pasted(FinetuningResult(task, "out/my run", metrics={"accuracy": 0.9}).next_steps())
+    assert evaluated == [["bert-keras", "evaluate", "--model", "out/my run"],
+                         ["bert-keras", "predict", "--model", "out/my run", "a fine film"]]
+    # The command first is the one that works as printed; scoring needs a dev file of the user's,
+    # so that one is a comment (FILE is a placeholder).
     unevaluated = FinetuningResult(task, "out/run", metrics=None).next_steps()
-    # The command first is the one that works as printed; scoring needs a dev file of the user's.
-    assert unevaluated.startswith('next: bert-keras predict --model out/run "a fine film"   |   score a dev file: ')
-    assert unevaluated.endswith("bert-keras evaluate --model out/run --data FILE")
+    assert pasted(unevaluated) == [["bert-keras", "predict", "--model", "out/run", "a fine film"], []]
+    assert unevaluated.splitlines()[1].strip() == "# score a dev file of yours: bert-keras evaluate --model out/run --data FILE"
+
+    distilled = pasted(DistillationResult(task, "out/student").next_steps())
+    assert distilled[0] == ["bert-keras", "evaluate", "--model", "out/student"]
+    assert distilled[1][:4] == ["bert-keras", "export", "--model", "out/student"] and "|" not in distilled[1]
 
 
 def test_a_column_hint_guesses_only_the_one_column_left_or_a_close_name():
@@ -206,9 +222,53 @@ def test_an_error_about_a_typed_flag_names_the_flag_not_the_python_setting(tmp_p
     assert "error: --pooling-layer 9: the encoder has 2 layers" in err and "pooling_layer" not in err
     err = error_of(["embed", "--init", init, "--seq-length=4000", "a b"], capsys)
     assert "error: --seq-length 4000 exceeds the model's 32 positions" in err
+    # argparse takes an abbreviation and the former spelling: the error names the flag all the same
+    # (it said "seq_length 4000 exceeds ...", a name the user never typed).
+    for typed in (["--seq", "4000"], ["--seq-len=4000"], ["--max-seq-length", "4000"]):
+        err = error_of(["embed", "--init", init, *typed, "a b"], capsys)
+        assert "error: --seq-length 4000 exceeds the model's 32 positions" in err, (typed, err)
     train = tmp_path / "train.tsv"
     train.write_text("text\tlabel\na b\tx\nb a\ty\n", encoding="utf-8")
     err = error_of(["finetune", "--task", f"csv:{train}", "--no-eval", "--init", init, "--max-length", "40",
                     "--stride", "500", "--seq-length", "16", "--output-dir", str(tmp_path / "out")], capsys)
     # the typed --stride is named as typed; so is --seq-length, given on the command line too
     assert "error: --stride 500 exceeds the window (14 word pieces: --seq-length 16 less" in err
+
+
+def test_verbose_is_read_as_argparse_reads_it_abbreviated_too():
+    """`bert-keras --verb tokenize ...` parsed as verbose while TensorFlow's logs, configured from
+    `"--verbose" in argv`, stayed silenced."""
+    from bert_keras.cli.main import asks_verbose, build_parser
+
+    assert build_parser().parse_args(["--verb", "info"]).verbose
+    assert [asks_verbose(argv) for argv in (["--verb", "info"], ["info", "--verbose"], ["info", "--ve"],
+                                            ["info"], ["embed", "--", "--verbose"], ["embed", "--vocab", "v"])] \
+        == [True, True, True, False, False, False]
+
+
+def test_next_hints_of_embed_and_evaluate_run_when_pasted_whole(tmp_path, capsys):
+    """`next: bert-keras tokenize ... "your text"  (see the tokens and offsets)` and SpanQA's
+    `... 'question ||| context'   (or --squad DEV.json)`: pasted as printed, bash stopped at the
+    parenthesis ("syntax error near unexpected token `('"). The note is now a shell comment."""
+    import shlex
+    import subprocess
+
+    from bert_keras.checkpoints import save_pretrained
+    from bert_keras.config import BertConfig
+    from bert_keras.encoder import BertEncoder
+    from bert_keras.tasks.span_qa import SpanQA
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "your", "text"]) + "\n")
+    encoder = BertEncoder(BertConfig(vocab_size=7, hidden_size=8, num_layers=1, num_heads=2,
+                                     intermediate_size=16, max_position_embeddings=32))
+    save_pretrained(encoder, str(tmp_path / "tiny.keras"), vocab_file=str(vocab))
+    assert main(["embed", "--init", str(tmp_path / "tiny.keras"), "your text", "text"]) == 0
+    hint = [line for line in capsys.readouterr().out.splitlines() if line.startswith("next: ")][-1]
+    pasted = hint[len("next: "):]
+    assert subprocess.run(["bash", "-n", "-c", pasted]).returncode == 0, pasted  # the shell reads it
+    argv = shlex.split(pasted, comments=True)
+    assert argv[:2] == ["bert-keras", "tokenize"] and main(argv[1:]) == 0
+    assert "your" in capsys.readouterr().out
+    example = f"bert-keras predict --model out/squad {SpanQA.predict_example}"
+    assert subprocess.run(["bash", "-n", "-c", example]).returncode == 0, example

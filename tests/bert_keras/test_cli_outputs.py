@@ -180,3 +180,83 @@ def test_predict_input_lines_with_a_tab_are_one_text_for_a_single_text_model(cla
     # A model of pairs still reads A<TAB>B as a pair.
     assert main(["predict", "--model", classifier, "--input", str(texts), "--json"]) == 2
     assert "line 2" in capsys.readouterr().err  # 'fine' is the single text there
+
+
+def test_predict_json_with_output_prints_only_json_lines(classifier, tmp_path, capsys):
+    """`predict --json --output f.jsonl` printed 'wrote 1 predictions to f.jsonl' on stdout after the
+    JSON lines, so a pipe into jq or json.loads failed on the last line."""
+    import json
+
+    written = tmp_path / "rows.jsonl"
+    assert main(["predict", "--model", classifier, "good film ||| fine", "--json", "--output", str(written)]) == 0
+    captured = capsys.readouterr()
+    rows = [json.loads(line) for line in captured.out.splitlines()]
+    assert [row["text"] for row in rows] == [["good film", "fine"]]
+    assert [json.loads(line) for line in written.read_text(encoding="utf-8").splitlines()] == rows
+    assert f"wrote 1 predictions to {written}" in captured.err
+
+
+def test_predict_refuses_a_pair_model_line_of_three_fields_by_its_line(classifier, tmp_path, capsys):
+    """`A<TAB>B<TAB>label` (a TSV row pasted whole) was read as the pair (A, 'B<TAB>label'): the
+    label scored as words of the second sentence, exit 0, no word of it."""
+    import json
+
+    texts = tmp_path / "pairs.tsv"
+    texts.write_text("a good film\tit was good\nfine\tgood\tpos\n", encoding="utf-8")
+    err = refused(["predict", "--model", classifier, "--input", str(texts)], capsys,
+                  f"--input {texts}, line 2 ('fine\\tgood\\tpos'): 3 fields separated by tabs; a sentence pair is 2")
+    assert "remove the extra field" in err
+    refused(["predict", "--model", classifier, "A ||| B ||| C"], capsys,
+            "TEXT argument 1 ('A ||| B ||| C'): 3 fields separated by ' ||| '")
+    texts.write_text("a good film\tit was good\nfine\tgood pos\n", encoding="utf-8")
+    assert main(["predict", "--model", classifier, "--input", str(texts), "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [row["text"] for row in rows] == [["a good film", "it was good"], ["fine", "good pos"]]
+
+
+def test_predict_writes_the_chosen_ending_of_each_row_of_a_swag_test_file(tmp_path, capsys):
+    """SWAG's test.csv (no label column) could not be predicted from the command line: --squad
+    refused the model, and --input read each CSV line as 'context ||| endings'."""
+    import csv
+    import json
+
+    from bert_keras.tasks import load
+    from pipelines.datasets.swag import read_swag_csv
+
+    model = export_fixtures.make_finetuned_dir("multiple_choice", str(tmp_path / "swag"))
+    with open(os.path.join(export_fixtures.DATA, "tasks", "swag_mini.csv"), encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f))
+    test = tmp_path / "test.csv"  # the official test file's columns: the val file's less the label
+    with open(test, "w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows(row[:-1] for row in rows)
+    argv = ["predict", "--model", model, "--data", str(test), "--output-dir", str(tmp_path / "pred")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    written = tmp_path / "pred" / "swag_predictions.jsonl"
+    assert f"{len(rows) - 1} examples; wrote {written}" in out and "next:" not in out  # nothing to score
+    lines = [json.loads(line) for line in written.read_text(encoding="utf-8").splitlines()]
+    examples = read_swag_csv(str(test), labelled=False)
+    expected = load(model).predict(examples)
+    assert [line["choice"] for line in lines] == [int(p.argmax()) for p in expected]
+    assert [line["source"] for line in lines] == [f"{test}:{n}" for n in range(2, len(rows) + 1)]
+    first = examples[0]
+    assert lines[0]["endings"] == [f"{first.start} {e}" for e in first.endings]
+    assert lines[0]["ending"] == lines[0]["endings"][lines[0]["choice"]] and "label" not in lines[0]
+    # A rerun keeps the file unless told; the labelled file gets its accuracy and an evaluate hint that runs.
+    refused(argv, capsys, "swag_predictions.jsonl", "--overwrite")
+    val = os.path.join(export_fixtures.DATA, "tasks", "swag_mini.csv")
+    assert main(["predict", "--model", model, "--data", val, "--output-dir", str(tmp_path / "val")]) == 0
+    out = capsys.readouterr().out
+    labelled = [json.loads(line) for line in (tmp_path / "val" / "swag_predictions.jsonl").read_text().splitlines()]
+    accuracy = sum(line["choice"] == line["label"] for line in labelled) / len(labelled)
+    assert f"{len(labelled)} examples, accuracy {accuracy:.4f}; wrote" in out
+    hint = next(line for line in out.splitlines() if line.startswith("next: "))
+    import shlex
+    command = shlex.split(hint[len("next: "):])
+    assert command[0] == "bert-keras" and main(command[1:]) == 0
+    metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-3])  # then a blank line and the next hint
+    assert metrics["accuracy"] == pytest.approx(accuracy)
+    # A classifier has no dataset file to predict: the error says what to give instead.
+    refused(["predict", "--model", export_fixtures.make_finetuned_dir("classification", str(tmp_path / "c")),
+             "--data", str(test)], capsys, "--data FILE: a whole dataset file is predicted by a SQuAD or SWAG model",
+            "--input FILE")

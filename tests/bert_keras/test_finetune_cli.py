@@ -221,7 +221,7 @@ def test_predict_on_texts_takes_the_squad_decoding_flags_and_other_models_refuse
 
 
 def test_a_null_threshold_for_a_squad_v1_model_is_refused_not_ignored(tmp_path, capsys):
-    """A v1.1 model answers every question: `--null-threshold` (predict on texts or --squad, export)
+    """A v1.1 model answers every question: `--null-threshold` (predict on texts or --data, export)
     and `predict_squad(threshold=)` changed nothing, without a word."""
     import export_fixtures
     from bert_keras import tasks

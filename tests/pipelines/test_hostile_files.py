@@ -238,3 +238,22 @@ def test_the_other_readers_name_file_and_line_of_a_bad_byte(tmp_path):
     squad = _write(tmp_path / "dev.json", b'{"data": [\n"\xe9"]}')
     with pytest.raises(SquadFormatError, match=r"dev.json:2: byte 0xe9"):
         read_squad_json(squad, is_training=False)
+
+
+def test_a_quote_left_open_is_named_as_such_not_only_as_a_wrong_field_count(tmp_path):
+    """`"good film,pos` opened a quoted cell that took the rest of the file: the error said only
+    "1 fields, the header has 2", at a line that looks right."""
+    from pipelines.datasets.swag import SwagFormatError, read_swag_csv
+
+    path = _write(tmp_path / "open.csv", 'text,label\n"good film,pos\nbad film,neg\nfine,pos\n')
+    with pytest.raises(TextFileError, match=r"open.csv:2: 1 fields, the header has 2 \(\['text', 'label'\]\)\. Field 1 "
+                                            r"runs over 3 lines \('good film,pos\\nbad film,neg\\nfine,pos\\n'\): a quote "
+                                            r"\(\"\) opened on line 2 is closed on line 4 or not at all; close it"):
+        read_text_file(path)
+    path = _write(tmp_path / "cols.csv", "text,label\ngood,pos,extra\n")  # no line break: the count alone
+    with pytest.raises(TextFileError, match=r"cols.csv:2: 3 fields, the header has 2 \(\['text', 'label'\]\)\.$"):
+        read_text_file(path)
+    header = ",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label\n"
+    path = _write(tmp_path / "swag.csv", header + '0,v,1,s,"He sat.,He,gold,a,b,c,d,0\n1,v,1,s,x,y,gold,a,b,c,d,1\n')
+    with pytest.raises(SwagFormatError, match=r"swag.csv:2: 5 fields, the header has 12 .* Field 5 runs over 2 lines"):
+        read_swag_csv(path)

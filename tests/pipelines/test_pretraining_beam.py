@@ -193,6 +193,24 @@ def test_beam_documents_feed_dynamic_masking_and_the_static_writer(vocab_file, t
     assert static["documents"] == summary["documents"] and static["instances"] > 0
 
 
+def test_beam_documents_that_the_input_pattern_matches_are_refused_before_any_write(vocab_file, tmp_path):
+    """`--input 'data/*.txt' --output-prefix data/wiki --write-documents`: the first run wrote
+    data/wiki-documents-00000-of-00001.txt, which the same command then read as corpus."""
+    pytest.importorskip("apache_beam")
+    from pipelines.pretraining import write_pretraining_data_with_beam
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "corpus.txt").write_text(open(SAMPLE, encoding="utf-8").read(), encoding="utf-8")
+    settings = settings_for(str(data / "*.txt"), vocab_file, str(data / "wiki"), num_output_shards=1, **SMALL)
+    with pytest.raises(ValueError, match=r"input '.*/data/\*\.txt' also matches this run's own outputs "
+                                         r"\(.*/data/wiki-documents-00000-of-00001\.txt\).*--output-prefix outside"):
+        write_pretraining_data_with_beam(settings, write_documents=True)
+    assert sorted(os.listdir(data)) == ["corpus.txt"]  # nothing written
+    # Without the documents, the shards (.tfrecord) do not match '*.txt': the run goes on.
+    assert write_pretraining_data_with_beam(settings)["written"]
+
+
 def test_beam_cli_runner_flag(vocab_file, tmp_path, capsys):
     pytest.importorskip("apache_beam")
     from bert_keras.cli.main import main

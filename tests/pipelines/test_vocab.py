@@ -295,8 +295,12 @@ def test_custom_reserved_tokens_and_bad_arguments():
         build_vocabulary({}, vocab_size=100)
     with pytest.raises(ValueError, match="vocab_size=5"):
         build_vocabulary({"ab": 5}, vocab_size=5)
-    with pytest.raises(VocabularyError, match="twice"):
+    # By index = id and by line of vocab.txt (one more): "at index 0 and 1" read as either.
+    with pytest.raises(VocabularyError, match=r"reserved_tokens lists '\[PAD\]' twice: reserved_tokens\[0\] and "
+                                              r"reserved_tokens\[1\] \(ids 0 and 1, lines 1 and 2 of vocab.txt\)"):
         build_vocabulary({"ab": 5}, vocab_size=20, reserved_tokens=["[PAD]", "[PAD]"])
+    with pytest.raises(VocabularyError, match=r"tokens\[2\] \(id 2, line 3 of vocab.txt\) = 'b\\nc' contains"):
+        write_vocabulary(["a", "[UNK]", "b\nc"], os.devnull)
 
 
 # --- write_vocabulary --------------------------------------------------------------
@@ -368,8 +372,15 @@ def test_learn_vocabulary_checks_reserved_tokens_and_size_before_counting(tmp_pa
     monkeypatch.setattr(corpus_words, "count_corpus_words", never)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("a b\n", encoding="utf-8")
-    with pytest.raises(VocabularyError, match=r"'\[UNK\]' twice, at index 1 and 5"):
+    with pytest.raises(VocabularyError, match=r"reserved token 1 \('\[UNK\]', --reserved\) is one of the 5 special "
+                                              r"tokens every vocabulary starts with already \(\[PAD\]=0 \[UNK\]=1 "
+                                              r"\[CLS\]=2 \[SEP\]=3 \[MASK\]=4\): leave it out"):
         learn_vocabulary([str(corpus)], str(tmp_path / "vocab.txt"), reserved=["[UNK]"])
+    with pytest.raises(VocabularyError, match=r"reserved token 3 \('\[unused0\]', --reserved\) repeats reserved "
+                                              r"token 1: a token has one id \(it would be id 5\)"):
+        learn_vocabulary([str(corpus)], str(tmp_path / "vocab.txt"), reserved=["[unused0]", "[unused1]", "[unused0]"])
+    with pytest.raises(VocabularyError, match=r"reserved token 2 \('', --reserved\) is empty"):
+        learn_vocabulary([str(corpus)], str(tmp_path / "vocab.txt"), reserved=["[unused0]", ""])
     with pytest.raises(ValueError, match="vocab_size=6 leaves no room beside the 6 reserved tokens"):
         learn_vocabulary([str(corpus)], str(tmp_path / "vocab.txt"), size=6, reserved=["[unused0]"])
 

@@ -42,6 +42,19 @@ def test_a_line_is_split_at_its_first_separator_so_a_tab_after_the_bar_stays_in_
         ("who lives?", "john\tsmith lives here."), ("A", "B ||| C"), ("A", "B"), ("C", "D"), "one"]
 
 
+def test_a_pair_signature_refuses_a_text_of_three_fields_by_its_row():
+    """`loadtest --input` / `query` on a pair model: 'A<TAB>B<TAB>label' was sent as the pair
+    (A, 'B<TAB>label')."""
+    from serving.text_requests import split_pairs
+
+    with pytest.raises(TextRequestError, match=r"row 1 \('C\\tD\\tpos'\): 3 fields separated by tabs"):
+        request_inputs(signature("text", "text_b"), ["A\tB", "C\tD\tpos"])
+    with pytest.raises(TextRequestError, match="row 0 .*: 4 fields separated by tabs and ' [|]{3} '"):
+        split_pairs(["A\tB ||| C ||| D"], exact=True)
+    assert split_pairs(["A ||| B\tC", "A\tB\tC"]) == [("A", "B\tC"), ("A", "B\tC")]  # not exact: as before
+    assert split_pairs(["A ||| B\tC"], exact=True) == [("A", "B\tC")]  # a tab after ' ||| ' is whitespace
+
+
 def test_questions_and_endings():
     assert request_inputs(signature("question", "context"), question=["who?", "where?"], context=["Ann is here."]) \
         == {"question": ["who?", "where?"], "context": ["Ann is here.", "Ann is here."]}
