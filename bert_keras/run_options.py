@@ -28,10 +28,12 @@ class PretrainingOptions:
     init: Optional[str] = option(None, "start from these weights (encoder + pretraining heads when present): "
                                        "hf:DIR | tf1:CKPT_PREFIX | keras-hub:DIR | pip:PACKAGE | model.keras",
                                  metavar="SPEC")
-    seq_length: int = option(128, "tokens per example (default 128)", None, "--max-seq-length",
-                             type="positive_int")
-    max_predictions: int = option(20, "masked positions per example (default 20)", None,
-                                  "--max-predictions-per-seq", type="positive_int")
+    seq_length: Optional[int] = option(None, "tokens per example (default: the records' --seq-length, "
+                                             "from create-pretraining-data; with --input 128)", None,
+                                       "--max-seq-length", type="positive_int")
+    max_predictions: Optional[int] = option(None, "masked positions per example (default: the records' "
+                                                  "--max-predictions; with --input 20)", None,
+                                            "--max-predictions-per-seq", type="positive_int")
     batch_size: int = option(32, "examples per step over all replicas (default 32)", None, "--global-batch-size",
                              type="positive_int")
     learning_rate: float = option(1e-4, "peak learning rate (default 1e-4)", type="positive_float")

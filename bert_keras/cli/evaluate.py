@@ -48,6 +48,7 @@ def run(args):
     spec = spec_for_model(task_spec(args, training=task.to_finetuned().training), task, args.model, args.task)
     progress = int(sys.stdout.isatty() and not args.json)  # a progress bar with ETA on a terminal
     x, y = spec.evaluation_data(args.data)
+    spec.prepare_scoring(task)  # e.g. a KorQuAD file scored with KorQuAD's metric
     spec.check_texts(task.tokenizer)  # a text the model reads no token of, by file and line
     metrics = task.score(x, y, batch_size=args.batch_size, verbose=progress)
     if args.output:

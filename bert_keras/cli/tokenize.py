@@ -12,7 +12,8 @@ def register(subparsers, summary):
         help=summary,
         description=(
             "Tokenize text exactly as the original BERT tokenizer does, in the TensorFlow graph. "
-            "Shows each token, its id and the part of the original text it came from."
+            "Shows each token, its id and the part of the original text it came from ([start:end]: "
+            "UTF-8 byte offsets; --json adds start_char / end_char, code point offsets)."
         ),
     )
     parser.add_argument("texts", nargs="*", metavar="TEXT", help="texts to tokenize (default: lines of stdin)")
@@ -31,7 +32,8 @@ def register(subparsers, summary):
                help="pack to this length ([CLS]/[SEP] included)")
     parser.add_argument("--max-chars-per-word", type=positive_int, default=200,
                         help="longer words become [UNK] (original 200; HF 100)")
-    parser.add_argument("--json", action="store_true", help="one JSON object per text")
+    parser.add_argument("--json", action="store_true", help="one JSON object per text (each token's start / end in UTF-8 bytes, "
+                                                          "start_char / end_char in code points)")
     parser.set_defaults(func=run)
 
 

@@ -397,6 +397,7 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     spec = spec_for_model(spec, teacher, teacher_dir, override=spec.spec)  # named in a mismatch (--task swag)
     spec.labels_required = alpha != 0  # soft targets alone: a file of texts will do
     x, y = spec.training_data(seed=seed)
+    spec.prepare_scoring(teacher)  # before the student copies its settings: a KorQuAD file's metric
     spec.check_texts(teacher.tokenizer)  # a text the model reads no token of, by file and line
     spec.labels = teacher.labels
     if alpha == 0:
@@ -441,6 +442,8 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     except (DatasetSpecError, FileNotFoundError) as error:
         log(f"no dev evaluation: {error}")
         return result
+    spec.prepare_scoring(teacher)
+    spec.prepare_scoring(student)
     batch = student.to_finetuned().training["distillation"]["batch_size"]
     result.teacher_metrics = teacher.score(dev_x, dev_y, batch_size=batch)
     result.metrics = student.score(dev_x, dev_y, batch_size=batch)

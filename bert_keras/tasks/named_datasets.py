@@ -10,7 +10,8 @@ A dataset spec names the data, the task class and how its metrics read:
 * `swag`: SWAG CSV files, `MultipleChoice`.
 * `squad/v1.1`, `squad/v2.0`: SQuAD (TFDS, or JSON files), `SpanQA`.
 * `korquad/v1.0`: KorQuAD 1.0 (JSON files in SQuAD v1.1's format: `--data`, `--eval-data`), `SpanQA`
-  scored with the official KorQuAD metric (`evaluation_metric="korquad"`, saved with the model).
+  scored with the official KorQuAD metric (`evaluation_metric="korquad"`, saved with the model). A
+  file whose `"version"` is KorQuAD 1.x read as `squad/v1.1` is read as `korquad/v1.0` (with a warning).
 
 `parse_task(spec, ...)` gives a `DatasetSpec`: `training_data()` and `evaluation_data()`
 return `(x, y)` in the forms the task classes take, `model_options()` the
@@ -201,6 +202,9 @@ class DatasetSpec:
                 "eval_path": self.eval_path and os.path.abspath(self.eval_path),
                 "text_column": self.text_column, "text_b_column": self.text_b_column,
                 "label_column": self.label_column}
+
+    def prepare_scoring(self, task):
+        """Settings of `task` that scoring this spec's data needs (after `evaluation_data`)."""
 
     def format_metrics(self, metrics):
         """A readable table of `score`'s metrics."""
@@ -450,7 +454,9 @@ class SquadSpec(DatasetSpec):
                 raise DatasetSpecError(not_a_file(path))
             self.scored = path
             # a v2.0 task's file is v2.0 also without a "version" or "is_impossible" field
-            return read_squad_json(path, is_training=is_training, version="2.0" if self.version_2 else "auto")
+            examples = read_squad_json(path, is_training=is_training, version="2.0" if self.version_2 else "auto")
+            self._check_korquad(path, examples)
+            return examples
         if self.korquad:
             raise DatasetSpecError(
                 f"{self.spec} reads JSON files (not in TFDS): --data KorQuAD_v1.0_train.json "
@@ -458,11 +464,61 @@ class SquadSpec(DatasetSpec):
         self.scored = f"tfds {self.spec}[{split}]"
         return squad_examples_from_tfds(self.spec, split, is_training=is_training, data_dir=self.data_dir)
 
+    def _check_korquad(self, path, examples):
+        """A KorQuAD 1.0 file read as SQuAD: its official scorer is KorQuAD's, not SQuAD's.
+
+        A file that declares itself KorQuAD 1.x (its `"version"`, "KorQuAD_v1.0") read as
+        `squad/v1.1` becomes `korquad/v1.0` (saved with the model, so `evaluate` and later runs
+        score it as the official KorQuAD script does), with a warning; read as `squad/v2.0` (a
+        model with unanswerable questions), it is only warned about. Korean (Hangul) contexts
+        without that declaration are warned about, naming `--task korquad/v1.0`.
+        """
+        import warnings
+
+        from pipelines.datasets.squad import declared_version
+
+        if self.korquad or getattr(self, "_korquad_checked", False):
+            return
+        self._korquad_checked = True  # one warning for the training and the dev file
+        declared = declared_version(path) or ""
+        if declared.lower().startswith("korquad_v1"):
+            if self.version_2:
+                warnings.warn(f"{path} declares \"version\": {declared!r}, but {self.spec} scores with SQuAD "
+                              "v2.0's metric, for unanswerable questions KorQuAD 1.0 does not have: use "
+                              "--task korquad/v1.0 (the official KorQuAD scorer: character F1)", stacklevel=2)
+                return
+            warnings.warn(f"{path} declares \"version\": {declared!r}: read as korquad/v1.0, not {self.spec}, and "
+                          "scored as the official KorQuAD 1.0 script does (character F1, KorQuAD's "
+                          "normalisation) instead of SQuAD's word F1; pass --task korquad/v1.0 to say so",
+                          stacklevel=2)
+            self.spec, self.korquad = "korquad/v1.0", True
+        elif _mostly_hangul(example.context for example in examples[:200]):
+            warnings.warn(f"{path}: the contexts are Korean, scored with SQuAD's metric ({self.spec}: word F1, "
+                          "English articles dropped); KorQuAD's official scorer (character F1) is "
+                          "--task korquad/v1.0", stacklevel=2)
+
+    def prepare_scoring(self, task):
+        """`korquad/v1.0` data scored by a model saved with SQuAD's metric: scored with KorQuAD's."""
+        if self.korquad and not self.version_2 and task.evaluation_metric != "korquad":
+            task.evaluation_metric = "korquad"
+
     def training_data(self, seed=None):
         return self._examples(self.train_path, "train", True), None
 
     def evaluation_data(self, path=None):
         return self._examples(path or self.eval_path, "validation", False), None
+
+
+def _mostly_hangul(texts):
+    """Whether most letters of `texts` are Hangul syllables or jamo."""
+    hangul = letters = 0
+    for text in texts:
+        for character in text:
+            if character.isalpha():
+                letters += 1
+                hangul += "\uac00" <= character <= "\ud7a3" or "\u1100" <= character <= "\u11ff" \
+                    or "\u3130" <= character <= "\u318f"
+    return letters > 0 and hangul > letters / 2
 
 
 def write_squad_predictions(task, path, directory, *, batch_size=32, overwrite=False, **decoding):

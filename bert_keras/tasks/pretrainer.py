@@ -113,7 +113,7 @@ class Pretrainer(BertPretrainer):
         return pretrainer
 
     def fit(self, x=None, y=None, *, corpus=None, records=None, output_dir=None, steps=None,
-            batch_size=32, seq_length=128, max_predictions=20, learning_rate=1e-4, warmup_steps=None,
+            batch_size=32, seq_length=None, max_predictions=None, learning_rate=1e-4, warmup_steps=None,
             weight_decay=0.01, seed=0, checkpoint_every=1000, strategy=None, **kwargs):
         """Pretrains on `corpus` (text file) or `records` (TFRecord glob); see the class docstring.
 
@@ -125,7 +125,8 @@ class Pretrainer(BertPretrainer):
             output_dir: checkpoints, backup and TensorBoard logs; `run.json` records the settings: the
                 same call again resumes or continues the run, other settings raise `RunDirectoryError`.
             steps: total optimizer steps.
-            batch_size, seq_length, max_predictions: the global batch and its shapes.
+            batch_size, seq_length, max_predictions: the global batch and its shapes (None: the
+                records' own, as `create-pretraining-data` wrote them; a corpus's 128 and 20).
             learning_rate, warmup_steps (default steps // 10), weight_decay: the optimizer.
             seed: data order and masking seed.
             checkpoint_every: steps between checkpoints (and backups).
@@ -144,6 +145,7 @@ class Pretrainer(BertPretrainer):
                 f"fit(corpus=/records=) takes callbacks= and verbose= of Keras' fit, not "
                 f"{', '.join(ignored + [n for n, v in (('x', x), ('y', y)) if v is not None])}: the run is "
                 "sized by steps= (and batch_size=), its data is the corpus / records")
+        seq_length, max_predictions = data_shapes(records, seq_length, max_predictions)
         check_seq_length(self.encoder.config, seq_length)
         if corpus is not None:
             check_vocabulary_size(self.encoder.config, self.vocab_file)
@@ -175,7 +177,7 @@ class Pretrainer(BertPretrainer):
 
     @classmethod
     def pretrain(cls, output_dir, *, steps, corpus=None, records=None, config="base", init=None,
-                 vocab_file=None, lowercase=None, strip_accents=None, seq_length=128, max_predictions=20, batch_size=32,
+                 vocab_file=None, lowercase=None, strip_accents=None, seq_length=None, max_predictions=None, batch_size=32,
                  learning_rate=1e-4, warmup_steps=None, weight_decay=0.01, seed=0,
                  checkpoint_every=1000, keep_checkpoints=3, strategy="auto", tpu=None,
                  mixed_precision="auto", jit_compile="auto", steps_per_execution=1, overwrite=False,
@@ -206,7 +208,8 @@ class Pretrainer(BertPretrainer):
             vocab_file, lowercase, strip_accents: the vocabulary (copied to `output_dir`, with HF's
                 `tokenizer_config.json`) and its rules (None: the vocabulary's `tokenizer_config.json`,
                 else uncased). Korean vocabularies: `strip_accents=False` keeps syllables whole.
-            seq_length, max_predictions, batch_size: the global batch and its shapes.
+            seq_length, max_predictions, batch_size: the global batch and its shapes (None: the
+                records' own, as `create-pretraining-data` wrote them; a corpus's 128 and 20).
             learning_rate, warmup_steps (default steps // 10), weight_decay: the optimizer.
             seed: model initialisation, dropout, data order and masking.
             checkpoint_every, keep_checkpoints: checkpoints (and backups) every
@@ -232,6 +235,7 @@ class Pretrainer(BertPretrainer):
 
         if steps <= 0:
             raise TaskInputError("steps must be positive")
+        seq_length, max_predictions = data_shapes(records, seq_length, max_predictions)
         if checkpoint_every % steps_per_execution:
             raise TaskInputError("checkpoint_every must be a multiple of steps_per_execution")
         if isinstance(strategy, str):
@@ -285,6 +289,31 @@ class Pretrainer(BertPretrainer):
             save_outputs=lambda model: save_outputs(model, output_dir, vocab_file,
                                                     {"lowercase": lowercase, "strip_accents": strip_accents}),
             input_paths=input_paths(vocab_file=vocab_file, init=init, config=config, corpus=corpus, records=records))
+
+
+# The shapes of a corpus's examples (dynamic masking) when none are given: google-research's defaults.
+DEFAULT_SEQ_LENGTH, DEFAULT_MAX_PREDICTIONS = 128, 20
+
+
+def data_shapes(records, seq_length, max_predictions):
+    """`(seq_length, max_predictions)`: each None one the records' own (`records_layout`: what
+    `create-pretraining-data --seq-length --max-predictions` wrote), else 128 / 20.
+
+    Records that cannot be measured leave the defaults: `dataset_factory` reports them.
+    """
+    layout = {}
+    if records is not None and (seq_length is None or max_predictions is None):
+        from pipelines.pretraining.reader import records_layout
+
+        try:
+            layout = records_layout(records)
+        except (FileNotFoundError, ValueError):
+            pass
+    if seq_length is None:
+        seq_length = layout.get("max_seq_length", DEFAULT_SEQ_LENGTH)
+    if max_predictions is None:
+        max_predictions = layout.get("max_predictions_per_seq", DEFAULT_MAX_PREDICTIONS)
+    return seq_length, max_predictions
 
 
 def check_seq_length(config, seq_length):

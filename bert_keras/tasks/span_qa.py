@@ -169,6 +169,24 @@ class SpanQA(TextTask):
             raise TaskInputError(f"null_threshold={value!r}: expected a finite number")
         self._record.settings["null_score_diff_threshold"] = float(value)
 
+    @property
+    def evaluation_metric(self):
+        """The official script `score` scores with: "squad" or "korquad" (KorQuAD 1.0's
+        character F1). Set it to score other data (`qa.evaluation_metric = "korquad"`);
+        it is saved with the model."""
+        return self._record.settings["evaluation_metric"]
+
+    @evaluation_metric.setter
+    def evaluation_metric(self, value):
+        from bert_keras.families import EVALUATION_METRICS
+
+        if value not in EVALUATION_METRICS:
+            raise TaskInputError(f"evaluation_metric={value!r}: one of {', '.join(map(repr, EVALUATION_METRICS))}")
+        if value == "korquad" and self._record.settings["version_2"]:
+            raise TaskInputError("evaluation_metric='korquad' scores KorQuAD 1.0, which has no unanswerable "
+                                 "questions; this is a SQuAD v2.0 model (version_2=True)")
+        self._record.settings["evaluation_metric"] = value
+
     def score(self, x=None, y=None, batch_size=None, verbose=None, *, tune_threshold=False):
         """The official SQuAD (or KorQuAD) metrics (see the class docstring).
 

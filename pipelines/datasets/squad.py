@@ -190,6 +190,22 @@ def read_squad_json(path_or_obj, *, is_training, version="auto", on_mismatch="er
     return _examples_from_records(records, source, version, is_training, on_mismatch, locations)
 
 
+def declared_version(path):
+    """The `"version"` field a SQuAD-format JSON file declares, as written (`"v2.0"`,
+    `"KorQuAD_v1.0"`, ...), or None when it has none (or is not a JSON object).
+
+    Example:
+        >>> declared_version("tests/data/squad/dev-v1.1-mini.json")
+        '1.1'
+    """
+    try:
+        dataset = json.loads(decode_text_file(os.fspath(path), error=SquadFormatError))
+    except (json.JSONDecodeError, SquadFormatError):
+        return None
+    version = dataset.get("version") if isinstance(dataset, dict) else None
+    return str(version) if version is not None else None
+
+
 def squad_examples_from_tfds(name="squad/v1.1", split="validation", *, is_training,
                              data_dir=None, on_mismatch="error"):
     """Loads SQuAD from TensorFlow Datasets into `SquadExample`s.

@@ -129,6 +129,8 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
     if file_format not in ("csv", "tsv", "jsonl"):
         raise TextFileError(f"{path}: unknown format; name the file .csv, .tsv or .jsonl (in Python, or pass "
                             "file_format=)")
+    if file_format == "jsonl":
+        _refuse_squad_file(text, path)
     f = io.StringIO(text, newline="")
     rows, blank = (_jsonl_rows if file_format == "jsonl" else _table_rows)(f, path, file_format)
     if not rows:
@@ -638,6 +640,37 @@ def _object_of_unique_keys(pairs):
             raise _RepeatedKey(key)
         row[key] = value
     return row
+
+
+def _refuse_squad_file(text, path):
+    """A `TextFileError` for a SQuAD-format file (SQuAD, KorQuAD: one JSON object whose "data" lists
+    articles with "paragraphs"), which is span QA, not rows of texts: read as JSON Lines it failed
+    with "not valid JSON" (indented) or "no column 'text'; columns found: ['data', 'version']"."""
+    first = text.lstrip().split("\n", 1)[0]
+    if not first.startswith("{"):
+        return
+    try:
+        row = json.loads(first)
+        if not (isinstance(row, dict) and "data" in row):
+            return  # an ordinary JSON Lines row
+        dataset = row
+    except json.JSONDecodeError:
+        try:
+            dataset = json.loads(text)  # an indented file: one object over many lines
+        except json.JSONDecodeError:
+            return  # the reader names the bad line
+    articles = dataset.get("data") if isinstance(dataset, dict) else None
+    if not (isinstance(articles, list) and articles and isinstance(articles[0], dict)
+            and "paragraphs" in articles[0]):
+        return
+    version = str(dataset.get("version", ""))
+    task = "korquad/v1.0" if version.lower().startswith("korquad_v1") else \
+        "squad/v2.0" if version.lstrip("v") == "2.0" else "squad/v1.1"
+    declared = f'"version": {json.dumps(version, ensure_ascii=False)}; ' if version else ""
+    raise TextFileError(f"{path}: a SQuAD-format file ({declared}a \"data\" list of articles "
+                        "with paragraphs and questions), not rows of texts: it is question answering (span QA), "
+                        f"read as such: finetune / evaluate --task {task} --data FILE, predict --squad FILE "
+                        "(Python: SpanQA, read_squad_json)")
 
 
 def _jsonl_rows(f, path, file_format):

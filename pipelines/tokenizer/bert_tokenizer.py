@@ -290,19 +290,24 @@ class BertTokenizer(tf.Module):
         return self._tokenize_with_offsets_ops(strings)
 
     def token_records(self, texts):
-        """Per text, each token as a dict: `token`, `id`, byte `start` / `end`, and the `text` it came from.
+        """Per text, each token as a dict: `token`, `id`, UTF-8 byte `start` / `end` (the offsets of
+        `tokenize_with_offsets`), the same span in code points, `start_char` / `end_char` (Python's
+        `text[start_char:end_char]`, the offsets task predictions give), and the `text` it came from.
 
         What `bert-keras tokenize` shows; eager only.
 
         >>> tokenizer = BertTokenizer(vocabulary=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello", "!"])
         >>> tokenizer.token_records(["Héllo!"])[0][1]
-        {'token': '!', 'id': 5, 'start': 6, 'end': 7, 'text': '!'}
+        {'token': '!', 'id': 5, 'start': 6, 'end': 7, 'start_char': 5, 'end_char': 6, 'text': '!'}
         """
+        from pipelines.tokenizer.char_offsets import byte_to_char_offsets
+
         ids, begin, end = (tensor.to_list() for tensor in self.tokenize_with_offsets(list(texts)))
         records = []
         for row, text in enumerate(texts):
-            raw = text.encode("utf-8")
+            raw, chars = text.encode("utf-8"), byte_to_char_offsets(text)
             records.append([{"token": self.id_to_token(i), "id": i, "start": b, "end": e,
+                             "start_char": int(chars[b]), "end_char": int(chars[e]),
                              "text": raw[b:e].decode("utf-8", "replace")}
                             for i, b, e in zip(ids[row], begin[row], end[row])])
         return records

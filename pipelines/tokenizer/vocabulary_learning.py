@@ -178,11 +178,19 @@ def learn_vocabulary(inputs, output, *, lowercase: bool = True, strip_accents: O
                   "coverage: more characters become [UNK])")
         log(f"note: the characters alone (each also as ##) take {share:.0%} of the {settings.size:,} pieces "
             f"asked, leaving {'no' if share >= 1 else 'little'} room for pieces of words; {remedy}")
-    jamo = decomposed_hangul_share(counts) if (lowercase if strip_accents is None else strip_accents) else 0
-    if jamo >= 0.1:
+    stripped = lowercase if strip_accents is None else strip_accents
+    jamo = decomposed_hangul_share(counts)
+    if jamo >= 0.1 and stripped:
         log(f"note: {jamo:.0%} of the words are Hangul, which stripping accents (the uncased default) "
             "decomposes into jamo: the vocabulary holds jamo, not syllables. Korean vocabularies keep "
             "syllables whole with --no-strip-accents (Python: strip_accents=False)")
+    elif jamo >= 0.1:
+        # The accents are kept: the corpus itself is decomposed (NFD), as macOS file systems and some
+        # scrapers write Hangul; the tokenizer, as BERT's and HF's, does not compose it.
+        log(f"note: {jamo:.0%} of the words hold decomposed Hangul (conjoining jamo, Unicode NFD), which the "
+            "tokenizer keeps as written: the vocabulary holds jamo, and composed Hangul (NFC, as Korean text "
+            "is usually written) will read as [UNK]. Compose the corpus first: python3 -c \"import sys, "
+            "unicodedata; sys.stdout.write(unicodedata.normalize('NFC', sys.stdin.read()))\" < IN > OUT")
     tokens = build_vocabulary(counts, vocab_size=settings.size, reserved_tokens=reserved,
                               character_coverage=settings.character_coverage, max_input_tokens=max_input_tokens)
     write_vocabulary(tokens, output)

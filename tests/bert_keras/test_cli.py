@@ -40,6 +40,22 @@ def test_tokenize_json_with_offsets(capsys):
     assert [t["text"] for t in record["tokens"]] == ["Héllo", ",", "wörld", "™", "!"]
 
 
+def test_tokenize_json_gives_code_point_offsets_for_korean(tmp_path, capsys):
+    """`start` / `end` are UTF-8 byte offsets (a Hangul syllable is 3 bytes): `text[start:end]` in Python
+    (or JavaScript) cut "한국어 텍스트" at "한국어 텍스" for the token "한국"; `start_char` / `end_char`
+    are the code point offsets task predictions give."""
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "한국", "##어", "텍", "##스트",
+                                "😀", "a"]) + "\n", encoding="utf-8")
+    text = "😀 한국어 텍스트 a"
+    assert main(["tokenize", "--vocab", str(vocab), "--no-strip-accents", "--json", text]) == 0
+    tokens = json.loads(capsys.readouterr().out)["tokens"]
+    assert [t["token"] for t in tokens] == ["😀", "한국", "##어", "텍", "##스트", "a"]
+    assert [(t["start"], t["end"]) for t in tokens] == [(0, 4), (5, 11), (11, 14), (15, 18), (18, 24), (25, 26)]
+    assert [(t["start_char"], t["end_char"]) for t in tokens] == [(0, 1), (2, 4), (4, 5), (6, 7), (7, 9), (10, 11)]
+    assert [text[t["start_char"]:t["end_char"]] for t in tokens] == [t["text"] for t in tokens]
+
+
 def test_tokenize_pair_packs(capsys):
     assert main(["tokenize", "--vocab", VOCAB, "--json", "--pair", "world", "--seq-length", "8", "hello"]) == 0
     record = json.loads(capsys.readouterr().out)

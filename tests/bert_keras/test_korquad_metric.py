@@ -421,3 +421,79 @@ def test_the_named_dataset_korquad_reads_files_and_records_the_metric():
     assert len(examples) == 156
     with pytest.raises(DatasetSpecError, match="--data KorQuAD_v1.0_train.json"):
         task_spec("korquad/v1.0").training_data()
+
+
+# ---------------------------------------------------------------- a KorQuAD file read as SQuAD
+
+
+def _write_korquad(path, version="KorQuAD_v1.0_dev", articles=1):
+    data = _read(EXCERPT)["data"][:articles]
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({"version": version, "data": data} if version else {"data": data}, f, ensure_ascii=False)
+    return str(path)
+
+
+def test_a_korquad_file_read_as_squad_v1_is_scored_with_the_korquad_metric(tmp_path):
+    """`--task squad/v1.1 --data KorQuAD_v1.0_train.json`: the file's own "version" names its official
+    scorer, so the run becomes korquad/v1.0 (recorded with the model), and says so."""
+    from bert_keras.tasks.named_datasets import task_spec
+
+    spec = task_spec("squad/v1.1", train_path=EXCERPT, eval_path=EXCERPT)
+    with pytest.warns(UserWarning, match=r"declares \"version\": 'KorQuAD_v1.0_dev': read as korquad/v1.0, "
+                                         r"not squad/v1.1.*character F1.*--task korquad/v1.0") as caught:
+        examples, _ = spec.training_data()
+        spec.evaluation_data()
+    assert len(examples) == 156 and len(caught) == 1  # one warning for both files
+    assert spec.spec == "korquad/v1.0" and spec.provenance()["task"] == "korquad/v1.0"
+    assert spec.model_options()["evaluation_metric"] == "korquad"
+    assert spec.format_metrics({"f1": 1.0, "num_examples": 156}).startswith("korquad/v1.0: ")
+
+    # squad/v2.0 is a model with unanswerable questions: warned, not changed.
+    spec = task_spec("squad/v2.0", train_path=EXCERPT)
+    with pytest.warns(UserWarning, match="SQuAD v2.0's metric.*use --task korquad/v1.0"):
+        spec.training_data()
+    assert spec.spec == "squad/v2.0" and "evaluation_metric" not in spec.model_options()
+
+    # Korean contexts without the declaration: a warning naming the task to use.
+    spec = task_spec("squad/v1.1", eval_path=_write_korquad(tmp_path / "ko.json", version=None))
+    with pytest.warns(UserWarning, match="the contexts are Korean.*--task korquad/v1.0"):
+        spec.evaluation_data()
+    assert spec.spec == "squad/v1.1" and "evaluation_metric" not in spec.model_options()
+
+    # English SQuAD, and KorQuAD named as such: nothing to say.
+    for task, path in (("squad/v1.1", os.path.join(ROOT, "tests", "data", "squad", "dev-v1.1-mini.json")),
+                       ("korquad/v1.0", EXCERPT)):
+        spec = task_spec(task, eval_path=path)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            spec.evaluation_data()
+        assert spec.spec == task
+
+
+def test_evaluate_scores_a_korquad_file_with_the_korquad_metric_on_a_squad_model(tmp_path):
+    """`bert-keras evaluate --model DIR --data KorQuAD.json` on a model fine-tuned as squad/v1.1
+    (saved with SQuAD's metric): `prepare_scoring` gives it KorQuAD's, equal to the official script."""
+    import export_fixtures
+    from bert_keras import tasks
+    from bert_keras.tasks.named_datasets import spec_for_model, task_spec
+
+    qa = tasks.SpanQA.from_pretrained(export_fixtures.make_encoder_spec(str(tmp_path / "tiny")),
+                                      seq_length=64, stride=16, max_query_length=16)
+    assert qa.evaluation_metric == "squad"
+    path = _write_korquad(tmp_path / "dev.json")  # 임종석: 11 questions
+    spec = spec_for_model(task_spec(None, training={"task": "squad/v1.1"}), qa, "DIR")
+    with pytest.warns(UserWarning, match="read as korquad/v1.0"):
+        x, y = spec.evaluation_data(path)
+    spec.prepare_scoring(qa)
+    assert qa.evaluation_metric == "korquad"
+    metrics = qa.score(x, y)
+    predictions = {row["id"]: row["answer"] for row in qa.predict(x)}
+    expected, _ = _official_evaluate(_read(path)["data"], predictions)
+    assert metrics["exact_match"] == pytest.approx(expected["exact_match"], abs=TOLERANCE)
+    assert metrics["f1"] == pytest.approx(expected["f1"], abs=TOLERANCE)
+
+    # The setting itself: checked as from_pretrained checks it.
+    with pytest.raises(tasks.TaskInputError, match="evaluation_metric='kor': one of 'squad', 'korquad'"):
+        qa.evaluation_metric = "kor"
+    qa.evaluation_metric = "squad"
+    assert qa.settings["evaluation_metric"] == "squad"

@@ -590,3 +590,35 @@ def test_a_keras_encoder_file_keeps_its_pretraining_heads_for_a_second_phase(tmp
     (tmp_path / "third.heads.npz").write_bytes(b"not a zip")
     with pytest.raises(CheckpointFormatError, match=r"third.heads.npz: the pretraining heads .* cannot be read"):
         BertPretrainer.from_pretrained(str(tmp_path / "third.keras"))
+
+
+def test_pretrain_reads_its_shapes_from_the_records(tmp_path, tiny_vocab_file, capsys):
+    """`create-pretraining-data --seq-length 32 --max-predictions 5`, then `pretrain --data` without the
+    two flags (docs/korean.md's commands) stopped with "The records were written with ... but
+    max_seq_length 128, max_predictions_per_seq 20 was asked for": they are the records' own now."""
+    import json
+
+    from bert_keras.cli.main import main
+
+    rng = np.random.default_rng(0)
+    documents = [[" ".join(f"tok{i}" for i in rng.integers(5, 99, 12)) for _ in range(4)] for _ in range(12)]
+    (tmp_path / "corpus.txt").write_text("\n\n".join("\n".join(d) for d in documents) + "\n", encoding="utf-8")
+    assert main(["create-pretraining-data", "--input", str(tmp_path / "corpus.txt"), "--vocab", tiny_vocab_file,
+                 "--output-prefix", str(tmp_path / "pt"), "--seq-length", "32", "--max-predictions", "5"]) == 0
+    records = str(tmp_path / "pt-*.tfrecord")
+    capsys.readouterr()
+    assert main(["pretrain", "--data", records, "--vocab", tiny_vocab_file, "--config", "tiny", "--steps", "1",
+                 "--batch-size", "4", "--output-dir", str(tmp_path / "run")]) == 0
+    with open(tmp_path / "run" / "run.json", encoding="utf-8") as f:
+        settings = json.load(f)["settings"]
+    assert (settings["seq_length"], settings["max_predictions"]) == (32, 5)
+    # Given and different, they still stop the run, quoting the records' file.
+    assert main(["pretrain", "--data", records, "--vocab", tiny_vocab_file, "--config", "tiny", "--steps", "1",
+                 "--max-predictions", "20", "--output-dir", str(tmp_path / "other")]) == 2
+    assert '"max_predictions_per_seq": 5 (' in capsys.readouterr().err
+
+    from bert_keras.tasks.pretrainer import data_shapes
+
+    assert data_shapes(records, None, None) == (32, 5)
+    assert data_shapes(records, 32, None) == (32, 5) and data_shapes(records, 64, 7) == (64, 7)
+    assert data_shapes(None, None, None) == (128, 20)  # a corpus (dynamic masking)

@@ -201,6 +201,25 @@ def test_a_json_array_file_is_told_to_be_json_lines(tmp_path, content):
         read_text_file(path)
 
 
+@pytest.mark.parametrize("version, indent, task", [("KorQuAD_v1.0_dev", None, "korquad/v1.0"),
+                                                   ("1.1", 1, "squad/v1.1"), ("v2.0", 2, "squad/v2.0"),
+                                                   (None, None, "squad/v1.1")])
+def test_a_squad_file_given_as_a_text_file_is_told_its_task(tmp_path, version, indent, task):
+    # `--task csv:KorQuAD_v1.0_dev.json` said "no column 'text'; columns found: ['data', 'version']" with
+    # the hint "name the column with --text-column"; an indented SQuAD file said "not valid JSON".
+    import json
+
+    article = {"title": "임종석", "paragraphs": [{"context": "1989년 2월 15일 지명수배되었다.", "qas": [
+        {"id": "q1", "question": "언제?", "answers": [{"text": "1989년 2월 15일", "answer_start": 0}]}]}]}
+    content = {"data": [article], **({"version": version} if version else {})}
+    path = _write(tmp_path / "dev.json", json.dumps(content, ensure_ascii=False, indent=indent))
+    with pytest.raises(TextFileError, match=rf"dev.json: a SQuAD-format file .*question answering .*--task {task} "):
+        read_text_file(path)
+    # An ordinary JSON Lines file with a "data" field is rows, as before.
+    path = _write(tmp_path / "rows.jsonl", '{"text": "a", "data": [1], "label": "x"}\n')
+    assert [e.text for e in read_text_file(path)] == ["a"]
+
+
 @pytest.mark.parametrize("target", ["nan", "inf", "-Infinity", "1e400"])
 def test_non_finite_regression_targets_are_refused(tmp_path, target):
     path = _write(tmp_path / "r.csv", f"text,label\na,0.5\nb,{target}\n")

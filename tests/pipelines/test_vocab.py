@@ -407,3 +407,12 @@ def test_learning_on_korean_notes_jamo_and_the_coverage_already_set(tmp_path):
     assert not any("Hangul" in line for line in whole), whole
     assert any("at a character coverage of 0.9995, a larger size" in line for line in whole), whole
     assert not any("needs a character coverage of 0.9995" in line for line in whole), whole
+    # A decomposed (NFD) corpus with the accents kept learned jamo silently, which composed text
+    # (as Korean is written) then reads as [UNK]: the note says so, and how to compose it.
+    import unicodedata
+
+    corpus.write_text(unicodedata.normalize("NFD", corpus.read_text(encoding="utf-8")), encoding="utf-8")
+    decomposed = notes("c", strip_accents=False, character_coverage=0.9995)
+    assert any("hold decomposed Hangul (conjoining jamo, Unicode NFD)" in line and "[UNK]" in line
+               and "unicodedata.normalize('NFC'" in line for line in decomposed), decomposed
+    assert not any("--no-strip-accents" in line for line in decomposed), decomposed
