@@ -144,6 +144,7 @@ class Pretrainer(BertPretrainer):
                 f"{', '.join(ignored + [n for n, v in (('x', x), ('y', y)) if v is not None])}: the run is "
                 "sized by steps= (and batch_size=), its data is the corpus / records")
         check_seq_length(self.encoder.config, seq_length)
+        check_segments(self.encoder.config)
         if corpus is not None:
             check_vocabulary_size(self.encoder.config, self.vocab_file)
         make_dataset = dataset_factory(
@@ -250,6 +251,7 @@ class Pretrainer(BertPretrainer):
         model_config = None if init else read_config(config, vocab_file)
         if model_config is not None:  # before anything is written (an `init`'s config: once it is read)
             check_seq_length(model_config, seq_length)
+            check_segments(model_config)
             check_vocabulary_size(model_config, vocab_file)
         make_dataset = dataset_factory(
             corpus=corpus, records=records, vocab_file=vocab_file, lowercase=lowercase,
@@ -261,6 +263,7 @@ class Pretrainer(BertPretrainer):
                 model = cls.from_pretrained(init, vocab_file=vocab_file, lowercase=lowercase,
                                             strip_accents=strip_accents, dtype=policy)
                 check_seq_length(model.encoder.config, seq_length)
+                check_segments(model.encoder.config)
                 check_vocabulary_size(model.encoder.config, vocab_file)
                 return model
             return cls.from_config(model_config, vocab_file=vocab_file, lowercase=lowercase,
@@ -297,6 +300,20 @@ def check_seq_length(config, seq_length):
             f"seq_length {seq_length} (--seq-length) is longer than the model's {config.max_position_embeddings} "
             f"position embeddings (max_position_embeddings of its config): use {config.max_position_embeddings} "
             "or less, or a config with more positions")
+
+
+def check_segments(config):
+    """A `TaskInputError` when the model has fewer than two token types.
+
+    Pretraining packs `[CLS] A [SEP] B [SEP]` with segment id 1 on sentence B (the next-sentence
+    task): a one-type model failed at the first step ("indices[0,8] = 1 is not in [0, 1)") on a
+    CPU, and reads zero embeddings on a GPU.
+    """
+    if config.type_vocab_size < 2:
+        raise TaskInputError(
+            f"the model has type_vocab_size={config.type_vocab_size} (of its config): pretraining packs two "
+            "segments ([CLS] A [SEP] B [SEP], sentence B with segment id 1, for next-sentence prediction) and "
+            "needs 2; use a config with type_vocab_size 2")
 
 
 def check_vocabulary_size(config, vocab_file):
