@@ -324,6 +324,21 @@ def test_default_and_auto_strategies_on_this_machine():
         get_strategy("horovod")
 
 
+def test_auto_strategy_inside_a_strategys_scope_is_that_strategy(monkeypatch):
+    # On a machine of several GPUs, "auto" (the default of Pretrainer.pretrain) made a second
+    # MirroredStrategy inside the caller's `with strategy.scope():`, and building the model in it
+    # failed: "Mixing different tf.distribute.Strategy objects".
+    outer = tf.distribute.MirroredStrategy(["/cpu:0"])
+    two_gpus = [tf.config.LogicalDevice(f"/device:GPU:{i}", "GPU") for i in range(2)]
+    real = tf.config.list_logical_devices
+    monkeypatch.setattr(tf.config, "list_logical_devices",
+                        lambda kind=None: two_gpus if kind == "GPU" else real(kind))
+    with outer.scope():
+        assert get_strategy("auto") is outer
+        assert get_strategy("default") is outer
+    assert get_strategy("auto") is not outer
+
+
 def test_precision_policy_choice_and_float16_loss_scaling(tiny_config):
     assert choose_policy("off") == "float32"
     assert choose_policy("bfloat16") == "mixed_bfloat16"
