@@ -128,7 +128,8 @@ class Pretrainer(BertPretrainer):
             learning_rate, warmup_steps (default steps // 10), weight_decay: the optimizer.
             seed: data order and masking seed.
             checkpoint_every: steps between checkpoints (and backups).
-            strategy: a `tf.distribute.Strategy`; None = the current one.
+            strategy: a `tf.distribute.Strategy`: the one whose `scope()` the pretrainer was built
+                in (its variables live there); None = that one.
         """
         if corpus is None and records is None:
             _refuse_raw_text(x, "fit")
@@ -143,6 +144,7 @@ class Pretrainer(BertPretrainer):
                 f"fit(corpus=/records=) takes callbacks= and verbose= of Keras' fit, not "
                 f"{', '.join(ignored + [n for n, v in (('x', x), ('y', y)) if v is not None])}: the run is "
                 "sized by steps= (and batch_size=), its data is the corpus / records")
+        strategy = self._training_strategy(strategy)
         check_seq_length(self.encoder.config, seq_length)
         check_segments(self.encoder.config)
         if corpus is not None:
@@ -167,6 +169,33 @@ class Pretrainer(BertPretrainer):
             checkpoint_every=min(checkpoint_every, int(steps)), verbose=kwargs.get("verbose", "auto"),
             callbacks=list(kwargs.get("callbacks") or ()), run_settings=settings,
             input_paths=input_paths(vocab_file=self.vocab_file, corpus=corpus, records=records))
+
+    def _training_strategy(self, strategy):
+        """The strategy `fit(corpus= | records=)` trains under: the one the pretrainer was built in.
+
+        A model built outside `strategy.scope()` cannot train under `strategy` (Keras: "Need to be
+        inside "with strategy.scope()""), and one built inside it, fitted outside it with no
+        `strategy=`, failed with "Mixing different tf.distribute.Strategy objects".
+        """
+        import tensorflow as tf
+
+        from bert_keras.training.strategy import describe, is_default_strategy
+
+        own = getattr(self, "_distribute_strategy", None)  # Keras: the scope the model was created in
+        if own is None:  # built outside any strategy's scope: one device
+            asked = strategy or tf.distribute.get_strategy()
+            if is_default_strategy(asked):
+                return asked
+        elif strategy is None or strategy is own:
+            return own
+        else:
+            asked = strategy
+        built = describe(own) if own is not None else "no strategy (one device)"
+        raise TaskInputError(
+            f"the pretrainer was built under {built}, and its variables live there: it cannot train under "
+            f"the {describe(asked)} asked. Build it inside `with strategy.scope():` "
+            "(Pretrainer.from_config / from_pretrained) and call fit there, or let "
+            "Pretrainer.pretrain(output_dir, strategy=...) build it")
 
     def predict(self, x, *args, **kwargs):
         """Keras' `predict` on packed, masked batches (MLM and NSP logits); raw text is refused."""

@@ -188,6 +188,18 @@ def _auto_strategy(tpu):
     return tf.distribute.get_strategy()
 
 
+def is_default_strategy(strategy):
+    """Whether `strategy` is tf.distribute's "no strategy" (one device), in or out of a scope.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> is_default_strategy(tf.distribute.get_strategy())
+    True
+    """
+    return type(strategy).__name__.startswith("_Default")  # tf.distribute's private class
+
+
 def describe(strategy):
     """One line for logs, e.g. 'MirroredStrategy, 8 replicas'.
 
@@ -199,6 +211,6 @@ def describe(strategy):
     """
     count = strategy.num_replicas_in_sync
     name = type(strategy).__name__
-    if name.startswith("_Default"):  # tf.distribute's private class for "no strategy"
+    if is_default_strategy(strategy):
         name = "no distribution (one device)"
     return f"{name}, {count} replica{'s' if count != 1 else ''}"
