@@ -242,7 +242,8 @@ class Pretrainer(BertPretrainer):
                 that many steps; how many are kept.
             strategy, tpu: a `tf.distribute.Strategy`, or its name for
                 `bert_keras.training.get_strategy` (`"auto"`, `"mirrored"`, ...).
-            mixed_precision: `bert_keras.training.apply_policy` mode (`"auto"`, `"off"`, ...).
+            mixed_precision: `bert_keras.training.choose_policy` mode (`"auto"`, `"off"`, ...): the
+                Keras dtype policy of the run (global while it builds and trains; the caller's comes back after).
             jit_compile, steps_per_execution: XLA, and steps per `tf.function` call.
             overwrite: start afresh in an `output_dir` holding other work.
             verbose: Keras' `fit` verbosity (1: a progress bar, 2: one line per checkpoint).
@@ -256,7 +257,7 @@ class Pretrainer(BertPretrainer):
             other work; `RecordsMismatchError`: records of other shapes (before
             any model is built); `StrategyError`: a strategy that cannot start.
         """
-        from bert_keras.training import apply_policy, get_strategy, run_pretraining
+        from bert_keras.training import choose_policy, get_strategy, run_pretraining
         from bert_keras.training.strategy import describe
 
         if steps <= 0:
@@ -268,7 +269,7 @@ class Pretrainer(BertPretrainer):
         replicas = strategy.num_replicas_in_sync
         if batch_size % replicas:
             raise TaskInputError(f"the global batch size {batch_size} is not divisible by {replicas} replicas")
-        policy = apply_policy(mixed_precision, strategy)
+        policy = choose_policy(mixed_precision, strategy)  # global only while the run builds and trains
         if vocab_file is None and init:
             from bert_keras.checkpoints import find_vocabulary
 
@@ -306,16 +307,24 @@ class Pretrainer(BertPretrainer):
             init=init, seq_length=seq_length, max_predictions=max_predictions, batch_size=batch_size,
             learning_rate=learning_rate, weight_decay=weight_decay, seed=seed,
             checkpoint_every=checkpoint_every, steps_per_execution=steps_per_execution)
-        return run_pretraining(
-            build_model=build_model, make_dataset=make_dataset, output_dir=output_dir,
-            num_train_steps=steps, num_warmup_steps=steps // 10 if warmup_steps is None else warmup_steps,
-            learning_rate=learning_rate, weight_decay=weight_decay, global_batch_size=batch_size,
-            strategy=strategy, steps_per_execution=steps_per_execution, jit_compile=jit_compile,
-            checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints, verbose=verbose,
-            run_settings=settings, overwrite=overwrite, seed=seed,
-            save_outputs=lambda model: save_outputs(model, output_dir, vocab_file,
-                                                    {"lowercase": lowercase, "strip_accents": strip_accents}),
-            input_paths=input_paths(vocab_file=vocab_file, init=init, config=config, corpus=corpus, records=records))
+        # The caller's global dtype policy comes back afterwards: a model built after a float16 run
+        # (or after a failed check) was mixed_float16 too.
+        previous_policy = keras.config.dtype_policy()
+        keras.config.set_dtype_policy(policy)
+        try:
+            return run_pretraining(
+                build_model=build_model, make_dataset=make_dataset, output_dir=output_dir,
+                num_train_steps=steps, num_warmup_steps=steps // 10 if warmup_steps is None else warmup_steps,
+                learning_rate=learning_rate, weight_decay=weight_decay, global_batch_size=batch_size,
+                strategy=strategy, steps_per_execution=steps_per_execution, jit_compile=jit_compile,
+                checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints, verbose=verbose,
+                run_settings=settings, overwrite=overwrite, seed=seed,
+                save_outputs=lambda model: save_outputs(model, output_dir, vocab_file,
+                                                        {"lowercase": lowercase, "strip_accents": strip_accents}),
+                input_paths=input_paths(vocab_file=vocab_file, init=init, config=config, corpus=corpus,
+                                        records=records))
+        finally:
+            keras.config.set_dtype_policy(previous_policy)
 
 
 def check_seq_length(config, seq_length):
