@@ -30,6 +30,11 @@ class MaskedLmMasker:
       `unchanged_rate` (0.1), else each of its tokens is replaced by a token
       drawn uniformly from the whole vocabulary (the original's
       `rng.choice(vocab_words)`).
+    - With `whole_word_mask`, words and their choice follow tf-models-official's
+      copy of the script (`_tokens_to_grams`): one choice for the whole word, and
+      `[SEP]` ends a word. google-research/bert draws the choice for each piece
+      of a picked word, and joins a `##` piece right after the middle `[SEP]` to
+      the last word of sentence A. Without it, a word is one token: the same.
 
     Works eagerly and inside `tf.data` / `tf.function`; the sequence width can
     be static or dynamic.

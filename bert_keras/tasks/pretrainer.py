@@ -130,7 +130,8 @@ class Pretrainer(BertPretrainer):
             learning_rate, warmup_steps (default steps // 10), weight_decay: the optimizer.
             seed: data order and masking seed.
             checkpoint_every: steps between checkpoints (and backups).
-            strategy: a `tf.distribute.Strategy`; None = the current one.
+            strategy: a `tf.distribute.Strategy`: the one whose `scope()` the pretrainer was built
+                in (its variables live there); None = that one.
         """
         if corpus is None and records is None:
             _refuse_raw_text(x, "fit")
@@ -146,7 +147,9 @@ class Pretrainer(BertPretrainer):
                 f"{', '.join(ignored + [n for n, v in (('x', x), ('y', y)) if v is not None])}: the run is "
                 "sized by steps= (and batch_size=), its data is the corpus / records")
         seq_length, max_predictions = data_shapes(records, seq_length, max_predictions)
+        strategy = self._training_strategy(strategy)
         check_seq_length(self.encoder.config, seq_length)
+        check_segments(self.encoder.config)
         if corpus is not None:
             check_vocabulary_size(self.encoder.config, self.vocab_file)
         make_dataset = dataset_factory(
@@ -169,6 +172,33 @@ class Pretrainer(BertPretrainer):
             checkpoint_every=min(checkpoint_every, int(steps)), verbose=kwargs.get("verbose", "auto"),
             callbacks=list(kwargs.get("callbacks") or ()), run_settings=settings,
             input_paths=input_paths(vocab_file=self.vocab_file, corpus=corpus, records=records))
+
+    def _training_strategy(self, strategy):
+        """The strategy `fit(corpus= | records=)` trains under: the one the pretrainer was built in.
+
+        A model built outside `strategy.scope()` cannot train under `strategy` (Keras: "Need to be
+        inside "with strategy.scope()""), and one built inside it, fitted outside it with no
+        `strategy=`, failed with "Mixing different tf.distribute.Strategy objects".
+        """
+        import tensorflow as tf
+
+        from bert_keras.training.strategy import describe, is_default_strategy
+
+        own = getattr(self, "_distribute_strategy", None)  # Keras: the scope the model was created in
+        if own is None:  # built outside any strategy's scope: one device
+            asked = strategy or tf.distribute.get_strategy()
+            if is_default_strategy(asked):
+                return asked
+        elif strategy is None or strategy is own:
+            return own
+        else:
+            asked = strategy
+        built = describe(own) if own is not None else "no strategy (one device)"
+        raise TaskInputError(
+            f"the pretrainer was built under {built}, and its variables live there: it cannot train under "
+            f"the {describe(asked)} asked. Build it inside `with strategy.scope():` "
+            "(Pretrainer.from_config / from_pretrained) and call fit there, or let "
+            "Pretrainer.pretrain(output_dir, strategy=...) build it")
 
     def predict(self, x, *args, **kwargs):
         """Keras' `predict` on packed, masked batches (MLM and NSP logits); raw text is refused."""
@@ -216,7 +246,8 @@ class Pretrainer(BertPretrainer):
                 that many steps; how many are kept.
             strategy, tpu: a `tf.distribute.Strategy`, or its name for
                 `bert_keras.training.get_strategy` (`"auto"`, `"mirrored"`, ...).
-            mixed_precision: `bert_keras.training.apply_policy` mode (`"auto"`, `"off"`, ...).
+            mixed_precision: `bert_keras.training.choose_policy` mode (`"auto"`, `"off"`, ...): the
+                Keras dtype policy of the run (global while it builds and trains; the caller's comes back after).
             jit_compile, steps_per_execution: XLA, and steps per `tf.function` call.
             overwrite: start afresh in an `output_dir` holding other work.
             verbose: Keras' `fit` verbosity (1: a progress bar, 2: one line per checkpoint).
@@ -230,7 +261,7 @@ class Pretrainer(BertPretrainer):
             other work; `RecordsMismatchError`: records of other shapes (before
             any model is built); `StrategyError`: a strategy that cannot start.
         """
-        from bert_keras.training import apply_policy, get_strategy, run_pretraining
+        from bert_keras.training import choose_policy, get_strategy, run_pretraining
         from bert_keras.training.strategy import describe
 
         if steps <= 0:
@@ -243,7 +274,7 @@ class Pretrainer(BertPretrainer):
         replicas = strategy.num_replicas_in_sync
         if batch_size % replicas:
             raise TaskInputError(f"the global batch size {batch_size} is not divisible by {replicas} replicas")
-        policy = apply_policy(mixed_precision, strategy)
+        policy = choose_policy(mixed_precision, strategy)  # global only while the run builds and trains
         if vocab_file is None and init:
             from bert_keras.checkpoints import find_vocabulary
 
@@ -255,6 +286,7 @@ class Pretrainer(BertPretrainer):
         model_config = None if init else read_config(config, vocab_file)
         if model_config is not None:  # before anything is written (an `init`'s config: once it is read)
             check_seq_length(model_config, seq_length)
+            check_segments(model_config)
             check_vocabulary_size(model_config, vocab_file)
         make_dataset = dataset_factory(
             corpus=corpus, records=records, vocab_file=vocab_file, lowercase=lowercase,
@@ -266,6 +298,7 @@ class Pretrainer(BertPretrainer):
                 model = cls.from_pretrained(init, vocab_file=vocab_file, lowercase=lowercase,
                                             strip_accents=strip_accents, dtype=policy)
                 check_seq_length(model.encoder.config, seq_length)
+                check_segments(model.encoder.config)
                 check_vocabulary_size(model.encoder.config, vocab_file)
                 return model
             return cls.from_config(model_config, vocab_file=vocab_file, lowercase=lowercase,
@@ -279,16 +312,24 @@ class Pretrainer(BertPretrainer):
             init=init, seq_length=seq_length, max_predictions=max_predictions, batch_size=batch_size,
             learning_rate=learning_rate, weight_decay=weight_decay, seed=seed,
             checkpoint_every=checkpoint_every, steps_per_execution=steps_per_execution)
-        return run_pretraining(
-            build_model=build_model, make_dataset=make_dataset, output_dir=output_dir,
-            num_train_steps=steps, num_warmup_steps=steps // 10 if warmup_steps is None else warmup_steps,
-            learning_rate=learning_rate, weight_decay=weight_decay, global_batch_size=batch_size,
-            strategy=strategy, steps_per_execution=steps_per_execution, jit_compile=jit_compile,
-            checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints, verbose=verbose,
-            run_settings=settings, overwrite=overwrite, seed=seed,
-            save_outputs=lambda model: save_outputs(model, output_dir, vocab_file,
-                                                    {"lowercase": lowercase, "strip_accents": strip_accents}),
-            input_paths=input_paths(vocab_file=vocab_file, init=init, config=config, corpus=corpus, records=records))
+        # The caller's global dtype policy comes back afterwards: a model built after a float16 run
+        # (or after a failed check) was mixed_float16 too.
+        previous_policy = keras.config.dtype_policy()
+        keras.config.set_dtype_policy(policy)
+        try:
+            return run_pretraining(
+                build_model=build_model, make_dataset=make_dataset, output_dir=output_dir,
+                num_train_steps=steps, num_warmup_steps=steps // 10 if warmup_steps is None else warmup_steps,
+                learning_rate=learning_rate, weight_decay=weight_decay, global_batch_size=batch_size,
+                strategy=strategy, steps_per_execution=steps_per_execution, jit_compile=jit_compile,
+                checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints, verbose=verbose,
+                run_settings=settings, overwrite=overwrite, seed=seed,
+                save_outputs=lambda model: save_outputs(model, output_dir, vocab_file,
+                                                        {"lowercase": lowercase, "strip_accents": strip_accents}),
+                input_paths=input_paths(vocab_file=vocab_file, init=init, config=config, corpus=corpus,
+                                        records=records))
+        finally:
+            keras.config.set_dtype_policy(previous_policy)
 
 
 # The shapes of a corpus's examples (dynamic masking) when none are given: google-research's defaults.
@@ -327,6 +368,20 @@ def check_seq_length(config, seq_length):
             f"seq_length {seq_length} (--seq-length) is longer than the model's {config.max_position_embeddings} "
             f"position embeddings (max_position_embeddings of its config): use {config.max_position_embeddings} "
             "or less, or a config with more positions")
+
+
+def check_segments(config):
+    """A `TaskInputError` when the model has fewer than two token types.
+
+    Pretraining packs `[CLS] A [SEP] B [SEP]` with segment id 1 on sentence B (the next-sentence
+    task): a one-type model failed at the first step ("indices[0,8] = 1 is not in [0, 1)") on a
+    CPU, and reads zero embeddings on a GPU.
+    """
+    if config.type_vocab_size < 2:
+        raise TaskInputError(
+            f"the model has type_vocab_size={config.type_vocab_size} (of its config): pretraining packs two "
+            "segments ([CLS] A [SEP] B [SEP], sentence B with segment id 1, for next-sentence prediction) and "
+            "needs 2; use a config with type_vocab_size 2")
 
 
 def check_vocabulary_size(config, vocab_file):

@@ -26,8 +26,10 @@ def get_strategy(name="auto", tpu=None):
       configured by the `TF_CONFIG` environment variable (`cluster` + `task`).
     * `tpu`: `TPUStrategy` on the TPU named by `tpu` ("" or "local" for a TPU VM,
       a name or grpc:// address for a TPU node).
-    * `auto`: TPU if a TPU resolver answers, else mirrored with more than one
-      GPU, else default.
+    * `auto`: the strategy whose `scope()` the caller is in, if any (a second
+      strategy inside it fails: "Mixing different tf.distribute.Strategy
+      objects"); else TPU if a TPU resolver answers, else mirrored with more
+      than one GPU, else default.
 
     Example:
 
@@ -171,6 +173,8 @@ def _tpu_strategy(tpu):
 def _auto_strategy(tpu):
     import tensorflow as tf
 
+    if tf.distribute.has_strategy():  # called in a strategy's scope: that one
+        return tf.distribute.get_strategy()
     # Only look for a TPU where one can exist: a name was given, or this is a
     # TPU VM / Colab TPU runtime. Probing elsewhere costs seconds of timeouts.
     if tpu or os.environ.get("TPU_NAME") or os.path.exists("/dev/accel0") or os.environ.get("COLAB_TPU_ADDR"):
@@ -184,6 +188,18 @@ def _auto_strategy(tpu):
     return tf.distribute.get_strategy()
 
 
+def is_default_strategy(strategy):
+    """Whether `strategy` is tf.distribute's "no strategy" (one device), in or out of a scope.
+
+    Example:
+
+    >>> import tensorflow as tf
+    >>> is_default_strategy(tf.distribute.get_strategy())
+    True
+    """
+    return type(strategy).__name__.startswith("_Default")  # tf.distribute's private class
+
+
 def describe(strategy):
     """One line for logs, e.g. 'MirroredStrategy, 8 replicas'.
 
@@ -195,6 +211,6 @@ def describe(strategy):
     """
     count = strategy.num_replicas_in_sync
     name = type(strategy).__name__
-    if name.startswith("_Default"):  # tf.distribute's private class for "no strategy"
+    if is_default_strategy(strategy):
         name = "no distribution (one device)"
     return f"{name}, {count} replica{'s' if count != 1 else ''}"

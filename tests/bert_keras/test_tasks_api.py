@@ -635,6 +635,61 @@ def test_pretrainer_fit_on_a_corpus_refuses_keras_arguments_it_would_ignore(tmp_
             call()
 
 
+def test_pretraining_a_one_segment_model_is_refused_before_anything_is_written(tmp_path):
+    """Pretraining packs sentence B with segment id 1: a model of type_vocab_size=1 failed at the
+    first step with "indices[0,8] = 1 is not in [0, 1)" (a GPU reads zeros instead)."""
+    from bert_keras.config import BertConfig
+
+    vocab = export_fixtures.write_vocab(str(tmp_path / "vocab.txt"))
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the new film was good .\nthe dog was bad .\n\nthe city was great .\nthe ball .\n")
+    config = BertConfig(vocab_size=len(export_fixtures.TINY_VOCAB), hidden_size=16, num_layers=1, num_heads=2,
+                        intermediate_size=20, max_position_embeddings=32, type_vocab_size=1)
+    settings = dict(steps=2, batch_size=2, seq_length=16, max_predictions=2, verbose=0)
+    with pytest.raises(tasks.TaskInputError, match=r"type_vocab_size=1 .*needs 2"):
+        tasks.Pretrainer.from_config(config, vocab_file=vocab).fit(
+            corpus=str(corpus), output_dir=str(tmp_path / "fit"), **settings)
+    with pytest.raises(tasks.TaskInputError, match=r"type_vocab_size=1 .*needs 2"):
+        tasks.Pretrainer.pretrain(str(tmp_path / "pretrain"), corpus=str(corpus), vocab_file=vocab,
+                                  config=config, strategy="default", **settings)
+    assert not (tmp_path / "fit").exists() and not (tmp_path / "pretrain").exists()
+
+
+def test_pretrainer_fit_trains_under_the_strategy_it_was_built_in(tmp_path):
+    """`fit(records=, strategy=mirrored)` on a pretrainer built outside the strategy's scope failed mid-run
+    with Keras' 'Need to be inside "with strategy.scope()"'; one built inside it and fitted outside it
+    without `strategy=` failed with "Mixing different tf.distribute.Strategy objects"."""
+    import tensorflow as tf
+
+    from bert_keras.config import BertConfig
+    from bert_keras.training.strategy import is_default_strategy
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    from test_training import write_google_tfrecord
+
+    config = BertConfig(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=20,
+                        max_position_embeddings=16)
+    write_google_tfrecord(str(tmp_path / "p-0.tfrecord"), config.vocab_size, examples=8)
+    settings = dict(records=str(tmp_path / "p-*.tfrecord"), steps=2, batch_size=4, seq_length=12, max_predictions=3,
+                    checkpoint_every=2, verbose=0)
+    mirrored = tf.distribute.MirroredStrategy(["/cpu:0"])
+    outside = tasks.Pretrainer.from_config(config)
+    with pytest.raises(tasks.TaskInputError, match=r"built under no strategy.*MirroredStrategy, 1 replica.*scope"):
+        outside.fit(output_dir=str(tmp_path / "outside"), strategy=mirrored, **settings)
+    with mirrored.scope(), pytest.raises(tasks.TaskInputError, match="built under no strategy"):
+        outside.fit(output_dir=str(tmp_path / "outside"), **settings)
+    assert not (tmp_path / "outside").exists()
+    assert is_default_strategy(outside._training_strategy(None))
+
+    with mirrored.scope():
+        inside = tasks.Pretrainer.from_config(config)
+    assert inside._training_strategy(None) is mirrored
+    with pytest.raises(tasks.TaskInputError, match=r"built under MirroredStrategy.*no distribution"):
+        inside._training_strategy(tf.distribute.get_strategy())
+    result = inside.fit(output_dir=str(tmp_path / "inside"), **settings)
+    assert result.final_step == 2 and np.isfinite(result.metrics["loss"])
+
+
 def test_raw_text_predict_and_evaluate_know_their_length(spec):
     """Encoded raw text keeps the number of examples, so Keras' loops stop at the last
     batch instead of running into the end of the data ("Your input ran out of data")."""

@@ -324,6 +324,21 @@ def test_default_and_auto_strategies_on_this_machine():
         get_strategy("horovod")
 
 
+def test_auto_strategy_inside_a_strategys_scope_is_that_strategy(monkeypatch):
+    # On a machine of several GPUs, "auto" (the default of Pretrainer.pretrain) made a second
+    # MirroredStrategy inside the caller's `with strategy.scope():`, and building the model in it
+    # failed: "Mixing different tf.distribute.Strategy objects".
+    outer = tf.distribute.MirroredStrategy(["/cpu:0"])
+    two_gpus = [tf.config.LogicalDevice(f"/device:GPU:{i}", "GPU") for i in range(2)]
+    real = tf.config.list_logical_devices
+    monkeypatch.setattr(tf.config, "list_logical_devices",
+                        lambda kind=None: two_gpus if kind == "GPU" else real(kind))
+    with outer.scope():
+        assert get_strategy("auto") is outer
+        assert get_strategy("default") is outer
+    assert get_strategy("auto") is not outer
+
+
 def test_precision_policy_choice_and_float16_loss_scaling(tiny_config):
     assert choose_policy("off") == "float32"
     assert choose_policy("bfloat16") == "mixed_bfloat16"
@@ -614,6 +629,27 @@ def test_cli_pretrain_rerun_of_a_finished_run_touches_nothing_and_more_steps_con
     tf.train.Checkpoint(model=restored, optimizer=restored.optimizer).restore(
         str(output / "checkpoints" / "ckpt-6")).expect_partial()
     assert int(restored.optimizer.iterations) == 6  # 4 from the first run + 2
+
+
+def test_pretrain_in_float16_gives_the_callers_dtype_policy_back(records_and_config, tiny_vocab_file, tmp_path):
+    # Pretrainer.pretrain set the global Keras policy and left it: after a float16 run (or a
+    # float16 call refused by a check) every model the caller built next was mixed_float16.
+    from bert_keras.tasks import Pretrainer, TaskInputError
+
+    data, config_file = records_and_config
+    settings = dict(records=data, vocab_file=tiny_vocab_file, config=str(config_file), steps=1,
+                    max_predictions=PREDICTIONS, batch_size=4, strategy="default", mixed_precision="float16",
+                    verbose=0)
+    keras.config.set_dtype_policy("float32")
+    try:
+        with pytest.raises(TaskInputError, match="seq_length 600"):
+            Pretrainer.pretrain(str(tmp_path / "refused"), seq_length=600, **settings)
+        assert keras.config.dtype_policy().name == "float32"
+        result = Pretrainer.pretrain(str(tmp_path / "run"), seq_length=SEQ, **settings)
+        assert result.final_step == 1 and result.model.encoder.dtype_policy.name == "mixed_float16"
+        assert keras.config.dtype_policy().name == "float32"
+    finally:
+        keras.config.set_dtype_policy("float32")
 
 
 def test_cli_pretrain_into_other_work_needs_overwrite(records_and_config, tiny_vocab_file, tmp_path, capsys):
