@@ -568,6 +568,9 @@ def _save_keras_encoder(encoder, path, heads, *, vocab_file=None, tokenizer_sett
             for name in companions:
                 rename(name)
         else:
+            if not heads:  # heads a removed encoder of that name left would load as this one's
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(heads_path)
             for name in companions:
                 rename(name)
             rename(os.path.basename(path))
