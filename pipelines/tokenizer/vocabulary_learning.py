@@ -127,7 +127,9 @@ def learn_vocabulary(inputs, output, *, lowercase: bool = True, strip_accents: O
                      overwrite: bool = False, progress: Optional[Callable] = None,
                      log: Callable[[str], None] = lambda line: None, max_input_tokens: Optional[int] = int(5e6),
                      **options) -> LearnedVocabulary:
-    """Learns a WordPiece vocabulary from text files and writes it, with its tokenizer rules.
+    """Learns a WordPiece vocabulary from text files and writes it, with its tokenizer rules (and,
+    for morphemes as words, `pre_tokenizer` without `morpheme_suffixes`, the analyzer its text is
+    split with: `tokenizer_config.PRE_TOKENIZER_KEY`, which the tasks and `load_tokenizer` follow).
 
     Args:
         inputs: text files or glob patterns, one sentence or document per line.
@@ -194,6 +196,9 @@ def learn_vocabulary(inputs, output, *, lowercase: bool = True, strip_accents: O
     tokens = build_vocabulary(counts, vocab_size=settings.size, reserved_tokens=reserved,
                               character_coverage=settings.character_coverage, max_input_tokens=max_input_tokens)
     write_vocabulary(tokens, output)
-    write_tokenizer_settings(output, lowercase=lowercase, strip_accents=strip_accents)
+    # Morphemes as words: the vocabulary reads text split by the analyzer, and says so to every later
+    # step. With suffixes (## pieces) it reads raw text, and records none.
+    split_by = None if settings.morpheme_suffixes else settings.pre_tokenizer
+    write_tokenizer_settings(output, lowercase=lowercase, strip_accents=strip_accents, pre_tokenizer=split_by)
     return LearnedVocabulary(path=output, settings_path=settings_path, tokens=tokens, words=words,
                              distinct=len(counts), size=settings.size)

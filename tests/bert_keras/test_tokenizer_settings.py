@@ -131,10 +131,19 @@ def test_convert_carries_the_rules(korean_checkpoint, tmp_path):
 def test_resolution_and_bad_files(tmp_path):
     vocab = str(tmp_path / "vocab.txt")
     open(vocab, "w").write("[PAD]\n[UNK]\n")
-    assert resolve_tokenizer_settings(vocab) == {"lowercase": True, "strip_accents": None}
+    assert resolve_tokenizer_settings(vocab) == {"lowercase": True, "strip_accents": None, "pre_tokenizer": None}
     write_tokenizer_settings(vocab, lowercase=False)
-    assert resolve_tokenizer_settings(vocab) == {"lowercase": False, "strip_accents": None}
-    assert resolve_tokenizer_settings(vocab, strip_accents=True) == {"lowercase": True, "strip_accents": True}
+    assert resolve_tokenizer_settings(vocab) == {"lowercase": False, "strip_accents": None, "pre_tokenizer": None}
+    assert resolve_tokenizer_settings(vocab, strip_accents=True) == {"lowercase": True, "strip_accents": True,
+                                                                     "pre_tokenizer": None}
+    # The analyzer is the vocabulary's own whatever the casing given; a given one (or "none") wins.
+    write_tokenizer_settings(vocab, lowercase=True, strip_accents=False, pre_tokenizer="kiwi")
+    assert resolve_tokenizer_settings(vocab, lowercase=False)["pre_tokenizer"] == "kiwi"
+    assert resolve_tokenizer_settings(vocab, pre_tokenizer="none")["pre_tokenizer"] is None
+    with open(tmp_path / "tokenizer_config.json", "w") as f:
+        f.write('{"do_lower_case": true, "bert_keras_pre_tokenizer": 1}')
+    with pytest.raises(TokenizerSettingsError, match="field 'bert_keras_pre_tokenizer' must name a morpheme analyzer"):
+        read_tokenizer_settings(vocab)
     with open(tmp_path / "tokenizer_config.json", "w") as f:
         f.write('{"do_lower_case": "yes"}')
     with pytest.raises(TokenizerSettingsError, match="tokenizer_config.json: field 'do_lower_case'"):
@@ -244,6 +253,90 @@ def test_pretraining_reads_the_vocabulary_rules_and_writes_them_beside_its_encod
     assert read_tokenizer_settings(str(tmp_path / "run" / "vocab.txt")) == {"lowercase": True, "strip_accents": False}
     task = TextClassifier.from_pretrained(str(tmp_path / "run" / "encoder.keras"), labels=["a", "b"], seq_length=32)
     assert task.tokenizer.strip_accents is False
+
+
+@pytest.fixture(scope="module")
+def kiwi_checkpoint(korean_checkpoint, tmp_path_factory):
+    """The Korean checkpoint with a vocabulary of morphemes as words: its tokenizer_config.json
+    records `bert_keras_pre_tokenizer: kiwi`, as `bert-keras vocab --pre-tokenizer kiwi` writes it."""
+    pytest.importorskip("kiwipiepy")
+    from bert_keras.checkpoints import load_pretrained
+
+    directory = str(tmp_path_factory.mktemp("kiwi") / "bert")
+    save_pretrained(load_pretrained(f"hf:{korean_checkpoint}"), f"hf:{directory}", vocab_file=VOCAB,
+                    tokenizer_settings={"lowercase": True, "strip_accents": False, "pre_tokenizer": "kiwi"})
+    return directory
+
+
+def test_a_vocabulary_split_by_kiwi_is_read_with_kiwi_where_no_pre_tokenizer_is_given(kiwi_checkpoint, tmp_path,
+                                                                                        capsys):
+    """KoELECTRA's vocabulary holds "대출을" whole, and "대출" and "을": read as the recorded (c) vocabulary
+    (kiwi), raw "대출을" is 대출 + 을 in every task and tool that is given no pre_tokenizer; the
+    setting survives `.keras`, `hf:` and `tf1:` writes and a fine-tuned model's conversion."""
+    from bert_keras import load_tokenizer
+    from bert_keras.checkpoints import load_pretrained
+    from bert_keras.cli.main import main
+    from bert_keras.finetuned_model import convert_finetuned
+
+    eojeol, morphemes = [18095], [11744, 3740]  # 대출을; 대출, 을
+    spec = f"hf:{kiwi_checkpoint}"
+    with open(os.path.join(kiwi_checkpoint, "tokenizer_config.json"), encoding="utf-8") as f:
+        assert json.load(f)["bert_keras_pre_tokenizer"] == "kiwi"
+    # HF keeps the key and ignores it: its tokenizer reads raw text (clients split it first).
+    assert hf_ids(kiwi_checkpoint, ["대출을"]) == [eojeol]
+
+    assert load_tokenizer(spec).tokenize(["대출을"]).to_list() == [morphemes]
+    assert load_tokenizer(spec, pre_tokenizer="none").tokenize(["대출을"]).to_list() == [eojeol]
+    for task in (TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=32),
+                 TokenClassifier.from_pretrained(spec, labels=["O", "B-X"], seq_length=32),
+                 Embedder.from_pretrained(spec, seq_length=32)):
+        assert task.tokenizer.morpheme_analyzer == "kiwi"
+        assert task.tokenizer.tokenize(["대출을"]).to_list() == [morphemes]
+    plain = TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=32, pre_tokenizer="none")
+    assert plain.tokenizer.morpheme_analyzer is None
+    assert main(["tokenize", "--init", spec, "대출을"]) == 0
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]] == ["11744", "3740"]
+
+    encoder = load_pretrained(spec)
+    keras_file = str(tmp_path / "encoder.keras")
+    save_pretrained(encoder, keras_file, vocab_file=os.path.join(kiwi_checkpoint, "vocab.txt"),
+                    tokenizer_settings={"lowercase": True, "strip_accents": False})  # casing given: kiwi stays
+    assert find_tokenizer_settings(keras_file)["pre_tokenizer"] == "kiwi"
+    assert TextClassifier.from_pretrained(keras_file, labels=["a", "b"]).tokenizer.morpheme_analyzer == "kiwi"
+    convert(keras_file, f"hf:{tmp_path / 'hf'}")
+    convert(spec, f"tf1:{tmp_path / 'tf1' / 'bert_model.ckpt'}")
+    for written in (str(tmp_path / "hf" / "vocab.txt"), str(tmp_path / "tf1" / "vocab.txt")):
+        assert read_tokenizer_settings(written)["pre_tokenizer"] == "kiwi"
+    # A fine-tuned model converts with the analyzer it was trained with (none: none recorded).
+    for task, recorded in ((TextClassifier.from_pretrained(spec, labels=["a", "b"], seq_length=32), "kiwi"),
+                           (plain, None)):
+        directory = task.save(str(tmp_path / f"model-{recorded}"))
+        convert_finetuned(directory, f"hf:{tmp_path / f'converted-{recorded}'}")
+        assert read_tokenizer_settings(str(tmp_path / f"converted-{recorded}" / "vocab.txt")).get(
+            "pre_tokenizer") == recorded
+
+
+def test_pretraining_splits_its_corpus_with_the_vocabularys_analyzer_and_records_it(tmp_path):
+    """`Pretrainer.pretrain(corpus=)` (`pretrain --input`) on a (c) vocabulary masks the corpus split
+    by kiwi, and writes the setting beside its encoder: fine-tuning `--init run/encoder.keras` splits."""
+    pytest.importorskip("kiwipiepy")
+    from bert_keras.tasks import Pretrainer
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(REVIEWS[:20]) + "\n\n" + "\n".join(REVIEWS[20:]) + "\n", encoding="utf-8")
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text(open(VOCAB, encoding="utf-8").read(), encoding="utf-8")
+    write_tokenizer_settings(str(vocab), lowercase=True, strip_accents=False, pre_tokenizer="kiwi")
+    assert Pretrainer.from_config("tiny", vocab_file=str(vocab)).pre_tokenizer == "kiwi"
+    result = Pretrainer.pretrain(str(tmp_path / "run"), steps=1, corpus=str(corpus), vocab_file=str(vocab),
+                                 config="tiny", seq_length=32, max_predictions=4, batch_size=4, verbose=0)
+    assert result.final_step == 1
+    with open(tmp_path / "run" / "run.json", encoding="utf-8") as f:
+        assert "kiwi" in f.read()
+    assert read_tokenizer_settings(str(tmp_path / "run" / "vocab.txt")) == {
+        "lowercase": True, "strip_accents": False, "pre_tokenizer": "kiwi"}
+    task = TextClassifier.from_pretrained(str(tmp_path / "run" / "encoder.keras"), labels=["a", "b"], seq_length=32)
+    assert task.tokenizer.tokenize(["대출을"]).to_list() == [[11744, 3740]]
 
 
 def test_load_tokenizer_is_the_checkpoints_vocabulary_read_with_its_rules(tmp_path):

@@ -7,6 +7,7 @@ when that is absent). Tests that need kiwi skip, saying so, when it is not insta
 """
 
 import collections
+import json
 import os
 import sys
 import unicodedata
@@ -295,8 +296,44 @@ def test_bert_keras_vocab_morphemes_as_words(kiwi, tmp_path, capsys):
     assert main(["vocab", str(tmp_path / "reviews.txt"), "-o", str(out), "--size", "3000", "--cased",
                  "--pre-tokenizer", "kiwi"]) == 0
     last = capsys.readouterr().out.splitlines()[-1]
-    assert last.startswith("next: bert-keras tokenize") and "morphemes as words: split the text with kiwi" in last
+    assert last.startswith("next: bert-keras tokenize") and "morphemes as words: tokenize, finetune" in last
     assert "영화" in out.read_text(encoding="utf-8").splitlines()
+
+
+def test_a_vocabulary_of_morphemes_as_words_records_kiwi_and_is_read_with_it(kiwi, tmp_path, capsys):
+    """(c) `vocab --pre-tokenizer kiwi` records the analyzer in its tokenizer_config.json, so that
+    `load_tokenizer` and `bert-keras tokenize` split raw text with it ("대출을" is 대출 + 을, not the
+    eojeol); (b) `--morpheme-suffixes` reads raw text and records none."""
+    from bert_keras.checkpoints import load_tokenizer
+    from bert_keras.cli.main import main
+    from pipelines.tokenizer.tokenizer_config import PRE_TOKENIZER_KEY, read_tokenizer_settings
+
+    corpus = tmp_path / "reviews.txt"
+    corpus.write_text("\n".join(nsmc_reviews(200) + ["신용 대출을 신청하고 싶어요", "대출은 어떻게 하나요?"] * 10) + "\n",
+                      encoding="utf-8")
+    for variant, flags in (("c", []), ("b", ["--morpheme-suffixes"])):
+        (tmp_path / variant).mkdir()
+        assert main(["vocab", str(corpus), "-o", str(tmp_path / variant / "vocab.txt"), "--size", "3000",
+                     "--no-strip-accents", "--pre-tokenizer", "kiwi", *flags]) == 0
+    capsys.readouterr()
+    with open(tmp_path / "c" / "tokenizer_config.json", encoding="utf-8") as f:
+        assert json.load(f)[PRE_TOKENIZER_KEY] == "kiwi"
+    with open(tmp_path / "b" / "tokenizer_config.json", encoding="utf-8") as f:
+        assert PRE_TOKENIZER_KEY not in json.load(f)
+    assert read_tokenizer_settings(str(tmp_path / "c" / "vocab.txt")) == {
+        "lowercase": True, "strip_accents": False, "pre_tokenizer": "kiwi"}
+
+    def pieces(tokenizer, text="대출을"):
+        return [tokenizer.id_to_token(i) for i in tokenizer.tokenize([text])[0].numpy()]
+
+    c_vocab = str(tmp_path / "c" / "vocab.txt")
+    assert load_tokenizer(None, vocab_file=c_vocab).morpheme_analyzer == "kiwi"
+    assert pieces(load_tokenizer(None, vocab_file=c_vocab)) == ["대출", "을"]
+    assert pieces(load_tokenizer(None, vocab_file=c_vocab, pre_tokenizer="none")) == ["대출", "##을"]  # split already
+    assert load_tokenizer(None, vocab_file=str(tmp_path / "b" / "vocab.txt")).morpheme_analyzer is None
+    assert main(["tokenize", "--vocab", c_vocab, "대출을"]) == 0
+    shown = [line.split()[1] for line in capsys.readouterr().out.splitlines()[1:]]
+    assert shown == ["대출", "을"]
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -328,6 +365,25 @@ def test_a_missing_kiwi_says_which_extra_to_install(tmp_path, capsys, monkeypatc
     assert main(["vocab", str(tmp_path / "c.txt"), "-o", str(tmp_path / "v.txt"), "--pre-tokenizer", "kiwi"]) == 2
     err = capsys.readouterr().err
     assert 'pip install "bert-keras[korean]"' in err and "Traceback" not in err
+
+
+def test_a_vocabulary_that_records_kiwi_without_kiwi_says_which_extra_and_why(tmp_path, capsys, monkeypatch):
+    from bert_keras.checkpoints import load_tokenizer
+    from bert_keras.cli.main import main
+    from pipelines.tokenizer.tokenizer_config import write_tokenizer_settings
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n대출\n을\n##을\n", encoding="utf-8")
+    write_tokenizer_settings(str(vocab), lowercase=True, strip_accents=False, pre_tokenizer="kiwi")
+    monkeypatch.setitem(sys.modules, "kiwipiepy", None)  # `import kiwipiepy` raises ImportError
+    with pytest.raises(MissingAnalyzerError, match=r"tokenizer_config.json records bert_keras_pre_tokenizer 'kiwi' "
+                                                   r".*pip install \"bert-keras\[korean\]\".*pre_tokenizer='none'"):
+        load_tokenizer(None, vocab_file=str(vocab))
+    assert load_tokenizer(None, vocab_file=str(vocab), pre_tokenizer="none").tokenize(["대출 을"]).to_list() == [[5, 6]]
+    assert main(["tokenize", "--vocab", str(vocab), "대출을"]) == 2
+    err = capsys.readouterr().err
+    assert 'records bert_keras_pre_tokenizer \'kiwi\'' in err and 'pip install "bert-keras[korean]"' in err
+    assert "Traceback" not in err
 
 
 def test_random_mixed_texts_keep_every_character_in_place(kiwi):
