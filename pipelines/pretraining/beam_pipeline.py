@@ -203,7 +203,8 @@ def build_pipeline(pipeline, settings: PretrainingDataSettings, keyed_files, voc
     tokenized = (
         documents
         | "BatchDocuments" >> beam.BatchElements(min_batch_size=16, max_batch_size=512)
-        | "Tokenize" >> beam.ParDo(_Tokenize(settings.vocab_file, settings.lowercase, settings.strip_accents))
+        | "Tokenize" >> beam.ParDo(_Tokenize(settings.vocab_file, settings.lowercase, settings.strip_accents,
+                                                settings.pre_tokenizer))
     )
     count = tokenized | "CountDocuments" >> beam.combiners.Count.Globally()
     return (
@@ -304,10 +305,11 @@ class _ReadDocuments(beam.DoFn):
 class _Tokenize(beam.DoFn):
     """Batches of (document id, sentences) -> (document id, token ids, sentence lengths); empty documents dropped."""
 
-    def __init__(self, vocab_file, lowercase, strip_accents=None):
+    def __init__(self, vocab_file, lowercase, strip_accents=None, pre_tokenizer=None):
         self.vocab_file = vocab_file
         self.lowercase = lowercase
         self.strip_accents = strip_accents
+        self.pre_tokenizer = pre_tokenizer
         self.documents = _counter("documents")
         self.sentences = _counter("sentences")
         self.tokens = _counter("tokens")
@@ -315,7 +317,8 @@ class _Tokenize(beam.DoFn):
     def setup(self):
         from pipelines.tokenizer import BertTokenizer
 
-        self.tokenizer = BertTokenizer(self.vocab_file, lowercase=self.lowercase, strip_accents=self.strip_accents)
+        self.tokenizer = BertTokenizer(self.vocab_file, lowercase=self.lowercase, strip_accents=self.strip_accents,
+                                       pre_tokenizer=self.pre_tokenizer)
 
     def process(self, batch):
         tokenized = tokenize_documents([sentences for _, sentences in batch], self.tokenizer)

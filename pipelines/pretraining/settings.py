@@ -63,6 +63,9 @@ class PretrainingDataSettings:
             keeps Hangul syllables and accented letters whole (Korean vocabularies). With both
             left at their defaults, the rules recorded beside the vocabulary (HF's
             `tokenizer_config.json`, written by `bert-keras vocab`) apply.
+        pre_tokenizer: the morpheme analyzer ("kiwi") the corpus is split with first, on the host
+            (None: the one the vocabulary records, for a vocabulary of morphemes as words; "none":
+            no analyzer, the corpus is split already).
         format: corpus layout: `"bert"`, `"text"` or `"lines"`.
         decode_errors: `"strict"` or `"replace"` (see `read_corpus`).
         max_seq_length: `S`, at least 5.
@@ -94,6 +97,9 @@ class PretrainingDataSettings:
     strip_accents: Optional[bool] = option(
         None, "strip accents (NFD, drop combining marks): default as lowercasing; --no-strip-accents keeps "
               "Hangul syllables and accented letters whole (Korean vocabularies)", "--strip-accents")
+    pre_tokenizer: Optional[str] = option(
+        None, "split the corpus into morphemes first with this analyzer (kiwi): default the one the vocabulary "
+              "records (bert-keras vocab --pre-tokenizer kiwi); none: the corpus is split already", metavar="NAME")
     format: str = option("bert", "bert: one sentence per line, blank line between documents (default); "
                                    "text: prose, one document per file, sentences split by rule; "
                                    "lines: one document per line", choices=FORMATS)
@@ -137,6 +143,11 @@ class PretrainingDataSettings:
             object.__setattr__(self, "strip_accents", recorded.get("strip_accents"))
         object.__setattr__(self, "strip_accents",
                            bool(self.lowercase if self.strip_accents is None else self.strip_accents))
+        from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
+
+        # the vocabulary's own analyzer unless one is given, whatever the casing
+        object.__setattr__(self, "pre_tokenizer", resolve_tokenizer_settings(
+            self.vocab_file, self.lowercase, self.strip_accents, self.pre_tokenizer)["pre_tokenizer"])
         object.__setattr__(self, "output_prefix", normalize_path(self.output_prefix))
         if self.max_seq_length < 5:
             raise ValueError(f"max_seq_length must be at least 5 ([CLS] A [SEP] B [SEP]), got {self.max_seq_length}.")
@@ -175,6 +186,8 @@ class PretrainingDataSettings:
         del fields["num_shards"], fields["shard_index"], fields["output_prefix"]
         if fields["strip_accents"] == fields["lowercase"]:
             del fields["strip_accents"]  # the default rule: records made before the setting read the same
+        if fields["pre_tokenizer"] is None:
+            del fields["pre_tokenizer"]  # likewise
         fields["input"] = ",".join(self.input)
         return fields
 

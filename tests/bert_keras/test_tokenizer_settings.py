@@ -6,6 +6,7 @@ export, whose in-graph tokenizer must give HF's ids on Korean text (KoELECTRA's 
 real NSMC reviews). Tiny random weights: only the tokenization is checked.
 """
 
+import glob
 import json
 import os
 
@@ -337,6 +338,48 @@ def test_pretraining_splits_its_corpus_with_the_vocabularys_analyzer_and_records
         "lowercase": True, "strip_accents": False, "pre_tokenizer": "kiwi"}
     task = TextClassifier.from_pretrained(str(tmp_path / "run" / "encoder.keras"), labels=["a", "b"], seq_length=32)
     assert task.tokenizer.tokenize(["대출을"]).to_list() == [[11744, 3740]]
+
+
+def test_pretraining_records_of_a_kiwi_vocabulary_hold_its_morphemes(tmp_path):
+    """`create-pretraining-data --vocab` a (c) vocabulary tokenizes the corpus split by the recorded kiwi
+    (as `pretrain --input` does): "대출을" is 대출 + 을 in the records; `pre_tokenizer="none"` reads it raw."""
+    pytest.importorskip("kiwipiepy")
+    import tensorflow as tf
+
+    from pipelines.pretraining import PretrainingDataSettings, write_pretraining_data
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(["신용 대출을 신청하고 싶어요\n대출을 갚았어요"] * 6) + "\n", encoding="utf-8")
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text(open(VOCAB, encoding="utf-8").read(), encoding="utf-8")
+    write_tokenizer_settings(str(vocab), lowercase=True, strip_accents=False, pre_tokenizer="kiwi")
+    spec = {"input_ids": tf.io.FixedLenFeature([32], tf.int64),
+            "masked_lm_positions": tf.io.FixedLenFeature([2], tf.int64),
+            "masked_lm_ids": tf.io.FixedLenFeature([2], tf.int64),
+            "masked_lm_weights": tf.io.FixedLenFeature([2], tf.float32)}
+    written = {}
+    for given in (None, "none"):
+        settings = PretrainingDataSettings(input=str(corpus), vocab_file=str(vocab), pre_tokenizer=given,
+                                           output_prefix=str(tmp_path / f"pt-{given}"), max_seq_length=32,
+                                           max_predictions_per_seq=2, dupe_factor=1, num_output_shards=1)
+        assert settings.pre_tokenizer == (None if given else "kiwi")
+        write_pretraining_data(settings, workers=1)
+        ids = set()
+        for record in tf.data.TFRecordDataset(glob.glob(str(tmp_path / f"pt-{given}-*.tfrecord"))):
+            example = {k: v.numpy() for k, v in tf.io.parse_single_example(record, spec).items()}
+            tokens = example["input_ids"].copy()
+            for position, token, weight in zip(*(example[k] for k in ("masked_lm_positions", "masked_lm_ids",
+                                                                      "masked_lm_weights"))):
+                if weight:
+                    tokens[position] = token  # the text as read, before masking
+            ids |= set(tokens.tolist())
+        written[given] = ids
+    assert {11744, 3740} <= written[None] and 18095 not in written[None]  # 대출, 을
+    assert 18095 in written["none"]  # 대출을, one word
+    with open(tmp_path / "pt-None-config.json", encoding="utf-8") as f:
+        assert json.load(f)["settings"]["pre_tokenizer"] == "kiwi"
+    with open(tmp_path / "pt-none-config.json", encoding="utf-8") as f:
+        assert "pre_tokenizer" not in json.load(f)["settings"]  # as runs recorded before the setting
 
 
 def test_load_tokenizer_is_the_checkpoints_vocabulary_read_with_its_rules(tmp_path):
