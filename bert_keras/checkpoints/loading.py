@@ -36,6 +36,7 @@ from bert_keras.checkpoints import hf, keras_hub, tf1
 from bert_keras.checkpoints.errors import CheckpointFormatError, CheckpointMismatchError
 from bert_keras.checkpoints.layout import assign_canonical, canonical_shapes, encoder_to_canonical
 from pipelines.tokenizer.tokenizer_config import (
+    NO_PRE_TOKENIZER,
     PRE_TOKENIZER_KEY,
     read_tokenizer_settings,
     resolve_tokenizer_settings,
@@ -688,6 +689,11 @@ def write_pretrained(spec, config, canonical, *, vocab_file=None, tokenizer_sett
             )
         # the preset's tokenizer records the casing: the given or recorded one (None: guessed from the vocabulary)
         settings = tokenizer_settings if tokenizer_settings is not None else read_tokenizer_settings(vocab_file)
+        split_by = settings.get("pre_tokenizer", read_tokenizer_settings(vocab_file).get("pre_tokenizer"))
+        if split_by not in (None, NO_PRE_TOKENIZER):
+            warnings.warn(f"{location.spec}: the vocabulary reads text split by {split_by} (morphemes as words), "
+                          "which a keras-hub preset's tokenizer cannot record: split texts before it "
+                          f"(pipelines.tokenizer.morphemes.morpheme_splitter({split_by!r}).spaced)", stacklevel=2)
         return keras_hub.write_keras_hub_preset(location.path, config, canonical, vocab_file,
                                                 lowercase=settings.get("lowercase"),
                                                 strip_accents=settings.get("strip_accents"))
