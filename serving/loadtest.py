@@ -75,7 +75,7 @@ class LoadTestResult:
                 **{f"p{q}": round(self.percentile(q), 3) if self.latencies_ms else None for q in (50, 95, 99)},
                 "max": round(float(np.max(self.latencies_ms)), 3) if self.latencies_ms else None,
             },
-            "first_error": self.first_error,
+            "first_error": self.first_error or None,  # null, as the latencies of a run without any
         }
 
     def summary(self):

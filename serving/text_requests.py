@@ -32,6 +32,19 @@ class TextRequestError(ValueError):
     """The texts given do not fit the signature's inputs; the message says what to give."""
 
 
+def piped_standard_input():
+    """Whether standard input is a pipe or a redirected file (`printf 'x\n' | bert-keras predict ...`,
+    `< texts.txt`), not a terminal or /dev/null: a command given no text reads its lines then, as
+    `tokenize` does; at a terminal it says what to pass instead of waiting for typed input."""
+    import stat
+
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (AttributeError, OSError, ValueError):  # no real stdin (closed, or replaced by a test runner)
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode)
+
+
 def read_texts(path, *, keep_blank=False, refuse_blank=False):
     """The lines of UTF-8 file `path` (`-`: standard input), one text each, as `--input FILE` reads them.
 

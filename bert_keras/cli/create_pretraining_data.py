@@ -3,11 +3,14 @@ create_pretraining_data.py (its instances, its masking budget min(P, max(1, roun
 masked_lm_prob))) with [CLS]/[SEP] counted), with the features run_pretraining.py reads. Shards are
 written in parallel, atomically, and a rerun skips the ones already complete; other settings or a
 changed corpus on the same prefix need --overwrite. Flags also accept the original script's
-spellings (--max_seq_length, --random_seed).
+spellings (--input_file, --vocab_file, --max_seq_length, --random_seed, --do_lower_case=False,
+--do_whole_word_mask=True); its --output_file is told apart (here --output-prefix names the shards).
 
 Thin: the flags are the fields of `pipelines.pretraining.settings.PretrainingDataSettings`
 (which checks them), `write_pretraining_data` writes; this module prints.
 """
+
+import os
 
 from pipelines.command_options import add_field_options, field_values
 
@@ -21,6 +24,7 @@ def register(subparsers, summary):
         description=__doc__.split("\n\nThin:")[0],
     )
     add_field_options(parser, PretrainingDataSettings)
+    _add_original_script_flags(parser)
     parser.add_argument("--workers", type=int, default=None,
                         help="processes writing shards (default: CPU count for a big corpus, else 1)")
     parser.add_argument("--overwrite", action="store_true",
@@ -65,6 +69,38 @@ def run(args):
           f"{summary['instances']} instances in {time.perf_counter() - start:.1f}s")
     return 0
 
+
+
+def _absl_boolean(text):
+    """An absl boolean flag's value, as google-research/bert's scripts read `--do_lower_case=False`."""
+    import argparse
+
+    value = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}.get(text.lower())
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+    return value
+
+
+def _add_original_script_flags(parser):
+    """google-research/bert's create_pretraining_data.py flags that are absl booleans
+    (`--do_lower_case=False`, `--do_whole_word_mask`, `--nodo_lower_case`), hidden; its
+    `--output_file` (files, not a prefix) is refused by name with the flag that replaces it."""
+    import argparse
+
+    class OutputFile(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            parser.error(f"{option_string} is google-research/bert's flag (the output files themselves): here "
+                         f"--output-prefix PREFIX writes PREFIX-00000-of-0000N.tfrecord (--num-output-shards N), "
+                         f"e.g. --output-prefix {os.path.splitext(values)[0]}")
+
+    hidden = dict(nargs="?", const=True, type=_absl_boolean, default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    parser.add_argument("--do_lower_case", dest="lowercase", **hidden)
+    parser.add_argument("--do_whole_word_mask", dest="whole_word_mask", **hidden)
+    parser.add_argument("--nodo_lower_case", dest="lowercase", action="store_false", default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--nodo_whole_word_mask", dest="whole_word_mask", action="store_false",
+                        default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    parser.add_argument("--output_file", action=OutputFile, help=argparse.SUPPRESS)
 
 
 def _check_beam_options(args):

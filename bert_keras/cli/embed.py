@@ -37,7 +37,8 @@ def register(subparsers, summary):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("texts", nargs="*", metavar="TEXT", help="texts to embed (or use --input)")
-    parser.add_argument("--input", metavar="FILE", help="UTF-8 text file, one (non-empty) text per line")
+    parser.add_argument("--input", metavar="FILE", help="UTF-8 text file, one (non-empty) text per line ('-' = stdin, also read when lines "
+                        "are piped and no TEXT is given)")
     parser.add_argument("--output", metavar="OUT", help="write vectors to OUT.npy or OUT.jsonl (atomically)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     init_help = INIT_HELP + " | a fine-tuned model directory (its encoder, as fine-tuning left it)"
@@ -100,10 +101,12 @@ def run(args):
 def _read_texts(args):
     if args.input and args.texts:
         raise CommandError("give TEXT arguments or --input FILE, not both")
-    from serving.text_requests import read_texts, utf8_arguments
+    from serving.text_requests import piped_standard_input, read_texts, utf8_arguments
 
+    if not args.texts and not args.input and piped_standard_input():
+        args.input = "-"  # `... | bert-keras embed --init ...`: the piped lines, as --input -
     texts = read_texts(args.input, refuse_blank=True) if args.input else utf8_arguments(args.texts)  # row i: line i
     if not texts:
         raise CommandError(f"--input {args.input}: holds no text" if args.input
-                           else "no text given: pass TEXT arguments or --input FILE")
+                           else "no text given: pass TEXT arguments, --input FILE or lines on standard input")
     return texts

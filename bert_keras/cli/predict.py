@@ -33,7 +33,8 @@ def register(subparsers, summary):
                              "'context ||| ending1 ||| ending2 ||| ending3 ||| ending4'")
     parser.add_argument("--model", required=True, metavar="DIR", help="a finetune --output-dir")
     parser.add_argument("--input", metavar="FILE",
-                        help="one text per line ('-' = stdin); a blank line is an error, so prediction i is line i")
+                        help="one text per line ('-' = stdin, also read when lines are piped and no TEXT is given); "
+                             "a blank line is an error, so prediction i is line i")
     add_option(parser, "--data", "--squad", metavar="FILE",
                help="a whole dataset file: SQuAD JSON (span QA models) or SWAG CSV (multiple choice models)")
     parser.add_argument("--output", metavar="FILE", help="JSONL file of predictions")
@@ -59,9 +60,11 @@ def _read_texts(args, reads_pairs, exact_pairs=False):
     pasted TSV is one text, not a pair that model refuses. `exact_pairs` (a sentence-pair
     classifier): a line of three fields (`A<TAB>B<TAB>label`) is an error naming the line; it was
     read as the pair (A, 'B<TAB>label'), the label scored as part of the second sentence."""
-    from serving.text_requests import TextRequestError, read_texts, split_pairs, utf8_arguments
+    from serving.text_requests import TextRequestError, piped_standard_input, read_texts, split_pairs, utf8_arguments
 
     given = utf8_arguments(args.texts)
+    if not given and not args.input and piped_standard_input():
+        args.input = "-"  # `... | bert-keras predict --model DIR`: the piped lines, as --input -
     # Row i of the output is line i of --input, as `embed` reads it: a blank line is refused by number.
     lines = read_texts(args.input, refuse_blank=True) if args.input else []
     sources = [f"TEXT argument {i}" for i in range(1, len(given) + 1)]
@@ -112,7 +115,7 @@ def run(args):
     if not texts and args.input and not args.texts:
         raise CommandError(f"--input {args.input}: holds no text (the file is empty)")
     if not texts:
-        raise CommandError("no text given: pass TEXT arguments or --input FILE"
+        raise CommandError("no text given: pass TEXT arguments, --input FILE or lines on standard input"
                            + (" (or --data FILE, a whole dataset file)" if writer else ""))
     with task.verbosity(int(sys.stdout.isatty() and not args.json)):  # a progress bar on a terminal
         try:

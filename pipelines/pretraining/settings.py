@@ -87,10 +87,11 @@ class PretrainingDataSettings:
         ValueError: a setting out of range.
     """
 
+    # The original script's spellings (--input_file, --vocab_file) are accepted, hidden.
     input: Union[str, Sequence[str]] = option(
-        help="text files: comma-separated names and globs (a directory is an error: give "
-             "'DIR/*.txt'), or tfds:NAME for a TFDS text dataset", type=str)
-    vocab_file: str = option(help="vocab.txt (must contain [MASK])", name="--vocab")
+        dataclasses.MISSING, "text files: comma-separated names and globs (a directory is an error: give "
+        "'DIR/*.txt'), or tfds:NAME for a TFDS text dataset", "--input", "--input_file", type=str)
+    vocab_file: str = option(dataclasses.MISSING, "vocab.txt (must contain [MASK])", "--vocab", "--vocab_file")
     output_prefix: str = option(
         dataclasses.MISSING, "shards are written as PREFIX-00000-of-0000N.tfrecord", None, "--output_prefix")
     lowercase: bool = option(True, "cased rules (do_lower_case=False)", "--cased")

@@ -147,6 +147,31 @@ def test_scripts_written_for_the_former_names_still_parse(argv, dest, value):
     assert getattr(args, dest) == value
 
 
+def test_google_research_create_pretraining_data_flags_parse_or_name_their_replacement(capsys):
+    """The original script's command line (`--input_file=x --vocab_file=v --output_file=o
+    --do_lower_case=False --do_whole_word_mask=True`) stopped with 'required: --input, --vocab',
+    naming none of the flags it had been given."""
+    base = ["create-pretraining-data", "--input_file=c.txt", "--vocab_file=v.txt", "--output-prefix", "p"]
+    args = build_parser().parse_args(base + ["--do_lower_case=False", "--do_whole_word_mask=True",
+                                             "--max_seq_length=64"])
+    assert (args.input, args.vocab_file, args.lowercase, args.whole_word_mask, args.max_seq_length) == (
+        "c.txt", "v.txt", False, True, 64)
+    args = build_parser().parse_args(base + ["--do_whole_word_mask", "--nodo_lower_case"])
+    assert (args.lowercase, args.whole_word_mask) == (False, True)
+    args = build_parser().parse_args(base + ["--do_lower_case=true", "--do_whole_word_mask=False"])
+    assert (args.lowercase, args.whole_word_mask) == (True, False)
+    args = build_parser().parse_args(base)
+    assert (args.lowercase, args.whole_word_mask) == (True, False)  # the defaults, as before
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(base + ["--do_lower_case=maybe"])
+    assert "'maybe' is not true or false" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["create-pretraining-data", "--input_file=c.txt", "--vocab_file=v.txt",
+                                   "--output_file=out/wiki.tfrecord"])
+    err = capsys.readouterr().err
+    assert "--output_file is google-research/bert's flag" in err and "--output-prefix out/wiki" in err
+
+
 def test_a_required_flag_is_still_required_under_its_new_name(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["export", "--model", "m", "--base-path", "b"])

@@ -196,6 +196,34 @@ def test_predict_json_with_output_prints_only_json_lines(classifier, tmp_path, c
     assert f"wrote 1 predictions to {written}" in captured.err
 
 
+def test_predict_reads_piped_lines_when_no_text_is_given(classifier, tmp_path, capsys, monkeypatch):
+    """`printf 'A\\tB\\n' | bert-keras predict --model DIR` said 'no text given' (only `--input -`
+    read stdin, though `tokenize` reads piped lines); a terminal or /dev/null is still no text."""
+    import json
+    import sys
+
+    from serving.text_requests import piped_standard_input
+
+    piped = tmp_path / "piped.txt"
+    piped.write_text("a good film\tit was good\nfine\tgood\n", encoding="utf-8")
+    with open(piped, encoding="utf-8") as stdin:  # `< piped.txt`: a redirected file, as a pipe reads
+        monkeypatch.setattr(sys, "stdin", stdin)
+        assert piped_standard_input()
+        assert main(["predict", "--model", classifier, "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [row["text"] for row in rows] == [["a good film", "it was good"], ["fine", "good"]]
+    read, write = os.pipe()
+    os.close(write)
+    with os.fdopen(read) as stdin:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        assert piped_standard_input()
+    with open(os.devnull) as stdin:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        assert not piped_standard_input()
+        refused(["predict", "--model", classifier], capsys,
+                "no text given: pass TEXT arguments, --input FILE or lines on standard input")
+
+
 def test_predict_refuses_a_pair_model_line_of_three_fields_by_its_line(classifier, tmp_path, capsys):
     """`A<TAB>B<TAB>label` (a TSV row pasted whole) was read as the pair (A, 'B<TAB>label'): the
     label scored as words of the second sentence, exit 0, no word of it."""
