@@ -70,6 +70,16 @@ def _fill_spec(spec, name, version, signature_name):
     spec.signature_name = signature_name
 
 
+def _fill_classifications(result, rows):
+    """A `ClassificationResult` (Classify's, or a MultiInference task's) from rows of (label, score)."""
+    for row in rows:
+        classifications = result.classifications.add()
+        for class_label, score in row:
+            item = classifications.classes.add()
+            item.label = class_label
+            item.score = score
+
+
 class GrpcApi:
     """TF Serving's request protos in, response protos out, over an engine's array core.
 
@@ -107,12 +117,7 @@ class GrpcApi:
             serialized=serialized)
         response = classification_pb2.ClassificationResponse()
         _fill_spec(response.model_spec, name, resolved, signature_name)
-        for row in rows:
-            classifications = response.result.classifications.add()
-            for class_label, score in row:
-                item = classifications.classes.add()
-                item.label = class_label
-                item.score = score
+        _fill_classifications(response.result, rows)
         return response
 
     def regress(self, request):
@@ -161,12 +166,7 @@ class GrpcApi:
             result = response.results.add()
             _fill_spec(result.model_spec, name, resolved, task.model_spec.signature_name)
             if method == CLASSIFY_METHOD:
-                for row in rows:
-                    classifications = result.classification_result.classifications.add()
-                    for class_label, score in row:
-                        item = classifications.classes.add()
-                        item.label = class_label
-                        item.score = score
+                _fill_classifications(result.classification_result, rows)
             else:
                 for value in rows:
                     result.regression_result.regressions.add().value = value
