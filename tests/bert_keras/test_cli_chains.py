@@ -32,11 +32,11 @@ def next_commands(stdout):
     """The `bert-keras` commands of the "next:" lines in a command's output, as argv lists.
 
     A "next:" line may continue on the following indented lines, may hold alternatives
-    separated by `|`, and may end with a comment in parentheses.
+    separated by `|`, and may end with a comment in parentheses or a shell comment (`# ...`).
 
     >>> next_commands('done\\nnext: bert-keras a --x 1   |   bert-keras b "t u"\\n'
-    ...               '      bert-keras c d   (or e)\\n  or: docker run x\\n')
-    [['bert-keras', 'a', '--x', '1'], ['bert-keras', 'b', 't u'], ['bert-keras', 'c', 'd']]
+    ...               '      bert-keras c d   (or e)\\n      bert-keras f   # ports\\n  or: docker run x\\n')
+    [['bert-keras', 'a', '--x', '1'], ['bert-keras', 'b', 't u'], ['bert-keras', 'c', 'd'], ['bert-keras', 'f']]
     """
     commands, in_block = [], False
     for line in stdout.splitlines():
@@ -48,7 +48,7 @@ def next_commands(stdout):
             in_block = False
             continue
         for segment in text.split("|"):
-            command = shlex.split(re.sub(r"\s{2,}\(.*$", "", segment.strip()))
+            command = shlex.split(re.sub(r"\s{2,}\(.*$", "", segment.strip()), comments=True)
             if command[:1] == ["bert-keras"] and command not in commands:
                 commands.append(command)
     return commands
