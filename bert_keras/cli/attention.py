@@ -19,7 +19,8 @@ def register(subparsers, summary):
             "its attention. Writes\n"
             "  DIR/attention.html  interactive: every layer and head as lines between the tokens\n"
             "                      (self-contained, opens offline in any browser)\n"
-            "  DIR/layer{L}.png    heatmaps of layer L: all heads, or --head H\n"
+            "  DIR/layer{L}.png    heatmaps of layer L: all heads, or --head H (a long text's\n"
+            "                      heatmaps label 1 token in k to keep the picture in bounds)\n"
             "and prints the tokens [CLS] attends to most. Layers and heads count from 0.\n"
             "The PNG draws Hangul (and Chinese / Japanese) tokens with an installed font that has\n"
             'them: pip install "bert-keras[korean]" (NanumGothic) or apt-get install fonts-nanum.'

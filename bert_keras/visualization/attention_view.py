@@ -15,7 +15,8 @@ looks: it sums to 1 over the keys `j`.
   shaded apart. Hovering a token shows only its lines. `save_head_view_html`
   writes it to a file.
 * `attention_heatmaps_png` draws one layer as a grid of heatmaps, one per
-  head (or the heads asked for), tokens on both axes. Tokens DejaVu Sans
+  head (or the heads asked for), tokens on both axes; at most `PNG_MAX_PIXELS`
+  (a long text's panels shrink to fit, labelling 1 token in k: `heatmap_layout`). Tokens DejaVu Sans
   (matplotlib's default) has no glyphs for, Hangul, Chinese or Japanese, are
   drawn with an installed font that has them, through matplotlib's font
   fallback: the NanumGothic of the `[korean]` extra (koreanize-matplotlib's
@@ -44,6 +45,15 @@ from pipelines.atomic_writes import atomic_file, write_text
 # Attention weights stored in the HTML: 4 decimals are invisible as opacity
 # and keep a 12-layer x 12-head x 64 x 64 page to a few MB.
 HTML_DECIMALS = 4
+
+# The PNG: inches per token on each axis (room for a 7-point label), the least for a label (a
+# smaller pitch labels every k-th token), the resolution and the most pixels it has (a 512-token text
+# with all 12 heads would otherwise be a 45,000 x 34,000 pixel picture: minutes and ~8 GB to draw).
+PNG_TOKEN_INCHES = 0.22
+PNG_LABEL_INCHES = 0.11
+PNG_DPI = 100
+PNG_MAX_PIXELS = 40_000_000
+PNG_TITLE_INCHES = 0.6
 
 # The PNG's first font (matplotlib ships it): Latin, Greek, Cyrillic, symbols; no Hangul, no CJK.
 BASE_FONT_FAMILY = "DejaVu Sans"
@@ -164,7 +174,9 @@ def attention_heatmaps_png(tokens, attention_probs, layer, heads, path):
         layer: int, 0-based layer to draw.
         heads: None for all heads, an int for one, or a list of ints.
         path: the .png file to write (atomically; parent directories are
-            created).
+            created). At most `PNG_MAX_PIXELS` pixels: with many tokens the
+            panels shrink and only 1 token in k is labelled (`heatmap_layout`;
+            one head has the whole picture).
 
     Returns:
         `path`.
@@ -187,23 +199,25 @@ def attention_heatmaps_png(tokens, attention_probs, layer, heads, path):
 
     columns = min(4, len(heads))
     rows = -(-len(heads) // columns)
-    # Room for one tick label per token: ~0.22 inch each, at least 3 inches a panel.
-    panel = max(3.0, 0.22 * len(tokens) + 1.2)
+    panel, label_every = heatmap_layout(len(tokens), columns, rows)
     heads_text = "all heads" if len(heads) == num_heads else "head " + ", ".join(map(str, heads))
+    if label_every > 1:
+        heads_text += f"; 1 token in {label_every} labelled: one head has them all"
     # The tokens' fonts (the other texts are ASCII), given to their tick labels only: no rcParams change.
     families, missing = font_families_for(tokens)
     if missing:
         warnings.warn(f"{path}: {_missing_font_message(missing)}", UserWarning, stacklevel=2)
     token_font = {"fontsize": 7, "fontfamily": list(families)}
-    figure = Figure(figsize=(panel * columns, panel * rows + 0.6), layout="constrained")
+    figure = Figure(figsize=(panel * columns, panel * rows + PNG_TITLE_INCHES), layout="constrained")
     FigureCanvasAgg(figure)
     axes = np.atleast_1d(figure.subplots(rows, columns, squeeze=False)).ravel()
     image = None
     for ax, h in zip(axes, heads):
         image = ax.imshow(probs[layer, h], cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
         ax.set_title(f"head {h}", fontsize=10)
-        ax.set_xticks(range(len(tokens)), tokens, rotation=90, **token_font)
-        ax.set_yticks(range(len(tokens)), tokens, **token_font)
+        ticks = range(0, len(tokens), label_every)
+        ax.set_xticks(ticks, tokens[::label_every], rotation=90, **token_font)
+        ax.set_yticks(ticks, tokens[::label_every], **token_font)
         ax.set_xlabel("key (attended to)", fontsize=8)
         ax.set_ylabel("query", fontsize=8)
     for ax in axes[len(heads):]:
@@ -213,8 +227,37 @@ def attention_heatmaps_png(tokens, attention_probs, layer, heads, path):
     with atomic_file(path, "wb") as f, (warnings.catch_warnings() if missing else contextlib.nullcontext()):
         if missing:  # said once above, not again by matplotlib for each glyph of each label
             warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font")
-        figure.savefig(f, format="png", dpi=100)
+        figure.savefig(f, format="png", dpi=PNG_DPI)
     return path
+
+
+def heatmap_layout(num_tokens, columns, rows):
+    """`(panel, label_every)`: the inches of each square heatmap of `attention_heatmaps_png` and
+    which tokens get a label (every one: 1, every k-th: k).
+
+    A panel gives each token `PNG_TOKEN_INCHES` (and 1.2 inches of labels around it), at least
+    3 inches, as long as the whole picture stays within `PNG_MAX_PIXELS`; past that the panels
+    shrink to fit it, and where a token gets less than `PNG_LABEL_INCHES` only every k-th is
+    labelled (one head, `heads=H`, has the whole picture to itself).
+
+    Example:
+
+    >>> heatmap_layout(7, 4, 3)
+    (3.0, 1)
+    >>> panel, every = heatmap_layout(512, 4, 3)  # all 12 heads of a 512-token text
+    >>> round(panel, 1), every, (4 * panel) * (3 * panel + PNG_TITLE_INCHES) * PNG_DPI ** 2 <= PNG_MAX_PIXELS
+    (18.2, 4, True)
+    >>> heatmap_layout(512, 1, 1)[1]                # one head: every token labelled
+    1
+    """
+    panel = max(3.0, PNG_TOKEN_INCHES * num_tokens + 1.2)
+    # The largest square panel p with (columns * p) x (rows * p + title) inches within the pixels.
+    budget = PNG_MAX_PIXELS / PNG_DPI ** 2  # square inches
+    a, b = columns * rows, columns * PNG_TITLE_INCHES
+    largest = (-b + np.sqrt(b * b + 4 * a * budget)) / (2 * a)
+    panel = min(panel, max(3.0, float(largest)))
+    pitch = (panel - 1.2) / max(num_tokens, 1)
+    return panel, max(1, int(np.ceil(PNG_LABEL_INCHES / pitch - 1e-9)))
 
 
 def font_families_for(texts):

@@ -91,6 +91,25 @@ def test_save_html_and_png_are_valid_files(tmp_path):
         attention_heatmaps_png(TOKENS, probs, 0, [0, 2], str(tmp_path / "bad.png"))
 
 
+def test_png_of_a_long_text_stays_within_its_pixels_and_labels_every_kth_token(tmp_path, monkeypatch):
+    """A 512-token text's 12 heads were drawn 45,000 x 34,000 pixels (over 10 minutes and ~8 GB):
+    the picture is now bounded, and tokens too close to label are labelled 1 in k."""
+    import matplotlib.image
+
+    from bert_keras.visualization import attention_view
+
+    panel, every = attention_view.heatmap_layout(512, 4, 3)
+    assert (4 * panel * 100) * (3 * panel * 100 + 60) <= attention_view.PNG_MAX_PIXELS and every == 4
+    assert attention_view.heatmap_layout(512, 1, 1)[1] == 1  # one head: room for every label
+    assert attention_view.heatmap_layout(len(TOKENS), 4, 3) == (3.0, 1)  # short texts as before
+    monkeypatch.setattr(attention_view, "PNG_MAX_PIXELS", 2_000_000)  # a small picture, drawn fast
+    tokens = ["[CLS]"] + [f"w{i}" for i in range(58)] + ["[SEP]"]
+    path = attention_heatmaps_png(tokens, _probs(layers=1, heads=4, size=60), 0, None, str(tmp_path / "long.png"))
+    height, width = matplotlib.image.imread(path).shape[:2]
+    assert height * width <= 2_000_000 * 1.01, (height, width)  # was 1500 x 5760 (8.6 million pixels)
+    assert attention_view.heatmap_layout(60, 4, 1)[1] > 1
+
+
 # ---- the `attention` command on all-MiniLM-L6-v2 ----------------------------------
 
 
