@@ -98,8 +98,9 @@ class SquadSettings:
     Args:
         version_2: SQuAD v2.0 (questions may have no answer).
         stride: word pieces between the starts of two context windows (`pipelines.windowing`'s
-            stride, as the other families'; `run_squad.py` and Hugging Face's `run_qa.py` call
-            it `doc_stride`, the name this setting had before: `Family.earlier_names`).
+            stride, as the other families'; `run_squad.py` calls it `doc_stride`, the name this
+            setting had before: `Family.earlier_names`). Hugging Face `run_qa.py`'s `doc_stride`
+            is the windows' overlap instead: its N is `stride = window - N` here.
         max_query_length: word pieces of a question read.
         max_answer_length: word pieces of an answer at most.
         n_best_size: start and end candidates kept per window.

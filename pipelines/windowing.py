@@ -11,10 +11,12 @@ Words used here, once for the whole project:
 - `window`: how many tokens of the text one window holds (the model's `seq_length`
   less its special tokens: `[CLS] ... [SEP]` leaves `seq_length - 2`).
 - `stride`: the number of tokens between the STARTS of two consecutive windows
-  (`run_squad.py`'s and Hugging Face `run_qa.py`'s `doc_stride`; every family's `stride` setting,
+  (google-research `run_squad.py`'s `doc_stride`; every family's `stride` setting,
   SpanQA's included, means this).
-  Consecutive windows share `window - stride` tokens. Hugging Face tokenizers call the
-  overlap `stride`: theirs is `window - ours`. A stride above the window acts as the
+  Consecutive windows share `window - stride` tokens. Hugging Face tokenizers
+  (`return_overflowing_tokens=True, stride=N`) and so Hugging Face `run_qa.py`'s `doc_stride`
+  are that OVERLAP: theirs is `window - ours` (HF `doc_stride=128` at `max_seq_length=384`
+  is a stride of about 240 here, not 128). A stride above the window acts as the
   window (windows touch, none overlap, no token is skipped).
   The last window ends at the text's end, so it may be shorter than `window`;
   a text of `n` tokens has `1 + ceil(max(0, n - window) / stride)` windows (an empty

@@ -56,8 +56,9 @@ class SpanQA(TextTask):
         stride: tokens between the starts of two context windows (128; the `stride`
             of every family that reads windows, `pipelines.windowing`).
         doc_stride: an alias of `stride=`, the name of google-research `run_squad.py`
-            and Hugging Face `run_qa.py` (and of this setting before); giving both with
-            different values is a `TaskInputError`.
+            (and of this setting before); giving both with different values is a
+            `TaskInputError`. Hugging Face `run_qa.py`'s `doc_stride` is not this: it
+            is the overlap of two windows (HF 128 at seq_length 384 is about 240 here).
         max_query_length: question tokens kept (64).
         max_answer_length: longest answer in tokens (30).
         n_best_size: candidates per window and n-best length (20).

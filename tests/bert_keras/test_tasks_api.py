@@ -155,7 +155,7 @@ def test_tuned_threshold_gives_the_best_f1_also_when_answering_none_scores_best(
 
 def test_squad_stride_still_reads_run_squads_name_doc_stride(spec, tmp_path):
     """`stride` is SpanQA's window step, as every family's; calls, settings and task.json files
-    that say `doc_stride` (run_squad.py's and HF run_qa.py's name, this setting's before) still work."""
+    that say `doc_stride` (run_squad.py's name, this setting's before) still work."""
     from bert_keras.finetuned_model import FinetunedModelError
 
     qa = small(tasks.SpanQA, spec, seq_length=64, version_2=True, doc_stride=16, max_query_length=16)
