@@ -84,6 +84,17 @@ def run(args):
     print(f"wrote {html_path}  ({layers} layers x {heads} heads, interactive)")
     print(f"wrote {png_path}  (layer {layer}, {'all heads' if head is None else f'head {head}'})")
     print("\n" + "\n".join(attention.most_attended_lines(layer, head, top_k=args.top_k)))
-    print(f"\nnext: open {html_path} in a browser; "
-          f"bert-keras attention --init {shlex.quote(args.init)} --layer N --head H ... for one head's heatmap")
+    # A command that runs as printed: these texts, a directory of its own (this one holds
+    # attention.html now, which a rerun into it would refuse without --overwrite), and this run's
+    # tokenization and length.
+    other_head = 0 if head is None else (head + 1) % heads
+    rerun = ["bert-keras", "attention", "--init", args.init,
+             *(["--vocab", args.vocab] if args.vocab else []), *(["--cased"] if args.cased else []),
+             *({True: ["--strip-accents"], False: ["--no-strip-accents"]}.get(args.strip_accents, [])),
+             "--seq-length", str(args.seq_length),
+             "--layer", str(layer), "--head", str(other_head),
+             "--output-dir", f"{os.path.normpath(out)}-layer{layer}-head{other_head}",
+             *(["--"] if any(text.startswith("-") for text in texts) else []), *texts]
+    print(f"\nnext: open {html_path} in a browser\n"
+          f"      {shlex.join(rerun)}   (one head's heatmap: --layer 0..{layers - 1}, --head 0..{heads - 1})")
     return 0

@@ -4,6 +4,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 
 import numpy as np
 import pytest
@@ -137,6 +138,16 @@ def test_attention_cli_on_minilm_pair(minilm_dir, tmp_path, capsys):
     np.testing.assert_allclose(rows, 1.0, atol=1e-3)
     assert "[CLS] attends most to (layer 2, head 3)" in printed and "next:" in printed
     assert data["initial_layer"] == 2, "the page opens on the layer the PNG shows"
+
+    # The hint runs as printed: it said "--layer N --head H ..." (no texts), and rerun into the same
+    # --output-dir it was refused ("holds attention.html already").
+    hint = next(line.strip() for line in printed.splitlines() if line.strip().startswith("bert-keras attention"))
+    command = shlex.split(re.sub(r"\s{2,}\(.*$", "", hint))
+    assert command[-2:] == ["The cat sat.", "It was tired."] and "--overwrite" not in command
+    assert attention.run(_args(command[2:])) == 0
+    assert sorted(os.listdir(f"{out}-layer2-head4")) == ["attention.html", "layer2.png"]
+    assert "[CLS] attends most to (layer 2, head 4)" in capsys.readouterr().out
+    assert sorted(os.listdir(out)) == ["attention.html", "layer2.png"]  # the first run's files as they were
 
     with pytest.raises(CommandError, match=r"--layer 99 is out of range.*0\.\.5"):
         attention.run(_args([*argv, "--layer", "99"]))
