@@ -10,8 +10,9 @@ looks: it sums to 1 over the keys `j`.
 * `head_view_html` returns one self-contained HTML page (inline CSS, SVG and
   JavaScript; nothing is fetched): the tokens twice, side by side, a line
   from each token on the left (the query) to each token on the right (the
-  key) whose opacity is the attention weight, one colour per head, a layer
-  selector and head checkboxes, and the [CLS] A [SEP] / B [SEP] segments
+  key) whose opacity is the attention weight (from `HTML_MIN_WEIGHT`, 0.005:
+  lighter lines would not show, and are not stored), one colour per head, a
+  layer selector and head checkboxes, and the [CLS] A [SEP] / B [SEP] segments
   shaded apart. Hovering a token shows only its lines. `save_head_view_html`
   writes it to a file.
 * `attention_heatmaps_png` draws one layer as a grid of heatmaps, one per
@@ -42,9 +43,12 @@ import numpy as np
 
 from pipelines.atomic_writes import atomic_file, write_text
 
-# Attention weights stored in the HTML: 4 decimals are invisible as opacity
-# and keep a 12-layer x 12-head x 64 x 64 page to a few MB.
+# Attention weights stored in the HTML: 4 decimals (more are invisible as opacity), and only those
+# of at least HTML_MIN_WEIGHT: a lighter line is not drawn (it would not show), and most weights of a
+# long text are that light (94% of MiniLM's over a 512-token text, whose page was 116 MB stored whole
+# and drew 183,000 lines at each redraw; stored sparse it is a tenth of that).
 HTML_DECIMALS = 4
+HTML_MIN_WEIGHT = 0.005
 
 # The PNG: inches per token on each axis (room for a 7-point label), the least for a label (a
 # smaller pitch labels every k-th token), the resolution and the most pixels it has (a 512-token text
@@ -128,8 +132,9 @@ def head_view_html(tokens_a_and_b, attention_probs, *, layer=None, head=None, ti
         "initial_layer": int(opened),
         "num_heads": int(num_heads),
         "initial_heads": list(range(num_heads)) if head is None else [int(head)],
-        # attention[k] is layer layers[k]: [heads][query][key].
-        "attention": np.round(probs[layers].astype(np.float64), HTML_DECIMALS).tolist(),
+        # attention[k] is layer layers[k]: [heads][query], each query's drawn lines as a flat
+        # [key, weight, key, weight, ...] list (weights of at least HTML_MIN_WEIGHT).
+        "attention": _sparse_rows(probs[layers]),
     }
     # JSON inside <script>: escape <, > and & so no token can close the tag.
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
@@ -417,6 +422,16 @@ def _as_layers(attention_probs, num_tokens):
     return probs
 
 
+def _sparse_rows(probs):
+    """`[L][heads][query]` lists `[key, weight, ...]` of the weights (4 decimals) of at least `HTML_MIN_WEIGHT`."""
+    rounded = np.round(probs.astype(np.float64), HTML_DECIMALS)
+    shown = rounded >= HTML_MIN_WEIGHT
+    return [[[[value for j in np.flatnonzero(row_shown) for value in (int(j), float(row[j]))]
+              for row, row_shown in zip(head, head_shown)]
+             for head, head_shown in zip(layer, layer_shown)]
+            for layer, layer_shown in zip(rounded, shown)]
+
+
 def _check_index(what, value, count):
     if not isinstance(value, (int, np.integer)) or not 0 <= value < count:
         raise ValueError(f"{what} {value} is out of range: valid {what}s are 0..{count - 1} ({count} in all)")
@@ -544,10 +559,11 @@ attention weight, one colour per head. Hover a token to see only its lines. Shad
     checkedHeads().forEach(function (h) {
       for (var i = 0; i < n; i++) {
         if (focus && focus.side === "left" && focus.index !== i) continue;
-        for (var j = 0; j < n; j++) {
+        // The visible weights only, [key, weight, key, weight, ...] (lighter lines would not show).
+        var row = attention[h][i];
+        for (var m = 0; m < row.length; m += 2) {
+          var j = row[m], weight = row[m + 1];
           if (focus && focus.side === "right" && focus.index !== j) continue;
-          var weight = attention[h][i][j];
-          if (weight < 0.005) continue;  // invisible anyway; keeps the SVG light
           element("line", {x1: leftX, y1: y(i), x2: rightX, y2: y(j), stroke: colour(h),
                            "stroke-width": 2, "stroke-opacity": weight}, lines);
         }
