@@ -59,6 +59,18 @@ def positive_int(text):
     return value
 
 
+def sequence_length(text):
+    """argparse type of `--seq-length`: positions of a packed example, at least 3 (`[CLS]`, a token
+    and `[SEP]`; `--seq-length 2` is a usage error naming the flag, not the packer's message)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 3:
+        raise argparse.ArgumentTypeError(f"must be at least 3 ([CLS], a token and [SEP]), got {value}")
+    return value
+
+
 def positive_float(text):
     """argparse type of rates that must be above 0 and finite (`--learning-rate -1` would train
     by gradient ascent)."""

@@ -7,7 +7,7 @@ subcommands; it parses each parser against it). Former spellings stay accepted, 
 
 import argparse
 
-from pipelines.command_options import add_option, finite_float, positive_int
+from pipelines.command_options import add_option, finite_float, positive_int, sequence_length
 
 INIT_HELP = "hf:DIR | tf1:CKPT_PREFIX | keras-hub:DIR | pip:PACKAGE | model.keras"
 
@@ -22,7 +22,8 @@ def add_encoder_options(parser, *, seq_length_help, seq_length_default=None, ini
         parser.add_argument("--init", required=True, metavar="SPEC", help=init_help)
     parser.add_argument("--vocab", help=f"{applies_to}vocab.txt, when the model has none beside it")
     add_case_options(parser, applies_to=applies_to)
-    add_option(parser, "--seq-length", "--max-seq-length", type=int, default=seq_length_default, help=seq_length_help)
+    add_option(parser, "--seq-length", "--max-seq-length", type=sequence_length, default=seq_length_default,
+               help=seq_length_help)
 
 
 def refuse_tokenizer_flags(args):

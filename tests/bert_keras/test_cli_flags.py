@@ -7,6 +7,7 @@ destination. New subcommands follow the table: a concept keeps its one flag.
 """
 
 import argparse
+import re
 
 import pytest
 
@@ -257,3 +258,17 @@ def test_every_flag_of_every_command_says_what_it_does():
     silent = [f"{name} {action.option_strings[0]}" for name, parser in commands.items()
               for action in parser._actions if action.option_strings and not action.help]
     assert silent == []
+
+
+@pytest.mark.parametrize("argv", [
+    ["attention", "--init", "x", "--seq-length", "2", "a text"],
+    ["embed", "--init", "x", "--max-seq-length", "1", "a"],
+    ["finetune", "--task", "glue/sst2", "--init", "x", "--output-dir", "o", "--seq-length", "0"],
+])
+def test_a_seq_length_below_3_is_a_usage_error_naming_the_flag(argv, capsys):
+    """`attention --seq-length 2` failed after loading the model with the packer's "seq_length must be
+    at least 3" (no flag named); every command that runs an encoder now refuses it as it parses."""
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(argv)
+    assert re.search(r"argument --(max-)?seq-length: must be at least 3 \(\[CLS\], a token and \[SEP\]\), got [012]\n",
+                     capsys.readouterr().err)  # the flag as typed
