@@ -12,7 +12,7 @@ from bert_keras.families import EmbeddingSettings
 from bert_keras.tasks.inputs import TaskInputError, check_count, is_tokenized, settings_record, text_columns
 from bert_keras.tasks.text_task import TextTask
 from bert_keras.tasks.task_batches import in_memory, padded_batches, predicted_outputs
-from bert_keras.tasks.window_outputs import warn_truncated, window_outputs
+from bert_keras.tasks.window_outputs import pairs_cut, warn_truncated, window_outputs
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -47,7 +47,10 @@ class Embedder(TextTask):
     vectors weighted by each window's real tokens (then L2-normalized with
     `normalize=True`). By default (`max_length=None`) a text is its first window
     and `predict` warns how many texts were read only in part. (BM25 weights
-    are computed per window: a window is the "text" of the formula.)
+    are computed per window: a window is the "text" of the formula.) A pair is
+    never windowed: one with more than `seq_length - 3` pieces together is cut,
+    longest text first, `predict` warns how many were, and `predict_rows`
+    marks them `"truncated": true`.
 
     Outputs:
         `predict`: float32 `[N, D]` sentence embeddings (`D` = hidden size;
@@ -217,8 +220,9 @@ class Embedder(TextTask):
                     "all pairs (bert-keras predict: 'A ||| B', or A<TAB>B in a file)")
         if pairs:
             texts = [list(item) for item in items]
-            vectors = self._predict(([a for a, _ in items], [b for _, b in items]), batch_size=batch_size)
-            truncated = [False] * len(items)
+            columns = text_columns(([a for a, _ in items], [b for _, b in items]), "x", self.tokenizer)
+            vectors, truncated = self._pair_vectors(self._text_rows(columns), batch_size)
+            warn_truncated(self, truncated, pairs=True)
         else:
             texts = items
             columns = text_columns(texts, "x", self.tokenizer)
@@ -281,8 +285,10 @@ class Embedder(TextTask):
             if len(columns) == 1:
                 vectors, truncated = self._document_vectors(texts, batch_size)
                 warn_truncated(self, truncated)
-                return vectors
-            dataset = padded_batches(self, self.preprocessor.encode_rows(texts), batch_size)
+            else:
+                vectors, truncated = self._pair_vectors(texts, batch_size)
+                warn_truncated(self, truncated, pairs=True)
+            return vectors
         return np.asarray(predicted_outputs(self, dataset), np.float32)
 
     def export_result(self, base_path, name=None, version=None, **options):
@@ -294,6 +300,12 @@ class Embedder(TextTask):
         """The checked text columns as a dataset of `((texts...), 0)` rows (no labels)."""
         return tf.data.Dataset.from_tensor_slices(
             (tuple(tf.constant(c) for c in columns), tf.zeros(len(columns[0]), tf.int32)))
+
+    def _pair_vectors(self, pairs, batch_size):
+        """`(vectors, truncated)` of `(text, text_b)` rows, each packed as one sequence (longest
+        text cut first, as Hugging Face's `truncation=True`), and bool `[pairs]`: cut."""
+        vectors = predicted_outputs(self, padded_batches(self, self.preprocessor.encode_rows(pairs), batch_size))
+        return np.asarray(vectors, np.float32), pairs_cut(self, pairs)
 
     def _document_vectors(self, texts, batch_size):
         """`(vectors, truncated)`: one vector per text from its windows (their mean, weighted by

@@ -341,3 +341,23 @@ def test_predict_rows_of_pairs_are_predict_of_the_pairs(tmp_path):
         embedder.predict_rows([("a", "b"), "c"])
     with pytest.raises(TaskInputError, match=r"row 0 .*: 3 texts; an embedder reads a single text or a"):
         embedder.predict_rows([("a", "b", "c")])
+
+
+def test_a_pair_cut_to_one_window_is_reported_not_silent(tmp_path):
+    """A pair longer than one window was cut with no word: `predict` warned nothing and
+    `predict_rows` marked no row "truncated" (single texts and classifier pairs are both
+    reported); the cut pairs are now warned about and marked, the vectors unchanged."""
+    from bert_keras.tasks import Embedder
+
+    _, encoder_file = _tiny_classifier_directory(tmp_path)
+    embedder = Embedder.from_pretrained(encoder_file, pooling="mean", seq_length=8)
+    first, second = ["Good cat bad cat", "bad"], ["cat bad good cat", "cat"]  # 8 + 3 pieces: cut; 2: not
+    with pytest.warns(UserWarning, match=r"1 of 2 text pairs have more than 5 word pieces together; "
+                                         r"they were cut \(longest text first\)"):
+        vectors = embedder.predict((first, second))
+    with pytest.warns(UserWarning, match=r"1 of 2 text pairs"):
+        rows = embedder.predict_rows(list(zip(first, second)))
+    assert [row.get("truncated", False) for row in rows] == [True, False]
+    np.testing.assert_allclose([row["embedding"] for row in rows], vectors, atol=1e-6)
+    ids = embedder.tokenizer.tokenize(["Good cat bad cat"]).to_list()[0]
+    assert len(ids) == 4  # each word one piece: the pair has 8, more than 8 - 3
