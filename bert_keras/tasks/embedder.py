@@ -59,7 +59,11 @@ class Embedder(TextTask):
         fine-tune a `TextClassifier` and export its encoder, or train the
         `head` (`BertEmbedder`) with your own loss.
 
-    Args (`from_pretrained`, besides `seq_length`, `vocab_file`, `lowercase`, `strip_accents`):
+    Args (`from_pretrained`, besides `vocab_file`, `lowercase`, `strip_accents`):
+        seq_length: packed length, [CLS] and [SEP] included. Default: a
+            sentence-transformers checkpoint's `max_seq_length` (its
+            `sentence_bert_config.json`; 256 for all-MiniLM-L6-v2), so a text
+            is cut where `SentenceTransformer.encode` cuts it; else 128.
         pooling: `mean` (sentence-transformers; padding never counts), `cls`,
             `max`, `pooled`, `concat_last4`, `sum_last4`, `weighted`, `bm25`
             (each real token weighted by its BM25 weight, [CLS]/[SEP] 0,
@@ -84,6 +88,15 @@ class Embedder(TextTask):
     def _needs_hidden_states(cls, options):
         return (options.get("pooling") in ("concat_last4", "sum_last4", "weighted")
                 or options.get("pooling_layer") not in (None, -1))
+
+    @classmethod
+    def _checkpoint_seq_length(cls, spec, positions):
+        """A sentence-transformers checkpoint's `max_seq_length` (at most `positions`): its
+        vectors are read as `SentenceTransformer.encode` reads them."""
+        from bert_keras.checkpoints import find_sentence_seq_length
+
+        length = find_sentence_seq_length(spec)
+        return None if length is None else min(length, positions)
 
     @classmethod
     def _build_head(cls, encoder, *, labels, num_classes, dropout, **options):
