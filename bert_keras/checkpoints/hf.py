@@ -38,6 +38,8 @@ TORCH_FILE = "pytorch_model.bin"
 TORCH_INDEX = "pytorch_model.bin.index.json"
 VOCAB_FILE = "vocab.txt"
 TOKENIZER_JSON = "tokenizer.json"
+# A sentence-transformers model's settings of its transformer module (`max_seq_length`).
+SENTENCE_CONFIG = "sentence_bert_config.json"
 WEIGHT_FILES = (SAFETENSORS_FILE, SAFETENSORS_INDEX, TORCH_FILE, TORCH_INDEX)
 
 # (HF module, canonical scope, kind). `{i}` is the layer number. The kind says
@@ -385,6 +387,29 @@ def _superseded_files(directory, staging):
     if os.path.isfile(os.path.join(staging, VOCAB_FILE)):
         superseded.add(TOKENIZER_JSON)
     return sorted((superseded & present) - set(os.listdir(staging)))
+
+
+def sentence_max_seq_length(directory):
+    """The `max_seq_length` of a sentence-transformers model directory (its
+    `sentence_bert_config.json`: the tokens, [CLS] and [SEP] included, that
+    `SentenceTransformer.encode` reads of a text), or None without that file or key.
+
+    Raises:
+        CheckpointFormatError: the file is not JSON, or the value is not a whole number >= 3.
+    """
+    path = os.path.join(directory, SENTENCE_CONFIG)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f).get("max_seq_length")
+    except (ValueError, AttributeError) as error:
+        raise CheckpointFormatError(f"{path}: not a JSON object ({error})") from None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 3:
+        raise CheckpointFormatError(f"{path}: max_seq_length {value!r} is not a whole number of at least 3")
+    return value
 
 
 def vocabulary_from_tokenizer_json(directory):

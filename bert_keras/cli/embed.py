@@ -44,7 +44,8 @@ def register(subparsers, summary):
     init_help = INIT_HELP + " | a fine-tuned model directory (its encoder, as fine-tuning left it)"
     add_encoder_options(parser, init_help=init_help,
                         seq_length_help="tokens per text, [CLS]/[SEP] included; longer texts are cut "
-                                        "unless --max-length (default 128)")
+                                        "unless --max-length (default: a sentence-transformers "
+                                        "checkpoint's max_seq_length, e.g. 256 for all-MiniLM-L6-v2; else 128)")
     add_window_options(parser)
     add_pooling_options(parser, idf_default="; default: the texts being embedded (and ranked)")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default 32)")

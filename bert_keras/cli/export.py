@@ -45,7 +45,8 @@ def register(subparsers, summary):
 
     add_field_options(parser, ExportOptions)  # --version, --tokenizer, --strict, ... --warmup-requests
     add_encoder_options(parser, init_help=None, applies_to="--init: ",
-                        seq_length_help="packed length (default: the finetune run's; 128 for --init)")
+                        seq_length_help="packed length (default: the finetune run's; for --init a "
+                                        "sentence-transformers checkpoint's max_seq_length, else 128)")
     pair = parser.add_mutually_exclusive_group()
     pair.add_argument("--text-pair", dest="text_pair", action="store_true", default=None,
                       help="classification: inputs text and text_b (default: as the task's data)")

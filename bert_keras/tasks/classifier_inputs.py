@@ -13,7 +13,8 @@ import tensorflow as tf
 from bert_keras.tasks import dataset_inputs
 from bert_keras.tasks.dataset_inputs import to_python
 from bert_keras.tasks.inputs import TaskInputError, check_lengths, check_sample_weight, float_target, float_targets
-from bert_keras.tasks.inputs import NO_TOKEN, EmptyTextError, label_id, label_ids, note_empty_text, one_hot_ids
+from bert_keras.tasks.inputs import (NO_TOKEN, EmptyTextError, label_id, label_ids, note_empty_text, note_text_column,
+                                     one_hot_ids)
 from bert_keras.tasks.inputs import text_columns
 from pipelines.tokenizer.tokenless import texts_without_token
 
@@ -149,6 +150,7 @@ def _check_dataset(task, rows, parts):
             # tokenizer): a text of whitespace, control or format characters only ("\u200b"),
             # or for an uncased model of combining marks only, has no token.
             column_name = "" if len(texts) == 1 else f"[{column_index}]"
+            note_text_column(f"x{column_name}")
             strings = [text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
                        for text in column.ravel().tolist()]
             empty = next((i for i in texts_without_token(strings, task.tokenizer)

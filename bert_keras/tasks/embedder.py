@@ -12,7 +12,7 @@ from bert_keras.families import EmbeddingSettings
 from bert_keras.tasks.inputs import TaskInputError, check_count, is_tokenized, settings_record, text_columns
 from bert_keras.tasks.text_task import TextTask
 from bert_keras.tasks.task_batches import in_memory, padded_batches, predicted_outputs
-from bert_keras.tasks.window_outputs import warn_truncated, window_outputs
+from bert_keras.tasks.window_outputs import pairs_cut, warn_truncated, window_outputs
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -47,7 +47,10 @@ class Embedder(TextTask):
     vectors weighted by each window's real tokens (then L2-normalized with
     `normalize=True`). By default (`max_length=None`) a text is its first window
     and `predict` warns how many texts were read only in part. (BM25 weights
-    are computed per window: a window is the "text" of the formula.)
+    are computed per window: a window is the "text" of the formula.) A pair is
+    never windowed: one with more than `seq_length - 3` pieces together is cut,
+    longest text first, `predict` warns how many were, and `predict_rows`
+    marks them `"truncated": true`.
 
     Outputs:
         `predict`: float32 `[N, D]` sentence embeddings (`D` = hidden size;
@@ -56,7 +59,11 @@ class Embedder(TextTask):
         fine-tune a `TextClassifier` and export its encoder, or train the
         `head` (`BertEmbedder`) with your own loss.
 
-    Args (`from_pretrained`, besides `seq_length`, `vocab_file`, `lowercase`, `strip_accents`):
+    Args (`from_pretrained`, besides `vocab_file`, `lowercase`, `strip_accents`):
+        seq_length: packed length, [CLS] and [SEP] included. Default: a
+            sentence-transformers checkpoint's `max_seq_length` (its
+            `sentence_bert_config.json`; 256 for all-MiniLM-L6-v2), so a text
+            is cut where `SentenceTransformer.encode` cuts it; else 128.
         pooling: `mean` (sentence-transformers; padding never counts), `cls`,
             `max`, `pooled`, `concat_last4`, `sum_last4`, `weighted`, `bm25`
             (each real token weighted by its BM25 weight, [CLS]/[SEP] 0,
@@ -81,6 +88,15 @@ class Embedder(TextTask):
     def _needs_hidden_states(cls, options):
         return (options.get("pooling") in ("concat_last4", "sum_last4", "weighted")
                 or options.get("pooling_layer") not in (None, -1))
+
+    @classmethod
+    def _checkpoint_seq_length(cls, spec, positions):
+        """A sentence-transformers checkpoint's `max_seq_length` (at most `positions`): its
+        vectors are read as `SentenceTransformer.encode` reads them."""
+        from bert_keras.checkpoints import find_sentence_seq_length
+
+        length = find_sentence_seq_length(spec)
+        return None if length is None else min(length, positions)
 
     @classmethod
     def _build_head(cls, encoder, *, labels, num_classes, dropout, **options):
@@ -217,8 +233,9 @@ class Embedder(TextTask):
                     "all pairs (bert-keras predict: 'A ||| B', or A<TAB>B in a file)")
         if pairs:
             texts = [list(item) for item in items]
-            vectors = self._predict(([a for a, _ in items], [b for _, b in items]), batch_size=batch_size)
-            truncated = [False] * len(items)
+            columns = text_columns(([a for a, _ in items], [b for _, b in items]), "x", self.tokenizer)
+            vectors, truncated = self._pair_vectors(self._text_rows(columns), batch_size)
+            warn_truncated(self, truncated, pairs=True)
         else:
             texts = items
             columns = text_columns(texts, "x", self.tokenizer)
@@ -281,8 +298,10 @@ class Embedder(TextTask):
             if len(columns) == 1:
                 vectors, truncated = self._document_vectors(texts, batch_size)
                 warn_truncated(self, truncated)
-                return vectors
-            dataset = padded_batches(self, self.preprocessor.encode_rows(texts), batch_size)
+            else:
+                vectors, truncated = self._pair_vectors(texts, batch_size)
+                warn_truncated(self, truncated, pairs=True)
+            return vectors
         return np.asarray(predicted_outputs(self, dataset), np.float32)
 
     def export_result(self, base_path, name=None, version=None, **options):
@@ -294,6 +313,12 @@ class Embedder(TextTask):
         """The checked text columns as a dataset of `((texts...), 0)` rows (no labels)."""
         return tf.data.Dataset.from_tensor_slices(
             (tuple(tf.constant(c) for c in columns), tf.zeros(len(columns[0]), tf.int32)))
+
+    def _pair_vectors(self, pairs, batch_size):
+        """`(vectors, truncated)` of `(text, text_b)` rows, each packed as one sequence (longest
+        text cut first, as Hugging Face's `truncation=True`), and bool `[pairs]`: cut."""
+        vectors = predicted_outputs(self, padded_batches(self, self.preprocessor.encode_rows(pairs), batch_size))
+        return np.asarray(vectors, np.float32), pairs_cut(self, pairs)
 
     def _document_vectors(self, texts, batch_size):
         """`(vectors, truncated)`: one vector per text from its windows (their mean, weighted by

@@ -100,8 +100,17 @@ def answering_empty_texts_already():
 
 
 def empty_rows(found):
-    """The rows all of whose texts had no token, from `answering_empty_texts`' record."""
+    """The rows all of whose texts had no token, from `answering_empty_texts`' record (every
+    column read is in it, `note_text_column`: a pair with one text left is not empty)."""
     return sorted(set.intersection(*found.values())) if found else []
+
+
+def note_text_column(name):
+    """Records that a prediction reads the input column `name` (none of its texts empty yet), so
+    that `empty_rows` needs a row's text of this column to have no token too."""
+    found = _EMPTY_TEXTS.get()
+    if found is not None:
+        found.setdefault(name, set())
 
 
 def note_empty_text(name, index):
@@ -195,6 +204,7 @@ def text_list(texts, name, *, allow_empty=False, tokenizer=None):
                                  f"({text!r:.40})")
         result.append(text)
     if not allow_empty:
+        note_text_column(name)
         for index in texts_without_token(result, tokenizer):
             if not note_empty_text(name, index):
                 raise EmptyTextError(f"{name}[{index}]: an empty text ({NO_TOKEN}; predict answers one "

@@ -55,6 +55,8 @@ def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length
             raise TaskInputError(f"{spec_path}: no vocab.txt beside the model; pass vocab_file=")
         labels, head, settings = cls._build_head(encoder, labels=labels, num_classes=num_classes,
                                                  dropout=dropout, **options)
+        if seq_length is None:  # the family's default for this checkpoint (None: the task default)
+            seq_length = cls._checkpoint_seq_length(spec_path, encoder.config.max_position_embeddings)
         # the vocabulary's recorded pre-tokenizer (a morpheme vocabulary's kiwi) unless one is given
         rules = resolve_tokenizer_settings(vocab, lowercase, strip_accents, pre_tokenizer)
         task = cls(head, vocab_file=vocab, seq_length=seq_length, labels=labels,

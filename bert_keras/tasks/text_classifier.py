@@ -11,7 +11,7 @@ from bert_keras.tasks.dataset_inputs import steps_for, without_autotune_thread
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_label_names, is_tokenized
 from bert_keras.tasks.task_batches import padded_batches, predicted_outputs, tokenized_dataset
 from bert_keras.tasks.text_task import TextTask
-from bert_keras.tasks.window_outputs import has_window_marks, warn_truncated
+from bert_keras.tasks.window_outputs import has_window_marks, pairs_cut, warn_truncated
 
 
 WINDOW_AGGREGATIONS = ("mean", "max", "evidence")
@@ -345,15 +345,10 @@ class TextClassifier(TextTask):
         return outputs, gold, truncated
 
     def _pairs_cut(self, x):
-        """bool `[N]`: pairs with more pieces than `[CLS] a [SEP] b [SEP]` holds, which the packer
-        cuts (a pair is one window): truncation is never silent, and the export's `truncated`
-        flags the same pairs."""
+        """bool `[N]`: pairs the packer cuts (`window_outputs.pairs_cut`): truncation is never
+        silent, and the export's `truncated` flags the same pairs."""
         rows, _ = classifier_inputs.text_rows(self, x, None, None, needs_y=False)
-        cut = [np.zeros(0, bool)]
-        for texts, *_ in rows.batch(1024).as_numpy_iterator():
-            pieces = sum(self.tokenizer.tokenize(column).row_lengths().numpy() for column in texts)
-            cut.append(pieces > self.seq_length - 3)
-        return np.concatenate(cut)
+        return pairs_cut(self, rows)
 
     def _named_metric(self, name):
         from bert_keras.metrics.compiled import named_metric

@@ -256,6 +256,12 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
         return False
 
     @classmethod
+    def _checkpoint_seq_length(cls, spec, positions):
+        """The `seq_length` of a new task on checkpoint `spec` when none is given (None: the
+        task default, 128); `positions`: the encoder's."""
+        return None
+
+    @classmethod
     def _build_head(cls, encoder, *, labels, num_classes, dropout, **options):
         """(labels, head, settings) of a new task; subclasses implement."""
         raise NotImplementedError

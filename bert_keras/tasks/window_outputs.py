@@ -64,12 +64,25 @@ def window_outputs(task, dataset, outputs_of=None):
                          starts=starts, truncated=marks["truncated"][starts],
                          num_tokens=marks["num_tokens"])
 
-def warn_truncated(task, truncated):
-    """Truncation is never silent: how many texts were read only in part, and what reads them."""
+def pairs_cut(task, rows):
+    """bool `[N]`: the pairs of `rows` (unbatched `((text, text_b), ...)`) with more word pieces
+    than `[CLS] a [SEP] b [SEP]` holds in `task.seq_length`, which the packer cuts (a pair is
+    one window, never windowed): what `warn_truncated(..., pairs=True)` reports and the rows
+    mark `"truncated"`."""
+    cut = [np.zeros(0, bool)]
+    for texts, *_ in rows.batch(1024).as_numpy_iterator():
+        pieces = sum(task.tokenizer.tokenize(column).row_lengths().numpy() for column in texts)
+        cut.append(pieces > task.seq_length - 3)
+    return np.concatenate(cut)
+
+
+def warn_truncated(task, truncated, *, pairs=None):
+    """Truncation is never silent: how many texts were read only in part, and what reads them.
+    `pairs`: `truncated` marks text pairs (`pairs_cut`); None: the task's `text_pair`."""
     if truncated is None or not np.any(truncated):
         return
     count = f"{int(np.sum(truncated))} of {len(truncated)}"
-    if getattr(task, "text_pair", False):  # a pair is packed into one window, never windowed
+    if getattr(task, "text_pair", False) if pairs is None else pairs:  # one window, never windowed
         warnings.warn(f"{count} text pairs have more than {task.seq_length - 3} word pieces together; "
                       f"they were cut (longest text first) to one window of seq_length {task.seq_length}",
                       stacklevel=caller_stacklevel())

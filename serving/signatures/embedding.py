@@ -104,12 +104,13 @@ def from_encoder_spec(spec, *, pooling="mean", normalize=False, pooling_layer=-1
             `pooling="bm25"` needs a corpus' IDF, which a spec does not have: export a
             `bert_keras.tasks.Embedder` after its `fit_idf(texts)` (`bert-keras export
             --init SPEC --pooling bm25 --idf-corpus FILE`).
-        seq_length: packed length (default 128, at most the encoder's positions).
+        seq_length: packed length (default a sentence-transformers checkpoint's `max_seq_length`,
+            else 128; at most the encoder's positions).
         lowercase, strip_accents: the tokenizer's rules (None: the checkpoint's
             `tokenizer_config.json`, else uncased).
         vocab_file: the vocabulary, when the spec has none beside it.
     """
-    from bert_keras.checkpoints import find_vocabulary, load_pretrained
+    from bert_keras.checkpoints import find_sentence_seq_length, find_vocabulary, load_pretrained
     from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
     from bert_keras.finetuned_model import FinetunedModel
     from bert_keras.models import BertEmbedder
@@ -124,8 +125,9 @@ def from_encoder_spec(spec, *, pooling="mean", normalize=False, pooling_layer=-1
     encoder = load_pretrained(
         spec, output_hidden_states=pooling in ("concat_last4", "sum_last4", "weighted") or pooling_layer != -1)
     model = BertEmbedder(encoder, pooling=pooling, normalize=normalize, pooling_layer=pooling_layer)
+    positions = encoder.config.max_position_embeddings
     return FinetunedModel(kind="embedding", model=model, vocab_file=vocab,
-                          seq_length=seq_length or min(128, encoder.config.max_position_embeddings),
+                          seq_length=seq_length or min(find_sentence_seq_length(spec) or 128, positions),
                           **resolve_tokenizer_settings(vocab, lowercase, strip_accents),
                           settings={"pooling": pooling, "normalize": bool(normalize),
                                     "pooling_layer": int(pooling_layer)},

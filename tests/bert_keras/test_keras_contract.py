@@ -242,6 +242,28 @@ def test_an_empty_text_in_the_other_families(spec):
     assert vectors.shape[0] == 2 and np.all(np.isfinite(vectors))
 
 
+def test_a_pair_with_one_text_left_is_not_empty(spec):
+    """A pair was "empty" when only one of its texts was: `predict_rows([("", "a cat"), ...])`
+    marked row 0 `"empty": true` and `predict` warned "1 text has no token", though the model read
+    `[CLS] [SEP] a cat [SEP]`. A pair is empty only when both of its texts are, for every form of x."""
+    keras.utils.set_random_seed(0)
+    embedder = tasks.Embedder.from_pretrained(spec, seq_length=32)
+    pair_classifier = tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=32,
+                                                           text_pair=True)
+    pairs = [("", "a cat"), ("good film.", "bad film.")]  # no text_b is empty
+    columns = ([a for a, _ in pairs], [b for _, b in pairs])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning at all: no pair is empty
+        rows = embedder.predict_rows(pairs)
+        embedder.predict(columns)
+        pair_classifier.predict(columns)
+        pair_classifier.predict(tf.data.Dataset.from_tensor_slices(columns).batch(2))
+    assert not any("empty" in row for row in rows)
+    with pytest.warns(UserWarning, match=r"1 text has no token .*row 1"):
+        rows = embedder.predict_rows([("", "a cat"), (" ", "\u200b")])
+    assert [row.get("empty", False) for row in rows] == [False, True]
+
+
 def test_a_second_fit_runs_the_step_the_first_traced(spec):
     # The recipe's schedule ends at the last step of each fit; a second fit moves that end in a
     # variable the traced step reads, instead of a new schedule that needs a new trace.
