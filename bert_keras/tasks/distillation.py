@@ -397,11 +397,25 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     spec = spec_for_model(spec, teacher, teacher_dir, override=spec.spec)  # named in a mismatch (--task swag)
     spec.labels_required = alpha != 0  # soft targets alone: a file of texts will do
     x, y = spec.training_data(seed=seed)
-    spec.prepare_scoring(teacher)  # before the student copies its settings: a KorQuAD file's metric
-    spec.check_texts(teacher.tokenizer)  # a text the model reads no token of, by file and line
     spec.labels = teacher.labels
     if alpha == 0:
         y = None
+    else:
+        spec.check_labels()  # a label the teacher lacks, by file and line (fit named it y[i])
+    dev = None
+    if evaluate:  # read (and checked) now, as finetune: a bad dev file stops the run before training
+        spec.labels_required = True  # scoring needs them
+        try:
+            dev = spec.evaluation_data()
+        except (DatasetSpecError, FileNotFoundError) as error:
+            recorded = (teacher._record.training or {}).get("eval_path")
+            if spec.eval_path and (os.path.isfile(spec.eval_path) or not recorded or
+                                   os.path.abspath(spec.eval_path) != os.path.abspath(recorded)):
+                raise  # --eval-data, or a dev file that is there but bad: an error, not a skipped score
+            log(f"no dev evaluation: {error}")  # the teacher's recorded dev file is gone (or it had none)
+            evaluate = False
+    spec.prepare_scoring(teacher)  # before the student copies its settings: a KorQuAD file's metric
+    spec.check_texts(teacher.tokenizer)  # a text the model reads no token of, by file and line
     extra = None if unlabelled is None else unlabelled_inputs(teacher, unlabelled)
     config = teacher.encoder.config
     plan = plan_student(teacher, layers=layers, hidden_size=hidden_size, init=init)
@@ -436,12 +450,7 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     log(f"\nsaved {output_dir}" + (f"; distillation loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""))
     if not evaluate:
         return result
-    spec.labels_required = True  # scoring needs them
-    try:
-        dev_x, dev_y = spec.evaluation_data()
-    except (DatasetSpecError, FileNotFoundError) as error:
-        log(f"no dev evaluation: {error}")
-        return result
+    dev_x, dev_y = dev
     spec.prepare_scoring(teacher)
     spec.prepare_scoring(student)
     batch = student.to_finetuned().training["distillation"]["batch_size"]

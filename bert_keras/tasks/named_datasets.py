@@ -192,6 +192,11 @@ class DatasetSpec:
         reads (whitespace, control characters); an uncased model also strips combining marks, which
         only its tokenizer knows. A spec whose data has no lines leaves it to `fit` / `score`."""
 
+    def check_labels(self):
+        """Refuses a label of the training data read so far that the model lacks (`labels`, set to a
+        fine-tuned model's: `distill`'s teacher), naming its file and line, before a step runs. A
+        spec whose data has no lines leaves it to `fit`."""
+
     def model_options(self):
         """`from_pretrained` keyword arguments of this task."""
         return {"labels": self.labels} if self.labels else {}
@@ -337,6 +342,13 @@ class CsvSpec(DatasetSpec):
                 if empty:
                     raise DatasetSpecError(f"{examples[empty[0]].source}: field {column!r} is empty for this "
                                            f"model ({NO_TOKEN}); remove the row or give it a text")
+
+    def check_labels(self):
+        from pipelines.datasets.text_files import label_ids
+
+        examples = self._read_examples.get(self.train_path)
+        if examples and self.labels and not self.regression and examples[0].label is not None:
+            label_ids(examples, self.labels)  # an unknown label: an error naming file:line
 
     def training_data(self, seed=None):
         from pipelines.datasets.text_files import build_label_vocabulary

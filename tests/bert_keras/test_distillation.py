@@ -860,3 +860,54 @@ def test_distillation_on_two_replicas_is_the_one_device_run(tmp_path):
     result = two_replicas.compare(_DISTILLED_ON_TWO_REPLICAS)
     np.testing.assert_allclose(result["two"], result["one"], rtol=1e-5)
     assert result["diff"] < 1e-4  # Adam's first steps amplify summation-order noise
+
+
+def test_distill_directory_checks_its_labels_and_dev_file_before_training(tmp_path, monkeypatch):
+    # A dev file named with --eval-data that was not there was skipped after the whole run ("no dev
+    # evaluation: dev.tsv: no such file"), and one with a label the teacher lacks failed after the
+    # student was saved; a training label the teacher lacks was named "y[1]: label 'nuetral' was never
+    # seen in training", not by its file and line. All three now stop the run before any step.
+    from bert_keras.finetuned_model import read_finetuned
+    from bert_keras.tasks import distillation
+    from bert_keras.tasks.named_datasets import spec_of_saved
+
+    teacher = str(tmp_path / "teacher")
+    export_fixtures.make_finetuned_dir("classification", teacher)
+    recorded = read_finetuned(teacher, load_model=False).training
+    monkeypatch.setattr(distillation, "distill", lambda *a, **k: pytest.fail("trained on bad input"))
+    bad = tmp_path / "bad.tsv"
+    bad.write_text(export_fixtures.PAIR_TRAIN + "A film.\tA plot.\tnuetral\n")
+
+    def run(**files):
+        spec = spec_of_saved(recorded, **files)
+        return distillation.distill_directory(teacher, spec, str(tmp_path / "student"), layers=1, max_steps=1,
+                                              augment=0, verbose=0, log=lambda line: None)
+
+    with pytest.raises(ValueError, match=r"^.*bad.tsv:5: label 'nuetral' is not in the label vocabulary "
+                                         r"\['neg', 'neutral', 'pos'\]"):
+        run(train_path=str(bad))
+    with pytest.raises(ValueError, match=r"bad.tsv:5: label 'nuetral' is not in the label vocabulary"):
+        run(eval_path=str(bad))
+    with pytest.raises(ValueError, match=r"missing.tsv: no such file"):
+        run(eval_path=str(tmp_path / "missing.tsv"))
+    assert not os.path.exists(tmp_path / "student")
+
+
+def test_distill_directory_skips_the_teachers_recorded_dev_file_when_it_is_gone(tmp_path):
+    # The teacher's own dev file, moved away since: the student is saved and the scoring skipped, said.
+    from bert_keras.tasks.distillation import distill_directory
+
+    teacher = str(tmp_path / "teacher")
+    export_fixtures.make_finetuned_dir("regression", teacher)
+    data = tmp_path / "data.tsv"
+    data.write_text(export_fixtures.SINGLE_TRAIN)
+    from bert_keras.tasks.named_datasets import spec_of_saved
+    from bert_keras.finetuned_model import read_finetuned
+
+    spec = spec_of_saved(read_finetuned(teacher, load_model=False).training, train_path=str(data))
+    os.remove(spec.eval_path)
+    lines = []
+    result = distill_directory(teacher, spec, str(tmp_path / "student"), layers=1, max_steps=1, augment=0,
+                               verbose=0, log=lines.append)
+    assert any(line.startswith("no dev evaluation:") and "no such file" in line for line in lines)
+    assert result.metrics is None and tasks.load(str(tmp_path / "student")).encoder.config.num_layers == 1
