@@ -385,7 +385,7 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     from bert_keras.checkpoints.loading import local_path
     from bert_keras.finetuned_model import RUN_DIRECTORY, check_can_save, read_finetuned, write_eval_results
     from bert_keras.tasks.named_datasets import DatasetSpecError, spec_for_model, spec_of_saved
-    from bert_keras.tasks.finetuning_run import command_fit, remove_run_dir
+    from bert_keras.tasks.finetuning_run import after_saving, command_fit, remove_run_dir
     from bert_keras.tasks.task_files import load
 
     if spec is None:
@@ -444,19 +444,20 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
         student.fit_window_statistics(x, batch_size=batch_size)
     student.record(training=dict(spec.provenance(), distilled_from=os.path.abspath(teacher_dir)))
     student.save(output_dir, overwrite=overwrite)
-    remove_run_dir(run_dir)
-    losses = student.history.history.get("loss", []) if student.history is not None else []
-    result = DistillationResult(student, output_dir, losses=losses)
-    log(f"\nsaved {output_dir}" + (f"; distillation loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""))
-    if not evaluate:
+    with after_saving(output_dir):  # the model is saved: an interrupt now leaves nothing to resume
+        remove_run_dir(run_dir)
+        losses = student.history.history.get("loss", []) if student.history is not None else []
+        result = DistillationResult(student, output_dir, losses=losses)
+        log(f"\nsaved {output_dir}" + (f"; distillation loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""))
+        if not evaluate:
+            return result
+        dev_x, dev_y = dev
+        spec.prepare_scoring(teacher)
+        spec.prepare_scoring(student)
+        batch = student.to_finetuned().training["distillation"]["batch_size"]
+        result.teacher_metrics = teacher.score(dev_x, dev_y, batch_size=batch)
+        result.metrics = student.score(dev_x, dev_y, batch_size=batch)
+        write_eval_results(output_dir, result.metrics)
+        log("\nteacher " + spec.format_metrics(result.teacher_metrics))
+        log("student " + spec.format_metrics(result.metrics))
         return result
-    dev_x, dev_y = dev
-    spec.prepare_scoring(teacher)
-    spec.prepare_scoring(student)
-    batch = student.to_finetuned().training["distillation"]["batch_size"]
-    result.teacher_metrics = teacher.score(dev_x, dev_y, batch_size=batch)
-    result.metrics = student.score(dev_x, dev_y, batch_size=batch)
-    write_eval_results(output_dir, result.metrics)
-    log("\nteacher " + spec.format_metrics(result.teacher_metrics))
-    log("student " + spec.format_metrics(result.metrics))
-    return result

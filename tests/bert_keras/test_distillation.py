@@ -911,3 +911,26 @@ def test_distill_directory_skips_the_teachers_recorded_dev_file_when_it_is_gone(
                                verbose=0, log=lines.append)
     assert any(line.startswith("no dev evaluation:") and "no such file" in line for line in lines)
     assert result.metrics is None and tasks.load(str(tmp_path / "student")).encoder.config.num_layers == 1
+
+
+def test_an_interrupt_after_the_student_is_saved_says_so_not_to_resume(tmp_path, capsys, monkeypatch):
+    # Ctrl-C during the dev evaluation printed "interrupted; run the same command again to resume",
+    # and the same command then refused: "... already holds a fine-tuned model; pass --overwrite".
+    from bert_keras.cli.main import main
+    from bert_keras.tasks.text_task import TextTask
+
+    teacher = str(tmp_path / "teacher")
+    export_fixtures.make_finetuned_dir("regression", teacher)
+    out = str(tmp_path / "student")
+    command = ["distill", "--teacher", teacher, "--layers", "1", "--output-dir", out, "--max-steps", "1",
+               "--augment", "0"]
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(TextTask, "score", interrupted)
+    assert main(command) == 130
+    err = capsys.readouterr().err
+    assert f"interrupted after saving {out}; its dev evaluation was cut short: bert-keras evaluate --model {out}" \
+        in err and "resume" not in err
+    assert tasks.load(out).encoder.config.num_layers == 1 and not os.path.exists(os.path.join(out, ".finetune-run"))
