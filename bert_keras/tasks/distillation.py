@@ -111,7 +111,8 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
         temperature: softmax temperature of the soft targets (> 0; the loss is scaled by T^2).
         alpha: weight of the hard-label loss, in [0, 1] (default 0.5 with labels, 0 without).
         epochs, batch_size, learning_rate, warmup_ratio, weight_decay, max_steps: the run
-            (default batch size / learning rate: `recipe_for_data`, as `finetune`): exactly
+            (default batch size / learning rate: `recipe_for_data`, as `finetune`; a batched
+            dataset's own batch size, as `fit`): exactly
             `round(epochs x steps per pass)` steps, at most `max_steps` (the last pass partial).
             `learning_rate` > 0, `warmup_ratio` in [0, 1], `weight_decay` >= 0.
         seed: seeds the weights of anything new, dropout, shuffling and masking (the same seed,
@@ -193,6 +194,10 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
 
         hidden = {"weight": hidden_weight, "layers": tuple(plan.layers) if plan.init is None else
                   student_layers(teacher.encoder.config.num_layers, len(plan.layers))}
+    if batch_size is None and isinstance(x, tf.data.Dataset):  # its own batches, as fit and Keras
+        from bert_keras.tasks.task_batches import batch_size_for
+
+        batch_size = batch_size_for(teacher, x, None)
     recipe = recipe_for_data(x, learning_rate=learning_rate, batch_size=batch_size)
     batch_size = check_count("batch_size", recipe.batch_size)
 

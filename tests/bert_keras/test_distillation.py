@@ -934,3 +934,19 @@ def test_an_interrupt_after_the_student_is_saved_says_so_not_to_resume(tmp_path,
     assert f"interrupted after saving {out}; its dev evaluation was cut short: bert-keras evaluate --model {out}" \
         in err and "resume" not in err
     assert tasks.load(out).encoder.config.num_layers == 1 and not os.path.exists(os.path.join(out, ".finetune-run"))
+
+
+@pytest.mark.parametrize("kind", ["classification", "ner"])
+def test_a_batched_dataset_is_distilled_in_its_own_batches_as_fit_reads_it(kind, tmp_path):
+    # `distill(dataset.batch(2))` re-batched the rows to the recipe's 32 (one step of 6 rows), where
+    # `fit` and Keras train on the dataset's own batches (3 steps of 2).
+    teacher = tiny_teacher(kind, tmp_path, layers=2)
+    x = DATA["classification"][0] if kind == "classification" else [text.split() for text in TEXTS]
+    rows = tuple(x) if kind == "classification" else tf.ragged.constant(x)
+    student = teacher.distill(tf.data.Dataset.from_tensor_slices(rows).batch(2), layers=1, epochs=1, augment=0,
+                              seed=0, verbose=0)
+    record = student.to_finetuned().training["distillation"]
+    assert (record["batch_size"], record["train_steps"]) == (2, 3)
+    if kind == "classification":  # (unbatched NER words read as a batch of texts, as fit reads them)
+        unbatched = teacher.distill(tf.data.Dataset.from_tensor_slices(rows), layers=1, epochs=1, seed=0, verbose=0)
+        assert unbatched.to_finetuned().training["distillation"]["batch_size"] == 32  # fit's default, as before
