@@ -355,7 +355,9 @@ class CsvSpec(DatasetSpec):
 
         x, y, self.text_pair, examples = self._read(self.train_path)
         self._read_examples[self.train_path] = examples
-        if not self.regression and y is not None:
+        # A model's labels (`spec_for_model`: distill's teacher) stay: the file may hold some of them
+        # (`check_labels` names one it lacks); a new model's are the file's, at least two.
+        if not self.regression and y is not None and not self.labels:
             self.labels = build_label_vocabulary(examples)
             if len(self.labels) < 2:
                 raise DatasetSpecError(f"{self.train_path}: only one label {self.labels}; "

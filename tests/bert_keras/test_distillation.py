@@ -950,3 +950,23 @@ def test_a_batched_dataset_is_distilled_in_its_own_batches_as_fit_reads_it(kind,
     if kind == "classification":  # (unbatched NER words read as a batch of texts, as fit reads them)
         unbatched = teacher.distill(tf.data.Dataset.from_tensor_slices(rows), layers=1, epochs=1, seed=0, verbose=0)
         assert unbatched.to_finetuned().training["distillation"]["batch_size"] == 32  # fit's default, as before
+
+
+def test_distill_directory_reads_a_file_of_one_of_the_teachers_labels(tmp_path):
+    # A --data file holding one of the teacher's three labels was refused ("only one label ['pos'];
+    # classification needs at least two"), even with --alpha 0, which ignores them: the classes are
+    # the teacher's, not the file's.
+    from bert_keras.finetuned_model import read_finetuned
+    from bert_keras.tasks.distillation import distill_directory
+    from bert_keras.tasks.named_datasets import spec_of_saved
+
+    teacher = str(tmp_path / "teacher")
+    export_fixtures.make_finetuned_dir("classification", teacher)
+    data = tmp_path / "pos.tsv"
+    data.write_text("text\ttext_b\tlabel\nI loved it.\tGreat.\tpos\nA fine film.\tGood.\tpos\n")
+    recorded = read_finetuned(teacher, load_model=False).training
+    for alpha in (0.5, 0):
+        out = str(tmp_path / f"student{alpha}")
+        distill_directory(teacher, spec_of_saved(recorded, train_path=str(data)), out, layers=1, max_steps=1,
+                          augment=0, alpha=alpha, evaluate=False, verbose=0, log=lambda line: None)
+        assert tasks.load(out).labels == ["neg", "neutral", "pos"]
