@@ -264,6 +264,13 @@ def main(argv=None):
     except KeyboardInterrupt as interrupt:
         terminated = isinstance(interrupt, Terminated)
         resumes = args.command in RESUMABLE_COMMANDS
+        saved = getattr(interrupt, "saved", None)  # after the model was saved (`finetuning_run.after_saving`)
+        if saved is not None:  # the same command would refuse the directory that now holds it
+            import shlex
+
+            print(("terminated (SIGTERM)" if terminated else "interrupted") + f" after saving {saved}; its dev "
+                  f"evaluation was cut short: bert-keras evaluate --model {shlex.quote(saved)}", file=sys.stderr)
+            return 143 if terminated else 130
         print(("terminated (SIGTERM)" if terminated else "interrupted")
               + ("; run the same command again to resume" if resumes else ""), file=sys.stderr)
         return 143 if terminated else 130

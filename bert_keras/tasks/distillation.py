@@ -111,7 +111,8 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
         temperature: softmax temperature of the soft targets (> 0; the loss is scaled by T^2).
         alpha: weight of the hard-label loss, in [0, 1] (default 0.5 with labels, 0 without).
         epochs, batch_size, learning_rate, warmup_ratio, weight_decay, max_steps: the run
-            (default batch size / learning rate: `recipe_for_data`, as `finetune`): exactly
+            (default batch size / learning rate: `recipe_for_data`, as `finetune`; a batched
+            dataset's own batch size, as `fit`): exactly
             `round(epochs x steps per pass)` steps, at most `max_steps` (the last pass partial).
             `learning_rate` > 0, `warmup_ratio` in [0, 1], `weight_decay` >= 0.
         seed: seeds the weights of anything new, dropout, shuffling and masking (the same seed,
@@ -193,6 +194,10 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
 
         hidden = {"weight": hidden_weight, "layers": tuple(plan.layers) if plan.init is None else
                   student_layers(teacher.encoder.config.num_layers, len(plan.layers))}
+    if batch_size is None and isinstance(x, tf.data.Dataset):  # its own batches, as fit and Keras
+        from bert_keras.tasks.task_batches import batch_size_for
+
+        batch_size = batch_size_for(teacher, x, None)
     recipe = recipe_for_data(x, learning_rate=learning_rate, batch_size=batch_size)
     batch_size = check_count("batch_size", recipe.batch_size)
 
@@ -385,7 +390,7 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     from bert_keras.checkpoints.loading import local_path
     from bert_keras.finetuned_model import RUN_DIRECTORY, check_can_save, read_finetuned, write_eval_results
     from bert_keras.tasks.named_datasets import DatasetSpecError, spec_for_model, spec_of_saved
-    from bert_keras.tasks.finetuning_run import command_fit, remove_run_dir
+    from bert_keras.tasks.finetuning_run import after_saving, command_fit, remove_run_dir
     from bert_keras.tasks.task_files import load
 
     if spec is None:
@@ -397,11 +402,25 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     spec = spec_for_model(spec, teacher, teacher_dir, override=spec.spec)  # named in a mismatch (--task swag)
     spec.labels_required = alpha != 0  # soft targets alone: a file of texts will do
     x, y = spec.training_data(seed=seed)
-    spec.prepare_scoring(teacher)  # before the student copies its settings: a KorQuAD file's metric
-    spec.check_texts(teacher.tokenizer)  # a text the model reads no token of, by file and line
     spec.labels = teacher.labels
     if alpha == 0:
         y = None
+    else:
+        spec.check_labels()  # a label the teacher lacks, by file and line (fit named it y[i])
+    dev = None
+    if evaluate:  # read (and checked) now, as finetune: a bad dev file stops the run before training
+        spec.labels_required = True  # scoring needs them
+        try:
+            dev = spec.evaluation_data()
+        except (DatasetSpecError, FileNotFoundError) as error:
+            recorded = (teacher._record.training or {}).get("eval_path")
+            if spec.eval_path and (os.path.isfile(spec.eval_path) or not recorded or
+                                   os.path.abspath(spec.eval_path) != os.path.abspath(recorded)):
+                raise  # --eval-data, or a dev file that is there but bad: an error, not a skipped score
+            log(f"no dev evaluation: {error}")  # the teacher's recorded dev file is gone (or it had none)
+            evaluate = False
+    spec.prepare_scoring(teacher)  # before the student copies its settings: a KorQuAD file's metric
+    spec.check_texts(teacher.tokenizer)  # a text the model reads no token of, by file and line
     extra = None if unlabelled is None else unlabelled_inputs(teacher, unlabelled)
     config = teacher.encoder.config
     plan = plan_student(teacher, layers=layers, hidden_size=hidden_size, init=init)
@@ -430,24 +449,20 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
         student.fit_window_statistics(x, batch_size=batch_size)
     student.record(training=dict(spec.provenance(), distilled_from=os.path.abspath(teacher_dir)))
     student.save(output_dir, overwrite=overwrite)
-    remove_run_dir(run_dir)
-    losses = student.history.history.get("loss", []) if student.history is not None else []
-    result = DistillationResult(student, output_dir, losses=losses)
-    log(f"\nsaved {output_dir}" + (f"; distillation loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""))
-    if not evaluate:
+    with after_saving(output_dir):  # the model is saved: an interrupt now leaves nothing to resume
+        remove_run_dir(run_dir)
+        losses = student.history.history.get("loss", []) if student.history is not None else []
+        result = DistillationResult(student, output_dir, losses=losses)
+        log(f"\nsaved {output_dir}" + (f"; distillation loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""))
+        if not evaluate:
+            return result
+        dev_x, dev_y = dev
+        spec.prepare_scoring(teacher)
+        spec.prepare_scoring(student)
+        batch = student.to_finetuned().training["distillation"]["batch_size"]
+        result.teacher_metrics = teacher.score(dev_x, dev_y, batch_size=batch)
+        result.metrics = student.score(dev_x, dev_y, batch_size=batch)
+        write_eval_results(output_dir, result.metrics)
+        log("\nteacher " + spec.format_metrics(result.teacher_metrics))
+        log("student " + spec.format_metrics(result.metrics))
         return result
-    spec.labels_required = True  # scoring needs them
-    try:
-        dev_x, dev_y = spec.evaluation_data()
-    except (DatasetSpecError, FileNotFoundError) as error:
-        log(f"no dev evaluation: {error}")
-        return result
-    spec.prepare_scoring(teacher)
-    spec.prepare_scoring(student)
-    batch = student.to_finetuned().training["distillation"]["batch_size"]
-    result.teacher_metrics = teacher.score(dev_x, dev_y, batch_size=batch)
-    result.metrics = student.score(dev_x, dev_y, batch_size=batch)
-    write_eval_results(output_dir, result.metrics)
-    log("\nteacher " + spec.format_metrics(result.teacher_metrics))
-    log("student " + spec.format_metrics(result.metrics))
-    return result

@@ -75,7 +75,7 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
     from bert_keras.families import has_setting, reads_windows
     from bert_keras.finetuned_model import RUN_DIRECTORY, check_can_save, write_eval_results
     from bert_keras.tasks.named_datasets import DatasetSpecError
-    from bert_keras.tasks.finetuning_run import command_fit, remove_run_dir
+    from bert_keras.tasks.finetuning_run import after_saving, command_fit, remove_run_dir
     from bert_keras.tasks.recipe import recipe_for_data
     from bert_keras.training import get_strategy
     from bert_keras.training.strategy import describe
@@ -139,19 +139,20 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
     task.record(training=dict(spec.provenance(), init=init, train_steps=int(task.optimizer.iterations.numpy()),
                               batch_size=batch_size, learning_rate=learning_rate, epochs=epochs, seed=seed))
     task.save(output_dir, overwrite=overwrite, include_optimizer=False)  # `--init DIR` starts a new recipe
-    remove_run_dir(run_dir)
-    losses = result.losses
-    log(f"\nsaved {output_dir} (model.keras, task.json, vocab.txt"
-        + (", labels.txt" if task.labels else "") + ")"
-        + (f"; train loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""))
-    if not evaluate:
+    with after_saving(output_dir):  # the model is saved: an interrupt now leaves nothing to resume
+        remove_run_dir(run_dir)
+        losses = result.losses
+        log(f"\nsaved {output_dir} (model.keras, task.json, vocab.txt"
+            + (", labels.txt" if task.labels else "") + ")"
+            + (f"; train loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""))
+        if not evaluate:
+            return result
+        tune = {"tune_threshold": True} if tune_threshold and hasattr(task, "null_threshold") else {}
+        metrics = task.score(*dev, batch_size=batch_size, verbose=int(verbose == 1), **tune)
+        if tune:  # the tuned threshold is a setting of the saved model
+            task.save(output_dir, overwrite=True, include_optimizer=False)
+            log(f"null threshold {task.null_threshold:.4f} (dev best F1)")
+        write_eval_results(output_dir, metrics)
+        result.metrics = metrics
+        log("\n" + spec.format_metrics(metrics))
         return result
-    tune = {"tune_threshold": True} if tune_threshold and hasattr(task, "null_threshold") else {}
-    metrics = task.score(*dev, batch_size=batch_size, verbose=int(verbose == 1), **tune)
-    if tune:  # the tuned threshold is a setting of the saved model
-        task.save(output_dir, overwrite=True, include_optimizer=False)
-        log(f"null threshold {task.null_threshold:.4f} (dev best F1)")
-    write_eval_results(output_dir, metrics)
-    result.metrics = metrics
-    log("\n" + spec.format_metrics(metrics))
-    return result

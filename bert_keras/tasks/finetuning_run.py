@@ -16,6 +16,7 @@ True
 True
 """
 
+import contextlib
 import os
 
 import keras
@@ -68,6 +69,19 @@ def command_fit(fit, run_dir, output_dir, log, *, overwrite=False):
                 advice = (f"run the command that started it again to finish it, or remove it to start over "
                           f"(rm -r {shlex.quote(run_dir)}, or pass --overwrite)")
             raise TaskInputError(f"{output_dir}: {run_dir} holds {conflict.holds}: {advice}") from None
+
+
+@contextlib.contextmanager
+def after_saving(output_dir):
+    """What a command does once its model is saved in `output_dir` (its dev evaluation): a Ctrl-C
+    or SIGTERM there carries `saved` (the directory), so that the command line says the model is
+    saved rather than "run the same command again to resume" (which would refuse the directory
+    that now holds the model)."""
+    try:
+        yield
+    except KeyboardInterrupt as interrupt:
+        interrupt.saved = os.fspath(output_dir)
+        raise
 
 
 def remove_run_dir(run_dir):

@@ -192,6 +192,11 @@ class DatasetSpec:
         reads (whitespace, control characters); an uncased model also strips combining marks, which
         only its tokenizer knows. A spec whose data has no lines leaves it to `fit` / `score`."""
 
+    def check_labels(self):
+        """Refuses a label of the training data read so far that the model lacks (`labels`, set to a
+        fine-tuned model's: `distill`'s teacher), naming its file and line, before a step runs. A
+        spec whose data has no lines leaves it to `fit`."""
+
     def model_options(self):
         """`from_pretrained` keyword arguments of this task."""
         return {"labels": self.labels} if self.labels else {}
@@ -338,12 +343,21 @@ class CsvSpec(DatasetSpec):
                     raise DatasetSpecError(f"{examples[empty[0]].source}: field {column!r} is empty for this "
                                            f"model ({NO_TOKEN}); remove the row or give it a text")
 
+    def check_labels(self):
+        from pipelines.datasets.text_files import label_ids
+
+        examples = self._read_examples.get(self.train_path)
+        if examples and self.labels and not self.regression and examples[0].label is not None:
+            label_ids(examples, self.labels)  # an unknown label: an error naming file:line
+
     def training_data(self, seed=None):
         from pipelines.datasets.text_files import build_label_vocabulary
 
         x, y, self.text_pair, examples = self._read(self.train_path)
         self._read_examples[self.train_path] = examples
-        if not self.regression and y is not None:
+        # A model's labels (`spec_for_model`: distill's teacher) stay: the file may hold some of them
+        # (`check_labels` names one it lacks); a new model's are the file's, at least two.
+        if not self.regression and y is not None and not self.labels:
             self.labels = build_label_vocabulary(examples)
             if len(self.labels) < 2:
                 raise DatasetSpecError(f"{self.train_path}: only one label {self.labels}; "

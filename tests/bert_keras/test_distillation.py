@@ -860,3 +860,113 @@ def test_distillation_on_two_replicas_is_the_one_device_run(tmp_path):
     result = two_replicas.compare(_DISTILLED_ON_TWO_REPLICAS)
     np.testing.assert_allclose(result["two"], result["one"], rtol=1e-5)
     assert result["diff"] < 1e-4  # Adam's first steps amplify summation-order noise
+
+
+def test_distill_directory_checks_its_labels_and_dev_file_before_training(tmp_path, monkeypatch):
+    # A dev file named with --eval-data that was not there was skipped after the whole run ("no dev
+    # evaluation: dev.tsv: no such file"), and one with a label the teacher lacks failed after the
+    # student was saved; a training label the teacher lacks was named "y[1]: label 'nuetral' was never
+    # seen in training", not by its file and line. All three now stop the run before any step.
+    from bert_keras.finetuned_model import read_finetuned
+    from bert_keras.tasks import distillation
+    from bert_keras.tasks.named_datasets import spec_of_saved
+
+    teacher = str(tmp_path / "teacher")
+    export_fixtures.make_finetuned_dir("classification", teacher)
+    recorded = read_finetuned(teacher, load_model=False).training
+    monkeypatch.setattr(distillation, "distill", lambda *a, **k: pytest.fail("trained on bad input"))
+    bad = tmp_path / "bad.tsv"
+    bad.write_text(export_fixtures.PAIR_TRAIN + "A film.\tA plot.\tnuetral\n")
+
+    def run(**files):
+        spec = spec_of_saved(recorded, **files)
+        return distillation.distill_directory(teacher, spec, str(tmp_path / "student"), layers=1, max_steps=1,
+                                              augment=0, verbose=0, log=lambda line: None)
+
+    with pytest.raises(ValueError, match=r"^.*bad.tsv:5: label 'nuetral' is not in the label vocabulary "
+                                         r"\['neg', 'neutral', 'pos'\]"):
+        run(train_path=str(bad))
+    with pytest.raises(ValueError, match=r"bad.tsv:5: label 'nuetral' is not in the label vocabulary"):
+        run(eval_path=str(bad))
+    with pytest.raises(ValueError, match=r"missing.tsv: no such file"):
+        run(eval_path=str(tmp_path / "missing.tsv"))
+    assert not os.path.exists(tmp_path / "student")
+
+
+def test_distill_directory_skips_the_teachers_recorded_dev_file_when_it_is_gone(tmp_path):
+    # The teacher's own dev file, moved away since: the student is saved and the scoring skipped, said.
+    from bert_keras.tasks.distillation import distill_directory
+
+    teacher = str(tmp_path / "teacher")
+    export_fixtures.make_finetuned_dir("regression", teacher)
+    data = tmp_path / "data.tsv"
+    data.write_text(export_fixtures.SINGLE_TRAIN)
+    from bert_keras.tasks.named_datasets import spec_of_saved
+    from bert_keras.finetuned_model import read_finetuned
+
+    spec = spec_of_saved(read_finetuned(teacher, load_model=False).training, train_path=str(data))
+    os.remove(spec.eval_path)
+    lines = []
+    result = distill_directory(teacher, spec, str(tmp_path / "student"), layers=1, max_steps=1, augment=0,
+                               verbose=0, log=lines.append)
+    assert any(line.startswith("no dev evaluation:") and "no such file" in line for line in lines)
+    assert result.metrics is None and tasks.load(str(tmp_path / "student")).encoder.config.num_layers == 1
+
+
+def test_an_interrupt_after_the_student_is_saved_says_so_not_to_resume(tmp_path, capsys, monkeypatch):
+    # Ctrl-C during the dev evaluation printed "interrupted; run the same command again to resume",
+    # and the same command then refused: "... already holds a fine-tuned model; pass --overwrite".
+    from bert_keras.cli.main import main
+    from bert_keras.tasks.text_task import TextTask
+
+    teacher = str(tmp_path / "teacher")
+    export_fixtures.make_finetuned_dir("regression", teacher)
+    out = str(tmp_path / "student")
+    command = ["distill", "--teacher", teacher, "--layers", "1", "--output-dir", out, "--max-steps", "1",
+               "--augment", "0"]
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(TextTask, "score", interrupted)
+    assert main(command) == 130
+    err = capsys.readouterr().err
+    assert f"interrupted after saving {out}; its dev evaluation was cut short: bert-keras evaluate --model {out}" \
+        in err and "resume" not in err
+    assert tasks.load(out).encoder.config.num_layers == 1 and not os.path.exists(os.path.join(out, ".finetune-run"))
+
+
+@pytest.mark.parametrize("kind", ["classification", "ner"])
+def test_a_batched_dataset_is_distilled_in_its_own_batches_as_fit_reads_it(kind, tmp_path):
+    # `distill(dataset.batch(2))` re-batched the rows to the recipe's 32 (one step of 6 rows), where
+    # `fit` and Keras train on the dataset's own batches (3 steps of 2).
+    teacher = tiny_teacher(kind, tmp_path, layers=2)
+    x = DATA["classification"][0] if kind == "classification" else [text.split() for text in TEXTS]
+    rows = tuple(x) if kind == "classification" else tf.ragged.constant(x)
+    student = teacher.distill(tf.data.Dataset.from_tensor_slices(rows).batch(2), layers=1, epochs=1, augment=0,
+                              seed=0, verbose=0)
+    record = student.to_finetuned().training["distillation"]
+    assert (record["batch_size"], record["train_steps"]) == (2, 3)
+    if kind == "classification":  # (unbatched NER words read as a batch of texts, as fit reads them)
+        unbatched = teacher.distill(tf.data.Dataset.from_tensor_slices(rows), layers=1, epochs=1, seed=0, verbose=0)
+        assert unbatched.to_finetuned().training["distillation"]["batch_size"] == 32  # fit's default, as before
+
+
+def test_distill_directory_reads_a_file_of_one_of_the_teachers_labels(tmp_path):
+    # A --data file holding one of the teacher's three labels was refused ("only one label ['pos'];
+    # classification needs at least two"), even with --alpha 0, which ignores them: the classes are
+    # the teacher's, not the file's.
+    from bert_keras.finetuned_model import read_finetuned
+    from bert_keras.tasks.distillation import distill_directory
+    from bert_keras.tasks.named_datasets import spec_of_saved
+
+    teacher = str(tmp_path / "teacher")
+    export_fixtures.make_finetuned_dir("classification", teacher)
+    data = tmp_path / "pos.tsv"
+    data.write_text("text\ttext_b\tlabel\nI loved it.\tGreat.\tpos\nA fine film.\tGood.\tpos\n")
+    recorded = read_finetuned(teacher, load_model=False).training
+    for alpha in (0.5, 0):
+        out = str(tmp_path / f"student{alpha}")
+        distill_directory(teacher, spec_of_saved(recorded, train_path=str(data)), out, layers=1, max_steps=1,
+                          augment=0, alpha=alpha, evaluate=False, verbose=0, log=lambda line: None)
+        assert tasks.load(out).labels == ["neg", "neutral", "pos"]
