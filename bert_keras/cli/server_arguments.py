@@ -2,7 +2,7 @@
 inputs built from `--text` / `--question` / ... flags for a signature; `serve`'s flags, one per
 field of `serving.server.options.ServerOptions`."""
 
-from pipelines.command_options import add_field_options, add_option
+from pipelines.command_options import add_field_options, add_option, positive_float
 from bert_keras.cli.main import CommandError
 
 
@@ -19,7 +19,7 @@ def add_connection_arguments(parser):
     version.add_argument("--label", metavar="LABEL", help="ask for this version label (e.g. stable)")
     parser.add_argument("--tls-ca", metavar="PEM", help="CA certificate of a TLS server (turns TLS on)")
     parser.add_argument("--server-name", metavar="HOST", help="host name on the server's certificate")
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
+    parser.add_argument("--timeout", type=positive_float, default=30.0, help="seconds per request (default 30)")
 
 
 def add_input_arguments(parser):
