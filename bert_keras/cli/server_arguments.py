@@ -24,11 +24,17 @@ def add_connection_arguments(parser):
 
 def add_input_arguments(parser):
     """The flags the families' requests read besides the texts (`query_flags`: --text-b, --question,
-    ...), each repeatable (shared with loadtest)."""
+    ...), each repeatable, and --pre-tokenizer (shared with loadtest)."""
+    from pipelines.tokenizer.morphemes import PRE_TOKENIZERS
     from serving.text_requests import query_flags
 
     for flag, metavar, help_text in query_flags():
         parser.add_argument(flag, action="append", default=[], metavar=metavar, help=help_text)
+    parser.add_argument("--pre-tokenizer", choices=sorted(PRE_TOKENIZERS), default=None,
+                        help="split every text at morpheme boundaries with this analyzer before sending it, "
+                             "as a model whose vocabulary holds morphemes as words needs (its model card's "
+                             "tokenization.pre_tokenizer, `bert-keras vocab --pre-tokenizer kiwi`); answer "
+                             "spans are given in the raw text")
 
 
 def make_client(args):
