@@ -377,7 +377,29 @@ def test_sizes_that_are_not_kubernetes_quantities_are_refused():
     from serving.deploy.kubernetes import KubernetesOptions
 
     KubernetesOptions(cpu_request="500m", memory_request="512Mi", memory_limit="1.5Gi", models_storage="20G")
-    KubernetesOptions(cpu_request=".5", cpu_limit="1.", memory_request="+1", memory_limit="100n")  # apimachinery's
+    KubernetesOptions(cpu_request=".5", cpu_limit="1.", memory_request="100n", memory_limit="+1")  # apimachinery's
     for field, bad in (("memory_request", "lots"), ("cpu_limit", "4 cores"), ("models_storage", "-1Gi")):
         with pytest.raises(ValueError, match=f"{field} '{bad}' is not a Kubernetes quantity"):
             KubernetesOptions(**{field: bad})
+
+
+def test_a_request_above_its_limit_is_refused_naming_both_flags(tmp_path, capsys):
+    """`deploy-kit --cpu-limit 500m` kept the default request of 2 CPUs: the API server refuses the
+    Deployment's pods ("must be less than or equal to cpu limit") after `kubectl apply`."""
+    from bert_keras.cli.main import main
+    from serving.deploy.kubernetes import KubernetesOptions, quantity_value
+
+    assert [quantity_value(q) for q in ("500m", "2", "1.5Gi", "1e3", "2E", "+1", "100n")] == pytest.approx(
+        [0.5, 2.0, 1.5 * 2 ** 30, 1000.0, 2e18, 1.0, 100e-9])
+    KubernetesOptions(cpu_request="4", cpu_limit="4000m", memory_request="1024Mi", memory_limit="1Gi")  # equal
+    with pytest.raises(ValueError, match=r"cpu_request '2' \(--cpu\) is above cpu_limit '500m' \(--cpu-limit\): "
+                                         r"Kubernetes refuses .* give --cpu 500m or --cpu-limit 2"):
+        KubernetesOptions(cpu_limit="500m")
+    with pytest.raises(ValueError, match=r"memory_request '3G' \(--memory\) is above memory_limit '2Gi'"):
+        KubernetesOptions(memory_request="3G", memory_limit="2Gi")
+    (tmp_path / "models" / "ner" / "1").mkdir(parents=True)
+    (tmp_path / "models" / "ner" / "1" / "saved_model.pb").write_bytes(b"")
+    assert main(["deploy-kit", "--base-path", str(tmp_path / "models"), "--model", "ner",
+                 "--output", str(tmp_path / "kit"), "--cpu-limit", "500m"]) == 2
+    assert "give --cpu 500m or --cpu-limit 2" in capsys.readouterr().err
+    assert not (tmp_path / "kit").exists()
