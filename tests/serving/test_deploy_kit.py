@@ -403,3 +403,21 @@ def test_a_request_above_its_limit_is_refused_naming_both_flags(tmp_path, capsys
                  "--output", str(tmp_path / "kit"), "--cpu-limit", "500m"]) == 2
     assert "give --cpu 500m or --cpu-limit 2" in capsys.readouterr().err
     assert not (tmp_path / "kit").exists()
+
+
+def test_a_serving_version_that_is_no_image_tag_is_refused():
+    """`--serving-version 2.21.0-gpu --gpu` wrote image "tensorflow/serving:2.21.0-gpu-gpu" and
+    `--serving-version 2.21` "tensorflow/serving:2.21": tags the registry does not have (the pods
+    sit in ImagePullBackOff)."""
+    from serving.deploy.server_settings import ServerSettings
+
+    assert ServerSettings(model_names=("m",), version="2.20.0", gpu=True).image == "tensorflow/serving:2.20.0-gpu"
+    assert ServerSettings(model_names=("m",), version="latest").image == "tensorflow/serving:latest"
+    with pytest.raises(ValueError, match=r"'2.21.0-gpu' \(--serving-version\): the -gpu image is chosen by "
+                                         r"gpu=True \(--gpu\); give 2.21.0"):
+        ServerSettings(model_names=("m",), version="2.21.0-gpu", gpu=True)
+    with pytest.raises(ValueError, match=r"'2.21' \(--serving-version\) is no image tag: give a release X.Y.Z, "
+                                         r"e.g. 2.21.0"):
+        ServerSettings(model_names=("m",), version="2.21")
+    with pytest.raises(ValueError, match="'v2.21.0' .* is no image tag"):
+        ServerSettings(model_names=("m",), version="v2.21.0")
