@@ -421,3 +421,29 @@ def test_a_serving_version_that_is_no_image_tag_is_refused():
         ServerSettings(model_names=("m",), version="2.21")
     with pytest.raises(ValueError, match="'v2.21.0' .* is no image tag"):
         ServerSettings(model_names=("m",), version="v2.21.0")
+
+
+def test_a_served_version_audited_for_another_release_than_the_image_is_warned_about(model_base, tmp_path):
+    """`deploy-kit --serving-version 2.20.0` over versions exported (and op-audited) for 2.21 wrote
+    the kit without a word: the server may then fail to load them ("Op type not registered")."""
+    import json
+
+    from serving.deploy.server_settings import DEFAULT_TF_SERVING_VERSION
+
+    def card(name, version, release):
+        (model_base / name / str(version) / "assets.extra").mkdir()
+        (model_base / name / str(version) / "assets.extra" / "model_card.json").write_text(
+            json.dumps({"op_audit": {"tf_serving_release": release}}))
+
+    card("sentiment", 1, "2.19")  # not served (specific=2,3): no warning
+    card("sentiment", 3, "2.21")
+    card("ner", 1, "2.20")
+    kit = _kit(model_base, tmp_path, version="2.20.0")
+    assert [w for w in kit.warnings if "op audit" in w] == [
+        "sentiment/3 was exported for tensorflow/serving 2.21 (its model card's op audit); this kit runs "
+        "tensorflow/serving:2.20.0, which may lack an op it uses: give --serving-version 2.21.0, or export it "
+        "again with --release 2.20"]
+    assert "sentiment/3 was exported for tensorflow/serving 2.21" in kit.files["README_DEPLOY.md"]
+    assert [w for w in _kit(model_base, tmp_path, version="latest").warnings if "op audit" in w] == []
+    release = ".".join(DEFAULT_TF_SERVING_VERSION.split(".")[:2])
+    assert len([w for w in _kit(model_base, tmp_path).warnings if "op audit" in w]) == (release != "2.21") + (release != "2.20")
