@@ -445,5 +445,14 @@ def test_a_served_version_audited_for_another_release_than_the_image_is_warned_a
         "again with --release 2.20"]
     assert "sentiment/3 was exported for tensorflow/serving 2.21" in kit.files["README_DEPLOY.md"]
     assert [w for w in _kit(model_base, tmp_path, version="latest").warnings if "op audit" in w] == []
+    # A (c) Korean model's clients split its text: the kit's curl examples send it raw.
+    (model_base / "sentiment" / "3" / "assets.extra" / "model_card.json").write_text(
+        json.dumps({"op_audit": {"tf_serving_release": "2.20"}, "tokenization": {"pre_tokenizer": "kiwi"}}))
+    kit = _kit(model_base, tmp_path, version="2.20.0")
+    assert kit.warnings == [
+        "sentiment/3 reads text split by kiwi at morpheme boundaries (its model card's pre_tokenizer), which no "
+        "server runs: its clients split the text (bert-keras query --pre-tokenizer kiwi, "
+        "serving.text_requests.split_morphemes); raw text, as the curl examples send it, is answered as other words"]
+    assert "bert-keras query --model-name sentiment --pre-tokenizer kiwi" in kit.files["README_DEPLOY.md"]
     release = ".".join(DEFAULT_TF_SERVING_VERSION.split(".")[:2])
-    assert len([w for w in _kit(model_base, tmp_path).warnings if "op audit" in w]) == (release != "2.21") + (release != "2.20")
+    assert len([w for w in _kit(model_base, tmp_path).warnings if "op audit" in w]) == 2 * (release != "2.20")
