@@ -481,6 +481,12 @@ def test_query_splits_for_a_served_kiwi_model_as_the_model_card_says(kiwi_checkp
     server = EmbeddedServer(InferenceEngine([ModelSource("ko", str(tmp_path / "models" / "ko"))], poll_interval_s=0),
                             grpc_port=0, rest_port=0).start()
     try:
+        from serving.server.options import ready_report
+
+        report = ready_report(server, [ModelSource("ko", str(tmp_path / "models" / "ko"))], grace_s=2)
+        assert "bert-keras serve: note: model ko reads text split by kiwi at morpheme boundaries (its model card), " \
+               "which the server does not do: clients split it (bert-keras query --pre-tokenizer kiwi)" in report
+        assert any(line.startswith("  bert-keras query ") and "--pre-tokenizer kiwi" in line for line in report)
         answers = {}
         for split in ([], ["--pre-tokenizer", "kiwi"]):
             for rest in ([], ["--rest"]):
