@@ -136,6 +136,10 @@ def _host_port(address, protocol):
     return host.strip("[]"), int(port)
 
 
+class CertificateError(ValueError):
+    """The `root_certificates` file holds no PEM certificate."""
+
+
 class ServerConnectionError(Exception):
     """`connect` found no signature to call: the message names the protocol, the address and the server's answer."""
 
@@ -214,8 +218,14 @@ class ServingClient:
         self.address = address
         host_port = _host_port(address, protocol)
         if isinstance(root_certificates, str):
-            with open(root_certificates, "rb") as f:
+            path = root_certificates
+            with open(path, "rb") as f:
                 root_certificates = f.read()
+            if b"-----BEGIN CERTIFICATE-----" not in root_certificates:
+                # gRPC logged "Could not load any root certificate" and answered UNAVAILABLE
+                # ("is a server running?"); ssl said "no start line".
+                raise CertificateError(f"{path} holds no PEM certificate (a '-----BEGIN CERTIFICATE-----' block): give "
+                                 "the CA certificate that signed the server's (e.g. bert-keras serve --tls-cert's CA)")
         self.tls = bool(root_certificates) if tls is None else bool(tls)
         self._root_certificates = root_certificates
         self._server_name = server_name

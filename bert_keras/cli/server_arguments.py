@@ -39,13 +39,17 @@ def add_input_arguments(parser):
 
 def make_client(args):
     """A ServingClient and its signature for the connection arguments; CommandError when the server cannot be reached."""
-    from serving.client import ServerConnectionError, connect
+    from serving.client import CertificateError, ServerConnectionError, connect
 
     try:
         return connect(args.address, args.model, rest=args.rest, signature_name=args.signature,
                        version=args.version, version_label=args.label, timeout=args.timeout,
                        root_certificates=args.tls_ca, server_name=args.server_name)
-    except (OSError, ValueError, ServerConnectionError) as error:
+    except OSError as error:  # reading the certificate (the server's errors are ServerConnectionErrors)
+        raise CommandError(f"--tls-ca {args.tls_ca}: {error.strerror or error}") from None
+    except CertificateError as error:
+        raise CommandError(f"--tls-ca {error}") from None
+    except (ValueError, ServerConnectionError) as error:
         raise CommandError(str(error)) from None
 
 

@@ -149,6 +149,27 @@ def test_an_address_without_a_usable_port_or_a_timeout_of_zero_is_refused_by_nam
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "rest"])
+def test_a_tls_ca_that_is_missing_or_no_certificate_is_named(protocol, tmp_path, capsys):
+    """`query --tls-ca FILE` of a file that is no PEM certificate: gRPC logged "Could not load any
+    root certificate" and answered "UNAVAILABLE ... is `bert-keras serve` running?", REST "no start
+    line: cadata does not contain a certificate"; a missing file was "[Errno 2] No such file or
+    directory" without the flag."""
+    from bert_keras.cli.main import main
+    from serving.client import CertificateError, ServingClient
+
+    not_pem = tmp_path / "server.key"
+    not_pem.write_text("just text\n")
+    with pytest.raises(CertificateError, match=f"{not_pem} holds no PEM certificate"):
+        ServingClient("127.0.0.1:8500", "tiny", protocol=protocol, root_certificates=str(not_pem))
+    rest = ["--rest"] if protocol == "rest" else []
+    assert main(["query", "--address", "127.0.0.1:8500", *rest, "--model", "tiny", "--tls-ca", str(not_pem), "hi"]) == 2
+    assert f"error: --tls-ca {not_pem} holds no PEM certificate" in capsys.readouterr().err
+    missing = tmp_path / "absent.pem"
+    assert main(["query", "--address", "127.0.0.1:8500", *rest, "--model", "tiny", "--tls-ca", str(missing), "hi"]) == 2
+    assert f"error: --tls-ca {missing}: No such file or directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "rest"])
 def test_load_test_counts_qps_and_percentiles(server, protocol):
     from serving.client import ServingClient
     from serving.loadtest import load_test
