@@ -115,6 +115,31 @@ def _signatures_from_json(signature_defs):
             for name, sig in signature_defs.items()}
 
 
+# gRPC target schemes (grpc/doc/naming.md): such an address is gRPC's to resolve, not host:port.
+_GRPC_SCHEMES = ("dns", "unix", "unix-abstract", "ipv4", "ipv6", "vsock")
+
+
+def _host_port(address, protocol):
+    """`(host, port)` of a "host:port" address ("[::1]:8500" too); ValueError naming the address
+    when there is no port or it is not 1-65535 (gRPC dialled port 443 for "127.0.0.1", and port
+    99999 modulo 65536). A gRPC target with a scheme (`unix:/tmp/socket`, `dns:///host:port`) is
+    gRPC's own syntax: None."""
+    if protocol == "grpc" and address.partition(":")[0] in _GRPC_SCHEMES:
+        return None
+    host, _, port = address.rpartition(":")
+    default = 8501 if protocol == "rest" else 8500
+    if not host or not (port.isascii() and port.isdigit()):  # "²".isdigit() is True; int() refuses it
+        raise ValueError(f"server address {address!r} has no port: give host:port, e.g. 127.0.0.1:{default} "
+                         "(TF Serving's ports: 8500 gRPC, 8501 REST)")
+    if not 1 <= int(port) <= 65535:
+        raise ValueError(f"server address {address!r}: port {port} is not a TCP port (1-65535)")
+    return host.strip("[]"), int(port)
+
+
+class CertificateError(ValueError):
+    """The `root_certificates` file holds no PEM certificate."""
+
+
 class ServerConnectionError(Exception):
     """`connect` found no signature to call: the message names the protocol, the address and the server's answer."""
 
@@ -180,6 +205,10 @@ class ServingClient:
         self.version = None if version is None else int(version)
         self.version_label = version_label
         self.signature_name = signature_name
+        if timeout is not None and not 0 < timeout < float("inf"):
+            # 0 was a deadline already passed (gRPC) or a non-blocking socket (REST: "Operation
+            # now in progress", read as an unreachable server).
+            raise ValueError(f"timeout must be a number of seconds above 0 (None: no deadline), got {timeout!r}")
         self.timeout = timeout
         if "://" in address:
             parts = urlsplit(address)
@@ -187,9 +216,16 @@ class ServingClient:
                 tls = parts.scheme == "https"
             address = parts.netloc
         self.address = address
+        host_port = _host_port(address, protocol)
         if isinstance(root_certificates, str):
-            with open(root_certificates, "rb") as f:
+            path = root_certificates
+            with open(path, "rb") as f:
                 root_certificates = f.read()
+            if b"-----BEGIN CERTIFICATE-----" not in root_certificates:
+                # gRPC logged "Could not load any root certificate" and answered UNAVAILABLE
+                # ("is a server running?"); ssl said "no start line".
+                raise CertificateError(f"{path} holds no PEM certificate (a '-----BEGIN CERTIFICATE-----' block): give "
+                                 "the CA certificate that signed the server's (e.g. bert-keras serve --tls-cert's CA)")
         self.tls = bool(root_certificates) if tls is None else bool(tls)
         self._root_certificates = root_certificates
         self._server_name = server_name
@@ -202,10 +238,7 @@ class ServingClient:
             self._local = threading.local()
             self._connections = []
             self._connections_lock = threading.Lock()
-            host, _, port = address.rpartition(":")
-            if not host or not (port.isascii() and port.isdigit()):  # "²".isdigit() is True; int() refuses it
-                raise ValueError(f"REST address must be host:port, got {address!r}")
-            self._host, self._port = host.strip("[]"), int(port)
+            self._host, self._port = host_port
             self._ssl_context = None
             if self.tls:
                 self._ssl_context = ssl.create_default_context(cadata=root_certificates.decode("ascii")

@@ -47,13 +47,19 @@ def export_result_steps(result, base_path, name, release):
 
 def card_example(card):
     """`example_request` of the `serving_default` inputs an export's model card lists (a
-    default text when the card has none)."""
+    default text when the card has none); `--pre-tokenizer NAME` first when the card's
+    `tokenization.pre_tokenizer` says the clients split the text."""
     from serving.text_requests import example_request
 
     card = card if isinstance(card, dict) else {}
     inputs = (card.get("signatures") or {}).get("serving_default", {}).get("inputs")
     settings = (card.get("task") or {}).get("settings")
-    return example_request(inputs if isinstance(inputs, dict) else None, settings if isinstance(settings, dict) else None)
+    arguments, instance = example_request(inputs if isinstance(inputs, dict) else None,
+                                          settings if isinstance(settings, dict) else None)
+    pre_tokenizer = (card.get("tokenization") or {}).get("pre_tokenizer")
+    if isinstance(pre_tokenizer, str) and pre_tokenizer:  # morphemes as words: the client splits the text
+        arguments = f"--pre-tokenizer {shlex.quote(pre_tokenizer)} {arguments}"
+    return arguments, instance
 
 
 def version_dir_example(version_dir, signature_inputs=None):

@@ -258,6 +258,66 @@ def json_ready(value):
     return value
 
 
+def split_morphemes(inputs, pre_tokenizer):
+    """`(split inputs, char maps)`: every text of `inputs` (`request_inputs`' rows; an `endings` row
+    is a list of texts) with a space at each morpheme boundary, as `morpheme_splitter(pre_tokenizer)
+    .spaced` writes it, and `{input name: per row, its char map back to the raw text}`.
+
+    A model whose vocabulary holds morphemes as words (`bert-keras vocab --pre-tokenizer kiwi`; its
+    model card's `tokenization.pre_tokenizer`) tokenizes in its graph, where no analyzer runs: raw
+    "대출을" was read as one word, not as the 대출 + 을 it was trained on, and answered otherwise.
+    `restore_offsets` brings the answers' character spans back to the raw text.
+
+    Raises:
+        ValueError: an unknown `pre_tokenizer` (the message lists the known ones).
+        MissingDependencyError: the analyzer is not installed (the message says what to install).
+    """
+    from pipelines.tokenizer.morphemes import morpheme_splitter
+
+    splitter = morpheme_splitter(pre_tokenizer)
+    split, maps = {}, {}
+    for name, rows in inputs.items():
+        nested = [isinstance(row, (list, tuple)) for row in rows]
+        flat = [text for row, many in zip(rows, nested) for text in (row if many else [row])]
+        spaced, char_maps = splitter.spaced(flat) if flat else ([], [])
+        split[name], maps[name], at = [], [], 0
+        for row, many in zip(rows, nested):
+            width = len(row) if many else 1
+            split[name].append(spaced[at:at + width] if many else spaced[at])
+            maps[name].append(char_maps[at:at + width] if many else char_maps[at])
+            at += width
+    return split, maps
+
+
+# The character spans of a family's answers, with the input they index and the output holding
+# their text: a tagger's entities (in `text`), an answer span (in `context`).
+_SPAN_OUTPUTS = (("entity_text", "text"), ("answer", "context"))
+
+
+def restore_offsets(outputs, raw_inputs, split_inputs, char_maps):
+    """`outputs` of a request sent as `split_morphemes` wrote it, with `start_char` / `end_char` in
+    the raw texts (`char_maps`) and each span's text cut from the raw text: "대출을", not the
+    "대출 을" the model read. Spans that are no span of the text sent (-1: no entity) stay as they are."""
+    spans = next(((text_name, source) for text_name, source in _SPAN_OUTPUTS
+                  if {text_name, "start_char", "end_char"} <= set(outputs) and source in raw_inputs), None)
+    if spans is None:
+        return outputs
+    text_name, source = spans
+    starts, ends = np.array(outputs["start_char"], copy=True), np.array(outputs["end_char"], copy=True)
+    texts = np.array(outputs[text_name], dtype=object, copy=True)
+    for i, (raw, sent, char_map) in enumerate(zip(raw_inputs[source], split_inputs[source], char_maps[source])):
+        row = (i,) + (() if starts.ndim == 1 else (slice(None),))
+        for j in np.ndindex(np.shape(starts[row])):
+            at = row[:1] + j
+            start, end = int(starts[at]), int(ends[at])
+            if not 0 <= start <= end <= len(sent):
+                continue
+            starts[at], ends[at] = char_map[start], char_map[end]
+            text = raw[char_map[start]:char_map[end]]
+            texts[at] = text.encode("utf-8") if isinstance(texts[at], bytes) else text
+    return {**outputs, "start_char": starts, "end_char": ends, text_name: texts}
+
+
 def answer_rows(inputs, outputs, **context):
     """Per row of a request, its `(inputs, outputs)`, JSON-ready (what `bert-keras query --json` prints).
 

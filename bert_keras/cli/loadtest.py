@@ -47,7 +47,7 @@ def register(subparsers, summary):
 def run(args):
     from serving.client import ServingClientError
     from serving.loadtest import check_settings, load_test, request_batches
-    from serving.text_requests import read_texts, takes_texts
+    from serving.text_requests import read_texts, split_morphemes, takes_texts
 
     check_settings(concurrency=args.concurrency, batch_size=args.batch_size, warmup=args.warmup,
                    requests=args.requests, duration_s=args.duration)
@@ -57,7 +57,10 @@ def run(args):
     with client:
         texts = list(args.texts) + (read_texts(args.input) if args.input else [])
         args.texts = texts or ([DEFAULT_TEXT] if takes_texts(signature["inputs"]) else [])
-        inputs_list = request_batches(build_inputs(signature["inputs"], args), args.batch_size)  # rotating
+        inputs = build_inputs(signature["inputs"], args)
+        if args.pre_tokenizer:  # split once, before the clock starts: the server's time is measured
+            inputs = split_morphemes(inputs, args.pre_tokenizer)[0]
+        inputs_list = request_batches(inputs, args.batch_size)  # rotating
         try:
             # One request first: a model that rejects the input fails here with its message.
             client.predict(inputs_list[0], signature_name=args.signature)

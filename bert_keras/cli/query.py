@@ -23,7 +23,8 @@ def register(subparsers, summary):
             '  bert-keras query --model-name mrpc "The cat sat. ||| A cat was sitting."\n'
             '  bert-keras query --model-name squad --question "Who wrote it?" --context "It was written by Ann."\n'
             '  bert-keras query --address 127.0.0.1:8501 --rest --model-name ner "Ann lives in Paris." --json\n'
-            '  bert-keras query --model-name swag --context "She opened the door." --ending "and left." --ending "and sang."'
+            '  bert-keras query --model-name swag --context "She opened the door." --ending "and left." --ending "and sang."\n'
+            '  bert-keras query --model-name nsmc --pre-tokenizer kiwi "영화가 정말 재미있었어요"'
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -39,15 +40,18 @@ def register(subparsers, summary):
 
 def run(args):
     from serving.client import ServingClientError
-    from serving.text_requests import answer_context, answer_lines, answer_rows
+    from serving.text_requests import answer_context, answer_lines, answer_rows, restore_offsets, split_morphemes
 
     client, signature = make_client(args)
     with client:
         inputs = build_inputs(signature["inputs"], args)
+        sent, char_maps = split_morphemes(inputs, args.pre_tokenizer) if args.pre_tokenizer else (inputs, None)
         try:
-            outputs = client.predict(inputs, signature_name=args.signature)
+            outputs = client.predict(sent, signature_name=args.signature)
         except ServingClientError as error:
             raise CommandError(f"{error.code}: {error.message}") from None
+        if char_maps is not None:  # spans in the raw text, as shown
+            outputs = restore_offsets(outputs, inputs, sent, char_maps)
         context = answer_context(client, args.signature)  # the class names
     for i, (shown, answer) in enumerate(answer_rows(inputs, outputs, **context)):
         if args.json:

@@ -2,7 +2,7 @@
 inputs built from `--text` / `--question` / ... flags for a signature; `serve`'s flags, one per
 field of `serving.server.options.ServerOptions`."""
 
-from pipelines.command_options import add_field_options, add_option
+from pipelines.command_options import add_field_options, add_option, positive_float
 from bert_keras.cli.main import CommandError
 
 
@@ -19,27 +19,37 @@ def add_connection_arguments(parser):
     version.add_argument("--label", metavar="LABEL", help="ask for this version label (e.g. stable)")
     parser.add_argument("--tls-ca", metavar="PEM", help="CA certificate of a TLS server (turns TLS on)")
     parser.add_argument("--server-name", metavar="HOST", help="host name on the server's certificate")
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
+    parser.add_argument("--timeout", type=positive_float, default=30.0, help="seconds per request (default 30)")
 
 
 def add_input_arguments(parser):
     """The flags the families' requests read besides the texts (`query_flags`: --text-b, --question,
-    ...), each repeatable (shared with loadtest)."""
+    ...), each repeatable, and --pre-tokenizer (shared with loadtest)."""
+    from pipelines.tokenizer.morphemes import PRE_TOKENIZERS
     from serving.text_requests import query_flags
 
     for flag, metavar, help_text in query_flags():
         parser.add_argument(flag, action="append", default=[], metavar=metavar, help=help_text)
+    parser.add_argument("--pre-tokenizer", choices=sorted(PRE_TOKENIZERS), default=None,
+                        help="split every text at morpheme boundaries with this analyzer before sending it, "
+                             "as a model whose vocabulary holds morphemes as words needs (its model card's "
+                             "tokenization.pre_tokenizer, `bert-keras vocab --pre-tokenizer kiwi`); answer "
+                             "spans are given in the raw text")
 
 
 def make_client(args):
     """A ServingClient and its signature for the connection arguments; CommandError when the server cannot be reached."""
-    from serving.client import ServerConnectionError, connect
+    from serving.client import CertificateError, ServerConnectionError, connect
 
     try:
         return connect(args.address, args.model, rest=args.rest, signature_name=args.signature,
                        version=args.version, version_label=args.label, timeout=args.timeout,
                        root_certificates=args.tls_ca, server_name=args.server_name)
-    except (OSError, ValueError, ServerConnectionError) as error:
+    except OSError as error:  # reading the certificate (the server's errors are ServerConnectionErrors)
+        raise CommandError(f"--tls-ca {args.tls_ca}: {error.strerror or error}") from None
+    except CertificateError as error:
+        raise CommandError(f"--tls-ca {error}") from None
+    except (ValueError, ServerConnectionError) as error:
         raise CommandError(str(error)) from None
 
 

@@ -52,7 +52,7 @@ def run(args):
         next_step += f"  # pre-tokenizer {args.pre_tokenizer}, morpheme suffixes: reads raw text as is"
     elif args.pre_tokenizer:  # its tokenizer_config.json records the analyzer, which the later steps follow
         next_step += (f"  # pre-tokenizer {args.pre_tokenizer}, morphemes as words: tokenize, finetune, pretrain, "
-                      f"predict and evaluate split raw text with {args.pre_tokenizer} (an export's clients send "
-                      f"text split by pipelines.tokenizer.morphemes.morpheme_splitter({args.pre_tokenizer!r}).spaced)")
+                      f"predict and evaluate split raw text with {args.pre_tokenizer} (an export's clients split it: "
+                      f"bert-keras query --pre-tokenizer {args.pre_tokenizer})")
     print(next_step)
     return 0

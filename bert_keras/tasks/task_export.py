@@ -44,8 +44,9 @@ def export_task(task, base_path, name=None, version=None, **options):
     if pre_tokenizer:
         warnings.warn(f"this model reads text split by {pre_tokenizer} at its morpheme boundaries "
                       "(pre_tokenizer): the export tokenizes in the graph, where no analyzer runs, so its "
-                      "clients must send split text (pipelines.tokenizer.morphemes.morpheme_splitter("
-                      f"{pre_tokenizer!r}).spaced); its model card says so", stacklevel=3)
+                      f"clients must send split text (bert-keras query/loadtest --pre-tokenizer {pre_tokenizer}, "
+                      "or serving.text_requests.split_morphemes in Python); its model card says so",
+                      stacklevel=3)
     return export_saved_model(task.to_finetuned(), base_path, name, version=version, **options)
 
 

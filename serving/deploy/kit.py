@@ -102,6 +102,7 @@ def build_deploy_kit(options):
     specs = [parse_model_spec(text) for text in options.models]
     labels = [parse_label(text) for text in options.labels]
     models, warnings = resolve_models(specs, labels, options.base_path, container_base=MODELS_DIR)
+    warnings += _model_card_warnings(specs, os.path.abspath(options.base_path), options.version)
 
     names = tuple(m.name for m in models)
     has_labels = any(m.labels for m in models)
@@ -133,6 +134,43 @@ def build_deploy_kit(options):
         kubernetes_name=options.kubernetes.name, warnings=warnings, examples=examples,
     )
     return DeployKit(files=dict(sorted(files.items())), models=models, warnings=warnings, examples=examples)
+
+
+def _model_card_warnings(specs, base, version):
+    """What the model cards of the served versions say the kit cannot do for them: a version
+    op-audited for another tensorflow/serving release than the kit's image `version` runs
+    (`bert-keras export --release`: an op or kernel it uses may be missing there, and the server
+    then fails to load it), and one whose clients must split the text with a morpheme analyzer
+    (a server answers raw text without an error, but as other words)."""
+    from serving.deploy.model_specs import inspect_model_dir, served_versions
+    from serving.model_card import read_model_card
+
+    release = ".".join(str(version).split(".")[:2])
+    audited_release = release[:1].isdigit()  # latest, nightly: no release to compare with
+    warnings = []
+    for spec in specs:
+        path = os.path.join(base, spec.name)
+        try:
+            on_disk = inspect_model_dir(path).versions
+        except (OSError, ValueError):
+            continue
+        for served in served_versions(spec, on_disk):
+            try:
+                card = read_model_card(os.path.join(path, str(served)))
+                audited = (card.get("op_audit") or {}).get("tf_serving_release")
+                pre_tokenizer = (card.get("tokenization") or {}).get("pre_tokenizer")
+            except (OSError, ValueError, AttributeError):  # no card: another exporter's SavedModel
+                continue
+            if isinstance(pre_tokenizer, str) and pre_tokenizer:
+                warnings.append(f"{spec.name}/{served} reads text split by {pre_tokenizer} at morpheme boundaries "
+                                "(its model card's pre_tokenizer), which no server runs: its clients split the text "
+                                f"(bert-keras query --pre-tokenizer {pre_tokenizer}, serving.text_requests."
+                                "split_morphemes); raw text, as the curl examples send it, is answered as other words")
+            if audited_release and isinstance(audited, str) and audited and audited != release:
+                warnings.append(f"{spec.name}/{served} was exported for tensorflow/serving {audited} (its model card's "
+                                f"op audit); this kit runs tensorflow/serving:{version}, which may lack an op it "
+                                f"uses: give --serving-version {audited}.0, or export it again with --release {release}")
+    return warnings
 
 
 def _query_examples(models, base):

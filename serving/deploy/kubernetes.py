@@ -74,10 +74,34 @@ class KubernetesOptions:
             if not _QUANTITY.match(str(getattr(self, field))):
                 raise ValueError(f"{field} {getattr(self, field)!r} is not a Kubernetes quantity (e.g. 2, 500m, "
                                  "4Gi, 512Mi)")
+        for request, limit, flags in (("cpu_request", "cpu_limit", ("--cpu", "--cpu-limit")),
+                                      ("memory_request", "memory_limit", ("--memory", "--memory-limit"))):
+            wanted, allowed = getattr(self, request), getattr(self, limit)
+            if quantity_value(wanted) > quantity_value(allowed):
+                # The API server refuses such a pod ("must be less than or equal to cpu limit").
+                raise ValueError(f"{request} {wanted!r} ({flags[0]}) is above {limit} {allowed!r} ({flags[1]}): "
+                                 f"Kubernetes refuses a pod whose request exceeds its limit; give {flags[0]} "
+                                 f"{allowed} or {flags[1]} {wanted}")
         if not 1 <= self.min_replicas <= self.max_replicas:
             raise ValueError(f"need 1 <= min_replicas ({self.min_replicas}) <= max_replicas ({self.max_replicas})")
         if not 1 <= self.target_cpu_utilization <= 100:
             raise ValueError("target_cpu_utilization is a percentage (1-100)")
+
+
+_SUFFIXES = {"n": 1e-9, "u": 1e-6, "m": 1e-3, "": 1.0, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15,
+             "E": 1e18, "Ki": 2.0 ** 10, "Mi": 2.0 ** 20, "Gi": 2.0 ** 30, "Ti": 2.0 ** 40, "Pi": 2.0 ** 50,
+             "Ei": 2.0 ** 60}
+
+
+def quantity_value(quantity):
+    """The number a Kubernetes quantity stands for: "500m" -> 0.5, "2Gi" -> 2147483648.0, "1e3" -> 1000.0."""
+    match = _QUANTITY.match(str(quantity))
+    if not match:
+        raise ValueError(f"{quantity!r} is not a Kubernetes quantity (e.g. 2, 500m, 4Gi, 512Mi)")
+    number, suffix = match.group(1), match.group(2) or ""
+    if suffix[:1] in ("e", "E") and len(suffix) > 1:  # an exponent, not the exa suffix "E"
+        return float(number + suffix)
+    return float(number) * _SUFFIXES[suffix]
 
 
 def _q(value):

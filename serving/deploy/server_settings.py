@@ -13,6 +13,7 @@ True
 """
 
 import dataclasses
+import re
 
 from serving.deploy.monitoring_config import METRICS_PATH
 from serving.op_sets import matching_release
@@ -20,6 +21,8 @@ from serving.op_sets import matching_release
 # The release the op audit targets by default (serving/op_audit.py DEFAULT_RELEASE, the installed
 # TensorFlow's): TF Serving X.Y runs SavedModels of TensorFlow X.Y.
 DEFAULT_TF_SERVING_VERSION = f"{matching_release()}.0"
+
+_RELEASE = re.compile(r"^\d+\.\d+\.\d+$")
 
 CONFIG_DIR = "/config"      # models.config, batching_parameters.txt, monitoring.config
 MODELS_DIR = "/models"      # one directory per model, one sub-directory per version
@@ -55,6 +58,17 @@ class ServerSettings:
     cpus: int = None
 
     def __post_init__(self):
+        version = str(self.version)
+        if version.endswith("-gpu"):
+            raise ValueError(f"tensorflow/serving version {version!r} (--serving-version): the -gpu image is chosen "
+                             f"by gpu=True (--gpu); give {version[:-len('-gpu')]}")
+        if not (_RELEASE.match(version) or version in ("latest", "nightly")):
+            # The image's tags are full releases ("2.21.0", "2.21.0-gpu"), "latest" and "nightly": a
+            # pull of "tensorflow/serving:2.21" fails with "manifest unknown".
+            short = re.match(r"^(\d+\.\d+)$", version)
+            raise ValueError(f"tensorflow/serving version {version!r} (--serving-version) is no image tag: give "
+                             f"a release X.Y.Z, e.g. {short.group(1) + '.0' if short else DEFAULT_TF_SERVING_VERSION}"
+                             " (or latest, nightly)")
         if self.grpc_port == self.rest_port:
             raise ValueError("the gRPC and REST ports must differ (tensorflow_model_server refuses)")
 

@@ -269,9 +269,32 @@ def ready_report(server, sources, *, grace_s, tls_ca=None, program="bert-keras s
         if not any(entry["state"] == "AVAILABLE" for entry in status):
             warnings.append(f"{program}: warning: model {source.name} has no AVAILABLE version ({reason}); "
                             "its requests answer NOT_FOUND until one loads")
+        pre_tokenizer = _served_pre_tokenizer(server.engine, source.name)
+        if pre_tokenizer:  # raw text is answered without an error, but read as other words
+            warnings.append(f"{program}: note: model {source.name} reads text split by {pre_tokenizer} at morpheme "
+                            f"boundaries (its model card), which the server does not do: clients split it "
+                            f"(bert-keras query --pre-tokenizer {pre_tokenizer})")
     return lines + warnings + ["", "try:", *try_commands(server, sources[0].name, tls_ca,
                                                          _served_example(server.engine, sources[0].name)),
                                f"stop with Ctrl-C or SIGTERM (in-flight requests finish first, up to {grace_s:g} s)"]
+
+
+def _served_pre_tokenizer(engine, model_name):
+    """The morpheme analyzer the clients of a served model's newest AVAILABLE version split its text
+    with (its model card's `tokenization.pre_tokenizer`: a (c) Korean vocabulary's kiwi), or None."""
+    from serving.model_card import read_model_card
+    from serving.server.errors import ServingError
+
+    try:
+        with engine.servable(model_name) as servable:
+            path = servable.path
+    except ServingError:
+        return None
+    try:
+        value = (read_model_card(path).get("tokenization") or {}).get("pre_tokenizer")
+    except (OSError, ValueError, AttributeError):  # no card: another exporter's SavedModel
+        return None
+    return value if isinstance(value, str) and value else None
 
 
 def _served_example(engine, model_name):

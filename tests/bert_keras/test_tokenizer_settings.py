@@ -458,3 +458,50 @@ def test_a_checkpoint_that_does_not_split_cjk_is_warned_about(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert read_tokenizer_settings(str(vocab)) == {"lowercase": False}
+
+
+def test_query_splits_for_a_served_kiwi_model_as_the_model_card_says(kiwi_checkpoint, tmp_path, capsys):
+    """The export of a (c) model tokenizes in its graph, where no analyzer runs: `bert-keras query`
+    sent raw "대출을" and printed probabilities other than `task.predict`'s (0.50287 for 0.50288: one
+    word read, not 대출 + 을), without a word. `--pre-tokenizer kiwi` splits on the client, as the
+    hint printed after the export (the model card's `pre_tokenizer`) now says."""
+    from bert_keras.cli.main import main
+    from serving.next_steps import card_example
+    from serving.server import InferenceEngine, ModelSource
+    from serving.server.server import EmbeddedServer
+
+    task = TextClassifier.from_pretrained(f"hf:{kiwi_checkpoint}", labels=["neg", "pos"], seq_length=32)
+    texts = ["신용 대출을 신청하고 싶어요", "오늘은 2024년 3월 5일입니다.", "영화가 정말 재미있었어요"]
+    want = np.asarray(task.predict(texts))
+    with pytest.warns(UserWarning, match="bert-keras query/loadtest --pre-tokenizer kiwi"):
+        result = task.export_result(str(tmp_path / "models"), "ko", check=False, warmup_requests=0)
+    assert card_example(result.card)[0] == '--pre-tokenizer kiwi "your text"'
+    capsys.readouterr()  # the export's report
+
+    server = EmbeddedServer(InferenceEngine([ModelSource("ko", str(tmp_path / "models" / "ko"))], poll_interval_s=0),
+                            grpc_port=0, rest_port=0).start()
+    try:
+        from serving.server.options import ready_report
+
+        report = ready_report(server, [ModelSource("ko", str(tmp_path / "models" / "ko"))], grace_s=2)
+        assert "bert-keras serve: note: model ko reads text split by kiwi at morpheme boundaries (its model card), " \
+               "which the server does not do: clients split it (bert-keras query --pre-tokenizer kiwi)" in report
+        assert any(line.startswith("  bert-keras query ") and "--pre-tokenizer kiwi" in line for line in report)
+        answers = {}
+        for split in ([], ["--pre-tokenizer", "kiwi"]):
+            for rest in ([], ["--rest"]):
+                address = server.grpc_address if not rest else f"127.0.0.1:{server.rest_port}"
+                assert main(["query", "--address", address, *rest, "--model", "ko", "--json", *split, *texts]) == 0
+                rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+                assert [row["input"]["text"] for row in rows] == texts  # shown as given
+                answers[bool(split), bool(rest)] = np.array(
+                    [[row["outputs"]["probabilities"][name] for name in ("neg", "pos")] for row in rows])
+        for rest in (False, True):
+            np.testing.assert_allclose(answers[True, rest], want, atol=1e-6)
+            assert np.abs(answers[False, rest] - want).max() > 1e-6  # raw text: another tokenization
+        assert main(["loadtest", "--address", server.grpc_address, "--model", "ko", "--pre-tokenizer", "kiwi",
+                     "--requests", "4", "--concurrency", "2", "--warmup", "0", "--json", *texts]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert (report["requests"], report["ok"], report["errors"]) == (4, 4, {})
+    finally:
+        server.stop(grace_s=2)

@@ -121,6 +121,55 @@ def test_the_wrong_port_for_the_protocol_is_named_not_printed_as_bytes(server):
 
 
 @pytest.mark.parametrize("protocol", ["grpc", "rest"])
+def test_an_address_without_a_usable_port_or_a_timeout_of_zero_is_refused_by_name(protocol, capsys):
+    """gRPC dialled "127.0.0.1" at port 443 and "127.0.0.1:99999" at 34463 (modulo 65536), REST said
+    "connection refused" for 99999; `--timeout 0` was "Deadline Exceeded" (gRPC) or "cannot reach
+    ...: Operation now in progress" with "is `bert-keras serve` running?" (REST: a non-blocking socket)."""
+    from bert_keras.cli.main import main
+    from serving.client import ServingClient
+
+    default = 8501 if protocol == "rest" else 8500
+    with pytest.raises(ValueError, match=f"'127.0.0.1' has no port: give host:port, e.g. 127.0.0.1:{default}"):
+        ServingClient("127.0.0.1", "tiny", protocol=protocol)
+    with pytest.raises(ValueError, match="port 99999 is not a TCP port"):
+        ServingClient("127.0.0.1:99999", "tiny", protocol=protocol)
+    for timeout in (0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="timeout must be a number of seconds above 0"):
+            ServingClient("127.0.0.1:8500", "tiny", protocol=protocol, timeout=timeout)
+    with ServingClient("[::1]:8500", "tiny", protocol=protocol, timeout=None) as client:
+        assert client.timeout is None
+    if protocol == "grpc":  # gRPC's own target syntax stays gRPC's to resolve
+        ServingClient("unix:/tmp/no-such.sock", "tiny").close()
+    rest = ["--rest"] if protocol == "rest" else []
+    assert main(["query", "--address", "127.0.0.1:99999", *rest, "--model", "tiny", "hi"]) == 2
+    assert "server address '127.0.0.1:99999': port 99999 is not a TCP port (1-65535)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["loadtest", "--address", "127.0.0.1:8500", *rest, "--model", "tiny", "--timeout", "0"])
+    assert "argument --timeout: must be a finite number above 0, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "rest"])
+def test_a_tls_ca_that_is_missing_or_no_certificate_is_named(protocol, tmp_path, capsys):
+    """`query --tls-ca FILE` of a file that is no PEM certificate: gRPC logged "Could not load any
+    root certificate" and answered "UNAVAILABLE ... is `bert-keras serve` running?", REST "no start
+    line: cadata does not contain a certificate"; a missing file was "[Errno 2] No such file or
+    directory" without the flag."""
+    from bert_keras.cli.main import main
+    from serving.client import CertificateError, ServingClient
+
+    not_pem = tmp_path / "server.key"
+    not_pem.write_text("just text\n")
+    with pytest.raises(CertificateError, match=f"{not_pem} holds no PEM certificate"):
+        ServingClient("127.0.0.1:8500", "tiny", protocol=protocol, root_certificates=str(not_pem))
+    rest = ["--rest"] if protocol == "rest" else []
+    assert main(["query", "--address", "127.0.0.1:8500", *rest, "--model", "tiny", "--tls-ca", str(not_pem), "hi"]) == 2
+    assert f"error: --tls-ca {not_pem} holds no PEM certificate" in capsys.readouterr().err
+    missing = tmp_path / "absent.pem"
+    assert main(["query", "--address", "127.0.0.1:8500", *rest, "--model", "tiny", "--tls-ca", str(missing), "hi"]) == 2
+    assert f"error: --tls-ca {missing}: No such file or directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "rest"])
 def test_load_test_counts_qps_and_percentiles(server, protocol):
     from serving.client import ServingClient
     from serving.loadtest import load_test

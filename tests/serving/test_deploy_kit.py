@@ -377,7 +377,82 @@ def test_sizes_that_are_not_kubernetes_quantities_are_refused():
     from serving.deploy.kubernetes import KubernetesOptions
 
     KubernetesOptions(cpu_request="500m", memory_request="512Mi", memory_limit="1.5Gi", models_storage="20G")
-    KubernetesOptions(cpu_request=".5", cpu_limit="1.", memory_request="+1", memory_limit="100n")  # apimachinery's
+    KubernetesOptions(cpu_request=".5", cpu_limit="1.", memory_request="100n", memory_limit="+1")  # apimachinery's
     for field, bad in (("memory_request", "lots"), ("cpu_limit", "4 cores"), ("models_storage", "-1Gi")):
         with pytest.raises(ValueError, match=f"{field} '{bad}' is not a Kubernetes quantity"):
             KubernetesOptions(**{field: bad})
+
+
+def test_a_request_above_its_limit_is_refused_naming_both_flags(tmp_path, capsys):
+    """`deploy-kit --cpu-limit 500m` kept the default request of 2 CPUs: the API server refuses the
+    Deployment's pods ("must be less than or equal to cpu limit") after `kubectl apply`."""
+    from bert_keras.cli.main import main
+    from serving.deploy.kubernetes import KubernetesOptions, quantity_value
+
+    assert [quantity_value(q) for q in ("500m", "2", "1.5Gi", "1e3", "2E", "+1", "100n")] == pytest.approx(
+        [0.5, 2.0, 1.5 * 2 ** 30, 1000.0, 2e18, 1.0, 100e-9])
+    KubernetesOptions(cpu_request="4", cpu_limit="4000m", memory_request="1024Mi", memory_limit="1Gi")  # equal
+    with pytest.raises(ValueError, match=r"cpu_request '2' \(--cpu\) is above cpu_limit '500m' \(--cpu-limit\): "
+                                         r"Kubernetes refuses .* give --cpu 500m or --cpu-limit 2"):
+        KubernetesOptions(cpu_limit="500m")
+    with pytest.raises(ValueError, match=r"memory_request '3G' \(--memory\) is above memory_limit '2Gi'"):
+        KubernetesOptions(memory_request="3G", memory_limit="2Gi")
+    (tmp_path / "models" / "ner" / "1").mkdir(parents=True)
+    (tmp_path / "models" / "ner" / "1" / "saved_model.pb").write_bytes(b"")
+    assert main(["deploy-kit", "--base-path", str(tmp_path / "models"), "--model", "ner",
+                 "--output", str(tmp_path / "kit"), "--cpu-limit", "500m"]) == 2
+    assert "give --cpu 500m or --cpu-limit 2" in capsys.readouterr().err
+    assert not (tmp_path / "kit").exists()
+
+
+def test_a_serving_version_that_is_no_image_tag_is_refused():
+    """`--serving-version 2.21.0-gpu --gpu` wrote image "tensorflow/serving:2.21.0-gpu-gpu" and
+    `--serving-version 2.21` "tensorflow/serving:2.21": tags the registry does not have (the pods
+    sit in ImagePullBackOff)."""
+    from serving.deploy.server_settings import ServerSettings
+
+    assert ServerSettings(model_names=("m",), version="2.20.0", gpu=True).image == "tensorflow/serving:2.20.0-gpu"
+    assert ServerSettings(model_names=("m",), version="latest").image == "tensorflow/serving:latest"
+    with pytest.raises(ValueError, match=r"'2.21.0-gpu' \(--serving-version\): the -gpu image is chosen by "
+                                         r"gpu=True \(--gpu\); give 2.21.0"):
+        ServerSettings(model_names=("m",), version="2.21.0-gpu", gpu=True)
+    with pytest.raises(ValueError, match=r"'2.21' \(--serving-version\) is no image tag: give a release X.Y.Z, "
+                                         r"e.g. 2.21.0"):
+        ServerSettings(model_names=("m",), version="2.21")
+    with pytest.raises(ValueError, match="'v2.21.0' .* is no image tag"):
+        ServerSettings(model_names=("m",), version="v2.21.0")
+
+
+def test_a_served_version_audited_for_another_release_than_the_image_is_warned_about(model_base, tmp_path):
+    """`deploy-kit --serving-version 2.20.0` over versions exported (and op-audited) for 2.21 wrote
+    the kit without a word: the server may then fail to load them ("Op type not registered")."""
+    import json
+
+    from serving.deploy.server_settings import DEFAULT_TF_SERVING_VERSION
+
+    def card(name, version, release):
+        (model_base / name / str(version) / "assets.extra").mkdir()
+        (model_base / name / str(version) / "assets.extra" / "model_card.json").write_text(
+            json.dumps({"op_audit": {"tf_serving_release": release}}))
+
+    card("sentiment", 1, "2.19")  # not served (specific=2,3): no warning
+    card("sentiment", 3, "2.21")
+    card("ner", 1, "2.20")
+    kit = _kit(model_base, tmp_path, version="2.20.0")
+    assert [w for w in kit.warnings if "op audit" in w] == [
+        "sentiment/3 was exported for tensorflow/serving 2.21 (its model card's op audit); this kit runs "
+        "tensorflow/serving:2.20.0, which may lack an op it uses: give --serving-version 2.21.0, or export it "
+        "again with --release 2.20"]
+    assert "sentiment/3 was exported for tensorflow/serving 2.21" in kit.files["README_DEPLOY.md"]
+    assert [w for w in _kit(model_base, tmp_path, version="latest").warnings if "op audit" in w] == []
+    # A (c) Korean model's clients split its text: the kit's curl examples send it raw.
+    (model_base / "sentiment" / "3" / "assets.extra" / "model_card.json").write_text(
+        json.dumps({"op_audit": {"tf_serving_release": "2.20"}, "tokenization": {"pre_tokenizer": "kiwi"}}))
+    kit = _kit(model_base, tmp_path, version="2.20.0")
+    assert kit.warnings == [
+        "sentiment/3 reads text split by kiwi at morpheme boundaries (its model card's pre_tokenizer), which no "
+        "server runs: its clients split the text (bert-keras query --pre-tokenizer kiwi, "
+        "serving.text_requests.split_morphemes); raw text, as the curl examples send it, is answered as other words"]
+    assert "bert-keras query --model-name sentiment --pre-tokenizer kiwi" in kit.files["README_DEPLOY.md"]
+    release = ".".join(DEFAULT_TF_SERVING_VERSION.split(".")[:2])
+    assert len([w for w in _kit(model_base, tmp_path).warnings if "op audit" in w]) == 2 * (release != "2.20")

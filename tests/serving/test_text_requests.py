@@ -114,3 +114,41 @@ def test_json_answers_hold_a_rows_own_entities_and_named_probabilities():
     assert named["probabilities"] == {"neg": 0.25, "pos": 0.75}
     (_, numbered), = answer_rows({"text": ["x"]}, classes)
     assert numbered["probabilities"] == [0.25, 0.75]
+
+
+def test_texts_split_at_morphemes_and_answer_spans_back_in_the_raw_text():
+    """A (c) vocabulary's served model reads kiwi-split text: `query --pre-tokenizer kiwi` sends
+    "대출 을", and a span the model found in what it read ("을 신청" at [6:10]) is shown in the raw
+    text ("을 신청", [5:9]); padding (-1: no entity) stays."""
+    import numpy as np
+
+    pytest.importorskip("kiwipiepy")
+    from serving.text_requests import restore_offsets, split_morphemes
+
+    raw = {"text": ["신용 대출을 신청하고", "Ann"], "text_b": ["영화가 좋아요", "x"]}
+    sent, maps = split_morphemes(raw, "kiwi")
+    assert sent == {"text": ["신용 대출 을 신청 하 고", "Ann"], "text_b": ["영화 가 좋 아요", "x"]}
+    assert maps["text"][0].tolist() == [0, 1, 2, 3, 4, 5, 5, 6, 7, 8, 9, 9, 10, 10, 11]
+    choices, _ = split_morphemes({"context": ["오늘은"], "endings": [["비가 와요", "맑아요"]]}, "kiwi")
+    assert choices == {"context": ["오늘 은"], "endings": [["비 가 와요", "맑 아요"]]}
+
+    tagged = {"entity_text": np.array([[b"\xec\x9d\x84 \xec\x8b\xa0\xec\xb2\xad", b""], [b"Ann", b""]], dtype=object),
+              "start_char": np.array([[6, -1], [0, -1]]), "end_char": np.array([[10, -1], [3, -1]]),
+              "score": np.array([[0.9, 0.0], [0.8, 0.0]])}
+    assert "을 신청" == tagged["entity_text"][0, 0].decode()
+    back = restore_offsets(tagged, raw, sent, maps)
+    assert back["start_char"].tolist() == [[5, -1], [0, -1]] and back["end_char"].tolist() == [[9, -1], [3, -1]]
+    assert back["entity_text"].tolist() == [["을 신청".encode(), b""], [b"Ann", b""]]
+    assert tagged["start_char"].tolist() == [[6, -1], [0, -1]]  # the answer given is left as it was
+
+    question = {"question": ["언제?"], "context": ["오늘은 2024년 3월 5일입니다."]}
+    sent, maps = split_morphemes(question, "kiwi")
+    assert sent["context"] == ["오늘 은 2024 년 3 월 5 일 입니다 ."]
+    assert sent["context"][0][12:19] == "3 월 5 일"
+    answer = {"answer": np.array(["3 월 5 일"], dtype=object), "start_char": np.array([12]),
+              "end_char": np.array([19]), "score": np.array([2.5])}
+    back = restore_offsets(answer, question, sent, maps)
+    assert (back["answer"].tolist(), back["start_char"].tolist(), back["end_char"].tolist()) == (["3월 5일"], [10], [15])
+    assert restore_offsets({"label": np.array([b"pos"])}, raw, sent, maps)["label"].tolist() == [b"pos"]
+    with pytest.raises(ValueError, match="unknown pre-tokenizer 'mecab': choose one of kiwi"):
+        split_morphemes(raw, "mecab")
