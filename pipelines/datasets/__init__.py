@@ -5,5 +5,6 @@
 - `text_files`: generic CSV / TSV / JSONL classification and regression files, label vocabularies.
 - `conll`: CoNLL-2003 NER files and TFDS, tag schemes, word/sub-token alignment and aggregation.
 - `swag`: SWAG multiple choice from its CSV files.
+- `sts`: sentence-similarity pairs (KorSTS, STS-B) from their TSV files.
 - `batching`: padding to the longest (multiple of 8), length bucketing, static shapes for TPU.
 """
