@@ -14,13 +14,15 @@ import dataclasses
 from typing import Optional
 
 from pipelines.command_options import option
+from pipelines.pretraining.settings import MaskingSettings
 
 STRATEGIES = ("auto", "default", "mirrored", "multiworker", "tpu")
 
 
 @dataclasses.dataclass(frozen=True)
-class PretrainingOptions:
-    """`bert-keras pretrain` / `Pretrainer.pretrain`: the model, the schedule, the machine, the checkpoints."""
+class PretrainingOptions(MaskingSettings):
+    """`bert-keras pretrain` / `Pretrainer.pretrain`: the model, the schedule, the machine, the checkpoints,
+    and how `--input` text is masked (`MaskingSettings`: `create-pretraining-data`'s own flags)."""
 
     steps: int = option(help="total optimizer steps", type="positive_int")
     config: str = option("base", "model size (tiny, mini, small, medium, base, large) or a config JSON (ours, "

@@ -17,6 +17,8 @@ for whoever wants Prism.
 """
 
 import contextlib
+import importlib
+import re
 from typing import Optional
 
 from pipelines.environment import MissingDependencyError
@@ -78,12 +80,22 @@ def pipeline_options(runner, pipeline_args=()):
     went unseen until the job. These pipelines define no options of their own, so an option no
     registered `PipelineOptions` class knows is a mistake: `ValueError` naming it (and Beam's
     closest option).
+
+    In a quiet process (`pipelines.tensorflow_logs.quiet`: `bert-keras` without `--verbose`) the SDK
+    worker processes log only what is CRITICAL (`--default_sdk_harness_log_level=CRITICAL`, unless
+    given): with `--direct_running_mode=multi_processing`, each worker wrote ~25 INFO / WARNING lines
+    of its start-up to the command's stderr, and the traceback of a failing element several times
+    over; the failure itself comes back to the caller (`worker_errors`).
     """
     import difflib
 
     from apache_beam.options.pipeline_options import PipelineOptions
 
+    from pipelines.tensorflow_logs import quiet
+
     args = list(pipeline_args) + [f"--runner={runner}"]
+    if quiet() and not any(arg.split("=", 1)[0] == "--default_sdk_harness_log_level" for arg in args):
+        args.append("--default_sdk_harness_log_level=CRITICAL")
     known = set(PipelineOptions([]).get_all_options())
     given = PipelineOptions(args).get_all_options(retain_unknown_options=True)
     unknown = [name for name in given if name not in known]
@@ -107,3 +119,50 @@ def _fn_api_runner(options):
     encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
     provision = fn_runner.ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
     return fn_runner.FnApiRunner(provision_info=provision)
+
+
+# The last line of a worker's traceback that names an exception class of this project.
+_PROJECT_EXCEPTION = re.compile(r"^((?:pipelines|bert_keras|serving)(?:\.\w+)+): (.+)$", re.MULTILINE)
+
+
+@contextlib.contextmanager
+def worker_errors():
+    """Around running a pipeline: an error of this project raised in a Beam worker *process* comes
+    back as itself, with its own message.
+
+    In-process runners raise a DoFn's exception as it is; with `--direct_running_mode=multi_processing`
+    (or any runner whose workers are other processes) Beam raises `RuntimeError` holding the worker's
+    traceback as text: `bert-keras` printed that whole traceback as a crash (exit status 1) instead of
+    its one-line error naming the file and line (`pipelines.corpus.CorpusError`, exit status 2).
+    Any other error is raised as it is.
+    """
+    try:
+        yield
+    except RuntimeError as error:
+        own = remote_error(str(error))
+        if own is None:
+            raise
+        raise own from None
+
+
+def remote_error(traceback_text):
+    r"""The exception of this project that `traceback_text` (a worker's traceback) ends with, rebuilt
+    from its class and message; None when it names none.
+
+    >>> remote_error("Traceback ...\npipelines.corpus.CorpusError: a.txt, line 2: not valid UTF-8")
+    CorpusError('a.txt, line 2: not valid UTF-8')
+    >>> remote_error("Traceback ...\nValueError: boom") is None
+    True
+    """
+    found = _PROJECT_EXCEPTION.findall(traceback_text)
+    if not found:
+        return None
+    name, message = found[-1]
+    module_name, _, class_name = name.rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+        if isinstance(cls, type) and issubclass(cls, Exception):
+            return cls(message)
+    except Exception:  # not a class that takes a message: the RuntimeError stays
+        pass
+    return None

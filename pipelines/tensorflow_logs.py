@@ -80,6 +80,15 @@ def _plain_warning(message, category, filename, lineno, line=None):
 
 # Whether `quiet_by_default` chose the C++ level (not the user): `configure(verbose=True)` may undo it.
 _LEVEL_CHOSEN_HERE = False
+# Whether the process is quiet (`quiet_by_default` or `configure(verbose=False)` ran last): what
+# `quiet` tells the code that starts worker processes of its own (Apache Beam's SDK workers).
+_QUIET = False
+
+
+def quiet():
+    """True when this process drops library chatter (`quiet_by_default`, `configure(verbose=False)`):
+    worker processes it starts should be as quiet (`pipelines.beam_runner.pipeline_options`)."""
+    return _QUIET
 
 
 def quiet_by_default():
@@ -88,9 +97,10 @@ def quiet_by_default():
     Skipped when `BERT_KERAS_VERBOSE` is set (not "0"). Runs before TensorFlow loads when the
     project is imported first; after, only the Python loggers and warnings can be quieted.
     """
-    global _LEVEL_CHOSEN_HERE
+    global _LEVEL_CHOSEN_HERE, _QUIET
     if os.environ.get("BERT_KERAS_VERBOSE", "0") not in ("", "0"):
         return
+    _QUIET = True
     if "TF_CPP_MIN_LOG_LEVEL" not in os.environ:
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
         _LEVEL_CHOSEN_HERE = True
@@ -111,6 +121,8 @@ def configure(verbose=False):
             everything again (C++ level 0 unless `TF_CPP_MIN_LOG_LEVEL` was set by the
             user, Python loggers at INFO) and no warning is filtered.
     """
+    global _QUIET
+    _QUIET = not verbose
     if verbose:
         if _LEVEL_CHOSEN_HERE:  # undo the import-time default, not a level the user set
             os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"

@@ -52,7 +52,7 @@ def read_texts(path, *, keep_blank=False, refuse_blank=False):
     line i, and a blank line is an error (a row without a text would have no answer).
 
     Raises:
-        TextRequestError: no such file, a byte that is not UTF-8, or (`refuse_blank`) a blank
+        TextRequestError: no such file, a byte that is not UTF-8 or a NUL byte, or (`refuse_blank`) a blank
             line, naming the line.
     """
     from pipelines.datasets.text_files import decode_text, decode_text_file, not_a_file

@@ -10,6 +10,7 @@ import keras
 from bert_keras.config import ConfigError
 from bert_keras.models.pretrainer import BertPretrainer
 from bert_keras.tasks.inputs import TaskInputError
+from pipelines.pretraining.settings import MaskingSettings
 
 # The size names `from_config` takes (`bert-keras pretrain --config NAME`).
 NAMED_CONFIGS = ("tiny", "mini", "small", "medium", "base", "large")
@@ -121,7 +122,9 @@ class Pretrainer(BertPretrainer):
 
     def fit(self, x=None, y=None, *, corpus=None, records=None, output_dir=None, steps=None,
             batch_size=32, seq_length=None, max_predictions=None, learning_rate=1e-4, warmup_steps=None,
-            weight_decay=0.01, seed=0, checkpoint_every=1000, strategy=None, **kwargs):
+            weight_decay=0.01, seed=0, checkpoint_every=1000, strategy=None,
+            masked_lm_prob=MaskingSettings.masked_lm_prob, short_seq_prob=MaskingSettings.short_seq_prob,
+            whole_word_mask=MaskingSettings.whole_word_mask, **kwargs):
         """Pretrains on `corpus` (text file) or `records` (TFRecord glob); see the class docstring.
 
         Args:
@@ -139,6 +142,10 @@ class Pretrainer(BertPretrainer):
             checkpoint_every: steps between checkpoints (and backups).
             strategy: a `tf.distribute.Strategy`: the one whose `scope()` the pretrainer was built
                 in (its variables live there); None = that one.
+            masked_lm_prob, short_seq_prob, whole_word_mask: how a corpus's examples are cut and
+                masked, as `create-pretraining-data`'s flags (`pipelines.pretraining.settings.
+                MaskingSettings`); records were masked when they were written: with `records=` they
+                stay at their defaults.
         """
         if corpus is None and records is None:
             _refuse_raw_text(x, "fit")
@@ -153,6 +160,7 @@ class Pretrainer(BertPretrainer):
                 f"fit(corpus=/records=) takes callbacks= and verbose= of Keras' fit, not "
                 f"{', '.join(ignored + [n for n, v in (('x', x), ('y', y)) if v is not None])}: the run is "
                 "sized by steps= (and batch_size=), its data is the corpus / records")
+        masking = masking_settings(records, masked_lm_prob, short_seq_prob, whole_word_mask)
         seq_length, max_predictions = data_shapes(records, seq_length, max_predictions)
         strategy = self._training_strategy(strategy)
         check_seq_length(self.encoder.config, seq_length)
@@ -162,7 +170,7 @@ class Pretrainer(BertPretrainer):
         make_dataset = dataset_factory(
             corpus=corpus, records=records, vocab_file=self.vocab_file, lowercase=self.lowercase,
             strip_accents=self.strip_accents, pre_tokenizer=self.pre_tokenizer, batch_size=batch_size,
-            seq_length=seq_length, max_predictions=max_predictions, seed=seed)
+            seq_length=seq_length, max_predictions=max_predictions, seed=seed, masking=masking)
         # What identifies the run in output_dir's run.json, as `pretrain` records it: without it, a
         # fit on another corpus (or batch, length, model...) into a finished run's directory
         # returned that run `already_complete`, untrained, with its metrics. checkpoint_every is
@@ -172,7 +180,8 @@ class Pretrainer(BertPretrainer):
             strip_accents=self.strip_accents, pre_tokenizer=self.pre_tokenizer, config=self.encoder.config,
             init=None, seq_length=seq_length,
             max_predictions=max_predictions, batch_size=batch_size, learning_rate=learning_rate,
-            weight_decay=weight_decay, seed=seed, checkpoint_every=checkpoint_every, steps_per_execution=1)
+            weight_decay=weight_decay, seed=seed, checkpoint_every=checkpoint_every, steps_per_execution=1,
+            masking=masking)
         return run_pretraining(
             build_model=lambda: self, make_dataset=make_dataset, output_dir=output_dir,
             num_train_steps=int(steps), global_batch_size=batch_size,
@@ -220,7 +229,8 @@ class Pretrainer(BertPretrainer):
                  max_predictions=None, batch_size=32, learning_rate=1e-4, warmup_steps=None, weight_decay=0.01, seed=0,
                  checkpoint_every=1000, keep_checkpoints=3, strategy="auto", tpu=None,
                  mixed_precision="auto", jit_compile="auto", steps_per_execution=1, overwrite=False,
-                 verbose="auto", log=None):
+                 masked_lm_prob=MaskingSettings.masked_lm_prob, short_seq_prob=MaskingSettings.short_seq_prob,
+                 whole_word_mask=MaskingSettings.whole_word_mask, verbose="auto", log=None):
         """One resumable pretraining run in `output_dir`, from a fresh model or from `init`.
 
         It never destroys work (`bert_keras.training.run_pretraining`): a killed
@@ -261,6 +271,8 @@ class Pretrainer(BertPretrainer):
                 Keras dtype policy of the run (global while it builds and trains; the caller's comes back after).
             jit_compile, steps_per_execution: XLA, and steps per `tf.function` call.
             overwrite: start afresh in an `output_dir` holding other work.
+            masked_lm_prob, short_seq_prob, whole_word_mask: how a corpus's examples are cut and
+                masked (see `fit`).
             verbose: Keras' `fit` verbosity (1: a progress bar, 2: one line per checkpoint).
             log: callable taking one line (the strategy and precision chosen); default logging.
 
@@ -277,6 +289,7 @@ class Pretrainer(BertPretrainer):
 
         if steps <= 0:
             raise TaskInputError("steps must be positive")
+        masking = masking_settings(records, masked_lm_prob, short_seq_prob, whole_word_mask)
         seq_length, max_predictions = data_shapes(records, seq_length, max_predictions)
         if checkpoint_every % steps_per_execution:
             raise TaskInputError("checkpoint_every must be a multiple of steps_per_execution")
@@ -302,7 +315,7 @@ class Pretrainer(BertPretrainer):
         make_dataset = dataset_factory(
             corpus=corpus, records=records, vocab_file=vocab_file, lowercase=lowercase,
             strip_accents=strip_accents, pre_tokenizer=pre_tokenizer, batch_size=batch_size, seq_length=seq_length,
-            max_predictions=max_predictions, seed=seed)
+            max_predictions=max_predictions, seed=seed, masking=masking)
 
         def build_model():
             if init:
@@ -323,7 +336,7 @@ class Pretrainer(BertPretrainer):
             strip_accents=strip_accents, pre_tokenizer=pre_tokenizer, config=config,
             init=init, seq_length=seq_length, max_predictions=max_predictions, batch_size=batch_size,
             learning_rate=learning_rate, weight_decay=weight_decay, seed=seed,
-            checkpoint_every=checkpoint_every, steps_per_execution=steps_per_execution)
+            checkpoint_every=checkpoint_every, steps_per_execution=steps_per_execution, masking=masking)
         # The caller's global dtype policy comes back afterwards: a model built after a float16 run
         # (or after a failed check) was mixed_float16 too.
         previous_policy = keras.config.dtype_policy()
@@ -347,6 +360,25 @@ class Pretrainer(BertPretrainer):
 
 # The shapes of a corpus's examples (dynamic masking) when none are given: google-research's defaults.
 DEFAULT_SEQ_LENGTH, DEFAULT_MAX_PREDICTIONS = 128, 20
+
+
+def masking_settings(records, masked_lm_prob, short_seq_prob, whole_word_mask):
+    """The checked `MaskingSettings` of a run; a `TaskInputError` for a setting out of range, or for
+    settings other than the defaults with `records` (masked when `create-pretraining-data` wrote them:
+    they would be ignored)."""
+    try:
+        masking = MaskingSettings(masked_lm_prob=masked_lm_prob, short_seq_prob=short_seq_prob,
+                                  whole_word_mask=whole_word_mask)
+    except ValueError as error:
+        raise TaskInputError(str(error)) from None
+    changed = [f"{name}={value!r}" for name, value in masking.masking().items()
+               if value != getattr(MaskingSettings, name)]
+    if records is not None and changed:
+        raise TaskInputError(
+            f"{', '.join(changed)}: records are masked when they are written, so this would be ignored; give "
+            "it to create-pretraining-data (--masked-lm-prob, --short-seq-prob, --whole-word-mask) and write "
+            "the records again, or pretrain on the text (corpus=, --input)")
+    return masking
 
 
 def data_shapes(records, seq_length, max_predictions):
@@ -451,12 +483,13 @@ def read_config(config, vocab_file=None):
 
 
 def dataset_factory(*, corpus, records, vocab_file, lowercase, batch_size, seq_length, max_predictions, seed,
-                    strip_accents=None, pre_tokenizer=None):
+                    strip_accents=None, pre_tokenizer=None, masking=None):
     """A () -> infinite `tf.data.Dataset` of global `(x, y)` batches, the same stream on every call.
 
     The inputs are checked before any model is built: records must exist and
     have the asked shapes (`pipelines.pretraining.RecordsMismatchError`), a
-    corpus must exist and have a vocabulary.
+    corpus must exist and have a vocabulary. `masking`: the corpus's `MaskingSettings`
+    (None: the defaults).
     """
     import tensorflow as tf
 
@@ -492,12 +525,13 @@ def dataset_factory(*, corpus, records, vocab_file, lowercase, batch_size, seq_l
     from pipelines import BertTokenizer
 
     tokenizer = BertTokenizer(vocab_file, lowercase=lowercase, strip_accents=strip_accents, pre_tokenizer=pre_tokenizer)
-    return lambda: pretraining_data.dynamic_pretraining_dataset(corpus, tokenizer, **common)
+    masking = (masking or MaskingSettings()).masking()
+    return lambda: pretraining_data.dynamic_pretraining_dataset(corpus, tokenizer, **common, **masking)
 
 
 def run_settings(*, records, corpus, vocab_file, lowercase, config, init, seq_length, max_predictions,
                  batch_size, learning_rate, weight_decay, seed, checkpoint_every, steps_per_execution,
-                 strip_accents=None, pre_tokenizer=None):
+                 strip_accents=None, pre_tokenizer=None, masking=None):
     """What identifies a run in its `run.json`: a rerun must match it to resume or continue."""
     def absolute(path):
         if path is None:
@@ -525,6 +559,9 @@ def run_settings(*, records, corpus, vocab_file, lowercase, config, init, seq_le
         **({"strip_accents": bool(strip_accents)}
            if strip_accents is not None and bool(strip_accents) != bool(lowercase) else {}),
         **({"pre_tokenizer": pre_tokenizer} if pre_tokenizer else {}),  # likewise: only when there is one
+        # likewise: the masking settings that depart from the defaults
+        **{name: value for name, value in (masking or MaskingSettings()).masking().items()
+           if value != getattr(MaskingSettings, name)},
     }
 
 

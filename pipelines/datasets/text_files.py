@@ -17,8 +17,8 @@ text that is not a string (JSONL `null`, a number, a list), a class label that
 is a number with a fraction or the same number written twice ("1" and "1.0":
 use `regression=True`), a regression target that is not a finite number, a
 byte that is not in the file's encoding (UTF-8 by default; a byte order mark,
-as Excel writes, is ignored), a CSV / TSV header of more than `MAX_COLUMNS`
-columns. Label files follow `pipelines.label_names`.
+as Excel writes, is ignored), a NUL byte (line and column too), a CSV / TSV
+header of more than `MAX_COLUMNS` columns. Label files follow `pipelines.label_names`.
 
 Example:
     >>> from pipelines import BertTokenizer
@@ -118,7 +118,8 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
             invalid JSON, a row with the wrong number of fields, a byte not in
             `encoding` (or a UTF-16 / UTF-32 file: the message says so, with
             the iconv command; a gzip / zip / bzip2 / xz / zstd file: the message says to
-            decompress it), an empty or whitespace-only text or one that is
+            decompress it), a NUL byte (line and column named too: the tokenizer
+            would drop it, joining the words around it), an empty or whitespace-only text or one that is
             no string, an empty label, a class label that is a
             fractional number or a number written two ways, or (regression) a
             label that is no finite number; each names the file and line.
@@ -174,7 +175,8 @@ def not_a_file(path):
 def decode_text_file(path, encoding="utf-8", *, error=None):
     """The text of a data file; a byte not in `encoding` is an error naming the file and line.
 
-    Shared by the readers of `pipelines/datasets` so that each reports a bad byte the same way. A
+    Shared by the readers of `pipelines/datasets` so that each reports a bad byte the same way; a
+    NUL byte is one (`nul_message`: file, line and column; BERT's tokenizer would drop it). A
     UTF-16 or UTF-32 file (`wide_unicode_encoding`) read as another encoding is an error that names
     its encoding and the iconv command that saves it as UTF-8.
 
@@ -203,7 +205,7 @@ def decode_text(data, name, encoding="utf-8", *, error=None):
     if encoding.lower().replace("_", "-") in ("utf-8", "utf8"):
         encoding = "utf-8-sig"  # Excel's "CSV UTF-8" starts with a byte order mark
     try:
-        return data.decode(encoding)
+        text = data.decode(encoding)
     except UnicodeDecodeError as bad:
         line = data.count(b"\n", 0, bad.start) + 1
         byte = data[bad.start:bad.start + 1].hex()
@@ -213,6 +215,30 @@ def decode_text(data, name, encoding="utf-8", *, error=None):
             f"{path}:{line}: byte 0x{byte} is not valid {bad.encoding.replace('-sig', '')} "
             f"({bad.reason}); save it as UTF-8 (iconv -f {code_page} -t utf-8 FILE > FILE.utf8), or, from "
             f"Python, pass its encoding (encoding={examples}).") from None
+    nul = text.find("\0")
+    if nul >= 0:
+        raise (error or TextFileError)(nul_message(path, text, nul))
+    return text
+
+
+def nul_message(name, text, offset):
+    r"""Where the first NUL character (byte 0x00) of `text` is, and what to do: file, line, column.
+
+    A NUL is no character of any text: BERT's tokenizer drops it, silently joining the words on
+    either side (`good\0film` read as `goodfilm`). It comes from a damaged file (a crash leaves
+    runs of NUL bytes) or from binary data pasted into a cell.
+
+    >>> print(nul_message("f.csv", "text,label\ngood\0film,pos\n", 15))
+    f.csv:2:5: a NUL byte (0x00), 1 in the file: 'good\x00film,pos' would be read as 'goodfilm,pos' (the tokenizer drops it); the file may be damaged: check it, or remove the NUL bytes (tr -d '\000' < FILE > FILE.clean).
+    """
+    line_start = text.rfind("\n", 0, offset) + 1
+    line_end = text.find("\n", offset)
+    line_end = len(text) if line_end < 0 else line_end
+    shown = text[max(line_start, offset - 30):min(line_end, offset + 30)].rstrip("\r")
+    return (f"{name}:{text.count(chr(10), 0, offset) + 1}:{offset - line_start + 1}: a NUL byte (0x00), "
+            f"{text.count(chr(0))} in the file: {shown!r} would be read as {shown.replace(chr(0), '')!r} (the "
+            "tokenizer drops it); the file may be damaged: check it, or remove the NUL bytes "
+            "(tr -d '\\000' < FILE > FILE.clean).")
 
 
 # Leading bytes of the compressed files and archives a data file is mistaken for (`train.tsv.gz`, a

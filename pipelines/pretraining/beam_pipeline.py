@@ -46,7 +46,7 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 
 from pipelines import corpus as corpus_lib
-from pipelines.beam_runner import beam_pipeline, pipeline_options
+from pipelines.beam_runner import beam_pipeline, pipeline_options, worker_errors
 from pipelines.pretraining import seeding
 from pipelines.pretraining.contract import shard_file_name
 from pipelines.pretraining.instances import corpus_of_documents, tokenize_documents
@@ -136,7 +136,7 @@ def write_pretraining_data_with_beam(settings: PretrainingDataSettings, *, runne
             log(f"{runner}: {len(keyed)} file(s), {len(todo)} shard(s) to write")
             pipeline = beam_pipeline(runner, pipeline_args)
             build_pipeline(pipeline, settings, keyed, vocab, todo, write_documents=write_documents)
-            with _raised_not_logged():  # a bad corpus line: the error the caller reports, once
+            with _raised_not_logged(), worker_errors():  # a bad corpus line: the error the caller reports, once
                 result = pipeline.run()
                 result.wait_until_finish()
             counters = _counters(result)

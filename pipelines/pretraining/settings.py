@@ -13,6 +13,8 @@ from pipelines.command_options import option
 
 FORMATS = ("bert", "text", "lines")
 DECODE_ERRORS = ("strict", "replace")
+# the `--help` section of the masking flags (`MaskingSettings`)
+MASKING = "masking (google-research/bert's create_pretraining_data.py flags; pretrain: of --input text)"
 
 
 def _tfds_prefix():
@@ -37,8 +39,54 @@ def normalize_path(path: str) -> str:
     return os.path.abspath(os.path.expanduser(path))
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class MaskingSettings:
+    """How examples are cut and masked: google-research/bert's `create_pretraining_data.py` flags
+    that static records (`create-pretraining-data`, `PretrainingDataSettings`) and dynamic masking
+    (`pretrain --input`, `Pretrainer.fit(corpus=)`, `bert_keras.run_options.PretrainingOptions`)
+    share: one name, default, help and check for both.
+
+    Example:
+
+    >>> MaskingSettings(whole_word_mask=True).masked_lm_prob
+    0.15
+    >>> MaskingSettings(masked_lm_prob=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: masked_lm_prob (--masked-lm-prob) must be in (0, 1], got 0.
+
+    Args:
+        masked_lm_prob: share of the tokens masked (the budget is
+            `min(max_predictions, max(1, round(len(tokens) * masked_lm_prob)))`).
+        short_seq_prob: share of examples cut to a random length shorter than the sequence length.
+        whole_word_mask: mask whole words: a token and its `##` pieces together.
+
+    Raises:
+        ValueError: a setting out of range (naming its flag).
+    """
+
+    masked_lm_prob: float = option(0.15, "share of the tokens masked (default 0.15)", None, "--masked_lm_prob",
+                                   group=MASKING)
+    short_seq_prob: float = option(0.1, "share of examples made shorter than --seq-length (default 0.1)",
+                                   None, "--short_seq_prob", group=MASKING)
+    whole_word_mask: bool = option(False, "mask whole words (a token and its ## pieces)", None,
+                                   "--whole_word_mask", group=MASKING)
+
+    def __post_init__(self):
+        if isinstance(self.masked_lm_prob, bool) or not 0.0 < self.masked_lm_prob <= 1.0:
+            raise ValueError(f"masked_lm_prob (--masked-lm-prob) must be in (0, 1], got {self.masked_lm_prob}.")
+        if isinstance(self.short_seq_prob, bool) or not 0.0 <= self.short_seq_prob <= 1.0:
+            raise ValueError(f"short_seq_prob (--short-seq-prob) must be in [0, 1], got {self.short_seq_prob}.")
+        if self.whole_word_mask not in (True, False):
+            raise ValueError(f"whole_word_mask must be true or false, got {self.whole_word_mask!r}.")
+
+    def masking(self) -> dict:
+        """`{masked_lm_prob, short_seq_prob, whole_word_mask}`: these settings as keyword arguments."""
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(MaskingSettings)}
+
+
 @dataclasses.dataclass(frozen=True)
-class PretrainingDataSettings:
+class PretrainingDataSettings(MaskingSettings):
     """What `write_pretraining_data` builds, and from what: the original's flags, checked and normalised.
 
     Paths are made absolute on construction (`normalize_path`), so the same
@@ -111,12 +159,7 @@ class PretrainingDataSettings:
                                    "--max-seq-length", "--max_seq_length")
     max_predictions_per_seq: int = option(20, "masked positions per example (default 20)", "--max-predictions",
                                             "--max-predictions-per-seq", "--max_predictions_per_seq")
-    masked_lm_prob: float = option(0.15, "share of the tokens masked (default 0.15)", None, "--masked_lm_prob")
-    short_seq_prob: float = option(0.1, "share of examples made shorter than --seq-length (default 0.1)",
-                                     None, "--short_seq_prob")
     dupe_factor: int = option(10, "passes over the corpus, each with new masks", None, "--dupe_factor")
-    whole_word_mask: bool = option(False, "mask whole words (a token and its ## pieces)", None,
-                                     "--whole_word_mask")
     seed: int = option(12345, "the random seed (default 12345)", None, "--random-seed", "--random_seed")
     num_output_shards: int = option(8, "number of output files", None, "--num_output_shards")
     num_shards: int = option(1, "machines sharing the work", None, "--num_shards")
@@ -154,10 +197,7 @@ class PretrainingDataSettings:
             raise ValueError(f"max_seq_length must be at least 5 ([CLS] A [SEP] B [SEP]), got {self.max_seq_length}.")
         if self.max_predictions_per_seq < 1:
             raise ValueError(f"max_predictions_per_seq must be at least 1, got {self.max_predictions_per_seq}.")
-        if not 0.0 < self.masked_lm_prob <= 1.0:
-            raise ValueError(f"masked_lm_prob must be in (0, 1], got {self.masked_lm_prob}.")
-        if not 0.0 <= self.short_seq_prob <= 1.0:
-            raise ValueError(f"short_seq_prob must be in [0, 1], got {self.short_seq_prob}.")
+        super().__post_init__()  # the masking settings
         if self.num_output_shards < 1 or self.dupe_factor < 1:
             raise ValueError("num_output_shards and dupe_factor must be at least 1.")
         if not 0 <= self.seed < 2**32:

@@ -20,7 +20,7 @@ from typing import List, Sequence, Union
 import apache_beam as beam
 
 from pipelines import corpus as corpus_lib
-from pipelines.beam_runner import beam_pipeline
+from pipelines.beam_runner import beam_pipeline, worker_errors
 
 
 def count_words_with_beam(patterns: Union[str, Sequence[str]], *, lowercase: bool = True, strip_accents=None,
@@ -54,7 +54,7 @@ def count_words_with_beam(patterns: Union[str, Sequence[str]], *, lowercase: boo
     files = [path for _, matches in corpus_lib.match_patterns(patterns, glob=beam_glob) for path in matches]
     directory = temp_dir or tempfile.mkdtemp(prefix="beam-word-counts-")
     output = os.path.join(directory, f"counts-{os.getpid()}")
-    with beam_pipeline(runner, pipeline_args) as pipeline:
+    with worker_errors(), beam_pipeline(runner, pipeline_args) as pipeline:
         _ = (
             pipeline
             | "Files" >> beam.Create(files)

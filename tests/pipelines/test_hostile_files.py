@@ -276,3 +276,37 @@ def test_a_quote_left_open_is_named_as_such_not_only_as_a_wrong_field_count(tmp_
     path = _write(tmp_path / "swag.csv", header + '0,v,1,s,"He sat.,He,gold,a,b,c,d,0\n1,v,1,s,x,y,gold,a,b,c,d,1\n')
     with pytest.raises(SwagFormatError, match=r"swag.csv:2: 5 fields, the header has 12 .* Field 5 runs over 2 lines"):
         read_swag_csv(path)
+
+
+@pytest.mark.parametrize("name, content, where, shown", [
+    ("cell.csv", 'text,label\n"good\x00film",pos\nbad film,neg\n', "cell.csv:2:6", r"'\"goodfilm\",pos'"),
+    ("excel.csv", "\ufefftext,label\r\ngood film,pos\r\nbad\x00 film,neg\r\n", "excel.csv:3:4", r"'bad film,neg'"),
+    ("glue.tsv", "text\tlabel\ngood film\t1\nbad film\t\x000\n", "glue.tsv:3:10", r"'bad film\\t0'"),
+    ("rows.jsonl", '{"text": "good film", "label": "pos"}\n{"text": "bad\x00film", "label": "neg"}\n',
+     "rows.jsonl:2:14", r"'{\"text\": \"badfilm\", \"label\": \"neg\"}'"),
+])
+def test_a_nul_byte_in_a_cell_names_file_line_and_column(tmp_path, name, content, where, shown):
+    # 'good\x00film' was read silently, and the tokenizer drops a NUL: the example trained as "goodfilm".
+    path = _write(tmp_path / name, content)
+    with pytest.raises(TextFileError, match=rf"{where}: a NUL byte \(0x00\), 1 in the file: .* would be read as "
+                                            rf"{shown} .*tr -d '\\000'"):
+        read_text_file(path)
+
+
+def test_the_other_readers_name_file_line_and_column_of_a_nul_byte(tmp_path):
+    from pipelines.datasets.conll import ConllFormatError, read_conll
+    from pipelines.datasets.swag import SwagFormatError, read_swag_csv
+
+    conll = _write(tmp_path / "train.conll", "EU B-ORG\nrejects O\n\nPa\x00ris B-LOC\n")
+    with pytest.raises(ConllFormatError, match=r"train.conll:4:3: a NUL byte"):
+        read_conll(conll)
+    damaged = _write(tmp_path / "swag.csv", "sent1,sent2\na,b\n" + "\x00" * 4096)  # a crash's tail of zeros
+    with pytest.raises(SwagFormatError, match=r"swag.csv:3:1: a NUL byte \(0x00\), 4096 in the file"):
+        read_swag_csv(damaged)
+
+
+def test_crlf_a_quoted_line_break_and_a_byte_order_mark_together_are_read_as_written(tmp_path):
+    path = _write(tmp_path / "excel.csv", '\ufefftext,label\r\n"first line\r\nsecond line",pos\r\nbad film,neg\r\n')
+    examples = read_text_file(path)
+    assert [(e.text, e.label, e.source.rsplit(":", 1)[1]) for e in examples] == [
+        ("first line\r\nsecond line", "pos", "2"), ("bad film", "neg", "4")]

@@ -391,3 +391,55 @@ def test_direct_runner_runs_in_process_and_leaves_no_temporary_directory(vocab_f
     assert summary["complete"] and summary["instances"] > 0
     assert tried == []
     assert os.listdir(temporary) == []
+
+
+def test_an_error_of_ours_in_a_worker_process_comes_back_as_itself():
+    """Beam raises a worker *process*'s failure as RuntimeError(the worker's traceback as text)."""
+    from pipelines.beam_runner import worker_errors
+    from pipelines.corpus import CorpusError
+
+    text = ("Traceback (most recent call last):\n  File \"corpus.py\", line 236, in decode\n"
+            "pipelines.corpus.CorpusError: a.txt, line 2: not valid UTF-8\n\nDuring handling...\n"
+            "pipelines.corpus.CorpusError: a.txt, line 2: not valid UTF-8 [while running 'ReadDocuments']\n")
+    with pytest.raises(CorpusError, match=r"^a.txt, line 2: not valid UTF-8 \[while running 'ReadDocuments'\]$"):
+        with worker_errors():
+            raise RuntimeError(text)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):  # anything else stays as it was
+        with worker_errors():
+            raise RuntimeError("Traceback (most recent call last):\nZeroDivisionError: division by zero")
+
+
+def test_quiet_commands_start_quiet_beam_workers(monkeypatch):
+    pytest.importorskip("apache_beam")
+    from pipelines import tensorflow_logs
+    from pipelines.beam_runner import pipeline_options
+
+    def level(args):
+        return pipeline_options("DirectRunner", args).get_all_options()["default_sdk_harness_log_level"]
+
+    monkeypatch.setattr(tensorflow_logs, "_QUIET", True)
+    assert level([]) == "CRITICAL"
+    assert level(["--default_sdk_harness_log_level=DEBUG"]) == "DEBUG"  # the user's own
+    monkeypatch.setattr(tensorflow_logs, "_QUIET", False)  # --verbose
+    assert level([]) is None
+
+
+@pytest.mark.slow  # two worker processes
+def test_a_bad_corpus_line_on_worker_processes_is_the_commands_one_line_error(vocab_file, tmp_path, capfd):
+    # It was a crash: exit status 1, ~300 lines of the worker's start-up logs and tracebacks, 10 copies of
+    # the message and no "error:" line.
+    from bert_keras.cli.main import main
+
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"A fine sentence.\nA bad \xff one.\n\nAnother document here.\nAnd more.\n")
+    prefix = str(tmp_path / "out")
+    code = main(["create-pretraining-data", "--input", str(bad), "--vocab", vocab_file, "--output-prefix", prefix,
+                 "--dupe-factor", "1", "--num-output-shards", "1", "--runner", "DirectRunner", "--",
+                 "--direct_num_workers=2", "--direct_running_mode=multi_processing"])
+    err = capfd.readouterr().err
+    assert code == 2, err
+    assert f"bert-keras create-pretraining-data: error: {bad}, line 2: not valid UTF-8" in err
+    assert "Pipeline_options" not in err and "ERROR:apache_beam" not in err, err  # the workers' INFO / ERROR logs
+    # left: the traceback a Beam worker prints to its stderr whatever its log level (the message twice)
+    assert err.count("line 2: not valid UTF-8") <= 3, err
+    assert not os.path.exists(prefix + "-config.json")
