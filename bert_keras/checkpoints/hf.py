@@ -127,6 +127,28 @@ def canonical_to_hf_name(name):
 
 # ---- reading ------------------------------------------------------------
 
+# `transformers` classes that build their BertModel without a pooler (`add_pooling_layer=False`):
+# their directories hold no `bert.pooler.*`.
+POOLERLESS_ARCHITECTURES = ("BertForTokenClassification", "BertForQuestionAnswering", "BertForMaskedLM")
+_POOLER = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
+
+
+def absent_by_design(directory):
+    """The canonical names a HF directory lacks by its class's design: the pooler of a
+    `BertForTokenClassification`, `BertForQuestionAnswering` or `BertForMaskedLM` (`config.json`'s
+    `architectures`), which `transformers` builds without one. Empty for other classes.
+
+    >>> absent_by_design("ner-bert")  # doctest: +SKIP
+    ('bert/pooler/dense/kernel', 'bert/pooler/dense/bias')
+    """
+    try:
+        with open(os.path.join(os.fspath(directory), CONFIG_FILE), encoding="utf-8") as f:
+            architectures = json.load(f).get("architectures") or []
+    except (OSError, ValueError, AttributeError):
+        return ()
+    return _POOLER if any(name in POOLERLESS_ARCHITECTURES for name in architectures) else ()
+
+
 
 def _torch_to_numpy(tensor):
     import torch
@@ -220,7 +242,7 @@ def load_hf_tensors(directory):
     )
 
 
-def read_hf(directory, *, strict=True):
+def read_hf(directory, *, strict=True, task_module=None):
     """Reads a Hugging Face BERT directory into the canonical weight dict.
 
     Example:
@@ -236,6 +258,9 @@ def read_hf(directory, *, strict=True):
         strict: bool. If True, tensors that are neither BERT encoder weights
             nor its pretraining heads (e.g. a `classifier.*` task head) raise
             `CheckpointMismatchError`; if False they are dropped with a warning.
+        task_module: the module name of a fine-tuned head the caller reads itself
+            (`classifier`: `bert_keras.checkpoints.task_heads.read_hf_task_head`): its
+            `.weight` / `.bias` are left out, not refused.
 
     Returns:
         `(BertConfig, dict[str, np.ndarray])` keyed by google-research names,
@@ -254,6 +279,8 @@ def read_hf(directory, *, strict=True):
             continue
         if name.removeprefix("bert.") in (_DECODER_WEIGHT, _DECODER_BIAS):
             continue  # tied, checked below
+        if task_module is not None and name in (f"{task_module}.weight", f"{task_module}.bias"):
+            continue
         found = hf_to_canonical_name(name)
         if found is None:
             unknown.append(name)

@@ -1212,3 +1212,60 @@ def test_a_model_written_over_a_transformers_directory_leaves_none_of_its_weight
     loading.write_pretrained(f"hf:{target}", tiny_config, random_canonical(tiny_config), vocab_file=tiny_vocab_file)
     assert sorted(os.listdir(target)) == ["README.md", "config.json", "model.safetensors", "tokenizer_config.json",
                                           "vocab.txt"]
+
+
+@pytest.mark.parametrize("task_name, architecture, num_labels", [
+    ("TextClassifier", "BertForSequenceClassification", 3),
+    ("TextClassifier", "BertForSequenceClassification", 1),  # regression
+    ("TokenClassifier", "BertForTokenClassification", 3),
+    ("SpanQA", "BertForQuestionAnswering", 2)])
+def test_a_transformers_fine_tuned_directory_is_its_task_with_its_head(task_name, architecture, num_labels,
+                                                                       tiny_config, tiny_vocab_file, tmp_path):
+    """A `save_pretrained` BertForSequenceClassification (id2label neg/pos/neutral) was refused by
+    `TextClassifier.from_pretrained` ("classifier.weight ... pass strict=False"), and strict=False
+    dropped the head and asked for labels; a BertForTokenClassification / BertForQuestionAnswering
+    (no pooler, as transformers builds them) failed with "2 encoder weight(s) missing: pooler".
+    The task now keeps the head and id2label, and gives transformers' logits."""
+    import bert_keras.tasks as tasks
+
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    labels = ["neg", "pos", "neutral"][:num_labels] if num_labels > 2 else None
+    config = transformers.BertConfig(
+        vocab_size=tiny_config.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=37, max_position_embeddings=40, num_labels=num_labels,
+        **({"id2label": dict(enumerate(labels))} if labels else {}))
+    theirs = getattr(transformers, architecture)(config).eval()
+    theirs.save_pretrained(tmp_path / "hf")
+    shutil.copy(tiny_vocab_file, tmp_path / "hf" / "vocab.txt")
+    options = {"max_query_length": 8} if task_name == "SpanQA" else {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        task = getattr(tasks, task_name).from_pretrained(f"hf:{tmp_path / 'hf'}", seq_length=16, **options)
+    pooler_warnings = [str(w.message) for w in caught if "pooler" in str(w.message)]
+    assert bool(pooler_warnings) == (task_name != "TextClassifier")  # transformers builds them without one
+    assert task.labels == labels
+    if task_name == "TextClassifier":
+        assert task.is_regression == (num_labels == 1)
+    batch = random_batch(tiny_config, batch=3, length=9, seed=5)
+    ours = task.head(batch, training=False)
+    with torch.no_grad():
+        out = theirs(input_ids=torch.tensor(batch["token_ids"]).long(),
+                     token_type_ids=torch.tensor(batch["segment_ids"]).long(),
+                     attention_mask=torch.tensor(batch["padding_mask"]).long())
+    mask = batch["padding_mask"].astype(bool)
+    if task_name == "SpanQA":
+        for name in ("start_logits", "end_logits"):
+            np.testing.assert_allclose(np.asarray(ours[name])[mask], getattr(out, name).numpy()[mask], atol=1e-5)
+    elif task_name == "TokenClassifier":
+        np.testing.assert_allclose(np.asarray(ours)[mask], out.logits.numpy()[mask], atol=1e-5)
+    else:  # a regression model's scores are [batch], transformers' [batch, 1]
+        np.testing.assert_allclose(np.asarray(ours).reshape(out.logits.shape), out.logits.numpy(), atol=1e-5)
+    if labels:  # other classes than the head's: refused by name; strict=False trains a new head
+        with pytest.raises(CheckpointMismatchError, match=r"classifier.weight: shape \(3, 32\).*has \(2, 32\)"):
+            getattr(tasks, task_name).from_pretrained(f"hf:{tmp_path / 'hf'}", labels=["a", "b"])
+        with pytest.warns(UserWarning, match="classifier.weight"):
+            fresh = getattr(tasks, task_name).from_pretrained(f"hf:{tmp_path / 'hf'}", labels=["a", "b"],
+                                                             strict=False)
+        assert fresh.labels == ["a", "b"]
