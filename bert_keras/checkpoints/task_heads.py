@@ -122,8 +122,13 @@ def read_hf_task_head(spec, task_class):
     if location.kind != "hf":
         return None
     config_path = os.path.join(location.path, hf.CONFIG_FILE)
-    with open(config_path, encoding="utf-8") as f:
-        config = json.load(f)
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError):  # reading the encoder says what is wrong with it
+        return None
+    if not isinstance(config, dict):
+        return None
     architectures = config.get("architectures") or []
     candidates = [family(kind) for kind in KINDS if family(kind).hf_head is not None
                   and family(kind).hf_head.architecture in architectures
