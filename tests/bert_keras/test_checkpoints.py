@@ -1269,3 +1269,39 @@ def test_a_transformers_fine_tuned_directory_is_its_task_with_its_head(task_name
             fresh = getattr(tasks, task_name).from_pretrained(f"hf:{tmp_path / 'hf'}", labels=["a", "b"],
                                                              strict=False)
         assert fresh.labels == ["a", "b"]
+        config_text = (tmp_path / "hf" / "config.json").read_text()
+        (tmp_path / "hf" / "config.json").write_text(config_text[: len(config_text) // 2])  # cut short
+        with pytest.raises(Exception, match=r"config.json: not valid JSON"):
+            getattr(tasks, task_name).from_pretrained(f"hf:{tmp_path / 'hf'}")
+
+
+def test_a_classifier_with_window_relevance_converts_with_its_logits_and_says_what_is_left_out(tiny_config,
+                                                                                              tiny_vocab_file,
+                                                                                              tmp_path):
+    """A long-text classifier's `window_relevance` statistics have no place in
+    BertForSequenceClassification: `convert` names them in a warning and the logits of one window
+    are transformers' (the statistics only weigh a long text's windows)."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    from bert_keras.checkpoints.layout import assign_canonical
+    from bert_keras.encoder import BertEncoder
+    from bert_keras.finetuned_model import FinetunedModel, convert_finetuned, save_finetuned
+    from bert_keras.models import BertClassifier
+
+    encoder = BertEncoder(tiny_config)
+    assign_canonical(encoder, random_canonical(tiny_config, seed=7))
+    model = BertClassifier(encoder, num_classes=3, relevance_layer=1)
+    model.classifier.kernel.assign(np.random.default_rng(3).normal(size=model.classifier.kernel.shape).astype("float32"))
+    model.window_relevance.threshold.assign(2.5)  # fitted statistics
+    save_finetuned(str(tmp_path / "ft"), FinetunedModel(kind="classification", model=model, vocab_file=tiny_vocab_file,
+                                                        seq_length=16, labels=["a", "b", "c"]))
+    with pytest.warns(UserWarning, match=r"has no place for \[.*window_relevance/threshold.*\].*left out"):
+        convert_finetuned(str(tmp_path / "ft"), f"hf:{tmp_path / 'hf'}")
+    theirs = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "hf").eval()
+    assert theirs.config.id2label == {0: "a", 1: "b", 2: "c"}
+    batch = random_batch(tiny_config, batch=3, seed=4)
+    with torch.no_grad():
+        expected = theirs(input_ids=torch.tensor(batch["token_ids"]).long(),
+                          token_type_ids=torch.tensor(batch["segment_ids"]).long(),
+                          attention_mask=torch.tensor(batch["padding_mask"]).long()).logits.numpy()
+    np.testing.assert_allclose(np.asarray(model(batch, training=False)), expected, atol=1e-5)
