@@ -443,6 +443,9 @@ def _vocabulary_of(location):
     found = next((c for c in _vocabulary_candidates(location) if os.path.isfile(c)), None)
     if found is None and location.kind == "hf":  # saved by transformers 5: tokenizer.json only
         found = hf.vocabulary_from_tokenizer_json(location.path)
+    elif location.kind == "hf" and os.path.dirname(os.path.abspath(found)) == os.path.abspath(location.path):
+        # transformers 4 kept tokenizer.add_tokens' tokens in added_tokens.json, not in vocab.txt
+        found = hf.vocabulary_with_added_tokens(location.path) or found
     return found
 
 

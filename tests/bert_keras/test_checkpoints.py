@@ -1101,6 +1101,35 @@ def test_a_word_added_to_a_transformers_tokenizer_gets_the_id_transformers_gives
     assert BertTokenizer(vocab).tokenize([text]).to_list()[0] == theirs(text, add_special_tokens=False)["input_ids"]
 
 
+def test_tokens_of_added_tokens_json_beside_vocab_txt_are_the_vocabularys_last_ids(tiny_config, tiny_vocab_file,
+                                                                                    tmp_path, monkeypatch):
+    """transformers 4 saved `tokenizer.add_tokens`' tokens in added_tokens.json beside vocab.txt: they
+    were ignored, silently ("covid19" read as [UNK], where transformers gives it id 99). They are now
+    the vocabulary's last lines, at their ids, with a warning naming them, as tokenizer.json's."""
+    import dataclasses
+
+    from bert_keras.checkpoints import load_tokenizer
+
+    monkeypatch.setenv("BERT_KERAS_CACHE", str(tmp_path / "cache"))
+    config = dataclasses.replace(tiny_config, vocab_size=101)
+    model = tmp_path / "hf"
+    _write_raw_hf(model, config, _hf_tensors(config, random_canonical(config)))
+    shutil.copy(tiny_vocab_file, model / "vocab.txt")
+    (model / "tokenizer_config.json").write_text('{"do_lower_case": true}')
+    (model / "added_tokens.json").write_text('{"[ENT]": 100, "covid19": 99}')
+    with pytest.warns(UserWarning, match=r"2 added token\(s\) \['covid19', '\[ENT\]'\] are the vocabulary's ids 99..100"):
+        vocab = find_vocabulary(f"hf:{model}")
+    tokens = open(tiny_vocab_file, encoding="utf-8").read().split()
+    assert open(vocab).read().split() == tokens + ["covid19", "[ENT]"]
+    with pytest.warns(UserWarning):
+        assert load_tokenizer(f"hf:{model}").tokenize(["tok5 covid19"]).to_list() == [[10, 99]]
+    (model / "added_tokens.json").write_text('{"covid19": 101}')
+    with pytest.raises(CheckpointFormatError, match=r"added_tokens.json: the added tokens' ids \[101\] do not continue"):
+        find_vocabulary(f"hf:{model}")
+    (model / "added_tokens.json").write_text('{}')
+    assert find_vocabulary(f"hf:{model}") == str(model / "vocab.txt")
+
+
 def test_a_fine_tuned_classifier_converts_to_a_transformers_sequence_classifier(tmp_path, capsys):
     """`bert-keras convert FINETUNED_DIR hf:OUT` said "cannot tell the weight format of directory
     ... (it holds ['labels.txt', 'model.keras', 'task.json', 'vocab.txt'])". It now writes the
