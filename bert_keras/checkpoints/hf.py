@@ -40,6 +40,7 @@ VOCAB_FILE = "vocab.txt"
 TOKENIZER_JSON = "tokenizer.json"
 # A sentence-transformers model's settings of its transformer module (`max_seq_length`).
 SENTENCE_CONFIG = "sentence_bert_config.json"
+ADDED_TOKENS_FILE = "added_tokens.json"
 WEIGHT_FILES = (SAFETENSORS_FILE, SAFETENSORS_INDEX, TORCH_FILE, TORCH_INDEX)
 
 # (HF module, canonical scope, kind). `{i}` is the layer number. The kind says
@@ -128,6 +129,28 @@ def canonical_to_hf_name(name):
 
 
 # ---- reading ------------------------------------------------------------
+
+# `transformers` classes that build their BertModel without a pooler (`add_pooling_layer=False`):
+# their directories hold no `bert.pooler.*`.
+POOLERLESS_ARCHITECTURES = ("BertForTokenClassification", "BertForQuestionAnswering", "BertForMaskedLM")
+_POOLER = ("bert/pooler/dense/kernel", "bert/pooler/dense/bias")
+
+
+def absent_by_design(directory):
+    """The canonical names a HF directory lacks by its class's design: the pooler of a
+    `BertForTokenClassification`, `BertForQuestionAnswering` or `BertForMaskedLM` (`config.json`'s
+    `architectures`), which `transformers` builds without one. Empty for other classes.
+
+    >>> absent_by_design("ner-bert")  # doctest: +SKIP
+    ('bert/pooler/dense/kernel', 'bert/pooler/dense/bias')
+    """
+    try:
+        with open(os.path.join(os.fspath(directory), CONFIG_FILE), encoding="utf-8") as f:
+            architectures = json.load(f).get("architectures") or []
+    except (OSError, ValueError, AttributeError):
+        return ()
+    return _POOLER if any(name in POOLERLESS_ARCHITECTURES for name in architectures) else ()
+
 
 
 def _torch_to_numpy(tensor):
@@ -222,7 +245,7 @@ def load_hf_tensors(directory):
     )
 
 
-def read_hf(directory, *, strict=True):
+def read_hf(directory, *, strict=True, task_module=None):
     """Reads a Hugging Face BERT directory into the canonical weight dict.
 
     Example:
@@ -238,6 +261,9 @@ def read_hf(directory, *, strict=True):
         strict: bool. If True, tensors that are neither BERT encoder weights
             nor its pretraining heads (e.g. a `classifier.*` task head) raise
             `CheckpointMismatchError`; if False they are dropped with a warning.
+        task_module: the module name of a fine-tuned head the caller reads itself
+            (`classifier`: `bert_keras.checkpoints.task_heads.read_hf_task_head`): its
+            `.weight` / `.bias` are left out, not refused.
 
     Returns:
         `(BertConfig, dict[str, np.ndarray])` keyed by google-research names,
@@ -256,6 +282,8 @@ def read_hf(directory, *, strict=True):
             continue
         if name.removeprefix("bert.") in (_DECODER_WEIGHT, _DECODER_BIAS):
             continue  # tied, checked below
+        if task_module is not None and name in (f"{task_module}.weight", f"{task_module}.bias"):
+            continue
         found = hf_to_canonical_name(name)
         if found is None:
             unknown.append(name)
@@ -435,12 +463,7 @@ def vocabulary_from_tokenizer_json(directory):
         CheckpointFormatError: `tokenizer.json` is not JSON, its ids are not 0..n-1 once each, or
             an added token has an id of another token, or leaves a gap.
     """
-    import hashlib
-    import tempfile
-
-    from pipelines.tokenizer.tokenizer_config import read_tokenizer_settings, write_tokenizer_settings
-    from pipelines.tokenizer.vocab import write_vocabulary
-    from pipelines.user_cache import cache_root
+    from pipelines.tokenizer.tokenizer_config import read_tokenizer_settings
 
     path = os.path.join(directory, TOKENIZER_JSON)
     if not os.path.isfile(path):
@@ -468,7 +491,61 @@ def vocabulary_from_tokenizer_json(directory):
             settings.setdefault("strip_accents", normalizer["strip_accents"])
     # Keyed by the rules too: two directories may share a tokenizer.json and differ in their config
     # (and by the layout: "2" holds the added tokens, which the first one left out).
-    name = hashlib.sha256(b"2" + data + json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
+    return _cached_vocabulary(b"2" + data, tokens, settings)
+
+
+def vocabulary_with_added_tokens(directory):
+    """The vocab.txt of an HF directory whose `vocab.txt` lacks the tokens of its `added_tokens.json`
+    (transformers 4's layout after `tokenizer.add_tokens`), or None when it has no such tokens.
+
+    Those tokens have ids past `vocab.txt`'s lines (and embedding rows of their own): without them a
+    text holding `"[NEW]"` read `[UNK]` pieces where transformers reads its id. As for `tokenizer.json`
+    (`vocabulary_from_tokenizer_json`), they become the vocabulary's last lines, at their ids, in a
+    copy written once into the user cache with the directory's rules, and a warning lists them.
+
+    Raises:
+        CheckpointFormatError: `added_tokens.json` is not a JSON object of token -> id, or an id is of
+            another token of `vocab.txt`, or leaves a gap.
+    """
+    from pipelines.tokenizer.tokenizer_config import read_tokenizer_settings, resolve_tokenizer_settings
+
+    path = os.path.join(directory, ADDED_TOKENS_FILE)
+    vocab_file = os.path.join(directory, VOCAB_FILE)
+    if not (os.path.isfile(path) and os.path.isfile(vocab_file)):
+        return None
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        added = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointFormatError(f"{path}: not JSON ({error})") from None
+    if not isinstance(added, dict):
+        raise CheckpointFormatError(f'{path}: not a JSON object of {{"token": id}}')
+    with open(vocab_file, "rb") as f:
+        vocabulary_data = f.read()
+    tokens = vocabulary_data.decode("utf-8", errors="replace").splitlines()
+    entries = [{"content": token, "id": index} for token, index in added.items()]
+    beyond = _added_tokens(path, entries, tokens)
+    if not beyond:
+        return None
+    settings = read_tokenizer_settings(vocab_file)
+    if "lowercase" not in settings:  # the copy records what the directory's vocab.txt reads as
+        settings["lowercase"] = resolve_tokenizer_settings(vocab_file)["lowercase"]
+    return _cached_vocabulary(b"added_tokens.json" + data + vocabulary_data, tokens + beyond, settings)
+
+
+def _cached_vocabulary(key, tokens, settings):
+    """`tokens` as a vocab.txt with `settings` (`lowercase`, `strip_accents`, `pre_tokenizer`) beside it,
+    written once into the user cache under a name from `key` and the settings (a temporary directory
+    when the cache cannot be written). Returns its path."""
+    import hashlib
+    import tempfile
+
+    from pipelines.tokenizer.tokenizer_config import write_tokenizer_settings
+    from pipelines.tokenizer.vocab import write_vocabulary
+    from pipelines.user_cache import cache_root
+
+    name = hashlib.sha256(key + json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
     for root in (os.path.join(cache_root(), "hf_vocabularies"), None):
         try:
             folder = os.path.join(root, name) if root else tempfile.mkdtemp(prefix="bert_keras_vocab_")

@@ -20,6 +20,7 @@ import numpy as np
 from bert_keras.checkpoints.errors import CheckpointFormatError, CheckpointMismatchError
 from bert_keras.config import BertConfig
 from pipelines.atomic_writes import atomic_directory
+from pipelines.tokenizer.tokenizer_config import vocabulary_is_cased
 
 # Files `Backbone.save_to_preset` writes; `metadata.json` tells a keras-hub
 # preset apart from a Hugging Face directory, which also has `config.json`.
@@ -222,7 +223,7 @@ def write_keras_hub_preset(directory, config, canonical, vocab_file=None, *, low
             is saved too, so `keras_hub.models.BertTextClassifier.from_preset`
             works.
         lowercase: bool or None. Tokenizer lower-casing; None infers it from
-            the vocabulary (no upper-case letter in any token -> uncased).
+            the vocabulary (`vocabulary_is_cased`: no token that lowercasing changes -> uncased).
         strip_accents: bool or None (None: as `lowercase`, BERT's and HF's rule). Written
             explicitly: keras-hub's `BertTokenizer` would otherwise keep accents of an uncased
             model ("café" stays "café" where BERT reads "cafe").
@@ -243,17 +244,10 @@ def write_keras_hub_preset(directory, config, canonical, vocab_file=None, *, low
         backbone.save_to_preset(staging)
         if vocab_file is not None:
             if lowercase is None:
-                lowercase = _looks_uncased(vocab_file)
+                lowercase = not vocabulary_is_cased(vocab_file)
             strip_accents = bool(lowercase if strip_accents is None else strip_accents)
             tokenizer = keras_hub.models.BertTokenizer(vocabulary=os.fspath(vocab_file), lowercase=lowercase,
                                                        strip_accents=strip_accents)
             tokenizer.save_to_preset(staging)
     return os.fspath(directory)
 
-
-def _looks_uncased(vocab_file):
-    with open(vocab_file, encoding="utf-8") as f:
-        # [CLS]/[UNK]-style special tokens are upper case in every BERT vocabulary.
-        return not any(
-            ch.isupper() for line in f if not line.startswith("[") for ch in line
-        )

@@ -246,7 +246,7 @@ def head_shapes(config):
     }
 
 
-def check_weights(config, canonical, *, source="weights", strict=True):
+def check_weights(config, canonical, *, source="weights", strict=True, optional=()):
     """Raises `CheckpointMismatchError` where config and arrays disagree.
 
     Example:
@@ -260,6 +260,8 @@ def check_weights(config, canonical, *, source="weights", strict=True):
         strict: bool. If True, encoder weights the config implies but the
             dict lacks are an error; if False they are allowed (they keep
             their fresh initialization).
+        optional: names that may be missing even if `strict` (a pooler the checkpoint's
+            class has none of: `hf.absent_by_design`).
     """
     layers = sorted({int(m.group(1)) for name in canonical
                      for m in [re.match(r"bert/encoder/layer_(\d+)/", name)] if m})
@@ -285,7 +287,7 @@ def check_weights(config, canonical, *, source="weights", strict=True):
             f"{len(contradictions)} array(s): " + "; ".join(contradictions[:8])
             + (" ..." if len(contradictions) > 8 else "")
         )
-    missing = sorted(set(canonical_shapes(config)) - set(canonical))
+    missing = sorted(set(canonical_shapes(config)) - set(canonical) - set(optional))
     if missing and strict:
         raise CheckpointMismatchError(
             f"{source}: {len(missing)} encoder weight(s) missing: {missing[:12]}"
@@ -298,7 +300,7 @@ def check_weights(config, canonical, *, source="weights", strict=True):
 # ---- reading ----------------------------------------------------------------
 
 
-def read_pretrained(spec, *, strict=True):
+def read_pretrained(spec, *, strict=True, task_module=None):
     """Reads any supported format into `(config, canonical weights, vocabulary)`.
 
     Example:
@@ -312,6 +314,7 @@ def read_pretrained(spec, *, strict=True):
         strict: bool. If True, unknown tensors and missing encoder weights are
             errors; if False, unknown tensors are dropped with a warning and
             missing ones allowed.
+        task_module: `hf:` only: the module of a fine-tuned head read apart (`hf.read_hf`).
 
     Returns:
         `(BertConfig, dict[str, np.ndarray], vocabulary path or None)`. The
@@ -319,7 +322,7 @@ def read_pretrained(spec, *, strict=True):
     """
     location = parse_spec(spec)
     if location.kind == "hf":
-        config, weights = hf.read_hf(location.path, strict=strict)
+        config, weights = hf.read_hf(location.path, strict=strict, task_module=task_module)
     elif location.kind == "tf1":
         config, weights = tf1.read_tf1(location.path, strict=strict)
     elif location.kind == "keras-hub":
@@ -327,8 +330,13 @@ def read_pretrained(spec, *, strict=True):
     else:
         encoder = _load_keras_file(location)
         config, weights = encoder.config, {**encoder_to_canonical(encoder), **_read_keras_heads(location)}
-    check_weights(config, weights, source=location.spec, strict=strict)
+    check_weights(config, weights, source=location.spec, strict=strict, optional=_absent_by_design(location))
     return config, weights, _vocabulary_of(location)
+
+
+def _absent_by_design(location):
+    """Encoder weights the checkpoint lacks by its class's design (`hf.absent_by_design`)."""
+    return hf.absent_by_design(location.path) if location.kind == "hf" else ()
 
 
 def _load_keras_file(location):
@@ -448,6 +456,9 @@ def _vocabulary_of(location):
     found = next((c for c in _vocabulary_candidates(location) if os.path.isfile(c)), None)
     if found is None and location.kind == "hf":  # saved by transformers 5: tokenizer.json only
         found = hf.vocabulary_from_tokenizer_json(location.path)
+    elif location.kind == "hf" and os.path.dirname(os.path.abspath(found)) == os.path.abspath(location.path):
+        # transformers 4 kept tokenizer.add_tokens' tokens in added_tokens.json, not in vocab.txt
+        found = hf.vocabulary_with_added_tokens(location.path) or found
     return found
 
 
@@ -470,7 +481,7 @@ def _keras_vocab_path(path):
     return path[: -len(".keras")] + ".vocab.txt"
 
 
-def load_pretrained(spec, *, strict=True, output_hidden_states=False, output_attentions=False):
+def load_pretrained(spec, *, strict=True, output_hidden_states=False, output_attentions=False, task_module=None):
     """Builds a `BertEncoder` from pretrained weights in any supported format.
 
     Example:
@@ -486,6 +497,8 @@ def load_pretrained(spec, *, strict=True, output_hidden_states=False, output_att
             (pretraining heads excepted) and missing weights are errors.
         output_hidden_states: bool, passed to `BertEncoder`.
         output_attentions: bool, passed to `BertEncoder`.
+        task_module: `hf:` only: the module of a fine-tuned head the caller reads apart
+            (`bert_keras.checkpoints.task_heads.read_hf_task_head`), not refused as unused.
 
     Returns:
         A `BertEncoder` holding the weights. Pretraining heads (`cls/`) are
@@ -499,17 +512,20 @@ def load_pretrained(spec, *, strict=True, output_hidden_states=False, output_att
     from bert_keras.encoder import BertEncoder
     from bert_keras.layers.initialization import weights_from_checkpoint
 
-    config, weights, _ = read_pretrained(spec, strict=strict)
+    config, weights, _ = read_pretrained(spec, strict=strict, task_module=task_module)
     options = dict(output_hidden_states=output_hidden_states, output_attentions=output_attentions)
     with weights_from_checkpoint():  # no random draws for weights assigned next (~0.5 s)
         encoder = BertEncoder(config, **options)
-    report = assign_canonical(encoder, weights, strict=strict)  # ignores cls/ heads
-    if report["missing"]:  # (strict=False) these get the random start they would have had
+    absent = set(_absent_by_design(parse_spec(spec)))  # a pooler its transformers class has none of
+    report = assign_canonical(encoder, weights, strict=strict and not absent)  # ignores cls/ heads
+    if report["missing"]:  # (strict=False, or absent by design) the random start they would have had
         random_start = encoder_to_canonical(BertEncoder(config, **options))
         assign_canonical(encoder, {name: random_start[name] for name in report["missing"]}, strict=False)
+        why = (" (its transformers class has no pooler: pooled_output is untrained)"
+               if set(report["missing"]) <= absent else "")
         warnings.warn(
             f"{spec}: {len(report['missing'])} encoder weight(s) not in the checkpoint keep their "
-            f"random initialization: {report['missing'][:8]}",
+            f"random initialization: {report['missing'][:8]}{why}",
             stacklevel=2,
         )
     return encoder

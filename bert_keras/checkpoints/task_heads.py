@@ -8,10 +8,19 @@ classification and regression (`BertForSequenceClassification`), word tagging
 and multiple choice (`BertForMultipleChoice`). Keras kernels are `[in, out]`, torch
 `nn.Linear` weights `[out, in]`: transposed. An embedding model has no head weights (its
 pooling is a setting): it is a `BertModel`.
+
+The other way round, `read_hf_task_head` reads such a directory's head (and `id2label`) for the
+task of its family, and `assign_hf_task_head` puts it into that task's head (`X.from_pretrained("hf:DIR")`).
 """
+
+import dataclasses
+import json
+import os
+from typing import Optional
 
 import numpy as np
 
+from bert_keras.checkpoints.errors import CheckpointFormatError, CheckpointMismatchError
 from bert_keras.families import family
 
 
@@ -57,3 +66,127 @@ def hf_task_head(finetuned):
     used = {id(v) for v in finetuned.model.encoder.weights} | {id(layer.kernel), id(layer.bias)}
     dropped = sorted(v.path for v in finetuned.model.weights if id(v) not in used)
     return twin.architecture, tensors, fields, dropped
+
+
+@dataclasses.dataclass(frozen=True)
+class HfTaskHead:
+    """The fine-tuned head of a `transformers` `BertFor...` directory, as a task's head holds it.
+
+    Args:
+        kind: the family of fine-tuned model that computes it (`bert_keras.families`).
+        architecture: its `transformers` class (`config.json`'s `architectures`).
+        module: the torch module name of its tensors (`classifier`, `qa_outputs`).
+        kernel: float32 `[hidden, outputs]` (the Keras layout of `{module}.weight`).
+        bias: float32 `[outputs]`.
+        labels: the class / tag names of `id2label`, in id order, when the family has labels; else None.
+        num_classes: the outputs of a sequence classifier without labels (1: regression); else None.
+    """
+
+    kind: str
+    architecture: str
+    module: str
+    kernel: np.ndarray
+    bias: np.ndarray
+    labels: Optional[list]
+    num_classes: Optional[int] = None
+
+
+def read_hf_task_head(spec, task_class):
+    """The head of a fine-tuned `transformers` directory that `task_class` computes, or None.
+
+    An `hf:DIR` whose `config.json` names the `BertFor...` class of one of `task_class`'s families
+    (`BertForSequenceClassification` for a `TextClassifier`, by `problem_type`: classification or
+    regression) holds that head as `{module}.weight` / `{module}.bias`; `id2label` names its classes.
+    `bert-keras convert FINETUNED hf:OUT` writes such a directory; this reads one back.
+
+    Example:
+
+    >>> head = read_hf_task_head("hf:sst2-bert", TextClassifier)  # doctest: +SKIP
+    >>> head.kind, head.labels, head.kernel.shape  # doctest: +SKIP
+    ('classification', ['negative', 'positive'], (768, 2))
+
+    Args:
+        spec: a weights spec (`bert_keras.checkpoints.parse_spec`); other formats than `hf:` give None.
+        task_class: a `bert_keras.tasks` class.
+
+    Raises:
+        CheckpointMismatchError: the directory names the class but lacks its tensors, or their shapes
+            disagree with each other, the encoder's width or `id2label`.
+        CheckpointFormatError: a `problem_type` no family here computes (`multi_label_classification`).
+    """
+    from bert_keras.checkpoints import hf
+    from bert_keras.checkpoints.loading import parse_spec
+    from bert_keras.families import KINDS, resolve
+
+    location = parse_spec(spec)
+    if location.kind != "hf":
+        return None
+    config_path = os.path.join(location.path, hf.CONFIG_FILE)
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, ValueError):  # reading the encoder says what is wrong with it
+        return None
+    if not isinstance(config, dict):
+        return None
+    architectures = config.get("architectures") or []
+    candidates = [family(kind) for kind in KINDS if family(kind).hf_head is not None
+                  and family(kind).hf_head.architecture in architectures
+                  and issubclass(task_class, resolve(family(kind).task_class))]
+    if not candidates:
+        return None
+    num_labels = len(config.get("id2label") or {}) or config.get("num_labels")
+    problem_type = config.get("problem_type") or ("regression" if num_labels == 1 else "single_label_classification")
+    if len(candidates) > 1:  # transformers' BertForSequenceClassification: classification or regression
+        chosen = [entry for entry in candidates if entry.hf_head.problem_type == problem_type]
+        if not chosen:
+            computed = sorted(entry.hf_head.problem_type for entry in candidates)
+            raise CheckpointFormatError(
+                f"{config_path}: problem_type {problem_type!r}, which a {task_class.__name__} does not compute "
+                f"({', '.join(computed)}); pass strict=False / --no-strict to train a new head on its encoder")
+        candidates = chosen
+    entry = candidates[0]
+    twin = entry.hf_head
+    tensors = hf.load_hf_tensors(location.path)
+    names = (f"{twin.module}.weight", f"{twin.module}.bias")
+    missing = [name for name in names if name not in tensors]
+    if missing:
+        raise CheckpointMismatchError(f"{location.path}: config.json names {twin.architecture}, but its weights "
+                                      f"lack {missing}", missing=missing)
+    weight, bias = (np.asarray(tensors[name], dtype=np.float32) for name in names)
+    hidden = config.get("hidden_size")
+    if weight.ndim != 2 or bias.shape != weight.shape[:1] or (hidden is not None and weight.shape[1] != hidden):
+        raise CheckpointMismatchError(
+            f"{location.path}: {names[0]} {tuple(weight.shape)} and {names[1]} {tuple(bias.shape)} are not a "
+            f"[outputs, hidden_size {hidden}] layer and its [outputs] bias")
+    labels = None
+    if entry.needs_labels:
+        id2label = config.get("id2label") or {}
+        try:
+            order = sorted(id2label.items(), key=lambda item: int(item[0]))
+        except (TypeError, ValueError):
+            order = None
+        if order is None or [int(i) for i, _ in order] != list(range(len(order))) or len(order) != len(bias):
+            raise CheckpointMismatchError(
+                f"{config_path}: id2label {id2label} does not name the {len(bias)} outputs of {names[0]} "
+                "as ids 0..n-1; fix id2label, or pass labels=[names]")
+        labels = [str(label) for _, label in order]
+    num_classes = len(bias) if labels is None and twin.problem_type is not None else None
+    return HfTaskHead(entry.kind, twin.architecture, twin.module, np.ascontiguousarray(weight.T), bias, labels,
+                      num_classes)
+
+
+def assign_hf_task_head(model, head):
+    """Loads a `read_hf_task_head` head into a task's head `model` (built for its family).
+
+    Raises:
+        CheckpointMismatchError: the head built has another shape (other labels given, say).
+    """
+    layer = getattr(model, family(head.kind).hf_head.layer)
+    for variable, value, name in ((layer.kernel, head.kernel, "weight"), (layer.bias, head.bias, "bias")):
+        if tuple(variable.shape) != value.shape:
+            raise CheckpointMismatchError(
+                f"{head.architecture} {head.module}.{name}: shape {value.shape[::-1] if name == 'weight' else value.shape}"
+                f" but the {head.kind} head built has {tuple(variable.shape)[::-1] if name == 'weight' else tuple(variable.shape)}"
+                " (labels= or num_classes= other than its id2label?)")
+        variable.assign(value.astype(variable.dtype))

@@ -18,7 +18,9 @@ bert_keras.tasks.inputs.TaskInputError: x: a tuple must hold two lists of texts 
 
 The label rule, stated once: with `labels=` given, `y` holds label NAMES; an int (or
 an integral float) is compared as its name, so star ratings `labels=[1, 2, 3, 4, 5]`
-take `y=5`, and `labels=["1", "0"]` reads `y=1` as the class named "1" (id 0).
+take `y=5`, and `labels=["1", "0"]` reads `y=1` as the class named "1" (id 0). A whole
+number is its class however either writes it: `y=1`, `"1"` or `1.0` is the class named
+"1.0" (a model fine-tuned when JSON's 1.0 was read as the name "1.0"), and `"1.0"` is "1".
 Ids are names too when the task was built with `num_classes=` (its labels are
 "0", "1", ...). Only when no label name is a number can an int mean nothing else: then
 it is the id of `labels[i]`, as Keras' sparse labels (`text_dataset_from_directory`'s
@@ -31,6 +33,8 @@ it is the id of `labels[i]`, as Keras' sparse labels (`text_dataset_from_directo
 [0]
 >>> label_ids([1, "neg"], ["neg", "pos"], "y")
 [1, 0]
+>>> label_ids([1, "5"], ["1.0", "2.0", "3.0", "4.0", "5.0"], "y")
+[0, 4]
 """
 
 import contextlib
@@ -38,6 +42,7 @@ import contextvars
 import dataclasses
 import math
 import numbers
+import re
 
 import numpy as np
 
@@ -318,22 +323,57 @@ def label_ids(y, labels, name="y"):
 
 
 def label_id(label, index, where):
-    """The id of one label value; `index` maps names to ids. A `TaskInputError` names `where`."""
+    """The id of one label value; `index` maps names to ids. A `TaskInputError` names `where`.
+
+    A whole number is the name written either way: `1`, `"1"` and `1.0` are the class `"1.0"` of a
+    model whose names say `"1.0"` (fine-tuned before JSON's 1.0 was read as the class 1), and
+    `"1.0"` is the class `"1"`."""
     key, number = _label_key_and_kind(label, where)
-    if key not in index and number and 0 <= int(key) < len(index) and not names_are_numbers(index):
+    if key in index:
+        return index[key]
+    whole = whole_number_name(key)
+    if whole is not None:
+        found = index.get(whole, whole_number_aliases(index).get(whole))
+        if found is not None:
+            return found
+    if number and 0 <= int(key) < len(index) and not names_are_numbers(index):
         return int(key)  # an id: no label name is a number, so a number cannot be a name
-    if key not in index:
-        hint = ""
-        if number and not names_are_numbers(index):
-            hint = f"; a number is the id of labels[i], 0 <= i < {len(index)}"
-        raise TaskInputError(f"{where}: label {label!r} was never seen in training; the model knows "
-                             f"{list(index)}{hint}")
-    return index[key]
+    hint = ""
+    if number and not names_are_numbers(index):
+        hint = f"; a number is the id of labels[i], 0 <= i < {len(index)}"
+    raise TaskInputError(f"{where}: label {label!r} was never seen in training; the model knows "
+                         f"{list(index)}{hint}")
+
+
+def whole_number_name(name):
+    """The digits of a label name that writes a whole number (`"3"`, `"-1"`, `"1.0"`, `"2.00"`), else None.
+
+    >>> whole_number_name("1.0"), whole_number_name("-2"), whole_number_name("1.5"), whole_number_name("1e3")
+    ('1', '-2', None, None)
+    """
+    match = re.fullmatch(r"\s*([+-]?)(\d+)(?:\.0*)?\s*", str(name))
+    if match is None:
+        return None
+    digits = str(int(match.group(2)))
+    return "-" + digits if match.group(1) == "-" and digits != "0" else digits
+
+
+def whole_number_aliases(names):
+    """`{digits: id}` of the label names that write a whole number otherwise than as its digits
+    (`"1.0"` -> `"1"`), where no name is those digits already. `names`: a list or `{name: id}`."""
+    index = names if isinstance(names, dict) else {name: i for i, name in enumerate(names)}
+    aliases = {}
+    for name, i in index.items():
+        whole = whole_number_name(name)
+        if whole is not None and whole != name and whole not in index:
+            aliases.setdefault(whole, i)
+    return aliases
 
 
 def names_are_numbers(names):
-    """Whether some label name reads as an integer (then ints in `y` are names, never ids)."""
-    return any(str(name).strip().lstrip("-").isdigit() for name in names)
+    """Whether some label name reads as a whole number (`"3"`, `"1.0"`: then ints in `y` are names,
+    never ids)."""
+    return any(whole_number_name(name) is not None for name in names)
 
 
 def label_key(label, where):

@@ -74,9 +74,14 @@ class TextPreprocessor(keras.layers.Layer):
                                  pad_id=special.pad, pad_to=pad_to)
         self._table = None
         if self.labels is not None:
+            from bert_keras.tasks.inputs import whole_number_aliases
+
+            # a whole number's digits find its class written "1.0" too (`inputs.label_id`)
+            aliases = whole_number_aliases(self.labels)
             self._table = tf.lookup.StaticHashTable(
-                tf.lookup.KeyValueTensorInitializer(tf.constant(self.labels),
-                                                    tf.range(len(self.labels), dtype=tf.int32)), -1)
+                tf.lookup.KeyValueTensorInitializer(tf.constant(list(self.labels) + list(aliases)),
+                                                    tf.constant(list(range(len(self.labels))) + list(aliases.values()),
+                                                                tf.int32)), -1)
 
     def __call__(self, x, y=None, sample_weight=None, **kwargs):
         """Python values are converted to tensors first, as keras-hub's preprocessors do: a

@@ -2,7 +2,9 @@
 (what every `X.from_pretrained` calls), and the rules a task is checked against when it is made.
 
 A pretrained encoder spec gets a new head (`cls._build_head`) and the tokenizer rules its
-checkpoint's `tokenizer_config.json` gives, unless set. A fine-tuned directory keeps its head,
+checkpoint's `tokenizer_config.json` gives, unless set; a `transformers` `BertFor...` directory of
+the task's kind (`BertForSequenceClassification` for a `TextClassifier`) keeps its fine-tuned head
+and `id2label` (`bert_keras.checkpoints.task_heads.read_hf_task_head`; `strict=False` trains a new one). A fine-tuned directory keeps its head,
 labels, tokenization and head-shaping settings (`cls.fixed_settings`): asking for others is an
 error naming both values; other settings may be changed. Either way the task is compiled with the
 fine-tuning recipe and checked against its family's rule (SQuAD: a window must hold the question
@@ -48,15 +50,23 @@ def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length
             task._record.seq_length = checked_seq_length(seq_length, task.encoder.config.max_position_embeddings)
     else:
         from bert_keras.checkpoints import find_vocabulary, load_pretrained
+        from bert_keras.checkpoints.task_heads import assign_hf_task_head, read_hf_task_head
 
-        encoder = load_pretrained(spec_path, strict=strict, output_hidden_states=cls._needs_hidden_states(options))
+        # a transformers BertFor... directory of this task (one `convert` wrote, say): its head is kept
+        fine_tuned = read_hf_task_head(spec_path, cls) if strict else None
+        encoder = load_pretrained(spec_path, strict=strict, output_hidden_states=cls._needs_hidden_states(options),
+                                  task_module=fine_tuned.module if fine_tuned else None)
         vocab = vocab_file or find_vocabulary(spec_path)
         if vocab is None:
             raise TaskInputError(f"{spec_path}: no vocab.txt beside the model; pass vocab_file=")
+        if fine_tuned is not None and labels is None and num_classes is None:
+            labels, num_classes = fine_tuned.labels, fine_tuned.num_classes
         labels, head, settings = cls._build_head(encoder, labels=labels, num_classes=num_classes,
                                                  dropout=dropout, **options)
         if seq_length is None:  # the family's default for this checkpoint (None: the task default)
             seq_length = cls._checkpoint_seq_length(spec_path, encoder.config.max_position_embeddings)
+        if fine_tuned is not None:
+            assign_hf_task_head(head, fine_tuned)
         # the vocabulary's recorded pre-tokenizer (a morpheme vocabulary's kiwi) unless one is given
         rules = resolve_tokenizer_settings(vocab, lowercase, strip_accents, pre_tokenizer)
         task = cls(head, vocab_file=vocab, seq_length=seq_length, labels=labels,

@@ -227,7 +227,10 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
             strict: False drops, with a warning, checkpoint tensors the encoder does not use (the
                 head of a Hugging Face `BertForSequenceClassification`, say: the task trains its
                 own) and lets weights the checkpoint lacks keep their random start; True (default)
-                refuses both, naming them.
+                refuses both, naming them, except the fine-tuned head of a `transformers` directory
+                of this task (`BertForSequenceClassification` for a `TextClassifier`,
+                `BertForTokenClassification`, `BertForQuestionAnswering`, `BertForMultipleChoice`):
+                that head is kept, with its `id2label` as `labels`, and gives that model's logits.
             **options: the task's own settings (see each class).
 
         Raises:

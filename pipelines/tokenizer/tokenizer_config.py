@@ -155,8 +155,10 @@ def _keras_hub_preset_settings(vocab_file):
 def resolve_tokenizer_settings(vocab_file, lowercase=None, strip_accents=None, pre_tokenizer=None):
     """The `lowercase` / `strip_accents` / `pre_tokenizer` a model built on `vocab_file` uses.
 
-    Given values win. With neither casing rule given, the checkpoint's recorded ones apply (else
-    uncased, accents following the casing: the original BERT's and HF's defaults). With only
+    Given values win. With neither casing rule given, the checkpoint's recorded ones apply; a
+    vocabulary that records no casing is read cased when it is cased (`vocabulary_is_cased`: a
+    google-research `cased_L-12_H-768_A-12` ships no `tokenizer_config.json`), else uncased
+    (the original BERT's and HF's default); accents follow the casing. With only
     `lowercase` given, accents follow it, as in HF's `BertTokenizer`. The morpheme analyzer is the
     vocabulary's own whatever the casing: the recorded one (None if none) unless `pre_tokenizer` is
     given; `"none"` (`NO_PRE_TOKENIZER`) gives no analyzer, for text split already.
@@ -165,10 +167,39 @@ def resolve_tokenizer_settings(vocab_file, lowercase=None, strip_accents=None, p
     recorded = {} if given_all else read_tokenizer_settings(vocab_file)
     analyzer = recorded.get("pre_tokenizer") if pre_tokenizer is None else given_pre_tokenizer(pre_tokenizer)
     if lowercase is None and strip_accents is None:
-        return {"lowercase": recorded.get("lowercase", True), "strip_accents": recorded.get("strip_accents"),
+        if "lowercase" not in recorded:
+            recorded["lowercase"] = not vocabulary_is_cased(vocab_file)
+        return {"lowercase": recorded["lowercase"], "strip_accents": recorded.get("strip_accents"),
                 "pre_tokenizer": analyzer}
     return {"lowercase": True if lowercase is None else bool(lowercase), "strip_accents": strip_accents,
             "pre_tokenizer": analyzer}
+
+
+def vocabulary_is_cased(vocab_file):
+    """Whether the WordPiece vocabulary `vocab_file` was learned on cased text: it holds a token
+    that lowercasing changes (`The`, `##A`), which text read uncased never produces. Special
+    tokens in brackets (`[CLS]`, `[unused0]`) are not counted; a letter with no lower case
+    (`ℝ`, in uncased BERT's vocabulary) is no sign of casing. False when there is no such file.
+
+    >>> import os, tempfile
+    >>> vocab = os.path.join(tempfile.mkdtemp(), "vocab.txt")
+    >>> _ = open(vocab, "w", encoding="utf-8").write("[CLS]\\nthe\\nℝ\\n")
+    >>> vocabulary_is_cased(vocab)
+    False
+    >>> _ = open(vocab, "a", encoding="utf-8").write("The\\n")
+    >>> vocabulary_is_cased(vocab)
+    True
+    """
+    if vocab_file is None or not os.path.isfile(vocab_file):
+        return False
+    with open(vocab_file, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            token = line.strip()
+            if token.startswith("[") and token.endswith("]") and len(token) > 2:
+                continue
+            if token.lower() != token:
+                return True
+    return False
 
 
 def given_pre_tokenizer(pre_tokenizer):

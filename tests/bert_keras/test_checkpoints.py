@@ -1101,6 +1101,35 @@ def test_a_word_added_to_a_transformers_tokenizer_gets_the_id_transformers_gives
     assert BertTokenizer(vocab).tokenize([text]).to_list()[0] == theirs(text, add_special_tokens=False)["input_ids"]
 
 
+def test_tokens_of_added_tokens_json_beside_vocab_txt_are_the_vocabularys_last_ids(tiny_config, tiny_vocab_file,
+                                                                                    tmp_path, monkeypatch):
+    """transformers 4 saved `tokenizer.add_tokens`' tokens in added_tokens.json beside vocab.txt: they
+    were ignored, silently ("covid19" read as [UNK], where transformers gives it id 99). They are now
+    the vocabulary's last lines, at their ids, with a warning naming them, as tokenizer.json's."""
+    import dataclasses
+
+    from bert_keras.checkpoints import load_tokenizer
+
+    monkeypatch.setenv("BERT_KERAS_CACHE", str(tmp_path / "cache"))
+    config = dataclasses.replace(tiny_config, vocab_size=101)
+    model = tmp_path / "hf"
+    _write_raw_hf(model, config, _hf_tensors(config, random_canonical(config)))
+    shutil.copy(tiny_vocab_file, model / "vocab.txt")
+    (model / "tokenizer_config.json").write_text('{"do_lower_case": true}')
+    (model / "added_tokens.json").write_text('{"[ENT]": 100, "covid19": 99}')
+    with pytest.warns(UserWarning, match=r"2 added token\(s\) \['covid19', '\[ENT\]'\] are the vocabulary's ids 99..100"):
+        vocab = find_vocabulary(f"hf:{model}")
+    tokens = open(tiny_vocab_file, encoding="utf-8").read().split()
+    assert open(vocab).read().split() == tokens + ["covid19", "[ENT]"]
+    with pytest.warns(UserWarning):
+        assert load_tokenizer(f"hf:{model}").tokenize(["tok5 covid19"]).to_list() == [[10, 99]]
+    (model / "added_tokens.json").write_text('{"covid19": 101}')
+    with pytest.raises(CheckpointFormatError, match=r"added_tokens.json: the added tokens' ids \[101\] do not continue"):
+        find_vocabulary(f"hf:{model}")
+    (model / "added_tokens.json").write_text('{}')
+    assert find_vocabulary(f"hf:{model}") == str(model / "vocab.txt")
+
+
 def test_a_fine_tuned_classifier_converts_to_a_transformers_sequence_classifier(tmp_path, capsys):
     """`bert-keras convert FINETUNED_DIR hf:OUT` said "cannot tell the weight format of directory
     ... (it holds ['labels.txt', 'model.keras', 'task.json', 'vocab.txt'])". It now writes the
@@ -1212,3 +1241,96 @@ def test_a_model_written_over_a_transformers_directory_leaves_none_of_its_weight
     loading.write_pretrained(f"hf:{target}", tiny_config, random_canonical(tiny_config), vocab_file=tiny_vocab_file)
     assert sorted(os.listdir(target)) == ["README.md", "config.json", "model.safetensors", "tokenizer_config.json",
                                           "vocab.txt"]
+
+
+@pytest.mark.parametrize("task_name, architecture, num_labels", [
+    ("TextClassifier", "BertForSequenceClassification", 3),
+    ("TextClassifier", "BertForSequenceClassification", 1),  # regression
+    ("TokenClassifier", "BertForTokenClassification", 3),
+    ("SpanQA", "BertForQuestionAnswering", 2)])
+def test_a_transformers_fine_tuned_directory_is_its_task_with_its_head(task_name, architecture, num_labels,
+                                                                       tiny_config, tiny_vocab_file, tmp_path):
+    """A `save_pretrained` BertForSequenceClassification (id2label neg/pos/neutral) was refused by
+    `TextClassifier.from_pretrained` ("classifier.weight ... pass strict=False"), and strict=False
+    dropped the head and asked for labels; a BertForTokenClassification / BertForQuestionAnswering
+    (no pooler, as transformers builds them) failed with "2 encoder weight(s) missing: pooler".
+    The task now keeps the head and id2label, and gives transformers' logits."""
+    import bert_keras.tasks as tasks
+
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    labels = ["neg", "pos", "neutral"][:num_labels] if num_labels > 2 else None
+    config = transformers.BertConfig(
+        vocab_size=tiny_config.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=37, max_position_embeddings=40, num_labels=num_labels,
+        **({"id2label": dict(enumerate(labels))} if labels else {}))
+    theirs = getattr(transformers, architecture)(config).eval()
+    theirs.save_pretrained(tmp_path / "hf")
+    shutil.copy(tiny_vocab_file, tmp_path / "hf" / "vocab.txt")
+    options = {"max_query_length": 8} if task_name == "SpanQA" else {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        task = getattr(tasks, task_name).from_pretrained(f"hf:{tmp_path / 'hf'}", seq_length=16, **options)
+    pooler_warnings = [str(w.message) for w in caught if "pooler" in str(w.message)]
+    assert bool(pooler_warnings) == (task_name != "TextClassifier")  # transformers builds them without one
+    assert task.labels == labels
+    if task_name == "TextClassifier":
+        assert task.is_regression == (num_labels == 1)
+    batch = random_batch(tiny_config, batch=3, length=9, seed=5)
+    ours = task.head(batch, training=False)
+    with torch.no_grad():
+        out = theirs(input_ids=torch.tensor(batch["token_ids"]).long(),
+                     token_type_ids=torch.tensor(batch["segment_ids"]).long(),
+                     attention_mask=torch.tensor(batch["padding_mask"]).long())
+    mask = batch["padding_mask"].astype(bool)
+    if task_name == "SpanQA":
+        for name in ("start_logits", "end_logits"):
+            np.testing.assert_allclose(np.asarray(ours[name])[mask], getattr(out, name).numpy()[mask], atol=1e-5)
+    elif task_name == "TokenClassifier":
+        np.testing.assert_allclose(np.asarray(ours)[mask], out.logits.numpy()[mask], atol=1e-5)
+    else:  # a regression model's scores are [batch], transformers' [batch, 1]
+        np.testing.assert_allclose(np.asarray(ours).reshape(out.logits.shape), out.logits.numpy(), atol=1e-5)
+    if labels:  # other classes than the head's: refused by name; strict=False trains a new head
+        with pytest.raises(CheckpointMismatchError, match=r"classifier.weight: shape \(3, 32\).*has \(2, 32\)"):
+            getattr(tasks, task_name).from_pretrained(f"hf:{tmp_path / 'hf'}", labels=["a", "b"])
+        with pytest.warns(UserWarning, match="classifier.weight"):
+            fresh = getattr(tasks, task_name).from_pretrained(f"hf:{tmp_path / 'hf'}", labels=["a", "b"],
+                                                             strict=False)
+        assert fresh.labels == ["a", "b"]
+        config_text = (tmp_path / "hf" / "config.json").read_text()
+        (tmp_path / "hf" / "config.json").write_text(config_text[: len(config_text) // 2])  # cut short
+        with pytest.raises(Exception, match=r"config.json: not valid JSON"):
+            getattr(tasks, task_name).from_pretrained(f"hf:{tmp_path / 'hf'}")
+
+
+def test_a_classifier_with_window_relevance_converts_with_its_logits_and_says_what_is_left_out(tiny_config,
+                                                                                              tiny_vocab_file,
+                                                                                              tmp_path):
+    """A long-text classifier's `window_relevance` statistics have no place in
+    BertForSequenceClassification: `convert` names them in a warning and the logits of one window
+    are transformers' (the statistics only weigh a long text's windows)."""
+    transformers = pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    from bert_keras.checkpoints.layout import assign_canonical
+    from bert_keras.encoder import BertEncoder
+    from bert_keras.finetuned_model import FinetunedModel, convert_finetuned, save_finetuned
+    from bert_keras.models import BertClassifier
+
+    encoder = BertEncoder(tiny_config)
+    assign_canonical(encoder, random_canonical(tiny_config, seed=7))
+    model = BertClassifier(encoder, num_classes=3, relevance_layer=1)
+    model.classifier.kernel.assign(np.random.default_rng(3).normal(size=model.classifier.kernel.shape).astype("float32"))
+    model.window_relevance.threshold.assign(2.5)  # fitted statistics
+    save_finetuned(str(tmp_path / "ft"), FinetunedModel(kind="classification", model=model, vocab_file=tiny_vocab_file,
+                                                        seq_length=16, labels=["a", "b", "c"]))
+    with pytest.warns(UserWarning, match=r"has no place for \[.*window_relevance/threshold.*\].*left out"):
+        convert_finetuned(str(tmp_path / "ft"), f"hf:{tmp_path / 'hf'}")
+    theirs = transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path / "hf").eval()
+    assert theirs.config.id2label == {0: "a", 1: "b", 2: "c"}
+    batch = random_batch(tiny_config, batch=3, seed=4)
+    with torch.no_grad():
+        expected = theirs(input_ids=torch.tensor(batch["token_ids"]).long(),
+                          token_type_ids=torch.tensor(batch["segment_ids"]).long(),
+                          attention_mask=torch.tensor(batch["padding_mask"]).long()).logits.numpy()
+    np.testing.assert_allclose(np.asarray(model(batch, training=False)), expected, atol=1e-5)

