@@ -176,14 +176,16 @@ def resolve_tokenizer_settings(vocab_file, lowercase=None, strip_accents=None, p
 
 
 def vocabulary_is_cased(vocab_file):
-    """Whether the WordPiece vocabulary `vocab_file` was learned on cased text: it holds a token
+    """Whether the WordPiece vocabulary `vocab_file` was learned on cased text: it holds tokens
     that lowercasing changes (`The`, `##A`), which text read uncased never produces. Special
-    tokens in brackets (`[CLS]`, `[unused0]`) are not counted; a letter with no lower case
-    (`ℝ`, in uncased BERT's vocabulary) is no sign of casing. False when there is no such file.
+    tokens in brackets (`[CLS]`, `[unused0]`, `<S>`) are not counted; a letter with no lower case
+    (`ℝ`, in uncased BERT's vocabulary) is no sign of casing; and a few stray ones are not either:
+    it takes 1% of the vocabulary or 10 tokens, whichever is fewer (bert-base-cased has ~10,000).
+    False when there is no such file.
 
     >>> import os, tempfile
     >>> vocab = os.path.join(tempfile.mkdtemp(), "vocab.txt")
-    >>> _ = open(vocab, "w", encoding="utf-8").write("[CLS]\\nthe\\nℝ\\n")
+    >>> _ = open(vocab, "w", encoding="utf-8").write("[CLS]\\n<S>\\nthe\\nℝ\\n")
     >>> vocabulary_is_cased(vocab)
     False
     >>> _ = open(vocab, "a", encoding="utf-8").write("The\\n")
@@ -192,14 +194,15 @@ def vocabulary_is_cased(vocab_file):
     """
     if vocab_file is None or not os.path.isfile(vocab_file):
         return False
+    tokens = cased = 0
     with open(vocab_file, encoding="utf-8", errors="replace") as f:
         for line in f:
             token = line.strip()
-            if token.startswith("[") and token.endswith("]") and len(token) > 2:
+            tokens += 1
+            if len(token) > 2 and (token[0], token[-1]) in (("[", "]"), ("<", ">")):
                 continue
-            if token.lower() != token:
-                return True
-    return False
+            cased += token.lower() != token
+    return cased > 0 and cased >= min(10, tokens / 100)
 
 
 def given_pre_tokenizer(pre_tokenizer):

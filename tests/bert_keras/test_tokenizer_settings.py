@@ -549,3 +549,20 @@ def test_query_splits_for_a_served_kiwi_model_as_the_model_card_says(kiwi_checkp
         assert (report["requests"], report["ok"], report["errors"]) == (4, 4, {})
     finally:
         server.stop(grace_s=2)
+
+
+def test_a_few_stray_upper_case_tokens_do_not_make_an_uncased_vocabulary_cased(tmp_path):
+    """An uncased vocabulary with a handful of tokens lowercasing changes (special tokens in angle
+    brackets, a stray symbol or two) stays uncased; a cased one has thousands, and a small one 1%."""
+    from pipelines.tokenizer.tokenizer_config import vocabulary_is_cased
+
+    words = [f"word{i}" for i in range(3000)]
+    uncased = tmp_path / "uncased.txt"
+    uncased.write_text("\n".join(["[PAD]", "[UNK]", "<S>", "<T>", "<UNK>", "Ⅸ", "Ａ"] + words) + "\n", encoding="utf-8")
+    assert not vocabulary_is_cased(str(uncased))
+    cased = tmp_path / "cased.txt"
+    cased.write_text("\n".join(["[PAD]"] + words + [f"Word{i}" for i in range(10)]) + "\n", encoding="utf-8")
+    assert vocabulary_is_cased(str(cased))
+    small = tmp_path / "small.txt"
+    small.write_text("[PAD]\nthe\ncat\nThe\n", encoding="utf-8")
+    assert vocabulary_is_cased(str(small))
