@@ -22,6 +22,7 @@ import base64
 import contextlib
 import http.client
 import json
+import re
 import socket
 import ssl
 import threading
@@ -49,6 +50,26 @@ class ServingClientError(Exception):
         self.code = code
         self.message = message
         self.http_status = http_status
+
+
+# TF Serving's answer, under --enable_batching, to a request of more rows than its max_batch_size.
+_TASK_TOO_LARGE = re.compile(r"Task size (\d+) is larger than maximum input batch size (\d+)")
+
+
+def _parts_within_batch_limit(error, named):
+    """`named` inputs cut into requests of at most the server's max_batch_size rows, when `error`
+    is the batching server's refusal of a larger request; else None (the error stands)."""
+    found = _TASK_TOO_LARGE.search(error.message or "") if error.code == "INVALID_ARGUMENT" else None
+    if found is None:
+        return None
+    limit = int(found.group(2))
+    arrays = {name: np.asarray(value, dtype=object) if isinstance(value, (list, tuple)) else np.asarray(value)
+              for name, value in named.items()}
+    rows = {len(array) if array.ndim else 0 for array in arrays.values()}
+    if limit < 1 or len(rows) != 1 or rows.pop() <= limit:
+        return None
+    total = len(next(iter(arrays.values())))
+    return [{name: array[start:start + limit] for name, array in arrays.items()} for start in range(0, total, limit)]
 
 
 def _as_string_array(values):
@@ -545,7 +566,14 @@ class ServingClient:
             signature_name: default: the client's `signature_name` ("serving_default").
         """
         signature_name = signature_name or self.signature_name
-        raw = self.send(self.prepare_predict(inputs, signature_name))
+        try:
+            raw = self.send(self.prepare_predict(inputs, signature_name))
+        except ServingClientError as error:
+            parts = _parts_within_batch_limit(error, self._named_inputs(inputs, signature_name))
+            if parts is None:
+                raise
+            answers = [self.predict(part, signature_name) for part in parts]
+            return {name: np.concatenate([answer[name] for answer in answers]) for name in answers[0]}
         if self.protocol == "grpc":
             from serving.server.tensor_proto import ndarray_from_proto
 

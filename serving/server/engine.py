@@ -313,6 +313,14 @@ class InferenceEngine:
             check_window_count(window_cost.cost(arrays, bound=True), rows or 0, limits, where)
         runner = self._runner(servable, signature_name)
         batched = batch and self._scheduler is not None and rows is not None and signature.batchable
+        if batched and rows > self._scheduler.options.max_batch_size:
+            # TF Serving's batching refuses a request (a "task") of more rows than max_batch_size
+            # (its BatchScheduler's input_batch_size_limit), in these words: a client tested here
+            # meets the same answer there.
+            limit = self._scheduler.options.max_batch_size
+            raise ServingError("INVALID_ARGUMENT", f"Task size {rows} is larger than maximum input batch size {limit} "
+                                                   f"({where}send at most {limit} rows a request, or serve with a "
+                                                   "larger --max-batch-size)")
         if batched:
             key = (servable, signature_name, tuple(a.shape[1:] for a in arrays.values()))
 

@@ -364,3 +364,23 @@ def test_query_cli_against_a_real_bert_export(exported_model, capsys):
         np.testing.assert_allclose([score for _, score in result], reference["probabilities"][0].numpy(), atol=1e-5)
     finally:
         server.stop(grace_s=2)
+
+
+def test_a_request_over_max_batch_size_is_refused_as_tf_serving_does_and_the_client_splits_it(client):
+    """Under batching TF Serving refuses a request of more rows than max_batch_size ("Task size 40
+    is larger than maximum input batch size 16", INVALID_ARGUMENT); the client then sends it again
+    in parts of 16 and joins the answers, row for row those of one call."""
+    from serving.client import ServingClientError
+
+    texts = [f"text number {i}" + "!" * (i % 7) for i in range(40)]
+    with pytest.raises(ServingClientError) as raised:
+        client.send(client.prepare_predict(texts))
+    assert raised.value.code == "INVALID_ARGUMENT"
+    assert "Task size 40 is larger than maximum input batch size 16" in raised.value.message
+    out = client.predict(texts)
+    assert out["length"].tolist() == [len(text) for text in texts]
+    np.testing.assert_allclose(out["probabilities"], expected_probabilities(texts, 1), rtol=1e-5)
+    pairs = client.predict({"text": [f"a{i}" for i in range(20)], "text_b": [f"b{i}" for i in range(20)]},
+                           signature_name="pair")
+    assert pairs["joined"].tolist() == [f"a{i}|b{i}".encode() for i in range(20)]
+    assert client.predict(texts[:16])["length"].tolist() == [len(text) for text in texts[:16]]  # at the limit
