@@ -50,26 +50,23 @@ def option(default=dataclasses.MISSING, help=None, name=None, *old_names, **flag
 def positive_int(text):
     """argparse type of counts that must be at least 1 (`--batch-size 0` is a usage error, not a
     TensorFlow traceback at the first batch)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+    return _whole_number_at_least(text, 1)
 
 
 def sequence_length(text):
     """argparse type of `--seq-length`: positions of a packed example, at least 3 (`[CLS]`, a token
     and `[SEP]`; `--seq-length 2` is a usage error naming the flag, not the packer's message)."""
+    return _whole_number_at_least(text, 3, " ([CLS], a token and [SEP])")
+
+
+def _whole_number_at_least(text, least, why=""):
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 3:
-        raise argparse.ArgumentTypeError(f"must be at least 3 ([CLS], a token and [SEP]), got {value}")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"must be at least {least}{why}, got {value}")
     return value
-
 
 def positive_float(text):
     """argparse type of rates that must be above 0 and finite (`--learning-rate -1` would train

@@ -468,12 +468,7 @@ def vocabulary_from_tokenizer_json(directory):
     path = os.path.join(directory, TOKENIZER_JSON)
     if not os.path.isfile(path):
         return None
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        spec = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CheckpointFormatError(f"{path}: not JSON ({error})") from None
+    data, spec = _json_file(path)
     model = spec.get("model") if isinstance(spec, dict) else None
     if not isinstance(model, dict) or model.get("type") != "WordPiece" or not isinstance(model.get("vocab"), dict):
         return None
@@ -492,6 +487,16 @@ def vocabulary_from_tokenizer_json(directory):
     # Keyed by the rules too: two directories may share a tokenizer.json and differ in their config
     # (and by the layout: "2" holds the added tokens, which the first one left out).
     return _cached_vocabulary(b"2" + data, tokens, settings)
+
+
+def _json_file(path):
+    """`(bytes, parsed)` of a JSON file of a checkpoint; a file that is no JSON is named."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        return data, json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise CheckpointFormatError(f"{path}: not JSON ({error})") from None
 
 
 def vocabulary_with_added_tokens(directory):
@@ -513,12 +518,7 @@ def vocabulary_with_added_tokens(directory):
     vocab_file = os.path.join(directory, VOCAB_FILE)
     if not (os.path.isfile(path) and os.path.isfile(vocab_file)):
         return None
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        added = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise CheckpointFormatError(f"{path}: not JSON ({error})") from None
+    data, added = _json_file(path)
     if not isinstance(added, dict):
         raise CheckpointFormatError(f'{path}: not a JSON object of {{"token": id}}')
     with open(vocab_file, "rb") as f:
