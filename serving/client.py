@@ -58,18 +58,38 @@ _TASK_TOO_LARGE = re.compile(r"Task size (\d+) is larger than maximum input batc
 
 def _parts_within_batch_limit(error, named):
     """`named` inputs cut into requests of at most the server's max_batch_size rows, when `error`
-    is the batching server's refusal of a larger request; else None (the error stands)."""
+    is the batching server's refusal of a larger request; else None (the error stands). Each part
+    keeps its input's form (a list stays a list of the same values, an array an array)."""
     found = _TASK_TOO_LARGE.search(error.message or "") if error.code == "INVALID_ARGUMENT" else None
     if found is None:
         return None
     limit = int(found.group(2))
-    arrays = {name: np.asarray(value, dtype=object) if isinstance(value, (list, tuple)) else np.asarray(value)
+    values = {name: value if isinstance(value, (list, tuple, np.ndarray)) else np.asarray(value)
               for name, value in named.items()}
-    rows = {len(array) if array.ndim else 0 for array in arrays.values()}
-    if limit < 1 or len(rows) != 1 or rows.pop() <= limit:
+    rows = {len(value) if np.ndim(value) else 0 for value in values.values()}
+    if limit < 1 or len(rows) != 1:
         return None
-    total = len(next(iter(arrays.values())))
-    return [{name: array[start:start + limit] for name, array in arrays.items()} for start in range(0, total, limit)]
+    total = rows.pop()
+    if total <= limit:
+        return None
+    return [{name: value[start:start + limit] for name, value in values.items()} for start in range(0, total, limit)]
+
+
+def _join_parts(answers):
+    """The answers of a request sent in parts, as one answer. An output padded per request to its
+    longest row (a tagger's entities `[B, E]`) is padded to the widest part with the exports' own
+    padding: "" for strings, -1 for integers, 0 for floats, False for booleans."""
+    joined = {}
+    for name in answers[0]:
+        parts = [np.asarray(answer[name]) for answer in answers]
+        widest = np.max([part.shape[1:] for part in parts], axis=0) if parts[0].ndim > 1 else None
+        if widest is not None:
+            kind = parts[0].dtype.kind
+            fill = b"" if kind in "OSU" else -1 if kind in "iu" else False if kind == "b" else 0
+            parts = [np.pad(part, [(0, 0)] + [(0, int(w) - d) for w, d in zip(widest, part.shape[1:])],
+                            constant_values=fill) for part in parts]
+        joined[name] = np.concatenate(parts)
+    return joined
 
 
 def _as_string_array(values):
@@ -572,8 +592,7 @@ class ServingClient:
             parts = _parts_within_batch_limit(error, self._named_inputs(inputs, signature_name))
             if parts is None:
                 raise
-            answers = [self.predict(part, signature_name) for part in parts]
-            return {name: np.concatenate([answer[name] for answer in answers]) for name in answers[0]}
+            return _join_parts([self.predict(part, signature_name) for part in parts])
         if self.protocol == "grpc":
             from serving.server.tensor_proto import ndarray_from_proto
 

@@ -384,3 +384,25 @@ def test_a_request_over_max_batch_size_is_refused_as_tf_serving_does_and_the_cli
                            signature_name="pair")
     assert pairs["joined"].tolist() == [f"a{i}|b{i}".encode() for i in range(20)]
     assert client.predict(texts[:16])["length"].tolist() == [len(text) for text in texts[:16]]  # at the limit
+    # numbers given as lists stay numbers in every part (cast to the input's float32, not sent as strings)
+    scaled = client.predict({"x": [[1, 2, 3]] * 20 + [[0, 0, 1]] * 20}, signature_name="scale")
+    np.testing.assert_allclose(scaled["y"], [[3.0, 5.0, 7.0]] * 20 + [[1.0, 1.0, 3.0]] * 20)
+
+
+def test_parts_padded_per_request_are_joined_with_the_exports_padding():
+    """A tagger's entities are `[B, E]`, E the most entities in that request: parts of one request
+    differ in E and are padded to the widest with "" / -1 / 0 / False, as one call pads its rows."""
+    from serving.client import _join_parts
+
+    first = {"entity_text": np.array([[b"Ann", b"Paris"]], dtype=object), "start_char": np.array([[0, 13]]),
+             "score": np.array([[0.9, 0.8]], np.float32), "flags": np.array([[True, True]]),
+             "num_entities": np.array([2])}
+    second = {"entity_text": np.array([[b"Bo"], [b""]], dtype=object), "start_char": np.array([[4], [-1]]),
+              "score": np.array([[0.7], [0.0]], np.float32), "flags": np.array([[True], [False]]),
+              "num_entities": np.array([1, 0])}
+    joined = _join_parts([first, second])
+    assert joined["entity_text"].tolist() == [[b"Ann", b"Paris"], [b"Bo", b""], [b"", b""]]
+    assert joined["start_char"].tolist() == [[0, 13], [4, -1], [-1, -1]]
+    np.testing.assert_allclose(joined["score"], [[0.9, 0.8], [0.7, 0.0], [0.0, 0.0]])
+    assert joined["flags"].tolist() == [[True, True], [True, False], [False, False]]
+    assert joined["num_entities"].tolist() == [2, 1, 0]
