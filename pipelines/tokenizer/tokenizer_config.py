@@ -159,20 +159,18 @@ def resolve_tokenizer_settings(vocab_file, lowercase=None, strip_accents=None, p
     vocabulary that records no casing is read cased when it is cased (`vocabulary_is_cased`: a
     google-research `cased_L-12_H-768_A-12` ships no `tokenizer_config.json`), else uncased
     (the original BERT's and HF's default); accents follow the casing. With only
-    `lowercase` given, accents follow it, as in HF's `BertTokenizer`. The morpheme analyzer is the
+    `lowercase` given, accents follow it, as in HF's `BertTokenizer`; with only `strip_accents`
+    given, the casing is the checkpoint's (a flag about accents does not change it). The morpheme analyzer is the
     vocabulary's own whatever the casing: the recorded one (None if none) unless `pre_tokenizer` is
     given; `"none"` (`NO_PRE_TOKENIZER`) gives no analyzer, for text split already.
     """
-    given_all = pre_tokenizer is not None and (lowercase is not None or strip_accents is not None)
-    recorded = {} if given_all else read_tokenizer_settings(vocab_file)
+    recorded = read_tokenizer_settings(vocab_file) if pre_tokenizer is None or lowercase is None else {}
     analyzer = recorded.get("pre_tokenizer") if pre_tokenizer is None else given_pre_tokenizer(pre_tokenizer)
-    if lowercase is None and strip_accents is None:
-        if "lowercase" not in recorded:
-            recorded["lowercase"] = not vocabulary_is_cased(vocab_file)
-        return {"lowercase": recorded["lowercase"], "strip_accents": recorded.get("strip_accents"),
-                "pre_tokenizer": analyzer}
-    return {"lowercase": True if lowercase is None else bool(lowercase), "strip_accents": strip_accents,
-            "pre_tokenizer": analyzer}
+    if lowercase is None:  # the checkpoint's casing, whatever is said of accents
+        lowercase = recorded["lowercase"] if "lowercase" in recorded else not vocabulary_is_cased(vocab_file)
+        if strip_accents is None:
+            strip_accents = recorded.get("strip_accents")
+    return {"lowercase": bool(lowercase), "strip_accents": strip_accents, "pre_tokenizer": analyzer}
 
 
 def vocabulary_is_cased(vocab_file):

@@ -137,7 +137,8 @@ def test_resolution_and_bad_files(tmp_path):
     assert resolve_tokenizer_settings(vocab) == {"lowercase": True, "strip_accents": None, "pre_tokenizer": None}
     write_tokenizer_settings(vocab, lowercase=False)
     assert resolve_tokenizer_settings(vocab) == {"lowercase": False, "strip_accents": None, "pre_tokenizer": None}
-    assert resolve_tokenizer_settings(vocab, strip_accents=True) == {"lowercase": True, "strip_accents": True,
+    # A rule about accents alone keeps the recorded casing (as HF's from_pretrained(dir, strip_accents=True)).
+    assert resolve_tokenizer_settings(vocab, strip_accents=True) == {"lowercase": False, "strip_accents": True,
                                                                      "pre_tokenizer": None}
     # The analyzer is the vocabulary's own whatever the casing given; a given one (or "none") wins.
     write_tokenizer_settings(vocab, lowercase=True, strip_accents=False, pre_tokenizer="kiwi")
@@ -566,3 +567,23 @@ def test_a_few_stray_upper_case_tokens_do_not_make_an_uncased_vocabulary_cased(t
     small = tmp_path / "small.txt"
     small.write_text("[PAD]\nthe\ncat\nThe\n", encoding="utf-8")
     assert vocabulary_is_cased(str(small))
+
+
+def test_a_rule_about_accents_alone_keeps_the_checkpoints_casing(tmp_path):
+    """`--no-strip-accents` (strip_accents=False) on a cased checkpoint, recorded or guessed, kept
+    lowercasing it: only the accents rule is the caller's, the casing stays the checkpoint's."""
+    from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings, write_tokenizer_settings
+
+    guessed = tmp_path / "guessed" / "vocab.txt"
+    guessed.parent.mkdir()
+    guessed.write_text("\n".join(["[PAD]", "[UNK]", "the", "The", "Paris", "café"]) + "\n", encoding="utf-8")
+    assert resolve_tokenizer_settings(str(guessed), strip_accents=False) == {
+        "lowercase": False, "strip_accents": False, "pre_tokenizer": None}
+    recorded = tmp_path / "recorded" / "vocab.txt"
+    recorded.parent.mkdir()
+    recorded.write_text("[PAD]\n[UNK]\n오늘\n", encoding="utf-8")
+    write_tokenizer_settings(str(recorded), lowercase=False, pre_tokenizer="kiwi")
+    assert resolve_tokenizer_settings(str(recorded), strip_accents=True, pre_tokenizer="none") == {
+        "lowercase": False, "strip_accents": True, "pre_tokenizer": None}
+    assert resolve_tokenizer_settings(str(recorded), lowercase=True) == {
+        "lowercase": True, "strip_accents": None, "pre_tokenizer": "kiwi"}
