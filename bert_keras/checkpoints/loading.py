@@ -386,7 +386,7 @@ def load_tokenizer(spec, *, vocab_file=None, lowercase=None, strip_accents=None,
     Args:
         spec: see the module docstring.
         vocab_file: the vocabulary, when the checkpoint has none beside it.
-        lowercase, strip_accents: the rules (None: the checkpoint's, else uncased; HF's defaults).
+        lowercase, strip_accents: the rules (None: the checkpoint's, else as its vocabulary's tokens show, `vocabulary_is_cased`).
         pre_tokenizer: the morpheme analyzer that splits text first (None: the one the vocabulary
             records, `bert-keras vocab --pre-tokenizer kiwi`'s; "none": no analyzer, text split already).
         **options: more `BertTokenizer` options (`backend`, `max_input_chars_per_word`, ...).

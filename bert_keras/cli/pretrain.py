@@ -31,7 +31,7 @@ def register(subparsers, summary):
     parser.add_argument("--vocab", metavar="VOCAB",
                         help="vocab.txt (needed with --input; sizes a named --config; copied to the output)")
     add_case_options(parser, cased_help="cased tokenization (default: as the vocabulary's tokenizer_config.json "
-                                        "says, else uncased)")
+                                        "says, else as its tokens show)")
     parser.add_argument("--output-dir", required=True, metavar="DIR", help="where everything is written")
     add_field_options(parser, PretrainingOptions)  # --steps, --config, --init, ... --overwrite
     parser.set_defaults(func=run)

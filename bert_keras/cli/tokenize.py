@@ -23,7 +23,7 @@ def register(subparsers, summary):
                         help="take the vocabulary of a model (hf:DIR, tf1:CKPT, keras-hub:DIR, pip:PACKAGE, or a "
                              "fine-tuned model directory: tokenized as it was trained)")
     add_case_options(parser, cased_help="cased rules (no lowercasing or accent stripping; default: as the "
-                                        "vocabulary's tokenizer_config.json says, else uncased)")
+                                        "vocabulary's tokenizer_config.json says, else as its tokens show)")
     add_option(parser, "--tokenizer", "--backend", choices=["tf_text", "core"], default="tf_text",
                help="tokenizer backend (identical output)")
     parser.add_argument("--pair", metavar="TEXT_B", help="second segment: show the packed [CLS] A [SEP] B [SEP] input")

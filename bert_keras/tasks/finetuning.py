@@ -60,7 +60,7 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
         checkpoint_every: steps between run backups (None: every epoch).
         strategy, tpu: `bert_keras.training.get_strategy` arguments.
         vocab_file, lowercase, strip_accents: the tokenizer, when the weights carry none (None: the
-            checkpoint's `tokenizer_config.json`, else uncased; `TextTask.from_pretrained`).
+            checkpoint's `tokenizer_config.json`, else as its vocabulary's tokens show; `TextTask.from_pretrained`).
         evaluate: score the dev split at the end (no dev data: logged, the model kept).
         tune_threshold: SQuAD v2.0: keep the dev set's best null threshold.
         verbose: Keras' verbosity of `fit` (1: progress bar; evaluation shows one too).

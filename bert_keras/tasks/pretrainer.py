@@ -67,7 +67,7 @@ class Pretrainer(BertPretrainer):
             vocab_file: the WordPiece vocabulary (needed by a size name and
                 by `fit(corpus=)`).
             lowercase, strip_accents: the corpus' tokenization (None: the vocabulary's
-                `tokenizer_config.json`, else uncased; `pipelines.tokenizer.tokenizer_config`).
+                `tokenizer_config.json`, else as its vocabulary's tokens show; `pipelines.tokenizer.tokenizer_config`).
             pre_tokenizer: the morpheme analyzer a corpus is split with (None: the one the
                 vocabulary records, `bert-keras vocab --pre-tokenizer kiwi`'s; "none": no analyzer).
             dtype: a Keras dtype policy (`"mixed_float16"`, ...); None = the global one.
@@ -256,7 +256,7 @@ class Pretrainer(BertPretrainer):
                 present): any spec `BertPretrainer.from_pretrained` reads.
             vocab_file, lowercase, strip_accents: the vocabulary (copied to `output_dir`, with HF's
                 `tokenizer_config.json`) and its rules (None: the vocabulary's `tokenizer_config.json`,
-                else uncased). Korean vocabularies: `strip_accents=False` keeps syllables whole.
+                else as its tokens show). Korean vocabularies: `strip_accents=False` keeps syllables whole.
             pre_tokenizer: the morpheme analyzer a corpus is split with (None: the one the vocabulary
                 records, `bert-keras vocab --pre-tokenizer kiwi`'s; "none": the corpus is split already).
             seq_length, max_predictions, batch_size: the global batch and its shapes (None: the

@@ -86,7 +86,7 @@ def encoder_attention(spec, texts, *, vocab_file=None, lowercase=None, strip_acc
         texts: `[text]` or `[text_a, text_b]`.
         vocab_file: the vocabulary, when the model has none beside it.
         lowercase, strip_accents: the tokenizer's rules (None: the checkpoint's
-            `tokenizer_config.json`, else uncased: `pipelines.tokenizer.tokenizer_config`).
+            `tokenizer_config.json`, else as its vocabulary's tokens show: `pipelines.tokenizer.tokenizer_config`).
         seq_length: at most this many tokens (and the model's positions).
 
     Returns:

@@ -107,7 +107,7 @@ def from_encoder_spec(spec, *, pooling="mean", normalize=False, pooling_layer=-1
         seq_length: packed length (default a sentence-transformers checkpoint's `max_seq_length`,
             else 128; at most the encoder's positions).
         lowercase, strip_accents: the tokenizer's rules (None: the checkpoint's
-            `tokenizer_config.json`, else uncased).
+            `tokenizer_config.json`, else as its vocabulary's tokens show).
         vocab_file: the vocabulary, when the spec has none beside it.
     """
     from bert_keras.checkpoints import find_sentence_seq_length, find_vocabulary, load_pretrained
