@@ -16,6 +16,9 @@ Example:
 """
 
 import csv
+import io
+
+from pipelines.datasets.text_files import decode_text_file
 
 STS_COLUMNS = ("sentence1", "sentence2", "score")
 
@@ -35,30 +38,30 @@ def read_sts_pairs(path, limit=None):
         limit: keep the first `limit` pairs (None: all).
 
     Raises:
-        STSFormatError: the file is empty or its header lacks `sentence1`, `sentence2` or `score`
-            (the message names the file and the header it found).
+        STSFormatError: the file is empty, not UTF-8 text, holds a NUL byte, or its header lacks
+            `sentence1`, `sentence2` or `score` (the message names the file, and the line).
     """
     pairs, skipped = [], 0
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        rows = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
-        header = next(rows, None)
-        if header is None:
-            raise STSFormatError(f"{path}: empty file; expected a header with {', '.join(STS_COLUMNS)}")
-        missing = [name for name in STS_COLUMNS if name not in header]
-        if missing:
-            raise STSFormatError(f"{path}: line 1: the header {header} lacks {', '.join(missing)} "
-                                 f"(an STS file: tab-separated, columns {', '.join(STS_COLUMNS)} among others)")
-        first, second, score = (header.index(name) for name in STS_COLUMNS)
-        for row in rows:
-            try:
-                pair = (row[first].strip(), row[second].strip(), float(row[score]))
-            except (IndexError, ValueError):
-                skipped += 1
-                continue
-            if not pair[0] or not pair[1]:
-                skipped += 1
-                continue
-            pairs.append(pair)
-            if limit and len(pairs) == limit:
-                break
+    text = decode_text_file(path, error=STSFormatError)  # the shared reader: a bad byte named by line
+    rows = csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE)
+    header = next(rows, None)
+    if header is None:
+        raise STSFormatError(f"{path}: empty file; expected a header with {', '.join(STS_COLUMNS)}")
+    missing = [name for name in STS_COLUMNS if name not in header]
+    if missing:
+        raise STSFormatError(f"{path}: line 1: the header {header} lacks {', '.join(missing)} "
+                             f"(an STS file: tab-separated, columns {', '.join(STS_COLUMNS)} among others)")
+    first, second, score = (header.index(name) for name in STS_COLUMNS)
+    for row in rows:
+        try:
+            pair = (row[first].strip(), row[second].strip(), float(row[score]))
+        except (IndexError, ValueError):
+            skipped += 1
+            continue
+        if not pair[0] or not pair[1]:
+            skipped += 1
+            continue
+        pairs.append(pair)
+        if limit and len(pairs) == limit:
+            break
     return pairs, skipped

@@ -52,3 +52,13 @@ def test_the_real_korsts_files_read_whole():
     assert (len(dev), dev_skipped, len(train), train_skipped) == (1500, 0, 5749, 0)
     assert dev[0] == ("안전모를 가진 한 남자가 춤을 추고 있다.", "안전모를 쓴 한 남자가 춤을 추고 있다.", 5.0)
     assert all(0.0 <= score <= 5.0 for _, _, score in dev + train)
+
+
+def test_a_bad_byte_or_a_nul_is_named_by_line(tmp_path):
+    path = tmp_path / "bad.tsv"
+    path.write_bytes("score\tsentence1\tsentence2\n1.0\t좋다\t좋아\n".encode("utf-8") + b"2.0\t\xff\tb\n")
+    with pytest.raises(STSFormatError, match=r"bad\.tsv:3: byte 0xff is not valid utf-8"):
+        read_sts_pairs(str(path))
+    path.write_bytes(b"score\tsentence1\tsentence2\n1.0\ta\x00b\tc\n")
+    with pytest.raises(STSFormatError, match=r"bad\.tsv:2:.*NUL"):
+        read_sts_pairs(str(path))
