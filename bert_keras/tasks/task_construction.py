@@ -61,6 +61,8 @@ def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length
             raise TaskInputError(f"{spec_path}: no vocab.txt beside the model; pass vocab_file=")
         if fine_tuned is not None and labels is None and num_classes is None:
             labels, num_classes = fine_tuned.labels, fine_tuned.num_classes
+        elif fine_tuned is not None and labels is not None and fine_tuned.labels is not None:
+            fine_tuned = _head_in_label_order(fine_tuned, labels, spec_path)
         labels, head, settings = cls._build_head(encoder, labels=labels, num_classes=num_classes,
                                                  dropout=dropout, **options)
         if seq_length is None:  # the family's default for this checkpoint (None: the task default)
@@ -145,3 +147,22 @@ def check_family_rule(task):
         problem = kind_family.check(task.seq_length, kind_family.settings_with_defaults(task._record.settings))
         if problem:
             raise TaskInputError(problem)
+
+
+def _head_in_label_order(head, labels, spec):
+    """A transformers head (`read_hf_task_head`) with its output columns in the order of `labels`
+    (the same names as its `id2label`, in another order: `finetune --init hf:DIR` sorts them);
+    other names are refused: a column trained as one class would be read as another."""
+    import dataclasses
+
+    import numpy as np
+
+    names, given = [str(label) for label in head.labels], [str(label) for label in labels]
+    if given == names:
+        return head
+    if sorted(given) != sorted(names) or len(set(given)) != len(given):
+        raise TaskInputError(f"{spec}: its {head.architecture} head was trained on the labels {names} (config.json "
+                             f"id2label), not {given}; leave labels= out to keep them, or pass strict=False to "
+                             "train a new head")
+    order = np.array([names.index(name) for name in given])
+    return dataclasses.replace(head, kernel=head.kernel[:, order], bias=head.bias[order], labels=list(labels))

@@ -26,6 +26,7 @@ from bert_keras.checkpoints import (
 from bert_keras.checkpoints import hf, keras_hub, loading, tf1
 from bert_keras.checkpoints.layout import canonical_shapes, encoder_to_canonical
 from bert_keras.config import BertConfig
+from bert_keras.tasks.inputs import TaskInputError
 
 MINILM_SENTENCES = [
     "The quick brown fox jumps over the lazy dog.",
@@ -1292,8 +1293,16 @@ def test_a_transformers_fine_tuned_directory_is_its_task_with_its_head(task_name
     else:  # a regression model's scores are [batch], transformers' [batch, 1]
         np.testing.assert_allclose(np.asarray(ours).reshape(out.logits.shape), out.logits.numpy(), atol=1e-5)
     if labels:  # other classes than the head's: refused by name; strict=False trains a new head
-        with pytest.raises(CheckpointMismatchError, match=r"classifier.weight: shape \(3, 32\).*has \(2, 32\)"):
+        with pytest.raises(TaskInputError, match=r"head was trained on the labels \[.*\].*not \['a', 'b'\]"):
             getattr(tasks, task_name).from_pretrained(f"hf:{tmp_path / 'hf'}", labels=["a", "b"])
+        with pytest.raises(TaskInputError, match=r"not \['a', 'b', 'c'\].*strict=False"):  # same count, other names
+            getattr(tasks, task_name).from_pretrained(f"hf:{tmp_path / 'hf'}", labels=["a", "b", "c"])
+        # its names in another order (finetune --init hf:DIR sorts them): each column follows its name
+        reordered = getattr(tasks, task_name).from_pretrained(f"hf:{tmp_path / 'hf'}", seq_length=16,
+                                                              labels=labels[::-1])
+        assert reordered.labels == labels[::-1]
+        np.testing.assert_allclose(np.asarray(reordered.head(batch, training=False))[..., ::-1], np.asarray(ours),
+                                   atol=1e-6)
         with pytest.warns(UserWarning, match="classifier.weight"):
             fresh = getattr(tasks, task_name).from_pretrained(f"hf:{tmp_path / 'hf'}", labels=["a", "b"],
                                                              strict=False)
