@@ -152,7 +152,9 @@ def check_family_rule(task):
 def _head_in_label_order(head, labels, spec):
     """A transformers head (`read_hf_task_head`) with its output columns in the order of `labels`
     (the same names as its `id2label`, in another order: `finetune --init hf:DIR` sorts them);
-    other names are refused: a column trained as one class would be read as another."""
+    other names are refused: a column trained as one class would be read as another. A head saved
+    without names (transformers' `LABEL_0`, `LABEL_1`, ...) takes `labels` in column order, as
+    transformers' `from_pretrained(..., id2label=...)` does."""
     import dataclasses
 
     import numpy as np
@@ -160,6 +162,9 @@ def _head_in_label_order(head, labels, spec):
     names, given = [str(label) for label in head.labels], [str(label) for label in labels]
     if given == names:
         return head
+    if names == [f"LABEL_{i}" for i in range(len(names))] and len(given) == len(names):
+        # transformers' id2label for a head saved without names: its columns are yours, in order
+        return dataclasses.replace(head, labels=list(labels))
     if sorted(given) != sorted(names) or len(set(given)) != len(given):
         raise TaskInputError(f"{spec}: its {head.architecture} head was trained on the labels {names} (config.json "
                              f"id2label), not {given}; leave labels= out to keep them, or pass strict=False to "

@@ -1303,6 +1303,13 @@ def test_a_transformers_fine_tuned_directory_is_its_task_with_its_head(task_name
         assert reordered.labels == labels[::-1]
         np.testing.assert_allclose(np.asarray(reordered.head(batch, training=False))[..., ::-1], np.asarray(ours),
                                    atol=1e-6)
+        unnamed = json.loads((tmp_path / "hf" / "config.json").read_text())
+        unnamed["id2label"] = {str(i): f"LABEL_{i}" for i in range(len(labels))}
+        unnamed["label2id"] = {f"LABEL_{i}": i for i in range(len(labels))}
+        (tmp_path / "hf" / "config.json").write_text(json.dumps(unnamed))
+        named = getattr(tasks, task_name).from_pretrained(f"hf:{tmp_path / 'hf'}", seq_length=16, labels=["x", "y", "z"])
+        assert named.labels == ["x", "y", "z"]  # transformers' default names: yours name its columns, in order
+        np.testing.assert_allclose(np.asarray(named.head(batch, training=False)), np.asarray(ours), atol=1e-6)
         with pytest.warns(UserWarning, match="classifier.weight"):
             fresh = getattr(tasks, task_name).from_pretrained(f"hf:{tmp_path / 'hf'}", labels=["a", "b"],
                                                              strict=False)
