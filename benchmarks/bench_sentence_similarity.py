@@ -62,7 +62,7 @@ def piece_counts(tokenizer, sentences):
 
 
 def main(argv=None):
-    from bert_keras.cli.flag_arguments import add_case_options
+    from bert_keras.cli.flag_arguments import add_case_options, given_lowercase
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -104,7 +104,7 @@ def main(argv=None):
 
     from bert_keras.tasks import Embedder
 
-    options = dict(vocab_file=args.vocab, lowercase=False if args.cased else None,
+    options = dict(vocab_file=args.vocab, lowercase=given_lowercase(args),
                    strip_accents=args.strip_accents, seq_length=args.seq_length)
 
     def embedder(**pooling):

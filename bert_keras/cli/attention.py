@@ -5,7 +5,7 @@ import os
 import shlex
 import sys
 
-from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options, refuse_tokenizer_flags
+from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options, given_lowercase, refuse_tokenizer_flags
 from bert_keras.cli.main import CommandError
 from pipelines.command_options import positive_int
 
@@ -65,7 +65,7 @@ def run(args):
         attention = attention_of(encoder, tokenizer, texts, seq_length=args.seq_length)
     else:
         attention = encoder_attention(args.init, texts, vocab_file=args.vocab,
-                                      lowercase=False if args.cased else None, strip_accents=args.strip_accents,
+                                      lowercase=given_lowercase(args), strip_accents=args.strip_accents,
                                       seq_length=args.seq_length)
     try:
         layer, head = attention.checked_view(args.layer, args.head, flag_prefix="--")
@@ -89,7 +89,8 @@ def run(args):
     # tokenization and length.
     other_head = 0 if head is None else (head + 1) % heads
     rerun = ["bert-keras", "attention", "--init", args.init,
-             *(["--vocab", args.vocab] if args.vocab else []), *(["--cased"] if args.cased else []),
+             *(["--vocab", args.vocab] if args.vocab else []),
+             *({True: ["--cased"], False: ["--no-cased"]}.get(args.cased, [])),
              *({True: ["--strip-accents"], False: ["--no-strip-accents"]}.get(args.strip_accents, [])),
              "--seq-length", str(args.seq_length),
              "--layer", str(layer), "--head", str(other_head),

@@ -37,13 +37,13 @@ def embedder_from_flags(args, **windows):
     """`Embedder.from_pretrained` of `--init` with the pooling and tokenizer flags (one not given: the
     Embedder's default, or what a saved embedder directory keeps); `windows`: `max_length` / `stride`
     where the command reads them."""
-    from bert_keras.cli.flag_arguments import refuse_tokenizer_flags
+    from bert_keras.cli.flag_arguments import given_lowercase, refuse_tokenizer_flags
     from bert_keras.tasks import Embedder
 
     refuse_tokenizer_flags(args)
     return Embedder.from_pretrained(args.init, pooling=args.pooling, normalize=args.normalize,
                                     pooling_layer=args.pooling_layer,
-                                    vocab_file=args.vocab, lowercase=False if args.cased else None,
+                                    vocab_file=args.vocab, lowercase=given_lowercase(args),
                                     strip_accents=args.strip_accents, seq_length=args.seq_length, **windows)
 
 

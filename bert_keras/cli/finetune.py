@@ -8,7 +8,7 @@ the dev split.
 import sys
 import time
 
-from bert_keras.cli.flag_arguments import add_encoder_options, add_window_options
+from bert_keras.cli.flag_arguments import add_encoder_options, add_window_options, given_lowercase
 from pipelines.command_options import add_field_options, add_option, field_values, positive_int
 from bert_keras.finetuned_model import OWNED_FILES
 from bert_keras.cli.task_arguments import add_task_arguments, task_spec
@@ -50,7 +50,7 @@ def run(args):
         spec, args.init, args.output_dir, overwrite=args.overwrite, seq_length=args.seq_length,
         max_length=args.max_length, stride=args.stride, max_query_length=args.max_query_length,
         vocab_file=args.vocab,
-        lowercase=False if args.cased else None, strip_accents=args.strip_accents,
+        lowercase=given_lowercase(args), strip_accents=args.strip_accents,
         **field_values(FinetuningOptions, args),
         verbose=1 if sys.stdout.isatty() else 2, log=print)  # a progress bar with ETA; else a line per epoch
     print(f"\ndone in {time.time() - started:.0f}s")

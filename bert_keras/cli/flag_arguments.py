@@ -36,8 +36,8 @@ def refuse_tokenizer_flags(args):
         return
     given = [flag for flag, value in (("--vocab", args.vocab), ("--cased", args.cased),
                                       ("--strip-accents", args.strip_accents)) if value not in (None, False)]
-    if args.strip_accents is False:
-        given.append("--no-strip-accents")
+    given += [flag for flag, value in (("--no-cased", args.cased), ("--no-strip-accents", args.strip_accents))
+              if value is False]
     if given:
         raise CommandError(f"{', '.join(given)}: {args.init} is a fine-tuned model, which tokenizes as it "
                            "was trained (as its directory records); leave them out")
@@ -73,13 +73,20 @@ STRIP_ACCENTS_HELP = ("strip accents (NFD, drop combining marks); default: when 
 
 
 def add_case_options(parser, *, applies_to="", cased_help=None):
-    """`--cased` and `--strip-accents / --no-strip-accents` (dest `strip_accents`: None, True or False):
-    how text is normalized before word pieces (`pipelines.BertTokenizer(lowercase=, strip_accents=)`)."""
-    parser.add_argument("--cased", action="store_true",
-                        help=cased_help or f"{applies_to}cased tokenization (no lowercasing or accent stripping)")
+    """`--cased / --no-cased` (dest `cased`: None, True or False) and `--strip-accents /
+    --no-strip-accents` (dest `strip_accents`: None, True or False): how text is normalized before
+    word pieces (`pipelines.BertTokenizer(lowercase=, strip_accents=)`; `given_lowercase(args)`)."""
+    parser.add_argument("--cased", action=argparse.BooleanOptionalAction, default=None,
+                        help=(cased_help or f"{applies_to}cased tokenization (no lowercasing or accent stripping)")
+                        + "; --no-cased lowercases whatever the vocabulary looks like")
     parser.add_argument("--strip-accents", action=argparse.BooleanOptionalAction, default=None,
                         help=f"{applies_to}{STRIP_ACCENTS_HELP}")
 
+
+
+def given_lowercase(args):
+    """`lowercase=` of `--cased` / `--no-cased`: False, True, or None (neither: the checkpoint's rule)."""
+    return None if args.cased is None else not args.cased
 
 
 def add_null_threshold_option(parser, help):

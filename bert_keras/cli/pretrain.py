@@ -9,7 +9,7 @@ import os
 import sys
 import time
 
-from bert_keras.cli.flag_arguments import add_case_options
+from bert_keras.cli.flag_arguments import add_case_options, given_lowercase
 from pipelines.command_options import add_field_options, add_option, field_values
 
 
@@ -47,7 +47,7 @@ def run(args):
     started = time.time()
     result = Pretrainer.pretrain(
         args.output_dir, records=args.data, corpus=args.input, vocab_file=args.vocab,
-        lowercase=False if args.cased else None, strip_accents=args.strip_accents,
+        lowercase=given_lowercase(args), strip_accents=args.strip_accents,
         **field_values(PretrainingOptions, args), verbose=1 if sys.stdout.isatty() else 2, log=print)
     if result.chief:  # multi-worker: the chief reports
         # With --init the vocabulary comes from the checkpoint: what the directory holds says.

@@ -1,7 +1,7 @@
 """`bert-keras tokenize`: BERT tokenization of text, with ids and offsets."""
 
 from bert_keras import json_output
-from bert_keras.cli.flag_arguments import add_case_options, refuse_tokenizer_flags
+from bert_keras.cli.flag_arguments import add_case_options, given_lowercase, refuse_tokenizer_flags
 from pipelines.command_options import add_option, positive_int
 from bert_keras.cli.main import CommandError
 
@@ -67,5 +67,5 @@ def _tokenizer(args):
 
         return BertTokenizer(record.vocab_file, lowercase=record.lowercase, strip_accents=record.strip_accents,
                              pre_tokenizer=record.pre_tokenizer, **options)
-    return load_tokenizer(args.init, vocab_file=args.vocab, lowercase=False if args.cased else None,
+    return load_tokenizer(args.init, vocab_file=args.vocab, lowercase=given_lowercase(args),
                           strip_accents=args.strip_accents, **options)

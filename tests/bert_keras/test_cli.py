@@ -56,6 +56,19 @@ def test_tokenize_json_gives_code_point_offsets_for_korean(tmp_path, capsys):
     assert [text[t["start_char"]:t["end_char"]] for t in tokens] == [t["text"] for t in tokens]
 
 
+def test_cased_and_no_cased_override_the_vocabularys_look(tmp_path, capsys):
+    """A vocabulary that records no casing is read as its tokens show (here cased); `--no-cased`
+    lowercases whatever it looks like, `--cased` keeps case, and both reach the tokenizer."""
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "The", "the", "Paris", "paris"]) + "\n",
+                     encoding="utf-8")
+    tokens = {}
+    for flags in ([], ["--no-cased"], ["--cased"]):
+        assert main(["tokenize", "--vocab", str(vocab), *flags, "--json", "The Paris"]) == 0
+        tokens[" ".join(flags)] = [t["token"] for t in json.loads(capsys.readouterr().out)["tokens"]]
+    assert tokens == {"": ["The", "Paris"], "--no-cased": ["the", "paris"], "--cased": ["The", "Paris"]}
+
+
 def test_tokenize_pair_packs(capsys):
     assert main(["tokenize", "--vocab", VOCAB, "--json", "--pair", "world", "--seq-length", "8", "hello"]) == 0
     record = json.loads(capsys.readouterr().out)
