@@ -102,6 +102,18 @@ def read_model_card(version_dir):
         return json.load(f)
 
 
+def card_pre_tokenizer(card):
+    """The morpheme analyzer a model card says its clients split text with (`tokenization.pre_tokenizer`:
+    a (c) Korean vocabulary's "kiwi"), or None (none recorded, or not a name).
+
+    >>> card_pre_tokenizer({"tokenization": {"pre_tokenizer": "kiwi"}}), card_pre_tokenizer({})
+    ('kiwi', None)
+    """
+    tokenization = card.get("tokenization") if isinstance(card, dict) else None
+    value = tokenization.get("pre_tokenizer") if isinstance(tokenization, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
 def _jsonable(value):
     """numpy scalars and other stragglers as plain JSON values."""
     if hasattr(value, "item"):

@@ -49,6 +49,7 @@ def card_example(card):
     """`example_request` of the `serving_default` inputs an export's model card lists (a
     default text when the card has none); `--pre-tokenizer NAME` first when the card's
     `tokenization.pre_tokenizer` says the clients split the text."""
+    from serving.model_card import card_pre_tokenizer
     from serving.text_requests import example_request
 
     card = card if isinstance(card, dict) else {}
@@ -56,8 +57,8 @@ def card_example(card):
     settings = (card.get("task") or {}).get("settings")
     arguments, instance = example_request(inputs if isinstance(inputs, dict) else None,
                                           settings if isinstance(settings, dict) else None)
-    pre_tokenizer = (card.get("tokenization") or {}).get("pre_tokenizer")
-    if isinstance(pre_tokenizer, str) and pre_tokenizer:  # morphemes as words: the client splits the text
+    pre_tokenizer = card_pre_tokenizer(card)
+    if pre_tokenizer:  # morphemes as words: the client splits the text
         arguments = f"--pre-tokenizer {shlex.quote(pre_tokenizer)} {arguments}"
     return arguments, instance
 

@@ -143,7 +143,7 @@ def _model_card_warnings(specs, base, version):
     then fails to load it), and one whose clients must split the text with a morpheme analyzer
     (a server answers raw text without an error, but as other words)."""
     from serving.deploy.model_specs import inspect_model_dir, served_versions
-    from serving.model_card import read_model_card
+    from serving.model_card import card_pre_tokenizer, read_model_card
 
     release = ".".join(str(version).split(".")[:2])
     audited_release = release[:1].isdigit()  # latest, nightly: no release to compare with
@@ -158,10 +158,10 @@ def _model_card_warnings(specs, base, version):
             try:
                 card = read_model_card(os.path.join(path, str(served)))
                 audited = (card.get("op_audit") or {}).get("tf_serving_release")
-                pre_tokenizer = (card.get("tokenization") or {}).get("pre_tokenizer")
+                pre_tokenizer = card_pre_tokenizer(card)
             except (OSError, ValueError, AttributeError):  # no card: another exporter's SavedModel
                 continue
-            if isinstance(pre_tokenizer, str) and pre_tokenizer:
+            if pre_tokenizer:
                 warnings.append(f"{spec.name}/{served} reads text split by {pre_tokenizer} at morpheme boundaries "
                                 "(its model card's pre_tokenizer), which no server runs: its clients split the text "
                                 f"(bert-keras query --pre-tokenizer {pre_tokenizer}, serving.text_requests."

@@ -282,7 +282,7 @@ def ready_report(server, sources, *, grace_s, tls_ca=None, program="bert-keras s
 def _served_pre_tokenizer(engine, model_name):
     """The morpheme analyzer the clients of a served model's newest AVAILABLE version split its text
     with (its model card's `tokenization.pre_tokenizer`: a (c) Korean vocabulary's kiwi), or None."""
-    from serving.model_card import read_model_card
+    from serving.model_card import card_pre_tokenizer, read_model_card
     from serving.server.errors import ServingError
 
     try:
@@ -291,10 +291,9 @@ def _served_pre_tokenizer(engine, model_name):
     except ServingError:
         return None
     try:
-        value = (read_model_card(path).get("tokenization") or {}).get("pre_tokenizer")
-    except (OSError, ValueError, AttributeError):  # no card: another exporter's SavedModel
+        return card_pre_tokenizer(read_model_card(path))
+    except (OSError, ValueError):  # no card: another exporter's SavedModel
         return None
-    return value if isinstance(value, str) and value else None
 
 
 def _served_example(engine, model_name):
