@@ -157,7 +157,11 @@ class TextPreprocessor(keras.layers.Layer):
                 in_range = (y >= 0) & (y < len(self.labels))
                 return tf.where(in_range, tf.cast(y, tf.int32), -1)
             y = tf.strings.as_string(y)
-        return self._table.lookup(y)
+        ids = self._table.lookup(y)
+        if names_are_numbers(self.labels):  # "1.0" finds the class "1" too, as `inputs.label_id` does
+            digits = tf.strings.regex_replace(y, r"^\s*\+?(-?)0*(\d+)(?:\.0*)?\s*$", r"\1\2")
+            ids = tf.where(ids < 0, self._table.lookup(tf.strings.regex_replace(digits, r"^-0$", "0")), ids)
+        return ids
 
     def encode_rows(self, rows):
         """Unbatched `((texts...), target[, weight])` rows -> unpadded packed examples (`batching`)."""

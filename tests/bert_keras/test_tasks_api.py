@@ -261,6 +261,13 @@ def test_classes_named_as_json_floats_are_found_by_their_whole_number(spec):
     dataset = tf.data.Dataset.from_tensor_slices((["good film.", "bad film.", "a film."], [1, 5, 2]))
     ids = [int(y) for _, y in dataset.map(classifier.preprocessor).as_numpy_iterator()]
     assert ids == [0, 4, 1]
+    # the other way in the graph too: "1.0" (a JSON float as text) finds the class "1", as label_ids does
+    signed = small(tasks.TextClassifier, spec, labels=["-1", "1", "3"])
+    y = ["1.0", " 3.00 ", "-1.0", "+1", "3", "2.0", "1.5"]
+    dataset = tf.data.Dataset.from_tensor_slices((["a film."] * len(y), y))
+    ids = [int(label) for _, label in dataset.map(signed.preprocessor).as_numpy_iterator()]
+    assert ids == [1, 2, 0, 1, 2, -1, -1]
+    assert label_ids(y[:5], ["-1", "1", "3"]) == ids[:5]
 
 
 def test_tokenized_dicts_still_work(spec):
