@@ -1,7 +1,8 @@
 """Compute one vector per text with a BERT encoder (any format load_pretrained reads):
 tokenize in the graph, run the encoder, pool the token vectors over the real tokens.
 Save the vectors (.npy: a float32 [N, D] array in input order; .jsonl: one
-{"text", "embedding"} object per line), and/or rank the texts against a --query.
+{"text", "embedding"} object per line, "truncated": true on a text read only in part,
+"empty": true on one with no token), and/or rank the texts against a --query.
 `bert-keras encode` is the former name of this command.
 """
 
@@ -53,7 +54,8 @@ def register(subparsers, summary):
     parser.add_argument("--top-k", type=int, default=5, help="results shown for --query (default 5)")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object: \"embeddings\", one {\"text\", \"embedding\"} per text "
-                             "in input order; for 2 to 10 texts \"similarities\", each pair once ({\"a\", "
+                             "in input order (\"truncated\": true on a text longer than --seq-length, read "
+                             "only in part; \"empty\": true on one with no token); for 2 to 10 texts \"similarities\", each pair once ({\"a\", "
                              "\"b\", \"text_a\", \"text_b\", \"score\"}); with --query its ranking: "
                              "\"query\", \"top\" ({\"index\", \"text\", \"score\"})")
     parser.set_defaults(func=run)

@@ -9,7 +9,8 @@ import numpy as np
 import tensorflow as tf
 
 from bert_keras.families import EmbeddingSettings
-from bert_keras.tasks.inputs import TaskInputError, check_count, is_tokenized, settings_record, text_columns
+from bert_keras.tasks.inputs import (TaskInputError, answering_empty_texts, check_count, is_tokenized, settings_record,
+                                     text_columns)
 from bert_keras.tasks.text_task import TextTask
 from bert_keras.tasks.task_batches import in_memory, padded_batches, predicted_outputs
 from bert_keras.tasks.window_outputs import pairs_cut, warn_truncated, window_outputs
@@ -238,9 +239,7 @@ class Embedder(TextTask):
             warn_truncated(self, truncated, pairs=True)
         else:
             texts = items
-            columns = text_columns(texts, "x", self.tokenizer)
-            vectors, truncated = self._document_vectors(self._text_rows(columns), batch_size)
-            warn_truncated(self, truncated)
+            vectors, truncated = self._text_vectors(texts, batch_size)
         rows = [{"text": text, "embedding": [float(v) for v in row]} for text, row in zip(texts, vectors)]
         for row, cut in zip(rows, truncated):
             if cut:
@@ -262,15 +261,22 @@ class Embedder(TextTask):
         """
         from bert_keras.models.embedder import rank_by_similarity
 
+        self._check_fitted()
         texts = list(texts)
         if query is not None:
             check_count("top_k", top_k, allow_none=False)  # before the texts are run
-        vectors = self.predict(texts, batch_size=batch_size, verbose=verbose)
+        # As `predict_rows` reads single texts: the rows read only in part and those with no token
+        # are kept (and warned about), for `to_json` and the `.jsonl` lines to mark.
+        with answering_empty_texts() as found, self.verbosity(verbose):
+            vectors, truncated = self._text_vectors(texts, check_count("batch_size", batch_size))
+        empty = self._empty_rows(found)
+        self._warn_empty(empty)
         indices = scores = None
         if query is not None:
             (indices,), (scores,) = rank_by_similarity(self.predict([query]), vectors, top_k)
         settings = self._record.settings
-        return Embeddings(texts, vectors, settings["pooling"], settings["normalize"], query, indices, scores)
+        return Embeddings(texts, vectors, settings["pooling"], settings["normalize"], query, indices, scores,
+                          truncated=tuple(int(i) for i in np.flatnonzero(truncated)), empty=tuple(empty))
 
     @property
     def dataset_layout(self):
@@ -314,6 +320,14 @@ class Embedder(TextTask):
         return tf.data.Dataset.from_tensor_slices(
             (tuple(tf.constant(c) for c in columns), tf.zeros(len(columns[0]), tf.int32)))
 
+    def _text_vectors(self, texts, batch_size):
+        """`(vectors, truncated)` of a list of single texts (`_document_vectors`), the texts read
+        only in part warned about."""
+        columns = text_columns(texts, "x", self.tokenizer)
+        vectors, truncated = self._document_vectors(self._text_rows(columns), batch_size)
+        warn_truncated(self, truncated)
+        return vectors, truncated
+
     def _pair_vectors(self, pairs, batch_size):
         """`(vectors, truncated)` of `(text, text_b)` rows, each packed as one sequence (longest
         text cut first, as Hugging Face's `truncation=True`), and bool `[pairs]`: cut."""
@@ -341,11 +355,13 @@ class Embedder(TextTask):
         return vectors.astype(np.float32), truncated
 
 
-def write_embeddings(path, texts, vectors):
+def write_embeddings(path, texts, vectors, *, truncated=(), empty=()):
     """Writes `vectors` to `path` atomically: `.npy` (float32 `[N, D]`) or `.jsonl`.
 
     A `.jsonl` file holds one `{"text", "embedding"}` object per line, in input
-    order. The file appears complete or not at all (`pipelines.atomic_writes`).
+    order, `"truncated": true` on a text read only in part and `"empty": true` on
+    one with no token (as `predict_rows` marks them). The file appears complete or
+    not at all (`pipelines.atomic_writes`).
 
     Example:
 
@@ -359,6 +375,7 @@ def write_embeddings(path, texts, vectors):
         path: a name ending in `.npy` or `.jsonl`.
         texts: the `N` texts (written to `.jsonl` only).
         vectors: `[N, D]` array.
+        truncated, empty: the rows (numbers) to mark so in a `.jsonl` file.
     """
     import json
 
@@ -370,11 +387,18 @@ def write_embeddings(path, texts, vectors):
         if str(path).endswith(".npy"):
             np.save(f, np.asarray(vectors, np.float32))  # a file object: no second suffix
             return
-        for text, vector in zip(texts, vectors):
+        truncated, empty = set(truncated), set(empty)
+        for index, (text, vector) in enumerate(zip(texts, vectors)):
             # strict JSON: a non-finite value (a diverged model) is null, never NaN
             embedding = [round(float(v), 7) if np.isfinite(v) else None for v in vector]
-            record = {"text": text, "embedding": embedding}
+            record = {"text": text, "embedding": embedding, **_row_marks(index, truncated, empty)}
             f.write((json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8"))
+
+
+def _row_marks(index, truncated, empty):
+    """`{"truncated": true}` / `{"empty": true}` for row `index` where it is one of those rows (as
+    `predict_rows` marks them: only when true)."""
+    return {**({"truncated": True} if index in truncated else {}), **({"empty": True} if index in empty else {})}
 
 
 # Texts whose pairwise similarities `Embeddings` shows (every pair: their number grows as the square).
@@ -408,6 +432,8 @@ class Embeddings:
     query: Optional[str] = None
     indices: Optional[np.ndarray] = None  # [k] rows of `texts` most similar to `query`, best first
     scores: Optional[np.ndarray] = None  # [k] their cosine similarities
+    truncated: tuple = ()  # rows read only in part (their first word pieces)
+    empty: tuple = ()  # rows with no token (the model's answer to [CLS] [SEP])
 
     @property
     def description(self):
@@ -417,12 +443,13 @@ class Embeddings:
 
     def save(self, path):
         """`write_embeddings(path, ...)`: `.npy` or `.jsonl`, atomically."""
-        write_embeddings(path, self.texts, self.vectors)
+        write_embeddings(path, self.texts, self.vectors, truncated=self.truncated, empty=self.empty)
 
     def to_json(self):
         """What `bert-keras embed --json` prints: `{"pooling", "normalized", "dimensions",
         "embeddings"}`, the embeddings one `{"text", "embedding"}` per text in input order (a
-        `.jsonl` file's lines); for 2 to `SIMILARITY_TEXTS` texts, as `summary_lines` shows them,
+        `.jsonl` file's lines), with `"truncated": true` on a text read only in part and `"empty":
+        true` on one with no token, as `predict_rows` marks its rows; for 2 to `SIMILARITY_TEXTS` texts, as `summary_lines` shows them,
         `"similarities"`: each pair once, `{"a", "b", "text_a", "text_b", "score"}` (`a` < `b`,
         row numbers; the cosine similarity); with a query, its ranking: `"query"` and `"top"`,
         `[{"index", "text", "score"}]` best first.
@@ -434,10 +461,11 @@ class Embeddings:
         >>> [(pair["a"], pair["b"], round(pair["score"], 3)) for pair in record["similarities"]]
         [(0, 1, 0.6)]
         """
+        truncated, empty = set(self.truncated), set(self.empty)
         record = {"pooling": self.pooling, "normalized": bool(self.normalize),
                   "dimensions": int(self.vectors.shape[1]),
-                  "embeddings": [{"text": text, "embedding": vector}
-                                 for text, vector in zip(self.texts, self.vectors.tolist())]}
+                  "embeddings": [{"text": text, "embedding": vector, **_row_marks(index, truncated, empty)}
+                                 for index, (text, vector) in enumerate(zip(self.texts, self.vectors.tolist()))]}
         similarities = self._similarities()
         if similarities is not None:
             record["similarities"] = [

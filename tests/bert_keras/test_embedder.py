@@ -409,3 +409,33 @@ def test_a_pair_cut_to_one_window_is_reported_not_silent(tmp_path):
     np.testing.assert_allclose([row["embedding"] for row in rows], vectors, atol=1e-6)
     ids = embedder.tokenizer.tokenize(["Good cat bad cat"]).to_list()[0]
     assert len(ids) == 4  # each word one piece: the pair has 8, more than 8 - 3
+
+
+def test_embed_json_and_jsonl_mark_texts_read_in_part_and_empty_ones(tmp_path, capsys):
+    """`embed --json` (and the `.jsonl` it writes) had no per-row mark: a text longer than
+    --seq-length was cut and an empty one embedded as [CLS] [SEP], said on stderr only (whose
+    warning even promised an `"empty": true` mark). The rows are now marked `"truncated": true` /
+    `"empty": true` as `predict_rows` (`bert-keras predict --json`) marks them; the vectors are
+    unchanged."""
+    from bert_keras.cli import embed
+    from bert_keras.tasks import Embedder
+
+    _, encoder_file = _tiny_classifier_directory(tmp_path)
+    texts = ["Good cat bad cat good cat", "bad", ""]  # 6 pieces: cut at seq_length 6 (4 read); 1; none
+    jsonl = tmp_path / "v.jsonl"
+    with pytest.warns(UserWarning) as caught:
+        assert embed.run(_embed_args(["--init", encoder_file, "--seq-length", "6", "--json",
+                                      "--output", str(jsonl), *texts])) == 0
+    said = " ".join(str(w.message) for w in caught)
+    assert "1 of 3 texts have more than 4 word pieces" in said and "1 text has no token" in said
+    record = json.loads(capsys.readouterr().out)
+    marks = [{k: v for k, v in row.items() if k not in ("text", "embedding")} for row in record["embeddings"]]
+    assert marks == [{"truncated": True}, {}, {"empty": True}]
+    lines = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert [{k: v for k, v in row.items() if k not in ("text", "embedding")} for row in lines] == marks
+    embedder = Embedder.from_pretrained(encoder_file, seq_length=6)
+    with pytest.warns(UserWarning):
+        rows = embedder.predict_rows(texts)
+    assert [{k: v for k, v in row.items() if k not in ("text", "embedding")} for row in rows] == marks
+    np.testing.assert_allclose([row["embedding"] for row in record["embeddings"]],
+                               [row["embedding"] for row in rows], atol=1e-6)
