@@ -9,6 +9,7 @@ Example:
 ['[SEP]', '.']
 """
 
+import warnings
 from dataclasses import dataclass
 from typing import Optional
 
@@ -93,7 +94,7 @@ def encoder_attention(spec, texts, *, vocab_file=None, lowercase=None, strip_acc
         `EncoderAttention`.
 
     Raises:
-        ValueError: more than two texts, no vocabulary, or one with more tokens than the model has
+        ValueError: more than two texts, no text with a token (a pair with one empty text warns), no vocabulary, or one with more tokens than the model has
             embedding rows (fewer is a padded table: fine).
     """
     from bert_keras.checkpoints import load_pretrained, load_tokenizer
@@ -118,6 +119,7 @@ def attention_of(encoder, tokenizer, texts, *, seq_length=128):
     packer = BertPacker(min(seq_length, config.max_position_embeddings), cls_id=special.cls,
                         sep_id=special.sep, pad_id=special.pad, pad_to="longest")
     pieces = tuple(tokenizer.tokenize(tf.constant([text])) for text in texts)
+    _check_tokens(texts, [int(p.flat_values.shape[0]) for p in pieces])
     inputs = packer(pieces)
     outputs = encoder(inputs, training=False)
     length = int(inputs["padding_mask"][0].numpy().sum())  # one example: drop the padding
@@ -127,6 +129,19 @@ def attention_of(encoder, tokenizer, texts, *, seq_length=128):
         segment_ids=inputs["segment_ids"][0].numpy()[:length].tolist(),
         probs=np.stack([p[0, :, :length, :length].numpy() for p in outputs["attention_probs"]]),
         word_pieces=sum(int(p.flat_values.shape[0]) for p in pieces), pieces_read=length - 1 - len(texts))
+
+
+def _check_tokens(texts, counts):
+    """A view of `[CLS] [SEP]` alone shows nothing of the text: ValueError when no text has a token
+    (empty, or only whitespace / control characters); a warning for the text of a pair that has none."""
+    names = ["text A", "text B"] if len(texts) == 2 else ["the text"]
+    empty = [f"{name} {text!r}" for name, text, count in zip(names, texts, counts) if count == 0]
+    if len(empty) == len(texts):
+        raise ValueError(f"{' and '.join(empty)}: no token to show (empty, or only whitespace or characters "
+                         "the tokenizer drops); give a text with words")
+    if empty:
+        warnings.warn(f"{empty[0]} has no token (empty, or only whitespace or characters the tokenizer drops): "
+                      "the view is of the other text and an empty segment", UserWarning, stacklevel=3)
 
 
 def _check_text_count(texts):

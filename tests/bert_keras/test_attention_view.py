@@ -263,3 +263,20 @@ def test_a_text_cut_at_the_models_positions_is_said(tmp_path, capsys):
     assert "warning: only 22 of the 40 word pieces were read" in capsys.readouterr().err
     assert attention.run(_args(["--init", spec, "--output-dir", str(tmp_path / "out2"), "good", "bad"])) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_an_empty_text_is_refused_and_an_empty_half_of_a_pair_said(tmp_path):
+    """`attention ""` (or only whitespace) drew the attention of [CLS] [SEP] alone as if it were the
+    text's, with no word. It is now refused, naming the text; a pair with one empty text warns."""
+    from bert_keras.cli import attention
+    from tiny_finetuned import cased_classifier_directory
+
+    _, encoder_file = cased_classifier_directory(tmp_path)
+    out = tmp_path / "out"
+    for texts in ([""], [" \t "], ["", "  "]):
+        with pytest.raises(ValueError, match=r"no token to show .* give a text with words"):
+            attention.run(_args(["--init", encoder_file, "--output-dir", str(out), *texts]))
+    assert not out.exists()
+    with pytest.warns(UserWarning, match=r"text B '' has no token .* the view is of the other text"):
+        view = encoder_attention_of(encoder_file, ["good cat", ""])
+    assert view.tokens == ["[CLS]", "good", "cat", "[SEP]", "[SEP]"]
