@@ -44,9 +44,12 @@ class CommandError(Exception):
     """A user-facing error: printed without a traceback, exit status 2."""
 
 
-# The commands a rerun resumes; SIGTERM stops the training ones as Ctrl-C does.
+# The commands a rerun resumes.
 RESUMABLE_COMMANDS = ("finetune", "pretrain", "distill", "create-pretraining-data")
 TRAINING_COMMANDS = ("finetune", "pretrain", "distill")
+# The commands SIGTERM stops as Ctrl-C does: the training ones, and those writing a file that an
+# abrupt death would leave a half-written temporary of beside it (`attention`'s PNG, `embed --output`).
+SIGTERM_INTERRUPTED_COMMANDS = TRAINING_COMMANDS + ("attention", "embed", "encode")
 
 
 class Terminated(KeyboardInterrupt):
@@ -61,9 +64,10 @@ SIGTERM_GRACE_SECONDS = 10.0
 
 @contextlib.contextmanager
 def sigterm_as_interrupt(command):
-    """Within it, SIGTERM raises `Terminated` in a training command (Python's default: the process
-    dies at once, status -15, without a word). A second SIGTERM kills as usual; a handler someone
-    else installed (a server's drain) is left alone.
+    """Within it, SIGTERM raises `Terminated` in a training command, or another of
+    `SIGTERM_INTERRUPTED_COMMANDS` (Python's default: the process dies at once, status -15, without
+    a word, leaving the temporary file of the atomic write it was in; the exception removes it). A
+    second SIGTERM kills as usual; a handler someone else installed (a server's drain) is left alone.
 
     Python runs a signal handler only when the main thread gets back to Python code. A main thread
     waiting inside TensorFlow (a `tf.data` pipeline filling a shuffle buffer, or skipping the
@@ -71,7 +75,7 @@ def sigterm_as_interrupt(command):
     (`timeout`'s, a scheduler's) was swallowed meanwhile. A thread woken by the signal (Python's
     wakeup fd) exits with 143 when the handler has not run within `SIGTERM_GRACE_SECONDS`: what a
     SIGKILL would do (the backups are atomic), with the message of a stop."""
-    if command not in TRAINING_COMMANDS or threading.current_thread() is not threading.main_thread() \
+    if command not in SIGTERM_INTERRUPTED_COMMANDS or threading.current_thread() is not threading.main_thread() \
             or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         yield
         return
@@ -83,7 +87,7 @@ def sigterm_as_interrupt(command):
         raise Terminated()
 
     signal.signal(signal.SIGTERM, terminate)
-    watcher = _UnansweredSigtermWatcher(answered)
+    watcher = _UnansweredSigtermWatcher(answered, resumes=command in RESUMABLE_COMMANDS)
     try:
         yield
     finally:
@@ -96,10 +100,11 @@ class _UnansweredSigtermWatcher:
     (status 143) when a SIGTERM stays unanswered by the main thread. Inactive when another
     wakeup fd is in place (an event loop's): its owner reads the signals."""
 
-    def __init__(self, answered):
+    def __init__(self, answered, resumes=True):
         import socket
 
         self._answered = answered
+        self._resumes = resumes
         self._reader, self._writer = socket.socketpair()
         self._writer.setblocking(False)
         self._previous = signal.set_wakeup_fd(self._writer.fileno(), warn_on_full_buffer=False)
@@ -118,8 +123,8 @@ class _UnansweredSigtermWatcher:
                 if not received:
                     return
                 if signal.SIGTERM in received and not self._answered.wait(SIGTERM_GRACE_SECONDS):
-                    print("terminated (SIGTERM); run the same command again to resume", file=sys.stderr,
-                          flush=True)
+                    print("terminated (SIGTERM)" + ("; run the same command again to resume" if self._resumes else ""),
+                          file=sys.stderr, flush=True)
                     os._exit(143)
         except OSError:  # closed by close()
             return

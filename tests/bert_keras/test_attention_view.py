@@ -280,3 +280,30 @@ def test_an_empty_text_is_refused_and_an_empty_half_of_a_pair_said(tmp_path):
     with pytest.warns(UserWarning, match=r"text B '' has no token .* the view is of the other text"):
         view = encoder_attention_of(encoder_file, ["good cat", ""])
     assert view.tokens == ["[CLS]", "good", "cat", "[SEP]", "[SEP]"]
+
+
+def test_sigterm_while_the_png_is_written_leaves_no_temporary_file(tmp_path):
+    """SIGTERM (`kill`, `timeout`) during the PNG's write killed the process at once: a
+    `.layerN.png.tmp-*` file stayed beside attention.html. The command now stops as on Ctrl-C: the
+    temporary file is removed, it says "terminated (SIGTERM)" and exits with 143."""
+    import subprocess
+    import sys
+
+    from tiny_finetuned import cased_classifier_directory
+
+    _, encoder_file = cased_classifier_directory(tmp_path)
+    out = tmp_path / "out"
+    script = ("import os, signal, sys, time\n"
+              "from matplotlib.figure import Figure\n"
+              "from bert_keras.cli.main import main\n"
+              "def savefig(self, f, **options):\n"
+              "    f.write(b'half a png')\n"
+              "    os.kill(os.getpid(), signal.SIGTERM)\n"
+              "    time.sleep(60)\n"
+              "Figure.savefig = savefig\n"
+              "sys.exit(main(['attention', '--init', sys.argv[1], '--output-dir', sys.argv[2], 'good cat']))\n")
+    result = subprocess.run([sys.executable, "-c", script, encoder_file, str(out)], capture_output=True,
+                            text=True, timeout=120, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 143, (result.returncode, result.stderr[-3000:])
+    assert "terminated (SIGTERM)" in result.stderr and "resume" not in result.stderr
+    assert sorted(os.listdir(out)) == ["attention.html"]
