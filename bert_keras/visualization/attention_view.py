@@ -13,8 +13,11 @@ looks: it sums to 1 over the keys `j`.
   key) whose opacity is the attention weight (from `HTML_MIN_WEIGHT`, 0.005:
   lighter lines would not show, and are not stored), one colour per head, a
   layer selector and head checkboxes, and the [CLS] A [SEP] / B [SEP] segments
-  shaded apart. Hovering a token shows only its lines. `save_head_view_html`
-  writes it to a file.
+  shaded apart. Hovering a token shows only its lines. A long text's page
+  opens with only the first heads whose lines fit `HTML_MAX_OPEN_LINES` ticked,
+  and holds 1 layer in k (the opened one among them) past `HTML_MAX_LINES`,
+  each with a warning and a note in the page. `save_head_view_html` writes it
+  to a file.
 * `attention_heatmaps_png` draws one layer as a grid of heatmaps, one per
   head (or the heads asked for), tokens on both axes; at most `PNG_MAX_PIXELS`
   (a long text's panels shrink to fit, labelling 1 token in k: `heatmap_layout`). Tokens DejaVu Sans
@@ -49,6 +52,14 @@ from pipelines.atomic_writes import atomic_file, write_text
 # and drew 183,000 lines at each redraw; stored sparse it is a tenth of that).
 HTML_DECIMALS = 4
 HTML_MIN_WEIGHT = 0.005
+# What a page holds and draws, in those lines: at most HTML_MAX_OPEN_LINES when it opens (every
+# hover and tick redraws them all; MiniLM's 12 heads draw 25,000 on a 64-token text, 64,000 on 128
+# tokens, 160,000 to 250,000 on 512: seconds per hover), and at most HTML_MAX_LINES stored (about 11
+# bytes each: MiniLM's 6 x 12 heads of 512 tokens are 1.1 million, 12 MB; a 24-layer model's 4
+# million). Past them the page opens with fewer heads ticked, and holds every k-th layer (the opened
+# one among them), each said in a warning and in the page.
+HTML_MAX_OPEN_LINES = 50_000
+HTML_MAX_LINES = 1_500_000
 
 # The PNG: inches per token on each axis (room for a 7-point label), the least for a label (a
 # smaller pitch labels every k-th token), the resolution and the most pixels it has (a 512-token text
@@ -78,7 +89,8 @@ BUNDLED_FONTS_PACKAGE = "koreanize_matplotlib"
 
 
 def head_view_html(tokens_a_and_b, attention_probs, *, layer=None, head=None, title="BERT attention",
-                   segment_ids=None, initial_layer=None):
+                   segment_ids=None, initial_layer=None, max_open_lines=HTML_MAX_OPEN_LINES,
+                   max_lines=HTML_MAX_LINES):
     """A self-contained HTML page showing attention as lines between tokens.
 
     Example:
@@ -105,6 +117,12 @@ def head_view_html(tokens_a_and_b, attention_probs, *, layer=None, head=None, ti
         title: str. Page title and heading.
         segment_ids: optional list of 0/1 per token; by default every token
             after the first `[SEP]` is segment B.
+        max_open_lines: with `head=None`, the most lines drawn when the page
+            opens: past it only the first heads that fit are ticked (the others
+            can be ticked), with a warning. None: all heads.
+        max_lines: with `layer=None`, the most lines the page stores: past it
+            it holds every k-th layer (with the opened one), with a warning.
+            None: every layer.
 
     Returns:
         The HTML document, a str.
@@ -124,6 +142,24 @@ def head_view_html(tokens_a_and_b, attention_probs, *, layer=None, head=None, ti
     segments = list(segment_ids) if segment_ids is not None else _segments_from_sep(tokens)
     if len(segments) != len(tokens):
         raise ValueError(f"{len(segments)} segment ids for {len(tokens)} tokens")
+    lines = (np.round(probs.astype(np.float64), HTML_DECIMALS) >= HTML_MIN_WEIGHT).sum(axis=(2, 3))  # [L, heads]
+    notes = []  # (what the page's summary says, why)
+    if layer is None and max_lines is not None and lines.sum() > max_lines:
+        layers = _layers_within(lines.sum(axis=1), opened, max_lines)
+        step = layers[1] - layers[0] if len(layers) > 1 else num_layers
+        notes.append((f"holds layers {', '.join(map(str, layers))} of 0..{num_layers - 1} (1 in {step}, with the "
+                      "opened one)", f"all {num_layers} would be {int(lines.sum()):,} lines, more than "
+                      f"{max_lines:,}; one layer alone: layer=L (bert-keras attention --layer L)"))
+    initial_heads = list(range(num_heads)) if head is None else [int(head)]
+    if head is None and max_open_lines is not None and lines[opened].sum() > max_open_lines:
+        fit = int(np.searchsorted(np.cumsum(lines[opened]), max_open_lines, side="right"))
+        initial_heads = list(range(max(1, fit)))
+        ticked = f"heads 0-{initial_heads[-1]}" if len(initial_heads) > 1 else "head 0"
+        notes.append((f"opens with {ticked} of {num_heads} ticked", f"all {num_heads} draw "
+                      f"{int(lines[opened].sum()):,} lines on layer {opened}, more than {max_open_lines:,} (slow at "
+                      "each redraw); tick the others in the page"))
+    for short, why in notes:
+        warnings.warn(f"attention page of {len(tokens)} tokens: {short}: {why}", UserWarning, stacklevel=3)
     data = {
         "tokens": tokens,
         "segments": [int(s) for s in segments],
@@ -131,7 +167,7 @@ def head_view_html(tokens_a_and_b, attention_probs, *, layer=None, head=None, ti
         "num_layers": int(num_layers),
         "initial_layer": int(opened),
         "num_heads": int(num_heads),
-        "initial_heads": list(range(num_heads)) if head is None else [int(head)],
+        "initial_heads": initial_heads,
         # attention[k] is layer layers[k]: [heads][query], each query's drawn lines as a flat
         # [key, weight, key, weight, ...] list (weights of at least HTML_MIN_WEIGHT).
         "attention": _sparse_rows(probs[layers]),
@@ -140,7 +176,8 @@ def head_view_html(tokens_a_and_b, attention_probs, *, layer=None, head=None, ti
     payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     summary = (f"{num_layers} layers, {num_heads} heads, {len(tokens)} tokens"
-               + (f"; opens on layer {opened}" if layer is None else f"; showing layer {layer}"))
+               + (f"; opens on layer {opened}" if layer is None else f"; showing layer {layer}")
+               + "".join(f"; {short}" for short, _ in notes))
     return (_PAGE.replace("__TITLE__", html.escape(title))
             .replace("__SUMMARY__", html.escape(summary))
             .replace("__DATA__", payload))
@@ -430,6 +467,17 @@ def _sparse_rows(probs):
               for row, row_shown in zip(head, head_shown)]
              for head, head_shown in zip(layer, layer_shown)]
             for layer, layer_shown in zip(rounded, shown)]
+
+
+def _layers_within(per_layer, opened, budget):
+    """The layers a page holds within `budget` lines (`per_layer[l]`: layer l's): every k-th
+    layer, `opened` among them, for the smallest k that fits (`opened` alone at worst)."""
+    count = len(per_layer)
+    for step in range(2, count + 1):
+        layers = list(range(opened % step, count, step))
+        if per_layer[layers].sum() <= budget:
+            return layers
+    return [opened]
 
 
 def _check_index(what, value, count):

@@ -307,3 +307,34 @@ def test_sigterm_while_the_png_is_written_leaves_no_temporary_file(tmp_path):
     assert result.returncode == 143, (result.returncode, result.stderr[-3000:])
     assert "terminated (SIGTERM)" in result.stderr and "resume" not in result.stderr
     assert sorted(os.listdir(out)) == ["attention.html"]
+
+
+def test_a_long_texts_page_opens_with_the_heads_that_fit_and_holds_every_kth_layer():
+    """A 512-token text's page ticked all heads when it opened and held every layer: MiniLM's drew
+    about 250,000 SVG lines at each hover or tick (seconds each) from a 12 MB page, a 24-layer model's
+    four times that, without a word. Past `max_open_lines` it now opens with the first heads that fit
+    ticked, past `max_lines` it holds every k-th layer with the opened one, each said in a warning
+    and in the page; a view within them is unchanged."""
+    probs = np.full((6, 4, len(TOKENS), len(TOKENS)), 1 / len(TOKENS), "float32")  # 64 lines per head, all drawn
+    whole = _embedded_data(head_view_html(TOKENS, probs))
+    assert whole["initial_heads"] == [0, 1, 2, 3] and whole["layers"] == list(range(6))
+
+    with pytest.warns(UserWarning, match=r"8 tokens: opens with heads 0-2 of 4 ticked: all 4 draw 256 lines "
+                                         r"on layer 5, more than 200 .* tick the others in the page"):
+        page = head_view_html(TOKENS, probs, max_open_lines=200)
+    assert _embedded_data(page)["initial_heads"] == [0, 1, 2] and "opens with heads 0-2 of 4 ticked" in page
+    with pytest.warns(UserWarning, match=r"holds layers 1, 4 of 0..5 \(1 in 3, with the opened one\): all 6 "
+                                         r"would be 1,536 lines, more than 600; one layer alone: layer=L"):
+        page = head_view_html(TOKENS, probs, initial_layer=4, max_lines=600)
+    data = _embedded_data(page)
+    assert data["layers"] == [1, 4] and data["initial_layer"] == 4 and "holds layers 1, 4 of 0..5" in page
+    np.testing.assert_allclose(_dense(data, len(TOKENS)), _drawn(probs[[1, 4]]), atol=1e-12)
+    with pytest.warns(UserWarning, match=r"holds layers 5 of 0..5"):  # not even two fit: the opened one
+        assert _embedded_data(head_view_html(TOKENS, probs, max_lines=100))["layers"] == [5]
+    # One head asked for, or one layer: as asked.
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _embedded_data(head_view_html(TOKENS, probs, head=3, max_open_lines=10))["initial_heads"] == [3]
+        assert _embedded_data(head_view_html(TOKENS, probs, layer=2, max_lines=10))["layers"] == [2]
