@@ -31,7 +31,10 @@ class TokenClassifier(TextTask):
     raw string (split into the tokenizer's words: whitespace, punctuation and
     CJK characters); labels (`y`): one tag per word, names from `labels` (BIO
     / IOB2). Every word is labelled by its first word piece (the
-    google-research recipe); the other pieces are ignored by the loss.
+    google-research recipe); the other pieces are ignored by the loss. With a
+    morpheme `pre_tokenizer` (kiwi) a word's later morphemes are trained with the
+    continuation tag ("서울시에서" B-LOC: 서울시 B-LOC, 에서 I-LOC): its export reads
+    text split by the client, where each morpheme is a word tagged on its own.
 
     Long documents: an input may be a whole document. With `max_length=N` (word
     pieces) a text is read as overlapping windows of `seq_length - 2` pieces,

@@ -13,7 +13,12 @@
    a continuation piece of a `B-X` word gets `I-X` (when the label set has
    it), so that the piece sequence is still valid IOB2 (`B-X I-X`, never
    `B-X B-X`, which would read as two entities). `word_ids` maps each piece to
-   its word (-1 for special tokens and padding).
+   its word (-1 for special tokens and padding). A tokenizer that splits words
+   into morphemes (`BertTokenizer(pre_tokenizer="kiwi")`, a vocabulary of
+   morphemes as words) also labels each later morpheme's first piece, with the
+   continuation label (`서울시에서` B-LOC: `서울시` B-LOC, `에서` I-LOC): its
+   export reads text split by the client, where every morpheme is a word of its
+   own, tagged by its own first piece.
 4. `word_scores` (windows) / `aggregate_word_predictions` (one row per
    sentence): piece scores back to one label per word.
 
@@ -396,7 +401,8 @@ def encode_sentences(sentences, tokenizer, label_names, *, seq_length=128, label
         label_names: tag names in label-id order (e.g. `CONLL2003_NER_LABELS`).
         seq_length: packed length, `[CLS]` and `[SEP]` included.
         label_all_tokens: label every piece, not only the first of a word
-            (continuations of `B-X` get `I-X`).
+            (continuations of `B-X` get `I-X`). A `tokenizer` with a morpheme
+            `pre_tokenizer` labels each later morpheme's first piece so anyway.
         max_length: word pieces of a sentence read at all; None: one window
             (`seq_length - 2`). Longer sentences are truncated (counted, logged).
         stride: word pieces between the starts of consecutive windows (None:
@@ -448,9 +454,15 @@ def encode_sentences(sentences, tokenizer, label_names, *, seq_length=128, label
     windows = Windows.of(pieces_per_sentence, window=window, stride=stride, max_length=max_length)
     # Labels: on a word's first piece (all its pieces with label_all_tokens), in the window
     # where that first piece is at its max context.
-    rest = (np.asarray([continuation[i] for i in range(len(label_names))], np.int32)[word_labels]
-            if label_all_tokens else np.full(num_words, IGNORE_LABEL, np.int32))
+    continued = np.asarray([continuation[i] for i in range(len(label_names))], np.int32)[word_labels]
+    rest = continued if label_all_tokens else np.full(num_words, IGNORE_LABEL, np.int32)
     piece_label = np.where(is_first, word_labels[piece_word], rest[piece_word]).astype(np.int32)
+    if getattr(tokenizer, "morpheme_analyzer", None) is not None:
+        # A morpheme-split word's later morphemes start words where the export reads them (the
+        # client sends the text split): each is tagged there by its own first piece, so train it.
+        piece_label = np.where(_starts_a_word(tokenizer, piece_values), continued[piece_word],
+                               piece_label).astype(np.int32)
+        piece_label[word_first_piece] = word_labels
     owner = windows.token_window[word_first_piece][piece_word]
     window_index = np.arange(len(windows))[:, None]
     labelled = windows.take(owner, pad=-1) == window_index
@@ -481,6 +493,13 @@ def encode_sentences(sentences, tokenizer, label_names, *, seq_length=128, label
         token_ids, np.zeros(shape, np.int32), padding_mask, labels, word_ids, int(truncated.sum()),
         document=windows.document.astype(np.int32), window_start=windows.start.astype(np.int32),
         is_max_context=is_max_context, truncated=truncated, words_read=words_read)
+
+
+def _starts_a_word(tokenizer, piece_ids):
+    """bool per piece id: the piece is no `##` continuation (it starts a word where text is read)."""
+    continuation = np.fromiter((token.startswith("##") for token in tokenizer.vocabulary), bool,
+                               len(tokenizer.vocabulary))
+    return ~continuation[piece_ids]
 
 
 def token_dataset(features, *, batch_size=32, shuffle=False, static_shapes=False,
