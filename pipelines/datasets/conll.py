@@ -419,8 +419,6 @@ def encode_sentences(sentences, tokenizer, label_names, *, seq_length=128, label
 
     window, stride, max_length = window_options(seq_length, max_length, stride)
     index = {name: i for i, name in enumerate(label_names)}
-    continuation = {i: index.get("I-" + name[2:], i) if name.startswith("B-") else i
-                    for i, name in enumerate(label_names)}
     special = tokenizer.special_tokens
     all_words = [w for s in sentences for w in s.words]
     pieces = tokenizer.tokenize(tf.constant(all_words or [""], tf.string))
@@ -454,13 +452,13 @@ def encode_sentences(sentences, tokenizer, label_names, *, seq_length=128, label
     windows = Windows.of(pieces_per_sentence, window=window, stride=stride, max_length=max_length)
     # Labels: on a word's first piece (all its pieces with label_all_tokens), in the window
     # where that first piece is at its max context.
-    continued = np.asarray([continuation[i] for i in range(len(label_names))], np.int32)[word_labels]
+    continued = continuation_label_ids(label_names)[word_labels]
     rest = continued if label_all_tokens else np.full(num_words, IGNORE_LABEL, np.int32)
     piece_label = np.where(is_first, word_labels[piece_word], rest[piece_word]).astype(np.int32)
     if getattr(tokenizer, "morpheme_analyzer", None) is not None:
         # A morpheme-split word's later morphemes start words where the export reads them (the
         # client sends the text split): each is tagged there by its own first piece, so train it.
-        piece_label = np.where(_starts_a_word(tokenizer, piece_values), continued[piece_word],
+        piece_label = np.where(word_start_pieces(tokenizer)[piece_values], continued[piece_word],
                                piece_label).astype(np.int32)
         piece_label[word_first_piece] = word_labels
     owner = windows.token_window[word_first_piece][piece_word]
@@ -495,11 +493,23 @@ def encode_sentences(sentences, tokenizer, label_names, *, seq_length=128, label
         is_max_context=is_max_context, truncated=truncated, words_read=words_read)
 
 
-def _starts_a_word(tokenizer, piece_ids):
-    """bool per piece id: the piece is no `##` continuation (it starts a word where text is read)."""
-    continuation = np.fromiter((token.startswith("##") for token in tokenizer.vocabulary), bool,
-                               len(tokenizer.vocabulary))
-    return ~continuation[piece_ids]
+def continuation_label_ids(label_names):
+    """int32 per label id: the id a later piece of a word with that label gets (`B-X` -> `I-X`
+    when the label set has it; any other label itself), so pieces stay valid IOB2 (`B-X I-X`).
+
+    >>> continuation_label_ids(["O", "B-LOC", "I-LOC", "B-MISC"]).tolist()
+    [0, 2, 2, 3]
+    """
+    index = {name: i for i, name in enumerate(label_names)}
+    return np.asarray([index.get("I-" + name[2:], i) if name.startswith("B-") else i
+                       for i, name in enumerate(label_names)], np.int32)
+
+
+def word_start_pieces(tokenizer):
+    """bool per vocabulary id: the piece is no `##` continuation, so it starts a word where the
+    exported graph groups pieces into words (a later morpheme of a kiwi-split word does)."""
+    return ~np.fromiter((token.startswith("##") for token in tokenizer.vocabulary), bool,
+                        len(tokenizer.vocabulary))
 
 
 def token_dataset(features, *, batch_size=32, shuffle=False, static_shapes=False,

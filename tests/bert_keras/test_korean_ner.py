@@ -45,6 +45,16 @@ def test_later_morphemes_of_a_word_are_trained_with_the_continuation_tag():
         None, "B-PER", None, None, "I-PER", "B-LOC", "I-LOC", "O", "O", "O", "B-PER", None, None, "I-PER", None)]
     assert features.word_ids[0][:n].tolist() == [-1, 0, 0, 0, 0, 1, 1, 2, 2, 3, 4, 4, 4, 4, -1]
 
+    # the tf.data preprocessor (`TokenClassifier.preprocessor`) labels the same pieces
+    import tensorflow as tf
+
+    from bert_keras.tasks.preprocessor import TokenClassifierPreprocessor
+
+    preprocessor = TokenClassifierPreprocessor(tokenizer, seq_length=32, labels=LABELS)
+    x, y = preprocessor(tf.ragged.constant([sentence.words]), tf.ragged.constant([sentence.tags]))
+    assert x["token_ids"].numpy()[0][:n].tolist() == features.token_ids[0][:n].tolist()
+    assert y.numpy()[0][:n].tolist() == features.labels[0][:n].tolist()
+
 
 @pytest.mark.slow
 def test_served_entities_of_split_text_are_predicts_whole_words_in_the_raw_text(tmp_path):
