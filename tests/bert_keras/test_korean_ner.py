@@ -10,9 +10,9 @@ offsets and the alignment are checked, not accuracy.
 
 import os
 
-import pytest
+import sys
 
-pytest.importorskip("kiwipiepy")
+import pytest
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "data", "korean")
 VOCAB = os.path.join(DATA, "koelectra_vocab.txt")
@@ -24,6 +24,7 @@ TAGS = [["B-PER", "B-LOC", "O", "O"], ["B-PER", "B-LOC", "O"]]
 def kiwi_tokenizer():
     from pipelines import BertTokenizer
 
+    pytest.importorskip("kiwipiepy")
     return BertTokenizer(VOCAB, lowercase=True, strip_accents=False, pre_tokenizer="kiwi")
 
 
@@ -62,6 +63,7 @@ def test_served_entities_of_split_text_are_predicts_whole_words_in_the_raw_text(
     + `restore_offsets`, what `bert-keras query --pre-tokenizer kiwi` does) give the same
     entities: whole words ("서울시에서", not "서울시" + "에서" of other types), at offsets into
     the raw text (`text[start:end] == entity`)."""
+    pytest.importorskip("kiwipiepy")
     import keras
     import tensorflow as tf
 
@@ -100,3 +102,27 @@ def test_served_entities_of_split_text_are_predicts_whole_words_in_the_raw_text(
     assert served == predicted
     for text, row in zip(texts, served):
         assert all(text[start:end] == entity for entity, _, start, end in row)
+
+
+def test_a_kiwi_model_without_kiwipiepy_names_its_vocabulary_and_what_to_install(tmp_path, monkeypatch):
+    """A tagger whose vocabulary records kiwi, on a machine without the Korean extra: the error said
+    `pre_tokenizer="kiwi" needs the Korean extra`, a flag the user never passed. It now names the
+    task, the vocabulary that records the analyzer and the package to install."""
+    from bert_keras.checkpoints import save_pretrained
+    from bert_keras.config import BertConfig
+    from bert_keras.encoder import BertEncoder
+    from bert_keras.tasks import TokenClassifier
+    from pipelines.environment import MissingDependencyError
+
+    config = BertConfig(vocab_size=sum(1 for _ in open(VOCAB, encoding="utf-8")), hidden_size=16,
+                        num_layers=1, num_heads=2, intermediate_size=16, max_position_embeddings=32)
+    checkpoint = str(tmp_path / "bert")
+    save_pretrained(BertEncoder(config), f"hf:{checkpoint}", vocab_file=VOCAB,
+                    tokenizer_settings={"lowercase": True, "strip_accents": False, "pre_tokenizer": "kiwi"})
+    monkeypatch.setitem(sys.modules, "kiwipiepy", None)  # as if not installed
+    with pytest.raises(MissingDependencyError) as caught:
+        TokenClassifier.from_pretrained(f"hf:{checkpoint}", labels=LABELS, seq_length=16).predict(["서울시에서"])
+    message = str(caught.value)
+    assert message.startswith("this TokenClassifier reads text split by 'kiwi' (its vocabulary "
+                              f"{checkpoint}/vocab.txt holds morphemes as words")
+    assert 'pip install "bert-keras[korean]"' in message
