@@ -57,6 +57,33 @@ def test_later_morphemes_of_a_word_are_trained_with_the_continuation_tag():
     assert y.numpy()[0][:n].tolist() == features.labels[0][:n].tolist()
 
 
+def test_words_are_split_into_morphemes_in_their_text_as_the_export_s_clients_split_it():
+    """kiwi analyses a word alone otherwise than in its sentence ("심오한" alone is one morpheme, in
+    "심오한 영화" 심오 + 한; "왜케" the other way round: 4% of NSMC's words). Each word was tokenized
+    alone, at `fit` and `predict`, while `split_morphemes` (and every other task) splits the whole
+    text: the tagger trained and predicted on other pieces than its export was sent. Now the pieces
+    of a text's words are the pieces of the text, for raw texts and for word lists."""
+    from pipelines.datasets.conll import Sentence, encode_sentences, split_words
+
+    tokenizer = kiwi_tokenizer()
+    texts = ["왜케 재미없어지냐", "심오한 영화는 서울시에서 봤다."]
+    whole = tokenizer.tokenize(texts).to_list()
+    split = split_words(texts, tokenizer)
+    for spans in (split, None):  # raw texts (the words split_words makes of them); word lists
+        if spans is None:
+            words = [text.split() for text in texts]
+            whole = tokenizer.tokenize([" ".join(w) for w in words]).to_list()
+        else:
+            words = [w for w, _, _ in split]
+            spans = [(text, starts, ends) for text, (_, starts, ends) in zip(texts, split)]
+        features = encode_sentences([Sentence(w, ["O"] * len(w)) for w in words], tokenizer, LABELS,
+                                    seq_length=32, spans=spans)
+        for row, want in zip(range(len(texts)), whole):
+            n = int(features.padding_mask[row].sum())
+            assert features.token_ids[row][1:n - 1].tolist() == want
+    assert [tokenizer.id_to_token(i) for i in whole[1][:4]] == ["심", "##오", "한", "영화"]  # 심오 + 한
+
+
 @pytest.mark.slow
 def test_served_entities_of_split_text_are_predicts_whole_words_in_the_raw_text(tmp_path):
     """`predict` on raw Korean text and the export queried with kiwi-split text (`split_morphemes`
