@@ -245,7 +245,9 @@ class TokenClassifierPreprocessor(TextPreprocessor):
     the tokenizer drops becomes one `[UNK]`, so every word keeps its tag), the pieces of a
     text are its words' pieces in order, cut after `seq_length - 2` (`TokenClassifier`'s
     `max_length` reads longer texts in windows instead), and packed `[CLS] pieces [SEP]`.
-    Labels: the tag's id on a word's first piece, `-100` (ignored by the loss) elsewhere.
+    Labels: the tag's id on a word's first piece, `-100` (ignored by the loss) elsewhere; with a
+    morpheme `pre_tokenizer`, each later morpheme's first piece gets the continuation tag too
+    (`encode_sentences`'s rule).
 
     Example:
 
@@ -311,8 +313,16 @@ class TokenClassifierPreprocessor(TextPreprocessor):
             tags = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(tags))
         first = tf.equal(tf.ragged.range(kept).flat_values, 0)
         word_of_piece = tf.repeat(tf.range(tf.size(kept, out_type=tf.int64)), kept)
-        piece_label = tf.where(first, tf.gather(self.label_ids(tags.flat_values), word_of_piece),
-                               IGNORE_LABEL)
+        word_label = tf.gather(self.label_ids(tags.flat_values), word_of_piece)
+        piece_label = tf.where(first, word_label, IGNORE_LABEL)
+        if getattr(self.tokenizer, "morpheme_analyzer", None) is not None:
+            # A later morpheme starts a word where the export reads the split text (as encode_sentences).
+            from pipelines.datasets.conll import continuation_label_ids, word_start_pieces
+
+            later_word = ~first & tf.gather(tf.constant(word_start_pieces(self.tokenizer)), flat_ids)
+            continued = tf.gather(tf.constant(continuation_label_ids(self.labels), tf.int64),
+                                  tf.cast(word_label, tf.int64))
+            piece_label = tf.where(later_word, tf.cast(continued, piece_label.dtype), piece_label)
         labels = tf.RaggedTensor.from_row_lengths(piece_label, per_text)[:, :window]
         width = tf.shape(packed["token_ids"])[1]
         labels = tf.concat([tf.fill([labels.nrows(), 1], IGNORE_LABEL), labels], axis=1)

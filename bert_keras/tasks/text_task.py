@@ -135,11 +135,17 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
         """The `pipelines.BertTokenizer` of this task's vocabulary."""
         if self._built_once.tokenizer is None:
             from pipelines import BertTokenizer
+            from pipelines.environment import MissingDependencyError
 
             record = self._record
-            self._built_once.tokenizer = BertTokenizer(record.vocab_file, lowercase=record.lowercase,
-                                                       strip_accents=record.strip_accents,
-                                                       pre_tokenizer=record.pre_tokenizer)
+            try:
+                self._built_once.tokenizer = BertTokenizer(record.vocab_file, lowercase=record.lowercase,
+                                                           strip_accents=record.strip_accents,
+                                                           pre_tokenizer=record.pre_tokenizer)
+            except MissingDependencyError as error:  # say where the analyzer comes from
+                raise type(error)(f"this {type(self).__name__} reads text split by {record.pre_tokenizer!r} "
+                                  f"(its vocabulary {record.vocab_file} holds morphemes as words; the model's "
+                                  f"tokenizer settings record the analyzer): {error}") from error
         return self._built_once.tokenizer
 
     @property

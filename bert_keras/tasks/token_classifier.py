@@ -31,7 +31,10 @@ class TokenClassifier(TextTask):
     raw string (split into the tokenizer's words: whitespace, punctuation and
     CJK characters); labels (`y`): one tag per word, names from `labels` (BIO
     / IOB2). Every word is labelled by its first word piece (the
-    google-research recipe); the other pieces are ignored by the loss.
+    google-research recipe); the other pieces are ignored by the loss. With a
+    morpheme `pre_tokenizer` (kiwi) a word's later morphemes are trained with the
+    continuation tag ("서울시에서" B-LOC: 서울시 B-LOC, 에서 I-LOC): its export reads
+    text split by the client, where each morpheme is a word tagged on its own.
 
     Long documents: an input may be a whole document. With `max_length=N` (word
     pieces) a text is read as overlapping windows of `seq_length - 2` pieces,
@@ -159,12 +162,14 @@ class TokenClassifier(TextTask):
                 tags.append([self.labels[j] for j in label_ids(sentence_tags, self.labels, f"y[{i}]")])
         return [Sentence(w, t, f"x[{i}]") for i, (w, t) in enumerate(zip(words, tags))], spans
 
-    def _features(self, sentences):
+    def _features(self, sentences, spans=None):
+        """`encode_sentences` of `sentences`, whose words are `spans` of their texts (None: the words joined by spaces; a morpheme
+        analyzer splits each whole text, as the export's clients do)."""
         from pipelines.datasets.conll import encode_sentences
 
         _, stride, max_length = self.window_options()
         return encode_sentences(sentences, self.tokenizer, self.labels, seq_length=self.seq_length,
-                                max_length=max_length, stride=stride)
+                                max_length=max_length, stride=stride, spans=spans)
 
     def _train_dataset(self, x, y, *, batch_size, shuffle, seed, sample_weight=None):
         from pipelines.datasets.conll import token_dataset
@@ -175,8 +180,8 @@ class TokenClassifier(TextTask):
         x, y, sample_weight = self._in_memory_rows(x, y, sample_weight)
         if y is None:
             raise TaskInputError("y: no tags given (fit needs one tag per word)")
-        sentences, _ = self._sentences(x, y)
-        features = self._features(sentences)
+        sentences, spans = self._sentences(x, y)
+        features = self._features(sentences, spans)
         weights = check_sample_weight(sample_weight, len(sentences))
         if weights is not None:  # a document's weight on each of its windows
             weights = np.asarray(weights)[features.document]
@@ -203,12 +208,12 @@ class TokenClassifier(TextTask):
                                    sample_weight=sample_weight)
 
     # -- outputs -----------------------------------------------------------------------
-    def _word_logits(self, sentences, batch_size):
+    def _word_logits(self, sentences, batch_size, spans=None):
         """(`[words_read, labels]` logits per sentence, the features): each word from the window
         where its first piece is most central."""
         from pipelines.datasets.conll import token_dataset, word_scores
 
-        features = self._features(sentences)
+        features = self._features(sentences, spans)
         # One width (seq_length) for every batch: per-token outputs concatenate; the encoder
         # still skips the padded tokens where that is exact. A document's windows are
         # consecutive rows, so they batch together.
@@ -216,9 +221,9 @@ class TokenClassifier(TextTask):
         logits = np.asarray(predicted_outputs(self, dataset))
         return word_scores(logits, features, "first"), features
 
-    def _tag(self, sentences, batch_size):
+    def _tag(self, sentences, batch_size, spans=None):
         """(tag names per word of each sentence, the features); unread words (past `max_length`) get "O"."""
-        logits, features = self._word_logits(sentences, batch_size)
+        logits, features = self._word_logits(sentences, batch_size, spans)
         tags = [[self.labels[i] for i in row.argmax(-1)] if len(row) else [] for row in logits]
         return [row + ["O"] * (len(s.words) - len(row)) for row, s in zip(tags, sentences)], features
 
@@ -244,7 +249,7 @@ class TokenClassifier(TextTask):
         x, _, _ = self._in_memory_rows(x, None)
         sentences, spans = self._sentences(x, None)
         results = []
-        all_tags, features = self._tag(sentences, batch_size)
+        all_tags, features = self._tag(sentences, batch_size, spans)
         for i, (sentence, (text, starts, ends), tags) in enumerate(zip(sentences, spans, all_tags)):
             entities = []
             for entity in get_entities(tags):
@@ -275,8 +280,8 @@ class TokenClassifier(TextTask):
         x, y, _ = self._in_memory_rows(x, y)
         if y is None:
             raise TaskInputError("y: no tags given (evaluate and score need one tag per word)")
-        sentences, _ = self._sentences(x, y)
-        predicted, features = self._tag(sentences, batch_size)
+        sentences, spans = self._sentences(x, y)
+        predicted, features = self._tag(sentences, batch_size, spans)
         metrics = {k: float(v) for k, v in entity_scores([s.tags for s in sentences], predicted).items()}
         metrics["num_examples"] = len(sentences)
         if features.num_truncated:

@@ -13,7 +13,12 @@
    a continuation piece of a `B-X` word gets `I-X` (when the label set has
    it), so that the piece sequence is still valid IOB2 (`B-X I-X`, never
    `B-X B-X`, which would read as two entities). `word_ids` maps each piece to
-   its word (-1 for special tokens and padding).
+   its word (-1 for special tokens and padding). A tokenizer that splits words
+   into morphemes (`BertTokenizer(pre_tokenizer="kiwi")`, a vocabulary of
+   morphemes as words) also labels each later morpheme's first piece, with the
+   continuation label (`서울시에서` B-LOC: `서울시` B-LOC, `에서` I-LOC): its
+   export reads text split by the client, where every morpheme is a word of its
+   own, tagged by its own first piece.
 4. `word_scores` (windows) / `aggregate_word_predictions` (one row per
    sentence): piece scores back to one label per word.
 
@@ -364,7 +369,7 @@ class TokenClassificationFeatures:
 
 
 def encode_sentences(sentences, tokenizer, label_names, *, seq_length=128, label_all_tokens=False,
-                     max_length=None, stride=None):
+                     max_length=None, stride=None, spans=None):
     """Word pieces, per-piece labels and `word_ids` for `Sentence`s (see the module docstring).
 
     A sentence (or a whole document) of more than `seq_length - 2` pieces is read as
@@ -396,11 +401,17 @@ def encode_sentences(sentences, tokenizer, label_names, *, seq_length=128, label
         label_names: tag names in label-id order (e.g. `CONLL2003_NER_LABELS`).
         seq_length: packed length, `[CLS]` and `[SEP]` included.
         label_all_tokens: label every piece, not only the first of a word
-            (continuations of `B-X` get `I-X`).
+            (continuations of `B-X` get `I-X`). A `tokenizer` with a morpheme
+            `pre_tokenizer` labels each later morpheme's first piece so anyway.
         max_length: word pieces of a sentence read at all; None: one window
             (`seq_length - 2`). Longer sentences are truncated (counted, logged).
         stride: word pieces between the starts of consecutive windows (None:
             half a window; see `pipelines.windowing`).
+        spans: per sentence, `(text, starts, ends)`: the text its words are spans of
+            (`split_words`' answer; None: the words joined by spaces). A tokenizer with
+            a morpheme `pre_tokenizer` splits the whole text, as the export's clients do
+            (`split_morphemes`), not each word alone (kiwi cuts 4% of NSMC's words
+            otherwise there).
 
     Returns:
         `TokenClassificationFeatures`.
@@ -413,11 +424,13 @@ def encode_sentences(sentences, tokenizer, label_names, *, seq_length=128, label
 
     window, stride, max_length = window_options(seq_length, max_length, stride)
     index = {name: i for i, name in enumerate(label_names)}
-    continuation = {i: index.get("I-" + name[2:], i) if name.startswith("B-") else i
-                    for i, name in enumerate(label_names)}
     special = tokenizer.special_tokens
     all_words = [w for s in sentences for w in s.words]
-    pieces = tokenizer.tokenize(tf.constant(all_words or [""], tf.string))
+    if getattr(tokenizer, "morpheme_splitter", None) is not None:
+        split = _words_split_in_context(sentences, tokenizer.morpheme_splitter, spans)
+        pieces = tokenizer.tokenize_split(tf.constant(split or [""], tf.string))
+    else:
+        pieces = tokenizer.tokenize(tf.constant(all_words or [""], tf.string))
     piece_values = pieces.flat_values.numpy().astype(np.int32)
     piece_splits = pieces.row_splits.numpy()
 
@@ -448,9 +461,15 @@ def encode_sentences(sentences, tokenizer, label_names, *, seq_length=128, label
     windows = Windows.of(pieces_per_sentence, window=window, stride=stride, max_length=max_length)
     # Labels: on a word's first piece (all its pieces with label_all_tokens), in the window
     # where that first piece is at its max context.
-    rest = (np.asarray([continuation[i] for i in range(len(label_names))], np.int32)[word_labels]
-            if label_all_tokens else np.full(num_words, IGNORE_LABEL, np.int32))
+    continued = continuation_label_ids(label_names)[word_labels]
+    rest = continued if label_all_tokens else np.full(num_words, IGNORE_LABEL, np.int32)
     piece_label = np.where(is_first, word_labels[piece_word], rest[piece_word]).astype(np.int32)
+    if getattr(tokenizer, "morpheme_analyzer", None) is not None:
+        # A morpheme-split word's later morphemes start words where the export reads them (the
+        # client sends the text split): each is tagged there by its own first piece, so train it.
+        piece_label = np.where(word_start_pieces(tokenizer)[piece_values], continued[piece_word],
+                               piece_label).astype(np.int32)
+        piece_label[word_first_piece] = word_labels
     owner = windows.token_window[word_first_piece][piece_word]
     window_index = np.arange(len(windows))[:, None]
     labelled = windows.take(owner, pad=-1) == window_index
@@ -481,6 +500,46 @@ def encode_sentences(sentences, tokenizer, label_names, *, seq_length=128, label
         token_ids, np.zeros(shape, np.int32), padding_mask, labels, word_ids, int(truncated.sum()),
         document=windows.document.astype(np.int32), window_start=windows.start.astype(np.int32),
         is_max_context=is_max_context, truncated=truncated, words_read=words_read)
+
+
+def _words_split_in_context(sentences, splitter, spans):
+    """Every word of `sentences` with a space at each morpheme boundary the analyzer finds in the
+    whole text (`spans`, else the words joined by spaces)."""
+    if spans is None:
+        spans = []
+        for sentence in sentences:
+            starts = np.cumsum([0] + [len(w) + 1 for w in sentence.words])[:-1].tolist()
+            spans.append((" ".join(sentence.words), starts, [b + len(w) for b, w in zip(starts, sentence.words)]))
+    split = []
+    for (text, starts, ends), cuts in zip(spans, splitter.boundaries([text for text, _, _ in spans])):
+        cuts = np.asarray(cuts, np.int64)
+        for start, end in zip(starts, ends):
+            inside = cuts[(cuts > start) & (cuts < end)] - start
+            word, at, pieces = text[start:end], 0, []
+            for cut in inside.tolist():
+                pieces.append(word[at:cut])
+                at = cut
+            split.append(" ".join(pieces + [word[at:]]))
+    return split
+
+
+def continuation_label_ids(label_names):
+    """int32 per label id: the id a later piece of a word with that label gets (`B-X` -> `I-X`
+    when the label set has it; any other label itself), so pieces stay valid IOB2 (`B-X I-X`).
+
+    >>> continuation_label_ids(["O", "B-LOC", "I-LOC", "B-MISC"]).tolist()
+    [0, 2, 2, 3]
+    """
+    index = {name: i for i, name in enumerate(label_names)}
+    return np.asarray([index.get("I-" + name[2:], i) if name.startswith("B-") else i
+                       for i, name in enumerate(label_names)], np.int32)
+
+
+def word_start_pieces(tokenizer):
+    """bool per vocabulary id: the piece is no `##` continuation, so it starts a word where the
+    exported graph groups pieces into words (a later morpheme of a kiwi-split word does)."""
+    return ~np.fromiter((token.startswith("##") for token in tokenizer.vocabulary), bool,
+                        len(tokenizer.vocabulary))
 
 
 def token_dataset(features, *, batch_size=32, shuffle=False, static_shapes=False,

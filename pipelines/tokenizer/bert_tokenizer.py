@@ -257,6 +257,24 @@ class BertTokenizer(tf.Module):
             return self._eager_function(self._tokenize_ops, strings)(strings)
         return self._tokenize_ops(strings)
 
+    @property
+    def morpheme_splitter(self):
+        """The `pipelines.tokenizer.morphemes.MorphemeSplitter` of `pre_tokenizer`, or None."""
+        return None if self._host is None else self._host.splitter
+
+    @tf.autograph.experimental.do_not_convert
+    def tokenize_split(self, strings):
+        """`tokenize` of a 1-D batch of strings split at their morpheme boundaries already (a space at
+        each, as `morpheme_splitter.spaced` writes them): the analyzer does not run again (on a lone
+        morpheme it may cut where the whole text's analysis did not). Without `pre_tokenizer`, `tokenize`."""
+        strings = tf.convert_to_tensor(strings, tf.string)
+        if tf.executing_eagerly():
+            return self._eager_function(self._tokenize_split_ops, strings)(strings)
+        return self._tokenize_split_ops(strings)
+
+    def _tokenize_split_ops(self, strings):
+        return self._tokenize_in_graph(strings, with_offsets=False)[0]
+
     def traced_tokenize(self, strings):
         """`tokenize` as a call of one `tf.function`, traced once per tokenizer and input rank.
 

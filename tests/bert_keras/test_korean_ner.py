@@ -1,0 +1,155 @@
+"""Korean NER with a vocabulary of morphemes as words (`pre_tokenizer="kiwi"`, docs/korean.md (c)).
+
+Tags are given per word as the user sees them ("서울시에서" B-LOC); the tokenizer splits each
+word into morphemes (서울시 + 에서). The export reads text the client split (`bert-keras query
+--pre-tokenizer kiwi`, `serving.text_requests.split_morphemes`), where every morpheme is a word
+of its own: so `fit` trains each later morpheme with the continuation tag, and the served
+entities are whole words at the raw text's offsets, as `predict`'s. Tiny random models: the
+offsets and the alignment are checked, not accuracy.
+"""
+
+import os
+
+import sys
+
+import pytest
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "data", "korean")
+VOCAB = os.path.join(DATA, "koelectra_vocab.txt")
+LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+WORDS = [["김철수는", "서울시에서", "일한다", "."], ["이영희가", "부산에", "갔다"]]
+TAGS = [["B-PER", "B-LOC", "O", "O"], ["B-PER", "B-LOC", "O"]]
+
+
+def kiwi_tokenizer():
+    from pipelines import BertTokenizer
+
+    pytest.importorskip("kiwipiepy")
+    return BertTokenizer(VOCAB, lowercase=True, strip_accents=False, pre_tokenizer="kiwi")
+
+
+def test_later_morphemes_of_a_word_are_trained_with_the_continuation_tag():
+    """"서울시에서" B-LOC is 서울시 + 에서: 에서 starts a word where the export reads the split text,
+    and was trained on nothing (-100), so the served model tagged it at random ("에서" PER beside
+    "서울시" LOC). Now it carries I-LOC (an O word's morphemes O); `##` pieces stay unlabelled."""
+    from pipelines.datasets.conll import Sentence, encode_sentences
+
+    tokenizer = kiwi_tokenizer()
+    sentence = Sentence(WORDS[0] + ["뷁뷁스키에게"], TAGS[0] + ["B-PER"])
+    features = encode_sentences([sentence], tokenizer, LABELS, seq_length=32)
+    n = int(features.padding_mask[0].sum())
+    pieces = [tokenizer.id_to_token(int(i)) for i in features.token_ids[0][:n]]
+    assert pieces == ["[CLS]", "김", "##철", "##수", "는", "서울시", "에서", "일", "한다", ".",
+                      "뷁", "##뷁", "##스키", "에게", "[SEP]"]
+    tag = {None: -100, **{name: i for i, name in enumerate(LABELS)}}
+    assert features.labels[0][:n].tolist() == [tag[t] for t in (
+        None, "B-PER", None, None, "I-PER", "B-LOC", "I-LOC", "O", "O", "O", "B-PER", None, None, "I-PER", None)]
+    assert features.word_ids[0][:n].tolist() == [-1, 0, 0, 0, 0, 1, 1, 2, 2, 3, 4, 4, 4, 4, -1]
+
+    # the tf.data preprocessor (`TokenClassifier.preprocessor`) labels the same pieces
+    import tensorflow as tf
+
+    from bert_keras.tasks.preprocessor import TokenClassifierPreprocessor
+
+    preprocessor = TokenClassifierPreprocessor(tokenizer, seq_length=32, labels=LABELS)
+    x, y = preprocessor(tf.ragged.constant([sentence.words]), tf.ragged.constant([sentence.tags]))
+    assert x["token_ids"].numpy()[0][:n].tolist() == features.token_ids[0][:n].tolist()
+    assert y.numpy()[0][:n].tolist() == features.labels[0][:n].tolist()
+
+
+def test_words_are_split_into_morphemes_in_their_text_as_the_export_s_clients_split_it():
+    """kiwi analyses a word alone otherwise than in its sentence ("심오한" alone is one morpheme, in
+    "심오한 영화" 심오 + 한; "왜케" the other way round: 4% of NSMC's words). Each word was tokenized
+    alone, at `fit` and `predict`, while `split_morphemes` (and every other task) splits the whole
+    text: the tagger trained and predicted on other pieces than its export was sent. Now the pieces
+    of a text's words are the pieces of the text, for raw texts and for word lists."""
+    from pipelines.datasets.conll import Sentence, encode_sentences, split_words
+
+    tokenizer = kiwi_tokenizer()
+    texts = ["왜케 재미없어지냐", "심오한 영화는 서울시에서 봤다."]
+    whole = tokenizer.tokenize(texts).to_list()
+    split = split_words(texts, tokenizer)
+    for spans in (split, None):  # raw texts (the words split_words makes of them); word lists
+        if spans is None:
+            words = [text.split() for text in texts]
+            whole = tokenizer.tokenize([" ".join(w) for w in words]).to_list()
+        else:
+            words = [w for w, _, _ in split]
+            spans = [(text, starts, ends) for text, (_, starts, ends) in zip(texts, split)]
+        features = encode_sentences([Sentence(w, ["O"] * len(w)) for w in words], tokenizer, LABELS,
+                                    seq_length=32, spans=spans)
+        for row, want in zip(range(len(texts)), whole):
+            n = int(features.padding_mask[row].sum())
+            assert features.token_ids[row][1:n - 1].tolist() == want
+    assert [tokenizer.id_to_token(i) for i in whole[1][:4]] == ["심", "##오", "한", "영화"]  # 심오 + 한
+
+
+@pytest.mark.slow
+def test_served_entities_of_split_text_are_predicts_whole_words_in_the_raw_text(tmp_path):
+    """`predict` on raw Korean text and the export queried with kiwi-split text (`split_morphemes`
+    + `restore_offsets`, what `bert-keras query --pre-tokenizer kiwi` does) give the same
+    entities: whole words ("서울시에서", not "서울시" + "에서" of other types), at offsets into
+    the raw text (`text[start:end] == entity`)."""
+    pytest.importorskip("kiwipiepy")
+    import keras
+    import tensorflow as tf
+
+    from bert_keras.checkpoints import save_pretrained
+    from bert_keras.config import BertConfig
+    from bert_keras.encoder import BertEncoder
+    from bert_keras.tasks import TokenClassifier
+    from serving.text_requests import restore_offsets, split_morphemes
+
+    keras.utils.set_random_seed(0)
+    config = BertConfig(vocab_size=sum(1 for _ in open(VOCAB, encoding="utf-8")), hidden_size=32,
+                        num_layers=1, num_heads=2, intermediate_size=37, max_position_embeddings=64)
+    checkpoint = str(tmp_path / "bert")
+    save_pretrained(BertEncoder(config), f"hf:{checkpoint}", vocab_file=VOCAB,
+                    tokenizer_settings={"lowercase": True, "strip_accents": False, "pre_tokenizer": "kiwi"})
+    tagger = TokenClassifier.from_pretrained(f"hf:{checkpoint}", labels=LABELS, seq_length=32,
+                                             learning_rate=1e-2, warmup_ratio=0.0)
+    tagger.fit(WORDS * 8, TAGS * 8, epochs=8, batch_size=8, verbose=0)
+    texts = ["김철수는 서울시에서 일한다.", "이영희가 부산에 갔다"]
+    predicted = [[(e["text"], e["type"], e["start_char"], e["end_char"]) for e in row["entities"]]
+                 for row in tagger.predict(texts)]
+    assert predicted == [[("김철수는", "PER", 0, 4), ("서울시에서", "LOC", 5, 10)],
+                         [("이영희가", "PER", 0, 4), ("부산에", "LOC", 5, 8)]]
+
+    with pytest.warns(UserWarning, match="--pre-tokenizer kiwi"):
+        tagger.export_result(str(tmp_path / "models"), "ner", check=False, warmup_requests=0)
+    serve = tf.saved_model.load(str(tmp_path / "models" / "ner" / "1")).signatures["serving_default"]
+    raw = {"text": texts}
+    sent, char_maps = split_morphemes(raw, "kiwi")
+    assert sent["text"][0] == "김철수 는 서울시 에서 일 한다 ."
+    outputs = restore_offsets({k: v.numpy() for k, v in serve(text=tf.constant(sent["text"])).items()},
+                              raw, sent, char_maps)
+    served = [[(outputs["entity_text"][i][j].decode(), outputs["entity_label"][i][j].decode(),
+                int(outputs["start_char"][i][j]), int(outputs["end_char"][i][j]))
+               for j in range(int(outputs["num_entities"][i]))] for i in range(len(texts))]
+    assert served == predicted
+    for text, row in zip(texts, served):
+        assert all(text[start:end] == entity for entity, _, start, end in row)
+
+
+def test_a_kiwi_model_without_kiwipiepy_names_its_vocabulary_and_what_to_install(tmp_path, monkeypatch):
+    """A tagger whose vocabulary records kiwi, on a machine without the Korean extra: the error said
+    `pre_tokenizer="kiwi" needs the Korean extra`, a flag the user never passed. It now names the
+    task, the vocabulary that records the analyzer and the package to install."""
+    from bert_keras.checkpoints import save_pretrained
+    from bert_keras.config import BertConfig
+    from bert_keras.encoder import BertEncoder
+    from bert_keras.tasks import TokenClassifier
+    from pipelines.environment import MissingDependencyError
+
+    config = BertConfig(vocab_size=sum(1 for _ in open(VOCAB, encoding="utf-8")), hidden_size=16,
+                        num_layers=1, num_heads=2, intermediate_size=16, max_position_embeddings=32)
+    checkpoint = str(tmp_path / "bert")
+    save_pretrained(BertEncoder(config), f"hf:{checkpoint}", vocab_file=VOCAB,
+                    tokenizer_settings={"lowercase": True, "strip_accents": False, "pre_tokenizer": "kiwi"})
+    monkeypatch.setitem(sys.modules, "kiwipiepy", None)  # as if not installed
+    with pytest.raises(MissingDependencyError) as caught:
+        TokenClassifier.from_pretrained(f"hf:{checkpoint}", labels=LABELS, seq_length=16).predict(["서울시에서"])
+    message = str(caught.value)
+    assert message.startswith("this TokenClassifier reads text split by 'kiwi' (its vocabulary "
+                              f"{checkpoint}/vocab.txt holds morphemes as words")
+    assert 'pip install "bert-keras[korean]"' in message
