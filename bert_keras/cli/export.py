@@ -65,7 +65,7 @@ def run(args):
     from serving.export_options import ExportOptions
     from serving.exporter import check_export_options
 
-    check_export_options(args.version, args.warmup_requests, model_name=args.name,
+    check_export_options(args.version, args.warmup_requests, model_name=args.name, max_batch_size=args.max_batch_size,
                          flag_prefix="--")  # before anything loads
 
     if args.model and not is_finetuned_directory(args.model):

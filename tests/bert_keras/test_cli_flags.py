@@ -62,6 +62,8 @@ USED_BY = {
     "--top-k": {"embed", "attention"},
     # SQuAD v2.0 no-answer threshold
     "--null-threshold": {"predict", "export"},
+    # the serving batching's max_batch_size (export: the warmup requests fit it)
+    "--max-batch-size": {"serve", "export"},
 }
 
 # deprecated spelling -> the flag above that replaced it (accepted, hidden from --help)

@@ -174,6 +174,37 @@ def test_warmup_requests_parse_and_replay(kind, exported_model):
         assert request_arrays(logs[0])["text"][0] == b"I loved this film."
 
 
+def test_warmup_fits_the_batching_max_batch_size(exported_model, finetuned_dir, tmp_path):
+    # TF Serving replays warmup through its batching session: a record of more rows than
+    # max_batch_size fails the load ("Task size 8 is larger than maximum input batch size 4").
+    # The embedded server replayed it unbatched and loaded what tensorflow_model_server refuses,
+    # and an export could not write a warmup file that a max_batch_size under 8 loads.
+    from serving.server.engine import BatchingOptions, InferenceEngine, ModelSource
+
+    def states(base_path, name):
+        engine = InferenceEngine([ModelSource(name, os.path.join(base_path, name))], poll_interval_s=0,
+                                 batching=BatchingOptions(max_batch_size=4, batch_timeout_micros=0))
+        engine.start()
+        try:
+            return [(s["state"], s["error_message"]) for s in engine.model_status(name)]
+        finally:
+            engine.stop(5)
+
+    base_path, name, _ = exported_model("regression")  # warmup batches of 1 and 8 rows
+    [(state, message)] = states(base_path, name)
+    assert state == "END"
+    assert "warmup record 1" in message and "Task size 8 is larger than maximum input batch size 4" in message
+    assert "--max-batch-size 4" in message and "--warmup-requests 0" in message
+
+    result = exporter.export_saved_model(finetuned_dir("regression"), str(tmp_path), "capped", check=False,
+                                         progress=None, warmup_requests=3, max_batch_size=4)
+    assert [len(request_arrays(log)["text"]) for log in read_warmup_file(result.path)] == [1, 4, 1]
+    assert result.card["warmup"] == {"requests": 3, "batch_sizes": [1, 4, 1]}
+    assert states(str(tmp_path), "capped") == [("AVAILABLE", "")]
+    with pytest.raises(ValueError, match="max_batch_size must be a positive integer, got 0"):
+        exporter.export_saved_model(finetuned_dir("regression"), str(tmp_path), "capped", max_batch_size=0)
+
+
 @pytest.mark.parametrize("kind", ["classification", "squad", "multiple_choice"])
 def test_printed_query_and_curl_examples_are_requests_the_export_answers(kind, exported_model, tmp_path):
     # The commands printed after export / serve / deploy-kit sent '"some text"' (or "your text",
