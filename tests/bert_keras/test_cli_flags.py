@@ -41,9 +41,9 @@ USED_BY = {
     "--seq-length": {"finetune", "pretrain", "embed", "attention", "tokenize", "export",
                      "create-pretraining-data", "quickstart"},
     # word pieces of a long text read, in windows (Python's max_length)
-    "--max-length": {"finetune", "embed"},  # the document length, as max_length= in Python
+    "--max-length": {"finetune", "embed", "export"},  # the document length, as max_length= in Python
     # word pieces between the starts of two windows
-    "--stride": {"finetune", "embed", "distill"},  # distill: a squad context's windows
+    "--stride": {"finetune", "embed", "distill", "export"},  # distill: a squad context's windows
     # masked positions per sequence
     "--max-predictions": {"pretrain", "create-pretraining-data"},
     # examples per step (over all replicas)

@@ -423,3 +423,31 @@ def test_export_refuses_a_base_path_inside_the_model_it_reads(tmp_path, capsys):
     assert "--base-path" in capsys.readouterr().err and not (model / "models").exists()
     assert main(["export", "--model", str(model), "--base-path", str(tmp_path / "m"), "--model-name", "../x"]) == 2
     assert "a served model's name" in capsys.readouterr().err and not (tmp_path / "x").exists()
+
+
+def test_export_reads_long_texts_in_windows_and_refuses_flags_the_model_has_not(finetuned_dir, tmp_path, capsys):
+    # `export --init` had no --max-length / --stride (`embed` has them: the export could not serve
+    # the vectors embed computed for long texts), and a kind's setting flag given to a model without
+    # that setting was refused in Python's words after the model loaded ("max_windows=: not a setting
+    # of a ner model"), not naming the flag.
+    from bert_keras.cli.main import main
+
+    base = str(tmp_path / "models")
+    common = ["--base-path", base, "--no-check", "--warmup-requests", "0"]
+    assert main(["export", "--init", finetuned_dir("embedding"), "--model-name", "long", "--seq-length", "16",
+                 "--max-length", "100", "--stride", "8"] + common) == 0
+    settings = read_model_card(os.path.join(base, "long", "1"))["task"]["settings"]
+    assert (settings["max_length"], settings["stride"]) == (100, 8)
+    capsys.readouterr()
+    for source, flags, message in [
+            (["--model", finetuned_dir("ner")], ["--max-windows", "4"],
+             "--max-windows: {} is a ner model, which has no max_windows setting; --max-windows is for squad models"),
+            (["--model", finetuned_dir("squad")], ["--max-length", "100"],
+             "--max-length: {} is a squad model, which has no max_length setting"),
+            (["--init", finetuned_dir("embedding")], ["--text-pair"],
+             "--text-pair: --init {} exports an embedding model, which has no text_pair setting"),
+            (["--model", finetuned_dir("classification")], ["--max-length", "100"],
+             "--max-length: {} is a classification model of text pairs, which reads a pair as one window")]:
+        assert main(["export", *source, "--model-name", "refused", *flags] + common) == 2
+        assert message.format(source[1]) in capsys.readouterr().err
+    assert not os.path.exists(os.path.join(base, "refused"))
