@@ -26,7 +26,7 @@ The export is composed of small steps, each its own piece:
 8. `install_version`: the staging directory is renamed to `<version>` in one
    `os.rename`, so a polling server never sees half an export. An existing
    version is only replaced with `overwrite=True` (old renamed aside, new renamed
-   in, old deleted).
+   in, old deleted), and never when it holds files its export did not write.
 
 Example:
 
@@ -181,6 +181,10 @@ def export_saved_model(source, base_path, model_name, *, version=None, tokenizer
         raise ValueError(f"tokenizer_backend must be one of {TOKENIZER_BACKENDS}, "
                          f"not {tokenizer_backend!r}")
     model_dir = os.path.join(os.fspath(base_path), model_name)
+    for directory in (os.fspath(base_path), model_dir):
+        if os.path.lexists(directory) and not os.path.isdir(directory):
+            raise FileExistsError(f"{directory} exists and is not a directory: the export goes to "
+                                  f"{os.path.join(model_dir, '<version>')}")
     numbered = version is None  # the next free number, also if another export takes this one meanwhile
     version = choose_version(model_dir, version, overwrite=overwrite)
     check_release(release)
@@ -455,6 +459,19 @@ def choose_version(model_dir, version=None, *, overwrite=False):
     if version in versions and not overwrite:
         raise FileExistsError(f"{os.path.join(model_dir, str(version))} already exists; pass "
                               f"overwrite=True (--overwrite) to replace it, or another version")
+    if version in versions:
+        from serving.export_manifest import unlisted_files
+
+        try:
+            foreign = unlisted_files(target)
+        except ValueError as error:  # a damaged manifest: what the export wrote is not known
+            raise FileExistsError(f"{target}: {error}; it is not replaced, even with --overwrite: move it, "
+                                  "or choose another version") from None
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+            raise FileExistsError(f"{target} holds files its export did not write ({shown}): replacing the "
+                                  "version would delete them, so it is not replaced, even with --overwrite; "
+                                  "move them out, or choose another version")
     return version
 
 

@@ -68,6 +68,31 @@ def staged(model_dir, version, content):
     return staging
 
 
+def test_overwrite_never_deletes_files_the_export_did_not_write(tmp_path, finetuned_dir):
+    # --overwrite renamed the old version aside and deleted it whole: a README.txt the user had put
+    # in models/x/2 was gone.
+    from serving.export_manifest import write_manifest
+
+    model_dir = str(tmp_path / "x")
+    for version in ("1", "2"):
+        os.makedirs(os.path.join(model_dir, version, "variables"))
+        open(os.path.join(model_dir, version, "saved_model.pb"), "w").close()
+    write_manifest(os.path.join(model_dir, "2"))  # as the exporter leaves a version
+    assert exporter.choose_version(model_dir, 1, overwrite=True) == 1  # no manifest: a SavedModel's files
+    assert exporter.choose_version(model_dir, 2, overwrite=True) == 2
+    for version, name in (("1", "README.txt"), ("2", os.path.join("assets", "mine.txt"))):
+        os.makedirs(os.path.dirname(os.path.join(model_dir, version, name)), exist_ok=True)
+        open(os.path.join(model_dir, version, name), "w").close()
+        with pytest.raises(FileExistsError, match=f"x/{version} holds files its export did not write "
+                                                  rf"\({name}\).*not replaced, even with --overwrite"):
+            exporter.choose_version(model_dir, version, overwrite=True)
+    open(tmp_path / "y", "w").close()  # a file where the model's directory goes: named before any work
+    with pytest.raises(FileExistsError, match="y exists and is not a directory"):
+        exporter.export_saved_model(finetuned_dir("regression"), str(tmp_path), "y", progress=None)
+    with pytest.raises(FileExistsError, match="y exists and is not a directory"):
+        exporter.export_saved_model(finetuned_dir("regression"), str(tmp_path / "y"), "z", progress=None)
+
+
 def test_install_is_a_rename_and_never_overwrites_silently(tmp_path):
     model_dir = str(tmp_path / "m")
     target = os.path.join(model_dir, "1")
