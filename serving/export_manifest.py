@@ -127,3 +127,30 @@ def check_manifest(version_dir: str, *, checksums: bool = False) -> ManifestChec
                 return ManifestCheck(DAMAGED, f"{name}: its SHA-256 is not the manifest's (the file was "
                                               f"changed or damaged after the export)")
     return ManifestCheck(COMPLETE)
+
+
+# What a SavedModel version directory holds besides the manifest (an export without one: older, or
+# another exporter's).
+SAVED_MODEL_ENTRIES = ("saved_model.pb", "saved_model.pbtxt", "fingerprint.pb", "variables", "assets", "assets.extra")
+
+
+def unlisted_files(version_dir: str) -> list:
+    """The files of `version_dir` that its export did not write (relative paths, sorted): those its
+    manifest does not list, or, without a manifest, those outside a SavedModel's entries. Replacing
+    the version would delete them.
+
+    Raises:
+        ValueError: the manifest is there but not a whole manifest (`read_manifest`).
+    """
+    listed = read_manifest(version_dir)
+    found = []
+    for root, _, names in os.walk(version_dir):
+        for name in names:
+            relative = os.path.relpath(os.path.join(root, name), version_dir).replace(os.sep, "/")
+            if listed is None:
+                ours = relative.split("/")[0] in SAVED_MODEL_ENTRIES
+            else:
+                ours = relative in listed or relative == MANIFEST_FILE.replace(os.sep, "/")
+            if not ours:
+                found.append(relative)
+    return sorted(found)

@@ -39,4 +39,10 @@ class ExportOptions:
                                            "none)", choices=("none", "int8"))
     check: bool = option(True, "skip the fresh-process check of the export's outputs", "--no-check")
     warmup_requests: int = option(DEFAULT_WARMUP_REQUESTS, "warmup requests to write, batch sizes 1 and 8 "
-                                                           "alternating (default 2; 0: none)", metavar="N")
+                                                           "alternating, none over --max-batch-size (default 2; "
+                                                           "0: none)", metavar="N")
+    max_batch_size: Optional[int] = option(None, "the max_batch_size of the batching that will serve the export "
+                                                 "(serve --max-batch-size, batching_parameters.txt): no warmup "
+                                                 "request holds more rows (tensorflow_model_server fails to load "
+                                                 "a version whose warmup request exceeds it) (default: no cap)",
+                                           metavar="N", type="positive_int")

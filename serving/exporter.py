@@ -26,7 +26,7 @@ The export is composed of small steps, each its own piece:
 8. `install_version`: the staging directory is renamed to `<version>` in one
    `os.rename`, so a polling server never sees half an export. An existing
    version is only replaced with `overwrite=True` (old renamed aside, new renamed
-   in, old deleted).
+   in, old deleted), and never when it holds files its export did not write.
 
 Example:
 
@@ -55,7 +55,7 @@ from pipelines.atomic_writes import (check_free_space, install_directory, make_s
                                      variables_nbytes, write_bytes)
 from serving.export_options import DEFAULT_RELEASE, DEFAULT_WARMUP_REQUESTS, TOKENIZER_BACKENDS
 from serving.signatures.text_inputs import DEFAULT_CHARS_PER_TOKEN
-from serving.warmup import MAX_WARMUP_RECORDS
+from serving.warmup import MAX_WARMUP_RECORDS, warmup_batch_sizes
 _VERSION = re.compile(r"^[0-9]+$")
 
 
@@ -88,9 +88,10 @@ MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}")
 
 
 def check_export_options(version=None, warmup_requests=DEFAULT_WARMUP_REQUESTS, *, model_name=None,
-                         flag_prefix=""):
-    """ValueError for a `version` below 1, a negative `warmup_requests` or a `model_name` that is not
-    one plain directory name (letters, digits, `_`, `.`, `-`): before anything loads.
+                         max_batch_size=None, flag_prefix=""):
+    """ValueError for a `version` below 1, a negative `warmup_requests`, a `max_batch_size` below 1
+    or a `model_name` that is not one plain directory name (letters, digits, `_`, `.`, `-`): before
+    anything loads.
 
     `flag_prefix` ("--" on the command line) names them as flags (`--warmup-requests`) in the message.
 
@@ -104,6 +105,11 @@ def check_export_options(version=None, warmup_requests=DEFAULT_WARMUP_REQUESTS, 
 
     if version is not None and version < 1:
         raise ValueError(f"{name('version')} must be a positive integer")
+    if max_batch_size is not None:
+        try:
+            warmup_batch_sizes(max_batch_size)
+        except ValueError:
+            raise ValueError(f"{name('max_batch_size')} must be a positive integer, got {max_batch_size!r}") from None
     if not 0 <= warmup_requests <= MAX_WARMUP_RECORDS:  # TF Serving fails the load of more
         raise ValueError(f"{name('warmup_requests')} must be 0 to {MAX_WARMUP_RECORDS} (TF Serving refuses to load "
                          f"a model with more warmup records), got {warmup_requests}")
@@ -115,7 +121,7 @@ def check_export_options(version=None, warmup_requests=DEFAULT_WARMUP_REQUESTS, 
 
 def export_saved_model(source, base_path, model_name, *, version=None, tokenizer_backend="tf_text",
                        overwrite=False, strict=False, check=True,
-                       warmup_requests=DEFAULT_WARMUP_REQUESTS, release=DEFAULT_RELEASE,
+                       warmup_requests=DEFAULT_WARMUP_REQUESTS, max_batch_size=None, release=DEFAULT_RELEASE,
                        quantize=None, progress=print, **source_options):
     """Exports `source` as `<base_path>/<model_name>/<version>/` for TF Serving (see module docstring).
 
@@ -135,6 +141,10 @@ def export_saved_model(source, base_path, model_name, *, version=None, tokenizer
             targeted tensorflow/serving release cannot run.
         check: run the portability check (fresh process, outputs compared).
         warmup_requests: number of warmup requests to write (0: no file).
+        max_batch_size: the `max_batch_size` of the batching that will serve
+            the export: no warmup request holds more rows (TF Serving replays
+            warmup through its batching and fails the load of a larger one).
+            None: batch sizes 1 and 8.
         release: the tensorflow/serving release to audit against.
         quantize: None (float32) or `"int8"`: the encoder's per-token dense
             layers (QKV, attention output, FFN in/out) run as dynamic-range
@@ -165,12 +175,16 @@ def export_saved_model(source, base_path, model_name, *, version=None, tokenizer
 
     say = progress or (lambda *args, **kwargs: None)
     started = time.time()
-    check_export_options(version, warmup_requests, model_name=model_name)
+    check_export_options(version, warmup_requests, model_name=model_name, max_batch_size=max_batch_size)
     quantize = check_quantize(quantize)
     if tokenizer_backend not in TOKENIZER_BACKENDS:
         raise ValueError(f"tokenizer_backend must be one of {TOKENIZER_BACKENDS}, "
                          f"not {tokenizer_backend!r}")
     model_dir = os.path.join(os.fspath(base_path), model_name)
+    for directory in (os.fspath(base_path), model_dir):
+        if os.path.lexists(directory) and not os.path.isdir(directory):
+            raise FileExistsError(f"{directory} exists and is not a directory: the export goes to "
+                                  f"{os.path.join(model_dir, '<version>')}")
     numbered = version is None  # the next free number, also if another export takes this one meanwhile
     version = choose_version(model_dir, version, overwrite=overwrite)
     check_release(release)
@@ -189,7 +203,8 @@ def export_saved_model(source, base_path, model_name, *, version=None, tokenizer
         samples = sample_inputs(finetuned, count=8)
         warmup = None
         if warmup_requests:
-            warmup = write_warmup(staging, model_name, samples, warmup_requests)
+            warmup = write_warmup(staging, model_name, samples, warmup_requests,
+                                  batch_sizes=warmup_batch_sizes(max_batch_size))
             say(f"wrote {warmup['requests']} warmup requests (batch sizes {warmup['batch_sizes']})")
         report = (check_portability(staging, finetuned, samples, audit, say, quantize=quantize)
                   if check else None)
@@ -367,13 +382,15 @@ def audit_ops(export_dir, *, release, strict, say, shown_as=None):
 # -- 5. warmup -----------------------------------------------------------------------
 
 
-def write_warmup(export_dir, model_name, samples, num_requests):
-    """Writes the warmup file from the sample inputs; returns `{"requests", "batch_sizes"}`."""
+def write_warmup(export_dir, model_name, samples, num_requests, batch_sizes=None):
+    """Writes the warmup file from the sample inputs; returns `{"requests", "batch_sizes"}`.
+    `batch_sizes`: request i's rows are `batch_sizes[i % len(batch_sizes)]` (default 1 and 8)."""
     from serving.warmup import DEFAULT_BATCH_SIZES, warmup_logs, write_warmup_file
 
-    logs = warmup_logs(model_name, samples, num_requests=num_requests)
+    batch_sizes = tuple(batch_sizes or DEFAULT_BATCH_SIZES)
+    logs = warmup_logs(model_name, samples, num_requests=num_requests, batch_sizes=batch_sizes)
     write_warmup_file(export_dir, logs)
-    sizes = [DEFAULT_BATCH_SIZES[i % len(DEFAULT_BATCH_SIZES)] for i in range(num_requests)]
+    sizes = [batch_sizes[i % len(batch_sizes)] for i in range(num_requests)]
     return {"requests": num_requests, "batch_sizes": sizes}
 
 
@@ -442,6 +459,19 @@ def choose_version(model_dir, version=None, *, overwrite=False):
     if version in versions and not overwrite:
         raise FileExistsError(f"{os.path.join(model_dir, str(version))} already exists; pass "
                               f"overwrite=True (--overwrite) to replace it, or another version")
+    if version in versions:
+        from serving.export_manifest import unlisted_files
+
+        try:
+            foreign = unlisted_files(target)
+        except ValueError as error:  # a damaged manifest: what the export wrote is not known
+            raise FileExistsError(f"{target}: {error}; it is not replaced, even with --overwrite: move it, "
+                                  "or choose another version") from None
+        if foreign:
+            shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+            raise FileExistsError(f"{target} holds files its export did not write ({shown}): replacing the "
+                                  "version would delete them, so it is not replaced, even with --overwrite; "
+                                  "move them out, or choose another version")
     return version
 
 

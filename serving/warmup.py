@@ -8,7 +8,10 @@ TFRecord file of `tensorflow.serving.PredictionLog` protos with
 `predict_log.request` set, at exactly `<version>/assets.extra/tf_serving_warmup_requests`.
 
 Requests alternate between batch sizes (default 1 and 8), so that both the
-single-request path and a batched shape are warm.
+single-request path and a batched shape are warm. TF Serving replays them through
+its batching session: with batching on, a request of more rows than `max_batch_size`
+fails the model's load ("Task size 8 is larger than maximum input batch size 4"), so
+`warmup_batch_sizes(max_batch_size)` caps them at the server's `max_batch_size`.
 
 Example:
 
@@ -20,6 +23,7 @@ Example:
     [1, 8]
 """
 
+import numbers
 import os
 
 import numpy as np
@@ -31,6 +35,20 @@ WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 # kMaxNumRecords): "Number of warmup records exceeeds the maximum (1000)".
 MAX_WARMUP_RECORDS = 1000
 DEFAULT_BATCH_SIZES = (1, 8)
+
+
+def warmup_batch_sizes(max_batch_size=None):
+    """The batch sizes of the warmup requests: `DEFAULT_BATCH_SIZES`, none above `max_batch_size`
+    (the batching's of the server that loads the export; None: no cap).
+
+    >>> warmup_batch_sizes(), warmup_batch_sizes(4), warmup_batch_sizes(1), warmup_batch_sizes(32)
+    ((1, 8), (1, 4), (1,), (1, 8))
+    """
+    if max_batch_size is None:
+        return DEFAULT_BATCH_SIZES
+    if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, numbers.Integral) or max_batch_size < 1:
+        raise ValueError(f"max_batch_size must be a positive integer, not {max_batch_size!r}")
+    return tuple(sorted({min(size, int(max_batch_size)) for size in DEFAULT_BATCH_SIZES}))
 
 
 def warmup_logs(model_name, inputs, *, num_requests=2, batch_sizes=DEFAULT_BATCH_SIZES,

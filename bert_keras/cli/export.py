@@ -8,7 +8,7 @@ a fresh Python that imports only TensorFlow must reproduce the model's outputs.
 
 import argparse
 
-from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options, add_null_threshold_option
+from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options, add_null_threshold_option, add_window_options
 from bert_keras.cli.flag_arguments import check_null_threshold
 from pipelines.output_paths import refuse_inputs
 from pipelines.command_options import add_field_options, add_option, field_values, positive_int
@@ -55,7 +55,11 @@ def register(subparsers, summary):
     add_null_threshold_option(parser, "SQuAD v2.0: no answer when null score - best span score > X (default: "
                                       "task.json's, else 0.0; finetune --tune-threshold stores the dev best there)")
     parser.add_argument("--max-windows", type=positive_int, default=None, metavar="N",
-                        help="SQuAD: context windows read per question (default 16)")
+                        help="SQuAD: context windows read per question (default: the model's own, 16 unless it "
+                             "was saved with another)")
+    add_window_options(parser, squad=True,  # --max-length, --stride: --init and fine-tuned models alike
+                       default="a fine-tuned model's own (the finetune run's); for --init, a text is its first window",
+                       model_defaults=True)
     add_pooling_options(parser, applies_to="--init: ", idf_default="; required with --init --pooling bm25")
     parser.set_defaults(func=run)
 
@@ -66,7 +70,7 @@ def run(args):
     from serving.exporter import check_export_options
 
     check_export_options(args.version, args.warmup_requests, model_name=args.name,
-                         flag_prefix="--")  # before anything loads
+                         max_batch_size=args.max_batch_size, flag_prefix="--")  # before anything loads
 
     if args.model and not is_finetuned_directory(args.model):
         raise CommandError(f"--model {args.model}: not a `bert-keras finetune` output directory "
@@ -82,20 +86,27 @@ def run(args):
                            "(the export serves that table)")
     corpus = read_idf_corpus(args) if args.init else None
     from bert_keras.checkpoints.errors import CheckpointFormatError
+    from bert_keras.finetuned_model import read_finetuned
     from bert_keras.tasks import load
     from serving.portability import PortabilityError
 
     try:
         if args.model:
+            record = read_finetuned(args.model, load_model=False)
+            refuse_settings_flags(args, record.kind, f"{args.model} is", record.settings)
             task = load(args.model)
             check_null_threshold(args, task)
+            windows = {"max_length": args.max_length, "stride": args.stride}
         else:
-            task = embedder_from_flags(args)
+            refuse_settings_flags(args, "embedding", f"--init {args.init} exports")
+            task = embedder_from_flags(args, max_length=args.max_length, stride=args.stride)
             if corpus is not None:
                 task.fit_idf(corpus)
+            windows = {}  # the embedder's own, set above
         result = task.export_result(
             args.base_path, args.name, **field_values(ExportOptions, args), seq_length=args.seq_length,
-            text_pair=args.text_pair, null_score_diff_threshold=args.null_threshold, max_windows=args.max_windows)
+            text_pair=args.text_pair, null_score_diff_threshold=args.null_threshold, max_windows=args.max_windows,
+            **windows)
     except (FileExistsError, PortabilityError, ValueError, CheckpointFormatError) as error:
         # ValueError covers serving.op_audit.OpAuditError (--strict), FinetunedModelError,
         # TaskInputError and bad settings.
@@ -105,3 +116,34 @@ def run(args):
     print(export_result_steps(result, args.base_path, args.name, args.release))
     return 0
 
+
+# The flags that set one of a kind's settings (`bert_keras.families`), by setting.
+SETTING_FLAGS = (("text_pair", "text_pair"), ("null_score_diff_threshold", "null_threshold"),
+                 ("max_windows", "max_windows"), ("max_length", "max_length"), ("stride", "stride"))
+
+
+def refuse_settings_flags(args, kind, what, settings=None):
+    """A flag that sets a setting `kind` does not have (`--max-windows` for a classifier, `--max-length`
+    for SQuAD, `--text-pair` for embeddings) is an error naming the flag and the kinds it is for,
+    before the model loads; so is `--max-length` / `--stride` for a pair classifier (`settings`: the
+    fine-tuned model's), which reads a pair as one window."""
+    from bert_keras.families import KINDS, family
+
+    defaults = family(kind).default_settings
+    for setting, dest in SETTING_FLAGS:
+        value = getattr(args, dest)
+        if value is None or setting in defaults:
+            continue
+        flag = {True: "--text-pair", False: "--single-text"}[value] if dest == "text_pair" else \
+            "--" + dest.replace("_", "-")
+        kinds = [name for name in KINDS if setting in family(name).default_settings]
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise CommandError(f"{flag}: {what} {article} {kind} model, which has no {setting} setting; {flag} is for "
+                           f"{' / '.join(kinds)} models")
+    windows = [flag for flag, value in (("--max-length", args.max_length), ("--stride", args.stride)) if value]
+    pair = args.text_pair if args.text_pair is not None else (settings or {}).get("text_pair")
+    if windows and pair and "text_pair" in defaults:  # a pair is read as one window
+        given = " (--text-pair)" if args.text_pair else ""
+        raise CommandError(f"{windows[0]}: {what} a {kind} model of text pairs{given}, which reads a pair as one "
+                           "window of --seq-length (the longer text cut first); --max-length / --stride read long "
+                           "single texts")

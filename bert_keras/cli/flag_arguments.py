@@ -43,26 +43,30 @@ def refuse_tokenizer_flags(args):
                            "was trained (as its directory records); leave them out")
 
 
-def add_window_options(parser, *, squad=False):
+def add_window_options(parser, *, squad=False, default="a text is its first window", model_defaults=False):
     """`--max-length N` and `--stride N`: a long text read in windows, as `from_pretrained(max_length=,
     stride=)` in Python (classification, NER and embeddings); `squad`: the command also reads SQuAD,
-    whose context windows `--stride` spaces too (`add_stride_option`)."""
+    whose context windows `--stride` spaces too (`add_stride_option`); `default`: what the command
+    does without `--max-length`, for its help; `model_defaults`: without them a fine-tuned model keeps
+    its own settings (`export`)."""
     parser.add_argument("--max-length", type=positive_int, default=None, metavar="N",
                         help="word pieces of a text read, in overlapping windows of --seq-length; its "
                              "scores come from all of them (classification: the mean of the windows' "
-                             "logits). Default: a text is its first window")
-    add_stride_option(parser, windows=True, squad=squad)
+                             f"logits). Default: {default}")
+    add_stride_option(parser, windows=True, squad=squad, model_defaults=model_defaults)
 
 
-def add_stride_option(parser, *, windows=True, squad=False):
+def add_stride_option(parser, *, windows=True, squad=False, model_defaults=False):
     """`--stride N` (dest `stride`): word pieces between the starts of two windows, the one flag of
     every family that reads windows (`pipelines.windowing`): a long text's, with `--max-length`
     (`windows`), and SQuAD's context windows (`squad`: SpanQA's `stride`; `--doc-stride`,
-    run_squad.py's name, is then a hidden alias)."""
+    run_squad.py's name, is then a hidden alias; `model_defaults`: without it a fine-tuned model keeps
+    its own)."""
     from bert_keras.families import SquadSettings
 
-    uses = (["a long text's, with --max-length (default: half a window)"] if windows else []) + \
-           ([f"a squad context's (default {SquadSettings.stride})"] if squad else [])
+    own = "a fine-tuned model's own, else " if model_defaults else ""
+    uses = ([f"a long text's, with --max-length (default: {own}half a window)"] if windows else []) + \
+           ([f"a squad context's (default {own}{SquadSettings.stride})"] if squad else [])
     add_option(parser, "--stride", *(["--doc-stride"] if squad else []), type=positive_int, default=None,
                metavar="N", help=f"word pieces between the starts of two windows: {'; '.join(uses)}")
 

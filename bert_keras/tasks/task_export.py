@@ -30,8 +30,9 @@ def export_task(task, base_path, name=None, version=None, **options):
         name: the served model's name (None: the last part of `base_path`).
         version: positive int; default the highest existing + 1.
         **options: `serving.exporter.export_saved_model` options (`tokenizer_backend`, `strict`,
-            `check`, `overwrite`, `warmup_requests`, `release`, `quantize`, ...) and overrides of
-            the record's settings (`FinetunedModel.with_settings`): `seq_length`, `lowercase`, and
+            `check`, `overwrite`, `warmup_requests`, `max_batch_size` (the serving batching's: no
+            warmup request holds more rows), `release`, `quantize`, ...) and overrides of the
+            record's settings (`FinetunedModel.with_settings`): `seq_length`, `lowercase`, and
             the task's own (`text_pair`, `null_score_diff_threshold`, `max_windows`, ...); the task
             itself is left as it is.
     """

@@ -39,7 +39,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from serving.server.batching import CLIENT_ALIVE, BatchingOptions, BatchScheduler
-from serving.server.errors import ServingError, from_tf_error, name_list
+from serving.server.errors import ServingError, TaskSizeError, from_tf_error, name_list
 from serving.server.model_config import ModelSource, read_models_config
 from serving.server.model_registry import LoadRetryOptions, ModelRegistry, ServableVersion
 from serving.server.request_validation import Limits, check_window_count, validate_inputs
@@ -286,7 +286,8 @@ class InferenceEngine:
         """Validate `inputs` against the signature, (batch,) run; returns {output name: ndarray}.
 
         `limits`: the request limits to hold `inputs` to (default: the engine's; warmup passes
-        `Limits.for_warmup()`)."""
+        `Limits.for_warmup()`). `batch=False` runs at once instead of queuing (warmup), still held to
+        batching's `max_batch_size` as TF Serving holds it (`TaskSizeError`)."""
         signature_name = signature_name or DEFAULT_SIGNATURE
         limits = self.limits if limits is None else limits
         signature = self.signature(servable, signature_name)
@@ -312,15 +313,16 @@ class InferenceEngine:
         if cost is not None:
             check_window_count(window_cost.cost(arrays, bound=True), rows or 0, limits, where)
         runner = self._runner(servable, signature_name)
-        batched = batch and self._scheduler is not None and rows is not None and signature.batchable
-        if batched and rows > self._scheduler.options.max_batch_size:
+        limited = self._scheduler is not None and rows is not None and signature.batchable
+        if limited and rows > self._scheduler.options.max_batch_size:
             # TF Serving's batching refuses a request (a "task") of more rows than max_batch_size
             # (its BatchScheduler's input_batch_size_limit), in these words: a client tested here
-            # meets the same answer there.
+            # meets the same answer there. A warmup record (batch=False: run at once, not queued)
+            # too: TF Serving replays warmup through the batching session, and fails the load.
             limit = self._scheduler.options.max_batch_size
-            raise ServingError("INVALID_ARGUMENT", f"Task size {rows} is larger than maximum input batch size {limit} "
-                                                   f"({where}send at most {limit} rows a request, or serve with a "
-                                                   "larger --max-batch-size)")
+            raise TaskSizeError(rows, limit, f"{where}send at most {limit} rows a request, or serve with a "
+                                             "larger --max-batch-size")
+        batched = batch and limited
         if batched:
             key = (servable, signature_name, tuple(a.shape[1:] for a in arrays.values()))
 

@@ -83,6 +83,23 @@ class ServingError(Exception):
         return (ServingError, (self.code, self.message))
 
 
+class TaskSizeError(ServingError):
+    """A request (or warmup record) of more rows than batching's `max_batch_size`: refused in TF
+    Serving's words ("Task size 40 is larger than maximum input batch size 16"), which
+    `serving.client` recognises to send the request again in parts.
+
+    Attributes:
+        rows: the request's rows.
+        limit: the batching's `max_batch_size`.
+    """
+
+    def __init__(self, rows: int, limit: int, hint: str = ""):
+        super().__init__("INVALID_ARGUMENT", f"Task size {rows} is larger than maximum input batch size {limit}"
+                                             + (f" ({hint})" if hint else ""))
+        self.rows = rows
+        self.limit = limit
+
+
 def name_list(names, limit: int = 5, width: int = 64) -> str:
     """Client-supplied names for an error message, bounded: the first `limit`, and how many more.
 

@@ -3,8 +3,11 @@
 TF Serving reads up to 1,000 `PredictionLog` records from that file and replays them
 against a newly loaded version before routing requests to it, so the first real request
 does not pay for graph tracing. The same happens here, through the engine's array core
-(`InferenceEngine.run` / `run_examples`, unbatched); a record that fails fails the load,
-with the record's index and the reason in the version's status.
+(`InferenceEngine.run` / `run_examples`), one record at a time, run at once rather than
+queued; a record that fails fails the load, with the record's index and the reason in the
+version's status. TF Serving replays through its batching session, so under batching a
+record of more rows than `max_batch_size` fails its load ("Task size 8 is larger than
+maximum input batch size 4"): it fails here too, saying how to export a fitting file.
 
 Example:
     >>> replay_warmup(engine, servable)   # called by the registry while loading   # doctest: +SKIP
@@ -15,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 
-from serving.server.errors import ServingError, from_tf_error
+from serving.server.errors import ServingError, TaskSizeError, from_tf_error
 from serving.server.signatures import CLASSIFY_METHOD, REGRESS_METHOD
 from serving.server.tensor_proto import ndarray_from_proto, serialized_examples_from_input
 from serving.warmup import MAX_WARMUP_RECORDS, WARMUP_FILE
@@ -68,6 +71,13 @@ def replay_warmup(engine, servable) -> None:
     for index, record in enumerate(records):
         try:
             _replay_one(engine, servable, prediction_log_pb2.PredictionLog.FromString(record))
+        except TaskSizeError as exc:
+            raise ServingError(exc.code, (
+                f"warmup record {index} of {path} failed: Task size {exc.rows} is larger than maximum input "
+                f"batch size {exc.limit} (tensorflow_model_server fails this load the same way: export with "
+                f"--max-batch-size {exc.limit} (max_batch_size={exc.limit} in Python) for warmup requests "
+                f"of at most {exc.limit} rows, or --warmup-requests 0; or serve with --max-batch-size "
+                f"{exc.rows} or more)")) from None
         except ServingError as exc:
             raise ServingError(exc.code, f"warmup record {index} of {path} failed: {exc.message}") from None
         except Exception as exc:  # a corrupt record

@@ -41,9 +41,9 @@ USED_BY = {
     "--seq-length": {"finetune", "pretrain", "embed", "attention", "tokenize", "export",
                      "create-pretraining-data", "quickstart"},
     # word pieces of a long text read, in windows (Python's max_length)
-    "--max-length": {"finetune", "embed"},  # the document length, as max_length= in Python
+    "--max-length": {"finetune", "embed", "export"},  # the document length, as max_length= in Python
     # word pieces between the starts of two windows
-    "--stride": {"finetune", "embed", "distill"},  # distill: a squad context's windows
+    "--stride": {"finetune", "embed", "distill", "export"},  # distill: a squad context's windows
     # masked positions per sequence
     "--max-predictions": {"pretrain", "create-pretraining-data"},
     # examples per step (over all replicas)
@@ -62,6 +62,8 @@ USED_BY = {
     "--top-k": {"embed", "attention"},
     # SQuAD v2.0 no-answer threshold
     "--null-threshold": {"predict", "export"},
+    # the serving batching's max_batch_size (export: the warmup requests fit it)
+    "--max-batch-size": {"serve", "export"},
 }
 
 # deprecated spelling -> the flag above that replaced it (accepted, hidden from --help)

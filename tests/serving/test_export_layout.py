@@ -68,6 +68,31 @@ def staged(model_dir, version, content):
     return staging
 
 
+def test_overwrite_never_deletes_files_the_export_did_not_write(tmp_path, finetuned_dir):
+    # --overwrite renamed the old version aside and deleted it whole: a README.txt the user had put
+    # in models/x/2 was gone.
+    from serving.export_manifest import write_manifest
+
+    model_dir = str(tmp_path / "x")
+    for version in ("1", "2"):
+        os.makedirs(os.path.join(model_dir, version, "variables"))
+        open(os.path.join(model_dir, version, "saved_model.pb"), "w").close()
+    write_manifest(os.path.join(model_dir, "2"))  # as the exporter leaves a version
+    assert exporter.choose_version(model_dir, 1, overwrite=True) == 1  # no manifest: a SavedModel's files
+    assert exporter.choose_version(model_dir, 2, overwrite=True) == 2
+    for version, name in (("1", "README.txt"), ("2", os.path.join("assets", "mine.txt"))):
+        os.makedirs(os.path.dirname(os.path.join(model_dir, version, name)), exist_ok=True)
+        open(os.path.join(model_dir, version, name), "w").close()
+        with pytest.raises(FileExistsError, match=f"x/{version} holds files its export did not write "
+                                                  rf"\({name}\).*not replaced, even with --overwrite"):
+            exporter.choose_version(model_dir, version, overwrite=True)
+    open(tmp_path / "y", "w").close()  # a file where the model's directory goes: named before any work
+    with pytest.raises(FileExistsError, match="y exists and is not a directory"):
+        exporter.export_saved_model(finetuned_dir("regression"), str(tmp_path), "y", progress=None)
+    with pytest.raises(FileExistsError, match="y exists and is not a directory"):
+        exporter.export_saved_model(finetuned_dir("regression"), str(tmp_path / "y"), "z", progress=None)
+
+
 def test_install_is_a_rename_and_never_overwrites_silently(tmp_path):
     model_dir = str(tmp_path / "m")
     target = os.path.join(model_dir, "1")
@@ -172,6 +197,37 @@ def test_warmup_requests_parse_and_replay(kind, exported_model):
     # Sample rows come from the task's eval file (task.json eval_path).
     if kind == "classification":
         assert request_arrays(logs[0])["text"][0] == b"I loved this film."
+
+
+def test_warmup_fits_the_batching_max_batch_size(exported_model, finetuned_dir, tmp_path):
+    # TF Serving replays warmup through its batching session: a record of more rows than
+    # max_batch_size fails the load ("Task size 8 is larger than maximum input batch size 4").
+    # The embedded server replayed it unbatched and loaded what tensorflow_model_server refuses,
+    # and an export could not write a warmup file that a max_batch_size under 8 loads.
+    from serving.server.engine import BatchingOptions, InferenceEngine, ModelSource
+
+    def states(base_path, name):
+        engine = InferenceEngine([ModelSource(name, os.path.join(base_path, name))], poll_interval_s=0,
+                                 batching=BatchingOptions(max_batch_size=4, batch_timeout_micros=0))
+        engine.start()
+        try:
+            return [(s["state"], s["error_message"]) for s in engine.model_status(name)]
+        finally:
+            engine.stop(5)
+
+    base_path, name, _ = exported_model("regression")  # warmup batches of 1 and 8 rows
+    [(state, message)] = states(base_path, name)
+    assert state == "END"
+    assert "warmup record 1" in message and "Task size 8 is larger than maximum input batch size 4" in message
+    assert "--max-batch-size 4" in message and "--warmup-requests 0" in message
+
+    result = exporter.export_saved_model(finetuned_dir("regression"), str(tmp_path), "capped", check=False,
+                                         progress=None, warmup_requests=3, max_batch_size=4)
+    assert [len(request_arrays(log)["text"]) for log in read_warmup_file(result.path)] == [1, 4, 1]
+    assert result.card["warmup"] == {"requests": 3, "batch_sizes": [1, 4, 1]}
+    assert states(str(tmp_path), "capped") == [("AVAILABLE", "")]
+    with pytest.raises(ValueError, match="max_batch_size must be a positive integer, got 0"):
+        exporter.export_saved_model(finetuned_dir("regression"), str(tmp_path), "capped", max_batch_size=0)
 
 
 @pytest.mark.parametrize("kind", ["classification", "squad", "multiple_choice"])
@@ -392,3 +448,31 @@ def test_export_refuses_a_base_path_inside_the_model_it_reads(tmp_path, capsys):
     assert "--base-path" in capsys.readouterr().err and not (model / "models").exists()
     assert main(["export", "--model", str(model), "--base-path", str(tmp_path / "m"), "--model-name", "../x"]) == 2
     assert "a served model's name" in capsys.readouterr().err and not (tmp_path / "x").exists()
+
+
+def test_export_reads_long_texts_in_windows_and_refuses_flags_the_model_has_not(finetuned_dir, tmp_path, capsys):
+    # `export --init` had no --max-length / --stride (`embed` has them: the export could not serve
+    # the vectors embed computed for long texts), and a kind's setting flag given to a model without
+    # that setting was refused in Python's words after the model loaded ("max_windows=: not a setting
+    # of a ner model"), not naming the flag.
+    from bert_keras.cli.main import main
+
+    base = str(tmp_path / "models")
+    common = ["--base-path", base, "--no-check", "--warmup-requests", "0"]
+    assert main(["export", "--init", finetuned_dir("embedding"), "--model-name", "long", "--seq-length", "16",
+                 "--max-length", "100", "--stride", "8"] + common) == 0
+    settings = read_model_card(os.path.join(base, "long", "1"))["task"]["settings"]
+    assert (settings["max_length"], settings["stride"]) == (100, 8)
+    capsys.readouterr()
+    for source, flags, message in [
+            (["--model", finetuned_dir("ner")], ["--max-windows", "4"],
+             "--max-windows: {} is a ner model, which has no max_windows setting; --max-windows is for squad models"),
+            (["--model", finetuned_dir("squad")], ["--max-length", "100"],
+             "--max-length: {} is a squad model, which has no max_length setting"),
+            (["--init", finetuned_dir("embedding")], ["--text-pair"],
+             "--text-pair: --init {} exports an embedding model, which has no text_pair setting"),
+            (["--model", finetuned_dir("classification")], ["--max-length", "100"],
+             "--max-length: {} is a classification model of text pairs, which reads a pair as one window")]:
+        assert main(["export", *source, "--model-name", "refused", *flags] + common) == 2
+        assert message.format(source[1]) in capsys.readouterr().err
+    assert not os.path.exists(os.path.join(base, "refused"))
