@@ -159,8 +159,8 @@ def read_hf_task_head(spec, task_class):
         candidates = chosen
     entry = candidates[0]
     twin = entry.hf_head
-    tensors = hf.load_hf_tensors(location.path)
     names = (f"{twin.module}.weight", f"{twin.module}.bias")
+    tensors = hf.load_hf_tensors(location.path, names)  # those two alone: load_pretrained reads the encoder
     missing = [name for name in names if name not in tensors]
     if missing:
         raise CheckpointMismatchError(f"{location.path}: config.json names {twin.architecture}, but its weights "

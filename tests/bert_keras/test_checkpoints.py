@@ -1438,3 +1438,41 @@ def test_a_run_squad_checkpoint_is_a_span_qa_with_its_head(tiny_config, tiny_voc
     np.testing.assert_allclose(np.asarray(outputs["end_logits"])[mask], logits[..., 1][mask], atol=1e-5)
     with pytest.raises(CheckpointMismatchError, match=r"cls/squad/output_weights"):  # not a classifier's
         tasks.TextClassifier.from_pretrained(f"tf1:{tmp_path}", labels=["a", "b"])
+
+
+@pytest.mark.parametrize("layout", ["safetensors", "sharded"])
+def test_a_transformers_head_is_read_alone_not_with_the_encoder(layout, tiny_config, tmp_path, monkeypatch):
+    """`read_hf_task_head` read every tensor of the directory (the whole model) for its two, and
+    `load_pretrained` then read them all again. It now reads `classifier.weight` / `.bias` alone."""
+    import safetensors.numpy
+    from safetensors.numpy import save_file
+
+    from bert_keras.checkpoints.task_heads import read_hf_task_head
+    from bert_keras.tasks import TextClassifier
+
+    tensors = _hf_tensors(tiny_config, random_canonical(tiny_config), prefix="bert.")
+    tensors["classifier.weight"] = np.arange(3 * 32, dtype=np.float32).reshape(3, 32)
+    tensors["classifier.bias"] = np.array([1.0, 2.0, 3.0], np.float32)
+    _write_raw_hf(tmp_path, tiny_config, tensors)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config.update(architectures=["BertForSequenceClassification"], id2label={"0": "a", "1": "b", "2": "c"})
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    if layout == "sharded":
+        os.remove(tmp_path / "model.safetensors")
+        names = sorted(tensors)
+        shards = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
+                  "model-00002-of-00002.safetensors": names[len(names) // 2:]}
+        for shard, shard_names in shards.items():
+            save_file({name: tensors[name] for name in shard_names}, str(tmp_path / shard))
+        weight_map = {name: shard for shard, shard_names in shards.items() for name in shard_names}
+        (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+
+    def whole_file(path, *args, **kwargs):
+        raise AssertionError(f"read whole: {path}")
+
+    monkeypatch.setattr(safetensors.numpy, "load_file", whole_file)
+    head = read_hf_task_head(f"hf:{tmp_path}", TextClassifier)
+    assert head.labels == ["a", "b", "c"]
+    np.testing.assert_array_equal(head.kernel, tensors["classifier.weight"].T)
+    np.testing.assert_array_equal(head.bias, tensors["classifier.bias"])
+    assert sorted(hf.load_hf_tensors(tmp_path, ["classifier.bias", "no.such"])) == ["classifier.bias"]
