@@ -167,12 +167,16 @@ class HfHead:
         layer: the Keras head model's attribute holding the head's `kernel` `[H, K]` and `bias`.
         module: the torch module name of that layer (`classifier`, `qa_outputs`).
         problem_type: `config.json`'s `problem_type`, or None.
+        tf1_scope: the name google-research's fine-tuning script gives this head in a TF1 checkpoint
+            (`{tf1_scope}_weights` `[outputs, hidden]`, `{tf1_scope}_bias`): run_classifier.py's
+            `output`, run_squad.py's `cls/squad/output`; None when no script writes it.
     """
 
     architecture: str
     layer: str
     module: str
     problem_type: Optional[str] = None
+    tf1_scope: Optional[str] = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -318,13 +322,14 @@ register(Family("classification", ClassificationSettings, needs_labels=True, che
                 signatures="serving.signatures.classification", requests="serving.requests.classification",
                 description="sentence or sentence-pair classification (GLUE, your CSV)",
                 hf_head=HfHead("BertForSequenceClassification", "classifier", "classifier",
-                               "single_label_classification")))
+                               "single_label_classification", tf1_scope="output")))
 register(Family("regression", ClassificationSettings, needs_labels=False, check=_pairs_read_whole,
                 label_count_attribute=None,
                 task_class=_TEXT_CLASSIFIER, signatures="serving.signatures.classification",
                 requests="serving.requests.classification",
                 description="sentence or sentence-pair regression (STS-B)",
-                hf_head=HfHead("BertForSequenceClassification", "classifier", "classifier", "regression")))
+                hf_head=HfHead("BertForSequenceClassification", "classifier", "classifier", "regression",
+                               tf1_scope="output")))
 def _ner_aggregation(seq_length, settings):
     """The tagging rule must be one the heads and exports read."""
     if settings["aggregation"] not in NER_AGGREGATIONS:
@@ -370,7 +375,7 @@ register(Family("squad", SquadSettings, needs_labels=False, label_count_attribut
                 dataset_predictions="bert_keras.tasks.named_datasets:write_squad_predictions",
                 description="extractive question answering (SQuAD v1.1 / v2.0, KorQuAD 1.0)",
                 check=_squad_windows_fit,
-                hf_head=HfHead("BertForQuestionAnswering", "span_head", "qa_outputs"),
+                hf_head=HfHead("BertForQuestionAnswering", "span_head", "qa_outputs", tf1_scope="cls/squad/output"),
                 # run_squad.py's name of the window step, this setting's name until it took the other
                 # families' (models and configs saved before still say it)
                 earlier_names=(("doc_stride", "stride"),)))

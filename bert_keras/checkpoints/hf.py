@@ -171,14 +171,14 @@ def _require_torch(path):
         ) from None
 
 
-def _load_safetensors(path):
+def _load_safetensors(path, names=None):
     import safetensors
     from safetensors.numpy import load_file
 
     # a cut or damaged file raises safetensors' own error (an Exception, not a ValueError)
     unreadable = (TypeError, ValueError, getattr(safetensors, "SafetensorError", ValueError))
     try:
-        return load_file(path)
+        return load_file(path) if names is None else _safetensors_subset(path, names, "numpy")
     except unreadable as error:
         # numpy has no bfloat16: such files need torch's loader.
         if "bf16" not in str(error).lower() and "bfloat16" not in str(error).lower():
@@ -187,12 +187,21 @@ def _load_safetensors(path):
     from safetensors.torch import load_file as load_torch
 
     try:
-        return {k: _torch_to_numpy(v) for k, v in load_torch(path).items()}
+        tensors = load_torch(path) if names is None else _safetensors_subset(path, names, "pt")
+        return {k: _torch_to_numpy(v) for k, v in tensors.items()}
     except unreadable as error:
         raise CheckpointFormatError(f"{path}: cannot read safetensors file: {error}") from None
 
 
-def _load_torch_bin(path):
+def _safetensors_subset(path, names, framework):
+    """The tensors of `names` a safetensors file holds, read alone (the others are not read)."""
+    from safetensors import safe_open
+
+    with safe_open(path, framework=framework) as f:
+        return {name: f.get_tensor(name) for name in f.keys() if name in names}
+
+
+def _load_torch_bin(path, names=None):
     import pickle
 
     _require_torch(path)
@@ -205,10 +214,10 @@ def _load_torch_bin(path):
         raise CheckpointFormatError(f"{path}: cannot read PyTorch weights ({error})") from None
     if not isinstance(state, dict):
         raise CheckpointFormatError(f"{path}: holds a {type(state).__name__}, not a state dict of tensors")
-    return {k: _torch_to_numpy(v) for k, v in state.items()}
+    return {k: _torch_to_numpy(v) for k, v in state.items() if names is None or k in names}
 
 
-def _load_sharded(directory, index_name, load_one):
+def _load_sharded(directory, index_name, load_one, names=None):
     path = os.path.join(directory, index_name)
     try:
         with open(path, encoding="utf-8") as f:
@@ -218,26 +227,30 @@ def _load_sharded(directory, index_name, load_one):
     weight_map = index.get("weight_map") if isinstance(index, dict) else None
     if not isinstance(weight_map, dict) or not all(isinstance(s, str) for s in weight_map.values()):
         raise CheckpointFormatError(f"{path}: no \"weight_map\" of tensor names to shard files")
+    shards = set(weight_map.values()) if names is None else {weight_map[n] for n in names if n in weight_map}
     tensors = {}
-    for shard in sorted(set(weight_map.values())):
+    for shard in sorted(shards):
         shard_path = os.path.join(directory, shard)
         if not os.path.isfile(shard_path):
             raise CheckpointFormatError(f"{path}: names shard {shard}, which is not in {directory}")
-        tensors.update(load_one(shard_path))
+        tensors.update(load_one(shard_path, names))
     return tensors
 
 
-def load_hf_tensors(directory):
-    """All tensors of a HF model directory as `{HF name: np.ndarray}`."""
+def load_hf_tensors(directory, names=None):
+    """The tensors of a HF model directory as `{HF name: np.ndarray}`: all, or those of `names` it
+    holds (read alone from safetensors files: a task head's two, say; a `pytorch_model.bin` is read
+    whole)."""
     directory = os.fspath(directory)
+    names = None if names is None else set(names)
     if os.path.isfile(os.path.join(directory, SAFETENSORS_FILE)):
-        return _load_safetensors(os.path.join(directory, SAFETENSORS_FILE))
+        return _load_safetensors(os.path.join(directory, SAFETENSORS_FILE), names)
     if os.path.isfile(os.path.join(directory, SAFETENSORS_INDEX)):
-        return _load_sharded(directory, SAFETENSORS_INDEX, _load_safetensors)
+        return _load_sharded(directory, SAFETENSORS_INDEX, _load_safetensors, names)
     if os.path.isfile(os.path.join(directory, TORCH_FILE)):
-        return _load_torch_bin(os.path.join(directory, TORCH_FILE))
+        return _load_torch_bin(os.path.join(directory, TORCH_FILE), names)
     if os.path.isfile(os.path.join(directory, TORCH_INDEX)):
-        return _load_sharded(directory, TORCH_INDEX, _load_torch_bin)
+        return _load_sharded(directory, TORCH_INDEX, _load_torch_bin, names)
     present = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
     raise CheckpointFormatError(
         f"{directory}: no Hugging Face weights (expected one of {list(WEIGHT_FILES)}; "

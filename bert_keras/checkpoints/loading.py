@@ -314,7 +314,8 @@ def read_pretrained(spec, *, strict=True, task_module=None):
         strict: bool. If True, unknown tensors and missing encoder weights are
             errors; if False, unknown tensors are dropped with a warning and
             missing ones allowed.
-        task_module: `hf:` only: the module of a fine-tuned head read apart (`hf.read_hf`).
+        task_module: `hf:` and `tf1:`: the module (scope) of a fine-tuned head read apart
+            (`hf.read_hf`, `tf1.read_tf1`).
 
     Returns:
         `(BertConfig, dict[str, np.ndarray], vocabulary path or None)`. The
@@ -324,7 +325,7 @@ def read_pretrained(spec, *, strict=True, task_module=None):
     if location.kind == "hf":
         config, weights = hf.read_hf(location.path, strict=strict, task_module=task_module)
     elif location.kind == "tf1":
-        config, weights = tf1.read_tf1(location.path, strict=strict)
+        config, weights = tf1.read_tf1(location.path, strict=strict, task_module=task_module)
     elif location.kind == "keras-hub":
         config, weights = keras_hub.read_keras_hub_preset(location.path)
     else:
@@ -497,8 +498,8 @@ def load_pretrained(spec, *, strict=True, output_hidden_states=False, output_att
             (pretraining heads excepted) and missing weights are errors.
         output_hidden_states: bool, passed to `BertEncoder`.
         output_attentions: bool, passed to `BertEncoder`.
-        task_module: `hf:` only: the module of a fine-tuned head the caller reads apart
-            (`bert_keras.checkpoints.task_heads.read_hf_task_head`), not refused as unused.
+        task_module: `hf:` and `tf1:`: the module (scope) of a fine-tuned head the caller reads
+            apart (`bert_keras.checkpoints.task_heads.read_task_head`), not refused as unused.
 
     Returns:
         A `BertEncoder` holding the weights. Pretraining heads (`cls/`) are

@@ -11,6 +11,10 @@ pooling is a setting): it is a `BertModel`.
 
 The other way round, `read_hf_task_head` reads such a directory's head (and `id2label`) for the
 task of its family, and `assign_hf_task_head` puts it into that task's head (`X.from_pretrained("hf:DIR")`).
+`read_tf1_task_head` reads the head google-research's fine-tuning scripts leave in a TF1 checkpoint
+(`run_classifier.py`'s `output_weights` / `output_bias`, `run_squad.py`'s `cls/squad/output_*`: the
+family's `HfHead.tf1_scope`), and
+`read_task_head` picks the reader of a spec's format.
 """
 
 import dataclasses
@@ -80,6 +84,8 @@ class HfTaskHead:
         bias: float32 `[outputs]`.
         labels: the class / tag names of `id2label`, in id order, when the family has labels; else None.
         num_classes: the outputs of a sequence classifier without labels (1: regression); else None.
+        names: the checkpoint's names of the weight and the bias, when not `{module}.weight` /
+            `{module}.bias` (a TF1 checkpoint's `output_weights` / `output_bias`).
     """
 
     kind: str
@@ -89,6 +95,12 @@ class HfTaskHead:
     bias: np.ndarray
     labels: Optional[list]
     num_classes: Optional[int] = None
+    names: tuple = ()
+
+    @property
+    def tensor_names(self):
+        """`(weight name, bias name)` as the checkpoint holds them."""
+        return self.names or (f"{self.module}.weight", f"{self.module}.bias")
 
 
 def read_hf_task_head(spec, task_class):
@@ -147,8 +159,8 @@ def read_hf_task_head(spec, task_class):
         candidates = chosen
     entry = candidates[0]
     twin = entry.hf_head
-    tensors = hf.load_hf_tensors(location.path)
     names = (f"{twin.module}.weight", f"{twin.module}.bias")
+    tensors = hf.load_hf_tensors(location.path, names)  # those two alone: load_pretrained reads the encoder
     missing = [name for name in names if name not in tensors]
     if missing:
         raise CheckpointMismatchError(f"{location.path}: config.json names {twin.architecture}, but its weights "
@@ -183,10 +195,103 @@ def assign_hf_task_head(model, head):
         CheckpointMismatchError: the head built has another shape (other labels given, say).
     """
     layer = getattr(model, family(head.kind).hf_head.layer)
-    for variable, value, name in ((layer.kernel, head.kernel, "weight"), (layer.bias, head.bias, "bias")):
+    weight_name, bias_name = head.tensor_names
+    for variable, value, name in ((layer.kernel, head.kernel, weight_name), (layer.bias, head.bias, bias_name)):
         if tuple(variable.shape) != value.shape:
+            weight = name == weight_name  # stored [outputs, hidden]: the Keras kernel transposed
             raise CheckpointMismatchError(
-                f"{head.architecture} {head.module}.{name}: shape {value.shape[::-1] if name == 'weight' else value.shape}"
-                f" but the {head.kind} head built has {tuple(variable.shape)[::-1] if name == 'weight' else tuple(variable.shape)}"
-                " (labels= or num_classes= other than its id2label?)")
+                f"{head.architecture} {name}: shape {value.shape[::-1] if weight else value.shape}"
+                f" but the {head.kind} head built has {tuple(variable.shape)[::-1] if weight else tuple(variable.shape)}"
+                " (labels= or num_classes= other than its outputs?)")
         variable.assign(value.astype(variable.dtype))
+
+
+# The name of the head's variables that google-research's fine-tuning scripts write in a TF1 checkpoint.
+TF1_HEAD_AUTHOR = "google-research TF1"
+
+
+def read_tf1_task_head(spec, task_class):
+    """The head a google-research fine-tuning script left in a TF1 checkpoint, when `task_class`
+    computes it; else None.
+
+    Each family's `HfHead.tf1_scope` names its variables: `run_classifier.py` stores
+    `output_weights` `[num_labels, hidden]` and `output_bias` `[num_labels]` (logits = pooled
+    `[CLS]` @ `output_weights`ᵀ + `output_bias`: a `TextClassifier`; 1 output is regression),
+    `run_squad.py` `cls/squad/output_weights` `[2, hidden]` (start, end) and its bias (a `SpanQA`).
+    The weights are the Keras kernel transposed. run_classifier stores no label names: the classes
+    are named `LABEL_0`, `LABEL_1`, ... as transformers names a head saved without names, and
+    `labels=` given to `from_pretrained` name its rows in order.
+
+    Example:
+
+    >>> head = read_tf1_task_head("tf1:mrpc_output/model.ckpt-343", TextClassifier)  # doctest: +SKIP
+    >>> head.kind, head.labels, head.kernel.shape  # doctest: +SKIP
+    ('classification', ['LABEL_0', 'LABEL_1'], (768, 2))
+
+    Args:
+        spec: a weights spec (`bert_keras.checkpoints.parse_spec`); other formats than `tf1:` give None.
+        task_class: a `bert_keras.tasks` class.
+
+    Raises:
+        CheckpointMismatchError: the weight and bias do not make one layer on the encoder's width
+            (`bert_config.json`'s `hidden_size`).
+    """
+    import tensorflow as tf
+
+    from bert_keras.checkpoints import tf1
+    from bert_keras.checkpoints.loading import parse_spec
+    from bert_keras.families import KINDS, resolve
+
+    location = parse_spec(spec)
+    if location.kind != "tf1":
+        return None
+    try:
+        prefix = tf1.resolve_tf1_prefix(location.path)
+        reader = tf.train.load_checkpoint(prefix)
+    except Exception:  # noqa: BLE001  reading the encoder says what is wrong with it
+        return None
+    shapes = reader.get_variable_to_shape_map()
+    entries = [family(kind) for kind in KINDS if family(kind).hf_head is not None and family(kind).hf_head.tf1_scope]
+    for scope in dict.fromkeys(entry.hf_head.tf1_scope for entry in entries):
+        names = (f"{scope}_weights", f"{scope}_bias")
+        if not all(name in shapes for name in names):
+            continue
+        candidates = [entry for entry in entries if entry.hf_head.tf1_scope == scope
+                      and issubclass(task_class, resolve(entry.task_class))]
+        if not candidates:
+            return None  # another task's head: refused as unused by the encoder's reader
+        weight, bias = (np.asarray(reader.get_tensor(name), dtype=np.float32) for name in names)
+        hidden = _tf1_hidden_size(prefix)
+        if weight.ndim != 2 or bias.shape != weight.shape[:1] or (hidden is not None and weight.shape[1] != hidden):
+            raise CheckpointMismatchError(
+                f"{prefix}: {names[0]} {tuple(weight.shape)} and {names[1]} {tuple(bias.shape)} are not a "
+                f"[outputs, hidden_size {hidden}] layer and its [outputs] bias")
+        if len(candidates) > 1:  # classification or regression, by the outputs (transformers' rule)
+            problem_type = "regression" if len(bias) == 1 else "single_label_classification"
+            candidates = [entry for entry in candidates if entry.hf_head.problem_type == problem_type] or candidates
+        entry = candidates[0]
+        labels = [f"LABEL_{i}" for i in range(len(bias))] if entry.needs_labels else None
+        num_classes = len(bias) if labels is None and entry.hf_head.problem_type is not None else None
+        return HfTaskHead(entry.kind, TF1_HEAD_AUTHOR, scope, np.ascontiguousarray(weight.T), bias, labels,
+                          num_classes, names=names)
+    return None
+
+
+def _tf1_hidden_size(prefix):
+    """`hidden_size` of the `bert_config.json` beside a TF1 checkpoint, or None (the encoder's
+    reader says what is wrong with a missing or bad one)."""
+    from bert_keras.checkpoints import tf1
+
+    path = os.path.join(os.path.dirname(os.path.abspath(prefix)), tf1.CONFIG_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            hidden = json.load(f).get("hidden_size")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return hidden if isinstance(hidden, int) else None
+
+
+def read_task_head(spec, task_class):
+    """The fine-tuned head of a checkpoint that `task_class` computes (`read_hf_task_head` for
+    `hf:`, `read_tf1_task_head` for `tf1:`), or None."""
+    return read_hf_task_head(spec, task_class) or read_tf1_task_head(spec, task_class)

@@ -115,7 +115,7 @@ def _latest_from_state_file(directory):
     return prefix if os.path.isfile(prefix + ".index") else None
 
 
-def read_tf1(path, *, config=None, strict=True):
+def read_tf1(path, *, config=None, strict=True, task_module=None):
     """Reads a google-research BERT checkpoint into the canonical weight dict.
 
     Example:
@@ -132,6 +132,9 @@ def read_tf1(path, *, config=None, strict=True):
             training bookkeeping (e.g. a fine-tuned `output_weights` classifier)
             raise `CheckpointMismatchError`; if False they are dropped with a
             warning.
+        task_module: the scope of a fine-tuned head the caller reads itself (`output`:
+            run_classifier's, `cls/squad/output`: run_squad's; `bert_keras.checkpoints.task_heads.
+            read_tf1_task_head`): its `_weights` / `_bias` are left out, not refused.
 
     Returns:
         `(BertConfig, dict[str, np.ndarray])`, including `cls/` pretraining
@@ -159,6 +162,8 @@ def read_tf1(path, *, config=None, strict=True):
     for name in names:
         canonical = name[len(_HUB_PREFIX):] if name.startswith(_HUB_PREFIX) else name
         if _BOOKKEEPING.search(canonical):
+            continue
+        if task_module is not None and canonical in (f"{task_module}_weights", f"{task_module}_bias"):
             continue
         if CANONICAL_NAME.match(canonical):
             try:

@@ -50,10 +50,11 @@ def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length
             task._record.seq_length = checked_seq_length(seq_length, task.encoder.config.max_position_embeddings)
     else:
         from bert_keras.checkpoints import find_vocabulary, load_pretrained
-        from bert_keras.checkpoints.task_heads import assign_hf_task_head, read_hf_task_head
+        from bert_keras.checkpoints.task_heads import assign_hf_task_head, read_task_head
 
-        # a transformers BertFor... directory of this task (one `convert` wrote, say): its head is kept
-        fine_tuned = read_hf_task_head(spec_path, cls) if strict else None
+        # a transformers BertFor... directory of this task (one `convert` wrote, say), or a google-research
+        # run_classifier / run_squad checkpoint: its head is kept
+        fine_tuned = read_task_head(spec_path, cls) if strict else None
         encoder = load_pretrained(spec_path, strict=strict, output_hidden_states=cls._needs_hidden_states(options),
                                   task_module=fine_tuned.module if fine_tuned else None)
         vocab = vocab_file or find_vocabulary(spec_path)
@@ -162,8 +163,14 @@ def _head_in_label_order(head, labels, spec):
     names, given = [str(label) for label in head.labels], [str(label) for label in labels]
     if given == names:
         return head
-    if names == [f"LABEL_{i}" for i in range(len(names))] and len(given) == len(names):
-        # transformers' id2label for a head saved without names: its columns are yours, in order
+    if names == [f"LABEL_{i}" for i in range(len(names))]:
+        # transformers' id2label for a head saved without names (a run_classifier checkpoint has
+        # none): its columns are yours, in order
+        if len(given) != len(names):
+            raise TaskInputError(f"labels={given}: {spec} holds a {head.architecture} head of {len(names)} "
+                                 f"classes ({head.tensor_names[0]} {list(head.kernel.shape[::-1])}), saved without "
+                                 f"names; give {len(names)} labels, in its output order, or pass strict=False "
+                                 "to train a new head")
         return dataclasses.replace(head, labels=list(labels))
     if sorted(given) != sorted(names) or len(set(given)) != len(given):
         raise TaskInputError(f"{spec}: its {head.architecture} head was trained on the labels {names} (config.json "

@@ -33,6 +33,7 @@ Example:
 
 import json
 import os
+import unicodedata
 import warnings
 
 from pipelines.atomic_writes import write_text
@@ -158,7 +159,9 @@ def resolve_tokenizer_settings(vocab_file, lowercase=None, strip_accents=None, p
     Given values win. With neither casing rule given, the checkpoint's recorded ones apply; a
     vocabulary that records no casing is read cased when it is cased (`vocabulary_is_cased`: a
     google-research `cased_L-12_H-768_A-12` ships no `tokenizer_config.json`), else uncased
-    (the original BERT's and HF's default); accents follow the casing. With only
+    (the original BERT's and HF's default); accents follow the casing, except that an uncased guess
+    keeps the accents of a vocabulary learned with them (`vocabulary_keeps_accents`: a Korean one of
+    Hangul syllables, which stripping would decompose into jamo it does not hold). With only
     `lowercase` given, accents follow it, as in HF's `BertTokenizer`; with only `strip_accents`
     given, the casing is the checkpoint's (a flag about accents does not change it). The morpheme analyzer is the
     vocabulary's own whatever the casing: the recorded one (None if none) unless `pre_tokenizer` is
@@ -167,9 +170,12 @@ def resolve_tokenizer_settings(vocab_file, lowercase=None, strip_accents=None, p
     recorded = read_tokenizer_settings(vocab_file) if pre_tokenizer is None or lowercase is None else {}
     analyzer = recorded.get("pre_tokenizer") if pre_tokenizer is None else given_pre_tokenizer(pre_tokenizer)
     if lowercase is None:  # the checkpoint's casing, whatever is said of accents
-        lowercase = recorded["lowercase"] if "lowercase" in recorded else not vocabulary_is_cased(vocab_file)
+        guessed = "lowercase" not in recorded
+        lowercase = not vocabulary_is_cased(vocab_file) if guessed else recorded["lowercase"]
         if strip_accents is None:
             strip_accents = recorded.get("strip_accents")
+        if guessed and lowercase and strip_accents is None and vocabulary_keeps_accents(vocab_file):
+            strip_accents = False  # stripped, its tokens (Hangul syllables) would never be matched
     return {"lowercase": bool(lowercase), "strip_accents": strip_accents, "pre_tokenizer": analyzer}
 
 
@@ -190,9 +196,35 @@ def vocabulary_is_cased(vocab_file):
     >>> vocabulary_is_cased(vocab)
     True
     """
+    tokens, cased, _ = _vocabulary_counts(vocab_file)
+    return cased > 0 and cased >= min(10, tokens / 100)
+
+
+def vocabulary_keeps_accents(vocab_file):
+    """Whether the WordPiece vocabulary `vocab_file` was learned on text with its accents kept: at
+    least a quarter of its tokens hold a character that NFD decomposes (Hangul syllables, `é`),
+    which accent stripping (NFD, then combining marks dropped) never produces, so read with it they
+    could never be matched: a Korean vocabulary read with stripped accents is all `[UNK]`. Some
+    such tokens do not count: google-research's uncased multilingual vocabulary holds Hangul
+    syllables (google-research/bert#228), yet its model was trained with accents stripped. False
+    when there is no such file.
+
+    >>> import os, tempfile
+    >>> vocab = os.path.join(tempfile.mkdtemp(), "vocab.txt")
+    >>> _ = open(vocab, "w", encoding="utf-8").write("[CLS]\\nthe\\n한국\\n##어\\n")
+    >>> vocabulary_keeps_accents(vocab)
+    True
+    """
+    tokens, _, composed = _vocabulary_counts(vocab_file)
+    return composed > 0 and composed >= tokens / 4
+
+
+def _vocabulary_counts(vocab_file):
+    """`(tokens, cased, composed)` of a vocabulary: its tokens (lines), and those, special tokens in
+    brackets (`[CLS]`, `[unused0]`, `<S>`) aside, that lowercasing changes and that NFD changes."""
     if vocab_file is None or not os.path.isfile(vocab_file):
-        return False
-    tokens = cased = 0
+        return 0, 0, 0
+    tokens = cased = composed = 0
     with open(vocab_file, encoding="utf-8", errors="replace") as f:
         for line in f:
             token = line.strip()
@@ -200,7 +232,8 @@ def vocabulary_is_cased(vocab_file):
             if len(token) > 2 and (token[0], token[-1]) in (("[", "]"), ("<", ">")):
                 continue
             cased += token.lower() != token
-    return cased > 0 and cased >= min(10, tokens / 100)
+            composed += not unicodedata.is_normalized("NFD", token)
+    return tokens, cased, composed
 
 
 def given_pre_tokenizer(pre_tokenizer):

@@ -1350,3 +1350,129 @@ def test_a_classifier_with_window_relevance_converts_with_its_logits_and_says_wh
                           token_type_ids=torch.tensor(batch["segment_ids"]).long(),
                           attention_mask=torch.tensor(batch["padding_mask"]).long()).logits.numpy()
     np.testing.assert_allclose(np.asarray(model(batch, training=False)), expected, atol=1e-5)
+
+
+def _save_like_google_research(prefix, variables):
+    """Writes `variables` as google-research's TF1 scripts do: `tf.compat.v1.get_variable` under
+    their names in a graph, saved by `tf.compat.v1.train.Saver` (with an optimizer slot and the step)."""
+    import tensorflow as tf
+
+    graph = tf.Graph()
+    with graph.as_default():
+        created = {name: tf.compat.v1.get_variable(name, initializer=tf.constant(value))
+                   for name, value in variables.items()}
+        created["global_step"] = tf.compat.v1.train.get_or_create_global_step()
+        created["output_bias/adam_m"] = tf.compat.v1.get_variable(
+            "output_bias/adam_m", initializer=tf.zeros(variables.get("output_bias", np.zeros(2, np.float32)).shape))
+        saver = tf.compat.v1.train.Saver(var_list=created)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            return saver.save(session, str(prefix), global_step=343)
+
+
+@pytest.mark.parametrize("scope", ["", "module/"])  # run_classifier.py; run_classifier_with_tfhub.py
+def test_a_run_classifier_checkpoint_is_a_text_classifier_with_its_head(scope, tiny_config, tiny_vocab_file,
+                                                                        tmp_path):
+    """A google-research run_classifier checkpoint holds `output_weights` [num_labels, hidden] and
+    `output_bias` beside `bert/`: `TextClassifier.from_pretrained("tf1:...")` refused it ("2
+    variable(s) not used by the BERT encoder ... pass strict=False"), and strict=False dropped the
+    fine-tuned classifier. It is now the classifier's head (the weights transposed), with the
+    labels given naming its rows in order, or LABEL_0.. (run_classifier stores no names)."""
+    import bert_keras.tasks as tasks
+
+    config = BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"})
+    weights = random_canonical(config)
+    rng = np.random.default_rng(3)
+    output_weights = rng.normal(0.0, 0.5, size=(3, 32)).astype(np.float32)
+    output_bias = rng.normal(0.0, 0.5, size=3).astype(np.float32)
+    variables = {f"{scope}{name}": value for name, value in weights.items()}
+    variables.update(output_weights=output_weights, output_bias=output_bias)
+    tmp_path = tmp_path / "mnli_output"  # run_classifier's --output_dir, bert_config.json and vocab.txt copied in
+    prefix = _save_like_google_research(tmp_path / "model.ckpt", variables)
+    (tmp_path / "bert_config.json").write_text(json.dumps(config.to_google_dict()))
+    shutil.copy(tiny_vocab_file, tmp_path / "vocab.txt")
+
+    task = tasks.TextClassifier.from_pretrained(f"tf1:{tmp_path}", labels=["contradiction", "entailment",
+                                                                           "neutral"], seq_length=16)
+    assert task.labels == ["contradiction", "entailment", "neutral"]
+    batch = random_batch(config, batch=3, length=9, seed=5)
+    pooled = np.asarray(task.encoder(batch, training=False)["pooled_output"])
+    expected = pooled @ output_weights.T + output_bias  # run_classifier.py create_model's logits
+    np.testing.assert_allclose(np.asarray(task.head(batch, training=False)), expected, atol=1e-5)
+
+    unnamed = tasks.TextClassifier.from_pretrained(f"tf1:{prefix}", seq_length=16)
+    assert unnamed.labels == ["LABEL_0", "LABEL_1", "LABEL_2"]  # as transformers names a head saved without names
+    np.testing.assert_allclose(np.asarray(unnamed.head(batch, training=False)), expected, atol=1e-5)
+    with pytest.raises(TaskInputError, match=r"head of 3 classes \(output_weights \[3, 32\]\).*give 3 labels"):
+        tasks.TextClassifier.from_pretrained(f"tf1:{tmp_path}", labels=["a", "b"])
+    with pytest.raises(CheckpointMismatchError, match=r"output_weights"):  # another task's head: refused
+        tasks.SpanQA.from_pretrained(f"tf1:{tmp_path}", seq_length=16, max_query_length=8)
+    with pytest.warns(UserWarning, match="output_weights"):
+        fresh = tasks.TextClassifier.from_pretrained(f"tf1:{tmp_path}", labels=["a", "b"], strict=False)
+    assert fresh.labels == ["a", "b"]
+
+
+def test_a_run_squad_checkpoint_is_a_span_qa_with_its_head(tiny_config, tiny_vocab_file, tmp_path):
+    """run_squad.py's `cls/squad/output_weights` [2, hidden] (row 0: start, row 1: end) and
+    `cls/squad/output_bias` were refused as unused by the encoder; they are now SpanQA's head."""
+    import bert_keras.tasks as tasks
+
+    config = BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"})
+    rng = np.random.default_rng(4)
+    output_weights = rng.normal(0.0, 0.5, size=(2, 32)).astype(np.float32)
+    output_bias = rng.normal(0.0, 0.5, size=2).astype(np.float32)
+    variables = dict(random_canonical(config), **{"cls/squad/output_weights": output_weights,
+                                                  "cls/squad/output_bias": output_bias})
+    tmp_path = tmp_path / "squad_output"
+    _save_like_google_research(tmp_path / "model.ckpt", variables)
+    (tmp_path / "bert_config.json").write_text(json.dumps(config.to_google_dict()))
+    shutil.copy(tiny_vocab_file, tmp_path / "vocab.txt")
+
+    task = tasks.SpanQA.from_pretrained(f"tf1:{tmp_path}", seq_length=16, max_query_length=8)
+    batch = random_batch(config, batch=3, length=9, seed=5)
+    sequence = np.asarray(task.encoder(batch, training=False)["sequence_output"])
+    logits = sequence @ output_weights.T + output_bias  # run_squad.py create_model, before the unstack
+    outputs = task.head(batch, training=False)
+    mask = batch["padding_mask"].astype(bool)
+    np.testing.assert_allclose(np.asarray(outputs["start_logits"])[mask], logits[..., 0][mask], atol=1e-5)
+    np.testing.assert_allclose(np.asarray(outputs["end_logits"])[mask], logits[..., 1][mask], atol=1e-5)
+    with pytest.raises(CheckpointMismatchError, match=r"cls/squad/output_weights"):  # not a classifier's
+        tasks.TextClassifier.from_pretrained(f"tf1:{tmp_path}", labels=["a", "b"])
+
+
+@pytest.mark.parametrize("layout", ["safetensors", "sharded"])
+def test_a_transformers_head_is_read_alone_not_with_the_encoder(layout, tiny_config, tmp_path, monkeypatch):
+    """`read_hf_task_head` read every tensor of the directory (the whole model) for its two, and
+    `load_pretrained` then read them all again. It now reads `classifier.weight` / `.bias` alone."""
+    import safetensors.numpy
+    from safetensors.numpy import save_file
+
+    from bert_keras.checkpoints.task_heads import read_hf_task_head
+    from bert_keras.tasks import TextClassifier
+
+    tensors = _hf_tensors(tiny_config, random_canonical(tiny_config), prefix="bert.")
+    tensors["classifier.weight"] = np.arange(3 * 32, dtype=np.float32).reshape(3, 32)
+    tensors["classifier.bias"] = np.array([1.0, 2.0, 3.0], np.float32)
+    _write_raw_hf(tmp_path, tiny_config, tensors)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config.update(architectures=["BertForSequenceClassification"], id2label={"0": "a", "1": "b", "2": "c"})
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    if layout == "sharded":
+        os.remove(tmp_path / "model.safetensors")
+        names = sorted(tensors)
+        shards = {"model-00001-of-00002.safetensors": names[: len(names) // 2],
+                  "model-00002-of-00002.safetensors": names[len(names) // 2:]}
+        for shard, shard_names in shards.items():
+            save_file({name: tensors[name] for name in shard_names}, str(tmp_path / shard))
+        weight_map = {name: shard for shard, shard_names in shards.items() for name in shard_names}
+        (tmp_path / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+
+    def whole_file(path, *args, **kwargs):
+        raise AssertionError(f"read whole: {path}")
+
+    monkeypatch.setattr(safetensors.numpy, "load_file", whole_file)
+    head = read_hf_task_head(f"hf:{tmp_path}", TextClassifier)
+    assert head.labels == ["a", "b", "c"]
+    np.testing.assert_array_equal(head.kernel, tensors["classifier.weight"].T)
+    np.testing.assert_array_equal(head.bias, tensors["classifier.bias"])
+    assert sorted(hf.load_hf_tensors(tmp_path, ["classifier.bias", "no.such"])) == ["classifier.bias"]

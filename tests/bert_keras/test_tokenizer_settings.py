@@ -587,3 +587,40 @@ def test_a_rule_about_accents_alone_keeps_the_checkpoints_casing(tmp_path):
         "lowercase": False, "strip_accents": True, "pre_tokenizer": None}
     assert resolve_tokenizer_settings(str(recorded), lowercase=True) == {
         "lowercase": True, "strip_accents": None, "pre_tokenizer": "kiwi"}
+
+
+def test_a_korean_vocabulary_without_rules_keeps_its_hangul_syllables_whole(tmp_path):
+    """A Korean WordPiece vocabulary with no tokenizer_config.json (a google-research-style TF1
+    checkpoint) was guessed uncased, and accents followed: every Hangul syllable was NFD-decomposed
+    into jamo the vocabulary does not hold, so every Korean word read as [UNK], silently. A
+    vocabulary mostly of tokens that accent stripping never produces keeps its accents now; a few
+    such tokens (google-research's uncased multilingual vocabulary has Hangul) do not change the rule,
+    nor does a recorded one."""
+    from pipelines import BertTokenizer
+    from pipelines.tokenizer.tokenizer_config import (
+        resolve_tokenizer_settings,
+        vocabulary_keeps_accents,
+        write_tokenizer_settings,
+    )
+
+    syllables = [chr(0xAC00 + i) for i in range(0, 11172, 7)]
+    korean = tmp_path / "ko" / "vocab.txt"
+    korean.parent.mkdir()
+    korean.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "한국", "##어", "오늘", ".", "ok"]
+                                + [s for s in syllables if s not in "한국어오늘"]) + "\n", encoding="utf-8")
+    assert vocabulary_keeps_accents(str(korean))
+    rules = resolve_tokenizer_settings(str(korean))
+    assert rules == {"lowercase": True, "strip_accents": False, "pre_tokenizer": None}
+    tokenizer = BertTokenizer(str(korean), **rules)
+    vocab = korean.read_text(encoding="utf-8").split("\n")
+    assert [vocab[i] for i in tokenizer.tokenize(["한국어. OK"]).to_list()[0]] == ["한국", "##어", ".", "ok"]
+    assert resolve_tokenizer_settings(str(korean), lowercase=True)["strip_accents"] is None  # yours: HF's rule
+
+    few = tmp_path / "few" / "vocab.txt"
+    few.parent.mkdir()
+    few.write_text("\n".join(["[PAD]", "[UNK]"] + [f"word{i}" for i in range(300)] + syllables[:50]) + "\n",
+                   encoding="utf-8")
+    assert not vocabulary_keeps_accents(str(few))
+    assert resolve_tokenizer_settings(str(few))["strip_accents"] is None
+    write_tokenizer_settings(str(korean), lowercase=True)  # recorded: do_lower_case, strip_accents null
+    assert resolve_tokenizer_settings(str(korean))["strip_accents"] is None
