@@ -20,7 +20,7 @@ import numpy as np
 from bert_keras.checkpoints.errors import CheckpointFormatError, CheckpointMismatchError
 from bert_keras.config import BertConfig
 from pipelines.atomic_writes import atomic_directory
-from pipelines.tokenizer.tokenizer_config import vocabulary_is_cased
+from pipelines.tokenizer.tokenizer_config import NO_PRE_TOKENIZER, resolve_tokenizer_settings
 
 # Files `Backbone.save_to_preset` writes; `metadata.json` tells a keras-hub
 # preset apart from a Hugging Face directory, which also has `config.json`.
@@ -222,8 +222,9 @@ def write_keras_hub_preset(directory, config, canonical, vocab_file=None, *, low
         vocab_file: optional WordPiece vocabulary; with it a `BertTokenizer`
             is saved too, so `keras_hub.models.BertTextClassifier.from_preset`
             works.
-        lowercase: bool or None. Tokenizer lower-casing; None infers it from
-            the vocabulary (`vocabulary_is_cased`: no token that lowercasing changes -> uncased).
+        lowercase: bool or None. Tokenizer lower-casing; None: the rules recorded beside the
+            vocabulary, else inferred from it (`resolve_tokenizer_settings`: no token that
+            lowercasing changes -> uncased, and a vocabulary of Hangul syllables keeps its accents).
         strip_accents: bool or None (None: as `lowercase`, BERT's and HF's rule). Written
             explicitly: keras-hub's `BertTokenizer` would otherwise keep accents of an uncased
             model ("café" stays "café" where BERT reads "cafe").
@@ -243,9 +244,11 @@ def write_keras_hub_preset(directory, config, canonical, vocab_file=None, *, low
     with atomic_directory(directory) as staging:
         backbone.save_to_preset(staging)
         if vocab_file is not None:
-            if lowercase is None:
-                lowercase = not vocabulary_is_cased(vocab_file)
-            strip_accents = bool(lowercase if strip_accents is None else strip_accents)
+            # the rules a loader would read this vocabulary with (an uncased guess keeps the
+            # accents of a Korean vocabulary of Hangul syllables, which stripping would decompose)
+            rules = resolve_tokenizer_settings(vocab_file, lowercase, strip_accents, pre_tokenizer=NO_PRE_TOKENIZER)
+            lowercase = rules["lowercase"]
+            strip_accents = bool(lowercase if rules["strip_accents"] is None else rules["strip_accents"])
             tokenizer = keras_hub.models.BertTokenizer(vocabulary=os.fspath(vocab_file), lowercase=lowercase,
                                                        strip_accents=strip_accents)
             tokenizer.save_to_preset(staging)

@@ -131,8 +131,10 @@ def _keras_hub_preset_settings(vocab_file):
     """`{"lowercase"}` of a keras-hub preset's vocabulary, from the preset's `tokenizer.json` (a
     cased preset says `"lowercase": false` there, not in a `tokenizer_config.json`); else {}.
 
-    Its `strip_accents` is not taken: keras-hub's `BertTokenizer` writes its class default (false)
-    for every model, uncased ones included, so accents follow the casing, as in BERT's rules."""
+    Its `strip_accents: false` is taken only for a vocabulary learned with accents
+    (`vocabulary_keeps_accents`: a Korean one of Hangul syllables, which keras-hub reads whole):
+    keras-hub's `BertTokenizer` writes its class default (false) for every model, uncased ones
+    included, so elsewhere accents follow the casing, as in BERT's rules."""
     vocab_file = os.path.abspath(os.fspath(vocab_file))
     if not vocab_file.endswith(os.sep + _KERAS_HUB_VOCABULARY):
         return {}
@@ -150,6 +152,8 @@ def _keras_hub_preset_settings(vocab_file):
         return {}
     if not isinstance(lowercase, bool):
         raise TokenizerSettingsError(f"{path}: field 'lowercase' must be true or false, got {lowercase!r}")
+    if lowercase and config.get("strip_accents") is False and vocabulary_keeps_accents(vocab_file):
+        return {"lowercase": lowercase, "strip_accents": False}
     return {"lowercase": lowercase}
 
 

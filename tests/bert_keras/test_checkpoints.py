@@ -740,6 +740,28 @@ def test_an_uncased_keras_hub_preset_strips_accents_in_keras_hub_too(tiny_config
     assert np.asarray(kh.models.BertTokenizer.from_preset(preset)("The Café")).tolist() == ours
 
 
+def test_a_korean_vocabulary_without_rules_keeps_its_syllables_in_a_keras_hub_preset(tiny_config, tmp_path):
+    """`convert tf1:KOREAN keras-hub:OUT` guessed the casing on its own (uncased) and stripped accents
+    with it: the preset's tokenizer decomposed every Hangul syllable into jamo the vocabulary does not
+    hold (all [UNK]), where loading the same vocabulary keeps its syllables whole."""
+    kh = pytest.importorskip("keras_hub")
+    from bert_keras.checkpoints import load_tokenizer
+    from bert_keras.encoder import BertEncoder
+
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "한국", "##어", "."]
+    tokens += [chr(0xAC00 + 7 * i) for i in range(tiny_config.vocab_size - len(tokens))]
+    tokens = list(dict.fromkeys(tokens))
+    tokens += [f"w{i}" for i in range(tiny_config.vocab_size - len(tokens))]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    preset = str(tmp_path / "preset")
+    with pytest.warns(UserWarning, match="exact"):  # tiny_config's exact GELU: keras-hub's is tanh
+        save_pretrained(BertEncoder(tiny_config), f"keras-hub:{preset}", vocab_file=str(vocab))
+    ours = load_tokenizer(f"keras-hub:{preset}").tokenize(["한국어."]).to_list()[0]
+    assert ours == [5, 6, 7]
+    assert np.asarray(kh.models.BertTokenizer.from_preset(preset)("한국어.")).tolist() == ours
+
+
 def test_a_cut_keras_hub_preset_names_the_preset(tiny_config, tmp_path):
     """A half-copied model.weights.h5 said only h5py's "Unable to synchronously open file
     (truncated file ...)", naming no file."""
