@@ -35,9 +35,11 @@ class VocabularyOptions:
         metavar="SHARE", type="fraction")
     runner: Optional[str] = option(None, "count the words on Apache Beam (pip install bert-keras[beam]): "
                                          "DirectRunner, DataflowRunner, FlinkRunner, SparkRunner, "
-                                         "PortableRunner or PrismRunner; the same counts")
-    beam_options: Tuple[str, ...] = option((), "a Beam pipeline option, repeatable: "
-                                               "--beam-option=--direct_num_workers=4",
+                                         "PortableRunner or PrismRunner; the same counts. Beam pipeline options "
+                                         "go after '--', as with create-pretraining-data, e.g. -- "
+                                         "--direct_num_workers=4 --direct_running_mode=multi_processing")
+    beam_options: Tuple[str, ...] = option((), "deprecated: Beam pipeline options go after '--' (see --runner); "
+                                               "--beam-option=--direct_num_workers=4 still works",
                                            "--beam-option", action="append", metavar="OPTION", type=str)
     # The names are pipelines.tokenizer.morphemes.PRE_TOKENIZERS (not imported here: no TensorFlow).
     pre_tokenizer: Optional[str] = option(
