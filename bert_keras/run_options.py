@@ -32,7 +32,7 @@ class PretrainingOptions(MaskingSettings):
                                  metavar="SPEC")
     seq_length: Optional[int] = option(None, "tokens per example (default: the records' --seq-length, "
                                              "from create-pretraining-data; with --input 128)", None,
-                                       "--max-seq-length", type="positive_int")
+                                       "--max-seq-length", type="pair_sequence_length")
     max_predictions: Optional[int] = option(None, "masked positions per example (default: the records' "
                                                   "--max-predictions; with --input 20)", None,
                                             "--max-predictions-per-seq", type="positive_int")

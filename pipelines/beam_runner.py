@@ -111,14 +111,61 @@ def pipeline_options(runner, pipeline_args=()):
 
 def _fn_api_runner(options):
     """`FnApiRunner` set up as Beam 2.77's `SwitchingDirectRunner` sets it up (the pipeline options go
-    to the SDK workers in the provision info, as `--direct_running_mode=multi_processing` needs)."""
+    to the SDK workers in the provision info, as `--direct_running_mode=multi_processing` needs); in a
+    quiet process, its worker processes start quietly (`quiet_worker_command`)."""
     from apache_beam.portability.api import beam_provision_api_pb2
     from apache_beam.runners.portability.fn_api_runner import fn_runner
     from apache_beam.runners.portability.portable_runner import JobServiceHandle
+    from apache_beam.transforms import environments
+
+    from pipelines.tensorflow_logs import quiet
+
+    class QuietWorkersFnApiRunner(fn_runner.FnApiRunner):
+        """`run_pipeline` sets `_default_environment` to a `SubprocessSDKEnvironment` running
+        `python -m apache_beam.runners.worker.sdk_worker_main` for `multi_processing`: that command
+        is swapped for `quiet_worker_command()` as it is set."""
+
+        @property
+        def _default_environment(self):
+            return self._environment
+
+        @_default_environment.setter
+        def _default_environment(self, environment):
+            if isinstance(environment, environments.SubprocessSDKEnvironment):
+                environment = environments.SubprocessSDKEnvironment.from_command_string(quiet_worker_command())
+            self._environment = environment
 
     encoded = JobServiceHandle.encode_pipeline_options(options.get_all_options())
     provision = fn_runner.ExtendedProvisionInfo(beam_provision_api_pb2.ProvisionInfo(pipeline_options=encoded))
-    return fn_runner.FnApiRunner(provision_info=provision)
+    runner_class = QuietWorkersFnApiRunner if quiet() else fn_runner.FnApiRunner
+    return runner_class(provision_info=provision)
+
+
+def quiet_worker_command():
+    """The shell command of a Beam SDK worker process (`--direct_running_mode=multi_processing`) that
+    writes no log line of its start-up to the terminal.
+
+    Beam's own, `python -m apache_beam.runners.worker.sdk_worker_main`, imports Beam's BigQuery
+    client, whose "apitools not found" is a `logging.warning` on a root logger without handlers:
+    Python then installs a stderr handler (`logging.basicConfig`), and every worker printed
+    "WARNING:root:apitools not found, ..." and "INFO:__main__:Logging handler created." into the
+    command's output, before `--default_sdk_harness_log_level` applies. A `NullHandler` on the root
+    logger first keeps that handler out; the worker's records still go to the runner (Beam's log
+    handler), and a crash's traceback still reaches stderr (it is not a log record). The traceback of
+    an element that fails (a corpus line that is not UTF-8), which `sdk_worker` prints to stderr
+    besides logging it and sending it back to the runner (`worker_errors` raises it as the project's
+    one-line error), is not printed: it came before that line as ~60 lines of Beam's frames.
+
+    >>> "sdk_worker_main" in quiet_worker_command()
+    True
+    """
+    import shlex
+    import sys
+
+    code = ("import logging, runpy; logging.getLogger().addHandler(logging.NullHandler()); "
+            "from apache_beam.runners.worker import sdk_worker; sdk_worker.print = lambda *args, **kwargs: None; "
+            "runpy.run_module('apache_beam.runners.worker.sdk_worker_main', run_name='__main__', alter_sys=True)")
+    return f"{shlex.quote(sys.executable)} -c {shlex.quote(code)}"
 
 
 # The last line of a worker's traceback that names an exception class of this project.

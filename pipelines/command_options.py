@@ -40,8 +40,8 @@ def option(default=dataclasses.MISSING, help=None, name=None, *old_names, **flag
         name: the flag (default `--field-name`).
         *old_names: earlier spellings, accepted and hidden from `--help`.
         **flag: more of the flag: `group` (its `--help` section), `metavar`, `choices`, `type`
-            (a callable, or the name of one of `CHECKED_TYPES`: "positive_int", "positive_float",
-            "non_negative_float", "seed", "fraction"), `nargs`, `action` ("append").
+            (a callable, or the name of one of `CHECKED_TYPES`: "positive_int", "pair_sequence_length",
+            "positive_float", "non_negative_float", "seed", "fraction"), `nargs`, `action` ("append").
     """
     return dataclasses.field(default=default, metadata={"flag": dict(flag, help=help, name=name,
                                                                       old_names=old_names)})
@@ -57,6 +57,14 @@ def sequence_length(text):
     """argparse type of `--seq-length`: positions of a packed example, at least 3 (`[CLS]`, a token
     and `[SEP]`; `--seq-length 2` is a usage error naming the flag, not the packer's message)."""
     return _whole_number_at_least(text, 3, " ([CLS], a token and [SEP])")
+
+
+def pair_sequence_length(text):
+    """argparse type of a pretraining `--seq-length`: at least 5 (`[CLS] A [SEP] B [SEP]`, the
+    next-sentence pair). `--seq-length 4` was refused only once the run had started, as
+    "max_seq_length must be at least 5" (`create-pretraining-data`) or "seq_length ..." (`pretrain`),
+    naming no flag."""
+    return _whole_number_at_least(text, 5, " ([CLS] A [SEP] B [SEP])")
 
 
 def _whole_number_at_least(text, least, why=""):
@@ -122,7 +130,8 @@ def _float(text):
 
 
 # what `pipelines.command_options.option(type="...")` names: the checked argparse types above
-CHECKED_TYPES = {"positive_int": positive_int, "positive_float": positive_float, "finite_float": finite_float,
+CHECKED_TYPES = {"positive_int": positive_int, "pair_sequence_length": pair_sequence_length,
+                 "positive_float": positive_float, "finite_float": finite_float,
                  "non_negative_float": non_negative_float,
                  "seed": seed, "fraction": fraction}
 

@@ -37,6 +37,9 @@ SUBCOMMANDS = [
 ]
 
 
+# Commands whose words after `--` are Beam pipeline options, and the attribute that gets them.
+TRAILING_OPTIONS = {"vocab": "trailing_beam_options"}
+
 VERBOSE_HELP = "show TensorFlow's log lines and library warnings (quiet by default)"
 
 
@@ -185,8 +188,17 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def parse_args(self, args=None, namespace=None):
         """argparse's, with a hint when the arguments it did not take are the files of an unquoted
-        pattern the shell expanded (`--data out/*.tfrecord`)."""
+        pattern the shell expanded (`--data out/*.tfrecord`), and the words after `--` of a command
+        that takes them so (`TRAILING_OPTIONS`) set apart: argparse gave `vocab FILES ... --
+        --direct_num_workers=4` to the files."""
+        args = list(sys.argv[1:] if args is None else args)
+        trailing = None
+        command = next((arg for arg in args if not arg.startswith("-")), None)
+        if command in TRAILING_OPTIONS and "--" in args and args.index("--") > args.index(command):
+            args, trailing = args[:args.index("--")], args[args.index("--") + 1:]
         parsed, extras = self.parse_known_args(args, namespace)
+        if trailing is not None:
+            setattr(parsed, TRAILING_OPTIONS[command], trailing)
         if extras:
             from bert_keras.error_hints import expanded_pattern_hint
 

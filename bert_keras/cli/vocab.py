@@ -31,7 +31,8 @@ def register(subparsers, summary):
     add_case_options(parser, cased_help="keep case and accents (cased model)")
     add_field_options(parser, VocabularyOptions)  # --size, --reserved, ... --morpheme-suffixes
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")
-    parser.set_defaults(func=run)
+    # `bert-keras ... -- OPTION ...`: the words after `--` (bert_keras.cli.main.TRAILING_OPTIONS).
+    parser.set_defaults(func=run, trailing_beam_options=[])
 
 
 def run(args):
@@ -39,6 +40,7 @@ def run(args):
 
     from pipelines.tokenizer.vocabulary_learning import VocabularyOptions, learn_vocabulary
 
+    _gather_beam_options(args)
     learned = learn_vocabulary(
         args.inputs, args.output, lowercase=not args.cased, strip_accents=args.strip_accents, overwrite=args.overwrite,
         # A bar on a terminal only: in a log file or a pipe, tqdm's redraws were lines of \r-joined text.
@@ -56,3 +58,16 @@ def run(args):
                       f"bert-keras query --pre-tokenizer {args.pre_tokenizer})")
     print(next_step)
     return 0
+
+
+def _gather_beam_options(args):
+    """The Beam pipeline options: the words after `--`, as `create-pretraining-data` takes them, and
+    those of the deprecated `--beam-option=OPTION` (said on stderr). Options without `--runner` run on
+    DirectRunner, as `create-pretraining-data`'s do: the words were counted here, without them."""
+    given = list(args.beam_options or ())
+    if given:
+        print("note: --beam-option is deprecated: Beam pipeline options go after '--', as with "
+              f"create-pretraining-data: ... -- {shlex.join(given)}", file=sys.stderr)
+    args.beam_options = tuple(given + list(args.trailing_beam_options or ()))
+    if args.beam_options and not args.runner:
+        args.runner = "DirectRunner"

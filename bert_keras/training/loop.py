@@ -46,7 +46,8 @@ class PretrainingResult:
     chief: bool = True  # this process writes the outputs (multi-worker: only the chief)
 
     def summary(self, steps, seconds):
-        """What the run did, as lines: size, steps of `steps`, speed in `seconds`, final metrics, notes."""
+        """What the run did, as lines: size, steps of `steps`, speed in `seconds`, final metrics (not the
+        `notes`: the run logged them as it started)."""
         config, metrics = self.model.encoder.config, self.metrics
         lines = [f"pretrained {config.num_layers} layers, hidden {config.hidden_size}, "
                  f"vocab {config.vocab_size}: "
@@ -57,7 +58,8 @@ class PretrainingResult:
         names = ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy")
         if metrics:
             lines.append("final " + ", ".join(f"{k} {metrics[k]:.4f}" for k in names if k in metrics))
-        return "\n".join(lines + [f"note: {note}" for note in self.notes])
+        # The notes were logged when the run started (the XLA one: a second time here, word for word).
+        return "\n".join(lines)
 
     def report(self, output_dir, steps, seconds, vocab_copied=False):
         """What `bert-keras pretrain` prints at the end: the `summary` and the files written (or that a

@@ -156,7 +156,7 @@ class PretrainingDataSettings(MaskingSettings):
         "strict", "bytes that are not UTF-8: stop with file and line (strict), or read them as "
         "U+FFFD and report how many lines had them (replace)", None, "--decode_errors", choices=DECODE_ERRORS)
     max_seq_length: int = option(128, "tokens per example (default 128)", "--seq-length",
-                                   "--max-seq-length", "--max_seq_length")
+                                   "--max-seq-length", "--max_seq_length", type="pair_sequence_length")
     max_predictions_per_seq: int = option(20, "masked positions per example (default 20)", "--max-predictions",
                                             "--max-predictions-per-seq", "--max_predictions_per_seq")
     dupe_factor: int = option(10, "passes over the corpus, each with new masks", None, "--dupe_factor")

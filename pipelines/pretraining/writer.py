@@ -134,6 +134,9 @@ def _write(settings, todo, paths, pool, summary, log):
     if tokens.num_documents == 0:
         raise corpus_lib.CorpusError(f"No sentence of {corpus.files[:5]} has any token.")
     log(f"{tokens.num_documents} documents, {summary['sentences']} sentences, {len(tokens.ids)} tokens")
+    note = single_document_note(tokens.num_documents, summary["sentences"], settings)
+    if note:
+        log(note)
     if pool is None or len(jobs) < 2:
         counts = [write_shard(job, tokens) for job in jobs]
     else:
@@ -143,6 +146,28 @@ def _write(settings, todo, paths, pool, summary, log):
         log(f"wrote {job.path} ({count} instances)")
     summary["written"] = [job.path for job in jobs]
     summary["instances"] = int(sum(counts))
+
+
+def single_document_note(documents: int, sentences: int, settings: PretrainingDataSettings) -> str:
+    """A note when the whole corpus read as one document of several sentences ("" otherwise): a file
+    in BERT's layout without the blank lines between documents (or prose meant as `lines`). The
+    next-sentence task's "random next" segments then come from the same document, as the original
+    does when it finds no other, so its negatives are sentences of the same text.
+
+    >>> settings = PretrainingDataSettings(input="c.txt", vocab_file="v.txt", output_prefix="out/pt")
+    >>> single_document_note(1, 114, settings)[:62]
+    'note: the corpus is one document (114 sentences): no blank line'
+    >>> single_document_note(30, 114, settings)
+    ''
+    """
+    if documents != 1 or sentences < 2 or settings.is_tfds:
+        return ""
+    where = ("no blank line separates documents (--format bert: one sentence a line, a blank line between "
+             "documents; --format lines: one document a line)" if settings.format == "bert" else
+             f"--format {settings.format} read it so")
+    return (f"note: the corpus is one document ({sentences} sentences): {where}. The next-sentence task's "
+            "random next segments then come from the same document, as the original does when there is no "
+            "other one.")
 
 
 def corpus_document_ids(settings: PretrainingDataSettings, corpus: corpus_lib.Corpus) -> np.ndarray:

@@ -35,9 +35,11 @@ class VocabularyOptions:
         metavar="SHARE", type="fraction")
     runner: Optional[str] = option(None, "count the words on Apache Beam (pip install bert-keras[beam]): "
                                          "DirectRunner, DataflowRunner, FlinkRunner, SparkRunner, "
-                                         "PortableRunner or PrismRunner; the same counts")
-    beam_options: Tuple[str, ...] = option((), "a Beam pipeline option, repeatable: "
-                                               "--beam-option=--direct_num_workers=4",
+                                         "PortableRunner or PrismRunner; the same counts. Beam pipeline options "
+                                         "go after '--', as with create-pretraining-data, e.g. -- "
+                                         "--direct_num_workers=4 --direct_running_mode=multi_processing")
+    beam_options: Tuple[str, ...] = option((), "deprecated: Beam pipeline options go after '--' (see --runner); "
+                                               "--beam-option=--direct_num_workers=4 still works",
                                            "--beam-option", action="append", metavar="OPTION", type=str)
     # The names are pipelines.tokenizer.morphemes.PRE_TOKENIZERS (not imported here: no TensorFlow).
     pre_tokenizer: Optional[str] = option(
@@ -77,6 +79,10 @@ def decomposed_hangul_share(word_counts):
     return jamo / total if total else 0.0
 
 
+# How far below the size asked a vocabulary may land as usual (`build_vocabulary`'s `slack_ratio`).
+_SIZE_SLACK = 0.05
+
+
 @dataclasses.dataclass(frozen=True)
 class LearnedVocabulary:
     """What `learn_vocabulary` wrote: `path` (vocab.txt), `settings_path` (its tokenizer_config.json),
@@ -91,7 +97,18 @@ class LearnedVocabulary:
 
     @property
     def notes(self) -> List[str]:
-        """What the user should know about the result (empty when nothing is unusual)."""
+        """What the user should know about the result (empty when nothing is unusual): more tokens than
+        asked, or fewer than `build_vocabulary`'s 5% slack below it (a small corpus runs out of pieces:
+        `--size 30522` on a page of text wrote ~200 tokens without a word on why).
+
+        >>> LearnedVocabulary("v.txt", "c.json", ["t"] * 65, words=1010, distinct=22, size=200).notes
+        ['65 tokens, fewer than the 200 asked: the corpus has only 22 distinct words (1,010 in all), and the \
+learner found no more pieces in them, down to pieces seen once; a larger corpus gives more']
+        """
+        if len(self.tokens) < self.size * (1 - _SIZE_SLACK):
+            return [f"{len(self.tokens):,} tokens, fewer than the {self.size:,} asked: the corpus has only "
+                    f"{self.distinct:,} distinct words ({self.words:,} in all), and the learner found no more "
+                    "pieces in them, down to pieces seen once; a larger corpus gives more"]
         if len(self.tokens) <= self.size:
             return []
         return [f"more than the {self.size:,} asked: every character of the corpus (and its ## form) is a "

@@ -274,3 +274,17 @@ def test_a_seq_length_below_3_is_a_usage_error_naming_the_flag(argv, capsys):
         build_parser().parse_args(argv)
     assert re.search(r"argument --(max-)?seq-length: must be at least 3 \(\[CLS\], a token and \[SEP\]\), got [012]\n",
                      capsys.readouterr().err)  # the flag as typed
+
+
+@pytest.mark.parametrize("argv", [
+    ["create-pretraining-data", "--input", "c.txt", "--vocab", "v.txt", "--output-prefix", "o", "--seq-length", "4"],
+    ["create-pretraining-data", "--input", "c.txt", "--vocab", "v.txt", "--output-prefix", "o", "--max_seq_length=4"],
+    ["pretrain", "--input", "c.txt", "--vocab", "v.txt", "--output-dir", "o", "--steps", "1", "--seq-length", "4"],
+])
+def test_a_pretraining_seq_length_below_5_is_a_usage_error_naming_the_flag(argv, capsys):
+    """A next-sentence pair needs 5 positions: `create-pretraining-data --seq-length 4` stopped once running
+    with "max_seq_length must be at least 5", `pretrain` with "seq_length must be ...": no flag named."""
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(argv)
+    assert re.search(r"argument --(seq-length|max_seq_length): must be at least 5 \(\[CLS\] A \[SEP\] B \[SEP\]\), "
+                     r"got 4\n", capsys.readouterr().err)

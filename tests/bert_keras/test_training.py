@@ -882,3 +882,21 @@ def test_every_compile_of_a_float16_model_wraps_with_the_replica_consistent_loss
     assert type(task.optimizer) is ReplicaConsistentLossScaleOptimizer
     task.compile(optimizer=keras.optimizers.SGD(0.1), auto_scale_loss=False)
     assert type(task.optimizer).__name__ == "SGD"
+
+
+def test_the_pretraining_report_does_not_repeat_the_notes_logged_at_the_start():
+    """`bert-keras pretrain` on CPU printed "XLA (jit_compile) is off: ..." when the run started and
+    again, word for word, as a note of the final report; the report's first line says "XLA off"."""
+    import types
+
+    from bert_keras.training.loop import PretrainingResult, resolve_jit_compile
+
+    import tensorflow as tf
+
+    _, note = resolve_jit_compile("auto", tf.distribute.get_strategy())
+    config = types.SimpleNamespace(num_layers=2, hidden_size=128, vocab_size=65)
+    result = PretrainingResult(model=types.SimpleNamespace(encoder=types.SimpleNamespace(config=config)),
+                               initial_step=0, final_step=6, metrics={"loss": 4.8}, notes=[note] if note else [])
+    report = result.report("run", 6, 8.0)
+    assert "XLA off" in report.splitlines()[1]
+    assert "XLA (jit_compile)" not in report and "note:" not in report, report

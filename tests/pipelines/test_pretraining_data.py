@@ -596,3 +596,23 @@ def test_a_records_pattern_that_also_matches_other_files_is_refused_by_name(writ
     shutil.copyfile(shard, tmp_path / "a-00000-of-00001.tfrecord.tmp-123")
     with pytest.raises(ValueError, match=r"temporary file of an unfinished create-pretraining-data run"):
         records_layout(str(tmp_path / "a-*"))
+
+
+def test_a_corpus_without_blank_lines_between_documents_gets_a_note(vocab_file, tmp_path):
+    """A BERT-layout file without the blank lines between documents read as one document of every
+    sentence, without a word: the next-sentence task's random next segments all came from that same
+    text. The log says so, and how the layouts separate documents; a corpus of documents gets no note."""
+    with open(SAMPLE, encoding="utf-8") as f:
+        lines = [line for line in f if line.strip()]
+    joined = tmp_path / "joined.txt"
+    joined.write_text("".join(lines), encoding="utf-8")
+    for corpus, noted in ((str(joined), True), (SAMPLE, False)):
+        logged = []
+        write_data(corpus, vocab_file, str(tmp_path / ("joined" if noted else "sample")), log=logged.append,
+                   num_output_shards=1, dupe_factor=1)
+        notes = [line for line in logged if line.startswith("note: the corpus is one document")]
+        assert notes == ([f"note: the corpus is one document ({len(lines)} sentences): no blank line separates "
+                          "documents (--format bert: one sentence a line, a blank line between documents; --format "
+                          "lines: one document a line). The next-sentence task's random next segments then come "
+                          "from the same document, as the original does when there is no other one."]
+                         if noted else []), logged

@@ -416,3 +416,22 @@ def test_learning_on_korean_notes_jamo_and_the_coverage_already_set(tmp_path):
     assert any("hold decomposed Hangul (conjoining jamo, Unicode NFD)" in line and "[UNK]" in line
                and "unicodedata.normalize('NFC'" in line for line in decomposed), decomposed
     assert not any("--no-strip-accents" in line for line in decomposed), decomposed
+
+
+def test_a_vocabulary_smaller_than_asked_says_how_many_and_why(tmp_path):
+    """`--size 200` on a corpus of 22 distinct words wrote 65 tokens with no word on why; the result's
+    notes (which `bert-keras vocab` prints) say how many, and that the corpus ran out of pieces. A size
+    the corpus can fill gets no such note."""
+    from pipelines.tokenizer import learn_vocabulary
+
+    words = "the cat sat on a mat and dog ran fast over hill while bird sang sweet song in tree by river".split()
+    corpus = tmp_path / "small.txt"
+    corpus.write_text("\n".join(" ".join(words[i:] + words[:i]) for i in range(len(words))) + "\n",
+                      encoding="utf-8")
+    learned = learn_vocabulary([str(corpus)], str(tmp_path / "a" / "vocab.txt"), size=200)
+    assert len(learned.tokens) < 190 and learned.distinct == len(set(words))
+    assert learned.notes == [f"{len(learned.tokens)} tokens, fewer than the 200 asked: the corpus has only "
+                             f"{len(set(words))} distinct words ({len(words) ** 2} in all), and the learner found "
+                             "no more pieces in them, down to pieces seen once; a larger corpus gives more"]
+    filled = learn_vocabulary([str(corpus)], str(tmp_path / "b" / "vocab.txt"), size=len(learned.tokens))
+    assert filled.notes == []
