@@ -19,7 +19,8 @@ file                content
                     `BertClassifier`, `BertTokenClassifier`, `BertSpanQA`,
                     `BertMultipleChoice` or `BertEmbedder`
 `task.json`         `format_version` (2), `kind`, `seq_length`, `labels`,
-                    `tokenizer` (`vocab`, `lowercase`, `strip_accents`), `settings` (per kind),
+                    `tokenizer` (`vocab`, `lowercase`, `strip_accents`, `pre_tokenizer` if any,
+                    `max_input_chars_per_word` if not 200), `settings` (per kind),
                     `encoder_config` (the `BertConfig`), `training` (provenance: init,
                     steps, learning rate, task spec, data files; informational), `recipe`
                     (optional: the fine-tuning recipe's settings, compiled again on load)
@@ -91,6 +92,7 @@ from bert_keras.json_output import finite_or_null
 from pipelines.atomic_writes import (atomic_directory, check_free_space, is_staging_name, model_nbytes,
                                      remove_stale_staging, write_json, write_text)
 from pipelines.label_names import LabelNamesError, check_label_count, check_label_names, read_label_names
+from pipelines.tokenizer.tokenizer_config import ORIGINAL_MAX_CHARS_PER_WORD, checked_max_chars
 
 FORMAT_VERSION = 2
 MODEL_FILE, TASK_FILE, VOCAB_FILE, LABELS_FILE = "model.keras", "task.json", "vocab.txt", "labels.txt"
@@ -128,6 +130,8 @@ class FinetunedModel:
             before tokenization, on the host (`pipelines.BertTokenizer(pre_tokenizer=)`). The
             in-graph tokenizer (`tokenizer()`, the export's) does not run it: the export's
             clients send split text (its model card says so).
+        max_input_chars_per_word: words longer than this read as one [UNK] (the checkpoint's own:
+            100 for an HF tokenizer; 200, the original's, when it records none).
         labels: class / tag names in id order (classification, NER), else None.
         settings: the kind's settings (see the module docstring); missing ones
             take the family's defaults (`bert_keras.families`). One dict: an export's
@@ -152,6 +156,7 @@ class FinetunedModel:
     lowercase: bool = True
     strip_accents: Optional[bool] = None
     pre_tokenizer: Optional[str] = None
+    max_input_chars_per_word: int = ORIGINAL_MAX_CHARS_PER_WORD
     labels: Optional[List[str]] = None
     settings: Dict[str, Any] = dataclasses.field(default_factory=dict)
     training: Dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -172,6 +177,7 @@ class FinetunedModel:
         if self.strip_accents not in (None, True, False):
             raise FinetunedModelError(f"strip_accents must be true, false or null, got {self.strip_accents!r}")
         self.strip_accents = bool(self.lowercase if self.strip_accents is None else self.strip_accents)
+        checked_max_chars(self.max_input_chars_per_word, "max_input_chars_per_word", FinetunedModelError)
         if self.labels is not None:
             self.labels = [str(label) for label in self.labels]
         if kind_family.needs_labels and not self.labels:
@@ -240,7 +246,7 @@ class FinetunedModel:
         from pipelines import BertTokenizer
 
         return BertTokenizer(self.vocab_file, lowercase=self.lowercase, strip_accents=self.strip_accents,
-                             backend=backend)
+                             backend=backend, max_input_chars_per_word=self.max_input_chars_per_word)
 
     def packer(self, tokenizer):
         """A `pipelines.BertPacker` at this model's `seq_length` with `tokenizer`'s special ids."""
@@ -276,7 +282,8 @@ def read_finetuned_encoder(directory, *, output_hidden_states=False, output_atte
     encoder = finetuned_encoder(record, output_hidden_states=output_hidden_states,
                                 output_attentions=output_attentions)
     tokenizer = BertTokenizer(record.vocab_file, lowercase=record.lowercase, strip_accents=record.strip_accents,
-                              pre_tokenizer=record.pre_tokenizer)
+                              pre_tokenizer=record.pre_tokenizer,
+                              max_input_chars_per_word=record.max_input_chars_per_word)
     return encoder, tokenizer
 
 
@@ -333,7 +340,8 @@ def convert_finetuned(directory, dest, *, strict=True, overwrite=False):
         warnings.warn(f"{directory}: transformers.{head[0]} has no place for {head[3]} (they weigh a long "
                       "text's windows): left out; the logits of one window are the same", stacklevel=2)
     settings = {"lowercase": record.lowercase, "strip_accents": record.strip_accents,
-                "pre_tokenizer": record.pre_tokenizer or "none"}
+                "pre_tokenizer": record.pre_tokenizer or "none",
+                "max_input_chars_per_word": record.max_input_chars_per_word}
     if destination.kind == "keras":
         written = save_pretrained(encoder, destination.path, vocab_file=record.vocab_file, tokenizer_settings=settings)
     else:
@@ -458,7 +466,10 @@ def save_finetuned(directory, finetuned, *, overwrite=False, optimizer_state=Non
             "labels": finetuned.labels,
             "tokenizer": {"vocab": VOCAB_FILE, "lowercase": bool(finetuned.lowercase),
                           "strip_accents": bool(finetuned.strip_accents),
-                          **({"pre_tokenizer": finetuned.pre_tokenizer} if finetuned.pre_tokenizer else {})},
+                          **({"pre_tokenizer": finetuned.pre_tokenizer} if finetuned.pre_tokenizer else {}),
+                          # only when it is not the original's 200, which a record without it reads as
+                          **({"max_input_chars_per_word": finetuned.max_input_chars_per_word}
+                             if finetuned.max_input_chars_per_word != ORIGINAL_MAX_CHARS_PER_WORD else {})},
             "settings": finetuned.settings,
             "encoder_config": finetuned.model.encoder.config.to_dict(),
             "training": finetuned.training,
@@ -680,6 +691,8 @@ def _fields_v2(directory, info):
     # Written since strip_accents became a setting; before, it always followed lowercase.
     strip_accents = _field(tokenizer, "strip_accents", (bool,), f"{where} field 'tokenizer'", default=lowercase)
     pre_tokenizer = _field(tokenizer, "pre_tokenizer", (str,), f"{where} field 'tokenizer'", default=None)
+    max_chars = _field(tokenizer, "max_input_chars_per_word", (int,), f"{where} field 'tokenizer'",
+                       default=ORIGINAL_MAX_CHARS_PER_WORD, check=lambda v: v >= 1, expected="an integer >= 1")
     settings = _field(info, "settings", (dict,), where, default={}, expected="an object")
     training = _field(info, "training", (dict,), where, default={}, expected="an object")
     recipe = _field(info, "recipe", (dict,), where, default=None, expected="an object")
@@ -695,7 +708,7 @@ def _fields_v2(directory, info):
     return dict(kind=kind, seq_length=_positive_int(info, "seq_length", where), labels=labels,
                 labels_source=labels_source, vocab_file=os.path.join(directory, vocab),
                 lowercase=lowercase, strip_accents=strip_accents, pre_tokenizer=pre_tokenizer,
-                settings=_check_settings(kind, dict(settings), where),
+                max_input_chars_per_word=max_chars, settings=_check_settings(kind, dict(settings), where),
                 training=dict(training), recipe=dict(recipe) if recipe else None)
 
 

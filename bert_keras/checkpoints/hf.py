@@ -566,7 +566,8 @@ def _cached_vocabulary(key, tokens, settings):
             if not os.path.isfile(vocab_file):
                 write_tokenizer_settings(vocab_file, lowercase=settings.get("lowercase", True),
                                          strip_accents=settings.get("strip_accents"),
-                                         pre_tokenizer=settings.get("pre_tokenizer"))
+                                         pre_tokenizer=settings.get("pre_tokenizer"),
+                                         max_input_chars_per_word=settings.get("max_input_chars_per_word"))
                 write_vocabulary(tokens, vocab_file)  # last: its presence means done
             return vocab_file
         except OSError:

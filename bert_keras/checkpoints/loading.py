@@ -377,7 +377,8 @@ def find_vocabulary(spec):
     return _vocabulary_of(parse_spec(spec))
 
 
-def load_tokenizer(spec, *, vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None, **options):
+def load_tokenizer(spec, *, vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None,
+                   max_input_chars_per_word=None, **options):
     """The `pipelines.BertTokenizer` of a checkpoint: its vocabulary (`find_vocabulary`, or
     `vocab_file`) read with the rules it records (`tokenizer_config.json`) unless given.
 
@@ -390,7 +391,9 @@ def load_tokenizer(spec, *, vocab_file=None, lowercase=None, strip_accents=None,
         lowercase, strip_accents: the rules (None: the checkpoint's, else as its vocabulary's tokens show, `vocabulary_is_cased`).
         pre_tokenizer: the morpheme analyzer that splits text first (None: the one the vocabulary
             records, `bert-keras vocab --pre-tokenizer kiwi`'s; "none": no analyzer, text split already).
-        **options: more `BertTokenizer` options (`backend`, `max_input_chars_per_word`, ...).
+        max_input_chars_per_word: longer words read as one [UNK] (None: the checkpoint's: its
+            `tokenizer.json`'s, 100 in an HF model directory as transformers', else 200 as the original).
+        **options: more `BertTokenizer` options (`backend`, ...).
 
     Raises:
         CheckpointFormatError: no vocabulary beside the checkpoint and no `vocab_file`.
@@ -403,7 +406,7 @@ def load_tokenizer(spec, *, vocab_file=None, lowercase=None, strip_accents=None,
     vocab_file = vocab_file or find_vocabulary(spec)
     if vocab_file is None:
         raise CheckpointFormatError(f"{spec} has no vocab.txt beside it; pass the vocabulary (vocab_file=, --vocab FILE)")
-    rules = resolve_tokenizer_settings(vocab_file, lowercase, strip_accents, pre_tokenizer)
+    rules = resolve_tokenizer_settings(vocab_file, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word)
     try:
         return BertTokenizer(vocab_file, **rules, **options)
     except MissingDependencyError as error:
@@ -552,10 +555,11 @@ def save_pretrained(encoder, spec, *, vocab_file=None, heads=None, tokenizer_set
         heads: optional dict of canonical `cls/...` arrays (masked-LM and
             next-sentence heads), written by the `hf:` and `tf1:` formats, and
             beside a `PATH.keras` as `PATH.heads.npz`.
-        tokenizer_settings: `{"lowercase", "strip_accents", "pre_tokenizer"}` written with the vocabulary
-            as HF's `tokenizer_config.json` (`pipelines.tokenizer.tokenizer_config`); None writes the
-            settings recorded beside `vocab_file` (BERT's uncased defaults when it records none). A
-            `pre_tokenizer` not given is the one recorded beside `vocab_file`.
+        tokenizer_settings: `{"lowercase", "strip_accents", "pre_tokenizer", "max_input_chars_per_word"}`
+            written with the vocabulary as HF's `tokenizer_config.json` (`pipelines.tokenizer.tokenizer_config`);
+            None writes the settings recorded beside `vocab_file` (BERT's uncased defaults when it records
+            none). A `pre_tokenizer` or `max_input_chars_per_word` not given is the one recorded beside
+            `vocab_file`.
 
     Returns:
         The path written.
@@ -642,12 +646,17 @@ def _stage_vocabulary(staging, vocab_file, destination, settings):
     if in_place and settings is None:
         return []
     staged = os.path.join(staging, os.path.basename(destination))
+    # The word length limit: the given one, else the one the source records (HF's 100 of an HF
+    # directory, kept where it would not be the default); none recorded: the written model's default.
+    max_chars = (settings or {}).get("max_input_chars_per_word",
+                                     read_tokenizer_settings(vocab_file).get("max_input_chars_per_word"))
     settings = settings if settings is not None else resolve_tokenizer_settings(vocab_file)
     if "pre_tokenizer" not in settings:  # the casing given: the analyzer is still the vocabulary's own
         settings = {**settings, "pre_tokenizer": resolve_tokenizer_settings(vocab_file)["pre_tokenizer"]}
     shutil.copyfile(vocab_file, staged)
     write_tokenizer_settings(staged, lowercase=settings.get("lowercase", True),
-                             strip_accents=settings.get("strip_accents"), pre_tokenizer=settings["pre_tokenizer"])
+                             strip_accents=settings.get("strip_accents"), pre_tokenizer=settings["pre_tokenizer"],
+                             max_input_chars_per_word=max_chars)
     names = [os.path.basename(tokenizer_config_path(staged)), os.path.basename(destination)]
     if in_place:  # only the rules change
         os.remove(staged)

@@ -30,8 +30,9 @@ def register(subparsers, summary):
     # At least 1 (the packer asks 3): `--seq-length 0` was taken for "not given" and ignored.
     add_option(parser, "--seq-length", "--max-seq-length", type=positive_int, default=None,
                help="pack to this length ([CLS]/[SEP] included)")
-    parser.add_argument("--max-chars-per-word", type=positive_int, default=200,
-                        help="longer words become [UNK] (original 200; HF 100)")
+    parser.add_argument("--max-chars-per-word", type=positive_int, default=None,
+                        help="longer words become [UNK] (default: the checkpoint's: its tokenizer.json's, 100 in an "
+                             "HF directory, a fine-tuned model's own; else the original's 200)")
     parser.add_argument("--json", action="store_true", help="one JSON object per text (each token's start / end in UTF-8 bytes, "
                                                           "start_char / end_char in code points)")
     parser.set_defaults(func=run)
@@ -57,7 +58,7 @@ def _tokenizer(args):
     from bert_keras.checkpoints import load_tokenizer
     from bert_keras.finetuned_model import is_finetuned_directory, read_finetuned
 
-    options = dict(backend=args.tokenizer, max_input_chars_per_word=args.max_chars_per_word)
+    options = dict(backend=args.tokenizer)
     if args.init is not None and is_finetuned_directory(args.init):
         # A fine-tuned directory is no weight checkpoint (`load_tokenizer` cannot tell its format):
         # show the tokenization its model was trained with, as `attention`/`embed --init DIR` use.
@@ -66,6 +67,7 @@ def _tokenizer(args):
         from pipelines import BertTokenizer
 
         return BertTokenizer(record.vocab_file, lowercase=record.lowercase, strip_accents=record.strip_accents,
-                             pre_tokenizer=record.pre_tokenizer, **options)
+                             pre_tokenizer=record.pre_tokenizer, **options,
+                             max_input_chars_per_word=args.max_chars_per_word or record.max_input_chars_per_word)
     return load_tokenizer(args.init, vocab_file=args.vocab, lowercase=given_lowercase(args),
-                          strip_accents=args.strip_accents, **options)
+                          strip_accents=args.strip_accents, max_input_chars_per_word=args.max_chars_per_word, **options)

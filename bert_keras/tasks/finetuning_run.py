@@ -26,6 +26,7 @@ import tensorflow as tf
 from bert_keras.families import family
 from bert_keras.tasks.inputs import TaskInputError
 from bert_keras.training.backup import BACKUP_FILES, RunBackup
+from pipelines.tokenizer.tokenizer_config import ORIGINAL_MAX_CHARS_PER_WORD
 
 # What a run directory may hold: the backup's files, the run's description, and which process
 # runs it now (a second fit on the same directory would resume a live run's backup).
@@ -147,7 +148,9 @@ def task_backup_callback(task, run_dir, *, keep, total_steps, steps_per_epoch, b
                "settings": task.settings,
                # only when it departs from the casing: digests of earlier runs hold
                **({"strip_accents": text.strip_accents} if text.strip_accents != text.lowercase else {}),
-               **({"pre_tokenizer": text.pre_tokenizer} if text.pre_tokenizer else {})}
+               **({"pre_tokenizer": text.pre_tokenizer} if text.pre_tokenizer else {}),
+               **({"max_input_chars_per_word": text.max_input_chars_per_word}
+                  if text.max_input_chars_per_word != ORIGINAL_MAX_CHARS_PER_WORD else {})}
     renamed = [(earlier, now) for earlier, now in family(task.kind).earlier_names if now in task.settings]
     earlier = [digest(dict(reading, settings={earlier if key == now else key: value
                                               for key, value in task.settings.items()}))

@@ -33,6 +33,7 @@ from bert_keras.families import SquadSettings, family
 from bert_keras.tasks.dataset_inputs import as_tensors
 from bert_keras.tasks.inputs import TaskInputError
 
+from pipelines.tokenizer.tokenizer_config import ORIGINAL_MAX_CHARS_PER_WORD
 from pipelines.windowing import question_context_layout, question_context_max_context
 from pipelines.windowing import question_context_windows
 
@@ -173,6 +174,7 @@ class TextPreprocessor(keras.layers.Layer):
         config = super().get_config()
         config.update(vocab_file=self.tokenizer.vocab_file, lowercase=self.tokenizer.lowercase,
                       strip_accents=self.tokenizer.strip_accents, pre_tokenizer=self.tokenizer.morpheme_analyzer,
+                      max_input_chars_per_word=self.tokenizer.max_input_chars_per_word,
                       seq_length=self.seq_length, labels=self.labels, regression=self.regression,
                       pad_to=self.pad_to)
         return config
@@ -184,7 +186,9 @@ class TextPreprocessor(keras.layers.Layer):
         config = dict(config)
         tokenizer = BertTokenizer(config.pop("vocab_file"), lowercase=config.pop("lowercase"),
                                   strip_accents=config.pop("strip_accents", None),
-                                  pre_tokenizer=config.pop("pre_tokenizer", None))
+                                  pre_tokenizer=config.pop("pre_tokenizer", None),
+                                  max_input_chars_per_word=config.pop("max_input_chars_per_word",
+                                                                      ORIGINAL_MAX_CHARS_PER_WORD))
         return cls(tokenizer, **config)
 
 

@@ -102,7 +102,7 @@ def _task_on_finetuned_encoder(cls, directory, *, labels, num_classes, seq_lengt
     return cls(head, vocab_file=record.vocab_file, labels=labels,
                seq_length=record.seq_length if seq_length is None else seq_length,
                lowercase=record.lowercase, strip_accents=record.strip_accents, pre_tokenizer=record.pre_tokenizer,
-               settings=settings, training={"init": directory})
+               max_input_chars_per_word=record.max_input_chars_per_word, settings=settings, training={"init": directory})
 
 
 def check_same_tokenization(task, directory, lowercase, strip_accents, pre_tokenizer=None):

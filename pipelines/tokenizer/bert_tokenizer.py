@@ -7,6 +7,9 @@ import tensorflow as tf
 
 from pipelines.tokenizer.core_ops import CoreWordpiece
 from pipelines.tokenizer.normalize import BertPreTokenizer, resolved_strip_accents
+# tokenization.py's `WordpieceTokenizer(max_input_chars_per_word=200)` (HF tokenizers use 100;
+# `resolve_tokenizer_settings` reads a checkpoint's own).
+from pipelines.tokenizer.tokenizer_config import ORIGINAL_MAX_CHARS_PER_WORD
 from pipelines.tokenizer.vocab import (
     VocabularyError,
     load_vocabulary,
@@ -14,10 +17,6 @@ from pipelines.tokenizer.vocab import (
 )
 
 BACKENDS = ("tf_text", "core")
-
-# tokenization.py's `WordpieceTokenizer(max_input_chars_per_word=200)`. HF
-# tokenizers use 100; pass that to reproduce them.
-ORIGINAL_MAX_CHARS_PER_WORD = 200
 
 # How many `pipeline_function` map steps a tokenizer keeps (each holds its traces).
 PIPELINE_STEPS_KEPT = 32
@@ -135,7 +134,8 @@ class BertTokenizer(tf.Module):
         vocabulary: the token list itself, instead of `vocab_file`.
         backend: `"tf_text"` or `"core"`.
         max_input_chars_per_word: words longer than this become [UNK] (200 as
-            the original; 100 reproduces HF tokenizers).
+            the original; 100 reproduces HF tokenizers; `load_tokenizer` and the tasks read
+            a checkpoint's own, `resolve_tokenizer_settings`).
         unk_token, cls_token, sep_token, pad_token, mask_token: the special
             token strings of this vocabulary; their ids are looked up.
     """

@@ -21,14 +21,14 @@ Example:
 >>> read_tokenizer_settings(vocab)
 {'lowercase': True, 'strip_accents': False}
 >>> resolve_tokenizer_settings(vocab)  # nothing given: the checkpoint's own
-{'lowercase': True, 'strip_accents': False, 'pre_tokenizer': None}
+{'lowercase': True, 'strip_accents': False, 'pre_tokenizer': None, 'max_input_chars_per_word': 200}
 >>> resolve_tokenizer_settings(vocab, lowercase=False)  # given: yours (accents follow casing)
-{'lowercase': False, 'strip_accents': None, 'pre_tokenizer': None}
+{'lowercase': False, 'strip_accents': None, 'pre_tokenizer': None, 'max_input_chars_per_word': 200}
 >>> write_tokenizer_settings(vocab, lowercase=True, strip_accents=False, pre_tokenizer="kiwi")
 >>> read_tokenizer_settings(vocab)
 {'lowercase': True, 'strip_accents': False, 'pre_tokenizer': 'kiwi'}
 >>> resolve_tokenizer_settings(vocab, pre_tokenizer="none")  # text split already: no analyzer
-{'lowercase': True, 'strip_accents': False, 'pre_tokenizer': None}
+{'lowercase': True, 'strip_accents': False, 'pre_tokenizer': None, 'max_input_chars_per_word': 200}
 """
 
 import json
@@ -46,6 +46,15 @@ TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 PRE_TOKENIZER_KEY = "bert_keras_pre_tokenizer"
 # `pre_tokenizer=` this says "no analyzer", even on a vocabulary that records one (text split already).
 NO_PRE_TOKENIZER = "none"
+
+# The longest word WordPiece splits (longer ones are one [UNK]), as a vocabulary records it: this
+# library's own key in `tokenizer_config.json` (HF's `BertTokenizer` keeps it and ignores it), else
+# the WordPiece model of HF's `tokenizer.json` beside a `vocab.txt` (`"max_input_chars_per_word"`),
+# else HF's fixed 100 for a `vocab.txt` of an HF directory (transformers' weights beside it),
+# else the original's 200 (`ORIGINAL_MAX_CHARS_PER_WORD`).
+MAX_CHARS_KEY = "bert_keras_max_input_chars_per_word"
+HF_MAX_CHARS_PER_WORD = 100
+ORIGINAL_MAX_CHARS_PER_WORD = 200
 
 # HF BertTokenizer options that change how text is split, which `BertTokenizer` has no switch for.
 _UNSUPPORTED_RULES = {
@@ -88,7 +97,7 @@ def read_tokenizer_settings(vocab_file):
         return {}
     path = tokenizer_config_path(vocab_file)
     if not os.path.isfile(path):
-        return _keras_hub_preset_settings(vocab_file)
+        return {**_keras_hub_preset_settings(vocab_file), **_hf_max_chars(vocab_file)}
     try:
         with open(path, encoding="utf-8") as f:
             config = json.load(f)
@@ -118,7 +127,53 @@ def read_tokenizer_settings(vocab_file):
             raise TokenizerSettingsError(f"{path}: field {PRE_TOKENIZER_KEY!r} must name a morpheme analyzer "
                                          f"(\"kiwi\") or be null, got {config[PRE_TOKENIZER_KEY]!r}")
         settings["pre_tokenizer"] = config[PRE_TOKENIZER_KEY]
+    if config.get(MAX_CHARS_KEY) is not None:
+        settings["max_input_chars_per_word"] = checked_max_chars(config[MAX_CHARS_KEY], f"{path}: field {MAX_CHARS_KEY!r}",
+                                                                 TokenizerSettingsError)
+    else:
+        settings.update(_hf_max_chars(vocab_file))
     return settings
+
+
+def checked_max_chars(value, where, error=ValueError):
+    """`value` as a word length limit (an int of at least 1), else `error` naming `where`.
+
+    >>> checked_max_chars(100, "max_input_chars_per_word")
+    100
+    """
+    if type(value) is not int or value < 1:
+        raise error(f"{where} must be an integer of at least 1, got {value!r}")
+    return value
+
+
+def _hf_max_chars(vocab_file):
+    """`{"max_input_chars_per_word"}` HF's tokenizer reads the `vocab.txt` of an HF directory with:
+    its `tokenizer.json`'s WordPiece `max_input_chars_per_word` (100 when unset, as `tokenizers`),
+    else 100 when transformers' weights or `special_tokens_map.json` are beside it (its `BertTokenizer`
+    fixes 100); else {}."""
+    directory, name = os.path.split(os.path.abspath(os.fspath(vocab_file)))
+    if name != "vocab.txt":
+        return {}
+    tokenizer_json = os.path.join(directory, "tokenizer.json")
+    if os.path.isfile(tokenizer_json):
+        try:
+            with open(tokenizer_json, encoding="utf-8") as f:
+                model = json.load(f).get("model")
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
+            model = None  # not HF's file: its readers report it
+        if isinstance(model, dict) and model.get("type") == "WordPiece":
+            value = model.get("max_input_chars_per_word", HF_MAX_CHARS_PER_WORD)
+            return {"max_input_chars_per_word": checked_max_chars(
+                value, f"{tokenizer_json}: field 'model.max_input_chars_per_word'", TokenizerSettingsError)}
+    if any(os.path.isfile(os.path.join(directory, name)) for name in _HF_DIRECTORY_FILES):
+        return {"max_input_chars_per_word": HF_MAX_CHARS_PER_WORD}
+    return {}
+
+
+# Files only transformers writes beside a vocab.txt: its weights, or a tokenizer's special tokens map
+# (this library's writers never write them; `bert-keras pretrain`'s run has a config.json too).
+_HF_DIRECTORY_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                       "pytorch_model.bin.index.json", "tf_model.h5", "flax_model.msgpack", "special_tokens_map.json")
 
 
 # Where `BertTokenizer.save_to_preset` puts a keras-hub preset's vocabulary, and the file two levels
@@ -157,8 +212,10 @@ def _keras_hub_preset_settings(vocab_file):
     return {"lowercase": lowercase}
 
 
-def resolve_tokenizer_settings(vocab_file, lowercase=None, strip_accents=None, pre_tokenizer=None):
-    """The `lowercase` / `strip_accents` / `pre_tokenizer` a model built on `vocab_file` uses.
+def resolve_tokenizer_settings(vocab_file, lowercase=None, strip_accents=None, pre_tokenizer=None,
+                               max_input_chars_per_word=None):
+    """The `lowercase` / `strip_accents` / `pre_tokenizer` / `max_input_chars_per_word` a model built
+    on `vocab_file` uses.
 
     Given values win. With neither casing rule given, the checkpoint's recorded ones apply; a
     vocabulary that records no casing is read cased when it is cased (`vocabulary_is_cased`: a
@@ -169,9 +226,15 @@ def resolve_tokenizer_settings(vocab_file, lowercase=None, strip_accents=None, p
     `lowercase` given, accents follow it, as in HF's `BertTokenizer`; with only `strip_accents`
     given, the casing is the checkpoint's (a flag about accents does not change it). The morpheme analyzer is the
     vocabulary's own whatever the casing: the recorded one (None if none) unless `pre_tokenizer` is
-    given; `"none"` (`NO_PRE_TOKENIZER`) gives no analyzer, for text split already.
+    given; `"none"` (`NO_PRE_TOKENIZER`) gives no analyzer, for text split already. The word length
+    limit is the given one, else the recorded one (`MAX_CHARS_KEY`, HF's `tokenizer.json`, 100 in an HF
+    directory), else the original's 200.
     """
-    recorded = read_tokenizer_settings(vocab_file) if pre_tokenizer is None or lowercase is None else {}
+    recorded = read_tokenizer_settings(vocab_file) if (
+        pre_tokenizer is None or lowercase is None or max_input_chars_per_word is None) else {}
+    if max_input_chars_per_word is None:
+        max_input_chars_per_word = recorded.get("max_input_chars_per_word", ORIGINAL_MAX_CHARS_PER_WORD)
+    max_input_chars_per_word = checked_max_chars(max_input_chars_per_word, "max_input_chars_per_word")
     analyzer = recorded.get("pre_tokenizer") if pre_tokenizer is None else given_pre_tokenizer(pre_tokenizer)
     if lowercase is None:  # the checkpoint's casing, whatever is said of accents
         guessed = "lowercase" not in recorded
@@ -180,7 +243,8 @@ def resolve_tokenizer_settings(vocab_file, lowercase=None, strip_accents=None, p
             strip_accents = recorded.get("strip_accents")
         if guessed and lowercase and strip_accents is None and vocabulary_keeps_accents(vocab_file):
             strip_accents = False  # stripped, its tokens (Hangul syllables) would never be matched
-    return {"lowercase": bool(lowercase), "strip_accents": strip_accents, "pre_tokenizer": analyzer}
+    return {"lowercase": bool(lowercase), "strip_accents": strip_accents, "pre_tokenizer": analyzer,
+            "max_input_chars_per_word": max_input_chars_per_word}
 
 
 def vocabulary_is_cased(vocab_file):
@@ -249,11 +313,12 @@ def given_pre_tokenizer(pre_tokenizer):
     return None if pre_tokenizer == NO_PRE_TOKENIZER else pre_tokenizer
 
 
-def write_tokenizer_settings(vocab_file, *, lowercase, strip_accents=None, pre_tokenizer=None):
+def write_tokenizer_settings(vocab_file, *, lowercase, strip_accents=None, pre_tokenizer=None,
+                             max_input_chars_per_word=None):
     """Writes HF's `tokenizer_config.json` for `vocab_file` (atomically): HF's `BertTokenizer` and
     this library both read the vocabulary back with these rules. A `pre_tokenizer` (the name of a
     morpheme analyzer, for a vocabulary of morphemes as words) is recorded as `PRE_TOKENIZER_KEY`,
-    which HF keeps but does not apply."""
+    which HF keeps but does not apply; so is a `max_input_chars_per_word` (as `MAX_CHARS_KEY`)."""
     if pre_tokenizer is not None and not isinstance(pre_tokenizer, str):
         raise TypeError(f"pre_tokenizer: the name of a morpheme analyzer (\"kiwi\") is recorded, got {pre_tokenizer!r}")
     config = {
@@ -264,6 +329,8 @@ def write_tokenizer_settings(vocab_file, *, lowercase, strip_accents=None, pre_t
         "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
         "mask_token": "[MASK]",
         **({PRE_TOKENIZER_KEY: pre_tokenizer} if given_pre_tokenizer(pre_tokenizer) else {}),
+        **({MAX_CHARS_KEY: checked_max_chars(max_input_chars_per_word, "max_input_chars_per_word")}
+           if max_input_chars_per_word is not None else {}),
     }
     write_text(tokenizer_config_path(vocab_file), json.dumps(config, indent=2) + "\n")
 
@@ -274,4 +341,5 @@ def copy_tokenizer_settings(source_vocab, destination_vocab):
     if settings:
         write_tokenizer_settings(destination_vocab, lowercase=settings.get("lowercase", True),
                                  strip_accents=settings.get("strip_accents"),
-                                 pre_tokenizer=settings.get("pre_tokenizer"))
+                                 pre_tokenizer=settings.get("pre_tokenizer"),
+                                 max_input_chars_per_word=settings.get("max_input_chars_per_word"))

@@ -716,7 +716,8 @@ def test_a_cased_keras_hub_preset_is_read_and_written_cased(tiny_config, tiny_vo
     assert tokenizer.tokenize(["TOK5 tok5"]).to_list() == [[1, 10]]  # cased: TOK5 is unknown
 
     convert(f"keras-hub:{preset}", f"hf:{tmp_path / 'hf'}")
-    assert read_tokenizer_settings(str(tmp_path / "hf" / "vocab.txt")) == {"lowercase": False}
+    assert read_tokenizer_settings(str(tmp_path / "hf" / "vocab.txt")) == {"lowercase": False,
+                                                                          "max_input_chars_per_word": 100}
     convert(f"hf:{tmp_path / 'hf'}", f"keras-hub:{tmp_path / 'back'}")  # a vocabulary without capitals
     assert kh.models.BertTokenizer.from_preset(str(tmp_path / "back")).lowercase is False
 
@@ -904,9 +905,10 @@ def test_a_conversion_over_another_models_files_leaves_none_of_its_tokenizer_rul
         sources[name] = f"hf:{directory}"
     for dest in (f"hf:{tmp_path / 'out'}", f"tf1:{tmp_path / 'tf1'}/", str(tmp_path / "encoder.keras")):
         convert(sources["cased"], dest)
-        assert find_tokenizer_settings(dest) == {"lowercase": False}
+        # (with the word length limit of HF's tokenizer of the source, 100, recorded)
+        assert find_tokenizer_settings(dest) == {"lowercase": False, "max_input_chars_per_word": 100}
         convert(sources["uncased"], dest, overwrite=True)
-        assert find_tokenizer_settings(dest) == {"lowercase": True}
+        assert find_tokenizer_settings(dest) == {"lowercase": True, "max_input_chars_per_word": 100}
     # the rules are written with the vocabulary: a file of that name is replaced only when asked
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "tokenizer_config.json").write_text("{}")

@@ -62,7 +62,9 @@ def test_the_checkpoint_records_the_rules_hf_reads(korean_checkpoint):
     with open(os.path.join(korean_checkpoint, "tokenizer_config.json"), encoding="utf-8") as f:
         config = json.load(f)
     assert config["do_lower_case"] is True and config["strip_accents"] is False
-    assert find_tokenizer_settings(f"hf:{korean_checkpoint}") == {"lowercase": True, "strip_accents": False}
+    # and HF's word length limit, which transformers' BertTokenizer fixes at 100
+    assert find_tokenizer_settings(f"hf:{korean_checkpoint}") == {"lowercase": True, "strip_accents": False,
+                                                                  "max_input_chars_per_word": 100}
     hf = transformers.BertTokenizer.from_pretrained(korean_checkpoint)
     assert "[UNK]" not in hf.tokenize("오늘은 2024년 3월 5일입니다.")
 
@@ -87,7 +89,8 @@ def test_the_rules_survive_save_load_keras_file_and_export(korean_checkpoint, tm
     task = TextClassifier.from_pretrained(f"hf:{korean_checkpoint}", labels=["neg", "pos"], seq_length=32)
     directory = task.save(str(tmp_path / "model"))
     with open(os.path.join(directory, "task.json"), encoding="utf-8") as f:
-        assert json.load(f)["tokenizer"] == {"vocab": "vocab.txt", "lowercase": True, "strip_accents": False}
+        assert json.load(f)["tokenizer"] == {"vocab": "vocab.txt", "lowercase": True, "strip_accents": False,
+                                             "max_input_chars_per_word": 100}
     loaded = load(directory)
     assert loaded.tokenizer.strip_accents is False
     np.testing.assert_allclose(loaded.predict(REVIEWS[:8]), task.predict(REVIEWS[:8]), atol=1e-6)
@@ -121,25 +124,29 @@ def test_the_rules_survive_save_load_keras_file_and_export(korean_checkpoint, tm
 def test_convert_carries_the_rules(korean_checkpoint, tmp_path):
     destination = str(tmp_path / "tf1" / "bert_model.ckpt")
     convert(f"hf:{korean_checkpoint}", f"tf1:{destination}")
-    assert read_tokenizer_settings(str(tmp_path / "tf1" / "vocab.txt")) == {"lowercase": True,
-                                                                           "strip_accents": False}
+    assert read_tokenizer_settings(str(tmp_path / "tf1" / "vocab.txt")) == {
+        "lowercase": True, "strip_accents": False, "max_input_chars_per_word": 100}
     back = str(tmp_path / "hf-again")
     convert(f"tf1:{destination}", f"hf:{back}")
     assert transformers.BertTokenizer.from_pretrained(back).tokenize("신용 대출") == ["신용", "대출"]
     keras_file = str(tmp_path / "encoder.keras")
     convert(f"hf:{korean_checkpoint}", keras_file)
-    assert find_tokenizer_settings(keras_file) == {"lowercase": True, "strip_accents": False}
+    assert find_tokenizer_settings(keras_file) == {"lowercase": True, "strip_accents": False,
+                                                   "max_input_chars_per_word": 100}
 
 
 def test_resolution_and_bad_files(tmp_path):
     vocab = str(tmp_path / "vocab.txt")
     open(vocab, "w").write("[PAD]\n[UNK]\n")
-    assert resolve_tokenizer_settings(vocab) == {"lowercase": True, "strip_accents": None, "pre_tokenizer": None}
+    assert resolve_tokenizer_settings(vocab) == {"lowercase": True, "strip_accents": None, "pre_tokenizer": None,
+                                                 "max_input_chars_per_word": 200}
     write_tokenizer_settings(vocab, lowercase=False)
-    assert resolve_tokenizer_settings(vocab) == {"lowercase": False, "strip_accents": None, "pre_tokenizer": None}
+    assert resolve_tokenizer_settings(vocab) == {"lowercase": False, "strip_accents": None, "pre_tokenizer": None,
+                                                 "max_input_chars_per_word": 200}
     # A rule about accents alone keeps the recorded casing (as HF's from_pretrained(dir, strip_accents=True)).
     assert resolve_tokenizer_settings(vocab, strip_accents=True) == {"lowercase": False, "strip_accents": True,
-                                                                     "pre_tokenizer": None}
+                                                                     "pre_tokenizer": None,
+                                                                     "max_input_chars_per_word": 200}
     # The analyzer is the vocabulary's own whatever the casing given; a given one (or "none") wins.
     write_tokenizer_settings(vocab, lowercase=True, strip_accents=False, pre_tokenizer="kiwi")
     assert resolve_tokenizer_settings(vocab, lowercase=False)["pre_tokenizer"] == "kiwi"
@@ -147,6 +154,10 @@ def test_resolution_and_bad_files(tmp_path):
     with open(tmp_path / "tokenizer_config.json", "w") as f:
         f.write('{"do_lower_case": true, "bert_keras_pre_tokenizer": 1}')
     with pytest.raises(TokenizerSettingsError, match="field 'bert_keras_pre_tokenizer' must name a morpheme analyzer"):
+        read_tokenizer_settings(vocab)
+    with open(tmp_path / "tokenizer_config.json", "w") as f:
+        f.write('{"do_lower_case": true, "bert_keras_max_input_chars_per_word": 0}')
+    with pytest.raises(TokenizerSettingsError, match="field 'bert_keras_max_input_chars_per_word' must be an integer"):
         read_tokenizer_settings(vocab)
     with open(tmp_path / "tokenizer_config.json", "w") as f:
         f.write('{"do_lower_case": "yes"}')
@@ -180,7 +191,8 @@ def test_a_cased_checkpoint_without_rules_is_read_and_converted_cased(tmp_path):
     assert load_tokenizer(f"tf1:{cased}/bert_model.ckpt").tokenize(["The Paris café"]).to_list() == [[6, 8, 10]]
     assert load_tokenizer(f"tf1:{cased}", lowercase=True).tokenize(["The café"]).to_list() == [[7, 11]]
     convert(f"tf1:{cased}/bert_model.ckpt", f"hf:{tmp_path / 'hf'}")
-    assert read_tokenizer_settings(str(tmp_path / "hf" / "vocab.txt")) == {"lowercase": False}
+    assert read_tokenizer_settings(str(tmp_path / "hf" / "vocab.txt")) == {"lowercase": False,
+                                                                          "max_input_chars_per_word": 100}
     assert hf_ids(str(tmp_path / "hf"), ["The Paris café"]) == [[6, 8, 10]]
 
     uncased = tmp_path / "uncased"
@@ -484,7 +496,8 @@ def test_an_hf_directory_saved_by_transformers_5_has_its_vocabulary_in_tokenizer
     reference = transformers.BertTokenizerFast.from_pretrained(str(directory))
     assert ours.tokenize(texts).to_list() == [reference(texts[0], add_special_tokens=False)["input_ids"]]
     assert find_vocabulary(f"hf:{directory}").startswith(str(tmp_path / "cache"))
-    assert find_tokenizer_settings(f"hf:{directory}") == {"lowercase": False, "strip_accents": False}
+    assert find_tokenizer_settings(f"hf:{directory}") == {"lowercase": False, "strip_accents": False,
+                                                          "max_input_chars_per_word": 100}
 
 
 def test_a_checkpoint_that_does_not_split_cjk_is_warned_about(tmp_path):
@@ -578,15 +591,15 @@ def test_a_rule_about_accents_alone_keeps_the_checkpoints_casing(tmp_path):
     guessed.parent.mkdir()
     guessed.write_text("\n".join(["[PAD]", "[UNK]", "the", "The", "Paris", "café"]) + "\n", encoding="utf-8")
     assert resolve_tokenizer_settings(str(guessed), strip_accents=False) == {
-        "lowercase": False, "strip_accents": False, "pre_tokenizer": None}
+        "lowercase": False, "strip_accents": False, "pre_tokenizer": None, "max_input_chars_per_word": 200}
     recorded = tmp_path / "recorded" / "vocab.txt"
     recorded.parent.mkdir()
     recorded.write_text("[PAD]\n[UNK]\n오늘\n", encoding="utf-8")
     write_tokenizer_settings(str(recorded), lowercase=False, pre_tokenizer="kiwi")
     assert resolve_tokenizer_settings(str(recorded), strip_accents=True, pre_tokenizer="none") == {
-        "lowercase": False, "strip_accents": True, "pre_tokenizer": None}
+        "lowercase": False, "strip_accents": True, "pre_tokenizer": None, "max_input_chars_per_word": 200}
     assert resolve_tokenizer_settings(str(recorded), lowercase=True) == {
-        "lowercase": True, "strip_accents": None, "pre_tokenizer": "kiwi"}
+        "lowercase": True, "strip_accents": None, "pre_tokenizer": "kiwi", "max_input_chars_per_word": 200}
 
 
 def test_a_korean_vocabulary_without_rules_keeps_its_hangul_syllables_whole(tmp_path):
@@ -610,7 +623,8 @@ def test_a_korean_vocabulary_without_rules_keeps_its_hangul_syllables_whole(tmp_
                                 + [s for s in syllables if s not in "한국어오늘"]) + "\n", encoding="utf-8")
     assert vocabulary_keeps_accents(str(korean))
     rules = resolve_tokenizer_settings(str(korean))
-    assert rules == {"lowercase": True, "strip_accents": False, "pre_tokenizer": None}
+    assert rules == {"lowercase": True, "strip_accents": False, "pre_tokenizer": None,
+                     "max_input_chars_per_word": 200}
     tokenizer = BertTokenizer(str(korean), **rules)
     vocab = korean.read_text(encoding="utf-8").split("\n")
     assert [vocab[i] for i in tokenizer.tokenize(["한국어. OK"]).to_list()[0]] == ["한국", "##어", ".", "ok"]
@@ -624,3 +638,121 @@ def test_a_korean_vocabulary_without_rules_keeps_its_hangul_syllables_whole(tmp_
     assert resolve_tokenizer_settings(str(few))["strip_accents"] is None
     write_tokenizer_settings(str(korean), lowercase=True)  # recorded: do_lower_case, strip_accents null
     assert resolve_tokenizer_settings(str(korean))["strip_accents"] is None
+
+
+# Words of 100, 101, 150, 200 and 201 characters: HF's tokenizers read those over 100 as one [UNK],
+# google-research's over 200.
+LONG_WORDS = ["a" * 100 + " b", "a" * 101 + " b", "hello " + "a" * 150 + ",b", "a" * 200, "a" * 201 + " hello"]
+
+
+def _hf_layouts(tmp_path):
+    """The same tiny BERT as HF directories of three layouts: transformers 5's (tokenizer.json, no
+    vocab.txt), transformers 4's (vocab.txt + tokenizer.json) and a slow tokenizer's (vocab.txt +
+    tokenizer_config.json, written by `save_pretrained`), each with HF's `config.json`."""
+    source = tmp_path / "source.txt"
+    source.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\n##a\nb\nhello\n,\n", encoding="utf-8")
+    config = BertConfig(vocab_size=10, hidden_size=8, num_layers=1, num_heads=2, intermediate_size=16,
+                        max_position_embeddings=64)
+    layouts = {}
+    for name in ("transformers5", "transformers4", "slow"):
+        directory = str(tmp_path / name)
+        if name == "slow":
+            save_pretrained(BertEncoder(config), f"hf:{directory}", vocab_file=str(source),
+                            tokenizer_settings={"lowercase": True})
+        else:
+            transformers.BertTokenizerFast(str(source)).save_pretrained(directory)
+            if name == "transformers4":
+                import shutil
+
+                shutil.copyfile(source, os.path.join(directory, "vocab.txt"))
+            save_pretrained(BertEncoder(config), f"hf:{directory}")
+        layouts[name] = directory
+    return layouts
+
+
+def test_an_hf_checkpoint_reads_a_long_word_as_hfs_tokenizer_does(tmp_path, monkeypatch):
+    """A word of 101..200 characters was split into word pieces (the original's limit, 200) where HF's
+    tokenizer of the same checkpoint reads one [UNK] (its `tokenizer.json` says 100; transformers'
+    `BertTokenizer` fixes 100). The checkpoint's limit now applies: `load_tokenizer`, the tasks and
+    their preprocessor give HF's ids for every layout, and a `tokenizer.json` saying 150 is read as 150."""
+    from bert_keras import load_tokenizer
+
+    monkeypatch.setenv("BERT_KERAS_CACHE", str(tmp_path / "cache"))
+    for name, directory in _hf_layouts(tmp_path).items():
+        reference = transformers.AutoTokenizer.from_pretrained(directory)
+        want = [reference(text, add_special_tokens=False)["input_ids"] for text in LONG_WORDS]
+        assert want[1] == [1, 7] and want[0][:2] == [5, 6], name  # HF: 100 chars split, 101 one [UNK]
+        assert find_tokenizer_settings(f"hf:{directory}")["max_input_chars_per_word"] == 100, name
+        for backend in ("tf_text", "core"):
+            assert load_tokenizer(f"hf:{directory}", backend=backend).tokenize(LONG_WORDS).to_list() == want, name
+        if name == "slow":  # the tasks resolve the limit as load_tokenizer does
+            task = TextClassifier.from_pretrained(f"hf:{directory}", labels=["x", "y"], seq_length=8)
+            assert task.tokenizer.tokenize(LONG_WORDS).to_list() == want
+            packed = task.preprocessor(LONG_WORDS)["token_ids"].numpy()
+            assert [row[1:1 + len(ids[:6])].tolist() for row, ids in zip(packed, want)] == [ids[:6] for ids in want]
+    # Given wins; a plain vocabulary (no HF directory) keeps the original's 200.
+    transformers5 = str(tmp_path / "transformers5")
+    assert load_tokenizer(f"hf:{transformers5}", max_input_chars_per_word=200).tokenize(
+        [LONG_WORDS[1]]).to_list()[0][:2] == [5, 6]
+    assert resolve_tokenizer_settings(str(tmp_path / "source.txt"))["max_input_chars_per_word"] == 200
+    # tokenizer.json's own value (here 150) is what `tokenizers` (and transformers 4's BertTokenizerFast)
+    # reads with; transformers 5's BertTokenizer builds its WordPiece anew, with 100.
+    tokenizers = pytest.importorskip("tokenizers")
+    path = os.path.join(transformers5, "tokenizer.json")
+    spec = json.load(open(path, encoding="utf-8"))
+    spec["model"]["max_input_chars_per_word"] = 150
+    json.dump(spec, open(path, "w", encoding="utf-8"))
+    reference = tokenizers.Tokenizer.from_file(path)
+    want = [reference.encode(text, add_special_tokens=False).ids for text in LONG_WORDS]
+    assert want[1][:2] == [5, 6] and want[3] == [1]
+    assert load_tokenizer(f"hf:{transformers5}").tokenize(LONG_WORDS).to_list() == want
+
+
+def test_the_word_length_limit_survives_save_load_keras_file_convert_and_export(tmp_path, monkeypatch):
+    """The limit read from an HF checkpoint is the fine-tuned model's: `task.json`, a `.keras` file,
+    `convert` to TF1 and the export's in-graph tokenizer (both backends) read a 101-character word as
+    HF's one [UNK]. A task.json without the field (written before) reads with 200, as it was trained."""
+    import keras
+    import tensorflow as tf
+
+    monkeypatch.setenv("BERT_KERAS_CACHE", str(tmp_path / "cache"))
+    directory = _hf_layouts(tmp_path)["transformers5"]
+    reference = transformers.AutoTokenizer.from_pretrained(directory)
+    want = [reference(text, add_special_tokens=False)["input_ids"] for text in LONG_WORDS]
+    task = TextClassifier.from_pretrained(f"hf:{directory}", labels=["x", "y"], seq_length=8)
+    rng = np.random.default_rng(0)  # weights far from their init, so that one id more or less shows
+    for weight in task.head.weights:
+        weight.assign(rng.normal(size=weight.shape).astype(weight.dtype))
+    saved = task.save(str(tmp_path / "model"))
+    with open(os.path.join(saved, "task.json"), encoding="utf-8") as f:
+        assert json.load(f)["tokenizer"]["max_input_chars_per_word"] == 100
+    assert load(saved).tokenizer.tokenize(LONG_WORDS).to_list() == want
+    task.save(str(tmp_path / "task.keras"))
+    assert keras.models.load_model(str(tmp_path / "task.keras")).tokenizer.tokenize(LONG_WORDS).to_list() == want
+    with pytest.raises(TaskInputError, match="max_input_chars_per_word"):
+        TextClassifier(task.head, vocab_file=task._record.vocab_file, labels=["x", "y"], max_input_chars_per_word=0)
+
+    from bert_keras.finetuned_model import convert_finetuned
+
+    convert_finetuned(saved, f"tf1:{tmp_path / 'tf1' / 'bert_model.ckpt'}", strict=False)
+    assert read_tokenizer_settings(str(tmp_path / "tf1" / "vocab.txt"))["max_input_chars_per_word"] == 100
+
+    seq = task.seq_length
+    token_ids = np.zeros([len(want), seq], np.int32)
+    for row, ids in enumerate(want):
+        ids = [2] + ids[: seq - 2] + [3]
+        token_ids[row, : len(ids)] = ids
+    packed = {"token_ids": token_ids, "segment_ids": np.zeros_like(token_ids),
+              "padding_mask": (token_ids != 0).astype(np.int32)}
+    for version, backend in ((1, "tf_text"), (2, "core")):
+        path = task.export(str(tmp_path / "models"), "long", version=version, check=False,
+                           warmup_requests=0, tokenizer_backend=backend)
+        served = tf.saved_model.load(path)
+        on_text = served.signatures["serving_default"](text=tf.constant(LONG_WORDS))["probabilities"].numpy()
+        on_ids = served.signatures["token_ids"](**{k: tf.constant(v) for k, v in packed.items()})
+        np.testing.assert_allclose(on_text, on_ids["probabilities"].numpy(), atol=1e-5)
+
+    info = json.load(open(os.path.join(saved, "task.json"), encoding="utf-8"))
+    del info["tokenizer"]["max_input_chars_per_word"]
+    json.dump(info, open(os.path.join(saved, "task.json"), "w", encoding="utf-8"))
+    assert load(saved).tokenizer.max_input_chars_per_word == 200
