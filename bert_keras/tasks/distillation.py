@@ -304,7 +304,8 @@ def unlabelled_inputs(teacher, path):
     read structured examples, not lines: refused.
 
     Raises:
-        TaskInputError: no such file, a bad byte, no text, a line without its pair, a text the
+        TaskInputError: no such file, a bad byte, no text, a line without its pair, a tab in a line
+            of a model of single texts (a column: a label would be read as text), a text the
             teacher reads no token of, or a family that reads no lines (naming the file and the line).
     """
     from bert_keras.tasks.embedder import Embedder
@@ -337,6 +338,12 @@ def unlabelled_inputs(teacher, path):
         refuse_tokenless(lines)
         return [line.split() for line in lines]
     if not getattr(teacher, "text_pair", False):
+        # A tab is a column (a training file 'text<TAB>label' given as unlabelled text): read whole, the
+        # label became part of the text the teacher labelled and the student learnt.
+        tabbed = next((number for number, line in numbered if "\t" in line), None)
+        if tabbed is not None:
+            raise TaskInputError(f"unlabelled {path}, line {tabbed}: holds a tab, but the model reads single texts, "
+                                 "one per line; give the texts alone (e.g. cut -f1 of a 'text<TAB>label' file)")
         refuse_tokenless(lines)
         return lines
     try:

@@ -628,7 +628,11 @@ def test_unlabelled_text_files_are_read_as_the_teachers_inputs(tmp_path):
     assert unlabelled_inputs(tiny_teacher("classification", tmp_path, layers=1), str(lines)) == \
         (["A good film.", "Dull."], ["A fine film.", "Boring."])
     assert unlabelled_inputs(tiny_teacher("ner", tmp_path, layers=1), str(lines))[1] == ["Dull.", "|||", "Boring."]
-    assert unlabelled_inputs(tiny_teacher("regression", tmp_path, layers=1), str(lines))[0] == "A good film.\tA fine film."
+    # A single-text model: a tab is a second column (a label read as text, once), refused by its line.
+    with pytest.raises(TaskInputError, match=r"more.txt, line 1: holds a tab, but the model reads single texts"):
+        unlabelled_inputs(tiny_teacher("regression", tmp_path, layers=1), str(lines))
+    lines.write_bytes(b"\xef\xbb\xbfA good film.\r\n\r\nDull.\r\n")  # a byte order mark, CRLF lines
+    assert unlabelled_inputs(tiny_teacher("regression", tmp_path, layers=1), str(lines)) == ["A good film.", "Dull."]
     lines.write_text("A good film.\tA fine film.\n\nno pair here\n", encoding="utf-8")
     with pytest.raises(TaskInputError, match=r"more.txt, line 3: the model reads text pairs"):
         unlabelled_inputs(tiny_teacher("classification", tmp_path, layers=1), str(lines))
