@@ -168,7 +168,7 @@ def test_distillation_is_reproducible_with_a_seed(tmp_path):
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"layers": 5}, "fewer layers than the teacher's 4"),
+    ({"layers": 5}, "at most the teacher's 4 layers"),
     ({"layers": 0}, "at least one layer"),
     ({"layers": -2}, "at least one layer"),
     ({"layers": [0, 4]}, "blocks are 0 to 3"),
@@ -349,7 +349,7 @@ def test_cli_distill_saves_a_scored_student_and_refuses_bad_layers(tmp_path, cap
     assert student.to_finetuned().training["distilled_from"] == str(tmp_path / "teacher")
     assert main(["distill", "--teacher", str(tmp_path / "teacher"), "--layers", "9", "--output-dir",
                  str(tmp_path / "bad")]) != 0
-    assert "fewer layers than the teacher's 4" in capsys.readouterr().err
+    assert "at most the teacher's 4 layers" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "bad" / "model.keras")
 
 
