@@ -46,7 +46,7 @@ import tensorflow as tf
 
 from bert_keras.tasks.dataset_inputs import without_autotune_thread
 from bert_keras.tasks.inputs import TaskInputError, check_count, num_rows
-from bert_keras.tasks.distillation_step import distillation_step, masked_copy_count
+from bert_keras.tasks.distillation_step import distillation_step, distillation_test_step, masked_copy_count
 from bert_keras.tasks.student import make_student, plan_student
 
 
@@ -74,6 +74,47 @@ def _has_labels(teacher, x, y):
     return labelled
 
 
+def _validation_split_off(teacher, x, y, alpha, validation_split, validation_data):
+    """`(x, y, validation)`: Keras' reading of `validation_split` / `validation_data` for `distill`.
+
+    `validation` is `(x, y, labelled)` (a dataset as `x`, its elements labelled or not) or None.
+    `validation_split` holds out the last fraction of in-memory `x` / `y`, taken before any
+    shuffling, and only when `validation_data` is not given (which, as in Keras, overrides it).
+    Validation rows without labels are refused when the run weighs labels (`alpha` > 0): the
+    validation loss is the run's loss, and the labels weigh in it."""
+    from bert_keras.tasks.fit_loop import split_off_validation
+
+    validation_split = _number("validation_split", validation_split,
+                               "the fraction of x held out for validation, in [0, 1)", lambda v: 0 <= v < 1)
+    if validation_data is None:
+        if not validation_split:
+            return x, y, None
+        if isinstance(x, tf.data.Dataset):
+            raise TaskInputError("validation_split: works on in-memory data only (as in Keras); with a dataset, "
+                                 "pass validation_data= (e.g. dataset.take(n))")
+        x, y, _, (held_x, held_y) = split_off_validation(x, y, None, validation_split)
+        return x, y, (held_x, held_y, held_y is not None)
+    if isinstance(validation_data, tf.data.Dataset):
+        if validation_data.cardinality() == tf.data.INFINITE_CARDINALITY:  # Keras' validation would never end
+            raise TaskInputError("validation_data: an infinite dataset (.repeat()); give a finite one "
+                                 "(e.g. dataset.take(n))")
+        try:
+            validation_labelled = _has_labels(teacher, validation_data, None)
+        except TaskInputError as error:
+            raise TaskInputError(f"validation_data: {str(error).split(': ', 1)[-1]}") from None
+        validation = (validation_data, None, validation_labelled)
+    elif isinstance(validation_data, (tuple, list)) and len(validation_data) == 2:
+        validation_labelled = validation_data[1] is not None
+        validation = (*validation_data, validation_labelled)
+    else:
+        raise TaskInputError("validation_data: expected (x, y) (y None: inputs without labels, for a run "
+                             "without them) or a tf.data.Dataset")
+    if alpha and not validation_labelled:
+        raise TaskInputError(f"validation_data: holds no labels, but the run weighs them (alpha={alpha:g}) and "
+                             "the validation loss is the run's; give (x, y)")
+    return x, y, validation
+
+
 def _number(name, value, expected, within):
     """`value` as a float: a finite real number (numpy's too, not a bool) for which `within` holds."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real) or \
@@ -85,7 +126,8 @@ def _number(name, value, expected, within):
 def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=None, init=None, temperature=2.0,
             alpha=None,
             epochs=3, batch_size=None, learning_rate=None, warmup_ratio=0.1, weight_decay=0.01,
-            max_steps=None, seed=0, dropout=None, augment=None, mask_rate=0.1, hidden_weight=0.0, run_dir=None,
+            max_steps=None, validation_split=0.0, validation_data=None, seed=0, dropout=None, augment=None,
+            mask_rate=0.1, hidden_weight=0.0, run_dir=None,
             checkpoint_every=None,
             keep_run_dir=False,
             verbose="auto", callbacks=None):
@@ -115,6 +157,15 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
             dataset's own batch size, as `fit`): exactly
             `round(epochs x steps per pass)` steps, at most `max_steps` (the last pass partial).
             `learning_rate` > 0, `warmup_ratio` in [0, 1], `weight_decay` >= 0.
+        validation_split: as Keras: the last fraction of in-memory `x` (and `y`), taken before
+            any shuffling, held out of the run and validated at the end of every epoch (not with
+            a dataset: pass `validation_data`).
+        validation_data: as Keras: `(x, y)` in `x`'s and `y`'s forms, or a dataset; overrides
+            `validation_split`. `y` may be None (and a dataset's elements `x` alone) when the run
+            weighs no labels. The history's `val_loss` is the run's loss on it (the teacher's soft
+            targets and, with `alpha`, the labels; no dropout, masked copies or unlabelled text);
+            with labels it also holds the task's metrics (`val_accuracy`, `val_pearson`, ... as
+            `fit`'s), read by callbacks such as `EarlyStopping(monitor="val_loss")`.
         seed: seeds the weights of anything new, dropout, shuffling and masking (the same seed,
             data and machine give the same student); an int in [0, 2**32). None: not seeded,
             as `fit`'s default (every run differs).
@@ -155,6 +206,7 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
             else "no y was given"
         raise TaskInputError(f"alpha={alpha:g}: weighs hard labels, but {given} (alpha=0 distils the "
                              "teacher's soft targets alone)")
+    x, y, validation = _validation_split_off(teacher, x, y, alpha, validation_split, validation_data)
     # A real number, as every other setting (float() took "3", and "three" or None raised a raw ValueError / TypeError)
     epochs_checked = _number("epochs", epochs, "expected a number > 0", lambda v: v > 0)
     max_steps = check_count("max_steps", max_steps)
@@ -217,6 +269,13 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
             raise TaskInputError("unlabelled" + message[1:]) from None
         steps = max(part for part in (steps, extra_steps) if part is not None) \
             if steps is not None or extra_steps is not None else None
+    validation_batches = None
+    if validation is not None:  # unshuffled rows would do as well: the loss is their mean
+        try:
+            validation_batches, _ = student._distillation_dataset(*validation[:2], batch_size=batch_size, seed=0)
+        except TaskInputError as error:  # fit's readers name their input x / y ("x[0][1]: an empty text")
+            raise TaskInputError(f"validation_data {error}" if str(error)[:1] in "xy"
+                                 else f"validation_data: {error}") from None
     masking = None
     inputs_spec = dataset.element_spec[0] if isinstance(dataset.element_spec, tuple) else dataset.element_spec
     if augment and not (isinstance(inputs_spec, dict) and {"token_ids", "padding_mask"} <= set(inputs_spec)):
@@ -260,6 +319,20 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
     # Keras runs whole epochs of `steps_per_epoch`: the last one is cut short at `total_steps`
     # (a fractional `epochs`, `max_steps`), as the schedule and the record say.
     whole_epochs, callbacks = keras_epochs(total_steps, steps_per_epoch, callbacks)
+    if validation_batches is not None:
+        from bert_keras.tasks.validation import ValidationOnOneDevice, validation_metrics
+
+        held_x, held_y, held_labelled = validation
+        if held_labelled:  # the task's metrics, as fit's
+            callbacks = [*validation_metrics(student, held_x if isinstance(held_x, tf.data.Dataset)
+                                             else (held_x, held_y), batch_size), *callbacks]
+        # As fit under several replicas (Keras' test loop cannot split an uneven last batch); and for an
+        # Embedder, whose `evaluate` (which Keras' validation calls) refuses: it has no metrics.
+        from bert_keras.tasks.embedder import Embedder
+
+        if student.distribute_strategy.num_replicas_in_sync > 1 or isinstance(student, Embedder):
+            callbacks = [ValidationOnOneDevice(validation_batches), *callbacks]
+            validation_batches = None
     batches = dataset.repeat()
     if extra is not None:  # ((x, unlabelled x), y[, sample_weight]): the train step splits them
         batches = tf.data.Dataset.zip(batches, extra.repeat()).map(
@@ -277,13 +350,15 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
         batches = batches.skip(resumed_batches(backup, steps_per_epoch, total_steps))
     student.train_step = distillation_step(student, teacher, temperature, alpha, masking,
                                            unlabelled=extra is not None, hidden=hidden)
+    student.test_step = distillation_test_step(student, teacher, temperature, alpha, hidden=hidden)
     try:
         keras.Model.fit(student, without_autotune_thread(batches),
                         epochs=whole_epochs, steps_per_epoch=min(steps_per_epoch, total_steps),
-                        shuffle=False, verbose=verbose, callbacks=callbacks)
+                        shuffle=False, verbose=verbose, callbacks=callbacks,
+                        validation_data=without_autotune_thread(validation_batches))
     finally:
-        del student.train_step
-        student.train_function = None
+        del student.train_step, student.test_step
+        student.train_function = student.test_function = None
     student._compile_recipe(learning_rate=recipe.learning_rate, warmup_ratio=warmup_ratio,
                             weight_decay=weight_decay)
     teacher_training = dict(teacher._record.training)
@@ -304,7 +379,8 @@ def unlabelled_inputs(teacher, path):
     read structured examples, not lines: refused.
 
     Raises:
-        TaskInputError: no such file, a bad byte, no text, a line without its pair, a text the
+        TaskInputError: no such file, a bad byte, no text, a line without its pair, a tab in a line
+            of a model of single texts (a column: a label would be read as text), a text the
             teacher reads no token of, or a family that reads no lines (naming the file and the line).
     """
     from bert_keras.tasks.embedder import Embedder
@@ -337,6 +413,12 @@ def unlabelled_inputs(teacher, path):
         refuse_tokenless(lines)
         return [line.split() for line in lines]
     if not getattr(teacher, "text_pair", False):
+        # A tab is a column (a training file 'text<TAB>label' given as unlabelled text): read whole, the
+        # label became part of the text the teacher labelled and the student learnt.
+        tabbed = next((number for number, line in numbered if "\t" in line), None)
+        if tabbed is not None:
+            raise TaskInputError(f"unlabelled {path}, line {tabbed}: holds a tab, but the model reads single texts, "
+                                 "one per line; give the texts alone (e.g. cut -f1 of a 'text<TAB>label' file)")
         refuse_tokenless(lines)
         return lines
     try:

@@ -4,7 +4,9 @@
 the batch (no dropout), the student matches its outputs through the family's soft loss, with the
 labels weighed in by `alpha`; and optionally on masked copies of the batch (`masked_copies`, Tang
 et al. 2019), on a batch of unlabelled text beside it, and with TinyBERT's hidden-state loss on
-the blocks (`block_outputs`, `hidden_state_loss`).
+the blocks (`block_outputs`, `hidden_state_loss`). `distillation_test_step` is its counterpart for
+Keras' validation (`distill(validation_split=...)`, `validation_data=`): the same loss on a batch,
+without dropout, copies or unlabelled text.
 
 >>> default_augment(["a text"] * 2000)
 2
@@ -187,3 +189,34 @@ def distillation_step(student, teacher, temperature, alpha, augment=None, unlabe
         return {"loss": student._loss_tracker.result()}
 
     return train_step
+
+
+def distillation_test_step(student, teacher, temperature, alpha, hidden=None):
+    """The student's Keras `test_step` for the run's validation: the loss `distillation_step`
+    trains on (the soft loss against the teacher's outputs, plus `alpha` x the labels' loss and the
+    `hidden` state loss when the run has them), on the batch alone (no dropout, no masked copies,
+    no unlabelled text), so that `val_loss` reads as `loss` does; with labels (`alpha` > 0) also the
+    compiled metrics, as Keras' `test_step`."""
+    from keras.src import tree
+    from keras.src.losses import loss as loss_module
+    from keras.src.trainers.data_adapters import data_adapter_utils
+
+    def test_step(data):
+        x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
+        teacher_out = tf.nest.map_structure(tf.stop_gradient, teacher(x, training=False))
+        y_pred = student(x, training=False)
+        loss = student._soft_loss(x, teacher_out, y_pred, temperature, sample_weight)
+        if hidden:
+            states, mask = block_outputs(teacher.encoder, x)
+            loss += hidden["weight"] * hidden_state_loss(block_outputs(student.encoder, x)[0], states,
+                                                         hidden["layers"], mask)
+        if alpha:
+            hard = student._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=False)
+            loss = (1.0 - alpha) * loss + alpha * loss_module.unscale_loss_for_distribution(hard)
+        rows = tf.shape(next(part for part in tree.flatten(x) if part is not None))[0]
+        student._loss_tracker.update_state(loss, sample_weight=rows)
+        if alpha:
+            return student.compute_metrics(x, y, y_pred, sample_weight=sample_weight)
+        return {"loss": student._loss_tracker.result()}
+
+    return test_step

@@ -49,7 +49,7 @@ def student_layers(source_layers, layers):
     >>> student_layers(6, 7)
     Traceback (most recent call last):
     ...
-    bert_keras.tasks.inputs.TaskInputError: layers=7: the student must have fewer layers than the teacher's 6 (1 to 6)
+    bert_keras.tasks.inputs.TaskInputError: layers=7: the student has at most the teacher's 6 layers (1 to 6)
     """
     if isinstance(layers, (list, tuple)):
         picked = []
@@ -70,8 +70,8 @@ def student_layers(source_layers, layers):
     if count <= 0:
         raise TaskInputError(f"layers={count}: a student needs at least one layer")
     if count > source_layers:
-        raise TaskInputError(f"layers={count}: the student must have fewer layers than the teacher's "
-                             f"{source_layers} (1 to {source_layers})")
+        raise TaskInputError(f"layers={count}: the student has at most the teacher's "
+                             f"{source_layers} layers (1 to {source_layers})")
     if count == 1:
         return (0,)
     return tuple(int(round(i * (source_layers - 1) / (count - 1))) for i in range(count))

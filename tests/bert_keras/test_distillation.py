@@ -168,7 +168,7 @@ def test_distillation_is_reproducible_with_a_seed(tmp_path):
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"layers": 5}, "fewer layers than the teacher's 4"),
+    ({"layers": 5}, "at most the teacher's 4 layers"),
     ({"layers": 0}, "at least one layer"),
     ({"layers": -2}, "at least one layer"),
     ({"layers": [0, 4]}, "blocks are 0 to 3"),
@@ -349,7 +349,7 @@ def test_cli_distill_saves_a_scored_student_and_refuses_bad_layers(tmp_path, cap
     assert student.to_finetuned().training["distilled_from"] == str(tmp_path / "teacher")
     assert main(["distill", "--teacher", str(tmp_path / "teacher"), "--layers", "9", "--output-dir",
                  str(tmp_path / "bad")]) != 0
-    assert "fewer layers than the teacher's 4" in capsys.readouterr().err
+    assert "at most the teacher's 4 layers" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "bad" / "model.keras")
 
 
@@ -628,7 +628,11 @@ def test_unlabelled_text_files_are_read_as_the_teachers_inputs(tmp_path):
     assert unlabelled_inputs(tiny_teacher("classification", tmp_path, layers=1), str(lines)) == \
         (["A good film.", "Dull."], ["A fine film.", "Boring."])
     assert unlabelled_inputs(tiny_teacher("ner", tmp_path, layers=1), str(lines))[1] == ["Dull.", "|||", "Boring."]
-    assert unlabelled_inputs(tiny_teacher("regression", tmp_path, layers=1), str(lines))[0] == "A good film.\tA fine film."
+    # A single-text model: a tab is a second column (a label read as text, once), refused by its line.
+    with pytest.raises(TaskInputError, match=r"more.txt, line 1: holds a tab, but the model reads single texts"):
+        unlabelled_inputs(tiny_teacher("regression", tmp_path, layers=1), str(lines))
+    lines.write_bytes(b"\xef\xbb\xbfA good film.\r\n\r\nDull.\r\n")  # a byte order mark, CRLF lines
+    assert unlabelled_inputs(tiny_teacher("regression", tmp_path, layers=1), str(lines)) == ["A good film.", "Dull."]
     lines.write_text("A good film.\tA fine film.\n\nno pair here\n", encoding="utf-8")
     with pytest.raises(TaskInputError, match=r"more.txt, line 3: the model reads text pairs"):
         unlabelled_inputs(tiny_teacher("classification", tmp_path, layers=1), str(lines))
@@ -970,3 +974,52 @@ def test_distill_directory_reads_a_file_of_one_of_the_teachers_labels(tmp_path):
         distill_directory(teacher, spec_of_saved(recorded, train_path=str(data)), out, layers=1, max_steps=1,
                           augment=0, alpha=alpha, evaluate=False, verbose=0, log=lambda line: None)
         assert tasks.load(out).labels == ["neg", "neutral", "pos"]
+
+
+def test_validation_split_holds_out_the_last_rows_and_logs_the_runs_loss_and_the_tasks_metrics(tmp_path):
+    # distill had no validation_split / validation_data, as keras.Model.fit has: no val_loss to
+    # watch (EarlyStopping) without a second pass by hand.
+    import keras
+
+    teacher = tiny_teacher("classification", tmp_path, layers=2, dropout=0.0)
+    x, y = DATA["classification"]
+    student = teacher.distill(x, y, layers=1, epochs=2, batch_size=2, augment=0, dropout=0.0, seed=0, verbose=0,
+                              validation_split=1 / 3)
+    history = student.history.history
+    assert len(history["val_loss"]) == len(history["val_accuracy"]) == 2 and "val_macro_f1" in history
+    assert student.to_finetuned().training["distillation"]["train_steps"] == 4  # 4 rows of 6 trained on, 2 epochs
+    held_x, held_y = (x[0][4:], x[1][4:]), y[4:]  # Keras: the last third, before shuffling
+    assert history["val_accuracy"][-1] == pytest.approx(student.score(held_x, held_y)["accuracy"])
+    # val_loss is the run's loss on the held rows: (1 - alpha) * soft + alpha * the labels' loss.
+    batch, labels = next(iter(student._distillation_dataset(held_x, held_y, batch_size=2, seed=0)[0]))
+    teacher_out, student_out = teacher(batch, training=False), student(batch, training=False)
+    soft = float(student._soft_loss(batch, teacher_out, student_out, 2.0))
+    hard = float(keras.losses.SparseCategoricalCrossentropy(from_logits=True)(labels, student_out))
+    assert history["val_loss"][-1] == pytest.approx(0.5 * soft + 0.5 * hard, rel=1e-4)
+    assert student.evaluate(held_x, held_y, verbose=0)  # Keras' own test step is back
+
+    # validation_data overrides validation_split (as Keras): all 6 rows train; no labels in an unlabelled run.
+    student = teacher.distill(x, layers=1, epochs=1, batch_size=2, augment=0, verbose=0, validation_split=0.5,
+                              validation_data=(held_x, None))
+    assert student.to_finetuned().training["distillation"]["train_steps"] == 3
+    assert set(student.history.history) == {"loss", "val_loss"}
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"validation_split": 1.0}, r"validation_split=1.0: the fraction of x held out for validation, in \[0, 1\)"),
+    ({"validation_split": "0.2"}, "validation_split='0.2'"),
+    ({"validation_split": 0.01}, "6 examples leave none for training or none for validation"),
+    ({"validation_data": (TEXTS[:2], None)}, r"validation_data: holds no labels, but the run weighs them \(alpha=0.5\)"),
+    ({"validation_data": (TEXTS[:2], ["pos", "neg"], None)}, r"validation_data: expected \(x, y\)"),
+    ({"validation_data": ((TEXTS[:2], TEXTS[:2]), ["pos", "nuetral"])}, "validation_data y"),
+    ({"dataset": True, "validation_split": 0.5}, "validation_split: works on in-memory data only"),
+    ({"validation_data": tf.data.Dataset.from_tensors(((TEXTS[0], TEXTS[1]), "pos")).repeat()},
+     "validation_data: an infinite dataset"),
+])
+def test_bad_validation_settings_are_named(options, message, tmp_path):
+    teacher = tiny_teacher("classification", tmp_path, layers=2)
+    x, y = DATA["classification"]
+    if options.pop("dataset", False):
+        x, y = tf.data.Dataset.from_tensor_slices((x, y)), None
+    with pytest.raises(TaskInputError, match=message):
+        teacher.distill(x, y, layers=1, epochs=1, batch_size=2, augment=0, verbose=0, **options)
