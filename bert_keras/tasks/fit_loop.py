@@ -68,7 +68,7 @@ def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split,
         if y is not None or sample_weight is not None:
             raise TaskInputError("y / sample_weight: with a tf.data.Dataset as x, labels and weights "
                                  "come from its elements ((x, y) or (x, y, sample_weight))")
-        if validation_split:
+        if validation_split and validation_data is None:
             raise TaskInputError("validation_split: works on in-memory data only (as in Keras); with "
                                  "a dataset, pass validation_data= (e.g. dataset.take(n))")
         if is_tokenized_dataset(x):
@@ -80,10 +80,8 @@ def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split,
                                      class_weight=class_weight, initial_epoch=initial_epoch,
                                      steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
                                      validation_freq=validation_freq)
-    elif validation_split:
-        x, y, sample_weight, held_out = split_off_validation(x, y, sample_weight, validation_split)
-        if validation_data is None:
-            validation_data = held_out
+    elif validation_split and validation_data is None:  # as Keras: validation_data overrides the split
+        x, y, sample_weight, validation_data = split_off_validation(x, y, sample_weight, validation_split)
     if x is None:
         raise TaskInputError("x: no training data given")
     dataset, steps = task._train_dataset(x, y, sample_weight=sample_weight, batch_size=batch_size,

@@ -236,6 +236,21 @@ def test_validation_split_holds_out_the_last_rows_as_keras_does(spec):
     with pytest.raises(tasks.TaskInputError, match="validation_split: works on in-memory data only"):
         split.fit(tf.data.Dataset.from_tensor_slices((TEXTS, LABELS)), validation_split=0.2, verbose=0)
 
+    # validation_data overrides validation_split, as in Keras: every row trains (the split held out
+    # the last 2 rows, though validation never read them), and a dataset with both is not refused.
+    whole = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    both = whole.fit(TEXTS, LABELS, epochs=2, batch_size=4, shuffle=False, validation_split=0.2, verbose=0,
+                     validation_data=(TEXTS[8:], LABELS[8:]))
+    only_data = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    reference = only_data.fit(TEXTS, LABELS, epochs=2, batch_size=4, shuffle=False, verbose=0,
+                              validation_data=(TEXTS[8:], LABELS[8:]))
+    for key in ("loss", "val_loss"):
+        np.testing.assert_allclose(both.history[key], reference.history[key], rtol=1e-5)
+    as_dataset = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    from_dataset = as_dataset.fit(tf.data.Dataset.from_tensor_slices((TEXTS, LABELS)).batch(4), epochs=2,
+                                  validation_split=0.2, validation_data=(TEXTS[8:], LABELS[8:]), verbose=0)
+    np.testing.assert_allclose(from_dataset.history["loss"], reference.history["loss"], rtol=1e-5)
+
 
 def test_sample_and_class_weights_scale_the_loss(spec):
     def first_step_loss(**weights):
