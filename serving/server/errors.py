@@ -98,6 +98,10 @@ class TaskSizeError(ServingError):
                                              + (f" ({hint})" if hint else ""))
         self.rows = rows
         self.limit = limit
+        self.hint = hint
+
+    def __reduce__(self):  # ServingError's would come back as the base class, without rows / limit
+        return (TaskSizeError, (self.rows, self.limit, self.hint))
 
 
 def name_list(names, limit: int = 5, width: int = 64) -> str:

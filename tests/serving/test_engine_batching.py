@@ -290,3 +290,18 @@ def test_a_request_costs_its_windows_when_given_a_cost():
     assert stats["rows"] == 6 and stats["cost"] == 3 * 5 + 3 * 1
     # no batch holds two requests of 5 windows (10 > 8); by rows alone all six would fit one batch
     assert stats["batches"] >= 3 and max(model.calls) <= 4
+
+
+def test_a_task_size_refusal_survives_a_process_pool_round_trip():
+    """`ServingError` pickles itself (a process-pool transport may send it back); `TaskSizeError`
+    inherited that and came back as a plain ServingError, without rows / limit, so the warmup
+    replay's `except TaskSizeError` (which names the export fix) no longer matched."""
+    import pickle
+
+    from serving.server.errors import TaskSizeError
+
+    error = pickle.loads(pickle.dumps(TaskSizeError(8, 4, "export with --max-batch-size 4")))
+    assert type(error) is TaskSizeError
+    assert (error.rows, error.limit, error.code) == (8, 4, "INVALID_ARGUMENT")
+    assert str(error) == ("INVALID_ARGUMENT: Task size 8 is larger than maximum input batch size 4 "
+                          "(export with --max-batch-size 4)")
