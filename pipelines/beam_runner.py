@@ -40,6 +40,19 @@ def parse_runner(value: Optional[str]) -> Optional[str]:
     raise ValueError(f"Unknown runner {value!r}; choose one of {', '.join(RUNNERS)}.")
 
 
+def stray_beam_words(options):
+    """The words of `options` (a command's words after `--`) that are no Beam pipeline option: Beam's
+    are `--name` or `--name=value`, and a word after a `--name` without `=` is its value
+    (`--project my-project`). A stray one is most often a file (a shell-expanded pattern, a name
+    starting with '-'), which Beam would drop with a log warning.
+
+    >>> stray_beam_words(["--direct_num_workers=2", "--project", "p", "-odd.txt", "b.txt"])
+    ['-odd.txt', 'b.txt']
+    """
+    return [option for i, option in enumerate(options) if not option.startswith("--")
+            and (i == 0 or not options[i - 1].startswith("--") or "=" in options[i - 1])]
+
+
 @contextlib.contextmanager
 def beam_imports(runner):
     """Within it, a missing `apache_beam` raises `MissingBeamError` naming the extra to install

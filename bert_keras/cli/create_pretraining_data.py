@@ -110,10 +110,9 @@ def _check_beam_options(args):
     from bert_keras.cli.main import CommandError
     from bert_keras.error_hints import expanded_pattern_hint
 
-    options = args.beam_options
-    # A word after a `--flag` without `=` is that flag's value (`-- --project my-project`).
-    stray = [option for i, option in enumerate(options) if not option.startswith("-")
-             and (i == 0 or not options[i - 1].startswith("-") or "=" in options[i - 1])]
+    from pipelines.beam_runner import stray_beam_words
+
+    stray = stray_beam_words(args.beam_options)
     if stray:
         hint = expanded_pattern_hint(["--input", args.input, *stray], stray)
         raise CommandError(f"{stray[0]!r} is not a Beam option (they start with --, after '--')"

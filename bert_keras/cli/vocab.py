@@ -68,6 +68,13 @@ def _gather_beam_options(args):
     if given:
         print("note: --beam-option is deprecated: Beam pipeline options go after '--', as with "
               f"create-pretraining-data: ... -- {shlex.join(given)}", file=sys.stderr)
+    from bert_keras.cli.main import CommandError
+    from pipelines.beam_runner import stray_beam_words
+
+    stray = stray_beam_words(list(args.trailing_beam_options or ()))
+    if stray:  # argparse's `--` ended the options: a file named '-x.txt' went after it
+        raise CommandError(f"{stray[0]!r} after '--' is not a Beam option (they start with --); input files "
+                           f"go before '--' (one whose name starts with '-' as ./{stray[0]})")
     args.beam_options = tuple(given + list(args.trailing_beam_options or ()))
     if args.beam_options and not args.runner:
         args.runner = "DirectRunner"

@@ -273,6 +273,12 @@ def test_vocab_takes_beam_options_after_dashes_as_create_pretraining_data_does(t
         err = capsys.readouterr().err
         assert code == 2 and "unknown Beam pipeline option --direct_num_workrs" in err, err
     assert not (tmp_path / "no.txt").exists()
+    # A file after `--` (argparse's end of options: `-- -odd-name.txt`) is named, not handed to Beam
+    # (which drops a word it cannot parse with a log line) on a runner never asked for.
+    code = main(["vocab", SAMPLE, "-o", str(tmp_path / "no.txt"), "--size", "200", "--", "-odd-name.txt"])
+    err = capsys.readouterr().err
+    assert code == 2 and "'-odd-name.txt' after '--' is not a Beam option" in err and "./-odd-name.txt" in err, err
+    assert not (tmp_path / "no.txt").exists()
 
 
 def test_beam_cli_bad_corpus_line_is_reported_once(vocab_file, tmp_path, capsys, caplog):
