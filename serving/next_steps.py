@@ -29,7 +29,7 @@ def export_steps(base_path, name, release, query_example, tf_text_ops=()):
         f"\nnext: bert-keras serve --model-base-path {shlex.quote(model_dir)}      # gRPC :8500, REST :8501",
         f"      bert-keras query --model-name {shlex.quote(name)} {query_example}",
         f"  or: docker run --rm -p 8500:8500 -p 8501:8501 "
-        f"-v \"{os.path.abspath(model_dir)}:/models/{name}\" -e MODEL_NAME={name} "
+        f"-v {shlex.quote(os.path.abspath(model_dir) + ':/models/' + name)} -e {shlex.quote('MODEL_NAME=' + name)} "
         f"tensorflow/serving:{release}.0",
     ]
     if tf_text_ops:

@@ -105,6 +105,11 @@ def test_next_hints_quote_paths_so_they_work_when_pasted(tmp_path):
     serve = export_steps(base, "sentiment", "2.20", '"your text"').splitlines()[1]
     argv = shlex.split(serve.split("next:")[1], comments=True)  # the ports' note a shell comment: pasted whole, it runs
     assert argv == ["bert-keras", "serve", "--model-base-path", os.path.join(base, "sentiment")]
+    # docker's volume was in double quotes: a path holding `"`, `$` or a backquote broke it or ran it
+    odd = str(tmp_path / 'my "models" $HOME `x`')
+    docker = export_steps(odd, "sentiment", "2.20", '"your text"').splitlines()[3].split("or:")[1]
+    assert shlex.split(docker)[7:11] == ["-v", os.path.join(odd, "sentiment") + ":/models/sentiment",
+                                        "-e", "MODEL_NAME=sentiment"]
     output_dir = str(tmp_path / "run one")
     report = PretrainingResult(model=None, initial_step=3, final_step=3, already_complete=True).report(
         output_dir, 3, 1.0, vocab_copied=True)
