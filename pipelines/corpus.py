@@ -234,7 +234,7 @@ class _CorpusBuilder:
         except UnicodeDecodeError as error:
             if decode_errors == "strict":
                 raise _not_utf8(path, line_number, raw, error,
-                                "Fix the file, or pass decode_errors='replace' (--decode_errors=replace) to "
+                                "Fix the file, or pass decode_errors='replace' (--decode-errors replace) to "
                                 "read bad bytes as U+FFFD.") from None
             self.replaced_lines += 1
             if len(self.replaced_at) < _MAX_REPORTED_LINES:
