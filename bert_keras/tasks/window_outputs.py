@@ -89,5 +89,6 @@ def warn_truncated(task, truncated, *, pairs=None):
         return
     _, _, max_length = task.window_options()
     warnings.warn(f"{count} texts have more than {max_length} "
-                  "word pieces; only their first were read (max_length=N, or --max-length N on the command line, reads N, in windows)",
+                  "word pieces; only their first were read (max_length=N, or --max-length N on the command "
+                  "line, reads N, in windows)",
                   stacklevel=caller_stacklevel())
