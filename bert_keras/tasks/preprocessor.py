@@ -345,8 +345,10 @@ class TokenClassifierPreprocessor(TextPreprocessor):
             from pipelines.datasets.conll import continuation_label_ids, word_start_pieces
 
             later_word = ~first & tf.gather(tf.constant(word_start_pieces(self.tokenizer)), flat_ids)
-            continued = tf.gather(tf.constant(continuation_label_ids(self.labels), tf.int64),
-                                  tf.cast(word_label, tf.int64))
+            # an unknown tag (-1, as label_ids maps it) stays -1 on its later morphemes: no lookup at -1
+            known = word_label >= 0
+            continued = tf.where(known, tf.gather(tf.constant(continuation_label_ids(self.labels), tf.int64),
+                                                  tf.cast(tf.where(known, word_label, 0), tf.int64)), -1)
             piece_label = tf.where(later_word, tf.cast(continued, piece_label.dtype), piece_label)
         labels = tf.RaggedTensor.from_row_lengths(piece_label, per_text)[:, :window]
         width = tf.shape(packed["token_ids"])[1]
