@@ -253,7 +253,9 @@ class Embedder(TextTask):
         """`Embeddings` of `texts`: their vectors, ranked against `query` (cosine similarity) when given.
 
         Args:
-            texts: the texts (row i: text i).
+            texts: the texts (row i: text i), or text pairs as `predict` reads them (`(text, text_b)`
+                rows, `(texts, texts_b)` or `[texts, texts_b]`), each pair packed as one sequence
+                (its row's text: `[text, text_b]`).
             query: a text to rank `texts` against (None: no ranking).
             top_k: how many ranked results are kept (a whole number >= 1).
             batch_size: texts per forward pass.
@@ -262,13 +264,21 @@ class Embedder(TextTask):
         from bert_keras.models.embedder import rank_by_similarity
 
         self._check_fitted()
-        texts = list(texts)
+        if iter(texts) is texts:  # a generator: read once (the forms of `text_columns` kept)
+            texts = list(texts)
         if query is not None:
             check_count("top_k", top_k, allow_none=False)  # before the texts are run
-        # As `predict_rows` reads single texts: the rows read only in part and those with no token
-        # are kept (and warned about), for `to_json` and the `.jsonl` lines to mark.
+        batch_size = check_count("batch_size", batch_size)
+        # As `predict_rows` reads them: the rows read only in part and those with no token (a pair:
+        # both texts) are kept (and warned about), for `to_json` and the `.jsonl` lines to mark.
         with answering_empty_texts() as found, self.verbosity(verbose):
-            vectors, truncated = self._text_vectors(texts, check_count("batch_size", batch_size))
+            columns = text_columns(texts, "x", self.tokenizer)
+            if len(columns) == 1:
+                vectors, truncated = self._document_vectors(self._text_rows(columns), batch_size)
+            else:  # pairs, as `_predict` packs them
+                vectors, truncated = self._pair_vectors(self._text_rows(columns), batch_size)
+            warn_truncated(self, truncated, pairs=len(columns) == 2)
+        texts = columns[0] if len(columns) == 1 else [list(pair) for pair in zip(*columns)]
         empty = self._empty_rows(found)
         self._warn_empty(empty)
         indices = scores = None

@@ -251,7 +251,8 @@ class TokenClassifierPreprocessor(TextPreprocessor):
     `max_length` reads longer texts in windows instead), and packed `[CLS] pieces [SEP]`.
     Labels: the tag's id on a word's first piece, `-100` (ignored by the loss) elsewhere; with a
     morpheme `pre_tokenizer`, each later morpheme's first piece gets the continuation tag too
-    (`encode_sentences`'s rule).
+    (`encode_sentences`'s rule), the words cut into morphemes as the analyzer cuts them in their
+    text (the words joined by spaces), not each alone, as `encode_sentences` and the export's clients.
 
     Example:
 
@@ -293,13 +294,33 @@ class TokenClassifierPreprocessor(TextPreprocessor):
         packed, labels = self._pack(x, y)
         return keras.utils.pack_x_y_sample_weight(packed, labels, sample_weight)
 
+    def _word_pieces(self, words):
+        """`[words, (pieces)]` of the flat words of `words` (ragged `[batch, (words)]`); with a
+        morpheme analyzer, each word as the analyzer cuts it in its text (the words joined by
+        spaces: `conll.words_split_in_context`, as `encode_sentences`), not alone."""
+        splitter = getattr(self.tokenizer, "morpheme_splitter", None)
+        if splitter is None:
+            return self.tokenizer.tokenize(words.flat_values)
+
+        def split(values, row_splits):
+            from pipelines.datasets.conll import words_split_in_context
+
+            values = [v.decode("utf-8") for v in values.numpy()]
+            bounds = row_splits.numpy().tolist()
+            word_lists = [values[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
+            return tf.constant(words_split_in_context(word_lists, splitter), tf.string, shape=[len(values)])
+
+        spaced = tf.py_function(split, [words.flat_values, words.row_splits], tf.string)
+        spaced.set_shape(words.flat_values.shape)
+        return self.tokenizer.tokenize_split(spaced)
+
     def _pack(self, words, tags):
         from pipelines.datasets.batching import IGNORE_LABEL
 
         if not isinstance(words, tf.RaggedTensor):
             words = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(words))
         special = self.tokenizer.special_tokens
-        pieces = self.tokenizer.tokenize(words.flat_values)  # [words, (pieces)]
+        pieces = self._word_pieces(words)  # [words, (pieces)]
         pieces = tf.cast(pieces, tf.int64)
         counts = pieces.row_lengths()
         kept = tf.maximum(counts, 1)  # a dropped word: one [UNK]
@@ -324,8 +345,10 @@ class TokenClassifierPreprocessor(TextPreprocessor):
             from pipelines.datasets.conll import continuation_label_ids, word_start_pieces
 
             later_word = ~first & tf.gather(tf.constant(word_start_pieces(self.tokenizer)), flat_ids)
-            continued = tf.gather(tf.constant(continuation_label_ids(self.labels), tf.int64),
-                                  tf.cast(word_label, tf.int64))
+            # an unknown tag (-1, as label_ids maps it) stays -1 on its later morphemes: no lookup at -1
+            known = word_label >= 0
+            continued = tf.where(known, tf.gather(tf.constant(continuation_label_ids(self.labels), tf.int64),
+                                                  tf.cast(tf.where(known, word_label, 0), tf.int64)), -1)
             piece_label = tf.where(later_word, tf.cast(continued, piece_label.dtype), piece_label)
         labels = tf.RaggedTensor.from_row_lengths(piece_label, per_text)[:, :window]
         width = tf.shape(packed["token_ids"])[1]

@@ -427,7 +427,7 @@ def encode_sentences(sentences, tokenizer, label_names, *, seq_length=128, label
     special = tokenizer.special_tokens
     all_words = [w for s in sentences for w in s.words]
     if getattr(tokenizer, "morpheme_splitter", None) is not None:
-        split = _words_split_in_context(sentences, tokenizer.morpheme_splitter, spans)
+        split = words_split_in_context([s.words for s in sentences], tokenizer.morpheme_splitter, spans)
         pieces = tokenizer.tokenize_split(tf.constant(split or [""], tf.string))
     else:
         pieces = tokenizer.tokenize(tf.constant(all_words or [""], tf.string))
@@ -502,14 +502,16 @@ def encode_sentences(sentences, tokenizer, label_names, *, seq_length=128, label
         is_max_context=is_max_context, truncated=truncated, words_read=words_read)
 
 
-def _words_split_in_context(sentences, splitter, spans):
-    """Every word of `sentences` with a space at each morpheme boundary the analyzer finds in the
-    whole text (`spans`, else the words joined by spaces)."""
+def words_split_in_context(word_lists, splitter, spans=None):
+    """Every word of `word_lists` (one list per text), flat, with a space at each morpheme boundary
+    the analyzer (`splitter`, a `MorphemeSplitter`) finds in the whole text (`spans`, else the words
+    joined by spaces): what `encode_sentences` and `TokenClassifierPreprocessor` tokenize
+    (`BertTokenizer.tokenize_split`), as the export's clients split the text."""
     if spans is None:
         spans = []
-        for sentence in sentences:
-            starts = np.cumsum([0] + [len(w) + 1 for w in sentence.words])[:-1].tolist()
-            spans.append((" ".join(sentence.words), starts, [b + len(w) for b, w in zip(starts, sentence.words)]))
+        for words in word_lists:
+            starts = np.cumsum([0] + [len(w) + 1 for w in words])[:-1].tolist()
+            spans.append((" ".join(words), starts, [b + len(w) for b, w in zip(starts, words)]))
     split = []
     for (text, starts, ends), cuts in zip(spans, splitter.boundaries([text for text, _, _ in spans])):
         cuts = np.asarray(cuts, np.int64)

@@ -439,3 +439,30 @@ def test_embed_json_and_jsonl_mark_texts_read_in_part_and_empty_ones(tmp_path, c
     assert [{k: v for k, v in row.items() if k not in ("text", "embedding")} for row in rows] == marks
     np.testing.assert_allclose([row["embedding"] for row in record["embeddings"]],
                                [row["embedding"] for row in rows], atol=1e-6)
+
+
+def test_embed_of_pairs_is_predict_of_the_pairs(tmp_path):
+    """`embed` of `(text, text_b)` pairs embedded text A only (its windows read the first column):
+    `embed([("Good cat", "bad cat"), ("Good cat", "good good good")])` gave two equal rows where
+    `predict` gives two, and the Keras column form `[texts, texts_b]` gave 2 texts for N vectors.
+    A pair is now packed as `predict` packs it, in every form, its row's text `[A, B]`, and the
+    cut and empty pairs are marked."""
+    from bert_keras.tasks import Embedder
+
+    _, encoder_file = _tiny_classifier_directory(tmp_path)
+    embedder = Embedder.from_pretrained(encoder_file, pooling="mean", seq_length=8)
+    first, second = ["Good cat", "Good cat", "Good cat bad cat"], ["bad cat", "good good good", "cat bad good cat"]
+    with pytest.warns(UserWarning, match=r"1 of 3 text pairs"):
+        expected = embedder.predict((first, second))
+    assert not np.allclose(expected[0], expected[1], atol=1e-4)
+    pairs = list(zip(first, second))
+    for form in (pairs, (first, second), [first, second]):
+        with pytest.warns(UserWarning, match=r"1 of 3 text pairs have more than 5 word pieces together"):
+            result = embedder.embed(form)
+        np.testing.assert_allclose(result.vectors, expected, atol=1e-6)
+        assert [list(text) for text in result.texts] == [list(pair) for pair in pairs]
+        assert result.truncated == (2,) and result.empty == ()
+    with pytest.warns(UserWarning, match=r"1 text has no token"):
+        result = embedder.embed([("Good cat", ""), ("", " "), ("", "cat")])
+    assert result.empty == (1,) and result.vectors.shape[0] == 3
+    np.testing.assert_allclose(result.vectors[0], embedder.predict((["Good cat"], [""]))[0], atol=1e-6)

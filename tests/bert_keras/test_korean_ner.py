@@ -84,6 +84,64 @@ def test_words_are_split_into_morphemes_in_their_text_as_the_export_s_clients_sp
     assert [tokenizer.id_to_token(i) for i in whole[1][:4]] == ["심", "##오", "한", "영화"]  # 심오 + 한
 
 
+
+def test_the_tf_data_preprocessor_splits_words_in_their_text_as_fit_does():
+    """`TokenClassifierPreprocessor` (a `tf.data` map, `fit` of a dataset) ran kiwi on each word
+    alone, where `encode_sentences` (`fit` of lists) and the export's clients split the whole text:
+    "심오한" alone stays whole, in "심오한 영화는 ..." it is 심오 + 한, so the two paths trained
+    other pieces (and labels) for the same sentence. Both now split the text in context."""
+    import tensorflow as tf
+
+    from bert_keras.tasks.preprocessor import TokenClassifierPreprocessor
+    from pipelines.datasets.conll import Sentence, encode_sentences
+
+    tokenizer = kiwi_tokenizer()
+    sentences = [Sentence(["심오한", "영화는", "서울시에서", "봤다."], ["O", "O", "B-LOC", "O"]),
+                 Sentence(["왜케", "재미없어지냐"], ["O", "O"]), Sentence(WORDS[0], TAGS[0])]
+    alone = tokenizer.tokenize(["심오한"]).to_list()[0]
+    assert [tokenizer.id_to_token(i) for i in alone] != ["심", "##오", "한"]  # the word alone: otherwise
+    features = encode_sentences(sentences, tokenizer, LABELS, seq_length=32)
+    preprocessor = TokenClassifierPreprocessor(tokenizer, seq_length=32, labels=LABELS)
+    words, tags = tf.ragged.constant([s.words for s in sentences]), tf.ragged.constant([s.tags for s in sentences])
+    x, y = preprocessor(words, tags)
+    width = x["token_ids"].shape[1]
+    assert [tokenizer.id_to_token(int(i)) for i in x["token_ids"][0][1:4]] == ["심", "##오", "한"]
+    assert x["token_ids"].numpy().tolist() == features.token_ids[:, :width].tolist()
+    assert y.numpy().tolist() == features.labels[:, :width].tolist()
+    for start, (x, y) in zip((0, 2), tf.data.Dataset.from_tensor_slices((words, tags)).batch(2).map(preprocessor)):
+        width, rows = x["token_ids"].shape[1], slice(start, start + 2)
+        assert x["token_ids"].numpy().tolist() == features.token_ids[rows, :width].tolist()
+        assert y.numpy().tolist() == features.labels[rows, :width].tolist()
+
+
+
+def test_an_unknown_tag_is_minus_one_with_a_morpheme_tokenizer_as_without():
+    """With a kiwi tokenizer, a tag not in `labels` (id -1) crashed the preprocessor inside
+    `tf.data` (`indices[4] = -1 is not in [0, 5)`, from the continuation tag's lookup; naming no
+    tag, and on a GPU silently tag 0). It is now -1 as without a morpheme analyzer (on the word's
+    first piece, and on its later morphemes: their continuation of an unknown tag)."""
+    import tensorflow as tf
+
+    from bert_keras.tasks.preprocessor import TokenClassifierPreprocessor
+    from pipelines import BertTokenizer
+
+    words = tf.ragged.constant([WORDS[0]])
+    known, unknown = tf.ragged.constant([TAGS[0]]), tf.ragged.constant([["B-PER", "B-XXX", "O", "O"]])
+    plain = TokenClassifierPreprocessor(BertTokenizer(VOCAB, lowercase=True, strip_accents=False),
+                                        seq_length=32, labels=LABELS)
+    _, y_plain = plain(words, unknown)
+    assert -1 in y_plain.numpy()[0].tolist()  # the rule without an analyzer: -1 on the word's first piece
+    preprocessor = TokenClassifierPreprocessor(kiwi_tokenizer(), seq_length=32, labels=LABELS)
+    x, y_known = preprocessor(words, known)
+    pieces = [preprocessor.tokenizer.id_to_token(int(i)) for i in x["token_ids"][0][:8]]
+    assert pieces == ["[CLS]", "김", "##철", "##수", "는", "서울시", "에서", "일"]
+    for y in (preprocessor(words, unknown)[1],
+              next(iter(tf.data.Dataset.from_tensor_slices((words, unknown)).batch(1).map(preprocessor)))[1]):
+        expected = y_known.numpy()[0].tolist()
+        expected[5:7] = [-1, -1]  # 서울시 + 에서 (B-LOC, I-LOC when known)
+        assert y.numpy()[0].tolist() == expected
+
+
 @pytest.mark.slow
 def test_served_entities_of_split_text_are_predicts_whole_words_in_the_raw_text(tmp_path):
     """`predict` on raw Korean text and the export queried with kiwi-split text (`split_morphemes`
