@@ -41,6 +41,7 @@ def packed_batches(task, dataset, batch_size):
     `dataset.map(task.preprocessor)` gives on an unbatched dataset), padded per batch
     (token ids with [PAD], per-token labels with the ignored label)."""
     spec = dataset.element_spec
+    dataset = _known_labels_only(task, dataset)
     x_spec = spec[0] if isinstance(spec, tuple) else spec
     rank = x_spec["token_ids"].shape.rank
     if rank is None or rank >= task._packed_rank:
@@ -54,6 +55,26 @@ def packed_batches(task, dataset, batch_size):
         tuple(spec[1:]) if isinstance(spec, tuple) else ())
     padding = (x_padding, *rest) if isinstance(spec, tuple) else x_padding
     return dataset.padded_batch(batch_size, padding_values=padding)
+
+
+def _known_labels_only(task, dataset):
+    """`dataset` (packed, with labels) stopping on a label the model does not know: the task's
+    preprocessor maps one to -1, which the loss would meet as "Received a label value of -1 which
+    is outside the valid range" deep in the graph on a CPU, and as a NaN loss on a GPU."""
+    spec = dataset.element_spec
+    labels = getattr(task.preprocessor, "labels", None)
+    if labels is None or getattr(task.preprocessor, "regression", False) or not isinstance(spec, tuple) \
+            or len(spec) < 2 or not getattr(spec[1], "dtype", tf.string).is_integer:
+        return dataset
+    shown = ", ".join(map(str, labels[:8])) + (", ..." if len(labels) > 8 else "")
+    message = f"y: a label the model does not know (the preprocessor maps it to -1); its labels are {shown}"
+
+    def checked(x, y, *rest):
+        with tf.control_dependencies([tf.debugging.assert_none_equal(y, tf.constant(-1, y.dtype),
+                                                                     message=message)]):
+            return (x, tf.identity(y), *rest)
+
+    return dataset.map(checked)
 
 
 def batch_size_for(task, x, batch_size):

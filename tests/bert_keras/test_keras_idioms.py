@@ -1561,3 +1561,21 @@ def test_tf_saved_model_save_of_a_task_serves_its_packed_inputs(spec, tmp_path, 
     assert sorted(outputs) == sorted(expected)
     for name, want in expected.items():
         np.testing.assert_allclose(np.asarray(outputs[name]), np.asarray(want), atol=1e-5, err_msg=name)
+
+
+def test_a_packed_dataset_with_an_unknown_label_stops_naming_it(spec):
+    """`dataset.map(task.preprocessor)` maps a label the model does not know to -1: fit met it in
+    the loss as "Received a label value of -1 which is outside the valid range" (a NaN loss on a
+    GPU). It stops on the label now, naming the model's labels, for a classifier and a tagger."""
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    rows = tf.data.Dataset.from_tensor_slices((["good", "bad"], ["pos", "neutral"])).batch(2)
+    unknown = "y: a label the model does not know .*its labels are neg, pos"
+    with pytest.raises(tf.errors.InvalidArgumentError, match=unknown):
+        classifier.fit(rows.map(classifier.preprocessor), epochs=1, verbose=0)
+    tagger = build(tasks.TokenClassifier, spec, labels=["O", "B-PER", "I-PER"])
+    words = tf.data.Dataset.from_tensor_slices((tf.ragged.constant([["john", "runs"], ["mary", "sleeps"]]),
+                                                tf.ragged.constant([["B-PER", "O"], ["B-XXX", "O"]])))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="y: a label the model does not know"):
+        tagger.fit(words.map(tagger.preprocessor), epochs=1, verbose=0)
+    known = tf.data.Dataset.from_tensor_slices((["good", "bad"], ["pos", "neg"])).batch(2)
+    assert np.isfinite(classifier.fit(known.map(classifier.preprocessor), epochs=1, verbose=0).history["loss"]).all()
