@@ -110,7 +110,9 @@ class PretrainingDataSettings(MaskingSettings):
         strip_accents: NFD + drop combining marks (None: as `lowercase`); False with `lowercase`
             keeps Hangul syllables and accented letters whole (Korean vocabularies). With both
             left at their defaults, the rules recorded beside the vocabulary (HF's
-            `tokenizer_config.json`, written by `bert-keras vocab`) apply.
+            `tokenizer_config.json`, written by `bert-keras vocab`) apply, else those guessed from
+            it as for the tasks (`resolve_tokenizer_settings`: a cased vocabulary is read cased, a
+            Korean one of Hangul syllables keeps its accents).
         pre_tokenizer: the morpheme analyzer ("kiwi") the corpus is split with first, on the host
             (None: the one the vocabulary records, for a vocabulary of morphemes as words; "none":
             no analyzer, the corpus is split already).
@@ -180,11 +182,13 @@ class PretrainingDataSettings(MaskingSettings):
         if self.strip_accents not in (None, True, False):
             raise ValueError(f"strip_accents must be true, false or None, got {self.strip_accents!r}.")
         if self.lowercase and self.strip_accents is None:  # nothing asked: the vocabulary's own rules
-            from pipelines.tokenizer.tokenizer_config import read_tokenizer_settings
+            from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
 
-            recorded = read_tokenizer_settings(self.vocab_file)
-            object.__setattr__(self, "lowercase", recorded.get("lowercase", True))
-            object.__setattr__(self, "strip_accents", recorded.get("strip_accents"))
+            # recorded, else guessed as the tasks do: a cased vocabulary cased, a Korean one of
+            # Hangul syllables with its accents kept
+            resolved = resolve_tokenizer_settings(self.vocab_file)
+            object.__setattr__(self, "lowercase", resolved["lowercase"])
+            object.__setattr__(self, "strip_accents", resolved["strip_accents"])
         object.__setattr__(self, "strip_accents",
                            bool(self.lowercase if self.strip_accents is None else self.strip_accents))
         from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings

@@ -135,6 +135,30 @@ def test_convert_carries_the_rules(korean_checkpoint, tmp_path):
                                                    "max_input_chars_per_word": 100}
 
 
+def test_create_pretraining_data_reads_an_unrecorded_vocabulary_as_the_tasks_do(tmp_path):
+    """A vocabulary that records no rules: `create-pretraining-data` (local and Beam take the same
+    `PretrainingDataSettings`) read it uncased with accents stripped whatever it held, where the
+    tasks and `pretrain --corpus` guess from the vocabulary: a cased one cased, a Korean one of
+    Hangul syllables with its accents kept (stripped, all its words were [UNK])."""
+    from pipelines.pretraining.settings import PretrainingDataSettings
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("x\n", encoding="utf-8")
+    cased = tmp_path / "cased" / "vocab.txt"
+    korean = tmp_path / "korean" / "vocab.txt"
+    for vocab, words in ((cased, [f"Word{i}" for i in range(12)]), (korean, ["한국", "##어", "안녕"])):
+        vocab.parent.mkdir()
+        vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words) + "\n", encoding="utf-8")
+    settings = {vocab: PretrainingDataSettings(input=str(corpus), vocab_file=str(vocab),
+                                               output_prefix=str(tmp_path / "pt")) for vocab in (cased, korean)}
+    assert (settings[cased].lowercase, settings[cased].strip_accents) == (False, False)
+    assert (settings[korean].lowercase, settings[korean].strip_accents) == (True, False)
+    # A rule given still wins.
+    given = PretrainingDataSettings(input=str(corpus), vocab_file=str(korean), output_prefix=str(tmp_path / "pt"),
+                                    strip_accents=True)
+    assert (given.lowercase, given.strip_accents) == (True, True)
+
+
 def test_resolution_and_bad_files(tmp_path):
     vocab = str(tmp_path / "vocab.txt")
     open(vocab, "w").write("[PAD]\n[UNK]\n")
