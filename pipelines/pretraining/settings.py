@@ -10,6 +10,7 @@ import os
 from typing import Optional, Sequence, Tuple, Union
 
 from pipelines.command_options import option
+from pipelines.tokenizer.tokenizer_config import ORIGINAL_MAX_CHARS_PER_WORD
 
 FORMATS = ("bert", "text", "lines")
 DECODE_ERRORS = ("strict", "replace")
@@ -172,6 +173,10 @@ class PretrainingDataSettings(MaskingSettings):
         10_000, "documents per next-sentence bucket: a random next segment comes from another document of the "
         "same bucket (one bucket, the whole corpus, below this many documents; default 10000)", None,
         "--documents_per_bucket")
+    # No flag: the vocabulary's word length limit (`resolve_tokenizer_settings`: recorded, 100 in an
+    # HF directory, else the original's 200), which the models built on it read with.
+    max_input_chars_per_word: Optional[int] = None
+
     def __post_init__(self):
         patterns = self.input.split(",") if isinstance(self.input, str) else list(self.input)
         patterns = tuple(normalize_path(p) for p in patterns if os.fspath(p).strip())
@@ -193,9 +198,11 @@ class PretrainingDataSettings(MaskingSettings):
                            bool(self.lowercase if self.strip_accents is None else self.strip_accents))
         from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
 
-        # the vocabulary's own analyzer unless one is given, whatever the casing
-        object.__setattr__(self, "pre_tokenizer", resolve_tokenizer_settings(
-            self.vocab_file, self.lowercase, self.strip_accents, self.pre_tokenizer)["pre_tokenizer"])
+        # the vocabulary's own analyzer unless one is given, whatever the casing; its word length limit
+        rules = resolve_tokenizer_settings(self.vocab_file, self.lowercase, self.strip_accents, self.pre_tokenizer,
+                                           self.max_input_chars_per_word)
+        object.__setattr__(self, "pre_tokenizer", rules["pre_tokenizer"])
+        object.__setattr__(self, "max_input_chars_per_word", rules["max_input_chars_per_word"])
         object.__setattr__(self, "output_prefix", normalize_path(self.output_prefix))
         if self.max_seq_length < 5:
             raise ValueError(f"max_seq_length must be at least 5 ([CLS] A [SEP] B [SEP]), got {self.max_seq_length}.")
@@ -233,6 +240,8 @@ class PretrainingDataSettings(MaskingSettings):
             del fields["strip_accents"]  # the default rule: records made before the setting read the same
         if fields["pre_tokenizer"] is None:
             del fields["pre_tokenizer"]  # likewise
+        if fields["max_input_chars_per_word"] == ORIGINAL_MAX_CHARS_PER_WORD:
+            del fields["max_input_chars_per_word"]  # likewise
         fields["input"] = ",".join(self.input)
         return fields
 

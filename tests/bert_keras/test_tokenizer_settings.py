@@ -159,6 +159,39 @@ def test_create_pretraining_data_reads_an_unrecorded_vocabulary_as_the_tasks_do(
     assert (given.lowercase, given.strip_accents) == (True, True)
 
 
+def test_pretraining_on_a_corpus_reads_with_the_vocabularys_word_length_limit(tmp_path, monkeypatch):
+    """`Pretrainer.fit(corpus=)` / `pretrain --corpus` tokenized with the original's 200 characters a
+    word whatever the vocabulary records (100 for an HF one): a word of 150 letters was pieces in
+    pretraining and [UNK] in the models built on it. The tokenizer now takes the vocabulary's limit,
+    and a run records it (when not the original's 200, so that earlier runs still match)."""
+    import pipelines
+    from bert_keras.config import BertConfig
+    from bert_keras.tasks import Pretrainer
+    from bert_keras.tasks.pretrainer import dataset_factory, run_settings
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\n", encoding="utf-8")
+    write_tokenizer_settings(str(vocab), lowercase=True, max_input_chars_per_word=100)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat\nthe\n\ncat the\ncat\n", encoding="utf-8")
+    built, real = [], pipelines.BertTokenizer
+    monkeypatch.setattr(pipelines, "BertTokenizer", lambda *args, **kwargs: built.append(kwargs) or real(*args, **kwargs))
+    config = BertConfig(vocab_size=7, hidden_size=8, num_layers=1, num_heads=2, intermediate_size=8,
+                        max_position_embeddings=16)
+    pretrainer = Pretrainer.from_config(config, vocab_file=str(vocab))
+    assert pretrainer.max_input_chars_per_word == 100
+    options = dict(records=None, vocab_file=str(vocab), lowercase=True, batch_size=2, seq_length=16,
+                   max_predictions=2, seed=0)
+    dataset_factory(corpus=str(corpus), **options, max_input_chars_per_word=pretrainer.max_input_chars_per_word)
+    dataset_factory(corpus=str(corpus), **options)  # not given: the vocabulary's
+    assert [kwargs["max_input_chars_per_word"] for kwargs in built] == [100, 100]
+    common = dict(records=None, corpus=str(corpus), vocab_file=str(vocab), lowercase=True, config=config,
+                  init=None, seq_length=16, max_predictions=2, batch_size=2, learning_rate=1e-4,
+                  weight_decay=0.01, seed=0, checkpoint_every=1, steps_per_execution=1)
+    assert run_settings(**common, max_input_chars_per_word=100)["max_input_chars_per_word"] == 100
+    assert "max_input_chars_per_word" not in run_settings(**common, max_input_chars_per_word=200)
+
+
 def test_resolution_and_bad_files(tmp_path):
     vocab = str(tmp_path / "vocab.txt")
     open(vocab, "w").write("[PAD]\n[UNK]\n")
