@@ -22,6 +22,7 @@ from bert_keras.encoder import BertEncoder
 from bert_keras.tasks import Embedder, TextClassifier, TokenClassifier, load
 from bert_keras.tasks.inputs import TaskInputError
 from pipelines.tokenizer.tokenizer_config import (
+    MAX_CHARS_KEY,
     TokenizerSettingsError,
     read_tokenizer_settings,
     resolve_tokenizer_settings,
@@ -190,6 +191,27 @@ def test_pretraining_on_a_corpus_reads_with_the_vocabularys_word_length_limit(tm
                   weight_decay=0.01, seed=0, checkpoint_every=1, steps_per_execution=1)
     assert run_settings(**common, max_input_chars_per_word=100)["max_input_chars_per_word"] == 100
     assert "max_input_chars_per_word" not in run_settings(**common, max_input_chars_per_word=200)
+
+
+def test_rules_given_read_only_the_limit_of_the_recorded_ones(tmp_path, recwarn):
+    """With the casing and the analyzer given, the rules file was read whole again for the word
+    length limit: a damaged file raised and `tokenize_chinese_chars: false` warned, where such calls
+    used not to read it. Now only the limit is read there, and a bad limit is still named."""
+    vocab = str(tmp_path / "vocab.txt")
+    open(vocab, "w").write("[PAD]\n[UNK]\n")
+    config = tmp_path / "tokenizer_config.json"
+    config.write_text('{"do_lower_case": "yes", "tokenize_chinese_chars": false, "%s": 50}' % MAX_CHARS_KEY)
+    given = dict(lowercase=True, pre_tokenizer="none")
+    assert resolve_tokenizer_settings(vocab, **given)["max_input_chars_per_word"] == 50
+    config.write_text("{not json")
+    assert resolve_tokenizer_settings(vocab, **given)["max_input_chars_per_word"] == 200
+    assert not [w for w in recwarn if "tokenize_chinese_chars" in str(w.message)]
+    config.write_text('{"%s": 0}' % MAX_CHARS_KEY)
+    with pytest.raises(TokenizerSettingsError, match=MAX_CHARS_KEY):
+        resolve_tokenizer_settings(vocab, **given)
+    with pytest.raises(TokenizerSettingsError, match="not a JSON"):  # the rules not given: read whole
+        config.write_text("{not json")
+        resolve_tokenizer_settings(vocab, pre_tokenizer="none")
 
 
 def test_resolution_and_bad_files(tmp_path):
