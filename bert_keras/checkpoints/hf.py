@@ -543,7 +543,10 @@ def vocabulary_with_added_tokens(directory):
         return None
     settings = read_tokenizer_settings(vocab_file)
     if "lowercase" not in settings:  # the copy records what the directory's vocab.txt reads as
-        settings["lowercase"] = resolve_tokenizer_settings(vocab_file)["lowercase"]
+        resolved = resolve_tokenizer_settings(vocab_file)
+        settings["lowercase"] = resolved["lowercase"]
+        if resolved["strip_accents"] is not None:  # a Korean vocabulary of syllables keeps its accents
+            settings["strip_accents"] = resolved["strip_accents"]
     return _cached_vocabulary(b"added_tokens.json" + data + vocabulary_data, tokens + beyond, settings)
 
 

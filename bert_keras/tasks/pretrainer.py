@@ -11,6 +11,7 @@ from bert_keras.config import ConfigError
 from bert_keras.models.pretrainer import BertPretrainer
 from bert_keras.tasks.inputs import TaskInputError
 from pipelines.pretraining.settings import MaskingSettings
+from pipelines.tokenizer.tokenizer_config import ORIGINAL_MAX_CHARS_PER_WORD
 
 # The size names `from_config` takes (`bert-keras pretrain --config NAME`).
 NAMED_CONFIGS = ("tiny", "mini", "small", "medium", "base", "large")
@@ -54,6 +55,7 @@ class Pretrainer(BertPretrainer):
     lowercase = True
     strip_accents = None
     pre_tokenizer = None  # the morpheme analyzer a corpus is split with (the vocabulary's recorded one)
+    max_input_chars_per_word = None  # the vocabulary's word length limit (None: resolved from it)
 
     @classmethod
     def from_config(cls, config, *, vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None,
@@ -108,6 +110,7 @@ class Pretrainer(BertPretrainer):
         rules = resolve_tokenizer_settings(self.vocab_file, lowercase, strip_accents, pre_tokenizer)
         self.lowercase, self.strip_accents = bool(rules["lowercase"]), rules["strip_accents"]
         self.pre_tokenizer = rules["pre_tokenizer"]
+        self.max_input_chars_per_word = rules["max_input_chars_per_word"]
 
     @classmethod
     def from_pretrained(cls, spec, *, vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None,
@@ -167,10 +170,13 @@ class Pretrainer(BertPretrainer):
         check_segments(self.encoder.config)
         if corpus is not None:
             check_vocabulary_size(self.encoder.config, self.vocab_file)
+        if self.max_input_chars_per_word is None and self.vocab_file:  # one read back from a .keras file
+            self._set_tokenization(self.lowercase, self.strip_accents, self.pre_tokenizer or "none")
         make_dataset = dataset_factory(
             corpus=corpus, records=records, vocab_file=self.vocab_file, lowercase=self.lowercase,
             strip_accents=self.strip_accents, pre_tokenizer=self.pre_tokenizer, batch_size=batch_size,
-            seq_length=seq_length, max_predictions=max_predictions, seed=seed, masking=masking)
+            seq_length=seq_length, max_predictions=max_predictions, seed=seed, masking=masking,
+            max_input_chars_per_word=self.max_input_chars_per_word)
         # What identifies the run in output_dir's run.json, as `pretrain` records it: without it, a
         # fit on another corpus (or batch, length, model...) into a finished run's directory
         # returned that run `already_complete`, untrained, with its metrics. checkpoint_every is
@@ -178,7 +184,7 @@ class Pretrainer(BertPretrainer):
         settings = run_settings(
             records=records, corpus=corpus, vocab_file=self.vocab_file, lowercase=self.lowercase,
             strip_accents=self.strip_accents, pre_tokenizer=self.pre_tokenizer, config=self.encoder.config,
-            init=None, seq_length=seq_length,
+            init=None, seq_length=seq_length, max_input_chars_per_word=self.max_input_chars_per_word,
             max_predictions=max_predictions, batch_size=batch_size, learning_rate=learning_rate,
             weight_decay=weight_decay, seed=seed, checkpoint_every=checkpoint_every, steps_per_execution=1,
             masking=masking)
@@ -307,6 +313,7 @@ class Pretrainer(BertPretrainer):
 
         rules = resolve_tokenizer_settings(vocab_file, lowercase, strip_accents, pre_tokenizer)
         lowercase, strip_accents, pre_tokenizer = rules["lowercase"], rules["strip_accents"], rules["pre_tokenizer"]
+        max_chars = rules["max_input_chars_per_word"]
         model_config = None if init else read_config(config, vocab_file)
         if model_config is not None:  # before anything is written (an `init`'s config: once it is read)
             check_seq_length(model_config, seq_length)
@@ -315,7 +322,7 @@ class Pretrainer(BertPretrainer):
         make_dataset = dataset_factory(
             corpus=corpus, records=records, vocab_file=vocab_file, lowercase=lowercase,
             strip_accents=strip_accents, pre_tokenizer=pre_tokenizer, batch_size=batch_size, seq_length=seq_length,
-            max_predictions=max_predictions, seed=seed, masking=masking)
+            max_predictions=max_predictions, seed=seed, masking=masking, max_input_chars_per_word=max_chars)
 
         def build_model():
             if init:
@@ -336,7 +343,8 @@ class Pretrainer(BertPretrainer):
             strip_accents=strip_accents, pre_tokenizer=pre_tokenizer, config=config,
             init=init, seq_length=seq_length, max_predictions=max_predictions, batch_size=batch_size,
             learning_rate=learning_rate, weight_decay=weight_decay, seed=seed,
-            checkpoint_every=checkpoint_every, steps_per_execution=steps_per_execution, masking=masking)
+            checkpoint_every=checkpoint_every, steps_per_execution=steps_per_execution, masking=masking,
+            max_input_chars_per_word=max_chars)
         # The caller's global dtype policy comes back afterwards: a model built after a float16 run
         # (or after a failed check) was mixed_float16 too.
         previous_policy = keras.config.dtype_policy()
@@ -351,7 +359,10 @@ class Pretrainer(BertPretrainer):
                 run_settings=settings, overwrite=overwrite, seed=seed,
                 save_outputs=lambda model: save_outputs(model, output_dir, vocab_file,
                                                         {"lowercase": lowercase, "strip_accents": strip_accents,
-                                                         "pre_tokenizer": pre_tokenizer}),
+                                                         "pre_tokenizer": pre_tokenizer,
+                                                         "max_input_chars_per_word":
+                                                             None if max_chars == ORIGINAL_MAX_CHARS_PER_WORD
+                                                             else max_chars}),
                 input_paths=input_paths(vocab_file=vocab_file, init=init, config=config, corpus=corpus,
                                         records=records))
         finally:
@@ -483,7 +494,7 @@ def read_config(config, vocab_file=None):
 
 
 def dataset_factory(*, corpus, records, vocab_file, lowercase, batch_size, seq_length, max_predictions, seed,
-                    strip_accents=None, pre_tokenizer=None, masking=None):
+                    strip_accents=None, pre_tokenizer=None, masking=None, max_input_chars_per_word=None):
     """A () -> infinite `tf.data.Dataset` of global `(x, y)` batches, the same stream on every call.
 
     The inputs are checked before any model is built: records must exist and
@@ -524,14 +535,20 @@ def dataset_factory(*, corpus, records, vocab_file, lowercase, batch_size, seq_l
         raise TaskInputError("corpus= needs the vocabulary: Pretrainer.from_config(..., vocab_file=)")
     from pipelines import BertTokenizer
 
-    tokenizer = BertTokenizer(vocab_file, lowercase=lowercase, strip_accents=strip_accents, pre_tokenizer=pre_tokenizer)
+    if max_input_chars_per_word is None:  # the vocabulary's word length limit, as the models built on it read
+        from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
+
+        max_input_chars_per_word = resolve_tokenizer_settings(
+            vocab_file, lowercase, strip_accents, pre_tokenizer or "none")["max_input_chars_per_word"]
+    tokenizer = BertTokenizer(vocab_file, lowercase=lowercase, strip_accents=strip_accents, pre_tokenizer=pre_tokenizer,
+                              max_input_chars_per_word=max_input_chars_per_word)
     masking = (masking or MaskingSettings()).masking()
     return lambda: pretraining_data.dynamic_pretraining_dataset(corpus, tokenizer, **common, **masking)
 
 
 def run_settings(*, records, corpus, vocab_file, lowercase, config, init, seq_length, max_predictions,
                  batch_size, learning_rate, weight_decay, seed, checkpoint_every, steps_per_execution,
-                 strip_accents=None, pre_tokenizer=None, masking=None):
+                 strip_accents=None, pre_tokenizer=None, masking=None, max_input_chars_per_word=None):
     """What identifies a run in its `run.json`: a rerun must match it to resume or continue."""
     def absolute(path):
         if path is None:
@@ -559,6 +576,9 @@ def run_settings(*, records, corpus, vocab_file, lowercase, config, init, seq_le
         **({"strip_accents": bool(strip_accents)}
            if strip_accents is not None and bool(strip_accents) != bool(lowercase) else {}),
         **({"pre_tokenizer": pre_tokenizer} if pre_tokenizer else {}),  # likewise: only when there is one
+        # likewise: the vocabulary's word length limit, when it is not the original's 200
+        **({"max_input_chars_per_word": max_input_chars_per_word}
+           if max_input_chars_per_word not in (None, ORIGINAL_MAX_CHARS_PER_WORD) else {}),
         # likewise: the masking settings that depart from the defaults
         **{name: value for name, value in (masking or MaskingSettings()).masking().items()
            if value != getattr(MaskingSettings, name)},
@@ -605,7 +625,8 @@ def save_outputs(model, output_dir, vocab_file=None, tokenizer_settings=None):
 
         write_tokenizer_settings(target, lowercase=tokenizer_settings.get("lowercase", True),
                                  strip_accents=tokenizer_settings.get("strip_accents"),
-                                 pre_tokenizer=tokenizer_settings.get("pre_tokenizer"))
+                                 pre_tokenizer=tokenizer_settings.get("pre_tokenizer"),
+                                 max_input_chars_per_word=tokenizer_settings.get("max_input_chars_per_word"))
 
 
 def _refuse_raw_text(x, call):

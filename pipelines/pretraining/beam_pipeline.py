@@ -51,6 +51,7 @@ from pipelines.pretraining import seeding
 from pipelines.pretraining.contract import shard_file_name
 from pipelines.pretraining.instances import corpus_of_documents, tokenize_documents
 from pipelines.pretraining.settings import PretrainingDataSettings
+from pipelines.tokenizer.tokenizer_config import ORIGINAL_MAX_CHARS_PER_WORD
 
 _NAMESPACE = "bert_keras.pretraining"
 
@@ -204,7 +205,7 @@ def build_pipeline(pipeline, settings: PretrainingDataSettings, keyed_files, voc
         documents
         | "BatchDocuments" >> beam.BatchElements(min_batch_size=16, max_batch_size=512)
         | "Tokenize" >> beam.ParDo(_Tokenize(settings.vocab_file, settings.lowercase, settings.strip_accents,
-                                                settings.pre_tokenizer))
+                                                settings.pre_tokenizer, settings.max_input_chars_per_word))
     )
     count = tokenized | "CountDocuments" >> beam.combiners.Count.Globally()
     return (
@@ -305,8 +306,10 @@ class _ReadDocuments(beam.DoFn):
 class _Tokenize(beam.DoFn):
     """Batches of (document id, sentences) -> (document id, token ids, sentence lengths); empty documents dropped."""
 
-    def __init__(self, vocab_file, lowercase, strip_accents=None, pre_tokenizer=None):
+    def __init__(self, vocab_file, lowercase, strip_accents=None, pre_tokenizer=None,
+                 max_input_chars_per_word=ORIGINAL_MAX_CHARS_PER_WORD):
         self.vocab_file = vocab_file
+        self.max_input_chars_per_word = max_input_chars_per_word
         self.lowercase = lowercase
         self.strip_accents = strip_accents
         self.pre_tokenizer = pre_tokenizer
@@ -318,7 +321,8 @@ class _Tokenize(beam.DoFn):
         from pipelines.tokenizer import BertTokenizer
 
         self.tokenizer = BertTokenizer(self.vocab_file, lowercase=self.lowercase, strip_accents=self.strip_accents,
-                                       pre_tokenizer=self.pre_tokenizer)
+                                       pre_tokenizer=self.pre_tokenizer,
+                                       max_input_chars_per_word=self.max_input_chars_per_word)
 
     def process(self, batch):
         tokenized = tokenize_documents([sentences for _, sentences in batch], self.tokenizer)

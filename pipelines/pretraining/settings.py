@@ -10,6 +10,7 @@ import os
 from typing import Optional, Sequence, Tuple, Union
 
 from pipelines.command_options import option
+from pipelines.tokenizer.tokenizer_config import ORIGINAL_MAX_CHARS_PER_WORD
 
 FORMATS = ("bert", "text", "lines")
 DECODE_ERRORS = ("strict", "replace")
@@ -110,7 +111,9 @@ class PretrainingDataSettings(MaskingSettings):
         strip_accents: NFD + drop combining marks (None: as `lowercase`); False with `lowercase`
             keeps Hangul syllables and accented letters whole (Korean vocabularies). With both
             left at their defaults, the rules recorded beside the vocabulary (HF's
-            `tokenizer_config.json`, written by `bert-keras vocab`) apply.
+            `tokenizer_config.json`, written by `bert-keras vocab`) apply, else those guessed from
+            it as for the tasks (`resolve_tokenizer_settings`: a cased vocabulary is read cased, a
+            Korean one of Hangul syllables keeps its accents).
         pre_tokenizer: the morpheme analyzer ("kiwi") the corpus is split with first, on the host
             (None: the one the vocabulary records, for a vocabulary of morphemes as words; "none":
             no analyzer, the corpus is split already).
@@ -170,6 +173,10 @@ class PretrainingDataSettings(MaskingSettings):
         10_000, "documents per next-sentence bucket: a random next segment comes from another document of the "
         "same bucket (one bucket, the whole corpus, below this many documents; default 10000)", None,
         "--documents_per_bucket")
+    # No flag: the vocabulary's word length limit (`resolve_tokenizer_settings`: recorded, 100 in an
+    # HF directory, else the original's 200), which the models built on it read with.
+    max_input_chars_per_word: Optional[int] = None
+
     def __post_init__(self):
         patterns = self.input.split(",") if isinstance(self.input, str) else list(self.input)
         patterns = tuple(normalize_path(p) for p in patterns if os.fspath(p).strip())
@@ -180,18 +187,22 @@ class PretrainingDataSettings(MaskingSettings):
         if self.strip_accents not in (None, True, False):
             raise ValueError(f"strip_accents must be true, false or None, got {self.strip_accents!r}.")
         if self.lowercase and self.strip_accents is None:  # nothing asked: the vocabulary's own rules
-            from pipelines.tokenizer.tokenizer_config import read_tokenizer_settings
+            from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
 
-            recorded = read_tokenizer_settings(self.vocab_file)
-            object.__setattr__(self, "lowercase", recorded.get("lowercase", True))
-            object.__setattr__(self, "strip_accents", recorded.get("strip_accents"))
+            # recorded, else guessed as the tasks do: a cased vocabulary cased, a Korean one of
+            # Hangul syllables with its accents kept
+            resolved = resolve_tokenizer_settings(self.vocab_file)
+            object.__setattr__(self, "lowercase", resolved["lowercase"])
+            object.__setattr__(self, "strip_accents", resolved["strip_accents"])
         object.__setattr__(self, "strip_accents",
                            bool(self.lowercase if self.strip_accents is None else self.strip_accents))
         from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
 
-        # the vocabulary's own analyzer unless one is given, whatever the casing
-        object.__setattr__(self, "pre_tokenizer", resolve_tokenizer_settings(
-            self.vocab_file, self.lowercase, self.strip_accents, self.pre_tokenizer)["pre_tokenizer"])
+        # the vocabulary's own analyzer unless one is given, whatever the casing; its word length limit
+        rules = resolve_tokenizer_settings(self.vocab_file, self.lowercase, self.strip_accents, self.pre_tokenizer,
+                                           self.max_input_chars_per_word)
+        object.__setattr__(self, "pre_tokenizer", rules["pre_tokenizer"])
+        object.__setattr__(self, "max_input_chars_per_word", rules["max_input_chars_per_word"])
         object.__setattr__(self, "output_prefix", normalize_path(self.output_prefix))
         if self.max_seq_length < 5:
             raise ValueError(f"max_seq_length must be at least 5 ([CLS] A [SEP] B [SEP]), got {self.max_seq_length}.")
@@ -229,6 +240,8 @@ class PretrainingDataSettings(MaskingSettings):
             del fields["strip_accents"]  # the default rule: records made before the setting read the same
         if fields["pre_tokenizer"] is None:
             del fields["pre_tokenizer"]  # likewise
+        if fields["max_input_chars_per_word"] == ORIGINAL_MAX_CHARS_PER_WORD:
+            del fields["max_input_chars_per_word"]  # likewise
         fields["input"] = ",".join(self.input)
         return fields
 

@@ -107,7 +107,8 @@ def write_pretraining_data(settings: PretrainingDataSettings, *, workers: Option
 
 def _write(settings, todo, paths, pool, summary, log):
     tokenizer = _cached_tokenizer(settings.vocab_file, settings.lowercase, settings.strip_accents,
-                                  settings.pre_tokenizer, *_file_version(settings.vocab_file))
+                                  settings.pre_tokenizer, settings.max_input_chars_per_word,
+                                  *_file_version(settings.vocab_file))
     special = tokenizer.special_tokens
     if special.mask is None:
         raise VocabularyError(
@@ -188,10 +189,11 @@ def _file_version(path):
 
 
 @functools.lru_cache(maxsize=2)
-def _cached_tokenizer(vocab_file, lowercase, strip_accents, pre_tokenizer, length, mtime):
+def _cached_tokenizer(vocab_file, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word, length, mtime):
     """Tokenizers take seconds to build (Unicode tables): reuse one per vocab file version."""
     del length, mtime  # part of the cache key only
-    return BertTokenizer(vocab_file, lowercase=lowercase, strip_accents=strip_accents, pre_tokenizer=pre_tokenizer)
+    return BertTokenizer(vocab_file, lowercase=lowercase, strip_accents=strip_accents, pre_tokenizer=pre_tokenizer,
+                         max_input_chars_per_word=max_input_chars_per_word)
 
 
 # Seconds of one core per input byte and dupe, writing in-process (measured:

@@ -135,6 +135,24 @@ def read_tokenizer_settings(vocab_file):
     return settings
 
 
+def _recorded_max_chars(vocab_file):
+    """`{"max_input_chars_per_word"}` recorded for `vocab_file` (as `read_tokenizer_settings`), or {}:
+    the other fields of its `tokenizer_config.json` are not read, and a file that is not a JSON
+    object records no limit (those who read the other rules report it)."""
+    if vocab_file is None:
+        return {}
+    path = tokenizer_config_path(vocab_file)
+    try:
+        with open(path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        config = None
+    if isinstance(config, dict) and config.get(MAX_CHARS_KEY) is not None:
+        return {"max_input_chars_per_word": checked_max_chars(
+            config[MAX_CHARS_KEY], f"{path}: field {MAX_CHARS_KEY!r}", TokenizerSettingsError)}
+    return _hf_max_chars(vocab_file)
+
+
 def checked_max_chars(value, where, error=ValueError):
     """`value` as a word length limit (an int of at least 1), else `error` naming `where`.
 
@@ -228,10 +246,13 @@ def resolve_tokenizer_settings(vocab_file, lowercase=None, strip_accents=None, p
     vocabulary's own whatever the casing: the recorded one (None if none) unless `pre_tokenizer` is
     given; `"none"` (`NO_PRE_TOKENIZER`) gives no analyzer, for text split already. The word length
     limit is the given one, else the recorded one (`MAX_CHARS_KEY`, HF's `tokenizer.json`, 100 in an HF
-    directory), else the original's 200.
+    directory), else the original's 200; with `lowercase` and `pre_tokenizer` both given, only the limit
+    is read from the recorded rules (the rest of the file is not checked).
     """
-    recorded = read_tokenizer_settings(vocab_file) if (
-        pre_tokenizer is None or lowercase is None or max_input_chars_per_word is None) else {}
+    if pre_tokenizer is None or lowercase is None:
+        recorded = read_tokenizer_settings(vocab_file)
+    else:  # the rules given: only the limit is read, whatever the rest of the file says
+        recorded = _recorded_max_chars(vocab_file) if max_input_chars_per_word is None else {}
     if max_input_chars_per_word is None:
         max_input_chars_per_word = recorded.get("max_input_chars_per_word", ORIGINAL_MAX_CHARS_PER_WORD)
     max_input_chars_per_word = checked_max_chars(max_input_chars_per_word, "max_input_chars_per_word")

@@ -1155,6 +1155,26 @@ def test_tokens_of_added_tokens_json_beside_vocab_txt_are_the_vocabularys_last_i
     assert find_vocabulary(f"hf:{model}") == str(model / "vocab.txt")
 
 
+def test_the_added_tokens_copy_of_a_korean_vocabulary_keeps_its_accents(tmp_path, monkeypatch):
+    """An HF directory with a vocab.txt of Hangul syllables, added_tokens.json and no
+    tokenizer_config.json: its vocab.txt reads with accents kept (`vocabulary_keeps_accents`), but the
+    copy with the added tokens recorded only the casing, so it read with accents stripped: every
+    syllable decomposed into jamo, all [UNK]. The copy now records `strip_accents: false` too."""
+    from bert_keras.checkpoints import load_tokenizer
+
+    monkeypatch.setenv("BERT_KERAS_CACHE", str(tmp_path / "cache"))
+    model = tmp_path / "hf"
+    model.mkdir()
+    (model / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n한국\n##어\n안녕\n", encoding="utf-8")
+    (model / "added_tokens.json").write_text('{"newword": 8}')
+    with pytest.warns(UserWarning, match="added token"):
+        vocab = find_vocabulary(f"hf:{model}")
+    recorded = json.loads(open(os.path.join(os.path.dirname(vocab), "tokenizer_config.json")).read())
+    assert recorded["do_lower_case"] is True and recorded["strip_accents"] is False
+    with pytest.warns(UserWarning, match="added token"):
+        assert load_tokenizer(f"hf:{model}").tokenize(["한국어 안녕 newword"]).to_list() == [[5, 6, 7, 8]]
+
+
 def test_a_fine_tuned_classifier_converts_to_a_transformers_sequence_classifier(tmp_path, capsys):
     """`bert-keras convert FINETUNED_DIR hf:OUT` said "cannot tell the weight format of directory
     ... (it holds ['labels.txt', 'model.keras', 'task.json', 'vocab.txt'])". It now writes the

@@ -22,6 +22,7 @@ from bert_keras.encoder import BertEncoder
 from bert_keras.tasks import Embedder, TextClassifier, TokenClassifier, load
 from bert_keras.tasks.inputs import TaskInputError
 from pipelines.tokenizer.tokenizer_config import (
+    MAX_CHARS_KEY,
     TokenizerSettingsError,
     read_tokenizer_settings,
     resolve_tokenizer_settings,
@@ -133,6 +134,84 @@ def test_convert_carries_the_rules(korean_checkpoint, tmp_path):
     convert(f"hf:{korean_checkpoint}", keras_file)
     assert find_tokenizer_settings(keras_file) == {"lowercase": True, "strip_accents": False,
                                                    "max_input_chars_per_word": 100}
+
+
+def test_create_pretraining_data_reads_an_unrecorded_vocabulary_as_the_tasks_do(tmp_path):
+    """A vocabulary that records no rules: `create-pretraining-data` (local and Beam take the same
+    `PretrainingDataSettings`) read it uncased with accents stripped whatever it held, where the
+    tasks and `pretrain --corpus` guess from the vocabulary: a cased one cased, a Korean one of
+    Hangul syllables with its accents kept (stripped, all its words were [UNK])."""
+    from pipelines.pretraining.settings import PretrainingDataSettings
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("x\n", encoding="utf-8")
+    cased = tmp_path / "cased" / "vocab.txt"
+    korean = tmp_path / "korean" / "vocab.txt"
+    for vocab, words in ((cased, [f"Word{i}" for i in range(12)]), (korean, ["한국", "##어", "안녕"])):
+        vocab.parent.mkdir()
+        vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words) + "\n", encoding="utf-8")
+    settings = {vocab: PretrainingDataSettings(input=str(corpus), vocab_file=str(vocab),
+                                               output_prefix=str(tmp_path / "pt")) for vocab in (cased, korean)}
+    assert (settings[cased].lowercase, settings[cased].strip_accents) == (False, False)
+    assert (settings[korean].lowercase, settings[korean].strip_accents) == (True, False)
+    # A rule given still wins.
+    given = PretrainingDataSettings(input=str(corpus), vocab_file=str(korean), output_prefix=str(tmp_path / "pt"),
+                                    strip_accents=True)
+    assert (given.lowercase, given.strip_accents) == (True, True)
+
+
+def test_pretraining_on_a_corpus_reads_with_the_vocabularys_word_length_limit(tmp_path, monkeypatch):
+    """`Pretrainer.fit(corpus=)` / `pretrain --corpus` tokenized with the original's 200 characters a
+    word whatever the vocabulary records (100 for an HF one): a word of 150 letters was pieces in
+    pretraining and [UNK] in the models built on it. The tokenizer now takes the vocabulary's limit,
+    and a run records it (when not the original's 200, so that earlier runs still match)."""
+    import pipelines
+    from bert_keras.config import BertConfig
+    from bert_keras.tasks import Pretrainer
+    from bert_keras.tasks.pretrainer import dataset_factory, run_settings
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\n", encoding="utf-8")
+    write_tokenizer_settings(str(vocab), lowercase=True, max_input_chars_per_word=100)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat\nthe\n\ncat the\ncat\n", encoding="utf-8")
+    built, real = [], pipelines.BertTokenizer
+    monkeypatch.setattr(pipelines, "BertTokenizer", lambda *args, **kwargs: built.append(kwargs) or real(*args, **kwargs))
+    config = BertConfig(vocab_size=7, hidden_size=8, num_layers=1, num_heads=2, intermediate_size=8,
+                        max_position_embeddings=16)
+    pretrainer = Pretrainer.from_config(config, vocab_file=str(vocab))
+    assert pretrainer.max_input_chars_per_word == 100
+    options = dict(records=None, vocab_file=str(vocab), lowercase=True, batch_size=2, seq_length=16,
+                   max_predictions=2, seed=0)
+    dataset_factory(corpus=str(corpus), **options, max_input_chars_per_word=pretrainer.max_input_chars_per_word)
+    dataset_factory(corpus=str(corpus), **options)  # not given: the vocabulary's
+    assert [kwargs["max_input_chars_per_word"] for kwargs in built] == [100, 100]
+    common = dict(records=None, corpus=str(corpus), vocab_file=str(vocab), lowercase=True, config=config,
+                  init=None, seq_length=16, max_predictions=2, batch_size=2, learning_rate=1e-4,
+                  weight_decay=0.01, seed=0, checkpoint_every=1, steps_per_execution=1)
+    assert run_settings(**common, max_input_chars_per_word=100)["max_input_chars_per_word"] == 100
+    assert "max_input_chars_per_word" not in run_settings(**common, max_input_chars_per_word=200)
+
+
+def test_rules_given_read_only_the_limit_of_the_recorded_ones(tmp_path, recwarn):
+    """With the casing and the analyzer given, the rules file was read whole again for the word
+    length limit: a damaged file raised and `tokenize_chinese_chars: false` warned, where such calls
+    used not to read it. Now only the limit is read there, and a bad limit is still named."""
+    vocab = str(tmp_path / "vocab.txt")
+    open(vocab, "w").write("[PAD]\n[UNK]\n")
+    config = tmp_path / "tokenizer_config.json"
+    config.write_text('{"do_lower_case": "yes", "tokenize_chinese_chars": false, "%s": 50}' % MAX_CHARS_KEY)
+    given = dict(lowercase=True, pre_tokenizer="none")
+    assert resolve_tokenizer_settings(vocab, **given)["max_input_chars_per_word"] == 50
+    config.write_text("{not json")
+    assert resolve_tokenizer_settings(vocab, **given)["max_input_chars_per_word"] == 200
+    assert not [w for w in recwarn if "tokenize_chinese_chars" in str(w.message)]
+    config.write_text('{"%s": 0}' % MAX_CHARS_KEY)
+    with pytest.raises(TokenizerSettingsError, match=MAX_CHARS_KEY):
+        resolve_tokenizer_settings(vocab, **given)
+    with pytest.raises(TokenizerSettingsError, match="not a JSON"):  # the rules not given: read whole
+        config.write_text("{not json")
+        resolve_tokenizer_settings(vocab, pre_tokenizer="none")
 
 
 def test_resolution_and_bad_files(tmp_path):

@@ -170,6 +170,25 @@ def test_beam_direct_runner_writes_the_local_shards_byte_for_byte(vocab_file, tm
     assert not write_pretraining_data(settings_for(corpus, vocab_file, beam, **settings), workers=1)["written"]
 
 
+def test_beam_tokenizes_with_the_vocabularys_word_length_limit(vocab_file, tmp_path):
+    """The Beam tokenizer used the original's 200 characters a word where the vocabulary (an HF
+    directory's: 100) and the local writer say 100: a word of 150 letters was pieces there. The same
+    settings now give the local shards byte for byte."""
+    pytest.importorskip("apache_beam")
+    from pipelines.pretraining import write_pretraining_data_with_beam
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(["the cat sat on the mat .\n" + "a" * 150 + " is a long word ."] * 4) + "\n",
+                      encoding="utf-8")
+    settings = dict(SMALL, num_output_shards=1, dupe_factor=1)
+    local = str(tmp_path / "local")
+    write_pretraining_data(settings_for(str(corpus), vocab_file, local, **settings), workers=1)
+    beam = str(tmp_path / "beam")
+    write_pretraining_data_with_beam(settings_for(str(corpus), vocab_file, beam, **settings))
+    assert settings_for(str(corpus), vocab_file, beam, **settings).max_input_chars_per_word == 100
+    assert shard_bytes(beam) == shard_bytes(local)
+
+
 def test_beam_documents_feed_dynamic_masking_and_the_static_writer(vocab_file, tmp_path):
     pytest.importorskip("apache_beam")
     from pipelines.corpus import read_corpus

@@ -616,3 +616,30 @@ def test_a_corpus_without_blank_lines_between_documents_gets_a_note(vocab_file, 
                           "lines: one document a line). The next-sentence task's random next segments then come "
                           "from the same document, as the original does when there is no other one."]
                          if noted else []), logged
+
+
+def test_the_vocabularys_word_length_limit_is_the_writers(vocab_file, tmp_path):
+    """An HF directory's vocabulary is read with its tokenizer.json's limit of 100 characters a word
+    (as transformers and the models built on it read): the writer tokenized with the original's
+    200, so a word of 150 letters became pieces there and [UNK] in the fine-tuned model. It now
+    becomes [UNK], and the limit is recorded with the settings."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(["the cat sat on the mat .\n" + "a" * 150 + " is a long word ."] * 4) + "\n",
+                      encoding="utf-8")
+    settings = PretrainingDataSettings(input=str(corpus), vocab_file=vocab_file, output_prefix=str(tmp_path / "pt"),
+                                       max_seq_length=S, max_predictions_per_seq=P, dupe_factor=1,
+                                       num_output_shards=1)
+    assert settings.max_input_chars_per_word == 100 and settings.recorded()["max_input_chars_per_word"] == 100
+    write_pretraining_data(settings, workers=1)
+    spec = run_pretraining_name_to_features(S, P)
+    unknown = 100  # [UNK] of bert-base-uncased's vocabulary
+    read = set()
+    for record in tf.data.TFRecordDataset(glob.glob(str(tmp_path / "pt-*.tfrecord"))):
+        example = {k: v.numpy() for k, v in tf.io.parse_single_example(record, spec).items()}
+        tokens = example["input_ids"].copy()
+        for position, token, weight in zip(example["masked_lm_positions"], example["masked_lm_ids"],
+                                           example["masked_lm_weights"]):
+            if weight:
+                tokens[position] = token  # the text as read, before masking
+        read |= set(tokens.tolist())
+    assert unknown in read
