@@ -156,7 +156,7 @@ def single_document_note(documents: int, sentences: int, settings: PretrainingDa
     does when it finds no other, so its negatives are sentences of the same text.
 
     >>> settings = PretrainingDataSettings(input="c.txt", vocab_file="v.txt", output_prefix="out/pt")
-    >>> single_document_note(1, 114, settings)[:62]
+    >>> single_document_note(1, 114, settings)[:63]
     'note: the corpus is one document (114 sentences): no blank line'
     >>> single_document_note(30, 114, settings)
     ''
