@@ -53,13 +53,17 @@ class ConfusionMatrixMetric(keras.metrics.Metric):
         labels = ops.reshape(ops.cast(y_true, "int32"), (-1,))
         # A label past the classes indexed past the counts: a raw "segment_ids[3] = 9 is out of range"
         # on a CPU, silently not counted on a GPU. Negative labels (-100: padding) are not counted.
-        tf.debugging.assert_less(
+        # The check is a control dependency of the counts: in a graph nothing else orders it
+        # before the segment sum, whose own range error would then come first.
+        in_range = tf.debugging.assert_less(
             labels, self.num_classes, message=f"{type(self).__name__}(num_classes={self.num_classes}): a label "
             f"is past the classes (ids 0..{self.num_classes - 1}); give class ids, or one-hot rows of "
             f"{self.num_classes}, or build the metric with the model's number of classes")
         predicted = ops.reshape(ops.argmax(y_pred, axis=-1), (-1,))
         weights = ops.ones_like(labels, dtype="float64") if sample_weight is None \
             else ops.reshape(ops.cast(sample_weight, "float64"), (-1,))
+        with tf.control_dependencies([in_range] if in_range is not None else []):
+            labels = tf.identity(labels)
         pairs = labels * self.num_classes + ops.cast(predicted, "int32")
         counts = ops.segment_sum(weights, pairs, num_segments=self.num_classes * self.num_classes)
         self.counts.assign_add(ops.reshape(counts, (self.num_classes, self.num_classes)))
