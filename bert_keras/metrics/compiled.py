@@ -5,10 +5,10 @@ reports per text); these accumulate a confusion matrix batch by batch, so Keras'
 report them: `evaluate` returns them after the loss, `fit` logs them (`f1` / `val_f1`) for
 callbacks. Labels are class ids (`[B]` or `[B, 1]`) or one-hot rows `[B, C]`, predictions are
 logits or probabilities `[B, C]` (the argmax is the predicted class); a negative label (-100:
-padding) is not counted, one past the classes is refused. The values equal sklearn's
-`f1_score` (binary: class 1 positive; macro: the mean over the classes seen in either labels or
-predictions) and `matthews_corrcoef` on the same labels and argmaxes; 0.0 where sklearn's is
-undefined.
+padding) is not counted, one past the classes is refused (under XLA, which drops the check, the
+metric reads NaN). The values equal sklearn's `f1_score` (binary: class 1 positive; macro: the
+mean over the classes seen in either labels or predictions) and `matthews_corrcoef` on the same
+labels and argmaxes; 0.0 where sklearn's is undefined.
 
 A classifier task maps the names `"f1"` (binary for two classes, else macro), `"macro_f1"` and
 `"matthews_corrcoef"` (or `"mcc"`) in `compile(metrics=[...])` to these, sized to its classes
@@ -52,7 +52,7 @@ class ConfusionMatrixMetric(keras.metrics.Metric):
             y_true = ops.argmax(y_true, axis=-1)
         labels = ops.reshape(ops.cast(y_true, "int32"), (-1,))
         # A label past the classes indexed past the counts: a raw "segment_ids[3] = 9 is out of range"
-        # on a CPU, silently not counted on a GPU. Negative labels (-100: padding) are not counted.
+        # on a CPU, silently not counted on a GPU: refused by name. Negative labels (-100: padding) are not counted.
         # The check is a control dependency of the counts: in a graph nothing else orders it
         # before the segment sum, whose own range error would then come first.
         in_range = tf.debugging.assert_less(
@@ -64,12 +64,22 @@ class ConfusionMatrixMetric(keras.metrics.Metric):
             else ops.reshape(ops.cast(sample_weight, "float64"), (-1,))
         with tf.control_dependencies([in_range] if in_range is not None else []):
             labels = tf.identity(labels)
+        # XLA (jit_compile, TPUs) drops the check and the segment sum drops an index past its end:
+        # the metric read as if the label were not there (F1 1.0 for a wrong batch). There such a
+        # label is counted in class 0 with the weight NaN, and the metric reads NaN instead.
+        past = labels >= self.num_classes
+        weights = ops.where(past, float("nan"), weights)
+        labels = ops.where(past, 0, labels)
         pairs = labels * self.num_classes + ops.cast(predicted, "int32")
         counts = ops.segment_sum(weights, pairs, num_segments=self.num_classes * self.num_classes)
         self.counts.assign_add(ops.reshape(counts, (self.num_classes, self.num_classes)))
 
     def reset_state(self):
         self.counts.assign(ops.zeros_like(self.counts))
+
+    def _nan_if_a_label_was_past_the_classes(self, value):
+        """`value`, or NaN once a NaN count (a label past the classes under XLA) is in the counts."""
+        return ops.where(ops.any(ops.isnan(self.counts)), float("nan"), value)
 
     def get_config(self):
         return {**super().get_config(), "num_classes": self.num_classes}
@@ -99,9 +109,10 @@ class F1Score(ConfusionMatrixMetric):
         true_positives = ops.diagonal(self.counts)
         per_class = _ratio(2 * true_positives, ops.sum(self.counts, axis=0) + ops.sum(self.counts, axis=1))
         if self.average == "binary":
-            return ops.cast(per_class[1], "float32")
+            return ops.cast(self._nan_if_a_label_was_past_the_classes(per_class[1]), "float32")
         seen = ops.cast(ops.sum(self.counts, axis=0) + ops.sum(self.counts, axis=1) > 0, "float64")
-        return ops.cast(_ratio(ops.sum(per_class * seen), ops.sum(seen)), "float32")
+        macro = _ratio(ops.sum(per_class * seen), ops.sum(seen))
+        return ops.cast(self._nan_if_a_label_was_past_the_classes(macro), "float32")
 
     def get_config(self):
         return {**super().get_config(), "average": self.average}
@@ -122,7 +133,7 @@ class MatthewsCorrelation(ConfusionMatrixMetric):
         covariance = correct * total - ops.sum(true_counts * predicted_counts)
         spread = (total * total - ops.sum(predicted_counts * predicted_counts)) \
             * (total * total - ops.sum(true_counts * true_counts))
-        return ops.cast(_ratio(covariance, ops.sqrt(spread)), "float32")
+        return ops.cast(self._nan_if_a_label_was_past_the_classes(_ratio(covariance, ops.sqrt(spread))), "float32")
 
 
 def named_metric(name, num_classes):
