@@ -255,8 +255,10 @@ def test_3_a_version_copied_file_by_file_is_retried_and_then_served(tmp_path, ca
 
     source = ef.built_model(tmp_path.parent, 2)
     base = ef.make_base_path(tmp_path.parent, tmp_path / "tiny", {1: 1})
+    # 20 retries (10 s): the copy below lands while they last, however late this thread runs; they
+    # cost nothing once it has (5 left 2.5 s, then the version ended instead of loading).
     engine = InferenceEngine([ModelSource("tiny", base)], poll_interval_s=0.1,
-                             load_retries=LoadRetryOptions(max_num_load_retries=5, load_retry_interval_s=0.5))
+                             load_retries=LoadRetryOptions(max_num_load_retries=20, load_retry_interval_s=0.5))
     caplog.set_level(logging.INFO, logger="serving.server.model_registry")
     engine.start()
     try:
