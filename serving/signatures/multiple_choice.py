@@ -39,8 +39,11 @@ def build(module, finetuned):
         batch = tf.shape(endings)[0]
         check = input_check(tf.equal(tf.shape(endings)[1], num_choices),
                             f"input 'endings': expected {num_choices} endings per row")
+        # Both inputs only after the check: the endings' own reshape to [batch, num_choices] (no_ending)
+        # would otherwise be free to fail first, with a raw "Input to reshape is a tensor with 3 values".
         with tf.control_dependencies([check]):
-            context_ids = module.text.tokenize(context, "context")
+            context, endings = tf.identity(context), tf.identity(endings)
+        context_ids = module.text.tokenize(context, "context")
         ending_ids = module.text.tokenize(tf.reshape(endings, [-1]), "endings")
         # Row-major: pair i * C + c is (context i, ending c), as the model's reshape expects.
         pairs = module.text.pack([tf.gather(context_ids, tf.repeat(tf.range(batch), num_choices)),

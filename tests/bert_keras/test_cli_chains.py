@@ -10,8 +10,8 @@ import os
 import re
 import shlex
 import signal
-import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -74,10 +74,22 @@ def follow(stdout, cwd, skip=(), depth=3):
     return ran
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def ready_address(server, timeout):
+    """The gRPC address `bert-keras serve` prints once it serves ("ready: gRPC HOST:PORT").
+
+    The server binds port 0 itself: a port picked here and released would be free for any
+    other process (another test file's server under `pytest -n`) until the server took it."""
+    lines, found = [], threading.Event()
+
+    def read():
+        for line in server.stdout:
+            lines.append(line)
+            if ": ready: gRPC " in line:
+                found.set()  # and read on: the pipe never fills
+    threading.Thread(target=read, daemon=True).start()
+    if not found.wait(timeout):
+        pytest.fail(f"serve never said it was ready (exit status {server.poll()}): {''.join(lines)}")
+    return next(re.search(r": ready: gRPC (\S+)", line).group(1) for line in lines if ": ready: gRPC " in line)
 
 
 @pytest.mark.slow
@@ -130,15 +142,15 @@ def test_finetune_export_serve_query_chain(finetuned):
     commands = next_commands(out)
     serve = next(c for c in commands if c[1] == "serve")
     query = next(c for c in commands if c[1] == "query")
-    grpc_port, rest_port = free_port(), free_port()
     server = subprocess.Popen(
-        [BERT_KERAS, *serve[1:], "--host", "127.0.0.1", "--port", str(grpc_port), "--rest-port", str(rest_port)],
+        [BERT_KERAS, *serve[1:], "--host", "127.0.0.1", "--port", "0", "--rest-port", "0"],
         cwd=workdir, env=user_environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
+        address = ready_address(server, timeout=300)
         deadline, answer = time.time() + 300, None
         while answer is None:
-            assert server.poll() is None, f"serve exited: {server.stdout.read()}"
-            result = subprocess.run([BERT_KERAS, *query[1:], "--address", f"127.0.0.1:{grpc_port}"],
+            assert server.poll() is None, f"serve exited (status {server.returncode})"
+            result = subprocess.run([BERT_KERAS, *query[1:], "--address", address],
                                     capture_output=True, text=True, cwd=workdir, env=user_environment(),
                                     timeout=120)
             if result.returncode == 0:

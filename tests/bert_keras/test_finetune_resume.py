@@ -177,7 +177,9 @@ def test_a_forked_childs_sigterm_does_not_end_the_training_command(tmp_path):
 def test_a_finetune_stopped_by_sigterm_resumes_to_the_uninterrupted_runs_loss(tmp_path):
     spec = export_fixtures.make_encoder_spec(str(tmp_path / "encoder"))
     data = str(tmp_path / "train.csv")
-    write_rows(data, count=200)
+    # 600 rows, 150 steps: the SIGTERM after the first backup (step 5) lands seconds before the run
+    # would end (200 rows left 1.7 s, then the run finished, status 0, on a loaded machine).
+    write_rows(data, count=600)
 
     def command(out):
         return [BERT_KERAS, "finetune", "--task", f"csv:{data}", "--init", spec, "--output-dir", str(out),

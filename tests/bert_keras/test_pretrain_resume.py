@@ -13,6 +13,7 @@ seconds beyond the TensorFlow start-up of its processes.
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -109,7 +110,9 @@ def train_script(tmp_path):
 
 
 def test_killed_run_resumes_at_the_backed_up_step(train_script, tmp_path):
-    output, steps, every = tmp_path / "run", 12, 3
+    # 8 backups of 0.75 s each (0.25 s a step): the kill after the second lands well before the
+    # run ends, even when this process is not scheduled for seconds on a loaded machine.
+    output, steps, every = tmp_path / "run", 24, 3
     backup = output / "backup"
     first = start(train_script, [output, steps, every, 0.25])
     deadline = time.time() + 90
@@ -159,12 +162,34 @@ def test_a_second_run_on_a_directory_in_training_is_refused(train_script, tmp_pa
 
 
 def free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
+    """`count` ports free now, for TF_CONFIG (the workers must know each other's before they start).
+
+    Picked below the kernel's ephemeral range: a port bound to 0 and released is handed to the
+    next process that binds 0 (another test file's server under `pytest -n`, an outgoing
+    connection) in the seconds before a worker binds it; ports below the range are never handed out.
+    """
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768  # Linux's default; elsewhere, the same range is a fair guess
+    candidates = list(range(max(1024, low - 12000), low))
+    random.shuffle(candidates)  # two runs on one machine start at different ports
+    sockets = []
+    for port in candidates:
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            s.close()
+            continue
+        sockets.append(s)
+        if len(sockets) == count:
+            break
     ports = [s.getsockname()[1] for s in sockets]
     for s in sockets:
         s.close()
+    assert len(ports) == count, f"no {count} free ports below {low}"
     return ports
 
 
@@ -191,7 +216,7 @@ def test_killed_multiworker_run_resumes_every_worker_from_the_same_epoch(train_s
     # during its save. Resuming from different epochs would train different weights under one
     # MirroredStrategy: the workers must agree on the older backup.
     workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    output, steps, every = tmp_path / "run", 12, 3
+    output, steps, every = tmp_path / "run", 24, 3  # 8 backups: the kill after the second is never late
     backups = [output / "backup", output / "backup-worker-1"]
 
     def tf_config(index):

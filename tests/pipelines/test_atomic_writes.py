@@ -2,6 +2,7 @@
 
 import os
 import stat
+import threading
 
 import pytest
 
@@ -223,7 +224,7 @@ def slow_judge(tag):  # a claimant paused between reading a gone owner's tag and
 atomic_writes.running_owner = slow_judge
 time.sleep(max(0.0, float(sys.argv[2]) - time.time()))  # every claimant starts at the same moment
 print("won" if claim_owner(sys.argv[1]) is None else "lost", flush=True)
-time.sleep(4.0)  # stay alive until every other claimant has judged the owner (6 x 0.3 s, one at a time)
+sys.stdin.read()  # alive (the winner: a live owner) until the test has every claimant's answer
 '''
 
 
@@ -241,10 +242,21 @@ def test_claim_owner_of_simultaneous_claims_exactly_one_wins(tmp_path, left_by_a
         dead.wait()
         path.write_text(owner_tag(dead.pid) + "\n")
     start = time.time() + 2.0
-    claimants = [subprocess.Popen([sys.executable, "-c", _CLAIM, str(path), str(start)], stdout=subprocess.PIPE,
-                                  text=True, cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+    claimants = [subprocess.Popen([sys.executable, "-c", _CLAIM, str(path), str(start)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True,
+                                  cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
                  for _ in range(6)]
-    outcomes = sorted(claimant.communicate(timeout=60)[0].strip() for claimant in claimants)
+    # The winner lives until every claimant has answered (a fixed 4 s was not enough when a loaded
+    # machine started a claimant late: it found the winner gone, took over and won too).
+    killer = threading.Timer(120, lambda: [claimant.kill() for claimant in claimants])
+    killer.start()
+    try:
+        outcomes = sorted(claimant.stdout.readline().strip() for claimant in claimants)
+    finally:
+        killer.cancel()
+        for claimant in claimants:
+            claimant.stdin.close()
+            claimant.wait(60)
     assert outcomes == ["lost"] * 5 + ["won"]
     assert _hidden(tmp_path) == []  # no temporary left by the winner or the losers
 

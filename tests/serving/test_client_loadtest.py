@@ -96,14 +96,16 @@ def test_client_unreachable_server_is_unavailable():
 
     from serving.client import ServingClient, ServingClientError
 
-    with socket.socket() as sock:  # a port nobody listens on
+    # A port nobody listens on: held bound (not listening, so connections are refused) for the whole
+    # test; released at once, another process's port-0 server could be given it meanwhile.
+    with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    for protocol in ("grpc", "rest"):
-        with ServingClient(f"127.0.0.1:{port}", "tiny", protocol=protocol, timeout=2) as client:
-            with pytest.raises(ServingClientError) as raised:
-                client.status()
-            assert raised.value.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"), raised.value
+        for protocol in ("grpc", "rest"):
+            with ServingClient(f"127.0.0.1:{port}", "tiny", protocol=protocol, timeout=2) as client:
+                with pytest.raises(ServingClientError) as raised:
+                    client.status()
+                assert raised.value.code in ("UNAVAILABLE", "DEADLINE_EXCEEDED"), raised.value
 
 
 def test_the_wrong_port_for_the_protocol_is_named_not_printed_as_bytes(server):

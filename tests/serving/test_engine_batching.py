@@ -51,7 +51,9 @@ class CountingModel:
 
 
 def test_merges_concurrent_requests_and_splits_results():
-    scheduler = BatchScheduler(BatchingOptions(max_batch_size=16, batch_timeout_micros=100_000, num_batch_threads=1))
+    # The 8 requests' 15 rows fill one batch, which runs when full: merged however slowly the threads
+    # start (a 100 ms timeout split them on a loaded machine); the timeout only bounds a failure.
+    scheduler = BatchScheduler(BatchingOptions(max_batch_size=15, batch_timeout_micros=30_000_000, num_batch_threads=1))
     model = CountingModel()
     try:
         # request i sends i % 3 + 1 rows with values 100*i + row
@@ -112,7 +114,9 @@ def test_batches_respect_max_batch_size_and_keys():
 
 def test_a_failing_merged_batch_isolates_the_bad_request_by_halves():
     """Issue 13 #7: one bad request among 16 costs 2 log2(16) = 8 extra calls, not 16 re-runs."""
-    scheduler = BatchScheduler(BatchingOptions(max_batch_size=32, batch_timeout_micros=300_000, num_batch_threads=1))
+    # 16 rows fill the batch, which runs when full (not after 300 ms, which a loaded machine could
+    # miss: the first call was then not all 16 requests).
+    scheduler = BatchScheduler(BatchingOptions(max_batch_size=16, batch_timeout_micros=30_000_000, num_batch_threads=1))
     model = CountingModel()
     try:
         results = run_threads(
@@ -222,7 +226,8 @@ def _texts(*texts):
 
 
 def test_engine_batches_concurrent_predicts_and_keeps_results_apart(engine_factory):
-    engine = engine_factory(BatchingOptions(max_batch_size=32, batch_timeout_micros=150_000, num_batch_threads=1))
+    # A 1 s window: the requests merge even when their threads start slowly on a loaded machine.
+    engine = engine_factory(BatchingOptions(max_batch_size=32, batch_timeout_micros=1_000_000, num_batch_threads=1))
 
     def check(results, failing=None):
         merged_rows = 0

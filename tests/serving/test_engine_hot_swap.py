@@ -6,12 +6,18 @@ import threading
 import time
 
 import numpy as np
-import pytest
 
 import engine_fixtures as ef
 
 from serving.server.batching import BatchingOptions  # noqa: E402
 from serving.server.engine import InferenceEngine, ModelSource  # noqa: E402
+
+
+def wait_for(condition, what, seconds=60.0):
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {seconds:g} s: {what}"
+        time.sleep(0.01)
 
 
 def test_hot_swap_under_load_fails_no_request(session_tmp, tmp_path):
@@ -43,10 +49,10 @@ def test_hot_swap_under_load_fails_no_request(session_tmp, tmp_path):
         old = engine._registry.acquire("tiny")
         old.release()
         threads = [threading.Thread(target=client) for _ in range(8)]
-        start = time.monotonic()
         for t in threads:
             t.start()
-        time.sleep(0.5)
+        # Counted answers, not fixed sleeps: a loaded machine answers fewer requests a second.
+        wait_for(lambda: len(seen) >= 20, "20 answers from version 1")
         os.rename(staged, os.path.join(base, "2"))  # atomic appearance, as the exporter writes
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -54,7 +60,7 @@ def test_hot_swap_under_load_fails_no_request(session_tmp, tmp_path):
             if states.get(2) == "AVAILABLE" and states.get(1) == "END":
                 break
             time.sleep(0.05)
-        time.sleep(max(0.3, 3.0 - (time.monotonic() - start)))
+        wait_for(lambda: 2 in seen and len(seen) - seen.index(2) >= 100, "100 answers since the first of version 2")
         stop.set()
         for t in threads:
             t.join(10)

@@ -231,6 +231,19 @@ def test_a_model_that_reads_windows_answers_a_text_with_no_token_as_predict(tmp_
         assert served["truncated"].numpy().tolist() == [False] * 4
 
 
+def test_nothing_reads_the_multiple_choice_inputs_before_the_endings_check(exported_model):
+    # A graph orders only what depends on what: the endings' own reshape to [rows, choices] did
+    # not wait for the "expected 4 endings per row" Assert, and was free to fail first with a raw
+    # "Input to reshape is a tensor with 3 values" (a race the test below could lose).
+    library = serve(exported_model("multiple_choice")).graph.as_graph_def().library.function
+    (function,) = [f for f in library if {"context", "endings"} <= {a.name for a in f.signature.input_arg}
+                   and any(node.op == "Assert" for node in f.node_def)]
+    readers = [node for node in function.node_def if any(i.split(":")[0] in ("context", "endings") for i in node.input)]
+    unordered = [(node.op, list(node.input)) for node in readers
+                 if node.op != "Shape" and not any(i.startswith("^Assert") for i in node.input)]
+    assert readers and unordered == []
+
+
 def test_an_ending_with_no_token_is_read_as_predict_reads_it(finetuned_dir, exported_model):
     function = serve(exported_model("multiple_choice"))
     with pytest.raises(tf.errors.InvalidArgumentError, match=_named("endings", "expected 4 endings")):

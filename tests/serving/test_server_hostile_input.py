@@ -255,8 +255,10 @@ def test_3_a_version_copied_file_by_file_is_retried_and_then_served(tmp_path, ca
 
     source = ef.built_model(tmp_path.parent, 2)
     base = ef.make_base_path(tmp_path.parent, tmp_path / "tiny", {1: 1})
+    # 20 retries (10 s): the copy below lands while they last, however late this thread runs; they
+    # cost nothing once it has (5 left 2.5 s, then the version ended instead of loading).
     engine = InferenceEngine([ModelSource("tiny", base)], poll_interval_s=0.1,
-                             load_retries=LoadRetryOptions(max_num_load_retries=5, load_retry_interval_s=0.5))
+                             load_retries=LoadRetryOptions(max_num_load_retries=20, load_retry_interval_s=0.5))
     caplog.set_level(logging.INFO, logger="serving.server.model_registry")
     engine.start()
     try:
@@ -403,6 +405,14 @@ def test_6_600_half_open_connections_leave_the_server_bounded_and_answering(tmp_
         server.stop(grace_s=5)
 
 
+def eventually(condition, what, seconds=30.0):
+    """Waits for `condition()` (a server thread catching up), failing with `what` after `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {seconds:g} s: {what}"
+        time.sleep(0.01)
+
+
 def test_6_a_stalled_header_or_body_is_answered_408_and_closed(tmp_path):
     from serving.server import InferenceEngine, ModelSource
     from serving.server.http_server import RestServer
@@ -410,50 +420,64 @@ def test_6_a_stalled_header_or_body_is_answered_408_and_closed(tmp_path):
     base = ef.make_base_path(tmp_path.parent, tmp_path / "tiny", {1: 1})
     engine = InferenceEngine([ModelSource("tiny", base)], poll_interval_s=0)
     engine.start()
-    rest_server = RestServer(engine, port=0, header_timeout_s=1.0, body_timeout_s=1.0, max_connections=3,
-                             max_request_bytes=100_000, body_budget_bytes=100_000).start()
+
+    def rest_server(header_timeout_s, body_timeout_s):
+        return RestServer(engine, port=0, header_timeout_s=header_timeout_s, body_timeout_s=body_timeout_s,
+                          max_connections=3, max_request_bytes=100_000, body_budget_bytes=100_000).start()
+
+    servers = [rest_server(1.0, 1.0)]
     try:
-        fake = type("S", (), {"rest_port": rest_server.port})
+        fake = type("S", (), {"rest_port": servers[-1].port})
         status, body = raw_http(fake, b"GET /v1/models/tiny HTTP/1.1\r\nHost")
         assert status == 408 and "headers" in body["error"]
         status, body = raw_http(fake, b"POST /v1/models/tiny:predict HTTP/1.1\r\nContent-Length: 100\r\n\r\n{")
         assert status == 408 and "body" in body["error"]
-        deadline = time.monotonic() + 5
-        while rest_server.connections and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert rest_server.connections == 0
+        eventually(lambda: servers[0].connections == 0, "the timed-out connections closed")
+
+        # The caps, on a server whose timeouts never end a connection mid-check (on a loaded
+        # machine, more than 1 s went by between the stalled connections and the one meant to
+        # find them at the cap): each step waits for the server to hold the connections.
+        servers.append(rest_server(60.0, 60.0))
+        server = servers[-1]
+        fake = type("S", (), {"rest_port": server.port})
         # At the cap, a stalled connection (waiting for its head) makes room for a new one ...
-        stalled = [socket.create_connection(("127.0.0.1", rest_server.port)) for _ in range(3)]
-        time.sleep(0.1)
+        stalled = []
+        for _ in range(3):  # one at a time: the first is the oldest
+            stalled.append(socket.create_connection(("127.0.0.1", server.port)))
+            eventually(lambda: len(server._waiting) == len(stalled), "the stalled connection accepted")
         status, body = raw_http(fake, b"GET /v1/models/tiny HTTP/1.1\r\n\r\n")
         assert status == 200, body
         stalled[0].settimeout(5)
         assert stalled[0].recv(100) == b""  # the oldest was closed
         for sock in stalled:
             sock.close()
+        eventually(lambda: server.connections == 0, "the stalled connections closed")
         # ... and when every connection is busy (here: reading a body), a new one is answered 503.
         busy = []
         for _ in range(3):
-            sock = socket.create_connection(("127.0.0.1", rest_server.port))
+            sock = socket.create_connection(("127.0.0.1", server.port))
             sock.sendall(b"POST /v1/models/tiny:predict HTTP/1.1\r\nContent-Length: 100\r\n\r\n{")
             busy.append(sock)
-        time.sleep(0.1)
+        eventually(lambda: server.connections == 3 and not server._waiting, "three bodies being read")
         status, body = raw_http(fake, b"GET /v1/models/tiny HTTP/1.1\r\n\r\n")
         assert status == 503 and "too many connections" in body["error"]
         for sock in busy:
             sock.close()
-        deadline = time.monotonic() + 5
-        while rest_server.connections and time.monotonic() < deadline:
-            time.sleep(0.01)
-        # Large bodies in memory at once are bounded: a second 80 kB body waits, then 503.
-        first = socket.create_connection(("127.0.0.1", rest_server.port))
+
+        # Large bodies in memory at once are bounded: a second 80 kB body waits (half the body
+        # timeout), then 503; the first, with twice that time to send its body, still holds the budget.
+        servers.append(rest_server(60.0, 4.0))
+        server = servers[-1]
+        fake = type("S", (), {"rest_port": server.port})
+        first = socket.create_connection(("127.0.0.1", server.port))
         first.sendall(b"POST /v1/models/tiny:predict HTTP/1.1\r\nContent-Length: 80000\r\n\r\n{")
-        time.sleep(0.1)
+        eventually(lambda: server._body_bytes > 0, "the first large body being read")
         status, body = raw_http(fake, b"POST /v1/models/tiny:predict HTTP/1.1\r\nContent-Length: 80000\r\n\r\n")
         assert status == 503 and "large request bodies" in body["error"]
         first.close()
     finally:
-        rest_server.stop(1)
+        for server in servers:
+            server.stop(1)
         engine.stop(drain_timeout_s=2)
 
 
@@ -465,16 +489,17 @@ def test_6_grpc_concurrency_is_bounded_by_maximum_concurrent_rpcs(tmp_path):
     from serving.server.server import EmbeddedServer
 
     base = ef.make_base_path(tmp_path.parent, tmp_path / "tiny", {1: 1})
-    # a 1.5 s batch timeout keeps the first request waiting in the queue, holding its RPC slot
+    # a 3 s batch timeout keeps the first request waiting in the queue, holding its RPC slot
     engine = InferenceEngine([ModelSource("tiny", base)], poll_interval_s=0,
-                             batching=BatchingOptions(max_batch_size=32, batch_timeout_micros=1_500_000))
+                             batching=BatchingOptions(max_batch_size=32, batch_timeout_micros=3_000_000))
     server = EmbeddedServer(engine, grpc_port=0, rest_port=None, grpc_workers=1, grpc_max_concurrent_rpcs=1).start()
     try:
         channel = grpc.insecure_channel(server.grpc_address)
         stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
         first = threading.Thread(target=ok_predict, args=(stub, "first"))
         first.start()
-        time.sleep(0.5)
+        # queued, not a fixed 0.5 s: a loaded machine can take longer to send the first RPC
+        eventually(lambda: engine._scheduler.pending() == 1, "the first request queued")
         code, details = grpc_code(lambda: ok_predict(stub, "second"))
         assert code == "RESOURCE_EXHAUSTED", details
         first.join(10)
@@ -657,7 +682,11 @@ def test_6_a_rest_request_whose_client_closed_the_connection_is_seen_as_gone(tmp
     def respond(method, target, body):  # stands in for the engine: waits, then asks
         arrived.release()
         release.wait(10)
-        seen.append((target, CLIENT_ALIVE.get()()))
+        alive = CLIENT_ALIVE.get()
+        # The server's event loop reads the close when it next runs: on a loaded machine that can
+        # be later than any fixed sleep, so the gone client is given time to be seen as gone.
+        eventually(lambda: not alive() or "gone" not in target, "the closed connection seen", seconds=10)
+        seen.append((target, alive()))
         return 200, "application/json", b"{}"
 
     rest_server.service.respond = respond
@@ -669,7 +698,6 @@ def test_6_a_rest_request_whose_client_closed_the_connection_is_seen_as_gone(tmp
         waiting.sendall(request.replace(b"tiny:", b"waiting:"))
         assert arrived.acquire(timeout=10) and arrived.acquire(timeout=10)
         gone.close()  # the client gave up (its timeout) while its request waits for a batch
-        time.sleep(0.3)
         release.set()
         waiting.settimeout(10)
         assert waiting.recv(100).startswith(b"HTTP/1.1 200")

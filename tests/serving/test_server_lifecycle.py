@@ -73,7 +73,9 @@ def test_stop_drains_in_flight_requests_then_refuses(model_base):
     from serving.client import ServingClient, ServingClientError
     from serving.server.server import EmbeddedServer
 
-    engine = _engine(model_base, batch_timeout_micros=1_500_000)
+    # A batch timeout of a minute: the six wait in the queue until stop() runs their batch (a 1.5 s
+    # timeout could run it before the six were all queued, on a loaded machine).
+    engine = _engine(model_base, batch_timeout_micros=60_000_000)
     server = EmbeddedServer(engine, grpc_port=0, rest_port=0).start()
     results = {}
     threads = _send_in_threads([("grpc", server.grpc_address), ("rest", f"127.0.0.1:{server.rest_port}")], 3, results)
@@ -82,8 +84,8 @@ def test_stop_drains_in_flight_requests_then_refuses(model_base):
         time.sleep(0.01)
     assert engine._scheduler.pending() == 6  # the requests now wait in the batch queue
     assert not any(results.values())
-    # A grace period of an hour: stop() returns once the six are answered (their batch runs after
-    # its 1.5 s timeout), not when the grace runs out; the join's limit is only a safety net.
+    # A grace period of an hour: stop() returns once the six are answered (it runs their batch at
+    # once), not when the grace runs out; the join's limit is only a safety net.
     stopped = {}
     stopper = threading.Thread(target=lambda: stopped.setdefault("drained", server.stop(grace_s=3600)), daemon=True)
     stopper.start()
@@ -111,7 +113,7 @@ def test_stop_drains_in_flight_requests_then_refuses(model_base):
 def test_sigterm_to_bert_keras_serve_finishes_in_flight_requests_and_exits_0(model_base):
     command = [sys.executable, "-m", "bert_keras.cli.main", "serve", "--model-base-path", model_base,
                "--port", "0", "--rest-port", "0", "--file-system-poll-wait-seconds", "0",
-               "--enable-batching", "--max-batch-size", "64", "--batch-timeout-micros", "1500000"]
+               "--enable-batching", "--max-batch-size", "64", "--batch-timeout-micros", "60000000"]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True)
@@ -131,7 +133,9 @@ def test_sigterm_to_bert_keras_serve_finishes_in_flight_requests_and_exits_0(mod
         grpc_address, rest_url = ready.group(1), ready.group(2)
         results = {}
         threads = _send_in_threads([("grpc", grpc_address), ("rest", rest_url)], 3, results)
-        time.sleep(0.5)  # in the batch queue for another second
+        # In the batch queue until SIGTERM's drain runs it (a minute's timeout): 2 s to get there,
+        # however slowly the threads start (0.5 s of a 1.5 s timeout was tight on a loaded machine).
+        time.sleep(2.0)
         assert not any(results.values())
         process.send_signal(signal.SIGTERM)
         for thread in threads:
