@@ -230,6 +230,25 @@ def test_warmup_fits_the_batching_max_batch_size(exported_model, finetuned_dir, 
         exporter.export_saved_model(finetuned_dir("regression"), str(tmp_path), "capped", max_batch_size=0)
 
 
+def test_a_warmup_record_over_max_batch_size_fails_the_load_at_once_not_after_the_retries(exported_model):
+    # With polling on, the load was retried --max-num-load-retries times, --load-retry-interval-micros
+    # apart (5 x 60 s by default): `serve` waited minutes for a failure the same file repeats, the
+    # version LOADING all that while. It ends at once with the message; changed files load again.
+    from serving.server.engine import BatchingOptions, InferenceEngine, ModelSource
+
+    base_path, name, _ = exported_model("regression")  # warmup batches of 1 and 8 rows
+    engine = InferenceEngine([ModelSource(name, os.path.join(base_path, name))], poll_interval_s=30,
+                             batching=BatchingOptions(max_batch_size=4, batch_timeout_micros=0))
+    engine.start()
+    try:
+        [status] = engine.model_status(name)
+        assert status["state"] == "END", status
+        assert "Task size 8 is larger than maximum input batch size 4" in status["error_message"]
+        assert engine._registry.status(name)[0].attempts == 1
+    finally:
+        engine.stop(5)
+
+
 @pytest.mark.parametrize("kind", ["classification", "squad", "multiple_choice"])
 def test_printed_query_and_curl_examples_are_requests_the_export_answers(kind, exported_model, tmp_path):
     # The commands printed after export / serve / deploy-kit sent '"some text"' (or "your text",
