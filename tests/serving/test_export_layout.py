@@ -491,7 +491,10 @@ def test_export_reads_long_texts_in_windows_and_refuses_flags_the_model_has_not(
             (["--init", finetuned_dir("embedding")], ["--text-pair"],
              "--text-pair: --init {} exports an embedding model, which has no text_pair setting"),
             (["--model", finetuned_dir("classification")], ["--max-length", "100"],
-             "--max-length: {} is a classification model of text pairs, which reads a pair as one window")]:
+             "--max-length: {} is a classification model of text pairs, which reads a pair as one window"),
+            # was accepted: the export took a text_b its single-text head never learned from
+            (["--model", finetuned_dir("regression")], ["--text-pair"],
+             "--text-pair: {} is a regression model fine-tuned on single texts (its inputs: text)")]:
         assert main(["export", *source, "--model-name", "refused", *flags] + common) == 2
         assert message.format(source[1]) in capsys.readouterr().err
     assert not os.path.exists(os.path.join(base, "refused"))
