@@ -194,9 +194,12 @@ class ServerOptions:
                     note(f"{path}: {name} is not used by the embedded server")
             values.update(parsed)
         for name, value in values.items():
-            if value < (0 if name == "batch_timeout_micros" else 1):
+            if name in BATCHING_FIELDS and value < (0 if name == "batch_timeout_micros" else 1):
                 raise ServerOptionsError(f"{_flag(name)} must be positive, got {value}")
-        return BatchingOptions(**values)
+        try:
+            return BatchingOptions(**values)
+        except ValueError as error:  # allowed_batch_sizes, which only the file sets
+            raise ServerOptionsError(f"--batching-parameters-file {path}: {error}") from None
 
     def build_server(self, sources, batching=None):
         """The `EmbeddedServer` of these options serving `sources` (not started)."""
