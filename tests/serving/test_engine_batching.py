@@ -285,6 +285,18 @@ def test_engine_batches_concurrent_predicts_and_keeps_results_apart(engine_facto
     assert engine.batching_stats()["batches_split"] >= 1
 
 
+def test_engine_runs_a_request_padded_to_an_allowed_batch_size(engine_factory):
+    engine = engine_factory(BatchingOptions(max_batch_size=8, batch_timeout_micros=0, num_batch_threads=1,
+                                            allowed_batch_sizes=(4, 8)))
+    texts = ["a", "bb", "FAIL"]
+    with pytest.raises(ServingError, match="asked to fail"):  # a padded request still fails alone
+        engine.predict_arrays("tiny", inputs={"text": _texts(*texts)})
+    _, _, out = engine.predict_arrays("tiny", inputs={"text": _texts(*texts[:2])})
+    assert out["batch_size"].tolist() == [4, 4]  # the graph ran 4 rows: 2 of them padding
+    assert out["length"].tolist() == [1, 2] and len(out["probabilities"]) == 2
+    np.testing.assert_allclose(out["probabilities"], ef.expected_probabilities(texts[:2], 1), rtol=1e-5)
+
+
 def test_engine_stop_drains_in_flight_requests(engine_factory):
     engine = engine_factory(BatchingOptions(max_batch_size=64, batch_timeout_micros=400_000, num_batch_threads=1))
     results = {}
