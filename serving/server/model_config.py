@@ -329,10 +329,13 @@ def parse_batching_parameters(text: str, *, source: str = "batching_parameters.t
             closer = "}" if tokens.TryConsume("{") else ">" if tokens.TryConsume("<") else None
             if not colon and not closer:
                 raise _error(source, f"expected ':' or '{{' after {name}", line)
-            if name == ALLOWED_BATCH_SIZES and colon and not closer:
+            if name == ALLOWED_BATCH_SIZES:
+                if closer:  # a repeated integer, not a { value: N } wrapper: TF Serving fails to parse it
+                    raise _error(source, f"{name}: N or {name}: [N, N, ...] expected (a repeated integer, "
+                                         "not { value: N })", line)
                 values.setdefault(name, ())
                 listed = tokens.TryConsume("[")
-                while True:
+                while not (listed and tokens.TryConsume("]")):  # [] is an empty list
                     raw = tokens.token
                     try:
                         values[name] += (tokens.ConsumeInteger(),)
