@@ -59,6 +59,13 @@ def test_version_numbering(tmp_path):
     for bad in (0, -1, "x", 1.5, True):
         with pytest.raises(ValueError, match="positive integer"):
             exporter.choose_version(model_dir, bad)
+    # a version of 19 digits was written, and then no poll read its directory as a version
+    assert exporter.choose_version(model_dir, 10 ** 18 - 1) == 10 ** 18 - 1
+    with pytest.raises(ValueError, match=f"version {10 ** 18} has more than 18 digits"):
+        exporter.choose_version(model_dir, 10 ** 18)
+    os.makedirs(os.path.join(model_dir, str(10 ** 18 - 1)))
+    with pytest.raises(ValueError, match=f"the next version, {10 ** 18}, has more than 18 digits"):
+        exporter.choose_version(model_dir)
 
 
 def staged(model_dir, version, content):
