@@ -250,7 +250,9 @@ def loading_line(sources, batching=None):
     """What is about to load: "m (base path)" of each source, and the batching in use."""
     return (f"loading {', '.join(f'{s.name} ({s.base_path})' for s in sources)}"
             + (f" with batching (max_batch_size {batching.max_batch_size}, "
-               f"timeout {batching.batch_timeout_micros} us)" if batching else ""))
+               + (f"padded to {', '.join(map(str, batching.allowed_batch_sizes))} rows, "
+                  if batching.allowed_batch_sizes else "")
+               + f"timeout {batching.batch_timeout_micros} us)" if batching else ""))
 
 
 def ready_report(server, sources, *, grace_s, tls_ca=None, program="bert-keras serve"):

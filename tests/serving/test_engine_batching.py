@@ -156,6 +156,11 @@ def test_batches_are_padded_up_to_the_next_allowed_batch_size():
     assert windows["y"].tolist() == [50.0]
     assert seen == [[1.0, 2.0, 3.0, 1.0], [7.0, 7.0], [5.0]]
     assert scheduler.stats()["padded_rows"] == 2
+    from serving.server.model_config import ModelSource
+    from serving.server.options import loading_line
+
+    assert loading_line([ModelSource("m", "/m")], options) == (
+        "loading m (/m) with batching (max_batch_size 8, padded to 2, 4, 8 rows, timeout 0 us)")
     for sizes, message in [((2, 4), "Last entry in allowed_batch_sizes must match max_batch_size; last entry "
                                     "was 4; expected 8"),
                            ((4, 2, 8), "allowed_batch_sizes entries must be monotonically increasing"),
