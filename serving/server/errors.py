@@ -106,7 +106,8 @@ class TaskSizeError(ServingError):
 
 class NotRetriedLoadError(ServingError):
     """A version's load failed in a way another attempt on the same files fails again (a warmup
-    record of more rows than batching's `max_batch_size`): the version ends at once with this
+    record of more rows than batching's `max_batch_size`, a warmup file of more records than TF
+    Serving reads): the version ends at once with this
     error instead of waiting out --max-num-load-retries x --load-retry-interval-micros (5 x 60 s);
     once its files change, the next poll loads it again."""
 

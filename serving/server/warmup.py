@@ -67,8 +67,8 @@ def replay_warmup(engine, servable) -> None:
     except tf.errors.OpError as exc:
         raise from_tf_error(exc, f"reading warmup file {path}") from None
     if len(records) > MAX_WARMUP_RECORDS:
-        raise ServingError("INVALID_ARGUMENT", f"Number of warmup records exceeds the maximum "
-                                               f"({MAX_WARMUP_RECORDS}) at {path}, as TF Serving refuses it")
+        raise NotRetriedLoadError("INVALID_ARGUMENT", f"Number of warmup records exceeds the maximum "
+                                                      f"({MAX_WARMUP_RECORDS}) at {path}, as TF Serving refuses it")
     for index, record in enumerate(records):
         try:
             _replay_one(engine, servable, prediction_log_pb2.PredictionLog.FromString(record))
