@@ -443,15 +443,23 @@ def existing_versions(model_dir):
 
 def choose_version(model_dir, version=None, *, overwrite=False):
     """The version to write: `version` (checked) or the highest existing + 1 (1 when none)."""
+    from serving.server.version_files import MAX_VERSION
+
     versions = existing_versions(model_dir)
     if version is None:
         version = (versions[-1] + 1) if versions else 1
         while os.path.lexists(os.path.join(model_dir, str(version))):  # a file of that name: not ours
             version += 1
+        if version > MAX_VERSION:
+            raise ValueError(f"{model_dir}: the next version, {version}, has more than 18 digits, which no "
+                             "server here reads as a version; give --version")
         return version
     if isinstance(version, bool) or not str(version).isdigit() or int(version) < 1:
         raise ValueError(f"version must be a positive integer, not {version!r}")
     version = int(version)
+    if version > MAX_VERSION:  # its directory was written, then ignored by every poll: nothing served it
+        raise ValueError(f"version {version} has more than 18 digits: a server reads a version directory of "
+                         f"at most {MAX_VERSION}")
     target = os.path.join(model_dir, str(version))
     if os.path.lexists(target) and not os.path.isfile(os.path.join(target, "saved_model.pb")):
         raise FileExistsError(f"{target} exists and is not a SavedModel version (no saved_model.pb): it is "

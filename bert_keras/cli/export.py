@@ -49,7 +49,8 @@ def register(subparsers, summary):
                                         "sentence-transformers checkpoint's max_seq_length, else 128)")
     pair = parser.add_mutually_exclusive_group()
     pair.add_argument("--text-pair", dest="text_pair", action="store_true", default=None,
-                      help="classification: inputs text and text_b (default: as the task's data)")
+                      help="classification: inputs text and text_b (default: as the task's data; a model "
+                           "fine-tuned on single texts is refused)")
     pair.add_argument("--single-text", dest="text_pair", action="store_false",
                       help="classification: input text only")
     add_null_threshold_option(parser, "SQuAD v2.0: no answer when null score - best span score > X (default: "
@@ -125,7 +126,7 @@ SETTING_FLAGS = (("text_pair", "text_pair"), ("null_score_diff_threshold", "null
 def refuse_settings_flags(args, kind, what, settings=None):
     """A flag that sets a setting `kind` does not have (`--max-windows` for a classifier, `--max-length`
     for SQuAD, `--text-pair` for embeddings) is an error naming the flag and the kinds it is for,
-    before the model loads; so is `--max-length` / `--stride` for a pair classifier (`settings`: the
+    before the model loads; so are `--text-pair` for a model fine-tuned on single texts and `--max-length` / `--stride` for a pair classifier (`settings`: the
     fine-tuned model's), which reads a pair as one window."""
     from bert_keras.families import KINDS, family
 
@@ -140,6 +141,10 @@ def refuse_settings_flags(args, kind, what, settings=None):
         article = "an" if kind[0] in "aeiou" else "a"
         raise CommandError(f"{flag}: {what} {article} {kind} model, which has no {setting} setting; {flag} is for "
                            f"{' / '.join(kinds)} models")
+    if args.text_pair and settings is not None and "text_pair" in settings and not settings["text_pair"]:
+        raise CommandError(f"--text-pair: {what} a {kind} model fine-tuned on single texts (its inputs: text), "
+                           "so its export cannot take text pairs (text, text_b); fine-tune a pair model to "
+                           "serve pairs")
     windows = [flag for flag, value in (("--max-length", args.max_length), ("--stride", args.stride)) if value]
     pair = args.text_pair if args.text_pair is not None else (settings or {}).get("text_pair")
     if windows and pair and "text_pair" in defaults:  # a pair is read as one window

@@ -1,6 +1,6 @@
 """Server-side dynamic batching: merge concurrent requests into one model call.
 
-TF Serving's batching semantics with the same four knobs (--batching_parameters_file):
+TF Serving's batching semantics with the same knobs (--batching_parameters_file):
 requests with the same queue key (model version, signature, and the non-batch shape of
 every input) join the queue's open batch until it holds `max_batch_size` rows (or units of
 the request's `cost`: the windows of a long-text signature, `serving.server.window_cost`) or
@@ -8,6 +8,8 @@ the request's `cost`: the windows of a long-text signature, `serving.server.wind
 closed batches, oldest first; a queue holding `max_enqueued_batches` batches refuses new
 work with UNAVAILABLE (TF Serving's shared batch scheduler: "The batch scheduling queue to which
 this task was submitted is full"; REST 503, which clients retry) instead of growing without bound.
+With `allowed_batch_sizes`, a batch is padded up to the next allowed size with copies of its
+first row (their outputs dropped), as TF Serving's batching session pads.
 
 A worker concatenates each input along dim 0 (one copy), calls `run_fn` once, and hands
 every caller a view of its own rows. If the merged call fails, the batch is split in two
@@ -62,19 +64,50 @@ class BatchingOptions:
         num_batch_threads: Worker threads running batches (the parallelism of model calls).
         max_enqueued_batches: Batches a queue may hold (open + waiting) before new requests
             get UNAVAILABLE.
+        allowed_batch_sizes: The batch sizes a merged call may have (empty: any): a batch of
+            fewer rows is padded up to the next one with copies of its first row, whose outputs
+            are dropped, as TF Serving pads (fixed shapes: no retracing per batch size). The
+            sizes increase and the last is `max_batch_size` (TF Serving refuses others at load:
+            "Last entry in allowed_batch_sizes must match max_batch_size"). A batch counted in
+            windows (long-text signatures) is not padded: a copy of a document is more windows.
     """
 
     max_batch_size: int = 32
     batch_timeout_micros: int = 2000
     num_batch_threads: int = 2
     max_enqueued_batches: int = 100
+    allowed_batch_sizes: tuple = ()
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
+            if field.name == "allowed_batch_sizes":
+                continue
             value = getattr(self, field.name)
             minimum = 0 if field.name == "batch_timeout_micros" else 1
             if not isinstance(value, int) or value < minimum:
                 raise ValueError(f"BatchingOptions.{field.name} must be an integer >= {minimum}, got {value!r}")
+        sizes = self.allowed_batch_sizes
+        if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__iter__"):
+            raise ValueError(f"BatchingOptions.allowed_batch_sizes must be a sequence of integers, got {sizes!r}")
+        sizes = tuple(sizes)
+        object.__setattr__(self, "allowed_batch_sizes", sizes)
+        for size in sizes:
+            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+                raise ValueError(f"BatchingOptions.allowed_batch_sizes: {size!r} is not a positive integer")
+        if any(a >= b for a, b in zip(sizes, sizes[1:])):
+            raise ValueError(f"allowed_batch_sizes entries must be monotonically increasing, got {list(sizes)}")
+        if sizes and sizes[-1] != self.max_batch_size:
+            raise ValueError(f"Last entry in allowed_batch_sizes must match max_batch_size; last entry was "
+                             f"{sizes[-1]}; expected {self.max_batch_size}")
+
+    def padded_rows(self, rows: int) -> int:
+        """The rows a merged call of `rows` rows runs with: the smallest allowed batch size that
+        holds them (`rows` itself without allowed sizes, or past the last).
+
+        >>> BatchingOptions(max_batch_size=16, allowed_batch_sizes=(4, 8, 16)).padded_rows(5)
+        8
+        """
+        return next((size for size in self.allowed_batch_sizes if size >= rows), rows)
 
 
 class _Done:
@@ -298,31 +331,45 @@ class BatchScheduler:
                         task.error = ServingError("INTERNAL", "batch worker failed")
                         task.event.set()
 
+    def _padding(self, tasks, rows):
+        """Rows of padding the batch of `tasks` gets (`BatchingOptions.allowed_batch_sizes`); none
+        for a batch counted in windows (a copied row would add a document's windows)."""
+        if not self.options.allowed_batch_sizes or any(t.cost != t.rows for t in tasks):
+            return 0
+        return self.options.padded_rows(rows) - rows
+
     def _run(self, run_fn, tasks, rows):
-        if len(tasks) == 1:
-            task = tasks[0]
-            try:
-                task.result = run_fn(task.inputs)
-            except BaseException as exc:
-                task.error = exc
-            task.event.set()
+        padding = self._padding(tasks, rows)
+        if len(tasks) == 1 and not padding:
+            self._run_alone(run_fn, tasks[0])
             return
         try:
             names = tasks[0].inputs.keys()
-            merged = {name: np.concatenate([t.inputs[name] for t in tasks]) for name in names}
+            # TF Serving's padding: copies of the first row of the first request, dropped after the call.
+            parts = [t.inputs for t in tasks]
+            if padding:
+                parts.append({name: np.repeat(tasks[0].inputs[name][:1], padding, axis=0) for name in names})
+            merged = {name: np.concatenate([part[name] for part in parts]) for name in names}
+            if padding:
+                with self._cond:
+                    self._stats["padded_rows"] += padding
             outputs = run_fn(merged)
             for name, array in outputs.items():
-                if not isinstance(array, np.ndarray) or array.ndim == 0 or array.shape[0] != rows:
+                if not isinstance(array, np.ndarray) or array.ndim == 0 or array.shape[0] != rows + padding:
                     raise _NotBatchable(name)
         except _NotBatchable as exc:
-            # The signature does not keep rows apart: run each request alone.
+            # The signature does not keep rows apart: run each request alone (unpadded).
             log.warning("output %r of a merged batch has no batch dimension; running requests singly", str(exc))
             with self._cond:
                 self._stats["batches_rerun_singly"] += 1
             for task in tasks:
-                self._run(run_fn, [task], task.rows)
+                self._run_alone(run_fn, task)
             return
-        except BaseException:
+        except BaseException as exc:
+            if len(tasks) == 1:  # padded, alone: its own failure
+                tasks[0].error = exc
+                tasks[0].event.set()
+                return
             # One request made the merged batch fail: isolate it by halves, so the others
             # still run merged and only the bad one fails.
             with self._cond:
@@ -338,11 +385,19 @@ class BatchScheduler:
             start = end
             task.event.set()
 
+    @staticmethod
+    def _run_alone(run_fn, task):
+        try:
+            task.result = run_fn(task.inputs)
+        except BaseException as exc:
+            task.error = exc
+        task.event.set()
+
     # ------------------------------------------------------------------ lifecycle
 
     def stats(self) -> dict:
         """Counters: batches, tasks, rows, merged_batches, batches_split, batches_rerun_singly, rejected,
-        abandoned (requests dropped because their client had gone)."""
+        abandoned (requests dropped because their client had gone), padded_rows (allowed_batch_sizes)."""
         with self._cond:
             return dict(self._stats)
 

@@ -104,6 +104,17 @@ class TaskSizeError(ServingError):
         return (TaskSizeError, (self.rows, self.limit, self.hint))
 
 
+class NotRetriedLoadError(ServingError):
+    """A version's load failed in a way another attempt on the same files fails again (a warmup
+    record of more rows than batching's `max_batch_size`, a warmup file of more records than TF
+    Serving reads): the version ends at once with this
+    error instead of waiting out --max-num-load-retries x --load-retry-interval-micros (5 x 60 s);
+    once its files change, the next poll loads it again."""
+
+    def __reduce__(self):
+        return (NotRetriedLoadError, (self.code, self.message))
+
+
 def name_list(names, limit: int = 5, width: int = 64) -> str:
     """Client-supplied names for an error message, bounded: the first `limit`, and how many more.
 

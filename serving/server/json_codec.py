@@ -129,7 +129,8 @@ def parse_json_body(body: bytes):
     Raises:
         ServingError: INVALID_ARGUMENT for an empty body, text that is not UTF-8 or not JSON,
             NaN / Infinity / overflowing numbers, integers over 4,300 digits, nesting beyond
-            Python's recursion limit, or a top level that is not an object.
+            Python's recursion limit, a key repeated in one object, or a top level that is not
+            an object.
     """
     if not body:
         raise _bad_json("empty request body: expected a JSON object")
@@ -138,7 +139,8 @@ def parse_json_body(body: bytes):
     except UnicodeDecodeError as error:
         raise _bad_json(f"malformed JSON: request body is not UTF-8 (byte {error.start})") from None
     try:
-        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float,
+                           object_pairs_hook=_object_without_repeated_keys)
     except ServingError:
         raise
     except json.JSONDecodeError as error:
@@ -153,6 +155,19 @@ def parse_json_body(body: bytes):
         raise _bad_json(f"request body must be a JSON object, got {type(value).__name__}")
     if _SURROGATE_ESCAPE.search(text):
         _refuse_lone_surrogates(value)
+    return value
+
+
+def _object_without_repeated_keys(pairs):
+    """A JSON object as a dict; INVALID_ARGUMENT for a key given twice, which Python's decoder
+    resolved to the last value and TF Serving's (RapidJSON's FindMember) to the first: the same
+    request meant two things (`{"instances": ["a"], "instances": ["b", "c"]}`)."""
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen = set()
+        repeated = next(key for key, _ in pairs if key in seen or seen.add(key))
+        raise _bad_json(f"malformed JSON: key {repeated[:100]!r} appears more than once in one object "
+                        "(servers differ on which one they read): send it once")
     return value
 
 

@@ -295,6 +295,8 @@ def parse_models_config(text: str, *, source: str = "models.config") -> list:
 
 
 BATCHING_FIELDS = ("max_batch_size", "batch_timeout_micros", "num_batch_threads", "max_enqueued_batches")
+# The repeated field: `allowed_batch_sizes: 8  allowed_batch_sizes: 16` or `allowed_batch_sizes: [8, 16]`.
+ALLOWED_BATCH_SIZES = "allowed_batch_sizes"
 
 
 def parse_batching_parameters(text: str, *, source: str = "batching_parameters.txt") -> dict:
@@ -306,10 +308,14 @@ def parse_batching_parameters(text: str, *, source: str = "batching_parameters.t
     Example:
         >>> parse_batching_parameters("max_batch_size { value: 48 }  pad_variable_length_inputs: true")
         {'max_batch_size': 48, 'ignored': ['pad_variable_length_inputs']}
+        >>> parse_batching_parameters("max_batch_size { value: 16 } allowed_batch_sizes: [4, 8] allowed_batch_sizes: 16")
+        {'max_batch_size': 16, 'allowed_batch_sizes': (4, 8, 16), 'ignored': []}
 
     Returns:
-        {field: int} for the fields the embedded server honours (`BATCHING_FIELDS`), plus
-        "ignored": the names of the other fields (allowed_batch_sizes, ...), in file order.
+        {field: int} for the fields the embedded server honours (`BATCHING_FIELDS`),
+        "allowed_batch_sizes": a tuple of ints in file order (when given), and "ignored": the
+        names of the other fields (pad_variable_length_inputs, ...), in file order.
+        `serving.server.batching.BatchingOptions` checks the values, as TF Serving does at load.
 
     Raises:
         ModelConfigError: unparsable text or a non-integer value, naming the line.
@@ -323,7 +329,23 @@ def parse_batching_parameters(text: str, *, source: str = "batching_parameters.t
             closer = "}" if tokens.TryConsume("{") else ">" if tokens.TryConsume("<") else None
             if not colon and not closer:
                 raise _error(source, f"expected ':' or '{{' after {name}", line)
-            if name not in BATCHING_FIELDS:  # skip its value, whatever it is (_tokens bounds the nesting)
+            if name == ALLOWED_BATCH_SIZES:
+                if closer:  # a repeated integer, not a { value: N } wrapper: TF Serving fails to parse it
+                    raise _error(source, f"{name}: N or {name}: [N, N, ...] expected (a repeated integer, "
+                                         "not { value: N })", line)
+                values.setdefault(name, ())
+                listed = tokens.TryConsume("[")
+                while not (listed and tokens.TryConsume("]")):  # [] is an empty list
+                    raw = tokens.token
+                    try:
+                        values[name] += (tokens.ConsumeInteger(),)
+                    except text_format.ParseError:
+                        raise _error(source, f"{name} must be integers, got {raw!r}", line) from None
+                    if not listed or tokens.TryConsume("]"):
+                        break
+                    if not tokens.TryConsume(","):
+                        raise _error(source, f"{name}: [N, N, ...] expected", line)
+            elif name not in BATCHING_FIELDS:  # skip its value, whatever it is (_tokens bounds the nesting)
                 ignored.append(name)
                 depth = 1 if closer or tokens.TryConsume("[") else 0
                 while True:

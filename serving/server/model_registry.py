@@ -20,9 +20,10 @@ integer names holding saved_model.pb), applies the version policy, and:
 - retries a failed load as TF Serving does (`LoadRetryOptions`: --max_num_load_retries 5,
   --load_retry_interval_micros 60 s); while a retry is pending the version is LOADING with
   the last error in its status, after the last one it is END with the real error code and
-  message. A failed version is retried afresh when its files change. The policy counts
-  only loadable versions: with `latest {num_versions: 1}`, a broken version 3 leaves
-  version 2 serving instead of taking the model down.
+  message (at once for a failure the same files repeat, `NotRetriedLoadError`: a warmup
+  record over batching's max_batch_size). A failed version is retried afresh when its files
+  change. The policy counts only loadable versions: with `latest {num_versions: 1}`, a broken
+  version 3 leaves version 2 serving instead of taking the model down.
 
 Every transition is logged, one line each: loading, available, failed (retrying in ...),
 unloading, unloaded.
@@ -49,7 +50,7 @@ import threading
 import time
 from typing import Callable, Sequence
 
-from serving.server.errors import ServingError, from_tf_error
+from serving.server.errors import NotRetriedLoadError, ServingError, from_tf_error
 from serving.server.model_config import ModelSource
 from serving.server.servable import AVAILABLE, END, LOADING, START, UNLOADING, ServableVersion
 from serving.server.signatures import read_signatures
@@ -354,7 +355,7 @@ class ModelRegistry:
             servable.attempts += 1
             retries = self._retries
             if servable.attempts <= retries.max_num_load_retries and self._poll_interval_s > 0 \
-                    and not self._stop.is_set():
+                    and not self._stop.is_set() and not isinstance(exc, NotRetriedLoadError):
                 servable.retry_at = time.monotonic() + retries.load_retry_interval_s
                 log.warning("model %r version %d: failed to load (%s: %s); retrying in %g s (%d of %d)",
                             model.source.name, version, servable.error.code, _one_line(servable.error.message),

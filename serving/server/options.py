@@ -194,9 +194,12 @@ class ServerOptions:
                     note(f"{path}: {name} is not used by the embedded server")
             values.update(parsed)
         for name, value in values.items():
-            if value < (0 if name == "batch_timeout_micros" else 1):
+            if name in BATCHING_FIELDS and value < (0 if name == "batch_timeout_micros" else 1):
                 raise ServerOptionsError(f"{_flag(name)} must be positive, got {value}")
-        return BatchingOptions(**values)
+        try:
+            return BatchingOptions(**values)
+        except ValueError as error:  # allowed_batch_sizes, which only the file sets
+            raise ServerOptionsError(f"--batching-parameters-file {path}: {error}") from None
 
     def build_server(self, sources, batching=None):
         """The `EmbeddedServer` of these options serving `sources` (not started)."""
@@ -247,7 +250,9 @@ def loading_line(sources, batching=None):
     """What is about to load: "m (base path)" of each source, and the batching in use."""
     return (f"loading {', '.join(f'{s.name} ({s.base_path})' for s in sources)}"
             + (f" with batching (max_batch_size {batching.max_batch_size}, "
-               f"timeout {batching.batch_timeout_micros} us)" if batching else ""))
+               + (f"padded to {', '.join(map(str, batching.allowed_batch_sizes))} rows, "
+                  if batching.allowed_batch_sizes else "")
+               + f"timeout {batching.batch_timeout_micros} us)" if batching else ""))
 
 
 def ready_report(server, sources, *, grace_s, tls_ca=None, program="bert-keras serve"):

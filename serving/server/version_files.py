@@ -36,6 +36,7 @@ from serving.export_manifest import COMPLETE, WRITING, check_manifest
 
 _SHARD = re.compile(r"variables\.data-([0-9]+)-of-([0-9]+)")  # ASCII digits: what TensorFlow writes
 _VERSION_NAME = re.compile(r"[0-9]{1,18}")  # what TF Serving parses as a version (int64)
+MAX_VERSION = 10 ** 18 - 1  # the largest version directory a server here reads (18 digits)
 
 
 def is_version_name(name: str) -> bool:

@@ -7,7 +7,8 @@ does not pay for graph tracing. The same happens here, through the engine's arra
 queued; a record that fails fails the load, with the record's index and the reason in the
 version's status. TF Serving replays through its batching session, so under batching a
 record of more rows than `max_batch_size` fails its load ("Task size 8 is larger than
-maximum input batch size 4"): it fails here too, saying how to export a fitting file.
+maximum input batch size 4"): it fails here too, saying how to export a fitting file, and at
+once (`NotRetriedLoadError`: retrying the same file cannot help).
 
 Example:
     >>> replay_warmup(engine, servable)   # called by the registry while loading   # doctest: +SKIP
@@ -18,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 
-from serving.server.errors import ServingError, TaskSizeError, from_tf_error
+from serving.server.errors import NotRetriedLoadError, ServingError, TaskSizeError, from_tf_error
 from serving.server.signatures import CLASSIFY_METHOD, REGRESS_METHOD
 from serving.server.tensor_proto import ndarray_from_proto, serialized_examples_from_input
 from serving.warmup import MAX_WARMUP_RECORDS, WARMUP_FILE
@@ -66,13 +67,13 @@ def replay_warmup(engine, servable) -> None:
     except tf.errors.OpError as exc:
         raise from_tf_error(exc, f"reading warmup file {path}") from None
     if len(records) > MAX_WARMUP_RECORDS:
-        raise ServingError("INVALID_ARGUMENT", f"Number of warmup records exceeds the maximum "
-                                               f"({MAX_WARMUP_RECORDS}) at {path}, as TF Serving refuses it")
+        raise NotRetriedLoadError("INVALID_ARGUMENT", f"Number of warmup records exceeds the maximum "
+                                                      f"({MAX_WARMUP_RECORDS}) at {path}, as TF Serving refuses it")
     for index, record in enumerate(records):
         try:
             _replay_one(engine, servable, prediction_log_pb2.PredictionLog.FromString(record))
-        except TaskSizeError as exc:
-            raise ServingError(exc.code, (
+        except TaskSizeError as exc:  # the same file fails the same way again: no load retries
+            raise NotRetriedLoadError(exc.code, (
                 f"warmup record {index} of {path} failed: Task size {exc.rows} is larger than maximum input "
                 f"batch size {exc.limit} (tensorflow_model_server fails this load the same way: export with "
                 f"--max-batch-size {exc.limit} (max_batch_size={exc.limit} in Python) for warmup requests "

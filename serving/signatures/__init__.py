@@ -44,7 +44,7 @@ Example:
 import os
 
 from bert_keras.families import KINDS, family, resolve
-from bert_keras.finetuned_model import FinetunedModel, is_finetuned_directory, read_finetuned
+from bert_keras.finetuned_model import FinetunedModel, FinetunedModelError, is_finetuned_directory, read_finetuned
 
 
 def kind_module(kind):
@@ -73,14 +73,14 @@ def finetuned_for_export(source, *, pooling="mean", normalize=False, pooling_lay
             settings of the kind or do not fit the model (`FinetunedModelError`).
     """
     if isinstance(source, FinetunedModel):
-        return source.with_settings(**overrides)
+        return _refuse_pairs_for_single_texts(source, overrides).with_settings(**overrides)
     if not isinstance(source, (str, os.PathLike)):
         raise ValueError("source must be a fine-tuned model directory, an encoder spec or a "
                          f"FinetunedModel; got {type(source).__name__} (a task: task.to_finetuned())")
     source = os.fspath(source)
     if os.path.isdir(source) and (is_finetuned_directory(source)
                                   or os.path.isfile(os.path.join(source, "model.keras"))):
-        return read_finetuned(source).with_settings(**overrides)
+        return _refuse_pairs_for_single_texts(read_finetuned(source), overrides).with_settings(**overrides)
     from serving.signatures.embedding import from_encoder_spec
 
     return from_encoder_spec(source, pooling=pooling, normalize=normalize, pooling_layer=pooling_layer,
@@ -88,6 +88,17 @@ def finetuned_for_export(source, *, pooling="mean", normalize=False, pooling_lay
                              seq_length=overrides.pop("seq_length", None),
                              lowercase=overrides.pop("lowercase", None),
                              strip_accents=overrides.pop("strip_accents", None)).with_settings(**overrides)
+
+
+def _refuse_pairs_for_single_texts(record, overrides):
+    """`record`, unless `overrides` asks a model fine-tuned on single texts to read pairs: its export
+    would take a `text_b` its head never learned from (a pair model may still read single texts)."""
+    if overrides.get("text_pair") and "text_pair" in record.settings and not record.settings["text_pair"]:
+        where = f"{record.directory} was" if record.directory else "the model was"
+        raise FinetunedModelError(
+            f"text_pair=True: {where} fine-tuned on single texts (its inputs: text), so its export cannot "
+            "take text pairs (text, text_b); fine-tune a pair model to serve pairs")
+    return record
 
 
 def build_signatures(finetuned, *, tokenizer_backend="tf_text", asset_dir):

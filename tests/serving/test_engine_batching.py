@@ -135,6 +135,44 @@ def test_a_failing_merged_batch_isolates_the_bad_request_by_halves():
     assert scheduler.stats()["batches_split"] == 4 and "batches_rerun_singly" not in scheduler.stats()
 
 
+def test_batches_are_padded_up_to_the_next_allowed_batch_size():
+    """`allowed_batch_sizes` was ignored: merged calls ran with whatever row count the batch had. TF
+    Serving pads a batch up to the next allowed size with copies of its first row and drops their
+    outputs; a size list not ending at max_batch_size is refused, in TF Serving's words."""
+    options = BatchingOptions(max_batch_size=8, batch_timeout_micros=0, num_batch_threads=1,
+                              allowed_batch_sizes=[2, 4, 8])
+    assert options.allowed_batch_sizes == (2, 4, 8)
+    assert [options.padded_rows(n) for n in (1, 2, 3, 5, 8)] == [2, 2, 4, 8, 8]
+    seen = []
+
+    def model(inputs):
+        seen.append(inputs["x"].tolist())
+        return {"y": 10 * inputs["x"]}
+
+    scheduler = BatchScheduler(options)
+    try:
+        out = scheduler.submit("k", model, {"x": np.array([1.0, 2.0, 3.0])}, rows=3)
+        single = scheduler.submit("k", model, {"x": np.array([7.0])}, rows=1)
+        windows = scheduler.submit("k", model, {"x": np.array([5.0])}, rows=1, cost=3)  # counted in windows
+    finally:
+        scheduler.stop()
+    assert out["y"].tolist() == [10.0, 20.0, 30.0] and single["y"].tolist() == [70.0]
+    assert windows["y"].tolist() == [50.0]
+    assert seen == [[1.0, 2.0, 3.0, 1.0], [7.0, 7.0], [5.0]]
+    assert scheduler.stats()["padded_rows"] == 2
+    from serving.server.model_config import ModelSource
+    from serving.server.options import loading_line
+
+    assert loading_line([ModelSource("m", "/m")], options) == (
+        "loading m (/m) with batching (max_batch_size 8, padded to 2, 4, 8 rows, timeout 0 us)")
+    for sizes, message in [((2, 4), "Last entry in allowed_batch_sizes must match max_batch_size; last entry "
+                                    "was 4; expected 8"),
+                           ((4, 2, 8), "allowed_batch_sizes entries must be monotonically increasing"),
+                           ((0, 8), "0 is not a positive integer")]:
+        with pytest.raises(ValueError, match=message):
+            BatchingOptions(max_batch_size=8, allowed_batch_sizes=sizes)
+
+
 def test_outputs_without_batch_dim_are_rerun_singly():
     scheduler = BatchScheduler(BatchingOptions(max_batch_size=8, batch_timeout_micros=200_000, num_batch_threads=1))
     try:
@@ -255,6 +293,18 @@ def test_engine_batches_concurrent_predicts_and_keeps_results_apart(engine_facto
     # one failing request in the mix: the merged call fails, halves isolate the bad request
     check(run_threads(6, lambda i: request(i, failing=3)), failing=3)
     assert engine.batching_stats()["batches_split"] >= 1
+
+
+def test_engine_runs_a_request_padded_to_an_allowed_batch_size(engine_factory):
+    engine = engine_factory(BatchingOptions(max_batch_size=8, batch_timeout_micros=0, num_batch_threads=1,
+                                            allowed_batch_sizes=(4, 8)))
+    texts = ["a", "bb", "FAIL"]
+    with pytest.raises(ServingError, match="asked to fail"):  # a padded request still fails alone
+        engine.predict_arrays("tiny", inputs={"text": _texts(*texts)})
+    _, _, out = engine.predict_arrays("tiny", inputs={"text": _texts(*texts[:2])})
+    assert out["batch_size"].tolist() == [4, 4]  # the graph ran 4 rows: 2 of them padding
+    assert out["length"].tolist() == [1, 2] and len(out["probabilities"]) == 2
+    np.testing.assert_allclose(out["probabilities"], ef.expected_probabilities(texts[:2], 1), rtol=1e-5)
 
 
 def test_engine_stop_drains_in_flight_requests(engine_factory):

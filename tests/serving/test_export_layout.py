@@ -59,6 +59,13 @@ def test_version_numbering(tmp_path):
     for bad in (0, -1, "x", 1.5, True):
         with pytest.raises(ValueError, match="positive integer"):
             exporter.choose_version(model_dir, bad)
+    # a version of 19 digits was written, and then no poll read its directory as a version
+    assert exporter.choose_version(model_dir, 10 ** 18 - 1) == 10 ** 18 - 1
+    with pytest.raises(ValueError, match=f"version {10 ** 18} has more than 18 digits"):
+        exporter.choose_version(model_dir, 10 ** 18)
+    os.makedirs(os.path.join(model_dir, str(10 ** 18 - 1)))
+    with pytest.raises(ValueError, match=f"the next version, {10 ** 18}, has more than 18 digits"):
+        exporter.choose_version(model_dir)
 
 
 def staged(model_dir, version, content):
@@ -228,6 +235,25 @@ def test_warmup_fits_the_batching_max_batch_size(exported_model, finetuned_dir, 
     assert states(str(tmp_path), "capped") == [("AVAILABLE", "")]
     with pytest.raises(ValueError, match="max_batch_size must be a positive integer, got 0"):
         exporter.export_saved_model(finetuned_dir("regression"), str(tmp_path), "capped", max_batch_size=0)
+
+
+def test_a_warmup_record_over_max_batch_size_fails_the_load_at_once_not_after_the_retries(exported_model):
+    # With polling on, the load was retried --max-num-load-retries times, --load-retry-interval-micros
+    # apart (5 x 60 s by default): `serve` waited minutes for a failure the same file repeats, the
+    # version LOADING all that while. It ends at once with the message; changed files load again.
+    from serving.server.engine import BatchingOptions, InferenceEngine, ModelSource
+
+    base_path, name, _ = exported_model("regression")  # warmup batches of 1 and 8 rows
+    engine = InferenceEngine([ModelSource(name, os.path.join(base_path, name))], poll_interval_s=30,
+                             batching=BatchingOptions(max_batch_size=4, batch_timeout_micros=0))
+    engine.start()
+    try:
+        [status] = engine.model_status(name)
+        assert status["state"] == "END", status
+        assert "Task size 8 is larger than maximum input batch size 4" in status["error_message"]
+        assert engine._registry.status(name)[0].attempts == 1
+    finally:
+        engine.stop(5)
 
 
 @pytest.mark.parametrize("kind", ["classification", "squad", "multiple_choice"])
@@ -472,7 +498,10 @@ def test_export_reads_long_texts_in_windows_and_refuses_flags_the_model_has_not(
             (["--init", finetuned_dir("embedding")], ["--text-pair"],
              "--text-pair: --init {} exports an embedding model, which has no text_pair setting"),
             (["--model", finetuned_dir("classification")], ["--max-length", "100"],
-             "--max-length: {} is a classification model of text pairs, which reads a pair as one window")]:
+             "--max-length: {} is a classification model of text pairs, which reads a pair as one window"),
+            # was accepted: the export took a text_b its single-text head never learned from
+            (["--model", finetuned_dir("regression")], ["--text-pair"],
+             "--text-pair: {} is a regression model fine-tuned on single texts (its inputs: text)")]:
         assert main(["export", *source, "--model-name", "refused", *flags] + common) == 2
         assert message.format(source[1]) in capsys.readouterr().err
     assert not os.path.exists(os.path.join(base, "refused"))

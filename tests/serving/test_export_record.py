@@ -68,6 +68,12 @@ def test_a_classifier_takes_text_pair_and_refuses_squad_options(finetuned_dir):
     assert record.settings["text_pair"] is False and card_settings(record) == {"text_pair": False}
     with pytest.raises(FinetunedModelError, match="max_windows=: not a setting of a classification model"):
         finetuned_for_export(finetuned_dir("classification"), max_windows=2)
+    # A single-text model read pairs at export (Python: export_saved_model / task.export) without a word.
+    single = finetuned_dir("regression")
+    for source in (single, read_finetuned(single)):
+        with pytest.raises(FinetunedModelError, match=r"text_pair=True: .* fine-tuned on single texts \(its inputs: text\)"):
+            finetuned_for_export(source, text_pair=True)
+    assert finetuned_for_export(single, text_pair=False).settings["text_pair"] is False
 
 
 def test_an_encoder_spec_is_an_embedding_record(finetuned_dir):

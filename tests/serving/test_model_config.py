@@ -201,13 +201,19 @@ def test_batching_parameters_read_both_forms_and_skip_the_rest():
     text = ("max_batch_size { value: 8 }\nthread_pool_name { value: 'x' }\nallowed_batch_sizes: [4, 8]\n"
             "num_batch_threads: 2;\nbatch_timeout_micros < value: 0 >\nenable_large_batch_splitting { value: true }")
     assert parse_batching_parameters(text) == {
-        "max_batch_size": 8, "num_batch_threads": 2, "batch_timeout_micros": 0,
-        "ignored": ["thread_pool_name", "allowed_batch_sizes", "enable_large_batch_splitting"]}
+        "max_batch_size": 8, "allowed_batch_sizes": (4, 8), "num_batch_threads": 2, "batch_timeout_micros": 0,
+        "ignored": ["thread_pool_name", "enable_large_batch_splitting"]}
+    assert parse_batching_parameters("allowed_batch_sizes: []") == {"allowed_batch_sizes": (), "ignored": []}
     for bad, error in [("max_batch_size { value: 8", "b:1: max_batch_size { value: N } expected"),
                        ("\nmax_batch_size { size: 8 }", "b:2: max_batch_size { value: N } expected"),
                        ("x: 1\nthread_pool_name {", "b:2: thread_pool_name is not closed"),
                        ("max_batch_size: ９", "b:1:17: '９' is not ASCII"),
                        ("max_batch_size: 1.5", "b:1: max_batch_size must be an integer, got '1.5'"),
+                       ("allowed_batch_sizes: [4 8]", "b:1: allowed_batch_sizes: [N, N, ...] expected"),
+                       ("allowed_batch_sizes: [4, x]", "b:1: allowed_batch_sizes must be integers, got 'x'"),
+                       # was skipped in silence (then "not used"): a wrapper TF Serving cannot parse
+                       ("\nallowed_batch_sizes { value: 4 }", "b:2: allowed_batch_sizes: N or allowed_batch_sizes: "
+                                                             "[N, N, ...] expected"),
                        ("}", "b:1:1: Expected identifier")]:
         with pytest.raises(ModelConfigError) as info:
             parse_batching_parameters(bad, source="b")

@@ -284,6 +284,20 @@ def test_2_surrogate_pairs_are_characters_and_work(server):
     assert status == 200 and answer["predictions"][0]["length"] == 6, answer  # an escaped backslash: text
 
 
+@pytest.mark.parametrize("body, key", [
+    (b'{"instances": ["a"], "instances": ["b", "c"]}', "instances"),  # answered 2 rows for ["b", "c"]
+    (b'{"signature_name": "pair", "instances": [{"text": "a", "text_b": "b", "text": "c"}]}', "text"),
+    (b'{"inputs": {"text": ["a"]}, "signature_name": "x", "signature_name": ""}', "signature_name"),
+])
+def test_2_a_key_repeated_in_one_json_object_is_400_not_its_last_value(server, body, key):
+    # Python's decoder kept the last value and TF Serving's (RapidJSON FindMember) reads the first:
+    # the same request was answered differently by the two servers.
+    status, _, answer = rest(server, "POST", "/v1/models/tiny:predict", body)
+    assert status == 400, (status, answer)
+    assert f"key {key!r} appears more than once in one object" in answer["error"], answer
+    ok_rest(server)
+
+
 def test_2_the_writer_never_fails_to_encode():
     from serving.server.rest_service import RestService, dumps
 

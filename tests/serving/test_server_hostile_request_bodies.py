@@ -139,7 +139,8 @@ def test_5_a_warmup_file_over_tf_servings_maximum_fails_the_load(tmp_path):
 
     path = ef.write_tiny_model(str(tmp_path / "tiny" / "1"), version=1, warmup=None)
     ef.write_warmup(path, [["a"]] * 1001)
-    engine = InferenceEngine([ModelSource("tiny", str(tmp_path / "tiny"))], poll_interval_s=0)
+    # polling on: the load was retried 5 x 60 s, though the same file fails the same way
+    engine = InferenceEngine([ModelSource("tiny", str(tmp_path / "tiny"))], poll_interval_s=30)
     engine.start()
     try:
         status = engine.model_status("tiny")[0]

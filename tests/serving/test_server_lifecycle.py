@@ -344,7 +344,7 @@ def test_batching_parameters_file_format(tmp_path, capsys):
             "allowed_batch_sizes: 8\nallowed_batch_sizes: 48\n")
     assert parse_batching_parameters(text) == {
         "max_batch_size": 48, "batch_timeout_micros": 500, "num_batch_threads": 4, "max_enqueued_batches": 20,
-        "ignored": ["pad_variable_length_inputs", "allowed_batch_sizes", "allowed_batch_sizes"]}
+        "allowed_batch_sizes": (8, 48), "ignored": ["pad_variable_length_inputs"]}
     with pytest.raises(ModelConfigError, match=r"batching_parameters.txt:2: max_batch_size must be an integer"):
         parse_batching_parameters("\nmax_batch_size { value: lots }")
     with pytest.raises(ModelConfigError, match=r":1: expected ':' or '\{'"):
@@ -363,6 +363,13 @@ def test_batching_parameters_file_format(tmp_path, capsys):
     assert main(["serve", "--model-base-path", str(tmp_path), "--enable-batching",
                  "--batching-parameters-file", str(bad)]) == 2
     assert "bad.txt:2: num_batch_threads must be an integer" in capsys.readouterr().err
+    # allowed_batch_sizes was skipped ("not used"): a list not ending at max_batch_size served, where
+    # tensorflow_model_server refuses it at load.
+    bad.write_text("max_batch_size { value: 32 }\nallowed_batch_sizes: 8\nallowed_batch_sizes: 16\n")
+    assert main(["serve", "--model-base-path", str(tmp_path), "--enable-batching",
+                 "--batching-parameters-file", str(bad)]) == 2
+    assert (f"--batching-parameters-file {bad}: Last entry in allowed_batch_sizes must match max_batch_size; "
+            "last entry was 16; expected 32") in capsys.readouterr().err
 
 
 def test_health_reports_draining(model_base):
