@@ -5,6 +5,7 @@ import os
 import re
 import shlex
 
+import numpy as np
 import pytest
 
 from bert_keras.checkpoints.loading import installed_distributions
@@ -324,3 +325,28 @@ def test_create_pretraining_data_says_what_it_read_and_the_pretrain_command_that
     assert glob.glob(args.data) == [prefix + "-00000-of-00001.tfrecord"] and args.vocab == vocab
     assert args.steps == 1 and args.output_dir == prefix + "-pretrain"
     assert "# --steps 1: one pass over the records at --batch-size 32" in hint
+
+
+def test_the_truncation_warning_names_only_commands_that_take_max_length(capsys):
+    """`evaluate` / `predict` of a fine-tuned model warned "... (max_length=N, or --max-length N on
+    the command line, reads N, in windows)": neither has --max-length (a usage error if typed).
+    The warning now names the commands that take it, and they do; the others do not."""
+    import types
+    import warnings
+
+    from bert_keras.cli.main import build_parser, command_parser
+    from bert_keras.tasks.window_outputs import WINDOWS_ON_THE_COMMAND_LINE, warn_truncated
+
+    task = types.SimpleNamespace(text_pair=False, window_options=lambda: (32, 16, 30))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warn_truncated(task, np.array([True, False]))
+    assert str(caught[0].message) == ("1 of 2 texts have more than 30 word pieces; only their first were read "
+                                      "(max_length=N reads N, in windows: bert-keras finetune, embed or export "
+                                      "--max-length N)")
+    named = re.match(r"bert-keras (.*) --max-length N$", WINDOWS_ON_THE_COMMAND_LINE).group(1)
+    named = re.split(r", | or ", named)
+    parser = build_parser()
+    takes = {name for name in ("finetune", "distill", "embed", "export", "evaluate", "predict", "attention")
+             if "--max-length" in command_parser(parser, name)._option_string_actions}
+    assert set(named) == takes, (named, takes)
