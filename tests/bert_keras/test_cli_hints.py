@@ -350,3 +350,12 @@ def test_the_truncation_warning_names_only_commands_that_take_max_length(capsys)
     takes = {name for name in ("finetune", "distill", "embed", "export", "evaluate", "predict", "attention")
              if "--max-length" in command_parser(parser, name)._option_string_actions}
     assert set(named) == takes, (named, takes)
+
+
+def test_a_missing_vocabulary_file_gets_the_command_that_makes_one(tmp_path, capsys):
+    """`tokenize --vocab nosuch.txt` answered with the library's advice alone, Python calls
+    ("count_words() + build_vocabulary() + write_vocabulary()"); the hint names the flag and the command."""
+    err = error_of(["tokenize", "--vocab", str(tmp_path / "nosuch.txt"), "hi"], capsys)
+    assert f"Vocabulary file not found: {tmp_path / 'nosuch.txt'}" in err
+    assert "hint: check the --vocab path, or make a vocabulary from text with `bert-keras vocab CORPUS.txt -o " \
+           "vocab.txt`" in err
