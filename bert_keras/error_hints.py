@@ -201,6 +201,9 @@ def _suggestion_hint(suggestion):
 
 
 def _vocabulary_hint(message, args):
+    if message.startswith("Vocabulary file not found:"):  # the library's advice is Python calls
+        return ("check the --vocab path, or make a vocabulary from text with "
+                "`bert-keras vocab CORPUS.txt -o vocab.txt` (only for a model you train from scratch)")
     if not re.search(r"has no vocab\.txt|no vocab\.txt beside", message):
         return None
     return ("pass the model's own vocabulary with --vocab FILE, or make one from text with "

@@ -104,6 +104,10 @@ class DistillationOptions(TrainingOptions):
     augment: Optional[int] = option(None, "also distil on N copies of each batch with 10%% of the tokens masked "
                                           "(N+1 times the step cost; default 2 below 20,000 examples)",
                                     metavar="N")
+    validation_split: float = option(0.0, "hold out this last share of --data (before shuffling) and report the "
+                                          "distillation loss on it after every epoch, as val_loss (as Keras' "
+                                          "validation_split; default 0: none)", type="held_out_fraction",
+                                     metavar="SHARE")
     hidden_weight: float = option(0.0, "weight of TinyBERT's hidden-state loss: each student block's output "
                                        "against its teacher block's (default 0: off; runs both encoders once "
                                        "more per step)", type=float, metavar="W")

@@ -41,7 +41,8 @@ def option(default=dataclasses.MISSING, help=None, name=None, *old_names, **flag
         *old_names: earlier spellings, accepted and hidden from `--help`.
         **flag: more of the flag: `group` (its `--help` section), `metavar`, `choices`, `type`
             (a callable, or the name of one of `CHECKED_TYPES`: "positive_int", "pair_sequence_length",
-            "positive_float", "non_negative_float", "seed", "fraction"), `nargs`, `action` ("append").
+            "positive_float", "non_negative_float", "seed", "fraction", "held_out_fraction"), `nargs`,
+            `action` ("append").
     """
     return dataclasses.field(default=default, metadata={"flag": dict(flag, help=help, name=name,
                                                                       old_names=old_names)})
@@ -122,6 +123,15 @@ def fraction(text):
     return value
 
 
+def held_out_fraction(text):
+    """argparse type of a share held out of the data, in [0, 1) (`--validation-split`, as Keras':
+    1 would leave nothing to train on)."""
+    value = _float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 0 and below 1, got {text}")
+    return value
+
+
 def _float(text):
     try:
         return float(text)
@@ -133,7 +143,7 @@ def _float(text):
 CHECKED_TYPES = {"positive_int": positive_int, "pair_sequence_length": pair_sequence_length,
                  "positive_float": positive_float, "finite_float": finite_float,
                  "non_negative_float": non_negative_float,
-                 "seed": seed, "fraction": fraction}
+                 "seed": seed, "fraction": fraction, "held_out_fraction": held_out_fraction}
 
 
 def add_option(parser, name, *old_names, required=False, **options):

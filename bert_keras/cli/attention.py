@@ -53,7 +53,8 @@ def register(subparsers, summary):
 def run(args):
     from pipelines.output_paths import check_output_names
     from bert_keras.finetuned_model import is_finetuned_directory, read_finetuned_encoder
-    from bert_keras.visualization import attention_heatmaps_png, attention_of, encoder_attention, save_head_view_html
+    from bert_keras.visualization import (attention_heatmaps_png, attention_of, encoder_attention, head_view_summary,
+                                         save_head_view_html)
 
     if os.path.exists(args.output_dir) and not os.path.isdir(args.output_dir):
         raise CommandError(f"--output-dir {args.output_dir}: is a file, not a directory")
@@ -76,14 +77,15 @@ def run(args):
     tokens, out, (layers, heads) = attention.tokens, args.output_dir, attention.probs.shape[:2]
     check_output_names(out, ["attention.html", f"layer{layer}.png"], overwrite=args.overwrite, flag="--output-dir")
     title = f"{args.init}: " + " / ".join(repr(t) for t in args.texts)
-    html_path = save_head_view_html(os.path.join(out, "attention.html"), tokens, attention.probs, head=head,
-                                    title=title, segment_ids=attention.segment_ids, initial_layer=layer)
+    page = dict(head=head, segment_ids=attention.segment_ids, initial_layer=layer)
+    html_path = save_head_view_html(os.path.join(out, "attention.html"), tokens, attention.probs, title=title, **page)
     png_path = attention_heatmaps_png(tokens, attention.probs, layer, head, os.path.join(out, f"layer{layer}.png"))
     print(f"{len(tokens)} tokens: {' '.join(tokens)}")
     if attention.cut:  # the view is of the first pieces only: say so, as the other commands do
         print(f"warning: only {attention.pieces_read} of the {attention.word_pieces} word pieces were read "
               f"({len(tokens)} tokens with [CLS]/[SEP]: --seq-length, or the model's positions)", file=sys.stderr)
-    print(f"wrote {html_path}  ({layers} layers x {heads} heads, interactive)")
+    # what the page holds and opens with: a long text's thinned layers and heads, or the one --head
+    print(f"wrote {html_path}  (interactive: {head_view_summary(tokens, attention.probs, **page)})")
     print(f"wrote {png_path}  (layer {layer}, {'all heads' if head is None else f'head {head}'})")
     print("\n" + "\n".join(attention.most_attended_lines(layer, head, top_k=args.top_k)))
     # A command that runs as printed: these texts, a directory of its own (this one holds
@@ -98,6 +100,8 @@ def run(args):
              "--layer", str(layer), "--head", str(other_head),
              "--output-dir", f"{os.path.normpath(out)}-layer{layer}-head{other_head}",
              *(["--"] if any(text.startswith("-") for text in texts) else []), *texts]
-    print(f"\nnext: open {html_path} in a browser\n"
-          f"      {shlex.join(rerun)}   (one head's heatmap: --layer 0..{layers - 1}, --head 0..{heads - 1})")
+    # one command a line, the notes shell comments: the block pasted whole runs (a "(...)" note was
+    # a bash syntax error, and "open FILE in a browser" a command)
+    print(f"\nnext: {shlex.join(rerun)}   # one head's heatmap: --layer 0..{layers - 1}, --head 0..{heads - 1}\n"
+          f"      # open {shlex.quote(html_path)} in a browser")
     return 0

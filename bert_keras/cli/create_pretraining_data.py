@@ -65,9 +65,40 @@ def run(args):
     else:
         summary = write_pretraining_data(settings, workers=args.workers, overwrite=args.overwrite,
                                          log=lambda line: print(line, flush=True))
+    from pipelines.pretraining.writer import counted
+
     print(f"{len(summary['written'])} shard(s) written, {len(summary['skipped'])} skipped, "
-          f"{summary['instances']} instances in {time.perf_counter() - start:.1f}s")
+          f"{counted(summary['instances'], 'instance')} in {time.perf_counter() - start:.1f}s")
+    if summary["complete"]:
+        print(next_step(args, settings, summary))
     return 0
+
+
+def next_step(args, settings, summary):
+    """The `pretrain` command that reads these shards, runnable as printed: the prefix and vocabulary
+    as typed, the case rules given here where the vocabulary's own differ, and --steps of one pass over the records at pretrain's batch
+    of 32 (when this run wrote them all; 10,000 otherwise), into a directory named after the prefix."""
+    import math
+    import shlex
+
+    from bert_keras.run_options import PretrainingOptions
+    from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
+
+    batch = PretrainingOptions.__dataclass_fields__["batch_size"].default
+    pattern = f"{args.output_prefix}-*-of-{settings.num_output_shards:05d}.tfrecord"
+    one_pass = not summary["skipped"] and settings.num_shards == 1 and summary["instances"]
+    steps = max(1, math.ceil(summary["instances"] / batch)) if one_pass else 10000
+    vocabulary_rules = resolve_tokenizer_settings(settings.vocab_file)  # what pretrain reads without a flag
+    if vocabulary_rules["strip_accents"] is None:  # as lowercasing, BERT's rule
+        vocabulary_rules["strip_accents"] = vocabulary_rules["lowercase"]
+    command = ["bert-keras", "pretrain", "--data", pattern, "--vocab", args.vocab_file,
+               *([] if settings.lowercase == vocabulary_rules["lowercase"] else
+                 ["--no-cased" if settings.lowercase else "--cased"]),
+               *([] if settings.strip_accents == vocabulary_rules["strip_accents"] else
+                 ["--strip-accents" if settings.strip_accents else "--no-strip-accents"]),
+               "--config", "mini", "--steps", str(steps), "--output-dir", f"{args.output_prefix}-pretrain"]
+    line = f"next: {shlex.join(command)}"
+    return line + (f"   # --steps {steps}: one pass over the records at --batch-size {batch}" if one_pass else "")
 
 
 

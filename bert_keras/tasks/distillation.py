@@ -456,14 +456,16 @@ class DistillationResult:
 def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size=None, init=None,
                       temperature=2.0, alpha=None, epochs=3, batch_size=None, learning_rate=None,
                       warmup_ratio=0.1, max_steps=None, checkpoint_every=None, seed=0, augment=None, mask_rate=0.1,
-                      hidden_weight=0.0, unlabelled=None, overwrite=False, evaluate=True, verbose=2, log=print):
+                      hidden_weight=0.0, validation_split=0.0, unlabelled=None, overwrite=False, evaluate=True,
+                      verbose=2, log=print):
     """The whole run of `bert-keras distill`: teacher directory + data spec -> a saved student.
 
     The data of `spec` (a `named_datasets.DatasetSpec`; None: the one the teacher records),
     `distill` (resumable from `output_dir/.finetune-run`), `save`, then the teacher and the
     student scored on the dev split (the student's metrics go to `eval_results.json`).
     `alpha=0` ignores the data's labels (the teacher's soft targets alone); `augment`,
-    `mask_rate`: masked copies of each batch, `hidden_weight`: the hidden-state loss, as `distill`;
+    `mask_rate`: masked copies of each batch, `hidden_weight`: the hidden-state loss,
+    `validation_split`: the last share of the data held out for `val_loss` each epoch, as `distill`;
     `unlabelled`: a text file whose lines are distilled on too (`unlabelled_inputs`).
 
     Returns:
@@ -524,7 +526,7 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
             temperature=temperature, alpha=alpha, epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
             warmup_ratio=warmup_ratio, max_steps=max_steps, seed=seed, run_dir=run_dir,
             checkpoint_every=checkpoint_every, augment=augment, mask_rate=mask_rate, hidden_weight=hidden_weight,
-            unlabelled=extra, verbose=verbose,
+            validation_split=validation_split, unlabelled=extra, verbose=verbose,
             keep_run_dir=True, callbacks=callbacks),
         run_dir, output_dir, log, overwrite=overwrite)
     if student.settings.get("window_aggregation") == "evidence":  # the student's own blocks' statistics

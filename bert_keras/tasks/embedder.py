@@ -415,6 +415,17 @@ def _row_marks(index, truncated, empty):
 SIMILARITY_TEXTS = 10
 
 
+def _shown(text, limit):
+    """A text (or a pair, as `A ||| B`, the command line's spelling of one) cut to `limit` characters,
+    as `Embeddings.summary_lines` shows it: a pair's list was sliced to its two texts and printed
+    as a Python list.
+
+    >>> _shown("a cat sat", 5), _shown(["a cat", "it sat"], 60)
+    ('a cat', 'a cat ||| it sat')
+    """
+    return (text if isinstance(text, str) else " ||| ".join(text))[:limit]
+
+
 @dataclasses.dataclass(frozen=True)
 class Embeddings:
     """Texts and their vectors (`Embedder.embed`), and their ranking against a query when one was given.
@@ -501,14 +512,14 @@ class Embeddings:
         `SIMILARITY_TEXTS` texts, their similarities."""
         if self.query is not None:
             return [f"\ntop {len(self.indices)} of {len(self.texts)} for {self.query!r} (cosine similarity):"] + [
-                f"  {rank}. {score:.4f}  [{index}] {self.texts[index][:100]}"
+                f"  {rank}. {score:.4f}  [{index}] {_shown(self.texts[index], 100)}"
                 for rank, (index, score) in enumerate(zip(self.indices, self.scores), start=1)]
-        lines = [f"{text[:60]!r}: [{', '.join(f'{v:+.4f}' for v in vector[:6])}, ...] ({vector.shape[0]} dims)"
-                 for text, vector in zip(self.texts, self.vectors)]
+        lines = [f"{_shown(text, 60)!r}: [{', '.join(f'{v:+.4f}' for v in vector[:6])}, ...] "
+                 f"({vector.shape[0]} dims)" for text, vector in zip(self.texts, self.vectors)]
         similarities = self._similarities()
         if similarities is not None:
             lines.append("\ncosine similarity:")
-            lines += [f"  {' '.join(f'{s:6.3f}' for s in row)}   {text[:50]!r}"
+            lines += [f"  {' '.join(f'{s:6.3f}' for s in row)}   {_shown(text, 50)!r}"
                       for row, text in zip(similarities, self.texts)]
         return lines
 

@@ -76,6 +76,10 @@ def pairs_cut(task, rows):
     return np.concatenate(cut)
 
 
+# The `bert-keras` commands with --max-length (`cli.flag_arguments.add_window_options`; a test holds them so).
+WINDOWS_ON_THE_COMMAND_LINE = "bert-keras finetune, embed or export --max-length N"
+
+
 def warn_truncated(task, truncated, *, pairs=None):
     """Truncation is never silent: how many texts were read only in part, and what reads them.
     `pairs`: `truncated` marks text pairs (`pairs_cut`); None: the task's `text_pair`."""
@@ -88,7 +92,9 @@ def warn_truncated(task, truncated, *, pairs=None):
                       stacklevel=caller_stacklevel())
         return
     _, _, max_length = task.window_options()
+    # the commands that take --max-length named: `evaluate` / `predict` said "--max-length N on the
+    # command line", a flag they lack (a fine-tuned model reads as it was trained)
     warnings.warn(f"{count} texts have more than {max_length} "
-                  "word pieces; only their first were read (max_length=N, or --max-length N on the command "
-                  "line, reads N, in windows)",
+                  f"word pieces; only their first were read (max_length=N reads N, in windows: "
+                  f"{WINDOWS_ON_THE_COMMAND_LINE})",
                   stacklevel=caller_stacklevel())

@@ -75,8 +75,11 @@ class PretrainingResult:
             f"wrote {encoder}"
             + (" (heads: encoder.heads.npz)" if os.path.isfile(os.path.join(output_dir, "encoder.heads.npz")) else "")
             + f", config.json{', vocab.txt' if vocab_copied else ''}, checkpoints/ "
-            f"(latest {os.path.basename(self.checkpoint or '-')}), logs/ (tensorboard --logdir {output_dir}/logs)",
-            embed, f"      bert-keras convert {encoder} hf:{output_dir}/hf   (or tf1:{output_dir}/tf1/bert_model.ckpt)"])
+            f"(latest {os.path.basename(self.checkpoint or '-')}), logs/ "
+            f"(tensorboard --logdir {shlex.quote(os.path.join(output_dir, 'logs'))})",
+            # quoted, the alternative a shell comment: the block pasted whole runs both commands
+            embed, f"      bert-keras convert {shlex.quote(encoder)} {shlex.quote('hf:' + os.path.join(output_dir, 'hf'))}"
+                   f"   # or tf1:{os.path.join(output_dir, 'tf1', 'bert_model.ckpt')}"])
 
 
 def _example_batch(dataset):

@@ -9,9 +9,10 @@
 from bert_keras.visualization.attention_view import (
     attention_heatmaps_png,
     head_view_html,
+    head_view_summary,
     save_head_view_html,
 )
 from bert_keras.visualization.encoder_attention import EncoderAttention, attention_of, encoder_attention
 
 __all__ = ["EncoderAttention", "attention_heatmaps_png", "attention_of", "encoder_attention", "head_view_html",
-           "save_head_view_html"]
+           "head_view_summary", "save_head_view_html"]

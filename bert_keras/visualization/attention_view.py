@@ -133,6 +133,53 @@ def head_view_html(tokens_a_and_b, attention_probs, *, layer=None, head=None, ti
     """
     tokens = [str(t) for t in tokens_a_and_b]
     probs = _as_layers(attention_probs, len(tokens))
+    layers, opened, initial_heads, segments, summary, notes = _page_plan(
+        tokens, probs, layer, head, segment_ids, initial_layer, max_open_lines, max_lines)
+    for short, why in notes:
+        warnings.warn(f"attention page of {len(tokens)} tokens: {short}: {why}", UserWarning, stacklevel=3)
+    num_layers, num_heads = probs.shape[:2]
+    data = {
+        "tokens": tokens,
+        "segments": [int(s) for s in segments],
+        "layers": layers,
+        "num_layers": int(num_layers),
+        "initial_layer": int(opened),
+        "num_heads": int(num_heads),
+        "initial_heads": initial_heads,
+        # attention[k] is layer layers[k]: [heads][query], each query's drawn lines as a flat
+        # [key, weight, key, weight, ...] list (weights of at least HTML_MIN_WEIGHT).
+        "attention": _sparse_rows(probs[layers]),
+    }
+    # JSON inside <script>: escape <, > and & so no token can close the tag.
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return (_PAGE.replace("__TITLE__", html.escape(title))
+            .replace("__SUMMARY__", html.escape(summary))
+            .replace("__DATA__", payload))
+
+
+def head_view_summary(tokens_a_and_b, attention_probs, **kwargs):
+    """What the page `head_view_html` makes of these arguments holds and opens with, in one line
+    (the page's own heading line; `bert-keras attention` prints it): the layers and heads, the
+    tokens, the opened layer, and what a long text's page thins (1 layer in k stored, fewer heads
+    ticked) or the one head asked for.
+
+    >>> import numpy as np
+    >>> head_view_summary(["[CLS]", "a", "[SEP]"], np.full((2, 3, 3, 3), 1 / 3), head=1)
+    '2 layers, 3 heads, 3 tokens; opens on layer 1; opens with head 1 of 3 ticked'
+
+    Args:
+        tokens_a_and_b, attention_probs, **kwargs: as for `head_view_html` (`title` is ignored).
+    """
+    kwargs.pop("title", None)
+    tokens = [str(t) for t in tokens_a_and_b]
+    return _page_plan(tokens, _as_layers(attention_probs, len(tokens)), **kwargs)[4]
+
+
+def _page_plan(tokens, probs, layer=None, head=None, segment_ids=None, initial_layer=None,
+               max_open_lines=HTML_MAX_OPEN_LINES, max_lines=HTML_MAX_LINES):
+    """`head_view_html`'s choices, checked: `(layers stored, opened layer, heads ticked, segments,
+    the summary line, notes)`; a note is `(what the summary says, why)`."""
     num_layers, num_heads = probs.shape[:2]
     layers = list(range(num_layers)) if layer is None else [_check_index("layer", layer, num_layers)]
     if head is not None:
@@ -158,29 +205,11 @@ def head_view_html(tokens_a_and_b, attention_probs, *, layer=None, head=None, ti
         notes.append((f"opens with {ticked} of {num_heads} ticked", f"all {num_heads} draw "
                       f"{int(lines[opened].sum()):,} lines on layer {opened}, more than {max_open_lines:,} (slow at "
                       "each redraw); tick the others in the page"))
-    for short, why in notes:
-        warnings.warn(f"attention page of {len(tokens)} tokens: {short}: {why}", UserWarning, stacklevel=3)
-    data = {
-        "tokens": tokens,
-        "segments": [int(s) for s in segments],
-        "layers": layers,
-        "num_layers": int(num_layers),
-        "initial_layer": int(opened),
-        "num_heads": int(num_heads),
-        "initial_heads": initial_heads,
-        # attention[k] is layer layers[k]: [heads][query], each query's drawn lines as a flat
-        # [key, weight, key, weight, ...] list (weights of at least HTML_MIN_WEIGHT).
-        "attention": _sparse_rows(probs[layers]),
-    }
-    # JSON inside <script>: escape <, > and & so no token can close the tag.
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    payload = payload.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    said = [short for short, _ in notes] + ([] if head is None else [f"opens with head {int(head)} of {num_heads} ticked"])
     summary = (f"{num_layers} layers, {num_heads} heads, {len(tokens)} tokens"
                + (f"; opens on layer {opened}" if layer is None else f"; showing layer {layer}")
-               + "".join(f"; {short}" for short, _ in notes))
-    return (_PAGE.replace("__TITLE__", html.escape(title))
-            .replace("__SUMMARY__", html.escape(summary))
-            .replace("__DATA__", payload))
+               + "".join(f"; {short}" for short in said))
+    return layers, opened, initial_heads, segments, summary, notes
 
 
 def save_head_view_html(path, tokens_a_and_b, attention_probs, **kwargs):

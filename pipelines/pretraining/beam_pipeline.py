@@ -51,6 +51,7 @@ from pipelines.pretraining import seeding
 from pipelines.pretraining.contract import shard_file_name
 from pipelines.pretraining.instances import corpus_of_documents, tokenize_documents
 from pipelines.pretraining.settings import PretrainingDataSettings
+from pipelines.pretraining.writer import counted, single_document_note
 from pipelines.tokenizer.tokenizer_config import ORIGINAL_MAX_CHARS_PER_WORD
 
 _NAMESPACE = "bert_keras.pretraining"
@@ -160,7 +161,11 @@ def write_pretraining_data_with_beam(settings: PretrainingDataSettings, *, runne
                     if not tf.io.gfile.exists(path):
                         with tf.io.gfile.GFile(path, "w"):
                             pass
-            log(f"{summary['documents']} documents, {summary['instances']} instances in {len(todo)} shard(s)")
+            log(f"{counted(summary['documents'], 'document')}, {counted(summary['instances'], 'instance')} in "
+                f"{len(todo)} shard(s)")
+            note = single_document_note(summary["documents"], summary["sentences"], settings)
+            if note:  # as the local path says it
+                log(note)
     summary["complete"] = mark_complete_if_done(settings, record)
     return summary
 

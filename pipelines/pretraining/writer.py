@@ -134,7 +134,8 @@ def _write(settings, todo, paths, pool, summary, log):
     summary["tokens"] = len(tokens.ids)
     if tokens.num_documents == 0:
         raise corpus_lib.CorpusError(f"No sentence of {corpus.files[:5]} has any token.")
-    log(f"{tokens.num_documents} documents, {summary['sentences']} sentences, {len(tokens.ids)} tokens")
+    log(f"{counted(tokens.num_documents, 'document')}, {counted(summary['sentences'], 'sentence')}, "
+        f"{counted(len(tokens.ids), 'token')}")
     note = single_document_note(tokens.num_documents, summary["sentences"], settings)
     if note:
         log(note)
@@ -144,9 +145,18 @@ def _write(settings, todo, paths, pool, summary, log):
         summary["workers"] = pool.processes
         counts = pool.write(jobs, tokens, scratch_near=settings.output_prefix)
     for job, count in zip(jobs, counts):
-        log(f"wrote {job.path} ({count} instances)")
+        log(f"wrote {job.path} ({counted(count, 'instance')})")
     summary["written"] = [job.path for job in jobs]
     summary["instances"] = int(sum(counts))
+
+
+def counted(count: int, noun: str) -> str:
+    """`count` and `noun`, plural unless one: the writers' log lines.
+
+    >>> counted(1, "document"), counted(2, "instance"), counted(0, "sentence")
+    ('1 document', '2 instances', '0 sentences')
+    """
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def single_document_note(documents: int, sentences: int, settings: PretrainingDataSettings) -> str:

@@ -9,7 +9,7 @@ import shlex
 import numpy as np
 import pytest
 
-from bert_keras.visualization import attention_heatmaps_png, head_view_html, save_head_view_html
+from bert_keras.visualization import attention_heatmaps_png, head_view_html, head_view_summary, save_head_view_html
 
 TOKENS = ["[CLS]", "the", "ca<t>", "##s", "[SEP]", "it", "\"sat\"", "[SEP]"]
 
@@ -174,10 +174,20 @@ def test_attention_cli_on_minilm_pair(minilm_dir, tmp_path, capsys):
     assert "[CLS] attends most to (layer 2, head 3)" in printed and "next:" in printed
     assert data["initial_layer"] == 2, "the page opens on the layer the PNG shows"
 
+    # The page's line said "(6 layers x 12 heads, interactive)", whatever --head (or a long text)
+    # made it open with: it now says what the page holds and opens with.
+    assert (f"wrote {out / 'attention.html'}  (interactive: 6 layers, 12 heads, 11 tokens; opens on layer 2; "
+            "opens with head 3 of 12 ticked)") in printed
     # The hint runs as printed: it said "--layer N --head H ..." (no texts), and rerun into the same
-    # --output-dir it was refused ("holds attention.html already").
-    hint = next(line.strip() for line in printed.splitlines() if line.strip().startswith("bert-keras attention"))
-    command = shlex.split(re.sub(r"\s{2,}\(.*$", "", hint))
+    # --output-dir it was refused ("holds attention.html already"). Pasted whole, the block runs:
+    # its notes were "(...)" (a bash syntax error) and "open FILE in a browser" (a command).
+    import subprocess
+
+    block = printed[printed.index("next: ") + len("next: "):]
+    assert subprocess.run(["bash", "-n", "-c", block]).returncode == 0, block
+    assert [shlex.split(line, comments=True)[:2] for line in block.strip().splitlines()] == [
+        ["bert-keras", "attention"], []]
+    command = shlex.split(block.splitlines()[0], comments=True)
     assert command[-2:] == ["The cat sat.", "It was tired."] and "--overwrite" not in command
     assert attention.run(_args(command[2:])) == 0
     assert sorted(os.listdir(f"{out}-layer2-head4")) == ["attention.html", "layer2.png"]
@@ -315,6 +325,8 @@ def test_a_long_texts_page_opens_with_the_heads_that_fit_and_holds_every_kth_lay
     four times that, without a word. Past `max_open_lines` it now opens with the first heads that fit
     ticked, past `max_lines` it holds every k-th layer with the opened one, each said in a warning
     and in the page; a view within them is unchanged."""
+    import warnings
+
     probs = np.full((6, 4, len(TOKENS), len(TOKENS)), 1 / len(TOKENS), "float32")  # 64 lines per head, all drawn
     whole = _embedded_data(head_view_html(TOKENS, probs))
     assert whole["initial_heads"] == [0, 1, 2, 3] and whole["layers"] == list(range(6))
@@ -323,6 +335,10 @@ def test_a_long_texts_page_opens_with_the_heads_that_fit_and_holds_every_kth_lay
                                          r"on layer 5, more than 200 .* tick the others in the page"):
         page = head_view_html(TOKENS, probs, max_open_lines=200)
     assert _embedded_data(page)["initial_heads"] == [0, 1, 2] and "opens with heads 0-2 of 4 ticked" in page
+    with warnings.catch_warnings():  # what `bert-keras attention` prints of the page: no second warning
+        warnings.simplefilter("error")
+        assert head_view_summary(TOKENS, probs, max_open_lines=200, initial_layer=4) == (
+            "6 layers, 4 heads, 8 tokens; opens on layer 4; opens with heads 0-2 of 4 ticked")
     with pytest.warns(UserWarning, match=r"holds layers 1, 4 of 0..5 \(1 in 3, with the opened one\): all 6 "
                                          r"would be 1,536 lines, more than 600; one layer alone: layer=L"):
         page = head_view_html(TOKENS, probs, initial_layer=4, max_lines=600)
@@ -332,8 +348,6 @@ def test_a_long_texts_page_opens_with_the_heads_that_fit_and_holds_every_kth_lay
     with pytest.warns(UserWarning, match=r"holds layers 5 of 0..5"):  # not even two fit: the opened one
         assert _embedded_data(head_view_html(TOKENS, probs, max_lines=100))["layers"] == [5]
     # One head asked for, or one layer: as asked.
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert _embedded_data(head_view_html(TOKENS, probs, head=3, max_open_lines=10))["initial_heads"] == [3]

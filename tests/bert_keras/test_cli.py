@@ -241,6 +241,8 @@ def test_a_full_disk_in_a_tensorflow_write_is_one_line_not_a_traceback(monkeypat
      "--epochs: must be a finite number >= 0, got -1"),
     (["distill", "--teacher", "t", "--output-dir", "o", "--epochs", "inf"],
      "--epochs: must be a finite number >= 0, got inf"),
+    (["distill", "--teacher", "t", "--output-dir", "o", "--validation-split", "1"],  # nothing left to train on
+     "--validation-split: must be at least 0 and below 1, got 1"),
     (["export", "--model", "m", "--base-path", "b", "--model-name", "n", "--max-windows", "0"],
      "--max-windows: must be at least 1, got 0"),
 ])

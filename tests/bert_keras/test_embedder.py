@@ -466,3 +466,18 @@ def test_embed_of_pairs_is_predict_of_the_pairs(tmp_path):
         result = embedder.embed([("Good cat", ""), ("", " "), ("", "cat")])
     assert result.empty == (1,) and result.vectors.shape[0] == 3
     np.testing.assert_allclose(result.vectors[0], embedder.predict((["Good cat"], [""]))[0], atol=1e-6)
+
+
+def test_summary_lines_show_a_pair_as_its_two_texts_not_a_python_list():
+    """`embed` of pairs keeps each as `[a, b]`: `summary_lines` sliced that list and printed
+    "['a cat sat', 'it was tired']" (and the ranking line a list too). A pair now reads `A ||| B`."""
+    from bert_keras.tasks.embedder import Embeddings
+
+    pairs = [["a cat sat", "it was tired"], ["a dog ran", "it was fast"]]
+    vectors = np.array([[1.0, 0.0], [0.6, 0.8]], np.float32)
+    lines = Embeddings(pairs, vectors, "mean", True).summary_lines()
+    assert lines[0] == "'a cat sat ||| it was tired': [+1.0000, +0.0000, ...] (2 dims)"
+    assert lines[-1].endswith("   'a dog ran ||| it was fast'") and not any("[\'" in line for line in lines), lines
+    ranked = Embeddings(pairs, vectors, "mean", True, query="cats", indices=np.array([1]),
+                        scores=np.array([0.5])).summary_lines()
+    assert ranked[1] == "  1. 0.5000  [1] a dog ran ||| it was fast"

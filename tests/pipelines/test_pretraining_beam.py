@@ -170,6 +170,25 @@ def test_beam_direct_runner_writes_the_local_shards_byte_for_byte(vocab_file, tm
     assert not write_pretraining_data(settings_for(corpus, vocab_file, beam, **settings), workers=1)["written"]
 
 
+def test_beam_logs_the_local_paths_single_document_note_and_counts(vocab_file, tmp_path):
+    """A corpus read as one document got the local path's note on the next-sentence negatives, and
+    none on Beam; Beam's count line said "1 documents". Both paths now log the same note."""
+    pytest.importorskip("apache_beam")
+    from pipelines.pretraining import write_pretraining_data_with_beam
+
+    corpus = tmp_path / "joined.txt"
+    corpus.write_text("The cat sat on the mat.\nThe dog sat on the log.\nBirds sang all day.\n", encoding="utf-8")
+    logged = {}
+    for path, write in (("local", write_pretraining_data), ("beam", write_pretraining_data_with_beam)):
+        logged[path] = []
+        write(settings_for(str(corpus), vocab_file, str(tmp_path / path), **dict(SMALL, num_output_shards=1)),
+              log=logged[path].append)
+    notes = {path: [line for line in lines if line.startswith("note: the corpus is one document (3 sentences)")]
+             for path, lines in logged.items()}
+    assert len(notes["local"]) == 1 and notes["beam"] == notes["local"], logged
+    assert any(line.startswith("1 document, ") for line in logged["beam"]), logged["beam"]
+
+
 def test_beam_tokenizes_with_the_vocabularys_word_length_limit(vocab_file, tmp_path):
     """The Beam tokenizer used the original's 200 characters a word where the vocabulary (an HF
     directory's: 100) and the local writer say 100: a word of 150 letters was pieces there. The same
