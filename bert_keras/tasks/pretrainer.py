@@ -576,9 +576,10 @@ def run_settings(*, records, corpus, vocab_file, lowercase, config, init, seq_le
         **({"strip_accents": bool(strip_accents)}
            if strip_accents is not None and bool(strip_accents) != bool(lowercase) else {}),
         **({"pre_tokenizer": pre_tokenizer} if pre_tokenizer else {}),  # likewise: only when there is one
-        # likewise: the vocabulary's word length limit, when it is not the original's 200
+        # likewise: the vocabulary's word length limit, when it is not the original's 200, for a run
+        # that tokenizes a corpus (records were tokenized when written: the limit changes nothing there)
         **({"max_input_chars_per_word": max_input_chars_per_word}
-           if max_input_chars_per_word not in (None, ORIGINAL_MAX_CHARS_PER_WORD) else {}),
+           if corpus and max_input_chars_per_word not in (None, ORIGINAL_MAX_CHARS_PER_WORD) else {}),
         # likewise: the masking settings that depart from the defaults
         **{name: value for name, value in (masking or MaskingSettings()).masking().items()
            if value != getattr(MaskingSettings, name)},

@@ -193,6 +193,23 @@ def test_pretraining_on_a_corpus_reads_with_the_vocabularys_word_length_limit(tm
     assert "max_input_chars_per_word" not in run_settings(**common, max_input_chars_per_word=200)
 
 
+def test_a_run_on_records_does_not_record_the_vocabularys_word_length_limit(tmp_path):
+    """`run.json` recorded the vocabulary's word length limit (100 for an HF vocabulary) for a run on
+    `create-pretraining-data` records too, which were tokenized when written: a run made on such
+    records before the limit was recorded was refused on rerun ("max_input_chars_per_word"
+    differs) though nothing it reads had changed. Only a run on a corpus records it now."""
+    from bert_keras.tasks.pretrainer import run_settings
+
+    common = dict(vocab_file=str(tmp_path / "vocab.txt"), lowercase=True, config="mini", init=None,
+                  seq_length=16, max_predictions=2, batch_size=2, learning_rate=1e-4, weight_decay=0.01,
+                  seed=0, checkpoint_every=1, steps_per_execution=1, max_input_chars_per_word=100)
+    on_records = run_settings(records=str(tmp_path / "pt-*.tfrecord"), corpus=None, **common)
+    assert "max_input_chars_per_word" not in on_records
+    assert on_records == run_settings(records=str(tmp_path / "pt-*.tfrecord"), corpus=None,
+                                      **{**common, "max_input_chars_per_word": None})
+    assert run_settings(records=None, corpus=str(tmp_path / "c.txt"), **common)["max_input_chars_per_word"] == 100
+
+
 def test_rules_given_read_only_the_limit_of_the_recorded_ones(tmp_path, recwarn):
     """With the casing and the analyzer given, the rules file was read whole again for the word
     length limit: a damaged file raised and `tokenize_chinese_chars: false` warned, where such calls
