@@ -160,6 +160,39 @@ def test_create_pretraining_data_reads_an_unrecorded_vocabulary_as_the_tasks_do(
     assert (given.lowercase, given.strip_accents) == (True, True)
 
 
+def test_create_pretraining_data_with_a_rule_about_accents_alone_keeps_the_vocabularys_casing(tmp_path):
+    """`create-pretraining-data --strip-accents` (or `--no-strip-accents`) alone on a cased
+    vocabulary lowercased the corpus (the casing fell back to its default, uncased), where the
+    tasks, `pretrain --corpus` and `resolve_tokenizer_settings` keep the vocabulary's casing: the
+    records held the lowercased words the cased model never reads. The casing is the vocabulary's
+    now; `--cased` / `lowercase=` given still win."""
+    from bert_keras.cli.main import build_parser
+    from pipelines.command_options import field_values
+    from pipelines.pretraining import PretrainingDataSettings
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("Word1 Wörd2\n", encoding="utf-8")
+    vocab = tmp_path / "cased" / "vocab.txt"
+    vocab.parent.mkdir()
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"Word{i}" for i in range(12)]) + "\n",
+                     encoding="utf-8")
+    common = dict(input=str(corpus), vocab_file=str(vocab), output_prefix=str(tmp_path / "pt"))
+    for strip in (True, False):
+        settings = PretrainingDataSettings(**common, strip_accents=strip)
+        assert (settings.lowercase, settings.strip_accents) == (False, strip)
+    base = ["create-pretraining-data", "--input", str(corpus), "--vocab", str(vocab), "--output-prefix",
+            str(tmp_path / "pt")]
+    for flags, rules in (([], (False, False)), (["--strip-accents"], (False, True)), (["--cased"], (False, False)),
+                         (["--do_lower_case=true"], (True, True)),
+                         (["--do_lower_case=true", "--no-strip-accents"], (True, False))):
+        settings = PretrainingDataSettings(**field_values(PretrainingDataSettings, build_parser().parse_args(base + flags)))
+        assert (settings.lowercase, settings.strip_accents) == rules, flags
+    assert PretrainingDataSettings(**common, lowercase=True).lowercase is True  # given: yours
+    # an uncased vocabulary (recorded) stays uncased with a rule about accents alone
+    write_tokenizer_settings(str(vocab), lowercase=True)
+    assert PretrainingDataSettings(**common, strip_accents=False).lowercase is True
+
+
 def test_pretraining_on_a_corpus_reads_with_the_vocabularys_word_length_limit(tmp_path, monkeypatch):
     """`Pretrainer.fit(corpus=)` / `pretrain --corpus` tokenized with the original's 200 characters a
     word whatever the vocabulary records (100 for an HF one): a word of 150 letters was pieces in
