@@ -837,6 +837,38 @@ def test_an_hf_checkpoint_reads_a_long_word_as_hfs_tokenizer_does(tmp_path, monk
     assert load_tokenizer(f"hf:{transformers5}").tokenize(LONG_WORDS).to_list() == want
 
 
+def test_a_tokenizer_only_hf_directory_reads_a_long_word_as_hfs_tokenizer_does(tmp_path):
+    """An HF directory of a `vocab.txt` and transformers' `tokenizer_config.json` alone (no
+    `tokenizer.json`, no weights: the Hub's tokenizer files of bert-base-uncased, or a slow
+    tokenizer's save) read its words with the original's 200 characters, where transformers'
+    `BertTokenizer` reads it with 100: words of 101..200 characters were pieces here and one [UNK]
+    there. A field only transformers writes (`model_max_length`, ...) now marks it as HF's: 100.
+    A vocabulary this library recorded (no such field) keeps 200."""
+    from pipelines import BertTokenizer
+
+    for name, config in (("hub", {"do_lower_case": True, "model_max_length": 512}),
+                         ("v4", {"do_lower_case": True, "do_basic_tokenize": True, "never_split": None,
+                                 "tokenizer_class": "BertTokenizer", "clean_up_tokenization_spaces": True})):
+        directory = tmp_path / name
+        directory.mkdir()
+        (directory / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\n##a\nb\nhello\n,\n",
+                                             encoding="utf-8")
+        (directory / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+        reference = transformers.BertTokenizer.from_pretrained(str(directory))
+        want = [reference(text, add_special_tokens=False)["input_ids"] for text in LONG_WORDS]
+        assert want[1] == [1, 7], name  # HF: 101 characters, one [UNK]
+        rules = resolve_tokenizer_settings(str(directory / "vocab.txt"))
+        assert rules["max_input_chars_per_word"] == 100, name
+        assert BertTokenizer(str(directory / "vocab.txt"), **rules).tokenize(LONG_WORDS).to_list() == want, name
+        assert resolve_tokenizer_settings(str(directory / "vocab.txt"), lowercase=True,
+                                          pre_tokenizer="none")["max_input_chars_per_word"] == 100, name
+    ours = tmp_path / "ours" / "vocab.txt"
+    ours.parent.mkdir()
+    ours.write_text("[PAD]\n[UNK]\na\n", encoding="utf-8")
+    write_tokenizer_settings(str(ours), lowercase=True)
+    assert resolve_tokenizer_settings(str(ours))["max_input_chars_per_word"] == 200
+
+
 def test_the_word_length_limit_survives_save_load_keras_file_convert_and_export(tmp_path, monkeypatch):
     """The limit read from an HF checkpoint is the fine-tuned model's: `task.json`, a `.keras` file,
     `convert` to TF1 and the export's in-graph tokenizer (both backends) read a 101-character word as
