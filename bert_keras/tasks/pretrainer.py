@@ -87,7 +87,8 @@ class Pretrainer(BertPretrainer):
         # The corpus' tokenization too, so that a model read back from a `.keras` file reads a
         # corpus as this one does.
         return {**super().get_config(), "vocab_file": self.vocab_file, "lowercase": self.lowercase,
-                "strip_accents": self.strip_accents, "pre_tokenizer": self.pre_tokenizer}
+                "strip_accents": self.strip_accents, "pre_tokenizer": self.pre_tokenizer,
+                "max_input_chars_per_word": self.max_input_chars_per_word}
 
     @classmethod
     def _from_keras_config(cls, config):
@@ -96,12 +97,15 @@ class Pretrainer(BertPretrainer):
         pretrainer failed with a TypeError from reading the dict as a path."""
         config = dict(config)
         tokenization = {key: config.pop(key, None)
-                        for key in ("vocab_file", "lowercase", "strip_accents", "pre_tokenizer")}
+                        for key in ("vocab_file", "lowercase", "strip_accents", "pre_tokenizer",
+                                    "max_input_chars_per_word")}
         pretrainer = super().from_config(config)
         pretrainer.vocab_file = tokenization["vocab_file"]
         pretrainer.lowercase = cls.lowercase if tokenization["lowercase"] is None else bool(tokenization["lowercase"])
         pretrainer.strip_accents = tokenization["strip_accents"]
         pretrainer.pre_tokenizer = tokenization["pre_tokenizer"]
+        # None (a file saved before it was kept): resolved from the vocabulary at `fit(corpus=)`
+        pretrainer.max_input_chars_per_word = tokenization["max_input_chars_per_word"]
         return pretrainer
 
     def _set_tokenization(self, lowercase, strip_accents, pre_tokenizer=None):

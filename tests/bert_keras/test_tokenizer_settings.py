@@ -226,6 +226,28 @@ def test_pretraining_on_a_corpus_reads_with_the_vocabularys_word_length_limit(tm
     assert "max_input_chars_per_word" not in run_settings(**common, max_input_chars_per_word=200)
 
 
+def test_a_pretrainers_config_keeps_its_word_length_limit(tmp_path):
+    """`Pretrainer.get_config` kept the casing, accents and analyzer but not the word length limit:
+    a pretrainer read back (`load_model`, `from_config`) resolved it again from whatever lay beside
+    its vocabulary then, so a corpus could be read with another limit than the one it was built
+    with. The config keeps it now; one without it (saved before) is still resolved at fit."""
+    from bert_keras.config import BertConfig
+    from bert_keras.tasks import Pretrainer
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\n", encoding="utf-8")
+    write_tokenizer_settings(str(vocab), lowercase=True, max_input_chars_per_word=150)
+    config = BertConfig(vocab_size=7, hidden_size=8, num_layers=1, num_heads=2, intermediate_size=8,
+                        max_position_embeddings=16)
+    pretrainer = Pretrainer.from_config(config, vocab_file=str(vocab))
+    saved = pretrainer.get_config()
+    assert saved["max_input_chars_per_word"] == 150
+    os.remove(tmp_path / "tokenizer_config.json")  # the rules beside the vocabulary are gone
+    assert Pretrainer.from_config(json.loads(json.dumps(saved))).max_input_chars_per_word == 150
+    del saved["max_input_chars_per_word"]
+    assert Pretrainer.from_config(saved).max_input_chars_per_word is None  # resolved from the vocabulary at fit
+
+
 def test_a_run_on_records_does_not_record_the_vocabularys_word_length_limit(tmp_path):
     """`run.json` recorded the vocabulary's word length limit (100 for an HF vocabulary) for a run on
     `create-pretraining-data` records too, which were tokenized when written: a run made on such
