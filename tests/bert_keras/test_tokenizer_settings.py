@@ -891,6 +891,32 @@ def test_a_tokenizer_only_hf_directory_reads_a_long_word_as_hfs_tokenizer_does(t
     assert resolve_tokenizer_settings(str(ours))["max_input_chars_per_word"] == 200
 
 
+def test_from_pretrained_takes_the_word_length_limit(tmp_path, monkeypatch):
+    """`TextClassifier.from_pretrained(spec, max_input_chars_per_word=N)` (as `load_tokenizer` and
+    transformers' tokenizers take it) failed with "TypeError: TextClassifier._build_head() got an
+    unexpected keyword argument", and `Pretrainer.from_config` / `from_pretrained` had no such
+    argument. They take it now; a fine-tuned directory refuses another limit than its own."""
+    from bert_keras.tasks import Pretrainer
+
+    monkeypatch.setenv("BERT_KERAS_CACHE", str(tmp_path / "cache"))
+    directory = _hf_layouts(tmp_path)["slow"]
+    task = TextClassifier.from_pretrained(f"hf:{directory}", labels=["x", "y"], seq_length=8,
+                                          max_input_chars_per_word=150)
+    assert task.tokenizer.tokenize([LONG_WORDS[2]]).to_list()[0][:2] == [8, 5]  # 150 letters: pieces
+    assert task.tokenizer.tokenize([LONG_WORDS[3]]).to_list() == [[1]]
+    saved = task.save(str(tmp_path / "model"))
+    with open(os.path.join(saved, "task.json"), encoding="utf-8") as f:
+        assert json.load(f)["tokenizer"]["max_input_chars_per_word"] == 150
+    assert TextClassifier.from_pretrained(saved, max_input_chars_per_word=150).tokenizer.max_input_chars_per_word == 150
+    with pytest.raises(TaskInputError, match=r"max_input_chars_per_word=100: .* was fine-tuned with "
+                                             r"max_input_chars_per_word=150"):
+        TextClassifier.from_pretrained(saved, max_input_chars_per_word=100)
+    with pytest.raises(ValueError, match="max_input_chars_per_word must be an integer of at least 1, got 0"):
+        TextClassifier.from_pretrained(f"hf:{directory}", labels=["x", "y"], max_input_chars_per_word=0)
+    assert Pretrainer.from_pretrained(f"hf:{directory}", max_input_chars_per_word=150).max_input_chars_per_word == 150
+    assert Pretrainer.from_pretrained(f"hf:{directory}").max_input_chars_per_word == 100
+
+
 def test_the_word_length_limit_survives_save_load_keras_file_convert_and_export(tmp_path, monkeypatch):
     """The limit read from an HF checkpoint is the fine-tuned model's: `task.json`, a `.keras` file,
     `convert` to TF1 and the export's in-graph tokenizer (both backends) read a 101-character word as
