@@ -843,7 +843,13 @@ def convert(source, dest, *, strict=True, overwrite=False):
     """
     check_destination(source, dest, overwrite=overwrite)
     destination = parse_spec(dest, for_writing=True)
-    config, weights, vocab = read_pretrained(source, strict=strict)
+    # a google-research run_classifier / run_squad checkpoint's head, which transformers' BertFor... holds
+    task_head = None
+    if destination.kind == "hf" and parse_spec(source).kind == "tf1":
+        from bert_keras.checkpoints.task_heads import tf1_task_head_as_hf
+
+        task_head = tf1_task_head_as_hf(source)
+    config, weights, vocab = read_pretrained(source, strict=strict, task_module=task_head[3] if task_head else None)
     if destination.kind == "keras":
         from bert_keras.encoder import BertEncoder
 
@@ -852,7 +858,8 @@ def convert(source, dest, *, strict=True, overwrite=False):
         written = save_pretrained(encoder, destination.path, vocab_file=vocab,
                                   heads={name: value for name, value in weights.items() if name.startswith("cls/")})
     else:
-        written = write_pretrained(destination, config, weights, vocab_file=vocab)
+        written = write_pretrained(destination, config, weights, vocab_file=vocab,
+                                   task_head=task_head[:3] if task_head else None)
     heads = sorted({name.split("/")[1] for name in weights if name.startswith("cls/")})
     return Conversion(config=config, heads=heads, vocab=vocab, kind=destination.kind, written=written,
-                      source=source, dest=dest)
+                      source=source, dest=dest, task_head=task_head[0] if task_head else None)

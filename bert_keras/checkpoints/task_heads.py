@@ -291,6 +291,33 @@ def _tf1_hidden_size(prefix):
     return hidden if isinstance(hidden, int) else None
 
 
+def tf1_task_head_as_hf(spec):
+    """The head a google-research fine-tuning script left in the TF1 checkpoint `spec`
+    (`read_tf1_task_head`, whichever task computes it), as `transformers` stores it, or None
+    (no such head): `(architecture, {HF tensor name: float32 array},
+    {config.json field: value}, scope)`, the first three as `hf_task_head` gives them, `scope` the
+    checkpoint's (`output`, `cls/squad/output`): what `convert tf1:RUN hf:OUT` writes with the encoder."""
+    from bert_keras.families import KINDS, resolve
+
+    for kind in KINDS:
+        twin = family(kind).hf_head
+        if twin is None or not twin.tf1_scope:
+            continue
+        head = read_tf1_task_head(spec, resolve(family(kind).task_class))
+        if head is None:
+            continue
+        twin = family(head.kind).hf_head
+        tensors = {f"{twin.module}.weight": np.ascontiguousarray(head.kernel.T), f"{twin.module}.bias": head.bias}
+        fields = {}
+        if head.labels is not None:
+            fields.update(num_labels=len(head.labels), id2label={str(i): label for i, label in enumerate(head.labels)},
+                          label2id={label: i for i, label in enumerate(head.labels)})
+        if twin.problem_type is not None:
+            fields.update(num_labels=int(head.kernel.shape[1]), problem_type=twin.problem_type)
+        return twin.architecture, tensors, fields, head.module
+    return None
+
+
 def read_task_head(spec, task_class):
     """The fine-tuned head of a checkpoint that `task_class` computes (`read_hf_task_head` for
     `hf:`, `read_tf1_task_head` for `tf1:`), or None."""
