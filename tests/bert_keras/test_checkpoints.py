@@ -1537,6 +1537,29 @@ def test_a_run_squad_checkpoint_is_a_span_qa_with_its_head(tiny_config, tiny_voc
     np.testing.assert_array_equal(tensors["qa_outputs.bias"], output_bias)
 
 
+def test_a_transformers_head_is_read_from_a_pytorch_bin_without_reading_it_whole(tmp_path, monkeypatch):
+    """`load_hf_tensors(directory, names)` of a `pytorch_model.bin` read every tensor (the whole
+    model) for a task head's two, before `load_pretrained` read them all again. The file is mapped
+    now, so that the two alone are read; a file of torch's older format (no zip) is still read whole."""
+    import torch
+
+    tensors = {"bert.big": torch.arange(1000, dtype=torch.float32).reshape(10, 100),
+               "classifier.weight": torch.ones(3, 4), "classifier.bias": torch.tensor([1.0, 2.0, 3.0])}
+    real, calls = torch.load, []
+    monkeypatch.setattr(torch, "load", lambda *args, **kwargs: calls.append(kwargs.get("mmap")) or real(*args, **kwargs))
+    for name, legacy in (("zip", False), ("legacy", True)):
+        directory = tmp_path / name
+        directory.mkdir()
+        torch.save(tensors, str(directory / "pytorch_model.bin"), _use_new_zipfile_serialization=not legacy)
+        calls.clear()
+        read = hf.load_hf_tensors(directory, ["classifier.weight", "classifier.bias"])
+        assert sorted(read) == ["classifier.bias", "classifier.weight"]
+        np.testing.assert_array_equal(read["classifier.bias"], [1.0, 2.0, 3.0])
+        assert calls == ([True, None] if legacy else [True]), name
+        calls.clear()
+        assert sorted(hf.load_hf_tensors(directory)) == sorted(tensors) and calls == [False]
+
+
 @pytest.mark.parametrize("layout", ["safetensors", "sharded"])
 def test_a_transformers_head_is_read_alone_not_with_the_encoder(layout, tiny_config, tmp_path, monkeypatch):
     """`read_hf_task_head` read every tensor of the directory (the whole model) for its two, and
