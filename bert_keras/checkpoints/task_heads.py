@@ -14,7 +14,7 @@ task of its family, and `assign_hf_task_head` puts it into that task's head (`X.
 `read_tf1_task_head` reads the head google-research's fine-tuning scripts leave in a TF1 checkpoint
 (`run_classifier.py`'s `output_weights` / `output_bias`, `run_squad.py`'s `cls/squad/output_*`: the
 family's `HfHead.tf1_scope`), and
-`read_task_head` picks the reader of a spec's format.
+`read_task_head` picks the reader of a spec's format; `convert_with_task_head` writes a TF1 one to `hf:`.
 """
 
 import dataclasses
@@ -316,6 +316,24 @@ def tf1_task_head_as_hf(spec):
             fields.update(num_labels=int(head.kernel.shape[1]), problem_type=twin.problem_type)
         return twin.architecture, tensors, fields, head.module
     return None
+
+
+def convert_with_task_head(source, dest, *, strict=True, overwrite=False):
+    """`bert_keras.checkpoints.loading.convert`, which writes the head a google-research fine-tuning
+    script left in a `tf1:` source (`tf1_task_head_as_hf`) with an `hf:` destination as transformers'
+    `BertFor...` class (`bert-keras convert tf1:RUN hf:OUT`); other conversions are `convert`'s.
+
+    Example:
+
+    >>> convert_with_task_head("tf1:mrpc_output", "hf:mrpc-hf").task_head  # doctest: +SKIP
+    'BertForSequenceClassification'
+    """
+    from bert_keras.checkpoints.loading import convert, parse_spec
+
+    task_head = None
+    if parse_spec(dest, for_writing=True).kind == "hf" and parse_spec(source).kind == "tf1":
+        task_head = tf1_task_head_as_hf(source)
+    return convert(source, dest, strict=strict, overwrite=overwrite, task_head=task_head)
 
 
 def read_task_head(spec, task_class):

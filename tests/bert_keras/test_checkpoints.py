@@ -1466,6 +1466,8 @@ def test_a_run_classifier_checkpoint_converts_to_a_transformers_sequence_classif
     import torch
     import transformers
 
+    from bert_keras.checkpoints.task_heads import convert_with_task_head
+
     config = BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"})
     weights = random_canonical(config)
     rng = np.random.default_rng(3)
@@ -1477,7 +1479,7 @@ def test_a_run_classifier_checkpoint_converts_to_a_transformers_sequence_classif
     (run / "bert_config.json").write_text(json.dumps(config.to_google_dict()))
     shutil.copy(tiny_vocab_file, run / "vocab.txt")
 
-    conversion = loading.convert(f"tf1:{prefix}", f"hf:{tmp_path / 'hf'}")
+    conversion = convert_with_task_head(f"tf1:{prefix}", f"hf:{tmp_path / 'hf'}")
     assert conversion.task_head == "BertForSequenceClassification"
     written = json.loads((tmp_path / "hf" / "config.json").read_text())
     assert written["architectures"] == ["BertForSequenceClassification"]
@@ -1499,8 +1501,10 @@ def test_a_run_classifier_checkpoint_converts_to_a_transformers_sequence_classif
     assert sorted(read) == sorted(weights)
     for name, value in weights.items():
         np.testing.assert_array_equal(read[name], value)
+    assert _convert([f"tf1:{prefix}", f"hf:{tmp_path / 'cli'}"]) == 0  # bert-keras convert
+    assert json.loads((tmp_path / "cli" / "config.json").read_text())["architectures"] == ["BertForSequenceClassification"]
     with pytest.raises(CheckpointMismatchError, match=r"output_weights"):  # no place for it in a TF1 checkpoint
-        loading.convert(f"tf1:{prefix}", f"tf1:{tmp_path / 'out' / 'bert_model.ckpt'}")
+        convert_with_task_head(f"tf1:{prefix}", f"tf1:{tmp_path / 'out' / 'bert_model.ckpt'}")
 
 
 def test_a_run_squad_checkpoint_is_a_span_qa_with_its_head(tiny_config, tiny_vocab_file, tmp_path):
@@ -1530,7 +1534,9 @@ def test_a_run_squad_checkpoint_is_a_span_qa_with_its_head(tiny_config, tiny_voc
     with pytest.raises(CheckpointMismatchError, match=r"cls/squad/output_weights"):  # not a classifier's
         tasks.TextClassifier.from_pretrained(f"tf1:{tmp_path}", labels=["a", "b"])
     # convert to hf: a BertForQuestionAnswering with that head (qa_outputs: start, end)
-    conversion = loading.convert(f"tf1:{tmp_path}", f"hf:{tmp_path.parent / 'hf'}")
+    from bert_keras.checkpoints.task_heads import convert_with_task_head
+
+    conversion = convert_with_task_head(f"tf1:{tmp_path}", f"hf:{tmp_path.parent / 'hf'}")
     assert conversion.task_head == "BertForQuestionAnswering"
     tensors = hf.load_hf_tensors(tmp_path.parent / "hf")
     np.testing.assert_array_equal(tensors["qa_outputs.weight"], output_weights)
