@@ -172,7 +172,9 @@ def add_field_options(parser, options_class, *, only=None):
     (`metadata["flag"]`: `help`; `name`, else `--field-name`; `old_names`, hidden as `add_option`;
     `group`, `metavar`, `choices`, `nargs`, `action`; `type`, else the field's, a name of
     `CHECKED_TYPES` standing for that type). The destination is the field's name; a field without a
-    default is required; a bool is a switch that flips its default. `only`: these fields alone."""
+    default is required; a bool is a switch that flips its default; an Optional[bool] is
+    `--name / --no-name`, or with `action="store_true"` / `"store_false"` a switch to that value
+    (its default, None say, when not given). `only`: these fields alone."""
     groups = {}
     for field in dataclasses.fields(options_class):
         flag = field.metadata.get("flag")
@@ -185,6 +187,8 @@ def add_field_options(parser, options_class, *, only=None):
         required = field.default is dataclasses.MISSING
         if field.type is bool:
             options = {"action": "store_false" if field.default else "store_true"}
+        elif field.type == Optional[bool] and flag.get("action") in ("store_true", "store_false"):
+            options = {"action": flag["action"], "default": field.default}  # a switch; its default when not given
         elif field.type == Optional[bool]:
             options = {"action": argparse.BooleanOptionalAction, "default": field.default}
         else:

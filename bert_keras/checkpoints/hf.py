@@ -208,7 +208,12 @@ def _load_torch_bin(path, names=None):
     import torch
 
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        try:  # some tensors: mapped, so that those alone are read (torch.save's zip format)
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=names is not None)
+        except RuntimeError:
+            if names is None:
+                raise
+            state = torch.load(path, map_location="cpu", weights_only=True)  # an older format: whole
     except (RuntimeError, OSError, EOFError, ValueError, pickle.UnpicklingError) as error:
         # a cut file: "[Errno 22] Invalid argument", "PytorchStreamReader failed reading zip archive"
         raise CheckpointFormatError(f"{path}: cannot read PyTorch weights ({error})") from None
@@ -239,8 +244,8 @@ def _load_sharded(directory, index_name, load_one, names=None):
 
 def load_hf_tensors(directory, names=None):
     """The tensors of a HF model directory as `{HF name: np.ndarray}`: all, or those of `names` it
-    holds (read alone from safetensors files: a task head's two, say; a `pytorch_model.bin` is read
-    whole)."""
+    holds (read alone: a task head's two, say; from a `pytorch_model.bin` of torch's zip format, by
+    mapping it, else read whole)."""
     directory = os.fspath(directory)
     names = None if names is None else set(names)
     if os.path.isfile(os.path.join(directory, SAFETENSORS_FILE)):

@@ -820,7 +820,7 @@ def check_destination(source, dest, *, overwrite=False, source_path=None):
                               "pass overwrite=True (--overwrite) to replace them, or choose another destination")
 
 
-def convert(source, dest, *, strict=True, overwrite=False):
+def convert(source, dest, *, strict=True, overwrite=False, task_head=None):
     """Converts the weights of `source` into `dest` through the canonical dict.
 
     No model is built unless `dest` is a `.keras` file; the vocabulary found
@@ -837,13 +837,17 @@ def convert(source, dest, *, strict=True, overwrite=False):
         strict: refuse tensors the encoder does not use and missing encoder
             weights (False: drop them with a warning).
         overwrite: replace files the destination already holds (never the source).
+        task_head: `(architecture, {HF tensor name: array}, {config field: value}, scope)` of a
+            fine-tuned head in `source`, read apart (its `scope`) and written with an `hf:`
+            destination (`bert_keras.checkpoints.task_heads.convert_with_task_head` finds a
+            google-research run_classifier / run_squad one).
 
     Returns:
         `Conversion`.
     """
     check_destination(source, dest, overwrite=overwrite)
     destination = parse_spec(dest, for_writing=True)
-    config, weights, vocab = read_pretrained(source, strict=strict)
+    config, weights, vocab = read_pretrained(source, strict=strict, task_module=task_head[3] if task_head else None)
     if destination.kind == "keras":
         from bert_keras.encoder import BertEncoder
 
@@ -852,7 +856,8 @@ def convert(source, dest, *, strict=True, overwrite=False):
         written = save_pretrained(encoder, destination.path, vocab_file=vocab,
                                   heads={name: value for name, value in weights.items() if name.startswith("cls/")})
     else:
-        written = write_pretrained(destination, config, weights, vocab_file=vocab)
+        written = write_pretrained(destination, config, weights, vocab_file=vocab,
+                                   task_head=task_head[:3] if task_head else None)
     heads = sorted({name.split("/")[1] for name in weights if name.startswith("cls/")})
     return Conversion(config=config, heads=heads, vocab=vocab, kind=destination.kind, written=written,
-                      source=source, dest=dest)
+                      source=source, dest=dest, task_head=task_head[0] if task_head else None)

@@ -14,7 +14,7 @@ task of its family, and `assign_hf_task_head` puts it into that task's head (`X.
 `read_tf1_task_head` reads the head google-research's fine-tuning scripts leave in a TF1 checkpoint
 (`run_classifier.py`'s `output_weights` / `output_bias`, `run_squad.py`'s `cls/squad/output_*`: the
 family's `HfHead.tf1_scope`), and
-`read_task_head` picks the reader of a spec's format.
+`read_task_head` picks the reader of a spec's format; `convert_with_task_head` writes a TF1 one to `hf:`.
 """
 
 import dataclasses
@@ -289,6 +289,51 @@ def _tf1_hidden_size(prefix):
     except (OSError, ValueError, AttributeError):
         return None
     return hidden if isinstance(hidden, int) else None
+
+
+def tf1_task_head_as_hf(spec):
+    """The head a google-research fine-tuning script left in the TF1 checkpoint `spec`
+    (`read_tf1_task_head`, whichever task computes it), as `transformers` stores it, or None
+    (no such head): `(architecture, {HF tensor name: float32 array},
+    {config.json field: value}, scope)`, the first three as `hf_task_head` gives them, `scope` the
+    checkpoint's (`output`, `cls/squad/output`): what `convert tf1:RUN hf:OUT` writes with the encoder."""
+    from bert_keras.families import KINDS, resolve
+
+    for kind in KINDS:
+        twin = family(kind).hf_head
+        if twin is None or not twin.tf1_scope:
+            continue
+        head = read_tf1_task_head(spec, resolve(family(kind).task_class))
+        if head is None:
+            continue
+        twin = family(head.kind).hf_head
+        tensors = {f"{twin.module}.weight": np.ascontiguousarray(head.kernel.T), f"{twin.module}.bias": head.bias}
+        fields = {}
+        if head.labels is not None:
+            fields.update(num_labels=len(head.labels), id2label={str(i): label for i, label in enumerate(head.labels)},
+                          label2id={label: i for i, label in enumerate(head.labels)})
+        if twin.problem_type is not None:
+            fields.update(num_labels=int(head.kernel.shape[1]), problem_type=twin.problem_type)
+        return twin.architecture, tensors, fields, head.module
+    return None
+
+
+def convert_with_task_head(source, dest, *, strict=True, overwrite=False):
+    """`bert_keras.checkpoints.loading.convert`, which writes the head a google-research fine-tuning
+    script left in a `tf1:` source (`tf1_task_head_as_hf`) with an `hf:` destination as transformers'
+    `BertFor...` class (`bert-keras convert tf1:RUN hf:OUT`); other conversions are `convert`'s.
+
+    Example:
+
+    >>> convert_with_task_head("tf1:mrpc_output", "hf:mrpc-hf").task_head  # doctest: +SKIP
+    'BertForSequenceClassification'
+    """
+    from bert_keras.checkpoints.loading import convert, parse_spec
+
+    task_head = None
+    if parse_spec(dest, for_writing=True).kind == "hf" and parse_spec(source).kind == "tf1":
+        task_head = tf1_task_head_as_hf(source)
+    return convert(source, dest, strict=strict, overwrite=overwrite, task_head=task_head)
 
 
 def read_task_head(spec, task_class):

@@ -50,12 +50,13 @@ def register(subparsers, summary):
 
 def run(args):
     """Converts `args.source` to `args.dest`; prints what was written."""
-    from bert_keras.checkpoints.loading import convert
+    from bert_keras.checkpoints.task_heads import convert_with_task_head
     from bert_keras.finetuned_model import convert_finetuned, is_finetuned_directory
     from pipelines.tensorflow_logs import collected_warnings
 
-    # a fine-tuned model directory: its encoder, and to hf: its head as transformers' BertFor... class
-    converter = convert_finetuned if is_finetuned_directory(args.source) else convert
+    # a fine-tuned model directory (or a google-research fine-tuned tf1: checkpoint): its encoder, and
+    # to hf: its head as transformers' BertFor... class
+    converter = convert_finetuned if is_finetuned_directory(args.source) else convert_with_task_head
     # Library warnings (exact GELU exported to a tanh-GELU format, dropped tensors) are part
     # of the result: printed as plain lines, not as Python warnings with a source line.
     with collected_warnings(verbose=getattr(args, "verbose", False)) as caught:

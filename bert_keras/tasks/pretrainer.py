@@ -59,7 +59,7 @@ class Pretrainer(BertPretrainer):
 
     @classmethod
     def from_config(cls, config, *, vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None,
-                    dtype=None):
+                    max_input_chars_per_word=None, dtype=None):
         """A randomly initialised pretrainer.
 
         Args:
@@ -72,6 +72,8 @@ class Pretrainer(BertPretrainer):
                 `tokenizer_config.json`, else as its vocabulary's tokens show; `pipelines.tokenizer.tokenizer_config`).
             pre_tokenizer: the morpheme analyzer a corpus is split with (None: the one the
                 vocabulary records, `bert-keras vocab --pre-tokenizer kiwi`'s; "none": no analyzer).
+            max_input_chars_per_word: a corpus's longer words read as one [UNK] (None: the
+                vocabulary's limit: recorded, 100 in an HF directory, else the original's 200).
             dtype: a Keras dtype policy (`"mixed_float16"`, ...); None = the global one.
         """
         from bert_keras.encoder import BertEncoder
@@ -80,14 +82,15 @@ class Pretrainer(BertPretrainer):
             return cls._from_keras_config(config)
         pretrainer = cls(BertEncoder(read_config(config, vocab_file), dtype=dtype))
         pretrainer.vocab_file = None if vocab_file is None else os.fspath(vocab_file)
-        pretrainer._set_tokenization(lowercase, strip_accents, pre_tokenizer)
+        pretrainer._set_tokenization(lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word)
         return pretrainer
 
     def get_config(self):
         # The corpus' tokenization too, so that a model read back from a `.keras` file reads a
         # corpus as this one does.
         return {**super().get_config(), "vocab_file": self.vocab_file, "lowercase": self.lowercase,
-                "strip_accents": self.strip_accents, "pre_tokenizer": self.pre_tokenizer}
+                "strip_accents": self.strip_accents, "pre_tokenizer": self.pre_tokenizer,
+                "max_input_chars_per_word": self.max_input_chars_per_word}
 
     @classmethod
     def _from_keras_config(cls, config):
@@ -96,31 +99,36 @@ class Pretrainer(BertPretrainer):
         pretrainer failed with a TypeError from reading the dict as a path."""
         config = dict(config)
         tokenization = {key: config.pop(key, None)
-                        for key in ("vocab_file", "lowercase", "strip_accents", "pre_tokenizer")}
+                        for key in ("vocab_file", "lowercase", "strip_accents", "pre_tokenizer",
+                                    "max_input_chars_per_word")}
         pretrainer = super().from_config(config)
         pretrainer.vocab_file = tokenization["vocab_file"]
         pretrainer.lowercase = cls.lowercase if tokenization["lowercase"] is None else bool(tokenization["lowercase"])
         pretrainer.strip_accents = tokenization["strip_accents"]
         pretrainer.pre_tokenizer = tokenization["pre_tokenizer"]
+        # None (a file saved before it was kept): resolved from the vocabulary at `fit(corpus=)`
+        pretrainer.max_input_chars_per_word = tokenization["max_input_chars_per_word"]
         return pretrainer
 
-    def _set_tokenization(self, lowercase, strip_accents, pre_tokenizer=None):
+    def _set_tokenization(self, lowercase, strip_accents, pre_tokenizer=None, max_input_chars_per_word=None):
         from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
 
-        rules = resolve_tokenizer_settings(self.vocab_file, lowercase, strip_accents, pre_tokenizer)
+        rules = resolve_tokenizer_settings(self.vocab_file, lowercase, strip_accents, pre_tokenizer,
+                                           max_input_chars_per_word)
         self.lowercase, self.strip_accents = bool(rules["lowercase"]), rules["strip_accents"]
         self.pre_tokenizer = rules["pre_tokenizer"]
         self.max_input_chars_per_word = rules["max_input_chars_per_word"]
 
     @classmethod
     def from_pretrained(cls, spec, *, vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None,
-                        strict=False, dtype=None, name="bert_pretrainer"):
-        """Continues pretraining from a checkpoint (`BertPretrainer.from_pretrained`)."""
+                        max_input_chars_per_word=None, strict=False, dtype=None, name="bert_pretrainer"):
+        """Continues pretraining from a checkpoint (`BertPretrainer.from_pretrained`); the tokenization
+        arguments are `from_config`'s."""
         from bert_keras.checkpoints import find_vocabulary
 
         pretrainer = super().from_pretrained(spec, strict=strict, dtype=dtype, name=name)
         pretrainer.vocab_file = vocab_file or find_vocabulary(spec)
-        pretrainer._set_tokenization(lowercase, strip_accents, pre_tokenizer)
+        pretrainer._set_tokenization(lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word)
         return pretrainer
 
     def fit(self, x=None, y=None, *, corpus=None, records=None, output_dir=None, steps=None,
@@ -576,9 +584,10 @@ def run_settings(*, records, corpus, vocab_file, lowercase, config, init, seq_le
         **({"strip_accents": bool(strip_accents)}
            if strip_accents is not None and bool(strip_accents) != bool(lowercase) else {}),
         **({"pre_tokenizer": pre_tokenizer} if pre_tokenizer else {}),  # likewise: only when there is one
-        # likewise: the vocabulary's word length limit, when it is not the original's 200
+        # likewise: the vocabulary's word length limit, when it is not the original's 200, for a run
+        # that tokenizes a corpus (records were tokenized when written: the limit changes nothing there)
         **({"max_input_chars_per_word": max_input_chars_per_word}
-           if max_input_chars_per_word not in (None, ORIGINAL_MAX_CHARS_PER_WORD) else {}),
+           if corpus and max_input_chars_per_word not in (None, ORIGINAL_MAX_CHARS_PER_WORD) else {}),
         # likewise: the masking settings that depart from the defaults
         **{name: value for name, value in (masking or MaskingSettings()).masking().items()
            if value != getattr(MaskingSettings, name)},

@@ -27,8 +27,8 @@ from pipelines.tokenizer.tokenizer_config import given_pre_tokenizer, resolve_to
 
 
 def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length=None, recipe=None,
-                         vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None, dropout=0.1,
-                         strict=True, **options):
+                         vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None,
+                         max_input_chars_per_word=None, dropout=0.1, strict=True, **options):
     """A `cls` task on `spec` (`TextTask.from_pretrained` documents the arguments), recipe compiled.
     A setting's earlier name (SpanQA's `doc_stride=`) is an alias of its name now. `strict` is
     `load_pretrained`'s (a fine-tuned directory is read whole: it has nothing to drop)."""
@@ -41,10 +41,10 @@ def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length
         task = _task_on_finetuned_encoder(cls, spec_path, labels=labels, num_classes=num_classes,
                                           seq_length=seq_length, vocab_file=vocab_file, dropout=dropout,
                                           **options)
-        check_same_tokenization(task, spec_path, lowercase, strip_accents, pre_tokenizer)
+        check_same_tokenization(task, spec_path, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word)
     elif is_finetuned_directory(spec_path):
         task = load(spec_path, expected=cls)
-        check_same_tokenization(task, spec_path, lowercase, strip_accents, pre_tokenizer)
+        check_same_tokenization(task, spec_path, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word)
         keep_head(task, spec_path, labels=labels, num_classes=num_classes, **options)
         if seq_length is not None:  # checked as a new task's: a model has so many positions
             task._record.seq_length = checked_seq_length(seq_length, task.encoder.config.max_position_embeddings)
@@ -71,7 +71,7 @@ def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length
         if fine_tuned is not None:
             assign_hf_task_head(head, fine_tuned)
         # the vocabulary's recorded pre-tokenizer (a morpheme vocabulary's kiwi) unless one is given
-        rules = resolve_tokenizer_settings(vocab, lowercase, strip_accents, pre_tokenizer)
+        rules = resolve_tokenizer_settings(vocab, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word)
         task = cls(head, vocab_file=vocab, seq_length=seq_length, labels=labels,
                    settings=settings, training={"init": spec_path}, **rules)
     task._compile_recipe(**(recipe or {}))
@@ -105,12 +105,17 @@ def _task_on_finetuned_encoder(cls, directory, *, labels, num_classes, seq_lengt
                max_input_chars_per_word=record.max_input_chars_per_word, settings=settings, training={"init": directory})
 
 
-def check_same_tokenization(task, directory, lowercase, strip_accents, pre_tokenizer=None):
+def check_same_tokenization(task, directory, lowercase, strip_accents, pre_tokenizer=None,
+                            max_input_chars_per_word=None):
     """A fine-tuned model keeps the tokenization it was trained with: other rules are refused."""
     for name, given, saved in (("lowercase", lowercase, task._record.lowercase),
                                ("strip_accents", strip_accents, task._record.strip_accents),
-                               ("pre_tokenizer", pre_tokenizer, task._record.pre_tokenizer)):
-        if given is not None and (given_pre_tokenizer(given) if name == "pre_tokenizer" else bool(given)) != saved:
+                               ("pre_tokenizer", pre_tokenizer, task._record.pre_tokenizer),
+                               ("max_input_chars_per_word", max_input_chars_per_word,
+                                task._record.max_input_chars_per_word)):
+        asked = (given_pre_tokenizer(given) if name == "pre_tokenizer" else given if name == "max_input_chars_per_word"
+                 else bool(given))
+        if given is not None and asked != saved:
             raise TaskInputError(f"{name}={given}: {directory} was fine-tuned with {name}={saved}; a model "
                                  "tokenizes as it was trained (leave it unset)")
 

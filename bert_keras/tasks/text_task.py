@@ -203,8 +203,8 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
     @classmethod
     def from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length=None,
                         learning_rate=2e-5, warmup_ratio=0.1, weight_decay=0.01, vocab_file=None,
-                        lowercase=None, strip_accents=None, pre_tokenizer=None, dropout=0.1, strict=True,
-                        **options):
+                        lowercase=None, strip_accents=None, pre_tokenizer=None, max_input_chars_per_word=None,
+                        dropout=0.1, strict=True, **options):
         """A task on a pretrained encoder (or a fine-tuned directory), compiled with BERT's recipe.
 
         Args:
@@ -233,6 +233,8 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
                 tokenizer, on the host, for a vocabulary learned on morphemes as words; saved with
                 the model. None: the one the vocabulary records (`bert-keras vocab --pre-tokenizer
                 kiwi` records it), else none; "none": no analyzer (text split already).
+            max_input_chars_per_word: longer words read as one [UNK] (None: the checkpoint's: its
+                recorded limit, 100 for an HF directory, else the original's 200); saved with the model.
             dropout: the head's dropout.
             strict: False drops, with a warning, checkpoint tensors the encoder does not use (the
                 head of a Hugging Face `BertForSequenceClassification`, say: the task trains its
@@ -253,7 +255,8 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
                                     recipe=dict(learning_rate=learning_rate, warmup_ratio=warmup_ratio,
                                                 weight_decay=weight_decay),
                                     vocab_file=vocab_file, lowercase=lowercase, strip_accents=strip_accents,
-                                    pre_tokenizer=pre_tokenizer, dropout=dropout, strict=strict, **options)
+                                    pre_tokenizer=pre_tokenizer, max_input_chars_per_word=max_input_chars_per_word,
+                                    dropout=dropout, strict=strict, **options)
 
     # What `bert-keras predict --model DIR ...` takes after the model, for "next:" hints.
     predict_example = '"your text"'

@@ -107,13 +107,14 @@ class PretrainingDataSettings(MaskingSettings):
             `"tfds:NAME"` (see `pipelines.corpus.read_corpus`).
         vocab_file: the WordPiece `vocab.txt`; must contain `[MASK]`.
         output_prefix: shards are `{output_prefix}-0000j-of-0000N.tfrecord`.
-        lowercase: uncased tokenization (`do_lower_case`).
+        lowercase: uncased tokenization (`do_lower_case`). None (default): the casing recorded
+            beside the vocabulary (HF's `tokenizer_config.json`, written by `bert-keras vocab`),
+            else the one guessed from it as for the tasks (`resolve_tokenizer_settings`: a cased
+            vocabulary is read cased), whatever `strip_accents` says.
         strip_accents: NFD + drop combining marks (None: as `lowercase`); False with `lowercase`
             keeps Hangul syllables and accented letters whole (Korean vocabularies). With both
-            left at their defaults, the rules recorded beside the vocabulary (HF's
-            `tokenizer_config.json`, written by `bert-keras vocab`) apply, else those guessed from
-            it as for the tasks (`resolve_tokenizer_settings`: a cased vocabulary is read cased, a
-            Korean one of Hangul syllables keeps its accents).
+            left at None, the vocabulary's recorded rules apply, else the guessed ones (a Korean
+            vocabulary of Hangul syllables keeps its accents).
         pre_tokenizer: the morpheme analyzer ("kiwi") the corpus is split with first, on the host
             (None: the one the vocabulary records, for a vocabulary of morphemes as words; "none":
             no analyzer, the corpus is split already).
@@ -145,7 +146,8 @@ class PretrainingDataSettings(MaskingSettings):
     vocab_file: str = option(dataclasses.MISSING, "vocab.txt (must contain [MASK])", "--vocab", "--vocab_file")
     output_prefix: str = option(
         dataclasses.MISSING, "shards are written as PREFIX-00000-of-0000N.tfrecord", None, "--output_prefix")
-    lowercase: bool = option(True, "cased rules (do_lower_case=False)", "--cased")
+    lowercase: Optional[bool] = option(None, "cased rules (do_lower_case=False); default the vocabulary's rules",
+                                       "--cased", action="store_false")
     strip_accents: Optional[bool] = option(
         None, "strip accents (NFD, drop combining marks): default as lowercasing; --no-strip-accents keeps "
               "Hangul syllables and accented letters whole (Korean vocabularies)", "--strip-accents")
@@ -186,12 +188,12 @@ class PretrainingDataSettings(MaskingSettings):
         object.__setattr__(self, "vocab_file", normalize_path(self.vocab_file))
         if self.strip_accents not in (None, True, False):
             raise ValueError(f"strip_accents must be true, false or None, got {self.strip_accents!r}.")
-        if self.lowercase and self.strip_accents is None:  # nothing asked: the vocabulary's own rules
+        if self.lowercase is None:  # the casing not asked: the vocabulary's own, whatever is said of accents
             from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
 
             # recorded, else guessed as the tasks do: a cased vocabulary cased, a Korean one of
             # Hangul syllables with its accents kept
-            resolved = resolve_tokenizer_settings(self.vocab_file)
+            resolved = resolve_tokenizer_settings(self.vocab_file, None, self.strip_accents)
             object.__setattr__(self, "lowercase", resolved["lowercase"])
             object.__setattr__(self, "strip_accents", resolved["strip_accents"])
         object.__setattr__(self, "strip_accents",

@@ -131,7 +131,7 @@ def read_tokenizer_settings(vocab_file):
         settings["max_input_chars_per_word"] = checked_max_chars(config[MAX_CHARS_KEY], f"{path}: field {MAX_CHARS_KEY!r}",
                                                                  TokenizerSettingsError)
     else:
-        settings.update(_hf_max_chars(vocab_file))
+        settings.update(_hf_max_chars(vocab_file, config))
     return settings
 
 
@@ -150,7 +150,7 @@ def _recorded_max_chars(vocab_file):
     if isinstance(config, dict) and config.get(MAX_CHARS_KEY) is not None:
         return {"max_input_chars_per_word": checked_max_chars(
             config[MAX_CHARS_KEY], f"{path}: field {MAX_CHARS_KEY!r}", TokenizerSettingsError)}
-    return _hf_max_chars(vocab_file)
+    return _hf_max_chars(vocab_file, config if isinstance(config, dict) else None)
 
 
 def checked_max_chars(value, where, error=ValueError):
@@ -164,11 +164,12 @@ def checked_max_chars(value, where, error=ValueError):
     return value
 
 
-def _hf_max_chars(vocab_file):
+def _hf_max_chars(vocab_file, config=None):
     """`{"max_input_chars_per_word"}` HF's tokenizer reads the `vocab.txt` of an HF directory with:
     its `tokenizer.json`'s WordPiece `max_input_chars_per_word` (100 when unset, as `tokenizers`),
-    else 100 when transformers' weights or `special_tokens_map.json` are beside it (its `BertTokenizer`
-    fixes 100); else {}."""
+    else 100 when transformers' weights or `special_tokens_map.json` are beside it, or when its
+    `tokenizer_config.json` (`config`, read already) holds a field only transformers writes
+    (`model_max_length`, ...: a tokenizer-only HF directory; its `BertTokenizer` fixes 100); else {}."""
     directory, name = os.path.split(os.path.abspath(os.fspath(vocab_file)))
     if name != "vocab.txt":
         return {}
@@ -185,6 +186,8 @@ def _hf_max_chars(vocab_file):
                 value, f"{tokenizer_json}: field 'model.max_input_chars_per_word'", TokenizerSettingsError)}
     if any(os.path.isfile(os.path.join(directory, name)) for name in _HF_DIRECTORY_FILES):
         return {"max_input_chars_per_word": HF_MAX_CHARS_PER_WORD}
+    if config is not None and any(key in config for key in _HF_CONFIG_FIELDS):
+        return {"max_input_chars_per_word": HF_MAX_CHARS_PER_WORD}
     return {}
 
 
@@ -192,6 +195,10 @@ def _hf_max_chars(vocab_file):
 # (this library's writers never write them; `bert-keras pretrain`'s run has a config.json too).
 _HF_DIRECTORY_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                        "pytorch_model.bin.index.json", "tf_model.h5", "flax_model.msgpack", "special_tokens_map.json")
+# Fields of `tokenizer_config.json` that transformers writes (or the Hub's files hold: bert-base-uncased's
+# is `{"do_lower_case": true, "model_max_length": 512}`) and `write_tokenizer_settings` never does.
+_HF_CONFIG_FIELDS = ("model_max_length", "backend", "added_tokens_decoder", "clean_up_tokenization_spaces",
+                     "do_basic_tokenize", "never_split", "special_tokens_map_file", "name_or_path")
 
 
 # Where `BertTokenizer.save_to_preset` puts a keras-hub preset's vocabulary, and the file two levels

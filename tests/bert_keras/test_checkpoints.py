@@ -1456,6 +1456,57 @@ def test_a_run_classifier_checkpoint_is_a_text_classifier_with_its_head(scope, t
     assert fresh.labels == ["a", "b"]
 
 
+def test_a_run_classifier_checkpoint_converts_to_a_transformers_sequence_classifier(tiny_config, tiny_vocab_file,
+                                                                                    tmp_path):
+    """`convert tf1:RUN_CLASSIFIER_OUTPUT hf:OUT` was refused ("2 variable(s) not used by the BERT
+    encoder ... pass strict=False"), and strict=False wrote the encoder without the fine-tuned
+    classifier, though `TextClassifier.from_pretrained` of the same checkpoint keeps it. It now
+    writes a BertForSequenceClassification (LABEL_0.. as run_classifier stores no names):
+    transformers gives run_classifier's logits. A TF1 or keras-hub destination still refuses it."""
+    import torch
+    import transformers
+
+    from bert_keras.checkpoints.task_heads import convert_with_task_head
+
+    config = BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"})
+    weights = random_canonical(config)
+    rng = np.random.default_rng(3)
+    output_weights = rng.normal(0.0, 0.5, size=(3, 32)).astype(np.float32)
+    output_bias = rng.normal(0.0, 0.5, size=3).astype(np.float32)
+    run = tmp_path / "mnli_output"
+    prefix = _save_like_google_research(run / "model.ckpt", {**weights, "output_weights": output_weights,
+                                                             "output_bias": output_bias})
+    (run / "bert_config.json").write_text(json.dumps(config.to_google_dict()))
+    shutil.copy(tiny_vocab_file, run / "vocab.txt")
+
+    conversion = convert_with_task_head(f"tf1:{prefix}", f"hf:{tmp_path / 'hf'}")
+    assert conversion.task_head == "BertForSequenceClassification"
+    written = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert written["architectures"] == ["BertForSequenceClassification"]
+    assert written["id2label"] == {"0": "LABEL_0", "1": "LABEL_1", "2": "LABEL_2"}
+    model = transformers.BertForSequenceClassification.from_pretrained(str(tmp_path / "hf")).eval()
+    batch = random_batch(config, batch=3, length=9, seed=5)
+    with torch.no_grad():
+        out = model(input_ids=torch.tensor(batch["token_ids"], dtype=torch.long),
+                    token_type_ids=torch.tensor(batch["segment_ids"], dtype=torch.long),
+                    attention_mask=torch.tensor(batch["padding_mask"], dtype=torch.long), output_hidden_states=False)
+        pooled = model.bert(input_ids=torch.tensor(batch["token_ids"], dtype=torch.long),
+                            token_type_ids=torch.tensor(batch["segment_ids"], dtype=torch.long),
+                            attention_mask=torch.tensor(batch["padding_mask"], dtype=torch.long)).pooler_output
+    expected = pooled.numpy() @ output_weights.T + output_bias  # run_classifier.py create_model's logits
+    np.testing.assert_allclose(out.logits.numpy(), expected, atol=1e-5)
+    tensors = hf.load_hf_tensors(tmp_path / "hf")
+    np.testing.assert_array_equal(tensors["classifier.weight"], output_weights)
+    _, read = hf.read_hf(str(tmp_path / "hf"), task_module="classifier")  # the encoder reads back exactly
+    assert sorted(read) == sorted(weights)
+    for name, value in weights.items():
+        np.testing.assert_array_equal(read[name], value)
+    assert _convert([f"tf1:{prefix}", f"hf:{tmp_path / 'cli'}"]) == 0  # bert-keras convert
+    assert json.loads((tmp_path / "cli" / "config.json").read_text())["architectures"] == ["BertForSequenceClassification"]
+    with pytest.raises(CheckpointMismatchError, match=r"output_weights"):  # no place for it in a TF1 checkpoint
+        convert_with_task_head(f"tf1:{prefix}", f"tf1:{tmp_path / 'out' / 'bert_model.ckpt'}")
+
+
 def test_a_run_squad_checkpoint_is_a_span_qa_with_its_head(tiny_config, tiny_vocab_file, tmp_path):
     """run_squad.py's `cls/squad/output_weights` [2, hidden] (row 0: start, row 1: end) and
     `cls/squad/output_bias` were refused as unused by the encoder; they are now SpanQA's head."""
@@ -1482,6 +1533,37 @@ def test_a_run_squad_checkpoint_is_a_span_qa_with_its_head(tiny_config, tiny_voc
     np.testing.assert_allclose(np.asarray(outputs["end_logits"])[mask], logits[..., 1][mask], atol=1e-5)
     with pytest.raises(CheckpointMismatchError, match=r"cls/squad/output_weights"):  # not a classifier's
         tasks.TextClassifier.from_pretrained(f"tf1:{tmp_path}", labels=["a", "b"])
+    # convert to hf: a BertForQuestionAnswering with that head (qa_outputs: start, end)
+    from bert_keras.checkpoints.task_heads import convert_with_task_head
+
+    conversion = convert_with_task_head(f"tf1:{tmp_path}", f"hf:{tmp_path.parent / 'hf'}")
+    assert conversion.task_head == "BertForQuestionAnswering"
+    tensors = hf.load_hf_tensors(tmp_path.parent / "hf")
+    np.testing.assert_array_equal(tensors["qa_outputs.weight"], output_weights)
+    np.testing.assert_array_equal(tensors["qa_outputs.bias"], output_bias)
+
+
+def test_a_transformers_head_is_read_from_a_pytorch_bin_without_reading_it_whole(tmp_path, monkeypatch):
+    """`load_hf_tensors(directory, names)` of a `pytorch_model.bin` read every tensor (the whole
+    model) for a task head's two, before `load_pretrained` read them all again. The file is mapped
+    now, so that the two alone are read; a file of torch's older format (no zip) is still read whole."""
+    import torch
+
+    tensors = {"bert.big": torch.arange(1000, dtype=torch.float32).reshape(10, 100),
+               "classifier.weight": torch.ones(3, 4), "classifier.bias": torch.tensor([1.0, 2.0, 3.0])}
+    real, calls = torch.load, []
+    monkeypatch.setattr(torch, "load", lambda *args, **kwargs: calls.append(kwargs.get("mmap")) or real(*args, **kwargs))
+    for name, legacy in (("zip", False), ("legacy", True)):
+        directory = tmp_path / name
+        directory.mkdir()
+        torch.save(tensors, str(directory / "pytorch_model.bin"), _use_new_zipfile_serialization=not legacy)
+        calls.clear()
+        read = hf.load_hf_tensors(directory, ["classifier.weight", "classifier.bias"])
+        assert sorted(read) == ["classifier.bias", "classifier.weight"]
+        np.testing.assert_array_equal(read["classifier.bias"], [1.0, 2.0, 3.0])
+        assert calls == ([True, None] if legacy else [True]), name
+        calls.clear()
+        assert sorted(hf.load_hf_tensors(directory)) == sorted(tensors) and calls == [False]
 
 
 @pytest.mark.parametrize("layout", ["safetensors", "sharded"])

@@ -164,7 +164,7 @@ def test_google_research_create_pretraining_data_flags_parse_or_name_their_repla
     args = build_parser().parse_args(base + ["--do_lower_case=true", "--do_whole_word_mask=False"])
     assert (args.lowercase, args.whole_word_mask) == (True, False)
     args = build_parser().parse_args(base)
-    assert (args.lowercase, args.whole_word_mask) == (True, False)  # the defaults, as before
+    assert (args.lowercase, args.whole_word_mask) == (None, False)  # the defaults: the vocabulary's casing
     with pytest.raises(SystemExit):
         build_parser().parse_args(base + ["--do_lower_case=maybe"])
     assert "'maybe' is not true or false" in capsys.readouterr().err

@@ -160,6 +160,39 @@ def test_create_pretraining_data_reads_an_unrecorded_vocabulary_as_the_tasks_do(
     assert (given.lowercase, given.strip_accents) == (True, True)
 
 
+def test_create_pretraining_data_with_a_rule_about_accents_alone_keeps_the_vocabularys_casing(tmp_path):
+    """`create-pretraining-data --strip-accents` (or `--no-strip-accents`) alone on a cased
+    vocabulary lowercased the corpus (the casing fell back to its default, uncased), where the
+    tasks, `pretrain --corpus` and `resolve_tokenizer_settings` keep the vocabulary's casing: the
+    records held the lowercased words the cased model never reads. The casing is the vocabulary's
+    now; `--cased` / `lowercase=` given still win."""
+    from bert_keras.cli.main import build_parser
+    from pipelines.command_options import field_values
+    from pipelines.pretraining import PretrainingDataSettings
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("Word1 Wörd2\n", encoding="utf-8")
+    vocab = tmp_path / "cased" / "vocab.txt"
+    vocab.parent.mkdir()
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"Word{i}" for i in range(12)]) + "\n",
+                     encoding="utf-8")
+    common = dict(input=str(corpus), vocab_file=str(vocab), output_prefix=str(tmp_path / "pt"))
+    for strip in (True, False):
+        settings = PretrainingDataSettings(**common, strip_accents=strip)
+        assert (settings.lowercase, settings.strip_accents) == (False, strip)
+    base = ["create-pretraining-data", "--input", str(corpus), "--vocab", str(vocab), "--output-prefix",
+            str(tmp_path / "pt")]
+    for flags, rules in (([], (False, False)), (["--strip-accents"], (False, True)), (["--cased"], (False, False)),
+                         (["--do_lower_case=true"], (True, True)),
+                         (["--do_lower_case=true", "--no-strip-accents"], (True, False))):
+        settings = PretrainingDataSettings(**field_values(PretrainingDataSettings, build_parser().parse_args(base + flags)))
+        assert (settings.lowercase, settings.strip_accents) == rules, flags
+    assert PretrainingDataSettings(**common, lowercase=True).lowercase is True  # given: yours
+    # an uncased vocabulary (recorded) stays uncased with a rule about accents alone
+    write_tokenizer_settings(str(vocab), lowercase=True)
+    assert PretrainingDataSettings(**common, strip_accents=False).lowercase is True
+
+
 def test_pretraining_on_a_corpus_reads_with_the_vocabularys_word_length_limit(tmp_path, monkeypatch):
     """`Pretrainer.fit(corpus=)` / `pretrain --corpus` tokenized with the original's 200 characters a
     word whatever the vocabulary records (100 for an HF one): a word of 150 letters was pieces in
@@ -191,6 +224,45 @@ def test_pretraining_on_a_corpus_reads_with_the_vocabularys_word_length_limit(tm
                   weight_decay=0.01, seed=0, checkpoint_every=1, steps_per_execution=1)
     assert run_settings(**common, max_input_chars_per_word=100)["max_input_chars_per_word"] == 100
     assert "max_input_chars_per_word" not in run_settings(**common, max_input_chars_per_word=200)
+
+
+def test_a_pretrainers_config_keeps_its_word_length_limit(tmp_path):
+    """`Pretrainer.get_config` kept the casing, accents and analyzer but not the word length limit:
+    a pretrainer read back (`load_model`, `from_config`) resolved it again from whatever lay beside
+    its vocabulary then, so a corpus could be read with another limit than the one it was built
+    with. The config keeps it now; one without it (saved before) is still resolved at fit."""
+    from bert_keras.config import BertConfig
+    from bert_keras.tasks import Pretrainer
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\n", encoding="utf-8")
+    write_tokenizer_settings(str(vocab), lowercase=True, max_input_chars_per_word=150)
+    config = BertConfig(vocab_size=7, hidden_size=8, num_layers=1, num_heads=2, intermediate_size=8,
+                        max_position_embeddings=16)
+    pretrainer = Pretrainer.from_config(config, vocab_file=str(vocab))
+    saved = pretrainer.get_config()
+    assert saved["max_input_chars_per_word"] == 150
+    os.remove(tmp_path / "tokenizer_config.json")  # the rules beside the vocabulary are gone
+    assert Pretrainer.from_config(json.loads(json.dumps(saved))).max_input_chars_per_word == 150
+    del saved["max_input_chars_per_word"]
+    assert Pretrainer.from_config(saved).max_input_chars_per_word is None  # resolved from the vocabulary at fit
+
+
+def test_a_run_on_records_does_not_record_the_vocabularys_word_length_limit(tmp_path):
+    """`run.json` recorded the vocabulary's word length limit (100 for an HF vocabulary) for a run on
+    `create-pretraining-data` records too, which were tokenized when written: a run made on such
+    records before the limit was recorded was refused on rerun ("max_input_chars_per_word"
+    differs) though nothing it reads had changed. Only a run on a corpus records it now."""
+    from bert_keras.tasks.pretrainer import run_settings
+
+    common = dict(vocab_file=str(tmp_path / "vocab.txt"), lowercase=True, config="mini", init=None,
+                  seq_length=16, max_predictions=2, batch_size=2, learning_rate=1e-4, weight_decay=0.01,
+                  seed=0, checkpoint_every=1, steps_per_execution=1, max_input_chars_per_word=100)
+    on_records = run_settings(records=str(tmp_path / "pt-*.tfrecord"), corpus=None, **common)
+    assert "max_input_chars_per_word" not in on_records
+    assert on_records == run_settings(records=str(tmp_path / "pt-*.tfrecord"), corpus=None,
+                                      **{**common, "max_input_chars_per_word": None})
+    assert run_settings(records=None, corpus=str(tmp_path / "c.txt"), **common)["max_input_chars_per_word"] == 100
 
 
 def test_rules_given_read_only_the_limit_of_the_recorded_ones(tmp_path, recwarn):
@@ -785,6 +857,64 @@ def test_an_hf_checkpoint_reads_a_long_word_as_hfs_tokenizer_does(tmp_path, monk
     want = [reference.encode(text, add_special_tokens=False).ids for text in LONG_WORDS]
     assert want[1][:2] == [5, 6] and want[3] == [1]
     assert load_tokenizer(f"hf:{transformers5}").tokenize(LONG_WORDS).to_list() == want
+
+
+def test_a_tokenizer_only_hf_directory_reads_a_long_word_as_hfs_tokenizer_does(tmp_path):
+    """An HF directory of a `vocab.txt` and transformers' `tokenizer_config.json` alone (no
+    `tokenizer.json`, no weights: the Hub's tokenizer files of bert-base-uncased, or a slow
+    tokenizer's save) read its words with the original's 200 characters, where transformers'
+    `BertTokenizer` reads it with 100: words of 101..200 characters were pieces here and one [UNK]
+    there. A field only transformers writes (`model_max_length`, ...) now marks it as HF's: 100.
+    A vocabulary this library recorded (no such field) keeps 200."""
+    from pipelines import BertTokenizer
+
+    for name, config in (("hub", {"do_lower_case": True, "model_max_length": 512}),
+                         ("v4", {"do_lower_case": True, "do_basic_tokenize": True, "never_split": None,
+                                 "tokenizer_class": "BertTokenizer", "clean_up_tokenization_spaces": True})):
+        directory = tmp_path / name
+        directory.mkdir()
+        (directory / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\na\n##a\nb\nhello\n,\n",
+                                             encoding="utf-8")
+        (directory / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+        reference = transformers.BertTokenizer.from_pretrained(str(directory))
+        want = [reference(text, add_special_tokens=False)["input_ids"] for text in LONG_WORDS]
+        assert want[1] == [1, 7], name  # HF: 101 characters, one [UNK]
+        rules = resolve_tokenizer_settings(str(directory / "vocab.txt"))
+        assert rules["max_input_chars_per_word"] == 100, name
+        assert BertTokenizer(str(directory / "vocab.txt"), **rules).tokenize(LONG_WORDS).to_list() == want, name
+        assert resolve_tokenizer_settings(str(directory / "vocab.txt"), lowercase=True,
+                                          pre_tokenizer="none")["max_input_chars_per_word"] == 100, name
+    ours = tmp_path / "ours" / "vocab.txt"
+    ours.parent.mkdir()
+    ours.write_text("[PAD]\n[UNK]\na\n", encoding="utf-8")
+    write_tokenizer_settings(str(ours), lowercase=True)
+    assert resolve_tokenizer_settings(str(ours))["max_input_chars_per_word"] == 200
+
+
+def test_from_pretrained_takes_the_word_length_limit(tmp_path, monkeypatch):
+    """`TextClassifier.from_pretrained(spec, max_input_chars_per_word=N)` (as `load_tokenizer` and
+    transformers' tokenizers take it) failed with "TypeError: TextClassifier._build_head() got an
+    unexpected keyword argument", and `Pretrainer.from_config` / `from_pretrained` had no such
+    argument. They take it now; a fine-tuned directory refuses another limit than its own."""
+    from bert_keras.tasks import Pretrainer
+
+    monkeypatch.setenv("BERT_KERAS_CACHE", str(tmp_path / "cache"))
+    directory = _hf_layouts(tmp_path)["slow"]
+    task = TextClassifier.from_pretrained(f"hf:{directory}", labels=["x", "y"], seq_length=8,
+                                          max_input_chars_per_word=150)
+    assert task.tokenizer.tokenize([LONG_WORDS[2]]).to_list()[0][:2] == [8, 5]  # 150 letters: pieces
+    assert task.tokenizer.tokenize([LONG_WORDS[3]]).to_list() == [[1]]
+    saved = task.save(str(tmp_path / "model"))
+    with open(os.path.join(saved, "task.json"), encoding="utf-8") as f:
+        assert json.load(f)["tokenizer"]["max_input_chars_per_word"] == 150
+    assert TextClassifier.from_pretrained(saved, max_input_chars_per_word=150).tokenizer.max_input_chars_per_word == 150
+    with pytest.raises(TaskInputError, match=r"max_input_chars_per_word=100: .* was fine-tuned with "
+                                             r"max_input_chars_per_word=150"):
+        TextClassifier.from_pretrained(saved, max_input_chars_per_word=100)
+    with pytest.raises(ValueError, match="max_input_chars_per_word must be an integer of at least 1, got 0"):
+        TextClassifier.from_pretrained(f"hf:{directory}", labels=["x", "y"], max_input_chars_per_word=0)
+    assert Pretrainer.from_pretrained(f"hf:{directory}", max_input_chars_per_word=150).max_input_chars_per_word == 150
+    assert Pretrainer.from_pretrained(f"hf:{directory}").max_input_chars_per_word == 100
 
 
 def test_the_word_length_limit_survives_save_load_keras_file_convert_and_export(tmp_path, monkeypatch):
