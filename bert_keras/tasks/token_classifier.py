@@ -202,9 +202,9 @@ class TokenClassifier(TextTask):
         sample_weight = None
         if isinstance(x, tf.data.Dataset):  # read as fit reads it: y (tags) when its elements have them
             x, y, sample_weight = self._in_memory_rows(x, None)
-        if y is None:  # words, and placeholder tags
-            sentences, _ = self._sentences(x, None)
-            x, y = [list(s.words) for s in sentences], [list(s.tags) for s in sentences]
+        if y is None:  # placeholder tags; raw texts stay texts (a morpheme analyzer splits each whole
+            sentences, _ = self._sentences(x, None)  # text, as the export's clients, not its words re-joined)
+            y = [list(s.tags) for s in sentences]
         return self._train_dataset(x, y, batch_size=batch_size, shuffle=True, seed=seed,
                                    sample_weight=sample_weight)
 
