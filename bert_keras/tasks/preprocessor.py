@@ -305,10 +305,16 @@ class TokenClassifierPreprocessor(TextPreprocessor):
         def split(values, row_splits):
             from pipelines.datasets.conll import words_split_in_context
 
-            values = [v.decode("utf-8") for v in values.numpy()]
+            raw = values.numpy().tolist()
+            # A word that is no UTF-8 is not split: its bytes go to the tokenizer as they are (as
+            # BertTokenizer(pre_tokenizer=...) leaves such a text), read as without an analyzer.
+            values = [v.decode("utf-8", "replace") for v in raw]
+            bad = [text.encode("utf-8") != v for text, v in zip(values, raw)]
             bounds = row_splits.numpy().tolist()
             word_lists = [values[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
-            return tf.constant(words_split_in_context(word_lists, splitter), tf.string, shape=[len(values)])
+            split = words_split_in_context(word_lists, splitter)
+            return tf.constant([v if b else w.encode("utf-8") for v, b, w in zip(raw, bad, split)],
+                               tf.string, shape=[len(values)])
 
         spaced = tf.py_function(split, [words.flat_values, words.row_splits], tf.string)
         spaced.set_shape(words.flat_values.shape)

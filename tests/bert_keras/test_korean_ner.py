@@ -305,3 +305,27 @@ def test_distillation_reads_raw_texts_as_the_student_s_export_is_sent_them(tmp_p
     x, _ = next(iter(dataset))
     n = int(x["padding_mask"][0].numpy().sum())
     assert x["token_ids"][0][1:n - 1].numpy().tolist() == whole
+
+
+def test_a_word_that_is_not_utf8_is_read_as_without_kiwi_in_the_tf_data_preprocessor():
+    """A word of cp949 bytes in a `tf.data` pipeline (a file read without decoding) crashed the kiwi
+    preprocessor with a UnicodeDecodeError traceback from inside `tf.py_function`, while the same
+    preprocessor without kiwi (and `BertTokenizer(pre_tokenizer="kiwi")` itself) reads it as [UNK].
+    It is now read as without an analyzer, its tag on its [UNK]; the other words split in context."""
+    import tensorflow as tf
+
+    from bert_keras.tasks.preprocessor import TokenClassifierPreprocessor
+    from pipelines import BertTokenizer
+
+    words = tf.ragged.constant([["서울시에서".encode(), "한글".encode("cp949"), "일한다".encode()]])
+    tags = tf.ragged.constant([["B-LOC", "B-PER", "O"]])
+    tokenizer = kiwi_tokenizer()
+    preprocessor = TokenClassifierPreprocessor(tokenizer, seq_length=16, labels=LABELS)
+    for x, y in (preprocessor(words, tags),
+                 next(iter(tf.data.Dataset.from_tensor_slices((words, tags)).batch(1).map(preprocessor)))):
+        pieces = [tokenizer.id_to_token(int(i)) for i in x["token_ids"][0] if i != 0]
+        assert pieces == ["[CLS]", "서울시", "에서", "[UNK]", "일", "한다", "[SEP]"]
+        assert y.numpy()[0][:7].tolist() == [-100, 3, 4, 1, 0, 0, -100]
+    plain = TokenClassifierPreprocessor(BertTokenizer(VOCAB, lowercase=True, strip_accents=False),
+                                        seq_length=16, labels=LABELS)
+    assert tokenizer.special_tokens.unk in plain(words, tags)[0]["token_ids"].numpy()[0].tolist()
