@@ -25,6 +25,7 @@ Rules the readers share, whatever the layout:
 - An empty corpus (no sentence in any file) is an error naming the files.
 """
 
+import codecs
 import dataclasses
 import functools
 import os
@@ -311,11 +312,45 @@ def _not_utf8(path, line_number, raw, error, advice):
     wide = wide_unicode_encoding(_head(path) if line_number > 1 else raw)  # later lines start mid-character
     if wide:
         advice = f"The file is {wide}: save it as UTF-8 ({iconv_advice(wide)})."
+    elif not packed and _cut_inside_a_character(path, line_number, raw):
+        advice = ("The file is UTF-8 cut inside a character (at the first line's start or the last line's end: "
+                  "a file split by bytes, split -b or head -c): split it by lines (split -l, head -n), or remove "
+                  "the broken character.")
     elif not packed and legacy_code_page(raw) == "cp949":  # U+FFFD for every syllable, or cp1252 mojibake
         advice = ("The line reads as Korean in cp949 (EUC-KR): save the file as UTF-8 "
                   "(iconv -f cp949 -t utf-8 FILE > FILE.utf8).")
     return CorpusError(f"{path}, line {line_number}: not valid UTF-8 ({error.reason} at byte {error.start} of the "
                        f"line: {raw[max(0, error.start - 20):error.start + 20]!r}).{packed} {advice}")
+
+
+def _cut_inside_a_character(path: str, line_number: int, raw: bytes) -> bool:
+    """Whether `raw` is UTF-8 whose only bad bytes are a character cut at the file's start (the
+    rest of a character, on line 1) or at its end (the start of one, on the last line): a file
+    split by bytes, not a file in another encoding."""
+    head = len(raw) - len(raw.lstrip(bytes(range(0x80, 0xC0))))
+    if head > 3 or (head and line_number != 1):
+        return False
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    try:
+        decoder.decode(raw[head:], final=False)
+    except UnicodeDecodeError:
+        return False
+    tail = decoder.getstate()[0]
+    if tail and not _tail(path, len(raw) + 2).rstrip(b"\r\n").endswith(raw):
+        return False  # a cut is the file's last line
+    return bool(head or tail)
+
+
+def _tail(path: str, size: int) -> bytes:
+    """The last `size` bytes of a file (b"" when it cannot be read again)."""
+    opener = open if "://" not in path else tf.io.gfile.GFile
+    try:
+        with opener(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - size))
+            return f.read()
+    except (OSError, tf.errors.OpError):
+        return b""
 
 
 def _head(path: str, size: int = 4096) -> bytes:

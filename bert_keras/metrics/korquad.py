@@ -126,6 +126,24 @@ def _as_list(ground_truths):
     return ground_truths
 
 
+def mostly_hangul(texts):
+    """Whether most letters of `texts` are Hangul (syllables or jamo): contexts that look like
+    KorQuAD's, which SQuAD's metric (word F1, English articles dropped) mis-scores.
+
+    Example:
+        >>> mostly_hangul(["1989년 2월 15일 여의도"]), mostly_hangul(["Paris in 1989"])
+        (True, False)
+    """
+    hangul = letters = 0
+    for text in texts:
+        for character in text:
+            if character.isalpha():
+                letters += 1
+                hangul += "\uac00" <= character <= "\ud7a3" or "\u1100" <= character <= "\u11ff" \
+                    or "\u3130" <= character <= "\u318f"
+    return letters > 0 and hangul > letters / 2
+
+
 def _warn_ids(ids, message):
     if ids:
         shown = ", ".join(map(str, ids[:10])) + (", ..." if len(ids) > 10 else "")

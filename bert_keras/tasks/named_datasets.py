@@ -489,6 +489,7 @@ class SquadSpec(DatasetSpec):
         """
         import warnings
 
+        from bert_keras.metrics.korquad import mostly_hangul
         from pipelines.datasets.squad import declared_version
 
         if self.korquad or getattr(self, "_korquad_checked", False):
@@ -506,7 +507,8 @@ class SquadSpec(DatasetSpec):
                           "normalisation) instead of SQuAD's word F1; pass --task korquad/v1.0 to say so",
                           stacklevel=2)
             self.spec, self.korquad = "korquad/v1.0", True
-        elif _mostly_hangul(example.context for example in examples[:200]):
+        elif mostly_hangul(example.context for example in examples[:200]):
+            self.korean_warned = True  # SpanQA's own warning at scoring would say it again
             warnings.warn(f"{path}: the contexts are Korean, scored with SQuAD's metric ({self.spec}: word F1, "
                           "English articles dropped); KorQuAD's official scorer (character F1) is "
                           "--task korquad/v1.0", stacklevel=2)
@@ -515,24 +517,14 @@ class SquadSpec(DatasetSpec):
         """`korquad/v1.0` data scored by a model saved with SQuAD's metric: scored with KorQuAD's."""
         if self.korquad and not self.version_2 and task.evaluation_metric != "korquad":
             task.evaluation_metric = "korquad"
+        if getattr(self, "korean_warned", False):
+            task.warn_korean_contexts = False
 
     def training_data(self, seed=None):
         return self._examples(self.train_path, "train", True), None
 
     def evaluation_data(self, path=None):
         return self._examples(path or self.eval_path, "validation", False), None
-
-
-def _mostly_hangul(texts):
-    """Whether most letters of `texts` are Hangul syllables or jamo."""
-    hangul = letters = 0
-    for text in texts:
-        for character in text:
-            if character.isalpha():
-                letters += 1
-                hangul += "\uac00" <= character <= "\ud7a3" or "\u1100" <= character <= "\u11ff" \
-                    or "\u3130" <= character <= "\u318f"
-    return letters > 0 and hangul > letters / 2
 
 
 def write_squad_predictions(task, path, directory, *, batch_size=32, overwrite=False, **decoding):

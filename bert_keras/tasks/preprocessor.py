@@ -251,7 +251,7 @@ class TokenClassifierPreprocessor(TextPreprocessor):
     `max_length` reads longer texts in windows instead), and packed `[CLS] pieces [SEP]`.
     Labels: the tag's id on a word's first piece, `-100` (ignored by the loss) elsewhere; with a
     morpheme `pre_tokenizer`, each later morpheme's first piece gets the continuation tag too
-    (`encode_sentences`'s rule), the words cut into morphemes as the analyzer cuts them in their
+    (`encode_sentences`'s rule: `conll.morpheme_label_ids`, in IOBES `S-X` -> B-X .. E-X), the words cut into morphemes as the analyzer cuts them in their
     text (the words joined by spaces), not each alone, as `encode_sentences` and the export's clients.
 
     Example:
@@ -305,10 +305,16 @@ class TokenClassifierPreprocessor(TextPreprocessor):
         def split(values, row_splits):
             from pipelines.datasets.conll import words_split_in_context
 
-            values = [v.decode("utf-8") for v in values.numpy()]
+            raw = values.numpy().tolist()
+            # A word that is no UTF-8 is not split: its bytes go to the tokenizer as they are (as
+            # BertTokenizer(pre_tokenizer=...) leaves such a text), read as without an analyzer.
+            values = [v.decode("utf-8", "replace") for v in raw]
+            bad = [text.encode("utf-8") != v for text, v in zip(values, raw)]
             bounds = row_splits.numpy().tolist()
             word_lists = [values[start:end] for start, end in zip(bounds[:-1], bounds[1:])]
-            return tf.constant(words_split_in_context(word_lists, splitter), tf.string, shape=[len(values)])
+            split = words_split_in_context(word_lists, splitter)
+            return tf.constant([v if b else w.encode("utf-8") for v, b, w in zip(raw, bad, split)],
+                               tf.string, shape=[len(values)])
 
         spaced = tf.py_function(split, [words.flat_values, words.row_splits], tf.string)
         spaced.set_shape(words.flat_values.shape)
@@ -341,15 +347,23 @@ class TokenClassifierPreprocessor(TextPreprocessor):
         word_label = tf.gather(self.label_ids(tags.flat_values), word_of_piece)
         piece_label = tf.where(first, word_label, IGNORE_LABEL)
         if getattr(self.tokenizer, "morpheme_analyzer", None) is not None:
-            # A later morpheme starts a word where the export reads the split text (as encode_sentences).
-            from pipelines.datasets.conll import continuation_label_ids, word_start_pieces
+            # A later morpheme starts a word where the export reads the split text: its tag keeps the
+            # word one entity (S-X: B-X .. E-X), as encode_sentences (conll.morpheme_label_ids).
+            from pipelines.datasets.conll import morpheme_label_ids, word_start_pieces
 
-            later_word = ~first & tf.gather(tf.constant(word_start_pieces(self.tokenizer)), flat_ids)
-            # an unknown tag (-1, as label_ids maps it) stays -1 on its later morphemes: no lookup at -1
+            unit = first | tf.gather(tf.constant(word_start_pieces(self.tokenizer)), flat_ids)
+            position = tf.range(tf.size(flat_ids, out_type=tf.int64))
+            last_unit_at = tf.math.unsorted_segment_max(tf.where(unit, position, -1), word_of_piece,
+                                                        tf.size(kept, out_type=tf.int64))
+            last = unit & tf.equal(position, tf.gather(last_unit_at, word_of_piece))
+            # an unknown tag (-1, as label_ids maps it) stays -1 on its morphemes: no lookup at -1
             known = word_label >= 0
-            continued = tf.where(known, tf.gather(tf.constant(continuation_label_ids(self.labels), tf.int64),
-                                                  tf.cast(tf.where(known, word_label, 0), tf.int64)), -1)
-            piece_label = tf.where(later_word, tf.cast(continued, piece_label.dtype), piece_label)
+            at = tf.cast(tf.where(known, word_label, 0), tf.int64)
+            first_ids, middle_ids, last_ids = (tf.gather(tf.constant(ids, tf.int64), at)
+                                               for ids in morpheme_label_ids(self.labels))
+            unit_label = tf.where(first, first_ids, tf.where(last, last_ids, middle_ids))
+            unit_label = tf.where(known & ~(first & last), unit_label, tf.cast(word_label, tf.int64))
+            piece_label = tf.where(unit, tf.cast(unit_label, piece_label.dtype), piece_label)
         labels = tf.RaggedTensor.from_row_lengths(piece_label, per_text)[:, :window]
         width = tf.shape(packed["token_ids"])[1]
         labels = tf.concat([tf.fill([labels.nrows(), 1], IGNORE_LABEL), labels], axis=1)

@@ -188,6 +188,9 @@ class SpanQA(TextTask):
                                  "questions; this is a SQuAD v2.0 model (version_2=True)")
         self._record.settings["evaluation_metric"] = value
 
+    # Korean contexts scored with SQuAD's metric are warned about (the CLI turns it off where it said so).
+    warn_korean_contexts = True
+
     def score(self, x=None, y=None, batch_size=None, verbose=None, *, tune_threshold=False):
         """The official SQuAD (or KorQuAD) metrics (see the class docstring).
 
@@ -382,6 +385,13 @@ class SpanQA(TextTask):
         elif self._record.settings["evaluation_metric"] == "korquad":
             metrics = korquad.evaluate(dataset["data"], predictions)
         else:
+            if self.warn_korean_contexts and korquad.mostly_hangul(e.context for e in examples[:200]):
+                import warnings
+
+                warnings.warn("score: the contexts are Korean, scored with SQuAD v1.1's metric (word F1, English "
+                              "articles dropped); KorQuAD 1.0's official scorer (character F1, its "
+                              "normalisation) is qa.evaluation_metric = 'korquad' (bert-keras: --task "
+                              "korquad/v1.0)", stacklevel=3)
             metrics = squad_v1_metrics(dataset, predictions)
         metrics = {k: (float(v) if isinstance(v, (float, np.floating)) else v) for k, v in metrics.items()}
         metrics["num_examples"] = len(examples)

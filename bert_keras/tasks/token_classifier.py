@@ -33,8 +33,9 @@ class TokenClassifier(TextTask):
     / IOB2). Every word is labelled by its first word piece (the
     google-research recipe); the other pieces are ignored by the loss. With a
     morpheme `pre_tokenizer` (kiwi) a word's later morphemes are trained with the
-    continuation tag ("서울시에서" B-LOC: 서울시 B-LOC, 에서 I-LOC): its export reads
-    text split by the client, where each morpheme is a word tagged on its own.
+    continuation tag ("서울시에서" B-LOC: 서울시 B-LOC, 에서 I-LOC; IOBES S-LOC: 서울시
+    B-LOC, 에서 E-LOC): its export reads text split by the client, where each
+    morpheme is a word tagged on its own; `predict` gives IOBES labels' words IOBES tags.
 
     Long documents: an input may be a whole document. With `max_length=N` (word
     pieces) a text is read as overlapping windows of `seq_length - 2` pieces,
@@ -201,9 +202,9 @@ class TokenClassifier(TextTask):
         sample_weight = None
         if isinstance(x, tf.data.Dataset):  # read as fit reads it: y (tags) when its elements have them
             x, y, sample_weight = self._in_memory_rows(x, None)
-        if y is None:  # words, and placeholder tags
-            sentences, _ = self._sentences(x, None)
-            x, y = [list(s.words) for s in sentences], [list(s.tags) for s in sentences]
+        if y is None:  # placeholder tags; raw texts stay texts (a morpheme analyzer splits each whole
+            sentences, _ = self._sentences(x, None)  # text, as the export's clients, not its words re-joined)
+            y = [list(s.tags) for s in sentences]
         return self._train_dataset(x, y, batch_size=batch_size, shuffle=True, seed=seed,
                                    sample_weight=sample_weight)
 
@@ -225,7 +226,10 @@ class TokenClassifier(TextTask):
         """(tag names per word of each sentence, the features); unread words (past `max_length`) get "O"."""
         logits, features = self._word_logits(sentences, batch_size, spans)
         tags = [[self.labels[i] for i in row.argmax(-1)] if len(row) else [] for row in logits]
-        return [row + ["O"] * (len(s.words) - len(row)) for row, s in zip(tags, sentences)], features
+        tags = [row + ["O"] * (len(s.words) - len(row)) for row, s in zip(tags, sentences)]
+        if getattr(self.tokenizer, "morpheme_analyzer", None) is not None:
+            tags = [_in_iobes(row, self.labels) for row in tags]
+        return tags, features
 
     @property
     def preprocessor(self):
@@ -316,6 +320,21 @@ def _joined_spans(words):
         ends.append(position + len(word))
         position += len(word) + 1
     return " ".join(words), starts, ends
+
+
+def _in_iobes(tags, labels):
+    """A word's tag read from its first morpheme, in the IOBES of `labels` when they are IOBES: a
+    split `S-X` word's first morpheme is trained `B-X` (`conll.morpheme_label_ids`), so a one-word
+    entity reads `B-X` there; the same entities, tagged as the labels tag them (`S-X`)."""
+    from pipelines.datasets.conll import convert_tags
+
+    if not any(name[:2] in ("E-", "S-") for name in labels):
+        return tags
+    try:
+        converted = convert_tags(tags, "IOBES", "IOBES")
+    except ValueError:  # labels of no scheme (no prefix): as predicted
+        return tags
+    return converted if set(converted) <= set(labels) else tags
 
 
 def _softmax(logits):

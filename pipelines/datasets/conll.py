@@ -16,7 +16,8 @@
    its word (-1 for special tokens and padding). A tokenizer that splits words
    into morphemes (`BertTokenizer(pre_tokenizer="kiwi")`, a vocabulary of
    morphemes as words) also labels each later morpheme's first piece, with the
-   continuation label (`서울시에서` B-LOC: `서울시` B-LOC, `에서` I-LOC): its
+   continuation label (`서울시에서` B-LOC: `서울시` B-LOC, `에서` I-LOC; in IOBES
+   `S-LOC`: `서울시` B-LOC, `에서` E-LOC, `morpheme_label_ids`): its
    export reads text split by the client, where every morpheme is a word of its
    own, tagged by its own first piece.
 4. `word_scores` (windows) / `aggregate_word_predictions` (one row per
@@ -466,10 +467,18 @@ def encode_sentences(sentences, tokenizer, label_names, *, seq_length=128, label
     piece_label = np.where(is_first, word_labels[piece_word], rest[piece_word]).astype(np.int32)
     if getattr(tokenizer, "morpheme_analyzer", None) is not None:
         # A morpheme-split word's later morphemes start words where the export reads them (the
-        # client sends the text split): each is tagged there by its own first piece, so train it.
-        piece_label = np.where(word_start_pieces(tokenizer)[piece_values], continued[piece_word],
-                               piece_label).astype(np.int32)
-        piece_label[word_first_piece] = word_labels
+        # client sends the text split): each is tagged there by its own first piece, so train it,
+        # with the tags that keep the word one entity (S-X: B-X ... E-X; morpheme_label_ids).
+        unit = word_start_pieces(tokenizer)[piece_values] | is_first
+        unit_at = np.flatnonzero(unit)
+        last_unit = np.zeros(len(piece_values), bool)
+        last_unit[unit_at[np.r_[piece_word[unit_at][1:] != piece_word[unit_at][:-1], True]]] = True
+        first_ids, middle_ids, last_ids = morpheme_label_ids(label_names)
+        labels_of = word_labels[piece_word]
+        unit_label = np.where(is_first, first_ids[labels_of],
+                              np.where(last_unit, last_ids[labels_of], middle_ids[labels_of]))
+        unit_label = np.where(is_first & last_unit, labels_of, unit_label)
+        piece_label = np.where(unit, unit_label, piece_label).astype(np.int32)
     owner = windows.token_window[word_first_piece][piece_word]
     window_index = np.arange(len(windows))[:, None]
     labelled = windows.take(owner, pad=-1) == window_index
@@ -535,6 +544,29 @@ def continuation_label_ids(label_names):
     index = {name: i for i, name in enumerate(label_names)}
     return np.asarray([index.get("I-" + name[2:], i) if name.startswith("B-") else i
                        for i, name in enumerate(label_names)], np.int32)
+
+
+def morpheme_label_ids(label_names):
+    """int32 per label id, three arrays: the id of a word's first, middle and last morpheme when the
+    word is split into two or more (a word of one morpheme keeps its own), so that the morphemes,
+    each a word where the export reads the split text, tag the word's entity and no other:
+    `B-X` -> B-X I-X .. I-X, `I-X` -> I-X .. I-X, and in IOBES `S-X` -> B-X I-X .. E-X,
+    `E-X` -> I-X .. E-X (a label missing from `label_names` keeps the word's own).
+
+    >>> [ids.tolist() for ids in morpheme_label_ids(["O", "B-LOC", "I-LOC", "E-LOC", "S-LOC"])]
+    [[0, 1, 2, 2, 1], [0, 2, 2, 2, 2], [0, 2, 2, 3, 3]]
+    """
+    index = {name: i for i, name in enumerate(label_names)}
+
+    def mapped(prefixes):
+        ids = []
+        for i, name in enumerate(label_names):
+            prefix, kind = name[:2], name[2:]
+            ids.append(index.get(prefixes.get(prefix, prefix) + kind, i) if prefix in prefixes else i)
+        return np.asarray(ids, np.int32)
+
+    return (mapped({"S-": "B-", "E-": "I-"}), mapped({"B-": "I-", "S-": "I-", "E-": "I-"}),
+            mapped({"B-": "I-", "S-": "E-"}))
 
 
 def word_start_pieces(tokenizer):

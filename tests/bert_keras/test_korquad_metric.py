@@ -497,3 +497,36 @@ def test_evaluate_scores_a_korquad_file_with_the_korquad_metric_on_a_squad_model
         qa.evaluation_metric = "kor"
     qa.evaluation_metric = "squad"
     assert qa.settings["evaluation_metric"] == "squad"
+
+
+def test_score_of_parsed_korean_examples_on_a_squad_model_names_the_korquad_metric(tmp_path):
+    """`qa.score(read_squad_json("KorQuAD_v1.0_dev.json", ...))`: parsed examples carry no file
+    "version", so a model saved with SQuAD's metric scored KorQuAD by words with English articles
+    dropped, silently (only the CLI, which reads the file, told). Korean contexts scored with SQuAD's
+    metric are now warned about, naming `qa.evaluation_metric = 'korquad'`; KorQuAD's metric, or
+    English contexts, are not; the CLI, which warned when it read the file, does not say it twice."""
+    import export_fixtures
+    from bert_keras import tasks
+    from bert_keras.tasks.named_datasets import task_spec
+    from pipelines.datasets.squad import read_squad_json
+
+    qa = tasks.SpanQA.from_pretrained(export_fixtures.make_encoder_spec(str(tmp_path / "tiny")),
+                                      seq_length=64, stride=16, max_query_length=16)
+    examples = read_squad_json(_write_korquad(tmp_path / "dev.json"), is_training=False)
+    with pytest.warns(UserWarning, match="contexts are Korean.*qa.evaluation_metric = 'korquad'"):
+        qa.score(examples)
+    qa.evaluation_metric = "korquad"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        qa.score(examples)
+        qa.evaluation_metric = "squad"
+        english = read_squad_json(os.path.join(ROOT, "tests", "data", "squad", "dev-v1.1-mini.json"),
+                                  is_training=False)
+        qa.score(english)
+    spec = task_spec("squad/v1.1", eval_path=_write_korquad(tmp_path / "ko.json", version=None))
+    with pytest.warns(UserWarning, match="the contexts are Korean.*--task korquad/v1.0"):
+        x, y = spec.evaluation_data()
+    spec.prepare_scoring(qa)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        qa.score(x, y)

@@ -133,6 +133,28 @@ def test_vocabulary_counting_refuses_bytes_that_are_not_utf8(tmp_path):
     assert count_corpus_words([write(tmp_path / "ok.txt", "café naïve\n".encode())], lowercase=False)["café"] == 1
 
 
+def test_a_utf8_corpus_split_by_bytes_is_told_so_not_to_convert_it_from_cp1252(tmp_path):
+    """A Korean UTF-8 corpus cut by bytes (`split -b`, `head -c`) has a character cut at a chunk's
+    end or start; `bert-keras vocab` told to convert it with `iconv -f cp1252`, which would garble
+    every line. It is now told the file is UTF-8 cut inside a character and to split it by lines;
+    a line in another encoding keeps its advice."""
+    from pipelines.tokenizer.corpus_words import count_corpus_words
+
+    text = "대한민국의 수도는 서울이다.\n서울은 한강을 끼고 있다.\n".encode()
+    cut = len(text) - 4  # inside 다 of the last line
+    first, second = write(tmp_path / "xaa", text[:cut]), write(tmp_path / "xab", text[cut:] + text)
+    for path, line in ((first, 2), (second, 1)):
+        for read in (count_corpus_words, read_corpus, corpus_lib.check_text_files):
+            with pytest.raises(CorpusError, match=rf"{os.path.basename(path)}, line {line}: not valid UTF-8.*"
+                                                  "UTF-8 cut inside a character.*split -l") as refused:
+                read([path]) if read is count_corpus_words else read(path)
+            assert "cp1252" not in str(refused.value)
+    # a latin-1 line inside a file, its last character an accented letter: still told to convert
+    latin = write(tmp_path / "latin.txt", "café\nnaïve and café\nok\n".encode("latin-1"))
+    with pytest.raises(CorpusError, match=r"latin.txt, line 1: .*Save the file as UTF-8 \(iconv -f cp1252"):
+        corpus_lib.check_text_files(latin)
+
+
 def test_a_utf_16_corpus_is_told_its_iconv_command(tmp_path):
     bom = write(tmp_path / "bom.txt", "Caf\xe9 au lait.\n".encode("utf-16"))
     with pytest.raises(CorpusError, match=r"bom.txt, line 1: .*iconv -f UTF-16 -t UTF-8") as refused:
