@@ -11,8 +11,12 @@ from bert_keras.tasks.inputs import TaskInputError, check_lengths, check_sample_
 from bert_keras.tasks.inputs import settings_record, text_columns
 from bert_keras.tasks.task_batches import in_memory, predicted_outputs, tokenized_dataset
 from bert_keras.tasks.text_task import TextTask
-from pipelines.datasets.squad import SquadExample
+from pipelines.datasets.squad import SquadExample, unanswerable_question
 
+
+# What to do with data holding unanswerable questions, for a v1.1 model (`score`, `bert-keras evaluate`).
+V1_SCORES_ANSWERED = ("score SQuAD v2.0 data with a v2.0 model (fine-tune with --task squad/v2.0, or "
+                      "from_pretrained(..., version_2=True)), or leave out the questions without answers")
 
 @keras.saving.register_keras_serializable(package="bert_keras")
 class SpanQA(TextTask):
@@ -374,6 +378,10 @@ class SpanQA(TextTask):
         from bert_keras.metrics import korquad, squad_v1_metrics, squad_v2_metrics
 
         examples = self._examples(x, y, training=False)
+        unanswerable = unanswerable_question(examples) if not self._record.settings["version_2"] else None
+        if unanswerable is not None:  # before a prediction: the v1.1 metric cannot score it
+            raise TaskInputError(f"question {unanswerable.id!r} has no answer (a SQuAD v2.0 question), but this is "
+                                 f"a SQuAD v1.1 model, which answers every question: {V1_SCORES_ANSWERED}")
         predictions, _, null_odds = self._decode(examples, batch_size)
         dataset = squad_json(examples)
         if self._record.settings["version_2"]:

@@ -637,6 +637,24 @@ def test_span_qa_on_datasets_and_the_threshold_changes_only_when_asked(spec):
     assert not any(r["has_answer"] for r in qa.predict(x))
 
 
+def test_v2_data_scored_by_a_v1_model_is_refused_before_a_prediction_naming_the_file(spec, monkeypatch):
+    """A v1.1 model scoring a SQuAD v2.0 dev file predicted the whole file (finetune: trained the
+    whole run) and then failed in the metric, pointing to a Python function (squad_v2_metrics)."""
+    from bert_keras.tasks.named_datasets import DatasetSpecError, parse_task
+    from pipelines.datasets.squad import read_squad_json
+
+    v2_file = os.path.join(os.path.dirname(__file__), "..", "data", "squad", "dev-v2.0-mini.json")
+    qa = build(tasks.SpanQA, spec, seq_length=64, stride=16, max_query_length=16)
+    monkeypatch.setattr(type(qa), "_decode", lambda *a, **k: pytest.fail("predicted before refusing"))
+    with pytest.raises(tasks.TaskInputError, match="question 'oil_1979' has no answer .*SQuAD v1.1 model.*"
+                                                   "--task squad/v2.0"):
+        qa.score(read_squad_json(v2_file, is_training=False))
+    with pytest.raises(DatasetSpecError, match="dev-v2.0-mini.json: question 'oil_1979' has no answer .*"
+                                               "squad/v1.1 answers every question"):
+        parse_task("squad/v1.1", eval_path=v2_file).evaluation_data()  # finetune --eval-data: before training
+    assert len(parse_task("squad/v2.0", eval_path=v2_file).evaluation_data()[0]) > 1
+
+
 def test_evaluate_gives_keras_loss_and_compiled_metrics_on_every_input_form(spec):
     """`loss, accuracy = model.evaluate(x, y)` is Keras' idiom: `[loss, *compiled metrics]` (a dict
     with `return_dict=True`) whatever the form of x: raw text, a dataset of raw text, packed
