@@ -480,15 +480,16 @@ class SquadSpec(DatasetSpec):
         return squad_examples_from_tfds(self.spec, split, is_training=is_training, data_dir=self.data_dir)
 
     def _check_answered(self, path, examples, is_training):
-        """A dev file with unanswerable questions, for a task without them (v1.1, KorQuAD 1.0): refused
-        when read, before a step, as `SpanQA.score` would refuse it after predicting the whole file."""
-        from bert_keras.tasks.span_qa import V1_SCORES_ANSWERED
+        """A file with unanswerable questions, for a task without them (v1.1, KorQuAD 1.0): refused
+        when read, before a step, naming the file (`SpanQA` refuses such examples too, by question)."""
+        from bert_keras.tasks.span_qa import V1_SCORES_ANSWERED, V1_TRAINS_ANSWERED
         from pipelines.datasets.squad import unanswerable_question
 
-        unanswerable = None if is_training or self.version_2 else unanswerable_question(examples)
+        unanswerable = None if self.version_2 else unanswerable_question(examples)
         if unanswerable is not None:
             raise DatasetSpecError(f"{path}: question {unanswerable.id!r} has no answer (a SQuAD v2.0 question), "
-                                   f"but {self.spec} answers every question: {V1_SCORES_ANSWERED}")
+                                   f"but {self.spec} answers every question: "
+                                   + (V1_TRAINS_ANSWERED if is_training else V1_SCORES_ANSWERED))
 
     def _check_korquad(self, path, examples):
         """A KorQuAD 1.0 file read as SQuAD: its official scorer is KorQuAD's, not SQuAD's.

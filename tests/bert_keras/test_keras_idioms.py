@@ -637,9 +637,10 @@ def test_span_qa_on_datasets_and_the_threshold_changes_only_when_asked(spec):
     assert not any(r["has_answer"] for r in qa.predict(x))
 
 
-def test_v2_data_scored_by_a_v1_model_is_refused_before_a_prediction_naming_the_file(spec, monkeypatch):
+def test_v2_data_for_a_v1_model_is_refused_before_a_step_naming_the_file(spec, monkeypatch):
     """A v1.1 model scoring a SQuAD v2.0 dev file predicted the whole file (finetune: trained the
-    whole run) and then failed in the metric, pointing to a Python function (squad_v2_metrics)."""
+    whole run) and then failed in the metric, pointing to a Python function (squad_v2_metrics);
+    trained on one, it learnt [CLS] for its unanswerable questions, which (x, y) lists refuse."""
     from bert_keras.tasks.named_datasets import DatasetSpecError, parse_task
     from pipelines.datasets.squad import read_squad_json
 
@@ -653,6 +654,13 @@ def test_v2_data_scored_by_a_v1_model_is_refused_before_a_prediction_naming_the_
                                                "squad/v1.1 answers every question"):
         parse_task("squad/v1.1", eval_path=v2_file).evaluation_data()  # finetune --eval-data: before training
     assert len(parse_task("squad/v2.0", eval_path=v2_file).evaluation_data()[0]) > 1
+    # Training: the file form trained the unanswerable questions towards [CLS] where the list form refuses them.
+    monkeypatch.undo()
+    with pytest.raises(tasks.TaskInputError, match="question 'oil_1979' has no answer .*--task squad/v2.0"):
+        qa.fit(read_squad_json(v2_file, is_training=True), epochs=1, verbose=0)
+    with pytest.raises(DatasetSpecError, match="dev-v2.0-mini.json: question 'oil_1979' has no answer .*"
+                                               "fine-tune on SQuAD v2.0 data with --task squad/v2.0"):
+        parse_task("squad/v1.1", train_path=v2_file).training_data()
 
 
 def test_evaluate_gives_keras_loss_and_compiled_metrics_on_every_input_form(spec):
