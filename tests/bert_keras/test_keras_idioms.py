@@ -170,6 +170,21 @@ def test_regression_from_datasets_and_non_finite_targets_refused_by_row(spec):
     assert np.isfinite(regressor.predict(TEXTS)).all()
 
 
+def test_a_regression_validated_on_one_example_logs_val_loss_instead_of_failing_after_its_epoch(spec):
+    """validation_split leaving one row (or validation_data of one) trained an epoch, then failed in
+    the task's pearson ('a correlation needs at least 2 points'); Keras validates on one example."""
+    scores = [4.5, 0.5, 4.0]
+    regressor = build(tasks.TextClassifier, spec, num_classes=1)
+    with pytest.warns(UserWarning, match="validation data of 1 example: .*pearson and spearman need 2"):
+        history = regressor.fit(TEXTS[:3], scores, validation_split=0.34, epochs=2, batch_size=2, verbose=0)
+    assert sorted(history.history) == ["loss", "val_loss"] and len(history.history["val_loss"]) == 2
+    with pytest.warns(UserWarning, match="validation data of 1 example"):
+        history = regressor.fit(TEXTS[:2], scores[:2], validation_data=(TEXTS[2:3], scores[2:]), verbose=0)
+    assert np.isfinite(history.history["val_loss"]).all()
+    history = regressor.fit(TEXTS[:2], scores[:2], validation_data=(TEXTS[:2], scores[:2]), verbose=0)
+    assert {"val_pearson", "val_spearman"} <= set(history.history)  # two examples: the task's metrics
+
+
 def test_regression_sample_weights_weigh_each_example_with_any_mean_squared_error(spec, tmp_path):
     """The `[B]` scores of a regression head get one squared error each: Keras' own
     `mean_squared_error` averages them over the batch, so a weight of 0 dropped nothing (the
