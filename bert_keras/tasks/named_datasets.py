@@ -371,6 +371,9 @@ class CsvSpec(DatasetSpec):
         self._read_examples[self.scored] = examples
         if self.labels:
             label_ids(examples, self.labels)  # an unknown label: an error naming file:line
+        if self.regression and len(examples) < 2:  # before a step, not after the run (finetune --eval-data)
+            raise DatasetSpecError(f"{self.scored}: {len(examples)} example; a regression is scored by its "
+                                   "pearson and spearman correlations, which need 2 or more")
         return x, y
 
 
