@@ -371,6 +371,9 @@ class CsvSpec(DatasetSpec):
         self._read_examples[self.scored] = examples
         if self.labels:
             label_ids(examples, self.labels)  # an unknown label: an error naming file:line
+        if self.regression and len(examples) < 2:  # before a step, not after the run (finetune --eval-data)
+            raise DatasetSpecError(f"{self.scored}: {len(examples)} example; a regression is scored by its "
+                                   "pearson and spearman correlations, which need 2 or more")
         return x, y
 
 
@@ -470,6 +473,7 @@ class SquadSpec(DatasetSpec):
             # a v2.0 task's file is v2.0 also without a "version" or "is_impossible" field
             examples = read_squad_json(path, is_training=is_training, version="2.0" if self.version_2 else "auto")
             self._check_korquad(path, examples)
+            self._check_answered(path, examples, is_training)
             return examples
         if self.korquad:
             raise DatasetSpecError(
@@ -477,6 +481,18 @@ class SquadSpec(DatasetSpec):
                 "--eval-data KorQuAD_v1.0_dev.json (korquad.github.io)")
         self.scored = f"tfds {self.spec}[{split}]"
         return squad_examples_from_tfds(self.spec, split, is_training=is_training, data_dir=self.data_dir)
+
+    def _check_answered(self, path, examples, is_training):
+        """A file with unanswerable questions, for a task without them (v1.1, KorQuAD 1.0): refused
+        when read, before a step, naming the file (`SpanQA` refuses such examples too, by question)."""
+        from bert_keras.tasks.span_qa import V1_SCORES_ANSWERED, V1_TRAINS_ANSWERED
+        from pipelines.datasets.squad import unanswerable_question
+
+        unanswerable = None if self.version_2 else unanswerable_question(examples)
+        if unanswerable is not None:
+            raise DatasetSpecError(f"{path}: question {unanswerable.id!r} has no answer (a SQuAD v2.0 question), "
+                                   f"but {self.spec} answers every question: "
+                                   + (V1_TRAINS_ANSWERED if is_training else V1_SCORES_ANSWERED))
 
     def _check_korquad(self, path, examples):
         """A KorQuAD 1.0 file read as SQuAD: its official scorer is KorQuAD's, not SQuAD's.

@@ -11,8 +11,14 @@ from bert_keras.tasks.inputs import TaskInputError, check_lengths, check_sample_
 from bert_keras.tasks.inputs import settings_record, text_columns
 from bert_keras.tasks.task_batches import in_memory, predicted_outputs, tokenized_dataset
 from bert_keras.tasks.text_task import TextTask
-from pipelines.datasets.squad import SquadExample
+from pipelines.datasets.squad import SquadExample, unanswerable_question
 
+
+# What to do with data holding unanswerable questions, for a v1.1 model (`score`, `bert-keras evaluate`).
+V1_SCORES_ANSWERED = ("score SQuAD v2.0 data with a v2.0 model (fine-tune with --task squad/v2.0, or "
+                      "from_pretrained(..., version_2=True)), or leave out the questions without answers")
+V1_TRAINS_ANSWERED = ("fine-tune on SQuAD v2.0 data with --task squad/v2.0 (from_pretrained(..., version_2=True)), "
+                      "or leave out the questions without answers")
 
 @keras.saving.register_keras_serializable(package="bert_keras")
 class SpanQA(TextTask):
@@ -213,6 +219,11 @@ class SpanQA(TextTask):
 
         x, y, _ = in_memory(self, x, y)
         if isinstance(x, (list, tuple)) and x and isinstance(x[0], SquadExample):
+            unanswerable = unanswerable_question(x) if training and not self._record.settings["version_2"] else None
+            if unanswerable is not None:  # as y's None below: a v1.1 model has no "no answer" to learn
+                raise TaskInputError(f"question {unanswerable.id!r} has no answer (a SQuAD v2.0 question), but "
+                                     f"this is a SQuAD v1.1 model, which answers every question: "
+                                     f"{V1_TRAINS_ANSWERED}")
             return list(x)
         if isinstance(x, list) and x and all(isinstance(row, (list, tuple)) and len(row) == 2 for row in x):
             x = ([q for q, _ in x], [c for _, c in x])  # (question, context) rows
@@ -377,6 +388,10 @@ class SpanQA(TextTask):
         from bert_keras.metrics import korquad, squad_v1_metrics, squad_v2_metrics
 
         examples = self._examples(x, y, training=False)
+        unanswerable = unanswerable_question(examples) if not self._record.settings["version_2"] else None
+        if unanswerable is not None:  # before a prediction: the v1.1 metric cannot score it
+            raise TaskInputError(f"question {unanswerable.id!r} has no answer (a SQuAD v2.0 question), but this is "
+                                 f"a SQuAD v1.1 model, which answers every question: {V1_SCORES_ANSWERED}")
         predictions, _, null_odds = self._decode(examples, batch_size)
         dataset = squad_json(examples)
         if self._record.settings["version_2"]:

@@ -9,6 +9,7 @@ from bert_keras.models.window_relevance import relevance_layer
 from bert_keras.tasks import classifier_inputs, dataset_inputs, windowed_scores
 from bert_keras.tasks.dataset_inputs import steps_for, without_autotune_thread
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_label_names, is_tokenized
+from bert_keras.tasks.inputs import settings_record
 from bert_keras.tasks.task_batches import padded_batches, predicted_outputs, tokenized_dataset
 from bert_keras.tasks.text_task import TextTask
 from bert_keras.tasks.window_outputs import has_window_marks, pairs_cut, warn_truncated
@@ -215,10 +216,16 @@ class TextClassifier(TextTask):
         return bool(self._record.settings.get("text_pair"))
 
     @classmethod
-    def _build_head(cls, encoder, *, labels, num_classes, dropout, text_pair=False, max_length=None,
-                    stride=None, window_aggregation=None, window_training=None):
+    def _build_head(cls, encoder, *, labels, num_classes, dropout, **options):
         from bert_keras.models import BertClassifier
 
+        if "regression" in options:  # the CLI's flag, not a setting
+            raise TaskInputError("regression=: not a setting of a TextClassifier; a regression model is "
+                                 "num_classes=1 (bert-keras finetune --regression)")
+        # an unknown name is refused with the list of settings, as the other families' (not a TypeError)
+        record = settings_record(ClassificationSettings, options, "TextClassifier")
+        text_pair, max_length, stride = record.text_pair, record.max_length, record.stride
+        window_aggregation, window_training = record.window_aggregation, record.window_training
         if labels is None and num_classes is None:
             raise TaskInputError("TextClassifier needs labels=[names] or num_classes= (1: regression)")
         if labels is not None:

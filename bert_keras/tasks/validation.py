@@ -4,6 +4,8 @@ Keras' test loop (`validation_dataset`), the task's own metrics added to the log
 replicas (`ValidationOnOneDevice`).
 """
 
+import warnings
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -52,7 +54,14 @@ def validation_metrics(task, validation_data, batch_size):
         return [TaskValidationMetrics(task, validation_data, None, batch_size)]
     if isinstance(validation_data, (tuple, list)) and len(validation_data) in (2, 3) \
             and not is_tokenized(validation_data[0]):
-        return [TaskValidationMetrics(task, validation_data[0], validation_data[1], batch_size)]
+        targets = validation_data[1]
+        if getattr(task, "is_regression", False) and hasattr(targets, "__len__") and len(targets) < 2:
+            # A correlation of one point has no value: score() refuses it, which failed fit after its
+            # first epoch. Keras' val_loss stays.
+            warnings.warn(f"validation data of {len(targets)} example: a regression model's pearson and "
+                          "spearman need 2 or more, so only val_loss is logged", stacklevel=3)
+            return []
+        return [TaskValidationMetrics(task, validation_data[0], targets, batch_size)]
     return []
 
 

@@ -190,6 +190,17 @@ def read_squad_json(path_or_obj, *, is_training, version="auto", on_mismatch="er
     return _examples_from_records(records, source, version, is_training, on_mismatch, locations)
 
 
+def unanswerable_question(examples):
+    """The first of `examples` (`SquadExample`s) with no gold answer (a v2.0 "no answer" question),
+    or None: SQuAD v1.1's metric scores answered questions only.
+
+    Example:
+        >>> unanswerable_question(read_squad_json("tests/data/squad/dev-v2.0-mini.json", is_training=False)).id
+        'oil_1979'
+    """
+    return next((example for example in examples if example.is_impossible or not example.answers), None)
+
+
 def declared_version(path):
     """The `"version"` field a SQuAD-format JSON file declares, as written (`"v2.0"`,
     `"KorQuAD_v1.0"`, ...), or None when it has none (or is not a JSON object).

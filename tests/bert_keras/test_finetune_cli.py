@@ -120,6 +120,19 @@ def test_qnli_files_are_read_as_question_sentence_pairs(tmp_path):
     single = parse_task(f"csv:{data}", text_column="sentence")  # a column named: as asked, one text
     assert single.training_data()[0] == ["Ann wrote it.", "The sky is blue."]
 
+def test_a_regression_dev_file_of_one_row_is_refused_when_read_naming_it(tmp_path):
+    # It failed after the whole run (finetune --eval-data) or the prediction (evaluate) with
+    # "a correlation needs at least 2 points, got 1", naming no file.
+    from bert_keras.tasks.named_datasets import DatasetSpecError, parse_task
+
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("text\ttext_b\tlabel\nA man.\tA dog.\t2.5\n", encoding="utf-8")
+    with pytest.raises(DatasetSpecError, match=r"dev.tsv: 1 example; a regression .* need 2 or more"):
+        parse_task(f"csv:{dev}", regression=True, eval_path=str(dev)).evaluation_data()
+    dev.write_text("text\ttext_b\tlabel\nA man.\tA dog.\t2.5\nA cat.\tA dog.\t1\n", encoding="utf-8")
+    assert parse_task(f"csv:{dev}", regression=True, eval_path=str(dev)).evaluation_data()[1] == [2.5, 1.0]
+
+
 def test_eval_label_outside_label_set_names_file_and_line(sentiment_dir, tmp_path):
     bad = tmp_path / "bad.tsv"
     bad.write_text("sentence\tlabel\nA fine film.\t1\nOdd one.\tmaybe\n", encoding="utf-8")

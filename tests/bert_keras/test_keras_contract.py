@@ -318,3 +318,13 @@ def test_a_family_setting_is_read_and_an_unknown_one_named(spec):
     with pytest.raises(tasks.TaskInputError, match="pooling=: not a setting of a TokenClassifier; its settings: "
                                                    "aggregation, max_length, stride"):
         tasks.TokenClassifier.from_pretrained(spec, labels=tags, seq_length=32, pooling="mean")
+    # A TextClassifier named it too (it raised "_build_head() got an unexpected keyword argument")
+    with pytest.raises(tasks.TaskInputError, match="pooling=: not a setting of a TextClassifier; its settings: "
+                                                   "text_pair, max_length, stride"):
+        tasks.TextClassifier.from_pretrained(spec, labels=["a", "b"], seq_length=32, pooling="mean")
+    with pytest.raises(tasks.TaskInputError, match="regression=: .*num_classes=1"):
+        tasks.TextClassifier.from_pretrained(spec, seq_length=32, regression=True)
+    classifier = tasks.TextClassifier.from_pretrained(spec, labels=["a", "b"], seq_length=32, max_length=64,
+                                                      window_aggregation="max")
+    assert classifier.settings == {"text_pair": False, "max_length": 64, "stride": None,
+                                   "window_aggregation": "max", "window_training": "windows"}

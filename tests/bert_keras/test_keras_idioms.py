@@ -170,6 +170,21 @@ def test_regression_from_datasets_and_non_finite_targets_refused_by_row(spec):
     assert np.isfinite(regressor.predict(TEXTS)).all()
 
 
+def test_a_regression_validated_on_one_example_logs_val_loss_instead_of_failing_after_its_epoch(spec):
+    """validation_split leaving one row (or validation_data of one) trained an epoch, then failed in
+    the task's pearson ('a correlation needs at least 2 points'); Keras validates on one example."""
+    scores = [4.5, 0.5, 4.0]
+    regressor = build(tasks.TextClassifier, spec, num_classes=1)
+    with pytest.warns(UserWarning, match="validation data of 1 example: .*pearson and spearman need 2"):
+        history = regressor.fit(TEXTS[:3], scores, validation_split=0.34, epochs=2, batch_size=2, verbose=0)
+    assert sorted(history.history) == ["loss", "val_loss"] and len(history.history["val_loss"]) == 2
+    with pytest.warns(UserWarning, match="validation data of 1 example"):
+        history = regressor.fit(TEXTS[:2], scores[:2], validation_data=(TEXTS[2:3], scores[2:]), verbose=0)
+    assert np.isfinite(history.history["val_loss"]).all()
+    history = regressor.fit(TEXTS[:2], scores[:2], validation_data=(TEXTS[:2], scores[:2]), verbose=0)
+    assert {"val_pearson", "val_spearman"} <= set(history.history)  # two examples: the task's metrics
+
+
 def test_regression_sample_weights_weigh_each_example_with_any_mean_squared_error(spec, tmp_path):
     """The `[B]` scores of a regression head get one squared error each: Keras' own
     `mean_squared_error` averages them over the batch, so a weight of 0 dropped nothing (the
@@ -635,6 +650,32 @@ def test_span_qa_on_datasets_and_the_threshold_changes_only_when_asked(spec):
     assert isinstance(loss, float) and np.isfinite(loss)
     qa.null_threshold = -1e6  # the explicit setter: null odds always above it, never an answer
     assert not any(r["has_answer"] for r in qa.predict(x))
+
+
+def test_v2_data_for_a_v1_model_is_refused_before_a_step_naming_the_file(spec, monkeypatch):
+    """A v1.1 model scoring a SQuAD v2.0 dev file predicted the whole file (finetune: trained the
+    whole run) and then failed in the metric, pointing to a Python function (squad_v2_metrics);
+    trained on one, it learnt [CLS] for its unanswerable questions, which (x, y) lists refuse."""
+    from bert_keras.tasks.named_datasets import DatasetSpecError, parse_task
+    from pipelines.datasets.squad import read_squad_json
+
+    v2_file = os.path.join(os.path.dirname(__file__), "..", "data", "squad", "dev-v2.0-mini.json")
+    qa = build(tasks.SpanQA, spec, seq_length=64, stride=16, max_query_length=16)
+    monkeypatch.setattr(type(qa), "_decode", lambda *a, **k: pytest.fail("predicted before refusing"))
+    with pytest.raises(tasks.TaskInputError, match="question 'oil_1979' has no answer .*SQuAD v1.1 model.*"
+                                                   "--task squad/v2.0"):
+        qa.score(read_squad_json(v2_file, is_training=False))
+    with pytest.raises(DatasetSpecError, match="dev-v2.0-mini.json: question 'oil_1979' has no answer .*"
+                                               "squad/v1.1 answers every question"):
+        parse_task("squad/v1.1", eval_path=v2_file).evaluation_data()  # finetune --eval-data: before training
+    assert len(parse_task("squad/v2.0", eval_path=v2_file).evaluation_data()[0]) > 1
+    # Training: the file form trained the unanswerable questions towards [CLS] where the list form refuses them.
+    monkeypatch.undo()
+    with pytest.raises(tasks.TaskInputError, match="question 'oil_1979' has no answer .*--task squad/v2.0"):
+        qa.fit(read_squad_json(v2_file, is_training=True), epochs=1, verbose=0)
+    with pytest.raises(DatasetSpecError, match="dev-v2.0-mini.json: question 'oil_1979' has no answer .*"
+                                               "fine-tune on SQuAD v2.0 data with --task squad/v2.0"):
+        parse_task("squad/v1.1", train_path=v2_file).training_data()
 
 
 def test_evaluate_gives_keras_loss_and_compiled_metrics_on_every_input_form(spec):
