@@ -3,7 +3,6 @@
 import os
 
 import pytest
-import tensorflow as tf
 
 from pipelines import corpus as corpus_lib
 from pipelines.corpus import CorpusError, file_documents, list_files, read_corpus, split_sentences
