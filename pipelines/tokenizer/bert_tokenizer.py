@@ -217,7 +217,6 @@ class BertTokenizer(tf.Module):
                 tokens, lowercase=self.lowercase, strip_accents=self.strip_accents, unk_token=unk_token,
                 max_chars_per_word=self.max_input_chars_per_word,
             )
-        self.added_tokens = []
         self._added = None
         if added_tokens:
             from pipelines.tokenizer.added_tokens import AddedTokenSplitter, added_token_entries
@@ -225,8 +224,7 @@ class BertTokenizer(tf.Module):
             if pre_tokenizer is not None:
                 raise ValueError("added_tokens cannot be combined with pre_tokenizer (the morpheme analyzer "
                                  "splits the text before the added tokens could be found)")
-            self.added_tokens = added_token_entries(added_tokens, tokens)
-            self._added = _AddedHolder(AddedTokenSplitter(self.added_tokens, self.lowercase))
+            self._added = _AddedHolder(AddedTokenSplitter(added_token_entries(added_tokens, tokens), self.lowercase))
         self._eager_functions = _EagerFunctionCache()
         self.morpheme_analyzer = None  # the name of `pre_tokenizer` (`self.pre_tokenizer` is BERT's)
         self._host = None
@@ -241,6 +239,12 @@ class BertTokenizer(tf.Module):
     def vocabulary(self):
         """The tokens in id order (a list of strings)."""
         return self._vocabulary.tokens
+
+    @property
+    def added_tokens(self):
+        """The added tokens as plain dicts (`content`, `id`, `special`, `normalized`, `lstrip`, `rstrip`,
+        `single_word`), in the order given; [] without any."""
+        return [] if self._added is None else [dict(entry) for entry in self._added.splitter.entries]
 
     @property
     def vocabulary_size(self):

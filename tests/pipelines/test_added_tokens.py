@@ -137,7 +137,18 @@ def test_special_tokens_not_matched_ignoring_case():
 def test_without_added_tokens_the_original_rules_split_them():
     tokenizer = BertTokenizer(vocabulary=WORDPIECES + ["[NEW]"])
     assert tokenizer.tokenize(["[NEW]"]).to_list() == [[8, 7, 9]]
-    assert tokenizer._added is None  # the default path is untouched
+    assert tokenizer._added is None and tokenizer.added_tokens == []  # the default path is untouched
+
+
+def test_added_tokens_are_plain_json_and_take_tokenizers_added_token():
+    tokenizer = BertTokenizer(vocabulary=WORDPIECES + ["[NEW]"],
+                              added_tokens=[tokenizers.AddedToken("[NEW]", single_word=True), "ab"])
+    assert json.loads(json.dumps(tokenizer.added_tokens)) == [
+        {"content": "[NEW]", "id": 37, "special": False, "normalized": True, "lstrip": False, "rstrip": False,
+         "single_word": True},
+        {"content": "ab", "id": 16, "special": False, "normalized": True, "lstrip": False, "rstrip": False,
+         "single_word": False}]
+    assert tokenizer.tokenize(["x[NEW] [NEW] ab"]).to_list() == [[17, 8, 7, 9, 37, 16]]
 
 
 def test_added_token_not_in_vocabulary_is_refused_by_name():
