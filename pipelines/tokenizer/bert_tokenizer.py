@@ -45,6 +45,13 @@ class _VocabularyHolder:
         self.tensor = None
 
 
+class _AddedHolder:
+    """A plain holder of the added-token splitter (untracked by `tf.Module`)."""
+
+    def __init__(self, splitter):
+        self.splitter = splitter
+
+
 class _HostSplitter:
     """A plain holder of the morpheme analyzer (a Python object, untracked by `tf.Module`)."""
 
@@ -138,6 +145,12 @@ class BertTokenizer(tf.Module):
             a checkpoint's own, `resolve_tokenizer_settings`).
         unk_token, cls_token, sep_token, pad_token, mask_token: the special
             token strings of this vocabulary; their ids are looked up.
+        added_tokens: tokens found whole before the text is split, as HF's added tokens
+            (`add_tokens`, `additional_special_tokens`): strings, tokenizer.json's `"added_tokens"`
+            dicts or `tokenizers.AddedToken`s, with their `special` / `normalized` / `lstrip` /
+            `rstrip` / `single_word` flags (`pipelines.tokenizer.added_tokens`). Each must be a
+            line of the vocabulary (its id). None (default): the original rules, which split
+            `[NEW]` into `[`, `new`, `]`.
     """
 
     def __init__(
@@ -155,6 +168,7 @@ class BertTokenizer(tf.Module):
         sep_token="[SEP]",
         pad_token="[PAD]",
         mask_token="[MASK]",
+        added_tokens=None,
         name=None,
     ):
         super().__init__(name=name)
@@ -203,6 +217,14 @@ class BertTokenizer(tf.Module):
                 tokens, lowercase=self.lowercase, strip_accents=self.strip_accents, unk_token=unk_token,
                 max_chars_per_word=self.max_input_chars_per_word,
             )
+        self._added = None
+        if added_tokens:
+            from pipelines.tokenizer.added_tokens import AddedTokenSplitter, added_token_entries
+
+            if pre_tokenizer is not None:
+                raise ValueError("added_tokens cannot be combined with pre_tokenizer (the morpheme analyzer "
+                                 "splits the text before the added tokens could be found)")
+            self._added = _AddedHolder(AddedTokenSplitter(added_token_entries(added_tokens, tokens), self.lowercase))
         self._eager_functions = _EagerFunctionCache()
         self.morpheme_analyzer = None  # the name of `pre_tokenizer` (`self.pre_tokenizer` is BERT's)
         self._host = None
@@ -217,6 +239,12 @@ class BertTokenizer(tf.Module):
     def vocabulary(self):
         """The tokens in id order (a list of strings)."""
         return self._vocabulary.tokens
+
+    @property
+    def added_tokens(self):
+        """The added tokens as plain dicts (`content`, `id`, `special`, `normalized`, `lstrip`, `rstrip`,
+        `single_word`), in the order given; [] without any."""
+        return [] if self._added is None else [dict(entry) for entry in self._added.splitter.entries]
 
     @property
     def vocabulary_size(self):
@@ -461,6 +489,8 @@ class BertTokenizer(tf.Module):
     def _tokenize_batch(self, strings, with_offsets):
         """(ids,) or (ids, begin, end) for a batch of strings; with a `pre_tokenizer`, of the
         strings split at their morpheme boundaries on the host, offsets mapped back."""
+        if self._added is not None:
+            return self._tokenize_with_added(strings, with_offsets)
         if self._host is None:
             return self._tokenize_in_graph(strings, with_offsets)
         spaced, byte_maps = self._split_on_host(strings)
@@ -474,6 +504,36 @@ class BertTokenizer(tf.Module):
             return offsets.with_flat_values(tf.gather(byte_maps.flat_values, row_start + offsets.flat_values))
 
         return ids, to_original(begin), to_original(end)
+
+    def _tokenize_with_added(self, strings, with_offsets):
+        """(ids,) or (ids, begin, end): the added tokens found whole (one id each), the text between
+        them tokenized piece by piece (`_tokenize_in_graph`), offsets into the whole string."""
+        pieces, starts, piece_ids, rows = self._added.splitter.split(strings)
+        is_text = piece_ids < 0
+        text_index = tf.reshape(tf.where(is_text), [-1])
+        added_index = tf.reshape(tf.where(tf.logical_not(is_text)), [-1])
+        result = self._tokenize_in_graph(tf.gather(pieces, text_index), with_offsets)
+        order = tf.math.invert_permutation(tf.concat([text_index, added_index], 0))
+        nrows = tf.shape(strings, out_type=tf.int64)[0]
+        ones = tf.ones_like(added_index)
+
+        def by_row(text_values, added_values):
+            """[batch, (tokens)] from the text pieces' rows and the added tokens' values, in order."""
+            added = tf.RaggedTensor.from_row_lengths(added_values, ones, validate=False)
+            per_piece = tf.gather(tf.concat([text_values, added], 0), order)
+            return tf.RaggedTensor.from_value_rowids(per_piece, rows, nrows=nrows, validate=False).merge_dims(1, 2)
+
+        ids = by_row(result[0], tf.gather(piece_ids, added_index))
+        if not with_offsets:
+            return (ids,)
+        text_starts = tf.gather(starts, text_index)
+
+        def shifted(offsets):
+            return offsets.with_flat_values(offsets.flat_values + tf.repeat(text_starts, offsets.row_lengths()))
+
+        added_begin = tf.gather(starts, added_index)
+        added_end = added_begin + tf.cast(tf.strings.length(tf.gather(pieces, added_index)), tf.int64)
+        return ids, by_row(shifted(result[1]), added_begin), by_row(shifted(result[2]), added_end)
 
     def _split_on_host(self, strings):
         """`(spaced strings, byte maps [batch, (bytes + 1)])`: the analyzer run in Python."""

@@ -77,9 +77,21 @@ def fast_wordpiece(vocabulary, *, unk_token, max_bytes_per_word, split_words):
     if split_words:
         vocabulary = _without_whitespace_tokens(vocabulary)
     arguments = [int(max_bytes_per_word), "##", unk_token, not split_words, False]
+
+    def build():
+        try:
+            return builder.build_fast_wordpiece_model(vocabulary, *arguments)
+        except RuntimeError as error:
+            if not split_words or "No valid vocab tokens" not in str(error):
+                raise
+            # End to end, TF-Text builds on tokens without punctuation only: a vocabulary of special
+            # tokens and punctuation alone has none. One no input matches (U+10FFFF, which the strings
+            # sent to it never hold) lets it build; every word is then [UNK] or punctuation, as in the
+            # original.
+            return builder.build_fast_wordpiece_model(vocabulary + ["\U0010FFFF"], *arguments)
+
     model = tf_text_models.cached_model(  # built once per machine, then read from the cache
-        "fast_wordpiece", [arguments, vocabulary],
-        lambda: builder.build_fast_wordpiece_model(vocabulary, *arguments))
+        "fast_wordpiece", [arguments, vocabulary], build)
     # The model as a uint8 tensor made from the bytes directly: given the vocabulary instead,
     # TF-Text makes it from a Python list of its ~1.5M bytes (~0.05 s a model).
     return tf_text.FastWordpieceTokenizer(model_buffer=tf.constant(model), token_out_type=tf.int64)

@@ -1116,7 +1116,8 @@ def test_a_word_added_to_a_transformers_tokenizer_gets_the_id_transformers_gives
     from pipelines import BertTokenizer
 
     monkeypatch.setenv("BERT_KERAS_CACHE", str(tmp_path / "cache"))
-    theirs = transformers.BertTokenizerFast(vocab_file=tiny_vocab_file)
+    theirs = transformers.BertTokenizerFast(tiny_vocab_file)  # transformers 5 ignores vocab_file=
+    assert len(theirs) == 99  # (its 5 special tokens alone read every tok5 as [UNK] on both sides)
     theirs.add_tokens(["covid19", "newword"])
     theirs.save_pretrained(tmp_path / "tok")
     (tmp_path / "tok" / "vocab.txt").unlink(missing_ok=True)  # as transformers 5 saves it
@@ -1124,6 +1125,50 @@ def test_a_word_added_to_a_transformers_tokenizer_gets_the_id_transformers_gives
         vocab = vocabulary_from_tokenizer_json(str(tmp_path / "tok"))
     text = "tok5 covid19 tok7 newword"
     assert BertTokenizer(vocab).tokenize([text]).to_list()[0] == theirs(text, add_special_tokens=False)["input_ids"]
+
+
+def test_added_tokens_of_a_transformers_tokenizer_are_found_whole_when_asked(tiny_vocab_file, tmp_path, monkeypatch):
+    """An added token with punctuation ("[NEW]") read as word pieces ([UNK] pieces here) where
+    transformers reads one id; `find_added_tokens(spec)` gives `load_tokenizer` the directory's added
+    tokens (special ones too, with their flags), and the ids and offsets are transformers'."""
+    transformers = pytest.importorskip("transformers")
+    tokenizers = pytest.importorskip("tokenizers")
+    from bert_keras.checkpoints import find_added_tokens, load_tokenizer
+    from pipelines.tokenizer.char_offsets import byte_to_char_offsets
+
+    monkeypatch.setenv("BERT_KERAS_CACHE", str(tmp_path / "cache"))
+    theirs = transformers.BertTokenizerFast(tiny_vocab_file)  # (transformers 5 ignores vocab_file=)
+    assert len(theirs) == 99
+    theirs.add_tokens(["[NEW]", tokenizers.AddedToken("<e1>", single_word=True)])
+    theirs.save_pretrained(tmp_path / "tok")
+    spec = f"hf:{tmp_path / 'tok'}"
+    added = find_added_tokens(spec)
+    assert [e["content"] for e in added][-2:] == ["[NEW]", "<e1>"] and added[-1]["single_word"] is True
+    text = "tok5 [NEW]tok7 <E1> x<e1> [SEP] [sep]"
+    expected = theirs(text, add_special_tokens=False, return_offsets_mapping=True)
+    with pytest.warns(UserWarning, match="find_added_tokens"):
+        tokenizer = load_tokenizer(spec, added_tokens=added)
+    ids, begin, end = (t.to_list()[0] for t in tokenizer.tokenize_with_offsets([text]))
+    chars = byte_to_char_offsets(text)
+    assert ids == expected["input_ids"]
+    assert [(int(chars[b]), int(chars[e])) for b, e in zip(begin, end)] == [tuple(o) for o in expected["offset_mapping"]]
+    with pytest.warns(UserWarning):
+        assert tokenizer.vocabulary.index("[NEW]") not in load_tokenizer(spec).tokenize([text]).to_list()[0]
+
+
+def test_checkpoint_added_tokens_reads_each_layout_transformers_wrote(tmp_path):
+    from bert_keras.checkpoints.hf import checkpoint_added_tokens
+
+    assert checkpoint_added_tokens(str(tmp_path)) == []
+    (tmp_path / "added_tokens.json").write_text('{"<e1>": 100, "covid19": 99}')
+    assert checkpoint_added_tokens(str(tmp_path)) == ["covid19", "<e1>"]
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"added_tokens_decoder": {
+        "100": {"content": "<e1>", "single_word": True, "special": False},
+        "3": {"content": "[SEP]", "special": True}}}))
+    assert [e["content"] for e in checkpoint_added_tokens(str(tmp_path))] == ["[SEP]", "<e1>"]
+    (tmp_path / "tokenizer.json").write_text(json.dumps({"added_tokens": [{"id": 3, "content": "[SEP]"}, "x"]}))
+    with pytest.raises(CheckpointFormatError, match='tokenizer.json: "added_tokens" is not a list'):
+        checkpoint_added_tokens(str(tmp_path))
 
 
 def test_tokens_of_added_tokens_json_beside_vocab_txt_are_the_vocabularys_last_ids(tiny_config, tiny_vocab_file,

@@ -561,3 +561,14 @@ def test_tokenizer_built_inside_a_tf_function_with_a_cold_cache(tmp_path, monkey
                    for name in files)
     finally:
         tf_text_agreement.agreeing_codepoints.cache_clear()
+
+
+def test_a_vocabulary_of_special_tokens_and_punctuation_only_tokenizes_in_both_backends():
+    """TF-Text's end-to-end FastWordpiece refused to build ("RuntimeError: No valid vocab tokens were
+    found to build the trie") on a vocabulary whose tokens all hold punctuation ([PAD] .. [MASK], !):
+    the default backend crashed where the core one reads every word [UNK]."""
+    for vocabulary in (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "!"]):
+        results = [BertTokenizer(vocabulary=vocabulary, backend=backend).tokenize_with_offsets(["hi [SEP]!", "héllo 中"])
+                   for backend in ("core", "tf_text")]
+        assert [t.to_list() for t in results[0]] == [t.to_list() for t in results[1]]
+    assert results[1][0].to_list() == [[1, 1, 1, 1, 4], [1, 1]]

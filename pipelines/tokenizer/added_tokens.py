@@ -1,0 +1,204 @@
+"""Added tokens (HF's `add_tokens` / `additional_special_tokens`): found whole in the text before
+BERT's rules split it, as HF's `AddedVocabulary` does, in graph ops.
+
+HF (`tokenizers`) finds the added tokens in two passes: those with `normalized=False` (special
+tokens by default) in the raw text, then those with `normalized=True` in what is left, after
+the normalizer (so, for an uncased model, ignoring case). Matches are leftmost-longest; a
+`single_word` token that has a word character (`\\w`) right before or after it is no match;
+`lstrip` / `rstrip` take the whitespace before / after it into the token (and its offsets). The
+text between the matches is tokenized by the usual rules, each piece on its own.
+
+Here the normalized pass matches the raw text too, case-insensitively for an uncased tokenizer
+(RE2's case folding); HF matches the normalized text, so an added token also matches where only
+accents or control characters differ, which this does not; and HF's lstrip / rstrip also take the
+spaces its normalizer puts around a CJK character (offsets that then overlap that character's),
+where this takes the text's own whitespace only.
+
+A text with no added token in it is tokenized as without them; a tokenizer without added tokens
+never runs these ops (`BertTokenizer` skips them).
+"""
+
+import re
+
+import tensorflow as tf
+
+# A byte that never occurs in UTF-8: it marks the matches for `tf.strings.split`.
+_MARK = b"\xff"
+# Rust's `char::is_whitespace` (Unicode White_Space), what HF's lstrip / rstrip take.
+_WHITESPACE = "[\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]"
+# Rust regex's Unicode `\w` (HF's single_word check): letters, marks, digits, connector punctuation.
+_WORD_CHAR = "[\\pL\\pM\\p{Nd}\\p{Nl}\\p{Pc}\\x{200C}\\x{200D}]"
+
+_FLAGS = ("special", "normalized", "lstrip", "rstrip", "single_word")
+
+
+class AddedTokenError(ValueError):
+    """An added token that cannot be matched: empty, not in the vocabulary, or of a bad form."""
+
+
+def added_token_entries(added_tokens, vocabulary):
+    """The added tokens as dicts `{"content", "id", "special", "normalized", "lstrip", "rstrip",
+    "single_word"}` with HF's defaults (`normalized = not special`), their ids from `vocabulary`.
+
+    Args:
+        added_tokens: strings (HF's `add_tokens` defaults), dicts (tokenizer.json's `"added_tokens"`
+            entries) or objects with those attributes (`tokenizers.AddedToken`).
+        vocabulary: the token list; every added token must be one of its lines.
+
+    Raises:
+        AddedTokenError: an entry of another type, an empty token, a flag that is not a bool, or a
+            token that is not in the vocabulary (naming it and its position in `added_tokens`).
+    """
+    index = {}
+    for i, token in enumerate(vocabulary):
+        index.setdefault(token, i)
+    entries = []
+    for position, given in enumerate(added_tokens):
+        if isinstance(given, str):
+            given = {"content": given}
+        elif not isinstance(given, dict):
+            if not isinstance(getattr(given, "content", None), str):
+                raise AddedTokenError(f"added_tokens[{position}] is {given!r}: give a string, a dict with "
+                                      '"content" (tokenizer.json\'s "added_tokens") or a tokenizers.AddedToken')
+            given = {flag: getattr(given, flag) for flag in ("content", *_FLAGS) if hasattr(given, flag)}
+        content = given.get("content")
+        if not isinstance(content, str) or not content:
+            raise AddedTokenError(f'added_tokens[{position}]: "content" must be a non-empty string, not {content!r}')
+        special = given.get("special", False)
+        entry = {"content": content, "special": special, "normalized": given.get("normalized", not special),
+                 "lstrip": given.get("lstrip", False), "rstrip": given.get("rstrip", False),
+                 "single_word": given.get("single_word", False)}
+        for flag in _FLAGS:
+            if not isinstance(entry[flag], bool):
+                raise AddedTokenError(f"added_tokens[{position}] ({content!r}): {flag} must be true or false, "
+                                      f"not {entry[flag]!r}")
+        if content not in index:
+            raise AddedTokenError(f"added_tokens[{position}] ({content!r}) is not in the vocabulary: add it as a "
+                                  "line of vocab.txt (its line is its id)")
+        entry["id"] = index[content]
+        entries.append(entry)
+    return entries
+
+
+class AddedTokenSplitter:
+    """Splits strings at their added tokens, as graph ops (core TensorFlow only).
+
+    `split(strings)` gives every string's pieces in order: the text between the matches (to tokenize
+    by BERT's rules) and the matches (one id each), with their byte spans in the string.
+    """
+
+    def __init__(self, entries, lowercase):
+        self.entries = list(entries)
+        self.passes = []
+        for normalized in (False, True):
+            group = [e for e in self.entries if e["normalized"] == normalized]
+            if not group:
+                continue
+            fold = normalized and lowercase
+            by_key = {}
+            for entry in group:
+                by_key.setdefault(entry["content"].lower() if fold else entry["content"], entry)
+            # Longest first: RE2 takes the first alternative that matches at the leftmost start.
+            ordered = sorted(by_key.values(), key=lambda e: -len(e["content"].encode("utf-8")))
+            alternatives = []
+            for entry in ordered:
+                literal = re.escape(entry["content"])
+                alternatives.append((_WHITESPACE + "*" if entry["lstrip"] else "") + literal
+                                    + (_WHITESPACE + "*" if entry["rstrip"] else ""))
+            pattern = ("(?i)" if fold else "") + "(?:" + "|".join(alternatives) + ")"
+            self.passes.append({
+                "pattern": pattern, "fold": fold,
+                "keys": [entry["content"].lower() if fold else entry["content"] for entry in ordered],
+                "ids": [entry["id"] for entry in ordered],
+                "strips": any(entry["lstrip"] or entry["rstrip"] for entry in ordered),
+                "single_word": [entry["single_word"] for entry in ordered],
+            })
+
+    def split(self, strings):
+        """`(pieces, starts, ids, rows)`, flat and in order: each piece's text, its byte start in its
+        string, its added token's id (-1: text to tokenize) and the index of its string. Empty text
+        pieces are left out."""
+        pieces = strings
+        starts = tf.zeros(tf.shape(strings, out_type=tf.int64), tf.int64)
+        ids = tf.fill(tf.shape(strings), tf.constant(-1, tf.int64))
+        rows = tf.range(tf.size(strings, out_type=tf.int64))
+        for matching in self.passes:
+            pieces, starts, ids, rows = self._split_pass(matching, pieces, starts, ids, rows)
+        keep = tf.logical_or(ids >= 0, tf.strings.length(pieces) > 0)
+        return tuple(tf.boolean_mask(t, keep) for t in (pieces, starts, ids, rows))
+
+    def _split_pass(self, matching, pieces, starts, ids, rows):
+        """One pass: the text pieces split at this pass's tokens; matched pieces stay as they are."""
+        is_text = ids < 0
+        # A piece holding the marker byte (not UTF-8) is not searched: the marks would be ambiguous.
+        has_mark = tf.strings.split(pieces, sep=_MARK).row_lengths() > 1
+        search = tf.logical_and(is_text, tf.logical_not(has_mark))
+        marked = tf.strings.regex_replace(pieces, matching["pattern"], _MARK + b"\\0" + _MARK)
+        parts = tf.strings.split(tf.where(search, marked, pieces), sep=_MARK)
+        # Every other part of a searched piece is a match; an unsearched piece is one part.
+        owner = parts.value_rowids()
+        position = tf.range(tf.size(owner, out_type=tf.int64)) - tf.gather(parts.row_splits, owner)
+        matched = tf.logical_and(tf.gather(search, owner), tf.equal(position % 2, 1))
+        values = parts.flat_values
+        lengths = tf.cast(tf.strings.length(values), tf.int64)
+        before = tf.concat([tf.cumsum(lengths, exclusive=True), [tf.reduce_sum(lengths)]], 0)
+        offsets = tf.gather(before, tf.range(tf.size(owner, out_type=tf.int64))) - tf.gather(
+            before, tf.gather(parts.row_splits, owner))
+        part_starts = tf.gather(starts, owner) + offsets
+        part_ids = self._match_ids(matching, values, matched)
+        part_ids = tf.where(matched, part_ids, tf.gather(ids, owner))
+        if any(matching["single_word"]):
+            part_ids = self._single_word(matching, values, part_ids, matched, owner)
+        part_rows = tf.gather(rows, owner)
+        return self._rejoin(values, part_starts, part_ids, part_rows, owner)
+
+    def _match_ids(self, matching, values, matched):
+        """The id of each matched part (its text, stripped where lstrip / rstrip took whitespace)."""
+        keys = values
+        if matching["strips"]:
+            keys = tf.strings.regex_replace(keys, "^" + _WHITESPACE + "+|" + _WHITESPACE + "+$", "")
+        if matching["fold"]:
+            keys = tf.strings.lower(keys, encoding="utf-8")
+        equal = tf.equal(keys[:, None], tf.constant(matching["keys"])[None, :])
+        found = tf.reduce_any(equal, axis=1)
+        which = tf.argmax(tf.cast(equal, tf.int32), axis=1)
+        ids = tf.gather(tf.constant(matching["ids"], tf.int64), which)
+        # A match whose folded text is none of the keys (RE2's folding is not `lower`'s) stays text.
+        return tf.where(tf.logical_and(matched, found), ids, tf.constant(-1, tf.int64))
+
+    def _single_word(self, matching, values, part_ids, matched, owner):
+        """Unmatches a single_word token that has a word character right before or after it in its piece."""
+        single = tf.constant([int(i) for i, s in zip(matching["ids"], matching["single_word"]) if s] or [-2], tf.int64)
+        is_single = tf.logical_and(matched, tf.reduce_any(tf.equal(part_ids[:, None], single[None, :]), axis=1))
+        count = tf.size(values, out_type=tf.int64)
+        index = tf.range(count)
+
+        def neighbour(step):
+            """The part `step` away in the same piece, else ''."""
+            at = tf.clip_by_value(index + step, 0, tf.maximum(count - 1, 0))
+            same = tf.logical_and(tf.equal(at, index + step), tf.equal(tf.gather(owner, at), owner))
+            return tf.where(same, tf.gather(values, at), "")
+
+        # Parts between two adjacent matches are empty: the character next to a match may be two parts away.
+        before = tf.strings.join([neighbour(-2), neighbour(-1)])
+        after = tf.strings.join([neighbour(1), neighbour(2)])
+        word_before = tf.strings.regex_full_match(before, "(?s).*" + _WORD_CHAR)
+        word_after = tf.strings.regex_full_match(after, "(?s)" + _WORD_CHAR + ".*")
+        refused = tf.logical_and(is_single, tf.logical_or(word_before, word_after))
+        return tf.where(refused, tf.constant(-1, tf.int64), part_ids)
+
+    @staticmethod
+    def _rejoin(values, starts, ids, rows, owner):
+        """Adjacent text parts of one piece joined back (a refused match is text again)."""
+        is_text = ids < 0
+        count = tf.size(values, out_type=tf.int64)
+        index = tf.range(count)
+        previous_text = tf.logical_and(
+            index > 0, tf.logical_and(tf.gather(is_text, tf.maximum(index - 1, 0)),
+                                      tf.equal(tf.gather(owner, tf.maximum(index - 1, 0)), owner)))
+        new_group = tf.logical_not(tf.logical_and(is_text, previous_text))
+        group = tf.cumsum(tf.cast(new_group, tf.int64)) - 1
+        groups = tf.maximum(tf.reduce_max(tf.concat([group, [-1]], 0)) + 1, 0)
+        joined = tf.strings.unsorted_segment_join(values, group, groups)
+        first = tf.math.unsorted_segment_min(index, group, groups)
+        return joined, tf.gather(starts, first), tf.gather(ids, first), tf.gather(rows, first)

@@ -1,0 +1,177 @@
+"""Added tokens (HF's `add_tokens` / `additional_special_tokens`) are found whole, as transformers'
+`BertTokenizerFast` finds them: the same ids and character offsets on the same vocabulary, in both
+backends, and in a SavedModel's tokenizer."""
+
+import json
+import random
+import re
+
+import pytest
+import tensorflow as tf
+
+from pipelines import BertTokenizer
+from pipelines.tokenizer.added_tokens import AddedTokenError
+from pipelines.tokenizer.char_offsets import byte_to_char_offsets
+
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import strategies as st  # noqa: E402
+
+WORDPIECES = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", "world", "new", "[", "]", "<", ">", "e",
+              "##1", "a", "b", "ab", "x", "!", ",", "##s", "cafe", "café", "中", "文", "한국", "##어", "서울",
+              "covid", "##19", "hel", "##lo", "E", "N", "##EW", "NEW", "Hello"]
+
+ADDED = [
+    tokenizers.AddedToken("[NEW]", normalized=True),             # punctuation: split by BERT's rules
+    tokenizers.AddedToken("<E2>", normalized=False),             # matched as written
+    tokenizers.AddedToken("covid19", normalized=True),           # letters and digits, inside words too
+    tokenizers.AddedToken("ab", single_word=True),               # not inside a word
+    tokenizers.AddedToken("hel", lstrip=True, rstrip=True),      # takes the whitespace around it
+    tokenizers.AddedToken("new", normalized=True),               # already a word piece
+]
+SPECIAL = [tokenizers.AddedToken("[SPEC]", normalized=False, special=True)]
+
+PIECES = ["[NEW]", "[new]", "[New]", "<E2>", "<e2>", "covid19", "COVID19", "xcovid19x", "ab", "xab", "abx",
+          "ab!", "hel", "Hello", "hello", "world", "new", "NEW", "[SPEC]", "[spec]", "[SEP]", "[CLS]", "[",
+          "]", "<", ">", "!", ",", "中文", "한국어", "서울", "café", "Café", "CAFÉ", "e\u0301", "a\u00adb",
+          " ", "  ", "\t", "\n", "\u3000", "\u00a0", "x"]
+
+
+def _hf(lowercase):
+    """transformers' fast tokenizer with the added tokens, and (vocabulary, added tokens) as its
+    tokenizer.json holds them (what a checkpoint directory gives)."""
+    import tempfile
+
+    folder = tempfile.mkdtemp()
+    with open(f"{folder}/vocab.txt", "w") as f:
+        f.write("\n".join(WORDPIECES) + "\n")
+    hf = transformers.BertTokenizerFast(f"{folder}/vocab.txt", do_lower_case=lowercase)
+    hf.add_tokens(list(ADDED))
+    hf.add_special_tokens({"additional_special_tokens": list(SPECIAL)})
+    spec = json.loads(hf.backend_tokenizer.to_str())
+    vocabulary = [t for t, _ in sorted(spec["model"]["vocab"].items(), key=lambda item: item[1])]
+    for entry in sorted(spec["added_tokens"], key=lambda e: e["id"]):
+        if entry["id"] >= len(vocabulary):
+            assert entry["id"] == len(vocabulary)
+            vocabulary.append(entry["content"])
+    return hf, vocabulary, spec["added_tokens"]
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["uncased", "cased"])
+def pair(request):
+    hf, vocabulary, added = _hf(request.param)
+    ours = {backend: BertTokenizer(vocabulary=vocabulary, lowercase=request.param, added_tokens=added,
+                                   backend=backend, max_input_chars_per_word=100)
+            for backend in ("tf_text", "core")}
+    return hf, ours
+
+
+def _hf_tokens(hf, text):
+    encoding = hf(text, add_special_tokens=False, return_offsets_mapping=True)
+    return encoding["input_ids"], [list(span) for span in encoding["offset_mapping"]]
+
+
+def _our_tokens(tokenizer, texts):
+    ids, begin, end = (t.to_list() for t in tokenizer.tokenize_with_offsets(texts))
+    plain = tokenizer.tokenize(texts).to_list()
+    result = []
+    for row, text in enumerate(texts):
+        chars = byte_to_char_offsets(text)
+        assert plain[row] == ids[row]
+        result.append((ids[row], [[int(chars[b]), int(chars[e])] for b, e in zip(begin[row], end[row])]))
+    return result
+
+
+def test_known_cases_match_transformers(pair):
+    hf, ours = pair
+    texts = ["Hello [NEW] [new]x <E2> <e2> [SPEC] [spec] [SEP] ab xab ab! hello  hel  world",
+             "xcovid19x COVID19 中文[NEW]한국어 café", "", "  ", "x  hel  y", "plain words only"]
+    for tokenizer in ours.values():
+        assert _our_tokens(tokenizer, texts) == [_hf_tokens(hf, text) for text in texts]
+
+
+def _mixed_text(draw_piece, draw_gap, count):
+    return "".join(draw_piece() + draw_gap() for _ in range(count))
+
+
+def _comparable(text):
+    # HF's lstrip / rstrip also take the spaces its normalizer puts around a CJK character (its
+    # offsets then overlap the character's): here only the text's own whitespace is taken.
+    return not re.search("[中文]\\s*hel|hel\\s*[中文]", text, re.IGNORECASE)
+
+
+def test_many_mixed_texts_match_transformers_in_one_batch(pair):
+    hf, ours = pair
+    rng = random.Random(26)
+    texts = [_mixed_text(lambda: rng.choice(PIECES), lambda: rng.choice(["", " ", "", "  "]), rng.randrange(15))
+             for _ in range(400)]
+    texts = [text for text in texts if _comparable(text)]
+    expected = [_hf_tokens(hf, text) for text in texts]
+    for backend, tokenizer in ours.items():
+        got = _our_tokens(tokenizer, texts)
+        assert [text for text, a, b in zip(texts, got, expected) if a != b] == [], backend
+
+
+@pytest.mark.slow
+@hypothesis.settings(max_examples=150, deadline=None, derandomize=True)
+@hypothesis.given(st.lists(st.tuples(st.sampled_from(PIECES), st.sampled_from(["", " ", "", "  "])), max_size=14))
+def test_mixed_texts_match_transformers(pair, parts):
+    hf, ours = pair
+    text = "".join(piece + gap for piece, gap in parts)
+    hypothesis.assume(_comparable(text))
+    expected = _hf_tokens(hf, text)
+    for backend, tokenizer in ours.items():
+        assert _our_tokens(tokenizer, [text])[0] == expected, (backend, text)
+
+
+def test_special_tokens_not_matched_ignoring_case():
+    hf, vocabulary, added = _hf(True)
+    tokenizer = BertTokenizer(vocabulary=vocabulary, added_tokens=added)
+    ids = tokenizer.tokenize(["[SPEC] [Spec] [SEP] [sep]"]).to_list()[0]
+    assert ids == hf("[SPEC] [Spec] [SEP] [sep]", add_special_tokens=False)["input_ids"]
+    assert ids[0] == vocabulary.index("[SPEC]") and vocabulary.index("[SEP]") in ids
+    assert ids.count(vocabulary.index("[")) == 2  # [Spec] and [sep] are text
+
+
+def test_without_added_tokens_the_original_rules_split_them():
+    tokenizer = BertTokenizer(vocabulary=WORDPIECES + ["[NEW]"])
+    assert tokenizer.tokenize(["[NEW]"]).to_list() == [[8, 7, 9]]
+    assert tokenizer._added is None and tokenizer.added_tokens == []  # the default path is untouched
+
+
+def test_added_tokens_are_plain_json_and_take_tokenizers_added_token():
+    tokenizer = BertTokenizer(vocabulary=WORDPIECES + ["[NEW]"],
+                              added_tokens=[tokenizers.AddedToken("[NEW]", single_word=True), "ab"])
+    assert json.loads(json.dumps(tokenizer.added_tokens)) == [
+        {"content": "[NEW]", "id": 37, "special": False, "normalized": True, "lstrip": False, "rstrip": False,
+         "single_word": True},
+        {"content": "ab", "id": 16, "special": False, "normalized": True, "lstrip": False, "rstrip": False,
+         "single_word": False}]
+    assert tokenizer.tokenize(["x[NEW] [NEW] ab"]).to_list() == [[17, 8, 7, 9, 37, 16]]
+
+
+def test_added_token_not_in_vocabulary_is_refused_by_name():
+    with pytest.raises(AddedTokenError, match=r"added_tokens\[1\] \('<e1>'\) is not in the vocabulary"):
+        BertTokenizer(vocabulary=WORDPIECES, added_tokens=["new", "<e1>"])
+    with pytest.raises(AddedTokenError, match="lstrip must be true or false"):
+        BertTokenizer(vocabulary=WORDPIECES, added_tokens=[{"content": "new", "lstrip": "yes"}])
+    with pytest.raises(AddedTokenError, match="non-empty"):
+        BertTokenizer(vocabulary=WORDPIECES, added_tokens=[""])
+
+
+def test_saved_model_tokenizer_gives_the_python_ids(tmp_path, pair):
+    hf, ours = pair
+    texts = ["Hello [NEW] <E2> covid19x ab xab  hel  [SPEC] 中文", "", "no added token here"]
+    for backend, tokenizer in ours.items():
+        if backend == "core":
+            continue  # the same graph code; the default backend's export is the one checked here
+        module = tf.Module()
+        module.tokenizer = tokenizer
+        module.run = tf.function(lambda s: tokenizer.tokenize_with_offsets(s)[0].to_tensor(-1),
+                                 input_signature=[tf.TensorSpec([None], tf.string)])
+        tf.saved_model.save(module, str(tmp_path / backend))
+        loaded = tf.saved_model.load(str(tmp_path / backend))
+        expected = tokenizer.tokenize(texts).to_tensor(-1).numpy().tolist()
+        assert loaded.run(tf.constant(texts)).numpy().tolist() == expected
+        assert tokenizer.vocabulary.index("[NEW]") in expected[0]
