@@ -115,17 +115,17 @@ def test_sigterm_stops_a_training_command_as_ctrl_c_does_and_exits_143(tmp_path)
               "from bert_keras.cli.main import main\n"
               "def run(args):\n"
               "    os.kill(os.getpid(), signal.SIGTERM)\n"
-              "    time.sleep(60)\n"
+              "    time.sleep(600)\n"  # interrupted by the signal, or the run's timeout fails the test
               "finetune.run = run\n"
               "status = main(['finetune', '--task', 'csv:x.csv', '--init', 'i', '--output-dir', sys.argv[1]])\n"
               "assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL\n"
               "sys.exit(status)\n")
-    started = time.time()
+    # No wall-clock bound (60 s included TensorFlow's start on a loaded machine): a stop that
+    # waited for the sleep would run into the timeout instead.
     result = subprocess.run([sys.executable, "-c", script, str(tmp_path / "out")], capture_output=True,
-                            text=True, timeout=120)
+                            text=True, timeout=300)
     assert result.returncode == 143, (result.returncode, result.stderr)
     assert "terminated (SIGTERM); run the same command again to resume" in result.stderr
-    assert time.time() - started < 60
 
 
 def test_sigterm_stops_a_training_command_waiting_inside_tf_data(tmp_path):
