@@ -105,7 +105,9 @@ def dataset_rows(task, dataset, *, needs_y):
         texts = texts if pair else (texts,)
         target = to_id(rest[0]) if to_id is not None else zero
         if to_id is not None and not task.is_regression:
-            tf.debugging.assert_non_negative(target, message="y: a label the model does not know")
+            known = tf.debugging.assert_non_negative(target, message="y: a label the model does not know")
+            with tf.control_dependencies([known] if known is not None else []):
+                target = tf.identity(target)
         weights = tuple(tf.cast(w, tf.float32) for w in rest[1:])
         return (texts, target) + weights
 

@@ -120,8 +120,8 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
             **{**spec.model_options(), **windows})
     spec.check_texts(task.tokenizer)  # a text this model reads no token of, by file and line
     config = task.encoder.config
-    log(f"task {spec.spec}: batch {batch_size}, {epochs:g} epochs"
-        + (f" (at most {max_steps} steps)" if max_steps else "")
+    log(f"task {spec.spec}: batch {batch_size}, {epochs:g} epoch{'' if epochs == 1 else 's'}"
+        + (f" (at most {max_steps} step{'' if max_steps == 1 else 's'})" if max_steps else "")
         + f", lr {learning_rate:g}{recipe.note}, seq {task.seq_length}"
         + (f", texts up to {max_length} word pieces in windows" if max_length else "")
         + (f", {len(task.labels)} labels" if task.labels else "")
