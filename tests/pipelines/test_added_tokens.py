@@ -205,3 +205,14 @@ def test_lstrip_whitespace_does_not_beat_a_longer_token_found_after_it():
         got = _our_tokens(tokenizer, texts)
         assert got[:2] == [([vocabulary.index("abc")], [[1, 4]]), ([5, vocabulary.index("abc")], [[0, 1], [2, 5]])]
         assert [text for text, ours in zip(texts, got) if ours != _hf_tokens(hf, text)] == []
+
+
+def test_tokenize_split_finds_added_tokens_as_tokenize_does():
+    """`tokenize_split` is `tokenize` without a pre_tokenizer (its docstring), but it ran BERT's rules
+    alone: a tokenizer given added tokens split "[NEW]" into [, new, ] there."""
+    tokenizer = BertTokenizer(vocabulary=WORDPIECES + ["[NEW]"], added_tokens=["[NEW]"])
+    texts = ["hello[NEW] world", "[NEW]", ""]
+    assert tokenizer.tokenize_split(texts).to_list() == [[5, 37, 6], [37], []]
+    assert tokenizer.tokenize_split(texts).to_list() == tokenizer.tokenize(texts).to_list()
+    graph = tf.function(lambda s: tokenizer.tokenize_split(s).to_tensor(-1))
+    assert graph(tf.constant(texts)).numpy().tolist() == [[5, 37, 6], [37, -1, -1], [-1, -1, -1]]
