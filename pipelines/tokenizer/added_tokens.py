@@ -5,7 +5,8 @@ HF (`tokenizers`) finds the added tokens in two passes: those with `normalized=F
 tokens by default) in the raw text, then those with `normalized=True` in what is left, after
 the normalizer (so, for an uncased model, ignoring case). Matches are leftmost-longest; a
 `single_word` token that has a word character (`\\w`) right before or after it is no match;
-`lstrip` / `rstrip` take the whitespace before / after it into the token (and its offsets). The
+`lstrip` / `rstrip` take the whitespace before / after it into the token (and its offsets) once
+it is found by its content (an rstrip token's whitespace first: an lstrip one takes what is left). The
 text between the matches is tokenized by the usual rules, each piece on its own.
 
 Here the normalized pass matches the raw text too, case-insensitively for an uncased tokenizer
@@ -100,17 +101,16 @@ class AddedTokenSplitter:
                 by_key.setdefault(entry["content"].lower() if fold else entry["content"], entry)
             # Longest first: RE2 takes the first alternative that matches at the leftmost start.
             ordered = sorted(by_key.values(), key=lambda e: -len(e["content"].encode("utf-8")))
-            alternatives = []
-            for entry in ordered:
-                literal = re.escape(entry["content"])
-                alternatives.append((_WHITESPACE + "*" if entry["lstrip"] else "") + literal
-                                    + (_WHITESPACE + "*" if entry["rstrip"] else ""))
+            # The contents alone, as HF's Aho-Corasick: lstrip / rstrip take their whitespace after the
+            # match is chosen (`_strip`), so a longer token starting after that whitespace still wins.
+            alternatives = [re.escape(entry["content"]) for entry in ordered]
             pattern = ("(?i)" if fold else "") + "(?:" + "|".join(alternatives) + ")"
             self.passes.append({
                 "pattern": pattern, "fold": fold,
                 "keys": [entry["content"].lower() if fold else entry["content"] for entry in ordered],
                 "ids": [entry["id"] for entry in ordered],
-                "strips": any(entry["lstrip"] or entry["rstrip"] for entry in ordered),
+                "lstrip": [entry["lstrip"] for entry in ordered],
+                "rstrip": [entry["rstrip"] for entry in ordered],
                 "single_word": [entry["single_word"] for entry in ordered],
             })
 
@@ -149,14 +149,14 @@ class AddedTokenSplitter:
         part_ids = tf.where(matched, part_ids, tf.gather(ids, owner))
         if any(matching["single_word"]):
             part_ids = self._single_word(matching, values, part_ids, matched, owner)
+        if any(matching["lstrip"]) or any(matching["rstrip"]):
+            values, part_starts = self._strip(matching, values, part_starts, part_ids, matched, owner)
         part_rows = tf.gather(rows, owner)
         return self._rejoin(values, part_starts, part_ids, part_rows, owner)
 
     def _match_ids(self, matching, values, matched):
-        """The id of each matched part (its text, stripped where lstrip / rstrip took whitespace)."""
+        """The id of each matched part (its text: a token's content, as found)."""
         keys = values
-        if matching["strips"]:
-            keys = tf.strings.regex_replace(keys, "^" + _WHITESPACE + "+|" + _WHITESPACE + "+$", "")
         if matching["fold"]:
             keys = tf.strings.lower(keys, encoding="utf-8")
         equal = tf.equal(keys[:, None], tf.constant(matching["keys"])[None, :])
@@ -186,6 +186,54 @@ class AddedTokenSplitter:
         word_after = tf.strings.regex_full_match(after, "(?s)" + _WORD_CHAR + ".*")
         refused = tf.logical_and(is_single, tf.logical_or(word_before, word_after))
         return tf.where(refused, tf.constant(-1, tf.int64), part_ids)
+
+    @staticmethod
+    def _with_flag(matching, flag, part_ids, matched):
+        """Whether each part is a (kept) match of a token with `flag` set."""
+        flagged = tf.constant([int(i) for i, f in zip(matching["ids"], matching[flag]) if f] or [-2], tf.int64)
+        return tf.logical_and(matched, tf.reduce_any(tf.equal(part_ids[:, None], flagged[None, :]), axis=1))
+
+    def _strip(self, matching, values, starts, part_ids, matched, owner):
+        """`(values, starts)` with the whitespace an lstrip (rstrip) match takes moved from the text part
+        before (after) it into the match, as HF's `find_matches` once the match is chosen: an rstrip
+        match's whitespace first, an lstrip one then takes what is left."""
+        kept = tf.logical_and(matched, part_ids >= 0)  # a refused single_word match is text
+        lstrip = self._with_flag(matching, "lstrip", part_ids, kept)
+        rstrip = self._with_flag(matching, "rstrip", part_ids, kept)
+        count = tf.size(values, out_type=tf.int64)
+        index = tf.range(count)
+
+        def at(flags, step):
+            """`flags` of the part `step` away in the same piece (False past its ends)."""
+            where = tf.clip_by_value(index + step, 0, tf.maximum(count - 1, 0))
+            same = tf.logical_and(tf.equal(where, index + step), tf.equal(tf.gather(owner, where), owner))
+            return tf.logical_and(same, tf.gather(flags, where))
+
+        lengths = tf.cast(tf.strings.length(values), tf.int64)
+        # a text part: its leading whitespace goes to an rstrip match before it, its trailing to an lstrip one after
+        text = tf.logical_not(kept)
+        leading = lengths - tf.cast(tf.strings.length(tf.strings.regex_replace(values, "^" + _WHITESPACE + "+", "")),
+                                    tf.int64)
+        lead = tf.where(tf.logical_and(text, at(rstrip, -1)), leading, 0)
+        rest = tf.strings.substr(values, lead, lengths - lead)
+        trailing = lengths - lead - tf.cast(
+            tf.strings.length(tf.strings.regex_replace(rest, _WHITESPACE + "+$", "")), tf.int64)
+        trail = tf.where(tf.logical_and(text, at(lstrip, 1)), trailing, 0)
+
+        def of_neighbour(step, amounts):
+            where = tf.clip_by_value(index + step, 0, tf.maximum(count - 1, 0))
+            return tf.where(at(tf.ones_like(kept), step), tf.gather(amounts, where), 0)
+
+        taken_before = tf.where(lstrip, of_neighbour(-1, trail), 0)  # the previous part's trailing whitespace
+        taken_after = tf.where(rstrip, of_neighbour(1, lead), 0)  # the next part's leading whitespace
+        before_text = tf.strings.substr(tf.gather(values, tf.maximum(index - 1, 0)),
+                                        tf.gather(lengths, tf.maximum(index - 1, 0)) - taken_before, taken_before)
+        after_text = tf.strings.substr(tf.gather(values, tf.minimum(index + 1, tf.maximum(count - 1, 0))),
+                                       tf.zeros_like(taken_after), taken_after)
+        stripped = tf.strings.substr(values, lead, lengths - lead - trail)
+        values = tf.where(text, stripped, tf.strings.join([before_text, values, after_text]))
+        starts = tf.where(text, starts + lead, starts - taken_before)
+        return values, starts
 
     @staticmethod
     def _rejoin(values, starts, ids, rows, owner):

@@ -301,6 +301,8 @@ class BertTokenizer(tf.Module):
         return self._tokenize_split_ops(strings)
 
     def _tokenize_split_ops(self, strings):
+        if self._added is not None:  # no analyzer then (refused with added tokens): `tokenize`'s ops
+            return self._tokenize_with_added(strings, with_offsets=False)[0]
         return self._tokenize_in_graph(strings, with_offsets=False)[0]
 
     def traced_tokenize(self, strings):

@@ -175,3 +175,44 @@ def test_saved_model_tokenizer_gives_the_python_ids(tmp_path, pair):
         expected = tokenizer.tokenize(texts).to_tensor(-1).numpy().tolist()
         assert loaded.run(tf.constant(texts)).numpy().tolist() == expected
         assert tokenizer.vocabulary.index("[NEW]") in expected[0]
+
+
+def test_lstrip_whitespace_does_not_beat_a_longer_token_found_after_it():
+    """The lstrip token's whitespace was part of its regex, so " abc" matched " ab" (starting one
+    character earlier) where transformers finds "abc" first, by content, and only then lets a chosen
+    lstrip / rstrip token take the whitespace around it: [ab] c instead of [abc]."""
+    import tempfile
+
+    folder = tempfile.mkdtemp()
+    with open(f"{folder}/vocab.txt", "w") as f:
+        f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "x", "c", "y"]) + "\n")
+    added = [tokenizers.AddedToken("ab", lstrip=True), tokenizers.AddedToken("abc"),
+             tokenizers.AddedToken("bc", rstrip=True), tokenizers.AddedToken("c", single_word=True, lstrip=True),
+             tokenizers.AddedToken("<M>", lstrip=True, rstrip=True, normalized=False, special=True)]
+    rng = random.Random(3)
+    parts = ["ab", "abc", "bc", "c", "x", "<M>", "<m>", "AB", " ", "  ", "\t", "y"]
+    texts = [" abc", "x abc", "ab  <M>  bc  c", "\u3000ab\u00a0abc"] + [
+        "".join(rng.choice(parts) for _ in range(rng.randrange(8))) for _ in range(150)]
+    for lowercase in (True, False):
+        hf = transformers.BertTokenizerFast(f"{folder}/vocab.txt", do_lower_case=lowercase)
+        hf.add_tokens(added[:4])
+        hf.add_special_tokens({"additional_special_tokens": added[4:]})
+        spec = json.loads(hf.backend_tokenizer.to_str())
+        vocabulary = [t for t, _ in sorted(spec["model"]["vocab"].items(), key=lambda item: item[1])]
+        vocabulary += [e["content"] for e in sorted(spec["added_tokens"], key=lambda e: e["id"])
+                       if e["id"] >= len(vocabulary)]
+        tokenizer = BertTokenizer(vocabulary=vocabulary, lowercase=lowercase, added_tokens=spec["added_tokens"])
+        got = _our_tokens(tokenizer, texts)
+        assert got[:2] == [([vocabulary.index("abc")], [[1, 4]]), ([5, vocabulary.index("abc")], [[0, 1], [2, 5]])]
+        assert [text for text, ours in zip(texts, got) if ours != _hf_tokens(hf, text)] == []
+
+
+def test_tokenize_split_finds_added_tokens_as_tokenize_does():
+    """`tokenize_split` is `tokenize` without a pre_tokenizer (its docstring), but it ran BERT's rules
+    alone: a tokenizer given added tokens split "[NEW]" into [, new, ] there."""
+    tokenizer = BertTokenizer(vocabulary=WORDPIECES + ["[NEW]"], added_tokens=["[NEW]"])
+    texts = ["hello[NEW] world", "[NEW]", ""]
+    assert tokenizer.tokenize_split(texts).to_list() == [[5, 37, 6], [37], []]
+    assert tokenizer.tokenize_split(texts).to_list() == tokenizer.tokenize(texts).to_list()
+    graph = tf.function(lambda s: tokenizer.tokenize_split(s).to_tensor(-1))
+    assert graph(tf.constant(texts)).numpy().tolist() == [[5, 37, 6], [37, -1, -1], [-1, -1, -1]]
