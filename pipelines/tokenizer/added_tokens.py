@@ -9,18 +9,23 @@ the normalizer (so, for an uncased model, ignoring case). Matches are leftmost-l
 it is found by its content (an rstrip token's whitespace first: an lstrip one takes what is left). The
 text between the matches is tokenized by the usual rules, each piece on its own.
 
+The matches are found by hash, not by one regex of all the tokens (which outgrows RE2's memory
+from a few thousand tokens): at every character, the text of each token length (in characters)
+there is looked up; the longest found is that position's match, and the matches are taken from the
+left, each search resuming after the previous match. The cost grows with the text and the number of
+distinct token lengths, not with the number of tokens.
+
 Here the normalized pass matches the raw text too, case-insensitively for an uncased tokenizer
-(RE2's case folding); HF matches the normalized text, so an added token also matches where only
-accents or control characters differ, which this does not; and HF's lstrip / rstrip also take the
-spaces its normalizer puts around a CJK character (offsets that then overlap that character's),
-where this takes the text's own whitespace only.
+(its text lowercased by `tf.strings.lower`); HF matches the normalized text, so an added token
+also matches where only accents or control characters differ, which this does not; and HF's
+lstrip / rstrip also take the spaces its normalizer puts around a CJK character (offsets that then
+overlap that character's), where this takes the text's own whitespace only.
 
 A text with no added token in it is tokenized as without them; a tokenizer without added tokens
 never runs these ops (`BertTokenizer` skips them).
 """
 
-import re
-
+import numpy as np
 import tensorflow as tf
 
 # A byte that never occurs in UTF-8: it marks the matches for `tf.strings.split`.
@@ -29,6 +34,9 @@ _MARK = b"\xff"
 _WHITESPACE = "[\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}]"
 # Rust regex's Unicode `\w` (HF's single_word check): letters, marks, digits, connector punctuation.
 _WORD_CHAR = "[\\pL\\pM\\p{Nd}\\p{Nl}\\p{Pc}\\x{200C}\\x{200D}]"
+
+# `tf.strings.to_hash_bucket_fast` with this many buckets is the string's 64-bit fingerprint (made non-negative).
+_BUCKETS = 2 ** 63 - 1
 
 _FLAGS = ("special", "normalized", "lstrip", "rstrip", "single_word")
 
@@ -81,6 +89,32 @@ def added_token_entries(added_tokens, vocabulary):
     return entries
 
 
+def _fingerprints(keys):
+    """The lookup of `keys` (`_find`): their fingerprints sorted, the keys and their indices in that order,
+    and how many keys share one fingerprint at most (1 but for a 64-bit collision)."""
+    with tf.init_scope():
+        prints = tf.strings.to_hash_bucket_fast(tf.constant(keys, tf.string), _BUCKETS).numpy()
+    order = np.argsort(prints, kind="stable")
+    return {"prints": prints[order], "sorted_keys": np.array([keys[i].encode("utf-8") for i in order], object),
+            "order": order.astype(np.int64), "same": int(np.unique(prints, return_counts=True)[1].max())}
+
+
+def _find(matching, texts):
+    """Each of `texts`' index in the pass's keys (-1: none): a hash lookup, checked by string equality,
+    so the cost grows with the texts, not with the number of tokens."""
+    prints = tf.constant(matching["prints"], tf.int64)
+    wanted = tf.strings.to_hash_bucket_fast(texts, _BUCKETS)
+    at = tf.searchsorted(prints, wanted, side="left", out_type=tf.int64)
+    last = tf.constant(len(matching["prints"]) - 1, tf.int64)
+    index = tf.fill(tf.shape(texts, out_type=tf.int64), tf.constant(-1, tf.int64))
+    for extra in range(matching["same"]):
+        where = tf.minimum(at + extra, last)
+        hit = tf.logical_and(tf.equal(tf.gather(prints, where), wanted),
+                             tf.equal(tf.gather(tf.constant(matching["sorted_keys"], tf.string), where), texts))
+        index = tf.where(tf.logical_and(hit, index < 0), tf.gather(tf.constant(matching["order"]), where), index)
+    return index
+
+
 class AddedTokenSplitter:
     """Splits strings at their added tokens, as graph ops (core TensorFlow only).
 
@@ -99,19 +133,18 @@ class AddedTokenSplitter:
             by_key = {}
             for entry in group:
                 by_key.setdefault(entry["content"].lower() if fold else entry["content"], entry)
-            # Longest first: RE2 takes the first alternative that matches at the leftmost start.
+            # Longest first: at a position the longest token is taken (HF's leftmost-longest).
             ordered = sorted(by_key.values(), key=lambda e: -len(e["content"].encode("utf-8")))
-            # The contents alone, as HF's Aho-Corasick: lstrip / rstrip take their whitespace after the
-            # match is chosen (`_strip`), so a longer token starting after that whitespace still wins.
-            alternatives = [re.escape(entry["content"]) for entry in ordered]
-            pattern = ("(?i)" if fold else "") + "(?:" + "|".join(alternatives) + ")"
+            keys = [entry["content"].lower() if fold else entry["content"] for entry in ordered]
             self.passes.append({
-                "pattern": pattern, "fold": fold,
-                "keys": [entry["content"].lower() if fold else entry["content"] for entry in ordered],
+                "fold": fold, "keys": keys,
+                # the lengths in characters to try at every position (a match has its token's, case folded or not)
+                "widths": sorted({len(entry["content"]) for entry in ordered}, reverse=True),
                 "ids": [entry["id"] for entry in ordered],
                 "lstrip": [entry["lstrip"] for entry in ordered],
                 "rstrip": [entry["rstrip"] for entry in ordered],
                 "single_word": [entry["single_word"] for entry in ordered],
+                **_fingerprints(keys),
             })
 
     def split(self, strings):
@@ -133,7 +166,7 @@ class AddedTokenSplitter:
         # A piece holding the marker byte (not UTF-8) is not searched: the marks would be ambiguous.
         has_mark = tf.strings.split(pieces, sep=_MARK).row_lengths() > 1
         search = tf.logical_and(is_text, tf.logical_not(has_mark))
-        marked = tf.strings.regex_replace(pieces, matching["pattern"], _MARK + b"\\0" + _MARK)
+        marked = self._mark(matching, tf.where(search, pieces, ""))
         parts = tf.strings.split(tf.where(search, marked, pieces), sep=_MARK)
         # Every other part of a searched piece is a match; an unsearched piece is one part.
         owner = parts.value_rowids()
@@ -154,22 +187,73 @@ class AddedTokenSplitter:
         part_rows = tf.gather(rows, owner)
         return self._rejoin(values, part_starts, part_ids, part_rows, owner)
 
+    @staticmethod
+    def _mark(matching, pieces):
+        """Each piece with every match between two marker bytes, as HF's leftmost-longest finds them: the
+        longest token (its characters, lowercased for a case-folded pass) at each character is looked up
+        by hash, then the matches are taken from the left, each search resuming after the last match."""
+        npieces = tf.size(pieces, out_type=tf.int64)
+        _, offsets = tf.strings.unicode_decode_with_offsets(pieces, "UTF-8", errors="replace")
+        row_splits = offsets.row_splits
+        char_rows = offsets.value_rowids()
+        nchars = row_splits[-1]
+        # the characters' own bytes (an invalid byte is one character, kept as it is)
+        piece_bytes = tf.strings.bytes_split(pieces)
+        byte_starts = tf.gather(piece_bytes.row_splits, char_rows) + offsets.flat_values
+        first = tf.scatter_nd(byte_starts[:, None], tf.ones_like(byte_starts),
+                              tf.reshape(piece_bytes.row_splits[-1], [1]))
+        chars = tf.strings.unsorted_segment_join(piece_bytes.flat_values, tf.cumsum(first) - 1, nchars)
+        chars = tf.RaggedTensor.from_row_splits(chars, row_splits, validate=False)
+        # positions: a piece's characters then one past its end (its own), so a piece's path stays in it
+        count = nchars + npieces
+        position = tf.range(count)
+        longest = tf.zeros([count], tf.int64)
+        for width in matching["widths"]:
+            grams = tf.strings.ngrams(chars, width, separator="")
+            texts = grams.flat_values
+            if matching["fold"]:
+                texts = tf.strings.lower(texts, encoding="utf-8")
+            rows = grams.value_rowids()
+            at = tf.gather(row_splits, rows) + rows + tf.range(tf.size(rows, out_type=tf.int64)) - tf.gather(
+                grams.row_splits, rows)
+            found = tf.where(_find(matching, texts) >= 0, tf.constant(width, tf.int64), 0)
+            longest = tf.tensor_scatter_nd_max(longest, at[:, None], found)
+        ends = row_splits[1:] + tf.range(npieces)
+        is_end = tf.scatter_nd(ends[:, None], tf.ones_like(ends), tf.reshape(count, [1])) > 0
+        jump = tf.where(is_end, position, position + tf.maximum(longest, 1))
+        starts = row_splits[:-1] + tf.range(npieces)
+        reached = tf.scatter_nd(starts[:, None], tf.ones_like(starts), tf.reshape(count, [1])) > 0
+        longest_piece = tf.reduce_max(tf.concat([row_splits[1:] - row_splits[:-1], [0]], 0))
+
+        def spread(reached, jump, distance):
+            """`reached` (what `distance` - 1 jumps or fewer reach from a piece's start) doubled."""
+            landed = tf.math.unsorted_segment_max(tf.cast(reached, tf.int32), jump, count) > 0
+            return tf.logical_or(reached, landed), tf.gather(jump, jump), distance * 2
+
+        reached, _, _ = tf.while_loop(lambda reached, jump, distance: distance <= longest_piece, spread,
+                                      (reached, jump, tf.constant(1, tf.int64)))
+        taken = tf.logical_and(reached, longest > 0)
+        last = tf.boolean_mask(position + longest - 1, taken)
+        closes = tf.scatter_nd(last[:, None], tf.ones_like(last), tf.reshape(count, [1])) > 0
+        char_at = tf.range(nchars) + char_rows
+        units = tf.strings.join([tf.where(tf.gather(taken, char_at), _MARK, b""), chars.flat_values,
+                                 tf.where(tf.gather(closes, char_at), _MARK, b"")])
+        return tf.strings.unsorted_segment_join(units, char_rows, npieces)
+
     def _match_ids(self, matching, values, matched):
         """The id of each matched part (its text: a token's content, as found)."""
         keys = values
         if matching["fold"]:
             keys = tf.strings.lower(keys, encoding="utf-8")
-        equal = tf.equal(keys[:, None], tf.constant(matching["keys"])[None, :])
-        found = tf.reduce_any(equal, axis=1)
-        which = tf.argmax(tf.cast(equal, tf.int32), axis=1)
-        ids = tf.gather(tf.constant(matching["ids"], tf.int64), which)
-        # A match whose folded text is none of the keys (RE2's folding is not `lower`'s) stays text.
+        which = _find(matching, keys)
+        found = which >= 0
+        ids = tf.gather(tf.constant(matching["ids"], tf.int64), tf.maximum(which, 0))
+        # Every match is a key (`_mark` found it so); a part that is none stays text.
         return tf.where(tf.logical_and(matched, found), ids, tf.constant(-1, tf.int64))
 
     def _single_word(self, matching, values, part_ids, matched, owner):
         """Unmatches a single_word token that has a word character right before or after it in its piece."""
-        single = tf.constant([int(i) for i, s in zip(matching["ids"], matching["single_word"]) if s] or [-2], tf.int64)
-        is_single = tf.logical_and(matched, tf.reduce_any(tf.equal(part_ids[:, None], single[None, :]), axis=1))
+        is_single = self._with_flag(matching, "single_word", part_ids, matched)
         count = tf.size(values, out_type=tf.int64)
         index = tf.range(count)
 
@@ -190,8 +274,9 @@ class AddedTokenSplitter:
     @staticmethod
     def _with_flag(matching, flag, part_ids, matched):
         """Whether each part is a (kept) match of a token with `flag` set."""
-        flagged = tf.constant([int(i) for i, f in zip(matching["ids"], matching[flag]) if f] or [-2], tf.int64)
-        return tf.logical_and(matched, tf.reduce_any(tf.equal(part_ids[:, None], flagged[None, :]), axis=1))
+        flagged = tf.constant(sorted(int(i) for i, f in zip(matching["ids"], matching[flag]) if f) or [-2], tf.int64)
+        at = tf.minimum(tf.searchsorted(flagged, part_ids, out_type=tf.int64), tf.size(flagged, out_type=tf.int64) - 1)
+        return tf.logical_and(matched, tf.equal(tf.gather(flagged, at), part_ids))
 
     def _strip(self, matching, values, starts, part_ids, matched, owner):
         """`(values, starts)` with the whitespace an lstrip (rstrip) match takes moved from the text part
