@@ -42,7 +42,8 @@ def option(default=dataclasses.MISSING, help=None, name=None, *old_names, **flag
         **flag: more of the flag: `group` (its `--help` section), `metavar`, `choices`, `type`
             (a callable, or the name of one of `CHECKED_TYPES`: "positive_int", "pair_sequence_length",
             "positive_float", "non_negative_float", "seed", "fraction", "held_out_fraction"), `nargs`,
-            `action` ("append").
+            `action` ("append"; "store_true" / "store_false" for an Optional[bool] switch), `opposite`
+            (such a switch's other value: `(flag, help)`, mutually exclusive with it).
     """
     return dataclasses.field(default=default, metadata={"flag": dict(flag, help=help, name=name,
                                                                       old_names=old_names)})
@@ -174,7 +175,8 @@ def add_field_options(parser, options_class, *, only=None):
     `CHECKED_TYPES` standing for that type). The destination is the field's name; a field without a
     default is required; a bool is a switch that flips its default; an Optional[bool] is
     `--name / --no-name`, or with `action="store_true"` / `"store_false"` a switch to that value
-    (its default, None say, when not given). `only`: these fields alone."""
+    (its default, None say, when not given), and with `opposite=(flag, help)` a second switch to the
+    other value, the two mutually exclusive. `only`: these fields alone."""
     groups = {}
     for field in dataclasses.fields(options_class):
         flag = field.metadata.get("flag")
@@ -201,8 +203,16 @@ def add_field_options(parser, options_class, *, only=None):
             options.update({key: flag[key] for key in ("choices", "nargs", "action") if flag.get(key)})
             if options.get("action") == "append":
                 options["default"] = []
-        add_option(groups[group] if group else parser, name, *flag.get("old_names", ()), required=required,
+        target = groups[group] if group else parser
+        opposite = flag.get("opposite")
+        if opposite:
+            target = target.add_mutually_exclusive_group()
+        add_option(target, name, *flag.get("old_names", ()), required=required,
                    dest=field.name, help=flag["help"], **options)
+        if opposite:
+            other = "store_true" if options["action"] == "store_false" else "store_false"
+            target.add_argument(opposite[0], dest=field.name, action=other, default=argparse.SUPPRESS,
+                                help=opposite[1])
 
 
 def _optional_of(annotation):

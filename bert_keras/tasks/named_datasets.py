@@ -412,11 +412,13 @@ class ConllSpec(DatasetSpec):
         if self.labels:  # known from the training data: a tag the model lacks, named where it is
             known = set(self.labels)
             for number, sentence in enumerate(sentences, 1):
-                unknown = [tag for tag in sentence.tags if tag not in known]
+                unknown = [i for i, tag in enumerate(sentence.tags) if tag not in known]
                 if unknown:
-                    raise DatasetSpecError(f"{self.scored}: sentence {number} ({' '.join(sentence.words[:8])}...) "
-                                           f"has the tag {unknown[0]!r}, which the training data does not "
-                                           f"have (tags: {', '.join(self.labels)})")
+                    where = sentence.word_source(unknown[0]) if sentence.first_line is not None else self.scored
+                    raise DatasetSpecError(f"{where}: sentence {number} ({' '.join(sentence.words[:8])}...) "
+                                           f"has the tag {sentence.tags[unknown[0]]!r} (word "
+                                           f"{sentence.words[unknown[0]]!r}), which the training data does "
+                                           f"not have (tags: {', '.join(self.labels)})")
         return [list(s.words) for s in sentences], [list(s.tags) for s in sentences]
 
 

@@ -10,7 +10,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from bert_keras.tasks.dataset_inputs import dataset_of_batches, is_batch_source, is_tokenized_dataset
+from bert_keras.tasks.dataset_inputs import (dataset_of_batches, element_parts, is_batch_source,
+                                             is_tokenized_dataset, unbatched)
 from bert_keras.tasks.inputs import TaskInputError, is_tokenized
 from bert_keras.tasks.task_batches import packed_batches
 
@@ -47,22 +48,44 @@ def _validation_batches(task, validation_data, batch_size):
 def validation_metrics(task, validation_data, batch_size):
     """`[callback]` that adds the task's metrics on raw `validation_data` to the logs, or `[]`
     (tokenized validation data, an endless dataset, or a generator that cannot be read twice)."""
+    regression = getattr(task, "is_regression", False)
     if isinstance(validation_data, tf.data.Dataset):
         if is_tokenized_dataset(validation_data) \
                 or validation_data.cardinality() == tf.data.INFINITE_CARDINALITY:
             return []
+        if regression:
+            count = _examples_up_to_two(task, validation_data)
+            if count is not None and count < 2:
+                _warn_too_few_for_correlations(count)
+                return []
         return [TaskValidationMetrics(task, validation_data, None, batch_size)]
     if isinstance(validation_data, (tuple, list)) and len(validation_data) in (2, 3) \
             and not is_tokenized(validation_data[0]):
         targets = validation_data[1]
-        if getattr(task, "is_regression", False) and hasattr(targets, "__len__") and len(targets) < 2:
-            # A correlation of one point has no value: score() refuses it, which failed fit after its
-            # first epoch. Keras' val_loss stays.
-            warnings.warn(f"validation data of {len(targets)} example: a regression model's pearson and "
-                          "spearman need 2 or more, so only val_loss is logged", stacklevel=3)
+        if regression and hasattr(targets, "__len__") and len(targets) < 2:
+            _warn_too_few_for_correlations(len(targets))
             return []
         return [TaskValidationMetrics(task, validation_data[0], targets, batch_size)]
     return []
+
+
+def _warn_too_few_for_correlations(count):
+    # A correlation of one point has no value: score() refuses it, which failed fit after its first
+    # epoch. Keras' val_loss stays.
+    warnings.warn(f"validation data of {count} example: a regression model's pearson and spearman need 2 "
+                  "or more, so only val_loss is logged", stacklevel=4)
+
+
+def _examples_up_to_two(task, dataset):
+    """The examples of `dataset` (batched or not), counted up to 2: it reads at most its first two
+    examples. None when the task cannot read its elements (`validation_dataset` then says why)."""
+    layout = task.dataset_layout
+    try:
+        parts = element_parts(dataset.element_spec, x_is_tuple=layout.x_is_tuple)
+        rows = unbatched(dataset, parts, example_rank=layout.example_rank, is_batched=layout.is_batched)
+        return sum(1 for _ in rows.take(2))
+    except (TaskInputError, tf.errors.OpError):
+        return None
 
 
 class ValidationOnOneDevice(keras.callbacks.Callback):

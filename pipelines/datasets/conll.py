@@ -51,7 +51,7 @@ import dataclasses
 import io
 import logging
 import os
-from typing import List
+from typing import List, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -83,18 +83,34 @@ class Sentence:
         words: list of words as in the file.
         tags: list of tags (e.g. `"B-PER"`), same length as `words`.
         source: where it starts (`"file:line"`), for messages.
+        first_line: the file line of its first word (`read_conll`: one word a line), so that a
+            message names a word's own line (`word_source`); None for a sentence not read from a file.
     """
 
     words: List[str]
     tags: List[str]
     source: str = ""
+    first_line: Optional[int] = dataclasses.field(default=None, compare=False, repr=False)
+
+    def word_source(self, position):
+        """Where word `position` (from 0) is, for messages: `"file:line"` of its own line for a
+        sentence read from a file, else the sentence's `source`.
+
+        Example:
+            >>> Sentence(["EU", "rejects"], ["I-ORG", "O"], "ner.txt:3", first_line=3).word_source(1)
+            'ner.txt:4'
+        """
+        suffix = f":{self.first_line}"
+        if self.first_line is None or not self.source.endswith(suffix):
+            return self.source
+        return f"{self.source[:-len(suffix)]}:{self.first_line + position}"
 
     def with_tags(self, tags):
         return dataclasses.replace(self, tags=list(tags))
 
     def with_scheme(self, from_scheme, to_scheme):
         """This sentence with its tags converted (`convert_tags`); a tag that is not valid
-        `from_scheme` is a `ConllFormatError` naming the sentence's `source`, the word and the tag.
+        `from_scheme` is a `ConllFormatError` naming the word's line (`word_source`), the word and the tag.
 
         Example:
             >>> Sentence(["EU", "rejects"], ["I-ORG", "O"], "ner.txt:1").with_scheme("IOB1", "IOB2").tags
@@ -108,8 +124,9 @@ class Sentence:
             return self.with_tags(convert_tags(self.tags, from_scheme, to_scheme))
         except _TagError as e:
             word = self.words[e.position] if e.position < len(self.words) else None
-            raise ConllFormatError(f"{self.source or 'a sentence'}: tag {self.tags[e.position]!r} "
-                                   f"(word {e.position + 1}, {word!r}) {e.problem}.") from None
+            where = self.word_source(e.position) or "a sentence"
+            raise ConllFormatError(f"{where}: tag {self.tags[e.position]!r} (word {e.position + 1}, {word!r}) "
+                                   f"{e.problem}.") from None
 
 
 # -- reading -------------------------------------------------------------------
@@ -145,7 +162,7 @@ def read_conll(path, *, tag_column=-1):
 
     def flush():
         if words:
-            sentences.append(Sentence(list(words), list(tags), f"{path}:{start}"))
+            sentences.append(Sentence(list(words), list(tags), f"{path}:{start}", first_line=start))
             words.clear()
             tags.clear()
 
@@ -439,7 +456,7 @@ def encode_sentences(sentences, tokenizer, label_names, *, seq_length=128, label
     for row, sentence in enumerate(sentences):
         for w, tag in enumerate(sentence.tags):
             if tag not in index:
-                raise ValueError(f"{sentence.source or f'sentence {row}'}: tag {tag!r} (word "
+                raise ValueError(f"{sentence.word_source(w) or f'sentence {row}'}: tag {tag!r} (word "
                                  f"{sentence.words[w]!r}) is not in label_names {list(label_names)}.")
             word_labels.append(index[tag])
     num_words = len(all_words)

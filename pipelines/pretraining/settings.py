@@ -146,8 +146,9 @@ class PretrainingDataSettings(MaskingSettings):
     vocab_file: str = option(dataclasses.MISSING, "vocab.txt (must contain [MASK])", "--vocab", "--vocab_file")
     output_prefix: str = option(
         dataclasses.MISSING, "shards are written as PREFIX-00000-of-0000N.tfrecord", None, "--output_prefix")
-    lowercase: Optional[bool] = option(None, "cased rules (do_lower_case=False); default the vocabulary's rules",
-                                       "--cased", action="store_false")
+    lowercase: Optional[bool] = option(
+        None, "cased rules (do_lower_case=False); default the vocabulary's rules", "--cased", action="store_false",
+        opposite=("--no-cased", "uncased rules (do_lower_case=True): lowercase whatever the vocabulary looks like"))
     strip_accents: Optional[bool] = option(
         None, "strip accents (NFD, drop combining marks): default as lowercasing; --no-strip-accents keeps "
               "Hangul syllables and accented letters whole (Korean vocabularies)", "--strip-accents")

@@ -15,7 +15,9 @@ A worker concatenates each input along dim 0 (one copy), calls `run_fn` once, an
 every caller a view of its own rows. If the merged call fails, the batch is split in two
 halves and each half is run again (recursively), so one bad request among n costs about
 2 log2(n) extra calls, not n, and never fails another request. Only when an output has no
-row per input row (the signature does not keep rows apart) is each request re-run alone.
+row per input row (the signature does not keep rows apart) is each request re-run alone; the
+scheduler then remembers that `run_fn` and runs its later requests alone at once (unmerged,
+unpadded: one call each, not a wasted merged or padded call first).
 
 A request whose client has gone (a gRPC call cancelled or past its deadline; a REST client
 that closed its connection) is dropped when its batch comes up, with CANCELLED, instead of
@@ -40,6 +42,7 @@ import dataclasses
 import logging
 import threading
 import time
+import weakref
 from typing import Callable, Hashable, Mapping
 
 import numpy as np
@@ -196,6 +199,8 @@ class BatchScheduler:
         self._stopping = False
         self._flushing = False  # a drain began: every batch closes as soon as it is made
         self._stats = collections.Counter()
+        # run_fns whose outputs had no row per input row: their requests run alone from then on
+        self._run_singly = weakref.WeakSet()
         self._workers = [
             threading.Thread(target=self._work, name=f"{name}-{i}", daemon=True)
             for i in range(options.num_batch_threads)
@@ -340,8 +345,11 @@ class BatchScheduler:
 
     def _run(self, run_fn, tasks, rows):
         padding = self._padding(tasks, rows)
-        if len(tasks) == 1 and not padding:
-            self._run_alone(run_fn, tasks[0])
+        with self._cond:
+            singly = run_fn in self._run_singly
+        if singly or (len(tasks) == 1 and not padding):
+            for task in tasks:
+                self._run_alone(run_fn, task)
             return
         try:
             names = tasks[0].inputs.keys()
@@ -358,10 +366,20 @@ class BatchScheduler:
                 if not isinstance(array, np.ndarray) or array.ndim == 0 or array.shape[0] != rows + padding:
                     raise _NotBatchable(name)
         except _NotBatchable as exc:
-            # The signature does not keep rows apart: run each request alone (unpadded).
-            log.warning("output %r of a merged batch has no batch dimension; running requests singly", str(exc))
+            # The signature does not keep rows apart: run each request alone (unpadded), now and later.
+            if len(tasks) == 1:
+                what = (f"the request of {rows} row(s), padded to {rows + padding} (allowed_batch_sizes), "
+                        "runs again unpadded")
+            else:
+                what = f"the merged batch of {len(tasks)} requests runs again one request at a time"
+            log.warning("output %r has no row per input row: %s; later requests to this signature run alone, "
+                        "unmerged and unpadded", str(exc), what)
             with self._cond:
                 self._stats["batches_rerun_singly"] += 1
+                try:
+                    self._run_singly.add(run_fn)
+                except TypeError:  # a callable that takes no weak reference: it is tried merged again
+                    pass
             for task in tasks:
                 self._run_alone(run_fn, task)
             return

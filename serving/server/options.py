@@ -185,6 +185,7 @@ class ServerOptions:
             return None
         values = {name: getattr(self, name) for name in BATCHING_FIELDS}
         path = self.batching_parameters_file
+        parsed = {}
         if path:
             if not os.path.isfile(path):
                 raise ServerOptionsError(f"--batching-parameters-file {path}: no such file")
@@ -199,7 +200,13 @@ class ServerOptions:
         try:
             return BatchingOptions(**values)
         except ValueError as error:  # allowed_batch_sizes, which only the file sets
-            raise ServerOptionsError(f"--batching-parameters-file {path}: {error}") from None
+            source = ""
+            if "max_batch_size" not in parsed and "must match max_batch_size" in str(error):
+                default = {field.name: field for field in dataclasses.fields(self)}["max_batch_size"].default
+                given = "the --max-batch-size default" if self.max_batch_size == default else "--max-batch-size"
+                source = (f" (the file sets no max_batch_size, so {given} {self.max_batch_size} applies: set "
+                          "max_batch_size { value: N } in the file or pass --max-batch-size N)")
+            raise ServerOptionsError(f"--batching-parameters-file {path}: {error}{source}") from None
 
     def build_server(self, sources, batching=None):
         """The `EmbeddedServer` of these options serving `sources` (not started)."""

@@ -185,6 +185,20 @@ def test_a_regression_validated_on_one_example_logs_val_loss_instead_of_failing_
     assert {"val_pearson", "val_spearman"} <= set(history.history)  # two examples: the task's metrics
 
 
+def test_a_regression_validated_on_a_dataset_of_one_example_logs_val_loss_instead_of_failing(spec):
+    """A tf.data dataset of one example (batched or not) as validation_data failed after the first
+    epoch as the in-memory one did ('a correlation needs at least 2 points')."""
+    scores = [4.5, 0.5, 4.0]
+    regressor = build(tasks.TextClassifier, spec, num_classes=1)
+    one = tf.data.Dataset.from_tensor_slices((TEXTS[2:3], np.float32(scores[2:]))).batch(4)
+    with pytest.warns(UserWarning, match="validation data of 1 example: .*pearson and spearman need 2"):
+        history = regressor.fit(TEXTS[:2], scores[:2], validation_data=one, verbose=0)
+    assert sorted(history.history) == ["loss", "val_loss"] and np.isfinite(history.history["val_loss"]).all()
+    two = tf.data.Dataset.from_tensor_slices((TEXTS[:2], np.float32(scores[:2])))  # unbatched: examples counted
+    history = regressor.fit(TEXTS[:2], scores[:2], validation_data=two, verbose=0)
+    assert {"val_pearson", "val_spearman"} <= set(history.history)
+
+
 def test_regression_sample_weights_weigh_each_example_with_any_mean_squared_error(spec, tmp_path):
     """The `[B]` scores of a regression head get one squared error each: Keras' own
     `mean_squared_error` averages them over the batch, so a weight of 0 dropped nothing (the

@@ -160,13 +160,13 @@ def test_create_pretraining_data_reads_an_unrecorded_vocabulary_as_the_tasks_do(
     assert (given.lowercase, given.strip_accents) == (True, True)
 
 
-def test_create_pretraining_data_with_a_rule_about_accents_alone_keeps_the_vocabularys_casing(tmp_path):
+def test_create_pretraining_data_with_a_rule_about_accents_alone_keeps_the_vocabularys_casing(tmp_path, capsys):
     """`create-pretraining-data --strip-accents` (or `--no-strip-accents`) alone on a cased
     vocabulary lowercased the corpus (the casing fell back to its default, uncased), where the
     tasks, `pretrain --corpus` and `resolve_tokenizer_settings` keep the vocabulary's casing: the
     records held the lowercased words the cased model never reads. The casing is the vocabulary's
     now; `--cased` / `lowercase=` given still win."""
-    from bert_keras.cli.main import build_parser
+    from bert_keras.cli.main import build_parser, command_parser
     from pipelines.command_options import field_values
     from pipelines.pretraining import PretrainingDataSettings
 
@@ -188,6 +188,16 @@ def test_create_pretraining_data_with_a_rule_about_accents_alone_keeps_the_vocab
         settings = PretrainingDataSettings(**field_values(PretrainingDataSettings, build_parser().parse_args(base + flags)))
         assert (settings.lowercase, settings.strip_accents) == rules, flags
     assert PretrainingDataSettings(**common, lowercase=True).lowercase is True  # given: yours
+    # Lowercasing a cased vocabulary's corpus needed the hidden --do_lower_case=true: --no-cased (as the
+    # other commands spell it) is in --help, and not with --cased.
+    for flags, rules in ((["--no-cased"], (True, True)), (["--no-cased", "--no-strip-accents"], (True, False))):
+        settings = PretrainingDataSettings(**field_values(PretrainingDataSettings, build_parser().parse_args(base + flags)))
+        assert (settings.lowercase, settings.strip_accents) == rules, flags
+    parser = command_parser(build_parser(), "create-pretraining-data")
+    assert "[--cased | --no-cased]" in parser.format_usage() and "--no-cased " in parser.format_help()
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(base + ["--cased", "--no-cased"])
+    assert "argument --no-cased: not allowed with argument --cased" in capsys.readouterr().err
     # an uncased vocabulary (recorded) stays uncased with a rule about accents alone
     write_tokenizer_settings(str(vocab), lowercase=True)
     assert PretrainingDataSettings(**common, strip_accents=False).lowercase is True

@@ -271,8 +271,23 @@ def test_a_sentence_tag_of_another_scheme_names_file_line_and_word(tmp_path, tag
     second = conll.read_conll(path)[1]
     with pytest.raises(conll.ConllFormatError) as error:
         second.with_scheme("IOB1", "IOB2")
-    assert str(error.value) == f"{path}:5: tag {tag!r} (word 2, 'rejects') {problem}."
+    # It named the sentence's first line (5), not the tag's own line (6).
+    assert str(error.value) == f"{path}:6: tag {tag!r} (word 2, 'rejects') {problem}."
     assert conll.read_conll(path)[0].with_scheme("IOB1", "IOB2").tags == ["B-ORG"]
+
+
+def test_an_evaluation_tag_the_training_data_lacks_names_its_own_line(tmp_path):
+    # `finetune --eval-data x.conll`: it named the file and "sentence 2", not the tag's line.
+    from bert_keras.tasks.named_datasets import DatasetSpecError, parse_task
+
+    path = tmp_path / "dev.txt"
+    path.write_text("EU NNP B-NP B-ORG\nrejects VBZ B-VP O\n\nPeter NNP B-NP B-PER\nvisits VBZ B-VP B-FOO\n")
+    spec = parse_task("conll2003", eval_path=str(path))
+    spec.labels = ["O", "B-ORG", "I-ORG", "B-PER", "I-PER"]
+    with pytest.raises(DatasetSpecError) as error:
+        spec.evaluation_data()
+    assert str(error.value) == (f"{path}:5: sentence 2 (Peter visits...) has the tag 'B-FOO' (word 'visits'), "
+                                "which the training data does not have (tags: O, B-ORG, I-ORG, B-PER, I-PER)")
 
 
 LABELS = conll.CONLL2003_NER_LABELS  # O B-PER I-PER B-ORG I-ORG B-LOC I-LOC B-MISC I-MISC
@@ -308,6 +323,9 @@ def test_conll_truncation_and_unknown_tag(tokenizer, caplog):
     assert features.word_ids[0].tolist() == [-1, 0, 1, 1, 1, -1]
     with pytest.raises(ValueError, match=r"conll2003_mini.txt:3: tag 'I-ORG' \(word 'EU'\)"):
         conll.encode_sentences(conll.read_conll(data("conll2003_mini.txt"))[:1], tokenizer, ["O", "B-ORG"])
+    # A tag past a sentence's first word was reported at the sentence's first line: its own line now.
+    with pytest.raises(ValueError, match=r"conll2003_mini.txt:4: tag 'O' \(word 'rejects'\)"):
+        conll.encode_sentences(conll.read_conll(data("conll2003_mini.txt"))[:1], tokenizer, ["I-ORG"])
 
 
 def test_conll_dataset_pads_labels_with_minus_100(tokenizer):

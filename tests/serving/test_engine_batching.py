@@ -182,6 +182,34 @@ def test_outputs_without_batch_dim_are_rerun_singly():
     assert [int(r["n"]) for r in results] == [1, 2, 3]
 
 
+def test_a_padded_request_whose_outputs_have_no_batch_dim_runs_alone_once_known(caplog):
+    """With allowed_batch_sizes, a lone request was padded, run, then (its output having no batch
+    dimension) run again unpadded, every time, under a warning worded for a merged batch. The first
+    such request still runs twice (its padded answer is wrong); the scheduler now remembers the
+    signature and runs its later requests alone at once, and the warning says what happened."""
+    calls = []
+
+    def count(inputs):  # one number for the whole call: no row per input row
+        calls.append(len(inputs["x"]))
+        return {"n": np.array(len(inputs["x"]))}
+
+    scheduler = BatchScheduler(BatchingOptions(max_batch_size=4, batch_timeout_micros=0, num_batch_threads=1,
+                                               allowed_batch_sizes=(2, 4)))
+    try:
+        with caplog.at_level("WARNING", logger="serving.server.batching"):
+            first = scheduler.submit("k", count, {"x": np.ones(1)}, rows=1)
+            later = [scheduler.submit("k", count, {"x": np.ones(rows)}, rows=rows) for rows in (1, 3)]
+    finally:
+        scheduler.stop()
+    assert int(first["n"]) == 1 and [int(out["n"]) for out in later] == [1, 3]
+    assert calls == [2, 1, 1, 3]  # padded then alone once; then one unpadded call each
+    assert scheduler.stats()["batches_rerun_singly"] == 1 and scheduler.stats()["padded_rows"] == 1
+    [warning] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warning == ("output 'n' has no row per input row: the request of 1 row(s), padded to 2 "
+                       "(allowed_batch_sizes), runs again unpadded; later requests to this signature run alone, "
+                       "unmerged and unpadded")
+
+
 def test_full_queue_answers_resource_exhausted():
     gate = threading.Event()
     started = threading.Event()

@@ -370,6 +370,18 @@ def test_batching_parameters_file_format(tmp_path, capsys):
                  "--batching-parameters-file", str(bad)]) == 2
     assert (f"--batching-parameters-file {bad}: Last entry in allowed_batch_sizes must match max_batch_size; "
             "last entry was 16; expected 32") in capsys.readouterr().err
+    # A file listing allowed_batch_sizes without max_batch_size was checked against --max-batch-size
+    # (default 32) while the error's "expected 32" named no source: it now says where 32 came from.
+    bad.write_text("allowed_batch_sizes: 8\nallowed_batch_sizes: 16\n")
+    assert main(["serve", "--model-base-path", str(tmp_path), "--enable-batching",
+                 "--batching-parameters-file", str(bad)]) == 2
+    assert (f"--batching-parameters-file {bad}: Last entry in allowed_batch_sizes must match max_batch_size; "
+            "last entry was 16; expected 32 (the file sets no max_batch_size, so the --max-batch-size default 32 "
+            "applies: set max_batch_size { value: N } in the file or pass --max-batch-size N)"
+            ) in capsys.readouterr().err
+    assert main(["serve", "--model-base-path", str(tmp_path), "--enable-batching", "--max-batch-size", "24",
+                 "--batching-parameters-file", str(bad)]) == 2
+    assert "expected 24 (the file sets no max_batch_size, so --max-batch-size 24 applies" in capsys.readouterr().err
 
 
 def test_health_reports_draining(model_base):
