@@ -28,6 +28,21 @@ def kiwi_tokenizer():
     return BertTokenizer(VOCAB, lowercase=True, strip_accents=False, pre_tokenizer="kiwi")
 
 
+def tiny_kiwi_checkpoint(tmp_path, hidden_size=16, intermediate_size=16, max_position_embeddings=32):
+    """`hf:` spec of a random one-layer encoder whose vocabulary records kiwi (morphemes as words)."""
+    from bert_keras.checkpoints import save_pretrained
+    from bert_keras.config import BertConfig
+    from bert_keras.encoder import BertEncoder
+
+    config = BertConfig(vocab_size=sum(1 for _ in open(VOCAB, encoding="utf-8")), hidden_size=hidden_size,
+                        num_layers=1, num_heads=2, intermediate_size=intermediate_size,
+                        max_position_embeddings=max_position_embeddings)
+    directory = str(tmp_path / "bert")
+    save_pretrained(BertEncoder(config), f"hf:{directory}", vocab_file=VOCAB,
+                    tokenizer_settings={"lowercase": True, "strip_accents": False, "pre_tokenizer": "kiwi"})
+    return f"hf:{directory}"
+
+
 def test_later_morphemes_of_a_word_are_trained_with_the_continuation_tag():
     """"서울시에서" B-LOC is 서울시 + 에서: 에서 starts a word where the export reads the split text,
     and was trained on nothing (-100), so the served model tagged it at random ("에서" PER beside
@@ -152,19 +167,12 @@ def test_served_entities_of_split_text_are_predicts_whole_words_in_the_raw_text(
     import keras
     import tensorflow as tf
 
-    from bert_keras.checkpoints import save_pretrained
-    from bert_keras.config import BertConfig
-    from bert_keras.encoder import BertEncoder
     from bert_keras.tasks import TokenClassifier
     from serving.text_requests import restore_offsets, split_morphemes
 
     keras.utils.set_random_seed(0)
-    config = BertConfig(vocab_size=sum(1 for _ in open(VOCAB, encoding="utf-8")), hidden_size=32,
-                        num_layers=1, num_heads=2, intermediate_size=37, max_position_embeddings=64)
-    checkpoint = str(tmp_path / "bert")
-    save_pretrained(BertEncoder(config), f"hf:{checkpoint}", vocab_file=VOCAB,
-                    tokenizer_settings={"lowercase": True, "strip_accents": False, "pre_tokenizer": "kiwi"})
-    tagger = TokenClassifier.from_pretrained(f"hf:{checkpoint}", labels=LABELS, seq_length=32,
+    checkpoint = tiny_kiwi_checkpoint(tmp_path, hidden_size=32, intermediate_size=37, max_position_embeddings=64)
+    tagger = TokenClassifier.from_pretrained(checkpoint, labels=LABELS, seq_length=32,
                                              learning_rate=1e-2, warmup_ratio=0.0)
     tagger.fit(WORDS * 8, TAGS * 8, epochs=8, batch_size=8, verbose=0)
     texts = ["김철수는 서울시에서 일한다.", "이영희가 부산에 갔다"]
@@ -193,23 +201,16 @@ def test_a_kiwi_model_without_kiwipiepy_names_its_vocabulary_and_what_to_install
     """A tagger whose vocabulary records kiwi, on a machine without the Korean extra: the error said
     `pre_tokenizer="kiwi" needs the Korean extra`, a flag the user never passed. It now names the
     task, the vocabulary that records the analyzer and the package to install."""
-    from bert_keras.checkpoints import save_pretrained
-    from bert_keras.config import BertConfig
-    from bert_keras.encoder import BertEncoder
     from bert_keras.tasks import TokenClassifier
     from pipelines.environment import MissingDependencyError
 
-    config = BertConfig(vocab_size=sum(1 for _ in open(VOCAB, encoding="utf-8")), hidden_size=16,
-                        num_layers=1, num_heads=2, intermediate_size=16, max_position_embeddings=32)
-    checkpoint = str(tmp_path / "bert")
-    save_pretrained(BertEncoder(config), f"hf:{checkpoint}", vocab_file=VOCAB,
-                    tokenizer_settings={"lowercase": True, "strip_accents": False, "pre_tokenizer": "kiwi"})
+    checkpoint = tiny_kiwi_checkpoint(tmp_path)
     monkeypatch.setitem(sys.modules, "kiwipiepy", None)  # as if not installed
     with pytest.raises(MissingDependencyError) as caught:
-        TokenClassifier.from_pretrained(f"hf:{checkpoint}", labels=LABELS, seq_length=16).predict(["서울시에서"])
+        TokenClassifier.from_pretrained(checkpoint, labels=LABELS, seq_length=16).predict(["서울시에서"])
     message = str(caught.value)
     assert message.startswith("this TokenClassifier reads text split by 'kiwi' (its vocabulary "
-                              f"{checkpoint}/vocab.txt holds morphemes as words")
+                              f"{checkpoint.removeprefix('hf:')}/vocab.txt holds morphemes as words")
     assert 'pip install "bert-keras[korean]"' in message
 
 
@@ -257,18 +258,11 @@ def test_predict_gives_iobes_tags_to_words_whose_first_morpheme_reads_b(tmp_path
     The words' tags are now IOBES again (`S-LOC`, `E-PER`), the entities unchanged."""
     import numpy as np
 
-    from bert_keras.checkpoints import save_pretrained
-    from bert_keras.config import BertConfig
-    from bert_keras.encoder import BertEncoder
     from bert_keras.tasks import TokenClassifier
 
     pytest.importorskip("kiwipiepy")
-    config = BertConfig(vocab_size=sum(1 for _ in open(VOCAB, encoding="utf-8")), hidden_size=16,
-                        num_layers=1, num_heads=2, intermediate_size=16, max_position_embeddings=32)
-    checkpoint = str(tmp_path / "bert")
-    save_pretrained(BertEncoder(config), f"hf:{checkpoint}", vocab_file=VOCAB,
-                    tokenizer_settings={"lowercase": True, "strip_accents": False, "pre_tokenizer": "kiwi"})
-    tagger = TokenClassifier.from_pretrained(f"hf:{checkpoint}", labels=IOBES, seq_length=32)
+    checkpoint = tiny_kiwi_checkpoint(tmp_path)
+    tagger = TokenClassifier.from_pretrained(checkpoint, labels=IOBES, seq_length=32)
     read = ["B-PER", "I-PER", "B-LOC", "O"]  # what each word's first morpheme answers
     word_logits = tagger._word_logits
 
@@ -287,18 +281,11 @@ def test_distillation_reads_raw_texts_as_the_student_s_export_is_sent_them(tmp_p
     split: "됐어요. 소소한" read as "됐어요 . 소소한", which kiwi cuts otherwise (소 ##소한 there, 소
     ##소 한 here; 4% of NSMC's reviews): the student learned on other pieces than `fit`, `predict`
     and its export's clients read. The texts now stay as given."""
-    from bert_keras.checkpoints import save_pretrained
-    from bert_keras.config import BertConfig
-    from bert_keras.encoder import BertEncoder
     from bert_keras.tasks import TokenClassifier
 
     pytest.importorskip("kiwipiepy")
-    config = BertConfig(vocab_size=sum(1 for _ in open(VOCAB, encoding="utf-8")), hidden_size=16,
-                        num_layers=1, num_heads=2, intermediate_size=16, max_position_embeddings=32)
-    checkpoint = str(tmp_path / "bert")
-    save_pretrained(BertEncoder(config), f"hf:{checkpoint}", vocab_file=VOCAB,
-                    tokenizer_settings={"lowercase": True, "strip_accents": False, "pre_tokenizer": "kiwi"})
-    tagger = TokenClassifier.from_pretrained(f"hf:{checkpoint}", labels=LABELS, seq_length=32)
+    checkpoint = tiny_kiwi_checkpoint(tmp_path)
+    tagger = TokenClassifier.from_pretrained(checkpoint, labels=LABELS, seq_length=32)
     text = "발견하게 됐어요. 소소한 일탈이"
     whole = tagger.tokenizer.tokenize([text]).to_list()[0]
     dataset, _ = tagger._distillation_dataset([text], None, batch_size=1, seed=0)
