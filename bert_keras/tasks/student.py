@@ -152,8 +152,11 @@ def make_student(teacher, plan, *, dropout=None):
     cls = type(teacher)
     labels = teacher.labels
     settings = teacher.settings
+    # The family's settings (window_aggregation="evidence": the head's relevance layer); a head that
+    # takes them as **options takes them all, or its student is built with the defaults.
     accepted = inspect.signature(cls._build_head).parameters
-    options = {k: v for k, v in settings.items() if k in accepted}
+    takes_any = any(parameter.kind is parameter.VAR_KEYWORD for parameter in accepted.values())
+    options = {k: v for k, v in settings.items() if takes_any or k in accepted}
     num_classes = getattr(teacher.head, "num_classes", None)
     _, head, _ = cls._build_head(
         encoder, labels=labels, num_classes=num_classes if labels is None else None,
