@@ -28,7 +28,7 @@ def run_threads(n, fn):
     for t in threads:
         t.start()
     for t in threads:
-        t.join(30)
+        t.join(300)  # a safety net: the threads end as soon as their requests are answered
     return results
 
 
@@ -216,7 +216,7 @@ def test_full_queue_answers_resource_exhausted():
 
     def blocking(inputs):
         started.set()
-        gate.wait(10)
+        gate.wait(300)  # released by the test; the timeout only bounds a failure
         return {"y": inputs["x"]}
 
     options = BatchingOptions(max_batch_size=1, batch_timeout_micros=0, num_batch_threads=1, max_enqueued_batches=1)
@@ -224,19 +224,22 @@ def test_full_queue_answers_resource_exhausted():
     results = {}
     first = threading.Thread(target=lambda: results.setdefault(0, scheduler.submit("k", blocking, {"x": np.ones(1)}, 1)))
     first.start()
-    assert started.wait(5)  # the worker is busy with request 0
+    assert started.wait(60)  # the worker is busy with request 0
     second = threading.Thread(target=lambda: results.setdefault(1, scheduler.submit("k", blocking, {"x": np.ones(1)}, 1)))
     second.start()
-    deadline = time.monotonic() + 5
+    # Request 1 queued (a safety net: a loaded machine can start its thread late; after 5 s the
+    # third request below was queued instead of refused, and waited for the gate).
+    deadline = time.monotonic() + 60
     while scheduler.pending() < 1 and time.monotonic() < deadline:
         time.sleep(0.005)
+    assert scheduler.pending() == 1
     with pytest.raises(ServingError) as info:
         scheduler.submit("k", blocking, {"x": np.ones(1)}, 1)
     assert info.value.code == "UNAVAILABLE" and "max_enqueued_batches=1" in info.value.message  # as TF Serving
     assert info.value.message.startswith("The batch scheduling queue to which this task was submitted is full")
     gate.set()
-    first.join(5)
-    second.join(5)
+    first.join(60)
+    second.join(60)
     assert sorted(results) == [0, 1]
     assert scheduler.stats()["rejected"] == 1
     assert scheduler.stop()
@@ -255,10 +258,10 @@ def test_stop_runs_queued_batches_without_waiting_for_the_timeout():
     while scheduler.pending() < 1:
         time.sleep(0.002)
     assert model.calls == []  # queued, waiting for its timeout
-    assert scheduler.stop(5)  # True: the queued request ran, within stop()
+    assert scheduler.stop(60)  # True: the queued request ran, within stop()
     assert model.calls == [2]  # already run when stop() returns: one call with the request's 2 rows
     assert scheduler.pending() == 0
-    thread.join(5)
+    thread.join(60)
     assert not thread.is_alive()
     assert box["out"]["y"].tolist() == [10.0, 10.0]
     assert scheduler.stats()["batches"] == 1
@@ -292,8 +295,10 @@ def _texts(*texts):
 
 
 def test_engine_batches_concurrent_predicts_and_keeps_results_apart(engine_factory):
-    # A 1 s window: the requests merge even when their threads start slowly on a loaded machine.
-    engine = engine_factory(BatchingOptions(max_batch_size=32, batch_timeout_micros=1_000_000, num_batch_threads=1))
+    # The 12 requests' 18 rows fill one batch, which runs when full: merged however slowly the threads
+    # start (a 1 s window could run the failing request alone on a loaded machine, then nothing was
+    # split); the 5-minute timeout only bounds a failure.
+    engine = engine_factory(BatchingOptions(max_batch_size=18, batch_timeout_micros=300_000_000, num_batch_threads=1))
 
     def check(results, failing=None):
         merged_rows = 0
@@ -318,8 +323,8 @@ def test_engine_batches_concurrent_predicts_and_keeps_results_apart(engine_facto
     assert check(run_threads(12, request)) > 2
     stats = engine.batching_stats()
     assert stats["merged_batches"] >= 1 and stats["tasks"] == 12 and stats["rows"] == 18
-    # one failing request in the mix: the merged call fails, halves isolate the bad request
-    check(run_threads(6, lambda i: request(i, failing=3)), failing=3)
+    # one failing request in the mix (again 18 rows): the merged call fails, halves isolate the bad request
+    check(run_threads(12, lambda i: request(i, failing=3)), failing=3)
     assert engine.batching_stats()["batches_split"] >= 1
 
 
@@ -336,7 +341,9 @@ def test_engine_runs_a_request_padded_to_an_allowed_batch_size(engine_factory):
 
 
 def test_engine_stop_drains_in_flight_requests(engine_factory):
-    engine = engine_factory(BatchingOptions(max_batch_size=64, batch_timeout_micros=400_000, num_batch_threads=1))
+    # A batch timeout of an hour: the four wait in the queue until stop() runs them (with 400 ms, a
+    # loaded machine could run some before the others were queued, or before stop()).
+    engine = engine_factory(BatchingOptions(max_batch_size=64, batch_timeout_micros=3_600_000_000, num_batch_threads=1))
     results = {}
 
     def request(i):
@@ -345,12 +352,13 @@ def test_engine_stop_drains_in_flight_requests(engine_factory):
     threads = [threading.Thread(target=request, args=(i,)) for i in range(4)]
     for t in threads:
         t.start()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60  # a safety net: the four are queued within milliseconds
     while engine._scheduler.pending() < 4 and time.monotonic() < deadline:
         time.sleep(0.002)
-    assert engine.stop(drain_timeout_s=10)
+    assert engine._scheduler.pending() == 4
+    assert engine.stop(drain_timeout_s=300)  # returns once the batch ran
     for t in threads:
-        t.join(5)
+        t.join(60)
     assert sorted(results) == [0, 1, 2, 3]
     assert all(out["length"].tolist() == [6] for _, _, out in results.values())
     with pytest.raises(ServingError) as info:
