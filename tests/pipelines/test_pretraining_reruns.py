@@ -226,7 +226,7 @@ def _start_a_long_parallel_run(vocab_file, tmp_path):
 
 
 def _assert_workers_gone_and_nothing_left(workers, out_directory):
-    deadline = time.time() + 15
+    deadline = time.time() + 120  # a safety net: the workers go within a second on a quiet machine
     while any(_alive(pid) for pid in workers) and time.time() < deadline:
         time.sleep(0.2)
     assert not any(_alive(pid) for pid in workers), "workers outlived the run"
@@ -257,7 +257,7 @@ def test_ctrl_c_stops_the_workers_mid_shard_and_removes_temporary_files(vocab_fi
     process, prefix, workers = _start_a_long_parallel_run(vocab_file, tmp_path)
     try:
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=60) == 130, process.stdout.read().decode()
+        assert process.wait(timeout=300) == 130, process.stdout.read().decode()
         assert "interrupted" in process.stdout.read().decode()
         _assert_workers_gone_and_nothing_left(workers, tmp_path / "out")
     finally:
@@ -296,10 +296,10 @@ def test_workers_stopped_by_an_error_always_exit(tmp_path):
     script.write_text(STOP_WORKERS_REPEATEDLY)
     root = os.path.dirname(os.path.dirname(pipelines.__file__))
     try:
-        result = subprocess.run([sys.executable, str(script), "100"], capture_output=True, text=True, timeout=120,
+        result = subprocess.run([sys.executable, str(script), "100"], capture_output=True, text=True, timeout=300,
                                 env={**os.environ, "PYTHONPATH": root, "TF_CPP_MIN_LOG_LEVEL": "2"})
     except subprocess.TimeoutExpired:
-        pytest.fail("a worker pool did not stop within 120 s: a worker ignored SIGTERM")
+        pytest.fail("a worker pool did not stop within 300 s: a worker ignored SIGTERM")
     assert result.returncode == 0, result.stderr[-3000:]
     assert "stopped 100 times" in result.stdout
 

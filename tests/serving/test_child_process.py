@@ -36,7 +36,7 @@ def test_a_child_ends_when_its_parent_is_killed():
     assert _alive(child)
     parent.send_signal(signal.SIGKILL)
     parent.wait()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # a safety net: the child checks its parent every 0.5 s
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(child), "the child ran on after its parent was killed"
@@ -44,5 +44,5 @@ def test_a_child_ends_when_its_parent_is_killed():
 
 def test_a_child_runs_to_its_end_while_its_parent_lives():
     done = subprocess.run([sys.executable, "-c", WITH_PARENT + "import time; time.sleep(1.2); print('done')"],
-                          capture_output=True, text=True, timeout=30)
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "done"
