@@ -246,7 +246,7 @@ def ok_predict(prediction, text="still here"):
     request = predict_pb2.PredictRequest()
     request.model_spec.name = "tiny"
     request.inputs["text"].CopyFrom(tf.make_tensor_proto(np.array([text.encode()], dtype=object)))
-    return prediction.Predict(request, timeout=30)
+    return prediction.Predict(request, timeout=300)
 
 
 def rest_request(server, method, path, body=None, headers=None):
@@ -255,7 +255,7 @@ def rest_request(server, method, path, body=None, headers=None):
     import http.client
     import json
 
-    conn = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=30)
+    conn = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=300)
     try:
         data = body if body is None or isinstance(body, bytes) else json.dumps(body).encode()
         conn.request(method, path, body=data, headers=headers or {})

@@ -45,7 +45,7 @@ def server(tmp_path_factory):
     engine = InferenceEngine([ModelSource("tiny", str(base / "tiny"))], poll_interval_s=0,
                              batching=BatchingOptions(max_batch_size=16, batch_timeout_micros=20_000),
                              limits=Limits(max_tokens_per_request=TOKEN_BUDGET))
-    server = EmbeddedServer(engine, grpc_port=0, rest_port=0, rest_header_timeout_s=5.0).start()
+    server = EmbeddedServer(engine, grpc_port=0, rest_port=0, rest_header_timeout_s=60.0).start()
     yield server
     server.stop(grace_s=5)
 
@@ -62,7 +62,7 @@ def prediction(server):
 rest = ef.rest_request  # (status, content type, raw body)
 
 
-def raw_http(server, data, read_timeout=10.0):
+def raw_http(server, data, read_timeout=60.0):
     """Send raw bytes on a fresh connection; (status, JSON body) of the first answer."""
     with socket.create_connection(("127.0.0.1", server.rest_port), timeout=read_timeout) as sock:
         sock.sendall(data)
@@ -130,12 +130,12 @@ def test_1_a_tiny_request_declaring_a_huge_shape_is_refused_before_allocating(pr
     request = short_form([250_000_000] if dtype == "DT_STRING" else [1, 100_000_000])
     assert request.ByteSize() < 100
     before = rss_bytes()
-    code, details = grpc_code(lambda: prediction.Predict(request, timeout=30))
+    code, details = grpc_code(lambda: prediction.Predict(request, timeout=300))
     assert rss_bytes() - before < 50 << 20
     assert code == "RESOURCE_EXHAUSTED" and "limit" in details, details
     assert filled == []  # refused on the declared shape: the 250,000,000 / 100,000,000 values never built
     # Within the limits, the same short form is filled and served (the spy sees that array).
-    outputs = prediction.Predict(short_form([3] if dtype == "DT_STRING" else [1, 4]), timeout=30).outputs
+    outputs = prediction.Predict(short_form([3] if dtype == "DT_STRING" else [1, 4]), timeout=300).outputs
     if dtype == "DT_STRING":
         assert filled == [3] and tf.make_ndarray(outputs["length"]).tolist() == [1, 1, 1]
     else:
@@ -236,14 +236,14 @@ def test_2_token_ids_requests_over_the_token_budget_are_resource_exhausted(serve
     request.model_spec.name = "tiny"
     request.model_spec.signature_name = "token_ids"
     request.inputs["token_ids"].CopyFrom(tf.make_tensor_proto(np.ones((64, 512), np.int32)))
-    code, details = grpc_code(lambda: prediction.Predict(request, timeout=30))
+    code, details = grpc_code(lambda: prediction.Predict(request, timeout=300))
     assert code == "RESOURCE_EXHAUSTED" and "32768 tokens" in details and str(TOKEN_BUDGET) in details, details
     status, _, body = rest(server, "POST", "/v1/models/tiny:predict",
                            {"signature_name": "token_ids", "inputs": {"token_ids": [[1] * 512] * 64}})
     assert status == 429 and str(TOKEN_BUDGET) in json.loads(body)["error"]
     # within the budget: served, and correct
     request.inputs["token_ids"].CopyFrom(tf.make_tensor_proto(np.arange(8 * 512, dtype=np.int32).reshape(8, 512)))
-    sums = tf.make_ndarray(prediction.Predict(request, timeout=30).outputs["id_sum"])
+    sums = tf.make_ndarray(prediction.Predict(request, timeout=300).outputs["id_sum"])
     np.testing.assert_array_equal(sums, np.arange(8 * 512).reshape(8, 512).sum(axis=1))
 
 
@@ -255,17 +255,18 @@ def test_3_a_version_copied_file_by_file_is_retried_and_then_served(tmp_path, ca
 
     source = ef.built_model(tmp_path.parent, 2)
     base = ef.make_base_path(tmp_path.parent, tmp_path / "tiny", {1: 1})
-    # 20 retries (10 s): the copy below lands while they last, however late this thread runs; they
-    # cost nothing once it has (5 left 2.5 s, then the version ended instead of loading).
+    # 600 retries (5 minutes): the copy below lands while they last, however late this thread runs;
+    # they cost nothing once it has (5 left 2.5 s, then the version ended instead of loading; 20 left
+    # 10 s, less than a loaded machine can take between the first failure and the copy).
     engine = InferenceEngine([ModelSource("tiny", base)], poll_interval_s=0.1,
-                             load_retries=LoadRetryOptions(max_num_load_retries=20, load_retry_interval_s=0.5))
+                             load_retries=LoadRetryOptions(max_num_load_retries=600, load_retry_interval_s=0.5))
     caplog.set_level(logging.INFO, logger="serving.server.model_registry")
     engine.start()
     try:
         # a non-atomic copy: saved_model.pb first, the variables later
         os.makedirs(os.path.join(base, "2"))
         shutil.copy(os.path.join(source, "saved_model.pb"), os.path.join(base, "2", "saved_model.pb"))
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 300  # safety nets ending on the version's status: loads take TF time
         while time.monotonic() < deadline:
             status = {s["version"]: s for s in engine.model_status("tiny")}
             if 2 in status and status[2]["error_code"] != "OK":
@@ -282,7 +283,7 @@ def test_3_a_version_copied_file_by_file_is_retried_and_then_served(tmp_path, ca
                 shutil.copytree(src, os.path.join(base, "2", name))
             elif os.path.exists(src):
                 shutil.copy(src, os.path.join(base, "2", name))
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 300
         while time.monotonic() < deadline and engine.model_status("tiny", 2)[0]["state"] != "AVAILABLE":
             time.sleep(0.1)
         assert engine.model_status("tiny", 2)[0] == {"version": 2, "state": "AVAILABLE", "error_code": "OK",
@@ -303,7 +304,7 @@ def test_3_a_broken_version_ends_after_the_retries_with_its_real_error(tmp_path)
                              load_retries=LoadRetryOptions(max_num_load_retries=2, load_retry_interval_s=0.1))
     engine.start()
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 300  # a safety net: three loads of a broken version, TF time each
         while time.monotonic() < deadline and engine.model_status("tiny", 2)[0]["state"] != "END":
             time.sleep(0.05)
         (broken,) = engine.model_status("tiny", 2)
@@ -383,7 +384,7 @@ def test_6_600_half_open_connections_leave_the_server_bounded_and_answering(tmp_
     sockets = []
     try:
         for i in range(600):
-            sock = socket.create_connection(("127.0.0.1", server.rest_port), timeout=10)
+            sock = socket.create_connection(("127.0.0.1", server.rest_port), timeout=60)
             sock.sendall(b"POST /v1/models/tiny:predict HTTP/1.1\r\nHost: x\r\nContent-Le")
             sockets.append(sock)
         time.sleep(0.5)
@@ -405,7 +406,7 @@ def test_6_600_half_open_connections_leave_the_server_bounded_and_answering(tmp_
         server.stop(grace_s=5)
 
 
-def eventually(condition, what, seconds=30.0):
+def eventually(condition, what, seconds=60.0):
     """Waits for `condition()` (a server thread catching up), failing with `what` after `seconds`."""
     deadline = time.monotonic() + seconds
     while not condition():
@@ -447,7 +448,7 @@ def test_6_a_stalled_header_or_body_is_answered_408_and_closed(tmp_path):
             eventually(lambda: len(server._waiting) == len(stalled), "the stalled connection accepted")
         status, body = raw_http(fake, b"GET /v1/models/tiny HTTP/1.1\r\n\r\n")
         assert status == 200, body
-        stalled[0].settimeout(5)
+        stalled[0].settimeout(60)
         assert stalled[0].recv(100) == b""  # the oldest was closed
         for sock in stalled:
             sock.close()
@@ -466,7 +467,9 @@ def test_6_a_stalled_header_or_body_is_answered_408_and_closed(tmp_path):
 
         # Large bodies in memory at once are bounded: a second 80 kB body waits (half the body
         # timeout), then 503; the first, with twice that time to send its body, still holds the budget.
-        servers.append(rest_server(60.0, 4.0))
+        # A 30 s body timeout: the first holds the budget 15 s past the second's wait (with 4 s, a
+        # loaded machine taking 2 s to send the second request saw the first time out: 408, not 503).
+        servers.append(rest_server(60.0, 30.0))
         server = servers[-1]
         fake = type("S", (), {"rest_port": server.port})
         first = socket.create_connection(("127.0.0.1", server.port))
@@ -489,9 +492,10 @@ def test_6_grpc_concurrency_is_bounded_by_maximum_concurrent_rpcs(tmp_path):
     from serving.server.server import EmbeddedServer
 
     base = ef.make_base_path(tmp_path.parent, tmp_path / "tiny", {1: 1})
-    # a 3 s batch timeout keeps the first request waiting in the queue, holding its RPC slot
+    # a batch timeout of an hour keeps the first request waiting in the queue, holding its RPC slot,
+    # until the test flushes it (with 3 s, a loaded machine could run it before the second RPC came)
     engine = InferenceEngine([ModelSource("tiny", base)], poll_interval_s=0,
-                             batching=BatchingOptions(max_batch_size=32, batch_timeout_micros=3_000_000))
+                             batching=BatchingOptions(max_batch_size=32, batch_timeout_micros=3_600_000_000))
     server = EmbeddedServer(engine, grpc_port=0, rest_port=None, grpc_workers=1, grpc_max_concurrent_rpcs=1).start()
     try:
         channel = grpc.insecure_channel(server.grpc_address)
@@ -502,7 +506,9 @@ def test_6_grpc_concurrency_is_bounded_by_maximum_concurrent_rpcs(tmp_path):
         eventually(lambda: engine._scheduler.pending() == 1, "the first request queued")
         code, details = grpc_code(lambda: ok_predict(stub, "second"))
         assert code == "RESOURCE_EXHAUSTED", details
-        first.join(10)
+        engine._scheduler.flush(keep_flushing=True)  # the first request runs now, later ones at once
+        first.join(300)
+        assert not first.is_alive()
         assert ok_predict(stub, "third").outputs["length"].tensor_content  # the slot is free again
         channel.close()
     finally:
@@ -529,7 +535,7 @@ def test_7_a_text_with_no_token_is_answered_and_invalid_utf8_refused_before_batc
         request.model_spec.name = "tiny"
         request.inputs["text"].CopyFrom(tf.make_tensor_proto(np.array([text], dtype=object)))
         try:
-            answers[i] = prediction.Predict(request, timeout=30)
+            answers[i] = prediction.Predict(request, timeout=300)
         except grpc.RpcError as error:
             errors.append((error.code().name, error.details()))
 
@@ -537,7 +543,7 @@ def test_7_a_text_with_no_token_is_answered_and_invalid_utf8_refused_before_batc
     for t in threads:
         t.start()
     for t in threads:
-        t.join(30)
+        t.join(300)
     assert len(answers) == 12 and len(errors) == 4
     assert all(code == "INVALID_ARGUMENT" and "invalid UTF-8" in details for code, details in errors), errors
     for i, answer in answers.items():
@@ -594,14 +600,14 @@ def test_8_http_layer_errors_are_json(server, case, data, status, words):
 
 
 def test_8_head_answers_status_and_headers_without_a_body(server):
-    with socket.create_connection(("127.0.0.1", server.rest_port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", server.rest_port), timeout=60) as sock:
         sock.sendall(b"HEAD /v1/models/tiny HTTP/1.1\r\nConnection: close\r\n\r\n")
         data = b""
         while chunk := sock.recv(65536):
             data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 400 ") and b"application/json" in head and body == b""
-    conn = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=10)
+    conn = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=60)
     conn.request("HEAD", "/healthz")
     response = conn.getresponse()
     assert response.status == 200 and response.read() == b""
@@ -610,7 +616,7 @@ def test_8_head_answers_status_and_headers_without_a_body(server):
 
 def test_8_expect_100_continue_is_honoured(server):
     body = json.dumps({"instances": ["continue"]}).encode()
-    with socket.create_connection(("127.0.0.1", server.rest_port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", server.rest_port), timeout=60) as sock:
         sock.sendall(b"POST /v1/models/tiny:predict HTTP/1.1\r\nExpect: 100-continue\r\nConnection: close\r\n"
                      b"Content-Length: %d\r\n\r\n" % len(body))
         assert sock.recv(4096).startswith(b"HTTP/1.1 100 Continue")
@@ -656,14 +662,14 @@ def test_9_every_request_path_acquires_once_and_is_counted_for_drain(tmp_path):
     def hold():
         with engine.servable("tiny"):
             entered.set()
-            release.wait(10)
+            release.wait(300)  # set by the test; stop() below must find the request still held
 
     holder = threading.Thread(target=hold)
     holder.start()
-    assert entered.wait(10)
+    assert entered.wait(60)
     assert engine.stop(drain_timeout_s=0.3) is False
     release.set()
-    holder.join(10)
+    holder.join(60)
 
 
 def test_6_a_rest_request_whose_client_closed_the_connection_is_seen_as_gone(tmp_path):
@@ -681,11 +687,11 @@ def test_6_a_rest_request_whose_client_closed_the_connection_is_seen_as_gone(tmp
 
     def respond(method, target, body):  # stands in for the engine: waits, then asks
         arrived.release()
-        release.wait(10)
+        release.wait(300)  # set by the test once the gone client has closed
         alive = CLIENT_ALIVE.get()
         # The server's event loop reads the close when it next runs: on a loaded machine that can
         # be later than any fixed sleep, so the gone client is given time to be seen as gone.
-        eventually(lambda: not alive() or "gone" not in target, "the closed connection seen", seconds=10)
+        eventually(lambda: not alive() or "gone" not in target, "the closed connection seen", seconds=60)
         seen.append((target, alive()))
         return 200, "application/json", b"{}"
 
@@ -696,13 +702,15 @@ def test_6_a_rest_request_whose_client_closed_the_connection_is_seen_as_gone(tmp
         gone.sendall(request.replace(b"tiny:", b"gone:"))
         waiting = socket.create_connection(("127.0.0.1", rest_server.port))
         waiting.sendall(request.replace(b"tiny:", b"waiting:"))
-        assert arrived.acquire(timeout=10) and arrived.acquire(timeout=10)
+        assert arrived.acquire(timeout=60) and arrived.acquire(timeout=60)
         gone.close()  # the client gave up (its timeout) while its request waits for a batch
         release.set()
-        waiting.settimeout(10)
+        waiting.settimeout(60)
         assert waiting.recv(100).startswith(b"HTTP/1.1 200")
         waiting.close()
-        deadline = time.monotonic() + 5
+        # the gone request's answer may come after the waiting one's (its handler waits for the close
+        # to be seen): a safety net, not 5 s
+        deadline = time.monotonic() + 60
         while len(seen) < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert dict(seen) == {"/v1/models/gone:predict": False, "/v1/models/waiting:predict": True}
