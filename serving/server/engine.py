@@ -209,6 +209,10 @@ class InferenceEngine:
         """Counters of the batch scheduler (batches, tasks, rows, merged_batches, ...); {} without batching."""
         return self._scheduler.stats() if self._scheduler is not None else {}
 
+    def batching_queued(self) -> int:
+        """Requests waiting in the batch queue now (not those being run); 0 without batching."""
+        return self._scheduler.pending() if self._scheduler is not None else 0
+
     @property
     def in_flight(self) -> int:
         """Requests inside `servable()` right now."""

@@ -41,7 +41,8 @@ class ServerMetrics:
 
     Served by the REST port at /monitoring/prometheus/metrics (where TF Serving's monitoring
     config puts its metrics), together with the engine's batching counters, so batching can be
-    tuned from outside: `rows_total / batches_total` is the average batch the model sees.
+    tuned from outside: `rows_total / batches_total` is the average batch the model sees; the
+    `batching_queued_requests` gauge counts the requests waiting in the batch queue now.
 
     Example:
         >>> metrics = ServerMetrics()
@@ -83,6 +84,10 @@ class ServerMetrics:
         stats = getattr(engine, "batching_stats", lambda: {})() or {}
         for name in sorted(stats):
             lines += [f"# TYPE {p}_batching_{name}_total counter", f"{p}_batching_{name}_total {stats[name]}"]
+        if getattr(engine, "batching", None) is not None:  # batching on, whether or not a batch ran yet
+            queued = engine.batching_queued()
+            lines += [f"# HELP {p}_batching_queued_requests Requests waiting in the batch queue now.",
+                      f"# TYPE {p}_batching_queued_requests gauge", f"{p}_batching_queued_requests {queued}"]
         ready = bool(engine.is_ready())
         lines += [f"# HELP {p}_ready 1 when every model has an AVAILABLE version.", f"# TYPE {p}_ready gauge",
                   f"{p}_ready {int(ready)}"]

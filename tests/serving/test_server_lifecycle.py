@@ -49,7 +49,7 @@ def _send_in_threads(addresses, count_per_protocol, results):
     clients = []
     for protocol, address in addresses:
         for _ in range(count_per_protocol):
-            client = ServingClient(address, "tiny", protocol=protocol, timeout=30)
+            client = ServingClient(address, "tiny", protocol=protocol, timeout=300)  # answered at the drain
             client.metadata()
             clients.append(client)
 
@@ -79,21 +79,22 @@ def test_stop_drains_in_flight_requests_then_refuses(model_base):
     server = EmbeddedServer(engine, grpc_port=0, rest_port=0).start()
     results = {}
     threads = _send_in_threads([("grpc", server.grpc_address), ("rest", f"127.0.0.1:{server.rest_port}")], 3, results)
-    deadline = time.monotonic() + 30  # a safety net: the six are queued within milliseconds
+    deadline = time.monotonic() + 300  # a safety net: the six are queued within milliseconds
     while engine._scheduler.pending() < 6 and not results and time.monotonic() < deadline:
         time.sleep(0.01)
     assert engine._scheduler.pending() == 6  # the requests now wait in the batch queue
     assert not any(results.values())
+    assert _queued(server.rest_url) == 6  # what the SIGTERM test below waits on, from outside
     # A grace period of an hour: stop() returns once the six are answered (it runs their batch at
     # once), not when the grace runs out; the join's limit is only a safety net.
     stopped = {}
     stopper = threading.Thread(target=lambda: stopped.setdefault("drained", server.stop(grace_s=3600)), daemon=True)
     stopper.start()
-    stopper.join(120)
+    stopper.join(300)
     assert not stopper.is_alive(), "stop() sat out its grace period after the requests were answered"
     assert stopped == {"drained": True}  # every in-flight request finished within the grace period
     for thread in threads:
-        thread.join(10)
+        thread.join(60)
     assert results == {i: ("ok", i + 1) for i in range(6)}  # every in-flight request was answered
     stats = engine.batching_stats()
     assert stats["tasks"] == 6 and stats["rows"] == 6, stats  # all six ran, none was dropped
@@ -119,7 +120,7 @@ def test_sigterm_to_bert_keras_serve_finishes_in_flight_requests_and_exits_0(mod
                                text=True)
     output = []
     try:
-        deadline = time.monotonic() + 90
+        deadline = time.monotonic() + 300  # TensorFlow's import and the load, on a loaded machine
         ready = None
         while time.monotonic() < deadline:
             line = process.stdout.readline()
@@ -133,16 +134,20 @@ def test_sigterm_to_bert_keras_serve_finishes_in_flight_requests_and_exits_0(mod
         grpc_address, rest_url = ready.group(1), ready.group(2)
         results = {}
         threads = _send_in_threads([("grpc", grpc_address), ("rest", rest_url)], 3, results)
-        # In the batch queue until SIGTERM's drain runs it (a minute's timeout): 2 s to get there,
-        # however slowly the threads start (0.5 s of a 1.5 s timeout was tight on a loaded machine).
-        time.sleep(2.0)
+        # In the batch queue until SIGTERM's drain runs it (a minute's timeout). The server's own
+        # gauge says when all six are there (a fixed 2 s sleep could signal before a slow thread's
+        # request arrived, which was then refused); the deadline is only a safety net.
+        deadline = time.monotonic() + 300
+        while _queued(rest_url) < 6 and not any(results.values()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _queued(rest_url) == 6, "".join(output)
         assert not any(results.values())
         process.send_signal(signal.SIGTERM)
         for thread in threads:
-            thread.join(20)
+            thread.join(300)
         # Read to EOF through the same buffered pipe (communicate() would bypass its buffer);
-        # a timer kills a server that never exits.
-        killer = threading.Timer(40, process.kill)
+        # a timer kills a server that never exits (a safety net: it exits within seconds).
+        killer = threading.Timer(300, process.kill)
         killer.start()
         output.append(process.stdout.read())
         process.wait()
@@ -158,6 +163,16 @@ def test_sigterm_to_bert_keras_serve_finishes_in_flight_requests_and_exits_0(mod
     assert "bert-keras query --address" in log  # the example commands printed at start
 
 
+def _queued(rest_url):
+    """The server's batching_queued_requests gauge (Prometheus metrics on its REST port)."""
+    import urllib.request
+
+    url = rest_url if "://" in rest_url else "http://" + rest_url
+    with urllib.request.urlopen(url.rstrip("/") + "/monitoring/prometheus/metrics", timeout=60) as response:
+        text = response.read().decode()
+    return int(re.search(r"^bert_keras_serving_batching_queued_requests (\d+)$", text, re.M).group(1))
+
+
 def _serve(model_base, *extra):
     """`bert-keras serve` of `model_base` in a subprocess (free ports, no polling), stdout+stderr piped."""
     command = [sys.executable, "-m", "bert_keras.cli.main", "serve", "--model-base-path", model_base,
@@ -166,7 +181,7 @@ def _serve(model_base, *extra):
     return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def _read_until(process, pattern, output, timeout=90):
+def _read_until(process, pattern, output, timeout=300):
     """Reads lines into `output` until one matches `pattern`; the match (None at EOF or timeout)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -180,7 +195,7 @@ def _read_until(process, pattern, output, timeout=90):
     return None
 
 
-def _finish(process, output, timeout=40):
+def _finish(process, output, timeout=300):
     """Reads to EOF (a timer kills a process that never exits); the whole log."""
     killer = threading.Timer(timeout, process.kill)
     killer.start()
