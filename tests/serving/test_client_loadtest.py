@@ -33,7 +33,7 @@ def client(request, server):
     from serving.client import ServingClient
 
     address = server.grpc_address if request.param == "grpc" else f"127.0.0.1:{server.rest_port}"
-    with ServingClient(address, "tiny", protocol=request.param, timeout=30) as client:
+    with ServingClient(address, "tiny", protocol=request.param, timeout=300) as client:
         yield client
 
 

@@ -70,7 +70,7 @@ def predict_request(inputs, model="tiny", signature="", version=None, label=None
 
 def rest(server, method, path, body=None, raw=None):
     """(HTTP status, parsed JSON) of one request on a fresh connection."""
-    conn = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=30)
+    conn = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=300)
     try:
         data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
         conn.request(method, path, body=data, headers={"Content-Type": "application/json"} if data else {})
@@ -87,7 +87,7 @@ def test_grpc_predict_matches_the_model(stubs):
 
     prediction, _ = stubs
     texts = ["hello", "a rather longer text"]
-    response = prediction.Predict(predict_request({"text": strings(*texts)}), timeout=30)
+    response = prediction.Predict(predict_request({"text": strings(*texts)}), timeout=300)
     assert response.model_spec.name == "tiny" and response.model_spec.version.value == 1
     probabilities = tf.make_ndarray(response.outputs["probabilities"])
     np.testing.assert_allclose(probabilities, expected_probabilities(texts, 1), rtol=1e-5)
@@ -95,13 +95,13 @@ def test_grpc_predict_matches_the_model(stubs):
     assert tf.make_ndarray(response.outputs["length"]).tolist() == [5, 20]
     # A text with no token is answered, not refused, and flagged (`empty`), as a real export does.
     texts = ["  ", "hello", ""]
-    response = prediction.Predict(predict_request({"text": strings(*texts)}), timeout=30)
+    response = prediction.Predict(predict_request({"text": strings(*texts)}), timeout=300)
     np.testing.assert_allclose(tf.make_ndarray(response.outputs["probabilities"]), expected_probabilities(texts, 1),
                                rtol=1e-5)
     assert tf.make_ndarray(response.outputs["empty"]).tolist() == [True, False, True]
     # A label resolves to its version; another signature with two inputs.
     pair = prediction.Predict(predict_request({"text": strings("a"), "text_b": strings("b")}, signature="pair",
-                                              label="stable"), timeout=30)
+                                              label="stable"), timeout=300)
     assert tf.make_ndarray(pair.outputs["joined"]).tolist() == [b"a|b"]
 
 
@@ -117,18 +117,18 @@ def test_grpc_classify_regress_metadata_status(stubs):
     request = classification_pb2.ClassificationRequest()
     request.model_spec.name, request.model_spec.signature_name = "tiny", "classification"
     request.input.example_list.examples.append(example)
-    classes = prediction.Classify(request, timeout=30).result.classifications[0].classes
+    classes = prediction.Classify(request, timeout=300).result.classifications[0].classes
     assert [c.label for c in classes] == ["neg", "pos"]
     np.testing.assert_allclose([c.score for c in classes], expected_probabilities(["hello"], 1)[0], rtol=1e-5)
 
     request = regression_pb2.RegressionRequest()
     request.model_spec.name, request.model_spec.signature_name = "tiny", "regression"
     request.input.example_list.examples.append(example)
-    assert prediction.Regress(request, timeout=30).result.regressions[0].value == pytest.approx(6.0)  # 5 chars + v1
+    assert prediction.Regress(request, timeout=300).result.regressions[0].value == pytest.approx(6.0)  # 5 chars + v1
 
     request = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
     request.model_spec.name = "tiny"
-    response = prediction.GetModelMetadata(request, timeout=30)
+    response = prediction.GetModelMetadata(request, timeout=300)
     signatures = get_model_metadata_pb2.SignatureDefMap()
     response.metadata["signature_def"].Unpack(signatures)
     default = signatures.signature_def["serving_default"]
@@ -137,7 +137,7 @@ def test_grpc_classify_regress_metadata_status(stubs):
 
     request = get_model_status_pb2.GetModelStatusRequest()
     request.model_spec.name = "tiny"
-    (status,) = models.GetModelStatus(request, timeout=30).model_version_status
+    (status,) = models.GetModelStatus(request, timeout=300).model_version_status
     assert (status.version, status.state) == (1, get_model_status_pb2.ModelVersionStatus.AVAILABLE)
 
 
@@ -162,7 +162,7 @@ def test_grpc_multi_inference_runs_classify_and_regress_on_the_same_examples(stu
         return built
 
     response = prediction.MultiInference(request(("tiny", "classification", "classify"),
-                                                 ("tiny", "regression", "regress")), timeout=30)
+                                                 ("tiny", "regression", "regress")), timeout=300)
     classified, regressed = response.results
     assert (classified.model_spec.signature_name, classified.model_spec.version.value) == ("classification", 1)
     assert [[c.label for c in row.classes] for row in classified.classification_result.classifications] == [
@@ -184,7 +184,7 @@ def test_grpc_multi_inference_runs_classify_and_regress_on_the_same_examples(stu
     ]
     for built, code, words in refused:
         with pytest.raises(grpc.RpcError) as raised:
-            prediction.MultiInference(built, timeout=30)
+            prediction.MultiInference(built, timeout=300)
         assert (raised.value.code().name, words in raised.value.details()) == (code, True), raised.value.details()
 
 
@@ -222,11 +222,11 @@ GRPC_ERRORS = [
 def test_grpc_bad_request_answers_its_status_and_the_server_keeps_serving(stubs, case, kwargs, code, words):
     prediction, _ = stubs
     with pytest.raises(grpc.RpcError) as raised:
-        prediction.Predict(predict_request(**kwargs), timeout=30)
+        prediction.Predict(predict_request(**kwargs), timeout=300)
     assert raised.value.code().name == code, raised.value.details()
     for word in words:
         assert word in raised.value.details(), (word, raised.value.details())
-    ok = prediction.Predict(predict_request({"text": strings("still here")}), timeout=30)
+    ok = prediction.Predict(predict_request({"text": strings("still here")}), timeout=300)
     assert ok.outputs["length"].tensor_content  # answered
 
 
@@ -237,23 +237,23 @@ def test_grpc_strings_in_tensor_content_are_read_as_tensorflow_reads_them(stubs)
     from tensorflow_serving.apis import get_model_metadata_pb2
 
     prediction, _ = stubs
-    expected = prediction.Predict(predict_request({"text": strings("a great movie", "ok")}), timeout=30)
+    expected = prediction.Predict(predict_request({"text": strings("a great movie", "ok")}), timeout=300)
     request = predict_request({"text": strings("x")})
     proto = request.inputs["text"]
     del proto.string_val[:]
     proto.tensor_shape.dim[0].size = 2
     proto.tensor_content = bytes([13, 2]) + b"a great movie" + b"ok"
     assert tf.io.parse_tensor(proto.SerializeToString(), tf.string).numpy().tolist() == [b"a great movie", b"ok"]
-    answer = prediction.Predict(request, timeout=30)
+    answer = prediction.Predict(request, timeout=300)
     assert answer.outputs["length"].tensor_content == expected.outputs["length"].tensor_content
     proto.tensor_content = b"abcd"  # one string of length 0x61: 97 bytes announced, 3 there
     with pytest.raises(grpc.RpcError) as raised:
-        prediction.Predict(request, timeout=30)
+        prediction.Predict(request, timeout=300)
     assert raised.value.code().name == "INVALID_ARGUMENT" and "tensor_content" in raised.value.details()
     metadata = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
     metadata.model_spec.SetInParent()  # a ModelSpec, with no name
     with pytest.raises(grpc.RpcError) as raised:  # INVALID_ARGUMENT here too (TF Serving)
-        prediction.GetModelMetadata(metadata, timeout=30)
+        prediction.GetModelMetadata(metadata, timeout=300)
     assert raised.value.code().name == "INVALID_ARGUMENT" and "no name" in raised.value.details()
 
 
@@ -453,12 +453,12 @@ def test_rest_1mb_text_and_keep_alive(server):
 
 def test_prometheus_metrics_count_requests_by_transport_and_code(server, stubs):
     prediction, _ = stubs
-    prediction.Predict(predict_request({"text": strings("counted")}), timeout=30)
+    prediction.Predict(predict_request({"text": strings("counted")}), timeout=300)
     with pytest.raises(grpc.RpcError):
-        prediction.Predict(predict_request({"text": strings(b"\xff")}), timeout=30)  # invalid UTF-8
+        prediction.Predict(predict_request({"text": strings(b"\xff")}), timeout=300)  # invalid UTF-8
     rest(server, "POST", "/v1/models/tiny:predict", {"instances": ["counted"]})
     rest(server, "POST", "/v1/models/nope:predict", {"instances": ["counted"]})
-    conn = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=30)
+    conn = http.client.HTTPConnection("127.0.0.1", server.rest_port, timeout=300)
     conn.request("GET", "/monitoring/prometheus/metrics")
     response = conn.getresponse()
     text = response.read().decode()

@@ -367,7 +367,7 @@ def _check_rest_status(status, payload):
 def _rest(server, method, path, body):
     from serving.server.http_server import MAX_REQUEST_LINE  # noqa: F401 - the transport under test
 
-    with socket.create_connection(("127.0.0.1", server.rest_port), timeout=30) as sock:
+    with socket.create_connection(("127.0.0.1", server.rest_port), timeout=300) as sock:
         head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {len(body)}\r\n\r\n"
         sock.sendall(head.encode("utf-8", "surrogateescape") + body)
         data = b""
@@ -379,13 +379,13 @@ def _rest(server, method, path, body):
 
 
 def _run_grpc_predict(server, stubs, request):
-    _check_grpc(lambda: stubs.Predict(request, timeout=30))
+    _check_grpc(lambda: stubs.Predict(request, timeout=300))
     assert server.rss() - server.rss_start < RSS_BOUND
 
 
 def _run_grpc_classify(server, stubs, request):
-    _check_grpc(lambda: stubs.Classify(request, timeout=30))
-    _check_grpc(lambda: stubs.Regress(request, timeout=30))
+    _check_grpc(lambda: stubs.Classify(request, timeout=300))
+    _check_grpc(lambda: stubs.Regress(request, timeout=300))
     assert server.rss() - server.rss_start < RSS_BOUND
 
 
@@ -426,7 +426,7 @@ def test_fuzz_rest_near_valid_bodies_reach_the_model_and_answer_properly(server,
 @FAST
 @given(head=st.binary(max_size=200))
 def test_fuzz_raw_http_heads(server, head):
-    with socket.create_connection(("127.0.0.1", server.rest_port), timeout=30) as sock:
+    with socket.create_connection(("127.0.0.1", server.rest_port), timeout=300) as sock:
         sock.sendall(head + b"\r\n\r\n")
         sock.shutdown(socket.SHUT_WR)
         data = b""
@@ -459,7 +459,7 @@ def _run_context_rest(server, verb, body):
 
 
 def _run_digit_header(server, data):
-    with socket.create_connection(("127.0.0.1", server.rest_port), timeout=30) as sock:
+    with socket.create_connection(("127.0.0.1", server.rest_port), timeout=300) as sock:
         sock.sendall(data)
         answer = b""
         while chunk := sock.recv(1 << 16):

@@ -197,7 +197,7 @@ def test_1_grpc_a_1mb_context_times_1000_examples_is_refused_before_merging(serv
         request.model_spec.signature_name = "regression"
     assert request.ByteSize() < 2 * MB
     with PeakRss() as rss:
-        code, details = grpc_code(lambda: getattr(prediction, method)(request, timeout=30))
+        code, details = grpc_code(lambda: getattr(prediction, method)(request, timeout=300))
     print(f"\n{method}: refused, peak RSS growth {rss.growth / MB:.1f} MB")
     assert code == "RESOURCE_EXHAUSTED" and "context" in details and "limit" in details, details
     # Refused on the sizes alone: the count and the context's size, no merged example built.
@@ -210,9 +210,9 @@ def test_1_grpc_a_1mb_context_times_1000_examples_is_refused_before_merging(serv
     if method == "Regress":
         small = regression_pb2.RegressionRequest(model_spec=small.model_spec, input=small.input)
         small.model_spec.signature_name = "regression"
-        assert len(prediction.Regress(small, timeout=30).result.regressions) == 3
+        assert len(prediction.Regress(small, timeout=300).result.regressions) == 3
     else:
-        assert len(prediction.Classify(small, timeout=30).result.classifications) == 3
+        assert len(prediction.Classify(small, timeout=300).result.classifications) == 3
     ((called, serialized),) = seen
     assert called == method.lower() + "_examples" and len(serialized) == 3
     context = small.input.example_list_with_context.context.SerializeToString()
@@ -437,7 +437,7 @@ def test_4_thousands_of_unknown_input_names_make_a_short_message(server, predict
     one = tf.make_tensor_proto(np.array([b"a"], dtype=object))
     for i in range(2000):
         request.inputs[f"input_{i:04d}_" + "x" * 200].CopyFrom(one)
-    code, details = grpc_code(lambda: prediction.Predict(request, timeout=30))
+    code, details = grpc_code(lambda: prediction.Predict(request, timeout=300))
     assert code == "INVALID_ARGUMENT" and "and 1995 more" in details and "'text'" in details, details[:500]
     assert len(details) < 2000, len(details)
     status, _, answer = rest(server, "POST", "/v1/models/tiny:predict",

@@ -8,6 +8,7 @@ the model's calls are counted and ordered with events.
 """
 
 import threading
+import time
 
 import keras
 import numpy as np
@@ -120,7 +121,7 @@ def test_under_batching_a_short_request_waits_for_one_part_not_the_whole_long_on
         def hold_the_first_part(index, rows):
             if index == 0:
                 first_part_running.set()
-                short_sent.wait(30)  # the short request is queued while part 1 runs
+                short_sent.wait(300)  # set once the short request is queued, while part 1 runs
             order.append(("call", rows))
 
         _counting_runner(engine, hold_the_first_part)
@@ -132,14 +133,21 @@ def test_under_batching_a_short_request_waits_for_one_part_not_the_whole_long_on
 
         worker = threading.Thread(target=long_client)
         worker.start()
-        assert first_part_running.wait(30)
+        assert first_part_running.wait(300)
         short = threading.Thread(target=lambda: results.__setitem__(
             "short", engine.predict_arrays("docs", inputs=_request(["a short text"]))[2]["probabilities"]))
         short.start()
+        # Part 1 goes on once the short request is in the queue (seen there, not assumed from the
+        # thread's start: a slow thread queued it after part 2, then it ran after the long one).
+        deadline = time.monotonic() + 300
+        while engine._scheduler.pending() < 1 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert engine._scheduler.pending() == 1
         short_sent.set()
-        short.join(60)
+        short.join(300)
+        assert not short.is_alive()
         order.append(("short done", None))
-        worker.join(60)
+        worker.join(300)
     finally:
         engine.stop(drain_timeout_s=5)
     long_calls = [i for i, (what, rows) in enumerate(order) if what == "call" and rows > 1]
@@ -159,7 +167,7 @@ def test_a_drain_stops_a_long_request_when_its_time_is_up(long_text_export, monk
     def slow_parts(index, rows):
         if index == 1:
             part_running.set()
-            stopped.wait(30)  # the second part outlasts the drain's grace period
+            stopped.wait(300)  # the second part outlasts the drain's grace period (set by the test)
 
     calls = _counting_runner(engine, slow_parts)
 
@@ -171,10 +179,10 @@ def test_a_drain_stops_a_long_request_when_its_time_is_up(long_text_export, monk
 
     worker = threading.Thread(target=client)
     worker.start()
-    assert part_running.wait(30)
+    assert part_running.wait(300)
     drained = engine.stop(drain_timeout_s=0.2)
     stopped.set()
-    worker.join(30)
+    worker.join(300)
     assert drained is False
     assert len(errors) == 1 and errors[0].code == "UNAVAILABLE" and "stopped after 2 of" in errors[0].message
     assert len(calls) == 2  # nothing ran after the grace period
