@@ -45,23 +45,21 @@ class AddedTokenError(ValueError):
     """An added token that cannot be matched: empty, not in the vocabulary, or of a bad form."""
 
 
-def added_token_entries(added_tokens, vocabulary):
-    """The added tokens as dicts `{"content", "id", "special", "normalized", "lstrip", "rstrip",
-    "single_word"}` with HF's defaults (`normalized = not special`), their ids from `vocabulary`.
+def added_token_specs(added_tokens):
+    """The added tokens as plain dicts `{"content", "special", "normalized", "lstrip", "rstrip",
+    "single_word"}` with HF's defaults (`normalized = not special`), in the order given: what a saved
+    model records (`task.json`, a `.keras` file) and `added_token_entries` gives ids to.
 
     Args:
         added_tokens: strings (HF's `add_tokens` defaults), dicts (tokenizer.json's `"added_tokens"`
-            entries) or objects with those attributes (`tokenizers.AddedToken`).
-        vocabulary: the token list; every added token must be one of its lines.
+            entries; their `"id"` is not kept: the vocabulary gives it) or objects with those
+            attributes (`tokenizers.AddedToken`).
 
     Raises:
-        AddedTokenError: an entry of another type, an empty token, a flag that is not a bool, or a
-            token that is not in the vocabulary (naming it and its position in `added_tokens`).
+        AddedTokenError: an entry of another type, an empty token or a flag that is not a bool
+            (naming it and its position in `added_tokens`).
     """
-    index = {}
-    for i, token in enumerate(vocabulary):
-        index.setdefault(token, i)
-    entries = []
+    specs = []
     for position, given in enumerate(added_tokens):
         if isinstance(given, str):
             given = {"content": given}
@@ -74,18 +72,39 @@ def added_token_entries(added_tokens, vocabulary):
         if not isinstance(content, str) or not content:
             raise AddedTokenError(f'added_tokens[{position}]: "content" must be a non-empty string, not {content!r}')
         special = given.get("special", False)
-        entry = {"content": content, "special": special, "normalized": given.get("normalized", not special),
-                 "lstrip": given.get("lstrip", False), "rstrip": given.get("rstrip", False),
-                 "single_word": given.get("single_word", False)}
+        spec = {"content": content, "special": special, "normalized": given.get("normalized", not special),
+                "lstrip": given.get("lstrip", False), "rstrip": given.get("rstrip", False),
+                "single_word": given.get("single_word", False)}
         for flag in _FLAGS:
-            if not isinstance(entry[flag], bool):
+            if not isinstance(spec[flag], bool):
                 raise AddedTokenError(f"added_tokens[{position}] ({content!r}): {flag} must be true or false, "
-                                      f"not {entry[flag]!r}")
+                                      f"not {spec[flag]!r}")
+        specs.append(spec)
+    return specs
+
+
+def added_token_entries(added_tokens, vocabulary):
+    """The added tokens as dicts `{"content", "id", "special", "normalized", "lstrip", "rstrip",
+    "single_word"}` with HF's defaults (`normalized = not special`), their ids from `vocabulary`.
+
+    Args:
+        added_tokens: what `added_token_specs` takes.
+        vocabulary: the token list; every added token must be one of its lines.
+
+    Raises:
+        AddedTokenError: as `added_token_specs`, or a token that is not in the vocabulary (naming it
+            and its position in `added_tokens`).
+    """
+    index = {}
+    for i, token in enumerate(vocabulary):
+        index.setdefault(token, i)
+    entries = []
+    for position, spec in enumerate(added_token_specs(added_tokens)):
+        content = spec["content"]
         if content not in index:
             raise AddedTokenError(f"added_tokens[{position}] ({content!r}) is not in the vocabulary: add it as a "
                                   "line of vocab.txt (its line is its id)")
-        entry["id"] = index[content]
-        entries.append(entry)
+        entries.append({**spec, "id": index[content]})
     return entries
 
 
