@@ -224,7 +224,8 @@ class BertTokenizer(tf.Module):
             if pre_tokenizer is not None:
                 raise ValueError("added_tokens cannot be combined with pre_tokenizer (the morpheme analyzer "
                                  "splits the text before the added tokens could be found)")
-            self._added = _AddedHolder(AddedTokenSplitter(added_token_entries(added_tokens, tokens), self.lowercase))
+            self._added = _AddedHolder(AddedTokenSplitter(added_token_entries(added_tokens, tokens), self.lowercase,
+                                                            self.strip_accents))
         self._eager_functions = _EagerFunctionCache()
         self.morpheme_analyzer = None  # the name of `pre_tokenizer` (`self.pre_tokenizer` is BERT's)
         self._host = None
