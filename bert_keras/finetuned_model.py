@@ -20,7 +20,8 @@ file                content
                     `BertMultipleChoice` or `BertEmbedder`
 `task.json`         `format_version` (2), `kind`, `seq_length`, `labels`,
                     `tokenizer` (`vocab`, `lowercase`, `strip_accents`, `pre_tokenizer` if any,
-                    `max_input_chars_per_word` if not 200), `settings` (per kind),
+                    `max_input_chars_per_word` if not 200, `added_tokens` if any: the
+                    tokens found whole, as an HF tokenizer's, with their flags), `settings` (per kind),
                     `encoder_config` (the `BertConfig`), `training` (provenance: init,
                     steps, learning rate, task spec, data files; informational), `recipe`
                     (optional: the fine-tuning recipe's settings, compiled again on load)
@@ -132,6 +133,10 @@ class FinetunedModel:
             clients send split text (its model card says so).
         max_input_chars_per_word: words longer than this read as one [UNK] (the checkpoint's own:
             100 for an HF tokenizer; 200, the original's, when it records none).
+        added_tokens: the tokens found whole before BERT's rules split the text, as HF's added tokens
+            (`pipelines.BertTokenizer(added_tokens=)`: strings, dicts or `tokenizers.AddedToken`s), kept
+            as plain dicts with their flags (`pipelines.tokenizer.added_tokens.added_token_specs`);
+            [] (default): none.
         labels: class / tag names in id order (classification, NER), else None.
         settings: the kind's settings (see the module docstring); missing ones
             take the family's defaults (`bert_keras.families`). One dict: an export's
@@ -157,6 +162,7 @@ class FinetunedModel:
     strip_accents: Optional[bool] = None
     pre_tokenizer: Optional[str] = None
     max_input_chars_per_word: int = ORIGINAL_MAX_CHARS_PER_WORD
+    added_tokens: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
     labels: Optional[List[str]] = None
     settings: Dict[str, Any] = dataclasses.field(default_factory=dict)
     training: Dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -178,6 +184,15 @@ class FinetunedModel:
             raise FinetunedModelError(f"strip_accents must be true, false or null, got {self.strip_accents!r}")
         self.strip_accents = bool(self.lowercase if self.strip_accents is None else self.strip_accents)
         checked_max_chars(self.max_input_chars_per_word, "max_input_chars_per_word", FinetunedModelError)
+        from pipelines.tokenizer.added_tokens import AddedTokenError, added_token_specs
+
+        try:
+            self.added_tokens = added_token_specs(self.added_tokens or [])
+        except AddedTokenError as error:
+            raise FinetunedModelError(str(error)) from None
+        if self.added_tokens and self.pre_tokenizer is not None:
+            raise FinetunedModelError(f"added_tokens cannot be combined with pre_tokenizer={self.pre_tokenizer!r} "
+                                      "(the morpheme analyzer splits the text before they could be found)")
         if self.labels is not None:
             self.labels = [str(label) for label in self.labels]
         if kind_family.needs_labels and not self.labels:
@@ -246,7 +261,8 @@ class FinetunedModel:
         from pipelines import BertTokenizer
 
         return BertTokenizer(self.vocab_file, lowercase=self.lowercase, strip_accents=self.strip_accents,
-                             backend=backend, max_input_chars_per_word=self.max_input_chars_per_word)
+                             backend=backend, max_input_chars_per_word=self.max_input_chars_per_word,
+                             added_tokens=self.added_tokens)
 
     def packer(self, tokenizer):
         """A `pipelines.BertPacker` at this model's `seq_length` with `tokenizer`'s special ids."""
@@ -283,7 +299,8 @@ def read_finetuned_encoder(directory, *, output_hidden_states=False, output_atte
                                 output_attentions=output_attentions)
     tokenizer = BertTokenizer(record.vocab_file, lowercase=record.lowercase, strip_accents=record.strip_accents,
                               pre_tokenizer=record.pre_tokenizer,
-                              max_input_chars_per_word=record.max_input_chars_per_word)
+                              max_input_chars_per_word=record.max_input_chars_per_word,
+                              added_tokens=record.added_tokens)
     return encoder, tokenizer
 
 
@@ -469,7 +486,8 @@ def save_finetuned(directory, finetuned, *, overwrite=False, optimizer_state=Non
                           **({"pre_tokenizer": finetuned.pre_tokenizer} if finetuned.pre_tokenizer else {}),
                           # only when it is not the original's 200, which a record without it reads as
                           **({"max_input_chars_per_word": finetuned.max_input_chars_per_word}
-                             if finetuned.max_input_chars_per_word != ORIGINAL_MAX_CHARS_PER_WORD else {})},
+                             if finetuned.max_input_chars_per_word != ORIGINAL_MAX_CHARS_PER_WORD else {}),
+                          **({"added_tokens": finetuned.added_tokens} if finetuned.added_tokens else {})},
             "settings": finetuned.settings,
             "encoder_config": finetuned.model.encoder.config.to_dict(),
             "training": finetuned.training,
@@ -562,6 +580,13 @@ def read_finetuned(directory, *, load_model=True):
     if not os.path.isfile(vocab):
         raise FinetunedModelError(f"{directory}: not a fine-tuned model directory: no "
                                   f"{os.path.basename(vocab)}")
+    if fields.get("added_tokens"):
+        with open(vocab, encoding="utf-8") as handle:
+            lines = set(handle.read().splitlines())
+        missing = [spec["content"] for spec in fields["added_tokens"] if spec["content"] not in lines]
+        if missing:
+            raise FinetunedModelError(f"{directory}/{TASK_FILE}: field 'tokenizer': added token(s) {missing} are "
+                                      f"not lines of {vocab}")
     results = os.path.join(directory, EVAL_RESULTS_FILE)
     eval_results = _read_json_object(results) if os.path.isfile(results) else None
     model = _load_model(os.path.join(directory, MODEL_FILE)) if load_model else None
@@ -693,6 +718,13 @@ def _fields_v2(directory, info):
     pre_tokenizer = _field(tokenizer, "pre_tokenizer", (str,), f"{where} field 'tokenizer'", default=None)
     max_chars = _field(tokenizer, "max_input_chars_per_word", (int,), f"{where} field 'tokenizer'",
                        default=ORIGINAL_MAX_CHARS_PER_WORD, check=lambda v: v >= 1, expected="an integer >= 1")
+    added = _field(tokenizer, "added_tokens", (list,), f"{where} field 'tokenizer'", default=[], expected="a list")
+    from pipelines.tokenizer.added_tokens import AddedTokenError, added_token_specs
+
+    try:
+        added = added_token_specs(added)
+    except AddedTokenError as error:
+        raise FinetunedModelError(f"{where}: field 'tokenizer': {error}") from None
     settings = _field(info, "settings", (dict,), where, default={}, expected="an object")
     training = _field(info, "training", (dict,), where, default={}, expected="an object")
     recipe = _field(info, "recipe", (dict,), where, default=None, expected="an object")
@@ -708,7 +740,8 @@ def _fields_v2(directory, info):
     return dict(kind=kind, seq_length=_positive_int(info, "seq_length", where), labels=labels,
                 labels_source=labels_source, vocab_file=os.path.join(directory, vocab),
                 lowercase=lowercase, strip_accents=strip_accents, pre_tokenizer=pre_tokenizer,
-                max_input_chars_per_word=max_chars, settings=_check_settings(kind, dict(settings), where),
+                max_input_chars_per_word=max_chars, added_tokens=added,
+                settings=_check_settings(kind, dict(settings), where),
                 training=dict(training), recipe=dict(recipe) if recipe else None)
 
 

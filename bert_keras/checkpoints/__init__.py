@@ -16,6 +16,7 @@ google-research variable names; `read_pretrained` returns it.
 from bert_keras.checkpoints.errors import CheckpointFormatError, CheckpointMismatchError
 from bert_keras.checkpoints.loading import (
     find_added_tokens,
+    find_matched_added_tokens,
     find_sentence_seq_length,
     find_tokenizer_settings,
     find_vocabulary,
@@ -30,6 +31,7 @@ __all__ = [
     "CheckpointFormatError",
     "CheckpointMismatchError",
     "find_added_tokens",
+    "find_matched_added_tokens",
     "find_sentence_seq_length",
     "find_tokenizer_settings",
     "find_vocabulary",

@@ -16,10 +16,12 @@ Name mapping, HF -> canonical (google-research TF1 names):
 * `cls.seq_relationship.weight` is `[2, H]`, like TF1's `output_weights`.
 """
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import warnings
 
 import numpy as np
 
@@ -592,6 +594,15 @@ def checkpoint_added_tokens(directory):
             raise CheckpointFormatError(f'{path}: not a JSON object of {{"token": id}}')
         return sorted(added, key=lambda token: added[token] if isinstance(added[token], int) else 0)
     return []
+
+
+@contextlib.contextmanager
+def added_tokens_matched_whole():
+    """Silences `_added_tokens`' warning that a directory's added tokens are read as word pieces, for a
+    caller that reads them whole (`BertTokenizer(added_tokens=find_added_tokens(spec))`)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"(?s).*added token\(s\) .* matched as word pieces")
+        yield
 
 
 def _cached_vocabulary(key, tokens, settings):

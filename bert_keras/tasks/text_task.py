@@ -62,7 +62,7 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
 
     def __init__(self, head, *, vocab_file, seq_length=None, lowercase=True, strip_accents=None,
                  pre_tokenizer=None, labels=None, settings=None, training=None, eval_results=None, name=None,
-                 max_input_chars_per_word=ORIGINAL_MAX_CHARS_PER_WORD):
+                 max_input_chars_per_word=ORIGINAL_MAX_CHARS_PER_WORD, added_tokens=None):
         super().__init__(name=name or type(self).__name__)
         if self._pooler_unused(head):
             head.encoder.pooler.trainable = False
@@ -78,7 +78,7 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
                 kind=self.kind, model=None, vocab_file=os.fspath(vocab_file), seq_length=seq_length,
                 lowercase=bool(lowercase), strip_accents=resolved_strip_accents(lowercase, strip_accents),
                 pre_tokenizer=pre_tokenizer, max_input_chars_per_word=max_input_chars_per_word,
-                labels=list(labels) if labels is not None else None,
+                added_tokens=list(added_tokens or []), labels=list(labels) if labels is not None else None,
                 settings=dict(settings or {}), training=dict(training or {}), eval_results=eval_results)
         except FinetunedModelError as error:  # the task's arguments, not a directory's task.json
             raise TaskInputError(str(error)) from None
@@ -145,7 +145,8 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
                 self._built_once.tokenizer = BertTokenizer(record.vocab_file, lowercase=record.lowercase,
                                                            strip_accents=record.strip_accents,
                                                            pre_tokenizer=record.pre_tokenizer,
-                                                           max_input_chars_per_word=record.max_input_chars_per_word)
+                                                           max_input_chars_per_word=record.max_input_chars_per_word,
+                                                           added_tokens=record.added_tokens)
             except MissingDependencyError as error:  # say where the analyzer comes from
                 raise type(error)(f"this {type(self).__name__} reads text split by {record.pre_tokenizer!r} "
                                   f"(its vocabulary {record.vocab_file} holds morphemes as words; the model's "

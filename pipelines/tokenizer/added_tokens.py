@@ -15,11 +15,15 @@ there is looked up; the longest found is that position's match, and the matches 
 left, each search resuming after the previous match. The cost grows with the text and the number of
 distinct token lengths, not with the number of tokens.
 
-Here the normalized pass matches the raw text too, case-insensitively for an uncased tokenizer
-(its text lowercased by `tf.strings.lower`); HF matches the normalized text, so an added token
-also matches where only accents or control characters differ, which this does not; and HF's
-lstrip / rstrip also take the spaces its normalizer puts around a CJK character (offsets that then
-overlap that character's), where this takes the text's own whitespace only.
+Here the normalized pass looks up the raw text's characters as BERT's normalizer leaves them
+(lowercased for an uncased tokenizer, accents stripped when it strips them: `_folded`, the tables
+of `BertPreTokenizer`), and the tokens likewise, so "cafe" and "CAFÉ" find "café" as in HF, which
+matches the normalized text. Three differences remain: HF also drops control and format
+characters (U+200B) before matching, so a token with one inside still matches there; after a
+match in decomposed text ("cafe" + U+0301) the stripped mark may be inside the match's offsets
+here and outside in HF's; and HF's lstrip / rstrip also take the spaces its normalizer puts around
+a CJK character (offsets that then overlap that character's), where this takes the text's own
+whitespace only.
 
 A text with no added token in it is tokenized as without them; a tokenizer without added tokens
 never runs these ops (`BertTokenizer` skips them).
@@ -27,6 +31,9 @@ never runs these ops (`BertTokenizer` skips them).
 
 import numpy as np
 import tensorflow as tf
+
+from pipelines.tokenizer.normalize import resolved_strip_accents
+from pipelines.tokenizer.unicode_tables import character_expansions, normalize_character
 
 # A byte that never occurs in UTF-8: it marks the matches for `tf.strings.split`.
 _MARK = b"\xff"
@@ -45,23 +52,21 @@ class AddedTokenError(ValueError):
     """An added token that cannot be matched: empty, not in the vocabulary, or of a bad form."""
 
 
-def added_token_entries(added_tokens, vocabulary):
-    """The added tokens as dicts `{"content", "id", "special", "normalized", "lstrip", "rstrip",
-    "single_word"}` with HF's defaults (`normalized = not special`), their ids from `vocabulary`.
+def added_token_specs(added_tokens):
+    """The added tokens as plain dicts `{"content", "special", "normalized", "lstrip", "rstrip",
+    "single_word"}` with HF's defaults (`normalized = not special`), in the order given: what a saved
+    model records (`task.json`, a `.keras` file) and `added_token_entries` gives ids to.
 
     Args:
         added_tokens: strings (HF's `add_tokens` defaults), dicts (tokenizer.json's `"added_tokens"`
-            entries) or objects with those attributes (`tokenizers.AddedToken`).
-        vocabulary: the token list; every added token must be one of its lines.
+            entries; their `"id"` is not kept: the vocabulary gives it) or objects with those
+            attributes (`tokenizers.AddedToken`).
 
     Raises:
-        AddedTokenError: an entry of another type, an empty token, a flag that is not a bool, or a
-            token that is not in the vocabulary (naming it and its position in `added_tokens`).
+        AddedTokenError: an entry of another type, an empty token or a flag that is not a bool
+            (naming it and its position in `added_tokens`).
     """
-    index = {}
-    for i, token in enumerate(vocabulary):
-        index.setdefault(token, i)
-    entries = []
+    specs = []
     for position, given in enumerate(added_tokens):
         if isinstance(given, str):
             given = {"content": given}
@@ -74,18 +79,39 @@ def added_token_entries(added_tokens, vocabulary):
         if not isinstance(content, str) or not content:
             raise AddedTokenError(f'added_tokens[{position}]: "content" must be a non-empty string, not {content!r}')
         special = given.get("special", False)
-        entry = {"content": content, "special": special, "normalized": given.get("normalized", not special),
-                 "lstrip": given.get("lstrip", False), "rstrip": given.get("rstrip", False),
-                 "single_word": given.get("single_word", False)}
+        spec = {"content": content, "special": special, "normalized": given.get("normalized", not special),
+                "lstrip": given.get("lstrip", False), "rstrip": given.get("rstrip", False),
+                "single_word": given.get("single_word", False)}
         for flag in _FLAGS:
-            if not isinstance(entry[flag], bool):
+            if not isinstance(spec[flag], bool):
                 raise AddedTokenError(f"added_tokens[{position}] ({content!r}): {flag} must be true or false, "
-                                      f"not {entry[flag]!r}")
+                                      f"not {spec[flag]!r}")
+        specs.append(spec)
+    return specs
+
+
+def added_token_entries(added_tokens, vocabulary):
+    """The added tokens as dicts `{"content", "id", "special", "normalized", "lstrip", "rstrip",
+    "single_word"}` with HF's defaults (`normalized = not special`), their ids from `vocabulary`.
+
+    Args:
+        added_tokens: what `added_token_specs` takes.
+        vocabulary: the token list; every added token must be one of its lines.
+
+    Raises:
+        AddedTokenError: as `added_token_specs`, or a token that is not in the vocabulary (naming it
+            and its position in `added_tokens`).
+    """
+    index = {}
+    for i, token in enumerate(vocabulary):
+        index.setdefault(token, i)
+    entries = []
+    for position, spec in enumerate(added_token_specs(added_tokens)):
+        content = spec["content"]
         if content not in index:
             raise AddedTokenError(f"added_tokens[{position}] ({content!r}) is not in the vocabulary: add it as a "
                                   "line of vocab.txt (its line is its id)")
-        entry["id"] = index[content]
-        entries.append(entry)
+        entries.append({**spec, "id": index[content]})
     return entries
 
 
@@ -115,6 +141,35 @@ def _find(matching, texts):
     return index
 
 
+def _fold_constants(matching):
+    """The pass's normalization tables (`unicode_tables.character_expansions`) as constants, once a graph."""
+    if not matching["fold"]:
+        return None
+    slots, splits, values = matching["fold_tables"]
+    values = np.asarray(values) if len(values) else np.zeros([1], np.int32)
+    return tf.constant(slots), tf.constant(np.asarray(splits, np.int64)), tf.constant(np.asarray(values, np.int32))
+
+
+def _folded(folding, texts):
+    """`texts` as BERT's normalizer leaves them (`str.lower()` and / or NFD without Mn marks, character
+    by character, as `BertPreTokenizer`): what a normalized added token is matched against."""
+    slots, splits, values = folding
+    cps = tf.strings.unicode_decode(texts, "UTF-8", errors="replace")
+    flat = cps.flat_values
+    slot = tf.cast(tf.gather(slots, flat), tf.int64)
+    changed = slot >= 0
+    slot = tf.maximum(slot, 0)
+    start = tf.gather(splits, slot)
+    length = tf.where(changed, tf.gather(splits, slot + 1) - start, 1)
+    source = tf.repeat(tf.range(tf.size(flat, out_type=tf.int64)), length)
+    ends = tf.cumsum(length)
+    within = tf.range(tf.reduce_sum(length)) - tf.gather(ends - length, source)
+    mapped = tf.gather(values, tf.minimum(tf.gather(start, source) + within, tf.size(values, out_type=tf.int64) - 1))
+    out = tf.where(tf.gather(changed, source), mapped, tf.gather(flat, source))
+    row_splits = tf.gather(tf.concat([[0], ends], 0), cps.row_splits)
+    return tf.strings.unicode_encode(tf.RaggedTensor.from_row_splits(out, row_splits, validate=False), "UTF-8")
+
+
 class AddedTokenSplitter:
     """Splits strings at their added tokens, as graph ops (core TensorFlow only).
 
@@ -122,24 +177,34 @@ class AddedTokenSplitter:
     by BERT's rules) and the matches (one id each), with their byte spans in the string.
     """
 
-    def __init__(self, entries, lowercase):
+    def __init__(self, entries, lowercase, strip_accents=None):
         self.entries = list(entries)
         self.passes = []
+        strip_accents = resolved_strip_accents(lowercase, strip_accents)
         for normalized in (False, True):
             group = [e for e in self.entries if e["normalized"] == normalized]
             if not group:
                 continue
-            fold = normalized and lowercase
+            fold = normalized and (lowercase or strip_accents)
+
+            def key(content):
+                """The token as the normalizer leaves it (lowercased, accents stripped), as HF matches it."""
+                if not fold:
+                    return content
+                return "".join(normalize_character(c, lowercase, strip_accents) for c in content) or content
+
             by_key = {}
             for entry in group:
-                by_key.setdefault(entry["content"].lower() if fold else entry["content"], entry)
+                by_key.setdefault(key(entry["content"]), entry)
             # Longest first: at a position the longest token is taken (HF's leftmost-longest).
             ordered = sorted(by_key.values(), key=lambda e: -len(e["content"].encode("utf-8")))
-            keys = [entry["content"].lower() if fold else entry["content"] for entry in ordered]
+            keys = [key(entry["content"]) for entry in ordered]
             self.passes.append({
                 "fold": fold, "keys": keys,
-                # the lengths in characters to try at every position (a match has its token's, case folded or not)
-                "widths": sorted({len(entry["content"]) for entry in ordered}, reverse=True),
+                "fold_tables": character_expansions(lowercase, strip_accents) if fold else None,
+                # the lengths in characters to try at every position: a match has its token's, or its
+                # normalized key's (a text's 'café' is 4 characters whatever the token's form)
+                "widths": sorted({len(entry["content"]) for entry in ordered} | {len(k) for k in keys}, reverse=True),
                 "ids": [entry["id"] for entry in ordered],
                 "lstrip": [entry["lstrip"] for entry in ordered],
                 "rstrip": [entry["rstrip"] for entry in ordered],
@@ -208,11 +273,12 @@ class AddedTokenSplitter:
         count = nchars + npieces
         position = tf.range(count)
         longest = tf.zeros([count], tf.int64)
+        folding = _fold_constants(matching)
+        # the characters as the normalizer leaves them (each on its own: zero, one or more characters)
+        keyed = chars.with_flat_values(_folded(folding, chars.flat_values)) if matching["fold"] else chars
         for width in matching["widths"]:
-            grams = tf.strings.ngrams(chars, width, separator="")
+            grams = tf.strings.ngrams(keyed, width, separator="")
             texts = grams.flat_values
-            if matching["fold"]:
-                texts = tf.strings.lower(texts, encoding="utf-8")
             rows = grams.value_rowids()
             at = tf.gather(row_splits, rows) + rows + tf.range(tf.size(rows, out_type=tf.int64)) - tf.gather(
                 grams.row_splits, rows)
@@ -244,7 +310,7 @@ class AddedTokenSplitter:
         """The id of each matched part (its text: a token's content, as found)."""
         keys = values
         if matching["fold"]:
-            keys = tf.strings.lower(keys, encoding="utf-8")
+            keys = _folded(_fold_constants(matching), keys)
         which = _find(matching, keys)
         found = which >= 0
         ids = tf.gather(tf.constant(matching["ids"], tf.int64), tf.maximum(which, 0))

@@ -180,6 +180,12 @@ class BertTokenizer(tf.Module):
             raise ValueError("max_input_chars_per_word must be at least 1.")
         tokens = load_vocabulary(vocab_file) if vocabulary is None else list(vocabulary)
         source = vocab_file if vocab_file is not None else "the vocabulary"
+        if vocabulary is not None and len(set(tokens)) != len(tokens):  # load_vocabulary checks a file's
+            first = {}
+            for index, token in enumerate(tokens):
+                if first.setdefault(token, index) != index:
+                    raise VocabularyError(f"vocabulary=: token {token!r} appears twice, at ids {first[token]} and "
+                                          f"{index}. Each token needs exactly one id.")
         self.special_tokens = special_tokens_from_vocabulary(
             tokens, pad=pad_token, unk=unk_token, cls=cls_token, sep=sep_token,
             mask=mask_token, require_mask=False, source=source,
@@ -224,7 +230,8 @@ class BertTokenizer(tf.Module):
             if pre_tokenizer is not None:
                 raise ValueError("added_tokens cannot be combined with pre_tokenizer (the morpheme analyzer "
                                  "splits the text before the added tokens could be found)")
-            self._added = _AddedHolder(AddedTokenSplitter(added_token_entries(added_tokens, tokens), self.lowercase))
+            self._added = _AddedHolder(AddedTokenSplitter(added_token_entries(added_tokens, tokens), self.lowercase,
+                                                            self.strip_accents))
         self._eager_functions = _EagerFunctionCache()
         self.morpheme_analyzer = None  # the name of `pre_tokenizer` (`self.pre_tokenizer` is BERT's)
         self._host = None

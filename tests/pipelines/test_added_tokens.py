@@ -151,6 +151,29 @@ def test_added_tokens_are_plain_json_and_take_tokenizers_added_token():
     assert tokenizer.tokenize(["x[NEW] [NEW] ab"]).to_list() == [[17, 8, 7, 9, 37, 16]]
 
 
+@pytest.mark.parametrize("lowercase, strip_accents", [(True, None), (False, None), (True, False), (False, True)])
+def test_normalized_added_tokens_match_where_only_accents_differ_as_transformers(lowercase, strip_accents):
+    """HF matches a normalized token in the normalized text: with accents stripped, "cafe" and "CAFÉ"
+    are the added "café", and "naïve" is found in "NAIVE". They were read by the WordPiece rules
+    ("cafe": its own id) where only the case was folded."""
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "x", "cafe", "##x", "y", "naive", "한국", "##어", "u"]
+    hf = transformers.BertTokenizerFast(vocab=dict((w, i) for i, w in enumerate(words)), do_lower_case=lowercase,
+                                        strip_accents=strip_accents)
+    hf.add_tokens([tokenizers.AddedToken("café", normalized=True), tokenizers.AddedToken("naïve", normalized=True),
+                   "한국어", tokenizers.AddedToken("Über", normalized=True)])
+    added = json.loads(hf.backend_tokenizer.to_str())["added_tokens"]
+    vocabulary = words + [entry["content"] for entry in added if entry["id"] >= len(words)]
+    texts = ["cafe", "CAFÉ x", "xcafé y", "cafex", "NAIVE naïve naive", "한국어", "über ÜBER uber", "e\u0301 Café"]
+    expected = [_hf_tokens(hf, text) for text in texts]
+    for backend in ("tf_text", "core"):
+        ours = BertTokenizer(vocabulary=vocabulary, lowercase=lowercase, strip_accents=strip_accents,
+                             added_tokens=added, backend=backend, max_input_chars_per_word=100)
+        got = _our_tokens(ours, texts)
+        assert [(text, a, b) for text, a, b in zip(texts, got, expected) if a != b] == [], backend
+    if lowercase if strip_accents is None else strip_accents:  # accents stripped
+        assert expected[0][0] == [vocabulary.index("café")]
+
+
 def test_added_token_not_in_vocabulary_is_refused_by_name():
     with pytest.raises(AddedTokenError, match=r"added_tokens\[1\] \('<e1>'\) is not in the vocabulary"):
         BertTokenizer(vocabulary=WORDPIECES, added_tokens=["new", "<e1>"])

@@ -135,6 +135,17 @@ def test_carriage_return_line_endings_are_named(tmp_path):
         load_vocabulary(path)
 
 
+@pytest.mark.parametrize("backend", ["tf_text", "core"])
+def test_a_vocabulary_list_with_a_token_twice_is_refused_by_name(backend):
+    """`BertTokenizer(vocabulary=[...])` with a token twice failed deep in TensorFlow ("Tokens in the
+    vocabulary must be unique", "HashTable has different value for same key") without naming it."""
+    from pipelines import BertTokenizer
+
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "x", "dup", "y", "dup"]
+    with pytest.raises(VocabularyError, match=r"vocabulary=: token 'dup' appears twice, at ids 6 and 8"):
+        BertTokenizer(vocabulary=words, backend=backend)
+
+
 def test_a_json_file_is_not_read_as_a_vocabulary(tmp_path):
     """HF's tokenizer.json given as the vocabulary failed with "token '{' appears twice"."""
     path = write_bytes(tmp_path, b'{\n  "model": {"type": "WordPiece", "vocab": {"[PAD]": 0}}\n}\n', name="tokenizer.json")

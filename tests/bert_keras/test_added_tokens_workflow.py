@@ -1,0 +1,147 @@
+"""An HF checkpoint whose tokenizer adds tokens ("[E1]", "<ent>"): a task from it, its saved forms, its
+export and `bert-keras tokenize` read them whole, with transformers' ids (`BertTokenizerFast`)."""
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+transformers = pytest.importorskip("transformers")
+tokenizers = pytest.importorskip("tokenizers")
+
+WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "drug", "cures", "pain", "e", "##1", "[", "]", "<",
+         ">", "ent", "x", "!", "/"]
+TEXT = "[E1] The drug [/E1] cures <ent> pain x<ent>!"  # <ent> is single_word: not after the x
+SEQ_LENGTH = 16  # HF's ids fit (14); the text split by BERT's rules would not (23)
+
+
+def _hf_checkpoint(directory, added=True):
+    """A tiny HF directory (tokenizer.json, random weights) and transformers' tokenizer of it."""
+    from bert_keras.checkpoints import hf
+    from bert_keras.checkpoints.layout import canonical_shapes
+    from bert_keras.config import BertConfig
+
+    directory.mkdir()
+    (directory / "words.txt").write_text("\n".join(WORDS) + "\n")
+    theirs = transformers.BertTokenizerFast(str(directory / "words.txt"), do_lower_case=True)
+    if added:
+        theirs.add_tokens(["[E1]", "[/E1]", tokenizers.AddedToken("<ent>", single_word=True)])
+    theirs.save_pretrained(directory / "hf")
+    config = BertConfig(vocab_size=len(theirs), hidden_size=16, num_layers=1, num_heads=2, intermediate_size=19,
+                        max_position_embeddings=32)
+    rng = np.random.default_rng(0)
+    weights = {name: rng.normal(0.0, 0.2, shape).astype(np.float32)
+               for name, shape in dict(canonical_shapes(config)).items()}
+    hf.write_hf(str(directory / "hf"), config, weights)
+    return f"hf:{directory / 'hf'}", transformers.BertTokenizerFast.from_pretrained(str(directory / "hf"))
+
+
+def _packed_ids(task, text=TEXT):
+    ids = task.preprocessor([text])["token_ids"].numpy()[0].tolist()
+    return ids[:ids.index(task.tokenizer.special_tokens.sep) + 1]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """`(spec, transformers' tokenizer, task fine-tuned one step, its predictions, saved directory)`."""
+    from bert_keras.tasks import TextClassifier
+
+    root = tmp_path_factory.mktemp("added")
+    spec, theirs = _hf_checkpoint(root / "checkpoint")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not "read as word pieces": they are not
+        task = TextClassifier.from_pretrained(spec, labels=["no", "yes"], seq_length=SEQ_LENGTH)
+    task.fit([TEXT, "the drug"], ["yes", "no"], epochs=1, batch_size=2, verbose=0)
+    predictions = task.predict([TEXT], verbose=0)
+    directory = task.save(str(root / "model"))
+    return spec, theirs, task, predictions, directory, root
+
+
+def test_a_task_from_an_hf_checkpoint_reads_its_added_tokens_as_transformers(trained):
+    """Before: "[E1]" read as [, e, ##1, ] (the task built its tokenizer without the checkpoint's added
+    tokens) where transformers reads one id."""
+    _, theirs, task, _, _, _ = trained
+    assert _packed_ids(task) == theirs(TEXT)["input_ids"] == [2, 19, 5, 6, 20, 7, 21, 8, 16, 13, 15, 14, 17, 3]
+
+
+def test_the_saved_directory_and_keras_file_keep_the_added_tokens(trained, tmp_path):
+    import keras
+
+    from bert_keras.finetuned_model import read_finetuned_encoder
+    from bert_keras.tasks import load
+
+    _, theirs, task, predictions, directory, _ = trained
+    expected = theirs(TEXT)["input_ids"]
+    saved = json.load(open(f"{directory}/task.json"))["tokenizer"]["added_tokens"]
+    assert [entry["content"] for entry in saved][-3:] == ["[E1]", "[/E1]", "<ent>"]
+    assert saved[-1]["single_word"] is True and "id" not in saved[-1]
+    loaded = load(directory)
+    assert _packed_ids(loaded) == expected
+    np.testing.assert_allclose(loaded.predict([TEXT], verbose=0), predictions, atol=1e-6)
+    _, tokenizer = read_finetuned_encoder(directory)
+    assert tokenizer.tokenize([TEXT]).to_list()[0] == expected[1:-1]
+    task.save(str(tmp_path / "task.keras"))
+    reread = keras.saving.load_model(str(tmp_path / "task.keras"))
+    assert _packed_ids(reread) == expected
+    np.testing.assert_allclose(reread.predict([TEXT], verbose=0), predictions, atol=1e-6)
+    # the preprocessor layer on its own, as Keras serializes it
+    from bert_keras.tasks.preprocessor import TextPreprocessor
+
+    layer = TextPreprocessor.from_config(task.preprocessor.get_config())
+    assert layer([TEXT])["token_ids"].numpy()[0][:len(expected)].tolist() == expected
+
+
+@pytest.mark.parametrize("source", ["checkpoint", "finetuned"])
+def test_bert_keras_tokenize_finds_the_added_tokens(trained, source, capsys):
+    from bert_keras.cli.main import main
+
+    spec, theirs, _, _, directory, _ = trained
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert main(["tokenize", "--init", spec if source == "checkpoint" else directory, "--json", TEXT]) == 0
+    record = json.loads(capsys.readouterr().out)
+    expected = theirs(TEXT, add_special_tokens=False, return_offsets_mapping=True)
+    assert [token["id"] for token in record["tokens"]] == expected["input_ids"]
+    assert [[t["start_char"], t["end_char"]] for t in record["tokens"]] == [list(o) for o in expected["offset_mapping"]]
+
+
+@pytest.mark.slow  # the export: ~35 s
+def test_the_export_tokenizes_with_the_added_tokens(trained):
+    """Before: the SavedModel's in-graph tokenizer split "[E1]", so the text no longer fit (truncated)."""
+    import tensorflow as tf
+
+    from bert_keras.tasks import load
+
+    _, _, _, predictions, directory, root = trained
+    path = load(directory).export(str(root / "models"), "clf", check=False, warmup_requests=0)
+    outputs = tf.saved_model.load(path).signatures["serving_default"](text=tf.constant([TEXT]))
+    assert not outputs["truncated"].numpy()[0]
+    np.testing.assert_allclose(outputs["probabilities"].numpy(), predictions, atol=1e-5)
+
+
+def test_a_checkpoint_adding_nothing_keeps_the_original_rules(tmp_path):
+    """Every tokenizer.json lists BERT's special tokens as added: alone they change nothing (a text's
+    "[SEP]" is split as google-research splits it)."""
+    from bert_keras.checkpoints import find_added_tokens, find_matched_added_tokens
+
+    spec, _ = _hf_checkpoint(tmp_path / "plain", added=False)
+    assert [entry["content"] for entry in find_added_tokens(spec)] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    assert find_matched_added_tokens(spec) == []
+
+
+def test_a_task_json_with_a_bad_added_token_names_the_file(trained, tmp_path):
+    import shutil
+
+    from bert_keras.finetuned_model import FinetunedModelError, read_finetuned
+
+    _, _, _, _, directory, _ = trained
+    copy = shutil.copytree(directory, tmp_path / "model")
+    info = json.load(open(copy / "task.json"))
+    for bad, message in (("[E1]", r"field 'tokenizer'.*expected a list"),
+                         ([{"content": "[E9]"}], r"added token\(s\) \['\[E9\]'\] are not lines of"),
+                         ([{"content": "[E1]", "single_word": "yes"}], "single_word must be true or false")):
+        info["tokenizer"]["added_tokens"] = bad
+        (copy / "task.json").write_text(json.dumps(info))
+        with pytest.raises(FinetunedModelError, match=r"task\.json.*" + message):
+            read_finetuned(str(copy), load_model=False)
