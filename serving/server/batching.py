@@ -291,6 +291,26 @@ class BatchScheduler:
             raise task.error
         return task.result
 
+    def run_now(self, run_fn, inputs: Mapping[str, np.ndarray], rows: int, cost: int | None = None):
+        """Run `inputs` at once in the calling thread, alone, but padded as a batch of its rows is
+        (`allowed_batch_sizes`; the padding's outputs dropped): a warmup record, which TF Serving
+        replays through its batching session, so the padded shapes are the ones warmed up.
+
+        >>> scheduler = BatchScheduler(BatchingOptions(max_batch_size=4, allowed_batch_sizes=(2, 4)))
+        >>> seen = []
+        >>> out = scheduler.run_now(lambda d: seen.append(len(d["x"])) or {"y": d["x"] * 2}, {"x": np.ones(3)}, 3)
+        >>> seen, out["y"].tolist()
+        ([4], [2.0, 2.0, 2.0])
+        >>> scheduler.stop()
+        True
+        """
+        cost = rows if cost is None else max(1, int(cost))
+        task = _Task(inputs, rows, cost)
+        self._run(run_fn, [task], rows)
+        if task.error is not None:
+            raise task.error
+        return task.result
+
     # ------------------------------------------------------------------ worker side
 
     def _next_batch(self):
