@@ -208,11 +208,25 @@ def connect(address=None, model_name=None, *, rest=False, signature_name=DEFAULT
     try:
         return client, client.signature(signature_name)
     except ServingClientError as error:
-        hint = "" if error.code != "UNAVAILABLE" else (
-            f" (is `bert-keras serve` running on {address}? "
-            + ("REST is its --rest-port, gRPC its --port; a gRPC port takes no --rest)" if rest
-               else "a REST port needs --rest)"))
+        hint = ""
+        if error.code == "UNAVAILABLE":
+            hint = (f" (is `bert-keras serve` running on {address}? "
+                    + ("REST is its --rest-port, gRPC its --port; a gRPC port takes no --rest)" if rest
+                       else "a REST port needs --rest)"))
+        elif error.code == "NOT_FOUND" and _unknown_model(error.message, model_name):
+            # Neither server lists its models to a client: say where the names are.
+            hint = (f" (no model named {model_name!r} is served there: --model-name / model_name= is a name the "
+                    "server serves, which `bert-keras serve` prints after 'models:' and tensorflow_model_server "
+                    "takes from its --model_name or models.config)")
         raise ServerConnectionError(f"{protocol} {address}: {error.code}: {error.message}{hint}") from None
+
+
+def _unknown_model(message, model_name):
+    """True when a NOT_FOUND answer is about the model's name, not one of its versions: the embedded
+    server's "model 'x' not found", TF Serving's "Servable not found for request: Latest(x)" (gRPC) or
+    "Could not find any versions of model x" (its REST status)."""
+    return message in (f"model '{model_name}' not found", f"Servable not found for request: Latest({model_name})",
+                       f"Could not find any versions of model {model_name}")
 
 
 class ServingClient:

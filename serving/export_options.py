@@ -24,7 +24,8 @@ TOKENIZER_BACKENDS = ("tf_text", "core")
 class ExportOptions:
     """What `export_saved_model` takes besides the model and where it goes (see its Args)."""
 
-    version: Optional[int] = option(None, "version number, at most 18 digits (default: highest existing + 1, or 1)",
+    version: Optional[int] = option(None, "version number, at most 9223372036854775807 (int64, as TF Serving "
+                                    "reads it) (default: highest existing + 1, or 1)",
                                     type=int)
     tokenizer_backend: str = option("tf_text", "tf_text (fast; TF-Text ops) or core (core TF ops only: any stock "
                                                "tensorflow/serving image runs it)", "--tokenizer",

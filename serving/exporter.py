@@ -56,7 +56,6 @@ from pipelines.atomic_writes import (check_free_space, install_directory, make_s
 from serving.export_options import DEFAULT_RELEASE, DEFAULT_WARMUP_REQUESTS, TOKENIZER_BACKENDS
 from serving.signatures.text_inputs import DEFAULT_CHARS_PER_TOKEN
 from serving.warmup import MAX_WARMUP_RECORDS, warmup_batch_sizes
-_VERSION = re.compile(r"^[0-9]+$")
 
 
 @dataclasses.dataclass
@@ -437,8 +436,10 @@ def existing_versions(model_dir):
     """Sorted integer versions present under `model_dir` (directories named by a number)."""
     if not os.path.isdir(model_dir):
         return []
-    return sorted(int(name) for name in os.listdir(model_dir)
-                  if _VERSION.match(name) and os.path.isdir(os.path.join(model_dir, name)))
+    from serving.server.version_files import version_of_name
+
+    return sorted(version_of_name(name) for name in os.listdir(model_dir)
+                  if version_of_name(name) is not None and os.path.isdir(os.path.join(model_dir, name)))
 
 
 def choose_version(model_dir, version=None, *, overwrite=False):
@@ -451,14 +452,14 @@ def choose_version(model_dir, version=None, *, overwrite=False):
         while os.path.lexists(os.path.join(model_dir, str(version))):  # a file of that name: not ours
             version += 1
         if version > MAX_VERSION:
-            raise ValueError(f"{model_dir}: the next version, {version}, has more than 18 digits, which no "
-                             "server here reads as a version; give --version")
+            raise ValueError(f"{model_dir}: the next version, {version}, is past int64's maximum "
+                             f"({MAX_VERSION}), which TF Serving reads as no version; give --version")
         return version
     if isinstance(version, bool) or not str(version).isdigit() or int(version) < 1:
         raise ValueError(f"version must be a positive integer, not {version!r}")
     version = int(version)
     if version > MAX_VERSION:  # its directory was written, then ignored by every poll: nothing served it
-        raise ValueError(f"version {version} has more than 18 digits: a server reads a version directory of "
+        raise ValueError(f"version {version} is past int64's maximum: TF Serving reads a version directory of "
                          f"at most {MAX_VERSION}")
     target = os.path.join(model_dir, str(version))
     if os.path.lexists(target) and not os.path.isfile(os.path.join(target, "saved_model.pb")):

@@ -15,6 +15,8 @@ Example:
 import dataclasses
 import textwrap
 
+from serving.server.batching import check_allowed_batch_sizes
+
 
 @dataclasses.dataclass(frozen=True)
 class BatchingSettings:
@@ -35,12 +37,9 @@ class BatchingSettings:
     allowed_batch_sizes: tuple = ()
 
     def __post_init__(self):
-        sizes = tuple(self.allowed_batch_sizes)
-        if sizes and (list(sizes) != sorted(set(sizes)) or sizes[-1] != self.max_batch_size):
-            # TF Serving refuses to start otherwise (batching_session.h).
-            raise ValueError(
-                f"allowed_batch_sizes {sizes} must increase and end with max_batch_size {self.max_batch_size}"
-            )
+        # TF Serving refuses to load a model otherwise; the embedded server holds its sizes to the same rule.
+        object.__setattr__(self, "allowed_batch_sizes", check_allowed_batch_sizes(
+            self.allowed_batch_sizes, self.max_batch_size, where="BatchingSettings.allowed_batch_sizes"))
         if min(self.max_batch_size, self.num_batch_threads, self.max_enqueued_batches) < 1:
             raise ValueError("max_batch_size, num_batch_threads and max_enqueued_batches must be >= 1")
 

@@ -56,6 +56,34 @@ log = logging.getLogger(__name__)
 CLIENT_ALIVE: contextvars.ContextVar = contextvars.ContextVar("client_alive", default=None)
 
 
+def check_allowed_batch_sizes(sizes, max_batch_size: int, *, where: str = "allowed_batch_sizes") -> tuple:
+    """`sizes` as a tuple, checked as TF Serving checks allowed_batch_sizes when it loads a model.
+
+    Positive integers, monotonically increasing, the last equal to `max_batch_size` (TF Serving's
+    messages); empty is allowed (no padding). The server's `BatchingOptions` and the deploy kit's
+    `BatchingSettings` both hold their sizes to this one rule. `where` names the field in the error.
+
+    >>> check_allowed_batch_sizes([8, 16], 16)
+    (8, 16)
+    >>> check_allowed_batch_sizes((8, 16), 32)
+    Traceback (most recent call last):
+    ...
+    ValueError: Last entry in allowed_batch_sizes must match max_batch_size; last entry was 16; expected 32
+    """
+    if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__iter__"):
+        raise ValueError(f"{where} must be a sequence of integers, got {sizes!r}")
+    sizes = tuple(sizes)
+    for size in sizes:
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise ValueError(f"{where}: {size!r} is not a positive integer")
+    if any(a >= b for a, b in zip(sizes, sizes[1:])):
+        raise ValueError(f"allowed_batch_sizes entries must be monotonically increasing, got {list(sizes)}")
+    if sizes and sizes[-1] != max_batch_size:
+        raise ValueError(f"Last entry in allowed_batch_sizes must match max_batch_size; last entry was "
+                         f"{sizes[-1]}; expected {max_batch_size}")
+    return sizes
+
+
 @dataclasses.dataclass(frozen=True)
 class BatchingOptions:
     """TF Serving's batching parameters.
@@ -89,19 +117,8 @@ class BatchingOptions:
             minimum = 0 if field.name == "batch_timeout_micros" else 1
             if not isinstance(value, int) or value < minimum:
                 raise ValueError(f"BatchingOptions.{field.name} must be an integer >= {minimum}, got {value!r}")
-        sizes = self.allowed_batch_sizes
-        if isinstance(sizes, (str, bytes)) or not hasattr(sizes, "__iter__"):
-            raise ValueError(f"BatchingOptions.allowed_batch_sizes must be a sequence of integers, got {sizes!r}")
-        sizes = tuple(sizes)
-        object.__setattr__(self, "allowed_batch_sizes", sizes)
-        for size in sizes:
-            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-                raise ValueError(f"BatchingOptions.allowed_batch_sizes: {size!r} is not a positive integer")
-        if any(a >= b for a, b in zip(sizes, sizes[1:])):
-            raise ValueError(f"allowed_batch_sizes entries must be monotonically increasing, got {list(sizes)}")
-        if sizes and sizes[-1] != self.max_batch_size:
-            raise ValueError(f"Last entry in allowed_batch_sizes must match max_batch_size; last entry was "
-                             f"{sizes[-1]}; expected {self.max_batch_size}")
+        object.__setattr__(self, "allowed_batch_sizes", check_allowed_batch_sizes(
+            self.allowed_batch_sizes, self.max_batch_size, where="BatchingOptions.allowed_batch_sizes"))
 
     def padded_rows(self, rows: int) -> int:
         """The rows a merged call of `rows` rows runs with: the smallest allowed batch size that
@@ -270,6 +287,26 @@ class BatchScheduler:
                 batch.closed = True
                 self._cond.notify()
         task.event.wait()
+        if task.error is not None:
+            raise task.error
+        return task.result
+
+    def run_now(self, run_fn, inputs: Mapping[str, np.ndarray], rows: int, cost: int | None = None):
+        """Run `inputs` at once in the calling thread, alone, but padded as a batch of its rows is
+        (`allowed_batch_sizes`; the padding's outputs dropped): a warmup record, which TF Serving
+        replays through its batching session, so the padded shapes are the ones warmed up.
+
+        >>> scheduler = BatchScheduler(BatchingOptions(max_batch_size=4, allowed_batch_sizes=(2, 4)))
+        >>> seen = []
+        >>> out = scheduler.run_now(lambda d: seen.append(len(d["x"])) or {"y": d["x"] * 2}, {"x": np.ones(3)}, 3)
+        >>> seen, out["y"].tolist()
+        ([4], [2.0, 2.0, 2.0])
+        >>> scheduler.stop()
+        True
+        """
+        cost = rows if cost is None else max(1, int(cost))
+        task = _Task(inputs, rows, cost)
+        self._run(run_fn, [task], rows)
         if task.error is not None:
             raise task.error
         return task.result

@@ -332,6 +332,9 @@ class InferenceEngine:
 
             def run_part(part, part_rows, part_cost):
                 return self._scheduler.submit(key, runner, part, part_rows, cost=part_cost)
+        elif limited:  # warmup: at once, padded to allowed_batch_sizes as TF Serving's batching session pads it
+            def run_part(part, part_rows, part_cost):
+                return self._scheduler.run_now(runner, part, part_rows, cost=part_cost)
         else:
             def run_part(part, part_rows, part_cost):
                 return runner(part)

@@ -297,6 +297,8 @@ def parse_models_config(text: str, *, source: str = "models.config") -> list:
 BATCHING_FIELDS = ("max_batch_size", "batch_timeout_micros", "num_batch_threads", "max_enqueued_batches")
 # The repeated field: `allowed_batch_sizes: 8  allowed_batch_sizes: 16` or `allowed_batch_sizes: [8, 16]`.
 ALLOWED_BATCH_SIZES = "allowed_batch_sizes"
+# A bool: false is what the embedded server does; true is refused (`parse_batching_parameters`).
+PAD_VARIABLE_LENGTH_INPUTS = "pad_variable_length_inputs"
 
 
 def parse_batching_parameters(text: str, *, source: str = "batching_parameters.txt") -> dict:
@@ -306,16 +308,23 @@ def parse_batching_parameters(text: str, *, source: str = "batching_parameters.t
     at a time: `max_batch_size { value: 32 }` (the wrapper TF Serving writes) or `max_batch_size: 32`.
 
     Example:
-        >>> parse_batching_parameters("max_batch_size { value: 48 }  pad_variable_length_inputs: true")
-        {'max_batch_size': 48, 'ignored': ['pad_variable_length_inputs']}
+        >>> parse_batching_parameters("max_batch_size { value: 48 }  pad_variable_length_inputs: false")
+        {'max_batch_size': 48, 'ignored': []}
+        >>> parse_batching_parameters("max_batch_size { value: 48 }  thread_pool_name { value: 'x' }")
+        {'max_batch_size': 48, 'ignored': ['thread_pool_name']}
         >>> parse_batching_parameters("max_batch_size { value: 16 } allowed_batch_sizes: [4, 8] allowed_batch_sizes: 16")
         {'max_batch_size': 16, 'allowed_batch_sizes': (4, 8, 16), 'ignored': []}
 
     Returns:
         {field: int} for the fields the embedded server honours (`BATCHING_FIELDS`),
         "allowed_batch_sizes": a tuple of ints in file order (when given), and "ignored": the
-        names of the other fields (pad_variable_length_inputs, ...), in file order.
+        names of the other fields (thread_pool_name, ...), in file order.
         `serving.server.batching.BatchingOptions` checks the values, as TF Serving does at load.
+        `pad_variable_length_inputs: false` is what the embedded server does (requests whose inputs
+        differ past the batch dimension run in separate batches); `true` is refused: TF Serving then
+        pads merged inputs to the longest with each tensor's first element (for BERT token IDs, the
+        [CLS] id with a mask of 1: other answers) and answers at the padded length, which the
+        embedded server does not reproduce.
 
     Raises:
         ModelConfigError: unparsable text or a non-integer value, naming the line.
@@ -345,6 +354,21 @@ def parse_batching_parameters(text: str, *, source: str = "batching_parameters.t
                         break
                     if not tokens.TryConsume(","):
                         raise _error(source, f"{name}: [N, N, ...] expected", line)
+            elif name == PAD_VARIABLE_LENGTH_INPUTS:
+                raw = tokens.token
+                try:
+                    if closer:  # a plain bool in BatchingParameters, not a { value: ... } wrapper
+                        raise text_format.ParseError()
+                    pad = tokens.ConsumeBool()
+                except text_format.ParseError:
+                    raise _error(source, f"{name}: true or false expected, got {raw!r}", line) from None
+                if pad:
+                    raise _error(source, (
+                        f"{name}: true is not supported by the embedded server: tensorflow_model_server would pad "
+                        "the inputs of merged requests to the longest with each tensor's first element (for BERT "
+                        "token IDs the [CLS] id, with a mask of 1: other answers) and answer at the padded length; "
+                        "the embedded server runs requests of different lengths in separate batches instead. "
+                        f"Remove the line or set {name}: false"), line)
             elif name not in BATCHING_FIELDS:  # skip its value, whatever it is (_tokens bounds the nesting)
                 ignored.append(name)
                 depth = 1 if closer or tokens.TryConsume("[") else 0

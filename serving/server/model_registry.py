@@ -55,7 +55,7 @@ from serving.server.model_config import ModelSource
 from serving.server.servable import AVAILABLE, END, LOADING, START, UNLOADING, ServableVersion
 from serving.server.signatures import read_signatures
 from serving.export_manifest import ABSENT, COMPLETE, check_manifest
-from serving.server.version_files import is_version_name, readiness, snapshot
+from serving.server.version_files import MAX_VERSION, readiness, snapshot, version_of_name
 from serving.server.window_cost import QuestionContextCost, WindowCost
 
 __all__ = ["ModelRegistry", "LoadRetryOptions", "ServableVersion", "START", "LOADING", "AVAILABLE", "UNLOADING", "END"]
@@ -243,10 +243,18 @@ class ModelRegistry:
         found = {}
         with model.lock:
             known = {v: s.state for v, s in model.versions.items()}
-        for entry in entries:
+        names = {}
+        for entry in sorted(entries):  # "1" after "01": TF Serving loads the last name of a version, sorted
             version = self._version_of(model, entry)
             if version is None:
                 continue
+            if version in names and (model.source.name, version) not in model.ignored:
+                model.ignored.add((model.source.name, version))
+                log.warning("model %r: directories %r and %r under %s are both version %d: %r is loaded, "
+                            "%r ignored", model.source.name, names[version], entry, base, version, entry,
+                            names[version])
+            names[version] = entry
+        for version, entry in names.items():
             path = os.path.join(base, entry)
             if known.get(version) in (AVAILABLE, UNLOADING):
                 found[version] = path
@@ -274,13 +282,13 @@ class ModelRegistry:
         `str.isdigit()` also accepts "²" (which int() refuses) and "９" (which int() reads as 9):
         such names are not versions. They are logged once, since they look like one.
         """
-        if is_version_name(entry):
-            version = int(entry)
+        version = version_of_name(entry)
+        if version is not None:
             return version if version >= 1 else None
         if entry.isdigit() and entry not in model.ignored:  # temp dirs, hidden files, assets: silently
             model.ignored.add(entry)
-            log.warning("model %r: ignoring %r under %s: version directories are named with ASCII digits 0-9",
-                        model.source.name, entry, model.source.base_path)
+            log.warning("model %r: ignoring %r under %s: version directories are named with ASCII digits 0-9, "
+                        "at most %d (int64)", model.source.name, entry, model.source.base_path, MAX_VERSION)
         return None
 
     def _aspired(self, source: ModelSource, on_disk: dict, failed: set) -> set:

@@ -225,9 +225,10 @@ class RestService:
         from urllib.parse import unquote
 
         if version is not None:
-            if len(version) > 19 or int(version) > _INT64_MAX:
+            digits = version.lstrip("0") or "0"  # absl::SimpleAtoi, as TF Serving: leading zeros are fine
+            if len(digits) > 19 or int(digits) > _INT64_MAX:
                 raise RestError(400, f"Failed to convert version: {version[:40]} is out of the int64 range")
-            version = int(version)
+            version = int(digits)
         return {"model_name": unquote(name), "version": version,
                 "version_label": unquote(label) if label else None}
 

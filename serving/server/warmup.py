@@ -8,7 +8,9 @@ queued; a record that fails fails the load, with the record's index and the reas
 version's status. TF Serving replays through its batching session, so under batching a
 record of more rows than `max_batch_size` fails its load ("Task size 8 is larger than
 maximum input batch size 4"): it fails here too, saying how to export a fitting file, and at
-once (`NotRetriedLoadError`: retrying the same file cannot help).
+once (`NotRetriedLoadError`: retrying the same file cannot help). With `allowed_batch_sizes` a
+record is padded up to the next allowed size, as that session pads it, so the shapes warmed up
+are those the batches run with.
 
 Example:
     >>> replay_warmup(engine, servable)   # called by the registry while loading   # doctest: +SKIP

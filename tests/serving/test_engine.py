@@ -621,6 +621,35 @@ def test_warmup_is_not_held_to_the_client_request_limits(session_tmp, tmp_path):
         engine.stop(5)
 
 
+def test_warmup_records_are_padded_to_the_allowed_batch_sizes(session_tmp, tmp_path, monkeypatch):
+    # TF Serving replays warmup through its batching session, which pads a 3-row record up to the allowed
+    # size 4: the shapes warmed up are those later batches run with. The record ran here with its own 3 rows.
+    base = ef.make_base_path(session_tmp, tmp_path / "padded", {1: 1})
+    ef.write_warmup(os.path.join(base, "1"), [["a", "b", "c"]])
+    seen = []
+    runner = InferenceEngine._runner
+
+    def recording(self, servable, signature_name):
+        run = runner(self, servable, signature_name)
+
+        def counted(inputs):
+            seen.append(len(inputs["text"]))
+            return run(inputs)
+        return counted
+
+    monkeypatch.setattr(InferenceEngine, "_runner", recording)
+    engine = InferenceEngine([ModelSource("padded", base)], poll_interval_s=0, batching=BatchingOptions(
+        max_batch_size=8, batch_timeout_micros=0, allowed_batch_sizes=(4, 8)))
+    engine.start()
+    try:
+        assert [(s["state"], s["error_message"]) for s in engine.model_status("padded")] == [("AVAILABLE", "")]
+        assert seen == [4]
+        assert len(engine.predict_arrays("padded", inputs={"text": texts_array("a", "b", "c")})) == 3
+        assert seen == [4, 4]
+    finally:
+        engine.stop(5)
+
+
 def test_from_config_file_and_classify_warmup(session_tmp, tmp_path):
     from tensorflow_serving.apis import prediction_log_pb2
 

@@ -59,12 +59,12 @@ def test_version_numbering(tmp_path):
     for bad in (0, -1, "x", 1.5, True):
         with pytest.raises(ValueError, match="positive integer"):
             exporter.choose_version(model_dir, bad)
-    # a version of 19 digits was written, and then no poll read its directory as a version
-    assert exporter.choose_version(model_dir, 10 ** 18 - 1) == 10 ** 18 - 1
-    with pytest.raises(ValueError, match=f"version {10 ** 18} has more than 18 digits"):
-        exporter.choose_version(model_dir, 10 ** 18)
-    os.makedirs(os.path.join(model_dir, str(10 ** 18 - 1)))
-    with pytest.raises(ValueError, match=f"the next version, {10 ** 18}, has more than 18 digits"):
+    # TF Serving reads a version directory up to int64's maximum (19 digits); one past it is no version
+    assert exporter.choose_version(model_dir, 2 ** 63 - 1) == 2 ** 63 - 1
+    with pytest.raises(ValueError, match=f"version {2 ** 63} is past int64's maximum"):
+        exporter.choose_version(model_dir, 2 ** 63)
+    os.makedirs(os.path.join(model_dir, str(2 ** 63 - 1)))
+    with pytest.raises(ValueError, match=f"the next version, {2 ** 63}, is past int64's maximum"):
         exporter.choose_version(model_dir)
 
 

@@ -84,6 +84,25 @@ def test_an_encoder_spec_is_an_embedding_record(finetuned_dir):
     assert (record.model.pooling, record.model.normalize) == ("cls", True)
 
 
+def test_an_encoder_specs_embedder_options_are_refused_for_a_finetuned_model(finetuned_dir):
+    """pooling=, normalize=, pooling_layer=, vocab_file= were ignored for a fine-tuned model (directory or
+    record): the export's vectors were not the ones asked for, without a word."""
+    embedding = finetuned_for_export(finetuned_dir("embedding"), pooling="cls", normalize=True)
+    classifier = finetuned_dir("classification")
+    for source, options, message in [
+            (classifier, {"pooling": "cls"}, r"pooling='cls': .*finetuned-classification.* keeps its own embedder"),
+            (read_finetuned(classifier), {"normalize": True}, r"normalize=True: .* keeps its own"),
+            (classifier, {"vocab_file": "vocab.txt"}, r"vocab_file='vocab.txt': .*applies to an encoder spec"),
+            (embedding, {"pooling": "mean"}, r"pooling='mean': a fine-tuned model keeps its own .*"
+                                             r"\(its own: pooling='cls'\)"),
+            (embedding, {"pooling_layer": -2}, r"pooling_layer=-2: ")]:
+        with pytest.raises(FinetunedModelError, match=message):
+            finetuned_for_export(source, **options)
+    # the model's own values pass
+    assert finetuned_for_export(embedding, pooling="cls", normalize=True).settings["pooling"] == "cls"
+    assert finetuned_for_export(finetuned_dir("embedding")).settings["pooling"] == "mean"  # a spec's default
+
+
 def test_label_count_and_positions_are_checked_when_the_record_is_made(finetuned_dir):
     saved = read_finetuned(finetuned_dir("classification"))
     with pytest.raises(FinetunedModelError, match="labels: 2 label names for a model with 3 classes"):

@@ -483,8 +483,24 @@ def _run_version_names(root, names):
     registry = ModelRegistry([ModelSource("m", str(base))], poll_interval_s=0)
     for _ in range(2):  # listing again must not fail either
         found = registry._list_versions(registry._models["m"])
-    expected = {int(n) for n in names if re.fullmatch("[0-9]{1,18}", n) and int(n) >= 1}
+    # TF Serving's safe_strto64: ASCII digits, leading zeros allowed, up to int64's maximum
+    expected = {int(n) for n in names if re.fullmatch("[0-9]+", n) and 1 <= int(n) <= 2 ** 63 - 1}
     assert set(found) == expected, (names, found)
+    for version, path in found.items():  # of "1" and "01", the last name sorted: TF Serving's choice
+        same = [n for n in set(names) if re.fullmatch("[0-9]+", n) and int(n) == version]
+        assert os.path.basename(path) == max(same), (names, found)
+    return found
+
+
+def test_version_directory_names_up_to_int64_max_as_tf_serving(tmp_path):
+    """TF Serving parses a version directory name with safe_strto64: 19 digits up to 9223372036854775807 are a
+    version, leading zeros included; one past it is not. Two names of one version: the last sorted is loaded."""
+    int64_max = str(2 ** 63 - 1)
+    found = _run_version_names(tmp_path, [int64_max, str(2 ** 63), "0000000000000000000000003", "9" * 19, "1",
+                                          "01", "0"])
+    assert sorted(found) == [1, 3, 2 ** 63 - 1]
+    assert os.path.basename(found[1]) == "1"
+    assert os.path.basename(found[2 ** 63 - 1]) == int64_max
 
 
 @FAST

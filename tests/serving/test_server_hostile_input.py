@@ -366,6 +366,13 @@ def test_5_huge_version_numbers_in_the_url_are_400(server):
         assert status == 400 and "int64" in json.loads(raw)["error"], (path, status, raw)
     status, _, raw = rest(server, "GET", "/v1/models/tiny/versions/9223372036854775807")
     assert status == 404
+    # TF Serving reads the version with absl::SimpleAtoi: leading zeros are no overflow (was 400 "int64 range")
+    for path in ("/v1/models/tiny/versions/00000000000000000001", "/v1/models/tiny/versions/0001"):
+        status, _, raw = rest(server, "GET", path)
+        assert status == 200 and json.loads(raw)["model_version_status"][0]["version"] == "1", (path, raw)
+    status, _, raw = rest(server, "POST", "/v1/models/tiny/versions/000000000000000000000001:predict",
+                          {"instances": ["a"]})
+    assert status == 200, raw
 
 
 # ------------------------------------------------------------------ 6. connections

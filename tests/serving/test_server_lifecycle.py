@@ -355,11 +355,19 @@ def test_batching_parameters_file_format(tmp_path, capsys):
     from serving.server.model_config import ModelConfigError, parse_batching_parameters
 
     text = ("# TF Serving batching parameters\nmax_batch_size { value: 48 }\nbatch_timeout_micros { value: 500 }\n"
-            "num_batch_threads { value: 4 }\nmax_enqueued_batches: 20\npad_variable_length_inputs: true\n"
+            "num_batch_threads { value: 4 }\nmax_enqueued_batches: 20\npad_variable_length_inputs: false\n"
             "allowed_batch_sizes: 8\nallowed_batch_sizes: 48\n")
     assert parse_batching_parameters(text) == {
         "max_batch_size": 48, "batch_timeout_micros": 500, "num_batch_threads": 4, "max_enqueued_batches": 20,
-        "allowed_batch_sizes": (8, 48), "ignored": ["pad_variable_length_inputs"]}
+        "allowed_batch_sizes": (8, 48), "ignored": []}
+    # pad_variable_length_inputs: true was noted as "not used" and served: TF Serving pads merged token IDs
+    # with each tensor's first element ([CLS], mask 1) and answers at the padded length; here they were not.
+    with pytest.raises(ModelConfigError, match=r"batching_parameters.txt:2: pad_variable_length_inputs: true is "
+                                               r"not supported by the embedded server: .*first element"):
+        parse_batching_parameters("max_batch_size: 8\npad_variable_length_inputs: true")
+    with pytest.raises(ModelConfigError, match=r":1: pad_variable_length_inputs: true or false expected, got '2'"):
+        parse_batching_parameters("pad_variable_length_inputs: 2")
+    assert parse_batching_parameters("pad_variable_length_inputs: 0") == {"ignored": []}
     with pytest.raises(ModelConfigError, match=r"batching_parameters.txt:2: max_batch_size must be an integer"):
         parse_batching_parameters("\nmax_batch_size { value: lots }")
     with pytest.raises(ModelConfigError, match=r":1: expected ':' or '\{'"):
