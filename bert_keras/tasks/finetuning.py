@@ -148,6 +148,7 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
         if not evaluate:
             return result
         tune = {"tune_threshold": True} if tune_threshold and hasattr(task, "null_threshold") else {}
+        spec.prepare_scoring(task)  # as `evaluate`: e.g. Korean contexts, warned about when read, once
         metrics = task.score(*dev, batch_size=batch_size, verbose=int(verbose == 1), **tune)
         if tune:  # the tuned threshold is a setting of the saved model
             task.save(output_dir, overwrite=True, include_optimizer=False)

@@ -9,10 +9,13 @@
    word is tokenized on its own (the tokenizer's ragged output per word), so
    piece -> word is exact. The FIRST piece of a word carries the word's
    label; the other pieces, `[CLS]`, `[SEP]` and padding get -100 (ignored
-   by the loss). With `label_all_tokens=True` every piece carries a label;
+   by the loss). With `label_all_tokens=True` every piece carries a label:
    a continuation piece of a `B-X` word gets `I-X` (when the label set has
    it), so that the piece sequence is still valid IOB2 (`B-X I-X`, never
-   `B-X B-X`, which would read as two entities). `word_ids` maps each piece to
+   `B-X B-X`, which would read as two entities); in IOBES a word's pieces are
+   one entity too (`S-X`: `B-X .. E-X`, `E-X`: `I-X .. E-X`, never `S-X S-X`),
+   so its first piece carries `B-X` / `I-X` there: read words back with
+   `convert_tags(tags, "IOBES", "IOBES")`. `word_ids` maps each piece to
    its word (-1 for special tokens and padding). A tokenizer that splits words
    into morphemes (`BertTokenizer(pre_tokenizer="kiwi")`, a vocabulary of
    morphemes as words) also labels each later morpheme's first piece, with the
@@ -419,7 +422,8 @@ def encode_sentences(sentences, tokenizer, label_names, *, seq_length=128, label
         label_names: tag names in label-id order (e.g. `CONLL2003_NER_LABELS`).
         seq_length: packed length, `[CLS]` and `[SEP]` included.
         label_all_tokens: label every piece, not only the first of a word
-            (continuations of `B-X` get `I-X`). A `tokenizer` with a morpheme
+            (continuations of `B-X` get `I-X`; in IOBES the pieces of an `S-X` word
+            `B-X .. E-X`, of an `E-X` word `I-X .. E-X`). A `tokenizer` with a morpheme
             `pre_tokenizer` labels each later morpheme's first piece so anyway.
         max_length: word pieces of a sentence read at all; None: one window
             (`seq_length - 2`). Longer sentences are truncated (counted, logged).
@@ -479,14 +483,15 @@ def encode_sentences(sentences, tokenizer, label_names, *, seq_length=128, label
     windows = Windows.of(pieces_per_sentence, window=window, stride=stride, max_length=max_length)
     # Labels: on a word's first piece (all its pieces with label_all_tokens), in the window
     # where that first piece is at its max context.
-    continued = continuation_label_ids(label_names)[word_labels]
-    rest = continued if label_all_tokens else np.full(num_words, IGNORE_LABEL, np.int32)
-    piece_label = np.where(is_first, word_labels[piece_word], rest[piece_word]).astype(np.int32)
-    if getattr(tokenizer, "morpheme_analyzer", None) is not None:
-        # A morpheme-split word's later morphemes start words where the export reads them (the
-        # client sends the text split): each is tagged there by its own first piece, so train it,
-        # with the tags that keep the word one entity (S-X: B-X ... E-X; morpheme_label_ids).
-        unit = word_start_pieces(tokenizer)[piece_values] | is_first
+    piece_label = np.where(is_first, word_labels[piece_word], IGNORE_LABEL).astype(np.int32)
+    if label_all_tokens or getattr(tokenizer, "morpheme_analyzer", None) is not None:
+        # The labelled pieces of a word (all of them with label_all_tokens; else a morpheme-split
+        # word's later morphemes, which start words where the export reads them: the client sends
+        # the text split, each tagged there by its own first piece) get the tags that keep the
+        # word one entity (B-X: B-X I-X ..; in IOBES S-X: B-X .. E-X, E-X: I-X .. E-X;
+        # morpheme_label_ids), never the word's own tag again (S-X S-X: two entities).
+        unit = np.ones(len(piece_values), bool) if label_all_tokens else (
+            word_start_pieces(tokenizer)[piece_values] | is_first)
         unit_at = np.flatnonzero(unit)
         last_unit = np.zeros(len(piece_values), bool)
         last_unit[unit_at[np.r_[piece_word[unit_at][1:] != piece_word[unit_at][:-1], True]]] = True

@@ -530,3 +530,23 @@ def test_score_of_parsed_korean_examples_on_a_squad_model_names_the_korquad_metr
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         qa.score(x, y)
+
+
+def test_finetune_on_korean_contexts_read_as_squad_warns_once(tmp_path):
+    """`bert-keras finetune --task squad/v1.1` on a Korean file without KorQuAD's "version" warned twice:
+    when it read the file (naming --task korquad/v1.0), then again when it scored the dev file
+    (`SpanQA.score`'s own warning): `finetune` did not call `prepare_scoring`, which `evaluate` calls.
+    It warns once, when it reads the file."""
+    import export_fixtures
+    from bert_keras.tasks.finetuning import finetune
+    from bert_keras.tasks.named_datasets import task_spec
+
+    path = _write_korquad(tmp_path / "ko.json", version=None)  # 임종석: 11 questions
+    spec = task_spec("squad/v1.1", train_path=path, eval_path=path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = finetune(spec, export_fixtures.make_encoder_spec(str(tmp_path / "tiny")), str(tmp_path / "qa"),
+                          seq_length=64, max_query_length=16, max_steps=1, epochs=1, verbose=0, log=lambda line: None)
+    korean = [str(w.message) for w in caught if "contexts are Korean" in str(w.message)]
+    assert len(korean) == 1 and "--task korquad/v1.0" in korean[0]
+    assert result.metrics["num_examples"] == 11 and "f1" in result.metrics

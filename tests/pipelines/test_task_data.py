@@ -315,6 +315,35 @@ def test_conll_alignment_label_all_tokens(tokenizer):
     assert features.labels[0].tolist() == [-100, 1, 2, 2, 2, 2, 0, 5, 6, -100, -100, -100]
 
 
+def test_conll_label_all_tokens_keeps_an_iobes_word_one_entity(tokenizer):
+    """With IOBES tags `label_all_tokens` gave every piece the word's own tag: "Lambeth" S-LOC as
+    lamb S-LOC ##eth S-LOC, two entities by conlleval / seqeval's rules (and "Kowalczyk" E-PER four
+    E-PER pieces, four entities). A word's pieces are now one entity, the word's: S-X -> B-X .. E-X,
+    E-X -> I-X .. E-X, B-X -> B-X I-X ..; a word of one piece keeps its tag."""
+    from bert_keras.metrics import get_entities
+
+    iobes = ["O", "B-PER", "I-PER", "E-PER", "S-PER", "B-LOC", "I-LOC", "E-LOC", "S-LOC"]
+    words = ["Peter", "Kowalczyk", "visits", "Lambeth", "Kowalczyk", "Peter"]
+    tags = ["B-PER", "E-PER", "O", "S-LOC", "S-PER", "S-PER"]
+    features = conll.encode_sentences([conll.Sentence(words, tags)], tokenizer, iobes, seq_length=16,
+                                      label_all_tokens=True)
+    n = int(features.padding_mask[0].sum())
+    pieces = [iobes[i] for i in features.labels[0][1:n - 1]]
+    #                 peter    ko       ##wal    ##cz     ##yk     visits lamb     ##eth
+    assert pieces == ["B-PER", "I-PER", "I-PER", "I-PER", "E-PER", "O", "B-LOC", "E-LOC",
+                      "B-PER", "I-PER", "I-PER", "E-PER", "S-PER"]  # ko ##wal ##cz ##yk peter
+    assert get_entities(pieces) == [("PER", 0, 4), ("LOC", 6, 7), ("PER", 8, 11), ("PER", 12, 12)]
+    # the words, read by their first pieces, are the same entities, and the tags given once converted
+    first = [pieces[i] for i in (0, 1, 5, 6, 8, 12)]
+    assert conll.convert_tags(first, "IOBES", "IOBES") == tags
+    # IOB2 is as it was: B-X then I-X
+    iob2 = conll.encode_sentences([conll.Sentence(words, conll.convert_tags(tags, "IOBES", "IOB2"))], tokenizer,
+                                  LABELS, seq_length=16, label_all_tokens=True)
+    assert [LABELS[i] for i in iob2.labels[0][1:n - 1]] == [
+        "B-PER", "I-PER", "I-PER", "I-PER", "I-PER", "O", "B-LOC", "I-LOC", "B-PER", "I-PER", "I-PER", "I-PER",
+        "B-PER"]
+
+
 def test_conll_truncation_and_unknown_tag(tokenizer, caplog):
     with caplog.at_level(logging.WARNING):
         features = conll.encode_sentences([hand_sentence()], tokenizer, LABELS, seq_length=6)
