@@ -750,7 +750,10 @@ def write_pretrained(spec, config, canonical, *, vocab_file=None, tokenizer_sett
                           f"(pipelines.tokenizer.morphemes.morpheme_splitter({split_by!r}).spaced)", stacklevel=2)
         return keras_hub.write_keras_hub_preset(location.path, config, canonical, vocab_file,
                                                 lowercase=settings.get("lowercase"),
-                                                strip_accents=settings.get("strip_accents"))
+                                                strip_accents=settings.get("strip_accents"),
+                                                max_input_chars_per_word=settings.get(
+                                                    "max_input_chars_per_word",
+                                                    read_tokenizer_settings(vocab_file).get("max_input_chars_per_word")))
     raise _spec_error(location.spec, "writing a .keras file needs a model: use save_pretrained")
 
 
