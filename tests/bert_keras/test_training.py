@@ -900,3 +900,24 @@ def test_the_pretraining_report_does_not_repeat_the_notes_logged_at_the_start():
     report = result.report("run", 6, 8.0)
     assert "XLA off" in report.splitlines()[1]
     assert "XLA (jit_compile)" not in report and "note:" not in report, report
+
+
+def test_a_run_of_other_settings_is_refused_naming_both_values(tmp_path):
+    """The refusal named the settings that differ, not their values: a run recorded with the
+    vocabulary's word length limit 100 said only "max_input_chars_per_word differ", leaving the user
+    to read run.json to learn which limit the run had, and that this rerun had the default."""
+    from bert_keras.training.run_directory import RunDirectoryError, plan_run, record_complete, record_segment
+
+    run = str(tmp_path / "run")
+    os.makedirs(run)
+    recorded = {"seed": 0, "max_input_chars_per_word": 100, "text": ["/data/" + "x" * 200 + ".txt"]}
+    record_segment(run, settings=recorded, num_train_steps=2, segment_start=0, steps_per_epoch=1)
+    record_complete(run, final_step=2, metrics={})
+    with pytest.raises(RunDirectoryError) as refused:
+        plan_run(run, settings={"seed": 3, "text": ["/data/b.txt"]}, num_train_steps=2)
+    message = str(refused.value)
+    assert "max_input_chars_per_word, seed, text differ" in message
+    assert "max_input_chars_per_word: 100 in run.json, the default (not recorded) now" in message
+    assert "seed: 0 in run.json, 3 now" in message
+    assert 'text: ["/data/xxx' in message and '... in run.json, ["/data/b.txt"] now' in message  # cut short
+    assert len(message) < 700
