@@ -67,6 +67,30 @@ def records_layout(file_pattern: Union[str, Sequence[str]]) -> dict:
     return {**layout, "source": source}
 
 
+def records_word_limits(file_pattern: Union[str, Sequence[str]]) -> dict:
+    """`{PREFIX-config.json: max_input_chars_per_word}`: the word length limit each writer's config
+    beside the records says they were tokenized with (200, the original's, when it records none: the
+    writer leaves that one out). Records without a config (google-research's) are not in it.
+
+    Example:
+
+    >>> records_word_limits("out/sample-*.tfrecord")  # doctest: +SKIP
+    {'out/sample-config.json': 200}
+    """
+    from pipelines.tokenizer.tokenizer_config import ORIGINAL_MAX_CHARS_PER_WORD
+
+    limits = {}
+    for path in record_files(file_pattern):
+        prefix = shard_prefix(path)
+        if prefix is None or config_file_name(prefix) in limits or not tf.io.gfile.exists(config_file_name(prefix)):
+            continue
+        with tf.io.gfile.GFile(config_file_name(prefix)) as f:
+            config = json.load(f)
+        settings = config.get("settings", config)
+        limits[config_file_name(prefix)] = settings.get("max_input_chars_per_word") or ORIGINAL_MAX_CHARS_PER_WORD
+    return limits
+
+
 def record_files(file_pattern: Union[str, Sequence[str]]) -> list:
     """The files of a records pattern (`corpus_lib.list_files`); `FileNotFoundError` with a hint that
     names records when it matches nothing or a directory.

@@ -921,3 +921,27 @@ def test_a_run_of_other_settings_is_refused_naming_both_values(tmp_path):
     assert "seed: 0 in run.json, 3 now" in message
     assert 'text: ["/data/xxx' in message and '... in run.json, ["/data/b.txt"] now' in message  # cut short
     assert len(message) < 700
+
+
+def test_cli_pretrain_refuses_records_of_another_word_length_limit(one_layer_config, tiny_vocab_file, tmp_path,
+                                                                   capsys):
+    """Records written with `max_input_chars_per_word` 100 (their PREFIX-config.json says so) trained a
+    run whose vocabulary records no limit: the saved encoder said 200, so fine-tuning read long words
+    otherwise than pretraining had, and `pretrain` had no flag to say 100. The mismatch is refused
+    naming both limits and the file; `--max-chars-per-word 100` trains and records 100."""
+    from pipelines.tokenizer.tokenizer_config import read_tokenizer_settings
+
+    write_google_tfrecord(str(tmp_path / "data-00000-of-00001.tfrecord"), one_layer_config.vocab_size)
+    (tmp_path / "data-config.json").write_text(json.dumps({"settings": {
+        "max_seq_length": SEQ, "max_predictions_per_seq": PREDICTIONS, "max_input_chars_per_word": 100}}))
+    config_file = tmp_path / "config.json"
+    one_layer_config.to_json(str(config_file))
+    data = str(tmp_path / "data-*.tfrecord")
+    assert main(pretrain_args(data, tiny_vocab_file, config_file, tmp_path / "run", 2)) != 0
+    error = capsys.readouterr().err
+    assert "tokenized with max_input_chars_per_word 100" in error and "data-config.json" in error, error
+    assert "but this run's is 200" in error and "--max-chars-per-word 100" in error, error
+    assert not (tmp_path / "run" / "encoder.keras").exists()
+    assert main(pretrain_args(data, tiny_vocab_file, config_file, tmp_path / "run", 2,
+                              "--max-chars-per-word", "100")) == 0
+    assert read_tokenizer_settings(str(tmp_path / "run" / "vocab.txt"))["max_input_chars_per_word"] == 100
