@@ -32,6 +32,8 @@ from pipelines.tokenizer.tokenizer_config import NO_PRE_TOKENIZER, resolve_token
 # preset apart from a Hugging Face directory, which also has `config.json`.
 PRESET_FILES = ("config.json", "metadata.json")
 VOCAB_PATH = os.path.join("assets", "tokenizer", "vocabulary.txt")
+# A preset's weights: one file, or keras-hub's index of sharded ones.
+WEIGHTS_FILES = ("model.weights.h5", "model.weights.json")
 
 
 def _variables(backbone, num_layers):
@@ -203,6 +205,10 @@ def read_keras_hub_preset(directory):
         raise CheckpointFormatError(
             f"{directory}: not a keras-hub preset (expected {list(PRESET_FILES)} and model.weights.h5)"
         )
+    if not any(os.path.isfile(os.path.join(directory, name)) for name in WEIGHTS_FILES):
+        # keras-hub's own message names only its sharded index ("model.weights.json doesn't exist")
+        raise CheckpointFormatError(f"{directory}: a keras-hub preset without its weights (no "
+                                    f"{' or '.join(WEIGHTS_FILES)}); copy the whole preset directory again")
     try:
         backbone = keras_hub.models.BertBackbone.from_preset(directory)
     except (ValueError, OSError) as error:  # OSError: h5py's "Unable to open file (truncated file ...)"

@@ -405,7 +405,8 @@ def load_tokenizer(spec, *, vocab_file=None, lowercase=None, strip_accents=None,
 
     vocab_file = vocab_file or find_vocabulary(spec)
     if vocab_file is None:
-        raise CheckpointFormatError(f"{spec} has no vocab.txt beside it; pass the vocabulary (vocab_file=, --vocab FILE)")
+        raise CheckpointFormatError(f"{spec} has no vocab.txt beside it (looked for {', '.join(vocabulary_candidates(spec))}); "
+                                    "pass the vocabulary (vocab_file=, --vocab FILE)")
     rules = resolve_tokenizer_settings(vocab_file, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word)
     try:
         return BertTokenizer(vocab_file, **rules, **options)

@@ -750,6 +750,30 @@ def test_a_keras_hub_preset_keeps_the_word_length_limit(tiny_config, tmp_path):
     assert kh.models.BertTokenizer.from_preset(preset).lowercase is True
 
 
+def test_a_keras_hub_preset_missing_a_file_names_the_file(tiny_config, tiny_vocab_file, tmp_path):
+    """A preset without its weights said keras-hub's "`model.weights.json` doesn't exist" (a file a
+    one-file preset never has); one without its vocabulary said "no vocab.txt beside the model",
+    a name a preset does not use. Each now names the file looked for."""
+    pytest.importorskip("keras_hub")
+    from bert_keras.checkpoints.loading import save_pretrained
+    from bert_keras.checkpoints import load_tokenizer
+    from bert_keras.encoder import BertEncoder
+    from bert_keras.tasks import TextClassifier
+
+    config = BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"})
+    preset = tmp_path / "preset"
+    save_pretrained(BertEncoder(config), f"keras-hub:{preset}", vocab_file=tiny_vocab_file)
+    (preset / "assets" / "tokenizer" / "vocabulary.txt").unlink()
+    with pytest.raises(TaskInputError, match=re.escape(f"(looked for {preset}/assets/tokenizer/vocabulary.txt)")):
+        TextClassifier.from_pretrained(f"keras-hub:{preset}", labels=["a", "b"], seq_length=16)
+    with pytest.raises(CheckpointFormatError, match=re.escape(f"(looked for {preset}/assets/tokenizer/vocabulary.txt)")):
+        load_tokenizer(f"keras-hub:{preset}")
+    (preset / "model.weights.h5").unlink()
+    with pytest.raises(CheckpointFormatError, match=re.escape(f"{preset}: a keras-hub preset without its weights "
+                                                              "(no model.weights.h5 or model.weights.json)")):
+        read_pretrained(f"keras-hub:{preset}")
+
+
 def test_an_uncased_keras_hub_preset_strips_accents_in_keras_hub_too(tiny_config, tmp_path):
     """keras-hub's BertTokenizer keeps accents unless told (its default): a preset written from an
     uncased model read "Café" as "café" in keras-hub where BERT, HF and bert_keras read "cafe"."""
