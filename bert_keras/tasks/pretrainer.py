@@ -434,7 +434,9 @@ def data_shapes(records, seq_length, max_predictions):
     """`(seq_length, max_predictions)`: each None one the records' own (`records_layout`: what
     `create-pretraining-data --seq-length --max-predictions` wrote), else 128 / 20.
 
-    Records that cannot be measured leave the defaults: `dataset_factory` reports them.
+    Records that are not found leave the defaults: `dataset_factory` reports them. Records that
+    cannot be measured (a damaged `PREFIX-config.json`, a file that is not records) raise their
+    `ValueError` here, before a size check reads the defaults as the records' own.
     """
     layout = {}
     if records is not None and (seq_length is None or max_predictions is None):
@@ -442,7 +444,7 @@ def data_shapes(records, seq_length, max_predictions):
 
         try:
             layout = records_layout(records)
-        except (FileNotFoundError, ValueError):
+        except FileNotFoundError:
             pass
     if seq_length is None:
         seq_length = layout.get("max_seq_length", DEFAULT_SEQ_LENGTH)

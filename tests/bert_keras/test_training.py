@@ -945,3 +945,28 @@ def test_cli_pretrain_refuses_records_of_another_word_length_limit(one_layer_con
     assert main(pretrain_args(data, tiny_vocab_file, config_file, tmp_path / "run", 2,
                               "--max-chars-per-word", "100")) == 0
     assert read_tokenizer_settings(str(tmp_path / "run" / "vocab.txt"))["max_input_chars_per_word"] == 100
+
+
+@pytest.mark.parametrize("content, named", [
+    ("{}", "field 'settings.max_seq_length' must be a positive integer, got None"),
+    ("{bad", "not a JSON records config"),
+    ('{"settings": {"max_seq_length": "x", "max_predictions_per_seq": 20}}',
+     "field 'settings.max_seq_length' must be a positive integer, got 'x'"),
+    ("[1]", "expected a JSON object with the writer's 'settings'"),
+    ('{"settings": {"max_seq_length": 16, "max_predictions_per_seq": 4, "max_input_chars_per_word": 0}}',
+     "field 'settings.max_input_chars_per_word' must be a positive integer, got 0"),
+])
+def test_cli_pretrain_names_a_damaged_records_config(one_layer_config, tiny_vocab_file, tmp_path, capsys, content,
+                                                     named):
+    """A damaged PREFIX-config.json beside the records stopped `pretrain --data` with a KeyError
+    traceback ('max_seq_length'), or, read as no layout, with a misleading complaint about the
+    default --seq-length 128. It is named, with the field."""
+    write_google_tfrecord(str(tmp_path / "data-00000-of-00001.tfrecord"), one_layer_config.vocab_size)
+    (tmp_path / "data-config.json").write_text(content)
+    config_file = tmp_path / "config.json"
+    one_layer_config.to_json(str(config_file))
+    assert main(["pretrain", "--data", str(tmp_path / "data-*.tfrecord"), "--vocab", tiny_vocab_file, "--config",
+                 str(config_file), "--global-batch-size", "2", "--steps", "1", "--strategy", "default",
+                 "--output-dir", str(tmp_path / "run")]) != 0
+    error = capsys.readouterr().err
+    assert f"{tmp_path / 'data-config.json'}: {named}" in error and "Traceback" not in error, error
