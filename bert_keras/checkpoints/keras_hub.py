@@ -10,6 +10,12 @@ transpose.
 keras-hub's `BertBackbone` hard-codes the tanh GELU and LayerNorm epsilon
 1e-12: imported configs say `hidden_act="gelu_approximate"`; exporting an
 exact-GELU model warns that outputs will move by ~1e-3.
+
+keras-hub's `WordPieceTokenizer` has no word length limit in its config (it fixes 100 bytes), so a
+preset written here records the tokenizer's rules, the limit included, in HF's form beside its
+vocabulary too (`assets/tokenizer/vocabulary.tokenizer_config.json`, which keras-hub ignores): read
+back here, the model tokenizes as it was trained. A preset without that file (keras-hub's own) reads
+with the original BERT's 200 characters.
 """
 
 import os
@@ -20,12 +26,14 @@ import numpy as np
 from bert_keras.checkpoints.errors import CheckpointFormatError, CheckpointMismatchError
 from bert_keras.config import BertConfig
 from pipelines.atomic_writes import atomic_directory
-from pipelines.tokenizer.tokenizer_config import NO_PRE_TOKENIZER, resolve_tokenizer_settings
+from pipelines.tokenizer.tokenizer_config import NO_PRE_TOKENIZER, resolve_tokenizer_settings, write_tokenizer_settings
 
 # Files `Backbone.save_to_preset` writes; `metadata.json` tells a keras-hub
 # preset apart from a Hugging Face directory, which also has `config.json`.
 PRESET_FILES = ("config.json", "metadata.json")
 VOCAB_PATH = os.path.join("assets", "tokenizer", "vocabulary.txt")
+# A preset's weights: one file, or keras-hub's index of sharded ones.
+WEIGHTS_FILES = ("model.weights.h5", "model.weights.json")
 
 
 def _variables(backbone, num_layers):
@@ -197,6 +205,10 @@ def read_keras_hub_preset(directory):
         raise CheckpointFormatError(
             f"{directory}: not a keras-hub preset (expected {list(PRESET_FILES)} and model.weights.h5)"
         )
+    if not any(os.path.isfile(os.path.join(directory, name)) for name in WEIGHTS_FILES):
+        # keras-hub's own message names only its sharded index ("model.weights.json doesn't exist")
+        raise CheckpointFormatError(f"{directory}: a keras-hub preset without its weights (no "
+                                    f"{' or '.join(WEIGHTS_FILES)}); copy the whole preset directory again")
     try:
         backbone = keras_hub.models.BertBackbone.from_preset(directory)
     except (ValueError, OSError) as error:  # OSError: h5py's "Unable to open file (truncated file ...)"
@@ -206,7 +218,8 @@ def read_keras_hub_preset(directory):
     return config_from_backbone(backbone), backbone_to_canonical(backbone)
 
 
-def write_keras_hub_preset(directory, config, canonical, vocab_file=None, *, lowercase=None, strip_accents=None):
+def write_keras_hub_preset(directory, config, canonical, vocab_file=None, *, lowercase=None, strip_accents=None,
+                           max_input_chars_per_word=None):
     """Writes a keras-hub preset directory loadable by `BertBackbone.from_preset`.
 
     Example:
@@ -228,6 +241,10 @@ def write_keras_hub_preset(directory, config, canonical, vocab_file=None, *, low
         strip_accents: bool or None (None: as `lowercase`, BERT's and HF's rule). Written
             explicitly: keras-hub's `BertTokenizer` would otherwise keep accents of an uncased
             model ("café" stays "café" where BERT reads "cafe").
+        max_input_chars_per_word: int or None. The word length limit (None: the one recorded
+            beside the vocabulary, else 200), which keras-hub's tokenizer has no field for: written
+            with the casing beside the preset's vocabulary (`tokenizer_config_path`), where this
+            library reads it back.
 
     Returns:
         The directory written.
@@ -246,11 +263,16 @@ def write_keras_hub_preset(directory, config, canonical, vocab_file=None, *, low
         if vocab_file is not None:
             # the rules a loader would read this vocabulary with (an uncased guess keeps the
             # accents of a Korean vocabulary of Hangul syllables, which stripping would decompose)
-            rules = resolve_tokenizer_settings(vocab_file, lowercase, strip_accents, pre_tokenizer=NO_PRE_TOKENIZER)
+            rules = resolve_tokenizer_settings(vocab_file, lowercase, strip_accents, pre_tokenizer=NO_PRE_TOKENIZER,
+                                               max_input_chars_per_word=max_input_chars_per_word)
             lowercase = rules["lowercase"]
             strip_accents = bool(lowercase if rules["strip_accents"] is None else rules["strip_accents"])
             tokenizer = keras_hub.models.BertTokenizer(vocabulary=os.fspath(vocab_file), lowercase=lowercase,
                                                        strip_accents=strip_accents)
             tokenizer.save_to_preset(staging)
+            # what keras-hub's tokenizer config cannot hold (the limit), with the casing it says
+            write_tokenizer_settings(os.path.join(staging, VOCAB_PATH), lowercase=lowercase,
+                                     strip_accents=strip_accents,
+                                     max_input_chars_per_word=rules["max_input_chars_per_word"])
     return os.fspath(directory)
 

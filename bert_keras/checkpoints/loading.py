@@ -408,7 +408,8 @@ def load_tokenizer(spec, *, vocab_file=None, lowercase=None, strip_accents=None,
         with hf.added_tokens_matched_whole() if options.get("added_tokens") else contextlib.nullcontext():
             vocab_file = find_vocabulary(spec)
     if vocab_file is None:
-        raise CheckpointFormatError(f"{spec} has no vocab.txt beside it; pass the vocabulary (vocab_file=, --vocab FILE)")
+        raise CheckpointFormatError(f"{spec} has no vocab.txt beside it (looked for {', '.join(vocabulary_candidates(spec))}); "
+                                    "pass the vocabulary (vocab_file=, --vocab FILE)")
     rules = resolve_tokenizer_settings(vocab_file, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word)
     try:
         return BertTokenizer(vocab_file, **rules, **options)
@@ -771,7 +772,10 @@ def write_pretrained(spec, config, canonical, *, vocab_file=None, tokenizer_sett
                           f"(pipelines.tokenizer.morphemes.morpheme_splitter({split_by!r}).spaced)", stacklevel=2)
         return keras_hub.write_keras_hub_preset(location.path, config, canonical, vocab_file,
                                                 lowercase=settings.get("lowercase"),
-                                                strip_accents=settings.get("strip_accents"))
+                                                strip_accents=settings.get("strip_accents"),
+                                                max_input_chars_per_word=settings.get(
+                                                    "max_input_chars_per_word",
+                                                    read_tokenizer_settings(vocab_file).get("max_input_chars_per_word")))
     raise _spec_error(location.spec, "writing a .keras file needs a model: use save_pretrained")
 
 

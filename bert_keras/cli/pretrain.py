@@ -10,7 +10,7 @@ import sys
 import time
 
 from bert_keras.cli.flag_arguments import add_case_options, given_lowercase
-from pipelines.command_options import add_field_options, add_option, field_values
+from pipelines.command_options import add_field_options, add_option, field_values, positive_int
 
 
 def register(subparsers, summary):
@@ -32,6 +32,9 @@ def register(subparsers, summary):
                         help="vocab.txt (needed with --input; sizes a named --config; copied to the output)")
     add_case_options(parser, cased_help="cased tokenization (default: as the vocabulary's tokenizer_config.json "
                                         "says, else as its tokens show)")
+    parser.add_argument("--max-chars-per-word", type=positive_int, default=None,
+                        help="longer words become [UNK] (default: the vocabulary's recorded limit, else the "
+                             "original's 200); --data records written with another limit are refused")
     parser.add_argument("--output-dir", required=True, metavar="DIR", help="where everything is written")
     add_field_options(parser, PretrainingOptions)  # --steps, --config, --init, ... --overwrite
     parser.set_defaults(func=run)
@@ -48,6 +51,7 @@ def run(args):
     result = Pretrainer.pretrain(
         args.output_dir, records=args.data, corpus=args.input, vocab_file=args.vocab,
         lowercase=given_lowercase(args), strip_accents=args.strip_accents,
+        max_input_chars_per_word=args.max_chars_per_word,
         **field_values(PretrainingOptions, args), verbose=1 if sys.stdout.isatty() else 2, log=print)
     if result.chief:  # multi-worker: the chief reports
         # With --init the vocabulary comes from the checkpoint: what the directory holds says.

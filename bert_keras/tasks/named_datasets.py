@@ -459,6 +459,7 @@ class SquadSpec(DatasetSpec):
         self.stride = stride or SquadSettings.stride  # None: SpanQA's (run_squad.py's)
         self.max_query_length = max_query_length or SquadSettings.max_query_length
         self.korquad = spec.startswith("korquad")
+        self._scored_examples = None  # what `evaluation_data` read last
 
     def model_options(self):
         return {"version_2": self.version_2, "stride": self.stride,
@@ -532,7 +533,17 @@ class SquadSpec(DatasetSpec):
                           "--task korquad/v1.0", stacklevel=2)
 
     def prepare_scoring(self, task):
-        """`korquad/v1.0` data scored by a model saved with SQuAD's metric: scored with KorQuAD's."""
+        """`korquad/v1.0` data scored by a model saved with SQuAD's metric: scored with KorQuAD's.
+        A file with unanswerable questions, read as `squad/v2.0`, for a v1.1 model: refused naming
+        the file (`SpanQA.score` names the question only)."""
+        from bert_keras.tasks.span_qa import V1_SCORES_ANSWERED
+        from pipelines.datasets.squad import unanswerable_question
+
+        unanswerable = None if task.settings["version_2"] else unanswerable_question(self._scored_examples or [])
+        if unanswerable is not None:
+            raise DatasetSpecError(f"{self.scored}: question {unanswerable.id!r} has no answer (a SQuAD v2.0 question, "
+                                   f"read as {self.spec}), but the model is a SQuAD v1.1 one, which answers every "
+                                   f"question: " + V1_SCORES_ANSWERED)
         if self.korquad and not self.version_2 and task.evaluation_metric != "korquad":
             task.evaluation_metric = "korquad"
         if getattr(self, "korean_warned", False):
@@ -542,7 +553,8 @@ class SquadSpec(DatasetSpec):
         return self._examples(self.train_path, "train", True), None
 
     def evaluation_data(self, path=None):
-        return self._examples(path or self.eval_path, "validation", False), None
+        self._scored_examples = self._examples(path or self.eval_path, "validation", False)
+        return self._scored_examples, None
 
 
 def write_squad_predictions(task, path, directory, *, batch_size=32, overwrite=False, **decoding):

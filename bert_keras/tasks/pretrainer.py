@@ -239,8 +239,8 @@ class Pretrainer(BertPretrainer):
 
     @classmethod
     def pretrain(cls, output_dir, *, steps, corpus=None, records=None, config="base", init=None,
-                 vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None, seq_length=None,
-                 max_predictions=None, batch_size=32, learning_rate=1e-4, warmup_steps=None, weight_decay=0.01, seed=0,
+                 vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None,
+                 max_input_chars_per_word=None, seq_length=None, max_predictions=None, batch_size=32, learning_rate=1e-4, warmup_steps=None, weight_decay=0.01, seed=0,
                  checkpoint_every=1000, keep_checkpoints=3, strategy="auto", tpu=None,
                  mixed_precision="auto", jit_compile="auto", steps_per_execution=1, overwrite=False,
                  masked_lm_prob=MaskingSettings.masked_lm_prob, short_seq_prob=MaskingSettings.short_seq_prob,
@@ -273,6 +273,9 @@ class Pretrainer(BertPretrainer):
                 else as its tokens show). Korean vocabularies: `strip_accents=False` keeps syllables whole.
             pre_tokenizer: the morpheme analyzer a corpus is split with (None: the one the vocabulary
                 records, `bert-keras vocab --pre-tokenizer kiwi`'s; "none": the corpus is split already).
+            max_input_chars_per_word: longer words read as one [UNK] (None: the vocabulary's recorded
+                limit, else 200), for a corpus and in the run's `tokenizer_config.json`; records written
+                with another limit (their `PREFIX-config.json`) are refused before any model is built.
             seq_length, max_predictions, batch_size: the global batch and its shapes (None: the
                 records' own, as `create-pretraining-data` wrote them; a corpus's 128 and 20).
             learning_rate, warmup_steps (default steps // 10), weight_decay: the optimizer.
@@ -319,7 +322,8 @@ class Pretrainer(BertPretrainer):
             vocab_file = find_vocabulary(init)
         from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
 
-        rules = resolve_tokenizer_settings(vocab_file, lowercase, strip_accents, pre_tokenizer)
+        rules = resolve_tokenizer_settings(vocab_file, lowercase, strip_accents, pre_tokenizer,
+                                           max_input_chars_per_word)
         lowercase, strip_accents, pre_tokenizer = rules["lowercase"], rules["strip_accents"], rules["pre_tokenizer"]
         max_chars = rules["max_input_chars_per_word"]
         model_config = None if init else read_config(config, vocab_file)
@@ -331,18 +335,21 @@ class Pretrainer(BertPretrainer):
             corpus=corpus, records=records, vocab_file=vocab_file, lowercase=lowercase,
             strip_accents=strip_accents, pre_tokenizer=pre_tokenizer, batch_size=batch_size, seq_length=seq_length,
             max_predictions=max_predictions, seed=seed, masking=masking, max_input_chars_per_word=max_chars)
+        if records is not None:
+            check_records_word_limit(records, max_chars, max_input_chars_per_word, vocab_file)
 
         def build_model():
             if init:
                 model = cls.from_pretrained(init, vocab_file=vocab_file, lowercase=lowercase,
                                             strip_accents=strip_accents, pre_tokenizer=pre_tokenizer or "none",
-                                            dtype=policy)
+                                            max_input_chars_per_word=max_chars, dtype=policy)
                 check_seq_length(model.encoder.config, seq_length)
                 check_segments(model.encoder.config)
                 check_vocabulary_size(model.encoder.config, vocab_file)
                 return model
             return cls.from_config(model_config, vocab_file=vocab_file, lowercase=lowercase,
-                                   strip_accents=strip_accents, pre_tokenizer=pre_tokenizer or "none", dtype=policy)
+                                   strip_accents=strip_accents, pre_tokenizer=pre_tokenizer or "none",
+                                   max_input_chars_per_word=max_chars, dtype=policy)
 
         (log or logging.getLogger(__name__).info)(
             f"strategy: {describe(strategy)}; dtype policy {policy}; global batch {batch_size}")
@@ -400,11 +407,36 @@ def masking_settings(records, masked_lm_prob, short_seq_prob, whole_word_mask):
     return masking
 
 
+def check_records_word_limit(records, limit, given, vocab_file):
+    """A `TaskInputError` naming both limits when `records` were tokenized with another word length
+    limit than the run's `limit` (`given`, else the vocabulary's): the encoder saved beside the run
+    would read fine-tuning text with `limit`, not the one it was pretrained on."""
+    from pipelines.pretraining.reader import records_word_limits
+    from pipelines.tokenizer.tokenizer_config import tokenizer_config_path
+
+    for source, written in records_word_limits(records).items():
+        if written == limit:
+            continue
+        if given is not None:
+            run = "max_input_chars_per_word (--max-chars-per-word) was given"
+        elif vocab_file and os.path.isfile(tokenizer_config_path(vocab_file)):
+            run = f"the vocabulary reads words with that ({tokenizer_config_path(vocab_file)})"
+        else:
+            run = f"the vocabulary {vocab_file} records no limit, so this run reads words with that"
+        raise TaskInputError(
+            f"records={records!r} (--data) were tokenized with max_input_chars_per_word {written} ({source}), but this "
+            f"run's is {limit}: {run}. The encoder it saves would read text with {limit}, not the limit it was "
+            f"pretrained on; pass max_input_chars_per_word={written} (--max-chars-per-word {written}), or write the "
+            f"records again with {limit}")
+
+
 def data_shapes(records, seq_length, max_predictions):
     """`(seq_length, max_predictions)`: each None one the records' own (`records_layout`: what
     `create-pretraining-data --seq-length --max-predictions` wrote), else 128 / 20.
 
-    Records that cannot be measured leave the defaults: `dataset_factory` reports them.
+    Records that are not found leave the defaults: `dataset_factory` reports them. Records that
+    cannot be measured (a damaged `PREFIX-config.json`, a file that is not records) raise their
+    `ValueError` here, before a size check reads the defaults as the records' own.
     """
     layout = {}
     if records is not None and (seq_length is None or max_predictions is None):
@@ -412,7 +444,7 @@ def data_shapes(records, seq_length, max_predictions):
 
         try:
             layout = records_layout(records)
-        except (FileNotFoundError, ValueError):
+        except FileNotFoundError:
             pass
     if seq_length is None:
         seq_length = layout.get("max_seq_length", DEFAULT_SEQ_LENGTH)

@@ -67,7 +67,10 @@ def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length
                                       task_module=fine_tuned.module if fine_tuned else None)
             vocab = vocab_file or find_vocabulary(spec_path)
         if vocab is None:
-            raise TaskInputError(f"{spec_path}: no vocab.txt beside the model; pass vocab_file=")
+            from bert_keras.checkpoints.loading import vocabulary_candidates
+
+            raise TaskInputError(f"{spec_path}: no vocab.txt beside the model (looked for "
+                                 f"{', '.join(vocabulary_candidates(spec_path))}); pass vocab_file=")
         if fine_tuned is not None and labels is None and num_classes is None:
             labels, num_classes = fine_tuned.labels, fine_tuned.num_classes
         elif fine_tuned is not None and labels is not None and fine_tuned.labels is not None:

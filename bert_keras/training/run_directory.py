@@ -161,8 +161,11 @@ def plan_run(output_dir: str, *, settings: dict, num_train_steps: int, backup_ep
     if chief and recorded != settings:
         differ = sorted(k for k in set(recorded or {}) | set(settings)
                         if (recorded or {}).get(k) != settings.get(k)) or ["run.json unreadable"]
+        values = "; ".join(f"{k}: {_shown_setting(recorded or {}, k)} in {RUN_FILE}, {_shown_setting(settings, k)} now"
+                           for k in differ if recorded is not None)
         raise RunDirectoryError(
-            f"{output_dir} holds a pretraining run of other settings ({', '.join(differ)} differ; "
+            f"{output_dir} holds a pretraining run of other settings ({', '.join(differ)} differ"
+            f"{': ' + values if values else ''}; "
             f"it is {record.get('status', 'unfinished')} at step {record.get('final_step', '?')}): "
             "rerun with its settings to resume or continue it, choose another --output-dir, "
             "or pass --overwrite to start afresh there."
@@ -182,6 +185,15 @@ def plan_run(output_dir: str, *, settings: dict, num_train_steps: int, backup_ep
     if checkpoint is not None:
         return RunPlan("continue", segment_start=step, checkpoint=checkpoint, completed_step=step)
     return RunPlan("start")
+
+
+def _shown_setting(settings, key, width=80):
+    """One run setting as a refusal shows it: its JSON, cut at `width` characters; a setting left
+    out (a run records some only when they depart from their default) as the default."""
+    if key not in settings:
+        return "the default (not recorded)"
+    shown = json.dumps(settings[key], sort_keys=True)
+    return shown if len(shown) <= width else shown[: width - 3] + "..."
 
 
 def record_segment(output_dir: str, *, settings: dict, num_train_steps: int, segment_start: int,

@@ -33,6 +33,7 @@ import dataclasses
 import io
 import logging
 import os
+import re
 from typing import Optional, Tuple
 
 import tensorflow as tf
@@ -120,16 +121,24 @@ def read_swag_csv(path, *, labelled=True):
             row = dict(zip(header, fields))
             label = None
             if labelled:
-                value = row[LABEL_COLUMN].strip()
-                if value not in {str(i) for i in range(NUM_CHOICES)}:
-                    raise SwagFormatError(f"{path}:{line}: label {value!r} is not one of 0..{NUM_CHOICES - 1}.")
-                label = int(value)
+                label = _choice_label(row[LABEL_COLUMN].strip(), f"{path}:{line}")
             endings = tuple(row[f"ending{i}"] for i in range(NUM_CHOICES))
             examples.append(SwagExample(row["sent1"], row["sent2"], endings, label, f"{path}:{line}"))
     if not examples:
         raise SwagFormatError(f"{path}: no examples.")
     logger.info("%s: %d examples, %d blank lines skipped.", path, len(examples), blank)
     return examples
+
+
+def _choice_label(value, where):
+    """The index a `label` field names: `1`, or `1.0` as a CSV written by pandas from a float column
+    says it (HF's run_swag reads such a column as the class it is); anything else, `1.5` included,
+    is a `SwagFormatError` naming `where` (file:line) and the field."""
+    match = re.fullmatch(r"([0-9]+)(\.0*)?", value)
+    if match is None or int(match.group(1)) >= NUM_CHOICES:
+        raise SwagFormatError(f"{where}: field {LABEL_COLUMN!r}: {value!r} is not the index of an ending, "
+                              f"one of 0..{NUM_CHOICES - 1}.")
+    return int(match.group(1))
 
 
 def swag_dataset(examples, tokenizer, *, seq_length=128, batch_size=16, shuffle=False,

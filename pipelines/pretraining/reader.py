@@ -67,6 +67,32 @@ def records_layout(file_pattern: Union[str, Sequence[str]]) -> dict:
     return {**layout, "source": source}
 
 
+def records_word_limits(file_pattern: Union[str, Sequence[str]]) -> dict:
+    """`{PREFIX-config.json: max_input_chars_per_word}`: the word length limit each writer's config
+    beside the records says they were tokenized with (200, the original's, when it records none: the
+    writer leaves that one out). Records without a config (google-research's) are not in it.
+
+    Example:
+
+    >>> records_word_limits("out/sample-*.tfrecord")  # doctest: +SKIP
+    {'out/sample-config.json': 200}
+    """
+    from pipelines.tokenizer.tokenizer_config import ORIGINAL_MAX_CHARS_PER_WORD
+
+    limits = {}
+    for path in record_files(file_pattern):
+        prefix = shard_prefix(path)
+        if prefix is None or config_file_name(prefix) in limits or not tf.io.gfile.exists(config_file_name(prefix)):
+            continue
+        settings = _writer_settings(config_file_name(prefix))
+        limit = settings.get("max_input_chars_per_word", ORIGINAL_MAX_CHARS_PER_WORD)
+        if type(limit) is not int or limit < 1:
+            raise ValueError(f"{config_file_name(prefix)}: field 'settings.max_input_chars_per_word' must be a "
+                             f"positive integer, got {limit!r}: the file is damaged; write the records again")
+        limits[config_file_name(prefix)] = limit
+    return limits
+
+
 def record_files(file_pattern: Union[str, Sequence[str]]) -> list:
     """The files of a records pattern (`corpus_lib.list_files`); `FileNotFoundError` with a hint that
     names records when it matches nothing or a directory.
@@ -97,12 +123,15 @@ def _layout_of(path, prefix):
     """The layout of one record file (with `source`): its writer's config, else its first record;
     None for a file with no record."""
     if prefix is not None and tf.io.gfile.exists(config_file_name(prefix)):
-        with tf.io.gfile.GFile(config_file_name(prefix)) as f:
-            config = json.load(f)
-        settings = config.get("settings", config)
-        return {"max_seq_length": int(settings["max_seq_length"]),
-                "max_predictions_per_seq": int(settings["max_predictions_per_seq"]),
-                "source": config_file_name(prefix)}
+        settings = _writer_settings(config_file_name(prefix))
+        layout = {}
+        for name in ("max_seq_length", "max_predictions_per_seq"):
+            value = settings.get(name)
+            if type(value) is not int or value < 1:
+                raise ValueError(f"{config_file_name(prefix)}: field 'settings.{name}' must be a positive integer, "
+                                 f"got {value!r}: the file is damaged; write the records again (create-pretraining-data)")
+            layout[name] = value
+        return {**layout, "source": config_file_name(prefix)}
     try:
         first = [record.numpy() for record in tf.data.TFRecordDataset([path]).take(1)]
     except tf.errors.DataLossError:
@@ -117,6 +146,22 @@ def _layout_of(path, prefix):
                 "max_predictions_per_seq": len(feature["masked_lm_positions"].int64_list.value),
                 "source": path}
     return None
+
+
+def _writer_settings(path):
+    """The settings object of a writer's `PREFIX-config.json`; a `ValueError` naming the file when it
+    is not one (a damaged file stopped the run with a `KeyError` traceback)."""
+    try:
+        with tf.io.gfile.GFile(path) as f:
+            config = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: not a JSON records config ({error}): the file is damaged; write the records "
+                         "again (create-pretraining-data)") from None
+    settings = config.get("settings", config) if isinstance(config, dict) else None
+    if not isinstance(settings, dict):
+        raise ValueError(f"{path}: expected a JSON object with the writer's 'settings': the file is damaged; write "
+                         "the records again (create-pretraining-data)")
+    return settings
 
 
 def _check_record_file(path: str):

@@ -176,9 +176,12 @@ class PretrainingDataSettings(MaskingSettings):
         10_000, "documents per next-sentence bucket: a random next segment comes from another document of the "
         "same bucket (one bucket, the whole corpus, below this many documents; default 10000)", None,
         "--documents_per_bucket")
-    # No flag: the vocabulary's word length limit (`resolve_tokenizer_settings`: recorded, 100 in an
+    # None: the vocabulary's word length limit (`resolve_tokenizer_settings`: recorded, 100 in an
     # HF directory, else the original's 200), which the models built on it read with.
-    max_input_chars_per_word: Optional[int] = None
+    max_input_chars_per_word: Optional[int] = option(
+        None, "longer words become [UNK] (default: the vocabulary's recorded limit, 100 in an HF directory, else "
+              "the original's 200); recorded in PREFIX-config.json, which pretrain --data checks",
+        "--max-chars-per-word", type="positive_int")
 
     def __post_init__(self):
         patterns = self.input.split(",") if isinstance(self.input, str) else list(self.input)

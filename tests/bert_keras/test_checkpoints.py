@@ -722,6 +722,58 @@ def test_a_cased_keras_hub_preset_is_read_and_written_cased(tiny_config, tiny_vo
     assert kh.models.BertTokenizer.from_preset(str(tmp_path / "back")).lowercase is False
 
 
+def test_a_keras_hub_preset_keeps_the_word_length_limit(tiny_config, tmp_path):
+    """keras-hub's tokenizer config has no word length limit: a model whose vocabulary records 5
+    was written to a preset, read back with 200 ("aaaaaaa" split into pieces, not one [UNK]) and
+    converted on as HF's 100. The preset now records it beside its vocabulary, where keras-hub
+    does not look (its tokenizer still loads)."""
+    kh = pytest.importorskip("keras_hub")
+    from bert_keras.checkpoints import load_tokenizer
+    from bert_keras.checkpoints.loading import convert, save_pretrained
+    from bert_keras.encoder import BertEncoder
+    from pipelines.tokenizer.tokenizer_config import read_tokenizer_settings, write_tokenizer_settings
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##a"]
+                               + [f"tok{i}" for i in range(92)]) + "\n", encoding="utf-8")
+    write_tokenizer_settings(str(vocab), lowercase=True, max_input_chars_per_word=5)
+    config = BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"})
+    preset = str(tmp_path / "preset")
+    save_pretrained(BertEncoder(config), f"keras-hub:{preset}", vocab_file=str(vocab))
+    tokenizer = load_tokenizer(f"keras-hub:{preset}")
+    assert tokenizer.max_input_chars_per_word == 5
+    assert tokenizer.tokenize(["aaaaaaa aaa"]).to_list() == [[1, 5, 6, 6]]
+    convert(f"keras-hub:{preset}", f"hf:{tmp_path / 'hf'}")
+    assert read_tokenizer_settings(str(tmp_path / "hf" / "vocab.txt"))["max_input_chars_per_word"] == 5
+    convert(f"hf:{tmp_path / 'hf'}", f"keras-hub:{tmp_path / 'back'}")
+    assert load_tokenizer(f"keras-hub:{tmp_path / 'back'}").max_input_chars_per_word == 5
+    assert kh.models.BertTokenizer.from_preset(preset).lowercase is True
+
+
+def test_a_keras_hub_preset_missing_a_file_names_the_file(tiny_config, tiny_vocab_file, tmp_path):
+    """A preset without its weights said keras-hub's "`model.weights.json` doesn't exist" (a file a
+    one-file preset never has); one without its vocabulary said "no vocab.txt beside the model",
+    a name a preset does not use. Each now names the file looked for."""
+    pytest.importorskip("keras_hub")
+    from bert_keras.checkpoints.loading import save_pretrained
+    from bert_keras.checkpoints import load_tokenizer
+    from bert_keras.encoder import BertEncoder
+    from bert_keras.tasks import TextClassifier
+
+    config = BertConfig(**{**tiny_config.to_dict(), "hidden_act": "gelu_approximate"})
+    preset = tmp_path / "preset"
+    save_pretrained(BertEncoder(config), f"keras-hub:{preset}", vocab_file=tiny_vocab_file)
+    (preset / "assets" / "tokenizer" / "vocabulary.txt").unlink()
+    with pytest.raises(TaskInputError, match=re.escape(f"(looked for {preset}/assets/tokenizer/vocabulary.txt)")):
+        TextClassifier.from_pretrained(f"keras-hub:{preset}", labels=["a", "b"], seq_length=16)
+    with pytest.raises(CheckpointFormatError, match=re.escape(f"(looked for {preset}/assets/tokenizer/vocabulary.txt)")):
+        load_tokenizer(f"keras-hub:{preset}")
+    (preset / "model.weights.h5").unlink()
+    with pytest.raises(CheckpointFormatError, match=re.escape(f"{preset}: a keras-hub preset without its weights "
+                                                              "(no model.weights.h5 or model.weights.json)")):
+        read_pretrained(f"keras-hub:{preset}")
+
+
 def test_an_uncased_keras_hub_preset_strips_accents_in_keras_hub_too(tiny_config, tmp_path):
     """keras-hub's BertTokenizer keeps accents unless told (its default): a preset written from an
     uncased model read "Café" as "café" in keras-hub where BERT, HF and bert_keras read "cafe"."""

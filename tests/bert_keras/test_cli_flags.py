@@ -37,6 +37,8 @@ USED_BY = {
     # accent stripping (HF's strip_accents)
     "--strip-accents": {"finetune", "pretrain", "embed", "attention", "tokenize", "export", "vocab",
                         "create-pretraining-data"},
+    # the word length limit: longer words are one [UNK] (max_input_chars_per_word= in Python)
+    "--max-chars-per-word": {"tokenize", "pretrain", "create-pretraining-data"},
     # tokens per sequence, [CLS]/[SEP] included
     "--seq-length": {"finetune", "pretrain", "embed", "attention", "tokenize", "export",
                      "create-pretraining-data", "quickstart"},

@@ -288,3 +288,18 @@ def test_predict_writes_the_chosen_ending_of_each_row_of_a_swag_test_file(tmp_pa
     refused(["predict", "--model", export_fixtures.make_finetuned_dir("classification", str(tmp_path / "c")),
              "--data", str(test)], capsys, "--data FILE: a whole dataset file is predicted by a SQuAD or SWAG model",
             "--input FILE")
+
+
+def test_evaluate_squad_v2_data_on_a_v1_model_names_the_data_file(tmp_path, capsys):
+    """`evaluate --task squad/v2.0 --data dev-v2.0.json` on a v1.1 model was refused by the
+    model's `score`, naming the question but not the file it came from."""
+    from bert_keras import tasks
+
+    qa = tasks.SpanQA.from_pretrained(export_fixtures.make_encoder_spec(str(tmp_path / "tiny")),
+                                      seq_length=64, stride=16, max_query_length=16)
+    model = qa.save(str(tmp_path / "qa"))
+    data = os.path.join(export_fixtures.DATA, "squad", "dev-v2.0-mini.json")
+    assert main(["evaluate", "--model", model, "--task", "squad/v2.0", "--data", data]) != 0
+    error = capsys.readouterr().err
+    assert f"{data}: question 'oil_1979' has no answer (a SQuAD v2.0 question, read as squad/v2.0), but the " \
+           "model is a SQuAD v1.1 one" in error, error

@@ -975,3 +975,34 @@ def test_the_word_length_limit_survives_save_load_keras_file_convert_and_export(
     del info["tokenizer"]["max_input_chars_per_word"]
     json.dump(info, open(os.path.join(saved, "task.json"), "w", encoding="utf-8"))
     assert load(saved).tokenizer.max_input_chars_per_word == 200
+
+
+def test_one_word_length_limit_from_records_to_the_fine_tuned_tokenizer(tmp_path, capsys):
+    """`create-pretraining-data --max-chars-per-word 4` records the limit in PREFIX-config.json (the
+    flag was missing: only Python could set it); `pretrain --data` on those records without the
+    same limit is refused naming both, and with `--max-chars-per-word 4` the run's encoder reads
+    text with 4 in fine-tuning too."""
+    import export_fixtures
+    from bert_keras.cli.main import main
+    from bert_keras.tasks import TextClassifier
+
+    vocab = export_fixtures.write_vocab(str(tmp_path / "vocab.txt"))
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the new film was good .\nthe dog was bad .\n\nthe city was great .\nthe ball is red .\n")
+    config = tmp_path / "config.json"
+    export_fixtures.tiny_config().to_json(str(config))
+    assert main(["create-pretraining-data", "--input", str(corpus), "--vocab", vocab, "--output-prefix",
+                 str(tmp_path / "pt"), "--seq-length", "16", "--max-predictions", "2", "--num_output_shards", "1",
+                 "--max-chars-per-word", "4"]) == 0
+    with open(tmp_path / "pt-config.json", encoding="utf-8") as f:
+        assert json.load(f)["settings"]["max_input_chars_per_word"] == 4
+    capsys.readouterr()
+    run = ["pretrain", "--data", str(tmp_path / "pt-*.tfrecord"), "--vocab", vocab, "--config", str(config),
+           "--global-batch-size", "2", "--steps", "1", "--strategy", "default", "--output-dir", str(tmp_path / "run")]
+    assert main(run) != 0
+    error = capsys.readouterr().err
+    assert "tokenized with max_input_chars_per_word 4" in error and "this run's is 200" in error, error
+    assert main(run + ["--max-chars-per-word", "4"]) == 0
+    classifier = TextClassifier.from_pretrained(str(tmp_path / "run" / "encoder.keras"), labels=["a", "b"],
+                                                seq_length=16)
+    assert classifier.tokenizer.max_input_chars_per_word == 4

@@ -900,3 +900,73 @@ def test_the_pretraining_report_does_not_repeat_the_notes_logged_at_the_start():
     report = result.report("run", 6, 8.0)
     assert "XLA off" in report.splitlines()[1]
     assert "XLA (jit_compile)" not in report and "note:" not in report, report
+
+
+def test_a_run_of_other_settings_is_refused_naming_both_values(tmp_path):
+    """The refusal named the settings that differ, not their values: a run recorded with the
+    vocabulary's word length limit 100 said only "max_input_chars_per_word differ", leaving the user
+    to read run.json to learn which limit the run had, and that this rerun had the default."""
+    from bert_keras.training.run_directory import RunDirectoryError, plan_run, record_complete, record_segment
+
+    run = str(tmp_path / "run")
+    os.makedirs(run)
+    recorded = {"seed": 0, "max_input_chars_per_word": 100, "text": ["/data/" + "x" * 200 + ".txt"]}
+    record_segment(run, settings=recorded, num_train_steps=2, segment_start=0, steps_per_epoch=1)
+    record_complete(run, final_step=2, metrics={})
+    with pytest.raises(RunDirectoryError) as refused:
+        plan_run(run, settings={"seed": 3, "text": ["/data/b.txt"]}, num_train_steps=2)
+    message = str(refused.value)
+    assert "max_input_chars_per_word, seed, text differ" in message
+    assert "max_input_chars_per_word: 100 in run.json, the default (not recorded) now" in message
+    assert "seed: 0 in run.json, 3 now" in message
+    assert 'text: ["/data/xxx' in message and '... in run.json, ["/data/b.txt"] now' in message  # cut short
+    assert len(message) < 700
+
+
+def test_cli_pretrain_refuses_records_of_another_word_length_limit(one_layer_config, tiny_vocab_file, tmp_path,
+                                                                   capsys):
+    """Records written with `max_input_chars_per_word` 100 (their PREFIX-config.json says so) trained a
+    run whose vocabulary records no limit: the saved encoder said 200, so fine-tuning read long words
+    otherwise than pretraining had, and `pretrain` had no flag to say 100. The mismatch is refused
+    naming both limits and the file; `--max-chars-per-word 100` trains and records 100."""
+    from pipelines.tokenizer.tokenizer_config import read_tokenizer_settings
+
+    write_google_tfrecord(str(tmp_path / "data-00000-of-00001.tfrecord"), one_layer_config.vocab_size)
+    (tmp_path / "data-config.json").write_text(json.dumps({"settings": {
+        "max_seq_length": SEQ, "max_predictions_per_seq": PREDICTIONS, "max_input_chars_per_word": 100}}))
+    config_file = tmp_path / "config.json"
+    one_layer_config.to_json(str(config_file))
+    data = str(tmp_path / "data-*.tfrecord")
+    assert main(pretrain_args(data, tiny_vocab_file, config_file, tmp_path / "run", 2)) != 0
+    error = capsys.readouterr().err
+    assert "tokenized with max_input_chars_per_word 100" in error and "data-config.json" in error, error
+    assert "but this run's is 200" in error and "--max-chars-per-word 100" in error, error
+    assert not (tmp_path / "run" / "encoder.keras").exists()
+    assert main(pretrain_args(data, tiny_vocab_file, config_file, tmp_path / "run", 2,
+                              "--max-chars-per-word", "100")) == 0
+    assert read_tokenizer_settings(str(tmp_path / "run" / "vocab.txt"))["max_input_chars_per_word"] == 100
+
+
+@pytest.mark.parametrize("content, named", [
+    ("{}", "field 'settings.max_seq_length' must be a positive integer, got None"),
+    ("{bad", "not a JSON records config"),
+    ('{"settings": {"max_seq_length": "x", "max_predictions_per_seq": 20}}',
+     "field 'settings.max_seq_length' must be a positive integer, got 'x'"),
+    ("[1]", "expected a JSON object with the writer's 'settings'"),
+    ('{"settings": {"max_seq_length": 16, "max_predictions_per_seq": 4, "max_input_chars_per_word": 0}}',
+     "field 'settings.max_input_chars_per_word' must be a positive integer, got 0"),
+])
+def test_cli_pretrain_names_a_damaged_records_config(one_layer_config, tiny_vocab_file, tmp_path, capsys, content,
+                                                     named):
+    """A damaged PREFIX-config.json beside the records stopped `pretrain --data` with a KeyError
+    traceback ('max_seq_length'), or, read as no layout, with a misleading complaint about the
+    default --seq-length 128. It is named, with the field."""
+    write_google_tfrecord(str(tmp_path / "data-00000-of-00001.tfrecord"), one_layer_config.vocab_size)
+    (tmp_path / "data-config.json").write_text(content)
+    config_file = tmp_path / "config.json"
+    one_layer_config.to_json(str(config_file))
+    assert main(["pretrain", "--data", str(tmp_path / "data-*.tfrecord"), "--vocab", tiny_vocab_file, "--config",
+                 str(config_file), "--global-batch-size", "2", "--steps", "1", "--strategy", "default",
+                 "--output-dir", str(tmp_path / "run")]) != 0
+    error = capsys.readouterr().err
+    assert f"{tmp_path / 'data-config.json'}: {named}" in error and "Traceback" not in error, error

@@ -278,6 +278,25 @@ def test_a_quote_left_open_is_named_as_such_not_only_as_a_wrong_field_count(tmp_
         read_swag_csv(path)
 
 
+def test_a_swag_label_written_as_a_float_reads_as_its_ending_and_a_fraction_is_named(tmp_path):
+    """pandas writes an int column that held a NaN as floats ("1.0"): such a SWAG file was refused
+    ("label '1.0' is not one of 0..3"), where HF's run_swag reads the class. A whole number reads as
+    its ending; "1.5" is refused naming the file, line and field."""
+    import re
+
+    from pipelines.datasets.swag import SwagFormatError, read_swag_csv
+
+    header = ",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label\n"
+    path = _write(tmp_path / "swag.csv", header + "0,v,1,s,x,y,gold,a,b,c,d,1.0\n1,v,1,s,x,y,gold,a,b,c,d,3\n"
+                                                  "2,v,1,s,x,y,gold,a,b,c,d,0.00\n")
+    assert [example.label for example in read_swag_csv(path)] == [1, 3, 0]
+    for bad in ("1.5", "4.0", "-1", "nan", "one", ""):
+        path = _write(tmp_path / "bad.csv", header + f"0,v,1,s,x,y,gold,a,b,c,d,0\n1,v,1,s,x,y,gold,a,b,c,d,{bad}\n")
+        with pytest.raises(SwagFormatError, match=rf"bad.csv:3: field 'label': '{re.escape(bad)}' is not the index "
+                                                  r"of an ending, one of 0..3"):
+            read_swag_csv(path)
+
+
 @pytest.mark.parametrize("name, content, where, shown", [
     ("cell.csv", 'text,label\n"good\x00film",pos\nbad film,neg\n', "cell.csv:2:6", r"'\"goodfilm\",pos'"),
     ("excel.csv", "\ufefftext,label\r\ngood film,pos\r\nbad\x00 film,neg\r\n", "excel.csv:3:4", r"'bad film,neg'"),
