@@ -244,8 +244,10 @@ def class_weight_ids(task, class_weight, sample_weight=None):
         raise TaskInputError("class_weight: expected a dict {label: weight}")
     classes = task._class_names()
     if not classes:
-        raise TaskInputError(f"class_weight: a {type(task).__name__} has no class per example "
-                             "(tags per word, answer spans or targets); use sample_weight")
+        what = ("a regression (num_classes=1) has a float target per example, not a class"
+                if getattr(task, "is_regression", False)
+                else f"a {type(task).__name__} has no class per example (tags per word or answer spans)")
+        raise TaskInputError(f"class_weight: {what}; use sample_weight")
     ids = label_ids(list(class_weight), classes, "class_weight")
     weights = {i: 1.0 for i in range(len(classes))}  # as Keras: a class not named weighs 1
     for key, i in zip(class_weight, ids):

@@ -1219,6 +1219,11 @@ def test_weights_and_callbacks_are_checked_at_the_door(spec):
     tagger = build(tasks.TokenClassifier, spec, labels=export_fixtures.CONLL_LABELS)
     with pytest.raises(tasks.TaskInputError, match="no class per example .* use sample_weight"):
         tagger.fit([["john"]], [["B-PER"]], class_weight={"O": 1.0}, verbose=0)
+    # a regression's message said "a TextClassifier has no class per example", false of a classifier
+    with pytest.raises(tasks.TaskInputError, match=r"class_weight: a regression \(num_classes=1\) has a float "
+                                                   r"target per example, not a class; use sample_weight"):
+        build(tasks.TextClassifier, spec, num_classes=1).fit(TEXTS[:2], [0.5, 1.5], class_weight={0: 2.0},
+                                                             verbose=0)
     with pytest.raises(tasks.TaskInputError, match=r"y\[0\]\[0\]: label 99 was never seen.* a number is the id "
                                                    r"of labels\[i\], 0 <= i < 9"):
         tagger.fit([["john"]], [[99]], verbose=0)
