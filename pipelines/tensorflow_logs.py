@@ -3,7 +3,7 @@
 Importing `pipelines`, `bert_keras` or `serving` makes a script as quiet as the
 `bert-keras` command (`quiet_by_default`); `BERT_KERAS_VERBOSE=1` in the environment,
 or the command's `--verbose`, keeps TensorFlow's own logs. A level you set yourself
-(`TF_CPP_MIN_LOG_LEVEL`) is kept.
+(`TF_CPP_MIN_LOG_LEVEL`) is kept; 0 keeps TensorFlow's start-up lines too.
 
 TensorFlow and its neighbours talk on stderr whatever the command does: C++ log
 lines at import (`failed call to cuInit ... (303)` from the CUDA probe, the
@@ -96,15 +96,19 @@ def quiet_by_default():
 
     Skipped when `BERT_KERAS_VERBOSE` is set (not "0"). Runs before TensorFlow loads when the
     project is imported first; after, only the Python loggers and warnings can be quieted.
+    `TF_CPP_MIN_LOG_LEVEL=0` of your own asks for every C++ line: TensorFlow's start-up lines
+    (`LOAD_TIME_NOISE`) are kept too (they were dropped whatever the level said).
     """
     global _LEVEL_CHOSEN_HERE, _QUIET
     if os.environ.get("BERT_KERAS_VERBOSE", "0") not in ("", "0"):
         return
     _QUIET = True
-    if "TF_CPP_MIN_LOG_LEVEL" not in os.environ:
+    users_level = os.environ.get("TF_CPP_MIN_LOG_LEVEL")
+    if users_level is None:
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
         _LEVEL_CHOSEN_HERE = True
-    quiet_tensorflow_load()
+    if users_level is None or users_level.strip() != "0":
+        quiet_tensorflow_load()
     for name in NOISY_LOGGERS:
         _logger(name).setLevel(logging.ERROR)
     filter_noisy_warnings()

@@ -178,13 +178,24 @@ class ArgumentParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self._negative_number_matcher = re.compile(r"^-\.?\d")
 
+    # The arguments being parsed (set by `parse_args`, read by a subcommand parser's `error`).
+    _argv = ()
+
     def error(self, message):
         """argparse's usage error; "expected one argument" for a flag whose value starts with '-'
-        (`--beam-option --direct_num_workers=4`) says how to pass one."""
+        (`--beam-option --direct_num_workers=4`) says how to pass one. A flag typed last, with no
+        value after it (`tokenize --pair`), gets no such hint: no value starts with '-' there."""
         match = re.match(r"argument (--[\w-]+)(?:/\S+)?: expected one argument$", message)
-        if match:
+        if match and not self._typed_last(match.group(1)):
             message += f"\nhint: a value that starts with '-' goes after '=': {match.group(1)}=VALUE"
         super().error(message)
+
+    def _typed_last(self, flag):
+        """Whether `flag` (or an abbreviation of it) is the last of the arguments being parsed."""
+        argv = list(ArgumentParser._argv)
+        if "--" in argv:
+            argv = argv[:argv.index("--")]
+        return bool(argv) and len(argv[-1]) >= 3 and flag.startswith(argv[-1])
 
     def parse_args(self, args=None, namespace=None):
         """argparse's, with a hint when the arguments it did not take are the files of an unquoted
@@ -192,6 +203,7 @@ class ArgumentParser(argparse.ArgumentParser):
         that takes them so (`TRAILING_OPTIONS`) set apart: argparse gave `vocab FILES ... --
         --direct_num_workers=4` to the files."""
         args = list(sys.argv[1:] if args is None else args)
+        ArgumentParser._argv = tuple(args)
         trailing = None
         command = next((arg for arg in args if not arg.startswith("-")), None)
         if command in TRAILING_OPTIONS and "--" in args and args.index("--") > args.index(command):

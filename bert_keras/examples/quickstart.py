@@ -40,6 +40,7 @@ answers at once (TensorFlow takes seconds to load).
 
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -372,9 +373,9 @@ def summary(args, workdir, base_path, metrics, answers, steps, started):
         print("\n(a tiny model pretrained for minutes on a few hundred sentences: expect mistakes; "
               "`bert-keras quickstart` without --from-scratch starts from real weights)")
     print("\nnext:")
-    print(f"  bert-keras serve --model-base-path {base_path}/sentiment      "
+    print(f"  bert-keras serve --model-base-path {shlex.quote(os.path.join(base_path, 'sentiment'))}      "
           "# serve it again (gRPC :8500, REST :8501)")
-    print(f"  bert-keras deploy-kit --base-path {base_path} --model-name sentiment --output-dir deploy   "
+    print(f"  bert-keras deploy-kit --base-path {shlex.quote(base_path)} --model-name sentiment --output-dir deploy   "
           "# docker compose / Kubernetes for the official tensorflow/serving image")
     print(f"  bert-keras finetune --task csv:YOUR.tsv --init {WEIGHTS} --output-dir out/mine")
 
@@ -422,9 +423,13 @@ class Steps:
 
 
 def show_command(command, program="bert-keras"):
-    """Prints the command that does what the current step does."""
-    quoted = (f"'{a}'" if any(c in a for c in " *?|,") else a for a in command)
-    print(f"  $ {program} " + " ".join(quoted), flush=True)
+    """Prints the command that does what the current step does, quoted for a POSIX shell: it runs
+    as printed, whatever the paths hold (spaces, quotes, `$`, globs).
+
+    >>> show_command(["serve", "--model-base-path", "runs/it's here/models/sentiment", "--data", "pt-*.tfrecord"])
+      $ bert-keras serve --model-base-path 'runs/it'"'"'s here/models/sentiment' --data 'pt-*.tfrecord'
+    """
+    print(f"  $ {program} " + shlex.join(command), flush=True)
 
 
 def make_deterministic(seed):

@@ -322,6 +322,16 @@ class CsvSpec(DatasetSpec):
             raise DatasetSpecError(f"{path}: column {self.text_b_column!r} holds second texts, but the model reads "
                                    f"single texts (column {self.text_column!r}); give a file without it")
         unlabelled = not self.labels_required and self.label_column not in columns
+        read = [("--text-column", self.text_column)]
+        if self.text_pair is not False and self.text_b_column in columns:
+            read.append(("--text-b-column", self.text_b_column))
+        if not unlabelled:
+            read.append(("--label-column", self.label_column))
+        for i, (flag, column) in enumerate(read):
+            other = next((f for f, c in read[:i] if c == column), None)
+            if other:  # a model learning to name its own input (each text a class), or a pair of one text twice
+                raise DatasetSpecError(f"{path}: column {column!r} would be read as both {other} and {flag}; "
+                                       f"name another column for one of them (columns found: {sorted(columns)})")
         examples = read_text_file(path, text_column=self.text_column,
                                   text_b_column=None if self.text_pair is False else self.text_b_column,
                                   label_column=None if unlabelled else self.label_column,

@@ -268,6 +268,17 @@ def test_a_flag_value_starting_with_a_dash_gets_a_hint_to_use_equals(capsys):
     assert "hint: a value that starts with '-' goes after '=': --beam-option=VALUE" in err
 
 
+@pytest.mark.parametrize("flag", ["--pair", "--pa"])
+def test_a_flag_typed_last_without_its_value_gets_no_hint_about_dashes(capsys, flag):
+    """`bert-keras tokenize --vocab v.txt --pair` (the value forgotten) was told that "a value that
+    starts with '-' goes after '='": there is no such value."""
+    with pytest.raises(SystemExit):
+        main(["tokenize", "--vocab", "v.txt", flag])
+    err = capsys.readouterr().err
+    assert "argument --pair: expected one argument" in err
+    assert "hint" not in err
+
+
 def test_input_files_that_cannot_be_read_as_texts_are_named_with_their_line(tmp_path, capsys):
     (tmp_path / "gap.txt").write_text("a good film\n\nanother one\n")
     (tmp_path / "blank.txt").write_text("\n  \n")

@@ -38,6 +38,23 @@ def test_a_named_label_column_that_is_missing_names_the_flag(tmp_path, capsys):
     assert "--label-column COLUMN" in err and "--label-column label" in err
 
 
+@pytest.mark.parametrize("flags, both", [
+    (["--label-column", "sentence"], "--text-column and --label-column"),  # each review its own class
+    (["--text-column", "label"], "--text-column and --label-column"),
+    (["--text-b-column", "sentence"], "--text-column and --text-b-column"),  # pairs of one text twice
+])
+def test_one_column_read_as_two_fields_is_refused_naming_the_flags(tmp_path, capsys, flags, both):
+    """`--label-column sentence` on a sentence/label file trained a classifier of one class per
+    training text (labels.txt: the 40 reviews) and said `done`."""
+    train = tmp_path / "train.tsv"
+    train.write_text("sentence\tlabel\nGreat film.\tpositive\nDull film.\tnegative\n", encoding="utf-8")
+    err = error_of(["finetune", "--task", f"csv:{train}", *flags, "--init", MINILM,
+                    "--output-dir", str(tmp_path / "out")], capsys)
+    assert f"would be read as both {both}" in err and "train.tsv" in err
+    assert "columns found: ['label', 'sentence']" in err
+    assert not (tmp_path / "out").exists()
+
+
 def test_bare_glue_name_suggests_glue_prefix(tmp_path, capsys):
     err = error_of(["finetune", "--task", "sst2", "--init", MINILM, "--output-dir", str(tmp_path / "o")], capsys)
     assert "hint: did you mean --task glue/sst2?" in err

@@ -186,3 +186,16 @@ def test_a_script_that_imports_the_library_is_as_quiet_as_the_cli(tmp_path):
                            "tf.constant(1.0) + 1"], capture_output=True, text=True,
                           env={**env, "BERT_KERAS_VERBOSE": "1"}, timeout=300)
     assert noise_in(loud.stderr), loud.stderr[-2000:]
+
+
+def test_a_users_own_tf_cpp_min_log_level_0_keeps_tensorflows_start_up_lines():
+    """`TF_CPP_MIN_LOG_LEVEL=0` set by the user asks for every C++ line: importing the library
+    first dropped TensorFlow's start-up lines all the same. Another level of theirs still drops them
+    (TensorFlow 2.21 writes them before absl reads the level)."""
+    script = "import bert_keras, tensorflow as tf; tf.constant(1.0) + 1"
+    runs = {level: subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                                  env={**user_environment(), "TF_CPP_MIN_LOG_LEVEL": level})
+            for level in ("0", "2")}
+    assert all(run.returncode == 0 for run in runs.values()), [run.stderr[-2000:] for run in runs.values()]
+    assert "port.cc" in runs["0"].stderr or "cpu_feature_guard.cc" in runs["0"].stderr, runs["0"].stderr[-2000:]
+    assert "port.cc" not in runs["2"].stderr and "cpu_feature_guard.cc" not in runs["2"].stderr, runs["2"].stderr

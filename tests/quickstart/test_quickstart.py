@@ -222,3 +222,26 @@ def test_the_example_ships_in_the_package():
     assert "bert_keras.examples" in find_packages(ROOT, include=include)
     with open(SCRIPT, encoding="utf-8") as f:
         assert "from bert_keras.examples.quickstart import main" in f.read()
+
+
+def test_the_printed_commands_run_as_printed_in_a_workdir_with_spaces_and_quotes(capsys):
+    """Every `$ bert-keras ...` and `next:` line is copy-pasted into a shell: a --workdir holding a
+    space or a quote (`~/my runs/it's`) split the path into several words (`--model-base-path
+    /tmp/my runs/...`), or left the quote unbalanced."""
+    import argparse
+    import shlex
+
+    workdir = "/tmp/my runs/it's $HOME"
+    base_path = os.path.join(workdir, "models")
+    quickstart.show_command(["vocab", os.path.join(workdir, "corpus.txt"), "--output", "v*.txt"])
+    args = argparse.Namespace(from_scratch=False, init=quickstart.WEIGHTS, config="tiny")
+    quickstart.summary(args, workdir, base_path, {"accuracy": 0.9, "num_examples": 120}, [],
+                       quickstart.Steps(1), started=0.0)
+    out = capsys.readouterr().out
+    commands = [line.split("$ ", 1)[1] for line in out.splitlines() if "$ bert-keras" in line]
+    next_lines = out.split("\nnext:\n")[1].splitlines()
+    commands += [line.split("  #")[0].strip() for line in next_lines if line.strip().startswith("bert-keras")]
+    words = [shlex.split(command) for command in commands]
+    assert words[0] == ["bert-keras", "vocab", os.path.join(workdir, "corpus.txt"), "--output", "v*.txt"]
+    assert ["--model-base-path", os.path.join(base_path, "sentiment")] == words[1][2:4]
+    assert ["--base-path", base_path] == words[2][2:4]
