@@ -17,6 +17,7 @@ Example:
 
 import csv
 import io
+import math
 
 from pipelines.datasets.text_files import decode_text_file
 
@@ -30,8 +31,9 @@ class STSFormatError(ValueError):
 def read_sts_pairs(path, limit=None):
     """`([(sentence1, sentence2, score), ...], skipped)` of an STS file, in file order.
 
-    Rows with a missing sentence, an empty one or a score that is not a number are skipped and
-    counted (KorSTS has none; a truncated download has some), not read as pairs.
+    Rows with a missing sentence, an empty one or a score that is not a finite number ("nan" and
+    "inf" included) are skipped and counted (KorSTS has none; a truncated download has some), not
+    read as pairs.
 
     Args:
         path: the file.
@@ -58,7 +60,7 @@ def read_sts_pairs(path, limit=None):
         except (IndexError, ValueError):
             skipped += 1
             continue
-        if not pair[0] or not pair[1]:
+        if not pair[0] or not pair[1] or not math.isfinite(pair[2]):  # "nan" / "inf" are not scores
             skipped += 1
             continue
         pairs.append(pair)

@@ -30,10 +30,12 @@ def test_malformed_rows_are_skipped_and_counted_and_quotes_are_text(tmp_path):
                             "n/a\ta\tb\r\n"       # score not a number
                             "2.0\t\tb\r\n"        # empty sentence
                             "3.0\tonly one\r\n"   # a field missing
+                            "nan\tp\tq\r\n"       # float() reads these, Spearman would be NaN
+                            "inf\tp\tq\r\n"
                             "0.5\tx\ty\r\n")
     pairs, skipped = read_sts_pairs(path)
     assert pairs == [('"quoted" text', "other", 1.5), ("x", "y", 0.5)]
-    assert skipped == 3
+    assert skipped == 5
     assert read_sts_pairs(path, limit=1) == ([('"quoted" text', "other", 1.5)], 0)
 
 
