@@ -144,7 +144,7 @@ def test_sigterm_stops_a_training_command_waiting_inside_tf_data(tmp_path):
               "sys.exit(cli_main.main(['finetune', '--task', 'csv:x.csv', '--init', 'i', '--output-dir', "
               "sys.argv[1]]))\n")
     result = subprocess.run([sys.executable, "-c", script, str(tmp_path / "out")], capture_output=True,
-                            text=True, timeout=90, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+                            text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
     assert result.returncode == 143, (result.returncode, result.stderr[-3000:])
     assert "terminated (SIGTERM); run the same command again to resume" in result.stderr
 
@@ -169,7 +169,7 @@ def test_a_forked_childs_sigterm_does_not_end_the_training_command(tmp_path):
               "sys.exit(cli_main.main(['finetune', '--task', 'csv:x.csv', '--init', 'i', '--output-dir', "
               "sys.argv[1]]))\n")
     result = subprocess.run([sys.executable, "-c", script, str(tmp_path / "out")], capture_output=True,
-                            text=True, timeout=90)
+                            text=True, timeout=300)
     assert (result.returncode, result.stdout) == (0, "finished\n"), result.stderr[-3000:]
 
 
@@ -203,7 +203,7 @@ def test_a_finetune_stopped_by_sigterm_resumes_to_the_uninterrupted_runs_loss(tm
     while not backup.exists() and first.poll() is None and time.time() < deadline:
         time.sleep(0.02)
     first.send_signal(signal.SIGTERM)
-    _, stderr = first.communicate(timeout=120)
+    _, stderr = first.communicate(timeout=300)
     assert first.returncode == 143, (first.returncode, stderr)
     assert "terminated (SIGTERM); run the same command again to resume" in stderr
     assert backup.exists() and not (out / "model.keras").exists()

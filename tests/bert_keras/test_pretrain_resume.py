@@ -60,6 +60,8 @@ class Slow(keras.callbacks.Callback):
         time.sleep(delay)
 
     def on_epoch_end(self, epoch, logs=None):  # after the backup: the parent says when to go on
+        if epoch + 1 < int(os.environ.get("HOLD_FROM_EPOCH", "0")):
+            return
         while os.path.exists(os.environ.get("HOLD_WHILE", "/nonexistent")):
             time.sleep(0.05)
 
@@ -84,7 +86,7 @@ def start(script, args, env=None):
     )
 
 
-def finish(process, timeout=120):
+def finish(process, timeout=300):
     output, _ = process.communicate(timeout=timeout)
     assert process.returncode == 0, output[-3000:]
     line = [line for line in output.splitlines() if line.startswith("RESULT ")][-1]
@@ -110,15 +112,18 @@ def train_script(tmp_path):
 
 
 def test_killed_run_resumes_at_the_backed_up_step(train_script, tmp_path):
-    # 8 backups of 0.75 s each (0.25 s a step): the kill after the second lands well before the
-    # run ends, even when this process is not scheduled for seconds on a loaded machine.
+    # 8 backups; the run holds after the second until killed: the kill lands before the run ends
+    # however late this process is scheduled (with 0.75 s epochs and no hold, the 4.5 s left after
+    # the second backup were a margin a loaded machine could use up).
     output, steps, every = tmp_path / "run", 24, 3
     backup = output / "backup"
-    first = start(train_script, [output, steps, every, 0.25])
-    deadline = time.time() + 90
+    hold = tmp_path / "hold"
+    hold.write_text("")
+    first = start(train_script, [output, steps, every, 0.25], env={"HOLD_WHILE": str(hold), "HOLD_FROM_EPOCH": "2"})
+    deadline = time.time() + 300  # a safety net: TensorFlow's import and two epochs
     while backed_up_epoch(backup) < 2:
         assert first.poll() is None, first.communicate()[0][-3000:]
-        assert time.time() < deadline, "no second backup written in 90 s"
+        assert time.time() < deadline, "no second backup written in 300 s"
         time.sleep(0.05)
     os.kill(first.pid, signal.SIGKILL)
     first.wait()
@@ -145,13 +150,13 @@ def test_a_second_run_on_a_directory_in_training_is_refused(train_script, tmp_pa
     hold = tmp_path / "hold"
     hold.write_text("")
     first = start(train_script, [output, steps, every, 0.0], env={"HOLD_WHILE": str(hold)})
-    deadline = time.time() + 90
+    deadline = time.time() + 300  # a safety net: TensorFlow's import and an epoch
     while backed_up_epoch(output / "backup") < 1:  # the first run trains
         assert first.poll() is None, first.communicate()[0][-3000:]
-        assert time.time() < deadline, "no backup written in 90 s"
+        assert time.time() < deadline, "no backup written in 300 s"
         time.sleep(0.05)
     second = start(train_script, [output, steps, every, 0.0])
-    log, _ = second.communicate(timeout=120)
+    log, _ = second.communicate(timeout=300)
     assert second.returncode != 0, log[-3000:]
     assert f"a pretraining run in process {first.pid} is training there now" in log, log[-3000:]
     # The refused run touched nothing: the first completes as if alone, and frees the directory.
@@ -216,18 +221,21 @@ def test_killed_multiworker_run_resumes_every_worker_from_the_same_epoch(train_s
     # during its save. Resuming from different epochs would train different weights under one
     # MirroredStrategy: the workers must agree on the older backup.
     workers = [f"127.0.0.1:{port}" for port in free_ports(2)]
-    output, steps, every = tmp_path / "run", 24, 3  # 8 backups: the kill after the second is never late
+    output, steps, every = tmp_path / "run", 24, 3  # 8 backups; both hold after the second until killed
     backups = [output / "backup", output / "backup-worker-1"]
+    hold = tmp_path / "hold"
+    hold.write_text("")
 
     def tf_config(index):
         return {"TF_CONFIG": json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})}
 
-    first = [start(train_script, [output, steps, every, 0.25], env=tf_config(i)) for i in range(2)]
-    deadline = time.time() + 120
+    first = [start(train_script, [output, steps, every, 0.25],
+                   env={**tf_config(i), "HOLD_WHILE": str(hold), "HOLD_FROM_EPOCH": "2"}) for i in range(2)]
+    deadline = time.time() + 300  # a safety net: TensorFlow's import, the cluster, two epochs
     while min(backed_up_epoch(b) for b in backups) < 2:
         for process in first:
             assert process.poll() is None, process.communicate()[0][-3000:]
-        assert time.time() < deadline, "no second backup in 120 s"
+        assert time.time() < deadline, "no second backup in 300 s"
         time.sleep(0.05)
     for process in first:
         os.kill(process.pid, signal.SIGKILL)
@@ -240,7 +248,7 @@ def test_killed_multiworker_run_resumes_every_worker_from_the_same_epoch(train_s
     agreed = min(epochs)
     assert agreed >= 1 and abs(epochs[0] - epochs[1]) == 1
 
-    results = [finish(process, timeout=180) for process in
+    results = [finish(process, timeout=300) for process in
                [start(train_script, [output, steps, every, 0.0], env=tf_config(i)) for i in range(2)]]
     for result, log in results:
         assert f"resuming at step {agreed * every}" in log, log[-3000:]

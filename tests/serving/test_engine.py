@@ -578,20 +578,20 @@ def test_loading_version_answers_unavailable(session_tmp, tmp_path):
 
     def slow_warmup(servable):
         entered.set()
-        release.wait(20)
+        release.wait(300)  # set by the test once it has seen the version loading
 
     registry = ModelRegistry([ModelSource("slow", base)], warmup=slow_warmup, poll_interval_s=0)
     loader = threading.Thread(target=registry.start)
     loader.start()
     try:
-        assert entered.wait(20)
+        assert entered.wait(300)  # a safety net: TensorFlow loads the version first
         assert registry.status("slow")[0].state == "LOADING"
         assert not registry.is_ready()
         assert "still loading" in raises("UNAVAILABLE", registry.acquire, "slow", 1)
         assert "loading: [1]" in raises("UNAVAILABLE", registry.acquire, "slow")
     finally:
         release.set()
-        loader.join(20)
+        loader.join(300)
     servable = registry.acquire("slow")
     assert servable.version == 1 and servable.state == "AVAILABLE"
     servable.release()

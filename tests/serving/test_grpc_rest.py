@@ -281,19 +281,19 @@ def test_grpc_health_and_unimplemented_methods(server, stubs):
     channel = grpc.insecure_channel(server.grpc_address)
     check = channel.unary_unary(f"/{HEALTH_SERVICE}/Check", request_serializer=request_class.SerializeToString,
                                 response_deserializer=response_class.FromString)
-    assert check(request_class(service=""), timeout=10).status == 1  # SERVING
-    assert check(request_class(service="tensorflow.serving.PredictionService"), timeout=10).status == 1
+    assert check(request_class(service=""), timeout=60).status == 1  # SERVING
+    assert check(request_class(service="tensorflow.serving.PredictionService"), timeout=60).status == 1
     with pytest.raises(grpc.RpcError) as raised:
-        check(request_class(service="no.such.Service"), timeout=10)
+        check(request_class(service="no.such.Service"), timeout=60)
     assert raised.value.code() == grpc.StatusCode.NOT_FOUND
 
     prediction, _ = stubs
     with pytest.raises(grpc.RpcError) as raised:
-        prediction.MultiInference(inference_pb2.MultiInferenceRequest(), timeout=10)
+        prediction.MultiInference(inference_pb2.MultiInferenceRequest(), timeout=60)
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "no tasks" in raised.value.details()
     with pytest.raises(grpc.RpcError) as raised:
         model_service_pb2_grpc.ModelServiceStub(channel).HandleReloadConfigRequest(
-            model_management_pb2.ReloadConfigRequest(), timeout=10)
+            model_management_pb2.ReloadConfigRequest(), timeout=60)
     assert raised.value.code() == grpc.StatusCode.UNIMPLEMENTED and "restart" in raised.value.details()
     channel.close()
 

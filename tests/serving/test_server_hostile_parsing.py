@@ -104,7 +104,7 @@ def server(tmp_path_factory):
     tf.saved_model.save(odd, str(base / "odd" / "1"), signatures={"half": odd.half, "wave": odd.wave})
     engine = InferenceEngine([ModelSource("tiny", str(base / "tiny")), ModelSource("odd", str(base / "odd"))],
                              poll_interval_s=0)
-    server = EmbeddedServer(engine, grpc_port=0, rest_port=0, rest_header_timeout_s=5.0).start()
+    server = EmbeddedServer(engine, grpc_port=0, rest_port=0, rest_header_timeout_s=60.0).start()
     yield server
     server.stop(grace_s=5)
 
@@ -131,7 +131,7 @@ def rest(server, method, path, body=None, headers=None):
 
 def raw_http(server, data):
     """Raw bytes in; (status, JSON body) of the answer, read to the end of the connection."""
-    with socket.create_connection(("127.0.0.1", server.rest_port), timeout=10) as sock:
+    with socket.create_connection(("127.0.0.1", server.rest_port), timeout=60) as sock:
         sock.sendall(data)
         sock.shutdown(socket.SHUT_WR)
         received = b""
@@ -453,7 +453,7 @@ def test_4_thousands_of_unknown_input_names_make_a_short_message(server, predict
 def test_4_malformed_protobuf_bytes_are_invalid_argument(channel, prediction, method):
     call = channel.unary_unary(method, request_serializer=None, response_deserializer=None)
     for data in (b"\xff\xff\xff\xff", b"\x0a\x05ab", b"\x0a\x02\xc3\x28"):  # bad tag, short field, bad UTF-8
-        code, details = grpc_code(lambda: call(data, timeout=10))
+        code, details = grpc_code(lambda: call(data, timeout=60))
         assert code == "INVALID_ARGUMENT" and "not a valid" in details, (data, code, details)
     ok_predict(prediction)
 

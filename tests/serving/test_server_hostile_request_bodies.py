@@ -40,7 +40,7 @@ def server(tmp_path_factory):
     base = tmp_path_factory.mktemp("request_bodies_models")
     ef.write_tiny_model(str(base / "tiny" / "1"), version=1)
     engine = InferenceEngine([ModelSource("tiny", str(base / "tiny"))], poll_interval_s=0)
-    server = EmbeddedServer(engine, grpc_port=0, rest_port=0, rest_header_timeout_s=5.0,
+    server = EmbeddedServer(engine, grpc_port=0, rest_port=0, rest_header_timeout_s=60.0,
                             max_request_bytes=8 * MB).start()
     yield server
     server.stop(grace_s=5)
