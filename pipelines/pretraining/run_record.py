@@ -183,7 +183,9 @@ def prepare_output(settings: PretrainingDataSettings, fingerprint: dict, *, over
                 + (f"; kept {len(kept)} it did not write ({os.path.basename(kept[0])}, ...)" if kept else ""))
         elif shards:
             if changed:
-                reason = f"records other settings ({', '.join(changed)} differ)"
+                # Each setting with both values: "max_seq_length differ" left the user to diff the file.
+                reason = "records other settings (" + "; ".join(
+                    f"{k}: {record['settings'].get(k)!r} then, {wanted.get(k)!r} now" for k in changed) + ")"
             else:
                 reason = (f"records another corpus: {record['corpus'].get('files')} file(s), "
                           f"{record['corpus'].get('bytes')} bytes then, {fingerprint.get('files')} file(s), "

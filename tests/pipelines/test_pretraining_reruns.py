@@ -141,7 +141,7 @@ def test_the_fingerprint_sees_content_not_modification_times(vocab_file, tmp_pat
 def test_other_settings_after_shards_exist_need_overwrite(vocab_file, tmp_path):
     prefix = str(tmp_path / "out")
     write(SAMPLE, vocab_file, prefix)
-    with pytest.raises(OutputExistsError, match="seed differ.*2 shard"):
+    with pytest.raises(OutputExistsError, match=r"other settings \(seed: 7 then, 8 now\).*2 shard"):
         write(SAMPLE, vocab_file, prefix, seed=8)
     summary = write(SAMPLE, vocab_file, prefix, seed=8, overwrite=True)
     assert len(summary["written"]) == 2
