@@ -341,7 +341,7 @@ def label_id(label, index, where):
     hint = ""
     if number and not names_are_numbers(index):
         hint = f"; a number is the id of labels[i], 0 <= i < {len(index)}"
-    raise TaskInputError(f"{where}: label {label!r} was never seen in training; the model knows "
+    raise TaskInputError(f"{where}: label {label!r} is not one of the model's labels "
                          f"{list(index)}{hint}")
 
 
