@@ -133,10 +133,12 @@ def read_swag_csv(path, *, labelled=True):
 def _choice_label(value, where):
     """The index a `label` field names: `1`, or `1.0` as a CSV written by pandas from a float column
     says it (HF's run_swag reads such a column as the class it is); anything else, `1.5` included,
-    is a `SwagFormatError` naming `where` (file:line) and the field."""
-    match = re.fullmatch(r"([0-9]+)(\.0*)?", value)
+    is a `SwagFormatError` naming `where` (file:line) and the field. Leading zeros are read ("01"); a
+    number of thousands of digits is refused as any other, never given to int() (Python's digit limit)."""
+    match = re.fullmatch(r"0*([0-9])(\.0*)?", value)
     if match is None or int(match.group(1)) >= NUM_CHOICES:
-        raise SwagFormatError(f"{where}: field {LABEL_COLUMN!r}: {value!r} is not the index of an ending, "
+        shown = repr(value) if len(value) <= 40 else repr(value[:40]) + f"... ({len(value)} characters)"
+        raise SwagFormatError(f"{where}: field {LABEL_COLUMN!r}: {shown} is not the index of an ending, "
                               f"one of 0..{NUM_CHOICES - 1}.")
     return int(match.group(1))
 

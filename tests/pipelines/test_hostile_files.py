@@ -297,6 +297,22 @@ def test_a_swag_label_written_as_a_float_reads_as_its_ending_and_a_fraction_is_n
             read_swag_csv(path)
 
 
+def test_a_swag_label_of_thousands_of_digits_is_named_not_a_python_int_limit(tmp_path):
+    """A label of 5,000 digits ("000...01" included: leading zeros are read) stopped the reader with
+    Python's "Exceeds the limit (4300 digits) for integer string conversion", naming no file, line
+    or field → a SwagFormatError like any label that is not an ending's index; leading zeros still read."""
+    from pipelines.datasets.swag import SwagFormatError, read_swag_csv
+
+    header = ",video-id,fold-ind,startphrase,sent1,sent2,gold-source,ending0,ending1,ending2,ending3,label\n"
+    path = _write(tmp_path / "zeros.csv", header + "0,v,1,s,x,y,gold,a,b,c,d," + "0" * 5000 + "2.0\n")
+    assert [example.label for example in read_swag_csv(path)] == [2]
+    for bad in ("9" * 5000, "1" + "0" * 5000 + ".0"):
+        path = _write(tmp_path / "long.csv", header + f"0,v,1,s,x,y,gold,a,b,c,d,{bad}\n")
+        with pytest.raises(SwagFormatError, match=r"long.csv:2: field 'label': '[0-9]+.* is not the index of an "
+                                                  r"ending, one of 0..3"):
+            read_swag_csv(path)
+
+
 @pytest.mark.parametrize("name, content, where, shown", [
     ("cell.csv", 'text,label\n"good\x00film",pos\nbad film,neg\n', "cell.csv:2:6", r"'\"goodfilm\",pos'"),
     ("excel.csv", "\ufefftext,label\r\ngood film,pos\r\nbad\x00 film,neg\r\n", "excel.csv:3:4", r"'bad film,neg'"),
