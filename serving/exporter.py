@@ -462,6 +462,15 @@ def choose_version(model_dir, version=None, *, overwrite=False):
         raise ValueError(f"version {version} is past int64's maximum: TF Serving reads a version directory of "
                          f"at most {MAX_VERSION}")
     target = os.path.join(model_dir, str(version))
+    if version in versions and not os.path.lexists(target):  # held under another name ("07")
+        from serving.server.version_files import version_of_name
+
+        held = sorted(name for name in os.listdir(model_dir)
+                      if version_of_name(name) == version and os.path.isdir(os.path.join(model_dir, name)))
+        raise FileExistsError(f"{os.path.join(model_dir, held[0])} holds version {version} (TF Serving reads "
+                              f"{held[0]!r} as {version}): an export would write {str(version)!r} beside it, two "
+                              f"names of one version, not replace it, even with --overwrite; move or rename it, "
+                              "or choose another version")
     if os.path.lexists(target) and not os.path.isfile(os.path.join(target, "saved_model.pb")):
         raise FileExistsError(f"{target} exists and is not a SavedModel version (no saved_model.pb): it is "
                               "not replaced, even with --overwrite; move it, or choose another version")

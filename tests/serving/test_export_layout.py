@@ -68,6 +68,20 @@ def test_version_numbering(tmp_path):
         exporter.choose_version(model_dir)
 
 
+def test_a_version_held_under_another_name_is_not_written_beside_it(tmp_path):
+    """Version 7 held as "07": --version 7 said "sentiment/7 already exists" (no such directory), and with
+    --overwrite wrote "7" beside "07", two names of one version (the server loads "7" and warns; "07" stays)
+    → refused, with or without overwrite, naming the directory that holds the version."""
+    model_dir = str(tmp_path / "sentiment")
+    os.makedirs(os.path.join(model_dir, "07"))
+    open(os.path.join(model_dir, "07", "saved_model.pb"), "w").close()
+    for overwrite in (False, True):
+        with pytest.raises(FileExistsError, match=r"sentiment/07 holds version 7 .*move or rename it"):
+            exporter.choose_version(model_dir, 7, overwrite=overwrite)
+    assert not os.path.exists(os.path.join(model_dir, "7"))
+    assert exporter.choose_version(model_dir) == 8
+
+
 def staged(model_dir, version, content):
     staging = exporter.make_staging_dir(model_dir, version)
     with open(os.path.join(staging, "saved_model.pb"), "w") as f:
