@@ -109,8 +109,14 @@ def from_encoder_spec(spec, *, pooling="mean", normalize=False, pooling_layer=-1
         lowercase, strip_accents: the tokenizer's rules (None: the checkpoint's
             `tokenizer_config.json`, else as its vocabulary's tokens show).
         vocab_file: the vocabulary, when the spec has none beside it.
+
+    An HF checkpoint's added tokens (`find_matched_added_tokens`) are found whole, as the tasks find them.
     """
-    from bert_keras.checkpoints import find_sentence_seq_length, find_vocabulary, load_pretrained
+    import contextlib
+
+    from bert_keras.checkpoints import (find_matched_added_tokens, find_sentence_seq_length, find_vocabulary,
+                                        load_pretrained)
+    from bert_keras.checkpoints.hf import added_tokens_matched_whole
     from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
     from bert_keras.finetuned_model import FinetunedModel
     from bert_keras.models import BertEmbedder
@@ -119,16 +125,23 @@ def from_encoder_spec(spec, *, pooling="mean", normalize=False, pooling_layer=-1
 
     if pooling == "bm25":
         raise ValueError(f"{spec}: {NOT_FITTED}; export that Embedder (task.export) instead of the spec")
-    vocab = vocab_file or find_vocabulary(spec)
-    if vocab is None:
-        raise ValueError(f"{spec}: no vocab.txt beside the model; pass vocab_file= / --vocab")
-    encoder = load_pretrained(
-        spec, output_hidden_states=pooling in ("concat_last4", "sum_last4", "weighted") or pooling_layer != -1)
+    # an HF tokenizer's added tokens ("[E1]"), found whole as `Embedder.from_pretrained(spec)` finds them
+    # (`task_from_pretrained`); a vocab_file= of another vocabulary is read by its own rules
+    added = find_matched_added_tokens(spec) if vocab_file is None else []
+    with added_tokens_matched_whole() if added else contextlib.nullcontext():
+        vocab = vocab_file or find_vocabulary(spec)
+        if vocab is None:
+            raise ValueError(f"{spec}: no vocab.txt beside the model; pass vocab_file= / --vocab")
+        encoder = load_pretrained(
+            spec, output_hidden_states=pooling in ("concat_last4", "sum_last4", "weighted") or pooling_layer != -1)
     model = BertEmbedder(encoder, pooling=pooling, normalize=normalize, pooling_layer=pooling_layer)
     positions = encoder.config.max_position_embeddings
+    rules = resolve_tokenizer_settings(vocab, lowercase, strip_accents)
+    if rules.get("pre_tokenizer") is not None:
+        added = []  # a morpheme analyzer splits the text first: the original rules read what it leaves
     return FinetunedModel(kind="embedding", model=model, vocab_file=vocab,
                           seq_length=seq_length or min(find_sentence_seq_length(spec) or 128, positions),
-                          **resolve_tokenizer_settings(vocab, lowercase, strip_accents),
+                          **rules, added_tokens=added,
                           settings={"pooling": pooling, "normalize": bool(normalize),
                                     "pooling_layer": int(pooling_layer)},
                           training={"init": spec})

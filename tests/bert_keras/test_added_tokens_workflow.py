@@ -145,3 +145,20 @@ def test_a_task_json_with_a_bad_added_token_names_the_file(trained, tmp_path):
         (copy / "task.json").write_text(json.dumps(info))
         with pytest.raises(FinetunedModelError, match=r"task\.json.*" + message):
             read_finetuned(str(copy), load_model=False)
+
+
+def test_an_encoder_spec_export_reads_the_added_tokens_as_the_embedder_does(tmp_path):
+    """`export_saved_model("hf:DIR", ...)` (a sentence-embedding export of an encoder spec) built its record
+    without the checkpoint's added tokens (warning they would be word pieces), while `Embedder.from_pretrained`
+    / `bert-keras export --init hf:DIR` read them whole: the served vectors were of other ids."""
+    from bert_keras.tasks import Embedder
+    from serving.signatures import finetuned_for_export
+
+    spec, theirs = _hf_checkpoint(tmp_path / "checkpoint")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not "read as word pieces": they are not
+        record = finetuned_for_export(spec, seq_length=SEQ_LENGTH)
+    assert [entry["content"] for entry in record.added_tokens][-3:] == ["[E1]", "[/E1]", "<ent>"]
+    expected = theirs(TEXT, add_special_tokens=False)["input_ids"]
+    assert record.tokenizer().tokenize([TEXT]).flat_values.numpy().tolist() == expected
+    assert Embedder.from_pretrained(spec).tokenizer.tokenize([TEXT]).flat_values.numpy().tolist() == expected
