@@ -24,6 +24,7 @@ from bert_keras.checkpoints.loading import (
     load_tokenizer,
     read_pretrained,
     save_pretrained,
+    tokenizer_added_tokens,
     write_pretrained,
 )
 
@@ -39,5 +40,6 @@ __all__ = [
     "load_tokenizer",
     "read_pretrained",
     "save_pretrained",
+    "tokenizer_added_tokens",
     "write_pretrained",
 ]

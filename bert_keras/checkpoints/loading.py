@@ -466,6 +466,21 @@ def find_matched_added_tokens(spec):
     return added if any(content not in _BERT_SPECIAL_TOKENS for content in contents) else []
 
 
+def tokenizer_added_tokens(spec, vocab_file=None):
+    """The added tokens a tokenizer of `spec` finds whole, as a task from it does (`task_from_pretrained`):
+    `find_matched_added_tokens(spec)`, but none for another vocabulary (`vocab_file=`, read by its own rules)
+    or one that records a morpheme analyzer (it splits the text before they could be found). For
+    `load_tokenizer(spec, added_tokens=...)` where a task's tokenizer is shown: `bert-keras tokenize --init`,
+    `bert-keras attention --init`.
+    """
+    added = find_matched_added_tokens(spec) if vocab_file is None else []
+    if added:
+        with hf.added_tokens_matched_whole():  # their warning that they are word pieces: they are not
+            if find_tokenizer_settings(spec).get("pre_tokenizer"):
+                return []
+    return added
+
+
 def find_sentence_seq_length(spec):
     """The packed length a sentence-transformers checkpoint reads a text with (its
     `sentence_bert_config.json`'s `max_seq_length`), or None for any other checkpoint.

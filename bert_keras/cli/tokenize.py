@@ -56,8 +56,7 @@ def run(args):
 
 
 def _tokenizer(args):
-    from bert_keras.checkpoints import find_matched_added_tokens, find_tokenizer_settings, load_tokenizer
-    from bert_keras.checkpoints.hf import added_tokens_matched_whole
+    from bert_keras.checkpoints import load_tokenizer, tokenizer_added_tokens
     from bert_keras.finetuned_model import is_finetuned_directory, read_finetuned
 
     options = dict(backend=args.tokenizer)
@@ -73,10 +72,8 @@ def _tokenizer(args):
                              max_input_chars_per_word=args.max_chars_per_word or record.max_input_chars_per_word)
     # an HF tokenizer's added tokens ("[E1]"), found whole as transformers and a task from it find them
     # (not under a morpheme analyzer, which splits the text first)
-    added = find_matched_added_tokens(args.init) if args.init is not None and args.vocab is None else []
+    added = tokenizer_added_tokens(args.init, args.vocab) if args.init is not None else []
     if added:
-        with added_tokens_matched_whole():
-            if not find_tokenizer_settings(args.init).get("pre_tokenizer"):
-                options["added_tokens"] = added
+        options["added_tokens"] = added
     return load_tokenizer(args.init, vocab_file=args.vocab, lowercase=given_lowercase(args),
                           strip_accents=args.strip_accents, max_input_chars_per_word=args.max_chars_per_word, **options)

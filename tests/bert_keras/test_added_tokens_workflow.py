@@ -162,3 +162,18 @@ def test_an_encoder_spec_export_reads_the_added_tokens_as_the_embedder_does(tmp_
     expected = theirs(TEXT, add_special_tokens=False)["input_ids"]
     assert record.tokenizer().tokenize([TEXT]).flat_values.numpy().tolist() == expected
     assert Embedder.from_pretrained(spec).tokenizer.tokenize([TEXT]).flat_values.numpy().tolist() == expected
+
+
+def test_attention_of_an_hf_checkpoint_reads_its_added_tokens_as_the_tasks_do(tmp_path):
+    """`bert-keras attention --init hf:DIR` showed "[E1]" as [, e, ##1, ] (warning they were word pieces),
+    while a task from the checkpoint, and `attention --init` of its fine-tuned directory, read one token."""
+    from bert_keras.visualization.encoder_attention import encoder_attention
+
+    spec, theirs = _hf_checkpoint(tmp_path / "checkpoint")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not "read as word pieces": they are not
+        view = encoder_attention(spec, [TEXT], seq_length=SEQ_LENGTH)
+    # (transformers lowercases the tokens it added to an uncased tokenizer: "[e1]", the vocabulary's "[E1]")
+    assert [token.lower() for token in view.tokens] == [
+        token.lower() for token in theirs.convert_ids_to_tokens(theirs(TEXT)["input_ids"])]
+    assert view.tokens[1] == "[E1]"
