@@ -312,8 +312,8 @@ class CsvSpec(DatasetSpec):
         # The first text's partner: `q1` -> `q2` (QQP's and Question_pair's question1 / question2), else
         # the known names. Without it, `--text-column question1` trained on question1 alone, silently.
         partner = self.text_column[:-1] + "2" if self.text_column.endswith("1") else None
-        self.text_b_column = self.text_b_column or next(
-            (c for c in (partner, *self.TEXT_B_COLUMNS) if c in columns), "text_b")
+        self.text_b_column = self.text_b_column or next(  # never the text column itself (--text-column sentence2)
+            (c for c in (partner, *self.TEXT_B_COLUMNS) if c in columns and c != self.text_column), "text_b")
         if self.text_b_column not in columns and (self.text_pair or (self.text_pair is None and self._text_b_named)):
             why = "the model reads text pairs" if self.text_pair else "--text-b-column"
             raise DatasetSpecError(f"{path}: no column {self.text_b_column!r} for the second text ({why}); "

@@ -55,6 +55,22 @@ def test_one_column_read_as_two_fields_is_refused_naming_the_flags(tmp_path, cap
     assert not (tmp_path / "out").exists()
 
 
+def test_a_text_column_that_is_a_known_second_text_name_is_not_also_taken_for_the_second_text(tmp_path):
+    """`--text-column sentence2` on a sentence1/sentence2/label file was refused as "would be read as both
+    --text-column and --text-b-column", a flag not given: the second text's column, picked from the known
+    names, was the text column itself → the pick skips it (single texts of sentence2, as asked)."""
+    from bert_keras.tasks.named_datasets import CsvSpec
+
+    train = tmp_path / "train.tsv"
+    train.write_text("sentence1\tsentence2\tlabel\na b\tc d\tpos\ne f\tg h\tneg\n", encoding="utf-8")
+    spec = CsvSpec(f"csv:{train}", text_column="sentence2")
+    x, y = spec.training_data(seed=0)
+    assert sorted(x) == ["c d", "g h"] and spec.text_column == "sentence2"
+    # named, it is still refused
+    with pytest.raises(ValueError, match="'sentence2' would be read as both --text-column and --text-b-column"):
+        CsvSpec(f"csv:{train}", text_column="sentence2", text_b_column="sentence2").training_data(seed=0)
+
+
 def test_bare_glue_name_suggests_glue_prefix(tmp_path, capsys):
     err = error_of(["finetune", "--task", "sst2", "--init", MINILM, "--output-dir", str(tmp_path / "o")], capsys)
     assert "hint: did you mean --task glue/sst2?" in err
