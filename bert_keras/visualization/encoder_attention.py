@@ -9,6 +9,7 @@ Example:
 ['[SEP]', '.']
 """
 
+import contextlib
 import warnings
 from dataclasses import dataclass
 from typing import Optional
@@ -97,11 +98,19 @@ def encoder_attention(spec, texts, *, vocab_file=None, lowercase=None, strip_acc
         ValueError: more than two texts, no text with a token (a pair with one empty text warns), no vocabulary, or one with more tokens than the model has
             embedding rows (fewer is a padded table: fine).
     """
-    from bert_keras.checkpoints import load_pretrained, load_tokenizer
+    from bert_keras.checkpoints import find_matched_added_tokens, find_tokenizer_settings, load_pretrained, load_tokenizer
+    from bert_keras.checkpoints.hf import added_tokens_matched_whole
 
     _check_text_count(texts)
-    encoder = load_pretrained(spec, output_attentions=True)
-    tokenizer = load_tokenizer(spec, vocab_file=vocab_file, lowercase=lowercase, strip_accents=strip_accents)
+    # an HF tokenizer's added tokens ("[E1]"), found whole as transformers, a task and `tokenize` find
+    # them (not under a morpheme analyzer, which splits the text first)
+    added = find_matched_added_tokens(spec) if vocab_file is None else []
+    with added_tokens_matched_whole() if added else contextlib.nullcontext():
+        if added and find_tokenizer_settings(spec).get("pre_tokenizer"):
+            added = []
+        encoder = load_pretrained(spec, output_attentions=True)
+    tokenizer = load_tokenizer(spec, vocab_file=vocab_file, lowercase=lowercase, strip_accents=strip_accents,
+                               **({"added_tokens": added} if added else {}))
     return attention_of(encoder, tokenizer, texts, seq_length=seq_length)
 
 

@@ -185,3 +185,17 @@ def test_a_conversion_to_an_encoder_format_records_the_added_tokens(trained, tmp
     assert [entry["content"] for entry in find_matched_added_tokens(dest)][-3:] == ["[E1]", "[/E1]", "<ent>"]
     tokenizer = load_tokenizer(dest, added_tokens=find_added_tokens(dest))
     assert tokenizer.tokenize([TEXT]).to_list()[0] == theirs(TEXT, add_special_tokens=False)["input_ids"]
+
+
+def test_the_attention_view_of_a_checkpoint_reads_its_added_tokens(trained):
+    """Before: encoder_attention('hf:DIR', ...) built its tokenizer without the checkpoint's added tokens:
+    the view showed [, e, ##1, ] where the model reads "[E1]"."""
+    from bert_keras.visualization.encoder_attention import encoder_attention
+
+    spec, theirs, _, _, _, _ = trained
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not "read as word pieces"
+        view = encoder_attention(spec, [TEXT], seq_length=SEQ_LENGTH)
+    vocabulary = WORDS + ["[E1]", "[/E1]", "<ent>"]
+    assert list(view.tokens) == [vocabulary[i] for i in theirs(TEXT)["input_ids"]]
+    assert view.tokens[:5] == ["[CLS]", "[E1]", "the", "drug", "[/E1]"]
