@@ -314,6 +314,10 @@ def convert_finetuned(directory, dest, *, strict=True, overwrite=False):
     (`tokenizer_config.json`: the casing the model was trained with). `tf1:`, `keras-hub:` and
     `.keras` hold an encoder: the head is refused there unless `strict=False`, which writes the
     encoder alone with a warning. An embedding model (no head weights) is a `BertModel`.
+    The tokens the model's tokenizer adds (`task.json` `added_tokens`) go into the `tokenizer_config.json`
+    beside the vocabulary as `added_tokens_decoder`, transformers' own field (`BertTokenizerFast` gives
+    the model's ids); a `tf1:` or `keras-hub:` checkpoint keeps them there for bert-keras alone (a warning
+    says that its own tokenizer reads them as word pieces).
 
     >>> convert_finetuned("out/sentiment", "hf:sentiment-hf")  # doctest: +SKIP
     >>> transformers.AutoModelForSequenceClassification.from_pretrained("sentiment-hf")  # doctest: +SKIP
@@ -358,7 +362,15 @@ def convert_finetuned(directory, dest, *, strict=True, overwrite=False):
                       "text's windows): left out; the logits of one window are the same", stacklevel=2)
     settings = {"lowercase": record.lowercase, "strip_accents": record.strip_accents,
                 "pre_tokenizer": record.pre_tokenizer or "none",
-                "max_input_chars_per_word": record.max_input_chars_per_word}
+                "max_input_chars_per_word": record.max_input_chars_per_word,
+                "added_tokens": record.added_tokens}
+    if record.added_tokens and destination.kind in ("tf1", "keras-hub"):
+        reader = "google-research's tokenization.py" if destination.kind == "tf1" else "keras-hub's BertTokenizer"
+        shown = [spec["content"] for spec in record.added_tokens]
+        warnings.warn(f"{directory}: its added tokens {shown[:8]}{' ...' if len(shown) > 8 else ''} are recorded beside the {destination.kind} "
+                      f"checkpoint's vocabulary, where bert-keras finds them whole, but {reader} reads them as "
+                      "word pieces (a text holding them tokenizes otherwise); convert to hf:DIR for transformers'",
+                      stacklevel=2)
     if destination.kind == "keras":
         written = save_pretrained(encoder, destination.path, vocab_file=record.vocab_file, tokenizer_settings=settings)
     else:

@@ -577,16 +577,9 @@ def checkpoint_added_tokens(directory):
                                                         for e in entries):
                 raise CheckpointFormatError(f'{path}: "added_tokens" is not a list of {{"id": int, "content": str}}')
             return [dict(e) for e in sorted(entries, key=lambda e: e.get("id", 0))]
-    path = os.path.join(directory, "tokenizer_config.json")
-    if os.path.isfile(path):
-        _, config = _json_file(path)
-        decoder = config.get("added_tokens_decoder") if isinstance(config, dict) else None
-        if decoder is not None:
-            if not isinstance(decoder, dict) or not all(
-                    isinstance(e, dict) and isinstance(e.get("content"), str) for e in decoder.values()):
-                raise CheckpointFormatError(f'{path}: "added_tokens_decoder" is not an object of '
-                                            '{"id": {"content": str, ...}}')
-            return [dict(decoder[key]) for key in sorted(decoder, key=lambda k: int(k) if k.isdigit() else 0)]
+    decoder = added_tokens_decoder(os.path.join(directory, "tokenizer_config.json"), None)
+    if decoder is not None:
+        return decoder
     path = os.path.join(directory, ADDED_TOKENS_FILE)
     if os.path.isfile(path):
         _, added = _json_file(path)
@@ -594,6 +587,26 @@ def checkpoint_added_tokens(directory):
             raise CheckpointFormatError(f'{path}: not a JSON object of {{"token": id}}')
         return sorted(added, key=lambda token: added[token] if isinstance(added[token], int) else 0)
     return []
+
+
+def added_tokens_decoder(path, default=()):
+    """The `"added_tokens_decoder"` entries of the `tokenizer_config.json` at `path`, in id order
+    (dicts of `content` and flags); `list(default)` when there is no such file or field (None: None).
+
+    Raises:
+        CheckpointFormatError: the file is not JSON, or the field is not of the form transformers writes.
+    """
+    if not os.path.isfile(path):
+        return None if default is None else list(default)
+    _, config = _json_file(path)
+    decoder = config.get("added_tokens_decoder") if isinstance(config, dict) else None
+    if decoder is None:
+        return None if default is None else list(default)
+    if not isinstance(decoder, dict) or not all(
+            isinstance(e, dict) and isinstance(e.get("content"), str) for e in decoder.values()):
+        raise CheckpointFormatError(f'{path}: "added_tokens_decoder" is not an object of '
+                                    '{"id": {"content": str, ...}}')
+    return [dict(decoder[key]) for key in sorted(decoder, key=lambda k: int(k) if k.isdigit() else 0)]
 
 
 @contextlib.contextmanager

@@ -219,7 +219,7 @@ def read_keras_hub_preset(directory):
 
 
 def write_keras_hub_preset(directory, config, canonical, vocab_file=None, *, lowercase=None, strip_accents=None,
-                           max_input_chars_per_word=None):
+                           max_input_chars_per_word=None, added_tokens=None):
     """Writes a keras-hub preset directory loadable by `BertBackbone.from_preset`.
 
     Example:
@@ -245,6 +245,9 @@ def write_keras_hub_preset(directory, config, canonical, vocab_file=None, *, low
             beside the vocabulary, else 200), which keras-hub's tokenizer has no field for: written
             with the casing beside the preset's vocabulary (`tokenizer_config_path`), where this
             library reads it back.
+        added_tokens: tokens found whole (HF's added tokens, lines of the vocabulary), which
+            keras-hub's tokenizer cannot find whole: recorded there too, for this library's
+            readers (`bert_keras.checkpoints.find_added_tokens`).
 
     Returns:
         The directory written.
@@ -273,6 +276,7 @@ def write_keras_hub_preset(directory, config, canonical, vocab_file=None, *, low
             # what keras-hub's tokenizer config cannot hold (the limit), with the casing it says
             write_tokenizer_settings(os.path.join(staging, VOCAB_PATH), lowercase=lowercase,
                                      strip_accents=strip_accents,
-                                     max_input_chars_per_word=rules["max_input_chars_per_word"])
+                                     max_input_chars_per_word=rules["max_input_chars_per_word"],
+                                     added_tokens=added_tokens)
     return os.fspath(directory)
 

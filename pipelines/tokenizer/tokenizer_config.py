@@ -342,11 +342,15 @@ def given_pre_tokenizer(pre_tokenizer):
 
 
 def write_tokenizer_settings(vocab_file, *, lowercase, strip_accents=None, pre_tokenizer=None,
-                             max_input_chars_per_word=None):
+                             max_input_chars_per_word=None, added_tokens=None):
     """Writes HF's `tokenizer_config.json` for `vocab_file` (atomically): HF's `BertTokenizer` and
     this library both read the vocabulary back with these rules. A `pre_tokenizer` (the name of a
     morpheme analyzer, for a vocabulary of morphemes as words) is recorded as `PRE_TOKENIZER_KEY`,
-    which HF keeps but does not apply; so is a `max_input_chars_per_word` (as `MAX_CHARS_KEY`)."""
+    which HF keeps but does not apply; so is a `max_input_chars_per_word` (as `MAX_CHARS_KEY`).
+    `added_tokens` (`pipelines.BertTokenizer(added_tokens=)`'s forms; each a line of `vocab_file`,
+    which must exist) are written as transformers writes them, `added_tokens_decoder` (id -> token
+    and flags), which `BertTokenizerFast.from_pretrained` and `bert_keras.checkpoints.find_added_tokens`
+    read back."""
     if pre_tokenizer is not None and not isinstance(pre_tokenizer, str):
         raise TypeError(f"pre_tokenizer: the name of a morpheme analyzer (\"kiwi\") is recorded, got {pre_tokenizer!r}")
     config = {
@@ -360,6 +364,13 @@ def write_tokenizer_settings(vocab_file, *, lowercase, strip_accents=None, pre_t
         **({MAX_CHARS_KEY: checked_max_chars(max_input_chars_per_word, "max_input_chars_per_word")}
            if max_input_chars_per_word is not None else {}),
     }
+    if added_tokens:
+        from pipelines.tokenizer.added_tokens import added_token_entries
+        from pipelines.tokenizer.vocab import load_vocabulary
+
+        vocabulary = load_vocabulary(os.fspath(vocab_file))
+        config["added_tokens_decoder"] = {
+            str(entry.pop("id")): dict(sorted(entry.items())) for entry in added_token_entries(added_tokens, vocabulary)}
     write_text(tokenizer_config_path(vocab_file), json.dumps(config, indent=2) + "\n")
 
 

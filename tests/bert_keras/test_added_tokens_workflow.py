@@ -177,3 +177,57 @@ def test_attention_of_an_hf_checkpoint_reads_its_added_tokens_as_the_tasks_do(tm
     assert [token.lower() for token in view.tokens] == [
         token.lower() for token in theirs.convert_ids_to_tokens(theirs(TEXT)["input_ids"])]
     assert view.tokens[1] == "[E1]"
+
+
+def test_a_conversion_to_hf_keeps_the_added_tokens(trained, tmp_path):
+    """Before: `convert_finetuned(DIR, "hf:OUT")` wrote vocab.txt (the added tokens as its last lines) and
+    a tokenizer_config.json without them, so BertTokenizerFast.from_pretrained(OUT) split "[E1]" into
+    [, e, ##1, ] (23 ids where the model reads 14)."""
+    from bert_keras.checkpoints import find_added_tokens, load_tokenizer
+    from bert_keras.finetuned_model import convert_finetuned
+
+    _, theirs, _, _, directory, _ = trained
+    convert_finetuned(directory, f"hf:{tmp_path / 'hf'}")
+    converted = transformers.BertTokenizerFast.from_pretrained(str(tmp_path / "hf"))
+    assert converted(TEXT)["input_ids"] == theirs(TEXT)["input_ids"]
+    assert converted.added_tokens_decoder[21].content == "<ent>" and converted.added_tokens_decoder[21].single_word
+    ours = load_tokenizer(f"hf:{tmp_path / 'hf'}", added_tokens=find_added_tokens(f"hf:{tmp_path / 'hf'}"))
+    assert ours.tokenize([TEXT]).to_list()[0] == theirs(TEXT, add_special_tokens=False)["input_ids"]
+
+
+@pytest.mark.parametrize("kind", ["tf1", "keras", "keras-hub"])
+def test_a_conversion_to_an_encoder_format_records_the_added_tokens(trained, tmp_path, kind):
+    """tf1:, keras-hub: and .keras hold them beside the vocabulary, where find_added_tokens reads them back;
+    tf1: and keras-hub: say that their own tokenizer reads them as word pieces."""
+    from bert_keras.checkpoints import find_added_tokens, find_matched_added_tokens, load_tokenizer
+    from bert_keras.finetuned_model import convert_finetuned
+
+    _, theirs, _, _, directory, _ = trained
+    if kind == "keras-hub":
+        pytest.importorskip("keras_hub")
+    dest = {"tf1": f"tf1:{tmp_path / 'tf1'}/", "keras": str(tmp_path / "encoder.keras"),
+            "keras-hub": f"keras-hub:{tmp_path / 'preset'}"}[kind]
+    with pytest.warns(UserWarning) as caught:
+        convert_finetuned(directory, dest, strict=False)
+    about_tokens = [str(w.message) for w in caught if "added tokens" in str(w.message)]
+    assert len(about_tokens) == (0 if kind == "keras" else 1)
+    if kind != "keras":
+        reader = "google-research's tokenization.py" if kind == "tf1" else "keras-hub's BertTokenizer"
+        assert f"{reader} reads them as word pieces" in about_tokens[0]
+    assert [entry["content"] for entry in find_matched_added_tokens(dest)][-3:] == ["[E1]", "[/E1]", "<ent>"]
+    tokenizer = load_tokenizer(dest, added_tokens=find_added_tokens(dest))
+    assert tokenizer.tokenize([TEXT]).to_list()[0] == theirs(TEXT, add_special_tokens=False)["input_ids"]
+
+
+def test_the_attention_view_of_a_checkpoint_reads_its_added_tokens(trained):
+    """Before: encoder_attention('hf:DIR', ...) built its tokenizer without the checkpoint's added tokens:
+    the view showed [, e, ##1, ] where the model reads "[E1]"."""
+    from bert_keras.visualization.encoder_attention import encoder_attention
+
+    spec, theirs, _, _, _, _ = trained
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not "read as word pieces"
+        view = encoder_attention(spec, [TEXT], seq_length=SEQ_LENGTH)
+    vocabulary = WORDS + ["[E1]", "[/E1]", "<ent>"]
+    assert list(view.tokens) == [vocabulary[i] for i in theirs(TEXT)["input_ids"]]
+    assert view.tokens[:5] == ["[CLS]", "[E1]", "the", "drug", "[/E1]"]

@@ -970,3 +970,22 @@ def test_cli_pretrain_names_a_damaged_records_config(one_layer_config, tiny_voca
                  "--output-dir", str(tmp_path / "run")]) != 0
     error = capsys.readouterr().err
     assert f"{tmp_path / 'data-config.json'}: {named}" in error and "Traceback" not in error, error
+
+
+def test_pretrainer_fit_refuses_records_of_another_word_length_limit(one_layer_config, tiny_vocab_file, tmp_path):
+    """`pretrain` refused records written with another limit (their PREFIX-config.json: 100), but
+    `Pretrainer.fit(records=)` trained on them, and the saved encoder said 200. Refused as `pretrain`
+    refuses them, before any step; a pretrainer built with the records' limit trains."""
+    from bert_keras.tasks import Pretrainer, TaskInputError
+
+    write_google_tfrecord(str(tmp_path / "data-00000-of-00001.tfrecord"), one_layer_config.vocab_size)
+    (tmp_path / "data-config.json").write_text(json.dumps({"settings": {
+        "max_seq_length": SEQ, "max_predictions_per_seq": PREDICTIONS, "max_input_chars_per_word": 100}}))
+    settings = dict(records=str(tmp_path / "data-*.tfrecord"), steps=2, batch_size=4, checkpoint_every=2, verbose=0)
+    pretrainer = Pretrainer.from_config(one_layer_config, vocab_file=tiny_vocab_file)
+    with pytest.raises(TaskInputError, match=r"tokenized with max_input_chars_per_word 100 \(.*data-config\.json\), "
+                                             r"but the pretrainer reads words with 200.*max_input_chars_per_word=100"):
+        pretrainer.fit(output_dir=str(tmp_path / "run"), **settings)
+    assert not (tmp_path / "run").exists()
+    pretrainer = Pretrainer.from_config(one_layer_config, vocab_file=tiny_vocab_file, max_input_chars_per_word=100)
+    assert pretrainer.fit(output_dir=str(tmp_path / "run"), **settings).final_step == 2
