@@ -712,7 +712,7 @@ def test_cli_pretrain_records_of_other_sizes_fail_before_the_model_is_built(
     args[args.index("--max-predictions") + 1] = "5"
     assert main(args) != 0
     error = capsys.readouterr().err
-    assert f"data-config.json" in error and f'"max_predictions_per_seq": {PREDICTIONS}' in error, error
+    assert "data-config.json" in error and f'"max_predictions_per_seq": {PREDICTIONS}' in error, error
     assert "max_predictions_per_seq 5 was asked for" in error
 
 
