@@ -161,7 +161,13 @@ def test_finetune_checks_its_dev_file_before_training(classifier, encoder, tmp_p
     train.write_text("text,label\na good film,pos\na bad film,neg\n" * 4)
     out = tmp_path / "model"
     common = ["finetune", "--task", f"csv:{train}", "--init", encoder, "--output-dir", str(out), "--epochs", "1"]
-    refused(common + ["--eval-data", str(tmp_path / "dev_typo.csv")], capsys, "dev_typo.csv: no such file")
+    # The flag that named the file leads (it said only "dev_typo.csv: no such file").
+    refused(common + ["--eval-data", str(tmp_path / "dev_typo.csv")], capsys,
+            f"--eval-data {tmp_path / 'dev_typo.csv'}: no such file")
+    refused(["finetune", "--task", f"csv:{tmp_path / 'nope.csv'}", "--init", encoder, "--output-dir", str(out)],
+            capsys, f"--task csv:{tmp_path / 'nope.csv'}: no such file")
+    refused(["evaluate", "--model", classifier, "--data", str(tmp_path / "nope.csv")], capsys,
+            f"--data {tmp_path / 'nope.csv'}: no such file")
     dev = tmp_path / "dev.csv"
     dev.write_text("text,label\na fine film,pos\na dull film,meh\n")
     refused(common + ["--eval-data", str(dev)], capsys, "dev.csv:3")
