@@ -440,7 +440,7 @@ def check_can_save(directory, overwrite=False, inputs=()):
             "directory (saving is refused even with overwrite, so that none of these files is lost)")
     if names and not overwrite:
         raise DirectoryInUseError(
-            f"{directory} already holds a fine-tuned model; pass overwrite=True (--overwrite) to "
+            f"{directory} already holds a fine-tuned model; pass overwrite=True to "
             f"replace it (only {', '.join(OWNED_FILES)} are replaced, other files stay), or choose "
             "another directory")
 

@@ -204,9 +204,9 @@ def test_a_model_is_replaced_only_with_overwrite_and_only_its_own_files(vocab_fi
         f.write("text,label\n")
     with open(os.path.join(saved, "eval_results.json"), "w") as f:
         f.write('{"accuracy": 0.5}')
-    with pytest.raises(DirectoryInUseError, match=r"already holds a fine-tuned model; pass overwrite=True "
-                                                  r"\(--overwrite\)"):
+    with pytest.raises(DirectoryInUseError, match=r"already holds a fine-tuned model; pass overwrite=True to") as info:
         save_finetuned(saved, _finetuned(vocab_file, labels=None))
+    assert "--overwrite" not in str(info.value)  # a Python call reads the argument; the CLI shows its flag
     with pytest.raises(DirectoryInUseError, match="overwrite=True"):
         check_can_save(saved)
     check_can_save(saved, overwrite=True)

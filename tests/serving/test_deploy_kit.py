@@ -362,7 +362,7 @@ def test_write_is_atomic_and_keeps_other_files(model_base, tmp_path):
     written = write_deploy_kit(kit, output)
     assert len(written) == 10 and all(os.path.isfile(p) for p in written)
     (output / "notes.txt").write_text("mine")
-    with pytest.raises(KitExistsError, match="--overwrite"):
+    with pytest.raises(KitExistsError, match="pass overwrite=True"):  # a Python call: the argument
         write_deploy_kit(kit, output)
     write_deploy_kit(_kit(model_base, tmp_path, gpu=True), output, overwrite=True)
     assert (output / "notes.txt").read_text() == "mine"
