@@ -80,7 +80,21 @@ def in_flag_terms(message, args, argv, parser=None):
     'the model out/x reads pairs'
     >>> in_flag_terms("it holds the backups of epochs 2 and 1", argparse.Namespace(epochs=2), ["--epochs", "2"])
     'it holds the backups of epochs 2 and 1'
+
+    A switch the message asks for (`pass overwrite=True to replace it`: a library error says what a
+    Python call passes) is named as the command's flag of that switch (`pass --overwrite ...`), with
+    `parser`, whether typed or not; a flag already beside it (`overwrite=True (--overwrite)`) is not
+    said twice.
+
+    >>> parser = argparse.ArgumentParser()
+    >>> _ = parser.add_argument("--overwrite", action="store_true")
+    >>> in_flag_terms("out: holds a model; pass overwrite=True to replace it", argparse.Namespace(), [], parser)
+    'out: holds a model; pass --overwrite to replace it'
+    >>> in_flag_terms("pass overwrite=True (--overwrite) or move it", argparse.Namespace(), [], parser)
+    'pass --overwrite or move it'
     """
+    if parser is not None:
+        message = _switches_as_flags(message, parser)
     typed = typed_flags(parser, argv) if parser is not None else None
     for name, value in sorted(vars(args).items()):
         if value is None or isinstance(value, (bool, list, tuple, dict)):
@@ -104,6 +118,18 @@ def in_flag_terms(message, args, argv, parser=None):
             # exceeds ..."; elsewhere "the backups of epochs 2 and 1" counts epochs, not the setting).
             where = r"(?<![\w-])" if "_" in name else "^"
             message = re.sub(rf"{where}{name} ({shown})(?!\w|\.\d)", named, message)
+    return message
+
+
+def _switches_as_flags(message, parser):
+    """`name=True` (with its ` (--flag)` where one follows) as `parser`'s switch of that name (`--name`)."""
+    import argparse
+
+    for action in parser._actions:
+        flags = [flag for flag in action.option_strings if flag.startswith("--")]
+        if flags and isinstance(action, argparse._StoreTrueAction) and action.help is not argparse.SUPPRESS:
+            message = re.sub(rf"(?<![\w-]){re.escape(action.dest)}=True(?: \({re.escape(flags[0])}\))?(?!\w)",
+                             lambda _: flags[0], message)
     return message
 
 

@@ -404,6 +404,19 @@ def is_finetuned_directory(path):
     return os.path.isdir(os.fspath(path)) and os.path.isfile(os.path.join(path, TASK_FILE))
 
 
+def without_task_file(path):
+    """Why `path` is no fine-tuned model though it looks like one (its `model.keras` or `labels.txt`
+    without `task.json`), else None: for an error where it was read as another kind of model."""
+    path = os.fspath(path)
+    if not os.path.isdir(path) or is_finetuned_directory(path):
+        return None
+    found = [name for name in (MODEL_FILE, LABELS_FILE) if os.path.isfile(os.path.join(path, name))]
+    if not found:
+        return None
+    return (f"{path} holds {', '.join(found)} as a fine-tuned model's directory does, but no {TASK_FILE}, "
+            "which names its task and settings: copy the directory again, whole, or save the model again")
+
+
 def check_can_save(directory, overwrite=False, inputs=()):
     """Raises `DirectoryInUseError` when `save_finetuned(directory, ..., overwrite=overwrite)` would,
     or when `directory` is or holds one of the run's `inputs`.
@@ -439,7 +452,7 @@ def check_can_save(directory, overwrite=False, inputs=()):
             "directory (saving is refused even with overwrite, so that none of these files is lost)")
     if names and not overwrite:
         raise DirectoryInUseError(
-            f"{directory} already holds a fine-tuned model; pass overwrite=True (--overwrite) to "
+            f"{directory} already holds a fine-tuned model; pass overwrite=True to "
             f"replace it (only {', '.join(OWNED_FILES)} are replaced, other files stay), or choose "
             "another directory")
 

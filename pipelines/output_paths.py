@@ -34,7 +34,7 @@ class OutputExistsError(FileExistsError):
 
 
 def _overwrite(flag):
-    return "--overwrite" if flag else "overwrite=True (--overwrite)"
+    return "--overwrite" if flag else "overwrite=True"
 
 
 def check_output_file(path, *, overwrite, inputs=(), flag=None):

@@ -476,7 +476,7 @@ def choose_version(model_dir, version=None, *, overwrite=False):
                               "not replaced, even with --overwrite; move it, or choose another version")
     if version in versions and not overwrite:
         raise FileExistsError(f"{os.path.join(model_dir, str(version))} already exists; pass "
-                              f"overwrite=True (--overwrite) to replace it, or another version")
+                              "overwrite=True to replace it, or another version")
     if version in versions:
         from serving.export_manifest import unlisted_files
 
@@ -515,4 +515,4 @@ def install_version(staging, target, *, overwrite=False):
     try:
         install_directory(staging, target, overwrite=overwrite)
     except FileExistsError:
-        raise FileExistsError(f"{target} already exists; pass overwrite=True (--overwrite) to replace it") from None
+        raise FileExistsError(f"{target} already exists; pass overwrite=True to replace it") from None

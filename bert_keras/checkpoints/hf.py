@@ -218,10 +218,31 @@ def _load_torch_bin(path, names=None):
             state = torch.load(path, map_location="cpu", weights_only=True)  # an older format: whole
     except (RuntimeError, OSError, EOFError, ValueError, pickle.UnpicklingError) as error:
         # a cut file: "[Errno 22] Invalid argument", "PytorchStreamReader failed reading zip archive"
-        raise CheckpointFormatError(f"{path}: cannot read PyTorch weights ({error})") from None
+        raise CheckpointFormatError(f"{path}: cannot read PyTorch weights ({_cut_short(path) or error})") from None
     if not isinstance(state, dict):
         raise CheckpointFormatError(f"{path}: holds a {type(state).__name__}, not a state dict of tensors")
     return {k: _torch_to_numpy(v) for k, v in state.items() if names is None or k in names}
+
+
+def _cut_short(path):
+    """What is wrong with a `torch.save` file torch cannot read, when it is plainly cut short, else None.
+
+    torch's zip format ends with the archive's directory: a file that starts as a zip archive but has
+    none is a partial copy (torch said "[Errno 22] Invalid argument" of it). Its entries record their
+    sizes after their data (bit 3), so the size expected is not known without that directory.
+    """
+    import zipfile
+
+    try:
+        with open(path, "rb") as f:
+            zipped = f.read(4) == b"PK\x03\x04"
+        if not zipped or zipfile.is_zipfile(path):
+            return None
+        size = os.path.getsize(path)
+    except OSError:
+        return None
+    return (f"the file looks cut short: it starts as torch.save's zip archive but its {size} bytes do not end with "
+            "the archive's directory; download or copy it again")
 
 
 def _load_sharded(directory, index_name, load_one, names=None):

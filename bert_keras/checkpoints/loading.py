@@ -877,7 +877,7 @@ def check_destination(source, dest, *, overwrite=False, source_path=None):
     if existing and not overwrite:
         shown = ", ".join(os.path.basename(path) for path in existing[:5])
         raise FileExistsError(f"{dest}: would replace {shown}{' ...' if len(existing) > 5 else ''}; "
-                              "pass overwrite=True (--overwrite) to replace them, or choose another destination")
+                              "pass overwrite=True to replace them, or choose another destination")
 
 
 def convert(source, dest, *, strict=True, overwrite=False, task_head=None):

@@ -47,6 +47,8 @@ def run(args):
     task = load(args.model)
     spec = spec_for_model(task_spec(args, training=task.to_finetuned().training), task, args.model, args.task)
     progress = int(sys.stdout.isatty() and not args.json)  # a progress bar with ETA on a terminal
+    if args.data:
+        spec.flags[args.data] = "--data "  # "--data dev.tsv: no such file"
     x, y = spec.evaluation_data(args.data)
     spec.prepare_scoring(task)  # e.g. a KorQuAD file scored with KorQuAD's metric
     spec.check_texts(task.tokenizer)  # a text the model reads no token of, by file and line

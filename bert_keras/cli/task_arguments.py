@@ -35,6 +35,13 @@ def task_spec(args, *, train_path=None, eval_path=None, training=None):
     from bert_keras.tasks.named_datasets import task_spec as spec_of
 
     names = ("regression", "text_column", "text_b_column", "label_column", "stride", "data_dir")
-    return spec_of(getattr(args, "task", None), training=training, train_path=train_path, eval_path=eval_path,
+    spec = spec_of(getattr(args, "task", None), training=training, train_path=train_path, eval_path=eval_path,
                    **{name: getattr(args, name, None) for name in names})
+    # A missing file is named with its flag: "--eval-data dev.tsv: no such file", not "dev.tsv: ...".
+    task = getattr(args, "task", None) or ""
+    named = {train_path: "--data ", eval_path: "--eval-data "}
+    if task.lower().startswith("csv:"):
+        named.setdefault(task[4:], "--task " + task[:4])
+    spec.flags.update({path: flag for path, flag in named.items() if path})
+    return spec
 

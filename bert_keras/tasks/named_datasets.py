@@ -185,6 +185,9 @@ class DatasetSpec:
         self.data_dir = data_dir
         self.labels = None
         self.scored = None  # what the last evaluation_data read
+        # {path: what named it, as the message leads with it}: a command sets it (`{"dev.tsv":
+        # "--eval-data "}`, `{"x.tsv": "--task csv:"}`); a Python call reads the path alone.
+        self.flags = {}
 
     def check_texts(self, tokenizer):
         """Refuses a text of the data read so far that `tokenizer` (the model's) reads no token of,
@@ -221,13 +224,18 @@ class DatasetSpec:
                              else f"  {key:<{width}}  {value}")
         return "\n".join(lines)
 
+    def _not_a_file(self, path):
+        """`not_a_file(path)`, led by the flag that named `path` when a command set it in `flags`
+        (`--eval-data dev.tsv: no such file`)."""
+        return self.flags.get(path, "") + not_a_file(path)
+
     def _eval_path(self, path):
         path = path or self.eval_path
         if not path:
             raise DatasetSpecError(f"{self.spec}: no evaluation file; pass --eval-data PATH "
                                    "(evaluate: --data PATH)")
         if not os.path.isfile(path):
-            raise DatasetSpecError(not_a_file(path))
+            raise DatasetSpecError(self._not_a_file(path))
         self.scored = path
         return path
 
@@ -301,7 +309,7 @@ class CsvSpec(DatasetSpec):
         from pipelines.datasets.text_files import read_columns, read_text_file
 
         if not os.path.isfile(path):
-            raise DatasetSpecError(not_a_file(path))
+            raise DatasetSpecError(self._not_a_file(path))
         columns = read_columns(path)
         if not self.text_column and not self.text_b_column and self.text_pair is not False:
             # Else the first known name alone: QNLI's files were read as their "sentence", the question
@@ -399,7 +407,7 @@ class ConllSpec(DatasetSpec):
 
         if path:
             if not os.path.isfile(path):
-                raise DatasetSpecError(not_a_file(path))
+                raise DatasetSpecError(self._not_a_file(path))
             self.scored = path
             # CoNLL-2003 files are IOB1, others BIO or IOBES (conll.file_scheme); train and score in
             # IOB2 (BIO), as TFDS. A tag the scheme lacks: an error naming file, line and word.
@@ -481,7 +489,7 @@ class SquadSpec(DatasetSpec):
 
         if path:
             if not os.path.isfile(path):
-                raise DatasetSpecError(not_a_file(path))
+                raise DatasetSpecError(self._not_a_file(path))
             self.scored = path
             # a v2.0 task's file is v2.0 also without a "version" or "is_impossible" field
             examples = read_squad_json(path, is_training=is_training, version="2.0" if self.version_2 else "auto")

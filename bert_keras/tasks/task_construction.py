@@ -21,10 +21,25 @@ import contextlib
 import os
 
 from bert_keras.families import RenamedSettingError, current_options, family, resolve
-from bert_keras.finetuned_model import is_finetuned_directory
+from bert_keras.finetuned_model import FinetunedModelError, is_finetuned_directory, without_task_file
 from bert_keras.tasks.inputs import TaskInputError, check_label_names, checked_seq_length
 from bert_keras.tasks.task_files import load
 from pipelines.tokenizer.tokenizer_config import given_pre_tokenizer, resolve_tokenizer_settings
+
+
+@contextlib.contextmanager
+def _named_when_task_json_is_missing(spec_path):
+    """A checkpoint error of a fine-tuned directory without its task.json says that (`FinetunedModelError`),
+    not "cannot tell the weight format of directory ...": read as a pretrained checkpoint, it is none."""
+    from bert_keras.checkpoints import CheckpointFormatError
+
+    try:
+        yield
+    except CheckpointFormatError:
+        why = without_task_file(spec_path)
+        if why:
+            raise FinetunedModelError(why) from None
+        raise
 
 
 def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length=None, recipe=None,
@@ -56,16 +71,17 @@ def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length
 
         # an HF tokenizer's added tokens ("[E1]", "<ent>"), found whole as transformers finds them; they are
         # lines of the checkpoint's own vocabulary (another one, vocab_file=, is read by its own rules)
-        added = find_matched_added_tokens(spec_path) if vocab_file is None else []
-        # the warning that they would be read as word pieces: they are not
-        with added_tokens_matched_whole() if added else contextlib.nullcontext():
-            # a transformers BertFor... directory of this task (one `convert` wrote, say), or a google-research
-            # run_classifier / run_squad checkpoint: its head is kept
-            fine_tuned = read_task_head(spec_path, cls) if strict else None
-            encoder = load_pretrained(spec_path, strict=strict,
-                                      output_hidden_states=cls._needs_hidden_states(options),
-                                      task_module=fine_tuned.module if fine_tuned else None)
-            vocab = vocab_file or find_vocabulary(spec_path)
+        with _named_when_task_json_is_missing(spec_path):
+            added = find_matched_added_tokens(spec_path) if vocab_file is None else []
+            # the warning that they would be read as word pieces: they are not
+            with added_tokens_matched_whole() if added else contextlib.nullcontext():
+                # a transformers BertFor... directory of this task (one `convert` wrote, say), or a
+                # google-research run_classifier / run_squad checkpoint: its head is kept
+                fine_tuned = read_task_head(spec_path, cls) if strict else None
+                encoder = load_pretrained(spec_path, strict=strict,
+                                          output_hidden_states=cls._needs_hidden_states(options),
+                                          task_module=fine_tuned.module if fine_tuned else None)
+                vocab = vocab_file or find_vocabulary(spec_path)
         if vocab is None:
             from bert_keras.checkpoints.loading import vocabulary_candidates
 

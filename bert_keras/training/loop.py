@@ -312,8 +312,7 @@ def run_pretraining(
             logger.warning(note)
         plan = plan_run(output_dir, settings=run_settings, num_train_steps=num_train_steps,
                         backup_epoch=backed_up_epoch(backup_dir), overwrite=overwrite, chief=chief, inputs=input_paths)
-        if plan.action == "complete":
-            logger.info("%s is complete at step %d: nothing to do", output_dir, plan.completed_step)
+        if plan.action == "complete":  # said once, by the caller (`PretrainingResult.report`: the CLI)
             return PretrainingResult(model=None, initial_step=plan.completed_step, final_step=plan.completed_step,
                                      metrics=dict(plan.metrics), checkpoint=plan.checkpoint, notes=notes,
                                      already_complete=True, chief=chief)

@@ -156,7 +156,7 @@ def prepare_output(settings: PretrainingDataSettings, fingerprint: dict, *, over
         raise OutputExistsError(
             f"{prefix}: {len(shards)} shard file(s) ({os.path.basename(shards[0])}, ...) exist but no run "
             f"recorded them ({path} is missing): they are not read as done, nor replaced, even with "
-            "--overwrite. Move them, or use another output prefix.")
+            "overwrite=True. Move them, or use another output prefix.")
     if record is not None:
         changed = sorted(k for k in set(record["settings"]) | set(wanted) if record["settings"].get(k) != wanted.get(k))
         corpus_changed = record.get("corpus") is not None and record["corpus"] != fingerprint
@@ -174,7 +174,7 @@ def prepare_output(settings: PretrainingDataSettings, fingerprint: dict, *, over
             if in_the_way:
                 raise OutputExistsError(
                     f"{prefix}: {os.path.basename(in_the_way[0])} has the name of one of this run's shards "
-                    f"but {path}'s run did not write it: it is not replaced, even with --overwrite. Move it, "
+                    f"but {path}'s run did not write it: it is not replaced, even with overwrite=True. Move it, "
                     "or use another output prefix.")
             removed = [shard for shard in shards if os.path.normpath(shard) in ours]
             for shard in removed:
@@ -192,7 +192,7 @@ def prepare_output(settings: PretrainingDataSettings, fingerprint: dict, *, over
                           f"{fingerprint.get('bytes')} bytes now, or their content differs")
             raise OutputExistsError(
                 f"{path} {reason}, so the {len(shards)} shard(s) under {prefix} were made differently. "
-                "Use another output prefix, or pass --overwrite (overwrite=True) to replace them."
+                "Use another output prefix, or pass overwrite=True to replace them."
             )
         else:
             log(f"{path}: the earlier run wrote no shard; its settings are replaced")

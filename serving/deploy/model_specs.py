@@ -26,7 +26,7 @@ import os
 import re
 
 from serving.server.model_config import ModelSource
-from serving.server.version_files import is_version_name
+from serving.server.version_files import is_version_name, version_of_name
 
 _POLICY_RE = re.compile(r"^(latest|all|specific)(?:=(.*))?$")
 _LABEL_RE = re.compile(r"^([^:=\s]+):([A-Za-z_][A-Za-z0-9_\-]*)=(\d+)$")
@@ -126,7 +126,9 @@ def inspect_model_dir(path):
     A directory that holds `saved_model.pb` itself is a version directory given by
     mistake, and other non-numeric sub-directories ("v1", "1.0") are names TF
     Serving ignores: both are errors, because the server would silently serve
-    nothing. An empty directory is fine (versions may arrive later).
+    nothing. An empty directory is fine (versions may arrive later). Names are read as
+    the server reads them (`version_of_name`): `1` and `01` are one version, whose
+    directory is the last name in sorted order (`1`), as the server loads it.
     """
     path = os.fspath(path)
     if not os.path.isdir(path):
@@ -136,23 +138,24 @@ def inspect_model_dir(path):
             f"{path} is a SavedModel itself; TF Serving expects {path}/<version>/saved_model.pb. "
             f"Move it into a numbered directory (e.g. {os.path.join(path, '1')})."
         )
-    versions, ignored = [], []
-    for entry in sorted(os.listdir(path)):
+    names, ignored = {}, []  # {version: its directory name}
+    for entry in sorted(os.listdir(path)):  # "1" after "01": the last name of a version is loaded, as the server
         full = os.path.join(path, entry)
         if not os.path.isdir(full) or entry.startswith("."):
             continue  # stray files and hidden staging directories of atomic writers
-        if is_version_name(entry):
-            versions.append(int(entry))
+        version = version_of_name(entry)
+        if version is not None:
+            names[version] = entry
         else:
             ignored.append(entry)
+    versions = sorted(names)
     if ignored and not versions:
         raise ModelSpecError(
             f"{path} has no integer version directories (found {', '.join(ignored)}); TF Serving "
             f"only loads directories named by a positive integer, e.g. {os.path.join(path, '1')}"
         )
-    versions.sort()
     incomplete = tuple(
-        v for v in versions if not os.path.exists(os.path.join(path, str(v), "saved_model.pb"))
+        v for v in versions if not os.path.exists(os.path.join(path, names[v], "saved_model.pb"))
     )
     return ModelDirReport(path=path, versions=tuple(versions), incomplete=incomplete)
 

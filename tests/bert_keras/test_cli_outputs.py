@@ -161,7 +161,13 @@ def test_finetune_checks_its_dev_file_before_training(classifier, encoder, tmp_p
     train.write_text("text,label\na good film,pos\na bad film,neg\n" * 4)
     out = tmp_path / "model"
     common = ["finetune", "--task", f"csv:{train}", "--init", encoder, "--output-dir", str(out), "--epochs", "1"]
-    refused(common + ["--eval-data", str(tmp_path / "dev_typo.csv")], capsys, "dev_typo.csv: no such file")
+    # The flag that named the file leads (it said only "dev_typo.csv: no such file").
+    refused(common + ["--eval-data", str(tmp_path / "dev_typo.csv")], capsys,
+            f"--eval-data {tmp_path / 'dev_typo.csv'}: no such file")
+    refused(["finetune", "--task", f"csv:{tmp_path / 'nope.csv'}", "--init", encoder, "--output-dir", str(out)],
+            capsys, f"--task csv:{tmp_path / 'nope.csv'}: no such file")
+    refused(["evaluate", "--model", classifier, "--data", str(tmp_path / "nope.csv")], capsys,
+            f"--data {tmp_path / 'nope.csv'}: no such file")
     dev = tmp_path / "dev.csv"
     dev.write_text("text,label\na fine film,pos\na dull film,meh\n")
     refused(common + ["--eval-data", str(dev)], capsys, "dev.csv:3")
@@ -303,3 +309,15 @@ def test_evaluate_squad_v2_data_on_a_v1_model_names_the_data_file(tmp_path, caps
     error = capsys.readouterr().err
     assert f"{data}: question 'oil_1979' has no answer (a SQuAD v2.0 question, read as squad/v2.0), but the " \
            "model is a SQuAD v1.1 one" in error, error
+
+
+def test_finetune_into_a_model_directory_names_the_flag_alone(classifier, encoder, tmp_path, capsys):
+    """The refusal said "pass overwrite=True (--overwrite)": the command line reads the flag alone."""
+    import shutil
+
+    train = tmp_path / "train.csv"
+    train.write_text("text,label\na good film,pos\na bad film,neg\n" * 4)
+    out = shutil.copytree(classifier, str(tmp_path / "model"))
+    err = refused(["finetune", "--task", f"csv:{train}", "--init", encoder, "--output-dir", out, "--epochs", "1"],
+                  capsys, "already holds a fine-tuned model; pass --overwrite to replace it")
+    assert "overwrite=True" not in err

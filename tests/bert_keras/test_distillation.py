@@ -17,7 +17,6 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "serving"))
 import export_fixtures  # noqa: E402
 from bert_keras import models, tasks  # noqa: E402
 from bert_keras.tasks import TaskInputError  # noqa: E402
-from bert_keras.tasks.distillation import distill  # noqa: E402
 from bert_keras.tasks.student import student_layers  # noqa: E402
 
 ROOT = export_fixtures.ROOT
@@ -435,8 +434,6 @@ def test_distill_runs_exactly_the_steps_it_records(options, steps, tmp_path):
 
 @pytest.mark.slow
 def test_a_resumed_distillation_stops_at_the_recorded_step(tmp_path):
-    import keras
-
     teacher = tiny_teacher("regression", tmp_path, layers=2)
     run_dir = str(tmp_path / "run")
 
@@ -561,8 +558,6 @@ def test_an_unlabelled_dataset_of_long_texts_is_read_in_windows(window_training,
 
 
 def test_a_run_dir_of_other_data_or_another_teacher_is_refused(tmp_path):
-    import keras
-
     teacher = tiny_teacher("regression", tmp_path, layers=2)
     run_dir = str(tmp_path / "run")
     options = dict(layers=1, epochs=1, batch_size=2, augment=0, seed=0, verbose=0, run_dir=run_dir,

@@ -413,7 +413,7 @@ def test_an_output_dir_it_would_not_save_into_is_refused_before_training(tmp_pat
     model = tmp_path / "model"
     model.mkdir()
     (model / "task.json").write_text('{"kind": "classification"}')
-    with pytest.raises(DirectoryInUseError, match=r"already holds a fine-tuned model; pass overwrite=True \(--overwrite\)"):
+    with pytest.raises(DirectoryInUseError, match=r"already holds a fine-tuned model; pass overwrite=True to"):
         run(finetune, ["finetune", "--task", "csv:train.csv", "--init", "hf:/nonexistent",
                        "--output-dir", str(model)])
     assert parse(finetune, ["finetune", "--task", "t", "--init", "i", "--output-dir", "o",

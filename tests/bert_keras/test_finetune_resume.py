@@ -132,13 +132,27 @@ def test_sigterm_stops_a_training_command_waiting_inside_tf_data(tmp_path):
     # A main thread waiting in TensorFlow (here a tf.data filter that never yields; in a run, a
     # resume skipping its trained batches or a shuffle buffer filling) never ran the Python
     # handler: every SIGTERM was swallowed, and the command went on for minutes.
-    script = ("import os, signal, sys, threading\n"
+    # The signal goes once the main thread waits inside TensorFlow (its innermost Python frame is the
+    # op call `iterator_get_next`), not on a 2 s timer: on a loaded machine the timer fired before the
+    # wait, where any Python code takes the signal, and the test passed without testing the wait.
+    script = ("import os, signal, sys, threading, time\n"
               "import tensorflow as tf\n"
               "from bert_keras.cli import finetune, main as cli_main\n"
               "cli_main.SIGTERM_GRACE_SECONDS = 1.0\n"
+              "def send_once_waiting():\n"
+              "    main = threading.main_thread().ident\n"
+              "    deadline = time.monotonic() + 240\n"
+              "    while time.monotonic() < deadline:\n"
+              "        frame = sys._current_frames().get(main)\n"
+              "        if frame is not None and frame.f_code.co_name == 'iterator_get_next':\n"
+              "            os.kill(os.getpid(), signal.SIGTERM)\n"
+              "            return\n"
+              "        time.sleep(0.01)\n"
+              "    print('the run never waited in iterator_get_next', file=sys.stderr, flush=True)\n"
+              "    os._exit(3)\n"
               "def run(args):\n"
               "    never = tf.data.Dataset.range(10**15).filter(lambda x: x < 0)\n"
-              "    threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGTERM)).start()  # once it waits\n"
+              "    threading.Thread(target=send_once_waiting, daemon=True).start()\n"
               "    next(iter(never))\n"
               "finetune.run = run\n"
               "sys.exit(cli_main.main(['finetune', '--task', 'csv:x.csv', '--init', 'i', '--output-dir', "

@@ -7,7 +7,6 @@ same probabilities. Keras' own Adam epsilon rule ends ~0.01 away after these ste
 schedule, decay set or clipping norm moves it as far.
 """
 
-import os
 from importlib.resources import files
 
 import numpy as np

@@ -602,7 +602,9 @@ def snapshot(directory):
 
 
 def test_cli_pretrain_rerun_of_a_finished_run_touches_nothing_and_more_steps_continue(
-        records_and_config, tiny_vocab_file, tmp_path, capsys):
+        records_and_config, tiny_vocab_file, tmp_path, capsys, caplog):
+    import logging
+
     data, config_file = records_and_config
     output = tmp_path / "run"
     assert main(pretrain_args(data, tiny_vocab_file, config_file, output, 4)) == 0
@@ -610,9 +612,14 @@ def test_cli_pretrain_rerun_of_a_finished_run_touches_nothing_and_more_steps_con
     finished = snapshot(output)
 
     # The same command again: reported complete, nothing written, no checkpoint rotated.
-    assert main(pretrain_args(data, tiny_vocab_file, config_file, output, 4)) == 0
-    printed = capsys.readouterr().out
-    assert "already complete at step 4" in printed and "next: bert-keras embed" in printed
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        assert main(pretrain_args(data, tiny_vocab_file, config_file, output, 4)) == 0
+    printed = capsys.readouterr()
+    assert "already complete at step 4" in printed.out and "next: bert-keras embed" in printed.out
+    # Said once: the report on stdout, not a log line too (it was printed twice).
+    said = printed.out + printed.err + "".join(record.getMessage() for record in caplog.records)
+    assert said.count("nothing to do") == 1, said
     assert snapshot(output) == finished
 
     # A larger --steps continues from the last checkpoint (model and optimizer), not from step 0.
@@ -712,7 +719,7 @@ def test_cli_pretrain_records_of_other_sizes_fail_before_the_model_is_built(
     args[args.index("--max-predictions") + 1] = "5"
     assert main(args) != 0
     error = capsys.readouterr().err
-    assert f"data-config.json" in error and f'"max_predictions_per_seq": {PREDICTIONS}' in error, error
+    assert "data-config.json" in error and f'"max_predictions_per_seq": {PREDICTIONS}' in error, error
     assert "max_predictions_per_seq 5 was asked for" in error
 
 

@@ -109,7 +109,7 @@ def test_an_export_version_is_readable_by_a_server_running_as_another_user(tmp_p
     install_version(staging, os.path.join(model_dir, "1"))
     assert _mode(os.path.join(model_dir, "1")) == 0o755
     assert _mode(os.path.join(model_dir, "1", "saved_model.pb")) == 0o644
-    with pytest.raises(FileExistsError, match="--overwrite"):
+    with pytest.raises(FileExistsError, match="pass overwrite=True"):
         install_version(make_staging_dir(model_dir, 1), os.path.join(model_dir, "1"))
 
 

@@ -114,7 +114,7 @@ def test_a_changed_corpus_is_refused_unless_overwrite(vocab_file, tmp_path):
     before = {path: open(path, "rb").read() for path in shards(prefix)}
     with open(corpus, "a") as f:
         f.write("\nA new document was added.\nIt has two sentences.\n")
-    with pytest.raises(OutputExistsError, match="another corpus.*--overwrite"):
+    with pytest.raises(OutputExistsError, match="another corpus.*pass overwrite=True to"):
         write(str(corpus), vocab_file, prefix)
     assert {path: open(path, "rb").read() for path in shards(prefix)} == before  # untouched
     summary = write(str(corpus), vocab_file, prefix, overwrite=True)
@@ -375,3 +375,21 @@ def test_an_input_pattern_that_matches_the_outputs_is_refused_before_anything_is
     first = write(str(tmp_path / "*.txt"), vocab_file, prefix)
     again = write(str(tmp_path / "*.txt"), vocab_file, prefix)
     assert len(first["written"]) == 2 and len(again["skipped"]) == 2
+
+
+def test_a_refused_rerun_names_the_flag_on_the_command_line_and_the_argument_in_python(vocab_file, tmp_path,
+                                                                                       capsys):
+    """The refusal said "pass --overwrite (overwrite=True)" to both: each reads its own term."""
+    from bert_keras.cli.main import main
+
+    prefix = str(tmp_path / "out")
+    command = ["create-pretraining-data", "--input", SAMPLE, "--vocab", vocab_file, "--output-prefix", prefix,
+               "--workers", "1", "--num-output-shards", "1"]
+    assert main(command + ["--seed", "7"]) == 0
+    capsys.readouterr()
+    assert main(command + ["--seed", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "pass --overwrite to replace them" in err and "overwrite=True" not in err, err
+    with pytest.raises(OutputExistsError) as refused:
+        write(SAMPLE, vocab_file, prefix, seed=9, num_output_shards=1)
+    assert "pass overwrite=True to replace them" in str(refused.value) and "--overwrite" not in str(refused.value)

@@ -20,8 +20,6 @@ Example:
         loaded = tf.saved_model.load(os.path.join(base_path, name, str(version)))
 """
 
-import os
-
 import pytest
 
 import export_fixtures

@@ -158,6 +158,19 @@ def test_model_directories_are_checked(model_base, tmp_path):
     assert inspect_model_dir(tmp_path / "empty").versions == ()
 
 
+def test_two_names_of_one_version_are_one_version_read_from_the_name_the_server_loads(tmp_path):
+    """`01` and `1` are both version 1 for the server, which loads `1` (the last name, sorted):
+    the report listed [1, 1], and judged completeness by `1` whatever the name."""
+    (tmp_path / "m" / "01").mkdir(parents=True)
+    (tmp_path / "m" / "01" / "saved_model.pb").write_bytes(b"")
+    (tmp_path / "m" / "1").mkdir()
+    (tmp_path / "m" / "002").mkdir()
+    (tmp_path / "m" / "002" / "saved_model.pb").write_bytes(b"")
+    report = inspect_model_dir(tmp_path / "m")
+    assert report.versions == (1, 2)
+    assert report.incomplete == (1,)  # "1", the directory the server loads, has no saved_model.pb
+
+
 # ----------------------------------------------------------------------------- config files
 
 
@@ -349,7 +362,7 @@ def test_write_is_atomic_and_keeps_other_files(model_base, tmp_path):
     written = write_deploy_kit(kit, output)
     assert len(written) == 10 and all(os.path.isfile(p) for p in written)
     (output / "notes.txt").write_text("mine")
-    with pytest.raises(KitExistsError, match="--overwrite"):
+    with pytest.raises(KitExistsError, match="pass overwrite=True"):  # a Python call: the argument
         write_deploy_kit(kit, output)
     write_deploy_kit(_kit(model_base, tmp_path, gpu=True), output, overwrite=True)
     assert (output / "notes.txt").read_text() == "mine"

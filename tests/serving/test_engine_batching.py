@@ -255,8 +255,10 @@ def test_stop_runs_queued_batches_without_waiting_for_the_timeout():
     box = {}
     thread = threading.Thread(target=lambda: box.setdefault("out", scheduler.submit("k", model, {"x": np.ones(2)}, 2)))
     thread.start()
-    while scheduler.pending() < 1:
+    deadline = time.monotonic() + 300  # a safety net: the request is queued within milliseconds
+    while scheduler.pending() < 1 and time.monotonic() < deadline:
         time.sleep(0.002)
+    assert scheduler.pending() == 1, "the submitted request was not queued within 300 s"
     assert model.calls == []  # queued, waiting for its timeout
     assert scheduler.stop(60)  # True: the queued request ran, within stop()
     assert model.calls == [2]  # already run when stop() returns: one call with the request's 2 rows

@@ -457,7 +457,7 @@ def test_cli_refuses_an_existing_version_then_overwrites(cli_export, finetuned_d
     args = ["export", "--model", finetuned_dir("classification"), "--base-path", base,
             "--name", "pairs", "--tokenizer", "core", "--version", "1"]
     assert main(args) == 2
-    assert "pairs/1 already exists; pass overwrite=True (--overwrite)" in capsys.readouterr().err
+    assert "pairs/1 already exists; pass --overwrite to replace it" in capsys.readouterr().err  # the flag alone
     assert main(args + ["--overwrite", "--no-check", "--warmup-requests", "0"]) == 0
     replaced = read_model_card(os.path.join(base, "pairs", "1"))
     assert replaced["warmup"] is None and replaced["check"] == {"skipped": True}

@@ -29,7 +29,6 @@ import numpy as np
 import pytest
 
 import grpc  # noqa: E402
-import hypothesis  # noqa: E402  (the test extra)
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -365,8 +364,6 @@ def _check_rest_status(status, payload):
 
 
 def _rest(server, method, path, body):
-    from serving.server.http_server import MAX_REQUEST_LINE  # noqa: F401 - the transport under test
-
     with socket.create_connection(("127.0.0.1", server.rest_port), timeout=300) as sock:
         head = f"{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: {len(body)}\r\n\r\n"
         sock.sendall(head.encode("utf-8", "surrogateescape") + body)
