@@ -47,6 +47,7 @@ from serving.server.json_codec import (
     signature_def_map_json,
 )
 from serving.server.request_validation import Limits
+from serving.server.version_files import MAX_VERSION
 
 logger = logging.getLogger(__name__)
 
@@ -120,9 +121,6 @@ def encode_payload(payload):
     if isinstance(payload, str):
         return TEXT_TYPE, payload.encode("utf-8", errors="replace")
     return JSON_TYPE, dumps(payload)
-
-
-_INT64_MAX = (1 << 63) - 1
 
 
 # --------------------------------------------------------------------------------------------
@@ -226,7 +224,7 @@ class RestService:
 
         if version is not None:
             digits = version.lstrip("0") or "0"  # absl::SimpleAtoi, as TF Serving: leading zeros are fine
-            if len(digits) > 19 or int(digits) > _INT64_MAX:
+            if len(digits) > 19 or int(digits) > MAX_VERSION:
                 raise RestError(400, f"Failed to convert version: {version[:40]} is out of the int64 range")
             version = int(digits)
         return {"model_name": unquote(name), "version": version,

@@ -103,12 +103,22 @@ def _refuse_embedder_options(record, options):
     for name, value in options.items():
         if value is None or (name in record.settings and record.settings[name] == value):
             continue
+        if name == "vocab_file" and _same_file_contents(value, record.vocab_file):
+            continue  # the model's own vocabulary (its vocab.txt, or a copy of it)
         where = record.directory or "a fine-tuned model"
         own = (f" (its own: {name}={record.settings[name]!r})" if name in record.settings else "")
         raise FinetunedModelError(
             f"{name}={value!r}: {where} keeps its own embedder and vocabulary{own}; {name}= applies to an "
             "encoder spec (pip:..., hf:DIR, ...). To change it, build the embedder again "
             "(bert_keras.tasks.Embedder.from_pretrained(spec, ...)) and export that")
+
+
+def _same_file_contents(path, other):
+    try:
+        with open(os.fspath(path), "rb") as first, open(other, "rb") as second:
+            return first.read() == second.read()
+    except (OSError, TypeError):
+        return False
 
 
 def _refuse_pairs_for_single_texts(record, overrides):

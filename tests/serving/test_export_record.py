@@ -6,6 +6,7 @@ length over the model's positions, SQuAD windows without room) are refused by na
 anything is traced.
 """
 
+import os
 import pytest
 
 from bert_keras.finetuned_model import FinetunedModel, FinetunedModelError, read_finetuned
@@ -101,6 +102,8 @@ def test_an_encoder_specs_embedder_options_are_refused_for_a_finetuned_model(fin
     # the model's own values pass
     assert finetuned_for_export(embedding, pooling="cls", normalize=True).settings["pooling"] == "cls"
     assert finetuned_for_export(finetuned_dir("embedding")).settings["pooling"] == "mean"  # a spec's default
+    own_vocabulary = os.path.join(classifier, "vocab.txt")  # as the docstring says: the model's own passes
+    assert finetuned_for_export(classifier, vocab_file=own_vocabulary).kind == "classification"
 
 
 def test_label_count_and_positions_are_checked_when_the_record_is_made(finetuned_dir):
