@@ -436,7 +436,8 @@ def test_swag_shapes_and_pairs(tokenizer):
 
 
 def test_swag_bad_label_and_column(tmp_path):
-    with pytest.raises(swag.SwagFormatError, match=r"swag_bad_label.csv:3: label '7'"):
+    with pytest.raises(swag.SwagFormatError,
+                       match=r"swag_bad_label.csv:3: field 'label': '7' is not the index of an ending, one of 0..3"):
         swag.read_swag_csv(data("swag_bad_label.csv"))
     bad = tmp_path / "swag.csv"
     bad.write_text("sent1,sent2,ending0,label\na,b,c,0\n")
