@@ -50,9 +50,8 @@ def exported_model(finetuned_dir, tmp_path_factory):
 
     def export(kind):
         if kind not in cache:
-            options = {"normalize": True} if kind == "embedding" else {}
             result = export_saved_model(finetuned_dir(kind), base_path, kind.replace("_", "-"),
-                                        check=False, progress=None, **options)
+                                        check=False, progress=None, **export_fixtures.export_options(kind))
             cache[kind] = (base_path, kind.replace("_", "-"), result.version)
         return cache[kind]
 

@@ -29,6 +29,13 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 DATA = os.path.join(ROOT, "tests", "data")
 EXPORT_KINDS = ("classification", "regression", "ner", "squad", "multiple_choice", "embedding")
 
+
+def export_options(kind):
+    """The options the `exported_model(kind)` fixture exports with: the embedding (an encoder spec's export)
+    normalized; a fine-tuned model keeps its own (`finetuned_for_export` refuses embedder options for it)."""
+    return {"normalize": True} if kind == "embedding" else {}
+
+
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 WORDS = ("the of and to in is was he she it for on with as by at from new york john smith paris "

@@ -183,7 +183,7 @@ def test_a_text_with_no_token_gets_what_predict_gives_and_is_flagged(kind, finet
                 assert (outputs["answer"][i], outputs["has_answer"][i], outputs["start_char"][i],
                         outputs["end_char"][i]) == (b"", False, -1, -1)
     # The Python path the export is checked against agrees (all outputs, `empty` included).
-    expected = reference_outputs(finetuned_for_export(finetuned_dir(kind), normalize=True), _columns(mixed))
+    expected = reference_outputs(finetuned_for_export(finetuned_dir(kind), **export_fixtures.export_options(kind)), _columns(mixed))
     for name, value in expected.items():
         if value.dtype.kind == "f":
             np.testing.assert_allclose(outputs[name], value, atol=1e-5, err_msg=name)

@@ -19,7 +19,7 @@ import tensorflow as tf
 from serving.signatures import finetuned_for_export, reference_outputs
 from serving.signatures.samples import sample_inputs
 
-from export_fixtures import EXPORT_KINDS
+from export_fixtures import EXPORT_KINDS, export_options
 
 # Every output of serving_default, with its dtype and rank (batch first).
 OUTPUTS = {
@@ -53,7 +53,7 @@ def as_tensors(inputs):
 
 @pytest.mark.parametrize("kind", EXPORT_KINDS)
 def test_serving_default_matches_the_python_path(kind, finetuned_dir, exported_model):
-    source = finetuned_for_export(finetuned_dir(kind), normalize=True)
+    source = finetuned_for_export(finetuned_dir(kind), **export_options(kind))
     inputs = sample_inputs(source, count=8)
     outputs = load(exported_model(kind)).signatures["serving_default"](**as_tensors(inputs))
     expected = reference_outputs(source, inputs)
@@ -77,7 +77,7 @@ def test_serving_default_matches_the_python_path(kind, finetuned_dir, exported_m
 def test_token_ids_signature_equals_the_keras_model(kind, finetuned_dir, exported_model):
     from pipelines import BertPacker
 
-    source = finetuned_for_export(finetuned_dir(kind), normalize=True)
+    source = finetuned_for_export(finetuned_dir(kind), **export_options(kind))
     tokenizer = source.tokenizer()
     special = tokenizer.special_tokens
     packer = BertPacker(source.seq_length, cls_id=special.cls, sep_id=special.sep,
