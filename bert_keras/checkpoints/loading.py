@@ -469,19 +469,41 @@ def find_matched_added_tokens(spec):
     return added if any(content not in _BERT_SPECIAL_TOKENS for content in contents) else []
 
 
-def tokenizer_added_tokens(spec, vocab_file=None):
+def tokenizer_added_tokens(spec, vocab_file=None, pre_tokenizer=None):
     """The added tokens a tokenizer of `spec` finds whole, as a task from it does (`task_from_pretrained`):
-    `find_matched_added_tokens(spec)`, but none for another vocabulary (`vocab_file=`, read by its own rules)
-    or one that records a morpheme analyzer (it splits the text before they could be found). For
-    `load_tokenizer(spec, added_tokens=...)` where a task's tokenizer is shown: `bert-keras tokenize --init`,
-    `bert-keras attention --init`.
+    those `reading_added_tokens` yields. For `load_tokenizer(spec, added_tokens=...)` where a task's
+    tokenizer is shown: `bert-keras tokenize --init`, `bert-keras attention --init`.
     """
+    with reading_added_tokens(spec, vocab_file=vocab_file, pre_tokenizer=pre_tokenizer) as added:
+        return added
+
+
+@contextlib.contextmanager
+def reading_added_tokens(spec, *, vocab_file=None, pre_tokenizer=None):
+    """The one rule of which added tokens a model built on `spec` finds whole: yields
+    `find_matched_added_tokens(spec)`, but none for another vocabulary (`vocab_file=`, read by its own
+    rules) or under a morpheme analyzer (`pre_tokenizer=`, else the one the vocabulary records: it
+    splits the text before they could be found). Inside the block, reading the checkpoint's vocabulary
+    and weights (`find_vocabulary`, `load_pretrained`) does not warn that its added tokens are read as
+    word pieces: the caller finds them whole. The tasks (`task_from_pretrained`), an encoder spec's
+    export (`serving.signatures.embedding.from_encoder_spec`), continued pretraining
+    (`Pretrainer.from_pretrained` / `pretrain(init=)`), `tokenize` and `attention` read them so.
+
+    >>> with reading_added_tokens("hf:re-bert") as added:  # doctest: +SKIP
+    ...     encoder, vocab = load_pretrained("hf:re-bert"), find_vocabulary("hf:re-bert")
+    >>> [entry["content"] for entry in added][-2:]  # doctest: +SKIP
+    ['[E1]', '[/E1]']
+    """
+    from pipelines.tokenizer.tokenizer_config import given_pre_tokenizer
+
     added = find_matched_added_tokens(spec) if vocab_file is None else []
-    if added:
-        with hf.added_tokens_matched_whole():  # their warning that they are word pieces: they are not
-            if find_tokenizer_settings(spec).get("pre_tokenizer"):
-                return []
-    return added
+    if not added:
+        yield []
+        return
+    with hf.added_tokens_matched_whole():  # their warning that they are word pieces: they are not
+        analyzer = (find_tokenizer_settings(spec).get("pre_tokenizer") if pre_tokenizer is None
+                    else given_pre_tokenizer(pre_tokenizer))
+        yield [] if analyzer else added
 
 
 def find_sentence_seq_length(spec):
