@@ -16,7 +16,7 @@ TEXT = "[E1] The drug [/E1] cures <ent> pain x<ent>!"  # <ent> is single_word: n
 SEQ_LENGTH = 16  # HF's ids fit (14); the text split by BERT's rules would not (23)
 
 
-def _hf_checkpoint(directory, added=True):
+def _hf_checkpoint(directory, added=True, lowercase=True):
     """A tiny HF directory (tokenizer.json, random weights) and transformers' tokenizer of it."""
     from bert_keras.checkpoints import hf
     from bert_keras.checkpoints.layout import canonical_shapes
@@ -24,7 +24,7 @@ def _hf_checkpoint(directory, added=True):
 
     directory.mkdir()
     (directory / "words.txt").write_text("\n".join(WORDS) + "\n")
-    theirs = transformers.BertTokenizerFast(str(directory / "words.txt"), do_lower_case=True)
+    theirs = transformers.BertTokenizerFast(str(directory / "words.txt"), do_lower_case=lowercase)
     if added:
         theirs.add_tokens(["[E1]", "[/E1]", tokenizers.AddedToken("<ent>", single_word=True)])
     theirs.save_pretrained(directory / "hf")
@@ -231,3 +231,48 @@ def test_the_attention_view_of_a_checkpoint_reads_its_added_tokens(trained):
     vocabulary = WORDS + ["[E1]", "[/E1]", "<ent>"]
     assert list(view.tokens) == [vocabulary[i] for i in theirs(TEXT)["input_ids"]]
     assert view.tokens[:5] == ["[CLS]", "[E1]", "the", "drug", "[/E1]"]
+
+
+@pytest.mark.parametrize("kind", ["tf1", "keras", "hf"])
+def test_bert_keras_convert_of_a_cased_hf_checkpoint_keeps_its_added_tokens_and_casing(tmp_path, kind, capsys):
+    """Before: `bert-keras convert hf:SRC tf1:OUT` (or OUT.keras, hf:OUT) wrote the vocabulary (the added
+    tokens its last lines) without them: "[E1]" read as [, e, ##1, ] there, and transformers' too (hf:)."""
+    from bert_keras.checkpoints import find_added_tokens, find_tokenizer_settings, load_tokenizer
+    from bert_keras.cli.main import main
+
+    spec, theirs = _hf_checkpoint(tmp_path / "checkpoint", lowercase=False)
+    expected = theirs(TEXT, add_special_tokens=False)["input_ids"]
+    assert expected[:3] == [19, 1, 6]  # cased: "The" is [UNK] ("the" is 5)
+    dest = {"tf1": f"tf1:{tmp_path / 'tf1'}/", "keras": str(tmp_path / "encoder.keras"),
+            "hf": f"hf:{tmp_path / 'out'}"}[kind]
+    assert main(["convert", spec, dest]) == 0
+    warned = capsys.readouterr().err
+    assert "matched as word pieces" not in warned  # recorded: they are found whole
+    assert ("tokenization.py reads them as word pieces" in warned) == (kind == "tf1")
+    assert find_tokenizer_settings(dest)["lowercase"] is False
+    assert [entry["content"] for entry in find_added_tokens(dest)][-3:] == ["[E1]", "[/E1]", "<ent>"]
+    tokenizer = load_tokenizer(dest, added_tokens=find_added_tokens(dest))
+    assert tokenizer.tokenize([TEXT]).to_list()[0] == expected
+    if kind == "hf":
+        converted = transformers.BertTokenizerFast.from_pretrained(str(tmp_path / "out"))
+        assert converted(TEXT, add_special_tokens=False)["input_ids"] == expected
+
+
+def test_save_pretrained_with_only_the_added_tokens_keeps_the_recorded_casing(tmp_path):
+    """A `tokenizer_settings` dict without the casing replaced the vocabulary's recorded cased rules with
+    BERT's uncased default."""
+    from bert_keras.checkpoints import find_added_tokens, find_tokenizer_settings, save_pretrained
+    from bert_keras.config import BertConfig
+    from bert_keras.encoder import BertEncoder
+    from pipelines.tokenizer.tokenizer_config import write_tokenizer_settings
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(WORDS + ["[E1]"]) + "\n")
+    write_tokenizer_settings(vocab, lowercase=False, max_input_chars_per_word=100)
+    encoder = BertEncoder(BertConfig(vocab_size=len(WORDS) + 1, hidden_size=16, num_layers=1, num_heads=2,
+                                     intermediate_size=19, max_position_embeddings=32))
+    dest = str(tmp_path / "out" / "encoder.keras")
+    (tmp_path / "out").mkdir()
+    save_pretrained(encoder, dest, vocab_file=str(vocab), tokenizer_settings={"added_tokens": ["[E1]"]})
+    assert find_tokenizer_settings(dest) == {"lowercase": False, "max_input_chars_per_word": 100}
+    assert [entry["content"] for entry in find_added_tokens(dest)] == ["[E1]"]
