@@ -364,13 +364,6 @@ def convert_finetuned(directory, dest, *, strict=True, overwrite=False):
                 "pre_tokenizer": record.pre_tokenizer or "none",
                 "max_input_chars_per_word": record.max_input_chars_per_word,
                 "added_tokens": record.added_tokens}
-    if record.added_tokens and destination.kind in ("tf1", "keras-hub"):
-        reader = "google-research's tokenization.py" if destination.kind == "tf1" else "keras-hub's BertTokenizer"
-        shown = [spec["content"] for spec in record.added_tokens]
-        warnings.warn(f"{directory}: its added tokens {shown[:8]}{' ...' if len(shown) > 8 else ''} are recorded beside the {destination.kind} "
-                      f"checkpoint's vocabulary, where bert-keras finds them whole, but {reader} reads them as "
-                      "word pieces (a text holding them tokenizes otherwise); convert to hf:DIR for transformers'",
-                      stacklevel=2)
     if destination.kind == "keras":
         written = save_pretrained(encoder, destination.path, vocab_file=record.vocab_file, tokenizer_settings=settings)
     else:

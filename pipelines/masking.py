@@ -112,7 +112,7 @@ class MaskedLmMasker:
         self._is_continuation = tf.constant(is_continuation, tf.bool)
 
     @classmethod
-    def from_vocabulary(cls, vocabulary, *, special_tokens, max_predictions_per_seq, **kwargs):
+    def from_vocabulary(cls, vocabulary, *, special_tokens, max_predictions_per_seq, added_tokens=None, **kwargs):
         """Builds a masker for a token list and its `SpecialTokens`.
 
         Example:
@@ -127,12 +127,18 @@ class MaskedLmMasker:
             vocabulary: list of str. The tokens, `vocabulary[i]` having id `i`.
             special_tokens: `SpecialTokens` of this vocabulary (with a mask id).
             max_predictions_per_seq: int. As in the constructor.
+            added_tokens: the tokenizer's added tokens (`BertTokenizer.added_tokens`): the special
+                ones are never chosen, as [CLS] / [SEP] / [PAD]; the others are words of their own
+                (`pipelines.tokenizer.added_tokens.never_masked_ids`).
             **kwargs: the other constructor arguments.
         """
+        from pipelines.tokenizer.added_tokens import never_masked_ids
+
         return cls(
             vocab_size=len(vocabulary),
             mask_id=special_tokens.mask,
-            special_ids=[special_tokens.cls, special_tokens.sep, special_tokens.pad],
+            special_ids=[special_tokens.cls, special_tokens.sep, special_tokens.pad,
+                         *never_masked_ids(added_tokens, special_tokens)],
             pad_id=special_tokens.pad,
             max_predictions_per_seq=max_predictions_per_seq,
             continuation_ids=[i for i, token in enumerate(vocabulary) if token.startswith("##")],

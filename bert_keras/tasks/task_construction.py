@@ -65,16 +65,13 @@ def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length
         if seq_length is not None:  # checked as a new task's: a model has so many positions
             task._record.seq_length = checked_seq_length(seq_length, task.encoder.config.max_position_embeddings)
     else:
-        from bert_keras.checkpoints import find_matched_added_tokens, find_vocabulary, load_pretrained
-        from bert_keras.checkpoints.hf import added_tokens_matched_whole
+        from bert_keras.checkpoints import find_vocabulary, load_pretrained, reading_added_tokens
         from bert_keras.checkpoints.task_heads import assign_hf_task_head, read_task_head
 
         # an HF tokenizer's added tokens ("[E1]", "<ent>"), found whole as transformers finds them; they are
-        # lines of the checkpoint's own vocabulary (another one, vocab_file=, is read by its own rules)
+        # lines of the checkpoint's own vocabulary (none for another one, vocab_file=, or under an analyzer)
         with _named_when_task_json_is_missing(spec_path):
-            added = find_matched_added_tokens(spec_path) if vocab_file is None else []
-            # the warning that they would be read as word pieces: they are not
-            with added_tokens_matched_whole() if added else contextlib.nullcontext():
+            with reading_added_tokens(spec_path, vocab_file=vocab_file, pre_tokenizer=pre_tokenizer) as added:
                 # a transformers BertFor... directory of this task (one `convert` wrote, say), or a
                 # google-research run_classifier / run_squad checkpoint: its head is kept
                 fine_tuned = read_task_head(spec_path, cls) if strict else None
@@ -99,8 +96,6 @@ def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length
             assign_hf_task_head(head, fine_tuned)
         # the vocabulary's recorded pre-tokenizer (a morpheme vocabulary's kiwi) unless one is given
         rules = resolve_tokenizer_settings(vocab, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word)
-        if rules.get("pre_tokenizer") is not None:
-            added = []  # a morpheme analyzer splits the text first: the original rules read what it leaves
         task = cls(head, vocab_file=vocab, seq_length=seq_length, labels=labels,
                    settings=settings, training={"init": spec_path}, added_tokens=added, **rules)
     task._compile_recipe(**(recipe or {}))

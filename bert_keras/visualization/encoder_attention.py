@@ -97,15 +97,11 @@ def encoder_attention(spec, texts, *, vocab_file=None, lowercase=None, strip_acc
         ValueError: more than two texts, no text with a token (a pair with one empty text warns), no vocabulary, or one with more tokens than the model has
             embedding rows (fewer is a padded table: fine).
     """
-    import contextlib
-
-    from bert_keras.checkpoints import load_pretrained, load_tokenizer, tokenizer_added_tokens
-    from bert_keras.checkpoints.hf import added_tokens_matched_whole
+    from bert_keras.checkpoints import load_pretrained, load_tokenizer, reading_added_tokens
 
     _check_text_count(texts)
     # an HF tokenizer's added tokens ("[E1]"), found whole as a task from the checkpoint finds them
-    added = tokenizer_added_tokens(spec, vocab_file)
-    with added_tokens_matched_whole() if added else contextlib.nullcontext():  # not word pieces: no warning
+    with reading_added_tokens(spec, vocab_file=vocab_file) as added:
         encoder = load_pretrained(spec, output_attentions=True)
     tokenizer = load_tokenizer(spec, vocab_file=vocab_file, lowercase=lowercase, strip_accents=strip_accents,
                                **({"added_tokens": added} if added else {}))

@@ -103,6 +103,7 @@ def write_pretraining_data_with_beam(settings: PretrainingDataSettings, *, runne
 
     from pipelines.pretraining.run_record import check_outputs_are_not_inputs, mark_complete_if_done, recorded_run
     from pipelines.tokenizer import VocabularyError, load_vocabulary, special_tokens_from_vocabulary
+    from pipelines.tokenizer.added_tokens import added_token_entries, never_masked_ids
 
     log = log or (lambda *_: None)
     if settings.is_tfds:
@@ -134,7 +135,9 @@ def write_pretraining_data_with_beam(settings: PretrainingDataSettings, *, runne
                     f"{settings.vocab_file} has no {special.mask_token} token: masked-LM pretraining replaces tokens "
                     f"with it. Add {special.mask_token} to the vocabulary (e.g. in place of an [unusedN] line).")
             vocab = _Vocab(size=len(vocabulary), mask=special.mask, cls=special.cls, sep=special.sep, pad=special.pad,
-                           continuation=tuple(i for i, t in enumerate(vocabulary) if t.startswith("##")))
+                           continuation=tuple(i for i, t in enumerate(vocabulary) if t.startswith("##")),
+                           never_masked=tuple(never_masked_ids(
+                               added_token_entries(settings.added_tokens, vocabulary), special)))
             log(f"{runner}: {len(keyed)} file(s), {len(todo)} shard(s) to write")
             pipeline = beam_pipeline(runner, pipeline_args)
             build_pipeline(pipeline, settings, keyed, vocab, todo, write_documents=write_documents)
@@ -210,7 +213,8 @@ def build_pipeline(pipeline, settings: PretrainingDataSettings, keyed_files, voc
         documents
         | "BatchDocuments" >> beam.BatchElements(min_batch_size=16, max_batch_size=512)
         | "Tokenize" >> beam.ParDo(_Tokenize(settings.vocab_file, settings.lowercase, settings.strip_accents,
-                                                settings.pre_tokenizer, settings.max_input_chars_per_word))
+                                                settings.pre_tokenizer, settings.max_input_chars_per_word,
+                                                settings.added_tokens))
     )
     count = tokenized | "CountDocuments" >> beam.combiners.Count.Globally()
     return (
@@ -255,8 +259,8 @@ def beam_corpus_fingerprint(files) -> dict:
     return {"files": len(files), "bytes": total, "sha256": digest.hexdigest()}
 
 
-class _Vocab(collections.namedtuple("_Vocab", "size mask cls sep pad continuation")):
-    """What masking needs of the vocabulary (picklable)."""
+class _Vocab(collections.namedtuple("_Vocab", "size mask cls sep pad continuation never_masked")):
+    """What masking needs of the vocabulary (picklable); `never_masked`: the special added tokens' ids."""
 
 
 def _counter(name):
@@ -312,8 +316,9 @@ class _Tokenize(beam.DoFn):
     """Batches of (document id, sentences) -> (document id, token ids, sentence lengths); empty documents dropped."""
 
     def __init__(self, vocab_file, lowercase, strip_accents=None, pre_tokenizer=None,
-                 max_input_chars_per_word=ORIGINAL_MAX_CHARS_PER_WORD):
+                 max_input_chars_per_word=ORIGINAL_MAX_CHARS_PER_WORD, added_tokens=()):
         self.vocab_file = vocab_file
+        self.added_tokens = [dict(spec) for spec in added_tokens]
         self.max_input_chars_per_word = max_input_chars_per_word
         self.lowercase = lowercase
         self.strip_accents = strip_accents
@@ -326,7 +331,7 @@ class _Tokenize(beam.DoFn):
         from pipelines.tokenizer import BertTokenizer
 
         self.tokenizer = BertTokenizer(self.vocab_file, lowercase=self.lowercase, strip_accents=self.strip_accents,
-                                       pre_tokenizer=self.pre_tokenizer,
+                                       pre_tokenizer=self.pre_tokenizer, added_tokens=self.added_tokens,
                                        max_input_chars_per_word=self.max_input_chars_per_word)
 
     def process(self, batch):
@@ -388,7 +393,7 @@ class _MaskAndEncode(beam.DoFn):
 
         v = self.vocab
         job = ShardJob(index=-1, path="", settings=self.settings, vocab_size=v.size, mask_id=v.mask, cls_id=v.cls,
-                       sep_id=v.sep, pad_id=v.pad, continuation_ids=v.continuation)
+                       sep_id=v.sep, pad_id=v.pad, continuation_ids=v.continuation, never_masked_ids=v.never_masked)
         self.masker = _masker_for(job)
 
     def process(self, batch):

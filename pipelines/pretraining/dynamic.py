@@ -138,7 +138,7 @@ def dynamic_pretraining_dataset(
     packer = BertPacker(seq_length, cls_id=special.cls, sep_id=special.sep, pad_id=special.pad)
     masker = MaskedLmMasker.from_vocabulary(
         tokenizer.vocabulary, special_tokens=special, max_predictions_per_seq=max_predictions_per_seq,
-        masked_lm_prob=masked_lm_prob, whole_word_mask=whole_word_mask,
+        masked_lm_prob=masked_lm_prob, whole_word_mask=whole_word_mask, added_tokens=tokenizer.added_tokens,
     )
     mask_seeds = tf.data.Dataset.random(seed=seed + 40, rerandomize_each_iteration=True).batch(2)
 

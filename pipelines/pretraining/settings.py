@@ -120,6 +120,10 @@ class PretrainingDataSettings(MaskingSettings):
             no analyzer, the corpus is split already).
         format: corpus layout: `"bert"`, `"text"` or `"lines"`.
         decode_errors: `"strict"` or `"replace"` (see `read_corpus`).
+        added_tokens: tokens found whole in the corpus, one id each (`pipelines.BertTokenizer(added_tokens=)`;
+            special ones are never masked, the others are words of their own). None: those recorded
+            beside the vocabulary (`added_tokens_decoder` of its `tokenizer_config.json`), unless a
+            morpheme analyzer splits the corpus.
         max_seq_length: `S`, at least 5.
         max_predictions_per_seq: `P`, at least 1.
         masked_lm_prob, short_seq_prob, dupe_factor, whole_word_mask: as the
@@ -182,6 +186,10 @@ class PretrainingDataSettings(MaskingSettings):
         None, "longer words become [UNK] (default: the vocabulary's recorded limit, 100 in an HF directory, else "
               "the original's 200); recorded in PREFIX-config.json, which pretrain --data checks",
         "--max-chars-per-word", type="positive_int")
+    # The added tokens ("[E1]", "<ent>": `pipelines.BertTokenizer(added_tokens=)`'s forms) found whole in
+    # the corpus. None: those recorded beside the vocabulary (`tokenizer_config.recorded_added_tokens`:
+    # a conversion's, a pretraining run's), as the models built on it read them; no flag.
+    added_tokens: Optional[Tuple[dict, ...]] = None
 
     def __post_init__(self):
         patterns = self.input.split(",") if isinstance(self.input, str) else list(self.input)
@@ -209,6 +217,12 @@ class PretrainingDataSettings(MaskingSettings):
                                            self.max_input_chars_per_word)
         object.__setattr__(self, "pre_tokenizer", rules["pre_tokenizer"])
         object.__setattr__(self, "max_input_chars_per_word", rules["max_input_chars_per_word"])
+        from pipelines.tokenizer.added_tokens import added_token_specs
+        from pipelines.tokenizer.tokenizer_config import recorded_added_tokens
+
+        added = (recorded_added_tokens(self.vocab_file, self.pre_tokenizer or "none") if self.added_tokens is None
+                 else self.added_tokens)
+        object.__setattr__(self, "added_tokens", tuple(added_token_specs(added)))
         object.__setattr__(self, "output_prefix", normalize_path(self.output_prefix))
         if self.max_seq_length < 5:
             raise ValueError(f"max_seq_length must be at least 5 ([CLS] A [SEP] B [SEP]), got {self.max_seq_length}.")
@@ -248,6 +262,10 @@ class PretrainingDataSettings(MaskingSettings):
             del fields["pre_tokenizer"]  # likewise
         if fields["max_input_chars_per_word"] == ORIGINAL_MAX_CHARS_PER_WORD:
             del fields["max_input_chars_per_word"]  # likewise
+        if fields["added_tokens"]:
+            fields["added_tokens"] = [dict(spec) for spec in fields["added_tokens"]]
+        else:
+            del fields["added_tokens"]  # likewise
         fields["input"] = ",".join(self.input)
         return fields
 

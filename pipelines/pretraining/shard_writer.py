@@ -38,6 +38,8 @@ class ShardJob:
         settings: the run's `PretrainingDataSettings`.
         vocab_size, mask_id, cls_id, sep_id, pad_id: from the vocabulary.
         continuation_ids: ids of the `##` pieces (whole-word masking).
+        never_masked_ids: more ids never chosen for the masked LM, as [CLS] / [SEP] / [PAD]: the
+            special added tokens (`pipelines.tokenizer.added_tokens.never_masked_ids`).
     """
 
     index: int
@@ -49,6 +51,7 @@ class ShardJob:
     sep_id: int
     pad_id: int
     continuation_ids: tuple
+    never_masked_ids: tuple = ()
 
     @property
     def temporary_path(self) -> str:
@@ -237,7 +240,7 @@ def pad_and_mask_batch(rows, a_lengths, labels, masker, seq_length, pad_id, *, k
 def _masker_for(job):
     s = job.settings
     return _masker_function(
-        job.vocab_size, job.mask_id, (job.cls_id, job.sep_id, job.pad_id), s.max_predictions_per_seq,
+        job.vocab_size, job.mask_id, (job.cls_id, job.sep_id, job.pad_id, *job.never_masked_ids), s.max_predictions_per_seq,
         s.masked_lm_prob, s.whole_word_mask, job.continuation_ids,
     )
 

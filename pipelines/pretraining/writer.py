@@ -7,6 +7,7 @@ this process or in worker processes (`workers`).
 
 import contextlib
 import functools
+import json
 import os
 from typing import Optional
 
@@ -22,6 +23,7 @@ from pipelines.pretraining.settings import PretrainingDataSettings
 from pipelines.pretraining.shard_writer import ShardJob, write_shard
 from pipelines.pretraining.workers import ShardWorkers
 from pipelines.tokenizer import BertTokenizer, VocabularyError
+from pipelines.tokenizer.added_tokens import never_masked_ids
 
 
 def write_pretraining_data(settings: PretrainingDataSettings, *, workers: Optional[int] = None,
@@ -108,6 +110,7 @@ def write_pretraining_data(settings: PretrainingDataSettings, *, workers: Option
 def _write(settings, todo, paths, pool, summary, log):
     tokenizer = _cached_tokenizer(settings.vocab_file, settings.lowercase, settings.strip_accents,
                                   settings.pre_tokenizer, settings.max_input_chars_per_word,
+                                  json.dumps(list(settings.added_tokens), sort_keys=True),
                                   *_file_version(settings.vocab_file))
     special = tokenizer.special_tokens
     if special.mask is None:
@@ -119,7 +122,8 @@ def _write(settings, todo, paths, pool, summary, log):
     jobs = [
         ShardJob(index=j, path=paths[j], settings=settings, vocab_size=tokenizer.vocabulary_size,
                  mask_id=special.mask, cls_id=special.cls, sep_id=special.sep, pad_id=special.pad,
-                 continuation_ids=continuation_ids)
+                 continuation_ids=continuation_ids,
+                 never_masked_ids=tuple(never_masked_ids(tokenizer.added_tokens, special)))
         for j in todo
     ]
     corpus = corpus_lib.read_corpus(settings.corpus_source, format=settings.format,
@@ -199,11 +203,13 @@ def _file_version(path):
 
 
 @functools.lru_cache(maxsize=2)
-def _cached_tokenizer(vocab_file, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word, length, mtime):
-    """Tokenizers take seconds to build (Unicode tables): reuse one per vocab file version."""
+def _cached_tokenizer(vocab_file, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word, added_tokens,
+                      length, mtime):
+    """Tokenizers take seconds to build (Unicode tables): reuse one per vocab file version.
+    `added_tokens`: the settings' added tokens as JSON (a hashable key)."""
     del length, mtime  # part of the cache key only
     return BertTokenizer(vocab_file, lowercase=lowercase, strip_accents=strip_accents, pre_tokenizer=pre_tokenizer,
-                         max_input_chars_per_word=max_input_chars_per_word)
+                         max_input_chars_per_word=max_input_chars_per_word, added_tokens=json.loads(added_tokens))
 
 
 # Seconds of one core per input byte and dupe, writing in-process (measured:

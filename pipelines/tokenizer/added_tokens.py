@@ -48,8 +48,46 @@ _BUCKETS = 2 ** 63 - 1
 _FLAGS = ("special", "normalized", "lstrip", "rstrip", "single_word")
 
 
+# The special tokens of every BERT tokenizer.json: a tokenizer that adds these alone adds nothing.
+BERT_SPECIAL_TOKENS = frozenset(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
+
+
 class AddedTokenError(ValueError):
     """An added token that cannot be matched: empty, not in the vocabulary, or of a bad form."""
+
+
+def matched_added_tokens(added_tokens):
+    """`added_tokens` (strings or dicts with `"content"`) when one of them is a token of its own, not
+    BERT's [PAD] [UNK] [CLS] [SEP] [MASK] ("[E1]", "<ent>"), else []: the added tokens a model matches
+    whole. A tokenizer that adds nothing else keeps the original rules (its special tokens written in
+    a text are split as google-research splits them).
+
+    >>> matched_added_tokens(["[PAD]", "[CLS]"]), matched_added_tokens(["[CLS]", "[E1]"])
+    ([], ['[CLS]', '[E1]'])
+    """
+    added = list(added_tokens or [])
+    contents = [entry if isinstance(entry, str) else entry["content"] for entry in added]
+    return added if any(content not in BERT_SPECIAL_TOKENS for content in contents) else []
+
+
+def never_masked_ids(added_tokens, special_tokens):
+    """The ids of `added_tokens` (`BertTokenizer.added_tokens`: dicts with `"id"` and `"special"`) that
+    masked-LM pretraining never chooses, as it never chooses [CLS] / [SEP] / [PAD]: the special ones
+    (`special=True`, HF's `additional_special_tokens`, which transformers' data collators leave out
+    of the masked-LM choice) other than the vocabulary's own `special_tokens` (`SpecialTokens`: [UNK]
+    and [MASK] stay as google-research treats them). Any other added token is a word of its own, chosen
+    (and masked, whole) like any word.
+
+    >>> from pipelines.tokenizer.vocab import special_tokens_from_vocabulary
+    >>> special = special_tokens_from_vocabulary(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[E1]", "<e>"])
+    >>> never_masked_ids([{"content": "[UNK]", "id": 1, "special": True},
+    ...                   {"content": "[E1]", "id": 5, "special": True},
+    ...                   {"content": "<e>", "id": 6, "special": False}], special)
+    [5]
+    """
+    own = {special_tokens.pad, special_tokens.unk, special_tokens.cls, special_tokens.sep, special_tokens.mask}
+    return sorted({int(entry["id"]) for entry in added_tokens or ()
+                   if entry.get("special") and entry["id"] not in own})
 
 
 def added_token_specs(added_tokens):

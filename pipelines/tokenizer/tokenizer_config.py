@@ -374,6 +374,74 @@ def write_tokenizer_settings(vocab_file, *, lowercase, strip_accents=None, pre_t
     write_text(tokenizer_config_path(vocab_file), json.dumps(config, indent=2) + "\n")
 
 
+def added_tokens_decoder(path, default=()):
+    """The `"added_tokens_decoder"` entries of the `tokenizer_config.json` at `path` (transformers' field,
+    which `write_tokenizer_settings` writes too), in id order (dicts of `content` and flags);
+    `list(default)` when there is no such file or field (None: None).
+
+    Raises:
+        TokenizerSettingsError: the file is not JSON, or the field is not of the form transformers writes
+            (naming the file).
+    """
+    if not os.path.isfile(path):
+        return None if default is None else list(default)
+    try:
+        with open(path, "rb") as f:
+            config = json.loads(f.read())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise TokenizerSettingsError(f"{path}: not JSON ({error})") from None
+    decoder = config.get("added_tokens_decoder") if isinstance(config, dict) else None
+    if decoder is None:
+        return None if default is None else list(default)
+    if not isinstance(decoder, dict) or not all(
+            isinstance(e, dict) and isinstance(e.get("content"), str) for e in decoder.values()):
+        raise TokenizerSettingsError(f'{path}: "added_tokens_decoder" is not an object of '
+                                     '{"id": {"content": str, ...}}')
+    return [dict(decoder[key]) for key in sorted(decoder, key=lambda k: int(k) if k.isdigit() else 0)]
+
+
+def recorded_added_tokens(vocab_file, pre_tokenizer=None):
+    """The added tokens a model reading `vocab_file` by its recorded rules matches whole: those its
+    `tokenizer_config.json` records (`added_tokens_decoder`: a conversion's, a pretraining run's, a
+    fine-tuned model's `hf:` export), when one is a token of its own (not BERT's five special ones:
+    `pipelines.tokenizer.added_tokens.matched_added_tokens`); [] when it records none, or under a morpheme
+    analyzer (`pre_tokenizer`, else the recorded one: it splits the text before they could be found).
+    `create-pretraining-data` reads its `--vocab` so.
+
+    Raises:
+        TokenizerSettingsError: as `added_tokens_decoder`.
+    """
+    if vocab_file is None:
+        return []
+    from pipelines.tokenizer.added_tokens import matched_added_tokens
+
+    path = tokenizer_config_path(vocab_file)
+    added = matched_added_tokens(added_tokens_decoder(path))
+    if not added:
+        return []
+    from pipelines.tokenizer.vocab import load_vocabulary
+
+    lines = set(load_vocabulary(os.fspath(vocab_file)))
+    missing = [entry["content"] for entry in added if entry["content"] not in lines]
+    if missing:  # transformers 4 keeps them in added_tokens.json, past vocab.txt's lines
+        warnings.warn(f"{path} records added token(s) {missing[:8]} that are not lines of {vocab_file}: they are "
+                      "read as word pieces (`bert-keras convert hf:DIR OUT` writes a vocabulary that holds them)",
+                      stacklevel=2)
+        added = matched_added_tokens([entry for entry in added if entry["content"] in lines])
+    return added_tokens_found_whole(added, vocab_file, pre_tokenizer)
+
+
+def added_tokens_found_whole(added_tokens, vocab_file, pre_tokenizer=None):
+    """`added_tokens`, or [] under a morpheme analyzer (`pre_tokenizer`, else the one recorded beside
+    `vocab_file`), which splits the text before they could be found: the original rules read what
+    it leaves (`BertTokenizer` refuses the two together)."""
+    if not added_tokens:
+        return []
+    analyzer = (read_tokenizer_settings(vocab_file).get("pre_tokenizer") if pre_tokenizer is None
+                else given_pre_tokenizer(pre_tokenizer))
+    return [] if analyzer else list(added_tokens)
+
+
 def copy_tokenizer_settings(source_vocab, destination_vocab):
     """Writes beside `destination_vocab` the settings recorded beside `source_vocab`, if any."""
     settings = read_tokenizer_settings(source_vocab)

@@ -110,13 +110,10 @@ def from_encoder_spec(spec, *, pooling="mean", normalize=False, pooling_layer=-1
             `tokenizer_config.json`, else as its vocabulary's tokens show).
         vocab_file: the vocabulary, when the spec has none beside it.
 
-    An HF checkpoint's added tokens (`find_matched_added_tokens`) are found whole, as the tasks find them.
+    An HF checkpoint's added tokens are found whole, as the tasks find them (`reading_added_tokens`).
     """
-    import contextlib
-
-    from bert_keras.checkpoints import (find_matched_added_tokens, find_sentence_seq_length, find_vocabulary,
-                                        load_pretrained)
-    from bert_keras.checkpoints.hf import added_tokens_matched_whole
+    from bert_keras.checkpoints import (find_sentence_seq_length, find_vocabulary, load_pretrained,
+                                        reading_added_tokens)
     from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
     from bert_keras.finetuned_model import FinetunedModel
     from bert_keras.models import BertEmbedder
@@ -127,8 +124,7 @@ def from_encoder_spec(spec, *, pooling="mean", normalize=False, pooling_layer=-1
         raise ValueError(f"{spec}: {NOT_FITTED}; export that Embedder (task.export) instead of the spec")
     # an HF tokenizer's added tokens ("[E1]"), found whole as `Embedder.from_pretrained(spec)` finds them
     # (`task_from_pretrained`); a vocab_file= of another vocabulary is read by its own rules
-    added = find_matched_added_tokens(spec) if vocab_file is None else []
-    with added_tokens_matched_whole() if added else contextlib.nullcontext():
+    with reading_added_tokens(spec, vocab_file=vocab_file) as added:
         vocab = vocab_file or find_vocabulary(spec)
         if vocab is None:
             raise ValueError(f"{spec}: no vocab.txt beside the model; pass vocab_file= / --vocab")
@@ -137,8 +133,6 @@ def from_encoder_spec(spec, *, pooling="mean", normalize=False, pooling_layer=-1
     model = BertEmbedder(encoder, pooling=pooling, normalize=normalize, pooling_layer=pooling_layer)
     positions = encoder.config.max_position_embeddings
     rules = resolve_tokenizer_settings(vocab, lowercase, strip_accents)
-    if rules.get("pre_tokenizer") is not None:
-        added = []  # a morpheme analyzer splits the text first: the original rules read what it leaves
     return FinetunedModel(kind="embedding", model=model, vocab_file=vocab,
                           seq_length=seq_length or min(find_sentence_seq_length(spec) or 128, positions),
                           **rules, added_tokens=added,

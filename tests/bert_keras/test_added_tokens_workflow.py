@@ -16,7 +16,7 @@ TEXT = "[E1] The drug [/E1] cures <ent> pain x<ent>!"  # <ent> is single_word: n
 SEQ_LENGTH = 16  # HF's ids fit (14); the text split by BERT's rules would not (23)
 
 
-def _hf_checkpoint(directory, added=True):
+def _hf_checkpoint(directory, added=True, lowercase=True):
     """A tiny HF directory (tokenizer.json, random weights) and transformers' tokenizer of it."""
     from bert_keras.checkpoints import hf
     from bert_keras.checkpoints.layout import canonical_shapes
@@ -24,7 +24,7 @@ def _hf_checkpoint(directory, added=True):
 
     directory.mkdir()
     (directory / "words.txt").write_text("\n".join(WORDS) + "\n")
-    theirs = transformers.BertTokenizerFast(str(directory / "words.txt"), do_lower_case=True)
+    theirs = transformers.BertTokenizerFast(str(directory / "words.txt"), do_lower_case=lowercase)
     if added:
         theirs.add_tokens(["[E1]", "[/E1]", tokenizers.AddedToken("<ent>", single_word=True)])
     theirs.save_pretrained(directory / "hf")
@@ -231,3 +231,121 @@ def test_the_attention_view_of_a_checkpoint_reads_its_added_tokens(trained):
     vocabulary = WORDS + ["[E1]", "[/E1]", "<ent>"]
     assert list(view.tokens) == [vocabulary[i] for i in theirs(TEXT)["input_ids"]]
     assert view.tokens[:5] == ["[CLS]", "[E1]", "the", "drug", "[/E1]"]
+
+
+@pytest.mark.parametrize("kind", ["tf1", "keras", "hf"])
+def test_bert_keras_convert_of_a_cased_hf_checkpoint_keeps_its_added_tokens_and_casing(tmp_path, kind, capsys):
+    """Before: `bert-keras convert hf:SRC tf1:OUT` (or OUT.keras, hf:OUT) wrote the vocabulary (the added
+    tokens its last lines) without them: "[E1]" read as [, e, ##1, ] there, and transformers' too (hf:)."""
+    from bert_keras.checkpoints import find_added_tokens, find_tokenizer_settings, load_tokenizer
+    from bert_keras.cli.main import main
+
+    spec, theirs = _hf_checkpoint(tmp_path / "checkpoint", lowercase=False)
+    expected = theirs(TEXT, add_special_tokens=False)["input_ids"]
+    assert expected[:3] == [19, 1, 6]  # cased: "The" is [UNK] ("the" is 5)
+    dest = {"tf1": f"tf1:{tmp_path / 'tf1'}/", "keras": str(tmp_path / "encoder.keras"),
+            "hf": f"hf:{tmp_path / 'out'}"}[kind]
+    assert main(["convert", spec, dest]) == 0
+    warned = capsys.readouterr().err
+    assert "matched as word pieces" not in warned  # recorded: they are found whole
+    assert ("tokenization.py reads them as word pieces" in warned) == (kind == "tf1")
+    assert find_tokenizer_settings(dest)["lowercase"] is False
+    assert [entry["content"] for entry in find_added_tokens(dest)][-3:] == ["[E1]", "[/E1]", "<ent>"]
+    tokenizer = load_tokenizer(dest, added_tokens=find_added_tokens(dest))
+    assert tokenizer.tokenize([TEXT]).to_list()[0] == expected
+    if kind == "hf":
+        converted = transformers.BertTokenizerFast.from_pretrained(str(tmp_path / "out"))
+        assert converted(TEXT, add_special_tokens=False)["input_ids"] == expected
+
+
+def test_save_pretrained_with_only_the_added_tokens_keeps_the_recorded_casing(tmp_path):
+    """A `tokenizer_settings` dict without the casing replaced the vocabulary's recorded cased rules with
+    BERT's uncased default."""
+    from bert_keras.checkpoints import find_added_tokens, find_tokenizer_settings, save_pretrained
+    from bert_keras.config import BertConfig
+    from bert_keras.encoder import BertEncoder
+    from pipelines.tokenizer.tokenizer_config import write_tokenizer_settings
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(WORDS + ["[E1]"]) + "\n")
+    write_tokenizer_settings(vocab, lowercase=False, max_input_chars_per_word=100)
+    encoder = BertEncoder(BertConfig(vocab_size=len(WORDS) + 1, hidden_size=16, num_layers=1, num_heads=2,
+                                     intermediate_size=19, max_position_embeddings=32))
+    dest = str(tmp_path / "out" / "encoder.keras")
+    (tmp_path / "out").mkdir()
+    save_pretrained(encoder, dest, vocab_file=str(vocab), tokenizer_settings={"added_tokens": ["[E1]"]})
+    assert find_tokenizer_settings(dest) == {"lowercase": False, "max_input_chars_per_word": 100}
+    assert [entry["content"] for entry in find_added_tokens(dest)] == ["[E1]"]
+
+
+def _restored_rows(batch):
+    """The token ids of a pretraining batch before masking."""
+    x, y = batch
+    ids = x["token_ids"].numpy().copy()
+    for row, (positions, targets, weights) in enumerate(zip(x["masked_lm_positions"].numpy(),
+                                                            y["masked_lm_ids"].numpy(),
+                                                            y["masked_lm_weights"].numpy())):
+        ids[row, positions[weights > 0]] = targets[weights > 0]
+    return ids
+
+
+def test_continued_pretraining_of_an_hf_checkpoint_reads_its_added_tokens_whole(tmp_path):
+    """Before: Pretrainer.from_pretrained(hf:DIR) tokenized a corpus without the checkpoint's added tokens
+    (warning they were word pieces): "[E1]" reached the masked LM as [, e, ##1, ], ids the model's
+    tokenizer never gives."""
+    import keras
+
+    from bert_keras.tasks import Pretrainer
+
+    spec, theirs = _hf_checkpoint(tmp_path / "checkpoint")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # not "read as word pieces": they are not
+        pretrainer = Pretrainer.from_pretrained(spec)
+    assert [entry["content"] for entry in pretrainer.added_tokens][-3:] == ["[E1]", "[/E1]", "<ent>"]
+    expected = theirs(TEXT, add_special_tokens=False)["input_ids"]
+    assert pretrainer.corpus_tokenizer().tokenize([TEXT]).to_list()[0] == expected
+    pretrainer.save(str(tmp_path / "pretrainer.keras"))  # Keras' own file keeps them
+    reread = keras.saving.load_model(str(tmp_path / "pretrainer.keras"))
+    assert reread.corpus_tokenizer().tokenize([TEXT]).to_list()[0] == expected
+
+
+@pytest.mark.slow  # the dynamic masked-LM stream: ~40 s
+def test_the_masked_lm_stream_of_an_hf_checkpoint_holds_its_added_tokens_whole(tmp_path):
+    from bert_keras.tasks import Pretrainer
+    from bert_keras.tasks.pretrainer import dataset_factory
+    from pipelines.pretraining.settings import MaskingSettings
+
+    spec, theirs = _hf_checkpoint(tmp_path / "checkpoint")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join([f"{TEXT}\n{TEXT}"] * 4) + "\n")
+    pretrainer = Pretrainer.from_pretrained(spec)
+    make_dataset = dataset_factory(
+        corpus=str(corpus), records=None, vocab_file=pretrainer.vocab_file, lowercase=pretrainer.lowercase,
+        strip_accents=pretrainer.strip_accents, pre_tokenizer=pretrainer.pre_tokenizer, batch_size=4, seq_length=32,
+        max_predictions=5, seed=0, masking=MaskingSettings(short_seq_prob=0.0),
+        max_input_chars_per_word=pretrainer.max_input_chars_per_word, added_tokens=pretrainer.added_tokens)
+    expected = theirs(TEXT, add_special_tokens=False)["input_ids"]
+    for row in _restored_rows(next(iter(make_dataset()))):
+        assert row[:len(expected) + 2].tolist() == [2, *expected, 3]  # [CLS] TEXT [SEP], as transformers reads it
+
+
+@pytest.mark.slow  # a pretraining run: ~90 s
+def test_a_pretraining_run_from_an_hf_checkpoint_keeps_its_added_tokens(tmp_path):
+    """Before: `pretrain --init hf:DIR` wrote the run's vocabulary (the added tokens its last lines) without
+    them: a second phase or a task from run/encoder.keras read "[E1]" as [, e, ##1, ]."""
+    from bert_keras.checkpoints import find_added_tokens, load_tokenizer
+    from bert_keras.tasks import Pretrainer
+
+    spec, theirs = _hf_checkpoint(tmp_path / "checkpoint")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join([f"{TEXT}\n{TEXT}"] * 4) + "\n")
+    expected = theirs(TEXT, add_special_tokens=False)["input_ids"]
+    run = tmp_path / "run"
+    Pretrainer.pretrain(str(run), steps=1, corpus=str(corpus), init=spec, batch_size=2, seq_length=32,
+                        max_predictions=5, checkpoint_every=1, verbose=0, jit_compile=False, mixed_precision="off")
+    saved = f"{run / 'encoder.keras'}"
+    assert [entry["content"] for entry in find_added_tokens(saved)][-3:] == ["[E1]", "[/E1]", "<ent>"]
+    again = Pretrainer.from_pretrained(saved)  # a second phase reads them too
+    assert [entry["content"] for entry in again.added_tokens][-3:] == ["[E1]", "[/E1]", "<ent>"]
+    tokenizer = load_tokenizer(saved, added_tokens=find_added_tokens(saved))
+    assert tokenizer.tokenize([TEXT]).to_list()[0] == expected
