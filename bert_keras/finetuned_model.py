@@ -20,7 +20,8 @@ file                content
                     `BertMultipleChoice` or `BertEmbedder`
 `task.json`         `format_version` (2), `kind`, `seq_length`, `labels`,
                     `tokenizer` (`vocab`, `lowercase`, `strip_accents`, `pre_tokenizer` if any,
-                    `max_input_chars_per_word` if not 200, `added_tokens` if any: the
+                    `max_input_chars_per_word` if not 200, `unicode_normalization` if any ("NFC":
+                    texts composed before tokenizing), `added_tokens` if any: the
                     tokens found whole, as an HF tokenizer's, with their flags), `settings` (per kind),
                     `encoder_config` (the `BertConfig`), `training` (provenance: init,
                     steps, learning rate, task spec, data files; informational), `recipe`
@@ -133,6 +134,8 @@ class FinetunedModel:
             clients send split text (its model card says so).
         max_input_chars_per_word: words longer than this read as one [UNK] (the checkpoint's own:
             100 for an HF tokenizer; 200, the original's, when it records none).
+        unicode_normalization: None, or "NFC": every text composed before tokenizing, in the graph
+            too (`pipelines.BertTokenizer(unicode_normalization=)`: Hangul that arrives decomposed).
         added_tokens: the tokens found whole before BERT's rules split the text, as HF's added tokens
             (`pipelines.BertTokenizer(added_tokens=)`: strings, dicts or `tokenizers.AddedToken`s), kept
             as plain dicts with their flags (`pipelines.tokenizer.added_tokens.added_token_specs`);
@@ -162,6 +165,7 @@ class FinetunedModel:
     strip_accents: Optional[bool] = None
     pre_tokenizer: Optional[str] = None
     max_input_chars_per_word: int = ORIGINAL_MAX_CHARS_PER_WORD
+    unicode_normalization: Optional[str] = None
     added_tokens: List[Dict[str, Any]] = dataclasses.field(default_factory=list)
     labels: Optional[List[str]] = None
     settings: Dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -184,6 +188,12 @@ class FinetunedModel:
             raise FinetunedModelError(f"strip_accents must be true, false or null, got {self.strip_accents!r}")
         self.strip_accents = bool(self.lowercase if self.strip_accents is None else self.strip_accents)
         checked_max_chars(self.max_input_chars_per_word, "max_input_chars_per_word", FinetunedModelError)
+        from pipelines.tokenizer.composition import checked_unicode_normalization
+
+        try:
+            self.unicode_normalization = checked_unicode_normalization(self.unicode_normalization)
+        except ValueError as error:
+            raise FinetunedModelError(str(error)) from None
         from pipelines.tokenizer.added_tokens import AddedTokenError, added_token_specs
 
         try:
@@ -262,7 +272,7 @@ class FinetunedModel:
 
         return BertTokenizer(self.vocab_file, lowercase=self.lowercase, strip_accents=self.strip_accents,
                              backend=backend, max_input_chars_per_word=self.max_input_chars_per_word,
-                             added_tokens=self.added_tokens)
+                             unicode_normalization=self.unicode_normalization, added_tokens=self.added_tokens)
 
     def packer(self, tokenizer):
         """A `pipelines.BertPacker` at this model's `seq_length` with `tokenizer`'s special ids."""
@@ -300,6 +310,7 @@ def read_finetuned_encoder(directory, *, output_hidden_states=False, output_atte
     tokenizer = BertTokenizer(record.vocab_file, lowercase=record.lowercase, strip_accents=record.strip_accents,
                               pre_tokenizer=record.pre_tokenizer,
                               max_input_chars_per_word=record.max_input_chars_per_word,
+                              unicode_normalization=record.unicode_normalization,
                               added_tokens=record.added_tokens)
     return encoder, tokenizer
 
@@ -505,6 +516,8 @@ def save_finetuned(directory, finetuned, *, overwrite=False, optimizer_state=Non
                           # only when it is not the original's 200, which a record without it reads as
                           **({"max_input_chars_per_word": finetuned.max_input_chars_per_word}
                              if finetuned.max_input_chars_per_word != ORIGINAL_MAX_CHARS_PER_WORD else {}),
+                          **({"unicode_normalization": finetuned.unicode_normalization}
+                             if finetuned.unicode_normalization else {}),
                           **({"added_tokens": finetuned.added_tokens} if finetuned.added_tokens else {})},
             "settings": finetuned.settings,
             "encoder_config": finetuned.model.encoder.config.to_dict(),
@@ -737,6 +750,13 @@ def _fields_v2(directory, info):
     max_chars = _field(tokenizer, "max_input_chars_per_word", (int,), f"{where} field 'tokenizer'",
                        default=ORIGINAL_MAX_CHARS_PER_WORD, check=lambda v: v >= 1, expected="an integer >= 1")
     added = _field(tokenizer, "added_tokens", (list,), f"{where} field 'tokenizer'", default=[], expected="a list")
+    normalization = _field(tokenizer, "unicode_normalization", (str,), f"{where} field 'tokenizer'", default=None)
+    from pipelines.tokenizer.composition import checked_unicode_normalization
+
+    try:
+        normalization = checked_unicode_normalization(normalization, f"{where} field 'tokenizer.unicode_normalization'")
+    except ValueError as error:
+        raise FinetunedModelError(str(error)) from None
     from pipelines.tokenizer.added_tokens import AddedTokenError, added_token_specs
 
     try:
@@ -758,7 +778,7 @@ def _fields_v2(directory, info):
     return dict(kind=kind, seq_length=_positive_int(info, "seq_length", where), labels=labels,
                 labels_source=labels_source, vocab_file=os.path.join(directory, vocab),
                 lowercase=lowercase, strip_accents=strip_accents, pre_tokenizer=pre_tokenizer,
-                max_input_chars_per_word=max_chars, added_tokens=added,
+                max_input_chars_per_word=max_chars, unicode_normalization=normalization, added_tokens=added,
                 settings=_check_settings(kind, dict(settings), where),
                 training=dict(training), recipe=dict(recipe) if recipe else None)
 

@@ -62,6 +62,8 @@ def build_model_card(finetuned, *, model_name, version, tokenizer_backend, chars
                          "strip_accents": finetuned.strip_accents,
                          # the clients split the text with this morpheme analyzer first (None: raw text)
                          "pre_tokenizer": finetuned.pre_tokenizer,
+                         # texts composed (NFC) in the graph before tokenizing (None: read as given)
+                         "unicode_normalization": finetuned.unicode_normalization,
                          "tokenizer_backend": tokenizer_backend, "seq_length": finetuned.seq_length,
                          "chars_per_token": chars_per_token, "vocab_asset": "assets/vocab.txt",
                          "labels_asset": "assets/labels.txt" if labels else None},

@@ -8,7 +8,8 @@ the dev split.
 import sys
 import time
 
-from bert_keras.cli.flag_arguments import add_encoder_options, add_window_options, given_lowercase
+from bert_keras.cli.flag_arguments import (add_encoder_options, add_unicode_normalization_option, add_window_options,
+                                           given_lowercase)
 from pipelines.command_options import add_field_options, add_option, field_values, positive_int
 from bert_keras.finetuned_model import OWNED_FILES
 from bert_keras.cli.task_arguments import add_task_arguments, task_spec
@@ -25,6 +26,7 @@ def register(subparsers, summary):
     )
     add_task_arguments(parser, stride=False)  # --stride below: squad's context windows and long texts'
     add_encoder_options(parser, seq_length_help="tokens per example, [CLS]/[SEP] included (default 128; 384 for SQuAD)")
+    add_unicode_normalization_option(parser)
     add_window_options(parser, squad=True)
     parser.add_argument("--max-query-length", type=positive_int, default=None, metavar="N",
                         help="squad / korquad: word pieces of a question read (default 64, as run_squad.py; "
@@ -51,6 +53,7 @@ def run(args):
         max_length=args.max_length, stride=args.stride, max_query_length=args.max_query_length,
         vocab_file=args.vocab,
         lowercase=given_lowercase(args), strip_accents=args.strip_accents,
+        unicode_normalization=args.unicode_normalization,
         **field_values(FinetuningOptions, args),
         verbose=1 if sys.stdout.isatty() else 2, log=print)  # a progress bar with ETA; else a line per epoch
     print(f"\ndone in {time.time() - started:.0f}s")

@@ -26,6 +26,20 @@ def add_encoder_options(parser, *, seq_length_help, seq_length_default=None, ini
                help=seq_length_help)
 
 
+UNICODE_NORMALIZATION_HELP = ("NFC composes every text before tokenizing, in the exported graph too: Hangul "
+                              "written decomposed (NFD jamo, as macOS file names and some web pages give it) reads "
+                              "as [UNK] with a Korean vocabulary otherwise; saved with the model. Default: none "
+                              "(text read as given, as the original BERT and HF)")
+
+
+def add_unicode_normalization_option(parser):
+    """`--unicode-normalization NFC|none` (dest `unicode_normalization`, None when not given):
+    `pipelines.BertTokenizer(unicode_normalization=)`."""
+    parser.add_argument("--unicode-normalization", choices=["NFC", "none"], default=None,
+                        type=lambda value: value.upper() if value.lower() == "nfc" else value.lower(),
+                        help=UNICODE_NORMALIZATION_HELP)
+
+
 def refuse_tokenizer_flags(args):
     """`--init DIR` naming a fine-tuned model directory: it tokenizes as it was trained (its
     directory records how), so `--vocab`, `--cased` and `--strip-accents` are errors naming them."""

@@ -1,7 +1,8 @@
 """`bert-keras tokenize`: BERT tokenization of text, with ids and offsets."""
 
 from bert_keras import json_output
-from bert_keras.cli.flag_arguments import add_case_options, given_lowercase, refuse_tokenizer_flags
+from bert_keras.cli.flag_arguments import (add_case_options, add_unicode_normalization_option, given_lowercase,
+                                           refuse_tokenizer_flags)
 from pipelines.command_options import add_option, positive_int
 from bert_keras.cli.main import CommandError
 
@@ -27,6 +28,7 @@ def register(subparsers, summary):
                                         "vocabulary's tokenizer_config.json says, else as its tokens show)")
     add_option(parser, "--tokenizer", "--backend", choices=["tf_text", "core"], default="tf_text",
                help="tokenizer backend (identical output)")
+    add_unicode_normalization_option(parser)
     parser.add_argument("--pair", metavar="TEXT_B", help="second segment: show the packed [CLS] A [SEP] B [SEP] input")
     # At least 1 (the packer asks 3): `--seq-length 0` was taken for "not given" and ignored.
     add_option(parser, "--seq-length", "--max-seq-length", type=positive_int, default=None,
@@ -60,6 +62,8 @@ def _tokenizer(args):
     from bert_keras.finetuned_model import is_finetuned_directory, read_finetuned
 
     options = dict(backend=args.tokenizer)
+    if args.unicode_normalization is not None:
+        options["unicode_normalization"] = args.unicode_normalization
     if args.init is not None and is_finetuned_directory(args.init):
         # A fine-tuned directory is no weight checkpoint (`load_tokenizer` cannot tell its format):
         # show the tokenization its model was trained with, as `attention`/`embed --init DIR` use.
@@ -67,6 +71,7 @@ def _tokenizer(args):
         record = read_finetuned(args.init, load_model=False)
         from pipelines import BertTokenizer
 
+        options.setdefault("unicode_normalization", record.unicode_normalization)
         return BertTokenizer(record.vocab_file, lowercase=record.lowercase, strip_accents=record.strip_accents,
                              pre_tokenizer=record.pre_tokenizer, added_tokens=record.added_tokens, **options,
                              max_input_chars_per_word=args.max_chars_per_word or record.max_input_chars_per_word)

@@ -40,7 +40,7 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
              warmup_ratio=0.1, seq_length=None, max_length=None, stride=None, max_query_length=None,
              max_steps=None, checkpoint_every=None, strategy="auto",
              tpu=None, seed=0, vocab_file=None, lowercase=None, strip_accents=None, evaluate=True,
-             tune_threshold=False,
+             tune_threshold=False, unicode_normalization=None,
              verbose=2, log=print):
     """Fine-tunes `init` on `spec`'s data, saves the task in `output_dir`, scores it on dev.
 
@@ -61,6 +61,8 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
         strategy, tpu: `bert_keras.training.get_strategy` arguments.
         vocab_file, lowercase, strip_accents: the tokenizer, when the weights carry none (None: the
             checkpoint's `tokenizer_config.json`, else as its vocabulary's tokens show; `TextTask.from_pretrained`).
+        unicode_normalization: "NFC" composes every text before tokenizing (Hangul in NFD, as macOS
+            file names write it, reads as [UNK] otherwise), saved with the model and applied by its export.
         evaluate: score the dev split at the end (no dev data: logged, the model kept).
         tune_threshold: SQuAD v2.0: keep the dev set's best null threshold.
         verbose: Keras' verbosity of `fit` (1: progress bar; evaluation shows one too).
@@ -117,6 +119,7 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
         task = spec.task_class.from_pretrained(
             init, seq_length=seq_length, learning_rate=learning_rate, warmup_ratio=warmup_ratio,
             vocab_file=vocab_file, lowercase=lowercase, strip_accents=strip_accents,
+            **({"unicode_normalization": unicode_normalization} if unicode_normalization else {}),
             **{**spec.model_options(), **windows})
     spec.check_texts(task.tokenizer)  # a text this model reads no token of, by file and line
     config = task.encoder.config

@@ -150,7 +150,8 @@ def task_backup_callback(task, run_dir, *, keep, total_steps, steps_per_epoch, b
                **({"strip_accents": text.strip_accents} if text.strip_accents != text.lowercase else {}),
                **({"pre_tokenizer": text.pre_tokenizer} if text.pre_tokenizer else {}),
                **({"max_input_chars_per_word": text.max_input_chars_per_word}
-                  if text.max_input_chars_per_word != ORIGINAL_MAX_CHARS_PER_WORD else {})}
+                  if text.max_input_chars_per_word != ORIGINAL_MAX_CHARS_PER_WORD else {}),
+               **({"unicode_normalization": text.unicode_normalization} if text.unicode_normalization else {})}
     renamed = [(earlier, now) for earlier, now in family(task.kind).earlier_names if now in task.settings]
     earlier = [digest(dict(reading, settings={earlier if key == now else key: value
                                               for key, value in task.settings.items()}))

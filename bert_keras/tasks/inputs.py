@@ -208,6 +208,8 @@ def text_list(texts, name, *, allow_empty=False, tokenizer=None):
             raise TaskInputError(f"{name}[{index}]: expected a string, got {type(text).__name__} "
                                  f"({text!r:.40})")
         result.append(text)
+    if tokenizer is not None and hasattr(tokenizer, "check_composition"):
+        tokenizer.check_composition(result, name)  # decomposed Hangul a Korean vocabulary reads as [UNK]
     if not allow_empty:
         note_text_column(name)
         for index in texts_without_token(result, tokenizer):

@@ -175,6 +175,7 @@ class TextPreprocessor(keras.layers.Layer):
         config.update(vocab_file=self.tokenizer.vocab_file, lowercase=self.tokenizer.lowercase,
                       strip_accents=self.tokenizer.strip_accents, pre_tokenizer=self.tokenizer.morpheme_analyzer,
                       max_input_chars_per_word=self.tokenizer.max_input_chars_per_word,
+                      unicode_normalization=self.tokenizer.unicode_normalization,
                       added_tokens=[{k: v for k, v in entry.items() if k != "id"}
                                     for entry in self.tokenizer.added_tokens],
                       seq_length=self.seq_length, labels=self.labels, regression=self.regression,
@@ -191,6 +192,7 @@ class TextPreprocessor(keras.layers.Layer):
                                   pre_tokenizer=config.pop("pre_tokenizer", None),
                                   max_input_chars_per_word=config.pop("max_input_chars_per_word",
                                                                       ORIGINAL_MAX_CHARS_PER_WORD),
+                                  unicode_normalization=config.pop("unicode_normalization", None),
                                   added_tokens=config.pop("added_tokens", None))
         return cls(tokenizer, **config)
 

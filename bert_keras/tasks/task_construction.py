@@ -44,7 +44,8 @@ def _named_when_task_json_is_missing(spec_path):
 
 def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length=None, recipe=None,
                          vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None,
-                         max_input_chars_per_word=None, dropout=0.1, strict=True, **options):
+                         max_input_chars_per_word=None, unicode_normalization=None, dropout=0.1, strict=True,
+                         **options):
     """A `cls` task on `spec` (`TextTask.from_pretrained` documents the arguments), recipe compiled.
     A setting's earlier name (SpanQA's `doc_stride=`) is an alias of its name now. `strict` is
     `load_pretrained`'s (a fine-tuned directory is read whole: it has nothing to drop)."""
@@ -57,10 +58,12 @@ def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length
         task = _task_on_finetuned_encoder(cls, spec_path, labels=labels, num_classes=num_classes,
                                           seq_length=seq_length, vocab_file=vocab_file, dropout=dropout,
                                           **options)
-        check_same_tokenization(task, spec_path, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word)
+        check_same_tokenization(task, spec_path, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word,
+                                unicode_normalization)
     elif is_finetuned_directory(spec_path):
         task = load(spec_path, expected=cls)
-        check_same_tokenization(task, spec_path, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word)
+        check_same_tokenization(task, spec_path, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word,
+                                unicode_normalization)
         keep_head(task, spec_path, labels=labels, num_classes=num_classes, **options)
         if seq_length is not None:  # checked as a new task's: a model has so many positions
             task._record.seq_length = checked_seq_length(seq_length, task.encoder.config.max_position_embeddings)
@@ -96,8 +99,9 @@ def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length
             assign_hf_task_head(head, fine_tuned)
         # the vocabulary's recorded pre-tokenizer (a morpheme vocabulary's kiwi) unless one is given
         rules = resolve_tokenizer_settings(vocab, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word)
-        task = cls(head, vocab_file=vocab, seq_length=seq_length, labels=labels,
-                   settings=settings, training={"init": spec_path}, added_tokens=added, **rules)
+        task = cls(head, vocab_file=vocab, seq_length=seq_length, labels=labels, settings=settings,
+                   training={"init": spec_path}, added_tokens=added,
+                   unicode_normalization=_given_normalization(unicode_normalization), **rules)
     task._compile_recipe(**(recipe or {}))
     check_family_rule(task)
     return task
@@ -127,12 +131,27 @@ def _task_on_finetuned_encoder(cls, directory, *, labels, num_classes, seq_lengt
                seq_length=record.seq_length if seq_length is None else seq_length,
                lowercase=record.lowercase, strip_accents=record.strip_accents, pre_tokenizer=record.pre_tokenizer,
                max_input_chars_per_word=record.max_input_chars_per_word, added_tokens=record.added_tokens,
-               settings=settings, training={"init": directory})
+               unicode_normalization=record.unicode_normalization, settings=settings, training={"init": directory})
+
+
+def _given_normalization(value):
+    """`unicode_normalization=` as the tokenizer takes it ("NFC" or None), a bad value a `TaskInputError`."""
+    from pipelines.tokenizer.composition import checked_unicode_normalization
+
+    try:
+        return checked_unicode_normalization(value)
+    except ValueError as error:
+        raise TaskInputError(str(error)) from None
 
 
 def check_same_tokenization(task, directory, lowercase, strip_accents, pre_tokenizer=None,
-                            max_input_chars_per_word=None):
+                            max_input_chars_per_word=None, unicode_normalization=None):
     """A fine-tuned model keeps the tokenization it was trained with: other rules are refused."""
+    if unicode_normalization is not None and _given_normalization(unicode_normalization) != \
+            task._record.unicode_normalization:
+        raise TaskInputError(f"unicode_normalization={unicode_normalization}: {directory} was fine-tuned with "
+                             f"unicode_normalization={task._record.unicode_normalization}; a model tokenizes as it "
+                             "was trained (leave it unset)")
     for name, given, saved in (("lowercase", lowercase, task._record.lowercase),
                                ("strip_accents", strip_accents, task._record.strip_accents),
                                ("pre_tokenizer", pre_tokenizer, task._record.pre_tokenizer),

@@ -80,7 +80,7 @@ def load(directory, *, expected=None):
     task = cls(finetuned.model, vocab_file=finetuned.vocab_file, seq_length=finetuned.seq_length,
                lowercase=finetuned.lowercase, strip_accents=finetuned.strip_accents,
                pre_tokenizer=finetuned.pre_tokenizer, max_input_chars_per_word=finetuned.max_input_chars_per_word,
-               added_tokens=finetuned.added_tokens, labels=finetuned.labels, settings=finetuned.settings,
+               unicode_normalization=finetuned.unicode_normalization, added_tokens=finetuned.added_tokens, labels=finetuned.labels, settings=finetuned.settings,
                training=finetuned.training, eval_results=finetuned.eval_results)
     task._compile_recipe(**(finetuned.recipe or {}))
     task._saved_optimizer_directory = finetuned.directory  # its optimizer.npz, read by the first fit
@@ -97,6 +97,7 @@ def task_config(task):
             "vocabulary": vocabulary, "lowercase": text.lowercase,
             "strip_accents": text.strip_accents, "pre_tokenizer": text.pre_tokenizer,
             "max_input_chars_per_word": text.max_input_chars_per_word, "added_tokens": text.added_tokens,
+            "unicode_normalization": text.unicode_normalization,
             "seq_length": text.seq_length, "labels": task.labels, "settings": task.settings,
             "training": dict(text.training), "eval_results": text.eval_results,
             "recipe": task._recipe, "frozen": frozen_layers(task)}

@@ -62,7 +62,7 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
 
     def __init__(self, head, *, vocab_file, seq_length=None, lowercase=True, strip_accents=None,
                  pre_tokenizer=None, labels=None, settings=None, training=None, eval_results=None, name=None,
-                 max_input_chars_per_word=ORIGINAL_MAX_CHARS_PER_WORD, added_tokens=None):
+                 max_input_chars_per_word=ORIGINAL_MAX_CHARS_PER_WORD, added_tokens=None, unicode_normalization=None):
         super().__init__(name=name or type(self).__name__)
         if self._pooler_unused(head):
             head.encoder.pooler.trainable = False
@@ -78,7 +78,7 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
                 kind=self.kind, model=None, vocab_file=os.fspath(vocab_file), seq_length=seq_length,
                 lowercase=bool(lowercase), strip_accents=resolved_strip_accents(lowercase, strip_accents),
                 pre_tokenizer=pre_tokenizer, max_input_chars_per_word=max_input_chars_per_word,
-                added_tokens=list(added_tokens or []), labels=list(labels) if labels is not None else None,
+                unicode_normalization=unicode_normalization, added_tokens=list(added_tokens or []), labels=list(labels) if labels is not None else None,
                 settings=dict(settings or {}), training=dict(training or {}), eval_results=eval_results)
         except FinetunedModelError as error:  # the task's arguments, not a directory's task.json
             raise TaskInputError(str(error)) from None
@@ -146,6 +146,7 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
                                                            strip_accents=record.strip_accents,
                                                            pre_tokenizer=record.pre_tokenizer,
                                                            max_input_chars_per_word=record.max_input_chars_per_word,
+                                                           unicode_normalization=record.unicode_normalization,
                                                            added_tokens=record.added_tokens)
             except MissingDependencyError as error:  # say where the analyzer comes from
                 raise type(error)(f"this {type(self).__name__} reads text split by {record.pre_tokenizer!r} "
@@ -205,7 +206,7 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
     def from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length=None,
                         learning_rate=2e-5, warmup_ratio=0.1, weight_decay=0.01, vocab_file=None,
                         lowercase=None, strip_accents=None, pre_tokenizer=None, max_input_chars_per_word=None,
-                        dropout=0.1, strict=True, **options):
+                        unicode_normalization=None, dropout=0.1, strict=True, **options):
         """A task on a pretrained encoder (or a fine-tuned directory), compiled with BERT's recipe.
 
         Args:
@@ -236,6 +237,10 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
                 kiwi` records it), else none; "none": no analyzer (text split already).
             max_input_chars_per_word: longer words read as one [UNK] (None: the checkpoint's: its
                 recorded limit, 100 for an HF directory, else the original's 200); saved with the model.
+            unicode_normalization: "NFC" composes every text before tokenizing (Hangul that arrives
+                decomposed, as macOS file names write it, reads as [UNK] otherwise), in the export's
+                graph too; saved with the model. None: text read as given (a fine-tuned directory
+                keeps its own); "none": the same, said explicitly.
             dropout: the head's dropout.
             strict: False drops, with a warning, checkpoint tensors the encoder does not use (the
                 head of a Hugging Face `BertForSequenceClassification`, say: the task trains its
@@ -257,7 +262,7 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
                                                 weight_decay=weight_decay),
                                     vocab_file=vocab_file, lowercase=lowercase, strip_accents=strip_accents,
                                     pre_tokenizer=pre_tokenizer, max_input_chars_per_word=max_input_chars_per_word,
-                                    dropout=dropout, strict=strict, **options)
+                                    unicode_normalization=unicode_normalization, dropout=dropout, strict=strict, **options)
 
     # What `bert-keras predict --model DIR ...` takes after the model, for "next:" hints.
     predict_example = '"your text"'

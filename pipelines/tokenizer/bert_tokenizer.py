@@ -52,6 +52,13 @@ class _AddedHolder:
         self.splitter = splitter
 
 
+class _NoteHolder:
+    """A plain holder of the decomposed-Hangul note (untracked by `tf.Module`)."""
+
+    def __init__(self, note):
+        self.note = note
+
+
 class _HostSplitter:
     """A plain holder of the morpheme analyzer (a Python object, untracked by `tf.Module`)."""
 
@@ -145,6 +152,12 @@ class BertTokenizer(tf.Module):
             a checkpoint's own, `resolve_tokenizer_settings`).
         unk_token, cls_token, sep_token, pad_token, mask_token: the special
             token strings of this vocabulary; their ids are looked up.
+        unicode_normalization: None (default, the original's and HF's rule: text read as given), or
+            `"NFC"`: every text composed first, in the graph (TF-Text's `NormalizeUTF8WithOffsetsMap`;
+            the `"tf_text"` backend only), offsets still into the original bytes. For Hangul that
+            arrives decomposed (NFD conjoining jamo: macOS file names, some web scrapes), which a
+            Korean vocabulary of syllables reads as [UNK]; without it, such text warns once
+            (`pipelines.tokenizer.composition`).
         added_tokens: tokens found whole before the text is split, as HF's added tokens
             (`add_tokens`, `additional_special_tokens`): strings, tokenizer.json's `"added_tokens"`
             dicts or `tokenizers.AddedToken`s, with their `special` / `normalized` / `lstrip` /
@@ -169,6 +182,7 @@ class BertTokenizer(tf.Module):
         pad_token="[PAD]",
         mask_token="[MASK]",
         added_tokens=None,
+        unicode_normalization=None,
         name=None,
     ):
         super().__init__(name=name)
@@ -200,6 +214,18 @@ class BertTokenizer(tf.Module):
             _warn_if_learned_otherwise(vocab_file, self.lowercase, self.strip_accents)
         self.backend = backend
         self.max_input_chars_per_word = int(max_input_chars_per_word)
+        from pipelines.tokenizer.composition import DecomposedHangulNote, NfcStep, checked_unicode_normalization
+
+        self.unicode_normalization = checked_unicode_normalization(unicode_normalization)
+        if self.unicode_normalization is not None and backend == "core":
+            raise ValueError(f'unicode_normalization="{self.unicode_normalization}" runs TF-Text\'s '
+                             'NormalizeUTF8WithOffsetsMap, which the "core" backend (core TensorFlow ops only) cannot '
+                             'hold; use backend="tf_text" (stock TF Serving 2.20 / 2.21 bundle that op), or compose '
+                             'the text before it reaches the tokenizer (unicodedata.normalize("NFC", text))')
+        self._nfc = None if self.unicode_normalization is None else NfcStep(self.unicode_normalization)
+        # Text read as given: decomposed Hangul that this vocabulary holds only composed warns once.
+        self._note = _NoteHolder(DecomposedHangulNote(tokens) if self.unicode_normalization is None
+                                 and not self.strip_accents else None)
         self.pre_tokenizer = BertPreTokenizer(lowercase=lowercase, strip_accents=self.strip_accents)
         if backend == "core":
             self.wordpiece = CoreWordpiece(tokens, unk_token=unk_token)
@@ -289,6 +315,7 @@ class BertTokenizer(tf.Module):
         """
         strings = tf.convert_to_tensor(strings, tf.string)
         if tf.executing_eagerly():
+            self._check_eager(strings)
             return self._eager_function(self._tokenize_ops, strings)(strings)
         return self._tokenize_ops(strings)
 
@@ -308,6 +335,8 @@ class BertTokenizer(tf.Module):
         return self._tokenize_split_ops(strings)
 
     def _tokenize_split_ops(self, strings):
+        if self._nfc is not None:
+            strings = self._nfc.compose(strings)[0]
         if self._added is not None:  # no analyzer then (refused with added tokens): `tokenize`'s ops
             return self._tokenize_with_added(strings, with_offsets=False)[0]
         return self._tokenize_in_graph(strings, with_offsets=False)[0]
@@ -341,6 +370,7 @@ class BertTokenizer(tf.Module):
         """
         strings = tf.convert_to_tensor(strings, tf.string)
         if tf.executing_eagerly():
+            self._check_eager(strings)
             return self._eager_function(self._tokenize_with_offsets_ops, strings)(strings)
         return self._tokenize_with_offsets_ops(strings)
 
@@ -495,7 +525,40 @@ class BertTokenizer(tf.Module):
         text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
         return tf.strings.strip(tf.strings.regex_replace(text, " ##", ""))
 
+    def check_composition(self, texts, where="text"):
+        """Warns, once for the life of this tokenizer, when `texts` (strings or UTF-8 bytes) hold Hangul
+        in decomposed form (NFD jamo) that this vocabulary holds only composed, which reads as [UNK]; the
+        warning names `unicode_normalization="NFC"`. Eager `tokenize` calls and the tasks' `fit` /
+        `predict` texts are checked; nothing to say with `unicode_normalization` set or accents stripped.
+
+        >>> tokenizer = BertTokenizer(vocabulary=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "오늘"], strip_accents=False)
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     tokenizer.check_composition(["\u110b\u1169\u1102\u1173\u11af"])
+        >>> "unicode_normalization" in str(caught[0].message)
+        True
+        """
+        if self._note.note is not None:
+            self._note.note.check(texts, where, stacklevel=4)
+
+    def _check_eager(self, strings):
+        if self._note.note is not None and not self._note.note.warned:
+            self._note.note.check(np.ravel(strings.numpy()), "text", stacklevel=5)
+
     def _tokenize_batch(self, strings, with_offsets):
+        """(ids,) or (ids, begin, end) for a batch of strings; with `unicode_normalization`, of the
+        strings composed first, offsets mapped back (`NfcStep`)."""
+        if self._nfc is None:
+            return self._tokenize_given(strings, with_offsets)
+        composed, maps = self._nfc.compose(strings)
+        result = self._tokenize_given(composed, with_offsets)
+        if not with_offsets:
+            return result
+        ids, begin, end = result
+        return ids, self._nfc.source_offsets(maps, begin), self._nfc.source_offsets(maps, end)
+
+    def _tokenize_given(self, strings, with_offsets):
         """(ids,) or (ids, begin, end) for a batch of strings; with a `pre_tokenizer`, of the
         strings split at their morpheme boundaries on the host, offsets mapped back."""
         if self._added is not None:

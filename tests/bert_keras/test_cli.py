@@ -56,6 +56,24 @@ def test_tokenize_json_gives_code_point_offsets_for_korean(tmp_path, capsys):
     assert [text[t["start_char"]:t["end_char"]] for t in tokens] == [t["text"] for t in tokens]
 
 
+
+def test_tokenize_unicode_normalization_composes_decomposed_hangul(tmp_path, capsys):
+    """Hangul in NFD (macOS file names): [UNK] and a warning naming the flag without it; with
+    `--unicode-normalization NFC` the syllables' tokens, offsets into the text as given."""
+    import unicodedata
+
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "한국", "##어"]) + "\n", encoding="utf-8")
+    text = unicodedata.normalize("NFD", "한국어")
+    with pytest.warns(UserWarning, match="--unicode-normalization NFC"):
+        assert main(["tokenize", "--vocab", str(vocab), "--no-strip-accents", "--json", text]) == 0
+    assert [t["token"] for t in json.loads(capsys.readouterr().out)["tokens"]] == ["[UNK]"]
+    assert main(["tokenize", "--vocab", str(vocab), "--no-strip-accents", "--unicode-normalization", "nfc",
+                 "--json", text]) == 0
+    tokens = json.loads(capsys.readouterr().out)["tokens"]
+    assert [(t["token"], t["start"], t["end"], t["start_char"], t["end_char"]) for t in tokens] == [
+        ("한국", 0, 18, 0, 6), ("##어", 18, 24, 6, 8)]  # 한, 국: three jamo each; 어: two
+
 def test_cased_and_no_cased_override_the_vocabularys_look(tmp_path, capsys):
     """A vocabulary that records no casing is read as its tokens show (here cased); `--no-cased`
     lowercases whatever it looks like, `--cased` keeps case, and both reach the tokenizer."""

@@ -1006,3 +1006,49 @@ def test_one_word_length_limit_from_records_to_the_fine_tuned_tokenizer(tmp_path
     classifier = TextClassifier.from_pretrained(str(tmp_path / "run" / "encoder.keras"), labels=["a", "b"],
                                                 seq_length=16)
     assert classifier.tokenizer.max_input_chars_per_word == 4
+
+
+def test_unicode_normalization_travels_from_from_pretrained_to_task_json_keras_file_and_export(korean_checkpoint,
+                                                                                               tmp_path):
+    """`unicode_normalization="NFC"`: a Korean model given Hangul in NFD (macOS file names) answers as on
+    the composed text, in `predict`, after `save` / `load` and a `.keras` file, and in its export's graph
+    (the model card says so); a fine-tuned model keeps it; the core backend's export refuses it by name."""
+    import unicodedata
+    import warnings
+
+    import keras
+    import tensorflow as tf
+
+    decomposed = [unicodedata.normalize("NFD", text) for text in REVIEWS[:12]]
+    spec = f"hf:{korean_checkpoint}"
+    plain = TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=32)
+    with pytest.warns(UserWarning, match=r"x\[0\] holds Hangul in decomposed form .*unicode_normalization=\"NFC\""):
+        plain.predict(decomposed)
+    task = TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=32, unicode_normalization="NFC")
+    want = task.predict(REVIEWS[:12])
+    assert not np.allclose(plain.predict(decomposed), plain.predict(REVIEWS[:12]), atol=1e-6)  # [UNK]s without it
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(task.predict(decomposed), want, atol=1e-6)
+    directory = task.save(str(tmp_path / "model"))
+    with open(os.path.join(directory, "task.json"), encoding="utf-8") as f:
+        assert json.load(f)["tokenizer"]["unicode_normalization"] == "NFC"
+    np.testing.assert_allclose(load(directory).predict(decomposed), want, atol=1e-6)
+    with pytest.raises(TaskInputError, match="unicode_normalization=none: .* was fine-tuned with unicode_normalization=NFC"):
+        TextClassifier.from_pretrained(directory, unicode_normalization="none")
+    with pytest.raises(TaskInputError, match="'NFKC' is not a Unicode normalization"):
+        TextClassifier.from_pretrained(spec, labels=["neg", "pos"], unicode_normalization="NFKC")
+    task.save(str(tmp_path / "task.keras"))
+    assert keras.models.load_model(str(tmp_path / "task.keras")).tokenizer.unicode_normalization == "NFC"
+    assert keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(
+        task.preprocessor)).tokenizer.unicode_normalization == "NFC"
+
+    path = task.export(str(tmp_path / "models"), "korean", version=1, check=False, warmup_requests=0)
+    card = json.load(open(os.path.join(path, "assets.extra", "model_card.json"), encoding="utf-8"))
+    assert card["tokenization"]["unicode_normalization"] == "NFC"
+    served = tf.saved_model.load(path)
+    on_text = served.signatures["serving_default"](text=tf.constant(decomposed))["probabilities"].numpy()
+    np.testing.assert_allclose(on_text, want, atol=1e-5)
+    with pytest.raises(ValueError, match='"core" backend.*backend="tf_text"'):
+        task.export(str(tmp_path / "models"), "korean", version=2, check=False, warmup_requests=0,
+                    tokenizer_backend="core")

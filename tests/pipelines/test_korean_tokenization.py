@@ -172,3 +172,88 @@ def test_a_kiwi_pre_tokenizer_splits_on_the_host_with_offsets_in_the_raw_text(ba
                 assert raw[b:e].decode("utf-8").lower() == token.removeprefix("##"), (text, token)
     batches = tf.data.Dataset.from_tensor_slices(texts).batch(64).map(split.tokenize)
     assert [row for batch in batches for row in batch.to_list()] == ids
+
+
+# -- decomposed Hangul (NFD conjoining jamo: macOS file names, HFS+ copies, some web scrapes) --------
+
+
+def test_decomposed_hangul_reads_as_unk_as_in_hf_and_warns_once_naming_nfc():
+    """Text read as given (the original's and HF's rule: neither composes): NFD Hangul is [UNK] with a
+    vocabulary of syllables, as in HF's `BertTokenizer` / `BertTokenizerFast`; a warning says so, once."""
+    import warnings
+
+    composed = TEXTS[:40]
+    decomposed = [unicodedata.normalize("NFD", text) for text in composed]
+    tokenizer = BertTokenizer(VOCAB, lowercase=True, strip_accents=False, max_input_chars_per_word=HF_MAX_CHARS)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert tokenizer.tokenize(composed).to_list() == [hf_tokenizer(True)(t, add_special_tokens=False)["input_ids"]
+                                                          for t in composed]
+        assert caught == []  # composed text: nothing to say
+        ids = tokenizer.tokenize(decomposed).to_list()
+        tokenizer.tokenize(decomposed)
+        tokenizer.tokenize_with_offsets(decomposed)
+    fast = transformers.BertTokenizerFast(VOCAB, do_lower_case=True, strip_accents=False)
+    assert ids == [fast(t, add_special_tokens=False)["input_ids"] for t in decomposed]
+    unk = tokenizer.special_tokens.unk
+    assert sum(i == unk for row in ids for i in row) > 10 * sum(i == unk for row in tokenizer.tokenize(composed).to_list()
+                                                                for i in row)
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 1 and 'unicode_normalization="NFC"' in messages[0], messages
+    assert "unicodedata.normalize" in messages[0] and caught[0].filename == __file__
+
+
+def test_no_warning_where_nfc_would_not_help():
+    """Stripped accents (NFD anyway), a vocabulary that holds the jamo, or one with no Hangul: no warning."""
+    import warnings
+
+    jamo = unicodedata.normalize("NFD", "오늘")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        BertTokenizer(vocabulary=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "오늘"], lowercase=False,
+                      strip_accents=True).tokenize([jamo])
+        BertTokenizer(vocabulary=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "오늘", jamo], strip_accents=False).tokenize([jamo])
+        BertTokenizer(vocabulary=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "today"], strip_accents=False).tokenize([jamo])
+
+
+def test_unicode_normalization_nfc_composes_with_offsets_into_the_original_text(tmp_path):
+    """`unicode_normalization="NFC"`: NFD text gives the NFC text's ids (HF's on the composed text), the
+    offsets slice the original (decomposed) string; in eager calls, in `tf.data`, and in a SavedModel."""
+    import tensorflow as tf
+
+    composed = TEXTS[:200] + ["", "e\u0301cole 한국어", "오늘은 2024년 3월 5일입니다."]
+    texts = [unicodedata.normalize("NFD", text) for text in composed]
+    nfc = BertTokenizer(VOCAB, lowercase=True, strip_accents=False, max_input_chars_per_word=HF_MAX_CHARS,
+                        unicode_normalization="NFC")
+    assert nfc.unicode_normalization == "NFC"
+    want = ours(True, "tf_text").tokenize(composed).to_list()
+    assert want == [hf_tokenizer(True)(t, add_special_tokens=False)["input_ids"] for t in composed]
+    ids, begin, end = (t.to_list() for t in nfc.tokenize_with_offsets(texts))
+    assert ids == want == nfc.tokenize(texts).to_list()
+    for row, text in enumerate(texts):
+        raw = text.encode("utf-8")
+        for token_id, b, e in zip(ids[row], begin[row], end[row]):
+            token = nfc.id_to_token(token_id)
+            if token != "[UNK]":
+                assert unicodedata.normalize("NFC", raw[b:e].decode("utf-8")).lower() == token.removeprefix("##")
+    assert nfc.token_records([texts[-1]])[0][0] == {"token": "오늘은", "id": want[-1][0], "start": 0, "end": 24,
+                                                    "start_char": 0, "end_char": 8, "text": texts[-1][:8]}
+    assert nfc.tokenize([]).to_list() == [] and nfc.tokenize_with_offsets([])[1].to_list() == []
+    batches = tf.data.Dataset.from_tensor_slices(texts).batch(64).map(nfc.tokenize)
+    assert [row for batch in batches for row in batch.to_list()] == want
+
+    module = tf.Module()
+    module.tokenizer = nfc
+    module.f = tf.function(lambda s: nfc.tokenize_with_offsets(s)[2].to_tensor(-1),
+                           input_signature=[tf.TensorSpec([None], tf.string)])
+    tf.saved_model.save(module, str(tmp_path / "m"))
+    loaded = tf.saved_model.load(str(tmp_path / "m"))
+    assert loaded.f(tf.constant(texts[-3:])).numpy().tolist() == tf.ragged.constant(end[-3:]).to_tensor(-1).numpy().tolist()
+
+
+def test_unicode_normalization_is_checked_and_refused_by_the_core_backend():
+    with pytest.raises(ValueError, match="'NFKD' is not a Unicode normalization.*NFC"):
+        BertTokenizer(VOCAB, strip_accents=False, unicode_normalization="NFKD")
+    with pytest.raises(ValueError, match='"core" backend.*backend="tf_text"'):
+        BertTokenizer(VOCAB, strip_accents=False, unicode_normalization="NFC", backend="core")
+    assert BertTokenizer(VOCAB, strip_accents=False, unicode_normalization="none").unicode_normalization is None
