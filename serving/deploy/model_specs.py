@@ -26,10 +26,10 @@ import os
 import re
 
 from serving.server.model_config import ModelSource
-from serving.server.version_files import is_version_name, version_of_name
+from serving.server.version_files import MAX_VERSION, is_version_name, version_of_name
 
 _POLICY_RE = re.compile(r"^(latest|all|specific)(?:=(.*))?$")
-_LABEL_RE = re.compile(r"^([^:=\s]+):([A-Za-z_][A-Za-z0-9_\-]*)=(\d+)$")
+_LABEL_RE = re.compile(r"^([^:=\s]+):([A-Za-z_][A-Za-z0-9_\-]*)=(-?[0-9]+)$")  # ASCII digits: no "９"
 
 
 class ModelSpecError(ValueError):
@@ -86,12 +86,12 @@ def parse_model_spec(text):
             raise ModelSpecError(f"--model-name {text!r}: latest=N needs a positive integer N, got {value!r}")
         return ModelSpec(name, "latest", num_versions=int(value))
     parts = [p.strip() for p in (value or "").split(",") if p.strip()]
-    if not parts or not all(is_version_name(p) and int(p) >= 1 for p in parts):
+    if not parts or not all(is_version_name(p) for p in parts):  # any version the server reads, 0 included
         raise ModelSpecError(
-            f"--model-name {text!r}: specific= needs positive version numbers separated by commas, "
+            f"--model-name {text!r}: specific= needs version numbers (ASCII digits, int64) separated by commas, "
             f"got {value!r}"
         )
-    return ModelSpec(name, "specific", versions=tuple(sorted({int(p) for p in parts})))
+    return ModelSpec(name, "specific", versions=tuple(sorted({version_of_name(p) for p in parts})))
 
 
 def parse_label(text):
@@ -102,7 +102,10 @@ def parse_label(text):
             f"--label {text!r}: expected MODEL:LABEL=VERSION, e.g. sentiment:canary=2 (labels start "
             f"with a letter: a number would read as a version)"
         )
-    return match.group(1), match.group(2), int(match.group(3))
+    version = version_of_name(match.group(3))
+    if version is None:  # models.config's value is an int64: TF Serving would not read the file
+        raise ModelSpecError(f"--label {text!r}: version {match.group(3)} is past int64 (at most {MAX_VERSION})")
+    return match.group(1), match.group(2), version
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,7 +155,7 @@ def inspect_model_dir(path):
     if ignored and not versions:
         raise ModelSpecError(
             f"{path} has no integer version directories (found {', '.join(ignored)}); TF Serving "
-            f"only loads directories named by a positive integer, e.g. {os.path.join(path, '1')}"
+            f"only loads directories named by an integer, e.g. {os.path.join(path, '1')}"
         )
     incomplete = tuple(
         v for v in versions if not os.path.exists(os.path.join(path, names[v], "saved_model.pb"))

@@ -154,7 +154,8 @@ class InferenceEngine:
                         "FAILED_PRECONDITION",
                         f"model '{source.name}': version label '{label}' points to version {version}, which is not "
                         f"available (available versions: {available}; base_path {source.base_path}). Fix the label "
-                        "in models.config, or add the version first",
+                        "in models.config, or add the version first"
+                        + (" (a version_labels entry without value: reads as version 0)" if version == 0 else ""),
                     )
 
     def _safe_status(self, name):
