@@ -655,8 +655,10 @@ def test_9_every_request_path_acquires_once_and_is_counted_for_drain(tmp_path):
     engine._registry.acquire = spy
     service = RestService(engine)
     for method, path, body in [("POST", "/v1/models/tiny:predict", b'{"instances": ["a"]}'),
-                               ("POST", "/v1/models/tiny:classify", b'{"examples": [{"text": "a"}]}'),
-                               ("POST", "/v1/models/tiny:regress", b'{"examples": [{"text": "a"}]}'),
+                               ("POST", "/v1/models/tiny:classify",
+                                b'{"signature_name": "classification", "examples": [{"text": "a"}]}'),
+                               ("POST", "/v1/models/tiny:regress",
+                                b'{"signature_name": "regression", "examples": [{"text": "a"}]}'),
                                ("GET", "/v1/models/tiny/metadata", b"")]:
         acquired.clear()
         in_flight.clear()
