@@ -346,6 +346,8 @@ def test_3_version_files_readiness(tmp_path):
     ("deep object", b'{"instances": [' + b'{"a":' * 5000 + b"1" + b"}" * 5000 + b"]}", ["nest"]),
     ("deep feature", {"examples": [{"text": [[["a"]]]}]}, ["flat list"]),
     ("int64 feature overflow", {"examples": [{"n": 2 ** 70}]}, ["int64"]),
+    # TF Serving's FillSignature (util/json_tensor.cc) refuses a null signature_name; it ran serving_default
+    ("null signature_name", {"signature_name": None, "instances": ["a"]}, ["'signature_name' must be a string", "null"]),
 ])
 def test_4_5_rest_client_mistakes_are_400_json(server, case, body, words):
     path = "/v1/models/tiny:" + ("classify" if isinstance(body, dict) and "examples" in body else "predict")
