@@ -303,6 +303,24 @@ class ModelRegistry:
                         "at most %d (int64)", model.source.name, entry, model.source.base_path, MAX_VERSION)
         return None
 
+    @staticmethod
+    def _check_specific_versions(model: _Model, on_disk: dict) -> None:
+        """A `specific` policy's versions that are not under the base path: said in the model's error (what a
+        request for it answers) and logged once, as TF Serving's AspireSpecificVersions logs "Version N of
+        servable X, which was requested to be served as a 'specific' version ..., was not found in the file
+        system" (a version still being copied is waited for, not reported)."""
+        source = model.source
+        if source.version_policy != "specific":
+            return
+        missing = sorted(set(source.versions) - set(on_disk) - set(model.waiting))
+        if not missing:
+            return
+        model.error = (f"version(s) {missing} of its specific version policy not found under {source.base_path} "
+                       f"(versions there: {sorted(on_disk)})")
+        if ("specific", tuple(missing)) not in model.ignored:
+            model.ignored.add(("specific", tuple(missing)))
+            log.warning("model %r: %s", source.name, model.error)
+
     def _aspired(self, source: ModelSource, on_disk: dict, failed: set) -> set:
         loadable = sorted((v for v in on_disk if v not in failed), reverse=True)
         if source.version_policy == "latest":
@@ -316,6 +334,7 @@ class ModelRegistry:
         model = self._models[name]
         with model.poll_lock:
             on_disk = self._list_versions(model)
+            self._check_specific_versions(model, on_disk)
             with model.lock:
                 for version, servable in list(model.versions.items()):
                     if servable.state != END:
