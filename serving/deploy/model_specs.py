@@ -123,7 +123,7 @@ class ModelDirReport:
     incomplete: tuple
 
 
-def inspect_model_dir(path):
+def inspect_model_dir(path, version_policy="latest"):
     """Lists the version directories of one model; raises `ModelSpecError` when unusable.
 
     A directory that holds `saved_model.pb` itself is a version directory given by
@@ -131,7 +131,9 @@ def inspect_model_dir(path):
     Serving ignores: both are errors, because the server would silently serve
     nothing. An empty directory is fine (versions may arrive later). Names are read as
     the server reads them (`version_of_name`): `1` and `01` are one version, whose
-    directory is the last name in sorted order (`1`), as the server loads it.
+    directory is the last name in sorted order (`1`), as the server loads it; under
+    `version_policy` "all" the first (`01`): TF Serving aspires every name there and its
+    manager refuses the second of one version.
     """
     path = os.fspath(path)
     if not os.path.isdir(path):
@@ -148,7 +150,8 @@ def inspect_model_dir(path):
             continue  # stray files and hidden staging directories of atomic writers
         version = version_of_name(entry)
         if version is not None:
-            names[version] = entry
+            if version not in names or version_policy != "all":
+                names[version] = entry
         else:
             ignored.append(entry)
     versions = sorted(names)
@@ -197,7 +200,7 @@ def resolve_models(specs, labels, base_path, container_base="/models"):
 
     sources, warnings = [], []
     for spec in specs:
-        report = inspect_model_dir(os.path.join(base_path, spec.name))
+        report = inspect_model_dir(os.path.join(base_path, spec.name), spec.version_policy)
         if not report.versions:
             warnings.append(
                 f"{report.path} has no version yet: tensorflow_model_server does not finish starting "

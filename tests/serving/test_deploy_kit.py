@@ -183,6 +183,8 @@ def test_two_names_of_one_version_are_one_version_read_from_the_name_the_server_
     report = inspect_model_dir(tmp_path / "m")
     assert report.versions == (1, 2)
     assert report.incomplete == (1,)  # "1", the directory the server loads, has no saved_model.pb
+    # Under `all` TF Serving loads the first name sorted ("01", which is complete): judged by it
+    assert inspect_model_dir(tmp_path / "m", "all").incomplete == ()
 
 
 # ----------------------------------------------------------------------------- config files
