@@ -639,14 +639,28 @@ class ServingClient:
                 raise ServingClientError(error.code, error.message) from None
         return request
 
+    def _examples_signature(self, signature_name, method):
+        """The signature a classify / regress call names: `signature_name`, else serving_default when its
+        method is `method`, else the model's one signature of that method (the exports' "classification",
+        "regression"), found in its metadata. A server, TF Serving as the embedded one, reads no name
+        as serving_default and refuses it when it is a predict signature."""
+        if signature_name:
+            return signature_name
+        signatures = self.metadata()
+        if signatures.get(DEFAULT_SIGNATURE, {}).get("method_name") == method:
+            return None
+        named = sorted(name for name, sig in signatures.items() if sig.get("method_name") == method)
+        return named[0] if len(named) == 1 else None  # none or several: the server's error names them
+
     def classify(self, examples, signature_name=None):
         """Classifies tf.Example-like dicts; returns one [(label, score), ...] list per example.
 
         Args:
             examples: list of {feature name: str | bytes | int | float | list}, e.g. [{"text": "great"}].
-            signature_name: a classify signature (default: the server's default, "serving_default"
-                on TF Serving; the exported models name theirs "classification").
+            signature_name: a classify signature (default: serving_default when it is one, else the model's
+                only classify signature, "classification" in the exported models).
         """
+        signature_name = self._examples_signature(signature_name, "tensorflow/serving/classify")
         if self.protocol == "grpc":
             from tensorflow_serving.apis import classification_pb2
 
@@ -661,7 +675,9 @@ class ServingClient:
         return [[(label, float(score)) for label, score in result] for result in body.get("results", [])]
 
     def regress(self, examples, signature_name=None):
-        """Regresses tf.Example-like dicts; returns a float32 array with one value per example."""
+        """Regresses tf.Example-like dicts; returns a float32 array with one value per example
+        (`signature_name` as in `classify`: default serving_default or the only regress signature)."""
+        signature_name = self._examples_signature(signature_name, "tensorflow/serving/regress")
         if self.protocol == "grpc":
             from tensorflow_serving.apis import regression_pb2
 

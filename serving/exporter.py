@@ -448,7 +448,7 @@ def choose_version(model_dir, version=None, *, overwrite=False):
 
     versions = existing_versions(model_dir)
     if version is None:
-        version = (versions[-1] + 1) if versions else 1
+        version = max(versions[-1] + 1, 1) if versions else 1  # after "0" or "-2" (versions too): 1
         while os.path.lexists(os.path.join(model_dir, str(version))):  # a file of that name: not ours
             version += 1
         if version > MAX_VERSION:

@@ -26,10 +26,10 @@ import os
 import re
 
 from serving.server.model_config import ModelSource
-from serving.server.version_files import is_version_name, version_of_name
+from serving.server.version_files import MAX_VERSION, is_version_name, version_of_name
 
 _POLICY_RE = re.compile(r"^(latest|all|specific)(?:=(.*))?$")
-_LABEL_RE = re.compile(r"^([^:=\s]+):([A-Za-z_][A-Za-z0-9_\-]*)=(\d+)$")
+_LABEL_RE = re.compile(r"^([^:=\s]+):([A-Za-z_][A-Za-z0-9_\-]*)=(-?[0-9]+)$")  # ASCII digits: no "９"
 
 
 class ModelSpecError(ValueError):
@@ -86,12 +86,12 @@ def parse_model_spec(text):
             raise ModelSpecError(f"--model-name {text!r}: latest=N needs a positive integer N, got {value!r}")
         return ModelSpec(name, "latest", num_versions=int(value))
     parts = [p.strip() for p in (value or "").split(",") if p.strip()]
-    if not parts or not all(is_version_name(p) and int(p) >= 1 for p in parts):
+    if not parts or not all(is_version_name(p) for p in parts):  # any version the server reads, 0 included
         raise ModelSpecError(
-            f"--model-name {text!r}: specific= needs positive version numbers separated by commas, "
+            f"--model-name {text!r}: specific= needs version numbers (ASCII digits, int64) separated by commas, "
             f"got {value!r}"
         )
-    return ModelSpec(name, "specific", versions=tuple(sorted({int(p) for p in parts})))
+    return ModelSpec(name, "specific", versions=tuple(sorted({version_of_name(p) for p in parts})))
 
 
 def parse_label(text):
@@ -102,7 +102,10 @@ def parse_label(text):
             f"--label {text!r}: expected MODEL:LABEL=VERSION, e.g. sentiment:canary=2 (labels start "
             f"with a letter: a number would read as a version)"
         )
-    return match.group(1), match.group(2), int(match.group(3))
+    version = version_of_name(match.group(3))
+    if version is None:  # models.config's value is an int64: TF Serving would not read the file
+        raise ModelSpecError(f"--label {text!r}: version {match.group(3)} is past int64 (at most {MAX_VERSION})")
+    return match.group(1), match.group(2), version
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,7 +123,7 @@ class ModelDirReport:
     incomplete: tuple
 
 
-def inspect_model_dir(path):
+def inspect_model_dir(path, version_policy="latest"):
     """Lists the version directories of one model; raises `ModelSpecError` when unusable.
 
     A directory that holds `saved_model.pb` itself is a version directory given by
@@ -128,7 +131,9 @@ def inspect_model_dir(path):
     Serving ignores: both are errors, because the server would silently serve
     nothing. An empty directory is fine (versions may arrive later). Names are read as
     the server reads them (`version_of_name`): `1` and `01` are one version, whose
-    directory is the last name in sorted order (`1`), as the server loads it.
+    directory is the last name in sorted order (`1`), as the server loads it; under
+    `version_policy` "all" the first (`01`): TF Serving aspires every name there and its
+    manager refuses the second of one version.
     """
     path = os.fspath(path)
     if not os.path.isdir(path):
@@ -145,14 +150,15 @@ def inspect_model_dir(path):
             continue  # stray files and hidden staging directories of atomic writers
         version = version_of_name(entry)
         if version is not None:
-            names[version] = entry
+            if version not in names or version_policy != "all":
+                names[version] = entry
         else:
             ignored.append(entry)
     versions = sorted(names)
     if ignored and not versions:
         raise ModelSpecError(
             f"{path} has no integer version directories (found {', '.join(ignored)}); TF Serving "
-            f"only loads directories named by a positive integer, e.g. {os.path.join(path, '1')}"
+            f"only loads directories named by an integer, e.g. {os.path.join(path, '1')}"
         )
     incomplete = tuple(
         v for v in versions if not os.path.exists(os.path.join(path, names[v], "saved_model.pb"))
@@ -194,7 +200,7 @@ def resolve_models(specs, labels, base_path, container_base="/models"):
 
     sources, warnings = [], []
     for spec in specs:
-        report = inspect_model_dir(os.path.join(base_path, spec.name))
+        report = inspect_model_dir(os.path.join(base_path, spec.name), spec.version_policy)
         if not report.versions:
             warnings.append(
                 f"{report.path} has no version yet: tensorflow_model_server does not finish starting "

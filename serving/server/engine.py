@@ -154,7 +154,8 @@ class InferenceEngine:
                         "FAILED_PRECONDITION",
                         f"model '{source.name}': version label '{label}' points to version {version}, which is not "
                         f"available (available versions: {available}; base_path {source.base_path}). Fix the label "
-                        "in models.config, or add the version first",
+                        "in models.config, or add the version first"
+                        + (" (a version_labels entry without value: reads as version 0)" if version == 0 else ""),
                     )
 
     def _safe_status(self, name):
@@ -416,29 +417,26 @@ class InferenceEngine:
     # ------------------------------------------------------------------ classify / regress
 
     def pick_signature(self, servable, signature_name, method) -> str:
-        """The classify (regress) signature a request means: its own, serving_default, or the first."""
+        """The classify (regress) signature a request names ("" = serving_default), checked as TF Serving's
+        GetClassificationSignatureDef / GetRegressionSignatureDef (servables/tensorflow/classifier.cc,
+        regressor.cc) check it: INVALID_ARGUMENT "No signature was found with the name: ..." for a missing
+        one, "Expected classification signature method_name to be ..." for one of another method (a
+        predict serving_default included: TF Serving never picks another signature by itself)."""
         kind = "classification" if method == CLASSIFY_METHOD else "regression"
         where = f"model '{servable.model_name}' version {servable.version}"
-        if signature_name:
-            signature = self.signature(servable, signature_name)
-            if signature.method_name != method:
-                raise ServingError(
-                    "INVALID_ARGUMENT",
-                    f"{where}: expected {kind} signature method_name to be {method}; signature "
-                    f"'{signature_name}' has '{signature.method_name}'",
-                )
-            return signature_name
-        default = servable.signatures.get(DEFAULT_SIGNATURE)
-        if default is not None and default.method_name == method and DEFAULT_SIGNATURE in servable.functions:
-            return DEFAULT_SIGNATURE
-        candidates = sorted(
-            name for name, sig in servable.signatures.items() if sig.method_name == method and name in servable.functions
-        )
-        if not candidates:
-            methods = {name: servable.signatures[name].method_name for name in sorted(servable.functions)}
-            raise ServingError("FAILED_PRECONDITION", f"{where} has no {kind} signature (method_name {method}); "
-                                                      f"signatures: {methods}")
-        return candidates[0]
+        name = signature_name or DEFAULT_SIGNATURE
+        if name not in servable.functions:
+            raise ServingError("INVALID_ARGUMENT", f"No signature was found with the name: {name[:200]} ({where}; "
+                                                   f"signatures: {sorted(servable.functions)})")
+        signature = servable.signatures[name]
+        if signature.method_name != method:
+            named = sorted(n for n, sig in servable.signatures.items()
+                           if sig.method_name == method and n in servable.functions)
+            hint = f"; name its {kind} signature in signature_name: {named}" if named else ""
+            raise ServingError("INVALID_ARGUMENT",
+                               f"Expected {kind} signature method_name to be {method}. Was: {signature.method_name} "
+                               f"({where}, signature '{name}'{hint})")
+        return name
 
     def run_examples(self, servable, method, signature_name, serialized, *, batch=True, limits=None):
         """Run a classify/regress signature of `servable` on serialized tf.Examples: (name, outputs);

@@ -43,6 +43,7 @@ from google.protobuf import (
 from tensorflow_serving.config import model_server_config_pb2
 
 from pipelines.atomic_writes import write_text
+from serving.server.version_files import MAX_VERSION, MIN_VERSION
 
 VERSION_POLICIES = ("latest", "all", "specific")
 
@@ -90,8 +91,8 @@ class ModelSource:
             raise ValueError(f"{model}: num_versions must be >= 1, got {self.num_versions}")
         self.num_versions = int(self.num_versions)
         versions = tuple(int(v) for v in self.versions)
-        if any(v < 1 for v in versions):
-            raise ValueError(f"{model}: versions must be positive integers, got {versions}")
+        if any(not MIN_VERSION <= v <= MAX_VERSION for v in versions):  # 0 and -1 are versions (version_of_name)
+            raise ValueError(f"{model}: versions must be int64 numbers, got {versions}")
         if self.version_policy == "specific" and not versions:
             raise ValueError(f"{model}: version_policy 'specific' needs at least one version")
         if self.version_policy != "specific" and versions:
@@ -105,8 +106,8 @@ class ModelSource:
                 # A numeric label would be ambiguous with a version in REST paths (ASCII digits
                 # only: "/versions/" reads no other, see rest_service).
                 raise ValueError(f"{model}: version label {key!r} must not be a number")
-            if int(value) < 1:
-                raise ValueError(f"{model}: label {key!r} points to version {value} (< 1)")
+            if not MIN_VERSION <= int(value) <= MAX_VERSION:
+                raise ValueError(f"{model}: label {key!r} points to version {value}, past int64")
             labels[key] = int(value)
         self.labels = labels
 
@@ -246,8 +247,6 @@ def _model_source(config, where: str, source: str) -> ModelSource:
     for entry in config.version_labels:
         if entry.key in labels:
             raise _error(source, f"{where}: version label {entry.key!r} is set twice; keep one")
-        if entry.value < 1:
-            raise _error(source, f"{where}: version label {entry.key!r} needs value: N, a version >= 1")
         labels[entry.key] = entry.value
     try:  # num_versions 0 is "not set" in proto3, and TF Serving reads it as 1
         return ModelSource(config.name, config.base_path, kind or "latest", policy.latest.num_versions or 1,

@@ -1,7 +1,8 @@
 """Which model versions are loaded, and routing requests to them while versions come and go.
 
-For each `ModelSource` the registry polls `base_path` for version directories (positive
-integer names holding saved_model.pb), applies the version policy, and:
+For each `ModelSource` the registry polls `base_path` for version directories (names TF Serving
+reads as an int64, `version_files.version_of_name`: "1", "007", "0", "-2"; holding saved_model.pb),
+applies the version policy, and:
 
 - loads a new version with `tf.saved_model.load` in this process (TF-Text ops registered
   first when tensorflow_text is installed), reads its SignatureDefs from saved_model.pb, runs
@@ -243,16 +244,26 @@ class ModelRegistry:
         found = {}
         with model.lock:
             known = {v: s.state for v, s in model.versions.items()}
+        # Two names of one version ("01", "1", " 1"): TF Serving's file_system_storage_path_source lists the
+        # children sorted (a std::set). For the latest and specific policies it indexes them by version
+        # (IndexChildrenByVersion), so the last name sorted wins; for `all` (AspireAllVersions) it aspires
+        # every child, and the manager refuses the second of one version (BasicManager: "This servable is
+        # already being managed"), so the first name sorted is loaded.
         names = {}
-        for entry in sorted(entries):  # "1" after "01": TF Serving loads the last name of a version, sorted
+        first_wins = model.source.version_policy == "all"
+        for entry in sorted(entries):
             version = self._version_of(model, entry)
             if version is None:
                 continue
-            if version in names and (model.source.name, version) not in model.ignored:
-                model.ignored.add((model.source.name, version))
-                log.warning("model %r: directories %r and %r under %s are both version %d: %r is loaded, "
-                            "%r ignored", model.source.name, names[version], entry, base, version, entry,
-                            names[version])
+            if version in names:
+                loaded, ignored = (names[version], entry) if first_wins else (entry, names[version])
+                if (model.source.name, version) not in model.ignored:
+                    model.ignored.add((model.source.name, version))
+                    log.warning("model %r: directories %r and %r under %s are both version %d: %r is loaded, "
+                                "%r ignored", model.source.name, names[version], entry, base, version, loaded,
+                                ignored)
+                names[version] = loaded
+                continue
             names[version] = entry
         for version, entry in names.items():
             path = os.path.join(base, entry)
@@ -277,19 +288,38 @@ class ModelRegistry:
 
     @staticmethod
     def _version_of(model: _Model, entry: str):
-        """The version a directory name stands for, or None: TF Serving reads ASCII digits only.
+        """The version a directory name stands for (`version_of_name`: TF Serving's safe_strto64, so "0"
+        and "-1" are versions too), or None.
 
         `str.isdigit()` also accepts "²" (which int() refuses) and "９" (which int() reads as 9):
         such names are not versions. They are logged once, since they look like one.
         """
         version = version_of_name(entry)
         if version is not None:
-            return version if version >= 1 else None
+            return version
         if entry.isdigit() and entry not in model.ignored:  # temp dirs, hidden files, assets: silently
             model.ignored.add(entry)
             log.warning("model %r: ignoring %r under %s: version directories are named with ASCII digits 0-9, "
                         "at most %d (int64)", model.source.name, entry, model.source.base_path, MAX_VERSION)
         return None
+
+    @staticmethod
+    def _check_specific_versions(model: _Model, on_disk: dict) -> None:
+        """A `specific` policy's versions that are not under the base path: said in the model's error (what a
+        request for it answers) and logged once, as TF Serving's AspireSpecificVersions logs "Version N of
+        servable X, which was requested to be served as a 'specific' version ..., was not found in the file
+        system" (a version still being copied is waited for, not reported)."""
+        source = model.source
+        if source.version_policy != "specific":
+            return
+        missing = sorted(set(source.versions) - set(on_disk) - set(model.waiting))
+        if not missing:
+            return
+        model.error = (f"version(s) {missing} of its specific version policy not found under {source.base_path} "
+                       f"(versions there: {sorted(on_disk)})")
+        if ("specific", tuple(missing)) not in model.ignored:
+            model.ignored.add(("specific", tuple(missing)))
+            log.warning("model %r: %s", source.name, model.error)
 
     def _aspired(self, source: ModelSource, on_disk: dict, failed: set) -> set:
         loadable = sorted((v for v in on_disk if v not in failed), reverse=True)
@@ -304,6 +334,7 @@ class ModelRegistry:
         model = self._models[name]
         with model.poll_lock:
             on_disk = self._list_versions(model)
+            self._check_specific_versions(model, on_disk)
             with model.lock:
                 for version, servable in list(model.versions.items()):
                     if servable.state != END:

@@ -203,9 +203,10 @@ class RestService:
                 spec = self._spec(name, version, label)
                 with self.decode_budget.hold(body):  # until the decoded values are gone
                     request = parse_json_body(body)
-                    signature = request.get("signature_name", None)
-                    if signature is not None and not isinstance(signature, str):
-                        raise RestError(400, "'signature_name' must be a string")
+                    # null too: TF Serving's FillSignature (util/json_tensor.cc) takes only a string
+                    if "signature_name" in request and not isinstance(request["signature_name"], str):
+                        raise RestError(400, "'signature_name' must be a string, got "
+                                             f"{json.dumps(request['signature_name'])[:60]}")
                     return 200, getattr(self, f"_{verb.lower()}")(spec, request)
         elif method == "GET":
             match = _STATUS_PATH.fullmatch(path)

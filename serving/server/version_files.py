@@ -35,36 +35,44 @@ import time
 from serving.export_manifest import COMPLETE, WRITING, check_manifest
 
 _SHARD = re.compile(r"variables\.data-([0-9]+)-of-([0-9]+)")  # ASCII digits: what TensorFlow writes
-_VERSION_NAME = re.compile(r"[0-9]+")  # ASCII digits, as TF Serving's safe_strto64 reads a version
+# TF Serving's safe_strto64 (tsl/platform/numbers.cc): C-locale spaces around, an optional "-", ASCII digits.
+_VERSION_NAME = re.compile(r"[ \t\n\v\f\r]*(-?)([0-9]+)[ \t\n\v\f\r]*")
 MAX_VERSION = 2 ** 63 - 1  # the largest version TF Serving reads: int64's maximum, 9223372036854775807 (19 digits)
+MIN_VERSION = -2 ** 63  # and the smallest: int64's minimum
 
 
 def version_of_name(name: str):
     """The version a directory name stands for as TF Serving reads it (an int64), or None.
 
-    TF Serving parses the name with `safe_strto64`: ASCII digits, leading zeros allowed ("007" is 7), up to
-    int64's maximum (19 digits); a larger number is no version. `str.isdigit()` also takes "²" (which int()
-    refuses) and "９" (which int() reads as 9): neither is a version.
+    TF Serving's file_system_storage_path_source (`ParseVersionNumber`) reads a child of the base path
+    with `safe_strto64`: ASCII digits with an optional "-" (no "+"), leading zeros allowed ("007" is 7),
+    spaces, tabs and newlines around ignored (" 7" is 7), within int64 (19 digits); anything else is no
+    version. So "0" is version 0 and "-1" version -1, both served like any other (the latest policy
+    picks the highest). `str.isdigit()` also takes "²" (which int() refuses) and "９" (which int()
+    reads as 9): neither is a version.
 
     >>> version_of_name("12"), version_of_name("007"), version_of_name("９"), version_of_name("1a")
     (12, 7, None, None)
+    >>> version_of_name("0"), version_of_name("-3"), version_of_name("+3"), version_of_name(" 3 "), version_of_name("-")
+    (0, -3, None, 3, None)
     >>> version_of_name("9223372036854775807"), version_of_name("9223372036854775808")
     (9223372036854775807, None)
     """
-    if _VERSION_NAME.fullmatch(name) is None:
+    match = _VERSION_NAME.fullmatch(name)
+    if match is None:
         return None
-    digits = name.lstrip("0") or "0"
+    sign, digits = match.group(1), match.group(2).lstrip("0") or "0"
     if len(digits) > 19:  # past int64 (and never int() of thousands of digits)
         return None
-    version = int(digits)
-    return version if version <= MAX_VERSION else None
+    version = -int(digits) if sign else int(digits)
+    return version if MIN_VERSION <= version <= MAX_VERSION else None
 
 
 def is_version_name(name: str) -> bool:
     """True for a version directory name as TF Serving reads one (`version_of_name`).
 
-    >>> is_version_name("12"), is_version_name("９"), is_version_name("²"), is_version_name("1a")
-    (True, False, False, False)
+    >>> is_version_name("12"), is_version_name("0"), is_version_name("９"), is_version_name("²"), is_version_name("1a")
+    (True, True, False, False, False)
     """
     return version_of_name(name) is not None
 

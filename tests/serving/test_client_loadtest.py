@@ -65,6 +65,10 @@ def test_client_classify_regress_and_versions(client, server):
     np.testing.assert_allclose([[score for _, score in row] for row in result],
                                expected_probabilities(["hello", "hi"], 1), rtol=1e-5)
     np.testing.assert_allclose(client.regress([{"text": "abc"}], signature_name="regression"), [4.0])
+    # No name: the server (TF Serving as the embedded one) would run the predict serving_default and refuse;
+    # the client names the model's one classify / regress signature itself.
+    assert client.classify([{"text": "hello"}, {"text": "hi"}]) == result
+    np.testing.assert_allclose(client.regress([{"text": "abc"}]), [4.0])
 
     address = server.grpc_address if client.protocol == "grpc" else f"127.0.0.1:{server.rest_port}"
     with ServingClient(address, "tiny", protocol=client.protocol, version_label="stable") as labelled:

@@ -144,6 +144,20 @@ def test_model_specs_and_labels_parse():
             parse_label(bad)
 
 
+def test_versions_in_specs_and_labels_are_what_tf_serving_reads():
+    """A version is an int64 in ASCII digits, "0" and "-1" included (TF Serving's safe_strto64 serves such
+    directories): `specific=0` was refused as not positive, `--label s:canary=９` was read as version 9 and
+    a label past int64 was written into a models.config TF Serving cannot parse."""
+    assert parse_model_spec("s:specific=0,007,-1").versions == (-1, 0, 7)
+    assert parse_label("s:canary=0") == ("s", "canary", 0) and parse_label("s:old=-2") == ("s", "old", -2)
+    with pytest.raises(ModelSpecError, match="--label 's:canary=９'"):
+        parse_label("s:canary=９")
+    with pytest.raises(ModelSpecError, match="past int64"):
+        parse_label(f"s:canary={2 ** 63}")
+    with pytest.raises(ModelSpecError, match="int64"):
+        parse_model_spec(f"s:specific=1,{2 ** 63}")
+
+
 def test_model_directories_are_checked(model_base, tmp_path):
     report = inspect_model_dir(model_base / "sentiment")
     assert report.versions == (1, 2, 3) and report.incomplete == ()
@@ -169,6 +183,8 @@ def test_two_names_of_one_version_are_one_version_read_from_the_name_the_server_
     report = inspect_model_dir(tmp_path / "m")
     assert report.versions == (1, 2)
     assert report.incomplete == (1,)  # "1", the directory the server loads, has no saved_model.pb
+    # Under `all` TF Serving loads the first name sorted ("01", which is complete): judged by it
+    assert inspect_model_dir(tmp_path / "m", "all").incomplete == ()
 
 
 # ----------------------------------------------------------------------------- config files

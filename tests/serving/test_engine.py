@@ -156,8 +156,14 @@ def test_classify_and_regress(serve):
     request = classification_pb2.ClassificationRequest()
     request.model_spec.name = "tiny"
     request.input.example_list.examples.extend(_example(t) for t in texts)
+    # No signature name is serving_default, a predict signature here: refused, as TF Serving refuses it
+    # (classifier.cc, GetClassificationSignatureDef), naming the classify signature to use.
+    message = raises("INVALID_ARGUMENT", GrpcApi(engine).classify, request)
+    assert message.startswith("Expected classification signature method_name to be tensorflow/serving/classify. "
+                              "Was: tensorflow/serving/predict") and "['classification']" in message, message
+    request.model_spec.signature_name = "classification"
     response = GrpcApi(engine).classify(request)
-    assert response.model_spec.signature_name == "classification"  # serving_default is predict
+    assert response.model_spec.signature_name == "classification"
     assert response.model_spec.version.value == 1
     expected = ef.expected_probabilities(texts, 1)
     for row, probs in zip(response.result.classifications, expected):
@@ -178,13 +184,20 @@ def test_classify_and_regress(serve):
     request = regression_pb2.RegressionRequest()
     request.model_spec.name = "tiny"
     request.input.example_list.examples.extend(_example(t) for t in texts)
+    assert "Was: tensorflow/serving/predict" in raises("INVALID_ARGUMENT", GrpcApi(engine).regress, request)
+    request.model_spec.signature_name = "regression"
     response = GrpcApi(engine).regress(request)
     assert response.model_spec.signature_name == "regression"
     assert [r.value for r in response.result.regressions] == [4 + 1.0, len(texts[1]) + 1.0]
+    request.model_spec.signature_name = "nope"  # TF Serving: INVALID_ARGUMENT, not FAILED_PRECONDITION
+    assert raises("INVALID_ARGUMENT", GrpcApi(engine).regress, request).startswith(
+        "No signature was found with the name: nope")
 
-    version, name, results = engine.classify_examples("tiny", serialized=serialized_examples([{"text": "good"}], None))
+    version, name, results = engine.classify_examples("tiny", signature_name="classification",
+                                                      serialized=serialized_examples([{"text": "good"}], None))
     assert (version, name) == (1, "classification") and [label for label, _ in results[0]] == list(ef.LABELS)
-    assert engine.regress_examples("tiny", serialized=serialized_examples([{"text": "abc"}], {"other": 1})) == (
+    assert engine.regress_examples("tiny", signature_name="regression",
+                                   serialized=serialized_examples([{"text": "abc"}], {"other": 1})) == (
         1, "regression", [4.0])
 
     bad = classification_pb2.ClassificationRequest()
@@ -502,12 +515,14 @@ def test_json_predict_classify_regress(serve):
     rest_raises(engine, "tiny:predict", {"instances": [{"b64": "!!"}]})
     rest_raises(engine, "tiny:predict", {"instances": [{"text": "a"}, {"txt": "b"}]})
 
-    body = rest_ok(engine, "tiny:classify", {"examples": [{"text": "good"}, {"text": {"b64": "Z29vZA=="}}]})
+    body = rest_ok(engine, "tiny:classify", {"signature_name": "classification",
+                                             "examples": [{"text": "good"}, {"text": {"b64": "Z29vZA=="}}]})
     assert [[label for label, _ in row] for row in body["results"]] == [list(ef.LABELS)] * 2
     assert body["results"][0] == body["results"][1]
-    assert rest_ok(engine, "tiny:regress", {"context": {"text": "ab"}, "examples": [{}, {"text": "abcd"}]}) == {
-        "results": [3.0, 5.0]
-    }
+    assert rest_ok(engine, "tiny:regress", {"signature_name": "regression", "context": {"text": "ab"},
+                                            "examples": [{}, {"text": "abcd"}]}) == {"results": [3.0, 5.0]}
+    status, payload = rest_json(engine, "POST", "/v1/models/tiny:classify", {"examples": [{"text": "good"}]})
+    assert status == 400 and "Was: tensorflow/serving/predict" in payload["error"], payload
 
 
 # ------------------------------------------------------------------ tensors and errors
@@ -660,6 +675,8 @@ def test_from_config_file_and_classify_warmup(session_tmp, tmp_path):
     good, bad = classification_pb2.ClassificationRequest(), classification_pb2.ClassificationRequest()
     good.input.example_list.examples.add().CopyFrom(_example("warm"))
     bad.input.example_list.examples.add()
+    for request in (good, bad):  # serving_default is a predict signature: TF Serving's Classify refuses it
+        request.model_spec.signature_name = "classification"
     with tf.io.TFRecordWriter(os.path.join(base, "2", "assets.extra", "tf_serving_warmup_requests")) as writer:
         for request in (good, bad):
             log = prediction_log_pb2.PredictionLog(classify_log=prediction_log_pb2.ClassifyLog(request=request))

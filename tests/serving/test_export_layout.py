@@ -68,6 +68,16 @@ def test_version_numbering(tmp_path):
         exporter.choose_version(model_dir)
 
 
+def test_the_next_version_after_zero_or_negative_versions_is_one(tmp_path):
+    """"0" and "-3" are versions TF Serving serves (safe_strto64); after "-3" alone the next was -2."""
+    model_dir = tmp_path / "m"
+    (model_dir / "-3").mkdir(parents=True)
+    assert exporter.existing_versions(str(model_dir)) == [-3]
+    assert exporter.choose_version(str(model_dir)) == 1
+    (model_dir / "0").mkdir()
+    assert exporter.choose_version(str(model_dir)) == 1
+
+
 def test_a_version_held_under_another_name_is_not_written_beside_it(tmp_path):
     """Version 7 held as "07": --version 7 said "sentiment/7 already exists" (no such directory), and with
     --overwrite wrote "7" beside "07", two names of one version (the server loads "7" and warns; "07" stays)

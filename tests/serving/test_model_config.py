@@ -103,7 +103,6 @@ def model_m(*lines):
         (model_m("model_version_policy { specific { } }"), "", ["config #1 ('m')", "at least one versions: N"]),
         (model_m('model_version_policy { latest { num_versions: "2" } }'), "4:49", ["integer"]),
         (model_m("model_version_policy { latest { num_versions: -1 } }"), "4:49", ["out of range"]),
-        (model_m("model_version_policy { specific { versions: [1, 0] } }"), "", ["model 'm'", "positive"]),
         (model_m("model_version_policy { specific { version: 1 } }"), "4:37",
          ["unknown field 'version' in Specific", "expected one of: versions"]),
         ('model_config_list {\n config { name: "m" base_path: "/m" }\n config { name: "m" base_path: "/n" }\n}', "",
@@ -113,7 +112,6 @@ def model_m(*lines):
         (model_m("logging_config { }"), "", ["config #1 ('m')", "logging_config", "not supported", "remove it"]),
         (model_m('version_labels { key: "a" value: 1 }', 'version_labels { key: "a" value: 2 }'), "",
          ["config #1 ('m')", "label 'a'", "twice"]),
-        (model_m('version_labels { key: "a" }'), "", ["label 'a'", "value: N"]),
         (model_m('version_labels { key: "1" value: 1 }'), "", ["label '1'", "must not be a number"]),
         ('\n\nmodel_config_list { config { name: "m" base_path: "/m" $ } }', "3:56", ["$"]),
         ('model_config_list {\n config { name: "a b" base_path: "/m" }\n}', "", ["'a b'", "letters, digits"]),
@@ -160,6 +158,20 @@ def test_proto3_defaults_read_as_tf_serving_reads_them():
     assert (model.version_policy, model.num_versions) == ("latest", 1)
     (model,) = parse_models_config(model_m("model_version_policy { latest { } }", 'model_platform: ""'))
     assert (model.version_policy, model.num_versions) == ("latest", 1)
+
+
+def test_versions_and_labels_are_any_int64_as_tf_serving_reads_them():
+    """TF Serving serves a version directory "0" or "-1" (safe_strto64) and takes any int64 in specific
+    versions and version_labels; `versions: 0` and a label to 0 were refused ("positive")."""
+    (model,) = parse_models_config(model_m("model_version_policy { specific { versions: [1, 0, -2] } }",
+                                           'version_labels { key: "a" value: 0 }', 'version_labels { key: "b" }',
+                                           'version_labels { key: "c" value: -2 }'))
+    assert model.versions == (-2, 0, 1) and model.labels == {"a": 0, "b": 0, "c": -2}
+    assert ModelSource("m", "/m", version_policy="specific", versions=(0,), labels={"z": 0}).versions == (0,)
+    with pytest.raises(ValueError, match="int64"):
+        ModelSource("m", "/m", version_policy="specific", versions=(2 ** 63,))
+    with pytest.raises(ValueError, match="int64"):
+        ModelSource("m", "/m", labels={"a": -2 ** 63 - 1})
 
 
 def test_the_allow_list_names_fields_of_tf_servings_schema():

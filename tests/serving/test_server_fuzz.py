@@ -299,7 +299,7 @@ def digit_header_requests(draw):
 # Directory names under a base path: digits of any script, signs, spaces, dots, leading zeros, long ones.
 DIRECTORY_NAMES = st.one_of(
     OTHER_DIGITS,
-    st.text(alphabet=st.one_of(st.sampled_from("0123456789 .-+_x"), st.characters(categories=("Nd", "No"))),
+    st.text(alphabet=st.one_of(st.sampled_from("0123456789 \t\n.-+_x"), st.characters(categories=("Nd", "No"))),
             min_size=1, max_size=22),
     st.text(alphabet=st.characters(exclude_categories=("Cs",), exclude_characters="/\x00"), min_size=1, max_size=12),
 ).filter(lambda name: name not in (".", "..") and len(os.fsencode(name)) < 200)
@@ -466,7 +466,29 @@ def _run_digit_header(server, data):
     _check_rest_status(int(head.split(b" ", 2)[1]), json.loads(raw))
 
 
-def _run_version_names(root, names):
+def _safe_strto64(name):
+    """TF Serving's reading of a version directory name, step by step as tsl's safe_strto64 (numbers.cc)
+    does it: C-locale spaces, an optional '-', ASCII digits with an int64 overflow check, spaces; None
+    where it returns false."""
+    spaces, i = " \t\n\v\f\r", 0
+    while i < len(name) and name[i] in spaces:
+        i += 1
+    sign = -1 if name[i:i + 1] == "-" else 1
+    i += sign == -1
+    if not (i < len(name) and name[i] in "0123456789"):
+        return None
+    result = 0
+    while i < len(name) and name[i] in "0123456789":
+        result = result * 10 + sign * int(name[i])
+        if not -2 ** 63 <= result <= 2 ** 63 - 1:
+            return None
+        i += 1
+    while i < len(name) and name[i] in spaces:
+        i += 1
+    return result if i == len(name) else None
+
+
+def _run_version_names(root, names, policy="latest"):
     """Version directories named `names` (each with a settled saved_model.pb): what a poll lists."""
     from serving.server import ModelSource
     from serving.server.model_registry import ModelRegistry
@@ -477,15 +499,16 @@ def _run_version_names(root, names):
         (base / name).mkdir()
         (base / name / "saved_model.pb").write_bytes(b"")
         os.utime(base / name / "saved_model.pb", (1, 1))  # settled: not a copy in progress
-    registry = ModelRegistry([ModelSource("m", str(base))], poll_interval_s=0)
+    registry = ModelRegistry([ModelSource("m", str(base), version_policy=policy)], poll_interval_s=0)
     for _ in range(2):  # listing again must not fail either
         found = registry._list_versions(registry._models["m"])
-    # TF Serving's safe_strto64: ASCII digits, leading zeros allowed, up to int64's maximum
-    expected = {int(n) for n in names if re.fullmatch("[0-9]+", n) and 1 <= int(n) <= 2 ** 63 - 1}
+    expected = {_safe_strto64(n) for n in names} - {None}
     assert set(found) == expected, (names, found)
-    for version, path in found.items():  # of "1" and "01", the last name sorted: TF Serving's choice
-        same = [n for n in set(names) if re.fullmatch("[0-9]+", n) and int(n) == version]
-        assert os.path.basename(path) == max(same), (names, found)
+    for version, path in found.items():
+        # Of "1" and "01": TF Serving indexes the sorted names by version (the last wins) for the latest and
+        # specific policies, and for `all` aspires each, its manager refusing the second (the first wins).
+        same = sorted(os.fsencode(n) for n in set(names) if _safe_strto64(n) == version)
+        assert os.fsencode(os.path.basename(path)) == (same[0] if policy == "all" else same[-1]), (names, found)
     return found
 
 
@@ -495,9 +518,20 @@ def test_version_directory_names_up_to_int64_max_as_tf_serving(tmp_path):
     int64_max = str(2 ** 63 - 1)
     found = _run_version_names(tmp_path, [int64_max, str(2 ** 63), "0000000000000000000000003", "9" * 19, "1",
                                           "01", "0"])
-    assert sorted(found) == [1, 3, 2 ** 63 - 1]
+    assert sorted(found) == [0, 1, 3, 2 ** 63 - 1]
     assert os.path.basename(found[1]) == "1"
     assert os.path.basename(found[2 ** 63 - 1]) == int64_max
+
+
+def test_version_directory_names_zero_negative_and_spaced_as_tf_serving(tmp_path):
+    """TF Serving's safe_strto64 reads "0" as version 0, "-4" as -4 and " 2\t" as 2 (they were ignored, "0"
+    silently); "+5", "5-", "- 5" and one past int64's minimum are no version. Of two names of one version the
+    last sorted is loaded, except under the `all` policy, where TF Serving loads the first."""
+    names = ["0", "-4", " 2\t", "+5", "5-", "- 5", str(-2 ** 63), str(-2 ** 63 - 1), "-0", "7", "07", " 7"]
+    found = _run_version_names(tmp_path, names)
+    assert sorted(found) == [-2 ** 63, -4, 0, 2, 7]
+    assert os.path.basename(found[0]) == "0" and os.path.basename(found[7]) == "7"  # "-0" < "0"; " 7" < "07" < "7"
+    assert os.path.basename(_run_version_names(tmp_path, names, policy="all")[7]) == " 7"
 
 
 @FAST

@@ -346,6 +346,8 @@ def test_3_version_files_readiness(tmp_path):
     ("deep object", b'{"instances": [' + b'{"a":' * 5000 + b"1" + b"}" * 5000 + b"]}", ["nest"]),
     ("deep feature", {"examples": [{"text": [[["a"]]]}]}, ["flat list"]),
     ("int64 feature overflow", {"examples": [{"n": 2 ** 70}]}, ["int64"]),
+    # TF Serving's FillSignature (util/json_tensor.cc) refuses a null signature_name; it ran serving_default
+    ("null signature_name", {"signature_name": None, "instances": ["a"]}, ["'signature_name' must be a string", "null"]),
 ])
 def test_4_5_rest_client_mistakes_are_400_json(server, case, body, words):
     path = "/v1/models/tiny:" + ("classify" if isinstance(body, dict) and "examples" in body else "predict")
@@ -655,8 +657,10 @@ def test_9_every_request_path_acquires_once_and_is_counted_for_drain(tmp_path):
     engine._registry.acquire = spy
     service = RestService(engine)
     for method, path, body in [("POST", "/v1/models/tiny:predict", b'{"instances": ["a"]}'),
-                               ("POST", "/v1/models/tiny:classify", b'{"examples": [{"text": "a"}]}'),
-                               ("POST", "/v1/models/tiny:regress", b'{"examples": [{"text": "a"}]}'),
+                               ("POST", "/v1/models/tiny:classify",
+                                b'{"signature_name": "classification", "examples": [{"text": "a"}]}'),
+                               ("POST", "/v1/models/tiny:regress",
+                                b'{"signature_name": "regression", "examples": [{"text": "a"}]}'),
                                ("GET", "/v1/models/tiny/metadata", b"")]:
         acquired.clear()
         in_flight.clear()

@@ -377,6 +377,59 @@ def test_3_only_ascii_digit_version_directories_are_versions(tmp_path, caplog):
     assert all("ASCII digits" in m for m in warnings if "'９'" in m or "'²'" in m)
 
 
+def test_3_version_directories_zero_and_negative_are_served_as_tf_serving(tmp_path):
+    """TF Serving reads "0" and "-1" as versions (safe_strto64); the registry ignored them, "0" silently, so a
+    model exported as version 0 served nothing ("no complete version directory")."""
+    from serving.server import InferenceEngine, ModelSource, ServingError
+
+    base = ef.make_base_path(tmp_path.parent, tmp_path / "tiny", {0: 1, -1: 2})
+    engine = InferenceEngine([ModelSource("tiny", base, version_policy="all", labels={"zero": 0})],
+                             poll_interval_s=0)
+    engine.start()
+    try:
+        assert [(s["version"], s["state"]) for s in engine.model_status("tiny")] == [(0, "AVAILABLE"),
+                                                                                    (-1, "AVAILABLE")]
+        text = {"text": np.array([b"a"], dtype=object)}
+        assert engine.predict_arrays("tiny", inputs=text)[0] == 0  # the highest: version 0
+        assert engine.predict_arrays("tiny", version=-1, inputs=text)[0] == -1
+        assert engine.predict_arrays("tiny", version_label="zero", inputs=text)[0] == 0
+    finally:
+        engine.stop(drain_timeout_s=5)
+    # A version_labels entry without value reads as version 0 (proto3), in TF Serving as here: say so.
+    labelled = InferenceEngine([ModelSource("tiny", base, version_policy="specific", versions=(-1,),
+                                            labels={"stable": 0})], poll_interval_s=0)
+    with pytest.raises(ServingError) as raised:
+        labelled.start()
+    assert "points to version 0" in raised.value.message and "without value" in raised.value.message
+
+
+def test_3_a_specific_version_missing_from_disk_is_said(tmp_path, caplog):
+    """`specific { versions: 3 }` with only 1 and 2 on disk served nothing and said "no versions loaded",
+    logging nothing; TF Serving's AspireSpecificVersions logs that version 3 "was not found in the file
+    system". The model's error says so now (requests and status answer it), logged once."""
+    from serving.server import InferenceEngine, ModelSource, ServingError
+
+    base = ef.make_base_path(tmp_path.parent, tmp_path / "tiny", {1: 1, 2: 2})
+    caplog.set_level(logging.WARNING, logger="serving.server.model_registry")
+    engine = InferenceEngine([ModelSource("tiny", base, version_policy="specific", versions=(2, 3))],
+                             poll_interval_s=0)
+    engine.start()
+    try:
+        assert [s["version"] for s in engine.model_status("tiny")] == [2]
+        engine.poll_now("tiny")
+        shutil.rmtree(os.path.join(base, "2"))
+        engine.poll_now("tiny")
+        with pytest.raises(ServingError) as raised:
+            engine.predict_arrays("tiny", inputs={"text": np.array([b"a"], dtype=object)})
+    finally:
+        engine.stop(drain_timeout_s=5)
+    assert raised.value.code == "NOT_FOUND"
+    assert "version(s) [2, 3] of its specific version policy not found" in raised.value.message
+    assert "(versions there: [1])" in raised.value.message, raised.value.message
+    warnings = [r.getMessage() for r in caplog.records if "specific version policy" in r.getMessage()]
+    assert len(warnings) == 2 and "[3]" in warnings[0] and "[2, 3]" in warnings[1], warnings
+
+
 def test_3_urls_and_configs_read_ascii_digits_only(server):
     from serving.server.model_config import ModelConfigError, ModelSource, parse_models_config
     from serving.server.rest_service import _PREDICTION_PATH, _STATUS_PATH
