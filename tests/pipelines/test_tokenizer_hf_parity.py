@@ -156,3 +156,19 @@ def test_generated_unicode_matches_transformers(ours, references, texts):
 @hypothesis.given(st.lists(_texts, min_size=1, max_size=16))
 def test_more_generated_unicode_matches_transformers(ours, references, texts):
     assert_matches_transformers(ours, references, texts)
+
+
+@pytest.mark.parametrize("call", ["tokenize", "tokenize_with_offsets", "token_records", "packed_rows"])
+def test_an_unpaired_surrogate_is_refused_naming_the_text(ours, call):
+    """A `str` with a lone surrogate (JSON's "\\ud83d" without its pair, `errors="surrogateescape"`)
+    has no UTF-8 form: TensorFlow said only "Error converting unicode string while converting Python
+    sequence to Tensor"; the error names the text, the character and what to do."""
+    tokenizer = ours[(True, None), "tf_text"]
+    with pytest.raises(ValueError, match=r"text 2 holds an unpaired surrogate U\+D83D at character 4 "
+                                         r"\('see \\ud83d!'\).*encode\(\"utf-8\", \"replace\"\)"):
+        getattr(tokenizer, call)(["fine", "also fine", "see \ud83d!"])
+    with pytest.raises(ValueError, match=r"text 0 holds an unpaired surrogate U\+DCFF at character 1"):
+        tokenizer.tokenize("a\udcff")  # `errors="surrogateescape"` of the byte 0xFF
+    # the replacement it names tokenizes as the original's decode(errors="ignore") would
+    assert tokenizer.tokenize(["see \ud83d!".encode("utf-8", "replace").decode("utf-8")]).to_list() == \
+        tokenizer.tokenize(["see ?!"]).to_list()
