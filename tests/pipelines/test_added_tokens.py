@@ -174,6 +174,30 @@ def test_normalized_added_tokens_match_where_only_accents_differ_as_transformers
         assert expected[0][0] == [vocabulary.index("café")]
 
 
+@pytest.mark.parametrize("lowercase, strip_accents", [(True, None), (False, None), (True, False), (False, True)])
+def test_normalized_added_tokens_match_through_what_the_normalizer_drops_as_transformers(lowercase, strip_accents):
+    """HF matches a normalized token in the text its normalizer leaves: control and format characters
+    (U+200B, U+0000, U+FFFD) dropped, whitespace a space, decomposed accents stripped. "[NE\u200bW]",
+    "[N\u0301EW]" and "a\tb" were split by the WordPiece rules, "ca\u200bfé" read as "cafe", and
+    "cafe\u0301" matched "café" with the stripped mark inside its offsets (HF's end before it)."""
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "x", "[", "]", "new", "cafe", "中", "文", "a", "b"]
+    hf = transformers.BertTokenizerFast(vocab=dict((w, i) for i, w in enumerate(words)), do_lower_case=lowercase,
+                                        strip_accents=strip_accents)
+    hf.add_tokens([tokenizers.AddedToken(token, normalized=True) for token in ("[NEW]", "café", "中文", "a b")])
+    added = json.loads(hf.backend_tokenizer.to_str())["added_tokens"]
+    vocabulary = words + [entry["content"] for entry in added if entry["id"] >= len(words)]
+    texts = ["[N\u0301EW]", "[NE\u200bW]", "\u200b[NEW]\u200b", "[NEW]\u0301", "\u0301[NEW]", "cafe\u0301 x",
+             "CAFE\u0301x", "ca\u200bfé", "中文", "中\u200b文", "a\tb", "a b", "a\u00a0b", "a\u3000b", "[N\x00EW]",
+             "[N\ufffdEW]", "[N\U000e0001EW]", "[n\u0300\u0301ew]", "x [ne\u00adw] x", "\u200b", "e\u0301"]
+    expected = [_hf_tokens(hf, text) for text in texts]
+    for backend in ("tf_text", "core"):
+        ours = BertTokenizer(vocabulary=vocabulary, lowercase=lowercase, strip_accents=strip_accents,
+                             added_tokens=added, backend=backend, max_input_chars_per_word=100)
+        got = _our_tokens(ours, texts)
+        assert [(text, a, b) for text, a, b in zip(texts, got, expected) if a != b] == [], backend
+    assert expected[1][0] == [vocabulary.index("[NEW]")]  # the case the test is about, in every rule
+
+
 def test_added_token_not_in_vocabulary_is_refused_by_name():
     with pytest.raises(AddedTokenError, match=r"added_tokens\[1\] \('<e1>'\) is not in the vocabulary"):
         BertTokenizer(vocabulary=WORDPIECES, added_tokens=["new", "<e1>"])
