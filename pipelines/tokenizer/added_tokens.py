@@ -20,7 +20,9 @@ Here the normalized pass looks up the raw text's characters as HF's BERT normali
 accents stripped when it strips them: `_cleaning_tables`, from the tables of `BertPreTokenizer`),
 and the tokens likewise, so "cafe" and "CAFÉ" find "café", and "[NE\\u200bW]" or "[N\\u0301EW]" find
 "[NEW]", as in HF, which matches the normalized text. A match starts and ends at characters the
-normalizer keeps (a stripped mark after "cafe" is outside "café"'s offsets, as in HF's). One
+normalizer keeps (a stripped mark after "cafe" is outside "café"'s offsets, as in HF's); its lstrip /
+rstrip whitespace runs on past the characters the normalizer drops, and single_word looks past them
+for a word character (`_dropped_class`). One
 difference remains: HF's lstrip / rstrip also take the spaces its normalizer puts around a CJK
 character (offsets that then overlap that character's), where this takes the text's own whitespace
 only.
@@ -172,6 +174,20 @@ def _cleaning_tables(lowercase, strip_accents):
     return slots, np.asarray(splits, np.int64), np.asarray(values, np.int32)
 
 
+def _dropped_class(tables):
+    """An RE2 class of the characters `tables` turn into nothing (controls; marks when accents are
+    stripped): gone from the text HF's lstrip / rstrip and single_word look at, so a run of whitespace
+    goes on past them and a word character is found beyond them."""
+    slots, splits, _ = tables
+    empty = np.flatnonzero(splits[1:] == splits[:-1])
+    dropped = np.isin(slots, empty) & (slots >= 0)
+    dropped[0xD800:0xE000] = False
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], dropped.astype(np.int8), [0]])))
+    ranges = "".join(f"\\x{{{begin:X}}}" + ("" if end - 1 == begin else f"-\\x{{{end - 1:X}}}")
+                     for begin, end in zip(edges[::2], edges[1::2]))
+    return f"[{ranges}]"
+
+
 def _fold_text(tables, text):
     """`text` as `_folded` leaves it, in Python (a token's content)."""
     slots, splits, values = tables
@@ -237,6 +253,7 @@ class AddedTokenSplitter:
             keys = [key(entry["content"]) for entry in ordered]
             self.passes.append({
                 "fold": fold, "keys": keys, "fold_tables": fold_tables,
+                "dropped": _dropped_class(fold_tables) if fold else None,
                 # the lengths in characters to try at every position: a match has its token's, or its
                 # normalized key's (a text's 'café' is 4 characters whatever the token's form)
                 "widths": sorted({len(entry["content"]) for entry in ordered} | {len(k) for k in keys}, reverse=True),
@@ -373,8 +390,10 @@ class AddedTokenSplitter:
         # Parts between two adjacent matches are empty: the character next to a match may be two parts away.
         before = tf.strings.join([neighbour(-2), neighbour(-1)])
         after = tf.strings.join([neighbour(1), neighbour(2)])
-        word_before = tf.strings.regex_full_match(before, "(?s).*" + _WORD_CHAR)
-        word_after = tf.strings.regex_full_match(after, "(?s)" + _WORD_CHAR + ".*")
+        # a normalized token's neighbours as HF's normalizer leaves them: the characters it drops skipped
+        skipped = matching["dropped"] + "*" if matching["fold"] else ""
+        word_before = tf.strings.regex_full_match(before, "(?s).*" + _WORD_CHAR + skipped)
+        word_after = tf.strings.regex_full_match(after, "(?s)" + skipped + _WORD_CHAR + ".*")
         refused = tf.logical_and(is_single, tf.logical_or(word_before, word_after))
         return tf.where(refused, tf.constant(-1, tf.int64), part_ids)
 
@@ -404,12 +423,15 @@ class AddedTokenSplitter:
         lengths = tf.cast(tf.strings.length(values), tf.int64)
         # a text part: its leading whitespace goes to an rstrip match before it, its trailing to an lstrip one after
         text = tf.logical_not(kept)
-        leading = lengths - tf.cast(tf.strings.length(tf.strings.regex_replace(values, "^" + _WHITESPACE + "+", "")),
+        # a normalized token's whitespace runs on past the characters the normalizer drops (not
+        # starting with them: the run taken begins and ends at whitespace)
+        run = f"(?:{_WHITESPACE}|{matching['dropped']})*" if matching["fold"] else _WHITESPACE + "*"
+        leading = lengths - tf.cast(tf.strings.length(tf.strings.regex_replace(values, "^" + run + _WHITESPACE, "")),
                                     tf.int64)
         lead = tf.where(tf.logical_and(text, at(rstrip, -1)), leading, 0)
         rest = tf.strings.substr(values, lead, lengths - lead)
         trailing = lengths - lead - tf.cast(
-            tf.strings.length(tf.strings.regex_replace(rest, _WHITESPACE + "+$", "")), tf.int64)
+            tf.strings.length(tf.strings.regex_replace(rest, _WHITESPACE + run + "$", "")), tf.int64)
         trail = tf.where(tf.logical_and(text, at(lstrip, 1)), trailing, 0)
 
         def of_neighbour(step, amounts):
