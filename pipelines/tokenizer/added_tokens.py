@@ -15,15 +15,17 @@ there is looked up; the longest found is that position's match, and the matches 
 left, each search resuming after the previous match. The cost grows with the text and the number of
 distinct token lengths, not with the number of tokens.
 
-Here the normalized pass looks up the raw text's characters as BERT's normalizer leaves them
-(lowercased for an uncased tokenizer, accents stripped when it strips them: `_folded`, the tables
-of `BertPreTokenizer`), and the tokens likewise, so "cafe" and "CAFÉ" find "café" as in HF, which
-matches the normalized text. Three differences remain: HF also drops control and format
-characters (U+200B) before matching, so a token with one inside still matches there; after a
-match in decomposed text ("cafe" + U+0301) the stripped mark may be inside the match's offsets
-here and outside in HF's; and HF's lstrip / rstrip also take the spaces its normalizer puts around
-a CJK character (offsets that then overlap that character's), where this takes the text's own
-whitespace only.
+Here the normalized pass looks up the raw text's characters as HF's BERT normalizer leaves them
+(control and format characters dropped, whitespace a space, lowercased for an uncased tokenizer,
+accents stripped when it strips them: `_cleaning_tables`, from the tables of `BertPreTokenizer`),
+and the tokens likewise, so "cafe" and "CAFÉ" find "café", and "[NE\\u200bW]" or "[N\\u0301EW]" find
+"[NEW]", as in HF, which matches the normalized text. A match starts and ends at characters the
+normalizer keeps (a stripped mark after "cafe" is outside "café"'s offsets, as in HF's); its lstrip /
+rstrip whitespace runs on past the characters the normalizer drops, and single_word looks past them
+for a word character (`_dropped_class`). One
+difference remains: HF's lstrip / rstrip also take the spaces its normalizer puts around a CJK
+character (offsets that then overlap that character's), where this takes the text's own whitespace
+only.
 
 A text with no added token in it is tokenized as without them; a tokenizer without added tokens
 never runs these ops (`BertTokenizer` skips them).
@@ -33,7 +35,8 @@ import numpy as np
 import tensorflow as tf
 
 from pipelines.tokenizer.normalize import resolved_strip_accents
-from pipelines.tokenizer.unicode_tables import character_expansions, normalize_character
+from pipelines.tokenizer.unicode_tables import (MAX_CODEPOINT, REMOVE, SPACE, character_expansions,
+                                                class_table)
 
 # A byte that never occurs in UTF-8: it marks the matches for `tf.strings.split`.
 _MARK = b"\xff"
@@ -188,9 +191,55 @@ def _fold_constants(matching):
     return tf.constant(slots), tf.constant(np.asarray(splits, np.int64)), tf.constant(np.asarray(values, np.int32))
 
 
+def _cleaning_tables(lowercase, strip_accents):
+    """`(slots, splits, values)` as `unicode_tables.character_expansions`, for what HF's BERT normalizer
+    does to one character before it matches a normalized added token: the characters BERT's cleaning
+    drops (control and format characters, U+0000, U+FFFD) become nothing, whitespace a space, the
+    others are lowercased and / or stripped of accents as the rules say."""
+    if lowercase or strip_accents:
+        slots, splits, values = character_expansions(lowercase, strip_accents)
+        slots, splits, values = np.array(slots), list(splits), list(values)
+    else:
+        slots, splits, values = np.full(MAX_CODEPOINT + 1, -1, np.int16), [0], []
+    classes = class_table()
+    empty = len(splits) - 1
+    splits.append(splits[-1])
+    slots[classes == REMOVE] = empty
+    space = len(splits) - 1
+    values.append(ord(" "))
+    splits.append(splits[-1] + 1)
+    slots[classes == SPACE] = space
+    return slots, np.asarray(splits, np.int64), np.asarray(values, np.int32)
+
+
+def _dropped_class(tables):
+    """An RE2 class of the characters `tables` turn into nothing (controls; marks when accents are
+    stripped): gone from the text HF's lstrip / rstrip and single_word look at, so a run of whitespace
+    goes on past them and a word character is found beyond them."""
+    slots, splits, _ = tables
+    empty = np.flatnonzero(splits[1:] == splits[:-1])
+    dropped = np.isin(slots, empty) & (slots >= 0)
+    dropped[0xD800:0xE000] = False
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], dropped.astype(np.int8), [0]])))
+    ranges = "".join(f"\\x{{{begin:X}}}" + ("" if end - 1 == begin else f"-\\x{{{end - 1:X}}}")
+                     for begin, end in zip(edges[::2], edges[1::2]))
+    return f"[{ranges}]"
+
+
+def _fold_text(tables, text):
+    """`text` as `_folded` leaves it, in Python (a token's content)."""
+    slots, splits, values = tables
+    out = []
+    for char in text:
+        slot = int(slots[ord(char)])
+        out.append(char if slot < 0 else "".join(chr(v) for v in values[splits[slot]:splits[slot + 1]]))
+    return "".join(out)
+
+
 def _folded(folding, texts):
-    """`texts` as BERT's normalizer leaves them (`str.lower()` and / or NFD without Mn marks, character
-    by character, as `BertPreTokenizer`): what a normalized added token is matched against."""
+    """`texts` as HF's BERT normalizer leaves them (`_cleaning_tables`: cleaned, `str.lower()` and / or NFD
+    without Mn marks, character by character, as `BertPreTokenizer`): what a normalized added token is
+    matched against."""
     slots, splits, values = folding
     cps = tf.strings.unicode_decode(texts, "UTF-8", errors="replace")
     flat = cps.flat_values
@@ -223,13 +272,16 @@ class AddedTokenSplitter:
             group = [e for e in self.entries if e["normalized"] == normalized]
             if not group:
                 continue
-            fold = normalized and (lowercase or strip_accents)
+            # HF matches a normalized token in the text its normalizer leaves: controls dropped, whitespace
+            # a space, then lowercased and / or accents stripped; the tokens likewise.
+            fold = normalized
+            fold_tables = _cleaning_tables(lowercase, strip_accents) if fold else None
 
             def key(content):
-                """The token as the normalizer leaves it (lowercased, accents stripped), as HF matches it."""
+                """The token as the normalizer leaves it (cleaned, lowercased, accents stripped), as HF matches it."""
                 if not fold:
                     return content
-                return "".join(normalize_character(c, lowercase, strip_accents) for c in content) or content
+                return _fold_text(fold_tables, content) or content
 
             by_key = {}
             for entry in group:
@@ -238,8 +290,8 @@ class AddedTokenSplitter:
             ordered = sorted(by_key.values(), key=lambda e: -len(e["content"].encode("utf-8")))
             keys = [key(entry["content"]) for entry in ordered]
             self.passes.append({
-                "fold": fold, "keys": keys,
-                "fold_tables": character_expansions(lowercase, strip_accents) if fold else None,
+                "fold": fold, "keys": keys, "fold_tables": fold_tables,
+                "dropped": _dropped_class(fold_tables) if fold else None,
                 # the lengths in characters to try at every position: a match has its token's, or its
                 # normalized key's (a text's 'café' is 4 characters whatever the token's form)
                 "widths": sorted({len(entry["content"]) for entry in ordered} | {len(k) for k in keys}, reverse=True),
@@ -314,14 +366,20 @@ class AddedTokenSplitter:
         folding = _fold_constants(matching)
         # the characters as the normalizer leaves them (each on its own: zero, one or more characters)
         keyed = chars.with_flat_values(_folded(folding, chars.flat_values)) if matching["fold"] else chars
+        # the characters it leaves something of (it drops controls, and accents when it strips them): a
+        # match is found among those, its first and last character among them, others between
+        kept = tf.strings.length(keyed.flat_values) > 0
+        kept_at = tf.reshape(tf.where(kept), [-1])
+        keyed = tf.ragged.boolean_mask(keyed, keyed.with_flat_values(kept))
         for width in matching["widths"]:
             grams = tf.strings.ngrams(keyed, width, separator="")
             texts = grams.flat_values
             rows = grams.value_rowids()
-            at = tf.gather(row_splits, rows) + rows + tf.range(tf.size(rows, out_type=tf.int64)) - tf.gather(
+            first = tf.gather(keyed.row_splits, rows) + tf.range(tf.size(rows, out_type=tf.int64)) - tf.gather(
                 grams.row_splits, rows)
-            found = tf.where(_find(matching, texts) >= 0, tf.constant(width, tf.int64), 0)
-            longest = tf.tensor_scatter_nd_max(longest, at[:, None], found)
+            begin, last = tf.gather(kept_at, first), tf.gather(kept_at, first + width - 1)
+            found = tf.where(_find(matching, texts) >= 0, last - begin + 1, 0)
+            longest = tf.tensor_scatter_nd_max(longest, (begin + rows)[:, None], found)
         ends = row_splits[1:] + tf.range(npieces)
         is_end = tf.scatter_nd(ends[:, None], tf.ones_like(ends), tf.reshape(count, [1])) > 0
         jump = tf.where(is_end, position, position + tf.maximum(longest, 1))
@@ -370,8 +428,10 @@ class AddedTokenSplitter:
         # Parts between two adjacent matches are empty: the character next to a match may be two parts away.
         before = tf.strings.join([neighbour(-2), neighbour(-1)])
         after = tf.strings.join([neighbour(1), neighbour(2)])
-        word_before = tf.strings.regex_full_match(before, "(?s).*" + _WORD_CHAR)
-        word_after = tf.strings.regex_full_match(after, "(?s)" + _WORD_CHAR + ".*")
+        # a normalized token's neighbours as HF's normalizer leaves them: the characters it drops skipped
+        skipped = matching["dropped"] + "*" if matching["fold"] else ""
+        word_before = tf.strings.regex_full_match(before, "(?s).*" + _WORD_CHAR + skipped)
+        word_after = tf.strings.regex_full_match(after, "(?s)" + skipped + _WORD_CHAR + ".*")
         refused = tf.logical_and(is_single, tf.logical_or(word_before, word_after))
         return tf.where(refused, tf.constant(-1, tf.int64), part_ids)
 
@@ -401,12 +461,15 @@ class AddedTokenSplitter:
         lengths = tf.cast(tf.strings.length(values), tf.int64)
         # a text part: its leading whitespace goes to an rstrip match before it, its trailing to an lstrip one after
         text = tf.logical_not(kept)
-        leading = lengths - tf.cast(tf.strings.length(tf.strings.regex_replace(values, "^" + _WHITESPACE + "+", "")),
+        # a normalized token's whitespace runs on past the characters the normalizer drops (not
+        # starting with them: the run taken begins and ends at whitespace)
+        run = f"(?:{_WHITESPACE}|{matching['dropped']})*" if matching["fold"] else _WHITESPACE + "*"
+        leading = lengths - tf.cast(tf.strings.length(tf.strings.regex_replace(values, "^" + run + _WHITESPACE, "")),
                                     tf.int64)
         lead = tf.where(tf.logical_and(text, at(rstrip, -1)), leading, 0)
         rest = tf.strings.substr(values, lead, lengths - lead)
         trailing = lengths - lead - tf.cast(
-            tf.strings.length(tf.strings.regex_replace(rest, _WHITESPACE + "+$", "")), tf.int64)
+            tf.strings.length(tf.strings.regex_replace(rest, _WHITESPACE + run + "$", "")), tf.int64)
         trail = tf.where(tf.logical_and(text, at(lstrip, 1)), trailing, 0)
 
         def of_neighbour(step, amounts):

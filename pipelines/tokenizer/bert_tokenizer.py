@@ -26,6 +26,44 @@ PIPELINE_STEPS_KEPT = 32
 _LONG_WORD_SENTINEL = "\U0010FFFF"
 
 
+def string_tensor(strings):
+    """`strings` (a string, a list or numpy array of them, or a tensor) as a `tf.string` tensor.
+
+    A Python `str` holding an unpaired surrogate (U+D800..U+DFFF, not a character: what
+    `json.loads` makes of a lone "\\ud83d" escape, or `errors="surrogateescape"` of an invalid
+    byte) cannot be UTF-8 encoded; TensorFlow then said only "Error converting unicode string
+    while converting Python sequence to Tensor". It is refused naming the text and the character.
+
+    >>> string_tensor(["ok", "a\\ud83db"])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: text 1 holds an unpaired surrogate U+D83D at character 1 ('a\\ud83db'): it is not a character...
+    """
+    try:
+        return tf.convert_to_tensor(strings, tf.string)
+    except (ValueError, UnicodeEncodeError):
+        for index, text in enumerate(_flat_texts(strings)):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as error:
+                shown = text if len(text) <= 60 else text[max(error.start - 30, 0):error.start + 30]
+                raise ValueError(
+                    f"text {index} holds an unpaired surrogate U+{ord(text[error.start]):04X} at character "
+                    f"{error.start} ({shown!r}): it is not a character and UTF-8 cannot encode it; replace it "
+                    '(text.encode("utf-8", "replace").decode("utf-8")) or join the surrogate pair '
+                    '(text.encode("utf-16", "surrogatepass").decode("utf-16"))') from None
+        raise
+
+
+def _flat_texts(value):
+    """The `str`s of a string, or of (nested) lists, tuples and numpy arrays of them, in order."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, (list, tuple, np.ndarray)):
+        for item in value:
+            yield from _flat_texts(item)
+
+
 class _EagerFunctionCache:
     """A plain holder of `tf.function`s: an untracked attribute of a `tf.Module`."""
 
@@ -313,7 +351,7 @@ class BertTokenizer(tf.Module):
             strings: a string, or a 1-D batch of strings (list, numpy array or
                 tensor), UTF-8.
         """
-        strings = tf.convert_to_tensor(strings, tf.string)
+        strings = string_tensor(strings)
         if tf.executing_eagerly():
             self._check_eager(strings)
             return self._eager_function(self._tokenize_ops, strings)(strings)
@@ -329,7 +367,7 @@ class BertTokenizer(tf.Module):
         """`tokenize` of a 1-D batch of strings split at their morpheme boundaries already (a space at
         each, as `morpheme_splitter.spaced` writes them): the analyzer does not run again (on a lone
         morpheme it may cut where the whole text's analysis did not). Without `pre_tokenizer`, `tokenize`."""
-        strings = tf.convert_to_tensor(strings, tf.string)
+        strings = string_tensor(strings)
         if tf.executing_eagerly():
             return self._eager_function(self._tokenize_split_ops, strings)(strings)
         return self._tokenize_split_ops(strings)
@@ -353,7 +391,7 @@ class BertTokenizer(tf.Module):
         Args:
             strings: a 1-D batch of strings (a tensor in a graph, or anything `tokenize` takes).
         """
-        strings = tf.convert_to_tensor(strings, tf.string)
+        strings = string_tensor(strings)
         return self._eager_function(self._tokenize_ops, strings)(strings)
 
     @tf.autograph.experimental.do_not_convert  # graph code as written: tracing it is 10x faster
@@ -368,7 +406,7 @@ class BertTokenizer(tf.Module):
         Args:
             strings: a string, or a 1-D batch of strings.
         """
-        strings = tf.convert_to_tensor(strings, tf.string)
+        strings = string_tensor(strings)
         if tf.executing_eagerly():
             self._check_eager(strings)
             return self._eager_function(self._tokenize_with_offsets_ops, strings)(strings)
@@ -413,8 +451,8 @@ class BertTokenizer(tf.Module):
         special = self.special_tokens
         packer = BertPacker(seq_length or 512, cls_id=special.cls, sep_id=special.sep, pad_id=special.pad,
                             pad_to="fixed" if seq_length else "longest")
-        ids = self.tokenize(tf.constant(texts))
-        segments = (ids,) if pair is None else (ids, self.tokenize(tf.constant([pair] * len(texts))))
+        ids = self.tokenize(string_tensor(texts))
+        segments = (ids,) if pair is None else (ids, self.tokenize(string_tensor([pair] * len(texts))))
         return {k: v.numpy().tolist() for k, v in packer(segments).items()}
 
     def tokenization_records(self, texts, pair=None, seq_length=None):

@@ -35,7 +35,7 @@ SPECIAL = [tokenizers.AddedToken("[SPEC]", normalized=False, special=True)]
 PIECES = ["[NEW]", "[new]", "[New]", "<E2>", "<e2>", "covid19", "COVID19", "xcovid19x", "ab", "xab", "abx",
           "ab!", "hel", "Hello", "hello", "world", "new", "NEW", "[SPEC]", "[spec]", "[SEP]", "[CLS]", "[",
           "]", "<", ">", "!", ",", "中文", "한국어", "서울", "café", "Café", "CAFÉ", "e\u0301", "a\u00adb",
-          " ", "  ", "\t", "\n", "\u3000", "\u00a0", "x"]
+          " ", "  ", "\t", "\n", "\u3000", "\u00a0", "x", "\u200b", "\u0301", "\x00", "\ufeff"]
 
 
 def _hf(lowercase):
@@ -86,7 +86,9 @@ def _our_tokens(tokenizer, texts):
 def test_known_cases_match_transformers(pair):
     hf, ours = pair
     texts = ["Hello [NEW] [new]x <E2> <e2> [SPEC] [spec] [SEP] ab xab ab! hello  hel  world",
-             "xcovid19x COVID19 中文[NEW]한국어 café", "", "  ", "x  hel  y", "plain words only"]
+             "xcovid19x COVID19 中文[NEW]한국어 café", "", "  ", "x  hel  y", "plain words only",
+             # what the normalizer drops is not there for lstrip / rstrip and single_word either
+             "x \u200b hel \x00\ufeff y", "new  \u0301\tHello", "abx\ufeffa\u00adb ab\u200bx ab"]
     for tokenizer in ours.values():
         assert _our_tokens(tokenizer, texts) == [_hf_tokens(hf, text) for text in texts]
 
@@ -97,8 +99,10 @@ def _mixed_text(draw_piece, draw_gap, count):
 
 def _comparable(text):
     # HF's lstrip / rstrip also take the spaces its normalizer puts around a CJK character (its
-    # offsets then overlap the character's): here only the text's own whitespace is taken.
-    return not re.search("[中文]\\s*hel|hel\\s*[中文]", text, re.IGNORECASE)
+    # offsets then overlap the character's), past the characters it drops: here only the text's own
+    # whitespace is taken.
+    return not re.search("[中文][\\s\u200b\u0301\x00\ufeff]*hel|hel[\\s\u200b\u0301\x00\ufeff]*[中文]", text,
+                         re.IGNORECASE)
 
 
 def test_many_mixed_texts_match_transformers_in_one_batch(pair):
@@ -172,6 +176,30 @@ def test_normalized_added_tokens_match_where_only_accents_differ_as_transformers
         assert [(text, a, b) for text, a, b in zip(texts, got, expected) if a != b] == [], backend
     if lowercase if strip_accents is None else strip_accents:  # accents stripped
         assert expected[0][0] == [vocabulary.index("café")]
+
+
+@pytest.mark.parametrize("lowercase, strip_accents", [(True, None), (False, None), (True, False), (False, True)])
+def test_normalized_added_tokens_match_through_what_the_normalizer_drops_as_transformers(lowercase, strip_accents):
+    """HF matches a normalized token in the text its normalizer leaves: control and format characters
+    (U+200B, U+0000, U+FFFD) dropped, whitespace a space, decomposed accents stripped. "[NE\u200bW]",
+    "[N\u0301EW]" and "a\tb" were split by the WordPiece rules, "ca\u200bfé" read as "cafe", and
+    "cafe\u0301" matched "café" with the stripped mark inside its offsets (HF's end before it)."""
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "x", "[", "]", "new", "cafe", "中", "文", "a", "b"]
+    hf = transformers.BertTokenizerFast(vocab=dict((w, i) for i, w in enumerate(words)), do_lower_case=lowercase,
+                                        strip_accents=strip_accents)
+    hf.add_tokens([tokenizers.AddedToken(token, normalized=True) for token in ("[NEW]", "café", "中文", "a b")])
+    added = json.loads(hf.backend_tokenizer.to_str())["added_tokens"]
+    vocabulary = words + [entry["content"] for entry in added if entry["id"] >= len(words)]
+    texts = ["[N\u0301EW]", "[NE\u200bW]", "\u200b[NEW]\u200b", "[NEW]\u0301", "\u0301[NEW]", "cafe\u0301 x",
+             "CAFE\u0301x", "ca\u200bfé", "中文", "中\u200b文", "a\tb", "a b", "a\u00a0b", "a\u3000b", "[N\x00EW]",
+             "[N\ufffdEW]", "[N\U000e0001EW]", "[n\u0300\u0301ew]", "x [ne\u00adw] x", "\u200b", "e\u0301"]
+    expected = [_hf_tokens(hf, text) for text in texts]
+    for backend in ("tf_text", "core"):
+        ours = BertTokenizer(vocabulary=vocabulary, lowercase=lowercase, strip_accents=strip_accents,
+                             added_tokens=added, backend=backend, max_input_chars_per_word=100)
+        got = _our_tokens(ours, texts)
+        assert [(text, a, b) for text, a, b in zip(texts, got, expected) if a != b] == [], backend
+    assert expected[1][0] == [vocabulary.index("[NEW]")]  # the case the test is about, in every rule
 
 
 def test_added_token_not_in_vocabulary_is_refused_by_name():
