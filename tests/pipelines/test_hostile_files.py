@@ -345,3 +345,15 @@ def test_crlf_a_quoted_line_break_and_a_byte_order_mark_together_are_read_as_wri
     examples = read_text_file(path)
     assert [(e.text, e.label, e.source.rsplit(":", 1)[1]) for e in examples] == [
         ("first line\r\nsecond line", "pos", "2"), ("bad film", "neg", "4")]
+
+
+@pytest.mark.parametrize("end", ["\r", "\r\n"])
+def test_a_conll_file_of_cr_line_ends_is_read_word_by_word(tmp_path, end):
+    """A CoNLL file with lone CR line ends (classic Mac, some exports) was read as one line: one
+    sentence of one word, 'EU', tagged with the last line's 'B-PER', every other word dropped
+    without a word → each CR ends a line, as CRLF and LF do, and lines are numbered by it."""
+    from pipelines.datasets.conll import read_conll
+
+    path = _write(tmp_path / "mac.conll", end.join(["EU NNP B-ORG", "rejects VBZ O", "", "Peter NNP B-PER", ""]))
+    assert [(s.words, s.tags, s.source.rsplit(":", 1)[1]) for s in read_conll(path)] == [
+        (["EU", "rejects"], ["B-ORG", "O"], "1"), (["Peter"], ["B-PER"], "4")]
