@@ -207,7 +207,7 @@ def decode_text(data, name, encoding="utf-8", *, error=None):
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as bad:
-        line = data.count(b"\n", 0, bad.start) + 1
+        line, _ = line_position(data, bad.start)
         byte = data[bad.start:bad.start + 1].hex()
         code_page = legacy_code_page(data)
         examples = '"cp949"' if code_page == "cp949" else '"latin-1", "cp1252", ...'
@@ -231,14 +231,27 @@ def nul_message(name, text, offset):
     >>> print(nul_message("f.csv", "text,label\ngood\0film,pos\n", 15))
     f.csv:2:5: a NUL byte (0x00), 1 in the file: 'good\x00film,pos' would be read as 'goodfilm,pos' (the tokenizer drops it); the file may be damaged: check it, or remove the NUL bytes (tr -d '\000' < FILE > FILE.clean).
     """
-    line_start = text.rfind("\n", 0, offset) + 1
-    line_end = text.find("\n", offset)
-    line_end = len(text) if line_end < 0 else line_end
-    shown = text[max(line_start, offset - 30):min(line_end, offset + 30)].rstrip("\r")
-    return (f"{name}:{text.count(chr(10), 0, offset) + 1}:{offset - line_start + 1}: a NUL byte (0x00), "
+    line, line_start = line_position(text, offset)
+    line_end = min([end for end in (text.find("\n", offset), text.find("\r", offset)) if end >= 0] or [len(text)])
+    shown = text[max(line_start, offset - 30):min(line_end, offset + 30)]
+    return (f"{name}:{line}:{offset - line_start + 1}: a NUL byte (0x00), "
             f"{text.count(chr(0))} in the file: {shown!r} would be read as {shown.replace(chr(0), '')!r} (the "
             "tokenizer drops it); the file may be damaged: check it, or remove the NUL bytes "
             "(tr -d '\\000' < FILE > FILE.clean).")
+
+
+def line_position(text, offset):
+    r"""`(line, start)`: the line (from 1) of `text` (a str or bytes) that `offset` is in, and the
+    offset its line starts at. Lines end as `open()` and `--input FILE` read them: at LF, CRLF or a
+    lone CR (counting LF alone named line 1 for every byte of a file of CR line ends).
+
+    Example:
+        >>> line_position("a\rb\r\nc\nd", 7), line_position(b"a\rb\r\nc", 5)
+        ((4, 7), (3, 5))
+    """
+    lf, cr = ("\n", "\r") if isinstance(text, str) else (b"\n", b"\r")
+    line = text.count(lf, 0, offset) + text.count(cr, 0, offset) - text.count(cr + lf, 0, offset) + 1
+    return line, max(text.rfind(lf, 0, offset), text.rfind(cr, 0, offset)) + 1
 
 
 # Leading bytes of the compressed files and archives a data file is mistaken for (`train.tsv.gz`, a

@@ -357,3 +357,20 @@ def test_a_conll_file_of_cr_line_ends_is_read_word_by_word(tmp_path, end):
     path = _write(tmp_path / "mac.conll", end.join(["EU NNP B-ORG", "rejects VBZ O", "", "Peter NNP B-PER", ""]))
     assert [(s.words, s.tags, s.source.rsplit(":", 1)[1]) for s in read_conll(path)] == [
         (["EU", "rejects"], ["B-ORG", "O"], "1"), (["Peter"], ["B-PER"], "4")]
+
+
+def test_a_bad_byte_or_a_nul_in_a_file_of_cr_line_ends_names_its_own_line(tmp_path):
+    """Lines were counted at LF alone: every bad byte of a file of lone CR line ends was on "line 1",
+    though the reader (and `--input FILE`) reads each CR as a line end → counted as they are read."""
+    from pipelines.datasets.conll import ConllFormatError, read_conll
+
+    korean = _write(tmp_path / "cp949.csv", "text,label\rgood,pos\r좋은,neg\r".encode("cp949"))
+    with pytest.raises(TextFileError, match=r"cp949.csv:3: byte 0xc1 is not valid utf-8 .*iconv -f cp949"):
+        read_text_file(korean)
+    nul = _write(tmp_path / "nul.csv", "text,label\r\ngood,pos\rbad\x00film,neg\rfine,pos\r")
+    with pytest.raises(TextFileError, match=r"nul.csv:3:4: a NUL byte \(0x00\), 1 in the file: 'bad\\x00film,neg' "
+                                            r"would be read as 'badfilm,neg'"):
+        read_text_file(nul)
+    conll = _write(tmp_path / "mac.conll", "EU B-ORG\rrejects O\r\rCaf\xe9 B-LOC\r".encode("latin-1"))
+    with pytest.raises(ConllFormatError, match=r"mac.conll:4: byte 0xe9 is not valid utf-8"):
+        read_conll(conll)
