@@ -57,7 +57,7 @@ import tensorflow as tf
 
 from pipelines import windowing
 from pipelines.atomic_writes import write_json
-from pipelines.datasets.text_files import decode_text_file
+from pipelines.datasets.text_files import decode_text_file, lone_surrogate
 from pipelines.tokenizer.char_offsets import byte_to_char_offsets
 from pipelines.tokenizer.combining_marks import extend_over_marks
 
@@ -142,7 +142,8 @@ def read_squad_json(path_or_obj, *, is_training, version="auto", on_mismatch="er
             answers that contradict `is_impossible`, or a value of the wrong
             kind (named by its JSON path): an id that is not a string or int
             (an int id becomes its string), an `answer_start` that is not an
-            int or ASCII digits, an `is_impossible` that is not true/false.
+            int or ASCII digits, an `is_impossible` that is not true/false, a
+            string holding half of a surrogate pair (`text_files.lone_surrogate`).
     """
     if isinstance(path_or_obj, dict):
         source, dataset = "<SQuAD dict>", path_or_obj
@@ -364,6 +365,13 @@ def _check_record_fields(record, source, location=None):
         if isinstance(start, bool) or not (isinstance(start, int) or isinstance(start, str)
                                            and re.fullmatch(r"-?[0-9]+", start)):
             raise SquadFormatError(f"{where}: answers[{i}] has no integer 'answer_start' (got {start!r})")
+    # Half of a surrogate pair ("\ud83d" alone) is no text: TensorFlow refused it later, naming nothing.
+    strings = [("id", qid), ("question", record["question"]), ("context", record["context"])]
+    strings += [(f"answers[{i}]['text']", answer["text"]) for i, answer in enumerate(record["answers"])]
+    problem = next(filter(None, (lone_surrogate(where, field, value) for field, value in strings
+                                 if isinstance(value, str))), None)
+    if problem:
+        raise SquadFormatError(problem)
 
 
 def _answer_mismatch(context, answers):

@@ -120,7 +120,7 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
             the iconv command; a gzip / zip / bzip2 / xz / zstd file: the message says to
             decompress it), a NUL byte (line and column named too: the tokenizer
             would drop it, joining the words around it), an empty or whitespace-only text or one that is
-            no string, an empty label, a class label that is a
+            no string, a JSON string holding half of a surrogate pair (`lone_surrogate`), an empty label, a class label that is a
             fractional number or a number written two ways, or (regression) a
             label that is no finite number; each names the file and line.
     """
@@ -358,12 +358,38 @@ def iconv_advice(wide_encoding):
     return f"iconv -f {wide_encoding} -t UTF-8 FILE > FILE.utf8"
 
 
+def lone_surrogate(where, field, text):
+    r"""What is wrong with a string read from JSON that holds half of a UTF-16 surrogate pair (an
+    escape such as `"\ud83d"` without its partner: a JSON writer that cut an emoji in two), or None.
+
+    Such a string is no Unicode text: TensorFlow refused it far from the file ("Error converting
+    unicode string while converting Python sequence to Tensor"), and a label of one could not be
+    written to labels.txt. A file's bytes never hold one (they are decoded as UTF-8); a JSON escape does.
+
+    Example:
+        >>> print(lone_surrogate("f.jsonl:2", "text", "good \ud83d film"))
+        f.jsonl:2: field 'text': character 6 is \ud83d, half of a UTF-16 surrogate pair (a JSON escape of no character: an emoji cut in two?); write the character itself, or both escapes of its pair
+        >>> lone_surrogate("f.jsonl:2", "text", "good \U0001f600 film") is None  # a whole character
+        True
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as bad:
+        return (f"{where}: field {field!r}: character {bad.start + 1} is \\u{ord(text[bad.start]):04x}, half of a "
+                "UTF-16 surrogate pair (a JSON escape of no character: an emoji cut in two?); write the character "
+                "itself, or both escapes of its pair")
+    return None
+
+
 def _text_field(row, column, source):
     """A text cell: a string with at least one token (`pipelines.tokenizer.tokenless`)."""
     text = row[column]
     if not isinstance(text, str):
         shown = "null" if text is None else f"{type(text).__name__} {json.dumps(text)[:40]}"
         raise TextFileError(f"{source}: field {column!r} is {shown}, not a text (a JSON string).")
+    surrogate = lone_surrogate(source, column, text)
+    if surrogate:
+        raise TextFileError(surrogate)
     if has_no_token(text):
         raise TextFileError(f"{source}: field {column!r} is empty (no characters other than "
                             "whitespace or control characters: no token); remove the row or give it "
@@ -386,6 +412,9 @@ def _label_field(row, column, source, regression):
     label = "" if label is None else str(label).strip()
     if not label:
         raise TextFileError(f"{source}: empty label.")
+    surrogate = lone_surrogate(source, column, label)
+    if surrogate:
+        raise TextFileError(surrogate)
     if not regression:
         return label
     try:

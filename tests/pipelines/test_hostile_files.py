@@ -374,3 +374,29 @@ def test_a_bad_byte_or_a_nul_in_a_file_of_cr_line_ends_names_its_own_line(tmp_pa
     conll = _write(tmp_path / "mac.conll", "EU B-ORG\rrejects O\r\rCaf\xe9 B-LOC\r".encode("latin-1"))
     with pytest.raises(ConllFormatError, match=r"mac.conll:4: byte 0xe9 is not valid utf-8"):
         read_conll(conll)
+
+
+def test_half_a_surrogate_pair_in_a_json_string_is_named_by_file_line_and_field(tmp_path):
+    """A JSON escape of half a surrogate pair ("\\ud83d" alone: an emoji cut in two) was read as text;
+    TensorFlow refused it later with "Error converting unicode string while converting Python
+    sequence to Tensor", naming no file, line or field (and a label of one could not be saved)."""
+    from pipelines.datasets.squad import SquadFormatError, read_squad_json
+
+    path = _write(tmp_path / "rows.jsonl", '{"text": "good film", "label": "pos"}\n'
+                                           '{"text": "great \\ud83d film", "label": "pos"}\n')
+    with pytest.raises(TextFileError, match=r"rows.jsonl:2: field 'text': character 7 is \\ud83d, half of a UTF-16 "
+                                            r"surrogate pair .*write the character itself"):
+        read_text_file(path)
+    path = _write(tmp_path / "labels.jsonl", '{"text": "good film", "label": "\\udc00"}\n')
+    with pytest.raises(TextFileError, match=r"labels.jsonl:1: field 'label': character 1 is \\udc00"):
+        read_text_file(path)
+    whole = _write(tmp_path / "emoji.jsonl", '{"text": "great \\ud83d\\ude00 film", "label": "pos"}\n'
+                                             '{"text": "bad", "label": "neg"}\n')
+    assert read_text_file(whole)[0].text == "great \U0001f600 film"
+    squad = _write(tmp_path / "dev.json", '{"data": [{"title": "t", "paragraphs": [{"context": "Ann ran \\ud83d.", '
+                                          '"qas": [{"id": "q1", "question": "Who?", "answers": '
+                                          '[{"text": "Ann", "answer_start": 0}]}]}]}]}')
+    with pytest.raises(SquadFormatError, match=r"dev.json: data\[0\]\[\"paragraphs\"\]\[0\]\[\"qas\"\]\[0\] \(id 'q1'\): "
+                                               r"field 'context': character 9 is \\ud83d"):
+        read_squad_json(squad, is_training=False)
+
