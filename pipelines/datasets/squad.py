@@ -156,6 +156,8 @@ def read_squad_json(path_or_obj, *, is_training, version="auto", on_mismatch="er
             dataset = json.loads(text)
         except json.JSONDecodeError as e:
             raise SquadFormatError(f"{source}: not valid JSON ({e}).") from None
+        except ValueError as e:  # a number of thousands of digits: Python's int limit, raised bare
+            raise SquadFormatError(f"{source}: not valid JSON: a number too long to read ({e}).") from None
     if not isinstance(dataset, dict) or not isinstance(dataset.get("data"), list):
         raise SquadFormatError(f'{source}: no "data" list; not a SQuAD file.')
     _check_version_argument(version)
@@ -361,10 +363,12 @@ def _check_record_fields(record, source, location=None):
         if not isinstance(answer.get("text"), str):
             raise SquadFormatError(f"{where}: answers[{i}] has no string 'text' (got {answer.get('text')!r})")
         start = answer.get("answer_start")
-        # An int, or a string of ASCII digits ("²".isdigit() is true, but int("²") fails).
+        # An int, or a string of ASCII digits ("²".isdigit() is true, but int("²") fails); at most 18
+        # of them: int() of thousands stopped on Python's digit limit, naming nothing.
         if isinstance(start, bool) or not (isinstance(start, int) or isinstance(start, str)
-                                           and re.fullmatch(r"-?[0-9]+", start)):
-            raise SquadFormatError(f"{where}: answers[{i}] has no integer 'answer_start' (got {start!r})")
+                                           and re.fullmatch(r"-?[0-9]{1,18}", start)):
+            shown = repr(start) if len(repr(start)) <= 40 else f"{repr(start)[:40]}... ({len(str(start))} characters)"
+            raise SquadFormatError(f"{where}: answers[{i}] has no integer 'answer_start' (got {shown})")
     # Half of a surrogate pair ("\ud83d" alone) is no text: TensorFlow refused it later, naming nothing.
     strings = [("id", qid), ("question", record["question"]), ("context", record["context"])]
     strings += [(f"answers[{i}]['text']", answer["text"]) for i, answer in enumerate(record["answers"])]

@@ -722,10 +722,10 @@ def _refuse_squad_file(text, path):
         if not (isinstance(row, dict) and "data" in row):
             return  # an ordinary JSON Lines row
         dataset = row
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON (or a number too long to read, a bare ValueError)
         try:
             dataset = json.loads(text)  # an indented file: one object over many lines
-        except json.JSONDecodeError:
+        except ValueError:
             return  # the reader names the bad line
     articles = dataset.get("data") if isinstance(dataset, dict) else None
     if not (isinstance(articles, list) and articles and isinstance(articles[0], dict)
@@ -755,6 +755,8 @@ def _jsonl_rows(f, path, file_format):
             row = json.loads(text, object_pairs_hook=_object_of_unique_keys)
         except json.JSONDecodeError as e:
             raise TextFileError(f"{path}:{line}: not valid JSON ({e}).") from None
+        except ValueError as e:  # a number of thousands of digits: Python's int limit, raised bare
+            raise TextFileError(f"{path}:{line}: not valid JSON: a number too long to read ({e}).") from None
         except _RepeatedKey as e:
             raise TextFileError(f"{path}:{line}: the object names {e.args[0]!r} twice; give each field "
                                 "its own name.") from None

@@ -400,3 +400,26 @@ def test_half_a_surrogate_pair_in_a_json_string_is_named_by_file_line_and_field(
                                                r"field 'context': character 9 is \\ud83d"):
         read_squad_json(squad, is_training=False)
 
+
+def test_a_json_number_of_thousands_of_digits_is_named_not_a_python_int_limit(tmp_path):
+    """Python's json reads a number of over 4,300 digits with a bare ValueError ("Exceeds the limit
+    (4300 digits) for integer string conversion"), and int() of a SQuAD answer_start string of as
+    many did the same: the message named no file or line."""
+    from pipelines.datasets.squad import SquadFormatError, read_squad_json
+
+    for content in ['{"text": "good", "label": ' + "9" * 5000 + "}\n",
+                    '{"text": "good", "label": "pos"}\n{"text": "bad", "label": ' + "9" * 5000 + "}\n"]:
+        path = _write(tmp_path / "rows.jsonl", content)
+        with pytest.raises(TextFileError, match=r"rows.jsonl:\d: not valid JSON: a number too long to read"):
+            read_text_file(path)
+
+    def squad(start):
+        return ('{"data": [{"title": "t", "paragraphs": [{"context": "Ann ran.", "qas": [{"id": "q1", '
+                f'"question": "Who?", "answers": [{{"text": "Ann", "answer_start": {start}}}]}}]}}]}}]}}')
+
+    with pytest.raises(SquadFormatError, match=r"dev.json: not valid JSON: a number too long to read"):
+        read_squad_json(_write(tmp_path / "dev.json", squad("9" * 5000)), is_training=False)
+    with pytest.raises(SquadFormatError, match=r"answers\[0\] has no integer 'answer_start' \(got '99999.*\(5000 characters\)\)"):
+        read_squad_json(_write(tmp_path / "dev.json", squad('"' + "9" * 5000 + '"')), is_training=False)
+    assert read_squad_json(_write(tmp_path / "dev.json", squad('"0"')),
+                           is_training=False)[0].answers == [{"text": "Ann", "answer_start": 0}]
