@@ -195,3 +195,32 @@ def test_tfds_dataset_by_name():
         assert corpus.files == ["tfds:imdb_reviews/train"]
         with pytest.raises(CorpusError, match="no text field 'body'"):
             read_corpus("tfds:imdb_reviews", tfds_text_field="body")
+
+
+def test_a_corpus_of_cr_line_ends_is_read_line_by_line(tmp_path):
+    """A corpus with lone CR line ends (classic Mac, some exports) was one line: one sentence, one
+    document, cut at the sequence length when instances were built (every other word lost, without
+    a word) → a CR ends a line, as open() reads text; LF and CRLF files read as before."""
+    mac = write(tmp_path / "mac.txt", b"One a.\rTwo a.\r\rOne b.\rTwo b.\r")
+    assert list(read_corpus(mac).documents()) == [["One a.", "Two a."], ["One b.", "Two b."]]
+    assert list(read_corpus(mac, format="lines").documents()) == [["One a."], ["Two a."], ["One b."], ["Two b."]]
+    windows = write(tmp_path / "windows.txt", b"One a.\r\nTwo a.\r\r\n\r\nOne b.\r\n")
+    assert list(read_corpus(windows).documents()) == [["One a.", "Two a."], ["One b."]]
+
+
+def test_a_cr_inside_a_line_stops_the_streaming_readers_naming_file_and_line(tmp_path):
+    """TensorFlow's TextLineDataset (what `bert-keras vocab` counts and dynamic pretraining streams)
+    drops every CR of a line: 'cat\\rdog' was counted as the word 'catdog', and a file of CR line ends
+    as one line of glued words → the strict pass before them names the file and line."""
+    from pipelines.tokenizer.corpus_words import count_corpus_words
+
+    write(tmp_path / "fine.txt", b"One cat.\r\nTwo dogs.\r\n")
+    assert count_corpus_words([str(tmp_path / "fine.txt")])["cat"] == 1
+    mac = write(tmp_path / "mac.txt", b"One cat.\nA cat\rdog sat.\n")
+    for read in (count_corpus_words, corpus_lib.check_text_files):
+        with pytest.raises(CorpusError, match=r"mac.txt, line 2: a carriage return \(\\r\) inside the line "
+                                              r"\(b'A cat\\rdog sat.'\); TensorFlow's line reader drops it.*tr '\\r'"):
+            read([mac])
+    wide = write(tmp_path / "wide.txt", "One cat.\r\nTwo dogs.\r\n".encode("utf-16-le"))
+    with pytest.raises(CorpusError, match=r"wide.txt: the file is UTF-16LE: .*iconv -f UTF-16LE"):
+        corpus_lib.check_text_files(wide)
