@@ -335,21 +335,25 @@ def _lf_lines(path: str) -> Iterator[bytes]:
 def _not_utf8(path, line_number, raw, error, advice):
     """The `CorpusError` of a line that is not UTF-8: file, line, the bytes around it, `advice`
     (or, for a UTF-16 / UTF-32 file, the iconv command that saves it as UTF-8)."""
-    from pipelines.datasets.text_files import iconv_advice, legacy_code_page, wide_unicode_encoding
+    from pipelines.datasets.text_files import compressed_format, iconv_advice, legacy_code_page, wide_unicode_encoding
 
-    packed = " The file is gzip-compressed: gunzip it first." if raw.startswith(b"\x1f\x8b") else ""
+    # A compressed file or archive (its magic at the file's start): no advice to convert its bytes
+    # (it said "gunzip it first" and then to iconv it from cp1252; a zip, bzip2 or xz file got the latter alone).
+    packed = compressed_format(_head(path) if line_number > 1 else raw)
     wide = wide_unicode_encoding(_head(path) if line_number > 1 else raw)  # later lines start mid-character
-    if wide:
+    if packed:
+        advice = f"The file is {packed[0]}, not text: {packed[1]} and give the file inside."
+    elif wide:
         advice = f"The file is {wide}: save it as UTF-8 ({iconv_advice(wide)})."
-    elif not packed and _cut_inside_a_character(path, line_number, raw):
+    elif _cut_inside_a_character(path, line_number, raw):
         advice = ("The file is UTF-8 cut inside a character (at the first line's start or the last line's end: "
                   "a file split by bytes, split -b or head -c): split it by lines (split -l, head -n), or remove "
                   "the broken character.")
-    elif not packed and legacy_code_page(raw) == "cp949":  # U+FFFD for every syllable, or cp1252 mojibake
+    elif legacy_code_page(raw) == "cp949":  # U+FFFD for every syllable, or cp1252 mojibake
         advice = ("The line reads as Korean in cp949 (EUC-KR): save the file as UTF-8 "
                   "(iconv -f cp949 -t utf-8 FILE > FILE.utf8).")
     return CorpusError(f"{path}, line {line_number}: not valid UTF-8 ({error.reason} at byte {error.start} of the "
-                       f"line: {raw[max(0, error.start - 20):error.start + 20]!r}).{packed} {advice}")
+                       f"line: {raw[max(0, error.start - 20):error.start + 20]!r}). {advice}")
 
 
 def _cut_inside_a_character(path: str, line_number: int, raw: bytes) -> bool:

@@ -127,8 +127,9 @@ def test_vocabulary_counting_refuses_bytes_that_are_not_utf8(tmp_path):
         count_corpus_words([korean])
     packed = tmp_path / "corpus.txt.gz"
     packed.write_bytes(gzip.compress(b"One sentence.\n"))
-    with pytest.raises(CorpusError, match=r"corpus.txt.gz, line 1: .*gzip-compressed: gunzip it first"):
-        count_corpus_words([str(packed)])
+    with pytest.raises(CorpusError, match=r"corpus.txt.gz, line 1: .*The file is gzip-compressed, not text: "
+                                          r"decompress it \(gunzip -k FILE\) and give the file inside\.$"):
+        count_corpus_words([str(packed)])  # not also told to iconv it from cp1252
     assert count_corpus_words([write(tmp_path / "ok.txt", "café naïve\n".encode())], lowercase=False)["café"] == 1
 
 
@@ -224,3 +225,20 @@ def test_a_cr_inside_a_line_stops_the_streaming_readers_naming_file_and_line(tmp
     wide = write(tmp_path / "wide.txt", "One cat.\r\nTwo dogs.\r\n".encode("utf-16-le"))
     with pytest.raises(CorpusError, match=r"wide.txt: the file is UTF-16LE: .*iconv -f UTF-16LE"):
         corpus_lib.check_text_files(wide)
+
+
+def test_a_compressed_corpus_is_named_as_such_not_told_to_convert_from_cp1252(tmp_path):
+    """A bzip2 / xz / zip corpus (its first line valid UTF-8: "BZh91AY&SY") was told only to convert
+    its bytes from cp1252, and a gzip one that too, after "gunzip it first" → what the file is and
+    how to decompress it, as the task-file readers say (`text_files.compressed_format`)."""
+    import bz2
+    import lzma
+
+    for name, data, what in (("c.txt.bz2", bz2.compress(b"One sentence.\n" * 50), "bzip2-compressed"),
+                             ("c.txt.xz", lzma.compress(b"One sentence.\n" * 50), "xz-compressed")):
+        path = write(tmp_path / name, data)
+        for read in (read_corpus, corpus_lib.check_text_files):
+            with pytest.raises(CorpusError, match=rf"{name}, line \d+: not valid UTF-8 .*The file is {what}, not text: "
+                                                  r"decompress it") as refused:
+                read(path)
+            assert "iconv" not in str(refused.value)
