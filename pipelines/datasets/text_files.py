@@ -13,7 +13,8 @@ file, the line and the value. With `regression=True` labels are floats.
 Nothing is dropped silently: blank lines are skipped and counted in the log;
 any other bad line is an error naming the file and line: an empty or
 whitespace-only text (the rule of training, the Python API and the server), a
-text that is not a string (JSONL `null`, a number, a list), a class label that
+text that is not a string (JSONL `null`, a number, a list) or holds half of a
+surrogate pair (a lone `\\ud83d` escape: `lone_surrogate`), a class label that
 is a number with a fraction or the same number written twice ("1" and "1.0":
 use `regression=True`), a regression target that is not a finite number, a
 byte that is not in the file's encoding (UTF-8 by default; a byte order mark,
