@@ -376,6 +376,13 @@ def _check_record_fields(record, source, location=None):
                                  if isinstance(value, str))), None)
     if problem:
         raise SquadFormatError(problem)
+    # A "\u0000" escape (the raw byte is refused when the file is decoded): the tokenizer drops it.
+    field, value = next(((field, value) for field, value in strings if isinstance(value, str) and "\0" in value),
+                        (None, None))
+    if field is not None:
+        raise SquadFormatError(f"{where}: field {field!r}: a NUL character (\\u0000) at character "
+                               f"{value.index(chr(0)) + 1} (the tokenizer drops it, joining the words around it); "
+                               "remove it")
 
 
 def _answer_mismatch(context, answers):

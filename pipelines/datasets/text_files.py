@@ -18,7 +18,8 @@ surrogate pair (a lone `\\ud83d` escape: `lone_surrogate`), a class label that
 is a number with a fraction or the same number written twice ("1" and "1.0":
 use `regression=True`), a regression target that is not a finite number, a
 byte that is not in the file's encoding (UTF-8 by default; a byte order mark,
-as Excel writes, is ignored), a NUL byte (line and column too), a CSV / TSV
+as Excel writes, is ignored), a NUL byte (line and column too; a JSON `\\u0000`
+escape: the field), a CSV / TSV
 header of more than `MAX_COLUMNS` columns. Label files follow `pipelines.label_names`.
 
 Example:
@@ -395,6 +396,10 @@ def _text_field(row, column, source):
         raise TextFileError(f"{source}: field {column!r} is empty (no characters other than "
                             "whitespace or control characters: no token); remove the row or give it "
                             "a text.")
+    if "\0" in text:  # a JSON "\u0000" escape: the raw byte is refused when the file is decoded
+        raise TextFileError(f"{source}: field {column!r}: a NUL character (\\u0000) at character "
+                            f"{text.index(chr(0)) + 1}: {text[:60]!r} would be read as {text[:60].replace(chr(0), '')!r} "
+                            "(the tokenizer drops it); remove it")
     return text
 
 

@@ -423,3 +423,20 @@ def test_a_json_number_of_thousands_of_digits_is_named_not_a_python_int_limit(tm
         read_squad_json(_write(tmp_path / "dev.json", squad('"' + "9" * 5000 + '"')), is_training=False)
     assert read_squad_json(_write(tmp_path / "dev.json", squad('"0"')),
                            is_training=False)[0].answers == [{"text": "Ann", "answer_start": 0}]
+
+
+def test_a_nul_written_as_a_json_escape_is_named_as_the_raw_byte_is(tmp_path):
+    """"good\\u0000film" in JSON was read as text: the tokenizer drops the NUL and trained on
+    "goodfilm", where the raw byte is refused naming file, line and column → refused naming the field."""
+    from pipelines.datasets.squad import SquadFormatError, read_squad_json
+
+    path = _write(tmp_path / "rows.jsonl", '{"text": "good\\u0000film", "label": "pos"}\n')
+    with pytest.raises(TextFileError, match=r"rows.jsonl:1: field 'text': a NUL character \(\\u0000\) at character 5: "
+                                            r"'good\\x00film' would be read as 'goodfilm'"):
+        read_text_file(path)
+    squad = _write(tmp_path / "dev.json", '{"data": [{"title": "t", "paragraphs": [{"context": "Ann ran.", '
+                                          '"qas": [{"id": "q1", "question": "Who\\u0000?", "answers": '
+                                          '[{"text": "Ann", "answer_start": 0}]}]}]}]}')
+    with pytest.raises(SquadFormatError, match=r"dev.json: .*\(id 'q1'\): field 'question': a NUL character "
+                                               r"\(\\u0000\) at character 4"):
+        read_squad_json(squad, is_training=False)
