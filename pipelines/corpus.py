@@ -16,6 +16,10 @@ Rules the readers share, whatever the layout:
 
 - Every file starts a new document (the original let a document run on into
   the next file when no blank line separated them).
+- A line ends at LF, CRLF or a lone CR (`file_lines`), as `open()` reads text.
+  TensorFlow's `TextLineDataset` (`file_documents`, the vocabulary's word
+  counts) drops a CR instead, joining two words: `check_text_files`, the
+  strict pass before those, refuses a CR inside a line, naming file and line.
 - Text must be UTF-8. With `decode_errors="strict"` (default) a bad byte is an
   error naming the file and line; with `"replace"` bad bytes become U+FFFD
   and the corpus counts the lines and remembers where the first ones were, so
@@ -280,21 +284,24 @@ def check_text_files(patterns: Union[str, Sequence[str]]) -> int:
         The number of lines that hold a token.
 
     Raises:
-        CorpusError: a pattern matches nothing, a line is not UTF-8 (file and line named), or
-            the files hold no text.
+        CorpusError: a pattern matches nothing, a line is not UTF-8 or holds a carriage return
+            (TensorFlow's line reader drops it, joining two words; file and line named), or the
+            files hold no text.
     """
     from pipelines.tokenizer.tokenless import has_no_token
 
     files = list_files(patterns)
     lines = 0
     for path in files:
-        for number, raw in enumerate(_raw_lines(path), 1):
+        for number, raw in enumerate(_lf_lines(path), 1):
             if raw.strip():
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as error:
                     raise _not_utf8(path, number, raw, error,
                                     "Save the file as UTF-8 (iconv -f cp1252 -t utf-8 FILE > FILE.utf8).") from None
+                if "\r" in line:  # TensorFlow's line reader drops a CR: 'one\rtwo' was counted as 'onetwo'
+                    _refuse_carriage_return(path, number, raw)
                 lines += not has_no_token(line)
     if not lines:
         shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
@@ -303,24 +310,50 @@ def check_text_files(patterns: Union[str, Sequence[str]]) -> int:
     return lines
 
 
+def _refuse_carriage_return(path, number, raw):
+    """The `CorpusError` of a line (as TensorFlow splits lines: at LF) that holds a CR."""
+    from pipelines.datasets.text_files import iconv_advice, wide_unicode_encoding
+
+    wide = wide_unicode_encoding(_head(path))  # its CRLF line ends are CR, NUL, LF, NUL
+    if wide:
+        raise CorpusError(f"{path}: the file is {wide}: save it as UTF-8 ({iconv_advice(wide)}).")
+    raise CorpusError(
+        f"{path}, line {number}: a carriage return (\\r) inside the line ({raw[:60]!r}); TensorFlow's line reader "
+        "drops it, joining the words on either side. A file of CR line ends: convert it "
+        "(tr '\\r' '\\n' < FILE > FILE.txt); stray ones: make them spaces (tr '\\r' ' ').")
+
+
+def _lf_lines(path: str) -> Iterator[bytes]:
+    """The lines of a file as TensorFlow's `TextLineDataset` splits them (at LF), without their
+    LF or CRLF end."""
+    opener = open if "://" not in path else tf.io.gfile.GFile
+    with opener(path, "rb") as f:
+        for raw in f:
+            yield raw.rstrip(b"\r\n")
+
+
 def _not_utf8(path, line_number, raw, error, advice):
     """The `CorpusError` of a line that is not UTF-8: file, line, the bytes around it, `advice`
     (or, for a UTF-16 / UTF-32 file, the iconv command that saves it as UTF-8)."""
-    from pipelines.datasets.text_files import iconv_advice, legacy_code_page, wide_unicode_encoding
+    from pipelines.datasets.text_files import compressed_format, iconv_advice, legacy_code_page, wide_unicode_encoding
 
-    packed = " The file is gzip-compressed: gunzip it first." if raw.startswith(b"\x1f\x8b") else ""
+    # A compressed file or archive (its magic at the file's start): no advice to convert its bytes
+    # (it said "gunzip it first" and then to iconv it from cp1252; a zip, bzip2 or xz file got the latter alone).
+    packed = compressed_format(_head(path) if line_number > 1 else raw)
     wide = wide_unicode_encoding(_head(path) if line_number > 1 else raw)  # later lines start mid-character
-    if wide:
+    if packed:
+        advice = f"The file is {packed[0]}, not text: {packed[1]} and give the file inside."
+    elif wide:
         advice = f"The file is {wide}: save it as UTF-8 ({iconv_advice(wide)})."
-    elif not packed and _cut_inside_a_character(path, line_number, raw):
+    elif _cut_inside_a_character(path, line_number, raw):
         advice = ("The file is UTF-8 cut inside a character (at the first line's start or the last line's end: "
                   "a file split by bytes, split -b or head -c): split it by lines (split -l, head -n), or remove "
                   "the broken character.")
-    elif not packed and legacy_code_page(raw) == "cp949":  # U+FFFD for every syllable, or cp1252 mojibake
+    elif legacy_code_page(raw) == "cp949":  # U+FFFD for every syllable, or cp1252 mojibake
         advice = ("The line reads as Korean in cp949 (EUC-KR): save the file as UTF-8 "
                   "(iconv -f cp949 -t utf-8 FILE > FILE.utf8).")
     return CorpusError(f"{path}, line {line_number}: not valid UTF-8 ({error.reason} at byte {error.start} of the "
-                       f"line: {raw[max(0, error.start - 20):error.start + 20]!r}).{packed} {advice}")
+                       f"line: {raw[max(0, error.start - 20):error.start + 20]!r}). {advice}")
 
 
 def _cut_inside_a_character(path: str, line_number: int, raw: bytes) -> bool:
@@ -364,11 +397,27 @@ def _head(path: str, size: int = 4096) -> bytes:
 
 
 def _raw_lines(path: str) -> Iterator[bytes]:
-    """The lines of a file as bytes, without line terminators."""
+    """The lines of a file as bytes, without line terminators (`file_lines`)."""
     opener = open if "://" not in path else tf.io.gfile.GFile
     with opener(path, "rb") as f:
-        for raw in f:
-            yield raw.rstrip(b"\r\n")
+        yield from file_lines(f)
+
+
+def file_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
+    r"""The lines of a file, without their ends, from its LF-ended chunks (iterating a binary file):
+    LF and CRLF end a line, and so does a lone CR, as `open()` reads text (classic Mac files, some
+    exports). A file of CR line ends was one line: its sentences one, its documents one, cut at
+    the sequence length when instances were built. CRs before an LF are dropped, as before.
+
+    >>> list(file_lines([b"One.\rTwo.\r\rThree.\r\n", b"Four.\r\r\n"]))
+    [b'One.', b'Two.', b'', b'Three.', b'Four.']
+    """
+    for chunk in chunks:
+        line = chunk.rstrip(b"\r\n")
+        if b"\r" in line:
+            yield from line.split(b"\r")
+        else:
+            yield line
 
 
 def read_corpus(

@@ -306,11 +306,15 @@ class CsvSpec(DatasetSpec):
         return dict(super().provenance(), regression=self.regression)
 
     def _read(self, path):
-        from pipelines.datasets.text_files import read_columns, read_text_file
+        from pipelines.datasets.text_files import decode_text_file, read_columns, read_text_file
 
         if not os.path.isfile(path):
             raise DatasetSpecError(self._not_a_file(path))
-        columns = read_columns(path)
+        columns = read_columns(path)  # best effort: a byte that is no text reads as U+FFFD (UTF-16's NULs as NULs)
+        if any("\ufffd" in column or "\0" in column for column in columns):
+            # Such a file (gzip, UTF-16, cp949) got a column error listing its bytes as the columns
+            # found: its own error (what it is, file and line) comes first.
+            decode_text_file(path)
         if not self.text_column and not self.text_b_column and self.text_pair is not False:
             # Else the first known name alone: QNLI's files were read as their "sentence", the question
             # left out without a word.

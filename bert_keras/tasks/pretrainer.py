@@ -3,7 +3,6 @@
 import json
 import logging
 import os
-import shutil
 
 import keras
 
@@ -711,12 +710,17 @@ def save_outputs(model, output_dir, vocab_file=None, tokenizer_settings=None):
     from bert_keras.checkpoints import save_pretrained
     from bert_keras.checkpoints.heads import pretrainer_heads_to_canonical
 
+    from pipelines.atomic_writes import write_bytes, write_text
+
     save_pretrained(model.encoder, os.path.join(output_dir, "encoder.keras"),
                     heads=pretrainer_heads_to_canonical(model))
-    model.encoder.config.to_json(os.path.join(output_dir, "config.json"))
+    # Atomically, as every file of the project: `to_json(path)` and `shutil.copyfile` wrote in place, so
+    # a run killed there left a truncated config.json or vocab.txt beside a whole encoder.keras.
+    write_text(os.path.join(output_dir, "config.json"), model.encoder.config.to_json())
     target = os.path.join(output_dir, "vocab.txt")
     if vocab_file and not (os.path.exists(target) and os.path.samefile(vocab_file, target)):
-        shutil.copyfile(vocab_file, target)
+        with open(vocab_file, "rb") as source:
+            write_bytes(target, source.read())
     if vocab_file and tokenizer_settings is not None:
         from pipelines.tokenizer.tokenizer_config import write_tokenizer_settings
 

@@ -169,8 +169,10 @@ def read_conll(path, *, tag_column=-1):
             words.clear()
             tags.clear()
 
-    # A bad byte or a byte order mark: the error names file and line, the mark is dropped.
-    with io.StringIO(decode_text_file(path, error=ConllFormatError)) as f:
+    # A bad byte or a byte order mark: the error names file and line, the mark is dropped. Universal
+    # line ends (newline=None): a file of lone CRs (classic Mac, some exports) read with "\n" alone was
+    # one line, its first word kept with the last line's tag and every other word dropped.
+    with io.StringIO(decode_text_file(path, error=ConllFormatError), newline=None) as f:
         for line_number, line in enumerate(f, start=1):
             columns = line.split()
             if not columns:

@@ -57,7 +57,7 @@ import tensorflow as tf
 
 from pipelines import windowing
 from pipelines.atomic_writes import write_json
-from pipelines.datasets.text_files import decode_text_file
+from pipelines.datasets.text_files import decode_text_file, lone_surrogate
 from pipelines.tokenizer.char_offsets import byte_to_char_offsets
 from pipelines.tokenizer.combining_marks import extend_over_marks
 
@@ -142,7 +142,8 @@ def read_squad_json(path_or_obj, *, is_training, version="auto", on_mismatch="er
             answers that contradict `is_impossible`, or a value of the wrong
             kind (named by its JSON path): an id that is not a string or int
             (an int id becomes its string), an `answer_start` that is not an
-            int or ASCII digits, an `is_impossible` that is not true/false.
+            int or ASCII digits, an `is_impossible` that is not true/false, a
+            string holding half of a surrogate pair (`text_files.lone_surrogate`).
     """
     if isinstance(path_or_obj, dict):
         source, dataset = "<SQuAD dict>", path_or_obj
@@ -155,6 +156,8 @@ def read_squad_json(path_or_obj, *, is_training, version="auto", on_mismatch="er
             dataset = json.loads(text)
         except json.JSONDecodeError as e:
             raise SquadFormatError(f"{source}: not valid JSON ({e}).") from None
+        except ValueError as e:  # a number of thousands of digits: Python's int limit, raised bare
+            raise SquadFormatError(f"{source}: not valid JSON: a number too long to read ({e}).") from None
     if not isinstance(dataset, dict) or not isinstance(dataset.get("data"), list):
         raise SquadFormatError(f'{source}: no "data" list; not a SQuAD file.')
     _check_version_argument(version)
@@ -360,10 +363,26 @@ def _check_record_fields(record, source, location=None):
         if not isinstance(answer.get("text"), str):
             raise SquadFormatError(f"{where}: answers[{i}] has no string 'text' (got {answer.get('text')!r})")
         start = answer.get("answer_start")
-        # An int, or a string of ASCII digits ("²".isdigit() is true, but int("²") fails).
+        # An int, or a string of ASCII digits ("²".isdigit() is true, but int("²") fails); at most 18
+        # of them: int() of thousands stopped on Python's digit limit, naming nothing.
         if isinstance(start, bool) or not (isinstance(start, int) or isinstance(start, str)
-                                           and re.fullmatch(r"-?[0-9]+", start)):
-            raise SquadFormatError(f"{where}: answers[{i}] has no integer 'answer_start' (got {start!r})")
+                                           and re.fullmatch(r"-?[0-9]{1,18}", start)):
+            shown = repr(start) if len(repr(start)) <= 40 else f"{repr(start)[:40]}... ({len(str(start))} characters)"
+            raise SquadFormatError(f"{where}: answers[{i}] has no integer 'answer_start' (got {shown})")
+    # Half of a surrogate pair ("\ud83d" alone) is no text: TensorFlow refused it later, naming nothing.
+    strings = [("id", qid), ("question", record["question"]), ("context", record["context"])]
+    strings += [(f"answers[{i}]['text']", answer["text"]) for i, answer in enumerate(record["answers"])]
+    problem = next(filter(None, (lone_surrogate(where, field, value) for field, value in strings
+                                 if isinstance(value, str))), None)
+    if problem:
+        raise SquadFormatError(problem)
+    # A "\u0000" escape (the raw byte is refused when the file is decoded): the tokenizer drops it.
+    field, value = next(((field, value) for field, value in strings if isinstance(value, str) and "\0" in value),
+                        (None, None))
+    if field is not None:
+        raise SquadFormatError(f"{where}: field {field!r}: a NUL character (\\u0000) at character "
+                               f"{value.index(chr(0)) + 1} (the tokenizer drops it, joining the words around it); "
+                               "remove it")
 
 
 def _answer_mismatch(context, answers):

@@ -13,11 +13,13 @@ file, the line and the value. With `regression=True` labels are floats.
 Nothing is dropped silently: blank lines are skipped and counted in the log;
 any other bad line is an error naming the file and line: an empty or
 whitespace-only text (the rule of training, the Python API and the server), a
-text that is not a string (JSONL `null`, a number, a list), a class label that
+text that is not a string (JSONL `null`, a number, a list) or holds half of a
+surrogate pair (a lone `\\ud83d` escape: `lone_surrogate`), a class label that
 is a number with a fraction or the same number written twice ("1" and "1.0":
 use `regression=True`), a regression target that is not a finite number, a
 byte that is not in the file's encoding (UTF-8 by default; a byte order mark,
-as Excel writes, is ignored), a NUL byte (line and column too), a CSV / TSV
+as Excel writes, is ignored), a NUL byte (line and column too; a JSON `\\u0000`
+escape: the field), a CSV / TSV
 header of more than `MAX_COLUMNS` columns. Label files follow `pipelines.label_names`.
 
 Example:
@@ -120,7 +122,7 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
             the iconv command; a gzip / zip / bzip2 / xz / zstd file: the message says to
             decompress it), a NUL byte (line and column named too: the tokenizer
             would drop it, joining the words around it), an empty or whitespace-only text or one that is
-            no string, an empty label, a class label that is a
+            no string, a JSON string holding half of a surrogate pair (`lone_surrogate`), an empty label, a class label that is a
             fractional number or a number written two ways, or (regression) a
             label that is no finite number; each names the file and line.
     """
@@ -207,7 +209,7 @@ def decode_text(data, name, encoding="utf-8", *, error=None):
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as bad:
-        line = data.count(b"\n", 0, bad.start) + 1
+        line, _ = line_position(data, bad.start)
         byte = data[bad.start:bad.start + 1].hex()
         code_page = legacy_code_page(data)
         examples = '"cp949"' if code_page == "cp949" else '"latin-1", "cp1252", ...'
@@ -231,14 +233,27 @@ def nul_message(name, text, offset):
     >>> print(nul_message("f.csv", "text,label\ngood\0film,pos\n", 15))
     f.csv:2:5: a NUL byte (0x00), 1 in the file: 'good\x00film,pos' would be read as 'goodfilm,pos' (the tokenizer drops it); the file may be damaged: check it, or remove the NUL bytes (tr -d '\000' < FILE > FILE.clean).
     """
-    line_start = text.rfind("\n", 0, offset) + 1
-    line_end = text.find("\n", offset)
-    line_end = len(text) if line_end < 0 else line_end
-    shown = text[max(line_start, offset - 30):min(line_end, offset + 30)].rstrip("\r")
-    return (f"{name}:{text.count(chr(10), 0, offset) + 1}:{offset - line_start + 1}: a NUL byte (0x00), "
+    line, line_start = line_position(text, offset)
+    line_end = min([end for end in (text.find("\n", offset), text.find("\r", offset)) if end >= 0] or [len(text)])
+    shown = text[max(line_start, offset - 30):min(line_end, offset + 30)]
+    return (f"{name}:{line}:{offset - line_start + 1}: a NUL byte (0x00), "
             f"{text.count(chr(0))} in the file: {shown!r} would be read as {shown.replace(chr(0), '')!r} (the "
             "tokenizer drops it); the file may be damaged: check it, or remove the NUL bytes "
             "(tr -d '\\000' < FILE > FILE.clean).")
+
+
+def line_position(text, offset):
+    r"""`(line, start)`: the line (from 1) of `text` (a str or bytes) that `offset` is in, and the
+    offset its line starts at. Lines end as `open()` and `--input FILE` read them: at LF, CRLF or a
+    lone CR (counting LF alone named line 1 for every byte of a file of CR line ends).
+
+    Example:
+        >>> line_position("a\rb\r\nc\nd", 7), line_position(b"a\rb\r\nc", 5)
+        ((4, 7), (3, 5))
+    """
+    lf, cr = ("\n", "\r") if isinstance(text, str) else (b"\n", b"\r")
+    line = text.count(lf, 0, offset) + text.count(cr, 0, offset) - text.count(cr + lf, 0, offset) + 1
+    return line, max(text.rfind(lf, 0, offset), text.rfind(cr, 0, offset)) + 1
 
 
 # Leading bytes of the compressed files and archives a data file is mistaken for (`train.tsv.gz`, a
@@ -345,16 +360,46 @@ def iconv_advice(wide_encoding):
     return f"iconv -f {wide_encoding} -t UTF-8 FILE > FILE.utf8"
 
 
+def lone_surrogate(where, field, text):
+    r"""What is wrong with a string read from JSON that holds half of a UTF-16 surrogate pair (an
+    escape such as `"\ud83d"` without its partner: a JSON writer that cut an emoji in two), or None.
+
+    Such a string is no Unicode text: TensorFlow refused it far from the file ("Error converting
+    unicode string while converting Python sequence to Tensor"), and a label of one could not be
+    written to labels.txt. A file's bytes never hold one (they are decoded as UTF-8); a JSON escape does.
+
+    Example:
+        >>> print(lone_surrogate("f.jsonl:2", "text", "good \ud83d film"))
+        f.jsonl:2: field 'text': character 6 is \ud83d, half of a UTF-16 surrogate pair (a JSON escape of no character: an emoji cut in two?); write the character itself, or both escapes of its pair
+        >>> lone_surrogate("f.jsonl:2", "text", "good \U0001f600 film") is None  # a whole character
+        True
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as bad:
+        return (f"{where}: field {field!r}: character {bad.start + 1} is \\u{ord(text[bad.start]):04x}, half of a "
+                "UTF-16 surrogate pair (a JSON escape of no character: an emoji cut in two?); write the character "
+                "itself, or both escapes of its pair")
+    return None
+
+
 def _text_field(row, column, source):
     """A text cell: a string with at least one token (`pipelines.tokenizer.tokenless`)."""
     text = row[column]
     if not isinstance(text, str):
         shown = "null" if text is None else f"{type(text).__name__} {json.dumps(text)[:40]}"
         raise TextFileError(f"{source}: field {column!r} is {shown}, not a text (a JSON string).")
+    surrogate = lone_surrogate(source, column, text)
+    if surrogate:
+        raise TextFileError(surrogate)
     if has_no_token(text):
         raise TextFileError(f"{source}: field {column!r} is empty (no characters other than "
                             "whitespace or control characters: no token); remove the row or give it "
                             "a text.")
+    if "\0" in text:  # a JSON "\u0000" escape: the raw byte is refused when the file is decoded
+        raise TextFileError(f"{source}: field {column!r}: a NUL character (\\u0000) at character "
+                            f"{text.index(chr(0)) + 1}: {text[:60]!r} would be read as {text[:60].replace(chr(0), '')!r} "
+                            "(the tokenizer drops it); remove it")
     return text
 
 
@@ -373,6 +418,9 @@ def _label_field(row, column, source, regression):
     label = "" if label is None else str(label).strip()
     if not label:
         raise TextFileError(f"{source}: empty label.")
+    surrogate = lone_surrogate(source, column, label)
+    if surrogate:
+        raise TextFileError(surrogate)
     if not regression:
         return label
     try:
@@ -680,10 +728,10 @@ def _refuse_squad_file(text, path):
         if not (isinstance(row, dict) and "data" in row):
             return  # an ordinary JSON Lines row
         dataset = row
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON (or a number too long to read, a bare ValueError)
         try:
             dataset = json.loads(text)  # an indented file: one object over many lines
-        except json.JSONDecodeError:
+        except ValueError:
             return  # the reader names the bad line
     articles = dataset.get("data") if isinstance(dataset, dict) else None
     if not (isinstance(articles, list) and articles and isinstance(articles[0], dict)
@@ -713,6 +761,8 @@ def _jsonl_rows(f, path, file_format):
             row = json.loads(text, object_pairs_hook=_object_of_unique_keys)
         except json.JSONDecodeError as e:
             raise TextFileError(f"{path}:{line}: not valid JSON ({e}).") from None
+        except ValueError as e:  # a number of thousands of digits: Python's int limit, raised bare
+            raise TextFileError(f"{path}:{line}: not valid JSON: a number too long to read ({e}).") from None
         except _RepeatedKey as e:
             raise TextFileError(f"{path}:{line}: the object names {e.args[0]!r} twice; give each field "
                                 "its own name.") from None

@@ -281,8 +281,7 @@ def _counters(result) -> dict:
 
 def _file_lines(path):
     with FileSystems.open(path, compression_type="uncompressed") as f:
-        for raw in f:
-            yield raw.rstrip(b"\r\n")
+        yield from corpus_lib.file_lines(f)  # as `read_corpus` splits them: a lone CR ends a line
 
 
 class _ReadDocuments(beam.DoFn):

@@ -61,8 +61,9 @@ def load_vocabulary(path: str) -> List[str]:
 
     Raises:
         FileNotFoundError: the file does not exist.
-        VocabularyError: the file is empty, is not UTF-8, has an empty line or a
-            carriage return inside a line, or lists a token twice. The message names the line(s).
+        VocabularyError: the file is empty, is not UTF-8 (a compressed, UTF-16 or cp949 file is
+            named as such), has an empty line, a NUL byte or a carriage return inside a line, or
+            lists a token twice. The message names the line(s).
     """
     path = os.fspath(path)
     if not tf.io.gfile.exists(path):
@@ -85,6 +86,15 @@ def load_vocabulary(path: str) -> List[str]:
         )
     if data.startswith(_UTF8_BOM):
         data = data[len(_UTF8_BOM) :]
+    # What the data-file readers say of such bytes: a compressed file, UTF-16 / UTF-32, cp949 Korean.
+    from pipelines.datasets.text_files import compressed_format, iconv_advice, legacy_code_page, wide_unicode_encoding
+
+    packed, wide = compressed_format(data), wide_unicode_encoding(data)
+    if packed:
+        raise VocabularyError(f"{path}: the file is {packed[0]}, not a vocab.txt; {packed[1]} and give the file inside.")
+    if wide:
+        raise VocabularyError(f"{path}: the file is {wide}; vocabulary files are UTF-8: save it as UTF-8 "
+                              f"({iconv_advice(wide)}).")
 
     raw_lines = data.split(b"\n")
     if raw_lines and raw_lines[-1] == b"":
@@ -100,10 +110,17 @@ def load_vocabulary(path: str) -> List[str]:
         try:
             token = raw.decode("utf-8")
         except UnicodeDecodeError as e:
+            korean = (" It reads as Korean in cp949 (EUC-KR): save it as UTF-8 (iconv -f cp949 -t utf-8 FILE > "
+                      "vocab.txt)." if legacy_code_page(data) == "cp949" else "")
             raise VocabularyError(
                 f"{path}, line {line_number}: not valid UTF-8 ({e.reason} at byte "
-                f"{e.start} of the line: {raw!r}). Vocabulary files must be UTF-8."
+                f"{e.start} of the line: {raw[:60]!r}). Vocabulary files must be UTF-8.{korean}"
             ) from None
+        if "\0" in token:  # a crash's tail of zeros, or binary data: a token no text can match
+            raise VocabularyError(
+                f"{path}, line {line_number}: a NUL byte (0x00) in the token {token[:40]!r}; the file may be "
+                "damaged (a crash leaves runs of NUL bytes): check it against the checkpoint's vocab.txt."
+            )
         if "\r" in token:  # else a file of \r-ended lines read as one token: "special tokens missing"
             raise VocabularyError(
                 f"{path}, line {line_number}: a carriage return (\\r) inside the line; lines end with "

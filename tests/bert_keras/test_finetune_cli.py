@@ -105,6 +105,25 @@ def test_question_pairs_are_read_as_pairs(tmp_path, options):
 
 
 
+@pytest.mark.parametrize("name, data, message", [
+    ("train.tsv.gz", None, r"train.tsv.gz: the file is gzip-compressed, not text; decompress it"),
+    ("utf16.tsv", "text\ttext_b\tlabel\na\tb\tpos\n".encode("utf-16"), r"utf16.tsv:1: the file is UTF-16"),
+    ("korean.tsv", "문장\t문장2\t라벨\n좋다\t좋아\t1\n".encode("cp949"),
+     r"korean.tsv:1: byte 0xb9 is not valid utf-8 .*iconv -f cp949")])
+def test_a_column_error_on_a_file_that_is_no_text_says_what_the_file_is(tmp_path, name, data, message):
+    """`--text-b-column b` on a gzip, UTF-16 or cp949 file: "no column 'b' for the second text; columns
+    found: ['\\x1f\\ufffd\\x08...']", its bytes read as a header → what the file is, file and line."""
+    import gzip
+
+    from pipelines.datasets.text_files import TextFileError
+    from bert_keras.tasks.named_datasets import parse_task
+
+    path = tmp_path / name
+    path.write_bytes(gzip.compress(b"text\ttext_b\tlabel\na\tb\tpos\n") if data is None else data)
+    with pytest.raises(TextFileError, match=message):
+        parse_task(f"csv:{path}", text_b_column="b").training_data()
+
+
 def test_qnli_files_are_read_as_question_sentence_pairs(tmp_path):
     # GLUE's QNLI TSV (index, question, sentence, label): read as its "sentence" alone, the question
     # silently left out, and trained as single texts.

@@ -622,3 +622,37 @@ def test_pretrain_reads_its_shapes_from_the_records(tmp_path, tiny_vocab_file, c
     assert data_shapes(records, None, None) == (32, 5)
     assert data_shapes(records, 32, None) == (32, 5) and data_shapes(records, 64, 7) == (64, 7)
     assert data_shapes(None, None, None) == (128, 20)  # a corpus (dynamic masking)
+
+
+@pytest.mark.parametrize("name", ["config.json", "vocab.txt"])
+def test_a_pretraining_runs_config_and_vocabulary_are_replaced_whole_or_not_at_all(tmp_path, tiny_vocab_file,
+                                                                                   monkeypatch, name):
+    """`save_outputs` wrote config.json (`BertConfig.to_json(path)`) and vocab.txt (`shutil.copyfile`) in
+    place: a run killed there left a truncated file beside a whole encoder.keras → atomic writes; a
+    kill before the rename (here: at the fsync before it) leaves the previous file as it was."""
+    from bert_keras import checkpoints
+    from bert_keras.tasks.pretrainer import save_outputs
+    from pipelines import atomic_writes
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.json").write_text('{"previous": true}\n')
+    (run_dir / "vocab.txt").write_text("[PAD]\nprevious\n")
+    monkeypatch.setattr(checkpoints, "save_pretrained", lambda *args, **kwargs: None)
+    fsync = atomic_writes.fsync_file
+
+    def killed_at(path):
+        if os.path.basename(path).startswith(f".{name}."):
+            raise KeyboardInterrupt("killed before the rename")
+        fsync(path)
+
+    monkeypatch.setattr(atomic_writes, "fsync_file", killed_at)
+    with pytest.raises(KeyboardInterrupt):
+        save_outputs(make_pretrainer(seed=1), str(run_dir), vocab_file=tiny_vocab_file)
+    previous = {"config.json": '{"previous": true}\n', "vocab.txt": "[PAD]\nprevious\n"}[name]
+    assert (run_dir / name).read_text() == previous
+    assert sorted(os.listdir(run_dir)) == ["config.json", "vocab.txt"]  # no temporary left
+    monkeypatch.setattr(atomic_writes, "fsync_file", fsync)
+    save_outputs(make_pretrainer(seed=1), str(run_dir), vocab_file=tiny_vocab_file)
+    assert json.loads((run_dir / "config.json").read_text())["hidden_size"] > 0
+    assert (run_dir / "vocab.txt").read_bytes() == open(tiny_vocab_file, "rb").read()

@@ -127,8 +127,9 @@ def test_vocabulary_counting_refuses_bytes_that_are_not_utf8(tmp_path):
         count_corpus_words([korean])
     packed = tmp_path / "corpus.txt.gz"
     packed.write_bytes(gzip.compress(b"One sentence.\n"))
-    with pytest.raises(CorpusError, match=r"corpus.txt.gz, line 1: .*gzip-compressed: gunzip it first"):
-        count_corpus_words([str(packed)])
+    with pytest.raises(CorpusError, match=r"corpus.txt.gz, line 1: .*The file is gzip-compressed, not text: "
+                                          r"decompress it \(gunzip -k FILE\) and give the file inside\.$"):
+        count_corpus_words([str(packed)])  # not also told to iconv it from cp1252
     assert count_corpus_words([write(tmp_path / "ok.txt", "café naïve\n".encode())], lowercase=False)["café"] == 1
 
 
@@ -195,3 +196,49 @@ def test_tfds_dataset_by_name():
         assert corpus.files == ["tfds:imdb_reviews/train"]
         with pytest.raises(CorpusError, match="no text field 'body'"):
             read_corpus("tfds:imdb_reviews", tfds_text_field="body")
+
+
+def test_a_corpus_of_cr_line_ends_is_read_line_by_line(tmp_path):
+    """A corpus with lone CR line ends (classic Mac, some exports) was one line: one sentence, one
+    document, cut at the sequence length when instances were built (every other word lost, without
+    a word) → a CR ends a line, as open() reads text; LF and CRLF files read as before."""
+    mac = write(tmp_path / "mac.txt", b"One a.\rTwo a.\r\rOne b.\rTwo b.\r")
+    assert list(read_corpus(mac).documents()) == [["One a.", "Two a."], ["One b.", "Two b."]]
+    assert list(read_corpus(mac, format="lines").documents()) == [["One a."], ["Two a."], ["One b."], ["Two b."]]
+    windows = write(tmp_path / "windows.txt", b"One a.\r\nTwo a.\r\r\n\r\nOne b.\r\n")
+    assert list(read_corpus(windows).documents()) == [["One a.", "Two a."], ["One b."]]
+
+
+def test_a_cr_inside_a_line_stops_the_streaming_readers_naming_file_and_line(tmp_path):
+    """TensorFlow's TextLineDataset (what `bert-keras vocab` counts and dynamic pretraining streams)
+    drops every CR of a line: 'cat\\rdog' was counted as the word 'catdog', and a file of CR line ends
+    as one line of glued words → the strict pass before them names the file and line."""
+    from pipelines.tokenizer.corpus_words import count_corpus_words
+
+    write(tmp_path / "fine.txt", b"One cat.\r\nTwo dogs.\r\n")
+    assert count_corpus_words([str(tmp_path / "fine.txt")])["cat"] == 1
+    mac = write(tmp_path / "mac.txt", b"One cat.\nA cat\rdog sat.\n")
+    for read in (count_corpus_words, corpus_lib.check_text_files):
+        with pytest.raises(CorpusError, match=r"mac.txt, line 2: a carriage return \(\\r\) inside the line "
+                                              r"\(b'A cat\\rdog sat.'\); TensorFlow's line reader drops it.*tr '\\r'"):
+            read([mac])
+    wide = write(tmp_path / "wide.txt", "One cat.\r\nTwo dogs.\r\n".encode("utf-16-le"))
+    with pytest.raises(CorpusError, match=r"wide.txt: the file is UTF-16LE: .*iconv -f UTF-16LE"):
+        corpus_lib.check_text_files(wide)
+
+
+def test_a_compressed_corpus_is_named_as_such_not_told_to_convert_from_cp1252(tmp_path):
+    """A bzip2 / xz / zip corpus (its first line valid UTF-8: "BZh91AY&SY") was told only to convert
+    its bytes from cp1252, and a gzip one that too, after "gunzip it first" → what the file is and
+    how to decompress it, as the task-file readers say (`text_files.compressed_format`)."""
+    import bz2
+    import lzma
+
+    for name, data, what in (("c.txt.bz2", bz2.compress(b"One sentence.\n" * 50), "bzip2-compressed"),
+                             ("c.txt.xz", lzma.compress(b"One sentence.\n" * 50), "xz-compressed")):
+        path = write(tmp_path / name, data)
+        for read in (read_corpus, corpus_lib.check_text_files):
+            with pytest.raises(CorpusError, match=rf"{name}, line \d+: not valid UTF-8 .*The file is {what}, not text: "
+                                                  r"decompress it") as refused:
+                read(path)
+            assert "iconv" not in str(refused.value)

@@ -345,3 +345,98 @@ def test_crlf_a_quoted_line_break_and_a_byte_order_mark_together_are_read_as_wri
     examples = read_text_file(path)
     assert [(e.text, e.label, e.source.rsplit(":", 1)[1]) for e in examples] == [
         ("first line\r\nsecond line", "pos", "2"), ("bad film", "neg", "4")]
+
+
+@pytest.mark.parametrize("end", ["\r", "\r\n"])
+def test_a_conll_file_of_cr_line_ends_is_read_word_by_word(tmp_path, end):
+    """A CoNLL file with lone CR line ends (classic Mac, some exports) was read as one line: one
+    sentence of one word, 'EU', tagged with the last line's 'B-PER', every other word dropped
+    without a word → each CR ends a line, as CRLF and LF do, and lines are numbered by it."""
+    from pipelines.datasets.conll import read_conll
+
+    path = _write(tmp_path / "mac.conll", end.join(["EU NNP B-ORG", "rejects VBZ O", "", "Peter NNP B-PER", ""]))
+    assert [(s.words, s.tags, s.source.rsplit(":", 1)[1]) for s in read_conll(path)] == [
+        (["EU", "rejects"], ["B-ORG", "O"], "1"), (["Peter"], ["B-PER"], "4")]
+
+
+def test_a_bad_byte_or_a_nul_in_a_file_of_cr_line_ends_names_its_own_line(tmp_path):
+    """Lines were counted at LF alone: every bad byte of a file of lone CR line ends was on "line 1",
+    though the reader (and `--input FILE`) reads each CR as a line end → counted as they are read."""
+    from pipelines.datasets.conll import ConllFormatError, read_conll
+
+    korean = _write(tmp_path / "cp949.csv", "text,label\rgood,pos\r좋은,neg\r".encode("cp949"))
+    with pytest.raises(TextFileError, match=r"cp949.csv:3: byte 0xc1 is not valid utf-8 .*iconv -f cp949"):
+        read_text_file(korean)
+    nul = _write(tmp_path / "nul.csv", "text,label\r\ngood,pos\rbad\x00film,neg\rfine,pos\r")
+    with pytest.raises(TextFileError, match=r"nul.csv:3:4: a NUL byte \(0x00\), 1 in the file: 'bad\\x00film,neg' "
+                                            r"would be read as 'badfilm,neg'"):
+        read_text_file(nul)
+    conll = _write(tmp_path / "mac.conll", "EU B-ORG\rrejects O\r\rCaf\xe9 B-LOC\r".encode("latin-1"))
+    with pytest.raises(ConllFormatError, match=r"mac.conll:4: byte 0xe9 is not valid utf-8"):
+        read_conll(conll)
+
+
+def test_half_a_surrogate_pair_in_a_json_string_is_named_by_file_line_and_field(tmp_path):
+    """A JSON escape of half a surrogate pair ("\\ud83d" alone: an emoji cut in two) was read as text;
+    TensorFlow refused it later with "Error converting unicode string while converting Python
+    sequence to Tensor", naming no file, line or field (and a label of one could not be saved)."""
+    from pipelines.datasets.squad import SquadFormatError, read_squad_json
+
+    path = _write(tmp_path / "rows.jsonl", '{"text": "good film", "label": "pos"}\n'
+                                           '{"text": "great \\ud83d film", "label": "pos"}\n')
+    with pytest.raises(TextFileError, match=r"rows.jsonl:2: field 'text': character 7 is \\ud83d, half of a UTF-16 "
+                                            r"surrogate pair .*write the character itself"):
+        read_text_file(path)
+    path = _write(tmp_path / "labels.jsonl", '{"text": "good film", "label": "\\udc00"}\n')
+    with pytest.raises(TextFileError, match=r"labels.jsonl:1: field 'label': character 1 is \\udc00"):
+        read_text_file(path)
+    whole = _write(tmp_path / "emoji.jsonl", '{"text": "great \\ud83d\\ude00 film", "label": "pos"}\n'
+                                             '{"text": "bad", "label": "neg"}\n')
+    assert read_text_file(whole)[0].text == "great \U0001f600 film"
+    squad = _write(tmp_path / "dev.json", '{"data": [{"title": "t", "paragraphs": [{"context": "Ann ran \\ud83d.", '
+                                          '"qas": [{"id": "q1", "question": "Who?", "answers": '
+                                          '[{"text": "Ann", "answer_start": 0}]}]}]}]}')
+    with pytest.raises(SquadFormatError, match=r"dev.json: data\[0\]\[\"paragraphs\"\]\[0\]\[\"qas\"\]\[0\] \(id 'q1'\): "
+                                               r"field 'context': character 9 is \\ud83d"):
+        read_squad_json(squad, is_training=False)
+
+
+def test_a_json_number_of_thousands_of_digits_is_named_not_a_python_int_limit(tmp_path):
+    """Python's json reads a number of over 4,300 digits with a bare ValueError ("Exceeds the limit
+    (4300 digits) for integer string conversion"), and int() of a SQuAD answer_start string of as
+    many did the same: the message named no file or line."""
+    from pipelines.datasets.squad import SquadFormatError, read_squad_json
+
+    for content in ['{"text": "good", "label": ' + "9" * 5000 + "}\n",
+                    '{"text": "good", "label": "pos"}\n{"text": "bad", "label": ' + "9" * 5000 + "}\n"]:
+        path = _write(tmp_path / "rows.jsonl", content)
+        with pytest.raises(TextFileError, match=r"rows.jsonl:\d: not valid JSON: a number too long to read"):
+            read_text_file(path)
+
+    def squad(start):
+        return ('{"data": [{"title": "t", "paragraphs": [{"context": "Ann ran.", "qas": [{"id": "q1", '
+                f'"question": "Who?", "answers": [{{"text": "Ann", "answer_start": {start}}}]}}]}}]}}]}}')
+
+    with pytest.raises(SquadFormatError, match=r"dev.json: not valid JSON: a number too long to read"):
+        read_squad_json(_write(tmp_path / "dev.json", squad("9" * 5000)), is_training=False)
+    with pytest.raises(SquadFormatError, match=r"answers\[0\] has no integer 'answer_start' \(got '99999.*\(5000 characters\)\)"):
+        read_squad_json(_write(tmp_path / "dev.json", squad('"' + "9" * 5000 + '"')), is_training=False)
+    assert read_squad_json(_write(tmp_path / "dev.json", squad('"0"')),
+                           is_training=False)[0].answers == [{"text": "Ann", "answer_start": 0}]
+
+
+def test_a_nul_written_as_a_json_escape_is_named_as_the_raw_byte_is(tmp_path):
+    """"good\\u0000film" in JSON was read as text: the tokenizer drops the NUL and trained on
+    "goodfilm", where the raw byte is refused naming file, line and column → refused naming the field."""
+    from pipelines.datasets.squad import SquadFormatError, read_squad_json
+
+    path = _write(tmp_path / "rows.jsonl", '{"text": "good\\u0000film", "label": "pos"}\n')
+    with pytest.raises(TextFileError, match=r"rows.jsonl:1: field 'text': a NUL character \(\\u0000\) at character 5: "
+                                            r"'good\\x00film' would be read as 'goodfilm'"):
+        read_text_file(path)
+    squad = _write(tmp_path / "dev.json", '{"data": [{"title": "t", "paragraphs": [{"context": "Ann ran.", '
+                                          '"qas": [{"id": "q1", "question": "Who\\u0000?", "answers": '
+                                          '[{"text": "Ann", "answer_start": 0}]}]}]}]}')
+    with pytest.raises(SquadFormatError, match=r"dev.json: .*\(id 'q1'\): field 'question': a NUL character "
+                                               r"\(\\u0000\) at character 4"):
+        read_squad_json(squad, is_training=False)

@@ -519,3 +519,15 @@ def test_a_bad_corpus_line_on_worker_processes_is_the_commands_one_line_error(vo
     assert "apitools" not in err and "Logging handler created" not in err and "Traceback" not in err, err
     assert err.count("line 2: not valid UTF-8") == 1, err
     assert not os.path.exists(prefix + "-config.json")
+
+
+def test_beam_reads_a_file_of_cr_line_ends_as_the_local_path_does(tmp_path):
+    """Both read a file's lines with `corpus.file_lines`: a lone CR ends a line on Beam too."""
+    pytest.importorskip("apache_beam")
+    from pipelines.corpus import read_corpus
+    from pipelines.pretraining.beam_pipeline import _ReadDocuments
+
+    path = tmp_path / "mac.txt"
+    path.write_bytes(b"One a.\rTwo a.\r\rOne b.\r\n")
+    documents = [sentences for _, sentences in _ReadDocuments("bert", "strict").process((0, str(path)))]
+    assert documents == list(read_corpus(str(path)).documents()) == [["One a.", "Two a."], ["One b."]]

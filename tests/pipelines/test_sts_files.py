@@ -64,3 +64,29 @@ def test_a_bad_byte_or_a_nul_is_named_by_line(tmp_path):
     path.write_bytes(b"score\tsentence1\tsentence2\n1.0\ta\x00b\tc\n")
     with pytest.raises(STSFormatError, match=r"bad\.tsv:2:.*NUL"):
         read_sts_pairs(str(path))
+
+
+def test_a_sentence_over_the_csv_modules_limit_is_read(tmp_path):
+    """A sentence over 131,072 characters (a document pasted as a pair) stopped the reader with csv's
+    bare "field larger than field limit (131072)", naming no file or line → it is read, as in every
+    task file (`text_files.csv_records`), and csv's limit is put back after the reading."""
+    import csv
+
+    long = "word " * 30_000  # 150,000 characters
+    path = _write(tmp_path, f"score\tsentence1\tsentence2\n1.0\t{long}\tshort\n2.0\ta\tb\n")
+    assert [(len(a), b, score) for a, b, score in read_sts_pairs(path)[0]] == [(len(long.strip()), "short", 1.0),
+                                                                               (1, "b", 2.0)]
+    assert read_sts_pairs(path, limit=1)[0][0][1:] == ("short", 1.0)
+    assert csv.field_size_limit() == 131072
+
+
+def test_a_csv_error_names_file_and_line(tmp_path, low_csv_cell_limit):
+    path = _write(tmp_path, f"score\tsentence1\tsentence2\n1.0\ta\tb\n2.0\t{'x' * 200}\tb\n", "long.tsv")
+    with pytest.raises(STSFormatError, match=r"long\.tsv:3: not valid CSV \(field larger than field limit"):
+        read_sts_pairs(path)
+
+
+def test_a_header_without_pairs_is_named_not_read_as_no_pairs(tmp_path):
+    """A file of a header alone (a failed export) read as ([], 0): a score on nothing, no error."""
+    with pytest.raises(STSFormatError, match=r"header\.tsv: a header and no pairs"):
+        read_sts_pairs(_write(tmp_path, "score\tsentence1\tsentence2\n", "header.tsv"))

@@ -93,6 +93,23 @@ def test_load_handles_crlf_and_bom(tmp_path):
     assert load_vocabulary(path) == ["[PAD]", "hé"]
 
 
+def test_a_compressed_utf_16_cp949_or_nul_damaged_vocabulary_is_named_as_such(tmp_path):
+    """A vocab.txt that is gzip-compressed or UTF-16 was "line 1: not valid UTF-8" with its bytes; a
+    Korean one saved as cp949 was not told so; a token holding NUL bytes (a crash's tail of zeros)
+    was read as a token, one id more than the checkpoint's → each named, with what to do."""
+    import gzip
+
+    cases = [("gz.txt", gzip.compress(b"[PAD]\n[UNK]\n"), r"gz.txt: the file is gzip-compressed, not a vocab.txt; "
+                                                            r"decompress it \(gunzip -k FILE\)"),
+             ("utf16.txt", "[PAD]\n[UNK]\n".encode("utf-16"), r"utf16.txt: the file is UTF-16; .*iconv -f UTF-16"),
+             ("cp949.txt", "[PAD]\n안녕\n##하세요\n".encode("cp949"),
+              r"cp949.txt, line 2: not valid UTF-8 .* reads as Korean in cp949 \(EUC-KR\): .*iconv -f cp949"),
+             ("nul.txt", b"[PAD]\n[UNK]\n" + b"\x00" * 64, r"nul.txt, line 3: a NUL byte \(0x00\) in the token")]
+    for name, data, message in cases:
+        with pytest.raises(VocabularyError, match=message):
+            load_vocabulary(write_bytes(tmp_path, data, name))
+
+
 def test_load_strips_whitespace_around_tokens_as_the_original(tmp_path):
     """A stray space after "hello" made it a token no word matches: "hello world" gave [UNK] for
     "hello" (and the tf_text backend one [UNK] for both words). The original `load_vocab` strips
