@@ -575,21 +575,29 @@ class SquadSpec(DatasetSpec):
         return self._scored_examples, None
 
 
-def write_squad_predictions(task, path, directory, *, batch_size=32, overwrite=False, **decoding):
+def _check_data_file(path, flag=None):
+    """`DatasetSpecError` when `path` is not a file, led by the flag that named it (`--data x.json: no such file`)."""
+    if not os.path.isfile(path):
+        raise DatasetSpecError((f"{flag} " if flag else "") + not_a_file(path))
+
+
+def write_squad_predictions(task, path, directory, *, batch_size=32, overwrite=False, path_flag=None,
+                            directory_flag=None, **decoding):
     """Runs a `SpanQA` on a SQuAD JSON file and writes the official prediction files.
 
     The files it writes in `directory` are checked before any prediction: existing ones are
     replaced only with `overwrite`, never the SQuAD file (`pipelines.output_paths`). `decoding`:
     `SpanQA.predict_squad` options (threshold, n_best_size, max_answer_length).
+    `path_flag`, `directory_flag`: the flags that named `path` and `directory` (`--data`,
+    `--output-dir`), which then lead the errors about them (`--data dev.json: no such file`).
     Returns `(summary line, {name: path}, scored)`: `scored`, whether `bert-keras evaluate` can
     score the file (a SQuAD file holds its answers).
     """
     from pipelines.datasets.squad import PREDICTION_FILES, read_squad_json, write_predictions
     from pipelines.output_paths import check_output_names
 
-    check_output_names(directory, list(PREDICTION_FILES), overwrite=overwrite, inputs=[path])
-    if not os.path.isfile(path):
-        raise DatasetSpecError(not_a_file(path))
+    check_output_names(directory, list(PREDICTION_FILES), overwrite=overwrite, inputs=[path], flag=directory_flag)
+    _check_data_file(path, path_flag)
     examples = read_squad_json(path, is_training=False)
     predictions, nbest, null_odds = task.predict_squad(examples, batch_size=batch_size, **decoding)
     paths = write_predictions(predictions, nbest, null_odds, directory)
@@ -600,7 +608,8 @@ def write_squad_predictions(task, path, directory, *, batch_size=32, overwrite=F
 SWAG_PREDICTIONS = "swag_predictions.jsonl"
 
 
-def write_swag_predictions(task, path, directory, *, batch_size=32, overwrite=False, **decoding):
+def write_swag_predictions(task, path, directory, *, batch_size=32, overwrite=False, path_flag=None,
+                           directory_flag=None, **decoding):
     """Runs a `MultipleChoice` on a SWAG CSV file (train.csv / val.csv, or the unlabelled test.csv)
     and writes `directory/swag_predictions.jsonl`: a line per example, in file order, with its
     `source` (`file:line`), `context`, `endings` (each after the shared sentence start, as the
@@ -609,6 +618,7 @@ def write_swag_predictions(task, path, directory, *, batch_size=32, overwrite=Fa
 
     The file is checked before any prediction: an existing one is replaced only with `overwrite`,
     never the SWAG file. `decoding`: none (a SQuAD model's answer settings), each must be None.
+    `path_flag`, `directory_flag`: as `write_squad_predictions`.
     Returns `(summary line, {name: path}, scored)` as `write_squad_predictions`; the summary
     gives the accuracy of a labelled file.
     """
@@ -620,9 +630,8 @@ def write_swag_predictions(task, path, directory, *, batch_size=32, overwrite=Fa
     given = sorted(name for name, value in decoding.items() if value is not None)
     if given:
         raise DatasetSpecError(f"{', '.join(given)}: a SWAG model has no answer settings (a SQuAD model's)")
-    check_output_names(directory, [SWAG_PREDICTIONS], overwrite=overwrite, inputs=[path])
-    if not os.path.isfile(path):
-        raise DatasetSpecError(not_a_file(path))
+    check_output_names(directory, [SWAG_PREDICTIONS], overwrite=overwrite, inputs=[path], flag=directory_flag)
+    _check_data_file(path, path_flag)
     examples = read_swag_csv(path, labelled=None)
     probabilities = task.predict(examples, batch_size=batch_size)
     rows, choices = [], [int(p.argmax()) for p in probabilities]
