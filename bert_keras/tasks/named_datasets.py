@@ -320,10 +320,17 @@ class CsvSpec(DatasetSpec):
         # The first text's partner: `q1` -> `q2` (QQP's and Question_pair's question1 / question2), else
         # the known names. Without it, `--text-column question1` trained on question1 alone, silently.
         partner = self.text_column[:-1] + "2" if self.text_column.endswith("1") else None
-        self.text_b_column = self.text_b_column or next(  # never the text column itself (--text-column sentence2)
-            (c for c in (partner, *self.TEXT_B_COLUMNS) if c in columns and c != self.text_column), "text_b")
+        # Never the text column itself (--text-column sentence2), nor its fallback name: `--text-column
+        # text_b` was refused as "read as both --text-column and --text-b-column", a flag not given.
+        self.text_b_column = self.text_b_column or next(
+            (c for c in (partner, *self.TEXT_B_COLUMNS) if c in columns and c != self.text_column),
+            "text_b" if self.text_column != "text_b" else None)
         if self.text_b_column not in columns and (self.text_pair or (self.text_pair is None and self._text_b_named)):
             why = "the model reads text pairs" if self.text_pair else "--text-b-column"
+            if self.text_b_column is None:  # the only known name is the first text's
+                raise DatasetSpecError(f"{path}: no column for the second text ({why}) besides --text-column "
+                                       f"{self.text_column!r}; name it with --text-b-column (columns found: "
+                                       f"{sorted(columns)})")
             raise DatasetSpecError(f"{path}: no column {self.text_b_column!r} for the second text ({why}); "
                                    f"columns found: {sorted(columns)}")
         if self.text_pair is False and self.text_b_column in columns:

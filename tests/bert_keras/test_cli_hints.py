@@ -71,6 +71,28 @@ def test_a_text_column_that_is_a_known_second_text_name_is_not_also_taken_for_th
         CsvSpec(f"csv:{train}", text_column="sentence2", text_b_column="sentence2").training_data(seed=0)
 
 
+def test_text_column_text_b_is_not_also_the_fallback_second_text(tmp_path):
+    """`--text-column text_b` (a file whose text is in a column of that name) was refused as "would be
+    read as both --text-column and --text-b-column", a flag not given: when no known second-text name
+    was found, the fallback name "text_b" was the text column itself → no second text, single texts
+    of text_b; a model that reads pairs names the flag to give."""
+    from bert_keras.tasks.named_datasets import CsvSpec
+
+    train = tmp_path / "train.csv"
+    train.write_text("text,text_b,label\nx,a b,pos\ny,c d,neg\n", encoding="utf-8")
+    spec = CsvSpec(f"csv:{train}", text_column="text_b")
+    x, y = spec.training_data(seed=0)
+    assert sorted(x) == ["a b", "c d"] and not spec.text_pair and spec.text_b_column is None
+    assert sorted(spec.evaluation_data(str(train))[0]) == ["a b", "c d"]
+    pairs = CsvSpec(f"csv:{train}", text_column="text_b")
+    pairs.text_pair = True  # as a saved pair model's spec
+    with pytest.raises(ValueError, match=r"train.csv: no column for the second text \(the model reads text "
+                                         r"pairs\) besides --text-column 'text_b'; name it with --text-b-column"):
+        pairs.training_data(seed=0)
+    spec = CsvSpec(f"csv:{train}", text_column="text_b", text_b_column="text")  # named: the pair, as asked
+    assert spec.training_data(seed=0)[0] == (["a b", "c d"], ["x", "y"])
+
+
 def test_bare_glue_name_suggests_glue_prefix(tmp_path, capsys):
     err = error_of(["finetune", "--task", "sst2", "--init", MINILM, "--output-dir", str(tmp_path / "o")], capsys)
     assert "hint: did you mean --task glue/sst2?" in err
