@@ -318,7 +318,8 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
         settings["hidden_weight"] = hidden_weight
     # Keras runs whole epochs of `steps_per_epoch`: the last one is cut short at `total_steps`
     # (a fractional `epochs`, `max_steps`), as the schedule and the record say.
-    whole_epochs, callbacks = keras_epochs(total_steps, steps_per_epoch, callbacks)
+    whole_epochs, callbacks = keras_epochs(total_steps, steps_per_epoch, callbacks, steps_per_pass=steps,
+                                           verbose=verbose)
     if validation_batches is not None:
         from bert_keras.tasks.validation import ValidationOnOneDevice, validation_metrics
 
