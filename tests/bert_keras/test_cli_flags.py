@@ -340,3 +340,22 @@ def test_every_help_example_is_a_command_that_parses_as_printed(monkeypatch, cap
                 pytest.fail(f"{name} --help: {command!r} does not parse: {capsys.readouterr().err}")
             checked += 1
     assert checked >= 25
+
+
+def test_every_flag_with_a_default_value_says_it_in_its_help():
+    """`create-pretraining-data --dupe-factor` (10), `--num-output-shards` (8), `export --tokenizer`
+    (tf_text), ... were listed without the value a command runs with when the flag is left out."""
+    shown = []
+    for name, parser in subcommands().items():
+        for action in parser._actions:
+            default = action.default
+            if (action.option_strings and action.help is not argparse.SUPPRESS and default is not None
+                    and not isinstance(default, (bool, list, tuple)) and default is not argparse.SUPPRESS
+                    and "default" not in action.help):
+                shown.append(f"{name} {action.option_strings[-1]} ({default!r})")
+    assert shown == []
+
+
+def test_vocab_cased_help_says_its_default_not_a_vocabulary_it_has_none_of():
+    help_text = options(subcommands()["vocab"])["--cased"].help
+    assert "default --no-cased: lowercase" in help_text and "whatever the vocabulary looks like" not in help_text
