@@ -450,8 +450,11 @@ class DistillationResult:
         """The commands that use the saved student: a "next:" line and its continuation line,
         each a whole command (pasted together, they run one after the other)."""
         model = shlex.quote(str(self.output_dir))
-        return (f"next: bert-keras evaluate --model {model}\n"
-                f"      bert-keras export --model {model} --base-path models --model-name student --quantize int8")
+        export = f"bert-keras export --model {model} --base-path models --model-name student --quantize int8"
+        if self.metrics is None:  # no dev data was read: `evaluate` would need a --data file of yours
+            return (f"next: {export}\n"
+                    f"      # score a dev file of yours: bert-keras evaluate --model {model} --data FILE")
+        return f"next: bert-keras evaluate --model {model}\n      {export}"
 
 
 def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size=None, init=None,

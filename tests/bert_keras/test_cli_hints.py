@@ -214,9 +214,15 @@ def test_finetune_and_distill_hints_are_one_command_a_line_so_pasting_them_whole
     assert pasted(unevaluated) == [["bert-keras", "predict", "--model", "out/run", "a fine film"], []]
     assert unevaluated.splitlines()[1].strip() == "# score a dev file of yours: bert-keras evaluate --model out/run --data FILE"
 
-    distilled = pasted(DistillationResult(task, "out/student").next_steps())
+    distilled = pasted(DistillationResult(task, "out/student", metrics={"accuracy": 0.9}).next_steps())
     assert distilled[0] == ["bert-keras", "evaluate", "--model", "out/student"]
     assert distilled[1][:4] == ["bert-keras", "export", "--model", "out/student"] and "|" not in distilled[1]
+    # A student scored on no dev data (the teacher had none, or --no-eval): `evaluate --model` alone
+    # failed, "no evaluation file" → as finetune's, a comment that asks for the user's file
+    unscored = DistillationResult(task, "out/student").next_steps()
+    assert pasted(unscored)[0][:4] == ["bert-keras", "export", "--model", "out/student"] and pasted(unscored)[1] == []
+    assert unscored.splitlines()[1].strip() == ("# score a dev file of yours: bert-keras evaluate --model out/student "
+                                                "--data FILE")
 
 
 def test_a_column_hint_guesses_only_the_one_column_left_or_a_close_name():
