@@ -188,6 +188,8 @@ def test_next_hints_quote_paths_so_they_work_when_pasted(tmp_path):
     assert shlex.split(lines[-1], comments=True) == [
         "bert-keras", "convert", os.path.join(output_dir, "encoder.keras"), "hf:" + os.path.join(output_dir, "hf")]
     assert f"tensorboard --logdir {shlex.quote(os.path.join(output_dir, 'logs'))}" in lines[-3]
+    # the alternative, a DEST to put in the command's place, is quoted as the command's own (it was bare)
+    assert lines[-1].endswith(f"# or {shlex.quote('tf1:' + os.path.join(output_dir, 'tf1', 'bert_model.ckpt'))}")
 
 
 def test_finetune_and_distill_hints_are_one_command_a_line_so_pasting_them_whole_runs_each():
