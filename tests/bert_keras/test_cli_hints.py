@@ -422,3 +422,12 @@ def test_a_missing_vocabulary_file_gets_the_command_that_makes_one(tmp_path, cap
     assert f"Vocabulary file not found: {tmp_path / 'nosuch.txt'}" in err
     assert "hint: check the --vocab path, or make a vocabulary from text with `bert-keras vocab CORPUS.txt -o " \
            "vocab.txt`" in err
+
+
+@pytest.mark.parametrize("command", [["evaluate"], ["predict", "a text"]])
+def test_a_missing_model_directory_is_named_by_its_flag(tmp_path, capsys, command):
+    """`evaluate --model out/nope` said "out/nope: no such directory" where export says "--model out/nope:
+    ...": a library error that starts with a path the user typed is led by the flag that gave it."""
+    missing = str(tmp_path / "nope")
+    err = error_of([command[0], "--model", missing, *command[1:]], capsys)
+    assert f"error: --model {missing}: no such directory" in err
