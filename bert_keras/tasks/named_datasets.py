@@ -284,6 +284,7 @@ class CsvSpec(DatasetSpec):
 
     TEXT_COLUMNS = ("text", "sentence", "sentence1", "question1", "question", "premise", "document")
     TEXT_B_COLUMNS = ("text_b", "sentence2", "question2", "hypothesis")
+    TEXT_B_FALLBACK = "text_b"  # the second text's column named in messages when a file has none of them
     # Text columns that are a pair when a file has both, in GLUE's order (QNLI: question, sentence).
     TEXT_PAIRS = (("question", "sentence"),)
 
@@ -324,7 +325,7 @@ class CsvSpec(DatasetSpec):
         # text_b` was refused as "read as both --text-column and --text-b-column", a flag not given.
         self.text_b_column = self.text_b_column or next(
             (c for c in (partner, *self.TEXT_B_COLUMNS) if c in columns and c != self.text_column),
-            "text_b" if self.text_column != "text_b" else None)
+            self.TEXT_B_FALLBACK if self.text_column != self.TEXT_B_FALLBACK else None)
         if self.text_b_column not in columns and (self.text_pair or (self.text_pair is None and self._text_b_named)):
             why = "the model reads text pairs" if self.text_pair else "--text-b-column"
             if self.text_b_column is None:  # the only known name is the first text's
