@@ -81,6 +81,12 @@ def in_flag_terms(message, args, argv, parser=None):
     >>> in_flag_terms("it holds the backups of epochs 2 and 1", argparse.Namespace(epochs=2), ["--epochs", "2"])
     'it holds the backups of epochs 2 and 1'
 
+    A message about a path the user typed as a flag's value, which starts with that path (`out/x: no
+    such directory`), is led by the flag, as the commands' own messages are (`--model out/x: ...`).
+
+    >>> in_flag_terms("out/x: no such directory", argparse.Namespace(model="out/x"), ["--model", "out/x"])
+    '--model out/x: no such directory'
+
     A switch the message asks for (`pass overwrite=True to replace it`: a library error says what a
     Python call passes) is named as the command's flag of that switch (`pass --overwrite ...`), with
     `parser`, whether typed or not; a flag already beside it (`overwrite=True (--overwrite)`) is not
@@ -96,6 +102,7 @@ def in_flag_terms(message, args, argv, parser=None):
     if parser is not None:
         message = _switches_as_flags(message, parser)
     typed = typed_flags(parser, argv) if parser is not None else None
+    leading = []  # the flags whose value (a path) the message starts with: "out/x: no such directory"
     for name, value in sorted(vars(args).items()):
         if value is None or isinstance(value, (bool, list, tuple, dict)):
             continue
@@ -107,6 +114,8 @@ def in_flag_terms(message, args, argv, parser=None):
             flag = "--" + name.replace("_", "-")
             if not any(arg == flag or arg.startswith(flag + "=") for arg in argv):
                 continue
+        if isinstance(value, str) and value and message.startswith(value + ":"):
+            leading.append(flag)
         if re.search(rf"{re.escape(flag)}(?![\w-])", message):
             continue  # the message names the flag already ("seq_length 48 (--seq-length) is ...")
         shown = re.escape(str(value))
@@ -118,6 +127,8 @@ def in_flag_terms(message, args, argv, parser=None):
             # exceeds ..."; elsewhere "the backups of epochs 2 and 1" counts epochs, not the setting).
             where = r"(?<![\w-])" if "_" in name else "^"
             message = re.sub(rf"{where}{name} ({shown})(?!\w|\.\d)", named, message)
+    if len(leading) == 1:  # one flag gave that path (two: which one is not known)
+        message = f"{leading[0]} {message}"
     return message
 
 

@@ -200,8 +200,9 @@ class Family:
             the input and output names, how texts become a request, how an answer reads.
         dataset_predictions: `"module:function"` that writes a model's predictions of a whole
             dataset file in that dataset's format (`bert-keras predict --data`), or None:
-            `function(task, path, directory, *, batch_size, overwrite, **decoding)` checks its
-            files (`pipelines.output_paths`) before predicting and returns `(summary line,
+            `function(task, path, directory, *, batch_size, overwrite, path_flag, directory_flag,
+            **decoding)` checks its files (`pipelines.output_paths`; errors led by the flags that
+            named `path` and `directory`) before predicting and returns `(summary line,
             {name: path}, scored)` (`scored`: `bert-keras evaluate` can score the file).
         earlier_names: `(earlier name, name now)` pairs of settings that were renamed: a
             `task.json`, settings dict, `.keras` config or `from_pretrained` call that still

@@ -45,9 +45,9 @@ class PretrainingOptions(MaskingSettings):
                            choices=STRATEGIES)
     tpu: Optional[str] = option(None, "TPU name or address (with --strategy tpu/auto)", metavar="NAME")
     steps_per_execution: int = option(1, "steps per tf.function call (default 1)", type="positive_int")
-    mixed_precision: str = option("auto", "auto: bfloat16 on TPU, float16 on GPU, off on CPU",
+    mixed_precision: str = option("auto", "default auto: bfloat16 on TPU, float16 on GPU, off on CPU",
                                   choices=("auto", "off", "float16", "bfloat16"))
-    jit_compile: str = option("auto", "XLA compilation (auto: Keras' choice; off under distribution strategies)",
+    jit_compile: str = option("auto", "XLA compilation (default auto: Keras' choice; off under distribution strategies)",
                               choices=("auto", "on", "off"))
     checkpoint_every: int = option(1000, "steps between checkpoints and resume backups (default 1000)",
                                    type="positive_int")

@@ -27,8 +27,8 @@ class ExportOptions:
     version: Optional[int] = option(None, "version number, at most 9223372036854775807 (int64, as TF Serving "
                                     "reads it) (default: highest existing + 1, or 1)",
                                     type=int)
-    tokenizer_backend: str = option("tf_text", "tf_text (fast; TF-Text ops) or core (core TF ops only: any stock "
-                                               "tensorflow/serving image runs it)", "--tokenizer",
+    tokenizer_backend: str = option("tf_text", "tf_text (fast; TF-Text ops; the default) or core (core TF ops only: "
+                                               "any stock tensorflow/serving image runs it)", "--tokenizer",
                                     choices=TOKENIZER_BACKENDS)
     strict: bool = option(False, "fail, writing nothing, when the op audit finds ops the targeted "
                                  "tensorflow/serving release cannot run")

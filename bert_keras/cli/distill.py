@@ -15,7 +15,7 @@ from bert_keras.run_options import DistillationOptions
 def register(subparsers, summary):
     parser = subparsers.add_parser(
         "distill", help=summary, description=__doc__.split("\n\n")[0],
-        epilog="example: bert-keras distill --teacher out/sentiment --layers 3 --output-dir out/sentiment-3l")
+        epilog="example:\n  bert-keras distill --teacher out/sentiment --layers 3 --output-dir out/sentiment-3l")
     add_task_arguments(parser, required=False)
     parser.add_argument("--teacher", required=True, metavar="DIR", help="the fine-tuned model to distil")
     parser.add_argument("--output-dir", required=True, metavar="DIR",

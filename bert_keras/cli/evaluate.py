@@ -18,7 +18,7 @@ def register(subparsers, summary):
             "metric(s) of the task, accuracy/F1 for csv: tasks, SQuAD exact match / F1 (v2.0: "
             "HasAns/NoAns and the best no-answer threshold), entity precision/recall/F1 for NER."
         ),
-        epilog="example: bert-keras evaluate --model out/sentiment --data dev.tsv",
+        epilog="example:\n  bert-keras evaluate --model out/sentiment --data dev.tsv",
     )
     parser.add_argument("--model", required=True, metavar="DIR", help="a finetune --output-dir")
     parser.add_argument("--task", default=None,

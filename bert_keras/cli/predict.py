@@ -137,9 +137,11 @@ def run(args):
 def _predict_dataset(args, task, write_predictions):
     """`--data FILE`: the family's `dataset_predictions` writer, its files checked before it predicts."""
     directory = args.output_dir or args.output or args.model  # --output DIR: the former spelling
+    directory_flag = "--output-dir" if args.output_dir else "--output" if args.output else "--model"
     with task.verbosity(int(sys.stdout.isatty())):
         summary, paths, scored = write_predictions(
             task, args.data, directory, batch_size=args.batch_size, overwrite=args.overwrite,
+            path_flag="--data", directory_flag=directory_flag,
             threshold=args.null_threshold, n_best_size=args.n_best_size, max_answer_length=args.max_answer_length)
     print(f"{summary}; wrote " + ", ".join(sorted(paths.values())))
     if scored:  # an unlabelled file (SWAG's test.csv) has nothing to score

@@ -20,8 +20,8 @@ def register(subparsers, summary):
         "pretrain",
         help=summary,
         description=__doc__,
-        epilog=("example: bert-keras pretrain --data 'out/*.tfrecord' --vocab vocab.txt --config mini "
-                "--steps 10000 --output-dir runs/mini"),
+        epilog=("example:\n  bert-keras pretrain --data 'out/*.tfrecord' --vocab vocab.txt --config mini \\\n"
+                "      --steps 10000 --output-dir runs/mini"),
     )
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--data", metavar="PATTERN",

@@ -25,7 +25,7 @@ def register(subparsers, summary):
             "examples:\n"
             "  bert-keras serve --model-base-path models/sentiment\n"
             "  bert-keras serve --model-config-file models.config --enable-batching --max-batch-size 32\n"
-            "  bert-keras serve --model-base-path models/sentiment --port 0 --rest-port 0   (free ports)\n"
+            "  bert-keras serve --model-base-path models/sentiment --port 0 --rest-port 0   # free ports\n"
             "  bert-keras serve --model-base-path models/sentiment --host 0.0.0.0 --tls-cert c.pem --tls-key k.pem\n"
             "\nthe same directory runs in TF Serving:\n"
             "  docker run -p 8500:8500 -p 8501:8501 -v $PWD/models/sentiment:/models/sentiment \\\n"

@@ -10,8 +10,9 @@ def add_column_arguments(parser):
                         help="csv: text column (default: text / sentence / sentence1 / question1 / question / "
                              "premise / document)")
     parser.add_argument("--text-b-column", default=None,
-                        help="csv: second text column (default, when present: the text column's name "
-                             "with its final 1 as 2, text_b, sentence2, question2; sentence after question, as QNLI)")
+                        help="csv: second text column (default, when present and not --text-column: the text "
+                             "column's name with its final 1 as 2, text_b, sentence2, question2, hypothesis; "
+                             "sentence after question, as QNLI)")
     parser.add_argument("--label-column", default=None, help="csv: label column (default: label)")
 
 

@@ -27,7 +27,7 @@ def register(subparsers, summary):
     add_case_options(parser, cased_help="cased rules (no lowercasing or accent stripping; default: as the "
                                         "vocabulary's tokenizer_config.json says, else as its tokens show)")
     add_option(parser, "--tokenizer", "--backend", choices=["tf_text", "core"], default="tf_text",
-               help="tokenizer backend (identical output)")
+               help="tokenizer backend (identical output; default tf_text)")
     add_unicode_normalization_option(parser)
     parser.add_argument("--pair", metavar="TEXT_B", help="second segment: show the packed [CLS] A [SEP] B [SEP] input")
     # At least 1 (the packer asks 3): `--seq-length 0` was taken for "not given" and ignored.

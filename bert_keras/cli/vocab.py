@@ -28,7 +28,8 @@ def register(subparsers, summary):
     )
     parser.add_argument("inputs", nargs="+", metavar="FILE", help="text files or glob patterns")
     parser.add_argument("-o", "--output", required=True, help="where to write vocab.txt")
-    add_case_options(parser, cased_help="keep case and accents (cased model)")
+    add_case_options(parser, cased_help="keep case and accents (cased model)",
+                     no_cased_help="; default --no-cased: lowercase (uncased model, as BERT's uncased vocabularies)")
     add_field_options(parser, VocabularyOptions)  # --size, --reserved, ... --morpheme-suffixes
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     # `bert-keras ... -- OPTION ...`: the words after `--` (bert_keras.cli.main.TRAILING_OPTIONS).

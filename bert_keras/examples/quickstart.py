@@ -107,7 +107,7 @@ def add_arguments(parser):
                         help="fine-tuning peak learning rate (default 5e-5 from real weights, "
                              "1e-3 from scratch)")
     parser.add_argument("--tokenizer", choices=("tf_text", "core"), default="tf_text",
-                        help="tokenizer ops in the export (core: serves on stock TF Serving images)")
+                        help="tokenizer ops in the export (default tf_text; core: serves on stock TF Serving images)")
     parser.add_argument("--serve", action="store_true",
                         help="keep the server running at the end until Ctrl-C")
     parser.add_argument("--host", default="127.0.0.1", help="server address (default 127.0.0.1)")

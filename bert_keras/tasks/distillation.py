@@ -318,7 +318,8 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
         settings["hidden_weight"] = hidden_weight
     # Keras runs whole epochs of `steps_per_epoch`: the last one is cut short at `total_steps`
     # (a fractional `epochs`, `max_steps`), as the schedule and the record say.
-    whole_epochs, callbacks = keras_epochs(total_steps, steps_per_epoch, callbacks)
+    whole_epochs, callbacks = keras_epochs(total_steps, steps_per_epoch, callbacks, steps_per_pass=steps,
+                                           verbose=verbose)
     if validation_batches is not None:
         from bert_keras.tasks.validation import ValidationOnOneDevice, validation_metrics
 
@@ -449,8 +450,11 @@ class DistillationResult:
         """The commands that use the saved student: a "next:" line and its continuation line,
         each a whole command (pasted together, they run one after the other)."""
         model = shlex.quote(str(self.output_dir))
-        return (f"next: bert-keras evaluate --model {model}\n"
-                f"      bert-keras export --model {model} --base-path models --model-name student --quantize int8")
+        export = f"bert-keras export --model {model} --base-path models --model-name student --quantize int8"
+        if self.metrics is None:  # no dev data was read: `evaluate` would need a --data file of yours
+            return (f"next: {export}\n"
+                    f"      # score a dev file of yours: bert-keras evaluate --model {model} --data FILE")
+        return f"next: bert-keras evaluate --model {model}\n      {export}"
 
 
 def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size=None, init=None,

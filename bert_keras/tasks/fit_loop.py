@@ -111,6 +111,7 @@ def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split,
         finetuning_recipe.size_schedule(task, steps_to_run(total_steps, steps_per_epoch, initial_epoch))
         callbacks = schedule_after_restore(callbacks, total_steps, steps_per_epoch, initial_epoch)
     batches = dataset.repeat()
+    steps_per_pass = steps_per_epoch
     if run_dir:
         steps_per_epoch = checkpoint_every or steps_per_epoch
         backup = task_backup_callback(
@@ -118,7 +119,8 @@ def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split,
             batch_size=batch_size, seed=seed, data=(x, y, sample_weight))
         callbacks = list(callbacks or []) + [backup]
         batches = batches.skip(resumed_batches(backup, steps_per_epoch, total_steps))
-    whole_epochs, callbacks = keras_epochs(total_steps, steps_per_epoch, callbacks)
+    whole_epochs, callbacks = keras_epochs(total_steps, steps_per_epoch, callbacks, steps_per_pass=steps_per_pass,
+                                           verbose=verbose)
     # Repeat: fractional epochs and max_steps split into whole Keras epochs, the last one
     # cut at the last step. shuffle=False: the dataset shuffles itself.
     finetuning_recipe.build_optimizer(task)
@@ -258,16 +260,26 @@ def class_weight_ids(task, class_weight, sample_weight=None):
     return weights
 
 
-def keras_epochs(total_steps, steps_per_epoch, callbacks):
+def keras_epochs(total_steps, steps_per_epoch, callbacks, *, steps_per_pass=None, verbose=0):
     """`(epochs, callbacks)` of a Keras fit of `total_steps` in epochs of `steps_per_epoch`: whole
-    epochs, and a `StopAtStep` that ends the last one at `total_steps` when it is partial."""
-    from bert_keras.training.callbacks import StopAtStep
+    epochs, and a `StopAtStep` that ends the last one at `total_steps` when it is partial.
+
+    `steps_per_pass`: the steps of one pass over the data, when a Keras epoch is not one (a run
+    backed up every `checkpoint_every` steps); with a `verbose` fit, the progress then heads each
+    Keras epoch with the pass it is in (`training.callbacks.PassProgress`), not Keras' count of
+    its own epochs, unless `callbacks` holds a progress bar of the caller's.
+    """
+    from bert_keras.training.callbacks import PassProgress, StopAtStep
 
     per_epoch = min(steps_per_epoch, total_steps)
     epochs = max(1, -(-total_steps // per_epoch))
     callbacks = list(callbacks or [])
     if total_steps % per_epoch:
         callbacks.insert(0, StopAtStep(total_steps, steps_per_epoch=per_epoch))
+    if (verbose != 0 and steps_per_pass and steps_per_pass != per_epoch and epochs > 1
+            and not any(isinstance(callback, keras.callbacks.ProgbarLogger) for callback in callbacks)):
+        callbacks.append(PassProgress(steps_per_pass=steps_per_pass, steps_per_epoch=per_epoch,
+                                      total_steps=total_steps))
     return epochs, callbacks
 
 

@@ -284,6 +284,7 @@ class CsvSpec(DatasetSpec):
 
     TEXT_COLUMNS = ("text", "sentence", "sentence1", "question1", "question", "premise", "document")
     TEXT_B_COLUMNS = ("text_b", "sentence2", "question2", "hypothesis")
+    TEXT_B_FALLBACK = "text_b"  # the second text's column named in messages when a file has none of them
     # Text columns that are a pair when a file has both, in GLUE's order (QNLI: question, sentence).
     TEXT_PAIRS = (("question", "sentence"),)
 
@@ -324,10 +325,17 @@ class CsvSpec(DatasetSpec):
         # The first text's partner: `q1` -> `q2` (QQP's and Question_pair's question1 / question2), else
         # the known names. Without it, `--text-column question1` trained on question1 alone, silently.
         partner = self.text_column[:-1] + "2" if self.text_column.endswith("1") else None
-        self.text_b_column = self.text_b_column or next(  # never the text column itself (--text-column sentence2)
-            (c for c in (partner, *self.TEXT_B_COLUMNS) if c in columns and c != self.text_column), "text_b")
+        # Never the text column itself (--text-column sentence2), nor its fallback name: `--text-column
+        # text_b` was refused as "read as both --text-column and --text-b-column", a flag not given.
+        self.text_b_column = self.text_b_column or next(
+            (c for c in (partner, *self.TEXT_B_COLUMNS) if c in columns and c != self.text_column),
+            self.TEXT_B_FALLBACK if self.text_column != self.TEXT_B_FALLBACK else None)
         if self.text_b_column not in columns and (self.text_pair or (self.text_pair is None and self._text_b_named)):
             why = "the model reads text pairs" if self.text_pair else "--text-b-column"
+            if self.text_b_column is None:  # the only known name is the first text's
+                raise DatasetSpecError(f"{path}: no column for the second text ({why}) besides --text-column "
+                                       f"{self.text_column!r}; name it with --text-b-column (columns found: "
+                                       f"{sorted(columns)})")
             raise DatasetSpecError(f"{path}: no column {self.text_b_column!r} for the second text ({why}); "
                                    f"columns found: {sorted(columns)}")
         if self.text_pair is False and self.text_b_column in columns:
@@ -579,21 +587,29 @@ class SquadSpec(DatasetSpec):
         return self._scored_examples, None
 
 
-def write_squad_predictions(task, path, directory, *, batch_size=32, overwrite=False, **decoding):
+def _check_data_file(path, flag=None):
+    """`DatasetSpecError` when `path` is not a file, led by the flag that named it (`--data x.json: no such file`)."""
+    if not os.path.isfile(path):
+        raise DatasetSpecError((f"{flag} " if flag else "") + not_a_file(path))
+
+
+def write_squad_predictions(task, path, directory, *, batch_size=32, overwrite=False, path_flag=None,
+                            directory_flag=None, **decoding):
     """Runs a `SpanQA` on a SQuAD JSON file and writes the official prediction files.
 
     The files it writes in `directory` are checked before any prediction: existing ones are
     replaced only with `overwrite`, never the SQuAD file (`pipelines.output_paths`). `decoding`:
     `SpanQA.predict_squad` options (threshold, n_best_size, max_answer_length).
+    `path_flag`, `directory_flag`: the flags that named `path` and `directory` (`--data`,
+    `--output-dir`), which then lead the errors about them (`--data dev.json: no such file`).
     Returns `(summary line, {name: path}, scored)`: `scored`, whether `bert-keras evaluate` can
     score the file (a SQuAD file holds its answers).
     """
     from pipelines.datasets.squad import PREDICTION_FILES, read_squad_json, write_predictions
     from pipelines.output_paths import check_output_names
 
-    check_output_names(directory, list(PREDICTION_FILES), overwrite=overwrite, inputs=[path])
-    if not os.path.isfile(path):
-        raise DatasetSpecError(not_a_file(path))
+    check_output_names(directory, list(PREDICTION_FILES), overwrite=overwrite, inputs=[path], flag=directory_flag)
+    _check_data_file(path, path_flag)
     examples = read_squad_json(path, is_training=False)
     predictions, nbest, null_odds = task.predict_squad(examples, batch_size=batch_size, **decoding)
     paths = write_predictions(predictions, nbest, null_odds, directory)
@@ -604,7 +620,8 @@ def write_squad_predictions(task, path, directory, *, batch_size=32, overwrite=F
 SWAG_PREDICTIONS = "swag_predictions.jsonl"
 
 
-def write_swag_predictions(task, path, directory, *, batch_size=32, overwrite=False, **decoding):
+def write_swag_predictions(task, path, directory, *, batch_size=32, overwrite=False, path_flag=None,
+                           directory_flag=None, **decoding):
     """Runs a `MultipleChoice` on a SWAG CSV file (train.csv / val.csv, or the unlabelled test.csv)
     and writes `directory/swag_predictions.jsonl`: a line per example, in file order, with its
     `source` (`file:line`), `context`, `endings` (each after the shared sentence start, as the
@@ -613,6 +630,7 @@ def write_swag_predictions(task, path, directory, *, batch_size=32, overwrite=Fa
 
     The file is checked before any prediction: an existing one is replaced only with `overwrite`,
     never the SWAG file. `decoding`: none (a SQuAD model's answer settings), each must be None.
+    `path_flag`, `directory_flag`: as `write_squad_predictions`.
     Returns `(summary line, {name: path}, scored)` as `write_squad_predictions`; the summary
     gives the accuracy of a labelled file.
     """
@@ -624,9 +642,8 @@ def write_swag_predictions(task, path, directory, *, batch_size=32, overwrite=Fa
     given = sorted(name for name, value in decoding.items() if value is not None)
     if given:
         raise DatasetSpecError(f"{', '.join(given)}: a SWAG model has no answer settings (a SQuAD model's)")
-    check_output_names(directory, [SWAG_PREDICTIONS], overwrite=overwrite, inputs=[path])
-    if not os.path.isfile(path):
-        raise DatasetSpecError(not_a_file(path))
+    check_output_names(directory, [SWAG_PREDICTIONS], overwrite=overwrite, inputs=[path], flag=directory_flag)
+    _check_data_file(path, path_flag)
     examples = read_swag_csv(path, labelled=None)
     probabilities = task.predict(examples, batch_size=batch_size)
     rows, choices = [], [int(p.argmax()) for p in probabilities]

@@ -335,7 +335,9 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
                 (`bert_keras.training.RunBackup`, atomic saves); removed when the fit
                 completes. It must be new, or hold only a backup of this run.
             checkpoint_every: with `run_dir`, back up every this many steps
-                (Keras epochs are then this long) instead of every epoch.
+                (Keras epochs are then this long: one `History` entry each;
+                the progress heads each with its pass over the data and its
+                steps, "Epoch 1/3 (steps 1-2 of 15)") instead of every epoch.
             keep_run_dir: keep the last backup when the fit completes, until you
                 have saved the model (then `remove_run_dir(run_dir)`): a kill
                 between the fit's end and the save then costs nothing, as the

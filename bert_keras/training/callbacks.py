@@ -3,6 +3,8 @@
 * `ThroughputLogger`: steps/s and examples/s in the progress line and the logs.
 * `StopAtStep`: ends `fit` at a step that is not a whole number of Keras epochs (a
   fractional `epochs`, `max_steps`).
+* `PassProgress`: Keras' progress, each Keras epoch named by the passes over the data it
+  covers, for a fit whose Keras epochs are not passes (backed up every N steps).
 * `StepCheckpoint`: a `tf.train.CheckpointManager` over model + optimizer every
   N steps, keeping the last K (TensorFlow writes each checkpoint to temporary
   files and renames them, and updates the `checkpoint` index file last, so a
@@ -46,6 +48,49 @@ class StopAtStep(keras.callbacks.Callback):
         self._last_batch = batch
         if self.step >= self.final_step:
             self.model.stop_training = True
+
+
+class PassProgress(keras.callbacks.ProgbarLogger):
+    """Keras' progress bar, each Keras epoch headed by the passes over the data it covers.
+
+    A fit backed up every N steps (`checkpoint_every`) runs Keras epochs of N steps, and Keras'
+    own heading counted those: "Epoch 7/8" in a run of 3 epochs. Here the heading is the pass
+    and the steps (`Epoch 3/3 (steps 13-14 of 15)`; `Epoch 1-2/3` for steps across two passes).
+
+    >>> PassProgress(steps_per_pass=5, steps_per_epoch=2, total_steps=15).heading(2)
+    'Epoch 1-2/3 (steps 5-6 of 15)'
+    >>> PassProgress(steps_per_pass=5, steps_per_epoch=2, total_steps=15).heading(7)
+    'Epoch 3/3 (step 15 of 15)'
+    """
+
+    def __init__(self, *, steps_per_pass, steps_per_epoch, total_steps):
+        super().__init__()
+        self.steps_per_pass = int(steps_per_pass)
+        self.steps_per_epoch = int(steps_per_epoch)
+        self.total_steps = int(total_steps)
+
+    def steps(self, epoch):
+        """The first and last step (from 1) of Keras epoch `epoch` (from 0)."""
+        first = epoch * self.steps_per_epoch + 1
+        return first, min(first + self.steps_per_epoch - 1, self.total_steps)
+
+    def heading(self, epoch):
+        first, last = self.steps(epoch)
+        passes = -(-self.total_steps // self.steps_per_pass)
+        start, end = (-(-step // self.steps_per_pass) for step in (first, last))
+        steps = f"step {first}" if first == last else f"steps {first}-{last}"
+        return f"Epoch {start if start == end else f'{start}-{end}'}/{passes} ({steps} of {self.total_steps})"
+
+    def set_params(self, params):
+        super().set_params(params)
+        self.epochs = 1  # Keras' own heading ("Epoch k/N", shown when N > 1) is left out: ours replaces it
+
+    def on_epoch_begin(self, epoch, logs=None):
+        first, last = self.steps(epoch)
+        self.target = last - first + 1  # the last epoch, cut short (`StopAtStep`), ends at its own count
+        super().on_epoch_begin(epoch, logs)
+        if self.verbose:
+            print(self.heading(epoch), flush=True)
 
 
 class ThroughputLogger(keras.callbacks.Callback):

@@ -79,7 +79,7 @@ class PretrainingResult:
             f"(tensorboard --logdir {shlex.quote(os.path.join(output_dir, 'logs'))})",
             # quoted, the alternative a shell comment: the block pasted whole runs both commands
             embed, f"      bert-keras convert {shlex.quote(encoder)} {shlex.quote('hf:' + os.path.join(output_dir, 'hf'))}"
-                   f"   # or tf1:{os.path.join(output_dir, 'tf1', 'bert_model.ckpt')}"])
+                   f"   # or {shlex.quote('tf1:' + os.path.join(output_dir, 'tf1', 'bert_model.ckpt'))}"])
 
 
 def _example_batch(dataset):

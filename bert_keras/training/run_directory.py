@@ -142,7 +142,7 @@ def plan_run(output_dir: str, *, settings: dict, num_train_steps: int, backup_ep
             advice = (f"it holds {', '.join(theirs[:5])}, of the names a run writes, which no run recorded: "
                       "choose another --output-dir (or move them)")
         else:
-            advice = ("choose an empty --output-dir, or pass --overwrite to train there anyway (your files "
+            advice = ("choose an empty --output-dir, or pass overwrite=True to train there anyway (your files "
                       "stay; the run writes beside them)")
         raise RunDirectoryError(
             f"{output_dir} is not empty ({', '.join(sorted(names)[:5])}) and holds no pretraining run "
@@ -168,7 +168,7 @@ def plan_run(output_dir: str, *, settings: dict, num_train_steps: int, backup_ep
             f"{': ' + values if values else ''}; "
             f"it is {record.get('status', 'unfinished')} at step {record.get('final_step', '?')}): "
             "rerun with its settings to resume or continue it, choose another --output-dir, "
-            "or pass --overwrite to start afresh there."
+            "or pass overwrite=True to start afresh there."
         )
     if record.get("status") == "complete":
         final = max(step, int(record.get("final_step", 0)))
@@ -177,7 +177,7 @@ def plan_run(output_dir: str, *, settings: dict, num_train_steps: int, backup_ep
         if checkpoint is None:
             raise RunDirectoryError(
                 f"{output_dir} holds a run complete at step {final}, but no checkpoint to continue it to step "
-                f"{num_train_steps} from ({output_dir}/checkpoints is empty): pass --overwrite to start afresh."
+                f"{num_train_steps} from ({output_dir}/checkpoints is empty): pass overwrite=True to start afresh."
             )
     elif backup_epoch > 0:
         return RunPlan("resume", segment_start=int(record.get("segment_start", 0)),
@@ -218,7 +218,7 @@ def _start_afresh(output_dir, names, inputs):
         if outputs:
             raise RunDirectoryError(
                 f"{output_dir} holds {', '.join(outputs[:5])}, of the names a pretraining run writes, but no run "
-                f"({RUN_FILE} is missing): they are not this tool's to remove, even with --overwrite. Move them, "
+                f"({RUN_FILE} is missing): they are not this tool's to remove, even with overwrite=True. Move them, "
                 "or choose another --output-dir.")
         return RunPlan("start")  # only files of other names: they stay, the run writes beside them
     for path in inputs:
@@ -227,7 +227,7 @@ def _start_afresh(output_dir, names, inputs):
             output = os.path.realpath(os.path.join(output_dir, name))
             if path == output or path.startswith(output + os.sep):
                 raise RunDirectoryError(
-                    f"--overwrite would remove {output}, which this run reads ({path}): copy it out of "
+                    f"overwrite=True would remove {output}, which this run reads ({path}): copy it out of "
                     f"{output_dir} first, or choose another --output-dir.")
     remove_run_outputs(output_dir)
     return RunPlan("start")

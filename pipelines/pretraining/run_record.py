@@ -98,7 +98,7 @@ def read_run_record(prefix: str):
         return {"settings": record, "corpus": None, "complete": True}  # an older version's flat settings
     raise OutputExistsError(
         f"{path} exists and is not the record of a create-pretraining-data run: it is not read, nor "
-        "replaced, even with --overwrite. Move it, or use another output prefix.")
+        "replaced, even with overwrite=True. Move it, or use another output prefix.")
 
 
 def check_outputs_are_not_inputs(settings: PretrainingDataSettings, also=()):

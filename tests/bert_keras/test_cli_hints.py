@@ -71,6 +71,28 @@ def test_a_text_column_that_is_a_known_second_text_name_is_not_also_taken_for_th
         CsvSpec(f"csv:{train}", text_column="sentence2", text_b_column="sentence2").training_data(seed=0)
 
 
+def test_text_column_text_b_is_not_also_the_fallback_second_text(tmp_path):
+    """`--text-column text_b` (a file whose text is in a column of that name) was refused as "would be
+    read as both --text-column and --text-b-column", a flag not given: when no known second-text name
+    was found, the fallback name "text_b" was the text column itself → no second text, single texts
+    of text_b; a model that reads pairs names the flag to give."""
+    from bert_keras.tasks.named_datasets import CsvSpec
+
+    train = tmp_path / "train.csv"
+    train.write_text("text,text_b,label\nx,a b,pos\ny,c d,neg\n", encoding="utf-8")
+    spec = CsvSpec(f"csv:{train}", text_column="text_b")
+    x, y = spec.training_data(seed=0)
+    assert sorted(x) == ["a b", "c d"] and not spec.text_pair and spec.text_b_column is None
+    assert sorted(spec.evaluation_data(str(train))[0]) == ["a b", "c d"]
+    pairs = CsvSpec(f"csv:{train}", text_column="text_b")
+    pairs.text_pair = True  # as a saved pair model's spec
+    with pytest.raises(ValueError, match=r"train.csv: no column for the second text \(the model reads text "
+                                         r"pairs\) besides --text-column 'text_b'; name it with --text-b-column"):
+        pairs.training_data(seed=0)
+    spec = CsvSpec(f"csv:{train}", text_column="text_b", text_b_column="text")  # named: the pair, as asked
+    assert spec.training_data(seed=0)[0] == (["a b", "c d"], ["x", "y"])
+
+
 def test_bare_glue_name_suggests_glue_prefix(tmp_path, capsys):
     err = error_of(["finetune", "--task", "sst2", "--init", MINILM, "--output-dir", str(tmp_path / "o")], capsys)
     assert "hint: did you mean --task glue/sst2?" in err
@@ -166,6 +188,8 @@ def test_next_hints_quote_paths_so_they_work_when_pasted(tmp_path):
     assert shlex.split(lines[-1], comments=True) == [
         "bert-keras", "convert", os.path.join(output_dir, "encoder.keras"), "hf:" + os.path.join(output_dir, "hf")]
     assert f"tensorboard --logdir {shlex.quote(os.path.join(output_dir, 'logs'))}" in lines[-3]
+    # the alternative, a DEST to put in the command's place, is quoted as the command's own (it was bare)
+    assert lines[-1].endswith(f"# or {shlex.quote('tf1:' + os.path.join(output_dir, 'tf1', 'bert_model.ckpt'))}")
 
 
 def test_finetune_and_distill_hints_are_one_command_a_line_so_pasting_them_whole_runs_each():
@@ -192,9 +216,15 @@ def test_finetune_and_distill_hints_are_one_command_a_line_so_pasting_them_whole
     assert pasted(unevaluated) == [["bert-keras", "predict", "--model", "out/run", "a fine film"], []]
     assert unevaluated.splitlines()[1].strip() == "# score a dev file of yours: bert-keras evaluate --model out/run --data FILE"
 
-    distilled = pasted(DistillationResult(task, "out/student").next_steps())
+    distilled = pasted(DistillationResult(task, "out/student", metrics={"accuracy": 0.9}).next_steps())
     assert distilled[0] == ["bert-keras", "evaluate", "--model", "out/student"]
     assert distilled[1][:4] == ["bert-keras", "export", "--model", "out/student"] and "|" not in distilled[1]
+    # A student scored on no dev data (the teacher had none, or --no-eval): `evaluate --model` alone
+    # failed, "no evaluation file" → as finetune's, a comment that asks for the user's file
+    unscored = DistillationResult(task, "out/student").next_steps()
+    assert pasted(unscored)[0][:4] == ["bert-keras", "export", "--model", "out/student"] and pasted(unscored)[1] == []
+    assert unscored.splitlines()[1].strip() == ("# score a dev file of yours: bert-keras evaluate --model out/student "
+                                                "--data FILE")
 
 
 def test_a_column_hint_guesses_only_the_one_column_left_or_a_close_name():
@@ -392,3 +422,12 @@ def test_a_missing_vocabulary_file_gets_the_command_that_makes_one(tmp_path, cap
     assert f"Vocabulary file not found: {tmp_path / 'nosuch.txt'}" in err
     assert "hint: check the --vocab path, or make a vocabulary from text with `bert-keras vocab CORPUS.txt -o " \
            "vocab.txt`" in err
+
+
+@pytest.mark.parametrize("command", [["evaluate"], ["predict", "a text"]])
+def test_a_missing_model_directory_is_named_by_its_flag(tmp_path, capsys, command):
+    """`evaluate --model out/nope` said "out/nope: no such directory" where export says "--model out/nope:
+    ...": a library error that starts with a path the user typed is led by the flag that gave it."""
+    missing = str(tmp_path / "nope")
+    err = error_of([command[0], "--model", missing, *command[1:]], capsys)
+    assert f"error: --model {missing}: no such directory" in err

@@ -321,3 +321,31 @@ def test_finetune_into_a_model_directory_names_the_flag_alone(classifier, encode
     err = refused(["finetune", "--task", f"csv:{train}", "--init", encoder, "--output-dir", out, "--epochs", "1"],
                   capsys, "already holds a fine-tuned model; pass --overwrite to replace it")
     assert "overwrite=True" not in err
+
+
+def test_predict_data_errors_name_the_flag_of_each_path(tmp_path, capsys):
+    """`predict --data` of a SQuAD or SWAG model said "x.json: no such file" and "out: holds
+    predictions.json already" where `evaluate --data` leads with its flag: the user who typed
+    `--data` and `--output-dir` (or left the model directory as the default) is told which."""
+    from bert_keras.tasks import load
+    from bert_keras.tasks.named_datasets import DatasetSpecError, write_squad_predictions
+
+    squad = export_fixtures.make_finetuned_dir("squad", str(tmp_path / "squad"))
+    swag = export_fixtures.make_finetuned_dir("multiple_choice", str(tmp_path / "swag"))
+    missing = str(tmp_path / "dev.json")
+    refused(["predict", "--model", squad, "--data", missing, "--output-dir", str(tmp_path / "p")], capsys,
+            f"error: --data {missing}: no such file")
+    (tmp_path / "data").mkdir()
+    refused(["predict", "--model", swag, "--data", str(tmp_path / "data")], capsys,
+            f"error: --data {tmp_path / 'data'}: is a directory")
+    (tmp_path / "p").mkdir()
+    (tmp_path / "p" / "predictions.json").write_text("{}")
+    data = os.path.join(export_fixtures.DATA, "squad", "dev-v1.1-mini.json")
+    refused(["predict", "--model", squad, "--data", data, "--output-dir", str(tmp_path / "p")], capsys,
+            f"error: --output-dir {tmp_path / 'p'}: holds predictions.json already; pass --overwrite")
+    (tmp_path / "swag" / "swag_predictions.jsonl").write_text("")  # the default directory: the model's
+    refused(["predict", "--model", swag, "--data", os.path.join(export_fixtures.DATA, "tasks", "swag_mini.csv")],
+            capsys, f"error: --model {swag}: holds swag_predictions.jsonl already")
+    # a Python call names the path alone, and its own keyword
+    with pytest.raises(DatasetSpecError, match=f"^{missing}: no such file"):
+        write_squad_predictions(load(squad), missing, str(tmp_path / "q"))

@@ -59,14 +59,17 @@ def test_a_killed_finetune_resumes_where_its_backup_left_off(tmp_path):
     assert second.returncode == 0, second.stdout + second.stderr
     assert "resuming the interrupted run" in second.stdout
     epochs = [line for line in second.stdout.splitlines() if line.startswith("Epoch ")]
-    assert epochs and not epochs[0].startswith("Epoch 1/"), epochs[:3]
+    assert epochs and "(steps 1-5 of 1500)" not in epochs[0], epochs[:3]  # Keras epochs of 5 steps
     assert sorted(os.listdir(out)) == ["labels.txt", "model.keras", "task.json", "vocab.txt"]
     # A rerun of the finished command is refused, saying the model is there.
     third = subprocess.run(command, capture_output=True, text=True, env=user_environment(), timeout=600)
     assert third.returncode != 0 and "already holds a fine-tuned model" in third.stdout + third.stderr
 
 
-def test_a_resumed_finetune_ends_at_the_uninterrupted_runs_loss_and_weights(tmp_path, monkeypatch):
+def test_a_resumed_finetune_ends_at_the_uninterrupted_runs_loss_and_weights(tmp_path, monkeypatch, capsys):
+    """Also what the progress says: backed up every 2 steps of 5-step passes, it printed "Epoch 1/5" ...
+    "Epoch 5/5" for a run of 2 epochs (Keras epochs of 2 steps) → each heading is the pass over the data
+    and its steps, in a resumed run too."""
     from bert_keras.tasks.finetuning import finetune
     from bert_keras.tasks.named_datasets import parse_task
     from bert_keras.training import backup
@@ -78,10 +81,17 @@ def test_a_resumed_finetune_ends_at_the_uninterrupted_runs_loss_and_weights(tmp_
     def run(out, log):  # dropout on (0.1): the masks must be the uninterrupted run's too
         return finetune(parse_task(f"csv:{data}"), spec, str(tmp_path / out), epochs=2, batch_size=8,
                         seq_length=16, checkpoint_every=2, strategy="default", seed=0, evaluate=False,
-                        verbose=0, log=log)
+                        verbose=2, log=log)
+
+    def headings():
+        return [line for line in capsys.readouterr().out.splitlines() if line.startswith("Epoch")]
 
     whole_log, resumed_log = [], []
+    capsys.readouterr()
     whole = run("whole", whole_log.append)
+    assert headings() == ["Epoch 1/2 (steps 1-2 of 10)", "Epoch 1/2 (steps 3-4 of 10)",
+                          "Epoch 1-2/2 (steps 5-6 of 10)", "Epoch 2/2 (steps 7-8 of 10)",
+                          "Epoch 2/2 (steps 9-10 of 10)"]
 
     saves, save = [], backup.RunBackup._save_model
 
@@ -95,7 +105,10 @@ def test_a_resumed_finetune_ends_at_the_uninterrupted_runs_loss_and_weights(tmp_
     with pytest.raises(KeyboardInterrupt):
         run("resumed", resumed_log.append)
     monkeypatch.setattr(backup.RunBackup, "_save_model", save)
+    assert len(headings()) == 2
     resumed = run("resumed", resumed_log.append)
+    assert headings() == ["Epoch 1-2/2 (steps 5-6 of 10)", "Epoch 2/2 (steps 7-8 of 10)",
+                          "Epoch 2/2 (steps 9-10 of 10)"]
 
     assert any("resuming the interrupted run" in line for line in resumed_log)
     assert len(whole.losses) == len(resumed.losses) == 5  # Keras epochs of 2 steps, the first 2 before the kill

@@ -665,7 +665,8 @@ def test_cli_pretrain_into_other_work_needs_overwrite(records_and_config, tiny_v
     output.mkdir()
     (output / "notes.txt").write_text("mine")
     assert main(pretrain_args(data, tiny_vocab_file, config_file, output, 2)) != 0
-    assert "--overwrite" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "pass --overwrite to train there anyway" in err and "overwrite=True" not in err, err
     assert os.listdir(output) == ["notes.txt"]
     assert main(pretrain_args(data, tiny_vocab_file, config_file, output, 2, "--overwrite")) == 0
     assert (output / "notes.txt").read_text() == "mine" and (output / "encoder.keras").exists()
@@ -744,6 +745,9 @@ def test_overwrite_never_removes_an_input_or_a_file_no_run_recorded(tmp_path):
     other = tmp_path / "other"
     other.mkdir()
     (other / "notes.txt").write_text("mine")
+    with pytest.raises(RunDirectoryError) as refused:  # a Python call: its keyword, not the command's flag
+        plan_run(str(other), settings=settings, num_train_steps=2)
+    assert "pass overwrite=True to train there anyway" in str(refused.value) and "--overwrite" not in str(refused.value)
     assert plan_run(str(other), settings=settings, num_train_steps=2, overwrite=True).action == "start"
     assert os.listdir(other) == ["notes.txt"]
     # A recorded run: its outputs go, unless the new run reads one of them.

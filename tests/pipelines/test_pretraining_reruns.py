@@ -90,7 +90,7 @@ def test_a_config_file_of_the_users_with_the_record_name_is_never_replaced(vocab
     mine.write_text(content)
     for overwrite in (False, True):
         with pytest.raises(OutputExistsError, match="notes-config.json exists and is not the record of a "
-                                                    "create-pretraining-data run"):
+                                                    r"create-pretraining-data run: .*even with overwrite=True"):
             write(str(corpus), vocab_file, str(tmp_path / "notes"), overwrite=overwrite)
     assert mine.read_text() == content and shards(str(tmp_path / "notes")) == []
 

@@ -99,9 +99,10 @@ def staged(model_dir, version, content):
     return staging
 
 
-def test_overwrite_never_deletes_files_the_export_did_not_write(tmp_path, finetuned_dir):
+def test_overwrite_never_deletes_files_the_export_did_not_write(tmp_path, finetuned_dir, capsys):
     # --overwrite renamed the old version aside and deleted it whole: a README.txt the user had put
-    # in models/x/2 was gone.
+    # in models/x/2 was gone. The refusal told a Python caller (`export(..., overwrite=True)`) of a
+    # flag, "even with --overwrite": it names the keyword, and the command line its flag.
     from serving.export_manifest import write_manifest
 
     model_dir = str(tmp_path / "x")
@@ -115,8 +116,16 @@ def test_overwrite_never_deletes_files_the_export_did_not_write(tmp_path, finetu
         os.makedirs(os.path.dirname(os.path.join(model_dir, version, name)), exist_ok=True)
         open(os.path.join(model_dir, version, name), "w").close()
         with pytest.raises(FileExistsError, match=f"x/{version} holds files its export did not write "
-                                                  rf"\({name}\).*not replaced, even with --overwrite"):
+                                                  rf"\({name}\).*not replaced, even with overwrite=True"):
             exporter.choose_version(model_dir, version, overwrite=True)
+    # the command line reads its flag: `bert-keras export --overwrite` is refused the same way
+    from bert_keras.cli.main import main
+
+    assert main(["export", "--model", finetuned_dir("regression"), "--base-path", str(tmp_path), "--model-name",
+                 "x", "--version", "1", "--overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert "holds files its export did not write (README.txt)" in err and "even with --overwrite" in err, err
+    assert "overwrite=True" not in err
     open(tmp_path / "y", "w").close()  # a file where the model's directory goes: named before any work
     with pytest.raises(FileExistsError, match="y exists and is not a directory"):
         exporter.export_saved_model(finetuned_dir("regression"), str(tmp_path), "y", progress=None)
