@@ -38,6 +38,9 @@ class ConfusionMatrixMetric(keras.metrics.Metric):
 
     def __init__(self, num_classes, name=None, dtype=None):
         super().__init__(name=name, dtype=dtype)
+        # Higher is better, as Keras' own F1Score says: EarlyStopping / ModelCheckpoint(monitor="val_f1")
+        # in mode "auto" read the direction from it (without it they stopped with a ValueError).
+        self._direction = "up"
         if int(num_classes) < 2:
             raise ValueError(f"num_classes must be at least 2, got {num_classes}")
         self.num_classes = int(num_classes)

@@ -326,7 +326,7 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
         held_x, held_y, held_labelled = validation
         if held_labelled:  # the task's metrics, as fit's
             callbacks = [*validation_metrics(student, held_x if isinstance(held_x, tf.data.Dataset)
-                                             else (held_x, held_y), batch_size), *callbacks]
+                                             else (held_x, held_y), batch_size, callbacks), *callbacks]
         # As fit under several replicas (Keras' test loop cannot split an uneven last batch); and for an
         # Embedder, whose `evaluate` (which Keras' validation calls) refuses: it has no metrics.
         from bert_keras.tasks.embedder import Embedder

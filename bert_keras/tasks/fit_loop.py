@@ -91,7 +91,8 @@ def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split,
                              "a finite dataset")
     if validation_data is not None:
         if validation_steps is None:  # the task's metrics need every example: not on a part of them
-            callbacks = [*validation_metrics(task, validation_data, validation_batch_size), *(callbacks or [])]
+            callbacks = [*validation_metrics(task, validation_data, validation_batch_size, callbacks),
+                         *(callbacks or [])]
         validation_data = validation_dataset(task, validation_data, validation_batch_size)
         if task.distribute_strategy.num_replicas_in_sync > 1:
             # Keras' test loop fails on a batch the replicas cannot split evenly: validate here.

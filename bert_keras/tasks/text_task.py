@@ -294,6 +294,24 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
         return bool(getattr(self, "jit_compile", False)) or isinstance(
             self.distribute_strategy, tf.distribute.TPUStrategy)
 
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        """Keras' build of the compiled loss and metrics at the start of `fit`, from the first
+        replica's share of the first batch under a distribution strategy.
+
+        Keras 3.15 averages that batch over the replicas (`strategy.reduce("MEAN")`), which fails
+        with "Inputs to operation AddN ... must have the same size and shape" when they hold
+        different numbers of rows: a `fit` on two replicas with an odd batch size (or fewer odd
+        examples than a batch) stopped before its first step. The build needs shapes only; Keras
+        resets the iterator after it."""
+        if iterator is not None and self._distribute_strategy is not None:
+            for _, _, batches in iterator:
+                data_batch = tf.nest.map_structure(
+                    lambda value: self._distribute_strategy.experimental_local_results(value)[0],
+                    next(batches))
+                break
+            iterator = None
+        return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+
     # -- fit / evaluate / predict -------------------------------------------------------
     @raising_source_errors()
     @fit_loop.while_fitting

@@ -45,9 +45,10 @@ def _validation_batches(task, validation_data, batch_size):
     return dataset
 
 
-def validation_metrics(task, validation_data, batch_size):
+def validation_metrics(task, validation_data, batch_size, callbacks=None):
     """`[callback]` that adds the task's metrics on raw `validation_data` to the logs, or `[]`
-    (tokenized validation data, an endless dataset, or a generator that cannot be read twice)."""
+    (tokenized validation data, an endless dataset, or a generator that cannot be read twice).
+    `callbacks`: the user's, whose mode "auto" monitors of those metrics it tells to maximize."""
     regression = getattr(task, "is_regression", False)
     if isinstance(validation_data, tf.data.Dataset):
         if is_tokenized_dataset(validation_data) \
@@ -58,14 +59,14 @@ def validation_metrics(task, validation_data, batch_size):
             if count is not None and count < 2:
                 _warn_too_few_for_correlations(count)
                 return []
-        return [TaskValidationMetrics(task, validation_data, None, batch_size)]
+        return [TaskValidationMetrics(task, validation_data, None, batch_size, callbacks)]
     if isinstance(validation_data, (tuple, list)) and len(validation_data) in (2, 3) \
             and not is_tokenized(validation_data[0]):
         targets = validation_data[1]
         if regression and hasattr(targets, "__len__") and len(targets) < 2:
             _warn_too_few_for_correlations(len(targets))
             return []
-        return [TaskValidationMetrics(task, validation_data[0], targets, batch_size)]
+        return [TaskValidationMetrics(task, validation_data[0], targets, batch_size, callbacks)]
     return []
 
 
@@ -146,11 +147,25 @@ class TaskValidationMetrics(keras.callbacks.Callback):
     `score` and `predict` count (Keras' counts windows when long texts train in windows).
     Keras' `val_loss` is kept. It costs one prediction pass over the validation data per
     validated epoch.
+
+    Keras cannot tell which way these metrics improve: a monitor of one in mode "auto"
+    (`EarlyStopping(monitor="val_f1")`, `ModelCheckpoint(..., save_best_only=True)`) stopped
+    the fit after its first epoch with a ValueError. Every one is better higher (not the
+    SQuAD v2 counts, `*total`, nor its thresholds, `*_thresh`), so the user's `callbacks` that
+    monitor one in mode "auto" are told to maximize it, as Keras does for its own accuracy.
     """
 
-    def __init__(self, task, x, y, batch_size):
+    def __init__(self, task, x, y, batch_size, callbacks=None):
         super().__init__()
         self._task, self._x, self._y, self._batch_size = task, x, y, batch_size
+        self._monitors = [callback for callback in callbacks or ()
+                          if getattr(callback, "mode", None) == "auto" and hasattr(callback, "monitor_op")]
+
+    def _maximize_monitors_of(self, names):
+        for callback in self._monitors:
+            if callback.monitor_op is None and callback.monitor in names \
+                    and not callback.monitor.endswith(("total", "_thresh")):
+                callback.monitor_op = keras.ops.greater
 
     def on_epoch_end(self, epoch, logs=None):
         if logs is None or "val_loss" not in logs:  # Keras did not validate this epoch (validation_freq)
@@ -161,3 +176,4 @@ class TaskValidationMetrics(keras.callbacks.Callback):
                     and not name.startswith("num_"):  # counts of examples are not metrics
                 if name != "loss":
                     logs[f"val_{name}"] = float(value)
+        self._maximize_monitors_of({f"val_{name}" for name in metrics if name != "loss"})

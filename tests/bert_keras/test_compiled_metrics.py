@@ -129,3 +129,23 @@ def test_a_classifier_compiles_them_by_name_and_evaluate_returns_them(tmp_path, 
     classifier.compile()  # back to the head's own metrics: the ones compiled before are not kept
     loss, accuracy = classifier.evaluate(TEXTS, labels, verbose=0)
     assert accuracy == pytest.approx(results["accuracy"])
+
+
+def test_early_stopping_and_checkpoints_monitor_them_in_auto_mode_as_keras_own_f1(tmp_path):
+    # validation_steps: Keras' compiled metrics alone are logged (the task's own need every example).
+    # Without a direction, mode "auto" stopped the fit after its first epoch with "Keras isn't able to
+    # automatically determine whether that metric should be maximized or minimized".
+    spec = export_fixtures.make_encoder_spec(str(tmp_path / "tiny"))
+    keras.utils.set_random_seed(0)
+    classifier = tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=32,
+                                                      learning_rate=1e-3, dropout=0.0)
+    classifier.compile(metrics=["accuracy", "f1", "matthews_corrcoef"])
+    labels = ["pos", "neg"] * 6
+    stopper = keras.callbacks.EarlyStopping(monitor="val_f1", patience=5)
+    best = keras.callbacks.ModelCheckpoint(str(tmp_path / "best.keras"), monitor="val_matthews_corrcoef",
+                                           save_best_only=True)
+    history = classifier.fit(TEXTS, labels, epochs=2, batch_size=4, verbose=0, validation_data=(TEXTS, labels),
+                             validation_steps=2, callbacks=[stopper, best])
+    assert len(history.history["val_f1"]) == 2 and stopper.best == max(history.history["val_f1"])
+    assert best.best == max(history.history["val_matthews_corrcoef"])
+    assert keras.metrics.F1Score()._direction == F1Score(2)._direction == MatthewsCorrelation(2)._direction == "up"

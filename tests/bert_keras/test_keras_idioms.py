@@ -1423,6 +1423,25 @@ def test_the_task_metrics_on_validation_data_are_in_the_logs_for_keras_callbacks
     assert history.history["val_accuracy"][-1] in (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # of 5 texts
 
 
+def test_callbacks_in_auto_mode_maximize_the_task_metrics_they_monitor(spec, tmp_path):
+    # Keras cannot tell which way val_f1 / val_matthews_corrcoef / val_pearson improve: mode "auto"
+    # stopped the fit after its first epoch with "Keras isn't able to automatically determine whether
+    # that metric should be maximized or minimized". The task's metrics are all better higher.
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    stopper = keras.callbacks.EarlyStopping(monitor="val_f1", patience=5)
+    best = keras.callbacks.ModelCheckpoint(str(tmp_path / "best.keras"), monitor="val_matthews_corrcoef",
+                                           save_best_only=True)
+    history = classifier.fit(TEXTS, LABELS, validation_data=(TEXTS, LABELS), epochs=3, batch_size=4, verbose=0,
+                             callbacks=[stopper, best])
+    assert len(history.history["val_f1"]) == 3 and stopper.best == max(history.history["val_f1"])
+    assert best.best == max(history.history["val_matthews_corrcoef"])
+    regressor = build(tasks.TextClassifier, spec, num_classes=1)
+    stopper = keras.callbacks.EarlyStopping(monitor="val_pearson", patience=5)
+    history = regressor.fit(TEXTS, np.linspace(0.0, 1.0, 10), validation_split=0.4, epochs=2, batch_size=4,
+                            verbose=0, callbacks=[stopper, keras.callbacks.EarlyStopping(monitor="val_loss")])
+    assert stopper.best == max(history.history["val_pearson"])
+
+
 @pytest.mark.parametrize("frozen", ["encoder", "first_block"])
 def test_a_frozen_encoder_or_block_stays_frozen_through_save_and_load(spec, tmp_path, frozen):
     classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])

@@ -594,6 +594,51 @@ def test_evaluate_with_callbacks_or_steps_on_two_replicas_takes_a_batch_they_can
     np.testing.assert_allclose(result["steps"], result["plain"], rtol=1e-6)  # the first batch: the 3 texts
 
 
+_MIRRORED_ODD_BATCH = textwrap.dedent("""
+    texts = ["good film.", "bad film.", "great.", "terrible.", "a good one.", "so bad.", "fine."]
+    labels, weights = ["pos", "neg", "pos", "neg", "pos", "neg", "pos"], [1.0, 2.0, 0.0, 1.0, 1.0, 3.0, 1.0]
+    words, tags = [t.split() for t in texts], [["O", "B-LOC", "O"][: len(t.split())] for t in texts]
+    fits = {  # every first batch splits 2 / 1 (or 4 / 3) over the two replicas
+        "batch_size_3": (lambda: tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], **common),
+                         lambda task: task.fit(texts, labels, epochs=2, batch_size=3, shuffle=False, verbose=0)),
+        "weighted_dataset": (lambda: tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], **common),
+                             lambda task: task.fit(tf.data.Dataset.from_tensor_slices((texts, labels, weights)).batch(3),
+                                                   epochs=2, verbose=0)),
+        "7_examples_batch_32": (lambda: tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], **common),
+                                lambda task: task.fit(texts, labels, epochs=2, shuffle=False, verbose=0)),
+        "tagger": (lambda: tasks.TokenClassifier.from_pretrained(spec, labels=["O", "B-LOC"], **common),
+                   lambda task: task.fit(words, tags, epochs=2, batch_size=3, shuffle=False, verbose=0)),
+    }
+    common = dict(seq_length=16, learning_rate=1e-3, dropout=0.0)
+    strategies = (tf.distribute.get_strategy(), tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))
+    result = {}
+    for name, (make, fit) in fits.items():
+        runs = []
+        for strategy in strategies:
+            keras.utils.set_random_seed(1)
+            with strategy.scope():
+                task = make()
+                task.compile(optimizer=keras.optimizers.SGD(0.1))
+            try:
+                runs.append(fit(task).history["loss"])
+            except Exception as error:
+                runs.append(f"{type(error).__name__}: {str(error)[:200]}")
+        result[name] = runs
+    print("RESULT", json.dumps(result))
+""")
+
+
+@pytest.mark.slow
+def test_fit_on_two_replicas_starts_on_a_first_batch_they_cannot_split_evenly(tmp_path):
+    # Keras 3.15 builds the compiled metrics from the first batch averaged over the replicas
+    # (strategy.reduce), which failed with "Inputs to operation AddN of type AddN must have the
+    # same size and shape" before the first step whenever the replicas' shares differed in rows.
+    result = _run_mirrored(_MIRRORED_ODD_BATCH, tmp_path)
+    for name, (one, two) in result.items():
+        assert not isinstance(two, str), f"{name}: {two}"
+        np.testing.assert_allclose(two, one, rtol=1e-5, err_msg=name)
+
+
 @pytest.mark.slow
 def test_pretrainer_fits_a_corpus_and_resumes_where_it_stopped(tmp_path):
     from bert_keras.config import BertConfig
