@@ -198,3 +198,36 @@ def test_pretrainer_reads_the_recorded_form_and_pretrain_keeps_it(tmp_path):
         assert "NFC" in f.read()
     task = TextClassifier.from_pretrained(os.path.join(run, "encoder.keras"), labels=["a", "b"], seq_length=32)
     assert task.tokenizer.unicode_normalization == "NFC"
+
+
+def test_export_takes_nfc_for_an_encoder_and_refuses_another_for_a_fine_tuned_model(nfc_checkpoint, tmp_path,
+                                                                                      capsys):
+    """`bert-keras export --init SPEC --unicode-normalization NFC` serves NFD requests as composed ones (an
+    encoder whose vocabulary records none); `--model DIR` fine-tuned without it refuses NFC by name."""
+    import tensorflow as tf
+
+    from bert_keras.checkpoints import load_pretrained
+    from bert_keras.cli.main import main
+    from bert_keras.tasks import TextClassifier
+
+    plain = tmp_path / "plain"
+    save_pretrained(load_pretrained(f"hf:{nfc_checkpoint}"), f"hf:{plain}", vocab_file=KOELECTRA,
+                    tokenizer_settings={"lowercase": True, "strip_accents": False})
+    assert main(["export", "--init", f"hf:{plain}", "--base-path", str(tmp_path / "models"), "--model-name", "e",
+                 "--seq-length", "32", "--unicode-normalization", "NFC", "--warmup-requests", "0"]) == 0
+    path = str(tmp_path / "models" / "e" / "1")
+    card = json.load(open(os.path.join(path, "assets.extra", "model_card.json"), encoding="utf-8"))
+    assert card["tokenization"]["unicode_normalization"] == "NFC"
+    served = tf.saved_model.load(path).signatures["serving_default"]
+    composed = list(served(text=tf.constant(TEXTS[:4])).values())[0].numpy()
+    np.testing.assert_allclose(list(served(text=tf.constant(nfd(TEXTS[:4]))).values())[0].numpy(), composed,
+                               atol=1e-5)
+
+    directory = TextClassifier.from_pretrained(f"hf:{plain}", labels=["neg", "pos"], seq_length=32).save(
+        str(tmp_path / "model"))
+    capsys.readouterr()
+    assert main(["export", "--model", directory, "--base-path", str(tmp_path / "models"), "--model-name", "c",
+                 "--unicode-normalization", "NFC"]) != 0
+    error = capsys.readouterr().err
+    assert "--unicode-normalization NFC: " in error and "was fine-tuned with unicode_normalization=none" in error, error
+    assert not os.path.exists(tmp_path / "models" / "c")
