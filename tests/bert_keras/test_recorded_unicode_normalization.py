@@ -231,3 +231,28 @@ def test_export_takes_nfc_for_an_encoder_and_refuses_another_for_a_fine_tuned_mo
     error = capsys.readouterr().err
     assert "--unicode-normalization NFC: " in error and "was fine-tuned with unicode_normalization=none" in error, error
     assert not os.path.exists(tmp_path / "models" / "c")
+
+
+def test_fit_on_a_dataset_warns_of_decomposed_hangul_in_its_one_pass_of_checks(nfc_checkpoint, tmp_path):
+    """Texts given to `fit` as a `tf.data.Dataset` were not checked for NFD Hangul (a list was): the
+    warning now comes from the pass that checks the dataset already (no pass of its own), naming the
+    element; with the checkpoint's recorded NFC nothing is said."""
+    import warnings
+
+    import tensorflow as tf
+
+    from bert_keras.checkpoints import load_pretrained
+    from bert_keras.tasks import TextClassifier
+
+    plain = tmp_path / "plain"
+    save_pretrained(load_pretrained(f"hf:{nfc_checkpoint}"), f"hf:{plain}", vocab_file=KOELECTRA,
+                    tokenizer_settings={"lowercase": True, "strip_accents": False})
+    texts = TEXTS[:3] + nfd(TEXTS[3:4]) + TEXTS[4:6]
+    rows = tf.data.Dataset.from_tensor_slices((texts, ["neg", "pos"] * 3))
+    task = TextClassifier.from_pretrained(f"hf:{plain}", labels=["neg", "pos"], seq_length=16)
+    with pytest.warns(UserWarning, match=r"x\[3\] holds Hangul in decomposed form"):
+        task.fit(rows, epochs=1, batch_size=2, verbose=0)
+    composing = TextClassifier.from_pretrained(f"hf:{nfc_checkpoint}", labels=["neg", "pos"], seq_length=16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        composing.fit(rows, epochs=1, batch_size=2, verbose=0)
