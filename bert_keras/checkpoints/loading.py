@@ -378,7 +378,7 @@ def find_vocabulary(spec):
 
 
 def load_tokenizer(spec, *, vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None,
-                   max_input_chars_per_word=None, **options):
+                   max_input_chars_per_word=None, unicode_normalization=None, **options):
     """The `pipelines.BertTokenizer` of a checkpoint: its vocabulary (`find_vocabulary`, or
     `vocab_file`) read with the rules it records (`tokenizer_config.json`) unless given.
 
@@ -393,6 +393,8 @@ def load_tokenizer(spec, *, vocab_file=None, lowercase=None, strip_accents=None,
             records, `bert-keras vocab --pre-tokenizer kiwi`'s; "none": no analyzer, text split already).
         max_input_chars_per_word: longer words read as one [UNK] (None: the checkpoint's: its
             `tokenizer.json`'s, 100 in an HF model directory as transformers', else 200 as the original).
+        unicode_normalization: "NFC" composes every text first (None: the one the vocabulary records,
+            `bert-keras vocab --unicode-normalization NFC`'s; "none": text read as given).
         **options: more `BertTokenizer` options (`backend`, ...).
 
     Raises:
@@ -410,7 +412,8 @@ def load_tokenizer(spec, *, vocab_file=None, lowercase=None, strip_accents=None,
     if vocab_file is None:
         raise CheckpointFormatError(f"{spec} has no vocab.txt beside it (looked for {', '.join(vocabulary_candidates(spec))}); "
                                     "pass the vocabulary (vocab_file=, --vocab FILE)")
-    rules = resolve_tokenizer_settings(vocab_file, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word)
+    rules = resolve_tokenizer_settings(vocab_file, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word,
+                                       unicode_normalization)
     try:
         return BertTokenizer(vocab_file, **rules, **options)
     except MissingDependencyError as error:
@@ -731,7 +734,8 @@ def _stage_vocabulary(staging, vocab_file, destination, settings):
     shutil.copyfile(vocab_file, staged)
     write_tokenizer_settings(staged, lowercase=rules["lowercase"], strip_accents=rules["strip_accents"],
                              pre_tokenizer=pre_tokenizer, max_input_chars_per_word=max_chars,
-                             added_tokens=given.get("added_tokens"))
+                             added_tokens=given.get("added_tokens"),
+                             unicode_normalization=given.get("unicode_normalization", rules["unicode_normalization"]))
     names = [os.path.basename(tokenizer_config_path(staged)), os.path.basename(destination)]
     if in_place:  # only the rules change
         os.remove(staged)

@@ -41,10 +41,13 @@ def embedder_from_flags(args, **windows):
     from bert_keras.tasks import Embedder
 
     refuse_tokenizer_flags(args)
+    # `--unicode-normalization` where the command has it (export): None, the encoder's recorded one
+    normalization = getattr(args, "unicode_normalization", None)
     return Embedder.from_pretrained(args.init, pooling=args.pooling, normalize=args.normalize,
                                     pooling_layer=args.pooling_layer,
                                     vocab_file=args.vocab, lowercase=given_lowercase(args),
-                                    strip_accents=args.strip_accents, seq_length=args.seq_length, **windows)
+                                    strip_accents=args.strip_accents, seq_length=args.seq_length,
+                                    **({"unicode_normalization": normalization} if normalization else {}), **windows)
 
 
 def read_idf_corpus(args):

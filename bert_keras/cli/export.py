@@ -9,7 +9,7 @@ a fresh Python that imports only TensorFlow must reproduce the model's outputs.
 import argparse
 
 from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options, add_null_threshold_option, add_window_options
-from bert_keras.cli.flag_arguments import check_null_threshold
+from bert_keras.cli.flag_arguments import add_unicode_normalization_option, check_null_threshold
 from pipelines.output_paths import refuse_inputs
 from pipelines.command_options import add_field_options, add_option, field_values, positive_int
 from bert_keras.cli.main import CommandError
@@ -62,6 +62,11 @@ def register(subparsers, summary):
                        default="a fine-tuned model's own (the finetune run's); for --init, a text is its first window",
                        model_defaults=True)
     add_pooling_options(parser, applies_to="--init: ", idf_default="; required with --init --pooling bm25")
+    add_unicode_normalization_option(parser, help=(
+        "--init: NFC composes every request's text in the graph before tokenizing (Hangul sent decomposed, NFD "
+        "jamo, as macOS clients send it); none: text read as given. Default: the one the encoder's vocabulary "
+        "records (bert-keras vocab --unicode-normalization), else none. A --model keeps the one it was "
+        "fine-tuned with (another is refused)"))
     parser.set_defaults(func=run)
 
 
@@ -95,6 +100,7 @@ def run(args):
         if args.model:
             record = read_finetuned(args.model, load_model=False)
             refuse_settings_flags(args, record.kind, f"{args.model} is", record.settings)
+            refuse_other_normalization(args, record)
             task = load(args.model)
             check_null_threshold(args, task)
             windows = {"max_length": args.max_length, "stride": args.stride}
@@ -116,6 +122,22 @@ def run(args):
 
     print(export_result_steps(result, args.base_path, args.name, args.release))
     return 0
+
+
+def refuse_other_normalization(args, record):
+    """`--unicode-normalization` other than the one the fine-tuned model `record` was trained with: an
+    error. NFC changes more than decomposed Hangul (CJK compatibility ideographs, U+F900-U+FAFF, become
+    unified ones; U+212B ANGSTROM SIGN becomes Å), text the model was trained to read otherwise."""
+    from pipelines.tokenizer.composition import checked_unicode_normalization
+
+    if args.unicode_normalization is None:
+        return
+    if checked_unicode_normalization(args.unicode_normalization) != record.unicode_normalization:
+        raise CommandError(
+            f"--unicode-normalization {args.unicode_normalization}: {args.model} was fine-tuned with "
+            f"unicode_normalization={record.unicode_normalization or 'none'}, and an export tokenizes as its model "
+            "was trained. Compose the text on the client (unicodedata.normalize(\"NFC\", text)), or fine-tune "
+            "again with --unicode-normalization NFC")
 
 
 # The flags that set one of a kind's settings (`bert_keras.families`), by setting.

@@ -32,12 +32,12 @@ UNICODE_NORMALIZATION_HELP = ("NFC composes every text before tokenizing, in the
                               "(text read as given, as the original BERT and HF)")
 
 
-def add_unicode_normalization_option(parser):
+def add_unicode_normalization_option(parser, help=UNICODE_NORMALIZATION_HELP):
     """`--unicode-normalization NFC|none` (dest `unicode_normalization`, None when not given):
     `pipelines.BertTokenizer(unicode_normalization=)`."""
     parser.add_argument("--unicode-normalization", choices=["NFC", "none"], default=None,
                         type=lambda value: value.upper() if value.lower() == "nfc" else value.lower(),
-                        help=UNICODE_NORMALIZATION_HELP)
+                        help=help)
 
 
 def refuse_tokenizer_flags(args):

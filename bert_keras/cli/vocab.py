@@ -7,7 +7,7 @@ Thin: the flags are the fields of `pipelines.tokenizer.vocabulary_learning.Vocab
 import shlex
 import sys
 
-from bert_keras.cli.flag_arguments import add_case_options
+from bert_keras.cli.flag_arguments import add_case_options, add_unicode_normalization_option
 from pipelines.command_options import add_field_options, field_values
 
 
@@ -31,6 +31,11 @@ def register(subparsers, summary):
     add_case_options(parser, cased_help="keep case and accents (cased model)",
                      no_cased_help="; default --no-cased: lowercase (uncased model, as BERT's uncased vocabularies)")
     add_field_options(parser, VocabularyOptions)  # --size, --reserved, ... --morpheme-suffixes
+    add_unicode_normalization_option(parser, help=(
+        "NFC: compose the corpus (Hangul written decomposed, NFD jamo, as macOS file systems give it) before "
+        "learning, and record it in tokenizer_config.json, so that tokenize, create-pretraining-data, pretrain, "
+        "finetune and export compose every text the same way. Default: none (text read as given, as the "
+        "original BERT and HF)"))
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output file")
     # `bert-keras ... -- OPTION ...`: the words after `--` (bert_keras.cli.main.TRAILING_OPTIONS).
     parser.set_defaults(func=run, trailing_beam_options=[])
@@ -44,6 +49,7 @@ def run(args):
     _gather_beam_options(args)
     learned = learn_vocabulary(
         args.inputs, args.output, lowercase=not args.cased, strip_accents=args.strip_accents, overwrite=args.overwrite,
+        unicode_normalization=args.unicode_normalization,
         # A bar on a terminal only: in a log file or a pipe, tqdm's redraws were lines of \r-joined text.
         progress=lambda: tqdm(desc="counting words", unit=" lines", disable=not sys.stderr.isatty()),
         log=print, **field_values(VocabularyOptions, args))

@@ -153,8 +153,11 @@ def _check_dataset(task, rows, parts):
             # or for an uncased model of combining marks only, has no token.
             column_name = "" if len(texts) == 1 else f"[{column_index}]"
             note_text_column(f"x{column_name}")
-            strings = [text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
-                       for text in column.ravel().tolist()]
+            raw = column.ravel().tolist()
+            # decomposed Hangul a Korean vocabulary reads as [UNK]: warned once, in this same pass
+            if hasattr(task.tokenizer, "check_composition"):
+                task.tokenizer.check_composition(raw, f"x{column_name}", first=count)
+            strings = [text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text) for text in raw]
             empty = next((i for i in texts_without_token(strings, task.tokenizer)
                           if not note_empty_text(f"x{column_name}", count + i)), None)
             if empty is not None:

@@ -56,10 +56,11 @@ class Pretrainer(BertPretrainer):
     pre_tokenizer = None  # the morpheme analyzer a corpus is split with (the vocabulary's recorded one)
     max_input_chars_per_word = None  # the vocabulary's word length limit (None: resolved from it)
     added_tokens = ()  # the tokens a corpus's text finds whole ("[E1]"): the checkpoint's, or the vocabulary's
+    unicode_normalization = None  # "NFC": a corpus composed before tokenizing (the vocabulary's recorded one)
 
     @classmethod
     def from_config(cls, config, *, vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None,
-                    max_input_chars_per_word=None, dtype=None):
+                    max_input_chars_per_word=None, unicode_normalization=None, dtype=None):
         """A randomly initialised pretrainer.
 
         Args:
@@ -74,6 +75,8 @@ class Pretrainer(BertPretrainer):
                 vocabulary records, `bert-keras vocab --pre-tokenizer kiwi`'s; "none": no analyzer).
             max_input_chars_per_word: a corpus's longer words read as one [UNK] (None: the
                 vocabulary's limit: recorded, 100 in an HF directory, else the original's 200).
+            unicode_normalization: "NFC" composes a corpus before tokenizing (None: the one the
+                vocabulary records, `bert-keras vocab --unicode-normalization NFC`'s; "none": text as given).
             dtype: a Keras dtype policy (`"mixed_float16"`, ...); None = the global one.
         """
         from bert_keras.encoder import BertEncoder
@@ -82,7 +85,8 @@ class Pretrainer(BertPretrainer):
             return cls._from_keras_config(config)
         pretrainer = cls(BertEncoder(read_config(config, vocab_file), dtype=dtype))
         pretrainer.vocab_file = None if vocab_file is None else os.fspath(vocab_file)
-        pretrainer._set_tokenization(lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word)
+        pretrainer._set_tokenization(lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word,
+                                     unicode_normalization)
         pretrainer.added_tokens = corpus_added_tokens(pretrainer.vocab_file, pretrainer.pre_tokenizer)
         return pretrainer
 
@@ -92,7 +96,8 @@ class Pretrainer(BertPretrainer):
         return {**super().get_config(), "vocab_file": self.vocab_file, "lowercase": self.lowercase,
                 "strip_accents": self.strip_accents, "pre_tokenizer": self.pre_tokenizer,
                 "max_input_chars_per_word": self.max_input_chars_per_word,
-                **({"added_tokens": list(self.added_tokens)} if self.added_tokens else {})}
+                **({"added_tokens": list(self.added_tokens)} if self.added_tokens else {}),
+                **({"unicode_normalization": self.unicode_normalization} if self.unicode_normalization else {})}
 
     @classmethod
     def _from_keras_config(cls, config):
@@ -102,7 +107,7 @@ class Pretrainer(BertPretrainer):
         config = dict(config)
         tokenization = {key: config.pop(key, None)
                         for key in ("vocab_file", "lowercase", "strip_accents", "pre_tokenizer",
-                                    "max_input_chars_per_word", "added_tokens")}
+                                    "max_input_chars_per_word", "added_tokens", "unicode_normalization")}
         pretrainer = super().from_config(config)
         pretrainer.vocab_file = tokenization["vocab_file"]
         pretrainer.lowercase = cls.lowercase if tokenization["lowercase"] is None else bool(tokenization["lowercase"])
@@ -111,20 +116,24 @@ class Pretrainer(BertPretrainer):
         # None (a file saved before it was kept): resolved from the vocabulary at `fit(corpus=)`
         pretrainer.max_input_chars_per_word = tokenization["max_input_chars_per_word"]
         pretrainer.added_tokens = tuple(tokenization["added_tokens"] or ())
+        pretrainer.unicode_normalization = tokenization["unicode_normalization"]
         return pretrainer
 
-    def _set_tokenization(self, lowercase, strip_accents, pre_tokenizer=None, max_input_chars_per_word=None):
+    def _set_tokenization(self, lowercase, strip_accents, pre_tokenizer=None, max_input_chars_per_word=None,
+                          unicode_normalization=None):
         from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
 
         rules = resolve_tokenizer_settings(self.vocab_file, lowercase, strip_accents, pre_tokenizer,
-                                           max_input_chars_per_word)
+                                           max_input_chars_per_word, unicode_normalization)
+        self.unicode_normalization = rules["unicode_normalization"]
         self.lowercase, self.strip_accents = bool(rules["lowercase"]), rules["strip_accents"]
         self.pre_tokenizer = rules["pre_tokenizer"]
         self.max_input_chars_per_word = rules["max_input_chars_per_word"]
 
     @classmethod
     def from_pretrained(cls, spec, *, vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None,
-                        max_input_chars_per_word=None, strict=False, dtype=None, name="bert_pretrainer"):
+                        max_input_chars_per_word=None, unicode_normalization=None, strict=False, dtype=None,
+                        name="bert_pretrainer"):
         """Continues pretraining from a checkpoint (`BertPretrainer.from_pretrained`); the tokenization
         arguments are `from_config`'s. The tokens the checkpoint's tokenizer adds ("[E1]": an HF
         checkpoint's, or those recorded beside its vocabulary) are found whole in a corpus, as a task
@@ -135,7 +144,8 @@ class Pretrainer(BertPretrainer):
         with reading_added_tokens(spec, vocab_file=vocab_file, pre_tokenizer=pre_tokenizer) as added:
             pretrainer = super().from_pretrained(spec, strict=strict, dtype=dtype, name=name)
             pretrainer.vocab_file = vocab_file or find_vocabulary(spec)
-        pretrainer._set_tokenization(lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word)
+        pretrainer._set_tokenization(lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word,
+                                     unicode_normalization)
         pretrainer.added_tokens = tuple(added) or corpus_added_tokens(pretrainer.vocab_file, pretrainer.pre_tokenizer)
         return pretrainer
 
@@ -145,7 +155,7 @@ class Pretrainer(BertPretrainer):
         if self.vocab_file is None:
             raise TaskInputError("the pretrainer has no vocabulary: Pretrainer.from_config(..., vocab_file=)")
         return corpus_tokenizer(self.vocab_file, self.lowercase, self.strip_accents, self.pre_tokenizer,
-                                self.max_input_chars_per_word, self.added_tokens)
+                                self.max_input_chars_per_word, self.added_tokens, self.unicode_normalization)
 
     def fit(self, x=None, y=None, *, corpus=None, records=None, output_dir=None, steps=None,
             batch_size=32, seq_length=None, max_predictions=None, learning_rate=1e-4, warmup_steps=None,
@@ -195,12 +205,14 @@ class Pretrainer(BertPretrainer):
         if corpus is not None:
             check_vocabulary_size(self.encoder.config, self.vocab_file)
         if self.max_input_chars_per_word is None and self.vocab_file:  # one read back from a .keras file
-            self._set_tokenization(self.lowercase, self.strip_accents, self.pre_tokenizer or "none")
+            self._set_tokenization(self.lowercase, self.strip_accents, self.pre_tokenizer or "none",
+                                   unicode_normalization=self.unicode_normalization or "none")
         make_dataset = dataset_factory(
             corpus=corpus, records=records, vocab_file=self.vocab_file, lowercase=self.lowercase,
             strip_accents=self.strip_accents, pre_tokenizer=self.pre_tokenizer, batch_size=batch_size,
             seq_length=seq_length, max_predictions=max_predictions, seed=seed, masking=masking,
-            max_input_chars_per_word=self.max_input_chars_per_word, added_tokens=self.added_tokens)
+            max_input_chars_per_word=self.max_input_chars_per_word, added_tokens=self.added_tokens,
+            unicode_normalization=self.unicode_normalization)
         if records is not None and self.max_input_chars_per_word is not None:  # as `pretrain` checks them
             check_records_word_limit(records, self.max_input_chars_per_word, None, self.vocab_file, built=True)
         # What identifies the run in output_dir's run.json, as `pretrain` records it: without it, a
@@ -213,7 +225,7 @@ class Pretrainer(BertPretrainer):
             init=None, seq_length=seq_length, max_input_chars_per_word=self.max_input_chars_per_word,
             max_predictions=max_predictions, batch_size=batch_size, learning_rate=learning_rate,
             weight_decay=weight_decay, seed=seed, checkpoint_every=checkpoint_every, steps_per_execution=1,
-            masking=masking, added_tokens=self.added_tokens)
+            masking=masking, added_tokens=self.added_tokens, unicode_normalization=self.unicode_normalization)
         return run_pretraining(
             build_model=lambda: self, make_dataset=make_dataset, output_dir=output_dir,
             num_train_steps=int(steps), global_batch_size=batch_size,
@@ -258,7 +270,7 @@ class Pretrainer(BertPretrainer):
     @classmethod
     def pretrain(cls, output_dir, *, steps, corpus=None, records=None, config="base", init=None,
                  vocab_file=None, lowercase=None, strip_accents=None, pre_tokenizer=None,
-                 max_input_chars_per_word=None, seq_length=None, max_predictions=None, batch_size=32, learning_rate=1e-4, warmup_steps=None, weight_decay=0.01, seed=0,
+                 max_input_chars_per_word=None, unicode_normalization=None, seq_length=None, max_predictions=None, batch_size=32, learning_rate=1e-4, warmup_steps=None, weight_decay=0.01, seed=0,
                  checkpoint_every=1000, keep_checkpoints=3, strategy="auto", tpu=None,
                  mixed_precision="auto", jit_compile="auto", steps_per_execution=1, overwrite=False,
                  masked_lm_prob=MaskingSettings.masked_lm_prob, short_seq_prob=MaskingSettings.short_seq_prob,
@@ -345,8 +357,9 @@ class Pretrainer(BertPretrainer):
         from pipelines.tokenizer.tokenizer_config import resolve_tokenizer_settings
 
         rules = resolve_tokenizer_settings(vocab_file, lowercase, strip_accents, pre_tokenizer,
-                                           max_input_chars_per_word)
+                                           max_input_chars_per_word, unicode_normalization)
         lowercase, strip_accents, pre_tokenizer = rules["lowercase"], rules["strip_accents"], rules["pre_tokenizer"]
+        unicode_normalization = rules["unicode_normalization"]
         added_tokens = tuple(added) or corpus_added_tokens(vocab_file, pre_tokenizer)
         max_chars = rules["max_input_chars_per_word"]
         model_config = None if init else read_config(config, vocab_file)
@@ -358,7 +371,7 @@ class Pretrainer(BertPretrainer):
             corpus=corpus, records=records, vocab_file=vocab_file, lowercase=lowercase,
             strip_accents=strip_accents, pre_tokenizer=pre_tokenizer, batch_size=batch_size, seq_length=seq_length,
             max_predictions=max_predictions, seed=seed, masking=masking, max_input_chars_per_word=max_chars,
-            added_tokens=added_tokens)
+            added_tokens=added_tokens, unicode_normalization=unicode_normalization)
         if records is not None:
             check_records_word_limit(records, max_chars, max_input_chars_per_word, vocab_file)
 
@@ -383,7 +396,7 @@ class Pretrainer(BertPretrainer):
             init=init, seq_length=seq_length, max_predictions=max_predictions, batch_size=batch_size,
             learning_rate=learning_rate, weight_decay=weight_decay, seed=seed,
             checkpoint_every=checkpoint_every, steps_per_execution=steps_per_execution, masking=masking,
-            max_input_chars_per_word=max_chars, added_tokens=added_tokens)
+            max_input_chars_per_word=max_chars, added_tokens=added_tokens, unicode_normalization=unicode_normalization)
         # The caller's global dtype policy comes back afterwards: a model built after a float16 run
         # (or after a failed check) was mixed_float16 too.
         previous_policy = keras.config.dtype_policy()
@@ -401,7 +414,8 @@ class Pretrainer(BertPretrainer):
                                                          "pre_tokenizer": pre_tokenizer,
                                                          "max_input_chars_per_word":
                                                              None if max_chars == ORIGINAL_MAX_CHARS_PER_WORD
-                                                             else max_chars, "added_tokens": added_tokens}),
+                                                             else max_chars, "added_tokens": added_tokens,
+                                                         "unicode_normalization": unicode_normalization}),
                 input_paths=input_paths(vocab_file=vocab_file, init=init, config=config, corpus=corpus,
                                         records=records))
         finally:
@@ -567,14 +581,14 @@ def read_config(config, vocab_file=None):
 
 def dataset_factory(*, corpus, records, vocab_file, lowercase, batch_size, seq_length, max_predictions, seed,
                     strip_accents=None, pre_tokenizer=None, masking=None, max_input_chars_per_word=None,
-                    added_tokens=()):
+                    added_tokens=(), unicode_normalization=None):
     """A () -> infinite `tf.data.Dataset` of global `(x, y)` batches, the same stream on every call.
 
     The inputs are checked before any model is built: records must exist and
     have the asked shapes (`pipelines.pretraining.RecordsMismatchError`), a
     corpus must exist and have a vocabulary. `masking`: the corpus's `MaskingSettings`
     (None: the defaults). `added_tokens`: found whole in the corpus (one id each, a word of its own
-    for the masked LM; a special one never masked).
+    for the masked LM; a special one never masked). `unicode_normalization`: "NFC" composes the corpus first.
     """
     import tensorflow as tf
 
@@ -608,15 +622,16 @@ def dataset_factory(*, corpus, records, vocab_file, lowercase, batch_size, seq_l
     if vocab_file is None:
         raise TaskInputError("corpus= needs the vocabulary: Pretrainer.from_config(..., vocab_file=)")
     tokenizer = corpus_tokenizer(vocab_file, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word,
-                                 added_tokens)
+                                 added_tokens, unicode_normalization)
     masking = (masking or MaskingSettings()).masking()
     return lambda: pretraining_data.dynamic_pretraining_dataset(corpus, tokenizer, **common, **masking)
 
 
 def corpus_tokenizer(vocab_file, lowercase, strip_accents=None, pre_tokenizer=None, max_input_chars_per_word=None,
-                     added_tokens=()):
+                     added_tokens=(), unicode_normalization=None):
     """The `pipelines.BertTokenizer` a corpus is read with (`fit(corpus=)`, `pretrain(corpus=)`): the run's
-    rules, the vocabulary's word length limit unless given, its `added_tokens` found whole."""
+    rules, the vocabulary's word length limit unless given, its `added_tokens` found whole, its text
+    composed first with `unicode_normalization` ("NFC") when given."""
     from pipelines import BertTokenizer
 
     if max_input_chars_per_word is None:  # the vocabulary's word length limit, as the models built on it read
@@ -625,7 +640,8 @@ def corpus_tokenizer(vocab_file, lowercase, strip_accents=None, pre_tokenizer=No
         max_input_chars_per_word = resolve_tokenizer_settings(
             vocab_file, lowercase, strip_accents, pre_tokenizer or "none")["max_input_chars_per_word"]
     return BertTokenizer(vocab_file, lowercase=lowercase, strip_accents=strip_accents, pre_tokenizer=pre_tokenizer,
-                         max_input_chars_per_word=max_input_chars_per_word, added_tokens=list(added_tokens))
+                         max_input_chars_per_word=max_input_chars_per_word, added_tokens=list(added_tokens),
+                         unicode_normalization=unicode_normalization)
 
 
 def corpus_added_tokens(vocab_file, pre_tokenizer=None):
@@ -640,7 +656,7 @@ def corpus_added_tokens(vocab_file, pre_tokenizer=None):
 def run_settings(*, records, corpus, vocab_file, lowercase, config, init, seq_length, max_predictions,
                  batch_size, learning_rate, weight_decay, seed, checkpoint_every, steps_per_execution,
                  strip_accents=None, pre_tokenizer=None, masking=None, max_input_chars_per_word=None,
-                 added_tokens=()):
+                 added_tokens=(), unicode_normalization=None):
     """What identifies a run in its `run.json`: a rerun must match it to resume or continue."""
     def absolute(path):
         if path is None:
@@ -675,6 +691,8 @@ def run_settings(*, records, corpus, vocab_file, lowercase, config, init, seq_le
         # likewise: the added tokens a corpus's text finds whole
         **({"added_tokens": [entry if isinstance(entry, str) else entry["content"] for entry in added_tokens]}
            if corpus and added_tokens else {}),
+        # likewise: a corpus composed before tokenizing
+        **({"unicode_normalization": unicode_normalization} if corpus and unicode_normalization else {}),
         # likewise: the masking settings that depart from the defaults
         **{name: value for name, value in (masking or MaskingSettings()).masking().items()
            if value != getattr(MaskingSettings, name)},
@@ -728,7 +746,8 @@ def save_outputs(model, output_dir, vocab_file=None, tokenizer_settings=None):
                                  strip_accents=tokenizer_settings.get("strip_accents"),
                                  pre_tokenizer=tokenizer_settings.get("pre_tokenizer"),
                                  max_input_chars_per_word=tokenizer_settings.get("max_input_chars_per_word"),
-                                 added_tokens=tokenizer_settings.get("added_tokens"))
+                                 added_tokens=tokenizer_settings.get("added_tokens"),
+                                 unicode_normalization=tokenizer_settings.get("unicode_normalization"))
 
 
 def _refuse_raw_text(x, call):

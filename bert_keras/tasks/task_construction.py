@@ -98,10 +98,12 @@ def task_from_pretrained(cls, spec, *, labels=None, num_classes=None, seq_length
         if fine_tuned is not None:
             assign_hf_task_head(head, fine_tuned)
         # the vocabulary's recorded pre-tokenizer (a morpheme vocabulary's kiwi) unless one is given
-        rules = resolve_tokenizer_settings(vocab, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word)
+        # and its recorded Unicode normalization (`bert-keras vocab --unicode-normalization NFC`) unless given
+        _given_normalization(unicode_normalization)  # a bad value: a TaskInputError
+        rules = resolve_tokenizer_settings(vocab, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word,
+                                           unicode_normalization)
         task = cls(head, vocab_file=vocab, seq_length=seq_length, labels=labels, settings=settings,
-                   training={"init": spec_path}, added_tokens=added,
-                   unicode_normalization=_given_normalization(unicode_normalization), **rules)
+                   training={"init": spec_path}, added_tokens=added, **rules)
     task._compile_recipe(**(recipe or {}))
     check_family_rule(task)
     return task

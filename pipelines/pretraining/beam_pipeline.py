@@ -214,7 +214,7 @@ def build_pipeline(pipeline, settings: PretrainingDataSettings, keyed_files, voc
         | "BatchDocuments" >> beam.BatchElements(min_batch_size=16, max_batch_size=512)
         | "Tokenize" >> beam.ParDo(_Tokenize(settings.vocab_file, settings.lowercase, settings.strip_accents,
                                                 settings.pre_tokenizer, settings.max_input_chars_per_word,
-                                                settings.added_tokens))
+                                                settings.added_tokens, settings.unicode_normalization))
     )
     count = tokenized | "CountDocuments" >> beam.combiners.Count.Globally()
     return (
@@ -315,8 +315,9 @@ class _Tokenize(beam.DoFn):
     """Batches of (document id, sentences) -> (document id, token ids, sentence lengths); empty documents dropped."""
 
     def __init__(self, vocab_file, lowercase, strip_accents=None, pre_tokenizer=None,
-                 max_input_chars_per_word=ORIGINAL_MAX_CHARS_PER_WORD, added_tokens=()):
+                 max_input_chars_per_word=ORIGINAL_MAX_CHARS_PER_WORD, added_tokens=(), unicode_normalization=None):
         self.vocab_file = vocab_file
+        self.unicode_normalization = unicode_normalization
         self.added_tokens = [dict(spec) for spec in added_tokens]
         self.max_input_chars_per_word = max_input_chars_per_word
         self.lowercase = lowercase
@@ -331,7 +332,8 @@ class _Tokenize(beam.DoFn):
 
         self.tokenizer = BertTokenizer(self.vocab_file, lowercase=self.lowercase, strip_accents=self.strip_accents,
                                        pre_tokenizer=self.pre_tokenizer, added_tokens=self.added_tokens,
-                                       max_input_chars_per_word=self.max_input_chars_per_word)
+                                       max_input_chars_per_word=self.max_input_chars_per_word,
+                                       unicode_normalization=self.unicode_normalization)
 
     def process(self, batch):
         tokenized = tokenize_documents([sentences for _, sentences in batch], self.tokenizer)

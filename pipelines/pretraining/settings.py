@@ -118,6 +118,8 @@ class PretrainingDataSettings(MaskingSettings):
         pre_tokenizer: the morpheme analyzer ("kiwi") the corpus is split with first, on the host
             (None: the one the vocabulary records, for a vocabulary of morphemes as words; "none":
             no analyzer, the corpus is split already).
+        unicode_normalization: "NFC" composes the corpus before tokenizing (None: the one the
+            vocabulary records, `bert-keras vocab --unicode-normalization NFC`'s; "none": text as given).
         format: corpus layout: `"bert"`, `"text"` or `"lines"`.
         decode_errors: `"strict"` or `"replace"` (see `read_corpus`).
         added_tokens: tokens found whole in the corpus, one id each (`pipelines.BertTokenizer(added_tokens=)`;
@@ -159,6 +161,10 @@ class PretrainingDataSettings(MaskingSettings):
     pre_tokenizer: Optional[str] = option(
         None, "split the corpus into morphemes first with this analyzer (kiwi): default the one the vocabulary "
               "records (bert-keras vocab --pre-tokenizer kiwi); none: the corpus is split already", metavar="NAME")
+    unicode_normalization: Optional[str] = option(
+        None, "NFC: compose the corpus before tokenizing (Hangul written decomposed, NFD jamo); default the one "
+              "the vocabulary records (bert-keras vocab --unicode-normalization NFC), else none (text read as given)",
+        choices=("NFC", "none"), type=lambda value: value.upper() if value.lower() == "nfc" else value.lower())
     format: str = option("bert", "bert: one sentence per line, blank line between documents (default); "
                                    "text: prose, one document per file, sentences split by rule; "
                                    "lines: one document per line", choices=FORMATS)
@@ -214,8 +220,9 @@ class PretrainingDataSettings(MaskingSettings):
 
         # the vocabulary's own analyzer unless one is given, whatever the casing; its word length limit
         rules = resolve_tokenizer_settings(self.vocab_file, self.lowercase, self.strip_accents, self.pre_tokenizer,
-                                           self.max_input_chars_per_word)
+                                           self.max_input_chars_per_word, self.unicode_normalization)
         object.__setattr__(self, "pre_tokenizer", rules["pre_tokenizer"])
+        object.__setattr__(self, "unicode_normalization", rules["unicode_normalization"])
         object.__setattr__(self, "max_input_chars_per_word", rules["max_input_chars_per_word"])
         from pipelines.tokenizer.added_tokens import added_token_specs
         from pipelines.tokenizer.tokenizer_config import recorded_added_tokens
@@ -260,6 +267,8 @@ class PretrainingDataSettings(MaskingSettings):
             del fields["strip_accents"]  # the default rule: records made before the setting read the same
         if fields["pre_tokenizer"] is None:
             del fields["pre_tokenizer"]  # likewise
+        if fields["unicode_normalization"] is None:
+            del fields["unicode_normalization"]  # likewise
         if fields["max_input_chars_per_word"] == ORIGINAL_MAX_CHARS_PER_WORD:
             del fields["max_input_chars_per_word"]  # likewise
         if fields["added_tokens"]:

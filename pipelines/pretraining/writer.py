@@ -111,7 +111,7 @@ def _write(settings, todo, paths, pool, summary, log):
     tokenizer = _cached_tokenizer(settings.vocab_file, settings.lowercase, settings.strip_accents,
                                   settings.pre_tokenizer, settings.max_input_chars_per_word,
                                   json.dumps(list(settings.added_tokens), sort_keys=True),
-                                  *_file_version(settings.vocab_file))
+                                  settings.unicode_normalization, *_file_version(settings.vocab_file))
     special = tokenizer.special_tokens
     if special.mask is None:
         raise VocabularyError(
@@ -204,12 +204,13 @@ def _file_version(path):
 
 @functools.lru_cache(maxsize=2)
 def _cached_tokenizer(vocab_file, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word, added_tokens,
-                      length, mtime):
+                      unicode_normalization, length, mtime):
     """Tokenizers take seconds to build (Unicode tables): reuse one per vocab file version.
     `added_tokens`: the settings' added tokens as JSON (a hashable key)."""
     del length, mtime  # part of the cache key only
     return BertTokenizer(vocab_file, lowercase=lowercase, strip_accents=strip_accents, pre_tokenizer=pre_tokenizer,
-                         max_input_chars_per_word=max_input_chars_per_word, added_tokens=json.loads(added_tokens))
+                         max_input_chars_per_word=max_input_chars_per_word, added_tokens=json.loads(added_tokens),
+                         unicode_normalization=unicode_normalization)
 
 
 # Seconds of one core per input byte and dupe, writing in-process (measured:

@@ -563,11 +563,12 @@ class BertTokenizer(tf.Module):
         text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
         return tf.strings.strip(tf.strings.regex_replace(text, " ##", ""))
 
-    def check_composition(self, texts, where="text"):
+    def check_composition(self, texts, where="text", first=0):
         """Warns, once for the life of this tokenizer, when `texts` (strings or UTF-8 bytes) hold Hangul
         in decomposed form (NFD jamo) that this vocabulary holds only composed, which reads as [UNK]; the
         warning names `unicode_normalization="NFC"`. Eager `tokenize` calls and the tasks' `fit` /
-        `predict` texts are checked; nothing to say with `unicode_normalization` set or accents stripped.
+        `predict` texts are checked (a `tf.data.Dataset` given to `fit` in its one pass of checks, `first`
+        the position of `texts[0]` in it); nothing to say with `unicode_normalization` set or accents stripped.
 
         >>> tokenizer = BertTokenizer(vocabulary=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "오늘"], strip_accents=False)
         >>> import warnings
@@ -578,7 +579,7 @@ class BertTokenizer(tf.Module):
         True
         """
         if self._note.note is not None:
-            self._note.note.check(texts, where, stacklevel=4)
+            self._note.note.check(texts, where, stacklevel=4, first=first)
 
     def _check_eager(self, strings):
         if self._note.note is not None and not self._note.note.warned:

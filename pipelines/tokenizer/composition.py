@@ -99,8 +99,9 @@ class DecomposedHangulNote:
         word = text[start:end][:20]
         return _DECOMPOSED_SYLLABLE.sub(lambda m: _compose(*m.groups()), word)
 
-    def check(self, texts, where="text", stacklevel=3):
-        """Warns (once for the life of this note) when `first_decomposed(texts)` finds one."""
+    def check(self, texts, where="text", stacklevel=3, first=0):
+        """Warns (once for the life of this note) when `first_decomposed(texts)` finds one, naming it
+        `where[first + index]` (`first`: the position of `texts[0]` in a longer stream)."""
         if self.warned:
             return
         found = self.first_decomposed(texts)
@@ -108,6 +109,7 @@ class DecomposedHangulNote:
             return
         self.warned = True
         index, word = found
+        index += first
         warnings.warn(
             f"{where}[{index}] holds Hangul in decomposed form (NFD conjoining jamo, as macOS file names and some "
             f"web pages write it: {word!r} composed); this vocabulary holds the composed syllables, not the jamo, "

@@ -12,6 +12,11 @@ A vocabulary of morphemes as words (`bert-keras vocab --pre-tokenizer kiwi` with
 `BertTokenizer` keeps and ignores), and the tasks and `load_tokenizer` split with it unless told
 otherwise (`pre_tokenizer="none"`: text given already split).
 
+A vocabulary learned on text composed to NFC (`bert-keras vocab --unicode-normalization NFC`: a corpus
+of decomposed Hangul) records `"bert_keras_unicode_normalization": "NFC"` (`UNICODE_NORMALIZATION_KEY`,
+HF keeps it and does not apply it), and every later step composes its text the same way unless told
+otherwise (`unicode_normalization="none"`); a file without the key: text read as given.
+
 Example:
 
 >>> import os, tempfile
@@ -21,14 +26,18 @@ Example:
 >>> read_tokenizer_settings(vocab)
 {'lowercase': True, 'strip_accents': False}
 >>> resolve_tokenizer_settings(vocab)  # nothing given: the checkpoint's own
-{'lowercase': True, 'strip_accents': False, 'pre_tokenizer': None, 'max_input_chars_per_word': 200}
+{'lowercase': True, 'strip_accents': False, 'pre_tokenizer': None, 'max_input_chars_per_word': 200, 'unicode_normalization': None}
 >>> resolve_tokenizer_settings(vocab, lowercase=False)  # given: yours (accents follow casing)
-{'lowercase': False, 'strip_accents': None, 'pre_tokenizer': None, 'max_input_chars_per_word': 200}
+{'lowercase': False, 'strip_accents': None, 'pre_tokenizer': None, 'max_input_chars_per_word': 200, 'unicode_normalization': None}
 >>> write_tokenizer_settings(vocab, lowercase=True, strip_accents=False, pre_tokenizer="kiwi")
 >>> read_tokenizer_settings(vocab)
 {'lowercase': True, 'strip_accents': False, 'pre_tokenizer': 'kiwi'}
 >>> resolve_tokenizer_settings(vocab, pre_tokenizer="none")  # text split already: no analyzer
-{'lowercase': True, 'strip_accents': False, 'pre_tokenizer': None, 'max_input_chars_per_word': 200}
+{'lowercase': True, 'strip_accents': False, 'pre_tokenizer': None, 'max_input_chars_per_word': 200, 'unicode_normalization': None}
+>>> write_tokenizer_settings(vocab, lowercase=True, strip_accents=False, unicode_normalization="NFC")
+>>> resolve_tokenizer_settings(vocab)["unicode_normalization"], resolve_tokenizer_settings(
+...     vocab, unicode_normalization="none")["unicode_normalization"]
+('NFC', None)
 """
 
 import json
@@ -46,6 +55,9 @@ TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 PRE_TOKENIZER_KEY = "bert_keras_pre_tokenizer"
 # `pre_tokenizer=` this says "no analyzer", even on a vocabulary that records one (text split already).
 NO_PRE_TOKENIZER = "none"
+# The Unicode normalization a vocabulary's text is composed with before tokenizing ("NFC":
+# `pipelines.tokenizer.composition`), a key of this library's own; absent: text read as given.
+UNICODE_NORMALIZATION_KEY = "bert_keras_unicode_normalization"
 
 # The longest word WordPiece splits (longer ones are one [UNK]), as a vocabulary records it: this
 # library's own key in `tokenizer_config.json` (HF's `BertTokenizer` keeps it and ignores it), else
@@ -127,6 +139,7 @@ def read_tokenizer_settings(vocab_file):
             raise TokenizerSettingsError(f"{path}: field {PRE_TOKENIZER_KEY!r} must name a morpheme analyzer "
                                          f"(\"kiwi\") or be null, got {config[PRE_TOKENIZER_KEY]!r}")
         settings["pre_tokenizer"] = config[PRE_TOKENIZER_KEY]
+    settings.update(_normalization_of(config, path))
     if config.get(MAX_CHARS_KEY) is not None:
         settings["max_input_chars_per_word"] = checked_max_chars(config[MAX_CHARS_KEY], f"{path}: field {MAX_CHARS_KEY!r}",
                                                                  TokenizerSettingsError)
@@ -151,6 +164,38 @@ def _recorded_max_chars(vocab_file):
         return {"max_input_chars_per_word": checked_max_chars(
             config[MAX_CHARS_KEY], f"{path}: field {MAX_CHARS_KEY!r}", TokenizerSettingsError)}
     return _hf_max_chars(vocab_file, config if isinstance(config, dict) else None)
+
+
+def _normalization_of(config, path):
+    """`{"unicode_normalization": "NFC"}` when `config` (the JSON object at `path`) records it, else {}.
+
+    Raises:
+        TokenizerSettingsError: the field holds another value (naming the file and field).
+    """
+    if not isinstance(config, dict) or config.get(UNICODE_NORMALIZATION_KEY) is None:
+        return {}
+    from pipelines.tokenizer.composition import checked_unicode_normalization
+
+    try:
+        form = checked_unicode_normalization(config[UNICODE_NORMALIZATION_KEY],
+                                             f"{path}: field {UNICODE_NORMALIZATION_KEY!r}")
+    except ValueError as error:
+        raise TokenizerSettingsError(str(error)) from None
+    return {} if form is None else {"unicode_normalization": form}
+
+
+def _recorded_normalization(vocab_file):
+    """`{"unicode_normalization"}` recorded for `vocab_file`, or {}: as `_recorded_max_chars`, the other
+    fields are not read (a file that is not a JSON object records none)."""
+    if vocab_file is None:
+        return {}
+    path = tokenizer_config_path(vocab_file)
+    try:
+        with open(path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    return _normalization_of(config, path)
 
 
 def checked_max_chars(value, where, error=ValueError):
@@ -238,7 +283,7 @@ def _keras_hub_preset_settings(vocab_file):
 
 
 def resolve_tokenizer_settings(vocab_file, lowercase=None, strip_accents=None, pre_tokenizer=None,
-                               max_input_chars_per_word=None):
+                               max_input_chars_per_word=None, unicode_normalization=None):
     """The `lowercase` / `strip_accents` / `pre_tokenizer` / `max_input_chars_per_word` a model built
     on `vocab_file` uses.
 
@@ -254,9 +299,11 @@ def resolve_tokenizer_settings(vocab_file, lowercase=None, strip_accents=None, p
     given; `"none"` (`NO_PRE_TOKENIZER`) gives no analyzer, for text split already. The word length
     limit is the given one, else the recorded one (`MAX_CHARS_KEY`, HF's `tokenizer.json`, 100 in an HF
     directory), else the original's 200; with `lowercase` and `pre_tokenizer` both given, only the limit
-    is read from the recorded rules (the rest of the file is not checked).
+    is read from the recorded rules (the rest of the file is not checked). The Unicode normalization is
+    the given one (`"none"`: text read as given), else the recorded one (`UNICODE_NORMALIZATION_KEY`), else None.
     """
-    if pre_tokenizer is None or lowercase is None:
+    whole = pre_tokenizer is None or lowercase is None
+    if whole:
         recorded = read_tokenizer_settings(vocab_file)
     else:  # the rules given: only the limit is read, whatever the rest of the file says
         recorded = _recorded_max_chars(vocab_file) if max_input_chars_per_word is None else {}
@@ -264,6 +311,12 @@ def resolve_tokenizer_settings(vocab_file, lowercase=None, strip_accents=None, p
         max_input_chars_per_word = recorded.get("max_input_chars_per_word", ORIGINAL_MAX_CHARS_PER_WORD)
     max_input_chars_per_word = checked_max_chars(max_input_chars_per_word, "max_input_chars_per_word")
     analyzer = recorded.get("pre_tokenizer") if pre_tokenizer is None else given_pre_tokenizer(pre_tokenizer)
+    if unicode_normalization is None:  # the vocabulary's own (the fast path above did not read it)
+        form = (recorded if whole else _recorded_normalization(vocab_file)).get("unicode_normalization")
+    else:
+        from pipelines.tokenizer.composition import checked_unicode_normalization
+
+        form = checked_unicode_normalization(unicode_normalization)
     if lowercase is None:  # the checkpoint's casing, whatever is said of accents
         guessed = "lowercase" not in recorded
         lowercase = not vocabulary_is_cased(vocab_file) if guessed else recorded["lowercase"]
@@ -272,7 +325,7 @@ def resolve_tokenizer_settings(vocab_file, lowercase=None, strip_accents=None, p
         if guessed and lowercase and strip_accents is None and vocabulary_keeps_accents(vocab_file):
             strip_accents = False  # stripped, its tokens (Hangul syllables) would never be matched
     return {"lowercase": bool(lowercase), "strip_accents": strip_accents, "pre_tokenizer": analyzer,
-            "max_input_chars_per_word": max_input_chars_per_word}
+            "max_input_chars_per_word": max_input_chars_per_word, "unicode_normalization": form}
 
 
 def vocabulary_is_cased(vocab_file):
@@ -342,17 +395,21 @@ def given_pre_tokenizer(pre_tokenizer):
 
 
 def write_tokenizer_settings(vocab_file, *, lowercase, strip_accents=None, pre_tokenizer=None,
-                             max_input_chars_per_word=None, added_tokens=None):
+                             max_input_chars_per_word=None, added_tokens=None, unicode_normalization=None):
     """Writes HF's `tokenizer_config.json` for `vocab_file` (atomically): HF's `BertTokenizer` and
     this library both read the vocabulary back with these rules. A `pre_tokenizer` (the name of a
     morpheme analyzer, for a vocabulary of morphemes as words) is recorded as `PRE_TOKENIZER_KEY`,
-    which HF keeps but does not apply; so is a `max_input_chars_per_word` (as `MAX_CHARS_KEY`).
+    which HF keeps but does not apply; so are a `max_input_chars_per_word` (as `MAX_CHARS_KEY`) and a
+    `unicode_normalization` ("NFC", as `UNICODE_NORMALIZATION_KEY`; None / "none": no key).
     `added_tokens` (`pipelines.BertTokenizer(added_tokens=)`'s forms; each a line of `vocab_file`,
     which must exist) are written as transformers writes them, `added_tokens_decoder` (id -> token
     and flags), which `BertTokenizerFast.from_pretrained` and `bert_keras.checkpoints.find_added_tokens`
     read back."""
     if pre_tokenizer is not None and not isinstance(pre_tokenizer, str):
         raise TypeError(f"pre_tokenizer: the name of a morpheme analyzer (\"kiwi\") is recorded, got {pre_tokenizer!r}")
+    from pipelines.tokenizer.composition import checked_unicode_normalization
+
+    form = checked_unicode_normalization(unicode_normalization)
     config = {
         "tokenizer_class": "BertTokenizer",
         "do_lower_case": bool(lowercase),
@@ -363,6 +420,7 @@ def write_tokenizer_settings(vocab_file, *, lowercase, strip_accents=None, pre_t
         **({PRE_TOKENIZER_KEY: pre_tokenizer} if given_pre_tokenizer(pre_tokenizer) else {}),
         **({MAX_CHARS_KEY: checked_max_chars(max_input_chars_per_word, "max_input_chars_per_word")}
            if max_input_chars_per_word is not None else {}),
+        **({UNICODE_NORMALIZATION_KEY: form} if form else {}),
     }
     if added_tokens:
         from pipelines.tokenizer.added_tokens import added_token_entries
@@ -449,4 +507,5 @@ def copy_tokenizer_settings(source_vocab, destination_vocab):
         write_tokenizer_settings(destination_vocab, lowercase=settings.get("lowercase", True),
                                  strip_accents=settings.get("strip_accents"),
                                  pre_tokenizer=settings.get("pre_tokenizer"),
-                                 max_input_chars_per_word=settings.get("max_input_chars_per_word"))
+                                 max_input_chars_per_word=settings.get("max_input_chars_per_word"),
+                                 unicode_normalization=settings.get("unicode_normalization"))

@@ -11,9 +11,11 @@ morpheme by morpheme), WordPiece is learned from the counts, and `vocab.txt` is 
 ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
 """
 
+import collections
 import dataclasses
 import glob
 import os
+import unicodedata
 from typing import Callable, List, Optional, Tuple
 
 from pipelines.command_options import option
@@ -141,7 +143,7 @@ def _check_extra_reserved(extra, special):
 
 
 def learn_vocabulary(inputs, output, *, lowercase: bool = True, strip_accents: Optional[bool] = None,
-                     overwrite: bool = False, progress: Optional[Callable] = None,
+                     unicode_normalization: Optional[str] = None, overwrite: bool = False, progress: Optional[Callable] = None,
                      log: Callable[[str], None] = lambda line: None, max_input_tokens: Optional[int] = int(5e6),
                      **options) -> LearnedVocabulary:
     """Learns a WordPiece vocabulary from text files and writes it, with its tokenizer rules (and,
@@ -154,6 +156,9 @@ def learn_vocabulary(inputs, output, *, lowercase: bool = True, strip_accents: O
             it (`NAME.tokenizer_config.json` for a `NAME.txt` other than vocab.txt).
         lowercase, strip_accents: the tokenizer's rules (`BertTokenizer`; `strip_accents` None: as
             `lowercase`; False with `lowercase` keeps Hangul syllables whole).
+        unicode_normalization: "NFC" learns on the corpus composed (a corpus of decomposed Hangul,
+            NFD jamo) and records it beside the vocabulary, which every later step then applies to
+            its text (`pipelines.BertTokenizer(unicode_normalization=)`); None / "none": text as given.
         overwrite: replace existing output files (else `OutputExistsError`, a `FileExistsError`,
             before any counting); an output that is one of the inputs is refused even so.
         progress: a progress-bar factory for the counting (`count_corpus_words`).
@@ -169,6 +174,9 @@ def learn_vocabulary(inputs, output, *, lowercase: bool = True, strip_accents: O
         pipelines.tokenizer.morphemes.MissingAnalyzerError: the pre-tokenizer is not installed.
     """
     settings = VocabularyOptions(**options)
+    from pipelines.tokenizer.composition import checked_unicode_normalization
+
+    form = checked_unicode_normalization(unicode_normalization)
     from pipelines.tokenizer.tokenizer_config import tokenizer_config_path, write_tokenizer_settings
 
     settings_path = tokenizer_config_path(output)
@@ -186,6 +194,11 @@ def learn_vocabulary(inputs, output, *, lowercase: bool = True, strip_accents: O
     counts = count_corpus_words(inputs, lowercase=lowercase, strip_accents=strip_accents, runner=settings.runner,
                                 pipeline_args=list(settings.beam_options), progress=progress,
                                 pre_tokenizer=settings.pre_tokenizer, morpheme_suffixes=settings.morpheme_suffixes)
+    if form is not None:  # the words as the tokenizer will read them: composed first
+        composed = collections.Counter()
+        for word, count in counts.items():
+            composed[unicodedata.normalize(form, word)] += count
+        counts = composed
     words = sum(counts.values())
     log(f"{words:,} words, {len(counts):,} distinct; learning {settings.size:,} pieces...")
     share = alphabet_share(counts, settings.size, settings.character_coverage)
@@ -216,6 +229,7 @@ def learn_vocabulary(inputs, output, *, lowercase: bool = True, strip_accents: O
     # Morphemes as words: the vocabulary reads text split by the analyzer, and says so to every later
     # step. With suffixes (## pieces) it reads raw text, and records none.
     split_by = None if settings.morpheme_suffixes else settings.pre_tokenizer
-    write_tokenizer_settings(output, lowercase=lowercase, strip_accents=strip_accents, pre_tokenizer=split_by)
+    write_tokenizer_settings(output, lowercase=lowercase, strip_accents=strip_accents, pre_tokenizer=split_by,
+                             unicode_normalization=form)
     return LearnedVocabulary(path=output, settings_path=settings_path, tokens=tokens, words=words,
                              distinct=len(counts), size=settings.size)

@@ -95,7 +95,7 @@ def rows_from_file(finetuned, path, count):
 
 
 def from_encoder_spec(spec, *, pooling="mean", normalize=False, pooling_layer=-1, seq_length=None,
-                      lowercase=None, strip_accents=None, vocab_file=None):
+                      lowercase=None, strip_accents=None, vocab_file=None, unicode_normalization=None):
     """The `FinetunedModel` (kind "embedding") of an encoder spec: a `BertEmbedder` on it.
 
     Args:
@@ -109,6 +109,10 @@ def from_encoder_spec(spec, *, pooling="mean", normalize=False, pooling_layer=-1
         lowercase, strip_accents: the tokenizer's rules (None: the checkpoint's
             `tokenizer_config.json`, else as its vocabulary's tokens show).
         vocab_file: the vocabulary, when the spec has none beside it.
+        unicode_normalization: "NFC" composes every request's text in the graph before tokenizing
+            (None: the one the vocabulary records, `bert-keras vocab --unicode-normalization NFC`'s;
+            "none": text read as given). On an encoder pretrained without it, NFC changes only what it
+            would read as [UNK] or jamo: Hangul sent decomposed (NFD) by a client.
 
     An HF checkpoint's added tokens are found whole, as the tasks find them (`reading_added_tokens`).
     """
@@ -132,7 +136,7 @@ def from_encoder_spec(spec, *, pooling="mean", normalize=False, pooling_layer=-1
             spec, output_hidden_states=pooling in ("concat_last4", "sum_last4", "weighted") or pooling_layer != -1)
     model = BertEmbedder(encoder, pooling=pooling, normalize=normalize, pooling_layer=pooling_layer)
     positions = encoder.config.max_position_embeddings
-    rules = resolve_tokenizer_settings(vocab, lowercase, strip_accents)
+    rules = resolve_tokenizer_settings(vocab, lowercase, strip_accents, unicode_normalization=unicode_normalization)
     return FinetunedModel(kind="embedding", model=model, vocab_file=vocab,
                           seq_length=seq_length or min(find_sentence_seq_length(spec) or 128, positions),
                           **rules, added_tokens=added,

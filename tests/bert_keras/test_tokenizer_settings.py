@@ -300,14 +300,17 @@ def test_resolution_and_bad_files(tmp_path):
     vocab = str(tmp_path / "vocab.txt")
     open(vocab, "w").write("[PAD]\n[UNK]\n")
     assert resolve_tokenizer_settings(vocab) == {"lowercase": True, "strip_accents": None, "pre_tokenizer": None,
-                                                 "max_input_chars_per_word": 200}
+                                                 "max_input_chars_per_word": 200,
+        "unicode_normalization": None}
     write_tokenizer_settings(vocab, lowercase=False)
     assert resolve_tokenizer_settings(vocab) == {"lowercase": False, "strip_accents": None, "pre_tokenizer": None,
-                                                 "max_input_chars_per_word": 200}
+                                                 "max_input_chars_per_word": 200,
+        "unicode_normalization": None}
     # A rule about accents alone keeps the recorded casing (as HF's from_pretrained(dir, strip_accents=True)).
     assert resolve_tokenizer_settings(vocab, strip_accents=True) == {"lowercase": False, "strip_accents": True,
                                                                      "pre_tokenizer": None,
-                                                                     "max_input_chars_per_word": 200}
+                                                                     "max_input_chars_per_word": 200,
+        "unicode_normalization": None}
     # The analyzer is the vocabulary's own whatever the casing given; a given one (or "none") wins.
     write_tokenizer_settings(vocab, lowercase=True, strip_accents=False, pre_tokenizer="kiwi")
     assert resolve_tokenizer_settings(vocab, lowercase=False)["pre_tokenizer"] == "kiwi"
@@ -752,15 +755,18 @@ def test_a_rule_about_accents_alone_keeps_the_checkpoints_casing(tmp_path):
     guessed.parent.mkdir()
     guessed.write_text("\n".join(["[PAD]", "[UNK]", "the", "The", "Paris", "café"]) + "\n", encoding="utf-8")
     assert resolve_tokenizer_settings(str(guessed), strip_accents=False) == {
-        "lowercase": False, "strip_accents": False, "pre_tokenizer": None, "max_input_chars_per_word": 200}
+        "lowercase": False, "strip_accents": False, "pre_tokenizer": None, "max_input_chars_per_word": 200,
+        "unicode_normalization": None}
     recorded = tmp_path / "recorded" / "vocab.txt"
     recorded.parent.mkdir()
     recorded.write_text("[PAD]\n[UNK]\n오늘\n", encoding="utf-8")
     write_tokenizer_settings(str(recorded), lowercase=False, pre_tokenizer="kiwi")
     assert resolve_tokenizer_settings(str(recorded), strip_accents=True, pre_tokenizer="none") == {
-        "lowercase": False, "strip_accents": True, "pre_tokenizer": None, "max_input_chars_per_word": 200}
+        "lowercase": False, "strip_accents": True, "pre_tokenizer": None, "max_input_chars_per_word": 200,
+        "unicode_normalization": None}
     assert resolve_tokenizer_settings(str(recorded), lowercase=True) == {
-        "lowercase": True, "strip_accents": None, "pre_tokenizer": "kiwi", "max_input_chars_per_word": 200}
+        "lowercase": True, "strip_accents": None, "pre_tokenizer": "kiwi", "max_input_chars_per_word": 200,
+        "unicode_normalization": None}
 
 
 def test_a_korean_vocabulary_without_rules_keeps_its_hangul_syllables_whole(tmp_path):
@@ -785,7 +791,8 @@ def test_a_korean_vocabulary_without_rules_keeps_its_hangul_syllables_whole(tmp_
     assert vocabulary_keeps_accents(str(korean))
     rules = resolve_tokenizer_settings(str(korean))
     assert rules == {"lowercase": True, "strip_accents": False, "pre_tokenizer": None,
-                     "max_input_chars_per_word": 200}
+                     "max_input_chars_per_word": 200,
+        "unicode_normalization": None}
     tokenizer = BertTokenizer(str(korean), **rules)
     vocab = korean.read_text(encoding="utf-8").split("\n")
     assert [vocab[i] for i in tokenizer.tokenize(["한국어. OK"]).to_list()[0]] == ["한국", "##어", ".", "ok"]

@@ -1,0 +1,258 @@
+"""`unicode_normalization="NFC"` recorded beside a vocabulary (`bert-keras vocab --unicode-normalization NFC`)
+and read by every later step, as the casing and a morpheme pre-tokenizer are: the tasks, `load_tokenizer`,
+`create-pretraining-data` (here and on Beam), the dynamic corpus of `Pretrainer`, `pretrain`'s outputs and the
+sentence-embedding export of a bare encoder."""
+
+import json
+import os
+import unicodedata
+
+import numpy as np
+import pytest
+
+from bert_keras.checkpoints import save_pretrained
+from bert_keras.config import BertConfig
+from pipelines.tokenizer.tokenizer_config import (
+    UNICODE_NORMALIZATION_KEY,
+    TokenizerSettingsError,
+    read_tokenizer_settings,
+    resolve_tokenizer_settings,
+    write_tokenizer_settings,
+)
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "data", "korean")
+KOELECTRA = os.path.join(DATA, "koelectra_vocab.txt")
+TEXTS = open(os.path.join(DATA, "korean_texts_sample.txt"), encoding="utf-8").read().splitlines()
+
+
+def nfd(texts):
+    return [unicodedata.normalize("NFD", text) for text in texts]
+
+
+def test_vocab_records_nfc_and_learns_syllables_from_a_decomposed_corpus(tmp_path, capsys):
+    """A corpus in NFD (macOS): without the flag the vocabulary is jamo (the note says so); with
+    `--unicode-normalization NFC` it is syllables, tokenizer_config.json records the key, and
+    `load_tokenizer` / `bert-keras tokenize` compose NFD text to the ids of the composed text."""
+    from bert_keras import load_tokenizer
+    from bert_keras.cli.main import main
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(nfd(TEXTS[:300])) + "\n", encoding="utf-8")
+    common = ["vocab", str(corpus), "--size", "400", "--no-strip-accents", "--character-coverage", "0.9995"]
+    assert main(common + ["-o", str(tmp_path / "plain" / "vocab.txt")]) == 0
+    assert "decomposed Hangul" in capsys.readouterr().out
+    plain = open(tmp_path / "plain" / "vocab.txt", encoding="utf-8").read().splitlines()
+    assert "\u110b" in plain and "오" not in plain  # jamo, no syllable
+    assert UNICODE_NORMALIZATION_KEY not in json.load(open(tmp_path / "plain" / "tokenizer_config.json"))
+
+    target = tmp_path / "nfc" / "vocab.txt"
+    assert main(common + ["-o", str(target), "--unicode-normalization", "NFC"]) == 0
+    assert "decomposed Hangul" not in capsys.readouterr().out
+    tokens = open(target, encoding="utf-8").read().splitlines()
+    assert "오" in tokens and "\u110b" not in tokens
+    assert json.load(open(tmp_path / "nfc" / "tokenizer_config.json"))[UNICODE_NORMALIZATION_KEY] == "NFC"
+    assert read_tokenizer_settings(str(target))["unicode_normalization"] == "NFC"
+
+    tokenizer = load_tokenizer(None, vocab_file=str(target))
+    assert tokenizer.unicode_normalization == "NFC"
+    ids = tokenizer.tokenize(TEXTS[:20]).to_list()
+    assert tokenizer.tokenize(nfd(TEXTS[:20])).to_list() == ids
+    assert load_tokenizer(None, vocab_file=str(target), unicode_normalization="none").unicode_normalization is None
+    assert main(["tokenize", "--vocab", str(target), "--json", nfd(TEXTS[:1])[0]]) == 0
+    assert [token["id"] for token in json.loads(capsys.readouterr().out.splitlines()[0])["tokens"]] == ids[0]
+
+
+def test_old_files_read_as_none_and_a_bad_value_names_file_and_field(tmp_path):
+    vocab = str(tmp_path / "vocab.txt")
+    open(vocab, "w", encoding="utf-8").write("[PAD]\n[UNK]\n오늘\n")
+    write_tokenizer_settings(vocab, lowercase=True, strip_accents=False)  # as before the key existed
+    assert resolve_tokenizer_settings(vocab)["unicode_normalization"] is None
+    # the rules given (the fast path that reads only the limit) still read the recorded form
+    write_tokenizer_settings(vocab, lowercase=True, strip_accents=False, unicode_normalization="NFC")
+    assert resolve_tokenizer_settings(vocab, True, False, "none")["unicode_normalization"] == "NFC"
+    assert resolve_tokenizer_settings(vocab, unicode_normalization="none")["unicode_normalization"] is None
+    path = tmp_path / "tokenizer_config.json"
+    config = json.load(open(path))
+    config[UNICODE_NORMALIZATION_KEY] = "NFKD"
+    path.write_text(json.dumps(config))
+    with pytest.raises(TokenizerSettingsError, match=f"tokenizer_config.json: field '{UNICODE_NORMALIZATION_KEY}': "
+                                                     "'NFKD' is not a Unicode normalization"):
+        resolve_tokenizer_settings(vocab)
+
+
+@pytest.fixture(scope="module")
+def nfc_checkpoint(tmp_path_factory):
+    """`hf:DIR` of a tiny random BERT on KoELECTRA's vocabulary whose tokenizer_config.json records NFC."""
+    import keras
+
+    from bert_keras.encoder import BertEncoder
+
+    keras.utils.set_random_seed(0)
+    config = BertConfig(vocab_size=sum(1 for _ in open(KOELECTRA, encoding="utf-8")), hidden_size=32,
+                        num_layers=1, num_heads=2, intermediate_size=37, max_position_embeddings=64)
+    directory = str(tmp_path_factory.mktemp("nfc") / "bert")
+    save_pretrained(BertEncoder(config), f"hf:{directory}", vocab_file=KOELECTRA,
+                    tokenizer_settings={"lowercase": True, "strip_accents": False, "unicode_normalization": "NFC"})
+    return directory
+
+
+def test_tasks_and_the_embedding_export_read_the_recorded_normalization(nfc_checkpoint, tmp_path):
+    """A checkpoint that records NFC: a task from it composes (NFD text answers as NFC text), `"none"`
+    turns it off; the sentence-embedding export of the bare encoder (`from_encoder_spec`) keeps it,
+    and takes `unicode_normalization=` for an encoder that records none."""
+    import warnings
+
+    from bert_keras.tasks import TextClassifier
+    from serving.signatures.embedding import from_encoder_spec
+
+    with open(os.path.join(nfc_checkpoint, "tokenizer_config.json"), encoding="utf-8") as f:
+        assert json.load(f)[UNICODE_NORMALIZATION_KEY] == "NFC"
+    spec = f"hf:{nfc_checkpoint}"
+    task = TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=32)
+    assert task.tokenizer.unicode_normalization == "NFC"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no NFD warning: the text is composed
+        np.testing.assert_allclose(task.predict(nfd(TEXTS[:8])), task.predict(TEXTS[:8]), atol=1e-6)
+    assert TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=32,
+                                          unicode_normalization="none").tokenizer.unicode_normalization is None
+
+    assert from_encoder_spec(spec, seq_length=32).unicode_normalization == "NFC"
+    assert from_encoder_spec(spec, seq_length=32, unicode_normalization="none").unicode_normalization is None
+    plain = tmp_path / "plain"
+    save_pretrained(__import__("bert_keras.checkpoints", fromlist=["load_pretrained"]).load_pretrained(spec),
+                    f"hf:{plain}", vocab_file=KOELECTRA, tokenizer_settings={"lowercase": True, "strip_accents": False})
+    assert UNICODE_NORMALIZATION_KEY not in json.load(open(plain / "tokenizer_config.json"))
+    assert from_encoder_spec(f"hf:{plain}", seq_length=32).unicode_normalization is None
+    assert from_encoder_spec(f"hf:{plain}", seq_length=32, unicode_normalization="NFC").unicode_normalization == "NFC"
+
+
+def _nfc_vocab(directory):
+    os.makedirs(directory, exist_ok=True)
+    vocab = os.path.join(directory, "vocab.txt")
+    with open(KOELECTRA, "rb") as source, open(vocab, "wb") as target:
+        target.write(source.read())
+    write_tokenizer_settings(vocab, lowercase=True, strip_accents=False, unicode_normalization="NFC")
+    return vocab
+
+
+def test_pretraining_data_composes_a_decomposed_corpus_with_the_recorded_form(tmp_path):
+    """create-pretraining-data on a vocabulary that records NFC: the records of an NFD corpus are those
+    of the composed corpus (byte for byte), and PREFIX-config.json records the form; on Beam too."""
+    from bert_keras.cli.main import main
+
+    vocab = _nfc_vocab(str(tmp_path / "v"))
+    documents = "\n".join(TEXTS[:30]) + "\n\n" + "\n".join(TEXTS[30:60]) + "\n"
+    for name, text in (("nfc", documents), ("nfd", unicodedata.normalize("NFD", documents))):
+        (tmp_path / name).mkdir()  # one file name: the same document ids, the same random choices
+        (tmp_path / name / "corpus.txt").write_text(text, encoding="utf-8")
+    records = {}
+    for name in ("nfc", "nfd"):
+        assert main(["create-pretraining-data", "--input", str(tmp_path / name / "corpus.txt"), "--vocab", vocab,
+                     "--output-prefix", str(tmp_path / name), "--seq-length", "32", "--max-predictions", "4",
+                     "--num_output_shards", "1", "--dupe-factor", "1"]) == 0
+        with open(tmp_path / f"{name}-config.json", encoding="utf-8") as f:
+            assert json.load(f)["settings"]["unicode_normalization"] == "NFC"
+        records[name] = open(tmp_path / f"{name}-00000-of-00001.tfrecord", "rb").read()
+    assert records["nfd"] == records["nfc"]
+    assert main(["create-pretraining-data", "--input", str(tmp_path / "nfd" / "corpus.txt"), "--vocab", vocab,
+                 "--output-prefix", str(tmp_path / "off"), "--seq-length", "32", "--max-predictions", "4",
+                 "--num_output_shards", "1", "--dupe-factor", "1", "--unicode-normalization", "none"]) == 0
+    assert "unicode_normalization" not in json.load(open(tmp_path / "off-config.json"))["settings"]
+    assert open(tmp_path / "off-00000-of-00001.tfrecord", "rb").read() != records["nfc"]
+
+    from pipelines.pretraining.beam_pipeline import _Tokenize
+
+    tokenize = _Tokenize(vocab, True, False, unicode_normalization="NFC")
+    tokenize.setup()
+    assert tokenize.tokenizer.unicode_normalization == "NFC"
+
+
+def test_pretrainer_reads_the_recorded_form_and_pretrain_keeps_it(tmp_path):
+    """`Pretrainer.from_config` / `pretrain` on a vocabulary that records NFC compose the corpus they
+    tokenize (`corpus_tokenizer`), keep it in `get_config`, and write it into the run's
+    tokenizer_config.json, which a task from the run's encoder reads."""
+    from bert_keras.tasks import Pretrainer, TextClassifier
+
+    vocab = _nfc_vocab(str(tmp_path / "v"))
+    config = BertConfig(vocab_size=sum(1 for _ in open(KOELECTRA, encoding="utf-8")), hidden_size=32,
+                        num_layers=1, num_heads=2, intermediate_size=37, max_position_embeddings=64)
+    pretrainer = Pretrainer.from_config(config, vocab_file=vocab)
+    assert pretrainer.unicode_normalization == "NFC"
+    tokenizer = pretrainer.corpus_tokenizer()
+    assert tokenizer.tokenize(nfd(TEXTS[:5])).to_list() == tokenizer.tokenize(TEXTS[:5]).to_list()
+    assert pretrainer.get_config()["unicode_normalization"] == "NFC"
+    assert Pretrainer.from_config(pretrainer.get_config()).unicode_normalization == "NFC"
+    assert Pretrainer.from_config(config, vocab_file=vocab,
+                                  unicode_normalization="none").corpus_tokenizer().unicode_normalization is None
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(unicodedata.normalize("NFD", "\n".join(TEXTS[:40]) + "\n"), encoding="utf-8")
+    config_file = tmp_path / "config.json"
+    config.to_json(str(config_file))
+    run = str(tmp_path / "run")
+    Pretrainer.pretrain(run, steps=1, corpus=str(corpus), config=str(config_file), vocab_file=vocab,
+                        seq_length=32, max_predictions=4, batch_size=2, strategy="default")
+    with open(os.path.join(run, "tokenizer_config.json"), encoding="utf-8") as f:
+        assert json.load(f)[UNICODE_NORMALIZATION_KEY] == "NFC"
+    with open(os.path.join(run, "run.json"), encoding="utf-8") as f:
+        assert "NFC" in f.read()
+    task = TextClassifier.from_pretrained(os.path.join(run, "encoder.keras"), labels=["a", "b"], seq_length=32)
+    assert task.tokenizer.unicode_normalization == "NFC"
+
+
+def test_export_takes_nfc_for_an_encoder_and_refuses_another_for_a_fine_tuned_model(nfc_checkpoint, tmp_path,
+                                                                                      capsys):
+    """`bert-keras export --init SPEC --unicode-normalization NFC` serves NFD requests as composed ones (an
+    encoder whose vocabulary records none); `--model DIR` fine-tuned without it refuses NFC by name."""
+    import tensorflow as tf
+
+    from bert_keras.checkpoints import load_pretrained
+    from bert_keras.cli.main import main
+    from bert_keras.tasks import TextClassifier
+
+    plain = tmp_path / "plain"
+    save_pretrained(load_pretrained(f"hf:{nfc_checkpoint}"), f"hf:{plain}", vocab_file=KOELECTRA,
+                    tokenizer_settings={"lowercase": True, "strip_accents": False})
+    assert main(["export", "--init", f"hf:{plain}", "--base-path", str(tmp_path / "models"), "--model-name", "e",
+                 "--seq-length", "32", "--unicode-normalization", "NFC", "--warmup-requests", "0"]) == 0
+    path = str(tmp_path / "models" / "e" / "1")
+    card = json.load(open(os.path.join(path, "assets.extra", "model_card.json"), encoding="utf-8"))
+    assert card["tokenization"]["unicode_normalization"] == "NFC"
+    served = tf.saved_model.load(path).signatures["serving_default"]
+    composed = list(served(text=tf.constant(TEXTS[:4])).values())[0].numpy()
+    np.testing.assert_allclose(list(served(text=tf.constant(nfd(TEXTS[:4]))).values())[0].numpy(), composed,
+                               atol=1e-5)
+
+    directory = TextClassifier.from_pretrained(f"hf:{plain}", labels=["neg", "pos"], seq_length=32).save(
+        str(tmp_path / "model"))
+    capsys.readouterr()
+    assert main(["export", "--model", directory, "--base-path", str(tmp_path / "models"), "--model-name", "c",
+                 "--unicode-normalization", "NFC"]) != 0
+    error = capsys.readouterr().err
+    assert "--unicode-normalization NFC: " in error and "was fine-tuned with unicode_normalization=none" in error, error
+    assert not os.path.exists(tmp_path / "models" / "c")
+
+
+def test_fit_on_a_dataset_warns_of_decomposed_hangul_in_its_one_pass_of_checks(nfc_checkpoint, tmp_path):
+    """Texts given to `fit` as a `tf.data.Dataset` were not checked for NFD Hangul (a list was): the
+    warning now comes from the pass that checks the dataset already (no pass of its own), naming the
+    element; with the checkpoint's recorded NFC nothing is said."""
+    import warnings
+
+    import tensorflow as tf
+
+    from bert_keras.checkpoints import load_pretrained
+    from bert_keras.tasks import TextClassifier
+
+    plain = tmp_path / "plain"
+    save_pretrained(load_pretrained(f"hf:{nfc_checkpoint}"), f"hf:{plain}", vocab_file=KOELECTRA,
+                    tokenizer_settings={"lowercase": True, "strip_accents": False})
+    texts = TEXTS[:3] + nfd(TEXTS[3:4]) + TEXTS[4:6]
+    rows = tf.data.Dataset.from_tensor_slices((texts, ["neg", "pos"] * 3))
+    task = TextClassifier.from_pretrained(f"hf:{plain}", labels=["neg", "pos"], seq_length=16)
+    with pytest.warns(UserWarning, match=r"x\[3\] holds Hangul in decomposed form"):
+        task.fit(rows, epochs=1, batch_size=2, verbose=0)
+    composing = TextClassifier.from_pretrained(f"hf:{nfc_checkpoint}", labels=["neg", "pos"], seq_length=16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        composing.fit(rows, epochs=1, batch_size=2, verbose=0)
