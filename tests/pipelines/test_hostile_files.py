@@ -440,3 +440,12 @@ def test_a_nul_written_as_a_json_escape_is_named_as_the_raw_byte_is(tmp_path):
     with pytest.raises(SquadFormatError, match=r"dev.json: .*\(id 'q1'\): field 'question': a NUL character "
                                                r"\(\\u0000\) at character 4"):
         read_squad_json(squad, is_training=False)
+
+
+def test_a_nul_escape_in_a_jsonl_label_is_named_as_in_its_text(tmp_path):
+    """A "\\u0000" escape in a JSONL text is refused (d81f1b1's rule), but one in its label was read
+    as a class of its own ("pos\\x00" beside "pos"), written so to labels.txt → refused naming the field."""
+    path = _write(tmp_path / "rows.jsonl", '{"text": "good film", "label": "pos"}\n'
+                                           '{"text": "fine film", "label": "pos\\u0000"}\n')
+    with pytest.raises(TextFileError, match=r"rows.jsonl:2: field 'label': a NUL character \(\\u0000\) at character 4"):
+        read_text_file(path)
