@@ -347,11 +347,14 @@ def test_crlf_a_quoted_line_break_and_a_byte_order_mark_together_are_read_as_wri
         ("first line\r\nsecond line", "pos", "2"), ("bad film", "neg", "4")]
 
 
-@pytest.mark.parametrize("end", ["\r", "\r\n"])
+@pytest.mark.parametrize("end", ["\r", "\r\n", "\r\r\n"])
 def test_a_conll_file_of_cr_line_ends_is_read_word_by_word(tmp_path, end):
     """A CoNLL file with lone CR line ends (classic Mac, some exports) was read as one line: one
     sentence of one word, 'EU', tagged with the last line's 'B-PER', every other word dropped
-    without a word → each CR ends a line, as CRLF and LF do, and lines are numbered by it."""
+    without a word → each CR ends a line, as CRLF and LF do, and lines are numbered by it.
+    CRs before an LF end nothing more ("\r\r\n": Python on Windows writing "\r\n" in text mode),
+    as the corpus readers read them (`corpus.file_lines`): read as universal newlines, each word of
+    such a file was a sentence of its own."""
     from pipelines.datasets.conll import read_conll
 
     path = _write(tmp_path / "mac.conll", end.join(["EU NNP B-ORG", "rejects VBZ O", "", "Peter NNP B-PER", ""]))
