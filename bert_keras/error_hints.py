@@ -114,10 +114,10 @@ def in_flag_terms(message, args, argv, parser=None):
             flag = "--" + name.replace("_", "-")
             if not any(arg == flag or arg.startswith(flag + "=") for arg in argv):
                 continue
-        if isinstance(value, str) and value and message.startswith(value + ":"):
-            leading.append(flag)
         if re.search(rf"{re.escape(flag)}(?![\w-])", message):
             continue  # the message names the flag already ("seq_length 48 (--seq-length) is ...")
+        if isinstance(value, str) and value and message.startswith(value + ":"):
+            leading.append(flag)  # not when it names the flag itself: "--model out/x: ... give --model ...".
         shown = re.escape(str(value))
         named = lambda match: f"{flag} {match.group(1)}"  # noqa: E731 (a function: no escapes read in the value)
         message = re.sub(rf"(?<![\w-]){name}=({shown})(?!\w|\.\d)", named, message)

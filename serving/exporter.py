@@ -190,6 +190,12 @@ def export_saved_model(source, base_path, model_name, *, version=None, tokenizer
     named = os.fspath(source) if isinstance(source, (str, os.PathLike)) else None
     say(f"loading {named or 'the model'} ...")
     finetuned = finetuned_for_export(source, **source_options)
+    normalization = getattr(finetuned, "unicode_normalization", None)
+    if normalization and tokenizer_backend == "core":  # before anything is staged, in the export's own terms
+        raise ValueError(f'tokenizer_backend="core" (--tokenizer core): the model composes its text first '
+                         f'(unicode_normalization="{normalization}", TF-Text\'s NormalizeUTF8WithOffsetsMap), which '
+                         'core TensorFlow ops cannot; export with tokenizer_backend="tf_text" (--tokenizer tf_text: '
+                         'stock TF Serving 2.20 / 2.21 bundle that op)')
     target = os.path.join(model_dir, str(version))
     staging = make_staging_dir(model_dir, version)
     try:

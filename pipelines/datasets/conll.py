@@ -51,9 +51,9 @@ Example:
 """
 
 import dataclasses
-import io
 import logging
 import os
+import re
 from typing import List, Optional
 
 import numpy as np
@@ -65,6 +65,8 @@ from pipelines.tokenizer.char_offsets import byte_to_char_offsets
 from pipelines.tokenizer.combining_marks import extend_over_marks
 
 logger = logging.getLogger(__name__)
+# Where a line ends (`read_conll`): LF, CRLF or a lone CR, the CRs before an LF with it (`pipelines.corpus.file_lines`).
+_LINE_END = re.compile(r"\r*\n|\r")
 
 # TFDS `conll2003` label order (IOB2), the usual order for CoNLL-2003 NER heads.
 CONLL2003_NER_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
@@ -169,35 +171,37 @@ def read_conll(path, *, tag_column=-1):
             words.clear()
             tags.clear()
 
-    # A bad byte or a byte order mark: the error names file and line, the mark is dropped. Universal
-    # line ends (newline=None): a file of lone CRs (classic Mac, some exports) read with "\n" alone was
-    # one line, its first word kept with the last line's tag and every other word dropped.
-    with io.StringIO(decode_text_file(path, error=ConllFormatError), newline=None) as f:
-        for line_number, line in enumerate(f, start=1):
-            columns = line.split()
-            if not columns:
-                flush()
-                continue
-            if columns[0] == DOCSTART:
-                flush()
-                docstarts += 1
-                continue
-            if num_columns is None:
-                num_columns = len(columns)
-                if num_columns == 1:  # words without tags (text to tag, not data to train or score on)
-                    raise ConllFormatError(f"{path}:{line_number}: {line.strip()!r} has no tag: a CoNLL line is a "
-                                           "word and its tags separated by spaces or tabs, the NER tag last "
-                                           "(e.g. 'Paris NNP B-NP B-LOC').")
-                if not -num_columns <= tag_column < num_columns or tag_column in (0, -num_columns):
-                    raise ConllFormatError(f"{path}:{line_number}: tag_column {tag_column} is not a tag "
-                                           f"column of a line with {num_columns} columns.")
-            if len(columns) != num_columns:
-                raise ConllFormatError(f"{path}:{line_number}: {len(columns)} columns, expected "
-                                       f"{num_columns} (as the first word line): {line.rstrip()!r}.")
-            if not words:
-                start = line_number
-            words.append(columns[0])
-            tags.append(columns[tag_column])
+    # A bad byte or a byte order mark: the error names file and line, the mark is dropped. A line ends
+    # at LF, CRLF or a lone CR, as the corpus readers read them (`pipelines.corpus.file_lines`): a file
+    # of lone CRs (classic Mac, some exports) read with "\n" alone was one line, its first word kept
+    # with the last line's tag and every other word dropped. CRs before an LF end nothing more: read as
+    # universal newlines, "\r\r\n" (Python on Windows writing "\r\n" in text mode) was a line and a
+    # blank one, each word a sentence of its own.
+    for line_number, line in enumerate(_LINE_END.split(decode_text_file(path, error=ConllFormatError)), start=1):
+        columns = line.split()
+        if not columns:
+            flush()
+            continue
+        if columns[0] == DOCSTART:
+            flush()
+            docstarts += 1
+            continue
+        if num_columns is None:
+            num_columns = len(columns)
+            if num_columns == 1:  # words without tags (text to tag, not data to train or score on)
+                raise ConllFormatError(f"{path}:{line_number}: {line.strip()!r} has no tag: a CoNLL line is a "
+                                       "word and its tags separated by spaces or tabs, the NER tag last "
+                                       "(e.g. 'Paris NNP B-NP B-LOC').")
+            if not -num_columns <= tag_column < num_columns or tag_column in (0, -num_columns):
+                raise ConllFormatError(f"{path}:{line_number}: tag_column {tag_column} is not a tag "
+                                       f"column of a line with {num_columns} columns.")
+        if len(columns) != num_columns:
+            raise ConllFormatError(f"{path}:{line_number}: {len(columns)} columns, expected "
+                                   f"{num_columns} (as the first word line): {line.rstrip()!r}.")
+        if not words:
+            start = line_number
+        words.append(columns[0])
+        tags.append(columns[tag_column])
     flush()
     if not sentences:
         raise ConllFormatError(f"{path}: no sentences (empty file?).")

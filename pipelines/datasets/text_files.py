@@ -396,11 +396,17 @@ def _text_field(row, column, source):
         raise TextFileError(f"{source}: field {column!r} is empty (no characters other than "
                             "whitespace or control characters: no token); remove the row or give it "
                             "a text.")
-    if "\0" in text:  # a JSON "\u0000" escape: the raw byte is refused when the file is decoded
-        raise TextFileError(f"{source}: field {column!r}: a NUL character (\\u0000) at character "
-                            f"{text.index(chr(0)) + 1}: {text[:60]!r} would be read as {text[:60].replace(chr(0), '')!r} "
-                            "(the tokenizer drops it); remove it")
+    _refuse_nul_escape(source, column, text)
     return text
+
+
+def _refuse_nul_escape(source, column, value):
+    """A JSON "\\u0000" escape in a text or label (the raw byte is refused when the file is decoded): the
+    tokenizer drops it from a text, and a label of one is a class of its own ("pos\\x00" beside "pos")."""
+    if "\0" in value:
+        raise TextFileError(f"{source}: field {column!r}: a NUL character (\\u0000) at character "
+                            f"{value.index(chr(0)) + 1}: {value[:60]!r} would be read as "
+                            f"{value[:60].replace(chr(0), '')!r} (the tokenizer drops it); remove it")
 
 
 def _label_field(row, column, source, regression):
@@ -421,6 +427,7 @@ def _label_field(row, column, source, regression):
     surrogate = lone_surrogate(source, column, label)
     if surrogate:
         raise TextFileError(surrogate)
+    _refuse_nul_escape(source, column, label)
     if not regression:
         return label
     try:

@@ -258,8 +258,9 @@ class BertTokenizer(tf.Module):
         if self.unicode_normalization is not None and backend == "core":
             raise ValueError(f'unicode_normalization="{self.unicode_normalization}" runs TF-Text\'s '
                              'NormalizeUTF8WithOffsetsMap, which the "core" backend (core TensorFlow ops only) cannot '
-                             'hold; use backend="tf_text" (stock TF Serving 2.20 / 2.21 bundle that op), or compose '
-                             'the text before it reaches the tokenizer (unicodedata.normalize("NFC", text))')
+                             'hold; use backend="tf_text" (bert-keras: --tokenizer tf_text; stock TF Serving 2.20 / '
+                             '2.21 bundle that op), or compose the text before it reaches the tokenizer '
+                             '(unicodedata.normalize("NFC", text))')
         self._nfc = None if self.unicode_normalization is None else NfcStep(self.unicode_normalization)
         # Text read as given: decomposed Hangul that this vocabulary holds only composed warns once.
         self._note = _NoteHolder(DecomposedHangulNote(tokens) if self.unicode_normalization is None

@@ -42,6 +42,7 @@ Example:
 
 import json
 import os
+import re
 import unicodedata
 import warnings
 
@@ -455,7 +456,12 @@ def added_tokens_decoder(path, default=()):
             isinstance(e, dict) and isinstance(e.get("content"), str) for e in decoder.values()):
         raise TokenizerSettingsError(f'{path}: "added_tokens_decoder" is not an object of '
                                      '{"id": {"content": str, ...}}')
-    return [dict(decoder[key]) for key in sorted(decoder, key=lambda k: int(k) if k.isdigit() else 0)]
+    # transformers writes each id as ASCII digits ("²".isdigit() is true too, and int() refuses it)
+    odd = [key for key in decoder if not re.fullmatch("[0-9]+", key)]
+    if odd:
+        raise TokenizerSettingsError(f'{path}: "added_tokens_decoder" key {odd[0]!r} is not a token id '
+                                     '(ASCII digits, as transformers writes them)')
+    return [dict(decoder[key]) for key in sorted(decoder, key=int)]
 
 
 def recorded_added_tokens(vocab_file, pre_tokenizer=None):

@@ -74,6 +74,17 @@ def test_tokenize_unicode_normalization_composes_decomposed_hangul(tmp_path, cap
     assert [(t["token"], t["start"], t["end"], t["start_char"], t["end_char"]) for t in tokens] == [
         ("한국", 0, 18, 0, 6), ("##어", 18, 24, 6, 8)]  # 한, 국: three jamo each; 어: two
 
+def test_tokenize_unicode_normalization_with_the_core_backend_names_the_flags(tmp_path, capsys):
+    """`--tokenizer core --unicode-normalization NFC`: the error told a command-line user to "use
+    backend=\"tf_text\"", a keyword of the Python class → it names --tokenizer tf_text too."""
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "한국"]) + "\n", encoding="utf-8")
+    assert main(["tokenize", "--vocab", str(vocab), "--tokenizer", "core", "--unicode-normalization", "NFC",
+                 "한국"]) == 2
+    error = capsys.readouterr().err
+    assert "--tokenizer tf_text" in error, error
+
+
 def test_cased_and_no_cased_override_the_vocabularys_look(tmp_path, capsys):
     """A vocabulary that records no casing is read as its tokens show (here cased); `--no-cased`
     lowercases whatever it looks like, `--cased` keeps case, and both reach the tokenizer."""

@@ -431,3 +431,15 @@ def test_a_missing_model_directory_is_named_by_its_flag(tmp_path, capsys, comman
     missing = str(tmp_path / "nope")
     err = error_of([command[0], "--model", missing, *command[1:]], capsys)
     assert f"error: --model {missing}: no such directory" in err
+
+
+def test_a_message_that_starts_with_a_flags_path_and_names_that_flag_is_not_led_by_it_again():
+    """`in_flag_terms` leads "out/x: ..." with the flag that gave the path; a message that names the
+    flag itself already says which it is: "--model out/x: ... --model ..." said it twice."""
+    from bert_keras.error_hints import in_flag_terms
+
+    args = argparse.Namespace(model="out/x")
+    assert in_flag_terms("out/x: no such directory", args, ["--model", "out/x"]) == \
+        "--model out/x: no such directory"
+    message = "out/x: not a model directory; give --model a fine-tuned model's directory"
+    assert in_flag_terms(message, args, ["--model", "out/x"]) == message

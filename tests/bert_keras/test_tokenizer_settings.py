@@ -1056,6 +1056,6 @@ def test_unicode_normalization_travels_from_from_pretrained_to_task_json_keras_f
     served = tf.saved_model.load(path)
     on_text = served.signatures["serving_default"](text=tf.constant(decomposed))["probabilities"].numpy()
     np.testing.assert_allclose(on_text, want, atol=1e-5)
-    with pytest.raises(ValueError, match='"core" backend.*backend="tf_text"'):
+    with pytest.raises(ValueError, match='tokenizer_backend="core".*tokenizer_backend="tf_text"'):
         task.export(str(tmp_path / "models"), "korean", version=2, check=False, warmup_requests=0,
                     tokenizer_backend="core")

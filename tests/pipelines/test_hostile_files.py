@@ -347,11 +347,14 @@ def test_crlf_a_quoted_line_break_and_a_byte_order_mark_together_are_read_as_wri
         ("first line\r\nsecond line", "pos", "2"), ("bad film", "neg", "4")]
 
 
-@pytest.mark.parametrize("end", ["\r", "\r\n"])
+@pytest.mark.parametrize("end", ["\r", "\r\n", "\r\r\n"])
 def test_a_conll_file_of_cr_line_ends_is_read_word_by_word(tmp_path, end):
     """A CoNLL file with lone CR line ends (classic Mac, some exports) was read as one line: one
     sentence of one word, 'EU', tagged with the last line's 'B-PER', every other word dropped
-    without a word → each CR ends a line, as CRLF and LF do, and lines are numbered by it."""
+    without a word → each CR ends a line, as CRLF and LF do, and lines are numbered by it.
+    CRs before an LF end nothing more ("\r\r\n": Python on Windows writing "\r\n" in text mode),
+    as the corpus readers read them (`corpus.file_lines`): read as universal newlines, each word of
+    such a file was a sentence of its own."""
     from pipelines.datasets.conll import read_conll
 
     path = _write(tmp_path / "mac.conll", end.join(["EU NNP B-ORG", "rejects VBZ O", "", "Peter NNP B-PER", ""]))
@@ -440,3 +443,12 @@ def test_a_nul_written_as_a_json_escape_is_named_as_the_raw_byte_is(tmp_path):
     with pytest.raises(SquadFormatError, match=r"dev.json: .*\(id 'q1'\): field 'question': a NUL character "
                                                r"\(\\u0000\) at character 4"):
         read_squad_json(squad, is_training=False)
+
+
+def test_a_nul_escape_in_a_jsonl_label_is_named_as_in_its_text(tmp_path):
+    """A "\\u0000" escape in a JSONL text is refused (d81f1b1's rule), but one in its label was read
+    as a class of its own ("pos\\x00" beside "pos"), written so to labels.txt → refused naming the field."""
+    path = _write(tmp_path / "rows.jsonl", '{"text": "good film", "label": "pos"}\n'
+                                           '{"text": "fine film", "label": "pos\\u0000"}\n')
+    with pytest.raises(TextFileError, match=r"rows.jsonl:2: field 'label': a NUL character \(\\u0000\) at character 4"):
+        read_text_file(path)

@@ -110,3 +110,18 @@ def test_recorded_added_tokens_that_are_not_lines_of_the_vocabulary_are_named(tm
         settings = PretrainingDataSettings(input=_corpus(tmp_path), vocab_file=str(vocab),
                                            output_prefix=str(tmp_path / "o"))
     assert settings.added_tokens == ()
+
+
+def test_an_added_tokens_decoder_key_that_is_no_ascii_number_is_named(tmp_path):
+    """transformers writes the ids as ASCII digits; a key "²" ("²".isdigit() is true, int() refuses
+    it) stopped the reader with int()'s bare ValueError, naming no file."""
+    import json
+
+    from pipelines.tokenizer.tokenizer_config import TokenizerSettingsError, added_tokens_decoder
+
+    path = tmp_path / "tokenizer_config.json"
+    path.write_text(json.dumps({"added_tokens_decoder": {"5": {"content": "[E2]"}, "2": {"content": "[E1]"}}}))
+    assert [entry["content"] for entry in added_tokens_decoder(str(path))] == ["[E1]", "[E2]"]
+    path.write_text(json.dumps({"added_tokens_decoder": {"\u00b2": {"content": "[E1]"}}}))
+    with pytest.raises(TokenizerSettingsError, match="tokenizer_config.json.*'\u00b2'"):
+        added_tokens_decoder(str(path))

@@ -538,3 +538,29 @@ def test_export_reads_long_texts_in_windows_and_refuses_flags_the_model_has_not(
         assert main(["export", *source, "--model-name", "refused", *flags] + common) == 2
         assert message.format(source[1]) in capsys.readouterr().err
     assert not os.path.exists(os.path.join(base, "refused"))
+
+
+def test_a_core_export_of_a_model_that_composes_its_text_is_refused_first_in_the_commands_terms(tmp_path, capsys):
+    """A model saved with unicode_normalization="NFC" and `bert-keras export --tokenizer core`: refused
+    after loading and tracing began, told to use `backend="tf_text"`, a keyword no export flag or
+    argument is named → refused before anything is staged, naming --tokenizer (tokenizer_backend=
+    for a Python caller)."""
+    from tiny_finetuned import cased_classifier_directory
+
+    from bert_keras.cli.main import main
+
+    model_dir, _ = cased_classifier_directory(tmp_path)
+    with open(os.path.join(model_dir, "task.json"), encoding="utf-8") as f:
+        info = json.load(f)
+    info["tokenizer"]["unicode_normalization"] = "NFC"
+    with open(os.path.join(model_dir, "task.json"), "w", encoding="utf-8") as f:
+        json.dump(info, f)
+    base = tmp_path / "models"
+    assert main(["export", "--model", model_dir, "--base-path", str(base), "--model-name", "m",
+                 "--tokenizer", "core", "--warmup-requests", "0", "--no-check"]) == 2
+    error = capsys.readouterr().err
+    assert "--tokenizer core" in error and "--tokenizer tf_text" in error and 'use backend="tf_text"' not in error, error
+    assert not (base / "m" / "1").exists()
+    with pytest.raises(ValueError, match='tokenizer_backend="core".*unicode_normalization="NFC"'):
+        exporter.export_saved_model(model_dir, str(base), "m", tokenizer_backend="core", warmup_requests=0,
+                                    check=False)
