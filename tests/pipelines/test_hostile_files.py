@@ -243,6 +243,20 @@ def test_label_vocabulary_files_follow_the_one_rule(tmp_path):
         text_files.save_label_vocabulary(["a", "a"], tmp_path / "out.txt")
 
 
+def test_a_compressed_or_utf_16_label_file_is_named_as_such_not_only_not_utf8(tmp_path):
+    """labels.txt.gz renamed labels.txt, or a UTF-16 export, was "labels.txt:1: not UTF-8 (invalid start byte)"."""
+    import gzip
+
+    from pipelines.label_names import read_label_names
+
+    packed = _write(tmp_path / "labels.txt", gzip.compress(b"neg\npos\n"))
+    with pytest.raises(LabelNamesError, match=r"labels.txt: the file is gzip-compressed, not a label file; "):
+        read_label_names(packed)
+    wide = _write(tmp_path / "wide.txt", "neg\npos\n".encode("utf-16"))
+    with pytest.raises(LabelNamesError, match=r"wide.txt: the file is UTF-16; label files are UTF-8: .*iconv"):
+        read_label_names(wide)
+
+
 def test_the_other_readers_name_file_and_line_of_a_bad_byte(tmp_path):
     from pipelines.datasets.conll import ConllFormatError, read_conll
     from pipelines.datasets.squad import SquadFormatError, read_squad_json
