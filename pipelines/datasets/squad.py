@@ -57,7 +57,8 @@ import tensorflow as tf
 
 from pipelines import windowing
 from pipelines.atomic_writes import write_json
-from pipelines.datasets.text_files import decode_text_file, lone_surrogate
+from pipelines.datasets.text_files import decode_text_file, lone_surrogate, no_token_message
+from pipelines.tokenizer.tokenless import has_no_token
 from pipelines.tokenizer.char_offsets import byte_to_char_offsets
 from pipelines.tokenizer.combining_marks import extend_over_marks
 
@@ -383,6 +384,9 @@ def _check_record_fields(record, source, location=None):
         raise SquadFormatError(f"{where}: field {field!r}: a NUL character (\\u0000) at character "
                                f"{value.index(chr(0)) + 1} (the tokenizer drops it, joining the words around it); "
                                "remove it")
+    for field in ("question", "context"):  # as the Python API refuses a text with no token
+        if has_no_token(record[field]):
+            raise SquadFormatError(no_token_message(where, field, "question"))
 
 
 def _answer_mismatch(context, answers):

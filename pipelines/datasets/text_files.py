@@ -383,6 +383,13 @@ def lone_surrogate(where, field, text):
     return None
 
 
+def no_token_message(where, field, record="row"):
+    """What every data-file reader says of a text field with no token (`has_no_token`: empty,
+    whitespace or control characters only), as the Python API refuses such a text."""
+    return (f"{where}: field {field!r} is empty (no characters other than whitespace or control "
+            f"characters: no token); remove the {record} or give it a text.")
+
+
 def _text_field(row, column, source):
     """A text cell: a string with at least one token (`pipelines.tokenizer.tokenless`)."""
     text = row[column]
@@ -393,9 +400,7 @@ def _text_field(row, column, source):
     if surrogate:
         raise TextFileError(surrogate)
     if has_no_token(text):
-        raise TextFileError(f"{source}: field {column!r} is empty (no characters other than "
-                            "whitespace or control characters: no token); remove the row or give it "
-                            "a text.")
+        raise TextFileError(no_token_message(source, column))
     if "\0" in text:  # a JSON "\u0000" escape: the raw byte is refused when the file is decoded
         raise TextFileError(f"{source}: field {column!r}: a NUL character (\\u0000) at character "
                             f"{text.index(chr(0)) + 1}: {text[:60]!r} would be read as {text[:60].replace(chr(0), '')!r} "

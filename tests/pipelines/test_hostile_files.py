@@ -292,6 +292,35 @@ def test_a_quote_left_open_is_named_as_such_not_only_as_a_wrong_field_count(tmp_
         read_swag_csv(path)
 
 
+@pytest.mark.parametrize("row, field", [(",He,a,b,c,d", "sent1"), ("He sat.,He,a, ,c,d", "ending1"),
+                                        ("\u3000,He,a,b,c,d", "sent1")])
+def test_a_swag_row_with_no_context_or_an_empty_ending_is_refused_as_the_api_does(tmp_path, row, field):
+    """MultipleChoice refused an empty context or ending from Python; the CSV reader took them."""
+    from pipelines.datasets.swag import SwagFormatError, read_swag_csv
+
+    path = _write(tmp_path / "swag.csv", f"sent1,sent2,ending0,ending1,ending2,ending3,label\nA,B,a,b,c,d,0\n{row},0\n")
+    with pytest.raises(SwagFormatError, match=rf"swag.csv:3: field '{field}' is empty \(no characters other "
+                                              r"than whitespace or control characters: no token\); remove the row"):
+        read_swag_csv(path)
+    no_start = _write(tmp_path / "start.csv", "sent1,sent2,ending0,ending1,ending2,ending3,label\nHe sat.,,a,b,c,d,0\n")
+    assert read_swag_csv(no_start)[0].start == ""  # sent2, the endings' shared start, may be empty
+
+
+@pytest.mark.parametrize("field", ["question", "context"])
+def test_a_squad_question_or_context_with_no_token_is_refused_naming_it(tmp_path, field):
+    import json
+
+    from pipelines.datasets.squad import SquadFormatError, read_squad_json
+
+    qa = {"id": "q1", "question": "Who ran?", "answers": [], "is_impossible": True}
+    paragraph = {"context": "Ann ran.", "qas": [qa]}
+    (qa if field == "question" else paragraph)[field] = " \t\u200b"
+    path = _write(tmp_path / "dev.json", json.dumps({"version": "v2.0", "data": [{"title": "t", "paragraphs": [paragraph]}]}))
+    with pytest.raises(SquadFormatError, match=rf"dev.json: data\[0\]\[\"paragraphs\"\]\[0\]\[\"qas\"\]\[0\] "
+                                               rf"\(id 'q1'\): field '{field}' is empty .*no token\); remove the question"):
+        read_squad_json(path, is_training=False)
+
+
 def test_a_swag_label_written_as_a_float_reads_as_its_ending_and_a_fraction_is_named(tmp_path):
     """pandas writes an int column that held a NaN as floats ("1.0"): such a SWAG file was refused
     ("label '1.0' is not one of 0..3"), where HF's run_swag reads the class. A whole number reads as
