@@ -707,16 +707,17 @@ def _table_rows(f, path, file_format):
     return rows, blank
 
 
-class _RepeatedKey(Exception):
-    pass
+class RepeatedKeyError(Exception):
+    """A JSON object names a key twice (`args[0]`); each reader says where."""
 
 
-def _object_of_unique_keys(pairs):
-    """A JSON object as a dict; a key named twice is an error (`json` would keep the last value)."""
+def object_of_unique_keys(pairs):
+    """`json.loads`' `object_pairs_hook` of every JSON data reader (JSON Lines, SQuAD): a JSON object
+    as a dict; a key named twice is a `RepeatedKeyError` (`json` would keep the last value)."""
     row = {}
     for key, value in pairs:
         if key in row:
-            raise _RepeatedKey(key)
+            raise RepeatedKeyError(key)
         row[key] = value
     return row
 
@@ -763,12 +764,12 @@ def _jsonl_rows(f, path, file_format):
                                 "write one object per line (pandas: to_json(..., orient=\"records\", lines=True); "
                                 "jq -c '.[]' FILE > FILE.jsonl)")
         try:
-            row = json.loads(text, object_pairs_hook=_object_of_unique_keys)
+            row = json.loads(text, object_pairs_hook=object_of_unique_keys)
         except json.JSONDecodeError as e:
             raise TextFileError(f"{path}:{line}: not valid JSON ({e}).") from None
         except ValueError as e:  # a number of thousands of digits: Python's int limit, raised bare
             raise TextFileError(f"{path}:{line}: not valid JSON: a number too long to read ({e}).") from None
-        except _RepeatedKey as e:
+        except RepeatedKeyError as e:
             raise TextFileError(f"{path}:{line}: the object names {e.args[0]!r} twice; give each field "
                                 "its own name.") from None
         if not isinstance(row, dict):

@@ -321,6 +321,17 @@ def test_a_squad_question_or_context_with_no_token_is_refused_naming_it(tmp_path
         read_squad_json(path, is_training=False)
 
 
+def test_a_squad_key_written_twice_is_refused_as_the_jsonl_reader_does(tmp_path):
+    """{"answer_start": 0, ..., "answer_start": 4}: json kept the last value, silently."""
+    from pipelines.datasets.squad import SquadFormatError, read_squad_json
+
+    path = _write(tmp_path / "dev.json", '{"data": [{"title": "t", "paragraphs": [{"context": "Ann ran.", "qas": [\n'
+                                         '{"id": "q1", "question": "Who?", "question": "What?", '
+                                         '"answers": [{"text": "Ann", "answer_start": 0}]}]}]}]}')
+    with pytest.raises(SquadFormatError, match=r"dev.json: an object names 'question' twice .*its own name"):
+        read_squad_json(path, is_training=False)
+
+
 def test_a_swag_label_written_as_a_float_reads_as_its_ending_and_a_fraction_is_named(tmp_path):
     """pandas writes an int column that held a NaN as floats ("1.0"): such a SWAG file was refused
     ("label '1.0' is not one of 0..3"), where HF's run_swag reads the class. A whole number reads as
