@@ -20,6 +20,8 @@ Traceback (most recent call last):
 pipelines.label_names.LabelNamesError: labels.txt:2: duplicate label 'pos' (also line 1)
 """
 
+import os
+
 
 class LabelNamesError(ValueError):
     """Label names that break the rule; the message names where (file and line, or list index)."""
@@ -86,9 +88,11 @@ def read_label_names(path):
     Raises:
         LabelNamesError: the rule is broken, or the file is not UTF-8 (names file and line; a
             compressed or UTF-16 / UTF-32 file is named as such).
-        OSError: the file cannot be opened.
+        OSError: the file cannot be opened (IsADirectoryError naming a directory given as the file).
     """
     path = str(path)
+    if os.path.isdir(path):  # open() said only "[Errno 21] Is a directory"
+        raise IsADirectoryError(f"{path}: is a directory; give the label file (one name per line) inside it")
     with open(path, "rb") as f:
         data = f.read()
     if data.startswith(b"\xef\xbb\xbf"):

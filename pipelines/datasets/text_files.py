@@ -186,7 +186,13 @@ def decode_text_file(path, encoding="utf-8", *, error=None):
         path: the file.
         encoding: its encoding; UTF-8 drops a leading byte order mark (Excel's "CSV UTF-8").
         error: the exception class to raise (the reader's own; default `TextFileError`).
+
+    Raises:
+        IsADirectoryError: `path` is a directory, named as `not_a_file` does (open() said only
+            "[Errno 21] Is a directory").
     """
+    if os.path.isdir(path):  # the CLI checks first; a Python caller got the bare OSError
+        raise IsADirectoryError(not_a_file(path))
     with open(path, "rb") as f:
         data = f.read()
     return decode_text(data, path, encoding, error=error)

@@ -332,6 +332,23 @@ def test_a_squad_key_written_twice_is_refused_as_the_jsonl_reader_does(tmp_path)
         read_squad_json(path, is_training=False)
 
 
+def test_every_reader_given_a_directory_says_so_naming_it(tmp_path):
+    """From Python each reader raised open()'s bare "[Errno 21] Is a directory" (the CLI checks first)."""
+    from pipelines.datasets.conll import read_conll
+    from pipelines.datasets.squad import read_squad_json
+    from pipelines.datasets.sts import read_sts_pairs
+    from pipelines.datasets.swag import read_swag_csv
+    from pipelines.label_names import read_label_names
+
+    directory = tmp_path / "data"
+    directory.mkdir()
+    for read in (read_text_file, read_conll, read_swag_csv, read_sts_pairs, read_label_names,
+                 lambda path: read_squad_json(path, is_training=False)):
+        with pytest.raises(IsADirectoryError, match=r"data: is a directory; give (a data file|the label file).*inside it") as error:
+            read(str(directory))
+        assert "Errno" not in str(error.value)
+
+
 def test_a_swag_label_written_as_a_float_reads_as_its_ending_and_a_fraction_is_named(tmp_path):
     """pandas writes an int column that held a NaN as floats ("1.0"): such a SWAG file was refused
     ("label '1.0' is not one of 0..3"), where HF's run_swag reads the class. A whole number reads as
