@@ -22,6 +22,8 @@ pipelines.label_names.LabelNamesError: labels.txt:2: duplicate label 'pos' (also
 
 import os
 
+from pipelines.file_kinds import compressed_format, iconv_advice, wide_unicode_encoding
+
 
 class LabelNamesError(ValueError):
     """Label names that break the rule; the message names where (file and line, or list index)."""
@@ -98,8 +100,6 @@ def read_label_names(path):
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     # What the data-file readers say of such bytes (a gzip file was "not UTF-8 (invalid start byte ...)")
-    from pipelines.datasets.text_files import compressed_format, iconv_advice, wide_unicode_encoding
-
     packed, wide = compressed_format(data), wide_unicode_encoding(data)
     if packed:
         raise LabelNamesError(f"{path}: the file is {packed[0]}, not a label file; {packed[1]} and give the file inside.")
