@@ -69,11 +69,33 @@ def pair_sequence_length(text):
     return _whole_number_at_least(text, 5, " ([CLS] A [SEP] B [SEP])")
 
 
+def model_version(text):
+    """argparse type of a model version (`query --version`, `export --version`): ASCII digits with an
+    optional "-", within int64, as TF Serving's `safe_strto64` reads one. int() alone also reads
+    other scripts' digits ("٣" is 3) and "1_0", which name no version directory.
+
+    >>> model_version("7"), model_version("-1")
+    (7, -1)
+    >>> model_version("٣")
+    Traceback (most recent call last):
+    argparse.ArgumentTypeError: '٣' is not a whole number (ASCII digits 0-9)
+    """
+    value = _whole_number(text)
+    if not -2**63 <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"{text} is past int64, which TF Serving reads versions as")
+    return value
+
+
+def _whole_number(text):
+    """int of `text`: ASCII digits with an optional sign ("٣", "²", "1_0" and " 3" are refused)."""
+    digits = text[1:] if text[:1] in "+-" else text
+    if not (digits.isascii() and digits.isdigit()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (ASCII digits 0-9)")
+    return int(text)
+
+
 def _whole_number_at_least(text, least, why=""):
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    value = _whole_number(text)
     if value < least:
         raise argparse.ArgumentTypeError(f"must be at least {least}{why}, got {value}")
     return value
@@ -107,10 +129,7 @@ def finite_float(text):
 
 def seed(text):
     """argparse type of a random seed: a whole number in [0, 2**32) (what NumPy and TensorFlow take)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    value = _whole_number(text)
     if not 0 <= value < 2**32:
         raise argparse.ArgumentTypeError(f"must be between 0 and 2**32 - 1, got {value}")
     return value
@@ -141,7 +160,7 @@ def _float(text):
 
 
 # what `pipelines.command_options.option(type="...")` names: the checked argparse types above
-CHECKED_TYPES = {"positive_int": positive_int, "pair_sequence_length": pair_sequence_length,
+CHECKED_TYPES = {"positive_int": positive_int, "model_version": model_version, "pair_sequence_length": pair_sequence_length,
                  "positive_float": positive_float, "finite_float": finite_float,
                  "non_negative_float": non_negative_float,
                  "seed": seed, "fraction": fraction, "held_out_fraction": held_out_fraction}

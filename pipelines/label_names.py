@@ -20,6 +20,10 @@ Traceback (most recent call last):
 pipelines.label_names.LabelNamesError: labels.txt:2: duplicate label 'pos' (also line 1)
 """
 
+import os
+
+from pipelines.file_kinds import compressed_format, iconv_advice, wide_unicode_encoding
+
 
 class LabelNamesError(ValueError):
     """Label names that break the rule; the message names where (file and line, or list index)."""
@@ -84,14 +88,24 @@ def read_label_names(path):
         path: the file (UTF-8; a leading byte order mark is ignored).
 
     Raises:
-        LabelNamesError: the rule is broken, or the file is not UTF-8 (names file and line).
-        OSError: the file cannot be opened.
+        LabelNamesError: the rule is broken, or the file is not UTF-8 (names file and line; a
+            compressed or UTF-16 / UTF-32 file is named as such).
+        OSError: the file cannot be opened (IsADirectoryError naming a directory given as the file).
     """
     path = str(path)
+    if os.path.isdir(path):  # open() said only "[Errno 21] Is a directory"
+        raise IsADirectoryError(f"{path}: is a directory; give the label file (one name per line) inside it")
     with open(path, "rb") as f:
         data = f.read()
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
+    # What the data-file readers say of such bytes (a gzip file was "not UTF-8 (invalid start byte ...)")
+    packed, wide = compressed_format(data), wide_unicode_encoding(data)
+    if packed:
+        raise LabelNamesError(f"{path}: the file is {packed[0]}, not a label file; {packed[1]} and give the file inside.")
+    if wide:
+        raise LabelNamesError(f"{path}: the file is {wide}; label files are UTF-8: save it as UTF-8 "
+                              f"({iconv_advice(wide)}).")
     labels = []
     for i, raw in enumerate(data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n")):
         try:

@@ -83,7 +83,8 @@ def check_output_names(directory, names, *, overwrite, inputs=(), flag=None):
     existing = [name for name, path in zip(names, paths) if os.path.lexists(path)]
     if existing and not overwrite:
         shown = ", ".join(existing[:5]) + (" ..." if len(existing) > 5 else "")
-        raise OutputExistsError(f"{named}: holds {shown} already; pass {_overwrite(flag)} to replace them "
+        them = "them" if len(existing) > 1 else "it"
+        raise OutputExistsError(f"{named}: holds {shown} already; pass {_overwrite(flag)} to replace {them} "
                                 "(other files stay)")
     _check_writable(os.path.abspath(directory), named)
 

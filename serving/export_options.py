@@ -26,7 +26,7 @@ class ExportOptions:
 
     version: Optional[int] = option(None, "version number, at most 9223372036854775807 (int64, as TF Serving "
                                     "reads it) (default: highest existing + 1, or 1)",
-                                    type=int)
+                                    type="model_version")
     tokenizer_backend: str = option("tf_text", "tf_text (fast; TF-Text ops; the default) or core (core TF ops only: "
                                                "any stock tensorflow/serving image runs it)", "--tokenizer",
                                     choices=TOKENIZER_BACKENDS)

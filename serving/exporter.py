@@ -461,7 +461,8 @@ def choose_version(model_dir, version=None, *, overwrite=False):
             raise ValueError(f"{model_dir}: the next version, {version}, is past int64's maximum "
                              f"({MAX_VERSION}), which TF Serving reads as no version; choose the version to write")
         return version
-    if isinstance(version, bool) or not str(version).isdigit() or int(version) < 1:
+    digits = str(version)  # ASCII digits, as TF Serving's safe_strto64: "٣".isdigit() and int("٣") is 3
+    if isinstance(version, bool) or not (digits.isascii() and digits.isdigit()) or int(digits) < 1:
         raise ValueError(f"version must be a positive integer, not {version!r}")
     version = int(version)
     if version > MAX_VERSION:  # its directory was written, then ignored by every poll: nothing served it

@@ -2,7 +2,7 @@
 inputs built from `--text` / `--question` / ... flags for a signature; `serve`'s flags, one per
 field of `serving.server.options.ServerOptions`."""
 
-from pipelines.command_options import add_field_options, add_option, positive_float
+from pipelines.command_options import add_field_options, add_option, model_version, positive_float
 from bert_keras.cli.main import CommandError
 
 
@@ -15,7 +15,7 @@ def add_connection_arguments(parser):
     parser.add_argument("--rest", action="store_true", help="use the REST API instead of gRPC")
     parser.add_argument("--signature", default="serving_default", help="signature (default serving_default)")
     version = parser.add_mutually_exclusive_group()
-    version.add_argument("--version", type=int, help="ask for this model version")
+    version.add_argument("--version", type=model_version, help="ask for this model version")
     version.add_argument("--label", metavar="LABEL", help="ask for this version label (e.g. stable)")
     parser.add_argument("--tls-ca", metavar="PEM", help="CA certificate of a TLS server (turns TLS on)")
     parser.add_argument("--server-name", metavar="HOST", help="host name on the server's certificate")

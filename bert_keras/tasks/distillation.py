@@ -445,13 +445,15 @@ class DistillationResult:
     losses: list = dataclasses.field(default_factory=list)
     metrics: Optional[dict] = None  # the student's; None: not evaluated
     teacher_metrics: Optional[dict] = None
+    # `evaluate --model output_dir` finds dev data (not evaluated with --no-eval / evaluate=False)
+    dev_data: bool = False
 
     def next_steps(self):
         """The commands that use the saved student: a "next:" line and its continuation line,
         each a whole command (pasted together, they run one after the other)."""
         model = shlex.quote(str(self.output_dir))
         export = f"bert-keras export --model {model} --base-path models --model-name student --quantize int8"
-        if self.metrics is None:  # no dev data was read: `evaluate` would need a --data file of yours
+        if self.metrics is None and not self.dev_data:  # `evaluate` would need a --data file of yours
             return (f"next: {export}\n"
                     f"      # score a dev file of yours: bert-keras evaluate --model {model} --data FILE")
         return f"next: bert-keras evaluate --model {model}\n      {export}"
@@ -496,6 +498,7 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     else:
         spec.check_labels()  # a label the teacher lacks, by file and line (fit named it y[i])
     dev = None
+    unasked_dev = not evaluate and spec.has_dev_data()  # --no-eval: `evaluate --model` would still score
     if evaluate:  # read (and checked) now, as finetune: a bad dev file stops the run before training
         spec.labels_required = True  # scoring needs them
         try:
@@ -540,7 +543,7 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     with after_saving(output_dir):  # the model is saved: an interrupt now leaves nothing to resume
         remove_run_dir(run_dir)
         losses = student.history.history.get("loss", []) if student.history is not None else []
-        result = DistillationResult(student, output_dir, losses=losses)
+        result = DistillationResult(student, output_dir, losses=losses, dev_data=evaluate or unasked_dev)
         log(f"\nsaved {output_dir}" + (f"; distillation loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""))
         if not evaluate:
             return result

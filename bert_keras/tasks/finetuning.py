@@ -24,13 +24,15 @@ class FinetuningResult:
     output_dir: str
     losses: list = field(default_factory=list)
     metrics: dict = None  # None: not evaluated
+    # `evaluate --model output_dir` finds dev data (not evaluated with --no-eval / evaluate=False)
+    dev_data: bool = False
 
     def next_steps(self):
         """The commands that use the saved model: a "next:" line and its continuation lines,
         each a whole command (pasted together, they run one after the other)."""
         model = shlex.quote(str(self.output_dir))
         predict = f"bert-keras predict --model {model} {self.task.predict_example}"
-        if self.metrics is None:  # no dev data was read: `evaluate` would need a --data file of yours
+        if self.metrics is None and not self.dev_data:  # `evaluate` would need a --data file of yours
             return (f"next: {predict}\n"
                     f"      # score a dev file of yours: bert-keras evaluate --model {model} --data FILE")
         return f"next: bert-keras evaluate --model {model}\n      {predict}"
@@ -99,6 +101,7 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
     keras.utils.set_random_seed(seed)
     x, y = spec.training_data(seed=seed)
     dev = None
+    unasked_dev = not evaluate and spec.has_dev_data()  # --no-eval: `evaluate --model` would still score
     if evaluate:  # read (and check) the dev data now: a bad file stops the run before training
         try:
             dev = spec.evaluation_data()
@@ -138,7 +141,8 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
                                    verbose=verbose, run_dir=run_dir, checkpoint_every=checkpoint_every,
                                    keep_run_dir=True, callbacks=callbacks),
         run_dir, output_dir, log, overwrite=overwrite)
-    result = FinetuningResult(task, output_dir, losses=history.history.get("loss", []))
+    result = FinetuningResult(task, output_dir, losses=history.history.get("loss", []),
+                              dev_data=evaluate or unasked_dev)
     task.record(training=dict(spec.provenance(), init=init, train_steps=int(task.optimizer.iterations.numpy()),
                               batch_size=batch_size, learning_rate=learning_rate, epochs=epochs, seed=seed))
     task.save(output_dir, overwrite=overwrite, include_optimizer=False)  # `--init DIR` starts a new recipe

@@ -229,6 +229,16 @@ class DatasetSpec:
         (`--eval-data dev.tsv: no such file`)."""
         return self.flags.get(path, "") + not_a_file(path)
 
+    # True: with no dev file named, `evaluation_data` reads the dataset's own dev split (TFDS)
+    dev_split_builtin = False
+
+    def has_dev_data(self):
+        """Whether `evaluation_data()` (`bert-keras evaluate --model DIR` without --data) has dev data
+        to read, without reading it: the dev file named, if it is there, else the dataset's own split."""
+        if self.eval_path:
+            return os.path.isfile(self.eval_path)
+        return self.dev_split_builtin
+
     def _eval_path(self, path):
         path = path or self.eval_path
         if not path:
@@ -241,6 +251,8 @@ class DatasetSpec:
 
 
 class GlueSpec(DatasetSpec):
+    dev_split_builtin = True
+
     def __init__(self, spec, **options):
         from pipelines.datasets.glue import glue_task
         from bert_keras.tasks.text_classifier import TextClassifier
@@ -408,6 +420,8 @@ class CsvSpec(DatasetSpec):
 
 
 class ConllSpec(DatasetSpec):
+    dev_split_builtin = True
+
     def __init__(self, spec, **options):
         from bert_keras.tasks.token_classifier import TokenClassifier
 
@@ -489,6 +503,7 @@ class SquadSpec(DatasetSpec):
         self.stride = stride or SquadSettings.stride  # None: SpanQA's (run_squad.py's)
         self.max_query_length = max_query_length or SquadSettings.max_query_length
         self.korquad = spec.startswith("korquad")
+        self.dev_split_builtin = not self.korquad  # SQuAD's dev split is in TFDS, KorQuAD's is not
         self._scored_examples = None  # what `evaluation_data` read last
 
     def model_options(self):

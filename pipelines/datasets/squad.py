@@ -57,7 +57,9 @@ import tensorflow as tf
 
 from pipelines import windowing
 from pipelines.atomic_writes import write_json
-from pipelines.datasets.text_files import decode_text_file, lone_surrogate
+from pipelines.datasets.text_files import (RepeatedKeyError, decode_text_file, lone_surrogate, no_token_message,
+                                           object_of_unique_keys)
+from pipelines.tokenizer.tokenless import has_no_token
 from pipelines.tokenizer.char_offsets import byte_to_char_offsets
 from pipelines.tokenizer.combining_marks import extend_over_marks
 
@@ -137,7 +139,7 @@ def read_squad_json(path_or_obj, *, is_training, version="auto", on_mismatch="er
         A list of `SquadExample`, in file order.
 
     Raises:
-        SquadFormatError: empty file, invalid JSON, no questions, a mismatched
+        SquadFormatError: empty file, invalid JSON (an object naming a key twice too), no questions, a mismatched
             answer (with `on_mismatch="error"`), a duplicated id,
             answers that contradict `is_impossible`, or a value of the wrong
             kind (named by its JSON path): an id that is not a string or int
@@ -153,9 +155,12 @@ def read_squad_json(path_or_obj, *, is_training, version="auto", on_mismatch="er
         if not text.strip():
             raise SquadFormatError(f"{source}: the file is empty.")
         try:
-            dataset = json.loads(text)
+            dataset = json.loads(text, object_pairs_hook=object_of_unique_keys)
         except json.JSONDecodeError as e:
             raise SquadFormatError(f"{source}: not valid JSON ({e}).") from None
+        except RepeatedKeyError as e:  # json alone keeps the last value: a question's answer silently replaced
+            raise SquadFormatError(f"{source}: an object names {e.args[0]!r} twice (JSON readers keep one of the "
+                                   "two silently); give each field its own name.") from None
         except ValueError as e:  # a number of thousands of digits: Python's int limit, raised bare
             raise SquadFormatError(f"{source}: not valid JSON: a number too long to read ({e}).") from None
     if not isinstance(dataset, dict) or not isinstance(dataset.get("data"), list):
@@ -383,6 +388,9 @@ def _check_record_fields(record, source, location=None):
         raise SquadFormatError(f"{where}: field {field!r}: a NUL character (\\u0000) at character "
                                f"{value.index(chr(0)) + 1} (the tokenizer drops it, joining the words around it); "
                                "remove it")
+    for field in ("question", "context"):  # as the Python API refuses a text with no token
+        if has_no_token(record[field]):
+            raise SquadFormatError(no_token_message(where, field, "question"))
 
 
 def _answer_mismatch(context, answers):

@@ -39,7 +39,8 @@ from typing import Optional, Tuple
 import tensorflow as tf
 
 from pipelines.datasets import batching
-from pipelines.datasets.text_files import csv_records, decode_text_file, field_count_message
+from pipelines.datasets.text_files import csv_records, decode_text_file, field_count_message, no_token_message
+from pipelines.tokenizer.tokenless import has_no_token
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +124,11 @@ def read_swag_csv(path, *, labelled=True):
             if labelled:
                 label = _choice_label(row[LABEL_COLUMN].strip(), f"{path}:{line}")
             endings = tuple(row[f"ending{i}"] for i in range(NUM_CHOICES))
+            # the Python API refuses a context or an ending with no token; sent2 (the ending's start) may be empty
+            empty = next((f for f in ("sent1", *(f"ending{i}" for i in range(NUM_CHOICES))) if has_no_token(row[f])),
+                         None)
+            if empty:
+                raise SwagFormatError(no_token_message(f"{path}:{line}", empty))
             examples.append(SwagExample(row["sent1"], row["sent2"], endings, label, f"{path}:{line}"))
     if not examples:
         raise SwagFormatError(f"{path}: no examples.")

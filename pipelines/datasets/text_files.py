@@ -51,6 +51,7 @@ from typing import Optional, Union
 import tensorflow as tf
 
 from pipelines.atomic_writes import write_text
+from pipelines.file_kinds import _wide_unicode_evidence, compressed_format, iconv_advice, wide_unicode_encoding
 from pipelines.label_names import check_label_names, read_label_names
 from pipelines.datasets import batching
 from pipelines.tokenizer.tokenless import has_no_token
@@ -186,7 +187,13 @@ def decode_text_file(path, encoding="utf-8", *, error=None):
         path: the file.
         encoding: its encoding; UTF-8 drops a leading byte order mark (Excel's "CSV UTF-8").
         error: the exception class to raise (the reader's own; default `TextFileError`).
+
+    Raises:
+        IsADirectoryError: `path` is a directory, named as `not_a_file` does (open() said only
+            "[Errno 21] Is a directory").
     """
+    if os.path.isdir(path):  # the CLI checks first; a Python caller got the bare OSError
+        raise IsADirectoryError(not_a_file(path))
     with open(path, "rb") as f:
         data = f.read()
     return decode_text(data, path, encoding, error=error)
@@ -256,30 +263,6 @@ def line_position(text, offset):
     return line, max(text.rfind(lf, 0, offset), text.rfind(cr, 0, offset)) + 1
 
 
-# Leading bytes of the compressed files and archives a data file is mistaken for (`train.tsv.gz`, a
-# spreadsheet saved as .xlsx: a zip), and what to do instead: none is read, none is text.
-_COMPRESSED_MAGIC = ((b"\x1f\x8b", "gzip-compressed", "decompress it (gunzip -k FILE)"),
-                     (b"PK\x03\x04", "a zip archive (or an .xlsx / .ods spreadsheet)",
-                      "unzip it, or save the sheet as CSV UTF-8"),
-                     (b"BZh", "bzip2-compressed", "decompress it (bunzip2 -k FILE)"),
-                     (b"\xfd7zXZ\x00", "xz-compressed", "decompress it (unxz -k FILE)"),
-                     (b"\x28\xb5\x2f\xfd", "zstd-compressed", "decompress it (unzstd FILE)"))
-
-
-def compressed_format(data):
-    """`(what the file is, what to do)` for bytes of a compressed file or archive, else None.
-
-    Example:
-        >>> import gzip
-        >>> compressed_format(gzip.compress(b"text,label\\n"))[0], compressed_format(b"text,label\\n")
-        ('gzip-compressed', None)
-    """
-    for magic, what, advice in _COMPRESSED_MAGIC:
-        if data.startswith(magic):
-            return what, advice
-    return None
-
-
 # How much of a file `legacy_code_page` reads: enough lines to tell, never the whole of a large file.
 _CODE_PAGE_SAMPLE = 1 << 16
 
@@ -310,56 +293,6 @@ def legacy_code_page(data):
     return "cp949" if wide and 2 * hangul > len(wide) else "cp1252"
 
 
-# Byte order marks of the Unicode encodings that are not ASCII-compatible (UTF-32 first: UTF-32-LE's
-# starts with UTF-16-LE's).
-_WIDE_BYTE_ORDER_MARKS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"),
-                          (codecs.BOM_UTF16_LE, "UTF-16"), (codecs.BOM_UTF16_BE, "UTF-16"))
-# Without a mark: which of the four byte positions (offset mod 4) are mostly NUL, as in text of Latin
-# letters in these encodings (and Hangul's in UTF-32); UTF-8 text (and a code page's) has no NUL bytes.
-_NUL_POSITIONS = {(0, 1, 0, 1): "UTF-16LE", (1, 0, 1, 0): "UTF-16BE",
-                  (0, 1, 1, 1): "UTF-32LE", (0, 0, 1, 1): "UTF-32LE",
-                  (1, 1, 1, 0): "UTF-32BE", (1, 1, 0, 0): "UTF-32BE"}
-
-
-def wide_unicode_encoding(data):
-    """The encoding (iconv's name) of bytes that are UTF-16 or UTF-32 text, else None.
-
-    Told by the byte order mark (`"UTF-16"`, `"UTF-32"`: iconv and Python read the byte order from it),
-    or, without one, by the NUL bytes at every second or fourth byte of the first 4 KiB
-    (`"UTF-16LE"`, `"UTF-16BE"`, `"UTF-32LE"`, `"UTF-32BE"`), as Windows' "Unicode" exports are.
-
-    Example:
-        >>> wide_unicode_encoding("text,label\\n".encode("utf-16"))
-        'UTF-16'
-        >>> wide_unicode_encoding("text,label\\n".encode("utf-16-le"))
-        'UTF-16LE'
-        >>> wide_unicode_encoding(b"text,label\\n") is None
-        True
-    """
-    for mark, name in _WIDE_BYTE_ORDER_MARKS:
-        if data.startswith(mark):
-            return name
-    sample = data[:4096]
-    sample = sample[:len(sample) - len(sample) % 4]
-    if not sample:
-        return None
-    quarter = len(sample) // 4
-    return _NUL_POSITIONS.get(tuple(int(2 * sample[i::4].count(0) > quarter) for i in range(4)))
-
-
-def _wide_unicode_evidence(data):
-    """What `wide_unicode_encoding` saw: the byte order mark, or the NUL bytes."""
-    for mark, _ in _WIDE_BYTE_ORDER_MARKS:
-        if data.startswith(mark):
-            return f"byte order mark {mark.hex(' ')}"
-    return "NUL bytes between its characters"
-
-
-def iconv_advice(wide_encoding):
-    """The iconv command that saves a file in `wide_encoding` (a `wide_unicode_encoding`) as UTF-8."""
-    return f"iconv -f {wide_encoding} -t UTF-8 FILE > FILE.utf8"
-
-
 def lone_surrogate(where, field, text):
     r"""What is wrong with a string read from JSON that holds half of a UTF-16 surrogate pair (an
     escape such as `"\ud83d"` without its partner: a JSON writer that cut an emoji in two), or None.
@@ -383,6 +316,13 @@ def lone_surrogate(where, field, text):
     return None
 
 
+def no_token_message(where, field, record="row"):
+    """What every data-file reader says of a text field with no token (`has_no_token`: empty,
+    whitespace or control characters only), as the Python API refuses such a text."""
+    return (f"{where}: field {field!r} is empty (no characters other than whitespace or control "
+            f"characters: no token); remove the {record} or give it a text.")
+
+
 def _text_field(row, column, source):
     """A text cell: a string with at least one token (`pipelines.tokenizer.tokenless`)."""
     text = row[column]
@@ -393,9 +333,7 @@ def _text_field(row, column, source):
     if surrogate:
         raise TextFileError(surrogate)
     if has_no_token(text):
-        raise TextFileError(f"{source}: field {column!r} is empty (no characters other than "
-                            "whitespace or control characters: no token); remove the row or give it "
-                            "a text.")
+        raise TextFileError(no_token_message(source, column))
     _refuse_nul_escape(source, column, text)
     return text
 
@@ -709,16 +647,17 @@ def _table_rows(f, path, file_format):
     return rows, blank
 
 
-class _RepeatedKey(Exception):
-    pass
+class RepeatedKeyError(Exception):
+    """A JSON object names a key twice (`args[0]`); each reader says where."""
 
 
-def _object_of_unique_keys(pairs):
-    """A JSON object as a dict; a key named twice is an error (`json` would keep the last value)."""
+def object_of_unique_keys(pairs):
+    """`json.loads`' `object_pairs_hook` of every JSON data reader (JSON Lines, SQuAD): a JSON object
+    as a dict; a key named twice is a `RepeatedKeyError` (`json` would keep the last value)."""
     row = {}
     for key, value in pairs:
         if key in row:
-            raise _RepeatedKey(key)
+            raise RepeatedKeyError(key)
         row[key] = value
     return row
 
@@ -765,12 +704,12 @@ def _jsonl_rows(f, path, file_format):
                                 "write one object per line (pandas: to_json(..., orient=\"records\", lines=True); "
                                 "jq -c '.[]' FILE > FILE.jsonl)")
         try:
-            row = json.loads(text, object_pairs_hook=_object_of_unique_keys)
+            row = json.loads(text, object_pairs_hook=object_of_unique_keys)
         except json.JSONDecodeError as e:
             raise TextFileError(f"{path}:{line}: not valid JSON ({e}).") from None
         except ValueError as e:  # a number of thousands of digits: Python's int limit, raised bare
             raise TextFileError(f"{path}:{line}: not valid JSON: a number too long to read ({e}).") from None
-        except _RepeatedKey as e:
+        except RepeatedKeyError as e:
             raise TextFileError(f"{path}:{line}: the object names {e.args[0]!r} twice; give each field "
                                 "its own name.") from None
         if not isinstance(row, dict):

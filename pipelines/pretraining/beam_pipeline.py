@@ -244,7 +244,7 @@ def beam_corpus_fingerprint(files) -> dict:
     """`run_record.corpus_fingerprint` read through Beam's file systems (the same digest for the same files)."""
     import hashlib
 
-    from pipelines.pretraining.run_record import SAMPLE_BYTES
+    from pipelines.pretraining.run_record import LINE_READER, SAMPLE_BYTES
 
     digest = hashlib.sha256()
     total = 0
@@ -256,7 +256,7 @@ def beam_corpus_fingerprint(files) -> dict:
             for offset in sorted({0, max(0, size // 2 - SAMPLE_BYTES // 2), max(0, size - SAMPLE_BYTES)}):
                 f.seek(offset)
                 digest.update(f.read(SAMPLE_BYTES))
-    return {"files": len(files), "bytes": total, "sha256": digest.hexdigest()}
+    return {"files": len(files), "bytes": total, "sha256": digest.hexdigest(), "line_reader": LINE_READER}
 
 
 class _Vocab(collections.namedtuple("_Vocab", "size mask cls sep pad continuation never_masked")):

@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 
 import tensorflow as tf
 
@@ -35,6 +36,10 @@ class OutputExistsError(ValueError):
 
 # Bytes hashed at the start, middle and end of each input file.
 SAMPLE_BYTES = 1 << 16
+
+# How the corpus reader splits lines, recorded with the corpus: 2 = `corpus.file_lines`, a lone CR
+# ends a line; records of earlier versions have none (a lone CR was part of its line).
+LINE_READER = 2
 
 
 def corpus_fingerprint(settings: PretrainingDataSettings) -> dict:
@@ -66,7 +71,33 @@ def corpus_fingerprint(settings: PretrainingDataSettings) -> dict:
             for offset in sorted({0, max(0, size // 2 - SAMPLE_BYTES // 2), max(0, size - SAMPLE_BYTES)}):
                 f.seek(offset)
                 digest.update(f.read(SAMPLE_BYTES))
-    return {"files": len(files), "bytes": total, "sha256": digest.hexdigest()}
+    return {"files": len(files), "bytes": total, "sha256": digest.hexdigest(), "line_reader": LINE_READER}
+
+
+def first_lone_carriage_return(files):
+    """`(path, line)` of the first lone CR (one not ending a line: `corpus.file_lines` ends a line
+    there, an earlier reader kept it in the line) in `files`, or None. Reads every file through:
+    only a resume against a record of an earlier reader asks."""
+    for path in files:
+        line, pending = 1, b""
+        with tf.io.gfile.GFile(path, "rb") as f:  # read in blocks: GFile's line iterator drops the CRs
+            while True:
+                block = f.read(1 << 20)
+                if not block:
+                    break  # CRs at the end of the file end its last line
+                data = pending + block
+                kept = data.rstrip(b"\r")  # a CR run at the block's end: the next block says what follows it
+                pending = data[len(kept):]
+                lone = re.search(rb"\r+(?=[^\r\n])", kept)
+                if lone:
+                    return path, line + kept[:lone.start()].count(b"\n")
+                line += kept.count(b"\n")
+    return None
+
+
+def _corpus_content(fingerprint):
+    """A fingerprint without its `line_reader` (which files and bytes, alone)."""
+    return {key: value for key, value in fingerprint.items() if key != "line_reader"}
 
 
 def existing_shards(prefix: str):
@@ -159,8 +190,19 @@ def prepare_output(settings: PretrainingDataSettings, fingerprint: dict, *, over
             "overwrite=True. Move them, or use another output prefix.")
     if record is not None:
         changed = sorted(k for k in set(record["settings"]) | set(wanted) if record["settings"].get(k) != wanted.get(k))
-        corpus_changed = record.get("corpus") is not None and record["corpus"] != fingerprint
-        if not changed and not corpus_changed:
+        old = record.get("corpus")
+        corpus_changed = old is not None and _corpus_content(old) != _corpus_content(fingerprint)
+        # Shards of an earlier reader, which kept a lone CR inside its line: a resume would write the rest
+        # with documents split at it. Refused only when the corpus holds one (its documents are the same else).
+        cr = None
+        if old is not None and not corpus_changed and old.get("line_reader") != fingerprint.get("line_reader"):
+            cr = first_lone_carriage_return(corpus_lib.list_files(settings.input))
+            if cr is not None and record.get("complete") and not changed:
+                return record  # every shard is the earlier reader's: a rerun adds none to them
+        if not changed and not corpus_changed and cr is None:
+            if old is not None and old != fingerprint:  # an earlier reader's record, of a corpus without lone CRs
+                record = dict(record, corpus=fingerprint)
+                write_json(path, record)
             return record
         shards = existing_shards(prefix)
         if overwrite:
@@ -186,6 +228,10 @@ def prepare_output(settings: PretrainingDataSettings, fingerprint: dict, *, over
                 # Each setting with both values: "max_seq_length differ" left the user to diff the file.
                 reason = "records other settings (" + "; ".join(
                     f"{k}: {record['settings'].get(k)!r} then, {wanted.get(k)!r} now" for k in changed) + ")"
+            elif cr is not None:
+                reason = (f"was written by an earlier version, whose corpus reader kept a lone carriage return (\\r) "
+                          f"inside its line; this one ends the line there, and {cr[0]}, line {cr[1]} holds one, so "
+                          "documents split differently and a resume would mix the two")
             else:
                 reason = (f"records another corpus: {record['corpus'].get('files')} file(s), "
                           f"{record['corpus'].get('bytes')} bytes then, {fingerprint.get('files')} file(s), "

@@ -48,10 +48,19 @@ def count_words_with_beam(patterns: Union[str, Sequence[str]], *, lowercase: boo
 
     Returns:
         A `collections.Counter` of word -> count.
+
+    Raises:
+        pipelines.corpus.CorpusError: as the local path (`corpus.check_text_files`, run here first on
+            the matched files): a pattern that matches nothing, a line that is not UTF-8 or holds a
+            carriage return (file and line named), no text at all.
     """
     from pipelines.pretraining.beam_pipeline import beam_glob
 
     files = [path for _, matches in corpus_lib.match_patterns(patterns, glob=beam_glob) for path in matches]
+    # The local path's strict pass, on the same files: TensorFlow's string ops dropped a byte that is not
+    # UTF-8 ("café" in Latin-1 counted as "caf"), and a file the local path refuses (a CR inside a line,
+    # which its line reader drops) was counted here; one pass over the files, read from this process.
+    corpus_lib.check_text_files(files)
     directory = temp_dir or tempfile.mkdtemp(prefix="beam-word-counts-")
     output = os.path.join(directory, f"counts-{os.getpid()}")
     with worker_errors(), beam_pipeline(runner, pipeline_args) as pipeline:

@@ -224,6 +224,26 @@ def test_a_null_threshold_that_is_not_finite_is_a_usage_error(command, value, ca
     assert f"argument --null-threshold: must be a finite number, got {value}" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("command", [["query", "--model", "m", "--text", "x"],
+                                     ["export", "--model", "m", "--base-path", "b", "--model-name", "n"],
+                                     ["predict", "--model", "m", "--batch-size"]])
+@pytest.mark.parametrize("value", ["\u0663", "\u00b2", "\uff13", "1_0"])
+def test_a_number_flag_takes_ascii_digits_only(command, value, capsys):
+    """`--version ٣` asked for version 3 (int() reads other scripts' digits) and "²" failed as a bare
+    int() error; TF Serving's safe_strto64 reads ASCII digits only."""
+    from bert_keras.cli.main import main
+
+    flag = "--batch-size" if command[-1] == "--batch-size" else "--version"
+    argv = command + [value] if flag == "--batch-size" else command + [flag, value]
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert f"argument {flag}: {value!r} is not a whole number (ASCII digits 0-9)" in capsys.readouterr().err
+    from pipelines.command_options import model_version
+
+    assert model_version("0") == 0 and model_version("-2") == -2  # versions TF Serving serves
+
+
 def _python_defaults(call):
     import inspect
 

@@ -225,6 +225,22 @@ def test_finetune_and_distill_hints_are_one_command_a_line_so_pasting_them_whole
     assert pasted(unscored)[0][:4] == ["bert-keras", "export", "--model", "out/student"] and pasted(unscored)[1] == []
     assert unscored.splitlines()[1].strip() == ("# score a dev file of yours: bert-keras evaluate --model out/student "
                                                 "--data FILE")
+    # --no-eval with dev data there: `evaluate --model` would run as printed; it was a comment asking for a file
+    for result in (FinetuningResult(task, "out/run", dev_data=True), DistillationResult(task, "out/run", dev_data=True)):
+        assert pasted(result.next_steps())[0] == ["bert-keras", "evaluate", "--model", "out/run"]
+
+
+def test_a_spec_knows_whether_evaluate_finds_dev_data_without_reading_it(tmp_path):
+    from bert_keras.tasks.named_datasets import parse_task
+
+    train, dev = tmp_path / "train.tsv", tmp_path / "dev.tsv"
+    train.write_text("text\tlabel\ngood\tpos\n")
+    assert not parse_task(f"csv:{train}").has_dev_data()
+    assert not parse_task(f"csv:{train}", eval_path=str(dev)).has_dev_data()  # named, not there
+    dev.write_text("text\tlabel\ngood\tpos\n")
+    assert parse_task(f"csv:{train}", eval_path=str(dev)).has_dev_data()
+    assert parse_task("glue/sst2").has_dev_data() and parse_task("squad/v1.1").has_dev_data()  # TFDS' split
+    assert not parse_task("swag").has_dev_data()  # SWAG's files: none named
 
 
 def test_a_column_hint_guesses_only_the_one_column_left_or_a_close_name():

@@ -349,3 +349,22 @@ def test_predict_data_errors_name_the_flag_of_each_path(tmp_path, capsys):
     # a Python call names the path alone, and its own keyword
     with pytest.raises(DatasetSpecError, match=f"^{missing}: no such file"):
         write_squad_predictions(load(squad), missing, str(tmp_path / "q"))
+
+
+def test_a_refusal_over_one_existing_file_says_it_not_them(tmp_path):
+    """"holds swag_predictions.jsonl already; pass --overwrite to replace them": one file, plural."""
+    from pipelines.output_paths import OutputExistsError, check_output_names
+
+    (tmp_path / "a.txt").write_text("x")
+    with pytest.raises(OutputExistsError, match=r"holds a\.txt already; pass --overwrite to replace it \(other"):
+        check_output_names(tmp_path, ["a.txt", "b.txt"], overwrite=False, flag="--output-dir")
+    (tmp_path / "b.txt").write_text("x")
+    with pytest.raises(OutputExistsError, match=r"holds a\.txt, b\.txt already; pass --overwrite to replace them"):
+        check_output_names(tmp_path, ["a.txt", "b.txt"], overwrite=False, flag="--output-dir")
+
+
+def test_the_predict_summary_names_swag_beside_squad():
+    from bert_keras.cli.main import SUBCOMMANDS
+
+    summary = dict(SUBCOMMANDS)["predict"]  # `bert-keras --help` named SQuAD's output alone
+    assert "SQuAD" in summary and "SWAG" in summary, summary

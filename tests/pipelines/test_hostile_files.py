@@ -243,6 +243,20 @@ def test_label_vocabulary_files_follow_the_one_rule(tmp_path):
         text_files.save_label_vocabulary(["a", "a"], tmp_path / "out.txt")
 
 
+def test_a_compressed_or_utf_16_label_file_is_named_as_such_not_only_not_utf8(tmp_path):
+    """labels.txt.gz renamed labels.txt, or a UTF-16 export, was "labels.txt:1: not UTF-8 (invalid start byte)"."""
+    import gzip
+
+    from pipelines.label_names import read_label_names
+
+    packed = _write(tmp_path / "labels.txt", gzip.compress(b"neg\npos\n"))
+    with pytest.raises(LabelNamesError, match=r"labels.txt: the file is gzip-compressed, not a label file; "):
+        read_label_names(packed)
+    wide = _write(tmp_path / "wide.txt", "neg\npos\n".encode("utf-16"))
+    with pytest.raises(LabelNamesError, match=r"wide.txt: the file is UTF-16; label files are UTF-8: .*iconv"):
+        read_label_names(wide)
+
+
 def test_the_other_readers_name_file_and_line_of_a_bad_byte(tmp_path):
     from pipelines.datasets.conll import ConllFormatError, read_conll
     from pipelines.datasets.squad import SquadFormatError, read_squad_json
@@ -276,6 +290,63 @@ def test_a_quote_left_open_is_named_as_such_not_only_as_a_wrong_field_count(tmp_
     path = _write(tmp_path / "swag.csv", header + '0,v,1,s,"He sat.,He,gold,a,b,c,d,0\n1,v,1,s,x,y,gold,a,b,c,d,1\n')
     with pytest.raises(SwagFormatError, match=r"swag.csv:2: 5 fields, the header has 12 .* Field 5 runs over 2 lines"):
         read_swag_csv(path)
+
+
+@pytest.mark.parametrize("row, field", [(",He,a,b,c,d", "sent1"), ("He sat.,He,a, ,c,d", "ending1"),
+                                        ("\u3000,He,a,b,c,d", "sent1")])
+def test_a_swag_row_with_no_context_or_an_empty_ending_is_refused_as_the_api_does(tmp_path, row, field):
+    """MultipleChoice refused an empty context or ending from Python; the CSV reader took them."""
+    from pipelines.datasets.swag import SwagFormatError, read_swag_csv
+
+    path = _write(tmp_path / "swag.csv", f"sent1,sent2,ending0,ending1,ending2,ending3,label\nA,B,a,b,c,d,0\n{row},0\n")
+    with pytest.raises(SwagFormatError, match=rf"swag.csv:3: field '{field}' is empty \(no characters other "
+                                              r"than whitespace or control characters: no token\); remove the row"):
+        read_swag_csv(path)
+    no_start = _write(tmp_path / "start.csv", "sent1,sent2,ending0,ending1,ending2,ending3,label\nHe sat.,,a,b,c,d,0\n")
+    assert read_swag_csv(no_start)[0].start == ""  # sent2, the endings' shared start, may be empty
+
+
+@pytest.mark.parametrize("field", ["question", "context"])
+def test_a_squad_question_or_context_with_no_token_is_refused_naming_it(tmp_path, field):
+    import json
+
+    from pipelines.datasets.squad import SquadFormatError, read_squad_json
+
+    qa = {"id": "q1", "question": "Who ran?", "answers": [], "is_impossible": True}
+    paragraph = {"context": "Ann ran.", "qas": [qa]}
+    (qa if field == "question" else paragraph)[field] = " \t\u200b"
+    path = _write(tmp_path / "dev.json", json.dumps({"version": "v2.0", "data": [{"title": "t", "paragraphs": [paragraph]}]}))
+    with pytest.raises(SquadFormatError, match=rf"dev.json: data\[0\]\[\"paragraphs\"\]\[0\]\[\"qas\"\]\[0\] "
+                                               rf"\(id 'q1'\): field '{field}' is empty .*no token\); remove the question"):
+        read_squad_json(path, is_training=False)
+
+
+def test_a_squad_key_written_twice_is_refused_as_the_jsonl_reader_does(tmp_path):
+    """{"answer_start": 0, ..., "answer_start": 4}: json kept the last value, silently."""
+    from pipelines.datasets.squad import SquadFormatError, read_squad_json
+
+    path = _write(tmp_path / "dev.json", '{"data": [{"title": "t", "paragraphs": [{"context": "Ann ran.", "qas": [\n'
+                                         '{"id": "q1", "question": "Who?", "question": "What?", '
+                                         '"answers": [{"text": "Ann", "answer_start": 0}]}]}]}]}')
+    with pytest.raises(SquadFormatError, match=r"dev.json: an object names 'question' twice .*its own name"):
+        read_squad_json(path, is_training=False)
+
+
+def test_every_reader_given_a_directory_says_so_naming_it(tmp_path):
+    """From Python each reader raised open()'s bare "[Errno 21] Is a directory" (the CLI checks first)."""
+    from pipelines.datasets.conll import read_conll
+    from pipelines.datasets.squad import read_squad_json
+    from pipelines.datasets.sts import read_sts_pairs
+    from pipelines.datasets.swag import read_swag_csv
+    from pipelines.label_names import read_label_names
+
+    directory = tmp_path / "data"
+    directory.mkdir()
+    for read in (read_text_file, read_conll, read_swag_csv, read_sts_pairs, read_label_names,
+                 lambda path: read_squad_json(path, is_training=False)):
+        with pytest.raises(IsADirectoryError, match=r"data: is a directory; give (a data file|the label file).*inside it") as error:
+            read(str(directory))
+        assert "Errno" not in str(error.value)
 
 
 def test_a_swag_label_written_as_a_float_reads_as_its_ending_and_a_fraction_is_named(tmp_path):

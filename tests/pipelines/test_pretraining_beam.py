@@ -435,6 +435,23 @@ def test_beam_word_counts_and_vocabulary_equal_the_local_ones(tmp_path):
     assert load_vocabulary(str(tmp_path / "beam.txt")) == load_vocabulary(str(tmp_path / "local.txt"))
 
 
+@pytest.mark.parametrize("content, refused", [
+    (b"one\rtwo\r\nthree\n", r"cr.txt, line 1: a carriage return \(\\r\) inside the line"),
+    (b"One word.\nTwo caf\xe9.\n", r"cr.txt, line 2: not valid UTF-8")])
+def test_beam_word_counts_refuse_the_files_the_local_path_refuses(tmp_path, content, refused):
+    """The Beam path ran no strict pass: a Latin-1 "café" was counted as "caf", and a file of lone CR
+    line ends, which the local path refuses (its line reader drops the CR), was counted."""
+    pytest.importorskip("apache_beam")
+    from pipelines.corpus import CorpusError
+    from pipelines.tokenizer.corpus_words import count_corpus_words
+
+    path = tmp_path / "cr.txt"
+    path.write_bytes(content)
+    for runner in (None, "DirectRunner"):
+        with pytest.raises(CorpusError, match=refused):
+            count_corpus_words([str(path)], runner=runner)
+
+
 def test_direct_runner_runs_in_process_and_leaves_no_temporary_directory(vocab_file, tmp_path, monkeypatch):
     """Beam 2.77's DirectRunner first tries Prism: a Go binary downloaded from GitHub when the pipeline
     runs, and offline an empty `beam-temp*` directory left in the temporary directory by every run.

@@ -393,3 +393,33 @@ def test_a_refused_rerun_names_the_flag_on_the_command_line_and_the_argument_in_
     with pytest.raises(OutputExistsError) as refused:
         write(SAMPLE, vocab_file, prefix, seed=9, num_output_shards=1)
     assert "pass overwrite=True to replace them" in str(refused.value) and "--overwrite" not in str(refused.value)
+
+
+@pytest.mark.parametrize("lone_cr", [False, True])
+def test_a_resume_of_an_earlier_readers_run_is_refused_only_when_the_corpus_holds_a_lone_cr(vocab_file, tmp_path,
+                                                                                            lone_cr):
+    """A lone CR ends a line now (corpus.file_lines); the shards of a run from before kept it inside its line.
+    A resume of such a run wrote the missing shards with documents split otherwise, mixing the two."""
+    import json
+
+    corpus = tmp_path / "corpus.txt"
+    text = open(SAMPLE, "rb").read()
+    corpus.write_bytes(text.replace(b"\n", b"\r", 1) if lone_cr else text)
+    prefix = str(tmp_path / "out")
+    write(str(corpus), vocab_file, prefix)
+    config = prefix + "-config.json"
+    record = json.load(open(config))
+    assert record["corpus"]["line_reader"] == 2
+    del record["corpus"]["line_reader"]  # an earlier version's record, its run killed after one shard
+    record["complete"] = False
+    json.dump(record, open(config, "w"))
+    os.remove(shards(prefix)[-1])
+    if not lone_cr:  # the same documents either way: resumed as before, the record brought up to date
+        assert len(write(str(corpus), vocab_file, prefix)["written"]) == 1
+        assert json.load(open(config))["corpus"]["line_reader"] == 2
+        return
+    with pytest.raises(OutputExistsError, match=r"earlier version, whose corpus reader kept a lone carriage return "
+                                                r".*corpus.txt, line 1 holds one.*pass overwrite=True to replace"):
+        write(str(corpus), vocab_file, prefix)
+    assert len(shards(prefix)) == 1  # untouched
+    assert len(write(str(corpus), vocab_file, prefix, overwrite=True)["written"]) == 2

@@ -56,7 +56,7 @@ def test_version_numbering(tmp_path):
     assert exporter.choose_version(model_dir, "3", overwrite=True) == 3
     with pytest.raises(FileExistsError, match="sentiment/3 already exists.*overwrite"):
         exporter.choose_version(model_dir, 3)
-    for bad in (0, -1, "x", 1.5, True):
+    for bad in (0, -1, "x", 1.5, True, "\u0663", "\u00b2", "\uff13"):  # "٣" was version 3, "²" an int() error
         with pytest.raises(ValueError, match="positive integer"):
             exporter.choose_version(model_dir, bad)
     # TF Serving reads a version directory up to int64's maximum (19 digits); one past it is no version
