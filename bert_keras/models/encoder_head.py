@@ -13,9 +13,10 @@ import keras
 from bert_keras import padding_skipping
 from bert_keras.loss_scaling import LossScalingCompile
 from bert_keras.models.frozen_layers import freeze_layers, frozen_layers
+from bert_keras.replica_build import FirstReplicaBuild
 
 
-class EncoderHead(LossScalingCompile, keras.Model):
+class EncoderHead(LossScalingCompile, FirstReplicaBuild, keras.Model):
     """Base class of the task models (pretrainer, classifiers, span QA, embedder).
 
     Subclasses build a functional graph around `self.encoder` and set
@@ -33,6 +34,8 @@ class EncoderHead(LossScalingCompile, keras.Model):
 
     Under float16, `compile` adds loss scaling whose skip-or-apply choice holds on every
     replica (`loss_scaling.py`; Keras' own lets one replica's overflow turn the weights NaN).
+    Under a distribution strategy, `fit` builds its compiled metrics from the first replica's share
+    of the first batch (`replica_build.py`: Keras' own fails on a batch the replicas split unevenly).
     """
 
     config_fields = ()

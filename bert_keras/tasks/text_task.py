@@ -27,6 +27,7 @@ from bert_keras.families import family
 from bert_keras.finetuned_model import FinetunedModel, FinetunedModelError
 from bert_keras.losses.replica_shares import example_mean_on_replicas, global_mean_on_replicas
 from bert_keras.models.encoder_head import EncoderHead
+from bert_keras.replica_build import FirstReplicaBuild
 from bert_keras.tasks import fit_loop
 from bert_keras.tasks.batch_calls import KerasBatchCalls
 from bert_keras.tasks.distillation_hooks import DistillationHooks
@@ -52,7 +53,7 @@ class _BuiltOnce:
 
 
 class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, DistillationHooks, KerasBatchCalls,
-               keras.Model):
+               FirstReplicaBuild, keras.Model):
     """Base class of the tasks; see the module docstring. Not used directly."""
 
     kind = None
@@ -293,24 +294,6 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
         """True when batches must be `[batch, seq_length]` (XLA train step or TPU)."""
         return bool(getattr(self, "jit_compile", False)) or isinstance(
             self.distribute_strategy, tf.distribute.TPUStrategy)
-
-    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
-        """Keras' build of the compiled loss and metrics at the start of `fit`, from the first
-        replica's share of the first batch under a distribution strategy.
-
-        Keras 3.15 averages that batch over the replicas (`strategy.reduce("MEAN")`), which fails
-        with "Inputs to operation AddN ... must have the same size and shape" when they hold
-        different numbers of rows: a `fit` on two replicas with an odd batch size (or fewer odd
-        examples than a batch) stopped before its first step. The build needs shapes only; Keras
-        resets the iterator after it."""
-        if iterator is not None and self._distribute_strategy is not None:
-            for _, _, batches in iterator:
-                data_batch = tf.nest.map_structure(
-                    lambda value: self._distribute_strategy.experimental_local_results(value)[0],
-                    next(batches))
-                break
-            iterator = None
-        return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
 
     # -- fit / evaluate / predict -------------------------------------------------------
     @raising_source_errors()

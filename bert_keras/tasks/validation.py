@@ -160,15 +160,32 @@ class TaskValidationMetrics(keras.callbacks.Callback):
         self._task, self._x, self._y, self._batch_size = task, x, y, batch_size
         self._monitors = [callback for callback in callbacks or ()
                           if getattr(callback, "mode", None) == "auto" and hasattr(callback, "monitor_op")]
+        self._held = []
 
     def _maximize_monitors_of(self, names):
+        for callback in self._held:  # confirmed, or left to Keras (which may refuse it)
+            if callback.monitor not in names or callback.monitor.endswith(("total", "_thresh")):
+                callback.monitor_op = None
+        self._held = []
         for callback in self._monitors:
             if callback.monitor_op is None and callback.monitor in names \
                     and not callback.monitor.endswith(("total", "_thresh")):
                 callback.monitor_op = keras.ops.greater
 
+    def _hold_monitors_until_validated(self):
+        """Before the first validated epoch (`validation_freq=2`), a mode "auto" monitor of a
+        validation metric other than `val_loss` is held as maximized, not yet resolved by Keras
+        (which raised on `val_f1` at the first, unvalidated epoch); the first validated epoch
+        confirms it (a task metric) or leaves it to Keras (`_maximize_monitors_of`)."""
+        for callback in self._monitors:
+            if callback.monitor_op is None and callback.monitor.startswith("val_") \
+                    and callback.monitor != "val_loss":
+                callback.monitor_op = keras.ops.greater
+                self._held.append(callback)
+
     def on_epoch_end(self, epoch, logs=None):
         if logs is None or "val_loss" not in logs:  # Keras did not validate this epoch (validation_freq)
+            self._hold_monitors_until_validated()
             return
         metrics = self._task.score(self._x, self._y, batch_size=self._batch_size, verbose=0)
         for name, value in metrics.items():

@@ -1442,6 +1442,28 @@ def test_callbacks_in_auto_mode_maximize_the_task_metrics_they_monitor(spec, tmp
     assert stopper.best == max(history.history["val_pearson"])
 
 
+def test_auto_mode_monitors_of_task_metrics_wait_for_the_first_validated_epoch(spec):
+    # With validation_freq=2 the first epoch logs no val_f1, and Keras resolved the direction of
+    # EarlyStopping / ReduceLROnPlateau(monitor="val_f1") there: "Keras isn't able to automatically
+    # determine whether that metric should be maximized or minimized", before any validation.
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    classifier.compile(optimizer=keras.optimizers.Adam(1e-3))  # a constant rate, for ReduceLROnPlateau
+    stopper = keras.callbacks.EarlyStopping(monitor="val_f1", patience=5)
+    plateau = keras.callbacks.ReduceLROnPlateau(monitor="val_f1", patience=1, factor=0.5)
+    loss = keras.callbacks.EarlyStopping(monitor="val_loss", patience=5)
+    history = classifier.fit(TEXTS, LABELS, validation_data=(TEXTS, LABELS), validation_freq=2, epochs=4,
+                             batch_size=4, verbose=0, callbacks=[stopper, plateau, loss])
+    assert len(history.history["loss"]) == 4 and len(history.history["val_f1"]) == 2
+    assert stopper.best == max(history.history["val_f1"]) == plateau.best
+    assert stopper.monitor_op is plateau.monitor_op is keras.ops.greater
+    assert loss.monitor_op is keras.ops.less and loss.best == min(history.history["val_loss"])
+    # A monitor that is not one of the task's metrics is still Keras' to refuse, at the validated epoch.
+    unknown = keras.callbacks.EarlyStopping(monitor="val_f2")
+    with pytest.raises(ValueError, match="val_f2"):
+        classifier.fit(TEXTS, LABELS, validation_data=(TEXTS, LABELS), validation_freq=2, epochs=2,
+                       batch_size=4, verbose=0, callbacks=[unknown])
+
+
 @pytest.mark.parametrize("frozen", ["encoder", "first_block"])
 def test_a_frozen_encoder_or_block_stays_frozen_through_save_and_load(spec, tmp_path, frozen):
     classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
