@@ -195,7 +195,8 @@ def read_squad_json(path_or_obj, *, is_training, version="auto", on_mismatch="er
                         f"{source}: {qas}[{q}], a question of article {title!r}, has no {e} field.") from None
                 locations.append(f"{qas}[{q}]")
     version = _resolve_version(version, dataset, has_impossible)
-    return _examples_from_records(records, source, version, is_training, on_mismatch, locations)
+    return _examples_from_records(records, source, version, is_training, on_mismatch, locations,
+                                  refuse_tokenless=True)
 
 
 def unanswerable_question(examples):
@@ -263,7 +264,7 @@ def squad_examples_from_tfds(name="squad/v1.1", split="validation", *, is_traini
             is_impossible=bool(ex.get("is_impossible", False)),
         ))
     return _examples_from_records(records, f"tfds:{name}[{split}]", version, is_training,
-                                  on_mismatch)
+                                  on_mismatch, refuse_tokenless=True)
 
 
 def _check_version_argument(version):
@@ -297,8 +298,11 @@ def examples_from_records(records, *, is_training, version, source="<records>", 
     return _examples_from_records(records, source, version, is_training, on_mismatch)
 
 
-def _examples_from_records(records, source, version, is_training, on_mismatch, locations=None):
-    """`locations`: per record, where it is in the file (a JSON path); errors about a field name it."""
+def _examples_from_records(records, source, version, is_training, on_mismatch, locations=None,
+                           refuse_tokenless=False):
+    """`locations`: per record, where it is in the file (a JSON path); errors about a field name it.
+    `refuse_tokenless`: a question or context with no token is refused (data files; a task's
+    `predict` checks its texts itself, answering such a row as an empty input)."""
     if on_mismatch not in MISMATCH_POLICIES:
         raise ValueError(f"on_mismatch must be one of {MISMATCH_POLICIES}, not {on_mismatch!r}.")
     if not records:
@@ -307,7 +311,7 @@ def _examples_from_records(records, source, version, is_training, on_mismatch, l
     for index, r in enumerate(records):
         if r.get("is_impossible") is None:  # no field: in v2.0 a question without answers has none
             r = {**r, "is_impossible": version == "2.0" and r.get("answers") == []}
-        _check_record_fields(r, source, locations[index] if locations else None)
+        _check_record_fields(r, source, locations[index] if locations else None, refuse_tokenless)
         qid = r["id"] if isinstance(r["id"], str) else str(r["id"])  # an int id is keyed as its string
         if qid in seen:
             raise SquadFormatError(f"{source}: question id {qid!r} appears twice.")
@@ -344,7 +348,7 @@ def _examples_from_records(records, source, version, is_training, on_mismatch, l
     return examples
 
 
-def _check_record_fields(record, source, location=None):
+def _check_record_fields(record, source, location=None, refuse_tokenless=False):
     """A `SquadFormatError` naming the question (its JSON path when `location` is known) and the
     field whose value is of the wrong kind."""
     qid = record.get("id")
@@ -388,7 +392,7 @@ def _check_record_fields(record, source, location=None):
         raise SquadFormatError(f"{where}: field {field!r}: a NUL character (\\u0000) at character "
                                f"{value.index(chr(0)) + 1} (the tokenizer drops it, joining the words around it); "
                                "remove it")
-    for field in ("question", "context"):  # as the Python API refuses a text with no token
+    for field in ("question", "context") if refuse_tokenless else ():  # as the task's fit refuses one
         if has_no_token(record[field]):
             raise SquadFormatError(no_token_message(where, field, "question"))
 

@@ -596,3 +596,18 @@ def test_a_squad_v2_task_reads_its_file_as_v2_without_a_version_field(tmp_path):
     assert example.is_impossible is True
     with pytest.raises(squad.SquadFormatError, match="read the file with version='2.0'"):
         parse_task("squad/v1.1", train_path=str(path)).training_data()
+
+
+def test_a_question_with_no_token_is_refused_in_a_file_and_left_to_the_task_in_records(tmp_path):
+    # A data file's whitespace-only question is a broken example; a task's predict answers one as an
+    # empty input (it checks its texts itself), so the records it builds must not be refused.
+    from pipelines.datasets.squad import SquadFormatError, examples_from_records, read_squad_json
+
+    record = dict(id="q", question=" \t", context="Ann ran.", title="", answers=[])
+    examples = examples_from_records([record], is_training=False, version="1.1")
+    assert [example.question for example in examples] == [" \t"]
+    path = tmp_path / "dev.json"
+    path.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": [
+        {"context": "Ann ran.", "qas": [{"id": "q", "question": " \t", "answers": []}]}]}]}), encoding="utf-8")
+    with pytest.raises(SquadFormatError, match="question"):
+        read_squad_json(str(path), is_training=False)
