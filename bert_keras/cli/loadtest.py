@@ -9,6 +9,7 @@ from bert_keras.cli.main import CommandError
 from bert_keras.cli.server_arguments import add_connection_arguments, add_input_arguments, build_inputs, make_client
 
 DEFAULT_TEXT = "The quick brown fox jumps over the lazy dog."
+DEFAULT_PAIR = DEFAULT_TEXT + " ||| A fast fox leaps over a sleepy dog."  # a sentence-pair model's
 
 
 def register(subparsers, summary):
@@ -30,7 +31,7 @@ def register(subparsers, summary):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_connection_arguments(parser)
-    parser.add_argument("texts", nargs="*", metavar="TEXT", help=f"texts to send (default: {DEFAULT_TEXT!r})")
+    parser.add_argument("texts", nargs="*", metavar="TEXT", help=f"texts to send (default: {DEFAULT_TEXT!r}; a sentence-pair model: {DEFAULT_PAIR!r})")
     parser.add_argument("--input", metavar="FILE", help="UTF-8 file, one text per line (requests rotate over it)")
     add_input_arguments(parser)
     bound = parser.add_mutually_exclusive_group()
@@ -56,7 +57,11 @@ def run(args):
     client, signature = make_client(args)
     with client:
         texts = list(args.texts) + (read_texts(args.input) if args.input else [])
-        args.texts = texts or ([DEFAULT_TEXT] if takes_texts(signature["inputs"]) else [])
+        if not texts and takes_texts(signature["inputs"]):
+            # A pair model refused the lone default sentence, which the user never typed.
+            pair = set(signature["inputs"]) == {"text", "text_b"} and not getattr(args, "text_b", None)
+            texts = [DEFAULT_PAIR if pair else DEFAULT_TEXT]
+        args.texts = texts
         inputs = build_inputs(signature["inputs"], args)
         if args.pre_tokenizer:  # split once, before the clock starts: the server's time is measured
             inputs = split_morphemes(inputs, args.pre_tokenizer)[0]

@@ -376,6 +376,21 @@ def test_loadtest_cli_reports_json(server, capsys):
     assert "asked to fail" in capsys.readouterr().err
 
 
+def test_loadtest_without_texts_sends_a_pair_model_a_pair(server, capsys):
+    """`bert-keras loadtest --model mrpc` (no TEXT) stopped with "this model takes sentence pairs ('The
+    quick brown fox ...' is one sentence)", a sentence the user never typed: a pair signature gets a
+    default pair; with --text-b the default sentence is the first text, as before."""
+    from bert_keras.cli.main import main
+
+    base = ["loadtest", "--address", server.grpc_address, "--model", "tiny", "--signature", "pair",
+            "--requests", "3", "--warmup", "0", "--json"]
+    assert main(base) == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out)["ok"] == 3
+    assert main([*base, "--text-b", "b"]) == 0, capsys.readouterr().err
+    assert main([*base, "one sentence"]) == 2  # typed: still the user's to make a pair
+    assert "('one sentence' is one sentence)" in capsys.readouterr().err
+
+
 def test_query_cli_against_a_real_bert_export(exported_model, capsys):
     """A tiny BERT pair classifier exported by serving.exporter: the CLI's answer is the SavedModel's."""
     import tensorflow as tf
