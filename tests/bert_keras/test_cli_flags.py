@@ -387,6 +387,15 @@ def test_help_examples_run_in_turn_do_not_write_into_the_same_default_directory(
         assert all(len(commands) <= 1 for commands in at_default.values()), (name, at_default)
 
 
+def test_the_query_example_of_a_swag_model_gives_its_number_of_endings():
+    """`query --help` asked a model named swag with 2 endings: a `finetune --task swag` model reads 4, and
+    the server answered "expected 4 endings per row"."""
+    from bert_keras.tasks.named_datasets import SwagSpec
+
+    (command,) = [c for c in help_examples(subcommands()["query"].format_help()) if "--model-name swag" in c]
+    assert command.count("--ending ") == SwagSpec("swag").model_options()["num_choices"], command
+
+
 def test_every_flag_with_a_default_value_says_it_in_its_help():
     """`create-pretraining-data --dupe-factor` (10), `--num-output-shards` (8), `export --tokenizer`
     (tf_text), ... were listed without the value a command runs with when the flag is left out."""
