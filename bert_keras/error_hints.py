@@ -90,7 +90,7 @@ def in_flag_terms(message, args, argv, parser=None):
     A switch the message asks for (`pass overwrite=True to replace it`: a library error says what a
     Python call passes) is named as the command's flag of that switch (`pass --overwrite ...`), with
     `parser`, whether typed or not; a flag already beside it (`overwrite=True (--overwrite)`) is not
-    said twice.
+    said twice. So is a setting named without its value (`choose another output_dir`).
 
     >>> parser = argparse.ArgumentParser()
     >>> _ = parser.add_argument("--overwrite", action="store_true")
@@ -98,6 +98,10 @@ def in_flag_terms(message, args, argv, parser=None):
     'out: holds a model; pass --overwrite to replace it'
     >>> in_flag_terms("pass overwrite=True (--overwrite) or move it", argparse.Namespace(), [], parser)
     'pass --overwrite or move it'
+    >>> _ = parser.add_argument("--output-dir")
+    >>> in_flag_terms("out holds other work: choose another output_dir or pass overwrite=True", argparse.Namespace(),
+    ...               [], parser)
+    'out holds other work: choose another --output-dir or pass --overwrite'
     """
     if parser is not None:
         message = _switches_as_flags(message, parser)
@@ -133,13 +137,21 @@ def in_flag_terms(message, args, argv, parser=None):
 
 
 def _switches_as_flags(message, parser):
-    """`name=True` (with its ` (--flag)` where one follows) as `parser`'s switch of that name (`--name`)."""
+    """`name=True` (with its ` (--flag)` where one follows) as `parser`'s switch of that name (`--name`),
+    and a setting the message names without a value (`choose another output_dir`: a name with an
+    underscore, followed by `(`, `or`, `and` or the end of a clause) as `parser`'s option of that name."""
     import argparse
 
     for action in parser._actions:
         flags = [flag for flag in action.option_strings if flag.startswith("--")]
-        if flags and isinstance(action, argparse._StoreTrueAction) and action.help is not argparse.SUPPRESS:
-            message = re.sub(rf"(?<![\w-]){re.escape(action.dest)}=True(?: \({re.escape(flags[0])}\))?(?!\w)",
+        if not flags or action.help is argparse.SUPPRESS:
+            continue
+        name = re.escape(action.dest)
+        if isinstance(action, argparse._StoreTrueAction):
+            message = re.sub(rf"(?<![\w-]){name}=True(?: \({re.escape(flags[0])}\))?(?!\w)",
+                             lambda _: flags[0], message)
+        elif "_" in action.dest:  # not `name=VALUE`, `name: VALUE`, `name 4000`, nor part of a path
+            message = re.sub(rf"(?<![\w./=-]){name}(?: \({re.escape(flags[0])}\))?(?= \(| or | and |[.;)]|$)",
                              lambda _: flags[0], message)
     return message
 

@@ -1,5 +1,6 @@
 """What a file that should be text is, from its first bytes: compressed (`compressed_format`), or
-UTF-16 / UTF-32 (`wide_unicode_encoding`, with the `iconv_advice` that saves it as UTF-8).
+UTF-16 / UTF-32 (`wide_unicode_encoding`, with the `iconv_advice` that saves it as UTF-8);
+`packed_or_wide` says either as the refusal of a one-kind file (a vocabulary, a label file).
 
 Plain Python, below every reader: the data files (`pipelines.datasets.text_files`), label files
 (`pipelines.label_names`), vocabularies and corpora name such a file the same way.
@@ -79,3 +80,21 @@ def _wide_unicode_evidence(data):
 def iconv_advice(wide_encoding):
     """The iconv command that saves a file in `wide_encoding` (a `wide_unicode_encoding`) as UTF-8."""
     return f"iconv -f {wide_encoding} -t UTF-8 FILE > FILE.utf8"
+
+
+def packed_or_wide(data, path, *, kind, kinds):
+    """The message refusing the bytes `data` of the file `path` as `kind` (`"a vocab.txt"`), one of
+    `kinds` (`"vocabulary files"`, all UTF-8), when they are compressed or UTF-16 / UTF-32; else None.
+
+    >>> packed_or_wide(b"\\x1f\\x8b\\x08", "labels.txt.gz", kind="a label file", kinds="label files")
+    'labels.txt.gz: the file is gzip-compressed, not a label file; decompress it (gunzip -k FILE) and give the file inside.'
+    >>> packed_or_wide(b"[PAD]\\n", "vocab.txt", kind="a vocab.txt", kinds="vocabulary files") is None
+    True
+    """
+    packed = compressed_format(data)
+    if packed:
+        return f"{path}: the file is {packed[0]}, not {kind}; {packed[1]} and give the file inside."
+    wide = wide_unicode_encoding(data)
+    if wide:
+        return f"{path}: the file is {wide}; {kinds} are UTF-8: save it as UTF-8 ({iconv_advice(wide)})."
+    return None

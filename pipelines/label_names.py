@@ -22,7 +22,7 @@ pipelines.label_names.LabelNamesError: labels.txt:2: duplicate label 'pos' (also
 
 import os
 
-from pipelines.file_kinds import compressed_format, iconv_advice, wide_unicode_encoding
+from pipelines.file_kinds import packed_or_wide
 
 
 class LabelNamesError(ValueError):
@@ -100,12 +100,9 @@ def read_label_names(path):
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]
     # What the data-file readers say of such bytes (a gzip file was "not UTF-8 (invalid start byte ...)")
-    packed, wide = compressed_format(data), wide_unicode_encoding(data)
-    if packed:
-        raise LabelNamesError(f"{path}: the file is {packed[0]}, not a label file; {packed[1]} and give the file inside.")
-    if wide:
-        raise LabelNamesError(f"{path}: the file is {wide}; label files are UTF-8: save it as UTF-8 "
-                              f"({iconv_advice(wide)}).")
+    refusal = packed_or_wide(data, path, kind="a label file", kinds="label files")
+    if refusal:
+        raise LabelNamesError(refusal)
     labels = []
     for i, raw in enumerate(data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n")):
         try:

@@ -237,7 +237,8 @@ class ServingClient:
             "http://host:port" or "https://host:port" also accepted).
         model_name: the model to query.
         protocol: "grpc" or "rest".
-        version: ask for this version (int) instead of the server's latest.
+        version: ask for this version (int) instead of the server's latest; a negative one over gRPC
+            only (TF Serving's REST paths take digits).
         version_label: ask for this version label (e.g. "stable") instead; not with `version`.
         signature_name: signature used by `predict` when none is given.
         timeout: seconds per request (gRPC deadline / socket timeout).
@@ -258,6 +259,12 @@ class ServingClient:
         self.protocol = protocol
         self.model_name = model_name
         self.version = None if version is None else int(version)
+        if protocol == "rest" and self.version is not None and self.version < 0:
+            # TF Serving's REST paths read `/versions/(\d+)`: the server answered "Malformed request: GET
+            # /v1/models/NAME/versions/-1/metadata", which names neither the version nor a way to it.
+            raise ValueError(f"version={self.version}: TF Serving's REST API takes versions of digits only "
+                             f"(/versions/{self.version} is a malformed request); a negative version is asked "
+                             "for over gRPC, or by its version label")
         self.version_label = version_label
         self.signature_name = signature_name
         if timeout is not None and not 0 < timeout < float("inf"):

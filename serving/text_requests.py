@@ -201,6 +201,21 @@ def query_flags():
     return [(flag, metavar, help_text) for flag, (metavar, help_text) in flags.items()]
 
 
+def sample_texts(signature_inputs, text, **flags):
+    """The texts a command sends when the user typed none: `[text]`, as the signature's family makes
+    it fit (`sample_texts`: a sentence pair for a pair classifier).
+
+    >>> sample_texts({"text": {}, "text_b": {}}, "A dog ran.")
+    ['A dog ran. ||| A fast fox leaps over a sleepy dog.']
+    >>> sample_texts({"text": {}, "text_b": {}}, "A dog ran.", text_b=["B"]), sample_texts({"text": {}}, "A dog ran.")
+    (['A dog ran.'], ['A dog ran.'])
+    """
+    family = _family_taking(set(signature_inputs))
+    if family is None or not hasattr(family, "sample_texts"):
+        return [text]
+    return family.sample_texts(signature_inputs, text, **flags)
+
+
 def example_request(signature_inputs=None, settings=None):
     """`(bert-keras query arguments, REST instance)` of a request a served signature answers, for
     the hints commands print: its family's `example`, else one text.

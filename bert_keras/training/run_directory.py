@@ -78,7 +78,7 @@ def claim_run(output_dir: str, backup_dir: str):
     if pid is not None:
         raise RunDirectoryError(
             f"{output_dir}: a pretraining run in process {pid} is training there now; wait for it to end "
-            "(run the same command again then to continue it), or choose another --output-dir.")
+            "(run the same command again then to continue it), or choose another output_dir.")
     return path
 
 
@@ -140,9 +140,9 @@ def plan_run(output_dir: str, *, settings: dict, num_train_steps: int, backup_ep
         theirs = sorted(name for name in names if name in RUN_OUTPUTS or name.startswith("backup-worker-"))
         if theirs:  # --overwrite would refuse them too (`_start_afresh`): do not suggest it
             advice = (f"it holds {', '.join(theirs[:5])}, of the names a run writes, which no run recorded: "
-                      "choose another --output-dir (or move them)")
+                      "choose another output_dir (or move them)")
         else:
-            advice = ("choose an empty --output-dir, or pass overwrite=True to train there anyway (your files "
+            advice = ("choose an empty output_dir or pass overwrite=True to train there anyway (your files "
                       "stay; the run writes beside them)")
         raise RunDirectoryError(
             f"{output_dir} is not empty ({', '.join(sorted(names)[:5])}) and holds no pretraining run "
@@ -167,8 +167,8 @@ def plan_run(output_dir: str, *, settings: dict, num_train_steps: int, backup_ep
             f"{output_dir} holds a pretraining run of other settings ({', '.join(differ)} differ"
             f"{': ' + values if values else ''}; "
             f"it is {record.get('status', 'unfinished')} at step {record.get('final_step', '?')}): "
-            "rerun with its settings to resume or continue it, choose another --output-dir, "
-            "or pass overwrite=True to start afresh there."
+            "rerun with its settings to resume or continue it, pass overwrite=True to start afresh there, "
+            "or choose another output_dir."
         )
     if record.get("status") == "complete":
         final = max(step, int(record.get("final_step", 0)))
@@ -219,7 +219,7 @@ def _start_afresh(output_dir, names, inputs):
             raise RunDirectoryError(
                 f"{output_dir} holds {', '.join(outputs[:5])}, of the names a pretraining run writes, but no run "
                 f"({RUN_FILE} is missing): they are not this tool's to remove, even with overwrite=True. Move them, "
-                "or choose another --output-dir.")
+                "or choose another output_dir.")
         return RunPlan("start")  # only files of other names: they stay, the run writes beside them
     for path in inputs:
         path = os.path.realpath(os.fspath(path))
@@ -228,7 +228,7 @@ def _start_afresh(output_dir, names, inputs):
             if path == output or path.startswith(output + os.sep):
                 raise RunDirectoryError(
                     f"overwrite=True would remove {output}, which this run reads ({path}): copy it out of "
-                    f"{output_dir} first, or choose another --output-dir.")
+                    f"{output_dir} first, or choose another output_dir.")
     remove_run_outputs(output_dir)
     return RunPlan("start")
 

@@ -155,12 +155,7 @@ def _recorded_max_chars(vocab_file):
     object records no limit (those who read the other rules report it)."""
     if vocab_file is None:
         return {}
-    path = tokenizer_config_path(vocab_file)
-    try:
-        with open(path, encoding="utf-8") as f:
-            config = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        config = None
+    path, config = _config_or_none(vocab_file)
     if isinstance(config, dict) and config.get(MAX_CHARS_KEY) is not None:
         return {"max_input_chars_per_word": checked_max_chars(
             config[MAX_CHARS_KEY], f"{path}: field {MAX_CHARS_KEY!r}", TokenizerSettingsError)}
@@ -190,13 +185,19 @@ def _recorded_normalization(vocab_file):
     fields are not read (a file that is not a JSON object records none)."""
     if vocab_file is None:
         return {}
+    path, config = _config_or_none(vocab_file)
+    return _normalization_of(config, path)
+
+
+def _config_or_none(vocab_file):
+    """`(path, JSON)` of `vocab_file`'s `tokenizer_config.json`; the JSON is None where the file is
+    missing or unreadable (the readers of one field record nothing then)."""
     path = tokenizer_config_path(vocab_file)
     try:
         with open(path, encoding="utf-8") as f:
-            config = json.load(f)
+            return path, json.load(f)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return {}
-    return _normalization_of(config, path)
+        return path, None
 
 
 def checked_max_chars(value, where, error=ValueError):

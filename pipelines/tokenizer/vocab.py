@@ -87,14 +87,12 @@ def load_vocabulary(path: str) -> List[str]:
     if data.startswith(_UTF8_BOM):
         data = data[len(_UTF8_BOM) :]
     # What the data-file readers say of such bytes: a compressed file, UTF-16 / UTF-32, cp949 Korean.
-    from pipelines.datasets.text_files import compressed_format, iconv_advice, legacy_code_page, wide_unicode_encoding
+    from pipelines.datasets.text_files import legacy_code_page
+    from pipelines.file_kinds import packed_or_wide
 
-    packed, wide = compressed_format(data), wide_unicode_encoding(data)
-    if packed:
-        raise VocabularyError(f"{path}: the file is {packed[0]}, not a vocab.txt; {packed[1]} and give the file inside.")
-    if wide:
-        raise VocabularyError(f"{path}: the file is {wide}; vocabulary files are UTF-8: save it as UTF-8 "
-                              f"({iconv_advice(wide)}).")
+    refusal = packed_or_wide(data, path, kind="a vocab.txt", kinds="vocabulary files")
+    if refusal:
+        raise VocabularyError(refusal)
 
     raw_lines = data.split(b"\n")
     if raw_lines and raw_lines[-1] == b"":

@@ -3,7 +3,7 @@ label with its probabilities, or a score, out (`serving.requests` says what each
 
 import numpy as np
 
-from serving.text_requests import TextRequestError, broadcast, probability_line, split_pairs, text_of
+from serving.text_requests import PAIR_SEPARATOR, TextRequestError, broadcast, probability_line, split_pairs, text_of
 from serving.text_requests import text_request
 
 INPUTS = ({"text"}, {"text", "text_b"})
@@ -17,6 +17,14 @@ def example(signature_inputs, settings):
     if set(signature_inputs) == {"text", "text_b"}:
         return ('"The cat sat. ||| A cat was sitting."', {"text": "The cat sat.", "text_b": "A cat was sitting."})
     return '"your text"', "your text"
+
+
+def sample_texts(signature_inputs, text, *, text_b=(), **_):
+    """`[text]`, made a sentence pair for a pair signature given no --text-b: what a command sends
+    when the user typed no TEXT (`loadtest`)."""
+    if set(signature_inputs) == {"text", "text_b"} and not text_b:
+        return [f"{text}{PAIR_SEPARATOR}A fast fox leaps over a sleepy dog."]
+    return [text]
 
 
 def request_inputs(texts, *, text_b=(), names, **_):

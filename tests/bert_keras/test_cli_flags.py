@@ -364,6 +364,38 @@ def test_every_help_example_is_a_command_that_parses_as_printed(monkeypatch, cap
     assert checked >= 25
 
 
+def test_help_examples_run_in_turn_do_not_write_into_the_same_default_directory(monkeypatch):
+    """`attention --help` printed two examples without --output-dir: run in turn, the second stopped with
+    "--output-dir attention: holds attention.html already; pass --overwrite", a flag neither example
+    showed. At most one example of a command writes to an output option's default."""
+    import shlex
+
+    monkeypatch.setenv("COLUMNS", "80")
+    parser = build_parser()
+    for name, subparser in subcommands().items():
+        outputs = [a for a in subparser._actions if a.dest in ("output_dir", "output", "output_prefix")
+                   and isinstance(a.default, str)]
+        at_default = {}
+        for command in help_examples(subparser.format_help()):
+            words = shlex.split(command, comments=True)
+            if words[:2] != ["bert-keras", name]:
+                continue
+            args = parser.parse_args(words[1:])
+            for action in outputs:
+                if getattr(args, action.dest) == action.default:
+                    at_default.setdefault(action.dest, []).append(command)
+        assert all(len(commands) <= 1 for commands in at_default.values()), (name, at_default)
+
+
+def test_the_query_example_of_a_swag_model_gives_its_number_of_endings():
+    """`query --help` asked a model named swag with 2 endings: a `finetune --task swag` model reads 4, and
+    the server answered "expected 4 endings per row"."""
+    from bert_keras.tasks.named_datasets import SwagSpec
+
+    (command,) = [c for c in help_examples(subcommands()["query"].format_help()) if "--model-name swag" in c]
+    assert command.count("--ending ") == SwagSpec("swag").model_options()["num_choices"], command
+
+
 def test_every_flag_with_a_default_value_says_it_in_its_help():
     """`create-pretraining-data --dupe-factor` (10), `--num-output-shards` (8), `export --tokenizer`
     (tf_text), ... were listed without the value a command runs with when the flag is left out."""

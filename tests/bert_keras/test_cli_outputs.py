@@ -368,3 +368,15 @@ def test_the_predict_summary_names_swag_beside_squad():
 
     summary = dict(SUBCOMMANDS)["predict"]  # `bert-keras --help` named SQuAD's output alone
     assert "SQuAD" in summary and "SWAG" in summary, summary
+
+
+def test_evaluate_names_every_task_family_it_scores():
+    """`bert-keras --help` and `evaluate --help` listed GLUE, SQuAD and NER metrics, not the
+    multiple choice (SWAG) accuracy that `evaluate` prints for a `finetune --task swag` model."""
+    from bert_keras.cli.main import SUBCOMMANDS, build_parser, command_parser
+
+    summary = dict(SUBCOMMANDS)["evaluate"]
+    described = command_parser(build_parser(), "evaluate").description
+    for family in ("GLUE", "SQuAD", "SWAG"):
+        assert family in summary and family in described, (family, summary, described)
+    assert "entity" in summary and "NER" in described and "regression" in described

@@ -507,6 +507,27 @@ def test_cli_pretrain_end_to_end(one_layer_config, tiny_vocab_file, tmp_path, ca
     assert encoder.config == one_layer_config
 
 
+def test_cli_pretrain_into_a_directory_of_other_work_names_the_flags(one_layer_config, tiny_vocab_file, tmp_path,
+                                                                      capsys):
+    """The refusal of a non-empty directory told a Python caller to "choose another --output-dir" (and the
+    command line to "pass overwrite=True"): the library says `output_dir` and `overwrite=True`, and
+    `bert-keras pretrain` shows its own flags."""
+    write_google_tfrecord(str(tmp_path / "part-0.tfrecord"), one_layer_config.vocab_size)
+    config_file = tmp_path / "config.json"
+    one_layer_config.to_json(str(config_file))
+    output = tmp_path / "run"
+    output.mkdir()
+    (output / "notes.txt").write_text("mine")
+    code = main(["pretrain", "--data", str(tmp_path / "*.tfrecord"), "--vocab", tiny_vocab_file,
+                 "--config", str(config_file), "--seq-length", str(SEQ), "--max-predictions", str(PREDICTIONS),
+                 "--global-batch-size", "4", "--steps", "1", "--strategy", "default", "--output-dir", str(output)])
+    error = capsys.readouterr().err
+    assert code == 2, error
+    assert "choose an empty --output-dir or pass --overwrite to train there anyway" in error, error
+    assert "output_dir" not in error and "overwrite=True" not in error
+    assert os.listdir(output) == ["notes.txt"]
+
+
 def test_cli_pretrain_dynamic_masking_from_text(one_layer_config, tiny_vocab_file, tmp_path, capsys):
     corpus = os.path.join(os.path.dirname(__file__), "..", "..", "pipelines", "data", "sample_corpus.txt")
     if not os.path.exists(corpus):
@@ -738,8 +759,8 @@ def test_overwrite_never_removes_an_input_or_a_file_no_run_recorded(tmp_path):
         plan_run(str(user), settings=settings, num_train_steps=2, overwrite=True, inputs=[str(user / "vocab.txt")])
     with pytest.raises(RunDirectoryError) as refused:  # without --overwrite: the advice is not --overwrite
         plan_run(str(user), settings=settings, num_train_steps=2)
-    assert "which no run recorded: choose another --output-dir" in str(refused.value)
-    assert "--overwrite" not in str(refused.value)
+    assert "which no run recorded: choose another output_dir" in str(refused.value)
+    assert "--" not in str(refused.value)  # a Python call: its keywords, not the command's flags
     assert sorted(str(p) for p in user.rglob("*")) == before
     # Files of other names only: the run starts beside them.
     other = tmp_path / "other"
@@ -747,7 +768,7 @@ def test_overwrite_never_removes_an_input_or_a_file_no_run_recorded(tmp_path):
     (other / "notes.txt").write_text("mine")
     with pytest.raises(RunDirectoryError) as refused:  # a Python call: its keyword, not the command's flag
         plan_run(str(other), settings=settings, num_train_steps=2)
-    assert "pass overwrite=True to train there anyway" in str(refused.value) and "--overwrite" not in str(refused.value)
+    assert "pass overwrite=True to train there anyway" in str(refused.value) and "--" not in str(refused.value)
     assert plan_run(str(other), settings=settings, num_train_steps=2, overwrite=True).action == "start"
     assert os.listdir(other) == ["notes.txt"]
     # A recorded run: its outputs go, unless the new run reads one of them.

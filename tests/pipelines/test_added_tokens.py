@@ -155,25 +155,33 @@ def test_added_tokens_are_plain_json_and_take_tokenizers_added_token():
     assert tokenizer.tokenize(["x[NEW] [NEW] ab"]).to_list() == [[17, 8, 7, 9, 37, 16]]
 
 
-@pytest.mark.parametrize("lowercase, strip_accents", [(True, None), (False, None), (True, False), (False, True)])
-def test_normalized_added_tokens_match_where_only_accents_differ_as_transformers(lowercase, strip_accents):
-    """HF matches a normalized token in the normalized text: with accents stripped, "cafe" and "CAFÉ"
-    are the added "café", and "naïve" is found in "NAIVE". They were read by the WordPiece rules
-    ("cafe": its own id) where only the case was folded."""
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "x", "cafe", "##x", "y", "naive", "한국", "##어", "u"]
+def _both_backends_as_hf(words, added_tokens, texts, lowercase, strip_accents):
+    """`(vocabulary, HF's tokens of texts)` for HF's tokenizer of `words` with `added_tokens` added,
+    once both our backends are checked to tokenize `texts` as it does."""
     hf = transformers.BertTokenizerFast(vocab=dict((w, i) for i, w in enumerate(words)), do_lower_case=lowercase,
                                         strip_accents=strip_accents)
-    hf.add_tokens([tokenizers.AddedToken("café", normalized=True), tokenizers.AddedToken("naïve", normalized=True),
-                   "한국어", tokenizers.AddedToken("Über", normalized=True)])
+    hf.add_tokens(added_tokens)
     added = json.loads(hf.backend_tokenizer.to_str())["added_tokens"]
     vocabulary = words + [entry["content"] for entry in added if entry["id"] >= len(words)]
-    texts = ["cafe", "CAFÉ x", "xcafé y", "cafex", "NAIVE naïve naive", "한국어", "über ÜBER uber", "e\u0301 Café"]
     expected = [_hf_tokens(hf, text) for text in texts]
     for backend in ("tf_text", "core"):
         ours = BertTokenizer(vocabulary=vocabulary, lowercase=lowercase, strip_accents=strip_accents,
                              added_tokens=added, backend=backend, max_input_chars_per_word=100)
         got = _our_tokens(ours, texts)
         assert [(text, a, b) for text, a, b in zip(texts, got, expected) if a != b] == [], backend
+    return vocabulary, expected
+
+
+@pytest.mark.parametrize("lowercase, strip_accents", [(True, None), (False, None), (True, False), (False, True)])
+def test_normalized_added_tokens_match_where_only_accents_differ_as_transformers(lowercase, strip_accents):
+    """HF matches a normalized token in the normalized text: with accents stripped, "cafe" and "CAFÉ"
+    are the added "café", and "naïve" is found in "NAIVE". They were read by the WordPiece rules
+    ("cafe": its own id) where only the case was folded."""
+    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "x", "cafe", "##x", "y", "naive", "한국", "##어", "u"]
+    texts = ["cafe", "CAFÉ x", "xcafé y", "cafex", "NAIVE naïve naive", "한국어", "über ÜBER uber", "e\u0301 Café"]
+    vocabulary, expected = _both_backends_as_hf(
+        words, [tokenizers.AddedToken("café", normalized=True), tokenizers.AddedToken("naïve", normalized=True),
+                "한국어", tokenizers.AddedToken("Über", normalized=True)], texts, lowercase, strip_accents)
     if lowercase if strip_accents is None else strip_accents:  # accents stripped
         assert expected[0][0] == [vocabulary.index("café")]
 
@@ -185,20 +193,12 @@ def test_normalized_added_tokens_match_through_what_the_normalizer_drops_as_tran
     "[N\u0301EW]" and "a\tb" were split by the WordPiece rules, "ca\u200bfé" read as "cafe", and
     "cafe\u0301" matched "café" with the stripped mark inside its offsets (HF's end before it)."""
     words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "x", "[", "]", "new", "cafe", "中", "文", "a", "b"]
-    hf = transformers.BertTokenizerFast(vocab=dict((w, i) for i, w in enumerate(words)), do_lower_case=lowercase,
-                                        strip_accents=strip_accents)
-    hf.add_tokens([tokenizers.AddedToken(token, normalized=True) for token in ("[NEW]", "café", "中文", "a b")])
-    added = json.loads(hf.backend_tokenizer.to_str())["added_tokens"]
-    vocabulary = words + [entry["content"] for entry in added if entry["id"] >= len(words)]
     texts = ["[N\u0301EW]", "[NE\u200bW]", "\u200b[NEW]\u200b", "[NEW]\u0301", "\u0301[NEW]", "cafe\u0301 x",
              "CAFE\u0301x", "ca\u200bfé", "中文", "中\u200b文", "a\tb", "a b", "a\u00a0b", "a\u3000b", "[N\x00EW]",
              "[N\ufffdEW]", "[N\U000e0001EW]", "[n\u0300\u0301ew]", "x [ne\u00adw] x", "\u200b", "e\u0301"]
-    expected = [_hf_tokens(hf, text) for text in texts]
-    for backend in ("tf_text", "core"):
-        ours = BertTokenizer(vocabulary=vocabulary, lowercase=lowercase, strip_accents=strip_accents,
-                             added_tokens=added, backend=backend, max_input_chars_per_word=100)
-        got = _our_tokens(ours, texts)
-        assert [(text, a, b) for text, a, b in zip(texts, got, expected) if a != b] == [], backend
+    vocabulary, expected = _both_backends_as_hf(
+        words, [tokenizers.AddedToken(token, normalized=True) for token in ("[NEW]", "café", "中文", "a b")], texts,
+        lowercase, strip_accents)
     assert expected[1][0] == [vocabulary.index("[NEW]")]  # the case the test is about, in every rule
 
 

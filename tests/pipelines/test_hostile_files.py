@@ -17,6 +17,12 @@ def _write(path, content):
     return str(path)
 
 
+def _squad_source(context="Ann ran.", question="Who?", answer_start="0"):
+    """A SQuAD file of one question, each field given as JSON source (its escapes kept as written)."""
+    return ('{"data": [{"title": "t", "paragraphs": [{"context": "' + context + '", "qas": [{"id": "q1", '
+            '"question": "' + question + '", "answers": [{"text": "Ann", "answer_start": ' + answer_start + '}]}]}]}]}')
+
+
 def test_an_excel_csv_with_a_byte_order_mark_is_read(tmp_path):
     path = _write(tmp_path / "excel.csv", "\ufefftext,label\ngood film,pos\nbad film,neg\n")
     examples = read_text_file(path)
@@ -456,20 +462,19 @@ def test_half_a_surrogate_pair_in_a_json_string_is_named_by_file_line_and_field(
     sequence to Tensor", naming no file, line or field (and a label of one could not be saved)."""
     from pipelines.datasets.squad import SquadFormatError, read_squad_json
 
-    path = _write(tmp_path / "rows.jsonl", '{"text": "good film", "label": "pos"}\n'
-                                           '{"text": "great \\ud83d film", "label": "pos"}\n')
-    with pytest.raises(TextFileError, match=r"rows.jsonl:2: field 'text': character 7 is \\ud83d, half of a UTF-16 "
-                                            r"surrogate pair .*write the character itself"):
-        read_text_file(path)
-    path = _write(tmp_path / "labels.jsonl", '{"text": "good film", "label": "\\udc00"}\n')
-    with pytest.raises(TextFileError, match=r"labels.jsonl:1: field 'label': character 1 is \\udc00"):
-        read_text_file(path)
+    for name, row, refusal in [
+            ("rows.jsonl", '{"text": "great \\ud83d film", "label": "pos"}',
+             r"rows.jsonl:2: field 'text': character 7 is \\ud83d, half of a UTF-16 surrogate pair .*write the "
+             r"character itself"),
+            ("labels.jsonl", '{"text": "good film", "label": "\\udc00"}', r"labels.jsonl:2: field 'label': "
+             r"character 1 is \\udc00")]:
+        path = _write(tmp_path / name, '{"text": "good film", "label": "pos"}\n' + row + "\n")
+        with pytest.raises(TextFileError, match=refusal):
+            read_text_file(path)
     whole = _write(tmp_path / "emoji.jsonl", '{"text": "great \\ud83d\\ude00 film", "label": "pos"}\n'
                                              '{"text": "bad", "label": "neg"}\n')
     assert read_text_file(whole)[0].text == "great \U0001f600 film"
-    squad = _write(tmp_path / "dev.json", '{"data": [{"title": "t", "paragraphs": [{"context": "Ann ran \\ud83d.", '
-                                          '"qas": [{"id": "q1", "question": "Who?", "answers": '
-                                          '[{"text": "Ann", "answer_start": 0}]}]}]}]}')
+    squad = _write(tmp_path / "dev.json", _squad_source(context="Ann ran \\ud83d."))
     with pytest.raises(SquadFormatError, match=r"dev.json: data\[0\]\[\"paragraphs\"\]\[0\]\[\"qas\"\]\[0\] \(id 'q1'\): "
                                                r"field 'context': character 9 is \\ud83d"):
         read_squad_json(squad, is_training=False)
@@ -487,15 +492,11 @@ def test_a_json_number_of_thousands_of_digits_is_named_not_a_python_int_limit(tm
         with pytest.raises(TextFileError, match=r"rows.jsonl:\d: not valid JSON: a number too long to read"):
             read_text_file(path)
 
-    def squad(start):
-        return ('{"data": [{"title": "t", "paragraphs": [{"context": "Ann ran.", "qas": [{"id": "q1", '
-                f'"question": "Who?", "answers": [{{"text": "Ann", "answer_start": {start}}}]}}]}}]}}]}}')
-
     with pytest.raises(SquadFormatError, match=r"dev.json: not valid JSON: a number too long to read"):
-        read_squad_json(_write(tmp_path / "dev.json", squad("9" * 5000)), is_training=False)
+        read_squad_json(_write(tmp_path / "dev.json", _squad_source(answer_start="9" * 5000)), is_training=False)
     with pytest.raises(SquadFormatError, match=r"answers\[0\] has no integer 'answer_start' \(got '99999.*\(5000 characters\)\)"):
-        read_squad_json(_write(tmp_path / "dev.json", squad('"' + "9" * 5000 + '"')), is_training=False)
-    assert read_squad_json(_write(tmp_path / "dev.json", squad('"0"')),
+        read_squad_json(_write(tmp_path / "dev.json", _squad_source(answer_start='"' + "9" * 5000 + '"')), is_training=False)
+    assert read_squad_json(_write(tmp_path / "dev.json", _squad_source(answer_start='"0"')),
                            is_training=False)[0].answers == [{"text": "Ann", "answer_start": 0}]
 
 
@@ -508,9 +509,7 @@ def test_a_nul_written_as_a_json_escape_is_named_as_the_raw_byte_is(tmp_path):
     with pytest.raises(TextFileError, match=r"rows.jsonl:1: field 'text': a NUL character \(\\u0000\) at character 5: "
                                             r"'good\\x00film' would be read as 'goodfilm'"):
         read_text_file(path)
-    squad = _write(tmp_path / "dev.json", '{"data": [{"title": "t", "paragraphs": [{"context": "Ann ran.", '
-                                          '"qas": [{"id": "q1", "question": "Who\\u0000?", "answers": '
-                                          '[{"text": "Ann", "answer_start": 0}]}]}]}]}')
+    squad = _write(tmp_path / "dev.json", _squad_source(question="Who\\u0000?"))
     with pytest.raises(SquadFormatError, match=r"dev.json: .*\(id 'q1'\): field 'question': a NUL character "
                                                r"\(\\u0000\) at character 4"):
         read_squad_json(squad, is_training=False)

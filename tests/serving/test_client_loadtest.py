@@ -176,6 +176,24 @@ def test_an_address_without_a_usable_port_or_a_timeout_of_zero_is_refused_by_nam
     assert "argument --timeout: must be a finite number above 0, got 0" in capsys.readouterr().err
 
 
+def test_a_negative_version_over_rest_is_refused_before_asking_and_asked_for_over_grpc(server, capsys):
+    """TF Serving's REST paths read `/versions/(\\d+)`: `query --rest --version -1` printed the server's
+    "INVALID_ARGUMENT: Malformed request: GET /v1/models/tiny/versions/-1/metadata". The client says why,
+    in the command's flags; over gRPC the version is asked for (NOT_FOUND here, as TF Serving's)."""
+    from bert_keras.cli.main import main
+    from serving.client import ServingClient
+
+    with pytest.raises(ValueError, match=r"version=-1: TF Serving's REST API takes versions of digits only"):
+        ServingClient(f"127.0.0.1:{server.rest_port}", "tiny", protocol="rest", version=-1)
+    assert main(["query", "--address", f"127.0.0.1:{server.rest_port}", "--rest", "--model", "tiny",
+                 "--version", "-1", "hi"]) == 2
+    error = capsys.readouterr().err
+    assert "error: --version -1: TF Serving's REST API takes versions of digits only" in error, error
+    assert "Malformed" not in error  # the server was not asked
+    assert main(["query", "--address", server.grpc_address, "--model", "tiny", "--version", "-1", "hi"]) == 2
+    assert "NOT_FOUND: version -1 of model 'tiny' not found" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("protocol", ["grpc", "rest"])
 def test_a_tls_ca_that_is_missing_or_no_certificate_is_named(protocol, tmp_path, capsys):
     """`query --tls-ca FILE` of a file that is no PEM certificate: gRPC logged "Could not load any
@@ -356,6 +374,21 @@ def test_loadtest_cli_reports_json(server, capsys):
     # A request the model rejects stops the CLI before the load, with the reason.
     assert main(["loadtest", "--address", server.grpc_address, "--model", "tiny", "--requests", "5", "FAIL"]) == 2
     assert "asked to fail" in capsys.readouterr().err
+
+
+def test_loadtest_without_texts_sends_a_pair_model_a_pair(server, capsys):
+    """`bert-keras loadtest --model mrpc` (no TEXT) stopped with "this model takes sentence pairs ('The
+    quick brown fox ...' is one sentence)", a sentence the user never typed: a pair signature gets a
+    default pair; with --text-b the default sentence is the first text, as before."""
+    from bert_keras.cli.main import main
+
+    base = ["loadtest", "--address", server.grpc_address, "--model", "tiny", "--signature", "pair",
+            "--requests", "3", "--warmup", "0", "--json"]
+    assert main(base) == 0, capsys.readouterr().err
+    assert json.loads(capsys.readouterr().out)["ok"] == 3
+    assert main([*base, "--text-b", "b"]) == 0, capsys.readouterr().err
+    assert main([*base, "one sentence"]) == 2  # typed: still the user's to make a pair
+    assert "('one sentence' is one sentence)" in capsys.readouterr().err
 
 
 def test_query_cli_against_a_real_bert_export(exported_model, capsys):
