@@ -256,3 +256,35 @@ def test_fit_on_a_dataset_warns_of_decomposed_hangul_in_its_one_pass_of_checks(n
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         composing.fit(rows, epochs=1, batch_size=2, verbose=0)
+
+
+def test_tokenize_a_fine_tuned_model_refuses_another_normalization(nfc_checkpoint, tmp_path, capsys):
+    """`bert-keras tokenize --init DIR --unicode-normalization none` of a model fine-tuned with NFC tokenized
+    NFD text into [UNK]s, unlike the model, without a word: now refused naming both values, as `export
+    --model` does (its own value is accepted); a model fine-tuned without NFC refuses NFC."""
+    from bert_keras.cli.main import main
+    from bert_keras.tasks import TextClassifier
+
+    directory = TextClassifier.from_pretrained(f"hf:{nfc_checkpoint}", labels=["neg", "pos"], seq_length=32).save(
+        str(tmp_path / "model"))
+    text = nfd(TEXTS[:1])[0]
+    capsys.readouterr()
+    assert main(["tokenize", "--init", directory, "--json", text]) == 0
+    ids = [token["id"] for token in json.loads(capsys.readouterr().out)["tokens"]]
+    assert 1 not in ids  # [UNK]: the text is composed, as the model reads it
+    assert main(["tokenize", "--init", directory, "--json", "--unicode-normalization", "NFC", text]) == 0
+    assert [token["id"] for token in json.loads(capsys.readouterr().out)["tokens"]] == ids
+    assert main(["tokenize", "--init", directory, "--unicode-normalization", "none", text]) != 0
+    error = capsys.readouterr().err
+    assert f"--unicode-normalization none: {directory} was fine-tuned with unicode_normalization=NFC" in error, error
+    assert "leave the flag out" in error
+
+    plain = tmp_path / "plain"
+    save_pretrained(__import__("bert_keras.checkpoints", fromlist=["load_pretrained"]).load_pretrained(
+        f"hf:{nfc_checkpoint}"), f"hf:{plain}", vocab_file=KOELECTRA,
+        tokenizer_settings={"lowercase": True, "strip_accents": False})
+    other = TextClassifier.from_pretrained(f"hf:{plain}", labels=["neg", "pos"], seq_length=32).save(
+        str(tmp_path / "plain_model"))
+    assert main(["tokenize", "--init", other, "--unicode-normalization", "NFC", text]) != 0
+    error = capsys.readouterr().err
+    assert "was fine-tuned with unicode_normalization=none" in error and "unicodedata.normalize" in error, error
