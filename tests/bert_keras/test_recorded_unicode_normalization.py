@@ -288,3 +288,30 @@ def test_tokenize_a_fine_tuned_model_refuses_another_normalization(nfc_checkpoin
     assert main(["tokenize", "--init", other, "--unicode-normalization", "NFC", text]) != 0
     error = capsys.readouterr().err
     assert "was fine-tuned with unicode_normalization=none" in error and "unicodedata.normalize" in error, error
+
+
+def test_turning_off_a_recorded_normalization_is_warned_naming_the_file(nfc_checkpoint, tmp_path, capsys):
+    """`unicode_normalization="none"` (`--unicode-normalization none`) over a vocabulary that records NFC read
+    decomposed Hangul as [UNK] without a word: it still turns it off, with a warning naming the file and key;
+    a vocabulary that records none, or a call that leaves it out, says nothing."""
+    import warnings
+
+    from bert_keras.cli.main import main
+
+    vocab = _nfc_vocab(str(tmp_path / "v"))
+    with pytest.warns(UserWarning, match=r"tokenizer_config.json records bert_keras_unicode_normalization: 'NFC'") \
+            as caught:
+        assert resolve_tokenizer_settings(vocab, unicode_normalization="none")["unicode_normalization"] is None
+    assert str(tmp_path / "v" / "tokenizer_config.json") in str(caught[0].message)
+    assert caught[0].filename == __file__  # the caller's line
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert resolve_tokenizer_settings(vocab)["unicode_normalization"] == "NFC"
+        assert resolve_tokenizer_settings(KOELECTRA, unicode_normalization="none")["unicode_normalization"] is None
+
+    text = nfd(TEXTS[:1])[0]
+    capsys.readouterr()
+    with pytest.warns(UserWarning, match=r"unicode_normalization=\"none\" \(--unicode-normalization none\): .*"
+                                         r"nfc\S*/bert/tokenizer_config.json records"):
+        assert main(["tokenize", "--init", f"hf:{nfc_checkpoint}", "--unicode-normalization", "none", text]) == 0
+    assert "[UNK]" in capsys.readouterr().out
