@@ -315,3 +315,37 @@ def test_turning_off_a_recorded_normalization_is_warned_naming_the_file(nfc_chec
                                          r"nfc\S*/bert/tokenizer_config.json records"):
         assert main(["tokenize", "--init", f"hf:{nfc_checkpoint}", "--unicode-normalization", "none", text]) == 0
     assert "[UNK]" in capsys.readouterr().out
+
+
+def test_a_cached_copy_of_an_hf_vocabulary_keeps_the_recorded_normalization(nfc_checkpoint, tmp_path, monkeypatch):
+    """An HF directory whose vocabulary is read through a copy in the user cache (transformers 4's
+    `added_tokens.json` past vocab.txt; transformers 5's `tokenizer.json` without vocab.txt) dropped the
+    recorded NFC from the copy's rules: the tokenizer and tasks of that directory read NFD text as [UNK].
+    The copy keeps it now, under a name of its own (a copy written before is not reused)."""
+    import shutil
+    import warnings
+
+    from bert_keras.checkpoints import load_tokenizer
+    from bert_keras.checkpoints.hf import vocabulary_from_tokenizer_json, vocabulary_with_added_tokens
+
+    monkeypatch.setenv("BERT_KERAS_CACHE", str(tmp_path / "cache"))
+    tokens = open(KOELECTRA, encoding="utf-8").read().splitlines()
+    added = tmp_path / "added"
+    shutil.copytree(nfc_checkpoint, added)
+    (added / "added_tokens.json").write_text(json.dumps({"[E1]": len(tokens)}))
+    only_json = tmp_path / "only_json"
+    shutil.copytree(nfc_checkpoint, only_json)
+    (only_json / "vocab.txt").unlink()
+    (only_json / "tokenizer.json").write_text(json.dumps({
+        "version": "1.0", "added_tokens": [],
+        "normalizer": {"type": "BertNormalizer", "lowercase": True, "strip_accents": False},
+        "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                  "vocab": {token: i for i, token in enumerate(tokens)}}}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the added token's note
+        copies = [vocabulary_with_added_tokens(str(added)), vocabulary_from_tokenizer_json(str(only_json))]
+        tokenizers = [load_tokenizer(f"hf:{added}"), load_tokenizer(f"hf:{only_json}")]
+    for copy, tokenizer in zip(copies, tokenizers):
+        assert read_tokenizer_settings(copy)["unicode_normalization"] == "NFC", copy
+        assert tokenizer.unicode_normalization == "NFC"
+        assert tokenizer.tokenize(nfd(TEXTS[:3])).to_list() == tokenizer.tokenize(TEXTS[:3]).to_list()
