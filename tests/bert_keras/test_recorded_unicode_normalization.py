@@ -349,3 +349,20 @@ def test_a_cached_copy_of_an_hf_vocabulary_keeps_the_recorded_normalization(nfc_
         assert read_tokenizer_settings(copy)["unicode_normalization"] == "NFC", copy
         assert tokenizer.unicode_normalization == "NFC"
         assert tokenizer.tokenize(nfd(TEXTS[:3])).to_list() == tokenizer.tokenize(TEXTS[:3]).to_list()
+
+
+def test_a_keras_hub_preset_records_the_normalization(nfc_checkpoint, tmp_path):
+    """`save_pretrained(encoder, "keras-hub:DIR")` / `convert ... keras-hub:DIR` of a vocabulary that records
+    NFC wrote the preset's tokenizer_config.json without it (hf:, tf1: and .keras kept it): `load_tokenizer`
+    of the preset read NFD Hangul as [UNK]. It is recorded now, with a warning that keras-hub's own
+    tokenizer does not compose."""
+    pytest.importorskip("keras_hub")
+    from bert_keras.checkpoints import load_pretrained, load_tokenizer
+
+    encoder = load_pretrained(f"hf:{nfc_checkpoint}")
+    with pytest.warns(UserWarning, match="keras-hub's BertTokenizer does not do"):
+        save_pretrained(encoder, f"keras-hub:{tmp_path / 'preset'}",
+                        vocab_file=os.path.join(nfc_checkpoint, "vocab.txt"))
+    tokenizer = load_tokenizer(f"keras-hub:{tmp_path / 'preset'}")
+    assert tokenizer.unicode_normalization == "NFC"
+    assert tokenizer.tokenize(nfd(TEXTS[:3])).to_list() == tokenizer.tokenize(TEXTS[:3]).to_list()
