@@ -366,3 +366,57 @@ def test_a_keras_hub_preset_records_the_normalization(nfc_checkpoint, tmp_path):
     tokenizer = load_tokenizer(f"keras-hub:{tmp_path / 'preset'}")
     assert tokenizer.unicode_normalization == "NFC"
     assert tokenizer.tokenize(nfd(TEXTS[:3])).to_list() == tokenizer.tokenize(TEXTS[:3]).to_list()
+
+
+
+def _nfc_records(tmp_path, capsys):
+    """Records of an NFD corpus written composed (`--unicode-normalization NFC`) with a vocabulary that records
+    none: `(prefix, vocab, config, config file, the printed next: line)`."""
+    from bert_keras.cli.main import main
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(unicodedata.normalize("NFD", "\n".join(TEXTS[:30]) + "\n\n" + "\n".join(TEXTS[30:60]) + "\n"),
+                      encoding="utf-8")
+    vocab = str(tmp_path / "plain" / "vocab.txt")
+    os.makedirs(os.path.dirname(vocab))
+    with open(KOELECTRA, "rb") as source, open(vocab, "wb") as target:
+        target.write(source.read())
+    write_tokenizer_settings(vocab, lowercase=True, strip_accents=False)
+    prefix = str(tmp_path / "nfc")
+    capsys.readouterr()
+    assert main(["create-pretraining-data", "--input", str(corpus), "--vocab", vocab, "--output-prefix", prefix,
+                 "--seq-length", "32", "--max-predictions", "4", "--num_output_shards", "1", "--dupe-factor", "1",
+                 "--unicode-normalization", "NFC"]) == 0
+    next_line = [line for line in capsys.readouterr().out.splitlines() if line.startswith("next:")][0]
+    config = BertConfig(vocab_size=sum(1 for _ in open(KOELECTRA, encoding="utf-8")), hidden_size=32,
+                        num_layers=1, num_heads=2, intermediate_size=37, max_position_embeddings=64)
+    config_file = str(tmp_path / "config.json")
+    config.to_json(config_file)
+    return prefix, vocab, config, config_file, next_line
+
+
+def test_pretraining_on_records_composed_otherwise_is_refused_naming_both_forms(tmp_path, capsys):
+    """`Pretrainer.pretrain(records=)` (`pretrain --data`) on records written from composed text with a
+    vocabulary that records none saved an encoder that reads text as given, unlike its pretraining text,
+    without a word: refused before any model is built, naming both forms and the files; so is
+    `Pretrainer.fit(records=)`; `unicode_normalization="NFC"` trains and records it."""
+    from bert_keras.tasks import Pretrainer
+    from bert_keras.tasks.inputs import TaskInputError
+
+    prefix, vocab, config, config_file, _ = _nfc_records(tmp_path, capsys)
+    records = f"{prefix}-*.tfrecord"
+    common = dict(steps=1, records=records, config=config_file, vocab_file=vocab, batch_size=2, strategy="default")
+    with pytest.raises(TaskInputError) as raised:
+        Pretrainer.pretrain(str(tmp_path / "refused"), **common)
+    assert f"were written with unicode_normalization=NFC ({prefix}-config.json), but this run's is none: the " \
+           f"vocabulary records none ({tmp_path / 'plain' / 'tokenizer_config.json'})" in str(raised.value)
+    assert "unicode_normalization='NFC' (--unicode-normalization NFC)" in str(raised.value)
+    assert not os.path.exists(tmp_path / "refused" / "encoder.keras")
+    with pytest.raises(TaskInputError, match=r"were written with unicode_normalization=NFC .*but the pretrainer's "
+                                             r"is none"):
+        Pretrainer.from_config(config, vocab_file=vocab).fit(records=records, steps=1, batch_size=2,
+                                                             output_dir=str(tmp_path / "fit"))
+    Pretrainer.pretrain(str(tmp_path / "run"), unicode_normalization="NFC", **common)
+    with open(tmp_path / "run" / "tokenizer_config.json", encoding="utf-8") as f:
+        assert json.load(f)[UNICODE_NORMALIZATION_KEY] == "NFC"
+
