@@ -420,3 +420,20 @@ def test_pretraining_on_records_composed_otherwise_is_refused_naming_both_forms(
     with open(tmp_path / "run" / "tokenizer_config.json", encoding="utf-8") as f:
         assert json.load(f)[UNICODE_NORMALIZATION_KEY] == "NFC"
 
+
+def test_pretrain_takes_the_normalization_flag_that_create_pretraining_data_prints(tmp_path, capsys):
+    """`bert-keras pretrain` had no `--unicode-normalization` (vocab, create-pretraining-data, finetune and
+    tokenize have it): a vocabulary that records none (a downloaded one) could not compose an NFD corpus, nor
+    read records written composed. The flag is there now, and the `next:` line of create-pretraining-data
+    holds it when the records' form is not the vocabulary's."""
+    from bert_keras.cli.main import main
+
+    prefix, vocab, _, config_file, next_line = _nfc_records(tmp_path, capsys)
+    assert "--unicode-normalization NFC" in next_line
+    common = ["pretrain", "--data", f"{prefix}-*.tfrecord", "--vocab", vocab, "--config", config_file, "--steps", "1",
+              "--batch-size", "2", "--strategy", "default"]
+    assert main(common + ["--output-dir", str(tmp_path / "refused")]) != 0
+    assert "--unicode-normalization NFC" in capsys.readouterr().err
+    assert main(common + ["--output-dir", str(tmp_path / "run"), "--unicode-normalization", "NFC"]) == 0
+    with open(tmp_path / "run" / "tokenizer_config.json", encoding="utf-8") as f:
+        assert json.load(f)[UNICODE_NORMALIZATION_KEY] == "NFC"
