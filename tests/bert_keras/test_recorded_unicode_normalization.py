@@ -437,3 +437,56 @@ def test_pretrain_takes_the_normalization_flag_that_create_pretraining_data_prin
     assert main(common + ["--output-dir", str(tmp_path / "run"), "--unicode-normalization", "NFC"]) == 0
     with open(tmp_path / "run" / "tokenizer_config.json", encoding="utf-8") as f:
         assert json.load(f)[UNICODE_NORMALIZATION_KEY] == "NFC"
+
+
+def test_every_family_warns_of_decomposed_hangul_however_its_texts_come(nfc_checkpoint, tmp_path):
+    """The NFD-Hangul warning named the text only where texts came as lists: a tagger's sentences given as
+    words (CoNLL files, `finetune --task conll`) and SQuAD / KorQuAD examples read from a file (`finetune /
+    evaluate --task squad`) were named 'text[0]' (of an internal tokenizer batch) by the eager tokenizer, and
+    SWAG examples read from its CSV read NFD text as [UNK] without a word. Each now warns once, naming the
+    sentence, the question id or the file and line; the composing checkpoint says nothing."""
+    import csv
+    import warnings
+
+    from bert_keras.checkpoints import load_pretrained
+    from bert_keras.tasks import MultipleChoice, SpanQA, TokenClassifier
+    from pipelines.datasets.squad import read_squad_json
+    from pipelines.datasets.swag import read_swag_csv
+
+    plain = tmp_path / "plain"
+    save_pretrained(load_pretrained(f"hf:{nfc_checkpoint}"), f"hf:{plain}", vocab_file=KOELECTRA,
+                    tokenizer_settings={"lowercase": True, "strip_accents": False})
+    sentences = [text.split() for text in nfd(TEXTS[:3])]
+    tagger = TokenClassifier.from_pretrained(f"hf:{plain}", labels=["O", "B-X"], seq_length=32)
+    with pytest.warns(UserWarning, match=r"^x\[0\] holds Hangul in decomposed form"):
+        tagger.predict(sentences)
+
+    with open(os.path.join(DATA, "korquad", "KorQuAD_v1.0_dev-excerpt.json"), encoding="utf-8") as f:
+        squad = json.load(f)
+    paragraph = squad["data"][0]["paragraphs"][0]
+    questions = [dict(qa, question=unicodedata.normalize("NFD", qa["question"])) for qa in paragraph["qas"][:2]]
+    squad["data"] = [{"title": "t", "paragraphs": [{"context": paragraph["context"], "qas": questions}]}]
+    path = tmp_path / "korquad_nfd.json"  # questions decomposed (the contexts' answer offsets stay)
+    path.write_text(json.dumps(squad, ensure_ascii=False), encoding="utf-8")
+    examples = read_squad_json(str(path), is_training=False)
+    qa = SpanQA.from_pretrained(f"hf:{plain}", seq_length=64, max_query_length=16)
+    with pytest.warns(UserWarning, match=rf"^the question of question {examples[0].id!r} holds Hangul in decomposed"):
+        qa.predict_squad(examples)
+    scoring = SpanQA.from_pretrained(f"hf:{plain}", seq_length=64, max_query_length=16)  # `evaluate`'s path
+    with pytest.warns(UserWarning, match=rf"^the question of question {examples[0].id!r} holds Hangul in decomposed"):
+        scoring.score(examples)
+
+    rows = [["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0", "ending1",
+             "ending2", "ending3", "label"]]
+    rows += [[str(i), "v", "0", "", TEXTS[i], "", "gold", *(nfd(TEXTS[i + 1:i + 5]) if i else TEXTS[i + 1:i + 5]), "0"]
+             for i in range(2)]
+    with open(tmp_path / "swag.csv", "w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows(rows)
+    choices = MultipleChoice.from_pretrained(f"hf:{plain}", num_choices=4, seq_length=32)
+    with pytest.warns(UserWarning, match=r"swag.csv:3 holds Hangul in decomposed form"):
+        choices.predict(read_swag_csv(str(tmp_path / "swag.csv")))
+
+    composing = TokenClassifier.from_pretrained(f"hf:{nfc_checkpoint}", labels=["O", "B-X"], seq_length=32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        composing.predict(sentences)
