@@ -490,3 +490,18 @@ def test_every_family_warns_of_decomposed_hangul_however_its_texts_come(nfc_chec
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         composing.predict(sentences)
+
+
+def test_a_student_composes_as_its_teacher(nfc_checkpoint):
+    """`distill`'s student was built with the teacher's vocabulary, casing, analyzer and limit but not its
+    unicode_normalization: the student of a teacher fine-tuned with NFC read NFD text as [UNK], and so did
+    its saved model and export. It keeps the teacher's now."""
+    from bert_keras.tasks import TextClassifier
+    from bert_keras.tasks.student import make_student, plan_student
+
+    teacher = TextClassifier.from_pretrained(f"hf:{nfc_checkpoint}", labels=["neg", "pos"], seq_length=32)
+    assert teacher.tokenizer.unicode_normalization == "NFC"
+    student = make_student(teacher, plan_student(teacher, layers=1))
+    assert student.tokenizer.unicode_normalization == "NFC"
+    assert student._record.unicode_normalization == "NFC"
+    np.testing.assert_allclose(student.predict(nfd(TEXTS[:4])), student.predict(TEXTS[:4]), atol=1e-6)
