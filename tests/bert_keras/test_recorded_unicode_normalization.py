@@ -505,3 +505,22 @@ def test_a_student_composes_as_its_teacher(nfc_checkpoint):
     assert student.tokenizer.unicode_normalization == "NFC"
     assert student._record.unicode_normalization == "NFC"
     np.testing.assert_allclose(student.predict(nfd(TEXTS[:4])), student.predict(TEXTS[:4]), atol=1e-6)
+
+
+def test_converting_a_fine_tuned_model_keeps_its_normalization(nfc_checkpoint, tmp_path):
+    """`bert-keras convert DIR hf:OUT` (`convert_finetuned`) of a model fine-tuned with NFC wrote its casing,
+    analyzer and limit beside the vocabulary but not the normalization: the converted model read NFD text
+    as [UNK] in this library. Recorded now, in hf: and .keras alike."""
+    from bert_keras.checkpoints import load_tokenizer
+    from bert_keras.finetuned_model import convert_finetuned
+    from bert_keras.tasks import TextClassifier
+
+    directory = TextClassifier.from_pretrained(f"hf:{nfc_checkpoint}", labels=["neg", "pos"], seq_length=32).save(
+        str(tmp_path / "model"))
+    convert_finetuned(directory, f"hf:{tmp_path / 'hf'}")
+    with open(tmp_path / "hf" / "tokenizer_config.json", encoding="utf-8") as f:
+        assert json.load(f)[UNICODE_NORMALIZATION_KEY] == "NFC"
+    assert load_tokenizer(f"hf:{tmp_path / 'hf'}").unicode_normalization == "NFC"
+    with pytest.warns(UserWarning, match="the encoder is written alone"):
+        convert_finetuned(directory, str(tmp_path / "encoder.keras"), strict=False)
+    assert load_tokenizer(str(tmp_path / "encoder.keras")).unicode_normalization == "NFC"
