@@ -40,7 +40,8 @@ def test_vocab_records_nfc_and_learns_syllables_from_a_decomposed_corpus(tmp_pat
     corpus.write_text("\n".join(nfd(TEXTS[:300])) + "\n", encoding="utf-8")
     common = ["vocab", str(corpus), "--size", "400", "--no-strip-accents", "--character-coverage", "0.9995"]
     assert main(common + ["-o", str(tmp_path / "plain" / "vocab.txt")]) == 0
-    assert "decomposed Hangul" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "decomposed Hangul" in out and "Learn it with --unicode-normalization NFC" in out, out
     plain = open(tmp_path / "plain" / "vocab.txt", encoding="utf-8").read().splitlines()
     assert "\u110b" in plain and "오" not in plain  # jamo, no syllable
     assert UNICODE_NORMALIZATION_KEY not in json.load(open(tmp_path / "plain" / "tokenizer_config.json"))
