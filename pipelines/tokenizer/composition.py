@@ -114,9 +114,11 @@ class DecomposedHangulNote:
         warnings.warn(
             f"{name} holds Hangul in decomposed form (NFD conjoining jamo, as macOS file names and some "
             f"web pages write it: {word!r} composed); this vocabulary holds the composed syllables, not the jamo, "
-            "so such words read as [UNK]. Pass unicode_normalization=\"NFC\" (bert-keras: --unicode-normalization "
-            "NFC) to compose every text before tokenizing, or compose the text yourself: "
-            "unicodedata.normalize(\"NFC\", text). (Warned once per tokenizer.)", stacklevel=stacklevel)
+            "so such words read as [UNK]. Compose the text: unicodedata.normalize(\"NFC\", text); or build the "
+            "tokenizer or fine-tune the model with unicode_normalization=\"NFC\" (bert-keras finetune, tokenize, "
+            "pretrain, vocab: --unicode-normalization NFC), which composes every text before tokenizing, in its "
+            "export too (a fine-tuned model keeps the setting it was trained with). (Warned once per tokenizer.)",
+            stacklevel=stacklevel)
 
 
 class NfcStep:

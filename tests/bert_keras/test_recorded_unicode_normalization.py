@@ -525,3 +525,23 @@ def test_converting_a_fine_tuned_model_keeps_its_normalization(nfc_checkpoint, t
     with pytest.warns(UserWarning, match="the encoder is written alone"):
         convert_finetuned(directory, str(tmp_path / "encoder.keras"), strict=False)
     assert load_tokenizer(str(tmp_path / "encoder.keras")).unicode_normalization == "NFC"
+
+
+def test_the_decomposed_hangul_warning_names_fixes_that_exist(tmp_path):
+    """The warning told every reader to pass `--unicode-normalization NFC`, also under `bert-keras predict /
+    evaluate --model DIR`, which have no such flag, and for a fine-tuned model, which refuses another form:
+    it now names composing the text first, and the commands that take the flag (each does)."""
+    import re
+
+    from bert_keras.cli.main import build_parser
+    from pipelines import BertTokenizer
+
+    tokenizer = BertTokenizer(KOELECTRA, lowercase=True, strip_accents=False)
+    with pytest.warns(UserWarning) as caught:
+        tokenizer.check_composition(nfd(TEXTS[:1]), "x")
+    message = str(caught[0].message)
+    assert 'unicodedata.normalize("NFC", text)' in message and "a fine-tuned model keeps the setting" in message
+    named = re.search(r"bert-keras ([a-z, -]+): --unicode-normalization NFC", message).group(1).split(", ")
+    action = next(a for a in build_parser()._actions if hasattr(a, "choices") and isinstance(a.choices, dict))
+    for command in named:
+        assert "--unicode-normalization" in action.choices[command]._option_string_actions, command
