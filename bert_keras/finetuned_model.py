@@ -322,7 +322,7 @@ def convert_finetuned(directory, dest, *, strict=True, overwrite=False):
     same outputs (`BertForSequenceClassification` with `id2label` for a classifier,
     `BertForTokenClassification`, `BertForQuestionAnswering`, `BertForMultipleChoice`:
     `bert_keras.checkpoints.task_heads`), the vocabulary and its rules
-    (`tokenizer_config.json`: the casing the model was trained with). `tf1:`, `keras-hub:` and
+    (`tokenizer_config.json`: the casing and Unicode normalization the model was trained with). `tf1:`, `keras-hub:` and
     `.keras` hold an encoder: the head is refused there unless `strict=False`, which writes the
     encoder alone with a warning. An embedding model (no head weights) is a `BertModel`.
     The tokens the model's tokenizer adds (`task.json` `added_tokens`) go into the `tokenizer_config.json`
@@ -374,6 +374,7 @@ def convert_finetuned(directory, dest, *, strict=True, overwrite=False):
     settings = {"lowercase": record.lowercase, "strip_accents": record.strip_accents,
                 "pre_tokenizer": record.pre_tokenizer or "none",
                 "max_input_chars_per_word": record.max_input_chars_per_word,
+                "unicode_normalization": record.unicode_normalization or "none",
                 "added_tokens": record.added_tokens}
     if destination.kind == "keras":
         written = save_pretrained(encoder, destination.path, vocab_file=record.vocab_file, tokenizer_settings=settings)

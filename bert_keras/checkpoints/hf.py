@@ -636,8 +636,9 @@ def added_tokens_matched_whole():
 
 
 def _cached_vocabulary(key, tokens, settings):
-    """`tokens` as a vocab.txt with `settings` (`lowercase`, `strip_accents`, `pre_tokenizer`) beside it,
-    written once into the user cache under a name from `key` and the settings (a temporary directory
+    """`tokens` as a vocab.txt with `settings` (`lowercase`, `strip_accents`, `pre_tokenizer`,
+    `max_input_chars_per_word`, `unicode_normalization`: all that `read_tokenizer_settings` reads) beside
+    it, written once into the user cache under a name from `key` and the settings (a temporary directory
     when the cache cannot be written). Returns its path."""
     import hashlib
     import tempfile
@@ -646,7 +647,10 @@ def _cached_vocabulary(key, tokens, settings):
     from pipelines.tokenizer.vocab import write_vocabulary
     from pipelines.user_cache import cache_root
 
-    name = hashlib.sha256(key + json.dumps(settings, sort_keys=True).encode()).hexdigest()[:20]
+    # A copy written before the Unicode normalization was kept has the same settings in its name but not
+    # in its file: a recorded one gets a name of its own.
+    kept = b"unicode_normalization kept" if settings.get("unicode_normalization") else b""
+    name = hashlib.sha256(key + json.dumps(settings, sort_keys=True).encode() + kept).hexdigest()[:20]
     for root in (os.path.join(cache_root(), "hf_vocabularies"), None):
         try:
             folder = os.path.join(root, name) if root else tempfile.mkdtemp(prefix="bert_keras_vocab_")
@@ -655,7 +659,8 @@ def _cached_vocabulary(key, tokens, settings):
                 write_tokenizer_settings(vocab_file, lowercase=settings.get("lowercase", True),
                                          strip_accents=settings.get("strip_accents"),
                                          pre_tokenizer=settings.get("pre_tokenizer"),
-                                         max_input_chars_per_word=settings.get("max_input_chars_per_word"))
+                                         max_input_chars_per_word=settings.get("max_input_chars_per_word"),
+                                         unicode_normalization=settings.get("unicode_normalization"))
                 write_vocabulary(tokens, vocab_file)  # last: its presence means done
             return vocab_file
         except OSError:

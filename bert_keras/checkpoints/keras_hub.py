@@ -219,7 +219,7 @@ def read_keras_hub_preset(directory):
 
 
 def write_keras_hub_preset(directory, config, canonical, vocab_file=None, *, lowercase=None, strip_accents=None,
-                           max_input_chars_per_word=None, added_tokens=None):
+                           max_input_chars_per_word=None, added_tokens=None, unicode_normalization=None):
     """Writes a keras-hub preset directory loadable by `BertBackbone.from_preset`.
 
     Example:
@@ -248,6 +248,9 @@ def write_keras_hub_preset(directory, config, canonical, vocab_file=None, *, low
         added_tokens: tokens found whole (HF's added tokens, lines of the vocabulary), which
             keras-hub's tokenizer cannot find whole: recorded there too, for this library's
             readers (`bert_keras.checkpoints.find_added_tokens`).
+        unicode_normalization: "NFC" (text composed before tokenizing; None: the one recorded beside the
+            vocabulary; "none": no composition), which keras-hub's tokenizer does not apply: recorded
+            there too, for this library's readers.
 
     Returns:
         The directory written.
@@ -267,7 +270,8 @@ def write_keras_hub_preset(directory, config, canonical, vocab_file=None, *, low
             # the rules a loader would read this vocabulary with (an uncased guess keeps the
             # accents of a Korean vocabulary of Hangul syllables, which stripping would decompose)
             rules = resolve_tokenizer_settings(vocab_file, lowercase, strip_accents, pre_tokenizer=NO_PRE_TOKENIZER,
-                                               max_input_chars_per_word=max_input_chars_per_word)
+                                               max_input_chars_per_word=max_input_chars_per_word,
+                                               unicode_normalization=unicode_normalization)
             lowercase = rules["lowercase"]
             strip_accents = bool(lowercase if rules["strip_accents"] is None else rules["strip_accents"])
             tokenizer = keras_hub.models.BertTokenizer(vocabulary=os.fspath(vocab_file), lowercase=lowercase,
@@ -277,6 +281,6 @@ def write_keras_hub_preset(directory, config, canonical, vocab_file=None, *, low
             write_tokenizer_settings(os.path.join(staging, VOCAB_PATH), lowercase=lowercase,
                                      strip_accents=strip_accents,
                                      max_input_chars_per_word=rules["max_input_chars_per_word"],
-                                     added_tokens=added_tokens)
+                                     added_tokens=added_tokens, unicode_normalization=rules["unicode_normalization"])
     return os.fspath(directory)
 

@@ -823,7 +823,17 @@ def write_pretrained(spec, config, canonical, *, vocab_file=None, tokenizer_sett
             warnings.warn(f"{location.spec}: the vocabulary reads text split by {split_by} (morphemes as words), "
                           "which a keras-hub preset's tokenizer cannot record: split texts before it "
                           f"(pipelines.tokenizer.morphemes.morpheme_splitter({split_by!r}).spaced)", stacklevel=2)
+        # the Unicode normalization: recorded beside the preset's vocabulary for this library's readers
+        # (keras-hub's tokenizer has no such step)
+        normalization = settings.get("unicode_normalization",
+                                     read_tokenizer_settings(vocab_file).get("unicode_normalization"))
+        if normalization not in (None, "none"):
+            warnings.warn(f"{location.spec}: the vocabulary reads text composed to {normalization} first, which "
+                          "keras-hub's BertTokenizer does not do (decomposed Hangul reads as [UNK] there): it is "
+                          "recorded beside the preset's vocabulary, where bert-keras applies it; compose texts "
+                          f"before keras-hub's tokenizer (unicodedata.normalize({normalization!r}, text))", stacklevel=2)
         return keras_hub.write_keras_hub_preset(location.path, config, canonical, vocab_file,
+                                                unicode_normalization=normalization or "none",
                                                 lowercase=settings.get("lowercase"),
                                                 strip_accents=settings.get("strip_accents"),
                                                 added_tokens=settings.get("added_tokens"),

@@ -76,7 +76,7 @@ def run(args):
 
 def next_step(args, settings, summary):
     """The `pretrain` command that reads these shards, runnable as printed: the prefix and vocabulary
-    as typed, the case rules given here where the vocabulary's own differ, and --steps of one pass over the records at pretrain's batch
+    as typed, the case rules and Unicode normalization given here where the vocabulary's own differ, and --steps of one pass over the records at pretrain's batch
     of 32 (when this run wrote them all; 10,000 otherwise), into a directory named after the prefix."""
     import math
     import shlex
@@ -96,6 +96,8 @@ def next_step(args, settings, summary):
                  ["--no-cased" if settings.lowercase else "--cased"]),
                *([] if settings.strip_accents == vocabulary_rules["strip_accents"] else
                  ["--strip-accents" if settings.strip_accents else "--no-strip-accents"]),
+               *([] if settings.unicode_normalization == vocabulary_rules["unicode_normalization"] else
+                 ["--unicode-normalization", settings.unicode_normalization or "none"]),
                "--config", "mini", "--steps", str(steps), "--output-dir", f"{args.output_prefix}-pretrain"]
     line = f"next: {shlex.join(command)}"
     return line + (f"   # --steps {steps}: one pass over the records at --batch-size {batch}" if one_pass else "")

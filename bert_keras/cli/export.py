@@ -9,7 +9,8 @@ a fresh Python that imports only TensorFlow must reproduce the model's outputs.
 import argparse
 
 from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options, add_null_threshold_option, add_window_options
-from bert_keras.cli.flag_arguments import add_unicode_normalization_option, check_null_threshold
+from bert_keras.cli.flag_arguments import (add_unicode_normalization_option, check_null_threshold,
+                                           refuse_other_normalization)
 from pipelines.output_paths import refuse_inputs
 from pipelines.command_options import add_field_options, add_option, field_values, positive_int
 from bert_keras.cli.main import CommandError
@@ -100,7 +101,8 @@ def run(args):
         if args.model:
             record = read_finetuned(args.model, load_model=False)
             refuse_settings_flags(args, record.kind, f"{args.model} is", record.settings)
-            refuse_other_normalization(args, record)
+            refuse_other_normalization(args.unicode_normalization, record, args.model,
+                                       "an export tokenizes as its model was trained")
             task = load(args.model)
             check_null_threshold(args, task)
             windows = {"max_length": args.max_length, "stride": args.stride}
@@ -122,22 +124,6 @@ def run(args):
 
     print(export_result_steps(result, args.base_path, args.name, args.release))
     return 0
-
-
-def refuse_other_normalization(args, record):
-    """`--unicode-normalization` other than the one the fine-tuned model `record` was trained with: an
-    error. NFC changes more than decomposed Hangul (CJK compatibility ideographs, U+F900-U+FAFF, become
-    unified ones; U+212B ANGSTROM SIGN becomes Å), text the model was trained to read otherwise."""
-    from pipelines.tokenizer.composition import checked_unicode_normalization
-
-    if args.unicode_normalization is None:
-        return
-    if checked_unicode_normalization(args.unicode_normalization) != record.unicode_normalization:
-        raise CommandError(
-            f"--unicode-normalization {args.unicode_normalization}: {args.model} was fine-tuned with "
-            f"unicode_normalization={record.unicode_normalization or 'none'}, and an export tokenizes as its model "
-            "was trained. Compose the text on the client (unicodedata.normalize(\"NFC\", text)), or fine-tune "
-            "again with --unicode-normalization NFC")
 
 
 # The flags that set one of a kind's settings (`bert_keras.families`), by setting.

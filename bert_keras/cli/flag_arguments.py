@@ -57,6 +57,25 @@ def refuse_tokenizer_flags(args):
                            "was trained (as its directory records); leave them out")
 
 
+def refuse_other_normalization(given, record, directory, reads="it tokenizes as it was trained"):
+    """`--unicode-normalization` (`given`: "NFC" / "none" / None) other than the one the fine-tuned model
+    `record` (read from `directory`) was trained with: an error naming both, for every command that reads
+    such a model (`tokenize --init DIR`, `export --model DIR`; `finetune --init DIR` refuses it in
+    `check_same_tokenization`). NFC changes more than decomposed Hangul (CJK compatibility ideographs,
+    U+F900-U+FAFF, become unified ones; U+212B ANGSTROM SIGN becomes Å), text the model was trained to read
+    as it was; and a model trained on composed text reads decomposed Hangul as [UNK] without it."""
+    from bert_keras.cli.main import CommandError
+    from pipelines.tokenizer.composition import checked_unicode_normalization
+
+    if given is None or checked_unicode_normalization(given) == record.unicode_normalization:
+        return
+    fix = ("compose the text first (unicodedata.normalize(\"NFC\", text)), or fine-tune again with "
+           "--unicode-normalization NFC" if record.unicode_normalization is None else
+           "leave the flag out: the model composes every text (NFC), as in training")
+    raise CommandError(f"--unicode-normalization {given}: {directory} was fine-tuned with "
+                       f"unicode_normalization={record.unicode_normalization or 'none'}, and {reads}; {fix}")
+
+
 def add_window_options(parser, *, squad=False, default="a text is its first window", model_defaults=False):
     """`--max-length N` and `--stride N`: a long text read in windows, as `from_pretrained(max_length=,
     stride=)` in Python (classification, NER and embeddings); `squad`: the command also reads SQuAD,

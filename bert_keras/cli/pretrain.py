@@ -9,7 +9,7 @@ import os
 import sys
 import time
 
-from bert_keras.cli.flag_arguments import add_case_options, given_lowercase
+from bert_keras.cli.flag_arguments import add_case_options, add_unicode_normalization_option, given_lowercase
 from pipelines.command_options import add_field_options, add_option, field_values, positive_int
 
 
@@ -35,6 +35,11 @@ def register(subparsers, summary):
     parser.add_argument("--max-chars-per-word", type=positive_int, default=None,
                         help="longer words become [UNK] (default: the vocabulary's recorded limit, else the "
                              "original's 200); --data records written with another limit are refused")
+    add_unicode_normalization_option(parser, help=(
+        "NFC composes an --input corpus before tokenizing (Hangul written decomposed, NFD jamo, reads as [UNK] "
+        "with a Korean vocabulary otherwise), and the run's tokenizer_config.json records it, so the encoder it "
+        "saves composes fine-tuning text too; none reads text as given. Default: what the vocabulary records "
+        "(bert-keras vocab --unicode-normalization), else none; --data records written with another are refused"))
     parser.add_argument("--output-dir", required=True, metavar="DIR", help="where everything is written")
     add_field_options(parser, PretrainingOptions)  # --steps, --config, --init, ... --overwrite
     parser.set_defaults(func=run)
@@ -51,7 +56,7 @@ def run(args):
     result = Pretrainer.pretrain(
         args.output_dir, records=args.data, corpus=args.input, vocab_file=args.vocab,
         lowercase=given_lowercase(args), strip_accents=args.strip_accents,
-        max_input_chars_per_word=args.max_chars_per_word,
+        max_input_chars_per_word=args.max_chars_per_word, unicode_normalization=args.unicode_normalization,
         **field_values(PretrainingOptions, args), verbose=1 if sys.stdout.isatty() else 2, log=print)
     if result.chief:  # multi-worker: the chief reports
         # With --init the vocabulary comes from the checkpoint: what the directory holds says.

@@ -2,7 +2,7 @@
 
 from bert_keras import json_output
 from bert_keras.cli.flag_arguments import (add_case_options, add_unicode_normalization_option, given_lowercase,
-                                           refuse_tokenizer_flags)
+                                           refuse_other_normalization, refuse_tokenizer_flags)
 from pipelines.command_options import add_option, positive_int
 from bert_keras.cli.main import CommandError
 
@@ -28,7 +28,11 @@ def register(subparsers, summary):
                                         "vocabulary's tokenizer_config.json says, else as its tokens show)")
     add_option(parser, "--tokenizer", "--backend", choices=["tf_text", "core"], default="tf_text",
                help="tokenizer backend (identical output; default tf_text)")
-    add_unicode_normalization_option(parser)
+    add_unicode_normalization_option(parser, help=(
+        "NFC composes every text before tokenizing (Hangul written decomposed, NFD jamo, reads as [UNK] with a "
+        "Korean vocabulary otherwise); none reads text as given. Default: what the vocabulary records (bert-keras "
+        "vocab --unicode-normalization), else none. A fine-tuned model (--init DIR) keeps the one it was trained "
+        "with: another is refused"))
     parser.add_argument("--pair", metavar="TEXT_B", help="second segment: show the packed [CLS] A [SEP] B [SEP] input")
     # At least 1 (the packer asks 3): `--seq-length 0` was taken for "not given" and ignored.
     add_option(parser, "--seq-length", "--max-seq-length", type=positive_int, default=None,
@@ -69,9 +73,10 @@ def _tokenizer(args):
         # show the tokenization its model was trained with, as `attention`/`embed --init DIR` use.
         refuse_tokenizer_flags(args)
         record = read_finetuned(args.init, load_model=False)
+        refuse_other_normalization(args.unicode_normalization, record, args.init)
         from pipelines import BertTokenizer
 
-        options.setdefault("unicode_normalization", record.unicode_normalization)
+        options["unicode_normalization"] = record.unicode_normalization
         return BertTokenizer(record.vocab_file, lowercase=record.lowercase, strip_accents=record.strip_accents,
                              pre_tokenizer=record.pre_tokenizer, added_tokens=record.added_tokens, **options,
                              max_input_chars_per_word=args.max_chars_per_word or record.max_input_chars_per_word)

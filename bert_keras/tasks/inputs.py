@@ -182,6 +182,15 @@ def as_column(values, name):
     return values
 
 
+def check_composition(tokenizer, texts, name, names=None):
+    """Decomposed Hangul (NFD jamo) that the vocabulary of `tokenizer` (a task's) reads as [UNK]: warned
+    once per tokenizer (`pipelines.BertTokenizer.check_composition`), naming `name[i]`, or `names[i]`
+    when given. Every family's texts pass here, however they come: lists (`text_list`), words of a
+    sentence, SQuAD / SWAG examples read from files."""
+    if tokenizer is not None and hasattr(tokenizer, "check_composition"):
+        tokenizer.check_composition(texts, name, names=names)
+
+
 def text_list(texts, name, *, allow_empty=False, tokenizer=None):
     """A list of `str` from a list / tuple / numpy array of strings (bytes are decoded).
 
@@ -208,8 +217,7 @@ def text_list(texts, name, *, allow_empty=False, tokenizer=None):
             raise TaskInputError(f"{name}[{index}]: expected a string, got {type(text).__name__} "
                                  f"({text!r:.40})")
         result.append(text)
-    if tokenizer is not None and hasattr(tokenizer, "check_composition"):
-        tokenizer.check_composition(result, name)  # decomposed Hangul a Korean vocabulary reads as [UNK]
+    check_composition(tokenizer, result, name)
     if not allow_empty:
         note_text_column(name)
         for index in texts_without_token(result, tokenizer):

@@ -9,7 +9,7 @@ import tensorflow as tf
 from bert_keras.families import MultipleChoiceSettings
 from bert_keras.tasks.dataset_inputs import steps_for
 from bert_keras.tasks.inputs import TaskInputError, check_lengths, check_sample_weight, is_tokenized
-from bert_keras.tasks.inputs import label_ids, settings_record, text_list
+from bert_keras.tasks.inputs import check_composition, label_ids, settings_record, text_list
 from bert_keras.tasks.task_batches import in_memory, predicted_outputs, tokenized_dataset
 from bert_keras.tasks.text_task import TextTask
 
@@ -99,6 +99,9 @@ class MultipleChoice(TextTask):
                 y = [e.label for e in x]
             contexts = [e.context for e in x]
             endings = [[f"{e.start} {ending}".strip() for ending in e.endings] for e in x]
+            # examples read from a file (SWAG's CSV): named by file and line
+            check_composition(self.tokenizer, [" ".join([c, *row]) for c, row in zip(contexts, endings)], "x",
+                              names=[e.source or f"x[{i}]" for i, e in enumerate(x)])
         elif isinstance(x, tuple) and len(x) == 2:
             contexts = text_list(x[0], "x[0]", tokenizer=self.tokenizer)
             endings = list(x[1])

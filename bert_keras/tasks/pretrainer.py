@@ -215,6 +215,8 @@ class Pretrainer(BertPretrainer):
             unicode_normalization=self.unicode_normalization)
         if records is not None and self.max_input_chars_per_word is not None:  # as `pretrain` checks them
             check_records_word_limit(records, self.max_input_chars_per_word, None, self.vocab_file, built=True)
+        if records is not None:
+            check_records_normalization(records, self.unicode_normalization, None, self.vocab_file, built=True)
         # What identifies the run in output_dir's run.json, as `pretrain` records it: without it, a
         # fit on another corpus (or batch, length, model...) into a finished run's directory
         # returned that run `already_complete`, untrained, with its metrics. checkpoint_every is
@@ -359,7 +361,7 @@ class Pretrainer(BertPretrainer):
         rules = resolve_tokenizer_settings(vocab_file, lowercase, strip_accents, pre_tokenizer,
                                            max_input_chars_per_word, unicode_normalization)
         lowercase, strip_accents, pre_tokenizer = rules["lowercase"], rules["strip_accents"], rules["pre_tokenizer"]
-        unicode_normalization = rules["unicode_normalization"]
+        given_normalization, unicode_normalization = unicode_normalization, rules["unicode_normalization"]
         added_tokens = tuple(added) or corpus_added_tokens(vocab_file, pre_tokenizer)
         max_chars = rules["max_input_chars_per_word"]
         model_config = None if init else read_config(config, vocab_file)
@@ -374,19 +376,22 @@ class Pretrainer(BertPretrainer):
             added_tokens=added_tokens, unicode_normalization=unicode_normalization)
         if records is not None:
             check_records_word_limit(records, max_chars, max_input_chars_per_word, vocab_file)
+            check_records_normalization(records, unicode_normalization, given_normalization, vocab_file)
 
         def build_model():
             if init:
                 model = cls.from_pretrained(init, vocab_file=given_vocab, lowercase=lowercase,
                                             strip_accents=strip_accents, pre_tokenizer=pre_tokenizer or "none",
-                                            max_input_chars_per_word=max_chars, dtype=policy)
+                                            max_input_chars_per_word=max_chars, dtype=policy,
+                                            unicode_normalization=unicode_normalization or "none")
                 check_seq_length(model.encoder.config, seq_length)
                 check_segments(model.encoder.config)
                 check_vocabulary_size(model.encoder.config, vocab_file)
                 return model
             return cls.from_config(model_config, vocab_file=vocab_file, lowercase=lowercase,
                                    strip_accents=strip_accents, pre_tokenizer=pre_tokenizer or "none",
-                                   max_input_chars_per_word=max_chars, dtype=policy)
+                                   max_input_chars_per_word=max_chars, dtype=policy,
+                                   unicode_normalization=unicode_normalization or "none")
 
         (log or logging.getLogger(__name__).info)(
             f"strategy: {describe(strategy)}; dtype policy {policy}; global batch {batch_size}")
@@ -474,6 +479,43 @@ def check_records_word_limit(records, limit, given, vocab_file, *, built=False):
             f"run's is {limit}: {run}. The encoder it saves would read text with {limit}, not the limit it was "
             f"pretrained on; pass max_input_chars_per_word={written} (--max-chars-per-word {written}), or write the "
             f"records again with {limit}")
+
+
+def check_records_normalization(records, form, given, vocab_file, *, built=False):
+    """A `TaskInputError` naming both forms and the files when `records` were written from text composed
+    otherwise than the run's `form` ("NFC" or None; `given`, else the vocabulary's recorded one): the
+    encoder saved beside the run would read fine-tuning text composed (or not) unlike the text it was
+    pretrained on, and decomposed Hangul as [UNK] where it was pretrained on syllables. `built`: the form
+    is a built pretrainer's (`fit(records=)`)."""
+    from pipelines.pretraining.reader import records_unicode_normalizations
+    from pipelines.tokenizer.tokenizer_config import UNICODE_NORMALIZATION_KEY, tokenizer_config_path
+
+    for source, written in records_unicode_normalizations(records).items():
+        if written == form:
+            continue
+        ours, theirs = form or "none", written or "none"
+        if built:
+            raise TaskInputError(
+                f"records={records!r} were written with unicode_normalization={theirs} ({source}), but the "
+                f"pretrainer's is {ours}, and the encoder it saves would read text with {ours}, not as it was "
+                f"pretrained; build it with unicode_normalization={theirs!r} (Pretrainer.from_config / "
+                f"from_pretrained), or write the records again with {ours} (create-pretraining-data "
+                f"--unicode-normalization {ours})")
+        config = tokenizer_config_path(vocab_file) if vocab_file else None
+        if given is not None:
+            run = "unicode_normalization (--unicode-normalization) was given"
+        elif vocab_file is None:
+            run = "no vocabulary is given (vocab_file=, --vocab), so this run reads text as given"
+        elif form is not None:
+            run = f"the vocabulary records it ({config}: {UNICODE_NORMALIZATION_KEY})"
+        else:
+            run = (f"the vocabulary records none ({config if config and os.path.isfile(config) else vocab_file}), "
+                   "so this run reads text as given")
+        raise TaskInputError(
+            f"records={records!r} (--data) were written with unicode_normalization={theirs} ({source}), but this "
+            f"run's is {ours}: {run}. The encoder it saves would read fine-tuning text with {ours}, not as it was "
+            f"pretrained; pass unicode_normalization={theirs!r} (--unicode-normalization {theirs}), or write the "
+            f"records again with {ours} (create-pretraining-data --unicode-normalization {ours})")
 
 
 def data_shapes(records, seq_length, max_predictions):

@@ -8,7 +8,7 @@ from bert_keras.families import SquadSettings
 from bert_keras.losses.replica_shares import example_mean_on_replicas
 from bert_keras.tasks.dataset_inputs import steps_for
 from bert_keras.tasks.inputs import TaskInputError, check_lengths, check_sample_weight, frame_columns, is_tokenized
-from bert_keras.tasks.inputs import settings_record, text_columns
+from bert_keras.tasks.inputs import check_composition, settings_record, text_columns
 from bert_keras.tasks.task_batches import in_memory, predicted_outputs, tokenized_dataset
 from bert_keras.tasks.text_task import TextTask
 from pipelines.datasets.squad import SquadExample, unanswerable_question
@@ -224,6 +224,7 @@ class SpanQA(TextTask):
                 raise TaskInputError(f"question {unanswerable.id!r} has no answer (a SQuAD v2.0 question), but "
                                      f"this is a SQuAD v1.1 model, which answers every question: "
                                      f"{V1_TRAINS_ANSWERED}")
+            _check_examples_composition(self.tokenizer, x)
             return list(x)
         if isinstance(x, list) and x and all(isinstance(row, (list, tuple)) and len(row) == 2 for row in x):
             x = ([q for q, _ in x], [c for _, c in x])  # (question, context) rows
@@ -446,7 +447,16 @@ class SpanQA(TextTask):
 
         `threshold`, `n_best_size`, `max_answer_length` override the task's settings.
         """
-        return self._decode(list(examples), batch_size, threshold, n_best_size, max_answer_length)
+        examples = list(examples)
+        _check_examples_composition(self.tokenizer, examples)
+        return self._decode(examples, batch_size, threshold, n_best_size, max_answer_length)
+
+
+def _check_examples_composition(tokenizer, examples):
+    """Decomposed Hangul in `SquadExample`s (a SQuAD / KorQuAD file's), named by question id."""
+    for field in ("question", "context"):
+        check_composition(tokenizer, [getattr(e, field) for e in examples], "x",
+                          names=[f"the {field} of question {e.id!r}" for e in examples])
 
 
 def _threshold_of_best_f1(metrics, lowest_null_odds):

@@ -171,7 +171,8 @@ def make_student(teacher, plan, *, dropout=None):
     student = cls(head, vocab_file=text.vocab_file, seq_length=text.seq_length, lowercase=text.lowercase,
                   strip_accents=text.strip_accents, pre_tokenizer=text.pre_tokenizer,
                   max_input_chars_per_word=text.max_input_chars_per_word, added_tokens=text.added_tokens,
-                  labels=labels, settings=settings, training=dict(text.training))
+                  unicode_normalization=text.unicode_normalization, labels=labels, settings=settings,
+                  training=dict(text.training))
     return student
 
 

@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from bert_keras.families import NER_AGGREGATIONS, NerSettings
 from bert_keras.tasks.dataset_inputs import steps_for
-from bert_keras.tasks.inputs import TaskInputError, check_count, check_label_names, check_lengths
+from bert_keras.tasks.inputs import TaskInputError, check_composition, check_count, check_label_names, check_lengths
 from bert_keras.tasks.inputs import check_sample_weight, is_tokenized, label_ids, settings_record, text_list
 from bert_keras.tasks.recipe import is_auto, on_logits
 from bert_keras.tasks.text_task import TextTask
@@ -149,6 +149,7 @@ class TokenClassifier(TextTask):
             # (encode_sentences, as the preprocessor); only a whole text with none is refused.
             words = [text_list(item, f"{name}[{i}]", allow_empty=True) if len(item) else []
                      for i, item in enumerate(x)]
+            check_composition(self.tokenizer, [" ".join(w) for w in words], name)
             spans = [_joined_spans(w) for w in words]
         if y is None:
             tags = [[self.labels[0]] * len(w) for w in words]  # placeholders: prediction needs none

@@ -80,17 +80,46 @@ def records_word_limits(file_pattern: Union[str, Sequence[str]]) -> dict:
     from pipelines.tokenizer.tokenizer_config import ORIGINAL_MAX_CHARS_PER_WORD
 
     limits = {}
-    for path in record_files(file_pattern):
-        prefix = shard_prefix(path)
-        if prefix is None or config_file_name(prefix) in limits or not tf.io.gfile.exists(config_file_name(prefix)):
-            continue
-        settings = _writer_settings(config_file_name(prefix))
+    for source, settings in _writer_configs(file_pattern):
         limit = settings.get("max_input_chars_per_word", ORIGINAL_MAX_CHARS_PER_WORD)
         if type(limit) is not int or limit < 1:
-            raise ValueError(f"{config_file_name(prefix)}: field 'settings.max_input_chars_per_word' must be a "
+            raise ValueError(f"{source}: field 'settings.max_input_chars_per_word' must be a "
                              f"positive integer, got {limit!r}: the file is damaged; write the records again")
-        limits[config_file_name(prefix)] = limit
+        limits[source] = limit
     return limits
+
+
+def records_unicode_normalizations(file_pattern: Union[str, Sequence[str]]) -> dict:
+    """`{PREFIX-config.json: "NFC" or None}`: the Unicode normalization each writer's config beside the
+    records says their text was composed to before tokenizing (None: read as given, the writer leaves
+    that one out). Records without a config (google-research's) are not in it.
+
+    Example:
+
+    >>> records_unicode_normalizations("out/sample-*.tfrecord")  # doctest: +SKIP
+    {'out/sample-config.json': 'NFC'}
+    """
+    from pipelines.tokenizer.composition import checked_unicode_normalization
+
+    forms = {}
+    for source, settings in _writer_configs(file_pattern):
+        try:
+            forms[source] = checked_unicode_normalization(settings.get("unicode_normalization"),
+                                                          f"{source}: field 'settings.unicode_normalization'")
+        except ValueError as error:
+            raise ValueError(f"{error}: the file is damaged; write the records again") from None
+    return forms
+
+
+def _writer_configs(file_pattern):
+    """`(PREFIX-config.json, its settings)` of each writer's config beside the records, once each."""
+    seen = set()
+    for path in record_files(file_pattern):
+        prefix = shard_prefix(path)
+        if prefix is None or config_file_name(prefix) in seen or not tf.io.gfile.exists(config_file_name(prefix)):
+            continue
+        seen.add(config_file_name(prefix))
+        yield config_file_name(prefix), _writer_settings(config_file_name(prefix))
 
 
 def record_files(file_pattern: Union[str, Sequence[str]]) -> list:

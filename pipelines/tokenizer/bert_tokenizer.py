@@ -564,12 +564,13 @@ class BertTokenizer(tf.Module):
         text = tf.strings.reduce_join(tokens, axis=-1, separator=" ")
         return tf.strings.strip(tf.strings.regex_replace(text, " ##", ""))
 
-    def check_composition(self, texts, where="text", first=0):
+    def check_composition(self, texts, where="text", first=0, names=None):
         """Warns, once for the life of this tokenizer, when `texts` (strings or UTF-8 bytes) hold Hangul
         in decomposed form (NFD jamo) that this vocabulary holds only composed, which reads as [UNK]; the
         warning names `unicode_normalization="NFC"`. Eager `tokenize` calls and the tasks' `fit` /
-        `predict` texts are checked (a `tf.data.Dataset` given to `fit` in its one pass of checks, `first`
-        the position of `texts[0]` in it); nothing to say with `unicode_normalization` set or accents stripped.
+        `predict` / `score` texts are checked, of every family (a `tf.data.Dataset` given to `fit` in its one
+        pass of checks, `first` the position of `texts[0]` in it; `names`: one name per text, for texts read
+        from files); nothing to say with `unicode_normalization` set or accents stripped.
 
         >>> tokenizer = BertTokenizer(vocabulary=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "오늘"], strip_accents=False)
         >>> import warnings
@@ -580,7 +581,7 @@ class BertTokenizer(tf.Module):
         True
         """
         if self._note.note is not None:
-            self._note.note.check(texts, where, stacklevel=4, first=first)
+            self._note.note.check(texts, where, stacklevel=4, first=first, names=names)
 
     def _check_eager(self, strings):
         if self._note.note is not None and not self._note.note.warned:

@@ -99,9 +99,10 @@ class DecomposedHangulNote:
         word = text[start:end][:20]
         return _DECOMPOSED_SYLLABLE.sub(lambda m: _compose(*m.groups()), word)
 
-    def check(self, texts, where="text", stacklevel=3, first=0):
+    def check(self, texts, where="text", stacklevel=3, first=0, names=None):
         """Warns (once for the life of this note) when `first_decomposed(texts)` finds one, naming it
-        `where[first + index]` (`first`: the position of `texts[0]` in a longer stream)."""
+        `where[first + index]` (`first`: the position of `texts[0]` in a longer stream), or `names[index]`
+        when given (one name per text: `"train.json: question 'q1'"`, `"swag.csv:2"`)."""
         if self.warned:
             return
         found = self.first_decomposed(texts)
@@ -109,13 +110,15 @@ class DecomposedHangulNote:
             return
         self.warned = True
         index, word = found
-        index += first
+        name = names[index] if names is not None else f"{where}[{index + first}]"
         warnings.warn(
-            f"{where}[{index}] holds Hangul in decomposed form (NFD conjoining jamo, as macOS file names and some "
+            f"{name} holds Hangul in decomposed form (NFD conjoining jamo, as macOS file names and some "
             f"web pages write it: {word!r} composed); this vocabulary holds the composed syllables, not the jamo, "
-            "so such words read as [UNK]. Pass unicode_normalization=\"NFC\" (bert-keras: --unicode-normalization "
-            "NFC) to compose every text before tokenizing, or compose the text yourself: "
-            "unicodedata.normalize(\"NFC\", text). (Warned once per tokenizer.)", stacklevel=stacklevel)
+            "so such words read as [UNK]. Compose the text: unicodedata.normalize(\"NFC\", text); or build the "
+            "tokenizer or fine-tune the model with unicode_normalization=\"NFC\" (bert-keras finetune, tokenize, "
+            "pretrain, vocab: --unicode-normalization NFC), which composes every text before tokenizing, in its "
+            "export too (a fine-tuned model keeps the setting it was trained with). (Warned once per tokenizer.)",
+            stacklevel=stacklevel)
 
 
 class NfcStep:

@@ -302,7 +302,8 @@ def resolve_tokenizer_settings(vocab_file, lowercase=None, strip_accents=None, p
     limit is the given one, else the recorded one (`MAX_CHARS_KEY`, HF's `tokenizer.json`, 100 in an HF
     directory), else the original's 200; with `lowercase` and `pre_tokenizer` both given, only the limit
     is read from the recorded rules (the rest of the file is not checked). The Unicode normalization is
-    the given one (`"none"`: text read as given), else the recorded one (`UNICODE_NORMALIZATION_KEY`), else None.
+    the given one (`"none"`: text read as given, with a warning naming the file when it records one), else the
+    recorded one (`UNICODE_NORMALIZATION_KEY`), else None.
     """
     whole = pre_tokenizer is None or lowercase is None
     if whole:
@@ -319,6 +320,9 @@ def resolve_tokenizer_settings(vocab_file, lowercase=None, strip_accents=None, p
         from pipelines.tokenizer.composition import checked_unicode_normalization
 
         form = checked_unicode_normalization(unicode_normalization)
+        if form is None:  # "none" over a vocabulary whose text was composed: said, never silent
+            _warn_normalization_turned_off(vocab_file, (recorded if whole else _recorded_normalization(vocab_file))
+                                           .get("unicode_normalization"))
     if lowercase is None:  # the checkpoint's casing, whatever is said of accents
         guessed = "lowercase" not in recorded
         lowercase = not vocabulary_is_cased(vocab_file) if guessed else recorded["lowercase"]
@@ -328,6 +332,22 @@ def resolve_tokenizer_settings(vocab_file, lowercase=None, strip_accents=None, p
             strip_accents = False  # stripped, its tokens (Hangul syllables) would never be matched
     return {"lowercase": bool(lowercase), "strip_accents": strip_accents, "pre_tokenizer": analyzer,
             "max_input_chars_per_word": max_input_chars_per_word, "unicode_normalization": form}
+
+
+
+def _warn_normalization_turned_off(vocab_file, recorded_form):
+    """Warns that `unicode_normalization="none"` turns off the form `vocab_file`'s rules record (when
+    they record one): the vocabulary was learned on composed text, and a model on it reads decomposed
+    Hangul as [UNK] without it. Named by file and key, once per call site (Python's default filter)."""
+    if recorded_form is None:
+        return
+    from pipelines.tensorflow_logs import caller_stacklevel
+
+    warnings.warn(
+        f"unicode_normalization=\"none\" (--unicode-normalization none): {tokenizer_config_path(vocab_file)} "
+        f"records {UNICODE_NORMALIZATION_KEY}: {recorded_form!r}, the form this vocabulary's text is composed to; "
+        f"text is now read as given, not composed, so decomposed Hangul (NFD jamo) reads as [UNK]. Leave it out "
+        f"to compose as the vocabulary records", stacklevel=caller_stacklevel())
 
 
 def vocabulary_is_cased(vocab_file):

@@ -221,7 +221,9 @@ def learn_vocabulary(inputs, output, *, lowercase: bool = True, strip_accents: O
         # scrapers write Hangul; the tokenizer, as BERT's and HF's, does not compose it.
         log(f"note: {jamo:.0%} of the words hold decomposed Hangul (conjoining jamo, Unicode NFD), which the "
             "tokenizer keeps as written: the vocabulary holds jamo, and composed Hangul (NFC, as Korean text "
-            "is usually written) will read as [UNK]. Compose the corpus first: python3 -c \"import sys, "
+            "is usually written) will read as [UNK]. Learn it with --unicode-normalization NFC (Python: "
+            "unicode_normalization=\"NFC\"), which the vocabulary records so that every later step composes its "
+            "text too, or compose the corpus first: python3 -c \"import sys, "
             "unicodedata; sys.stdout.write(unicodedata.normalize('NFC', sys.stdin.read()))\" < IN > OUT")
     tokens = build_vocabulary(counts, vocab_size=settings.size, reserved_tokens=reserved,
                               character_coverage=settings.character_coverage, max_input_tokens=max_input_tokens)

@@ -40,7 +40,7 @@ USED_BY = {
     # the word length limit: longer words are one [UNK] (max_input_chars_per_word= in Python)
     "--max-chars-per-word": {"tokenize", "pretrain", "create-pretraining-data"},
     # texts composed (NFC) before tokenizing (unicode_normalization= in Python)
-    "--unicode-normalization": {"finetune", "tokenize"},
+    "--unicode-normalization": {"finetune", "tokenize", "vocab", "export", "create-pretraining-data", "pretrain"},
     # tokens per sequence, [CLS]/[SEP] included
     "--seq-length": {"finetune", "pretrain", "embed", "attention", "tokenize", "export",
                      "create-pretraining-data", "quickstart"},

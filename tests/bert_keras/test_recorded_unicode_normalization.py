@@ -40,7 +40,8 @@ def test_vocab_records_nfc_and_learns_syllables_from_a_decomposed_corpus(tmp_pat
     corpus.write_text("\n".join(nfd(TEXTS[:300])) + "\n", encoding="utf-8")
     common = ["vocab", str(corpus), "--size", "400", "--no-strip-accents", "--character-coverage", "0.9995"]
     assert main(common + ["-o", str(tmp_path / "plain" / "vocab.txt")]) == 0
-    assert "decomposed Hangul" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "decomposed Hangul" in out and "Learn it with --unicode-normalization NFC" in out, out
     plain = open(tmp_path / "plain" / "vocab.txt", encoding="utf-8").read().splitlines()
     assert "\u110b" in plain and "오" not in plain  # jamo, no syllable
     assert UNICODE_NORMALIZATION_KEY not in json.load(open(tmp_path / "plain" / "tokenizer_config.json"))
@@ -256,3 +257,291 @@ def test_fit_on_a_dataset_warns_of_decomposed_hangul_in_its_one_pass_of_checks(n
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         composing.fit(rows, epochs=1, batch_size=2, verbose=0)
+
+
+def test_tokenize_a_fine_tuned_model_refuses_another_normalization(nfc_checkpoint, tmp_path, capsys):
+    """`bert-keras tokenize --init DIR --unicode-normalization none` of a model fine-tuned with NFC tokenized
+    NFD text into [UNK]s, unlike the model, without a word: now refused naming both values, as `export
+    --model` does (its own value is accepted); a model fine-tuned without NFC refuses NFC."""
+    from bert_keras.cli.main import main
+    from bert_keras.tasks import TextClassifier
+
+    directory = TextClassifier.from_pretrained(f"hf:{nfc_checkpoint}", labels=["neg", "pos"], seq_length=32).save(
+        str(tmp_path / "model"))
+    text = nfd(TEXTS[:1])[0]
+    capsys.readouterr()
+    assert main(["tokenize", "--init", directory, "--json", text]) == 0
+    ids = [token["id"] for token in json.loads(capsys.readouterr().out)["tokens"]]
+    assert 1 not in ids  # [UNK]: the text is composed, as the model reads it
+    assert main(["tokenize", "--init", directory, "--json", "--unicode-normalization", "NFC", text]) == 0
+    assert [token["id"] for token in json.loads(capsys.readouterr().out)["tokens"]] == ids
+    assert main(["tokenize", "--init", directory, "--unicode-normalization", "none", text]) != 0
+    error = capsys.readouterr().err
+    assert f"--unicode-normalization none: {directory} was fine-tuned with unicode_normalization=NFC" in error, error
+    assert "leave the flag out" in error
+
+    plain = tmp_path / "plain"
+    save_pretrained(__import__("bert_keras.checkpoints", fromlist=["load_pretrained"]).load_pretrained(
+        f"hf:{nfc_checkpoint}"), f"hf:{plain}", vocab_file=KOELECTRA,
+        tokenizer_settings={"lowercase": True, "strip_accents": False})
+    other = TextClassifier.from_pretrained(f"hf:{plain}", labels=["neg", "pos"], seq_length=32).save(
+        str(tmp_path / "plain_model"))
+    assert main(["tokenize", "--init", other, "--unicode-normalization", "NFC", text]) != 0
+    error = capsys.readouterr().err
+    assert "was fine-tuned with unicode_normalization=none" in error and "unicodedata.normalize" in error, error
+
+
+def test_turning_off_a_recorded_normalization_is_warned_naming_the_file(nfc_checkpoint, tmp_path, capsys):
+    """`unicode_normalization="none"` (`--unicode-normalization none`) over a vocabulary that records NFC read
+    decomposed Hangul as [UNK] without a word: it still turns it off, with a warning naming the file and key;
+    a vocabulary that records none, or a call that leaves it out, says nothing."""
+    import warnings
+
+    from bert_keras.cli.main import main
+
+    vocab = _nfc_vocab(str(tmp_path / "v"))
+    with pytest.warns(UserWarning, match=r"tokenizer_config.json records bert_keras_unicode_normalization: 'NFC'") \
+            as caught:
+        assert resolve_tokenizer_settings(vocab, unicode_normalization="none")["unicode_normalization"] is None
+    assert str(tmp_path / "v" / "tokenizer_config.json") in str(caught[0].message)
+    assert caught[0].filename == __file__  # the caller's line
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert resolve_tokenizer_settings(vocab)["unicode_normalization"] == "NFC"
+        assert resolve_tokenizer_settings(KOELECTRA, unicode_normalization="none")["unicode_normalization"] is None
+
+    text = nfd(TEXTS[:1])[0]
+    capsys.readouterr()
+    with pytest.warns(UserWarning, match=r"unicode_normalization=\"none\" \(--unicode-normalization none\): .*"
+                                         r"nfc\S*/bert/tokenizer_config.json records"):
+        assert main(["tokenize", "--init", f"hf:{nfc_checkpoint}", "--unicode-normalization", "none", text]) == 0
+    assert "[UNK]" in capsys.readouterr().out
+
+
+def test_a_cached_copy_of_an_hf_vocabulary_keeps_the_recorded_normalization(nfc_checkpoint, tmp_path, monkeypatch):
+    """An HF directory whose vocabulary is read through a copy in the user cache (transformers 4's
+    `added_tokens.json` past vocab.txt; transformers 5's `tokenizer.json` without vocab.txt) dropped the
+    recorded NFC from the copy's rules: the tokenizer and tasks of that directory read NFD text as [UNK].
+    The copy keeps it now, under a name of its own (a copy written before is not reused)."""
+    import shutil
+    import warnings
+
+    from bert_keras.checkpoints import load_tokenizer
+    from bert_keras.checkpoints.hf import vocabulary_from_tokenizer_json, vocabulary_with_added_tokens
+
+    monkeypatch.setenv("BERT_KERAS_CACHE", str(tmp_path / "cache"))
+    tokens = open(KOELECTRA, encoding="utf-8").read().splitlines()
+    added = tmp_path / "added"
+    shutil.copytree(nfc_checkpoint, added)
+    (added / "added_tokens.json").write_text(json.dumps({"[E1]": len(tokens)}))
+    only_json = tmp_path / "only_json"
+    shutil.copytree(nfc_checkpoint, only_json)
+    (only_json / "vocab.txt").unlink()
+    (only_json / "tokenizer.json").write_text(json.dumps({
+        "version": "1.0", "added_tokens": [],
+        "normalizer": {"type": "BertNormalizer", "lowercase": True, "strip_accents": False},
+        "model": {"type": "WordPiece", "unk_token": "[UNK]", "continuing_subword_prefix": "##",
+                  "vocab": {token: i for i, token in enumerate(tokens)}}}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the added token's note
+        copies = [vocabulary_with_added_tokens(str(added)), vocabulary_from_tokenizer_json(str(only_json))]
+        tokenizers = [load_tokenizer(f"hf:{added}"), load_tokenizer(f"hf:{only_json}")]
+    for copy, tokenizer in zip(copies, tokenizers):
+        assert read_tokenizer_settings(copy)["unicode_normalization"] == "NFC", copy
+        assert tokenizer.unicode_normalization == "NFC"
+        assert tokenizer.tokenize(nfd(TEXTS[:3])).to_list() == tokenizer.tokenize(TEXTS[:3]).to_list()
+
+
+def test_a_keras_hub_preset_records_the_normalization(nfc_checkpoint, tmp_path):
+    """`save_pretrained(encoder, "keras-hub:DIR")` / `convert ... keras-hub:DIR` of a vocabulary that records
+    NFC wrote the preset's tokenizer_config.json without it (hf:, tf1: and .keras kept it): `load_tokenizer`
+    of the preset read NFD Hangul as [UNK]. It is recorded now, with a warning that keras-hub's own
+    tokenizer does not compose."""
+    pytest.importorskip("keras_hub")
+    from bert_keras.checkpoints import load_pretrained, load_tokenizer
+
+    encoder = load_pretrained(f"hf:{nfc_checkpoint}")
+    with pytest.warns(UserWarning, match="keras-hub's BertTokenizer does not do"):
+        save_pretrained(encoder, f"keras-hub:{tmp_path / 'preset'}",
+                        vocab_file=os.path.join(nfc_checkpoint, "vocab.txt"))
+    tokenizer = load_tokenizer(f"keras-hub:{tmp_path / 'preset'}")
+    assert tokenizer.unicode_normalization == "NFC"
+    assert tokenizer.tokenize(nfd(TEXTS[:3])).to_list() == tokenizer.tokenize(TEXTS[:3]).to_list()
+
+
+
+def _nfc_records(tmp_path, capsys):
+    """Records of an NFD corpus written composed (`--unicode-normalization NFC`) with a vocabulary that records
+    none: `(prefix, vocab, config, config file, the printed next: line)`."""
+    from bert_keras.cli.main import main
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(unicodedata.normalize("NFD", "\n".join(TEXTS[:30]) + "\n\n" + "\n".join(TEXTS[30:60]) + "\n"),
+                      encoding="utf-8")
+    vocab = str(tmp_path / "plain" / "vocab.txt")
+    os.makedirs(os.path.dirname(vocab))
+    with open(KOELECTRA, "rb") as source, open(vocab, "wb") as target:
+        target.write(source.read())
+    write_tokenizer_settings(vocab, lowercase=True, strip_accents=False)
+    prefix = str(tmp_path / "nfc")
+    capsys.readouterr()
+    assert main(["create-pretraining-data", "--input", str(corpus), "--vocab", vocab, "--output-prefix", prefix,
+                 "--seq-length", "32", "--max-predictions", "4", "--num_output_shards", "1", "--dupe-factor", "1",
+                 "--unicode-normalization", "NFC"]) == 0
+    next_line = [line for line in capsys.readouterr().out.splitlines() if line.startswith("next:")][0]
+    config = BertConfig(vocab_size=sum(1 for _ in open(KOELECTRA, encoding="utf-8")), hidden_size=32,
+                        num_layers=1, num_heads=2, intermediate_size=37, max_position_embeddings=64)
+    config_file = str(tmp_path / "config.json")
+    config.to_json(config_file)
+    return prefix, vocab, config, config_file, next_line
+
+
+def test_pretraining_on_records_composed_otherwise_is_refused_naming_both_forms(tmp_path, capsys):
+    """`Pretrainer.pretrain(records=)` (`pretrain --data`) on records written from composed text with a
+    vocabulary that records none saved an encoder that reads text as given, unlike its pretraining text,
+    without a word: refused before any model is built, naming both forms and the files; so is
+    `Pretrainer.fit(records=)`; `unicode_normalization="NFC"` trains and records it."""
+    from bert_keras.tasks import Pretrainer
+    from bert_keras.tasks.inputs import TaskInputError
+
+    prefix, vocab, config, config_file, _ = _nfc_records(tmp_path, capsys)
+    records = f"{prefix}-*.tfrecord"
+    common = dict(steps=1, records=records, config=config_file, vocab_file=vocab, batch_size=2, strategy="default")
+    with pytest.raises(TaskInputError) as raised:
+        Pretrainer.pretrain(str(tmp_path / "refused"), **common)
+    assert f"were written with unicode_normalization=NFC ({prefix}-config.json), but this run's is none: the " \
+           f"vocabulary records none ({tmp_path / 'plain' / 'tokenizer_config.json'})" in str(raised.value)
+    assert "unicode_normalization='NFC' (--unicode-normalization NFC)" in str(raised.value)
+    assert not os.path.exists(tmp_path / "refused" / "encoder.keras")
+    with pytest.raises(TaskInputError, match=r"were written with unicode_normalization=NFC .*but the pretrainer's "
+                                             r"is none"):
+        Pretrainer.from_config(config, vocab_file=vocab).fit(records=records, steps=1, batch_size=2,
+                                                             output_dir=str(tmp_path / "fit"))
+    Pretrainer.pretrain(str(tmp_path / "run"), unicode_normalization="NFC", **common)
+    with open(tmp_path / "run" / "tokenizer_config.json", encoding="utf-8") as f:
+        assert json.load(f)[UNICODE_NORMALIZATION_KEY] == "NFC"
+
+
+def test_pretrain_takes_the_normalization_flag_that_create_pretraining_data_prints(tmp_path, capsys):
+    """`bert-keras pretrain` had no `--unicode-normalization` (vocab, create-pretraining-data, finetune and
+    tokenize have it): a vocabulary that records none (a downloaded one) could not compose an NFD corpus, nor
+    read records written composed. The flag is there now, and the `next:` line of create-pretraining-data
+    holds it when the records' form is not the vocabulary's."""
+    from bert_keras.cli.main import main
+
+    prefix, vocab, _, config_file, next_line = _nfc_records(tmp_path, capsys)
+    assert "--unicode-normalization NFC" in next_line
+    common = ["pretrain", "--data", f"{prefix}-*.tfrecord", "--vocab", vocab, "--config", config_file, "--steps", "1",
+              "--batch-size", "2", "--strategy", "default"]
+    assert main(common + ["--output-dir", str(tmp_path / "refused")]) != 0
+    assert "--unicode-normalization NFC" in capsys.readouterr().err
+    assert main(common + ["--output-dir", str(tmp_path / "run"), "--unicode-normalization", "NFC"]) == 0
+    with open(tmp_path / "run" / "tokenizer_config.json", encoding="utf-8") as f:
+        assert json.load(f)[UNICODE_NORMALIZATION_KEY] == "NFC"
+
+
+def test_every_family_warns_of_decomposed_hangul_however_its_texts_come(nfc_checkpoint, tmp_path):
+    """The NFD-Hangul warning named the text only where texts came as lists: a tagger's sentences given as
+    words (CoNLL files, `finetune --task conll`) and SQuAD / KorQuAD examples read from a file (`finetune /
+    evaluate --task squad`) were named 'text[0]' (of an internal tokenizer batch) by the eager tokenizer, and
+    SWAG examples read from its CSV read NFD text as [UNK] without a word. Each now warns once, naming the
+    sentence, the question id or the file and line; the composing checkpoint says nothing."""
+    import csv
+    import warnings
+
+    from bert_keras.checkpoints import load_pretrained
+    from bert_keras.tasks import MultipleChoice, SpanQA, TokenClassifier
+    from pipelines.datasets.squad import read_squad_json
+    from pipelines.datasets.swag import read_swag_csv
+
+    plain = tmp_path / "plain"
+    save_pretrained(load_pretrained(f"hf:{nfc_checkpoint}"), f"hf:{plain}", vocab_file=KOELECTRA,
+                    tokenizer_settings={"lowercase": True, "strip_accents": False})
+    sentences = [text.split() for text in nfd(TEXTS[:3])]
+    tagger = TokenClassifier.from_pretrained(f"hf:{plain}", labels=["O", "B-X"], seq_length=32)
+    with pytest.warns(UserWarning, match=r"^x\[0\] holds Hangul in decomposed form"):
+        tagger.predict(sentences)
+
+    with open(os.path.join(DATA, "korquad", "KorQuAD_v1.0_dev-excerpt.json"), encoding="utf-8") as f:
+        squad = json.load(f)
+    paragraph = squad["data"][0]["paragraphs"][0]
+    questions = [dict(qa, question=unicodedata.normalize("NFD", qa["question"])) for qa in paragraph["qas"][:2]]
+    squad["data"] = [{"title": "t", "paragraphs": [{"context": paragraph["context"], "qas": questions}]}]
+    path = tmp_path / "korquad_nfd.json"  # questions decomposed (the contexts' answer offsets stay)
+    path.write_text(json.dumps(squad, ensure_ascii=False), encoding="utf-8")
+    examples = read_squad_json(str(path), is_training=False)
+    qa = SpanQA.from_pretrained(f"hf:{plain}", seq_length=64, max_query_length=16)
+    with pytest.warns(UserWarning, match=rf"^the question of question {examples[0].id!r} holds Hangul in decomposed"):
+        qa.predict_squad(examples)
+    scoring = SpanQA.from_pretrained(f"hf:{plain}", seq_length=64, max_query_length=16)  # `evaluate`'s path
+    with pytest.warns(UserWarning, match=rf"^the question of question {examples[0].id!r} holds Hangul in decomposed"):
+        scoring.score(examples)
+
+    rows = [["", "video-id", "fold-ind", "startphrase", "sent1", "sent2", "gold-source", "ending0", "ending1",
+             "ending2", "ending3", "label"]]
+    rows += [[str(i), "v", "0", "", TEXTS[i], "", "gold", *(nfd(TEXTS[i + 1:i + 5]) if i else TEXTS[i + 1:i + 5]), "0"]
+             for i in range(2)]
+    with open(tmp_path / "swag.csv", "w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows(rows)
+    choices = MultipleChoice.from_pretrained(f"hf:{plain}", num_choices=4, seq_length=32)
+    with pytest.warns(UserWarning, match=r"swag.csv:3 holds Hangul in decomposed form"):
+        choices.predict(read_swag_csv(str(tmp_path / "swag.csv")))
+
+    composing = TokenClassifier.from_pretrained(f"hf:{nfc_checkpoint}", labels=["O", "B-X"], seq_length=32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        composing.predict(sentences)
+
+
+def test_a_student_composes_as_its_teacher(nfc_checkpoint):
+    """`distill`'s student was built with the teacher's vocabulary, casing, analyzer and limit but not its
+    unicode_normalization: the student of a teacher fine-tuned with NFC read NFD text as [UNK], and so did
+    its saved model and export. It keeps the teacher's now."""
+    from bert_keras.tasks import TextClassifier
+    from bert_keras.tasks.student import make_student, plan_student
+
+    teacher = TextClassifier.from_pretrained(f"hf:{nfc_checkpoint}", labels=["neg", "pos"], seq_length=32)
+    assert teacher.tokenizer.unicode_normalization == "NFC"
+    student = make_student(teacher, plan_student(teacher, layers=1))
+    assert student.tokenizer.unicode_normalization == "NFC"
+    assert student._record.unicode_normalization == "NFC"
+    np.testing.assert_allclose(student.predict(nfd(TEXTS[:4])), student.predict(TEXTS[:4]), atol=1e-6)
+
+
+def test_converting_a_fine_tuned_model_keeps_its_normalization(nfc_checkpoint, tmp_path):
+    """`bert-keras convert DIR hf:OUT` (`convert_finetuned`) of a model fine-tuned with NFC wrote its casing,
+    analyzer and limit beside the vocabulary but not the normalization: the converted model read NFD text
+    as [UNK] in this library. Recorded now, in hf: and .keras alike."""
+    from bert_keras.checkpoints import load_tokenizer
+    from bert_keras.finetuned_model import convert_finetuned
+    from bert_keras.tasks import TextClassifier
+
+    directory = TextClassifier.from_pretrained(f"hf:{nfc_checkpoint}", labels=["neg", "pos"], seq_length=32).save(
+        str(tmp_path / "model"))
+    convert_finetuned(directory, f"hf:{tmp_path / 'hf'}")
+    with open(tmp_path / "hf" / "tokenizer_config.json", encoding="utf-8") as f:
+        assert json.load(f)[UNICODE_NORMALIZATION_KEY] == "NFC"
+    assert load_tokenizer(f"hf:{tmp_path / 'hf'}").unicode_normalization == "NFC"
+    with pytest.warns(UserWarning, match="the encoder is written alone"):
+        convert_finetuned(directory, str(tmp_path / "encoder.keras"), strict=False)
+    assert load_tokenizer(str(tmp_path / "encoder.keras")).unicode_normalization == "NFC"
+
+
+def test_the_decomposed_hangul_warning_names_fixes_that_exist(tmp_path):
+    """The warning told every reader to pass `--unicode-normalization NFC`, also under `bert-keras predict /
+    evaluate --model DIR`, which have no such flag, and for a fine-tuned model, which refuses another form:
+    it now names composing the text first, and the commands that take the flag (each does)."""
+    import re
+
+    from bert_keras.cli.main import build_parser
+    from pipelines import BertTokenizer
+
+    tokenizer = BertTokenizer(KOELECTRA, lowercase=True, strip_accents=False)
+    with pytest.warns(UserWarning) as caught:
+        tokenizer.check_composition(nfd(TEXTS[:1]), "x")
+    message = str(caught[0].message)
+    assert 'unicodedata.normalize("NFC", text)' in message and "a fine-tuned model keeps the setting" in message
+    named = re.search(r"bert-keras ([a-z, -]+): --unicode-normalization NFC", message).group(1).split(", ")
+    action = next(a for a in build_parser()._actions if hasattr(a, "choices") and isinstance(a.choices, dict))
+    for command in named:
+        assert "--unicode-normalization" in action.choices[command]._option_string_actions, command
