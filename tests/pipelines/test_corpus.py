@@ -227,6 +227,28 @@ def test_a_cr_inside_a_line_stops_the_streaming_readers_naming_file_and_line(tmp
         corpus_lib.check_text_files(wide)
 
 
+@pytest.mark.parametrize("block_bytes", [1 << 20, 3])
+def test_a_corpus_on_another_file_system_keeps_its_carriage_returns(tmp_path, monkeypatch, block_bytes):
+    """A `gs://` corpus was read with GFile's line iterator, which drops every CR: 'One a.\rTwo a.'
+    was the one sentence 'One a.Two a.' where a local copy read two, and the strict pass saw no CR to
+    refuse → files on other file systems are cut at LF here, their CRs kept (`file://` is the same
+    code path as `gs://`, a local file through tf.io.gfile)."""
+    monkeypatch.setattr(corpus_lib, "_BLOCK_BYTES", block_bytes)  # lines across blocks too
+    data = b"One a.\rTwo a.\r\rOne b.\r\nTwo b.\r\r\n\nOne c.\nTwo c."
+    local = write(tmp_path / "mixed.txt", data)
+    remote = "file://" + local
+    assert corpus_lib.list_files(remote) == [remote]
+    expected = [["One a.", "Two a."], ["One b.", "Two b."], ["One c.", "Two c."]]
+    assert list(read_corpus(local).documents()) == expected
+    assert list(read_corpus(remote).documents()) == expected
+    assert list(corpus_lib._lf_chunks(remote)) == list(corpus_lib._lf_chunks(local))
+    for path in (local, remote):
+        with pytest.raises(CorpusError, match=r"mixed.txt, line 1: a carriage return"):
+            corpus_lib.check_text_files(path)
+    crlf = write(tmp_path / "crlf.txt", b"One a.\r\nTwo a.\r\n")
+    assert corpus_lib.check_text_files("file://" + crlf) == corpus_lib.check_text_files(crlf) == 2
+
+
 def test_a_compressed_corpus_is_named_as_such_not_told_to_convert_from_cp1252(tmp_path):
     """A bzip2 / xz / zip corpus (its first line valid UTF-8: "BZh91AY&SY") was told only to convert
     its bytes from cp1252, and a gzip one that too, after "gunzip it first" → what the file is and
