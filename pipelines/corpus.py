@@ -16,7 +16,8 @@ Rules the readers share, whatever the layout:
 
 - Every file starts a new document (the original let a document run on into
   the next file when no blank line separated them).
-- A line ends at LF, CRLF or a lone CR (`file_lines`), as `open()` reads text.
+- A line ends at LF, CRLF or a lone CR, the CRs before an LF with it (`file_lines`), as every
+  reader of a text file here reads it (`pipelines.datasets.text_files.LINE_END`).
   TensorFlow's `TextLineDataset` (`file_documents`, the vocabulary's word
   counts) drops a CR instead, joining two words: `check_text_files`, the
   strict pass before those, refuses a CR inside a line, naming file and line.
@@ -431,9 +432,11 @@ def _raw_lines(path: str) -> Iterator[bytes]:
 
 def file_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
     r"""The lines of a file, without their ends, from its LF-ended chunks (iterating a binary file):
-    LF and CRLF end a line, and so does a lone CR, as `open()` reads text (classic Mac files, some
-    exports). A file of CR line ends was one line: its sentences one, its documents one, cut at
-    the sequence length when instances were built. CRs before an LF are dropped, as before.
+    LF and CRLF end a line, and so does a lone CR (classic Mac files, some exports): a file of CR
+    line ends was one line, its sentences one, its documents one, cut at the sequence length when
+    instances were built. The CRs before an LF end the line with it ("\r\r\n", Windows' text mode
+    applied twice, is one end, not a line and a blank one that would end a document): the rule of
+    every reader (`pipelines.datasets.text_files.LINE_END`).
 
     >>> list(file_lines([b"One.\rTwo.\r\rThree.\r\n", b"Four.\r\r\n"]))
     [b'One.', b'Two.', b'', b'Three.', b'Four.']

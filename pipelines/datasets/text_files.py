@@ -41,11 +41,11 @@ import codecs
 import contextlib
 import csv
 import dataclasses
-import io
 import json
 import logging
 import math
 import os
+import re
 from typing import Optional, Union
 
 import tensorflow as tf
@@ -135,7 +135,7 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
                             "file_format=)")
     if file_format == "jsonl":
         _refuse_squad_file(text, path)
-    f = io.StringIO(text, newline="")
+    f = text_lines(text, keepends=True)  # lines as every reader numbers them (`LINE_END`)
     rows, blank = (_jsonl_rows if file_format == "jsonl" else _table_rows)(f, path, file_format)
     if not rows:
         raise TextFileError(f"{path}: the file is empty (no examples).")
@@ -249,18 +249,49 @@ def nul_message(name, text, offset):
             "(tr -d '\\000' < FILE > FILE.clean).")
 
 
-def line_position(text, offset):
-    r"""`(line, start)`: the line (from 1) of `text` (a str or bytes) that `offset` is in, and the
-    offset its line starts at. Lines end as `open()` and `--input FILE` read them: at LF, CRLF or a
-    lone CR (counting LF alone named line 1 for every byte of a file of CR line ends).
+# Where a line ends, for every reader of a text file and every message that names a line (task files,
+# STS, SWAG, CoNLL, corpora: `pipelines.corpus.file_lines`, `--input` texts): at LF, CRLF or a lone CR,
+# the CRs right before an LF ending the line with it. Python's universal newlines read "\r\r\n" (Python
+# on Windows writing "\r\n" in text mode) as a line and a blank one: each CoNLL word a sentence, each
+# corpus sentence a document, blank rows and lines numbered twice as far, where TensorFlow's line readers
+# see one line end.
+LINE_END = re.compile(r"\r*\n|\r")
+_LINE_END_BYTES = re.compile(rb"\r*\n|\r")
+
+
+def text_lines(text, keepends=False):
+    r"""The lines of `text` as every reader here splits them (`LINE_END`); the end of the last line
+    is optional, as in `str.splitlines` (which also ends lines at \v, \f, \x1c-\x1e, \x85, U+2028 and U+2029,
+    characters of a line here).
 
     Example:
-        >>> line_position("a\rb\r\nc\nd", 7), line_position(b"a\rb\r\nc", 5)
-        ((4, 7), (3, 5))
+        >>> text_lines("a\rb\r\r\nc\r\n\nd"), text_lines("a\r\r\nb\n", keepends=True)
+        (['a', 'b', 'c', '', 'd'], ['a\r\r\n', 'b\n'])
     """
-    lf, cr = ("\n", "\r") if isinstance(text, str) else (b"\n", b"\r")
-    line = text.count(lf, 0, offset) + text.count(cr, 0, offset) - text.count(cr + lf, 0, offset) + 1
-    return line, max(text.rfind(lf, 0, offset), text.rfind(cr, 0, offset)) + 1
+    lines, start = [], 0
+    for end in LINE_END.finditer(text):
+        lines.append(text[start:end.end() if keepends else end.start()])
+        start = end.end()
+    if start < len(text):
+        lines.append(text[start:])
+    return lines
+
+
+def line_position(text, offset):
+    r"""`(line, start)`: the line (from 1) of `text` (a str or bytes) that `offset` is in, and the
+    offset its line starts at, lines ending as every reader reads them (`LINE_END`: LF, CRLF or a
+    lone CR, "\r\r\n" one end; counting LF alone named line 1 for every byte of a file of CR line ends).
+
+    Example:
+        >>> line_position("a\rb\r\nc\nd", 7), line_position(b"a\rb\r\nc", 5), line_position("a\r\r\nb", 4)
+        ((4, 7), (3, 5), (2, 4))
+    """
+    line, start = 1, 0
+    for end in (LINE_END if isinstance(text, str) else _LINE_END_BYTES).finditer(text):
+        if end.end() > offset:
+            break
+        line, start = line + 1, end.end()
+    return line, start
 
 
 # How much of a file `legacy_code_page` reads: enough lines to tell, never the whole of a large file.
@@ -411,7 +442,7 @@ def table_format(path, text):
     known = FORMATS.get(os.path.splitext(os.fspath(path))[1].lower())
     if known:
         return known
-    first = next((line for line in text.splitlines() if line.strip()), "")
+    first = next((line for line in text_lines(text) if line.strip()), "")
     if first.lstrip().startswith("{"):
         return "jsonl"
     return "tsv" if "\t" in first else "csv" if "," in first else None
@@ -595,7 +626,7 @@ def field_count_message(path, line, fields, header):
     message = f"{path}:{line}: {len(fields)} fields, the header has {len(header)} ({header})."
     spanning = next((i for i, field in enumerate(fields) if "\n" in field or "\r" in field), None)
     if spanning is not None:
-        cell = fields[spanning].replace("\r\n", "\n").replace("\r", "\n")
+        cell = LINE_END.sub("\n", fields[spanning])
         breaks = cell.rstrip("\n").count("\n")  # a quote open to the end holds the last line break too
         message += (f" Field {spanning + 1} runs over {breaks + 1} lines ({cell[:60]!r}): a quote (\") opened on line "
                     f"{line} is closed on line {line + breaks} or not at all; close it, or write a quote inside a "
