@@ -295,15 +295,20 @@ def check_text_files(patterns: Union[str, Sequence[str]]) -> int:
     lines = 0
     for path in files:
         for number, raw in enumerate(_lf_lines(path), 1):
-            if raw.strip():
+            # Up to its first CR, an LF line is line `number` as the readers count lines too (`file_lines`
+            # ends a line at a lone CR, and this pass stops at the first): a bad byte after a CR was
+            # named one line early.
+            head, carriage_return, _ = raw.partition(b"\r")
+            if head.strip():
                 try:
-                    line = raw.decode("utf-8")
+                    head.decode("utf-8")
                 except UnicodeDecodeError as error:
-                    raise _not_utf8(path, number, raw, error,
+                    raise _not_utf8(path, number, head, error,
                                     "Save the file as UTF-8 (iconv -f cp1252 -t utf-8 FILE > FILE.utf8).") from None
-                if "\r" in line:  # TensorFlow's line reader drops a CR: 'one\rtwo' was counted as 'onetwo'
-                    _refuse_carriage_return(path, number, raw)
-                lines += not has_no_token(line)
+            if carriage_return:  # TensorFlow's line reader drops a CR: 'one\rtwo' was counted as 'onetwo'
+                _refuse_carriage_return(path, number, raw)
+            if raw.strip():
+                lines += not has_no_token(raw.decode("utf-8"))
     if not lines:
         shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
         raise CorpusError(f"The corpus is empty: no text in {shown} (blank lines only, or characters the "

@@ -249,6 +249,21 @@ def test_a_corpus_on_another_file_system_keeps_its_carriage_returns(tmp_path, mo
     assert corpus_lib.check_text_files("file://" + crlf) == corpus_lib.check_text_files(crlf) == 2
 
 
+def test_the_strict_pass_names_a_line_as_the_readers_number_it(tmp_path):
+    """check_text_files numbered lines at LF alone: a bad byte after a lone CR (which ends a line for
+    the readers) was on "line 1" where read_corpus said "line 2" → the pass stops at the CR, on the
+    line the readers number as it does."""
+    path = write(tmp_path / "mixed.txt", b"Zero.\r\nOne.\rcaf\xe9.\n")
+    with pytest.raises(CorpusError, match=r"mixed.txt, line 3: not valid UTF-8"):
+        read_corpus(path)
+    with pytest.raises(CorpusError, match=r"mixed.txt, line 2: a carriage return"):
+        corpus_lib.check_text_files(path)
+    bad_first = write(tmp_path / "bad.txt", b"Zero.\r\ncaf\xe9.\rOne.\n")
+    for read in (read_corpus, corpus_lib.check_text_files):
+        with pytest.raises(CorpusError, match=r"bad.txt, line 2: not valid UTF-8 .*b'caf\\xe9.'\)"):
+            read(bad_first)
+
+
 def test_a_compressed_corpus_is_named_as_such_not_told_to_convert_from_cp1252(tmp_path):
     """A bzip2 / xz / zip corpus (its first line valid UTF-8: "BZh91AY&SY") was told only to convert
     its bytes from cp1252, and a gzip one that too, after "gunzip it first" → what the file is and
