@@ -289,31 +289,46 @@ def check_text_files(patterns: Union[str, Sequence[str]]) -> int:
             (TensorFlow's line reader drops it, joining two words; file and line named), or the
             files hold no text.
     """
+    files = list_files(patterns)
+    lines = sum(check_text_file(path) for path in files)
+    if not lines:
+        raise empty_text_error(files)
+    return lines
+
+
+def check_text_file(path: str) -> int:
+    """`check_text_files` of one file: the number of its lines that hold a token (0 is no error
+    here). The Beam vocabulary count runs it in its workers, a file each.
+
+    Raises:
+        CorpusError: a line is not UTF-8 or holds a carriage return (file and line named).
+    """
     from pipelines.tokenizer.tokenless import has_no_token
 
-    files = list_files(patterns)
     lines = 0
-    for path in files:
-        for number, raw in enumerate(_lf_lines(path), 1):
-            # Up to its first CR, an LF line is line `number` as the readers count lines too (`file_lines`
-            # ends a line at a lone CR, and this pass stops at the first): a bad byte after a CR was
-            # named one line early.
-            head, carriage_return, _ = raw.partition(b"\r")
-            if head.strip():
-                try:
-                    head.decode("utf-8")
-                except UnicodeDecodeError as error:
-                    raise _not_utf8(path, number, head, error,
-                                    "Save the file as UTF-8 (iconv -f cp1252 -t utf-8 FILE > FILE.utf8).") from None
-            if carriage_return:  # TensorFlow's line reader drops a CR: 'one\rtwo' was counted as 'onetwo'
-                _refuse_carriage_return(path, number, raw)
-            if raw.strip():
-                lines += not has_no_token(raw.decode("utf-8"))
-    if not lines:
-        shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
-        raise CorpusError(f"The corpus is empty: no text in {shown} (blank lines only, or characters the "
-                          "tokenizer drops: a byte-order mark, zero-width or control characters).")
+    for number, raw in enumerate(_lf_lines(path), 1):
+        # Up to its first CR, an LF line is line `number` as the readers count lines too (`file_lines`
+        # ends a line at a lone CR, and this pass stops at the first): a bad byte after a CR was
+        # named one line early.
+        head, carriage_return, _ = raw.partition(b"\r")
+        if head.strip():
+            try:
+                head.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise _not_utf8(path, number, head, error,
+                                "Save the file as UTF-8 (iconv -f cp1252 -t utf-8 FILE > FILE.utf8).") from None
+        if carriage_return:  # TensorFlow's line reader drops a CR: 'one\rtwo' was counted as 'onetwo'
+            _refuse_carriage_return(path, number, raw)
+        if raw.strip():
+            lines += not has_no_token(raw.decode("utf-8"))
     return lines
+
+
+def empty_text_error(files: Sequence[str]) -> CorpusError:
+    """The `CorpusError` of files that hold no text (`check_text_files`)."""
+    shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+    return CorpusError(f"The corpus is empty: no text in {shown} (blank lines only, or characters the "
+                       "tokenizer drops: a byte-order mark, zero-width or control characters).")
 
 
 def _refuse_carriage_return(path, number, raw):
