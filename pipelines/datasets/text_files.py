@@ -52,6 +52,7 @@ import tensorflow as tf
 
 from pipelines.atomic_writes import write_text
 from pipelines.file_kinds import _wide_unicode_evidence, compressed_format, iconv_advice, wide_unicode_encoding
+from pipelines.json_objects import RepeatedKeyError, object_of_unique_keys
 from pipelines.label_names import check_label_names, read_label_names
 from pipelines.datasets import batching
 from pipelines.tokenizer.tokenless import has_no_token
@@ -676,21 +677,6 @@ def _table_rows(f, path, file_format):
     if header is not None and not rows:
         raise TextFileError(f"{path}: the file is empty (a header, no examples).")
     return rows, blank
-
-
-class RepeatedKeyError(Exception):
-    """A JSON object names a key twice (`args[0]`); each reader says where."""
-
-
-def object_of_unique_keys(pairs):
-    """`json.loads`' `object_pairs_hook` of every JSON data reader (JSON Lines, SQuAD): a JSON object
-    as a dict; a key named twice is a `RepeatedKeyError` (`json` would keep the last value)."""
-    row = {}
-    for key, value in pairs:
-        if key in row:
-            raise RepeatedKeyError(key)
-        row[key] = value
-    return row
 
 
 def _refuse_squad_file(text, path):
