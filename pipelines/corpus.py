@@ -17,7 +17,7 @@ Rules the readers share, whatever the layout:
 - Every file starts a new document (the original let a document run on into
   the next file when no blank line separated them).
 - A line ends at LF, CRLF or a lone CR, the CRs before an LF with it (`file_lines`), as every
-  reader of a text file here reads it (`pipelines.datasets.text_files.LINE_END`).
+  reader of a text file here reads it (`pipelines.line_ends`).
   TensorFlow's `TextLineDataset` (`file_documents`, the vocabulary's word
   counts) drops a CR instead, joining two words: `check_text_files`, the
   strict pass before those, refuses a CR inside a line, naming file and line.
@@ -456,7 +456,7 @@ def file_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
     line ends was one line, its sentences one, its documents one, cut at the sequence length when
     instances were built. The CRs before an LF end the line with it ("\r\r\n", Windows' text mode
     applied twice, is one end, not a line and a blank one that would end a document): the rule of
-    every reader (`pipelines.datasets.text_files.LINE_END`).
+    every reader (`pipelines.line_ends`).
 
     >>> list(file_lines([b"One.\rTwo.\r\rThree.\r\n", b"Four.\r\r\n"]))
     [b'One.', b'Two.', b'', b'Three.', b'Four.']

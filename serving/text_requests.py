@@ -55,7 +55,8 @@ def read_texts(path, *, keep_blank=False, refuse_blank=False):
         TextRequestError: no such file, a byte that is not UTF-8 or a NUL byte, or (`refuse_blank`) a blank
             line, naming the line.
     """
-    from pipelines.datasets.text_files import decode_text, decode_text_file, not_a_file, text_lines
+    from pipelines.datasets.text_files import decode_text, decode_text_file, not_a_file
+    from pipelines.line_ends import text_lines
 
     if path != "-" and not os.path.isfile(path):
         raise TextRequestError(f"--input {not_a_file(path)}")

@@ -59,7 +59,8 @@ import numpy as np
 import tensorflow as tf
 
 from pipelines.datasets import batching
-from pipelines.datasets.text_files import decode_text_file, text_lines
+from pipelines.datasets.text_files import decode_text_file
+from pipelines.line_ends import text_lines
 from pipelines.tokenizer.char_offsets import byte_to_char_offsets
 from pipelines.tokenizer.combining_marks import extend_over_marks
 
@@ -169,7 +170,7 @@ def read_conll(path, *, tag_column=-1):
             tags.clear()
 
     # A bad byte or a byte order mark: the error names file and line, the mark is dropped. A line ends
-    # at LF, CRLF or a lone CR, as every reader reads them (`text_files.LINE_END`): a file
+    # at LF, CRLF or a lone CR, as every reader reads them (`pipelines.line_ends`): a file
     # of lone CRs (classic Mac, some exports) read with "\n" alone was one line, its first word kept
     # with the last line's tag and every other word dropped. CRs before an LF end nothing more: read as
     # universal newlines, "\r\r\n" (Python on Windows writing "\r\n" in text mode) was a line and a

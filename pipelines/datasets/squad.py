@@ -57,8 +57,9 @@ import tensorflow as tf
 
 from pipelines import windowing
 from pipelines.atomic_writes import write_json
-from pipelines.datasets.text_files import decode_text_file, line_position, lone_surrogate, no_token_message
+from pipelines.datasets.text_files import decode_text_file, lone_surrogate, no_token_message
 from pipelines.json_objects import RepeatedKeyError, object_of_unique_keys
+from pipelines.line_ends import line_position
 from pipelines.tokenizer.tokenless import has_no_token
 from pipelines.tokenizer.char_offsets import byte_to_char_offsets
 from pipelines.tokenizer.combining_marks import extend_over_marks

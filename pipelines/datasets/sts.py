@@ -19,7 +19,8 @@ import contextlib
 import csv
 import math
 
-from pipelines.datasets.text_files import csv_records, decode_text_file, text_lines
+from pipelines.datasets.text_files import csv_records, decode_text_file
+from pipelines.line_ends import text_lines
 
 STS_COLUMNS = ("sentence1", "sentence2", "score")
 

@@ -38,8 +38,8 @@ from typing import Optional, Tuple
 import tensorflow as tf
 
 from pipelines.datasets import batching
-from pipelines.datasets.text_files import (csv_records, decode_text_file, field_count_message, no_token_message,
-                                          text_lines)
+from pipelines.datasets.text_files import csv_records, decode_text_file, field_count_message, no_token_message
+from pipelines.line_ends import text_lines
 from pipelines.tokenizer.tokenless import has_no_token
 
 logger = logging.getLogger(__name__)

@@ -45,7 +45,6 @@ import json
 import logging
 import math
 import os
-import re
 from typing import Optional, Union
 
 import tensorflow as tf
@@ -53,6 +52,7 @@ import tensorflow as tf
 from pipelines.atomic_writes import write_text
 from pipelines.file_kinds import _wide_unicode_evidence, compressed_format, iconv_advice, wide_unicode_encoding
 from pipelines.json_objects import RepeatedKeyError, object_of_unique_keys
+from pipelines.line_ends import LINE_END, line_position, text_lines
 from pipelines.label_names import check_label_names, read_label_names
 from pipelines.datasets import batching
 from pipelines.tokenizer.tokenless import has_no_token
@@ -248,51 +248,6 @@ def nul_message(name, text, offset):
             f"{text.count(chr(0))} in the file: {shown!r} would be read as {shown.replace(chr(0), '')!r} (the "
             "tokenizer drops it); the file may be damaged: check it, or remove the NUL bytes "
             "(tr -d '\\000' < FILE > FILE.clean).")
-
-
-# Where a line ends, for every reader of a text file and every message that names a line (task files,
-# STS, SWAG, CoNLL, corpora: `pipelines.corpus.file_lines`, `--input` texts): at LF, CRLF or a lone CR,
-# the CRs right before an LF ending the line with it. Python's universal newlines read "\r\r\n" (Python
-# on Windows writing "\r\n" in text mode) as a line and a blank one: each CoNLL word a sentence, each
-# corpus sentence a document, blank rows and lines numbered twice as far, where TensorFlow's line readers
-# see one line end.
-LINE_END = re.compile(r"\r*\n|\r")
-_LINE_END_BYTES = re.compile(rb"\r*\n|\r")
-
-
-def text_lines(text, keepends=False):
-    r"""The lines of `text` as every reader here splits them (`LINE_END`); the end of the last line
-    is optional, as in `str.splitlines` (which also ends lines at \v, \f, \x1c-\x1e, \x85, U+2028 and U+2029,
-    characters of a line here).
-
-    Example:
-        >>> text_lines("a\rb\r\r\nc\r\n\nd"), text_lines("a\r\r\nb\n", keepends=True)
-        (['a', 'b', 'c', '', 'd'], ['a\r\r\n', 'b\n'])
-    """
-    lines, start = [], 0
-    for end in LINE_END.finditer(text):
-        lines.append(text[start:end.end() if keepends else end.start()])
-        start = end.end()
-    if start < len(text):
-        lines.append(text[start:])
-    return lines
-
-
-def line_position(text, offset):
-    r"""`(line, start)`: the line (from 1) of `text` (a str or bytes) that `offset` is in, and the
-    offset its line starts at, lines ending as every reader reads them (`LINE_END`: LF, CRLF or a
-    lone CR, "\r\r\n" one end; counting LF alone named line 1 for every byte of a file of CR line ends).
-
-    Example:
-        >>> line_position("a\rb\r\nc\nd", 7), line_position(b"a\rb\r\nc", 5), line_position("a\r\r\nb", 4)
-        ((4, 7), (3, 5), (2, 4))
-    """
-    line, start = 1, 0
-    for end in (LINE_END if isinstance(text, str) else _LINE_END_BYTES).finditer(text):
-        if end.end() > offset:
-            break
-        line, start = line + 1, end.end()
-    return line, start
 
 
 # How much of a file `legacy_code_page` reads: enough lines to tell, never the whole of a large file.

@@ -438,11 +438,14 @@ def test_every_reader_and_every_message_count_lines_alike(tmp_path, end):
     """A line ended at "\r\r\n" (Python on Windows writing "\r\n" in text mode) once in the CoNLL and
     corpus readers, but twice (a line and a blank one) in the task files' csv reader, the STS and SWAG
     readers, `--input` texts and `line_position`: a bad byte on line 3 of such a file was "line 5", STS
-    counted two skipped rows, and `predict --input` refused "line 2: an empty line" → one rule for all
-    (`text_files.LINE_END`: LF, CRLF or a lone CR, CRs before an LF with it)."""
+    counted two skipped rows, `predict --input` refused "line 2: an empty line", and a label file
+    refused "label 'neg\\r' spans several lines" (a lone CR too) → one rule for all
+    (`pipelines.line_ends`: LF, CRLF or a lone CR, CRs before an LF with it)."""
+    from pipelines import line_ends
     from pipelines.corpus import read_corpus
     from pipelines.datasets.conll import ConllFormatError, read_conll
     from pipelines.datasets.sts import read_sts_pairs
+    from pipelines.label_names import read_label_names
     from pipelines.datasets.swag import SwagFormatError, read_swag_csv
     from serving.text_requests import read_texts
 
@@ -450,8 +453,12 @@ def test_every_reader_and_every_message_count_lines_alike(tmp_path, end):
         ends = ["\r\r\n", "\n", "\r\n", "\r"] if end == "mixed" else [end]  # (a CR then a blank CRLF line is CRCRLF)
         return "".join(line + ends[i % len(ends)] for i, line in enumerate(lines))
 
-    assert text_files.text_lines(join(["a", "b", "", "c"])) == ["a", "b", "", "c"]
-    assert text_files.line_position(join(["a", "b", "c"]), len(join(["a", "b"]))) == (3, len(join(["a", "b"])))
+    assert line_ends.text_lines(join(["a", "b", "", "c"])) == ["a", "b", "", "c"]
+    assert line_ends.line_position(join(["a", "b", "c"]), len(join(["a", "b"]))) == (3, len(join(["a", "b"])))
+    labels = _write(tmp_path / "labels.txt", join(["neg", "pos", "neg"]))
+    with pytest.raises(LabelNamesError, match=r"labels.txt:3: duplicate label 'neg' \(also line 1\)"):
+        read_label_names(labels)
+    assert read_label_names(_write(tmp_path / "two.txt", join(["neg", "pos"]))) == ["neg", "pos"]
     csv_file = _write(tmp_path / "t.csv", join(["text,label", "good,pos", "bad,neg,x"]))
     with pytest.raises(TextFileError, match=r"t.csv:3: 3 fields, the header has 2"):
         read_text_file(csv_file)
