@@ -16,7 +16,8 @@ Rules the readers share, whatever the layout:
 
 - Every file starts a new document (the original let a document run on into
   the next file when no blank line separated them).
-- A line ends at LF, CRLF or a lone CR (`file_lines`), as `open()` reads text.
+- A line ends at LF, CRLF or a lone CR, the CRs before an LF with it (`file_lines`), as every
+  reader of a text file here reads it (`pipelines.line_ends`).
   TensorFlow's `TextLineDataset` (`file_documents`, the vocabulary's word
   counts) drops a CR instead, joining two words: `check_text_files`, the
   strict pass before those, refuses a CR inside a line, naming file and line.
@@ -288,26 +289,46 @@ def check_text_files(patterns: Union[str, Sequence[str]]) -> int:
             (TensorFlow's line reader drops it, joining two words; file and line named), or the
             files hold no text.
     """
+    files = list_files(patterns)
+    lines = sum(check_text_file(path) for path in files)
+    if not lines:
+        raise empty_text_error(files)
+    return lines
+
+
+def check_text_file(path: str) -> int:
+    """`check_text_files` of one file: the number of its lines that hold a token (0 is no error
+    here). The Beam vocabulary count runs it in its workers, a file each.
+
+    Raises:
+        CorpusError: a line is not UTF-8 or holds a carriage return (file and line named).
+    """
     from pipelines.tokenizer.tokenless import has_no_token
 
-    files = list_files(patterns)
     lines = 0
-    for path in files:
-        for number, raw in enumerate(_lf_lines(path), 1):
-            if raw.strip():
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as error:
-                    raise _not_utf8(path, number, raw, error,
-                                    "Save the file as UTF-8 (iconv -f cp1252 -t utf-8 FILE > FILE.utf8).") from None
-                if "\r" in line:  # TensorFlow's line reader drops a CR: 'one\rtwo' was counted as 'onetwo'
-                    _refuse_carriage_return(path, number, raw)
-                lines += not has_no_token(line)
-    if not lines:
-        shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
-        raise CorpusError(f"The corpus is empty: no text in {shown} (blank lines only, or characters the "
-                          "tokenizer drops: a byte-order mark, zero-width or control characters).")
+    for number, raw in enumerate(_lf_lines(path), 1):
+        # Up to its first CR, an LF line is line `number` as the readers count lines too (`file_lines`
+        # ends a line at a lone CR, and this pass stops at the first): a bad byte after a CR was
+        # named one line early.
+        head, carriage_return, _ = raw.partition(b"\r")
+        if head.strip():
+            try:
+                head.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise _not_utf8(path, number, head, error,
+                                "Save the file as UTF-8 (iconv -f cp1252 -t utf-8 FILE > FILE.utf8).") from None
+        if carriage_return:  # TensorFlow's line reader drops a CR: 'one\rtwo' was counted as 'onetwo'
+            _refuse_carriage_return(path, number, raw)
+        if raw.strip():
+            lines += not has_no_token(raw.decode("utf-8"))
     return lines
+
+
+def empty_text_error(files: Sequence[str]) -> CorpusError:
+    """The `CorpusError` of files that hold no text (`check_text_files`)."""
+    shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+    return CorpusError(f"The corpus is empty: no text in {shown} (blank lines only, or characters the "
+                       "tokenizer drops: a byte-order mark, zero-width or control characters).")
 
 
 def _refuse_carriage_return(path, number, raw):
@@ -326,10 +347,38 @@ def _refuse_carriage_return(path, number, raw):
 def _lf_lines(path: str) -> Iterator[bytes]:
     """The lines of a file as TensorFlow's `TextLineDataset` splits them (at LF), without their
     LF or CRLF end."""
-    opener = open if "://" not in path else tf.io.gfile.GFile
-    with opener(path, "rb") as f:
-        for raw in f:
-            yield raw.rstrip(b"\r\n")
+    for raw in _lf_chunks(path):
+        yield raw.rstrip(b"\r\n")
+
+
+# How much of a file on another file system (`gs://`) one read takes.
+_BLOCK_BYTES = 1 << 20
+
+
+def _lf_chunks(path: str) -> Iterator[bytes]:
+    r"""A file's bytes cut after each LF (the last chunk may lack one), every CR kept, from a local
+    file or any file system `tf.io.gfile` knows. GFile's own line iterator drops every CR: a
+    `gs://` corpus read 'one\rtwo' as 'onetwo' where a local copy read two lines, and the strict
+    pass saw no CR to refuse. Other file systems are read in blocks and cut here."""
+    if "://" not in path:
+        with open(path, "rb") as f:
+            yield from f
+        return
+    with tf.io.gfile.GFile(path, "rb") as f:
+        unended = []  # the bytes since the last LF, block by block (a file of CR line ends has none)
+        while True:
+            block = f.read(_BLOCK_BYTES)
+            if not block:
+                break
+            *ended, rest = block.split(b"\n")
+            if ended:
+                ended[0] = b"".join(unended) + ended[0]
+                unended = []
+                for chunk in ended:
+                    yield chunk + b"\n"
+            unended.append(rest)
+        if any(unended):
+            yield b"".join(unended)
 
 
 def _not_utf8(path, line_number, raw, error, advice):
@@ -397,17 +446,17 @@ def _head(path: str, size: int = 4096) -> bytes:
 
 
 def _raw_lines(path: str) -> Iterator[bytes]:
-    """The lines of a file as bytes, without line terminators (`file_lines`)."""
-    opener = open if "://" not in path else tf.io.gfile.GFile
-    with opener(path, "rb") as f:
-        yield from file_lines(f)
+    """The lines of a file as bytes, without line terminators (`file_lines`), on any file system."""
+    yield from file_lines(_lf_chunks(path))
 
 
 def file_lines(chunks: Iterable[bytes]) -> Iterator[bytes]:
     r"""The lines of a file, without their ends, from its LF-ended chunks (iterating a binary file):
-    LF and CRLF end a line, and so does a lone CR, as `open()` reads text (classic Mac files, some
-    exports). A file of CR line ends was one line: its sentences one, its documents one, cut at
-    the sequence length when instances were built. CRs before an LF are dropped, as before.
+    LF and CRLF end a line, and so does a lone CR (classic Mac files, some exports): a file of CR
+    line ends was one line, its sentences one, its documents one, cut at the sequence length when
+    instances were built. The CRs before an LF end the line with it ("\r\r\n", Windows' text mode
+    applied twice, is one end, not a line and a blank one that would end a document): the rule of
+    every reader (`pipelines.line_ends`).
 
     >>> list(file_lines([b"One.\rTwo.\r\rThree.\r\n", b"Four.\r\r\n"]))
     [b'One.', b'Two.', b'', b'Three.', b'Four.']

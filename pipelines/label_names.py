@@ -10,7 +10,8 @@ holds one name per line, line i = class id i. The rule, checked by `check_label_
   (`check_label_count`).
 
 `read_label_names` reads a file under that rule: UTF-8, a byte order mark (Notepad, Excel)
-stripped, Windows line ends accepted; every error names the file and line.
+stripped, lines ending at LF, CRLF or a lone CR as every reader's (`pipelines.line_ends`); every error
+names the file and line.
 
 >>> check_label_names(["neg", "pos"], "labels")
 ['neg', 'pos']
@@ -23,6 +24,7 @@ pipelines.label_names.LabelNamesError: labels.txt:2: duplicate label 'pos' (also
 import os
 
 from pipelines.file_kinds import packed_or_wide
+from pipelines.line_ends import text_lines
 
 
 class LabelNamesError(ValueError):
@@ -104,9 +106,11 @@ def read_label_names(path):
     if refusal:
         raise LabelNamesError(refusal)
     labels = []
-    for i, raw in enumerate(data.split(b"\n")[:-1] if data.endswith(b"\n") else data.split(b"\n")):
+    # Lines as every reader ends them: a file of lone CR line ends, or of "\r\r\n" (Windows' text mode
+    # applied twice), was refused with "label 'neg\r' spans several lines".
+    for i, raw in enumerate(text_lines(data)):
         try:
-            labels.append(raw.decode("utf-8").removesuffix("\r"))
+            labels.append(raw.decode("utf-8"))
         except UnicodeDecodeError as error:
             raise LabelNamesError(f"{path}:{i + 1}: not UTF-8 ({error.reason} at byte "
                                   f"{error.start}); save the file as UTF-8") from None

@@ -56,6 +56,7 @@ def read_texts(path, *, keep_blank=False, refuse_blank=False):
             line, naming the line.
     """
     from pipelines.datasets.text_files import decode_text, decode_text_file, not_a_file
+    from pipelines.line_ends import text_lines
 
     if path != "-" and not os.path.isfile(path):
         raise TextRequestError(f"--input {not_a_file(path)}")
@@ -63,9 +64,7 @@ def read_texts(path, *, keep_blank=False, refuse_blank=False):
         text = decode_text(sys.stdin.buffer.read(), "standard input", error=TextRequestError)
     else:
         text = decode_text_file(path, error=TextRequestError)  # a bad byte names the file and line
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")  # a file's lines, as open() reads them
-    if lines and lines[-1] == "":
-        lines.pop()
+    lines = text_lines(text)  # as every reader of a file reads them: "\r\r\n" (Windows' text mode twice) one end
     blank = next((number for number, line in enumerate(lines, 1) if not line.strip()), None)
     if refuse_blank and blank is not None:
         raise TextRequestError(f"--input {path}, line {blank}: an empty line (each line is one text; remove it)")

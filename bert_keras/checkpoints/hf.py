@@ -554,6 +554,7 @@ def vocabulary_with_added_tokens(directory):
             another token of `vocab.txt`, or leaves a gap.
     """
     from pipelines.tokenizer.tokenizer_config import read_tokenizer_settings, resolve_tokenizer_settings
+    from pipelines.tokenizer.vocab import load_vocabulary
 
     path = os.path.join(directory, ADDED_TOKENS_FILE)
     vocab_file = os.path.join(directory, VOCAB_FILE)
@@ -564,7 +565,9 @@ def vocabulary_with_added_tokens(directory):
         raise CheckpointFormatError(f'{path}: not a JSON object of {{"token": id}}')
     with open(vocab_file, "rb") as f:
         vocabulary_data = f.read()
-    tokens = vocabulary_data.decode("utf-8", errors="replace").splitlines()
+    # As the tokenizer reads it: str.splitlines also ends a line at U+2028, \x85, \f, ..., so a token
+    # holding one was two, and the added tokens' ids and the copy's lines shifted from there.
+    tokens = load_vocabulary(vocab_file)
     entries = [{"content": token, "id": index} for token, index in added.items()]
     beyond = _added_tokens(path, entries, tokens)
     if not beyond:

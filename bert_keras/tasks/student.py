@@ -16,6 +16,7 @@ from typing import Optional, Tuple
 import numpy as np
 
 from bert_keras.tasks.inputs import TaskInputError, check_count
+from pipelines.tokenizer.vocab import load_vocabulary
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +108,7 @@ def plan_student(teacher, *, layers=None, hidden_size=None, init=None):
         raise TaskInputError(f"hidden_size={hidden_size}: init={init} has hidden size "
                              f"{source_config.hidden_size}")
     vocab = find_vocabulary(init)
-    if source_config.vocab_size != config.vocab_size or (vocab and _read_lines(vocab) != _read_lines(
+    if source_config.vocab_size != config.vocab_size or (vocab and load_vocabulary(vocab) != load_vocabulary(
             teacher._record.vocab_file)):
         raise TaskInputError(f"init={init}: its vocabulary ({source_config.vocab_size} tokens"
                              f"{', ' + vocab if vocab else ''}) is not the teacher's "
@@ -122,11 +123,6 @@ def plan_student(teacher, *, layers=None, hidden_size=None, init=None):
         raise TaskInputError(f"layers={len(chosen)}: the student must have at most the teacher's "
                              f"{config.num_layers} layers")
     return StudentPlan(source_config.num_layers, chosen, source_config.hidden_size, init)
-
-
-def _read_lines(path):
-    with open(path, encoding="utf-8") as f:
-        return f.read().split()
 
 
 def make_student(teacher, plan, *, dropout=None):

@@ -26,6 +26,7 @@ from bert_keras.finetuned_model import read_finetuned, save_finetuned
 from bert_keras.models.frozen_layers import freeze_layers, frozen_layers
 from bert_keras.tasks import recipe as finetuning_recipe
 from bert_keras.tasks.inputs import TaskInputError
+from pipelines.tokenizer.vocab import load_vocabulary
 
 
 def to_finetuned(task):
@@ -91,8 +92,9 @@ def task_config(task):
     """The task as Keras serializes it: its head, and the text side inline (the vocabulary's
     tokens, so a `.keras` file is self-contained)."""
     text = task._record
-    with open(text.vocab_file, encoding="utf-8") as handle:
-        vocabulary = handle.read().splitlines()
+    # Read as the tokenizer reads it: str.splitlines also ends a line at \v, \f, \x1c-\x1e, \x85, U+2028
+    # and U+2029, so a token holding one became two, and the reloaded task's ids shifted from there.
+    vocabulary = load_vocabulary(text.vocab_file)
     return {"name": task.name, "head": keras.saving.serialize_keras_object(task.head),
             "vocabulary": vocabulary, "lowercase": text.lowercase,
             "strip_accents": text.strip_accents, "pre_tokenizer": text.pre_tokenizer,

@@ -53,7 +53,6 @@ Example:
 import dataclasses
 import logging
 import os
-import re
 from typing import List, Optional
 
 import numpy as np
@@ -61,12 +60,11 @@ import tensorflow as tf
 
 from pipelines.datasets import batching
 from pipelines.datasets.text_files import decode_text_file
+from pipelines.line_ends import text_lines
 from pipelines.tokenizer.char_offsets import byte_to_char_offsets
 from pipelines.tokenizer.combining_marks import extend_over_marks
 
 logger = logging.getLogger(__name__)
-# Where a line ends (`read_conll`): LF, CRLF or a lone CR, the CRs before an LF with it (`pipelines.corpus.file_lines`).
-_LINE_END = re.compile(r"\r*\n|\r")
 
 # TFDS `conll2003` label order (IOB2), the usual order for CoNLL-2003 NER heads.
 CONLL2003_NER_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
@@ -172,12 +170,12 @@ def read_conll(path, *, tag_column=-1):
             tags.clear()
 
     # A bad byte or a byte order mark: the error names file and line, the mark is dropped. A line ends
-    # at LF, CRLF or a lone CR, as the corpus readers read them (`pipelines.corpus.file_lines`): a file
+    # at LF, CRLF or a lone CR, as every reader reads them (`pipelines.line_ends`): a file
     # of lone CRs (classic Mac, some exports) read with "\n" alone was one line, its first word kept
     # with the last line's tag and every other word dropped. CRs before an LF end nothing more: read as
     # universal newlines, "\r\r\n" (Python on Windows writing "\r\n" in text mode) was a line and a
     # blank one, each word a sentence of its own.
-    for line_number, line in enumerate(_LINE_END.split(decode_text_file(path, error=ConllFormatError)), start=1):
+    for line_number, line in enumerate(text_lines(decode_text_file(path, error=ConllFormatError)), start=1):
         columns = line.split()
         if not columns:
             flush()

@@ -57,8 +57,9 @@ import tensorflow as tf
 
 from pipelines import windowing
 from pipelines.atomic_writes import write_json
-from pipelines.datasets.text_files import (RepeatedKeyError, decode_text_file, lone_surrogate, no_token_message,
-                                           object_of_unique_keys)
+from pipelines.datasets.text_files import decode_text_file, lone_surrogate, no_token_message
+from pipelines.json_objects import RepeatedKeyError, object_of_unique_keys
+from pipelines.line_ends import line_position
 from pipelines.tokenizer.tokenless import has_no_token
 from pipelines.tokenizer.char_offsets import byte_to_char_offsets
 from pipelines.tokenizer.combining_marks import extend_over_marks
@@ -156,8 +157,9 @@ def read_squad_json(path_or_obj, *, is_training, version="auto", on_mismatch="er
             raise SquadFormatError(f"{source}: the file is empty.")
         try:
             dataset = json.loads(text, object_pairs_hook=object_of_unique_keys)
-        except json.JSONDecodeError as e:
-            raise SquadFormatError(f"{source}: not valid JSON ({e}).") from None
+        except json.JSONDecodeError as e:  # its "line N" counts LF alone: a file of CR line ends was all line 1
+            line, start = line_position(text, e.pos)
+            raise SquadFormatError(f"{source}:{line}:{e.pos - start + 1}: not valid JSON ({e.msg}).") from None
         except RepeatedKeyError as e:  # json alone keeps the last value: a question's answer silently replaced
             raise SquadFormatError(f"{source}: an object names {e.args[0]!r} twice (JSON readers keep one of the "
                                    "two silently); give each field its own name.") from None

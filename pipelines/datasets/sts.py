@@ -17,10 +17,10 @@ Example:
 
 import contextlib
 import csv
-import io
 import math
 
 from pipelines.datasets.text_files import csv_records, decode_text_file
+from pipelines.line_ends import text_lines
 
 STS_COLUMNS = ("sentence1", "sentence2", "score")
 
@@ -50,7 +50,7 @@ def read_sts_pairs(path, limit=None):
     text = decode_text_file(path, error=STSFormatError)  # the shared reader: a bad byte named by line
     # Through `csv_records`, as every task file: a sentence over the csv module's 131,072 characters
     # stopped the reader with csv's bare "field larger than field limit", naming no file or line.
-    records = csv_records(csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE),
+    records = csv_records(csv.reader(text_lines(text, keepends=True), delimiter="\t", quoting=csv.QUOTE_NONE),
                           path, error=STSFormatError)
     with contextlib.closing(records):  # the raised cell limit ends with the reading, also after `limit` rows
         rows = (fields for _, fields in records)

@@ -30,7 +30,6 @@ Example:
 import contextlib
 import csv
 import dataclasses
-import io
 import logging
 import os
 import re
@@ -40,6 +39,7 @@ import tensorflow as tf
 
 from pipelines.datasets import batching
 from pipelines.datasets.text_files import csv_records, decode_text_file, field_count_message, no_token_message
+from pipelines.line_ends import text_lines
 from pipelines.tokenizer.tokenless import has_no_token
 
 logger = logging.getLogger(__name__)
@@ -100,8 +100,8 @@ def read_swag_csv(path, *, labelled=True):
             (`text_files.csv_records`).
     """
     path = os.fspath(path)
-    with io.StringIO(decode_text_file(path, error=SwagFormatError), newline="") as f, \
-            contextlib.closing(csv_records(csv.reader(f), path, error=SwagFormatError)) as records:
+    lines = text_lines(decode_text_file(path, error=SwagFormatError), keepends=True)
+    with contextlib.closing(csv_records(csv.reader(lines), path, error=SwagFormatError)) as records:
         _, header = next(records, (None, None))
         if not header:
             raise SwagFormatError(f"{path}: the file is empty.")

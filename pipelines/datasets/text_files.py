@@ -41,7 +41,6 @@ import codecs
 import contextlib
 import csv
 import dataclasses
-import io
 import json
 import logging
 import math
@@ -52,6 +51,8 @@ import tensorflow as tf
 
 from pipelines.atomic_writes import write_text
 from pipelines.file_kinds import _wide_unicode_evidence, compressed_format, iconv_advice, wide_unicode_encoding
+from pipelines.json_objects import RepeatedKeyError, object_of_unique_keys
+from pipelines.line_ends import LINE_END, line_position, text_lines
 from pipelines.label_names import check_label_names, read_label_names
 from pipelines.datasets import batching
 from pipelines.tokenizer.tokenless import has_no_token
@@ -135,7 +136,7 @@ def read_text_file(path, *, text_column="text", text_b_column="text_b", label_co
                             "file_format=)")
     if file_format == "jsonl":
         _refuse_squad_file(text, path)
-    f = io.StringIO(text, newline="")
+    f = text_lines(text, keepends=True)  # lines as every reader numbers them (`LINE_END`)
     rows, blank = (_jsonl_rows if file_format == "jsonl" else _table_rows)(f, path, file_format)
     if not rows:
         raise TextFileError(f"{path}: the file is empty (no examples).")
@@ -247,20 +248,6 @@ def nul_message(name, text, offset):
             f"{text.count(chr(0))} in the file: {shown!r} would be read as {shown.replace(chr(0), '')!r} (the "
             "tokenizer drops it); the file may be damaged: check it, or remove the NUL bytes "
             "(tr -d '\\000' < FILE > FILE.clean).")
-
-
-def line_position(text, offset):
-    r"""`(line, start)`: the line (from 1) of `text` (a str or bytes) that `offset` is in, and the
-    offset its line starts at. Lines end as `open()` and `--input FILE` read them: at LF, CRLF or a
-    lone CR (counting LF alone named line 1 for every byte of a file of CR line ends).
-
-    Example:
-        >>> line_position("a\rb\r\nc\nd", 7), line_position(b"a\rb\r\nc", 5)
-        ((4, 7), (3, 5))
-    """
-    lf, cr = ("\n", "\r") if isinstance(text, str) else (b"\n", b"\r")
-    line = text.count(lf, 0, offset) + text.count(cr, 0, offset) - text.count(cr + lf, 0, offset) + 1
-    return line, max(text.rfind(lf, 0, offset), text.rfind(cr, 0, offset)) + 1
 
 
 # How much of a file `legacy_code_page` reads: enough lines to tell, never the whole of a large file.
@@ -411,7 +398,7 @@ def table_format(path, text):
     known = FORMATS.get(os.path.splitext(os.fspath(path))[1].lower())
     if known:
         return known
-    first = next((line for line in text.splitlines() if line.strip()), "")
+    first = next((line for line in text_lines(text) if line.strip()), "")
     if first.lstrip().startswith("{"):
         return "jsonl"
     return "tsv" if "\t" in first else "csv" if "," in first else None
@@ -595,7 +582,7 @@ def field_count_message(path, line, fields, header):
     message = f"{path}:{line}: {len(fields)} fields, the header has {len(header)} ({header})."
     spanning = next((i for i, field in enumerate(fields) if "\n" in field or "\r" in field), None)
     if spanning is not None:
-        cell = fields[spanning].replace("\r\n", "\n").replace("\r", "\n")
+        cell = LINE_END.sub("\n", fields[spanning])
         breaks = cell.rstrip("\n").count("\n")  # a quote open to the end holds the last line break too
         message += (f" Field {spanning + 1} runs over {breaks + 1} lines ({cell[:60]!r}): a quote (\") opened on line "
                     f"{line} is closed on line {line + breaks} or not at all; close it, or write a quote inside a "
@@ -645,21 +632,6 @@ def _table_rows(f, path, file_format):
     if header is not None and not rows:
         raise TextFileError(f"{path}: the file is empty (a header, no examples).")
     return rows, blank
-
-
-class RepeatedKeyError(Exception):
-    """A JSON object names a key twice (`args[0]`); each reader says where."""
-
-
-def object_of_unique_keys(pairs):
-    """`json.loads`' `object_pairs_hook` of every JSON data reader (JSON Lines, SQuAD): a JSON object
-    as a dict; a key named twice is a `RepeatedKeyError` (`json` would keep the last value)."""
-    row = {}
-    for key, value in pairs:
-        if key in row:
-            raise RepeatedKeyError(key)
-        row[key] = value
-    return row
 
 
 def _refuse_squad_file(text, path):

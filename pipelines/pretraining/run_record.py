@@ -38,8 +38,17 @@ class OutputExistsError(ValueError):
 SAMPLE_BYTES = 1 << 16
 
 # How the corpus reader splits lines, recorded with the corpus: 2 = `corpus.file_lines`, a lone CR
-# ends a line; records of earlier versions have none (a lone CR was part of its line).
-LINE_READER = 2
+# ends a line, but a file on another file system (`gs://`) read through GFile's line iterator, which
+# drops every CR ('one\rtwo' read 'onetwo'); 3 = `file_lines` on every file system; records of
+# earlier versions have none (a lone CR was part of its line).
+LINE_READER = 3
+
+
+def _same_lines(old_reader, new_reader, files):
+    """Whether line readers `old_reader` and `new_reader` split `files` alike, whatever they hold:
+    2 and 3 differ on files of other file systems alone."""
+    return old_reader == new_reader or (
+        {old_reader, new_reader} == {2, 3} and not any("://" in path for path in files))
 
 
 def corpus_fingerprint(settings: PretrainingDataSettings) -> dict:
@@ -195,8 +204,10 @@ def prepare_output(settings: PretrainingDataSettings, fingerprint: dict, *, over
         # Shards of an earlier reader, which kept a lone CR inside its line: a resume would write the rest
         # with documents split at it. Refused only when the corpus holds one (its documents are the same else).
         cr = None
-        if old is not None and not corpus_changed and old.get("line_reader") != fingerprint.get("line_reader"):
-            cr = first_lone_carriage_return(corpus_lib.list_files(settings.input))
+        files = [] if settings.is_tfds else corpus_lib.list_files(settings.input)
+        if old is not None and not corpus_changed and not _same_lines(old.get("line_reader"),
+                                                                      fingerprint.get("line_reader"), files):
+            cr = first_lone_carriage_return(files)
             if cr is not None and record.get("complete") and not changed:
                 return record  # every shard is the earlier reader's: a rerun adds none to them
         if not changed and not corpus_changed and cr is None:
@@ -229,9 +240,12 @@ def prepare_output(settings: PretrainingDataSettings, fingerprint: dict, *, over
                 reason = "records other settings (" + "; ".join(
                     f"{k}: {record['settings'].get(k)!r} then, {wanted.get(k)!r} now" for k in changed) + ")"
             elif cr is not None:
-                reason = (f"was written by an earlier version, whose corpus reader kept a lone carriage return (\\r) "
-                          f"inside its line; this one ends the line there, and {cr[0]}, line {cr[1]} holds one, so "
-                          "documents split differently and a resume would mix the two")
+                kept = ("dropped a lone carriage return (\\r) of a file on another file system, joining the "
+                        "words on either side" if old.get("line_reader") == 2 else
+                        "kept a lone carriage return (\\r) inside its line")
+                reason = (f"was written by an earlier version, whose corpus reader {kept}; this one ends the line "
+                          f"there, and {cr[0]}, line {cr[1]} holds one, so documents split differently and a "
+                          "resume would mix the two")
             else:
                 reason = (f"records another corpus: {record['corpus'].get('files')} file(s), "
                           f"{record['corpus'].get('bytes')} bytes then, {fingerprint.get('files')} file(s), "

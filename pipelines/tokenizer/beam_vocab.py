@@ -50,23 +50,24 @@ def count_words_with_beam(patterns: Union[str, Sequence[str]], *, lowercase: boo
         A `collections.Counter` of word -> count.
 
     Raises:
-        pipelines.corpus.CorpusError: as the local path (`corpus.check_text_files`, run here first on
-            the matched files): a pattern that matches nothing, a line that is not UTF-8 or holds a
+        pipelines.corpus.CorpusError: as the local path (`corpus.check_text_file`, run in the workers,
+            a file each): a pattern that matches nothing, a line that is not UTF-8 or holds a
             carriage return (file and line named), no text at all.
     """
     from pipelines.pretraining.beam_pipeline import beam_glob
 
     files = [path for _, matches in corpus_lib.match_patterns(patterns, glob=beam_glob) for path in matches]
-    # The local path's strict pass, on the same files: TensorFlow's string ops dropped a byte that is not
-    # UTF-8 ("café" in Latin-1 counted as "caf"), and a file the local path refuses (a CR inside a line,
-    # which its line reader drops) was counted here; one pass over the files, read from this process.
-    corpus_lib.check_text_files(files)
     directory = temp_dir or tempfile.mkdtemp(prefix="beam-word-counts-")
     output = os.path.join(directory, f"counts-{os.getpid()}")
     with worker_errors(), beam_pipeline(runner, pipeline_args) as pipeline:
+        paths = pipeline | "Files" >> beam.Create(files)
+        # The local path's strict pass, a file per worker: TensorFlow's string ops dropped a byte that is
+        # not UTF-8 ("café" in Latin-1 counted as "caf"), and a file the local path refuses (a CR inside a
+        # line, which its line reader drops) was counted. It ran here first, reading the whole corpus
+        # through the launching machine before any worker started.
+        _ = paths | "CheckText" >> beam.Map(corpus_lib.check_text_file)
         _ = (
-            pipeline
-            | "Files" >> beam.Create(files)
+            paths
             | "ReadLines" >> beam.io.ReadAllFromText(coder=beam.coders.BytesCoder())
             | "Batch" >> beam.BatchElements(min_batch_size=64, max_batch_size=4096)
             | "CountBatch" >> beam.ParDo(_CountBatch(lowercase, strip_accents))
@@ -84,6 +85,8 @@ def count_words_with_beam(patterns: Union[str, Sequence[str]], *, lowercase: boo
                 word, count = line.rsplit("\t", 1)
                 counts[word.encode().decode("unicode_escape")] += int(count)
     FileSystems.delete([m.path for m in FileSystems.match([output + "*.tsv"])[0].metadata_list])
+    if not counts and min_count <= 1:  # as the local pass says it (it stopped before counting)
+        raise corpus_lib.empty_text_error(files)
     return counts
 
 

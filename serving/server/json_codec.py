@@ -42,6 +42,7 @@ from typing import Mapping
 
 import numpy as np
 
+from pipelines.json_objects import RepeatedKeyError, object_of_unique_keys
 from serving.server.errors import ServingError, name_list
 from serving.server.request_validation import STRING_ELEMENT_BYTES, Limits, check_declared_size, check_examples_size
 from serving.server.signatures import DT_BOOL, DT_STRING, TensorSpecInfo, dtype_name
@@ -140,9 +141,13 @@ def parse_json_body(body: bytes):
         raise _bad_json(f"malformed JSON: request body is not UTF-8 (byte {error.start})") from None
     try:
         value = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float,
-                           object_pairs_hook=_object_without_repeated_keys)
+                           object_pairs_hook=object_of_unique_keys)
     except ServingError:
         raise
+    except RepeatedKeyError as error:  # Python's decoder keeps the last value, TF Serving's (RapidJSON) the first:
+        # the same request meant two things (`{"instances": ["a"], "instances": ["b", "c"]}`)
+        raise _bad_json(f"malformed JSON: key {error.args[0][:100]!r} appears more than once in one object "
+                        "(servers differ on which one they read): send it once") from None
     except json.JSONDecodeError as error:
         raise _bad_json(f"malformed JSON in request body: {error.msg} at line {error.lineno} column "
                         f"{error.colno} (char {error.pos})") from None
@@ -155,19 +160,6 @@ def parse_json_body(body: bytes):
         raise _bad_json(f"request body must be a JSON object, got {type(value).__name__}")
     if _SURROGATE_ESCAPE.search(text):
         _refuse_lone_surrogates(value)
-    return value
-
-
-def _object_without_repeated_keys(pairs):
-    """A JSON object as a dict; INVALID_ARGUMENT for a key given twice, which Python's decoder
-    resolved to the last value and TF Serving's (RapidJSON's FindMember) to the first: the same
-    request meant two things (`{"instances": ["a"], "instances": ["b", "c"]}`)."""
-    value = dict(pairs)
-    if len(value) != len(pairs):
-        seen = set()
-        repeated = next(key for key, _ in pairs if key in seen or seen.add(key))
-        raise _bad_json(f"malformed JSON: key {repeated[:100]!r} appears more than once in one object "
-                        "(servers differ on which one they read): send it once")
     return value
 
 

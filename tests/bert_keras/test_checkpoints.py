@@ -1256,6 +1256,29 @@ def test_tokens_of_added_tokens_json_beside_vocab_txt_are_the_vocabularys_last_i
     assert find_vocabulary(f"hf:{model}") == str(model / "vocab.txt")
 
 
+def test_added_tokens_json_beside_a_vocab_txt_read_as_the_tokenizer_reads_it(tiny_config, tiny_vocab_file,
+                                                                             tmp_path, monkeypatch):
+    """vocab.txt was read with str.splitlines, which also ends a line at U+2028 (\\x85, \\f, ...): a token
+    holding one was two, so the added token at id 99 was "given to 'tok93'" (or, with room, every id
+    past it shifted in the copy) → the vocabulary as the tokenizer reads it (`load_vocabulary`)."""
+    import dataclasses
+
+    from pipelines.tokenizer.vocab import load_vocabulary
+
+    monkeypatch.setenv("BERT_KERAS_CACHE", str(tmp_path / "cache"))
+    config = dataclasses.replace(tiny_config, vocab_size=100)
+    model = tmp_path / "hf"
+    _write_raw_hf(model, config, _hf_tensors(config, random_canonical(config)))
+    tokens = load_vocabulary(tiny_vocab_file)
+    tokens[50] = "line\u2028break"
+    (model / "vocab.txt").write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    (model / "tokenizer_config.json").write_text('{"do_lower_case": true}')
+    (model / "added_tokens.json").write_text('{"covid19": 99}')
+    with pytest.warns(UserWarning, match=r"1 added token\(s\) \['covid19'\] are the vocabulary's ids 99..99"):
+        vocab = find_vocabulary(f"hf:{model}")
+    assert load_vocabulary(vocab) == tokens + ["covid19"]
+
+
 def test_the_added_tokens_copy_of_a_korean_vocabulary_keeps_its_accents(tmp_path, monkeypatch):
     """An HF directory with a vocab.txt of Hangul syllables, added_tokens.json and no
     tokenizer_config.json: its vocab.txt reads with accents kept (`vocabulary_keeps_accents`), but the

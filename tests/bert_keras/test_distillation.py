@@ -264,6 +264,17 @@ def test_an_init_with_another_hidden_size_or_vocabulary(tmp_path):
     save_pretrained(small, other, vocab_file=str(other_vocab))
     with pytest.raises(TaskInputError, match="is not the teacher's"):
         teacher.distill(TEXTS, init=other)
+    # The vocabularies were compared split at whitespace, not by line: a vocabulary whose last two
+    # tokens were " " and "A B" was the teacher's "A", "B", and the student read two ids otherwise.
+    from pipelines.tokenizer.vocab import load_vocabulary
+
+    tokens = load_vocabulary(teacher._record.vocab_file)
+    respaced = tmp_path / "respaced.txt"
+    respaced.write_text("\n".join(tokens[:-2] + [" ", f"{tokens[-2]} {tokens[-1]}"]) + "\n", encoding="utf-8")
+    os.makedirs(tmp_path / "respaced")
+    save_pretrained(small, str(tmp_path / "respaced" / "encoder.keras"), vocab_file=str(respaced))
+    with pytest.raises(TaskInputError, match="is not the teacher's"):
+        teacher.distill(TEXTS, init=str(tmp_path / "respaced" / "encoder.keras"))
 
 
 def test_student_layers_picks_evenly():

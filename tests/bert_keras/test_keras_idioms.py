@@ -369,6 +369,31 @@ def test_keras_save_and_load_model_give_back_the_whole_task(spec, tmp_path, fami
         assert tasks.load(str(tmp_path / "as-directory")).labels == task.labels
 
 
+def test_a_keras_file_keeps_the_vocabulary_as_the_tokenizer_reads_it(tmp_path):
+    """The `.keras` file's vocabulary was read with str.splitlines, which also ends a line at U+2028,
+    \x85, \f, ...: a token holding one became two, and the task did not load back ("the vocabulary
+    has 10 tokens, more than the model's 9"; with room left, every later id shifted) → the
+    vocabulary as the tokenizer reads it (`load_vocabulary`, CRLF and padding too)."""
+    from bert_keras.config import BertConfig
+    from bert_keras.encoder import BertEncoder
+    from bert_keras.finetuned_model import FinetunedModel, save_finetuned
+    from bert_keras.models import BertClassifier
+
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "good", "line\u2028break", "bad", "cat "]
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_bytes(("\r\n".join(tokens) + "\r\n").encode("utf-8"))
+    config = BertConfig(vocab_size=len(tokens), hidden_size=16, num_layers=1, num_heads=2, intermediate_size=19,
+                        max_position_embeddings=24)
+    directory = save_finetuned(str(tmp_path / "model"), FinetunedModel(
+        kind="classification", model=BertClassifier(BertEncoder(config), num_classes=2), vocab_file=str(vocab),
+        seq_length=16, labels=["neg", "pos"], lowercase=False))
+    task = tasks.load(directory)
+    task.save(str(tmp_path / "task.keras"))
+    reloaded = keras.saving.load_model(str(tmp_path / "task.keras"))
+    ids = reloaded.preprocessor(["bad cat good"])["token_ids"].numpy()[0][:5].tolist()
+    assert ids == task.preprocessor(["bad cat good"])["token_ids"].numpy()[0][:5].tolist() == [2, 7, 8, 5, 3]
+
+
 def test_a_pretrainer_saved_as_keras_loads_back_with_its_tokenization(spec, tmp_path):
     """`Pretrainer.from_config` takes a size name or a config file; Keras' `load_model` hands it
     the saved config dict, which it read as a path (a TypeError: "stat: path should be string")."""

@@ -227,6 +227,43 @@ def test_a_cr_inside_a_line_stops_the_streaming_readers_naming_file_and_line(tmp
         corpus_lib.check_text_files(wide)
 
 
+@pytest.mark.parametrize("block_bytes", [1 << 20, 3])
+def test_a_corpus_on_another_file_system_keeps_its_carriage_returns(tmp_path, monkeypatch, block_bytes):
+    """A `gs://` corpus was read with GFile's line iterator, which drops every CR: 'One a.\rTwo a.'
+    was the one sentence 'One a.Two a.' where a local copy read two, and the strict pass saw no CR to
+    refuse → files on other file systems are cut at LF here, their CRs kept (`file://` is the same
+    code path as `gs://`, a local file through tf.io.gfile)."""
+    monkeypatch.setattr(corpus_lib, "_BLOCK_BYTES", block_bytes)  # lines across blocks too
+    data = b"One a.\rTwo a.\r\rOne b.\r\nTwo b.\r\r\n\nOne c.\nTwo c."
+    local = write(tmp_path / "mixed.txt", data)
+    remote = "file://" + local
+    assert corpus_lib.list_files(remote) == [remote]
+    expected = [["One a.", "Two a."], ["One b.", "Two b."], ["One c.", "Two c."]]
+    assert list(read_corpus(local).documents()) == expected
+    assert list(read_corpus(remote).documents()) == expected
+    assert list(corpus_lib._lf_chunks(remote)) == list(corpus_lib._lf_chunks(local))
+    for path in (local, remote):
+        with pytest.raises(CorpusError, match=r"mixed.txt, line 1: a carriage return"):
+            corpus_lib.check_text_files(path)
+    crlf = write(tmp_path / "crlf.txt", b"One a.\r\nTwo a.\r\n")
+    assert corpus_lib.check_text_files("file://" + crlf) == corpus_lib.check_text_files(crlf) == 2
+
+
+def test_the_strict_pass_names_a_line_as_the_readers_number_it(tmp_path):
+    """check_text_files numbered lines at LF alone: a bad byte after a lone CR (which ends a line for
+    the readers) was on "line 1" where read_corpus said "line 2" → the pass stops at the CR, on the
+    line the readers number as it does."""
+    path = write(tmp_path / "mixed.txt", b"Zero.\r\nOne.\rcaf\xe9.\n")
+    with pytest.raises(CorpusError, match=r"mixed.txt, line 3: not valid UTF-8"):
+        read_corpus(path)
+    with pytest.raises(CorpusError, match=r"mixed.txt, line 2: a carriage return"):
+        corpus_lib.check_text_files(path)
+    bad_first = write(tmp_path / "bad.txt", b"Zero.\r\ncaf\xe9.\rOne.\n")
+    for read in (read_corpus, corpus_lib.check_text_files):
+        with pytest.raises(CorpusError, match=r"bad.txt, line 2: not valid UTF-8 .*b'caf\\xe9.'\)"):
+            read(bad_first)
+
+
 def test_a_compressed_corpus_is_named_as_such_not_told_to_convert_from_cp1252(tmp_path):
     """A bzip2 / xz / zip corpus (its first line valid UTF-8: "BZh91AY&SY") was told only to convert
     its bytes from cp1252, and a gzip one that too, after "gunzip it first" → what the file is and

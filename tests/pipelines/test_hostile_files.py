@@ -439,6 +439,63 @@ def test_a_conll_file_of_cr_line_ends_is_read_word_by_word(tmp_path, end):
         (["EU", "rejects"], ["B-ORG", "O"], "1"), (["Peter"], ["B-PER"], "4")]
 
 
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r", "\r\r\n", "mixed"])
+def test_every_reader_and_every_message_count_lines_alike(tmp_path, end):
+    """A line ended at "\r\r\n" (Python on Windows writing "\r\n" in text mode) once in the CoNLL and
+    corpus readers, but twice (a line and a blank one) in the task files' csv reader, the STS and SWAG
+    readers, `--input` texts and `line_position`: a bad byte on line 3 of such a file was "line 5", STS
+    counted two skipped rows, `predict --input` refused "line 2: an empty line", and a label file
+    refused "label 'neg\\r' spans several lines" (a lone CR too) → one rule for all
+    (`pipelines.line_ends`: LF, CRLF or a lone CR, CRs before an LF with it)."""
+    from pipelines import line_ends
+    from pipelines.corpus import read_corpus
+    from pipelines.datasets.conll import ConllFormatError, read_conll
+    from pipelines.datasets.sts import read_sts_pairs
+    from pipelines.label_names import read_label_names
+    from pipelines.datasets.swag import SwagFormatError, read_swag_csv
+    from serving.text_requests import read_texts
+
+    def join(lines):
+        ends = ["\r\r\n", "\n", "\r\n", "\r"] if end == "mixed" else [end]  # (a CR then a blank CRLF line is CRCRLF)
+        return "".join(line + ends[i % len(ends)] for i, line in enumerate(lines))
+
+    assert line_ends.text_lines(join(["a", "b", "", "c"])) == ["a", "b", "", "c"]
+    assert line_ends.line_position(join(["a", "b", "c"]), len(join(["a", "b"]))) == (3, len(join(["a", "b"])))
+    labels = _write(tmp_path / "labels.txt", join(["neg", "pos", "neg"]))
+    with pytest.raises(LabelNamesError, match=r"labels.txt:3: duplicate label 'neg' \(also line 1\)"):
+        read_label_names(labels)
+    assert read_label_names(_write(tmp_path / "two.txt", join(["neg", "pos"]))) == ["neg", "pos"]
+    csv_file = _write(tmp_path / "t.csv", join(["text,label", "good,pos", "bad,neg,x"]))
+    with pytest.raises(TextFileError, match=r"t.csv:3: 3 fields, the header has 2"):
+        read_text_file(csv_file)
+    nul = _write(tmp_path / "nul.tsv", join(["text\tlabel", "good\tpos", "bad\x00\tneg"]))
+    with pytest.raises(TextFileError, match=r"nul.tsv:3:4: a NUL byte"):
+        read_text_file(nul)
+    jsonl = _write(tmp_path / "t.jsonl", join(['{"text": "good", "label": "pos"}', "", '{"text": "bad",']))
+    with pytest.raises(TextFileError, match=r"t.jsonl:3: not valid JSON"):
+        read_text_file(jsonl)
+    quoted = _write(tmp_path / "q.csv", join(["text,label", '"two', 'lines",pos', "bad,neg,x"]))
+    with pytest.raises(TextFileError, match=r"q.csv:4: 3 fields"):
+        read_text_file(quoted)
+    sts = _write(tmp_path / "sts.tsv", join(["genre\tfilename\tyear\tid\tscore\tsentence1\tsentence2",
+                                             "a\tb\tc\td\t1.5\tOne.\tTwo.", "a\tb\tc\td\t2\tThree.\tFour."]))
+    assert read_sts_pairs(sts) == ([("One.", "Two.", 1.5), ("Three.", "Four.", 2.0)], 0)
+    swag = _write(tmp_path / "swag.csv", join(["sent1,sent2,ending0,ending1,ending2,ending3,label",
+                                               "A,b,c,d,e,f,0", "A,b,c,d,e,f,0,x"]))
+    with pytest.raises(SwagFormatError, match=r"swag.csv:3: 8 fields"):
+        read_swag_csv(swag)
+    conll = _write(tmp_path / "t.conll", join(["EU B-ORG", "", "Paris B-LOC LOC"]))
+    with pytest.raises(ConllFormatError, match=r"t.conll:3: 3 columns"):
+        read_conll(conll)
+    texts = _write(tmp_path / "texts.txt", join(["one", "two", "", "three"]))
+    assert read_texts(texts, keep_blank=True) == ["one", "two", "", "three"]
+    with pytest.raises(Exception, match=r"texts.txt, line 3: an empty line"):
+        read_texts(texts, refuse_blank=True)
+    corpus = _write(tmp_path / "corpus.txt", join(["One.", "Two.", "", "Caf\udce9."]).encode("utf-8", "surrogateescape"))
+    with pytest.raises(Exception, match=r"corpus.txt, line 4: not valid UTF-8"):
+        read_corpus(corpus)
+
+
 def test_a_bad_byte_or_a_nul_in_a_file_of_cr_line_ends_names_its_own_line(tmp_path):
     """Lines were counted at LF alone: every bad byte of a file of lone CR line ends was on "line 1",
     though the reader (and `--input FILE`) reads each CR as a line end → counted as they are read."""

@@ -452,6 +452,33 @@ def test_beam_word_counts_refuse_the_files_the_local_path_refuses(tmp_path, cont
             count_corpus_words([str(path)], runner=runner)
 
 
+def test_beam_word_counts_check_the_files_in_the_workers_not_from_the_launcher(tmp_path, monkeypatch):
+    """The strict pass read the whole corpus through the launching machine (every gs:// byte, before
+    any worker started) → each worker checks the files it is given (`corpus.check_text_file`); what
+    is refused, and the error, are the local path's."""
+    pytest.importorskip("apache_beam")
+    from pipelines import corpus as corpus_lib
+    from pipelines.corpus import CorpusError
+    from pipelines.tokenizer.beam_vocab import count_words_with_beam
+
+    def launcher_pass(patterns):
+        raise AssertionError("the launcher read the corpus")
+
+    monkeypatch.setattr(corpus_lib, "check_text_files", launcher_pass)
+    fine = tmp_path / "fine.txt"
+    fine.write_bytes(b"One cat.\r\nTwo cats.\n")
+    assert count_words_with_beam([str(fine)], temp_dir=str(tmp_path / "counts")) == {"one": 1, "cat": 1, "two": 1,
+                                                                                      "cats": 1, ".": 2}
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"One cat.\nA cat\rdog.\n")
+    with pytest.raises(CorpusError, match=r"bad.txt, line 2: a carriage return.*while running 'CheckText'"):
+        count_words_with_beam([str(fine), str(bad)], temp_dir=str(tmp_path / "counts"))
+    empty = tmp_path / "empty.txt"
+    empty.write_bytes(b"\n \n\xef\xbb\xbf\n")
+    with pytest.raises(CorpusError, match=r"The corpus is empty: no text in .*empty.txt"):
+        count_words_with_beam([str(empty)], temp_dir=str(tmp_path / "counts"))
+
+
 def test_direct_runner_runs_in_process_and_leaves_no_temporary_directory(vocab_file, tmp_path, monkeypatch):
     """Beam 2.77's DirectRunner first tries Prism: a Go binary downloaded from GitHub when the pipeline
     runs, and offline an empty `beam-temp*` directory left in the temporary directory by every run.

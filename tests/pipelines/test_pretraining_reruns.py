@@ -409,17 +409,48 @@ def test_a_resume_of_an_earlier_readers_run_is_refused_only_when_the_corpus_hold
     write(str(corpus), vocab_file, prefix)
     config = prefix + "-config.json"
     record = json.load(open(config))
-    assert record["corpus"]["line_reader"] == 2
+    assert record["corpus"]["line_reader"] == 3
     del record["corpus"]["line_reader"]  # an earlier version's record, its run killed after one shard
     record["complete"] = False
     json.dump(record, open(config, "w"))
     os.remove(shards(prefix)[-1])
     if not lone_cr:  # the same documents either way: resumed as before, the record brought up to date
         assert len(write(str(corpus), vocab_file, prefix)["written"]) == 1
-        assert json.load(open(config))["corpus"]["line_reader"] == 2
+        assert json.load(open(config))["corpus"]["line_reader"] == 3
         return
     with pytest.raises(OutputExistsError, match=r"earlier version, whose corpus reader kept a lone carriage return "
                                                 r".*corpus.txt, line 1 holds one.*pass overwrite=True to replace"):
         write(str(corpus), vocab_file, prefix)
     assert len(shards(prefix)) == 1  # untouched
     assert len(write(str(corpus), vocab_file, prefix, overwrite=True)["written"]) == 2
+
+
+
+@pytest.mark.parametrize("remote", [False, True])
+def test_a_resume_of_a_run_that_read_a_remote_corpus_through_gfile_lines_is_refused_on_a_lone_cr(
+        vocab_file, tmp_path, remote):
+    """Line reader 2 read a `gs://` corpus through GFile's line iterator, which drops every CR (its
+    documents glued 'one\\rtwo' into 'onetwo'); the corpus is now read as a local one. A resume of such
+    a run would mix the two: refused when the corpus holds a lone CR. A local corpus, read alike by
+    both, resumes (file:// is the same code path as gs://)."""
+    import json
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(open(SAMPLE, "rb").read().replace(b"\n", b"\r", 1))
+    source = f"file://{corpus}" if remote else str(corpus)
+    prefix = str(tmp_path / "out")
+    write(source, vocab_file, prefix)
+    config = prefix + "-config.json"
+    record = json.load(open(config))
+    record["corpus"]["line_reader"] = 2  # the run of the reader before, killed after one shard
+    record["complete"] = False
+    json.dump(record, open(config, "w"))
+    os.remove(shards(prefix)[-1])
+    if not remote:
+        assert len(write(source, vocab_file, prefix)["written"]) == 1
+        assert json.load(open(config))["corpus"]["line_reader"] == 3
+        return
+    with pytest.raises(OutputExistsError, match=r"earlier version, whose corpus reader dropped a lone carriage "
+                                                r"return .*corpus.txt, line 1 holds one"):
+        write(source, vocab_file, prefix)
+    assert len(write(source, vocab_file, prefix, overwrite=True)["written"]) == 2

@@ -122,6 +122,16 @@ def test_unreadable_files_give_clear_errors(tmp_path, content, match):
         squad.read_squad_json(str(path), is_training=False)
 
 
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r", "\r\r\n"])
+def test_a_json_error_names_the_line_as_every_reader_counts_it(tmp_path, end):
+    """json's "line N" counts LF alone: every error of a SQuAD file of CR line ends was on "line 1"
+    (and at a column past the end of the line) → file:line:column as the other readers count lines."""
+    path = tmp_path / "dev.json"
+    path.write_bytes(end.join(['{"version": "1.1",', '  "data": [', '    {"title": "x",,}', "]}"]).encode())
+    with pytest.raises(squad.SquadFormatError, match=r"dev.json:3:19: not valid JSON \(Expecting property name"):
+        squad.read_squad_json(str(path), is_training=False)
+
+
 def test_impossible_question_in_v1_dataset_is_an_error():
     with pytest.raises(squad.SquadFormatError, match="oil_1979.*version='2.0'"):
         squad.read_squad_json(V2, is_training=False, version="1.1")
