@@ -29,6 +29,7 @@ from bert_keras.tasks.finetuning_run import task_backup_callback
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_epochs, label_ids, num_rows, take_rows
 from bert_keras.tasks.validation import ValidationOnOneDevice, validation_dataset, validation_metrics
 from bert_keras.tasks.task_batches import batch_size_for, packed_batches
+from bert_keras.training.backup import resumed_backup_epoch, with_run_backups
 from pipelines.tensorflow_logs import caller_stacklevel
 
 
@@ -64,6 +65,7 @@ def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split,
     if class_weight is not None:
         class_weight = class_weight_ids(task, class_weight, sample_weight)
     finetuning_recipe.check_learning_rate_callbacks(task, callbacks)
+    callbacks, keras_backup = with_run_backups(callbacks)
     if isinstance(x, tf.data.Dataset):
         if y is not None or sample_weight is not None:
             raise TaskInputError("y / sample_weight: with a tf.data.Dataset as x, labels and weights "
@@ -120,6 +122,8 @@ def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split,
             batch_size=batch_size, seed=seed, data=(x, y, sample_weight))
         callbacks = list(callbacks or []) + [backup]
         batches = batches.skip(resumed_batches(backup, steps_per_epoch, total_steps))
+    elif keras_backup is not None:  # yours: resumed as run_dir's is
+        batches = batches.skip(resumed_batches(keras_backup, steps_per_epoch, total_steps))
     whole_epochs, callbacks = keras_epochs(total_steps, steps_per_epoch, callbacks, steps_per_pass=steps_per_pass,
                                            verbose=verbose)
     # Repeat: fractional epochs and max_steps split into whole Keras epochs, the last one
@@ -145,6 +149,7 @@ def fit_packed_batches(task, dataset, *, epochs, max_steps, steps_per_epoch, **k
             steps_per_epoch = int(dataset.reduce(tf.constant(0, tf.int64), lambda n, *_: n + 1))
     if steps_per_epoch == 0:
         raise TaskInputError("x: an empty dataset")
+    keras_options["callbacks"], keras_backup = with_run_backups(keras_options.get("callbacks"))
     if epochs == 0:
         return no_epochs(task, dataset, verbose=keras_options.get("verbose"),
                          callbacks=keras_options.get("callbacks"))
@@ -161,8 +166,11 @@ def fit_packed_batches(task, dataset, *, epochs, max_steps, steps_per_epoch, **k
     finetuning_recipe.build_optimizer(task)
     if "validation_data" in keras_options:
         keras_options["validation_data"] = without_autotune_thread(keras_options["validation_data"])
+    batches = dataset.repeat()
+    if keras_backup is not None:  # the batches the backup has trained on: as fit's
+        batches = batches.skip(resumed_batches(keras_backup, steps_per_epoch, total_steps))
     with executions_within_epochs(task, steps_per_epoch, total_steps):
-        return keras.Model.fit(task, without_autotune_thread(dataset.repeat()), epochs=whole_epochs,
+        return keras.Model.fit(task, without_autotune_thread(batches), epochs=whole_epochs,
                                shuffle=False, steps_per_epoch=min(steps_per_epoch, total_steps), **keras_options)
 
 
@@ -285,7 +293,8 @@ def keras_epochs(total_steps, steps_per_epoch, callbacks, *, steps_per_pass=None
 
 
 def resumed_batches(backup, steps_per_epoch, total_steps):
-    """The batches a run resumed from `backup` (a `RunBackup`) has trained on, to skip.
+    """The batches a run resumed from `backup` (a `RunBackup`, or your `BackupAndRestore`) has
+    trained on, to skip.
 
     The batches of a fit are one sequence over its epochs (`dataset.repeat()` of a shuffle
     seeded by `seed`, reshuffled each pass): the resumed run reads on where its backup left
@@ -294,7 +303,7 @@ def resumed_batches(backup, steps_per_epoch, total_steps):
     trained on, input work only (`bert_keras.training.backup.resumed_step` says why not a
     checkpointed iterator). An unseeded shuffle (`seed=None`) is another order in each process.
     """
-    return backup.resumed_epoch() * min(steps_per_epoch, total_steps)
+    return resumed_backup_epoch(backup) * min(steps_per_epoch, total_steps)
 
 
 def steps_to_run(total_steps, steps_per_epoch, initial_epoch):
