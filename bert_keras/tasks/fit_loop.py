@@ -25,7 +25,7 @@ import tensorflow as tf
 
 from bert_keras.tasks import recipe as finetuning_recipe
 from bert_keras.tasks.dataset_inputs import is_tokenized_dataset, read_batch_source, without_autotune_thread
-from bert_keras.tasks.finetuning_run import task_backup_callback
+from bert_keras.tasks.finetuning_run import forget_run_start, task_backup_callback
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_epochs, label_ids, num_rows, take_rows
 from bert_keras.tasks.validation import ValidationOnOneDevice, validation_dataset, validation_metrics
 from bert_keras.tasks.task_batches import batch_size_for, packed_batches
@@ -112,7 +112,6 @@ def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split,
         total_steps = min(total_steps, max_steps)
     if task._recipe is not None:  # the schedule ends exactly at the last step
         finetuning_recipe.size_schedule(task, steps_to_run(total_steps, steps_per_epoch, initial_epoch))
-        callbacks = schedule_after_restore(callbacks, total_steps, steps_per_epoch, initial_epoch)
     batches = dataset.repeat()
     steps_per_pass = steps_per_epoch
     if run_dir:
@@ -124,18 +123,23 @@ def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split,
         batches = batches.skip(resumed_batches(backup, steps_per_epoch, total_steps))
     elif keras_backup is not None:  # yours: resumed as run_dir's is
         batches = batches.skip(resumed_batches(keras_backup, steps_per_epoch, total_steps))
+    if task._recipe is not None:  # after the backup: its restore may move the step count
+        callbacks = schedule_after_restore(callbacks, total_steps, steps_per_epoch, initial_epoch)
     whole_epochs, callbacks = keras_epochs(total_steps, steps_per_epoch, callbacks, steps_per_pass=steps_per_pass,
                                            verbose=verbose)
     # Repeat: fractional epochs and max_steps split into whole Keras epochs, the last one
     # cut at the last step. shuffle=False: the dataset shuffles itself.
     finetuning_recipe.build_optimizer(task)
     with executions_within_epochs(task, steps_per_epoch, total_steps):
-        return keras.Model.fit(task, without_autotune_thread(batches), epochs=whole_epochs, shuffle=False,
-                               verbose=verbose, steps_per_epoch=min(steps_per_epoch, total_steps),
-                               callbacks=callbacks, validation_data=without_autotune_thread(validation_data),
-                               class_weight=class_weight,
-                               initial_epoch=initial_epoch, validation_steps=validation_steps,
-                               validation_freq=validation_freq)
+        history = keras.Model.fit(task, without_autotune_thread(batches), epochs=whole_epochs, shuffle=False,
+                                  verbose=verbose, steps_per_epoch=min(steps_per_epoch, total_steps),
+                                  callbacks=callbacks, validation_data=without_autotune_thread(validation_data),
+                                  class_weight=class_weight,
+                                  initial_epoch=initial_epoch, validation_steps=validation_steps,
+                                  validation_freq=validation_freq)
+    if run_dir and not keep_run_dir:
+        forget_run_start(task)
+    return history
 
 
 def fit_packed_batches(task, dataset, *, epochs, max_steps, steps_per_epoch, **keras_options):
@@ -228,7 +232,8 @@ class ScheduleAfterRestore(keras.callbacks.Callback):
     The schedule is sized before the fit from the optimizer's step count, but the callback
     restores the step count and the epoch to start from when the fit begins: in the process whose
     fit was interrupted, the count it had at the interruption would stretch the schedule. Called
-    after the other callbacks, this sizes it again from what was restored.
+    after the other callbacks, this sizes it again from what was restored (`run_dir`'s backup
+    too: `steps_per_epoch` is then its Keras epoch, `checkpoint_every` steps).
     """
 
     def __init__(self, total_steps, steps_per_epoch, initial_epoch):

@@ -566,6 +566,37 @@ def test_run_dir_resumes_and_never_takes_a_directory_of_other_files(spec, tmp_pa
     assert os.listdir(mine) == ["notes.txt"]
 
 
+def test_run_dir_resumes_in_the_process_whose_fit_was_interrupted(spec, tmp_path):
+    """Ctrl-C in a notebook, then the same call on the same task: its weights had trained since
+    the fit started, so the backup was refused as "another run (weights differ)"; and once
+    resumed, the step count the interrupted fit had reached stretched the schedule. The same
+    call now resumes and ends at the uninterrupted run's losses and weights, at rate 0."""
+    class Interrupt(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            if int(self.model.optimizer.iterations) == 3:  # inside the second epoch
+                raise KeyboardInterrupt
+
+    reference = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    expected = losses(reference.fit(TEXTS, LABELS, epochs=3, batch_size=5, seed=1, verbose=0))
+    run_dir = str(tmp_path / "run")
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    with pytest.raises(KeyboardInterrupt):
+        classifier.fit(TEXTS, LABELS, epochs=3, batch_size=5, seed=1, run_dir=run_dir, verbose=0,
+                       callbacks=[Interrupt()])
+    history = classifier.fit(TEXTS, LABELS, epochs=3, batch_size=5, seed=1, run_dir=run_dir, verbose=0)
+    np.testing.assert_allclose(losses(history), expected, rtol=1e-5)
+    for got, want in zip(classifier.get_weights(), reference.get_weights()):
+        np.testing.assert_allclose(got, want, atol=1e-6)
+    assert int(classifier.optimizer.iterations) == 6 and float(classifier.optimizer.learning_rate) == 0.0
+    assert not os.path.exists(run_dir)
+    # A task whose weights are not the run's start (trained, its own run done) is another run.
+    with pytest.raises(KeyboardInterrupt):
+        build(tasks.TextClassifier, spec, labels=["neg", "pos"]).fit(
+            TEXTS, LABELS, epochs=3, batch_size=5, seed=1, run_dir=run_dir, verbose=0, callbacks=[Interrupt()])
+    with pytest.raises(tasks.TaskInputError, match=r"another run \(weights differ"):
+        classifier.fit(TEXTS, LABELS, epochs=3, batch_size=5, seed=1, run_dir=run_dir, verbose=0)
+
+
 def test_a_backup_written_before_doc_stride_became_stride_resumes(spec, tmp_path):
     """A SQuAD run backed up while the setting was `doc_stride` recorded that name in its
     fingerprint of how texts are read; the same run resumes after the rename."""
