@@ -29,7 +29,7 @@ from bert_keras.tasks.finetuning_run import forget_run_start, task_backup_callba
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_epochs, label_ids, num_rows, take_rows
 from bert_keras.tasks.validation import ValidationOnOneDevice, validation_dataset, validation_metrics
 from bert_keras.tasks.task_batches import batch_size_for, packed_batches
-from bert_keras.training.backup import resumed_backup_epoch, with_run_backups
+from bert_keras.training.backup import forget_restored_epoch, resumed_backup_epoch, with_run_backups
 from pipelines.tensorflow_logs import caller_stacklevel
 
 
@@ -66,6 +66,7 @@ def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split,
         class_weight = class_weight_ids(task, class_weight, sample_weight)
     finetuning_recipe.check_learning_rate_callbacks(task, callbacks)
     callbacks, keras_backup = with_run_backups(callbacks)
+    forget_restored_epoch(task)  # an earlier fit's restored epoch: this one starts at its own
     if isinstance(x, tf.data.Dataset):
         if y is not None or sample_weight is not None:
             raise TaskInputError("y / sample_weight: with a tf.data.Dataset as x, labels and weights "

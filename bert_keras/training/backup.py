@@ -132,6 +132,7 @@ class RunBackup(keras.callbacks.BackupAndRestore):
             self._save_model()
 
     def on_train_end(self, logs=None):
+        forget_restored_epoch(self.model)  # read at the fit's start; a later fit starts at its own
         if self.whole_history:
             self._complete_history()
         # Keras removes the whole directory; only the backup's own files go (and the directory
@@ -190,6 +191,23 @@ class RunBackup(keras.callbacks.BackupAndRestore):
                         _keep_previous(path)
         # Committed above; the metadata follows the weights (settle_backup repairs a kill in between).
         write_json(self._training_metadata_path, {"epoch": self._current_epoch, "batch": self._last_batch_seen})
+
+
+def forget_restored_epoch(model):
+    """Clears the epoch a backup restored into `model` (Keras' `model._initial_epoch`), before a fit.
+
+    Keras' `BackupAndRestore` hands the epoch it restores to the fit's loop on the model, and
+    nothing clears it: every later fit of that model started there (a fit of 3 epochs after a
+    run resumed at epoch 1 ran 2). A fit's own backup sets it again when it restores.
+
+    >>> import keras
+    >>> model = keras.Sequential([keras.layers.Dense(1)])
+    >>> model._initial_epoch = 1  # what a backup restored in an earlier fit
+    >>> forget_restored_epoch(model); model._initial_epoch is None
+    True
+    """
+    if getattr(model, "_initial_epoch", None) is not None:
+        model._initial_epoch = None
 
 
 def with_run_backups(callbacks):

@@ -467,6 +467,33 @@ def test_backup_and_restore_resumed_in_a_new_process_is_the_uninterrupted_run(sp
     assert not os.path.exists(backup)  # removed at the end, as Keras does
 
 
+def test_a_fit_after_a_restored_one_starts_at_its_own_first_epoch(spec, tmp_path):
+    """Keras leaves the epoch a `BackupAndRestore` restored on the model (`_initial_epoch`), and
+    every later fit of it started there: after a resume at epoch 2, `fit(epochs=3)` ran 1 epoch."""
+    class Interrupt(keras.callbacks.Callback):
+        def __init__(self, at):
+            super().__init__()
+            self.at = at
+
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == self.at:
+                raise RuntimeError("killed")
+
+    backup = str(tmp_path / "backup")
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    for at in (2, 3):  # stopped, then resumed at epoch 2 and stopped again
+        with pytest.raises(RuntimeError, match="killed"):
+            classifier.fit(TEXTS, LABELS, epochs=4, batch_size=5, verbose=0,
+                           callbacks=[keras.callbacks.BackupAndRestore(backup), Interrupt(at)])
+    done = int(classifier.optimizer.iterations)
+    history = classifier.fit(TEXTS, LABELS, epochs=3, batch_size=5, verbose=0)  # a new fit, no backup
+    assert history.epoch == [0, 1, 2] and int(classifier.optimizer.iterations) == done + 6
+    resumed = classifier.fit(TEXTS, LABELS, epochs=4, batch_size=5, verbose=0,  # the backup: epochs 3 on
+                             callbacks=[keras.callbacks.BackupAndRestore(backup)])
+    assert resumed.epoch == [3]
+    assert classifier.fit(TEXTS, LABELS, epochs=2, batch_size=5, verbose=0).epoch == [0, 1]
+
+
 def test_steps_per_execution_never_runs_a_step_past_the_epoch_or_the_fit(spec):
     """Keras stops a multi-step call early only where the data runs out; a fit's batches are
     repeated, so the call is sized to end with its epoch: the steps and losses of steps_per_execution=1."""
