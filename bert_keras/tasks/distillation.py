@@ -191,7 +191,9 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
     from bert_keras.tasks.fit_loop import keras_epochs, resumed_batches
     from bert_keras.tasks.task_files import load
     from bert_keras.tasks.text_task import TextTask
+    from bert_keras.training.backup import with_run_backups
 
+    callbacks, keras_backup = with_run_backups(callbacks)  # yours resumes as run_dir's: see fit
     teacher_path = None
     if not isinstance(teacher, TextTask):
         teacher_path = os.path.abspath(os.fspath(teacher))
@@ -349,6 +351,8 @@ def distill(teacher, x, y=None, *, unlabelled=None, layers=None, hidden_size=Non
                                  data=digest((x, y) if unlabelled is None else (x, y, unlabelled)))
         callbacks.append(backup)
         batches = batches.skip(resumed_batches(backup, steps_per_epoch, total_steps))
+    elif keras_backup is not None:
+        batches = batches.skip(resumed_batches(keras_backup, steps_per_epoch, total_steps))
     student.train_step = distillation_step(student, teacher, temperature, alpha, masking,
                                            unlabelled=extra is not None, hidden=hidden)
     student.test_step = distillation_test_step(student, teacher, temperature, alpha, hidden=hidden)

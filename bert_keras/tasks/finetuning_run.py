@@ -158,8 +158,27 @@ def task_backup_callback(task, run_dir, *, keep, total_steps, steps_per_epoch, b
                for earlier, now in renamed]
     return backup_callback(run_dir, keep=keep, total_steps=total_steps, steps_per_epoch=steps_per_epoch,
                            batch_size=batch_size, seed=seed, recipe=digest(task._recipe),
-                           weights=weights_digest(task.head), data=digest(data), reading=digest(reading),
+                           weights=run_start_weights(task, run_dir), data=digest(data), reading=digest(reading),
                            earlier_readings=tuple(earlier))
+
+
+def run_start_weights(task, run_dir):
+    """`weights_digest` of the weights the run in `run_dir` started from: the task's now, unless
+    this task's last fit with `run_dir` was stopped (Ctrl-C in a notebook, an exception) and left
+    its backup: that fit's starting weights, so that the same call resumes it in the same process
+    as in a new one (its weights have trained since: "the backup of another run" refused it)."""
+    run_dir = os.path.abspath(os.fspath(run_dir))
+    earlier = getattr(task, "_run_dir_start", None)  # "<weights digest> <run_dir>"
+    if earlier and earlier.split(" ", 1)[1] == run_dir and os.path.isfile(os.path.join(run_dir, "run.json")):
+        return earlier.split(" ", 1)[0]
+    weights = weights_digest(task.head)
+    task._run_dir_start = f"{weights} {run_dir}"
+    return weights
+
+
+def forget_run_start(task):
+    """After a fit whose `run_dir` was removed as it completed: the task's next fit there is a new run."""
+    task._run_dir_start = None
 
 
 def digest(value):

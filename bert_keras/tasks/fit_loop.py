@@ -25,10 +25,11 @@ import tensorflow as tf
 
 from bert_keras.tasks import recipe as finetuning_recipe
 from bert_keras.tasks.dataset_inputs import is_tokenized_dataset, read_batch_source, without_autotune_thread
-from bert_keras.tasks.finetuning_run import task_backup_callback
+from bert_keras.tasks.finetuning_run import forget_run_start, task_backup_callback
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_epochs, label_ids, num_rows, take_rows
 from bert_keras.tasks.validation import ValidationOnOneDevice, validation_dataset, validation_metrics
 from bert_keras.tasks.task_batches import batch_size_for, packed_batches
+from bert_keras.training.backup import forget_restored_epoch, resumed_backup_epoch, with_run_backups
 from pipelines.tensorflow_logs import caller_stacklevel
 
 
@@ -64,6 +65,8 @@ def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split,
     if class_weight is not None:
         class_weight = class_weight_ids(task, class_weight, sample_weight)
     finetuning_recipe.check_learning_rate_callbacks(task, callbacks)
+    callbacks, keras_backup = with_run_backups(callbacks)
+    forget_restored_epoch(task)  # an earlier fit's restored epoch: this one starts at its own
     if isinstance(x, tf.data.Dataset):
         if y is not None or sample_weight is not None:
             raise TaskInputError("y / sample_weight: with a tf.data.Dataset as x, labels and weights "
@@ -110,7 +113,6 @@ def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split,
         total_steps = min(total_steps, max_steps)
     if task._recipe is not None:  # the schedule ends exactly at the last step
         finetuning_recipe.size_schedule(task, steps_to_run(total_steps, steps_per_epoch, initial_epoch))
-        callbacks = schedule_after_restore(callbacks, total_steps, steps_per_epoch, initial_epoch)
     batches = dataset.repeat()
     steps_per_pass = steps_per_epoch
     if run_dir:
@@ -120,18 +122,25 @@ def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split,
             batch_size=batch_size, seed=seed, data=(x, y, sample_weight))
         callbacks = list(callbacks or []) + [backup]
         batches = batches.skip(resumed_batches(backup, steps_per_epoch, total_steps))
+    elif keras_backup is not None:  # yours: resumed as run_dir's is
+        batches = batches.skip(resumed_batches(keras_backup, steps_per_epoch, total_steps))
+    if task._recipe is not None:  # after the backup: its restore may move the step count
+        callbacks = schedule_after_restore(callbacks, total_steps, steps_per_epoch, initial_epoch)
     whole_epochs, callbacks = keras_epochs(total_steps, steps_per_epoch, callbacks, steps_per_pass=steps_per_pass,
                                            verbose=verbose)
     # Repeat: fractional epochs and max_steps split into whole Keras epochs, the last one
     # cut at the last step. shuffle=False: the dataset shuffles itself.
     finetuning_recipe.build_optimizer(task)
     with executions_within_epochs(task, steps_per_epoch, total_steps):
-        return keras.Model.fit(task, without_autotune_thread(batches), epochs=whole_epochs, shuffle=False,
-                               verbose=verbose, steps_per_epoch=min(steps_per_epoch, total_steps),
-                               callbacks=callbacks, validation_data=without_autotune_thread(validation_data),
-                               class_weight=class_weight,
-                               initial_epoch=initial_epoch, validation_steps=validation_steps,
-                               validation_freq=validation_freq)
+        history = keras.Model.fit(task, without_autotune_thread(batches), epochs=whole_epochs, shuffle=False,
+                                  verbose=verbose, steps_per_epoch=min(steps_per_epoch, total_steps),
+                                  callbacks=callbacks, validation_data=without_autotune_thread(validation_data),
+                                  class_weight=class_weight,
+                                  initial_epoch=initial_epoch, validation_steps=validation_steps,
+                                  validation_freq=validation_freq)
+    if run_dir and not keep_run_dir:
+        forget_run_start(task)
+    return history
 
 
 def fit_packed_batches(task, dataset, *, epochs, max_steps, steps_per_epoch, **keras_options):
@@ -145,6 +154,7 @@ def fit_packed_batches(task, dataset, *, epochs, max_steps, steps_per_epoch, **k
             steps_per_epoch = int(dataset.reduce(tf.constant(0, tf.int64), lambda n, *_: n + 1))
     if steps_per_epoch == 0:
         raise TaskInputError("x: an empty dataset")
+    keras_options["callbacks"], keras_backup = with_run_backups(keras_options.get("callbacks"))
     if epochs == 0:
         return no_epochs(task, dataset, verbose=keras_options.get("verbose"),
                          callbacks=keras_options.get("callbacks"))
@@ -161,8 +171,11 @@ def fit_packed_batches(task, dataset, *, epochs, max_steps, steps_per_epoch, **k
     finetuning_recipe.build_optimizer(task)
     if "validation_data" in keras_options:
         keras_options["validation_data"] = without_autotune_thread(keras_options["validation_data"])
+    batches = dataset.repeat()
+    if keras_backup is not None:  # the batches the backup has trained on: as fit's
+        batches = batches.skip(resumed_batches(keras_backup, steps_per_epoch, total_steps))
     with executions_within_epochs(task, steps_per_epoch, total_steps):
-        return keras.Model.fit(task, without_autotune_thread(dataset.repeat()), epochs=whole_epochs,
+        return keras.Model.fit(task, without_autotune_thread(batches), epochs=whole_epochs,
                                shuffle=False, steps_per_epoch=min(steps_per_epoch, total_steps), **keras_options)
 
 
@@ -220,7 +233,8 @@ class ScheduleAfterRestore(keras.callbacks.Callback):
     The schedule is sized before the fit from the optimizer's step count, but the callback
     restores the step count and the epoch to start from when the fit begins: in the process whose
     fit was interrupted, the count it had at the interruption would stretch the schedule. Called
-    after the other callbacks, this sizes it again from what was restored.
+    after the other callbacks, this sizes it again from what was restored (`run_dir`'s backup
+    too: `steps_per_epoch` is then its Keras epoch, `checkpoint_every` steps).
     """
 
     def __init__(self, total_steps, steps_per_epoch, initial_epoch):
@@ -285,7 +299,8 @@ def keras_epochs(total_steps, steps_per_epoch, callbacks, *, steps_per_pass=None
 
 
 def resumed_batches(backup, steps_per_epoch, total_steps):
-    """The batches a run resumed from `backup` (a `RunBackup`) has trained on, to skip.
+    """The batches a run resumed from `backup` (a `RunBackup`, or your `BackupAndRestore`) has
+    trained on, to skip.
 
     The batches of a fit are one sequence over its epochs (`dataset.repeat()` of a shuffle
     seeded by `seed`, reshuffled each pass): the resumed run reads on where its backup left
@@ -294,7 +309,7 @@ def resumed_batches(backup, steps_per_epoch, total_steps):
     trained on, input work only (`bert_keras.training.backup.resumed_step` says why not a
     checkpointed iterator). An unseeded shuffle (`seed=None`) is another order in each process.
     """
-    return backup.resumed_epoch() * min(steps_per_epoch, total_steps)
+    return resumed_backup_epoch(backup) * min(steps_per_epoch, total_steps)
 
 
 def steps_to_run(total_steps, steps_per_epoch, initial_epoch):

@@ -186,6 +186,9 @@ class Pretrainer(BertPretrainer):
         """
         if corpus is None and records is None:
             _refuse_raw_text(x, "fit")
+            from bert_keras.training.backup import forget_restored_epoch
+
+            forget_restored_epoch(self)  # an earlier fit's restored epoch: this one starts at its own
             return super().fit(x, y, **kwargs)
         from bert_keras.training import run_pretraining
 

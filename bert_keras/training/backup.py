@@ -79,12 +79,15 @@ class RunBackup(keras.callbacks.BackupAndRestore):
     >>> # model.fit(..., callbacks=[backup]); kill it; the same call resumes.
     """
 
-    def __init__(self, backup_dir, *, companion_files=(), **kwargs):
-        """Keras' arguments; `companion_files`: names in `backup_dir` removed with the backup."""
+    def __init__(self, backup_dir, *, companion_files=(), whole_history=True, **kwargs):
+        """Keras' arguments; `companion_files`: names in `backup_dir` removed with the backup;
+        `whole_history=False`: the `History` of a resumed fit holds its own epochs only (Keras')."""
         super().__init__(backup_dir, **kwargs)
         self.companion_files = tuple(companion_files)
+        self.whole_history = whole_history
         self._epochs, self._logs = [], {}  # the run's epochs and their logs, backed up with the weights
         self._earlier = ([], {})  # those of the backup the fit resumed from
+        self._save_at_epoch_end = False  # an integer save_freq's save that fell on an epoch's last batch
 
     def resumed_epoch(self):
         """The epoch the next fit resumes at (0: no backup), the backup settled first
@@ -110,9 +113,28 @@ class RunBackup(keras.callbacks.BackupAndRestore):
             except (TypeError, ValueError):  # not a number: not in the backed-up history
                 pass
         super().on_epoch_end(epoch, logs)  # saves the backup, this epoch's logs included
+        if self._save_at_epoch_end:
+            self._save_at_epoch_end = False
+            self._save_model()  # as the epoch it completes: the resumed fit starts at the next one
+
+    def on_train_batch_end(self, batch, logs=None):
+        """An integer `save_freq`'s backup. Keras dates a backup by the epoch it is in, and a
+        resumed fit replays that epoch from its first batch, on weights that have trained on some
+        of it; a backup that falls on the epoch's last batch is the epoch's end: it is written
+        after the epoch ends (its validation and logs too), dated by the next epoch, so resuming
+        from it is exact, as from a `save_freq="epoch"` backup."""
+        if not self._should_save_on_batch(batch):
+            return
+        steps = (self.params or {}).get("steps")
+        if steps and batch + 1 >= steps:
+            self._save_at_epoch_end = True
+        else:
+            self._save_model()
 
     def on_train_end(self, logs=None):
-        self._complete_history()
+        forget_restored_epoch(self.model)  # read at the fit's start; a later fit starts at its own
+        if self.whole_history:
+            self._complete_history()
         # Keras removes the whole directory; only the backup's own files go (and the directory
         # once empty), so that nothing else a user put there is lost.
         if self.delete_checkpoint:
@@ -169,6 +191,60 @@ class RunBackup(keras.callbacks.BackupAndRestore):
                         _keep_previous(path)
         # Committed above; the metadata follows the weights (settle_backup repairs a kill in between).
         write_json(self._training_metadata_path, {"epoch": self._current_epoch, "batch": self._last_batch_seen})
+
+
+def forget_restored_epoch(model):
+    """Clears the epoch a backup restored into `model` (Keras' `model._initial_epoch`), before a fit.
+
+    Keras' `BackupAndRestore` hands the epoch it restores to the fit's loop on the model, and
+    nothing clears it: every later fit of that model started there (a fit of 3 epochs after a
+    run resumed at epoch 1 ran 2). A fit's own backup sets it again when it restores.
+
+    >>> import keras
+    >>> model = keras.Sequential([keras.layers.Dense(1)])
+    >>> model._initial_epoch = 1  # what a backup restored in an earlier fit
+    >>> forget_restored_epoch(model); model._initial_epoch is None
+    True
+    """
+    if getattr(model, "_initial_epoch", None) is not None:
+        model._initial_epoch = None
+
+
+def with_run_backups(callbacks):
+    """`(callbacks, backup)`: `callbacks` with each of Keras' own `BackupAndRestore` replaced by a
+    `RunBackup` of the same settings, and the backup callback among them (the last; None if none).
+
+    Keras' callback restores the weights, the optimizer and the epoch, not the state of the
+    model's seed generators: a fit resumed in a new process drew the first epoch's dropout masks
+    again. The `RunBackup` writes Keras' files, atomically, with that state beside them, and keeps
+    Keras' `History` (the resumed epochs only). The caller skips the batches the backup has
+    trained on (`resumed_backup_epoch`). A subclass of Keras' callback is left as it is.
+
+    Example:
+
+    >>> import tempfile, keras
+    >>> callbacks, backup = with_run_backups([keras.callbacks.BackupAndRestore(tempfile.mkdtemp())])
+    >>> type(backup).__name__, callbacks[0] is backup
+    ('RunBackup', True)
+    """
+    replaced, backup = [], None
+    for callback in callbacks or ():
+        if type(callback) is keras.callbacks.BackupAndRestore:
+            callback = RunBackup(callback.backup_dir, save_freq=callback.save_freq,
+                                 double_checkpoint=callback.double_checkpoint,
+                                 delete_checkpoint=callback.delete_checkpoint, whole_history=False)
+        if isinstance(callback, keras.callbacks.BackupAndRestore):
+            backup = callback
+        replaced.append(callback)
+    return (replaced if callbacks is not None else None), backup
+
+
+def resumed_backup_epoch(callback):
+    """The epoch a fit with the backup callback `callback` resumes at (0: none): a `RunBackup`'s
+    settled backup, or what the metadata of another `BackupAndRestore` says."""
+    if isinstance(callback, RunBackup):
+        return callback.resumed_epoch()
+    return backed_up_epoch(callback.backup_dir)
 
 
 def backed_up_epoch(backup_dir, previous=False):

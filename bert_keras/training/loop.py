@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 import keras
 import numpy as np
 
-from bert_keras.training.backup import RunBackup, backed_up_epoch, roll_back_backup, settle_backup
+from bert_keras.training.backup import (RunBackup, backed_up_epoch, forget_restored_epoch, roll_back_backup,
+                                        settle_backup)
 from bert_keras.training.callbacks import StepCheckpoint, StopAtStep, ThroughputLogger
 from bert_keras.training.optimizer import create_optimizer
 from bert_keras.loss_scaling import with_loss_scaling
@@ -396,6 +397,7 @@ def run_pretraining(
         # would be the freshly built model's.
         if initial_step < num_train_steps or plan.action == "resume":
             # shuffle=False: the dataset shuffles itself (Keras warns that it ignores shuffle=True for datasets).
+            forget_restored_epoch(model)  # a stopped earlier run's (the same model): this one's backup says
             history = model.fit(dataset, steps_per_epoch=steps_per_epoch, epochs=epochs, callbacks=all_callbacks,
                                 shuffle=False, verbose=verbose)
             metrics = {name: float(np.mean(values[-1])) for name, values in history.history.items() if values}

@@ -304,6 +304,31 @@ def test_distillation_resumes_from_its_run_dir(tmp_path):
     assert resumed.encoder.config.num_layers == whole.encoder.config.num_layers
 
 
+def test_a_distillation_resumed_by_keras_backup_and_restore_is_the_uninterrupted_run(tmp_path):
+    # Keras' BackupAndRestore in distill's callbacks: the resumed run read the first batches and drew
+    # the first dropout masks again. It now resumes as run_dir does (its History: the resumed epochs).
+    import keras
+
+    class Interrupt(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == 1:
+                raise Interrupted()
+
+    teacher = tiny_teacher("regression", tmp_path, layers=2)
+    options = dict(layers=1, batch_size=2, epochs=2, seed=3, verbose=0, dropout=0.1)
+    whole = teacher.distill(TEXTS, DATA["regression"][1], **options)
+    backup = str(tmp_path / "backup")
+    with pytest.raises(Interrupted):
+        teacher.distill(TEXTS, DATA["regression"][1], callbacks=[keras.callbacks.BackupAndRestore(backup),
+                                                                 Interrupt()], **options)
+    resumed = teacher.distill(TEXTS, DATA["regression"][1], callbacks=[keras.callbacks.BackupAndRestore(backup)],
+                              **options)
+    np.testing.assert_allclose(resumed.history.history["loss"], whole.history.history["loss"][1:], atol=1e-5)
+    for a, b in zip(whole.weights, resumed.weights):
+        np.testing.assert_allclose(b.numpy(), a.numpy(), atol=1e-6, err_msg=a.path)
+    assert not os.path.exists(backup)
+
+
 def test_a_resumed_distillation_ends_at_the_uninterrupted_runs_loss_and_weights(tmp_path):
     # Issue 40, item 6: the resumed run reads the batches the uninterrupted run reads next and draws
     # its dropout masks (the seed generators' state is in the backup); its history is the whole run's.

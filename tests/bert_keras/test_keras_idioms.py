@@ -454,6 +454,71 @@ def test_backup_and_restore_in_the_interrupted_process_keeps_the_uninterrupted_s
     assert resumed.seen[7] > 0 and float(classifier.optimizer.learning_rate) == 0.0
 
 
+@pytest.mark.parametrize("data, save_freq", [("texts", "epoch"), ("texts", 2), ("packed", "epoch")])
+def test_backup_and_restore_resumed_in_a_new_process_is_the_uninterrupted_run(spec, tmp_path, data, save_freq):
+    """Keras' `BackupAndRestore` restores the weights, the optimizer and the epoch, not where the
+    data or the dropout masks were: a fit resumed on a new model read the first pass's shuffle
+    and drew the first epoch's masks again (weights ~3e-3 off the uninterrupted run). It now
+    skips the batches trained on and restores the seed generators; an integer save_freq that
+    falls on an epoch's last batch (2 steps an epoch here) is that epoch's end."""
+    class Interrupt(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == 1:
+                raise RuntimeError("killed")
+
+    def new_classifier():  # as in a new process: the seeds of a fresh start
+        keras.utils.set_random_seed(0)
+        return tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=32,
+                                                    learning_rate=1e-3, dropout=0.1)
+
+    def fit(classifier, callbacks):
+        if data == "texts":
+            return classifier.fit(TEXTS, LABELS, epochs=3, batch_size=5, seed=1, verbose=0, callbacks=callbacks)
+        shuffled = tf.data.Dataset.from_tensor_slices((TEXTS, LABELS)).shuffle(10, seed=1)
+        return classifier.fit(shuffled.batch(5).map(classifier.preprocessor), epochs=3, verbose=0,
+                              callbacks=callbacks)
+
+    reference = new_classifier()
+    expected = losses(fit(reference, []))
+    backup = str(tmp_path / "backup")
+    with pytest.raises(RuntimeError, match="killed"):
+        fit(new_classifier(), [keras.callbacks.BackupAndRestore(backup, save_freq=save_freq), Interrupt()])
+    resumed = new_classifier()
+    history = fit(resumed, [keras.callbacks.BackupAndRestore(backup, save_freq=save_freq)])
+    np.testing.assert_allclose(losses(history), expected[1:], rtol=1e-5)  # Keras' History: the resumed epochs
+    for got, want in zip(resumed.get_weights(), reference.get_weights()):
+        np.testing.assert_allclose(got, want, atol=1e-6)
+    assert int(resumed.optimizer.iterations) == 6 and float(resumed.optimizer.learning_rate) == 0.0
+    assert not os.path.exists(backup)  # removed at the end, as Keras does
+
+
+def test_a_fit_after_a_restored_one_starts_at_its_own_first_epoch(spec, tmp_path):
+    """Keras leaves the epoch a `BackupAndRestore` restored on the model (`_initial_epoch`), and
+    every later fit of it started there: after a resume at epoch 2, `fit(epochs=3)` ran 1 epoch."""
+    class Interrupt(keras.callbacks.Callback):
+        def __init__(self, at):
+            super().__init__()
+            self.at = at
+
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == self.at:
+                raise RuntimeError("killed")
+
+    backup = str(tmp_path / "backup")
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    for at in (2, 3):  # stopped, then resumed at epoch 2 and stopped again
+        with pytest.raises(RuntimeError, match="killed"):
+            classifier.fit(TEXTS, LABELS, epochs=4, batch_size=5, verbose=0,
+                           callbacks=[keras.callbacks.BackupAndRestore(backup), Interrupt(at)])
+    done = int(classifier.optimizer.iterations)
+    history = classifier.fit(TEXTS, LABELS, epochs=3, batch_size=5, verbose=0)  # a new fit, no backup
+    assert history.epoch == [0, 1, 2] and int(classifier.optimizer.iterations) == done + 6
+    resumed = classifier.fit(TEXTS, LABELS, epochs=4, batch_size=5, verbose=0,  # the backup: epochs 3 on
+                             callbacks=[keras.callbacks.BackupAndRestore(backup)])
+    assert resumed.epoch == [3]
+    assert classifier.fit(TEXTS, LABELS, epochs=2, batch_size=5, verbose=0).epoch == [0, 1]
+
+
 def test_steps_per_execution_never_runs_a_step_past_the_epoch_or_the_fit(spec):
     """Keras stops a multi-step call early only where the data runs out; a fit's batches are
     repeated, so the call is sized to end with its epoch: the steps and losses of steps_per_execution=1."""
@@ -551,6 +616,37 @@ def test_run_dir_resumes_and_never_takes_a_directory_of_other_files(spec, tmp_pa
     with pytest.raises(tasks.TaskInputError, match=r"holds other files \(notes.txt\)"):
         resumed.fit(TEXTS, LABELS, run_dir=str(mine), verbose=0)
     assert os.listdir(mine) == ["notes.txt"]
+
+
+def test_run_dir_resumes_in_the_process_whose_fit_was_interrupted(spec, tmp_path):
+    """Ctrl-C in a notebook, then the same call on the same task: its weights had trained since
+    the fit started, so the backup was refused as "another run (weights differ)"; and once
+    resumed, the step count the interrupted fit had reached stretched the schedule. The same
+    call now resumes and ends at the uninterrupted run's losses and weights, at rate 0."""
+    class Interrupt(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            if int(self.model.optimizer.iterations) == 3:  # inside the second epoch
+                raise KeyboardInterrupt
+
+    reference = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    expected = losses(reference.fit(TEXTS, LABELS, epochs=3, batch_size=5, seed=1, verbose=0))
+    run_dir = str(tmp_path / "run")
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    with pytest.raises(KeyboardInterrupt):
+        classifier.fit(TEXTS, LABELS, epochs=3, batch_size=5, seed=1, run_dir=run_dir, verbose=0,
+                       callbacks=[Interrupt()])
+    history = classifier.fit(TEXTS, LABELS, epochs=3, batch_size=5, seed=1, run_dir=run_dir, verbose=0)
+    np.testing.assert_allclose(losses(history), expected, rtol=1e-5)
+    for got, want in zip(classifier.get_weights(), reference.get_weights()):
+        np.testing.assert_allclose(got, want, atol=1e-6)
+    assert int(classifier.optimizer.iterations) == 6 and float(classifier.optimizer.learning_rate) == 0.0
+    assert not os.path.exists(run_dir)
+    # A task whose weights are not the run's start (trained, its own run done) is another run.
+    with pytest.raises(KeyboardInterrupt):
+        build(tasks.TextClassifier, spec, labels=["neg", "pos"]).fit(
+            TEXTS, LABELS, epochs=3, batch_size=5, seed=1, run_dir=run_dir, verbose=0, callbacks=[Interrupt()])
+    with pytest.raises(tasks.TaskInputError, match=r"another run \(weights differ"):
+        classifier.fit(TEXTS, LABELS, epochs=3, batch_size=5, seed=1, run_dir=run_dir, verbose=0)
 
 
 def test_a_backup_written_before_doc_stride_became_stride_resumes(spec, tmp_path):

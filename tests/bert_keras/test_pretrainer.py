@@ -427,10 +427,66 @@ def test_mirrored_fit_starts_on_a_batch_the_replicas_split_unevenly(tmp_path):
     assert script != _MIRRORED_SCRIPT
     result = _run_mirrored_script(tmp_path, script)
     assert result["replicas"] == 2
-    for key in ("mlm_accuracy", "nsp_accuracy"):
+    for key in ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy"):
         np.testing.assert_allclose(result["mirrored"][key], result["single"][key], rtol=1e-4, err_msg=key)
     assert result["max_weight_change"] > 1e-2
     assert result["max_weight_diff"] < 1e-5  # the same steps as on one device
+
+
+_UNEVEN_SCRIPT = textwrap.dedent(
+    """
+    import json
+    import tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    import keras
+    import numpy as np
+    from bert_keras.config import BertConfig
+    from bert_keras.encoder import BertEncoder
+    from bert_keras.models import BertPretrainer
+
+    config = BertConfig(vocab_size=50, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=24,
+                        max_position_embeddings=16, hidden_dropout=0.0, attention_dropout=0.0)
+    n, S, P = 9, 12, 4  # batches of 4, 4 and 1: split 2 / 2 and 1 / 0 over two replicas
+    rng = np.random.default_rng(0)
+    x = {"token_ids": rng.integers(5, 50, (n, S)).astype("int32"),
+         "segment_ids": (np.arange(S)[None] >= S // 2).repeat(n, 0).astype("int32"),
+         "padding_mask": np.ones((n, S), "int32"),
+         "masked_lm_positions": rng.integers(1, S, (n, P)).astype("int32")}
+    weights = (np.arange(P)[None] <= (np.arange(n) % 4)[:, None]).astype("float32")
+    y = {"masked_lm_ids": rng.integers(5, 50, (n, P)).astype("int32"), "masked_lm_weights": weights,
+         "next_sentence_labels": rng.integers(0, 2, (n,)).astype("int32")}
+    result, initial = {}, None
+    for name, strategy in (("single", tf.distribute.get_strategy()),
+                           ("mirrored", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))):
+        keras.utils.set_random_seed(0)
+        with strategy.scope():
+            model = BertPretrainer(BertEncoder(config))
+            if initial is not None:
+                model.set_weights(initial)
+            model.compile(optimizer=keras.optimizers.SGD(0.5))
+        initial = initial or model.get_weights()
+        data = tf.data.Dataset.from_tensor_slices((x, y)).batch(4)
+        result[name] = {"evaluate": model.evaluate(data, verbose=0, return_dict=True),
+                        "fit": model.fit(data, epochs=2, verbose=0, shuffle=False).history,
+                        "end": model.get_weights()[0].tolist()}
+    print("RESULT", json.dumps(result))
+    """
+)
+
+
+def test_mirrored_loss_is_the_global_batchs_when_the_replicas_split_a_batch_unevenly(tmp_path):
+    # The replicas' losses were weighed by their examples as shares times the replica count: a
+    # last batch of 1 on two replicas reported loss 5.12 for 4.61 (evaluate; fit's epochs too).
+    # The gradient was right all along; the reported loss, mlm_loss and nsp_loss are now too.
+    result = _run_mirrored_script(tmp_path, _UNEVEN_SCRIPT)
+    single, mirrored = result["single"], result["mirrored"]
+    for key in ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy"):
+        np.testing.assert_allclose(mirrored["evaluate"][key], single["evaluate"][key], rtol=1e-5, err_msg=key)
+        np.testing.assert_allclose(mirrored["fit"][key], single["fit"][key], rtol=1e-5, err_msg=key)
+    np.testing.assert_allclose(single["evaluate"]["loss"],
+                               single["evaluate"]["mlm_loss"] + single["evaluate"]["nsp_loss"], rtol=1e-6)
+    np.testing.assert_allclose(mirrored["end"], single["end"], atol=1e-5)
 
 # ---- saving and checkpoints ---------------------------------------------------------
 
