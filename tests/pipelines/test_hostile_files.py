@@ -465,28 +465,25 @@ def test_every_reader_and_every_message_count_lines_alike(tmp_path, end):
     with pytest.raises(LabelNamesError, match=r"labels.txt:3: duplicate label 'neg' \(also line 1\)"):
         read_label_names(labels)
     assert read_label_names(_write(tmp_path / "two.txt", join(["neg", "pos"]))) == ["neg", "pos"]
-    csv_file = _write(tmp_path / "t.csv", join(["text,label", "good,pos", "bad,neg,x"]))
-    with pytest.raises(TextFileError, match=r"t.csv:3: 3 fields, the header has 2"):
-        read_text_file(csv_file)
-    nul = _write(tmp_path / "nul.tsv", join(["text\tlabel", "good\tpos", "bad\x00\tneg"]))
-    with pytest.raises(TextFileError, match=r"nul.tsv:3:4: a NUL byte"):
-        read_text_file(nul)
-    jsonl = _write(tmp_path / "t.jsonl", join(['{"text": "good", "label": "pos"}', "", '{"text": "bad",']))
-    with pytest.raises(TextFileError, match=r"t.jsonl:3: not valid JSON"):
-        read_text_file(jsonl)
-    quoted = _write(tmp_path / "q.csv", join(["text,label", '"two', 'lines",pos', "bad,neg,x"]))
-    with pytest.raises(TextFileError, match=r"q.csv:4: 3 fields"):
-        read_text_file(quoted)
+    refused = [  # (file, its lines, reader, error, what the error says)
+        ("t.csv", ["text,label", "good,pos", "bad,neg,x"], read_text_file, TextFileError,
+         r"t.csv:3: 3 fields, the header has 2"),
+        ("nul.tsv", ["text\tlabel", "good\tpos", "bad\x00\tneg"], read_text_file, TextFileError,
+         r"nul.tsv:3:4: a NUL byte"),
+        ("t.jsonl", ['{"text": "good", "label": "pos"}', "", '{"text": "bad",'], read_text_file, TextFileError,
+         r"t.jsonl:3: not valid JSON"),
+        ("q.csv", ["text,label", '"two', 'lines",pos', "bad,neg,x"], read_text_file, TextFileError,
+         r"q.csv:4: 3 fields"),
+        ("swag.csv", ["sent1,sent2,ending0,ending1,ending2,ending3,label", "A,b,c,d,e,f,0", "A,b,c,d,e,f,0,x"],
+         read_swag_csv, SwagFormatError, r"swag.csv:3: 8 fields"),
+        ("t.conll", ["EU B-ORG", "", "Paris B-LOC LOC"], read_conll, ConllFormatError, r"t.conll:3: 3 columns"),
+    ]
+    for name, lines, reader, error, message in refused:
+        with pytest.raises(error, match=message):
+            reader(_write(tmp_path / name, join(lines)))
     sts = _write(tmp_path / "sts.tsv", join(["genre\tfilename\tyear\tid\tscore\tsentence1\tsentence2",
                                              "a\tb\tc\td\t1.5\tOne.\tTwo.", "a\tb\tc\td\t2\tThree.\tFour."]))
     assert read_sts_pairs(sts) == ([("One.", "Two.", 1.5), ("Three.", "Four.", 2.0)], 0)
-    swag = _write(tmp_path / "swag.csv", join(["sent1,sent2,ending0,ending1,ending2,ending3,label",
-                                               "A,b,c,d,e,f,0", "A,b,c,d,e,f,0,x"]))
-    with pytest.raises(SwagFormatError, match=r"swag.csv:3: 8 fields"):
-        read_swag_csv(swag)
-    conll = _write(tmp_path / "t.conll", join(["EU B-ORG", "", "Paris B-LOC LOC"]))
-    with pytest.raises(ConllFormatError, match=r"t.conll:3: 3 columns"):
-        read_conll(conll)
     texts = _write(tmp_path / "texts.txt", join(["one", "two", "", "three"]))
     assert read_texts(texts, keep_blank=True) == ["one", "two", "", "three"]
     with pytest.raises(Exception, match=r"texts.txt, line 3: an empty line"):
