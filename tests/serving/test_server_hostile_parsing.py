@@ -535,7 +535,8 @@ def test_4_a_gzip_bomb_is_refused_while_decompressing(server):
     elapsed = time.perf_counter() - started
     print(f"\ngzip bomb: refused in {elapsed * 1000:.0f} ms, peak RSS growth {rss.growth / MB:.1f} MB")
     assert status == 413 and "decompresses to more than" in answer["error"], answer
-    assert rss.growth < server.max_request_bytes + 64 * MB, rss.growth  # never the whole expansion
+    # never the whole expansion, nor a copy of what was read up to the limit (zlib at 64 MB in one call: 128 MB)
+    assert rss.growth < server.max_request_bytes + 32 * MB, rss.growth
     ok_rest(server)
 
 
