@@ -95,7 +95,6 @@ from pipelines.atomic_writes import (atomic_directory, check_free_space, is_stag
                                      remove_stale_staging, write_json, write_text)
 from pipelines.label_names import LabelNamesError, check_label_count, check_label_names, read_label_names
 from pipelines.tokenizer.tokenizer_config import ORIGINAL_MAX_CHARS_PER_WORD, checked_max_chars
-from pipelines.tokenizer.vocab import load_vocabulary
 
 FORMAT_VERSION = 2
 MODEL_FILE, TASK_FILE, VOCAB_FILE, LABELS_FILE = "model.keras", "task.json", "vocab.txt", "labels.txt"
@@ -614,6 +613,8 @@ def read_finetuned(directory, *, load_model=True):
         raise FinetunedModelError(f"{directory}: not a fine-tuned model directory: no "
                                   f"{os.path.basename(vocab)}")
     if fields.get("added_tokens"):
+        from pipelines.tokenizer.vocab import load_vocabulary  # TensorFlow: not for `bert-keras --help`
+
         lines = set(load_vocabulary(vocab))  # as the tokenizer reads it (str.splitlines also cuts at U+2028, ...)
         missing = [spec["content"] for spec in fields["added_tokens"] if spec["content"] not in lines]
         if missing:
