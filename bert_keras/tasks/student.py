@@ -71,8 +71,8 @@ def student_layers(source_layers, layers):
     if count <= 0:
         raise TaskInputError(f"layers={count}: a student needs at least one layer")
     if count > source_layers:
-        raise TaskInputError(f"layers={count}: the student has at most the teacher's "
-                             f"{source_layers} layers (1 to {source_layers})")
+        only = "one layer (1)" if source_layers == 1 else f"{source_layers} layers (1 to {source_layers})"
+        raise TaskInputError(f"layers={count}: the student has at most the teacher's {only}")
     if count == 1:
         return (0,)
     return tuple(int(round(i * (source_layers - 1) / (count - 1))) for i in range(count))
@@ -121,7 +121,7 @@ def plan_student(teacher, *, layers=None, hidden_size=None, init=None):
         source_config.num_layers, layers)
     if len(chosen) > config.num_layers:
         raise TaskInputError(f"layers={len(chosen)}: the student must have at most the teacher's "
-                             f"{config.num_layers} layers")
+                             f"{config.num_layers} layer{'s' if config.num_layers != 1 else ''}")
     return StudentPlan(source_config.num_layers, chosen, source_config.hidden_size, init)
 
 
