@@ -217,7 +217,9 @@ class DatasetSpec:
     def format_metrics(self, metrics):
         """A readable table of `score`'s metrics."""
         width = max(len(k) for k in metrics) if metrics else 0
-        lines = [f"{self.spec}: {self.scored or self.spec} ({metrics.get('num_examples', '?')} examples)"]
+        # What was scored, unless the spec names it already (csv:dev.tsv was "csv:dev.tsv: dev.tsv")
+        scored = self.spec if not self.scored or self.scored in self.spec else f"{self.spec}: {self.scored}"
+        lines = [f"{scored} ({metrics.get('num_examples', '?')} examples)"]
         for key, value in metrics.items():
             if key != "num_examples":
                 lines.append(f"  {key:<{width}}  {value:.4f}" if isinstance(value, float)
