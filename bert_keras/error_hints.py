@@ -102,6 +102,9 @@ def in_flag_terms(message, args, argv, parser=None):
     >>> in_flag_terms("out holds other work: choose another output_dir or pass overwrite=True", argparse.Namespace(),
     ...               [], parser)
     'out holds other work: choose another --output-dir or pass --overwrite'
+    >>> _ = parser.add_argument("--max-batch-size")
+    >>> in_flag_terms("b.txt: allowed_batch_sizes must match max_batch_size", argparse.Namespace(), [], parser)
+    'b.txt: allowed_batch_sizes must match max_batch_size'
     """
     if parser is not None:
         message = _switches_as_flags(message, parser)
@@ -136,10 +139,14 @@ def in_flag_terms(message, args, argv, parser=None):
     return message
 
 
+# What comes before a setting a message asks the caller to choose again (`choose another output_dir`).
+_CHOOSE_ANOTHER = r"(?:(?<=another )|(?<=an empty )|(?<=a different )|(?<=a new ))"
+
+
 def _switches_as_flags(message, parser):
     """`name=True` (with its ` (--flag)` where one follows) as `parser`'s switch of that name (`--name`),
-    and a setting the message names without a value (`choose another output_dir`: a name with an
-    underscore, followed by `(`, `or`, `and` or the end of a clause) as `parser`'s option of that name."""
+    and a setting the message asks to choose again (`choose another output_dir`, `an empty
+    output_dir`: a name with an underscore) as `parser`'s option of that name."""
     import argparse
 
     for action in parser._actions:
@@ -150,8 +157,9 @@ def _switches_as_flags(message, parser):
         if isinstance(action, argparse._StoreTrueAction):
             message = re.sub(rf"(?<![\w-]){name}=True(?: \({re.escape(flags[0])}\))?(?!\w)",
                              lambda _: flags[0], message)
-        elif "_" in action.dest:  # not `name=VALUE`, `name: VALUE`, `name 4000`, nor part of a path
-            message = re.sub(rf"(?<![\w./=-]){name}(?: \({re.escape(flags[0])}\))?(?= \(| or | and |[.;)]|$)",
+        elif "_" in action.dest:  # only a setting to choose again: a file's own field (TF Serving's
+            # "must match max_batch_size" of a batching file) keeps its name
+            message = re.sub(rf"{_CHOOSE_ANOTHER}{name}(?: \({re.escape(flags[0])}\))?(?= \(| or | and |[.;,)]|$)",
                              lambda _: flags[0], message)
     return message
 
