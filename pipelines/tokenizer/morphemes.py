@@ -36,6 +36,7 @@ Example:
 
 import collections
 import re
+import threading
 import unicodedata
 from typing import Dict, Iterable, List, Mapping, Sequence, Tuple, Union
 
@@ -366,11 +367,12 @@ class KiwiMorphemeSplitter(MorphemeSplitter):
 
     @property
     def kiwi(self):
-        """The `kiwipiepy.Kiwi` instance, loaded on first use (it reads its model, ~1 s)."""
+        """The `kiwipiepy.Kiwi` instance, loaded on first use (it reads its model, ~1 s), one per
+        process and `num_workers` for every splitter: each load holds ~450 MB, so every
+        tokenizer, task or served model of a kiwi vocabulary loading its own grew a process by that
+        much (a server swapping versions, a notebook loading a task again)."""
         if self._kiwi is None:
-            Kiwi = _import_kiwi()
-            options = {} if self.num_workers is None else {"num_workers": max(1, int(self.num_workers))}
-            self._kiwi = Kiwi(**options)
+            self._kiwi = _shared_kiwi(None if self.num_workers is None else max(1, int(self.num_workers)))
         return self._kiwi
 
     def load(self):
@@ -389,6 +391,19 @@ class KiwiMorphemeSplitter(MorphemeSplitter):
         state = dict(self.__dict__)
         state["_kiwi"] = None
         return state
+
+
+# num_workers (None: kiwi's default) -> this process's Kiwi of it; only read once loaded.
+_KIWIS = {}
+_KIWIS_LOCK = threading.Lock()
+
+
+def _shared_kiwi(num_workers):
+    Kiwi = _import_kiwi()  # each time: an environment without kiwipiepy is said so, loaded or not
+    with _KIWIS_LOCK:
+        if num_workers not in _KIWIS:
+            _KIWIS[num_workers] = Kiwi(**({} if num_workers is None else {"num_workers": num_workers}))
+        return _KIWIS[num_workers]
 
 
 def _import_kiwi():

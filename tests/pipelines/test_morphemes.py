@@ -405,3 +405,14 @@ def test_random_mixed_texts_keep_every_character_in_place(kiwi):
         for cut in cuts:
             assert not text[cut - 1].isspace() and not text[cut].isspace()
             assert not unicodedata.category(text[cut]).startswith("M") and "\u200d" not in text[cut - 1 : cut + 1]
+
+
+def test_every_kiwi_splitter_of_a_process_shares_one_loaded_analyzer(kiwi):
+    # Each kiwi load holds ~450 MB: a tokenizer, task or served version of a kiwi vocabulary loading
+    # its own grew a process by that much each time (one test module's worker by 5 GB).
+    again = morpheme_splitter("kiwi").load()
+    assert again.kiwi is kiwi.kiwi
+    assert again.split(["오늘은 날씨가 좋다"]) == kiwi.split(["오늘은 날씨가 좋다"])
+    threaded = morpheme_splitter("kiwi", num_workers=1).load()
+    assert threaded.kiwi is not kiwi.kiwi and threaded.kiwi is morpheme_splitter("kiwi", num_workers=1).kiwi
+    assert threaded.split(["오늘은 날씨가 좋다"]) == kiwi.split(["오늘은 날씨가 좋다"])
