@@ -8,18 +8,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import pytest  # noqa: E402
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _release_what_a_module_built():
-    """Keras's global state and the functions TensorFlow traced for a module's models, freed before
-    the next module: a pytest-xdist worker runs a hundred modules in one process (one grew past
-    16 GB of memory without this)."""
-    yield
-    import sys
-
-    if "keras" in sys.modules:
-        sys.modules["keras"].backend.clear_session(free_memory=True)
-
-
 @pytest.fixture
 def tiny_config():
     """A 2-layer, H=32 BertConfig with a 99-token vocabulary: builds and runs in milliseconds.
