@@ -456,7 +456,7 @@ def gunzip(data: bytes, limit: int) -> bytes:
                     raise _Refused(413, f"gzip request body decompresses to more than the server limit of {limit} "
                                         "bytes (RESOURCE_EXHAUSTED; raise --max-request-bytes)")
                 data = inflater.unconsumed_tail
-                if not chunk and not data:  # no output and no input left before the member's end
+                if not chunk and not data and not inflater.eof:  # nothing left before the member's end
                     raise _Refused(400, "gzip request body is truncated")
         except zlib.error as error:
             raise _Refused(400, f"Content-Encoding gzip, but the body is not valid gzip data ({error})") from None
