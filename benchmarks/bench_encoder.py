@@ -35,6 +35,8 @@ import time
 
 import numpy as np
 
+from step_timer import settle  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+
 # name -> (layers, hidden, heads, intermediate)
 CONFIGS = {
     "6x384": (6, 384, 12, 1536),  # all-MiniLM-L6-v2 shape
@@ -92,6 +94,7 @@ class BusyProcesses:
 
 
 def _timed(fn):
+    settle()  # the previous path's runtime threads idle first (see step_timer.settle)
     start = time.perf_counter()
     fn()
     return time.perf_counter() - start
@@ -102,7 +105,9 @@ def measure_interleaved(paths, iters, warmup=1):
 
     On a shared machine other processes only ever add time, so the minimum
     estimates the uncontended speed; interleaving gives every path the same
-    chances of a quiet moment.
+    chances of a quiet moment. Each call starts once the threads of the path
+    before it are idle (`step_timer.settle`): numpy's, torch's and
+    TensorFlow's worker threads spin for a while after their last op.
     """
     for fn in paths.values():
         for _ in range(warmup):

@@ -1,11 +1,30 @@
 """`StepTimer`: steps/s of `model.fit`, measured from batch-end callbacks; `alternating_rates`:
-rows/s of several inference contestants timed in alternating rounds.
+rows/s of several inference contestants timed in alternating rounds; `settle`: waits until the
+worker threads of the runtime timed last are idle.
 
 Shared by the benchmarks so they time steps and rows the same way.
 """
 
 import statistics
 import time
+
+
+def settle(slice_seconds=0.05, idle_share=0.05, longest=3.0):
+    """Returns once this process's threads have been idle for a `slice_seconds` slice (they used
+    under `idle_share` of one core in it), or after `longest` seconds.
+
+    Runtimes keep their worker threads spinning for a while after their last op (OpenBLAS,
+    OpenMP under torch and ONNX Runtime, TensorFlow's own pool), so a contender timed right after
+    another one shares the cores with its spinning threads: measured here, a MiniLM encoder's
+    forward of 32 x 128 tokens took 337 ms right after a numpy sgemm, 288 ms alone. Each timed
+    call of the alternating benchmarks starts after `settle()`.
+    """
+    deadline = time.monotonic() + longest
+    while time.monotonic() < deadline:
+        cpu = time.process_time()
+        time.sleep(slice_seconds)
+        if time.process_time() - cpu < idle_share * slice_seconds:
+            return
 
 
 def alternating_rates(runs, batches, rounds):
@@ -19,6 +38,7 @@ def alternating_rates(runs, batches, rounds):
     for round_index in range(rounds):
         order = list(runs) if round_index % 2 == 0 else list(reversed(runs))
         for name in order:
+            settle()
             started = time.perf_counter()
             for batch in batches:
                 runs[name](batch)
