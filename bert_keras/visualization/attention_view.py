@@ -69,6 +69,7 @@ PNG_LABEL_INCHES = 0.11
 PNG_DPI = 100
 PNG_MAX_PIXELS = 40_000_000
 PNG_TITLE_INCHES = 0.6
+PNG_COLORBAR_INCHES = 1.0
 
 # The PNG's first font (matplotlib ships it): Latin, Greek, Cyrillic, symbols; no Hangul, no CJK.
 BASE_FONT_FAMILY = "DejaVu Sans"
@@ -279,27 +280,73 @@ def attention_heatmaps_png(tokens, attention_probs, layer, heads, path):
     if missing:
         warnings.warn(f"{path}: {_missing_font_message(missing)}", UserWarning, stacklevel=2)
     token_font = {"fontsize": 7, "fontfamily": list(families)}
-    figure = Figure(figsize=(panel * columns, panel * rows + PNG_TITLE_INCHES), layout="constrained")
+    width, height = panel * columns, panel * rows + PNG_TITLE_INCHES
+    figure = Figure(figsize=(width, height))
     FigureCanvasAgg(figure)
-    axes = np.atleast_1d(figure.subplots(rows, columns, squeeze=False)).ravel()
+    # Placed by hand, not by matplotlib's constrained layout: that draws the whole picture once
+    # more to measure it (half of the time of a 512-token text's 12 heads: thousands of labels).
+    # The room for the labels is measured on the widest of them instead.
+    labelled = tokens[::label_every]
+    with warnings.catch_warnings() if missing else contextlib.nullcontext():
+        if missing:  # said once above, not again by matplotlib for each glyph measured
+            warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font")
+        label_inches = _widest_label_inches(figure, labelled, token_font)
+    axes = _heatmap_axes(figure, len(heads), columns, rows, panel, label_inches)
     image = None
     for ax, h in zip(axes, heads):
-        image = ax.imshow(probs[layer, h], cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
+        image = ax.imshow(probs[layer, h], cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest",
+                          aspect="auto")
         ax.set_title(f"head {h}", fontsize=10)
         ticks = range(0, len(tokens), label_every)
-        ax.set_xticks(ticks, tokens[::label_every], rotation=90, **token_font)
-        ax.set_yticks(ticks, tokens[::label_every], **token_font)
+        ax.set_xticks(ticks, labelled, rotation=90, **token_font)
+        ax.set_yticks(ticks, labelled, **token_font)
         ax.set_xlabel("key (attended to)", fontsize=8)
         ax.set_ylabel("query", fontsize=8)
-    for ax in axes[len(heads):]:
-        ax.set_axis_off()
-    figure.colorbar(image, ax=axes[: len(heads)].tolist(), shrink=0.8, label="attention weight")
-    figure.suptitle(f"layer {layer} ({heads_text})")
+    colorbar = figure.add_axes(_inches_box(figure, width - PNG_COLORBAR_INCHES + 0.15,
+                                           rows * panel * 0.1, 0.2, rows * panel * 0.8))
+    figure.colorbar(image, cax=colorbar, label="attention weight")
+    figure.text(0.5, 1 - (PNG_TITLE_INCHES / 2) / height, f"layer {layer} ({heads_text})",
+                ha="center", va="center", fontsize=12)
     with atomic_file(path, "wb") as f, (warnings.catch_warnings() if missing else contextlib.nullcontext()):
         if missing:  # said once above, not again by matplotlib for each glyph of each label
             warnings.filterwarnings("ignore", message=r"Glyph \d+ .* missing from font")
         figure.savefig(f, format="png", dpi=PNG_DPI)
     return path
+
+
+def _widest_label_inches(figure, labels, font):
+    """Inches taken by the widest of `labels` drawn in `font` (the longest ones are measured)."""
+    if not labels:
+        return 0.0
+    renderer = figure.canvas.get_renderer()
+    widest = 0.0
+    for label in sorted(set(labels), key=len, reverse=True)[:8]:
+        text = figure.text(0, 0, label, **font)
+        widest = max(widest, text.get_window_extent(renderer).width / figure.dpi)
+        text.remove()
+    return widest
+
+
+def _inches_box(figure, left, bottom, width, height):
+    """`[left, bottom, width, height]` in inches as the figure fractions `add_axes` takes."""
+    figure_width, figure_height = figure.get_size_inches()
+    return [left / figure_width, bottom / figure_height, width / figure_width, height / figure_height]
+
+
+def _heatmap_axes(figure, count, columns, rows, panel, label_inches):
+    """`count` square heatmap axes on a `rows x columns` grid of `panel`-inch cells (the colorbar's
+    strip taken from the right), each with room on its left and below for its token labels (at
+    most 40% of a cell) and its axis label, and above for its title."""
+    cell = (columns * panel - PNG_COLORBAR_INCHES) / columns
+    margin = min(label_inches, 0.4 * cell) + 0.35  # tick labels, then the axis label beside them
+    side = max(cell - margin - 0.35, 0.5)  # 0.35: the title above, a gap to the next cell
+    axes = []
+    for index in range(count):
+        row, column = divmod(index, columns)
+        left = column * cell + margin
+        bottom = (rows - 1 - row) * panel + (panel - side - 0.35)
+        axes.append(figure.add_axes(_inches_box(figure, left, bottom, side, side)))
+    return axes
 
 
 def heatmap_layout(num_tokens, columns, rows):

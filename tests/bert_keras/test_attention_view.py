@@ -146,6 +146,39 @@ def test_png_of_a_long_text_stays_within_its_pixels_and_labels_every_kth_token(t
     assert attention_view.heatmap_layout(60, 4, 1)[1] > 1
 
 
+
+@pytest.mark.parametrize("num_tokens, heads, label", [(7, 12, "[CLS]"), (128, 12, "lighthouse"),
+                                                       (40, 3, "an-unusually-long-word-piece-##s")])
+def test_png_panels_leave_room_for_their_labels_and_never_overlap(num_tokens, heads, label):
+    """The panels are placed by hand (no constrained layout, which drew every label twice): each
+    heatmap keeps its widest label's room on its left and below, inside its own cell."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from bert_keras.visualization import attention_view
+
+    columns = min(4, heads)
+    rows = -(-heads // columns)
+    panel, _ = attention_view.heatmap_layout(num_tokens, columns, rows)
+    figure = Figure(figsize=(panel * columns, panel * rows + attention_view.PNG_TITLE_INCHES))
+    FigureCanvasAgg(figure)
+    label_inches = attention_view._widest_label_inches(figure, ["a", label], {"fontsize": 7})
+    assert label_inches > 0.02 * len(label)  # measured, not guessed
+    axes = attention_view._heatmap_axes(figure, heads, columns, rows, panel, label_inches)
+    width, height = figure.get_size_inches()
+    boxes = [ax.get_position().transformed(figure.transFigure).transformed(figure.dpi_scale_trans.inverted())
+             for ax in axes]
+    cell = (width - attention_view.PNG_COLORBAR_INCHES) / columns
+    for index, box in enumerate(boxes):
+        row, column = divmod(index, columns)
+        assert abs(box.width - box.height) < 1e-6 and box.width > 0.4  # square
+        room = min(label_inches, 0.4 * cell)
+        assert box.x0 - column * cell >= room + 0.3  # the query labels and "query" to its left
+        assert box.y0 - (rows - 1 - row) * panel >= room + 0.3  # the key labels below
+        assert box.x1 <= (column + 1) * cell + 1e-6 and box.y1 <= (rows - row) * panel - 0.3 + 1e-6
+        assert box.x1 <= width - attention_view.PNG_COLORBAR_INCHES + 1e-6
+
+
 # ---- the `attention` command on all-MiniLM-L6-v2 ----------------------------------
 
 
