@@ -545,3 +545,47 @@ def test_the_decomposed_hangul_warning_names_fixes_that_exist(tmp_path):
     action = next(a for a in build_parser()._actions if hasattr(a, "choices") and isinstance(a.choices, dict))
     for command in named:
         assert "--unicode-normalization" in action.choices[command]._option_string_actions, command
+
+
+def test_fit_on_an_endless_dataset_warns_of_decomposed_hangul_as_it_streams(nfc_checkpoint, tmp_path):
+    """An infinite dataset (`fit(..., steps_per_epoch=)`) is never read through before training, so its texts
+    skipped the NFD-Hangul check that lists and finite datasets pass: a `TextClassifier` (single texts and
+    pairs) and a `SpanQA` trained on decomposed Korean read it as [UNK] without a word. The check now runs as
+    the rows stream (in the graph; the host only for a row holding jamo), warning once and naming the
+    element as the finite pass does; the composing checkpoint adds nothing to its stream."""
+    import warnings
+
+    import tensorflow as tf
+
+    from bert_keras.checkpoints import load_pretrained
+    from bert_keras.tasks import SpanQA, TextClassifier
+
+    plain = tmp_path / "plain"
+    save_pretrained(load_pretrained(f"hf:{nfc_checkpoint}"), f"hf:{plain}", vocab_file=KOELECTRA,
+                    tokenizer_settings={"lowercase": True, "strip_accents": False})
+    texts = TEXTS[:3] + nfd(TEXTS[3:4]) + TEXTS[4:6]
+    rows = tf.data.Dataset.from_tensor_slices((texts, ["neg", "pos"] * 3)).repeat()
+    task = TextClassifier.from_pretrained(f"hf:{plain}", labels=["neg", "pos"], seq_length=16)
+    with pytest.warns(UserWarning, match=r"^x\[3\] holds Hangul in decomposed form") as caught:
+        task.fit(rows, epochs=2, steps_per_epoch=3, batch_size=2, verbose=0)
+    assert sum("decomposed form" in str(w.message) for w in caught) == 1  # once per tokenizer
+
+    pairs = tf.data.Dataset.from_tensor_slices(((TEXTS[:4], TEXTS[:2] + nfd(TEXTS[2:4])), ["neg", "pos"] * 2))
+    pair_task = TextClassifier.from_pretrained(f"hf:{plain}", labels=["neg", "pos"], seq_length=16, text_pair=True)
+    with pytest.warns(UserWarning, match=r"^x\[1\]\[2\] holds Hangul in decomposed form"):
+        pair_task.fit(pairs.repeat(), epochs=1, steps_per_epoch=2, batch_size=2, verbose=0)
+
+    context = TEXTS[5]
+    answer = context.split()[1]
+    questions = [TEXTS[6], nfd(TEXTS[7:8])[0]]
+    squad = tf.data.Dataset.from_tensor_slices(((questions, [context] * 2),
+                                                {"text": [answer] * 2, "answer_start": [context.index(answer)] * 2}))
+    qa = SpanQA.from_pretrained(f"hf:{plain}", seq_length=64, max_query_length=16)
+    with pytest.warns(UserWarning, match=r"^x\[0\]\[1\] holds Hangul in decomposed form"):
+        qa.fit(squad.repeat(), epochs=1, steps_per_epoch=2, batch_size=2, verbose=0)
+
+    composing = TextClassifier.from_pretrained(f"hf:{nfc_checkpoint}", labels=["neg", "pos"], seq_length=16)
+    assert not composing.tokenizer.checks_composition
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        composing.fit(rows, epochs=1, steps_per_epoch=3, batch_size=2, verbose=0)
