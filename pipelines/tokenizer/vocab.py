@@ -256,6 +256,7 @@ def count_words(
     *,
     morphemes=None,
     morpheme_suffixes: bool = False,
+    unicode_normalization=None,
 ) -> collections.Counter:
     """Counts the words of a text corpus, split exactly as BERT will split them.
 
@@ -296,6 +297,10 @@ def count_words(
         morphemes: None, a `pipelines.tokenizer.morphemes.MorphemeSplitter`, or
             the name of one in `morphemes.PRE_TOKENIZERS` ("kiwi").
         morpheme_suffixes: with `morphemes`, count later morphemes as `##` words.
+        unicode_normalization: "NFC" composes each line first, before the morpheme
+            split and the pre-tokenizer, as `BertTokenizer(unicode_normalization=)`
+            does (`composition.NfcStep`): composing the words afterwards put
+            syllables in a vocabulary whose tokenizer strips accents into jamo.
 
     Returns:
         A `collections.Counter` mapping each word (str) to its count; with
@@ -319,6 +324,11 @@ def count_words(
         )
     if morpheme_suffixes and morphemes is None:
         raise ValueError("morpheme_suffixes=True needs a morpheme analyzer: pass morphemes='kiwi'.")
+    if unicode_normalization is not None:
+        from pipelines.tokenizer.composition import NfcStep
+
+        step = NfcStep(unicode_normalization)
+        text_dataset = text_dataset.map(lambda lines: step.compose(lines)[0], num_parallel_calls=tf.data.AUTOTUNE)
     if morphemes is not None:
         from pipelines.tokenizer import morphemes as morphemes_lib
 
