@@ -80,6 +80,21 @@ class TokenizerSettingsError(ValueError):
     """A `tokenizer_config.json` that cannot be read as BERT tokenizer settings."""
 
 
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def _json_file(path):
+    """The JSON value of the file at `path`, every reader of this module alike: UTF-8, a leading byte order
+    mark dropped (a file saved by Notepad), as `load_vocabulary` reads the vocabulary beside it.
+
+    Raises:
+        OSError, UnicodeDecodeError, json.JSONDecodeError: as `open` / `json.loads`.
+    """
+    with open(path, "rb") as f:
+        data = f.read()
+    return json.loads((data[len(_UTF8_BOM):] if data.startswith(_UTF8_BOM) else data).decode("utf-8"))
+
+
 def tokenizer_config_path(vocab_file):
     """Where the settings of `vocab_file` live: HF's `tokenizer_config.json` beside a `vocab.txt`
     (HF's layout); `NAME.tokenizer_config.json` beside any other vocabulary file (`NAME.vocab.txt`,
@@ -112,8 +127,7 @@ def read_tokenizer_settings(vocab_file):
     if not os.path.isfile(path):
         return {**_keras_hub_preset_settings(vocab_file), **_hf_max_chars(vocab_file)}
     try:
-        with open(path, encoding="utf-8") as f:
-            config = json.load(f)
+        config = _json_file(path)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise TokenizerSettingsError(f"{path}: not a JSON tokenizer config ({error})") from None
     if not isinstance(config, dict):
@@ -194,8 +208,7 @@ def _config_or_none(vocab_file):
     missing or unreadable (the readers of one field record nothing then)."""
     path = tokenizer_config_path(vocab_file)
     try:
-        with open(path, encoding="utf-8") as f:
-            return path, json.load(f)
+        return path, _json_file(path)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return path, None
 
@@ -223,8 +236,7 @@ def _hf_max_chars(vocab_file, config=None):
     tokenizer_json = os.path.join(directory, "tokenizer.json")
     if os.path.isfile(tokenizer_json):
         try:
-            with open(tokenizer_json, encoding="utf-8") as f:
-                model = json.load(f).get("model")
+            model = _json_file(tokenizer_json).get("model")
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
             model = None  # not HF's file: its readers report it
         if isinstance(model, dict) and model.get("type") == "WordPiece":
@@ -267,8 +279,7 @@ def _keras_hub_preset_settings(vocab_file):
         return {}
     path = os.path.join(vocab_file[: -len(_KERAS_HUB_VOCABULARY)], _KERAS_HUB_TOKENIZER)
     try:
-        with open(path, encoding="utf-8") as f:
-            saved = json.load(f)
+        saved = _json_file(path)
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -466,8 +477,7 @@ def added_tokens_decoder(path, default=()):
     if not os.path.isfile(path):
         return None if default is None else list(default)
     try:
-        with open(path, "rb") as f:
-            config = json.loads(f.read())
+        config = _json_file(path)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise TokenizerSettingsError(f"{path}: not JSON ({error})") from None
     decoder = config.get("added_tokens_decoder") if isinstance(config, dict) else None

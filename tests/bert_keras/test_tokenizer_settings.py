@@ -333,6 +333,44 @@ def test_resolution_and_bad_files(tmp_path):
         read_tokenizer_settings(vocab)
 
 
+def test_rules_files_with_a_byte_order_mark_or_cr_line_ends_read_alike_on_every_path(tmp_path):
+    """A `tokenizer_config.json` saved with a UTF-8 byte order mark (Notepad) was refused by the whole read
+    ('Unexpected UTF-8 BOM'), read by `added_tokens_decoder`, and silently ignored by the fast path of
+    rules given (`lowercase` + `pre_tokenizer`): the recorded NFC and word length limit dropped, NFD Hangul
+    read as [UNK]. Every reader drops the mark now, as `load_vocabulary` does for the vocabulary beside it;
+    CR and CRLF line ends read as LF (JSON whitespace), and so does HF's `tokenizer.json` beside it. A
+    vocabulary with a mark and CRLF ends is guessed as its LF copy."""
+    from pipelines.tokenizer.tokenizer_config import (added_tokens_decoder, vocabulary_is_cased,
+                                                      vocabulary_keeps_accents)
+    from pipelines.tokenizer.vocab import load_vocabulary
+
+    vocab = str(tmp_path / "vocab.txt")
+    open(vocab, "w", encoding="utf-8").write("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n오늘\n[E1]\n")
+    write_tokenizer_settings(vocab, lowercase=True, strip_accents=False, max_input_chars_per_word=50,
+                             unicode_normalization="NFC", added_tokens=["[E1]"])
+    config = tmp_path / "tokenizer_config.json"
+    lf = config.read_bytes()
+    want = {"lowercase": True, "strip_accents": False, "pre_tokenizer": None, "max_input_chars_per_word": 50,
+            "unicode_normalization": "NFC"}
+    for data in (b"\xef\xbb\xbf" + lf, b"\xef\xbb\xbf" + lf.replace(b"\n", b"\r\n"), lf.replace(b"\n", b"\r")):
+        config.write_bytes(data)
+        assert resolve_tokenizer_settings(vocab) == want
+        assert resolve_tokenizer_settings(vocab, lowercase=True, strip_accents=False, pre_tokenizer="none") == want
+        assert [entry["content"] for entry in added_tokens_decoder(str(config))] == ["[E1]"]
+    config.unlink()
+    (tmp_path / "model.safetensors").write_bytes(b"")  # an HF directory: tokenizer.json's limit
+    (tmp_path / "tokenizer.json").write_bytes(b"\xef\xbb\xbf" + json.dumps(
+        {"model": {"type": "WordPiece", "max_input_chars_per_word": 30}}, indent=1).replace("\n", "\r\n").encode())
+    assert resolve_tokenizer_settings(vocab, lowercase=True, pre_tokenizer="none")["max_input_chars_per_word"] == 30
+
+    korean = tmp_path / "ko" / "vocab.txt"
+    korean.parent.mkdir()
+    tokens = ["[PAD]", "[UNK]", "오늘", "##은", "The", "날씨"]
+    korean.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(tokens).encode() + b"\r\n")
+    assert load_vocabulary(str(korean)) == tokens
+    assert (vocabulary_is_cased(str(korean)), vocabulary_keeps_accents(str(korean))) == (True, True)
+
+
 def test_a_cased_checkpoint_without_rules_is_read_and_converted_cased(tmp_path):
     """google-research's cased_L-12_H-768_A-12 ships vocab.txt without tokenizer_config.json: it was
     read uncased ("The Paris" -> ids of "the paris", and convert wrote do_lower_case: true for HF).
