@@ -626,3 +626,32 @@ def test_a_vocabulary_learned_with_nfc_composes_its_corpus_before_splitting_it(t
     beam = count_corpus_words([str(tmp_path / "NFD.txt")], unicode_normalization="NFC", runner="DirectRunner",
                               pipeline_args=["--direct_num_workers=1"])
     assert beam == counts["NFD"]
+
+
+def test_pretraining_on_a_decomposed_corpus_warns_naming_the_file_and_line(tmp_path):
+    """`Pretrainer.pretrain(corpus=)` / `bert-keras pretrain --input` on a corpus of decomposed Hangul, with a
+    vocabulary of syllables that records no NFC, trained on [UNK]s without a word (the corpus streams through
+    `tf.data`, where no eager tokenize call warns; `create-pretraining-data` warned). Its one pass over the
+    corpus before training warns now, naming the file and line; the composing vocabulary says nothing."""
+    import shutil
+    import warnings
+
+    from bert_keras.tasks import Pretrainer
+
+    vocab = str(tmp_path / "plain" / "vocab.txt")
+    os.makedirs(os.path.dirname(vocab))
+    shutil.copy(KOELECTRA, vocab)
+    write_tokenizer_settings(vocab, lowercase=True, strip_accents=False)
+    config = BertConfig(vocab_size=sum(1 for _ in open(KOELECTRA, encoding="utf-8")), hidden_size=32,
+                        num_layers=1, num_heads=2, intermediate_size=37, max_position_embeddings=64)
+    config_file = tmp_path / "config.json"
+    config.to_json(str(config_file))
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(TEXTS[:2] + nfd(TEXTS[2:40])) + "\n", encoding="utf-8")
+    common = dict(steps=1, corpus=str(corpus), config=str(config_file), seq_length=32, max_predictions=4,
+                  batch_size=2, strategy="default")
+    with pytest.warns(UserWarning, match=r"corpus.txt:3 holds Hangul in decomposed form"):
+        Pretrainer.pretrain(str(tmp_path / "run"), vocab_file=vocab, **common)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        Pretrainer.pretrain(str(tmp_path / "nfc_run"), vocab_file=_nfc_vocab(str(tmp_path / "v")), **common)
