@@ -152,7 +152,8 @@ class Embedder(TextTask):
         if weights is None:
             raise TaskInputError(f"fit_idf: this embedder pools with {self.head.pooling!r}; the IDF is "
                                  "for pooling='bm25' (Embedder.from_pretrained(..., pooling=\"bm25\"))")
-        texts = text_list(texts, "texts", allow_empty=True)
+        # decomposed Hangul warned by its place in `texts` (the eager tokenize below names its batch's)
+        texts = text_list(texts, "texts", allow_empty=True, tokenizer=self.tokenizer)
         batch_size = check_count("batch_size", batch_size)
         values, lengths = [], []
         for start in range(0, len(texts), batch_size):

@@ -655,3 +655,17 @@ def test_pretraining_on_a_decomposed_corpus_warns_naming_the_file_and_line(tmp_p
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
         Pretrainer.pretrain(str(tmp_path / "nfc_run"), vocab_file=_nfc_vocab(str(tmp_path / "v")), **common)
+
+
+def test_fit_idf_names_the_decomposed_text_by_its_place_in_the_corpus(nfc_checkpoint, tmp_path):
+    """`Embedder.fit_idf` left the NFD-Hangul warning to its eager tokenize calls, which named the text by its
+    place in a batch of `batch_size` ('text[0]' for texts[2]): it is named in the corpus now."""
+    from bert_keras.checkpoints import load_pretrained
+    from bert_keras.tasks import Embedder
+
+    plain = tmp_path / "plain"
+    save_pretrained(load_pretrained(f"hf:{nfc_checkpoint}"), f"hf:{plain}", vocab_file=KOELECTRA,
+                    tokenizer_settings={"lowercase": True, "strip_accents": False})
+    embedder = Embedder.from_pretrained(f"hf:{plain}", seq_length=32, pooling="bm25")
+    with pytest.warns(UserWarning, match=r"^texts\[2\] holds Hangul in decomposed form"):
+        embedder.fit_idf(TEXTS[:2] + nfd(TEXTS[2:3]), batch_size=2)
