@@ -11,6 +11,7 @@ import glob
 import importlib.util
 import json
 import os
+import unicodedata
 
 import numpy as np
 import pytest
@@ -369,6 +370,38 @@ def test_rules_files_with_a_byte_order_mark_or_cr_line_ends_read_alike_on_every_
     korean.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(tokens).encode() + b"\r\n")
     assert load_vocabulary(str(korean)) == tokens
     assert (vocabulary_is_cased(str(korean)), vocabulary_keeps_accents(str(korean))) == (True, True)
+
+
+def test_a_vocabulary_on_another_file_system_is_read_with_the_rules_beside_it(tmp_path):
+    """`load_vocabulary` reads a `gs://` vocabulary (`create-pretraining-data --vocab gs://b/vocab.txt`, as
+    docs/pretraining.md shows), but its rules were looked for with `os.path`: the `tokenizer_config.json`
+    beside it was never read (`strip_accents: false` and NFC dropped: a Korean vocabulary read uncased
+    with accents stripped, every syllable jamo, all [UNK]) and the casing was guessed from no tokens. Read
+    through `tf.io.gfile` now (TensorFlow's in-memory `ram://` file system stands for `gs://` here)."""
+    import tensorflow as tf
+
+    from bert_keras.checkpoints import load_tokenizer
+
+    directory = f"ram://{tmp_path.name}/ko"
+    tf.io.gfile.makedirs(directory)
+    vocab = f"{directory}/vocab.txt"
+    tf.io.gfile.copy(VOCAB, vocab)
+    local = tmp_path / "vocab.txt"
+    local.write_bytes(open(VOCAB, "rb").read())
+    # no rules recorded: guessed from its tokens as a local copy is (cased, its syllables whole)
+    assert resolve_tokenizer_settings(vocab) == resolve_tokenizer_settings(str(local))
+    assert resolve_tokenizer_settings(vocab)["lowercase"] is False
+    write_tokenizer_settings(vocab, lowercase=True, strip_accents=False, max_input_chars_per_word=40,
+                             unicode_normalization="NFC")
+    assert tf.io.gfile.exists(f"{directory}/tokenizer_config.json")
+    want = {"lowercase": True, "strip_accents": False, "pre_tokenizer": None, "max_input_chars_per_word": 40,
+            "unicode_normalization": "NFC"}
+    assert resolve_tokenizer_settings(vocab) == want
+    assert resolve_tokenizer_settings(vocab, lowercase=True, strip_accents=False, pre_tokenizer="none") == want
+    tokenizer = load_tokenizer(None, vocab_file=vocab)
+    decomposed = [unicodedata.normalize("NFD", text) for text in REVIEWS[:4]]
+    assert tokenizer.tokenize(decomposed).to_list() == load_tokenizer(
+        None, vocab_file=VOCAB, lowercase=True, strip_accents=False).tokenize(REVIEWS[:4]).to_list()
 
 
 def test_a_cased_checkpoint_without_rules_is_read_and_converted_cased(tmp_path):
