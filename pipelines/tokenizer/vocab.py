@@ -40,7 +40,7 @@ def load_vocabulary(path: str) -> List[str]:
     """Reads a `vocab.txt` file: one token per line, line order is the id.
 
     Local paths and any filesystem `tf.io.gfile` knows (`gs://...`) work.
-    Tokens are kept as written apart from the line terminator (`\\n` or `\\r\\n`) and
+    Tokens are kept as written apart from the line terminator (`\\n`, `\\r\\n`, `\\r\\r\\n`) and
     whitespace around them, which the original BERT strips too; a newline after the last token
     is optional.
 
@@ -103,8 +103,9 @@ def load_vocabulary(path: str) -> List[str]:
     tokens = []
     first_line_of = {}
     for line_number, raw in enumerate(raw_lines, start=1):
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
+        # The CRs before an LF end the line with it (`pipelines.line_ends`: "\r\r\n", a CRLF file written
+        # again by Python on Windows, is one end, as the original's strip reads it).
+        raw = raw.rstrip(b"\r")
         try:
             token = raw.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -122,7 +123,8 @@ def load_vocabulary(path: str) -> List[str]:
         if "\r" in token:  # else a file of \r-ended lines read as one token: "special tokens missing"
             raise VocabularyError(
                 f"{path}, line {line_number}: a carriage return (\\r) inside the line; lines end with "
-                "\\n or \\r\\n (convert a file of \\r-ended lines: tr '\\r' '\\n' < FILE > vocab.txt)."
+                "\\n, the CRs right before it with it (\\r\\n); convert a file of \\r-ended lines: "
+                "tr '\\r' '\\n' < FILE > vocab.txt."
             )
         # The original `load_vocab` strips every token (HF tokenizers trims its end): a stray
         # space after "hello" still gives "hello" its id. A line of whitespace only stays as it
