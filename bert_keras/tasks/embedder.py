@@ -9,8 +9,8 @@ import numpy as np
 import tensorflow as tf
 
 from bert_keras.families import EmbeddingSettings
-from bert_keras.tasks.inputs import (TaskInputError, answering_empty_texts, check_count, is_tokenized, settings_record,
-                                     text_columns)
+from bert_keras.tasks.inputs import (TaskInputError, answering_empty_texts, check_composition, check_count,
+                                     is_tokenized, settings_record, text_columns)
 from bert_keras.tasks.text_task import TextTask
 from bert_keras.tasks.task_batches import in_memory, padded_batches, predicted_outputs
 from bert_keras.tasks.window_outputs import pairs_cut, warn_truncated, window_outputs
@@ -284,6 +284,8 @@ class Embedder(TextTask):
         self._warn_empty(empty)
         indices = scores = None
         if query is not None:
+            # named as the query (predict would name it x[0], the first of `texts`)
+            check_composition(self.tokenizer, [query], "query", names=["query"])
             (indices,), (scores,) = rank_by_similarity(self.predict([query]), vectors, top_k)
         settings = self._record.settings
         return Embeddings(texts, vectors, settings["pooling"], settings["normalize"], query, indices, scores,

@@ -659,7 +659,8 @@ def test_pretraining_on_a_decomposed_corpus_warns_naming_the_file_and_line(tmp_p
 
 def test_fit_idf_names_the_decomposed_text_by_its_place_in_the_corpus(nfc_checkpoint, tmp_path):
     """`Embedder.fit_idf` left the NFD-Hangul warning to its eager tokenize calls, which named the text by its
-    place in a batch of `batch_size` ('text[0]' for texts[2]): it is named in the corpus now."""
+    place in a batch of `batch_size` ('text[0]' for texts[2]): it is named in the corpus now; and `embed`'s
+    query is named as the query."""
     from bert_keras.checkpoints import load_pretrained
     from bert_keras.tasks import Embedder
 
@@ -669,3 +670,6 @@ def test_fit_idf_names_the_decomposed_text_by_its_place_in_the_corpus(nfc_checkp
     embedder = Embedder.from_pretrained(f"hf:{plain}", seq_length=32, pooling="bm25")
     with pytest.warns(UserWarning, match=r"^texts\[2\] holds Hangul in decomposed form"):
         embedder.fit_idf(TEXTS[:2] + nfd(TEXTS[2:3]), batch_size=2)
+    # a query of decomposed Hangul was named x[0], the first of the texts ranked
+    with pytest.warns(UserWarning, match=r"^query holds Hangul in decomposed form"):
+        Embedder.from_pretrained(f"hf:{plain}", seq_length=32).embed(TEXTS[:3], query=nfd(TEXTS[3:4])[0])
