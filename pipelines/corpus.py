@@ -34,6 +34,7 @@ import codecs
 import dataclasses
 import functools
 import os
+import re
 from typing import Callable, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -263,9 +264,11 @@ class _CorpusBuilder:
         )
 
 
-def check_text_files(patterns: Union[str, Sequence[str]]) -> int:
+def check_text_files(patterns: Union[str, Sequence[str]], tokenizer=None) -> int:
     """Reads text files through once, as a trainer that streams them (dynamic masking) needs
-    before its first step: every line valid UTF-8, and at least one that holds a token.
+    before its first step: every line valid UTF-8, and at least one that holds a token. With the
+    `tokenizer` that will read them (a `BertTokenizer`), decomposed Hangul its vocabulary holds only
+    composed is warned of in the same pass, naming the file and line (`check_composition`).
 
     A line of characters BERT's tokenizer drops (a BOM, zero-width spaces, control characters:
     `pipelines.tokenizer.tokenless.has_no_token`) is not text: a stream of documents with no
@@ -290,13 +293,17 @@ def check_text_files(patterns: Union[str, Sequence[str]]) -> int:
             files hold no text.
     """
     files = list_files(patterns)
-    lines = sum(check_text_file(path) for path in files)
+    lines = sum(check_text_file(path, tokenizer) for path in files)
     if not lines:
         raise empty_text_error(files)
     return lines
 
 
-def check_text_file(path: str) -> int:
+# A conjoining Hangul jamo (U+1100-U+11FF) in UTF-8: a line that may hold decomposed Hangul.
+_CONJOINING_JAMO = re.compile(b"\xe1[\x84-\x87]")
+
+
+def check_text_file(path: str, tokenizer=None) -> int:
     """`check_text_files` of one file: the number of its lines that hold a token (0 is no error
     here). The Beam vocabulary count runs it in its workers, a file each.
 
@@ -321,6 +328,8 @@ def check_text_file(path: str) -> int:
             _refuse_carriage_return(path, number, raw)
         if raw.strip():
             lines += not has_no_token(raw.decode("utf-8"))
+        if tokenizer is not None and _CONJOINING_JAMO.search(raw) and tokenizer.checks_composition:
+            tokenizer.check_composition([raw], names=[f"{path}:{number}"])
     return lines
 
 

@@ -1,6 +1,6 @@
 r"""Where a line of a text file ends: the one rule of every reader and every message that names a
-line (task files, STS, SWAG, CoNLL, SQuAD's JSON errors, label files, `--input` texts, and the
-corpora: `pipelines.corpus.file_lines` applies it to a stream).
+line (task files, STS, SWAG, CoNLL, SQuAD's JSON errors, label files, `--input` texts, vocabularies, whose
+reader refuses a lone CR, and the corpora: `pipelines.corpus.file_lines` applies it to a stream).
 
 A line ends at LF, CRLF or a lone CR (classic Mac files, some exports), the CRs right before an LF
 ending the line with it. Python's universal newlines read "\r\r\n" (Python on Windows writing

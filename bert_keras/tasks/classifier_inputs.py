@@ -15,7 +15,7 @@ from bert_keras.tasks.dataset_inputs import to_python
 from bert_keras.tasks.inputs import TaskInputError, check_lengths, check_sample_weight, float_target, float_targets
 from bert_keras.tasks.inputs import (NO_TOKEN, EmptyTextError, label_id, label_ids, note_empty_text, note_text_column,
                                      one_hot_ids)
-from bert_keras.tasks.inputs import text_columns
+from bert_keras.tasks.inputs import stream_checked_composition, text_columns
 from pipelines.tokenizer.tokenless import texts_without_token
 
 
@@ -95,8 +95,11 @@ def dataset_rows(task, dataset, *, needs_y):
         rows = rows.map(lambda texts, *_: (texts,))
         parts = dataset_inputs.ElementParts(False, False, True)
     # An infinite dataset (fit with steps_per_epoch) cannot be read through first: its
-    # labels are checked as they stream (an unknown one stops training, naming it).
+    # labels are checked as they stream (an unknown one stops training, naming it), and so is
+    # decomposed Hangul (warned, naming the element, as the pass below does).
     count = None if infinite else _check_dataset(task, rows, parts)
+    if infinite:
+        rows = stream_checked_composition(task.tokenizer, rows)
     to_id = task.preprocessor.label_ids if parts.has_y else None
     zero = tf.constant(0, tf.float32 if task.is_regression else tf.int32)
 

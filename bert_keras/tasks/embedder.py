@@ -9,8 +9,8 @@ import numpy as np
 import tensorflow as tf
 
 from bert_keras.families import EmbeddingSettings
-from bert_keras.tasks.inputs import (TaskInputError, answering_empty_texts, check_count, is_tokenized, settings_record,
-                                     text_columns)
+from bert_keras.tasks.inputs import (TaskInputError, answering_empty_texts, check_composition, check_count,
+                                     is_tokenized, settings_record, text_columns)
 from bert_keras.tasks.text_task import TextTask
 from bert_keras.tasks.task_batches import in_memory, padded_batches, predicted_outputs
 from bert_keras.tasks.window_outputs import pairs_cut, warn_truncated, window_outputs
@@ -152,7 +152,8 @@ class Embedder(TextTask):
         if weights is None:
             raise TaskInputError(f"fit_idf: this embedder pools with {self.head.pooling!r}; the IDF is "
                                  "for pooling='bm25' (Embedder.from_pretrained(..., pooling=\"bm25\"))")
-        texts = text_list(texts, "texts", allow_empty=True)
+        # decomposed Hangul warned by its place in `texts` (the eager tokenize below names its batch's)
+        texts = text_list(texts, "texts", allow_empty=True, tokenizer=self.tokenizer)
         batch_size = check_count("batch_size", batch_size)
         values, lengths = [], []
         for start in range(0, len(texts), batch_size):
@@ -283,6 +284,8 @@ class Embedder(TextTask):
         self._warn_empty(empty)
         indices = scores = None
         if query is not None:
+            # named as the query (predict would name it x[0], the first of `texts`)
+            check_composition(self.tokenizer, [query], "query", names=["query"])
             (indices,), (scores,) = rank_by_similarity(self.predict([query]), vectors, top_k)
         settings = self._record.settings
         return Embeddings(texts, vectors, settings["pooling"], settings["normalize"], query, indices, scores,

@@ -191,6 +191,27 @@ def check_composition(tokenizer, texts, name, names=None):
         tokenizer.check_composition(texts, name, names=names)
 
 
+def stream_checked_composition(tokenizer, rows, name="x"):
+    """`rows`, an unbatched dataset of `(texts, ...)` (`texts`: a string, or a tuple of them for pairs,
+    as `name[0]`, `name[1]`), with `check_composition` applied as the rows stream: for an infinite
+    dataset (`fit` with `steps_per_epoch`), which is never read through before training, so NFD Hangul
+    warns there as in lists and finite datasets, naming the element. `rows` as they are when the
+    tokenizer has nothing to check (`unicode_normalization="NFC"` composes the text itself)."""
+    if tokenizer is None or not getattr(tokenizer, "checks_composition", False):
+        return rows
+
+    def checked(position, row):
+        texts = row[0]
+        if isinstance(texts, tuple):
+            texts = tuple(tokenizer.stream_checked_composition(text, position, f"{name}[{column}]")
+                          for column, text in enumerate(texts))
+        else:
+            texts = tokenizer.stream_checked_composition(texts, position, name)
+        return (texts,) + tuple(row[1:])
+
+    return rows.enumerate().map(checked)
+
+
 def text_list(texts, name, *, allow_empty=False, tokenizer=None):
     """A list of `str` from a list / tuple / numpy array of strings (bytes are decoded).
 

@@ -660,14 +660,15 @@ def dataset_factory(*, corpus, records, vocab_file, lowercase, batch_size, seq_l
             raise TaskInputError(f"corpus={path!r}: no such file")
     from pipelines.corpus import CorpusError, check_text_files
 
-    try:
-        check_text_files(paths)  # one pass: a bad byte or an empty corpus stops here, not mid-training
-    except CorpusError as error:
-        raise TaskInputError(str(error)) from None
     if vocab_file is None:
         raise TaskInputError("corpus= needs the vocabulary: Pretrainer.from_config(..., vocab_file=)")
     tokenizer = corpus_tokenizer(vocab_file, lowercase, strip_accents, pre_tokenizer, max_input_chars_per_word,
                                  added_tokens, unicode_normalization)
+    try:
+        # one pass: a bad byte or an empty corpus stops here, not mid-training; decomposed Hangul is warned
+        check_text_files(paths, tokenizer)
+    except CorpusError as error:
+        raise TaskInputError(str(error)) from None
     masking = (masking or MaskingSettings()).masking()
     return lambda: pretraining_data.dynamic_pretraining_dataset(corpus, tokenizer, **common, **masking)
 

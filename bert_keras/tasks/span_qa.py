@@ -8,7 +8,7 @@ from bert_keras.families import SquadSettings
 from bert_keras.losses.replica_shares import example_mean_on_replicas
 from bert_keras.tasks.dataset_inputs import steps_for
 from bert_keras.tasks.inputs import TaskInputError, check_lengths, check_sample_weight, frame_columns, is_tokenized
-from bert_keras.tasks.inputs import check_composition, settings_record, text_columns
+from bert_keras.tasks.inputs import check_composition, settings_record, stream_checked_composition, text_columns
 from bert_keras.tasks.task_batches import in_memory, predicted_outputs, tokenized_dataset
 from bert_keras.tasks.text_task import TextTask
 from pipelines.datasets.squad import SquadExample, unanswerable_question
@@ -309,6 +309,7 @@ class SpanQA(TextTask):
             raise TaskInputError("y: a streamed SQuAD dataset's answers are SQuAD's columns, "
                                  "{'text': ..., 'answer_start': ...} per question; got "
                                  f"{sorted(answers) if isinstance(answers, dict) else answers}")
+        rows = stream_checked_composition(self.tokenizer, rows)  # NFD Hangul: x[0][i] (question), x[1][i]
         if shuffle:
             rows = rows.shuffle(10_000, seed=seed, reshuffle_each_iteration=True)
         # Fixed width: windows of different batches are re-batched together.

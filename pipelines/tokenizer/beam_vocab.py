@@ -24,6 +24,7 @@ from pipelines.beam_runner import beam_pipeline, worker_errors
 
 
 def count_words_with_beam(patterns: Union[str, Sequence[str]], *, lowercase: bool = True, strip_accents=None,
+                          unicode_normalization=None,
                           runner: str = "DirectRunner", pipeline_args: Sequence[str] = (), min_count: int = 1,
                           temp_dir: str = None) -> collections.Counter:
     """Word counts of text files, as `count_words(tf.data.TextLineDataset(files), BertPreTokenizer(lowercase))`.
@@ -38,6 +39,7 @@ def count_words_with_beam(patterns: Union[str, Sequence[str]], *, lowercase: boo
         patterns: files / globs / comma lists (any Beam file system).
         lowercase: the uncased pre-tokenizer rules.
         strip_accents: NFD + drop combining marks (None: as `lowercase`).
+        unicode_normalization: "NFC" composes each line before it is split (`count_words`'s rule).
         runner: a Beam runner name.
         pipeline_args: further Beam pipeline options.
         min_count: words seen fewer times are left out (they never make the vocabulary
@@ -70,7 +72,7 @@ def count_words_with_beam(patterns: Union[str, Sequence[str]], *, lowercase: boo
             paths
             | "ReadLines" >> beam.io.ReadAllFromText(coder=beam.coders.BytesCoder())
             | "Batch" >> beam.BatchElements(min_batch_size=64, max_batch_size=4096)
-            | "CountBatch" >> beam.ParDo(_CountBatch(lowercase, strip_accents))
+            | "CountBatch" >> beam.ParDo(_CountBatch(lowercase, strip_accents, unicode_normalization))
             | "Sum" >> beam.CombinePerKey(sum)
             | "Keep" >> beam.Filter(lambda word_count: word_count[1] >= min_count)
             | "Format" >> beam.MapTuple(lambda word, count: f"{word.encode('unicode_escape').decode()}\t{count}")
@@ -109,19 +111,25 @@ def learn_vocabulary_with_beam(patterns, *, vocab_size: int, lowercase: bool = T
 class _CountBatch(beam.DoFn):
     """A batch of lines (bytes) -> (word, count in the batch), split by `BertPreTokenizer`."""
 
-    def __init__(self, lowercase, strip_accents=None):
+    def __init__(self, lowercase, strip_accents=None, unicode_normalization=None):
         self.lowercase = lowercase
         self.strip_accents = strip_accents
+        self.unicode_normalization = unicode_normalization
 
     def setup(self):
+        from pipelines.tokenizer.composition import NfcStep
         from pipelines.tokenizer.normalize import BertPreTokenizer
 
         self.pre_tokenizer = BertPreTokenizer(lowercase=self.lowercase, strip_accents=self.strip_accents)
+        self.composition = None if self.unicode_normalization is None else NfcStep(self.unicode_normalization)
 
     def process(self, lines):
         import tensorflow as tf
 
-        words = self.pre_tokenizer.split(tf.constant(lines, tf.string))
+        lines = tf.constant(lines, tf.string)
+        if self.composition is not None:  # composed before the split, as the tokenizer composes
+            lines = self.composition.compose(lines)[0]
+        words = self.pre_tokenizer.split(lines)
         unique = tf.unique_with_counts(tf.reshape(getattr(words, "flat_values", words), [-1]))
         for word, count in zip(unique.y.numpy(), unique.count.numpy()):
             yield word.decode("utf-8"), int(count)

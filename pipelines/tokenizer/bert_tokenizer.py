@@ -583,6 +583,21 @@ class BertTokenizer(tf.Module):
         if self._note.note is not None:
             self._note.note.check(texts, where, stacklevel=4, first=first, names=names)
 
+    @property
+    def checks_composition(self):
+        """Whether `check_composition` has anything left to say: the vocabulary is read as given (no
+        `unicode_normalization`, accents kept) and it has not warned yet."""
+        return self._note.note is not None and not self._note.note.warned
+
+    def stream_checked_composition(self, texts, position, where="text"):
+        """`check_composition` in a `tf.data` map, for a stream that is never read through first: `texts`
+        (one element's string tensor) come back as they are, checked as they stream and named
+        `where[position]` (`position`: the element's index in the stream); the host is called only for an
+        element holding conjoining jamo (U+1100-U+11FF), until the warning is given."""
+        if not self.checks_composition:
+            return texts
+        return self._note.note.stream_checked(texts, position, where)
+
     def _check_eager(self, strings):
         if self._note.note is not None and not self._note.note.warned:
             self._note.note.check(np.ravel(strings.numpy()), "text", stacklevel=5)

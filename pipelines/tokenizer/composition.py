@@ -32,6 +32,8 @@ NO_UNICODE_NORMALIZATION = "none"
 # A modern leading consonant + vowel (+ trailing consonant): what NFC composes into one syllable.
 _DECOMPOSED_SYLLABLE = re.compile("([\u1100-\u1112])([\u1161-\u1175])([\u11a8-\u11c2]?)")
 _CONJOINING_UTF8 = re.compile(b"\xe1[\x84-\x87]")  # U+1100-U+11FF in UTF-8
+# The same block as an RE2 pattern, for the graph: a text holding one (`DecomposedHangulNote.stream_checked`).
+_CONJOINING_RE2 = "(?s).*[\\x{1100}-\\x{11FF}].*"
 
 
 def checked_unicode_normalization(value, where="unicode_normalization"):
@@ -119,6 +121,29 @@ class DecomposedHangulNote:
             "pretrain, vocab: --unicode-normalization NFC), which composes every text before tokenizing, in its "
             "export too (a fine-tuned model keeps the setting it was trained with). (Warned once per tokenizer.)",
             stacklevel=stacklevel)
+
+    def stream_checked(self, texts, position, where="text"):
+        """`texts` (a string tensor of one element of a `tf.data` stream, any shape) as they are, once
+        `check` has run on them, named `where[position]`, when they hold a conjoining jamo (tested in the
+        graph; the host is called only for such an element, until the note has warned). For a stream
+        that is never read through first (an infinite dataset `fit` takes with `steps_per_epoch`),
+        which `check` cannot see whole."""
+        import tensorflow as tf
+
+        if self.warned:
+            return texts
+        values = tf.reshape(texts, [-1])
+
+        def check_on_host(at, strings):
+            if not self.warned:
+                self.check(strings.numpy().tolist(), where, stacklevel=2, first=int(at))
+            return True
+
+        holds_jamo = tf.reduce_any(tf.strings.regex_full_match(values, _CONJOINING_RE2))
+        checked = tf.cond(holds_jamo, lambda: tf.py_function(check_on_host, [position, values], tf.bool),
+                          lambda: tf.constant(True))
+        with tf.control_dependencies([checked]):
+            return tf.identity(texts)
 
 
 class NfcStep:

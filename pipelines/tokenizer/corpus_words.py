@@ -22,7 +22,7 @@ from pipelines.tokenizer.vocab import count_words
 
 
 def count_corpus_words(patterns, *, lowercase=True, runner=None, pipeline_args=(), progress=None,
-                       pre_tokenizer=None, morpheme_suffixes=False, strip_accents=None):
+                       pre_tokenizer=None, morpheme_suffixes=False, strip_accents=None, unicode_normalization=None):
     """`{word: count}` of text files, split as the BERT tokenizer will split them.
 
     Args:
@@ -41,6 +41,8 @@ def count_corpus_words(patterns, *, lowercase=True, runner=None, pipeline_args=(
         morpheme_suffixes: with `pre_tokenizer`, the later morphemes of a word are counted as
             continuation words ("오늘은" -> "오늘", "##은"): `build_vocabulary` learns `##`
             pieces from them, for a vocabulary that reads raw text.
+        unicode_normalization: "NFC" composes each line before it is split, as the tokenizer
+            that records it does (`count_words`), here and on Beam.
 
     Raises:
         pipelines.corpus.CorpusError: a pattern matches no file.
@@ -66,7 +68,7 @@ def count_corpus_words(patterns, *, lowercase=True, runner=None, pipeline_args=(
 
         files = list(patterns)
         counts = count_words_with_beam(files, lowercase=lowercase, strip_accents=strip_accents,
-                                       runner=parse_runner(runner),
+                                       unicode_normalization=unicode_normalization, runner=parse_runner(runner),
                                        pipeline_args=list(pipeline_args))
     else:
         files = list_files(patterns)  # globs expanded; CorpusError names a pattern that matches nothing
@@ -76,7 +78,8 @@ def count_corpus_words(patterns, *, lowercase=True, runner=None, pipeline_args=(
         with progress() if progress else contextlib.nullcontext() as bar:
             counts = count_words(tf.data.TextLineDataset(files),
                                  BertPreTokenizer(lowercase=lowercase, strip_accents=strip_accents),
-                                 progress=bar, morphemes=splitter, morpheme_suffixes=morpheme_suffixes)
+                                 progress=bar, morphemes=splitter, morpheme_suffixes=morpheme_suffixes,
+                                 unicode_normalization=unicode_normalization)
     if not counts:
         raise ValueError(f"no words found in {', '.join(files)}: are the files empty?")
     return counts

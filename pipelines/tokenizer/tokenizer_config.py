@@ -46,7 +46,7 @@ import re
 import unicodedata
 import warnings
 
-from pipelines.atomic_writes import write_text
+from pipelines.atomic_writes import is_remote, write_text
 
 TOKENIZER_CONFIG_FILE = "tokenizer_config.json"
 
@@ -80,6 +80,54 @@ class TokenizerSettingsError(ValueError):
     """A `tokenizer_config.json` that cannot be read as BERT tokenizer settings."""
 
 
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def _is_file(path):
+    """Whether `path` is a file: a local one, or one on any file system `tf.io.gfile` knows (`gs://`), where
+    `load_vocabulary` reads the vocabulary beside it from (TensorFlow imported only for such a path)."""
+    if is_remote(path):
+        import tensorflow as tf
+
+        return tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path)
+    return os.path.isfile(path)
+
+
+def _file_bytes(path):
+    """The bytes of the file at `path` (local, or `gs://` as `_is_file`).
+
+    Raises:
+        FileNotFoundError: there is no such file; OSError: it cannot be read.
+    """
+    if not is_remote(path):
+        with open(path, "rb") as f:
+            return f.read()
+    import tensorflow as tf
+
+    try:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            return f.read()
+    except tf.errors.NotFoundError as error:
+        raise FileNotFoundError(f"{path}: {error.message}") from None
+    except tf.errors.OpError as error:
+        raise OSError(f"{path}: {error.message}") from None
+
+
+def _text_of(data):
+    """UTF-8 `data` as text, a leading byte order mark dropped (a file saved by Notepad), as
+    `load_vocabulary` reads it."""
+    return (data[len(_UTF8_BOM):] if data.startswith(_UTF8_BOM) else data).decode("utf-8")
+
+
+def _json_file(path):
+    """The JSON value of the file at `path` (`_file_bytes`, `_text_of`): every reader of this module alike.
+
+    Raises:
+        OSError, UnicodeDecodeError, json.JSONDecodeError: as `open` / `json.loads`.
+    """
+    return json.loads(_text_of(_file_bytes(path)))
+
+
 def tokenizer_config_path(vocab_file):
     """Where the settings of `vocab_file` live: HF's `tokenizer_config.json` beside a `vocab.txt`
     (HF's layout); `NAME.tokenizer_config.json` beside any other vocabulary file (`NAME.vocab.txt`,
@@ -109,11 +157,10 @@ def read_tokenizer_settings(vocab_file):
     if vocab_file is None:
         return {}
     path = tokenizer_config_path(vocab_file)
-    if not os.path.isfile(path):
+    if not _is_file(path):
         return {**_keras_hub_preset_settings(vocab_file), **_hf_max_chars(vocab_file)}
     try:
-        with open(path, encoding="utf-8") as f:
-            config = json.load(f)
+        config = _json_file(path)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise TokenizerSettingsError(f"{path}: not a JSON tokenizer config ({error})") from None
     if not isinstance(config, dict):
@@ -194,8 +241,7 @@ def _config_or_none(vocab_file):
     missing or unreadable (the readers of one field record nothing then)."""
     path = tokenizer_config_path(vocab_file)
     try:
-        with open(path, encoding="utf-8") as f:
-            return path, json.load(f)
+        return path, _json_file(path)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return path, None
 
@@ -217,21 +263,21 @@ def _hf_max_chars(vocab_file, config=None):
     else 100 when transformers' weights or `special_tokens_map.json` are beside it, or when its
     `tokenizer_config.json` (`config`, read already) holds a field only transformers writes
     (`model_max_length`, ...: a tokenizer-only HF directory; its `BertTokenizer` fixes 100); else {}."""
-    directory, name = os.path.split(os.path.abspath(os.fspath(vocab_file)))
+    vocab_file = os.fspath(vocab_file)
+    directory, name = os.path.split(vocab_file if is_remote(vocab_file) else os.path.abspath(vocab_file))
     if name != "vocab.txt":
         return {}
     tokenizer_json = os.path.join(directory, "tokenizer.json")
-    if os.path.isfile(tokenizer_json):
+    if _is_file(tokenizer_json):
         try:
-            with open(tokenizer_json, encoding="utf-8") as f:
-                model = json.load(f).get("model")
+            model = _json_file(tokenizer_json).get("model")
         except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError):
             model = None  # not HF's file: its readers report it
         if isinstance(model, dict) and model.get("type") == "WordPiece":
             value = model.get("max_input_chars_per_word", HF_MAX_CHARS_PER_WORD)
             return {"max_input_chars_per_word": checked_max_chars(
                 value, f"{tokenizer_json}: field 'model.max_input_chars_per_word'", TokenizerSettingsError)}
-    if any(os.path.isfile(os.path.join(directory, name)) for name in _HF_DIRECTORY_FILES):
+    if any(_is_file(os.path.join(directory, name)) for name in _HF_DIRECTORY_FILES):
         return {"max_input_chars_per_word": HF_MAX_CHARS_PER_WORD}
     if config is not None and any(key in config for key in _HF_CONFIG_FIELDS):
         return {"max_input_chars_per_word": HF_MAX_CHARS_PER_WORD}
@@ -262,13 +308,13 @@ def _keras_hub_preset_settings(vocab_file):
     (`vocabulary_keeps_accents`: a Korean one of Hangul syllables, which keras-hub reads whole):
     keras-hub's `BertTokenizer` writes its class default (false) for every model, uncased ones
     included, so elsewhere accents follow the casing, as in BERT's rules."""
-    vocab_file = os.path.abspath(os.fspath(vocab_file))
+    vocab_file = os.fspath(vocab_file)
+    vocab_file = vocab_file if is_remote(vocab_file) else os.path.abspath(vocab_file)
     if not vocab_file.endswith(os.sep + _KERAS_HUB_VOCABULARY):
         return {}
     path = os.path.join(vocab_file[: -len(_KERAS_HUB_VOCABULARY)], _KERAS_HUB_TOKENIZER)
     try:
-        with open(path, encoding="utf-8") as f:
-            saved = json.load(f)
+        saved = _json_file(path)
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
@@ -391,19 +437,23 @@ def vocabulary_keeps_accents(vocab_file):
 
 
 def _vocabulary_counts(vocab_file):
-    """`(tokens, cased, composed)` of a vocabulary: its tokens (lines), and those, special tokens in
-    brackets (`[CLS]`, `[unused0]`, `<S>`) aside, that lowercasing changes and that NFD changes."""
-    if vocab_file is None or not os.path.isfile(vocab_file):
+    """`(tokens, cased, composed)` of a vocabulary: its tokens (lines, as `load_vocabulary` reads them: a byte
+    order mark dropped, LF or CRLF ends; local or `gs://`), and those, special tokens in brackets (`[CLS]`,
+    `[unused0]`, `<S>`) aside, that lowercasing changes and that NFD changes."""
+    if vocab_file is None or not _is_file(vocab_file):
         return 0, 0, 0
+    data = _file_bytes(vocab_file)
+    lines = (data[len(_UTF8_BOM):] if data.startswith(_UTF8_BOM) else data).decode("utf-8", "replace").split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the end of the last line
     tokens = cased = composed = 0
-    with open(vocab_file, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            token = line.strip()
-            tokens += 1
-            if len(token) > 2 and (token[0], token[-1]) in (("[", "]"), ("<", ">")):
-                continue
-            cased += token.lower() != token
-            composed += not unicodedata.is_normalized("NFD", token)
+    for line in lines:
+        token = line.removesuffix("\r").strip()
+        tokens += 1
+        if len(token) > 2 and (token[0], token[-1]) in (("[", "]"), ("<", ">")):
+            continue
+        cased += token.lower() != token
+        composed += not unicodedata.is_normalized("NFD", token)
     return tokens, cased, composed
 
 
@@ -463,11 +513,10 @@ def added_tokens_decoder(path, default=()):
         TokenizerSettingsError: the file is not JSON, or the field is not of the form transformers writes
             (naming the file).
     """
-    if not os.path.isfile(path):
+    if not _is_file(path):
         return None if default is None else list(default)
     try:
-        with open(path, "rb") as f:
-            config = json.loads(f.read())
+        config = _json_file(path)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise TokenizerSettingsError(f"{path}: not JSON ({error})") from None
     decoder = config.get("added_tokens_decoder") if isinstance(config, dict) else None

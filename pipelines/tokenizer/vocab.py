@@ -40,7 +40,7 @@ def load_vocabulary(path: str) -> List[str]:
     """Reads a `vocab.txt` file: one token per line, line order is the id.
 
     Local paths and any filesystem `tf.io.gfile` knows (`gs://...`) work.
-    Tokens are kept as written apart from the line terminator (`\\n` or `\\r\\n`) and
+    Tokens are kept as written apart from the line terminator (`\\n`, `\\r\\n`, `\\r\\r\\n`) and
     whitespace around them, which the original BERT strips too; a newline after the last token
     is optional.
 
@@ -103,8 +103,9 @@ def load_vocabulary(path: str) -> List[str]:
     tokens = []
     first_line_of = {}
     for line_number, raw in enumerate(raw_lines, start=1):
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
+        # The CRs before an LF end the line with it (`pipelines.line_ends`: "\r\r\n", a CRLF file written
+        # again by Python on Windows, is one end, as the original's strip reads it).
+        raw = raw.rstrip(b"\r")
         try:
             token = raw.decode("utf-8")
         except UnicodeDecodeError as e:
@@ -122,7 +123,8 @@ def load_vocabulary(path: str) -> List[str]:
         if "\r" in token:  # else a file of \r-ended lines read as one token: "special tokens missing"
             raise VocabularyError(
                 f"{path}, line {line_number}: a carriage return (\\r) inside the line; lines end with "
-                "\\n or \\r\\n (convert a file of \\r-ended lines: tr '\\r' '\\n' < FILE > vocab.txt)."
+                "\\n, the CRs right before it with it (\\r\\n); convert a file of \\r-ended lines: "
+                "tr '\\r' '\\n' < FILE > vocab.txt."
             )
         # The original `load_vocab` strips every token (HF tokenizers trims its end): a stray
         # space after "hello" still gives "hello" its id. A line of whitespace only stays as it
@@ -256,6 +258,7 @@ def count_words(
     *,
     morphemes=None,
     morpheme_suffixes: bool = False,
+    unicode_normalization=None,
 ) -> collections.Counter:
     """Counts the words of a text corpus, split exactly as BERT will split them.
 
@@ -296,6 +299,10 @@ def count_words(
         morphemes: None, a `pipelines.tokenizer.morphemes.MorphemeSplitter`, or
             the name of one in `morphemes.PRE_TOKENIZERS` ("kiwi").
         morpheme_suffixes: with `morphemes`, count later morphemes as `##` words.
+        unicode_normalization: "NFC" composes each line first, before the morpheme
+            split and the pre-tokenizer, as `BertTokenizer(unicode_normalization=)`
+            does (`composition.NfcStep`): composing the words afterwards put
+            syllables in a vocabulary whose tokenizer strips accents into jamo.
 
     Returns:
         A `collections.Counter` mapping each word (str) to its count; with
@@ -319,6 +326,11 @@ def count_words(
         )
     if morpheme_suffixes and morphemes is None:
         raise ValueError("morpheme_suffixes=True needs a morpheme analyzer: pass morphemes='kiwi'.")
+    if unicode_normalization is not None:
+        from pipelines.tokenizer.composition import NfcStep
+
+        step = NfcStep(unicode_normalization)
+        text_dataset = text_dataset.map(lambda lines: step.compose(lines)[0], num_parallel_calls=tf.data.AUTOTUNE)
     if morphemes is not None:
         from pipelines.tokenizer import morphemes as morphemes_lib
 

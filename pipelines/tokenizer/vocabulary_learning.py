@@ -11,11 +11,9 @@ morpheme by morpheme), WordPiece is learned from the counts, and `vocab.txt` is 
 ['[PAD]', '[UNK]', '[CLS]', '[SEP]', '[MASK]']
 """
 
-import collections
 import dataclasses
 import glob
 import os
-import unicodedata
 from typing import Callable, List, Optional, Tuple
 
 from pipelines.command_options import option
@@ -193,12 +191,8 @@ def learn_vocabulary(inputs, output, *, lowercase: bool = True, strip_accents: O
     check_reserved_tokens(reserved, settings.size)  # before the counting, not hours after it
     counts = count_corpus_words(inputs, lowercase=lowercase, strip_accents=strip_accents, runner=settings.runner,
                                 pipeline_args=list(settings.beam_options), progress=progress,
-                                pre_tokenizer=settings.pre_tokenizer, morpheme_suffixes=settings.morpheme_suffixes)
-    if form is not None:  # the words as the tokenizer will read them: composed first
-        composed = collections.Counter()
-        for word, count in counts.items():
-            composed[unicodedata.normalize(form, word)] += count
-        counts = composed
+                                pre_tokenizer=settings.pre_tokenizer, morpheme_suffixes=settings.morpheme_suffixes,
+                                unicode_normalization=form)  # lines composed before the split, as the tokenizer does
     words = sum(counts.values())
     log(f"{words:,} words, {len(counts):,} distinct; learning {settings.size:,} pieces...")
     share = alphabet_share(counts, settings.size, settings.character_coverage)

@@ -545,3 +545,131 @@ def test_the_decomposed_hangul_warning_names_fixes_that_exist(tmp_path):
     action = next(a for a in build_parser()._actions if hasattr(a, "choices") and isinstance(a.choices, dict))
     for command in named:
         assert "--unicode-normalization" in action.choices[command]._option_string_actions, command
+
+
+def test_fit_on_an_endless_dataset_warns_of_decomposed_hangul_as_it_streams(nfc_checkpoint, tmp_path):
+    """An infinite dataset (`fit(..., steps_per_epoch=)`) is never read through before training, so its texts
+    skipped the NFD-Hangul check that lists and finite datasets pass: a `TextClassifier` (single texts and
+    pairs) and a `SpanQA` trained on decomposed Korean read it as [UNK] without a word. The check now runs as
+    the rows stream (in the graph; the host only for a row holding jamo), warning once and naming the
+    element as the finite pass does; the composing checkpoint adds nothing to its stream."""
+    import warnings
+
+    import tensorflow as tf
+
+    from bert_keras.checkpoints import load_pretrained
+    from bert_keras.tasks import SpanQA, TextClassifier
+
+    plain = tmp_path / "plain"
+    save_pretrained(load_pretrained(f"hf:{nfc_checkpoint}"), f"hf:{plain}", vocab_file=KOELECTRA,
+                    tokenizer_settings={"lowercase": True, "strip_accents": False})
+    texts = TEXTS[:3] + nfd(TEXTS[3:4]) + TEXTS[4:6]
+    rows = tf.data.Dataset.from_tensor_slices((texts, ["neg", "pos"] * 3)).repeat()
+    task = TextClassifier.from_pretrained(f"hf:{plain}", labels=["neg", "pos"], seq_length=16)
+    with pytest.warns(UserWarning, match=r"^x\[3\] holds Hangul in decomposed form") as caught:
+        task.fit(rows, epochs=2, steps_per_epoch=3, batch_size=2, verbose=0)
+    assert sum("decomposed form" in str(w.message) for w in caught) == 1  # once per tokenizer
+
+    pairs = tf.data.Dataset.from_tensor_slices(((TEXTS[:4], TEXTS[:2] + nfd(TEXTS[2:4])), ["neg", "pos"] * 2))
+    pair_task = TextClassifier.from_pretrained(f"hf:{plain}", labels=["neg", "pos"], seq_length=16, text_pair=True)
+    with pytest.warns(UserWarning, match=r"^x\[1\]\[2\] holds Hangul in decomposed form"):
+        pair_task.fit(pairs.repeat(), epochs=1, steps_per_epoch=2, batch_size=2, verbose=0)
+
+    context = TEXTS[5]
+    answer = context.split()[1]
+    questions = [TEXTS[6], nfd(TEXTS[7:8])[0]]
+    squad = tf.data.Dataset.from_tensor_slices(((questions, [context] * 2),
+                                                {"text": [answer] * 2, "answer_start": [context.index(answer)] * 2}))
+    qa = SpanQA.from_pretrained(f"hf:{plain}", seq_length=64, max_query_length=16)
+    with pytest.warns(UserWarning, match=r"^x\[0\]\[1\] holds Hangul in decomposed form"):
+        qa.fit(squad.repeat(), epochs=1, steps_per_epoch=2, batch_size=2, verbose=0)
+
+    composing = TextClassifier.from_pretrained(f"hf:{nfc_checkpoint}", labels=["neg", "pos"], seq_length=16)
+    assert not composing.tokenizer.checks_composition
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        composing.fit(rows, epochs=1, steps_per_epoch=3, batch_size=2, verbose=0)
+
+
+def test_a_vocabulary_learned_with_nfc_composes_its_corpus_before_splitting_it(tmp_path):
+    """`learn_vocabulary(unicode_normalization="NFC")` composed the words after the pre-tokenizer had split
+    them, where the tokenizer that records NFC composes the text first: with accents stripped (the uncased
+    default) the vocabulary held the syllables the strip had taken apart, its tokenizer read its own corpus
+    as jamo (72% [UNK]) and the jamo note was never given; a character NFC makes punctuation (U+1FEF GREEK
+    VARIA -> '`') stayed inside a word. The lines are composed before the split now, here and on Beam: a
+    corpus, its NFC and its NFD form give the same counts and vocabulary, which its tokenizer reads
+    without [UNK]."""
+    from pipelines import BertTokenizer
+    from pipelines.tokenizer.corpus_words import count_corpus_words
+    from pipelines.tokenizer.vocabulary_learning import learn_vocabulary
+
+    raw = TEXTS[:150] + ["a\u1fefb x\u212bz Caf\u00e9"]  # neither NFC nor NFD
+    learned, counts = {}, {}
+    for form in ("raw", "NFC", "NFD"):
+        corpus = tmp_path / f"{form}.txt"
+        corpus.write_text("\n".join(raw if form == "raw" else [unicodedata.normalize(form, t) for t in raw]) + "\n",
+                          encoding="utf-8")
+        notes = []
+        learned[form] = learn_vocabulary([str(corpus)], str(tmp_path / form / "vocab.txt"), size=300,
+                                         unicode_normalization="NFC", log=notes.append)
+    tokens = learned["NFD"].tokens
+    tokenizer = BertTokenizer(vocabulary=tokens, lowercase=True, unicode_normalization="NFC")
+    ids = [i for row in tokenizer.tokenize(raw).to_list() for i in row]
+    assert ids.count(tokens.index("[UNK]")) == 0
+    assert learned["raw"].tokens == learned["NFC"].tokens == tokens
+    assert any("stripping accents (the uncased default) decomposes into jamo" in note for note in notes), notes
+    for form in ("raw", "NFC", "NFD"):
+        counts[form] = count_corpus_words([str(tmp_path / f"{form}.txt")], unicode_normalization="NFC")
+    assert counts["raw"] == counts["NFC"] == counts["NFD"]
+    assert counts["raw"]["`"] == 1 and "a`b" not in counts["raw"]
+    pytest.importorskip("apache_beam")
+    beam = count_corpus_words([str(tmp_path / "NFD.txt")], unicode_normalization="NFC", runner="DirectRunner",
+                              pipeline_args=["--direct_num_workers=1"])
+    assert beam == counts["NFD"]
+
+
+def test_pretraining_on_a_decomposed_corpus_warns_naming_the_file_and_line(tmp_path):
+    """`Pretrainer.pretrain(corpus=)` / `bert-keras pretrain --input` on a corpus of decomposed Hangul, with a
+    vocabulary of syllables that records no NFC, trained on [UNK]s without a word (the corpus streams through
+    `tf.data`, where no eager tokenize call warns; `create-pretraining-data` warned). Its one pass over the
+    corpus before training warns now, naming the file and line; the composing vocabulary says nothing."""
+    import shutil
+    import warnings
+
+    from bert_keras.tasks import Pretrainer
+
+    vocab = str(tmp_path / "plain" / "vocab.txt")
+    os.makedirs(os.path.dirname(vocab))
+    shutil.copy(KOELECTRA, vocab)
+    write_tokenizer_settings(vocab, lowercase=True, strip_accents=False)
+    config = BertConfig(vocab_size=sum(1 for _ in open(KOELECTRA, encoding="utf-8")), hidden_size=32,
+                        num_layers=1, num_heads=2, intermediate_size=37, max_position_embeddings=64)
+    config_file = tmp_path / "config.json"
+    config.to_json(str(config_file))
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(TEXTS[:2] + nfd(TEXTS[2:40])) + "\n", encoding="utf-8")
+    common = dict(steps=1, corpus=str(corpus), config=str(config_file), seq_length=32, max_predictions=4,
+                  batch_size=2, strategy="default")
+    with pytest.warns(UserWarning, match=r"corpus.txt:3 holds Hangul in decomposed form"):
+        Pretrainer.pretrain(str(tmp_path / "run"), vocab_file=vocab, **common)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        Pretrainer.pretrain(str(tmp_path / "nfc_run"), vocab_file=_nfc_vocab(str(tmp_path / "v")), **common)
+
+
+def test_fit_idf_names_the_decomposed_text_by_its_place_in_the_corpus(nfc_checkpoint, tmp_path):
+    """`Embedder.fit_idf` left the NFD-Hangul warning to its eager tokenize calls, which named the text by its
+    place in a batch of `batch_size` ('text[0]' for texts[2]): it is named in the corpus now; and `embed`'s
+    query is named as the query."""
+    from bert_keras.checkpoints import load_pretrained
+    from bert_keras.tasks import Embedder
+
+    plain = tmp_path / "plain"
+    save_pretrained(load_pretrained(f"hf:{nfc_checkpoint}"), f"hf:{plain}", vocab_file=KOELECTRA,
+                    tokenizer_settings={"lowercase": True, "strip_accents": False})
+    embedder = Embedder.from_pretrained(f"hf:{plain}", seq_length=32, pooling="bm25")
+    with pytest.warns(UserWarning, match=r"^texts\[2\] holds Hangul in decomposed form"):
+        embedder.fit_idf(TEXTS[:2] + nfd(TEXTS[2:3]), batch_size=2)
+    # a query of decomposed Hangul was named x[0], the first of the texts ranked
+    with pytest.warns(UserWarning, match=r"^query holds Hangul in decomposed form"):
+        Embedder.from_pretrained(f"hf:{plain}", seq_length=32).embed(TEXTS[:3], query=nfd(TEXTS[3:4])[0])

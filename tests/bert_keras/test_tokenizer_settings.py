@@ -11,6 +11,7 @@ import glob
 import importlib.util
 import json
 import os
+import unicodedata
 
 import numpy as np
 import pytest
@@ -331,6 +332,76 @@ def test_resolution_and_bad_files(tmp_path):
         f.write("{not json")
     with pytest.raises(TokenizerSettingsError, match="not a JSON tokenizer config"):
         read_tokenizer_settings(vocab)
+
+
+def test_rules_files_with_a_byte_order_mark_or_cr_line_ends_read_alike_on_every_path(tmp_path):
+    """A `tokenizer_config.json` saved with a UTF-8 byte order mark (Notepad) was refused by the whole read
+    ('Unexpected UTF-8 BOM'), read by `added_tokens_decoder`, and silently ignored by the fast path of
+    rules given (`lowercase` + `pre_tokenizer`): the recorded NFC and word length limit dropped, NFD Hangul
+    read as [UNK]. Every reader drops the mark now, as `load_vocabulary` does for the vocabulary beside it;
+    CR and CRLF line ends read as LF (JSON whitespace), and so does HF's `tokenizer.json` beside it. A
+    vocabulary with a mark and CRLF ends is guessed as its LF copy."""
+    from pipelines.tokenizer.tokenizer_config import (added_tokens_decoder, vocabulary_is_cased,
+                                                      vocabulary_keeps_accents)
+    from pipelines.tokenizer.vocab import load_vocabulary
+
+    vocab = str(tmp_path / "vocab.txt")
+    open(vocab, "w", encoding="utf-8").write("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n오늘\n[E1]\n")
+    write_tokenizer_settings(vocab, lowercase=True, strip_accents=False, max_input_chars_per_word=50,
+                             unicode_normalization="NFC", added_tokens=["[E1]"])
+    config = tmp_path / "tokenizer_config.json"
+    lf = config.read_bytes()
+    want = {"lowercase": True, "strip_accents": False, "pre_tokenizer": None, "max_input_chars_per_word": 50,
+            "unicode_normalization": "NFC"}
+    for data in (b"\xef\xbb\xbf" + lf, b"\xef\xbb\xbf" + lf.replace(b"\n", b"\r\n"), lf.replace(b"\n", b"\r")):
+        config.write_bytes(data)
+        assert resolve_tokenizer_settings(vocab) == want
+        assert resolve_tokenizer_settings(vocab, lowercase=True, strip_accents=False, pre_tokenizer="none") == want
+        assert [entry["content"] for entry in added_tokens_decoder(str(config))] == ["[E1]"]
+    config.unlink()
+    (tmp_path / "model.safetensors").write_bytes(b"")  # an HF directory: tokenizer.json's limit
+    (tmp_path / "tokenizer.json").write_bytes(b"\xef\xbb\xbf" + json.dumps(
+        {"model": {"type": "WordPiece", "max_input_chars_per_word": 30}}, indent=1).replace("\n", "\r\n").encode())
+    assert resolve_tokenizer_settings(vocab, lowercase=True, pre_tokenizer="none")["max_input_chars_per_word"] == 30
+
+    korean = tmp_path / "ko" / "vocab.txt"
+    korean.parent.mkdir()
+    tokens = ["[PAD]", "[UNK]", "오늘", "##은", "The", "날씨"]
+    korean.write_bytes(b"\xef\xbb\xbf" + "\r\n".join(tokens).encode() + b"\r\n")
+    assert load_vocabulary(str(korean)) == tokens
+    assert (vocabulary_is_cased(str(korean)), vocabulary_keeps_accents(str(korean))) == (True, True)
+
+
+def test_a_vocabulary_on_another_file_system_is_read_with_the_rules_beside_it(tmp_path):
+    """`load_vocabulary` reads a `gs://` vocabulary (`create-pretraining-data --vocab gs://b/vocab.txt`, as
+    docs/pretraining.md shows), but its rules were looked for with `os.path`: the `tokenizer_config.json`
+    beside it was never read (`strip_accents: false` and NFC dropped: a Korean vocabulary read uncased
+    with accents stripped, every syllable jamo, all [UNK]) and the casing was guessed from no tokens. Read
+    through `tf.io.gfile` now (TensorFlow's in-memory `ram://` file system stands for `gs://` here)."""
+    import tensorflow as tf
+
+    from bert_keras.checkpoints import load_tokenizer
+
+    directory = f"ram://{tmp_path.name}/ko"
+    tf.io.gfile.makedirs(directory)
+    vocab = f"{directory}/vocab.txt"
+    tf.io.gfile.copy(VOCAB, vocab)
+    local = tmp_path / "vocab.txt"
+    local.write_bytes(open(VOCAB, "rb").read())
+    # no rules recorded: guessed from its tokens as a local copy is (cased, its syllables whole)
+    assert resolve_tokenizer_settings(vocab) == resolve_tokenizer_settings(str(local))
+    assert resolve_tokenizer_settings(vocab)["lowercase"] is False
+    write_tokenizer_settings(vocab, lowercase=True, strip_accents=False, max_input_chars_per_word=40,
+                             unicode_normalization="NFC")
+    assert tf.io.gfile.exists(f"{directory}/tokenizer_config.json")
+    want = {"lowercase": True, "strip_accents": False, "pre_tokenizer": None, "max_input_chars_per_word": 40,
+            "unicode_normalization": "NFC"}
+    assert resolve_tokenizer_settings(vocab) == want
+    assert resolve_tokenizer_settings(vocab, lowercase=True, strip_accents=False, pre_tokenizer="none") == want
+    tokenizer = load_tokenizer(None, vocab_file=vocab)
+    decomposed = [unicodedata.normalize("NFD", text) for text in REVIEWS[:4]]
+    assert tokenizer.tokenize(decomposed).to_list() == load_tokenizer(
+        None, vocab_file=VOCAB, lowercase=True, strip_accents=False).tokenize(REVIEWS[:4]).to_list()
 
 
 def test_a_cased_checkpoint_without_rules_is_read_and_converted_cased(tmp_path):

@@ -152,6 +152,27 @@ def test_carriage_return_line_endings_are_named(tmp_path):
         load_vocabulary(path)
 
 
+
+def test_crs_before_a_line_feed_end_the_line_with_it(tmp_path):
+    """A CRLF vocab.txt written again in text mode by Python on Windows ends its lines with \r\r\n: it was
+    refused ('a carriage return inside the line', with advice to turn every CR into an LF, which gives a
+    file of empty lines); the original's strip reads it as the LF file, and so does every reader of the
+    project (`pipelines.line_ends`): now this one too, the casing guess of `tokenizer_config` alike. A
+    lone CR inside a line is still refused."""
+    from pipelines.tokenizer.tokenizer_config import vocabulary_is_cased, vocabulary_keeps_accents
+
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "The", "한국", "##어"]
+    lf = write_bytes(tmp_path, "\n".join(tokens).encode() + b"\n")
+    want = (load_vocabulary(lf), vocabulary_is_cased(lf), vocabulary_keeps_accents(lf))
+    assert want == (tokens, True, True)
+    for end in (b"\r\n", b"\r\r\n"):
+        path = str(tmp_path / f"{len(end)}" / "vocab.txt")
+        os.makedirs(os.path.dirname(path))
+        open(path, "wb").write(b"\xef\xbb\xbf" + end.join(t.encode() for t in tokens) + end)
+        assert (load_vocabulary(path), vocabulary_is_cased(path), vocabulary_keeps_accents(path)) == want
+    with pytest.raises(VocabularyError, match=r"line 2: a carriage return \(\\r\) inside the line"):
+        load_vocabulary(write_bytes(tmp_path, b"[PAD]\n[UNK]\rhello\r\r\n"))
+
 @pytest.mark.parametrize("backend", ["tf_text", "core"])
 def test_a_vocabulary_list_with_a_token_twice_is_refused_by_name(backend):
     """`BertTokenizer(vocabulary=[...])` with a token twice failed deep in TensorFlow ("Tokens in the
