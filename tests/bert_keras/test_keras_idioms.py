@@ -492,6 +492,59 @@ def test_backup_and_restore_resumed_in_a_new_process_is_the_uninterrupted_run(sp
     assert not os.path.exists(backup)  # removed at the end, as Keras does
 
 
+@pytest.mark.parametrize("backup", ["run_dir_every_2_steps", "keras_backup"])
+def test_initial_epoch_with_a_backup_runs_the_right_steps_and_resumes_exactly(spec, tmp_path, backup):
+    """`initial_epoch` is in passes over the data; with `checkpoint_every`, Keras' epochs are the
+    backup intervals: `initial_epoch=1` started at the 2nd interval (step 2, not 4) and ran 10
+    steps of a schedule sized for 8. A kill then resumed with the batches of `initial_epoch`'s
+    epochs skipped too (weights ~1e-3 off the uninterrupted run). Passes of 4 steps here."""
+    texts, labels = TEXTS + ["a film.", "the city."], LABELS + ["pos", "neg"]
+
+    class Rates(keras.callbacks.Callback):
+        def __init__(self, kill_at=None):
+            super().__init__()
+            self.seen, self.kill_at = {}, kill_at
+
+        def on_train_batch_begin(self, batch, logs=None):
+            step = int(self.model.optimizer.iterations)
+            if step == self.kill_at:
+                raise RuntimeError("killed")
+            self.seen[step] = float(self.model.optimizer.learning_rate)
+
+    def fit(callbacks, run_dir):  # run_dir: the fit's, or your BackupAndRestore's directory
+        keras.utils.set_random_seed(0)
+        classifier = tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=32,
+                                                          learning_rate=1e-3)
+        options = dict(run_dir=run_dir, checkpoint_every=2) if backup.startswith("run_dir") else {}
+        extra = [] if options else [keras.callbacks.BackupAndRestore(run_dir)]
+        history = classifier.fit(texts, labels, epochs=3, batch_size=3, seed=1, verbose=0, initial_epoch=1,
+                                 callbacks=callbacks + extra, **options)
+        return classifier, history
+
+    expected = Rates()
+    reference, _ = fit([expected], run_dir=str(tmp_path / "reference"))
+    assert sorted(expected.seen) == list(range(8))  # passes 2 and 3: 8 steps
+    np.testing.assert_allclose([expected.seen[step] for step in range(1, 8)], 1e-3 * (1 - np.arange(7) / 7),
+                               rtol=1e-6)  # the 8 steps' schedule: warmup step 0, then to 0 at step 8
+    with pytest.raises(RuntimeError, match="killed"):
+        fit([Rates(kill_at=7)], run_dir=str(tmp_path / "run"))
+    rates = Rates()
+    resumed, _ = fit([rates], run_dir=str(tmp_path / "run"))
+    assert sorted(rates.seen) == ([6, 7] if backup.startswith("run_dir") else [4, 5, 6, 7])
+    assert rates.seen == {step: expected.seen[step] for step in rates.seen}
+    assert int(resumed.optimizer.iterations) == 8
+    for got, want in zip(resumed.get_weights(), reference.get_weights()):
+        np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_initial_epoch_inside_a_backup_interval_is_refused(spec, tmp_path):
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    with pytest.raises(tasks.TaskInputError, match=r"initial_epoch=1: .*step 4 .*checkpoint_every=3.*divides 4"):
+        classifier.fit(TEXTS + ["a film.", "the city."], LABELS + ["pos", "neg"], epochs=3, batch_size=3,
+                       verbose=0, initial_epoch=1, run_dir=str(tmp_path / "run"), checkpoint_every=3)
+    assert not os.path.exists(tmp_path / "run")
+
+
 def test_a_fit_after_a_restored_one_starts_at_its_own_first_epoch(spec, tmp_path):
     """Keras leaves the epoch a `BackupAndRestore` restored on the model (`_initial_epoch`), and
     every later fit of it started there: after a resume at epoch 2, `fit(epochs=3)` ran 1 epoch."""
