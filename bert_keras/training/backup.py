@@ -32,6 +32,7 @@ Example:
 0
 """
 
+import functools
 import json
 import logging
 import os
@@ -218,7 +219,11 @@ def with_run_backups(callbacks):
     model's seed generators: a fit resumed in a new process drew the first epoch's dropout masks
     again. The `RunBackup` writes Keras' files, atomically, with that state beside them, and keeps
     Keras' `History` (the resumed epochs only). The caller skips the batches the backup has
-    trained on (`resumed_backup_epoch`). A subclass of Keras' callback is left as it is.
+    trained on (`resumed_backup_epoch`).
+
+    A subclass of Keras' callback (yours) stays the object you passed, its methods first: it
+    becomes a `RunBackup` too (`as_run_backup`), so that what it inherits from Keras' callback
+    is `RunBackup`'s and the resume is as exact.
 
     Example:
 
@@ -233,10 +238,44 @@ def with_run_backups(callbacks):
             callback = RunBackup(callback.backup_dir, save_freq=callback.save_freq,
                                  double_checkpoint=callback.double_checkpoint,
                                  delete_checkpoint=callback.delete_checkpoint, whole_history=False)
+        elif isinstance(callback, keras.callbacks.BackupAndRestore):
+            as_run_backup(callback)
         if isinstance(callback, keras.callbacks.BackupAndRestore):
             backup = callback
         replaced.append(callback)
     return (replaced if callbacks is not None else None), backup
+
+
+def as_run_backup(callback):
+    """Makes `callback`, a subclass of Keras' `BackupAndRestore`, a `RunBackup` in place.
+
+    Left as it was, a subclass backed up and resumed as Keras' callback does: the dropout masks
+    of the first epoch drawn again (weights ~3e-3 off the uninterrupted run), an integer
+    `save_freq` dated by the epoch it is in (a backup at an epoch's last batch replayed that
+    whole epoch on weights that had trained on it), saves not atomic. Its class becomes one
+    derived from its own and `RunBackup` (in that order): its own methods run first, and what
+    they leave to `super()` is `RunBackup`'s. A `RunBackup` already is returned as it is.
+
+    >>> import tempfile, keras
+    >>> class Logged(keras.callbacks.BackupAndRestore):
+    ...     pass
+    >>> backup = Logged(tempfile.mkdtemp())
+    >>> as_run_backup(backup) is backup, isinstance(backup, (Logged, RunBackup)), type(backup).__name__
+    (True, True, 'Logged')
+    """
+    if not isinstance(callback, RunBackup):
+        callback.__class__ = _with_run_backup(type(callback))
+        callback.companion_files, callback.whole_history = (), False  # Keras' History, as a plain one's
+        callback._epochs, callback._logs, callback._earlier = [], {}, ([], {})
+        callback._save_at_epoch_end = False
+    return callback
+
+
+@functools.lru_cache(maxsize=None)
+def _with_run_backup(cls):
+    """The class of `cls`'s callbacks once made `RunBackup`s: `cls` first, then `RunBackup`."""
+    return type(cls.__name__, (cls, RunBackup), {"__module__": cls.__module__, "__qualname__": cls.__qualname__,
+                                                 "__doc__": cls.__doc__})
 
 
 def resumed_backup_epoch(callback):
