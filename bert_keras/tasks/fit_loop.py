@@ -315,6 +315,27 @@ def resumed_batches(backup, steps_per_epoch, total_steps, initial_epoch=0):
     return max(0, trained) * min(steps_per_epoch, total_steps)
 
 
+def resumed_own_batches(x, backup, steps_per_epoch, initial_epoch):
+    """`x` for Keras' `fit` on your own batches (`Pretrainer.fit(x)`) with a backup callback
+    `backup` (a `RunBackup`): an infinite `tf.data.Dataset` (read on across epochs of
+    `steps_per_epoch`) with the batches the backup has trained on skipped; a resumed fit read it
+    from its start again, the first epochs' batches.
+
+    Other data is left as Keras reads it: a finite dataset (or arrays) one pass an epoch, each
+    epoch from its start, which a resume gives back when each pass reads the same order (no
+    shuffle, or `shuffle(..., reshuffle_each_iteration=False)`; a reshuffling pass is drawn
+    afresh in a new process); a generator as it gives its batches.
+
+    >>> import tensorflow as tf
+    >>> resumed_own_batches([1, 2], None, None, 0)  # not a dataset: as Keras reads it
+    [1, 2]
+    """
+    if (not isinstance(x, tf.data.Dataset) or steps_per_epoch is None
+            or int(x.cardinality()) != tf.data.INFINITE_CARDINALITY):
+        return x
+    return x.skip(resumed_batches(backup, steps_per_epoch, steps_per_epoch, initial_epoch))
+
+
 def keras_initial_epoch(initial_epoch, steps_per_pass, steps_per_epoch, total_steps):
     """`initial_epoch` (in passes over the data, as `fit` takes it) in the fit's Keras epochs of
     `steps_per_epoch` steps (`checkpoint_every`'s backup intervals): Keras starts there.
