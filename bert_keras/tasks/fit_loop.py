@@ -117,13 +117,14 @@ def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split,
     steps_per_pass = steps_per_epoch
     if run_dir:
         steps_per_epoch = checkpoint_every or steps_per_epoch
+        initial_epoch = keras_initial_epoch(initial_epoch, steps_per_pass, steps_per_epoch, total_steps)
         backup = task_backup_callback(
             task, run_dir, keep=keep_run_dir, total_steps=total_steps, steps_per_epoch=steps_per_epoch,
             batch_size=batch_size, seed=seed, data=(x, y, sample_weight))
         callbacks = list(callbacks or []) + [backup]
-        batches = batches.skip(resumed_batches(backup, steps_per_epoch, total_steps))
+        batches = batches.skip(resumed_batches(backup, steps_per_epoch, total_steps, initial_epoch))
     elif keras_backup is not None:  # yours: resumed as run_dir's is
-        batches = batches.skip(resumed_batches(keras_backup, steps_per_epoch, total_steps))
+        batches = batches.skip(resumed_batches(keras_backup, steps_per_epoch, total_steps, initial_epoch))
     if task._recipe is not None:  # after the backup: its restore may move the step count
         callbacks = schedule_after_restore(callbacks, total_steps, steps_per_epoch, initial_epoch)
     whole_epochs, callbacks = keras_epochs(total_steps, steps_per_epoch, callbacks, steps_per_pass=steps_per_pass,
@@ -173,7 +174,7 @@ def fit_packed_batches(task, dataset, *, epochs, max_steps, steps_per_epoch, **k
         keras_options["validation_data"] = without_autotune_thread(keras_options["validation_data"])
     batches = dataset.repeat()
     if keras_backup is not None:  # the batches the backup has trained on: as fit's
-        batches = batches.skip(resumed_batches(keras_backup, steps_per_epoch, total_steps))
+        batches = batches.skip(resumed_batches(keras_backup, steps_per_epoch, total_steps, initial_epoch))
     with executions_within_epochs(task, steps_per_epoch, total_steps):
         return keras.Model.fit(task, without_autotune_thread(batches), epochs=whole_epochs,
                                shuffle=False, steps_per_epoch=min(steps_per_epoch, total_steps), **keras_options)
@@ -298,9 +299,10 @@ def keras_epochs(total_steps, steps_per_epoch, callbacks, *, steps_per_pass=None
     return epochs, callbacks
 
 
-def resumed_batches(backup, steps_per_epoch, total_steps):
+def resumed_batches(backup, steps_per_epoch, total_steps, initial_epoch=0):
     """The batches a run resumed from `backup` (a `RunBackup`, or your `BackupAndRestore`) has
-    trained on, to skip.
+    trained on, to skip: those of the epochs from `initial_epoch` (where the fit's Keras loop
+    starts, reading the batches from their first) to the backup's.
 
     The batches of a fit are one sequence over its epochs (`dataset.repeat()` of a shuffle
     seeded by `seed`, reshuffled each pass): the resumed run reads on where its backup left
@@ -309,7 +311,51 @@ def resumed_batches(backup, steps_per_epoch, total_steps):
     trained on, input work only (`bert_keras.training.backup.resumed_step` says why not a
     checkpointed iterator). An unseeded shuffle (`seed=None`) is another order in each process.
     """
-    return resumed_backup_epoch(backup) * min(steps_per_epoch, total_steps)
+    trained = resumed_backup_epoch(backup) - int(initial_epoch or 0)
+    return max(0, trained) * min(steps_per_epoch, total_steps)
+
+
+def resumed_own_batches(x, backup, steps_per_epoch, initial_epoch):
+    """`x` for Keras' `fit` on your own batches (`Pretrainer.fit(x)`) with a backup callback
+    `backup` (a `RunBackup`): an infinite `tf.data.Dataset` (read on across epochs of
+    `steps_per_epoch`) with the batches the backup has trained on skipped; a resumed fit read it
+    from its start again, the first epochs' batches.
+
+    Other data is left as Keras reads it: a finite dataset (or arrays) one pass an epoch, each
+    epoch from its start, which a resume gives back when each pass reads the same order (no
+    shuffle, or `shuffle(..., reshuffle_each_iteration=False)`; a reshuffling pass is drawn
+    afresh in a new process); a generator as it gives its batches.
+
+    >>> import tensorflow as tf
+    >>> resumed_own_batches([1, 2], None, None, 0)  # not a dataset: as Keras reads it
+    [1, 2]
+    """
+    if (not isinstance(x, tf.data.Dataset) or steps_per_epoch is None
+            or int(x.cardinality()) != tf.data.INFINITE_CARDINALITY):
+        return x
+    return x.skip(resumed_batches(backup, steps_per_epoch, steps_per_epoch, initial_epoch))
+
+
+def keras_initial_epoch(initial_epoch, steps_per_pass, steps_per_epoch, total_steps):
+    """`initial_epoch` (in passes over the data, as `fit` takes it) in the fit's Keras epochs of
+    `steps_per_epoch` steps (`checkpoint_every`'s backup intervals): Keras starts there.
+
+    >>> keras_initial_epoch(1, steps_per_pass=4, steps_per_epoch=2, total_steps=12)  # step 4
+    2
+
+    Raises:
+        TaskInputError: the pass starts inside a backup interval (Keras epochs are all as long).
+    """
+    if not initial_epoch or steps_per_pass == steps_per_epoch:
+        return initial_epoch
+    start = int(initial_epoch) * min(steps_per_pass, total_steps)
+    interval = min(steps_per_epoch, total_steps)
+    if start % interval:
+        raise TaskInputError(
+            f"initial_epoch={initial_epoch}: the fit would start at step {start} ({initial_epoch} pass(es) of "
+            f"{steps_per_pass} steps), inside a backup interval of checkpoint_every={steps_per_epoch} steps; "
+            f"choose a checkpoint_every that divides {start}")
+    return start // interval
 
 
 def steps_to_run(total_steps, steps_per_epoch, initial_epoch):

@@ -165,8 +165,10 @@ class Pretrainer(BertPretrainer):
         """Pretrains on `corpus` (text file) or `records` (TFRecord glob); see the class docstring.
 
         Args:
-            x, y, **kwargs: Keras' `fit` on your own `(x, y)` batches (no corpus / records);
-                with a corpus / records, `callbacks=` and `verbose=` (anything else is refused).
+            x, y, **kwargs: Keras' `fit` on your own `(x, y)` batches (no corpus / records;
+                a `BackupAndRestore` among the callbacks resumes as the uninterrupted run:
+                docs/resuming.md); with a corpus / records, `callbacks=` and `verbose=`
+                (anything else is refused).
             corpus: a one-sentence-per-line text file (or a list of them), masked on the fly.
             records: a glob of `create-pretraining-data` TFRecord files.
             output_dir: checkpoints, backup and TensorBoard logs; `run.json` records the settings: the
@@ -186,9 +188,14 @@ class Pretrainer(BertPretrainer):
         """
         if corpus is None and records is None:
             _refuse_raw_text(x, "fit")
-            from bert_keras.training.backup import forget_restored_epoch
+            from bert_keras.tasks.fit_loop import resumed_own_batches
+            from bert_keras.training.backup import forget_restored_epoch, with_run_backups
 
             forget_restored_epoch(self)  # an earlier fit's restored epoch: this one starts at its own
+            # Your BackupAndRestore resumes as a task's fit does: dropout masks and batches.
+            kwargs["callbacks"], backup = with_run_backups(kwargs.get("callbacks"))
+            if backup is not None:
+                x = resumed_own_batches(x, backup, kwargs.get("steps_per_epoch"), kwargs.get("initial_epoch", 0))
             return super().fit(x, y, **kwargs)
         from bert_keras.training import run_pretraining
 

@@ -339,6 +339,8 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
                 (Keras epochs are then this long: one `History` entry each;
                 the progress heads each with its pass over the data and its
                 steps, "Epoch 1/3 (steps 1-2 of 15)") instead of every epoch.
+                `initial_epoch` stays a pass over the data: its first step must
+                start a backup interval.
             keep_run_dir: keep the last backup when the fit completes, until you
                 have saved the model (then `remove_run_dir(run_dir)`): a kill
                 between the fit's end and the save then costs nothing, as the

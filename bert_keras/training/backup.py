@@ -32,6 +32,7 @@ Example:
 0
 """
 
+import functools
 import json
 import logging
 import os
@@ -51,6 +52,7 @@ BACKUP_FILES = tuple(name + suffix for name in (WEIGHTS, METADATA) for suffix in
 _EPOCH_ATTRIBUTE = "bert_keras_backup_epoch"
 _HISTORY_ATTRIBUTE = "bert_keras_backup_history"  # JSON: {"epoch": [...], "logs": {name: [...]}}
 _SEED_GROUP = "bert_keras_seed_generators"  # one dataset per seed generator, in layer order
+_WITHIN_EPOCH_ATTRIBUTE = "bert_keras_backup_within_epoch"  # a mid-epoch backup: the epoch's batches trained
 
 
 class RunBackup(keras.callbacks.BackupAndRestore):
@@ -129,7 +131,11 @@ class RunBackup(keras.callbacks.BackupAndRestore):
         if steps and batch + 1 >= steps:
             self._save_at_epoch_end = True
         else:
-            self._save_model()
+            self._within_epoch = batch + 1  # Keras dates it by the epoch it is in: stamped, to warn on resume
+            try:
+                self._save_model()
+            finally:
+                self._within_epoch = 0
 
     def on_train_end(self, logs=None):
         forget_restored_epoch(self.model)  # read at the fit's start; a later fit starts at its own
@@ -142,9 +148,15 @@ class RunBackup(keras.callbacks.BackupAndRestore):
 
     def _restore_run_state(self):
         """The seed generators' states and the run's history, from the weights file Keras loaded."""
-        history, seeds = _read_run_state(self._weights_path)
+        history, seeds, within_epoch = _read_run_state(self._weights_path)
         if history is not None:
             self._epochs, self._logs = history
+        if within_epoch:
+            logger.warning("the backup %s was written inside epoch %d, after %d of its batches (an integer "
+                           "save_freq): Keras resumes at the epoch's first batch, so those %d batches are "
+                           "trained again and the run ends off the uninterrupted one; back up at epoch ends "
+                           "(save_freq=\"epoch\", or a task's run_dir= with checkpoint_every=) to resume exactly",
+                           self._weights_path, backed_up_epoch(self.backup_dir) + 1, within_epoch, within_epoch)
         generators = seed_generator_states(self.model)
         if seeds is None:
             if generators:
@@ -184,6 +196,7 @@ class RunBackup(keras.callbacks.BackupAndRestore):
                          what="the run's backup (weights and optimizer state)") as staging:
             self.model.save_weights(filepath=staging, overwrite=True)
             _stamp(staging, self._current_epoch, history=(self._epochs, self._logs),
+                   within_epoch=getattr(self, "_within_epoch", 0),
                    seeds=[keras.ops.convert_to_numpy(state) for state in seed_generator_states(self.model)])
             if self.double_checkpoint:
                 for path in (self._weights_path, self._training_metadata_path):
@@ -218,7 +231,11 @@ def with_run_backups(callbacks):
     model's seed generators: a fit resumed in a new process drew the first epoch's dropout masks
     again. The `RunBackup` writes Keras' files, atomically, with that state beside them, and keeps
     Keras' `History` (the resumed epochs only). The caller skips the batches the backup has
-    trained on (`resumed_backup_epoch`). A subclass of Keras' callback is left as it is.
+    trained on (`resumed_backup_epoch`).
+
+    A subclass of Keras' callback (yours) stays the object you passed, its methods first: it
+    becomes a `RunBackup` too (`as_run_backup`), so that what it inherits from Keras' callback
+    is `RunBackup`'s and the resume is as exact.
 
     Example:
 
@@ -233,10 +250,44 @@ def with_run_backups(callbacks):
             callback = RunBackup(callback.backup_dir, save_freq=callback.save_freq,
                                  double_checkpoint=callback.double_checkpoint,
                                  delete_checkpoint=callback.delete_checkpoint, whole_history=False)
+        elif isinstance(callback, keras.callbacks.BackupAndRestore):
+            as_run_backup(callback)
         if isinstance(callback, keras.callbacks.BackupAndRestore):
             backup = callback
         replaced.append(callback)
     return (replaced if callbacks is not None else None), backup
+
+
+def as_run_backup(callback):
+    """Makes `callback`, a subclass of Keras' `BackupAndRestore`, a `RunBackup` in place.
+
+    Left as it was, a subclass backed up and resumed as Keras' callback does: the dropout masks
+    of the first epoch drawn again (weights ~3e-3 off the uninterrupted run), an integer
+    `save_freq` dated by the epoch it is in (a backup at an epoch's last batch replayed that
+    whole epoch on weights that had trained on it), saves not atomic. Its class becomes one
+    derived from its own and `RunBackup` (in that order): its own methods run first, and what
+    they leave to `super()` is `RunBackup`'s. A `RunBackup` already is returned as it is.
+
+    >>> import tempfile, keras
+    >>> class Logged(keras.callbacks.BackupAndRestore):
+    ...     pass
+    >>> backup = Logged(tempfile.mkdtemp())
+    >>> as_run_backup(backup) is backup, isinstance(backup, (Logged, RunBackup)), type(backup).__name__
+    (True, True, 'Logged')
+    """
+    if not isinstance(callback, RunBackup):
+        callback.__class__ = _with_run_backup(type(callback))
+        callback.companion_files, callback.whole_history = (), False  # Keras' History, as a plain one's
+        callback._epochs, callback._logs, callback._earlier = [], {}, ([], {})
+        callback._save_at_epoch_end = False
+    return callback
+
+
+@functools.lru_cache(maxsize=None)
+def _with_run_backup(cls):
+    """The class of `cls`'s callbacks once made `RunBackup`s: `cls` first, then `RunBackup`."""
+    return type(cls.__name__, (cls, RunBackup), {"__module__": cls.__module__, "__qualname__": cls.__qualname__,
+                                                 "__doc__": cls.__doc__})
 
 
 def resumed_backup_epoch(callback):
@@ -418,12 +469,15 @@ def seed_generator_states(model):
     return states
 
 
-def _stamp(weights_path, epoch, *, history=None, seeds=None):
-    """Writes the epoch (and the run's history and seed generator states) into the weights file."""
+def _stamp(weights_path, epoch, *, history=None, seeds=None, within_epoch=0):
+    """Writes the epoch (and the run's history, seed generator states, and for a mid-epoch
+    backup the batches of the epoch trained) into the weights file."""
     import h5py
 
     with h5py.File(weights_path, "a") as f:
         f.attrs[_EPOCH_ATTRIBUTE] = int(epoch)
+        if within_epoch:
+            f.attrs[_WITHIN_EPOCH_ATTRIBUTE] = int(within_epoch)
         if history is not None:
             epochs, logs = history
             f.attrs[_HISTORY_ATTRIBUTE] = json.dumps({"epoch": epochs, "logs": logs})
@@ -434,19 +488,21 @@ def _stamp(weights_path, epoch, *, history=None, seeds=None):
 
 
 def _read_run_state(weights_path):
-    """`((epochs, logs) or None, [seed generator states] or None)` from a backup's weights file
-    (None: written without them, by Keras or an earlier version)."""
+    """`((epochs, logs) or None, [seed generator states] or None, batches trained within the epoch)`
+    from a backup's weights file (None: written without them, by Keras or an earlier version;
+    0: a backup at an epoch's end)."""
     import h5py
 
     with h5py.File(weights_path, "r") as f:
         history = f.attrs.get(_HISTORY_ATTRIBUTE)
+        within_epoch = int(f.attrs.get(_WITHIN_EPOCH_ATTRIBUTE, 0))
         group = f.get(_SEED_GROUP)
         seeds = None if group is None else [group[str(index)][()] for index in range(len(group))]
     if history is not None:
         history = json.loads(history)
         history = ([int(epoch) for epoch in history["epoch"]],
                    {name: [float(v) for v in values] for name, values in history["logs"].items()})
-    return history, seeds
+    return history, seeds, within_epoch
 
 
 def _read_stamp(weights_path):

@@ -407,6 +407,52 @@ def test_a_pretrainer_saved_as_keras_loads_back_with_its_tokenization(spec, tmp_
         np.testing.assert_array_equal(loaded, saved)
 
 
+@pytest.mark.parametrize("data, kill_at", [("infinite", 6), ("finite", 4)])
+def test_a_pretrainer_fit_on_your_batches_resumes_from_backup_and_restore_exactly(spec, tmp_path, data, kill_at):
+    """`Pretrainer.fit(dataset)` left Keras' `BackupAndRestore` as it was: the resumed fit drew the
+    first epoch's dropout masks again and read an infinite dataset from its start (weights ~8e-3
+    off the uninterrupted run). Killed mid-epoch (step 6 of 4-step epochs) or at an epoch's start;
+    a finite dataset is read one pass an epoch, here in one order (no reshuffle)."""
+    def new_pretrainer():
+        keras.utils.set_random_seed(0)
+        pretrainer = tasks.Pretrainer.from_pretrained(spec, lowercase=False)
+        pretrainer.compile(optimizer=keras.optimizers.Adam(1e-3))
+        return pretrainer
+
+    vocab_size = new_pretrainer().encoder.config.vocab_size
+    rng = np.random.default_rng(0)
+    n, s, m = 16, 12, 3
+    x = {"token_ids": rng.integers(5, vocab_size, (n, s)).astype("int32"), "segment_ids": np.zeros((n, s), "int32"),
+         "padding_mask": np.ones((n, s), "int32"), "masked_lm_positions": np.tile(np.arange(1, m + 1), (n, 1))}
+    y = {"masked_lm_ids": rng.integers(5, vocab_size, (n, m)).astype("int32"),
+         "masked_lm_weights": np.ones((n, m), "float32"), "next_sentence_labels": rng.integers(0, 2, (n,))}
+
+    class Interrupt(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            if int(self.model.optimizer.iterations) == kill_at:
+                raise RuntimeError("killed")
+
+    def fit(pretrainer, callbacks):
+        batches = tf.data.Dataset.from_tensor_slices((x, y))
+        if data == "infinite":
+            return pretrainer.fit(batches.shuffle(n, seed=1).batch(4).repeat(), steps_per_epoch=4, epochs=3,
+                                  verbose=0, callbacks=callbacks)
+        return pretrainer.fit(batches.shuffle(n, seed=1, reshuffle_each_iteration=False).batch(4), epochs=3,
+                              verbose=0, callbacks=callbacks)
+
+    reference = new_pretrainer()
+    expected = losses(fit(reference, []))
+    backup = str(tmp_path / "backup")
+    with pytest.raises(RuntimeError, match="killed"):
+        fit(new_pretrainer(), [keras.callbacks.BackupAndRestore(backup), Interrupt()])
+    resumed = new_pretrainer()
+    history = fit(resumed, [keras.callbacks.BackupAndRestore(backup)])
+    np.testing.assert_allclose(losses(history), expected[1:], rtol=1e-5)  # resumed at epoch 1
+    assert int(resumed.optimizer.iterations) == 12
+    for got, want in zip(resumed.get_weights(), reference.get_weights()):
+        np.testing.assert_allclose(got, want, atol=1e-6)
+
+
 def test_backup_and_restore_resumes_an_interrupted_fit(spec, tmp_path):
     class Interrupt(keras.callbacks.Callback):
         def on_epoch_begin(self, epoch, logs=None):
@@ -490,6 +536,97 @@ def test_backup_and_restore_resumed_in_a_new_process_is_the_uninterrupted_run(sp
         np.testing.assert_allclose(got, want, atol=1e-6)
     assert int(resumed.optimizer.iterations) == 6 and float(resumed.optimizer.learning_rate) == 0.0
     assert not os.path.exists(backup)  # removed at the end, as Keras does
+
+
+def test_a_subclass_of_backup_and_restore_keeps_its_hooks_and_resumes_exactly(spec, tmp_path):
+    """A subclass of Keras' callback was left as Keras': with save_freq=2 (an epoch's last batch,
+    2 steps an epoch) the backup was dated by the epoch it was in, and the resumed fit trained
+    that epoch again (8 steps for 6, weights ~3e-3 off), with the first epoch's dropout masks."""
+    saves = []
+
+    class Logged(keras.callbacks.BackupAndRestore):
+        def _save_model(self):
+            saves.append(int(self.model.optimizer.iterations))
+            super()._save_model()
+
+    class Interrupt(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == 1:
+                raise RuntimeError("killed")
+
+    def fit(callbacks):
+        keras.utils.set_random_seed(0)
+        classifier = tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=32,
+                                                          learning_rate=1e-3, dropout=0.1)
+        return classifier, classifier.fit(TEXTS, LABELS, epochs=3, batch_size=5, seed=1, verbose=0,
+                                          callbacks=callbacks)
+
+    reference, expected = fit([])
+    backup = str(tmp_path / "backup")
+    with pytest.raises(RuntimeError, match="killed"):
+        fit([Logged(backup, save_freq=2), Interrupt()])
+    assert saves == [2]
+    callback = Logged(backup, save_freq=2)
+    resumed, history = fit([callback])
+    assert isinstance(callback, Logged) and saves == [2, 4, 6]  # its own hook, on every save
+    np.testing.assert_allclose(losses(history), losses(expected)[1:], rtol=1e-5)
+    assert int(resumed.optimizer.iterations) == 6
+    for got, want in zip(resumed.get_weights(), reference.get_weights()):
+        np.testing.assert_allclose(got, want, atol=1e-6)
+    assert not os.path.exists(backup)
+
+
+@pytest.mark.parametrize("backup", ["run_dir_every_2_steps", "keras_backup"])
+def test_initial_epoch_with_a_backup_runs_the_right_steps_and_resumes_exactly(spec, tmp_path, backup):
+    """`initial_epoch` is in passes over the data; with `checkpoint_every`, Keras' epochs are the
+    backup intervals: `initial_epoch=1` started at the 2nd interval (step 2, not 4) and ran 10
+    steps of a schedule sized for 8. A kill then resumed with the batches of `initial_epoch`'s
+    epochs skipped too (weights ~1e-3 off the uninterrupted run). Passes of 4 steps here."""
+    texts, labels = TEXTS + ["a film.", "the city."], LABELS + ["pos", "neg"]
+
+    class Rates(keras.callbacks.Callback):
+        def __init__(self, kill_at=None):
+            super().__init__()
+            self.seen, self.kill_at = {}, kill_at
+
+        def on_train_batch_begin(self, batch, logs=None):
+            step = int(self.model.optimizer.iterations)
+            if step == self.kill_at:
+                raise RuntimeError("killed")
+            self.seen[step] = float(self.model.optimizer.learning_rate)
+
+    def fit(callbacks, run_dir):  # run_dir: the fit's, or your BackupAndRestore's directory
+        keras.utils.set_random_seed(0)
+        classifier = tasks.TextClassifier.from_pretrained(spec, labels=["neg", "pos"], seq_length=32,
+                                                          learning_rate=1e-3)
+        options = dict(run_dir=run_dir, checkpoint_every=2) if backup.startswith("run_dir") else {}
+        extra = [] if options else [keras.callbacks.BackupAndRestore(run_dir)]
+        history = classifier.fit(texts, labels, epochs=3, batch_size=3, seed=1, verbose=0, initial_epoch=1,
+                                 callbacks=callbacks + extra, **options)
+        return classifier, history
+
+    expected = Rates()
+    reference, _ = fit([expected], run_dir=str(tmp_path / "reference"))
+    assert sorted(expected.seen) == list(range(8))  # passes 2 and 3: 8 steps
+    np.testing.assert_allclose([expected.seen[step] for step in range(1, 8)], 1e-3 * (1 - np.arange(7) / 7),
+                               rtol=1e-6)  # the 8 steps' schedule: warmup step 0, then to 0 at step 8
+    with pytest.raises(RuntimeError, match="killed"):
+        fit([Rates(kill_at=7)], run_dir=str(tmp_path / "run"))
+    rates = Rates()
+    resumed, _ = fit([rates], run_dir=str(tmp_path / "run"))
+    assert sorted(rates.seen) == ([6, 7] if backup.startswith("run_dir") else [4, 5, 6, 7])
+    assert rates.seen == {step: expected.seen[step] for step in rates.seen}
+    assert int(resumed.optimizer.iterations) == 8
+    for got, want in zip(resumed.get_weights(), reference.get_weights()):
+        np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_initial_epoch_inside_a_backup_interval_is_refused(spec, tmp_path):
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    with pytest.raises(tasks.TaskInputError, match=r"initial_epoch=1: .*step 4 .*checkpoint_every=3.*divides 4"):
+        classifier.fit(TEXTS + ["a film.", "the city."], LABELS + ["pos", "neg"], epochs=3, batch_size=3,
+                       verbose=0, initial_epoch=1, run_dir=str(tmp_path / "run"), checkpoint_every=3)
+    assert not os.path.exists(tmp_path / "run")
 
 
 def test_a_fit_after_a_restored_one_starts_at_its_own_first_epoch(spec, tmp_path):

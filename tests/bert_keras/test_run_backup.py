@@ -219,3 +219,33 @@ def test_a_resumed_fit_draws_the_uninterrupted_runs_dropout_masks_and_keeps_its_
     np.testing.assert_allclose(history.history["loss"], expected, rtol=1e-6)
     for a, b in zip(whole.get_weights(), resumed.get_weights()):
         np.testing.assert_allclose(b, a, rtol=1e-6)
+
+
+@pytest.mark.parametrize("save_freq, warns", [(1, True), (2, False)])
+def test_a_resume_from_a_mid_epoch_backup_says_what_is_trained_again(tmp_path, caplog, save_freq, warns):
+    """Keras dates a backup by the epoch it is in and resumes at that epoch's first batch: after a
+    backup inside an epoch (save_freq=1, 2 batches an epoch), its first batch is trained twice.
+    That went unsaid; one at an epoch's end (save_freq=2) resumes exactly, without a word."""
+    class KilledInsideEpoch1(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            if int(self.model.optimizer.iterations) == 3:
+                raise Killed
+
+    backup_dir = str(tmp_path / "backup")
+
+    def run(callbacks):
+        m = model()
+        m.fit(X, Y, batch_size=8, epochs=3, verbose=0, shuffle=False,
+              callbacks=[RunBackup(backup_dir, save_freq=save_freq), *callbacks])
+        return m
+
+    with pytest.raises(Killed):
+        run([KilledInsideEpoch1()])
+    with caplog.at_level("WARNING", logger="bert_keras.training.backup"):
+        m = run([])
+    said = [r.getMessage() for r in caplog.records if "trained again" in r.getMessage()]
+    if warns:
+        assert len(said) == 1 and "inside epoch 2, after 1 of its batches" in said[0], said
+        assert int(m.optimizer.iterations) == 3 + 4  # the backup at step 3, then epochs 2 and 3 whole
+    else:
+        assert not said and int(m.optimizer.iterations) == 6
