@@ -54,25 +54,20 @@ def register(subparsers, summary):
 
 
 def _read_texts(args, reads_pairs, exact_pairs=False):
-    """`(texts, sources)`: the TEXT arguments then the lines of --input, each split into a pair at
-    ' ||| ' (and, for a model that reads pairs, at a tab), and where each came from, in the words
-    of an error message. A single-text model keeps a tab as the text's whitespace: a line of
+    """`(texts, given, sources)`: the TEXT arguments then the lines of --input, each split into a
+    pair at ' ||| ' (and, for a model that reads pairs, at a tab), each as typed (`given`), and
+    where each came from, in the words of an error message (`given_texts`: `TEXT argument 2`,
+    `--input FILE, line 7`). A single-text model keeps a tab as the text's whitespace: a line of
     pasted TSV is one text, not a pair that model refuses. `exact_pairs` (a sentence-pair
     classifier): a line of three fields (`A<TAB>B<TAB>label`) is an error naming the line; it was
     read as the pair (A, 'B<TAB>label'), the label scored as part of the second sentence."""
-    from serving.text_requests import TextRequestError, piped_standard_input, read_texts, split_pairs, utf8_arguments
+    from serving.text_requests import given_texts, piped_standard_input, split_pairs
 
-    given = utf8_arguments(args.texts)
-    if not given and not args.input and piped_standard_input():
+    if not args.texts and not args.input and piped_standard_input():
         args.input = "-"  # `... | bert-keras predict --model DIR`: the piped lines, as --input -
     # Row i of the output is line i of --input, as `embed` reads it: a blank line is refused by number.
-    lines = read_texts(args.input, refuse_blank=True) if args.input else []
-    sources = [f"TEXT argument {i}" for i in range(1, len(given) + 1)]
-    sources += [f"--input {args.input}, line {i}" for i in range(1, len(lines) + 1)]
-    try:
-        return split_pairs(given + lines, at_tabs=reads_pairs, exact=exact_pairs), sources
-    except TextRequestError as error:
-        raise _named_by_source(error, sources) from None
+    given, sources = given_texts(args.texts, args.input, refuse_blank=True)
+    return split_pairs(given, at_tabs=reads_pairs, exact=exact_pairs, sources=sources), given, sources
 
 
 def _named_by_source(error, sources):
@@ -110,8 +105,8 @@ def run(args):
         raise CommandError(f"{', '.join(flags[name] for name in answer_options)}: only a SQuAD model has "
                            f"answer settings; {args.model} is a {task.kind} model")
     check_null_threshold(args, task)
-    texts, sources = _read_texts(args, reads_pairs=task.dataset_layout.x_is_tuple,
-                                 exact_pairs=bool(task.settings.get("text_pair")))
+    texts, given, sources = _read_texts(args, reads_pairs=task.dataset_layout.x_is_tuple,
+                                        exact_pairs=bool(task.settings.get("text_pair")))
     if not texts and args.input and not args.texts:
         raise CommandError(f"--input {args.input}: holds no text (the file is empty)")
     if not texts:
