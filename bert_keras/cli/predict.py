@@ -1,9 +1,9 @@
 """`bert-keras predict`: labels + probabilities, NER entities, or SQuAD answers from a fine-tuned model."""
 
 import argparse
-import re
 import shlex
 import sys
+import warnings
 
 from bert_keras import json_output
 from bert_keras.cli.flag_arguments import add_null_threshold_option, check_null_threshold
@@ -70,18 +70,11 @@ def _read_texts(args, reads_pairs, exact_pairs=False):
     return split_pairs(given, at_tabs=reads_pairs, exact=exact_pairs, sources=sources), given, sources
 
 
-def _named_by_source(error, sources):
-    """A task's "row N (...)" error, with row N named as the user gave it (argument or file line)."""
-    match = re.match(r"row (\d+) ", str(error))
-    if not match or int(match.group(1)) >= len(sources):
-        return error
-    return CommandError(sources[int(match.group(1))] + str(error)[match.end() - 1:])
-
-
 def run(args):
     from pipelines.output_paths import check_output_file
     from bert_keras.families import family, resolve
-    from bert_keras.tasks import TaskInputError, load
+    from bert_keras.tasks import load
+    from bert_keras.tasks.inputs import EmptyTextWarning, ItemInputError
     from pipelines.atomic_writes import atomic_file
 
     if not args.data:
@@ -114,9 +107,19 @@ def run(args):
                            + (" (or --data FILE, a whole dataset file)" if writer else ""))
     with task.verbosity(int(sys.stdout.isatty() and not args.json)):  # a progress bar on a terminal
         try:
-            rows = task.predict_rows(texts, batch_size=args.batch_size, **answer_options)
-        except TaskInputError as error:
-            raise _named_by_source(error, sources) from None
+            with warnings.catch_warnings():  # said below, by argument or line, not as a script's "row 3"
+                warnings.simplefilter("ignore", EmptyTextWarning)
+                rows = task.predict_rows(texts, batch_size=args.batch_size, **answer_options)
+        except ItemInputError as error:  # `items[3]`, in a script's words: the argument or the line here
+            raise CommandError(error.command_message(sources[error.index], given[error.index])) from None
+    empty = [i for i, row in enumerate(rows) if row.get("empty")]
+    if empty:
+        texts_have = f"{len(empty)} texts have" if len(empty) > 1 else "1 text has"
+        marked = "it is marked" if len(empty) == 1 else "they are marked"
+        warnings.warn(f"{texts_have} no token (empty, or only whitespace, control characters or marks the "
+                      f"tokenizer strips; the first: {sources[empty[0]]}): the model's answer to an empty input "
+                      f"([CLS] [SEP]) is given; {marked} \"empty\": true in the JSON lines (--json, --output)",
+                      EmptyTextWarning)
     # Texts as they are, not \uXXXX escapes (as tokenize, embed, query and the REST server write
     # them): a Korean review stays readable in the file and on the terminal; the file is UTF-8.
     if args.output:

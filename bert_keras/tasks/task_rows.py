@@ -14,7 +14,7 @@ Example:
 
 import warnings
 
-from bert_keras.tasks.inputs import TaskInputError, answering_empty_texts, empty_rows
+from bert_keras.tasks.inputs import EmptyTextWarning, TaskInputError, answering_empty_texts, empty_rows
 
 
 class RowPredictions:
@@ -55,7 +55,8 @@ class RowPredictions:
             texts = f"{len(empty)} texts have" if len(empty) > 1 else "1 text has"
             warnings.warn(f"{texts} no token (empty, or only whitespace, control characters or marks the "
                           f"tokenizer strips; the first: row {empty[0]}): the model's answer to an empty input "
-                          "([CLS] [SEP]) is given; predict_rows marks such rows \"empty\": true", stacklevel=stacklevel)
+                          "([CLS] [SEP]) is given; predict_rows marks such rows \"empty\": true", EmptyTextWarning,
+                          stacklevel=stacklevel)
 
     def row_text(self, row):
         """One `predict_rows` row as a line (or two) for a terminal."""

@@ -385,9 +385,10 @@ def test_predict_rows_of_pairs_are_predict_of_the_pairs(tmp_path):
                                embedder.predict((["Good cat", "bad"], ["bad cat", "cat"])), atol=1e-6)
     single, = embedder.predict_rows(["Good cat bad cat"])
     np.testing.assert_allclose(single["embedding"], embedder.predict(["Good cat bad cat"])[0], atol=1e-6)
-    with pytest.raises(TaskInputError, match=r"row 1 \('c'\): a single text, but row 0 is a pair"):
+    with pytest.raises(TaskInputError, match=r"^items\[1\] \('c'\): a single text, but items\[0\] is a pair; give all "
+                                             r"single texts or all \(text, text_b\) tuples$"):
         embedder.predict_rows([("a", "b"), "c"])
-    with pytest.raises(TaskInputError, match=r"row 0 .*: 3 texts; an embedder reads a single text or a"):
+    with pytest.raises(TaskInputError, match=r"^items\[0\] .*: 3 texts; an embedder reads a single text or a"):
         embedder.predict_rows([("a", "b", "c")])
 
 
