@@ -75,6 +75,7 @@ def run(args):
     from bert_keras.families import family, resolve
     from bert_keras.tasks import load
     from bert_keras.tasks.inputs import EmptyTextWarning, ItemInputError
+    from bert_keras.tasks.task_rows import empty_texts_message
     from pipelines.atomic_writes import atomic_file
 
     if not args.data:
@@ -114,11 +115,8 @@ def run(args):
             raise CommandError(error.command_message(sources[error.index], given[error.index])) from None
     empty = [i for i, row in enumerate(rows) if row.get("empty")]
     if empty:
-        texts_have = f"{len(empty)} texts have" if len(empty) > 1 else "1 text has"
-        marked = "it is marked" if len(empty) == 1 else "they are marked"
-        warnings.warn(f"{texts_have} no token (empty, or only whitespace, control characters or marks the "
-                      f"tokenizer strips; the first: {sources[empty[0]]}): the model's answer to an empty input "
-                      f"([CLS] [SEP]) is given; {marked} \"empty\": true in the JSON lines (--json, --output)",
+        warnings.warn(empty_texts_message(len(empty), sources[empty[0]],
+                                          '"empty": true marks them in the JSON lines (--json, --output)'),
                       EmptyTextWarning)
     # Texts as they are, not \uXXXX escapes (as tokenize, embed, query and the REST server write
     # them): a Korean review stays readable in the file and on the terminal; the file is UTF-8.

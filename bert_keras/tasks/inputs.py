@@ -71,7 +71,8 @@ class EmptyTextError(TaskInputError):
 class EmptyTextWarning(UserWarning):
     """`predict` / `predict_rows` answered texts with no token (the model's answer to `[CLS] [SEP]`),
     naming the first by its row. A command that read the texts names it as its user gave it instead
-    (`bert-keras predict`: the argument, or the --input file and line of the first row marked "empty")."""
+    (`bert-keras predict` / `embed`: the argument, or the --input file and line of the first row marked
+    "empty")."""
 
 
 class ItemInputError(TaskInputError):
