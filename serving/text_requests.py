@@ -85,14 +85,46 @@ def utf8_arguments(texts, what="TEXT"):
     return list(texts)
 
 
-def split_pairs(texts, *, at_tabs=True, exact=False):
+def given_texts(arguments, path=None, *, refuse_blank=False):
+    """`(texts, sources)`: the TEXT `arguments` (checked as `utf8_arguments`) then the lines of
+    `--input` file `path` (`-`: standard input; blank lines dropped, or with `refuse_blank` an
+    error), and where each came from in a command user's words, 1-based as an editor counts:
+    `TEXT argument 2`, `--input texts.tsv, line 7`, `standard input, line 3`. An error about
+    text i names `sources[i]` (`split_pairs(..., sources=)`, `request_inputs(..., sources=)`).
+
+    Raises:
+        TextRequestError: as `read_texts` and `utf8_arguments`.
+    """
+    given = utf8_arguments(arguments)
+    sources = [f"TEXT argument {number}" for number in range(1, len(given) + 1)]
+    if not path:
+        return given, sources
+    where = "standard input" if path == "-" else f"--input {path}"
+    lines = read_texts(path, keep_blank=True, refuse_blank=refuse_blank)
+    numbered = [(number, line) for number, line in enumerate(lines, 1) if line.strip()]
+    return given + [line for _, line in numbered], sources + [f"{where}, line {number}" for number, _ in numbered]
+
+
+def named_text(index, text, sources=None):
+    """Text `index` of a list as an error names it: its source (`given_texts`) when known, else
+    `texts[index]` (a script's list), with the text's start.
+
+    >>> named_text(1, "no pair"), named_text(1, "no pair", ["TEXT argument 1", "--input t.tsv, line 3"])
+    ("texts[1] ('no pair')", "--input t.tsv, line 3 ('no pair')")
+    """
+    where = sources[index] if sources is not None and index < len(sources) else f"texts[{index}]"
+    return f"{where} ({str(text)[:60]!r})"
+
+
+def split_pairs(texts, *, at_tabs=True, exact=False, sources=None):
     """Each text as a `(text, text_b)` pair where it holds a tab or `PAIR_SEPARATOR`, else as is.
 
     It is split at the first of them: a tab inside a context written after ' ||| ' stays in it.
     `at_tabs=False` (a model that reads single texts): a tab is the text's own whitespace, as in
     a pasted TSV line; only `PAIR_SEPARATOR` splits. `exact` (a model that reads sentence pairs,
     and nothing more): a text of three fields or more (`A<TAB>B<TAB>label`, `A ||| B ||| C`) is an
-    error naming its row, not a pair whose second text holds the rest.
+    error naming it: by `sources[i]` (`given_texts`: the argument, or the file and line), else as
+    `texts[i]`; not a pair whose second text holds the rest.
 
     >>> split_pairs(["one", "A ||| B", "C\\tD", "who? ||| a\\tb"])
     ['one', ('A', 'B'), ('C', 'D'), ('who?', 'a\\tb')]
@@ -101,7 +133,7 @@ def split_pairs(texts, *, at_tabs=True, exact=False):
     >>> split_pairs(["A ||| B", "C\\tD\\t1"], exact=True)
     Traceback (most recent call last):
     ...
-    serving.text_requests.TextRequestError: row 1 ('C\\tD\\t1'): 3 fields separated by tabs; a sentence pair is 2 (A<TAB>B, or 'A ||| B'): remove the extra field, or join it to its text with a space
+    serving.text_requests.TextRequestError: texts[1] ('C\\tD\\t1'): 3 fields separated by tabs; a sentence pair is 2 (A<TAB>B, or 'A ||| B'): remove the extra field, or join it to its text with a space
     """
     separators = ("\t", PAIR_SEPARATOR) if at_tabs else (PAIR_SEPARATOR,)
     result = []
@@ -118,7 +150,7 @@ def split_pairs(texts, *, at_tabs=True, exact=False):
                 used = {separator, *extra}
                 named = "tabs and ' ||| '" if len(used) > 1 else "tabs" if "\t" in used else "' ||| '"
                 raise TextRequestError(
-                    f"row {row} ({text[:60]!r}): {fields} fields separated by {named}; a sentence pair is 2 "
+                    f"{named_text(row, text, sources)}: {fields} fields separated by {named}; a sentence pair is 2 "
                     "(A<TAB>B, or 'A ||| B'): remove the extra field, or join it to its text with a space")
             result.append((a.strip(), b.strip()))
         else:
@@ -152,12 +184,14 @@ def _family_taking(names):
     return next((module for module in _family_modules() if names in module.INPUTS), None)
 
 
-def request_inputs(signature_inputs, texts=(), **flags):
+def request_inputs(signature_inputs, texts=(), *, sources=None, **flags):
     """`{input name: list of rows}` for a signature from raw text.
 
     Args:
         signature_inputs: the signature's inputs (`ServingClient.signature(...)["inputs"]`).
         texts: texts; `'A ||| B'` is a sentence pair for a pair signature.
+        sources: where each text came from (`given_texts`): an error about a text names it so
+            (`--input texts.tsv, line 7`); None: as `texts[i]`.
         **flags: the values of the families' `query_flags()`, each a list, by name:
             `text_b` (second sentences: one per text, or one for all); `question`, `context`
             (SQuAD questions, or `texts`, and their passage(s)); `context`, `ending` (one
@@ -173,7 +207,7 @@ def request_inputs(signature_inputs, texts=(), **flags):
                                "text only here (use serving.client.ServingClient for tensors)")
     family = _family_taking(names)
     if family is not None:
-        return family.request_inputs(list(texts), names=names, **{
+        return family.request_inputs(list(texts), names=names, sources=sources, **{
             flag_name(flag): list(flags.get(flag_name(flag)) or ()) for flag, _, _ in query_flags()})
     if len(names) == 1:  # a signature of one text input under another name
         if not texts:

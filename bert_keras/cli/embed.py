@@ -8,6 +8,7 @@ Save the vectors (.npy: a float32 [N, D] array in input order; .jsonl: one
 
 import argparse
 import sys
+import warnings
 
 from bert_keras import json_output
 from bert_keras.cli.flag_arguments import INIT_HELP, add_encoder_options, add_window_options
@@ -64,7 +65,7 @@ def register(subparsers, summary):
 def run(args):
     if getattr(args, "command", None) == "encode":
         print("note: `bert-keras encode` is now `bert-keras embed` (same flags)", file=sys.stderr)
-    texts = _read_texts(args)
+    texts, sources = _read_texts(args)
     if args.output and not args.output.endswith((".npy", ".jsonl")):
         raise CommandError(f"--output {args.output}: name a .npy or .jsonl file")
     from pipelines.output_paths import check_output_file
@@ -76,6 +77,9 @@ def run(args):
     corpus = read_idf_corpus(args)
 
     embedder = embedder_from_flags(args, max_length=args.max_length, stride=args.stride)
+    from bert_keras.tasks.inputs import EmptyTextWarning
+    from bert_keras.tasks.task_rows import empty_texts_message
+    from pipelines.tokenizer.tokenless import texts_without_token
     idf = embedder.head.bm25_weights
     if corpus is not None and idf is None:
         raise CommandError(f"--idf-corpus {args.idf_corpus}: the IDF is for --pooling bm25 ({args.init} "
@@ -86,8 +90,17 @@ def run(args):
         source = f"{args.idf_corpus}" if corpus is not None else "the texts embedded"
         print(f"bm25: IDF of {len(corpus or texts)} texts ({source})", file=sys.stderr)
     progress = 1 if args.input and sys.stdout.isatty() and not args.json else 0
-    result = embedder.embed(texts, query=args.query, top_k=args.top_k,
-                            batch_size=args.batch_size, verbose=progress)
+    with warnings.catch_warnings():  # said below, by argument or line, not as a script's "row 3"
+        warnings.simplefilter("ignore", EmptyTextWarning)
+        result = embedder.embed(texts, query=args.query, top_k=args.top_k,
+                                batch_size=args.batch_size, verbose=progress)
+    if result.empty:
+        warnings.warn(empty_texts_message(len(result.empty), sources[result.empty[0]],
+                                          '"empty": true marks them in --json and a .jsonl --output'),
+                      EmptyTextWarning)
+    if args.query is not None and texts_without_token([args.query], embedder.tokenizer):
+        warnings.warn(empty_texts_message(1, f"--query {args.query!r}", "the texts are ranked against it"),
+                      EmptyTextWarning)
     if args.output:
         result.save(args.output)
         # With --json, stdout is the JSON alone (a pipe into jq or json.loads); the note goes to stderr.
@@ -104,12 +117,12 @@ def run(args):
 def _read_texts(args):
     if args.input and args.texts:
         raise CommandError("give TEXT arguments or --input FILE, not both")
-    from serving.text_requests import piped_standard_input, read_texts, utf8_arguments
+    from serving.text_requests import given_texts, piped_standard_input
 
     if not args.texts and not args.input and piped_standard_input():
         args.input = "-"  # `... | bert-keras embed --init ...`: the piped lines, as --input -
-    texts = read_texts(args.input, refuse_blank=True) if args.input else utf8_arguments(args.texts)  # row i: line i
+    texts, sources = given_texts(args.texts, args.input, refuse_blank=True)  # row i: line i
     if not texts:
         raise CommandError(f"--input {args.input}: holds no text" if args.input
                            else "no text given: pass TEXT arguments, --input FILE or lines on standard input")
-    return texts
+    return texts, sources

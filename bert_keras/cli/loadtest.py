@@ -47,7 +47,7 @@ def register(subparsers, summary):
 def run(args):
     from serving.client import ServingClientError
     from serving.loadtest import check_settings, load_test, request_batches
-    from serving.text_requests import read_texts, sample_texts, split_morphemes, takes_texts
+    from serving.text_requests import given_texts, sample_texts, split_morphemes, takes_texts
 
     check_settings(concurrency=args.concurrency, batch_size=args.batch_size, warmup=args.warmup,
                    requests=args.requests, duration_s=args.duration)
@@ -55,12 +55,13 @@ def run(args):
         args.requests = 200
     client, signature = make_client(args)
     with client:
-        texts = list(args.texts) + (read_texts(args.input) if args.input else [])
+        # Each text with where it came from: an error names the argument, or the --input file and line.
+        texts, sources = given_texts(args.texts, args.input)
         if not texts and takes_texts(signature["inputs"]):
             # A pair model refused the lone default sentence, which the user never typed: made a pair.
             texts = sample_texts(signature["inputs"], DEFAULT_TEXT, text_b=getattr(args, "text_b", None) or ())
-        args.texts = texts
-        inputs = build_inputs(signature["inputs"], args)
+            sources = ["the default text"] * len(texts)
+        inputs = build_inputs(signature["inputs"], args, texts, sources)
         if args.pre_tokenizer:  # split once, before the clock starts: the server's time is measured
             inputs = split_morphemes(inputs, args.pre_tokenizer)[0]
         inputs_list = request_batches(inputs, args.batch_size)  # rotating

@@ -1,9 +1,9 @@
 """`bert-keras predict`: labels + probabilities, NER entities, or SQuAD answers from a fine-tuned model."""
 
 import argparse
-import re
 import shlex
 import sys
+import warnings
 
 from bert_keras import json_output
 from bert_keras.cli.flag_arguments import add_null_threshold_option, check_null_threshold
@@ -54,39 +54,28 @@ def register(subparsers, summary):
 
 
 def _read_texts(args, reads_pairs, exact_pairs=False):
-    """`(texts, sources)`: the TEXT arguments then the lines of --input, each split into a pair at
-    ' ||| ' (and, for a model that reads pairs, at a tab), and where each came from, in the words
-    of an error message. A single-text model keeps a tab as the text's whitespace: a line of
+    """`(texts, given, sources)`: the TEXT arguments then the lines of --input, each split into a
+    pair at ' ||| ' (and, for a model that reads pairs, at a tab), each as typed (`given`), and
+    where each came from, in the words of an error message (`given_texts`: `TEXT argument 2`,
+    `--input FILE, line 7`). A single-text model keeps a tab as the text's whitespace: a line of
     pasted TSV is one text, not a pair that model refuses. `exact_pairs` (a sentence-pair
     classifier): a line of three fields (`A<TAB>B<TAB>label`) is an error naming the line; it was
     read as the pair (A, 'B<TAB>label'), the label scored as part of the second sentence."""
-    from serving.text_requests import TextRequestError, piped_standard_input, read_texts, split_pairs, utf8_arguments
+    from serving.text_requests import given_texts, piped_standard_input, split_pairs
 
-    given = utf8_arguments(args.texts)
-    if not given and not args.input and piped_standard_input():
+    if not args.texts and not args.input and piped_standard_input():
         args.input = "-"  # `... | bert-keras predict --model DIR`: the piped lines, as --input -
     # Row i of the output is line i of --input, as `embed` reads it: a blank line is refused by number.
-    lines = read_texts(args.input, refuse_blank=True) if args.input else []
-    sources = [f"TEXT argument {i}" for i in range(1, len(given) + 1)]
-    sources += [f"--input {args.input}, line {i}" for i in range(1, len(lines) + 1)]
-    try:
-        return split_pairs(given + lines, at_tabs=reads_pairs, exact=exact_pairs), sources
-    except TextRequestError as error:
-        raise _named_by_source(error, sources) from None
-
-
-def _named_by_source(error, sources):
-    """A task's "row N (...)" error, with row N named as the user gave it (argument or file line)."""
-    match = re.match(r"row (\d+) ", str(error))
-    if not match or int(match.group(1)) >= len(sources):
-        return error
-    return CommandError(sources[int(match.group(1))] + str(error)[match.end() - 1:])
+    given, sources = given_texts(args.texts, args.input, refuse_blank=True)
+    return split_pairs(given, at_tabs=reads_pairs, exact=exact_pairs, sources=sources), given, sources
 
 
 def run(args):
     from pipelines.output_paths import check_output_file
     from bert_keras.families import family, resolve
-    from bert_keras.tasks import TaskInputError, load
+    from bert_keras.tasks import load
+    from bert_keras.tasks.inputs import EmptyTextWarning, ItemInputError
+    from bert_keras.tasks.task_rows import empty_texts_message
     from pipelines.atomic_writes import atomic_file
 
     if not args.data:
@@ -110,8 +99,8 @@ def run(args):
         raise CommandError(f"{', '.join(flags[name] for name in answer_options)}: only a SQuAD model has "
                            f"answer settings; {args.model} is a {task.kind} model")
     check_null_threshold(args, task)
-    texts, sources = _read_texts(args, reads_pairs=task.dataset_layout.x_is_tuple,
-                                 exact_pairs=bool(task.settings.get("text_pair")))
+    texts, given, sources = _read_texts(args, reads_pairs=task.dataset_layout.x_is_tuple,
+                                        exact_pairs=bool(task.settings.get("text_pair")))
     if not texts and args.input and not args.texts:
         raise CommandError(f"--input {args.input}: holds no text (the file is empty)")
     if not texts:
@@ -119,9 +108,16 @@ def run(args):
                            + (" (or --data FILE, a whole dataset file)" if writer else ""))
     with task.verbosity(int(sys.stdout.isatty() and not args.json)):  # a progress bar on a terminal
         try:
-            rows = task.predict_rows(texts, batch_size=args.batch_size, **answer_options)
-        except TaskInputError as error:
-            raise _named_by_source(error, sources) from None
+            with warnings.catch_warnings():  # said below, by argument or line, not as a script's "row 3"
+                warnings.simplefilter("ignore", EmptyTextWarning)
+                rows = task.predict_rows(texts, batch_size=args.batch_size, **answer_options)
+        except ItemInputError as error:  # `items[3]`, in a script's words: the argument or the line here
+            raise CommandError(error.command_message(sources[error.index], given[error.index])) from None
+    empty = [i for i, row in enumerate(rows) if row.get("empty")]
+    if empty:
+        warnings.warn(empty_texts_message(len(empty), sources[empty[0]],
+                                          '"empty": true marks them in the JSON lines (--json, --output)'),
+                      EmptyTextWarning)
     # Texts as they are, not \uXXXX escapes (as tokenize, embed, query and the REST server write
     # them): a Korean review stays readable in the file and on the terminal; the file is UTF-8.
     if args.output:

@@ -55,11 +55,16 @@ def make_client(args):
         raise CommandError(str(error)) from None
 
 
-def build_inputs(signature_inputs, args):
-    """The signature's inputs from the command line (`serving.text_requests.request_inputs`)."""
+def build_inputs(signature_inputs, args, texts=None, sources=None):
+    """The signature's inputs from the command line (`serving.text_requests.request_inputs`): the
+    TEXT arguments, or `texts` with their `sources` (`given_texts`: an error names the argument, or
+    the --input file and line)."""
     from serving.text_requests import flag_name, query_flags, request_inputs
 
-    return request_inputs(signature_inputs, getattr(args, "texts", None) or [],
+    if texts is None:
+        texts = getattr(args, "texts", None) or []
+        sources = [f"TEXT argument {number}" for number in range(1, len(texts) + 1)]
+    return request_inputs(signature_inputs, texts, sources=sources,
                           **{flag_name(flag): getattr(args, flag_name(flag)) for flag, _, _ in query_flags()})
 
 

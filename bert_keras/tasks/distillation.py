@@ -37,7 +37,6 @@ import dataclasses
 import numbers
 import os
 import shlex
-import re
 from typing import Optional
 
 import keras
@@ -426,11 +425,10 @@ def unlabelled_inputs(teacher, path):
                                  "one per line; give the texts alone (e.g. cut -f1 of a 'text<TAB>label' file)")
         refuse_tokenless(lines)
         return lines
-    try:
-        pairs = split_pairs(lines, exact=True)  # 'A<TAB>B<TAB>label' is no pair: refused by its line
+    try:  # 'A<TAB>B<TAB>label' is no pair: refused by its line
+        pairs = split_pairs(lines, exact=True, sources=[f"unlabelled {path}, line {number}" for number, _ in numbered])
     except TextRequestError as error:
-        row, reason = re.match(r"row (\d+) (.*)", str(error), re.S).groups()
-        raise TaskInputError(f"unlabelled {path}, line {numbered[int(row)][0]} {reason}") from None
+        raise TaskInputError(str(error)) from None
     single = next((numbered[i][0] for i, row in enumerate(pairs) if not isinstance(row, tuple)), None)
     if single is not None:
         raise TaskInputError(f"unlabelled {path}, line {single}: the model reads text pairs; write each as "

@@ -9,8 +9,8 @@ import numpy as np
 import tensorflow as tf
 
 from bert_keras.families import EmbeddingSettings
-from bert_keras.tasks.inputs import (TaskInputError, answering_empty_texts, check_composition, check_count,
-                                     is_tokenized, settings_record, text_columns)
+from bert_keras.tasks.inputs import (ItemInputError, TaskInputError, answering_empty_texts, check_composition,
+                                     check_count, is_tokenized, settings_record, text_columns)
 from bert_keras.tasks.text_task import TextTask
 from bert_keras.tasks.task_batches import in_memory, padded_batches, predicted_outputs
 from bert_keras.tasks.window_outputs import pairs_cut, warn_truncated, window_outputs
@@ -226,13 +226,16 @@ class Embedder(TextTask):
         pairs = bool(items) and not isinstance(items[0], str)
         for index, item in enumerate(items):
             if not isinstance(item, str) and len(item) != 2:
-                raise TaskInputError(f"row {index} ({str(item)[:60]!r}): {len(item)} texts; an embedder reads "
-                                     "a single text or a (text, text_b) pair")
+                raise ItemInputError(index, item, f"{len(item)} texts; an embedder reads a single text or a "
+                                     "(text, text_b) pair", fix="give a str or a (text, text_b) tuple",
+                                     command_fix="give a text, or a pair as 'A ||| B'")
             if isinstance(item, str) == pairs:
-                raise TaskInputError(
-                    f"row {index} ({str(item)[:60]!r}): {'a single text' if pairs else 'a (text, text_b) pair'}"
-                    f", but row 0 is {'a pair' if pairs else 'a single text'}; give all single texts or "
-                    "all pairs (bert-keras predict: 'A ||| B', or A<TAB>B in a file)")
+                first = "a pair" if pairs else "a single text"
+                raise ItemInputError(
+                    index, item, f"{'a single text' if pairs else 'a (text, text_b) pair'}, but items[0] is {first}",
+                    fix="give all single texts or all (text, text_b) tuples",
+                    command_problem=f"{'a single text' if pairs else 'a pair'}, but the first text is {first}",
+                    command_fix="give all texts alone or all as pairs ('A ||| B', or A<TAB>B in an --input file)")
         if pairs:
             texts = [list(item) for item in items]
             columns = text_columns(([a for a, _ in items], [b for _, b in items]), "x", self.tokenizer)

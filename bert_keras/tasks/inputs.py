@@ -68,6 +68,45 @@ class EmptyTextError(TaskInputError):
         self.name, self.index = name, index
 
 
+class EmptyTextWarning(UserWarning):
+    """`predict` / `predict_rows` answered texts with no token (the model's answer to `[CLS] [SEP]`),
+    naming the first by its row. A command that read the texts names it as its user gave it instead
+    (`bert-keras predict` / `embed`: the argument, or the --input file and line of the first row marked
+    "empty")."""
+
+
+class ItemInputError(TaskInputError):
+    """An item of `predict_rows` the model cannot read, named in a script's words: `items[3]`
+    and the item as given (a tuple for a pair), then what to pass instead (`fix`). A command reads
+    the items from its arguments or a file: `command_message` names the item by its source and
+    says what to type (`command_fix`: 'A ||| B', a flag), never `x=` or a tuple.
+
+    >>> error = ItemInputError(1, "good", "a single text, but this model reads sentence pairs",
+    ...                        fix="give a (text, text_b) tuple", command_fix="give 'A ||| B'")
+    >>> str(error)
+    "items[1] ('good'): a single text, but this model reads sentence pairs; give a (text, text_b) tuple"
+    >>> error.command_message("--input pairs.tsv, line 2", "good")
+    "--input pairs.tsv, line 2 ('good'): a single text, but this model reads sentence pairs; give 'A ||| B'"
+    """
+
+    def __init__(self, index, item, problem, *, fix, command_fix, command_problem=None):
+        self.index, self.problem, self.command_fix = index, command_problem or problem, command_fix
+        super().__init__(f"items[{index}] {_shown(item)}: {problem}; {fix}")
+
+    def command_message(self, source, text):
+        """The message for a command user: the item as `source` (`TEXT argument 2`, `--input FILE,
+        line 7`) and `text` as typed."""
+        return f"{source} {_shown(text)}: {self.problem}; {self.command_fix}"
+
+
+def _shown(item, width=60):
+    """The start of an item in parentheses, as a message shows it: `('a text')`, a tuple as
+    `('a', 'b')`, each text cut at `width` characters."""
+    parts = item if isinstance(item, tuple) else (item,)
+    return "(" + ", ".join(repr(str(part)[:width]) for part in parts) + ("," if isinstance(item, tuple)
+                                                                       and len(item) == 1 else "") + ")"
+
+
 def settings_record(settings_class, options, task_name):
     """A family's settings record (`bert_keras.families`) from `from_pretrained`'s keyword arguments
     (None: the field's default); a name that is not a setting is refused with the list of them."""

@@ -9,7 +9,7 @@ import tensorflow as tf
 from bert_keras.families import MultipleChoiceSettings
 from bert_keras.tasks.dataset_inputs import steps_for
 from bert_keras.tasks.inputs import TaskInputError, check_lengths, check_sample_weight, is_tokenized
-from bert_keras.tasks.inputs import check_composition, label_ids, settings_record, text_list
+from bert_keras.tasks.inputs import ItemInputError, check_composition, label_ids, settings_record, text_list
 from bert_keras.tasks.task_batches import in_memory, predicted_outputs, tokenized_dataset
 from bert_keras.tasks.text_task import TextTask
 
@@ -173,11 +173,11 @@ class MultipleChoice(TextTask):
         """
         parsed = [_context_and_endings(item) for item in items]
         for row, (_, endings) in enumerate(parsed):
-            if len(endings) != self.num_choices:  # named by row, as `bert-keras predict` renames it
-                shown = " ||| ".join(items[row]) if isinstance(items[row], tuple) else str(items[row])
-                raise TaskInputError(f"row {row} ({shown[:60]!r}): a SWAG model scores exactly "
-                                     f"{self.num_choices} endings, got {len(endings)} ('context ||| ending ||| "
-                                     "ending ...')")
+            if len(endings) != self.num_choices:  # `items[i]` here; `bert-keras predict` names its argument or line
+                raise ItemInputError(
+                    row, items[row], f"a SWAG model scores exactly {self.num_choices} endings, got {len(endings)}",
+                    fix="give 'context ||| ending ||| ending ...' or a (context, 'ending ||| ending ...') tuple",
+                    command_fix="write it as 'context ||| ending ||| ending ...'")
         probabilities = self.predict(([c for c, _ in parsed], [e for _, e in parsed]), batch_size=batch_size)
         return [{"context": c, "endings": e, "choice": int(p.argmax()), "ending": e[int(p.argmax())],
                  "probabilities": [float(v) for v in p]} for (c, e), p in zip(parsed, probabilities)]

@@ -8,7 +8,8 @@ from bert_keras.families import SquadSettings
 from bert_keras.losses.replica_shares import example_mean_on_replicas
 from bert_keras.tasks.dataset_inputs import steps_for
 from bert_keras.tasks.inputs import TaskInputError, check_lengths, check_sample_weight, frame_columns, is_tokenized
-from bert_keras.tasks.inputs import check_composition, settings_record, stream_checked_composition, text_columns
+from bert_keras.tasks.inputs import (ItemInputError, check_composition, settings_record, stream_checked_composition,
+                                     text_columns)
 from bert_keras.tasks.task_batches import in_memory, predicted_outputs, tokenized_dataset
 from bert_keras.tasks.text_task import TextTask
 from pipelines.datasets.squad import SquadExample, unanswerable_question
@@ -425,9 +426,11 @@ class SpanQA(TextTask):
         """`{"question", "context", "answer", ...}` per `(question, context)` item; `threshold`,
         `n_best_size`, `max_answer_length` override the task's settings (as in `predict_squad`)."""
         wrong = next((i for i, item in enumerate(items) if not (isinstance(item, tuple) and len(item) == 2)), None)
-        if wrong is not None:  # named by row, as `bert-keras predict` renames it: the argument or the line
-            raise TaskInputError(f"row {wrong} ({str(items[wrong])[:60]!r}): a SQuAD model answers (question, "
-                                 "context) pairs: 'question ||| context' (or --data FILE.json for a whole SQuAD file)")
+        if wrong is not None:  # `items[i]` here; `bert-keras predict` names its argument or line
+            raise ItemInputError(wrong, items[wrong], "a SQuAD model answers a question about a context",
+                                 fix="give a (question, context) tuple (predict_squad reads SQuAD examples)",
+                                 command_fix="write it as 'question ||| context' (or give --data FILE.json, a whole "
+                                             "SQuAD file)")
         questions, contexts = [q for q, _ in items], [c for _, c in items]
         self._row_options = (("threshold", threshold), ("n_best_size", n_best_size),
                              ("max_answer_length", max_answer_length))

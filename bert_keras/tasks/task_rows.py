@@ -14,7 +14,19 @@ Example:
 
 import warnings
 
-from bert_keras.tasks.inputs import TaskInputError, answering_empty_texts, empty_rows
+from bert_keras.tasks.inputs import EmptyTextWarning, TaskInputError, answering_empty_texts, empty_rows
+
+
+def empty_texts_message(count, first, marked):
+    """The warning about `count` texts answered with no token, the first named `first` (a script's
+    `row 3`; a command's `--input FILE, line 4`), and where their rows are `marked`.
+
+    >>> empty_texts_message(1, "TEXT argument 2", 'marked "empty": true with --json')[:26]
+    '1 text has no token (empty'
+    """
+    texts = f"{count} texts have" if count > 1 else "1 text has"
+    return (f"{texts} no token (empty, or only whitespace, control characters or marks the tokenizer strips; "
+            f"the first: {first}): the model's answer to an empty input ([CLS] [SEP]) is given; {marked}")
 
 
 class RowPredictions:
@@ -52,10 +64,9 @@ class RowPredictions:
     @staticmethod
     def _warn_empty(empty, stacklevel=3):
         if empty:
-            texts = f"{len(empty)} texts have" if len(empty) > 1 else "1 text has"
-            warnings.warn(f"{texts} no token (empty, or only whitespace, control characters or marks the "
-                          f"tokenizer strips; the first: row {empty[0]}): the model's answer to an empty input "
-                          "([CLS] [SEP]) is given; predict_rows marks such rows \"empty\": true", stacklevel=stacklevel)
+            warnings.warn(empty_texts_message(len(empty), f"row {empty[0]}",
+                                              'predict_rows marks such rows "empty": true'),
+                          EmptyTextWarning, stacklevel=stacklevel)
 
     def row_text(self, row):
         """One `predict_rows` row as a line (or two) for a terminal."""

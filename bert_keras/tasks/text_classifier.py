@@ -9,7 +9,7 @@ from bert_keras.models.window_relevance import relevance_layer
 from bert_keras.tasks import classifier_inputs, dataset_inputs, windowed_scores
 from bert_keras.tasks.dataset_inputs import steps_for, without_autotune_thread
 from bert_keras.tasks.inputs import TaskInputError, check_count, check_label_names, is_tokenized
-from bert_keras.tasks.inputs import settings_record
+from bert_keras.tasks.inputs import ItemInputError, settings_record
 from bert_keras.tasks.task_batches import padded_batches, predicted_outputs, tokenized_dataset
 from bert_keras.tasks.text_task import TextTask
 from bert_keras.tasks.window_outputs import has_window_marks, pairs_cut, warn_truncated
@@ -414,12 +414,20 @@ class TextClassifier(TextTask):
 
     def _row_predictions(self, items, *, batch_size=32):
         """`{"text", "label", "probabilities": {name: p}}` (regression `{"text", "score"}`) per item."""
-        wrong = next((i for i, item in enumerate(items) if isinstance(item, tuple) != self.text_pair), None)
-        if wrong is not None:  # named by row, in the words of both callers (Python and `bert-keras predict`)
-            given = "a (text, text_b) pair" if isinstance(items[wrong], tuple) else "a single text"
-            reads = ("sentence pairs: give (text, text_b) (bert-keras predict: 'A ||| B', or A<TAB>B in a file)"
-                     if self.text_pair else "single texts (a pair separator in a text splits it)")
-            raise TaskInputError(f"row {wrong} ({str(items[wrong])[:60]!r}): {given}, but this model reads {reads}")
+        fits = ((lambda item: isinstance(item, tuple) and len(item) == 2) if self.text_pair else
+                (lambda item: not isinstance(item, tuple)))
+        wrong = next((i for i, item in enumerate(items) if not fits(item)), None)
+        if wrong is not None and self.text_pair:  # `items[i]` here; `bert-keras predict` names its argument or line
+            given = f"{len(items[wrong])} texts" if isinstance(items[wrong], tuple) else "a single text"
+            raise ItemInputError(wrong, items[wrong], f"{given}, but this model reads sentence pairs",
+                                 fix="give a (text, text_b) tuple",
+                                 command_fix="write it as 'A ||| B' (or A<TAB>B in an --input file)")
+        if wrong is not None:
+            raise ItemInputError(wrong, items[wrong], "a (text, text_b) pair, but this model reads single texts",
+                                 fix="give the text alone, a str",
+                                 command_problem="' ||| ' made it a sentence pair, but this model reads single "
+                                                 "texts",
+                                 command_fix="give the text alone, without ' ||| '")
         x = ([a for a, _ in items], [b for _, b in items]) if self.text_pair else list(items)
         outputs, _, truncated = self._scores(x, None, batch_size)
         outputs = self._from_outputs(outputs)

@@ -18,7 +18,8 @@ processes.
 
 Stopping: after a run that went well the workers are told to finish and are
 joined (no signal). After an error or an interrupt (Ctrl-C reaches the parent
-only: workers ignore SIGINT) they get SIGTERM, which the same watching thread
+only: workers ignore SIGINT; the parent waits for them in short waits, so that
+the interrupt is raised at once, `interruptible_map`) they get SIGTERM, which the same watching thread
 takes with `sigtimedwait` while every other thread blocks it. A Python signal
 handler is not enough there: an idle worker's main thread waits on the task
 queue's lock in C, and a SIGTERM that lands just before it blocks only trips a
@@ -44,6 +45,8 @@ from pipelines.pretraining.shard_writer import remove_dead_writers_files, write_
 
 # How often a worker checks that its parent is alive (seconds).
 PARENT_POLL_SECONDS = 0.2
+# How often the parent, waiting for the workers' shards, runs the signal handlers a Ctrl-C asked for (seconds).
+WAKE_SECONDS = 0.2
 _SCRATCH_INFIX = ".tokens-tmp-"
 
 
@@ -75,7 +78,7 @@ class ShardWorkers:
                 if getattr(tokens, field.name) is None:
                     continue
                 np.save(os.path.join(directory, field.name + ".npy"), getattr(tokens, field.name))
-            return self._pool.map(_write_shard_in_worker, [(directory, job) for job in jobs], chunksize=1)
+            return interruptible_map(self._pool, _write_shard_in_worker, [(directory, job) for job in jobs])
         finally:
             shutil.rmtree(directory, ignore_errors=True)
 
@@ -107,6 +110,22 @@ class ShardWorkers:
             self.close()
         else:
             self.terminate()
+
+
+def interruptible_map(pool, function, items):
+    """`pool.map(function, items, chunksize=1)`, with the caller woken every `WAKE_SECONDS` so that a
+    Ctrl-C stops it at once.
+
+    Python runs a signal handler in the main thread only, when that thread runs Python code. The
+    kernel may hand a process's SIGINT to any thread that does not block it (TensorFlow's pools, the
+    pool's own threads): its C handler only notes the signal, and a main thread waiting in `Pool.map`
+    (a lock wait with no timeout) slept on until every shard was written, minutes later. A wait with
+    a timeout returns to Python code, which raises the `KeyboardInterrupt`.
+    """
+    result = pool.map_async(function, items, chunksize=1)
+    while not result.ready():
+        result.wait(WAKE_SECONDS)
+    return result.get()
 
 
 def make_scratch_directory(near: str) -> str:
@@ -211,4 +230,4 @@ def _write_shard_in_worker(directory_and_job):
         _current["temporary_path"] = None
 
 
-__all__ = ["ShardWorkers", "make_scratch_directory", "process_is_running", "remove_stale_scratch"]
+__all__ = ["ShardWorkers", "interruptible_map", "make_scratch_directory", "process_is_running", "remove_stale_scratch"]

@@ -3,8 +3,8 @@ label with its probabilities, or a score, out (`serving.requests` says what each
 
 import numpy as np
 
-from serving.text_requests import PAIR_SEPARATOR, TextRequestError, broadcast, probability_line, split_pairs, text_of
-from serving.text_requests import text_request
+from serving.text_requests import PAIR_SEPARATOR, TextRequestError, broadcast, named_text, probability_line, split_pairs
+from serving.text_requests import text_of, text_request
 
 INPUTS = ({"text"}, {"text", "text_b"})
 OUTPUTS = ({"label", "probabilities"}, {"score"})
@@ -27,17 +27,18 @@ def sample_texts(signature_inputs, text, *, text_b=(), **_):
     return [text]
 
 
-def request_inputs(texts, *, text_b=(), names, **_):
+def request_inputs(texts, *, text_b=(), names, sources=None, **_):
     if names == {"text", "text_b"}:
         # Split at ' ||| ' or a tab, as `bert-keras predict` reads a pair model's texts: a TSV line
         # of `loadtest --input` ("A<tab>B") was refused as "this model takes sentence pairs".
-        pairs = [pair if isinstance(pair, tuple) else (pair, None) for pair in split_pairs(texts, exact=True)]
+        pairs = [pair if isinstance(pair, tuple) else (pair, None)
+                 for pair in split_pairs(texts, exact=True, sources=sources)]
         firsts = [a for a, _ in pairs]
         seconds = broadcast(text_b, len(firsts), "--text-b") if text_b else [b for _, b in pairs]
         if not firsts or any(b is None for b in seconds):
-            single = next((a for a, b in pairs if b is None), None)
-            which = f" ({single[:60]!r} is one sentence)" if single is not None else ""
-            raise TextRequestError(f"this model takes sentence pairs{which}: give 'A ||| B' (or A and B "
+            single = next((i for i, (_, b) in enumerate(pairs) if b is None), None)
+            which = f"{named_text(single, texts[single], sources)}: one sentence, but " if single is not None else ""
+            raise TextRequestError(f"{which}this model takes sentence pairs: give 'A ||| B' (or A and B "
                                    "separated by a tab) or TEXT --text-b B")
         return {"text": firsts, "text_b": seconds}
     return text_request(texts)

@@ -248,6 +248,45 @@ def test_predict_refuses_a_pair_model_line_of_three_fields_by_its_line(classifie
     assert [row["text"] for row in rows] == [["a good film", "it was good"], ["fine", "good pos"]]
 
 
+def test_predict_names_an_item_in_the_commands_words_and_predict_rows_in_a_scripts(classifier, tmp_path, capsys):
+    """A pair model given one sentence: `bert-keras predict` and a script's `predict_rows` both said
+    "row 1 (...): ... give (text, text_b) (bert-keras predict: 'A ||| B', or A<TAB>B in a file)", a
+    tuple to a command user and a command to a script; a text with no token was "the first: row 1"
+    and "predict_rows marks such rows", in a command's output."""
+    import json
+
+    from bert_keras.tasks import TaskInputError, load
+
+    texts = tmp_path / "pairs.tsv"
+    texts.write_text("a good film\tfine\nalone\n", encoding="utf-8")
+    err = refused(["predict", "--model", classifier, "--input", str(texts)], capsys,
+                  f"--input {texts}, line 2 ('alone'): a single text, but this model reads sentence pairs; "
+                  "write it as 'A ||| B' (or A<TAB>B in an --input file)")
+    assert "tuple" not in err and "text_b" not in err and "row" not in err, err
+    with pytest.raises(TaskInputError) as raised:
+        load(classifier).predict_rows([("a good film", "fine"), "alone"])
+    assert str(raised.value) == ("items[1] ('alone'): a single text, but this model reads sentence pairs; "
+                                 "give a (text, text_b) tuple")
+
+    single = export_fixtures.make_finetuned_dir("regression", str(tmp_path / "single"))
+    err = refused(["predict", "--model", single, "good ||| bad"], capsys,
+                  "TEXT argument 1 ('good ||| bad'): ' ||| ' made it a sentence pair, but this model reads single "
+                  "texts; give the text alone, without ' ||| '")
+    assert "text_b" not in err and "('good', 'bad')" not in err, err
+    with pytest.raises(TaskInputError, match=r"^items\[0\] \('good', 'bad'\): a \(text, text_b\) pair, but this "
+                                             "model reads single texts; give the text alone, a str$"):
+        load(single).predict_rows([("good", "bad")])
+
+    texts.write_text("a good film\n\x01\x02\n", encoding="utf-8")
+    with pytest.warns(UserWarning) as said:
+        assert main(["predict", "--model", single, "--input", str(texts), "--json"]) == 0
+    assert [str(w.message).split(": the model's")[0] for w in said] == [
+        "1 text has no token (empty, or only whitespace, control characters or marks the tokenizer strips; the "
+        f"first: --input {texts}, line 2)"]
+    assert "predict_rows" not in str(said[0].message)
+    assert [json.loads(line).get("empty", False) for line in capsys.readouterr().out.splitlines()] == [False, True]
+
+
 def test_predict_writes_the_chosen_ending_of_each_row_of_a_swag_test_file(tmp_path, capsys):
     """SWAG's test.csv (no label column) could not be predicted from the command line: --squad
     refused the model, and --input read each CSV line as 'context ||| endings'."""

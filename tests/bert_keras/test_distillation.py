@@ -668,6 +668,10 @@ def test_unlabelled_text_files_are_read_as_the_teachers_inputs(tmp_path):
     lines.write_text("A good film.\tA fine film.\n\nno pair here\n", encoding="utf-8")
     with pytest.raises(TaskInputError, match=r"more.txt, line 3: the model reads text pairs"):
         unlabelled_inputs(tiny_teacher("classification", tmp_path, layers=1), str(lines))
+    lines.write_text("A good film.\tA fine film.\n\nDull.\tBoring.\tneg\n", encoding="utf-8")
+    with pytest.raises(TaskInputError, match=r"^unlabelled .*more.txt, line 3 \('Dull.\\tBoring.\\tneg'\): 3 fields "
+                                             "separated by tabs"):
+        unlabelled_inputs(tiny_teacher("classification", tmp_path, layers=1), str(lines))
     lines.write_text("\n \n", encoding="utf-8")
     with pytest.raises(TaskInputError, match="holds no text"):
         unlabelled_inputs(tiny_teacher("regression", tmp_path, layers=1), str(lines))

@@ -385,9 +385,10 @@ def test_predict_rows_of_pairs_are_predict_of_the_pairs(tmp_path):
                                embedder.predict((["Good cat", "bad"], ["bad cat", "cat"])), atol=1e-6)
     single, = embedder.predict_rows(["Good cat bad cat"])
     np.testing.assert_allclose(single["embedding"], embedder.predict(["Good cat bad cat"])[0], atol=1e-6)
-    with pytest.raises(TaskInputError, match=r"row 1 \('c'\): a single text, but row 0 is a pair"):
+    with pytest.raises(TaskInputError, match=r"^items\[1\] \('c'\): a single text, but items\[0\] is a pair; give all "
+                                             r"single texts or all \(text, text_b\) tuples$"):
         embedder.predict_rows([("a", "b"), "c"])
-    with pytest.raises(TaskInputError, match=r"row 0 .*: 3 texts; an embedder reads a single text or a"):
+    with pytest.raises(TaskInputError, match=r"^items\[0\] .*: 3 texts; an embedder reads a single text or a"):
         embedder.predict_rows([("a", "b", "c")])
 
 
@@ -428,6 +429,8 @@ def test_embed_json_and_jsonl_mark_texts_read_in_part_and_empty_ones(tmp_path, c
                                       "--output", str(jsonl), *texts])) == 0
     said = " ".join(str(w.message) for w in caught)
     assert "1 of 3 texts have more than 4 word pieces" in said and "1 text has no token" in said
+    # the command's words: the argument, and where the mark is (it said "row 2 ... predict_rows marks")
+    assert "the first: TEXT argument 3)" in said and "row" not in said and "predict_rows" not in said, said
     record = json.loads(capsys.readouterr().out)
     marks = [{k: v for k, v in row.items() if k not in ("text", "embedding")} for row in record["embeddings"]]
     assert marks == [{"truncated": True}, {}, {"empty": True}]
@@ -439,6 +442,24 @@ def test_embed_json_and_jsonl_mark_texts_read_in_part_and_empty_ones(tmp_path, c
     assert [{k: v for k, v in row.items() if k not in ("text", "embedding")} for row in rows] == marks
     np.testing.assert_allclose([row["embedding"] for row in record["embeddings"]],
                                [row["embedding"] for row in rows], atol=1e-6)
+
+
+def test_embed_names_a_text_with_no_token_by_its_input_line_and_an_empty_query(tmp_path, capsys):
+    """`embed --input FILE` said "the first: row 1" (0-based) of a line with no token; an empty
+    --query was "row 0" of texts it is not one of."""
+    from bert_keras.cli import embed
+
+    _, encoder_file = _tiny_classifier_directory(tmp_path)
+    lines = tmp_path / "texts.txt"
+    lines.write_text("Good cat\n\x01\x02\n", encoding="utf-8")
+    with pytest.warns(UserWarning) as caught:
+        assert embed.run(_embed_args(["--init", encoder_file, "--input", str(lines), "--query", " "])) == 0
+    said = [str(w.message).split(": the model's")[0] for w in caught]
+    assert said == [f"1 text has no token (empty, or only whitespace, control characters or marks the tokenizer "
+                    f"strips; the first: --input {lines}, line 2)",
+                    "1 text has no token (empty, or only whitespace, control characters or marks the tokenizer "
+                    "strips; the first: --query ' ')"], said
+    capsys.readouterr()
 
 
 def test_embed_of_pairs_is_predict_of_the_pairs(tmp_path):

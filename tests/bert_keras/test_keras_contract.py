@@ -224,8 +224,9 @@ def test_a_text_of_combining_marks_only_is_empty_for_an_uncased_model_only(spec,
 
     # `bert-keras predict` flags it as it flags "".
     model.save(str(tmp_path / "saved"))
-    with pytest.warns(UserWarning, match="1 text has no token"):
+    with pytest.warns(UserWarning, match=r"1 text has no token .*the first: TEXT argument 2\)") as said:
         assert main(["predict", "--model", str(tmp_path / "saved"), "--json", "good film.", marks]) == 0
+    assert len(said) == 1 and "row" not in str(said[0].message)  # the command's words, said once
     printed = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
     assert [row.get("empty", False) for row in printed] == [False, True]
 

@@ -1865,11 +1865,13 @@ def test_pairs_or_single_texts_are_fixed_when_the_classifier_is_built_not_by_its
         single.score((TEXTS, TEXTS_B), LABELS)  # refused before any fit too: nothing is guessed
     single.fit(TEXTS, LABELS, epochs=1, batch_size=4, verbose=0)
     assert single.text_pair is False
-    # row by row (what `bert-keras predict` calls): the first row of the wrong form, named, in both callers' words
-    with pytest.raises(tasks.TaskInputError, match=r"row 1 \('a lone text'\): a single text, but this model "
-                                                   r"reads sentence pairs: .*'A \|\|\| B'"):
+    # row by row (what `bert-keras predict` calls): the first item of the wrong form, named in a script's
+    # words (the command's, 'A ||| B' and the line, are test_cli_outputs')
+    with pytest.raises(tasks.TaskInputError, match=r"^items\[1\] \('a lone text'\): a single text, but this model "
+                                                   r"reads sentence pairs; give a \(text, text_b\) tuple$"):
         pairs.predict_rows([(TEXTS[0], TEXTS_B[0]), "a lone text"])
-    with pytest.raises(tasks.TaskInputError, match=r"row 0 .*a \(text, text_b\) pair, but this model reads single"):
+    with pytest.raises(tasks.TaskInputError, match=r"^items\[0\] .*a \(text, text_b\) pair, but this model reads "
+                                                   r"single texts; give the text alone, a str$"):
         single.predict_rows([(TEXTS[0], TEXTS_B[0])])
 
 

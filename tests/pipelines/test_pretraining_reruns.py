@@ -265,6 +265,53 @@ def test_ctrl_c_stops_the_workers_mid_shard_and_removes_temporary_files(vocab_fi
             process.kill()
 
 
+INTERRUPT_A_WAITING_PARENT = """
+import os, signal, threading
+from multiprocessing.pool import ThreadPool
+
+from pipelines.pretraining.workers import interruptible_map
+
+if __name__ == "__main__":
+    release = threading.Event()
+    finished = []
+
+    def job(i):  # a long shard, released once the parent was interrupted
+        release.wait(60)
+        finished.append(i)
+        return i
+
+    with ThreadPool(2) as pool:  # its threads start with SIGINT unblocked
+        def interrupt():
+            release.wait(1)
+            os.kill(os.getpid(), signal.SIGINT)
+
+        threading.Thread(target=interrupt, daemon=True).start()
+        # Blocked in the main thread: the kernel hands the SIGINT to another thread (as it may when
+        # the main thread already has a signal pending, or the machine is loaded).
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            interruptible_map(pool, job, [0, 1])
+            print("not interrupted")
+        except KeyboardInterrupt:
+            print(f"interrupted after {len(finished)} of 2 jobs")
+        finally:
+            release.set()
+"""
+
+
+def test_a_ctrl_c_taken_by_another_thread_stops_the_parent_waiting_for_its_workers(tmp_path):
+    # The parent waited in `Pool.map`, a lock wait without timeout: a SIGINT the kernel gave to
+    # another thread (TensorFlow's, the pool's) was noted by Python's C handler but the main thread
+    # slept on until every shard was written, and the interrupt came minutes late.
+    script = tmp_path / "interrupt_parent.py"
+    script.write_text(INTERRUPT_A_WAITING_PARENT)
+    root = os.path.dirname(os.path.dirname(pipelines.__file__))
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "PYTHONPATH": root, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip() == "interrupted after 0 of 2 jobs"
+
+
 STOP_WORKERS_REPEATEDLY = """
 import os, sys, tempfile, time
 import numpy as np

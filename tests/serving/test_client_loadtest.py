@@ -388,7 +388,24 @@ def test_loadtest_without_texts_sends_a_pair_model_a_pair(server, capsys):
     assert json.loads(capsys.readouterr().out)["ok"] == 3
     assert main([*base, "--text-b", "b"]) == 0, capsys.readouterr().err
     assert main([*base, "one sentence"]) == 2  # typed: still the user's to make a pair
-    assert "('one sentence' is one sentence)" in capsys.readouterr().err
+    assert "TEXT argument 1 ('one sentence'): one sentence, but this model takes sentence pairs" in \
+        capsys.readouterr().err
+
+
+def test_loadtest_and_query_name_a_refused_text_by_its_input_line_or_argument(server, capsys, tmp_path):
+    """A pair signature's bad text was named "row 2": 0-based, over the TEXT arguments and the
+    lines of --input together, blank lines not counted."""
+    from bert_keras.cli.main import main
+
+    lines = tmp_path / "pairs.tsv"
+    lines.write_text("a\tb\n\nc\td\tpos\n", encoding="utf-8")
+    base = ["--address", server.grpc_address, "--model", "tiny", "--signature", "pair"]
+    assert main(["loadtest", *base, "--requests", "3", "--warmup", "0", "x ||| y", "--input", str(lines)]) == 2
+    err = capsys.readouterr().err
+    assert f"--input {lines}, line 3 ('c\\td\\tpos'): 3 fields separated by tabs" in err, err
+    assert main(["query", *base, "a ||| b", "lonely"]) == 2
+    err = capsys.readouterr().err
+    assert "TEXT argument 2 ('lonely'): one sentence, but this model takes sentence pairs" in err, err
 
 
 def test_query_cli_against_a_real_bert_export(exported_model, capsys):

@@ -21,7 +21,8 @@ def test_texts_and_sentence_pairs():
         "text": ["A", "C"], "text_b": ["B", "D"]}
     assert request_inputs(signature("text", "text_b"), ["A", "C"], text_b=["same"]) == {
         "text": ["A", "C"], "text_b": ["same", "same"]}  # one --text-b for every text
-    with pytest.raises(TextRequestError, match="takes sentence pairs \\('no pair' is one sentence\\): give 'A \\|\\|\\| B'"):
+    with pytest.raises(TextRequestError, match="texts\\[1\\] \\('no pair'\\): one sentence, but this model takes sentence "
+                                               "pairs: give 'A \\|\\|\\| B'"):
         request_inputs(signature("text", "text_b"), ["A ||| B", "no pair"])
     # A TSV line of `loadtest --input` is a pair, as `predict --input` reads it (it was refused).
     assert request_inputs(signature("text", "text_b"), ["A\tB", "C ||| D\tE"]) == {
@@ -47,12 +48,33 @@ def test_a_pair_signature_refuses_a_text_of_three_fields_by_its_row():
     (A, 'B<TAB>label')."""
     from serving.text_requests import split_pairs
 
-    with pytest.raises(TextRequestError, match=r"row 1 \('C\\tD\\tpos'\): 3 fields separated by tabs"):
+    with pytest.raises(TextRequestError, match=r"texts\[1\] \('C\\tD\\tpos'\): 3 fields separated by tabs"):
         request_inputs(signature("text", "text_b"), ["A\tB", "C\tD\tpos"])
-    with pytest.raises(TextRequestError, match="row 0 .*: 4 fields separated by tabs and ' [|]{3} '"):
+    with pytest.raises(TextRequestError, match=r"texts\[0\] .*: 4 fields separated by tabs and ' [|]{3} '"):
         split_pairs(["A\tB ||| C ||| D"], exact=True)
     assert split_pairs(["A ||| B\tC", "A\tB\tC"]) == [("A", "B\tC"), ("A", "B\tC")]  # not exact: as before
     assert split_pairs(["A ||| B\tC"], exact=True) == [("A", "B\tC")]  # a tab after ' ||| ' is whitespace
+
+
+def test_a_text_from_a_file_is_named_by_its_line_not_a_0_based_row(tmp_path):
+    """`loadtest --input FILE` on a pair model: a bad line was named "row 1" (0-based, blank lines
+    not counted), not the file and line an editor shows; a TEXT argument by its number."""
+    from serving.text_requests import given_texts
+
+    lines = tmp_path / "pairs.tsv"
+    lines.write_text("a\tb\n\n  \nc\td\tpos\n", encoding="utf-8")
+    texts, sources = given_texts(["x ||| y"], str(lines))
+    assert texts == ["x ||| y", "a\tb", "c\td\tpos"]
+    assert sources == ["TEXT argument 1", f"--input {lines}, line 1", f"--input {lines}, line 4"]
+    with pytest.raises(TextRequestError, match=rf"^--input {lines}, line 4 \('c\\td\\tpos'\): 3 fields separated by tabs"):
+        request_inputs(signature("text", "text_b"), texts, sources=sources)
+    lines.write_text("a\tb\n\nlonely\n", encoding="utf-8")
+    texts, sources = given_texts([], str(lines))
+    with pytest.raises(TextRequestError, match=rf"^--input {lines}, line 3 \('lonely'\): one sentence, but this "
+                                               "model takes sentence pairs"):
+        request_inputs(signature("text", "text_b"), texts, sources=sources)
+    with pytest.raises(TextRequestError, match=rf"--input {lines}, line 2: an empty line"):
+        given_texts([], str(lines), refuse_blank=True)
 
 
 def test_questions_and_endings():
