@@ -43,6 +43,12 @@ def register(subparsers, summary):
     parser.add_argument("--overwrite", action="store_true",
                         help="replace an existing --output file (--data: the prediction files in --output-dir)")
     parser.add_argument("--batch-size", type=positive_int, default=32, help="texts per forward pass (default 32)")
+    parser.add_argument("--max-length", type=positive_int, default=None, metavar="N",
+                        help="classification of single texts, NER, embeddings: read N word pieces of a text, "
+                             "in overlapping windows (default: the model's setting, one window unless set)")
+    parser.add_argument("--stride", type=positive_int, default=None, metavar="N",
+                        help="with --max-length: word pieces between window starts (default: the model's "
+                             "setting, half a window unless set)")
     parser.add_argument("--n-best-size", type=positive_int, default=None,
                         help="squad: n-best list length (default: the model's setting, 20 unless set)")
     parser.add_argument("--max-answer-length", type=positive_int, default=None,
@@ -93,6 +99,13 @@ def run(args):
                                                       ("n_best_size", args.n_best_size),
                                                       ("max_answer_length", args.max_answer_length))
                       if value is not None}
+    window_options = {name: value for name, value in (("max_length", args.max_length), ("stride", args.stride))
+                      if value is not None}
+    if window_options and not task.reads_windows():
+        flags = " / ".join("--" + name.replace("_", "-") for name in window_options)
+        reads = ("reads each sentence pair as one window" if task.settings.get("text_pair") else
+                 "does not read texts in windows of this setting")
+        raise CommandError(f"{flags}: {args.model} is a {task.kind} model that {reads}")
     if answer_options and writer is None:
         flags = {"threshold": "--null-threshold", "n_best_size": "--n-best-size",
                  "max_answer_length": "--max-answer-length"}
@@ -110,7 +123,7 @@ def run(args):
         try:
             with warnings.catch_warnings():  # said below, by argument or line, not as a script's "row 3"
                 warnings.simplefilter("ignore", EmptyTextWarning)
-                rows = task.predict_rows(texts, batch_size=args.batch_size, **answer_options)
+                rows = task.predict_rows(texts, batch_size=args.batch_size, **window_options, **answer_options)
         except ItemInputError as error:  # `items[3]`, in a script's words: the argument or the line here
             raise CommandError(error.command_message(sources[error.index], given[error.index])) from None
     empty = [i for i, row in enumerate(rows) if row.get("empty")]
@@ -123,8 +136,9 @@ def run(args):
     if args.output:
         with atomic_file(args.output) as f:
             f.writelines(json_output.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-    for row in rows:
-        print(json_output.dumps(row, ensure_ascii=False) if args.json else task.row_text(row))
+    with task.windows_read(**window_options):  # a truncated row says how much this call read
+        for row in rows:
+            print(json_output.dumps(row, ensure_ascii=False) if args.json else task.row_text(row))
     if args.output:  # with --json, stdout is the JSON lines alone (a pipe into jq); the note goes to stderr
         print(f"wrote {len(rows)} predictions to {args.output}", file=sys.stderr if args.json else sys.stdout)
     return 0

@@ -33,17 +33,18 @@ class RowPredictions:
     """`predict_rows` / `row_text` of a task (mixed into `TextTask`); families override
     `_row_predictions` and `row_text`."""
 
-    def predict_rows(self, items, *, batch_size=32, **options):
+    def predict_rows(self, items, *, batch_size=32, max_length=None, stride=None, **options):
         """`predict` as one JSON-able dict per input, the input included (what `bert-keras
         predict --json` prints). `items`: texts, or `(a, b)` tuples where the task reads pairs.
         A text with no token gets the model's answer to an empty input, marked `"empty": true`.
-        `options`: a family's own decoding overrides (SpanQA: `threshold`, `n_best_size`,
-        `max_answer_length`); another family refuses any.
+        `max_length` / `stride`: this call's window settings, as `predict` takes them (the
+        families that read long texts in windows). `options`: a family's own decoding overrides
+        (SpanQA: `threshold`, `n_best_size`, `max_answer_length`); another family refuses any.
         """
         if options and not self._row_option_names >= set(options):
             raise TaskInputError(f"predict_rows: a {type(self).__name__} takes no "
                                  f"{', '.join(sorted(set(options) - self._row_option_names))}")
-        with answering_empty_texts() as found:
+        with self.windows_read(max_length, stride), answering_empty_texts() as found:
             rows = self._row_predictions(items, batch_size=batch_size, **options)
         empty = self._empty_rows(found)
         for index in empty:

@@ -450,7 +450,7 @@ class TextClassifier(TextTask):
                    "longest text first")
         elif row.get("truncated"):
             cut = (f"\n  truncated: only the first {self.window_options()[2]} word pieces were read "
-                   "(raise max_length)")
+                   "(--max-length N reads more, in windows)")
         if self.is_regression:
             return f"{row['score']:+.4f}  {row['text']!r}{cut}"
         probabilities = "  ".join(f"{k}={v:.3f}" for k, v in row["probabilities"].items())

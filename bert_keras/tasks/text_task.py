@@ -426,24 +426,36 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
         the model's answer to an empty input (`[CLS] [SEP]`) with a warning, instead of
         failing the others (`fit` refuses it).
         """
+        nested = answering_empty_texts_already()  # predict_rows warns once, for its rows
+        with self.windows_read(max_length, stride), answering_empty_texts() as found:
+            outputs = self._predict_in_windows(x, batch_size, verbose, steps, callbacks)
+        if not nested:
+            self._warn_empty(self._empty_rows(found), stacklevel=4)
+        return outputs
+
+    def reads_windows(self):
+        """Whether this task reads a long single text in windows (`max_length` / `stride` apply)."""
+        return "max_length" in self._record.settings and not self._record.settings.get("text_pair")
+
+    @contextlib.contextmanager
+    def windows_read(self, max_length=None, stride=None):
+        """Within the block, predictions read texts with these window settings (None: the task's
+        own); `predict(..., max_length=, stride=)` and `predict_rows` take them."""
         override = tuple((key, value) for key, value in (("max_length", max_length), ("stride", stride))
                          if value is not None)
-        if override and ("max_length" not in self._record.settings or self._record.settings.get("text_pair")):
+        if override and not self.reads_windows():
             raise TaskInputError(f"max_length / stride: a {type(self).__name__} " + (
                 "reads its contexts in windows of its own stride setting (from_pretrained(stride=N)); "
                 "predict takes no override" if "stride" in self._record.settings and "max_length" not in
                 self._record.settings else "reading text pairs reads each pair as one window"
                 if self._record.settings.get("text_pair") else "does not read texts in windows"))
-        self._window_override = override
-        nested = answering_empty_texts_already()  # predict_rows warns once, for its rows
+        for key, value in override:
+            check_count(key, value)
+        outer, self._window_override = self._window_override, override or self._window_override
         try:
-            with answering_empty_texts() as found:
-                outputs = self._predict_in_windows(x, batch_size, verbose, steps, callbacks)
+            yield
         finally:
-            self._window_override = ()
-        if not nested:
-            self._warn_empty(self._empty_rows(found), stacklevel=4)
-        return outputs
+            self._window_override = outer
 
     def _predict_in_windows(self, x, batch_size, verbose, steps, callbacks):
         x, batch_size = read_batch_source(x, batch_size)

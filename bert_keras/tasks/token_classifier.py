@@ -276,7 +276,7 @@ class TokenClassifier(TextTask):
     def row_text(self, row):
         found = ", ".join(f"{e['text']} ({e['type']})" for e in row["entities"]) or "(none)"
         cut = (f"\n  truncated: only the first {row['words_read']} of {len(row['words'])} words were read "
-               "(raise max_length)" if row.get("truncated") else "")
+               "(--max-length N reads more, in windows)" if row.get("truncated") else "")
         return f"{row['text']!r}\n  entities: {found}{cut}"
 
     def _evaluate(self, x, y, *, batch_size):

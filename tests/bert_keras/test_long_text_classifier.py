@@ -87,6 +87,45 @@ def test_truncation_is_reported_never_silent(spec):
     assert model.window_options() == (WINDOW, WINDOW // 2, WINDOW)  # the call left the settings
 
 
+def test_predict_rows_takes_the_window_settings_of_the_call(spec, tmp_path, capsys):
+    """`predict_rows(..., max_length=)` (and `bert-keras predict --max-length N`) read a long text
+    as `predict(..., max_length=)` does; a truncated row says what this call read, in the
+    command's words."""
+    from bert_keras.cli.main import main
+
+    model = classifier(spec)  # max_length=None: one window of 14 pieces
+    texts = [" ".join(document(40, 4)), "good film"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # read whole: nothing cut, nothing said
+        rows = model.predict_rows(texts, max_length=400, stride=7)
+        whole = model.predict(texts, max_length=400, stride=7)
+    assert not any(row.get("truncated") for row in rows)
+    np.testing.assert_allclose([[row["probabilities"][name] for name in model.labels] for row in rows], whole,
+                               atol=1e-6)
+    assert model.window_options() == (WINDOW, WINDOW // 2, WINDOW)  # the call left the settings
+    cut = model.predict_rows(texts, max_length=20)[0]
+    assert cut["truncated"]
+    with model.windows_read(max_length=20):
+        assert "truncated: only the first 20 word pieces were read (--max-length N" in model.row_text(cut)
+    with pytest.raises(TaskInputError, match="max_length=0"):
+        model.predict_rows(texts, max_length=0)
+    pairs = classifier(spec, text_pair=True)
+    with pytest.raises(TaskInputError, match="each pair as one window"):
+        pairs.predict_rows([("a", "b")], max_length=40)
+
+    model.save(str(tmp_path / "model"))
+    assert main(["predict", "--model", str(tmp_path / "model"), texts[0]]) == 0
+    assert "truncated: only the first 14 word pieces were read (--max-length N reads more" in \
+        capsys.readouterr().out
+    assert main(["predict", "--model", str(tmp_path / "model"), "--max-length", "400", texts[0]]) == 0
+    assert "truncated" not in capsys.readouterr().out
+    assert main(["predict", "--model", str(tmp_path / "model"), "--max-length", "20", texts[0]]) == 0
+    assert "only the first 20 word pieces were read" in capsys.readouterr().out
+    pairs.save(str(tmp_path / "pairs"))
+    assert main(["predict", "--model", str(tmp_path / "pairs"), "--max-length", "40", "a ||| b"]) == 2
+    assert "--max-length: " in capsys.readouterr().err
+
+
 def test_an_embedder_row_says_when_its_text_was_cut(spec):
     embedder = tasks.Embedder.from_pretrained(spec, seq_length=SEQ_LENGTH)  # one window
     texts = [" ".join(document(40, 4)), "good film"]
