@@ -196,6 +196,8 @@ class Pretrainer(BertPretrainer):
             kwargs["callbacks"], backup = with_run_backups(kwargs.get("callbacks"))
             if backup is not None:
                 x = resumed_own_batches(x, backup, kwargs.get("steps_per_epoch"), kwargs.get("initial_epoch", 0))
+            if _is_dataset(x):  # Keras' default shuffle=True only warns that a dataset is not shuffled
+                kwargs.setdefault("shuffle", False)
             return super().fit(x, y, **kwargs)
         from bert_keras.training import run_pretraining
 
@@ -817,3 +819,9 @@ def _refuse_raw_text(x, call):
             f"Pretrainer.{call}: raw text is read from a corpus file, not from x: "
             "fit(corpus='corpus.txt', output_dir='run', steps=N) (one sentence per line, a blank line "
             "between documents); x takes packed, masked batches (pipelines.pretraining)")
+
+
+def _is_dataset(x):
+    import tensorflow as tf
+
+    return isinstance(x, tf.data.Dataset)
