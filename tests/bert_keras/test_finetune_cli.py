@@ -539,10 +539,10 @@ def test_predict_names_the_argument_or_file_line_of_a_pair_given_to_a_single_tex
 
     lines = tmp_path / "pair.txt"  # (a tab is a single-text model's whitespace: test_cli_outputs)
     lines.write_text("a fine film\ngood film ||| bad film\n", encoding="utf-8")
-    with pytest.raises(CommandError, match=r"^--input .*pair.txt, line 2 \(.*\): a \(text, text_b\) pair, but "
-                                           r"this model reads single texts"):
+    with pytest.raises(CommandError, match=r"^--input .*pair.txt, line 2 \(.*\): ' \|\|\| ' made it a sentence "
+                                           r"pair, but this model reads single texts; give the text alone"):
         run(predict, ["predict", "--model", sentiment_dir, "--input", str(lines)])
-    with pytest.raises(CommandError, match=r"^TEXT argument 2 \(.*\): a \(text, text_b\) pair"):
+    with pytest.raises(CommandError, match=r"^TEXT argument 2 \(.*\): ' \|\|\| ' made it a sentence pair"):
         run(predict, ["predict", "--model", sentiment_dir, "fine", "A ||| B"])
 
 
