@@ -77,7 +77,7 @@ def pairs_cut(task, rows):
 
 
 # The `bert-keras` commands with --max-length (`cli.flag_arguments.add_window_options`; a test holds them so).
-WINDOWS_ON_THE_COMMAND_LINE = "bert-keras finetune, embed or export --max-length N"
+WINDOWS_ON_THE_COMMAND_LINE = "bert-keras finetune, embed, export or predict --max-length N"
 
 
 def warn_truncated(task, truncated, *, pairs=None):

@@ -421,7 +421,7 @@ def test_the_truncation_warning_names_only_commands_that_take_max_length(capsys)
         warnings.simplefilter("always")
         warn_truncated(task, np.array([True, False]))
     assert str(caught[0].message) == ("1 of 2 texts have more than 30 word pieces; only their first were read "
-                                      "(max_length=N reads N, in windows: bert-keras finetune, embed or export "
+                                      "(max_length=N reads N, in windows: bert-keras finetune, embed, export or predict "
                                       "--max-length N)")
     named = re.match(r"bert-keras (.*) --max-length N$", WINDOWS_ON_THE_COMMAND_LINE).group(1)
     named = re.split(r", | or ", named)
