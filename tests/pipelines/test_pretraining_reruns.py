@@ -1,5 +1,6 @@
 """create-pretraining-data reruns: what blocks a rerun and what never does, and cleanup when killed."""
 
+import contextlib
 import glob
 import os
 import shutil
@@ -213,8 +214,9 @@ def _start_a_long_parallel_run(vocab_file, tmp_path):
                # 400 passes: the shards take minutes to write, so the signal always lands mid-shard, however
                # fast the machine (at 40 a quiet run wrote everything in 7.7 s, before a loaded test's signal)
                "--dupe_factor", "400", "--max_seq_length", "128"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    with sigint_reaches_children():
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     deadline = time.time() + 240
     while not glob.glob(prefix + "-*.tfrecord.tmp-*"):  # the workers are writing
         if process.poll() is not None or time.time() > deadline:
@@ -223,6 +225,23 @@ def _start_a_long_parallel_run(vocab_file, tmp_path):
         time.sleep(0.2)
     assert glob.glob(prefix + ".tokens-tmp-*"), os.listdir(tmp_path / "out")
     return process, prefix, _children(process.pid)
+
+
+@contextlib.contextmanager
+def sigint_reaches_children():
+    """Children started inside it take SIGINT as Python does (KeyboardInterrupt). A pytest session
+    can run with SIGINT ignored at the system level (started in the background by a shell, or set
+    so by a library's C code, where Python's `getsignal` still shows its own handler), and an
+    ignored signal stays ignored across exec: the child never saw the test's Ctrl-C and wrote
+    every shard (its /proc status read SigIgn 0x1001007: SIGINT among them)."""
+    # Set even when Python's own record says it is: a library's C code may have set the process's
+    # disposition to SIG_IGN behind it (the child's /proc status is the truth, not getsignal).
+    previous = signal.getsignal(signal.SIGINT)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
 
 
 def _assert_workers_gone_and_nothing_left(workers, out_directory):
@@ -306,8 +325,9 @@ def test_a_ctrl_c_taken_by_another_thread_stops_the_parent_waiting_for_its_worke
     script = tmp_path / "interrupt_parent.py"
     script.write_text(INTERRUPT_A_WAITING_PARENT)
     root = os.path.dirname(os.path.dirname(pipelines.__file__))
-    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "PYTHONPATH": root, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    with sigint_reaches_children():
+        result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                                env={**os.environ, "PYTHONPATH": root, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip() == "interrupted after 0 of 2 jobs"
 
