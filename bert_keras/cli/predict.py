@@ -88,6 +88,14 @@ def run(args):
         check_output_file(args.output, overwrite=args.overwrite, inputs=[args.input, args.model], flag="--output")
     task = load(args.model)
     writer = family(task.kind).dataset_predictions
+    # Checked before --data too: a SQuAD or SWAG file's predictions would ignore them without a word.
+    window_options = {name: value for name, value in (("max_length", args.max_length), ("stride", args.stride))
+                      if value is not None}
+    if window_options and not task.reads_windows():
+        flags = " / ".join("--" + name.replace("_", "-") for name in window_options)
+        reads = ("reads each sentence pair as one window" if task.settings.get("text_pair") else
+                 "does not read texts in windows of this setting")
+        raise CommandError(f"{flags}: {args.model} is a {task.kind} model that {reads}")
     if args.data:
         if writer is None:
             raise CommandError(f"--data FILE: a whole dataset file is predicted by a SQuAD or SWAG model; {args.model} "
@@ -99,13 +107,6 @@ def run(args):
                                                       ("n_best_size", args.n_best_size),
                                                       ("max_answer_length", args.max_answer_length))
                       if value is not None}
-    window_options = {name: value for name, value in (("max_length", args.max_length), ("stride", args.stride))
-                      if value is not None}
-    if window_options and not task.reads_windows():
-        flags = " / ".join("--" + name.replace("_", "-") for name in window_options)
-        reads = ("reads each sentence pair as one window" if task.settings.get("text_pair") else
-                 "does not read texts in windows of this setting")
-        raise CommandError(f"{flags}: {args.model} is a {task.kind} model that {reads}")
     if answer_options and writer is None:
         flags = {"threshold": "--null-threshold", "n_best_size": "--n-best-size",
                  "max_answer_length": "--max-answer-length"}

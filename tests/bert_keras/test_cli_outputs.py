@@ -385,6 +385,10 @@ def test_predict_data_errors_name_the_flag_of_each_path(tmp_path, capsys):
     (tmp_path / "swag" / "swag_predictions.jsonl").write_text("")  # the default directory: the model's
     refused(["predict", "--model", swag, "--data", os.path.join(export_fixtures.DATA, "tasks", "swag_mini.csv")],
             capsys, f"error: --model {swag}: holds swag_predictions.jsonl already")
+    # window flags a SQuAD file's predictions would ignore are refused by name, not dropped
+    refused(["predict", "--model", squad, "--data", data, "--max-length", "512", "--output-dir",
+             str(tmp_path / "w")], capsys, "error: --max-length: ")
+    assert not (tmp_path / "w").exists()
     # a Python call names the path alone, and its own keyword
     with pytest.raises(DatasetSpecError, match=f"^{missing}: no such file"):
         write_squad_predictions(load(squad), missing, str(tmp_path / "q"))
