@@ -1,25 +1,14 @@
-"""Layer normalization in the op pattern oneDNN runs as one kernel, for exports.
+"""Layer normalization in the op pattern oneDNN runs as one kernel, for int8 exports.
 
-Keras 3's `LayerNormalization` is ~9 element-wise and reduction ops over the
-`[tokens, H]` activations (mean, squared difference, mean, rsqrt, 3 muls,
-adds): memory-bound passes that cost an int8 encoder about as much as its
-quantized matmuls. TensorFlow's graph optimizer (grappler remapper,
-`FindMklLayerNorm`) rewrites one particular pattern, the one TF-Keras 2's
-fused layer norm emitted, into the single oneDNN kernel `_MklLayerNorm`:
-
-    Reshape [1, rows, H, 1] -> FusedBatchNormV3 (NCHW, is_training, scale
-    Fill 1, offset Fill 0, empty mean/variance) -> Reshape back -> Mul gamma
-    -> AddV2 beta
-
-`FusedLayerNorm` computes layer normalization in exactly that form. The saved
-graph holds only standard ops (`Reshape`, `Fill`, `FusedBatchNormV3`, `Mul`,
-`AddV2`, all in TF Serving's op set); the rewrite happens when the graph is
-loaded, in TF Serving as in `tf.saved_model.load` (grappler runs on both), on
-x86-64 builds with oneDNN on (the default). Elsewhere the same graph runs
-`FusedBatchNormV3` as it is: same function, no fused kernel. Measured on the
-2-core development machine, `[4000 x 384]`: ~6x less time than Keras' ops.
-The `epsilon` is the layer's own (the raw op, not `tf.nn.fused_batch_norm`,
-which raises it to 1.001e-5).
+The int8 export swaps the encoder's LayerNorms (Keras' or ours) for
+`FusedLayerNorm`, a `tf.Module` computing `layer_norm_one_kernel`
+(`bert_keras/layers/layer_normalization.py`): the pattern TensorFlow's graph
+optimizer rewrites into the single oneDNN kernel `_MklLayerNorm` when the graph
+is loaded, in TF Serving as in `tf.saved_model.load`. The saved graph holds only
+standard ops (`Reshape`, `Fill`, `FusedBatchNormV3`, `Mul`, `AddV2`, all in TF
+Serving's op set). Our own `LayerNormalization` already traces to that pattern
+at inference; the swap also covers a plain Keras layer, and makes the
+normalization a module of its own, next to the int8 dense layers.
 
 Example:
 
@@ -32,6 +21,8 @@ Example:
 
 import numpy as np
 import tensorflow as tf
+
+from bert_keras.layers.layer_normalization import layer_norm_one_kernel
 
 
 class FusedLayerNorm(tf.Module):
@@ -70,19 +61,8 @@ class FusedLayerNorm(tf.Module):
 
     def __call__(self, inputs, training=None):
         inputs = tf.convert_to_tensor(inputs)
-        dtype = inputs.dtype
-        x = tf.cast(inputs, tf.float32)
-        shape = tf.shape(x)
-        rows = tf.reduce_prod(shape[:-1])
-        # Each row is one "channel" of an NCHW image [1, rows, H, 1]: batch-norm
-        # statistics per channel are layer-norm statistics per row.
-        normalized, _, _, _, _, _ = tf.raw_ops.FusedBatchNormV3(
-            x=tf.reshape(x, tf.stack([1, rows, self.units, 1])),
-            scale=tf.fill([rows], 1.0), offset=tf.fill([rows], 0.0),
-            mean=tf.constant([], tf.float32), variance=tf.constant([], tf.float32),
-            epsilon=self.epsilon, data_format="NCHW", is_training=True)
-        outputs = tf.reshape(normalized, shape) * self.gamma + self.beta
-        return tf.cast(outputs, dtype)
+        outputs = layer_norm_one_kernel(tf.cast(inputs, tf.float32), self.gamma, self.beta, self.epsilon)
+        return tf.cast(outputs, inputs.dtype)
 
 
 def encoder_layer_norms(model):

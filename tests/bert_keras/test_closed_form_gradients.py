@@ -156,6 +156,89 @@ def test_layer_norm_edge_rows_match_keras(x):
     assert np.isfinite(our_grad).all()
 
 
+def kernels_run(function, *args, log_dir):
+    """The kernel names TensorFlow's profiler records while `function(*args)` runs."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    tf.profiler.experimental.start(str(log_dir))
+    function(*args)
+    tf.profiler.experimental.stop()
+    kernels = set()
+    for path in log_dir.rglob("*.xplane.pb"):
+        space = xplane_pb2.XSpace()
+        space.ParseFromString(path.read_bytes())
+        kernels |= {meta.name.split(":")[-1] for plane in space.planes for meta in plane.event_metadata.values()}
+    return kernels
+
+
+def traced_op_types(function, spec):
+    return {op.type for op in tf.function(function).get_concrete_function(spec).graph.get_operations()}
+
+
+@pytest.mark.parametrize("shape", [(None, 16), (None, None, 16)])
+def test_layer_norm_at_inference_runs_as_one_onednn_kernel(shape, tmp_path):
+    """A traced graph without a tape (predict, evaluate, exports) normalizes in the pattern
+    grappler rewrites into `_MklLayerNorm`; under a tape (training) the closed form is
+    recorded; eager calls keep the ops. All three agree with Keras' layer."""
+    from tensorflow.python.util import _pywrap_util_port
+
+    rng = np.random.default_rng(5)
+    ours, reference = LayerNormalization(epsilon=1e-12), keras.layers.LayerNormalization(epsilon=1e-12)
+    gamma, beta = rng.uniform(0.5, 1.5, 16).astype("float32"), rng.normal(size=16).astype("float32")
+    for layer in (ours, reference):
+        layer.build(shape)
+        layer.gamma.assign(gamma)
+        layer.beta.assign(beta)
+    spec = tf.TensorSpec(shape, tf.float32)
+    x = tf.constant((rng.normal(size=(6, 16) if len(shape) == 2 else (2, 3, 16)) * 4 + 2).astype("float32"))
+
+    inference = traced_op_types(ours, spec)
+    assert "FusedBatchNormV3" in inference and "Mean" not in inference
+
+    def trained(v):
+        with tf.GradientTape() as tape:
+            tape.watch(v)
+            y = ours(v)
+        return y, tape.gradient(tf.reduce_sum(y), v)
+
+    training = traced_op_types(trained, spec)
+    assert "FusedBatchNormV3" not in training and "Rsqrt" in training  # the closed form
+
+    traced = tf.function(ours, input_signature=[spec])
+    np.testing.assert_allclose(traced(x), reference(x), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(tf.function(trained)(x)[0], reference(x), rtol=1e-5, atol=1e-5)
+    eager_ops = layer_norm_last_axis(x, tf.constant(gamma), tf.constant(beta), 1e-12)
+    np.testing.assert_array_equal(ours(x), eager_ops)
+    if _pywrap_util_port.IsMklEnabled():
+        assert "_MklLayerNorm" in kernels_run(traced, x, log_dir=tmp_path)
+
+
+@pytest.mark.parametrize("dtype, shape", [("float64", (None, 8)), ("float32", (None, 2, 3, 8))],
+                         ids=["float64", "rank 4"])
+def test_layer_norm_forms_the_kernel_cannot_take_keep_the_ops_at_inference(dtype, shape):
+    layer = LayerNormalization(epsilon=1e-12, dtype=dtype)
+    layer.build(shape)
+    assert "FusedBatchNormV3" not in traced_op_types(layer, tf.TensorSpec(shape, dtype))
+
+
+@pytest.mark.parametrize("x", [np.zeros((0, 8)), np.zeros((2, 0, 8)), np.ones((2, 8)),
+                               np.array([[1e6, -1e6] * 4]), np.full((2, 8), 100.0) + np.linspace(0, 0.07, 8)],
+                         ids=["no rows", "no tokens", "constant rows", "huge values", "offset mean"])
+def test_layer_norm_at_inference_edge_rows_match_keras(x):
+    """The one-kernel form on rows a packed batch can hold: none at all, zero variance, large
+    values, a large mean with a small spread. Measured against the float64 result: no less
+    accurate than Keras' ops (they round differently, so they differ from each other)."""
+    exact = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-12)
+    x = tf.constant(x, tf.float32)
+    ours, reference = LayerNormalization(epsilon=1e-12), keras.layers.LayerNormalization(epsilon=1e-12)
+    spec = tf.TensorSpec([None] * (len(x.shape) - 1) + [8], tf.float32)
+    output = tf.function(ours, input_signature=[spec])(x).numpy()
+    assert output.shape == x.shape and np.isfinite(output).all()
+    if output.size:
+        keras_error = np.abs(reference(x).numpy() - exact).max()
+        assert np.abs(output - exact).max() <= 1.5 * keras_error + 1e-6
+
+
 def test_traced_models_are_freed_after_their_gradients():
     """`tf.custom_gradient` keeps every traced graph alive in TensorFlow's gradient registry
     (tensorflow#27492): the closed-form gradients must not, or each retrace leaks a model."""
