@@ -204,6 +204,41 @@ class Corpus:
         for start, end in zip(self.document_splits[:-1], self.document_splits[1:]):
             yield self.sentences[start:end]
 
+    def check_composition(self, tokenizer) -> None:
+        """Warns, once per `tokenizer` (a `BertTokenizer`), when the corpus holds Hangul in decomposed
+        form (NFD jamo) that its vocabulary holds only composed, naming the file and line as
+        `check_text_files` does (a `tfds:` corpus: the document). What `create-pretraining-data`
+        checks before tokenizing: its tokenize batches would name a sentence by its place in a batch.
+
+        Only files with a sentence holding conjoining jamo are read again, each at most once, and
+        nothing is for a tokenizer that composes its text or has warned already."""
+        if not getattr(tokenizer, "checks_composition", False):
+            return
+        scanned = set()
+        for index in self._sentences_with_jamo():
+            if not tokenizer.checks_composition:
+                return
+            document = int(np.searchsorted(self.document_splits, index, side="right")) - 1
+            source = self.files[self.document_files[document]] if self.document_files is not None else None
+            if source is not None and not source.startswith(TFDS_PREFIX):
+                if source not in scanned:  # the file's lines, as read_corpus numbers them
+                    scanned.add(source)
+                    for number, raw in enumerate(_raw_lines(source), 1):
+                        if not tokenizer.checks_composition:
+                            return
+                        if _CONJOINING_JAMO.search(raw):
+                            tokenizer.check_composition([raw], names=[f"{source}:{number}"])
+                continue
+            name = f"{self.files[0]}, document {int(self.document_ordinals[document]) + 1}"
+            tokenizer.check_composition([self.sentences[index]], names=[name])
+
+    def _sentences_with_jamo(self) -> Iterator[int]:
+        """The indices of the sentences holding a conjoining Hangul jamo (U+1100-U+11FF), in order."""
+        for start in range(0, len(self.sentences), _JAMO_SCAN_BATCH):
+            batch = self.sentences[start:start + _JAMO_SCAN_BATCH]
+            if _JAMO_CHARACTER.search("\n".join(batch)):
+                yield from (start + i for i, sentence in enumerate(batch) if _JAMO_CHARACTER.search(sentence))
+
     def replacement_report(self) -> str:
         """One line saying which lines had bytes replaced, or "" when none."""
         if not self.replaced_lines:
@@ -301,6 +336,9 @@ def check_text_files(patterns: Union[str, Sequence[str]], tokenizer=None) -> int
 
 # A conjoining Hangul jamo (U+1100-U+11FF) in UTF-8: a line that may hold decomposed Hangul.
 _CONJOINING_JAMO = re.compile(b"\xe1[\x84-\x87]")
+# The same in decoded text; a corpus's sentences are searched joined, this many at a time.
+_JAMO_CHARACTER = re.compile("[\u1100-\u11ff]")
+_JAMO_SCAN_BATCH = 4096
 
 
 def check_text_file(path: str, tokenizer=None) -> int:

@@ -55,6 +55,8 @@ def tokenize_corpus(corpus: corpus_lib.Corpus, tokenizer: BertTokenizer, batch_s
         document_ids: optional uint64 `[corpus.num_documents]`: the ids of the
             corpus's documents; those of the documents kept go into the result.
     """
+    # Decomposed Hangul is named by file and line here: a tokenize batch names a sentence by its place in it.
+    corpus.check_composition(tokenizer)
     # Eager calls, not tf.data/tf.function: the tokenizer's large Unicode
     # tables make tracing cost seconds, and its ops already use all cores.
     values, lengths = [], []

@@ -673,3 +673,31 @@ def test_fit_idf_names_the_decomposed_text_by_its_place_in_the_corpus(nfc_checkp
     # a query of decomposed Hangul was named x[0], the first of the texts ranked
     with pytest.warns(UserWarning, match=r"^query holds Hangul in decomposed form"):
         Embedder.from_pretrained(f"hf:{plain}", seq_length=32).embed(TEXTS[:3], query=nfd(TEXTS[3:4])[0])
+
+
+def test_create_pretraining_data_names_the_file_and_line_of_decomposed_hangul(tmp_path, capsys):
+    """`create-pretraining-data` on a corpus of decomposed Hangul, with a vocabulary of syllables that records
+    no NFC, warned naming 'text[i]', a sentence's place inside one of its tokenize batches of 4,096. It names
+    the file and line now (the second file's fifth line here: a blank line ends a document); a composing run
+    says nothing."""
+    import warnings
+
+    from bert_keras.cli.main import main
+
+    first, second = tmp_path / "a.txt", tmp_path / "b.txt"
+    first.write_text("\n".join(TEXTS[:20]) + "\n", encoding="utf-8")
+    second.write_text("\n".join(TEXTS[20:23]) + "\n\n" + "\n".join(TEXTS[23:24] + nfd(TEXTS[24:40])) + "\n",
+                      encoding="utf-8")
+    vocab = str(tmp_path / "plain" / "vocab.txt")
+    os.makedirs(os.path.dirname(vocab))
+    with open(KOELECTRA, "rb") as source, open(vocab, "wb") as target:
+        target.write(source.read())
+    write_tokenizer_settings(vocab, lowercase=True, strip_accents=False)
+    common = ["create-pretraining-data", "--input", f"{first},{second}", "--vocab", vocab, "--seq-length", "32",
+              "--max-predictions", "4", "--num_output_shards", "1", "--dupe-factor", "1"]
+    with pytest.warns(UserWarning, match=r"b\.txt:6 holds Hangul in decomposed form") as caught:
+        assert main(common + ["--output-prefix", str(tmp_path / "plain_run")]) == 0
+    assert not any("text[" in str(w.message) for w in caught)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        assert main(common + ["--output-prefix", str(tmp_path / "nfc_run"), "--unicode-normalization", "NFC"]) == 0

@@ -279,3 +279,26 @@ def test_a_compressed_corpus_is_named_as_such_not_told_to_convert_from_cp1252(tm
                                                   r"decompress it") as refused:
                 read(path)
             assert "iconv" not in str(refused.value)
+
+
+def test_a_tfds_corpus_names_decomposed_hangul_by_its_document():
+    """`Corpus.check_composition` of a corpus with no file to read again (a `tfds:` source) names the
+    document; a file-less sentence without jamo is never checked, and the tokenizer warns once."""
+    import unicodedata
+    import warnings
+
+    import numpy as np
+
+    from pipelines.corpus import Corpus
+    from pipelines.tokenizer import BertTokenizer
+
+    tokenizer = BertTokenizer(vocabulary=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "오늘", "날씨"], strip_accents=False)
+    corpus = Corpus(sentences=["오늘", "날씨", unicodedata.normalize("NFD", "오늘 날씨"), unicodedata.normalize("NFD", "날씨")],
+                    document_splits=np.array([0, 2, 4]), files=["tfds:wiki/train"],
+                    document_files=np.array([0, 0]), document_ordinals=np.array([0, 1]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        corpus.check_composition(tokenizer)
+        corpus.check_composition(tokenizer)
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 1 and messages[0].startswith("tfds:wiki/train, document 2 holds Hangul in decomposed form")
