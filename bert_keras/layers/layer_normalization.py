@@ -20,7 +20,7 @@ In a traced graph where no gradient tape records (inference: `predict`,
 2 or 3 is normalized in the op pattern that TensorFlow's graph optimizer
 rewrites into one oneDNN kernel, `_MklLayerNorm` (`layer_norm_one_kernel`):
 one pass over the activations instead of ~9; the 13 LayerNorms of a 6x384
-encoder's full 32 x 128 batch take ~5 ms instead of ~25. The kernel's results
+encoder's full 32 x 128 batch take ~7 ms instead of ~25. The kernel's results
 differ from the ops' in the last bits (as the fused GELU's do,
 `activations.py`); on rows with a large offset mean it is the more accurate of
 the two. Eager calls keep the ops (no graph optimizer rewrites them there).
