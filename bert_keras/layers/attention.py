@@ -14,7 +14,7 @@ from keras import ops
 
 from bert_keras.layers.dropout import Dropout
 from bert_keras.layers.initialization import truncated_normal
-from bert_keras.layers.token_packing import as_token_packing, heads_at_positions, packed_from_heads
+from bert_keras.layers.token_packing import as_token_packing, heads_at_positions, packed_from_heads, per_token
 
 # Added to the scores of padded keys. Large enough that exp() underflows to
 # exactly 0 in float32, small enough that it never overflows to -inf (a row of
@@ -104,7 +104,7 @@ class BertSelfAttention(keras.layers.Layer):
                 qkv = packing.projected_heads(
                     self, inputs, lambda: heads_at_positions(self.qkv(inputs), packing, 3, self.num_heads))
             else:
-                qkv = self.qkv(inputs)  # [B, S, 3H]
+                qkv = per_token(self.qkv, inputs)  # [B, S, 3H]
                 batch, seq = ops.shape(padding_mask)[0], ops.shape(padding_mask)[1]
                 qkv = ops.reshape(qkv, (batch, seq, 3, self.num_heads, self.head_size))
                 # One transpose to [3, B, N, S, D] instead of one per projection.
@@ -134,7 +134,7 @@ class BertSelfAttention(keras.layers.Layer):
         else:
             context = ops.transpose(context, (0, 2, 1, 3))
             context = ops.reshape(context, (ops.shape(context)[0], ops.shape(context)[1], self.hidden_size))
-        output = self.output_dense(context)
+        output = per_token(self.output_dense, context)
         if return_attention_probs:
             return output, probs
         return output

@@ -31,6 +31,7 @@ GPU, not for XLA (`jit_compile=True`) or TPUs.
 """
 
 import tensorflow as tf
+from keras import ops
 
 from bert_keras.layers.closed_form_gradient import closed_form_gradient
 
@@ -253,6 +254,23 @@ def packed_from_heads(heads, packing, num_heads):
     rows = gather_rows(tf.reshape(heads, [-1, width]), packing.token_slices(num_heads),
                        lambda: packing.token_readers(num_heads))  # [T, N, D]
     return tf.reshape(rows, [-1, num_heads * width])
+
+
+def per_token(function, x):
+    """`function(x)` for per-token work (dense layers and what follows them), a `[B, S, H]` `x` run
+    as `[B * S, H]` rows and the result shaped back; another rank as it is.
+
+    Keras' `Dense` runs a rank-3 input as a tensordot (a matmul between two reshapes), and the
+    reshape after the matmul keeps TensorFlow's graph optimizer from fusing the matmul with its
+    bias and the GELU after it (packed `[T, H]` rows fuse). On a 6x384 full 32 x 128 batch
+    through the unpacked graph that was ~60 of ~360 ms. The products are the same.
+    """
+    if len(x.shape) != 3:
+        return function(x)
+    shape = ops.shape(x)
+    width = x.shape[-1] if x.shape[-1] is not None else shape[-1]
+    rows = function(ops.reshape(x, (-1, width)))
+    return ops.reshape(rows, (shape[0], shape[1], rows.shape[-1] if rows.shape[-1] is not None else -1))
 
 
 def rows_at_positions(packed, packing, positions):

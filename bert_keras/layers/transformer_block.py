@@ -7,7 +7,7 @@ from bert_keras.layers.attention import BertSelfAttention
 from bert_keras.layers.dropout import Dropout
 from bert_keras.layers.initialization import truncated_normal
 from bert_keras.layers.layer_normalization import LayerNormalization
-from bert_keras.layers.token_packing import as_token_packing, rows_at_positions
+from bert_keras.layers.token_packing import as_token_packing, per_token, rows_at_positions
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -139,7 +139,7 @@ class BertTransformerBlock(keras.layers.Layer):
         x = self.attention_layer_norm(residual + attention_output)
 
         # x is float32 (LayerNorm); Dense casts it to the compute dtype.
-        hidden = self.output_dense(self.intermediate_dense(x))
+        hidden = per_token(lambda rows: self.output_dense(self.intermediate_dense(rows)), x)
         hidden = self.output_dropout(hidden, training=training)
         output = self.output_layer_norm(x + keras.ops.cast(hidden, x.dtype))
         if return_attention_probs:
