@@ -370,6 +370,16 @@ def test_a_keras_hub_preset_records_the_normalization(nfc_checkpoint, tmp_path):
 
 
 
+def _syllable_vocabulary(tmp_path):
+    """KoELECTRA's vocabulary (composed syllables) in `tmp_path/plain`, recording no normalization."""
+    vocab = str(tmp_path / "plain" / "vocab.txt")
+    os.makedirs(os.path.dirname(vocab))
+    with open(KOELECTRA, "rb") as source, open(vocab, "wb") as target:
+        target.write(source.read())
+    write_tokenizer_settings(vocab, lowercase=True, strip_accents=False)
+    return vocab
+
+
 def _nfc_records(tmp_path, capsys):
     """Records of an NFD corpus written composed (`--unicode-normalization NFC`) with a vocabulary that records
     none: `(prefix, vocab, config, config file, the printed next: line)`."""
@@ -378,11 +388,7 @@ def _nfc_records(tmp_path, capsys):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(unicodedata.normalize("NFD", "\n".join(TEXTS[:30]) + "\n\n" + "\n".join(TEXTS[30:60]) + "\n"),
                       encoding="utf-8")
-    vocab = str(tmp_path / "plain" / "vocab.txt")
-    os.makedirs(os.path.dirname(vocab))
-    with open(KOELECTRA, "rb") as source, open(vocab, "wb") as target:
-        target.write(source.read())
-    write_tokenizer_settings(vocab, lowercase=True, strip_accents=False)
+    vocab = _syllable_vocabulary(tmp_path)
     prefix = str(tmp_path / "nfc")
     capsys.readouterr()
     assert main(["create-pretraining-data", "--input", str(corpus), "--vocab", vocab, "--output-prefix", prefix,
@@ -688,11 +694,7 @@ def test_create_pretraining_data_names_the_file_and_line_of_decomposed_hangul(tm
     first.write_text("\n".join(TEXTS[:20]) + "\n", encoding="utf-8")
     second.write_text("\n".join(TEXTS[20:23]) + "\n\n" + "\n".join(TEXTS[23:24] + nfd(TEXTS[24:40])) + "\n",
                       encoding="utf-8")
-    vocab = str(tmp_path / "plain" / "vocab.txt")
-    os.makedirs(os.path.dirname(vocab))
-    with open(KOELECTRA, "rb") as source, open(vocab, "wb") as target:
-        target.write(source.read())
-    write_tokenizer_settings(vocab, lowercase=True, strip_accents=False)
+    vocab = _syllable_vocabulary(tmp_path)
     common = ["create-pretraining-data", "--input", f"{first},{second}", "--vocab", vocab, "--seq-length", "32",
               "--max-predictions", "4", "--num_output_shards", "1", "--dupe-factor", "1"]
     with pytest.warns(UserWarning, match=r"b\.txt:6 holds Hangul in decomposed form") as caught:
