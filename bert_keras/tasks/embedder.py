@@ -347,7 +347,8 @@ class Embedder(TextTask):
     def _pair_vectors(self, pairs, batch_size):
         """`(vectors, truncated)` of `(text, text_b)` rows, each packed as one sequence (longest
         text cut first, as Hugging Face's `truncation=True`), and bool `[pairs]`: cut."""
-        vectors = predicted_outputs(self, padded_batches(self, self.preprocessor.encode_rows(pairs), batch_size))
+        vectors = predicted_outputs(self, padded_batches(self, self.preprocessor.encode_rows(pairs, read_now=True),
+                                                         batch_size))
         return np.asarray(vectors, np.float32), pairs_cut(self, pairs)
 
     def _document_vectors(self, texts, batch_size):
@@ -357,7 +358,7 @@ class Embedder(TextTask):
 
         _, stride, max_length = self.window_options()
         windows = window_outputs(self, padded_batches(self, batching.encode_text_windows(
-            texts, self.tokenizer, seq_length=self.seq_length, stride=stride, max_length=max_length),
+            texts, self.tokenizer, seq_length=self.seq_length, stride=stride, max_length=max_length, read_now=True),
             batch_size))
         truncated = np.asarray(windows.truncated, bool)
         vectors = np.asarray(windows.outputs, np.float64)

@@ -164,11 +164,12 @@ class TextPreprocessor(keras.layers.Layer):
             ids = tf.where(ids < 0, self._table.lookup(tf.strings.regex_replace(digits, r"^-0$", "0")), ids)
         return ids
 
-    def encode_rows(self, rows):
-        """Unbatched `((texts...), target[, weight])` rows -> unpadded packed examples (`batching`)."""
+    def encode_rows(self, rows, *, read_now=False):
+        """Unbatched `((texts...), target[, weight])` rows -> unpadded packed examples (`batching`);
+        `read_now`: rows in memory read in order, encoded at once (`batching.encode_texts`)."""
         from pipelines.datasets import batching
 
-        return batching.encode_texts(rows, self.tokenizer, seq_length=self.seq_length)
+        return batching.encode_texts(rows, self.tokenizer, seq_length=self.seq_length, read_now=read_now)
 
     def get_config(self):
         config = super().get_config()

@@ -210,6 +210,52 @@ def test_pipelines_reuse_the_tokenizers_traced_map_steps_and_read_the_same(token
     assert windows(tokenizer, [long_text], 4) != windows(tokenizer, [long_text], 7)
 
 
+def test_encoders_read_now_give_the_streamed_elements_without_the_tokenizer_in_the_pipeline(tokenizer,
+                                                                                           monkeypatch):
+    # `read_now` (predict / evaluate of texts in memory) encodes the rows at once with eager calls
+    # of the kept step: the same elements and element spec as the streamed map, in chunks of any
+    # size (one trace), with no tokenizer op left for a new iterator to instantiate; past the
+    # value budget it streams.
+    import tensorflow as tf
+
+    from pipelines.datasets import batching
+
+    monkeypatch.setattr(batching, "ENCODE_CHUNK", 2)  # 5 rows: chunks of 2, 2 and 1
+    long_text = " ".join(["lighthouse keepers count the ships at night"] * 4)
+    texts = ["a short one", long_text, "", "ünïcode and 한국어 too", long_text + " and more"]
+    labels = [0, 1, 2, 3, 4]
+    singles = tf.data.Dataset.from_tensor_slices(((texts,), labels))
+    pairs = tf.data.Dataset.from_tensor_slices(((texts, texts[::-1]), labels))
+    encoders = {
+        "pairs": lambda read_now: batching.encode_texts(pairs, tokenizer, seq_length=24, read_now=read_now),
+        "windows": lambda read_now: batching.encode_text_windows(
+            singles, tokenizer, seq_length=16, stride=5, max_length=60, read_now=read_now),
+        "training windows": lambda read_now: batching.encode_text_windows(
+            singles, tokenizer, seq_length=16, stride=5, max_length=60, training=True, read_now=read_now),
+        "documents": lambda read_now: batching.encode_text_documents(
+            singles, tokenizer, seq_length=16, stride=5, max_length=60, read_now=read_now),
+    }
+
+    def elements(dataset):
+        return [tf.nest.map_structure(lambda v: v.numpy().tolist(), element) for element in dataset]
+
+    def runs_the_tokenizer(dataset):
+        return b"FastWordpiece" in dataset._as_serialized_graph().numpy()
+
+    for name, encode in encoders.items():
+        streamed, read = encode(False), encode(True)
+        assert read.element_spec == streamed.element_spec, name
+        assert elements(read) == elements(streamed), name
+        assert runs_the_tokenizer(streamed) and not runs_the_tokenizer(read), name
+    step = tokenizer.pipeline_function(("encode_text_windows", 16, 5, 60, False), None)
+    assert step.experimental_get_tracing_count() == 1  # chunks of 2 and 1, streamed and read: one trace
+
+    monkeypatch.setattr(batching, "READ_NOW_MAX_VALUES", 100)
+    over_budget = encoders["windows"](True)
+    assert runs_the_tokenizer(over_budget)
+    assert elements(over_budget) == elements(encoders["windows"](False))
+
+
 def test_a_tokenizer_keeps_its_most_recently_used_map_steps_only(tokenizer, monkeypatch):
     # A process that predicts with ever new settings keeps a bounded number of traced steps:
     # the least recently used key goes first, a key used again is kept, an evicted key is rebuilt.
