@@ -58,7 +58,6 @@ many = (texts * (count // len(texts) + 1))[:count]
 task.predict(many[:64], batch_size=64)
 t = time.perf_counter(); task.predict(many, batch_size=64); result["predict_s"] = time.perf_counter() - t
 import statistics
-import keras
 
 
 def median_of(call, calls):
@@ -73,17 +72,10 @@ result["predict_3_s"] = median_of(lambda: task.predict(texts[:3], verbose=0), 9)
 result["evaluate_12_s"] = median_of(lambda: task.evaluate(texts[:12], labels[:12], verbose=0), 5)
 
 
-class EpochSeconds(keras.callbacks.Callback):
-    seconds = []
+sys.path.insert(0, os.path.join(sys.argv[5], "benchmarks"))
+from bench_task_accuracy import epoch_timer
 
-    def on_epoch_begin(self, epoch, logs=None):
-        self.started = time.perf_counter()
-
-    def on_epoch_end(self, epoch, logs=None):
-        self.seconds.append(time.perf_counter() - self.started)
-
-
-timer = EpochSeconds()
+timer = epoch_timer()
 task.fit(x[:64], y[:64], validation_data=(x[64:96], y[64:96]), batch_size=16, epochs=5, verbose=0,
          callbacks=[timer])
 result["validated_epoch_s"] = statistics.median(timer.seconds[1:])
