@@ -168,8 +168,8 @@ def _check_dataset(task, rows, parts):
                                      f"text ({NO_TOKEN})", f"x{column_name}", count + empty)
         size = len(texts[0])
         if parts.has_y:
-            labels = [to_python(v) for v in chunk[1].tolist()]
             names = [f"y (dataset element {count + i})" for i in range(size)]
+            labels = [to_python(v, name) for v, name in zip(chunk[1].tolist(), names)]
             if task.is_regression:
                 for name, value in zip(names, labels):
                     float_target(value, name)

@@ -34,7 +34,7 @@ import threading
 import numpy as np
 import tensorflow as tf
 
-from bert_keras.tasks.inputs import TaskInputError
+from bert_keras.tasks.inputs import TaskInputError, utf8_text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,16 +200,18 @@ def count_rows(dataset):
     return count
 
 
-def to_python(value):
-    """numpy values of a dataset element as Python: bytes -> str, arrays -> lists, dicts kept."""
+def to_python(value, where="a dataset element"):
+    """numpy values of a dataset element as Python: bytes -> str, arrays -> lists, dicts kept.
+    Bytes that are not UTF-8 are refused naming `where`."""
     if isinstance(value, dict):
-        return {key: to_python(item) for key, item in value.items()}
+        return {key: to_python(item, f"{where}[{key!r}]") for key, item in value.items()}
     if isinstance(value, (tuple, list)):
-        return type(value)(to_python(item) for item in value)
+        return type(value)(to_python(item, f"{where}[{i}]") for i, item in enumerate(value))
     if isinstance(value, np.ndarray):
-        return [to_python(item) for item in value.tolist()] if value.ndim else to_python(value.item())
+        return [to_python(item, f"{where}[{i}]") for i, item in enumerate(value.tolist())] if value.ndim \
+            else to_python(value.item(), where)
     if isinstance(value, (bytes, np.bytes_)):
-        return value.decode("utf-8")
+        return utf8_text(value, where)
     if isinstance(value, np.generic):
         return value.item()
     if hasattr(value, "to_list"):  # a ragged row
@@ -224,13 +226,13 @@ def to_columns(rows, *, x_is_tuple):
     `sample_weight` lists or None.
     """
     xs, ys, weights = [], [], []
-    for element in rows.as_numpy_iterator():
+    for index, element in enumerate(rows.as_numpy_iterator()):
         element = element if isinstance(element, tuple) else (element,)
-        xs.append(to_python(element[0]))
+        xs.append(to_python(element[0], f"x: element {index} of the dataset"))
         if len(element) > 1:
-            ys.append(to_python(element[1]))
+            ys.append(to_python(element[1], f"y: element {index} of the dataset"))
         if len(element) > 2:
-            weights.append(to_python(element[2]))
+            weights.append(to_python(element[2], f"sample_weight: element {index} of the dataset"))
     if not xs:
         raise TaskInputError("x: an empty dataset")
     if x_is_tuple and isinstance(xs[0], tuple):

@@ -251,6 +251,29 @@ def stream_checked_composition(tokenizer, rows, name="x"):
     return rows.enumerate().map(checked)
 
 
+def utf8_text(data, where):
+    """`data` (bytes) decoded as UTF-8; bytes that are not UTF-8 are refused by name (`where`), with the
+    offending byte, its offset and the code page they likely are.
+
+    Example:
+        >>> utf8_text("리뷰".encode(), "x[0]")
+        '리뷰'
+        >>> utf8_text("café au lait".encode("cp1252"), "x[3]")
+        Traceback (most recent call last):
+        ...
+        bert_keras.tasks.inputs.TaskInputError: x[3]: bytes that are not UTF-8: byte 0xe9 at offset 3 (invalid continuation byte); decode them first (data.decode("cp1252")), or pass str
+    """
+    try:
+        return bytes(data).decode("utf-8")
+    except UnicodeDecodeError as bad:
+        from pipelines.datasets.text_files import legacy_code_page
+
+        raise TaskInputError(
+            f"{where}: bytes that are not UTF-8: byte 0x{bytes(data)[bad.start:bad.start + 1].hex()} at offset "
+            f"{bad.start} ({bad.reason}); decode them first (data.decode(\"{legacy_code_page(bytes(data))}\")), "
+            "or pass str") from None
+
+
 def text_list(texts, name, *, allow_empty=False, tokenizer=None):
     """A list of `str` from a list / tuple / numpy array of strings (bytes are decoded).
 
@@ -271,8 +294,8 @@ def text_list(texts, name, *, allow_empty=False, tokenizer=None):
         raise TaskInputError(f"{name}: an empty list of texts")
     result = []
     for index, text in enumerate(texts):
-        if isinstance(text, bytes):
-            text = text.decode("utf-8")
+        if isinstance(text, (bytes, np.bytes_)):
+            text = utf8_text(text, f"{name}[{index}]")
         if not isinstance(text, str):
             raise TaskInputError(f"{name}[{index}]: expected a string, got {type(text).__name__} "
                                  f"({text!r:.40})")
@@ -454,7 +477,7 @@ def label_key(label, where):
 def _label_key_and_kind(label, where):
     """`(label_key, whether the value was a number)`."""
     if isinstance(label, (bytes, np.bytes_)):
-        label = label.decode("utf-8")
+        label = utf8_text(label, where)
     if hasattr(label, "numpy") and not isinstance(label, np.ndarray):  # a scalar tf.Tensor
         label = label.numpy()
     if isinstance(label, np.ndarray) and label.size == 1:  # a row of an [N, 1] column
@@ -462,7 +485,7 @@ def _label_key_and_kind(label, where):
     if isinstance(label, (list, tuple)) and len(label) == 1:
         label = label[0]
     if isinstance(label, (bytes, np.bytes_)):
-        label = label.decode("utf-8")
+        label = utf8_text(label, where)
     if isinstance(label, np.generic):
         label = label.item()
     if isinstance(label, bool):

@@ -14,6 +14,7 @@ import textwrap
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import export_fixtures
 from bert_keras import tasks
@@ -334,6 +335,14 @@ def test_bad_input_errors_name_the_problem(spec, tmp_path):
         classifier.predict([])
     with pytest.raises(tasks.TaskInputError, match="x: expected a list of texts, got one string"):
         classifier.predict("good")
+    # bytes that are not UTF-8, named by row, byte and offset, with the code page they read as
+    with pytest.raises(tasks.TaskInputError, match=r'x\[1\]: bytes that are not UTF-8: byte 0xe9 at offset 3 '
+                       r'\(invalid continuation byte\); decode them first \(data.decode\("cp1252"\)\)'):
+        classifier.predict([b"good", "caf\u00e9 au lait".encode("cp1252")])
+    with pytest.raises(tasks.TaskInputError, match=r'x\[0\]: bytes that are not UTF-8.*"cp949"'):
+        classifier.predict(np.array(["\uc88b\uc544\uc694 \ucd5c\uace0".encode("cp949")]))
+    with pytest.raises(tasks.TaskInputError, match=r"y \(dataset element 1\): bytes that are not UTF-8: byte 0xff"):
+        classifier.evaluate(tf.data.Dataset.from_tensor_slices((["good", "bad"], [b"pos", b"neg\xff"])).batch(2))
     pair = small(tasks.TextClassifier, spec, labels=["neg", "pos"], text_pair=True)
     with pytest.raises(tasks.TaskInputError, match="reads text pairs; pass x as a tuple"):
         pair.predict(["good", "bad"])
