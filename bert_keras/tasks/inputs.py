@@ -46,6 +46,7 @@ import re
 
 import numpy as np
 
+from pipelines.datasets.text_files import legacy_code_page, lone_surrogate
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
 from pipelines.tokenizer.tokenless import texts_without_token
 
@@ -266,8 +267,6 @@ def utf8_text(data, where):
     try:
         return bytes(data).decode("utf-8")
     except UnicodeDecodeError as bad:
-        from pipelines.datasets.text_files import legacy_code_page
-
         raise TaskInputError(
             f"{where}: bytes that are not UTF-8: byte 0x{bytes(data)[bad.start:bad.start + 1].hex()} at offset "
             f"{bad.start} ({bad.reason}); decode them first (data.decode(\"{legacy_code_page(bytes(data))}\")), "
@@ -286,6 +285,9 @@ def text_list(texts, name, *, allow_empty=False, tokenizer=None):
     if isinstance(texts, str):
         raise TaskInputError(f"{name}: expected a list of texts, got one string; wrap it: [{texts[:30]!r}]")
     texts = as_column(texts, name)
+    if isinstance(texts, (str, bytes)):  # a 0-d tensor or array of one string
+        raise TaskInputError(f"{name}: expected a list of texts, got one string (a 0-d tensor or array); give "
+                             f"it a batch axis: [{texts[:30]!r}]")
     try:
         texts = list(texts)
     except TypeError:
@@ -299,6 +301,10 @@ def text_list(texts, name, *, allow_empty=False, tokenizer=None):
         if not isinstance(text, str):
             raise TaskInputError(f"{name}[{index}]: expected a string, got {type(text).__name__} "
                                  f"({text!r:.40})")
+        if not text.isascii():  # (a constant-time flag) half of a surrogate pair is no text to encode
+            problem = lone_surrogate(f"{name}[{index}]", None, text, origin="python")
+            if problem:
+                raise TaskInputError(problem)
         result.append(text)
     check_composition(tokenizer, result, name)
     if not allow_empty:

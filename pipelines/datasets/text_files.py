@@ -280,9 +280,13 @@ def legacy_code_page(data):
     return "cp949" if wide and 2 * hangul > len(wide) else "cp1252"
 
 
-def lone_surrogate(where, field, text):
-    r"""What is wrong with a string read from JSON that holds half of a UTF-16 surrogate pair (an
-    escape such as `"\ud83d"` without its partner: a JSON writer that cut an emoji in two), or None.
+def lone_surrogate(where, field, text, *, origin="json"):
+    r"""What is wrong with a string that holds half of a UTF-16 surrogate pair, or None.
+
+    Read from JSON (`origin="json"`), it is an escape such as `"\ud83d"` without its partner (a
+    JSON writer that cut an emoji in two). Given from Python (`origin="python"`, `field` None), it
+    is text decoded with `errors="surrogateescape"` (`os.fsdecode`, some file readers) or cut in
+    two by UTF-16 code.
 
     Such a string is no Unicode text: TensorFlow refused it far from the file ("Error converting
     unicode string while converting Python sequence to Tensor"), and a label of one could not be
@@ -291,15 +295,21 @@ def lone_surrogate(where, field, text):
     Example:
         >>> print(lone_surrogate("f.jsonl:2", "text", "good \ud83d film"))
         f.jsonl:2: field 'text': character 6 is \ud83d, half of a UTF-16 surrogate pair (a JSON escape of no character: an emoji cut in two?); write the character itself, or both escapes of its pair
+        >>> print(lone_surrogate("x[1]", None, "caf\udce9", origin="python"))
+        x[1]: character 4 is \udce9, half of a UTF-16 surrogate pair, no Unicode character (bytes decoded with errors="surrogateescape", or an emoji cut in two?); remove it, or decode the bytes as UTF-8 (or their own encoding)
         >>> lone_surrogate("f.jsonl:2", "text", "good \U0001f600 film") is None  # a whole character
         True
     """
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as bad:
-        return (f"{where}: field {field!r}: character {bad.start + 1} is \\u{ord(text[bad.start]):04x}, half of a "
-                "UTF-16 surrogate pair (a JSON escape of no character: an emoji cut in two?); write the character "
-                "itself, or both escapes of its pair")
+        named = f"{where}: " if field is None else f"{where}: field {field!r}: "
+        what = f"character {bad.start + 1} is \\u{ord(text[bad.start]):04x}, half of a UTF-16 surrogate pair"
+        if origin == "json":
+            return (f"{named}{what} (a JSON escape of no character: an emoji cut in two?); write the character "
+                    "itself, or both escapes of its pair")
+        return (f"{named}{what}, no Unicode character (bytes decoded with errors=\"surrogateescape\", or an emoji "
+                "cut in two?); remove it, or decode the bytes as UTF-8 (or their own encoding)")
     return None
 
 

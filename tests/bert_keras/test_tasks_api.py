@@ -341,6 +341,11 @@ def test_bad_input_errors_name_the_problem(spec, tmp_path):
         classifier.predict([b"good", "caf\u00e9 au lait".encode("cp1252")])
     with pytest.raises(tasks.TaskInputError, match=r'x\[0\]: bytes that are not UTF-8.*"cp949"'):
         classifier.predict(np.array(["\uc88b\uc544\uc694 \ucd5c\uace0".encode("cp949")]))
+    # half of a surrogate pair (text decoded with errors="surrogateescape"): no text TensorFlow can hold
+    with pytest.raises(tasks.TaskInputError, match=r"x\[1\]: character 4 is \\udce9, half of a UTF-16 surrogate pair"):
+        classifier.predict(["good", b"caf\xe9".decode("utf-8", "surrogateescape")])
+    with pytest.raises(tasks.TaskInputError, match=r"x: expected a list of texts, got one string \(a 0-d tensor"):
+        classifier.predict(tf.constant("good"))
     with pytest.raises(tasks.TaskInputError, match=r"y \(dataset element 1\): bytes that are not UTF-8: byte 0xff"):
         classifier.evaluate(tf.data.Dataset.from_tensor_slices((["good", "bad"], [b"pos", b"neg\xff"])).batch(2))
     pair = small(tasks.TextClassifier, spec, labels=["neg", "pos"], text_pair=True)
