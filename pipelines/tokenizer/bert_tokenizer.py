@@ -5,6 +5,7 @@ import collections
 import numpy as np
 import tensorflow as tf
 
+from pipelines.tokenizer import row_ops
 from pipelines.tokenizer.core_ops import CoreWordpiece
 from pipelines.tokenizer.normalize import BertPreTokenizer, resolved_strip_accents
 # tokenization.py's `WordpieceTokenizer(max_input_chars_per_word=200)` (HF tokenizers use 100;
@@ -703,9 +704,9 @@ class BertTokenizer(tf.Module):
                 others = tf.gather(strings, other_rows)
                 agreeing = tf.logical_and(tf.strings.regex_full_match(others, agreeing_pattern),
                                           tf.logical_not(tf.strings.regex_full_match(others, long_run_pattern)))
-                paths.append((lambda s: (self._agreeing.tokenize(s),),
-                              tf.boolean_mask(other_rows, agreeing)))
-                other_rows = tf.boolean_mask(other_rows, tf.logical_not(agreeing))
+                (agreeing_rows,) = row_ops.masked([other_rows], agreeing)
+                paths.append((lambda s: (self._agreeing.tokenize(s),), agreeing_rows))
+                (other_rows,) = row_ops.masked([other_rows], tf.logical_not(agreeing))
         paths.append((lambda s: self._tokenize_exact(s, with_offsets), other_rows))
 
         results = [tokenize(tf.gather(strings, rows)) for tokenize, rows in paths]
@@ -723,12 +724,11 @@ class BertTokenizer(tf.Module):
         if not with_offsets:
             # The sentinel is not in the vocabulary: a too-long word is one [UNK].
             ids = self.wordpiece.tokenize_word_ids(words, word_lengths)
-            rows = tf.gather(pre.word_rows, ids.value_rowids())
-            return (tf.RaggedTensor.from_value_rowids(ids.flat_values, rows, nrows=pre.nrows,
-                                                      validate=False),)
+            rows = tf.gather(pre.word_rows, row_ops.value_rowids(ids.row_splits))
+            return (row_ops.ragged_from_rowids(ids.flat_values, rows, pre.nrows),)
         ids, begin_char, end_char = self.wordpiece.tokenize_words(words, pre)
 
-        piece_word = ids.value_rowids()
+        piece_word = row_ops.value_rowids(ids.row_splits)
         piece_too_long = tf.gather(too_long, piece_word)
         word_start = tf.gather(pre.word_char_splits, piece_word)
         # A too-long word is one [UNK] that spans the whole word.
@@ -740,7 +740,7 @@ class BertTokenizer(tf.Module):
         rows = tf.gather(pre.word_rows, piece_word)
 
         def per_row(values):
-            return tf.RaggedTensor.from_value_rowids(values, rows, nrows=pre.nrows, validate=False)
+            return row_ops.ragged_from_rowids(values, rows, pre.nrows)
 
         return per_row(ids.flat_values), per_row(begin), per_row(end)
 

@@ -64,6 +64,8 @@ def extend_over_marks_in_graph(strings, rows, byte_ends):
     """
     import tensorflow as tf
 
+    from pipelines.tokenizer import row_ops
+
     first, last = (tf.constant(values) for values in mark_ranges())
     chars, starts = tf.strings.unicode_decode_with_offsets(strings, "UTF-8")
     rows, byte_ends = tf.cast(rows, tf.int64), tf.cast(byte_ends, tf.int64)
@@ -76,7 +78,7 @@ def extend_over_marks_in_graph(strings, rows, byte_ends):
     byte_base = tf.cumsum(byte_lengths, exclusive=True)
     char_starts = chars.row_starts()
     char_ends = char_starts + chars.row_lengths()
-    global_starts = starts.flat_values + tf.gather(byte_base, chars.value_rowids())
+    global_starts = starts.flat_values + tf.gather(byte_base, row_ops.value_rowids(chars.row_splits))
     end_char = tf.searchsorted(global_starts, byte_ends + tf.gather(byte_base, rows), side="left",
                                out_type=tf.int64)
     end_char = tf.minimum(end_char, tf.gather(char_ends, rows))  # a string's end stays in its row

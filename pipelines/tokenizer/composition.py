@@ -173,8 +173,10 @@ class NfcStep:
         import tensorflow as tf
         import tensorflow_text as tf_text
 
+        from pipelines.tokenizer import row_ops
+
         last = tf.shape(maps, out_type=tf.int64)[0] - 1
-        rows = tf.concat([offsets.value_rowids(), [last]], 0)
+        rows = tf.concat([row_ops.value_rowids(offsets.row_splits), [last]], 0)
         values = tf.concat([offsets.flat_values, tf.zeros([1], offsets.flat_values.dtype)], 0)
         found = tf_text.find_source_offsets(tf.gather(maps, rows), tf.expand_dims(tf.cast(values, tf.int64), 1))
         return offsets.with_flat_values(tf.cast(tf.reshape(found, [-1])[:-1], offsets.flat_values.dtype))

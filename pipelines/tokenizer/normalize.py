@@ -34,6 +34,7 @@ import collections
 
 import tensorflow as tf
 
+from pipelines.tokenizer import row_ops
 from pipelines.tokenizer import unicode_tables as ut
 
 PreTokenized = collections.namedtuple(
@@ -155,7 +156,7 @@ class BertPreTokenizer(tf.Module):
         nrows = tf.cast(codepoints.nrows(), tf.int64)
         cps = codepoints.flat_values
         # Per-character arrays that follow the characters through every step.
-        carried = [codepoints.value_rowids()]
+        carried = [row_ops.value_rowids(codepoints.row_splits)]
         if with_offsets:
             begin = byte_begin.flat_values
             carried += [begin, self._char_ends(begin, codepoints.row_splits, strings)]
@@ -197,10 +198,8 @@ class BertPreTokenizer(tf.Module):
             tf.reduce_any(tf.stack([is_single, previous_single, previous_space]), axis=0),
         )
         in_word = tf.logical_not(is_space)
-        cps = tf.boolean_mask(cps, in_word)
-        rows, *offsets = [tf.boolean_mask(t, in_word) for t in carried]
+        cps, starts_word, rows, *offsets = row_ops.masked([cps, starts_word, *carried], in_word)
         begin, end = offsets if with_offsets else (None, None)
-        starts_word = tf.boolean_mask(starts_word, in_word)
 
         word_first_char = tf.cast(tf.reshape(tf.where(starts_word), [-1]), tf.int64)
         num_chars = tf.shape(cps, out_type=tf.int64)[0]
@@ -209,7 +208,7 @@ class BertPreTokenizer(tf.Module):
         words = tf.strings.unicode_encode(
             tf.RaggedTensor.from_row_splits(cps, word_char_splits, validate=False), "UTF-8"
         )
-        words = tf.RaggedTensor.from_value_rowids(words, word_rows, nrows=nrows, validate=False)
+        words = row_ops.ragged_from_rowids(words, word_rows, nrows)
         return PreTokenized(words, word_char_splits, word_rows, cps, begin, end, nrows)
 
     # -- steps ---------------------------------------------------------------
