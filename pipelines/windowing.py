@@ -296,13 +296,16 @@ def ragged_windows(token_ids, *, window, stride, max_length=None):
     """
     import tensorflow as tf
 
+    from pipelines import row_ops
+
     check_window(window, stride, max_length)
     lengths = token_ids.row_lengths()
     kept = lengths if max_length is None else tf.minimum(lengths, tf.constant(max_length, tf.int64))
     step = min(window, stride)
     counts = 1 + (tf.maximum(kept - window, 0) + step - 1) // step
-    document = tf.repeat(tf.range(tf.size(counts, out_type=tf.int64)), counts)
-    start = tf.ragged.range(counts).flat_values * step
+    per_text = tf.ragged.range(counts)  # each text's window numbers 0 .. counts - 1
+    document = row_ops.value_rowids(per_text.row_splits)
+    start = per_text.flat_values * step
     length = tf.minimum(tf.gather(kept, document) - start, window)
     begin = tf.gather(token_ids.row_starts(), document) + start
     windows = tf.gather(token_ids.flat_values, tf.ragged.range(begin, begin + length))
@@ -387,6 +390,8 @@ def question_context_layout(question_lengths, context_lengths, *, seq_length, st
     """
     import tensorflow as tf
 
+    from pipelines import row_ops
+
     question_lengths = tf.cast(question_lengths, tf.int64)
     context_lengths = tf.cast(context_lengths, tf.int64)
     room = seq_length - question_lengths - 3  # context tokens per window
@@ -395,8 +400,9 @@ def question_context_layout(question_lengths, context_lengths, *, seq_length, st
             else tf.minimum(context_lengths, room + (max_windows - 1) * step))
     num_windows = tf.where(kept <= room, tf.ones_like(kept),
                            1 + (kept - room + step - 1) // tf.maximum(step, 1))
-    example = tf.repeat(tf.range(tf.size(num_windows, out_type=tf.int64)), num_windows)
-    index = tf.ragged.range(num_windows).flat_values
+    per_example = tf.ragged.range(num_windows)  # each example's window numbers
+    example = row_ops.value_rowids(per_example.row_splits)
+    index = per_example.flat_values
     start = index * tf.gather(step, example)
     length = tf.minimum(tf.gather(kept, example) - start, tf.gather(room, example))
     first_window = tf.cumsum(num_windows, exclusive=True)

@@ -37,6 +37,7 @@ Example:
 
 import tensorflow as tf
 
+from pipelines import row_ops
 from pipelines.packing import BertPacker
 
 # Padding multiple for dynamic shapes (same as BertPacker(pad_to="longest")).
@@ -283,7 +284,8 @@ def encode_text_documents(dataset, tokenizer, *, seq_length, stride, max_length=
         rows = tf.size(texts, out_type=tf.int64)
         lengths = tf.math.unsorted_segment_max(tf.reduce_sum(packed["padding_mask"], axis=-1),
                                                document, rows)
-        by_text = {k: tf.RaggedTensor.from_value_rowids(v, document, nrows=rows) for k, v in packed.items()}
+        splits = row_ops.row_splits_of(document, rows)  # a text's windows are consecutive
+        by_text = {k: tf.RaggedTensor.from_row_splits(v, splits, validate=False) for k, v in packed.items()}
         return (by_text, lengths) + rest
 
     @tf.autograph.experimental.do_not_convert

@@ -5,7 +5,7 @@ import collections
 import numpy as np
 import tensorflow as tf
 
-from pipelines.tokenizer import row_ops
+from pipelines import row_ops
 from pipelines.tokenizer.core_ops import CoreWordpiece
 from pipelines.tokenizer.normalize import BertPreTokenizer, resolved_strip_accents
 # tokenization.py's `WordpieceTokenizer(max_input_chars_per_word=200)` (HF tokenizers use 100;

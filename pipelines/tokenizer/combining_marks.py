@@ -64,7 +64,7 @@ def extend_over_marks_in_graph(strings, rows, byte_ends):
     """
     import tensorflow as tf
 
-    from pipelines.tokenizer import row_ops
+    from pipelines import row_ops
 
     first, last = (tf.constant(values) for values in mark_ranges())
     chars, starts = tf.strings.unicode_decode_with_offsets(strings, "UTF-8")

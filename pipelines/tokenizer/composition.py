@@ -173,7 +173,7 @@ class NfcStep:
         import tensorflow as tf
         import tensorflow_text as tf_text
 
-        from pipelines.tokenizer import row_ops
+        from pipelines import row_ops
 
         last = tf.shape(maps, out_type=tf.int64)[0] - 1
         rows = tf.concat([row_ops.value_rowids(offsets.row_splits), [last]], 0)

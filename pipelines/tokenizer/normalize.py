@@ -34,7 +34,7 @@ import collections
 
 import tensorflow as tf
 
-from pipelines.tokenizer import row_ops
+from pipelines import row_ops
 from pipelines.tokenizer import unicode_tables as ut
 
 PreTokenized = collections.namedtuple(

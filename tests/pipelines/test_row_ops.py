@@ -1,11 +1,11 @@
-"""`pipelines.tokenizer.row_ops` gives what TensorFlow's own ragged helpers give, in fewer ops."""
+"""`pipelines.row_ops` gives what TensorFlow's own ragged helpers give, in fewer ops."""
 
 import numpy as np
 import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipelines.tokenizer import row_ops
+from pipelines import row_ops
 
 # rows of 0..4 values, empty rows (leading, trailing, all) and no rows at all included
 row_lengths = st.lists(st.integers(0, 4), min_size=0, max_size=12)
