@@ -14,6 +14,8 @@ length from the longest vocabulary entry down, and keeps the longest match.
 
 import tensorflow as tf
 
+from pipelines import row_ops
+
 SUFFIX = "##"
 
 
@@ -110,7 +112,7 @@ class CoreWordpiece(tf.Module):
         )
         # A word with any unmatched rest becomes a single [UNK] spanning the word.
         keep = tf.logical_not(tf.gather(bad, pieces[:, 0]))
-        pieces = tf.boolean_mask(pieces, keep)
+        (pieces,) = row_ops.masked([pieces], keep)
         bad_words = tf.reshape(tf.where(bad), [-1])
         unknown = tf.stack(
             [bad_words, tf.fill(tf.shape(bad_words), tf.constant(self._unk_id, tf.int64)),
@@ -123,9 +125,9 @@ class CoreWordpiece(tf.Module):
         order = tf.argsort(pieces[:, 0] * stride + pieces[:, 2], stable=True)
         pieces = tf.gather(pieces, order)
 
+        splits = row_ops.row_splits_of(pieces[:, 0], num_words)  # pieces are in word order
+
         def ragged(column):
-            return tf.RaggedTensor.from_value_rowids(
-                pieces[:, column], pieces[:, 0], nrows=num_words, validate=False
-            )
+            return tf.RaggedTensor.from_row_splits(pieces[:, column], splits, validate=False)
 
         return ragged(1), ragged(2), ragged(3)
