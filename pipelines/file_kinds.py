@@ -1,6 +1,8 @@
 """What a file that should be text is, from its first bytes: compressed (`compressed_format`), or
 UTF-16 / UTF-32 (`wide_unicode_encoding`, with the `iconv_advice` that saves it as UTF-8);
-`packed_or_wide` says either as the refusal of a one-kind file (a vocabulary, a label file).
+`packed_or_wide` says either as the refusal of a one-kind file (a vocabulary, a label file); and of
+a string that should be text, whether it holds half of a UTF-16 surrogate pair (`lone_surrogate`:
+no text a file or TensorFlow can hold).
 
 Plain Python, below every reader: the data files (`pipelines.datasets.text_files`), label files
 (`pipelines.label_names`), vocabularies and corpora name such a file the same way.
@@ -97,4 +99,37 @@ def packed_or_wide(data, path, *, kind, kinds):
     wide = wide_unicode_encoding(data)
     if wide:
         return f"{path}: the file is {wide}; {kinds} are UTF-8: save it as UTF-8 ({iconv_advice(wide)})."
+    return None
+
+
+def lone_surrogate(where, field, text, *, origin="json"):
+    r"""What is wrong with a string that holds half of a UTF-16 surrogate pair, or None.
+
+    Read from JSON (`origin="json"`), it is an escape such as `"\ud83d"` without its partner (a
+    JSON writer that cut an emoji in two). Given from Python (`origin="python"`, `field` None), it
+    is text decoded with `errors="surrogateescape"` (`os.fsdecode`, some file readers) or cut in
+    two by UTF-16 code.
+
+    Such a string is no Unicode text: TensorFlow refused it far from the file ("Error converting
+    unicode string while converting Python sequence to Tensor"), and a label of one could not be
+    written to labels.txt. A file's bytes never hold one (they are decoded as UTF-8); a JSON escape does.
+
+    Example:
+        >>> print(lone_surrogate("f.jsonl:2", "text", "good \ud83d film"))
+        f.jsonl:2: field 'text': character 6 is \ud83d, half of a UTF-16 surrogate pair (a JSON escape of no character: an emoji cut in two?); write the character itself, or both escapes of its pair
+        >>> print(lone_surrogate("x[1]", None, "caf\udce9", origin="python"))
+        x[1]: character 4 is \udce9, half of a UTF-16 surrogate pair, no Unicode character (bytes decoded with errors="surrogateescape", or an emoji cut in two?); remove it, or decode the bytes as UTF-8 (or their own encoding)
+        >>> lone_surrogate("f.jsonl:2", "text", "good \U0001f600 film") is None  # a whole character
+        True
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as bad:
+        named = f"{where}: " if field is None else f"{where}: field {field!r}: "
+        what = f"character {bad.start + 1} is \\u{ord(text[bad.start]):04x}, half of a UTF-16 surrogate pair"
+        if origin == "json":
+            return (f"{named}{what} (a JSON escape of no character: an emoji cut in two?); write the character "
+                    "itself, or both escapes of its pair")
+        return (f"{named}{what}, no Unicode character (bytes decoded with errors=\"surrogateescape\", or an emoji "
+                "cut in two?); remove it, or decode the bytes as UTF-8 (or their own encoding)")
     return None

@@ -23,7 +23,7 @@ pipelines.label_names.LabelNamesError: labels.txt:2: duplicate label 'pos' (also
 
 import os
 
-from pipelines.file_kinds import packed_or_wide
+from pipelines.file_kinds import lone_surrogate, packed_or_wide
 from pipelines.line_ends import text_lines
 
 
@@ -42,7 +42,8 @@ def check_label_names(labels, where, *, by_line=True):
             indices (`where[2]`, from 0).
 
     Raises:
-        LabelNamesError: an empty list, an empty, padded or multi-line name, or a duplicate;
+        LabelNamesError: an empty list, an empty, padded or multi-line name, a name holding half of
+            a surrogate pair, or a duplicate;
             names `where` and the line (index).
     """
     labels = list(labels)
@@ -62,6 +63,10 @@ def check_label_names(labels, where, *, by_line=True):
             raise LabelNamesError(f"{place(i)}: label {label!r} spans several lines")
         if label != label.strip():
             raise LabelNamesError(f"{place(i)}: label {label!r} has leading or trailing whitespace")
+        if not label.isascii():  # half of a surrogate pair: no name labels.txt could hold (found at save)
+            problem = lone_surrogate(place(i), None, label, origin="python")
+            if problem:
+                raise LabelNamesError(problem)
         if label in first:
             other = f"line {first[label] + 1}" if by_line else f"index {first[label]}"
             raise LabelNamesError(f"{place(i)}: duplicate label {label!r} (also {other})")

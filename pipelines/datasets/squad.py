@@ -57,7 +57,8 @@ import tensorflow as tf
 
 from pipelines import windowing
 from pipelines.atomic_writes import write_json
-from pipelines.datasets.text_files import decode_text_file, lone_surrogate, no_token_message
+from pipelines.datasets.text_files import decode_text_file, no_token_message
+from pipelines.file_kinds import lone_surrogate
 from pipelines.json_objects import RepeatedKeyError, object_of_unique_keys
 from pipelines.line_ends import line_position
 from pipelines.tokenizer.tokenless import has_no_token
@@ -146,7 +147,7 @@ def read_squad_json(path_or_obj, *, is_training, version="auto", on_mismatch="er
             kind (named by its JSON path): an id that is not a string or int
             (an int id becomes its string), an `answer_start` that is not an
             int or ASCII digits, an `is_impossible` that is not true/false, a
-            string holding half of a surrogate pair (`text_files.lone_surrogate`).
+            string holding half of a surrogate pair (`file_kinds.lone_surrogate`).
     """
     if isinstance(path_or_obj, dict):
         source, dataset = "<SQuAD dict>", path_or_obj

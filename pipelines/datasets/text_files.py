@@ -50,7 +50,8 @@ from typing import Optional, Union
 import tensorflow as tf
 
 from pipelines.atomic_writes import write_text
-from pipelines.file_kinds import _wide_unicode_evidence, compressed_format, iconv_advice, wide_unicode_encoding
+from pipelines.file_kinds import (_wide_unicode_evidence, compressed_format, iconv_advice, lone_surrogate,
+                                  wide_unicode_encoding)
 from pipelines.json_objects import RepeatedKeyError, object_of_unique_keys
 from pipelines.line_ends import LINE_END, line_position, text_lines
 from pipelines.label_names import check_label_names, read_label_names
@@ -278,39 +279,6 @@ def legacy_code_page(data):
     wide = [character for character in text if ord(character) > 127]
     hangul = sum("\uac00" <= character <= "\ud7a3" for character in wide)
     return "cp949" if wide and 2 * hangul > len(wide) else "cp1252"
-
-
-def lone_surrogate(where, field, text, *, origin="json"):
-    r"""What is wrong with a string that holds half of a UTF-16 surrogate pair, or None.
-
-    Read from JSON (`origin="json"`), it is an escape such as `"\ud83d"` without its partner (a
-    JSON writer that cut an emoji in two). Given from Python (`origin="python"`, `field` None), it
-    is text decoded with `errors="surrogateescape"` (`os.fsdecode`, some file readers) or cut in
-    two by UTF-16 code.
-
-    Such a string is no Unicode text: TensorFlow refused it far from the file ("Error converting
-    unicode string while converting Python sequence to Tensor"), and a label of one could not be
-    written to labels.txt. A file's bytes never hold one (they are decoded as UTF-8); a JSON escape does.
-
-    Example:
-        >>> print(lone_surrogate("f.jsonl:2", "text", "good \ud83d film"))
-        f.jsonl:2: field 'text': character 6 is \ud83d, half of a UTF-16 surrogate pair (a JSON escape of no character: an emoji cut in two?); write the character itself, or both escapes of its pair
-        >>> print(lone_surrogate("x[1]", None, "caf\udce9", origin="python"))
-        x[1]: character 4 is \udce9, half of a UTF-16 surrogate pair, no Unicode character (bytes decoded with errors="surrogateescape", or an emoji cut in two?); remove it, or decode the bytes as UTF-8 (or their own encoding)
-        >>> lone_surrogate("f.jsonl:2", "text", "good \U0001f600 film") is None  # a whole character
-        True
-    """
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as bad:
-        named = f"{where}: " if field is None else f"{where}: field {field!r}: "
-        what = f"character {bad.start + 1} is \\u{ord(text[bad.start]):04x}, half of a UTF-16 surrogate pair"
-        if origin == "json":
-            return (f"{named}{what} (a JSON escape of no character: an emoji cut in two?); write the character "
-                    "itself, or both escapes of its pair")
-        return (f"{named}{what}, no Unicode character (bytes decoded with errors=\"surrogateescape\", or an emoji "
-                "cut in two?); remove it, or decode the bytes as UTF-8 (or their own encoding)")
-    return None
 
 
 def no_token_message(where, field, record="row"):

@@ -1035,7 +1035,9 @@ def test_bad_arguments_are_refused_before_a_step(spec, tmp_path):
         classifier.fit(tf.data.Dataset.from_tensor_slices((["good.", "bad."], ["pos", "meh"])), verbose=0)
     for labels, message in [([" pos", "neg"], r"labels\[0\]: label ' pos' has leading or trailing whitespace"),
                             (["pos", "pos"], r"labels\[1\]: duplicate label 'pos' \(also index 0\)"),
-                            (["", "pos"], r"labels\[0\]: empty label name")]:
+                            (["", "pos"], r"labels\[0\]: empty label name"),
+                            # half of a surrogate pair: refused here, not at the save after training
+                            (["pos", "n\udce9g"], r"labels\[1\]: character 2 is \\udce9, half of a UTF-16 surrogate")]:
         with pytest.raises(tasks.TaskInputError, match=message):
             tasks.TextClassifier.from_pretrained(spec, labels=labels)
     saved = classifier.save(str(tmp_path / "saved"))
