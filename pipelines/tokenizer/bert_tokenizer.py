@@ -737,10 +737,10 @@ class BertTokenizer(tf.Module):
         begin = tf.gather(pre.char_begin, word_start + begin_char)
         end = tf.gather(pre.char_end, word_start + end_char - 1)
 
-        rows = tf.gather(pre.word_rows, piece_word)
+        splits = row_ops.row_splits_of(tf.gather(pre.word_rows, piece_word), pre.nrows)  # one for all three
 
         def per_row(values):
-            return row_ops.ragged_from_rowids(values, rows, pre.nrows)
+            return tf.RaggedTensor.from_row_splits(values, splits, validate=False)
 
         return per_row(ids.flat_values), per_row(begin), per_row(end)
 
