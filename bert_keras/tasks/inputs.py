@@ -47,8 +47,8 @@ import re
 import numpy as np
 
 from pipelines.datasets.text_files import legacy_code_page
-from pipelines.file_kinds import lone_surrogate
 from pipelines.encoder_inputs import ENCODER_INPUT_NAMES
+from pipelines.file_kinds import lone_surrogate
 from pipelines.tokenizer.tokenless import texts_without_token
 
 
