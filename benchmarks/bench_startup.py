@@ -10,7 +10,10 @@ Python you name (`--python`, default this one; point it at a virtualenv holding 
   `import_s` (`from bert_keras.tasks import TextClassifier`), `from_pretrained_s` and
   `predict_s`; then `second_predict_s` and `third_predict_s` (a notebook's next cells);
 - `tokenizer_first_call_s`: in the other process, `BertTokenizer(vocab)` built after the
-  imports, then its first `tokenize` of one sentence (`tokenizer_build_s` apart).
+  imports, then its first `tokenize` of one sentence (`tokenizer_build_s` apart);
+- `ml_dtypes_import_s`: in a third, `import ml_dtypes` after numpy (TensorFlow imports it first
+  thing; its 0.7.0 release takes ~0.7 s there, hence `setup.cfg`'s bound), and whether the
+  import of Keras left `matplotlib.pyplot` unloaded (`pyplot_deferred`, 1 or 0).
 
     python benchmarks/bench_startup.py --rounds 5
     python benchmarks/bench_startup.py --python /tmp/plain/bin/python --rounds 5
@@ -66,6 +69,20 @@ done = time.time()
 print("RESULT " + json.dumps({"tokenizer_build_s": ready - built, "tokenizer_first_call_s": done - ready}))
 """
 
+DEPENDENCIES = r"""
+import sys, time, json, os
+if os.environ.get("BENCH_TREE"):
+    sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, "__module__", "").startswith("__editable__")]
+    sys.path.insert(0, os.environ["BENCH_TREE"])
+import numpy
+started = time.perf_counter()
+import ml_dtypes
+imported = time.perf_counter()
+import bert_keras, keras
+print("RESULT " + json.dumps({"ml_dtypes_import_s": imported - started,
+      "pyplot_deferred": float("matplotlib.figure" not in sys.modules)}))
+"""
+
 
 def run_worker(python, code, tree=None):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
@@ -88,7 +105,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     rounds = []
     for index in range(args.rounds):
-        result = {**run_worker(args.python, PREDICTION, args.tree), **run_worker(args.python, TOKENIZER, args.tree)}
+        result = {**run_worker(args.python, PREDICTION, args.tree), **run_worker(args.python, TOKENIZER, args.tree),
+                  **run_worker(args.python, DEPENDENCIES, args.tree)}
         rounds.append(result)
         print(f"round {index + 1}: " + ", ".join(f"{key} {value:.2f}" for key, value in result.items()), flush=True)
     medians = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}

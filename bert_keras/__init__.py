@@ -8,11 +8,13 @@ tf.data) and `serving`. `docs/architecture.md` draws the layers.
 
 from bert_keras.compat import check_environment as _check_environment
 from bert_keras.keras_registry import register_when_keras_loads as _register_when_keras_loads
+from pipelines.tensorflow_import import defer_pyplot_while_keras_loads as _defer_pyplot_while_keras_loads
 from pipelines.tensorflow_import import pause_collector_while_loading as _pause_collector_while_loading
 from pipelines.tensorflow_logs import quiet_by_default as _quiet_by_default
 
 _quiet_by_default()  # before anything loads TensorFlow: scripts as quiet as the CLI
 _pause_collector_while_loading()  # TensorFlow and Keras load without cycle collections
+_defer_pyplot_while_keras_loads()  # Keras' import of pyplot runs when something draws
 
 _check_environment()
 _register_when_keras_loads()  # `keras.models.load_model` finds bert_keras's classes, imported on use

@@ -7,11 +7,13 @@ before its logs are configured (`pipelines.tensorflow_logs`).
 
 import importlib
 
+from pipelines.tensorflow_import import defer_pyplot_while_keras_loads as _defer_pyplot_while_keras_loads
 from pipelines.tensorflow_import import pause_collector_while_loading as _pause_collector_while_loading
 from pipelines.tensorflow_logs import quiet_by_default as _quiet_by_default
 
 _quiet_by_default()  # before anything loads TensorFlow
 _pause_collector_while_loading()  # TensorFlow and Keras load without cycle collections
+_defer_pyplot_while_keras_loads()  # Keras' import of pyplot runs when something draws
 
 from pipelines.environment import check_tf_text_pairing as _check_tf_text_pairing  # noqa: E402
 

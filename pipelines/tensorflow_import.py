@@ -58,16 +58,21 @@ class WrappingFinder(importlib.abc.MetaPathFinder):
     def wrapped_spec(self, fullname, around):
         """The other finders' spec for `fullname`, its loader wrapped in `around` (None: not found;
         also while this finder is asking them itself)."""
+        spec = self.others_spec(fullname)
+        if spec is not None and spec.loader is not None:
+            spec.loader = LoaderAround(spec.loader, around)
+        return spec
+
+    def others_spec(self, fullname):
+        """The other finders' spec for `fullname` as they give it (None: not found; also while
+        this finder is asking them itself)."""
         if self._finding:
             return None
         self._finding = True
         try:
-            spec = importlib.util.find_spec(fullname)
+            return importlib.util.find_spec(fullname)
         finally:
             self._finding = False
-        if spec is not None and spec.loader is not None:
-            spec.loader = LoaderAround(spec.loader, around)
-        return spec
 
 
 class _PausedLoadFinder(WrappingFinder):
@@ -80,6 +85,53 @@ class _PausedLoadFinder(WrappingFinder):
         if all(name in sys.modules or name == fullname for name in HEAVY_PACKAGES):
             sys.meta_path.remove(self)  # the last one: nothing left to wrap
         return self.wrapped_spec(fullname, _collector_paused)
+
+
+def defer_pyplot_while_keras_loads():
+    """Installs the one-shot hook that lets Keras' import leave `matplotlib.pyplot` unloaded
+    until it is used; idempotent, and nothing happens when Keras is already loaded.
+
+    Keras imports `matplotlib.pyplot` as it loads (for `keras.visualization`'s image gallery),
+    whenever matplotlib is installed: about 0.4 s of a fresh process (pyplot's figure,
+    colorbar and backend modules), paid by every script that never draws. While Keras loads,
+    this hook gives pyplot a lazy loader (`importlib.util.LazyLoader`): the module object exists
+    at once, its code runs on the first attribute anyone reads (`plt.figure`, ours or the
+    user's), exactly as an eager import would have run it. The `matplotlib` package itself
+    still loads (the import system needs its `__path__`).
+    """
+    if "keras" in sys.modules or any(isinstance(finder, _KerasLoadFinder) for finder in sys.meta_path):
+        return
+    sys.meta_path.insert(0, _KerasLoadFinder())
+
+
+class _KerasLoadFinder(WrappingFinder):
+    """Wraps Keras' loader; while it runs, finds `LAZY_WHILE_KERAS_LOADS` with lazy loaders."""
+
+    LAZY_WHILE_KERAS_LOADS = ("matplotlib.pyplot",)
+
+    def __init__(self):
+        super().__init__()
+        self._keras_loading = False
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == "keras" and not self._keras_loading:
+            return self.wrapped_spec(fullname, self._while_keras_loads)
+        if fullname not in self.LAZY_WHILE_KERAS_LOADS or not self._keras_loading:
+            return None
+        spec = self.others_spec(fullname)
+        if spec is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader = importlib.util.LazyLoader(spec.loader)
+        return spec
+
+    @contextlib.contextmanager
+    def _while_keras_loads(self):
+        self._keras_loading = True
+        try:
+            yield
+        finally:
+            self._keras_loading = False
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)  # one-shot: later imports of pyplot are the usual ones
 
 
 class LoaderAround(importlib.abc.Loader):

@@ -45,3 +45,37 @@ def test_the_collector_is_left_alone(before, env):
     report, _ = _report(before, **env)
     assert report["frozen"] == 0
     assert report["enabled"] == (before != "gc.disable()")
+
+
+_PYPLOT = """
+import io, json, sys
+{before}
+import bert_keras.tasks
+import keras
+from keras.src.visualization import plot_image_gallery
+loaded_with_keras = "matplotlib.figure" in sys.modules
+import numpy as np
+keras.visualization.plot_image_gallery(np.zeros((2, 8, 8, 3), "uint8"), rows=1, cols=2)  # Keras' own use
+import matplotlib.pyplot as plt
+figure, axes = plt.subplots()
+axes.plot([0, 1], [1, 0])
+png = io.BytesIO()
+figure.savefig(png, format="png")
+print(json.dumps({{"loaded_with_keras": loaded_with_keras, "png": png.getvalue()[:4].hex(),
+                  "same_module": plot_image_gallery.plt is plt, "backend": plt.get_backend().lower(),
+                  "hooks": [type(f).__name__ for f in sys.meta_path if "Keras" in type(f).__name__]}}))
+"""
+
+
+@pytest.mark.parametrize("before", ["", "import matplotlib.pyplot"], ids=["deferred", "user-imported-first"])
+def test_keras_import_leaves_pyplot_unloaded_until_used(before):
+    """Keras imports `matplotlib.pyplot` as it loads (~0.4 s); under `bert_keras` its code runs when
+    something draws, Keras' own gallery and the user's figures alike."""
+    result = subprocess.run([sys.executable, "-c", _PYPLOT.format(before=before)], capture_output=True,
+                            text=True, env={**user_environment(), "MPLBACKEND": "agg"}, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["loaded_with_keras"] == bool(before)  # pyplot's modules did not load with Keras
+    assert report["png"] == "89504e47"  # a real PNG drawn after the deferred load
+    assert report["same_module"] and report["backend"] == "agg"
+    assert report["hooks"] == []  # one-shot: gone once Keras is loaded
