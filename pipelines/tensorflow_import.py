@@ -88,15 +88,15 @@ class _PausedLoadFinder(WrappingFinder):
 
 
 def defer_pyplot_while_keras_loads():
-    """Installs the one-shot hook that lets Keras' import leave `matplotlib.pyplot` unloaded
-    until it is used; idempotent, and nothing happens when Keras is already loaded.
+    """Installs the one-shot hook that lets Keras' import leave `matplotlib.pyplot` (and
+    `matplotlib.patches`) unloaded until used; idempotent, and nothing happens when Keras is already loaded.
 
-    Keras imports `matplotlib.pyplot` as it loads (for `keras.visualization`'s image gallery),
-    whenever matplotlib is installed: about 0.4 s of a fresh process (pyplot's figure,
-    colorbar and backend modules), paid by every script that never draws. While Keras loads,
-    this hook gives pyplot a lazy loader (`importlib.util.LazyLoader`): the module object exists
-    at once, its code runs on the first attribute anyone reads (`plt.figure`, ours or the
-    user's), exactly as an eager import would have run it. The `matplotlib` package itself
+    Keras imports `matplotlib.pyplot` and `matplotlib.patches` as it loads (for
+    `keras.visualization`'s galleries), whenever matplotlib is installed: about 0.4 s of a fresh
+    process (pyplot's figure, colorbar and backend modules), paid by every script that never
+    draws. While Keras loads, this hook gives both a lazy loader (`importlib.util.LazyLoader`):
+    the module object exists at once, its code runs on the first attribute anyone reads
+    (`plt.figure`, ours or the user's), exactly as an eager import would have run it. The `matplotlib` package itself
     still loads (the import system needs its `__path__`).
     """
     if "keras" in sys.modules or any(isinstance(finder, _KerasLoadFinder) for finder in sys.meta_path):
@@ -107,7 +107,8 @@ def defer_pyplot_while_keras_loads():
 class _KerasLoadFinder(WrappingFinder):
     """Wraps Keras' loader; while it runs, finds `LAZY_WHILE_KERAS_LOADS` with lazy loaders."""
 
-    LAZY_WHILE_KERAS_LOADS = ("matplotlib.pyplot",)
+    # Keras' `plot_image_gallery` imports pyplot, its `plot_bounding_box_gallery` patches.
+    LAZY_WHILE_KERAS_LOADS = ("matplotlib.pyplot", "matplotlib.patches")
 
     def __init__(self):
         super().__init__()

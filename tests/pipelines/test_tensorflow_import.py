@@ -53,9 +53,11 @@ import io, json, sys
 import bert_keras.tasks
 import keras
 from keras.src.visualization import plot_image_gallery
-loaded_with_keras = "matplotlib.figure" in sys.modules
+loaded_with_keras = "matplotlib.figure" in sys.modules or "matplotlib.lines" in sys.modules
 import numpy as np
 keras.visualization.plot_image_gallery(np.zeros((2, 8, 8, 3), "uint8"), rows=1, cols=2)  # Keras' own use
+from keras.src.visualization import plot_bounding_box_gallery
+assert plot_bounding_box_gallery.patches.Patch.__name__ == "Patch"
 import matplotlib.pyplot as plt
 figure, axes = plt.subplots()
 axes.plot([0, 1], [1, 0])
