@@ -207,6 +207,9 @@ def assign_canonical(encoder, weights, *, strict=True):
         if name not in weights:
             continue
         key = id(variable)
+        if columns is None and key not in partly_covered:  # the whole variable: its value as given
+            new_values[key] = (variable, np.asarray(weights[name], dtype=np.float32))
+            continue
         if key not in new_values:
             start = (np.array(variable.numpy(), dtype=np.float32) if key in partly_covered
                      else np.empty(tuple(variable.shape), np.float32))
