@@ -120,11 +120,14 @@ class BertSelfAttention(keras.layers.Layer):
 
         scores = ops.matmul(query, ops.swapaxes(key, -1, -2))  # [B, N, Q, S]
         # padding_mask: 1 = real token, 0 = padding; masks keys only.
-        key_mask = ops.cast(padding_mask, "float32")[:, None, None, :]
+        if packing is not None:
+            mask_bias = packing.key_mask_bias(MASK_VALUE)  # the same for every block of the pass
+        else:
+            mask_bias = (1.0 - ops.cast(padding_mask, "float32")[:, None, None, :]) * MASK_VALUE
         # Scaled after the matmul and then masked: on CPU the graph optimizer
         # fuses matmul, scale and mask into one oneDNN kernel.
         scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_size))
-        scores = scores + (1.0 - key_mask) * MASK_VALUE
+        scores = scores + mask_bias
         probs = ops.softmax(scores, axis=-1)
         dropped = self.probs_dropout(probs, training=training)
 

@@ -120,11 +120,17 @@ def layer_norm_one_kernel(x, gamma, beta, epsilon):
     import tensorflow as tf
 
     shape = tf.shape(x)
-    rows = tf.reduce_prod(shape[:-1])
-    width = x.shape[-1] if x.shape[-1] is not None else shape[-1]
+    width = x.shape[-1]
+    # `[rows]`, the Fill ops' shape: for the encoder's packed `[tokens, H]` rows, one slice of
+    # the shape (no product or stack of its parts in each of the 13-15 layer norms). Not read
+    # from the reshaped tensor: the rewrite needs that to feed the batch norm alone.
+    rows = shape[:1] if len(x.shape) == 2 else tf.reshape(tf.reduce_prod(shape[:-1]), [1])
+    if width is not None:
+        images = tf.reshape(x, [1, -1, width, 1])  # a constant shape
+    else:
+        images = tf.reshape(x, tf.concat([[1], rows, shape[-1:], [1]], 0))
     normalized, _, _, _, _, _ = tf.raw_ops.FusedBatchNormV3(
-        x=tf.reshape(x, tf.stack([1, rows, width, 1])),
-        scale=tf.fill([rows], tf.constant(1.0, x.dtype)), offset=tf.fill([rows], tf.constant(0.0, x.dtype)),
+        x=images, scale=tf.fill(rows, tf.constant(1.0, x.dtype)), offset=tf.fill(rows, tf.constant(0.0, x.dtype)),
         mean=tf.constant([], x.dtype), variance=tf.constant([], x.dtype),
         epsilon=epsilon, data_format="NCHW", is_training=True)
     return tf.reshape(normalized, shape) * gamma + beta

@@ -57,11 +57,12 @@ def pack_tokens(sequence, token_indices, packing=None):
     return gather_rows(flat, tf.cast(token_indices[:, 0], tf.int32), packing.position_readers)
 
 
-def gather_rows(params, indices, readers, params_may_be_empty=False):
+def gather_rows(params, indices, readers, padding=None):
     """`tf.gather(params, indices)` (rows of a 2-D `params`) whose gradient is a gather.
 
-    `params_may_be_empty`: a `params` without rows gives zeros for every index (a
-    batch without real tokens), where `tf.gather` would fail on the CPU.
+    `padding`: the batch's `TokenPacking.empty_table_padding(...)`, for a `params` that has no
+    rows in a batch without real tokens (where `tf.gather` would fail on the CPU): such a
+    table gets zero rows, which its indices then read.
 
     `readers()` (called only when a gradient is taken, so inference graphs do not
     build it) gives `[rows of params]` int32: for each row of `params`, the one slot
@@ -77,15 +78,11 @@ def gather_rows(params, indices, readers, params_may_be_empty=False):
             with_zero_row = tf.concat([flat, tf.zeros([1, width], flat.dtype)], axis=0)
             return tf.gather(with_zero_row, readers())
 
-        if not params_may_be_empty:
-            return tf.gather(params, indices), gradient
-        # The condition is inside: the gradient of a tf.cond branch is symbolic, and would
-        # not read the tape record of a gather_rows inside it.
-        rows = tf.cond(
-            tf.shape(params)[0] > 0,
-            lambda: tf.gather(params, indices),
-            lambda: tf.zeros(tf.concat([tf.shape(indices), tf.shape(params)[1:]], 0), params.dtype))
-        return rows, gradient
+        if padding is not None:
+            padded = tf.pad(params, padding)
+            padded.set_shape(tf.TensorShape([None]).concatenate(params.shape[1:]))  # keeps the width static
+            params = padded
+        return tf.gather(params, indices), gradient
 
     return gather(params)
 
@@ -147,6 +144,29 @@ class TokenPacking:
         if source is None:
             return project()
         return self._once(("projected_heads", id(layer), source), project)
+
+    def key_mask_bias(self, mask_value):
+        """`[B, 1, 1, S]` float32: 0 at real keys, `mask_value` at padded ones, added to the
+        attention scores of every block (built once per pass, not once per block)."""
+        def build():
+            key_mask = tf.cast(self.padding_mask, tf.float32)[:, None, None, :]
+            return (1.0 - key_mask) * mask_value
+        return self._once(("key_mask_bias", mask_value), build)
+
+    def empty_table_padding(self, rows_per_token):
+        """`tf.pad` paddings `[2, 2]` int32 for a 2-D table of `rows_per_token` vectors per packed
+        token: in a batch without real tokens (an empty table, which a gather would fail on), one
+        token's rows of zeros after it, which all its indices read (`row_of_position` is 0
+        everywhere); none otherwise.
+
+        `tf.pad` with zero paddings hands its input on without a copy, so batches that have tokens
+        pay nothing; a `tf.cond` per block did the same with two branch functions each, traced and
+        optimised in every first call.
+        """
+        def build():
+            missing = 1 - tf.minimum(tf.shape(self.token_indices, out_type=tf.int32)[0], 1)
+            return tf.reshape(tf.stack([0, missing * rows_per_token, 0, 0]), [2, 2])
+        return self._once(("empty_table_padding", rows_per_token), build)
 
     def row_of_position(self):
         """`[B * S]` int32: the packed row of each position (a padded one: the last real token's
@@ -245,7 +265,7 @@ def heads_at_positions(packed, packing, parts, num_heads):
     slices = packing.head_slices(parts, num_heads)
     vectors = tf.reshape(packed, [-1, width])
     return gather_rows(vectors, slices, lambda: packing.head_readers(parts, num_heads),
-                       params_may_be_empty=True)
+                       padding=packing.empty_table_padding(parts * num_heads))
 
 
 def packed_from_heads(heads, packing, num_heads):

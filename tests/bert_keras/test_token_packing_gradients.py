@@ -17,11 +17,8 @@ def padding_mask(lengths, seq):
 
 def plain_gathers(monkeypatch):
     """Automatic differentiation of `tf.gather` (a scatter-add), as before the closed form."""
-    def gather(params, indices, readers, params_may_be_empty=False):
-        if not params_may_be_empty:
-            return tf.gather(params, indices)
-        return tf.cond(tf.shape(params)[0] > 0, lambda: tf.gather(params, indices),
-                       lambda: tf.zeros(tf.concat([tf.shape(indices), tf.shape(params)[1:]], 0)))
+    def gather(params, indices, readers, padding=None):
+        return tf.gather(params if padding is None else tf.pad(params, padding), indices)
 
     monkeypatch.setattr(token_packing, "gather_rows", gather)
 
