@@ -120,14 +120,11 @@ class BertSelfAttention(keras.layers.Layer):
 
         scores = ops.matmul(query, ops.swapaxes(key, -1, -2))  # [B, N, Q, S]
         # padding_mask: 1 = real token, 0 = padding; masks keys only.
-        if packing is not None:
-            mask_bias = packing.key_mask_bias(MASK_VALUE)  # the same for every block of the pass
-        else:
-            mask_bias = (1.0 - ops.cast(padding_mask, "float32")[:, None, None, :]) * MASK_VALUE
+        key_mask = ops.cast(padding_mask, "float32")[:, None, None, :]
         # Scaled after the matmul and then masked: on CPU the graph optimizer
         # fuses matmul, scale and mask into one oneDNN kernel.
         scores = ops.cast(scores, "float32") * (1.0 / math.sqrt(self.head_size))
-        scores = scores + mask_bias
+        scores = scores + (1.0 - key_mask) * MASK_VALUE
         probs = ops.softmax(scores, axis=-1)
         dropped = self.probs_dropout(probs, training=training)
 

@@ -145,14 +145,6 @@ class TokenPacking:
             return project()
         return self._once(("projected_heads", id(layer), source), project)
 
-    def key_mask_bias(self, mask_value):
-        """`[B, 1, 1, S]` float32: 0 at real keys, `mask_value` at padded ones, added to the
-        attention scores of every block (built once per pass, not once per block)."""
-        def build():
-            key_mask = tf.cast(self.padding_mask, tf.float32)[:, None, None, :]
-            return (1.0 - key_mask) * mask_value
-        return self._once(("key_mask_bias", mask_value), build)
-
     def empty_table_padding(self, rows_per_token):
         """`tf.pad` paddings `[2, 2]` int32 for a 2-D table of `rows_per_token` vectors per packed
         token: in a batch without real tokens (an empty table, which a gather would fail on), one

@@ -213,6 +213,48 @@ def test_layer_norm_at_inference_runs_as_one_onednn_kernel(shape, tmp_path):
         assert "_MklLayerNorm" in kernels_run(traced, x, log_dir=tmp_path)
 
 
+def kernel_counts(function, *args, log_dir):
+    """How many times each kernel ran in `function(*args)` (TensorFlow's profiler)."""
+    from collections import Counter
+
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+    tf.profiler.experimental.start(str(log_dir))
+    function(*args)
+    tf.profiler.experimental.stop()
+    counts = Counter()
+    for path in log_dir.rglob("*.xplane.pb"):
+        space = xplane_pb2.XSpace()
+        space.ParseFromString(path.read_bytes())
+        for plane in space.planes:
+            names = {key: meta.name.split(":")[-1] for key, meta in plane.event_metadata.items()}
+            counts.update(names.get(event.metadata_id, "") for line in plane.lines for event in line.events)
+    return counts
+
+
+def test_an_encoders_inference_runs_each_blocks_scores_and_layer_norms_as_fused_kernels(tmp_path):
+    """Per block, the graph optimizer fuses the attention scores' matmul, scale and mask into one
+    oneDNN kernel and each LayerNorm into another. Both fusions are easy to lose to a graph
+    change that keeps the values (the fused matmul adds its mask in place, so a mask bias shared
+    by the blocks fused in one of them only): counted here on a 3-block encoder."""
+    from tensorflow.python.util import _pywrap_util_port
+
+    from bert_keras.config import BertConfig
+    from bert_keras.encoder import BertEncoder
+
+    if not _pywrap_util_port.IsMklEnabled():
+        pytest.skip("oneDNN is off in this TensorFlow build")
+    encoder = BertEncoder(BertConfig.named("tiny", vocab_size=100, num_layers=3))
+    token_ids = tf.constant(np.random.default_rng(0).integers(5, 100, size=(4, 16)), tf.int32)
+    mask = tf.constant((np.arange(16)[None] < np.array([16, 9, 4, 12])[:, None]).astype("int32"))
+    inputs = {"token_ids": token_ids, "padding_mask": mask, "segment_ids": tf.zeros_like(token_ids)}
+    traced = tf.function(lambda x: encoder(x))
+    traced(inputs)
+    counts = kernel_counts(traced, inputs, log_dir=tmp_path)
+    assert counts["_MklFusedBatchMatMulV2"] == 3  # each block's scores (the pooled [CLS] run apart)
+    assert counts["_MklLayerNorm"] == 6  # each block's two
+
+
 @pytest.mark.parametrize("dtype, shape", [("float64", (None, 8)), ("float32", (None, 2, 3, 8))],
                          ids=["float64", "rank 4"])
 def test_layer_norm_forms_the_kernel_cannot_take_keep_the_ops_at_inference(dtype, shape):
