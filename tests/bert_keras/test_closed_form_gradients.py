@@ -158,17 +158,7 @@ def test_layer_norm_edge_rows_match_keras(x):
 
 def kernels_run(function, *args, log_dir):
     """The kernel names TensorFlow's profiler records while `function(*args)` runs."""
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
-
-    tf.profiler.experimental.start(str(log_dir))
-    function(*args)
-    tf.profiler.experimental.stop()
-    kernels = set()
-    for path in log_dir.rglob("*.xplane.pb"):
-        space = xplane_pb2.XSpace()
-        space.ParseFromString(path.read_bytes())
-        kernels |= {meta.name.split(":")[-1] for plane in space.planes for meta in plane.event_metadata.values()}
-    return kernels
+    return {name for name, count in kernel_counts(function, *args, log_dir=log_dir).items() if count}
 
 
 def traced_op_types(function, spec):
