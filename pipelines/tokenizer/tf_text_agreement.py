@@ -39,10 +39,9 @@ import unicodedata
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_text as tf_text
 
+from pipelines.tokenizer import tf_text_models, wordpiece
 from pipelines.tokenizer import unicode_tables as ut
-from pipelines.tokenizer import wordpiece
 
 # A character normalizes to at most this many characters on the fast path
 # (a Hangul syllable becomes 2 or 3 jamo).
@@ -74,7 +73,7 @@ def _agreeing_codepoints(lowercase, strip_accents):
         case = "uncased" if lowercase else "cased"
     else:
         case = "lowercase-keep-accents" if lowercase else "cased-strip-accents"
-    name = f"tf_text_agreement{AGREEMENT_VERSION}-{case}-tf_text{tf_text.__version__}"
+    name = f"tf_text_agreement{AGREEMENT_VERSION}-{case}-tf_text{tf_text_models.tf_text_version()}"
     if not wordpiece.has_fast_normalization(lowercase, strip_accents):
         return np.zeros([0], np.int32)
     # The probe runs eagerly, also when a tokenizer is built inside a tf.function or a graph.

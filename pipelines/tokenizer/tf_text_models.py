@@ -24,6 +24,7 @@ Example:
 """
 
 import hashlib
+import importlib.metadata
 import json
 import os
 import re
@@ -69,11 +70,20 @@ def cached_model(kind, inputs, build, *, directory=None):
 
 
 def _key(kind, inputs):
-    import tensorflow_text
-
-    digest = hashlib.sha256(json.dumps([tensorflow_text.__version__, kind, inputs], ensure_ascii=False)
+    digest = hashlib.sha256(json.dumps([tf_text_version(), kind, inputs], ensure_ascii=False)
                             .encode("utf-8"))
     return digest.hexdigest()[:32]
+
+
+def tf_text_version():
+    """The installed TF-Text's version, read from its metadata: importing the package to ask
+    loads all its op libraries (`tf_text_kernels`)."""
+    try:
+        return importlib.metadata.version("tensorflow-text")
+    except importlib.metadata.PackageNotFoundError:  # a build under another distribution name
+        import tensorflow_text
+
+        return tensorflow_text.__version__
 
 
 def _read(path):

@@ -12,9 +12,8 @@ import functools
 import re
 
 import tensorflow as tf
-import tensorflow_text as tf_text
 
-from pipelines.tokenizer import tf_text_models
+from pipelines.tokenizer import tf_text_kernels, tf_text_models
 
 
 def utf8_lengths(codepoints):
@@ -31,16 +30,18 @@ def utf8_lengths(codepoints):
 def normalizer_model(lowercase):
     """The `FastBertNormalizer` model buffer (uint8 numpy): built once per machine (~0.2 s), then
     read from `tf_text_models`' cache."""
-    from tensorflow_text.core.pybinds import pywrap_fast_bert_normalizer_model_builder as builder
+    def build():  # (imports all of TF-Text: only when the model is not in the cache)
+        from tensorflow_text.core.pybinds import pywrap_fast_bert_normalizer_model_builder as builder
 
-    return tf_text_models.cached_model(
-        "fast_bert_normalizer", [bool(lowercase)],
-        lambda: builder.build_fast_bert_normalizer_model(bool(lowercase)))
+        return builder.build_fast_bert_normalizer_model(bool(lowercase))
+
+    return tf_text_models.cached_model("fast_bert_normalizer", [bool(lowercase)], build)
 
 
 def fast_normalizer(lowercase):
-    """A `tf_text.FastBertNormalizer` for the uncased (lowercase, NFD, strip accents) or cased rules."""
-    return tf_text.FastBertNormalizer(model_buffer=tf.constant(normalizer_model(lowercase)))
+    """TF-Text's FastBertNormalizer (`tf_text_kernels`) for the uncased (lowercase, NFD, strip
+    accents) or cased rules."""
+    return tf_text_kernels.FastBertNormalizerKernel(tf.constant(normalizer_model(lowercase)))
 
 
 def has_fast_normalization(lowercase, strip_accents):
@@ -65,20 +66,21 @@ def fast_normalize_function(lowercase, strip_accents):
 
 
 def fast_wordpiece(vocabulary, *, unk_token, max_bytes_per_word, split_words):
-    """TF-Text's `FastWordpieceTokenizer` as every path here uses it: int64 ids, "##" suffixes.
+    """TF-Text's FastWordpiece (`tf_text_kernels`) as every path here uses it: int64 ids, "##"
+    suffixes.
 
     Args:
         split_words: True: it splits raw text on whitespace and punctuation
             itself (end to end); False: its inputs are words already.
     """
-    from tensorflow_text.core.pybinds import pywrap_fast_wordpiece_tokenizer_model_builder as builder
-
     vocabulary = list(vocabulary)
     if split_words:
         vocabulary = _without_whitespace_tokens(vocabulary)
     arguments = [int(max_bytes_per_word), "##", unk_token, not split_words, False]
 
-    def build():
+    def build():  # (imports all of TF-Text: only when the model is not in the cache)
+        from tensorflow_text.core.pybinds import pywrap_fast_wordpiece_tokenizer_model_builder as builder
+
         try:
             return builder.build_fast_wordpiece_model(vocabulary, *arguments)
         except RuntimeError as error:
@@ -94,7 +96,7 @@ def fast_wordpiece(vocabulary, *, unk_token, max_bytes_per_word, split_words):
         "fast_wordpiece", [arguments, vocabulary], build)
     # The model as a uint8 tensor made from the bytes directly: given the vocabulary instead,
     # TF-Text makes it from a Python list of its ~1.5M bytes (~0.05 s a model).
-    return tf_text.FastWordpieceTokenizer(model_buffer=tf.constant(model), token_out_type=tf.int64)
+    return tf_text_kernels.FastWordpieceKernel(tf.constant(model))
 
 
 def _without_whitespace_tokens(vocabulary):
