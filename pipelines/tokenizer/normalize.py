@@ -79,6 +79,17 @@ def _previous(x, first):
     return tf.concat([[first], x], axis=0)[: tf.size(x)]
 
 
+def _general_case_in_graphs(needed, general, shortcut):
+    """`general()` where `needed()` holds, else `shortcut()`, which must give the same result
+    (cheaper) in that case. Eagerly the predicate picks one; in a graph (`tf.data`, an
+    export) the general form runs, with no `tf.cond`: tracing one (each branch a function
+    graph) cost more than the general form costs to run on the strings that take this
+    exact path (~0.1 s of every tokenizer graph's first trace, for three of them)."""
+    if tf.executing_eagerly():
+        return general() if bool(needed()) else shortcut()
+    return general()
+
+
 class BertPreTokenizer(tf.Module):
     """Splits text into normalized BERT words, tracking where each character came from.
 
@@ -169,9 +180,8 @@ class BertPreTokenizer(tf.Module):
             kept = tf.reshape(tf.where(tf.logical_not(removed)), [-1])
             return [tf.gather(t, kept) for t in [cps, classes] + carried]
 
-        cps, classes, *carried = tf.cond(
-            tf.reduce_any(removed), drop_removed, lambda: [cps, classes] + carried
-        )
+        cps, classes, *carried = _general_case_in_graphs(
+            lambda: tf.reduce_any(removed), drop_removed, lambda: [cps, classes] + carried)
         if self._normalizes:
             # Whitespace/CJK classes stay those of the source character; the
             # normalized character gets its own class (for punctuation).
@@ -235,11 +245,10 @@ class BertPreTokenizer(tf.Module):
         """
         rows = carried[0]
         if self.lowercase:
-            final_sigma = tf.cond(
-                tf.reduce_any(tf.equal(cps, ut.CAPITAL_SIGMA)),
-                lambda: self._final_sigma(cps, rows),
-                lambda: tf.zeros(tf.shape(cps), tf.bool),
-            )
+            final_sigma = _general_case_in_graphs(
+                lambda: tf.reduce_any(tf.equal(cps, ut.CAPITAL_SIGMA)),
+                lambda: self._final_sigma(cps, rows),  # all False without a capital sigma
+                lambda: tf.zeros(tf.shape(cps), tf.bool))
         else:
             final_sigma = tf.zeros(tf.shape(cps), tf.bool)
         slot = tf.cast(tf.gather(self._expansion_slots, cps), tf.int32)
@@ -268,7 +277,8 @@ class BertPreTokenizer(tf.Module):
             out = tf.where(tf.gather(final_sigma, source), tf.constant(ut.FINAL_SIGMA), out)
             return [tf.gather(classes, source), out] + [tf.gather(t, source) for t in carried]
 
-        return tf.cond(tf.reduce_all(tf.equal(length, 1)), one_to_one, expand)
+        return _general_case_in_graphs(lambda: tf.logical_not(tf.reduce_all(tf.equal(length, 1))),
+                                       expand, one_to_one)
 
     def _final_sigma(self, cps, rows):
         """Which capital sigmas `str.lower()` turns into final 'ς' rather than 'σ'.

@@ -402,6 +402,12 @@ def test_eager_calls_equal_op_by_op_and_graph_calls(backend, fast, core):
     for a, b, c in zip(eager, op_by_op(tokenizer, "tokenize_with_offsets", texts), in_graph(texts)):
         assert a.to_list() == b.to_list() == c.to_list()
     assert tokenizer.tokenize(texts).to_list() == eager[0].to_list()
+    # One string a call: eagerly, each normalization step takes its shortcut where it applies (no
+    # removed character, no capital sigma, no expansion); a graph always runs the general form.
+    for text in ["plain ascii", "Ünïcode naïve", "ΣΟΦΟΣ σοφός", "x\u200bz\x00y", "한국어 日本語", "İstanbul ﬁ"]:
+        strings = tf.constant([text])
+        for a, b in zip(op_by_op(tokenizer, "tokenize_with_offsets", strings), in_graph(strings)):
+            assert a.to_list() == b.to_list(), text
     for text in ["Héllo wörld, 안녕하세요!", "", "中文 [SEP] x"]:
         ids, begin, end = tokenizer.tokenize_with_offsets(text)
         want = op_by_op(tokenizer, "tokenize_with_offsets", tf.constant(text))
