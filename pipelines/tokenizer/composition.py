@@ -162,21 +162,22 @@ class NfcStep:
     def compose(self, strings):
         """`(composed [n], maps [n + 1])` of a 1-D batch of strings."""
         import tensorflow as tf
-        import tensorflow_text as tf_text
 
-        composed, maps = tf_text.normalize_utf8_with_offsets_map(tf.concat([strings, [""]], 0), self.form)
+        from pipelines.tokenizer import tf_text_kernels
+
+        composed, maps = tf_text_kernels.normalize_utf8_with_offsets_map(tf.concat([strings, [""]], 0), self.form)
         return composed[:-1], maps
 
     @staticmethod
     def source_offsets(maps, offsets):
         """`offsets` (ragged int64 `[n, (k)]`, into the composed strings) in the original strings."""
         import tensorflow as tf
-        import tensorflow_text as tf_text
 
         from pipelines import row_ops
+        from pipelines.tokenizer import tf_text_kernels
 
         last = tf.shape(maps, out_type=tf.int64)[0] - 1
         rows = tf.concat([row_ops.value_rowids(offsets.row_splits), [last]], 0)
         values = tf.concat([offsets.flat_values, tf.zeros([1], offsets.flat_values.dtype)], 0)
-        found = tf_text.find_source_offsets(tf.gather(maps, rows), tf.expand_dims(tf.cast(values, tf.int64), 1))
-        return offsets.with_flat_values(tf.cast(tf.reshape(found, [-1])[:-1], offsets.flat_values.dtype))
+        found = tf_text_kernels.find_source_offsets(tf.gather(maps, rows), tf.cast(values, tf.int64))
+        return offsets.with_flat_values(tf.cast(found[:-1], offsets.flat_values.dtype))

@@ -1,9 +1,10 @@
-"""TF-Text's two kernels the tokenizer runs, without the rest of TF-Text.
+"""TF-Text's kernels the tokenizer runs, without the rest of TF-Text.
 
 `import tensorflow_text` loads all 22 of its op libraries (about 170 MB of shared objects:
 ~0.2 s of every process's first tokenizer, a fifth of `from_pretrained`). The tokenizer runs
 two kernels: FastWordpiece (`FastWordpieceTokenizeWithOffsets`) and FastBertNormalizer
-(`FastBertNormalize`). This module loads just their libraries, the very files under the very
+(`FastBertNormalize`), and a Korean tokenizer's NFC step a third library's two
+(`NormalizeUTF8WithOffsetsMap`, `FindSourceOffsets`). This module loads just those libraries, the very files under the very
 path `tensorflow_text` loads them from: TensorFlow keeps a loaded library by its path, so a
 later `import tensorflow_text` (the user's, or the serving code's) finds them loaded and gets
 the same ops, and the graphs hold the same op types either way (TF Serving runs them as
@@ -33,6 +34,7 @@ _LIBRARIES = {
                        "tensorflow_text.python.ops.fast_wordpiece_tokenizer", "gen_fast_wordpiece_tokenizer"),
     "fast_bert_normalizer": ("_fast_bert_normalizer.so",
                              "tensorflow_text.python.ops.fast_bert_normalizer", "gen_fast_bert_normalizer"),
+    "normalize": ("_normalize_ops.so", "tensorflow_text.python.ops.normalize_ops", "gen_normalize_ops"),
 }
 
 
@@ -66,6 +68,26 @@ def fast_wordpiece_ops():
 def fast_bert_normalizer_ops():
     """The op wrappers of TF-Text's FastBertNormalizer library (`fast_bert_normalize`)."""
     return _op_module("fast_bert_normalizer")
+
+
+def normalize_ops():
+    """The op wrappers of TF-Text's Unicode normalization library (`normalize_utf8_with_offsets_map`,
+    `find_source_offsets`): a Korean tokenizer's NFC step (`composition.NfcStep`)."""
+    return _op_module("normalize")
+
+
+def normalize_utf8_with_offsets_map(strings, form):
+    """`(normalized, offsets_map)` of a 1-D batch of strings, as `tf_text.normalize_utf8_with_offsets_map`."""
+    return normalize_ops().normalize_utf8_with_offsets_map(strings, form)
+
+
+def find_source_offsets(offsets_map, offsets):
+    """Each of `offsets` (int64 `[n]`, one a string) mapped back into its string before
+    normalization, `offsets_map` the `[n]` maps of those strings: what
+    `tf_text.find_source_offsets(offsets_map, offsets[:, None])[:, 0]` gives."""
+    one_per_row = tf.range(tf.size(offsets, out_type=tf.int64) + 1)
+    return normalize_ops().find_source_offsets(
+        offsets_map=offsets_map, input_offsets_values=offsets, input_offsets_splits=one_per_row)
 
 
 def _per_flat_values(function, strings):

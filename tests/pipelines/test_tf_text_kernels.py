@@ -114,3 +114,17 @@ def test_tf_texts_own_op_modules_once_it_is_imported():
         assert tf_text_kernels.fast_bert_normalizer_ops() is fast_bert_normalizer.gen_fast_bert_normalizer
     finally:
         tf_text_kernels._op_module.cache_clear()
+
+
+def test_unicode_normalization_with_offsets_gives_what_tf_text_gives():
+    """A Korean tokenizer's NFC step: composed strings, and offsets mapped back, as TF-Text's."""
+    strings = tf.constant(["\u1112\u1161\u11ab\u1100\u116e\u11a8 text", "plain", "", "e\u0301 \u1100\u1161"])
+    composed, maps = tf_text_kernels.normalize_utf8_with_offsets_map(strings, "NFC")
+    want, their_maps = tf_text.normalize_utf8_with_offsets_map(strings, "NFC")
+    assert composed.numpy().tolist() == want.numpy().tolist() == [
+        "한국 text".encode(), b"plain", b"", "é 가".encode()]
+    rows = tf.constant([0, 0, 0, 1, 3, 3, 3], tf.int64)
+    offsets = tf.constant([0, 3, 7, 2, 0, 2, 6], tf.int64)
+    ours = tf_text_kernels.find_source_offsets(tf.gather(maps, rows), offsets)
+    theirs = tf_text.find_source_offsets(tf.gather(their_maps, rows), offsets[:, None])[:, 0]
+    assert ours.numpy().tolist() == theirs.numpy().tolist() == [0, 9, 19, 2, 0, 3, 10]
