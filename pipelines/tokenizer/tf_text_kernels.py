@@ -28,24 +28,29 @@ import sys
 
 import tensorflow as tf
 
-# Each kernel's library, and the `tensorflow_text` module that loads it (the fallback).
+# Each kernel's library, the `tensorflow_text` module that loads it and its name for the op
+# wrappers there (the fallback), and the wrappers called here.
 _LIBRARIES = {
-    "fast_wordpiece": ("_fast_wordpiece_tokenizer.so",
-                       "tensorflow_text.python.ops.fast_wordpiece_tokenizer", "gen_fast_wordpiece_tokenizer"),
-    "fast_bert_normalizer": ("_fast_bert_normalizer.so",
-                             "tensorflow_text.python.ops.fast_bert_normalizer", "gen_fast_bert_normalizer"),
-    "normalize": ("_normalize_ops.so", "tensorflow_text.python.ops.normalize_ops", "gen_normalize_ops"),
+    "fast_wordpiece": ("_fast_wordpiece_tokenizer.so", "tensorflow_text.python.ops.fast_wordpiece_tokenizer",
+                       "gen_fast_wordpiece_tokenizer", ("fast_wordpiece_tokenize_with_offsets",)),
+    "fast_bert_normalizer": ("_fast_bert_normalizer.so", "tensorflow_text.python.ops.fast_bert_normalizer",
+                             "gen_fast_bert_normalizer", ("fast_bert_normalize",)),
+    "normalize": ("_normalize_ops.so", "tensorflow_text.python.ops.normalize_ops", "gen_normalize_ops",
+                  ("normalize_utf8_with_offsets_map", "find_source_offsets")),
 }
 
 
 @functools.lru_cache(maxsize=None)
 def _op_module(kind):
     """The Python op wrappers of `kind`'s library (loaded once a process)."""
-    library, module_name, attribute = _LIBRARIES[kind]
+    library, module_name, attribute, wrappers = _LIBRARIES[kind]
     path = None if "tensorflow_text" in sys.modules else _library_path(library)
-    if path is None:  # TF-Text loaded already, or laid out otherwise: its own module
-        return getattr(importlib.import_module(module_name), attribute)
-    return tf.load_op_library(path)
+    if path is not None:
+        ops = tf.load_op_library(path)
+        if all(hasattr(ops, name) for name in wrappers):
+            return ops
+    # TF-Text loaded already, or laid out otherwise: its own module.
+    return getattr(importlib.import_module(module_name), attribute)
 
 
 def _library_path(library):
