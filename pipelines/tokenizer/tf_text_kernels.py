@@ -116,17 +116,21 @@ def _per_flat_values(function, strings):
     return function(strings)
 
 
-class FastWordpieceKernel(tf.Module):
-    """TF-Text's `FastWordpieceTokenizer` with int64 ids, on a compiled model buffer.
+class _CompiledModelKernel(tf.Module):
+    """A TF-Text kernel that runs on a model TF-Text's builder compiled.
 
     Args:
-        model_buffer: the model (uint8 tensor) `pywrap_fast_wordpiece_tokenizer_model_builder`
-            compiles (`wordpiece.fast_wordpiece` caches it).
+        model_buffer: the compiled model, a uint8 tensor (`wordpiece.fast_wordpiece` and
+            `wordpiece.normalizer_model` build and cache them).
     """
 
     def __init__(self, model_buffer, name=None):
         super().__init__(name=name)
         self._model = model_buffer
+
+
+class FastWordpieceKernel(_CompiledModelKernel):
+    """TF-Text's `FastWordpieceTokenizer` with int64 ids (`_CompiledModelKernel` for the arguments)."""
 
     def tokenize_with_offsets(self, strings):
         """`(ids, begin, end)`: RaggedTensors of each string's pieces and their byte offsets."""
@@ -144,17 +148,8 @@ class FastWordpieceKernel(tf.Module):
                          for values in (tf.cast(ids, tf.int64), begin, end))
 
 
-class FastBertNormalizerKernel(tf.Module):
-    """TF-Text's `FastBertNormalizer` (`normalize` only), on a compiled model buffer.
-
-    Args:
-        model_buffer: the model (uint8 tensor) `pywrap_fast_bert_normalizer_model_builder`
-            compiles (`wordpiece.normalizer_model` caches it).
-    """
-
-    def __init__(self, model_buffer, name=None):
-        super().__init__(name=name)
-        self._model = model_buffer
+class FastBertNormalizerKernel(_CompiledModelKernel):
+    """TF-Text's `FastBertNormalizer`, `normalize` only (`_CompiledModelKernel` for the arguments)."""
 
     def normalize(self, strings):
         """The normalized strings, the shape of `strings`."""
