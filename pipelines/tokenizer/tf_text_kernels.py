@@ -4,13 +4,14 @@
 ~0.2 s of every process's first tokenizer, a fifth of `from_pretrained`). The tokenizer runs
 two kernels: FastWordpiece (`FastWordpieceTokenizeWithOffsets`) and FastBertNormalizer
 (`FastBertNormalize`), and a Korean tokenizer's NFC step a third library's two
-(`NormalizeUTF8WithOffsetsMap`, `FindSourceOffsets`). This module loads just those libraries, the very files under the very
-path `tensorflow_text` loads them from: TensorFlow keeps a loaded library by its path, so a
-later `import tensorflow_text` (the user's, or the serving code's) finds them loaded and gets
-the same ops, and the graphs hold the same op types either way (TF Serving runs them as
-before). `FastWordpieceKernel` and `FastBertNormalizerKernel` call the ops exactly as TF-Text's
-`FastWordpieceTokenizer` and `FastBertNormalizer` do. When `tensorflow_text` is already
-imported, or its files are not where this expects, TF-Text's own op modules are used.
+(`NormalizeUTF8WithOffsetsMap`, `FindSourceOffsets`). This module loads just those libraries,
+the very files under the very path `tensorflow_text` loads them from: TensorFlow keeps a
+loaded library by its path, so a later `import tensorflow_text` (the user's, or the serving
+code's) finds them loaded and gets the same ops, and the graphs hold the same op types either
+way (TF Serving runs them as before). `FastWordpieceKernel` and `FastBertNormalizerKernel` call
+the ops exactly as TF-Text's `FastWordpieceTokenizer` and `FastBertNormalizer` do. When
+`tensorflow_text` is already imported, or its files are not where this expects, TF-Text's own
+op modules are used.
 
 Example:
 
@@ -61,7 +62,7 @@ def _library_path(library):
     locations = None if spec is None else spec.submodule_search_locations
     if not locations:
         return None
-    path = os.path.join(os.path.join(os.path.join(locations[0], "python"), "ops"), library)
+    path = os.path.join(locations[0], "python", "ops", library)
     return path if os.path.isfile(path) else None
 
 
