@@ -263,8 +263,11 @@ class TextClassifier(TextTask):
         return labels, BertClassifier(encoder, num_classes=size, dropout=dropout, relevance_layer=relevance), settings
 
     # -- data (read and checked by `classifier_inputs`) -------------------------------
-    def _examples(self, x, y, *, shuffle, seed, sample_weight=None, needs_y=False, training=False):
+    def _examples(self, x, y, *, shuffle, seed, sample_weight=None, needs_y=False, training=False, once=False):
         """`(unbatched encoded examples, count)` from raw texts or a dataset of raw texts.
+
+        `once`: the examples are read once (a `predict` / `evaluate` call), so a dataset's texts
+        may be encoded at once too, not only texts in memory.
 
         Single texts are read in windows (`batching.encode_text_windows`): in training every
         window is an example; otherwise each also carries its window marks (a text's first
@@ -275,9 +278,11 @@ class TextClassifier(TextTask):
         dataset, count = classifier_inputs.text_rows(self, x, y, sample_weight, needs_y=needs_y)
         if shuffle:
             dataset = dataset.shuffle(count or 10_000, seed=seed, reshuffle_each_iteration=True)
-        # Texts in memory read in order (predict, evaluate, validation) are encoded at once: a
-        # streamed encoder costs every new iterator ~0.2 s (`batching._encoded`).
-        read_now = not shuffle and not isinstance(x, tf.data.Dataset)
+        # Texts read in order are encoded at once where that reads them as streaming would: texts in
+        # memory (predict, evaluate, validation), and a dataset read once (predict, evaluate; the door
+        # check has read it through already). A streamed encoder costs every new iterator ~0.2-0.4 s
+        # (`batching._encoded`); a validation dataset streams, as Keras reads it, every epoch anew.
+        read_now = not shuffle and (once or not isinstance(x, tf.data.Dataset))
         if self.text_pair:
             return batching.encode_texts(dataset, self.tokenizer, seq_length=self.seq_length,
                                          read_now=read_now), count
@@ -343,7 +348,7 @@ class TextClassifier(TextTask):
             dataset, _ = tokenized_dataset(self, x, None, batch_size=batch_size, shuffle=False, seed=None)
             gold = None if y is None else classifier_inputs.read_targets(self, y, len(x["token_ids"]))
         else:
-            examples, _ = self._examples(x, y, shuffle=False, seed=None, needs_y=needs_y)
+            examples, _ = self._examples(x, y, shuffle=False, seed=None, needs_y=needs_y, once=True)
             dataset = padded_batches(self, examples, batch_size)
             gold = None
         if has_window_marks(dataset):  # mean, max or evidence windows (`window_aggregation`)

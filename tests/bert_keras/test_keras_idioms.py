@@ -93,6 +93,53 @@ def test_classifier_fits_any_form_like_a_list(spec, form):
     assert metrics["num_examples"] == 10
 
 
+def test_predict_and_evaluate_encode_a_small_dataset_at_once_and_validation_streams(spec, monkeypatch):
+    """A `predict` / `evaluate` call reads its dataset once (after the door check has read it
+    through), so a finite dataset of few rows is encoded at once, as texts in memory are, not by a
+    map every new iterator instantiates again; past `READ_NOW_MAX_ROWS` it streams. The outputs
+    are the list's either way. `validation_data` is read anew every epoch, as Keras reads it."""
+    from pipelines.datasets import batching
+
+    read_at_once = []
+    original = batching._read_now
+
+    def recording(chunks, encode_chunk):
+        encoded = original(chunks, encode_chunk)
+        read_at_once.append(encoded is not None)
+        return encoded
+
+    monkeypatch.setattr(batching, "_read_now", recording)
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    predicted, metrics = classifier.predict(TEXTS), classifier.score(TEXTS, LABELS)
+    forms = {"unbatched": tf.data.Dataset.from_tensor_slices(TEXTS),
+             "batched": tf.data.Dataset.from_tensor_slices(TEXTS).batch(3),
+             "with labels": tf.data.Dataset.from_tensor_slices((TEXTS, LABELS)).batch(4),
+             "generator": tf.data.Dataset.from_generator(lambda: iter(TEXTS),
+                                                         output_signature=tf.TensorSpec([], tf.string))}
+    for name, dataset in forms.items():
+        read_at_once.clear()
+        np.testing.assert_allclose(classifier.predict(dataset), predicted, atol=1e-6, err_msg=name)
+        assert read_at_once == [True], name
+    read_at_once.clear()
+    assert classifier.score(forms["with labels"]) == metrics
+    assert read_at_once == [True]
+    shuffled = tf.data.Dataset.from_tensor_slices((TEXTS, LABELS)).shuffle(10, seed=3)  # reshuffled each pass
+    assert classifier.score(shuffled) == metrics  # the rows of one pass, whichever order it reads them in
+
+    monkeypatch.setattr(batching, "READ_NOW_MAX_ROWS", len(TEXTS) - 1)
+    read_at_once.clear()
+    np.testing.assert_allclose(classifier.predict(forms["batched"]), predicted, atol=1e-6)
+    assert read_at_once == []  # streamed
+    monkeypatch.undo()
+    monkeypatch.setattr(batching, "_read_now", recording)
+    read_at_once.clear()
+    classifier.fit(TEXTS[:4], LABELS[:4], epochs=2, batch_size=4, verbose=0,
+                   validation_data=tf.data.Dataset.from_tensor_slices((TEXTS[4:], LABELS[4:])).batch(2))
+    # x is shuffled and Keras' val_loss batches stream; the task's own validation metrics are a
+    # `score` call at each epoch's end, each reading the dataset anew
+    assert read_at_once == [True, True]
+
+
 def test_a_batched_dataset_keeps_its_own_batch_size_as_in_keras(spec):
     classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
     dataset = tf.data.Dataset.from_tensor_slices((TEXTS, LABELS))
