@@ -48,13 +48,15 @@ def read_targets(task, y, count, name="y"):
     return np.asarray(label_ids(y, task.labels, name), np.int32)
 
 
-def text_rows(task, x, y, sample_weight, *, needs_y):
+def text_rows(task, x, y, sample_weight, *, needs_y, in_memory=False):
     """`(unbatched dataset of ((texts...), target[, weight]), count)` from any form of `x`.
 
-    Everything is checked here, before a step runs: texts, labels, weights.
+    Everything is checked here, before a step runs: texts, labels, weights. `in_memory`: the
+    rows are read once (a `predict` / `evaluate` call): a dataset's rows of up to
+    `READ_NOW_MAX_ROWS` are kept from the check's pass, not read from it again.
     """
     if isinstance(x, tf.data.Dataset):
-        return dataset_rows(task, x, needs_y=needs_y)
+        return dataset_rows(task, x, needs_y=needs_y, in_memory=in_memory)
     columns = read_texts(task, x)
     count = len(columns[0])
     if y is not None:
@@ -70,8 +72,10 @@ def text_rows(task, x, y, sample_weight, *, needs_y):
     return tf.data.Dataset.from_tensor_slices(parts), count
 
 
-def dataset_rows(task, dataset, *, needs_y):
-    """A dataset of raw texts (batched or not) as rows with label ids, read once to check it."""
+def dataset_rows(task, dataset, *, needs_y, in_memory=False):
+    """A dataset of raw texts (batched or not) as rows with label ids, read once to check it;
+    `in_memory`: a finite one of at most `READ_NOW_MAX_ROWS` rows is kept from that pass (the
+    rows of that one pass, in its order: a dataset that reshuffles is not read a second time)."""
     parts = dataset_inputs.element_parts(dataset.element_spec, x_is_tuple=bool(task.text_pair))
     rows = dataset_inputs.unbatched(dataset, parts, example_rank=0)
     if parts.has_y:
@@ -97,7 +101,9 @@ def dataset_rows(task, dataset, *, needs_y):
     # An infinite dataset (fit with steps_per_epoch) cannot be read through first: its
     # labels are checked as they stream (an unknown one stops training, naming it), and so is
     # decomposed Hangul (warned, naming the element, as the pass below does).
-    count = None if infinite else _check_dataset(task, rows, parts)
+    count, kept = (None, None) if infinite else _check_dataset(task, rows, parts, keep=in_memory)
+    if kept is not None:
+        rows = kept
     if infinite:
         rows = stream_checked_composition(task.tokenizer, rows)
     to_id = task.preprocessor.label_ids if parts.has_y else None
@@ -145,10 +151,17 @@ def _scalar_labels(task, rows):
     return rows.map(class_name)
 
 
-def _check_dataset(task, rows, parts):
-    """One pass over the texts, labels and weights of a dataset: the door checks; its size."""
+def _check_dataset(task, rows, parts, *, keep=False):
+    """One pass over the texts, labels and weights of a dataset: the door checks; `(its size, the
+    rows as a dataset of what the pass read, or None)`: kept if `keep` and the rows are at most
+    `READ_NOW_MAX_ROWS` plain tensors."""
+    from pipelines.datasets.batching import READ_NOW_MAX_ROWS
+
     count = 0
+    kept = [] if keep and all(type(spec) is tf.TensorSpec for spec in tf.nest.flatten(rows.element_spec)) else None
     for chunk in rows.batch(8192).as_numpy_iterator():
+        if kept is not None:
+            kept = kept + [chunk] if count + len(tf.nest.flatten(chunk)[0]) <= READ_NOW_MAX_ROWS else None
         texts = chunk[0] if isinstance(chunk[0], tuple) else (chunk[0],)
         for column_index, column in enumerate(texts):
             # The one rule of `text_list` (pipelines.tokenizer.tokenless, by this task's
@@ -182,4 +195,8 @@ def _check_dataset(task, rows, parts):
         count += size
     if count == 0:
         raise TaskInputError("x: an empty dataset")
-    return count
+    if kept is None:
+        return count, None
+    columns = tf.nest.map_structure(lambda *pieces: np.concatenate(pieces), *kept)
+    return count, tf.data.Dataset.from_tensor_slices(tf.nest.map_structure(
+        lambda spec, column: tf.constant(column, spec.dtype), rows.element_spec, columns))

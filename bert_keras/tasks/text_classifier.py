@@ -263,11 +263,13 @@ class TextClassifier(TextTask):
         return labels, BertClassifier(encoder, num_classes=size, dropout=dropout, relevance_layer=relevance), settings
 
     # -- data (read and checked by `classifier_inputs`) -------------------------------
-    def _examples(self, x, y, *, shuffle, seed, sample_weight=None, needs_y=False, training=False, once=False):
+    def _examples(self, x, y, *, shuffle, seed, sample_weight=None, needs_y=False, training=False, once=False,
+                  rows=None):
         """`(unbatched encoded examples, count)` from raw texts or a dataset of raw texts.
 
         `once`: the examples are read once (a `predict` / `evaluate` call), so a dataset's texts
-        may be encoded at once too, not only texts in memory.
+        may be encoded at once too, not only texts in memory. `rows`: `text_rows`' answer for
+        `x`, `y` if the caller has read it already.
 
         Single texts are read in windows (`batching.encode_text_windows`): in training every
         window is an example; otherwise each also carries its window marks (a text's first
@@ -275,12 +277,13 @@ class TextClassifier(TextTask):
         """
         from pipelines.datasets import batching
 
-        dataset, count = classifier_inputs.text_rows(self, x, y, sample_weight, needs_y=needs_y)
+        dataset, count = rows or classifier_inputs.text_rows(self, x, y, sample_weight, needs_y=needs_y,
+                                                              in_memory=once)
         if shuffle:
             dataset = dataset.shuffle(count or 10_000, seed=seed, reshuffle_each_iteration=True)
         # Texts read in order are encoded at once where that reads them as streaming would: texts in
-        # memory (predict, evaluate, validation), and a dataset read once (predict, evaluate; the door
-        # check has read it through already). A streamed encoder costs every new iterator ~0.2-0.4 s
+        # memory (predict, evaluate, validation), and a dataset read once (predict, evaluate: the door
+        # check's pass kept its rows if few). A streamed encoder costs every new iterator ~0.2-0.4 s
         # (`batching._encoded`); a validation dataset streams, as Keras reads it, every epoch anew.
         read_now = not shuffle and (once or not isinstance(x, tf.data.Dataset))
         if self.text_pair:
@@ -348,7 +351,11 @@ class TextClassifier(TextTask):
             dataset, _ = tokenized_dataset(self, x, None, batch_size=batch_size, shuffle=False, seed=None)
             gold = None if y is None else classifier_inputs.read_targets(self, y, len(x["token_ids"]))
         else:
-            examples, _ = self._examples(x, y, shuffle=False, seed=None, needs_y=needs_y, once=True)
+            # A dataset is read once: its checked rows (kept in memory if few) give the examples
+            # and the pairs the packer cuts
+            rows = (classifier_inputs.text_rows(self, x, y, None, needs_y=needs_y, in_memory=True)
+                    if isinstance(x, tf.data.Dataset) else None)
+            examples, _ = self._examples(x, y, shuffle=False, seed=None, needs_y=needs_y, once=True, rows=rows)
             dataset = padded_batches(self, examples, batch_size)
             gold = None
         if has_window_marks(dataset):  # mean, max or evidence windows (`window_aggregation`)
@@ -358,7 +365,8 @@ class TextClassifier(TextTask):
         outputs = np.asarray(predicted_outputs(self, dataset))
         if gold is None and needs_y:
             gold = np.concatenate([y.numpy() for _, y, *_ in dataset])
-        truncated = None if is_tokenized(x) or not self.text_pair else self._pairs_cut(x)
+        truncated = (None if is_tokenized(x) or not self.text_pair
+                     else pairs_cut(self, rows[0]) if rows else self._pairs_cut(x))
         return outputs, gold, truncated
 
     def _pairs_cut(self, x):

@@ -94,10 +94,10 @@ def test_classifier_fits_any_form_like_a_list(spec, form):
 
 
 def test_predict_and_evaluate_encode_a_small_dataset_at_once_and_validation_streams(spec, monkeypatch):
-    """A `predict` / `evaluate` call reads its dataset once (after the door check has read it
-    through), so a finite dataset of few rows is encoded at once, as texts in memory are, not by a
-    map every new iterator instantiates again; past `READ_NOW_MAX_ROWS` it streams. The outputs
-    are the list's either way. `validation_data` is read anew every epoch, as Keras reads it."""
+    """A `predict` / `evaluate` call reads its dataset once: the door check's pass keeps a finite
+    dataset of few rows, which is encoded at once, as texts in memory are, not by a map every new
+    iterator instantiates again; past `READ_NOW_MAX_ROWS` it is read again and streams. The
+    outputs are the list's either way. `validation_data` is read anew every epoch, as Keras reads it."""
     from pipelines.datasets import batching
 
     read_at_once = []
@@ -126,10 +126,38 @@ def test_predict_and_evaluate_encode_a_small_dataset_at_once_and_validation_stre
     shuffled = tf.data.Dataset.from_tensor_slices((TEXTS, LABELS)).shuffle(10, seed=3)  # reshuffled each pass
     assert classifier.score(shuffled) == metrics  # the rows of one pass, whichever order it reads them in
 
+    # ... and read once: the door check's pass is the only one, single texts and pairs alike
+    passes = []
+    text = tf.TensorSpec([], tf.string)
+
+    def from_generator(rows, signature):
+        def read():
+            passes.append(1)
+            yield from rows
+        return tf.data.Dataset.from_generator(read, output_signature=signature)
+
+    np.testing.assert_allclose(classifier.predict(from_generator(TEXTS, text)), predicted, atol=1e-6)
+    assert classifier.score(from_generator(list(zip(TEXTS, LABELS)), (text, text))) == metrics
+    assert len(passes) == 2
+    # (a batched one without a static batch size is also started once to read its first batch's size)
+    pairs = build(tasks.TextClassifier, spec, labels=["neg", "pos"], text_pair=True, seq_length=12)
+    with pytest.warns(UserWarning, match="text pairs have more than 9 word pieces"):
+        pair_predicted = pairs.predict((TEXTS, TEXTS_B))
+    pair_metrics = pairs.score((TEXTS, TEXTS_B), LABELS)
+    passes.clear()
+    with pytest.warns(UserWarning, match="text pairs have more than 9 word pieces"):
+        np.testing.assert_allclose(pairs.predict(from_generator(list(zip(TEXTS, TEXTS_B)), (text, text))),
+                                   pair_predicted, atol=1e-6)
+    labelled_pairs = [((a, b), y) for a, b, y in zip(TEXTS, TEXTS_B, LABELS)]
+    assert pairs.score(from_generator(labelled_pairs, ((text, text), text))) == pair_metrics
+    assert len(passes) == 2
+
     monkeypatch.setattr(batching, "READ_NOW_MAX_ROWS", len(TEXTS) - 1)
     read_at_once.clear()
+    passes.clear()
     np.testing.assert_allclose(classifier.predict(forms["batched"]), predicted, atol=1e-6)
-    assert read_at_once == []  # streamed
+    np.testing.assert_allclose(classifier.predict(from_generator(TEXTS, text)), predicted, atol=1e-6)
+    assert read_at_once == [] and len(passes) == 2  # streamed: the check's pass, then the encoder's
     monkeypatch.undo()
     monkeypatch.setattr(batching, "_read_now", recording)
     read_at_once.clear()
