@@ -29,6 +29,7 @@ import contextlib
 import dataclasses
 import functools
 import math
+import re
 import threading
 
 import numpy as np
@@ -117,11 +118,40 @@ def batch_size_of(dataset, layout):
         return None
     if leaf.shape.rank and leaf.shape[0] is not None:
         return int(leaf.shape[0])
+    size = _batch_op_size(dataset)
+    if size is not None:
+        return size
+    # Read off the first batch (a dataset whose batches come from elsewhere: a generator of
+    # batches). This starts the dataset once more: one made from a single generator object
+    # loses that batch (`raising_source_errors` names a dataset that reads shorter on a re-read).
     for element in dataset.take(1):
         x, _, _ = split_element(element, parts)
         first = first_leaf(x)
         return int(first.nrows() if hasattr(first, "nrows") else tf.shape(first)[0])
     return None
+
+
+# tf.data's transformations that hand a batch on whole (or drop it): a batch size set further up
+# the pipeline holds after them. Anything else (unbatch, rebatch, a window, a generator) does not.
+_BATCH_PRESERVING = frozenset({
+    "_MapDataset", "_ParallelMapDataset", "_PrefetchDataset", "_OptionsDataset", "CacheDataset",
+    "_MemoryCacheDataset", "_FilterDataset", "_ParallelFilterDataset", "_SkipDataset", "_TakeDataset",
+    "_RepeatDataset", "_ShuffleDataset", "_AssertCardinalityDataset", "_IgnoreErrorsDataset",
+    "_ShardDataset"})
+_BATCHING = frozenset({"_BatchDataset", "_ParallelBatchDataset", "_PaddedBatchDataset"})
+
+
+def _batch_op_size(dataset):
+    """The `batch_size` of the `.batch` / `.padded_batch` / `.ragged_batch` that made `dataset`'s
+    batches (through maps, prefetch, shuffle, take...), read off the pipeline without starting it
+    (a pipeline's first batch may cost a file read, and a dataset made from a single generator
+    object is only read once); None where the pipeline does not say."""
+    while type(dataset).__name__ in _BATCH_PRESERVING:
+        dataset = getattr(dataset, "_input_dataset", None)
+    if type(dataset).__name__ not in _BATCHING:
+        return None
+    size = tf.get_static_value(getattr(dataset, "_batch_size", None))
+    return int(size) if size is not None and int(size) > 0 else None
 
 
 def split_element(element, parts):
@@ -347,17 +377,33 @@ def _remembering_errors(generator_function):
 @contextlib.contextmanager
 def raising_source_errors():
     """Within the block, a TensorFlow error caused by an exception of a Keras batch source
-    (`dataset_of_batches`) is replaced by that exception (its type, message and traceback)."""
+    (`dataset_of_batches`) is replaced by that exception (its type, message and traceback), and
+    a dataset that gives other rows when read again than it gave the door check's read is named."""
     with _raised_lock:
         _raised["error"] = None
     try:
         yield
-    except tf.errors.OpError:
+    except tf.errors.OpError as op_error:
         with _raised_lock:
             error, _raised["error"] = _raised["error"], None
         if error is None:
-            raise
+            reread = _REREAD_SHORT.search(str(op_error.message))
+            if reread is None:
+                raise
+            raise TaskInputError(
+                f"a dataset gave {reread['first']} rows when first read and {reread['again']} when read "
+                "again: a task reads its dataset more than once (every row is checked before a step "
+                "runs, and Keras reads it again each epoch), so it must give the same rows each time. "
+                "Dataset.from_generator calls its function at each read: pass one that makes a new "
+                "generator (from_generator(make_rows, ...)), not one that returns the same generator "
+                "object") from None
         raise error.with_traceback(error.__traceback__) from None
+
+
+# `tf.data.experimental.assert_cardinality`'s error: the row counts read first (the door check)
+# are asserted on the pass that feeds the model.
+_REREAD_SHORT = re.compile(r"expected to contain (?P<first>\d+) elements? but contained "
+                           r"(?P<again>only \d+|at least \d+) elements?")
 
 
 def _batch_tensors(batch, name):

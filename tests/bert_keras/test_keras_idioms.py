@@ -139,7 +139,7 @@ def test_predict_and_evaluate_encode_a_small_dataset_at_once_and_validation_stre
     np.testing.assert_allclose(classifier.predict(from_generator(TEXTS, text)), predicted, atol=1e-6)
     assert classifier.score(from_generator(list(zip(TEXTS, LABELS)), (text, text))) == metrics
     assert len(passes) == 2
-    # (a batched one without a static batch size is also started once to read its first batch's size)
+    # (a `.batch(n)` one too: its batch size is read off the pipeline, which is not started for it)
     pairs = build(tasks.TextClassifier, spec, labels=["neg", "pos"], text_pair=True, seq_length=12)
     with pytest.warns(UserWarning, match="text pairs have more than 9 word pieces"):
         pair_predicted = pairs.predict((TEXTS, TEXTS_B))
@@ -166,6 +166,50 @@ def test_predict_and_evaluate_encode_a_small_dataset_at_once_and_validation_stre
     # x is shuffled and Keras' val_loss batches stream; the task's own validation metrics are a
     # `score` call at each epoch's end, each reading the dataset anew
     assert read_at_once == [True, True]
+
+
+def test_a_dataset_from_one_generator_object_loses_no_row_and_a_reread_is_named(spec):
+    """`from_generator(lambda: rows)` over one generator object can be read once. `predict` of a
+    few such rows reads them once, batched or not (a batch size is read off the pipeline, not off
+    a first batch that would then be gone); where a second read is needed (`fit` reads a dataset
+    again each epoch, after the door check), the error says so and how to fix it."""
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    expected = classifier.predict(TEXTS)
+    text = tf.TensorSpec([], tf.string)
+
+    def once(rows, signature):
+        rows = iter(rows)
+        return tf.data.Dataset.from_generator(lambda: rows, output_signature=signature)
+
+    np.testing.assert_allclose(classifier.predict(once(TEXTS, text)), expected, atol=1e-6)
+    np.testing.assert_allclose(classifier.predict(once(TEXTS, text).batch(4).prefetch(2)), expected, atol=1e-6)
+    tagger = build(tasks.TokenClassifier, spec, labels=["O", "B-PER", "I-PER"])
+    words = [t.split() for t in TEXTS]
+    assert len(tagger.predict(once(words, tf.TensorSpec([None], tf.string)).ragged_batch(3))) == len(TEXTS)
+    with pytest.raises(tasks.TaskInputError, match=r"gave 10 rows when first read and only 0 when read "
+                                                   r"again.*from_generator\(make_rows"):
+        classifier.fit(once(list(zip(TEXTS, LABELS)), (text, text)).batch(4), epochs=1, verbose=0)
+
+
+def test_a_batch_size_is_read_off_the_pipeline_without_starting_it():
+    from bert_keras.tasks.dataset_inputs import DatasetLayout, batch_size_of
+
+    started = []
+
+    def rows():
+        started.append(1)
+        yield from TEXTS
+
+    layout = DatasetLayout(x_is_tuple=False, example_rank=0)  # a classifier's: single texts
+    source = tf.data.Dataset.from_generator(rows, output_signature=tf.TensorSpec([], tf.string))
+    for dataset, size in [(source.batch(4), 4), (source.batch(3).map(tf.strings.lower).prefetch(2).shuffle(4)
+                                                 .take(2).repeat(2), 3),
+                          (source.padded_batch(5, padded_shapes=[]), 5), (source.batch(2, num_parallel_calls=2), 2)]:
+        assert batch_size_of(dataset, layout) == size
+    assert started == []
+    assert batch_size_of(source.batch(4).rebatch(3), layout) == 3  # the pipeline does not say: its first batch
+    assert started == [1]
+    assert batch_size_of(source, layout) is None  # not batched
 
 
 def test_a_batched_dataset_keeps_its_own_batch_size_as_in_keras(spec):
