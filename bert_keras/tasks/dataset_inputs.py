@@ -148,6 +148,9 @@ def _batch_op_size(dataset):
     object is only read once); None where the pipeline does not say."""
     while type(dataset).__name__ in _BATCH_PRESERVING:
         dataset = getattr(dataset, "_input_dataset", None)
+    if type(dataset).__name__ == "_ZipDataset":  # `Dataset.zip((texts.batch(n), labels.batch(n)))`
+        sizes = {_batch_op_size(part) for part in tf.nest.flatten(getattr(dataset, "_datasets", ()))}
+        return sizes.pop() if len(sizes) == 1 else None
     if type(dataset).__name__ not in _BATCHING:
         return None
     size = tf.get_static_value(getattr(dataset, "_batch_size", None))

@@ -204,11 +204,13 @@ def test_a_batch_size_is_read_off_the_pipeline_without_starting_it():
     source = tf.data.Dataset.from_generator(rows, output_signature=tf.TensorSpec([], tf.string))
     for dataset, size in [(source.batch(4), 4), (source.batch(3).map(tf.strings.lower).prefetch(2).shuffle(4)
                                                  .take(2).repeat(2), 3),
-                          (source.padded_batch(5, padded_shapes=[]), 5), (source.batch(2, num_parallel_calls=2), 2)]:
+                          (source.padded_batch(5, padded_shapes=[]), 5), (source.batch(2, num_parallel_calls=2), 2),
+                          (tf.data.Dataset.zip((source.batch(6), source.batch(6))).prefetch(1), 6)]:
         assert batch_size_of(dataset, layout) == size
     assert started == []
     assert batch_size_of(source.batch(4).rebatch(3), layout) == 3  # the pipeline does not say: its first batch
-    assert started == [1]
+    assert batch_size_of(tf.data.Dataset.zip((source.batch(4), source.batch(2))), layout) == 4
+    assert started == [1, 1, 1]  # (a zip starts both)
     assert batch_size_of(source, layout) is None  # not batched
 
 
