@@ -168,10 +168,11 @@ class MultipleChoice(TextTask):
     def _row_predictions(self, items, *, batch_size=32):
         """`{"context", "endings", "choice", "ending", "probabilities"}` per item.
 
-        An item is `"context ||| ending ||| ending ..."` (a tab also separates), or a
-        `(context, "ending ||| ending ...")` tuple.
+        An item is `"context ||| ending ||| ending ..."` (a tab also separates), a
+        `(context, [ending, ending, ...])` row as `predict` takes it, or a `(context,
+        "ending ||| ending ...")` tuple.
         """
-        parsed = [_context_and_endings(item) for item in items]
+        parsed = [_context_and_endings(row, item) for row, item in enumerate(items)]
         for row, (_, endings) in enumerate(parsed):
             if len(endings) != self.num_choices:  # `items[i]` here; `bert-keras predict` names its argument or line
                 raise ItemInputError(
@@ -202,11 +203,19 @@ class MultipleChoice(TextTask):
 _SEPARATOR = re.compile(r"(?:(?<=\s)|^)\|\|\|(?=\s|$)")
 
 
-def _context_and_endings(item):
-    """`(context, [endings])` of `"context ||| ending ||| ..."` or `(context, "ending ||| ...")`."""
-    if isinstance(item, tuple):
+def _context_and_endings(row, item):
+    """`(context, [endings])` of `"context ||| ending ||| ..."`, `(context, [endings])` or
+    `(context, "ending ||| ...")` (`items[row]`; its texts are `str`, `task_rows.row_items`)."""
+    if isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str):
         context, rest = item
-        parts = [context] + [p.strip() for p in _SEPARATOR.split(rest.replace("\t", " ||| "))]
-    else:
-        parts = [p.strip() for p in _SEPARATOR.split(item.replace("\t", " ||| "))]
+        if isinstance(rest, (tuple, list)) and all(isinstance(ending, str) for ending in rest):
+            return context, list(rest)
+        if isinstance(rest, str):
+            return context, [p.strip() for p in _SEPARATOR.split(rest.replace("\t", " ||| "))]
+    if not isinstance(item, str):
+        raise ItemInputError(row, item, "a SWAG model reads a context and its endings",
+                             fix="give 'context ||| ending ||| ending ...', a (context, [ending, ...]) row or a "
+                                 "(context, 'ending ||| ending ...') tuple",
+                             command_fix="write it as 'context ||| ending ||| ending ...'")
+    parts = [p.strip() for p in _SEPARATOR.split(item.replace("\t", " ||| "))]
     return parts[0], parts[1:]

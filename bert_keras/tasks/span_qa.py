@@ -1,5 +1,7 @@
 """`SpanQA`: extractive question answering (SQuAD v1.1 and v2.0) on raw text."""
 
+import re
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -9,7 +11,7 @@ from bert_keras.losses.replica_shares import example_mean_on_replicas
 from bert_keras.tasks.dataset_inputs import steps_for
 from bert_keras.tasks.inputs import TaskInputError, check_lengths, check_sample_weight, frame_columns, is_tokenized
 from bert_keras.tasks.inputs import (ItemInputError, check_composition, settings_record, stream_checked_composition,
-                                     text_columns)
+                                     text_columns, utf8_text)
 from bert_keras.tasks.task_batches import in_memory, predicted_outputs, tokenized_dataset
 from bert_keras.tasks.text_task import TextTask
 from pipelines.datasets.squad import SquadExample, unanswerable_question
@@ -227,13 +229,15 @@ class SpanQA(TextTask):
                                      f"{V1_TRAINS_ANSWERED}")
             _check_examples_composition(self.tokenizer, x)
             return list(x)
-        if isinstance(x, list) and x and all(isinstance(row, (list, tuple)) and len(row) == 2 for row in x):
-            x = ([q for q, _ in x], [c for _, c in x])  # (question, context) rows
         if hasattr(x, "columns") and hasattr(x, "to_numpy"):  # a DataFrame of (question, context) columns
             x = frame_columns(x, "x")
-        if not isinstance(x, tuple):
+        if isinstance(x, (list, np.ndarray)) and len(x) and not all(isinstance(t, (str, bytes)) for t in x):
+            # (question, context) rows, an [N, 2] array, or Keras' input columns [questions, contexts]
+            # (two lists of two texts, which read both ways, are refused, as for any text pair)
+            x = text_columns(x, "x", self.tokenizer)
+        if not isinstance(x, tuple) or len(x) != 2:
             raise TaskInputError("x: SpanQA reads (questions, contexts), a tuple of two lists of strings"
-                                 + ("; got single texts" if isinstance(x, (list, np.ndarray)) else ""))
+                                 + ("; got single texts" if isinstance(x, (list, np.ndarray, tuple)) else ""))
         questions, contexts = text_columns(x, "x", self.tokenizer)
         answers = [None] * len(questions) if y is None else check_lengths(len(questions), y)
         records = []
@@ -244,11 +248,7 @@ class SpanQA(TextTask):
                     any(not isinstance(a, dict) for a in answer or []):
                 raise TaskInputError(f"y[{index}]: an answer is {{'text': ..., 'answer_start': ...}} (a list of "
                                      f"them, or None for no answer), got {answer!r:.60}")
-            answer = [dict(a) for a in (answer or [])]
-            for a in answer:
-                if "text" not in a or "answer_start" not in a:
-                    raise TaskInputError(f"y[{index}]: an answer is {{'text': ..., 'answer_start': ...}}, "
-                                         f"got {a}")
+            answer = [_checked_answer(a, f"y[{index}]") for a in (answer or [])]
             # The preprocessor's rule: answer_start -1 or an empty text is "no answer" (SQuAD v2.0 columns).
             answer = [a for a in answer if not _is_no_answer(a)]
             impossible = y is not None and not answer
@@ -479,20 +479,43 @@ def _threshold_of_best_f1(metrics, lowest_null_odds):
 
 
 def _is_no_answer(answer):
-    text = answer["text"]
-    text = text.decode("utf-8") if isinstance(text, bytes) else text
-    return text == "" or int(answer["answer_start"]) < 0
+    """SQuAD v2.0's "no answer" in one answer (`_checked_answer`'s): an empty text or start -1."""
+    return answer["text"] == "" or answer["answer_start"] == -1
+
+
+def _checked_answer(answer, where):
+    """`{"text": str, "answer_start": int}` of one answer as given: its text a string (bytes decoded),
+    its start a whole number (a numpy integer, or a string of digits, as SQuAD files sometimes
+    hold), -1 only for "no answer"; anything else refused, naming `where` and the field."""
+    if "text" not in answer or "answer_start" not in answer:
+        raise TaskInputError(f"{where}: an answer is {{'text': ..., 'answer_start': ...}}, got {answer}")
+    text, start = answer["text"], answer["answer_start"]
+    if isinstance(text, (bytes, np.bytes_)):
+        text = utf8_text(text, f"{where}['text']")
+    if not isinstance(text, str):
+        raise TaskInputError(f"{where}: the answer's 'text' is {text!r:.60}; expected a string")
+    if isinstance(start, str) and re.fullmatch(r"-?[0-9]{1,18}", start.strip()):
+        start = int(start)
+    if isinstance(start, (bool, np.bool_)) or not isinstance(start, (int, np.integer)):
+        raise TaskInputError(f"{where}: the answer's 'answer_start' is {start!r:.60}; expected a whole number "
+                             "(the answer's character offset in its context; -1 for no answer)")
+    if start < -1:
+        raise TaskInputError(f"{where}: the answer's 'answer_start' is {int(start)}; an offset in the context "
+                             "counts from 0 (-1, or an empty text, marks no answer)")
+    return {**answer, "text": str(text), "answer_start": int(start)}
 
 
 def _answer_list(answer, where):
-    """One answer dict, or SQuAD's columnar `{"text": [...], "answer_start": [...]}`, as a list."""
-    texts, starts = answer.get("text"), answer.get("answer_start")
+    """One answer dict, or SQuAD's columnar `{"text": [...], "answer_start": [...]}` (lists, tuples
+    or numpy arrays; empty ones for no answer), as a list of answer dicts."""
+    texts, starts = (value.tolist() if isinstance(value, np.ndarray) else value
+                     for value in (answer.get("text"), answer.get("answer_start")))
     if isinstance(texts, (list, tuple)) or isinstance(starts, (list, tuple)):
         if not isinstance(texts, (list, tuple)) or not isinstance(starts, (list, tuple)) \
                 or len(texts) != len(starts):
             raise TaskInputError(f"{where}: answer texts and answer_start differ in length: {answer}")
-        return [{"text": t, "answer_start": int(s)} for t, s in zip(texts, starts)]
-    return [answer]
+        return [{"text": t, "answer_start": s} for t, s in zip(texts, starts)]
+    return [{**answer, "text": texts, "answer_start": starts}]
 
 
 def squad_json(examples):

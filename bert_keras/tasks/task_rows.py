@@ -14,7 +14,10 @@ Example:
 
 import warnings
 
-from bert_keras.tasks.inputs import EmptyTextWarning, TaskInputError, answering_empty_texts, empty_rows
+import numpy as np
+
+from bert_keras.tasks.inputs import (EmptyTextWarning, ItemInputError, TaskInputError, answering_empty_texts,
+                                     empty_rows, utf8_text)
 
 
 def empty_texts_message(count, first, marked):
@@ -27,6 +30,43 @@ def empty_texts_message(count, first, marked):
     texts = f"{count} texts have" if count > 1 else "1 text has"
     return (f"{texts} no token (empty, or only whitespace, control characters or marks the tokenizer strips; "
             f"the first: {first}): the model's answer to an empty input ([CLS] [SEP]) is given; {marked}")
+
+
+def row_items(items):
+    """`predict_rows`' items as a list whose texts are all `str` (bytes decoded as UTF-8, numpy
+    strings as `str`), tuples and lists kept as they are; an item, or a part of one, that is no
+    text is refused by its index (`ItemInputError`), and so is one string given as the items.
+
+    >>> row_items([b"caf\\xc3\\xa9", ("a", b"b")])
+    ['café', ('a', 'b')]
+    >>> row_items("a text")
+    Traceback (most recent call last):
+    ...
+    bert_keras.tasks.inputs.TaskInputError: items: one text, not a list of them: predict_rows(["..."]) predicts one
+    """
+    if isinstance(items, (str, bytes, np.str_, np.bytes_)):
+        raise TaskInputError('items: one text, not a list of them: predict_rows(["..."]) predicts one')
+    if isinstance(items, dict) or not hasattr(items, "__iter__"):
+        raise TaskInputError(f"items: a list of texts (or of tuples), got {type(items).__name__}")
+    return [_readable_item(index, item, item) for index, item in enumerate(items)]
+
+
+def _readable_item(index, item, part):
+    if isinstance(part, (bytes, np.bytes_)):
+        return utf8_text(part, f"items[{index}]")
+    if isinstance(part, str):
+        return str(part)
+    if isinstance(part, np.ndarray) and part.dtype.kind in "USO":
+        part = part.tolist()
+    if isinstance(part, (tuple, list)):
+        parts = [_readable_item(index, item, each) for each in part]
+        return tuple(parts) if isinstance(part, tuple) else parts
+    name = type(part).__name__
+    what = "None" if part is None else f"{'an' if name[0].lower() in 'aeiou' else 'a'} {name}"
+    inside = "" if part is item else " in it"
+    raise ItemInputError(index, item, f"{what}{inside}, not a text",
+                         fix="give a text (a str), or the tuple of texts this task reads",
+                         command_fix="give a text")
 
 
 class RowPredictions:
@@ -44,6 +84,7 @@ class RowPredictions:
         if options and not self._row_option_names >= set(options):
             raise TaskInputError(f"predict_rows: a {type(self).__name__} takes no "
                                  f"{', '.join(sorted(set(options) - self._row_option_names))}")
+        items = row_items(items)
         with self.windows_read(max_length, stride), answering_empty_texts() as found:
             rows = self._row_predictions(items, batch_size=batch_size, **options)
         empty = self._empty_rows(found)

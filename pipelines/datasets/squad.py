@@ -377,7 +377,7 @@ def _check_record_fields(record, source, location=None, refuse_tokenless=False):
         start = answer.get("answer_start")
         # An int, or a string of ASCII digits ("²".isdigit() is true, but int("²") fails); at most 18
         # of them: int() of thousands stopped on Python's digit limit, naming nothing.
-        if isinstance(start, bool) or not (isinstance(start, int) or isinstance(start, str)
+        if isinstance(start, bool) or not (isinstance(start, (int, np.integer)) or isinstance(start, str)
                                            and re.fullmatch(r"-?[0-9]{1,18}", start)):
             shown = repr(start) if len(repr(start)) <= 40 else f"{repr(start)[:40]}... ({len(str(start))} characters)"
             raise SquadFormatError(f"{where}: answers[{i}] has no integer 'answer_start' (got {shown})")

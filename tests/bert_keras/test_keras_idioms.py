@@ -2068,3 +2068,68 @@ def test_a_packed_dataset_with_an_unknown_label_stops_naming_it(spec):
         tagger.fit(words.map(tagger.preprocessor), epochs=1, verbose=0)
     known = tf.data.Dataset.from_tensor_slices((["good", "bad"], ["pos", "neg"])).batch(2)
     assert np.isfinite(classifier.fit(known.map(classifier.preprocessor), epochs=1, verbose=0).history["loss"]).all()
+
+
+def test_predict_rows_reads_what_predict_reads_and_names_what_it_cannot(spec):
+    """`predict_rows` takes its family's rows as `predict` takes them (bytes decoded, a multiple-choice
+    row `(context, [endings])`), and an item that is no text is refused by its index, not met as an
+    AttributeError deep inside; one string is not a list of its characters."""
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    row = classifier.predict_rows([b"good film", "bad film"])[0]
+    assert row["text"] == "good film"
+    assert row["probabilities"] == classifier.predict_rows(["good film"])[0]["probabilities"]
+    choices = build(tasks.MultipleChoice, spec, num_choices=2)
+    given = choices.predict_rows([("he opens the door.", ["he walks in.", "paris."])])[0]
+    as_text = choices.predict_rows(["he opens the door. ||| he walks in. ||| paris."])[0]
+    assert given["endings"] == ["he walks in.", "paris."] and given["probabilities"] == as_text["probabilities"]
+    np.testing.assert_allclose(given["probabilities"], choices.predict(
+        (["he opens the door."], [["he walks in.", "paris."]]))[0], atol=1e-6)
+    tagger = build(tasks.TokenClassifier, spec, labels=["O", "B-PER", "I-PER"])
+    embedder = build(tasks.Embedder, spec)
+    for task in (classifier, choices, tagger, embedder):
+        with pytest.raises(tasks.TaskInputError, match=r"items: one text, not a list of them"):
+            task.predict_rows("good film")
+        with pytest.raises(tasks.TaskInputError, match=r"items\[1\] \('None'\): None, not a text"):
+            task.predict_rows(["good film", None])
+    with pytest.raises(tasks.TaskInputError, match=r"items\[0\] \('5'\): an int, not a text"):
+        embedder.predict_rows([5])
+    with pytest.raises(tasks.TaskInputError, match=r"items\[0\]: bytes that are not UTF-8"):
+        classifier.predict_rows(["café".encode("cp1252")])
+    with pytest.raises(tasks.TaskInputError, match=r"items\[0\] .*a SWAG model reads a context and its endings"):
+        choices.predict_rows([("a", "b ||| c", "d")])
+
+
+def test_span_qa_reads_numpy_answers_and_names_a_bad_start(spec):
+    """Answers as pandas / numpy give them (numpy integer starts, columnar arrays, empty arrays for
+    no answer) train as Python's do; a start that is no whole number, or below -1, is refused by
+    its row; two lists of two texts read two ways and are refused, as for every text pair."""
+    options = dict(seq_length=64, max_query_length=16, stride=16, version_2=True)
+    questions = ["who lives in paris?", "what is the capital of france?"]
+    paris = CONTEXT.index("paris. the film")
+    plain = [{"text": "john smith", "answer_start": 0}, {"text": "paris", "answer_start": paris}]
+    expected = losses(build(tasks.SpanQA, spec, **options).fit(
+        (questions, [CONTEXT] * 2), plain, batch_size=2, epochs=2, shuffle=False, verbose=0))
+    for answers in ([{"text": "john smith", "answer_start": np.int64(0)},
+                     {"text": b"paris", "answer_start": np.int32(paris)}],
+                    [{"text": np.array(["john smith"]), "answer_start": np.array([0])},
+                     {"text": ["paris"], "answer_start": [str(paris)]}]):
+        got = losses(build(tasks.SpanQA, spec, **options).fit(
+            (questions, [CONTEXT] * 2), answers, batch_size=2, epochs=2, shuffle=False, verbose=0))
+        np.testing.assert_allclose(got, expected, rtol=1e-5)
+    qa = build(tasks.SpanQA, spec, **options)
+    none_as_arrays = [{"text": np.array([], str), "answer_start": np.array([], np.int64)}, plain[1]]
+    none_as_lists = [{"text": [], "answer_start": []}, plain[1]]
+    assert [e.is_impossible for e in qa._examples((questions, [CONTEXT] * 2), none_as_arrays, training=True)] \
+        == [e.is_impossible for e in qa._examples((questions, [CONTEXT] * 2), none_as_lists, training=True)] \
+        == [True, False]
+    for start, problem in [(None, r"'answer_start' is None; expected a whole number"),
+                           ("abc", r"'answer_start' is 'abc'; expected a whole number"),
+                           (-3, r"'answer_start' is -3; an offset in the context counts from 0")]:
+        with pytest.raises(tasks.TaskInputError, match=r"y\[0\]: the answer's " + problem):
+            qa.fit((questions, [CONTEXT] * 2), [{"text": "john smith", "answer_start": start}, plain[1]],
+                   epochs=1, verbose=0)
+    with pytest.raises(tasks.TaskInputError, match=r"reads two ways"):
+        qa.predict([questions, [CONTEXT] * 2])
+    three = questions + ["when did the film begin?"]
+    assert [r["answer"] for r in qa.predict([three, [CONTEXT] * 3])] == \
+        [r["answer"] for r in qa.predict((three, [CONTEXT] * 3))]
