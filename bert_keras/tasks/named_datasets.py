@@ -307,7 +307,7 @@ class CsvSpec(DatasetSpec):
 
         super().__init__(spec, **options)
         self.task_class = TextClassifier
-        self.train_path = self.train_path or spec[4:]
+        self.train_path = self.train_path or os.path.expanduser(spec[4:])  # the shell leaves `csv:~/...` as typed
         self.regression = regression
         self.text_pair = None  # known once the training data or the model says
         self._text_b_named = text_b_column_named(options)

@@ -329,3 +329,16 @@ def test_a_family_setting_is_read_and_an_unknown_one_named(spec):
                                                       window_aggregation="max")
     assert classifier.settings == {"text_pair": False, "max_length": 64, "stride": None,
                                    "window_aggregation": "max", "window_training": "windows"}
+
+
+def test_a_csv_task_path_expands_the_home_directory(tmp_path, monkeypatch):
+    """`--task csv:~/train.csv`: the shell leaves a `~` after `csv:` as typed; it names the home
+    directory, as `--init hf:~/...` does."""
+    import os
+
+    from bert_keras.tasks.named_datasets import parse_task
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "train.csv").write_text("text,label\ngood film,pos\nbad film,neg\n", encoding="utf-8")
+    spec = parse_task("csv:~/train.csv")
+    assert spec.train_path == str(tmp_path / "train.csv") and os.path.isfile(spec.train_path)
