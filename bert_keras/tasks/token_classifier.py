@@ -6,7 +6,8 @@ import tensorflow as tf
 
 from bert_keras.families import NER_AGGREGATIONS, NerSettings
 from bert_keras.tasks.dataset_inputs import steps_for
-from bert_keras.tasks.inputs import TaskInputError, check_composition, check_count, check_label_names, check_lengths
+from bert_keras.tasks.inputs import (ItemInputError, TaskInputError, check_composition, check_count, check_label_names,
+                                     check_lengths)
 from bert_keras.tasks.inputs import check_sample_weight, is_tokenized, label_ids, settings_record, text_list
 from bert_keras.tasks.recipe import is_auto, on_logits
 from bert_keras.tasks.text_task import TextTask
@@ -268,8 +269,17 @@ class TokenClassifier(TextTask):
         return results
 
     def _row_predictions(self, items, *, batch_size=32):
-        """`{"text", "words", "tags", "entities", "truncated", "words_read"}` per text (a pair is
-        read as one text)."""
+        """`{"text", "words", "tags", "entities", "truncated", "words_read"}` per text (or word list).
+
+        A `(text, text_b)` pair is refused: joined into one text, its entities' character offsets
+        would point into a text nobody typed."""
+        wrong = next((i for i, item in enumerate(items) if isinstance(item, tuple)), None)
+        if wrong is not None:  # `items[i]` here; `bert-keras predict` names its argument or line
+            raise ItemInputError(wrong, items[wrong], "a (text, text_b) pair, but a NER model tags single texts",
+                                 fix="give the text alone, a str (or its words, a list)",
+                                 command_problem="' ||| ' made it a sentence pair, but a NER model tags single "
+                                                 "texts",
+                                 command_fix="give the text alone, without ' ||| '")
         texts = [_plain(item) for item in items]
         return [dict(text=text, **row) for text, row in zip(texts, self.predict(texts, batch_size=batch_size))]
 

@@ -2093,6 +2093,10 @@ def test_predict_rows_reads_what_predict_reads_and_names_what_it_cannot(spec):
             task.predict_rows(["good film", None])
     with pytest.raises(tasks.TaskInputError, match=r"items\[0\] \('5'\): an int, not a text"):
         embedder.predict_rows([5])
+    # a NER model's entities point into the text as given: a pair joined into one would not be it
+    with pytest.raises(tasks.TaskInputError, match=r"items\[1\] .*a \(text, text_b\) pair, but a NER model tags"):
+        tagger.predict_rows(["john smith", ("john lives", "in paris")])
+    assert tagger.predict_rows([["john", "smith"]])[0]["words"] == ["john", "smith"]
     with pytest.raises(tasks.TaskInputError, match=r"items\[0\]: bytes that are not UTF-8"):
         classifier.predict_rows(["café".encode("cp1252")])
     with pytest.raises(tasks.TaskInputError, match=r"items\[0\] .*a SWAG model reads a context and its endings"):
