@@ -160,8 +160,10 @@ def _check_dataset(task, rows, parts, *, keep=False):
     count = 0
     kept = [] if keep and all(type(spec) is tf.TensorSpec for spec in tf.nest.flatten(rows.element_spec)) else None
     for chunk in rows.batch(8192).as_numpy_iterator():
-        if kept is not None:
-            kept = kept + [chunk] if count + len(tf.nest.flatten(chunk)[0]) <= READ_NOW_MAX_ROWS else None
+        if kept is not None and count + len(tf.nest.flatten(chunk)[0]) <= READ_NOW_MAX_ROWS:
+            kept.append(chunk)
+        else:
+            kept = None
         texts = chunk[0] if isinstance(chunk[0], tuple) else (chunk[0],)
         for column_index, column in enumerate(texts):
             # The one rule of `text_list` (pipelines.tokenizer.tokenless, by this task's

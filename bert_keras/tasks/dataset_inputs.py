@@ -390,7 +390,7 @@ def raising_source_errors():
         with _raised_lock:
             error, _raised["error"] = _raised["error"], None
         if error is None:
-            reread = _REREAD_SHORT.search(str(op_error.message))
+            reread = _REREAD_DIFFERS.search(str(op_error.message))
             if reread is None:
                 raise
             raise TaskInputError(
@@ -405,7 +405,7 @@ def raising_source_errors():
 
 # `tf.data.experimental.assert_cardinality`'s error: the row counts read first (the door check)
 # are asserted on the pass that feeds the model.
-_REREAD_SHORT = re.compile(r"expected to contain (?P<first>\d+) elements? but contained "
+_REREAD_DIFFERS = re.compile(r"expected to contain (?P<first>\d+) elements? but contained "
                            r"(?P<again>only \d+|at least \d+) elements?")
 
 
