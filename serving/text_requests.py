@@ -179,12 +179,19 @@ def _family_modules():
     return [importlib.import_module(path) for path in paths]
 
 
-def _family_taking(names):
-    """The request module of the family whose signature takes these input names, or None."""
-    return next((module for module in _family_modules() if names in module.INPUTS), None)
+def _family_taking(names, output_names=None):
+    """The request module of the family whose signature takes these input names, or None; with
+    `output_names` known, the family that also answers them (a classifier, a tagger and an embedder
+    all take one `text`, and read it differently: 'A ||| B' is a pair a classifier refuses)."""
+    taking = [module for module in _family_modules() if names in module.INPUTS]
+    if output_names:
+        answering = _family_answering(set(output_names))
+        if answering in taking:
+            return answering
+    return taking[0] if taking else None
 
 
-def request_inputs(signature_inputs, texts=(), *, sources=None, **flags):
+def request_inputs(signature_inputs, texts=(), *, sources=None, signature_outputs=None, **flags):
     """`{input name: list of rows}` for a signature from raw text.
 
     Args:
@@ -192,6 +199,9 @@ def request_inputs(signature_inputs, texts=(), *, sources=None, **flags):
         texts: texts; `'A ||| B'` is a sentence pair for a pair signature.
         sources: where each text came from (`given_texts`): an error about a text names it so
             (`--input texts.tsv, line 7`); None: as `texts[i]`.
+        signature_outputs: the signature's outputs, when known: they tell the families that take
+            the same inputs apart (an embedder's 'A ||| B' is one text; a classifier of single texts
+            refuses it, as `bert-keras predict` does).
         **flags: the values of the families' `query_flags()`, each a list, by name:
             `text_b` (second sentences: one per text, or one for all); `question`, `context`
             (SQuAD questions, or `texts`, and their passage(s)); `context`, `ending` (one
@@ -205,7 +215,7 @@ def request_inputs(signature_inputs, texts=(), *, sources=None, **flags):
     if strings != names:
         raise TextRequestError(f"signature takes non-text inputs {sorted(names - strings)}: send raw "
                                "text only here (use serving.client.ServingClient for tensors)")
-    family = _family_taking(names)
+    family = _family_taking(names, signature_outputs)
     if family is not None:
         return family.request_inputs(list(texts), names=names, sources=sources, **{
             flag_name(flag): list(flags.get(flag_name(flag)) or ()) for flag, _, _ in query_flags()})
@@ -276,10 +286,32 @@ def flag_name(flag):
     return flag.lstrip("-").replace("-", "_")
 
 
-def text_request(texts):
-    """`{"text": texts}`: the request of a signature of one text input (classifier, tagger, embedder)."""
+def text_request(texts, *, text_b=(), sources=None, pairs_refused=False):
+    """`{"text": texts}`: the request of a signature of one text input (classifier, tagger, embedder).
+
+    Such a model reads no second sentence: `text_b` (--text-b) is refused rather than dropped, and
+    with `pairs_refused` (a model whose `bert-keras predict` splits 'A ||| B' into a pair and
+    refuses it: a classifier or tagger of single texts) so is a text written as a pair, which
+    would otherwise be answered as one text holding ' ||| '.
+
+    >>> text_request(["one"])
+    {'text': ['one']}
+    >>> text_request(["one", "A ||| B"], pairs_refused=True)
+    Traceback (most recent call last):
+    ...
+    serving.text_requests.TextRequestError: texts[1] ('A ||| B'): a sentence pair ('A ||| B'), but this model reads single texts: send each text alone, or query a model fine-tuned on sentence pairs
+    """
     if not texts:
         raise TextRequestError("give at least one TEXT")
+    if text_b:
+        raise TextRequestError(f"--text-b {text_b[0]!r}: this model reads single texts, not sentence pairs: "
+                               "leave out --text-b, or query a model fine-tuned on sentence pairs")
+    if pairs_refused:
+        paired = next((i for i, text in enumerate(texts) if PAIR_SEPARATOR in str(text)), None)
+        if paired is not None:
+            raise TextRequestError(f"{named_text(paired, texts[paired], sources)}: a sentence pair ('A ||| B'), "
+                                   "but this model reads single texts: send each text alone, or query a "
+                                   "model fine-tuned on sentence pairs")
     return {"text": list(texts)}
 
 

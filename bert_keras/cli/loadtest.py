@@ -61,7 +61,7 @@ def run(args):
             # A pair model refused the lone default sentence, which the user never typed: made a pair.
             texts = sample_texts(signature["inputs"], DEFAULT_TEXT, text_b=getattr(args, "text_b", None) or ())
             sources = ["the default text"] * len(texts)
-        inputs = build_inputs(signature["inputs"], args, texts, sources)
+        inputs = build_inputs(signature["inputs"], args, texts, sources, signature.get("outputs"))
         if args.pre_tokenizer:  # split once, before the clock starts: the server's time is measured
             inputs = split_morphemes(inputs, args.pre_tokenizer)[0]
         inputs_list = request_batches(inputs, args.batch_size)  # rotating

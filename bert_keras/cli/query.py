@@ -45,7 +45,7 @@ def run(args):
 
     client, signature = make_client(args)
     with client:
-        inputs = build_inputs(signature["inputs"], args)
+        inputs = build_inputs(signature["inputs"], args, signature_outputs=signature.get("outputs"))
         sent, char_maps = split_morphemes(inputs, args.pre_tokenizer) if args.pre_tokenizer else (inputs, None)
         try:
             outputs = client.predict(sent, signature_name=args.signature)

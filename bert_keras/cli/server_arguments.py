@@ -55,16 +55,16 @@ def make_client(args):
         raise CommandError(str(error)) from None
 
 
-def build_inputs(signature_inputs, args, texts=None, sources=None):
+def build_inputs(signature_inputs, args, texts=None, sources=None, signature_outputs=None):
     """The signature's inputs from the command line (`serving.text_requests.request_inputs`): the
     TEXT arguments, or `texts` with their `sources` (`given_texts`: an error names the argument, or
-    the --input file and line)."""
+    the --input file and line); `signature_outputs` tell the family apart where inputs do not."""
     from serving.text_requests import flag_name, query_flags, request_inputs
 
     if texts is None:
         texts = getattr(args, "texts", None) or []
         sources = [f"TEXT argument {number}" for number in range(1, len(texts) + 1)]
-    return request_inputs(signature_inputs, texts, sources=sources,
+    return request_inputs(signature_inputs, texts, sources=sources, signature_outputs=signature_outputs,
                           **{flag_name(flag): getattr(args, flag_name(flag)) for flag, _, _ in query_flags()})
 
 

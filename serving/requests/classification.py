@@ -41,7 +41,7 @@ def request_inputs(texts, *, text_b=(), names, sources=None, **_):
             raise TextRequestError(f"{which}this model takes sentence pairs: give 'A ||| B' (or A and B "
                                    "separated by a tab) or TEXT --text-b B")
         return {"text": firsts, "text_b": seconds}
-    return text_request(texts)
+    return text_request(texts, text_b=text_b, sources=sources, pairs_refused=True)
 
 
 CLASSIFY_METHOD = "tensorflow/serving/classify"  # TF Serving's Classify API (no TensorFlow import here)

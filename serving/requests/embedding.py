@@ -16,8 +16,9 @@ def example(signature_inputs, settings):
     return '"your text"', "your text"
 
 
-def request_inputs(texts, **_):
-    return text_request(texts)
+def request_inputs(texts, *, text_b=(), **_):
+    # An embedder's 'A ||| B' is one text, as `bert-keras embed` reads it; --text-b is refused
+    return text_request(texts, text_b=text_b)
 
 
 def answer_lines(outputs, i, **_):

@@ -406,6 +406,14 @@ def test_loadtest_and_query_name_a_refused_text_by_its_input_line_or_argument(se
     assert main(["query", *base, "a ||| b", "lonely"]) == 2
     err = capsys.readouterr().err
     assert "TEXT argument 2 ('lonely'): one sentence, but this model takes sentence pairs" in err, err
+    # A classifier of single texts (the default signature) refuses a pair, as `predict` does; it
+    # was answered as the one text 'a ||| b'. --text-b was dropped without a word.
+    single = ["--address", server.grpc_address, "--model", "tiny"]
+    assert main(["query", *single, "fine", "a ||| b"]) == 2
+    err = capsys.readouterr().err
+    assert "TEXT argument 2 ('a ||| b'): a sentence pair ('A ||| B'), but this model reads single texts" in err, err
+    assert main(["loadtest", *single, "--requests", "3", "--warmup", "0", "x", "--text-b", "y"]) == 2
+    assert "--text-b 'y': this model reads single texts" in capsys.readouterr().err
 
 
 def test_query_cli_against_a_real_bert_export(exported_model, capsys):

@@ -34,6 +34,28 @@ def test_texts_and_sentence_pairs():
     assert request_inputs(signature("sentence"), ["a"]) == {"sentence": ["a"]}  # one input, another name
 
 
+def test_a_model_of_single_texts_refuses_a_pair_rather_than_answering_it_as_one_text():
+    """`query 'A ||| B'` to a classifier of single texts sent 'A ||| B' as one text (`predict`
+    refuses the pair), and `--text-b` was dropped without a word; an embedder's 'A ||| B' stays
+    one text, as `bert-keras embed` reads it."""
+    classifier = {"outputs": {"label": STRING, "probabilities": STRING}}
+    with pytest.raises(TextRequestError, match=r"TEXT argument 2 \('A \|\|\| B'\): a sentence pair \('A \|\|\| B'\), "
+                                               "but this model reads single texts"):
+        request_inputs(signature("text"), ["ok", "A ||| B"], sources=["TEXT argument 1", "TEXT argument 2"],
+                       signature_outputs=classifier["outputs"])
+    with pytest.raises(TextRequestError, match=r"--text-b 'B': this model reads single texts"):
+        request_inputs(signature("text"), ["A"], text_b=["B"], signature_outputs=classifier["outputs"])
+    tagger = {name: STRING for name in ("entity_text", "entity_label", "start_char", "end_char", "score")}
+    with pytest.raises(TextRequestError, match="a sentence pair"):
+        request_inputs(signature("text"), ["A ||| B"], signature_outputs=tagger)
+    embedder = {"embedding": STRING}
+    assert request_inputs(signature("text"), ["A ||| B"], signature_outputs=embedder) == {"text": ["A ||| B"]}
+    with pytest.raises(TextRequestError, match="--text-b 'B'"):
+        request_inputs(signature("text"), ["A"], text_b=["B"], signature_outputs=embedder)
+    assert request_inputs(signature("text"), ["A | B", "A||B"], signature_outputs=classifier["outputs"]) == {
+        "text": ["A | B", "A||B"]}  # only the separator itself is a pair
+
+
 def test_a_line_is_split_at_its_first_separator_so_a_tab_after_the_bar_stays_in_the_context():
     """`bert-keras predict --input`: 'question ||| context' whose context holds a tab was split at
     the tab (question 'who? ||| john', context 'smith'), the tab being tried first."""
