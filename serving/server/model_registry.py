@@ -46,6 +46,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import shlex
 import struct
 import threading
 import time
@@ -79,6 +80,47 @@ def _register_tf_text_ops():
             except ImportError:
                 log.info("tensorflow_text is not installed; SavedModels using TF-Text ops will fail to load")
             _tf_text_imported = True
+
+
+def no_version_reason(base, entries):
+    """Why `base` (a model's base path, holding `entries`) has no version to load, with the fix for
+    the usual mistakes: a version directory or a fine-tuned model (not exported) named as the base
+    path, the directory of several models, an export whose directory is not a version number.
+
+    TF Serving answers only "No versions of servable ... found under base path"; the path named
+    one level too high or too low, or an unexported model, is what is behind it almost every time.
+    """
+    def holds_export(path):
+        return os.path.isfile(os.path.join(path, "saved_model.pb"))
+
+    if holds_export(base):  # the base path names a version itself
+        return (f"{base} is itself a version directory (it holds saved_model.pb): the base path is "
+                f"the directory of the numbered versions, {os.path.dirname(os.path.normpath(base))}")
+    if os.path.isfile(os.path.join(base, "task.json")):  # bert_keras.finetuned_model's TASK_FILE
+        name = os.path.basename(os.path.normpath(base)) or "model"
+        return (f"{base} is a fine-tuned model (task.json), not an export: export it first, "
+                f"bert-keras export --model {shlex.quote(base)} --base-path exports --model-name {shlex.quote(name)}, "
+                f"then serve --model-base-path {shlex.quote(os.path.join('exports', name))}")
+    children = [entry for entry in sorted(entries) if os.path.isdir(os.path.join(base, entry))]
+    unnumbered = [entry for entry in children if holds_export(os.path.join(base, entry))]
+    if unnumbered:
+        return (f"{os.path.join(base, unnumbered[0])} holds a saved_model.pb, but a version directory is named "
+                f"by its version number: rename it {os.path.join(base, '1')} (TF Serving serves "
+                "<base path>/<version>/saved_model.pb)")
+    models = [entry for entry in children
+              if any(version_of_name(name) is not None and holds_export(os.path.join(base, entry, name))
+                     for name in _listed(os.path.join(base, entry)))]
+    if models:
+        return (f"{base} holds models, not versions ({', '.join(models[:5])}): the base path of one is "
+                f"{os.path.join(base, models[0])} (several: a --model-config-file listing each)")
+    return f"no complete version directory with a saved_model.pb under {base}"
+
+
+def _listed(path):
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
 
 
 @dataclasses.dataclass(frozen=True)
@@ -279,9 +321,8 @@ class ModelRegistry:
                 log.info("model %r version %d: waiting for its files (%s)", model.source.name, version, why_not)
         if found:
             model.error = None
-        elif os.path.isfile(os.path.join(base, "saved_model.pb")):  # the base path names a version itself
-            model.error = (f"{base} is itself a version directory (it holds saved_model.pb): the base path is "
-                           f"the directory of the numbered versions, {os.path.dirname(os.path.normpath(base))}")
+        elif not model.waiting:  # a version still being written is waited for, not diagnosed
+            model.error = no_version_reason(base, entries)
         else:
             model.error = f"no complete version directory with a saved_model.pb under {base}"
         return found

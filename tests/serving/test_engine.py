@@ -1,6 +1,7 @@
 """InferenceEngine on tiny SavedModels: Predict/Classify/Regress/metadata/status, versions, bad inputs, warmup, JSON."""
 
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -310,6 +311,36 @@ def test_a_base_path_naming_a_version_itself_says_so(session_tmp, tmp_path):
         message = raises("NOT_FOUND", engine.model_status, "sent")
         assert f"{tmp_path / 'sent' / '1'} is itself a version directory" in message
         assert f"the directory of the numbered versions, {tmp_path / 'sent'}" in message
+    finally:
+        engine.stop(5)
+
+
+def test_a_base_path_one_level_off_or_unexported_names_the_fix(session_tmp, tmp_path):
+    """TF Serving says only that no version is there; the usual causes are named with their fix:
+    the directory of several models, an export in a directory not named by a number, a fine-tuned
+    model that was never exported (each was 'no complete version directory ...')."""
+    ef.make_base_path(session_tmp, tmp_path / "models" / "sent", {1: 1})
+    os.makedirs(tmp_path / "models" / "notes")
+    shutil.copytree(tmp_path / "models" / "sent" / "1", tmp_path / "unnumbered" / "export")
+    (tmp_path / "finetuned").mkdir()
+    (tmp_path / "finetuned" / "task.json").write_text("{}", encoding="utf-8")
+    (tmp_path / "empty").mkdir()
+    sources = {name: ModelSource(name, str(tmp_path / name)) for name in ("models", "unnumbered", "finetuned", "empty")}
+    engine = InferenceEngine(list(sources.values()), poll_interval_s=0)
+    engine.start()
+    try:
+        message = raises("NOT_FOUND", engine.model_status, "models")
+        assert f"{tmp_path / 'models'} holds models, not versions (sent): the base path of one is " \
+               f"{tmp_path / 'models' / 'sent'}" in message, message
+        message = raises("NOT_FOUND", engine.model_status, "unnumbered")
+        assert f"{tmp_path / 'unnumbered' / 'export'} holds a saved_model.pb, but a version directory is named " \
+               f"by its version number: rename it {tmp_path / 'unnumbered' / '1'}" in message, message
+        message = raises("NOT_FOUND", engine.model_status, "finetuned")
+        assert f"{tmp_path / 'finetuned'} is a fine-tuned model (task.json), not an export: export it first, " \
+               f"bert-keras export --model {tmp_path / 'finetuned'} --base-path exports --model-name finetuned, " \
+               "then serve --model-base-path exports/finetuned" in message, message
+        message = raises("NOT_FOUND", engine.model_status, "empty")
+        assert f"no complete version directory with a saved_model.pb under {tmp_path / 'empty'}" in message
     finally:
         engine.stop(5)
 
