@@ -449,16 +449,17 @@ class DistillationResult:
     teacher_metrics: Optional[dict] = None
     # `evaluate --model output_dir` finds dev data (not evaluated with --no-eval / evaluate=False)
     dev_data: bool = False
+    # where that dev data is when it is no file of the user's (`DatasetSpec.dev_data_source`)
+    dev_source: Optional[str] = None
 
     def next_steps(self):
         """The commands that use the saved student: a "next:" line and its continuation line,
         each a whole command (pasted together, they run one after the other)."""
+        from bert_keras.tasks.finetuning import next_steps_after_saving
+
         model = shlex.quote(str(self.output_dir))
         export = f"bert-keras export --model {model} --base-path models --model-name student --quantize int8"
-        if self.metrics is None and not self.dev_data:  # `evaluate` would need a --data file of yours
-            return (f"next: {export}\n"
-                    f"      # score a dev file of yours: bert-keras evaluate --model {model} --data FILE")
-        return f"next: bert-keras evaluate --model {model}\n      {export}"
+        return next_steps_after_saving(model, export, self.metrics is None, self.dev_data, self.dev_source)
 
 
 def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size=None, init=None,
@@ -545,7 +546,8 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     with after_saving(output_dir):  # the model is saved: an interrupt now leaves nothing to resume
         remove_run_dir(run_dir)
         losses = student.history.history.get("loss", []) if student.history is not None else []
-        result = DistillationResult(student, output_dir, losses=losses, dev_data=evaluate or unasked_dev)
+        result = DistillationResult(student, output_dir, losses=losses, dev_data=evaluate or unasked_dev,
+                                    dev_source=spec.dev_data_source())
         log(f"\nsaved {output_dir}" + (f"; distillation loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""))
         if not evaluate:
             return result

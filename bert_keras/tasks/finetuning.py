@@ -26,16 +26,27 @@ class FinetuningResult:
     metrics: dict = None  # None: not evaluated
     # `evaluate --model output_dir` finds dev data (not evaluated with --no-eval / evaluate=False)
     dev_data: bool = False
+    # where that dev data is when it is no file of the user's (`DatasetSpec.dev_data_source`)
+    dev_source: str = None
 
     def next_steps(self):
         """The commands that use the saved model: a "next:" line and its continuation lines,
         each a whole command (pasted together, they run one after the other)."""
         model = shlex.quote(str(self.output_dir))
         predict = f"bert-keras predict --model {model} {self.task.predict_example}"
-        if self.metrics is None and not self.dev_data:  # `evaluate` would need a --data file of yours
-            return (f"next: {predict}\n"
-                    f"      # score a dev file of yours: bert-keras evaluate --model {model} --data FILE")
-        return f"next: bert-keras evaluate --model {model}\n      {predict}"
+        return next_steps_after_saving(model, predict, self.metrics is None, self.dev_data, self.dev_source)
+
+
+def next_steps_after_saving(model, then, unscored, dev_data, dev_source=None):
+    """The "next:" hint of a run that saved `model` (finetune, distill): `evaluate --model` first
+    when it finds dev data, then `then` (a command); a model scored on nothing gets `then` first and
+    evaluate as a comment asking for the user's dev file. Unscored, with the dataset's own dev split
+    (a TFDS download), the evaluate line says so and names the flag for a file of the user's."""
+    if unscored and not dev_data:  # `evaluate` would need a --data file of yours
+        return (f"next: {then}\n"
+                f"      # score a dev file of yours: bert-keras evaluate --model {model} --data FILE")
+    note = f"  # {dev_source}; a dev file of yours: --data FILE" if unscored and dev_source else ""
+    return f"next: bert-keras evaluate --model {model}{note}\n      {then}"
 
 
 def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=None, learning_rate=None,
@@ -142,7 +153,7 @@ def finetune(spec, init, output_dir, *, overwrite=False, epochs=3, batch_size=No
                                    keep_run_dir=True, callbacks=callbacks),
         run_dir, output_dir, log, overwrite=overwrite)
     result = FinetuningResult(task, output_dir, losses=history.history.get("loss", []),
-                              dev_data=evaluate or unasked_dev)
+                              dev_data=evaluate or unasked_dev, dev_source=spec.dev_data_source())
     task.record(training=dict(spec.provenance(), init=init, train_steps=int(task.optimizer.iterations.numpy()),
                               batch_size=batch_size, learning_rate=learning_rate, epochs=epochs, seed=seed))
     task.save(output_dir, overwrite=overwrite, include_optimizer=False)  # `--init DIR` starts a new recipe

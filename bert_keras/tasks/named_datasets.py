@@ -241,6 +241,14 @@ class DatasetSpec:
             return os.path.isfile(self.eval_path)
         return self.dev_split_builtin
 
+    def dev_data_source(self):
+        """Where `evaluation_data()` would read dev data from when it is no file the user named: the
+        dataset's own split in TFDS (a download on first use, which offline waits on the network),
+        as a note for the `evaluate` hint; None when it reads the user's file or nothing."""
+        if self.eval_path or not self.dev_split_builtin:
+            return None
+        return f"{self.spec}'s dev split from TFDS (downloaded on first use)"
+
     def _eval_path(self, path):
         path = path or self.eval_path
         if not path:
