@@ -387,6 +387,11 @@ def test_cli_distill_saves_a_scored_student_and_refuses_bad_layers(tmp_path, cap
                  str(tmp_path / "bad")]) != 0
     assert "at most the teacher's 4 layers" in capsys.readouterr().err
     assert not os.path.exists(tmp_path / "bad" / "model.keras")
+    # --epochs 0 (the option reads 0 as 0.0) is refused as typed, before the teacher is read: a
+    # teacher directory that is no model shows nothing was read
+    assert main(["distill", "--teacher", str(tmp_path / "no-teacher"), "--layers", "2", "--output-dir",
+                 str(tmp_path / "bad"), "--epochs", "0"]) == 2
+    assert "epochs=0: expected a number > 0 (--epochs)" in capsys.readouterr().err
 
 
 @pytest.mark.slow
