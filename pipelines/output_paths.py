@@ -79,7 +79,7 @@ def check_output_names(directory, names, *, overwrite, inputs=(), flag=None):
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise OutputPathError(f"{named}: is a file, not a directory")
     paths = [os.path.join(directory, name) for name in names]
-    refuse_inputs(paths, inputs, flag=flag)
+    refuse_inputs(paths, inputs, flag=flag, directory=directory)
     existing = [name for name, path in zip(names, paths) if os.path.lexists(path)]
     if existing and not overwrite:
         shown = ", ".join(existing[:5]) + (" ..." if len(existing) > 5 else "")
@@ -89,9 +89,12 @@ def check_output_names(directory, names, *, overwrite, inputs=(), flag=None):
     _check_writable(os.path.abspath(directory), named)
 
 
-def refuse_inputs(outputs, inputs, *, flag=None):
+def refuse_inputs(outputs, inputs, *, flag=None, directory=None):
     """Refuses when an output path is one of `inputs`, or lies inside an input directory (a model
     directory's `model.keras`, `vocab.txt`, ...); `overwrite` cannot lift it.
+
+    `directory`: the outputs are the fixed-name files a command writes into this directory (the
+    one `flag` names): the error names the directory as given and asks for another directory.
 
     Raises:
         OutputPathError: naming the output and the input.
@@ -99,12 +102,16 @@ def refuse_inputs(outputs, inputs, *, flag=None):
     for output in outputs:
         target = os.path.realpath(output)
         named = f"{flag} {output}" if flag else str(output)
+        if directory is not None:
+            named = (f"{flag} {directory}" if flag else str(directory)) \
+                + f" (its {os.path.relpath(output, directory)})"
+        other = "name another directory" if directory is not None else "name another file"
         for source in inputs:
             if not source or source == "-" or not os.path.exists(source):
                 continue
             source_path = os.path.realpath(source)
             if target == source_path:
-                raise OutputPathError(f"{named} is one of the inputs ({source}): name another file")
+                raise OutputPathError(f"{named} is one of the inputs ({source}): {other}")
             if os.path.isdir(source_path) and target.startswith(source_path.rstrip(os.sep) + os.sep):
                 raise OutputPathError(f"{named} is inside an input directory ({source}): write it somewhere else")
 

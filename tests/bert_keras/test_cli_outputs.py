@@ -406,6 +406,21 @@ def test_a_refusal_over_one_existing_file_says_it_not_them(tmp_path):
         check_output_names(tmp_path, ["a.txt", "b.txt"], overwrite=False, flag="--output-dir")
 
 
+def test_a_directory_flag_over_an_input_asks_for_another_directory(tmp_path):
+    """`predict --data out/predictions.json --output-dir out`: refused as "--output-dir
+    out/predictions.json is one of the inputs: name another file", a path the user never typed
+    and a file to name for a flag that takes a directory."""
+    from pipelines.output_paths import OutputPathError, check_output_names
+
+    data = tmp_path / "predictions.json"
+    data.write_text("{}")
+    with pytest.raises(OutputPathError) as refused_error:
+        check_output_names(tmp_path, ["predictions.json"], overwrite=True, inputs=[str(data)], flag="--output-dir")
+    assert str(refused_error.value) == (f"--output-dir {tmp_path} (its predictions.json) is one of the inputs "
+                                        f"({data}): name another directory")
+    assert data.read_text() == "{}"
+
+
 def test_the_predict_summary_names_swag_beside_squad():
     from bert_keras.cli.main import SUBCOMMANDS
 
