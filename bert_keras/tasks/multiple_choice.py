@@ -9,7 +9,7 @@ import tensorflow as tf
 from bert_keras.families import MultipleChoiceSettings
 from bert_keras.tasks.dataset_inputs import steps_for
 from bert_keras.tasks.inputs import TaskInputError, check_lengths, check_sample_weight, is_tokenized
-from bert_keras.tasks.inputs import ItemInputError, check_composition, label_ids, settings_record, text_list
+from bert_keras.tasks.inputs import ItemInputError, check_composition, label_ids, one_hot_ids, settings_record, text_list
 from bert_keras.tasks.task_batches import in_memory, predicted_outputs, tokenized_dataset
 from bert_keras.tasks.text_task import TextTask
 
@@ -118,9 +118,15 @@ class MultipleChoice(TextTask):
         ids = None
         if y is not None:
             choices = [str(i) for i in range(self.num_choices)]
-            ids = label_ids(check_lengths(len(contexts), y), choices)
+            ids = label_ids(check_lengths(len(contexts), self._choice_ids(y)), choices)
         return [SwagExample(context, "", tuple(row), None if ids is None else ids[i], f"x[{i}]")
                 for i, (context, row) in enumerate(zip(contexts, endings))]
+
+    def _choice_ids(self, y):
+        """`y` as the right ending's index per row: Keras' categorical labels (one-hot rows of
+        `num_choices`, as `to_categorical` writes them) read as their index, else `y` as given."""
+        one_hot = one_hot_ids(y, self.num_choices)
+        return y if one_hot is None else one_hot.tolist()
 
     def _dataset(self, examples, batch_size, shuffle=False, seed=None, sample_weights=None):
         from pipelines.datasets.swag import swag_dataset
@@ -133,7 +139,7 @@ class MultipleChoice(TextTask):
 
     def _train_dataset(self, x, y, *, batch_size, shuffle, seed, sample_weight=None):
         if is_tokenized(x):
-            return tokenized_dataset(self, x, np.asarray(y, np.int32), batch_size=batch_size,
+            return tokenized_dataset(self, x, np.asarray(self._choice_ids(y), np.int32), batch_size=batch_size,
                                            shuffle=shuffle, seed=seed, sample_weight=sample_weight)
         if isinstance(x, tf.data.Dataset):
             x, y, sample_weight = in_memory(self, x, y, sample_weight)

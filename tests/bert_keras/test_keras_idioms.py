@@ -1122,6 +1122,18 @@ def test_multiple_choice_and_embedder_on_datasets(spec):
     np.testing.assert_allclose(reference.predict(tf.data.Dataset.from_tensor_slices((contexts, endings))
                                                  .batch(3)),
                                reference.predict((contexts, endings)), atol=1e-6)
+    # Keras' categorical labels (one-hot rows, `to_categorical`) are the right ending's index, in
+    # memory and in a dataset, as the classifier reads them (they were refused as labels)
+    one_hot = keras.utils.to_categorical(answers, 4)
+    for x, y in (((contexts, endings), one_hot),
+                 (tf.data.Dataset.from_tensor_slices(((contexts, endings), one_hot)).batch(4), None)):
+        chooser = build(tasks.MultipleChoice, spec)
+        np.testing.assert_allclose(losses(chooser.fit(x, y, epochs=1, batch_size=2, shuffle=False, verbose=0)),
+                                   expected, rtol=1e-5)
+    assert reference.evaluate((contexts, endings), one_hot, verbose=0) == \
+        reference.evaluate((contexts, endings), answers, verbose=0)
+    with pytest.raises(tasks.TaskInputError, match=r"y\[1\]: \[0.5, 0.5, 0.0, 0.0\] is not a one-hot row"):
+        reference.fit((contexts, endings), np.array([[1, 0, 0, 0], [.5, .5, 0, 0]] * 3), epochs=1, verbose=0)
     embedder = tasks.Embedder.from_pretrained(spec, seq_length=32)
     vectors = embedder.predict(TEXTS)
     np.testing.assert_allclose(embedder.predict(tf.data.Dataset.from_tensor_slices(TEXTS).batch(3)), vectors,
