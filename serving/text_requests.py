@@ -165,7 +165,7 @@ def takes_texts(signature_inputs):
     >>> takes_texts({"question": {}, "context": {}}), takes_texts({"text": {}})
     (False, True)
     """
-    family = _family_taking(set(signature_inputs))
+    family, _ = _family_taking(set(signature_inputs))
     return True if family is None else family.TAKES_TEXTS
 
 
@@ -180,15 +180,16 @@ def _family_modules():
 
 
 def _family_taking(names, output_names=None):
-    """The request module of the family whose signature takes these input names, or None; with
-    `output_names` known, the family that also answers them (a classifier, a tagger and an embedder
-    all take one `text`, and read it differently: 'A ||| B' is a pair a classifier refuses)."""
+    """`(request module, known)`: the module of the family whose signature takes these input names
+    (None: none does), and whether `output_names` told it apart from the other families that take
+    the same inputs (a classifier, a tagger and an embedder all take one `text`, and read it
+    differently: 'A ||| B' is a pair a classifier refuses, one text for an embedder)."""
     taking = [module for module in _family_modules() if names in module.INPUTS]
     if output_names:
         answering = _family_answering(set(output_names))
         if answering in taking:
-            return answering
-    return taking[0] if taking else None
+            return answering, True
+    return (taking[0] if taking else None), len(taking) == 1
 
 
 def request_inputs(signature_inputs, texts=(), *, sources=None, signature_outputs=None, **flags):
@@ -200,8 +201,9 @@ def request_inputs(signature_inputs, texts=(), *, sources=None, signature_output
         sources: where each text came from (`given_texts`): an error about a text names it so
             (`--input texts.tsv, line 7`); None: as `texts[i]`.
         signature_outputs: the signature's outputs, when known: they tell the families that take
-            the same inputs apart (an embedder's 'A ||| B' is one text; a classifier of single texts
-            refuses it, as `bert-keras predict` does).
+            the same inputs apart (a classifier or tagger of single texts refuses 'A ||| B', as
+            `bert-keras predict` does; an embedder's is one text, and so is any text when the
+            outputs are not known or are no family's).
         **flags: the values of the families' `query_flags()`, each a list, by name:
             `text_b` (second sentences: one per text, or one for all); `question`, `context`
             (SQuAD questions, or `texts`, and their passage(s)); `context`, `ending` (one
@@ -215,9 +217,9 @@ def request_inputs(signature_inputs, texts=(), *, sources=None, signature_output
     if strings != names:
         raise TextRequestError(f"signature takes non-text inputs {sorted(names - strings)}: send raw "
                                "text only here (use serving.client.ServingClient for tensors)")
-    family = _family_taking(names, signature_outputs)
+    family, known = _family_taking(names, signature_outputs)
     if family is not None:
-        return family.request_inputs(list(texts), names=names, sources=sources, **{
+        return family.request_inputs(list(texts), names=names, sources=sources, family_known=known, **{
             flag_name(flag): list(flags.get(flag_name(flag)) or ()) for flag, _, _ in query_flags()})
     if len(names) == 1:  # a signature of one text input under another name
         if not texts:
@@ -253,7 +255,7 @@ def sample_texts(signature_inputs, text, **flags):
     >>> sample_texts({"text": {}, "text_b": {}}, "A dog ran.", text_b=["B"]), sample_texts({"text": {}}, "A dog ran.")
     (['A dog ran.'], ['A dog ran.'])
     """
-    family = _family_taking(set(signature_inputs))
+    family, _ = _family_taking(set(signature_inputs))
     if family is None or not hasattr(family, "sample_texts"):
         return [text]
     return family.sample_texts(signature_inputs, text, **flags)
@@ -277,7 +279,7 @@ def example_request(signature_inputs=None, settings=None):
     >>> example_request(None)
     ('"your text"', 'your text')
     """
-    family = _family_taking(set(signature_inputs)) if signature_inputs else None
+    family = _family_taking(set(signature_inputs))[0] if signature_inputs else None
     return family.example(signature_inputs, settings or {}) if family is not None else ('"your text"', "your text")
 
 
@@ -286,32 +288,32 @@ def flag_name(flag):
     return flag.lstrip("-").replace("-", "_")
 
 
-def text_request(texts, *, text_b=(), sources=None, pairs_refused=False):
+def text_request(texts, *, text_b=(), sources=None, pairs_refused=False, pair_fix=""):
     """`{"text": texts}`: the request of a signature of one text input (classifier, tagger, embedder).
 
     Such a model reads no second sentence: `text_b` (--text-b) is refused rather than dropped, and
     with `pairs_refused` (a model whose `bert-keras predict` splits 'A ||| B' into a pair and
     refuses it: a classifier or tagger of single texts) so is a text written as a pair, which
-    would otherwise be answered as one text holding ' ||| '.
+    would otherwise be answered as one text holding ' ||| '. `pair_fix`: what else the user can
+    do, after "send each text alone" (a classifier: a model fine-tuned on pairs).
 
     >>> text_request(["one"])
     {'text': ['one']}
     >>> text_request(["one", "A ||| B"], pairs_refused=True)
     Traceback (most recent call last):
     ...
-    serving.text_requests.TextRequestError: texts[1] ('A ||| B'): a sentence pair ('A ||| B'), but this model reads single texts: send each text alone, or query a model fine-tuned on sentence pairs
+    serving.text_requests.TextRequestError: texts[1] ('A ||| B'): a sentence pair ('A ||| B'), but this model reads single texts: send each text alone
     """
     if not texts:
         raise TextRequestError("give at least one TEXT")
     if text_b:
         raise TextRequestError(f"--text-b {text_b[0]!r}: this model reads single texts, not sentence pairs: "
-                               "leave out --text-b, or query a model fine-tuned on sentence pairs")
+                               f"leave out --text-b{pair_fix}")
     if pairs_refused:
-        paired = next((i for i, text in enumerate(texts) if PAIR_SEPARATOR in str(text)), None)
+        paired = next((i for i, text in enumerate(texts) if PAIR_SEPARATOR in text_of(text)), None)
         if paired is not None:
-            raise TextRequestError(f"{named_text(paired, texts[paired], sources)}: a sentence pair ('A ||| B'), "
-                                   "but this model reads single texts: send each text alone, or query a "
-                                   "model fine-tuned on sentence pairs")
+            raise TextRequestError(f"{named_text(paired, text_of(texts[paired]), sources)}: a sentence pair "
+                                   f"('A ||| B'), but this model reads single texts: send each text alone{pair_fix}")
     return {"text": list(texts)}
 
 

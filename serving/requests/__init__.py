@@ -9,7 +9,8 @@ module in `serving/signatures/`, each with:
 - `FLAGS`: the command-line flags its requests read besides the texts, as `(flag, metavar,
   help)` (`bert-keras query` / `loadtest` add each once, repeatable; the values arrive as
   lists under the flag's name, `--text-b` as `text_b`);
-- `request_inputs(texts, *, names, **flags)`: `{input name: rows}`;
+- `request_inputs(texts, *, names, family_known, **flags)`: `{input name: rows}` (`family_known`:
+  the signature's outputs told this family apart from others that take the same inputs);
 - `example(signature_inputs, settings)`: `(bert-keras query arguments, REST instance)` of a request that
   works as printed (the `next:` / `try:` lines of export, serve and deploy-kit);
 - `answer_lines(outputs, i, **context)`: row `i` of an answer as lines for a terminal;

@@ -27,7 +27,7 @@ def sample_texts(signature_inputs, text, *, text_b=(), **_):
     return [text]
 
 
-def request_inputs(texts, *, text_b=(), names, sources=None, **_):
+def request_inputs(texts, *, text_b=(), names, sources=None, family_known=False, **_):
     if names == {"text", "text_b"}:
         # Split at ' ||| ' or a tab, as `bert-keras predict` reads a pair model's texts: a TSV line
         # of `loadtest --input` ("A<tab>B") was refused as "this model takes sentence pairs".
@@ -41,7 +41,10 @@ def request_inputs(texts, *, text_b=(), names, sources=None, **_):
             raise TextRequestError(f"{which}this model takes sentence pairs: give 'A ||| B' (or A and B "
                                    "separated by a tab) or TEXT --text-b B")
         return {"text": firsts, "text_b": seconds}
-    return text_request(texts, text_b=text_b, sources=sources, pairs_refused=True)
+    # 'A ||| B' is refused as `predict` refuses it, where the outputs say this is a classifier (an
+    # embedder's signature takes the same one text, and reads 'A ||| B' as one)
+    return text_request(texts, text_b=text_b, sources=sources, pairs_refused=family_known,
+                        pair_fix=", or query a model fine-tuned on sentence pairs")
 
 
 CLASSIFY_METHOD = "tensorflow/serving/classify"  # TF Serving's Classify API (no TensorFlow import here)

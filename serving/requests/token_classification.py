@@ -13,8 +13,8 @@ def example(signature_inputs, settings):
     return '"John Smith lives in New York."', "John Smith lives in New York."
 
 
-def request_inputs(texts, *, text_b=(), sources=None, **_):
-    return text_request(texts, text_b=text_b, sources=sources, pairs_refused=True)
+def request_inputs(texts, *, text_b=(), sources=None, family_known=False, **_):
+    return text_request(texts, text_b=text_b, sources=sources, pairs_refused=family_known)
 
 
 def answer_json(answer, **_):

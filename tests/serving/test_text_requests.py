@@ -46,7 +46,8 @@ def test_a_model_of_single_texts_refuses_a_pair_rather_than_answering_it_as_one_
     with pytest.raises(TextRequestError, match=r"--text-b 'B': this model reads single texts"):
         request_inputs(signature("text"), ["A"], text_b=["B"], signature_outputs=classifier["outputs"])
     tagger = {name: STRING for name in ("entity_text", "entity_label", "start_char", "end_char", "score")}
-    with pytest.raises(TextRequestError, match="a sentence pair"):
+    with pytest.raises(TextRequestError, match=r"a sentence pair \('A \|\|\| B'\), but this model reads single texts: "
+                                               "send each text alone$"):
         request_inputs(signature("text"), ["A ||| B"], signature_outputs=tagger)
     embedder = {"embedding": STRING}
     assert request_inputs(signature("text"), ["A ||| B"], signature_outputs=embedder) == {"text": ["A ||| B"]}
@@ -54,6 +55,10 @@ def test_a_model_of_single_texts_refuses_a_pair_rather_than_answering_it_as_one_
         request_inputs(signature("text"), ["A"], text_b=["B"], signature_outputs=embedder)
     assert request_inputs(signature("text"), ["A | B", "A||B"], signature_outputs=classifier["outputs"]) == {
         "text": ["A | B", "A||B"]}  # only the separator itself is a pair
+    # outputs not known (a script's call), or no family's: the text is sent as it is, as before
+    assert request_inputs(signature("text"), ["A ||| B"]) == {"text": ["A ||| B"]}
+    assert request_inputs(signature("text"), ["A ||| B"], signature_outputs={"logits": STRING}) == {
+        "text": ["A ||| B"]}
 
 
 def test_a_line_is_split_at_its_first_separator_so_a_tab_after_the_bar_stays_in_the_context():
