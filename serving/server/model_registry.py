@@ -82,8 +82,8 @@ def _register_tf_text_ops():
             _tf_text_imported = True
 
 
-def no_version_reason(base, entries):
-    """Why `base` (a model's base path, holding `entries`) has no version to load, with the fix for
+def no_version_reason(base, entries, name="model"):
+    """Why `base` (the base path of model `name`, holding `entries`) has no version to load, with the fix for
     the usual mistakes: a version directory or a fine-tuned model (not exported) named as the base
     path, the directory of several models, an export whose directory is not a version number.
 
@@ -96,11 +96,15 @@ def no_version_reason(base, entries):
     if holds_export(base):  # the base path names a version itself
         return (f"{base} is itself a version directory (it holds saved_model.pb): the base path is "
                 f"the directory of the numbered versions, {os.path.dirname(os.path.normpath(base))}")
-    if os.path.isfile(os.path.join(base, "task.json")):  # bert_keras.finetuned_model's TASK_FILE
-        name = os.path.basename(os.path.normpath(base)) or "model"
-        return (f"{base} is a fine-tuned model (task.json), not an export: export it first, "
-                f"bert-keras export --model {shlex.quote(base)} --base-path exports --model-name {shlex.quote(name)}, "
-                f"then serve --model-base-path {shlex.quote(os.path.join('exports', name))}")
+    from bert_keras.finetuned_model import is_finetuned_directory  # no TensorFlow, no Keras
+
+    if is_finetuned_directory(base):
+        # Exported under the served name, its base path's name is that name (serve's default)
+        export = os.path.join("exports", name)
+        return (f"{base} is a fine-tuned model (task.json), not an export; export it and serve the export: "
+                f"bert-keras export --model {shlex.quote(base)} --base-path exports --model-name {shlex.quote(name)} "
+                f"&& bert-keras serve --model-base-path {shlex.quote(export)} (with a --model-config-file: "
+                f"base_path {export!r} there)")
     children = [entry for entry in sorted(entries) if os.path.isdir(os.path.join(base, entry))]
     unnumbered = [entry for entry in children if holds_export(os.path.join(base, entry))]
     if unnumbered:
@@ -307,6 +311,8 @@ class ModelRegistry:
                 names[version] = loaded
                 continue
             names[version] = entry
+        for version in [v for v in model.waiting if v not in names]:  # removed while it was being written
+            model.waiting.pop(version)
         for version, entry in names.items():
             path = os.path.join(base, entry)
             if known.get(version) in (AVAILABLE, UNLOADING):
@@ -322,7 +328,7 @@ class ModelRegistry:
         if found:
             model.error = None
         elif not model.waiting:  # a version still being written is waited for, not diagnosed
-            model.error = no_version_reason(base, entries)
+            model.error = no_version_reason(base, entries, model.source.name)
         else:
             model.error = f"no complete version directory with a saved_model.pb under {base}"
         return found

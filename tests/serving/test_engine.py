@@ -1,6 +1,7 @@
 """InferenceEngine on tiny SavedModels: Predict/Classify/Regress/metadata/status, versions, bad inputs, warmup, JSON."""
 
 import os
+import shlex
 import shutil
 
 import numpy as np
@@ -336,11 +337,21 @@ def test_a_base_path_one_level_off_or_unexported_names_the_fix(session_tmp, tmp_
         assert f"{tmp_path / 'unnumbered' / 'export'} holds a saved_model.pb, but a version directory is named " \
                f"by its version number: rename it {tmp_path / 'unnumbered' / '1'}" in message, message
         message = raises("NOT_FOUND", engine.model_status, "finetuned")
-        assert f"{tmp_path / 'finetuned'} is a fine-tuned model (task.json), not an export: export it first, " \
-               f"bert-keras export --model {tmp_path / 'finetuned'} --base-path exports --model-name finetuned, " \
-               "then serve --model-base-path exports/finetuned" in message, message
+        command = message.split("; export it and serve the export: ", 1)[1].split(" (with a --model-config-file", 1)[0]
+        assert message.startswith(f"could not find any versions of model 'finetuned': {tmp_path / 'finetuned'} is a "
+                                  "fine-tuned model (task.json), not an export"), message
+        assert shlex.split(command) == ["bert-keras", "export", "--model", str(tmp_path / "finetuned"), "--base-path",
+                                        "exports", "--model-name", "finetuned", "&&", "bert-keras", "serve",
+                                        "--model-base-path", "exports/finetuned"], command
         message = raises("NOT_FOUND", engine.model_status, "empty")
         assert f"no complete version directory with a saved_model.pb under {tmp_path / 'empty'}" in message
+        # a version still being written is waited for; once removed, the diagnosis is back
+        os.makedirs(tmp_path / "unnumbered" / "7")
+        engine.poll_now("unnumbered")
+        assert "no complete version directory" in raises("NOT_FOUND", engine.model_status, "unnumbered")
+        os.rmdir(tmp_path / "unnumbered" / "7")
+        engine.poll_now("unnumbered")
+        assert "rename it" in raises("NOT_FOUND", engine.model_status, "unnumbered")
     finally:
         engine.stop(5)
 
