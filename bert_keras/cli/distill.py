@@ -8,6 +8,7 @@ import sys
 import time
 
 from pipelines.command_options import add_field_options, add_option, field_values
+from bert_keras.cli.main import CommandError
 from bert_keras.cli.task_arguments import add_task_arguments, task_spec
 from bert_keras.run_options import DistillationOptions
 
@@ -30,6 +31,9 @@ def register(subparsers, summary):
 
 def run(args):
     started = time.time()
+    if not args.epochs > 0:  # refused before the teacher is read (seconds); --epochs 0 named as typed
+        raise CommandError(f"--epochs {args.epochs:g}: a distillation trains at least part of an epoch "
+                           "(expected a number > 0)")
     from bert_keras.finetuned_model import read_finetuned
     from bert_keras.tasks.distillation import distill_directory
 

@@ -486,10 +486,8 @@ def distill_directory(teacher_dir, spec, output_dir, *, layers=None, hidden_size
     from bert_keras.tasks.finetuning_run import after_saving, command_fit, remove_run_dir
     from bert_keras.tasks.task_files import load
 
-    # Refused before anything is read or loaded (the teacher takes seconds); --epochs 0 arrives as
-    # 0.0, named as typed
-    if isinstance(epochs, float) and not epochs > 0:
-        raise TaskInputError(f"epochs={epochs:g}: expected a number > 0 (--epochs)")
+    # Refused before anything is read or loaded (the teacher takes seconds), as `distill` would
+    _number("epochs", epochs, "expected a number > 0", lambda v: v > 0)
     if spec is None:
         spec = spec_of_saved(read_finetuned(teacher_dir, load_model=False).training)
     # Refused before the teacher loads: as `finetune`, never an output directory that is or holds an input.
