@@ -62,7 +62,7 @@ def check_output_file(path, *, overwrite, inputs=(), flag=None):
     _check_writable(os.path.dirname(os.path.abspath(path)), named)
 
 
-def check_output_names(directory, names, *, overwrite, inputs=(), flag=None):
+def check_output_names(directory, names, *, overwrite, inputs=(), flag=None, other=None):
     """Refuses to write the files `names` into `directory` over existing ones (without
     `overwrite`) or over an input; other files in `directory` are not the writer's concern.
 
@@ -70,6 +70,8 @@ def check_output_names(directory, names, *, overwrite, inputs=(), flag=None):
         directory: where the fixed-name files go.
         names: the file names written there (relative paths).
         overwrite, inputs, flag: as `check_output_file` (`flag`: e.g. `--output-dir`).
+        other: what to do instead when a file would replace an input (default: "name another
+            directory"; a directory that defaulted to another flag's says which flag to give).
 
     Raises:
         OutputPathError, OutputExistsError: as `check_output_file`, naming the files.
@@ -79,7 +81,7 @@ def check_output_names(directory, names, *, overwrite, inputs=(), flag=None):
     if os.path.exists(directory) and not os.path.isdir(directory):
         raise OutputPathError(f"{named}: is a file, not a directory")
     paths = [os.path.join(directory, name) for name in names]
-    refuse_inputs(paths, inputs, flag=flag, directory=directory)
+    refuse_inputs(paths, inputs, flag=flag, directory=directory, other=other)
     existing = [name for name, path in zip(names, paths) if os.path.lexists(path)]
     if existing and not overwrite:
         shown = ", ".join(existing[:5]) + (" ..." if len(existing) > 5 else "")
@@ -89,12 +91,13 @@ def check_output_names(directory, names, *, overwrite, inputs=(), flag=None):
     _check_writable(os.path.abspath(directory), named)
 
 
-def refuse_inputs(outputs, inputs, *, flag=None, directory=None):
+def refuse_inputs(outputs, inputs, *, flag=None, directory=None, other=None):
     """Refuses when an output path is one of `inputs`, or lies inside an input directory (a model
     directory's `model.keras`, `vocab.txt`, ...); `overwrite` cannot lift it.
 
     `directory`: the outputs are the fixed-name files a command writes into this directory (the
-    one `flag` names): the error names the directory as given and asks for another directory.
+    one `flag` names): the error names the directory as given and asks for another directory, or
+    for `other`.
 
     Raises:
         OutputPathError: naming the output and the input.
@@ -105,13 +108,13 @@ def refuse_inputs(outputs, inputs, *, flag=None, directory=None):
         if directory is not None:
             named = (f"{flag} {directory}" if flag else str(directory)) \
                 + f" (its {os.path.relpath(output, directory)})"
-        other = "name another directory" if directory is not None else "name another file"
+        instead = other or ("name another directory" if directory is not None else "name another file")
         for source in inputs:
             if not source or source == "-" or not os.path.exists(source):
                 continue
             source_path = os.path.realpath(source)
             if target == source_path:
-                raise OutputPathError(f"{named} is one of the inputs ({source}): {other}")
+                raise OutputPathError(f"{named} is one of the inputs ({source}): {instead}")
             if os.path.isdir(source_path) and target.startswith(source_path.rstrip(os.sep) + os.sep):
                 raise OutputPathError(f"{named} is inside an input directory ({source}): write it somewhere else")
 

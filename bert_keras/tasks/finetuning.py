@@ -41,11 +41,11 @@ def next_steps_after_saving(model, then, unscored, dev_data, dev_source=None):
     """The "next:" hint of a run that saved `model` (finetune, distill): `evaluate --model` first
     when it finds dev data, then `then` (a command); a model scored on nothing gets `then` first and
     evaluate as a comment asking for the user's dev file. Unscored, with the dataset's own dev split
-    (a TFDS download), the evaluate line says so and names the flag for a file of the user's."""
+    (a TFDS download), the evaluate line says so (`dev_source`, `DatasetSpec.dev_data_source`)."""
     if unscored and not dev_data:  # `evaluate` would need a --data file of yours
         return (f"next: {then}\n"
                 f"      # score a dev file of yours: bert-keras evaluate --model {model} --data FILE")
-    note = f"  # {dev_source}; a dev file of yours: --data FILE" if unscored and dev_source else ""
+    note = f"  # {dev_source}" if unscored and dev_source else ""
     return f"next: bert-keras evaluate --model {model}{note}\n      {then}"
 
 

@@ -241,13 +241,18 @@ class DatasetSpec:
             return os.path.isfile(self.eval_path)
         return self.dev_split_builtin
 
+    # False: `evaluation_data` reads the dataset's own split only, never a file (GLUE)
+    reads_dev_files = True
+
     def dev_data_source(self):
         """Where `evaluation_data()` would read dev data from when it is no file the user named: the
         dataset's own split in TFDS (a download on first use, which offline waits on the network),
-        as a note for the `evaluate` hint; None when it reads the user's file or nothing."""
+        and the flag for a file of the user's where the task reads one, as a note for the
+        `evaluate` hint; None when it reads the user's file or nothing."""
         if self.eval_path or not self.dev_split_builtin:
             return None
-        return f"{self.spec}'s dev split from TFDS (downloaded on first use)"
+        return (f"{self.spec}'s dev split from TFDS (downloaded on first use)"
+                + ("; a dev file of yours: --data FILE" if self.reads_dev_files else ""))
 
     def _eval_path(self, path):
         path = path or self.eval_path
@@ -262,6 +267,7 @@ class DatasetSpec:
 
 class GlueSpec(DatasetSpec):
     dev_split_builtin = True
+    reads_dev_files = False  # its dev split is TFDS'; a file of GLUE data is a csv: task
 
     def __init__(self, spec, **options):
         from pipelines.datasets.glue import glue_task
@@ -618,6 +624,12 @@ def _check_data_file(path, flag=None):
         raise DatasetSpecError((f"{flag} " if flag else "") + not_a_file(path))
 
 
+def _other_directory(directory_flag):
+    """What to do when a prediction file would replace the input: `bert-keras predict` writes into
+    the model directory (`--model`) when no --output-dir is given, so that is the flag to give."""
+    return "give --output-dir DIR" if directory_flag == "--model" else None
+
+
 def write_squad_predictions(task, path, directory, *, batch_size=32, overwrite=False, path_flag=None,
                             directory_flag=None, **decoding):
     """Runs a `SpanQA` on a SQuAD JSON file and writes the official prediction files.
@@ -633,7 +645,8 @@ def write_squad_predictions(task, path, directory, *, batch_size=32, overwrite=F
     from pipelines.datasets.squad import PREDICTION_FILES, read_squad_json, write_predictions
     from pipelines.output_paths import check_output_names
 
-    check_output_names(directory, list(PREDICTION_FILES), overwrite=overwrite, inputs=[path], flag=directory_flag)
+    check_output_names(directory, list(PREDICTION_FILES), overwrite=overwrite, inputs=[path], flag=directory_flag,
+                       other=_other_directory(directory_flag))
     _check_data_file(path, path_flag)
     examples = read_squad_json(path, is_training=False)
     predictions, nbest, null_odds = task.predict_squad(examples, batch_size=batch_size, **decoding)
@@ -667,7 +680,8 @@ def write_swag_predictions(task, path, directory, *, batch_size=32, overwrite=Fa
     given = sorted(name for name, value in decoding.items() if value is not None)
     if given:
         raise DatasetSpecError(f"{', '.join(given)}: a SWAG model has no answer settings (a SQuAD model's)")
-    check_output_names(directory, [SWAG_PREDICTIONS], overwrite=overwrite, inputs=[path], flag=directory_flag)
+    check_output_names(directory, [SWAG_PREDICTIONS], overwrite=overwrite, inputs=[path], flag=directory_flag,
+                       other=_other_directory(directory_flag))
     _check_data_file(path, path_flag)
     examples = read_swag_csv(path, labelled=None)
     probabilities = task.predict(examples, batch_size=batch_size)

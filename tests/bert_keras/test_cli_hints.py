@@ -230,12 +230,12 @@ def test_finetune_and_distill_hints_are_one_command_a_line_so_pasting_them_whole
         assert pasted(result.next_steps())[0] == ["bert-keras", "evaluate", "--model", "out/run"]
     # ... and where that dev data is TFDS' (a download; offline it waits on the network), the line
     # says so and names the flag for a file of the user's (it ran as printed into a download).
-    tfds_note = "squad/v1.1's dev split from TFDS (downloaded on first use)"
+    tfds_note = "squad/v1.1's dev split from TFDS (downloaded on first use); a dev file of yours: --data FILE"
     for result in (FinetuningResult(task, "out/run", dev_data=True, dev_source=tfds_note),
                    DistillationResult(task, "out/run", dev_data=True, dev_source=tfds_note)):
         hint = result.next_steps()
         assert pasted(hint)[0] == ["bert-keras", "evaluate", "--model", "out/run"]
-        assert hint.splitlines()[0].endswith(f"# {tfds_note}; a dev file of yours: --data FILE"), hint
+        assert hint.splitlines()[0].endswith(f"# {tfds_note}"), hint
     # a scored run's hint needs no note: its dev data was read already
     scored = FinetuningResult(task, "out/run", metrics={"f1": 1.0}, dev_data=True, dev_source=tfds_note)
     assert "#" not in scored.next_steps()
@@ -253,7 +253,9 @@ def test_a_spec_knows_whether_evaluate_finds_dev_data_without_reading_it(tmp_pat
     assert parse_task("glue/sst2").has_dev_data() and parse_task("squad/v1.1").has_dev_data()  # TFDS' split
     assert not parse_task("swag").has_dev_data()  # SWAG's files: none named
     assert parse_task("squad/v1.1", train_path="train.json").dev_data_source() == (
-        "squad/v1.1's dev split from TFDS (downloaded on first use)")
+        "squad/v1.1's dev split from TFDS (downloaded on first use); a dev file of yours: --data FILE")
+    # GLUE reads its own split only (a file of GLUE data is a csv: task): no --data to offer
+    assert parse_task("glue/sst2").dev_data_source() == "glue/sst2's dev split from TFDS (downloaded on first use)"
     assert parse_task(f"csv:{train}", eval_path=str(dev)).dev_data_source() is None  # the user's file
     assert parse_task("squad/v1.1", eval_path=str(dev)).dev_data_source() is None
 

@@ -419,6 +419,14 @@ def test_a_directory_flag_over_an_input_asks_for_another_directory(tmp_path):
     assert str(refused_error.value) == (f"--output-dir {tmp_path} (its predictions.json) is one of the inputs "
                                         f"({data}): name another directory")
     assert data.read_text() == "{}"
+    # `predict --data` with no --output-dir writes into the model directory (--model): the fix is the
+    # flag not given, not another model
+    from bert_keras.tasks.named_datasets import write_squad_predictions
+
+    with pytest.raises(OutputPathError, match=r"--model .* \(its predictions.json\) is one of the inputs .*: "
+                                              "give --output-dir DIR$"):
+        write_squad_predictions(None, str(data), str(tmp_path), batch_size=1, overwrite=True, path_flag="--data",
+                                directory_flag="--model")
 
 
 def test_the_predict_summary_names_swag_beside_squad():
