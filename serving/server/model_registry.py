@@ -112,8 +112,8 @@ def no_version_reason(base, entries, name="model"):
                 f"by its version number: rename it {os.path.join(base, '1')} (TF Serving serves "
                 "<base path>/<version>/saved_model.pb)")
     models = [entry for entry in children
-              if any(version_of_name(name) is not None and holds_export(os.path.join(base, entry, name))
-                     for name in _listed(os.path.join(base, entry)))]
+              if any(version_of_name(child) is not None and holds_export(os.path.join(base, entry, child))
+                     for child in _listed(os.path.join(base, entry)))]
     if models:
         return (f"{base} holds models, not versions ({', '.join(models[:5])}): the base path of one is "
                 f"{os.path.join(base, models[0])} (several: a --model-config-file listing each)")
