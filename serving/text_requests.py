@@ -111,9 +111,13 @@ def named_text(index, text, sources=None):
 
     >>> named_text(1, "no pair"), named_text(1, "no pair", ["TEXT argument 1", "--input t.tsv, line 3"])
     ("texts[1] ('no pair')", "--input t.tsv, line 3 ('no pair')")
+    >>> named_text(0, "좋다 ||| 싫다".encode())
+    "texts[0] ('좋다 ||| 싫다')"
     """
     where = sources[index] if sources is not None and index < len(sources) else f"texts[{index}]"
-    return f"{where} ({str(text)[:60]!r})"
+    # a script's bytes are shown as the text they hold, not as Python's b'\xec...' spelling
+    shown = text.decode("utf-8", "replace") if isinstance(text, (bytes, bytearray)) else str(text)
+    return f"{where} ({shown[:60]!r})"
 
 
 def split_pairs(texts, *, at_tabs=True, exact=False, sources=None):
