@@ -61,6 +61,11 @@ def parse_args(argv=None):
                         help="also pretrain on NSMC's training reviews (text only, dev rows excluded): "
                              "domain-adaptive pretraining, as KcBERT pretrains on comments")
     parser.add_argument("--nsmc-train", type=int, default=None, help="NSMC training rows (default all 140,000)")
+    parser.add_argument("--init", default=None,
+                        help="an encoder pretrained elsewhere (a Hugging Face BERT directory or an encoder.keras): "
+                             "skip the vocabulary, records and pretraining steps and measure it")
+    parser.add_argument("--finetune-learning-rate", type=float, default=1e-4,
+                        help="NSMC and KorQuAD fine-tuning learning rate")
     parser.add_argument("--nsmc-epochs", type=float, default=1.0)
     parser.add_argument("--korquad-epochs", type=float, default=3.0)
     parser.add_argument("--seed", type=int, default=0)
@@ -198,7 +203,8 @@ def finetune_nsmc(args, out, encoder):
     from bert_keras.tasks import TextClassifier
 
     (train_x, train_y), (dev_x, dev_y) = read_nsmc(args)
-    classifier = TextClassifier.from_pretrained(encoder, labels=["0", "1"], seq_length=64, learning_rate=1e-4,
+    classifier = TextClassifier.from_pretrained(encoder, labels=["0", "1"], seq_length=64,
+                                                learning_rate=args.finetune_learning_rate,
                                                 pre_tokenizer=pre_tokenizer(args))
     started = time.time()
     classifier.fit(train_x, train_y, epochs=args.nsmc_epochs, batch_size=32, seed=args.seed, verbose=2,
@@ -247,7 +253,8 @@ def finetune_korquad(args, out, encoder):
     # morpheme-split: questions and contexts are split on the host; answers come back as spans of the raw
     # context (the tokenizer maps its offsets back), scored against the raw answers.
     qa = SpanQA.from_pretrained(encoder, seq_length=args.seq_length, stride=64, max_query_length=32,
-                                evaluation_metric="korquad", learning_rate=1e-4, pre_tokenizer=pre_tokenizer(args))
+                                evaluation_metric="korquad", learning_rate=args.finetune_learning_rate,
+                                pre_tokenizer=pre_tokenizer(args))
     train = read_squad_json({"data": train_articles}, is_training=True, version="1.1")
     started = time.time()
     qa.fit(train, epochs=args.korquad_epochs, batch_size=32, seed=args.seed, verbose=2)
@@ -300,9 +307,9 @@ def main(argv=None):
 
         write_json(results_path, results, sort_keys=True)
 
-    if args.variant == "english-minilm":
+    if args.variant == "english-minilm" or args.init:
         wanted -= {"vocab", "corpus", "records", "pretrain"}
-        encoder = ENGLISH_MODEL
+        encoder = args.init or ENGLISH_MODEL
     else:
         corpus = split_corpus(args, out)
         vocab = learn_vocabulary(args, out, corpus)

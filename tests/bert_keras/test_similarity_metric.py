@@ -1,6 +1,7 @@
 """STS scoring (cosine similarity ranked against gold) equals scipy's, and the Korean example uses it."""
 
 import importlib.util
+import json
 import os
 
 import numpy as np
@@ -54,3 +55,26 @@ def test_the_korean_example_scores_korsts_pairs_as_the_benchmark_does(tmp_path, 
     expected = spearmanr([1 - cosine(vectors[i], vectors[i + 5]) for i in range(5)], [s for _, _, s in rows])
     assert scores["mean"] == pytest.approx(round(100 * expected.statistic, 2))
     assert scores["mean"] >= 80  # all-MiniLM-L6-v2 ranks these five pairs nearly as the gold does (90)
+
+
+def test_the_korean_example_measures_an_encoder_pretrained_elsewhere(tmp_path, minilm_dir):
+    """`--init DIR`: the vocabulary, records and pretraining steps are skipped (nothing is written
+    for them) and the measuring steps read DIR, as they read the example's own encoder."""
+    spec = importlib.util.spec_from_file_location("korean_bert", os.path.join(ROOT, "examples", "korean_bert.py"))
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    sts = tmp_path / "sts" / "korsts"
+    sts.mkdir(parents=True)
+    rows = [("신용 대출을 신청하고 싶어요", "신용 대출 신청은 어떻게 하나요?", 4.0),
+            ("영화가 정말 재밌었다", "날씨가 춥다", 0.2),
+            ("A man is playing a guitar.", "A man plays the guitar.", 4.8)]
+    body = "".join(f"g\tf\t2012\t{i:04d}\t{s}\t{a}\t{b}\n" for i, (a, b, s) in enumerate(rows))
+    for split in ("dev", "train"):
+        (sts / f"sts-{split}.tsv").write_text("genre\tfilename\tyear\tid\tscore\tsentence1\tsentence2\n" + body,
+                                              encoding="utf-8")
+    workdir = tmp_path / "w"
+    example.main(["--data", str(tmp_path), "--workdir", str(workdir), "--variant", "plain",
+                  "--init", f"hf:{minilm_dir}", "--seq-length", "32", "--steps-only", "sts"])
+    assert sorted(os.listdir(workdir / "plain")) == ["results.json"]  # no vocab.txt, records or pretrain/
+    with open(workdir / "plain" / "results.json", encoding="utf-8") as f:
+        assert set(json.load(f)["korsts"]) == {"cls", "mean", "bm25"}
