@@ -46,16 +46,10 @@ def pack(args):
     NSMC -> nsmc.npz (pieces of the same vocabulary), plus vocab.txt."""
     import tensorflow as tf
 
+    from pipelines.pretraining.contract import feature_spec
+
     seq = args.seq_length
-    spec = {
-        "input_ids": tf.io.FixedLenFeature([seq], tf.int64),
-        "input_mask": tf.io.FixedLenFeature([seq], tf.int64),
-        "segment_ids": tf.io.FixedLenFeature([seq], tf.int64),
-        "masked_lm_positions": tf.io.FixedLenFeature([MAX_PREDICTIONS], tf.int64),
-        "masked_lm_ids": tf.io.FixedLenFeature([MAX_PREDICTIONS], tf.int64),
-        "masked_lm_weights": tf.io.FixedLenFeature([MAX_PREDICTIONS], tf.float32),
-        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
-    }
+    spec = feature_spec(seq, MAX_PREDICTIONS)
     files = sorted(glob.glob(os.path.join(args.workdir, "records", "pt-*.tfrecord")))
     if not files:
         raise SystemExit(f"{args.workdir}/records: no pt-*.tfrecord (run examples/korean_bert.py --steps-only "
