@@ -10,6 +10,7 @@ scores.
     python examples/korean_bert.py --data ../shared/data/korean --workdir runs/korean --variant plain
     python examples/korean_bert.py ... --variant morpheme-vocab
     python examples/korean_bert.py ... --variant morpheme-split
+    python examples/korean_bert.py ... --variant plain --init DIR   # measure an encoder pretrained elsewhere
 
 Variants (the same corpus, vocabulary size, model size and pretraining budget):
 
