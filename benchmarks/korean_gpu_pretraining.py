@@ -41,6 +41,14 @@ MAX_PREDICTIONS = 19  # round(0.15 * 128): what the records were written with
 NSMC_DEV_ROWS = 10_000  # the last rows of ratings_train.txt, as examples/korean_bert.py
 
 
+def empty_folder(path, flag):
+    """`path`, made if missing; a folder that already holds files is refused (nothing is written over)."""
+    if os.path.isdir(path) and os.listdir(path):
+        raise SystemExit(f"{flag} {path}: the folder is not empty; give a new folder (nothing there is replaced)")
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
 def pack(args):
     """Records -> pretrain.npz (the masks undone: the original pieces at masked_lm_positions) and
     NSMC -> nsmc.npz (pieces of the same vocabulary), plus vocab.txt."""
@@ -54,6 +62,7 @@ def pack(args):
     if not files:
         raise SystemExit(f"{args.workdir}/records: no pt-*.tfrecord (run examples/korean_bert.py --steps-only "
                          "vocab records first)")
+    empty_folder(args.out, "out")
     dataset = tf.data.TFRecordDataset(files).map(lambda r: tf.io.parse_single_example(r, spec)).batch(4096)
     ids, lengths, second, nsp = [], [], [], []
     for batch in dataset.as_numpy_iterator():
@@ -66,7 +75,6 @@ def pack(args):
         segment = batch["segment_ids"]
         second.append(np.where(segment.any(1), segment.argmax(1), seq).astype(np.uint8))
         nsp.append(batch["next_sentence_labels"][:, 0].astype(np.uint8))
-    os.makedirs(args.out, exist_ok=True)
     lengths = np.concatenate(lengths)
     np.savez_compressed(os.path.join(args.out, "pretrain.npz"), input_ids=np.concatenate(ids), lengths=lengths,
                         second_start=np.concatenate(second), next_sentence_labels=np.concatenate(nsp))
@@ -97,6 +105,7 @@ def pretrain(args):
     from safetensors.torch import save_file
     from transformers import BertConfig, BertForPreTraining, BertForSequenceClassification
 
+    empty_folder(args.out, "--out")  # before minutes of training, not after
     started = time.time()
 
     def log(message):
@@ -211,7 +220,6 @@ def pretrain(args):
         current[name] = tensor
         size += tensor.numel() * 2
     shards.append(current)
-    os.makedirs(args.out, exist_ok=True)
     for number, shard in enumerate(shards):
         save_file(shard, os.path.join(args.out, f"encoder-{number}.safetensors"))
     config.to_json_file(os.path.join(args.out, "config.json"))
@@ -282,7 +290,7 @@ def merge(args):
     if not state:
         raise SystemExit(f"{args.shards}: no encoder-*.safetensors")
     state = {name: value for name, value in state.items() if not name.endswith("position_ids")}
-    os.makedirs(args.target, exist_ok=True)
+    empty_folder(args.target, "target")
     save_file(state, os.path.join(args.target, "model.safetensors"), metadata={"format": "pt"})
     with open(os.path.join(args.shards, "config.json"), encoding="utf-8") as f:
         config = json.load(f)
