@@ -78,3 +78,7 @@ def test_the_korean_example_measures_an_encoder_pretrained_elsewhere(tmp_path, m
     assert sorted(os.listdir(workdir / "plain")) == ["results.json"]  # no vocab.txt, records or pretrain/
     with open(workdir / "plain" / "results.json", encoding="utf-8") as f:
         assert set(json.load(f)["korsts"]) == {"cls", "mean", "bm25"}
+    # the measured encoder is the one --init names (a missing one is reported, not replaced by another)
+    with pytest.raises(ValueError, match="no_such_encoder"):
+        example.main(["--data", str(tmp_path), "--workdir", str(tmp_path / "w2"), "--variant", "plain",
+                      "--init", str(tmp_path / "no_such_encoder"), "--steps-only", "sts"])
