@@ -64,8 +64,8 @@ def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split,
         raise TaskInputError("checkpoint_every: needs run_dir= (where the backups go)")
     if class_weight is not None:
         class_weight = class_weight_ids(task, class_weight, sample_weight)
+    callbacks, keras_backup = with_run_backups(callbacks)  # also: one callback, a CallbackList
     finetuning_recipe.check_learning_rate_callbacks(task, callbacks)
-    callbacks, keras_backup = with_run_backups(callbacks)
     forget_restored_epoch(task)  # an earlier fit's restored epoch: this one starts at its own
     if isinstance(x, tf.data.Dataset):
         if y is not None or sample_weight is not None:

@@ -40,6 +40,8 @@ import shutil
 
 import keras
 
+from bert_keras.training.callbacks import callbacks_as_list
+
 logger = logging.getLogger(__name__)
 
 WEIGHTS = "latest.weights.h5"
@@ -244,6 +246,7 @@ def with_run_backups(callbacks):
     >>> type(backup).__name__, callbacks[0] is backup
     ('RunBackup', True)
     """
+    callbacks = callbacks_as_list(callbacks)
     replaced, backup = [], None
     for callback in callbacks or ():
         if type(callback) is keras.callbacks.BackupAndRestore:

@@ -10,6 +10,7 @@
   files and renames them, and updates the `checkpoint` index file last, so a
   kill mid-write leaves the previous checkpoint as "latest").
 * Fault tolerance (the run backup a killed run resumes from) is `backup.RunBackup`.
+* `callbacks_as_list`: `fit(callbacks=...)` in any form Keras takes, as a list.
 
 TensorBoard is Keras's own `keras.callbacks.TensorBoard`.
 """
@@ -20,6 +21,28 @@ import tempfile
 import time
 
 import keras
+
+
+def callbacks_as_list(callbacks):
+    """`fit(callbacks=...)` in any form Keras' `fit` takes, as a list (None stays None).
+
+    Keras takes a list, one callback, a nested list, or a `keras.callbacks.CallbackList`
+    (`CallbackList` flattens what it is given); the fit loops here add their own callbacks
+    to the user's, so they need the list.
+
+    Example:
+
+    >>> stop = keras.callbacks.EarlyStopping()
+    >>> callbacks_as_list(stop) == [stop], callbacks_as_list(keras.callbacks.CallbackList([stop])) == [stop]
+    (True, True)
+    >>> callbacks_as_list(None) is None
+    True
+    """
+    if callbacks is None:
+        return None
+    if isinstance(callbacks, keras.callbacks.CallbackList):
+        return list(callbacks.callbacks)
+    return keras.tree.flatten(callbacks)
 
 
 class StopAtStep(keras.callbacks.Callback):

@@ -452,6 +452,21 @@ def test_steps_per_epoch_and_callbacks(spec, tmp_path):
     np.testing.assert_allclose(reloaded.optimizer.variables[-1].numpy(), classifier.optimizer.variables[-1].numpy())
 
 
+@pytest.mark.parametrize("form", ["one", "callback_list", "nested"])
+def test_fit_takes_callbacks_in_every_form_keras_takes(spec, form):
+    """Keras' `fit` takes one callback, a `CallbackList` or a nested list (`CallbackList` flattens
+    them); the task's fit iterated them as a list ("'EarlyStopping' object is not iterable")."""
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    seen = []
+    stop = keras.callbacks.EarlyStopping(monitor="loss", patience=0, min_delta=100.0)
+    counter = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: seen.append(epoch))
+    callbacks = {"one": stop, "callback_list": keras.callbacks.CallbackList([stop, counter]),
+                 "nested": [[stop], (counter,)]}[form]
+    history = classifier.fit(TEXTS, LABELS, epochs=4, batch_size=4, verbose=0, callbacks=callbacks)
+    assert len(history.history["loss"]) == 2  # EarlyStopping ran: no improvement of 100 after epoch 1
+    assert seen == ([] if form == "one" else [0, 1])
+
+
 @pytest.mark.parametrize("family", ["classifier", "pairs", "ner", "squad", "choice", "embedder"])
 def test_keras_save_and_load_model_give_back_the_whole_task(spec, tmp_path, family):
     """`task.save("x.keras")` / `keras.models.load_model` as for any Keras model: the same class,
