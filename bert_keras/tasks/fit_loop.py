@@ -1,8 +1,8 @@
 """How a task's `fit` runs: every argument checked before the first step, the data packed as the
 task packs it, the recipe's schedule sized to the steps, then Keras' own `fit` loop.
 
-`fit` is `TextTask.fit`'s body; `fit_packed_batches` is the same for batches already packed
-(the preprocessor's, or your own); `keras_epochs` turns fractional epochs and `max_steps`
+`fit` is `TextTask.fit`'s body (for raw text, and for batches already packed by the task's
+preprocessor or your own); `keras_epochs` turns fractional epochs and `max_steps`
 into whole Keras epochs whose last one stops at the right step.
 
 Example:
@@ -74,21 +74,16 @@ def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split,
         if validation_split and validation_data is None:
             raise TaskInputError("validation_split: works on in-memory data only (as in Keras); with "
                                  "a dataset, pass validation_data= (e.g. dataset.take(n))")
-        if is_tokenized_dataset(x):
-            if validation_data is not None:
-                validation_data = validation_dataset(task, validation_data, validation_batch_size)
-            return fit_packed_batches(task, packed_batches(task, x, batch_size), epochs=epochs,
-                                     max_steps=max_steps, verbose=verbose,
-                                     callbacks=callbacks, validation_data=validation_data,
-                                     class_weight=class_weight, initial_epoch=initial_epoch,
-                                     steps_per_epoch=steps_per_epoch, validation_steps=validation_steps,
-                                     validation_freq=validation_freq)
     elif validation_split and validation_data is None:  # as Keras: validation_data overrides the split
         x, y, sample_weight, validation_data = split_off_validation(x, y, sample_weight, validation_split)
     if x is None:
         raise TaskInputError("x: no training data given")
-    dataset, steps = task._train_dataset(x, y, sample_weight=sample_weight, batch_size=batch_size,
-                                         shuffle=shuffle, seed=seed)
+    if isinstance(x, tf.data.Dataset) and is_tokenized_dataset(x):  # packed already: read as they come
+        dataset = packed_batches(task, x, batch_size)
+        steps = packed_steps(dataset, counted=steps_per_epoch is None)
+    else:
+        dataset, steps = task._train_dataset(x, y, sample_weight=sample_weight, batch_size=batch_size,
+                                             shuffle=shuffle, seed=seed)
     if steps is None and steps_per_epoch is None:
         raise TaskInputError("x: an infinite dataset (.repeat()); pass steps_per_epoch= (as Keras), or "
                              "a finite dataset")
@@ -144,40 +139,18 @@ def fit(task, x, y, *, batch_size, epochs, verbose, callbacks, validation_split,
     return history
 
 
-def fit_packed_batches(task, dataset, *, epochs, max_steps, steps_per_epoch, **keras_options):
-    """`fit` on already packed batches (the preprocessor's, or your own): Keras' loop, with the
-    recipe's schedule sized to the steps it will run, as for raw text."""
-    if steps_per_epoch is None:
-        steps_per_epoch = int(dataset.cardinality())
-        if steps_per_epoch == tf.data.INFINITE_CARDINALITY:
-            raise TaskInputError("x: an infinite dataset (.repeat()); pass steps_per_epoch=")
-        if steps_per_epoch < 0:
-            steps_per_epoch = int(dataset.reduce(tf.constant(0, tf.int64), lambda n, *_: n + 1))
-    if steps_per_epoch == 0:
+def packed_steps(dataset, *, counted):
+    """The batches in one pass over a dataset of packed batches (None when it is endless, or
+    unknown and not `counted`); an unknown cardinality (a `filter`, a generator) is counted by
+    reading the dataset once when `counted` (without `steps_per_epoch`)."""
+    steps = int(dataset.cardinality())
+    if steps == tf.data.INFINITE_CARDINALITY or (steps < 0 and not counted):
+        return None
+    if steps < 0:
+        steps = int(dataset.reduce(tf.constant(0, tf.int64), lambda n, *_: n + 1))
+    if steps == 0:
         raise TaskInputError("x: an empty dataset")
-    keras_options["callbacks"], keras_backup = with_run_backups(keras_options.get("callbacks"))
-    if epochs == 0:
-        return no_epochs(task, dataset, verbose=keras_options.get("verbose"),
-                         callbacks=keras_options.get("callbacks"))
-    total_steps = max(1, int(round(epochs * steps_per_epoch)))
-    if max_steps:
-        total_steps = min(total_steps, max_steps)
-    initial_epoch = keras_options.get("initial_epoch")
-    if task._recipe is not None:
-        finetuning_recipe.size_schedule(task, steps_to_run(total_steps, steps_per_epoch, initial_epoch))
-        keras_options["callbacks"] = schedule_after_restore(keras_options.get("callbacks"), total_steps,
-                                                            steps_per_epoch, initial_epoch)
-    whole_epochs, keras_options["callbacks"] = keras_epochs(total_steps, steps_per_epoch,
-                                                             keras_options.get("callbacks"))
-    finetuning_recipe.build_optimizer(task)
-    if "validation_data" in keras_options:
-        keras_options["validation_data"] = without_autotune_thread(keras_options["validation_data"])
-    batches = dataset.repeat()
-    if keras_backup is not None:  # the batches the backup has trained on: as fit's
-        batches = batches.skip(resumed_batches(keras_backup, steps_per_epoch, total_steps, initial_epoch))
-    with executions_within_epochs(task, steps_per_epoch, total_steps):
-        return keras.Model.fit(task, without_autotune_thread(batches), epochs=whole_epochs,
-                               shuffle=False, steps_per_epoch=min(steps_per_epoch, total_steps), **keras_options)
+    return steps
 
 
 def no_epochs(task, dataset, *, verbose, callbacks):

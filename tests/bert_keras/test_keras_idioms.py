@@ -896,6 +896,35 @@ def test_run_dir_resumes_and_never_takes_a_directory_of_other_files(spec, tmp_pa
     assert os.listdir(mine) == ["notes.txt"]
 
 
+def test_packed_batches_fit_as_raw_text_does_with_run_dir_and_validation_metrics(spec, tmp_path):
+    """`fit` on the preprocessor's batches went its own way: it dropped `run_dir` (no backup, so a
+    killed run started over), `checkpoint_every`, `keep_run_dir` and the task's validation metrics
+    of raw `validation_data` (so `EarlyStopping(monitor="val_f1")` failed)."""
+    class Interrupt(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            if epoch == 3:
+                raise KeyboardInterrupt
+
+    def packed(task):
+        return tf.data.Dataset.from_tensor_slices((TEXTS, LABELS)).batch(2).map(task.preprocessor)
+
+    settings = dict(epochs=1, run_dir=str(tmp_path / "run"), checkpoint_every=1, verbose=0)
+    uninterrupted = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    expected = losses(uninterrupted.fit(packed(uninterrupted), **dict(settings, run_dir=str(tmp_path / "whole"))))
+    assert len(expected) == 5 and not os.path.exists(tmp_path / "whole")  # 5 backups of 1 step; removed
+    classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    with pytest.raises(KeyboardInterrupt):
+        classifier.fit(packed(classifier), callbacks=[Interrupt()], **settings)
+    assert os.path.isfile(tmp_path / "run" / "run.json")
+    resumed = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    np.testing.assert_allclose(losses(resumed.fit(packed(resumed), **settings)), expected, rtol=1e-5)
+    assert int(resumed.optimizer.iterations) == 5
+    history = resumed.fit(packed(resumed), epochs=3, validation_data=(TEXTS[:4], LABELS[:4]), verbose=0,
+                          callbacks=[keras.callbacks.EarlyStopping(monitor="val_f1", patience=0,
+                                                                   min_delta=2.0)])
+    assert {"val_f1", "val_matthews_corrcoef"} <= set(history.history) and len(history.history["loss"]) == 2
+
+
 def test_run_dir_resumes_in_the_process_whose_fit_was_interrupted(spec, tmp_path):
     """Ctrl-C in a notebook, then the same call on the same task: its weights had trained since
     the fit started, so the backup was refused as "another run (weights differ)"; and once
