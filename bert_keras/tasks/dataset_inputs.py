@@ -342,8 +342,8 @@ def dataset_of_batches(source, *, streamed=False, name="x"):
 
             def batches():
                 yield from kept
-    signature = tf.nest.map_structure(_any_batch_spec, tf.nest.map_structure(tf.type_spec_from_value, first))
-    dataset = tf.data.Dataset.from_generator(batches, output_signature=signature)
+    signature = _batches_signature([first] if streamed or isinstance(source, keras.utils.PyDataset) else kept)
+    dataset = tf.data.Dataset.from_generator(_in_form(batches, signature, name), output_signature=signature)
     if isinstance(source, keras.utils.PyDataset):
         if source.num_batches is None:
             dataset = dataset.repeat()
@@ -422,16 +422,17 @@ def _batch_tensors(batch, name):
         batch = tuple(parts)
     if batch is None:
         raise TaskInputError(f"{name}: a batch is None")
-    return as_tensors(batch, name)
+    return as_tensors(batch, name, ragged_records=True)
 
 
-def _records_as_columns(rows, name):
+def _records_as_columns(rows, name, *, ragged=False):
     """A list of records (dicts, or None for "none": a question without an answer) as a dict of
     columns, the form a dataset carries: flat when every row is a dict of single values, else
-    ragged, a row per record (`[]` for None)."""
+    ragged, a row per record (`[]` for None); always ragged with `ragged` (the batches of a
+    generator, whose later batches may hold None or lists)."""
     keys = sorted({key for row in rows if row is not None for key in row})
-    if all(row is not None and set(row) == set(keys) and not any(isinstance(v, (list, tuple)) for v in row.values())
-           for row in rows):
+    if not ragged and all(row is not None and set(row) == set(keys)
+                          and not any(isinstance(v, (list, tuple)) for v in row.values()) for row in rows):
         return {key: as_tensors([row[key] for row in rows], name) for key in keys}
     def cell(row, key):  # one record's values of `key`, as a list
         value = None if row is None else row.get(key)
@@ -449,17 +450,18 @@ def _records_as_columns(rows, name):
     return columns
 
 
-def as_tensors(batch, name="x", *, empty=None):
+def as_tensors(batch, name="x", *, empty=None, ragged_records=False):
     """One batch (or a preprocessor's input) as tensors: tuples and dicts are structure, anything
     else one column (a list, numpy array, pandas column or scalar; ragged when its rows differ in
     length: word lists). Tensors, symbolic Keras inputs and None pass through; an empty list
-    becomes an empty tensor of dtype `empty` when given."""
+    becomes an empty tensor of dtype `empty` when given. Records (SpanQA's answers) are ragged
+    columns with `ragged_records`, flat ones when every record holds single values."""
     if batch is None or isinstance(batch, (tf.Tensor, tf.RaggedTensor, tf.SparseTensor)):
         return batch
     if isinstance(batch, tuple):
-        return tuple(as_tensors(part, name) for part in batch)
+        return tuple(as_tensors(part, name, ragged_records=ragged_records) for part in batch)
     if isinstance(batch, dict):
-        return {key: as_tensors(part, name) for key, part in batch.items()}
+        return {key: as_tensors(part, name, ragged_records=ragged_records) for key, part in batch.items()}
     import keras
 
     if keras.ops.is_tensor(batch) or hasattr(batch, "_keras_history"):
@@ -472,7 +474,7 @@ def as_tensors(batch, name="x", *, empty=None):
         return tf.constant([], empty)
     if isinstance(batch, list) and any(isinstance(row, dict) for row in batch) and \
             all(isinstance(row, dict) or row is None for row in batch):
-        return _records_as_columns(batch, name)
+        return _records_as_columns(batch, name, ragged=ragged_records)
     try:
         return tf.constant(batch)
     except (ValueError, TypeError):
@@ -492,6 +494,9 @@ def _check_batch(batch, first, where):
         raise TaskInputError(f"{where}: its structure differs from the first batch's "
                              f"({_structure_name(batch)} vs {_structure_name(first)})") from None
     for got, expected in zip(tf.nest.flatten(batch), tf.nest.flatten(first)):
+        if got.shape.rank != expected.shape.rank:
+            raise TaskInputError(f"{where}: a column of rank {got.shape.rank} where the first batch has "
+                                 f"rank {expected.shape.rank}")
         if got.dtype != expected.dtype:
             raise TaskInputError(f"{where}: a column of {got.dtype.name} where the first batch has "
                                  f"{expected.dtype.name}")
@@ -510,11 +515,40 @@ def _structure_name(batch):
     return "column"
 
 
-def _any_batch_spec(spec):
-    """The first batch's spec with every length left open (batches differ in size)."""
-    if isinstance(spec, tf.RaggedTensorSpec):
-        return tf.RaggedTensorSpec([None] * spec.shape.rank, spec.dtype, ragged_rank=spec.ragged_rank)
-    return tf.TensorSpec([None] * spec.shape.rank, spec.dtype)
+def _batches_signature(batches):
+    """The `output_signature` of a batch source: every length left open (batches differ in size),
+    and a column ragged where any batch read so far has it ragged. A column of texts of rank 2 or
+    more (word lists, endings) is ragged even when the batches read have rows of one length: a
+    later batch of a stream may not (whether a list of lists converts to a dense tensor depends
+    on its rows)."""
+    def widest(*leaves):
+        rank, dtype = leaves[0].shape.rank, leaves[0].dtype
+        ragged = [leaf.ragged_rank for leaf in leaves if isinstance(leaf, tf.RaggedTensor)]
+        if ragged or (dtype == tf.string and rank >= 2):
+            return tf.RaggedTensorSpec([None] * rank, dtype, ragged_rank=max(ragged, default=rank - 1))
+        return tf.TensorSpec([None] * rank, dtype)
+
+    return tf.nest.map_structure(widest, *batches)
+
+
+def _in_form(batches, signature, name):
+    """`batches` (a generator function) whose batches take the signature's form: a dense column
+    where the signature has a ragged one becomes ragged (the rows of a batch of one length)."""
+    def form(leaf, spec):
+        if isinstance(spec, tf.RaggedTensorSpec) and not isinstance(leaf, tf.RaggedTensor):
+            return tf.RaggedTensor.from_tensor(leaf, ragged_rank=spec.ragged_rank)
+        if isinstance(leaf, tf.RaggedTensor) and not isinstance(spec, tf.RaggedTensorSpec):
+            raise TaskInputError(f"{name}: a batch whose rows differ in length ({leaf.shape}) where the first "
+                                 "batch's had one length (a dense column): give the column as a "
+                                 "tf.RaggedTensor in every batch")
+        return leaf
+
+    @_remembering_errors
+    def generator():
+        for batch in batches():
+            yield tf.nest.map_structure(form, batch, signature)
+
+    return generator
 
 
 def read_batch_source(x, batch_size, *, streamed=False):

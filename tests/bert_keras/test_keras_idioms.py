@@ -1636,6 +1636,41 @@ def test_generators_and_py_datasets_are_read_as_keras_reads_them(spec):
     assert int(reference.optimizer.iterations) == 6  # nothing trained on any of them
 
 
+def test_batches_whose_rows_change_form_from_batch_to_batch_train_as_lists_do(spec):
+    """A batch of word lists of one length converts to a dense column, the next batch's to a ragged
+    one; a batch of answers without None to flat columns, one with None to ragged ones. The dataset
+    took its signature from the first batch, so the second failed inside tf.data ("yielded an
+    element of shape () where (None, None) was expected")."""
+    labels = export_fixtures.CONLL_LABELS
+    words = [["john", "smith"], ["in", "paris"], ["john", "lives", "in", "paris"], ["paris"]]
+    tags = [["B-PER", "I-PER"], ["O", "B-LOC"], ["B-PER", "O", "O", "B-LOC"], ["B-LOC"]]
+    for order in ([0, 2], [2, 0]):  # one length first, then ragged; and the reverse
+        batches = [(words[i:i + 2], tags[i:i + 2]) for i in order]
+        expected = losses(build(tasks.TokenClassifier, spec, labels=labels).fit(
+            [w for i in order for w in words[i:i + 2]], [t for i in order for t in tags[i:i + 2]],
+            epochs=2, batch_size=2, shuffle=False, verbose=0))
+        for source in (iter(batches), _Batches(batches)):  # read to its end first; read as it goes
+            tagger = build(tasks.TokenClassifier, spec, labels=labels)
+            np.testing.assert_allclose(losses(tagger.fit(source, epochs=2, shuffle=False, verbose=0)), expected,
+                                       rtol=1e-5)
+    tagger = build(tasks.TokenClassifier, spec, labels=labels)
+    assert tagger.score(iter([(words[:2], tags[:2]), (words[2:], tags[2:])])) == tagger.score(words, tags)
+    # tag ids: a stream whose first batch is dense cannot take a ragged one later: named, not a tf.data error
+    ids = [[labels.index(tag) for tag in row] for row in tags]
+    with pytest.raises(tasks.TaskInputError, match="rows differ in length.*first batch's had one length"):
+        build(tasks.TokenClassifier, spec, labels=labels).fit(
+            _Batches([(words[:2], ids[:2]), (words[2:], ids[2:])]), epochs=1, verbose=0)
+    # SpanQA v2.0: a batch of answered questions, then one with a question without an answer (None)
+    order = [0, 3, 2, 1]
+    questions, answers = [SQUAD_QUESTIONS[i] for i in order], [SQUAD_ANSWERS[i] for i in order]
+    expected = losses(build(tasks.SpanQA, spec, seq_length=64, version_2=True, stride=16, max_query_length=16).fit(
+        (questions, [CONTEXT] * 4), answers, epochs=1, batch_size=2, shuffle=False, verbose=0))
+    batches = [((questions[j:j + 2], [CONTEXT] * 2), answers[j:j + 2]) for j in (0, 2)]
+    for source in (iter(batches), _Batches(batches)):
+        qa = build(tasks.SpanQA, spec, seq_length=64, version_2=True, stride=16, max_query_length=16)
+        np.testing.assert_allclose(losses(qa.fit(source, epochs=1, shuffle=False, verbose=0)), expected, rtol=1e-5)
+
+
 def test_dataframes_give_their_columns(spec):
     pandas = pytest.importorskip("pandas")  # installed with the TF 2.20 row's references only
     classifier = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
