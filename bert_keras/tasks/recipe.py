@@ -47,7 +47,9 @@ def compile_arguments(task, args, kwargs):
     if is_auto(arguments.get("loss", "auto")):
         arguments["loss"] = task.default_loss()
     if is_auto(arguments.get("metrics", "auto")):
-        arguments["metrics"] = task.default_metrics() or None
+        # A loss of one-hot rows gets one-hot targets, so its accuracy reads them (TextTask.compute_loss)
+        arguments["metrics"] = ([keras.metrics.CategoricalAccuracy(name="accuracy")]
+                                if reads_one_hot(arguments["loss"]) else task.default_metrics() or None)
     # The family's own names ("f1", ...), also among the metrics Keras weights by sample_weight.
     for key in ("metrics", "weighted_metrics"):
         if isinstance(arguments.get(key), (list, tuple)):
@@ -55,6 +57,38 @@ def compile_arguments(task, args, kwargs):
                               for metric in arguments[key]]
     arguments["loss"] = on_scores(task, on_logits(task, arguments["loss"]))
     return arguments.pop("optimizer", "auto"), arguments
+
+
+# Keras' losses that compare the predictions with one-hot (or soft) target rows, not class ids.
+ONE_HOT_LOSSES = ("CategoricalCrossentropy", "CategoricalFocalCrossentropy", "CategoricalHinge")
+
+
+def reads_one_hot(loss):
+    """Whether every compiled `loss` (a name, a function or a Loss; also in a list or dict) reads
+    one-hot target rows: Keras' categorical cross-entropy (with `label_smoothing`, say), its focal
+    form and the categorical hinge.
+
+    Example:
+
+    >>> reads_one_hot("categorical_crossentropy"), reads_one_hot(keras.losses.CategoricalFocalCrossentropy())
+    (True, True)
+    >>> reads_one_hot("sparse_categorical_crossentropy"), reads_one_hot(None)
+    (False, False)
+    """
+    losses = [item for item in keras.tree.flatten(loss) if item is not None]
+    if not losses:
+        return False
+    for item in losses:
+        if isinstance(item, str):
+            try:
+                item = keras.losses.get(item)
+            except ValueError:
+                return False
+        function = getattr(item, "fn", item)  # a LossFunctionWrapper's function
+        names = {type(item).__name__, "".join(part.title() for part in getattr(function, "__name__", "").split("_"))}
+        if not names & set(ONE_HOT_LOSSES):
+            return False
+    return True
 
 
 def on_scores(task, loss):

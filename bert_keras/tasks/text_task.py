@@ -36,7 +36,7 @@ from bert_keras.tasks.dataset_inputs import is_tokenized_dataset, raising_source
 from bert_keras.tasks.dataset_inputs import without_autotune_thread
 from bert_keras.tasks.inputs import TaskInputError, answering_empty_texts, answering_empty_texts_already
 from bert_keras.tasks.inputs import check_count, checked_seq_length, is_raw_text
-from bert_keras.tasks.recipe import RecipeCompile
+from bert_keras.tasks.recipe import RecipeCompile, reads_one_hot
 from bert_keras.tasks.task_files import TaskFiles
 from bert_keras.tasks.task_rows import RowPredictions
 from bert_keras.tasks.validation import ValidationOnOneDevice, validation_dataset
@@ -185,7 +185,7 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         """Keras' loss; under several replicas every example of the global batch weighs the same, also
         when the replicas hold parts of unequal size (`bert_keras.losses.replica_shares`)."""
-        loss = super().compute_loss(x, y, y_pred, sample_weight, training)
+        loss = super().compute_loss(x, self._targets_as_compiled(y, y_pred), y_pred, sample_weight, training)
         examples = tf.shape(tf.nest.flatten(y_pred)[0])[0]
         compiled = [fn for fn in tf.nest.flatten(self.loss) if fn is not None]  # names, functions, Losses
         if compiled and all(getattr(fn, "reduces_over_replicas", False) for fn in compiled):
@@ -193,6 +193,18 @@ class TextTask(RecipeCompile, TaskFiles, TaskExport, RowPredictions, Distillatio
         if all(getattr(fn, "reduction", "sum_over_batch_size") == "sum_over_batch_size" for fn in compiled):
             return example_mean_on_replicas(loss, examples)  # Keras' mean over the batch
         return loss
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        return super().compute_metrics(x, self._targets_as_compiled(y, y_pred), y_pred, sample_weight)
+
+    def _targets_as_compiled(self, y, y_pred):
+        """The task's targets (class ids, whatever form `y` took) as one-hot rows when the compiled
+        loss reads them (`compile(loss="categorical_crossentropy")`, `label_smoothing`): Keras'
+        pairing of that loss with `to_categorical` labels, for the loss and the metrics alike."""
+        if not (tf.is_tensor(y) and y.dtype.is_integer and y.shape.rank == 1 and tf.is_tensor(y_pred)
+                and y_pred.shape.rank == 2 and reads_one_hot(self.loss)):
+            return y
+        return tf.one_hot(y, tf.shape(y_pred)[-1], dtype=tf.float32)
 
     def default_loss(self):
         return self.head.default_loss()

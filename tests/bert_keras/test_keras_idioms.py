@@ -452,6 +452,33 @@ def test_steps_per_epoch_and_callbacks(spec, tmp_path):
     np.testing.assert_allclose(reloaded.optimizer.variables[-1].numpy(), classifier.optimizer.variables[-1].numpy())
 
 
+def test_a_categorical_loss_of_your_own_reads_one_hot_targets_as_in_keras(spec):
+    """`compile(loss="categorical_crossentropy")` with `to_categorical` labels is Keras' pairing; the
+    task turned every y into class ids, so the loss got `[N]` targets for `[N, C]` logits ("target
+    and output must have the same rank"), and label smoothing could not be used."""
+    ids = [int(label == "pos") for label in LABELS]
+    sparse = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    sparse.compile(loss="sparse_categorical_crossentropy")
+    expected = sparse.fit(TEXTS, LABELS, epochs=2, batch_size=4, shuffle=False, verbose=0).history
+    categorical = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    categorical.compile(loss="categorical_crossentropy")
+    history = categorical.fit(TEXTS, keras.utils.to_categorical(ids, 2), epochs=2, batch_size=4, shuffle=False,
+                              verbose=0).history
+    np.testing.assert_allclose(history["loss"], expected["loss"], rtol=1e-5)
+    np.testing.assert_allclose(history["accuracy"], expected["accuracy"])
+    smoothed = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    smoothed.compile(loss=keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.2))
+    probabilities = smoothed.predict(TEXTS)
+    targets = keras.utils.to_categorical(ids, 2) * 0.8 + 0.1
+    manual = np.mean(-np.sum(targets * np.log(probabilities), axis=1))
+    assert smoothed.evaluate(TEXTS, LABELS, verbose=0)[0] == pytest.approx(manual, rel=1e-5)  # names too
+    chooser = build(tasks.MultipleChoice, spec, num_choices=2)
+    chooser.compile(loss="categorical_crossentropy", metrics=["categorical_accuracy"])
+    contexts, endings = ["he opens the door.", "a dog."], [["he walks in.", "paris."], ["great.", "bad."]]
+    history = chooser.fit((contexts, endings), keras.utils.to_categorical([0, 1], 2), epochs=1, verbose=0).history
+    assert np.isfinite(history["loss"][0]) and 0 <= history["categorical_accuracy"][0] <= 1
+
+
 @pytest.mark.parametrize("form", ["one", "callback_list", "nested"])
 def test_fit_takes_callbacks_in_every_form_keras_takes(spec, form):
     """Keras' `fit` takes one callback, a `CallbackList` or a nested list (`CallbackList` flattens
