@@ -72,6 +72,14 @@ def test_1_commas_and_brackets_inside_a_text_are_characters_not_json_values(serv
     assert status == 200 and len(answer["predictions"]) == 1, answer
     escaped = b'{"instances": ["a\\",[b", "c"]}'  # an escaped quote does not end the string
     assert decoded_json_bytes(escaped) == len(escaped) + 4 * DECODED_BYTES_PER_VALUE  # {, [, one comma, + 1
+    # An unterminated string runs to the end, in one pass: the scan restarted at every later quote,
+    # each time to the end (quadratic: a 40 KB body held the server, gRPC included, for 5 s; 2 MB, hours)
+    unterminated = b'{"instances": ["' + b'\\",' * 700_000  # 2.1 MB
+    assert decoded_json_bytes(unterminated) == len(unterminated) + 3 * DECODED_BYTES_PER_VALUE  # {, [, + 1
+    status, _, answer = rest(server, "POST", "/v1/models/tiny:predict", unterminated)
+    assert status == 400 and "error" in answer, answer
+    ok_predict_rest = rest(server, "POST", "/v1/models/tiny:predict", {"instances": ["a"]})
+    assert ok_predict_rest[0] == 200
 
 
 def test_1_the_decode_budget_bounds_requests_together():
