@@ -39,7 +39,8 @@ from tensorflow_serving.apis import (
 from serving.server.batching import CLIENT_ALIVE
 from serving.server.errors import ServingError, code_number, grpc_status, name_list
 from serving.server.signatures import signature_def_map_any
-from serving.server.tensor_proto import ndarray_from_proto, proto_from_ndarray, serialized_examples_from_input
+from serving.server.tensor_proto import (check_declared_inputs, ndarray_from_proto, proto_from_ndarray,
+                                         serialized_examples_from_input)
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +99,7 @@ class GrpcApi:
         """PredictRequest -> PredictResponse (model_spec carries the resolved version and signature)."""
         name, version, label = _spec(request)
         limits = self.engine.limits
+        check_declared_inputs(request.inputs, limits)  # all inputs together, before any array is built
         inputs = {key: ndarray_from_proto(proto, key, limits) for key, proto in request.inputs.items()}
         resolved, signature_name, outputs = self.engine.predict_arrays(
             name, version=version, version_label=label, signature_name=request.model_spec.signature_name,
@@ -151,7 +153,7 @@ class GrpcApi:
                                    "All ModelSpecs in a MultiInferenceRequest must access the same model name.")
             signature_name = task.model_spec.signature_name or "serving_default"
             if signature_name in seen:
-                raise ServingError("INVALID_ARGUMENT", f"Duplicate evaluation of signature: {signature_name}")
+                raise ServingError("INVALID_ARGUMENT", f"Duplicate evaluation of signature: {signature_name[:200]}")
             seen.add(signature_name)
             if task.method_name not in (CLASSIFY_METHOD, REGRESS_METHOD):
                 raise ServingError("UNIMPLEMENTED", f"Unsupported signature method_name: {task.method_name[:200]}")

@@ -559,7 +559,7 @@ class ModelRegistry:
                 if label not in labels:
                     raise ServingError(
                         "INVALID_ARGUMENT",
-                        f"Unrecognized servable version label: {label} (model '{name}'; labels: "
+                        f"Unrecognized servable version label: {label[:200]} (model '{name}'; labels: "
                         f"{dict(sorted(labels.items())) or 'none'})",
                     )
                 wanted = labels[label]

@@ -208,6 +208,10 @@ GRPC_ERRORS = [
     # The version is a oneof: a label set to "" is a label no model has (TF Serving), not the latest.
     ("empty label", dict(inputs={"text": strings("a")}, label=""), "INVALID_ARGUMENT",
      ["Unrecognized servable version label"]),
+    # quoted cut to 200 characters, as every name a client sends: whole, a 100 KB label made an answer
+    # gRPC's client refuses (RESOURCE_EXHAUSTED "metadata size exceeds hard limit")
+    ("100 KB label", dict(inputs={"text": strings("a")}, label="x" * 100_000), "INVALID_ARGUMENT",
+     ["Unrecognized servable version label: " + "x" * 200 + " ("]),
     ("no model name", dict(inputs={"text": strings("a")}, model=""), "INVALID_ARGUMENT",
      ["ModelSpec has no name specified."]),
     ("unknown signature", dict(inputs={"text": strings("a")}, signature="nosig"), "FAILED_PRECONDITION", ["nosig"]),

@@ -143,6 +143,42 @@ def test_1_a_tiny_request_declaring_a_huge_shape_is_refused_before_allocating(pr
     ok_predict(prediction)
 
 
+def test_1_inputs_under_the_limit_each_are_refused_together_before_any_is_built(prediction, monkeypatch):
+    """20 unknown inputs of [1024, 16384] floats in the short form, each under 64 MiB: a 700-byte
+    request built 1.3 GB of arrays before its names were refused. One 1 MiB string declared [1024]
+    is 1 GiB of text once filled: its UTF-8 was checked (seconds) before the request's size."""
+    from tensorflow.core.framework import types_pb2
+    from tensorflow_serving.apis import predict_pb2
+
+    from serving.server import tensor_proto
+
+    filled, real_filled = [], tensor_proto._filled
+    monkeypatch.setattr(tensor_proto, "_filled",
+                        lambda values, count, *rest: filled.append(count) or real_filled(values, count, *rest))
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name = "tiny"
+    for index in range(20):
+        tensor = request.inputs[f"extra_{index}"]
+        tensor.dtype = types_pb2.DT_FLOAT
+        for size in (1024, 16384):
+            tensor.tensor_shape.dim.add().size = size
+        tensor.float_val.append(1.0)
+    assert request.ByteSize() < 1000
+    before = rss_bytes()
+    code, details = grpc_code(lambda: prediction.Predict(request, timeout=300))
+    assert code == "RESOURCE_EXHAUSTED" and "20 input(s)" in details and "together" in details, details
+    assert filled == [] and rss_bytes() - before < 50 << 20
+    text = predict_pb2.PredictRequest()
+    text.model_spec.name = "tiny"
+    tensor = text.inputs["text"]
+    tensor.dtype = types_pb2.DT_STRING
+    tensor.tensor_shape.dim.add().size = 1024
+    tensor.string_val.append(b"a" * (1 << 20))
+    code, details = grpc_code(lambda: prediction.Predict(text, timeout=300))
+    assert code == "RESOURCE_EXHAUSTED" and "together" in details and filled == [], details
+    ok_predict(prediction)
+
+
 def test_1_the_short_form_tensorflow_reads_is_accepted_within_the_limits():
     """`tf.make_tensor_proto(value, shape=[n])` sends one value; TF Serving fills the shape with it."""
     import tensorflow as tf
