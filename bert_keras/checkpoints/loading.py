@@ -917,6 +917,12 @@ def check_destination(source, dest, *, overwrite=False, source_path=None):
     origin = source_path if source_path is not None else parse_spec(source).path
     if os.path.exists(origin) and os.path.exists(destination.path) and os.path.samefile(origin, destination.path):
         raise ValueError(f"{dest}: is the source {source}; convert into another path")
+    if os.path.isdir(origin):  # `DIR/model.keras` of the model directory DIR: the source's own files
+        inside = os.path.realpath(origin) + os.sep
+        for path in (destination.path, *destination_files(destination)):
+            if os.path.lexists(path) and os.path.realpath(path).startswith(inside):
+                raise ValueError(f"{dest}: would replace {path}, a file of the source {source}; convert into "
+                                 "another path")
     existing = [path for path in destination_files(destination) if os.path.lexists(path)]
     if existing and not overwrite:
         shown = ", ".join(os.path.basename(path) for path in existing[:5])

@@ -71,6 +71,15 @@ def test_predict_and_evaluate_never_write_over_an_input_or_an_existing_file(clas
         refused(["predict", "--model", classifier, "good film", "--output", os.path.join(classifier, name),
                  "--overwrite"], capsys, "is inside an input directory")
         assert os.path.getsize(os.path.join(classifier, name)) == before
+    # convert: the fine-tuned directory's own model.keras, --overwrite or not (it replaced it with the
+    # bare encoder, and the directory no longer loaded)
+    with open(os.path.join(classifier, "model.keras"), "rb") as f:
+        model = f.read()
+    refused(["convert", classifier, os.path.join(classifier, "model.keras"), "--overwrite", "--no-strict"], capsys,
+            "a file of the source")
+    with open(os.path.join(classifier, "model.keras"), "rb") as f:
+        assert f.read() == model
+    assert not [name for name in os.listdir(classifier) if name.startswith("model.") and name != "model.keras"]
 
 
 def test_embed_convert_and_attention_refuse_existing_files(encoder, tmp_path, capsys):
