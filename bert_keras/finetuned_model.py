@@ -623,6 +623,8 @@ def read_finetuned(directory, *, load_model=True):
     results = os.path.join(directory, EVAL_RESULTS_FILE)
     eval_results = _read_json_object(results) if os.path.isfile(results) else None
     model = _load_model(os.path.join(directory, MODEL_FILE)) if load_model else None
+    if model is not None:
+        _check_model_kind(model, fields["kind"], os.path.join(directory, MODEL_FILE))
     if model is not None and fields["labels"]:  # named by the file they came from
         _check_label_count(fields["labels"], model, labels_source, fields["kind"])
     try:
@@ -857,6 +859,18 @@ def _check_labels(labels, where, *, by_line=True):
         return check_label_names(labels, where, by_line=by_line)
     except LabelNamesError as error:
         raise FinetunedModelError(str(error)) from None
+
+
+def _check_model_kind(model, kind, path):
+    """The model a directory's `model.keras` holds is a head of the kind its `task.json` names: an
+    encoder or another kind's model copied over it failed later, deep in a task, with an
+    AttributeError."""
+    from bert_keras.models.encoder_head import EncoderHead
+
+    head = family(kind).hf_head
+    if not isinstance(model, EncoderHead) or (head is not None and not hasattr(model, head.layer)):
+        raise FinetunedModelError(f"{path}: holds a {type(model).__name__}, not the {kind} model {TASK_FILE} names; "
+                                  "save or fine-tune the model again (or copy back its own model.keras)")
 
 
 def _check_label_count(labels, model, where, kind=None):

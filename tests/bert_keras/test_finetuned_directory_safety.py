@@ -177,6 +177,23 @@ def test_a_damaged_model_file_is_named_with_its_directory(saved, damage):
         read_finetuned(saved)
 
 
+def test_a_model_file_of_another_kind_is_named_not_an_attribute_error(saved):
+    """An encoder (or another kind's head) copied over model.keras: every command that read the
+    directory ended in "'BertEncoder' object has no attribute 'encoder'" and a traceback."""
+    import keras
+
+    from bert_keras.models import BertMultipleChoice
+
+    encoder = _classifier().encoder
+    keras.saving.save_model(encoder, os.path.join(saved, "model.keras"))
+    with pytest.raises(FinetunedModelError, match=r"model/model.keras: holds a BertEncoder, not the "
+                                                  r"classification model task.json names"):
+        read_finetuned(saved)
+    keras.saving.save_model(BertMultipleChoice(encoder, 2), os.path.join(saved, "model.keras"))
+    with pytest.raises(FinetunedModelError, match=r"holds a BertMultipleChoice, not the classification model"):
+        read_finetuned(saved)
+
+
 # -- G. never delete what the user owns --------------------------------------------------------
 
 
