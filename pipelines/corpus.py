@@ -272,7 +272,7 @@ class _CorpusBuilder:
 
     def decode(self, raw: bytes, path: str, line_number: int, decode_errors: str) -> str:
         try:
-            return raw.decode("utf-8")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as error:
             if decode_errors == "strict":
                 raise _not_utf8(path, line_number, raw, error,
@@ -281,7 +281,10 @@ class _CorpusBuilder:
             self.replaced_lines += 1
             if len(self.replaced_at) < _MAX_REPORTED_LINES:
                 self.replaced_at.append(f"{path}, line {line_number}")
-            return raw.decode("utf-8", "replace")
+            text = raw.decode("utf-8", "replace")
+        if "\0" in text:  # the tokenizer drops it, joining two words
+            _refuse_nul(path, line_number, raw)
+        return text
 
     def build(self, files) -> Corpus:
         self.end_document()
@@ -364,6 +367,8 @@ def check_text_file(path: str, tokenizer=None) -> int:
                                 "Save the file as UTF-8 (iconv -f cp1252 -t utf-8 FILE > FILE.utf8).") from None
         if carriage_return:  # TensorFlow's line reader drops a CR: 'one\rtwo' was counted as 'onetwo'
             _refuse_carriage_return(path, number, raw)
+        if b"\0" in raw:  # and the tokenizer a NUL: 'hello\0world' was learnt as 'helloworld'
+            _refuse_nul(path, number, raw)
         if raw.strip():
             lines += not has_no_token(raw.decode("utf-8"))
         if tokenizer is not None and _CONJOINING_JAMO.search(raw) and tokenizer.checks_composition:
@@ -389,6 +394,25 @@ def _refuse_carriage_return(path, number, raw):
         f"{path}, line {number}: a carriage return (\\r) inside the line ({raw[:60]!r}); TensorFlow's line reader "
         "drops it, joining the words on either side. A file of CR line ends: convert it "
         "(tr '\\r' '\\n' < FILE > FILE.txt); stray ones: make them spaces (tr '\\r' ' ').")
+
+
+def _refuse_nul(path, number, raw):
+    """The `CorpusError` of a line that holds a NUL byte: BERT's tokenizer drops it, joining the
+    words on either side, as every reader of a text file here refuses it (`pipelines.datasets.text_files`)."""
+    from pipelines.datasets.text_files import wide_unicode_encoding
+
+    wide = wide_unicode_encoding(_head(path))  # UTF-16 / UTF-32 text: NUL bytes between its characters
+    if wide:
+        from pipelines.datasets.text_files import iconv_advice
+
+        raise CorpusError(f"{path}, line {number}: NUL bytes between its characters. The file is {wide}: save it "
+                          f"as UTF-8 ({iconv_advice(wide)}).")
+    offset = raw.index(b"\0")
+    shown = raw[max(0, offset - 30):offset + 30].decode("utf-8", "replace")
+    raise CorpusError(
+        f"{path}, line {number}, column {len(raw[:offset].decode('utf-8', 'replace')) + 1}: a NUL byte (0x00): "
+        f"{shown!r} would be read as {shown.replace(chr(0), '')!r} (the tokenizer drops it); the file may be "
+        "damaged: check it, or remove the NUL bytes (tr -d '\\000' < FILE > FILE.clean).")
 
 
 def _lf_lines(path: str) -> Iterator[bytes]:

@@ -161,7 +161,8 @@ def test_a_utf_16_corpus_is_told_its_iconv_command(tmp_path):
         read_corpus(bom)
     assert "cp1252" not in str(refused.value)
     later = write(tmp_path / "later.txt", "One sentence.\nCaf\xe9 au lait.\n".encode("utf-16-le"))
-    with pytest.raises(CorpusError, match=r"later.txt, line 2: .*The file is UTF-16LE: .*iconv -f UTF-16LE"):
+    # line 1 is ASCII: valid UTF-8 but for its NUL bytes, named there now
+    with pytest.raises(CorpusError, match=r"later.txt, line 1: .*The file is UTF-16LE: .*iconv -f UTF-16LE"):
         read_corpus(later)
 
 
@@ -224,6 +225,23 @@ def test_a_cr_inside_a_line_stops_the_streaming_readers_naming_file_and_line(tmp
             read([mac])
     wide = write(tmp_path / "wide.txt", "One cat.\r\nTwo dogs.\r\n".encode("utf-16-le"))
     with pytest.raises(CorpusError, match=r"wide.txt: the file is UTF-16LE: .*iconv -f UTF-16LE"):
+        corpus_lib.check_text_files(wide)
+
+
+def test_a_nul_byte_in_a_corpus_is_named_by_file_line_and_column(tmp_path):
+    """BERT's tokenizer drops a NUL: `bert-keras vocab` learnt 'helloworld' from 'hello\\0world', and
+    create-pretraining-data / pretrain --input trained on the joined word, where every other reader of
+    a text file names it."""
+    from pipelines.tokenizer.corpus_words import count_corpus_words
+
+    damaged = write(tmp_path / "damaged.txt", b"One cat.\nhello\x00world sat.\n")
+    for read in (count_corpus_words, corpus_lib.check_text_files, read_corpus):
+        with pytest.raises(CorpusError, match=r"damaged.txt, line 2, column 6: a NUL byte \(0x00\): "
+                                              r"'hello\\x00world sat.' would be read as 'helloworld sat.'"):
+            read([damaged] if read is not read_corpus else damaged)
+    wide = write(tmp_path / "wide.txt", "One cat.\nTwo dogs.\n".encode("utf-16-le"))  # LF only: NUL bytes
+    with pytest.raises(CorpusError, match=r"wide.txt, line 1: NUL bytes between its characters. The file is "
+                                          r"UTF-16LE"):
         corpus_lib.check_text_files(wide)
 
 
