@@ -74,6 +74,10 @@ def run(args):
                       flag="--output")
     if args.top_k < 1:
         raise CommandError("--top-k must be at least 1")
+    if args.query is not None:
+        from serving.text_requests import utf8_arguments
+
+        utf8_arguments([args.query], "--query")
     corpus = read_idf_corpus(args)
 
     embedder = embedder_from_flags(args, max_length=args.max_length, stride=args.stride)

@@ -451,6 +451,14 @@ class Embeddings:
     cosine similarity:
        1.000  0.600   'a cat'
        0.600  1.000   'a dog'
+
+    The next command to try: a query is shown in `attention`, unless it has no token to show:
+
+    >>> ranked = dataclasses.replace(result, query="a pet", indices=np.array([1, 0]), scores=np.array([0.9, 0.8]))
+    >>> print(ranked.next_step("model.keras"))
+    next: bert-keras attention --init model.keras 'a pet'  # see what the model attends to
+    >>> print(dataclasses.replace(ranked, query=" ").next_step("model.keras"))
+    next: bert-keras tokenize --init model.keras "your text"  # see the tokens and offsets
     """
 
     texts: list
@@ -535,14 +543,17 @@ class Embeddings:
         fine-tuned model directory) `attention`."""
         from bert_keras.finetuned_model import is_finetuned_directory
 
+        from pipelines.tokenizer.tokenless import has_no_token
+
         vocab = f" --vocab {shlex.quote(str(vocab_file))}" if vocab_file else ""
         finetuned = is_finetuned_directory(str(spec))  # `tokenize --init` reads no fine-tuned directory
         spec = shlex.quote(str(spec))
-        if self.query is None and finetuned:
+        query = None if self.query is None or has_no_token(self.query) else self.query  # `attention ''` fails
+        if query is None and finetuned:
             return (f'next: bert-keras attention --init {spec} "your text"  '
                     "# see what the fine-tuned encoder attends to")
-        if self.query is None:
+        if query is None:
             source = vocab[1:] or f"--init {spec}"
             return f'next: bert-keras tokenize {source} "your text"  # see the tokens and offsets'
-        return (f"next: bert-keras attention --init {spec}{vocab} {shlex.quote(self.query)}  "
+        return (f"next: bert-keras attention --init {spec}{vocab} {shlex.quote(query)}  "
                 "# see what the model attends to")

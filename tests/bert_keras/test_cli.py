@@ -343,3 +343,7 @@ def test_bytes_that_are_not_utf8_on_stdin_or_in_an_argument_are_named(monkeypatc
     # Python hands a non-UTF-8 argument byte on as a lone surrogate (os.fsdecode).
     assert main(["tokenize", "--vocab", VOCAB, "ok", os.fsdecode(b"caf\xe9")]) == 2
     assert "TEXT argument 2 ('caf\\udce9'): byte 0xe9 is not valid UTF-8" in capsys.readouterr().err
+    # embed --query: named as the flag (it was "x[0]: character 4 is \udce9", the task's words), before
+    # the model is loaded (a path that does not exist is not reached)
+    assert main(["embed", "--init", "no-such-model.keras", "dog", "--query", os.fsdecode(b"caf\xe9")]) == 2
+    assert "--query argument 1 ('caf\\udce9'): byte 0xe9 is not valid UTF-8" in capsys.readouterr().err
