@@ -631,6 +631,12 @@ def _check_token_list(tokens: List[str], *, what: str) -> None:
             raise VocabularyError(f"{where(i)} is {token!r}; every token must be a non-empty str.")
         if "\n" in token or "\r" in token:
             raise VocabularyError(f"{where(i)} = {token!r} contains a line break.")
+        try:
+            token.encode("utf-8")
+        except UnicodeEncodeError as bad:  # a lone surrogate: a byte that was not UTF-8 (os.fsdecode)
+            code = ord(token[bad.start])
+            byte = f"byte 0x{code - 0xDC00:02x} is not valid UTF-8" if 0xDC80 <= code <= 0xDCFF else "not Unicode text"
+            raise VocabularyError(f"{where(i)} = {token!r}: {byte}; a vocab.txt is UTF-8 text.") from None
         if token in seen:
             raise VocabularyError(f"{what} lists {token!r} twice: {what}[{seen[token]}] and {what}[{i}] (ids "
                                   f"{seen[token]} and {i}, lines {seen[token] + 1} and {i + 1} of vocab.txt); "

@@ -134,6 +134,12 @@ def _check_extra_reserved(extra, special):
             ids = " ".join(f"{name}={i}" for i, name in enumerate(special))
             raise VocabularyError(f"{given} is one of the {len(special)} special tokens every vocabulary starts "
                                   f"with already ({ids}): leave it out.")
+        try:
+            token.encode("utf-8")
+        except UnicodeEncodeError as bad:  # a byte that is not UTF-8, passed on as a lone surrogate
+            code = ord(token[bad.start])
+            what = f"byte 0x{code - 0xDC00:02x} is not valid UTF-8" if 0xDC80 <= code <= 0xDCFF else "not Unicode text"
+            raise VocabularyError(f"{given}: {what}; give UTF-8 text (a vocab.txt is UTF-8).") from None
         if token in first:
             raise VocabularyError(f"{given} repeats reserved token {first[token]}: a token has one id "
                                   f"(it would be id {len(special) + first[token] - 1}); give it once.")

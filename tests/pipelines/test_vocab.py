@@ -15,6 +15,7 @@ from pipelines.tokenizer.vocab import (
     VocabularyError,
     alphabet_share,
     build_vocabulary,
+    check_reserved_tokens,
     count_words,
     load_vocabulary,
     special_tokens_from_vocabulary,
@@ -430,6 +431,13 @@ def test_learn_vocabulary_checks_reserved_tokens_and_size_before_counting(tmp_pa
         learn_vocabulary([str(corpus)], str(tmp_path / "vocab.txt"), reserved=["[unused0]", "[unused1]", "[unused0]"])
     with pytest.raises(VocabularyError, match=r"reserved token 2 \('', --reserved\) is empty"):
         learn_vocabulary([str(corpus)], str(tmp_path / "vocab.txt"), reserved=["[unused0]", ""])
+    # a byte that is not UTF-8 (an argument's, passed on as a lone surrogate): named, not a codec error
+    with pytest.raises(VocabularyError, match=r"reserved token 1 \('\[x\\udce9\]', --reserved\): byte 0xe9 is "
+                                              r"not valid UTF-8"):
+        learn_vocabulary([str(corpus)], str(tmp_path / "vocab.txt"), reserved=["[x\udce9]"])
+    with pytest.raises(VocabularyError, match=r"reserved_tokens\[0\] \(id 0, line 1 of vocab.txt\) = '\\udce9': "
+                                              r"byte 0xe9 is not valid UTF-8"):
+        check_reserved_tokens(["\udce9"], 10)
     with pytest.raises(ValueError, match="vocab_size=6 leaves no room beside the 6 reserved tokens"):
         learn_vocabulary([str(corpus)], str(tmp_path / "vocab.txt"), size=6, reserved=["[unused0]"])
 
