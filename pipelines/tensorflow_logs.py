@@ -139,6 +139,9 @@ def configure(verbose=False):
     # 3 = FATAL only: the CUDA probe and oneDNN report at ERROR level on healthy machines.
     # Real failures still reach the user as Python exceptions with TensorFlow's message.
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+    # gRPC's C core logs its errors itself ("add_port.cc:83] Failed to add port" before the server's
+    # own message says the port is taken); the user's setting wins.
+    os.environ.setdefault("GRPC_VERBOSITY", "NONE")
     quiet_tensorflow_load()
     for name in NOISY_LOGGERS:
         _logger(name).setLevel(logging.ERROR)
