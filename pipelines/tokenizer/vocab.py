@@ -225,11 +225,11 @@ def special_tokens_from_vocabulary(
     missing = [f"{token} ({role})" for role, token in wanted.items() if token not in ids]
     if missing:
         where = source if source is not None else "the vocabulary"
-        hint = " or pass require_mask=False if you will not pretrain" if require_mask else ""
+        hint = ", or require_mask=False if you will not pretrain" if require_mask else ""
         raise VocabularyError(
-            f"Special tokens missing from {where}: {', '.join(missing)}. Add them to "
-            "the vocabulary, pass the strings this vocabulary uses instead (e.g. "
-            f"cls='<s>'){hint}."
+            f"Special tokens missing from {where}: {', '.join(missing)}. Add them to the vocabulary, a line "
+            "each (BERT's are [PAD] [UNK] [CLS] [SEP] [MASK]); from Python, you may instead pass the strings "
+            f"this vocabulary uses (e.g. cls='<s>'){hint}."
         )
     return SpecialTokens(
         pad=ids[pad],
