@@ -436,6 +436,20 @@ def write_hf(directory, config, canonical, vocab_file=None, *, stage_files=None,
     return os.fspath(directory)
 
 
+def superseded_weight_files(directory):
+    """The weight files of another model a new `model.safetensors` in `directory` replaces (names):
+    `pytorch_model.bin`, the sharded indexes and the shards they name."""
+    names = {TORCH_FILE, SAFETENSORS_INDEX, TORCH_INDEX}
+    for index in (SAFETENSORS_INDEX, TORCH_INDEX):
+        try:
+            with open(os.path.join(directory, index), encoding="utf-8") as f:
+                weight_map = json.load(f).get("weight_map", {})
+            names |= {shard for shard in weight_map.values() if isinstance(shard, str) and "/" not in shard}
+        except (OSError, ValueError, AttributeError):
+            pass
+    return sorted(names)
+
+
 def _superseded_files(directory, staging):
     """The files of a model `directory` held before that the files staged for it replace: other
     weight files (transformers would load `pytorch_model.bin` or shards of another model beside
@@ -445,14 +459,7 @@ def _superseded_files(directory, staging):
     if not os.path.isdir(directory):
         return []
     present = set(os.listdir(directory))
-    superseded = {TORCH_FILE, SAFETENSORS_INDEX, TORCH_INDEX}
-    for index in (SAFETENSORS_INDEX, TORCH_INDEX):
-        try:
-            with open(os.path.join(directory, index), encoding="utf-8") as f:
-                weight_map = json.load(f).get("weight_map", {})
-            superseded |= {shard for shard in weight_map.values() if isinstance(shard, str) and "/" not in shard}
-        except (OSError, ValueError, AttributeError):
-            pass
+    superseded = set(superseded_weight_files(directory))
     if os.path.isfile(os.path.join(staging, VOCAB_FILE)):
         superseded.add(TOKENIZER_JSON)
     return sorted((superseded & present) - set(os.listdir(staging)))

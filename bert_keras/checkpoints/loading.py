@@ -900,7 +900,12 @@ def destination_files(destination, vocab=True):
         names += [tf1.CONFIG_FILE, "checkpoint"] + (["vocab.txt", os.path.basename(tokenizer_config_path("vocab.txt"))]
                                                     if vocab else [])
         return [os.path.join(directory, name) for name in names]
-    # hf:, keras-hub: a directory, written as a whole
+    if destination.kind == "hf":  # the files `hf.write_hf` writes, and those it removes (`_superseded_files`)
+        names = [hf.CONFIG_FILE, hf.SAFETENSORS_FILE, *hf.superseded_weight_files(path)]
+        if vocab:
+            names += [hf.VOCAB_FILE, os.path.basename(tokenizer_config_path(hf.VOCAB_FILE)), hf.TOKENIZER_JSON]
+        return [os.path.join(path, name) for name in names]
+    # keras-hub: a directory, written as a whole
     return [os.path.join(path, name) for name in (os.listdir(path) if os.path.isdir(path) else [])]
 
 

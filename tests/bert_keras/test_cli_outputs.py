@@ -96,8 +96,19 @@ def test_embed_convert_and_attention_refuse_existing_files(encoder, tmp_path, ca
     hf_dir = tmp_path / "hf"
     hf_dir.mkdir()
     (hf_dir / "config.json").write_text("mine")
-    refused(["convert", encoder, f"hf:{hf_dir}"], capsys, "would replace config.json")
+    (hf_dir / "notes.txt").write_text("mine")
+    err = refused(["convert", encoder, f"hf:{hf_dir}"], capsys, "would replace config.json;")
+    assert "notes.txt" not in err  # listed only what it replaces: a file of another name stays
     assert (hf_dir / "config.json").read_text() == "mine"
+    assert main(["convert", encoder, f"hf:{hf_dir / 'fresh'}"]) == 0
+    (hf_dir / "fresh" / "notes.txt").write_text("mine")
+    os.remove(hf_dir / "fresh" / "config.json")
+    os.remove(hf_dir / "fresh" / "model.safetensors")
+    os.remove(hf_dir / "fresh" / "vocab.txt")
+    os.remove(hf_dir / "fresh" / "tokenizer_config.json")
+    assert main(["convert", encoder, f"hf:{hf_dir / 'fresh'}"]) == 0  # beside your files: no --overwrite needed
+    assert (hf_dir / "fresh" / "notes.txt").read_text() == "mine"
+    capsys.readouterr()
     refused(["convert", encoder, encoder, "--overwrite"], capsys, "is the source")
     assert main(["convert", encoder, str(mine), "--overwrite"]) == 0 and mine.stat().st_size > 1000
     capsys.readouterr()
