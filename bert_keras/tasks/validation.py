@@ -47,9 +47,13 @@ def _validation_batches(task, validation_data, batch_size):
 
 def validation_metrics(task, validation_data, batch_size, callbacks=None):
     """`[callback]` that adds the task's metrics on raw `validation_data` to the logs, or `[]`
-    (tokenized validation data, an endless dataset, or a generator that cannot be read twice).
+    (tokenized validation data, an endless dataset or `PyDataset`, or a generator that cannot be
+    read twice).
     `callbacks`: the user's, whose mode "auto" monitors of those metrics it tells to maximize."""
     regression = getattr(task, "is_regression", False)
+    if isinstance(validation_data, keras.utils.PyDataset) and validation_data.num_batches is not None:
+        # read by index: it can be read again for the metrics (a generator cannot)
+        validation_data, _ = dataset_of_batches(validation_data, name="validation_data")
     if isinstance(validation_data, tf.data.Dataset):
         if is_tokenized_dataset(validation_data) \
                 or validation_data.cardinality() == tf.data.INFINITE_CARDINALITY:

@@ -1634,6 +1634,10 @@ def test_generators_and_py_datasets_are_read_as_keras_reads_them(spec):
     history = build(tasks.TextClassifier, spec, labels=["neg", "pos"]).fit(
         TEXTS, LABELS, epochs=1, validation_data=(batch for batch in batches), verbose=0)
     assert "val_loss" in history.history
+    # a PyDataset is read by index, so again for the task's metrics (a generator is read once)
+    history = build(tasks.TextClassifier, spec, labels=["neg", "pos"]).fit(
+        TEXTS, LABELS, epochs=1, validation_data=_Batches(batches), verbose=0)
+    assert {"val_loss", "val_f1", "val_matthews_corrcoef"} <= set(history.history)
     # word lists of NER (ragged columns) and pairs
     words = [["john", "smith", "lives", "in", "paris"], ["the", "capital", "of", "france"]] * 2
     tags = [["B-PER", "I-PER", "O", "O", "B-LOC"], ["O", "O", "O", "B-LOC"]] * 2
