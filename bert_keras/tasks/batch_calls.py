@@ -22,8 +22,7 @@ class KerasBatchCalls:
 
     def train_on_batch(self, x=None, y=None, sample_weight=None, class_weight=None, return_dict=False):
         """One training step on one batch of raw text (packed by the preprocessor) or packed inputs."""
-        if not is_tokenized(x):
-            x, y = self._packed_batch(x, y)
+        x, y = self._packed_batch(x, y) if not is_tokenized(x) else (x, self._labels_of_packed(x, y))
         if class_weight is not None:
             class_weight = fit_loop.class_weight_ids(self, class_weight, sample_weight)
         return super().train_on_batch(x, y, sample_weight=sample_weight, class_weight=class_weight,
@@ -31,9 +30,12 @@ class KerasBatchCalls:
 
     def test_on_batch(self, x=None, y=None, sample_weight=None, return_dict=False):
         """Keras' loss and compiled metrics on one batch of raw text or packed inputs."""
-        if not is_tokenized(x):
-            x, y = self._packed_batch(x, y)
+        x, y = self._packed_batch(x, y) if not is_tokenized(x) else (x, self._labels_of_packed(x, y))
         return super().test_on_batch(x, y, sample_weight=sample_weight, return_dict=return_dict)
+
+    def _labels_of_packed(self, x, y):
+        """The labels `y` of packed inputs `x` as the head reads them (a family's names as ids)."""
+        return y
 
     def _packed_batch(self, x, y):
         """`(packed inputs, label ids)` of one in-memory batch of raw text (families with a preprocessor)."""

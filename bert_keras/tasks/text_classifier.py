@@ -182,6 +182,12 @@ class TextClassifier(TextTask):
             y = tf.expand_dims(y, -1) if len(y.shape) == 1 else y
         return super().compute_metrics(x, y, y_pred, sample_weight)
 
+    def _labels_of_packed(self, x, y):
+        """Label names (or ids, one-hot rows, scores) as `fit` reads them, beside packed inputs."""
+        if y is None:
+            return None
+        return classifier_inputs.read_targets(self, y, int(np.shape(x["token_ids"])[0]))
+
     def _packed_batch(self, x, y):
         columns = classifier_inputs.read_texts(self, x)
         packed = self.preprocessor.pack(tuple(tf.constant(c) for c in columns))

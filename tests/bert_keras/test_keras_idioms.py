@@ -1556,6 +1556,9 @@ def test_more_keras_forms_read_the_same_data(spec):
     np.testing.assert_allclose(classifier.predict_on_batch(TEXTS[:3]), predicted[:3], atol=1e-6)
     loss = classifier.test_on_batch(TEXTS[:4], LABELS[:4])
     assert np.isfinite(np.ravel(loss)[0])
+    # packed inputs with label names, as fit takes them ("y_true and y_pred have different structures")
+    packed = classifier.preprocessor(tf.constant(TEXTS[:4]))
+    np.testing.assert_allclose(classifier.test_on_batch(packed, LABELS[:4]), loss, rtol=1e-6)
     assert np.isfinite(np.ravel(classifier.train_on_batch(TEXTS[:4], LABELS[:4]))[0])
     # ... in every family: word lists and tags, questions and answers
     words, tags = [["john", "lives"], ["in", "paris", "now"]], [["B-PER", "O"], ["O", "B-LOC", "O"]]
