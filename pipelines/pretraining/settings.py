@@ -174,18 +174,20 @@ class PretrainingDataSettings(MaskingSettings):
     max_seq_length: int = option(128, "tokens per example (default 128)", "--seq-length",
                                    "--max-seq-length", "--max_seq_length", type="pair_sequence_length")
     max_predictions_per_seq: int = option(20, "masked positions per example (default 20)", "--max-predictions",
-                                            "--max-predictions-per-seq", "--max_predictions_per_seq")
-    dupe_factor: int = option(10, "passes over the corpus, each with new masks (default 10)", None, "--dupe_factor")
+                                            "--max-predictions-per-seq", "--max_predictions_per_seq", type="positive_int")
+    dupe_factor: int = option(10, "passes over the corpus, each with new masks (default 10)", None, "--dupe_factor",
+                               type="positive_int")
     seed: int = option(12345, "the random seed (default 12345)", None, "--random-seed", "--random_seed")
-    num_output_shards: int = option(8, "number of output files (default 8)", None, "--num_output_shards")
-    num_shards: int = option(1, "machines sharing the work (default 1)", None, "--num_shards")
+    num_output_shards: int = option(8, "number of output files (default 8)", None, "--num_output_shards",
+                                   type="positive_int")
+    num_shards: int = option(1, "machines sharing the work (default 1)", None, "--num_shards", type="positive_int")
     shard_index: int = option(0, "this machine's index in [0, --num-shards) (default 0)", None, "--shard_index")
     tfds_split: str = option("train", "split of a tfds: input (default train)", None, "--tfds_split")
     tfds_text_field: str = option("text", "text feature of a tfds: input (default text)", None, "--tfds_text_field")
     documents_per_bucket: int = option(
         10_000, "documents per next-sentence bucket: a random next segment comes from another document of the "
         "same bucket (one bucket, the whole corpus, below this many documents; default 10000)", None,
-        "--documents_per_bucket")
+        "--documents_per_bucket", type="positive_int")
     # None: the vocabulary's word length limit (`resolve_tokenizer_settings`: recorded, 100 in an
     # HF directory, else the original's 200), which the models built on it read with.
     max_input_chars_per_word: Optional[int] = option(

@@ -314,6 +314,17 @@ def test_a_pretraining_seq_length_below_5_is_a_usage_error_naming_the_flag(argv,
                      r"got 4\n", capsys.readouterr().err)
 
 
+@pytest.mark.parametrize("flag", ["--max-predictions", "--dupe-factor", "--num-output-shards", "--num-shards",
+                                  "--documents-per-bucket"])
+def test_pretraining_data_counts_below_1_are_usage_errors_naming_the_flag(flag, capsys):
+    """They stopped once running with the settings' Python names ("num_output_shards and dupe_factor
+    must be at least 1"), which no flag of the command is."""
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["create-pretraining-data", "--input", "c.txt", "--vocab", "v.txt",
+                                   "--output-prefix", "o", flag, "0"])
+    assert f"argument {flag}: must be at least 1, got 0\n" in capsys.readouterr().err
+
+
 def help_examples(text):
     """The commands under "example:" / "examples:" in a `--help` text: its lines up to a blank one,
     a line ending in a backslash joined with the next (as a shell reads them)."""
