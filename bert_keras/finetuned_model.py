@@ -355,7 +355,8 @@ def convert_finetuned(directory, dest, *, strict=True, overwrite=False):
     from bert_keras.checkpoints.task_heads import hf_task_head
 
     destination = parse_spec(dest, for_writing=True)
-    check_destination(directory, dest, overwrite=overwrite, source_path=os.fspath(directory))
+    check_destination(directory, dest, overwrite=overwrite, source_path=os.fspath(directory),
+                      source_files=[os.path.join(directory, name) for name in OWNED_FILES])
     record = read_finetuned(directory)
     encoder = record.model.encoder
     head = hf_task_head(record)

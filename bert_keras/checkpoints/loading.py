@@ -909,10 +909,20 @@ def destination_files(destination, vocab=True):
     return [os.path.join(path, name) for name in (os.listdir(path) if os.path.isdir(path) else [])]
 
 
-def check_destination(source, dest, *, overwrite=False, source_path=None):
+def _source_files(source, directory):
+    """The files the directory of checkpoint spec `source` is made of (an `hf:` / `keras-hub:`
+    checkpoint's), which a conversion must not write over."""
+    try:
+        return destination_files(parse_spec(source, for_writing=True))
+    except (ValueError, OSError):  # a spec that is read only (pip:): every file of its directory
+        return [os.path.join(directory, name) for name in os.listdir(directory)]
+
+
+def check_destination(source, dest, *, overwrite=False, source_path=None, source_files=None):
     """Refuses a conversion that would write over its source, or over existing files without `overwrite`.
 
-    `source_path`: the source's path, when `source` is no weights spec (a fine-tuned model directory).
+    `source_path`: the source's path, when `source` is no weights spec (a fine-tuned model directory);
+    `source_files`: the files that directory is made of (default: those of `source`'s spec).
 
     Raises:
         FileExistsError: naming the files, and `overwrite=True` (`--overwrite`).
@@ -922,10 +932,11 @@ def check_destination(source, dest, *, overwrite=False, source_path=None):
     origin = source_path if source_path is not None else parse_spec(source).path
     if os.path.exists(origin) and os.path.exists(destination.path) and os.path.samefile(origin, destination.path):
         raise ValueError(f"{dest}: is the source {source}; convert into another path")
-    if os.path.isdir(origin):  # `DIR/model.keras` of the model directory DIR: the source's own files
-        inside = os.path.realpath(origin) + os.sep
+    if os.path.isdir(origin):  # `DIR/model.keras` of the model directory DIR: a file the source is made of
+        own = {os.path.realpath(path) for path in (source_files if source_files is not None
+                                                   else _source_files(source, origin))}
         for path in (destination.path, *destination_files(destination)):
-            if os.path.lexists(path) and os.path.realpath(path).startswith(inside):
+            if os.path.lexists(path) and os.path.realpath(path) in own:
                 raise ValueError(f"{dest}: would replace {path}, a file of the source {source}; convert into "
                                  "another path")
     existing = [path for path in destination_files(destination) if os.path.lexists(path)]

@@ -78,11 +78,19 @@ def after_saving(output_dir):
     or SIGTERM there carries `saved` (the directory), so that the command line says the model is
     saved rather than "run the same command again to resume" (which would refuse the directory
     that now holds the model)."""
+    from bert_keras.interruptions import interrupt_behind
+
     try:
         yield
     except KeyboardInterrupt as interrupt:
         interrupt.saved = os.fspath(output_dir)
         raise
+    except Exception as error:  # noqa: BLE001 - a Ctrl-C TensorFlow turned into another error (tracing)
+        interrupt = interrupt_behind(error)
+        if interrupt is None:
+            raise
+        interrupt.saved = os.fspath(output_dir)
+        raise interrupt from None
 
 
 def remove_run_dir(run_dir):

@@ -126,7 +126,8 @@ def on_logits(task, loss):
     if isinstance(loss, dict):
         return {name: on_logits(task, item) for name, item in loss.items()}
     cross_entropy = {keras.losses.sparse_categorical_crossentropy: keras.losses.SparseCategoricalCrossentropy,
-                     keras.losses.categorical_crossentropy: keras.losses.CategoricalCrossentropy}
+                     keras.losses.categorical_crossentropy: keras.losses.CategoricalCrossentropy,
+                     keras.losses.categorical_focal_crossentropy: keras.losses.CategoricalFocalCrossentropy}
     for function, cls in cross_entropy.items():
         if loss is function or (isinstance(loss, str) and loss.replace("_", "").lower() == cls.__name__.lower()):
             return cls(from_logits=True)

@@ -183,9 +183,13 @@ class TextClassifier(TextTask):
         return super().compute_metrics(x, y, y_pred, sample_weight)
 
     def _labels_of_packed(self, x, y):
-        """Label names (or ids, one-hot rows, scores) as `fit` reads them, beside packed inputs."""
-        if y is None:
-            return None
+        """Label names beside packed inputs as ids, as `fit` reads them; ids (what the preprocessor
+        gives), one-hot rows and scores go to Keras as they are, as `fit` passes packed batches' own."""
+        if y is None or self.is_regression:
+            return y
+        values = y.numpy() if isinstance(y, tf.Tensor) else np.asarray(y, dtype=object)
+        if values.dtype.kind not in "OSU" or not any(isinstance(v, (str, bytes)) for v in values.ravel()):
+            return y
         return classifier_inputs.read_targets(self, y, int(np.shape(x["token_ids"])[0]))
 
     def _packed_batch(self, x, y):

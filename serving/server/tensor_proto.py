@@ -124,7 +124,9 @@ def check_declared_inputs(protos, limits: Limits) -> None:
             text = len(proto.tensor_content) if proto.tensor_content else sum(len(v) for v in values)
             if values and len(values) < count:
                 text += (count - len(values)) * len(values[-1])  # TensorFlow's filling of a short field
-            total += count * STRING_ELEMENT_BYTES + text
+            # as the checks one by one count them: the elements (`check_declared_size`) or their bytes
+            # (`validate_inputs`), whichever is more; a request either accepted stays accepted
+            total += max(count * STRING_ELEMENT_BYTES, text)
         elif proto.dtype in _NUMPY_OF_DT:
             itemsize = _NUMPY_OF_DT[proto.dtype].itemsize
             check_declared_size(name, shape, itemsize, limits)

@@ -80,6 +80,11 @@ def test_predict_and_evaluate_never_write_over_an_input_or_an_existing_file(clas
     with open(os.path.join(classifier, "model.keras"), "rb") as f:
         assert f.read() == model
     assert not [name for name in os.listdir(classifier) if name.startswith("model.") and name != "model.keras"]
+    # a file the source is not made of may be written in its directory, and replaced with --overwrite
+    copy = shutil.copytree(classifier, str(tmp_path / "copy"))
+    for overwrite in ([], ["--overwrite"]):
+        assert main(["convert", copy, os.path.join(copy, "encoder.keras"), "--no-strict", *overwrite]) == 0
+    capsys.readouterr()
 
 
 def test_embed_convert_and_attention_refuse_existing_files(encoder, tmp_path, capsys):

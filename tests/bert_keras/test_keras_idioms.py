@@ -243,6 +243,13 @@ def test_star_ratings_and_digit_names_follow_the_label_rule(spec):
     rows = [y for _, y in classifier_inputs.dataset_rows(swapped, ids, needs_y=True)[0].as_numpy_iterator()]
     assert rows == [y for _, y in classifier_inputs.dataset_rows(swapped, named, needs_y=True)[0]
                     .as_numpy_iterator()] == [0, 1]
+    # *_on_batch on packed inputs: the preprocessor's ids stay ids (as fit reads packed batches), names
+    # are read by the rule: id 0 (the name "1") and id 4 (the name "5")
+    packed, ids = stars.preprocessor(tf.constant(TEXTS[:2]), tf.constant(["1", "5"]))
+    assert ids.numpy().tolist() == [0, 4]
+    expected = stars.test_on_batch(TEXTS[:2], [1, 5])
+    np.testing.assert_allclose(stars.test_on_batch(packed, ids), expected, rtol=1e-6)
+    np.testing.assert_allclose(stars.test_on_batch(packed, ["1", "5"]), expected, rtol=1e-6)
 
 
 def test_pairs_from_a_batched_dataset_and_predict_on_pair_datasets(spec):
@@ -472,6 +479,10 @@ def test_a_categorical_loss_of_your_own_reads_one_hot_targets_as_in_keras(spec):
     targets = keras.utils.to_categorical(ids, 2) * 0.8 + 0.1
     manual = np.mean(-np.sum(targets * np.log(probabilities), axis=1))
     assert smoothed.evaluate(TEXTS, LABELS, verbose=0)[0] == pytest.approx(manual, rel=1e-5)  # names too
+    focal = build(tasks.TextClassifier, spec, labels=["neg", "pos"])
+    focal.compile(loss="categorical_focal_crossentropy")  # read on logits, as the other cross-entropies
+    assert focal.loss.get_config()["from_logits"] is True
+    assert np.isfinite(focal.evaluate(TEXTS, LABELS, verbose=0)[0])
     chooser = build(tasks.MultipleChoice, spec, num_choices=2)
     chooser.compile(loss="categorical_crossentropy", metrics=["categorical_accuracy"])
     contexts, endings = ["he opens the door.", "a dog."], [["he walks in.", "paris."], ["great.", "bad."]]
